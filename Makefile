@@ -1,0 +1,57 @@
+# Bothy: make run starts the development server, make test runs every test.
+SHELL := /bin/bash
+GO    ?= go
+
+.PHONY: run test generate check-generated assets audit-deps audit-graphql bench migrate build vet
+
+## run: the development server on the embedded database with the example world
+run: assets
+	$(GO) run ./cmd/bothy dev
+
+## test: every test (vet, generated code current, unit, integration, audit)
+test: assets audit-deps
+	$(GO) vet ./...
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
+	$(MAKE) check-generated
+	$(GO) test -count=1 -timeout 20m ./...
+
+## generate: regenerate every generated file (gqlgen, OpenAPI client, config doc, playground assets)
+generate: assets
+	$(GO) tool gqlgen generate
+	$(GO) tool oapi-codegen -generate types,client -package apiclient -o internal/apiclient/client.gen.go docs/api/openapi.yaml
+	$(GO) run ./cmd/bothy config markdown > docs/configuration.md
+
+## check-generated: fail when checked-in generated code differs from make generate
+check-generated:
+	@before="$$(cat $(GENERATED) | sha256sum)"; \
+	$(MAKE) --no-print-directory generate >/dev/null; \
+	after="$$(cat $(GENERATED) | sha256sum)"; \
+	if [ "$$before" != "$$after" ]; then echo "generated code was stale: make generate changed it; commit the result"; exit 1; fi
+
+GENERATED = graph/generated/generated.go graph/model/models_gen.go internal/apiclient/client.gen.go docs/configuration.md
+
+## assets: the GraphiQL and React browser builds (npm, pinned) for the playground
+assets:
+	internal/playground/fetch-assets.sh
+
+## audit-deps: the graphql-http audit tool (npm, pinned)
+audit-deps:
+	internal/graphqlaudit/install.sh
+
+## audit-graphql: the GraphQL-over-HTTP audit (graphql-http auditServer) against a real server
+audit-graphql: assets audit-deps
+	$(GO) test -count=1 -run TestGraphQLOverHTTPAudit -v ./internal/server/
+
+## bench: benchmarks (numbers go to docs/performance.md)
+bench: assets
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## migrate: apply pending migrations to database.url
+migrate:
+	$(GO) run ./cmd/bothy migrate
+
+build: assets
+	$(GO) build -o bin/bothy ./cmd/bothy
+
+vet:
+	$(GO) vet ./...

@@ -1,0 +1,11 @@
+// Package apidoc embeds the OpenAPI document of the REST shim, the contract
+// that the server serves at /api/openapi.yaml and that tests validate every
+// REST response against.
+package apidoc
+
+import _ "embed"
+
+// OpenAPI is the content of docs/api/openapi.yaml.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte

@@ -1,0 +1,57 @@
+// Package graph holds the GraphQL face of Bothy: thin resolvers that
+// translate arguments, call one module service and return its result. No
+// SQL, rights logic or business rule lives here.
+package graph
+
+import (
+	"context"
+	"strings"
+
+	"bothy.example.com/bothy/graph/model"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/ratelimit"
+)
+
+// Resolver is the root resolver; it holds the module services.
+type Resolver struct {
+	Identity *identity.Service
+	Limiter  ratelimit.Limiter
+}
+
+// caller returns the authenticated principal of the request. The HTTP chain
+// refuses unauthenticated GraphQL requests, so a missing principal here is a
+// wiring error and answers unauthorized rather than acting anonymously.
+func caller(ctx context.Context) (identity.Principal, error) {
+	p, ok := identity.FromContext(ctx)
+	if !ok {
+		return identity.Principal{}, problem.New(problem.Unauthorized, "")
+	}
+	return p, nil
+}
+
+// spend takes one token of class from the caller's bucket.
+func (r *Resolver) spend(p identity.Principal, class ratelimit.Class) error {
+	if ok, after := r.Limiter.Allow(p.ID, class); !ok {
+		return problem.RateLimit(after)
+	}
+	return nil
+}
+
+// principalModel renders p as the caller's own view of itself.
+func principalModel(p identity.Principal) *model.Principal {
+	out := &model.Principal{
+		ID:          p.ID,
+		Kind:        model.PrincipalKind(strings.ToUpper(string(p.Kind))),
+		Handle:      p.Handle,
+		DisplayName: p.DisplayName,
+		Status:      model.PrincipalStatus(strings.ToUpper(string(p.Status))),
+		IsOwner:     p.IsOwner,
+		CreatedAt:   p.CreatedAt,
+	}
+	if p.Kind == identity.KindUser && p.Email != "" {
+		e := p.Email
+		out.Email = &e
+	}
+	return out
+}

@@ -1,0 +1,352 @@
+// Package apitest is the integration test client of Bothy: it starts the
+// real server on 127.0.0.1 and port 0 over a fresh cloned test database with
+// the example world, and talks to it through both faces. Every REST response
+// is validated against docs/api/openapi.yaml with kin-openapi and checked for
+// JSON null; every GraphQL response is decoded strictly into typed structs.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	apidoc "bothy.example.com/bothy/docs/api"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/pgtest"
+	"bothy.example.com/bothy/internal/server"
+	"bothy.example.com/bothy/internal/world"
+)
+
+// Options adjust a test server.
+type Options struct {
+	// Config changes keys of the default configuration (name to raw value).
+	Config map[string]string
+	// Logger receives the server's logs (default: discarded).
+	Logger *slog.Logger
+}
+
+// Env is a running test server with its database and world.
+type Env struct {
+	t      testing.TB
+	URL    string
+	Pool   *pgxpool.Pool
+	DBURL  string
+	Clock  *clock.Fake
+	World  *world.World
+	Server *server.Server
+	router routers.Router
+	doc    *openapi3.T
+	client *http.Client
+}
+
+// Start runs a server for t and stops it when t ends.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	ctx := context.Background()
+	dbURL := pgtest.URL(t)
+	cfg := config.Defaults()
+	for k, v := range opts.Config {
+		var err error
+		if cfg, err = cfg.With(k, v); err != nil {
+			t.Fatalf("test config: %v", err)
+		}
+	}
+	pool, err := db.Open(ctx, db.Options{URL: dbURL, MaxConns: cfg.Int(config.DatabaseMaxConns)})
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	fc := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: dbURL, Clock: fc, Logger: log})
+	if err != nil {
+		t.Fatalf("assemble server: %v", err)
+	}
+	w, err := world.Build(ctx, srv.Identity)
+	if err != nil {
+		t.Fatalf("build world: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); srv.Serve(sctx, ln) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	base := "http://" + ln.Addr().String()
+	doc, router := openAPI(t, base)
+	return &Env{t: t, URL: base, Pool: pool, DBURL: dbURL, Clock: fc, World: w, Server: srv,
+		router: router, doc: doc, client: &http.Client{Timeout: 60 * time.Second}}
+}
+
+var decoderOnce sync.Once
+
+// openAPI loads and validates the OpenAPI document, with base as its server.
+func openAPI(t testing.TB, base string) (*openapi3.T, routers.Router) {
+	t.Helper()
+	decoderOnce.Do(func() {
+		openapi3filter.RegisterBodyDecoder("application/problem+json", openapi3filter.JSONBodyDecoder)
+	})
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(apidoc.OpenAPI)
+	if err != nil {
+		t.Fatalf("load openapi.yaml: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.yaml is not valid: %v", err)
+	}
+	doc.Servers = openapi3.Servers{{URL: base}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatalf("openapi router: %v", err)
+	}
+	return doc, router
+}
+
+// Response is a REST answer, already validated against the OpenAPI document.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v, failing the test on error.
+func (r *Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+// Problem decodes the body as a problem.
+func (r *Response) Problem(t testing.TB) Problem {
+	t.Helper()
+	var p Problem
+	r.JSON(t, &p)
+	return p
+}
+
+// Problem is the problem+json body.
+type Problem struct {
+	Type          string       `json:"type"`
+	Title         string       `json:"title"`
+	Status        int          `json:"status"`
+	Code          string       `json:"code"`
+	Reason        string       `json:"reason"`
+	Detail        string       `json:"detail"`
+	Errors        []FieldError `json:"errors"`
+	CorrelationID string       `json:"correlation_id"`
+	Instance      string       `json:"instance"`
+}
+
+// FieldError is one entry of Problem.Errors.
+type FieldError struct {
+	Pointer string `json:"pointer"`
+	Code    string `json:"code"`
+	Detail  string `json:"detail"`
+}
+
+// REST sends a request to path with the bearer token (empty: none) and an
+// optional body (a string is sent as is, anything else as JSON). It fails
+// the test when the answer does not validate against the OpenAPI document,
+// contains a JSON null, or lacks a Correlation-Id.
+func (e *Env) REST(method, path, token string, body any) *Response {
+	e.t.Helper()
+	return e.RESTWith(method, path, token, body, nil)
+}
+
+// RESTWith is REST with extra request headers.
+func (e *Env) RESTWith(method, path, token string, body any, header http.Header) *Response {
+	e.t.Helper()
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case string:
+		raw = []byte(b)
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			e.t.Fatalf("encode body: %v", err)
+		}
+	}
+	req, err := http.NewRequest(method, e.URL+path, bytes.NewReader(raw))
+	if err != nil {
+		e.t.Fatalf("request: %v", err)
+	}
+	if raw != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	out := &Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	if resp.Header.Get("Correlation-Id") == "" {
+		e.t.Errorf("%s %s: no Correlation-Id header", method, path)
+	}
+	e.validate(req, raw, out)
+	if len(data) > 0 && strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			e.t.Errorf("%s %s: body is not JSON: %v", method, path, err)
+		} else if p := NullPath(v, ""); p != "" {
+			e.t.Errorf("%s %s: JSON null at %s in %s", method, path, p, data)
+		}
+	}
+	return out
+}
+
+// validate checks a REST answer against the OpenAPI document: the operation
+// of the route when the path is one, otherwise the Problem schema.
+func (e *Env) validate(req *http.Request, reqBody []byte, resp *Response) {
+	e.t.Helper()
+	vreq, _ := http.NewRequest(req.Method, req.URL.String(), bytes.NewReader(reqBody))
+	vreq.Header = req.Header.Clone()
+	route, params, err := e.router.FindRoute(vreq)
+	if err != nil {
+		if !strings.HasPrefix(req.URL.Path, "/api/v1/") {
+			return
+		}
+		// An unknown route under the API answers a problem.
+		schema := e.doc.Components.Schemas["Problem"].Value
+		var v any
+		if err := json.Unmarshal(resp.Body, &v); err != nil {
+			e.t.Errorf("%s %s: problem body is not JSON", req.Method, req.URL.Path)
+			return
+		}
+		if err := schema.VisitJSON(v); err != nil {
+			e.t.Errorf("%s %s: body does not validate as Problem: %v", req.Method, req.URL.Path, err)
+		}
+		return
+	}
+	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	rin := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.Status, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(resp.Body)), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	if err := openapi3filter.ValidateResponse(context.Background(), rin); err != nil {
+		e.t.Errorf("%s %s: response %d does not validate against openapi.yaml: %v\nbody: %s", req.Method, req.URL.Path, resp.Status, err, resp.Body)
+	}
+}
+
+// NullPath returns the JSON pointer of the first null in v, or "".
+func NullPath(v any, at string) string {
+	switch x := v.(type) {
+	case nil:
+		if at == "" {
+			return "/"
+		}
+		return at
+	case map[string]any:
+		for k, val := range x {
+			if p := NullPath(val, at+"/"+k); p != "" {
+				return p
+			}
+		}
+	case []any:
+		for i, val := range x {
+			if p := NullPath(val, fmt.Sprintf("%s/%d", at, i)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// GQLError is one error of a GraphQL response.
+type GQLError struct {
+	Message    string    `json:"message"`
+	Path       []any     `json:"path"`
+	Locations  []any     `json:"locations"`
+	Extensions GQLErrExt `json:"extensions"`
+}
+
+// GQLErrExt are the extensions Bothy puts on every GraphQL error.
+type GQLErrExt struct {
+	Code              string       `json:"code"`
+	Reason            string       `json:"reason"`
+	Status            int          `json:"status"`
+	FieldErrors       []FieldError `json:"fieldErrors"`
+	RetryAfterSeconds string       `json:"retryAfterSeconds"`
+}
+
+// GQLResult is a raw GraphQL answer.
+type GQLResult struct {
+	Status int
+	Header http.Header
+	Errors []GQLError
+	Data   json.RawMessage
+}
+
+// GraphQL posts query with vars as token and decodes data strictly into out
+// (unknown members fail the test, so the typed struct is the check of the
+// schema's shape). out may be nil. It returns the errors and raw answer.
+func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLResult {
+	e.t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, e.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/graphql-response+json, application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("graphql: %v", err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var env struct {
+		Data   json.RawMessage `json:"data"`
+		Errors []GQLError      `json:"errors"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil {
+		e.t.Fatalf("graphql answer %d does not decode: %v\n%s", resp.StatusCode, err, data)
+	}
+	if resp.Header.Get("Correlation-Id") == "" {
+		e.t.Errorf("graphql: no Correlation-Id header")
+	}
+	res := &GQLResult{Status: resp.StatusCode, Header: resp.Header, Errors: env.Errors, Data: env.Data}
+	if out != nil && len(env.Data) > 0 && string(env.Data) != "null" {
+		d := json.NewDecoder(bytes.NewReader(env.Data))
+		d.DisallowUnknownFields()
+		if err := d.Decode(out); err != nil {
+			e.t.Fatalf("graphql data does not decode into %T: %v\n%s", out, err, env.Data)
+		}
+	}
+	return res
+}

@@ -1,0 +1,100 @@
+package pgtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func TestURLGivesIsolatedMigratedDatabases(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	urlA, urlB := URL(t), URL(t)
+	if urlA == urlB {
+		t.Fatalf("two URL calls gave the same database %s", urlA)
+	}
+	a, b := connect(ctx, t, urlA), connect(ctx, t, urlB)
+	var nameA, nameB string
+	if err := a.QueryRow(ctx, "SELECT current_database()").Scan(&nameA); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.QueryRow(ctx, "SELECT current_database()").Scan(&nameB); err != nil {
+		t.Fatal(err)
+	}
+	if nameA == nameB || !strings.HasPrefix(nameA, "t_") || !strings.HasPrefix(nameB, "t_") {
+		t.Fatalf("databases %q and %q, want two distinct t_<random>", nameA, nameB)
+	}
+
+	if _, err := a.Exec(ctx, `INSERT INTO principals (id, kind, handle, display_name, created_at)
+		VALUES ($1, 'user', 'alice', 'Alice', now())`, uuid.New()); err != nil {
+		t.Fatalf("insert into the migrated table principals: %v", err)
+	}
+	count := func(conn *pgx.Conn) int {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM principals").Scan(&n); err != nil {
+			t.Fatalf("principals in %s: %v", conn.Config().Database, err)
+		}
+		return n
+	}
+	if n := count(a); n != 1 {
+		t.Fatalf("principals in the first database = %d, want 1", n)
+	}
+	if n := count(b); n != 0 {
+		t.Fatalf("principals in the second database = %d, want 0: the databases are not isolated", n)
+	}
+}
+
+// TestCleanupDropsDatabase checks that the database of a (sub)test is gone
+// once the test ends, even with a session still open on it.
+func TestCleanupDropsDatabase(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var name string
+	t.Run("uses a database", func(t *testing.T) {
+		conn, err := pgx.Connect(ctx, URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name = conn.Config().Database // left open on purpose
+	})
+	server, err := ServerURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := connect(ctx, t, server)
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if exists {
+		t.Fatalf("database %s still exists after its test ended", name)
+	}
+}
+
+func TestWithDatabase(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:p@h:5432/postgres?sslmode=disable": "postgres://u:p@h:5432/t_1?sslmode=disable",
+		"postgresql://h":                "postgresql://h/t_1",
+		"host=h user=u dbname=postgres": "host=h user=u dbname=postgres dbname='t_1'",
+	} {
+		if got, err := withDatabase(in, "t_1"); err != nil || got != want {
+			t.Errorf("withDatabase(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+func connect(ctx context.Context, t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}

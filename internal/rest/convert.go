@@ -1,0 +1,206 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// Snake turns a GraphQL field name (camelCase) into its REST member name
+// (snake_case): displayName -> display_name, runId -> run_id.
+func Snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteRune(unicode.ToLower(r))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// input converts a decoded JSON body value into the GraphQL variable value of
+// type t, collecting field errors with JSON pointers: unknown_member for a
+// member the input type does not have, invalid_enum for a value outside an
+// enum, invalid_type for a value of the wrong JSON type, required for a
+// missing required member.
+func (s *Shim) input(v any, t *ast.Type, ptr string) (any, []problem.FieldError) {
+	if v == nil {
+		if t.NonNull {
+			return nil, []problem.FieldError{{Pointer: ptr, Code: "required"}}
+		}
+		return nil, nil
+	}
+	if t.Elem != nil {
+		list, ok := v.([]any)
+		if !ok {
+			return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type", Detail: "must be an array"}}
+		}
+		out := make([]any, len(list))
+		var errs []problem.FieldError
+		for i, e := range list {
+			var fe []problem.FieldError
+			out[i], fe = s.input(e, t.Elem, ptr+"/"+itoa(i))
+			errs = append(errs, fe...)
+		}
+		return out, errs
+	}
+	def := s.schema.Types[t.NamedType]
+	switch def.Kind {
+	case ast.InputObject:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type", Detail: "must be an object"}}
+		}
+		out := map[string]any{}
+		var errs []problem.FieldError
+		byMember := map[string]*ast.FieldDefinition{}
+		for _, f := range def.Fields {
+			byMember[Snake(f.Name)] = f
+		}
+		for k, val := range obj {
+			f, ok := byMember[k]
+			if !ok {
+				errs = append(errs, problem.FieldError{Pointer: ptr + "/" + escapePointer(k), Code: "unknown_member"})
+				continue
+			}
+			cv, fe := s.input(val, f.Type, ptr+"/"+k)
+			errs = append(errs, fe...)
+			if cv != nil {
+				out[f.Name] = cv
+			}
+		}
+		for _, f := range def.Fields {
+			if _, present := obj[Snake(f.Name)]; !present && f.Type.NonNull && f.DefaultValue == nil {
+				errs = append(errs, problem.FieldError{Pointer: ptr + "/" + Snake(f.Name), Code: "required"})
+			}
+		}
+		return out, errs
+	case ast.Enum:
+		str, ok := v.(string)
+		if !ok || str != strings.ToLower(str) || def.EnumValues.ForName(strings.ToUpper(str)) == nil {
+			return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_enum"}}
+		}
+		return strings.ToUpper(str), nil
+	default:
+		return scalarInput(v, def.Name, ptr)
+	}
+}
+
+func scalarInput(v any, name, ptr string) (any, []problem.FieldError) {
+	bad := []problem.FieldError{{Pointer: ptr, Code: "invalid_type"}}
+	switch name {
+	case "Int":
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, bad
+		}
+		i, err := n.Int64()
+		if err != nil {
+			return nil, bad
+		}
+		return i, nil
+	case "Float":
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, bad
+		}
+		f, err := n.Float64()
+		if err != nil {
+			return nil, bad
+		}
+		return f, nil
+	case "Boolean":
+		b, ok := v.(bool)
+		if !ok {
+			return nil, bad
+		}
+		return b, nil
+	default: // String, ID, Time and other string scalars
+		str, ok := v.(string)
+		if !ok {
+			return nil, bad
+		}
+		return str, nil
+	}
+}
+
+// render turns a GraphQL result value of type t into its REST shape:
+// snake_case members, lowercase enum values, null members omitted.
+func (s *Shim) render(v any, t *ast.Type) any {
+	if v == nil {
+		return nil
+	}
+	if t.Elem != nil {
+		list, _ := v.([]any)
+		out := make([]any, 0, len(list))
+		for _, e := range list {
+			if r := s.render(e, t.Elem); r != nil {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	def := s.schema.Types[t.NamedType]
+	switch def.Kind {
+	case ast.Object, ast.Interface:
+		obj, _ := v.(map[string]any)
+		out := make(map[string]any, len(obj))
+		for k, val := range obj {
+			if val == nil || strings.HasPrefix(k, "__") {
+				continue
+			}
+			f := def.Fields.ForName(k)
+			if f == nil {
+				continue
+			}
+			out[Snake(k)] = s.render(val, f.Type)
+		}
+		return out
+	case ast.Enum:
+		str, _ := v.(string)
+		return strings.ToLower(str)
+	default:
+		return v
+	}
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func secondsDuration(n int) time.Duration { return time.Duration(n) * time.Second }
+
+// recorder captures the GraphQL handler's answer inside the shim.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}

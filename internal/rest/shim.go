@@ -1,0 +1,285 @@
+// Package rest owns the REST shim: a table of routes, each a stored GraphQL
+// operation run on the one GraphQL executor, with its result rendered into
+// the OpenAPI shape (snake_case members, lowercase enum values, no JSON
+// null, problem+json errors). No route has business logic of its own.
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"bothy.example.com/bothy/internal/platform/httpx"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// In says where a route parameter comes from.
+type In string
+
+// Parameter sources.
+const (
+	InPath  In = "path"
+	InQuery In = "query"
+)
+
+// Param maps one path or query parameter onto a GraphQL variable.
+type Param struct {
+	Name string // name in the path pattern or query string
+	In   In
+	Var  string // GraphQL variable name
+	Int  bool   // the variable is an Int
+}
+
+// Route is one REST operation of the OpenAPI document.
+type Route struct {
+	OperationID string
+	Method      string
+	Path        string // Go ServeMux pattern path, e.g. /api/v1/runs/{run_id}
+	Document    string // the stored GraphQL operation (named OperationID)
+	Params      []Param
+	// BodyVar names the variable that receives the JSON body, converted by
+	// the GraphQL input type of that variable; empty for no body.
+	BodyVar string
+	// Result is the root field of the operation whose value is the body.
+	Result string
+	// Unwrap, when set, renders this member of the result instead of the
+	// whole result (for results that carry a replay flag).
+	Unwrap string
+	// ReplayFlag names a Boolean member of the result that marks an
+	// idempotent replay: 200 with Idempotent-Replay instead of Created.
+	ReplayFlag string
+	// Created answers 201 instead of 200.
+	Created bool
+}
+
+// Shim serves the routes of its table.
+type Shim struct {
+	schema *ast.Schema
+	gql    http.Handler
+	routes []*compiled
+}
+
+type compiled struct {
+	Route
+	op      *ast.OperationDefinition
+	resType *ast.Type
+	bodyDef *ast.Definition
+}
+
+// New compiles routes against schema and returns a shim that runs them on
+// gql (the GraphQL HTTP handler). A stored operation that does not validate
+// is a programming error and fails New.
+func New(schema *ast.Schema, gql http.Handler, routes []Route) (*Shim, error) {
+	s := &Shim{schema: schema, gql: gql}
+	for _, rt := range routes {
+		doc, errs := gqlparser.LoadQuery(schema, rt.Document)
+		if errs != nil {
+			return nil, fmt.Errorf("route %s: %v", rt.OperationID, errs)
+		}
+		op := doc.Operations.ForName(rt.OperationID)
+		if op == nil {
+			return nil, fmt.Errorf("route %s: the document has no operation of that name", rt.OperationID)
+		}
+		c := &compiled{Route: rt, op: op}
+		root := schema.Query
+		if op.Operation == ast.Mutation {
+			root = schema.Mutation
+		}
+		f := root.Fields.ForName(rt.Result)
+		if f == nil {
+			return nil, fmt.Errorf("route %s: unknown root field %s", rt.OperationID, rt.Result)
+		}
+		c.resType = f.Type
+		if rt.BodyVar != "" {
+			v := op.VariableDefinitions.ForName(rt.BodyVar)
+			if v == nil {
+				return nil, fmt.Errorf("route %s: no variable %s", rt.OperationID, rt.BodyVar)
+			}
+			c.bodyDef = schema.Types[v.Type.Name()]
+		}
+		s.routes = append(s.routes, c)
+	}
+	return s, nil
+}
+
+// Routes returns the compiled route table (for metadata tests and docs).
+func (s *Shim) Routes() []Route {
+	out := make([]Route, len(s.routes))
+	for i, c := range s.routes {
+		out[i] = c.Route
+	}
+	return out
+}
+
+// Register adds every route to mux, plus a catch-all that answers unknown
+// paths under /api/v1/ with a not_found problem.
+func (s *Shim) Register(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
+	for _, c := range s.routes {
+		c := c
+		mux.Handle(c.Method+" "+c.Path, wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.serve(w, r, c)
+		})))
+	}
+	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
+	}))
+}
+
+type gqlRequest struct {
+	Query         string         `json:"query"`
+	OperationName string         `json:"operationName"`
+	Variables     map[string]any `json:"variables"`
+}
+
+type gqlResponse struct {
+	Data   map[string]json.RawMessage `json:"data"`
+	Errors []struct {
+		Message    string         `json:"message"`
+		Extensions map[string]any `json:"extensions"`
+	} `json:"errors"`
+}
+
+func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
+	vars, err := s.variables(r, c)
+	if err != nil {
+		httpx.WriteProblem(w, r, err)
+		return
+	}
+	body, _ := json.Marshal(gqlRequest{Query: c.Document, OperationName: c.OperationID, Variables: vars})
+	inner, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, "/graphql", bytes.NewReader(body))
+	inner.Header.Set("Content-Type", "application/json")
+	inner.Header.Set("Accept", "application/json")
+	rec := &recorder{header: http.Header{}}
+	s.gql.ServeHTTP(rec, inner)
+
+	var resp gqlResponse
+	dec := json.NewDecoder(bytes.NewReader(rec.body.Bytes()))
+	dec.UseNumber()
+	if err := dec.Decode(&resp); err != nil {
+		httpx.WriteProblem(w, r, problem.Internal(fmt.Errorf("route %s: undecodable GraphQL response (status %d)", c.OperationID, rec.status)))
+		return
+	}
+	if len(resp.Errors) > 0 {
+		httpx.WriteProblem(w, r, problemOf(resp.Errors[0].Message, resp.Errors[0].Extensions))
+		return
+	}
+	raw, ok := resp.Data[c.Result]
+	if !ok {
+		httpx.WriteProblem(w, r, problem.Internal(fmt.Errorf("route %s: no data", c.OperationID)))
+		return
+	}
+	var value any
+	d2 := json.NewDecoder(bytes.NewReader(raw))
+	d2.UseNumber()
+	if err := d2.Decode(&value); err != nil || value == nil {
+		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
+		return
+	}
+	typ := c.resType
+	status := http.StatusOK
+	if c.Created {
+		status = http.StatusCreated
+	}
+	if obj, ok := value.(map[string]any); ok && c.ReplayFlag != "" {
+		if replay, _ := obj[c.ReplayFlag].(bool); replay {
+			status = http.StatusOK
+			w.Header().Set("Idempotent-Replay", "true")
+		}
+	}
+	if c.Unwrap != "" {
+		obj, _ := value.(map[string]any)
+		def := s.schema.Types[typ.Name()]
+		f := def.Fields.ForName(c.Unwrap)
+		if obj == nil || f == nil {
+			httpx.WriteProblem(w, r, problem.Internal(fmt.Errorf("route %s: cannot unwrap %s", c.OperationID, c.Unwrap)))
+			return
+		}
+		value, typ = obj[c.Unwrap], f.Type
+	}
+	out, _ := json.Marshal(s.render(value, typ))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(out)
+}
+
+// problemOf rebuilds a problem from a GraphQL error's extensions.
+func problemOf(msg string, ext map[string]any) *problem.Error {
+	code, _ := ext["code"].(string)
+	if !problem.Code(code).Known() {
+		return problem.Internal(errors.New("GraphQL error without a known code"))
+	}
+	p := problem.New(problem.Code(code), "")
+	p.Reason, _ = ext["reason"].(string)
+	if msg != p.Code.Title() {
+		p.Detail = msg
+	}
+	if fes, ok := ext["fieldErrors"].([]any); ok {
+		for _, fe := range fes {
+			m, _ := fe.(map[string]any)
+			f := problem.FieldError{}
+			f.Pointer, _ = m["pointer"].(string)
+			f.Code, _ = m["code"].(string)
+			f.Detail, _ = m["detail"].(string)
+			p.Fields = append(p.Fields, f)
+		}
+	}
+	if ra, ok := ext["retryAfterSeconds"].(string); ok {
+		if n, err := strconv.Atoi(ra); err == nil {
+			p.RetryAfter = secondsDuration(n)
+		}
+	}
+	return p
+}
+
+// variables builds the operation's variables from path, query and body.
+func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
+	vars := map[string]any{}
+	var fields []problem.FieldError
+	for _, p := range c.Params {
+		var raw string
+		var present bool
+		if p.In == InPath {
+			raw, present = r.PathValue(p.Name), true
+		} else {
+			present = r.URL.Query().Has(p.Name)
+			raw = r.URL.Query().Get(p.Name)
+		}
+		if !present {
+			continue
+		}
+		if p.Int {
+			n, err := strconv.Atoi(raw)
+			if err != nil {
+				fields = append(fields, problem.FieldError{Pointer: p.Name, Code: "invalid_type", Detail: "must be an integer"})
+				continue
+			}
+			vars[p.Var] = n
+		} else {
+			vars[p.Var] = raw
+		}
+	}
+	if c.BodyVar != "" {
+		var body any
+		dec := json.NewDecoder(r.Body)
+		dec.UseNumber()
+		if err := dec.Decode(&body); err != nil {
+			return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_json", Detail: "the body is not a JSON document"})
+		}
+		if dec.More() {
+			return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_json", Detail: "the body holds more than one JSON document"})
+		}
+		v, errs := s.input(body, &ast.Type{NamedType: c.bodyDef.Name, NonNull: true}, "")
+		fields = append(fields, errs...)
+		vars[c.BodyVar] = v
+	}
+	if len(fields) > 0 {
+		return nil, problem.Invalid(fields...)
+	}
+	return vars, nil
+}

@@ -1,0 +1,195 @@
+// Package server wires Bothy together: configuration, database, modules,
+// the GraphQL executor, the REST shim, the playground and the operational
+// endpoints, behind one HTTP handler. main only parses flags and calls it.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	apidoc "bothy.example.com/bothy/docs/api"
+	"bothy.example.com/bothy/graph"
+	"bothy.example.com/bothy/graph/generated"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/httpx"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/playground"
+	"bothy.example.com/bothy/internal/ratelimit"
+	"bothy.example.com/bothy/internal/rest"
+)
+
+// Deps are what the server needs from its caller.
+type Deps struct {
+	Config *config.Config
+	// Pool is the database pool; DatabaseURL is the same database's URL,
+	// used by /readyz to check that migrations are current.
+	Pool        *pgxpool.Pool
+	DatabaseURL string
+	// Clock defaults to the wall clock.
+	Clock clock.Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Limiter defaults to in-process buckets sized by the config.
+	Limiter ratelimit.Limiter
+}
+
+// Server is the assembled HTTP server.
+type Server struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	handler  http.Handler
+	shim     *rest.Shim
+	Identity *identity.Service
+}
+
+// New assembles the server. It fails when a stored REST operation does not
+// validate against the schema, which is a programming error.
+func New(d Deps) (*Server, error) {
+	if d.Clock == nil {
+		d.Clock = clock.Real{}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Limiter == nil {
+		d.Limiter = ratelimit.NewMemory(d.Config, d.Clock)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := httpx.NewMetrics(reg)
+
+	ident := identity.NewService(d.Pool, d.Clock)
+	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter}
+	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
+	gql := newGraphQL(es, d.Config, d.Logger)
+	shim, err := rest.New(es.Schema(), gql, rest.Table)
+	if err != nil {
+		return nil, err
+	}
+
+	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, Identity: ident}
+	authed := func(h http.Handler) http.Handler { return s.authenticate(h) }
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", authed(overHTTP(gql)))
+	shim.Register(mux, authed)
+	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(apidoc.OpenAPI)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := d.Pool.Ping(ctx); err != nil {
+			httpx.WriteProblem(w, r, problem.Newf(problem.Unavailable, "database_unreachable", "the database does not answer"))
+			return
+		}
+		if pending, err := db.Pending(ctx, d.DatabaseURL); err != nil || pending {
+			httpx.WriteProblem(w, r, problem.Newf(problem.Unavailable, "migrations_pending", "the database schema is not current"))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	playground.New("/graphql").Register(mux)
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
+	}))
+
+	body := httpx.LimitBody(int64(d.Config.Int(config.HTTPMaxBodyBytes)), mux)
+	s.handler = httpx.Chain(body, d.Logger, metrics, nil)
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the whole server.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Routes returns the REST route table as compiled by the shim.
+func (s *Server) Routes() []rest.Route { return s.shim.Routes() }
+
+// authenticate resolves the bearer token into the request's principal. A
+// missing, unknown, revoked or expired token, or an inactive principal,
+// answers 401 unauthorized in the shape of the face: problem+json on REST,
+// a GraphQL error document on /graphql.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearer(r.Header.Get("Authorization"))
+		var p identity.Principal
+		err := problem.New(problem.Unauthorized, "")
+		if ok {
+			var authErr error
+			p, authErr = s.Identity.Authenticate(r.Context(), tok)
+			err = problem.From(authErr)
+		}
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="bothy"`)
+			if r.URL.Path == "/graphql" {
+				pe := problem.From(err)
+				if pe.Code == problem.InternalError && pe.Cause() != nil {
+					s.log.ErrorContext(r.Context(), "authentication failed", "correlation_id", httpx.CorrelationID(r.Context()), "error", pe.Cause().Error())
+				}
+				writeJSON(w, pe.Code.Status(), map[string]any{"errors": []any{map[string]any{
+					"message": pe.Code.Title(), "extensions": map[string]any{"code": string(pe.Code), "status": pe.Code.Status()},
+				}}})
+				return
+			}
+			httpx.WriteProblem(w, r, err)
+			return
+		}
+		httpx.NotePrincipal(r.Context(), p.ID)
+		next.ServeHTTP(w, r.WithContext(identity.WithPrincipal(r.Context(), p)))
+	})
+}
+
+func bearer(h string) (string, bool) {
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	tok := strings.TrimSpace(h[len(prefix):])
+	return tok, tok != ""
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// Serve answers requests on ln until ctx ends, then shuts down gracefully,
+// waiting up to server.shutdown_timeout for requests in flight.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.Duration(config.ServerShutdownTimeout))
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	return err
+}
