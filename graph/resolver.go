@@ -8,15 +8,23 @@ import (
 	"strings"
 
 	"bothy.example.com/bothy/graph/model"
+	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/feed"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/ratelimit"
 )
 
 // Resolver is the root resolver; it holds the module services.
 type Resolver struct {
-	Identity *identity.Service
-	Limiter  ratelimit.Limiter
+	Identity  *identity.Service
+	Limiter   ratelimit.Limiter
+	Chat      *chat.UseCases
+	Messaging *messaging.Service
+	Admin     *admin.Service
+	Feed      *feed.Service
 }
 
 // caller returns the authenticated principal of the request. The HTTP chain
@@ -52,6 +60,15 @@ func principalModel(p identity.Principal) *model.Principal {
 	if p.Kind == identity.KindUser && p.Email != "" {
 		e := p.Email
 		out.Email = &e
+	}
+	return out
+}
+
+// threadInput converts the GraphQL thread create input.
+func threadInput(in model.ThreadCreate) messaging.ThreadInput {
+	out := messaging.ThreadInput{Title: deref(in.Title), ParentMessageID: deref(in.ParentMessageID)}
+	if in.FirstMessage != nil {
+		out.First = messageInput(*in.FirstMessage)
 	}
 	return out
 }

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
@@ -269,7 +271,7 @@ func loadOrSeed(ctx context.Context, cfg *config.Config, url, worldFile string) 
 		}
 		return &w, nil
 	}
-	w, err := world.Build(ctx, identity.NewService(pool, clock.Real{}))
+	w, err := buildWorld(ctx, cfg, pool, url)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +320,7 @@ func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer pool.Close()
-	w, err := world.Build(ctx, identity.NewService(pool, clock.Real{}))
+	w, err := buildWorld(ctx, cfg, pool, url)
 	if err != nil {
 		return err
 	}
@@ -383,4 +385,14 @@ func flagErr(err error) error {
 		return nil
 	}
 	return err
+}
+
+// buildWorld builds the example world through the services of an assembled
+// server (the same wiring as serving), on the database of pool.
+func buildWorld(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, url string) (*world.World, error) {
+	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, err
+	}
+	return world.Build(ctx, srv.World())
 }

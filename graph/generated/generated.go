@@ -29,13 +29,112 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Mutation() MutationResolver
 	Query() QueryResolver
+	Thread() ThreadResolver
 }
 
 type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	Attachment struct {
+		FileID   func(childComplexity int) int
+		MimeType func(childComplexity int) int
+		Name     func(childComplexity int) int
+		Size     func(childComplexity int) int
+	}
+
+	Channel struct {
+		Archived            func(childComplexity int) int
+		EffectiveOperatorID func(childComplexity int) int
+		ID                  func(childComplexity int) int
+		Kind                func(childComplexity int) int
+		MainThreadID        func(childComplexity int) int
+		Name                func(childComplexity int) int
+		OperatorAgentID     func(childComplexity int) int
+		OperatorMode        func(childComplexity int) int
+		SpaceID             func(childComplexity int) int
+		Switches            func(childComplexity int) int
+	}
+
+	ChannelSwitches struct {
+		AllowMentionedAgents func(childComplexity int) int
+		AutoThread           func(childComplexity int) int
+		FreeResponse         func(childComplexity int) int
+		HistoryBackfillLimit func(childComplexity int) int
+	}
+
+	Event struct {
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Type      func(childComplexity int) int
+	}
+
+	EventPage struct {
+		Events    func(childComplexity int) int
+		NextAfter func(childComplexity int) int
+	}
+
+	Grant struct {
+		CreatedAt   func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Level       func(childComplexity int) int
+		RevokedAt   func(childComplexity int) int
+		SubjectID   func(childComplexity int) int
+		SubjectKind func(childComplexity int) int
+		TargetID    func(childComplexity int) int
+		TargetKind  func(childComplexity int) int
+	}
+
+	Message struct {
+		Attachments      func(childComplexity int) int
+		Author           func(childComplexity int) int
+		ChannelID        func(childComplexity int) int
+		ContentMd        func(childComplexity int) int
+		ContentTruncated func(childComplexity int) int
+		CreatedAt        func(childComplexity int) int
+		Deleted          func(childComplexity int) int
+		ID               func(childComplexity int) int
+		Kind             func(childComplexity int) int
+		Mentions         func(childComplexity int) int
+		Origin           func(childComplexity int) int
+		ReplyToMessageID func(childComplexity int) int
+		RunID            func(childComplexity int) int
+		SystemCode       func(childComplexity int) int
+		ThreadID         func(childComplexity int) int
+		ThreadSeq        func(childComplexity int) int
+		TriggerReason    func(childComplexity int) int
+		TriggerState     func(childComplexity int) int
+	}
+
+	MessagePage struct {
+		Messages  func(childComplexity int) int
+		NextAfter func(childComplexity int) int
+	}
+
+	MessageResult struct {
+		Message  func(childComplexity int) int
+		Replayed func(childComplexity int) int
+	}
+
+	Mutation struct {
+		ArchiveChannel        func(childComplexity int, id string) int
+		ArchiveSpace          func(childComplexity int, id string) int
+		CloseThread           func(childComplexity int, id string) int
+		CreateGrant           func(childComplexity int, input model.GrantCreate) int
+		CreateMessage         func(childComplexity int, threadID string, input model.MessageCreate) int
+		CreateThread          func(childComplexity int, channelID string, input model.ThreadCreate) int
+		DeleteMessage         func(childComplexity int, id string) int
+		MoveThread            func(childComplexity int, id string, channelID string) int
+		RevokeGrant           func(childComplexity int, id string) int
+		SetChannelOperator    func(childComplexity int, channelID string, input model.OperatorSet) int
+		UpdateChannelSwitches func(childComplexity int, channelID string, input model.ChannelSwitchesPatch) int
+	}
+
 	Principal struct {
 		CreatedAt   func(childComplexity int) int
 		DisplayName func(childComplexity int) int
@@ -55,7 +154,40 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		Viewer func(childComplexity int) int
+		Channel func(childComplexity int, id string) int
+		Events  func(childComplexity int, after *string, limit *int) int
+		Message func(childComplexity int, id string) int
+		Space   func(childComplexity int, id string) int
+		Thread  func(childComplexity int, id string) int
+		Viewer  func(childComplexity int) int
+	}
+
+	Space struct {
+		Archived               func(childComplexity int) int
+		DefaultOperatorAgentID func(childComplexity int) int
+		ID                     func(childComplexity int) int
+		Name                   func(childComplexity int) int
+	}
+
+	Thread struct {
+		ChannelID       func(childComplexity int) int
+		CreatedAt       func(childComplexity int) int
+		CreatedBy       func(childComplexity int) int
+		ID              func(childComplexity int) int
+		Kind            func(childComplexity int) int
+		LastSeq         func(childComplexity int) int
+		Messages        func(childComplexity int, after *int, limit *int) int
+		OperatorAgentID func(childComplexity int) int
+		ParentMessageID func(childComplexity int) int
+		State           func(childComplexity int) int
+		Title           func(childComplexity int) int
+		TitleSource     func(childComplexity int) int
+	}
+
+	ThreadCreatedResult struct {
+		FirstMessage func(childComplexity int) int
+		Replayed     func(childComplexity int) int
+		Thread       func(childComplexity int) int
 	}
 }
 
@@ -63,8 +195,29 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type MutationResolver interface {
+	CreateMessage(ctx context.Context, threadID string, input model.MessageCreate) (*model.MessageResult, error)
+	CreateThread(ctx context.Context, channelID string, input model.ThreadCreate) (*model.ThreadCreatedResult, error)
+	DeleteMessage(ctx context.Context, id string) (*model.Message, error)
+	CloseThread(ctx context.Context, id string) (*model.Thread, error)
+	MoveThread(ctx context.Context, id string, channelID string) (*model.Thread, error)
+	CreateGrant(ctx context.Context, input model.GrantCreate) (*model.Grant, error)
+	RevokeGrant(ctx context.Context, id string) (*model.Grant, error)
+	SetChannelOperator(ctx context.Context, channelID string, input model.OperatorSet) (*model.Channel, error)
+	UpdateChannelSwitches(ctx context.Context, channelID string, input model.ChannelSwitchesPatch) (*model.Channel, error)
+	ArchiveChannel(ctx context.Context, id string) (*model.Channel, error)
+	ArchiveSpace(ctx context.Context, id string) (*model.Space, error)
+}
 type QueryResolver interface {
 	Viewer(ctx context.Context) (*model.Principal, error)
+	Space(ctx context.Context, id string) (*model.Space, error)
+	Channel(ctx context.Context, id string) (*model.Channel, error)
+	Thread(ctx context.Context, id string) (*model.Thread, error)
+	Message(ctx context.Context, id string) (*model.Message, error)
+	Events(ctx context.Context, after *string, limit *int) (*model.EventPage, error)
+}
+type ThreadResolver interface {
+	Messages(ctx context.Context, obj *model.Thread, after *int, limit *int) (*model.MessagePage, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -84,6 +237,473 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "Attachment.fileId":
+		if e.ComplexityRoot.Attachment.FileID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.FileID(childComplexity), true
+	case "Attachment.mimeType":
+		if e.ComplexityRoot.Attachment.MimeType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.MimeType(childComplexity), true
+	case "Attachment.name":
+		if e.ComplexityRoot.Attachment.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.Name(childComplexity), true
+	case "Attachment.size":
+		if e.ComplexityRoot.Attachment.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.Size(childComplexity), true
+
+	case "Channel.archived":
+		if e.ComplexityRoot.Channel.Archived == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.Archived(childComplexity), true
+	case "Channel.effectiveOperatorId":
+		if e.ComplexityRoot.Channel.EffectiveOperatorID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.EffectiveOperatorID(childComplexity), true
+	case "Channel.id":
+		if e.ComplexityRoot.Channel.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.ID(childComplexity), true
+	case "Channel.kind":
+		if e.ComplexityRoot.Channel.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.Kind(childComplexity), true
+	case "Channel.mainThreadId":
+		if e.ComplexityRoot.Channel.MainThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.MainThreadID(childComplexity), true
+	case "Channel.name":
+		if e.ComplexityRoot.Channel.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.Name(childComplexity), true
+	case "Channel.operatorAgentId":
+		if e.ComplexityRoot.Channel.OperatorAgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.OperatorAgentID(childComplexity), true
+	case "Channel.operatorMode":
+		if e.ComplexityRoot.Channel.OperatorMode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.OperatorMode(childComplexity), true
+	case "Channel.spaceId":
+		if e.ComplexityRoot.Channel.SpaceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.SpaceID(childComplexity), true
+	case "Channel.switches":
+		if e.ComplexityRoot.Channel.Switches == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Channel.Switches(childComplexity), true
+
+	case "ChannelSwitches.allowMentionedAgents":
+		if e.ComplexityRoot.ChannelSwitches.AllowMentionedAgents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelSwitches.AllowMentionedAgents(childComplexity), true
+	case "ChannelSwitches.autoThread":
+		if e.ComplexityRoot.ChannelSwitches.AutoThread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelSwitches.AutoThread(childComplexity), true
+	case "ChannelSwitches.freeResponse":
+		if e.ComplexityRoot.ChannelSwitches.FreeResponse == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelSwitches.FreeResponse(childComplexity), true
+	case "ChannelSwitches.historyBackfillLimit":
+		if e.ComplexityRoot.ChannelSwitches.HistoryBackfillLimit == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelSwitches.HistoryBackfillLimit(childComplexity), true
+
+	case "Event.channelId":
+		if e.ComplexityRoot.Event.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Event.ChannelID(childComplexity), true
+	case "Event.createdAt":
+		if e.ComplexityRoot.Event.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Event.CreatedAt(childComplexity), true
+	case "Event.payload":
+		if e.ComplexityRoot.Event.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Event.Payload(childComplexity), true
+	case "Event.seq":
+		if e.ComplexityRoot.Event.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Event.Seq(childComplexity), true
+	case "Event.type":
+		if e.ComplexityRoot.Event.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Event.Type(childComplexity), true
+
+	case "EventPage.events":
+		if e.ComplexityRoot.EventPage.Events == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventPage.Events(childComplexity), true
+	case "EventPage.nextAfter":
+		if e.ComplexityRoot.EventPage.NextAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventPage.NextAfter(childComplexity), true
+
+	case "Grant.createdAt":
+		if e.ComplexityRoot.Grant.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.CreatedAt(childComplexity), true
+	case "Grant.expiresAt":
+		if e.ComplexityRoot.Grant.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.ExpiresAt(childComplexity), true
+	case "Grant.id":
+		if e.ComplexityRoot.Grant.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.ID(childComplexity), true
+	case "Grant.level":
+		if e.ComplexityRoot.Grant.Level == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Level(childComplexity), true
+	case "Grant.revokedAt":
+		if e.ComplexityRoot.Grant.RevokedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.RevokedAt(childComplexity), true
+	case "Grant.subjectId":
+		if e.ComplexityRoot.Grant.SubjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.SubjectID(childComplexity), true
+	case "Grant.subjectKind":
+		if e.ComplexityRoot.Grant.SubjectKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.SubjectKind(childComplexity), true
+	case "Grant.targetId":
+		if e.ComplexityRoot.Grant.TargetID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.TargetID(childComplexity), true
+	case "Grant.targetKind":
+		if e.ComplexityRoot.Grant.TargetKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.TargetKind(childComplexity), true
+
+	case "Message.attachments":
+		if e.ComplexityRoot.Message.Attachments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Attachments(childComplexity), true
+	case "Message.author":
+		if e.ComplexityRoot.Message.Author == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Author(childComplexity), true
+	case "Message.channelId":
+		if e.ComplexityRoot.Message.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.ChannelID(childComplexity), true
+	case "Message.contentMd":
+		if e.ComplexityRoot.Message.ContentMd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.ContentMd(childComplexity), true
+	case "Message.contentTruncated":
+		if e.ComplexityRoot.Message.ContentTruncated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.ContentTruncated(childComplexity), true
+	case "Message.createdAt":
+		if e.ComplexityRoot.Message.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.CreatedAt(childComplexity), true
+	case "Message.deleted":
+		if e.ComplexityRoot.Message.Deleted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Deleted(childComplexity), true
+	case "Message.id":
+		if e.ComplexityRoot.Message.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.ID(childComplexity), true
+	case "Message.kind":
+		if e.ComplexityRoot.Message.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Kind(childComplexity), true
+	case "Message.mentions":
+		if e.ComplexityRoot.Message.Mentions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Mentions(childComplexity), true
+	case "Message.origin":
+		if e.ComplexityRoot.Message.Origin == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Origin(childComplexity), true
+	case "Message.replyToMessageId":
+		if e.ComplexityRoot.Message.ReplyToMessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.ReplyToMessageID(childComplexity), true
+	case "Message.runId":
+		if e.ComplexityRoot.Message.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.RunID(childComplexity), true
+	case "Message.systemCode":
+		if e.ComplexityRoot.Message.SystemCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.SystemCode(childComplexity), true
+	case "Message.threadId":
+		if e.ComplexityRoot.Message.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.ThreadID(childComplexity), true
+	case "Message.threadSeq":
+		if e.ComplexityRoot.Message.ThreadSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.ThreadSeq(childComplexity), true
+	case "Message.triggerReason":
+		if e.ComplexityRoot.Message.TriggerReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.TriggerReason(childComplexity), true
+	case "Message.triggerState":
+		if e.ComplexityRoot.Message.TriggerState == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.TriggerState(childComplexity), true
+
+	case "MessagePage.messages":
+		if e.ComplexityRoot.MessagePage.Messages == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessagePage.Messages(childComplexity), true
+	case "MessagePage.nextAfter":
+		if e.ComplexityRoot.MessagePage.NextAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessagePage.NextAfter(childComplexity), true
+
+	case "MessageResult.message":
+		if e.ComplexityRoot.MessageResult.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageResult.Message(childComplexity), true
+	case "MessageResult.replayed":
+		if e.ComplexityRoot.MessageResult.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageResult.Replayed(childComplexity), true
+
+	case "Mutation.archiveChannel":
+		if e.ComplexityRoot.Mutation.ArchiveChannel == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_archiveChannel_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ArchiveChannel(childComplexity, args["id"].(string)), true
+	case "Mutation.archiveSpace":
+		if e.ComplexityRoot.Mutation.ArchiveSpace == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_archiveSpace_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ArchiveSpace(childComplexity, args["id"].(string)), true
+	case "Mutation.closeThread":
+		if e.ComplexityRoot.Mutation.CloseThread == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_closeThread_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CloseThread(childComplexity, args["id"].(string)), true
+	case "Mutation.createGrant":
+		if e.ComplexityRoot.Mutation.CreateGrant == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createGrant_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateGrant(childComplexity, args["input"].(model.GrantCreate)), true
+	case "Mutation.createMessage":
+		if e.ComplexityRoot.Mutation.CreateMessage == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createMessage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateMessage(childComplexity, args["threadId"].(string), args["input"].(model.MessageCreate)), true
+	case "Mutation.createThread":
+		if e.ComplexityRoot.Mutation.CreateThread == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createThread_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateThread(childComplexity, args["channelId"].(string), args["input"].(model.ThreadCreate)), true
+	case "Mutation.deleteMessage":
+		if e.ComplexityRoot.Mutation.DeleteMessage == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteMessage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteMessage(childComplexity, args["id"].(string)), true
+	case "Mutation.moveThread":
+		if e.ComplexityRoot.Mutation.MoveThread == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_moveThread_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.MoveThread(childComplexity, args["id"].(string), args["channelId"].(string)), true
+	case "Mutation.revokeGrant":
+		if e.ComplexityRoot.Mutation.RevokeGrant == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeGrant_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeGrant(childComplexity, args["id"].(string)), true
+	case "Mutation.setChannelOperator":
+		if e.ComplexityRoot.Mutation.SetChannelOperator == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setChannelOperator_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetChannelOperator(childComplexity, args["channelId"].(string), args["input"].(model.OperatorSet)), true
+	case "Mutation.updateChannelSwitches":
+		if e.ComplexityRoot.Mutation.UpdateChannelSwitches == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateChannelSwitches_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateChannelSwitches(childComplexity, args["channelId"].(string), args["input"].(model.ChannelSwitchesPatch)), true
 
 	case "Principal.createdAt":
 		if e.ComplexityRoot.Principal.CreatedAt == nil {
@@ -159,12 +779,190 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PrincipalRef.Kind(childComplexity), true
 
+	case "Query.channel":
+		if e.ComplexityRoot.Query.Channel == nil {
+			break
+		}
+
+		args, err := ec.field_Query_channel_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Channel(childComplexity, args["id"].(string)), true
+	case "Query.events":
+		if e.ComplexityRoot.Query.Events == nil {
+			break
+		}
+
+		args, err := ec.field_Query_events_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Events(childComplexity, args["after"].(*string), args["limit"].(*int)), true
+
+	case "Query.message":
+		if e.ComplexityRoot.Query.Message == nil {
+			break
+		}
+
+		args, err := ec.field_Query_message_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Message(childComplexity, args["id"].(string)), true
+	case "Query.space":
+		if e.ComplexityRoot.Query.Space == nil {
+			break
+		}
+
+		args, err := ec.field_Query_space_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Space(childComplexity, args["id"].(string)), true
+	case "Query.thread":
+		if e.ComplexityRoot.Query.Thread == nil {
+			break
+		}
+
+		args, err := ec.field_Query_thread_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Thread(childComplexity, args["id"].(string)), true
 	case "Query.viewer":
 		if e.ComplexityRoot.Query.Viewer == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Query.Viewer(childComplexity), true
+
+	case "Space.archived":
+		if e.ComplexityRoot.Space.Archived == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Space.Archived(childComplexity), true
+	case "Space.defaultOperatorAgentId":
+		if e.ComplexityRoot.Space.DefaultOperatorAgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Space.DefaultOperatorAgentID(childComplexity), true
+	case "Space.id":
+		if e.ComplexityRoot.Space.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Space.ID(childComplexity), true
+	case "Space.name":
+		if e.ComplexityRoot.Space.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Space.Name(childComplexity), true
+
+	case "Thread.channelId":
+		if e.ComplexityRoot.Thread.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.ChannelID(childComplexity), true
+	case "Thread.createdAt":
+		if e.ComplexityRoot.Thread.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.CreatedAt(childComplexity), true
+	case "Thread.createdBy":
+		if e.ComplexityRoot.Thread.CreatedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.CreatedBy(childComplexity), true
+	case "Thread.id":
+		if e.ComplexityRoot.Thread.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.ID(childComplexity), true
+	case "Thread.kind":
+		if e.ComplexityRoot.Thread.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.Kind(childComplexity), true
+	case "Thread.lastSeq":
+		if e.ComplexityRoot.Thread.LastSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.LastSeq(childComplexity), true
+	case "Thread.messages":
+		if e.ComplexityRoot.Thread.Messages == nil {
+			break
+		}
+
+		args, err := ec.field_Thread_messages_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Thread.Messages(childComplexity, args["after"].(*int), args["limit"].(*int)), true
+	case "Thread.operatorAgentId":
+		if e.ComplexityRoot.Thread.OperatorAgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.OperatorAgentID(childComplexity), true
+	case "Thread.parentMessageId":
+		if e.ComplexityRoot.Thread.ParentMessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.ParentMessageID(childComplexity), true
+	case "Thread.state":
+		if e.ComplexityRoot.Thread.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.State(childComplexity), true
+	case "Thread.title":
+		if e.ComplexityRoot.Thread.Title == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.Title(childComplexity), true
+	case "Thread.titleSource":
+		if e.ComplexityRoot.Thread.TitleSource == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.TitleSource(childComplexity), true
+
+	case "ThreadCreatedResult.firstMessage":
+		if e.ComplexityRoot.ThreadCreatedResult.FirstMessage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadCreatedResult.FirstMessage(childComplexity), true
+	case "ThreadCreatedResult.replayed":
+		if e.ComplexityRoot.ThreadCreatedResult.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadCreatedResult.Replayed(childComplexity), true
+	case "ThreadCreatedResult.thread":
+		if e.ComplexityRoot.ThreadCreatedResult.Thread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadCreatedResult.Thread(childComplexity), true
 
 	}
 	return 0, false
@@ -174,7 +972,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	opCtx := graphql.GetOperationContext(ctx)
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
-		return graphql.NewInputUnmarshalerIndex()
+		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("ChannelSwitchesPatch", ec.unmarshalInputChannelSwitchesPatch),
+			graphql.NewInputUnmarshaler("GrantCreate", ec.unmarshalInputGrantCreate),
+			graphql.NewInputUnmarshaler("MessageCreate", ec.unmarshalInputMessageCreate),
+			graphql.NewInputUnmarshaler("OperatorSet", ec.unmarshalInputOperatorSet),
+			graphql.NewInputUnmarshaler("ThreadCreate", ec.unmarshalInputThreadCreate),
+		)
 	}
 	first := true
 
@@ -208,6 +1012,21 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			}
 
 			return &response
+		}
+	case ast.Mutation:
+		return func(ctx context.Context) *graphql.Response {
+			if !first {
+				return nil
+			}
+			first = false
+			ctx = graphql.WithLazyInputUnmarshalerIndex(ctx, inputUnmarshalers)
+			data := ec._Mutation(ctx, opCtx.Operation.SelectionSet)
+			var buf bytes.Buffer
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
 		}
 
 	default:
@@ -279,12 +1098,432 @@ type Query {
   viewer: Principal!
 }
 `, BuiltIn: false},
+	{Name: "../../schema/chat.graphqls", Input: `"An arbitrary JSON object (event payloads)."
+scalar JSON
+
+"Rights levels, ordered NONE < READ < WRITE < TRIGGER."
+enum GrantLevel {
+  READ
+  WRITE
+  TRIGGER
+}
+
+enum ChannelKind {
+  TEXT
+  FORUM
+}
+
+enum OperatorMode {
+  INHERIT
+  AGENT
+  NONE
+}
+
+enum ThreadKind {
+  MAIN
+  THREAD
+  POST
+}
+
+enum ThreadState {
+  OPEN
+  DONE
+}
+
+enum TitleSource {
+  USER
+  AUTO
+}
+
+enum MessageOrigin {
+  HUMAN
+  AGENT
+  APP
+  IMPORT
+  SYSTEM
+}
+
+enum MessageKind {
+  TEXT
+  VOICE
+  CARD
+  RUN
+  SYSTEM
+}
+
+"The kinds a client may send; system and run messages are written only by the server."
+enum MessageCreateKind {
+  TEXT
+  VOICE
+  CARD
+}
+
+enum TriggerState {
+  ACCEPTED
+  FOLLOWUP
+  FAILED
+}
+
+enum SubjectKind {
+  PRINCIPAL
+  GROUP
+}
+
+enum TargetKind {
+  SPACE
+  CHANNEL
+}
+
+type Space {
+  id: ID!
+  name: String!
+  defaultOperatorAgentId: ID
+  archived: Boolean!
+}
+
+type ChannelSwitches {
+  freeResponse: Boolean!
+  allowMentionedAgents: Boolean!
+  autoThread: Boolean!
+  historyBackfillLimit: Int!
+}
+
+type Channel {
+  id: ID!
+  spaceId: ID!
+  name: String!
+  kind: ChannelKind!
+  archived: Boolean!
+  operatorMode: OperatorMode!
+  operatorAgentId: ID
+  "The agent that answers in this channel now (mode, or the space's default for inherit)."
+  effectiveOperatorId: ID
+  switches: ChannelSwitches!
+  "The main thread of a text channel; null for a forum."
+  mainThreadId: ID
+}
+
+type Thread {
+  id: ID!
+  channelId: ID!
+  kind: ThreadKind!
+  parentMessageId: ID
+  operatorAgentId: ID
+  title: String
+  titleSource: TitleSource
+  createdBy: ID!
+  state: ThreadState!
+  lastSeq: Int!
+  createdAt: Time!
+  "History by thread_seq, oldest first; content is cut at message.list_content_max_bytes."
+  messages(after: Int, limit: Int): MessagePage!
+}
+
+type MessagePage {
+  messages: [Message!]!
+  "The cursor for the next page (the last thread_seq returned); null when this page is the last."
+  nextAfter: Int
+}
+
+"A file attached to a message (none exist yet; the list is always present)."
+type Attachment {
+  fileId: ID!
+  name: String!
+  mimeType: String!
+  size: Int!
+}
+
+type Message {
+  id: ID!
+  threadId: ID!
+  channelId: ID!
+  threadSeq: Int!
+  author: PrincipalRef!
+  origin: MessageOrigin!
+  kind: MessageKind!
+  contentMd: String!
+  "True only when a history list cut the content."
+  contentTruncated: Boolean
+  replyToMessageId: ID
+  mentions: [PrincipalRef!]!
+  attachments: [Attachment!]!
+  triggerState: TriggerState
+  triggerReason: String
+  systemCode: String
+  runId: ID
+  "True only for a tombstone."
+  deleted: Boolean
+  createdAt: Time!
+}
+
+input MessageCreate {
+  clientMsgId: String!
+  contentMd: String!
+  kind: MessageCreateKind
+  replyToMessageId: ID
+  "Agents only: the run this answer belongs to."
+  runId: ID
+}
+
+type MessageResult {
+  message: Message!
+  "True when this answer is an idempotent replay of an earlier create."
+  replayed: Boolean!
+}
+
+input ThreadCreate {
+  title: String
+  parentMessageId: ID
+  firstMessage: MessageCreate!
+}
+
+type ThreadCreatedResult {
+  thread: Thread!
+  firstMessage: Message!
+  replayed: Boolean!
+}
+
+type Grant {
+  id: ID!
+  subjectId: ID!
+  subjectKind: SubjectKind!
+  targetKind: TargetKind!
+  targetId: ID!
+  level: GrantLevel!
+  expiresAt: Time
+  createdAt: Time!
+  revokedAt: Time
+}
+
+input GrantCreate {
+  subjectId: ID!
+  subjectKind: SubjectKind!
+  targetKind: TargetKind!
+  targetId: ID!
+  level: GrantLevel!
+  expiresAt: Time
+}
+
+input OperatorSet {
+  mode: OperatorMode!
+  agentId: ID
+}
+
+input ChannelSwitchesPatch {
+  freeResponse: Boolean
+  allowMentionedAgents: Boolean
+  autoThread: Boolean
+  historyBackfillLimit: Int
+}
+
+type Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON!
+}
+
+type EventPage {
+  events: [Event!]!
+  nextAfter: String!
+}
+
+extend type Query {
+  space(id: ID!): Space
+  channel(id: ID!): Channel
+  thread(id: ID!): Thread
+  message(id: ID!): Message
+  "Client events after the cursor that the caller may see (listEvents)."
+  events(after: String, limit: Int): EventPage!
+}
+
+type Mutation {
+  createMessage(threadId: ID!, input: MessageCreate!): MessageResult!
+  createThread(channelId: ID!, input: ThreadCreate!): ThreadCreatedResult!
+  deleteMessage(id: ID!): Message!
+  closeThread(id: ID!): Thread!
+  moveThread(id: ID!, channelId: ID!): Thread!
+  createGrant(input: GrantCreate!): Grant!
+  revokeGrant(id: ID!): Grant!
+  setChannelOperator(channelId: ID!, input: OperatorSet!): Channel!
+  updateChannelSwitches(channelId: ID!, input: ChannelSwitchesPatch!): Channel!
+  archiveChannel(id: ID!): Channel!
+  archiveSpace(id: ID!): Space!
+}
+`, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_Attachment(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "fileId":
+		return ec.fieldContext_Attachment_fileId(ctx, field)
+	case "name":
+		return ec.fieldContext_Attachment_name(ctx, field)
+	case "mimeType":
+		return ec.fieldContext_Attachment_mimeType(ctx, field)
+	case "size":
+		return ec.fieldContext_Attachment_size(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Attachment", field.Name)
+}
+
+func (ec *executionContext) childFields_Channel(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Channel_id(ctx, field)
+	case "spaceId":
+		return ec.fieldContext_Channel_spaceId(ctx, field)
+	case "name":
+		return ec.fieldContext_Channel_name(ctx, field)
+	case "kind":
+		return ec.fieldContext_Channel_kind(ctx, field)
+	case "archived":
+		return ec.fieldContext_Channel_archived(ctx, field)
+	case "operatorMode":
+		return ec.fieldContext_Channel_operatorMode(ctx, field)
+	case "operatorAgentId":
+		return ec.fieldContext_Channel_operatorAgentId(ctx, field)
+	case "effectiveOperatorId":
+		return ec.fieldContext_Channel_effectiveOperatorId(ctx, field)
+	case "switches":
+		return ec.fieldContext_Channel_switches(ctx, field)
+	case "mainThreadId":
+		return ec.fieldContext_Channel_mainThreadId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Channel", field.Name)
+}
+
+func (ec *executionContext) childFields_ChannelSwitches(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "freeResponse":
+		return ec.fieldContext_ChannelSwitches_freeResponse(ctx, field)
+	case "allowMentionedAgents":
+		return ec.fieldContext_ChannelSwitches_allowMentionedAgents(ctx, field)
+	case "autoThread":
+		return ec.fieldContext_ChannelSwitches_autoThread(ctx, field)
+	case "historyBackfillLimit":
+		return ec.fieldContext_ChannelSwitches_historyBackfillLimit(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ChannelSwitches", field.Name)
+}
+
+func (ec *executionContext) childFields_Event(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "seq":
+		return ec.fieldContext_Event_seq(ctx, field)
+	case "type":
+		return ec.fieldContext_Event_type(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Event_createdAt(ctx, field)
+	case "channelId":
+		return ec.fieldContext_Event_channelId(ctx, field)
+	case "payload":
+		return ec.fieldContext_Event_payload(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Event", field.Name)
+}
+
+func (ec *executionContext) childFields_EventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "events":
+		return ec.fieldContext_EventPage_events(ctx, field)
+	case "nextAfter":
+		return ec.fieldContext_EventPage_nextAfter(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type EventPage", field.Name)
+}
+
+func (ec *executionContext) childFields_Grant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Grant_id(ctx, field)
+	case "subjectId":
+		return ec.fieldContext_Grant_subjectId(ctx, field)
+	case "subjectKind":
+		return ec.fieldContext_Grant_subjectKind(ctx, field)
+	case "targetKind":
+		return ec.fieldContext_Grant_targetKind(ctx, field)
+	case "targetId":
+		return ec.fieldContext_Grant_targetId(ctx, field)
+	case "level":
+		return ec.fieldContext_Grant_level(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Grant_expiresAt(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Grant_createdAt(ctx, field)
+	case "revokedAt":
+		return ec.fieldContext_Grant_revokedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Grant", field.Name)
+}
+
+func (ec *executionContext) childFields_Message(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Message_id(ctx, field)
+	case "threadId":
+		return ec.fieldContext_Message_threadId(ctx, field)
+	case "channelId":
+		return ec.fieldContext_Message_channelId(ctx, field)
+	case "threadSeq":
+		return ec.fieldContext_Message_threadSeq(ctx, field)
+	case "author":
+		return ec.fieldContext_Message_author(ctx, field)
+	case "origin":
+		return ec.fieldContext_Message_origin(ctx, field)
+	case "kind":
+		return ec.fieldContext_Message_kind(ctx, field)
+	case "contentMd":
+		return ec.fieldContext_Message_contentMd(ctx, field)
+	case "contentTruncated":
+		return ec.fieldContext_Message_contentTruncated(ctx, field)
+	case "replyToMessageId":
+		return ec.fieldContext_Message_replyToMessageId(ctx, field)
+	case "mentions":
+		return ec.fieldContext_Message_mentions(ctx, field)
+	case "attachments":
+		return ec.fieldContext_Message_attachments(ctx, field)
+	case "triggerState":
+		return ec.fieldContext_Message_triggerState(ctx, field)
+	case "triggerReason":
+		return ec.fieldContext_Message_triggerReason(ctx, field)
+	case "systemCode":
+		return ec.fieldContext_Message_systemCode(ctx, field)
+	case "runId":
+		return ec.fieldContext_Message_runId(ctx, field)
+	case "deleted":
+		return ec.fieldContext_Message_deleted(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Message_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Message", field.Name)
+}
+
+func (ec *executionContext) childFields_MessagePage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "messages":
+		return ec.fieldContext_MessagePage_messages(ctx, field)
+	case "nextAfter":
+		return ec.fieldContext_MessagePage_nextAfter(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MessagePage", field.Name)
+}
+
+func (ec *executionContext) childFields_MessageResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "message":
+		return ec.fieldContext_MessageResult_message(ctx, field)
+	case "replayed":
+		return ec.fieldContext_MessageResult_replayed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MessageResult", field.Name)
+}
 
 func (ec *executionContext) childFields_Principal(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -306,6 +1545,76 @@ func (ec *executionContext) childFields_Principal(ctx context.Context, field gra
 		return ec.fieldContext_Principal_createdAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Principal", field.Name)
+}
+
+func (ec *executionContext) childFields_PrincipalRef(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_PrincipalRef_id(ctx, field)
+	case "kind":
+		return ec.fieldContext_PrincipalRef_kind(ctx, field)
+	case "handle":
+		return ec.fieldContext_PrincipalRef_handle(ctx, field)
+	case "displayName":
+		return ec.fieldContext_PrincipalRef_displayName(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PrincipalRef", field.Name)
+}
+
+func (ec *executionContext) childFields_Space(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Space_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Space_name(ctx, field)
+	case "defaultOperatorAgentId":
+		return ec.fieldContext_Space_defaultOperatorAgentId(ctx, field)
+	case "archived":
+		return ec.fieldContext_Space_archived(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Space", field.Name)
+}
+
+func (ec *executionContext) childFields_Thread(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Thread_id(ctx, field)
+	case "channelId":
+		return ec.fieldContext_Thread_channelId(ctx, field)
+	case "kind":
+		return ec.fieldContext_Thread_kind(ctx, field)
+	case "parentMessageId":
+		return ec.fieldContext_Thread_parentMessageId(ctx, field)
+	case "operatorAgentId":
+		return ec.fieldContext_Thread_operatorAgentId(ctx, field)
+	case "title":
+		return ec.fieldContext_Thread_title(ctx, field)
+	case "titleSource":
+		return ec.fieldContext_Thread_titleSource(ctx, field)
+	case "createdBy":
+		return ec.fieldContext_Thread_createdBy(ctx, field)
+	case "state":
+		return ec.fieldContext_Thread_state(ctx, field)
+	case "lastSeq":
+		return ec.fieldContext_Thread_lastSeq(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Thread_createdAt(ctx, field)
+	case "messages":
+		return ec.fieldContext_Thread_messages(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Thread", field.Name)
+}
+
+func (ec *executionContext) childFields_ThreadCreatedResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "thread":
+		return ec.fieldContext_ThreadCreatedResult_thread(ctx, field)
+	case "firstMessage":
+		return ec.fieldContext_ThreadCreatedResult_firstMessage(ctx, field)
+	case "replayed":
+		return ec.fieldContext_ThreadCreatedResult_replayed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ThreadCreatedResult", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -424,6 +1733,200 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Mutation_archiveChannel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_archiveSpace_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_closeThread_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createGrant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.GrantCreate, error) {
+			return ec.unmarshalNGrantCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantCreate(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createMessage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "threadId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["threadId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.MessageCreate, error) {
+			return ec.unmarshalNMessageCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreate(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createThread_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "channelId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["channelId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ThreadCreate, error) {
+			return ec.unmarshalNThreadCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadCreate(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteMessage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_moveThread_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "channelId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["channelId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeGrant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setChannelOperator_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "channelId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["channelId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.OperatorSet, error) {
+			return ec.unmarshalNOperatorSet2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorSet(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateChannelSwitches_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "channelId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["channelId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ChannelSwitchesPatch, error) {
+			return ec.unmarshalNChannelSwitchesPatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelSwitchesPatch(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -435,6 +1938,106 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_channel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_events_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_message_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_space_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_thread_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Thread_messages_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
 	return args, nil
 }
 
@@ -511,6 +2114,1841 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _Attachment_fileId(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_fileId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FileID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_fileId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Attachment_name(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Attachment_mimeType(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_mimeType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MimeType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_mimeType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Attachment_size(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Channel_id(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Channel", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Channel_spaceId(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_spaceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpaceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_spaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Channel", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Channel_name(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Channel", field, false, false, "String")
+}
+
+func (ec *executionContext) _Channel_kind(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ChannelKind) graphql.Marshaler {
+			return ec.marshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Channel", field, false, false, "ChannelKind")
+}
+
+func (ec *executionContext) _Channel_archived(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_archived(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Archived, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_archived(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Channel", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Channel_operatorMode(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_operatorMode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OperatorMode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.OperatorMode) graphql.Marshaler {
+			return ec.marshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorMode(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_operatorMode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Channel", field, false, false, "OperatorMode")
+}
+
+func (ec *executionContext) _Channel_operatorAgentId(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_operatorAgentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OperatorAgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_operatorAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Channel", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Channel_effectiveOperatorId(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_effectiveOperatorId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EffectiveOperatorID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_effectiveOperatorId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Channel", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Channel_switches(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_switches(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Switches, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ChannelSwitches) graphql.Marshaler {
+			return ec.marshalNChannelSwitches2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelSwitches(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_switches(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Channel",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ChannelSwitches(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Channel_mainThreadId(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Channel_mainThreadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MainThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Channel_mainThreadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Channel", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ChannelSwitches_freeResponse(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelSwitches_freeResponse(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FreeResponse, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelSwitches_freeResponse(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ChannelSwitches_allowMentionedAgents(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelSwitches_allowMentionedAgents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AllowMentionedAgents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelSwitches_allowMentionedAgents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ChannelSwitches_autoThread(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelSwitches_autoThread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AutoThread, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelSwitches_autoThread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ChannelSwitches_historyBackfillLimit(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelSwitches_historyBackfillLimit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HistoryBackfillLimit, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelSwitches_historyBackfillLimit(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Event_seq(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Event_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Event_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Event", field, false, false, "String")
+}
+
+func (ec *executionContext) _Event_type(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Event_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Event_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Event", field, false, false, "String")
+}
+
+func (ec *executionContext) _Event_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Event_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Event_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Event", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Event_channelId(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Event_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Event_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Event", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Event_payload(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Event_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Event_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Event", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _EventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventPage_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Events, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Event) graphql.Marshaler {
+			return ec.marshalNEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventPage_events(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Event(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _EventPage_nextAfter(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventPage_nextAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventPage_nextAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventPage", field, false, false, "String")
+}
+
+func (ec *executionContext) _Grant_id(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Grant_subjectId(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_subjectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SubjectID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_subjectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Grant_subjectKind(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_subjectKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SubjectKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SubjectKind) graphql.Marshaler {
+			return ec.marshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSubjectKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_subjectKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "SubjectKind")
+}
+
+func (ec *executionContext) _Grant_targetKind(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_targetKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TargetKind) graphql.Marshaler {
+			return ec.marshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTargetKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_targetKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "TargetKind")
+}
+
+func (ec *executionContext) _Grant_targetId(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_targetId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_targetId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Grant_level(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_level(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Level, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.GrantLevel) graphql.Marshaler {
+			return ec.marshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantLevel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_level(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "GrantLevel")
+}
+
+func (ec *executionContext) _Grant_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Grant_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Grant_revokedAt(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_revokedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RevokedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_revokedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Message_id(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Message_threadId(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Message_channelId(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Message_threadSeq(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_threadSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_threadSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Message_author(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_author(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Author, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
+			return ec.marshalNPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_author(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Message",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalRef(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Message_origin(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_origin(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Origin, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MessageOrigin) graphql.Marshaler {
+			return ec.marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageOrigin(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_origin(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "MessageOrigin")
+}
+
+func (ec *executionContext) _Message_kind(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MessageKind) graphql.Marshaler {
+			return ec.marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "MessageKind")
+}
+
+func (ec *executionContext) _Message_contentMd(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_contentMd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ContentMd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_contentMd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "String")
+}
+
+func (ec *executionContext) _Message_contentTruncated(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_contentTruncated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ContentTruncated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_contentTruncated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Message_replyToMessageId(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_replyToMessageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReplyToMessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_replyToMessageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Message_mentions(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_mentions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mentions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PrincipalRef) graphql.Marshaler {
+			return ec.marshalNPrincipalRef2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRefᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_mentions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Message",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalRef(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Message_attachments(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_attachments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attachments, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Attachment) graphql.Marshaler {
+			return ec.marshalNAttachment2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAttachmentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_attachments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Message",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Attachment(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Message_triggerState(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_triggerState(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TriggerState, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TriggerState) graphql.Marshaler {
+			return ec.marshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerState(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_triggerState(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "TriggerState")
+}
+
+func (ec *executionContext) _Message_triggerReason(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_triggerReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TriggerReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_triggerReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "String")
+}
+
+func (ec *executionContext) _Message_systemCode(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_systemCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SystemCode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_systemCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "String")
+}
+
+func (ec *executionContext) _Message_runId(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Message_deleted(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_deleted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Deleted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_deleted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Message_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MessagePage_messages(ctx context.Context, field graphql.CollectedField, obj *model.MessagePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessagePage_messages(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Messages, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessagePage_messages(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MessagePage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MessagePage_nextAfter(ctx context.Context, field graphql.CollectedField, obj *model.MessagePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessagePage_nextAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MessagePage_nextAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessagePage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _MessageResult_message(ctx context.Context, field graphql.CollectedField, obj *model.MessageResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageResult_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageResult_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MessageResult",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MessageResult_replayed(ctx context.Context, field graphql.CollectedField, obj *model.MessageResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageResult_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageResult_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageResult", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Mutation_createMessage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateMessage(ctx, fc.Args["threadId"].(string), fc.Args["input"].(model.MessageCreate))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MessageResult) graphql.Marshaler {
+			return ec.marshalNMessageResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createMessage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MessageResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createMessage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createThread(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createThread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateThread(ctx, fc.Args["channelId"].(string), fc.Args["input"].(model.ThreadCreate))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ThreadCreatedResult) graphql.Marshaler {
+			return ec.marshalNThreadCreatedResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadCreatedResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createThread(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ThreadCreatedResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createThread_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteMessage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteMessage(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteMessage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteMessage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_closeThread(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_closeThread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CloseThread(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_closeThread(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_closeThread_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_moveThread(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_moveThread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().MoveThread(ctx, fc.Args["id"].(string), fc.Args["channelId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_moveThread(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_moveThread_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createGrant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createGrant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateGrant(ctx, fc.Args["input"].(model.GrantCreate))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+			return ec.marshalNGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createGrant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createGrant_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeGrant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeGrant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeGrant(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+			return ec.marshalNGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeGrant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeGrant_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setChannelOperator(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setChannelOperator(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetChannelOperator(ctx, fc.Args["channelId"].(string), fc.Args["input"].(model.OperatorSet))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setChannelOperator(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setChannelOperator_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateChannelSwitches(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateChannelSwitches(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateChannelSwitches(ctx, fc.Args["channelId"].(string), fc.Args["input"].(model.ChannelSwitchesPatch))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateChannelSwitches(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateChannelSwitches_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_archiveChannel(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_archiveChannel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ArchiveChannel(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_archiveChannel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_archiveChannel_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_archiveSpace(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_archiveSpace(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ArchiveSpace(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
+			return ec.marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_archiveSpace(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Space(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_archiveSpace_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
 
 func (ec *executionContext) _Principal_id(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -820,6 +4258,226 @@ func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field g
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_space(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_space(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Space(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
+			return ec.marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_space(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Space(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_space_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_channel(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_channel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Channel(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+			return ec.marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_channel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_channel_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_thread(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_thread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Thread(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_thread(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_thread_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_message(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Message(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalOMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_message(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_message_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_events(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Events(ctx, fc.Args["after"].(*string), fc.Args["limit"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.EventPage) graphql.Marshaler {
+			return ec.marshalNEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_events(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_events_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -894,6 +4552,482 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Space_id(ctx context.Context, field graphql.CollectedField, obj *model.Space) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Space_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Space_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Space", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Space_name(ctx context.Context, field graphql.CollectedField, obj *model.Space) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Space_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Space_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Space", field, false, false, "String")
+}
+
+func (ec *executionContext) _Space_defaultOperatorAgentId(ctx context.Context, field graphql.CollectedField, obj *model.Space) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Space_defaultOperatorAgentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DefaultOperatorAgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Space_defaultOperatorAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Space", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Space_archived(ctx context.Context, field graphql.CollectedField, obj *model.Space) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Space_archived(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Archived, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Space_archived(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Space", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Thread_id(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Thread_channelId(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Thread_kind(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ThreadKind) graphql.Marshaler {
+			return ec.marshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "ThreadKind")
+}
+
+func (ec *executionContext) _Thread_parentMessageId(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_parentMessageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ParentMessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_parentMessageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Thread_operatorAgentId(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_operatorAgentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OperatorAgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_operatorAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Thread_title(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_title(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Title, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_title(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "String")
+}
+
+func (ec *executionContext) _Thread_titleSource(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_titleSource(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TitleSource, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TitleSource) graphql.Marshaler {
+			return ec.marshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTitleSource(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_titleSource(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "TitleSource")
+}
+
+func (ec *executionContext) _Thread_createdBy(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_createdBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_createdBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Thread_state(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ThreadState) graphql.Marshaler {
+			return ec.marshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "ThreadState")
+}
+
+func (ec *executionContext) _Thread_lastSeq(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_lastSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_lastSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Thread_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Thread_messages(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_messages(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Thread().Messages(ctx, obj, fc.Args["after"].(*int), fc.Args["limit"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MessagePage) graphql.Marshaler {
+			return ec.marshalNMessagePage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessagePage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_messages(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Thread",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MessagePage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Thread_messages_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ThreadCreatedResult_thread(ctx context.Context, field graphql.CollectedField, obj *model.ThreadCreatedResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadCreatedResult_thread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Thread, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadCreatedResult_thread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ThreadCreatedResult",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ThreadCreatedResult_firstMessage(ctx context.Context, field graphql.CollectedField, obj *model.ThreadCreatedResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadCreatedResult_firstMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FirstMessage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadCreatedResult_firstMessage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ThreadCreatedResult",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ThreadCreatedResult_replayed(ctx context.Context, field graphql.CollectedField, obj *model.ThreadCreatedResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadCreatedResult_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadCreatedResult_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadCreatedResult", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -1969,6 +6103,321 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputChannelSwitchesPatch(ctx context.Context, obj any) (model.ChannelSwitchesPatch, error) {
+	var it model.ChannelSwitchesPatch
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"freeResponse", "allowMentionedAgents", "autoThread", "historyBackfillLimit"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "freeResponse":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("freeResponse"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FreeResponse = data
+		case "allowMentionedAgents":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("allowMentionedAgents"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AllowMentionedAgents = data
+		case "autoThread":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("autoThread"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AutoThread = data
+		case "historyBackfillLimit":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("historyBackfillLimit"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HistoryBackfillLimit = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalChannelSwitchesPatch unmarshals raw into the ChannelSwitchesPatch input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalChannelSwitchesPatch(ctx context.Context, raw any) (model.ChannelSwitchesPatch, error) {
+	var out model.ChannelSwitchesPatch
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ChannelSwitchesPatch", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputGrantCreate(ctx context.Context, obj any) (model.GrantCreate, error) {
+	var it model.GrantCreate
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"subjectId", "subjectKind", "targetKind", "targetId", "level", "expiresAt"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "subjectId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectID = data
+		case "subjectKind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectKind"))
+			data, err := ec.unmarshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSubjectKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectKind = data
+		case "targetKind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("targetKind"))
+			data, err := ec.unmarshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTargetKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TargetKind = data
+		case "targetId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("targetId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TargetID = data
+		case "level":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("level"))
+			data, err := ec.unmarshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantLevel(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Level = data
+		case "expiresAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAt = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalGrantCreate unmarshals raw into the GrantCreate input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalGrantCreate(ctx context.Context, raw any) (model.GrantCreate, error) {
+	var out model.GrantCreate
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "GrantCreate", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputMessageCreate(ctx context.Context, obj any) (model.MessageCreate, error) {
+	var it model.MessageCreate
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"clientMsgId", "contentMd", "kind", "replyToMessageId", "runId"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "clientMsgId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clientMsgId"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClientMsgID = data
+		case "contentMd":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("contentMd"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ContentMd = data
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreateKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "replyToMessageId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("replyToMessageId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReplyToMessageID = data
+		case "runId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("runId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RunID = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalMessageCreate unmarshals raw into the MessageCreate input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalMessageCreate(ctx context.Context, raw any) (model.MessageCreate, error) {
+	var out model.MessageCreate
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "MessageCreate", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputOperatorSet(ctx context.Context, obj any) (model.OperatorSet, error) {
+	var it model.OperatorSet
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"mode", "agentId"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "mode":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mode"))
+			data, err := ec.unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorMode(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Mode = data
+		case "agentId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("agentId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AgentID = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalOperatorSet unmarshals raw into the OperatorSet input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalOperatorSet(ctx context.Context, raw any) (model.OperatorSet, error) {
+	var out model.OperatorSet
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "OperatorSet", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputThreadCreate(ctx context.Context, obj any) (model.ThreadCreate, error) {
+	var it model.ThreadCreate
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"title", "parentMessageId", "firstMessage"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "title":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("title"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Title = data
+		case "parentMessageId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parentMessageId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ParentMessageID = data
+		case "firstMessage":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstMessage"))
+			data, err := ec.unmarshalNMessageCreate2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreate(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstMessage = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalThreadCreate unmarshals raw into the ThreadCreate input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalThreadCreate(ctx context.Context, raw any) (model.ThreadCreate, error) {
+	var out model.ThreadCreate
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ThreadCreate", raw, &out)
+	return out, err
+}
+
 // endregion **************************** input.gotpl *****************************
 
 // region    ************************** interface.gotpl ***************************
@@ -1976,6 +6425,651 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var attachmentImplementors = []string{"Attachment"}
+
+func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSet, obj *model.Attachment) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, attachmentImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Attachment")
+		case "fileId":
+			out.Values[i] = ec._Attachment_fileId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Attachment_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mimeType":
+			out.Values[i] = ec._Attachment_mimeType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "size":
+			out.Values[i] = ec._Attachment_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var channelImplementors = []string{"Channel"}
+
+func (ec *executionContext) _Channel(ctx context.Context, sel ast.SelectionSet, obj *model.Channel) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, channelImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Channel")
+		case "id":
+			out.Values[i] = ec._Channel_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spaceId":
+			out.Values[i] = ec._Channel_spaceId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Channel_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._Channel_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "archived":
+			out.Values[i] = ec._Channel_archived(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "operatorMode":
+			out.Values[i] = ec._Channel_operatorMode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "operatorAgentId":
+			out.Values[i] = ec._Channel_operatorAgentId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "effectiveOperatorId":
+			out.Values[i] = ec._Channel_effectiveOperatorId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "switches":
+			out.Values[i] = ec._Channel_switches(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mainThreadId":
+			out.Values[i] = ec._Channel_mainThreadId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var channelSwitchesImplementors = []string{"ChannelSwitches"}
+
+func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.SelectionSet, obj *model.ChannelSwitches) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, channelSwitchesImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ChannelSwitches")
+		case "freeResponse":
+			out.Values[i] = ec._ChannelSwitches_freeResponse(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "allowMentionedAgents":
+			out.Values[i] = ec._ChannelSwitches_allowMentionedAgents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "autoThread":
+			out.Values[i] = ec._ChannelSwitches_autoThread(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "historyBackfillLimit":
+			out.Values[i] = ec._ChannelSwitches_historyBackfillLimit(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var eventImplementors = []string{"Event"}
+
+func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, obj *model.Event) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, eventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Event")
+		case "seq":
+			out.Values[i] = ec._Event_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "type":
+			out.Values[i] = ec._Event_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Event_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "channelId":
+			out.Values[i] = ec._Event_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "payload":
+			out.Values[i] = ec._Event_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var eventPageImplementors = []string{"EventPage"}
+
+func (ec *executionContext) _EventPage(ctx context.Context, sel ast.SelectionSet, obj *model.EventPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, eventPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("EventPage")
+		case "events":
+			out.Values[i] = ec._EventPage_events(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nextAfter":
+			out.Values[i] = ec._EventPage_nextAfter(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var grantImplementors = []string{"Grant"}
+
+func (ec *executionContext) _Grant(ctx context.Context, sel ast.SelectionSet, obj *model.Grant) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, grantImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Grant")
+		case "id":
+			out.Values[i] = ec._Grant_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "subjectId":
+			out.Values[i] = ec._Grant_subjectId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "subjectKind":
+			out.Values[i] = ec._Grant_subjectKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetKind":
+			out.Values[i] = ec._Grant_targetKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetId":
+			out.Values[i] = ec._Grant_targetId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "level":
+			out.Values[i] = ec._Grant_level(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Grant_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Grant_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokedAt":
+			out.Values[i] = ec._Grant_revokedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var messageImplementors = []string{"Message"}
+
+func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, obj *model.Message) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, messageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Message")
+		case "id":
+			out.Values[i] = ec._Message_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "threadId":
+			out.Values[i] = ec._Message_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "channelId":
+			out.Values[i] = ec._Message_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "threadSeq":
+			out.Values[i] = ec._Message_threadSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "author":
+			out.Values[i] = ec._Message_author(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "origin":
+			out.Values[i] = ec._Message_origin(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._Message_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "contentMd":
+			out.Values[i] = ec._Message_contentMd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "contentTruncated":
+			out.Values[i] = ec._Message_contentTruncated(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "replyToMessageId":
+			out.Values[i] = ec._Message_replyToMessageId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "mentions":
+			out.Values[i] = ec._Message_mentions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attachments":
+			out.Values[i] = ec._Message_attachments(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "triggerState":
+			out.Values[i] = ec._Message_triggerState(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "triggerReason":
+			out.Values[i] = ec._Message_triggerReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "systemCode":
+			out.Values[i] = ec._Message_systemCode(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "runId":
+			out.Values[i] = ec._Message_runId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "deleted":
+			out.Values[i] = ec._Message_deleted(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Message_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var messagePageImplementors = []string{"MessagePage"}
+
+func (ec *executionContext) _MessagePage(ctx context.Context, sel ast.SelectionSet, obj *model.MessagePage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, messagePageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MessagePage")
+		case "messages":
+			out.Values[i] = ec._MessagePage_messages(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nextAfter":
+			out.Values[i] = ec._MessagePage_nextAfter(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var messageResultImplementors = []string{"MessageResult"}
+
+func (ec *executionContext) _MessageResult(ctx context.Context, sel ast.SelectionSet, obj *model.MessageResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, messageResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MessageResult")
+		case "message":
+			out.Values[i] = ec._MessageResult_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._MessageResult_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var mutationImplementors = []string{"Mutation"}
+
+func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, mutationImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Mutation",
+	})
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		innerCtx := graphql.WithRootFieldContext(ctx, &graphql.RootFieldContext{
+			Object: field.Name,
+			Field:  field,
+		})
+
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Mutation")
+		case "createMessage":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createMessage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createThread":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createThread(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteMessage":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteMessage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "closeThread":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_closeThread(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "moveThread":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_moveThread(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createGrant":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createGrant(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeGrant":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeGrant(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setChannelOperator":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setChannelOperator(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateChannelSwitches":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateChannelSwitches(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "archiveChannel":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_archiveChannel(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "archiveSpace":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_archiveSpace(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
 
 var principalImplementors = []string{"Principal"}
 
@@ -2118,6 +7212,36 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_viewer(ctx, field)
 				})
+		case "space":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_space(ctx, field)
+				})
+		case "channel":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_channel(ctx, field)
+				})
+		case "thread":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_thread(ctx, field)
+				})
+		case "message":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_message(ctx, field)
+				})
+		case "events":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_events(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -2131,6 +7255,186 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			})
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var spaceImplementors = []string{"Space"}
+
+func (ec *executionContext) _Space(ctx context.Context, sel ast.SelectionSet, obj *model.Space) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, spaceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Space")
+		case "id":
+			out.Values[i] = ec._Space_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Space_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "defaultOperatorAgentId":
+			out.Values[i] = ec._Space_defaultOperatorAgentId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "archived":
+			out.Values[i] = ec._Space_archived(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var threadImplementors = []string{"Thread"}
+
+func (ec *executionContext) _Thread(ctx context.Context, sel ast.SelectionSet, obj *model.Thread) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, threadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Thread")
+		case "id":
+			out.Values[i] = ec._Thread_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._Thread_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._Thread_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "parentMessageId":
+			out.Values[i] = ec._Thread_parentMessageId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "operatorAgentId":
+			out.Values[i] = ec._Thread_operatorAgentId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "title":
+			out.Values[i] = ec._Thread_title(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "titleSource":
+			out.Values[i] = ec._Thread_titleSource(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdBy":
+			out.Values[i] = ec._Thread_createdBy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "state":
+			out.Values[i] = ec._Thread_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastSeq":
+			out.Values[i] = ec._Thread_lastSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Thread_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "messages":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Thread_messages(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var threadCreatedResultImplementors = []string{"ThreadCreatedResult"}
+
+func (ec *executionContext) _ThreadCreatedResult(ctx context.Context, sel ast.SelectionSet, obj *model.ThreadCreatedResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, threadCreatedResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ThreadCreatedResult")
+		case "thread":
+			out.Values[i] = ec._ThreadCreatedResult_thread(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "firstMessage":
+			out.Values[i] = ec._ThreadCreatedResult_firstMessage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._ThreadCreatedResult_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -2511,6 +7815,30 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNAttachment2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAttachmentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Attachment) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAttachment2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAttachment(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAttachment2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAttachment(ctx context.Context, sel ast.SelectionSet, v *model.Attachment) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Attachment!")
+		return graphql.Null
+	}
+	return ec._Attachment(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -2525,6 +7853,92 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx context.Context, sel ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Channel!")
+		return graphql.Null
+	}
+	return ec._Channel(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx context.Context, v any) (model.ChannelKind, error) {
+	var res model.ChannelKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx context.Context, sel ast.SelectionSet, v model.ChannelKind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNChannelSwitches2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelSwitches(ctx context.Context, sel ast.SelectionSet, v *model.ChannelSwitches) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ChannelSwitches!")
+		return graphql.Null
+	}
+	return ec._ChannelSwitches(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNChannelSwitchesPatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelSwitchesPatch(ctx context.Context, v any) (model.ChannelSwitchesPatch, error) {
+	res, err := ec.unmarshalInputChannelSwitchesPatch(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Event) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx context.Context, sel ast.SelectionSet, v *model.Event) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Event!")
+		return graphql.Null
+	}
+	return ec._Event(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventPage(ctx context.Context, sel ast.SelectionSet, v *model.EventPage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "EventPage!")
+		return graphql.Null
+	}
+	return ec._EventPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx context.Context, sel ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Grant!")
+		return graphql.Null
+	}
+	return ec._Grant(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNGrantCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantCreate(ctx context.Context, v any) (model.GrantCreate, error) {
+	res, err := ec.unmarshalInputGrantCreate(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantLevel(ctx context.Context, v any) (model.GrantLevel, error) {
+	var res model.GrantLevel
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantLevel(ctx context.Context, sel ast.SelectionSet, v model.GrantLevel) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -2537,6 +7951,123 @@ func (ec *executionContext) marshalNID2string(ctx context.Context, sel ast.Selec
 		graphql.AddInvalidNullFromMarshaler(ctx, "ID!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
+	res, err := graphql.UnmarshalInt(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.SelectionSet, v int) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalInt(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
+	}
+	return res
+}
+
+func (ec *executionContext) unmarshalNJSON2map(ctx context.Context, v any) (map[string]any, error) {
+	res, err := graphql.UnmarshalMap(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNJSON2map(ctx context.Context, sel ast.SelectionSet, v map[string]any) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "JSON!")
+		return graphql.Null
+	}
+	_ = sel
+	res := graphql.MarshalMap(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "JSON!")
+	}
+	return res
+}
+
+func (ec *executionContext) marshalNMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Message) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx context.Context, sel ast.SelectionSet, v *model.Message) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Message!")
+		return graphql.Null
+	}
+	return ec._Message(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNMessageCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreate(ctx context.Context, v any) (model.MessageCreate, error) {
+	res, err := ec.unmarshalInputMessageCreate(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNMessageCreate2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreate(ctx context.Context, v any) (*model.MessageCreate, error) {
+	res, err := ec.unmarshalInputMessageCreate(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageKind(ctx context.Context, v any) (model.MessageKind, error) {
+	var res model.MessageKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageKind(ctx context.Context, sel ast.SelectionSet, v model.MessageKind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageOrigin(ctx context.Context, v any) (model.MessageOrigin, error) {
+	var res model.MessageOrigin
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageOrigin(ctx context.Context, sel ast.SelectionSet, v model.MessageOrigin) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNMessagePage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessagePage(ctx context.Context, sel ast.SelectionSet, v *model.MessagePage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MessagePage!")
+		return graphql.Null
+	}
+	return ec._MessagePage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNMessageResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageResult(ctx context.Context, sel ast.SelectionSet, v *model.MessageResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MessageResult!")
+		return graphql.Null
+	}
+	return ec._MessageResult(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorMode(ctx context.Context, v any) (model.OperatorMode, error) {
+	var res model.OperatorMode
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorMode(ctx context.Context, sel ast.SelectionSet, v model.OperatorMode) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNOperatorSet2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorSet(ctx context.Context, v any) (model.OperatorSet, error) {
+	res, err := ec.unmarshalInputOperatorSet(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *model.Principal) graphql.Marshaler {
@@ -2557,6 +8088,30 @@ func (ec *executionContext) marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothy�
 	return v
 }
 
+func (ec *executionContext) marshalNPrincipalRef2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRefᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PrincipalRef) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PrincipalRef!")
+		return graphql.Null
+	}
+	return ec._PrincipalRef(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx context.Context, v any) (model.PrincipalStatus, error) {
 	var res model.PrincipalStatus
 	err := res.UnmarshalGQL(v)
@@ -2565,6 +8120,14 @@ func (ec *executionContext) unmarshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbo
 
 func (ec *executionContext) marshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx context.Context, sel ast.SelectionSet, v model.PrincipalStatus) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx context.Context, sel ast.SelectionSet, v *model.Space) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Space!")
+		return graphql.Null
+	}
+	return ec._Space(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -2579,6 +8142,67 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 		graphql.AddInvalidNullFromMarshaler(ctx, "String!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSubjectKind(ctx context.Context, v any) (model.SubjectKind, error) {
+	var res model.SubjectKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSubjectKind(ctx context.Context, sel ast.SelectionSet, v model.SubjectKind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTargetKind(ctx context.Context, v any) (model.TargetKind, error) {
+	var res model.TargetKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTargetKind(ctx context.Context, sel ast.SelectionSet, v model.TargetKind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx context.Context, sel ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Thread!")
+		return graphql.Null
+	}
+	return ec._Thread(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNThreadCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadCreate(ctx context.Context, v any) (model.ThreadCreate, error) {
+	res, err := ec.unmarshalInputThreadCreate(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNThreadCreatedResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadCreatedResult(ctx context.Context, sel ast.SelectionSet, v *model.ThreadCreatedResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ThreadCreatedResult!")
+		return graphql.Null
+	}
+	return ec._ThreadCreatedResult(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadKind(ctx context.Context, v any) (model.ThreadKind, error) {
+	var res model.ThreadKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadKind(ctx context.Context, sel ast.SelectionSet, v model.ThreadKind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadState(ctx context.Context, v any) (model.ThreadState, error) {
+	var res model.ThreadState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadState(ctx context.Context, sel ast.SelectionSet, v model.ThreadState) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
@@ -2767,6 +8391,79 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
+func (ec *executionContext) marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx context.Context, sel ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Channel(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalID(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOID2ᚖstring(ctx context.Context, sel ast.SelectionSet, v *string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalID(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.SelectionSet, v *int) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt(*v)
+	return res
+}
+
+func (ec *executionContext) marshalOMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx context.Context, sel ast.SelectionSet, v *model.Message) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Message(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreateKind(ctx context.Context, v any) (*model.MessageCreateKind, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.MessageCreateKind)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreateKind(ctx context.Context, sel ast.SelectionSet, v *model.MessageCreateKind) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx context.Context, sel ast.SelectionSet, v *model.Space) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Space(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {
 	if v == nil {
 		return nil, nil
@@ -2783,6 +8480,63 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	_ = ctx
 	res := graphql.MarshalString(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx context.Context, sel ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Thread(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := scalars.UnmarshalTime(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel ast.SelectionSet, v *time.Time) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := scalars.MarshalTime(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTitleSource(ctx context.Context, v any) (*model.TitleSource, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.TitleSource)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTitleSource(ctx context.Context, sel ast.SelectionSet, v *model.TitleSource) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerState(ctx context.Context, v any) (*model.TriggerState, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.TriggerState)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerState(ctx context.Context, sel ast.SelectionSet, v *model.TriggerState) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

@@ -10,6 +10,129 @@ import (
 	"time"
 )
 
+// A file attached to a message (none exist yet; the list is always present).
+type Attachment struct {
+	FileID   string `json:"fileId"`
+	Name     string `json:"name"`
+	MimeType string `json:"mimeType"`
+	Size     int    `json:"size"`
+}
+
+type Channel struct {
+	ID              string       `json:"id"`
+	SpaceID         string       `json:"spaceId"`
+	Name            string       `json:"name"`
+	Kind            ChannelKind  `json:"kind"`
+	Archived        bool         `json:"archived"`
+	OperatorMode    OperatorMode `json:"operatorMode"`
+	OperatorAgentID *string      `json:"operatorAgentId,omitempty"`
+	// The agent that answers in this channel now (mode, or the space's default for inherit).
+	EffectiveOperatorID *string          `json:"effectiveOperatorId,omitempty"`
+	Switches            *ChannelSwitches `json:"switches"`
+	// The main thread of a text channel; null for a forum.
+	MainThreadID *string `json:"mainThreadId,omitempty"`
+}
+
+type ChannelSwitches struct {
+	FreeResponse         bool `json:"freeResponse"`
+	AllowMentionedAgents bool `json:"allowMentionedAgents"`
+	AutoThread           bool `json:"autoThread"`
+	HistoryBackfillLimit int  `json:"historyBackfillLimit"`
+}
+
+type ChannelSwitchesPatch struct {
+	FreeResponse         *bool `json:"freeResponse,omitempty"`
+	AllowMentionedAgents *bool `json:"allowMentionedAgents,omitempty"`
+	AutoThread           *bool `json:"autoThread,omitempty"`
+	HistoryBackfillLimit *int  `json:"historyBackfillLimit,omitempty"`
+}
+
+type Event struct {
+	Seq       string         `json:"seq"`
+	Type      string         `json:"type"`
+	CreatedAt time.Time      `json:"createdAt"`
+	ChannelID string         `json:"channelId"`
+	Payload   map[string]any `json:"payload"`
+}
+
+type EventPage struct {
+	Events    []*Event `json:"events"`
+	NextAfter string   `json:"nextAfter"`
+}
+
+type Grant struct {
+	ID          string      `json:"id"`
+	SubjectID   string      `json:"subjectId"`
+	SubjectKind SubjectKind `json:"subjectKind"`
+	TargetKind  TargetKind  `json:"targetKind"`
+	TargetID    string      `json:"targetId"`
+	Level       GrantLevel  `json:"level"`
+	ExpiresAt   *time.Time  `json:"expiresAt,omitempty"`
+	CreatedAt   time.Time   `json:"createdAt"`
+	RevokedAt   *time.Time  `json:"revokedAt,omitempty"`
+}
+
+type GrantCreate struct {
+	SubjectID   string      `json:"subjectId"`
+	SubjectKind SubjectKind `json:"subjectKind"`
+	TargetKind  TargetKind  `json:"targetKind"`
+	TargetID    string      `json:"targetId"`
+	Level       GrantLevel  `json:"level"`
+	ExpiresAt   *time.Time  `json:"expiresAt,omitempty"`
+}
+
+type Message struct {
+	ID        string        `json:"id"`
+	ThreadID  string        `json:"threadId"`
+	ChannelID string        `json:"channelId"`
+	ThreadSeq int           `json:"threadSeq"`
+	Author    *PrincipalRef `json:"author"`
+	Origin    MessageOrigin `json:"origin"`
+	Kind      MessageKind   `json:"kind"`
+	ContentMd string        `json:"contentMd"`
+	// True only when a history list cut the content.
+	ContentTruncated *bool           `json:"contentTruncated,omitempty"`
+	ReplyToMessageID *string         `json:"replyToMessageId,omitempty"`
+	Mentions         []*PrincipalRef `json:"mentions"`
+	Attachments      []*Attachment   `json:"attachments"`
+	TriggerState     *TriggerState   `json:"triggerState,omitempty"`
+	TriggerReason    *string         `json:"triggerReason,omitempty"`
+	SystemCode       *string         `json:"systemCode,omitempty"`
+	RunID            *string         `json:"runId,omitempty"`
+	// True only for a tombstone.
+	Deleted   *bool     `json:"deleted,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+type MessageCreate struct {
+	ClientMsgID      string             `json:"clientMsgId"`
+	ContentMd        string             `json:"contentMd"`
+	Kind             *MessageCreateKind `json:"kind,omitempty"`
+	ReplyToMessageID *string            `json:"replyToMessageId,omitempty"`
+	// Agents only: the run this answer belongs to.
+	RunID *string `json:"runId,omitempty"`
+}
+
+type MessagePage struct {
+	Messages []*Message `json:"messages"`
+	// The cursor for the next page (the last thread_seq returned); null when this page is the last.
+	NextAfter *int `json:"nextAfter,omitempty"`
+}
+
+type MessageResult struct {
+	Message *Message `json:"message"`
+	// True when this answer is an idempotent replay of an earlier create.
+	Replayed bool `json:"replayed"`
+}
+
+type Mutation struct {
+}
+
+type OperatorSet struct {
+	Mode    OperatorMode `json:"mode"`
+	AgentID *string      `json:"agentId,omitempty"`
+}
+
 // A person, agent or app as the authenticated caller sees itself.
 type Principal struct {
 	ID          string        `json:"id"`
@@ -32,6 +155,391 @@ type PrincipalRef struct {
 }
 
 type Query struct {
+}
+
+type Space struct {
+	ID                     string  `json:"id"`
+	Name                   string  `json:"name"`
+	DefaultOperatorAgentID *string `json:"defaultOperatorAgentId,omitempty"`
+	Archived               bool    `json:"archived"`
+}
+
+type Thread struct {
+	ID              string       `json:"id"`
+	ChannelID       string       `json:"channelId"`
+	Kind            ThreadKind   `json:"kind"`
+	ParentMessageID *string      `json:"parentMessageId,omitempty"`
+	OperatorAgentID *string      `json:"operatorAgentId,omitempty"`
+	Title           *string      `json:"title,omitempty"`
+	TitleSource     *TitleSource `json:"titleSource,omitempty"`
+	CreatedBy       string       `json:"createdBy"`
+	State           ThreadState  `json:"state"`
+	LastSeq         int          `json:"lastSeq"`
+	CreatedAt       time.Time    `json:"createdAt"`
+	// History by thread_seq, oldest first; content is cut at message.list_content_max_bytes.
+	Messages *MessagePage `json:"messages"`
+}
+
+type ThreadCreate struct {
+	Title           *string        `json:"title,omitempty"`
+	ParentMessageID *string        `json:"parentMessageId,omitempty"`
+	FirstMessage    *MessageCreate `json:"firstMessage"`
+}
+
+type ThreadCreatedResult struct {
+	Thread       *Thread  `json:"thread"`
+	FirstMessage *Message `json:"firstMessage"`
+	Replayed     bool     `json:"replayed"`
+}
+
+type ChannelKind string
+
+const (
+	ChannelKindText  ChannelKind = "TEXT"
+	ChannelKindForum ChannelKind = "FORUM"
+)
+
+var AllChannelKind = []ChannelKind{
+	ChannelKindText,
+	ChannelKindForum,
+}
+
+func (e ChannelKind) IsValid() bool {
+	switch e {
+	case ChannelKindText, ChannelKindForum:
+		return true
+	}
+	return false
+}
+
+func (e ChannelKind) String() string {
+	return string(e)
+}
+
+func (e *ChannelKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ChannelKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ChannelKind", str)
+	}
+	return nil
+}
+
+func (e ChannelKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ChannelKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ChannelKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Rights levels, ordered NONE < READ < WRITE < TRIGGER.
+type GrantLevel string
+
+const (
+	GrantLevelRead    GrantLevel = "READ"
+	GrantLevelWrite   GrantLevel = "WRITE"
+	GrantLevelTrigger GrantLevel = "TRIGGER"
+)
+
+var AllGrantLevel = []GrantLevel{
+	GrantLevelRead,
+	GrantLevelWrite,
+	GrantLevelTrigger,
+}
+
+func (e GrantLevel) IsValid() bool {
+	switch e {
+	case GrantLevelRead, GrantLevelWrite, GrantLevelTrigger:
+		return true
+	}
+	return false
+}
+
+func (e GrantLevel) String() string {
+	return string(e)
+}
+
+func (e *GrantLevel) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = GrantLevel(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid GrantLevel", str)
+	}
+	return nil
+}
+
+func (e GrantLevel) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *GrantLevel) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e GrantLevel) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// The kinds a client may send; system and run messages are written only by the server.
+type MessageCreateKind string
+
+const (
+	MessageCreateKindText  MessageCreateKind = "TEXT"
+	MessageCreateKindVoice MessageCreateKind = "VOICE"
+	MessageCreateKindCard  MessageCreateKind = "CARD"
+)
+
+var AllMessageCreateKind = []MessageCreateKind{
+	MessageCreateKindText,
+	MessageCreateKindVoice,
+	MessageCreateKindCard,
+}
+
+func (e MessageCreateKind) IsValid() bool {
+	switch e {
+	case MessageCreateKindText, MessageCreateKindVoice, MessageCreateKindCard:
+		return true
+	}
+	return false
+}
+
+func (e MessageCreateKind) String() string {
+	return string(e)
+}
+
+func (e *MessageCreateKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MessageCreateKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MessageCreateKind", str)
+	}
+	return nil
+}
+
+func (e MessageCreateKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MessageCreateKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MessageCreateKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type MessageKind string
+
+const (
+	MessageKindText   MessageKind = "TEXT"
+	MessageKindVoice  MessageKind = "VOICE"
+	MessageKindCard   MessageKind = "CARD"
+	MessageKindRun    MessageKind = "RUN"
+	MessageKindSystem MessageKind = "SYSTEM"
+)
+
+var AllMessageKind = []MessageKind{
+	MessageKindText,
+	MessageKindVoice,
+	MessageKindCard,
+	MessageKindRun,
+	MessageKindSystem,
+}
+
+func (e MessageKind) IsValid() bool {
+	switch e {
+	case MessageKindText, MessageKindVoice, MessageKindCard, MessageKindRun, MessageKindSystem:
+		return true
+	}
+	return false
+}
+
+func (e MessageKind) String() string {
+	return string(e)
+}
+
+func (e *MessageKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MessageKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MessageKind", str)
+	}
+	return nil
+}
+
+func (e MessageKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MessageKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MessageKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type MessageOrigin string
+
+const (
+	MessageOriginHuman  MessageOrigin = "HUMAN"
+	MessageOriginAgent  MessageOrigin = "AGENT"
+	MessageOriginApp    MessageOrigin = "APP"
+	MessageOriginImport MessageOrigin = "IMPORT"
+	MessageOriginSystem MessageOrigin = "SYSTEM"
+)
+
+var AllMessageOrigin = []MessageOrigin{
+	MessageOriginHuman,
+	MessageOriginAgent,
+	MessageOriginApp,
+	MessageOriginImport,
+	MessageOriginSystem,
+}
+
+func (e MessageOrigin) IsValid() bool {
+	switch e {
+	case MessageOriginHuman, MessageOriginAgent, MessageOriginApp, MessageOriginImport, MessageOriginSystem:
+		return true
+	}
+	return false
+}
+
+func (e MessageOrigin) String() string {
+	return string(e)
+}
+
+func (e *MessageOrigin) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MessageOrigin(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MessageOrigin", str)
+	}
+	return nil
+}
+
+func (e MessageOrigin) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MessageOrigin) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MessageOrigin) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type OperatorMode string
+
+const (
+	OperatorModeInherit OperatorMode = "INHERIT"
+	OperatorModeAgent   OperatorMode = "AGENT"
+	OperatorModeNone    OperatorMode = "NONE"
+)
+
+var AllOperatorMode = []OperatorMode{
+	OperatorModeInherit,
+	OperatorModeAgent,
+	OperatorModeNone,
+}
+
+func (e OperatorMode) IsValid() bool {
+	switch e {
+	case OperatorModeInherit, OperatorModeAgent, OperatorModeNone:
+		return true
+	}
+	return false
+}
+
+func (e OperatorMode) String() string {
+	return string(e)
+}
+
+func (e *OperatorMode) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = OperatorMode(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid OperatorMode", str)
+	}
+	return nil
+}
+
+func (e OperatorMode) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *OperatorMode) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e OperatorMode) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 // The kind of a principal.
@@ -147,6 +655,340 @@ func (e *PrincipalStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e PrincipalStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type SubjectKind string
+
+const (
+	SubjectKindPrincipal SubjectKind = "PRINCIPAL"
+	SubjectKindGroup     SubjectKind = "GROUP"
+)
+
+var AllSubjectKind = []SubjectKind{
+	SubjectKindPrincipal,
+	SubjectKindGroup,
+}
+
+func (e SubjectKind) IsValid() bool {
+	switch e {
+	case SubjectKindPrincipal, SubjectKindGroup:
+		return true
+	}
+	return false
+}
+
+func (e SubjectKind) String() string {
+	return string(e)
+}
+
+func (e *SubjectKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SubjectKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SubjectKind", str)
+	}
+	return nil
+}
+
+func (e SubjectKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SubjectKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SubjectKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type TargetKind string
+
+const (
+	TargetKindSpace   TargetKind = "SPACE"
+	TargetKindChannel TargetKind = "CHANNEL"
+)
+
+var AllTargetKind = []TargetKind{
+	TargetKindSpace,
+	TargetKindChannel,
+}
+
+func (e TargetKind) IsValid() bool {
+	switch e {
+	case TargetKindSpace, TargetKindChannel:
+		return true
+	}
+	return false
+}
+
+func (e TargetKind) String() string {
+	return string(e)
+}
+
+func (e *TargetKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TargetKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TargetKind", str)
+	}
+	return nil
+}
+
+func (e TargetKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TargetKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TargetKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type ThreadKind string
+
+const (
+	ThreadKindMain   ThreadKind = "MAIN"
+	ThreadKindThread ThreadKind = "THREAD"
+	ThreadKindPost   ThreadKind = "POST"
+)
+
+var AllThreadKind = []ThreadKind{
+	ThreadKindMain,
+	ThreadKindThread,
+	ThreadKindPost,
+}
+
+func (e ThreadKind) IsValid() bool {
+	switch e {
+	case ThreadKindMain, ThreadKindThread, ThreadKindPost:
+		return true
+	}
+	return false
+}
+
+func (e ThreadKind) String() string {
+	return string(e)
+}
+
+func (e *ThreadKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ThreadKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ThreadKind", str)
+	}
+	return nil
+}
+
+func (e ThreadKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ThreadKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ThreadKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type ThreadState string
+
+const (
+	ThreadStateOpen ThreadState = "OPEN"
+	ThreadStateDone ThreadState = "DONE"
+)
+
+var AllThreadState = []ThreadState{
+	ThreadStateOpen,
+	ThreadStateDone,
+}
+
+func (e ThreadState) IsValid() bool {
+	switch e {
+	case ThreadStateOpen, ThreadStateDone:
+		return true
+	}
+	return false
+}
+
+func (e ThreadState) String() string {
+	return string(e)
+}
+
+func (e *ThreadState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ThreadState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ThreadState", str)
+	}
+	return nil
+}
+
+func (e ThreadState) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ThreadState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ThreadState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type TitleSource string
+
+const (
+	TitleSourceUser TitleSource = "USER"
+	TitleSourceAuto TitleSource = "AUTO"
+)
+
+var AllTitleSource = []TitleSource{
+	TitleSourceUser,
+	TitleSourceAuto,
+}
+
+func (e TitleSource) IsValid() bool {
+	switch e {
+	case TitleSourceUser, TitleSourceAuto:
+		return true
+	}
+	return false
+}
+
+func (e TitleSource) String() string {
+	return string(e)
+}
+
+func (e *TitleSource) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TitleSource(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TitleSource", str)
+	}
+	return nil
+}
+
+func (e TitleSource) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TitleSource) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TitleSource) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type TriggerState string
+
+const (
+	TriggerStateAccepted TriggerState = "ACCEPTED"
+	TriggerStateFollowup TriggerState = "FOLLOWUP"
+	TriggerStateFailed   TriggerState = "FAILED"
+)
+
+var AllTriggerState = []TriggerState{
+	TriggerStateAccepted,
+	TriggerStateFollowup,
+	TriggerStateFailed,
+}
+
+func (e TriggerState) IsValid() bool {
+	switch e {
+	case TriggerStateAccepted, TriggerStateFollowup, TriggerStateFailed:
+		return true
+	}
+	return false
+}
+
+func (e TriggerState) String() string {
+	return string(e)
+}
+
+func (e *TriggerState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TriggerState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TriggerState", str)
+	}
+	return nil
+}
+
+func (e TriggerState) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TriggerState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TriggerState) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

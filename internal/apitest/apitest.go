@@ -82,7 +82,7 @@ func Start(t testing.TB, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("assemble server: %v", err)
 	}
-	w, err := world.Build(ctx, srv.Identity)
+	w, err := world.Build(ctx, srv.World())
 	if err != nil {
 		t.Fatalf("build world: %v", err)
 	}

@@ -336,3 +336,29 @@ func FromContext(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(ctxKey{}).(Principal)
 	return p, ok
 }
+
+// ByHandles returns the principals with the given handles in one
+// statement, keyed by handle; unknown handles are absent.
+func (s *Service) ByHandles(ctx context.Context, q db.Querier, handles []string) (map[string]Principal, error) {
+	out := map[string]Principal{}
+	if len(handles) == 0 {
+		return out, nil
+	}
+	if q == nil {
+		q = s.pool
+	}
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where("handle = ANY(?::text[])", handles).MustSql()
+	rows, err := q.Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("principals by handle: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p, err := scanPrincipal(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[p.Handle] = p
+	}
+	return out, rows.Err()
+}

@@ -2,11 +2,104 @@ package rest
 
 import "net/http"
 
+// Selections shared by the stored operations, in the REST shape of
+// docs/api/openapi.yaml (the shim renders camelCase as snake_case).
+const (
+	principalRefFields = `id kind handle displayName`
+	messageFields      = `id threadId channelId threadSeq author { ` + principalRefFields + ` } origin kind contentMd contentTruncated replyToMessageId mentions { ` + principalRefFields + ` } attachments { fileId name mimeType size } triggerState triggerReason systemCode runId deleted createdAt`
+	threadFields       = `id channelId kind parentMessageId operatorAgentId title titleSource createdBy state lastSeq createdAt`
+	channelFields      = `id spaceId name kind archived operatorMode operatorAgentId effectiveOperatorId mainThreadId switches { freeResponse allowMentionedAgents autoThread historyBackfillLimit }`
+	grantFields        = `id subjectId subjectKind targetKind targetId level expiresAt createdAt revokedAt`
+	eventFields        = `seq type createdAt channelId payload`
+)
+
+func path(name string) Param { return Param{Name: name, In: InPath, Var: "id"} }
+
 // Table is the route table of the REST shim: one stored GraphQL operation
 // per OpenAPI operationId of docs/api/openapi.yaml.
 var Table = []Route{
 	{
 		OperationID: "getViewer", Method: http.MethodGet, Path: "/api/v1/me", Result: "viewer",
 		Document: `query getViewer { viewer { id kind handle displayName email status isOwner createdAt } }`,
+	},
+	{
+		OperationID: "listEvents", Method: http.MethodGet, Path: "/api/v1/events", Result: "events",
+		Params:   []Param{{Name: "after", In: InQuery, Var: "after"}, {Name: "limit", In: InQuery, Var: "limit", Int: true}},
+		Document: `query listEvents($after: String, $limit: Int) { events(after: $after, limit: $limit) { events { ` + eventFields + ` } nextAfter } }`,
+	},
+	{
+		OperationID: "getChannel", Method: http.MethodGet, Path: "/api/v1/channels/{channel_id}", Result: "channel",
+		Params:   []Param{path("channel_id")},
+		Document: `query getChannel($id: ID!) { channel(id: $id) { ` + channelFields + ` } }`,
+	},
+	{
+		OperationID: "getThread", Method: http.MethodGet, Path: "/api/v1/threads/{thread_id}", Result: "thread",
+		Params:   []Param{path("thread_id")},
+		Document: `query getThread($id: ID!) { thread(id: $id) { ` + threadFields + ` } }`,
+	},
+	{
+		OperationID: "listThreadMessages", Method: http.MethodGet, Path: "/api/v1/threads/{thread_id}/messages", Result: "thread", Unwrap: "messages",
+		Params:   []Param{path("thread_id"), {Name: "after", In: InQuery, Var: "after", Int: true}, {Name: "limit", In: InQuery, Var: "limit", Int: true}},
+		Document: `query listThreadMessages($id: ID!, $after: Int, $limit: Int) { thread(id: $id) { messages(after: $after, limit: $limit) { messages { ` + messageFields + ` } nextAfter } } }`,
+	},
+	{
+		OperationID: "getMessage", Method: http.MethodGet, Path: "/api/v1/messages/{message_id}", Result: "message",
+		Params:   []Param{path("message_id")},
+		Document: `query getMessage($id: ID!) { message(id: $id) { ` + messageFields + ` } }`,
+	},
+	{
+		OperationID: "createMessage", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/messages", Result: "createMessage",
+		Params: []Param{path("thread_id")}, BodyVar: "input", Created: true, ReplayFlag: "replayed", Unwrap: "message",
+		Document: `mutation createMessage($id: ID!, $input: MessageCreate!) { createMessage(threadId: $id, input: $input) { replayed message { ` + messageFields + ` } } }`,
+	},
+	{
+		OperationID: "deleteMessage", Method: http.MethodDelete, Path: "/api/v1/messages/{message_id}", Result: "deleteMessage",
+		Params:   []Param{path("message_id")},
+		Document: `mutation deleteMessage($id: ID!) { deleteMessage(id: $id) { ` + messageFields + ` } }`,
+	},
+	{
+		OperationID: "createThread", Method: http.MethodPost, Path: "/api/v1/channels/{channel_id}/threads", Result: "createThread",
+		Params: []Param{path("channel_id")}, BodyVar: "input", Created: true, ReplayFlag: "replayed", Omit: []string{"replayed"},
+		Document: `mutation createThread($id: ID!, $input: ThreadCreate!) { createThread(channelId: $id, input: $input) { replayed thread { ` + threadFields + ` } firstMessage { ` + messageFields + ` } } }`,
+	},
+	{
+		OperationID: "closeThread", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/close", Result: "closeThread",
+		Params:   []Param{path("thread_id")},
+		Document: `mutation closeThread($id: ID!) { closeThread(id: $id) { ` + threadFields + ` } }`,
+	},
+	{
+		OperationID: "moveThread", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/move", Result: "moveThread",
+		Params: []Param{path("thread_id")}, BodyFields: map[string]string{"channel_id": "channelId"},
+		Document: `mutation moveThread($id: ID!, $channelId: ID!) { moveThread(id: $id, channelId: $channelId) { ` + threadFields + ` } }`,
+	},
+	{
+		OperationID: "setChannelOperator", Method: http.MethodPut, Path: "/api/v1/channels/{channel_id}/operator", Result: "setChannelOperator",
+		Params: []Param{path("channel_id")}, BodyVar: "input",
+		Document: `mutation setChannelOperator($id: ID!, $input: OperatorSet!) { setChannelOperator(channelId: $id, input: $input) { ` + channelFields + ` } }`,
+	},
+	{
+		OperationID: "updateChannelSwitches", Method: http.MethodPatch, Path: "/api/v1/channels/{channel_id}/switches", Result: "updateChannelSwitches",
+		Params: []Param{path("channel_id")}, BodyVar: "input",
+		Document: `mutation updateChannelSwitches($id: ID!, $input: ChannelSwitchesPatch!) { updateChannelSwitches(channelId: $id, input: $input) { ` + channelFields + ` } }`,
+	},
+	{
+		OperationID: "archiveChannel", Method: http.MethodPost, Path: "/api/v1/channels/{channel_id}/archive", Result: "archiveChannel",
+		Params:   []Param{path("channel_id")},
+		Document: `mutation archiveChannel($id: ID!) { archiveChannel(id: $id) { ` + channelFields + ` } }`,
+	},
+	{
+		OperationID: "archiveSpace", Method: http.MethodPost, Path: "/api/v1/spaces/{space_id}/archive", Result: "archiveSpace",
+		Params:   []Param{path("space_id")},
+		Document: `mutation archiveSpace($id: ID!) { archiveSpace(id: $id) { id name defaultOperatorAgentId archived } }`,
+	},
+	{
+		OperationID: "createGrant", Method: http.MethodPost, Path: "/api/v1/grants", Result: "createGrant",
+		BodyVar: "input", Created: true,
+		Document: `mutation createGrant($input: GrantCreate!) { createGrant(input: $input) { ` + grantFields + ` } }`,
+	},
+	{
+		OperationID: "revokeGrant", Method: http.MethodDelete, Path: "/api/v1/grants/{grant_id}", Result: "revokeGrant",
+		Params:   []Param{path("grant_id")},
+		Document: `mutation revokeGrant($id: ID!) { revokeGrant(id: $id) { ` + grantFields + ` } }`,
 	},
 }

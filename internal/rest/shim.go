@@ -56,6 +56,12 @@ type Route struct {
 	ReplayFlag string
 	// Created answers 201 instead of 200.
 	Created bool
+	// Omit names result members (GraphQL field names) left out of the body.
+	Omit []string
+	// BodyFields maps members of a flat JSON body onto scalar variables
+	// (REST member name to GraphQL variable name), for bodies that are not
+	// one input object.
+	BodyFields map[string]string
 }
 
 // Shim serves the routes of its table.
@@ -202,6 +208,11 @@ func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
 		}
 		value, typ = obj[c.Unwrap], f.Type
 	}
+	if obj, ok := value.(map[string]any); ok {
+		for _, m := range c.Omit {
+			delete(obj, m)
+		}
+	}
 	out, _ := json.Marshal(s.render(value, typ))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -264,7 +275,7 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 			vars[p.Var] = raw
 		}
 	}
-	if c.BodyVar != "" {
+	if c.BodyVar != "" || c.BodyFields != nil {
 		var body any
 		dec := json.NewDecoder(r.Body)
 		dec.UseNumber()
@@ -274,9 +285,31 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 		if dec.More() {
 			return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_json", Detail: "the body holds more than one JSON document"})
 		}
-		v, errs := s.input(body, &ast.Type{NamedType: c.bodyDef.Name, NonNull: true}, "")
-		fields = append(fields, errs...)
-		vars[c.BodyVar] = v
+		if c.BodyVar != "" {
+			v, errs := s.input(body, &ast.Type{NamedType: c.bodyDef.Name, NonNull: true}, "")
+			fields = append(fields, errs...)
+			vars[c.BodyVar] = v
+		} else {
+			obj, ok := body.(map[string]any)
+			if !ok {
+				return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_type", Detail: "must be an object"})
+			}
+			for k, val := range obj {
+				name, ok := c.BodyFields[k]
+				if !ok {
+					fields = append(fields, problem.FieldError{Pointer: "/" + escapePointer(k), Code: "unknown_member"})
+					continue
+				}
+				v, errs := s.input(val, c.op.VariableDefinitions.ForName(name).Type, "/"+k)
+				fields = append(fields, errs...)
+				vars[name] = v
+			}
+			for k, name := range c.BodyFields {
+				if _, ok := obj[k]; !ok && c.op.VariableDefinitions.ForName(name).Type.NonNull {
+					fields = append(fields, problem.FieldError{Pointer: "/" + k, Code: "required"})
+				}
+			}
+		}
 	}
 	if len(fields) > 0 {
 		return nil, problem.Invalid(fields...)

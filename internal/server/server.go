@@ -21,7 +21,13 @@ import (
 	apidoc "bothy.example.com/bothy/docs/api"
 	"bothy.example.com/bothy/graph"
 	"bothy.example.com/bothy/graph/generated"
+	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/feed"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
@@ -30,6 +36,7 @@ import (
 	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/ratelimit"
 	"bothy.example.com/bothy/internal/rest"
+	"bothy.example.com/bothy/internal/world"
 )
 
 // Deps are what the server needs from its caller.
@@ -49,11 +56,17 @@ type Deps struct {
 
 // Server is the assembled HTTP server.
 type Server struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	handler  http.Handler
-	shim     *rest.Shim
-	Identity *identity.Service
+	cfg     *config.Config
+	log     *slog.Logger
+	handler http.Handler
+	shim    *rest.Shim
+	// The module services, for the world builder and tests.
+	Identity  *identity.Service
+	Authz     *authz.Service
+	Chat      *chat.Service
+	Messaging *messaging.Service
+	Feed      *feed.Service
+	UoW       *db.UnitOfWork
 }
 
 // New assembles the server. It fails when a stored REST operation does not
@@ -72,8 +85,22 @@ func New(d Deps) (*Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := httpx.NewMetrics(reg)
 
+	cfg := d.Config
 	ident := identity.NewService(d.Pool, d.Clock)
-	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter}
+	uow := db.NewUnitOfWork(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
+	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, reg)
+	chatSvc := chat.NewService(d.Pool, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
+	evLog := events.NewLog(d.Pool, d.Clock)
+	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, az, evLog, messaging.Limits{
+		MaxContentBytes: cfg.Int(config.MessageMaxContentBytes), ListContentMaxBytes: cfg.Int(config.MessageListContentMaxBytes),
+		ListLimitDefault: cfg.Int(config.MessageListLimitDefault), ListLimitMax: cfg.Int(config.MessageListLimitMax)})
+	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
+	az.Register(msg, authz.KindMessage)
+	az.Register(az, authz.KindGrant)
+	adm := admin.NewService(d.Pool, uow, az, chatSvc, ident, evLog)
+	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
+	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
+		Messaging: msg, Admin: adm, Feed: fd}
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
 	gql := newGraphQL(es, d.Config, d.Logger)
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
@@ -81,7 +108,7 @@ func New(d Deps) (*Server, error) {
 		return nil, err
 	}
 
-	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, Identity: ident}
+	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, Identity: ident, Authz: az, Chat: chatSvc, Messaging: msg, Feed: fd, UoW: uow}
 	authed := func(h http.Handler) http.Handler { return s.authenticate(h) }
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", authed(overHTTP(gql)))
@@ -112,7 +139,7 @@ func New(d Deps) (*Server, error) {
 		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
 	}))
 
-	body := httpx.LimitBody(int64(d.Config.Int(config.HTTPMaxBodyBytes)), mux)
+	body := httpx.LimitBody(int64(cfg.Int(config.HTTPMaxBodyBytes)), mux)
 	s.handler = httpx.Chain(body, d.Logger, metrics, nil)
 	return s, nil
 }
@@ -192,4 +219,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		err = e
 	}
 	return err
+}
+
+// World returns the services the example world builder works through.
+func (s *Server) World() world.Services {
+	return world.Services{Identity: s.Identity, Chat: s.Chat, Authz: s.Authz}
 }

@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 )
 
@@ -18,10 +20,29 @@ type Principal struct {
 	Token string `json:"token"`
 }
 
+// Channel is one channel of the world.
+type Channel struct {
+	ID           string `json:"id"`
+	MainThreadID string `json:"main_thread_id,omitempty"`
+}
+
 // World holds the ids and tokens of everything the builder made, in the
 // shape bothy seed --json prints and bothy dev writes to world.json.
+// Channels are keyed "Space/Channel".
 type World struct {
 	Principals map[string]Principal `json:"principals"`
+	Spaces     map[string]string    `json:"spaces"`
+	Channels   map[string]Channel   `json:"channels"`
+}
+
+// Channel returns the channel with key "Space/Channel"; it panics on an
+// unknown key, which is a mistake in a test.
+func (w *World) Channel(key string) Channel {
+	c, ok := w.Channels[key]
+	if !ok {
+		panic("world: no channel " + key)
+	}
+	return c
 }
 
 // Token returns the token of the principal with handle h; it panics on an
@@ -57,10 +78,51 @@ var people = []person{
 	{"feedbot", "Feed Bot", identity.KindApp, false},
 }
 
-// Build creates the example world on an empty database through ident and
-// returns its ids and tokens. It fails when any part already exists.
-func Build(ctx context.Context, ident *identity.Service) (*World, error) {
-	w := &World{Principals: map[string]Principal{}}
+// Services are the module services the builder works through.
+type Services struct {
+	Identity *identity.Service
+	Chat     *chat.Service
+	Authz    *authz.Service
+}
+
+type channelSpec struct {
+	space, name, kind, mode string
+	free, guests            bool
+	autoThreadOff           bool
+}
+
+// channels of spec world.md; every switch not named has its default.
+var channels = []channelSpec{
+	{space: "Support", name: "Allgemein", kind: "text", mode: "inherit", free: true, guests: true},
+	{space: "Support", name: "Eskalation", kind: "text", mode: "inherit", autoThreadOff: true},
+	{space: "Support", name: "Reports", kind: "forum", mode: "none"},
+	{space: "Support", name: "Bulletin", kind: "forum", mode: "inherit"},
+	{space: "Marketing", name: "Kampagnen", kind: "text", mode: "inherit"},
+	{space: "Marketing", name: "Ideas", kind: "forum", mode: "inherit"},
+}
+
+type grantSpec struct {
+	subject, target string // target: a space name or "Space/Channel"
+	level           authz.Level
+}
+
+// grants of spec world.md.
+var grants = []grantSpec{
+	{"alex", "Support", authz.Trigger},
+	{"sam", "Support/Allgemein", authz.Trigger},
+	{"sam", "Marketing", authz.Trigger},
+	{"writer", "Support/Allgemein", authz.Write},
+	{"texter", "Support/Allgemein", authz.Write},
+	{"feedbot", "Support/Allgemein", authz.Write},
+	{"lotse", "Support/Reports", authz.Write},
+}
+
+// Build creates the example world of spec world.md on an empty database
+// through the module services and returns its ids and tokens. It fails when
+// any part already exists.
+func Build(ctx context.Context, svc Services) (*World, error) {
+	ident := svc.Identity
+	w := &World{Principals: map[string]Principal{}, Spaces: map[string]string{}, Channels: map[string]Channel{}}
 	for _, p := range people {
 		np := identity.NewPrincipal{Kind: p.kind, Handle: p.handle, DisplayName: p.name, IsOwner: p.owner}
 		if p.kind == identity.KindUser {
@@ -75,6 +137,43 @@ func Build(ctx context.Context, ident *identity.Service) (*World, error) {
 			return nil, fmt.Errorf("world: token of %s: %w", p.handle, err)
 		}
 		w.Principals[p.handle] = Principal{ID: made.ID, Kind: string(made.Kind), Token: tok.Token}
+	}
+	for _, sp := range []struct{ name, operator string }{{"Support", "lotse"}, {"Marketing", "texter"}} {
+		made, err := svc.Chat.CreateSpace(ctx, nil, sp.name, w.ID(sp.operator))
+		if err != nil {
+			return nil, fmt.Errorf("world: space %s: %w", sp.name, err)
+		}
+		w.Spaces[sp.name] = made.ID
+	}
+	for _, c := range channels {
+		on, off := true, false
+		nc := chat.NewChannel{SpaceID: w.Spaces[c.space], Name: c.name, Kind: c.kind, OperatorMode: c.mode, CreatedBy: w.ID("robin")}
+		if c.free {
+			nc.FreeResponse = &on
+		}
+		if c.guests {
+			nc.AllowMentionedAgents = &on
+		}
+		if c.autoThreadOff {
+			nc.AutoThread = &off
+		}
+		made, err := svc.Chat.CreateChannel(ctx, nil, nc)
+		if err != nil {
+			return nil, fmt.Errorf("world: channel %s/%s: %w", c.space, c.name, err)
+		}
+		w.Channels[c.space+"/"+c.name] = Channel{ID: made.ID, MainThreadID: made.MainThreadID}
+	}
+	for _, g := range grants {
+		ng := authz.NewGrant{SubjectID: w.ID(g.subject), SubjectKind: "principal", Level: g.level, CreatedBy: w.ID("robin"),
+			SubjectIsPersonOrGroup: w.Principals[g.subject].Kind == string(identity.KindUser)}
+		if id, ok := w.Spaces[g.target]; ok {
+			ng.TargetKind, ng.TargetID = authz.KindSpace, id
+		} else {
+			ng.TargetKind, ng.TargetID = authz.KindChannel, w.Channel(g.target).ID
+		}
+		if _, err := svc.Authz.CreateGrant(ctx, svc.Authz.Pool(), ng); err != nil {
+			return nil, fmt.Errorf("world: grant %s on %s: %w", g.subject, g.target, err)
+		}
 	}
 	return w, nil
 }

@@ -46,6 +46,10 @@ const (
 	ChannelHistoryBackfillLimitMax     = "channel.history_backfill_limit_max"
 	MessageMaxContentBytes             = "message.max_content_bytes"
 	MessageListContentMaxBytes         = "message.list_content_max_bytes"
+	MessageListLimitDefault            = "message.list_limit_default"
+	MessageListLimitMax                = "message.list_limit_max"
+	EventsListLimitDefault             = "events.list_limit_default"
+	EventsListLimitMax                 = "events.list_limit_max"
 	AuditDenyAggregateWindow           = "audit.deny_aggregate_window"
 	EventsPollMaxWait                  = "events.poll_max_wait"
 	RunStartTimeout                    = "run.start_timeout"
@@ -81,6 +85,10 @@ var Registry = []Key{
 	{ChannelHistoryBackfillLimitMax, TypeInt, "500", "0", "highest allowed history_backfill_limit"},
 	{MessageMaxContentBytes, TypeInt, "65536", "1", "longest content_md accepted"},
 	{MessageListContentMaxBytes, TypeInt, "4096", "1", "cut of content_md in history lists"},
+	{MessageListLimitDefault, TypeInt, "50", "1", "messages per history page when the request names no limit"},
+	{MessageListLimitMax, TypeInt, "200", "1", "most messages one history page may ask for"},
+	{EventsListLimitDefault, TypeInt, "100", "1", "events per listEvents page when the request names no limit"},
+	{EventsListLimitMax, TypeInt, "500", "1", "most events one listEvents page may ask for"},
 	{AuditDenyAggregateWindow, TypeDuration, "60s", "1s", "one audit row per actor, action and reason in this window"},
 	{EventsPollMaxWait, TypeDuration, "30s", "0s", "longest wait of pollAgentEvents"},
 	{RunStartTimeout, TypeDuration, "5m", "1s", "a queued run not started by then fails with reason timeout"},

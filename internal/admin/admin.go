@@ -1,0 +1,217 @@
+// Package admin owns the owner actions of the instance: grants, channel
+// operators, channel switches and archiving. Each is decided by authz
+// (owner only, audited on allow) and written in one unit of work with an
+// access.changed event in every channel whose rights it changes.
+package admin
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// Service is the admin module.
+type Service struct {
+	pool   db.Querier
+	uow    *db.UnitOfWork
+	authz  *authz.Service
+	chat   *chat.Service
+	ident  *identity.Service
+	events *events.Log
+}
+
+// NewService returns the admin service.
+func NewService(pool db.Querier, uow *db.UnitOfWork, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log) *Service {
+	return &Service{pool: pool, uow: uow, authz: az, chat: c, ident: ident, events: ev}
+}
+
+// GrantInput is the body of a grant create.
+type GrantInput struct {
+	SubjectID   string
+	SubjectKind string // principal or group
+	TargetKind  authz.ResourceKind
+	TargetID    string
+	Level       authz.Level
+	ExpiresAt   *time.Time
+}
+
+// CreateGrant stores a grant (grant.create: owner; the target must be
+// visible, else 404). The subject must exist; agents and apps hold at most
+// write.
+func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in GrantInput) (authz.Grant, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.GrantCreate, authz.Resource{Kind: in.TargetKind, ID: in.TargetID}); err != nil {
+		return authz.Grant{}, err
+	}
+	personOrGroup := true
+	switch in.SubjectKind {
+	case "principal":
+		p, err := s.ident.Get(ctx, in.SubjectID)
+		if errors.Is(err, identity.ErrNotFound) {
+			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
+		}
+		if err != nil {
+			return authz.Grant{}, problem.Internal(err)
+		}
+		personOrGroup = p.Kind == identity.KindUser
+	case "group":
+		var exists bool
+		if ids.Valid(in.SubjectID) {
+			if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM groups WHERE id = $1)`, in.SubjectID).Scan(&exists); err != nil {
+				return authz.Grant{}, problem.Internal(err)
+			}
+		}
+		if !exists {
+			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
+		}
+	}
+	var out authz.Grant
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		g, err := s.authz.CreateGrant(ctx, tx, authz.NewGrant{SubjectID: in.SubjectID, SubjectKind: in.SubjectKind,
+			SubjectIsPersonOrGroup: personOrGroup, TargetKind: in.TargetKind, TargetID: in.TargetID, Level: in.Level,
+			ExpiresAt: in.ExpiresAt, CreatedBy: actor.ID})
+		if err != nil {
+			return err
+		}
+		out = g
+		return s.accessChanged(ctx, tx, in.TargetKind, in.TargetID, "grant.created", g.ID)
+	})
+	return out, err
+}
+
+// RevokeGrant revokes grant id (grant.revoke: owner). Revoking twice
+// answers the grant unchanged.
+func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id string) (authz.Grant, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.GrantRevoke, authz.Resource{Kind: authz.KindGrant, ID: id}); err != nil {
+		return authz.Grant{}, err
+	}
+	var out authz.Grant
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		before, err := s.authz.GetGrant(ctx, tx, id)
+		if err != nil {
+			return problem.Internal(err)
+		}
+		g, err := s.authz.RevokeGrant(ctx, tx, id)
+		if err != nil {
+			return problem.Internal(err)
+		}
+		out = g
+		if before.RevokedAt != nil {
+			return nil
+		}
+		return s.accessChanged(ctx, tx, g.TargetKind, g.TargetID, "grant.revoked", g.ID)
+	})
+	return out, err
+}
+
+// SetOperator sets the operator mode of channel id (channel.operator.set:
+// owner). Mode agent needs an active agent in agentID; other modes take none.
+func (s *Service) SetOperator(ctx context.Context, actor identity.Principal, id, mode, agentID string) (chat.Channel, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelOperatorSet, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
+		return chat.Channel{}, err
+	}
+	switch mode {
+	case "agent":
+		p, err := s.ident.Get(ctx, agentID)
+		if err != nil || p.Kind != identity.KindAgent {
+			return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/agent_id", Code: "invalid_reference", Detail: "must name an agent"})
+		}
+	case "inherit", "none":
+		if agentID != "" {
+			return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/agent_id", Code: "not_allowed", Detail: "only mode agent names an agent"})
+		}
+	default:
+		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/mode", Code: "invalid_enum"})
+	}
+	return s.changeChannel(ctx, id, "channel.operator_set", func(tx pgx.Tx) error {
+		return s.chat.SetOperator(ctx, tx, id, mode, agentID)
+	})
+}
+
+// UpdateSwitches changes the switches of channel id
+// (channel.switches.update: owner).
+func (s *Service) UpdateSwitches(ctx context.Context, actor identity.Principal, id string, p chat.SwitchesPatch) (chat.Channel, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelSwitchesPatch, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
+		return chat.Channel{}, err
+	}
+	return s.changeChannel(ctx, id, "channel.switches_updated", func(tx pgx.Tx) error {
+		return s.chat.UpdateSwitches(ctx, tx, id, p)
+	})
+}
+
+// ArchiveChannel archives channel id (channel.archive: owner): from then on
+// nobody exceeds read in it.
+func (s *Service) ArchiveChannel(ctx context.Context, actor identity.Principal, id string) (chat.Channel, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelArchive, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
+		return chat.Channel{}, err
+	}
+	return s.changeChannel(ctx, id, "channel.archived", func(tx pgx.Tx) error {
+		return s.chat.ArchiveChannel(ctx, tx, id)
+	})
+}
+
+// ArchiveSpace archives space id (space.archive: owner).
+func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id string) (chat.Space, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.SpaceArchive, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
+		return chat.Space{}, err
+	}
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		if err := s.chat.ArchiveSpace(ctx, tx, id); err != nil {
+			return problem.Internal(err)
+		}
+		return s.accessChanged(ctx, tx, authz.KindSpace, id, "space.archived", id)
+	})
+	if err != nil {
+		return chat.Space{}, err
+	}
+	sp, err := s.chat.GetSpace(ctx, nil, id)
+	if err != nil {
+		return chat.Space{}, problem.Internal(err)
+	}
+	return sp, nil
+}
+
+func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(tx pgx.Tx) error) (chat.Channel, error) {
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return problem.From(err)
+		}
+		return s.accessChanged(ctx, tx, authz.KindChannel, id, change, id)
+	})
+	if err != nil {
+		return chat.Channel{}, err
+	}
+	c, err := s.chat.GetChannel(ctx, nil, id)
+	if err != nil {
+		return chat.Channel{}, problem.Internal(err)
+	}
+	return c, nil
+}
+
+// accessChanged emits access.changed in every channel of the target (one
+// channel, or every channel of a space). The payload names the change and
+// ids only.
+func (s *Service) accessChanged(ctx context.Context, tx pgx.Tx, kind authz.ResourceKind, targetID, change, subjectID string) error {
+	channels := []string{targetID}
+	if kind == authz.KindSpace {
+		var err error
+		if channels, err = s.chat.ChannelsOfSpace(ctx, tx, targetID); err != nil {
+			return problem.Internal(err)
+		}
+	}
+	evs := make([]events.Event, len(channels))
+	for i, c := range channels {
+		evs[i] = events.Event{Type: events.AccessChanged, ChannelID: c,
+			Payload: map[string]any{"change": change, "target_kind": string(kind), "target_id": targetID, "id": subjectID}}
+	}
+	return s.events.Append(ctx, tx, evs...)
+}

@@ -1,0 +1,325 @@
+// Package authz owns rights: grants, the effective level of a principal on
+// a resource, the one Authorize function that decides every request, the
+// audit of decisions and filter mode for lists. No rights logic exists
+// outside this package.
+package authz
+
+import (
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/ratelimit"
+)
+
+// Level is a rights level, ordered None < Read < Write < Trigger.
+type Level int
+
+// The levels.
+const (
+	None Level = iota
+	Read
+	Write
+	Trigger
+)
+
+// String renders the level as stored and shown (lowercase).
+func (l Level) String() string {
+	switch l {
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	case Trigger:
+		return "trigger"
+	default:
+		return "none"
+	}
+}
+
+// ParseLevel reads a stored level; anything unknown is None.
+func ParseLevel(s string) Level {
+	switch s {
+	case "read":
+		return Read
+	case "write":
+		return Write
+	case "trigger":
+		return Trigger
+	default:
+		return None
+	}
+}
+
+// ResourceKind names what a resource is.
+type ResourceKind string
+
+// The resource kinds.
+const (
+	KindSpace   ResourceKind = "space"
+	KindChannel ResourceKind = "channel"
+	KindThread  ResourceKind = "thread"
+	KindMessage ResourceKind = "message"
+	KindRun     ResourceKind = "run"
+	KindGrant   ResourceKind = "grant"
+	KindAgent   ResourceKind = "agent_stream"
+)
+
+// Path locates a resource: where it lives and the facts the rules need.
+// Sources fill it; Exists is false for an unknown resource.
+type Path struct {
+	Exists bool
+	Kind   ResourceKind
+	ID     string
+	// SpaceID is always set for an existing resource; ChannelID for
+	// channels and everything in them; ThreadID for threads and below.
+	SpaceID, ChannelID, ThreadID string
+	// ChannelOperator is the effective operator of the channel now;
+	// ThreadOperator the fixed operator of the thread (empty for main).
+	ChannelOperator, ThreadOperator string
+	ChannelArchived, SpaceArchived  bool
+	// AuthorID is the author of a message; OwnerID the principal an
+	// agent-self action is reserved to (a run's agent).
+	AuthorID, OwnerID string
+}
+
+// Archived reports whether the archive cap applies.
+func (p Path) Archived() bool { return p.ChannelArchived || p.SpaceArchived }
+
+// Actor is the principal a decision is about.
+type Actor struct {
+	ID     string
+	Kind   identity.Kind
+	Active bool
+	Owner  bool
+}
+
+// ActorOf returns the Actor view of p.
+func ActorOf(p identity.Principal) Actor {
+	return Actor{ID: p.ID, Kind: p.Kind, Active: p.Active(), Owner: p.Owner()}
+}
+
+// EffectiveLevel is the level of actor on the resource at p before the
+// archive cap, given grant, the highest level of the actor's live grants
+// (direct or through a group) on the channel or space of p (spec domain.md
+// 5, points 1 to 5).
+func EffectiveLevel(a Actor, grant Level, p Path) Level {
+	if !a.Active {
+		return None
+	}
+	l := grant
+	if a.Owner {
+		l = Trigger
+	}
+	if a.Kind == identity.KindAgent {
+		// The operator rule follows the operator: only the channel's
+		// operator of now, and the fixed operator of the thread, get write.
+		if p.ChannelID != "" && p.ChannelOperator == a.ID && l < Write {
+			l = Write
+		}
+		if p.ThreadID != "" && p.ThreadOperator == a.ID && l < Write {
+			l = Write
+		}
+	}
+	if a.Kind != identity.KindUser && l > Write {
+		l = Write // only humans trigger (SR4)
+	}
+	return l
+}
+
+// Capped applies the archive cap: in an archived channel or space nobody
+// exceeds read.
+func Capped(l Level, p Path) Level {
+	if p.Archived() && l > Read {
+		return Read
+	}
+	return l
+}
+
+// Action is an action of the action table (spec domain.md 6).
+type Action string
+
+// The actions.
+const (
+	ThreadRead           Action = "thread.read"
+	MessageRead          Action = "message.read"
+	RunRead              Action = "run.read"
+	ChannelRead          Action = "channel.read"
+	SpaceRead            Action = "space.read"
+	MessageCreate        Action = "message.create"
+	MessageDelete        Action = "message.delete"
+	ThreadCreate         Action = "thread.create"
+	ThreadClose          Action = "thread.close"
+	ThreadMove           Action = "thread.move"
+	RunContextRead       Action = "run.context.read"
+	RunStart             Action = "run.start"
+	RunAwaitInput        Action = "run.await_input"
+	RunFinish            Action = "run.finish"
+	RunCancel            Action = "run.cancel"
+	AgentEventsPoll      Action = "agent.events.poll"
+	AgentSessionReset    Action = "agent.session.reset"
+	AgentSessionBind     Action = "agent.session.bind"
+	GrantCreate          Action = "grant.create"
+	GrantRevoke          Action = "grant.revoke"
+	ChannelOperatorSet   Action = "channel.operator.set"
+	ChannelSwitchesPatch Action = "channel.switches.update"
+	ChannelArchive       Action = "channel.archive"
+	SpaceArchive         Action = "space.archive"
+	EventsList           Action = "events.list"
+)
+
+type requirement int
+
+const (
+	needRead requirement = iota
+	needWrite
+	needTrigger
+	needOwner
+	needAgentSelf
+	needAuthorOrOwner
+	needTriggerOrAgentSelf
+	needAgent
+)
+
+// Spec is one row of the action table: what an action requires, its
+// rate-limit class and whether an allow is audited.
+type Spec struct {
+	need       requirement
+	Class      ratelimit.Class
+	AuditAllow bool
+}
+
+// Table is the action table of spec domain.md 6 (plus the reads of spaces,
+// channels and the event list, which are read actions).
+var Table = map[Action]Spec{
+	ThreadRead:           {needRead, ratelimit.Read, false},
+	MessageRead:          {needRead, ratelimit.Read, false},
+	RunRead:              {needRead, ratelimit.Read, false},
+	ChannelRead:          {needRead, ratelimit.Read, false},
+	SpaceRead:            {needRead, ratelimit.Read, false},
+	EventsList:           {needRead, ratelimit.Read, false},
+	MessageCreate:        {needWrite, ratelimit.Message, false},
+	MessageDelete:        {needAuthorOrOwner, ratelimit.Message, false},
+	ThreadCreate:         {needWrite, ratelimit.Message, false},
+	ThreadClose:          {needWrite, ratelimit.Message, false},
+	ThreadMove:           {needTrigger, ratelimit.Message, true},
+	RunContextRead:       {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunStart:             {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunAwaitInput:        {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunFinish:            {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunCancel:            {needTriggerOrAgentSelf, ratelimit.AgentRuntime, false},
+	AgentEventsPoll:      {needAgent, ratelimit.AgentRuntime, false},
+	AgentSessionReset:    {needTrigger, ratelimit.Message, false},
+	AgentSessionBind:     {needTrigger, ratelimit.Message, false},
+	GrantCreate:          {needOwner, ratelimit.Admin, true},
+	GrantRevoke:          {needOwner, ratelimit.Admin, true},
+	ChannelOperatorSet:   {needOwner, ratelimit.Admin, true},
+	ChannelSwitchesPatch: {needOwner, ratelimit.Admin, true},
+	ChannelArchive:       {needOwner, ratelimit.Admin, true},
+	SpaceArchive:         {needOwner, ratelimit.Admin, true},
+}
+
+// Reasons of denials (audit and body).
+const (
+	ReasonNoGrant         = "no_grant"
+	ReasonNotSelf         = "not_self"
+	ReasonSubjectKind     = "subject_kind_not_allowed"
+	ReasonChannelArchived = "channel_archived"
+	ReasonLevel           = "level_insufficient"
+	ReasonNotFound        = "not_found"
+)
+
+// Decision is the answer of Authorize.
+type Decision struct {
+	Allow bool
+	// Code and Reason describe a denial. A missing resource has reason
+	// not_found for the audit, but its error carries no reason, exactly like
+	// a resource without read (no_grant), so the two are indistinguishable.
+	Code   problem.Code
+	Reason string
+	// Level is the capped effective level that was decided on.
+	Level Level
+}
+
+// Err returns the error to answer for a denial (nil when allowed). Both
+// 404 cases give the same bare not_found.
+func (d Decision) Err() error {
+	if d.Allow {
+		return nil
+	}
+	if d.Code == problem.NotFound {
+		return problem.New(problem.NotFound, "")
+	}
+	return problem.New(d.Code, d.Reason)
+}
+
+func deny(code problem.Code, reason string, l Level) Decision {
+	return Decision{Code: code, Reason: reason, Level: l}
+}
+
+// Decide applies the decision table of spec domain.md 6 (first match wins)
+// to action by a on the resource at p, where grant is the actor's highest
+// live grant level on the resource's channel or space.
+func Decide(action Action, a Actor, grant Level, p Path) Decision {
+	spec, ok := Table[action]
+	if !ok {
+		// An action without a row is refused: a forgotten row must not open
+		// a door.
+		return deny(problem.Forbidden, ReasonLevel, None)
+	}
+	if !p.Exists {
+		return deny(problem.NotFound, ReasonNotFound, None)
+	}
+	raw := EffectiveLevel(a, grant, p)
+	level := Capped(raw, p)
+	if level < Read {
+		return deny(problem.NotFound, ReasonNoGrant, level)
+	}
+	agentSelf := func() Decision {
+		if a.Kind != identity.KindAgent {
+			return deny(problem.Forbidden, ReasonSubjectKind, level)
+		}
+		if a.ID != p.OwnerID {
+			return deny(problem.Forbidden, ReasonNotSelf, level)
+		}
+		return Decision{Allow: true, Level: level}
+	}
+	leveled := func(need Level) Decision {
+		if level >= need {
+			return Decision{Allow: true, Level: level}
+		}
+		if raw >= need && p.Archived() {
+			return deny(problem.ChannelReadOnly, ReasonChannelArchived, level)
+		}
+		return deny(problem.Forbidden, ReasonLevel, level)
+	}
+	switch spec.need {
+	case needRead:
+		return Decision{Allow: true, Level: level}
+	case needWrite:
+		return leveled(Write)
+	case needTrigger:
+		return leveled(Trigger)
+	case needAgentSelf:
+		return agentSelf()
+	case needTriggerOrAgentSelf:
+		if a.Kind == identity.KindAgent {
+			return agentSelf()
+		}
+		return leveled(Trigger)
+	case needAgent:
+		if a.Kind != identity.KindAgent {
+			return deny(problem.Forbidden, ReasonSubjectKind, level)
+		}
+		return Decision{Allow: true, Level: level}
+	case needOwner:
+		if a.Owner && a.Active {
+			return Decision{Allow: true, Level: level}
+		}
+		return deny(problem.Forbidden, ReasonLevel, level)
+	case needAuthorOrOwner:
+		if a.ID != p.AuthorID && !a.Owner {
+			return deny(problem.Forbidden, ReasonLevel, level)
+		}
+		return leveled(Write)
+	}
+	return deny(problem.Forbidden, ReasonLevel, level)
+}

@@ -1,0 +1,140 @@
+package authz_test
+
+import (
+	"testing"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+var (
+	person = authz.Actor{ID: "p", Kind: identity.KindUser, Active: true}
+	owner  = authz.Actor{ID: "o", Kind: identity.KindUser, Active: true, Owner: true}
+	agent  = authz.Actor{ID: "a", Kind: identity.KindAgent, Active: true}
+	app    = authz.Actor{ID: "x", Kind: identity.KindApp, Active: true}
+	thread = authz.Path{Exists: true, Kind: authz.KindThread, SpaceID: "s", ChannelID: "c", ThreadID: "t"}
+)
+
+func with(p authz.Path, f func(*authz.Path)) authz.Path { f(&p); return p }
+
+func TestEffectiveLevel(t *testing.T) {
+	tests := []struct {
+		name  string
+		actor authz.Actor
+		grant authz.Level
+		path  authz.Path
+		want  authz.Level
+	}{
+		{"no grant", person, authz.None, thread, authz.None},
+		{"grant read", person, authz.Read, thread, authz.Read},
+		{"grant trigger", person, authz.Trigger, thread, authz.Trigger},
+		{"inactive person with grant", authz.Actor{ID: "p", Kind: identity.KindUser}, authz.Trigger, thread, authz.None},
+		{"owner without grant", owner, authz.None, thread, authz.Trigger},
+		{"inactive owner", authz.Actor{ID: "o", Kind: identity.KindUser, Owner: true}, authz.None, thread, authz.None},
+		{"agent grant write", agent, authz.Write, thread, authz.Write},
+		{"agent capped at write", agent, authz.Trigger, thread, authz.Write},
+		{"app capped at write", app, authz.Trigger, thread, authz.Write},
+		{"channel operator", agent, authz.None, with(thread, func(p *authz.Path) { p.ChannelOperator = "a" }), authz.Write},
+		{"fixed thread operator", agent, authz.None, with(thread, func(p *authz.Path) { p.ThreadOperator = "a" }), authz.Write},
+		{"old operator lost main thread", agent, authz.None, with(thread, func(p *authz.Path) { p.ChannelOperator = "b" }), authz.None},
+		{"operator rule not for persons", person, authz.None, with(thread, func(p *authz.Path) { p.ChannelOperator = "p" }), authz.None},
+		{"operator with read grant", agent, authz.Read, with(thread, func(p *authz.Path) { p.ChannelOperator = "a" }), authz.Write},
+		{"inactive operator", authz.Actor{ID: "a", Kind: identity.KindAgent}, authz.None, with(thread, func(p *authz.Path) { p.ChannelOperator = "a" }), authz.None},
+		{"channel operator on space", agent, authz.None, authz.Path{Exists: true, Kind: authz.KindSpace, SpaceID: "s", ChannelOperator: "a"}, authz.None},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := authz.EffectiveLevel(tc.actor, tc.grant, tc.path); got != tc.want {
+				t.Fatalf("EffectiveLevel = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCapped(t *testing.T) {
+	arch := with(thread, func(p *authz.Path) { p.ChannelArchived = true })
+	sp := with(thread, func(p *authz.Path) { p.SpaceArchived = true })
+	for _, tc := range []struct {
+		l    authz.Level
+		p    authz.Path
+		want authz.Level
+	}{
+		{authz.Trigger, thread, authz.Trigger},
+		{authz.Trigger, arch, authz.Read},
+		{authz.Write, sp, authz.Read},
+		{authz.Read, arch, authz.Read},
+		{authz.None, arch, authz.None},
+	} {
+		if got := authz.Capped(tc.l, tc.p); got != tc.want {
+			t.Errorf("Capped(%s, archived=%v) = %s, want %s", tc.l, tc.p.Archived(), got, tc.want)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	missing := authz.Path{Kind: authz.KindThread}
+	archived := with(thread, func(p *authz.Path) { p.ChannelArchived = true })
+	run := with(thread, func(p *authz.Path) { p.Kind = authz.KindRun; p.OwnerID = "a" })
+	msg := with(thread, func(p *authz.Path) { p.Kind = authz.KindMessage; p.AuthorID = "p" })
+	tests := []struct {
+		name   string
+		action authz.Action
+		actor  authz.Actor
+		grant  authz.Level
+		path   authz.Path
+		allow  bool
+		code   problem.Code
+		reason string
+	}{
+		{"missing resource", authz.ThreadRead, owner, authz.None, missing, false, problem.NotFound, authz.ReasonNotFound},
+		{"no read", authz.ThreadRead, person, authz.None, thread, false, problem.NotFound, authz.ReasonNoGrant},
+		{"read ok", authz.ThreadRead, person, authz.Read, thread, true, "", ""},
+		{"write needs write", authz.MessageCreate, person, authz.Read, thread, false, problem.Forbidden, authz.ReasonLevel},
+		{"write ok", authz.MessageCreate, person, authz.Write, thread, true, "", ""},
+		{"archived write", authz.MessageCreate, person, authz.Write, archived, false, problem.ChannelReadOnly, authz.ReasonChannelArchived},
+		{"archived read only grant", authz.MessageCreate, person, authz.Read, archived, false, problem.Forbidden, authz.ReasonLevel},
+		{"archived operator", authz.MessageCreate, agent, authz.None, with(archived, func(p *authz.Path) { p.ChannelOperator = "a" }), false, problem.ChannelReadOnly, authz.ReasonChannelArchived},
+		{"archived still readable", authz.ThreadRead, person, authz.Write, archived, true, "", ""},
+		{"move needs trigger", authz.ThreadMove, person, authz.Write, thread, false, problem.Forbidden, authz.ReasonLevel},
+		{"move with trigger", authz.ThreadMove, person, authz.Trigger, thread, true, "", ""},
+		{"agent-self by person", authz.RunStart, person, authz.Trigger, run, false, problem.Forbidden, authz.ReasonSubjectKind},
+		{"agent-self by app", authz.RunStart, app, authz.Write, run, false, problem.Forbidden, authz.ReasonSubjectKind},
+		{"agent-self by other agent", authz.RunStart, authz.Actor{ID: "b", Kind: identity.KindAgent, Active: true}, authz.Read, run, false, problem.Forbidden, authz.ReasonNotSelf},
+		{"agent-self without read", authz.RunStart, agent, authz.None, run, false, problem.NotFound, authz.ReasonNoGrant},
+		{"agent-self ok", authz.RunStart, agent, authz.Read, run, true, "", ""},
+		{"cancel by person with trigger", authz.RunCancel, person, authz.Trigger, run, true, "", ""},
+		{"cancel by person with write", authz.RunCancel, person, authz.Write, run, false, problem.Forbidden, authz.ReasonLevel},
+		{"cancel by own agent", authz.RunCancel, agent, authz.Read, run, true, "", ""},
+		{"delete own", authz.MessageDelete, person, authz.Write, msg, true, "", ""},
+		{"delete own with read only", authz.MessageDelete, person, authz.Read, msg, false, problem.Forbidden, authz.ReasonLevel},
+		{"delete other's", authz.MessageDelete, authz.Actor{ID: "q", Kind: identity.KindUser, Active: true}, authz.Trigger, msg, false, problem.Forbidden, authz.ReasonLevel},
+		{"delete by owner", authz.MessageDelete, owner, authz.None, msg, true, "", ""},
+		{"admin by non-owner", authz.GrantCreate, person, authz.Trigger, thread, false, problem.Forbidden, authz.ReasonLevel},
+		{"admin by owner", authz.ChannelArchive, owner, authz.None, thread, true, "", ""},
+		{"admin without read", authz.ChannelArchive, person, authz.None, thread, false, problem.NotFound, authz.ReasonNoGrant},
+		{"poll by person", authz.AgentEventsPoll, person, authz.Read, thread, false, problem.Forbidden, authz.ReasonSubjectKind},
+		{"unknown action", authz.Action("nope"), owner, authz.Trigger, thread, false, problem.Forbidden, authz.ReasonLevel},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := authz.Decide(tc.action, tc.actor, tc.grant, tc.path)
+			if d.Allow != tc.allow || d.Code != tc.code || d.Reason != tc.reason {
+				t.Fatalf("Decide = %+v, want allow=%v code=%s reason=%s", d, tc.allow, tc.code, tc.reason)
+			}
+			if !d.Allow && d.Code == problem.NotFound {
+				if p := problem.From(d.Err()); p.Reason != "" || p.Code != problem.NotFound {
+					t.Fatalf("404 error carries %+v", p)
+				}
+			}
+		})
+	}
+}
+
+func TestEveryActionHasAClass(t *testing.T) {
+	for a, s := range authz.Table {
+		if s.Class == "" {
+			t.Errorf("%s has no rate-limit class", a)
+		}
+	}
+}

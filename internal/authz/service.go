@@ -1,0 +1,343 @@
+package authz
+
+import (
+	"context"
+
+	"fmt"
+	"log/slog"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/ratelimit"
+)
+
+// Source resolves resources of some kinds into paths. The modules that own
+// the resources implement it (chat for spaces, channels and threads,
+// messaging for messages, runs for runs).
+type Source interface {
+	// Path returns the path of the resource of kind with id; an unknown id
+	// gives a Path with Exists false and no error.
+	Path(ctx context.Context, kind ResourceKind, id string) (Path, error)
+}
+
+// Service is the authorization module: grants, decisions, audit, filter.
+type Service struct {
+	pool    db.Querier
+	clock   clock.Clock
+	limiter ratelimit.Limiter
+	window  time.Duration
+	log     *slog.Logger
+	sources map[ResourceKind]Source
+	errors  *prometheus.CounterVec
+}
+
+// NewService returns the authorization service. window is
+// audit.deny_aggregate_window; reg receives bothy_authz_errors_total.
+func NewService(pool db.Querier, c clock.Clock, limiter ratelimit.Limiter, window time.Duration, log *slog.Logger, reg prometheus.Registerer) *Service {
+	s := &Service{pool: pool, clock: c, limiter: limiter, window: window, log: log, sources: map[ResourceKind]Source{},
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_authz_errors_total",
+			Help: "Authorization errors by reason (filter_mismatch: a list query returned an item the reader may not see)."}, []string{"reason"})}
+	reg.MustRegister(s.errors)
+	return s
+}
+
+// Register makes src the source of paths of the given kinds.
+func (s *Service) Register(src Source, kinds ...ResourceKind) {
+	for _, k := range kinds {
+		s.sources[k] = src
+	}
+}
+
+// Resource names what an action is about.
+type Resource struct {
+	Kind ResourceKind
+	ID   string
+}
+
+// PathOf resolves r through its source. A malformed id is simply unknown.
+func (s *Service) PathOf(ctx context.Context, r Resource) (Path, error) {
+	src, ok := s.sources[r.Kind]
+	if !ok {
+		return Path{}, fmt.Errorf("authz: no source for %s", r.Kind)
+	}
+	if !ids.Valid(r.ID) {
+		return Path{Kind: r.Kind, ID: r.ID}, nil
+	}
+	p, err := src.Path(ctx, r.Kind, r.ID)
+	if err != nil {
+		return Path{}, err
+	}
+	p.Kind, p.ID = r.Kind, r.ID
+	return p, nil
+}
+
+// Authorize decides whether actor may do action on r: it takes a token of
+// the action's rate-limit class (429 beyond it), resolves the resource's
+// path, loads the actor's grant level there, applies Decide, audits a
+// denial (aggregated) or an audited allow, and returns the decision with
+// the path. The error is non-nil for a denial (the decision's error), a
+// rate limit, or a failure to decide (internal).
+func (s *Service) Authorize(ctx context.Context, actor identity.Principal, action Action, r Resource) (Decision, Path, error) {
+	spec, ok := Table[action]
+	if ok {
+		if allowed, after := s.limiter.Allow(actor.ID, spec.Class); !allowed {
+			return Decision{Code: problem.RateLimited}, Path{}, problem.RateLimit(after)
+		}
+	}
+	p, err := s.PathOf(ctx, r)
+	if err != nil {
+		return Decision{}, Path{}, problem.Internal(err)
+	}
+	d, err := s.DecideAt(ctx, actor, action, p)
+	if err != nil {
+		return d, p, err
+	}
+	return d, p, d.Err()
+}
+
+// DecideAt is Authorize for a path the caller already holds (no rate-limit
+// token is taken): it loads the grant level, decides and audits.
+func (s *Service) DecideAt(ctx context.Context, actor identity.Principal, action Action, p Path) (Decision, error) {
+	a := ActorOf(actor)
+	grant := None
+	if p.Exists && a.Active {
+		levels, err := s.grantLevels(ctx, actor.ID, []string{p.SpaceID}, nonEmpty(p.ChannelID))
+		if err != nil {
+			return Decision{}, problem.Internal(err)
+		}
+		grant = levels.at(p)
+	}
+	d := Decide(action, a, grant, p)
+	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
+		return Decision{}, problem.Internal(err)
+	}
+	return d, nil
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// levelMap holds the highest live grant level per target.
+type levelMap struct {
+	space, channel map[string]Level
+}
+
+// at returns the level that applies at p: the higher of its channel's and
+// its space's.
+func (m levelMap) at(p Path) Level {
+	l := m.space[p.SpaceID]
+	if p.ChannelID != "" && m.channel[p.ChannelID] > l {
+		l = m.channel[p.ChannelID]
+	}
+	return l
+}
+
+// grantLevels loads, in one statement, the highest live grant level of the
+// principal (directly or through its groups) on each of the given spaces
+// and channels. Group membership is read here, in the statement, because
+// every decision needs it and a second round trip per decision would cost
+// more than the coupling to identity's membership table.
+func (s *Service) grantLevels(ctx context.Context, principalID string, spaces, channels []string) (levelMap, error) {
+	m := levelMap{space: map[string]Level{}, channel: map[string]Level{}}
+	sqlText, args := db.SQL.Select("coalesce(target_space_id::text, '')", "coalesce(target_channel_id::text, '')", "level").
+		From("grants").
+		Where("revoked_at IS NULL").
+		Where(sq.Or{sq.Expr("expires_at IS NULL"), sq.Gt{"expires_at": s.clock.Now()}}).
+		Where(sq.Or{
+			sq.Eq{"subject_principal_id": principalID},
+			sq.Expr("subject_group_id IN (SELECT group_id FROM group_members WHERE principal_id = ?)", principalID),
+		}).
+		Where(sq.Or{
+			sq.Expr("target_space_id = ANY(?::uuid[])", spaces),
+			sq.Expr("target_channel_id = ANY(?::uuid[])", channels),
+		}).MustSql()
+	rows, err := s.pool.Query(ctx, sqlText, args...)
+	if err != nil {
+		return m, fmt.Errorf("grant levels: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var space, channel, level string
+		if err := rows.Scan(&space, &channel, &level); err != nil {
+			return m, fmt.Errorf("grant levels: %w", err)
+		}
+		l := ParseLevel(level)
+		if space != "" && l > m.space[space] {
+			m.space[space] = l
+		}
+		if channel != "" && l > m.channel[channel] {
+			m.channel[channel] = l
+		}
+	}
+	return m, rows.Err()
+}
+
+// Levels returns the capped effective level of actor at each path, loading
+// grants in one statement for all of them.
+func (s *Service) Levels(ctx context.Context, actor identity.Principal, paths []Path) ([]Level, error) {
+	a := ActorOf(actor)
+	spaces, channels := map[string]bool{}, map[string]bool{}
+	for _, p := range paths {
+		spaces[p.SpaceID] = true
+		if p.ChannelID != "" {
+			channels[p.ChannelID] = true
+		}
+	}
+	levels, err := s.grantLevels(ctx, actor.ID, keys(spaces), keys(channels))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Level, len(paths))
+	for i, p := range paths {
+		if p.Exists {
+			out[i] = Capped(EffectiveLevel(a, levels.at(p), p), p)
+		}
+	}
+	return out, nil
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Filter is filter mode for list and window queries: it checks every item
+// with action and returns which may be shown. An item the query returned
+// but the reader may not see is a bug of the query: it is dropped, logged at
+// error level with only the action and the resource kind, and counted in
+// bothy_authz_errors_total{reason="filter_mismatch"}.
+func (s *Service) Filter(ctx context.Context, actor identity.Principal, action Action, paths []Path) ([]bool, error) {
+	levels, err := s.Levels(ctx, actor, paths)
+	if err != nil {
+		return nil, err
+	}
+	ok := make([]bool, len(paths))
+	for i, l := range levels {
+		ok[i] = l >= Read
+		if !ok[i] {
+			s.errors.WithLabelValues("filter_mismatch").Inc()
+			s.log.ErrorContext(ctx, "filter mismatch: a query returned an item the reader may not see",
+				"action", string(action), "resource_kind", string(paths[i].Kind))
+		}
+	}
+	return ok, nil
+}
+
+// audit records a denial (one row per actor, action and reason per
+// audit.deny_aggregate_window, with a count) or an allow of an action whose
+// row says allows are audited. Details hold ids only, never content.
+func (s *Service) audit(ctx context.Context, actorID string, action Action, d Decision, p Path) error {
+	now := s.clock.Now()
+	var resID any
+	if ids.Valid(p.ID) {
+		resID = p.ID
+	}
+	if d.Allow {
+		if !Table[action].AuditAllow {
+			return nil
+		}
+		_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
+			VALUES ($1, $2, $3, 'allow', '', $4, $5, $6, 1, $6, $6)`, ids.New(), actorID, string(action), string(p.Kind), resID, now)
+		return err
+	}
+	start := now.Truncate(s.window)
+	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
+		VALUES ($1, $2, $3, 'deny', $4, $5, $6, $7, 1, $8, $8)
+		ON CONFLICT (actor_id, action, reason, window_start) WHERE decision = 'deny'
+		DO UPDATE SET count = audit_log.count + 1, last_at = EXCLUDED.last_at`,
+		ids.New(), actorID, string(action), d.Reason, string(p.Kind), resID, start, now)
+	return err
+}
+
+// AuditRow is one row of the audit log, for tests and operators.
+type AuditRow struct {
+	ActorID, Action, Decision, Reason, ResourceKind string
+	Count                                           int
+}
+
+// AuditRows returns the audit rows of actor (all actors when empty).
+func (s *Service) AuditRows(ctx context.Context, actorID string) ([]AuditRow, error) {
+	q := db.SQL.Select("actor_id", "action", "decision", "reason", "resource_kind", "count").From("audit_log").OrderBy("first_at", "id")
+	if actorID != "" {
+		q = q.Where(sq.Eq{"actor_id": actorID})
+	}
+	sqlText, args := q.MustSql()
+	rows, err := s.pool.Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditRow, error) {
+		var a AuditRow
+		err := r.Scan(&a.ActorID, &a.Action, &a.Decision, &a.Reason, &a.ResourceKind, &a.Count)
+		return a, err
+	})
+}
+
+// Spend takes one token of action's rate-limit class from actor's bucket,
+// for actions that have no single resource (lists).
+func (s *Service) Spend(actor identity.Principal, action Action) error {
+	if allowed, after := s.limiter.Allow(actor.ID, Table[action].Class); !allowed {
+		return problem.RateLimit(after)
+	}
+	return nil
+}
+
+// Scope is where a principal's grants give it at least read: every space
+// and channel named by a live grant to it or its groups. Owners see all.
+type Scope struct {
+	All      bool
+	Spaces   []string
+	Channels []string
+}
+
+// ReadScope returns the grant part of actor's visibility for list
+// predicates; the operator rule is added by the owner of channels.
+func (s *Service) ReadScope(ctx context.Context, actor identity.Principal) (Scope, error) {
+	a := ActorOf(actor)
+	if !a.Active {
+		return Scope{}, nil
+	}
+	if a.Owner {
+		return Scope{All: true}, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT coalesce(target_space_id::text, ''), coalesce(target_channel_id::text, '') FROM grants
+		WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)
+		AND (subject_principal_id = $1 OR subject_group_id IN (SELECT group_id FROM group_members WHERE principal_id = $1))`, actor.ID, s.clock.Now())
+	if err != nil {
+		return Scope{}, fmt.Errorf("read scope: %w", err)
+	}
+	defer rows.Close()
+	var sc Scope
+	for rows.Next() {
+		var sp, ch string
+		if err := rows.Scan(&sp, &ch); err != nil {
+			return Scope{}, err
+		}
+		if sp != "" {
+			sc.Spaces = append(sc.Spaces, sp)
+		}
+		if ch != "" {
+			sc.Channels = append(sc.Channels, ch)
+		}
+	}
+	return sc, rows.Err()
+}
+
+// Pool returns the querier the service reads with (for callers that create
+// grants outside a unit of work, such as the world builder).
+func (s *Service) Pool() db.Querier { return s.pool }

@@ -1,0 +1,575 @@
+// Package chat owns spaces, channels (kinds, operator modes, switches) and
+// threads (kinds, parent message, fixed operator, title, state, move). It
+// hands out thread sequence numbers to messaging.
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// Space is a stored space.
+type Space struct {
+	ID                     string
+	Name                   string
+	DefaultOperatorAgentID string
+	ArchivedAt             *time.Time
+}
+
+// Switches are the behaviour switches of a channel (spec domain.md 3).
+type Switches struct {
+	FreeResponse         bool
+	AllowMentionedAgents bool
+	AutoThread           bool
+	HistoryBackfillLimit int
+}
+
+// Channel is a stored channel with what its space contributes.
+type Channel struct {
+	ID              string
+	SpaceID         string
+	Name            string
+	Kind            string // text or forum
+	ArchivedAt      *time.Time
+	OperatorMode    string // inherit, agent or none
+	OperatorAgentID string
+	Switches        Switches
+	// SpaceDefaultOperator and SpaceArchived come from the channel's space.
+	SpaceDefaultOperator string
+	SpaceArchived        bool
+	MainThreadID         string
+}
+
+// EffectiveOperator returns the agent that operates the channel now: mode
+// agent gives its agent, none gives none, inherit the space's default.
+func (c Channel) EffectiveOperator() string {
+	switch c.OperatorMode {
+	case "agent":
+		return c.OperatorAgentID
+	case "inherit":
+		return c.SpaceDefaultOperator
+	default:
+		return ""
+	}
+}
+
+// Archived reports whether the channel or its space is archived.
+func (c Channel) Archived() bool { return c.ArchivedAt != nil || c.SpaceArchived }
+
+// Thread is a stored thread.
+type Thread struct {
+	ID              string
+	ChannelID       string
+	Kind            string // main, thread or post
+	ParentMessageID string
+	OperatorAgentID string
+	Title           string
+	TitleSource     string
+	CreatedBy       string
+	State           string // open or done
+	LastSeq         int64
+	CreatedAt       time.Time
+}
+
+// ErrNotFound is returned for an unknown space, channel or thread.
+var ErrNotFound = errors.New("chat: not found")
+
+// Service is the chat module's service.
+type Service struct {
+	pool  db.Querier
+	clock clock.Clock
+	// backfillDefault and backfillMax are channel.history_backfill_limit_default
+	// and channel.history_backfill_limit_max.
+	backfillDefault, backfillMax int
+}
+
+// NewService returns the chat service.
+func NewService(pool db.Querier, c clock.Clock, backfillDefault, backfillMax int) *Service {
+	return &Service{pool: pool, clock: c, backfillDefault: backfillDefault, backfillMax: backfillMax}
+}
+
+func (s *Service) q(q db.Querier) db.Querier {
+	if q == nil {
+		return s.pool
+	}
+	return q
+}
+
+// CreateSpace stores a space with an optional default operator agent.
+func (s *Service) CreateSpace(ctx context.Context, q db.Querier, name, defaultOperator string) (Space, error) {
+	sp := Space{ID: ids.New(), Name: name, DefaultOperatorAgentID: defaultOperator}
+	sqlText, args := db.SQL.Insert("spaces").Columns("id", "name", "default_operator_agent_id", "created_at").
+		Values(sp.ID, name, nullable(defaultOperator), s.clock.Now()).MustSql()
+	if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
+		return Space{}, fmt.Errorf("create space: %w", err)
+	}
+	return sp, nil
+}
+
+// NewChannel describes a channel to create. Nil switch pointers take the
+// defaults (free_response and allow_mentioned_agents off, auto_thread on,
+// history_backfill_limit channel.history_backfill_limit_default).
+type NewChannel struct {
+	SpaceID              string
+	Name                 string
+	Kind                 string
+	OperatorMode         string
+	OperatorAgentID      string
+	FreeResponse         *bool
+	AllowMentionedAgents *bool
+	AutoThread           *bool
+	HistoryBackfillLimit *int
+	CreatedBy            string
+}
+
+// CreateChannel stores a channel and, for a text channel, its main thread.
+func (s *Service) CreateChannel(ctx context.Context, q db.Querier, nc NewChannel) (Channel, error) {
+	sw := Switches{AutoThread: true, HistoryBackfillLimit: s.backfillDefault}
+	if nc.FreeResponse != nil {
+		sw.FreeResponse = *nc.FreeResponse
+	}
+	if nc.AllowMentionedAgents != nil {
+		sw.AllowMentionedAgents = *nc.AllowMentionedAgents
+	}
+	if nc.AutoThread != nil {
+		sw.AutoThread = *nc.AutoThread
+	}
+	if nc.HistoryBackfillLimit != nil {
+		sw.HistoryBackfillLimit = *nc.HistoryBackfillLimit
+	}
+	if nc.OperatorMode == "" {
+		nc.OperatorMode = "inherit"
+	}
+	id := ids.New()
+	now := s.clock.Now()
+	sqlText, args := db.SQL.Insert("channels").
+		Columns("id", "space_id", "name", "kind", "operator_mode", "operator_agent_id", "free_response", "allow_mentioned_agents", "auto_thread", "history_backfill_limit", "created_at").
+		Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
+	if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
+		return Channel{}, fmt.Errorf("create channel: %w", err)
+	}
+	if nc.Kind == "text" {
+		sqlText, args = db.SQL.Insert("threads").Columns("id", "channel_id", "kind", "created_by", "created_at").
+			Values(ids.New(), id, "main", nc.CreatedBy, now).MustSql()
+		if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
+			return Channel{}, fmt.Errorf("create main thread: %w", err)
+		}
+	}
+	return s.GetChannel(ctx, q, id)
+}
+
+const channelSelect = `SELECT c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode, coalesce(c.operator_agent_id::text, ''),
+	c.free_response, c.allow_mentioned_agents, c.auto_thread, c.history_backfill_limit,
+	coalesce(s.default_operator_agent_id::text, ''), s.archived_at IS NOT NULL,
+	coalesce((SELECT t.id::text FROM threads t WHERE t.channel_id = c.id AND t.kind = 'main'), '')
+	FROM channels c JOIN spaces s ON s.id = c.space_id`
+
+func scanChannel(row pgx.Row) (Channel, error) {
+	var c Channel
+	err := row.Scan(&c.ID, &c.SpaceID, &c.Name, &c.Kind, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID,
+		&c.Switches.FreeResponse, &c.Switches.AllowMentionedAgents, &c.Switches.AutoThread, &c.Switches.HistoryBackfillLimit,
+		&c.SpaceDefaultOperator, &c.SpaceArchived, &c.MainThreadID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Channel{}, ErrNotFound
+	}
+	return c, err
+}
+
+// GetChannel returns the channel with id, or ErrNotFound.
+func (s *Service) GetChannel(ctx context.Context, q db.Querier, id string) (Channel, error) {
+	if !ids.Valid(id) {
+		return Channel{}, ErrNotFound
+	}
+	return scanChannel(s.q(q).QueryRow(ctx, channelSelect+` WHERE c.id = $1`, id))
+}
+
+// GetSpace returns the space with id, or ErrNotFound.
+func (s *Service) GetSpace(ctx context.Context, q db.Querier, id string) (Space, error) {
+	if !ids.Valid(id) {
+		return Space{}, ErrNotFound
+	}
+	var sp Space
+	var def *string
+	err := s.q(q).QueryRow(ctx, `SELECT id, name, default_operator_agent_id::text, archived_at FROM spaces WHERE id = $1`, id).
+		Scan(&sp.ID, &sp.Name, &def, &sp.ArchivedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Space{}, ErrNotFound
+	}
+	if def != nil {
+		sp.DefaultOperatorAgentID = *def
+	}
+	return sp, err
+}
+
+const threadColumns = `t.id, t.channel_id, t.kind, coalesce(t.parent_message_id::text, ''), coalesce(t.operator_agent_id::text, ''),
+	coalesce(t.title, ''), coalesce(t.title_source, ''), t.created_by, t.state, t.last_seq, t.created_at`
+
+func scanThread(row pgx.Row) (Thread, error) {
+	var t Thread
+	err := row.Scan(&t.ID, &t.ChannelID, &t.Kind, &t.ParentMessageID, &t.OperatorAgentID, &t.Title, &t.TitleSource,
+		&t.CreatedBy, &t.State, &t.LastSeq, &t.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Thread{}, ErrNotFound
+	}
+	return t, err
+}
+
+// GetThread returns the thread with id, or ErrNotFound.
+func (s *Service) GetThread(ctx context.Context, q db.Querier, id string) (Thread, error) {
+	if !ids.Valid(id) {
+		return Thread{}, ErrNotFound
+	}
+	return scanThread(s.q(q).QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1`, id))
+}
+
+// LockThread returns the thread with id locked FOR UPDATE in tx. Writers of
+// one thread serialise on this row lock, which keeps thread_seq gap-free.
+func (s *Service) LockThread(ctx context.Context, tx db.Querier, id string) (Thread, error) {
+	return scanThread(tx.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1 FOR UPDATE`, id))
+}
+
+// NextSeq raises the thread's last_seq by one in tx and returns it. The
+// caller holds the thread's row lock (LockThread); a rollback returns the
+// number, so committed messages have no gaps.
+func (s *Service) NextSeq(ctx context.Context, tx db.Querier, threadID string) (int64, error) {
+	var seq int64
+	err := tx.QueryRow(ctx, `UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq`, threadID).Scan(&seq)
+	return seq, err
+}
+
+// SetState sets the thread's state (open or done) in tx.
+func (s *Service) SetState(ctx context.Context, tx db.Querier, threadID, state string) error {
+	_, err := tx.Exec(ctx, `UPDATE threads SET state = $2 WHERE id = $1`, threadID, state)
+	return err
+}
+
+// NewThread describes a thread to create inside a unit of work.
+type NewThread struct {
+	Channel         Channel
+	ParentMessageID string
+	Title           string
+	// ByAgent sets title_source auto (an agent's thread), otherwise user.
+	ByAgent   bool
+	CreatedBy string
+	// TitleFrom, when Title is empty, is the text whose first line becomes
+	// the title (the first message).
+	TitleFrom string
+}
+
+// TitleMaxRunes bounds a derived title; longer first lines are cut.
+const TitleMaxRunes = 120
+
+// DeriveTitle returns the first non-empty line of text, cut to
+// TitleMaxRunes runes.
+func DeriveTitle(text string) string {
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if utf8.RuneCountInString(line) > TitleMaxRunes {
+			r := []rune(line)
+			line = string(r[:TitleMaxRunes])
+		}
+		return line
+	}
+	return ""
+}
+
+// CreateThread stores a new thread (kind post in a forum, thread in a text
+// channel) with the channel's effective operator as its fixed operator.
+func (s *Service) CreateThread(ctx context.Context, tx db.Querier, nt NewThread) (Thread, error) {
+	kind := "thread"
+	if nt.Channel.Kind == "forum" {
+		kind = "post"
+	}
+	title := strings.TrimSpace(nt.Title)
+	if title == "" {
+		title = DeriveTitle(nt.TitleFrom)
+	}
+	source := "user"
+	if nt.ByAgent {
+		source = "auto"
+	}
+	t := Thread{ID: ids.New(), ChannelID: nt.Channel.ID, Kind: kind, ParentMessageID: nt.ParentMessageID,
+		OperatorAgentID: nt.Channel.EffectiveOperator(), Title: title, TitleSource: source, CreatedBy: nt.CreatedBy,
+		State: "open", CreatedAt: s.clock.Now()}
+	var titleV, sourceV any
+	if title != "" {
+		titleV, sourceV = title, source
+	} else {
+		t.TitleSource = ""
+	}
+	sqlText, args := db.SQL.Insert("threads").
+		Columns("id", "channel_id", "kind", "parent_message_id", "operator_agent_id", "title", "title_source", "created_by", "state", "created_at").
+		Values(t.ID, t.ChannelID, kind, nullable(t.ParentMessageID), nullable(t.OperatorAgentID), titleV, sourceV, t.CreatedBy, "open", t.CreatedAt).MustSql()
+	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
+		if db.IsUniqueViolation(err, "threads_parent_unique") {
+			return Thread{}, problem.Newf(problem.Conflict, "parent_has_thread", "the parent message already has a thread")
+		}
+		return Thread{}, fmt.Errorf("create thread: %w", err)
+	}
+	return t, nil
+}
+
+// MoveThread sets the thread's channel in tx. parent_message_id keeps
+// pointing into the source channel.
+func (s *Service) MoveThread(ctx context.Context, tx db.Querier, threadID, channelID string) error {
+	_, err := tx.Exec(ctx, `UPDATE threads SET channel_id = $2 WHERE id = $1`, threadID, channelID)
+	return err
+}
+
+// SetOperator sets the operator mode (and agent for mode agent) of a channel.
+func (s *Service) SetOperator(ctx context.Context, tx db.Querier, channelID, mode, agentID string) error {
+	_, err := tx.Exec(ctx, `UPDATE channels SET operator_mode = $2, operator_agent_id = $3 WHERE id = $1`, channelID, mode, nullable(agentID))
+	return err
+}
+
+// SwitchesPatch changes the named switches; nil members stay.
+type SwitchesPatch struct {
+	FreeResponse         *bool
+	AllowMentionedAgents *bool
+	AutoThread           *bool
+	HistoryBackfillLimit *int
+}
+
+// UpdateSwitches applies p to the channel in tx. history_backfill_limit
+// must lie between zero and channel.history_backfill_limit_max.
+func (s *Service) UpdateSwitches(ctx context.Context, tx db.Querier, channelID string, p SwitchesPatch) error {
+	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
+		return problem.Invalid(problem.FieldError{Pointer: "/history_backfill_limit", Code: "out_of_range",
+			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
+	}
+	set := map[string]any{}
+	if p.FreeResponse != nil {
+		set["free_response"] = *p.FreeResponse
+	}
+	if p.AllowMentionedAgents != nil {
+		set["allow_mentioned_agents"] = *p.AllowMentionedAgents
+	}
+	if p.AutoThread != nil {
+		set["auto_thread"] = *p.AutoThread
+	}
+	if p.HistoryBackfillLimit != nil {
+		set["history_backfill_limit"] = *p.HistoryBackfillLimit
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	sqlText, args := db.SQL.Update("channels").SetMap(set).Where(sq.Eq{"id": channelID}).MustSql()
+	_, err := tx.Exec(ctx, sqlText, args...)
+	return err
+}
+
+// ArchiveChannel sets archived_at of the channel (once).
+func (s *Service) ArchiveChannel(ctx context.Context, tx db.Querier, id string) error {
+	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
+	return err
+}
+
+// ArchiveSpace sets archived_at of the space (once).
+func (s *Service) ArchiveSpace(ctx context.Context, tx db.Querier, id string) error {
+	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
+	return err
+}
+
+// ChannelsOfSpace returns the ids of the channels of space id.
+func (s *Service) ChannelsOfSpace(ctx context.Context, q db.Querier, id string) ([]string, error) {
+	rows, err := s.q(q).Query(ctx, `SELECT id::text FROM channels WHERE space_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// ThreadPath returns the authorization path of thread id (Exists false for
+// an unknown id), in one statement.
+func (s *Service) ThreadPath(ctx context.Context, id string) (authz.Path, error) {
+	p := authz.Path{Kind: authz.KindThread, ID: id}
+	if !ids.Valid(id) {
+		return p, nil
+	}
+	var c Channel
+	var threadOp string
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(t.operator_agent_id::text, ''), c.id, c.space_id, c.archived_at, c.operator_mode,
+		coalesce(c.operator_agent_id::text, ''), coalesce(s.default_operator_agent_id::text, ''), s.archived_at IS NOT NULL
+		FROM threads t JOIN channels c ON c.id = t.channel_id JOIN spaces s ON s.id = c.space_id WHERE t.id = $1`, id).
+		Scan(&threadOp, &c.ID, &c.SpaceID, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID, &c.SpaceDefaultOperator, &c.SpaceArchived)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("thread path: %w", err)
+	}
+	p = channelPath(c, authz.KindThread, id)
+	p.ThreadID, p.ThreadOperator = id, threadOp
+	return p, nil
+}
+
+// channelPath builds the path of something in channel c.
+func channelPath(c Channel, kind authz.ResourceKind, id string) authz.Path {
+	return authz.Path{Exists: true, Kind: kind, ID: id, SpaceID: c.SpaceID, ChannelID: c.ID,
+		ChannelOperator: c.EffectiveOperator(), ChannelArchived: c.ArchivedAt != nil, SpaceArchived: c.SpaceArchived}
+}
+
+// ChannelPath returns the path of channel c.
+func ChannelPath(c Channel) authz.Path { return channelPath(c, authz.KindChannel, c.ID) }
+
+// Path implements authz.Source for spaces, channels and threads.
+func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
+	switch kind {
+	case authz.KindThread:
+		return s.ThreadPath(ctx, id)
+	case authz.KindChannel:
+		c, err := s.GetChannel(ctx, nil, id)
+		if errors.Is(err, ErrNotFound) {
+			return authz.Path{Kind: kind, ID: id}, nil
+		}
+		if err != nil {
+			return authz.Path{}, err
+		}
+		return ChannelPath(c), nil
+	case authz.KindSpace:
+		sp, err := s.GetSpace(ctx, nil, id)
+		if errors.Is(err, ErrNotFound) {
+			return authz.Path{Kind: kind, ID: id}, nil
+		}
+		if err != nil {
+			return authz.Path{}, err
+		}
+		return authz.Path{Exists: true, Kind: kind, ID: id, SpaceID: sp.ID, SpaceArchived: sp.ArchivedAt != nil}, nil
+	}
+	return authz.Path{}, fmt.Errorf("chat: no paths of kind %s", kind)
+}
+
+// PathInThread returns the path of a thing of kind id inside thread t of
+// channel c (used for messages and runs without another query).
+func PathInThread(c Channel, t Thread, kind authz.ResourceKind, id string) authz.Path {
+	p := channelPath(c, kind, id)
+	p.ThreadID, p.ThreadOperator = t.ID, t.OperatorAgentID
+	return p
+}
+
+// ThreadPayload renders t in the REST shape for event payloads.
+func ThreadPayload(t Thread) map[string]any {
+	p := map[string]any{"id": t.ID, "channel_id": t.ChannelID, "kind": t.Kind, "created_by": t.CreatedBy,
+		"state": t.State, "last_seq": t.LastSeq, "created_at": t.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
+	for k, v := range map[string]string{"parent_message_id": t.ParentMessageID, "operator_agent_id": t.OperatorAgentID,
+		"title": t.Title, "title_source": t.TitleSource} {
+		if v != "" {
+			p[k] = v
+		}
+	}
+	return p
+}
+
+// VisibleIn returns the channels that lie in spaces or are named in
+// channels, plus, for an agent, the channels it operates now; and the
+// threads whose fixed operator is the agent. Together with the grant scope
+// this is the visibility predicate of list queries.
+func (s *Service) VisibleIn(ctx context.Context, spaces, channels []string, agentID string) (chans, threads []string, err error) {
+	var agent any
+	if agentID != "" {
+		agent = agentID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT c.id::text FROM channels c JOIN spaces s ON s.id = c.space_id
+		WHERE c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[])
+		OR ($3::uuid IS NOT NULL AND ((c.operator_mode = 'agent' AND c.operator_agent_id = $3) OR (c.operator_mode = 'inherit' AND s.default_operator_agent_id = $3)))`,
+		spaces, channels, agent)
+	if err != nil {
+		return nil, nil, fmt.Errorf("visible channels: %w", err)
+	}
+	if chans, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return nil, nil, err
+	}
+	if agentID == "" {
+		return chans, nil, nil
+	}
+	rows, err = s.pool.Query(ctx, `SELECT id::text FROM threads WHERE operator_agent_id = $1`, agentID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("operated threads: %w", err)
+	}
+	threads, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	return chans, threads, err
+}
+
+// PathsOf returns the paths of (channel, thread) pairs — thread empty for
+// channel-level things — in two statements, for filter mode over lists.
+func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs [][2]string) ([]authz.Path, error) {
+	chanIDs, threadIDs := map[string]bool{}, map[string]bool{}
+	for _, p := range pairs {
+		chanIDs[p[0]] = true
+		if p[1] != "" {
+			threadIDs[p[1]] = true
+		}
+	}
+	channels := map[string]Channel{}
+	rows, err := s.pool.Query(ctx, channelSelect+` WHERE c.id = ANY($1::uuid[])`, setList(chanIDs))
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Channel, error) { return scanChannel(r) })
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range list {
+		channels[c.ID] = c
+	}
+	ops := map[string]string{}
+	if len(threadIDs) > 0 {
+		rows, err := s.pool.Query(ctx, `SELECT id::text, coalesce(operator_agent_id::text, '') FROM threads WHERE id = ANY($1::uuid[])`, setList(threadIDs))
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id, op string
+			if err := rows.Scan(&id, &op); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			ops[id] = op
+		}
+		rows.Close()
+	}
+	out := make([]authz.Path, len(pairs))
+	for i, p := range pairs {
+		c, ok := channels[p[0]]
+		if !ok {
+			out[i] = authz.Path{Kind: kind}
+			continue
+		}
+		out[i] = channelPath(c, kind, "")
+		if p[1] != "" {
+			out[i].ThreadID, out[i].ThreadOperator = p[1], ops[p[1]]
+		}
+	}
+	return out, nil
+}
+
+func setList(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,140 @@
+package chat
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// UseCases are the chat actions of people and agents, each decided by authz
+// and written in one unit of work with its events.
+type UseCases struct {
+	chat   *Service
+	authz  *authz.Service
+	events *events.Log
+	uow    *db.UnitOfWork
+}
+
+// NewUseCases returns the chat use cases.
+func NewUseCases(c *Service, az *authz.Service, ev *events.Log, uow *db.UnitOfWork) *UseCases {
+	return &UseCases{chat: c, authz: az, events: ev, uow: uow}
+}
+
+// Space returns space id (space.read).
+func (u *UseCases) Space(ctx context.Context, actor identity.Principal, id string) (Space, error) {
+	if _, _, err := u.authz.Authorize(ctx, actor, authz.SpaceRead, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
+		return Space{}, err
+	}
+	sp, err := u.chat.GetSpace(ctx, nil, id)
+	return sp, internal(err)
+}
+
+// Channel returns channel id (channel.read).
+func (u *UseCases) Channel(ctx context.Context, actor identity.Principal, id string) (Channel, error) {
+	if _, _, err := u.authz.Authorize(ctx, actor, authz.ChannelRead, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
+		return Channel{}, err
+	}
+	c, err := u.chat.GetChannel(ctx, nil, id)
+	return c, internal(err)
+}
+
+// Thread returns thread id (thread.read).
+func (u *UseCases) Thread(ctx context.Context, actor identity.Principal, id string) (Thread, error) {
+	if _, _, err := u.authz.Authorize(ctx, actor, authz.ThreadRead, authz.Resource{Kind: authz.KindThread, ID: id}); err != nil {
+		return Thread{}, err
+	}
+	t, err := u.chat.GetThread(ctx, nil, id)
+	return t, internal(err)
+}
+
+// Close sets thread id done (thread.close: write on the thread) and emits
+// thread.closed. A main thread cannot be closed; closing a done thread
+// answers it unchanged.
+func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id string) (Thread, error) {
+	if _, _, err := u.authz.Authorize(ctx, actor, authz.ThreadClose, authz.Resource{Kind: authz.KindThread, ID: id}); err != nil {
+		return Thread{}, err
+	}
+	var out Thread
+	err := u.uow.Do(ctx, func(tx pgx.Tx) error {
+		t, err := u.chat.LockThread(ctx, tx, id)
+		if err != nil {
+			return internal(err)
+		}
+		if t.Kind == "main" {
+			return problem.Newf(problem.Conflict, "main_thread", "the main thread of a channel cannot be closed")
+		}
+		out = t
+		if t.State == "done" {
+			return nil
+		}
+		if err := u.chat.SetState(ctx, tx, id, "done"); err != nil {
+			return internal(err)
+		}
+		out.State = "done"
+		return u.events.Append(ctx, tx, events.Event{Type: events.ThreadClosed, ChannelID: t.ChannelID, ThreadID: id, Payload: ThreadPayload(out)})
+	})
+	return out, err
+}
+
+// Move moves thread id into channel target (thread.move: trigger on the
+// source and the target channel; audited). A main thread cannot move, and a
+// thread moves only between channels of the same kind. thread.moved is
+// emitted in both channels, so readers of either learn of it.
+func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, target string) (Thread, error) {
+	_, src, err := u.authz.Authorize(ctx, actor, authz.ThreadMove, authz.Resource{Kind: authz.KindThread, ID: id})
+	if err != nil {
+		return Thread{}, err
+	}
+	_, _, err = u.authz.Authorize(ctx, actor, authz.ThreadMove, authz.Resource{Kind: authz.KindChannel, ID: target})
+	if err != nil {
+		return Thread{}, err
+	}
+	var out Thread
+	err = u.uow.Do(ctx, func(tx pgx.Tx) error {
+		t, err := u.chat.LockThread(ctx, tx, id)
+		if err != nil {
+			return internal(err)
+		}
+		if t.Kind == "main" {
+			return problem.Newf(problem.Conflict, "main_thread", "the main thread of a channel cannot move")
+		}
+		from, err := u.chat.GetChannel(ctx, tx, t.ChannelID)
+		if err != nil {
+			return internal(err)
+		}
+		to, err := u.chat.GetChannel(ctx, tx, target)
+		if err != nil {
+			return internal(err)
+		}
+		if from.Kind != to.Kind {
+			return problem.Invalid(problem.FieldError{Pointer: "/channel_id", Code: "invalid_reference", Detail: "a thread moves only between channels of the same kind"})
+		}
+		out = t
+		if t.ChannelID == target {
+			return nil
+		}
+		if err := u.chat.MoveThread(ctx, tx, id, target); err != nil {
+			return internal(err)
+		}
+		out.ChannelID = target
+		payload := ThreadPayload(out)
+		payload["from_channel_id"] = src.ChannelID
+		return u.events.Append(ctx, tx,
+			events.Event{Type: events.ThreadMoved, ChannelID: src.ChannelID, ThreadID: id, Payload: payload},
+			events.Event{Type: events.ThreadMoved, ChannelID: target, ThreadID: id, Payload: payload})
+	})
+	return out, err
+}
+
+func internal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return problem.Internal(err)
+}

@@ -1,0 +1,147 @@
+// Package events owns the client event log: events are written in the unit
+// of work of their change, numbered in commit order, and listed after a
+// cursor.
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/db"
+)
+
+// The client event types (spec domain.md 10).
+const (
+	MessageCreated  = "message.created"
+	MessageDeleted  = "message.deleted"
+	ThreadCreated   = "thread.created"
+	ThreadReopened  = "thread.reopened"
+	ThreadClosed    = "thread.closed"
+	ThreadMoved     = "thread.moved"
+	RunStateChanged = "run.state_changed"
+	AccessChanged   = "access.changed"
+)
+
+// Event is an event to write or as read.
+type Event struct {
+	Seq       int64
+	Type      string
+	ChannelID string
+	ThreadID  string
+	MessageID string
+	Payload   map[string]any
+	CreatedAt time.Time
+}
+
+// Log is the event log.
+type Log struct {
+	pool  db.Querier
+	clock clock.Clock
+}
+
+// NewLog returns the event log over pool.
+func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{pool: pool, clock: c} }
+
+// appendLockKey is the advisory lock that orders event writers. Held from
+// the first append until commit, it makes seq order equal commit order, so
+// a reader that has seen seq n never later finds a smaller seq appear.
+const appendLockKey = 0x626f746879_01
+
+// Append writes evs in tx, in order. Call it at the end of a unit of work:
+// it takes the transaction-scoped lock that serialises event writers until
+// the commit.
+func (l *Log) Append(ctx context.Context, tx db.Querier, evs ...Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(appendLockKey)); err != nil {
+		return fmt.Errorf("event lock: %w", err)
+	}
+	now := l.clock.Now()
+	b := db.SQL.Insert("event_log").Columns("type", "channel_id", "thread_id", "message_id", "payload", "created_at")
+	for _, e := range evs {
+		payload, err := json.Marshal(e.Payload)
+		if err != nil {
+			return fmt.Errorf("event payload: %w", err)
+		}
+		b = b.Values(e.Type, e.ChannelID, nullable(e.ThreadID), nullable(e.MessageID), payload, now)
+	}
+	sqlText, args := b.MustSql()
+	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	return nil
+}
+
+// Tombstone replaces the payload of every earlier event of message id with
+// payload (the tombstone representation), so that deleted content leaves
+// the event log too.
+func (l *Log) Tombstone(ctx context.Context, tx db.Querier, messageID string, payload map[string]any) error {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE event_log SET payload = $2 WHERE message_id = $1`, messageID, data)
+	return err
+}
+
+// After returns up to limit events with seq above after, oldest first.
+func (l *Log) After(ctx context.Context, after int64, limit int) ([]Event, error) {
+	rows, err := l.pool.Query(ctx, `SELECT seq, type, channel_id::text, coalesce(thread_id::text, ''), coalesce(message_id::text, ''), payload, created_at
+		FROM event_log WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		var payload []byte
+		if err := r.Scan(&e.Seq, &e.Type, &e.ChannelID, &e.ThreadID, &e.MessageID, &payload, &e.CreatedAt); err != nil {
+			return e, err
+		}
+		return e, json.Unmarshal(payload, &e.Payload)
+	})
+}
+
+// ParseCursor reads a cursor ("" is the start). ok is false for a cursor
+// that is not a non-negative integer.
+func ParseCursor(s string) (int64, bool) {
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n >= 0
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// AfterIn is After restricted to events of the given channels or threads
+// (all when all is set): the visibility predicate of listEvents.
+func (l *Log) AfterIn(ctx context.Context, after int64, limit int, all bool, channels, threads []string) ([]Event, error) {
+	if all {
+		return l.After(ctx, after, limit)
+	}
+	rows, err := l.pool.Query(ctx, `SELECT seq, type, channel_id::text, coalesce(thread_id::text, ''), coalesce(message_id::text, ''), payload, created_at
+		FROM event_log WHERE seq > $1 AND (channel_id = ANY($3::uuid[]) OR thread_id = ANY($4::uuid[])) ORDER BY seq LIMIT $2`, after, limit, channels, threads)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		var payload []byte
+		if err := r.Scan(&e.Seq, &e.Type, &e.ChannelID, &e.ThreadID, &e.MessageID, &payload, &e.CreatedAt); err != nil {
+			return e, err
+		}
+		return e, json.Unmarshal(payload, &e.Payload)
+	})
+}

@@ -1,0 +1,103 @@
+// Package feed owns listEvents: the client events after a cursor that the
+// reader may see, selected with a visibility predicate and then checked item
+// by item in filter mode.
+package feed
+
+import (
+	"context"
+	"strconv"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// Service lists events.
+type Service struct {
+	authz                  *authz.Service
+	chat                   *chat.Service
+	log                    *events.Log
+	limitDefault, limitMax int
+	// Hook, when set (tests only), sees the events the query returned before
+	// filter mode checks them.
+	Hook func([]events.Event) []events.Event
+}
+
+// NewService returns the feed. limitDefault and limitMax are
+// events.list_limit_default and events.list_limit_max.
+func NewService(az *authz.Service, c *chat.Service, log *events.Log, limitDefault, limitMax int) *Service {
+	return &Service{authz: az, chat: c, log: log, limitDefault: limitDefault, limitMax: limitMax}
+}
+
+// Page is a page of events with the cursor for the next call.
+type Page struct {
+	Events    []events.Event
+	NextAfter string
+}
+
+// List returns up to limit events after the cursor after that actor may
+// see. NextAfter is the last seq handed out, or after when nothing came.
+func (s *Service) List(ctx context.Context, actor identity.Principal, after string, limit int) (Page, error) {
+	if err := s.authz.Spend(actor, authz.EventsList); err != nil {
+		return Page{}, err
+	}
+	cursor, ok := events.ParseCursor(after)
+	if !ok {
+		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
+	}
+	if limit == 0 {
+		limit = s.limitDefault
+	}
+	if limit < 1 || limit > s.limitMax {
+		return Page{}, problem.Invalid(problem.FieldError{Pointer: "limit", Code: "out_of_range", Detail: "must lie between 1 and events.list_limit_max"})
+	}
+	scope, err := s.authz.ReadScope(ctx, actor)
+	if err != nil {
+		return Page{}, problem.Internal(err)
+	}
+	var chans, threads []string
+	if !scope.All && actor.Active() {
+		agent := ""
+		if actor.Kind == identity.KindAgent {
+			agent = actor.ID
+		}
+		if chans, threads, err = s.chat.VisibleIn(ctx, scope.Spaces, scope.Channels, agent); err != nil {
+			return Page{}, problem.Internal(err)
+		}
+	}
+	evs, err := s.log.AfterIn(ctx, cursor, limit, scope.All, chans, threads)
+	if err != nil {
+		return Page{}, problem.Internal(err)
+	}
+	next := after
+	if next == "" {
+		next = "0"
+	}
+	if len(evs) > 0 {
+		next = strconv.FormatInt(evs[len(evs)-1].Seq, 10)
+	}
+	if s.Hook != nil {
+		evs = s.Hook(evs)
+	}
+	pairs := make([][2]string, len(evs))
+	for i, e := range evs {
+		pairs[i] = [2]string{e.ChannelID, e.ThreadID}
+	}
+	paths, err := s.chat.PathsOf(ctx, authz.KindMessage, pairs)
+	if err != nil {
+		return Page{}, problem.Internal(err)
+	}
+	keep, err := s.authz.Filter(ctx, actor, authz.MessageRead, paths)
+	if err != nil {
+		return Page{}, problem.Internal(err)
+	}
+	out := make([]events.Event, 0, len(evs))
+	for i, e := range evs {
+		if keep[i] {
+			out = append(out, e)
+		}
+	}
+	return Page{Events: out, NextAfter: next}, nil
+}

@@ -1,0 +1,141 @@
+// Package messaging owns messages: creation with origin from the principal,
+// mentions, idempotency by client_msg_id, tombstones, history reads and the
+// one representation function of a message.
+package messaging
+
+import (
+	"crypto/sha256"
+	"regexp"
+	"strings"
+	"time"
+
+	"bothy.example.com/bothy/internal/identity"
+)
+
+// Message is the one representation of a message, used by every response,
+// event and history read (spec domain.md 4).
+type Message struct {
+	ID               string
+	ThreadID         string
+	ChannelID        string
+	ThreadSeq        int64
+	Author           identity.Ref
+	Origin           string
+	Kind             string
+	ContentMD        string
+	ContentTruncated bool
+	ReplyToMessageID string
+	Mentions         []identity.Ref
+	Attachments      []Attachment
+	TriggerState     string
+	TriggerReason    string
+	SystemCode       string
+	RunID            string
+	Deleted          bool
+	CreatedAt        time.Time
+}
+
+// Attachment is a file attached to a message. Files do not exist yet, so
+// every message has an empty list; the type fixes the shape.
+type Attachment struct {
+	FileID   string
+	Name     string
+	MIMEType string
+	Size     int64
+}
+
+// The origins, set only by the server from the principal.
+const (
+	OriginHuman  = "human"
+	OriginAgent  = "agent"
+	OriginApp    = "app"
+	OriginImport = "import"
+	OriginSystem = "system"
+)
+
+// OriginOf returns the origin of a message written with p's token.
+func OriginOf(p identity.Principal) string {
+	switch p.Kind {
+	case identity.KindAgent:
+		return OriginAgent
+	case identity.KindApp:
+		return OriginApp
+	default:
+		return OriginHuman
+	}
+}
+
+// timeLayout renders timestamps: RFC 3339 with milliseconds, UTC.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func refPayload(r identity.Ref) map[string]any {
+	return map[string]any{"id": r.ID, "kind": string(r.Kind), "handle": r.Handle, "display_name": r.DisplayName}
+}
+
+// Payload renders m in the REST shape (snake_case, optional members
+// omitted, no null) for event payloads.
+func Payload(m Message) map[string]any {
+	mentions := make([]any, len(m.Mentions))
+	for i, r := range m.Mentions {
+		mentions[i] = refPayload(r)
+	}
+	p := map[string]any{
+		"id": m.ID, "thread_id": m.ThreadID, "channel_id": m.ChannelID, "thread_seq": m.ThreadSeq,
+		"author": refPayload(m.Author), "origin": m.Origin, "kind": m.Kind, "content_md": m.ContentMD,
+		"mentions": mentions, "attachments": []any{}, "created_at": m.CreatedAt.UTC().Format(timeLayout),
+	}
+	opt := map[string]string{"reply_to_message_id": m.ReplyToMessageID, "trigger_state": m.TriggerState,
+		"trigger_reason": m.TriggerReason, "system_code": m.SystemCode, "run_id": m.RunID}
+	for k, v := range opt {
+		if v != "" {
+			p[k] = v
+		}
+	}
+	if m.ContentTruncated {
+		p["content_truncated"] = true
+	}
+	if m.Deleted {
+		p["deleted"] = true
+	}
+	return p
+}
+
+var mentionRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_@.-])@([A-Za-z0-9][A-Za-z0-9_-]{1,31})`)
+
+// MentionedHandles returns the handles of @handle tokens in content, in
+// order of first appearance, lowercased, without duplicates. Whether a
+// handle names a principal is decided by the caller.
+func MentionedHandles(content string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range mentionRE.FindAllStringSubmatch(content, -1) {
+		h := strings.ToLower(m[1])
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// RequestHash is the idempotency hash of a create: a version prefix, then
+// the scope (the thread, or for a thread's first message the channel, title
+// and parent), the content, the reply and the attachments. run_id is never
+// part of it, so a repeat after the run ended is still a replay.
+func RequestHash(scope []string, content, replyTo string, attachments []string) []byte {
+	h := sha256.New()
+	h.Write([]byte("bothy.message.v1\x00"))
+	for _, s := range scope {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte(content))
+	h.Write([]byte{0})
+	h.Write([]byte(replyTo))
+	h.Write([]byte{0})
+	for _, a := range attachments {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil)
+}

@@ -1,0 +1,526 @@
+package messaging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/textcut"
+)
+
+// Posted describes a message just stored, handed to subscribers inside the
+// unit of work that stores it.
+type Posted struct {
+	Message Message
+	Thread  chat.Thread
+	Channel chat.Channel
+	Author  identity.Principal
+	// RunID is the run a client named in run_id (agents only), after the
+	// body rules; empty otherwise.
+	RunID string
+}
+
+// Subscriber reacts to a posted message inside its unit of work (the
+// trigger decision of the runs module, for example). Returning an error
+// vetoes the whole unit: nothing of it is stored. Subscribers may append
+// events to the returned list; they commit with the message.
+type Subscriber interface {
+	OnMessagePosted(ctx context.Context, tx pgx.Tx, p *Posted) ([]events.Event, error)
+}
+
+// Limits are the configured limits of messaging.
+type Limits struct {
+	MaxContentBytes     int // message.max_content_bytes
+	ListContentMaxBytes int // message.list_content_max_bytes
+	ListLimitDefault    int // message.list_limit_default
+	ListLimitMax        int // message.list_limit_max
+}
+
+// Service is the messaging module's service.
+type Service struct {
+	pool        db.Querier
+	uow         *db.UnitOfWork
+	clock       clock.Clock
+	ident       *identity.Service
+	chat        *chat.Service
+	authz       *authz.Service
+	events      *events.Log
+	limits      Limits
+	subscribers []Subscriber
+	// HistoryHook, when set (tests only), sees the rows of a history read
+	// before filter mode checks them. It exists to prove that filter mode
+	// drops an item a faulty query would leak; production code never sets it.
+	HistoryHook func([]Message) []Message
+}
+
+// NewService returns the messaging service.
+func NewService(pool db.Querier, uow *db.UnitOfWork, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits) *Service {
+	return &Service{pool: pool, uow: uow, clock: c, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
+}
+
+// Subscribe adds a subscriber of posted messages.
+func (s *Service) Subscribe(sub Subscriber) { s.subscribers = append(s.subscribers, sub) }
+
+// Input is the body of a message create.
+type Input struct {
+	ClientMsgID      string
+	ContentMD        string
+	Kind             string // text (default), voice or card
+	ReplyToMessageID string
+	RunID            string
+}
+
+// ClientMsgIDMax bounds client_msg_id (characters).
+const ClientMsgIDMax = 128
+
+// validate applies the body rules of a create; ptr prefixes the pointers
+// (for a thread's first message).
+func (s *Service) validate(actor identity.Principal, in Input, ptr string, firstMessage bool) error {
+	var fields []problem.FieldError
+	if n := len([]rune(in.ClientMsgID)); n == 0 || n > ClientMsgIDMax || strings.TrimSpace(in.ClientMsgID) == "" {
+		fields = append(fields, problem.FieldError{Pointer: ptr + "/client_msg_id", Code: "invalid_length", Detail: "1 to 128 characters"})
+	}
+	if len(in.ContentMD) > s.limits.MaxContentBytes {
+		fields = append(fields, problem.FieldError{Pointer: ptr + "/content_md", Code: "too_long", Detail: "longer than message.max_content_bytes"})
+	} else if strings.TrimSpace(in.ContentMD) == "" {
+		fields = append(fields, problem.FieldError{Pointer: ptr + "/content_md", Code: "required"})
+	}
+	switch in.Kind {
+	case "", "text":
+	case "voice", "card":
+		fields = append(fields, problem.FieldError{Pointer: ptr + "/kind", Code: "not_enabled", Detail: "voice and card messages are not enabled yet"})
+	default:
+		fields = append(fields, problem.FieldError{Pointer: ptr + "/kind", Code: "invalid_enum"})
+	}
+	if in.RunID != "" {
+		fields = append(fields, problem.FieldError{Pointer: ptr + "/run_id", Code: "not_enabled", Detail: "answers naming a run are not enabled yet"})
+	}
+	if len(fields) > 0 {
+		return problem.Invalid(fields...)
+	}
+	return nil
+}
+
+// errReplayRace signals that a concurrent create with the same
+// client_msg_id committed first; the caller answers it as a replay.
+var errReplayRace = errors.New("messaging: concurrent create with the same client_msg_id")
+
+// Create stores a message by actor in thread threadID (message.create: write
+// on the thread). It returns the message and whether the answer is an
+// idempotent replay of an earlier create with the same client_msg_id and
+// request hash; the same client_msg_id with another hash is a conflict.
+// A message in a done thread first reopens it (system line
+// thread.reopened). Subscribers run in the same unit of work.
+func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID string, in Input) (Message, bool, error) {
+	_, path, err := s.authz.Authorize(ctx, actor, authz.MessageCreate, authz.Resource{Kind: authz.KindThread, ID: threadID})
+	if err != nil {
+		return Message{}, false, err
+	}
+	if err := s.validate(actor, in, "", false); err != nil {
+		return Message{}, false, err
+	}
+	hash := RequestHash([]string{"thread", threadID}, in.ContentMD, in.ReplyToMessageID, nil)
+	if m, ok, err := s.replay(ctx, actor, in.ClientMsgID, hash, path.ChannelID); ok || err != nil {
+		return m, ok, err
+	}
+	var out Message
+	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
+		thread, err := s.chat.LockThread(ctx, tx, threadID)
+		if err != nil {
+			return problem.Internal(err)
+		}
+		channel, err := s.chat.GetChannel(ctx, tx, thread.ChannelID)
+		if err != nil {
+			return problem.Internal(err)
+		}
+		if in.ReplyToMessageID != "" {
+			if err := s.checkReply(ctx, tx, threadID, in.ReplyToMessageID, "/reply_to_message_id"); err != nil {
+				return err
+			}
+		}
+		var evs []events.Event
+		if thread.State == "done" {
+			reopen, err := s.reopen(ctx, tx, actor, thread, channel)
+			if err != nil {
+				return err
+			}
+			evs = append(evs, reopen...)
+			thread.State = "open"
+		}
+		m, more, err := s.post(ctx, tx, actor, thread, channel, in, hash)
+		if err != nil {
+			return err
+		}
+		out = m
+		evs = append(evs, more...)
+		return s.events.Append(ctx, tx, evs...)
+	})
+	if errors.Is(err, errReplayRace) {
+		m, ok, err := s.replay(ctx, actor, in.ClientMsgID, hash, path.ChannelID)
+		if err == nil && !ok {
+			err = problem.Internal(errReplayRace)
+		}
+		return m, ok, err
+	}
+	if err != nil {
+		return Message{}, false, err
+	}
+	return out, false, nil
+}
+
+// replay answers a create whose client_msg_id the author used before: the
+// original when the hash matches, a conflict otherwise; ok is false when the
+// id is new.
+func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMsgID string, hash []byte, channelID string) (Message, bool, error) {
+	r, err := s.byClientID(ctx, s.pool, actor.ID, clientMsgID)
+	if errors.Is(err, ErrNotFound) {
+		return Message{}, false, nil
+	}
+	if err != nil {
+		return Message{}, false, problem.Internal(err)
+	}
+	if !bytes.Equal(r.hash, hash) {
+		return Message{}, false, problem.Newf(problem.Conflict, "idempotency_key_reused", "client_msg_id was used for another request")
+	}
+	thread, err := s.chat.GetThread(ctx, nil, r.ThreadID)
+	if err != nil {
+		return Message{}, false, problem.Internal(err)
+	}
+	ms, err := s.resolve(ctx, []row{r}, func(string) string { return thread.ChannelID })
+	if err != nil {
+		return Message{}, false, problem.Internal(err)
+	}
+	return ms[0], true, nil
+}
+
+// checkReply requires the replied-to message to be in the same thread.
+func (s *Service) checkReply(ctx context.Context, q db.Querier, threadID, replyTo, ptr string) error {
+	bad := problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_reference", Detail: "must name a message of the same thread"})
+	if !ids.Valid(replyTo) {
+		return bad
+	}
+	var inThread bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1 AND thread_id = $2)`, replyTo, threadID).Scan(&inThread); err != nil {
+		return problem.Internal(err)
+	}
+	if !inThread {
+		return bad
+	}
+	return nil
+}
+
+// reopen appends the system line thread.reopened (author: the writer) and
+// sets the thread open, returning its events.
+func (s *Service) reopen(ctx context.Context, tx pgx.Tx, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, tx, thread.ID)
+	if err != nil {
+		return nil, problem.Internal(err)
+	}
+	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
+		Origin: OriginSystem, Kind: "system", SystemCode: "thread.reopened", Mentions: []identity.Ref{},
+		Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
+	if err := s.insert(ctx, tx, m, "", nil); err != nil {
+		return nil, problem.Internal(err)
+	}
+	if err := s.chat.SetState(ctx, tx, thread.ID, "open"); err != nil {
+		return nil, problem.Internal(err)
+	}
+	thread.State, thread.LastSeq = "open", seq
+	return []events.Event{
+		{Type: events.ThreadReopened, ChannelID: channel.ID, ThreadID: thread.ID, Payload: chat.ThreadPayload(thread)},
+		{Type: events.MessageCreated, ChannelID: channel.ID, ThreadID: thread.ID, MessageID: m.ID, Payload: Payload(m)},
+	}, nil
+}
+
+// post stores one message by actor in the locked thread, runs the
+// subscribers and returns the message with its events.
+func (s *Service) post(ctx context.Context, tx pgx.Tx, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, tx, thread.ID)
+	if err != nil {
+		return Message{}, nil, problem.Internal(err)
+	}
+	mentions := []identity.Ref{}
+	if handles := MentionedHandles(in.ContentMD); len(handles) > 0 {
+		found, err := s.ident.ByHandles(ctx, tx, handles)
+		if err != nil {
+			return Message{}, nil, problem.Internal(err)
+		}
+		for _, h := range handles {
+			if p, ok := found[h]; ok {
+				mentions = append(mentions, p.Ref())
+			}
+		}
+	}
+	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
+		Origin: OriginOf(actor), Kind: "text", ContentMD: in.ContentMD, ReplyToMessageID: in.ReplyToMessageID,
+		Mentions: mentions, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
+	if err := s.insert(ctx, tx, m, in.ClientMsgID, hash); err != nil {
+		if db.IsUniqueViolation(err, "messages_author_principal_id_client_msg_id_key") {
+			return Message{}, nil, errReplayRace
+		}
+		return Message{}, nil, problem.Internal(fmt.Errorf("insert message: %w", err))
+	}
+	thread.LastSeq = seq
+	posted := &Posted{Message: m, Thread: thread, Channel: channel, Author: actor, RunID: in.RunID}
+	var evs []events.Event
+	for _, sub := range s.subscribers {
+		more, err := sub.OnMessagePosted(ctx, tx, posted)
+		if err != nil {
+			return Message{}, nil, err
+		}
+		evs = append(evs, more...)
+	}
+	m = posted.Message
+	created := events.Event{Type: events.MessageCreated, ChannelID: channel.ID, ThreadID: thread.ID, MessageID: m.ID, Payload: Payload(m)}
+	return m, append([]events.Event{created}, evs...), nil
+}
+
+// ThreadInput is the body of a thread create.
+type ThreadInput struct {
+	Title           string
+	ParentMessageID string
+	First           Input
+}
+
+// CreateThread creates a thread (a post in a forum) in channel channelID
+// with its first message (thread.create: write on the channel). A thread of
+// a text channel may start from a main-thread message of that channel (its
+// parent); a forum post has no parent. The first message's client_msg_id
+// makes the whole create idempotent.
+func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, channelID string, in ThreadInput) (chat.Thread, Message, bool, error) {
+	_, path, err := s.authz.Authorize(ctx, actor, authz.ThreadCreate, authz.Resource{Kind: authz.KindChannel, ID: channelID})
+	if err != nil {
+		return chat.Thread{}, Message{}, false, err
+	}
+	if err := s.validate(actor, in.First, "/first_message", true); err != nil {
+		return chat.Thread{}, Message{}, false, err
+	}
+	hash := RequestHash([]string{"channel", channelID, in.Title, in.ParentMessageID}, in.First.ContentMD, in.First.ReplyToMessageID, nil)
+	if m, ok, err := s.replay(ctx, actor, in.First.ClientMsgID, hash, path.ChannelID); ok || err != nil {
+		if err != nil {
+			return chat.Thread{}, Message{}, false, err
+		}
+		t, err := s.chat.GetThread(ctx, nil, m.ThreadID)
+		return t, m, true, problem.From(err).OrNil()
+	}
+	var thread chat.Thread
+	var first Message
+	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
+		channel, err := s.chat.GetChannel(ctx, tx, channelID)
+		if err != nil {
+			return problem.Internal(err)
+		}
+		if in.ParentMessageID != "" {
+			if channel.Kind == "forum" {
+				return problem.Invalid(problem.FieldError{Pointer: "/parent_message_id", Code: "invalid_reference", Detail: "a forum post has no parent message"})
+			}
+			if err := s.checkReply(ctx, tx, channel.MainThreadID, in.ParentMessageID, "/parent_message_id"); err != nil {
+				return err
+			}
+		}
+		if in.First.ReplyToMessageID != "" {
+			return problem.Invalid(problem.FieldError{Pointer: "/first_message/reply_to_message_id", Code: "invalid_reference", Detail: "the first message of a thread cannot reply"})
+		}
+		t, err := s.chat.CreateThread(ctx, tx, chat.NewThread{Channel: channel, ParentMessageID: in.ParentMessageID, Title: in.Title,
+			ByAgent: actor.Kind == identity.KindAgent, CreatedBy: actor.ID, TitleFrom: in.First.ContentMD})
+		if err != nil {
+			return err
+		}
+		m, evs, err := s.post(ctx, tx, actor, t, channel, in.First, hash)
+		if err != nil {
+			return err
+		}
+		t.LastSeq = m.ThreadSeq
+		thread, first = t, m
+		created := events.Event{Type: events.ThreadCreated, ChannelID: channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)}
+		return s.events.Append(ctx, tx, append([]events.Event{created}, evs...)...)
+	})
+	if errors.Is(err, errReplayRace) {
+		m, ok, err := s.replay(ctx, actor, in.First.ClientMsgID, hash, path.ChannelID)
+		if err != nil || !ok {
+			return chat.Thread{}, Message{}, false, problem.From(err).OrNil()
+		}
+		t, err := s.chat.GetThread(ctx, nil, m.ThreadID)
+		return t, m, true, problem.From(err).OrNil()
+	}
+	if err != nil {
+		return chat.Thread{}, Message{}, false, err
+	}
+	return thread, first, false, nil
+}
+
+// Get returns message id (message.read), its content never cut.
+func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) (Message, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.MessageRead, authz.Resource{Kind: authz.KindMessage, ID: id}); err != nil {
+		return Message{}, err
+	}
+	r, err := s.loadRow(ctx, s.pool, id)
+	if err != nil {
+		return Message{}, problem.Internal(err)
+	}
+	thread, err := s.chat.GetThread(ctx, nil, r.ThreadID)
+	if err != nil {
+		return Message{}, problem.Internal(err)
+	}
+	ms, err := s.resolve(ctx, []row{r}, func(string) string { return thread.ChannelID })
+	if err != nil {
+		return Message{}, problem.Internal(err)
+	}
+	return ms[0], nil
+}
+
+// Page is a page of history.
+type Page struct {
+	Messages  []Message
+	NextAfter *int64
+}
+
+// History returns the messages of thread threadID with thread_seq above
+// after, oldest first, at most limit (message.list_limit_default when
+// zero), content cut at message.list_content_max_bytes. Every item passes
+// filter mode.
+func (s *Service) History(ctx context.Context, actor identity.Principal, threadID string, after int64, limit int) (Page, error) {
+	_, path, err := s.authz.Authorize(ctx, actor, authz.ThreadRead, authz.Resource{Kind: authz.KindThread, ID: threadID})
+	if err != nil {
+		return Page{}, err
+	}
+	if limit == 0 {
+		limit = s.limits.ListLimitDefault
+	}
+	if limit < 1 || limit > s.limits.ListLimitMax {
+		return Page{}, problem.Invalid(problem.FieldError{Pointer: "limit", Code: "out_of_range", Detail: "must lie between 1 and message.list_limit_max"})
+	}
+	if after < 0 {
+		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "out_of_range", Detail: "must not be negative"})
+	}
+	rows, err := s.loadRows(ctx, s.pool, `m.thread_id = $1 AND m.thread_seq > $2 ORDER BY m.thread_seq LIMIT $3`, threadID, after, limit+1)
+	if err != nil {
+		return Page{}, problem.Internal(err)
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	channels := map[string]string{threadID: path.ChannelID}
+	ms, err := s.resolve(ctx, rows, func(t string) string { return channels[t] })
+	if err != nil {
+		return Page{}, problem.Internal(err)
+	}
+	if s.HistoryHook != nil {
+		ms = s.HistoryHook(ms)
+	}
+	ms, err = s.filter(ctx, actor, ms)
+	if err != nil {
+		return Page{}, err
+	}
+	page := Page{Messages: ms}
+	for i := range page.Messages {
+		page.Messages[i].ContentMD, page.Messages[i].ContentTruncated = textcut.Cut(page.Messages[i].ContentMD, s.limits.ListContentMaxBytes)
+	}
+	if more && len(rows) > 0 {
+		last := rows[len(rows)-1].ThreadSeq
+		page.NextAfter = &last
+	}
+	return page, nil
+}
+
+// filter checks every message with message.read (filter mode) and drops
+// what the reader may not see.
+func (s *Service) filter(ctx context.Context, actor identity.Principal, ms []Message) ([]Message, error) {
+	paths := make([]authz.Path, len(ms))
+	cache := map[string]authz.Path{}
+	for i, m := range ms {
+		p, ok := cache[m.ThreadID]
+		if !ok {
+			var err error
+			if p, err = s.chat.ThreadPath(ctx, m.ThreadID); err != nil {
+				return nil, problem.Internal(err)
+			}
+			cache[m.ThreadID] = p
+		}
+		p.Kind, p.ID = authz.KindMessage, m.ID
+		paths[i] = p
+	}
+	ok, err := s.authz.Filter(ctx, actor, authz.MessageRead, paths)
+	if err != nil {
+		return nil, problem.Internal(err)
+	}
+	out := ms[:0]
+	for i, m := range ms {
+		if ok[i] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// Delete turns message id into a tombstone (message.delete: its author with
+// write, or an owner): content emptied, mentions removed, deleted set, and
+// the content removed from earlier events too. System lines and run anchors
+// cannot be deleted. Deleting a tombstone answers it unchanged.
+func (s *Service) Delete(ctx context.Context, actor identity.Principal, id string) (Message, error) {
+	_, path, err := s.authz.Authorize(ctx, actor, authz.MessageDelete, authz.Resource{Kind: authz.KindMessage, ID: id})
+	if err != nil {
+		return Message{}, err
+	}
+	var out Message
+	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
+		r, err := scanRow(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return problem.Internal(err)
+		}
+		if r.Kind == "system" || r.Kind == "run" {
+			return problem.Newf(problem.Conflict, "not_deletable", "system lines and run anchors cannot be deleted")
+		}
+		if !r.Deleted {
+			if _, err := tx.Exec(ctx, `UPDATE messages SET deleted_at = $2, content_md = '' WHERE id = $1`, id, s.clock.Now()); err != nil {
+				return problem.Internal(err)
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM message_mentions WHERE message_id = $1`, id); err != nil {
+				return problem.Internal(err)
+			}
+			r.Deleted, r.ContentMD, r.mentionIDs = true, "", nil
+		}
+		ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
+		if err != nil {
+			return problem.Internal(err)
+		}
+		out = ms[0]
+		if err := s.events.Tombstone(ctx, tx, id, Payload(out)); err != nil {
+			return problem.Internal(err)
+		}
+		return s.events.Append(ctx, tx, events.Event{Type: events.MessageDeleted, ChannelID: path.ChannelID, ThreadID: r.ThreadID, MessageID: id, Payload: Payload(out)})
+	})
+	return out, err
+}
+
+// Path implements authz.Source for messages: the message's thread path with
+// its author.
+func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
+	var threadID, authorID string
+	err := s.pool.QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return authz.Path{Kind: kind, ID: id}, nil
+	}
+	if err != nil {
+		return authz.Path{}, err
+	}
+	p, err := s.chat.ThreadPath(ctx, threadID)
+	if err != nil {
+		return authz.Path{}, err
+	}
+	p.AuthorID = authorID
+	return p, nil
+}

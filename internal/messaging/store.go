@@ -1,0 +1,144 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/db"
+)
+
+// row is a message as stored, before the author and mentions are resolved.
+type row struct {
+	Message
+	authorID   string
+	mentionIDs []string
+	hash       []byte
+}
+
+const messageColumns = `m.id, m.thread_id, m.thread_seq, m.author_principal_id, m.origin, m.kind, m.content_md,
+	coalesce(m.reply_to_message_id::text, ''), coalesce(m.trigger_state, ''), coalesce(m.trigger_reason, ''),
+	coalesce(m.system_code, ''), coalesce(m.run_id::text, ''), m.deleted_at IS NOT NULL, m.created_at,
+	coalesce(m.client_payload_sha256, ''::bytea),
+	coalesce((SELECT array_agg(mm.principal_id::text ORDER BY mm.ordinal) FROM message_mentions mm WHERE mm.message_id = m.id), '{}')`
+
+func scanRow(r pgx.Row) (row, error) {
+	var x row
+	err := r.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.authorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID,
+		&x.TriggerState, &x.TriggerReason, &x.SystemCode, &x.RunID, &x.Deleted, &x.CreatedAt, &x.hash, &x.mentionIDs)
+	x.CreatedAt = x.CreatedAt.UTC()
+	return x, err
+}
+
+// ErrNotFound is returned for an unknown message.
+var ErrNotFound = errors.New("messaging: not found")
+
+func (s *Service) loadRow(ctx context.Context, q db.Querier, id string) (row, error) {
+	x, err := scanRow(q.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row{}, ErrNotFound
+	}
+	return x, err
+}
+
+func (s *Service) loadRows(ctx context.Context, q db.Querier, where string, args ...any) ([]row, error) {
+	rows, err := q.Query(ctx, `SELECT `+messageColumns+` FROM messages m WHERE `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("load messages: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) { return scanRow(r) })
+}
+
+// resolve fills authors and mentions of rows with one identity read, and
+// sets the channel of each message.
+func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(threadID string) string) ([]Message, error) {
+	need := map[string]bool{}
+	for _, r := range rows {
+		need[r.authorID] = true
+		for _, m := range r.mentionIDs {
+			need[m] = true
+		}
+	}
+	idList := make([]string, 0, len(need))
+	for id := range need {
+		idList = append(idList, id)
+	}
+	people, err := s.ident.GetMany(ctx, idList)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Message, len(rows))
+	for i, r := range rows {
+		m := r.Message
+		m.Author = people[r.authorID].Ref()
+		m.Mentions = make([]identity.Ref, 0, len(r.mentionIDs))
+		for _, id := range r.mentionIDs {
+			if p, ok := people[id]; ok {
+				m.Mentions = append(m.Mentions, p.Ref())
+			}
+		}
+		m.Attachments = []Attachment{}
+		m.ChannelID = channelOf(m.ThreadID)
+		out[i] = m
+	}
+	return out, nil
+}
+
+// insert stores m (with its mentions) in tx.
+func (s *Service) insert(ctx context.Context, tx db.Querier, m Message, clientMsgID string, hash []byte) error {
+	var client any
+	if clientMsgID != "" {
+		client = clientMsgID
+	}
+	var hashV any
+	if hash != nil {
+		hashV = hash
+	}
+	sqlText, args := db.SQL.Insert("messages").
+		Columns("id", "thread_id", "thread_seq", "author_principal_id", "origin", "kind", "content_md", "reply_to_message_id",
+			"client_msg_id", "client_payload_sha256", "trigger_state", "trigger_reason", "system_code", "run_id", "created_at").
+		Values(m.ID, m.ThreadID, m.ThreadSeq, m.Author.ID, m.Origin, m.Kind, m.ContentMD, nullable(m.ReplyToMessageID),
+			client, hashV, nullable(m.TriggerState), nullable(m.TriggerReason), nullable(m.SystemCode), nullable(m.RunID), m.CreatedAt).MustSql()
+	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
+		return err
+	}
+	if len(m.Mentions) > 0 {
+		b := db.SQL.Insert("message_mentions").Columns("message_id", "principal_id", "ordinal")
+		for i, r := range m.Mentions {
+			b = b.Values(m.ID, r.ID, i)
+		}
+		sqlText, args = b.MustSql()
+		if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// byClientID finds the message of author with clientMsgID.
+func (s *Service) byClientID(ctx context.Context, q db.Querier, authorID, clientMsgID string) (row, error) {
+	x, err := scanRow(q.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.author_principal_id = $1 AND m.client_msg_id = $2`, authorID, clientMsgID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row{}, ErrNotFound
+	}
+	return x, err
+}
+
+// SetTrigger records the trigger decision on message id in tx.
+func (s *Service) SetTrigger(ctx context.Context, tx db.Querier, id, state, reason string) error {
+	_, err := tx.Exec(ctx, `UPDATE messages SET trigger_state = $2, trigger_reason = $3 WHERE id = $1`, id, nullable(state), nullable(reason))
+	return err
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func now(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
