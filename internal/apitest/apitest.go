@@ -350,3 +350,45 @@ func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLRes
 	}
 	return res
 }
+
+// Post sends a message as the principal with handle who into thread and
+// returns the REST answer (which the caller checks).
+func (e *Env) Post(who, thread, clientMsgID, content string) *Response {
+	e.t.Helper()
+	return e.REST(http.MethodPost, "/api/v1/threads/"+thread+"/messages", e.World.Token(who),
+		map[string]any{"client_msg_id": clientMsgID, "content_md": content})
+}
+
+// MustPost is Post that fails the test unless the answer is 201, and
+// returns the message as a map.
+func (e *Env) MustPost(who, thread, clientMsgID, content string) map[string]any {
+	e.t.Helper()
+	r := e.Post(who, thread, clientMsgID, content)
+	if r.Status != http.StatusCreated {
+		e.t.Fatalf("post by %s: %d %s", who, r.Status, r.Body)
+	}
+	var m map[string]any
+	r.JSON(e.t, &m)
+	return m
+}
+
+// Count returns the result of a count(*) statement.
+func (e *Env) Count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("count %q: %v", sql, err)
+	}
+	return n
+}
+
+// Exec runs a statement on the test database (to shape a test's world).
+func (e *Env) Exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.Pool.Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+// Main returns the main thread id of channel key "Space/Channel".
+func (e *Env) Main(key string) string { return e.World.Channel(key).MainThreadID }

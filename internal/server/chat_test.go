@@ -1,0 +1,205 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+
+	"bothy.example.com/bothy/internal/apitest"
+)
+
+// TestPlaygroundScenario is the done-when walk of the chat core: post as
+// Alex in Support/Allgemein, read the thread as Sam, get 404 as Lotse on
+// Marketing — through both faces.
+func TestPlaygroundScenario(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	main := env.Main("Support/Allgemein")
+	m := env.MustPost("alex", main, "hello", "Hello @sam, the printer is down")
+	if m["origin"] != "human" || m["thread_seq"] != float64(1) {
+		t.Fatalf("posted %v", m)
+	}
+	mentions := m["mentions"].([]any)
+	if len(mentions) != 1 || mentions[0].(map[string]any)["handle"] != "sam" || mentions[0].(map[string]any)["email"] != nil {
+		t.Fatalf("mentions %v", mentions)
+	}
+	var page struct{ Messages []map[string]any }
+	env.REST(http.MethodGet, "/api/v1/threads/"+main+"/messages", env.World.Token("sam"), nil).JSON(t, &page)
+	if len(page.Messages) != 1 || page.Messages[0]["id"] != m["id"] {
+		t.Fatalf("sam reads %v", page.Messages)
+	}
+	var g struct {
+		Thread struct {
+			Messages struct {
+				Messages []struct {
+					ID     string `json:"id"`
+					Origin string `json:"origin"`
+					Author struct {
+						Handle string `json:"handle"`
+					} `json:"author"`
+				} `json:"messages"`
+			} `json:"messages"`
+		} `json:"thread"`
+	}
+	res := env.GraphQL(env.World.Token("sam"), `query($id: ID!) { thread(id: $id) { messages { messages { id origin author { handle } } } } }`, map[string]any{"id": main}, &g)
+	if len(res.Errors) > 0 || len(g.Thread.Messages.Messages) != 1 || g.Thread.Messages.Messages[0].Author.Handle != "alex" || g.Thread.Messages.Messages[0].Origin != "HUMAN" {
+		t.Fatalf("graphql read: %+v %+v", res.Errors, g)
+	}
+	r := env.REST(http.MethodGet, "/api/v1/channels/"+env.World.Channel("Marketing/Kampagnen").ID, env.World.Token("lotse"), nil)
+	if r.Status != http.StatusNotFound {
+		t.Fatalf("lotse on Marketing: %d", r.Status)
+	}
+}
+
+func TestCreateThreadKinds(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	type created struct {
+		Thread       map[string]any `json:"thread"`
+		FirstMessage map[string]any `json:"first_message"`
+	}
+	create := func(who, channel string, body map[string]any) (*apitest.Response, created) {
+		r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel(channel).ID+"/threads", env.World.Token(who), body)
+		var c created
+		if r.Status < 300 {
+			r.JSON(t, &c)
+		}
+		return r, c
+	}
+	// A post in a forum: no parent, title from the first line, fixed
+	// operator of the channel (Bulletin inherits Lotse).
+	r, post := create("alex", "Support/Bulletin", map[string]any{"first_message": map[string]any{"client_msg_id": "p1", "content_md": "Weekly report\nAll good."}})
+	if r.Status != 201 || post.Thread["kind"] != "post" || post.Thread["title"] != "Weekly report" || post.Thread["operator_agent_id"] != env.World.ID("lotse") {
+		t.Fatalf("forum post: %d %v", r.Status, post.Thread)
+	}
+	// Reports has no operator.
+	_, rep := create("alex", "Support/Reports", map[string]any{"title": "Q3", "first_message": map[string]any{"client_msg_id": "p2", "content_md": "numbers"}})
+	if _, has := rep.Thread["operator_agent_id"]; has {
+		t.Fatalf("Reports thread has an operator: %v", rep.Thread)
+	}
+	// A thread from a main-thread message of a text channel.
+	parent := env.MustPost("alex", env.Main("Support/Allgemein"), "m1", "Can someone help?")
+	r, th := create("sam", "Support/Allgemein", map[string]any{"parent_message_id": parent["id"], "first_message": map[string]any{"client_msg_id": "t1", "content_md": "Sure"}})
+	if r.Status != 201 || th.Thread["kind"] != "thread" || th.Thread["parent_message_id"] != parent["id"] {
+		t.Fatalf("thread from parent: %d %v", r.Status, th.Thread)
+	}
+	// A second thread from the same parent is a conflict; a parent outside
+	// the channel's main thread is invalid; a forum post has no parent.
+	if r, _ := create("sam", "Support/Allgemein", map[string]any{"parent_message_id": parent["id"], "first_message": map[string]any{"client_msg_id": "t2", "content_md": "Again"}}); r.Status != 409 {
+		t.Fatalf("second thread from one parent: %d %s", r.Status, r.Body)
+	}
+	if r, _ := create("alex", "Support/Eskalation", map[string]any{"parent_message_id": parent["id"], "first_message": map[string]any{"client_msg_id": "t3", "content_md": "x"}}); r.Status != 400 {
+		t.Fatalf("parent in another channel: %d %s", r.Status, r.Body)
+	}
+	// Replay of the whole create.
+	r, again := create("alex", "Support/Bulletin", map[string]any{"first_message": map[string]any{"client_msg_id": "p1", "content_md": "Weekly report\nAll good."}})
+	if r.Status != 200 || r.Header.Get("Idempotent-Replay") != "true" || again.Thread["id"] != post.Thread["id"] {
+		t.Fatalf("thread replay: %d %v", r.Status, again.Thread)
+	}
+	// An agent's thread has title_source auto.
+	_, byAgent := create("lotse", "Support/Reports", map[string]any{"title": "Nightly", "first_message": map[string]any{"client_msg_id": "n1", "content_md": "report"}})
+	if byAgent.Thread["title_source"] != "auto" || byAgent.FirstMessage["origin"] != "agent" {
+		t.Fatalf("agent thread: %v %v", byAgent.Thread, byAgent.FirstMessage)
+	}
+	// Events: thread.created then message.created.
+	var evs struct{ Events []map[string]any }
+	env.REST(http.MethodGet, "/api/v1/events", env.World.Token("robin"), nil).JSON(t, &evs)
+	if evs.Events[0]["type"] != "thread.created" || evs.Events[1]["type"] != "message.created" {
+		t.Fatalf("events %v %v", evs.Events[0]["type"], evs.Events[1]["type"])
+	}
+}
+
+func TestMoveThread(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	parent := env.MustPost("alex", env.Main("Support/Allgemein"), "m1", "Escalate this")
+	r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/threads", env.World.Token("alex"),
+		map[string]any{"parent_message_id": parent["id"], "first_message": map[string]any{"client_msg_id": "t1", "content_md": "Details"}})
+	var c struct{ Thread map[string]any }
+	r.JSON(t, &c)
+	thread := c.Thread["id"].(string)
+	target := env.World.Channel("Support/Eskalation").ID
+	// Sam has trigger on Allgemein only and cannot see the target: 404.
+	if r := env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("sam"), map[string]any{"channel_id": target}); r.Status != http.StatusNotFound {
+		t.Fatalf("sam moves: %d %s", r.Status, r.Body)
+	}
+	// Writer lacks trigger on the source.
+	if r := env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("writer"), map[string]any{"channel_id": target}); r.Status != http.StatusForbidden {
+		t.Fatalf("writer moves: %d", r.Status)
+	}
+	if r := env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("alex"), map[string]any{"channel_id": target, "extra": 1}); r.Status != 400 {
+		t.Fatalf("unknown member: %d", r.Status)
+	}
+	r = env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("alex"), map[string]any{"channel_id": target})
+	var moved map[string]any
+	r.JSON(t, &moved)
+	if r.Status != 200 || moved["channel_id"] != target || moved["parent_message_id"] != parent["id"] {
+		t.Fatalf("move: %d %v", r.Status, moved)
+	}
+	if n := env.Count(`SELECT count(*) FROM audit_log WHERE action = 'thread.move' AND decision = 'allow'`); n < 1 {
+		t.Fatalf("move not audited")
+	}
+	if n := env.Count(`SELECT count(*) FROM event_log WHERE type = 'thread.moved'`); n != 2 {
+		t.Fatalf("%d thread.moved events, want one per channel", n)
+	}
+	// Messages of the moved thread now report the target channel.
+	var page struct{ Messages []map[string]any }
+	env.REST(http.MethodGet, "/api/v1/threads/"+thread+"/messages", env.World.Token("alex"), nil).JSON(t, &page)
+	if page.Messages[0]["channel_id"] != target {
+		t.Fatalf("message channel after move: %v", page.Messages[0]["channel_id"])
+	}
+	if r := env.REST(http.MethodPost, "/api/v1/threads/"+env.Main("Support/Allgemein")+"/move", env.World.Token("alex"), map[string]any{"channel_id": target}); r.Status != 409 {
+		t.Fatalf("moving a main thread: %d", r.Status)
+	}
+}
+
+func TestListEventsVisibility(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	env.MustPost("alex", env.Main("Support/Allgemein"), "a", "support")
+	env.MustPost("sam", env.Main("Marketing/Kampagnen"), "b", "marketing")
+	env.MustPost("alex", env.Main("Support/Eskalation"), "c", "escalation")
+	count := func(who string) (int, string) {
+		var page struct {
+			Events    []map[string]any
+			NextAfter string `json:"next_after"`
+		}
+		r := env.REST(http.MethodGet, "/api/v1/events", env.World.Token(who), nil)
+		if r.Status != 200 {
+			t.Fatalf("%s: %d %s", who, r.Status, r.Body)
+		}
+		r.JSON(t, &page)
+		return len(page.Events), page.NextAfter
+	}
+	cases := map[string]int{"robin": 3, "alex": 2, "sam": 2, "lotse": 2, "texter": 2, "writer": 1, "feedbot": 1}
+	for who, want := range cases {
+		if got, _ := count(who); got != want {
+			t.Errorf("%s sees %d events, want %d", who, got, want)
+		}
+	}
+	// The cursor: after the last seq nothing comes and the cursor stays.
+	_, next := count("robin")
+	var page struct {
+		Events    []map[string]any
+		NextAfter string `json:"next_after"`
+	}
+	env.REST(http.MethodGet, "/api/v1/events?after="+next, env.World.Token("robin"), nil).JSON(t, &page)
+	if len(page.Events) != 0 || page.NextAfter != next {
+		t.Fatalf("after the end: %+v", page)
+	}
+	if r := env.REST(http.MethodGet, "/api/v1/events?after=abc", env.World.Token("robin"), nil); r.Status != 400 {
+		t.Fatalf("bad cursor: %d", r.Status)
+	}
+	// GraphQL gives the same page.
+	var g struct {
+		Events struct {
+			Events []struct {
+				Seq       string         `json:"seq"`
+				Type      string         `json:"type"`
+				CreatedAt string         `json:"createdAt"`
+				ChannelID string         `json:"channelId"`
+				Payload   map[string]any `json:"payload"`
+			} `json:"events"`
+			NextAfter string `json:"nextAfter"`
+		} `json:"events"`
+	}
+	res := env.GraphQL(env.World.Token("alex"), `{ events { events { seq type createdAt channelId payload } nextAfter } }`, nil, &g)
+	if len(res.Errors) > 0 || len(g.Events.Events) != 2 || g.Events.Events[0].Payload["content_md"] != "support" {
+		t.Fatalf("graphql events: %+v %+v", res.Errors, g)
+	}
+}

@@ -1,0 +1,40 @@
+package server_test
+
+import (
+	"bufio"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/identity"
+)
+
+func mustPrincipal(t *testing.T, env *apitest.Env, handle string) identity.Principal {
+	t.Helper()
+	p, err := env.Server.Identity.ByHandle(t.Context(), handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// metricValue reads one sample of /metrics (0 when absent).
+func metricValue(t *testing.T, env *apitest.Env, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(env.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, series+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, series)), 64)
+			return v
+		}
+	}
+	return 0
+}
