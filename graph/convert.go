@@ -10,6 +10,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/runs"
 )
 
 // The converters below render module values as GraphQL models. They hold no
@@ -112,3 +113,17 @@ func deref(s *string) string {
 }
 
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+func runModel(r runs.Run) *model.Run {
+	out := &model.Run{ID: r.ID, ThreadID: r.ThreadID, State: model.RunState(upper(r.State)), Version: r.Version,
+		TriggerKind: model.TriggerKind(upper(r.TriggerKind)), TriggeringMessageID: opt(r.TriggeringMessageID),
+		Session:         &model.RunSession{ID: opt(r.SessionID), Mode: model.SessionMode(upper(r.SessionMode))},
+		CancelRequested: trueOrNil(r.CancelRequested), QueuedAt: r.QueuedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
+		EndReason: opt(r.EndReason), AgentID: r.AgentID, TriggeredByID: r.TriggeredBy}
+	return out
+}
+
+func sessionModel(s runs.Session) *model.AgentSession {
+	return &model.AgentSession{ID: s.ID, ThreadID: s.ThreadID, AgentID: s.AgentID, IsCurrent: s.IsCurrent, Started: s.Started,
+		ExternalRef: opt(s.ExternalRef), CreatedAt: s.CreatedAt}
+}

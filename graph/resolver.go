@@ -15,6 +15,7 @@ import (
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/ratelimit"
+	"bothy.example.com/bothy/internal/runs"
 )
 
 // Resolver is the root resolver; it holds the module services.
@@ -25,6 +26,7 @@ type Resolver struct {
 	Messaging *messaging.Service
 	Admin     *admin.Service
 	Feed      *feed.Service
+	Runs      *runs.Service
 }
 
 // caller returns the authenticated principal of the request. The HTTP chain

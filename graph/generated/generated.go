@@ -31,6 +31,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
+	Run() RunResolver
 	Thread() ThreadResolver
 }
 
@@ -38,6 +39,28 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AgentEvent struct {
+		CreatedAt func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Type      func(childComplexity int) int
+	}
+
+	AgentEventPage struct {
+		Events    func(childComplexity int) int
+		NextAfter func(childComplexity int) int
+	}
+
+	AgentSession struct {
+		AgentID     func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		ExternalRef func(childComplexity int) int
+		ID          func(childComplexity int) int
+		IsCurrent   func(childComplexity int) int
+		Started     func(childComplexity int) int
+		ThreadID    func(childComplexity int) int
+	}
+
 	Attachment struct {
 		FileID   func(childComplexity int) int
 		MimeType func(childComplexity int) int
@@ -124,14 +147,20 @@ type ComplexityRoot struct {
 	Mutation struct {
 		ArchiveChannel        func(childComplexity int, id string) int
 		ArchiveSpace          func(childComplexity int, id string) int
+		AwaitRunInput         func(childComplexity int, id string) int
+		BindAgentSession      func(childComplexity int, threadID string, externalRef string) int
+		CancelRun             func(childComplexity int, id string) int
 		CloseThread           func(childComplexity int, id string) int
 		CreateGrant           func(childComplexity int, input model.GrantCreate) int
 		CreateMessage         func(childComplexity int, threadID string, input model.MessageCreate) int
 		CreateThread          func(childComplexity int, channelID string, input model.ThreadCreate) int
 		DeleteMessage         func(childComplexity int, id string) int
+		FinishRun             func(childComplexity int, id string, input model.RunFinish) int
 		MoveThread            func(childComplexity int, id string, channelID string) int
+		ResetAgentSession     func(childComplexity int, threadID string) int
 		RevokeGrant           func(childComplexity int, id string) int
 		SetChannelOperator    func(childComplexity int, channelID string, input model.OperatorSet) int
+		StartRun              func(childComplexity int, id string) int
 		UpdateChannelSwitches func(childComplexity int, channelID string, input model.ChannelSwitchesPatch) int
 	}
 
@@ -154,12 +183,38 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		Channel func(childComplexity int, id string) int
-		Events  func(childComplexity int, after *string, limit *int) int
-		Message func(childComplexity int, id string) int
-		Space   func(childComplexity int, id string) int
-		Thread  func(childComplexity int, id string) int
-		Viewer  func(childComplexity int) int
+		AgentEvents func(childComplexity int, after *string, waitSeconds *int) int
+		Channel     func(childComplexity int, id string) int
+		Events      func(childComplexity int, after *string, limit *int) int
+		Message     func(childComplexity int, id string) int
+		Run         func(childComplexity int, id string) int
+		Space       func(childComplexity int, id string) int
+		Thread      func(childComplexity int, id string) int
+		Viewer      func(childComplexity int) int
+	}
+
+	Run struct {
+		Agent               func(childComplexity int) int
+		CancelRequested     func(childComplexity int) int
+		EndReason           func(childComplexity int) int
+		EndedAt             func(childComplexity int) int
+		ID                  func(childComplexity int) int
+		QueuedAt            func(childComplexity int) int
+		Session             func(childComplexity int) int
+		StartedAt           func(childComplexity int) int
+		State               func(childComplexity int) int
+		Thread              func(childComplexity int) int
+		ThreadID            func(childComplexity int) int
+		TriggerKind         func(childComplexity int) int
+		TriggeredBy         func(childComplexity int) int
+		TriggeringMessage   func(childComplexity int) int
+		TriggeringMessageID func(childComplexity int) int
+		Version             func(childComplexity int) int
+	}
+
+	RunSession struct {
+		ID   func(childComplexity int) int
+		Mode func(childComplexity int) int
 	}
 
 	Space struct {
@@ -207,6 +262,12 @@ type MutationResolver interface {
 	UpdateChannelSwitches(ctx context.Context, channelID string, input model.ChannelSwitchesPatch) (*model.Channel, error)
 	ArchiveChannel(ctx context.Context, id string) (*model.Channel, error)
 	ArchiveSpace(ctx context.Context, id string) (*model.Space, error)
+	StartRun(ctx context.Context, id string) (*model.Run, error)
+	AwaitRunInput(ctx context.Context, id string) (*model.Run, error)
+	FinishRun(ctx context.Context, id string, input model.RunFinish) (*model.Run, error)
+	CancelRun(ctx context.Context, id string) (*model.Run, error)
+	ResetAgentSession(ctx context.Context, threadID string) (*model.AgentSession, error)
+	BindAgentSession(ctx context.Context, threadID string, externalRef string) (*model.AgentSession, error)
 }
 type QueryResolver interface {
 	Viewer(ctx context.Context) (*model.Principal, error)
@@ -215,6 +276,15 @@ type QueryResolver interface {
 	Thread(ctx context.Context, id string) (*model.Thread, error)
 	Message(ctx context.Context, id string) (*model.Message, error)
 	Events(ctx context.Context, after *string, limit *int) (*model.EventPage, error)
+	Run(ctx context.Context, id string) (*model.Run, error)
+	AgentEvents(ctx context.Context, after *string, waitSeconds *int) (*model.AgentEventPage, error)
+}
+type RunResolver interface {
+	Thread(ctx context.Context, obj *model.Run) (*model.Thread, error)
+	Agent(ctx context.Context, obj *model.Run) (*model.PrincipalRef, error)
+	TriggeredBy(ctx context.Context, obj *model.Run) (*model.PrincipalRef, error)
+
+	TriggeringMessage(ctx context.Context, obj *model.Run) (*model.Message, error)
 }
 type ThreadResolver interface {
 	Messages(ctx context.Context, obj *model.Thread, after *int, limit *int) (*model.MessagePage, error)
@@ -237,6 +307,87 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AgentEvent.createdAt":
+		if e.ComplexityRoot.AgentEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEvent.CreatedAt(childComplexity), true
+	case "AgentEvent.payload":
+		if e.ComplexityRoot.AgentEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEvent.Payload(childComplexity), true
+	case "AgentEvent.seq":
+		if e.ComplexityRoot.AgentEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEvent.Seq(childComplexity), true
+	case "AgentEvent.type":
+		if e.ComplexityRoot.AgentEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEvent.Type(childComplexity), true
+
+	case "AgentEventPage.events":
+		if e.ComplexityRoot.AgentEventPage.Events == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEventPage.Events(childComplexity), true
+	case "AgentEventPage.nextAfter":
+		if e.ComplexityRoot.AgentEventPage.NextAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEventPage.NextAfter(childComplexity), true
+
+	case "AgentSession.agentId":
+		if e.ComplexityRoot.AgentSession.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentSession.AgentID(childComplexity), true
+	case "AgentSession.createdAt":
+		if e.ComplexityRoot.AgentSession.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentSession.CreatedAt(childComplexity), true
+	case "AgentSession.externalRef":
+		if e.ComplexityRoot.AgentSession.ExternalRef == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentSession.ExternalRef(childComplexity), true
+	case "AgentSession.id":
+		if e.ComplexityRoot.AgentSession.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentSession.ID(childComplexity), true
+	case "AgentSession.isCurrent":
+		if e.ComplexityRoot.AgentSession.IsCurrent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentSession.IsCurrent(childComplexity), true
+	case "AgentSession.started":
+		if e.ComplexityRoot.AgentSession.Started == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentSession.Started(childComplexity), true
+	case "AgentSession.threadId":
+		if e.ComplexityRoot.AgentSession.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentSession.ThreadID(childComplexity), true
 
 	case "Attachment.fileId":
 		if e.ComplexityRoot.Attachment.FileID == nil {
@@ -605,6 +756,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ArchiveSpace(childComplexity, args["id"].(string)), true
+	case "Mutation.awaitRunInput":
+		if e.ComplexityRoot.Mutation.AwaitRunInput == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_awaitRunInput_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AwaitRunInput(childComplexity, args["id"].(string)), true
+	case "Mutation.bindAgentSession":
+		if e.ComplexityRoot.Mutation.BindAgentSession == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_bindAgentSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.BindAgentSession(childComplexity, args["threadId"].(string), args["externalRef"].(string)), true
+	case "Mutation.cancelRun":
+		if e.ComplexityRoot.Mutation.CancelRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_cancelRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CancelRun(childComplexity, args["id"].(string)), true
 	case "Mutation.closeThread":
 		if e.ComplexityRoot.Mutation.CloseThread == nil {
 			break
@@ -660,6 +844,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteMessage(childComplexity, args["id"].(string)), true
+	case "Mutation.finishRun":
+		if e.ComplexityRoot.Mutation.FinishRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_finishRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.FinishRun(childComplexity, args["id"].(string), args["input"].(model.RunFinish)), true
 	case "Mutation.moveThread":
 		if e.ComplexityRoot.Mutation.MoveThread == nil {
 			break
@@ -671,6 +866,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.MoveThread(childComplexity, args["id"].(string), args["channelId"].(string)), true
+	case "Mutation.resetAgentSession":
+		if e.ComplexityRoot.Mutation.ResetAgentSession == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resetAgentSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResetAgentSession(childComplexity, args["threadId"].(string)), true
 	case "Mutation.revokeGrant":
 		if e.ComplexityRoot.Mutation.RevokeGrant == nil {
 			break
@@ -693,6 +899,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetChannelOperator(childComplexity, args["channelId"].(string), args["input"].(model.OperatorSet)), true
+	case "Mutation.startRun":
+		if e.ComplexityRoot.Mutation.StartRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_startRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.StartRun(childComplexity, args["id"].(string)), true
 	case "Mutation.updateChannelSwitches":
 		if e.ComplexityRoot.Mutation.UpdateChannelSwitches == nil {
 			break
@@ -779,6 +996,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PrincipalRef.Kind(childComplexity), true
 
+	case "Query.agentEvents":
+		if e.ComplexityRoot.Query.AgentEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Query_agentEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AgentEvents(childComplexity, args["after"].(*string), args["waitSeconds"].(*int)), true
 	case "Query.channel":
 		if e.ComplexityRoot.Query.Channel == nil {
 			break
@@ -813,6 +1041,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Message(childComplexity, args["id"].(string)), true
+	case "Query.run":
+		if e.ComplexityRoot.Query.Run == nil {
+			break
+		}
+
+		args, err := ec.field_Query_run_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Run(childComplexity, args["id"].(string)), true
 	case "Query.space":
 		if e.ComplexityRoot.Query.Space == nil {
 			break
@@ -841,6 +1080,116 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Viewer(childComplexity), true
+
+	case "Run.agent":
+		if e.ComplexityRoot.Run.Agent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Agent(childComplexity), true
+	case "Run.cancelRequested":
+		if e.ComplexityRoot.Run.CancelRequested == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.CancelRequested(childComplexity), true
+	case "Run.endReason":
+		if e.ComplexityRoot.Run.EndReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.EndReason(childComplexity), true
+	case "Run.endedAt":
+		if e.ComplexityRoot.Run.EndedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.EndedAt(childComplexity), true
+	case "Run.id":
+		if e.ComplexityRoot.Run.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.ID(childComplexity), true
+	case "Run.queuedAt":
+		if e.ComplexityRoot.Run.QueuedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.QueuedAt(childComplexity), true
+	case "Run.session":
+		if e.ComplexityRoot.Run.Session == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Session(childComplexity), true
+	case "Run.startedAt":
+		if e.ComplexityRoot.Run.StartedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.StartedAt(childComplexity), true
+	case "Run.state":
+		if e.ComplexityRoot.Run.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.State(childComplexity), true
+	case "Run.thread":
+		if e.ComplexityRoot.Run.Thread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Thread(childComplexity), true
+	case "Run.threadId":
+		if e.ComplexityRoot.Run.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.ThreadID(childComplexity), true
+	case "Run.triggerKind":
+		if e.ComplexityRoot.Run.TriggerKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.TriggerKind(childComplexity), true
+	case "Run.triggeredBy":
+		if e.ComplexityRoot.Run.TriggeredBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.TriggeredBy(childComplexity), true
+	case "Run.triggeringMessage":
+		if e.ComplexityRoot.Run.TriggeringMessage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.TriggeringMessage(childComplexity), true
+	case "Run.triggeringMessageId":
+		if e.ComplexityRoot.Run.TriggeringMessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.TriggeringMessageID(childComplexity), true
+	case "Run.version":
+		if e.ComplexityRoot.Run.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Version(childComplexity), true
+
+	case "RunSession.id":
+		if e.ComplexityRoot.RunSession.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunSession.ID(childComplexity), true
+	case "RunSession.mode":
+		if e.ComplexityRoot.RunSession.Mode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunSession.Mode(childComplexity), true
 
 	case "Space.archived":
 		if e.ComplexityRoot.Space.Archived == nil {
@@ -977,6 +1326,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("GrantCreate", ec.unmarshalInputGrantCreate),
 			graphql.NewInputUnmarshaler("MessageCreate", ec.unmarshalInputMessageCreate),
 			graphql.NewInputUnmarshaler("OperatorSet", ec.unmarshalInputOperatorSet),
+			graphql.NewInputUnmarshaler("RunFinish", ec.unmarshalInputRunFinish),
 			graphql.NewInputUnmarshaler("ThreadCreate", ec.unmarshalInputThreadCreate),
 		)
 	}
@@ -1352,12 +1702,156 @@ type Mutation {
   archiveSpace(id: ID!): Space!
 }
 `, BuiltIn: false},
+	{Name: "../../schema/runs.graphqls", Input: `enum RunState {
+  QUEUED
+  RUNNING
+  WAITING_INPUT
+  COMPLETED
+  FAILED
+  CANCELLED
+}
+
+enum TriggerKind {
+  MESSAGE
+  COMMAND
+  INTERACTION
+}
+
+"How a run relates to the agent's conversation in the thread."
+enum SessionMode {
+  GUEST
+  NEW
+  BIND
+  RESUME
+}
+
+enum RunOutcome {
+  COMPLETED
+  FAILED
+  CANCELLED
+}
+
+"The agent's conversation in a thread."
+type AgentSession {
+  id: ID!
+  threadId: ID!
+  agentId: ID!
+  isCurrent: Boolean!
+  started: Boolean!
+  externalRef: String
+  createdAt: Time!
+}
+
+"A run's session as the run sees it: null id for a guest run."
+type RunSession {
+  id: ID
+  mode: SessionMode!
+}
+
+type Run {
+  id: ID!
+  threadId: ID!
+  state: RunState!
+  version: Int!
+  triggerKind: TriggerKind!
+  thread: Thread!
+  agent: PrincipalRef!
+  triggeredBy: PrincipalRef
+  triggeringMessageId: ID
+  triggeringMessage: Message
+  session: RunSession!
+  "True only while a cancel waits for the adapter's confirmation."
+  cancelRequested: Boolean
+  queuedAt: Time!
+  startedAt: Time
+  endedAt: Time
+  endReason: String
+}
+
+input RunFinish {
+  outcome: RunOutcome!
+  "Why a run failed (free text without content, at most 200 bytes)."
+  reason: String
+}
+
+"An event of the caller's agent stream; payloads carry ids, never content."
+type AgentEvent {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  payload: JSON!
+}
+
+type AgentEventPage {
+  events: [AgentEvent!]!
+  nextAfter: String!
+}
+
+extend type Query {
+  run(id: ID!): Run
+  "The caller's agent stream after the cursor, waiting up to waitSeconds (at most events.poll_max_wait) for the first event."
+  agentEvents(after: String, waitSeconds: Int): AgentEventPage!
+}
+
+extend type Mutation {
+  startRun(id: ID!): Run!
+  awaitRunInput(id: ID!): Run!
+  finishRun(id: ID!, input: RunFinish!): Run!
+  cancelRun(id: ID!): Run!
+  resetAgentSession(threadId: ID!): AgentSession!
+  bindAgentSession(threadId: ID!, externalRef: String!): AgentSession!
+}
+`, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_AgentEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "seq":
+		return ec.fieldContext_AgentEvent_seq(ctx, field)
+	case "type":
+		return ec.fieldContext_AgentEvent_type(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_AgentEvent_createdAt(ctx, field)
+	case "payload":
+		return ec.fieldContext_AgentEvent_payload(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AgentEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_AgentEventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "events":
+		return ec.fieldContext_AgentEventPage_events(ctx, field)
+	case "nextAfter":
+		return ec.fieldContext_AgentEventPage_nextAfter(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AgentEventPage", field.Name)
+}
+
+func (ec *executionContext) childFields_AgentSession(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AgentSession_id(ctx, field)
+	case "threadId":
+		return ec.fieldContext_AgentSession_threadId(ctx, field)
+	case "agentId":
+		return ec.fieldContext_AgentSession_agentId(ctx, field)
+	case "isCurrent":
+		return ec.fieldContext_AgentSession_isCurrent(ctx, field)
+	case "started":
+		return ec.fieldContext_AgentSession_started(ctx, field)
+	case "externalRef":
+		return ec.fieldContext_AgentSession_externalRef(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_AgentSession_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AgentSession", field.Name)
+}
 
 func (ec *executionContext) childFields_Attachment(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -1561,6 +2055,54 @@ func (ec *executionContext) childFields_PrincipalRef(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type PrincipalRef", field.Name)
 }
 
+func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Run_id(ctx, field)
+	case "threadId":
+		return ec.fieldContext_Run_threadId(ctx, field)
+	case "state":
+		return ec.fieldContext_Run_state(ctx, field)
+	case "version":
+		return ec.fieldContext_Run_version(ctx, field)
+	case "triggerKind":
+		return ec.fieldContext_Run_triggerKind(ctx, field)
+	case "thread":
+		return ec.fieldContext_Run_thread(ctx, field)
+	case "agent":
+		return ec.fieldContext_Run_agent(ctx, field)
+	case "triggeredBy":
+		return ec.fieldContext_Run_triggeredBy(ctx, field)
+	case "triggeringMessageId":
+		return ec.fieldContext_Run_triggeringMessageId(ctx, field)
+	case "triggeringMessage":
+		return ec.fieldContext_Run_triggeringMessage(ctx, field)
+	case "session":
+		return ec.fieldContext_Run_session(ctx, field)
+	case "cancelRequested":
+		return ec.fieldContext_Run_cancelRequested(ctx, field)
+	case "queuedAt":
+		return ec.fieldContext_Run_queuedAt(ctx, field)
+	case "startedAt":
+		return ec.fieldContext_Run_startedAt(ctx, field)
+	case "endedAt":
+		return ec.fieldContext_Run_endedAt(ctx, field)
+	case "endReason":
+		return ec.fieldContext_Run_endReason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Run", field.Name)
+}
+
+func (ec *executionContext) childFields_RunSession(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_RunSession_id(ctx, field)
+	case "mode":
+		return ec.fieldContext_RunSession_mode(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RunSession", field.Name)
+}
+
 func (ec *executionContext) childFields_Space(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -1761,6 +2303,56 @@ func (ec *executionContext) field_Mutation_archiveSpace_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_awaitRunInput_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_bindAgentSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "threadId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["threadId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "externalRef",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["externalRef"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_cancelRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_closeThread_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1847,6 +2439,28 @@ func (ec *executionContext) field_Mutation_deleteMessage_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_finishRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.RunFinish, error) {
+			return ec.unmarshalNRunFinish2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunFinish(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_moveThread_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1866,6 +2480,20 @@ func (ec *executionContext) field_Mutation_moveThread_args(ctx context.Context, 
 		return nil, err
 	}
 	args["channelId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_resetAgentSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "threadId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["threadId"] = arg0
 	return args, nil
 }
 
@@ -1905,6 +2533,20 @@ func (ec *executionContext) field_Mutation_setChannelOperator_args(ctx context.C
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_startRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_updateChannelSwitches_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1938,6 +2580,28 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_agentEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "waitSeconds",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["waitSeconds"] = arg1
 	return args, nil
 }
 
@@ -1978,6 +2642,20 @@ func (ec *executionContext) field_Query_events_args(ctx context.Context, rawArgs
 }
 
 func (ec *executionContext) field_Query_message_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_run_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -2114,6 +2792,314 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AgentEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AgentEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AgentEventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEventPage_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Events, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AgentEvent) graphql.Marshaler {
+			return ec.marshalNAgentEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEventPage_events(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentEventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentEventPage_nextAfter(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEventPage_nextAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEventPage_nextAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentEventPage", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentSession_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentSession_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentSession_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentSession", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentSession_threadId(ctx context.Context, field graphql.CollectedField, obj *model.AgentSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentSession_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentSession_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentSession", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentSession_agentId(ctx context.Context, field graphql.CollectedField, obj *model.AgentSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentSession_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentSession_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentSession", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentSession_isCurrent(ctx context.Context, field graphql.CollectedField, obj *model.AgentSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentSession_isCurrent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IsCurrent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentSession_isCurrent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentSession", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AgentSession_started(ctx context.Context, field graphql.CollectedField, obj *model.AgentSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentSession_started(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Started, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentSession_started(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentSession", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AgentSession_externalRef(ctx context.Context, field graphql.CollectedField, obj *model.AgentSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentSession_externalRef(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExternalRef, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentSession_externalRef(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentSession", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentSession_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentSession_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentSession_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentSession", field, false, false, "Time")
+}
 
 func (ec *executionContext) _Attachment_fileId(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -3950,6 +4936,270 @@ func (ec *executionContext) fieldContext_Mutation_archiveSpace(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_startRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_startRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().StartRun(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_startRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_startRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_awaitRunInput(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_awaitRunInput(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AwaitRunInput(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_awaitRunInput(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_awaitRunInput_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_finishRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_finishRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().FinishRun(ctx, fc.Args["id"].(string), fc.Args["input"].(model.RunFinish))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_finishRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_finishRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_cancelRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_cancelRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CancelRun(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_cancelRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_cancelRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_resetAgentSession(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_resetAgentSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ResetAgentSession(ctx, fc.Args["threadId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentSession) graphql.Marshaler {
+			return ec.marshalNAgentSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_resetAgentSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_resetAgentSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_bindAgentSession(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_bindAgentSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().BindAgentSession(ctx, fc.Args["threadId"].(string), fc.Args["externalRef"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentSession) graphql.Marshaler {
+			return ec.marshalNAgentSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_bindAgentSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_bindAgentSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Principal_id(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4478,6 +5728,94 @@ func (ec *executionContext) fieldContext_Query_events(ctx context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_run(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Run(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_run(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_run_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_agentEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_agentEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AgentEvents(ctx, fc.Args["after"].(*string), fc.Args["waitSeconds"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentEventPage) graphql.Marshaler {
+			return ec.marshalNAgentEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_agentEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentEventPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_agentEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4552,6 +5890,465 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Run_id(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Run_threadId(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Run_state(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.RunState) graphql.Marshaler {
+			return ec.marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "RunState")
+}
+
+func (ec *executionContext) _Run_version(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Run_triggerKind(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_triggerKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TriggerKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TriggerKind) graphql.Marshaler {
+			return ec.marshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_triggerKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "TriggerKind")
+}
+
+func (ec *executionContext) _Run_thread(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_thread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().Thread(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_thread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Run_agent(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_agent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().Agent(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
+			return ec.marshalNPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_agent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalRef(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Run_triggeredBy(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_triggeredBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().TriggeredBy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
+			return ec.marshalOPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_triggeredBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalRef(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Run_triggeringMessageId(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_triggeringMessageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TriggeringMessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_triggeringMessageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Run_triggeringMessage(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_triggeringMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().TriggeringMessage(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalOMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_triggeringMessage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Run_session(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Session, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunSession) graphql.Marshaler {
+			return ec.marshalNRunSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_session(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Run_cancelRequested(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_cancelRequested(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CancelRequested, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_cancelRequested(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Run_queuedAt(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_queuedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.QueuedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_queuedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Run_startedAt(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_startedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_startedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Run_endedAt(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_endedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_endedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Run_endReason(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_endReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_endReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunSession_id(ctx context.Context, field graphql.CollectedField, obj *model.RunSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunSession_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunSession_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunSession", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunSession_mode(ctx context.Context, field graphql.CollectedField, obj *model.RunSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunSession_mode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SessionMode) graphql.Marshaler {
+			return ec.marshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSessionMode(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunSession_mode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunSession", field, false, false, "SessionMode")
 }
 
 func (ec *executionContext) _Space_id(ctx context.Context, field graphql.CollectedField, obj *model.Space) (ret graphql.Marshaler) {
@@ -6362,6 +8159,55 @@ func UnmarshalOperatorSet(ctx context.Context, raw any) (model.OperatorSet, erro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputRunFinish(ctx context.Context, obj any) (model.RunFinish, error) {
+	var it model.RunFinish
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"outcome", "reason"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "outcome":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("outcome"))
+			data, err := ec.unmarshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunOutcome(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Outcome = data
+		case "reason":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("reason"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Reason = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRunFinish unmarshals raw into the RunFinish input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRunFinish(ctx context.Context, raw any) (model.RunFinish, error) {
+	var out model.RunFinish
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RunFinish", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputThreadCreate(ctx context.Context, obj any) (model.ThreadCreate, error) {
 	var it model.ThreadCreate
 	if obj == nil {
@@ -6425,6 +8271,155 @@ func UnmarshalThreadCreate(ctx context.Context, raw any) (model.ThreadCreate, er
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var agentEventImplementors = []string{"AgentEvent"}
+
+func (ec *executionContext) _AgentEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AgentEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentEvent")
+		case "seq":
+			out.Values[i] = ec._AgentEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "type":
+			out.Values[i] = ec._AgentEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._AgentEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "payload":
+			out.Values[i] = ec._AgentEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentEventPageImplementors = []string{"AgentEventPage"}
+
+func (ec *executionContext) _AgentEventPage(ctx context.Context, sel ast.SelectionSet, obj *model.AgentEventPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentEventPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentEventPage")
+		case "events":
+			out.Values[i] = ec._AgentEventPage_events(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nextAfter":
+			out.Values[i] = ec._AgentEventPage_nextAfter(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentSessionImplementors = []string{"AgentSession"}
+
+func (ec *executionContext) _AgentSession(ctx context.Context, sel ast.SelectionSet, obj *model.AgentSession) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentSessionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentSession")
+		case "id":
+			out.Values[i] = ec._AgentSession_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "threadId":
+			out.Values[i] = ec._AgentSession_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentId":
+			out.Values[i] = ec._AgentSession_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "isCurrent":
+			out.Values[i] = ec._AgentSession_isCurrent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "started":
+			out.Values[i] = ec._AgentSession_started(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "externalRef":
+			out.Values[i] = ec._AgentSession_externalRef(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._AgentSession_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
 
 var attachmentImplementors = []string{"Attachment"}
 
@@ -7054,6 +9049,48 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "startRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_startRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "awaitRunInput":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_awaitRunInput(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "finishRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_finishRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cancelRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_cancelRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resetAgentSession":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_resetAgentSession(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "bindAgentSession":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_bindAgentSession(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7242,6 +9279,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_events(ctx, field)
 				})
+		case "run":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_run(ctx, field)
+				})
+		case "agentEvents":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_agentEvents(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -7255,6 +9304,156 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			})
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runImplementors = []string{"Run"}
+
+func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj *model.Run) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Run")
+		case "id":
+			out.Values[i] = ec._Run_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._Run_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "state":
+			out.Values[i] = ec._Run_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "version":
+			out.Values[i] = ec._Run_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "triggerKind":
+			out.Values[i] = ec._Run_triggerKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "thread":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Run_thread(ctx, field, obj)
+				})
+		case "agent":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Run_agent(ctx, field, obj)
+				})
+		case "triggeredBy":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Run_triggeredBy(ctx, field, obj)
+				})
+		case "triggeringMessageId":
+			out.Values[i] = ec._Run_triggeringMessageId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "triggeringMessage":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Run_triggeringMessage(ctx, field, obj)
+				})
+		case "session":
+			out.Values[i] = ec._Run_session(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cancelRequested":
+			out.Values[i] = ec._Run_cancelRequested(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "queuedAt":
+			out.Values[i] = ec._Run_queuedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "startedAt":
+			out.Values[i] = ec._Run_startedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "endedAt":
+			out.Values[i] = ec._Run_endedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "endReason":
+			out.Values[i] = ec._Run_endReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runSessionImplementors = []string{"RunSession"}
+
+func (ec *executionContext) _RunSession(ctx context.Context, sel ast.SelectionSet, obj *model.RunSession) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runSessionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunSession")
+		case "id":
+			out.Values[i] = ec._RunSession_id(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "mode":
+			out.Values[i] = ec._RunSession_mode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -7815,6 +10014,46 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNAgentEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AgentEvent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAgentEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAgentEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx context.Context, sel ast.SelectionSet, v *model.AgentEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentEvent!")
+		return graphql.Null
+	}
+	return ec._AgentEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAgentEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventPage(ctx context.Context, sel ast.SelectionSet, v *model.AgentEventPage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentEventPage!")
+		return graphql.Null
+	}
+	return ec._AgentEventPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAgentSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentSession(ctx context.Context, sel ast.SelectionSet, v *model.AgentSession) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentSession!")
+		return graphql.Null
+	}
+	return ec._AgentSession(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAttachment2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAttachmentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Attachment) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -8122,6 +10361,57 @@ func (ec *executionContext) marshalNPrincipalStatus2bothyᚗexampleᚗcomᚋboth
 	return v
 }
 
+func (ec *executionContext) marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Run!")
+		return graphql.Null
+	}
+	return ec._Run(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRunFinish2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunFinish(ctx context.Context, v any) (model.RunFinish, error) {
+	res, err := ec.unmarshalInputRunFinish(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunOutcome(ctx context.Context, v any) (model.RunOutcome, error) {
+	var res model.RunOutcome
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunOutcome(ctx context.Context, sel ast.SelectionSet, v model.RunOutcome) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNRunSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunSession(ctx context.Context, sel ast.SelectionSet, v *model.RunSession) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RunSession!")
+		return graphql.Null
+	}
+	return ec._RunSession(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx context.Context, v any) (model.RunState, error) {
+	var res model.RunState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx context.Context, sel ast.SelectionSet, v model.RunState) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSessionMode(ctx context.Context, v any) (model.SessionMode, error) {
+	var res model.SessionMode
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSessionMode(ctx context.Context, sel ast.SelectionSet, v model.SessionMode) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx context.Context, sel ast.SelectionSet, v *model.Space) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Space!")
@@ -8217,6 +10507,16 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerKind(ctx context.Context, v any) (model.TriggerKind, error) {
+	var res model.TriggerKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerKind(ctx context.Context, sel ast.SelectionSet, v model.TriggerKind) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -8455,6 +10755,20 @@ func (ec *executionContext) marshalOMessageCreateKind2ᚖbothyᚗexampleᚗcom�
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalOPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._PrincipalRef(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Run(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx context.Context, sel ast.SelectionSet, v *model.Space) graphql.Marshaler {

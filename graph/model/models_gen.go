@@ -10,6 +10,30 @@ import (
 	"time"
 )
 
+// An event of the caller's agent stream; payloads carry ids, never content.
+type AgentEvent struct {
+	Seq       string         `json:"seq"`
+	Type      string         `json:"type"`
+	CreatedAt time.Time      `json:"createdAt"`
+	Payload   map[string]any `json:"payload"`
+}
+
+type AgentEventPage struct {
+	Events    []*AgentEvent `json:"events"`
+	NextAfter string        `json:"nextAfter"`
+}
+
+// The agent's conversation in a thread.
+type AgentSession struct {
+	ID          string    `json:"id"`
+	ThreadID    string    `json:"threadId"`
+	AgentID     string    `json:"agentId"`
+	IsCurrent   bool      `json:"isCurrent"`
+	Started     bool      `json:"started"`
+	ExternalRef *string   `json:"externalRef,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
 // A file attached to a message (none exist yet; the list is always present).
 type Attachment struct {
 	FileID   string `json:"fileId"`
@@ -155,6 +179,18 @@ type PrincipalRef struct {
 }
 
 type Query struct {
+}
+
+type RunFinish struct {
+	Outcome RunOutcome `json:"outcome"`
+	// Why a run failed (free text without content, at most 200 bytes).
+	Reason *string `json:"reason,omitempty"`
+}
+
+// A run's session as the run sees it: null id for a guest run.
+type RunSession struct {
+	ID   *string     `json:"id,omitempty"`
+	Mode SessionMode `json:"mode"`
 }
 
 type Space struct {
@@ -660,6 +696,186 @@ func (e PrincipalStatus) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+type RunOutcome string
+
+const (
+	RunOutcomeCompleted RunOutcome = "COMPLETED"
+	RunOutcomeFailed    RunOutcome = "FAILED"
+	RunOutcomeCancelled RunOutcome = "CANCELLED"
+)
+
+var AllRunOutcome = []RunOutcome{
+	RunOutcomeCompleted,
+	RunOutcomeFailed,
+	RunOutcomeCancelled,
+}
+
+func (e RunOutcome) IsValid() bool {
+	switch e {
+	case RunOutcomeCompleted, RunOutcomeFailed, RunOutcomeCancelled:
+		return true
+	}
+	return false
+}
+
+func (e RunOutcome) String() string {
+	return string(e)
+}
+
+func (e *RunOutcome) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RunOutcome(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RunOutcome", str)
+	}
+	return nil
+}
+
+func (e RunOutcome) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RunOutcome) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RunOutcome) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type RunState string
+
+const (
+	RunStateQueued       RunState = "QUEUED"
+	RunStateRunning      RunState = "RUNNING"
+	RunStateWaitingInput RunState = "WAITING_INPUT"
+	RunStateCompleted    RunState = "COMPLETED"
+	RunStateFailed       RunState = "FAILED"
+	RunStateCancelled    RunState = "CANCELLED"
+)
+
+var AllRunState = []RunState{
+	RunStateQueued,
+	RunStateRunning,
+	RunStateWaitingInput,
+	RunStateCompleted,
+	RunStateFailed,
+	RunStateCancelled,
+}
+
+func (e RunState) IsValid() bool {
+	switch e {
+	case RunStateQueued, RunStateRunning, RunStateWaitingInput, RunStateCompleted, RunStateFailed, RunStateCancelled:
+		return true
+	}
+	return false
+}
+
+func (e RunState) String() string {
+	return string(e)
+}
+
+func (e *RunState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RunState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RunState", str)
+	}
+	return nil
+}
+
+func (e RunState) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RunState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RunState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// How a run relates to the agent's conversation in the thread.
+type SessionMode string
+
+const (
+	SessionModeGuest  SessionMode = "GUEST"
+	SessionModeNew    SessionMode = "NEW"
+	SessionModeBind   SessionMode = "BIND"
+	SessionModeResume SessionMode = "RESUME"
+)
+
+var AllSessionMode = []SessionMode{
+	SessionModeGuest,
+	SessionModeNew,
+	SessionModeBind,
+	SessionModeResume,
+}
+
+func (e SessionMode) IsValid() bool {
+	switch e {
+	case SessionModeGuest, SessionModeNew, SessionModeBind, SessionModeResume:
+		return true
+	}
+	return false
+}
+
+func (e SessionMode) String() string {
+	return string(e)
+}
+
+func (e *SessionMode) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SessionMode(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SessionMode", str)
+	}
+	return nil
+}
+
+func (e SessionMode) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SessionMode) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SessionMode) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type SubjectKind string
 
 const (
@@ -932,6 +1148,63 @@ func (e *TitleSource) UnmarshalJSON(b []byte) error {
 }
 
 func (e TitleSource) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type TriggerKind string
+
+const (
+	TriggerKindMessage     TriggerKind = "MESSAGE"
+	TriggerKindCommand     TriggerKind = "COMMAND"
+	TriggerKindInteraction TriggerKind = "INTERACTION"
+)
+
+var AllTriggerKind = []TriggerKind{
+	TriggerKindMessage,
+	TriggerKindCommand,
+	TriggerKindInteraction,
+}
+
+func (e TriggerKind) IsValid() bool {
+	switch e {
+	case TriggerKindMessage, TriggerKindCommand, TriggerKindInteraction:
+		return true
+	}
+	return false
+}
+
+func (e TriggerKind) String() string {
+	return string(e)
+}
+
+func (e *TriggerKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TriggerKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TriggerKind", str)
+	}
+	return nil
+}
+
+func (e TriggerKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TriggerKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TriggerKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -150,6 +150,10 @@ func (m levelMap) at(p Path) Level {
 // every decision needs it and a second round trip per decision would cost
 // more than the coupling to identity's membership table.
 func (s *Service) grantLevels(ctx context.Context, principalID string, spaces, channels []string) (levelMap, error) {
+	return s.grantLevelsIn(ctx, s.pool, principalID, spaces, channels)
+}
+
+func (s *Service) grantLevelsIn(ctx context.Context, q db.Querier, principalID string, spaces, channels []string) (levelMap, error) {
 	m := levelMap{space: map[string]Level{}, channel: map[string]Level{}}
 	sqlText, args := db.SQL.Select("coalesce(target_space_id::text, '')", "coalesce(target_channel_id::text, '')", "level").
 		From("grants").
@@ -163,7 +167,7 @@ func (s *Service) grantLevels(ctx context.Context, principalID string, spaces, c
 			sq.Expr("target_space_id = ANY(?::uuid[])", spaces),
 			sq.Expr("target_channel_id = ANY(?::uuid[])", channels),
 		}).MustSql()
-	rows, err := s.pool.Query(ctx, sqlText, args...)
+	rows, err := q.Query(ctx, sqlText, args...)
 	if err != nil {
 		return m, fmt.Errorf("grant levels: %w", err)
 	}
@@ -187,6 +191,12 @@ func (s *Service) grantLevels(ctx context.Context, principalID string, spaces, c
 // Levels returns the capped effective level of actor at each path, loading
 // grants in one statement for all of them.
 func (s *Service) Levels(ctx context.Context, actor identity.Principal, paths []Path) ([]Level, error) {
+	return s.LevelsIn(ctx, s.pool, actor, paths)
+}
+
+// LevelsIn is Levels reading through q: inside a unit of work pass its
+// transaction, so the unit never waits for a second pooled connection.
+func (s *Service) LevelsIn(ctx context.Context, q db.Querier, actor identity.Principal, paths []Path) ([]Level, error) {
 	a := ActorOf(actor)
 	spaces, channels := map[string]bool{}, map[string]bool{}
 	for _, p := range paths {
@@ -195,7 +205,7 @@ func (s *Service) Levels(ctx context.Context, actor identity.Principal, paths []
 			channels[p.ChannelID] = true
 		}
 	}
-	levels, err := s.grantLevels(ctx, actor.ID, keys(spaces), keys(channels))
+	levels, err := s.grantLevelsIn(ctx, q, actor.ID, keys(spaces), keys(channels))
 	if err != nil {
 		return nil, err
 	}
@@ -341,3 +351,13 @@ func (s *Service) ReadScope(ctx context.Context, actor identity.Principal) (Scop
 // Pool returns the querier the service reads with (for callers that create
 // grants outside a unit of work, such as the world builder).
 func (s *Service) Pool() db.Querier { return s.pool }
+
+// DecideAgentOnly decides an action that only agents may take on their own
+// stream (agent.events.poll) and audits the decision like any other.
+func (s *Service) DecideAgentOnly(ctx context.Context, actor identity.Principal, action Action, p Path) (Decision, error) {
+	d := Decide(action, ActorOf(actor), Read, p)
+	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
+		return Decision{}, problem.Internal(err)
+	}
+	return d, nil
+}

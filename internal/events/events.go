@@ -28,8 +28,22 @@ const (
 	AccessChanged   = "access.changed"
 )
 
-// Event is an event to write or as read.
+// The agent event types (spec domain.md 10); they go to one agent's stream.
+const (
+	AgentInvocation    = "agent.invocation"
+	AgentFollowup      = "agent.followup"
+	RunCancelRequested = "run.cancel_requested"
+)
+
+// NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel that wakes long
+// polls on every replica; its payload is the new cursor only.
+const NotifyChannel = "bothy_agent_events"
+
+// Event is an event to write or as read. An event with AgentID goes to that
+// agent's stream (agent_events) instead of the client event log.
 type Event struct {
+	AgentID   string
+	RunID     string
 	Seq       int64
 	Type      string
 	ChannelID string
@@ -53,9 +67,11 @@ func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{pool: pool, clock
 // a reader that has seen seq n never later finds a smaller seq appear.
 const appendLockKey = 0x626f746879_01
 
-// Append writes evs in tx, in order. Call it at the end of a unit of work:
-// it takes the transaction-scoped lock that serialises event writers until
-// the commit.
+// Append writes evs in tx, in order: client events to the event log,
+// agent events to their agent's stream. Call it at the end of a unit of
+// work: it takes the transaction-scoped lock that serialises event writers
+// until the commit, and schedules a NOTIFY (sent at commit) when an agent
+// stream grew.
 func (l *Log) Append(ctx context.Context, tx db.Querier, evs ...Event) error {
 	if len(evs) == 0 {
 		return nil
@@ -64,19 +80,60 @@ func (l *Log) Append(ctx context.Context, tx db.Querier, evs ...Event) error {
 		return fmt.Errorf("event lock: %w", err)
 	}
 	now := l.clock.Now()
-	b := db.SQL.Insert("event_log").Columns("type", "channel_id", "thread_id", "message_id", "payload", "created_at")
+	client := db.SQL.Insert("event_log").Columns("type", "channel_id", "thread_id", "message_id", "payload", "created_at")
+	agent := db.SQL.Insert("agent_events").Columns("agent_id", "type", "run_id", "message_id", "payload", "created_at").Suffix("RETURNING seq")
+	var nClient, nAgent int
 	for _, e := range evs {
 		payload, err := json.Marshal(e.Payload)
 		if err != nil {
 			return fmt.Errorf("event payload: %w", err)
 		}
-		b = b.Values(e.Type, e.ChannelID, nullable(e.ThreadID), nullable(e.MessageID), payload, now)
+		if e.AgentID != "" {
+			agent = agent.Values(e.AgentID, e.Type, nullable(e.RunID), nullable(e.MessageID), payload, now)
+			nAgent++
+		} else {
+			client = client.Values(e.Type, e.ChannelID, nullable(e.ThreadID), nullable(e.MessageID), payload, now)
+			nClient++
+		}
 	}
-	sqlText, args := b.MustSql()
-	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
-		return fmt.Errorf("append events: %w", err)
+	if nClient > 0 {
+		sqlText, args := client.MustSql()
+		if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
+			return fmt.Errorf("append events: %w", err)
+		}
+	}
+	if nAgent > 0 {
+		sqlText, args := agent.MustSql()
+		rows, err := tx.Query(ctx, sqlText, args...)
+		if err != nil {
+			return fmt.Errorf("append agent events: %w", err)
+		}
+		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("append agent events: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, strconv.FormatInt(seqs[len(seqs)-1], 10)); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
 	}
 	return nil
+}
+
+// AgentAfter returns up to limit events of agent's stream after seq after.
+func (l *Log) AgentAfter(ctx context.Context, agentID string, after int64, limit int) ([]Event, error) {
+	rows, err := l.pool.Query(ctx, `SELECT seq, type, coalesce(run_id::text, ''), coalesce(message_id::text, ''), payload, created_at
+		FROM agent_events WHERE agent_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, agentID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("agent events: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		e := Event{AgentID: agentID}
+		var payload []byte
+		if err := r.Scan(&e.Seq, &e.Type, &e.RunID, &e.MessageID, &payload, &e.CreatedAt); err != nil {
+			return e, err
+		}
+		return e, json.Unmarshal(payload, &e.Payload)
+	})
 }
 
 // Tombstone replaces the payload of every earlier event of message id with

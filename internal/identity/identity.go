@@ -185,6 +185,11 @@ func (s *Service) ByHandle(ctx context.Context, h string) (Principal, error) {
 // GetMany returns the principals with the given ids in one statement, keyed
 // by id; unknown ids are absent from the map. Dataloaders call it.
 func (s *Service) GetMany(ctx context.Context, idList []string) (map[string]Principal, error) {
+	return s.GetManyIn(ctx, s.pool, idList)
+}
+
+// GetManyIn is GetMany reading through q (a unit of work's transaction).
+func (s *Service) GetManyIn(ctx context.Context, q db.Querier, idList []string) (map[string]Principal, error) {
 	valid := make([]string, 0, len(idList))
 	for _, id := range idList {
 		if ids.Valid(id) {
@@ -195,8 +200,8 @@ func (s *Service) GetMany(ctx context.Context, idList []string) (map[string]Prin
 	if len(valid) == 0 {
 		return out, nil
 	}
-	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where("id = ANY($1::uuid[])", valid).MustSql()
-	rows, err := s.pool.Query(ctx, sqlText, args...)
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where("id = ANY(?::uuid[])", valid).MustSql()
+	rows, err := q.Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, fmt.Errorf("load principals: %w", err)
 	}

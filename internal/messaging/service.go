@@ -198,7 +198,7 @@ func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMs
 	if err != nil {
 		return Message{}, false, problem.Internal(err)
 	}
-	ms, err := s.resolve(ctx, []row{r}, func(string) string { return thread.ChannelID })
+	ms, err := s.resolve(ctx, s.pool, []row{r}, func(string) string { return thread.ChannelID })
 	if err != nil {
 		return Message{}, false, problem.Internal(err)
 	}
@@ -374,7 +374,7 @@ func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) 
 	if err != nil {
 		return Message{}, problem.Internal(err)
 	}
-	ms, err := s.resolve(ctx, []row{r}, func(string) string { return thread.ChannelID })
+	ms, err := s.resolve(ctx, s.pool, []row{r}, func(string) string { return thread.ChannelID })
 	if err != nil {
 		return Message{}, problem.Internal(err)
 	}
@@ -414,7 +414,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 		rows = rows[:limit]
 	}
 	channels := map[string]string{threadID: path.ChannelID}
-	ms, err := s.resolve(ctx, rows, func(t string) string { return channels[t] })
+	ms, err := s.resolve(ctx, s.pool, rows, func(t string) string { return channels[t] })
 	if err != nil {
 		return Page{}, problem.Internal(err)
 	}
@@ -493,7 +493,7 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 			}
 			r.Deleted, r.ContentMD, r.mentionIDs = true, "", nil
 		}
-		ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
+		ms, err := s.resolve(ctx, tx, []row{r}, func(string) string { return path.ChannelID })
 		if err != nil {
 			return problem.Internal(err)
 		}
@@ -523,4 +523,22 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 	}
 	p.AuthorID = authorID
 	return p, nil
+}
+
+// AppendAnchor appends the run anchor of run runID to thread t in tx: a
+// message of kind run, origin agent, author the run's agent, run_id set and
+// empty content, which clients render as the run's live box. It returns the
+// anchor and its message.created event. The caller holds t's row lock or
+// created t in tx.
+func (s *Service) AppendAnchor(ctx context.Context, tx pgx.Tx, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, tx, t.ID)
+	if err != nil {
+		return Message{}, events.Event{}, fmt.Errorf("anchor seq: %w", err)
+	}
+	m := Message{ID: ids.New(), ThreadID: t.ID, ChannelID: channelID, ThreadSeq: seq, Author: agent, Origin: OriginAgent,
+		Kind: "run", RunID: runID, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
+	if err := s.insert(ctx, tx, m, "", nil); err != nil {
+		return Message{}, events.Event{}, fmt.Errorf("insert anchor: %w", err)
+	}
+	return m, events.Event{Type: events.MessageCreated, ChannelID: channelID, ThreadID: t.ID, MessageID: m.ID, Payload: Payload(m)}, nil
 }

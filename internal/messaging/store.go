@@ -55,7 +55,7 @@ func (s *Service) loadRows(ctx context.Context, q db.Querier, where string, args
 
 // resolve fills authors and mentions of rows with one identity read, and
 // sets the channel of each message.
-func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(threadID string) string) ([]Message, error) {
+func (s *Service) resolve(ctx context.Context, q db.Querier, rows []row, channelOf func(threadID string) string) ([]Message, error) {
 	need := map[string]bool{}
 	for _, r := range rows {
 		need[r.authorID] = true
@@ -67,7 +67,7 @@ func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(thread
 	for id := range need {
 		idList = append(idList, id)
 	}
-	people, err := s.ident.GetMany(ctx, idList)
+	people, err := s.ident.GetManyIn(ctx, q, idList)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,8 @@ const (
 	channelFields      = `id spaceId name kind archived operatorMode operatorAgentId effectiveOperatorId mainThreadId switches { freeResponse allowMentionedAgents autoThread historyBackfillLimit }`
 	grantFields        = `id subjectId subjectKind targetKind targetId level expiresAt createdAt revokedAt`
 	eventFields        = `seq type createdAt channelId payload`
+	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt`
+	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
 )
 
 func path(name string) Param { return Param{Name: name, In: InPath, Var: "id"} }
@@ -101,5 +103,45 @@ var Table = []Route{
 		OperationID: "revokeGrant", Method: http.MethodDelete, Path: "/api/v1/grants/{grant_id}", Result: "revokeGrant",
 		Params:   []Param{path("grant_id")},
 		Document: `mutation revokeGrant($id: ID!) { revokeGrant(id: $id) { ` + grantFields + ` } }`,
+	},
+	{
+		OperationID: "getRun", Method: http.MethodGet, Path: "/api/v1/runs/{run_id}", Result: "run",
+		Params:   []Param{path("run_id")},
+		Document: `query getRun($id: ID!) { run(id: $id) { ` + runFields + ` } }`,
+	},
+	{
+		OperationID: "startRun", Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/start", Result: "startRun",
+		Params:   []Param{path("run_id")},
+		Document: `mutation startRun($id: ID!) { startRun(id: $id) { ` + runFields + ` } }`,
+	},
+	{
+		OperationID: "awaitRunInput", Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/await-input", Result: "awaitRunInput",
+		Params:   []Param{path("run_id")},
+		Document: `mutation awaitRunInput($id: ID!) { awaitRunInput(id: $id) { ` + runFields + ` } }`,
+	},
+	{
+		OperationID: "finishRun", Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/finish", Result: "finishRun",
+		Params: []Param{path("run_id")}, BodyVar: "input",
+		Document: `mutation finishRun($id: ID!, $input: RunFinish!) { finishRun(id: $id, input: $input) { ` + runFields + ` } }`,
+	},
+	{
+		OperationID: "cancelRun", Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/cancel", Result: "cancelRun",
+		Params:   []Param{path("run_id")},
+		Document: `mutation cancelRun($id: ID!) { cancelRun(id: $id) { ` + runFields + ` } }`,
+	},
+	{
+		OperationID: "pollAgentEvents", Method: http.MethodGet, Path: "/api/v1/agent/events", Result: "agentEvents",
+		Params:   []Param{{Name: "after", In: InQuery, Var: "after"}, {Name: "wait", In: InQuery, Var: "wait", Int: true}},
+		Document: `query pollAgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) { events { seq type createdAt payload } nextAfter } }`,
+	},
+	{
+		OperationID: "resetAgentSession", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/agent-session/reset", Result: "resetAgentSession",
+		Params:   []Param{path("thread_id")},
+		Document: `mutation resetAgentSession($id: ID!) { resetAgentSession(threadId: $id) { ` + sessionFields + ` } }`,
+	},
+	{
+		OperationID: "bindAgentSession", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/agent-session/bind", Result: "bindAgentSession",
+		Params: []Param{path("thread_id")}, BodyFields: map[string]string{"external_ref": "externalRef"},
+		Document: `mutation bindAgentSession($id: ID!, $externalRef: String!) { bindAgentSession(threadId: $id, externalRef: $externalRef) { ` + sessionFields + ` } }`,
 	},
 }

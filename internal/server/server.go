@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,6 +37,7 @@ import (
 	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/ratelimit"
 	"bothy.example.com/bothy/internal/rest"
+	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/world"
 )
 
@@ -66,7 +68,11 @@ type Server struct {
 	Chat      *chat.Service
 	Messaging *messaging.Service
 	Feed      *feed.Service
+	Runs      *runs.Service
 	UoW       *db.UnitOfWork
+
+	pool *pgxpool.Pool
+	hub  *runs.Hub
 }
 
 // New assembles the server. It fails when a stored REST operation does not
@@ -97,18 +103,24 @@ func New(d Deps) (*Server, error) {
 	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
 	az.Register(msg, authz.KindMessage)
 	az.Register(az, authz.KindGrant)
+	hub := runs.NewHub()
+	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, UoW: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
+		Authz: az, Messaging: msg, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
+		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout)}})
+	az.Register(runSvc, authz.KindRun)
 	adm := admin.NewService(d.Pool, uow, az, chatSvc, ident, evLog)
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
 	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
-		Messaging: msg, Admin: adm, Feed: fd}
+		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc}
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
-	gql := newGraphQL(es, d.Config, d.Logger)
+	gql := graph.WithLoaders(ident, newGraphQL(es, d.Config, d.Logger))
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
 	}
 
-	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, Identity: ident, Authz: az, Chat: chatSvc, Messaging: msg, Feed: fd, UoW: uow}
+	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
+		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow}
 	authed := func(h http.Handler) http.Handler { return s.authenticate(h) }
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", authed(overHTTP(gql)))
@@ -203,6 +215,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // Serve answers requests on ln until ctx ends, then shuts down gracefully,
 // waiting up to server.shutdown_timeout for requests in flight.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.hub.Listen(bg, s.pool, s.log) }()
+	go func() { defer wg.Done(); s.Runs.Sweep(bg, s.cfg.Duration(config.RunSweepInterval)) }()
+	defer func() { stopBG(); wg.Wait() }()
 	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	errc := make(chan error, 1)
@@ -212,6 +230,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.hub.Stop()
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.Duration(config.ServerShutdownTimeout))
 	defer cancel()
 	err := hs.Shutdown(sctx)

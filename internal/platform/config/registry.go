@@ -54,6 +54,7 @@ const (
 	EventsPollMaxWait                  = "events.poll_max_wait"
 	RunStartTimeout                    = "run.start_timeout"
 	RunStallTimeout                    = "run.stall_timeout"
+	RunSweepInterval                   = "run.sweep_interval"
 	RateMessagePerMinute               = "ratelimit.rl.message.per_minute"
 	RateMessageBurst                   = "ratelimit.rl.message.burst"
 	RateAgentRuntimePerMinute          = "ratelimit.rl.agent_runtime.per_minute"
@@ -93,6 +94,7 @@ var Registry = []Key{
 	{EventsPollMaxWait, TypeDuration, "30s", "0s", "longest wait of pollAgentEvents"},
 	{RunStartTimeout, TypeDuration, "5m", "1s", "a queued run not started by then fails with reason timeout"},
 	{RunStallTimeout, TypeDuration, "30m", "1s", "a running run without activity for this long fails with reason timeout"},
+	{RunSweepInterval, TypeDuration, "5s", "100ms", "how often each replica looks for runs past run.start_timeout or run.stall_timeout"},
 	{RateMessagePerMinute, TypeInt, "60", "1", "refill of the rl.message bucket per principal and minute"},
 	{RateMessageBurst, TypeInt, "20", "1", "size of the rl.message bucket per principal"},
 	{RateAgentRuntimePerMinute, TypeInt, "1200", "1", "refill of the rl.agent_runtime bucket per principal and minute"},

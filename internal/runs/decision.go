@@ -1,0 +1,159 @@
+// Package runs owns the agent runtime: the trigger decision, runs and their
+// state machine, agent sessions, follow-ups, the run anchor, the timeouts
+// and each agent's event stream.
+package runs
+
+// Trigger states and reasons written on a human message (spec domain.md 7).
+const (
+	StateAccepted = "accepted"
+	StateFollowup = "followup"
+	StateFailed   = "failed"
+
+	ReasonAgentNotAllowed   = "agent_not_allowed_here"
+	ReasonAgentUnavailable  = "agent_unavailable"
+	ReasonTriggerNotAllowed = "trigger_not_allowed"
+	ReasonRunActiveOther    = "run_active_other_agent"
+)
+
+// Agent is what the decision needs to know of a mentioned agent.
+type Agent struct {
+	ID     string
+	Active bool
+	// ReadOnThread is whether the agent has at least read on the thread.
+	ReadOnThread bool
+}
+
+// TriggerFacts are the facts of one new message M in thread T of channel C.
+type TriggerFacts struct {
+	// Human is whether M has origin human; nothing else triggers (AG-01).
+	Human bool
+	// Mentioned are the agents M mentions, in order.
+	Mentioned []Agent
+	// MainThread is whether T is the main thread of a text channel.
+	MainThread bool
+	// ThreadOperator is T's fixed operator (threads and posts).
+	ThreadOperator string
+	// ChannelOperator is C's effective operator now.
+	ChannelOperator      string
+	FreeResponse         bool
+	AllowMentionedAgents bool
+	AutoThread           bool
+	// OperatorAgent describes the operator of T when it is the addressee
+	// without a mention (active state; read is implied by the operator rule).
+	OperatorActive bool
+	// WriterTrigger is whether the writer has trigger on T.
+	WriterTrigger bool
+	// ActiveRunAgent is the agent of T's active run, if any.
+	ActiveRunAgent string
+}
+
+// Outcome is what the decision does with M.
+type Outcome int
+
+// The outcomes.
+const (
+	// NoTrigger leaves trigger_state NULL: no addressee, or not human.
+	NoTrigger Outcome = iota
+	// Failed records trigger_state failed with a reason.
+	Failed
+	// Followup makes M a follow-up of the active run of the addressee.
+	Followup
+	// Accept starts a run of the addressee.
+	Accept
+)
+
+// TriggerDecision is the result of Decide.
+type TriggerDecision struct {
+	Outcome Outcome
+	Agent   string
+	Reason  string
+	// Guest is whether the addressee is not the operator of T (no session).
+	Guest bool
+	// AutoThread is whether the accepted run gets a new thread whose parent
+	// is M (main thread with auto_thread).
+	AutoThread bool
+}
+
+// operatorOf returns the operator of the thread: the fixed operator of a
+// thread or post, the channel's effective operator for a main thread.
+func (f TriggerFacts) operatorOf() string {
+	if f.MainThread {
+		return f.ChannelOperator
+	}
+	return f.ThreadOperator
+}
+
+// DecideTrigger applies the trigger decision of spec domain.md 7 to the
+// facts of one message. It is pure: every fact comes in f.
+func DecideTrigger(f TriggerFacts) TriggerDecision {
+	if !f.Human {
+		return TriggerDecision{Outcome: NoTrigger}
+	}
+	operator := f.operatorOf()
+	var addressee Agent
+	switch {
+	case len(f.Mentioned) > 0:
+		addressee = f.Mentioned[0]
+	case f.MainThread && f.FreeResponse && operator != "":
+		addressee = Agent{ID: operator, Active: f.OperatorActive, ReadOnThread: true}
+	case !f.MainThread && operator != "":
+		addressee = Agent{ID: operator, Active: f.OperatorActive, ReadOnThread: true}
+	default:
+		return TriggerDecision{Outcome: NoTrigger}
+	}
+	d := TriggerDecision{Agent: addressee.ID}
+	if addressee.ID != operator {
+		d.Guest = true
+		if !f.AllowMentionedAgents || !addressee.ReadOnThread {
+			d.Outcome, d.Reason = Failed, ReasonAgentNotAllowed
+			return d
+		}
+	}
+	if !addressee.Active {
+		d.Outcome, d.Reason = Failed, ReasonAgentUnavailable
+		return d
+	}
+	if !f.WriterTrigger {
+		d.Outcome, d.Reason = Failed, ReasonTriggerNotAllowed
+		return d
+	}
+	if f.ActiveRunAgent != "" {
+		if f.ActiveRunAgent != addressee.ID {
+			d.Outcome, d.Reason = Failed, ReasonRunActiveOther
+			return d
+		}
+		d.Outcome = Followup
+		return d
+	}
+	d.Outcome = Accept
+	d.AutoThread = f.MainThread && f.AutoThread
+	return d
+}
+
+// SessionFacts describe an agent session when a run joins it.
+type SessionFacts struct {
+	// Started is whether a run of the session was started, or the session
+	// was bound to an external conversation.
+	Started bool
+	// Bound is whether the session was made by bindAgentSession.
+	Bound bool
+	// Runs counts the runs the session had before this one.
+	Runs int
+}
+
+// SessionMode returns the mode of a run joining session s (nil for a guest
+// run): guest, new (nothing to resume), bind (the first run of a bound
+// session), resume (the runtime continues an earlier conversation). The
+// invocation payload and the run context share it.
+func SessionMode(s *SessionFacts) string {
+	switch {
+	case s == nil:
+		return "guest"
+	case s.Bound && s.Runs == 0:
+		return "bind"
+	case s.Started:
+		return "resume"
+	default:
+		return "new"
+	}
+}

@@ -1,0 +1,289 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// Timeouts are the run timeouts (run.start_timeout, run.stall_timeout).
+type Timeouts struct {
+	Start, Stall time.Duration
+}
+
+// Service is the runs module.
+type Service struct {
+	pool      db.Querier
+	uow       *db.UnitOfWork
+	clock     clock.Clock
+	log       *slog.Logger
+	ident     *identity.Service
+	chat      *chat.Service
+	authz     *authz.Service
+	messaging *messaging.Service
+	events    *events.Log
+	timeouts  Timeouts
+	hub       *Hub
+	pollMax   time.Duration
+}
+
+// Deps are the collaborators of the runs module.
+type Deps struct {
+	Pool      db.Querier
+	UoW       *db.UnitOfWork
+	Clock     clock.Clock
+	Log       *slog.Logger
+	Identity  *identity.Service
+	Chat      *chat.Service
+	Authz     *authz.Service
+	Messaging *messaging.Service
+	Events    *events.Log
+	Timeouts  Timeouts
+	Hub       *Hub
+	// PollMaxWait is events.poll_max_wait.
+	PollMaxWait time.Duration
+}
+
+// NewService returns the runs module and subscribes it to posted messages.
+func NewService(d Deps) *Service {
+	s := &Service{pool: d.Pool, uow: d.UoW, clock: d.Clock, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
+		messaging: d.Messaging, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
+	d.Messaging.Subscribe(s)
+	return s
+}
+
+// OnMessagePosted applies the trigger decision to a message inside the unit
+// of work that stores it (spec domain.md 7): a message of any origin other
+// than human does no trigger work at all.
+func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.Posted) ([]events.Event, error) {
+	if p.Message.Origin != messaging.OriginHuman {
+		return nil, nil
+	}
+	facts, err := s.triggerFacts(ctx, tx, p)
+	if err != nil {
+		return nil, problem.Internal(err)
+	}
+	d := DecideTrigger(facts)
+	switch d.Outcome {
+	case NoTrigger:
+		return nil, nil
+	case Failed:
+		return nil, s.setTrigger(ctx, tx, p, StateFailed, d.Reason)
+	case Followup:
+		run, err := activeRunOf(ctx, tx, p.Thread.ID)
+		if err != nil {
+			return nil, problem.Internal(err)
+		}
+		if err := s.setTrigger(ctx, tx, p, StateFollowup, ""); err != nil {
+			return nil, err
+		}
+		return s.addFollowup(ctx, tx, run, p.Message.ID, p.Channel.ID)
+	}
+	if err := s.setTrigger(ctx, tx, p, StateAccepted, ""); err != nil {
+		return nil, err
+	}
+	var evs []events.Event
+	runThread := p.Thread
+	if d.AutoThread {
+		t, err := s.chat.CreateThread(ctx, tx, chat.NewThread{Channel: p.Channel, ParentMessageID: p.Message.ID,
+			ByAgent: true, CreatedBy: p.Author.ID, TitleFrom: p.Message.ContentMD})
+		if err != nil {
+			return nil, problem.From(err)
+		}
+		runThread = t
+		evs = append(evs, events.Event{Type: events.ThreadCreated, ChannelID: p.Channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)})
+	}
+	more, err := s.startRunFor(ctx, tx, d.Agent, d.Guest, runThread, p.Channel.ID, p.Message.ID, p.Author.ID)
+	if err != nil {
+		return nil, err
+	}
+	return append(evs, more...), nil
+}
+
+func (s *Service) setTrigger(ctx context.Context, tx pgx.Tx, p *messaging.Posted, state, reason string) error {
+	if err := s.messaging.SetTrigger(ctx, tx, p.Message.ID, state, reason); err != nil {
+		return problem.Internal(err)
+	}
+	p.Message.TriggerState, p.Message.TriggerReason = state, reason
+	return nil
+}
+
+// triggerFacts gathers what DecideTrigger needs: the thread's operators and
+// switches, the writer's trigger right, the mentioned agents' state and read
+// right, and the thread's active run.
+func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Posted) (TriggerFacts, error) {
+	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
+	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == "main", ThreadOperator: p.Thread.OperatorAgentID,
+		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
+		AllowMentionedAgents: p.Channel.Switches.AllowMentionedAgents, AutoThread: p.Channel.Switches.AutoThread}
+	levels, err := s.authz.LevelsIn(ctx, tx, p.Author, []authz.Path{path})
+	if err != nil {
+		return f, err
+	}
+	f.WriterTrigger = levels[0] >= authz.Trigger
+	want := []string{}
+	for _, m := range p.Message.Mentions {
+		if m.Kind == identity.KindAgent {
+			want = append(want, m.ID)
+		}
+	}
+	operator := f.ThreadOperator
+	if f.MainThread {
+		operator = f.ChannelOperator
+	}
+	if operator != "" {
+		want = append(want, operator)
+	}
+	agents, err := s.ident.GetManyIn(ctx, tx, want)
+	if err != nil {
+		return f, err
+	}
+	for _, m := range p.Message.Mentions {
+		if m.Kind != identity.KindAgent {
+			continue
+		}
+		a := agents[m.ID]
+		l, err := s.authz.LevelsIn(ctx, tx, a, []authz.Path{path})
+		if err != nil {
+			return f, err
+		}
+		f.Mentioned = append(f.Mentioned, Agent{ID: a.ID, Active: a.Active(), ReadOnThread: l[0] >= authz.Read})
+		break // only the first mentioned agent is the addressee
+	}
+	if op, ok := agents[operator]; ok {
+		f.OperatorActive = op.Active()
+	}
+	var active string
+	err = tx.QueryRow(ctx, `SELECT agent_id::text FROM runs WHERE thread_id = $1 AND state IN ('queued', 'running', 'waiting_input')`, p.Thread.ID).Scan(&active)
+	if err != nil && err != pgx.ErrNoRows {
+		return f, err
+	}
+	f.ActiveRunAgent = active
+	return f, nil
+}
+
+// startRunFor creates a queued run of agent in thread t (whose row lock the
+// unit holds, or which it created), joining the current session of an
+// operator run, with its anchor and the events that announce it.
+func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, guest bool, t chat.Thread, channelID, messageID, by string) ([]events.Event, error) {
+	now := s.clock.Now()
+	r := Run{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, TriggerKind: "message", TriggeringMessageID: messageID,
+		TriggeredBy: by, State: Queued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: SessionMode(nil)}
+	if !guest {
+		sess, err := currentSession(ctx, tx, t.ID, agentID)
+		if err == ErrNotFound {
+			sess = Session{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, IsCurrent: true, CreatedAt: now}
+			if err := insertSession(ctx, tx, sess); err != nil {
+				return nil, problem.Internal(fmt.Errorf("create session: %w", err))
+			}
+		} else if err != nil {
+			return nil, problem.Internal(err)
+		}
+		n, err := sessionRuns(ctx, tx, sess.ID)
+		if err != nil {
+			return nil, problem.Internal(err)
+		}
+		r.SessionID = sess.ID
+		r.SessionMode = SessionMode(&SessionFacts{Started: sess.Started, Bound: sess.ExternalRef != "", Runs: n})
+	}
+	if err := insertRun(ctx, tx, r); err != nil {
+		return nil, problem.Internal(err)
+	}
+	agents, err := s.ident.GetManyIn(ctx, tx, []string{agentID})
+	if err != nil {
+		return nil, problem.Internal(err)
+	}
+	anchor, anchorEv, err := s.messaging.AppendAnchor(ctx, tx, t, channelID, agents[agentID].Ref(), r.ID)
+	if err != nil {
+		return nil, problem.Internal(err)
+	}
+	_ = anchor
+	session := map[string]any{"mode": r.SessionMode}
+	if r.SessionID != "" {
+		session["id"] = r.SessionID
+	}
+	invocation := map[string]any{"run_id": r.ID, "thread_id": t.ID, "channel_id": channelID, "message_id": messageID, "session": session}
+	return []events.Event{
+		s.stateChanged(r, channelID),
+		anchorEv,
+		{AgentID: agentID, RunID: r.ID, MessageID: messageID, Type: events.AgentInvocation, Payload: invocation},
+	}, nil
+}
+
+// stateChanged is the run.state_changed client event of r.
+func (s *Service) stateChanged(r Run, channelID string) events.Event {
+	return events.Event{Type: events.RunStateChanged, ChannelID: channelID, ThreadID: r.ThreadID, Payload: RunPayload(r)}
+}
+
+// RunPayload renders r in the REST shape for events (ids only, no content).
+func RunPayload(r Run) map[string]any {
+	p := map[string]any{"id": r.ID, "thread_id": r.ThreadID, "agent_id": r.AgentID, "state": r.State, "version": r.Version,
+		"trigger_kind": r.TriggerKind, "queued_at": r.QueuedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
+	if r.TriggeringMessageID != "" {
+		p["triggering_message_id"] = r.TriggeringMessageID
+	}
+	if r.EndReason != "" {
+		p["end_reason"] = r.EndReason
+	}
+	if r.CancelRequested {
+		p["cancel_requested"] = true
+	}
+	return p
+}
+
+// addFollowup makes message a pending follow-up of run, tells the agent, and
+// brings a waiting run back to running.
+func (s *Service) addFollowup(ctx context.Context, tx pgx.Tx, run Run, messageID, channelID string) ([]events.Event, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
+		run.ID, messageID, s.clock.Now()); err != nil {
+		return nil, problem.Internal(fmt.Errorf("add follow-up: %w", err))
+	}
+	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
+		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}}
+	if run.State == WaitingInput {
+		r, err := s.transition(ctx, tx, run, Running, "")
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, s.stateChanged(r, channelID))
+	}
+	return evs, nil
+}
+
+// transition moves run to state to in tx, raising its version and its
+// activity time. Ending states set ended_at and end_reason.
+func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to, reason string) (Run, error) {
+	now := s.clock.Now()
+	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
+	switch to {
+	case Running:
+		if run.StartedAt == nil {
+			run.StartedAt = &now
+		}
+	case Completed, FailedState, Cancelled:
+		run.EndedAt, run.EndReason = &now, reason
+	}
+	var reasonV any
+	if run.EndReason != "" {
+		reasonV = run.EndReason
+	}
+	_, err := tx.Exec(ctx, `UPDATE runs SET state = $2, version = $3, last_activity_at = $4, started_at = $5, ended_at = $6, end_reason = $7, cancel_requested = $8 WHERE id = $1`,
+		run.ID, run.State, run.Version, now, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested)
+	if err != nil {
+		return Run{}, problem.Internal(fmt.Errorf("run transition: %w", err))
+	}
+	return run, nil
+}

@@ -1,0 +1,137 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/platform/db"
+)
+
+// Run states (spec domain.md 8).
+const (
+	Queued       = "queued"
+	Running      = "running"
+	WaitingInput = "waiting_input"
+	Completed    = "completed"
+	FailedState  = "failed"
+	Cancelled    = "cancelled"
+)
+
+// Active reports whether a run in state s is active.
+func Active(s string) bool { return s == Queued || s == Running || s == WaitingInput }
+
+// Run is a stored run.
+type Run struct {
+	ID                  string
+	ThreadID            string
+	AgentID             string
+	SessionID           string
+	SessionMode         string
+	TriggerKind         string
+	TriggeringMessageID string
+	TriggeredBy         string
+	State               string
+	CancelRequested     bool
+	EndReason           string
+	Version             int
+	QueuedAt            time.Time
+	StartedAt           *time.Time
+	EndedAt             *time.Time
+	LastActivityAt      time.Time
+}
+
+// ErrNotFound is returned for an unknown run.
+var ErrNotFound = errors.New("runs: not found")
+
+const runColumns = `id, thread_id, agent_id, coalesce(agent_session_id::text, ''), session_mode, trigger_kind,
+	coalesce(triggering_message_id::text, ''), coalesce(triggered_by::text, ''), state, cancel_requested,
+	coalesce(end_reason, ''), version, queued_at, started_at, ended_at, last_activity_at`
+
+func scanRun(r pgx.Row) (Run, error) {
+	var x Run
+	err := r.Scan(&x.ID, &x.ThreadID, &x.AgentID, &x.SessionID, &x.SessionMode, &x.TriggerKind, &x.TriggeringMessageID,
+		&x.TriggeredBy, &x.State, &x.CancelRequested, &x.EndReason, &x.Version, &x.QueuedAt, &x.StartedAt, &x.EndedAt, &x.LastActivityAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, ErrNotFound
+	}
+	return x, err
+}
+
+func getRun(ctx context.Context, q db.Querier, id string, lock string) (Run, error) {
+	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 `+lock, id))
+}
+
+func activeRunOf(ctx context.Context, q db.Querier, threadID string) (Run, error) {
+	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE thread_id = $1 AND state IN ('queued', 'running', 'waiting_input') FOR UPDATE`, threadID))
+}
+
+func insertRun(ctx context.Context, q db.Querier, r Run) error {
+	var session any
+	if r.SessionID != "" {
+		session = r.SessionID
+	}
+	var msg, by any
+	if r.TriggeringMessageID != "" {
+		msg = r.TriggeringMessageID
+	}
+	if r.TriggeredBy != "" {
+		by = r.TriggeredBy
+	}
+	_, err := q.Exec(ctx, `INSERT INTO runs (id, thread_id, agent_id, agent_session_id, session_mode, trigger_kind, triggering_message_id,
+		triggered_by, state, version, queued_at, last_activity_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 1, $9, $9)`,
+		r.ID, r.ThreadID, r.AgentID, session, r.SessionMode, r.TriggerKind, msg, by, r.QueuedAt)
+	if err != nil {
+		return fmt.Errorf("insert run: %w", err)
+	}
+	return nil
+}
+
+// Session is a stored agent session.
+type Session struct {
+	ID          string
+	ThreadID    string
+	AgentID     string
+	IsCurrent   bool
+	Started     bool
+	ExternalRef string
+	CreatedAt   time.Time
+}
+
+const sessionColumns = `id, thread_id, agent_id, is_current, started, coalesce(external_ref, ''), created_at`
+
+func scanSession(r pgx.Row) (Session, error) {
+	var s Session
+	err := r.Scan(&s.ID, &s.ThreadID, &s.AgentID, &s.IsCurrent, &s.Started, &s.ExternalRef, &s.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Session{}, ErrNotFound
+	}
+	return s, err
+}
+
+func currentSession(ctx context.Context, q db.Querier, threadID, agentID string) (Session, error) {
+	return scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM agent_sessions WHERE thread_id = $1 AND agent_id = $2 AND is_current FOR UPDATE`, threadID, agentID))
+}
+
+func getSession(ctx context.Context, q db.Querier, id string) (Session, error) {
+	return scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM agent_sessions WHERE id = $1`, id))
+}
+
+func insertSession(ctx context.Context, q db.Querier, s Session) error {
+	var ref any
+	if s.ExternalRef != "" {
+		ref = s.ExternalRef
+	}
+	_, err := q.Exec(ctx, `INSERT INTO agent_sessions (id, thread_id, agent_id, is_current, started, external_ref, created_at) VALUES ($1, $2, $3, true, $4, $5, $6)`,
+		s.ID, s.ThreadID, s.AgentID, s.Started, ref, s.CreatedAt)
+	return err
+}
+
+func sessionRuns(ctx context.Context, q db.Querier, sessionID string) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM runs WHERE agent_session_id = $1`, sessionID).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,441 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/platform/ids"
+)
+
+// comparableHeader returns h without the headers that differ per request.
+func comparableHeader(h http.Header) http.Header {
+	out := h.Clone()
+	for _, k := range []string{"Correlation-Id", "Date", "Content-Length"} {
+		out.Del(k)
+	}
+	return out
+}
+
+// comparableProblem returns the decoded body without correlation_id and
+// instance, which differ per request and path.
+func comparableProblem(t *testing.T, body []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("body is not a JSON object: %v\n%s", err, body)
+	}
+	delete(m, "correlation_id")
+	delete(m, "instance")
+	return m
+}
+
+// TestNotFoundEquality checks that a resource the caller cannot read answers
+// exactly like a resource that does not exist (spec domain.md 6): the same
+// status, body (but for correlation_id and instance) and headers (but for
+// Correlation-Id, Date and Content-Length) in REST, and the same errors and
+// data in GraphQL; a malformed id answers the same.
+func TestNotFoundEquality(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	hiddenThread := env.Main("Marketing/Kampagnen")
+	hiddenChannel := env.World.Channel("Marketing/Kampagnen").ID
+	hiddenMessage, _ := env.MustPost("sam", hiddenThread, "nf-campaign", "Campaign plan for the spring")["id"].(string)
+	if hiddenMessage == "" {
+		t.Fatal("sam's message has no id")
+	}
+	postBody := map[string]any{"client_msg_id": "nf-probe", "content_md": "Can anybody read this?"}
+	restCases := []struct {
+		name, method, pattern, hidden string
+		body                          any
+	}{
+		{"getThread", http.MethodGet, "/api/v1/threads/%s", hiddenThread, nil},
+		{"getMessage", http.MethodGet, "/api/v1/messages/%s", hiddenMessage, nil},
+		{"getChannel", http.MethodGet, "/api/v1/channels/%s", hiddenChannel, nil},
+		{"listThreadMessages", http.MethodGet, "/api/v1/threads/%s/messages", hiddenThread, nil},
+		{"createMessage", http.MethodPost, "/api/v1/threads/%s/messages", hiddenThread, postBody},
+	}
+	gqlCases := []struct {
+		name, query, hidden string
+	}{
+		{"thread", `query($id: ID!) { thread(id: $id) { id kind } }`, hiddenThread},
+		{"message", `query($id: ID!) { message(id: $id) { id contentMd } }`, hiddenMessage},
+		{"channel", `query($id: ID!) { channel(id: $id) { id name } }`, hiddenChannel},
+		{"createMessage", `mutation($id: ID!) { createMessage(threadId: $id, input: {clientMsgId: "nf-gql", contentMd: "Hello?"}) { replayed message { id } } }`, hiddenThread},
+	}
+	messagesBefore := env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1`, hiddenThread)
+	for _, who := range []string{"lotse", "writer"} {
+		tok := env.World.Token(who)
+		for _, c := range restCases {
+			t.Run(who+"/rest/"+c.name, func(t *testing.T) {
+				hidden := env.REST(c.method, strings.Replace(c.pattern, "%s", c.hidden, 1), tok, c.body)
+				if hidden.Status != http.StatusNotFound {
+					t.Fatalf("hidden resource: %d %s, want 404", hidden.Status, hidden.Body)
+				}
+				p := hidden.Problem(t)
+				if p.Code != "not_found" || p.Status != 404 || p.Reason != "" {
+					t.Fatalf("hidden resource problem %+v, want bare not_found", p)
+				}
+				for _, other := range []string{ids.New(), "not-a-uuid"} {
+					r := env.REST(c.method, strings.Replace(c.pattern, "%s", other, 1), tok, c.body)
+					if r.Status != hidden.Status {
+						t.Errorf("id %s: status %d, hidden %d", other, r.Status, hidden.Status)
+					}
+					if got, want := comparableProblem(t, r.Body), comparableProblem(t, hidden.Body); !reflect.DeepEqual(got, want) {
+						t.Errorf("id %s: body %v, hidden %v", other, got, want)
+					}
+					if got, want := comparableHeader(r.Header), comparableHeader(hidden.Header); !reflect.DeepEqual(got, want) {
+						t.Errorf("id %s: headers %v, hidden %v", other, got, want)
+					}
+				}
+			})
+		}
+		for _, c := range gqlCases {
+			t.Run(who+"/graphql/"+c.name, func(t *testing.T) {
+				hidden := env.GraphQL(tok, c.query, map[string]any{"id": c.hidden}, nil)
+				if len(hidden.Errors) != 1 || hidden.Errors[0].Extensions.Code != "not_found" || hidden.Errors[0].Extensions.Reason != "" {
+					t.Fatalf("hidden resource: errors %+v, want one bare not_found", hidden.Errors)
+				}
+				for _, other := range []string{ids.New(), "not-a-uuid"} {
+					r := env.GraphQL(tok, c.query, map[string]any{"id": other}, nil)
+					if r.Status != hidden.Status {
+						t.Errorf("id %s: status %d, hidden %d", other, r.Status, hidden.Status)
+					}
+					if !reflect.DeepEqual(r.Errors, hidden.Errors) {
+						t.Errorf("id %s: errors %+v, hidden %+v", other, r.Errors, hidden.Errors)
+					}
+					if !bytes.Equal(r.Data, hidden.Data) {
+						t.Errorf("id %s: data %s, hidden %s", other, r.Data, hidden.Data)
+					}
+					if got, want := comparableHeader(r.Header), comparableHeader(hidden.Header); !reflect.DeepEqual(got, want) {
+						t.Errorf("id %s: headers %v, hidden %v", other, got, want)
+					}
+				}
+			})
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1`, hiddenThread); n != messagesBefore {
+		t.Fatalf("the hidden thread has %d messages after the refused posts, want %d", n, messagesBefore)
+	}
+	// The hidden things exist and are readable for sam, so the 404s above
+	// came from missing rights, not from missing data.
+	for _, path := range []string{"/api/v1/threads/" + hiddenThread, "/api/v1/messages/" + hiddenMessage, "/api/v1/channels/" + hiddenChannel} {
+		mustREST(t, env, http.MethodGet, path, "sam", nil, http.StatusOK)
+	}
+}
+
+// wantProblem fails the test unless r is a problem with status, code and
+// reason.
+func wantProblem(t *testing.T, what string, r *apitest.Response, status int, code, reason string) apitest.Problem {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("%s: %d %s, want %d", what, r.Status, r.Body, status)
+	}
+	p := r.Problem(t)
+	if p.Status != status || p.Code != code || p.Reason != reason {
+		t.Fatalf("%s: problem %+v, want status %d code %q reason %q", what, p, status, code, reason)
+	}
+	return p
+}
+
+// auditRows returns the audit rows of the principal with handle.
+func auditRows(t *testing.T, env *apitest.Env, handle string) []authz.AuditRow {
+	t.Helper()
+	rows, err := env.Server.Authz.AuditRows(context.Background(), env.World.ID(handle))
+	if err != nil {
+		t.Fatalf("audit rows of %s: %v", handle, err)
+	}
+	return rows
+}
+
+// wantAudit fails the test unless the audit rows of handle are want.
+func wantAudit(t *testing.T, env *apitest.Env, handle string, want []authz.AuditRow) {
+	t.Helper()
+	got := auditRows(t, env, handle)
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("audit rows of %s:\n got %+v\nwant %+v", handle, got, want)
+	}
+}
+
+// TestForbiddenReasonsAndAudit checks the 403 reasons level_insufficient and
+// channel_archived, and the audit of decisions: denials aggregated per
+// actor, action and reason within audit.deny_aggregate_window; allows
+// audited only for audited actions (spec domain.md 6).
+func TestForbiddenReasonsAndAudit(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	writerID, alexID, robinID := env.World.ID("writer"), env.World.ID("alex"), env.World.ID("robin")
+	eskalation := env.Main("Support/Eskalation")
+	allgemein := env.Main("Support/Allgemein")
+	countIn := func(thread string) int {
+		return env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1`, thread)
+	}
+	for _, h := range []string{"robin", "writer", "alex"} {
+		wantAudit(t, env, h, nil)
+	}
+
+	// An owner action is audited on allow.
+	createGrantREST(t, env, map[string]any{"subject_id": writerID, "subject_kind": "principal",
+		"target_kind": "channel", "target_id": env.World.Channel("Support/Eskalation").ID, "level": "read"})
+	grantAllow := authz.AuditRow{ActorID: robinID, Action: "grant.create", Decision: "allow", ResourceKind: "channel", Count: 1}
+	wantAudit(t, env, "robin", []authz.AuditRow{grantAllow})
+
+	// Read but no write: level_insufficient, aggregated into one row.
+	before := countIn(eskalation)
+	wantProblem(t, "writer posts with read", env.Post("writer", eskalation, "deny-1", "Let me in"), 403, "forbidden", "level_insufficient")
+	levelRow := authz.AuditRow{ActorID: writerID, Action: "message.create", Decision: "deny", Reason: "level_insufficient", ResourceKind: "thread", Count: 1}
+	wantAudit(t, env, "writer", []authz.AuditRow{levelRow})
+	for i, cid := range []string{"deny-2", "deny-3"} {
+		wantProblem(t, "writer posts with read again", env.Post("writer", eskalation, cid, "Let me in"), 403, "forbidden", "level_insufficient")
+		levelRow.Count = i + 2
+		wantAudit(t, env, "writer", []authz.AuditRow{levelRow})
+	}
+	// The GraphQL face is decided and audited by the same function.
+	g := env.GraphQL(env.World.Token("writer"), `mutation($id: ID!) { createMessage(threadId: $id, input: {clientMsgId: "deny-gql", contentMd: "Let me in"}) { replayed } }`,
+		map[string]any{"id": eskalation}, nil)
+	if len(g.Errors) != 1 || g.Errors[0].Extensions.Code != "forbidden" || g.Errors[0].Extensions.Reason != "level_insufficient" || g.Errors[0].Extensions.Status != 403 {
+		t.Fatalf("GraphQL post with read: %+v", g.Errors)
+	}
+	levelRow.Count = 4
+	wantAudit(t, env, "writer", []authz.AuditRow{levelRow})
+	if n := countIn(eskalation); n != before {
+		t.Fatalf("refused posts stored messages: %d, want %d", n, before)
+	}
+
+	// A new window starts a new row.
+	env.Clock.Advance(61 * time.Second)
+	wantProblem(t, "writer posts with read in the next window", env.Post("writer", eskalation, "deny-4", "Let me in"), 403, "forbidden", "level_insufficient")
+	levelRow2 := levelRow
+	levelRow2.Count = 1
+	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2})
+
+	// An allowed message is not audited.
+	env.MustPost("writer", allgemein, "allowed-1", "Morning, everybody")
+	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2})
+
+	// A read without rights is a 404 and audited as no_grant.
+	wantProblem(t, "writer reads Marketing", env.REST(http.MethodGet, "/api/v1/threads/"+env.Main("Marketing/Kampagnen"), env.World.Token("writer"), nil), 404, "not_found", "")
+	noGrant := authz.AuditRow{ActorID: writerID, Action: "thread.read", Decision: "deny", Reason: "no_grant", ResourceKind: "thread", Count: 1}
+	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2, noGrant})
+	wantProblem(t, "writer reads Marketing again", env.REST(http.MethodGet, "/api/v1/threads/"+env.Main("Marketing/Kampagnen"), env.World.Token("writer"), nil), 404, "not_found", "")
+	noGrant.Count = 2
+	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2, noGrant})
+
+	// Archived channel: a level that would suffice gives channel_read_only.
+	ch := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/archive", "robin", nil, http.StatusOK)
+	if ch["archived"] != true {
+		t.Fatalf("archive answer %v", ch)
+	}
+	archiveAllow := authz.AuditRow{ActorID: robinID, Action: "channel.archive", Decision: "allow", ResourceKind: "channel", Count: 1}
+	wantAudit(t, env, "robin", []authz.AuditRow{grantAllow, archiveAllow})
+	before = countIn(allgemein)
+	wantProblem(t, "alex posts into archived Allgemein", env.Post("alex", allgemein, "arch-1", "Anyone here?"), 403, "channel_read_only", "channel_archived")
+	archivedRow := authz.AuditRow{ActorID: alexID, Action: "message.create", Decision: "deny", Reason: "channel_archived", ResourceKind: "thread", Count: 1}
+	wantAudit(t, env, "alex", []authz.AuditRow{archivedRow})
+	wantProblem(t, "writer posts into archived Allgemein", env.Post("writer", allgemein, "arch-2", "Anyone here?"), 403, "channel_read_only", "channel_archived")
+	if n := countIn(allgemein); n != before {
+		t.Fatalf("posts into the archived channel stored messages: %d, want %d", n, before)
+	}
+	// Reading the archived channel still works.
+	mustREST(t, env, http.MethodGet, "/api/v1/threads/"+allgemein+"/messages", "alex", nil, http.StatusOK)
+
+	// In an archived channel a level that would not suffice anyway stays
+	// level_insufficient.
+	mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Eskalation").ID+"/archive", "robin", nil, http.StatusOK)
+	wantProblem(t, "writer (read) posts into archived Eskalation", env.Post("writer", eskalation, "arch-3", "Let me in"), 403, "forbidden", "level_insufficient")
+	wantProblem(t, "alex (trigger) posts into archived Eskalation", env.Post("alex", eskalation, "arch-4", "Anyone here?"), 403, "channel_read_only", "channel_archived")
+	archivedRow.Count = 2
+	wantAudit(t, env, "alex", []authz.AuditRow{archivedRow})
+	writerArchived := authz.AuditRow{ActorID: writerID, Action: "message.create", Decision: "deny", Reason: "channel_archived", ResourceKind: "thread", Count: 1}
+	levelRow2.Count = 2
+	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2, noGrant, writerArchived})
+}
+
+// TestAdminActionsOwnerOnly checks that only owners administer (spec
+// domain.md 2 and 6): a non-owner gets 403 level_insufficient where it can
+// read and 404 where it cannot; the owner's changes take effect and are
+// validated.
+func TestAdminActionsOwnerOnly(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	allg := env.World.Channel("Support/Allgemein").ID
+	kamp := env.World.Channel("Marketing/Kampagnen").ID
+	var samMarketingGrant, writerAllgGrant string
+	if err := env.Pool.QueryRow(context.Background(), `SELECT id::text FROM grants WHERE subject_principal_id = $1 AND target_space_id = $2`,
+		env.World.ID("sam"), env.World.Spaces["Marketing"]).Scan(&samMarketingGrant); err != nil {
+		t.Fatalf("sam's Marketing grant: %v", err)
+	}
+	if err := env.Pool.QueryRow(context.Background(), `SELECT id::text FROM grants WHERE subject_principal_id = $1 AND target_channel_id = $2`,
+		env.World.ID("writer"), allg).Scan(&writerAllgGrant); err != nil {
+		t.Fatalf("writer's Allgemein grant: %v", err)
+	}
+	grantOn := func(channel string) map[string]any {
+		return map[string]any{"subject_id": env.World.ID("sam"), "subject_kind": "principal", "target_kind": "channel", "target_id": channel, "level": "read"}
+	}
+	type call struct {
+		name, method, path string
+		body               any
+	}
+	calls := func(channel, space, grant string) []call {
+		return []call{
+			{"createGrant", http.MethodPost, "/api/v1/grants", grantOn(channel)},
+			{"revokeGrant", http.MethodDelete, "/api/v1/grants/" + grant, nil},
+			{"setChannelOperator", http.MethodPut, "/api/v1/channels/" + channel + "/operator", map[string]any{"mode": "agent", "agent_id": env.World.ID("texter")}},
+			{"updateChannelSwitches", http.MethodPatch, "/api/v1/channels/" + channel + "/switches", map[string]any{"free_response": false}},
+			{"archiveChannel", http.MethodPost, "/api/v1/channels/" + channel + "/archive", nil},
+			{"archiveSpace", http.MethodPost, "/api/v1/spaces/" + space + "/archive", nil},
+		}
+	}
+	grantsBefore := env.Count(`SELECT count(*) FROM grants`)
+	alex := env.World.Token("alex")
+	for _, c := range calls(allg, env.World.Spaces["Support"], writerAllgGrant) {
+		t.Run("alex readable/"+c.name, func(t *testing.T) {
+			wantProblem(t, c.name, env.REST(c.method, c.path, alex, c.body), 403, "forbidden", "level_insufficient")
+		})
+	}
+	for _, c := range calls(kamp, env.World.Spaces["Marketing"], samMarketingGrant) {
+		t.Run("alex hidden/"+c.name, func(t *testing.T) {
+			wantProblem(t, c.name, env.REST(c.method, c.path, alex, c.body), 404, "not_found", "")
+		})
+	}
+	gq := env.GraphQL(alex, `mutation($id: ID!) { archiveChannel(id: $id) { id archived } }`, map[string]any{"id": allg}, nil)
+	if len(gq.Errors) != 1 || gq.Errors[0].Extensions.Code != "forbidden" || gq.Errors[0].Extensions.Reason != "level_insufficient" {
+		t.Fatalf("GraphQL archiveChannel by alex: %+v", gq.Errors)
+	}
+	gq = env.GraphQL(alex, `mutation($id: ID!) { archiveChannel(id: $id) { id archived } }`, map[string]any{"id": kamp}, nil)
+	if len(gq.Errors) != 1 || gq.Errors[0].Extensions.Code != "not_found" || gq.Errors[0].Extensions.Reason != "" {
+		t.Fatalf("GraphQL archiveChannel of a hidden channel by alex: %+v", gq.Errors)
+	}
+	// Nothing changed.
+	if n := env.Count(`SELECT count(*) FROM grants`); n != grantsBefore {
+		t.Fatalf("grants: %d, want %d", n, grantsBefore)
+	}
+	if n := env.Count(`SELECT count(*) FROM grants WHERE revoked_at IS NOT NULL`); n != 0 {
+		t.Fatalf("%d grants revoked by a non-owner", n)
+	}
+	for _, key := range []string{"Support/Allgemein", "Marketing/Kampagnen"} {
+		got := mustREST(t, env, http.MethodGet, "/api/v1/channels/"+env.World.Channel(key).ID, "robin", nil, http.StatusOK)
+		if got["archived"] != false || got["operator_mode"] != "inherit" {
+			t.Fatalf("%s changed by a non-owner: %v", key, got)
+		}
+		if key == "Support/Allgemein" {
+			if sw, _ := got["switches"].(map[string]any); sw["free_response"] != true {
+				t.Fatalf("switches of %s changed by a non-owner: %v", key, got["switches"])
+			}
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM spaces WHERE archived_at IS NOT NULL`); n != 0 {
+		t.Fatalf("%d spaces archived by a non-owner", n)
+	}
+
+	// The owner succeeds.
+	g := createGrantREST(t, env, grantOn(env.World.Channel("Support/Eskalation").ID))
+	if g["subject_id"] != env.World.ID("sam") || g["subject_kind"] != "principal" || g["target_kind"] != "channel" ||
+		g["target_id"] != env.World.Channel("Support/Eskalation").ID || g["level"] != "read" || g["id"] == nil || g["created_at"] == nil {
+		t.Fatalf("grant answer %v", g)
+	}
+	if _, ok := g["revoked_at"]; ok {
+		t.Fatalf("a new grant has revoked_at: %v", g)
+	}
+	rv := mustREST(t, env, http.MethodDelete, "/api/v1/grants/"+g["id"].(string), "robin", nil, http.StatusOK)
+	if rv["id"] != g["id"] || rv["revoked_at"] == nil {
+		t.Fatalf("revoke answer %v", rv)
+	}
+	op := mustREST(t, env, http.MethodPut, "/api/v1/channels/"+allg+"/operator", "robin",
+		map[string]any{"mode": "agent", "agent_id": env.World.ID("texter")}, http.StatusOK)
+	if op["operator_mode"] != "agent" || op["operator_agent_id"] != env.World.ID("texter") || op["effective_operator_id"] != env.World.ID("texter") {
+		t.Fatalf("operator answer %v", op)
+	}
+	sw := mustREST(t, env, http.MethodPatch, "/api/v1/channels/"+allg+"/switches", "robin",
+		map[string]any{"free_response": false, "history_backfill_limit": 500}, http.StatusOK)
+	wantSwitches := map[string]any{"free_response": false, "allow_mentioned_agents": true, "auto_thread": true, "history_backfill_limit": float64(500)}
+	if !reflect.DeepEqual(sw["switches"], wantSwitches) {
+		t.Fatalf("switches after the patch: %v, want %v", sw["switches"], wantSwitches)
+	}
+	p := wantProblem(t, "history_backfill_limit above the maximum",
+		env.REST(http.MethodPatch, "/api/v1/channels/"+allg+"/switches", env.World.Token("robin"), map[string]any{"history_backfill_limit": 501}),
+		400, "validation_failed", "")
+	if len(p.Errors) != 1 || p.Errors[0].Pointer != "/history_backfill_limit" {
+		t.Fatalf("field errors %+v, want one at /history_backfill_limit", p.Errors)
+	}
+	after := mustREST(t, env, http.MethodGet, "/api/v1/channels/"+allg, "robin", nil, http.StatusOK)
+	if !reflect.DeepEqual(after["switches"], wantSwitches) {
+		t.Fatalf("a refused patch changed the switches: %v", after["switches"])
+	}
+	agentGrants := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("lotse"))
+	p = wantProblem(t, "agent grant with trigger",
+		env.REST(http.MethodPost, "/api/v1/grants", env.World.Token("robin"), map[string]any{"subject_id": env.World.ID("lotse"),
+			"subject_kind": "principal", "target_kind": "channel", "target_id": allg, "level": "trigger"}),
+		400, "validation_failed", "")
+	if len(p.Errors) != 1 || p.Errors[0].Pointer != "/level" {
+		t.Fatalf("field errors %+v, want one at /level", p.Errors)
+	}
+	if n := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("lotse")); n != agentGrants {
+		t.Fatalf("a refused agent grant was stored: %d grants, want %d", n, agentGrants)
+	}
+	ar := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Reports").ID+"/archive", "robin", nil, http.StatusOK)
+	if ar["archived"] != true {
+		t.Fatalf("archive answer %v", ar)
+	}
+	sp := mustREST(t, env, http.MethodPost, "/api/v1/spaces/"+env.World.Spaces["Marketing"]+"/archive", "robin", nil, http.StatusOK)
+	if sp["archived"] != true {
+		t.Fatalf("space archive answer %v", sp)
+	}
+}
+
+// TestUnknownMemberAndEnum checks that a body with an unknown member or a
+// bad enum value is refused with 400 validation_failed naming the member,
+// and that nothing is stored.
+func TestUnknownMemberAndEnum(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	main := env.Main("Support/Allgemein")
+	chID := env.World.Channel("Support/Allgemein").ID
+	count := func() int { return env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1`, main) }
+	threads := func() int { return env.Count(`SELECT count(*) FROM threads WHERE channel_id = $1`, chID) }
+	before, threadsBefore := count(), threads()
+	cases := []struct {
+		name, path    string
+		body          map[string]any
+		pointer, code string
+	}{
+		{"unknown member", "/api/v1/threads/" + main + "/messages",
+			map[string]any{"client_msg_id": "x", "content_md": "hi", "colour": "red"}, "/colour", "unknown_member"},
+		{"bad enum", "/api/v1/threads/" + main + "/messages",
+			map[string]any{"client_msg_id": "y", "content_md": "hi", "kind": "shout"}, "/kind", "invalid_enum"},
+		{"enum in upper case", "/api/v1/threads/" + main + "/messages",
+			map[string]any{"client_msg_id": "z", "content_md": "hi", "kind": "TEXT"}, "/kind", "invalid_enum"},
+		{"nested unknown member", "/api/v1/channels/" + chID + "/threads",
+			map[string]any{"first_message": map[string]any{"client_msg_id": "w", "content_md": "hi", "colour": "red"}}, "/first_message/colour", "unknown_member"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := env.REST(http.MethodPost, c.path, env.World.Token("alex"), c.body)
+			p := wantProblem(t, c.name, r, 400, "validation_failed", "")
+			found := false
+			for _, fe := range p.Errors {
+				if fe.Pointer == c.pointer && fe.Code == c.code {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("errors %+v lack {pointer %s, code %s}", p.Errors, c.pointer, c.code)
+			}
+		})
+	}
+	if n := count(); n != before {
+		t.Fatalf("refused bodies stored messages: %d, want %d", n, before)
+	}
+	if n := threads(); n != threadsBefore {
+		t.Fatalf("refused bodies stored threads: %d, want %d", n, threadsBefore)
+	}
+	// The same body without the faults is accepted (the refusals were about
+	// the faults).
+	env.MustPost("alex", main, "x", "hi")
+}

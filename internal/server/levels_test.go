@@ -1,0 +1,331 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/platform/ids"
+)
+
+// worldHandles are all principals of the example world (spec world.md).
+var worldHandles = []string{"robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"}
+
+// worldChannels are all channels of the example world with their kind.
+var worldChannels = []struct{ key, kind string }{
+	{"Support/Allgemein", "text"},
+	{"Support/Eskalation", "text"},
+	{"Support/Reports", "forum"},
+	{"Support/Bulletin", "forum"},
+	{"Marketing/Kampagnen", "text"},
+	{"Marketing/Ideas", "forum"},
+}
+
+// levelAt returns the effective (capped) level of the principal with handle
+// on the resource at p, computed by the real authorization service.
+func levelAt(t *testing.T, env *apitest.Env, handle string, p authz.Path) authz.Level {
+	t.Helper()
+	ctx := context.Background()
+	if !p.Exists {
+		t.Fatalf("path %s %s does not exist", p.Kind, p.ID)
+	}
+	pr, err := env.Server.Identity.Get(ctx, env.World.ID(handle))
+	if err != nil {
+		t.Fatalf("principal %s: %v", handle, err)
+	}
+	ls, err := env.Server.Authz.Levels(ctx, pr, []authz.Path{p})
+	if err != nil {
+		t.Fatalf("levels of %s: %v", handle, err)
+	}
+	if len(ls) != 1 {
+		t.Fatalf("levels of %s: %d answers for one path", handle, len(ls))
+	}
+	return ls[0]
+}
+
+// threadLevel is levelAt on the path of thread id.
+func threadLevel(t *testing.T, env *apitest.Env, handle, threadID string) authz.Level {
+	t.Helper()
+	p, err := env.Server.Chat.ThreadPath(context.Background(), threadID)
+	if err != nil {
+		t.Fatalf("thread path %s: %v", threadID, err)
+	}
+	return levelAt(t, env, handle, p)
+}
+
+// channelLevel is levelAt on the path of the channel with key "Space/Channel".
+func channelLevel(t *testing.T, env *apitest.Env, handle, key string) authz.Level {
+	t.Helper()
+	p, err := env.Server.Chat.Path(context.Background(), authz.KindChannel, env.World.Channel(key).ID)
+	if err != nil {
+		t.Fatalf("channel path %s: %v", key, err)
+	}
+	return levelAt(t, env, handle, p)
+}
+
+// wantLevel fails the test when got is not want.
+func wantLevel(t *testing.T, what string, got, want authz.Level) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: level %s, want %s", what, got, want)
+	}
+}
+
+// mustREST sends a REST request and fails the test unless the status is
+// want; it returns the decoded body object.
+func mustREST(t *testing.T, env *apitest.Env, method, path, who string, body any, want int) map[string]any {
+	t.Helper()
+	r := env.REST(method, path, env.World.Token(who), body)
+	if r.Status != want {
+		t.Fatalf("%s %s as %s: %d %s, want %d", method, path, who, r.Status, r.Body, want)
+	}
+	var m map[string]any
+	if len(r.Body) > 0 {
+		r.JSON(t, &m)
+	}
+	return m
+}
+
+// createPost creates a thread (a post in a forum) as who in the channel with
+// key and returns the thread object of the answer.
+func createPost(t *testing.T, env *apitest.Env, who, key, clientMsgID string) map[string]any {
+	t.Helper()
+	out := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel(key).ID+"/threads", who,
+		map[string]any{"title": "Level probe", "first_message": map[string]any{"client_msg_id": clientMsgID, "content_md": "Level probe"}},
+		http.StatusCreated)
+	th, ok := out["thread"].(map[string]any)
+	if !ok {
+		t.Fatalf("create thread in %s: no thread in %v", key, out)
+	}
+	return th
+}
+
+// createGrantREST creates a grant as robin and returns it.
+func createGrantREST(t *testing.T, env *apitest.Env, body map[string]any) map[string]any {
+	t.Helper()
+	return mustREST(t, env, http.MethodPost, "/api/v1/grants", "robin", body, http.StatusCreated)
+}
+
+const (
+	lN = authz.None
+	lR = authz.Read
+	lW = authz.Write
+	lT = authz.Trigger
+)
+
+// expectedWorldLevels is the effective level of every principal on every
+// channel of the untouched world, derived from spec world.md and domain.md 5.
+var expectedWorldLevels = map[string]map[string]authz.Level{
+	// robin is the owner: trigger everywhere, without grants.
+	"robin": {"Support/Allgemein": lT, "Support/Eskalation": lT, "Support/Reports": lT, "Support/Bulletin": lT, "Marketing/Kampagnen": lT, "Marketing/Ideas": lT},
+	// alex: trigger on space Support.
+	"alex": {"Support/Allgemein": lT, "Support/Eskalation": lT, "Support/Reports": lT, "Support/Bulletin": lT, "Marketing/Kampagnen": lN, "Marketing/Ideas": lN},
+	// sam: trigger on Support/Allgemein and on space Marketing.
+	"sam": {"Support/Allgemein": lT, "Support/Eskalation": lN, "Support/Reports": lN, "Support/Bulletin": lN, "Marketing/Kampagnen": lT, "Marketing/Ideas": lT},
+	// writer: write on Support/Allgemein only.
+	"writer": {"Support/Allgemein": lW, "Support/Eskalation": lN, "Support/Reports": lN, "Support/Bulletin": lN, "Marketing/Kampagnen": lN, "Marketing/Ideas": lN},
+	// lotse: operator (inherited) of Allgemein, Eskalation, Bulletin; grant on
+	// Reports (mode none); nothing on Marketing.
+	"lotse": {"Support/Allgemein": lW, "Support/Eskalation": lW, "Support/Reports": lW, "Support/Bulletin": lW, "Marketing/Kampagnen": lN, "Marketing/Ideas": lN},
+	// texter: grant on Allgemein; operator (inherited) of the Marketing channels.
+	"texter": {"Support/Allgemein": lW, "Support/Eskalation": lN, "Support/Reports": lN, "Support/Bulletin": lN, "Marketing/Kampagnen": lW, "Marketing/Ideas": lW},
+	// feedbot: grant on Allgemein only.
+	"feedbot": {"Support/Allgemein": lW, "Support/Eskalation": lN, "Support/Reports": lN, "Support/Bulletin": lN, "Marketing/Kampagnen": lN, "Marketing/Ideas": lN},
+}
+
+// TestEffectiveLevelTable checks the effective level of every principal of
+// the world on every channel of the world (spec domain.md 5), and how
+// grants, expiry, revocation, groups, operator changes and archiving change
+// it.
+func TestEffectiveLevelTable(t *testing.T) {
+	t.Run("world", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		// The thread each level is asked on: the main thread of a text
+		// channel, a post made for the test in a forum.
+		threads := map[string]string{}
+		for _, c := range worldChannels {
+			if c.kind == "text" {
+				if env.Main(c.key) == "" {
+					t.Fatalf("text channel %s has no main thread", c.key)
+				}
+				threads[c.key] = env.Main(c.key)
+				continue
+			}
+			if env.Main(c.key) != "" {
+				t.Fatalf("forum %s has a main thread", c.key)
+			}
+			post := createPost(t, env, "robin", c.key, "probe-"+c.key)
+			if post["kind"] != "post" {
+				t.Fatalf("thread in forum %s has kind %v, want post", c.key, post["kind"])
+			}
+			threads[c.key] = post["id"].(string)
+		}
+		for _, h := range worldHandles {
+			for _, c := range worldChannels {
+				want := expectedWorldLevels[h][c.key]
+				wantLevel(t, h+" on thread of "+c.key, threadLevel(t, env, h, threads[c.key]), want)
+				wantLevel(t, h+" on channel "+c.key, channelLevel(t, env, h, c.key), want)
+			}
+		}
+	})
+
+	t.Run("expired grant", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		main := env.Main("Support/Eskalation")
+		wantLevel(t, "writer on Eskalation before the grant", threadLevel(t, env, "writer", main), lN)
+		expires := env.Clock.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		g := createGrantREST(t, env, map[string]any{"subject_id": env.World.ID("writer"), "subject_kind": "principal",
+			"target_kind": "channel", "target_id": env.World.Channel("Support/Eskalation").ID, "level": "write", "expires_at": expires})
+		if g["expires_at"] == nil {
+			t.Fatalf("grant answer has no expires_at: %v", g)
+		}
+		wantLevel(t, "writer on Eskalation with the grant", threadLevel(t, env, "writer", main), lW)
+		env.Clock.Advance(30 * time.Minute)
+		wantLevel(t, "writer on Eskalation before expiry", threadLevel(t, env, "writer", main), lW)
+		env.Clock.Advance(90 * time.Minute)
+		wantLevel(t, "writer on Eskalation after expiry", threadLevel(t, env, "writer", main), lN)
+		wantLevel(t, "writer on Allgemein (unrelated grant)", threadLevel(t, env, "writer", env.Main("Support/Allgemein")), lW)
+	})
+
+	t.Run("revoked grant", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		main := env.Main("Support/Allgemein")
+		var grantID string
+		if err := env.Pool.QueryRow(context.Background(), `SELECT id::text FROM grants WHERE subject_principal_id = $1 AND target_channel_id = $2`,
+			env.World.ID("writer"), env.World.Channel("Support/Allgemein").ID).Scan(&grantID); err != nil {
+			t.Fatalf("writer's grant: %v", err)
+		}
+		wantLevel(t, "writer on Allgemein before the revoke", threadLevel(t, env, "writer", main), lW)
+		g := mustREST(t, env, http.MethodDelete, "/api/v1/grants/"+grantID, "robin", nil, http.StatusOK)
+		if g["id"] != grantID || g["revoked_at"] == nil {
+			t.Fatalf("revoke answer %v", g)
+		}
+		wantLevel(t, "writer on Allgemein after the revoke", threadLevel(t, env, "writer", main), lN)
+		wantLevel(t, "writer on channel Allgemein after the revoke", channelLevel(t, env, "writer", "Support/Allgemein"), lN)
+		wantLevel(t, "sam on Allgemein (own grant)", threadLevel(t, env, "sam", main), lT)
+	})
+
+	t.Run("group grant", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		main := env.Main("Support/Eskalation")
+		group := ids.New()
+		env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'escalation team', now())`, group)
+		env.Exec(`INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2)`, group, env.World.ID("writer"))
+		wantLevel(t, "writer on Eskalation before the group grant", threadLevel(t, env, "writer", main), lN)
+		g := createGrantREST(t, env, map[string]any{"subject_id": group, "subject_kind": "group",
+			"target_kind": "channel", "target_id": env.World.Channel("Support/Eskalation").ID, "level": "trigger"})
+		if g["subject_kind"] != "group" || g["subject_id"] != group || g["level"] != "trigger" {
+			t.Fatalf("group grant answer %v", g)
+		}
+		wantLevel(t, "writer (member) on Eskalation", threadLevel(t, env, "writer", main), lT)
+		wantLevel(t, "sam (not a member) on Eskalation", threadLevel(t, env, "sam", main), lN)
+		wantLevel(t, "writer (member) on Reports (other channel)", channelLevel(t, env, "writer", "Support/Reports"), lN)
+	})
+
+	t.Run("owner without grants", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		if n := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("robin")); n != 0 {
+			t.Fatalf("robin holds %d grants; the case needs none", n)
+		}
+		for _, c := range worldChannels {
+			wantLevel(t, "robin on "+c.key, channelLevel(t, env, "robin", c.key), lT)
+		}
+		// An owner that is no longer active has nothing (domain.md 5.1).
+		env.Exec(`UPDATE principals SET status = 'disabled' WHERE id = $1`, env.World.ID("robin"))
+		wantLevel(t, "disabled robin on Allgemein", threadLevel(t, env, "robin", env.Main("Support/Allgemein")), lN)
+	})
+
+	t.Run("agents and apps never exceed write", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		// createGrant refuses trigger for agents and apps; a stored row (for
+		// example from before that rule) must still not lift them (SR4).
+		for _, h := range []string{"lotse", "feedbot"} {
+			env.Exec(`INSERT INTO grants (id, subject_principal_id, target_space_id, level, created_by, created_at)
+				VALUES ($1, $2, $3, 'trigger', $4, now())`, ids.New(), env.World.ID(h), env.World.Spaces["Marketing"], env.World.ID("robin"))
+			wantLevel(t, h+" with a trigger grant on Kampagnen", threadLevel(t, env, h, env.Main("Marketing/Kampagnen")), lW)
+			wantLevel(t, h+" with a trigger grant on Ideas", channelLevel(t, env, h, "Marketing/Ideas"), lW)
+		}
+	})
+
+	t.Run("operator change", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		key := "Support/Eskalation"
+		chID := env.World.Channel(key).ID
+		main := env.Main(key)
+		// A thread created before the change has lotse as its fixed operator.
+		created := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+chID+"/threads", "alex",
+			map[string]any{"title": "Before the change", "first_message": map[string]any{"client_msg_id": "op-before", "content_md": "Printer on fire"}},
+			http.StatusCreated)
+		old, _ := created["thread"].(map[string]any)
+		if old == nil || old["operator_agent_id"] != env.World.ID("lotse") {
+			t.Fatalf("thread created before the change: %v, want operator_agent_id lotse", created)
+		}
+		oldID := old["id"].(string)
+		wantLevel(t, "lotse on Eskalation main before", threadLevel(t, env, "lotse", main), lW)
+		wantLevel(t, "texter on Eskalation main before", threadLevel(t, env, "texter", main), lN)
+
+		ch := mustREST(t, env, http.MethodPut, "/api/v1/channels/"+chID+"/operator", "robin",
+			map[string]any{"mode": "agent", "agent_id": env.World.ID("texter")}, http.StatusOK)
+		if ch["operator_mode"] != "agent" || ch["effective_operator_id"] != env.World.ID("texter") {
+			t.Fatalf("operator change answer %v", ch)
+		}
+		wantLevel(t, "lotse on Eskalation main after", threadLevel(t, env, "lotse", main), lN)
+		wantLevel(t, "lotse on channel Eskalation after", channelLevel(t, env, "lotse", key), lN)
+		wantLevel(t, "texter on Eskalation main after", threadLevel(t, env, "texter", main), lW)
+		wantLevel(t, "lotse on the thread created before (fixed operator)", threadLevel(t, env, "lotse", oldID), lW)
+		wantLevel(t, "texter on the thread created before (channel operator)", threadLevel(t, env, "texter", oldID), lW)
+		// The other channels of the space still inherit lotse.
+		wantLevel(t, "lotse on Allgemein main after", threadLevel(t, env, "lotse", env.Main("Support/Allgemein")), lW)
+		// A thread created after the change gets texter as its fixed operator.
+		after := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+chID+"/threads", "alex",
+			map[string]any{"first_message": map[string]any{"client_msg_id": "op-after", "content_md": "Second fire"}}, http.StatusCreated)
+		if th, _ := after["thread"].(map[string]any); th == nil || th["operator_agent_id"] != env.World.ID("texter") {
+			t.Fatalf("thread created after the change: %v, want operator_agent_id texter", after)
+		} else {
+			wantLevel(t, "lotse on a thread created after", threadLevel(t, env, "lotse", th["id"].(string)), lN)
+		}
+	})
+
+	t.Run("archived channel", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		key := "Support/Allgemein"
+		main := env.Main(key)
+		wantLevel(t, "alex on Allgemein before the archive", threadLevel(t, env, "alex", main), lT)
+		ch := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel(key).ID+"/archive", "robin", nil, http.StatusOK)
+		if ch["archived"] != true {
+			t.Fatalf("archive answer %v", ch)
+		}
+		for _, h := range worldHandles {
+			// Everybody on Allgemein had at least write; now read.
+			wantLevel(t, h+" on archived Allgemein main", threadLevel(t, env, h, main), lR)
+			wantLevel(t, h+" on archived channel Allgemein", channelLevel(t, env, h, key), lR)
+		}
+		// Other channels keep their levels.
+		wantLevel(t, "alex on Eskalation", threadLevel(t, env, "alex", env.Main("Support/Eskalation")), lT)
+		wantLevel(t, "sam on Kampagnen", threadLevel(t, env, "sam", env.Main("Marketing/Kampagnen")), lT)
+	})
+
+	t.Run("archived space", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		sp := mustREST(t, env, http.MethodPost, "/api/v1/spaces/"+env.World.Spaces["Support"]+"/archive", "robin", nil, http.StatusOK)
+		if sp["archived"] != true {
+			t.Fatalf("space archive answer %v", sp)
+		}
+		for _, h := range worldHandles {
+			for _, c := range worldChannels {
+				want := expectedWorldLevels[h][c.key]
+				if strings.HasPrefix(c.key, "Support/") && want > lR {
+					want = lR
+				}
+				wantLevel(t, h+" on "+c.key+" after the space archive", channelLevel(t, env, h, c.key), want)
+				if c.kind == "text" {
+					wantLevel(t, h+" on main of "+c.key+" after the space archive", threadLevel(t, env, h, env.Main(c.key)), want)
+				}
+			}
+		}
+	})
+}
