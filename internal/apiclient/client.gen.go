@@ -270,6 +270,96 @@ func (e ProblemCode) Valid() bool {
 	}
 }
 
+// Defines values for RunCancelRequested.
+const (
+	RunCancelRequestedTrue RunCancelRequested = true
+)
+
+// Valid indicates whether the value is a known member of the RunCancelRequested enum.
+func (e RunCancelRequested) Valid() bool {
+	switch e {
+	case RunCancelRequestedTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunOutcome.
+const (
+	RunOutcomeCancelled RunOutcome = "cancelled"
+	RunOutcomeCompleted RunOutcome = "completed"
+	RunOutcomeFailed    RunOutcome = "failed"
+)
+
+// Valid indicates whether the value is a known member of the RunOutcome enum.
+func (e RunOutcome) Valid() bool {
+	switch e {
+	case RunOutcomeCancelled:
+		return true
+	case RunOutcomeCompleted:
+		return true
+	case RunOutcomeFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunState.
+const (
+	RunStateCancelled    RunState = "cancelled"
+	RunStateCompleted    RunState = "completed"
+	RunStateFailed       RunState = "failed"
+	RunStateQueued       RunState = "queued"
+	RunStateRunning      RunState = "running"
+	RunStateWaitingInput RunState = "waiting_input"
+)
+
+// Valid indicates whether the value is a known member of the RunState enum.
+func (e RunState) Valid() bool {
+	switch e {
+	case RunStateCancelled:
+		return true
+	case RunStateCompleted:
+		return true
+	case RunStateFailed:
+		return true
+	case RunStateQueued:
+		return true
+	case RunStateRunning:
+		return true
+	case RunStateWaitingInput:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionMode.
+const (
+	Bind   SessionMode = "bind"
+	Guest  SessionMode = "guest"
+	New    SessionMode = "new"
+	Resume SessionMode = "resume"
+)
+
+// Valid indicates whether the value is a known member of the SessionMode enum.
+func (e SessionMode) Valid() bool {
+	switch e {
+	case Bind:
+		return true
+	case Guest:
+		return true
+	case New:
+		return true
+	case Resume:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SubjectKind.
 const (
 	SubjectKindGroup     SubjectKind = "group"
@@ -363,25 +453,101 @@ func (e TitleSource) Valid() bool {
 	}
 }
 
+// Defines values for TriggerKind.
+const (
+	TriggerKindCommand     TriggerKind = "command"
+	TriggerKindInteraction TriggerKind = "interaction"
+	TriggerKindMessage     TriggerKind = "message"
+)
+
+// Valid indicates whether the value is a known member of the TriggerKind enum.
+func (e TriggerKind) Valid() bool {
+	switch e {
+	case TriggerKindCommand:
+		return true
+	case TriggerKindInteraction:
+		return true
+	case TriggerKindMessage:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TriggerState.
 const (
-	Accepted TriggerState = "accepted"
-	Failed   TriggerState = "failed"
-	Followup TriggerState = "followup"
+	TriggerStateAccepted TriggerState = "accepted"
+	TriggerStateFailed   TriggerState = "failed"
+	TriggerStateFollowup TriggerState = "followup"
 )
 
 // Valid indicates whether the value is a known member of the TriggerState enum.
 func (e TriggerState) Valid() bool {
 	switch e {
-	case Accepted:
+	case TriggerStateAccepted:
 		return true
-	case Failed:
+	case TriggerStateFailed:
 		return true
-	case Followup:
+	case TriggerStateFollowup:
 		return true
 	default:
 		return false
 	}
+}
+
+// AgentEvent defines model for AgentEvent.
+type AgentEvent struct {
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Payload The event's data; ids only, never content (the adapter reads
+	// content through the run context). By type, one of (oneOf):
+	// agent.invocation is AgentInvocationPayload
+	// (#/components/schemas/AgentInvocationPayload), agent.followup is
+	// AgentFollowupPayload (#/components/schemas/AgentFollowupPayload),
+	// run.cancel_requested is RunCancelRequestedPayload
+	// (#/components/schemas/RunCancelRequestedPayload).
+	Payload map[string]interface{} `json:"payload"`
+
+	// Seq The event's position in the agent's stream; pass it as after to continue behind it.
+	Seq string `json:"seq"`
+
+	// Type One of agent.invocation, agent.followup, run.cancel_requested.
+	Type string `json:"type"`
+}
+
+// AgentEventPage defines model for AgentEventPage.
+type AgentEventPage struct {
+	Events []AgentEvent `json:"events"`
+
+	// NextAfter The cursor for the next call (the last seq handed out, or the given cursor when nothing came).
+	NextAfter string `json:"next_after"`
+}
+
+// AgentSession The agent's conversation in a thread.
+type AgentSession struct {
+	// AgentId A UUIDv7 in lowercase.
+	AgentId Id `json:"agent_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// ExternalRef The external conversation a bound session continues.
+	ExternalRef *string `json:"external_ref,omitempty"`
+
+	// Id A UUIDv7 in lowercase.
+	Id        Id   `json:"id"`
+	IsCurrent bool `json:"is_current"`
+	Started   bool `json:"started"`
+
+	// ThreadId A UUIDv7 in lowercase.
+	ThreadId Id `json:"thread_id"`
+}
+
+// AgentSessionBind defines model for AgentSessionBind.
+type AgentSessionBind struct {
+	// ExternalRef The agent runtime's reference of the conversation to continue (1 to 200 bytes after trimming).
+	ExternalRef string `json:"external_ref"`
 }
 
 // Attachment A file attached to a message.
@@ -681,6 +847,79 @@ type Problem struct {
 // ProblemCode defines model for Problem.Code.
 type ProblemCode string
 
+// Run defines model for Run.
+type Run struct {
+	Agent PrincipalRef `json:"agent"`
+
+	// CancelRequested Present (true) only while a cancel waits for the adapter's confirmation.
+	CancelRequested *RunCancelRequested `json:"cancel_requested,omitempty"`
+
+	// EndReason Why the run ended, for example cancelled, timeout or runtime_error; never content.
+	EndReason *string `json:"end_reason,omitempty"`
+
+	// EndedAt RFC 3339 with milliseconds, UTC.
+	EndedAt *Timestamp `json:"ended_at,omitempty"`
+
+	// Id A UUIDv7 in lowercase.
+	Id Id `json:"id"`
+
+	// QueuedAt RFC 3339 with milliseconds, UTC.
+	QueuedAt Timestamp `json:"queued_at"`
+
+	// Session A run's session as the run sees it.
+	Session RunSession `json:"session"`
+
+	// StartedAt RFC 3339 with milliseconds, UTC.
+	StartedAt *Timestamp `json:"started_at,omitempty"`
+
+	// State Active states are queued, running and waiting_input.
+	State RunState `json:"state"`
+
+	// ThreadId A UUIDv7 in lowercase.
+	ThreadId    Id            `json:"thread_id"`
+	TriggerKind TriggerKind   `json:"trigger_kind"`
+	TriggeredBy *PrincipalRef `json:"triggered_by,omitempty"`
+
+	// TriggeringMessageId A UUIDv7 in lowercase.
+	TriggeringMessageId *Id `json:"triggering_message_id,omitempty"`
+
+	// Version Raised by every change of the run.
+	Version int `json:"version"`
+}
+
+// RunCancelRequested Present (true) only while a cancel waits for the adapter's confirmation.
+type RunCancelRequested bool
+
+// RunFinish defines model for RunFinish.
+type RunFinish struct {
+	Outcome RunOutcome `json:"outcome"`
+
+	// Reason Why the run failed (free text without content, at most 200 bytes); defaults to runtime_error for failed and cancelled for cancelled.
+	Reason *string `json:"reason,omitempty"`
+}
+
+// RunOutcome defines model for RunOutcome.
+type RunOutcome string
+
+// RunSession A run's session as the run sees it.
+type RunSession struct {
+	// Id The session's id; absent for a guest run.
+	Id *Id `json:"id,omitempty"`
+
+	// Mode How a run relates to the agent's conversation in the thread: guest (a
+	// run without session), new (nothing to resume), bind (the first run of
+	// a bound session), resume (continues an earlier conversation).
+	Mode SessionMode `json:"mode"`
+}
+
+// RunState Active states are queued, running and waiting_input.
+type RunState string
+
+// SessionMode How a run relates to the agent's conversation in the thread: guest (a
+// run without session), new (nothing to resume), bind (the first run of
+// a bound session), resume (continues an earlier conversation).
+type SessionMode string
+
 // Space defines model for Space.
 type Space struct {
 	Archived bool `json:"archived"`
@@ -758,8 +997,17 @@ type Timestamp = time.Time
 // TitleSource defines model for TitleSource.
 type TitleSource string
 
+// TriggerKind defines model for TriggerKind.
+type TriggerKind string
+
 // TriggerState defines model for TriggerState.
 type TriggerState string
+
+// AgentEventsAfter defines model for AgentEventsAfter.
+type AgentEventsAfter = string
+
+// AgentEventsWait defines model for AgentEventsWait.
+type AgentEventsWait = int
 
 // ChannelId defines model for ChannelId.
 type ChannelId = string
@@ -781,6 +1029,9 @@ type MessagesAfter = int
 
 // MessagesLimit defines model for MessagesLimit.
 type MessagesLimit = int
+
+// RunId defines model for RunId.
+type RunId = string
 
 // SpaceId defines model for SpaceId.
 type SpaceId = string
@@ -812,6 +1063,15 @@ type TooManyRequests = Problem
 // Unauthorized defines model for Unauthorized.
 type Unauthorized = Problem
 
+// PollAgentEventsParams defines parameters for PollAgentEvents.
+type PollAgentEventsParams struct {
+	// After The cursor (an agent event seq, or next_after of the previous page); absent for the start of the stream.
+	After *AgentEventsAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Wait Seconds to wait for the first event when none is there, capped at events.poll_max_wait; absent or 0 answers at once.
+	Wait *AgentEventsWait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
 // ListEventsParams defines parameters for ListEvents.
 type ListEventsParams struct {
 	// After The cursor (an event seq, or next_after of the previous page); absent for the start.
@@ -841,6 +1101,12 @@ type CreateThreadJSONRequestBody = ThreadCreate
 
 // CreateGrantJSONRequestBody defines body for CreateGrant for application/json ContentType.
 type CreateGrantJSONRequestBody = GrantCreate
+
+// FinishRunJSONRequestBody defines body for FinishRun for application/json ContentType.
+type FinishRunJSONRequestBody = RunFinish
+
+// BindAgentSessionJSONRequestBody defines body for BindAgentSession for application/json ContentType.
+type BindAgentSessionJSONRequestBody = AgentSessionBind
 
 // CreateMessageJSONRequestBody defines body for CreateMessage for application/json ContentType.
 type CreateMessageJSONRequestBody = MessageCreate
@@ -921,6 +1187,19 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// PollAgentEvents The caller's agent events after a cursor (long poll)
+	//
+	// Agents only, their own stream (agent.events.poll); a person or an app
+	// gets 403 forbidden (subject_kind_not_allowed). Returns the events
+	// after the cursor, oldest first; when none is there, waits up to wait
+	// seconds (at most events.poll_max_wait) for the first one and answers
+	// an empty page with the given cursor when none came. Handing out an
+	// agent.followup marks that follow-up delivered. Payloads carry ids,
+	// never content.
+	//
+	// Corresponds with GET /api/v1/agent/events (the `PollAgentEvents` operationId).
+	PollAgentEvents(ctx context.Context, params *PollAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetChannel A channel
 	//
@@ -1057,6 +1336,77 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/messages/{message_id} (the `GetMessage` operationId).
 	GetMessage(ctx context.Context, messageId MessageId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetRun A run
+	//
+	// Needs read on the run's thread (run.read).
+	//
+	// Corresponds with GET /api/v1/runs/{run_id} (the `GetRun` operationId).
+	GetRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AwaitRunInput Let a running run wait for input
+	//
+	// Agent-self (run.await_input): only the run's own agent (403 forbidden
+	// with subject_kind_not_allowed or not_self otherwise). Moves a running
+	// run to waiting_input (a waiting run is answered unchanged); a
+	// follow-up or startRun brings it back to running. A queued run answers
+	// 409 conflict (run_not_started), an ended run 409 conflict
+	// (run_not_active).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/await-input (the `AwaitRunInput` operationId).
+	AwaitRunInput(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelRun Cancel a run
+	//
+	// Needs trigger on the run's channel (a person), or is the run's own
+	// agent (run.cancel); otherwise 403 forbidden (level_insufficient), or
+	// 403 channel_read_only when the channel or its space is archived. A
+	// person cancels a queued run at once; a running or waiting run gets
+	// cancel_requested and run.cancel_requested in the agent's stream, and
+	// ends when the adapter confirms with finishRun (cancelled). The run's
+	// own agent cancels at once. An ended run answers 409 conflict
+	// (run_not_active).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/cancel (the `CancelRun` operationId).
+	CancelRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FinishRunWithBody End a run
+	//
+	// Agent-self (run.finish): only the run's own agent (403 forbidden with
+	// subject_kind_not_allowed or not_self otherwise). Ends an active run
+	// with outcome completed, failed (end_reason is the given reason, or
+	// runtime_error) or cancelled (the adapter's confirmation of a cancel).
+	// An ended run answers 409 conflict (run_not_active).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
+	FinishRunWithBody(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FinishRun End a run
+	//
+	// Agent-self (run.finish): only the run's own agent (403 forbidden with
+	// subject_kind_not_allowed or not_self otherwise). Ends an active run
+	// with outcome completed, failed (end_reason is the given reason, or
+	// runtime_error) or cancelled (the adapter's confirmation of a cancel).
+	// An ended run answers 409 conflict (run_not_active).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
+	FinishRun(ctx context.Context, runId RunId, body FinishRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StartRun Start a run, or resume a waiting one
+	//
+	// Agent-self (run.start): only the run's own agent; a person or an app
+	// gets 403 forbidden (subject_kind_not_allowed), another agent 403
+	// forbidden (not_self). Moves a queued or waiting_input run to running
+	// (a running run is answered unchanged); the first start marks the
+	// run's session started. An ended run answers 409 conflict
+	// (run_not_active).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
+	StartRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ArchiveSpace Archive a space
 	//
 	// Owners only. Every channel of an archived space is read-only for everybody.
@@ -1070,6 +1420,41 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/threads/{thread_id} (the `GetThread` operationId).
 	GetThread(ctx context.Context, threadId ThreadId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BindAgentSessionWithBody Bind the thread's operator to an external conversation
+	//
+	// Needs trigger on the thread (a person; agent.session.bind). Makes a new
+	// current session of the thread's operator, started and bound to
+	// external_ref, without runs: the next run has mode bind. A thread
+	// without operator answers 409 conflict (no_operator).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/bind (the `BindAgentSession` operationId).
+	BindAgentSessionWithBody(ctx context.Context, threadId ThreadId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BindAgentSession Bind the thread's operator to an external conversation
+	//
+	// Needs trigger on the thread (a person; agent.session.bind). Makes a new
+	// current session of the thread's operator, started and bound to
+	// external_ref, without runs: the next run has mode bind. A thread
+	// without operator answers 409 conflict (no_operator).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/bind (the `BindAgentSession` operationId).
+	BindAgentSession(ctx context.Context, threadId ThreadId, body BindAgentSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetAgentSession Start a fresh session of the thread's operator
+	//
+	// Needs trigger on the thread (a person; agent.session.reset). The
+	// current session of the thread's operator stops being current and a
+	// new one (not started) takes its place, so the next run starts anew
+	// (mode new). A thread without operator answers 409 conflict
+	// (no_operator).
+	//
+	// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/reset (the `ResetAgentSession` operationId).
+	ResetAgentSession(ctx context.Context, threadId ThreadId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CloseThread Mark a thread done
 	//
@@ -1134,6 +1519,29 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/threads/{thread_id}/move (the `MoveThread` operationId).
 	MoveThread(ctx context.Context, threadId ThreadId, body MoveThreadJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// PollAgentEvents The caller's agent events after a cursor (long poll)
+//
+// Agents only, their own stream (agent.events.poll); a person or an app
+// gets 403 forbidden (subject_kind_not_allowed). Returns the events
+// after the cursor, oldest first; when none is there, waits up to wait
+// seconds (at most events.poll_max_wait) for the first one and answers
+// an empty page with the given cursor when none came. Handing out an
+// agent.followup marks that follow-up delivered. Payloads carry ids,
+// never content.
+//
+// Corresponds with GET /api/v1/agent/events (the `PollAgentEvents` operationId).
+func (c *Client) PollAgentEvents(ctx context.Context, params *PollAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPollAgentEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetChannel A channel
@@ -1421,6 +1829,137 @@ func (c *Client) GetMessage(ctx context.Context, messageId MessageId, reqEditors
 	return c.Client.Do(req)
 }
 
+// GetRun A run
+//
+// Needs read on the run's thread (run.read).
+//
+// Corresponds with GET /api/v1/runs/{run_id} (the `GetRun` operationId).
+func (c *Client) GetRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRunRequest(c.Server, runId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AwaitRunInput Let a running run wait for input
+//
+// Agent-self (run.await_input): only the run's own agent (403 forbidden
+// with subject_kind_not_allowed or not_self otherwise). Moves a running
+// run to waiting_input (a waiting run is answered unchanged); a
+// follow-up or startRun brings it back to running. A queued run answers
+// 409 conflict (run_not_started), an ended run 409 conflict
+// (run_not_active).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/await-input (the `AwaitRunInput` operationId).
+func (c *Client) AwaitRunInput(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAwaitRunInputRequest(c.Server, runId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelRun Cancel a run
+//
+// Needs trigger on the run's channel (a person), or is the run's own
+// agent (run.cancel); otherwise 403 forbidden (level_insufficient), or
+// 403 channel_read_only when the channel or its space is archived. A
+// person cancels a queued run at once; a running or waiting run gets
+// cancel_requested and run.cancel_requested in the agent's stream, and
+// ends when the adapter confirms with finishRun (cancelled). The run's
+// own agent cancels at once. An ended run answers 409 conflict
+// (run_not_active).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/cancel (the `CancelRun` operationId).
+func (c *Client) CancelRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelRunRequest(c.Server, runId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FinishRunWithBody End a run
+//
+// Agent-self (run.finish): only the run's own agent (403 forbidden with
+// subject_kind_not_allowed or not_self otherwise). Ends an active run
+// with outcome completed, failed (end_reason is the given reason, or
+// runtime_error) or cancelled (the adapter's confirmation of a cancel).
+// An ended run answers 409 conflict (run_not_active).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
+func (c *Client) FinishRunWithBody(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFinishRunRequestWithBody(c.Server, runId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FinishRun End a run
+//
+// Agent-self (run.finish): only the run's own agent (403 forbidden with
+// subject_kind_not_allowed or not_self otherwise). Ends an active run
+// with outcome completed, failed (end_reason is the given reason, or
+// runtime_error) or cancelled (the adapter's confirmation of a cancel).
+// An ended run answers 409 conflict (run_not_active).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
+func (c *Client) FinishRun(ctx context.Context, runId RunId, body FinishRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFinishRunRequest(c.Server, runId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StartRun Start a run, or resume a waiting one
+//
+// Agent-self (run.start): only the run's own agent; a person or an app
+// gets 403 forbidden (subject_kind_not_allowed), another agent 403
+// forbidden (not_self). Moves a queued or waiting_input run to running
+// (a running run is answered unchanged); the first start marks the
+// run's session started. An ended run answers 409 conflict
+// (run_not_active).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
+func (c *Client) StartRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartRunRequest(c.Server, runId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ArchiveSpace Archive a space
 //
 // Owners only. Every channel of an archived space is read-only for everybody.
@@ -1445,6 +1984,71 @@ func (c *Client) ArchiveSpace(ctx context.Context, spaceId SpaceId, reqEditors .
 // Corresponds with GET /api/v1/threads/{thread_id} (the `GetThread` operationId).
 func (c *Client) GetThread(ctx context.Context, threadId ThreadId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetThreadRequest(c.Server, threadId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BindAgentSessionWithBody Bind the thread's operator to an external conversation
+//
+// Needs trigger on the thread (a person; agent.session.bind). Makes a new
+// current session of the thread's operator, started and bound to
+// external_ref, without runs: the next run has mode bind. A thread
+// without operator answers 409 conflict (no_operator).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/bind (the `BindAgentSession` operationId).
+func (c *Client) BindAgentSessionWithBody(ctx context.Context, threadId ThreadId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBindAgentSessionRequestWithBody(c.Server, threadId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BindAgentSession Bind the thread's operator to an external conversation
+//
+// Needs trigger on the thread (a person; agent.session.bind). Makes a new
+// current session of the thread's operator, started and bound to
+// external_ref, without runs: the next run has mode bind. A thread
+// without operator answers 409 conflict (no_operator).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/bind (the `BindAgentSession` operationId).
+func (c *Client) BindAgentSession(ctx context.Context, threadId ThreadId, body BindAgentSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBindAgentSessionRequest(c.Server, threadId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetAgentSession Start a fresh session of the thread's operator
+//
+// Needs trigger on the thread (a person; agent.session.reset). The
+// current session of the thread's operator stops being current and a
+// new one (not started) takes its place, so the next run starts anew
+// (mode new). A thread without operator answers 409 conflict
+// (no_operator).
+//
+// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/reset (the `ResetAgentSession` operationId).
+func (c *Client) ResetAgentSession(ctx context.Context, threadId ThreadId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetAgentSessionRequest(c.Server, threadId)
 	if err != nil {
 		return nil, err
 	}
@@ -1577,6 +2181,72 @@ func (c *Client) MoveThread(ctx context.Context, threadId ThreadId, body MoveThr
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewPollAgentEventsRequest constructs an http.Request for the PollAgentEvents method
+func NewPollAgentEventsRequest(server string, params *PollAgentEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/agent/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetChannelRequest constructs an http.Request for the GetChannel method
@@ -2023,6 +2693,189 @@ func NewGetMessageRequest(server string, messageId MessageId) (*http.Request, er
 	return req, nil
 }
 
+// NewGetRunRequest constructs an http.Request for the GetRun method
+func NewGetRunRequest(server string, runId RunId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/runs/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAwaitRunInputRequest constructs an http.Request for the AwaitRunInput method
+func NewAwaitRunInputRequest(server string, runId RunId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/runs/%s/await-input", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelRunRequest constructs an http.Request for the CancelRun method
+func NewCancelRunRequest(server string, runId RunId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/runs/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewFinishRunRequest calls the generic FinishRun builder with application/json body
+func NewFinishRunRequest(server string, runId RunId, body FinishRunJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewFinishRunRequestWithBody(server, runId, "application/json", bodyReader)
+}
+
+// NewFinishRunRequestWithBody constructs an http.Request for the FinishRun method, with any body, and a specified content type
+func NewFinishRunRequestWithBody(server string, runId RunId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/runs/%s/finish", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewStartRunRequest constructs an http.Request for the StartRun method
+func NewStartRunRequest(server string, runId RunId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/runs/%s/start", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewArchiveSpaceRequest constructs an http.Request for the ArchiveSpace method
 func NewArchiveSpaceRequest(server string, spaceId SpaceId) (*http.Request, error) {
 	var err error
@@ -2084,6 +2937,87 @@ func NewGetThreadRequest(server string, threadId ThreadId) (*http.Request, error
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewBindAgentSessionRequest calls the generic BindAgentSession builder with application/json body
+func NewBindAgentSessionRequest(server string, threadId ThreadId, body BindAgentSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBindAgentSessionRequestWithBody(server, threadId, "application/json", bodyReader)
+}
+
+// NewBindAgentSessionRequestWithBody constructs an http.Request for the BindAgentSession method, with any body, and a specified content type
+func NewBindAgentSessionRequestWithBody(server string, threadId ThreadId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/threads/%s/agent-session/bind", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResetAgentSessionRequest constructs an http.Request for the ResetAgentSession method
+func NewResetAgentSessionRequest(server string, threadId ThreadId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/threads/%s/agent-session/reset", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -2336,6 +3270,21 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// PollAgentEventsWithResponse The caller's agent events after a cursor (long poll)
+	//
+	// Agents only, their own stream (agent.events.poll); a person or an app
+	// gets 403 forbidden (subject_kind_not_allowed). Returns the events
+	// after the cursor, oldest first; when none is there, waits up to wait
+	// seconds (at most events.poll_max_wait) for the first one and answers
+	// an empty page with the given cursor when none came. Handing out an
+	// agent.followup marks that follow-up delivered. Payloads carry ids,
+	// never content.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/agent/events (the `PollAgentEvents` operationId).
+	PollAgentEventsWithResponse(ctx context.Context, params *PollAgentEventsParams, reqEditors ...RequestEditorFn) (*PollAgentEventsResponse, error)
+
 	// GetChannelWithResponse A channel
 	//
 	// Needs read on the channel.
@@ -2485,6 +3434,85 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/messages/{message_id} (the `GetMessage` operationId).
 	GetMessageWithResponse(ctx context.Context, messageId MessageId, reqEditors ...RequestEditorFn) (*GetMessageResponse, error)
 
+	// GetRunWithResponse A run
+	//
+	// Needs read on the run's thread (run.read).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/runs/{run_id} (the `GetRun` operationId).
+	GetRunWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*GetRunResponse, error)
+
+	// AwaitRunInputWithResponse Let a running run wait for input
+	//
+	// Agent-self (run.await_input): only the run's own agent (403 forbidden
+	// with subject_kind_not_allowed or not_self otherwise). Moves a running
+	// run to waiting_input (a waiting run is answered unchanged); a
+	// follow-up or startRun brings it back to running. A queued run answers
+	// 409 conflict (run_not_started), an ended run 409 conflict
+	// (run_not_active).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/await-input (the `AwaitRunInput` operationId).
+	AwaitRunInputWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*AwaitRunInputResponse, error)
+
+	// CancelRunWithResponse Cancel a run
+	//
+	// Needs trigger on the run's channel (a person), or is the run's own
+	// agent (run.cancel); otherwise 403 forbidden (level_insufficient), or
+	// 403 channel_read_only when the channel or its space is archived. A
+	// person cancels a queued run at once; a running or waiting run gets
+	// cancel_requested and run.cancel_requested in the agent's stream, and
+	// ends when the adapter confirms with finishRun (cancelled). The run's
+	// own agent cancels at once. An ended run answers 409 conflict
+	// (run_not_active).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/cancel (the `CancelRun` operationId).
+	CancelRunWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*CancelRunResponse, error)
+
+	// FinishRunWithBodyWithResponse End a run
+	//
+	// Agent-self (run.finish): only the run's own agent (403 forbidden with
+	// subject_kind_not_allowed or not_self otherwise). Ends an active run
+	// with outcome completed, failed (end_reason is the given reason, or
+	// runtime_error) or cancelled (the adapter's confirmation of a cancel).
+	// An ended run answers 409 conflict (run_not_active).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
+	FinishRunWithBodyWithResponse(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FinishRunResponse, error)
+
+	// FinishRunWithResponse End a run
+	//
+	// Agent-self (run.finish): only the run's own agent (403 forbidden with
+	// subject_kind_not_allowed or not_self otherwise). Ends an active run
+	// with outcome completed, failed (end_reason is the given reason, or
+	// runtime_error) or cancelled (the adapter's confirmation of a cancel).
+	// An ended run answers 409 conflict (run_not_active).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
+	FinishRunWithResponse(ctx context.Context, runId RunId, body FinishRunJSONRequestBody, reqEditors ...RequestEditorFn) (*FinishRunResponse, error)
+
+	// StartRunWithResponse Start a run, or resume a waiting one
+	//
+	// Agent-self (run.start): only the run's own agent; a person or an app
+	// gets 403 forbidden (subject_kind_not_allowed), another agent 403
+	// forbidden (not_self). Moves a queued or waiting_input run to running
+	// (a running run is answered unchanged); the first start marks the
+	// run's session started. An ended run answers 409 conflict
+	// (run_not_active).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
+	StartRunWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*StartRunResponse, error)
+
 	// ArchiveSpaceWithResponse Archive a space
 	//
 	// Owners only. Every channel of an archived space is read-only for everybody.
@@ -2502,6 +3530,43 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/threads/{thread_id} (the `GetThread` operationId).
 	GetThreadWithResponse(ctx context.Context, threadId ThreadId, reqEditors ...RequestEditorFn) (*GetThreadResponse, error)
+
+	// BindAgentSessionWithBodyWithResponse Bind the thread's operator to an external conversation
+	//
+	// Needs trigger on the thread (a person; agent.session.bind). Makes a new
+	// current session of the thread's operator, started and bound to
+	// external_ref, without runs: the next run has mode bind. A thread
+	// without operator answers 409 conflict (no_operator).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/bind (the `BindAgentSession` operationId).
+	BindAgentSessionWithBodyWithResponse(ctx context.Context, threadId ThreadId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BindAgentSessionResponse, error)
+
+	// BindAgentSessionWithResponse Bind the thread's operator to an external conversation
+	//
+	// Needs trigger on the thread (a person; agent.session.bind). Makes a new
+	// current session of the thread's operator, started and bound to
+	// external_ref, without runs: the next run has mode bind. A thread
+	// without operator answers 409 conflict (no_operator).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/bind (the `BindAgentSession` operationId).
+	BindAgentSessionWithResponse(ctx context.Context, threadId ThreadId, body BindAgentSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*BindAgentSessionResponse, error)
+
+	// ResetAgentSessionWithResponse Start a fresh session of the thread's operator
+	//
+	// Needs trigger on the thread (a person; agent.session.reset). The
+	// current session of the thread's operator stops being current and a
+	// new one (not started) takes its place, so the next run starts anew
+	// (mode new). A thread without operator answers 409 conflict
+	// (no_operator).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/reset (the `ResetAgentSession` operationId).
+	ResetAgentSessionWithResponse(ctx context.Context, threadId ThreadId, reqEditors ...RequestEditorFn) (*ResetAgentSessionResponse, error)
 
 	// CloseThreadWithResponse Mark a thread done
 	//
@@ -2570,6 +3635,125 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/threads/{thread_id}/move (the `MoveThread` operationId).
 	MoveThreadWithResponse(ctx context.Context, threadId ThreadId, body MoveThreadJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveThreadResponse, error)
+}
+
+// PollAgentEventsResponse200Headers the declared response headers of an HTTP 200 response for PollAgentEvents
+type PollAgentEventsResponse200Headers struct {
+	CorrelationId *string
+}
+
+// PollAgentEventsResponse400Headers the declared response headers of an HTTP 400 response for PollAgentEvents
+type PollAgentEventsResponse400Headers struct {
+	CorrelationId *string
+}
+
+// PollAgentEventsResponse401Headers the declared response headers of an HTTP 401 response for PollAgentEvents
+type PollAgentEventsResponse401Headers struct {
+	CorrelationId *string
+}
+
+// PollAgentEventsResponse403Headers the declared response headers of an HTTP 403 response for PollAgentEvents
+type PollAgentEventsResponse403Headers struct {
+	CorrelationId *string
+}
+
+// PollAgentEventsResponse429Headers the declared response headers of an HTTP 429 response for PollAgentEvents
+type PollAgentEventsResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// PollAgentEventsResponseDefaultHeaders the declared response headers of an HTTP default response for PollAgentEvents
+type PollAgentEventsResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type PollAgentEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AgentEventPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PollAgentEventsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PollAgentEventsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PollAgentEventsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PollAgentEventsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PollAgentEventsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *PollAgentEventsResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PollAgentEventsResponse) GetJSON200() *AgentEventPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PollAgentEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PollAgentEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PollAgentEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PollAgentEventsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PollAgentEventsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PollAgentEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PollAgentEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PollAgentEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PollAgentEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // GetChannelResponse200Headers the declared response headers of an HTTP 200 response for GetChannel
@@ -3952,6 +5136,671 @@ func (r GetMessageResponse) ContentType() string {
 	return ""
 }
 
+// GetRunResponse200Headers the declared response headers of an HTTP 200 response for GetRun
+type GetRunResponse200Headers struct {
+	CorrelationId *string
+}
+
+// GetRunResponse401Headers the declared response headers of an HTTP 401 response for GetRun
+type GetRunResponse401Headers struct {
+	CorrelationId *string
+}
+
+// GetRunResponse404Headers the declared response headers of an HTTP 404 response for GetRun
+type GetRunResponse404Headers struct {
+	CorrelationId *string
+}
+
+// GetRunResponse429Headers the declared response headers of an HTTP 429 response for GetRun
+type GetRunResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// GetRunResponseDefaultHeaders the declared response headers of an HTTP default response for GetRun
+type GetRunResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type GetRunResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Run
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetRunResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetRunResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetRunResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetRunResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetRunResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetRunResponse) GetJSON200() *Run {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetRunResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetRunResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetRunResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetRunResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRunResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRunResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRunResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRunResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AwaitRunInputResponse200Headers the declared response headers of an HTTP 200 response for AwaitRunInput
+type AwaitRunInputResponse200Headers struct {
+	CorrelationId *string
+}
+
+// AwaitRunInputResponse401Headers the declared response headers of an HTTP 401 response for AwaitRunInput
+type AwaitRunInputResponse401Headers struct {
+	CorrelationId *string
+}
+
+// AwaitRunInputResponse403Headers the declared response headers of an HTTP 403 response for AwaitRunInput
+type AwaitRunInputResponse403Headers struct {
+	CorrelationId *string
+}
+
+// AwaitRunInputResponse404Headers the declared response headers of an HTTP 404 response for AwaitRunInput
+type AwaitRunInputResponse404Headers struct {
+	CorrelationId *string
+}
+
+// AwaitRunInputResponse409Headers the declared response headers of an HTTP 409 response for AwaitRunInput
+type AwaitRunInputResponse409Headers struct {
+	CorrelationId *string
+}
+
+// AwaitRunInputResponse429Headers the declared response headers of an HTTP 429 response for AwaitRunInput
+type AwaitRunInputResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// AwaitRunInputResponseDefaultHeaders the declared response headers of an HTTP default response for AwaitRunInput
+type AwaitRunInputResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type AwaitRunInputResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Run
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *AwaitRunInputResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AwaitRunInputResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *AwaitRunInputResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AwaitRunInputResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AwaitRunInputResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AwaitRunInputResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *AwaitRunInputResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AwaitRunInputResponse) GetJSON200() *Run {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AwaitRunInputResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AwaitRunInputResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AwaitRunInputResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AwaitRunInputResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AwaitRunInputResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r AwaitRunInputResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AwaitRunInputResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AwaitRunInputResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AwaitRunInputResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AwaitRunInputResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CancelRunResponse200Headers the declared response headers of an HTTP 200 response for CancelRun
+type CancelRunResponse200Headers struct {
+	CorrelationId *string
+}
+
+// CancelRunResponse401Headers the declared response headers of an HTTP 401 response for CancelRun
+type CancelRunResponse401Headers struct {
+	CorrelationId *string
+}
+
+// CancelRunResponse403Headers the declared response headers of an HTTP 403 response for CancelRun
+type CancelRunResponse403Headers struct {
+	CorrelationId *string
+}
+
+// CancelRunResponse404Headers the declared response headers of an HTTP 404 response for CancelRun
+type CancelRunResponse404Headers struct {
+	CorrelationId *string
+}
+
+// CancelRunResponse409Headers the declared response headers of an HTTP 409 response for CancelRun
+type CancelRunResponse409Headers struct {
+	CorrelationId *string
+}
+
+// CancelRunResponse429Headers the declared response headers of an HTTP 429 response for CancelRun
+type CancelRunResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// CancelRunResponseDefaultHeaders the declared response headers of an HTTP default response for CancelRun
+type CancelRunResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type CancelRunResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Run
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CancelRunResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelRunResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CancelRunResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelRunResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CancelRunResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CancelRunResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CancelRunResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelRunResponse) GetJSON200() *Run {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelRunResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelRunResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelRunResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CancelRunResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CancelRunResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CancelRunResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelRunResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelRunResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelRunResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelRunResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// FinishRunResponse200Headers the declared response headers of an HTTP 200 response for FinishRun
+type FinishRunResponse200Headers struct {
+	CorrelationId *string
+}
+
+// FinishRunResponse400Headers the declared response headers of an HTTP 400 response for FinishRun
+type FinishRunResponse400Headers struct {
+	CorrelationId *string
+}
+
+// FinishRunResponse401Headers the declared response headers of an HTTP 401 response for FinishRun
+type FinishRunResponse401Headers struct {
+	CorrelationId *string
+}
+
+// FinishRunResponse403Headers the declared response headers of an HTTP 403 response for FinishRun
+type FinishRunResponse403Headers struct {
+	CorrelationId *string
+}
+
+// FinishRunResponse404Headers the declared response headers of an HTTP 404 response for FinishRun
+type FinishRunResponse404Headers struct {
+	CorrelationId *string
+}
+
+// FinishRunResponse409Headers the declared response headers of an HTTP 409 response for FinishRun
+type FinishRunResponse409Headers struct {
+	CorrelationId *string
+}
+
+// FinishRunResponse413Headers the declared response headers of an HTTP 413 response for FinishRun
+type FinishRunResponse413Headers struct {
+	CorrelationId *string
+}
+
+// FinishRunResponse429Headers the declared response headers of an HTTP 429 response for FinishRun
+type FinishRunResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// FinishRunResponseDefaultHeaders the declared response headers of an HTTP default response for FinishRun
+type FinishRunResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type FinishRunResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Run
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *FinishRunResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *FinishRunResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *FinishRunResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *FinishRunResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *FinishRunResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *FinishRunResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *FinishRunResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *FinishRunResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *FinishRunResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FinishRunResponse) GetJSON200() *Run {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r FinishRunResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r FinishRunResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r FinishRunResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r FinishRunResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r FinishRunResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r FinishRunResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r FinishRunResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r FinishRunResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r FinishRunResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FinishRunResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FinishRunResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FinishRunResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StartRunResponse200Headers the declared response headers of an HTTP 200 response for StartRun
+type StartRunResponse200Headers struct {
+	CorrelationId *string
+}
+
+// StartRunResponse401Headers the declared response headers of an HTTP 401 response for StartRun
+type StartRunResponse401Headers struct {
+	CorrelationId *string
+}
+
+// StartRunResponse403Headers the declared response headers of an HTTP 403 response for StartRun
+type StartRunResponse403Headers struct {
+	CorrelationId *string
+}
+
+// StartRunResponse404Headers the declared response headers of an HTTP 404 response for StartRun
+type StartRunResponse404Headers struct {
+	CorrelationId *string
+}
+
+// StartRunResponse409Headers the declared response headers of an HTTP 409 response for StartRun
+type StartRunResponse409Headers struct {
+	CorrelationId *string
+}
+
+// StartRunResponse429Headers the declared response headers of an HTTP 429 response for StartRun
+type StartRunResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// StartRunResponseDefaultHeaders the declared response headers of an HTTP default response for StartRun
+type StartRunResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type StartRunResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Run
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StartRunResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StartRunResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *StartRunResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *StartRunResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *StartRunResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StartRunResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *StartRunResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StartRunResponse) GetJSON200() *Run {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StartRunResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r StartRunResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StartRunResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r StartRunResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r StartRunResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r StartRunResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r StartRunResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StartRunResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StartRunResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StartRunResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ArchiveSpaceResponse200Headers the declared response headers of an HTTP 200 response for ArchiveSpace
 type ArchiveSpaceResponse200Headers struct {
 	CorrelationId *string
@@ -4170,6 +6019,300 @@ func (r GetThreadResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetThreadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// BindAgentSessionResponse200Headers the declared response headers of an HTTP 200 response for BindAgentSession
+type BindAgentSessionResponse200Headers struct {
+	CorrelationId *string
+}
+
+// BindAgentSessionResponse400Headers the declared response headers of an HTTP 400 response for BindAgentSession
+type BindAgentSessionResponse400Headers struct {
+	CorrelationId *string
+}
+
+// BindAgentSessionResponse401Headers the declared response headers of an HTTP 401 response for BindAgentSession
+type BindAgentSessionResponse401Headers struct {
+	CorrelationId *string
+}
+
+// BindAgentSessionResponse403Headers the declared response headers of an HTTP 403 response for BindAgentSession
+type BindAgentSessionResponse403Headers struct {
+	CorrelationId *string
+}
+
+// BindAgentSessionResponse404Headers the declared response headers of an HTTP 404 response for BindAgentSession
+type BindAgentSessionResponse404Headers struct {
+	CorrelationId *string
+}
+
+// BindAgentSessionResponse409Headers the declared response headers of an HTTP 409 response for BindAgentSession
+type BindAgentSessionResponse409Headers struct {
+	CorrelationId *string
+}
+
+// BindAgentSessionResponse413Headers the declared response headers of an HTTP 413 response for BindAgentSession
+type BindAgentSessionResponse413Headers struct {
+	CorrelationId *string
+}
+
+// BindAgentSessionResponse429Headers the declared response headers of an HTTP 429 response for BindAgentSession
+type BindAgentSessionResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// BindAgentSessionResponseDefaultHeaders the declared response headers of an HTTP default response for BindAgentSession
+type BindAgentSessionResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type BindAgentSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AgentSession
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *BindAgentSessionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *BindAgentSessionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *BindAgentSessionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *BindAgentSessionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *BindAgentSessionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *BindAgentSessionResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *BindAgentSessionResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *BindAgentSessionResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *BindAgentSessionResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BindAgentSessionResponse) GetJSON200() *AgentSession {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r BindAgentSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r BindAgentSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r BindAgentSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r BindAgentSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r BindAgentSessionResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r BindAgentSessionResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r BindAgentSessionResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r BindAgentSessionResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r BindAgentSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BindAgentSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BindAgentSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BindAgentSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResetAgentSessionResponse200Headers the declared response headers of an HTTP 200 response for ResetAgentSession
+type ResetAgentSessionResponse200Headers struct {
+	CorrelationId *string
+}
+
+// ResetAgentSessionResponse401Headers the declared response headers of an HTTP 401 response for ResetAgentSession
+type ResetAgentSessionResponse401Headers struct {
+	CorrelationId *string
+}
+
+// ResetAgentSessionResponse403Headers the declared response headers of an HTTP 403 response for ResetAgentSession
+type ResetAgentSessionResponse403Headers struct {
+	CorrelationId *string
+}
+
+// ResetAgentSessionResponse404Headers the declared response headers of an HTTP 404 response for ResetAgentSession
+type ResetAgentSessionResponse404Headers struct {
+	CorrelationId *string
+}
+
+// ResetAgentSessionResponse409Headers the declared response headers of an HTTP 409 response for ResetAgentSession
+type ResetAgentSessionResponse409Headers struct {
+	CorrelationId *string
+}
+
+// ResetAgentSessionResponse429Headers the declared response headers of an HTTP 429 response for ResetAgentSession
+type ResetAgentSessionResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// ResetAgentSessionResponseDefaultHeaders the declared response headers of an HTTP default response for ResetAgentSession
+type ResetAgentSessionResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type ResetAgentSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AgentSession
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ResetAgentSessionResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResetAgentSessionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ResetAgentSessionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResetAgentSessionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ResetAgentSessionResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResetAgentSessionResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ResetAgentSessionResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResetAgentSessionResponse) GetJSON200() *AgentSession {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResetAgentSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResetAgentSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResetAgentSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResetAgentSessionResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResetAgentSessionResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ResetAgentSessionResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResetAgentSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResetAgentSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResetAgentSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResetAgentSessionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4737,6 +6880,27 @@ func (r MoveThreadResponse) ContentType() string {
 	return ""
 }
 
+// PollAgentEventsWithResponse The caller's agent events after a cursor (long poll)
+//
+// Agents only, their own stream (agent.events.poll); a person or an app
+// gets 403 forbidden (subject_kind_not_allowed). Returns the events
+// after the cursor, oldest first; when none is there, waits up to wait
+// seconds (at most events.poll_max_wait) for the first one and answers
+// an empty page with the given cursor when none came. Handing out an
+// agent.followup marks that follow-up delivered. Payloads carry ids,
+// never content.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/agent/events (the `PollAgentEvents` operationId).
+func (c *ClientWithResponses) PollAgentEventsWithResponse(ctx context.Context, params *PollAgentEventsParams, reqEditors ...RequestEditorFn) (*PollAgentEventsResponse, error) {
+	rsp, err := c.PollAgentEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePollAgentEventsResponse(rsp)
+}
+
 // GetChannelWithResponse A channel
 //
 // Needs read on the channel.
@@ -4976,6 +7140,121 @@ func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, messag
 	return ParseGetMessageResponse(rsp)
 }
 
+// GetRunWithResponse A run
+//
+// Needs read on the run's thread (run.read).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/runs/{run_id} (the `GetRun` operationId).
+func (c *ClientWithResponses) GetRunWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*GetRunResponse, error) {
+	rsp, err := c.GetRun(ctx, runId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRunResponse(rsp)
+}
+
+// AwaitRunInputWithResponse Let a running run wait for input
+//
+// Agent-self (run.await_input): only the run's own agent (403 forbidden
+// with subject_kind_not_allowed or not_self otherwise). Moves a running
+// run to waiting_input (a waiting run is answered unchanged); a
+// follow-up or startRun brings it back to running. A queued run answers
+// 409 conflict (run_not_started), an ended run 409 conflict
+// (run_not_active).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/await-input (the `AwaitRunInput` operationId).
+func (c *ClientWithResponses) AwaitRunInputWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*AwaitRunInputResponse, error) {
+	rsp, err := c.AwaitRunInput(ctx, runId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAwaitRunInputResponse(rsp)
+}
+
+// CancelRunWithResponse Cancel a run
+//
+// Needs trigger on the run's channel (a person), or is the run's own
+// agent (run.cancel); otherwise 403 forbidden (level_insufficient), or
+// 403 channel_read_only when the channel or its space is archived. A
+// person cancels a queued run at once; a running or waiting run gets
+// cancel_requested and run.cancel_requested in the agent's stream, and
+// ends when the adapter confirms with finishRun (cancelled). The run's
+// own agent cancels at once. An ended run answers 409 conflict
+// (run_not_active).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/cancel (the `CancelRun` operationId).
+func (c *ClientWithResponses) CancelRunWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*CancelRunResponse, error) {
+	rsp, err := c.CancelRun(ctx, runId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelRunResponse(rsp)
+}
+
+// FinishRunWithBodyWithResponse End a run
+//
+// Agent-self (run.finish): only the run's own agent (403 forbidden with
+// subject_kind_not_allowed or not_self otherwise). Ends an active run
+// with outcome completed, failed (end_reason is the given reason, or
+// runtime_error) or cancelled (the adapter's confirmation of a cancel).
+// An ended run answers 409 conflict (run_not_active).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
+func (c *ClientWithResponses) FinishRunWithBodyWithResponse(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FinishRunResponse, error) {
+	rsp, err := c.FinishRunWithBody(ctx, runId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFinishRunResponse(rsp)
+}
+
+// FinishRunWithResponse End a run
+//
+// Agent-self (run.finish): only the run's own agent (403 forbidden with
+// subject_kind_not_allowed or not_self otherwise). Ends an active run
+// with outcome completed, failed (end_reason is the given reason, or
+// runtime_error) or cancelled (the adapter's confirmation of a cancel).
+// An ended run answers 409 conflict (run_not_active).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
+func (c *ClientWithResponses) FinishRunWithResponse(ctx context.Context, runId RunId, body FinishRunJSONRequestBody, reqEditors ...RequestEditorFn) (*FinishRunResponse, error) {
+	rsp, err := c.FinishRun(ctx, runId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFinishRunResponse(rsp)
+}
+
+// StartRunWithResponse Start a run, or resume a waiting one
+//
+// Agent-self (run.start): only the run's own agent; a person or an app
+// gets 403 forbidden (subject_kind_not_allowed), another agent 403
+// forbidden (not_self). Moves a queued or waiting_input run to running
+// (a running run is answered unchanged); the first start marks the
+// run's session started. An ended run answers 409 conflict
+// (run_not_active).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
+func (c *ClientWithResponses) StartRunWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*StartRunResponse, error) {
+	rsp, err := c.StartRun(ctx, runId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStartRunResponse(rsp)
+}
+
 // ArchiveSpaceWithResponse Archive a space
 //
 // Owners only. Every channel of an archived space is read-only for everybody.
@@ -5004,6 +7283,61 @@ func (c *ClientWithResponses) GetThreadWithResponse(ctx context.Context, threadI
 		return nil, err
 	}
 	return ParseGetThreadResponse(rsp)
+}
+
+// BindAgentSessionWithBodyWithResponse Bind the thread's operator to an external conversation
+//
+// Needs trigger on the thread (a person; agent.session.bind). Makes a new
+// current session of the thread's operator, started and bound to
+// external_ref, without runs: the next run has mode bind. A thread
+// without operator answers 409 conflict (no_operator).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/bind (the `BindAgentSession` operationId).
+func (c *ClientWithResponses) BindAgentSessionWithBodyWithResponse(ctx context.Context, threadId ThreadId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BindAgentSessionResponse, error) {
+	rsp, err := c.BindAgentSessionWithBody(ctx, threadId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBindAgentSessionResponse(rsp)
+}
+
+// BindAgentSessionWithResponse Bind the thread's operator to an external conversation
+//
+// Needs trigger on the thread (a person; agent.session.bind). Makes a new
+// current session of the thread's operator, started and bound to
+// external_ref, without runs: the next run has mode bind. A thread
+// without operator answers 409 conflict (no_operator).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/bind (the `BindAgentSession` operationId).
+func (c *ClientWithResponses) BindAgentSessionWithResponse(ctx context.Context, threadId ThreadId, body BindAgentSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*BindAgentSessionResponse, error) {
+	rsp, err := c.BindAgentSession(ctx, threadId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBindAgentSessionResponse(rsp)
+}
+
+// ResetAgentSessionWithResponse Start a fresh session of the thread's operator
+//
+// Needs trigger on the thread (a person; agent.session.reset). The
+// current session of the thread's operator stops being current and a
+// new one (not started) takes its place, so the next run starts anew
+// (mode new). A thread without operator answers 409 conflict
+// (no_operator).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/threads/{thread_id}/agent-session/reset (the `ResetAgentSession` operationId).
+func (c *ClientWithResponses) ResetAgentSessionWithResponse(ctx context.Context, threadId ThreadId, reqEditors ...RequestEditorFn) (*ResetAgentSessionResponse, error) {
+	rsp, err := c.ResetAgentSession(ctx, threadId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetAgentSessionResponse(rsp)
 }
 
 // CloseThreadWithResponse Mark a thread done
@@ -5108,6 +7442,137 @@ func (c *ClientWithResponses) MoveThreadWithResponse(ctx context.Context, thread
 		return nil, err
 	}
 	return ParseMoveThreadResponse(rsp)
+}
+
+// ParsePollAgentEventsResponse parses an HTTP response from a PollAgentEventsWithResponse call
+func ParsePollAgentEventsResponse(rsp *http.Response) (*PollAgentEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PollAgentEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AgentEventPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PollAgentEventsResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PollAgentEventsResponse400Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers PollAgentEventsResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PollAgentEventsResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers PollAgentEventsResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers PollAgentEventsResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
 }
 
 // ParseGetChannelResponse parses an HTTP response from a GetChannelWithResponse call
@@ -6643,6 +9108,746 @@ func ParseGetMessageResponse(rsp *http.Response) (*GetMessageResponse, error) {
 	return response, nil
 }
 
+// ParseGetRunResponse parses an HTTP response from a GetRunWithResponse call
+func ParseGetRunResponse(rsp *http.Response) (*GetRunResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRunResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetRunResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetRunResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetRunResponse404Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetRunResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers GetRunResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAwaitRunInputResponse parses an HTTP response from a AwaitRunInputWithResponse call
+func ParseAwaitRunInputResponse(rsp *http.Response) (*AwaitRunInputResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AwaitRunInputResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers AwaitRunInputResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers AwaitRunInputResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers AwaitRunInputResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers AwaitRunInputResponse404Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers AwaitRunInputResponse409Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers AwaitRunInputResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers AwaitRunInputResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCancelRunResponse parses an HTTP response from a CancelRunWithResponse call
+func ParseCancelRunResponse(rsp *http.Response) (*CancelRunResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelRunResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CancelRunResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers CancelRunResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CancelRunResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelRunResponse404Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CancelRunResponse409Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CancelRunResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers CancelRunResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseFinishRunResponse parses an HTTP response from a FinishRunWithResponse call
+func ParseFinishRunResponse(rsp *http.Response) (*FinishRunResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FinishRunResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers FinishRunResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers FinishRunResponse400Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers FinishRunResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers FinishRunResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers FinishRunResponse404Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers FinishRunResponse409Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers FinishRunResponse413Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers FinishRunResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers FinishRunResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStartRunResponse parses an HTTP response from a StartRunWithResponse call
+func ParseStartRunResponse(rsp *http.Response) (*StartRunResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StartRunResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StartRunResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers StartRunResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers StartRunResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers StartRunResponse404Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers StartRunResponse409Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers StartRunResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers StartRunResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
 // ParseArchiveSpaceResponse parses an HTTP response from a ArchiveSpaceWithResponse call
 func ParseArchiveSpaceResponse(rsp *http.Response) (*ArchiveSpaceResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6875,6 +10080,336 @@ func ParseGetThreadResponse(rsp *http.Response) (*GetThreadResponse, error) {
 		response.Headers429 = &headers
 	case true:
 		var headers GetThreadResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseBindAgentSessionResponse parses an HTTP response from a BindAgentSessionWithResponse call
+func ParseBindAgentSessionResponse(rsp *http.Response) (*BindAgentSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BindAgentSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AgentSession
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers BindAgentSessionResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers BindAgentSessionResponse400Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers BindAgentSessionResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers BindAgentSessionResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers BindAgentSessionResponse404Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers BindAgentSessionResponse409Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers BindAgentSessionResponse413Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers BindAgentSessionResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers BindAgentSessionResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResetAgentSessionResponse parses an HTTP response from a ResetAgentSessionWithResponse call
+func ParseResetAgentSessionResponse(rsp *http.Response) (*ResetAgentSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResetAgentSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AgentSession
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ResetAgentSessionResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ResetAgentSessionResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ResetAgentSessionResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResetAgentSessionResponse404Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ResetAgentSessionResponse409Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResetAgentSessionResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers ResetAgentSessionResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

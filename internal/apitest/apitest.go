@@ -54,6 +54,8 @@ type Env struct {
 	router routers.Router
 	doc    *openapi3.T
 	client *http.Client
+	cfg    *config.Config
+	log    *slog.Logger
 }
 
 // Start runs a server for t and stops it when t ends.
@@ -86,6 +88,36 @@ func Start(t testing.TB, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("build world: %v", err)
 	}
+	env := &Env{t: t, Pool: pool, DBURL: dbURL, Clock: fc, World: w, Server: srv, cfg: cfg, log: log,
+		client: &http.Client{Timeout: 60 * time.Second}}
+	env.serve(srv)
+	return env
+}
+
+// Peer starts a second server process-equivalent (its own pool, listener
+// and long-poll hub) on the same database and world, for tests of
+// behaviour across replicas.
+func (e *Env) Peer() *Env {
+	e.t.Helper()
+	pool, err := db.Open(context.Background(), db.Options{URL: e.DBURL, MaxConns: e.cfg.Int(config.DatabaseMaxConns)})
+	if err != nil {
+		e.t.Fatalf("open peer pool: %v", err)
+	}
+	e.t.Cleanup(pool.Close)
+	srv, err := server.New(server.Deps{Config: e.cfg, Pool: pool, DatabaseURL: e.DBURL, Clock: e.Clock, Logger: e.log})
+	if err != nil {
+		e.t.Fatalf("assemble peer: %v", err)
+	}
+	peer := &Env{t: e.t, Pool: pool, DBURL: e.DBURL, Clock: e.Clock, World: e.World, Server: srv, cfg: e.cfg, log: e.log,
+		client: &http.Client{Timeout: 60 * time.Second}}
+	peer.serve(srv)
+	return peer
+}
+
+// serve runs srv on 127.0.0.1:0 until the test ends.
+func (e *Env) serve(srv *server.Server) {
+	t := e.t
+	ctx := context.Background()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -96,10 +128,8 @@ func Start(t testing.TB, opts Options) *Env {
 	go func() { defer wg.Done(); srv.Serve(sctx, ln) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	base := "http://" + ln.Addr().String()
-	doc, router := openAPI(t, base)
-	return &Env{t: t, URL: base, Pool: pool, DBURL: dbURL, Clock: fc, World: w, Server: srv,
-		router: router, doc: doc, client: &http.Client{Timeout: 60 * time.Second}}
+	e.URL = "http://" + ln.Addr().String()
+	e.doc, e.router = openAPI(t, e.URL)
 }
 
 var decoderOnce sync.Once

@@ -1,0 +1,107 @@
+package server_test
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/events"
+)
+
+// deliveryEvents is how many agent events each delivery benchmark commits.
+const deliveryEvents = 1000
+
+// BenchmarkAgentEventDelivery measures the latency from the commit of an
+// agent event to the return of the adapter's read that hands it out, for
+// the long poll woken by LISTEN/NOTIFY and for a loop that polls once per
+// second, in one run, over the real HTTP stack and PostgreSQL. Events are
+// committed every 20 ms by a second server (a replica). Run with
+// -benchtime=1x; it reports median and p99 in milliseconds.
+func BenchmarkAgentEventDelivery(b *testing.B) {
+	for _, mode := range []string{"listen_notify", "poll_1s"} {
+		b.Run(mode, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				lat := measureDelivery(b, mode == "poll_1s")
+				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "median_ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+			}
+		})
+	}
+}
+
+func measureDelivery(b *testing.B, fixedPoll bool) []time.Duration {
+	env := apitest.Start(b, apitest.Options{Config: map[string]string{"ratelimit.rl.agent_runtime.burst": "100000", "ratelimit.rl.agent_runtime.per_minute": "100000"}})
+	peer := env.Peer()
+	agent := env.World.ID("lotse")
+	var mu sync.Mutex
+	committed := map[int64]time.Time{}
+	got := make([]time.Duration, 0, deliveryEvents)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cursor := ""
+		for len(got) < deliveryEvents && ctx.Err() == nil {
+			wait := 10
+			if fixedPoll {
+				wait = 0
+				time.Sleep(time.Second)
+			}
+			evs, next := pollB(b, env, cursor, wait)
+			now := time.Now()
+			mu.Lock()
+			for _, e := range evs {
+				seq, _ := strconv.ParseInt(e.Seq, 10, 64)
+				if at, ok := committed[seq]; ok {
+					got = append(got, now.Sub(at))
+				}
+			}
+			mu.Unlock()
+			cursor = next
+		}
+	}()
+	for i := 0; i < deliveryEvents; i++ {
+		time.Sleep(20 * time.Millisecond)
+		err := peer.Server.UoW.Do(ctx, func(tx pgx.Tx) error {
+			return events.NewLog(peer.Pool, peer.Clock).Append(ctx, tx, events.Event{AgentID: agent, Type: "bench.ping", Payload: map[string]any{"n": i}})
+		})
+		at := time.Now()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var seq int64
+		peer.Pool.QueryRow(ctx, `SELECT max(seq) FROM agent_events`).Scan(&seq)
+		mu.Lock()
+		committed[seq] = at
+		mu.Unlock()
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		b.Fatalf("only %d of %d events delivered", len(got), deliveryEvents)
+	}
+	return got
+}
+
+func pollB(b *testing.B, env *apitest.Env, after string, wait int) ([]agentEvent, string) {
+	var out struct {
+		AgentEvents struct {
+			Events    []agentEvent `json:"events"`
+			NextAfter string       `json:"nextAfter"`
+		} `json:"agentEvents"`
+	}
+	res := env.GraphQL(env.World.Token("lotse"), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
+		map[string]any{"a": after, "w": wait}, &out)
+	if len(res.Errors) > 0 {
+		b.Fatalf("poll: %+v", res.Errors)
+	}
+	return out.AgentEvents.Events, out.AgentEvents.NextAfter
+}

@@ -1,0 +1,535 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
+)
+
+// gqlRun is a Run as the GraphQL face returns it.
+type gqlRun struct {
+	ID                  string  `json:"id"`
+	ThreadID            string  `json:"threadId"`
+	State               string  `json:"state"`
+	Version             int     `json:"version"`
+	TriggerKind         string  `json:"triggerKind"`
+	TriggeringMessageID *string `json:"triggeringMessageId"`
+	CancelRequested     *bool   `json:"cancelRequested"`
+	EndReason           *string `json:"endReason"`
+	Session             struct {
+		ID   *string `json:"id"`
+		Mode string  `json:"mode"`
+	} `json:"session"`
+	Agent struct {
+		Handle string `json:"handle"`
+	} `json:"agent"`
+	TriggeredBy *struct {
+		Handle string `json:"handle"`
+	} `json:"triggeredBy"`
+}
+
+const runSel = `id threadId state version triggerKind triggeringMessageId cancelRequested endReason session { id mode } agent { handle } triggeredBy { handle }`
+
+type agentEvent struct {
+	Seq       string         `json:"seq"`
+	Type      string         `json:"type"`
+	CreatedAt string         `json:"createdAt"`
+	Payload   map[string]any `json:"payload"`
+}
+
+// poll reads the agent's stream after cursor over GraphQL.
+func poll(t *testing.T, env *apitest.Env, agent, after string, wait int) ([]agentEvent, string) {
+	t.Helper()
+	var out struct {
+		AgentEvents struct {
+			Events    []agentEvent `json:"events"`
+			NextAfter string       `json:"nextAfter"`
+		} `json:"agentEvents"`
+	}
+	res := env.GraphQL(env.World.Token(agent), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
+		map[string]any{"a": after, "w": wait}, &out)
+	if len(res.Errors) > 0 {
+		t.Fatalf("poll as %s: %+v", agent, res.Errors)
+	}
+	return out.AgentEvents.Events, out.AgentEvents.NextAfter
+}
+
+// runOp runs a run mutation (startRun, awaitRunInput, cancelRun) as who.
+func runOp(t *testing.T, env *apitest.Env, who, op, id string) (gqlRun, []apitest.GQLError) {
+	t.Helper()
+	var out map[string]gqlRun
+	res := env.GraphQL(env.World.Token(who), fmt.Sprintf(`mutation($id: ID!) { %s(id: $id) { %s } }`, op, runSel), map[string]any{"id": id}, &out)
+	return out[op], res.Errors
+}
+
+func finish(t *testing.T, env *apitest.Env, who, id, outcome string) (gqlRun, []apitest.GQLError) {
+	t.Helper()
+	var out struct {
+		FinishRun gqlRun `json:"finishRun"`
+	}
+	res := env.GraphQL(env.World.Token(who), `mutation($id: ID!, $o: RunOutcome!) { finishRun(id: $id, input: {outcome: $o}) { `+runSel+` } }`,
+		map[string]any{"id": id, "o": outcome}, &out)
+	return out.FinishRun, res.Errors
+}
+
+func mustRunOp(t *testing.T, env *apitest.Env, who, op, id string) gqlRun {
+	t.Helper()
+	r, errs := runOp(t, env, who, op, id)
+	if len(errs) > 0 {
+		t.Fatalf("%s as %s: %+v", op, who, errs)
+	}
+	return r
+}
+
+func getRun(t *testing.T, env *apitest.Env, who, id string) gqlRun {
+	t.Helper()
+	var out struct {
+		Run gqlRun `json:"run"`
+	}
+	res := env.GraphQL(env.World.Token(who), `query($id: ID!) { run(id: $id) { `+runSel+` } }`, map[string]any{"id": id}, &out)
+	if len(res.Errors) > 0 {
+		t.Fatalf("run as %s: %+v", who, res.Errors)
+	}
+	return out.Run
+}
+
+// TestAgentLoop walks the whole loop as an adapter does it.
+func TestAgentLoop(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	m := env.MustPost("alex", env.Main("Support/Allgemein"), "q1", "@lotse the printer on floor 2 is broken")
+	if m["trigger_state"] != "accepted" {
+		t.Fatalf("trigger_state %v", m["trigger_state"])
+	}
+	evs, cursor := poll(t, env, "lotse", "", 0)
+	if len(evs) != 1 || evs[0].Type != "agent.invocation" {
+		t.Fatalf("events %+v", evs)
+	}
+	inv := evs[0].Payload
+	keys := []string{}
+	for k := range inv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if fmt.Sprint(keys) != "[channel_id message_id run_id session thread_id]" {
+		t.Fatalf("invocation payload members %v (content must not travel)", keys)
+	}
+	if inv["message_id"] != m["id"] || inv["channel_id"] != env.World.Channel("Support/Allgemein").ID || inv["thread_id"] == env.Main("Support/Allgemein") {
+		t.Fatalf("invocation %v", inv)
+	}
+	if s := inv["session"].(map[string]any); s["mode"] != "new" || s["id"] == nil {
+		t.Fatalf("session %v", s)
+	}
+	runID := inv["run_id"].(string)
+	thread := inv["thread_id"].(string)
+
+	run := getRun(t, env, "lotse", runID)
+	if run.State != "QUEUED" || run.Version != 1 || run.TriggeredBy.Handle != "alex" || run.Agent.Handle != "lotse" || run.ThreadID != thread {
+		t.Fatalf("queued run %+v", run)
+	}
+	// The auto thread: parent M, fixed operator Lotse, title from M, anchor inside.
+	var th map[string]any
+	env.REST(http.MethodGet, "/api/v1/threads/"+thread, env.World.Token("alex"), nil).JSON(t, &th)
+	if th["parent_message_id"] != m["id"] || th["operator_agent_id"] != env.World.ID("lotse") || th["title_source"] != "auto" || th["title"] != "@lotse the printer on floor 2 is broken" {
+		t.Fatalf("auto thread %v", th)
+	}
+	var page struct{ Messages []map[string]any }
+	env.REST(http.MethodGet, "/api/v1/threads/"+thread+"/messages", env.World.Token("alex"), nil).JSON(t, &page)
+	if len(page.Messages) != 1 || page.Messages[0]["kind"] != "run" || page.Messages[0]["run_id"] != runID || page.Messages[0]["origin"] != "agent" {
+		t.Fatalf("anchor %v", page.Messages)
+	}
+
+	if r := mustRunOp(t, env, "lotse", "startRun", runID); r.State != "RUNNING" || r.Version != 2 {
+		t.Fatalf("started %+v", r)
+	}
+	if r := mustRunOp(t, env, "lotse", "awaitRunInput", runID); r.State != "WAITING_INPUT" || r.Version != 3 {
+		t.Fatalf("waiting %+v", r)
+	}
+	f := env.MustPost("alex", thread, "q2", "It is the one near the kitchen")
+	if f["trigger_state"] != "followup" {
+		t.Fatalf("follow-up trigger_state %v", f["trigger_state"])
+	}
+	if r := getRun(t, env, "lotse", runID); r.State != "RUNNING" || r.Version != 4 {
+		t.Fatalf("after follow-up %+v", r)
+	}
+	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'pending'`); s != 1 {
+		t.Fatalf("%d pending follow-ups", s)
+	}
+	evs, _ = poll(t, env, "lotse", cursor, 0)
+	if len(evs) != 1 || evs[0].Type != "agent.followup" || evs[0].Payload["message_id"] != f["id"] || evs[0].Payload["run_id"] != runID {
+		t.Fatalf("follow-up events %+v", evs)
+	}
+	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'delivered'`); s != 1 {
+		t.Fatalf("follow-up not delivered")
+	}
+	done, errs := finish(t, env, "lotse", runID, "COMPLETED")
+	if len(errs) > 0 || done.State != "COMPLETED" || done.Version != 5 {
+		t.Fatalf("finish %+v %+v", done, errs)
+	}
+	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'absorbed'`); s != 1 {
+		t.Fatalf("follow-up not absorbed")
+	}
+	// run.state_changed events: queued, running, waiting, running, completed.
+	if n := env.Count(`SELECT count(*) FROM event_log WHERE type = 'run.state_changed'`); n != 5 {
+		t.Fatalf("%d run.state_changed events", n)
+	}
+	// An ended run refuses further changes.
+	if _, errs := runOp(t, env, "lotse", "startRun", runID); len(errs) != 1 || errs[0].Extensions.Code != "conflict" || errs[0].Extensions.Reason != "run_not_active" {
+		t.Fatalf("start after end: %+v", errs)
+	}
+	// Agent-self: others may not drive the run.
+	if _, errs := runOp(t, env, "alex", "startRun", runID); len(errs) != 1 || errs[0].Extensions.Reason != "subject_kind_not_allowed" {
+		t.Fatalf("person starts: %+v", errs)
+	}
+	if _, errs := runOp(t, env, "texter", "startRun", runID); len(errs) != 1 || errs[0].Extensions.Reason != "not_self" {
+		t.Fatalf("other agent starts: %+v", errs)
+	}
+	// Persons cannot poll agent streams.
+	res := env.GraphQL(env.World.Token("alex"), `{ agentEvents { nextAfter } }`, nil, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Extensions.Reason != "subject_kind_not_allowed" {
+		t.Fatalf("person polls: %+v", res.Errors)
+	}
+}
+
+func TestAG01_AgentAndAppMessagesDoNoTriggerWork(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	main := env.Main("Support/Allgemein")
+	// A thread with an active run of Lotse.
+	m := env.MustPost("alex", main, "q", "@lotse help")
+	evs, _ := poll(t, env, "lotse", "", 0)
+	runID := evs[0].Payload["run_id"].(string)
+	thread := evs[0].Payload["thread_id"].(string)
+	mustRunOp(t, env, "lotse", "startRun", runID)
+	_ = m
+	runsBefore := env.Count(`SELECT count(*) FROM runs`)
+	eventsBefore := env.Count(`SELECT count(*) FROM agent_events`)
+	threadsBefore := env.Count(`SELECT count(*) FROM threads`)
+	cases := []struct{ who, thread, content string }{
+		{"lotse", main, "no mention in a free channel"},
+		{"lotse", main, "@lotse talking to myself"},
+		{"lotse", main, "@texter please take over"},
+		{"texter", main, "@lotse over to you"},
+		{"feedbot", main, "@lotse new feed item"},
+		{"feedbot", main, "feed item without mention"},
+		{"lotse", thread, "@lotse a follow-up from myself"},
+		{"texter", thread, "@texter guest in a busy thread"},
+		{"feedbot", thread, "@lotse app in a busy thread"},
+	}
+	for i, c := range cases {
+		got := env.MustPost(c.who, c.thread, fmt.Sprintf("ag01-%d", i), c.content)
+		if _, has := got["trigger_state"]; has {
+			t.Fatalf("%s wrote %q with trigger_state %v", c.who, c.content, got["trigger_state"])
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM runs`); n != runsBefore {
+		t.Fatalf("%d new runs", n-runsBefore)
+	}
+	if n := env.Count(`SELECT count(*) FROM agent_events`); n != eventsBefore {
+		t.Fatalf("%d new agent events", n-eventsBefore)
+	}
+	if n := env.Count(`SELECT count(*) FROM threads`); n != threadsBefore {
+		t.Fatalf("%d new threads", n-threadsBefore)
+	}
+	if n := env.Count(`SELECT count(*) FROM run_followups`); n != 0 {
+		t.Fatalf("%d follow-ups", n)
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE origin <> 'human' AND trigger_state IS NOT NULL`); n != 0 {
+		t.Fatalf("%d non-human messages with trigger_state", n)
+	}
+	if r := getRun(t, env, "lotse", runID); r.State != "RUNNING" || r.Version != 2 {
+		t.Fatalf("active run changed: %+v", r)
+	}
+}
+
+func TestTriggerOutcomesOverHTTP(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	main := env.Main("Support/Allgemein")
+	cases := []struct {
+		who, content, state, reason string
+	}{
+		{"writer", "@lotse can you help?", "failed", "trigger_not_allowed"},
+		{"alex", "@texter as a guest please", "accepted", ""},
+		{"sam", "no mention, free response", "accepted", ""},
+	}
+	for i, c := range cases {
+		m := env.MustPost(c.who, main, fmt.Sprintf("t%d", i), c.content)
+		if m["trigger_state"] != c.state || (c.reason != "" && m["trigger_reason"] != c.reason) {
+			t.Fatalf("%s %q: %v %v", c.who, c.content, m["trigger_state"], m["trigger_reason"])
+		}
+	}
+	// Eskalation: no free response and auto_thread off; a mention runs in
+	// the main thread itself.
+	esk := env.Main("Support/Eskalation")
+	if m := env.MustPost("alex", esk, "e1", "nobody addressed"); m["trigger_state"] != nil {
+		t.Fatalf("no addressee: %v", m["trigger_state"])
+	}
+	env.MustPost("alex", esk, "e2", "@lotse look at this")
+	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1`, esk); n != 1 {
+		t.Fatalf("run not in the main thread of Eskalation: %d", n)
+	}
+	// A guest mention in Eskalation (no allow_mentioned_agents).
+	if m := env.MustPost("alex", esk, "e3", "@texter hi"); m["trigger_reason"] != "run_active_other_agent" && m["trigger_reason"] != "agent_not_allowed_here" {
+		t.Fatalf("guest in Eskalation: %v", m["trigger_reason"])
+	}
+	// The guest run has no session.
+	var guestRun string
+	env.Pool.QueryRow(t.Context(), `SELECT session_mode FROM runs WHERE agent_id = $1`, env.World.ID("texter")).Scan(&guestRun)
+	if guestRun != "guest" {
+		t.Fatalf("texter's run mode %q", guestRun)
+	}
+}
+
+func TestConcurrentTriggersOneActiveRun(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"ratelimit.rl.message.burst": "100"}})
+	// A thread with fixed operator Lotse, started by writer (no run).
+	r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/threads", env.World.Token("writer"),
+		map[string]any{"title": "Busy", "first_message": map[string]any{"client_msg_id": "w", "content_md": "start"}})
+	var c struct{ Thread map[string]any }
+	r.JSON(t, &c)
+	thread := c.Thread["id"].(string)
+	var wg sync.WaitGroup
+	statuses := make([]int, 20)
+	for i := range statuses {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			statuses[i] = env.Post("alex", thread, fmt.Sprintf("c%d", i), fmt.Sprintf("message %d", i)).Status
+		}(i)
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != http.StatusCreated {
+			t.Fatalf("message %d: %d", i, s)
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1`, thread); n != 1 {
+		t.Fatalf("%d runs", n)
+	}
+	if n := env.Count(`SELECT count(*) FROM run_followups`); n != 19 {
+		t.Fatalf("%d follow-ups", n)
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1 AND trigger_state = 'accepted'`, thread); n != 1 {
+		t.Fatalf("%d accepted", n)
+	}
+}
+
+func TestCancelRun(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	esk := env.Main("Support/Eskalation")
+	env.MustPost("alex", esk, "c1", "@lotse first")
+	evs, cursor := poll(t, env, "lotse", "", 0)
+	first := evs[0].Payload["run_id"].(string)
+	// Writer has no trigger: may not cancel (but Eskalation is invisible to
+	// writer: 404).
+	if _, errs := runOp(t, env, "writer", "cancelRun", first); len(errs) != 1 || errs[0].Extensions.Code != "not_found" {
+		t.Fatalf("writer cancels: %+v", errs)
+	}
+	if r := mustRunOp(t, env, "alex", "cancelRun", first); r.State != "CANCELLED" || r.Version != 2 {
+		t.Fatalf("queued cancel %+v", r)
+	}
+	env.MustPost("alex", esk, "c2", "@lotse second")
+	evs, cursor = poll(t, env, "lotse", cursor, 0)
+	second := evs[0].Payload["run_id"].(string)
+	mustRunOp(t, env, "lotse", "startRun", second)
+	r := mustRunOp(t, env, "alex", "cancelRun", second)
+	if r.State != "RUNNING" || r.CancelRequested == nil || !*r.CancelRequested {
+		t.Fatalf("running cancel %+v", r)
+	}
+	evs, _ = poll(t, env, "lotse", cursor, 0)
+	if len(evs) != 1 || evs[0].Type != "run.cancel_requested" || evs[0].Payload["run_id"] != second {
+		t.Fatalf("cancel events %+v", evs)
+	}
+	done, errs := finish(t, env, "lotse", second, "CANCELLED")
+	if len(errs) > 0 || done.State != "CANCELLED" {
+		t.Fatalf("confirm %+v %+v", done, errs)
+	}
+}
+
+func TestRunTimeouts(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	esk := env.Main("Support/Eskalation")
+	env.MustPost("alex", esk, "t1", "@lotse anyone?")
+	env.MustPost("alex", esk, "t2", "@lotse hello?") // a pending follow-up
+	n, err := env.Server.Runs.SweepOnce(t.Context())
+	if err != nil || n != 0 {
+		t.Fatalf("early sweep ended %d runs (%v)", n, err)
+	}
+	env.Clock.Advance(6 * time.Minute) // beyond run.start_timeout
+	if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("sweep ended %d runs (%v)", n, err)
+	}
+	var states []string
+	rows, _ := env.Pool.Query(t.Context(), `SELECT state || ':' || coalesce(end_reason, '') FROM runs ORDER BY queued_at, id`)
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		states = append(states, s)
+	}
+	if fmt.Sprint(states) != "[failed:timeout queued:]" {
+		t.Fatalf("runs after the sweep: %v (the pending follow-up starts the next run)", states)
+	}
+	var trig string
+	env.Pool.QueryRow(t.Context(), `SELECT triggering_message_id::text FROM runs WHERE state = 'queued'`).Scan(&trig)
+	if n := env.Count(`SELECT count(*) FROM messages WHERE id = $1 AND client_msg_id = 't2'`, trig); n != 1 {
+		t.Fatalf("the next run was not triggered by the follow-up")
+	}
+	// A running run without activity for run.stall_timeout fails too.
+	evs, _ := poll(t, env, "lotse", "", 0)
+	next := evs[len(evs)-1].Payload["run_id"].(string)
+	mustRunOp(t, env, "lotse", "startRun", next)
+	env.Clock.Advance(31 * time.Minute)
+	if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("stall sweep ended %d (%v)", n, err)
+	}
+	if r := getRun(t, env, "lotse", next); r.State != "FAILED" || r.EndReason == nil || *r.EndReason != "timeout" {
+		t.Fatalf("stalled run %+v", r)
+	}
+}
+
+func TestSessionModes(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	esk := env.Main("Support/Eskalation")
+	cursor := ""
+	next := func(content string) gqlRun {
+		t.Helper()
+		env.MustPost("alex", esk, content, "@lotse "+content)
+		evs, c := poll(t, env, "lotse", cursor, 0)
+		cursor = c
+		id := evs[len(evs)-1].Payload["run_id"].(string)
+		return getRun(t, env, "lotse", id)
+	}
+	complete := func(r gqlRun) {
+		mustRunOp(t, env, "lotse", "startRun", r.ID)
+		if _, errs := finish(t, env, "lotse", r.ID, "COMPLETED"); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+	}
+	r1 := next("one")
+	if r1.Session.Mode != "NEW" {
+		t.Fatalf("first run %s", r1.Session.Mode)
+	}
+	complete(r1)
+	r2 := next("two")
+	if r2.Session.Mode != "RESUME" || *r2.Session.ID != *r1.Session.ID {
+		t.Fatalf("second run %+v", r2.Session)
+	}
+	complete(r2)
+	reset := env.REST(http.MethodPost, "/api/v1/threads/"+esk+"/agent-session/reset", env.World.Token("alex"), nil)
+	if reset.Status != 200 {
+		t.Fatalf("reset %d %s", reset.Status, reset.Body)
+	}
+	r3 := next("three")
+	if r3.Session.Mode != "NEW" || *r3.Session.ID == *r1.Session.ID {
+		t.Fatalf("after reset %+v", r3.Session)
+	}
+	complete(r3)
+	bind := env.REST(http.MethodPost, "/api/v1/threads/"+esk+"/agent-session/bind", env.World.Token("alex"), map[string]any{"external_ref": "conv-42"})
+	var b map[string]any
+	bind.JSON(t, &b)
+	if bind.Status != 200 || b["started"] != true || b["external_ref"] != "conv-42" {
+		t.Fatalf("bind %d %v", bind.Status, b)
+	}
+	r4 := next("four")
+	if r4.Session.Mode != "BIND" || *r4.Session.ID != b["id"] {
+		t.Fatalf("after bind %+v", r4.Session)
+	}
+	complete(r4)
+	if r5 := next("five"); r5.Session.Mode != "RESUME" {
+		t.Fatalf("after a bound run %+v", r5.Session)
+	}
+	// Writer has no trigger: may not reset.
+	if r := env.REST(http.MethodPost, "/api/v1/threads/"+env.Main("Support/Allgemein")+"/agent-session/reset", env.World.Token("writer"), nil); r.Status != 403 {
+		t.Fatalf("writer resets: %d", r.Status)
+	}
+	// Guest runs have no session.
+	env.MustPost("alex", env.Main("Support/Allgemein"), "g", "@texter guest")
+	var tEvs []agentEvent
+	tEvs, _ = poll(t, env, "texter", "", 0)
+	if s := tEvs[0].Payload["session"].(map[string]any); s["mode"] != "guest" || s["id"] != nil {
+		t.Fatalf("guest session %v", s)
+	}
+}
+
+func TestLongPollAcrossServers(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	peer := env.Peer()
+	_, cursor := poll(t, env, "lotse", "", 0)
+	type result struct {
+		evs []agentEvent
+		d   time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		evs, _ := poll(t, env, "lotse", cursor, 20)
+		done <- result{evs, time.Since(start)}
+	}()
+	time.Sleep(300 * time.Millisecond) // let the poll start waiting
+	peer.MustPost("alex", peer.Main("Support/Eskalation"), "x", "@lotse through the other replica")
+	res := <-done
+	if len(res.evs) != 1 || res.evs[0].Type != "agent.invocation" {
+		t.Fatalf("poll got %+v", res.evs)
+	}
+	// The wait was 20 s: an answer well before it came from the notification.
+	if res.d > 10*time.Second {
+		t.Fatalf("the poll was not woken (%s)", res.d)
+	}
+	empty, next := poll(t, env, "lotse", res.evs[0].Seq, 1)
+	if len(empty) != 0 || next != res.evs[0].Seq {
+		t.Fatalf("empty poll %+v %s", empty, next)
+	}
+}
+
+// TestRunRoutesREST drives the run routes through the REST shim; every
+// answer is validated against the OpenAPI document by the client.
+func TestRunRoutesREST(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	env.MustPost("alex", env.Main("Support/Eskalation"), "r1", "@lotse please")
+	lotse := env.World.Token("lotse")
+	var page struct {
+		Events []struct {
+			Type    string         `json:"type"`
+			Payload map[string]any `json:"payload"`
+		}
+		NextAfter string `json:"next_after"`
+	}
+	r := env.REST(http.MethodGet, "/api/v1/agent/events?wait=0", lotse, nil)
+	r.JSON(t, &page)
+	if r.Status != 200 || len(page.Events) != 1 || page.Events[0].Type != "agent.invocation" {
+		t.Fatalf("poll: %d %s", r.Status, r.Body)
+	}
+	runID := page.Events[0].Payload["run_id"].(string)
+	var run map[string]any
+	env.REST(http.MethodGet, "/api/v1/runs/"+runID, env.World.Token("alex"), nil).JSON(t, &run)
+	if run["state"] != "queued" || run["agent"].(map[string]any)["handle"] != "lotse" || run["session"].(map[string]any)["mode"] != "new" {
+		t.Fatalf("getRun %v", run)
+	}
+	for _, step := range []struct{ path, state string }{{"start", "running"}, {"await-input", "waiting_input"}, {"start", "running"}} {
+		r := env.REST(http.MethodPost, "/api/v1/runs/"+runID+"/"+step.path, lotse, nil)
+		r.JSON(t, &run)
+		if r.Status != 200 || run["state"] != step.state {
+			t.Fatalf("%s: %d %s", step.path, r.Status, r.Body)
+		}
+	}
+	if r := env.REST(http.MethodPost, "/api/v1/runs/"+runID+"/finish", lotse, map[string]any{"outcome": "exploded"}); r.Status != 400 || r.Problem(t).Errors[0].Code != "invalid_enum" {
+		t.Fatalf("bad outcome: %d %s", r.Status, r.Body)
+	}
+	r = env.REST(http.MethodPost, "/api/v1/runs/"+runID+"/finish", lotse, map[string]any{"outcome": "failed", "reason": "model_unavailable"})
+	r.JSON(t, &run)
+	if r.Status != 200 || run["state"] != "failed" || run["end_reason"] != "model_unavailable" {
+		t.Fatalf("finish: %d %s", r.Status, r.Body)
+	}
+	if r := env.REST(http.MethodPost, "/api/v1/runs/"+runID+"/cancel", env.World.Token("alex"), nil); r.Status != 409 || r.Problem(t).Reason != "run_not_active" {
+		t.Fatalf("cancel ended run: %d %s", r.Status, r.Body)
+	}
+	if r := env.REST(http.MethodGet, "/api/v1/runs/"+runID, env.World.Token("sam"), nil); r.Status != 404 {
+		t.Fatalf("sam reads a run in Eskalation: %d", r.Status)
+	}
+	if r := env.REST(http.MethodGet, "/api/v1/agent/events", env.World.Token("alex"), nil); r.Status != 403 {
+		t.Fatalf("person polls: %d", r.Status)
+	}
+}
