@@ -123,7 +123,39 @@ func runModel(r runs.Run) *model.Run {
 	return out
 }
 
+func runReadModel(rd runs.Read) *model.Run {
+	out := runModel(rd.Run)
+	out.Read = &rd
+	return out
+}
+
 func sessionModel(s runs.Session) *model.AgentSession {
 	return &model.AgentSession{ID: s.ID, ThreadID: s.ThreadID, AgentID: s.AgentID, IsCurrent: s.IsCurrent, Started: s.Started,
 		ExternalRef: opt(s.ExternalRef), CreatedAt: s.CreatedAt}
+}
+
+func runContextModel(rc *runs.RunContext) *model.RunContext {
+	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq),
+		TriggerMessage: contextMessageModel(rc.Trigger, rc), ThreadContext: make([]*model.RunContextMessage, len(rc.Thread))}
+	for i, e := range rc.Thread {
+		out.ThreadContext[i] = contextMessageModel(e, rc)
+	}
+	if rc.Channel != nil {
+		out.ChannelContext = make([]*model.RunContextMessage, len(rc.Channel))
+		for i, e := range rc.Channel {
+			out.ChannelContext[i] = contextMessageModel(e, rc)
+		}
+	}
+	if rc.TruncatedBeforeSeq != nil {
+		n := int(*rc.TruncatedBeforeSeq)
+		out.TruncatedBeforeSeq = &n
+	}
+	return out
+}
+
+func contextMessageModel(e runs.ContextElement, rc *runs.RunContext) *model.RunContextMessage {
+	return &model.RunContextMessage{MessageID: e.ID, ThreadSeq: int(e.ThreadSeq), CreatedAt: e.CreatedAt, ChannelID: e.ChannelID,
+		Origin: model.MessageOrigin(upper(e.Origin)), Kind: model.MessageKind(upper(e.Kind)), ContentMd: e.ContentMD,
+		Truncated: trueOrNil(e.Truncated), Attachments: []*model.Attachment{}, ReplyToMessageID: opt(e.ReplyToMessageID),
+		Element: e, Context: rc}
 }

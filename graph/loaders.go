@@ -7,45 +7,127 @@ import (
 
 	"github.com/graph-gophers/dataloader/v7"
 
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
 )
 
 // Loaders are the per-request dataloaders: field resolvers read through
 // them so that a list of N items costs one statement per kind, not N.
 type Loaders struct {
-	// Principals loads principals by id (authors, agents, triggering people).
+	// Principals loads principals by id (authors, agents, triggering people),
+	// cached for the request.
 	Principals *dataloader.Loader[string, identity.Principal]
+	// TriggerHolders answers whether a person has trigger on a channel now:
+	// one TriggerHolders call per channel for all authors of a context.
+	TriggerHolders *dataloader.Loader[holderKey, bool]
+	// Delivered answers whether a message was handed to a session as a
+	// follow-up: one statement per session.
+	Delivered *dataloader.Loader[deliveredKey, bool]
+}
+
+// holderKey asks whether Person has trigger on the channel path Channel.
+type holderKey struct {
+	Channel authz.Path
+	Person  string
+}
+
+// deliveredKey asks whether Message was delivered to Session.
+type deliveredKey struct {
+	Session, Message string
+}
+
+// Sources are what the loaders read from.
+type Sources struct {
+	Identity *identity.Service
+	Holders  authz.TriggerHolders
+	Runs     *runs.Service
 }
 
 type loadersKey struct{}
 
-// NewLoaders returns fresh loaders over the identity service.
-func NewLoaders(ident *identity.Service) *Loaders {
-	return &Loaders{
-		Principals: dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[identity.Principal] {
-			found, err := ident.GetMany(ctx, keys)
-			out := make([]*dataloader.Result[identity.Principal], len(keys))
-			for i, k := range keys {
-				switch p, ok := found[k]; {
-				case err != nil:
-					out[i] = &dataloader.Result[identity.Principal]{Error: problem.Internal(err)}
-				case !ok:
-					out[i] = &dataloader.Result[identity.Principal]{Error: identity.ErrNotFound}
-				default:
-					out[i] = &dataloader.Result[identity.Principal]{Data: p}
+// NewLoaders returns fresh loaders for one request.
+func NewLoaders(src Sources) *Loaders {
+	l := &Loaders{}
+	l.Principals = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[identity.Principal] {
+		found, err := src.Identity.GetMany(ctx, keys)
+		out := make([]*dataloader.Result[identity.Principal], len(keys))
+		for i, k := range keys {
+			switch p, ok := found[k]; {
+			case err != nil:
+				out[i] = &dataloader.Result[identity.Principal]{Error: problem.Internal(err)}
+			case !ok:
+				out[i] = &dataloader.Result[identity.Principal]{Error: identity.ErrNotFound}
+			default:
+				out[i] = &dataloader.Result[identity.Principal]{Data: p}
+			}
+		}
+		return out
+	}, dataloader.WithWait[string, identity.Principal](time.Millisecond))
+	l.TriggerHolders = dataloader.NewBatchedLoader(func(ctx context.Context, keys []holderKey) []*dataloader.Result[bool] {
+		out := make([]*dataloader.Result[bool], len(keys))
+		byChannel := map[authz.Path][]int{}
+		for i, k := range keys {
+			byChannel[k.Channel] = append(byChannel[k.Channel], i)
+		}
+		for path, idx := range byChannel {
+			ids := make([]string, len(idx))
+			for j, i := range idx {
+				ids[j] = keys[i].Person
+			}
+			people, errs := l.Principals.LoadMany(ctx, ids)()
+			var err error
+			for _, e := range errs {
+				if e != nil {
+					err = e
 				}
 			}
-			return out
-		}, dataloader.WithWait[string, identity.Principal](time.Millisecond), dataloader.WithCache[string, identity.Principal](&dataloader.NoCache[string, identity.Principal]{})),
-	}
+			var holders map[string]bool
+			if err == nil {
+				holders, err = src.Holders.WithTrigger(ctx, path, people)
+			}
+			for _, i := range idx {
+				if err != nil {
+					// Fail closed: no answer is ever read as "has trigger".
+					out[i] = &dataloader.Result[bool]{Error: problem.From(err)}
+				} else {
+					out[i] = &dataloader.Result[bool]{Data: holders[keys[i].Person]}
+				}
+			}
+		}
+		return out
+	}, dataloader.WithWait[holderKey, bool](time.Millisecond))
+	l.Delivered = dataloader.NewBatchedLoader(func(ctx context.Context, keys []deliveredKey) []*dataloader.Result[bool] {
+		out := make([]*dataloader.Result[bool], len(keys))
+		bySession := map[string][]int{}
+		for i, k := range keys {
+			bySession[k.Session] = append(bySession[k.Session], i)
+		}
+		for session, idx := range bySession {
+			msgs := make([]string, len(idx))
+			for j, i := range idx {
+				msgs[j] = keys[i].Message
+			}
+			got, err := src.Runs.Delivered(ctx, session, msgs)
+			for _, i := range idx {
+				if err != nil {
+					out[i] = &dataloader.Result[bool]{Error: problem.From(err)}
+				} else {
+					out[i] = &dataloader.Result[bool]{Data: got[keys[i].Message]}
+				}
+			}
+		}
+		return out
+	}, dataloader.WithWait[deliveredKey, bool](time.Millisecond))
+	return l
 }
 
 // WithLoaders is the HTTP middleware that gives each request its own
 // loaders, so nothing is cached across requests or principals.
-func WithLoaders(ident *identity.Service, next http.Handler) http.Handler {
+func WithLoaders(src Sources, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loadersKey{}, NewLoaders(ident))))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loadersKey{}, NewLoaders(src))))
 	})
 }
 
@@ -54,7 +136,7 @@ func (r *Resolver) loaders(ctx context.Context) *Loaders {
 	if l, ok := ctx.Value(loadersKey{}).(*Loaders); ok {
 		return l
 	}
-	return NewLoaders(r.Identity)
+	return NewLoaders(Sources{Identity: r.Identity, Holders: r.Holders, Runs: r.Runs})
 }
 
 // principalRef loads the public view of principal id through the loader.

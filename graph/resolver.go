@@ -9,6 +9,7 @@ import (
 
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/feed"
 	"bothy.example.com/bothy/internal/identity"
@@ -27,6 +28,11 @@ type Resolver struct {
 	Admin     *admin.Service
 	Feed      *feed.Service
 	Runs      *runs.Service
+	// Holders answers the trust question of run contexts.
+	Holders authz.TriggerHolders
+	// ContextLimits are agent.context_max_bytes and
+	// agent.context_message_max_bytes.
+	ContextLimits runs.ContextLimits
 }
 
 // caller returns the authenticated principal of the request. The HTTP chain

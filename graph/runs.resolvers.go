@@ -98,11 +98,11 @@ func (r *queryResolver) Run(ctx context.Context, id string) (*model.Run, error) 
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Get(ctx, p, id)
+	rd, err := r.Runs.Read(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
-	return runModel(run), nil
+	return runReadModel(rd), nil
 }
 
 // AgentEvents is the resolver for the agentEvents field.

@@ -19,6 +19,10 @@ CREATE TABLE runs (
     session_mode           text NOT NULL CHECK (session_mode IN ('guest', 'new', 'bind', 'resume')),
     trigger_kind           text NOT NULL CHECK (trigger_kind IN ('message', 'command', 'interaction')),
     triggering_message_id  uuid REFERENCES messages (id),
+    -- Where the triggering message lies (messages never change thread), so
+    -- that the context floor of a later run needs no second lookup.
+    trigger_thread_id      uuid,
+    trigger_seq            bigint,
     triggered_by           uuid REFERENCES principals (id),
     state                  text NOT NULL CHECK (state IN ('queued', 'running', 'waiting_input', 'completed', 'failed', 'cancelled')),
     cancel_requested       boolean NOT NULL DEFAULT false,

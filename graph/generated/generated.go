@@ -32,6 +32,7 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Run() RunResolver
+	RunContextMessage() RunContextMessageResolver
 	Thread() ThreadResolver
 }
 
@@ -196,6 +197,7 @@ type ComplexityRoot struct {
 	Run struct {
 		Agent               func(childComplexity int) int
 		CancelRequested     func(childComplexity int) int
+		Context             func(childComplexity int) int
 		EndReason           func(childComplexity int) int
 		EndedAt             func(childComplexity int) int
 		ID                  func(childComplexity int) int
@@ -210,6 +212,32 @@ type ComplexityRoot struct {
 		TriggeringMessage   func(childComplexity int) int
 		TriggeringMessageID func(childComplexity int) int
 		Version             func(childComplexity int) int
+	}
+
+	RunContext struct {
+		ChannelContext     func(childComplexity int) int
+		ContextFloorSeq    func(childComplexity int) int
+		RunID              func(childComplexity int) int
+		ThreadContext      func(childComplexity int) int
+		TriggerMessage     func(childComplexity int) int
+		TruncatedBeforeSeq func(childComplexity int) int
+	}
+
+	RunContextMessage struct {
+		AlreadyDelivered func(childComplexity int) int
+		Attachments      func(childComplexity int) int
+		Author           func(childComplexity int) int
+		ChannelID        func(childComplexity int) int
+		ContentMd        func(childComplexity int) int
+		CreatedAt        func(childComplexity int) int
+		Kind             func(childComplexity int) int
+		MessageID        func(childComplexity int) int
+		Origin           func(childComplexity int) int
+		ReplyToMessageID func(childComplexity int) int
+		Role             func(childComplexity int) int
+		ThreadSeq        func(childComplexity int) int
+		Truncated        func(childComplexity int) int
+		Trust            func(childComplexity int) int
 	}
 
 	RunSession struct {
@@ -285,6 +313,15 @@ type RunResolver interface {
 	TriggeredBy(ctx context.Context, obj *model.Run) (*model.PrincipalRef, error)
 
 	TriggeringMessage(ctx context.Context, obj *model.Run) (*model.Message, error)
+
+	Context(ctx context.Context, obj *model.Run) (*model.RunContext, error)
+}
+type RunContextMessageResolver interface {
+	Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error)
+	Role(ctx context.Context, obj *model.RunContextMessage) (model.Role, error)
+
+	Trust(ctx context.Context, obj *model.RunContextMessage) (model.Trust, error)
+	AlreadyDelivered(ctx context.Context, obj *model.RunContextMessage) (*bool, error)
 }
 type ThreadResolver interface {
 	Messages(ctx context.Context, obj *model.Thread, after *int, limit *int) (*model.MessagePage, error)
@@ -1093,6 +1130,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.CancelRequested(childComplexity), true
+	case "Run.context":
+		if e.ComplexityRoot.Run.Context == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Context(childComplexity), true
 	case "Run.endReason":
 		if e.ComplexityRoot.Run.EndReason == nil {
 			break
@@ -1177,6 +1220,128 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.Version(childComplexity), true
+
+	case "RunContext.channelContext":
+		if e.ComplexityRoot.RunContext.ChannelContext == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContext.ChannelContext(childComplexity), true
+	case "RunContext.contextFloorSeq":
+		if e.ComplexityRoot.RunContext.ContextFloorSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContext.ContextFloorSeq(childComplexity), true
+	case "RunContext.runId":
+		if e.ComplexityRoot.RunContext.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContext.RunID(childComplexity), true
+	case "RunContext.threadContext":
+		if e.ComplexityRoot.RunContext.ThreadContext == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContext.ThreadContext(childComplexity), true
+	case "RunContext.triggerMessage":
+		if e.ComplexityRoot.RunContext.TriggerMessage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContext.TriggerMessage(childComplexity), true
+	case "RunContext.truncatedBeforeSeq":
+		if e.ComplexityRoot.RunContext.TruncatedBeforeSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContext.TruncatedBeforeSeq(childComplexity), true
+
+	case "RunContextMessage.alreadyDelivered":
+		if e.ComplexityRoot.RunContextMessage.AlreadyDelivered == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.AlreadyDelivered(childComplexity), true
+	case "RunContextMessage.attachments":
+		if e.ComplexityRoot.RunContextMessage.Attachments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.Attachments(childComplexity), true
+	case "RunContextMessage.author":
+		if e.ComplexityRoot.RunContextMessage.Author == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.Author(childComplexity), true
+	case "RunContextMessage.channelId":
+		if e.ComplexityRoot.RunContextMessage.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.ChannelID(childComplexity), true
+	case "RunContextMessage.contentMd":
+		if e.ComplexityRoot.RunContextMessage.ContentMd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.ContentMd(childComplexity), true
+	case "RunContextMessage.createdAt":
+		if e.ComplexityRoot.RunContextMessage.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.CreatedAt(childComplexity), true
+	case "RunContextMessage.kind":
+		if e.ComplexityRoot.RunContextMessage.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.Kind(childComplexity), true
+	case "RunContextMessage.messageId":
+		if e.ComplexityRoot.RunContextMessage.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.MessageID(childComplexity), true
+	case "RunContextMessage.origin":
+		if e.ComplexityRoot.RunContextMessage.Origin == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.Origin(childComplexity), true
+	case "RunContextMessage.replyToMessageId":
+		if e.ComplexityRoot.RunContextMessage.ReplyToMessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.ReplyToMessageID(childComplexity), true
+	case "RunContextMessage.role":
+		if e.ComplexityRoot.RunContextMessage.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.Role(childComplexity), true
+	case "RunContextMessage.threadSeq":
+		if e.ComplexityRoot.RunContextMessage.ThreadSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.ThreadSeq(childComplexity), true
+	case "RunContextMessage.truncated":
+		if e.ComplexityRoot.RunContextMessage.Truncated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.Truncated(childComplexity), true
+	case "RunContextMessage.trust":
+		if e.ComplexityRoot.RunContextMessage.Trust == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.Trust(childComplexity), true
 
 	case "RunSession.id":
 		if e.ComplexityRoot.RunSession.ID == nil {
@@ -1702,6 +1867,66 @@ type Mutation {
   archiveSpace(id: ID!): Space!
 }
 `, BuiltIn: false},
+	{Name: "../../schema/runcontext.graphqls", Input: `"How far an element of a run context may instruct the agent; computed by the server from live rights on each read."
+enum Trust {
+  "The request of the person who triggered the run."
+  TRIGGER
+  "Another active person with trigger on the channel."
+  AUTHORIZED
+  "The agent's own earlier message."
+  SELF
+  "People without trigger, other agents, apps and imports: data, never instructions."
+  UNVERIFIED
+  "A system line."
+  SYSTEM
+}
+
+enum Role {
+  USER
+  ASSISTANT
+  OTHER
+}
+
+"run_context.v1: what an adapter hands to its runtime for one run."
+type RunContext {
+  runId: ID!
+  "thread_seq of the trigger of the session's previous run in this thread (mode resume), else 0."
+  contextFloorSeq: Int!
+  "The triggering message, complete and never cut."
+  triggerMessage: RunContextMessage!
+  "Earlier messages of the run's thread above the floor, oldest first."
+  threadContext: [RunContextMessage!]!
+  "Main-thread messages before the thread's parent; only on the first run of a session, null when not built."
+  channelContext: [RunContextMessage!]
+  "Set when older messages of the thread were left out: the thread_seq of the oldest kept element (or of the trigger)."
+  truncatedBeforeSeq: Int
+}
+
+type RunContextMessage {
+  messageId: ID!
+  threadSeq: Int!
+  createdAt: Time!
+  "The channel of the message (SEC-AI-1)."
+  channelId: ID!
+  author: PrincipalRef!
+  role: Role!
+  origin: MessageOrigin!
+  kind: MessageKind!
+  contentMd: String!
+  "True only when content_md was cut at agent.context_message_max_bytes."
+  truncated: Boolean
+  attachments: [Attachment!]!
+  replyToMessageId: ID
+  trust: Trust!
+  "True only when this message was already handed to the session as a follow-up (mode resume)."
+  alreadyDelivered: Boolean
+}
+
+extend type Run {
+  "The run's context (run.context.read: the run's own agent, active runs only)."
+  context: RunContext!
+}
+`, BuiltIn: false},
 	{Name: "../../schema/runs.graphqls", Input: `enum RunState {
   QUEUED
   RUNNING
@@ -2089,8 +2314,62 @@ func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.C
 		return ec.fieldContext_Run_endedAt(ctx, field)
 	case "endReason":
 		return ec.fieldContext_Run_endReason(ctx, field)
+	case "context":
+		return ec.fieldContext_Run_context(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Run", field.Name)
+}
+
+func (ec *executionContext) childFields_RunContext(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "runId":
+		return ec.fieldContext_RunContext_runId(ctx, field)
+	case "contextFloorSeq":
+		return ec.fieldContext_RunContext_contextFloorSeq(ctx, field)
+	case "triggerMessage":
+		return ec.fieldContext_RunContext_triggerMessage(ctx, field)
+	case "threadContext":
+		return ec.fieldContext_RunContext_threadContext(ctx, field)
+	case "channelContext":
+		return ec.fieldContext_RunContext_channelContext(ctx, field)
+	case "truncatedBeforeSeq":
+		return ec.fieldContext_RunContext_truncatedBeforeSeq(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RunContext", field.Name)
+}
+
+func (ec *executionContext) childFields_RunContextMessage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "messageId":
+		return ec.fieldContext_RunContextMessage_messageId(ctx, field)
+	case "threadSeq":
+		return ec.fieldContext_RunContextMessage_threadSeq(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_RunContextMessage_createdAt(ctx, field)
+	case "channelId":
+		return ec.fieldContext_RunContextMessage_channelId(ctx, field)
+	case "author":
+		return ec.fieldContext_RunContextMessage_author(ctx, field)
+	case "role":
+		return ec.fieldContext_RunContextMessage_role(ctx, field)
+	case "origin":
+		return ec.fieldContext_RunContextMessage_origin(ctx, field)
+	case "kind":
+		return ec.fieldContext_RunContextMessage_kind(ctx, field)
+	case "contentMd":
+		return ec.fieldContext_RunContextMessage_contentMd(ctx, field)
+	case "truncated":
+		return ec.fieldContext_RunContextMessage_truncated(ctx, field)
+	case "attachments":
+		return ec.fieldContext_RunContextMessage_attachments(ctx, field)
+	case "replyToMessageId":
+		return ec.fieldContext_RunContextMessage_replyToMessageId(ctx, field)
+	case "trust":
+		return ec.fieldContext_RunContextMessage_trust(ctx, field)
+	case "alreadyDelivered":
+		return ec.fieldContext_RunContextMessage_alreadyDelivered(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RunContextMessage", field.Name)
 }
 
 func (ec *executionContext) childFields_RunSession(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6305,6 +6584,543 @@ func (ec *executionContext) fieldContext_Run_endReason(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Run", field, false, false, "String")
 }
 
+func (ec *executionContext) _Run_context(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_context(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().Context(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunContext) graphql.Marshaler {
+			return ec.marshalNRunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_context(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunContext(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunContext_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContext_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContext_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContext", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunContext_contextFloorSeq(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContext_contextFloorSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ContextFloorSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContext_contextFloorSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContext", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RunContext_triggerMessage(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContext_triggerMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TriggerMessage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunContextMessage) graphql.Marshaler {
+			return ec.marshalNRunContextMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContext_triggerMessage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunContext",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunContextMessage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunContext_threadContext(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContext_threadContext(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadContext, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
+			return ec.marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContext_threadContext(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunContext",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunContextMessage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunContext_channelContext(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContext_channelContext(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelContext, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
+			return ec.marshalORunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunContext_channelContext(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunContext",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunContextMessage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunContext_truncatedBeforeSeq(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContext_truncatedBeforeSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TruncatedBeforeSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunContext_truncatedBeforeSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContext", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RunContextMessage_messageId(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunContextMessage_threadSeq(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_threadSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_threadSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RunContextMessage_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RunContextMessage_channelId(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunContextMessage_author(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_author(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunContextMessage().Author(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
+			return ec.marshalNPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_author(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunContextMessage",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalRef(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunContextMessage_role(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunContextMessage().Role(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Role) graphql.Marshaler {
+			return ec.marshalNRole2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, true, true, "Role")
+}
+
+func (ec *executionContext) _RunContextMessage_origin(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_origin(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Origin, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MessageOrigin) graphql.Marshaler {
+			return ec.marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageOrigin(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_origin(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "MessageOrigin")
+}
+
+func (ec *executionContext) _RunContextMessage_kind(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MessageKind) graphql.Marshaler {
+			return ec.marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "MessageKind")
+}
+
+func (ec *executionContext) _RunContextMessage_contentMd(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_contentMd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ContentMd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_contentMd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunContextMessage_truncated(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_truncated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Truncated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_truncated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RunContextMessage_attachments(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_attachments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attachments, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Attachment) graphql.Marshaler {
+			return ec.marshalNAttachment2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAttachmentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_attachments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunContextMessage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Attachment(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunContextMessage_replyToMessageId(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_replyToMessageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReplyToMessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_replyToMessageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunContextMessage_trust(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_trust(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunContextMessage().Trust(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Trust) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_trust(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, true, true, "Trust")
+}
+
+func (ec *executionContext) _RunContextMessage_alreadyDelivered(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_alreadyDelivered(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunContextMessage().AlreadyDelivered(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_alreadyDelivered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, true, true, "Boolean")
+}
+
 func (ec *executionContext) _RunSession_id(ctx context.Context, field graphql.CollectedField, obj *model.RunSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9417,6 +10233,172 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "context":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Run_context(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runContextImplementors = []string{"RunContext"}
+
+func (ec *executionContext) _RunContext(ctx context.Context, sel ast.SelectionSet, obj *model.RunContext) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runContextImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunContext")
+		case "runId":
+			out.Values[i] = ec._RunContext_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "contextFloorSeq":
+			out.Values[i] = ec._RunContext_contextFloorSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "triggerMessage":
+			out.Values[i] = ec._RunContext_triggerMessage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "threadContext":
+			out.Values[i] = ec._RunContext_threadContext(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "channelContext":
+			out.Values[i] = ec._RunContext_channelContext(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "truncatedBeforeSeq":
+			out.Values[i] = ec._RunContext_truncatedBeforeSeq(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runContextMessageImplementors = []string{"RunContextMessage"}
+
+func (ec *executionContext) _RunContextMessage(ctx context.Context, sel ast.SelectionSet, obj *model.RunContextMessage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runContextMessageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunContextMessage")
+		case "messageId":
+			out.Values[i] = ec._RunContextMessage_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadSeq":
+			out.Values[i] = ec._RunContextMessage_threadSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._RunContextMessage_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._RunContextMessage_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "author":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunContextMessage_author(ctx, field, obj)
+				})
+		case "role":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunContextMessage_role(ctx, field, obj)
+				})
+		case "origin":
+			out.Values[i] = ec._RunContextMessage_origin(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._RunContextMessage_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "contentMd":
+			out.Values[i] = ec._RunContextMessage_contentMd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "truncated":
+			out.Values[i] = ec._RunContextMessage_truncated(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "attachments":
+			out.Values[i] = ec._RunContextMessage_attachments(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "replyToMessageId":
+			out.Values[i] = ec._RunContextMessage_replyToMessageId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "trust":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunContextMessage_trust(ctx, field, obj)
+				})
+		case "alreadyDelivered":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunContextMessage_alreadyDelivered(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10361,12 +11343,54 @@ func (ec *executionContext) marshalNPrincipalStatus2bothyᚗexampleᚗcomᚋboth
 	return v
 }
 
+func (ec *executionContext) unmarshalNRole2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRole(ctx context.Context, v any) (model.Role, error) {
+	var res model.Role
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRole2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRole(ctx context.Context, sel ast.SelectionSet, v model.Role) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Run!")
 		return graphql.Null
 	}
 	return ec._Run(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx context.Context, sel ast.SelectionSet, v *model.RunContext) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RunContext!")
+		return graphql.Null
+	}
+	return ec._RunContext(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRunContextMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessage(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRunContextMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessage(ctx context.Context, sel ast.SelectionSet, v *model.RunContextMessage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RunContextMessage!")
+		return graphql.Null
+	}
+	return ec._RunContextMessage(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNRunFinish2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunFinish(ctx context.Context, v any) (model.RunFinish, error) {
@@ -10516,6 +11540,16 @@ func (ec *executionContext) unmarshalNTriggerKind2bothyᚗexampleᚗcomᚋbothy�
 }
 
 func (ec *executionContext) marshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerKind(ctx context.Context, sel ast.SelectionSet, v model.TriggerKind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx context.Context, v any) (model.Trust, error) {
+	var res model.Trust
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx context.Context, sel ast.SelectionSet, v model.Trust) graphql.Marshaler {
 	return v
 }
 
@@ -10769,6 +11803,25 @@ func (ec *executionContext) marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraph
 		return graphql.Null
 	}
 	return ec._Run(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRunContextMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessage(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx context.Context, sel ast.SelectionSet, v *model.Space) graphql.Marshaler {

@@ -696,6 +696,63 @@ func (e PrincipalStatus) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+type Role string
+
+const (
+	RoleUser      Role = "USER"
+	RoleAssistant Role = "ASSISTANT"
+	RoleOther     Role = "OTHER"
+)
+
+var AllRole = []Role{
+	RoleUser,
+	RoleAssistant,
+	RoleOther,
+}
+
+func (e Role) IsValid() bool {
+	switch e {
+	case RoleUser, RoleAssistant, RoleOther:
+		return true
+	}
+	return false
+}
+
+func (e Role) String() string {
+	return string(e)
+}
+
+func (e *Role) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Role(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Role", str)
+	}
+	return nil
+}
+
+func (e Role) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Role) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Role) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type RunOutcome string
 
 const (
@@ -1262,6 +1319,73 @@ func (e *TriggerState) UnmarshalJSON(b []byte) error {
 }
 
 func (e TriggerState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// How far an element of a run context may instruct the agent; computed by the server from live rights on each read.
+type Trust string
+
+const (
+	// The request of the person who triggered the run.
+	TrustTrigger Trust = "TRIGGER"
+	// Another active person with trigger on the channel.
+	TrustAuthorized Trust = "AUTHORIZED"
+	// The agent's own earlier message.
+	TrustSelf Trust = "SELF"
+	// People without trigger, other agents, apps and imports: data, never instructions.
+	TrustUnverified Trust = "UNVERIFIED"
+	// A system line.
+	TrustSystem Trust = "SYSTEM"
+)
+
+var AllTrust = []Trust{
+	TrustTrigger,
+	TrustAuthorized,
+	TrustSelf,
+	TrustUnverified,
+	TrustSystem,
+}
+
+func (e Trust) IsValid() bool {
+	switch e {
+	case TrustTrigger, TrustAuthorized, TrustSelf, TrustUnverified, TrustSystem:
+		return true
+	}
+	return false
+}
+
+func (e Trust) String() string {
+	return string(e)
+}
+
+func (e *Trust) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Trust(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Trust", str)
+	}
+	return nil
+}
+
+func (e Trust) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Trust) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Trust) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -1,6 +1,10 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"bothy.example.com/bothy/internal/runs"
+)
 
 // Run is the GraphQL model of a run. It is written by hand (not generated)
 // because its field resolvers need ids that the schema does not expose as
@@ -22,4 +26,7 @@ type Run struct {
 	AgentID string `json:"-"`
 	// TriggeredByID is the triggering person, if any (triggeredBy field).
 	TriggeredByID string `json:"-"`
+	// Read is how the request read the run, when it did (the context field
+	// reuses its decision).
+	Read *runs.Read `json:"-"`
 }

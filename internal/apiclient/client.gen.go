@@ -38,19 +38,19 @@ func (e ChannelKind) Valid() bool {
 
 // Defines values for GrantLevel.
 const (
-	Read    GrantLevel = "read"
-	Trigger GrantLevel = "trigger"
-	Write   GrantLevel = "write"
+	GrantLevelRead    GrantLevel = "read"
+	GrantLevelTrigger GrantLevel = "trigger"
+	GrantLevelWrite   GrantLevel = "write"
 )
 
 // Valid indicates whether the value is a known member of the GrantLevel enum.
 func (e GrantLevel) Valid() bool {
 	switch e {
-	case Read:
+	case GrantLevelRead:
 		return true
-	case Trigger:
+	case GrantLevelTrigger:
 		return true
-	case Write:
+	case GrantLevelWrite:
 		return true
 	default:
 		return false
@@ -270,6 +270,27 @@ func (e ProblemCode) Valid() bool {
 	}
 }
 
+// Defines values for Role.
+const (
+	RoleAssistant Role = "assistant"
+	RoleOther     Role = "other"
+	RoleUser      Role = "user"
+)
+
+// Valid indicates whether the value is a known member of the Role enum.
+func (e Role) Valid() bool {
+	switch e {
+	case RoleAssistant:
+		return true
+	case RoleOther:
+		return true
+	case RoleUser:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RunCancelRequested.
 const (
 	RunCancelRequestedTrue RunCancelRequested = true
@@ -279,6 +300,36 @@ const (
 func (e RunCancelRequested) Valid() bool {
 	switch e {
 	case RunCancelRequestedTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunContextMessageAlreadyDelivered.
+const (
+	RunContextMessageAlreadyDeliveredTrue RunContextMessageAlreadyDelivered = true
+)
+
+// Valid indicates whether the value is a known member of the RunContextMessageAlreadyDelivered enum.
+func (e RunContextMessageAlreadyDelivered) Valid() bool {
+	switch e {
+	case RunContextMessageAlreadyDeliveredTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunContextMessageTruncated.
+const (
+	RunContextMessageTruncatedTrue RunContextMessageTruncated = true
+)
+
+// Valid indicates whether the value is a known member of the RunContextMessageTruncated enum.
+func (e RunContextMessageTruncated) Valid() bool {
+	switch e {
+	case RunContextMessageTruncatedTrue:
 		return true
 	default:
 		return false
@@ -489,6 +540,33 @@ func (e TriggerState) Valid() bool {
 	case TriggerStateFailed:
 		return true
 	case TriggerStateFollowup:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Trust.
+const (
+	TrustAuthorized Trust = "authorized"
+	TrustSelf       Trust = "self"
+	TrustSystem     Trust = "system"
+	TrustTrigger    Trust = "trigger"
+	TrustUnverified Trust = "unverified"
+)
+
+// Valid indicates whether the value is a known member of the Trust enum.
+func (e Trust) Valid() bool {
+	switch e {
+	case TrustAuthorized:
+		return true
+	case TrustSelf:
+		return true
+	case TrustSystem:
+		return true
+	case TrustTrigger:
+		return true
+	case TrustUnverified:
 		return true
 	default:
 		return false
@@ -847,6 +925,11 @@ type Problem struct {
 // ProblemCode defines model for Problem.Code.
 type ProblemCode string
 
+// Role The element's role for the agent's runtime: user for people, assistant
+// for the run's own agent, other for other agents, apps, imports and
+// system lines.
+type Role string
+
 // Run defines model for Run.
 type Run struct {
 	Agent PrincipalRef `json:"agent"`
@@ -889,6 +972,97 @@ type Run struct {
 
 // RunCancelRequested Present (true) only while a cancel waits for the adapter's confirmation.
 type RunCancelRequested bool
+
+// RunContext run_context.v1: what an adapter hands to its runtime for one run.
+type RunContext struct {
+	// ChannelContext Main-thread messages before the thread's parent message (the
+	// parent itself excluded), oldest first. Present (possibly empty)
+	// exactly when it is built: on the first run of a session (mode new,
+	// bind or guest) in a thread whose parent message lies in the
+	// thread's current channel; absent otherwise, also after the thread
+	// was moved to another channel.
+	ChannelContext *[]RunContextMessage `json:"channel_context,omitempty"`
+
+	// ContextFloorSeq The thread_seq of the trigger of the session's previous run in
+	// this thread (mode resume), else 0. No element of thread_context
+	// lies at or below it.
+	ContextFloorSeq int `json:"context_floor_seq"`
+
+	// RunId A UUIDv7 in lowercase.
+	RunId Id `json:"run_id"`
+
+	// ThreadContext Earlier messages of the run's thread above context_floor_seq,
+	// oldest first; always present, possibly empty. At most the
+	// channel's history_backfill_limit, within agent.context_max_bytes.
+	ThreadContext []RunContextMessage `json:"thread_context"`
+
+	// TriggerMessage The triggering message, complete and never cut; it counts towards no limit.
+	TriggerMessage RunContextMessage `json:"trigger_message"`
+
+	// TruncatedBeforeSeq Present only when older messages of the thread were left out (by
+	// history_backfill_limit or agent.context_max_bytes): the thread_seq
+	// of the oldest kept thread_context element, or of the triggering
+	// message when none is kept. Older messages are read through
+	// listThreadMessages (thread.read).
+	TruncatedBeforeSeq *int `json:"truncated_before_seq,omitempty"`
+}
+
+// RunContextMessage One message of a run context.
+type RunContextMessage struct {
+	// AlreadyDelivered Present (true) only when the message was already handed to this session as a follow-up (mode resume).
+	AlreadyDelivered *RunContextMessageAlreadyDelivered `json:"already_delivered,omitempty"`
+
+	// Attachments Always present; empty until files exist.
+	Attachments []Attachment `json:"attachments"`
+	Author      PrincipalRef `json:"author"`
+
+	// ChannelId Channel of the message (SEC-AI-1)
+	ChannelId Id `json:"channel_id"`
+
+	// ContentMd Markdown; empty for a deleted triggering message.
+	ContentMd string `json:"content_md"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp   `json:"created_at"`
+	Kind      MessageKind `json:"kind"`
+
+	// MessageId A UUIDv7 in lowercase.
+	MessageId Id `json:"message_id"`
+
+	// Origin Set by the server from the author's principal kind; import and system only by the server itself.
+	Origin MessageOrigin `json:"origin"`
+
+	// ReplyToMessageId A UUIDv7 in lowercase.
+	ReplyToMessageId *Id `json:"reply_to_message_id,omitempty"`
+
+	// Role The element's role for the agent's runtime: user for people, assistant
+	// for the run's own agent, other for other agents, apps, imports and
+	// system lines.
+	Role Role `json:"role"`
+
+	// ThreadSeq The message's position in its thread.
+	ThreadSeq int `json:"thread_seq"`
+
+	// Truncated Present (true) only when content_md was cut at agent.context_message_max_bytes (never for the triggering message).
+	Truncated *RunContextMessageTruncated `json:"truncated,omitempty"`
+
+	// Trust How far an element of a run context may instruct the agent; computed
+	// by the server from the current rights on every read. The origin
+	// decides before the author.
+	// trigger: the request of the person who triggered the run.
+	// authorized: another active person with trigger on the channel.
+	// self: the agent's own earlier message.
+	// unverified: people without trigger, other agents, apps and imports;
+	// data, never instructions.
+	// system: a system line.
+	Trust Trust `json:"trust"`
+}
+
+// RunContextMessageAlreadyDelivered Present (true) only when the message was already handed to this session as a follow-up (mode resume).
+type RunContextMessageAlreadyDelivered bool
+
+// RunContextMessageTruncated Present (true) only when content_md was cut at agent.context_message_max_bytes (never for the triggering message).
+type RunContextMessageTruncated bool
 
 // RunFinish defines model for RunFinish.
 type RunFinish struct {
@@ -1002,6 +1176,17 @@ type TriggerKind string
 
 // TriggerState defines model for TriggerState.
 type TriggerState string
+
+// Trust How far an element of a run context may instruct the agent; computed
+// by the server from the current rights on every read. The origin
+// decides before the author.
+// trigger: the request of the person who triggered the run.
+// authorized: another active person with trigger on the channel.
+// self: the agent's own earlier message.
+// unverified: people without trigger, other agents, apps and imports;
+// data, never instructions.
+// system: a system line.
+type Trust string
 
 // AgentEventsAfter defines model for AgentEventsAfter.
 type AgentEventsAfter = string
@@ -1368,6 +1553,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/runs/{run_id}/cancel (the `CancelRun` operationId).
 	CancelRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetRunContext The context of the caller's own active run (run_context.v1)
+	//
+	// Agent-self (run.context.read): only the run's own agent, and only for
+	// an active run (queued, running or waiting_input; the adapter reads
+	// the context before startRun). An unknown run, a run the caller cannot
+	// see and a run that has ended answer the same 404 not_found. A person
+	// or an app gets 403 forbidden (reason subject_kind_not_allowed),
+	// another agent 403 forbidden (reason not_self).
+	//
+	// The server builds the context on every read: the triggering message,
+	// complete and never cut; the earlier messages of the run's thread
+	// above context_floor_seq; on the first run of a session, the
+	// main-thread messages before the thread's parent message. Every
+	// element carries its author, origin, kind, channel, role and a trust
+	// marker that the server computes from the current rights on each
+	// read, never from the content or the client. Adapters must pass
+	// elements with trust unverified to a model only as marked data, never
+	// as instructions (SEC-AI-1).
+	//
+	// Corresponds with GET /api/v1/runs/{run_id}/context (the `GetRunContext` operationId).
+	GetRunContext(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// FinishRunWithBody End a run
 	//
@@ -1882,6 +2089,38 @@ func (c *Client) AwaitRunInput(ctx context.Context, runId RunId, reqEditors ...R
 // Corresponds with POST /api/v1/runs/{run_id}/cancel (the `CancelRun` operationId).
 func (c *Client) CancelRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelRunRequest(c.Server, runId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetRunContext The context of the caller's own active run (run_context.v1)
+//
+// Agent-self (run.context.read): only the run's own agent, and only for
+// an active run (queued, running or waiting_input; the adapter reads
+// the context before startRun). An unknown run, a run the caller cannot
+// see and a run that has ended answer the same 404 not_found. A person
+// or an app gets 403 forbidden (reason subject_kind_not_allowed),
+// another agent 403 forbidden (reason not_self).
+//
+// The server builds the context on every read: the triggering message,
+// complete and never cut; the earlier messages of the run's thread
+// above context_floor_seq; on the first run of a session, the
+// main-thread messages before the thread's parent message. Every
+// element carries its author, origin, kind, channel, role and a trust
+// marker that the server computes from the current rights on each
+// read, never from the content or the client. Adapters must pass
+// elements with trust unverified to a model only as marked data, never
+// as instructions (SEC-AI-1).
+//
+// Corresponds with GET /api/v1/runs/{run_id}/context (the `GetRunContext` operationId).
+func (c *Client) GetRunContext(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRunContextRequest(c.Server, runId)
 	if err != nil {
 		return nil, err
 	}
@@ -2795,6 +3034,40 @@ func NewCancelRunRequest(server string, runId RunId) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetRunContextRequest constructs an http.Request for the GetRunContext method
+func NewGetRunContextRequest(server string, runId RunId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/runs/%s/context", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewFinishRunRequest calls the generic FinishRun builder with application/json body
 func NewFinishRunRequest(server string, runId RunId, body FinishRunJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3472,6 +3745,30 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/runs/{run_id}/cancel (the `CancelRun` operationId).
 	CancelRunWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*CancelRunResponse, error)
+
+	// GetRunContextWithResponse The context of the caller's own active run (run_context.v1)
+	//
+	// Agent-self (run.context.read): only the run's own agent, and only for
+	// an active run (queued, running or waiting_input; the adapter reads
+	// the context before startRun). An unknown run, a run the caller cannot
+	// see and a run that has ended answer the same 404 not_found. A person
+	// or an app gets 403 forbidden (reason subject_kind_not_allowed),
+	// another agent 403 forbidden (reason not_self).
+	//
+	// The server builds the context on every read: the triggering message,
+	// complete and never cut; the earlier messages of the run's thread
+	// above context_floor_seq; on the first run of a session, the
+	// main-thread messages before the thread's parent message. Every
+	// element carries its author, origin, kind, channel, role and a trust
+	// marker that the server computes from the current rights on each
+	// read, never from the content or the client. Adapters must pass
+	// elements with trust unverified to a model only as marked data, never
+	// as instructions (SEC-AI-1).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/runs/{run_id}/context (the `GetRunContext` operationId).
+	GetRunContextWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*GetRunContextResponse, error)
 
 	// FinishRunWithBodyWithResponse End a run
 	//
@@ -5507,6 +5804,139 @@ func (r CancelRunResponse) ContentType() string {
 	return ""
 }
 
+// GetRunContextResponse200Headers the declared response headers of an HTTP 200 response for GetRunContext
+type GetRunContextResponse200Headers struct {
+	CorrelationId *string
+}
+
+// GetRunContextResponse401Headers the declared response headers of an HTTP 401 response for GetRunContext
+type GetRunContextResponse401Headers struct {
+	CorrelationId *string
+}
+
+// GetRunContextResponse403Headers the declared response headers of an HTTP 403 response for GetRunContext
+type GetRunContextResponse403Headers struct {
+	CorrelationId *string
+}
+
+// GetRunContextResponse404Headers the declared response headers of an HTTP 404 response for GetRunContext
+type GetRunContextResponse404Headers struct {
+	CorrelationId *string
+}
+
+// GetRunContextResponse429Headers the declared response headers of an HTTP 429 response for GetRunContext
+type GetRunContextResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// GetRunContextResponse500Headers the declared response headers of an HTTP 500 response for GetRunContext
+type GetRunContextResponse500Headers struct {
+	CorrelationId *string
+}
+
+// GetRunContextResponseDefaultHeaders the declared response headers of an HTTP default response for GetRunContext
+type GetRunContextResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type GetRunContextResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RunContext
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetRunContextResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetRunContextResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetRunContextResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetRunContextResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetRunContextResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetRunContextResponse500Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetRunContextResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetRunContextResponse) GetJSON200() *RunContext {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetRunContextResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetRunContextResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetRunContextResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetRunContextResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetRunContextResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetRunContextResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRunContextResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRunContextResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRunContextResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRunContextResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // FinishRunResponse200Headers the declared response headers of an HTTP 200 response for FinishRun
 type FinishRunResponse200Headers struct {
 	CorrelationId *string
@@ -7195,6 +7625,36 @@ func (c *ClientWithResponses) CancelRunWithResponse(ctx context.Context, runId R
 		return nil, err
 	}
 	return ParseCancelRunResponse(rsp)
+}
+
+// GetRunContextWithResponse The context of the caller's own active run (run_context.v1)
+//
+// Agent-self (run.context.read): only the run's own agent, and only for
+// an active run (queued, running or waiting_input; the adapter reads
+// the context before startRun). An unknown run, a run the caller cannot
+// see and a run that has ended answer the same 404 not_found. A person
+// or an app gets 403 forbidden (reason subject_kind_not_allowed),
+// another agent 403 forbidden (reason not_self).
+//
+// The server builds the context on every read: the triggering message,
+// complete and never cut; the earlier messages of the run's thread
+// above context_floor_seq; on the first run of a session, the
+// main-thread messages before the thread's parent message. Every
+// element carries its author, origin, kind, channel, role and a trust
+// marker that the server computes from the current rights on each
+// read, never from the content or the client. Adapters must pass
+// elements with trust unverified to a model only as marked data, never
+// as instructions (SEC-AI-1).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/runs/{run_id}/context (the `GetRunContext` operationId).
+func (c *ClientWithResponses) GetRunContextWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*GetRunContextResponse, error) {
+	rsp, err := c.GetRunContext(ctx, runId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRunContextResponse(rsp)
 }
 
 // FinishRunWithBodyWithResponse End a run
@@ -9505,6 +9965,154 @@ func ParseCancelRunResponse(rsp *http.Response) (*CancelRunResponse, error) {
 		response.Headers429 = &headers
 	case true:
 		var headers CancelRunResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetRunContextResponse parses an HTTP response from a GetRunContextWithResponse call
+func ParseGetRunContextResponse(rsp *http.Response) (*GetRunContextResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRunContextResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RunContext
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetRunContextResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetRunContextResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetRunContextResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetRunContextResponse404Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetRunContextResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetRunContextResponse500Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers500 = &headers
+	case true:
+		var headers GetRunContextResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

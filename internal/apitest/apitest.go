@@ -29,6 +29,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/internal/server"
 	"bothy.example.com/bothy/internal/world"
@@ -422,3 +423,29 @@ func (e *Env) Exec(sql string, args ...any) {
 
 // Main returns the main thread id of channel key "Space/Channel".
 func (e *Env) Main(key string) string { return e.World.Channel(key).MainThreadID }
+
+// InsertImport writes a message of origin import by the principal with
+// handle who into thread, the way import tooling does: the server's import
+// path, not the API (no client can send origin). It returns the message id.
+func (e *Env) InsertImport(thread, who, content string) string {
+	e.t.Helper()
+	id := ids.New()
+	ctx := context.Background()
+	tx, err := e.Pool.Begin(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var seq int64
+	if err := tx.QueryRow(ctx, `UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq`, thread).Scan(&seq); err != nil {
+		e.t.Fatalf("import seq: %v", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO messages (id, thread_id, thread_seq, author_principal_id, origin, kind, content_md, created_at)
+		VALUES ($1, $2, $3, $4, 'import', 'text', $5, $6)`, id, thread, seq, e.World.ID(who), content, e.Clock.Now()); err != nil {
+		e.t.Fatalf("import: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}

@@ -164,6 +164,8 @@ const (
 	ChannelArchive       Action = "channel.archive"
 	SpaceArchive         Action = "space.archive"
 	EventsList           Action = "events.list"
+	// ViewerRead reads the caller itself; it needs no resource.
+	ViewerRead Action = "viewer.read"
 )
 
 type requirement int
@@ -196,6 +198,7 @@ var Table = map[Action]Spec{
 	ChannelRead:          {needRead, ratelimit.Read, false},
 	SpaceRead:            {needRead, ratelimit.Read, false},
 	EventsList:           {needRead, ratelimit.Read, false},
+	ViewerRead:           {needRead, ratelimit.Read, false},
 	MessageCreate:        {needWrite, ratelimit.Message, false},
 	MessageDelete:        {needAuthorOrOwner, ratelimit.Message, false},
 	ThreadCreate:         {needWrite, ratelimit.Message, false},
@@ -237,6 +240,9 @@ type Decision struct {
 	Reason string
 	// Level is the capped effective level that was decided on.
 	Level Level
+	// Grant is the grant level the decision read (for decisions of further
+	// actions on the same path in the same request).
+	Grant Level
 }
 
 // Err returns the error to answer for a denial (nil when allowed). Both
@@ -259,6 +265,12 @@ func deny(code problem.Code, reason string, l Level) Decision {
 // to action by a on the resource at p, where grant is the actor's highest
 // live grant level on the resource's channel or space.
 func Decide(action Action, a Actor, grant Level, p Path) Decision {
+	d := decide(action, a, grant, p)
+	d.Grant = grant
+	return d
+}
+
+func decide(action Action, a Actor, grant Level, p Path) Decision {
 	spec, ok := Table[action]
 	if !ok {
 		// An action without a row is refused: a forgotten row must not open

@@ -37,6 +37,9 @@ type Service struct {
 	log     *slog.Logger
 	sources map[ResourceKind]Source
 	errors  *prometheus.CounterVec
+	// TriggerFault, when set (tests only), is returned by WithTrigger: it
+	// proves that a failing trust source fails the whole run context.
+	TriggerFault error
 }
 
 // NewService returns the authorization service. window is
@@ -360,4 +363,96 @@ func (s *Service) DecideAgentOnly(ctx context.Context, actor identity.Principal,
 		return Decision{}, problem.Internal(err)
 	}
 	return d, nil
+}
+
+// DecideFrom decides action on p for actor with a grant level an earlier
+// decision of the same request read on the same path (Decision.Grant), so a
+// second action on one resource costs no statement. It takes a token of the
+// action's rate-limit class and audits like Authorize.
+func (s *Service) DecideFrom(ctx context.Context, actor identity.Principal, action Action, p Path, grant Level) (Decision, error) {
+	if err := s.Spend(actor, action); err != nil {
+		return Decision{Code: problem.RateLimited}, err
+	}
+	d := Decide(action, ActorOf(actor), grant, p)
+	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
+		return Decision{}, problem.Internal(err)
+	}
+	return d, d.Err()
+}
+
+// FilterAt is filter mode for items that all lie on paths of one channel
+// whose grant level the request already read: no statement is needed.
+func (s *Service) FilterAt(ctx context.Context, actor identity.Principal, action Action, paths []Path, grant Level) []bool {
+	a := ActorOf(actor)
+	ok := make([]bool, len(paths))
+	for i, p := range paths {
+		ok[i] = p.Exists && Capped(EffectiveLevel(a, grant, p), p) >= Read
+		if !ok[i] {
+			s.errors.WithLabelValues("filter_mismatch").Inc()
+			s.log.ErrorContext(ctx, "filter mismatch: a query returned an item the reader may not see",
+				"action", string(action), "resource_kind", string(p.Kind))
+		}
+	}
+	return ok
+}
+
+// TriggerHolders answers which people have effective trigger on a channel
+// now; the runs module uses it for the trust marker of the run context.
+type TriggerHolders interface {
+	// WithTrigger returns the ids among people that are active persons with
+	// effective level trigger on channel path c. It writes no audit entry;
+	// an error never means "has trigger".
+	WithTrigger(ctx context.Context, c Path, people []identity.Principal) (map[string]bool, error)
+}
+
+// WithTrigger implements TriggerHolders in one statement for all people:
+// active owners count on every channel, other active persons through their
+// grants (direct or through groups) on the channel or its space; the archive
+// cap leaves nobody with trigger in an archived channel or space; agents and
+// apps never count. TriggerFault, when set (tests only), makes it fail.
+func (s *Service) WithTrigger(ctx context.Context, c Path, people []identity.Principal) (map[string]bool, error) {
+	if s.TriggerFault != nil {
+		return nil, s.TriggerFault
+	}
+	if c.Kind != KindChannel && c.ChannelID == "" {
+		return nil, fmt.Errorf("authz: trigger holders need a channel path")
+	}
+	out := map[string]bool{}
+	var ask []string
+	for _, p := range people {
+		if p.Kind == identity.KindUser && p.Active() {
+			ask = append(ask, p.ID)
+		}
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	grants := map[string]Level{}
+	rows, err := s.pool.Query(ctx, `SELECT coalesce(g.subject_principal_id, gm.principal_id)::text, g.level FROM grants g
+		LEFT JOIN group_members gm ON gm.group_id = g.subject_group_id
+		WHERE g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > $1)
+		AND (g.target_channel_id = $2 OR g.target_space_id = $3)
+		AND coalesce(g.subject_principal_id, gm.principal_id) = ANY($4::uuid[])`, s.clock.Now(), c.ChannelID, c.SpaceID, ask)
+	if err != nil {
+		return nil, fmt.Errorf("trigger holders: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, level string
+		if err := rows.Scan(&id, &level); err != nil {
+			return nil, fmt.Errorf("trigger holders: %w", err)
+		}
+		if l := ParseLevel(level); l > grants[id] {
+			grants[id] = l
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("trigger holders: %w", err)
+	}
+	for _, p := range people {
+		if Capped(EffectiveLevel(ActorOf(p), grants[p.ID], c), c) >= Trigger && p.Kind == identity.KindUser {
+			out[p.ID] = true
+		}
+	}
+	return out, nil
 }

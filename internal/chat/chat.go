@@ -573,3 +573,26 @@ func setList(m map[string]bool) []string {
 	}
 	return out
 }
+
+// ThreadInfo returns thread id with its current channel (and that channel's
+// space facts) in one statement, or ErrNotFound.
+func (s *Service) ThreadInfo(ctx context.Context, q db.Querier, id string) (Thread, Channel, error) {
+	if !ids.Valid(id) {
+		return Thread{}, Channel{}, ErrNotFound
+	}
+	var t Thread
+	var c Channel
+	err := s.q(q).QueryRow(ctx, `SELECT `+threadColumns+`, c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode,
+		coalesce(c.operator_agent_id::text, ''), c.free_response, c.allow_mentioned_agents, c.auto_thread, c.history_backfill_limit,
+		coalesce(s.default_operator_agent_id::text, ''), s.archived_at IS NOT NULL,
+		coalesce((SELECT m.id::text FROM threads m WHERE m.channel_id = c.id AND m.kind = 'main'), '')
+		FROM threads t JOIN channels c ON c.id = t.channel_id JOIN spaces s ON s.id = c.space_id WHERE t.id = $1`, id).
+		Scan(&t.ID, &t.ChannelID, &t.Kind, &t.ParentMessageID, &t.OperatorAgentID, &t.Title, &t.TitleSource, &t.CreatedBy, &t.State, &t.LastSeq, &t.CreatedAt,
+			&c.ID, &c.SpaceID, &c.Name, &c.Kind, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID,
+			&c.Switches.FreeResponse, &c.Switches.AllowMentionedAgents, &c.Switches.AutoThread, &c.Switches.HistoryBackfillLimit,
+			&c.SpaceDefaultOperator, &c.SpaceArchived, &c.MainThreadID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Thread{}, Channel{}, ErrNotFound
+	}
+	return t, c, err
+}

@@ -1,6 +1,10 @@
 package rest
 
-import "net/http"
+import (
+	"net/http"
+
+	"bothy.example.com/bothy/internal/authz"
+)
 
 // Selections shared by the stored operations, in the REST shape of
 // docs/api/openapi.yaml (the shim renders camelCase as snake_case).
@@ -13,6 +17,8 @@ const (
 	eventFields        = `seq type createdAt channelId payload`
 	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
+	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size } replyToMessageId trust alreadyDelivered`
+	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq`
 )
 
 func path(name string) Param { return Param{Name: name, In: InPath, Var: "id"} }
@@ -21,127 +27,132 @@ func path(name string) Param { return Param{Name: name, In: InPath, Var: "id"} }
 // per OpenAPI operationId of docs/api/openapi.yaml.
 var Table = []Route{
 	{
-		OperationID: "getViewer", Method: http.MethodGet, Path: "/api/v1/me", Result: "viewer",
+		OperationID: "getViewer", Action: authz.ViewerRead, Method: http.MethodGet, Path: "/api/v1/me", Result: "viewer",
 		Document: `query getViewer { viewer { id kind handle displayName email status isOwner createdAt } }`,
 	},
 	{
-		OperationID: "listEvents", Method: http.MethodGet, Path: "/api/v1/events", Result: "events",
+		OperationID: "listEvents", Action: authz.EventsList, Method: http.MethodGet, Path: "/api/v1/events", Result: "events",
 		Params:   []Param{{Name: "after", In: InQuery, Var: "after"}, {Name: "limit", In: InQuery, Var: "limit", Int: true}},
 		Document: `query listEvents($after: String, $limit: Int) { events(after: $after, limit: $limit) { events { ` + eventFields + ` } nextAfter } }`,
 	},
 	{
-		OperationID: "getChannel", Method: http.MethodGet, Path: "/api/v1/channels/{channel_id}", Result: "channel",
+		OperationID: "getChannel", Action: authz.ChannelRead, Method: http.MethodGet, Path: "/api/v1/channels/{channel_id}", Result: "channel",
 		Params:   []Param{path("channel_id")},
 		Document: `query getChannel($id: ID!) { channel(id: $id) { ` + channelFields + ` } }`,
 	},
 	{
-		OperationID: "getThread", Method: http.MethodGet, Path: "/api/v1/threads/{thread_id}", Result: "thread",
+		OperationID: "getThread", Action: authz.ThreadRead, Method: http.MethodGet, Path: "/api/v1/threads/{thread_id}", Result: "thread",
 		Params:   []Param{path("thread_id")},
 		Document: `query getThread($id: ID!) { thread(id: $id) { ` + threadFields + ` } }`,
 	},
 	{
-		OperationID: "listThreadMessages", Method: http.MethodGet, Path: "/api/v1/threads/{thread_id}/messages", Result: "thread", Unwrap: "messages",
+		OperationID: "listThreadMessages", Action: authz.ThreadRead, Method: http.MethodGet, Path: "/api/v1/threads/{thread_id}/messages", Result: "thread", Unwrap: "messages",
 		Params:   []Param{path("thread_id"), {Name: "after", In: InQuery, Var: "after", Int: true}, {Name: "limit", In: InQuery, Var: "limit", Int: true}},
 		Document: `query listThreadMessages($id: ID!, $after: Int, $limit: Int) { thread(id: $id) { messages(after: $after, limit: $limit) { messages { ` + messageFields + ` } nextAfter } } }`,
 	},
 	{
-		OperationID: "getMessage", Method: http.MethodGet, Path: "/api/v1/messages/{message_id}", Result: "message",
+		OperationID: "getMessage", Action: authz.MessageRead, Method: http.MethodGet, Path: "/api/v1/messages/{message_id}", Result: "message",
 		Params:   []Param{path("message_id")},
 		Document: `query getMessage($id: ID!) { message(id: $id) { ` + messageFields + ` } }`,
 	},
 	{
-		OperationID: "createMessage", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/messages", Result: "createMessage",
+		OperationID: "createMessage", Action: authz.MessageCreate, Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/messages", Result: "createMessage",
 		Params: []Param{path("thread_id")}, BodyVar: "input", Created: true, ReplayFlag: "replayed", Unwrap: "message",
 		Document: `mutation createMessage($id: ID!, $input: MessageCreate!) { createMessage(threadId: $id, input: $input) { replayed message { ` + messageFields + ` } } }`,
 	},
 	{
-		OperationID: "deleteMessage", Method: http.MethodDelete, Path: "/api/v1/messages/{message_id}", Result: "deleteMessage",
+		OperationID: "deleteMessage", Action: authz.MessageDelete, Method: http.MethodDelete, Path: "/api/v1/messages/{message_id}", Result: "deleteMessage",
 		Params:   []Param{path("message_id")},
 		Document: `mutation deleteMessage($id: ID!) { deleteMessage(id: $id) { ` + messageFields + ` } }`,
 	},
 	{
-		OperationID: "createThread", Method: http.MethodPost, Path: "/api/v1/channels/{channel_id}/threads", Result: "createThread",
+		OperationID: "createThread", Action: authz.ThreadCreate, Method: http.MethodPost, Path: "/api/v1/channels/{channel_id}/threads", Result: "createThread",
 		Params: []Param{path("channel_id")}, BodyVar: "input", Created: true, ReplayFlag: "replayed", Omit: []string{"replayed"},
 		Document: `mutation createThread($id: ID!, $input: ThreadCreate!) { createThread(channelId: $id, input: $input) { replayed thread { ` + threadFields + ` } firstMessage { ` + messageFields + ` } } }`,
 	},
 	{
-		OperationID: "closeThread", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/close", Result: "closeThread",
+		OperationID: "closeThread", Action: authz.ThreadClose, Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/close", Result: "closeThread",
 		Params:   []Param{path("thread_id")},
 		Document: `mutation closeThread($id: ID!) { closeThread(id: $id) { ` + threadFields + ` } }`,
 	},
 	{
-		OperationID: "moveThread", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/move", Result: "moveThread",
+		OperationID: "moveThread", Action: authz.ThreadMove, Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/move", Result: "moveThread",
 		Params: []Param{path("thread_id")}, BodyFields: map[string]string{"channel_id": "channelId"},
 		Document: `mutation moveThread($id: ID!, $channelId: ID!) { moveThread(id: $id, channelId: $channelId) { ` + threadFields + ` } }`,
 	},
 	{
-		OperationID: "setChannelOperator", Method: http.MethodPut, Path: "/api/v1/channels/{channel_id}/operator", Result: "setChannelOperator",
+		OperationID: "setChannelOperator", Action: authz.ChannelOperatorSet, Method: http.MethodPut, Path: "/api/v1/channels/{channel_id}/operator", Result: "setChannelOperator",
 		Params: []Param{path("channel_id")}, BodyVar: "input",
 		Document: `mutation setChannelOperator($id: ID!, $input: OperatorSet!) { setChannelOperator(channelId: $id, input: $input) { ` + channelFields + ` } }`,
 	},
 	{
-		OperationID: "updateChannelSwitches", Method: http.MethodPatch, Path: "/api/v1/channels/{channel_id}/switches", Result: "updateChannelSwitches",
+		OperationID: "updateChannelSwitches", Action: authz.ChannelSwitchesPatch, Method: http.MethodPatch, Path: "/api/v1/channels/{channel_id}/switches", Result: "updateChannelSwitches",
 		Params: []Param{path("channel_id")}, BodyVar: "input",
 		Document: `mutation updateChannelSwitches($id: ID!, $input: ChannelSwitchesPatch!) { updateChannelSwitches(channelId: $id, input: $input) { ` + channelFields + ` } }`,
 	},
 	{
-		OperationID: "archiveChannel", Method: http.MethodPost, Path: "/api/v1/channels/{channel_id}/archive", Result: "archiveChannel",
+		OperationID: "archiveChannel", Action: authz.ChannelArchive, Method: http.MethodPost, Path: "/api/v1/channels/{channel_id}/archive", Result: "archiveChannel",
 		Params:   []Param{path("channel_id")},
 		Document: `mutation archiveChannel($id: ID!) { archiveChannel(id: $id) { ` + channelFields + ` } }`,
 	},
 	{
-		OperationID: "archiveSpace", Method: http.MethodPost, Path: "/api/v1/spaces/{space_id}/archive", Result: "archiveSpace",
+		OperationID: "archiveSpace", Action: authz.SpaceArchive, Method: http.MethodPost, Path: "/api/v1/spaces/{space_id}/archive", Result: "archiveSpace",
 		Params:   []Param{path("space_id")},
 		Document: `mutation archiveSpace($id: ID!) { archiveSpace(id: $id) { id name defaultOperatorAgentId archived } }`,
 	},
 	{
-		OperationID: "createGrant", Method: http.MethodPost, Path: "/api/v1/grants", Result: "createGrant",
+		OperationID: "createGrant", Action: authz.GrantCreate, Method: http.MethodPost, Path: "/api/v1/grants", Result: "createGrant",
 		BodyVar: "input", Created: true,
 		Document: `mutation createGrant($input: GrantCreate!) { createGrant(input: $input) { ` + grantFields + ` } }`,
 	},
 	{
-		OperationID: "revokeGrant", Method: http.MethodDelete, Path: "/api/v1/grants/{grant_id}", Result: "revokeGrant",
+		OperationID: "revokeGrant", Action: authz.GrantRevoke, Method: http.MethodDelete, Path: "/api/v1/grants/{grant_id}", Result: "revokeGrant",
 		Params:   []Param{path("grant_id")},
 		Document: `mutation revokeGrant($id: ID!) { revokeGrant(id: $id) { ` + grantFields + ` } }`,
 	},
 	{
-		OperationID: "getRun", Method: http.MethodGet, Path: "/api/v1/runs/{run_id}", Result: "run",
+		OperationID: "getRun", Action: authz.RunRead, Method: http.MethodGet, Path: "/api/v1/runs/{run_id}", Result: "run",
 		Params:   []Param{path("run_id")},
 		Document: `query getRun($id: ID!) { run(id: $id) { ` + runFields + ` } }`,
 	},
 	{
-		OperationID: "startRun", Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/start", Result: "startRun",
+		OperationID: "startRun", Action: authz.RunStart, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/start", Result: "startRun",
 		Params:   []Param{path("run_id")},
 		Document: `mutation startRun($id: ID!) { startRun(id: $id) { ` + runFields + ` } }`,
 	},
 	{
-		OperationID: "awaitRunInput", Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/await-input", Result: "awaitRunInput",
+		OperationID: "awaitRunInput", Action: authz.RunAwaitInput, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/await-input", Result: "awaitRunInput",
 		Params:   []Param{path("run_id")},
 		Document: `mutation awaitRunInput($id: ID!) { awaitRunInput(id: $id) { ` + runFields + ` } }`,
 	},
 	{
-		OperationID: "finishRun", Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/finish", Result: "finishRun",
+		OperationID: "finishRun", Action: authz.RunFinish, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/finish", Result: "finishRun",
 		Params: []Param{path("run_id")}, BodyVar: "input",
 		Document: `mutation finishRun($id: ID!, $input: RunFinish!) { finishRun(id: $id, input: $input) { ` + runFields + ` } }`,
 	},
 	{
-		OperationID: "cancelRun", Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/cancel", Result: "cancelRun",
+		OperationID: "cancelRun", Action: authz.RunCancel, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/cancel", Result: "cancelRun",
 		Params:   []Param{path("run_id")},
 		Document: `mutation cancelRun($id: ID!) { cancelRun(id: $id) { ` + runFields + ` } }`,
 	},
 	{
-		OperationID: "pollAgentEvents", Method: http.MethodGet, Path: "/api/v1/agent/events", Result: "agentEvents",
+		OperationID: "pollAgentEvents", Action: authz.AgentEventsPoll, Method: http.MethodGet, Path: "/api/v1/agent/events", Result: "agentEvents",
 		Params:   []Param{{Name: "after", In: InQuery, Var: "after"}, {Name: "wait", In: InQuery, Var: "wait", Int: true}},
 		Document: `query pollAgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) { events { seq type createdAt payload } nextAfter } }`,
 	},
 	{
-		OperationID: "resetAgentSession", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/agent-session/reset", Result: "resetAgentSession",
+		OperationID: "resetAgentSession", Action: authz.AgentSessionReset, Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/agent-session/reset", Result: "resetAgentSession",
 		Params:   []Param{path("thread_id")},
 		Document: `mutation resetAgentSession($id: ID!) { resetAgentSession(threadId: $id) { ` + sessionFields + ` } }`,
 	},
 	{
-		OperationID: "bindAgentSession", Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/agent-session/bind", Result: "bindAgentSession",
+		OperationID: "bindAgentSession", Action: authz.AgentSessionBind, Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/agent-session/bind", Result: "bindAgentSession",
 		Params: []Param{path("thread_id")}, BodyFields: map[string]string{"external_ref": "externalRef"},
 		Document: `mutation bindAgentSession($id: ID!, $externalRef: String!) { bindAgentSession(threadId: $id, externalRef: $externalRef) { ` + sessionFields + ` } }`,
+	},
+	{
+		OperationID: "getRunContext", Action: authz.RunContextRead, Method: http.MethodGet, Path: "/api/v1/runs/{run_id}/context", Result: "run", Unwrap: "context",
+		Params:   []Param{path("run_id")},
+		Document: `query getRunContext($id: ID!) { run(id: $id) { context { ` + contextFields + ` } } }`,
 	},
 }

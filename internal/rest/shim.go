@@ -15,6 +15,7 @@ import (
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
@@ -39,10 +40,13 @@ type Param struct {
 // Route is one REST operation of the OpenAPI document.
 type Route struct {
 	OperationID string
-	Method      string
-	Path        string // Go ServeMux pattern path, e.g. /api/v1/runs/{run_id}
-	Document    string // the stored GraphQL operation (named OperationID)
-	Params      []Param
+	// Action is the authorization action the route's operation decides
+	// (its rate-limit class follows from authz.Table).
+	Action   authz.Action
+	Method   string
+	Path     string // Go ServeMux pattern path, e.g. /api/v1/runs/{run_id}
+	Document string // the stored GraphQL operation (named OperationID)
+	Params   []Param
 	// BodyVar names the variable that receives the JSON body, converted by
 	// the GraphQL input type of that variable; empty for no body.
 	BodyVar string

@@ -129,31 +129,3 @@ func DecideTrigger(f TriggerFacts) TriggerDecision {
 	d.AutoThread = f.MainThread && f.AutoThread
 	return d
 }
-
-// SessionFacts describe an agent session when a run joins it.
-type SessionFacts struct {
-	// Started is whether a run of the session was started, or the session
-	// was bound to an external conversation.
-	Started bool
-	// Bound is whether the session was made by bindAgentSession.
-	Bound bool
-	// Runs counts the runs the session had before this one.
-	Runs int
-}
-
-// SessionMode returns the mode of a run joining session s (nil for a guest
-// run): guest, new (nothing to resume), bind (the first run of a bound
-// session), resume (the runtime continues an earlier conversation). The
-// invocation payload and the run context share it.
-func SessionMode(s *SessionFacts) string {
-	switch {
-	case s == nil:
-		return "guest"
-	case s.Bound && s.Runs == 0:
-		return "bind"
-	case s.Started:
-		return "resume"
-	default:
-		return "new"
-	}
-}

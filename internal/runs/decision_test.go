@@ -60,23 +60,3 @@ func TestDecideTrigger(t *testing.T) {
 		})
 	}
 }
-
-func TestSessionMode(t *testing.T) {
-	tests := []struct {
-		name string
-		s    *runs.SessionFacts
-		want string
-	}{
-		{"guest", nil, "guest"},
-		{"fresh session", &runs.SessionFacts{}, "new"},
-		{"never started, earlier failed run", &runs.SessionFacts{Runs: 1}, "new"},
-		{"bound, no runs", &runs.SessionFacts{Started: true, Bound: true}, "bind"},
-		{"bound with a run", &runs.SessionFacts{Started: true, Bound: true, Runs: 1}, "resume"},
-		{"started", &runs.SessionFacts{Started: true, Runs: 1}, "resume"},
-	}
-	for _, tc := range tests {
-		if got := runs.SessionMode(tc.s); got != tc.want {
-			t.Errorf("%s: SessionMode = %s, want %s", tc.name, got, tc.want)
-		}
-	}
-}

@@ -15,14 +15,8 @@ import (
 
 // Get returns run id (run.read: read on its thread).
 func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) (Run, error) {
-	if _, _, err := s.authz.Authorize(ctx, actor, authz.RunRead, authz.Resource{Kind: authz.KindRun, ID: id}); err != nil {
-		return Run{}, err
-	}
-	r, err := getRun(ctx, s.pool, id, "")
-	if err != nil {
-		return Run{}, problem.Internal(err)
-	}
-	return r, nil
+	rd, err := s.Read(ctx, actor, id)
+	return rd.Run, err
 }
 
 // Session returns the session of run r (nil for a guest run).
@@ -187,16 +181,19 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to, reason, channel
 	if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, r.ID, settled); err != nil {
 		return Run{}, nil, problem.Internal(err)
 	}
-	rows, err := tx.Query(ctx, `SELECT f.message_id::text, m.author_principal_id::text FROM run_followups f JOIN messages m ON m.id = f.message_id
+	rows, err := tx.Query(ctx, `SELECT f.message_id::text, m.author_principal_id::text, m.thread_seq FROM run_followups f JOIN messages m ON m.id = f.message_id
 		WHERE f.run_id = $1 AND f.state = 'pending' ORDER BY m.thread_seq`, r.ID)
 	if err != nil {
 		return Run{}, nil, problem.Internal(err)
 	}
-	type pending struct{ message, author string }
+	type pending struct {
+		message, author string
+		seq             int64
+	}
 	var list []pending
 	for rows.Next() {
 		var p pending
-		if err := rows.Scan(&p.message, &p.author); err != nil {
+		if err := rows.Scan(&p.message, &p.author, &p.seq); err != nil {
 			rows.Close()
 			return Run{}, nil, problem.Internal(err)
 		}
@@ -214,7 +211,7 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to, reason, channel
 		return Run{}, nil, problem.Internal(err)
 	}
 	guest := r.SessionID == ""
-	more, err := s.startRunFor(ctx, tx, r.AgentID, guest, thread, channelID, list[0].message, list[0].author)
+	more, err := s.startRunFor(ctx, tx, r.AgentID, guest, thread, channelID, trigger{list[0].message, r.ThreadID, list[0].seq}, list[0].author)
 	if err != nil {
 		return Run{}, nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // Timeouts are the run timeouts (run.start_timeout, run.stall_timeout).
@@ -106,7 +107,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 		runThread = t
 		evs = append(evs, events.Event{Type: events.ThreadCreated, ChannelID: p.Channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)})
 	}
-	more, err := s.startRunFor(ctx, tx, d.Agent, d.Guest, runThread, p.Channel.ID, p.Message.ID, p.Author.ID)
+	more, err := s.startRunFor(ctx, tx, d.Agent, d.Guest, runThread, p.Channel.ID, trigger{p.Message.ID, p.Thread.ID, p.Message.ThreadSeq}, p.Author.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -178,10 +179,18 @@ func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Post
 // startRunFor creates a queued run of agent in thread t (whose row lock the
 // unit holds, or which it created), joining the current session of an
 // operator run, with its anchor and the events that announce it.
-func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, guest bool, t chat.Thread, channelID, messageID, by string) ([]events.Event, error) {
+// trigger locates a triggering message.
+type trigger struct {
+	messageID, threadID string
+	seq                 int64
+}
+
+func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
 	now := s.clock.Now()
+	messageID := m.messageID
 	r := Run{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, TriggerKind: "message", TriggeringMessageID: messageID,
-		TriggeredBy: by, State: Queued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: SessionMode(nil)}
+		TriggerThreadID: m.threadID, TriggerSeq: m.seq,
+		TriggeredBy: by, State: Queued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: domain.SessionMode(nil)}
 	if !guest {
 		sess, err := currentSession(ctx, tx, t.ID, agentID)
 		if err == ErrNotFound {
@@ -197,7 +206,7 @@ func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, gu
 			return nil, problem.Internal(err)
 		}
 		r.SessionID = sess.ID
-		r.SessionMode = SessionMode(&SessionFacts{Started: sess.Started, Bound: sess.ExternalRef != "", Runs: n})
+		r.SessionMode = domain.SessionMode(&domain.SessionFacts{Started: sess.Started, Bound: sess.ExternalRef != "", Runs: n})
 	}
 	if err := insertRun(ctx, tx, r); err != nil {
 		return nil, problem.Internal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
 )
 
 // Run states (spec domain.md 8).
@@ -33,28 +34,31 @@ type Run struct {
 	SessionMode         string
 	TriggerKind         string
 	TriggeringMessageID string
-	TriggeredBy         string
-	State               string
-	CancelRequested     bool
-	EndReason           string
-	Version             int
-	QueuedAt            time.Time
-	StartedAt           *time.Time
-	EndedAt             *time.Time
-	LastActivityAt      time.Time
+	// TriggerThreadID and TriggerSeq locate the triggering message.
+	TriggerThreadID string
+	TriggerSeq      int64
+	TriggeredBy     string
+	State           string
+	CancelRequested bool
+	EndReason       string
+	Version         int
+	QueuedAt        time.Time
+	StartedAt       *time.Time
+	EndedAt         *time.Time
+	LastActivityAt  time.Time
 }
 
 // ErrNotFound is returned for an unknown run.
 var ErrNotFound = errors.New("runs: not found")
 
 const runColumns = `id, thread_id, agent_id, coalesce(agent_session_id::text, ''), session_mode, trigger_kind,
-	coalesce(triggering_message_id::text, ''), coalesce(triggered_by::text, ''), state, cancel_requested,
+	coalesce(triggering_message_id::text, ''), coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0), coalesce(triggered_by::text, ''), state, cancel_requested,
 	coalesce(end_reason, ''), version, queued_at, started_at, ended_at, last_activity_at`
 
 func scanRun(r pgx.Row) (Run, error) {
 	var x Run
 	err := r.Scan(&x.ID, &x.ThreadID, &x.AgentID, &x.SessionID, &x.SessionMode, &x.TriggerKind, &x.TriggeringMessageID,
-		&x.TriggeredBy, &x.State, &x.CancelRequested, &x.EndReason, &x.Version, &x.QueuedAt, &x.StartedAt, &x.EndedAt, &x.LastActivityAt)
+		&x.TriggerThreadID, &x.TriggerSeq, &x.TriggeredBy, &x.State, &x.CancelRequested, &x.EndReason, &x.Version, &x.QueuedAt, &x.StartedAt, &x.EndedAt, &x.LastActivityAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
@@ -74,16 +78,17 @@ func insertRun(ctx context.Context, q db.Querier, r Run) error {
 	if r.SessionID != "" {
 		session = r.SessionID
 	}
-	var msg, by any
+	var msg, by, tthread, tseq any
 	if r.TriggeringMessageID != "" {
-		msg = r.TriggeringMessageID
+		msg, tthread, tseq = r.TriggeringMessageID, r.TriggerThreadID, r.TriggerSeq
 	}
 	if r.TriggeredBy != "" {
 		by = r.TriggeredBy
 	}
 	_, err := q.Exec(ctx, `INSERT INTO runs (id, thread_id, agent_id, agent_session_id, session_mode, trigger_kind, triggering_message_id,
-		triggered_by, state, version, queued_at, last_activity_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 1, $9, $9)`,
-		r.ID, r.ThreadID, r.AgentID, session, r.SessionMode, r.TriggerKind, msg, by, r.QueuedAt)
+		trigger_thread_id, trigger_seq, triggered_by, state, version, queued_at, last_activity_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 1, $11, $11)`,
+		r.ID, r.ThreadID, r.AgentID, session, r.SessionMode, r.TriggerKind, msg, tthread, tseq, by, r.QueuedAt)
 	if err != nil {
 		return fmt.Errorf("insert run: %w", err)
 	}
@@ -135,3 +140,5 @@ func sessionRuns(ctx context.Context, q db.Querier, sessionID string) (int, erro
 	err := q.QueryRow(ctx, `SELECT count(*) FROM runs WHERE agent_session_id = $1`, sessionID).Scan(&n)
 	return n, err
 }
+
+func validID(id string) bool { return ids.Valid(id) }

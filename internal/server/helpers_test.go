@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,3 +39,5 @@ func metricValue(t *testing.T, env *apitest.Env, series string) float64 {
 	}
 	return 0
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

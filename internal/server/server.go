@@ -111,9 +111,10 @@ func New(d Deps) (*Server, error) {
 	adm := admin.NewService(d.Pool, uow, az, chatSvc, ident, evLog)
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
 	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
-		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc}
+		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
+		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)}}
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
-	gql := graph.WithLoaders(ident, newGraphQL(es, d.Config, d.Logger))
+	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc}, newGraphQL(es, d.Config, d.Logger))
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err

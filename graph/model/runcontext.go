@@ -1,0 +1,36 @@
+package model
+
+import (
+	"time"
+
+	"bothy.example.com/bothy/internal/runs"
+)
+
+// RunContext is the GraphQL model of run_context.v1. It keeps the module's
+// context so that the field resolvers can classify and batch.
+type RunContext struct {
+	RunID              string               `json:"runId"`
+	ContextFloorSeq    int                  `json:"contextFloorSeq"`
+	TriggerMessage     *RunContextMessage   `json:"triggerMessage"`
+	ThreadContext      []*RunContextMessage `json:"threadContext"`
+	ChannelContext     []*RunContextMessage `json:"channelContext,omitempty"`
+	TruncatedBeforeSeq *int                 `json:"truncatedBeforeSeq,omitempty"`
+}
+
+// RunContextMessage is one element of a run context. Author, role, trust
+// and alreadyDelivered are field resolvers that read the hidden facts.
+type RunContextMessage struct {
+	MessageID        string        `json:"messageId"`
+	ThreadSeq        int           `json:"threadSeq"`
+	CreatedAt        time.Time     `json:"createdAt"`
+	ChannelID        string        `json:"channelId"`
+	Origin           MessageOrigin `json:"origin"`
+	Kind             MessageKind   `json:"kind"`
+	ContentMd        string        `json:"contentMd"`
+	Truncated        *bool         `json:"truncated,omitempty"`
+	Attachments      []*Attachment `json:"attachments"`
+	ReplyToMessageID *string       `json:"replyToMessageId,omitempty"`
+	// Element and Context are the module facts behind the element.
+	Element runs.ContextElement `json:"-"`
+	Context *runs.RunContext    `json:"-"`
+}

@@ -1,0 +1,123 @@
+package messaging
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ContextItem is a message as a run context needs it: the representation
+// fields with full content and the author as an id (the GraphQL face
+// resolves authors in one batch).
+type ContextItem struct {
+	ID               string
+	ThreadID         string
+	ThreadSeq        int64
+	AuthorID         string
+	Origin           string
+	Kind             string
+	ContentMD        string
+	ReplyToMessageID string
+	Deleted          bool
+	CreatedAt        time.Time
+}
+
+const contextColumns = `m.id::text, m.thread_id::text, m.thread_seq, m.author_principal_id::text, m.origin, m.kind, m.content_md,
+	coalesce(m.reply_to_message_id::text, ''), m.deleted_at IS NOT NULL, m.created_at`
+
+func scanItem(r pgx.CollectableRow) (ContextItem, error) {
+	var x ContextItem
+	err := r.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt)
+	x.CreatedAt = x.CreatedAt.UTC()
+	return x, err
+}
+
+// ContextMessages returns the messages with the given ids (the triggering
+// message and the thread's parent message) in one statement, keyed by id,
+// tombstones as stored. The caller checks each with message.read.
+func (s *Service) ContextMessages(ctx context.Context, idList []string) (map[string]ContextItem, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+contextColumns+` FROM messages m WHERE m.id = ANY($1::uuid[])`, idList)
+	if err != nil {
+		return nil, fmt.Errorf("context messages: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, scanItem)
+	if err != nil {
+		return nil, fmt.Errorf("context messages: %w", err)
+	}
+	out := make(map[string]ContextItem, len(items))
+	for _, it := range items {
+		out[it.ID] = it
+	}
+	return out, nil
+}
+
+// ContextQuery selects messages of one thread for a run context. The caller
+// has authorized run.context.read on the run of this thread.
+type ContextQuery struct {
+	ThreadID  string
+	AfterSeq  int64 // exclusive lower bound (context_floor_seq, or 0)
+	BeforeSeq int64 // exclusive upper bound (thread_seq of the trigger or the parent)
+	Limit     int   // keep the newest Limit messages; 0 returns none
+	// ExcludeAuthorID leaves out one author's messages (the agent itself in
+	// session mode resume); empty excludes none.
+	ExcludeAuthorID string
+}
+
+// ContextPage holds the selected messages ascending by thread_seq, with
+// full content, and whether a selectable older message exists.
+type ContextPage struct {
+	Items    []ContextItem
+	HasOlder bool
+}
+
+// ContextWindow returns the newest Limit selectable messages of q: never
+// tombstones, never run anchors (UI, not conversation), never the excluded
+// author; the limit counts only selectable messages. One statement over the
+// unique index (thread_id, thread_seq), with HasOlder from an EXISTS.
+func (s *Service) ContextWindow(ctx context.Context, q ContextQuery) (ContextPage, error) {
+	if q.BeforeSeq <= q.AfterSeq+1 {
+		return ContextPage{Items: []ContextItem{}}, nil
+	}
+	var exclude any
+	if q.ExcludeAuthorID != "" {
+		exclude = q.ExcludeAuthorID
+	}
+	if q.Limit <= 0 {
+		// Nothing is kept, but the caller still learns whether something
+		// older was left out (truncated_before_seq).
+		page := ContextPage{Items: []ContextItem{}}
+		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = $1 AND o.thread_seq > $2 AND o.thread_seq < $3
+			AND o.deleted_at IS NULL AND o.kind <> 'run' AND ($4::uuid IS NULL OR o.author_principal_id <> $4::uuid))`,
+			q.ThreadID, q.AfterSeq, q.BeforeSeq, exclude).Scan(&page.HasOlder)
+		if err != nil {
+			return ContextPage{}, fmt.Errorf("context window: %w", err)
+		}
+		return page, nil
+	}
+	rows, err := s.pool.Query(ctx, `WITH sel AS (
+			SELECT `+contextColumns+` FROM messages m
+			WHERE m.thread_id = $1 AND m.thread_seq > $2 AND m.thread_seq < $3 AND m.deleted_at IS NULL AND m.kind <> 'run'
+			AND ($5::uuid IS NULL OR m.author_principal_id <> $5::uuid)
+			ORDER BY m.thread_seq DESC LIMIT $4)
+		SELECT sel.*, EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = $1 AND o.thread_seq > $2
+			AND o.thread_seq < coalesce((SELECT min(thread_seq) FROM sel), $3) AND o.deleted_at IS NULL AND o.kind <> 'run'
+			AND ($5::uuid IS NULL OR o.author_principal_id <> $5::uuid))
+		FROM sel ORDER BY sel.thread_seq`, q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit, exclude)
+	if err != nil {
+		return ContextPage{}, fmt.Errorf("context window: %w", err)
+	}
+	page := ContextPage{Items: []ContextItem{}}
+	for rows.Next() {
+		var x ContextItem
+		if err := rows.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt, &page.HasOlder); err != nil {
+			rows.Close()
+			return ContextPage{}, fmt.Errorf("context window: %w", err)
+		}
+		x.CreatedAt = x.CreatedAt.UTC()
+		page.Items = append(page.Items, x)
+	}
+	rows.Close()
+	return page, rows.Err()
+}

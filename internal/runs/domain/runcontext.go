@@ -1,0 +1,222 @@
+// Package domain holds the pure rules of the run context (spec domain.md 7
+// to 9, seed M2-13 design notes 4 to 8): classification of every element
+// into role and trust, the session plan (mode, floor, own messages, channel
+// context), the per-element cut and the budget from old to new. Nothing here
+// does I/O; every fact comes in as an argument.
+package domain
+
+import (
+	"bothy.example.com/bothy/internal/platform/textcut"
+)
+
+// Trust says how far an element of a run context may instruct the agent.
+type Trust string
+
+// The trust markers.
+const (
+	// TrustTrigger marks the request of the person who triggered the run.
+	TrustTrigger Trust = "trigger"
+	// TrustAuthorized marks another active person with trigger on the channel.
+	TrustAuthorized Trust = "authorized"
+	// TrustSelf marks the agent's own earlier messages.
+	TrustSelf Trust = "self"
+	// TrustUnverified marks everything that may not instruct the agent:
+	// people without trigger, other agents, apps and imports.
+	TrustUnverified Trust = "unverified"
+	// TrustSystem marks system lines.
+	TrustSystem Trust = "system"
+)
+
+// Role is the conversational role of an element for a model runtime.
+type Role string
+
+// The roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleOther     Role = "other"
+)
+
+// AuthorFacts are the facts of one message that classification reads.
+type AuthorFacts struct {
+	Origin   string // human, agent, app, import, system
+	AuthorID string
+}
+
+// RunParties are the run's agent and the person who triggered it.
+type RunParties struct {
+	AgentID     string
+	TriggeredBy string
+}
+
+// Classify returns the role and trust of a message in the context of a run
+// (seed M2-13 note 4, first matching row wins). Origin decides before the
+// author: an import authored by the triggering person stays unverified and a
+// system line written by a person stays system. holders are the people with
+// trigger on the run's channel now.
+func Classify(m AuthorFacts, p RunParties, holders map[string]bool) (Role, Trust) {
+	switch m.Origin {
+	case "system":
+		return RoleOther, TrustSystem
+	case "import", "app":
+		return RoleOther, TrustUnverified
+	case "agent":
+		if m.AuthorID == p.AgentID {
+			return RoleAssistant, TrustSelf
+		}
+		return RoleOther, TrustUnverified
+	case "human":
+		switch {
+		case m.AuthorID == p.TriggeredBy:
+			return RoleUser, TrustTrigger
+		case holders[m.AuthorID]:
+			return RoleUser, TrustAuthorized
+		default:
+			return RoleUser, TrustUnverified
+		}
+	}
+	// An origin this code does not know can never instruct the agent.
+	return RoleOther, TrustUnverified
+}
+
+// SessionFacts describe an agent session when a run joins it.
+type SessionFacts struct {
+	// Started is whether a run of the session was started, or the session
+	// was bound to an external conversation.
+	Started bool
+	// Bound is whether the session was made by bindAgentSession.
+	Bound bool
+	// Runs counts the runs the session had before this one.
+	Runs int
+}
+
+// The session modes.
+const (
+	ModeGuest  = "guest"
+	ModeNew    = "new"
+	ModeBind   = "bind"
+	ModeResume = "resume"
+)
+
+// SessionMode returns the mode of a run joining session s (nil for a guest
+// run): guest, new (nothing to resume), bind (the first run of a bound
+// session), resume (the runtime continues an earlier conversation). The
+// invocation payload and the run context share it: the runs module stores
+// the mode on the run when it accepts it.
+func SessionMode(s *SessionFacts) string {
+	switch {
+	case s == nil:
+		return ModeGuest
+	case s.Bound && s.Runs == 0:
+		return ModeBind
+	case s.Started:
+		return ModeResume
+	default:
+		return ModeNew
+	}
+}
+
+// EarlierRun is an earlier run of the same session, newest first in
+// PlanFacts.
+type EarlierRun struct {
+	// HasTrigger is false for a run without a triggering message.
+	HasTrigger bool
+	// TriggerThreadID and TriggerSeq locate its triggering message.
+	TriggerThreadID string
+	TriggerSeq      int64
+}
+
+// PlanFacts are the facts the context plan reads.
+type PlanFacts struct {
+	// Mode is the run's session mode (as its invocation carried it).
+	Mode string
+	// ThreadID is the run's thread T.
+	ThreadID string
+	// Earlier are the earlier runs of the run's session, newest first.
+	Earlier []EarlierRun
+}
+
+// ContextPlan says how to build a run context.
+type ContextPlan struct {
+	Mode string
+	// Floor is context_floor_seq: thread_context holds only messages of T
+	// above it.
+	Floor int64
+	// ExcludeOwn leaves the agent's own messages out (mode resume: the
+	// runtime already has them).
+	ExcludeOwn bool
+	// WantChannel asks for channel_context (first run of a session).
+	WantChannel bool
+}
+
+// PlanContext returns the plan of seed M2-13 note 5: guest, new and bind
+// runs see everything from the start (floor zero, own messages, channel
+// context); a resumed session sees only what came after the trigger of its
+// latest earlier run that has one, and only when that trigger lies in T.
+func PlanContext(f PlanFacts) ContextPlan {
+	if f.Mode != ModeResume {
+		return ContextPlan{Mode: f.Mode, WantChannel: true}
+	}
+	p := ContextPlan{Mode: ModeResume, ExcludeOwn: true}
+	for _, e := range f.Earlier {
+		if !e.HasTrigger {
+			continue // the run before it decides
+		}
+		if e.TriggerThreadID == f.ThreadID {
+			p.Floor = e.TriggerSeq
+		}
+		break
+	}
+	return p
+}
+
+// CutContent cuts s to at most maxBytes bytes on a UTF-8 boundary
+// (agent.context_message_max_bytes) and reports whether it cut.
+func CutContent(s string, maxBytes int) (string, bool) { return textcut.Cut(s, maxBytes) }
+
+// Item is one candidate element for the budget: its thread_seq and the
+// bytes of its content after the per-element cut.
+type Item struct {
+	Seq   int64
+	Bytes int
+}
+
+// FitBudget keeps the newest contiguous suffix of channel then thread whose
+// content bytes sum to at most maxTotal (agent.context_max_bytes): walking
+// from the newest element backwards, the first element that does not fit
+// and every older one are dropped. Channel elements are older than thread
+// elements. The triggering message is not an input.
+func FitBudget(channel, thread []Item, maxTotal int) (keptChannel, keptThread []Item) {
+	sum := 0
+	keepThreadFrom := len(thread)
+	for i := len(thread) - 1; i >= 0; i-- {
+		if sum+thread[i].Bytes > maxTotal {
+			return nil, thread[keepThreadFrom:]
+		}
+		sum += thread[i].Bytes
+		keepThreadFrom = i
+	}
+	keepChannelFrom := len(channel)
+	for i := len(channel) - 1; i >= 0; i-- {
+		if sum+channel[i].Bytes > maxTotal {
+			break
+		}
+		sum += channel[i].Bytes
+		keepChannelFrom = i
+	}
+	return channel[keepChannelFrom:], thread
+}
+
+// TruncatedBeforeSeq returns truncated_before_seq (refers to T only): when
+// older selectable messages exist (hasOlder) or the budget dropped thread
+// elements, the thread_seq of the oldest kept thread element, or triggerSeq
+// when none is kept; ok is false when nothing is missing.
+func TruncatedBeforeSeq(hasOlder, budgetDropped bool, keptThread []Item, triggerSeq int64) (int64, bool) {
+	if !hasOlder && !budgetDropped {
+		return 0, false
+	}
+	if len(keptThread) > 0 {
+		return keptThread[0].Seq, true
+	}
+	return triggerSeq, true
+}
