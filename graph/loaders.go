@@ -148,3 +148,59 @@ func (r *Resolver) principalRef(ctx context.Context, id string) (*identity.Ref, 
 	ref := p.Ref()
 	return &ref, nil
 }
+
+// prime answers, in one statement per kind, every key the element
+// resolvers of rc will ask for and puts the answers into the request's
+// loaders, so that a context read runs a fixed number of statements however
+// many elements and authors it has; the field resolvers then read through
+// the loaders. Any failure fails the whole context (fail closed).
+func (r *Resolver) prime(ctx context.Context, rc *runs.RunContext) error {
+	l := r.loaders(ctx)
+	all := append([]runs.ContextElement{rc.Trigger}, rc.Thread...)
+	all = append(all, rc.Channel...)
+	seen := map[string]bool{}
+	var idList, askTrust []string
+	var messages []string
+	for _, e := range all {
+		if !seen[e.AuthorID] {
+			seen[e.AuthorID] = true
+			idList = append(idList, e.AuthorID)
+			if e.Origin == "human" && e.AuthorID != rc.Parties.TriggeredBy {
+				askTrust = append(askTrust, e.AuthorID)
+			}
+		}
+		messages = append(messages, e.ID)
+	}
+	people, err := r.Identity.GetMany(ctx, idList)
+	if err != nil {
+		return problem.Internal(err)
+	}
+	for id, p := range people {
+		l.Principals.Prime(ctx, id, p)
+	}
+	if len(askTrust) > 0 {
+		asked := make([]identity.Principal, 0, len(askTrust))
+		for _, id := range askTrust {
+			if p, ok := people[id]; ok {
+				asked = append(asked, p)
+			}
+		}
+		holders, err := r.Holders.WithTrigger(ctx, rc.ChannelPath, asked)
+		if err != nil {
+			return problem.From(err)
+		}
+		for _, id := range askTrust {
+			l.TriggerHolders.Prime(ctx, holderKey{Channel: rc.ChannelPath, Person: id}, holders[id])
+		}
+	}
+	if rc.Mode == "resume" && rc.SessionID != "" {
+		got, err := r.Runs.Delivered(ctx, rc.SessionID, messages)
+		if err != nil {
+			return problem.From(err)
+		}
+		for _, m := range messages {
+			l.Delivered.Prime(ctx, deliveredKey{Session: rc.SessionID, Message: m}, got[m])
+		}
+	}
+	return nil
+}

@@ -32,6 +32,9 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 	if err != nil {
 		return nil, err
 	}
+	if err := r.prime(ctx, &rc); err != nil {
+		return nil, err
+	}
 	return runContextModel(&rc), nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	apidoc "bothy.example.com/bothy/docs/api"
@@ -41,6 +43,8 @@ type Options struct {
 	Config map[string]string
 	// Logger receives the server's logs (default: discarded).
 	Logger *slog.Logger
+	// Tracer sees every statement of the server's pool (to count them).
+	Tracer pgx.QueryTracer
 }
 
 // Env is a running test server with its database and world.
@@ -71,7 +75,7 @@ func Start(t testing.TB, opts Options) *Env {
 			t.Fatalf("test config: %v", err)
 		}
 	}
-	pool, err := db.Open(ctx, db.Options{URL: dbURL, MaxConns: cfg.Int(config.DatabaseMaxConns)})
+	pool, err := db.Open(ctx, db.Options{URL: dbURL, MaxConns: cfg.Int(config.DatabaseMaxConns), Tracer: opts.Tracer})
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}
@@ -449,3 +453,43 @@ func (e *Env) InsertImport(thread, who, content string) string {
 	}
 	return id
 }
+
+// StatementCounter is a pgx tracer that counts statements.
+type StatementCounter struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	seen []string
+}
+
+// TraceQueryStart counts one statement.
+func (c *StatementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	c.mu.Lock()
+	c.seen = append(c.seen, d.SQL)
+	c.mu.Unlock()
+	return ctx
+}
+
+// Since returns the statements counted after the first from (for
+// messages when a count is off).
+func (c *StatementCounter) Since(from int64) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if int(from) > len(c.seen) {
+		return nil
+	}
+	out := make([]string, 0, len(c.seen)-int(from))
+	for _, q := range c.seen[from:] {
+		if len(q) > 90 {
+			q = q[:90]
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+// TraceQueryEnd does nothing.
+func (c *StatementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Count returns the statements counted so far.
+func (c *StatementCounter) Count() int64 { return c.n.Load() }

@@ -40,16 +40,24 @@ func measureDelivery(b *testing.B, fixedPoll bool) []time.Duration {
 	env := apitest.Start(b, apitest.Options{Config: map[string]string{"ratelimit.rl.agent_runtime.burst": "100000", "ratelimit.rl.agent_runtime.per_minute": "100000"}})
 	peer := env.Peer()
 	agent := env.World.ID("lotse")
+	// Receive and commit times are matched by seq afterwards: a fast long
+	// poll can hand an event out before the committer has noted its time.
 	var mu sync.Mutex
 	committed := map[int64]time.Time{}
-	got := make([]time.Duration, 0, deliveryEvents)
+	received := map[int64]time.Time{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		cursor := ""
-		for len(got) < deliveryEvents && ctx.Err() == nil {
+		for ctx.Err() == nil {
+			mu.Lock()
+			n := len(received)
+			mu.Unlock()
+			if n >= deliveryEvents {
+				return
+			}
 			wait := 10
 			if fixedPoll {
 				wait = 0
@@ -60,9 +68,7 @@ func measureDelivery(b *testing.B, fixedPoll bool) []time.Duration {
 			mu.Lock()
 			for _, e := range evs {
 				seq, _ := strconv.ParseInt(e.Seq, 10, 64)
-				if at, ok := committed[seq]; ok {
-					got = append(got, now.Sub(at))
-				}
+				received[seq] = now
 			}
 			mu.Unlock()
 			cursor = next
@@ -86,7 +92,17 @@ func measureDelivery(b *testing.B, fixedPoll bool) []time.Duration {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		b.Fatalf("only %d of %d events delivered", len(got), deliveryEvents)
+		b.Fatalf("only %d of %d events delivered", len(received), deliveryEvents)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got := make([]time.Duration, 0, deliveryEvents)
+	for seq, at := range committed {
+		r, ok := received[seq]
+		if !ok {
+			b.Fatalf("event %d was never delivered", seq)
+		}
+		got = append(got, r.Sub(at))
 	}
 	return got
 }

@@ -1,0 +1,128 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"net/http"
+	"testing"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/ids"
+)
+
+// contextFixture builds a thread of Allgemein with n earlier human messages
+// by the given number of distinct authors (people with trigger or write),
+// triggers a run by Alex and returns the run id.
+func contextFixture(t testing.TB, env *apitest.Env, n, authors int) string {
+	t.Helper()
+	ctx := t.Context()
+	people := make([]string, authors)
+	for i := range people {
+		p, err := env.Server.Identity.CreatePrincipal(ctx, nil, identity.NewPrincipal{Kind: identity.KindUser,
+			Handle: fmt.Sprintf("author%02d", i), DisplayName: fmt.Sprintf("Author %d", i), Email: fmt.Sprintf("author%02d@example.com", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		people[i] = p.ID
+		level := "write"
+		if i%2 == 0 {
+			level = "trigger"
+		}
+		env.Exec(`INSERT INTO grants (id, subject_principal_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, $4, $5, now())`,
+			ids.New(), p.ID, env.World.Channel("Support/Allgemein").ID, level, env.World.ID("robin"))
+	}
+	ch := env.World.Channel("Support/Allgemein").ID
+	env.REST(http.MethodPatch, "/api/v1/channels/"+ch+"/switches", env.World.Token("robin"), map[string]any{"history_backfill_limit": 500})
+	thread := newThreadT(t, env)
+	body := fmt.Sprintf("%0400d", 0)
+	for i := 0; i < n; i++ {
+		env.Exec(`WITH s AS (UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq)
+			INSERT INTO messages (id, thread_id, thread_seq, author_principal_id, origin, kind, content_md, created_at)
+			SELECT $2, $1, s.last_seq, $3, 'human', 'text', $4, now() FROM s`, thread, ids.New(), people[i%authors], body)
+	}
+	s := &stream{t: nil, env: env, agent: "lotse"}
+	var evs []agentEvent
+	evs, s.cursor = pollTB(t, env, "lotse", "", 0)
+	_ = evs
+	env.MustPost("alex", thread, "trigger", "@lotse summarise")
+	evs, _ = pollTB(t, env, "lotse", s.cursor, 0)
+	return evs[len(evs)-1].Payload["run_id"].(string)
+}
+
+func newThreadT(t testing.TB, env *apitest.Env) string {
+	r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/threads", env.World.Token("writer"),
+		map[string]any{"title": "Load", "first_message": map[string]any{"client_msg_id": "load", "content_md": "load test"}})
+	var c struct{ Thread map[string]any }
+	r.JSON(t, &c)
+	return c.Thread["id"].(string)
+}
+
+func pollTB(t testing.TB, env *apitest.Env, agent, after string, wait int) ([]agentEvent, string) {
+	var out struct {
+		AgentEvents struct {
+			Events    []agentEvent `json:"events"`
+			NextAfter string       `json:"nextAfter"`
+		} `json:"agentEvents"`
+	}
+	res := env.GraphQL(env.World.Token(agent), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
+		map[string]any{"a": after, "w": wait}, &out)
+	if len(res.Errors) > 0 {
+		t.Fatalf("poll: %+v", res.Errors)
+	}
+	return out.AgentEvents.Events, out.AgentEvents.NextAfter
+}
+
+// TestRunContext_ConstantQueries: one context read runs a fixed number of
+// statements, whatever the number of messages and authors.
+func TestRunContext_ConstantQueries(t *testing.T) {
+	counts := map[string]int64{}
+	for _, tc := range []struct {
+		name             string
+		messages, people int
+	}{{"10 messages 2 authors", 10, 2}, {"400 messages 2 authors", 400, 2}, {"400 messages 40 authors", 400, 40}} {
+		counter := &apitest.StatementCounter{}
+		env := apitest.Start(t, apitest.Options{Tracer: counter, Config: map[string]string{"run.sweep_interval": "1h", "agent.context_max_bytes": "1000000"}})
+		run := contextFixture(t, env, tc.messages, tc.people)
+		for _, face := range []string{"graphql", "rest"} {
+			before := counter.Count()
+			var elements int
+			if face == "rest" {
+				r := env.REST(http.MethodGet, "/api/v1/runs/"+run+"/context", env.World.Token("lotse"), nil)
+				var c runCtx
+				r.JSON(t, &c)
+				elements = len(c.ThreadContext)
+			} else {
+				var out struct {
+					Run struct {
+						Context map[string]any `json:"context"`
+					} `json:"run"`
+				}
+				res := env.GraphQL(env.World.Token("lotse"), contextQuery, map[string]any{"id": run}, &out)
+				if len(res.Errors) > 0 {
+					t.Fatal(res.Errors)
+				}
+				elements = len(out.Run.Context["threadContext"].([]any))
+			}
+			n := counter.Count() - before
+			if elements != tc.messages+1 {
+				t.Fatalf("%s %s: %d elements", tc.name, face, elements)
+			}
+			counts[tc.name+" "+face] = n
+			t.Logf("%s %s: %d statements:\n%s", tc.name, face, n, strings.Join(counter.Since(before), "\n"))
+			if n > 10 {
+				t.Errorf("%s %s: %d statements, want at most 10", tc.name, face, n)
+			}
+		}
+	}
+	var first int64 = -1
+	for name, n := range counts {
+		if first == -1 {
+			first = n
+		}
+		if n != first {
+			t.Fatalf("statement counts differ: %v (%s)", counts, name)
+		}
+	}
+	t.Logf("statements per context read: %v", counts)
+}
