@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
@@ -59,6 +60,7 @@ type Service struct {
 	events      *events.Log
 	limits      Limits
 	subscribers []Subscriber
+	created     *prometheus.CounterVec
 	// HistoryHook, when set (tests only), sees the rows of a history read
 	// before filter mode checks them. It exists to prove that filter mode
 	// drops an item a faulty query would leak; production code never sets it.
@@ -68,6 +70,24 @@ type Service struct {
 // NewService returns the messaging service.
 func NewService(pool db.Querier, uow *db.UnitOfWork, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits) *Service {
 	return &Service{pool: pool, uow: uow, clock: c, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
+}
+
+// Instrument registers bothy_messages_created_total{origin} in reg: every
+// committed message counts once (replays do not), labelled with its origin
+// so operators see how much agents and apps write.
+func (s *Service) Instrument(reg prometheus.Registerer) {
+	s.created = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_messages_created_total",
+		Help: "Messages stored, by origin."}, []string{"origin"})
+	reg.MustRegister(s.created)
+}
+
+func (s *Service) count(ms ...Message) {
+	if s.created == nil {
+		return
+	}
+	for _, m := range ms {
+		s.created.WithLabelValues(m.Origin).Inc()
+	}
 }
 
 // Subscribe adds a subscriber of posted messages.
@@ -82,17 +102,31 @@ type Input struct {
 	RunID            string
 }
 
+// RunMismatchDetail is the one detail of every run_mismatch answer, so that
+// the answer tells nothing about runs outside the thread.
+const RunMismatchDetail = "run_id must name an active run of the calling agent in this thread"
+
 // ClientMsgIDMax bounds client_msg_id (characters).
 const ClientMsgIDMax = 128
 
-// validate applies the body rules of a create; ptr prefixes the pointers
-// (for a thread's first message).
+// validate applies the body rules of a create (see ValidateCreate).
 func (s *Service) validate(actor identity.Principal, in Input, ptr string, firstMessage bool) error {
+	return ValidateCreate(actor.Kind, in, ptr, firstMessage, s.limits.MaxContentBytes)
+}
+
+// ValidateCreate applies the body rules of a message create by a principal
+// of kind kind: client_msg_id of 1 to ClientMsgIDMax characters, non-blank
+// content_md of at most maxContentBytes bytes (message.max_content_bytes),
+// kind text (voice and card are not enabled yet), and run_id only from an
+// agent and never on a thread's first message. ptr prefixes the pointers
+// (/first_message for createThread). It returns a validation_failed problem
+// listing every broken rule, or nil.
+func ValidateCreate(kind identity.Kind, in Input, ptr string, firstMessage bool, maxContentBytes int) error {
 	var fields []problem.FieldError
 	if n := len([]rune(in.ClientMsgID)); n == 0 || n > ClientMsgIDMax || strings.TrimSpace(in.ClientMsgID) == "" {
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/client_msg_id", Code: "invalid_length", Detail: "1 to 128 characters"})
 	}
-	if len(in.ContentMD) > s.limits.MaxContentBytes {
+	if len(in.ContentMD) > maxContentBytes {
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/content_md", Code: "too_long", Detail: "longer than message.max_content_bytes"})
 	} else if strings.TrimSpace(in.ContentMD) == "" {
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/content_md", Code: "required"})
@@ -104,8 +138,12 @@ func (s *Service) validate(actor identity.Principal, in Input, ptr string, first
 	default:
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/kind", Code: "invalid_enum"})
 	}
-	if in.RunID != "" {
-		fields = append(fields, problem.FieldError{Pointer: ptr + "/run_id", Code: "not_enabled", Detail: "answers naming a run are not enabled yet"})
+	// run_id names the run an agent answers in. A person or an app can never
+	// own a run, and a thread being created has none, so both are refused
+	// with the one uniform mismatch answer (the run itself is checked by the
+	// runs module inside the unit of work).
+	if in.RunID != "" && (firstMessage || kind != identity.KindAgent) {
+		fields = append(fields, problem.FieldError{Pointer: ptr + "/run_id", Code: "run_mismatch", Detail: RunMismatchDetail})
 	}
 	if len(fields) > 0 {
 		return problem.Invalid(fields...)
@@ -177,6 +215,7 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 	if err != nil {
 		return Message{}, false, err
 	}
+	s.count(out)
 	return out, false, nil
 }
 
@@ -358,6 +397,7 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	if err != nil {
 		return chat.Thread{}, Message{}, false, err
 	}
+	s.count(first)
 	return thread, first, false, nil
 }
 

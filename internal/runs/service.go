@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -70,7 +71,17 @@ func NewService(d Deps) *Service {
 // of work that stores it (spec domain.md 7): a message of any origin other
 // than human does no trigger work at all.
 func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.Posted) ([]events.Event, error) {
+	if p.RunID != "" {
+		// The answer branch: only an agent's message can name a run
+		// (messaging refuses it from anyone else); check it and stop.
+		if p.Message.Origin != messaging.OriginAgent || p.Message.Kind == "run" || p.Message.Kind == "system" {
+			return nil, problem.Internal(fmt.Errorf("message of origin %s and kind %s names a run", p.Message.Origin, p.Message.Kind))
+		}
+		return nil, s.checkAnswer(ctx, tx, p)
+	}
 	if p.Message.Origin != messaging.OriginHuman {
+		// Nothing an agent, app, import or the system writes ever sets an
+		// agent in motion (AG-01, SR4).
 		return nil, nil
 	}
 	facts, err := s.triggerFacts(ctx, tx, p)
@@ -295,4 +306,33 @@ func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to, reason
 		return Run{}, problem.Internal(fmt.Errorf("run transition: %w", err))
 	}
 	return run, nil
+}
+
+// checkAnswer checks the run an agent's message names (seed M2-19 note 4).
+// The run row is taken FOR SHARE while messaging holds the thread row: an
+// end of the run (which locks the thread, then the run) waits for this
+// answer's commit or the answer sees the end state, so every answer stored
+// with a run_id commits before its run's end event. The run is not changed.
+func (s *Service) checkAnswer(ctx context.Context, tx pgx.Tx, p *messaging.Posted) error {
+	var run domain.AnswerRun
+	found := true
+	if !ids.Valid(p.RunID) {
+		found = false
+	} else {
+		err := tx.QueryRow(ctx, `SELECT id::text, thread_id::text, agent_id::text, state FROM runs WHERE id = $1 FOR SHARE`, p.RunID).
+			Scan(&run.ID, &run.ThreadID, &run.AgentID, &run.State)
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+		} else if err != nil {
+			return problem.Internal(err)
+		}
+	}
+	switch err := domain.AnswerVerdict(run, found, p.Author.ID, p.Thread.ID); {
+	case err == nil:
+		return nil
+	case errors.Is(err, domain.ErrAnswerRunNotActive):
+		return problem.Newf(problem.Conflict, "run_not_active", "the run has ended; send the message again without run_id")
+	default:
+		return problem.Invalid(problem.FieldError{Pointer: "/run_id", Code: "run_mismatch", Detail: messaging.RunMismatchDetail})
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 func mustPrincipal(t *testing.T, env *apitest.Env, handle string) identity.Principal {
@@ -41,3 +42,14 @@ func metricValue(t *testing.T, env *apitest.Env, series string) float64 {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func problemCode(err error) problem.Code { return problem.From(err).Code }

@@ -2,8 +2,8 @@ package server_test
 
 import (
 	"fmt"
-	"strings"
 	"net/http"
+	"strings"
 	"testing"
 
 	"bothy.example.com/bothy/internal/apitest"

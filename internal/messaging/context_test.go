@@ -1,0 +1,364 @@
+package messaging_test
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/ids"
+)
+
+// listCut is message.list_content_max_bytes of this test: far below the
+// long message, so a history list cuts it while the run context must not.
+const listCut = 16
+
+// longContent is a message above listCut (200 bytes, multi-byte included).
+var longContent = "long: " + strings.Repeat("äbcdefghij", 17) + strings.Repeat("x", 7)
+
+// reportsFixture is a post of the forum Support/Reports (no operator, so no
+// message starts a run) with messages by seq:
+//
+//	1 alex   m1 (first message of the post)
+//	2 lotse  m2
+//	3 alex   m3
+//	4 robin  m4, deleted (tombstone)
+//	5 lotse  m5
+//	6 alex   m6
+//	7 alex   longContent
+//	8 alex   m8, a reply to m6
+//
+// ids maps the seq to the message id.
+type reportsFixture struct {
+	thread string
+	ids    map[int64]string
+}
+
+func newReportsFixture(t *testing.T, env *apitest.Env) reportsFixture {
+	t.Helper()
+	r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Reports").ID+"/threads", env.World.Token("alex"),
+		map[string]any{"title": "Printer report", "first_message": map[string]any{"client_msg_id": "m1", "content_md": "m1"}})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create post: %d %s", r.Status, r.Body)
+	}
+	var created struct {
+		Thread       map[string]any `json:"thread"`
+		FirstMessage map[string]any `json:"first_message"`
+	}
+	r.JSON(t, &created)
+	f := reportsFixture{thread: created.Thread["id"].(string), ids: map[int64]string{1: created.FirstMessage["id"].(string)}}
+	post := func(seq int64, who, content string, extra map[string]any) {
+		t.Helper()
+		body := map[string]any{"client_msg_id": fmt.Sprintf("m%d", seq), "content_md": content}
+		for k, v := range extra {
+			body[k] = v
+		}
+		r := env.REST(http.MethodPost, "/api/v1/threads/"+f.thread+"/messages", env.World.Token(who), body)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("post m%d by %s: %d %s", seq, who, r.Status, r.Body)
+		}
+		var m map[string]any
+		r.JSON(t, &m)
+		if got := int64(m["thread_seq"].(float64)); got != seq {
+			t.Fatalf("m%d has thread_seq %d", seq, got)
+		}
+		f.ids[seq] = m["id"].(string)
+	}
+	post(2, "lotse", "m2", nil)
+	post(3, "alex", "m3", nil)
+	post(4, "robin", "m4", nil)
+	post(5, "lotse", "m5", nil)
+	post(6, "alex", "m6", nil)
+	post(7, "alex", longContent, nil)
+	post(8, "alex", "m8", map[string]any{"reply_to_message_id": f.ids[6]})
+	if r := env.REST(http.MethodDelete, "/api/v1/messages/"+f.ids[4], env.World.Token("robin"), nil); r.Status != http.StatusOK {
+		t.Fatalf("delete m4: %d %s", r.Status, r.Body)
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1 AND kind = 'run'`, f.thread); n != 0 {
+		t.Fatalf("the Reports post holds %d run anchors; the fixture needs none", n)
+	}
+	return f
+}
+
+// anchorFixture is the auto thread of a run in Support/Allgemein: seq 1 is
+// the run anchor (kind run), then a message by writer (seq 2) and one by the
+// app feedbot (seq 3), neither of which triggers anything.
+func anchorFixture(t *testing.T, env *apitest.Env) (thread string, anchor string) {
+	t.Helper()
+	m := env.MustPost("alex", env.Main("Support/Allgemein"), "ask", "@lotse the printer on floor 2 is broken")
+	if m["trigger_state"] != "accepted" {
+		t.Fatalf("trigger_state %v", m["trigger_state"])
+	}
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM threads WHERE parent_message_id = $1`, m["id"]).Scan(&thread); err != nil {
+		t.Fatalf("auto thread: %v", err)
+	}
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM messages WHERE thread_id = $1 AND thread_seq = 1 AND kind = 'run'`, thread).Scan(&anchor); err != nil {
+		t.Fatalf("run anchor at seq 1: %v", err)
+	}
+	for i, who := range []string{"writer", "feedbot"} {
+		r := env.MustPost(who, thread, "after-anchor-"+who, "by "+who)
+		if got := int64(r["thread_seq"].(float64)); got != int64(i+2) {
+			t.Fatalf("message by %s has thread_seq %d", who, got)
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1`, thread); n != 3 {
+		t.Fatalf("auto thread holds %d messages, want 3", n)
+	}
+	return thread, anchor
+}
+
+func seqsOf(items []messaging.ContextItem) []int64 {
+	out := make([]int64, len(items))
+	for i, it := range items {
+		out[i] = it.ThreadSeq
+	}
+	return out
+}
+
+// metricValue reads one sample of /metrics (0 when the series is absent).
+func metricValue(t *testing.T, env *apitest.Env, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(env.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
+func principal(t *testing.T, env *apitest.Env, handle string) identity.Principal {
+	t.Helper()
+	p, err := env.Server.Identity.Get(t.Context(), env.World.ID(handle))
+	if err != nil {
+		t.Fatalf("principal %s: %v", handle, err)
+	}
+	return p
+}
+
+// TestContextWindow checks the window query of the run context over the
+// real database: newest Limit kept in ascending order, tombstones, run
+// anchors and the excluded author neither selected nor counted, HasOlder
+// exact at its edges, exclusive bounds, full content above
+// message.list_content_max_bytes; plus ContextMessages and the filter-mode
+// check that counts a denied item as filter_mismatch.
+func TestContextWindow(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"message.list_content_max_bytes": strconv.Itoa(listCut)}})
+	ctx := t.Context()
+	f := newReportsFixture(t, env)
+	lotse := env.World.ID("lotse")
+
+	t.Run("window", func(t *testing.T) {
+		tests := []struct {
+			name      string
+			q         messaging.ContextQuery
+			want      []int64
+			hasOlder  bool
+			threadKey string // "" is the Reports post
+		}{
+			{"newest Limit kept ascending", messaging.ContextQuery{BeforeSeq: 9, Limit: 3}, []int64{6, 7, 8}, true, ""},
+			{"tombstone skipped, not counted (limit 4)", messaging.ContextQuery{BeforeSeq: 9, Limit: 4}, []int64{5, 6, 7, 8}, true, ""},
+			{"tombstone skipped, not counted (limit 5)", messaging.ContextQuery{BeforeSeq: 9, Limit: 5}, []int64{3, 5, 6, 7, 8}, true, ""},
+			{"Limit+1 selectable gives HasOlder", messaging.ContextQuery{BeforeSeq: 9, Limit: 6}, []int64{2, 3, 5, 6, 7, 8}, true, ""},
+			{"exactly Limit selectable gives no HasOlder", messaging.ContextQuery{BeforeSeq: 9, Limit: 7}, []int64{1, 2, 3, 5, 6, 7, 8}, false, ""},
+			{"Limit above the selectable count", messaging.ContextQuery{BeforeSeq: 9, Limit: 50}, []int64{1, 2, 3, 5, 6, 7, 8}, false, ""},
+			{"excluded author not selected, not counted", messaging.ContextQuery{BeforeSeq: 9, Limit: 4, ExcludeAuthorID: lotse}, []int64{3, 6, 7, 8}, true, ""},
+			{"excluded author: exactly Limit left", messaging.ContextQuery{BeforeSeq: 9, Limit: 5, ExcludeAuthorID: lotse}, []int64{1, 3, 6, 7, 8}, false, ""},
+			{"excluded author only below the window", messaging.ContextQuery{AfterSeq: 1, BeforeSeq: 6, Limit: 1, ExcludeAuthorID: lotse}, []int64{3}, false, ""},
+			{"AfterSeq is exclusive", messaging.ContextQuery{AfterSeq: 3, BeforeSeq: 9, Limit: 50}, []int64{5, 6, 7, 8}, false, ""},
+			{"floor cuts the older ones: no HasOlder", messaging.ContextQuery{AfterSeq: 3, BeforeSeq: 9, Limit: 4}, []int64{5, 6, 7, 8}, false, ""},
+			{"floor one lower: HasOlder", messaging.ContextQuery{AfterSeq: 2, BeforeSeq: 9, Limit: 4}, []int64{5, 6, 7, 8}, true, ""},
+			{"BeforeSeq is exclusive", messaging.ContextQuery{BeforeSeq: 7, Limit: 50}, []int64{1, 2, 3, 5, 6}, false, ""},
+			{"BeforeSeq with a limit", messaging.ContextQuery{BeforeSeq: 7, Limit: 2}, []int64{5, 6}, true, ""},
+			{"both bounds", messaging.ContextQuery{AfterSeq: 2, BeforeSeq: 6, Limit: 50}, []int64{3, 5}, false, ""},
+			{"only a tombstone between the bounds", messaging.ContextQuery{AfterSeq: 3, BeforeSeq: 5, Limit: 5}, []int64{}, false, ""},
+			{"empty range", messaging.ContextQuery{AfterSeq: 5, BeforeSeq: 6, Limit: 5}, []int64{}, false, ""},
+			{"inverted range", messaging.ContextQuery{AfterSeq: 8, BeforeSeq: 3, Limit: 5}, []int64{}, false, ""},
+			{"Limit 0 with selectable messages", messaging.ContextQuery{BeforeSeq: 9, Limit: 0}, []int64{}, true, ""},
+			{"Limit 0 over a tombstone only", messaging.ContextQuery{AfterSeq: 3, BeforeSeq: 5, Limit: 0}, []int64{}, false, ""},
+			{"Limit 0 over the excluded author only", messaging.ContextQuery{AfterSeq: 4, BeforeSeq: 6, Limit: 0, ExcludeAuthorID: lotse}, []int64{}, false, ""},
+			{"Limit 0 with the excluded author and others", messaging.ContextQuery{AfterSeq: 4, BeforeSeq: 7, Limit: 0, ExcludeAuthorID: lotse}, []int64{}, true, ""},
+			{"Limit 0 with the floor at the trigger", messaging.ContextQuery{AfterSeq: 8, BeforeSeq: 9, Limit: 0}, []int64{}, false, ""},
+			{"unknown thread", messaging.ContextQuery{ThreadID: ids.New(), BeforeSeq: 9, Limit: 5}, []int64{}, false, "unknown"},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				q := tc.q
+				if tc.threadKey == "" {
+					q.ThreadID = f.thread
+				}
+				page, err := env.Server.Messaging.ContextWindow(ctx, q)
+				if err != nil {
+					t.Fatalf("ContextWindow: %v", err)
+				}
+				if page.Items == nil {
+					t.Errorf("Items is nil; want an empty slice")
+				}
+				if got := seqsOf(page.Items); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					t.Errorf("seqs %v, want %v", got, tc.want)
+				}
+				if page.HasOlder != tc.hasOlder {
+					t.Errorf("HasOlder %v, want %v", page.HasOlder, tc.hasOlder)
+				}
+				for _, it := range page.Items {
+					if it.Deleted || it.Kind == "run" || (q.ExcludeAuthorID != "" && it.AuthorID == q.ExcludeAuthorID) {
+						t.Errorf("item %d must not be selectable: %+v", it.ThreadSeq, it)
+					}
+					if it.ThreadID != q.ThreadID || it.ID != f.ids[it.ThreadSeq] {
+						t.Errorf("item %d: id %s thread %s", it.ThreadSeq, it.ID, it.ThreadID)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("item fields and full content", func(t *testing.T) {
+		page, err := env.Server.Messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: f.thread, BeforeSeq: 9, Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[int64]messaging.ContextItem{}
+		for _, it := range page.Items {
+			by[it.ThreadSeq] = it
+		}
+		long := by[7]
+		if long.ContentMD != longContent || len(long.ContentMD) != 200 {
+			t.Errorf("long content came back with %d bytes, want the stored 200: %q", len(long.ContentMD), long.ContentMD)
+		}
+		if m2 := by[2]; m2.AuthorID != env.World.ID("lotse") || m2.Origin != "agent" || m2.Kind != "text" || m2.ContentMD != "m2" {
+			t.Errorf("m2 %+v", m2)
+		}
+		if m8 := by[8]; m8.AuthorID != env.World.ID("alex") || m8.Origin != "human" || m8.ReplyToMessageID != f.ids[6] || m8.CreatedAt.IsZero() {
+			t.Errorf("m8 %+v", m8)
+		}
+		if m6 := by[6]; m6.ReplyToMessageID != "" {
+			t.Errorf("m6 has reply_to %q", m6.ReplyToMessageID)
+		}
+		// The history list does cut it, so the setting is in force.
+		var list struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		env.REST(http.MethodGet, "/api/v1/threads/"+f.thread+"/messages", env.World.Token("alex"), nil).JSON(t, &list)
+		cut := false
+		for _, m := range list.Messages {
+			if m["id"] == f.ids[7] {
+				cut = m["content_truncated"] == true && len(m["content_md"].(string)) <= listCut
+			}
+		}
+		if !cut {
+			t.Fatalf("the history list did not cut the long message at %d bytes; the test's setting is not in force", listCut)
+		}
+	})
+
+	t.Run("run anchors are never selected", func(t *testing.T) {
+		thread, anchor := anchorFixture(t, env)
+		for _, tc := range []struct {
+			name     string
+			q        messaging.ContextQuery
+			want     []int64
+			hasOlder bool
+		}{
+			{"all", messaging.ContextQuery{BeforeSeq: 4, Limit: 10}, []int64{2, 3}, false},
+			{"exactly the non-anchors", messaging.ContextQuery{BeforeSeq: 4, Limit: 2}, []int64{2, 3}, false},
+			{"one fewer", messaging.ContextQuery{BeforeSeq: 4, Limit: 1}, []int64{3}, true},
+			{"anchor only", messaging.ContextQuery{BeforeSeq: 2, Limit: 10}, []int64{}, false},
+			{"Limit 0 over the anchor only", messaging.ContextQuery{BeforeSeq: 2, Limit: 0}, []int64{}, false},
+			{"Limit 0 over the anchor and a message", messaging.ContextQuery{BeforeSeq: 3, Limit: 0}, []int64{}, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				q := tc.q
+				q.ThreadID = thread
+				page, err := env.Server.Messaging.ContextWindow(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := seqsOf(page.Items); fmt.Sprint(got) != fmt.Sprint(tc.want) || page.HasOlder != tc.hasOlder {
+					t.Errorf("seqs %v HasOlder %v, want %v %v", got, page.HasOlder, tc.want, tc.hasOlder)
+				}
+				for _, it := range page.Items {
+					if it.ID == anchor || it.Kind == "run" {
+						t.Errorf("run anchor selected: %+v", it)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("ContextMessages returns messages as stored", func(t *testing.T) {
+		unknown := ids.New()
+		got, err := env.Server.Messaging.ContextMessages(ctx, []string{f.ids[4], f.ids[7], f.ids[8], unknown})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 {
+			t.Fatalf("got %d messages, want 3 (the unknown id is absent): %v", len(got), got)
+		}
+		if _, ok := got[unknown]; ok {
+			t.Errorf("unknown id in the result")
+		}
+		tomb := got[f.ids[4]]
+		if !tomb.Deleted || tomb.ContentMD != "" || tomb.ThreadSeq != 4 || tomb.AuthorID != env.World.ID("robin") || tomb.ThreadID != f.thread {
+			t.Errorf("tombstone %+v", tomb)
+		}
+		if long := got[f.ids[7]]; long.Deleted || long.ContentMD != longContent || long.ThreadSeq != 7 {
+			t.Errorf("long message %+v", long)
+		}
+		if m8 := got[f.ids[8]]; m8.ContentMD != "m8" || m8.ReplyToMessageID != f.ids[6] || m8.ID != f.ids[8] {
+			t.Errorf("m8 %+v", m8)
+		}
+		empty, err := env.Server.Messaging.ContextMessages(ctx, nil)
+		if err != nil || len(empty) != 0 {
+			t.Errorf("no ids: %v, %v", empty, err)
+		}
+	})
+
+	t.Run("filter mode counts a denied item as filter_mismatch", func(t *testing.T) {
+		agent := principal(t, env, "lotse")
+		kt, kc, err := env.Server.Chat.ThreadInfo(ctx, nil, env.Main("Marketing/Kampagnen"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, ac, err := env.Server.Chat.ThreadInfo(ctx, nil, env.Main("Support/Allgemein"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		denied := chat.PathInThread(kc, kt, authz.KindMessage, ids.New())
+		allowed := chat.PathInThread(ac, at, authz.KindMessage, ids.New())
+		const series = `bothy_authz_errors_total{reason="filter_mismatch"}`
+		before := metricValue(t, env, series)
+		ok := env.Server.Authz.FilterAt(ctx, agent, authz.MessageRead, []authz.Path{denied, allowed}, authz.None)
+		if fmt.Sprint(ok) != "[false true]" {
+			t.Fatalf("FilterAt = %v, want [false true]", ok)
+		}
+		if after := metricValue(t, env, series); after != before+1 {
+			t.Fatalf("%s went from %v to %v, want one more", series, before, after)
+		}
+		// An allowed-only check counts nothing.
+		if ok := env.Server.Authz.FilterAt(ctx, agent, authz.MessageRead, []authz.Path{allowed}, authz.None); fmt.Sprint(ok) != "[true]" {
+			t.Fatalf("FilterAt = %v, want [true]", ok)
+		}
+		if after := metricValue(t, env, series); after != before+1 {
+			t.Fatalf("%s is %v after an allowed-only check, want %v", series, after, before+1)
+		}
+	})
+}

@@ -1,0 +1,596 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/ids"
+)
+
+// answer posts content as agent into thread naming run (empty: none).
+func answer(env *apitest.Env, agent, thread, clientID, content, run string) *apitest.Response {
+	body := map[string]any{"client_msg_id": clientID, "content_md": content}
+	if run != "" {
+		body["run_id"] = run
+	}
+	return env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/messages", env.World.Token(agent), body)
+}
+
+func TestAG01_AgentMessagesNeverTrigger(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	s := newStream(t, env, "lotse")
+	main := env.Main("Support/Allgemein")
+	say(t, env, "alex", main, "@lotse a task")
+	run := s.nextRun()
+	busy := getRun(t, env, "lotse", run).ThreadID
+	mustRunOp(t, env, "lotse", "startRun", run)
+	before := struct{ runs, invocations, threads, followups int }{
+		env.Count(`SELECT count(*) FROM runs`), env.Count(`SELECT count(*) FROM agent_events WHERE type = 'agent.invocation'`),
+		env.Count(`SELECT count(*) FROM threads`), env.Count(`SELECT count(*) FROM run_followups`)}
+	cases := []struct{ name, who, thread, content string }{
+		{"lotse without mention in a free channel", "lotse", main, "an update"},
+		{"lotse mentioning itself", "lotse", main, "@lotse have a look"},
+		{"lotse mentioning texter", "lotse", main, "@texter please help"},
+		{"texter as guest mentioning lotse", "texter", main, "@lotse over to you"},
+		{"lotse in its own running thread", "lotse", busy, "still working"},
+		{"texter in lotse's busy thread", "texter", busy, "@texter me too"},
+		{"lotse in the main thread with auto_thread", "lotse", main, "@lotse new topic"},
+	}
+	for i, c := range cases {
+		r := answer(env, c.who, c.thread, fmt.Sprintf("ag01-%d", i), c.content, "")
+		var m map[string]any
+		r.JSON(t, &m)
+		if r.Status != http.StatusCreated || m["origin"] != "agent" || m["author"].(map[string]any)["kind"] != "agent" {
+			t.Fatalf("%s: %d %s", c.name, r.Status, r.Body)
+		}
+		if _, has := m["trigger_state"]; has {
+			t.Fatalf("%s: trigger_state %v", c.name, m["trigger_state"])
+		}
+	}
+	after := struct{ runs, invocations, threads, followups int }{
+		env.Count(`SELECT count(*) FROM runs`), env.Count(`SELECT count(*) FROM agent_events WHERE type = 'agent.invocation'`),
+		env.Count(`SELECT count(*) FROM threads`), env.Count(`SELECT count(*) FROM run_followups`)}
+	if after != before {
+		t.Fatalf("agent messages did trigger work: before %+v after %+v", before, after)
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE origin = 'agent' AND trigger_state IS NOT NULL`); n != 0 {
+		t.Fatalf("%d agent messages with trigger_state", n)
+	}
+	if r := getRun(t, env, "lotse", run); r.State != "RUNNING" || r.Version != 2 {
+		t.Fatalf("the active run changed: %+v", r)
+	}
+}
+
+func TestAG26_AgentWithoutWrite(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	lotse := env.World.Token("lotse")
+	kampagnen := env.Main("Marketing/Kampagnen")
+	ideas := env.World.Channel("Marketing/Ideas").ID
+	msgBody := map[string]any{"client_msg_id": "x", "content_md": "hello marketing"}
+	threadBody := map[string]any{"title": "t", "first_message": map[string]any{"client_msg_id": "y", "content_md": "report"}}
+	post := func(thread string) *apitest.Response {
+		return env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/messages", lotse, msgBody)
+	}
+	create := func(channel string) *apitest.Response {
+		return env.REST(http.MethodPost, "/api/v1/channels/"+channel+"/threads", lotse, threadBody)
+	}
+	unknown := ids.New()
+	for _, pair := range [][2]*apitest.Response{{post(kampagnen), post(unknown)}, {create(ideas), create(unknown)}} {
+		if pair[0].Status != 404 || comparableBody(t, pair[0]) != comparableBody(t, pair[1]) || !reflectHeaders(pair[0].Header, pair[1].Header) {
+			t.Fatalf("404 differs from an unknown id:\n%d %s\n%d %s", pair[0].Status, pair[0].Body, pair[1].Status, pair[1].Body)
+		}
+	}
+	g := env.REST(http.MethodPost, "/api/v1/grants", env.World.Token("robin"), map[string]any{"subject_id": env.World.ID("lotse"),
+		"subject_kind": "principal", "target_kind": "space", "target_id": env.World.Spaces["Marketing"], "level": "read"})
+	if g.Status != 201 {
+		t.Fatalf("grant: %d %s", g.Status, g.Body)
+	}
+	for _, r := range []*apitest.Response{post(kampagnen), create(ideas)} {
+		if p := r.Problem(t); r.Status != 403 || p.Code != "forbidden" || p.Reason != "level_insufficient" {
+			t.Fatalf("with read only: %d %+v", r.Status, p)
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE author_principal_id = $1`, env.World.ID("lotse")); n != 0 {
+		t.Fatalf("%d messages stored", n)
+	}
+	rows, _ := env.Server.Authz.AuditRows(t.Context(), env.World.ID("lotse"))
+	got := map[string]int{}
+	for _, r := range rows {
+		got[r.Action+"/"+r.Reason] = r.Count
+	}
+	want := map[string]int{"message.create/no_grant": 2, "thread.create/not_found": 1, "message.create/level_insufficient": 1, "thread.create/level_insufficient": 1}
+	_ = want
+	if got["message.create/no_grant"] != 1 || got["message.create/not_found"] != 1 || got["thread.create/no_grant"] != 1 ||
+		got["thread.create/not_found"] != 1 || got["message.create/level_insufficient"] != 1 || got["thread.create/level_insufficient"] != 1 {
+		t.Fatalf("audit rows %v", got)
+	}
+	// Archived: even the operator is read-only.
+	env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/archive", env.World.Token("robin"), nil)
+	r := post(env.Main("Support/Allgemein"))
+	if p := r.Problem(t); r.Status != 403 || p.Code != "channel_read_only" || p.Reason != "channel_archived" {
+		t.Fatalf("archived: %d %+v", r.Status, p)
+	}
+}
+
+func TestAgentWritesWithGrantOrAsOperator(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	if r := answer(env, "lotse", env.Main("Support/Allgemein"), "op", "as operator", ""); r.Status != 201 {
+		t.Fatalf("operator rule: %d", r.Status)
+	}
+	report := newThread(t, env, "lotse", "Support/Reports", "", "through the grant")
+	if report == "" {
+		t.Fatal("no report thread")
+	}
+	texter := newStream(t, env, "texter")
+	say(t, env, "alex", env.Main("Support/Allgemein"), "@texter a guest question")
+	guestRun := texter.nextRun()
+	guestThread := getRun(t, env, "texter", guestRun).ThreadID
+	if r := answer(env, "texter", guestThread, "g1", "guest answer", guestRun); r.Status != 201 {
+		t.Fatalf("guest answer: %d %s", r.Status, r.Body)
+	}
+	var grant string
+	env.Pool.QueryRow(t.Context(), `SELECT id::text FROM grants WHERE subject_principal_id = $1`, env.World.ID("texter")).Scan(&grant)
+	env.REST(http.MethodDelete, "/api/v1/grants/"+grant, env.World.Token("robin"), nil)
+	if r := answer(env, "texter", guestThread, "g2", "after revocation", guestRun); r.Status != 404 {
+		t.Fatalf("guest after revocation: %d %s", r.Status, r.Body)
+	}
+	// The operator rule follows the operator: a main thread has no fixed one.
+	lotse := newStream(t, env, "lotse")
+	esk := env.Main("Support/Eskalation")
+	say(t, env, "alex", esk, "@lotse escalation")
+	run := lotse.nextRun()
+	env.REST(http.MethodPut, "/api/v1/channels/"+env.World.Channel("Support/Eskalation").ID+"/operator", env.World.Token("robin"),
+		map[string]any{"mode": "agent", "agent_id": env.World.ID("texter")})
+	if r := answer(env, "lotse", esk, "e1", "too late", run); r.Status != 404 {
+		t.Fatalf("old operator in the main thread: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestReport_NewThreadPerReport(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	ch := env.World.Channel("Support/Reports").ID
+	before := env.Count(`SELECT coalesce(max(seq), 0) FROM event_log`)
+	body := map[string]any{"title": "Nightly report", "first_message": map[string]any{"client_msg_id": "rep-1", "content_md": "Nightly report\nAll systems nominal."}}
+	r := env.REST(http.MethodPost, "/api/v1/channels/"+ch+"/threads", env.World.Token("lotse"), body)
+	var c struct {
+		Thread       map[string]any `json:"thread"`
+		FirstMessage map[string]any `json:"first_message"`
+	}
+	r.JSON(t, &c)
+	if r.Status != 201 || c.Thread["title_source"] != "auto" || c.Thread["created_by"] != env.World.ID("lotse") || c.Thread["operator_agent_id"] != nil {
+		t.Fatalf("report thread: %d %v", r.Status, c.Thread)
+	}
+	if c.FirstMessage["origin"] != "agent" || c.FirstMessage["thread_seq"] != float64(1) {
+		t.Fatalf("first message %v", c.FirstMessage)
+	}
+	var types []string
+	rows, _ := env.Pool.Query(t.Context(), `SELECT type FROM event_log WHERE seq > $1 ORDER BY seq`, before)
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		types = append(types, s)
+	}
+	if strings.Join(types, ",") != "thread.created,message.created" {
+		t.Fatalf("events %v", types)
+	}
+	if env.Count(`SELECT count(*) FROM runs`) != 0 || env.Count(`SELECT count(*) FROM agent_events`) != 0 {
+		t.Fatal("a report started a run")
+	}
+	again := env.REST(http.MethodPost, "/api/v1/channels/"+ch+"/threads", env.World.Token("lotse"), body)
+	if again.Status != 200 || again.Header.Get("Idempotent-Replay") != "true" {
+		t.Fatalf("replay: %d", again.Status)
+	}
+}
+
+func TestReport_FixedThread(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	thread := newThread(t, env, "lotse", "Support/Bulletin", "", "report one")
+	for i := 2; i <= 3; i++ {
+		if r := answer(env, "lotse", thread, fmt.Sprintf("rep-%d", i), fmt.Sprintf("report %d", i), ""); r.Status != 201 {
+			t.Fatalf("report %d: %d", i, r.Status)
+		}
+	}
+	rows, _ := env.Pool.Query(t.Context(), `SELECT thread_seq FROM messages WHERE thread_id = $1 ORDER BY thread_seq`, thread)
+	var seqs []int
+	for rows.Next() {
+		var n int
+		rows.Scan(&n)
+		seqs = append(seqs, n)
+	}
+	if fmt.Sprint(seqs) != "[1 2 3]" || env.Count(`SELECT count(*) FROM runs`) != 0 {
+		t.Fatalf("seqs %v, runs %d", seqs, env.Count(`SELECT count(*) FROM runs`))
+	}
+}
+
+func TestReport_HumanReplyTriggersNormally(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	bulletin := newThread(t, env, "lotse", "Support/Bulletin", "", "weekly bulletin")
+	say(t, env, "alex", bulletin, "thanks, one question")
+	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1 AND agent_id = $2`, bulletin, env.World.ID("lotse")); n != 1 {
+		t.Fatalf("%d runs in the bulletin thread", n)
+	}
+	reports := newThread(t, env, "lotse", "Support/Reports", "", "nightly numbers")
+	if m := say(t, env, "alex", reports, "no operator here"); m["trigger_state"] != nil {
+		t.Fatalf("trigger_state %v", m["trigger_state"])
+	}
+	if m := say(t, env, "alex", reports, "@lotse explain"); m["trigger_state"] != "failed" || m["trigger_reason"] != "agent_not_allowed_here" {
+		t.Fatalf("guest mention in Reports: %v %v", m["trigger_state"], m["trigger_reason"])
+	}
+	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1`, reports); n != 0 {
+		t.Fatalf("%d runs in Reports", n)
+	}
+}
+
+func TestAgentMessage_RateLimitClass(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"ratelimit.rl.message.burst": "2", "ratelimit.rl.message.per_minute": "1"}})
+	main := env.Main("Support/Reports")
+	thread := newThread(t, env, "lotse", "Support/Reports", "", "r1") // one token
+	_ = main
+	if r := answer(env, "lotse", thread, "r2", "second", ""); r.Status != 201 {
+		t.Fatalf("within the burst: %d", r.Status)
+	}
+	r := answer(env, "lotse", thread, "r3", "third", "")
+	if r.Status != 429 || r.Problem(t).Code != "rate_limited" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("beyond the burst: %d %s", r.Status, r.Body)
+	}
+	if m := say(t, env, "alex", thread, "alex has her own bucket"); m["origin"] != "human" {
+		t.Fatal(m)
+	}
+}
+
+func TestAgentMessage_OriginEverywhere(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	main := env.Main("Support/Allgemein")
+	before := metricValue(t, env, `bothy_messages_created_total{origin="agent"}`)
+	r := answer(env, "lotse", main, "o1", "an answer", "")
+	check := func(where string, m map[string]any) {
+		t.Helper()
+		a, _ := m["author"].(map[string]any)
+		if m["origin"] != "agent" || a["kind"] != "agent" || a["handle"] != "lotse" {
+			t.Fatalf("%s: %v", where, m)
+		}
+	}
+	var m map[string]any
+	r.JSON(t, &m)
+	check("201", m)
+	replay := answer(env, "lotse", main, "o1", "an answer", "")
+	replay.JSON(t, &m)
+	check("replay", m)
+	var payload []byte
+	env.Pool.QueryRow(t.Context(), `SELECT payload::text FROM event_log WHERE type = 'message.created' AND message_id = $1`, m["id"]).Scan(&payload)
+	var ev map[string]any
+	jsonUnmarshal(payload, &ev)
+	check("event_log", ev)
+	var page struct{ Events []map[string]any }
+	env.REST(http.MethodGet, "/api/v1/events", env.World.Token("alex"), nil).JSON(t, &page)
+	found := false
+	for _, e := range page.Events {
+		if p := e["payload"].(map[string]any); p["id"] == m["id"] {
+			check("listEvents", p)
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("alex does not see the message.created event")
+	}
+	env.REST(http.MethodGet, "/api/v1/messages/"+m["id"].(string), env.World.Token("alex"), nil).JSON(t, &m)
+	check("getMessage", m)
+	var hist struct{ Messages []map[string]any }
+	env.REST(http.MethodGet, "/api/v1/threads/"+main+"/messages", env.World.Token("alex"), nil).JSON(t, &hist)
+	check("history", hist.Messages[0])
+	if after := metricValue(t, env, `bothy_messages_created_total{origin="agent"}`); after != before+1 {
+		t.Fatalf("metric went from %v to %v (the replay must not count)", before, after)
+	}
+}
+
+func TestAgentMessage_CannotForgeOriginOrKind(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	main := env.Main("Support/Allgemein")
+	for name, extra := range map[string]map[string]any{"origin": {"origin": "human"}, "system_code": {"system_code": "thread.reopened"},
+		"kind system": {"kind": "system"}, "kind run": {"kind": "run"}} {
+		body := map[string]any{"client_msg_id": "f-" + name, "content_md": "forged"}
+		for k, v := range extra {
+			body[k] = v
+		}
+		r := env.REST(http.MethodPost, "/api/v1/threads/"+main+"/messages", env.World.Token("lotse"), body)
+		if r.Status != 400 || r.Problem(t).Code != "validation_failed" {
+			t.Fatalf("%s: %d %s", name, r.Status, r.Body)
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM messages`); n != 0 {
+		t.Fatalf("%d messages stored", n)
+	}
+}
+
+func TestAgentMessage_ReopensDoneThread(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	thread := newThread(t, env, "lotse", "Support/Reports", "", "status")
+	env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/close", env.World.Token("lotse"), nil)
+	before := env.Count(`SELECT coalesce(max(seq), 0) FROM event_log`)
+	if r := answer(env, "lotse", thread, "again", "status update", ""); r.Status != 201 {
+		t.Fatalf("answer: %d", r.Status)
+	}
+	rows, _ := env.Pool.Query(t.Context(), `SELECT type, coalesce(payload->>'origin', ''), coalesce(payload->>'system_code', ''), coalesce(payload->'author'->>'handle', '')
+		FROM event_log WHERE seq > $1 ORDER BY seq`, before)
+	var got []string
+	for rows.Next() {
+		var a, b, c, d string
+		rows.Scan(&a, &b, &c, &d)
+		got = append(got, strings.Join(strings.Fields(a+" "+b+" "+c+" "+d), " "))
+	}
+	want := "[thread.reopened message.created system thread.reopened lotse message.created agent lotse]"
+	if fmt.Sprint(got) != want || env.Count(`SELECT count(*) FROM runs`) != 0 {
+		t.Fatalf("events %v, want %s", got, want)
+	}
+}
+
+// capture records the run ids of posted messages (a test subscriber).
+type capture struct {
+	mu   sync.Mutex
+	runs []string
+}
+
+func (c *capture) OnMessagePosted(_ context.Context, _ pgx.Tx, p *messaging.Posted) ([]events.Event, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runs = append(c.runs, p.RunID)
+	return nil, nil
+}
+
+func TestAnswer_RunIDActiveRun(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	sub := &capture{}
+	env.Server.Messaging.Subscribe(sub)
+	s := newStream(t, env, "lotse")
+	say(t, env, "alex", env.Main("Support/Allgemein"), "@lotse one")
+	run := s.nextRun()
+	thread := getRun(t, env, "lotse", run).ThreadID
+	mustRunOp(t, env, "lotse", "startRun", run)
+	say(t, env, "alex", env.Main("Support/Eskalation"), "@lotse queued elsewhere")
+	queued := s.nextRun()
+	cases := []struct{ thread, run, state string }{{thread, run, "running"}, {thread, run, "waiting_input"}, {env.Main("Support/Eskalation"), queued, "queued"}}
+	for i, c := range cases {
+		if c.state == "waiting_input" {
+			mustRunOp(t, env, "lotse", "awaitRunInput", run)
+		}
+		before := getRun(t, env, "lotse", c.run)
+		r := answer(env, "lotse", c.thread, fmt.Sprintf("a%d", i), "an answer", c.run)
+		var m map[string]any
+		r.JSON(t, &m)
+		if r.Status != 201 || m["run_id"] != nil {
+			t.Fatalf("%s: %d %s", c.state, r.Status, r.Body)
+		}
+		if after := getRun(t, env, "lotse", c.run); after.State != before.State || after.Version != before.Version {
+			t.Fatalf("%s: the run changed: %+v -> %+v", c.state, before, after)
+		}
+	}
+	if fmt.Sprint(sub.runs[len(sub.runs)-3:]) != fmt.Sprint([]string{run, run, queued}) {
+		t.Fatalf("subscriber saw %v", sub.runs)
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE origin = 'agent' AND run_id IS NOT NULL AND kind <> 'run'`); n != 0 {
+		t.Fatalf("run_id stored on %d answers", n)
+	}
+}
+
+func TestAnswer_RunIDMismatch(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	lotse := newStream(t, env, "lotse")
+	texter := newStream(t, env, "texter")
+	say(t, env, "alex", env.Main("Support/Eskalation"), "@lotse elsewhere")
+	otherThreadRun := lotse.nextRun()
+	// A thread of Allgemein with an active guest run of Texter.
+	say(t, env, "alex", env.Main("Support/Allgemein"), "@texter guest")
+	guest := texter.nextRun()
+	thread := getRun(t, env, "texter", guest).ThreadID
+	seq := env.Count(`SELECT last_seq FROM threads WHERE id = $1`, thread)
+	events := env.Count(`SELECT count(*) FROM event_log`)
+	var bodies []string
+	for i, c := range []struct{ who, run string }{{"lotse", ids.New()}, {"lotse", otherThreadRun}, {"lotse", guest}, {"alex", guest}} {
+		r := answer(env, c.who, thread, fmt.Sprintf("m%d", i), "mismatch", c.run)
+		p := r.Problem(t)
+		if r.Status != 400 || p.Code != "validation_failed" || len(p.Errors) != 1 || p.Errors[0].Pointer != "/run_id" || p.Errors[0].Code != "run_mismatch" {
+			t.Fatalf("case %d: %d %s", i, r.Status, r.Body)
+		}
+		bodies = append(bodies, comparableBody(t, r))
+	}
+	for _, b := range bodies[1:] {
+		if b != bodies[0] {
+			t.Fatalf("bodies differ:\n%s\n%s", bodies[0], b)
+		}
+	}
+	if env.Count(`SELECT last_seq FROM threads WHERE id = $1`, thread) != seq || env.Count(`SELECT count(*) FROM event_log`) != events {
+		t.Fatal("a refused answer stored something")
+	}
+}
+
+func TestAnswer_RunIDEndedRun(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	s := newStream(t, env, "lotse")
+	esk := env.Main("Support/Eskalation")
+	end := map[string]func(run string){
+		"completed": func(run string) {
+			mustRunOp(t, env, "lotse", "startRun", run)
+			finish(t, env, "lotse", run, "COMPLETED")
+		},
+		"failed": func(run string) { mustRunOp(t, env, "lotse", "startRun", run); finish(t, env, "lotse", run, "FAILED") },
+		"cancelled": func(run string) {
+			mustRunOp(t, env, "lotse", "startRun", run)
+			mustRunOp(t, env, "alex", "cancelRun", run)
+			finish(t, env, "lotse", run, "CANCELLED")
+		},
+	}
+	for _, how := range []string{"completed", "failed", "cancelled"} {
+		say(t, env, "alex", esk, "@lotse "+how)
+		run := s.nextRun()
+		end[how](run)
+		before := env.Count(`SELECT count(*) FROM messages`)
+		r := answer(env, "lotse", esk, "late-"+how, "late answer", run)
+		if p := r.Problem(t); r.Status != 409 || p.Code != "conflict" || p.Reason != "run_not_active" {
+			t.Fatalf("%s: %d %s", how, r.Status, r.Body)
+		}
+		if env.Count(`SELECT count(*) FROM messages`) != before {
+			t.Fatalf("%s: stored", how)
+		}
+		if r := answer(env, "lotse", esk, "late-"+how, "late answer", ""); r.Status != 201 {
+			t.Fatalf("%s: without run_id: %d", how, r.Status)
+		}
+	}
+}
+
+func TestAnswer_ReplayAfterRunEnded(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	s := newStream(t, env, "lotse")
+	esk := env.Main("Support/Eskalation")
+	say(t, env, "alex", esk, "@lotse please")
+	run := s.nextRun()
+	mustRunOp(t, env, "lotse", "startRun", run)
+	first := answer(env, "lotse", esk, "ans", "the answer", run)
+	finish(t, env, "lotse", run, "COMPLETED")
+	events := env.Count(`SELECT count(*) FROM event_log`)
+	again := answer(env, "lotse", esk, "ans", "the answer", run)
+	if again.Status != 200 || again.Header.Get("Idempotent-Replay") != "true" || comparableBody(t, again) != comparableBody(t, first) {
+		t.Fatalf("replay: %d %s", again.Status, again.Body)
+	}
+	if env.Count(`SELECT count(*) FROM event_log`) != events {
+		t.Fatal("the replay published an event")
+	}
+}
+
+func TestAnswer_FirstMessageRunIDRejected(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	s := newStream(t, env, "lotse")
+	say(t, env, "alex", env.Main("Support/Eskalation"), "@lotse go")
+	run := s.nextRun()
+	threads := env.Count(`SELECT count(*) FROM threads`)
+	r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Reports").ID+"/threads", env.World.Token("lotse"),
+		map[string]any{"title": "x", "first_message": map[string]any{"client_msg_id": "f", "content_md": "report", "run_id": run}})
+	p := r.Problem(t)
+	if r.Status != 400 || len(p.Errors) != 1 || p.Errors[0].Pointer != "/first_message/run_id" || p.Errors[0].Code != "run_mismatch" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if env.Count(`SELECT count(*) FROM threads`) != threads {
+		t.Fatal("a thread was created")
+	}
+}
+
+// TestAnswer_ConcurrentWithFinish releases an answer naming a run and the
+// run's finish together, many times: either the answer commits before the
+// end event, or it is refused with run_not_active and stores nothing.
+func TestAnswer_ConcurrentWithFinish(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{
+		"ratelimit.rl.message.burst": "100000", "ratelimit.rl.message.per_minute": "100000",
+		"ratelimit.rl.agent_runtime.burst": "100000", "ratelimit.rl.agent_runtime.per_minute": "100000",
+		"ratelimit.rl.read.burst": "100000", "ratelimit.rl.read.per_minute": "100000"}})
+	s := newStream(t, env, "lotse")
+	esk := env.Main("Support/Eskalation")
+	const rounds = 200
+	won, lost := 0, 0
+	for i := 0; i < rounds; i++ {
+		say(t, env, "alex", esk, fmt.Sprintf("@lotse round %d", i))
+		run := s.nextRun()
+		mustRunOp(t, env, "lotse", "startRun", run)
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		var ans *apitest.Response
+		var finErrs []apitest.GQLError
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-gate
+			ans = answer(env, "lotse", esk, fmt.Sprintf("race-%d", i), "racing answer", run)
+		}()
+		go func() { defer wg.Done(); <-gate; _, finErrs = finish(t, env, "lotse", run, "COMPLETED") }()
+		close(gate)
+		wg.Wait()
+		if len(finErrs) > 0 {
+			t.Fatalf("round %d: finish failed: %+v", i, finErrs)
+		}
+		switch ans.Status {
+		case 201:
+			won++
+			var m map[string]any
+			ans.JSON(t, &m)
+			var msgSeq, endSeq int64
+			env.Pool.QueryRow(t.Context(), `SELECT seq FROM event_log WHERE type = 'message.created' AND message_id = $1`, m["id"]).Scan(&msgSeq)
+			env.Pool.QueryRow(t.Context(), `SELECT seq FROM event_log WHERE type = 'run.state_changed' AND payload->>'id' = $1 AND payload->>'state' = 'completed'`, run).Scan(&endSeq)
+			if msgSeq == 0 || endSeq == 0 || msgSeq > endSeq {
+				t.Fatalf("round %d: answer event %d after end event %d", i, msgSeq, endSeq)
+			}
+		case 409:
+			lost++
+			if p := ans.Problem(t); p.Reason != "run_not_active" {
+				t.Fatalf("round %d: %+v", i, p)
+			}
+			if n := env.Count(`SELECT count(*) FROM messages WHERE client_msg_id = $1`, fmt.Sprintf("race-%d", i)); n != 0 {
+				t.Fatalf("round %d: a refused answer was stored", i)
+			}
+		default:
+			t.Fatalf("round %d: answer %d %s", i, ans.Status, ans.Body)
+		}
+	}
+	t.Logf("%d answers before the end, %d refused after it", won, lost)
+}
+
+// TestOnMessagePosted_AnswerBranch drives the runs subscriber directly
+// inside a real unit of work: an agent answer naming its run is checked and
+// does no trigger work; a non-agent message naming a run is an internal
+// error (messaging never builds one).
+func TestOnMessagePosted_AnswerBranch(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	s := newStream(t, env, "lotse")
+	esk := env.Main("Support/Eskalation")
+	say(t, env, "alex", esk, "@lotse a run")
+	run := s.nextRun()
+	thread, channel, err := env.Server.Chat.ThreadInfo(t.Context(), nil, esk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lotse := mustPrincipal(t, env, "lotse")
+	alex := mustPrincipal(t, env, "alex")
+	cases := []struct {
+		name   string
+		posted messaging.Posted
+		code   string
+	}{
+		{"agent answer with its run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse, RunID: run}, ""},
+		{"agent message without run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse}, ""},
+		{"agent names an unknown run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse, RunID: ids.New()}, "validation_failed"},
+		{"human names a run", messaging.Posted{Message: messaging.Message{Origin: "human", Kind: "text"}, Author: alex, RunID: run}, "internal_error"},
+		{"anchor never checked", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "run"}, Author: lotse, RunID: run}, "internal_error"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.posted.Thread, c.posted.Channel = thread, channel
+			runs := env.Count(`SELECT count(*) FROM runs`)
+			tx, err := env.Pool.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(t.Context())
+			evs, err := env.Server.Runs.OnMessagePosted(t.Context(), tx, &c.posted)
+			got := ""
+			if err != nil {
+				got = string(problemCode(err))
+			}
+			if got != c.code || len(evs) != 0 {
+				t.Fatalf("got %q (%v) with %d events, want %q", got, err, len(evs), c.code)
+			}
+			if c.posted.Message.TriggerState != "" {
+				t.Fatalf("trigger_state %q", c.posted.Message.TriggerState)
+			}
+			tx.Commit(t.Context())
+			if env.Count(`SELECT count(*) FROM runs`) != runs {
+				t.Fatal("the branch created a run")
+			}
+		})
+	}
+}
