@@ -11,7 +11,6 @@ import (
 
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
-	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -39,79 +38,50 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 	return runContextModel(&rc), nil
 }
 
-func (r *runContextMessageResolver) Author(ctx context.Context, objs []*model.RunContextMessage) ([]*model.PrincipalRef, error) {
-	keys := make([]string, len(objs))
-	for i, o := range objs {
-		keys[i] = o.Element.AuthorID
+// Author is the resolver for the author field.
+func (r *runContextMessageResolver) Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error) {
+	ref, err := r.principalRef(ctx, obj.Element.AuthorID)
+	if err != nil {
+		return nil, err
 	}
-	people, errs := r.loaders(ctx).Principals.LoadMany(ctx, keys)()
-	out := make([]*model.PrincipalRef, len(objs))
-	for i := range objs {
-		if errs != nil && errs[i] != nil {
-			return nil, problem.From(errs[i])
-		}
-		out[i] = refModel(people[i].Ref())
-	}
-	return out, nil
+	return refModel(*ref), nil
 }
 
-func (r *runContextMessageResolver) Role(ctx context.Context, objs []*model.RunContextMessage) ([]model.Role, error) {
-	out := make([]model.Role, len(objs))
-	for i, o := range objs {
-		role, _ := domain.Classify(domain.AuthorFacts{Origin: o.Element.Origin, AuthorID: o.Element.AuthorID}, o.Context.Parties, nil)
-		out[i] = model.Role(strings.ToUpper(string(role)))
-	}
-	return out, nil
+// Role is the resolver for the role field.
+func (r *runContextMessageResolver) Role(ctx context.Context, obj *model.RunContextMessage) (model.Role, error) {
+	role, _ := domain.Classify(domain.AuthorFacts{Origin: obj.Element.Origin, AuthorID: obj.Element.AuthorID}, obj.Context.Parties, nil)
+	return model.Role(strings.ToUpper(string(role))), nil
 }
 
-func (r *runContextMessageResolver) Trust(ctx context.Context, objs []*model.RunContextMessage) ([]model.Trust, error) {
-	var keys []holderKey
-	for _, o := range objs {
-		if e := o.Element; e.Origin == "human" && e.AuthorID != o.Context.Parties.TriggeredBy {
-			keys = append(keys, holderKey{Channel: o.Context.ChannelPath, Person: e.AuthorID})
+// Trust is the resolver for the trust field. Only a person's message other
+// than the trigger needs the live trigger-holder answer, batched for the
+// whole context; a failing source fails the field, and with it (non-null
+// up to Run.context) the whole context.
+func (r *runContextMessageResolver) Trust(ctx context.Context, obj *model.RunContextMessage) (model.Trust, error) {
+	e := obj.Element
+	holders := map[string]bool{}
+	if e.Origin == "human" && e.AuthorID != obj.Context.Parties.TriggeredBy {
+		holds, err := r.loaders(ctx).TriggerHolders.Load(ctx, holderKey{Channel: obj.Context.ChannelPath, Person: e.AuthorID})()
+		if err != nil {
+			return "", err
 		}
+		holders[e.AuthorID] = holds
 	}
-	holders := map[holderKey]bool{}
-	if len(keys) > 0 {
-		got, errs := r.loaders(ctx).TriggerHolders.LoadMany(ctx, keys)()
-		for i, k := range keys {
-			if errs != nil && errs[i] != nil {
-				return nil, problem.From(errs[i])
-			}
-			holders[k] = got[i]
-		}
-	}
-	out := make([]model.Trust, len(objs))
-	for i, o := range objs {
-		e := o.Element
-		set := map[string]bool{e.AuthorID: holders[holderKey{Channel: o.Context.ChannelPath, Person: e.AuthorID}]}
-		_, trust := domain.Classify(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, o.Context.Parties, set)
-		out[i] = model.Trust(strings.ToUpper(string(trust)))
-	}
-	return out, nil
+	_, trust := domain.Classify(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, obj.Context.Parties, holders)
+	return model.Trust(strings.ToUpper(string(trust))), nil
 }
 
-func (r *runContextMessageResolver) AlreadyDelivered(ctx context.Context, objs []*model.RunContextMessage) ([]*bool, error) {
-	out := make([]*bool, len(objs))
-	var keys []deliveredKey
-	var at []int
-	for i, o := range objs {
-		if o.Context.Mode == domain.ModeResume && o.Context.SessionID != "" {
-			keys = append(keys, deliveredKey{Session: o.Context.SessionID, Message: o.MessageID})
-			at = append(at, i)
-		}
+// AlreadyDelivered is the resolver for the alreadyDelivered field: true
+// only in mode resume for messages the session already got as follow-ups.
+func (r *runContextMessageResolver) AlreadyDelivered(ctx context.Context, obj *model.RunContextMessage) (*bool, error) {
+	if obj.Context.Mode != domain.ModeResume || obj.Context.SessionID == "" {
+		return nil, nil
 	}
-	if len(keys) == 0 {
-		return out, nil
+	got, err := r.loaders(ctx).Delivered.Load(ctx, deliveredKey{Session: obj.Context.SessionID, Message: obj.MessageID})()
+	if err != nil {
+		return nil, err
 	}
-	got, errs := r.loaders(ctx).Delivered.LoadMany(ctx, keys)()
-	for j, i := range at {
-		if errs != nil && errs[j] != nil {
-			return nil, problem.From(errs[j])
-		}
-		out[i] = trueOrNil(got[j])
-	}
-	return out, nil
+	return trueOrNil(got), nil
 }
 
 func (r *Resolver) RunContextMessage() generated.RunContextMessageResolver {

@@ -317,11 +317,11 @@ type RunResolver interface {
 	Context(ctx context.Context, obj *model.Run) (*model.RunContext, error)
 }
 type RunContextMessageResolver interface {
-	Author(ctx context.Context, objs []*model.RunContextMessage) ([]*model.PrincipalRef, error)
-	Role(ctx context.Context, objs []*model.RunContextMessage) ([]model.Role, error)
+	Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error)
+	Role(ctx context.Context, obj *model.RunContextMessage) (model.Role, error)
 
-	Trust(ctx context.Context, objs []*model.RunContextMessage) ([]model.Trust, error)
-	AlreadyDelivered(ctx context.Context, objs []*model.RunContextMessage) ([]*bool, error)
+	Trust(ctx context.Context, obj *model.RunContextMessage) (model.Trust, error)
+	AlreadyDelivered(ctx context.Context, obj *model.RunContextMessage) (*bool, error)
 }
 type ThreadResolver interface {
 	Messages(ctx context.Context, obj *model.Thread, after *int, limit *int) (*model.MessagePage, error)
@@ -6882,7 +6882,7 @@ func (ec *executionContext) _RunContextMessage_author(ctx context.Context, field
 			return ec.fieldContext_RunContextMessage_author(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.resolveBatch_RunContextMessage_author(ctx, field, obj)
+			return ec.Resolvers.RunContextMessage().Author(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
@@ -6904,29 +6904,6 @@ func (ec *executionContext) fieldContext_RunContextMessage_author(_ context.Cont
 	}
 	return fc, nil
 }
-func (ec *executionContext) resolveBatch_RunContextMessage_author(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (any, error) {
-	resolver := ec.Resolvers.RunContextMessage()
-	if batch, ok := graphql.BatchParentsFor[*model.RunContextMessage](ctx, "RunContextMessage"); ok {
-		result := batch.FieldResult(field, func() (any, error) {
-			return resolver.Author(ctx, batch.Parents)
-		})
-		return graphql.ResolveBatchGroupResult[*model.PrincipalRef](
-			ctx,
-			batch.Index,
-			len(batch.Parents),
-			result,
-			"RunContextMessage.author",
-			batch.IndexMap,
-		)
-	}
-	results, err := resolver.Author(ctx, []*model.RunContextMessage{obj})
-	return graphql.ResolveBatchSingleResult[*model.PrincipalRef](
-		ctx,
-		results,
-		err,
-		"RunContextMessage.author",
-	)
-}
 
 func (ec *executionContext) _RunContextMessage_role(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -6937,7 +6914,7 @@ func (ec *executionContext) _RunContextMessage_role(ctx context.Context, field g
 			return ec.fieldContext_RunContextMessage_role(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.resolveBatch_RunContextMessage_role(ctx, field, obj)
+			return ec.Resolvers.RunContextMessage().Role(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.Role) graphql.Marshaler {
@@ -6949,29 +6926,6 @@ func (ec *executionContext) _RunContextMessage_role(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_RunContextMessage_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunContextMessage", field, true, true, "Role")
-}
-func (ec *executionContext) resolveBatch_RunContextMessage_role(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (any, error) {
-	resolver := ec.Resolvers.RunContextMessage()
-	if batch, ok := graphql.BatchParentsFor[*model.RunContextMessage](ctx, "RunContextMessage"); ok {
-		result := batch.FieldResult(field, func() (any, error) {
-			return resolver.Role(ctx, batch.Parents)
-		})
-		return graphql.ResolveBatchGroupResult[model.Role](
-			ctx,
-			batch.Index,
-			len(batch.Parents),
-			result,
-			"RunContextMessage.role",
-			batch.IndexMap,
-		)
-	}
-	results, err := resolver.Role(ctx, []*model.RunContextMessage{obj})
-	return graphql.ResolveBatchSingleResult[model.Role](
-		ctx,
-		results,
-		err,
-		"RunContextMessage.role",
-	)
 }
 
 func (ec *executionContext) _RunContextMessage_origin(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
@@ -7130,7 +7084,7 @@ func (ec *executionContext) _RunContextMessage_trust(ctx context.Context, field 
 			return ec.fieldContext_RunContextMessage_trust(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.resolveBatch_RunContextMessage_trust(ctx, field, obj)
+			return ec.Resolvers.RunContextMessage().Trust(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.Trust) graphql.Marshaler {
@@ -7143,29 +7097,6 @@ func (ec *executionContext) _RunContextMessage_trust(ctx context.Context, field 
 func (ec *executionContext) fieldContext_RunContextMessage_trust(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunContextMessage", field, true, true, "Trust")
 }
-func (ec *executionContext) resolveBatch_RunContextMessage_trust(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (any, error) {
-	resolver := ec.Resolvers.RunContextMessage()
-	if batch, ok := graphql.BatchParentsFor[*model.RunContextMessage](ctx, "RunContextMessage"); ok {
-		result := batch.FieldResult(field, func() (any, error) {
-			return resolver.Trust(ctx, batch.Parents)
-		})
-		return graphql.ResolveBatchGroupResult[model.Trust](
-			ctx,
-			batch.Index,
-			len(batch.Parents),
-			result,
-			"RunContextMessage.trust",
-			batch.IndexMap,
-		)
-	}
-	results, err := resolver.Trust(ctx, []*model.RunContextMessage{obj})
-	return graphql.ResolveBatchSingleResult[model.Trust](
-		ctx,
-		results,
-		err,
-		"RunContextMessage.trust",
-	)
-}
 
 func (ec *executionContext) _RunContextMessage_alreadyDelivered(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -7176,7 +7107,7 @@ func (ec *executionContext) _RunContextMessage_alreadyDelivered(ctx context.Cont
 			return ec.fieldContext_RunContextMessage_alreadyDelivered(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.resolveBatch_RunContextMessage_alreadyDelivered(ctx, field, obj)
+			return ec.Resolvers.RunContextMessage().AlreadyDelivered(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
@@ -7188,29 +7119,6 @@ func (ec *executionContext) _RunContextMessage_alreadyDelivered(ctx context.Cont
 }
 func (ec *executionContext) fieldContext_RunContextMessage_alreadyDelivered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunContextMessage", field, true, true, "Boolean")
-}
-func (ec *executionContext) resolveBatch_RunContextMessage_alreadyDelivered(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (any, error) {
-	resolver := ec.Resolvers.RunContextMessage()
-	if batch, ok := graphql.BatchParentsFor[*model.RunContextMessage](ctx, "RunContextMessage"); ok {
-		result := batch.FieldResult(field, func() (any, error) {
-			return resolver.AlreadyDelivered(ctx, batch.Parents)
-		})
-		return graphql.ResolveBatchGroupResult[*bool](
-			ctx,
-			batch.Index,
-			len(batch.Parents),
-			result,
-			"RunContextMessage.alreadyDelivered",
-			batch.IndexMap,
-		)
-	}
-	results, err := resolver.AlreadyDelivered(ctx, []*model.RunContextMessage{obj})
-	return graphql.ResolveBatchSingleResult[*bool](
-		ctx,
-		results,
-		err,
-		"RunContextMessage.alreadyDelivered",
-	)
 }
 
 func (ec *executionContext) _RunSession_id(ctx context.Context, field graphql.CollectedField, obj *model.RunSession) (ret graphql.Marshaler) {
@@ -11462,7 +11370,6 @@ func (ec *executionContext) marshalNRunContext2ᚖbothyᚗexampleᚗcomᚋbothy�
 }
 
 func (ec *executionContext) marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
-	ctx = graphql.WithBatchParents(ctx, "RunContextMessage", v, nil)
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
@@ -11902,7 +11809,6 @@ func (ec *executionContext) marshalORunContextMessage2ᚕᚖbothyᚗexampleᚗco
 	if v == nil {
 		return graphql.Null
 	}
-	ctx = graphql.WithBatchParents(ctx, "RunContextMessage", v, nil)
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
