@@ -6,6 +6,7 @@
 package apitest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -493,3 +495,25 @@ func (c *StatementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQu
 
 // Count returns the statements counted so far.
 func (c *StatementCounter) Count() int64 { return c.n.Load() }
+
+// Metric reads one sample of GET /metrics, for example
+// `bothy_authz_errors_total{reason="filter_mismatch"}` (0 when absent).
+func (e *Env) Metric(series string) float64 {
+	e.t.Helper()
+	resp, err := http.Get(e.URL + "/metrics")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				e.t.Fatalf("metric %s: %v", series, err)
+			}
+			return v
+		}
+	}
+	return 0
+}

@@ -150,19 +150,7 @@ func (l *Log) Tombstone(ctx context.Context, tx db.Querier, messageID string, pa
 
 // After returns up to limit events with seq above after, oldest first.
 func (l *Log) After(ctx context.Context, after int64, limit int) ([]Event, error) {
-	rows, err := l.pool.Query(ctx, `SELECT seq, type, channel_id::text, coalesce(thread_id::text, ''), coalesce(message_id::text, ''), payload, created_at
-		FROM event_log WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var e Event
-		var payload []byte
-		if err := r.Scan(&e.Seq, &e.Type, &e.ChannelID, &e.ThreadID, &e.MessageID, &payload, &e.CreatedAt); err != nil {
-			return e, err
-		}
-		return e, json.Unmarshal(payload, &e.Payload)
-	})
+	return l.AfterIn(ctx, after, limit, true, nil, nil)
 }
 
 // ParseCursor reads a cursor ("" is the start). ok is false for a cursor
@@ -185,11 +173,9 @@ func nullable(s string) any {
 // AfterIn is After restricted to events of the given channels or threads
 // (all when all is set): the visibility predicate of listEvents.
 func (l *Log) AfterIn(ctx context.Context, after int64, limit int, all bool, channels, threads []string) ([]Event, error) {
-	if all {
-		return l.After(ctx, after, limit)
-	}
 	rows, err := l.pool.Query(ctx, `SELECT seq, type, channel_id::text, coalesce(thread_id::text, ''), coalesce(message_id::text, ''), payload, created_at
-		FROM event_log WHERE seq > $1 AND (channel_id = ANY($3::uuid[]) OR thread_id = ANY($4::uuid[])) ORDER BY seq LIMIT $2`, after, limit, channels, threads)
+		FROM event_log WHERE seq > $1 AND ($3 OR channel_id = ANY($4::uuid[]) OR thread_id = ANY($5::uuid[])) ORDER BY seq LIMIT $2`,
+		after, limit, all, channels, threads)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}

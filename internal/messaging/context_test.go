@@ -1,7 +1,6 @@
 package messaging_test
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -123,29 +122,7 @@ func seqsOf(items []messaging.ContextItem) []int64 {
 }
 
 // metricValue reads one sample of /metrics (0 when the series is absent).
-func metricValue(t *testing.T, env *apitest.Env, series string) float64 {
-	t.Helper()
-	resp, err := http.Get(env.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			return v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return 0
-}
+func metricValue(t *testing.T, env *apitest.Env, series string) float64 { return env.Metric(series) }
 
 func principal(t *testing.T, env *apitest.Env, handle string) identity.Principal {
 	t.Helper()

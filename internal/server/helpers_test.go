@@ -1,10 +1,7 @@
 package server_test
 
 import (
-	"bufio"
 	"encoding/json"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -23,23 +20,7 @@ func mustPrincipal(t *testing.T, env *apitest.Env, handle string) identity.Princ
 }
 
 // metricValue reads one sample of /metrics (0 when absent).
-func metricValue(t *testing.T, env *apitest.Env, series string) float64 {
-	t.Helper()
-	resp, err := http.Get(env.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, series+" ") {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, series)), 64)
-			return v
-		}
-	}
-	return 0
-}
+func metricValue(t *testing.T, env *apitest.Env, series string) float64 { return env.Metric(series) }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 

@@ -45,18 +45,7 @@ type agentEvent struct {
 // poll reads the agent's stream after cursor over GraphQL.
 func poll(t *testing.T, env *apitest.Env, agent, after string, wait int) ([]agentEvent, string) {
 	t.Helper()
-	var out struct {
-		AgentEvents struct {
-			Events    []agentEvent `json:"events"`
-			NextAfter string       `json:"nextAfter"`
-		} `json:"agentEvents"`
-	}
-	res := env.GraphQL(env.World.Token(agent), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
-		map[string]any{"a": after, "w": wait}, &out)
-	if len(res.Errors) > 0 {
-		t.Fatalf("poll as %s: %+v", agent, res.Errors)
-	}
-	return out.AgentEvents.Events, out.AgentEvents.NextAfter
+	return pollTB(t, env, agent, after, wait)
 }
 
 // runOp runs a run mutation (startRun, awaitRunInput, cancelRun) as who.
