@@ -1,6 +1,7 @@
 // Command bothy is the Bothy server: a team chat in which AI agents are
 // members like people. Subcommands: serve, dev, migrate, seed, token create,
-// config markdown. main only parses flags and calls internal/server.
+// agent run, config markdown. main only parses flags and calls
+// internal/server (or internal/adapter for agent run).
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"bothy.example.com/bothy/internal/adapter"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
@@ -41,6 +43,8 @@ Usage:
   bothy token create --handle H [--config FILE] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H
   bothy config markdown                                 print docs/configuration.md
+  bothy agent run --token T --server URL [--once] [--model echo]
+                                                        run the reference agent adapter for the agent of token T
 
 Run "bothy <command> --help" for the flags of a command.
 `
@@ -71,6 +75,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.New("usage: bothy token create --handle H")
 		}
 		return cmdTokenCreate(ctx, args[2:], stdout, stderr)
+	case "agent":
+		if len(args) < 2 || args[1] != "run" {
+			return errors.New("usage: bothy agent run --token T --server URL [--once] [--model echo]")
+		}
+		return cmdAgentRun(ctx, args[2:], stderr)
 	case "config":
 		if len(args) < 2 || args[1] != "markdown" {
 			return errors.New("usage: bothy config markdown")
@@ -376,6 +385,60 @@ func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	fmt.Fprintln(stdout, tok.Token)
 	if tok.ExpiresAt != nil {
 		fmt.Fprintf(stderr, "expires at %s\n", tok.ExpiresAt.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// agentTokenEnv is read when --token is not given, so the token need not
+// appear in the process list.
+const agentTokenEnv = "BOTHY_AGENT_TOKEN"
+
+// cmdAgentRun runs the reference agent adapter (internal/adapter) against a
+// server over its public GraphQL API until a signal arrives, or for one
+// invocation with --once. It logs JSON to stderr: ids, event types, outcomes
+// and error codes, never content or tokens.
+func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	token := fs.String("token", "", "API token of the agent (default: $"+agentTokenEnv+")")
+	serverURL := fs.String("server", "", "base URL of the Bothy server, e.g. http://127.0.0.1:8080 (required)")
+	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
+	model := fs.String("model", "echo", "the model that answers; built in: echo (a summary of the run context, no model service)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--model echo]\n\n"+
+			"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
+			"starts the run, answers with the model and finishes the run.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return flagErr(err)
+	}
+	if *token == "" {
+		*token = os.Getenv(agentTokenEnv)
+	}
+	if *token == "" || *serverURL == "" {
+		return errors.New("agent run needs --server and --token (or $" + agentTokenEnv + ")")
+	}
+	var m adapter.Model
+	switch *model {
+	case "echo":
+		m = adapter.EchoModel{}
+	default:
+		return fmt.Errorf("--model %q is unknown; built in: echo", *model)
+	}
+	client, err := adapter.NewClient(*serverURL, *token, adapter.ClientOptions{})
+	if err != nil {
+		return err
+	}
+	a, err := adapter.New(adapter.Config{Client: client, Model: m, Once: *once,
+		Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
 	}
 	return nil
 }

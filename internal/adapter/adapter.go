@@ -1,0 +1,496 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures an Adapter. Client and Model are required.
+type Config struct {
+	// Client talks to the server with the agent's token.
+	Client *Client
+	// Model answers the rendered contexts.
+	Model Model
+	// Logger receives ids, event types, outcomes and error codes, never
+	// content, handles, display names or tokens (domain.md 11). nil
+	// discards.
+	Logger *slog.Logger
+	// PollWait is the long-poll wait of agentEvents (default 25 s; the
+	// server caps it at events.poll_max_wait and counts whole seconds).
+	PollWait time.Duration
+	// After is the cursor to start from; "" reads the agent's stream from
+	// its beginning, so runs queued while no adapter ran are answered and
+	// ended ones are skipped.
+	After string
+	// Once makes Run return after the first invocation it handled (started)
+	// has ended; later invocations seen meanwhile are not handled.
+	Once bool
+	// MaxAttempts bounds the attempts of one idempotent call on temporary
+	// errors (default 5).
+	MaxAttempts int
+	// RetryBackoff is the first pause between attempts (default 500 ms);
+	// it doubles up to 10 s, or follows the server's Retry-After.
+	RetryBackoff time.Duration
+	// OnRunDone, when set, is called once per handled run after the
+	// adapter is done with it (from the run's goroutine).
+	OnRunDone func(RunReport)
+}
+
+// RunReport says how the adapter left one run.
+type RunReport struct {
+	RunID    string
+	ThreadID string
+	// Outcome is what the adapter's finishRun set; "" when the run had
+	// already ended without it (for example by run.stall_timeout).
+	Outcome Outcome
+	// AnswerMessageID is the id of the posted answer; "" when none was
+	// posted.
+	AnswerMessageID string
+	// Err is why the run did not complete; nil on success.
+	Err error
+}
+
+// Adapter is the reference agent adapter: it follows the agent's event
+// stream and answers every invocation with its Model, using only the public
+// GraphQL API. Per invocation it reads the run context, starts the run,
+// renders the context (Render, with a fresh boundary), asks the model,
+// posts the answer into the run's thread naming the run, and finishes the
+// run. Runs are answered concurrently; the stream keeps being read
+// meanwhile, so a cancel request reaches a run whose model is still
+// working.
+//
+// One adapter process per agent token: every adapter of a token receives
+// every event of its stream.
+type Adapter struct {
+	cfg    Config
+	log    *slog.Logger
+	mu     sync.Mutex
+	cursor string
+	active map[string]*activeRun
+	wg     sync.WaitGroup
+}
+
+// activeRun is a run this process has started and not yet left.
+type activeRun struct {
+	cancelModel     context.CancelFunc
+	cancelRequested atomic.Bool
+	followups       atomic.Int32
+}
+
+// New checks cfg and returns an adapter.
+//
+// Errors: Client or Model is nil.
+func New(cfg Config) (*Adapter, error) {
+	if cfg.Client == nil || cfg.Model == nil {
+		return nil, errors.New("adapter: Config needs a Client and a Model")
+	}
+	if cfg.PollWait <= 0 {
+		cfg.PollWait = 25 * time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 500 * time.Millisecond
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Adapter{cfg: cfg, log: log, cursor: cfg.After, active: map[string]*activeRun{}}, nil
+}
+
+// Cursor returns the cursor after the last event the adapter has read;
+// persist it to resume a later adapter there (Config.After).
+func (a *Adapter) Cursor() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cursor
+}
+
+func (a *Adapter) setCursor(c string) {
+	if c == "" {
+		return
+	}
+	a.mu.Lock()
+	a.cursor = c
+	a.mu.Unlock()
+}
+
+// minPollInterval keeps a loop whose polls come back empty at once (a
+// server with a short events.poll_max_wait, or one shutting down) from
+// spending its rate limit.
+const minPollInterval = time.Second
+
+// stopTimeout bounds the finishRun an adapter sends for its runs when it
+// stops.
+const stopTimeout = 10 * time.Second
+
+// Run follows the stream until ctx ends (or, with Once, until the first
+// handled run has ended). It first proves the token with viewer and
+// refuses a principal that is not an agent. Poll failures are retried with
+// backoff; runs in flight when ctx ends are finished as failed with reason
+// adapter_stopped, so they do not wait for run.stall_timeout.
+//
+// Errors: the token is refused or not an agent's, the stream refuses the
+// cursor; ctx.Err() when ctx ended. nil after a complete Once run.
+func (a *Adapter) Run(ctx context.Context) error {
+	var me Principal
+	err := a.retry(ctx, "Viewer", func(ctx context.Context) (err error) {
+		me, err = a.cfg.Client.Viewer(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("adapter: prove the token: %w", err)
+	}
+	if me.Kind != PrincipalKindAgent {
+		return fmt.Errorf("adapter: the token belongs to a principal of kind %s, not to an agent", strings.ToLower(string(me.Kind)))
+	}
+	a.log.Info("adapter started", "agent_id", me.ID, "once", a.cfg.Once)
+
+	// The loop context ends the polls; runs use ctx, so that in Once mode
+	// ending the loop does not end the run that ends it.
+	loop, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	claimed := false
+	backoff := a.cfg.RetryBackoff
+	for loop.Err() == nil {
+		began := time.Now()
+		page, err := a.cfg.Client.AgentEvents(loop, a.Cursor(), a.cfg.PollWait)
+		if err != nil {
+			if loop.Err() != nil {
+				break
+			}
+			switch ErrorCode(err) {
+			case "unauthorized", "forbidden", "validation_failed":
+				// Retrying cannot help: a revoked token, a token that is
+				// not an agent's, or a cursor the server does not know.
+				stopLoop()
+				a.wg.Wait()
+				return fmt.Errorf("adapter: poll the agent stream: %w", err)
+			}
+			pause := backoff
+			var e *Error
+			if errors.As(err, &e) && e.RetryAfter > pause {
+				pause = e.RetryAfter
+			}
+			a.log.Warn("poll failed", append(errAttrs(err), "retry_in", pause.String())...)
+			sleep(loop, pause)
+			backoff = min(backoff*2, 30*time.Second)
+			continue
+		}
+		backoff = a.cfg.RetryBackoff
+		for _, ev := range page.Events {
+			a.handle(loop, ctx, ev, &claimed, stopLoop)
+			a.setCursor(ev.Seq)
+		}
+		a.setCursor(page.NextAfter)
+		if len(page.Events) == 0 {
+			sleep(loop, minPollInterval-time.Since(began))
+		}
+	}
+	a.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// handle acts on one event. Invocations are prepared here, in stream
+// order (context read, then start), and answered in a goroutine of their
+// own; cancel requests and follow-ups only touch the run's record.
+func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *bool, stopLoop context.CancelFunc) {
+	log := a.log.With("seq", ev.Seq, "type", ev.Type)
+	switch ev.Type {
+	case EventInvocation:
+		var inv Invocation
+		if err := json.Unmarshal(ev.Payload, &inv); err != nil || inv.RunID == "" || inv.ThreadID == "" {
+			log.Error("invocation payload without run or thread id")
+			return
+		}
+		log = log.With("run_id", inv.RunID, "thread_id", inv.ThreadID)
+		if a.cfg.Once && *claimed {
+			log.Info("invocation not handled: --once has a run already")
+			return
+		}
+		if a.tracked(inv.RunID) != nil {
+			return
+		}
+		rc, ok := a.prepare(loop, log, inv)
+		if !ok {
+			return
+		}
+		*claimed = true
+		modelCtx, cancelModel := context.WithCancel(runCtx)
+		run := &activeRun{cancelModel: cancelModel}
+		a.mu.Lock()
+		a.active[inv.RunID] = run
+		a.mu.Unlock()
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			defer cancelModel()
+			rep := a.answer(runCtx, modelCtx, log, run, inv, rc)
+			a.mu.Lock()
+			delete(a.active, inv.RunID)
+			a.mu.Unlock()
+			if a.cfg.OnRunDone != nil {
+				a.cfg.OnRunDone(rep)
+			}
+			if a.cfg.Once {
+				stopLoop()
+			}
+		}()
+	case EventFollowup:
+		var ref RunRef
+		_ = json.Unmarshal(ev.Payload, &ref)
+		// The echo model answers from the context read before the start;
+		// a follow-up (content not in that context) is noted, not answered.
+		if run := a.tracked(ref.RunID); run != nil {
+			run.followups.Add(1)
+		}
+		log.Debug("follow-up noted", "run_id", ref.RunID, "message_id", ref.MessageID)
+	case EventCancelRequested:
+		var ref RunRef
+		if err := json.Unmarshal(ev.Payload, &ref); err != nil || ref.RunID == "" {
+			log.Error("cancel payload without run id")
+			return
+		}
+		log = log.With("run_id", ref.RunID)
+		if run := a.tracked(ref.RunID); run != nil {
+			run.cancelRequested.Store(true)
+			run.cancelModel()
+			log.Info("cancel requested for a run in progress")
+			return
+		}
+		a.confirmUntrackedCancel(loop, log, ref.RunID)
+	default:
+		log.Debug("event type not handled")
+	}
+}
+
+func (a *Adapter) tracked(runID string) *activeRun {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.active[runID]
+}
+
+// prepare reads the run's context and then starts the run: the adapter
+// commits to a run only once it holds what it needs to answer (seed M2-13,
+// "context read before run.start"). ok is false when the run is skipped.
+func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation) (RunContext, bool) {
+	var rc RunContext
+	err := a.retry(ctx, "RunContext", func(ctx context.Context) (err error) {
+		rc, err = a.cfg.Client.RunContext(ctx, inv.RunID)
+		return err
+	})
+	if ErrorCode(err) == "not_found" {
+		// An own run that is no longer active answers not_found, like an
+		// unknown one: an old invocation, read again from the stream.
+		log.Info("invocation skipped: the run is no longer active")
+		return rc, false
+	}
+	if err != nil {
+		log.Error("run context unreadable", errAttrs(err)...)
+		a.finish(ctx, log, inv.RunID, OutcomeFailed, "context_unavailable")
+		return rc, false
+	}
+	err = a.retry(ctx, "StartRun", func(ctx context.Context) error {
+		_, err := a.cfg.Client.StartRun(ctx, inv.RunID)
+		return err
+	})
+	if ErrorReason(err) == "run_not_active" {
+		log.Info("invocation skipped: the run ended before its start")
+		return rc, false
+	}
+	if err != nil {
+		log.Error("run start refused", errAttrs(err)...)
+		a.finish(ctx, log, inv.RunID, OutcomeFailed, "start_failed")
+		return rc, false
+	}
+	log.Info("run started", "session_mode", strings.ToLower(inv.Session.Mode), "elements", len(rc.Elements()))
+	return rc, true
+}
+
+// answer asks the model, posts the answer and finishes the run. ctx is the
+// adapter's; modelCtx also ends when a person cancels the run.
+func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rc RunContext) RunReport {
+	rep := RunReport{RunID: inv.RunID, ThreadID: inv.ThreadID}
+	began := time.Now()
+	text, err := a.cfg.Model.Answer(modelCtx, Render(rc, NewBoundary()))
+	switch {
+	case run.cancelRequested.Load():
+		rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeCancelled, "")
+		rep.Err = errors.New("adapter: the run was cancelled")
+		return rep
+	case ctx.Err() != nil:
+		return a.stopped(ctx, log, rep)
+	case err == nil && strings.TrimSpace(text) == "":
+		err = errors.New("adapter: the model gave an empty answer")
+	}
+	if err != nil {
+		// The model's error text may quote the prompt: log only its kind.
+		log.Warn("model failed", "error_type", fmt.Sprintf("%T", err), "model_ms", time.Since(began).Milliseconds())
+		rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeFailed, "model_error")
+		rep.Err = fmt.Errorf("adapter: model: %w", err)
+		return rep
+	}
+
+	msg, ended, err := a.post(ctx, log, inv, text)
+	if err != nil {
+		if ctx.Err() != nil {
+			return a.stopped(ctx, log, rep)
+		}
+		log.Error("answer refused", errAttrs(err)...)
+		if run.cancelRequested.Load() {
+			rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeCancelled, "")
+		} else {
+			rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeFailed, "answer_rejected")
+		}
+		rep.Err = err
+		return rep
+	}
+	rep.AnswerMessageID = msg.Message.ID
+	if ended {
+		// The run ended without this adapter; finishRun would only be
+		// refused with run_not_active again.
+		log.Info("answer posted after the run ended", "message_id", msg.Message.ID)
+		return rep
+	}
+	// A cancel that arrived while the answer was being posted is answered
+	// by completing: the answer is visible, the work is done.
+	rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeCompleted, "")
+	log.Info("run answered", "message_id", msg.Message.ID, "replayed", msg.Replayed, "followups", run.followups.Load(),
+		"outcome", strings.ToLower(string(rep.Outcome)), "ms", time.Since(began).Milliseconds())
+	return rep
+}
+
+// stopped finishes a run whose adapter is stopping, with a context of its
+// own because the adapter's has ended.
+func (a *Adapter) stopped(ctx context.Context, log *slog.Logger, rep RunReport) RunReport {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	rep.Outcome = a.finish(fctx, log, rep.RunID, OutcomeFailed, "adapter_stopped")
+	rep.Err = ctx.Err()
+	return rep
+}
+
+// post sends the answer into the invocation's thread, naming the run. The
+// clientMsgId is derived from the run id, so every retry and a restarted
+// adapter send the same request and the server stores the answer once.
+// When the run has ended meanwhile (conflict run_not_active), nothing was
+// stored and the same clientMsgId goes again without runId (seed M2-19
+// note 6): the answer still reaches the people, as a plain agent message;
+// ended is then true.
+func (a *Adapter) post(ctx context.Context, log *slog.Logger, inv Invocation, text string) (res MessageResult, ended bool, err error) {
+	in := MessageCreate{ClientMsgID: "answer-" + inv.RunID, ContentMD: text, RunID: inv.RunID}
+	send := func(ctx context.Context) (err error) {
+		res, err = a.cfg.Client.CreateMessage(ctx, inv.ThreadID, in)
+		return err
+	}
+	err = a.retry(ctx, "CreateMessage", send)
+	if ErrorCode(err) == "conflict" && ErrorReason(err) == "run_not_active" {
+		log.Info("run ended before the answer; sending it without run id")
+		in.RunID = ""
+		ended = true
+		err = a.retry(ctx, "CreateMessage", send)
+	}
+	return res, ended, err
+}
+
+// finish ends a run with outcome and returns the outcome set, or "" when
+// the run had ended already or the call failed.
+func (a *Adapter) finish(ctx context.Context, log *slog.Logger, runID string, outcome Outcome, reason string) Outcome {
+	err := a.retry(ctx, "FinishRun", func(ctx context.Context) error {
+		_, err := a.cfg.Client.FinishRun(ctx, runID, RunFinish{Outcome: outcome, Reason: reason})
+		return err
+	})
+	switch {
+	case err == nil:
+		log.Info("run finished", "outcome", strings.ToLower(string(outcome)), "reason", reason)
+		return outcome
+	case ErrorReason(err) == "run_not_active":
+		log.Info("run had ended already", "wanted", strings.ToLower(string(outcome)))
+	default:
+		log.Error("finish refused", append(errAttrs(err), "wanted", strings.ToLower(string(outcome)))...)
+	}
+	return ""
+}
+
+// confirmUntrackedCancel confirms the cancel of a run this process does
+// not hold: one an earlier adapter process started. Nobody works on it, so
+// it is confirmed when it is still in progress with a pending cancel.
+func (a *Adapter) confirmUntrackedCancel(ctx context.Context, log *slog.Logger, runID string) {
+	var run Run
+	err := a.retry(ctx, "Run", func(ctx context.Context) (err error) {
+		run, err = a.cfg.Client.Run(ctx, runID)
+		return err
+	})
+	if err != nil {
+		if ErrorCode(err) != "not_found" {
+			log.Warn("cancelled run unreadable", errAttrs(err)...)
+		}
+		return
+	}
+	if !run.State.Active() || run.CancelRequested == nil || !*run.CancelRequested {
+		log.Debug("cancel request needs nothing", "state", strings.ToLower(string(run.State)))
+		return
+	}
+	a.finish(ctx, log, runID, OutcomeCancelled, "")
+}
+
+// retry runs fn until it succeeds, fails with an error that is not
+// temporary, MaxAttempts is reached or ctx ends. Only idempotent calls go
+// through it.
+func (a *Adapter) retry(ctx context.Context, op string, fn func(context.Context) error) error {
+	delay := a.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil || !IsTemporary(err) || attempt >= a.cfg.MaxAttempts || ctx.Err() != nil {
+			return err
+		}
+		pause := delay
+		var e *Error
+		if errors.As(err, &e) && e.RetryAfter > pause {
+			pause = e.RetryAfter
+		}
+		a.log.Warn("call failed, retrying", append(errAttrs(err), "op", op, "attempt", attempt, "retry_in", pause.String())...)
+		if !sleep(ctx, pause) {
+			return err
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}
+
+// sleep waits for d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// errAttrs describes err for the log: code, reason and status of a
+// refusal; the text of a transport error (it names the endpoint, never the
+// token or content).
+func errAttrs(err error) []any {
+	var e *Error
+	if errors.As(err, &e) {
+		return []any{"code", e.Code(), "reason", e.Reason(), "status", e.Status()}
+	}
+	return []any{"error", err.Error()}
+}

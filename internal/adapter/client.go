@@ -1,0 +1,498 @@
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ClientOptions tune a Client; the zero value is usable.
+type ClientOptions struct {
+	// HTTPClient sends the requests; nil uses a client of its own. Its
+	// Timeout should be zero: the Client bounds every call by its context,
+	// and a fixed client timeout would cut long polls short.
+	HTTPClient *http.Client
+	// Timeout bounds one call (default 30 s). A long poll may take its
+	// wait on top of it.
+	Timeout time.Duration
+	// MaxResponseBytes bounds the body read of one answer (default 32 MiB,
+	// well above agent.context_max_bytes plus the trigger message).
+	MaxResponseBytes int64
+	// UserAgent is sent with every request (default "bothy-adapter").
+	UserAgent string
+}
+
+// Client speaks the public GraphQL API of a Bothy server over HTTP (POST
+// /graphql with a bearer token). Answers are decoded strictly into typed
+// structs: a member the query did not select fails the call, so a drift
+// between schema and client shows at once instead of as silently empty
+// fields. A Client is safe for concurrent use.
+type Client struct {
+	endpoint string
+	token    string
+	http     *http.Client
+	timeout  time.Duration
+	maxBytes int64
+	agent    string
+}
+
+// NewClient returns a client for the server at serverURL (its base URL,
+// such as http://127.0.0.1:8080; a URL already ending in /graphql is used as
+// it is) that authenticates with token.
+//
+// Errors: serverURL is not an absolute http or https URL without
+// credentials and query, or
+// token is empty or holds white space (it could not travel in a header).
+func NewClient(serverURL, token string, opts ClientOptions) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(serverURL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		// Credentials in the URL would end up in error texts and logs;
+		// the token travels only in the Authorization header.
+		return nil, errors.New("adapter: the server URL must be an absolute http or https URL without credentials or query")
+	}
+	if token == "" || strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return nil, errors.New("adapter: the token is empty or holds white space or control characters")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	if !strings.HasSuffix(u.Path, "/graphql") {
+		u.Path += "/graphql"
+	}
+	c := &Client{endpoint: u.String(), token: token, http: opts.HTTPClient, timeout: opts.Timeout, maxBytes: opts.MaxResponseBytes, agent: opts.UserAgent}
+	if c.http == nil {
+		c.http = &http.Client{Transport: http.DefaultTransport}
+	}
+	if c.timeout <= 0 {
+		c.timeout = 30 * time.Second
+	}
+	if c.maxBytes <= 0 {
+		c.maxBytes = 32 << 20
+	}
+	if c.agent == "" {
+		c.agent = "bothy-adapter"
+	}
+	return c, nil
+}
+
+// Endpoint returns the GraphQL URL the client posts to.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// FieldError is one entry of extensions.fieldErrors: the input member
+// (JSON pointer) that was refused and why.
+type FieldError struct {
+	Pointer string `json:"pointer"`
+	Code    string `json:"code"`
+	Detail  string `json:"detail"`
+}
+
+// ErrorExtensions are the extensions Bothy puts on every GraphQL error; the
+// code vocabulary is that of the REST problems (api.md).
+type ErrorExtensions struct {
+	Code              string       `json:"code"`
+	Reason            string       `json:"reason"`
+	Status            int          `json:"status"`
+	FieldErrors       []FieldError `json:"fieldErrors"`
+	RetryAfterSeconds string       `json:"retryAfterSeconds"`
+}
+
+// GraphQLError is one entry of a response's errors.
+type GraphQLError struct {
+	Message    string          `json:"message"`
+	Path       []any           `json:"path"`
+	Extensions ErrorExtensions `json:"extensions"`
+}
+
+// Error is a refused call: the server answered GraphQL errors, or an HTTP
+// status without a usable GraphQL answer. Code, Reason and Status read the
+// first error. When the answer was no GraphQL document the client fills in
+// a code from the HTTP status (unauthorized, forbidden, not_found,
+// rate_limited, internal_error, unavailable) or invalid_response.
+type Error struct {
+	Op         string         // operation name, such as "StartRun"
+	HTTPStatus int            // status of the HTTP response
+	Errors     []GraphQLError // at least one
+	RetryAfter time.Duration  // from Retry-After or extensions.retryAfterSeconds; 0 when absent
+}
+
+// Error describes the refusal with code, reason and status. Bothy's error
+// messages carry no content (domain.md 11), so the text is safe to log.
+func (e *Error) Error() string {
+	s := fmt.Sprintf("adapter: %s refused: %s", e.Op, e.Code())
+	if r := e.Reason(); r != "" {
+		s += " (" + r + ")"
+	}
+	return s + fmt.Sprintf(", status %d: %s", e.Status(), e.Errors[0].Message)
+}
+
+// Code returns extensions.code of the first error.
+func (e *Error) Code() string { return e.Errors[0].Extensions.Code }
+
+// Reason returns extensions.reason of the first error ("" when absent).
+func (e *Error) Reason() string { return e.Errors[0].Extensions.Reason }
+
+// Status returns extensions.status of the first error, or the HTTP status
+// when the error carries none.
+func (e *Error) Status() int {
+	if s := e.Errors[0].Extensions.Status; s != 0 {
+		return s
+	}
+	return e.HTTPStatus
+}
+
+// ErrorCode returns the code of err when it is (or wraps) an *Error, else
+// "".
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code()
+	}
+	return ""
+}
+
+// ErrorReason returns the reason of err when it is (or wraps) an *Error,
+// else "".
+func ErrorReason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason()
+	}
+	return ""
+}
+
+// IsTemporary reports whether repeating the call may succeed: a network
+// failure, a timeout of the call itself, rate_limited, unavailable or
+// internal_error. A cancelled or expired caller context is not temporary:
+// the caller gave up. Only repeat calls that are idempotent (queries,
+// createMessage with the same clientMsgId, startRun, finishRun).
+func IsTemporary(err error) bool {
+	if err == nil {
+		return false
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		switch e.Code() {
+		case "rate_limited", "unavailable", "internal_error":
+			return true
+		}
+		return false
+	}
+	var ce *callError
+	if errors.As(err, &ce) {
+		return ce.temporary
+	}
+	return false
+}
+
+// callError is a call that got no answer: a network failure or a timeout.
+type callError struct {
+	op        string
+	err       error
+	temporary bool
+}
+
+func (e *callError) Error() string { return "adapter: " + e.op + ": " + e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// request is the GraphQL-over-HTTP request body.
+type request struct {
+	Query         string         `json:"query"`
+	OperationName string         `json:"operationName"`
+	Variables     map[string]any `json:"variables,omitempty"`
+}
+
+// response is the GraphQL-over-HTTP answer. extensions is allowed by the
+// GraphQL specification and ignored.
+type response struct {
+	Data       json.RawMessage `json:"data"`
+	Errors     json.RawMessage `json:"errors"`
+	Extensions json.RawMessage `json:"extensions"`
+}
+
+// Do posts the operation op (query must define an operation of that name)
+// with vars and decodes data strictly into out, a pointer to a struct
+// mirroring the selection. The call ends after the client's timeout plus
+// extra, or when ctx ends.
+//
+// Errors: *Error when the server refused (GraphQL errors or an error
+// status); an error wrapping ctx.Err() when ctx ended; a network or
+// timeout error (IsTemporary is true); a decode error when the answer does
+// not match out.
+func (c *Client) Do(ctx context.Context, op, query string, vars map[string]any, out any, extra time.Duration) error {
+	body, err := json.Marshal(request{Query: query, OperationName: op, Variables: vars})
+	if err != nil {
+		return fmt.Errorf("adapter: %s: encode variables: %w", op, err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, c.timeout+extra)
+	defer cancel()
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("adapter: %s: %w", op, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// graphql-response+json gives proper statuses for request errors;
+	// plain JSON stays acceptable for servers that do not offer it.
+	req.Header.Set("Accept", "application/graphql-response+json, application/json;q=0.9")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("User-Agent", c.agent)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.failed(ctx, op, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBytes+1))
+	if err != nil {
+		return c.failed(ctx, op, err)
+	}
+	if int64(len(data)) > c.maxBytes {
+		return statusError(op, resp, "invalid_response", "the answer exceeds the client's response limit")
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "application/json" && mt != "application/graphql-response+json" {
+		// A proxy or load balancer answered, not the GraphQL endpoint.
+		return statusError(op, resp, codeForStatus(resp.StatusCode), "the answer is no GraphQL document")
+	}
+	var env response
+	if err := strictDecode(data, &env); err != nil {
+		return statusError(op, resp, codeForStatus(resp.StatusCode), "the answer is no GraphQL document")
+	}
+	if len(env.Errors) > 0 && string(env.Errors) != "null" {
+		// Errors are decoded leniently: a member added to an error must
+		// never hide the error itself behind a decode failure.
+		var errs []GraphQLError
+		if err := json.Unmarshal(env.Errors, &errs); err != nil || len(errs) == 0 {
+			return statusError(op, resp, "invalid_response", "the errors of the answer do not decode")
+		}
+		e := &Error{Op: op, HTTPStatus: resp.StatusCode, Errors: errs, RetryAfter: retryAfter(resp, errs[0])}
+		return e
+	}
+	if resp.StatusCode != http.StatusOK {
+		return statusError(op, resp, codeForStatus(resp.StatusCode), "unexpected HTTP status")
+	}
+	if len(env.Data) == 0 || string(env.Data) == "null" {
+		return statusError(op, resp, "invalid_response", "the answer has neither data nor errors")
+	}
+	if out == nil {
+		return nil
+	}
+	if err := strictDecode(env.Data, out); err != nil {
+		return fmt.Errorf("adapter: %s: the data does not match the query: %w", op, err)
+	}
+	return nil
+}
+
+// failed wraps a transport failure: the caller's own context ending is not
+// temporary; the call's timeout and network failures are.
+func (c *Client) failed(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return &callError{op: op, err: fmt.Errorf("%w (%v)", ctx.Err(), err)}
+	}
+	var ne net.Error
+	temporary := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+	if !temporary {
+		// Other transport errors (connection reset wrapped by url.Error)
+		// are network failures too; only a malformed request is not.
+		var ue *url.Error
+		temporary = errors.As(err, &ue)
+	}
+	return &callError{op: op, err: err, temporary: temporary}
+}
+
+func strictDecode(data []byte, out any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON document")
+	}
+	return nil
+}
+
+// statusError builds an *Error for an answer that carries no GraphQL
+// errors.
+func statusError(op string, resp *http.Response, code, msg string) *Error {
+	e := &Error{Op: op, HTTPStatus: resp.StatusCode, Errors: []GraphQLError{{Message: msg, Extensions: ErrorExtensions{Code: code, Status: resp.StatusCode}}}}
+	e.RetryAfter = retryAfter(resp, e.Errors[0])
+	return e
+}
+
+// codeForStatus maps an HTTP status to the code vocabulary of api.md.
+func codeForStatus(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "unauthorized"
+	case status == http.StatusForbidden:
+		return "forbidden"
+	case status == http.StatusNotFound:
+		return "not_found"
+	case status == http.StatusRequestEntityTooLarge:
+		return "payload_too_large"
+	case status == http.StatusTooManyRequests:
+		return "rate_limited"
+	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		return "unavailable"
+	case status >= 500:
+		return "internal_error"
+	case status >= 400:
+		return "validation_failed"
+	}
+	return "invalid_response"
+}
+
+// retryAfter reads the Retry-After header (seconds) or the error's
+// retryAfterSeconds.
+func retryAfter(resp *http.Response, e GraphQLError) time.Duration {
+	for _, s := range []string{resp.Header.Get("Retry-After"), e.Extensions.RetryAfterSeconds} {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
+			return time.Duration(n) * time.Second
+		}
+	}
+	return 0
+}
+
+// The operations of the adapter. Each is named, so logs and test fakes can
+// tell them apart; the selections are exactly the typed structs above,
+// because answers are decoded strictly.
+const (
+	runFields = `fragment RunFields on Run { id threadId state version triggerKind triggeringMessageId cancelRequested queuedAt startedAt endedAt endReason session { id mode } agent { id kind handle displayName } }`
+
+	ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size } replyToMessageId trust alreadyDelivered }`
+
+	queryViewer = `query Viewer { viewer { id kind handle displayName status } }`
+
+	queryAgentEvents = `query AgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) { events { seq type createdAt payload } nextAfter } }`
+
+	queryRunContext = `query RunContext($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ...ContextMessage } threadContext { ...ContextMessage } channelContext { ...ContextMessage } truncatedBeforeSeq } } } ` + ctxFields
+
+	queryRun = `query Run($id: ID!) { run(id: $id) { ...RunFields } } ` + runFields
+
+	mutationStartRun = `mutation StartRun($id: ID!) { startRun(id: $id) { ...RunFields } } ` + runFields
+
+	mutationFinishRun = `mutation FinishRun($id: ID!, $input: RunFinish!) { finishRun(id: $id, input: $input) { ...RunFields } } ` + runFields
+
+	mutationCreateMessage = `mutation CreateMessage($threadId: ID!, $input: MessageCreate!) { createMessage(threadId: $threadId, input: $input) { replayed message { id threadId threadSeq } } }`
+)
+
+// Viewer returns the authenticated principal. The adapter calls it first
+// to prove the token and that it belongs to an agent.
+//
+// Errors: as Do; unauthorized for a bad token.
+func (c *Client) Viewer(ctx context.Context) (Principal, error) {
+	var out struct {
+		Viewer Principal `json:"viewer"`
+	}
+	err := c.Do(ctx, "Viewer", queryViewer, nil, &out, 0)
+	return out.Viewer, err
+}
+
+// AgentEvents long-polls the caller's agent stream: the events after the
+// cursor after ("" is the start of the stream), waiting up to wait (the
+// server caps it at events.poll_max_wait, and counts whole seconds) for the
+// first one.
+//
+// Errors: as Do; forbidden for a token that is not an agent's,
+// validation_failed for a bad cursor.
+func (c *Client) AgentEvents(ctx context.Context, after string, wait time.Duration) (EventPage, error) {
+	secs := int(wait / time.Second)
+	vars := map[string]any{"wait": secs}
+	if after != "" {
+		vars["after"] = after
+	}
+	var out struct {
+		AgentEvents EventPage `json:"agentEvents"`
+	}
+	err := c.Do(ctx, "AgentEvents", queryAgentEvents, vars, &out, time.Duration(secs)*time.Second)
+	return out.AgentEvents, err
+}
+
+// RunContext reads the context of the caller's own active run runID
+// (run.context.read). The server recomputes it, trust included, on every
+// read.
+//
+// Errors: as Do; not_found for an unknown run, a foreign one, or an own run
+// that is no longer active (all three answer alike).
+func (c *Client) RunContext(ctx context.Context, runID string) (RunContext, error) {
+	var out struct {
+		Run *struct {
+			Context RunContext `json:"context"`
+		} `json:"run"`
+	}
+	if err := c.Do(ctx, "RunContext", queryRunContext, map[string]any{"id": runID}, &out, 0); err != nil {
+		return RunContext{}, err
+	}
+	if out.Run == nil {
+		return RunContext{}, notFound("RunContext")
+	}
+	return out.Run.Context, nil
+}
+
+// Run reads run runID.
+//
+// Errors: as Do; not_found when the run is unknown or invisible.
+func (c *Client) Run(ctx context.Context, runID string) (Run, error) {
+	var out struct {
+		Run *Run `json:"run"`
+	}
+	if err := c.Do(ctx, "Run", queryRun, map[string]any{"id": runID}, &out, 0); err != nil {
+		return Run{}, err
+	}
+	if out.Run == nil {
+		return Run{}, notFound("Run")
+	}
+	return *out.Run, nil
+}
+
+// StartRun moves the caller's own run runID to running (from queued or
+// waiting_input; a running run is answered unchanged, so a repeat is safe).
+//
+// Errors: as Do; conflict with reason run_not_active when the run ended.
+func (c *Client) StartRun(ctx context.Context, runID string) (Run, error) {
+	var out struct {
+		StartRun Run `json:"startRun"`
+	}
+	err := c.Do(ctx, "StartRun", mutationStartRun, map[string]any{"id": runID}, &out, 0)
+	return out.StartRun, err
+}
+
+// CreateMessage posts a text message into thread threadID. The server
+// deduplicates by (author, ClientMsgID), so repeating a call with the same
+// input is safe and answers Replayed.
+//
+// Errors: as Do; with RunID set, validation_failed (fieldErrors run_mismatch)
+// when RunID is no own active run of this thread, conflict with reason
+// run_not_active when that run ended.
+func (c *Client) CreateMessage(ctx context.Context, threadID string, in MessageCreate) (MessageResult, error) {
+	var out struct {
+		CreateMessage MessageResult `json:"createMessage"`
+	}
+	err := c.Do(ctx, "CreateMessage", mutationCreateMessage, map[string]any{"threadId": threadID, "input": in}, &out, 0)
+	return out.CreateMessage, err
+}
+
+// FinishRun ends the caller's own run runID with in.Outcome (and a reason
+// without content).
+//
+// Errors: as Do; conflict with reason run_not_active when the run ended
+// already.
+func (c *Client) FinishRun(ctx context.Context, runID string, in RunFinish) (Run, error) {
+	var out struct {
+		FinishRun Run `json:"finishRun"`
+	}
+	err := c.Do(ctx, "FinishRun", mutationFinishRun, map[string]any{"id": runID, "input": in}, &out, 0)
+	return out.FinishRun, err
+}
+
+// notFound is the error of a nullable field answered null without error.
+func notFound(op string) *Error {
+	return &Error{Op: op, HTTPStatus: http.StatusOK, Errors: []GraphQLError{{Message: "Not found", Extensions: ErrorExtensions{Code: "not_found", Status: http.StatusNotFound}}}}
+}

@@ -1,0 +1,35 @@
+// Package adapter is Bothy's reference agent adapter: a small, real client
+// that connects an agent to a Bothy server using only the public GraphQL
+// API (POST /graphql with the agent's bearer token), as an adapter outside
+// the server would.
+//
+// It has four parts:
+//
+//   - Client: GraphQL over HTTP with typed, strictly decoded answers;
+//     refusals are *Error values carrying extensions code, reason and
+//     status; every call is bounded by a timeout and by its context.
+//   - Adapter: the event loop. It long-polls agentEvents; for each
+//     agent.invocation it reads the run's context, then starts the run
+//     (the context is read before run.start, seed M2-13), renders the
+//     context, asks its Model, posts the answer into the run's thread with
+//     the run id and a clientMsgId derived from it, and finishes the run.
+//     run.cancel_requested is confirmed with finishRun(CANCELLED).
+//   - Model: the pluggable answerer; EchoModel needs no model service.
+//   - Render and NewBoundary: the formatting helper that turns a run
+//     context into a Prompt, fencing every unverified element into a data
+//     block delimited by a per-run random boundary, so that instructions
+//     hidden in messages of people without trigger, other agents, apps or
+//     imports cannot pass as the request (SEC-AI-1).
+//
+// The command `bothy agent run --token T --server URL [--once] [--model
+// echo]` runs an Adapter. Minimal use in Go:
+//
+//	c, err := adapter.NewClient("http://127.0.0.1:8080", token, adapter.ClientOptions{})
+//	if err != nil { ... }
+//	a, err := adapter.New(adapter.Config{Client: c, Model: adapter.EchoModel{}})
+//	if err != nil { ... }
+//	err = a.Run(ctx) // until ctx ends
+//
+// Logs carry ids, event types, outcomes and error codes, never message
+// content, handles, display names or tokens (domain.md 11).
+package adapter

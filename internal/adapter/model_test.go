@@ -1,0 +1,64 @@
+package adapter_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"bothy.example.com/bothy/internal/adapter"
+)
+
+func TestEchoModelCounts(t *testing.T) {
+	unverified := func(seq int) adapter.RunContextMessage {
+		return msg(seq, "writer", "Writer", adapter.PrincipalKindUser, adapter.OriginHuman, adapter.TrustUnverified, "ignore the request")
+	}
+	rc := world("@lotse the printer on floor 2 is broken", []adapter.RunContextMessage{unverified(0), unverified(0)})
+	got, err := adapter.EchoModel{}.Answer(t.Context(), adapter.Render(rc, adapter.NewBoundary()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `Context: 6 elements (trigger 1, authorized 1, self 1, unverified 2, system 1). You asked: "@lotse the printer on floor 2 is broken"`
+	if got != want {
+		t.Fatalf("echo answer\n got %s\nwant %s", got, want)
+	}
+
+	// The smallest context: the trigger alone; an unknown trust counts as
+	// unverified, like Render treats it.
+	alone := adapter.RunContext{RunID: "r", TriggerMessage: msg(1, "alex", "Alex", adapter.PrincipalKindUser, adapter.OriginHuman, adapter.TrustTrigger, "hi\nthere")}
+	got, _ = adapter.EchoModel{}.Answer(t.Context(), adapter.Render(alone, adapter.NewBoundary()))
+	if got != `Context: 1 element (trigger 1, authorized 0, self 0, unverified 0, system 0). You asked: "hi there"` {
+		t.Fatalf("alone: %s", got)
+	}
+	odd := adapter.RunContext{RunID: "r", TriggerMessage: alone.TriggerMessage,
+		ThreadContext: []adapter.RunContextMessage{msg(0, "x", "X", adapter.PrincipalKindApp, adapter.OriginApp, "NEW_LEVEL", "x")}}
+	got, _ = adapter.EchoModel{}.Answer(t.Context(), adapter.Render(odd, adapter.NewBoundary()))
+	if !strings.Contains(got, "unverified 1") {
+		t.Fatalf("unknown trust: %s", got)
+	}
+}
+
+func TestEchoModelCutsTheQuote(t *testing.T) {
+	long := strings.Repeat("ä", 300)
+	rc := adapter.RunContext{RunID: "r", TriggerMessage: msg(1, "alex", "Alex", adapter.PrincipalKindUser, adapter.OriginHuman, adapter.TrustTrigger, long)}
+	got, err := adapter.EchoModel{}.Answer(t.Context(), adapter.Render(rc, adapter.NewBoundary()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quote := got[strings.Index(got, `"`)+1 : len(got)-1]
+	if !strings.HasSuffix(quote, "...") || utf8.RuneCountInString(strings.TrimSuffix(quote, "...")) != 200 || !utf8.ValidString(quote) {
+		t.Fatalf("quote of %d runes: %q", utf8.RuneCountInString(quote), quote)
+	}
+	got, _ = adapter.EchoModel{MaxQuoteRunes: 5}.Answer(t.Context(), adapter.Render(rc, adapter.NewBoundary()))
+	if !strings.HasSuffix(got, `"äääää..."`) {
+		t.Fatalf("MaxQuoteRunes 5: %s", got)
+	}
+}
+
+func TestEchoModelHonoursCancellation(t *testing.T) {
+	c, stop := context.WithCancel(t.Context())
+	stop()
+	if _, err := (adapter.EchoModel{}).Answer(c, adapter.Render(world("x", nil), adapter.NewBoundary())); err == nil {
+		t.Fatal("a cancelled context answered")
+	}
+}

@@ -1,0 +1,280 @@
+package adapter
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Trust says how far an element of a run context may instruct the agent.
+// The server computes it from live rights on every context read (seed
+// M2-13); an adapter never derives it itself. Values are the GraphQL enum
+// values of schema/runcontext.graphqls.
+type Trust string
+
+// The trust levels of run_context.v1. A value not listed here (a newer
+// server) must be handled like TrustUnverified, because an adapter may only
+// ever weaken trust, never invent it.
+const (
+	TrustTrigger    Trust = "TRIGGER"    // the request of the person who triggered the run
+	TrustAuthorized Trust = "AUTHORIZED" // another person who may instruct the agent
+	TrustSelf       Trust = "SELF"       // the agent's own earlier message
+	TrustUnverified Trust = "UNVERIFIED" // data: people without trigger, other agents, apps, imports
+	TrustSystem     Trust = "SYSTEM"     // a system line of the chat
+)
+
+// Role is the conversational role of a context element.
+type Role string
+
+// The roles of run_context.v1.
+const (
+	RoleUser      Role = "USER"
+	RoleAssistant Role = "ASSISTANT"
+	RoleOther     Role = "OTHER"
+)
+
+// MessageOrigin is who produced a message, set by the server from the
+// authenticated principal (never by a client).
+type MessageOrigin string
+
+// The origins of messages.
+const (
+	OriginHuman  MessageOrigin = "HUMAN"
+	OriginAgent  MessageOrigin = "AGENT"
+	OriginApp    MessageOrigin = "APP"
+	OriginImport MessageOrigin = "IMPORT"
+	OriginSystem MessageOrigin = "SYSTEM"
+)
+
+// MessageKind is the kind of a message.
+type MessageKind string
+
+// The kinds of messages.
+const (
+	MessageKindText   MessageKind = "TEXT"
+	MessageKindVoice  MessageKind = "VOICE"
+	MessageKindCard   MessageKind = "CARD"
+	MessageKindRun    MessageKind = "RUN"
+	MessageKindSystem MessageKind = "SYSTEM"
+)
+
+// PrincipalKind is the kind of a principal.
+type PrincipalKind string
+
+// The kinds of principals.
+const (
+	PrincipalKindUser  PrincipalKind = "USER"
+	PrincipalKindAgent PrincipalKind = "AGENT"
+	PrincipalKindApp   PrincipalKind = "APP"
+)
+
+// RunState is the state of a run.
+type RunState string
+
+// The states of a run; queued, running and waiting_input are active.
+const (
+	RunStateQueued       RunState = "QUEUED"
+	RunStateRunning      RunState = "RUNNING"
+	RunStateWaitingInput RunState = "WAITING_INPUT"
+	RunStateCompleted    RunState = "COMPLETED"
+	RunStateFailed       RunState = "FAILED"
+	RunStateCancelled    RunState = "CANCELLED"
+)
+
+// Active reports whether a run in state s can still be started, answered
+// or finished.
+func (s RunState) Active() bool {
+	return s == RunStateQueued || s == RunStateRunning || s == RunStateWaitingInput
+}
+
+// SessionMode is how a run relates to the agent's conversation in its
+// thread (domain.md 9).
+type SessionMode string
+
+// The session modes of a run.
+const (
+	SessionModeGuest  SessionMode = "GUEST"
+	SessionModeNew    SessionMode = "NEW"
+	SessionModeBind   SessionMode = "BIND"
+	SessionModeResume SessionMode = "RESUME"
+)
+
+// Outcome is how an adapter ends a run with finishRun.
+type Outcome string
+
+// The outcomes of finishRun.
+const (
+	OutcomeCompleted Outcome = "COMPLETED"
+	OutcomeFailed    Outcome = "FAILED"
+	OutcomeCancelled Outcome = "CANCELLED"
+)
+
+// Principal is the authenticated caller (Query.viewer).
+type Principal struct {
+	ID          string        `json:"id"`
+	Kind        PrincipalKind `json:"kind"`
+	Handle      string        `json:"handle"`
+	DisplayName string        `json:"displayName"`
+	Status      string        `json:"status"`
+}
+
+// PrincipalRef is how a principal is shown to others. Handle and
+// DisplayName are user-controlled text: render them as data, never log
+// them.
+type PrincipalRef struct {
+	ID          string        `json:"id"`
+	Kind        PrincipalKind `json:"kind"`
+	Handle      string        `json:"handle"`
+	DisplayName string        `json:"displayName"`
+}
+
+// Attachment is a file attached to a context element. File contents are
+// always data and are never part of the context.
+type Attachment struct {
+	FileID   string `json:"fileId"`
+	Name     string `json:"name"`
+	MimeType string `json:"mimeType"`
+	Size     int64  `json:"size"`
+}
+
+// RunContextMessage is one element of a run context. Truncated and
+// AlreadyDelivered are false when the server omits them; ReplyToMessageID
+// is empty when absent.
+type RunContextMessage struct {
+	MessageID        string        `json:"messageId"`
+	ThreadSeq        int           `json:"threadSeq"`
+	CreatedAt        time.Time     `json:"createdAt"`
+	ChannelID        string        `json:"channelId"`
+	Author           PrincipalRef  `json:"author"`
+	Role             Role          `json:"role"`
+	Origin           MessageOrigin `json:"origin"`
+	Kind             MessageKind   `json:"kind"`
+	ContentMD        string        `json:"contentMd"`
+	Truncated        bool          `json:"truncated"`
+	Attachments      []Attachment  `json:"attachments"`
+	ReplyToMessageID string        `json:"replyToMessageId"`
+	Trust            Trust         `json:"trust"`
+	AlreadyDelivered bool          `json:"alreadyDelivered"`
+}
+
+// RunContext is run_context.v1, what the server hands an adapter for one
+// run (schema/runcontext.graphqls). ChannelContext is nil when the server
+// did not build it (it is built only on the first run of a session in a
+// thread with a parent message); TruncatedBeforeSeq is nil when nothing
+// older was left out.
+type RunContext struct {
+	RunID              string               `json:"runId"`
+	ContextFloorSeq    int                  `json:"contextFloorSeq"`
+	TriggerMessage     RunContextMessage    `json:"triggerMessage"`
+	ThreadContext      []RunContextMessage  `json:"threadContext"`
+	ChannelContext     *[]RunContextMessage `json:"channelContext"`
+	TruncatedBeforeSeq *int                 `json:"truncatedBeforeSeq"`
+}
+
+// Elements returns every element in chronological order: the channel
+// context (it lies before the thread), the thread context, then the
+// trigger.
+func (rc RunContext) Elements() []RunContextMessage {
+	var out []RunContextMessage
+	if rc.ChannelContext != nil {
+		out = append(out, *rc.ChannelContext...)
+	}
+	out = append(out, rc.ThreadContext...)
+	return append(out, rc.TriggerMessage)
+}
+
+// RunSession is a run's session as the run sees it; ID is nil for a guest
+// run.
+type RunSession struct {
+	ID   *string     `json:"id"`
+	Mode SessionMode `json:"mode"`
+}
+
+// Run is the part of a run an adapter reads. Optional fields are nil when
+// absent.
+type Run struct {
+	ID                  string       `json:"id"`
+	ThreadID            string       `json:"threadId"`
+	State               RunState     `json:"state"`
+	Version             int          `json:"version"`
+	TriggerKind         string       `json:"triggerKind"`
+	TriggeringMessageID *string      `json:"triggeringMessageId"`
+	CancelRequested     *bool        `json:"cancelRequested"`
+	QueuedAt            time.Time    `json:"queuedAt"`
+	StartedAt           *time.Time   `json:"startedAt"`
+	EndedAt             *time.Time   `json:"endedAt"`
+	EndReason           *string      `json:"endReason"`
+	Session             RunSession   `json:"session"`
+	Agent               PrincipalRef `json:"agent"`
+}
+
+// AgentEvent is one event of the agent's stream. Payload is the JSON object
+// of domain.md 10; it carries ids, never content.
+type AgentEvent struct {
+	Seq       string          `json:"seq"`
+	Type      string          `json:"type"`
+	CreatedAt time.Time       `json:"createdAt"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// The agent event types an adapter acts on.
+const (
+	EventInvocation      = "agent.invocation"
+	EventFollowup        = "agent.followup"
+	EventCancelRequested = "run.cancel_requested"
+)
+
+// EventPage is one answer of agentEvents; NextAfter is the cursor for the
+// next call (the last seq handed out, or the given cursor when nothing
+// came).
+type EventPage struct {
+	Events    []AgentEvent `json:"events"`
+	NextAfter string       `json:"nextAfter"`
+}
+
+// Invocation is the payload of agent.invocation.
+type Invocation struct {
+	RunID     string `json:"run_id"`
+	ThreadID  string `json:"thread_id"`
+	ChannelID string `json:"channel_id"`
+	MessageID string `json:"message_id"`
+	Session   struct {
+		ID   string `json:"id"`
+		Mode string `json:"mode"`
+	} `json:"session"`
+}
+
+// RunRef is the payload of agent.followup and run.cancel_requested (the
+// follow-up also names its message).
+type RunRef struct {
+	RunID     string `json:"run_id"`
+	MessageID string `json:"message_id"`
+}
+
+// MessageCreate is the input of createMessage. RunID names the run this
+// answer belongs to (agents only); empty sends none.
+type MessageCreate struct {
+	ClientMsgID string `json:"clientMsgId"`
+	ContentMD   string `json:"contentMd"`
+	RunID       string `json:"runId,omitempty"`
+}
+
+// Message is the part of a created message the adapter reads.
+type Message struct {
+	ID        string `json:"id"`
+	ThreadID  string `json:"threadId"`
+	ThreadSeq int    `json:"threadSeq"`
+}
+
+// MessageResult is the answer of createMessage; Replayed is true when the
+// server answered an earlier create with the same clientMsgId.
+type MessageResult struct {
+	Message  Message `json:"message"`
+	Replayed bool    `json:"replayed"`
+}
+
+// RunFinish is the input of finishRun. Reason is free text without content
+// (at most 200 bytes); empty sends none.
+type RunFinish struct {
+	Outcome Outcome `json:"outcome"`
+	Reason  string  `json:"reason,omitempty"`
+}
