@@ -845,7 +845,7 @@ type MessageCreate struct {
 	// ReplyToMessageId A UUIDv7 in lowercase.
 	ReplyToMessageId *Id `json:"reply_to_message_id,omitempty"`
 
-	// RunId Agents only; the run this answer belongs to.
+	// RunId Agents only; the run this answer belongs to: an active run (queued, running, waiting_input) of the calling agent in this thread. It is validated, never stored, and not part of the idempotency hash of client_msg_id. Any other run (unknown, another thread, another agent), or run_id from a person or an app, gives 400 validation_failed with errors[].code run_mismatch and one uniform detail; an ended own run gives 409 conflict with reason run_not_active (send the message again without run_id). Never valid in first_message of createThread.
 	RunId *Id `json:"run_id,omitempty"`
 }
 
@@ -1138,7 +1138,7 @@ type Thread struct {
 	TitleSource     *TitleSource `json:"title_source,omitempty"`
 }
 
-// ThreadCreate defines model for ThreadCreate.
+// ThreadCreate A new thread (a post in a forum) with its first message. first_message.run_id is never valid (400 run_mismatch at /first_message/run_id): a new thread has no run.
 type ThreadCreate struct {
 	FirstMessage MessageCreate `json:"first_message"`
 

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -196,5 +197,18 @@ func TestOperationalEndpoints(t *testing.T) {
 	r := env.REST(http.MethodGet, "/api/v1/nowhere", env.World.Token("alex"), nil)
 	if r.Status != http.StatusNotFound || r.Problem(t).Code != "not_found" {
 		t.Fatalf("unknown route: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestIntrospectionSwitch(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		env := apitest.Start(t, apitest.Options{Config: map[string]string{config.GraphQLIntrospection: fmt.Sprint(on)}})
+		res := env.GraphQL(env.World.Token("alex"), `{ __schema { queryType { name } } }`, nil, nil)
+		if on && len(res.Errors) > 0 {
+			t.Fatalf("introspection on: %+v", res.Errors)
+		}
+		if !on && (len(res.Errors) == 0 || res.Errors[0].Extensions.Code != "forbidden" || res.Errors[0].Extensions.Reason != "introspection_disabled") {
+			t.Fatalf("introspection off: %+v %s", res.Errors, res.Data)
+		}
 	}
 }

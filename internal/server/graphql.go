@@ -71,6 +71,9 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 				strings.HasPrefix(gqlErr.Message, "could not read request body")) {
 				// gqlgen's message quotes the body; answer a fixed text instead.
 				p = problem.Newf(problem.ValidationFailed, "invalid_json", "the body is not a JSON GraphQL request")
+			} else if gqlErr.Message == "introspection disabled" {
+				// gqlgen's own refusal when graphql.introspection is off.
+				p = problem.Newf(problem.Forbidden, "introspection_disabled", "introspection is switched off (graphql.introspection)")
 			} else if reason, ok := requestErrorReasons[code]; ok {
 				p = problem.New(problem.ValidationFailed, reason)
 				p.Detail = gqlErr.Message
