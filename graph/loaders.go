@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // Loaders are the per-request dataloaders: field resolvers read through
@@ -165,7 +166,7 @@ func (r *Resolver) prime(ctx context.Context, rc *runs.RunContext) error {
 		if !seen[e.AuthorID] {
 			seen[e.AuthorID] = true
 			idList = append(idList, e.AuthorID)
-			if e.Origin == "human" && e.AuthorID != rc.Parties.TriggeredBy {
+			if domain.NeedsHolders(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, rc.Parties) {
 				askTrust = append(askTrust, e.AuthorID)
 			}
 		}

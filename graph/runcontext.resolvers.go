@@ -59,15 +59,16 @@ func (r *runContextMessageResolver) Role(ctx context.Context, obj *model.RunCont
 // up to Run.context) the whole context.
 func (r *runContextMessageResolver) Trust(ctx context.Context, obj *model.RunContextMessage) (model.Trust, error) {
 	e := obj.Element
+	facts := domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}
 	holders := map[string]bool{}
-	if e.Origin == "human" && e.AuthorID != obj.Context.Parties.TriggeredBy {
+	if domain.NeedsHolders(facts, obj.Context.Parties) {
 		holds, err := r.loaders(ctx).TriggerHolders.Load(ctx, holderKey{Channel: obj.Context.ChannelPath, Person: e.AuthorID})()
 		if err != nil {
 			return "", err
 		}
 		holders[e.AuthorID] = holds
 	}
-	_, trust := domain.Classify(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, obj.Context.Parties, holders)
+	_, trust := domain.Classify(facts, obj.Context.Parties, holders)
 	return model.Trust(strings.ToUpper(string(trust))), nil
 }
 

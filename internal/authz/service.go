@@ -2,6 +2,8 @@ package authz
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"fmt"
 	"log/slog"
@@ -89,11 +91,8 @@ func (s *Service) PathOf(ctx context.Context, r Resource) (Path, error) {
 // the path. The error is non-nil for a denial (the decision's error), a
 // rate limit, or a failure to decide (internal).
 func (s *Service) Authorize(ctx context.Context, actor identity.Principal, action Action, r Resource) (Decision, Path, error) {
-	spec, ok := Table[action]
-	if ok {
-		if allowed, after := s.limiter.Allow(actor.ID, spec.Class); !allowed {
-			return Decision{Code: problem.RateLimited}, Path{}, problem.RateLimit(after)
-		}
+	if err := s.Spend(actor, action); err != nil {
+		return Decision{Code: problem.RateLimited}, Path{}, err
 	}
 	p, err := s.PathOf(ctx, r)
 	if err != nil {
@@ -112,7 +111,7 @@ func (s *Service) DecideAt(ctx context.Context, actor identity.Principal, action
 	a := ActorOf(actor)
 	grant := None
 	if p.Exists && a.Active {
-		levels, err := s.grantLevels(ctx, actor.ID, []string{p.SpaceID}, nonEmpty(p.ChannelID))
+		levels, err := s.grantLevelsIn(ctx, s.pool, actor.ID, []string{p.SpaceID}, nonEmpty(p.ChannelID))
 		if err != nil {
 			return Decision{}, problem.Internal(err)
 		}
@@ -137,6 +136,18 @@ type levelMap struct {
 	space, channel map[string]Level
 }
 
+func newLevelMap() levelMap { return levelMap{space: map[string]Level{}, channel: map[string]Level{}} }
+
+// raise records level l on a space or channel target if it is higher.
+func (m levelMap) raise(space, channel string, l Level) {
+	if space != "" && l > m.space[space] {
+		m.space[space] = l
+	}
+	if channel != "" && l > m.channel[channel] {
+		m.channel[channel] = l
+	}
+}
+
 // at returns the level that applies at p: the higher of its channel's and
 // its space's.
 func (m levelMap) at(p Path) Level {
@@ -147,48 +158,55 @@ func (m levelMap) at(p Path) Level {
 	return l
 }
 
-// grantLevels loads, in one statement, the highest live grant level of the
-// principal (directly or through its groups) on each of the given spaces
-// and channels. Group membership is read here, in the statement, because
+// liveGrants reads, in one statement, the grants in force now (not revoked,
+// not expired) of the given principals, directly or through their groups,
+// and returns one levelMap per principal. With targets set only grants on
+// those spaces or channels are read. It is the only place that says which
+// grants count. Group membership is read here, in the statement, because
 // every decision needs it and a second round trip per decision would cost
 // more than the coupling to identity's membership table.
-func (s *Service) grantLevels(ctx context.Context, principalID string, spaces, channels []string) (levelMap, error) {
-	return s.grantLevelsIn(ctx, s.pool, principalID, spaces, channels)
-}
-
-func (s *Service) grantLevelsIn(ctx context.Context, q db.Querier, principalID string, spaces, channels []string) (levelMap, error) {
-	m := levelMap{space: map[string]Level{}, channel: map[string]Level{}}
-	sqlText, args := db.SQL.Select("coalesce(target_space_id::text, '')", "coalesce(target_channel_id::text, '')", "level").
-		From("grants").
-		Where("revoked_at IS NULL").
-		Where(sq.Or{sq.Expr("expires_at IS NULL"), sq.Gt{"expires_at": s.clock.Now()}}).
-		Where(sq.Or{
-			sq.Eq{"subject_principal_id": principalID},
-			sq.Expr("subject_group_id IN (SELECT group_id FROM group_members WHERE principal_id = ?)", principalID),
-		}).
-		Where(sq.Or{
-			sq.Expr("target_space_id = ANY(?::uuid[])", spaces),
-			sq.Expr("target_channel_id = ANY(?::uuid[])", channels),
-		}).MustSql()
+func (s *Service) liveGrants(ctx context.Context, q db.Querier, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
+	b := db.SQL.Select("coalesce(g.subject_principal_id, gm.principal_id)::text", "coalesce(g.target_space_id::text, '')",
+		"coalesce(g.target_channel_id::text, '')", "g.level").
+		From("grants g").LeftJoin("group_members gm ON gm.group_id = g.subject_group_id").
+		Where("g.revoked_at IS NULL").
+		Where(sq.Or{sq.Expr("g.expires_at IS NULL"), sq.Gt{"g.expires_at": s.clock.Now()}}).
+		Where("coalesce(g.subject_principal_id, gm.principal_id) = ANY(?::uuid[])", principals)
+	if targets != nil {
+		b = b.Where(sq.Or{sq.Expr("g.target_space_id = ANY(?::uuid[])", targets.spaces), sq.Expr("g.target_channel_id = ANY(?::uuid[])", targets.channels)})
+	}
+	sqlText, args := b.MustSql()
 	rows, err := q.Query(ctx, sqlText, args...)
 	if err != nil {
-		return m, fmt.Errorf("grant levels: %w", err)
+		return nil, fmt.Errorf("grants: %w", err)
 	}
 	defer rows.Close()
+	out := map[string]levelMap{}
 	for rows.Next() {
-		var space, channel, level string
-		if err := rows.Scan(&space, &channel, &level); err != nil {
-			return m, fmt.Errorf("grant levels: %w", err)
+		var who, space, channel, level string
+		if err := rows.Scan(&who, &space, &channel, &level); err != nil {
+			return nil, fmt.Errorf("grants: %w", err)
 		}
-		l := ParseLevel(level)
-		if space != "" && l > m.space[space] {
-			m.space[space] = l
+		m, ok := out[who]
+		if !ok {
+			m = newLevelMap()
+			out[who] = m
 		}
-		if channel != "" && l > m.channel[channel] {
-			m.channel[channel] = l
-		}
+		m.raise(space, channel, ParseLevel(level))
 	}
-	return m, rows.Err()
+	return out, rows.Err()
+}
+
+// grantLevelsIn is liveGrants for one principal on the given targets.
+func (s *Service) grantLevelsIn(ctx context.Context, q db.Querier, principalID string, spaces, channels []string) (levelMap, error) {
+	all, err := s.liveGrants(ctx, q, []string{principalID}, &struct{ spaces, channels []string }{spaces, channels})
+	if err != nil {
+		return levelMap{}, err
+	}
+	if m, ok := all[principalID]; ok {
+		return m, nil
+	}
+	return newLevelMap(), nil
 }
 
 // Levels returns the capped effective level of actor at each path, loading
@@ -208,7 +226,7 @@ func (s *Service) LevelsIn(ctx context.Context, q db.Querier, actor identity.Pri
 			channels[p.ChannelID] = true
 		}
 	}
-	levels, err := s.grantLevelsIn(ctx, q, actor.ID, keys(spaces), keys(channels))
+	levels, err := s.grantLevelsIn(ctx, q, actor.ID, slices.Collect(maps.Keys(spaces)), slices.Collect(maps.Keys(channels)))
 	if err != nil {
 		return nil, err
 	}
@@ -219,14 +237,6 @@ func (s *Service) LevelsIn(ctx context.Context, q db.Querier, actor identity.Pri
 		}
 	}
 	return out, nil
-}
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // Filter is filter mode for list and window queries: it checks every item
@@ -243,12 +253,18 @@ func (s *Service) Filter(ctx context.Context, actor identity.Principal, action A
 	for i, l := range levels {
 		ok[i] = l >= Read
 		if !ok[i] {
-			s.errors.WithLabelValues("filter_mismatch").Inc()
-			s.log.ErrorContext(ctx, "filter mismatch: a query returned an item the reader may not see",
-				"action", string(action), "resource_kind", string(paths[i].Kind))
+			s.mismatch(ctx, action, paths[i])
 		}
 	}
 	return ok, nil
+}
+
+// mismatch records a filter mismatch: logged at error level with only the
+// action and the resource kind, and counted in bothy_authz_errors_total.
+func (s *Service) mismatch(ctx context.Context, action Action, p Path) {
+	s.errors.WithLabelValues("filter_mismatch").Inc()
+	s.log.ErrorContext(ctx, "filter mismatch: a query returned an item the reader may not see",
+		"action", string(action), "resource_kind", string(p.Kind))
 }
 
 // audit records a denial (one row per actor, action and reason per
@@ -304,7 +320,11 @@ func (s *Service) AuditRows(ctx context.Context, actorID string) ([]AuditRow, er
 // Spend takes one token of action's rate-limit class from actor's bucket,
 // for actions that have no single resource (lists).
 func (s *Service) Spend(actor identity.Principal, action Action) error {
-	if allowed, after := s.limiter.Allow(actor.ID, Table[action].Class); !allowed {
+	spec, ok := Table[action]
+	if !ok {
+		return nil // Decide refuses an action without a row
+	}
+	if allowed, after := s.limiter.Allow(actor.ID, spec.Class); !allowed {
 		return problem.RateLimit(after)
 	}
 	return nil
@@ -328,42 +348,21 @@ func (s *Service) ReadScope(ctx context.Context, actor identity.Principal) (Scop
 	if a.Owner {
 		return Scope{All: true}, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT coalesce(target_space_id::text, ''), coalesce(target_channel_id::text, '') FROM grants
-		WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)
-		AND (subject_principal_id = $1 OR subject_group_id IN (SELECT group_id FROM group_members WHERE principal_id = $1))`, actor.ID, s.clock.Now())
+	all, err := s.liveGrants(ctx, s.pool, []string{actor.ID}, nil)
 	if err != nil {
 		return Scope{}, fmt.Errorf("read scope: %w", err)
 	}
-	defer rows.Close()
 	var sc Scope
-	for rows.Next() {
-		var sp, ch string
-		if err := rows.Scan(&sp, &ch); err != nil {
-			return Scope{}, err
-		}
-		if sp != "" {
-			sc.Spaces = append(sc.Spaces, sp)
-		}
-		if ch != "" {
-			sc.Channels = append(sc.Channels, ch)
-		}
+	if m, ok := all[actor.ID]; ok {
+		sc.Spaces = slices.Collect(maps.Keys(m.space))
+		sc.Channels = slices.Collect(maps.Keys(m.channel))
 	}
-	return sc, rows.Err()
+	return sc, nil
 }
 
 // Pool returns the querier the service reads with (for callers that create
 // grants outside a unit of work, such as the world builder).
 func (s *Service) Pool() db.Querier { return s.pool }
-
-// DecideAgentOnly decides an action that only agents may take on their own
-// stream (agent.events.poll) and audits the decision like any other.
-func (s *Service) DecideAgentOnly(ctx context.Context, actor identity.Principal, action Action, p Path) (Decision, error) {
-	d := Decide(action, ActorOf(actor), Read, p)
-	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
-		return Decision{}, problem.Internal(err)
-	}
-	return d, nil
-}
 
 // DecideFrom decides action on p for actor with a grant level an earlier
 // decision of the same request read on the same path (Decision.Grant), so a
@@ -388,9 +387,7 @@ func (s *Service) FilterAt(ctx context.Context, actor identity.Principal, action
 	for i, p := range paths {
 		ok[i] = p.Exists && Capped(EffectiveLevel(a, grant, p), p) >= Read
 		if !ok[i] {
-			s.errors.WithLabelValues("filter_mismatch").Inc()
-			s.log.ErrorContext(ctx, "filter mismatch: a query returned an item the reader may not see",
-				"action", string(action), "resource_kind", string(p.Kind))
+			s.mismatch(ctx, action, p)
 		}
 	}
 	return ok
@@ -427,30 +424,12 @@ func (s *Service) WithTrigger(ctx context.Context, c Path, people []identity.Pri
 	if len(ask) == 0 {
 		return out, nil
 	}
-	grants := map[string]Level{}
-	rows, err := s.pool.Query(ctx, `SELECT coalesce(g.subject_principal_id, gm.principal_id)::text, g.level FROM grants g
-		LEFT JOIN group_members gm ON gm.group_id = g.subject_group_id
-		WHERE g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > $1)
-		AND (g.target_channel_id = $2 OR g.target_space_id = $3)
-		AND coalesce(g.subject_principal_id, gm.principal_id) = ANY($4::uuid[])`, s.clock.Now(), c.ChannelID, c.SpaceID, ask)
+	grants, err := s.liveGrants(ctx, s.pool, ask, &struct{ spaces, channels []string }{[]string{c.SpaceID}, []string{c.ChannelID}})
 	if err != nil {
 		return nil, fmt.Errorf("trigger holders: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, level string
-		if err := rows.Scan(&id, &level); err != nil {
-			return nil, fmt.Errorf("trigger holders: %w", err)
-		}
-		if l := ParseLevel(level); l > grants[id] {
-			grants[id] = l
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("trigger holders: %w", err)
-	}
 	for _, p := range people {
-		if Capped(EffectiveLevel(ActorOf(p), grants[p.ID], c), c) >= Trigger && p.Kind == identity.KindUser {
+		if p.Kind == identity.KindUser && Capped(EffectiveLevel(ActorOf(p), grants[p.ID].at(c), c), c) >= Trigger {
 			out[p.ID] = true
 		}
 	}

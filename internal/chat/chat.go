@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -112,7 +114,7 @@ func (s *Service) q(q db.Querier) db.Querier {
 func (s *Service) CreateSpace(ctx context.Context, q db.Querier, name, defaultOperator string) (Space, error) {
 	sp := Space{ID: ids.New(), Name: name, DefaultOperatorAgentID: defaultOperator}
 	sqlText, args := db.SQL.Insert("spaces").Columns("id", "name", "default_operator_agent_id", "created_at").
-		Values(sp.ID, name, nullable(defaultOperator), s.clock.Now()).MustSql()
+		Values(sp.ID, name, db.Nullable(defaultOperator), s.clock.Now()).MustSql()
 	if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
 		return Space{}, fmt.Errorf("create space: %w", err)
 	}
@@ -157,7 +159,7 @@ func (s *Service) CreateChannel(ctx context.Context, q db.Querier, nc NewChannel
 	now := s.clock.Now()
 	sqlText, args := db.SQL.Insert("channels").
 		Columns("id", "space_id", "name", "kind", "operator_mode", "operator_agent_id", "free_response", "allow_mentioned_agents", "auto_thread", "history_backfill_limit", "created_at").
-		Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
+		Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, db.Nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
 	if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
 		return Channel{}, fmt.Errorf("create channel: %w", err)
 	}
@@ -315,7 +317,7 @@ func (s *Service) CreateThread(ctx context.Context, tx db.Querier, nt NewThread)
 	}
 	sqlText, args := db.SQL.Insert("threads").
 		Columns("id", "channel_id", "kind", "parent_message_id", "operator_agent_id", "title", "title_source", "created_by", "state", "created_at").
-		Values(t.ID, t.ChannelID, kind, nullable(t.ParentMessageID), nullable(t.OperatorAgentID), titleV, sourceV, t.CreatedBy, "open", t.CreatedAt).MustSql()
+		Values(t.ID, t.ChannelID, kind, db.Nullable(t.ParentMessageID), db.Nullable(t.OperatorAgentID), titleV, sourceV, t.CreatedBy, "open", t.CreatedAt).MustSql()
 	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
 		if db.IsUniqueViolation(err, "threads_parent_unique") {
 			return Thread{}, problem.Newf(problem.Conflict, "parent_has_thread", "the parent message already has a thread")
@@ -334,7 +336,7 @@ func (s *Service) MoveThread(ctx context.Context, tx db.Querier, threadID, chann
 
 // SetOperator sets the operator mode (and agent for mode agent) of a channel.
 func (s *Service) SetOperator(ctx context.Context, tx db.Querier, channelID, mode, agentID string) error {
-	_, err := tx.Exec(ctx, `UPDATE channels SET operator_mode = $2, operator_agent_id = $3 WHERE id = $1`, channelID, mode, nullable(agentID))
+	_, err := tx.Exec(ctx, `UPDATE channels SET operator_mode = $2, operator_agent_id = $3 WHERE id = $1`, channelID, mode, db.Nullable(agentID))
 	return err
 }
 
@@ -395,35 +397,17 @@ func (s *Service) ChannelsOfSpace(ctx context.Context, q db.Querier, id string) 
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 // ThreadPath returns the authorization path of thread id (Exists false for
 // an unknown id), in one statement.
 func (s *Service) ThreadPath(ctx context.Context, id string) (authz.Path, error) {
-	p := authz.Path{Kind: authz.KindThread, ID: id}
-	if !ids.Valid(id) {
-		return p, nil
-	}
-	var c Channel
-	var threadOp string
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(t.operator_agent_id::text, ''), c.id, c.space_id, c.archived_at, c.operator_mode,
-		coalesce(c.operator_agent_id::text, ''), coalesce(s.default_operator_agent_id::text, ''), s.archived_at IS NOT NULL
-		FROM threads t JOIN channels c ON c.id = t.channel_id JOIN spaces s ON s.id = c.space_id WHERE t.id = $1`, id).
-		Scan(&threadOp, &c.ID, &c.SpaceID, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID, &c.SpaceDefaultOperator, &c.SpaceArchived)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return p, nil
+	t, c, err := s.ThreadInfo(ctx, nil, id)
+	if errors.Is(err, ErrNotFound) {
+		return authz.Path{Kind: authz.KindThread, ID: id}, nil
 	}
 	if err != nil {
-		return p, fmt.Errorf("thread path: %w", err)
+		return authz.Path{}, fmt.Errorf("thread path: %w", err)
 	}
-	p = channelPath(c, authz.KindThread, id)
-	p.ThreadID, p.ThreadOperator = id, threadOp
-	return p, nil
+	return PathInThread(c, t, authz.KindThread, id), nil
 }
 
 // channelPath builds the path of something in channel c.
@@ -524,7 +508,7 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 		}
 	}
 	channels := map[string]Channel{}
-	rows, err := s.pool.Query(ctx, channelSelect+` WHERE c.id = ANY($1::uuid[])`, setList(chanIDs))
+	rows, err := s.pool.Query(ctx, channelSelect+` WHERE c.id = ANY($1::uuid[])`, keysOf(chanIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -537,7 +521,7 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 	}
 	ops := map[string]string{}
 	if len(threadIDs) > 0 {
-		rows, err := s.pool.Query(ctx, `SELECT id::text, coalesce(operator_agent_id::text, '') FROM threads WHERE id = ANY($1::uuid[])`, setList(threadIDs))
+		rows, err := s.pool.Query(ctx, `SELECT id::text, coalesce(operator_agent_id::text, '') FROM threads WHERE id = ANY($1::uuid[])`, keysOf(threadIDs))
 		if err != nil {
 			return nil, err
 		}
@@ -566,14 +550,6 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 	return out, nil
 }
 
-func setList(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
 // ThreadInfo returns thread id with its current channel (and that channel's
 // space facts) in one statement, or ErrNotFound.
 func (s *Service) ThreadInfo(ctx context.Context, q db.Querier, id string) (Thread, Channel, error) {
@@ -596,3 +572,5 @@ func (s *Service) ThreadInfo(ctx context.Context, q db.Querier, id string) (Thre
 	}
 	return t, c, err
 }
+
+func keysOf(m map[string]bool) []string { return slices.Collect(maps.Keys(m)) }

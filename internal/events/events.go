@@ -89,10 +89,10 @@ func (l *Log) Append(ctx context.Context, tx db.Querier, evs ...Event) error {
 			return fmt.Errorf("event payload: %w", err)
 		}
 		if e.AgentID != "" {
-			agent = agent.Values(e.AgentID, e.Type, nullable(e.RunID), nullable(e.MessageID), payload, now)
+			agent = agent.Values(e.AgentID, e.Type, db.Nullable(e.RunID), db.Nullable(e.MessageID), payload, now)
 			nAgent++
 		} else {
-			client = client.Values(e.Type, e.ChannelID, nullable(e.ThreadID), nullable(e.MessageID), payload, now)
+			client = client.Values(e.Type, e.ChannelID, db.Nullable(e.ThreadID), db.Nullable(e.MessageID), payload, now)
 			nClient++
 		}
 	}
@@ -148,11 +148,6 @@ func (l *Log) Tombstone(ctx context.Context, tx db.Querier, messageID string, pa
 	return err
 }
 
-// After returns up to limit events with seq above after, oldest first.
-func (l *Log) After(ctx context.Context, after int64, limit int) ([]Event, error) {
-	return l.AfterIn(ctx, after, limit, true, nil, nil)
-}
-
 // ParseCursor reads a cursor ("" is the start). ok is false for a cursor
 // that is not a non-negative integer.
 func ParseCursor(s string) (int64, bool) {
@@ -163,15 +158,9 @@ func ParseCursor(s string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-// AfterIn is After restricted to events of the given channels or threads
-// (all when all is set): the visibility predicate of listEvents.
+// AfterIn returns up to limit client events with seq above after, oldest
+// first, of the given channels or threads (every event when all is set):
+// the visibility predicate of listEvents.
 func (l *Log) AfterIn(ctx context.Context, after int64, limit int, all bool, channels, threads []string) ([]Event, error) {
 	rows, err := l.pool.Query(ctx, `SELECT seq, type, channel_id::text, coalesce(thread_id::text, ''), coalesce(message_id::text, ''), payload, created_at
 		FROM event_log WHERE seq > $1 AND ($3 OR channel_id = ANY($4::uuid[]) OR thread_id = ANY($5::uuid[])) ORDER BY seq LIMIT $2`,

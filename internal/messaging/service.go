@@ -162,19 +162,18 @@ var errReplayRace = errors.New("messaging: concurrent create with the same clien
 // A message in a done thread first reopens it (system line
 // thread.reopened). Subscribers run in the same unit of work.
 func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID string, in Input) (Message, bool, error) {
-	_, path, err := s.authz.Authorize(ctx, actor, authz.MessageCreate, authz.Resource{Kind: authz.KindThread, ID: threadID})
-	if err != nil {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.MessageCreate, authz.Resource{Kind: authz.KindThread, ID: threadID}); err != nil {
 		return Message{}, false, err
 	}
 	if err := s.validate(actor, in, "", false); err != nil {
 		return Message{}, false, err
 	}
 	hash := RequestHash([]string{"thread", threadID}, in.ContentMD, in.ReplyToMessageID, nil)
-	if m, ok, err := s.replay(ctx, actor, in.ClientMsgID, hash, path.ChannelID); ok || err != nil {
+	if m, _, ok, err := s.replay(ctx, actor, in.ClientMsgID, hash); ok || err != nil {
 		return m, ok, err
 	}
 	var out Message
-	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
 		thread, err := s.chat.LockThread(ctx, tx, threadID)
 		if err != nil {
 			return problem.Internal(err)
@@ -206,11 +205,8 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 		return s.events.Append(ctx, tx, evs...)
 	})
 	if errors.Is(err, errReplayRace) {
-		m, ok, err := s.replay(ctx, actor, in.ClientMsgID, hash, path.ChannelID)
-		if err == nil && !ok {
-			err = problem.Internal(errReplayRace)
-		}
-		return m, ok, err
+		m, _, err := s.replayAfterRace(ctx, actor, in.ClientMsgID, hash)
+		return m, err == nil, err
 	}
 	if err != nil {
 		return Message{}, false, err
@@ -220,28 +216,39 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 }
 
 // replay answers a create whose client_msg_id the author used before: the
-// original when the hash matches, a conflict otherwise; ok is false when the
-// id is new.
-func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMsgID string, hash []byte, channelID string) (Message, bool, error) {
+// original message and its thread when the hash matches, a conflict
+// otherwise; ok is false when the id is new.
+func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMsgID string, hash []byte) (Message, chat.Thread, bool, error) {
 	r, err := s.byClientID(ctx, s.pool, actor.ID, clientMsgID)
 	if errors.Is(err, ErrNotFound) {
-		return Message{}, false, nil
+		return Message{}, chat.Thread{}, false, nil
 	}
 	if err != nil {
-		return Message{}, false, problem.Internal(err)
+		return Message{}, chat.Thread{}, false, problem.Internal(err)
 	}
 	if !bytes.Equal(r.hash, hash) {
-		return Message{}, false, problem.Newf(problem.Conflict, "idempotency_key_reused", "client_msg_id was used for another request")
+		return Message{}, chat.Thread{}, false, problem.Newf(problem.Conflict, "idempotency_key_reused", "client_msg_id was used for another request")
 	}
 	thread, err := s.chat.GetThread(ctx, nil, r.ThreadID)
 	if err != nil {
-		return Message{}, false, problem.Internal(err)
+		return Message{}, chat.Thread{}, false, problem.Internal(err)
 	}
 	ms, err := s.resolve(ctx, s.pool, []row{r}, func(string) string { return thread.ChannelID })
 	if err != nil {
-		return Message{}, false, problem.Internal(err)
+		return Message{}, chat.Thread{}, false, problem.Internal(err)
 	}
-	return ms[0], true, nil
+	return ms[0], thread, true, nil
+}
+
+// replayAfterRace answers a create that lost the race for its
+// client_msg_id to a concurrent create that committed first: that one must
+// now be found.
+func (s *Service) replayAfterRace(ctx context.Context, actor identity.Principal, clientMsgID string, hash []byte) (Message, chat.Thread, error) {
+	m, t, ok, err := s.replay(ctx, actor, clientMsgID, hash)
+	if err == nil && !ok {
+		err = problem.Internal(errReplayRace)
+	}
+	return m, t, err
 }
 
 // checkReply requires the replied-to message to be in the same thread.
@@ -339,24 +346,19 @@ type ThreadInput struct {
 // parent); a forum post has no parent. The first message's client_msg_id
 // makes the whole create idempotent.
 func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, channelID string, in ThreadInput) (chat.Thread, Message, bool, error) {
-	_, path, err := s.authz.Authorize(ctx, actor, authz.ThreadCreate, authz.Resource{Kind: authz.KindChannel, ID: channelID})
-	if err != nil {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.ThreadCreate, authz.Resource{Kind: authz.KindChannel, ID: channelID}); err != nil {
 		return chat.Thread{}, Message{}, false, err
 	}
 	if err := s.validate(actor, in.First, "/first_message", true); err != nil {
 		return chat.Thread{}, Message{}, false, err
 	}
 	hash := RequestHash([]string{"channel", channelID, in.Title, in.ParentMessageID}, in.First.ContentMD, in.First.ReplyToMessageID, nil)
-	if m, ok, err := s.replay(ctx, actor, in.First.ClientMsgID, hash, path.ChannelID); ok || err != nil {
-		if err != nil {
-			return chat.Thread{}, Message{}, false, err
-		}
-		t, err := s.chat.GetThread(ctx, nil, m.ThreadID)
-		return t, m, true, problem.From(err).OrNil()
+	if m, t, ok, err := s.replay(ctx, actor, in.First.ClientMsgID, hash); ok || err != nil {
+		return t, m, ok, err
 	}
 	var thread chat.Thread
 	var first Message
-	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
 		channel, err := s.chat.GetChannel(ctx, tx, channelID)
 		if err != nil {
 			return problem.Internal(err)
@@ -387,12 +389,8 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 		return s.events.Append(ctx, tx, append([]events.Event{created}, evs...)...)
 	})
 	if errors.Is(err, errReplayRace) {
-		m, ok, err := s.replay(ctx, actor, in.First.ClientMsgID, hash, path.ChannelID)
-		if err != nil || !ok {
-			return chat.Thread{}, Message{}, false, problem.From(err).OrNil()
-		}
-		t, err := s.chat.GetThread(ctx, nil, m.ThreadID)
-		return t, m, true, problem.From(err).OrNil()
+		m, t, err := s.replayAfterRace(ctx, actor, in.First.ClientMsgID, hash)
+		return t, m, err == nil, err
 	}
 	if err != nil {
 		return chat.Thread{}, Message{}, false, err
@@ -403,18 +401,15 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 
 // Get returns message id (message.read), its content never cut.
 func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) (Message, error) {
-	if _, _, err := s.authz.Authorize(ctx, actor, authz.MessageRead, authz.Resource{Kind: authz.KindMessage, ID: id}); err != nil {
+	_, path, err := s.authz.Authorize(ctx, actor, authz.MessageRead, authz.Resource{Kind: authz.KindMessage, ID: id})
+	if err != nil {
 		return Message{}, err
 	}
 	r, err := s.loadRow(ctx, s.pool, id)
 	if err != nil {
 		return Message{}, problem.Internal(err)
 	}
-	thread, err := s.chat.GetThread(ctx, nil, r.ThreadID)
-	if err != nil {
-		return Message{}, problem.Internal(err)
-	}
-	ms, err := s.resolve(ctx, s.pool, []row{r}, func(string) string { return thread.ChannelID })
+	ms, err := s.resolve(ctx, s.pool, []row{r}, func(string) string { return path.ChannelID })
 	if err != nil {
 		return Message{}, problem.Internal(err)
 	}
@@ -432,7 +427,7 @@ type Page struct {
 // zero), content cut at message.list_content_max_bytes. Every item passes
 // filter mode.
 func (s *Service) History(ctx context.Context, actor identity.Principal, threadID string, after int64, limit int) (Page, error) {
-	_, path, err := s.authz.Authorize(ctx, actor, authz.ThreadRead, authz.Resource{Kind: authz.KindThread, ID: threadID})
+	d, path, err := s.authz.Authorize(ctx, actor, authz.ThreadRead, authz.Resource{Kind: authz.KindThread, ID: threadID})
 	if err != nil {
 		return Page{}, err
 	}
@@ -461,7 +456,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	if s.HistoryHook != nil {
 		ms = s.HistoryHook(ms)
 	}
-	ms, err = s.filter(ctx, actor, ms)
+	ms, err = s.filter(ctx, actor, ms, path, d.Grant)
 	if err != nil {
 		return Page{}, err
 	}
@@ -477,29 +472,43 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 }
 
 // filter checks every message with message.read (filter mode) and drops
-// what the reader may not see.
-func (s *Service) filter(ctx context.Context, actor identity.Principal, ms []Message) ([]Message, error) {
-	paths := make([]authz.Path, len(ms))
-	cache := map[string]authz.Path{}
-	for i, m := range ms {
-		p, ok := cache[m.ThreadID]
-		if !ok {
-			var err error
-			if p, err = s.chat.ThreadPath(ctx, m.ThreadID); err != nil {
-				return nil, problem.Internal(err)
-			}
-			cache[m.ThreadID] = p
+// what the reader may not see. Messages of the authorized thread (path, with
+// the grant level its decision read) are checked without a statement; a
+// message of any other thread can only come from a faulty query and is
+// checked with its own path and grants.
+func (s *Service) filter(ctx context.Context, actor identity.Principal, ms []Message, path authz.Path, grant authz.Level) ([]Message, error) {
+	own := make([]authz.Path, 0, len(ms))
+	var foreign []authz.Path
+	for _, m := range ms {
+		if m.ThreadID == path.ThreadID {
+			p := path
+			p.Kind, p.ID = authz.KindMessage, m.ID
+			own = append(own, p)
+			continue
+		}
+		p, err := s.chat.ThreadPath(ctx, m.ThreadID)
+		if err != nil {
+			return nil, problem.Internal(err)
 		}
 		p.Kind, p.ID = authz.KindMessage, m.ID
-		paths[i] = p
+		foreign = append(foreign, p)
 	}
-	ok, err := s.authz.Filter(ctx, actor, authz.MessageRead, paths)
-	if err != nil {
-		return nil, problem.Internal(err)
+	keep := map[string]bool{}
+	for i, ok := range s.authz.FilterAt(ctx, actor, authz.MessageRead, own, grant) {
+		keep[own[i].ID] = ok
+	}
+	if len(foreign) > 0 {
+		oks, err := s.authz.Filter(ctx, actor, authz.MessageRead, foreign)
+		if err != nil {
+			return nil, problem.Internal(err)
+		}
+		for i, ok := range oks {
+			keep[foreign[i].ID] = ok
+		}
 	}
 	out := ms[:0]
-	for i, m := range ms {
-		if ok[i] {
+	for _, m := range ms {
+		if keep[m.ID] {
 			out = append(out, m)
 		}
 	}

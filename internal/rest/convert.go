@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/vektah/gqlparser/v2/ast"
@@ -52,7 +51,7 @@ func (s *Shim) input(v any, t *ast.Type, ptr string) (any, []problem.FieldError)
 		var errs []problem.FieldError
 		for i, e := range list {
 			var fe []problem.FieldError
-			out[i], fe = s.input(e, t.Elem, ptr+"/"+itoa(i))
+			out[i], fe = s.input(e, t.Elem, ptr+"/"+strconv.Itoa(i))
 			errs = append(errs, fe...)
 		}
 		return out, errs
@@ -180,10 +179,6 @@ func (s *Shim) render(v any, t *ast.Type) any {
 func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
-
-func secondsDuration(n int) time.Duration { return time.Duration(n) * time.Second }
 
 // recorder captures the GraphQL handler's answer inside the shim.
 type recorder struct {

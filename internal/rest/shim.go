@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -246,7 +247,7 @@ func problemOf(msg string, ext map[string]any) *problem.Error {
 	}
 	if ra, ok := ext["retryAfterSeconds"].(string); ok {
 		if n, err := strconv.Atoi(ra); err == nil {
-			p.RetryAfter = secondsDuration(n)
+			p.RetryAfter = time.Duration(n) * time.Second
 		}
 	}
 	return p

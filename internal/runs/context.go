@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -47,7 +48,7 @@ func (s *Service) Read(ctx context.Context, actor identity.Principal, id string)
 		return notFound()
 	}
 	r, err := getRun(ctx, s.pool, id, "")
-	if err == ErrNotFound {
+	if errors.Is(err, ErrNotFound) {
 		return notFound()
 	}
 	if err != nil {
@@ -234,7 +235,7 @@ func budgetItems(es []ContextElement) []domain.Item {
 // where their triggering messages lie (one statement).
 func (s *Service) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, error) {
 	rows, err := s.pool.Query(ctx, `SELECT triggering_message_id IS NOT NULL, coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0)
-		FROM runs WHERE agent_session_id = $1 AND id <> $2 AND (queued_at, id) < ($3, $2) ORDER BY queued_at DESC, id DESC`,
+		FROM runs WHERE agent_session_id = $1 AND (queued_at, id) < ($3, $2) ORDER BY queued_at DESC, id DESC`,
 		r.SessionID, r.ID, r.QueuedAt)
 	if err != nil {
 		return nil, fmt.Errorf("earlier runs: %w", err)

@@ -13,24 +13,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
-// Get returns run id (run.read: read on its thread).
-func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) (Run, error) {
-	rd, err := s.Read(ctx, actor, id)
-	return rd.Run, err
-}
-
-// Session returns the session of run r (nil for a guest run).
-func (s *Service) Session(ctx context.Context, r Run) (*Session, error) {
-	if r.SessionID == "" {
-		return nil, nil
-	}
-	sess, err := getSession(ctx, s.pool, r.SessionID)
-	if err != nil {
-		return nil, problem.Internal(err)
-	}
-	return &sess, nil
-}
-
 // errNotActive answers an agent-self action on an ended run: 409 conflict.
 func errNotActive() error {
 	return problem.Newf(problem.Conflict, "run_not_active", "the run has ended")

@@ -26,16 +26,11 @@ type Page struct {
 // wakes it through LISTEN/NOTIFY. Handing out an agent.followup marks that
 // follow-up delivered.
 func (s *Service) Poll(ctx context.Context, actor identity.Principal, after string, wait time.Duration) (Page, error) {
+	// An agent's own stream: only agents pass (the decision is audited on
+	// denial like any other, and takes the rl.agent_runtime token).
 	self := authz.Path{Exists: true, Kind: authz.KindAgent, ID: actor.ID, OwnerID: actor.ID}
-	if err := s.authz.Spend(actor, authz.AgentEventsPoll); err != nil {
+	if _, err := s.authz.DecideFrom(ctx, actor, authz.AgentEventsPoll, self, authz.Read); err != nil {
 		return Page{}, err
-	}
-	if actor.Kind != identity.KindAgent {
-		d, err := s.authz.DecideAgentOnly(ctx, actor, authz.AgentEventsPoll, self)
-		if err != nil {
-			return Page{}, err
-		}
-		return Page{}, d.Err()
 	}
 	cursor, ok := events.ParseCursor(after)
 	if !ok {

@@ -84,7 +84,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 		// agent in motion (AG-01, SR4).
 		return nil, nil
 	}
-	facts, err := s.triggerFacts(ctx, tx, p)
+	facts, active, err := s.triggerFacts(ctx, tx, p)
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
@@ -95,14 +95,10 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 	case Failed:
 		return nil, s.setTrigger(ctx, tx, p, StateFailed, d.Reason)
 	case Followup:
-		run, err := activeRunOf(ctx, tx, p.Thread.ID)
-		if err != nil {
-			return nil, problem.Internal(err)
-		}
 		if err := s.setTrigger(ctx, tx, p, StateFollowup, ""); err != nil {
 			return nil, err
 		}
-		return s.addFollowup(ctx, tx, run, p.Message.ID, p.Channel.ID)
+		return s.addFollowup(ctx, tx, active, p.Message.ID, p.Channel.ID)
 	}
 	if err := s.setTrigger(ctx, tx, p, StateAccepted, ""); err != nil {
 		return nil, err
@@ -134,68 +130,62 @@ func (s *Service) setTrigger(ctx context.Context, tx pgx.Tx, p *messaging.Posted
 }
 
 // triggerFacts gathers what DecideTrigger needs: the thread's operators and
-// switches, the writer's trigger right, the mentioned agents' state and read
-// right, and the thread's active run.
-func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Posted) (TriggerFacts, error) {
+// switches, the writer's trigger right, the first mentioned agent's state
+// and read right, and the thread's active run, which it returns locked (the
+// run a follow-up joins).
+func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Posted) (TriggerFacts, Run, error) {
 	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
 	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == "main", ThreadOperator: p.Thread.OperatorAgentID,
 		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
 		AllowMentionedAgents: p.Channel.Switches.AllowMentionedAgents, AutoThread: p.Channel.Switches.AutoThread}
 	levels, err := s.authz.LevelsIn(ctx, tx, p.Author, []authz.Path{path})
 	if err != nil {
-		return f, err
+		return f, Run{}, err
 	}
 	f.WriterTrigger = levels[0] >= authz.Trigger
-	want := []string{}
+	// Only the first mentioned agent can be the addressee.
+	mentioned := ""
 	for _, m := range p.Message.Mentions {
 		if m.Kind == identity.KindAgent {
-			want = append(want, m.ID)
+			mentioned = m.ID
+			break
 		}
 	}
 	operator := f.ThreadOperator
 	if f.MainThread {
 		operator = f.ChannelOperator
 	}
-	if operator != "" {
-		want = append(want, operator)
-	}
-	agents, err := s.ident.GetManyIn(ctx, tx, want)
+	agents, err := s.ident.GetManyIn(ctx, tx, []string{mentioned, operator})
 	if err != nil {
-		return f, err
+		return f, Run{}, err
 	}
-	for _, m := range p.Message.Mentions {
-		if m.Kind != identity.KindAgent {
-			continue
-		}
-		a := agents[m.ID]
+	if a, ok := agents[mentioned]; ok {
 		l, err := s.authz.LevelsIn(ctx, tx, a, []authz.Path{path})
 		if err != nil {
-			return f, err
+			return f, Run{}, err
 		}
-		f.Mentioned = append(f.Mentioned, Agent{ID: a.ID, Active: a.Active(), ReadOnThread: l[0] >= authz.Read})
-		break // only the first mentioned agent is the addressee
+		f.Mentioned = []Agent{{ID: a.ID, Active: a.Active(), ReadOnThread: l[0] >= authz.Read}}
 	}
 	if op, ok := agents[operator]; ok {
 		f.OperatorActive = op.Active()
 	}
-	var active string
-	err = tx.QueryRow(ctx, `SELECT agent_id::text FROM runs WHERE thread_id = $1 AND state IN ('queued', 'running', 'waiting_input')`, p.Thread.ID).Scan(&active)
-	if err != nil && err != pgx.ErrNoRows {
-		return f, err
+	active, err := activeRunOf(ctx, tx, p.Thread.ID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return f, Run{}, err
 	}
-	f.ActiveRunAgent = active
-	return f, nil
+	f.ActiveRunAgent = active.AgentID
+	return f, active, nil
 }
 
-// startRunFor creates a queued run of agent in thread t (whose row lock the
-// unit holds, or which it created), joining the current session of an
-// operator run, with its anchor and the events that announce it.
 // trigger locates a triggering message.
 type trigger struct {
 	messageID, threadID string
 	seq                 int64
 }
 
+// startRunFor creates a queued run of agent in thread t (whose row lock the
+// unit holds, or which it created), joining the current session of an
+// operator run, with its anchor and the events that announce it.
 func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
 	now := s.clock.Now()
 	messageID := m.messageID
@@ -204,7 +194,7 @@ func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, gu
 		TriggeredBy: by, State: Queued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: domain.SessionMode(nil)}
 	if !guest {
 		sess, err := currentSession(ctx, tx, t.ID, agentID)
-		if err == ErrNotFound {
+		if errors.Is(err, ErrNotFound) {
 			sess = Session{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, IsCurrent: true, CreatedAt: now}
 			if err := insertSession(ctx, tx, sess); err != nil {
 				return nil, problem.Internal(fmt.Errorf("create session: %w", err))
@@ -226,11 +216,10 @@ func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, gu
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
-	anchor, anchorEv, err := s.messaging.AppendAnchor(ctx, tx, t, channelID, agents[agentID].Ref(), r.ID)
+	_, anchorEv, err := s.messaging.AppendAnchor(ctx, tx, t, channelID, agents[agentID].Ref(), r.ID)
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
-	_ = anchor
 	session := map[string]any{"mode": r.SessionMode}
 	if r.SessionID != "" {
 		session["id"] = r.SessionID

@@ -121,10 +121,6 @@ func currentSession(ctx context.Context, q db.Querier, threadID, agentID string)
 	return scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM agent_sessions WHERE thread_id = $1 AND agent_id = $2 AND is_current FOR UPDATE`, threadID, agentID))
 }
 
-func getSession(ctx context.Context, q db.Querier, id string) (Session, error) {
-	return scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM agent_sessions WHERE id = $1`, id))
-}
-
 func insertSession(ctx context.Context, q db.Querier, s Session) error {
 	var ref any
 	if s.ExternalRef != "" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/config"
 )
 
@@ -66,7 +67,7 @@ func TestUnauthorizedInBothFaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	disabled := env.World.Token("writer")
-	if _, err := env.Pool.Exec(context.Background(), "UPDATE principals SET status = 'disabled' WHERE handle = 'writer'"); err != nil {
+	if err := env.Server.Identity.SetStatus(context.Background(), env.World.ID("writer"), identity.StatusDisabled); err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string]string{

@@ -1,8 +1,7 @@
 package server_test
 
 import (
-	"encoding/json"
-	"strings"
+	"reflect"
 	"testing"
 
 	"bothy.example.com/bothy/internal/apitest"
@@ -22,15 +21,13 @@ func mustPrincipal(t *testing.T, env *apitest.Env, handle string) identity.Princ
 // metricValue reads one sample of /metrics (0 when absent).
 func metricValue(t *testing.T, env *apitest.Env, series string) float64 { return env.Metric(series) }
 
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
 func problemCode(err error) problem.Code { return problem.From(err).Code }
+
+// sameAnswer reports whether two REST answers are equal but for what
+// differs per request: the status, the body without correlation_id and
+// instance, and the headers without Correlation-Id, Date and Content-Length.
+func sameAnswer(t *testing.T, a, b *apitest.Response) bool {
+	t.Helper()
+	return a.Status == b.Status && reflect.DeepEqual(comparableProblem(t, a.Body), comparableProblem(t, b.Body)) &&
+		reflect.DeepEqual(comparableHeader(a.Header), comparableHeader(b.Header))
+}

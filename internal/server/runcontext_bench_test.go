@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +27,8 @@ func BenchmarkRunContext(b *testing.B) {
 	run := contextFixture(b, env, 200, 20)
 	token := env.World.Token("lotse")
 	client := &http.Client{}
-	body := `{"query":` + jsonString(contextQuery) + `,"variables":{"id":"` + run + `"}}`
+	query, _ := json.Marshal(contextQuery)
+	body := `{"query":` + string(query) + `,"variables":{"id":"` + run + `"}}`
 	do := func(req *http.Request) {
 		resp, err := client.Do(req)
 		if err != nil {
@@ -45,7 +48,7 @@ func BenchmarkRunContext(b *testing.B) {
 		read func()
 	}{
 		{"graphql", func() {
-			req, _ := http.NewRequest(http.MethodPost, env.URL+"/graphql", stringsReader(body))
+			req, _ := http.NewRequest(http.MethodPost, env.URL+"/graphql", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+token)
 			req.Header.Set("Content-Type", "application/json")
 			do(req)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/rest"
 )
 
@@ -185,6 +186,9 @@ func say(t *testing.T, env *apitest.Env, who, thread, content string) map[string
 	return env.MustPost(who, thread, fmt.Sprintf("say-%d", postSeq), content)
 }
 
-func setStatus(env *apitest.Env, handle, status string) {
-	env.Exec(`UPDATE principals SET status = $2 WHERE handle = $1`, handle, status)
+func setStatus(t *testing.T, env *apitest.Env, handle string, status identity.Status) {
+	t.Helper()
+	if err := env.Server.Identity.SetStatus(t.Context(), env.World.ID(handle), status); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -41,12 +41,9 @@ func contextFixture(t testing.TB, env *apitest.Env, n, authors int) string {
 			INSERT INTO messages (id, thread_id, thread_seq, author_principal_id, origin, kind, content_md, created_at)
 			SELECT $2, $1, s.last_seq, $3, 'human', 'text', $4, now() FROM s`, thread, ids.New(), people[i%authors], body)
 	}
-	s := &stream{t: nil, env: env, agent: "lotse"}
-	var evs []agentEvent
-	evs, s.cursor = pollTB(t, env, "lotse", "", 0)
-	_ = evs
+	_, cursor := pollTB(t, env, "lotse", "", 0)
 	env.MustPost("alex", thread, "trigger", "@lotse summarise")
-	evs, _ = pollTB(t, env, "lotse", s.cursor, 0)
+	evs, _ := pollTB(t, env, "lotse", cursor, 0)
 	return evs[len(evs)-1].Payload["run_id"].(string)
 }
 
@@ -109,9 +106,8 @@ func TestRunContext_ConstantQueries(t *testing.T) {
 				t.Fatalf("%s %s: %d elements", tc.name, face, elements)
 			}
 			counts[tc.name+" "+face] = n
-			t.Logf("%s %s: %d statements:\n%s", tc.name, face, n, strings.Join(counter.Since(before), "\n"))
 			if n > 10 {
-				t.Errorf("%s %s: %d statements, want at most 10", tc.name, face, n)
+				t.Errorf("%s %s: %d statements, want at most 10:\n%s", tc.name, face, n, strings.Join(counter.Since(before), "\n"))
 			}
 		}
 	}

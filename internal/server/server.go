@@ -154,7 +154,7 @@ func New(d Deps) (*Server, error) {
 	}))
 
 	body := httpx.LimitBody(int64(cfg.Int(config.HTTPMaxBodyBytes)), mux)
-	s.handler = httpx.Chain(body, d.Logger, metrics, nil)
+	s.handler = httpx.Chain(body, d.Logger, metrics)
 	return s, nil
 }
 

@@ -119,3 +119,12 @@ func IsUniqueViolation(err error, constraint string) bool {
 	}
 	return false
 }
+
+// Nullable returns nil for an empty string and s otherwise, for optional
+// text and uuid columns, where absent is stored as NULL.
+func Nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -173,8 +173,9 @@ func Face(path string) string {
 // Chain wraps next with the outer layers every request passes: correlation
 // id, hints, panic recovery, the access log and metrics. The log names no
 // content and no path parameters, only the face, method, status, duration,
-// correlation id and (by the principal hook) the principal id.
-func Chain(next http.Handler, log *slog.Logger, m *Metrics, principalID func(context.Context) string) http.Handler {
+// correlation id and the principal id that authentication noted
+// (NotePrincipal).
+func Chain(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		cid := r.Header.Get(CorrelationHeader)
@@ -187,7 +188,6 @@ func Chain(next http.Handler, log *slog.Logger, m *Metrics, principalID func(con
 		w.Header().Set(CorrelationHeader, cid)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, hints: hints}
 		face := Face(r.URL.Path)
-		var who string
 		holder := &principalHolder{}
 		ctx = context.WithValue(ctx, keyPrincipalHolder, holder)
 		r = r.WithContext(ctx)
@@ -201,14 +201,13 @@ func Chain(next http.Handler, log *slog.Logger, m *Metrics, principalID func(con
 					WriteProblem(sw, r, problem.Internal(errors.New("panic")))
 				}
 			}
-			who = holder.id
 			d := time.Since(start)
 			if m != nil {
 				m.requests.WithLabelValues(face, strconv.Itoa(sw.status)).Inc()
 				m.duration.WithLabelValues(face).Observe(d.Seconds())
 			}
 			log.InfoContext(ctx, "request", "face", face, "method", r.Method, "status", sw.status,
-				"duration_ms", d.Milliseconds(), "correlation_id", cid, "principal_id", who)
+				"duration_ms", d.Milliseconds(), "correlation_id", cid, "principal_id", holder.id)
 		}()
 		next.ServeHTTP(sw, r)
 	})

@@ -158,12 +158,3 @@ func (c Code) Known() bool {
 	_, ok := codes[c]
 	return ok
 }
-
-// OrNil returns e as an error, or nil when e is nil (a typed nil pointer in
-// an error interface is not nil, so callers of From use this).
-func (e *Error) OrNil() error {
-	if e == nil {
-		return nil
-	}
-	return e
-}

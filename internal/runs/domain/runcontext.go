@@ -79,6 +79,13 @@ func Classify(m AuthorFacts, p RunParties, holders map[string]bool) (Role, Trust
 	return RoleOther, TrustUnverified
 }
 
+// NeedsHolders reports whether classifying m needs to know whether its
+// author has trigger now: only a person's message other than one of the
+// person who triggered the run (Classify's authorized row).
+func NeedsHolders(m AuthorFacts, p RunParties) bool {
+	return m.Origin == "human" && m.AuthorID != p.TriggeredBy
+}
+
 // SessionFacts describe an agent session when a run joins it.
 type SessionFacts struct {
 	// Started is whether a run of the session was started, or the session

@@ -429,3 +429,22 @@ func TestTruncatedBeforeSeq(t *testing.T) {
 		}
 	})
 }
+
+func TestNeedsHolders(t *testing.T) {
+	p := domain.RunParties{AgentID: "lotse", TriggeredBy: "alex"}
+	for _, tc := range []struct {
+		origin, author string
+		want           bool
+	}{
+		{"human", "sam", true},
+		{"human", "alex", false}, // the trigger is trust trigger without asking
+		{"import", "sam", false},
+		{"agent", "texter", false},
+		{"app", "feedbot", false},
+		{"system", "sam", false},
+	} {
+		if got := domain.NeedsHolders(domain.AuthorFacts{Origin: tc.origin, AuthorID: tc.author}, p); got != tc.want {
+			t.Errorf("NeedsHolders(%s by %s) = %v, want %v", tc.origin, tc.author, got, tc.want)
+		}
+	}
+}
