@@ -88,7 +88,7 @@ func grantModel(g authz.Grant) *model.Grant {
 }
 
 func eventModel(e events.Event) *model.Event {
-	return &model.Event{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, ChannelID: e.ChannelID, Payload: e.Payload}
+	return &model.Event{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, ChannelID: opt(e.ChannelID), SpaceID: opt(e.SpaceID), Payload: e.Payload}
 }
 
 func messageInput(in model.MessageCreate) messaging.Input {

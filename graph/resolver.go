@@ -80,3 +80,55 @@ func threadInput(in model.ThreadCreate) messaging.ThreadInput {
 	}
 	return out
 }
+
+// group runs an admin action on a group for the caller and renders it.
+func (r *Resolver) group(ctx context.Context, fn func(identity.Principal) (identity.Group, error)) (*model.Group, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g, err := fn(p)
+	if err != nil {
+		return nil, err
+	}
+	return groupModel(g), nil
+}
+
+// space runs an admin action on a space for the caller and renders it.
+func (r *Resolver) space(ctx context.Context, fn func(identity.Principal) (chat.Space, error)) (*model.Space, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s, err := fn(p)
+	if err != nil {
+		return nil, err
+	}
+	return spaceModel(s), nil
+}
+
+// channel runs an admin action on a channel for the caller and renders it.
+func (r *Resolver) channel(ctx context.Context, fn func(identity.Principal) (chat.Channel, error)) (*model.Channel, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := fn(p)
+	if err != nil {
+		return nil, err
+	}
+	return channelModel(c), nil
+}
+
+func groupModel(g identity.Group) *model.Group {
+	members := g.Members
+	if members == nil {
+		members = []string{}
+	}
+	return &model.Group{ID: g.ID, Name: g.Name, CreatedAt: g.CreatedAt, MemberIds: members}
+}
+
+func tokenModel(t identity.TokenInfo) *model.Token {
+	return &model.Token{ID: t.ID, PrincipalID: t.PrincipalID, Kind: model.TokenKind(strings.ToUpper(t.Kind)), Label: t.Label,
+		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, LastUsedAt: t.LastUsedAt, RevokedAt: t.RevokedAt}
+}

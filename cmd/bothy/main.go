@@ -16,15 +16,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bothy.example.com/bothy/internal/adapter"
-	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgcluster"
@@ -40,8 +36,10 @@ Usage:
                                                         run the server on the embedded development database
   bothy migrate [--config FILE]                         apply pending migrations to database.url
   bothy seed    [--config FILE] [--json]                build the example world on database.url
+  bothy admin ...                                       administer on database.url: create-owner, principal create|disable|enable|list,
+                                                        token create|list|revoke (bothy admin --help)
   bothy token create --handle H [--config FILE] [--label L] [--ttl D]
-                                                        issue a token for the principal with handle H
+                                                        issue a token for the principal with handle H (= bothy admin token create)
   bothy config markdown                                 print docs/configuration.md
   bothy agent run --token T --server URL [--once] [--model echo]
                                                         run the reference agent adapter for the agent of token T
@@ -52,6 +50,10 @@ Run "bothy <command> --help" for the flags of a command.
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bothy:", err)
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -70,11 +72,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdMigrate(ctx, args[1:], stderr)
 	case "seed":
 		return cmdSeed(ctx, args[1:], stdout, stderr)
+	case "admin":
+		return cmdAdmin(ctx, args[1:], stdout, stderr)
 	case "token":
 		if len(args) < 2 || args[1] != "create" {
-			return errors.New("usage: bothy token create --handle H")
+			return usagef("usage: bothy token create --handle H")
 		}
-		return cmdTokenCreate(ctx, args[2:], stdout, stderr)
+		return adminTokenCreate(ctx, "token create", args[2:], stdout, stderr)
 	case "agent":
 		if len(args) < 2 || args[1] != "run" {
 			return errors.New("usage: bothy agent run --token T --server URL [--once] [--model echo]")
@@ -171,6 +175,9 @@ func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr
 	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: log})
 	if err != nil {
 		return err
+	}
+	if ok, err := srv.Identity.HasOwner(ctx); err == nil && !ok {
+		log.WarnContext(ctx, "no owner exists yet: create one with bothy admin create-owner --handle H --display-name N")
 	}
 	ln, err := net.Listen("tcp", cfg.String(config.ServerAddr))
 	if err != nil {
@@ -308,7 +315,7 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("seed", "Builds the example world on the (migrated, empty) database of database.url.", stderr)
+	c := newFlags("seed", "Builds the example world on the database of database.url (migrating it first) through the admin\noperations. On a database that already holds the world it says so and changes nothing.", stderr)
 	asJSON := c.fs.Bool("json", false, "print the world's ids and tokens as JSON")
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
@@ -330,6 +337,10 @@ func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer pool.Close()
 	w, err := buildWorld(ctx, cfg, pool, url)
+	if errors.Is(err, world.ErrExists) {
+		fmt.Fprintln(stdout, "the example world is already there; nothing changed (its tokens were printed when it was built)")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -339,53 +350,6 @@ func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return enc.Encode(w)
 	}
 	fmt.Fprintln(stdout, "example world built; rerun with --json for ids and tokens")
-	return nil
-}
-
-func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("token create", "Issues a token for the principal with --handle and prints it once; only its hash is stored.", stderr)
-	handle := c.fs.String("handle", "", "handle of the principal (required)")
-	label := c.fs.String("label", "issued by bothy token create", "label stored with the token")
-	ttl := c.fs.Duration("ttl", -1, "lifetime of the token (default: token.default_ttl; 0 means no expiry)")
-	if err := c.fs.Parse(args); err != nil {
-		return flagErr(err)
-	}
-	if strings.TrimSpace(*handle) == "" {
-		return errors.New("--handle is required")
-	}
-	cfg, err := c.load()
-	if err != nil {
-		return err
-	}
-	url, err := needURL(cfg)
-	if err != nil {
-		return err
-	}
-	life := *ttl
-	if life < 0 {
-		life = cfg.Duration(config.TokenDefaultTTL)
-	}
-	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: 2})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	ident := identity.NewService(pool, clock.Real{})
-	p, err := ident.ByHandle(ctx, *handle)
-	if errors.Is(err, identity.ErrNotFound) {
-		return fmt.Errorf("no principal has the handle %q", *handle)
-	}
-	if err != nil {
-		return err
-	}
-	tok, err := ident.CreateToken(ctx, nil, p, *label, life)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, tok.Token)
-	if tok.ExpiresAt != nil {
-		fmt.Fprintf(stderr, "expires at %s\n", tok.ExpiresAt.Format(time.RFC3339))
-	}
 	return nil
 }
 

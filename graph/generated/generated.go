@@ -94,6 +94,7 @@ type ComplexityRoot struct {
 		CreatedAt func(childComplexity int) int
 		Payload   func(childComplexity int) int
 		Seq       func(childComplexity int) int
+		SpaceID   func(childComplexity int) int
 		Type      func(childComplexity int) int
 	}
 
@@ -112,6 +113,13 @@ type ComplexityRoot struct {
 		SubjectKind func(childComplexity int) int
 		TargetID    func(childComplexity int) int
 		TargetKind  func(childComplexity int) int
+	}
+
+	Group struct {
+		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		MemberIds func(childComplexity int) int
+		Name      func(childComplexity int) int
 	}
 
 	Message struct {
@@ -146,23 +154,38 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
+		AddGroupMember        func(childComplexity int, groupID string, principalID string) int
 		ArchiveChannel        func(childComplexity int, id string) int
 		ArchiveSpace          func(childComplexity int, id string) int
 		AwaitRunInput         func(childComplexity int, id string) int
 		BindAgentSession      func(childComplexity int, threadID string, externalRef string) int
 		CancelRun             func(childComplexity int, id string) int
 		CloseThread           func(childComplexity int, id string) int
+		CreateChannel         func(childComplexity int, spaceID string, input model.ChannelCreate) int
 		CreateGrant           func(childComplexity int, input model.GrantCreate) int
+		CreateGroup           func(childComplexity int, name string) int
 		CreateMessage         func(childComplexity int, threadID string, input model.MessageCreate) int
+		CreatePrincipal       func(childComplexity int, input model.PrincipalCreate) int
+		CreateSpace           func(childComplexity int, input model.SpaceCreate) int
 		CreateThread          func(childComplexity int, channelID string, input model.ThreadCreate) int
+		CreateToken           func(childComplexity int, principalID string, input model.TokenCreate) int
+		DeleteGroup           func(childComplexity int, id string) int
 		DeleteMessage         func(childComplexity int, id string) int
 		FinishRun             func(childComplexity int, id string, input model.RunFinish) int
 		MoveThread            func(childComplexity int, id string, channelID string) int
+		RemoveGroupMember     func(childComplexity int, groupID string, principalID string) int
 		ResetAgentSession     func(childComplexity int, threadID string) int
 		RevokeGrant           func(childComplexity int, id string) int
+		RevokeToken           func(childComplexity int, id string) int
 		SetChannelOperator    func(childComplexity int, channelID string, input model.OperatorSet) int
 		StartRun              func(childComplexity int, id string) int
+		UnarchiveChannel      func(childComplexity int, id string) int
+		UnarchiveSpace        func(childComplexity int, id string) int
+		UpdateChannel         func(childComplexity int, id string, input model.ChannelPatch) int
 		UpdateChannelSwitches func(childComplexity int, channelID string, input model.ChannelSwitchesPatch) int
+		UpdateGroup           func(childComplexity int, id string, name string) int
+		UpdatePrincipal       func(childComplexity int, id string, input model.PrincipalPatch) int
+		UpdateSpace           func(childComplexity int, id string, input model.SpacePatch) int
 	}
 
 	Principal struct {
@@ -176,6 +199,16 @@ type ComplexityRoot struct {
 		Status      func(childComplexity int) int
 	}
 
+	PrincipalCreated struct {
+		Principal func(childComplexity int) int
+		Token     func(childComplexity int) int
+	}
+
+	PrincipalPage struct {
+		NextAfter  func(childComplexity int) int
+		Principals func(childComplexity int) int
+	}
+
 	PrincipalRef struct {
 		DisplayName func(childComplexity int) int
 		Handle      func(childComplexity int) int
@@ -187,10 +220,13 @@ type ComplexityRoot struct {
 		AgentEvents func(childComplexity int, after *string, waitSeconds *int) int
 		Channel     func(childComplexity int, id string) int
 		Events      func(childComplexity int, after *string, limit *int) int
+		Group       func(childComplexity int, id string) int
 		Message     func(childComplexity int, id string) int
+		Principals  func(childComplexity int, after *string, limit *int) int
 		Run         func(childComplexity int, id string) int
 		Space       func(childComplexity int, id string) int
 		Thread      func(childComplexity int, id string) int
+		Tokens      func(childComplexity int, principalID string) int
 		Viewer      func(childComplexity int) int
 	}
 
@@ -272,6 +308,31 @@ type ComplexityRoot struct {
 		Replayed     func(childComplexity int) int
 		Thread       func(childComplexity int) int
 	}
+
+	Token struct {
+		CreatedAt   func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Kind        func(childComplexity int) int
+		Label       func(childComplexity int) int
+		LastUsedAt  func(childComplexity int) int
+		PrincipalID func(childComplexity int) int
+		RevokedAt   func(childComplexity int) int
+	}
+
+	TokenCreated struct {
+		CreatedAt   func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Kind        func(childComplexity int) int
+		Label       func(childComplexity int) int
+		PrincipalID func(childComplexity int) int
+		Token       func(childComplexity int) int
+	}
+
+	TokenList struct {
+		Tokens func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -290,6 +351,21 @@ type MutationResolver interface {
 	UpdateChannelSwitches(ctx context.Context, channelID string, input model.ChannelSwitchesPatch) (*model.Channel, error)
 	ArchiveChannel(ctx context.Context, id string) (*model.Channel, error)
 	ArchiveSpace(ctx context.Context, id string) (*model.Space, error)
+	CreatePrincipal(ctx context.Context, input model.PrincipalCreate) (*model.PrincipalCreated, error)
+	UpdatePrincipal(ctx context.Context, id string, input model.PrincipalPatch) (*model.Principal, error)
+	CreateToken(ctx context.Context, principalID string, input model.TokenCreate) (*model.TokenCreated, error)
+	RevokeToken(ctx context.Context, id string) (*model.Token, error)
+	CreateGroup(ctx context.Context, name string) (*model.Group, error)
+	UpdateGroup(ctx context.Context, id string, name string) (*model.Group, error)
+	DeleteGroup(ctx context.Context, id string) (*model.Group, error)
+	AddGroupMember(ctx context.Context, groupID string, principalID string) (*model.Group, error)
+	RemoveGroupMember(ctx context.Context, groupID string, principalID string) (*model.Group, error)
+	CreateSpace(ctx context.Context, input model.SpaceCreate) (*model.Space, error)
+	UpdateSpace(ctx context.Context, id string, input model.SpacePatch) (*model.Space, error)
+	UnarchiveSpace(ctx context.Context, id string) (*model.Space, error)
+	CreateChannel(ctx context.Context, spaceID string, input model.ChannelCreate) (*model.Channel, error)
+	UpdateChannel(ctx context.Context, id string, input model.ChannelPatch) (*model.Channel, error)
+	UnarchiveChannel(ctx context.Context, id string) (*model.Channel, error)
 	StartRun(ctx context.Context, id string) (*model.Run, error)
 	AwaitRunInput(ctx context.Context, id string) (*model.Run, error)
 	FinishRun(ctx context.Context, id string, input model.RunFinish) (*model.Run, error)
@@ -299,6 +375,9 @@ type MutationResolver interface {
 }
 type QueryResolver interface {
 	Viewer(ctx context.Context) (*model.Principal, error)
+	Principals(ctx context.Context, after *string, limit *int) (*model.PrincipalPage, error)
+	Tokens(ctx context.Context, principalID string) (*model.TokenList, error)
+	Group(ctx context.Context, id string) (*model.Group, error)
 	Space(ctx context.Context, id string) (*model.Space, error)
 	Channel(ctx context.Context, id string) (*model.Channel, error)
 	Thread(ctx context.Context, id string) (*model.Thread, error)
@@ -561,6 +640,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Event.Seq(childComplexity), true
+	case "Event.spaceId":
+		if e.ComplexityRoot.Event.SpaceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Event.SpaceID(childComplexity), true
 	case "Event.type":
 		if e.ComplexityRoot.Event.Type == nil {
 			break
@@ -635,6 +720,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Grant.TargetKind(childComplexity), true
+
+	case "Group.createdAt":
+		if e.ComplexityRoot.Group.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Group.CreatedAt(childComplexity), true
+	case "Group.id":
+		if e.ComplexityRoot.Group.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Group.ID(childComplexity), true
+	case "Group.memberIds":
+		if e.ComplexityRoot.Group.MemberIds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Group.MemberIds(childComplexity), true
+	case "Group.name":
+		if e.ComplexityRoot.Group.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Group.Name(childComplexity), true
 
 	case "Message.attachments":
 		if e.ComplexityRoot.Message.Attachments == nil {
@@ -771,6 +881,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MessageResult.Replayed(childComplexity), true
 
+	case "Mutation.addGroupMember":
+		if e.ComplexityRoot.Mutation.AddGroupMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_addGroupMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AddGroupMember(childComplexity, args["groupId"].(string), args["principalId"].(string)), true
 	case "Mutation.archiveChannel":
 		if e.ComplexityRoot.Mutation.ArchiveChannel == nil {
 			break
@@ -837,6 +958,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CloseThread(childComplexity, args["id"].(string)), true
+	case "Mutation.createChannel":
+		if e.ComplexityRoot.Mutation.CreateChannel == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createChannel_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateChannel(childComplexity, args["spaceId"].(string), args["input"].(model.ChannelCreate)), true
 	case "Mutation.createGrant":
 		if e.ComplexityRoot.Mutation.CreateGrant == nil {
 			break
@@ -848,6 +980,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateGrant(childComplexity, args["input"].(model.GrantCreate)), true
+	case "Mutation.createGroup":
+		if e.ComplexityRoot.Mutation.CreateGroup == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createGroup_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateGroup(childComplexity, args["name"].(string)), true
 	case "Mutation.createMessage":
 		if e.ComplexityRoot.Mutation.CreateMessage == nil {
 			break
@@ -859,6 +1002,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateMessage(childComplexity, args["threadId"].(string), args["input"].(model.MessageCreate)), true
+	case "Mutation.createPrincipal":
+		if e.ComplexityRoot.Mutation.CreatePrincipal == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createPrincipal_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreatePrincipal(childComplexity, args["input"].(model.PrincipalCreate)), true
+	case "Mutation.createSpace":
+		if e.ComplexityRoot.Mutation.CreateSpace == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createSpace_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateSpace(childComplexity, args["input"].(model.SpaceCreate)), true
 	case "Mutation.createThread":
 		if e.ComplexityRoot.Mutation.CreateThread == nil {
 			break
@@ -870,6 +1035,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateThread(childComplexity, args["channelId"].(string), args["input"].(model.ThreadCreate)), true
+	case "Mutation.createToken":
+		if e.ComplexityRoot.Mutation.CreateToken == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createToken_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateToken(childComplexity, args["principalId"].(string), args["input"].(model.TokenCreate)), true
+	case "Mutation.deleteGroup":
+		if e.ComplexityRoot.Mutation.DeleteGroup == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteGroup_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteGroup(childComplexity, args["id"].(string)), true
 	case "Mutation.deleteMessage":
 		if e.ComplexityRoot.Mutation.DeleteMessage == nil {
 			break
@@ -903,6 +1090,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.MoveThread(childComplexity, args["id"].(string), args["channelId"].(string)), true
+	case "Mutation.removeGroupMember":
+		if e.ComplexityRoot.Mutation.RemoveGroupMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_removeGroupMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RemoveGroupMember(childComplexity, args["groupId"].(string), args["principalId"].(string)), true
 	case "Mutation.resetAgentSession":
 		if e.ComplexityRoot.Mutation.ResetAgentSession == nil {
 			break
@@ -925,6 +1123,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeGrant(childComplexity, args["id"].(string)), true
+	case "Mutation.revokeToken":
+		if e.ComplexityRoot.Mutation.RevokeToken == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeToken_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeToken(childComplexity, args["id"].(string)), true
 	case "Mutation.setChannelOperator":
 		if e.ComplexityRoot.Mutation.SetChannelOperator == nil {
 			break
@@ -947,6 +1156,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.StartRun(childComplexity, args["id"].(string)), true
+	case "Mutation.unarchiveChannel":
+		if e.ComplexityRoot.Mutation.UnarchiveChannel == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_unarchiveChannel_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UnarchiveChannel(childComplexity, args["id"].(string)), true
+	case "Mutation.unarchiveSpace":
+		if e.ComplexityRoot.Mutation.UnarchiveSpace == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_unarchiveSpace_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UnarchiveSpace(childComplexity, args["id"].(string)), true
+	case "Mutation.updateChannel":
+		if e.ComplexityRoot.Mutation.UpdateChannel == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateChannel_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateChannel(childComplexity, args["id"].(string), args["input"].(model.ChannelPatch)), true
 	case "Mutation.updateChannelSwitches":
 		if e.ComplexityRoot.Mutation.UpdateChannelSwitches == nil {
 			break
@@ -958,6 +1200,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateChannelSwitches(childComplexity, args["channelId"].(string), args["input"].(model.ChannelSwitchesPatch)), true
+	case "Mutation.updateGroup":
+		if e.ComplexityRoot.Mutation.UpdateGroup == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateGroup_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateGroup(childComplexity, args["id"].(string), args["name"].(string)), true
+	case "Mutation.updatePrincipal":
+		if e.ComplexityRoot.Mutation.UpdatePrincipal == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updatePrincipal_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdatePrincipal(childComplexity, args["id"].(string), args["input"].(model.PrincipalPatch)), true
+	case "Mutation.updateSpace":
+		if e.ComplexityRoot.Mutation.UpdateSpace == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateSpace_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateSpace(childComplexity, args["id"].(string), args["input"].(model.SpacePatch)), true
 
 	case "Principal.createdAt":
 		if e.ComplexityRoot.Principal.CreatedAt == nil {
@@ -1007,6 +1282,32 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Principal.Status(childComplexity), true
+
+	case "PrincipalCreated.principal":
+		if e.ComplexityRoot.PrincipalCreated.Principal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PrincipalCreated.Principal(childComplexity), true
+	case "PrincipalCreated.token":
+		if e.ComplexityRoot.PrincipalCreated.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PrincipalCreated.Token(childComplexity), true
+
+	case "PrincipalPage.nextAfter":
+		if e.ComplexityRoot.PrincipalPage.NextAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PrincipalPage.NextAfter(childComplexity), true
+	case "PrincipalPage.principals":
+		if e.ComplexityRoot.PrincipalPage.Principals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PrincipalPage.Principals(childComplexity), true
 
 	case "PrincipalRef.displayName":
 		if e.ComplexityRoot.PrincipalRef.DisplayName == nil {
@@ -1066,6 +1367,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Events(childComplexity, args["after"].(*string), args["limit"].(*int)), true
+	case "Query.group":
+		if e.ComplexityRoot.Query.Group == nil {
+			break
+		}
+
+		args, err := ec.field_Query_group_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Group(childComplexity, args["id"].(string)), true
 
 	case "Query.message":
 		if e.ComplexityRoot.Query.Message == nil {
@@ -1078,6 +1390,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Message(childComplexity, args["id"].(string)), true
+	case "Query.principals":
+		if e.ComplexityRoot.Query.Principals == nil {
+			break
+		}
+
+		args, err := ec.field_Query_principals_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Principals(childComplexity, args["after"].(*string), args["limit"].(*int)), true
 	case "Query.run":
 		if e.ComplexityRoot.Query.Run == nil {
 			break
@@ -1111,6 +1434,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Thread(childComplexity, args["id"].(string)), true
+	case "Query.tokens":
+		if e.ComplexityRoot.Query.Tokens == nil {
+			break
+		}
+
+		args, err := ec.field_Query_tokens_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Tokens(childComplexity, args["principalId"].(string)), true
 	case "Query.viewer":
 		if e.ComplexityRoot.Query.Viewer == nil {
 			break
@@ -1478,6 +1812,105 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ThreadCreatedResult.Thread(childComplexity), true
 
+	case "Token.createdAt":
+		if e.ComplexityRoot.Token.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.CreatedAt(childComplexity), true
+	case "Token.expiresAt":
+		if e.ComplexityRoot.Token.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.ExpiresAt(childComplexity), true
+	case "Token.id":
+		if e.ComplexityRoot.Token.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.ID(childComplexity), true
+	case "Token.kind":
+		if e.ComplexityRoot.Token.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.Kind(childComplexity), true
+	case "Token.label":
+		if e.ComplexityRoot.Token.Label == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.Label(childComplexity), true
+	case "Token.lastUsedAt":
+		if e.ComplexityRoot.Token.LastUsedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.LastUsedAt(childComplexity), true
+	case "Token.principalId":
+		if e.ComplexityRoot.Token.PrincipalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.PrincipalID(childComplexity), true
+	case "Token.revokedAt":
+		if e.ComplexityRoot.Token.RevokedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.RevokedAt(childComplexity), true
+
+	case "TokenCreated.createdAt":
+		if e.ComplexityRoot.TokenCreated.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenCreated.CreatedAt(childComplexity), true
+	case "TokenCreated.expiresAt":
+		if e.ComplexityRoot.TokenCreated.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenCreated.ExpiresAt(childComplexity), true
+	case "TokenCreated.id":
+		if e.ComplexityRoot.TokenCreated.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenCreated.ID(childComplexity), true
+	case "TokenCreated.kind":
+		if e.ComplexityRoot.TokenCreated.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenCreated.Kind(childComplexity), true
+	case "TokenCreated.label":
+		if e.ComplexityRoot.TokenCreated.Label == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenCreated.Label(childComplexity), true
+	case "TokenCreated.principalId":
+		if e.ComplexityRoot.TokenCreated.PrincipalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenCreated.PrincipalID(childComplexity), true
+	case "TokenCreated.token":
+		if e.ComplexityRoot.TokenCreated.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenCreated.Token(childComplexity), true
+
+	case "TokenList.tokens":
+		if e.ComplexityRoot.TokenList.Tokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenList.Tokens(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -1487,12 +1920,19 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("ChannelCreate", ec.unmarshalInputChannelCreate),
+			graphql.NewInputUnmarshaler("ChannelPatch", ec.unmarshalInputChannelPatch),
 			graphql.NewInputUnmarshaler("ChannelSwitchesPatch", ec.unmarshalInputChannelSwitchesPatch),
 			graphql.NewInputUnmarshaler("GrantCreate", ec.unmarshalInputGrantCreate),
 			graphql.NewInputUnmarshaler("MessageCreate", ec.unmarshalInputMessageCreate),
 			graphql.NewInputUnmarshaler("OperatorSet", ec.unmarshalInputOperatorSet),
+			graphql.NewInputUnmarshaler("PrincipalCreate", ec.unmarshalInputPrincipalCreate),
+			graphql.NewInputUnmarshaler("PrincipalPatch", ec.unmarshalInputPrincipalPatch),
 			graphql.NewInputUnmarshaler("RunFinish", ec.unmarshalInputRunFinish),
+			graphql.NewInputUnmarshaler("SpaceCreate", ec.unmarshalInputSpaceCreate),
+			graphql.NewInputUnmarshaler("SpacePatch", ec.unmarshalInputSpacePatch),
 			graphql.NewInputUnmarshaler("ThreadCreate", ec.unmarshalInputThreadCreate),
+			graphql.NewInputUnmarshaler("TokenCreate", ec.unmarshalInputTokenCreate),
 		)
 	}
 	first := true
@@ -1569,6 +2009,158 @@ func newExecutionContext(
 }
 
 var sources = []*ast.Source{
+	{Name: "../../schema/admin.graphqls", Input: `# Administration: owners set up and run an installation (people, agents and
+# apps, their tokens, groups, spaces, channels). Every action is decided by
+# the one rule table (owners only; a person may manage their own session
+# tokens), takes an rl.admin token and is audited on allow and deny.
+
+"The kind of a token, which follows the kind of its holder."
+enum TokenKind {
+  SESSION
+  AGENT
+  APP
+}
+
+"A token as listed: never its secret or its hash."
+type Token {
+  id: ID!
+  principalId: ID!
+  kind: TokenKind!
+  label: String!
+  createdAt: Time!
+  "Null for a token without expiry."
+  expiresAt: Time
+  "When the token last authenticated a request (written at most once a minute); null when never used."
+  lastUsedAt: Time
+  "Null while the token is not revoked."
+  revokedAt: Time
+}
+
+"A new token. The secret in ` + "`" + `token` + "`" + ` is shown in this answer only."
+type TokenCreated {
+  id: ID!
+  "The secret: send it as ` + "`" + `Authorization: Bearer <token>` + "`" + `. It is not stored and never shown again."
+  token: String!
+  principalId: ID!
+  kind: TokenKind!
+  label: String!
+  createdAt: Time!
+  "Null for a token without expiry."
+  expiresAt: Time
+}
+
+type TokenList {
+  "Newest first, revoked and expired ones included."
+  tokens: [Token!]!
+}
+
+input TokenCreate {
+  "A note for the holder, at most 100 characters."
+  label: String
+  "Lifetime in seconds; 0 means no expiry; absent takes token.default_ttl. Negative values are refused."
+  ttl: Int
+}
+
+input PrincipalCreate {
+  kind: PrincipalKind!
+  "Unique, lowercase: [a-z0-9][a-z0-9_-]{1,31}."
+  handle: String!
+  displayName: String!
+  "People only."
+  email: String
+  "People only: make the person an owner of the instance."
+  isOwner: Boolean
+}
+
+"A new principal. Agents and apps get their first token here; its secret is shown in this answer only. People get none (create one with createToken)."
+type PrincipalCreated {
+  principal: Principal!
+  "The first token of an agent or app; null for a person."
+  token: String
+}
+
+input PrincipalPatch {
+  displayName: String
+  "People only; an empty string removes the address."
+  email: String
+  "ACTIVE or DISABLED. A disabled principal's tokens stop working at once."
+  status: PrincipalStatus
+  "People only. The last active owner cannot be demoted."
+  isOwner: Boolean
+}
+
+type PrincipalPage {
+  principals: [Principal!]!
+  "The cursor for the next page; null when this page is the last."
+  nextAfter: String
+}
+
+"A named set of people that grants can name."
+type Group {
+  id: ID!
+  name: String!
+  createdAt: Time!
+  "The people in the group, in id order."
+  memberIds: [ID!]!
+}
+
+input SpaceCreate {
+  name: String!
+  "The agent that operates the space's channels in mode inherit."
+  defaultOperatorAgentId: ID
+}
+
+input SpacePatch {
+  name: String
+  "Sets the default operator (an active agent)."
+  defaultOperatorAgentId: ID
+  "Removes the default operator; not together with defaultOperatorAgentId."
+  clearDefaultOperator: Boolean
+}
+
+input ChannelCreate {
+  name: String!
+  kind: ChannelKind!
+  "Switches that differ from the defaults."
+  switches: ChannelSwitchesPatch
+  "The operator mode; INHERIT when absent."
+  operator: OperatorSet
+}
+
+input ChannelPatch {
+  name: String
+}
+
+extend type Query {
+  "People, agents and apps in creation order (owners only)."
+  principals(after: String, limit: Int): PrincipalPage!
+  "The tokens of a principal, without secrets (the person themselves, or an owner)."
+  tokens(principalId: ID!): TokenList!
+  "A group with its members (owners only)."
+  group(id: ID!): Group
+}
+
+extend type Mutation {
+  createPrincipal(input: PrincipalCreate!): PrincipalCreated!
+  updatePrincipal(id: ID!, input: PrincipalPatch!): Principal!
+  createToken(principalId: ID!, input: TokenCreate!): TokenCreated!
+  revokeToken(id: ID!): Token!
+  createGroup(name: String!): Group!
+  updateGroup(id: ID!, name: String!): Group!
+  "Deletes the group, revokes its grants and answers the group as it was."
+  deleteGroup(id: ID!): Group!
+  "People only."
+  addGroupMember(groupId: ID!, principalId: ID!): Group!
+  removeGroupMember(groupId: ID!, principalId: ID!): Group!
+  createSpace(input: SpaceCreate!): Space!
+  updateSpace(id: ID!, input: SpacePatch!): Space!
+  unarchiveSpace(id: ID!): Space!
+  "Creates the channel and, for a text channel, its main thread."
+  createChannel(spaceId: ID!, input: ChannelCreate!): Channel!
+  updateChannel(id: ID!, input: ChannelPatch!): Channel!
+  unarchiveChannel(id: ID!): Channel!
+}
+`, BuiltIn: false},
 	{Name: "../../schema/base.graphqls", Input: `"An RFC 3339 timestamp with milliseconds, in UTC."
 scalar Time
 
@@ -1835,7 +2427,10 @@ type Event {
   seq: String!
   type: String!
   createdAt: Time!
-  channelId: ID!
+  "The channel of the event; null for events about a space as a whole (space.created, space.updated)."
+  channelId: ID
+  "The space of an event about a space as a whole; null for channel events."
+  spaceId: ID
   payload: JSON!
 }
 
@@ -2142,6 +2737,8 @@ func (ec *executionContext) childFields_Event(ctx context.Context, field graphql
 		return ec.fieldContext_Event_createdAt(ctx, field)
 	case "channelId":
 		return ec.fieldContext_Event_channelId(ctx, field)
+	case "spaceId":
+		return ec.fieldContext_Event_spaceId(ctx, field)
 	case "payload":
 		return ec.fieldContext_Event_payload(ctx, field)
 	}
@@ -2180,6 +2777,20 @@ func (ec *executionContext) childFields_Grant(ctx context.Context, field graphql
 		return ec.fieldContext_Grant_revokedAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Grant", field.Name)
+}
+
+func (ec *executionContext) childFields_Group(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Group_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Group_name(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Group_createdAt(ctx, field)
+	case "memberIds":
+		return ec.fieldContext_Group_memberIds(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Group", field.Name)
 }
 
 func (ec *executionContext) childFields_Message(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2264,6 +2875,26 @@ func (ec *executionContext) childFields_Principal(ctx context.Context, field gra
 		return ec.fieldContext_Principal_createdAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Principal", field.Name)
+}
+
+func (ec *executionContext) childFields_PrincipalCreated(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "principal":
+		return ec.fieldContext_PrincipalCreated_principal(ctx, field)
+	case "token":
+		return ec.fieldContext_PrincipalCreated_token(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PrincipalCreated", field.Name)
+}
+
+func (ec *executionContext) childFields_PrincipalPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "principals":
+		return ec.fieldContext_PrincipalPage_principals(ctx, field)
+	case "nextAfter":
+		return ec.fieldContext_PrincipalPage_nextAfter(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PrincipalPage", field.Name)
 }
 
 func (ec *executionContext) childFields_PrincipalRef(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2438,6 +3069,56 @@ func (ec *executionContext) childFields_ThreadCreatedResult(ctx context.Context,
 	return nil, fmt.Errorf("no field named %q was found under type ThreadCreatedResult", field.Name)
 }
 
+func (ec *executionContext) childFields_Token(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Token_id(ctx, field)
+	case "principalId":
+		return ec.fieldContext_Token_principalId(ctx, field)
+	case "kind":
+		return ec.fieldContext_Token_kind(ctx, field)
+	case "label":
+		return ec.fieldContext_Token_label(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Token_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Token_expiresAt(ctx, field)
+	case "lastUsedAt":
+		return ec.fieldContext_Token_lastUsedAt(ctx, field)
+	case "revokedAt":
+		return ec.fieldContext_Token_revokedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Token", field.Name)
+}
+
+func (ec *executionContext) childFields_TokenCreated(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_TokenCreated_id(ctx, field)
+	case "token":
+		return ec.fieldContext_TokenCreated_token(ctx, field)
+	case "principalId":
+		return ec.fieldContext_TokenCreated_principalId(ctx, field)
+	case "kind":
+		return ec.fieldContext_TokenCreated_kind(ctx, field)
+	case "label":
+		return ec.fieldContext_TokenCreated_label(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_TokenCreated_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_TokenCreated_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TokenCreated", field.Name)
+}
+
+func (ec *executionContext) childFields_TokenList(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "tokens":
+		return ec.fieldContext_TokenList_tokens(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TokenList", field.Name)
+}
+
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -2554,6 +3235,28 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Mutation_addGroupMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "groupId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["groupId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "principalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["principalId"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_archiveChannel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2646,6 +3349,28 @@ func (ec *executionContext) field_Mutation_closeThread_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createChannel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "spaceId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["spaceId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ChannelCreate, error) {
+			return ec.unmarshalNChannelCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelCreate(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createGrant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2657,6 +3382,20 @@ func (ec *executionContext) field_Mutation_createGrant_args(ctx context.Context,
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createGroup_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
 	return args, nil
 }
 
@@ -2682,6 +3421,34 @@ func (ec *executionContext) field_Mutation_createMessage_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createPrincipal_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.PrincipalCreate, error) {
+			return ec.unmarshalNPrincipalCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalCreate(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createSpace_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SpaceCreate, error) {
+			return ec.unmarshalNSpaceCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpaceCreate(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createThread_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2701,6 +3468,42 @@ func (ec *executionContext) field_Mutation_createThread_args(ctx context.Context
 		return nil, err
 	}
 	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "principalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["principalId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.TokenCreate, error) {
+			return ec.unmarshalNTokenCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenCreate(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteGroup_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -2762,6 +3565,28 @@ func (ec *executionContext) field_Mutation_moveThread_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_removeGroupMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "groupId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["groupId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "principalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["principalId"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resetAgentSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2777,6 +3602,20 @@ func (ec *executionContext) field_Mutation_resetAgentSession_args(ctx context.Co
 }
 
 func (ec *executionContext) field_Mutation_revokeGrant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -2826,6 +3665,34 @@ func (ec *executionContext) field_Mutation_startRun_args(ctx context.Context, ra
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_unarchiveChannel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_unarchiveSpace_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_updateChannelSwitches_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2840,6 +3707,94 @@ func (ec *executionContext) field_Mutation_updateChannelSwitches_args(ctx contex
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.ChannelSwitchesPatch, error) {
 			return ec.unmarshalNChannelSwitchesPatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelSwitchesPatch(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateChannel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ChannelPatch, error) {
+			return ec.unmarshalNChannelPatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelPatch(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateGroup_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updatePrincipal_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.PrincipalPatch, error) {
+			return ec.unmarshalNPrincipalPatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalPatch(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateSpace_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SpacePatch, error) {
+			return ec.unmarshalNSpacePatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpacePatch(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2920,6 +3875,20 @@ func (ec *executionContext) field_Query_events_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_group_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_message_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2931,6 +3900,28 @@ func (ec *executionContext) field_Query_message_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_principals_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
 	return args, nil
 }
 
@@ -2973,6 +3964,20 @@ func (ec *executionContext) field_Query_thread_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "principalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["principalId"] = arg0
 	return args, nil
 }
 
@@ -3884,14 +4889,37 @@ func (ec *executionContext) _Event_channelId(ctx context.Context, field graphql.
 			return obj.ChannelID, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Event_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Event", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Event_spaceId(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Event_spaceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpaceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Event_spaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Event", field, false, false, "ID")
 }
 
@@ -4178,6 +5206,98 @@ func (ec *executionContext) _Grant_revokedAt(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Grant_revokedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Grant", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Group_id(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Group_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Group_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Group", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Group_name(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Group_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Group_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Group", field, false, false, "String")
+}
+
+func (ec *executionContext) _Group_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Group_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Group_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Group", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Group_memberIds(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Group_memberIds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MemberIds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNID2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Group_memberIds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Group", field, false, false, "ID")
 }
 
 func (ec *executionContext) _Message_id(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
@@ -5215,6 +6335,666 @@ func (ec *executionContext) fieldContext_Mutation_archiveSpace(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createPrincipal(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createPrincipal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreatePrincipal(ctx, fc.Args["input"].(model.PrincipalCreate))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalCreated) graphql.Marshaler {
+			return ec.marshalNPrincipalCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalCreated(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createPrincipal(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalCreated(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createPrincipal_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updatePrincipal(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updatePrincipal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdatePrincipal(ctx, fc.Args["id"].(string), fc.Args["input"].(model.PrincipalPatch))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Principal) graphql.Marshaler {
+			return ec.marshalNPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updatePrincipal(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updatePrincipal_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createToken(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateToken(ctx, fc.Args["principalId"].(string), fc.Args["input"].(model.TokenCreate))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TokenCreated) graphql.Marshaler {
+			return ec.marshalNTokenCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenCreated(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TokenCreated(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createToken_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeToken(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeToken(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Token) graphql.Marshaler {
+			return ec.marshalNToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐToken(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Token(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeToken_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createGroup(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createGroup(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateGroup(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createGroup(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Group(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createGroup_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateGroup(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateGroup(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateGroup(ctx, fc.Args["id"].(string), fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateGroup(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Group(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateGroup_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteGroup(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteGroup(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteGroup(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteGroup(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Group(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteGroup_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_addGroupMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_addGroupMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AddGroupMember(ctx, fc.Args["groupId"].(string), fc.Args["principalId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_addGroupMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Group(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_addGroupMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_removeGroupMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_removeGroupMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RemoveGroupMember(ctx, fc.Args["groupId"].(string), fc.Args["principalId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_removeGroupMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Group(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_removeGroupMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createSpace(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createSpace(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateSpace(ctx, fc.Args["input"].(model.SpaceCreate))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
+			return ec.marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createSpace(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Space(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createSpace_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateSpace(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateSpace(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateSpace(ctx, fc.Args["id"].(string), fc.Args["input"].(model.SpacePatch))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
+			return ec.marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateSpace(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Space(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateSpace_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_unarchiveSpace(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_unarchiveSpace(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UnarchiveSpace(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
+			return ec.marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_unarchiveSpace(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Space(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_unarchiveSpace_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createChannel(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createChannel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateChannel(ctx, fc.Args["spaceId"].(string), fc.Args["input"].(model.ChannelCreate))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createChannel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createChannel_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateChannel(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateChannel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateChannel(ctx, fc.Args["id"].(string), fc.Args["input"].(model.ChannelPatch))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateChannel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateChannel_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_unarchiveChannel(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_unarchiveChannel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UnarchiveChannel(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_unarchiveChannel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_unarchiveChannel_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_startRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5663,6 +7443,116 @@ func (ec *executionContext) fieldContext_Principal_createdAt(_ context.Context, 
 	return graphql.NewScalarFieldContext("Principal", field, false, false, "Time")
 }
 
+func (ec *executionContext) _PrincipalCreated_principal(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalCreated) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PrincipalCreated_principal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Principal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Principal) graphql.Marshaler {
+			return ec.marshalNPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PrincipalCreated_principal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PrincipalCreated",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PrincipalCreated_token(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalCreated) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PrincipalCreated_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PrincipalCreated_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PrincipalCreated", field, false, false, "String")
+}
+
+func (ec *executionContext) _PrincipalPage_principals(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PrincipalPage_principals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Principals, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Principal) graphql.Marshaler {
+			return ec.marshalNPrincipal2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PrincipalPage_principals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PrincipalPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PrincipalPage_nextAfter(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PrincipalPage_nextAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PrincipalPage_nextAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PrincipalPage", field, false, false, "String")
+}
+
 func (ec *executionContext) _PrincipalRef_id(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalRef) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5783,6 +7673,138 @@ func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field g
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Principal(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_principals(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_principals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Principals(ctx, fc.Args["after"].(*string), fc.Args["limit"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalPage) graphql.Marshaler {
+			return ec.marshalNPrincipalPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_principals(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_principals_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_tokens(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_tokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Tokens(ctx, fc.Args["principalId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TokenList) graphql.Marshaler {
+			return ec.marshalNTokenList2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenList(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_tokens(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TokenList(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_tokens_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_group(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_group(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Group(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalOGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_group(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Group(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_group_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -7643,6 +9665,383 @@ func (ec *executionContext) fieldContext_ThreadCreatedResult_replayed(_ context.
 	return graphql.NewScalarFieldContext("ThreadCreatedResult", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _Token_id(ctx context.Context, field graphql.CollectedField, obj *model.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Token_principalId(ctx context.Context, field graphql.CollectedField, obj *model.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_principalId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PrincipalID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_principalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Token_kind(ctx context.Context, field graphql.CollectedField, obj *model.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TokenKind) graphql.Marshaler {
+			return ec.marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "TokenKind")
+}
+
+func (ec *executionContext) _Token_label(ctx context.Context, field graphql.CollectedField, obj *model.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_label(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Label, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_label(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "String")
+}
+
+func (ec *executionContext) _Token_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Token_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Token_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Token_lastUsedAt(ctx context.Context, field graphql.CollectedField, obj *model.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_lastUsedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastUsedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Token_lastUsedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Token_revokedAt(ctx context.Context, field graphql.CollectedField, obj *model.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_revokedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RevokedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Token_revokedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TokenCreated_id(ctx context.Context, field graphql.CollectedField, obj *model.TokenCreated) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenCreated_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenCreated_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenCreated", field, false, false, "ID")
+}
+
+func (ec *executionContext) _TokenCreated_token(ctx context.Context, field graphql.CollectedField, obj *model.TokenCreated) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenCreated_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenCreated_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenCreated", field, false, false, "String")
+}
+
+func (ec *executionContext) _TokenCreated_principalId(ctx context.Context, field graphql.CollectedField, obj *model.TokenCreated) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenCreated_principalId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PrincipalID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenCreated_principalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenCreated", field, false, false, "ID")
+}
+
+func (ec *executionContext) _TokenCreated_kind(ctx context.Context, field graphql.CollectedField, obj *model.TokenCreated) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenCreated_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TokenKind) graphql.Marshaler {
+			return ec.marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenCreated_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenCreated", field, false, false, "TokenKind")
+}
+
+func (ec *executionContext) _TokenCreated_label(ctx context.Context, field graphql.CollectedField, obj *model.TokenCreated) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenCreated_label(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Label, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenCreated_label(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenCreated", field, false, false, "String")
+}
+
+func (ec *executionContext) _TokenCreated_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.TokenCreated) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenCreated_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenCreated_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenCreated", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TokenCreated_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.TokenCreated) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenCreated_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TokenCreated_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenCreated", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TokenList_tokens(ctx context.Context, field graphql.CollectedField, obj *model.TokenList) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenList_tokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Token) graphql.Marshaler {
+			return ec.marshalNToken2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenList_tokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TokenList",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Token(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8716,6 +11115,111 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputChannelCreate(ctx context.Context, obj any) (model.ChannelCreate, error) {
+	var it model.ChannelCreate
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "kind", "switches", "operator"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "switches":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("switches"))
+			data, err := ec.unmarshalOChannelSwitchesPatch2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelSwitchesPatch(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Switches = data
+		case "operator":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("operator"))
+			data, err := ec.unmarshalOOperatorSet2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorSet(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Operator = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalChannelCreate unmarshals raw into the ChannelCreate input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalChannelCreate(ctx context.Context, raw any) (model.ChannelCreate, error) {
+	var out model.ChannelCreate
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ChannelCreate", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputChannelPatch(ctx context.Context, obj any) (model.ChannelPatch, error) {
+	var it model.ChannelPatch
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalChannelPatch unmarshals raw into the ChannelPatch input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalChannelPatch(ctx context.Context, raw any) (model.ChannelPatch, error) {
+	var out model.ChannelPatch
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ChannelPatch", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputChannelSwitchesPatch(ctx context.Context, obj any) (model.ChannelSwitchesPatch, error) {
 	var it model.ChannelSwitchesPatch
 	if obj == nil {
@@ -8975,6 +11479,139 @@ func UnmarshalOperatorSet(ctx context.Context, raw any) (model.OperatorSet, erro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputPrincipalCreate(ctx context.Context, obj any) (model.PrincipalCreate, error) {
+	var it model.PrincipalCreate
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"kind", "handle", "displayName", "email", "isOwner"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "handle":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("handle"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Handle = data
+		case "displayName":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("displayName"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DisplayName = data
+		case "email":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("email"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Email = data
+		case "isOwner":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("isOwner"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IsOwner = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalPrincipalCreate unmarshals raw into the PrincipalCreate input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalPrincipalCreate(ctx context.Context, raw any) (model.PrincipalCreate, error) {
+	var out model.PrincipalCreate
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "PrincipalCreate", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputPrincipalPatch(ctx context.Context, obj any) (model.PrincipalPatch, error) {
+	var it model.PrincipalPatch
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"displayName", "email", "status", "isOwner"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "displayName":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("displayName"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DisplayName = data
+		case "email":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("email"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Email = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "isOwner":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("isOwner"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IsOwner = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalPrincipalPatch unmarshals raw into the PrincipalPatch input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalPrincipalPatch(ctx context.Context, raw any) (model.PrincipalPatch, error) {
+	var out model.PrincipalPatch
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "PrincipalPatch", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputRunFinish(ctx context.Context, obj any) (model.RunFinish, error) {
 	var it model.RunFinish
 	if obj == nil {
@@ -9021,6 +11658,111 @@ func (ec *executionContext) unmarshalInputRunFinish(ctx context.Context, obj any
 func UnmarshalRunFinish(ctx context.Context, raw any) (model.RunFinish, error) {
 	var out model.RunFinish
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "RunFinish", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputSpaceCreate(ctx context.Context, obj any) (model.SpaceCreate, error) {
+	var it model.SpaceCreate
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "defaultOperatorAgentId"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "defaultOperatorAgentId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("defaultOperatorAgentId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DefaultOperatorAgentID = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSpaceCreate unmarshals raw into the SpaceCreate input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSpaceCreate(ctx context.Context, raw any) (model.SpaceCreate, error) {
+	var out model.SpaceCreate
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SpaceCreate", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputSpacePatch(ctx context.Context, obj any) (model.SpacePatch, error) {
+	var it model.SpacePatch
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "defaultOperatorAgentId", "clearDefaultOperator"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "defaultOperatorAgentId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("defaultOperatorAgentId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DefaultOperatorAgentID = data
+		case "clearDefaultOperator":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearDefaultOperator"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearDefaultOperator = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSpacePatch unmarshals raw into the SpacePatch input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSpacePatch(ctx context.Context, raw any) (model.SpacePatch, error) {
+	var out model.SpacePatch
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SpacePatch", raw, &out)
 	return out, err
 }
 
@@ -9077,6 +11819,55 @@ func (ec *executionContext) unmarshalInputThreadCreate(ctx context.Context, obj 
 func UnmarshalThreadCreate(ctx context.Context, raw any) (model.ThreadCreate, error) {
 	var out model.ThreadCreate
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ThreadCreate", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputTokenCreate(ctx context.Context, obj any) (model.TokenCreate, error) {
+	var it model.TokenCreate
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"label", "ttl"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "label":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("label"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Label = data
+		case "ttl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ttl"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TTL = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTokenCreate unmarshals raw into the TokenCreate input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTokenCreate(ctx context.Context, raw any) (model.TokenCreate, error) {
+	var out model.TokenCreate
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TokenCreate", raw, &out)
 	return out, err
 }
 
@@ -9439,7 +12230,12 @@ func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, ob
 			}
 		case "channelId":
 			out.Values[i] = ec._Event_channelId(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "spaceId":
+			out.Values[i] = ec._Event_spaceId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "payload":
@@ -9556,6 +12352,54 @@ func (ec *executionContext) _Grant(ctx context.Context, sel ast.SelectionSet, ob
 		case "revokedAt":
 			out.Values[i] = ec._Grant_revokedAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var groupImplementors = []string{"Group"}
+
+func (ec *executionContext) _Group(ctx context.Context, sel ast.SelectionSet, obj *model.Group) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, groupImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Group")
+		case "id":
+			out.Values[i] = ec._Group_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Group_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Group_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "memberIds":
+			out.Values[i] = ec._Group_memberIds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -9865,6 +12709,111 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createPrincipal":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createPrincipal(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatePrincipal":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updatePrincipal(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createToken":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createToken(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeToken":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeToken(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createGroup":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createGroup(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateGroup":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateGroup(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteGroup":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteGroup(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "addGroupMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_addGroupMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "removeGroupMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_removeGroupMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createSpace":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createSpace(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateSpace":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateSpace(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unarchiveSpace":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_unarchiveSpace(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createChannel":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createChannel(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateChannel":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateChannel(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unarchiveChannel":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_unarchiveChannel(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "startRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startRun(ctx, field)
@@ -9992,6 +12941,82 @@ func (ec *executionContext) _Principal(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var principalCreatedImplementors = []string{"PrincipalCreated"}
+
+func (ec *executionContext) _PrincipalCreated(ctx context.Context, sel ast.SelectionSet, obj *model.PrincipalCreated) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, principalCreatedImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PrincipalCreated")
+		case "principal":
+			out.Values[i] = ec._PrincipalCreated_principal(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "token":
+			out.Values[i] = ec._PrincipalCreated_token(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var principalPageImplementors = []string{"PrincipalPage"}
+
+func (ec *executionContext) _PrincipalPage(ctx context.Context, sel ast.SelectionSet, obj *model.PrincipalPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, principalPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PrincipalPage")
+		case "principals":
+			out.Values[i] = ec._PrincipalPage_principals(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nextAfter":
+			out.Values[i] = ec._PrincipalPage_nextAfter(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var principalRefImplementors = []string{"PrincipalRef"}
 
 func (ec *executionContext) _PrincipalRef(ctx context.Context, sel ast.SelectionSet, obj *model.PrincipalRef) graphql.Marshaler {
@@ -10064,6 +13089,24 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_viewer(ctx, field)
+				})
+		case "principals":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_principals(ctx, field)
+				})
+		case "tokens":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_tokens(ctx, field)
+				})
+		case "group":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_group(ctx, field)
 				})
 		case "space":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -10634,6 +13677,170 @@ func (ec *executionContext) _ThreadCreatedResult(ctx context.Context, sel ast.Se
 	return out
 }
 
+var tokenImplementors = []string{"Token"}
+
+func (ec *executionContext) _Token(ctx context.Context, sel ast.SelectionSet, obj *model.Token) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Token")
+		case "id":
+			out.Values[i] = ec._Token_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "principalId":
+			out.Values[i] = ec._Token_principalId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._Token_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "label":
+			out.Values[i] = ec._Token_label(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Token_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Token_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "lastUsedAt":
+			out.Values[i] = ec._Token_lastUsedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "revokedAt":
+			out.Values[i] = ec._Token_revokedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var tokenCreatedImplementors = []string{"TokenCreated"}
+
+func (ec *executionContext) _TokenCreated(ctx context.Context, sel ast.SelectionSet, obj *model.TokenCreated) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenCreatedImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TokenCreated")
+		case "id":
+			out.Values[i] = ec._TokenCreated_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "token":
+			out.Values[i] = ec._TokenCreated_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "principalId":
+			out.Values[i] = ec._TokenCreated_principalId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._TokenCreated_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "label":
+			out.Values[i] = ec._TokenCreated_label(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._TokenCreated_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._TokenCreated_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var tokenListImplementors = []string{"TokenList"}
+
+func (ec *executionContext) _TokenList(ctx context.Context, sel ast.SelectionSet, obj *model.TokenList) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenListImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TokenList")
+		case "tokens":
+			out.Values[i] = ec._TokenList_tokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var __DirectiveImplementors = []string{"__Directive"}
 
 func (ec *executionContext) ___Directive(ctx context.Context, sel ast.SelectionSet, obj *introspection.Directive) graphql.Marshaler {
@@ -11082,6 +14289,11 @@ func (ec *executionContext) marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋg
 	return ec._Channel(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNChannelCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelCreate(ctx context.Context, v any) (model.ChannelCreate, error) {
+	res, err := ec.unmarshalInputChannelCreate(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx context.Context, v any) (model.ChannelKind, error) {
 	var res model.ChannelKind
 	err := res.UnmarshalGQL(v)
@@ -11090,6 +14302,11 @@ func (ec *executionContext) unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothy�
 
 func (ec *executionContext) marshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx context.Context, sel ast.SelectionSet, v model.ChannelKind) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) unmarshalNChannelPatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelPatch(ctx context.Context, v any) (model.ChannelPatch, error) {
+	res, err := ec.unmarshalInputChannelPatch(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNChannelSwitches2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelSwitches(ctx context.Context, sel ast.SelectionSet, v *model.ChannelSwitches) graphql.Marshaler {
@@ -11160,6 +14377,14 @@ func (ec *executionContext) marshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋg
 	return v
 }
 
+func (ec *executionContext) marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Group!")
+		return graphql.Null
+	}
+	return ec._Group(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -11172,6 +14397,35 @@ func (ec *executionContext) marshalNID2string(ctx context.Context, sel ast.Selec
 		graphql.AddInvalidNullFromMarshaler(ctx, "ID!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNID2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNID2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNID2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
@@ -11291,12 +14545,41 @@ func (ec *executionContext) unmarshalNOperatorSet2bothyᚗexampleᚗcomᚋbothy�
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNPrincipal2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Principal) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *model.Principal) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Principal!")
 		return graphql.Null
 	}
 	return ec._Principal(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNPrincipalCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalCreate(ctx context.Context, v any) (model.PrincipalCreate, error) {
+	res, err := ec.unmarshalInputPrincipalCreate(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPrincipalCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalCreated(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalCreated) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PrincipalCreated!")
+		return graphql.Null
+	}
+	return ec._PrincipalCreated(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalKind(ctx context.Context, v any) (model.PrincipalKind, error) {
@@ -11307,6 +14590,19 @@ func (ec *executionContext) unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋboth
 
 func (ec *executionContext) marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalKind(ctx context.Context, sel ast.SelectionSet, v model.PrincipalKind) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNPrincipalPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalPage(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalPage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PrincipalPage!")
+		return graphql.Null
+	}
+	return ec._PrincipalPage(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNPrincipalPatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalPatch(ctx context.Context, v any) (model.PrincipalPatch, error) {
+	res, err := ec.unmarshalInputPrincipalPatch(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNPrincipalRef2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRefᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PrincipalRef) graphql.Marshaler {
@@ -11444,6 +14740,16 @@ func (ec *executionContext) marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgra
 	return ec._Space(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNSpaceCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpaceCreate(ctx context.Context, v any) (model.SpaceCreate, error) {
+	res, err := ec.unmarshalInputSpaceCreate(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNSpacePatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpacePatch(ctx context.Context, v any) (model.SpacePatch, error) {
+	res, err := ec.unmarshalInputSpacePatch(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -11531,6 +14837,61 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNToken2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Token) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐToken(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐToken(ctx context.Context, sel ast.SelectionSet, v *model.Token) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Token!")
+		return graphql.Null
+	}
+	return ec._Token(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNTokenCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenCreate(ctx context.Context, v any) (model.TokenCreate, error) {
+	res, err := ec.unmarshalInputTokenCreate(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTokenCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenCreated(ctx context.Context, sel ast.SelectionSet, v *model.TokenCreated) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TokenCreated!")
+		return graphql.Null
+	}
+	return ec._TokenCreated(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenKind(ctx context.Context, v any) (model.TokenKind, error) {
+	var res model.TokenKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenKind(ctx context.Context, sel ast.SelectionSet, v model.TokenKind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNTokenList2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenList(ctx context.Context, sel ast.SelectionSet, v *model.TokenList) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TokenList!")
+		return graphql.Null
+	}
+	return ec._TokenList(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerKind(ctx context.Context, v any) (model.TriggerKind, error) {
@@ -11732,6 +15093,21 @@ func (ec *executionContext) marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋg
 	return ec._Channel(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOChannelSwitchesPatch2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelSwitchesPatch(ctx context.Context, v any) (*model.ChannelSwitchesPatch, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputChannelSwitchesPatch(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Group(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {
 	if v == nil {
 		return nil, nil
@@ -11791,11 +15167,35 @@ func (ec *executionContext) marshalOMessageCreateKind2ᚖbothyᚗexampleᚗcom�
 	return v
 }
 
+func (ec *executionContext) unmarshalOOperatorSet2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorSet(ctx context.Context, v any) (*model.OperatorSet, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputOperatorSet(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalOPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._PrincipalRef(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx context.Context, v any) (*model.PrincipalStatus, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.PrincipalStatus)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalStatus) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {

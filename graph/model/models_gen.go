@@ -57,6 +57,19 @@ type Channel struct {
 	MainThreadID *string `json:"mainThreadId,omitempty"`
 }
 
+type ChannelCreate struct {
+	Name string      `json:"name"`
+	Kind ChannelKind `json:"kind"`
+	// Switches that differ from the defaults.
+	Switches *ChannelSwitchesPatch `json:"switches,omitempty"`
+	// The operator mode; INHERIT when absent.
+	Operator *OperatorSet `json:"operator,omitempty"`
+}
+
+type ChannelPatch struct {
+	Name *string `json:"name,omitempty"`
+}
+
 type ChannelSwitches struct {
 	FreeResponse         bool `json:"freeResponse"`
 	AllowMentionedAgents bool `json:"allowMentionedAgents"`
@@ -72,11 +85,14 @@ type ChannelSwitchesPatch struct {
 }
 
 type Event struct {
-	Seq       string         `json:"seq"`
-	Type      string         `json:"type"`
-	CreatedAt time.Time      `json:"createdAt"`
-	ChannelID string         `json:"channelId"`
-	Payload   map[string]any `json:"payload"`
+	Seq       string    `json:"seq"`
+	Type      string    `json:"type"`
+	CreatedAt time.Time `json:"createdAt"`
+	// The channel of the event; null for events about a space as a whole (space.created, space.updated).
+	ChannelID *string `json:"channelId,omitempty"`
+	// The space of an event about a space as a whole; null for channel events.
+	SpaceID *string        `json:"spaceId,omitempty"`
+	Payload map[string]any `json:"payload"`
 }
 
 type EventPage struct {
@@ -103,6 +119,15 @@ type GrantCreate struct {
 	TargetID    string      `json:"targetId"`
 	Level       GrantLevel  `json:"level"`
 	ExpiresAt   *time.Time  `json:"expiresAt,omitempty"`
+}
+
+// A named set of people that grants can name.
+type Group struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	// The people in the group, in id order.
+	MemberIds []string `json:"memberIds"`
 }
 
 type Message struct {
@@ -170,6 +195,40 @@ type Principal struct {
 	CreatedAt time.Time       `json:"createdAt"`
 }
 
+type PrincipalCreate struct {
+	Kind PrincipalKind `json:"kind"`
+	// Unique, lowercase: [a-z0-9][a-z0-9_-]{1,31}.
+	Handle      string `json:"handle"`
+	DisplayName string `json:"displayName"`
+	// People only.
+	Email *string `json:"email,omitempty"`
+	// People only: make the person an owner of the instance.
+	IsOwner *bool `json:"isOwner,omitempty"`
+}
+
+// A new principal. Agents and apps get their first token here; its secret is shown in this answer only. People get none (create one with createToken).
+type PrincipalCreated struct {
+	Principal *Principal `json:"principal"`
+	// The first token of an agent or app; null for a person.
+	Token *string `json:"token,omitempty"`
+}
+
+type PrincipalPage struct {
+	Principals []*Principal `json:"principals"`
+	// The cursor for the next page; null when this page is the last.
+	NextAfter *string `json:"nextAfter,omitempty"`
+}
+
+type PrincipalPatch struct {
+	DisplayName *string `json:"displayName,omitempty"`
+	// People only; an empty string removes the address.
+	Email *string `json:"email,omitempty"`
+	// ACTIVE or DISABLED. A disabled principal's tokens stop working at once.
+	Status *PrincipalStatus `json:"status,omitempty"`
+	// People only. The last active owner cannot be demoted.
+	IsOwner *bool `json:"isOwner,omitempty"`
+}
+
 // How a principal is shown to others: never with an e-mail address.
 type PrincipalRef struct {
 	ID          string        `json:"id"`
@@ -200,6 +259,20 @@ type Space struct {
 	Archived               bool    `json:"archived"`
 }
 
+type SpaceCreate struct {
+	Name string `json:"name"`
+	// The agent that operates the space's channels in mode inherit.
+	DefaultOperatorAgentID *string `json:"defaultOperatorAgentId,omitempty"`
+}
+
+type SpacePatch struct {
+	Name *string `json:"name,omitempty"`
+	// Sets the default operator (an active agent).
+	DefaultOperatorAgentID *string `json:"defaultOperatorAgentId,omitempty"`
+	// Removes the default operator; not together with defaultOperatorAgentId.
+	ClearDefaultOperator *bool `json:"clearDefaultOperator,omitempty"`
+}
+
 type Thread struct {
 	ID              string       `json:"id"`
 	ChannelID       string       `json:"channelId"`
@@ -226,6 +299,46 @@ type ThreadCreatedResult struct {
 	Thread       *Thread  `json:"thread"`
 	FirstMessage *Message `json:"firstMessage"`
 	Replayed     bool     `json:"replayed"`
+}
+
+// A token as listed: never its secret or its hash.
+type Token struct {
+	ID          string    `json:"id"`
+	PrincipalID string    `json:"principalId"`
+	Kind        TokenKind `json:"kind"`
+	Label       string    `json:"label"`
+	CreatedAt   time.Time `json:"createdAt"`
+	// Null for a token without expiry.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// When the token last authenticated a request (written at most once a minute); null when never used.
+	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
+	// Null while the token is not revoked.
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+}
+
+type TokenCreate struct {
+	// A note for the holder, at most 100 characters.
+	Label *string `json:"label,omitempty"`
+	// Lifetime in seconds; 0 means no expiry; absent takes token.default_ttl. Negative values are refused.
+	TTL *int `json:"ttl,omitempty"`
+}
+
+// A new token. The secret in `token` is shown in this answer only.
+type TokenCreated struct {
+	ID string `json:"id"`
+	// The secret: send it as `Authorization: Bearer <token>`. It is not stored and never shown again.
+	Token       string    `json:"token"`
+	PrincipalID string    `json:"principalId"`
+	Kind        TokenKind `json:"kind"`
+	Label       string    `json:"label"`
+	CreatedAt   time.Time `json:"createdAt"`
+	// Null for a token without expiry.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+type TokenList struct {
+	// Newest first, revoked and expired ones included.
+	Tokens []*Token `json:"tokens"`
 }
 
 type ChannelKind string
@@ -1205,6 +1318,64 @@ func (e *TitleSource) UnmarshalJSON(b []byte) error {
 }
 
 func (e TitleSource) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// The kind of a token, which follows the kind of its holder.
+type TokenKind string
+
+const (
+	TokenKindSession TokenKind = "SESSION"
+	TokenKindAgent   TokenKind = "AGENT"
+	TokenKindApp     TokenKind = "APP"
+)
+
+var AllTokenKind = []TokenKind{
+	TokenKindSession,
+	TokenKindAgent,
+	TokenKindApp,
+}
+
+func (e TokenKind) IsValid() bool {
+	switch e {
+	case TokenKindSession, TokenKindAgent, TokenKindApp:
+		return true
+	}
+	return false
+}
+
+func (e TokenKind) String() string {
+	return string(e)
+}
+
+func (e *TokenKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TokenKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TokenKind", str)
+	}
+	return nil
+}
+
+func (e TokenKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TokenKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TokenKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

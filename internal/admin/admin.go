@@ -1,7 +1,10 @@
-// Package admin owns the owner actions of the instance: grants, channel
-// operators, channel switches and archiving. Each is decided by authz
-// (owner only, audited on allow) and written in one unit of work with an
-// access.changed event in every channel whose rights it changes.
+// Package admin owns the owner actions of the instance: people, agents and
+// apps, their tokens, groups, spaces, channels, grants, channel operators,
+// switches and archiving. Each is decided by authz (owner only, or a person
+// on their own tokens; audited on allow and deny) and written in one unit
+// of work with the events that tell clients what changed: access.changed in
+// every channel whose rights it changes, space.* and channel.* where a
+// space or channel was created or changed.
 package admin
 
 import (
@@ -16,7 +19,6 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/db"
-	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -28,11 +30,48 @@ type Service struct {
 	chat   *chat.Service
 	ident  *identity.Service
 	events *events.Log
+	opts   Options
+}
+
+// Options are the admin module's settings.
+type Options struct {
+	// TokenTTL is token.default_ttl: the lifetime of tokens created without
+	// one (zero: no expiry).
+	TokenTTL time.Duration
+	// PrincipalListDefault and PrincipalListMax bound listPrincipals pages.
+	PrincipalListDefault, PrincipalListMax int
+	// Access, when set, is told when a principal may have lost rights
+	// (disabled, demoted, removed from a group), so that the runtime can
+	// end what they may no longer do.
+	Access AccessWatcher
+}
+
+// AccessWatcher learns of changes that may take rights away. The runtime
+// implements it: runs started by someone who lost trigger end, waiting long
+// polls of a disabled agent answer.
+type AccessWatcher interface {
+	// AccessLost is called after the change committed, with the principals
+	// whose rights may have shrunk (none: re-check everybody's in the
+	// channels, e.g. after an archive).
+	AccessLost(ctx context.Context, principalIDs []string)
 }
 
 // NewService returns the admin service.
-func NewService(pool db.Querier, uow *db.UnitOfWork, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log) *Service {
-	return &Service{pool: pool, uow: uow, authz: az, chat: c, ident: ident, events: ev}
+func NewService(pool db.Querier, uow *db.UnitOfWork, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log, opts Options) *Service {
+	if opts.PrincipalListDefault == 0 {
+		opts.PrincipalListDefault = 50
+	}
+	if opts.PrincipalListMax == 0 {
+		opts.PrincipalListMax = 200
+	}
+	return &Service{pool: pool, uow: uow, authz: az, chat: c, ident: ident, events: ev, opts: opts}
+}
+
+// accessLost tells the watcher, if any.
+func (s *Service) accessLost(ctx context.Context, ids ...string) {
+	if s.opts.Access != nil {
+		s.opts.Access.AccessLost(ctx, ids)
+	}
 }
 
 // GrantInput is the body of a grant create.
@@ -64,14 +103,10 @@ func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in 
 		}
 		personOrGroup = p.Kind == identity.KindUser
 	case "group":
-		var exists bool
-		if ids.Valid(in.SubjectID) {
-			if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM groups WHERE id = $1)`, in.SubjectID).Scan(&exists); err != nil {
-				return authz.Grant{}, problem.Internal(err)
-			}
-		}
-		if !exists {
+		if _, err := s.ident.GetGroup(ctx, nil, in.SubjectID); errors.Is(err, identity.ErrGroupNotFound) {
 			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
+		} else if err != nil {
+			return authz.Grant{}, problem.Internal(err)
 		}
 	}
 	var out authz.Grant

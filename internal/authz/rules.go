@@ -61,6 +61,13 @@ const (
 	KindRun     ResourceKind = "run"
 	KindGrant   ResourceKind = "grant"
 	KindAgent   ResourceKind = "agent_stream"
+	// The instance-level kinds of administration: principals, their
+	// tokens, groups, and the instance itself (for creates without a
+	// parent).
+	KindPrincipal ResourceKind = "principal"
+	KindToken     ResourceKind = "token"
+	KindGroup     ResourceKind = "group"
+	KindInstance  ResourceKind = "instance"
 )
 
 // Path locates a resource: where it lives and the facts the rules need.
@@ -77,8 +84,17 @@ type Path struct {
 	ChannelOperator, ThreadOperator string
 	ChannelArchived, SpaceArchived  bool
 	// AuthorID is the author of a message; OwnerID the principal an
-	// agent-self action is reserved to (a run's agent).
+	// agent-self action is reserved to (a run's agent), or the principal a
+	// self-service action is reserved to (a principal itself, a token's
+	// holder).
 	AuthorID, OwnerID string
+	// Global marks an instance-level resource (the instance, a principal, a
+	// group, a token): rights on it come from no grant. Every active
+	// principal may see it, owners hold every right on it.
+	Global bool
+	// Private narrows Global: only OwnerID and owners see the resource (a
+	// token is nobody else's business).
+	Private bool
 }
 
 // Archived reports whether the archive cap applies.
@@ -104,6 +120,16 @@ func ActorOf(p identity.Principal) Actor {
 func EffectiveLevel(a Actor, grant Level, p Path) Level {
 	if !a.Active {
 		return None
+	}
+	if p.Global {
+		switch {
+		case a.Owner:
+			return Trigger
+		case p.Private && a.ID != p.OwnerID:
+			return None
+		default:
+			return Read
+		}
 	}
 	l := grant
 	if a.Owner {
@@ -164,6 +190,26 @@ const (
 	ChannelArchive       Action = "channel.archive"
 	SpaceArchive         Action = "space.archive"
 	EventsList           Action = "events.list"
+	// Administration (owners only, audited): people, agents, apps, tokens,
+	// groups, spaces and channels.
+	PrincipalCreate   Action = "principal.create"
+	PrincipalUpdate   Action = "principal.update"
+	PrincipalList     Action = "principal.list"
+	TokenCreate       Action = "token.create"
+	TokenList         Action = "token.list"
+	TokenRevoke       Action = "token.revoke"
+	GroupCreate       Action = "group.create"
+	GroupRead         Action = "group.read"
+	GroupUpdate       Action = "group.update"
+	GroupDelete       Action = "group.delete"
+	GroupMemberAdd    Action = "group.member.add"
+	GroupMemberRemove Action = "group.member.remove"
+	SpaceCreate       Action = "space.create"
+	SpaceUpdate       Action = "space.update"
+	SpaceUnarchive    Action = "space.unarchive"
+	ChannelCreate     Action = "channel.create"
+	ChannelUpdate     Action = "channel.update"
+	ChannelUnarchive  Action = "channel.unarchive"
 	// ViewerRead reads the caller itself; it needs no resource.
 	ViewerRead Action = "viewer.read"
 )
@@ -179,6 +225,9 @@ const (
 	needAuthorOrOwner
 	needTriggerOrAgentSelf
 	needAgent
+	// needSelfOrOwner: a person acting on what is theirs (OwnerID), or an
+	// owner acting on anybody's.
+	needSelfOrOwner
 )
 
 // Spec is one row of the action table: what an action requires, its
@@ -218,6 +267,24 @@ var Table = map[Action]Spec{
 	ChannelSwitchesPatch: {needOwner, ratelimit.Admin, true},
 	ChannelArchive:       {needOwner, ratelimit.Admin, true},
 	SpaceArchive:         {needOwner, ratelimit.Admin, true},
+	PrincipalCreate:      {needOwner, ratelimit.Admin, true},
+	PrincipalUpdate:      {needOwner, ratelimit.Admin, true},
+	PrincipalList:        {needOwner, ratelimit.Admin, true},
+	TokenCreate:          {needSelfOrOwner, ratelimit.Admin, true},
+	TokenList:            {needSelfOrOwner, ratelimit.Admin, true},
+	TokenRevoke:          {needSelfOrOwner, ratelimit.Admin, true},
+	GroupCreate:          {needOwner, ratelimit.Admin, true},
+	GroupRead:            {needOwner, ratelimit.Admin, true},
+	GroupUpdate:          {needOwner, ratelimit.Admin, true},
+	GroupDelete:          {needOwner, ratelimit.Admin, true},
+	GroupMemberAdd:       {needOwner, ratelimit.Admin, true},
+	GroupMemberRemove:    {needOwner, ratelimit.Admin, true},
+	SpaceCreate:          {needOwner, ratelimit.Admin, true},
+	SpaceUpdate:          {needOwner, ratelimit.Admin, true},
+	SpaceUnarchive:       {needOwner, ratelimit.Admin, true},
+	ChannelCreate:        {needOwner, ratelimit.Admin, true},
+	ChannelUpdate:        {needOwner, ratelimit.Admin, true},
+	ChannelUnarchive:     {needOwner, ratelimit.Admin, true},
 }
 
 // Reasons of denials (audit and body).
@@ -323,7 +390,20 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 		}
 		return Decision{Allow: true, Level: level}
 	case needOwner:
+		// Only people own the instance: an agent or app is refused for
+		// what it is, a person for the level it lacks.
+		if a.Kind != identity.KindUser {
+			return deny(problem.Forbidden, ReasonSubjectKind, level)
+		}
 		if a.Owner && a.Active {
+			return Decision{Allow: true, Level: level}
+		}
+		return deny(problem.Forbidden, ReasonLevel, level)
+	case needSelfOrOwner:
+		if a.Kind != identity.KindUser {
+			return deny(problem.Forbidden, ReasonSubjectKind, level)
+		}
+		if a.Owner || a.ID == p.OwnerID {
 			return Decision{Allow: true, Level: level}
 		}
 		return deny(problem.Forbidden, ReasonLevel, level)

@@ -110,13 +110,17 @@ func (s *Service) q(q db.Querier) db.Querier {
 	return q
 }
 
-// CreateSpace stores a space with an optional default operator agent.
+// CreateSpace stores a space with an optional default operator agent. A
+// bad name is a validation error, a taken one 409 name_taken.
 func (s *Service) CreateSpace(ctx context.Context, q db.Querier, name, defaultOperator string) (Space, error) {
+	if err := CheckName(name, "/name"); err != nil {
+		return Space{}, err
+	}
 	sp := Space{ID: ids.New(), Name: name, DefaultOperatorAgentID: defaultOperator}
 	sqlText, args := db.SQL.Insert("spaces").Columns("id", "name", "default_operator_agent_id", "created_at").
 		Values(sp.ID, name, db.Nullable(defaultOperator), s.clock.Now()).MustSql()
 	if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
-		return Space{}, fmt.Errorf("create space: %w", err)
+		return Space{}, nameConflict(err, "create space")
 	}
 	return sp, nil
 }
@@ -137,8 +141,20 @@ type NewChannel struct {
 	CreatedBy            string
 }
 
-// CreateChannel stores a channel and, for a text channel, its main thread.
+// CreateChannel stores a channel and, for a text channel, its main thread,
+// through q: give it a unit of work's transaction so that the two commit
+// together. A bad name, kind or switch is a validation error, a name taken
+// in the space 409 name_taken.
 func (s *Service) CreateChannel(ctx context.Context, q db.Querier, nc NewChannel) (Channel, error) {
+	if err := CheckName(nc.Name, "/name"); err != nil {
+		return Channel{}, err
+	}
+	if nc.Kind != "text" && nc.Kind != "forum" {
+		return Channel{}, problem.Invalid(problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
+	}
+	if err := s.CheckSwitches(SwitchesPatch{HistoryBackfillLimit: nc.HistoryBackfillLimit}, "/switches"); err != nil {
+		return Channel{}, err
+	}
 	sw := Switches{AutoThread: true, HistoryBackfillLimit: s.backfillDefault}
 	if nc.FreeResponse != nil {
 		sw.FreeResponse = *nc.FreeResponse
@@ -161,7 +177,7 @@ func (s *Service) CreateChannel(ctx context.Context, q db.Querier, nc NewChannel
 		Columns("id", "space_id", "name", "kind", "operator_mode", "operator_agent_id", "free_response", "allow_mentioned_agents", "auto_thread", "history_backfill_limit", "created_at").
 		Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, db.Nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
 	if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
-		return Channel{}, fmt.Errorf("create channel: %w", err)
+		return Channel{}, nameConflict(err, "create channel")
 	}
 	if nc.Kind == "text" {
 		sqlText, args = db.SQL.Insert("threads").Columns("id", "channel_id", "kind", "created_by", "created_at").

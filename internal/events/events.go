@@ -26,6 +26,13 @@ const (
 	ThreadMoved     = "thread.moved"
 	RunStateChanged = "run.state_changed"
 	AccessChanged   = "access.changed"
+	// Administration: a space or channel was created or changed. Space
+	// events belong to the space (no channel); channel events to the
+	// channel.
+	SpaceCreated   = "space.created"
+	SpaceUpdated   = "space.updated"
+	ChannelCreated = "channel.created"
+	ChannelUpdated = "channel.updated"
 )
 
 // The agent event types (spec domain.md 10); they go to one agent's stream.
@@ -47,6 +54,9 @@ type Event struct {
 	Seq       int64
 	Type      string
 	ChannelID string
+	// SpaceID is set instead of ChannelID for events about a space as a
+	// whole (space.created, space.updated).
+	SpaceID   string
 	ThreadID  string
 	MessageID string
 	Payload   map[string]any
@@ -80,7 +90,7 @@ func (l *Log) Append(ctx context.Context, tx db.Querier, evs ...Event) error {
 		return fmt.Errorf("event lock: %w", err)
 	}
 	now := l.clock.Now()
-	client := db.SQL.Insert("event_log").Columns("type", "channel_id", "thread_id", "message_id", "payload", "created_at")
+	client := db.SQL.Insert("event_log").Columns("type", "channel_id", "space_id", "thread_id", "message_id", "payload", "created_at")
 	agent := db.SQL.Insert("agent_events").Columns("agent_id", "type", "run_id", "message_id", "payload", "created_at").Suffix("RETURNING seq")
 	var nClient, nAgent int
 	for _, e := range evs {
@@ -92,7 +102,7 @@ func (l *Log) Append(ctx context.Context, tx db.Querier, evs ...Event) error {
 			agent = agent.Values(e.AgentID, e.Type, db.Nullable(e.RunID), db.Nullable(e.MessageID), payload, now)
 			nAgent++
 		} else {
-			client = client.Values(e.Type, e.ChannelID, db.Nullable(e.ThreadID), db.Nullable(e.MessageID), payload, now)
+			client = client.Values(e.Type, db.Nullable(e.ChannelID), db.Nullable(e.SpaceID), db.Nullable(e.ThreadID), db.Nullable(e.MessageID), payload, now)
 			nClient++
 		}
 	}
@@ -159,19 +169,21 @@ func ParseCursor(s string) (int64, bool) {
 }
 
 // AfterIn returns up to limit client events with seq above after, oldest
-// first, of the given channels or threads (every event when all is set):
-// the visibility predicate of listEvents.
-func (l *Log) AfterIn(ctx context.Context, after int64, limit int, all bool, channels, threads []string) ([]Event, error) {
-	rows, err := l.pool.Query(ctx, `SELECT seq, type, channel_id::text, coalesce(thread_id::text, ''), coalesce(message_id::text, ''), payload, created_at
-		FROM event_log WHERE seq > $1 AND ($3 OR channel_id = ANY($4::uuid[]) OR thread_id = ANY($5::uuid[])) ORDER BY seq LIMIT $2`,
-		after, limit, all, channels, threads)
+// first, of the given channels or threads, or about the given spaces as a
+// whole (every event when all is set): the visibility predicate of
+// listEvents.
+func (l *Log) AfterIn(ctx context.Context, after int64, limit int, all bool, channels, threads, spaces []string) ([]Event, error) {
+	rows, err := l.pool.Query(ctx, `SELECT seq, type, coalesce(channel_id::text, ''), coalesce(space_id::text, ''), coalesce(thread_id::text, ''), coalesce(message_id::text, ''), payload, created_at
+		FROM event_log WHERE seq > $1 AND ($3 OR channel_id = ANY($4::uuid[]) OR thread_id = ANY($5::uuid[])
+			OR (channel_id IS NULL AND space_id = ANY($6::uuid[]))) ORDER BY seq LIMIT $2`,
+		after, limit, all, channels, threads, spaces)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
 		var payload []byte
-		if err := r.Scan(&e.Seq, &e.Type, &e.ChannelID, &e.ThreadID, &e.MessageID, &payload, &e.CreatedAt); err != nil {
+		if err := r.Scan(&e.Seq, &e.Type, &e.ChannelID, &e.SpaceID, &e.ThreadID, &e.MessageID, &payload, &e.CreatedAt); err != nil {
 			return e, err
 		}
 		return e, json.Unmarshal(payload, &e.Payload)

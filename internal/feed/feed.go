@@ -67,7 +67,7 @@ func (s *Service) List(ctx context.Context, actor identity.Principal, after stri
 			return Page{}, problem.Internal(err)
 		}
 	}
-	evs, err := s.log.AfterIn(ctx, cursor, limit, scope.All, chans, threads)
+	evs, err := s.log.AfterIn(ctx, cursor, limit, scope.All, chans, threads, scope.Spaces)
 	if err != nil {
 		return Page{}, problem.Internal(err)
 	}
@@ -81,17 +81,45 @@ func (s *Service) List(ctx context.Context, actor identity.Principal, after stri
 	if s.Hook != nil {
 		evs = s.Hook(evs)
 	}
-	pairs := make([][2]string, len(evs))
+	// Channel events are checked as message reads on their channel or
+	// thread, space events as space reads, each in filter mode.
+	var pairs [][2]string
+	var inChannel, ofSpace []int
+	var spacePaths []authz.Path
 	for i, e := range evs {
-		pairs[i] = [2]string{e.ChannelID, e.ThreadID}
+		if e.ChannelID == "" {
+			ofSpace = append(ofSpace, i)
+			spacePaths = append(spacePaths, authz.Path{})
+			continue
+		}
+		inChannel = append(inChannel, i)
+		pairs = append(pairs, [2]string{e.ChannelID, e.ThreadID})
 	}
 	paths, err := s.chat.PathsOf(ctx, authz.KindMessage, pairs)
 	if err != nil {
 		return Page{}, problem.Internal(err)
 	}
-	keep, err := s.authz.Filter(ctx, actor, authz.MessageRead, paths)
+	keepChan, err := s.authz.Filter(ctx, actor, authz.MessageRead, paths)
 	if err != nil {
 		return Page{}, problem.Internal(err)
+	}
+	for j, i := range ofSpace {
+		if spacePaths[j], err = s.authz.PathOf(ctx, authz.Resource{Kind: authz.KindSpace, ID: evs[i].SpaceID}); err != nil {
+			return Page{}, problem.Internal(err)
+		}
+	}
+	var keepSpace []bool
+	if len(spacePaths) > 0 {
+		if keepSpace, err = s.authz.Filter(ctx, actor, authz.SpaceRead, spacePaths); err != nil {
+			return Page{}, problem.Internal(err)
+		}
+	}
+	keep := make([]bool, len(evs))
+	for j, i := range inChannel {
+		keep[i] = keepChan[j]
+	}
+	for j, i := range ofSpace {
+		keep[i] = keepSpace[j]
 	}
 	out := make([]events.Event, 0, len(evs))
 	for i, e := range evs {

@@ -110,20 +110,8 @@ func (s *Service) CreatePrincipal(ctx context.Context, q db.Querier, np NewPrinc
 	if q == nil {
 		q = s.pool
 	}
-	var fields []problem.FieldError
-	if !ValidHandle(np.Handle) {
-		fields = append(fields, problem.FieldError{Pointer: "/handle", Code: "invalid_format"})
-	}
-	switch np.Kind {
-	case KindUser, KindAgent, KindApp:
-	default:
-		fields = append(fields, problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
-	}
-	if np.Kind != KindUser && (np.IsOwner || np.Email != "") {
-		fields = append(fields, problem.FieldError{Pointer: "/kind", Code: "invalid_value", Detail: "only people have an e-mail address or own the instance"})
-	}
-	if len(fields) > 0 {
-		return Principal{}, problem.Invalid(fields...)
+	if err := CheckNew(np); err != nil {
+		return Principal{}, err
 	}
 	status := np.Status
 	if status == "" {
@@ -258,15 +246,22 @@ func hashToken(tok string) []byte {
 type IssuedToken struct {
 	ID        string
 	Token     string
+	Kind      string
+	Label     string
+	CreatedAt time.Time
 	ExpiresAt *time.Time
 }
 
 // CreateToken issues a new token for principal p through q (nil: the pool).
 // The token has 32 random bytes after its kind prefix and is stored only as
-// a SHA-256 hash. ttl of zero means no expiry.
+// a SHA-256 hash. ttl of zero means no expiry; a negative ttl is a
+// validation error.
 func (s *Service) CreateToken(ctx context.Context, q db.Querier, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
 	if q == nil {
 		q = s.pool
+	}
+	if err := ValidTTL(ttl, "/ttl"); err != nil {
+		return IssuedToken{}, err
 	}
 	kind, prefix := tokenKind(p.Kind)
 	var raw [32]byte
@@ -274,8 +269,8 @@ func (s *Service) CreateToken(ctx context.Context, q db.Querier, p Principal, la
 		return IssuedToken{}, fmt.Errorf("token randomness: %w", err)
 	}
 	tok := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	now := s.clock.Now()
-	it := IssuedToken{ID: ids.New(), Token: tok}
+	now := s.clock.Now().Truncate(time.Microsecond)
+	it := IssuedToken{ID: ids.New(), Token: tok, Kind: kind, Label: label, CreatedAt: now.UTC()}
 	var expires any
 	if ttl > 0 {
 		e := now.Add(ttl)
@@ -313,19 +308,26 @@ func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, erro
 	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) {
 		return Principal{}, problem.New(problem.Unauthorized, "")
 	}
-	sqlText, args := db.SQL.Select(columnsOf("p")...).From("tokens t").Join("principals p ON p.id = t.principal_id").
+	cols := append(columnsOf("p"), "t.id", "t.last_used_at")
+	sqlText, args := db.SQL.Select(cols...).From("tokens t").Join("principals p ON p.id = t.principal_id").
 		Where(sq.Eq{"t.hash": hashToken(tok)}).Where("t.revoked_at IS NULL").
 		Where(sq.Or{sq.Expr("t.expires_at IS NULL"), sq.Gt{"t.expires_at": s.clock.Now()}}).MustSql()
-	p, err := scanPrincipal(s.pool.QueryRow(ctx, sqlText, args...))
-	if errors.Is(err, ErrNotFound) {
+	var p Principal
+	var tokenID string
+	var lastUsed *time.Time
+	err := s.pool.QueryRow(ctx, sqlText, args...).Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
+		&tokenID, &lastUsed)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, problem.New(problem.Unauthorized, "")
 	}
 	if err != nil {
 		return Principal{}, problem.Internal(fmt.Errorf("authenticate: %w", err))
 	}
+	p.CreatedAt = p.CreatedAt.UTC()
 	if !p.Active() {
 		return Principal{}, problem.New(problem.Unauthorized, "")
 	}
+	s.touch(ctx, tokenID, lastUsed)
 	return p, nil
 }
 

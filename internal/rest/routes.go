@@ -14,7 +14,11 @@ const (
 	threadFields       = `id channelId kind parentMessageId operatorAgentId title titleSource createdBy state lastSeq createdAt`
 	channelFields      = `id spaceId name kind archived operatorMode operatorAgentId effectiveOperatorId mainThreadId switches { freeResponse allowMentionedAgents autoThread historyBackfillLimit }`
 	grantFields        = `id subjectId subjectKind targetKind targetId level expiresAt createdAt revokedAt`
-	eventFields        = `seq type createdAt channelId payload`
+	eventFields        = `seq type createdAt channelId spaceId payload`
+	spaceFields        = `id name defaultOperatorAgentId archived`
+	principalFields    = `id kind handle displayName email status isOwner createdAt`
+	tokenFields        = `id principalId kind label createdAt expiresAt lastUsedAt revokedAt`
+	groupFields        = `id name createdAt memberIds`
 	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
 	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size } replyToMessageId trust alreadyDelivered`
@@ -98,7 +102,7 @@ var Table = []Route{
 	{
 		OperationID: "archiveSpace", Action: authz.SpaceArchive, Method: http.MethodPost, Path: "/api/v1/spaces/{space_id}/archive", Result: "archiveSpace",
 		Params:   []Param{path("space_id")},
-		Document: `mutation archiveSpace($id: ID!) { archiveSpace(id: $id) { id name defaultOperatorAgentId archived } }`,
+		Document: `mutation archiveSpace($id: ID!) { archiveSpace(id: $id) { ` + spaceFields + ` } }`,
 	},
 	{
 		OperationID: "createGrant", Action: authz.GrantCreate, Method: http.MethodPost, Path: "/api/v1/grants", Result: "createGrant",
@@ -156,3 +160,105 @@ var Table = []Route{
 		Document: `query getRunContext($id: ID!) { run(id: $id) { context { ` + contextFields + ` } } }`,
 	},
 }
+
+// adminRoutes are the routes of administration (owners; a person on their
+// own tokens).
+var adminRoutes = []Route{
+	{
+		OperationID: "listPrincipals", Action: authz.PrincipalList, Method: http.MethodGet, Path: "/api/v1/principals", Result: "principals",
+		Params:   []Param{{Name: "after", In: InQuery, Var: "after"}, {Name: "limit", In: InQuery, Var: "limit", Int: true}},
+		Document: `query listPrincipals($after: String, $limit: Int) { principals(after: $after, limit: $limit) { principals { ` + principalFields + ` } nextAfter } }`,
+	},
+	{
+		OperationID: "createPrincipal", Action: authz.PrincipalCreate, Method: http.MethodPost, Path: "/api/v1/principals", Result: "createPrincipal",
+		BodyVar: "input", Created: true,
+		Document: `mutation createPrincipal($input: PrincipalCreate!) { createPrincipal(input: $input) { principal { ` + principalFields + ` } token } }`,
+	},
+	{
+		OperationID: "updatePrincipal", Action: authz.PrincipalUpdate, Method: http.MethodPatch, Path: "/api/v1/principals/{principal_id}", Result: "updatePrincipal",
+		Params: []Param{path("principal_id")}, BodyVar: "input",
+		Document: `mutation updatePrincipal($id: ID!, $input: PrincipalPatch!) { updatePrincipal(id: $id, input: $input) { ` + principalFields + ` } }`,
+	},
+	{
+		OperationID: "listTokens", Action: authz.TokenList, Method: http.MethodGet, Path: "/api/v1/principals/{principal_id}/tokens", Result: "tokens",
+		Params:   []Param{path("principal_id")},
+		Document: `query listTokens($id: ID!) { tokens(principalId: $id) { tokens { ` + tokenFields + ` } } }`,
+	},
+	{
+		OperationID: "createToken", Action: authz.TokenCreate, Method: http.MethodPost, Path: "/api/v1/principals/{principal_id}/tokens", Result: "createToken",
+		Params: []Param{path("principal_id")}, BodyVar: "input", Created: true,
+		Document: `mutation createToken($id: ID!, $input: TokenCreate!) { createToken(principalId: $id, input: $input) { id token principalId kind label createdAt expiresAt } }`,
+	},
+	{
+		OperationID: "revokeToken", Action: authz.TokenRevoke, Method: http.MethodDelete, Path: "/api/v1/tokens/{token_id}", Result: "revokeToken",
+		Params:   []Param{path("token_id")},
+		Document: `mutation revokeToken($id: ID!) { revokeToken(id: $id) { ` + tokenFields + ` } }`,
+	},
+	{
+		OperationID: "createGroup", Action: authz.GroupCreate, Method: http.MethodPost, Path: "/api/v1/groups", Result: "createGroup",
+		BodyFields: map[string]string{"name": "name"}, Created: true,
+		Document: `mutation createGroup($name: String!) { createGroup(name: $name) { ` + groupFields + ` } }`,
+	},
+	{
+		OperationID: "getGroup", Action: authz.GroupRead, Method: http.MethodGet, Path: "/api/v1/groups/{group_id}", Result: "group",
+		Params:   []Param{path("group_id")},
+		Document: `query getGroup($id: ID!) { group(id: $id) { ` + groupFields + ` } }`,
+	},
+	{
+		OperationID: "updateGroup", Action: authz.GroupUpdate, Method: http.MethodPatch, Path: "/api/v1/groups/{group_id}", Result: "updateGroup",
+		Params: []Param{path("group_id")}, BodyFields: map[string]string{"name": "name"},
+		Document: `mutation updateGroup($id: ID!, $name: String!) { updateGroup(id: $id, name: $name) { ` + groupFields + ` } }`,
+	},
+	{
+		OperationID: "deleteGroup", Action: authz.GroupDelete, Method: http.MethodDelete, Path: "/api/v1/groups/{group_id}", Result: "deleteGroup",
+		Params:   []Param{path("group_id")},
+		Document: `mutation deleteGroup($id: ID!) { deleteGroup(id: $id) { ` + groupFields + ` } }`,
+	},
+	{
+		OperationID: "addGroupMember", Action: authz.GroupMemberAdd, Method: http.MethodPost, Path: "/api/v1/groups/{group_id}/members", Result: "addGroupMember",
+		Params: []Param{path("group_id")}, BodyFields: map[string]string{"principal_id": "principalId"},
+		Document: `mutation addGroupMember($id: ID!, $principalId: ID!) { addGroupMember(groupId: $id, principalId: $principalId) { ` + groupFields + ` } }`,
+	},
+	{
+		OperationID: "removeGroupMember", Action: authz.GroupMemberRemove, Method: http.MethodDelete, Path: "/api/v1/groups/{group_id}/members/{principal_id}", Result: "removeGroupMember",
+		Params:   []Param{path("group_id"), {Name: "principal_id", In: InPath, Var: "principalId"}},
+		Document: `mutation removeGroupMember($id: ID!, $principalId: ID!) { removeGroupMember(groupId: $id, principalId: $principalId) { ` + groupFields + ` } }`,
+	},
+	{
+		OperationID: "createSpace", Action: authz.SpaceCreate, Method: http.MethodPost, Path: "/api/v1/spaces", Result: "createSpace",
+		BodyVar: "input", Created: true,
+		Document: `mutation createSpace($input: SpaceCreate!) { createSpace(input: $input) { ` + spaceFields + ` } }`,
+	},
+	{
+		OperationID: "getSpace", Action: authz.SpaceRead, Method: http.MethodGet, Path: "/api/v1/spaces/{space_id}", Result: "space",
+		Params:   []Param{path("space_id")},
+		Document: `query getSpace($id: ID!) { space(id: $id) { ` + spaceFields + ` } }`,
+	},
+	{
+		OperationID: "updateSpace", Action: authz.SpaceUpdate, Method: http.MethodPatch, Path: "/api/v1/spaces/{space_id}", Result: "updateSpace",
+		Params: []Param{path("space_id")}, BodyVar: "input",
+		Document: `mutation updateSpace($id: ID!, $input: SpacePatch!) { updateSpace(id: $id, input: $input) { ` + spaceFields + ` } }`,
+	},
+	{
+		OperationID: "unarchiveSpace", Action: authz.SpaceUnarchive, Method: http.MethodPost, Path: "/api/v1/spaces/{space_id}/unarchive", Result: "unarchiveSpace",
+		Params:   []Param{path("space_id")},
+		Document: `mutation unarchiveSpace($id: ID!) { unarchiveSpace(id: $id) { ` + spaceFields + ` } }`,
+	},
+	{
+		OperationID: "createChannel", Action: authz.ChannelCreate, Method: http.MethodPost, Path: "/api/v1/spaces/{space_id}/channels", Result: "createChannel",
+		Params: []Param{path("space_id")}, BodyVar: "input", Created: true,
+		Document: `mutation createChannel($id: ID!, $input: ChannelCreate!) { createChannel(spaceId: $id, input: $input) { ` + channelFields + ` } }`,
+	},
+	{
+		OperationID: "updateChannel", Action: authz.ChannelUpdate, Method: http.MethodPatch, Path: "/api/v1/channels/{channel_id}", Result: "updateChannel",
+		Params: []Param{path("channel_id")}, BodyVar: "input",
+		Document: `mutation updateChannel($id: ID!, $input: ChannelPatch!) { updateChannel(id: $id, input: $input) { ` + channelFields + ` } }`,
+	},
+	{
+		OperationID: "unarchiveChannel", Action: authz.ChannelUnarchive, Method: http.MethodPost, Path: "/api/v1/channels/{channel_id}/unarchive", Result: "unarchiveChannel",
+		Params:   []Param{path("channel_id")},
+		Document: `mutation unarchiveChannel($id: ID!) { unarchiveChannel(id: $id) { ` + channelFields + ` } }`,
+	},
+}
+
+func init() { Table = append(Table, adminRoutes...) }

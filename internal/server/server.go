@@ -70,6 +70,7 @@ type Server struct {
 	Feed      *feed.Service
 	Runs      *runs.Service
 	UoW       *db.UnitOfWork
+	Admin     *admin.Service
 
 	pool *pgxpool.Pool
 	hub  *runs.Hub
@@ -109,7 +110,9 @@ func New(d Deps) (*Server, error) {
 		Authz: az, Messaging: msg, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
 		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout)}})
 	az.Register(runSvc, authz.KindRun)
-	adm := admin.NewService(d.Pool, uow, az, chatSvc, ident, evLog)
+	adm := admin.NewService(d.Pool, uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
+		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax)})
+	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
 	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
@@ -122,7 +125,7 @@ func New(d Deps) (*Server, error) {
 	}
 
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
-		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow}
+		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, Admin: adm}
 	authed := func(h http.Handler) http.Handler { return s.authenticate(h) }
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", authed(overHTTP(gql)))
@@ -244,5 +247,5 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // World returns the services the example world builder works through.
 func (s *Server) World() world.Services {
-	return world.Services{Identity: s.Identity, Chat: s.Chat, Authz: s.Authz}
+	return world.Services{Identity: s.Identity, Chat: s.Chat, Authz: s.Authz, Admin: s.Admin}
 }

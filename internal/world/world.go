@@ -6,8 +6,11 @@ package world
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
+	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
@@ -78,11 +81,14 @@ var people = []person{
 	{"feedbot", "Feed Bot", identity.KindApp, false},
 }
 
-// Services are the module services the builder works through.
+// Services are the module services the builder works through: the world
+// is a script of admin operations, the same ones an owner runs through the
+// API or the command line.
 type Services struct {
 	Identity *identity.Service
 	Chat     *chat.Service
 	Authz    *authz.Service
+	Admin    *admin.Service
 }
 
 type channelSpec struct {
@@ -117,29 +123,58 @@ var grants = []grantSpec{
 	{"lotse", "Support/Reports", authz.Write},
 }
 
-// Build creates the example world of spec world.md on an empty database
-// through the module services and returns its ids and tokens. It fails when
-// any part already exists.
+// ErrExists is returned by Build when the example world is already there.
+var ErrExists = errors.New("world: the example world already exists")
+
+// Build creates the example world of spec world.md through the admin
+// operations (Robin is made the owner with the bootstrap, then acts as
+// owner for everything else) and returns its ids and tokens. It answers
+// ErrExists when the world is already there, and fails when a part of it
+// exists without the rest.
 func Build(ctx context.Context, svc Services) (*World, error) {
-	ident := svc.Identity
-	w := &World{Principals: map[string]Principal{}, Spaces: map[string]string{}, Channels: map[string]Channel{}}
-	for _, p := range people {
-		np := identity.NewPrincipal{Kind: p.kind, Handle: p.handle, DisplayName: p.name, IsOwner: p.owner}
-		if p.kind == identity.KindUser {
-			np.Email = p.handle + "@example.com"
+	// A script at the database's side, not a client: it takes no
+	// rate-limit tokens; decisions and audit are as for any owner.
+	ctx = authz.Unmetered(ctx)
+	if _, err := svc.Identity.ByHandle(ctx, "robin"); err == nil {
+		if ok, err := svc.Chat.SpaceExists(ctx, "Support"); err == nil && ok {
+			return nil, ErrExists
 		}
-		made, err := ident.CreatePrincipal(ctx, nil, np)
+		return nil, fmt.Errorf("world: a principal robin exists but the example world does not: build it on an empty database")
+	} else if !errors.Is(err, identity.ErrNotFound) {
+		return nil, err
+	}
+	w := &World{Principals: map[string]Principal{}, Spaces: map[string]string{}, Channels: map[string]Channel{}}
+	owner, err := svc.Admin.CreateOwner(ctx, "robin", "Robin", "robin@example.com")
+	if err != nil {
+		return nil, fmt.Errorf("world: owner robin: %w", err)
+	}
+	robin := owner.Principal
+	w.Principals["robin"] = Principal{ID: robin.ID, Kind: string(robin.Kind), Token: owner.Token.Token}
+	noExpiry := time.Duration(0)
+	for _, p := range people {
+		if p.handle == "robin" {
+			continue
+		}
+		in := admin.PrincipalInput{Kind: p.kind, Handle: p.handle, DisplayName: p.name, IsOwner: p.owner}
+		if p.kind == identity.KindUser {
+			in.Email = p.handle + "@example.com"
+		}
+		made, err := svc.Admin.CreatePrincipal(ctx, robin, in)
 		if err != nil {
 			return nil, fmt.Errorf("world: principal %s: %w", p.handle, err)
 		}
-		tok, err := ident.CreateToken(ctx, nil, made, "example world", 0)
-		if err != nil {
-			return nil, fmt.Errorf("world: token of %s: %w", p.handle, err)
+		tok := made.Token
+		if tok == nil {
+			t, err := svc.Admin.CreateToken(ctx, robin, made.Principal.ID, "example world", &noExpiry)
+			if err != nil {
+				return nil, fmt.Errorf("world: token of %s: %w", p.handle, err)
+			}
+			tok = &t
 		}
-		w.Principals[p.handle] = Principal{ID: made.ID, Kind: string(made.Kind), Token: tok.Token}
+		w.Principals[p.handle] = Principal{ID: made.Principal.ID, Kind: string(made.Principal.Kind), Token: tok.Token}
 	}
 	for _, sp := range []struct{ name, operator string }{{"Support", "lotse"}, {"Marketing", "texter"}} {
-		made, err := svc.Chat.CreateSpace(ctx, nil, sp.name, w.ID(sp.operator))
+		made, err := svc.Admin.CreateSpace(ctx, robin, sp.name, w.ID(sp.operator))
 		if err != nil {
 			return nil, fmt.Errorf("world: space %s: %w", sp.name, err)
 		}
@@ -147,31 +182,30 @@ func Build(ctx context.Context, svc Services) (*World, error) {
 	}
 	for _, c := range channels {
 		on, off := true, false
-		nc := chat.NewChannel{SpaceID: w.Spaces[c.space], Name: c.name, Kind: c.kind, OperatorMode: c.mode, CreatedBy: w.ID("robin")}
+		in := admin.ChannelInput{Name: c.name, Kind: c.kind, OperatorMode: c.mode}
 		if c.free {
-			nc.FreeResponse = &on
+			in.Switches.FreeResponse = &on
 		}
 		if c.guests {
-			nc.AllowMentionedAgents = &on
+			in.Switches.AllowMentionedAgents = &on
 		}
 		if c.autoThreadOff {
-			nc.AutoThread = &off
+			in.Switches.AutoThread = &off
 		}
-		made, err := svc.Chat.CreateChannel(ctx, nil, nc)
+		made, err := svc.Admin.CreateChannel(ctx, robin, w.Spaces[c.space], in)
 		if err != nil {
 			return nil, fmt.Errorf("world: channel %s/%s: %w", c.space, c.name, err)
 		}
 		w.Channels[c.space+"/"+c.name] = Channel{ID: made.ID, MainThreadID: made.MainThreadID}
 	}
 	for _, g := range grants {
-		ng := authz.NewGrant{SubjectID: w.ID(g.subject), SubjectKind: "principal", Level: g.level, CreatedBy: w.ID("robin"),
-			SubjectIsPersonOrGroup: w.Principals[g.subject].Kind == string(identity.KindUser)}
+		in := admin.GrantInput{SubjectID: w.ID(g.subject), SubjectKind: "principal", Level: g.level}
 		if id, ok := w.Spaces[g.target]; ok {
-			ng.TargetKind, ng.TargetID = authz.KindSpace, id
+			in.TargetKind, in.TargetID = authz.KindSpace, id
 		} else {
-			ng.TargetKind, ng.TargetID = authz.KindChannel, w.Channel(g.target).ID
+			in.TargetKind, in.TargetID = authz.KindChannel, w.Channel(g.target).ID
 		}
-		if _, err := svc.Authz.CreateGrant(ctx, svc.Authz.Pool(), ng); err != nil {
+		if _, err := svc.Admin.CreateGrant(ctx, robin, in); err != nil {
 			return nil, fmt.Errorf("world: grant %s on %s: %w", g.subject, g.target, err)
 		}
 	}

@@ -70,6 +70,8 @@ const (
 	HTTPMaxBodyBytes                   = "http.max_body_bytes"
 	LogLevel                           = "log.level"
 	TokenDefaultTTL                    = "token.default_ttl"
+	AdminPrincipalListLimitDefault     = "admin.principal_list_limit_default"
+	AdminPrincipalListLimitMax         = "admin.principal_list_limit_max"
 )
 
 // Registry lists every key with its type, default, minimum and meaning. It
@@ -109,7 +111,9 @@ var Registry = []Key{
 	{GraphQLIntrospection, TypeBool, "true", "", "whether GraphQL introspection (and so the playground's schema view) is on"},
 	{HTTPMaxBodyBytes, TypeInt, "1048576", "1024", "larger request bodies get 413 payload_too_large"},
 	{LogLevel, TypeString, "info", "", "lowest log level written: debug, info, warn or error"},
-	{TokenDefaultTTL, TypeDuration, "0s", "0s", "lifetime of tokens made by bothy token create; 0s means no expiry"},
+	{TokenDefaultTTL, TypeDuration, "0s", "0s", "lifetime of tokens issued without an explicit ttl (createToken, createPrincipal's first token, the command line); 0s means no expiry"},
+	{AdminPrincipalListLimitDefault, TypeInt, "50", "1", "page size of listPrincipals when the request names none"},
+	{AdminPrincipalListLimitMax, TypeInt, "200", "1", "largest page of listPrincipals"},
 }
 
 // lookup returns the registry entry of name.

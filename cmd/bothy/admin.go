@@ -1,0 +1,433 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/server"
+)
+
+const adminUsage = `Usage:
+  bothy admin create-owner --handle H --display-name N [--email E] [--json]
+  bothy admin principal create --kind user|agent|app --handle H --display-name N [--email E] [--owner] [--json]
+  bothy admin principal disable --handle H
+  bothy admin principal enable --handle H
+  bothy admin principal list [--json]
+  bothy admin token create --handle H [--label L] [--ttl D] [--json]
+  bothy admin token list --handle H [--json]
+  bothy admin token revoke --id ID
+
+Every command also takes --config FILE and works on database.url through the
+same services as the API, as the local operator (audited, not rate-limited).
+Secrets are printed once, on standard output.
+`
+
+// usageError is a mistake in the command line: the process exits 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// parseStrict parses args with fs and refuses words left after the flags:
+// a command never ignores part of what it was told.
+func parseStrict(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// cmdAdmin dispatches bothy admin ...
+func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, adminUsage)
+		if len(args) == 0 {
+			return usagef("bothy admin needs a command")
+		}
+		return nil
+	}
+	word := args[0]
+	if word == "create-owner" {
+		return adminCreateOwner(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) < 2 {
+		return usagef("unknown command %q\n\n%s", strings.Join(args, " "), adminUsage)
+	}
+	switch word + " " + args[1] {
+	case "principal create":
+		return adminPrincipalCreate(ctx, args[2:], stdout, stderr)
+	case "principal disable":
+		return adminPrincipalStatus(ctx, "disable", identity.StatusDisabled, args[2:], stdout, stderr)
+	case "principal enable":
+		return adminPrincipalStatus(ctx, "enable", identity.StatusActive, args[2:], stdout, stderr)
+	case "principal list":
+		return adminPrincipalList(ctx, args[2:], stdout, stderr)
+	case "token create":
+		return adminTokenCreate(ctx, "admin token create", args[2:], stdout, stderr)
+	case "token list":
+		return adminTokenList(ctx, args[2:], stdout, stderr)
+	case "token revoke":
+		return adminTokenRevoke(ctx, args[2:], stdout, stderr)
+	}
+	return usagef("unknown command %q\n\n%s", "admin "+word+" "+args[1], adminUsage)
+}
+
+// adminEnv is the admin service on database.url for one command.
+type adminEnv struct {
+	svc   *admin.Service
+	close func()
+}
+
+func openAdmin(ctx context.Context, c *common) (*adminEnv, error) {
+	cfg, err := c.load()
+	if err != nil {
+		return nil, err
+	}
+	url, err := needURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := db.Pending(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if pending {
+		return nil, errors.New("the database lacks migrations: run bothy migrate first")
+	}
+	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: 2})
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &adminEnv{svc: srv.Admin, close: pool.Close}, nil
+}
+
+// explain turns a problem into a sentence for the terminal (no content,
+// only what the operator typed is named).
+func explain(err error) error {
+	var p *problem.Error
+	if !errors.As(err, &p) {
+		return err
+	}
+	if p.Code == problem.InternalError {
+		if c := p.Cause(); c != nil {
+			return c
+		}
+	}
+	msg := string(p.Code)
+	if p.Reason != "" {
+		msg += " (" + p.Reason + ")"
+	}
+	for _, f := range p.Fields {
+		flagName := "--" + strings.ReplaceAll(strings.TrimPrefix(f.Pointer, "/"), "_", "-")
+		msg += fmt.Sprintf("; %s: %s", flagName, f.Code)
+		if f.Detail != "" {
+			msg += " (" + f.Detail + ")"
+		}
+	}
+	return errors.New(msg)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func adminCreateOwner(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newFlags("admin create-owner", "Creates an active owner on a migrated database (empty or not) and prints a new session token for them once.", stderr)
+	handle := c.fs.String("handle", "", "handle of the owner (required)")
+	name := c.fs.String("display-name", "", "display name (required)")
+	email := c.fs.String("email", "", "e-mail address")
+	asJSON := c.fs.Bool("json", false, `print {"id": ..., "token": ...}`)
+	if err := parseStrict(c.fs, args); err != nil {
+		return err
+	}
+	if *handle == "" || *name == "" {
+		return usagef("--handle and --display-name are required")
+	}
+	env, err := openAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	made, err := env.svc.CreateOwner(ctx, *handle, *name, *email)
+	if err != nil {
+		return explain(err)
+	}
+	if *asJSON {
+		return printJSON(stdout, map[string]string{"id": made.Principal.ID, "token": made.Token.Token})
+	}
+	fmt.Fprintf(stdout, "owner %s created (id %s)\ntoken (shown once): %s\n", made.Principal.Handle, made.Principal.ID, made.Token.Token)
+	return nil
+}
+
+func adminPrincipalCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newFlags("admin principal create", "Creates a person, agent or app. Agents and apps get their first token, printed once.", stderr)
+	kind := c.fs.String("kind", "", "user, agent or app (required)")
+	handle := c.fs.String("handle", "", "handle (required)")
+	name := c.fs.String("display-name", "", "display name (required)")
+	email := c.fs.String("email", "", "e-mail address (people only)")
+	owner := c.fs.Bool("owner", false, "make the person an owner")
+	asJSON := c.fs.Bool("json", false, `print {"id": ..., "token": ...}`)
+	if err := parseStrict(c.fs, args); err != nil {
+		return err
+	}
+	if *kind == "" || *handle == "" || *name == "" {
+		return usagef("--kind, --handle and --display-name are required")
+	}
+	env, err := openAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	made, err := env.svc.CreatePrincipal(authz.Unmetered(ctx), admin.Operator, admin.PrincipalInput{Kind: identity.Kind(*kind),
+		Handle: *handle, DisplayName: *name, Email: *email, IsOwner: *owner})
+	if err != nil {
+		return explain(err)
+	}
+	out := map[string]string{"id": made.Principal.ID}
+	if made.Token != nil {
+		out["token"] = made.Token.Token
+	}
+	if *asJSON {
+		return printJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "%s %s created (id %s)\n", made.Principal.Kind, made.Principal.Handle, made.Principal.ID)
+	if made.Token != nil {
+		fmt.Fprintf(stdout, "token (shown once): %s\n", made.Token.Token)
+	}
+	return nil
+}
+
+// principalFlag reads --handle and resolves it.
+func principalByHandle(ctx context.Context, env *adminEnv, handle string) (identity.Principal, error) {
+	p, err := env.svc.PrincipalByHandle(ctx, handle)
+	if errors.Is(err, identity.ErrNotFound) {
+		return identity.Principal{}, fmt.Errorf("no principal has the handle %q", handle)
+	}
+	return p, err
+}
+
+func adminPrincipalStatus(ctx context.Context, verb string, st identity.Status, args []string, stdout, stderr io.Writer) error {
+	c := newFlags("admin principal "+verb, "Sets the principal's status to "+string(st)+".", stderr)
+	handle := c.fs.String("handle", "", "handle of the principal (required)")
+	if err := parseStrict(c.fs, args); err != nil {
+		return err
+	}
+	if *handle == "" {
+		return usagef("--handle is required")
+	}
+	env, err := openAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	p, err := principalByHandle(ctx, env, *handle)
+	if err != nil {
+		return err
+	}
+	out, err := env.svc.UpdatePrincipal(authz.Unmetered(ctx), admin.Operator, p.ID, identity.PrincipalPatch{Status: &st})
+	if err != nil {
+		return explain(err)
+	}
+	fmt.Fprintf(stdout, "%s is %s\n", out.Handle, out.Status)
+	return nil
+}
+
+func adminPrincipalList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newFlags("admin principal list", "Lists every person, agent and app in creation order.", stderr)
+	asJSON := c.fs.Bool("json", false, "print a JSON array")
+	if err := parseStrict(c.fs, args); err != nil {
+		return err
+	}
+	env, err := openAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	ctx = authz.Unmetered(ctx)
+	type row struct {
+		ID          string `json:"id"`
+		Kind        string `json:"kind"`
+		Handle      string `json:"handle"`
+		DisplayName string `json:"display_name"`
+		Status      string `json:"status"`
+		IsOwner     bool   `json:"is_owner"`
+	}
+	var rows []row
+	after := ""
+	for {
+		page, err := env.svc.ListPrincipals(ctx, admin.Operator, after, nil)
+		if err != nil {
+			return explain(err)
+		}
+		for _, p := range page.Principals {
+			rows = append(rows, row{p.ID, string(p.Kind), p.Handle, p.DisplayName, string(p.Status), p.IsOwner})
+		}
+		if page.NextAfter == "" {
+			break
+		}
+		after = page.NextAfter
+	}
+	if *asJSON {
+		if rows == nil {
+			rows = []row{}
+		}
+		return printJSON(stdout, rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tHANDLE\tSTATUS\tOWNER")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", r.ID, r.Kind, r.Handle, r.Status, r.IsOwner)
+	}
+	return tw.Flush()
+}
+
+func adminTokenCreate(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	c := newFlags(name, "Issues a token for the principal with --handle and prints it once; only its hash is stored.", stderr)
+	handle := c.fs.String("handle", "", "handle of the principal (required)")
+	label := c.fs.String("label", "issued by bothy admin token create", "label stored with the token")
+	ttl := c.fs.Duration("ttl", 0, "lifetime of the token, e.g. 720h (default: token.default_ttl; 0 means no expiry; negative is refused)")
+	asJSON := c.fs.Bool("json", false, `print {"id": ..., "token": ...}`)
+	if err := parseStrict(c.fs, args); err != nil {
+		return err
+	}
+	if strings.TrimSpace(*handle) == "" {
+		return usagef("--handle is required")
+	}
+	var life *time.Duration
+	c.fs.Visit(func(f *flag.Flag) {
+		if f.Name == "ttl" {
+			life = ttl
+		}
+	})
+	if life != nil && *life < 0 {
+		return usagef("--ttl must not be negative")
+	}
+	env, err := openAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	p, err := principalByHandle(ctx, env, *handle)
+	if err != nil {
+		return err
+	}
+	tok, err := env.svc.CreateToken(authz.Unmetered(ctx), admin.Operator, p.ID, *label, life)
+	if err != nil {
+		return explain(err)
+	}
+	if *asJSON {
+		return printJSON(stdout, map[string]string{"id": tok.ID, "token": tok.Token})
+	}
+	fmt.Fprintln(stdout, tok.Token)
+	if tok.ExpiresAt != nil {
+		fmt.Fprintf(stderr, "token %s expires at %s\n", tok.ID, tok.ExpiresAt.Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(stderr, "token %s does not expire\n", tok.ID)
+	}
+	return nil
+}
+
+func adminTokenList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newFlags("admin token list", "Lists the tokens of the principal with --handle (never their secrets).", stderr)
+	handle := c.fs.String("handle", "", "handle of the principal (required)")
+	asJSON := c.fs.Bool("json", false, "print a JSON array")
+	if err := parseStrict(c.fs, args); err != nil {
+		return err
+	}
+	if *handle == "" {
+		return usagef("--handle is required")
+	}
+	env, err := openAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	p, err := principalByHandle(ctx, env, *handle)
+	if err != nil {
+		return err
+	}
+	list, err := env.svc.ListTokens(authz.Unmetered(ctx), admin.Operator, p.ID)
+	if err != nil {
+		return explain(err)
+	}
+	if *asJSON {
+		type row struct {
+			ID         string     `json:"id"`
+			Kind       string     `json:"kind"`
+			Label      string     `json:"label"`
+			CreatedAt  time.Time  `json:"created_at"`
+			ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+			LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+			RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+		}
+		rows := make([]row, len(list))
+		for i, t := range list {
+			rows[i] = row{t.ID, t.Kind, t.Label, t.CreatedAt, t.ExpiresAt, t.LastUsedAt, t.RevokedAt}
+		}
+		return printJSON(stdout, rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tCREATED\tEXPIRES\tLAST USED\tREVOKED\tLABEL")
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.Format(time.RFC3339)
+	}
+	for _, t := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.CreatedAt.Format(time.RFC3339), when(t.ExpiresAt), when(t.LastUsedAt), when(t.RevokedAt), t.Label)
+	}
+	return tw.Flush()
+}
+
+func adminTokenRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newFlags("admin token revoke", "Revokes the token with --id (its id, not its secret).", stderr)
+	id := c.fs.String("id", "", "id of the token (required)")
+	if err := parseStrict(c.fs, args); err != nil {
+		return err
+	}
+	if *id == "" {
+		return usagef("--id is required")
+	}
+	env, err := openAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	t, err := env.svc.RevokeToken(authz.Unmetered(ctx), admin.Operator, *id)
+	if problem.Is(err, problem.NotFound) {
+		return fmt.Errorf("no token has the id %q", *id)
+	}
+	if err != nil {
+		return explain(err)
+	}
+	fmt.Fprintf(stdout, "token %s revoked at %s\n", t.ID, t.RevokedAt.Format(time.RFC3339))
+	return nil
+}

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// lockedBuffer is a bytes.Buffer safe for a command running in a
+// goroutine while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// bothy runs the command line in process and returns its standard output.
+func bothy(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), args, &out, &errOut)
+	if err != nil {
+		t.Logf("bothy %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), err
+}
+
+func mustBothy(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := bothy(t, args...)
+	if err != nil {
+		t.Fatalf("bothy %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func decode(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+}
+
+func adminEnv(t *testing.T, noWorld bool) *apitest.Env {
+	env := apitest.Start(t, apitest.Options{NoWorld: noWorld, Config: map[string]string{"ratelimit.rl.admin.burst": "1000"}})
+	t.Setenv("BOTHY_DATABASE_URL", env.DBURL)
+	return env
+}
+
+func must(t *testing.T, env *apitest.Env, method, path, token string, body any, want int) map[string]any {
+	t.Helper()
+	r := env.REST(method, path, token, body)
+	if r.Status != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, r.Status, r.Body, want)
+	}
+	var m map[string]any
+	if len(r.Body) > 0 {
+		r.JSON(t, &m)
+	}
+	return m
+}
+
+// TestInstallationFromEmptyDatabase follows an owner from an empty database
+// to an agent's answer: serve says that no owner exists, create-owner makes
+// one, and through the API the owner creates a person, an agent, a space, a
+// channel and a grant; the person mentions the agent and the reference
+// adapter answers with the agent's token.
+func TestInstallationFromEmptyDatabase(t *testing.T) {
+	env := adminEnv(t, true)
+
+	// bothy serve on a database without an owner says how to make one.
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr lockedBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stdout.String(), "Bothy listens on") {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "no owner exists yet: create one with bothy admin create-owner") {
+		t.Fatalf("serve did not say how to create an owner:\n%s", stderr.String())
+	}
+
+	var owner struct{ ID, Token string }
+	decode(t, mustBothy(t, "admin", "create-owner", "--handle", "robin", "--display-name", "Robin", "--email", "robin@example.com", "--json"), &owner)
+	if owner.ID == "" || !strings.HasPrefix(owner.Token, "bothy_s_") {
+		t.Fatalf("create-owner printed %+v", owner)
+	}
+	if _, err := bothy(t, "admin", "create-owner", "--handle", "robin", "--display-name", "Robin"); err == nil || !strings.Contains(err.Error(), "handle_taken") {
+		t.Fatalf("a second robin: %v", err)
+	}
+	me := must(t, env, http.MethodGet, "/api/v1/me", owner.Token, nil, 200)
+	if me["is_owner"] != true || me["handle"] != "robin" {
+		t.Fatalf("the owner: %v", me)
+	}
+
+	alex := must(t, env, http.MethodPost, "/api/v1/principals", owner.Token,
+		map[string]any{"kind": "user", "handle": "alex", "display_name": "Alex", "email": "alex@example.com"}, 201)["principal"].(map[string]any)
+	alexTok := must(t, env, http.MethodPost, "/api/v1/principals/"+alex["id"].(string)+"/tokens", owner.Token, map[string]any{"label": "laptop"}, 201)["token"].(string)
+	agent := must(t, env, http.MethodPost, "/api/v1/principals", owner.Token,
+		map[string]any{"kind": "agent", "handle": "lotse", "display_name": "Lotse"}, 201)
+	agentTok := agent["token"].(string)
+	agentID := agent["principal"].(map[string]any)["id"].(string)
+	space := must(t, env, http.MethodPost, "/api/v1/spaces", owner.Token, map[string]any{"name": "Support", "default_operator_agent_id": agentID}, 201)
+	channel := must(t, env, http.MethodPost, "/api/v1/spaces/"+space["id"].(string)+"/channels", owner.Token,
+		map[string]any{"name": "General", "kind": "text"}, 201)
+	mainID := channel["main_thread_id"].(string)
+	if th := must(t, env, http.MethodGet, "/api/v1/threads/"+mainID, owner.Token, nil, 200); th["kind"] != "main" {
+		t.Fatalf("main thread %v", th)
+	}
+	must(t, env, http.MethodPost, "/api/v1/grants", owner.Token, map[string]any{"subject_id": alex["id"], "subject_kind": "principal",
+		"target_kind": "channel", "target_id": channel["id"], "level": "trigger"}, 201)
+
+	m := must(t, env, http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alexTok,
+		map[string]any{"client_msg_id": "first-question", "content_md": "@lotse the printer is down"}, 201)
+	if m["trigger_state"] != "accepted" {
+		t.Fatalf("alex's question: %v", m)
+	}
+	client, err := adapter.NewClient(env.URL, agentTok, adapter.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []adapter.RunReport
+	a, err := adapter.New(adapter.Config{Client: client, Model: adapter.EchoModel{}, Once: true, PollWait: 5 * time.Second,
+		OnRunDone: func(r adapter.RunReport) { reports = append(reports, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithTimeout(t.Context(), time.Minute)
+	defer acancel()
+	if err := a.Run(actx); err != nil {
+		t.Fatalf("adapter: %v", err)
+	}
+	if len(reports) != 1 || reports[0].Outcome != adapter.OutcomeCompleted {
+		t.Fatalf("adapter reports %+v", reports)
+	}
+	ans := must(t, env, http.MethodGet, "/api/v1/messages/"+reports[0].AnswerMessageID, alexTok, nil, 200)
+	author := ans["author"].(map[string]any)
+	if author["handle"] != "lotse" || ans["origin"] != "agent" || !strings.Contains(ans["content_md"].(string), "the printer is down") {
+		t.Fatalf("the answer %v", ans)
+	}
+}
+
+// TestAdminCommandLine drives every bothy admin command: principals,
+// tokens, the last-owner rule, usage errors, and seed run twice.
+func TestAdminCommandLine(t *testing.T) {
+	env := adminEnv(t, false)
+
+	var scout struct{ ID, Token string }
+	decode(t, mustBothy(t, "admin", "principal", "create", "--kind", "agent", "--handle", "scout", "--display-name", "Scout", "--json"), &scout)
+	if !strings.HasPrefix(scout.Token, "bothy_a_") {
+		t.Fatalf("agent create printed %+v", scout)
+	}
+	if me := must(t, env, http.MethodGet, "/api/v1/me", scout.Token, nil, 200); me["handle"] != "scout" {
+		t.Fatalf("scout's token: %v", me)
+	}
+	var list []struct{ Handle, Kind, Status string }
+	decode(t, mustBothy(t, "admin", "principal", "list", "--json"), &list)
+	if len(list) != 8 || list[7].Handle != "scout" || list[7].Kind != "agent" {
+		t.Fatalf("principal list %+v", list)
+	}
+	if out := mustBothy(t, "admin", "principal", "list"); !strings.Contains(out, "HANDLE") || !strings.Contains(out, "scout") {
+		t.Fatalf("principal list table:\n%s", out)
+	}
+
+	alex := env.World.Token("alex")
+	mustBothy(t, "admin", "principal", "disable", "--handle", "alex")
+	if r := env.REST(http.MethodGet, "/api/v1/me", alex, nil); r.Status != 401 {
+		t.Fatalf("disabled alex: %d", r.Status)
+	}
+	mustBothy(t, "admin", "principal", "enable", "--handle", "alex")
+	if r := env.REST(http.MethodGet, "/api/v1/me", alex, nil); r.Status != 200 {
+		t.Fatalf("enabled alex: %d", r.Status)
+	}
+	if _, err := bothy(t, "admin", "principal", "disable", "--handle", "robin"); err == nil || !strings.Contains(err.Error(), "last_owner") {
+		t.Fatalf("disabling the last owner: %v", err)
+	}
+
+	var tok struct{ ID, Token string }
+	decode(t, mustBothy(t, "admin", "token", "create", "--handle", "sam", "--label", "cli", "--ttl", "1h", "--json"), &tok)
+	if r := env.REST(http.MethodGet, "/api/v1/me", tok.Token, nil); r.Status != 200 {
+		t.Fatalf("sam's new token: %d", r.Status)
+	}
+	listed := mustBothy(t, "admin", "token", "list", "--handle", "sam", "--json")
+	if !strings.Contains(listed, tok.ID) || strings.Contains(listed, tok.Token) {
+		t.Fatalf("token list:\n%s", listed)
+	}
+	mustBothy(t, "admin", "token", "revoke", "--id", tok.ID)
+	if r := env.REST(http.MethodGet, "/api/v1/me", tok.Token, nil); r.Status != 401 {
+		t.Fatalf("revoked token: %d", r.Status)
+	}
+	// bothy token create is the same command.
+	plain := strings.TrimSpace(mustBothy(t, "token", "create", "--handle", "alex"))
+	if r := env.REST(http.MethodGet, "/api/v1/me", plain, nil); r.Status != 200 {
+		t.Fatalf("bothy token create: %d", r.Status)
+	}
+
+	// Usage errors: never ignored, exit 2 (a usageError).
+	tokensBefore := env.Count(`SELECT count(*) FROM tokens`)
+	for _, args := range [][]string{
+		{"admin"},
+		{"admin", "bogus"},
+		{"admin", "principal", "rename", "--handle", "alex"},
+		{"admin", "token", "create", "--handle", "alex", "--ttl", "-1s"},
+		{"admin", "token", "create", "--handle", "alex", "extra"},
+		{"admin", "token", "list", "--handle", "alex", "--nope"},
+		{"admin", "create-owner", "--handle", "dana"},
+		{"token", "create", "--handle", "alex", "--ttl", "-24h"},
+		{"token", "list"},
+	} {
+		_, err := bothy(t, args...)
+		var u usageError
+		if !errors.As(err, &u) {
+			t.Errorf("bothy %s: %v, want a usage error", strings.Join(args, " "), err)
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM tokens`); n != tokensBefore {
+		t.Fatalf("a refused command issued a token: %d -> %d", tokensBefore, n)
+	}
+	if _, err := bothy(t, "admin", "token", "revoke", "--id", "01a22de8-0000-7000-8000-000000000000"); err == nil || !strings.Contains(err.Error(), "no token has the id") {
+		t.Fatalf("revoking a missing token: %v", err)
+	}
+	// Every command line action was audited as the operator.
+	if n := env.Count(`SELECT count(*) FROM audit_log WHERE actor_id = '00000000-0000-0000-0000-000000000000' AND decision = 'allow'`); n < 8 {
+		t.Fatalf("%d audited operator actions", n)
+	}
+}
+
+// TestSeedTwice builds the example world with bothy seed and runs it again:
+// the second run says so, changes nothing and succeeds.
+func TestSeedTwice(t *testing.T) {
+	env := adminEnv(t, true)
+	var w struct {
+		Principals map[string]struct{ ID, Token string }
+	}
+	decode(t, mustBothy(t, "seed", "--json"), &w)
+	if len(w.Principals) != 7 || w.Principals["robin"].Token == "" {
+		t.Fatalf("seed printed %+v", w)
+	}
+	count := func() int {
+		return env.Count(`SELECT (SELECT count(*) FROM principals) + (SELECT count(*) FROM tokens) + (SELECT count(*) FROM spaces)
+			+ (SELECT count(*) FROM channels) + (SELECT count(*) FROM grants) + (SELECT count(*) FROM event_log)`)
+	}
+	before := count()
+	out := mustBothy(t, "seed", "--json")
+	if !strings.Contains(out, "already there") {
+		t.Fatalf("second seed printed %q", out)
+	}
+	if after := count(); after != before {
+		t.Fatalf("the second seed changed the database: %d -> %d", before, after)
+	}
+}

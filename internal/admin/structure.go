@@ -1,0 +1,272 @@
+package admin
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// checkAgent validates an agent reference at pointer: it must name an
+// active agent.
+func (s *Service) checkAgent(ctx context.Context, id, pointer string) error {
+	p, err := s.ident.Get(ctx, id)
+	if err != nil || p.Kind != identity.KindAgent || !p.Active() {
+		if err != nil && !errors.Is(err, identity.ErrNotFound) {
+			return problem.Internal(err)
+		}
+		return problem.Invalid(problem.FieldError{Pointer: pointer, Code: "invalid_reference", Detail: "must name an active agent"})
+	}
+	return nil
+}
+
+func spacePayload(sp chat.Space) map[string]any {
+	p := map[string]any{"id": sp.ID, "name": sp.Name, "archived": sp.ArchivedAt != nil}
+	if sp.DefaultOperatorAgentID != "" {
+		p["default_operator_agent_id"] = sp.DefaultOperatorAgentID
+	}
+	return p
+}
+
+func channelPayload(c chat.Channel) map[string]any {
+	p := map[string]any{"id": c.ID, "space_id": c.SpaceID, "name": c.Name, "kind": c.Kind, "archived": c.Archived(),
+		"operator_mode": c.OperatorMode}
+	if c.MainThreadID != "" {
+		p["main_thread_id"] = c.MainThreadID
+	}
+	return p
+}
+
+// CreateSpace creates a space with an optional default operator agent
+// (space.create: owner) and emits space.created, which its readers (owners,
+// and later the holders of grants on it) see.
+func (s *Service) CreateSpace(ctx context.Context, actor identity.Principal, name, defaultOperator string) (chat.Space, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.SpaceCreate, instance); err != nil {
+		return chat.Space{}, err
+	}
+	if err := chat.CheckName(name, "/name"); err != nil {
+		return chat.Space{}, err
+	}
+	if defaultOperator != "" {
+		if err := s.checkAgent(ctx, defaultOperator, "/default_operator_agent_id"); err != nil {
+			return chat.Space{}, err
+		}
+	}
+	var out chat.Space
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		sp, err := s.chat.CreateSpace(ctx, tx, name, defaultOperator)
+		if err != nil {
+			return err
+		}
+		out = sp
+		return s.events.Append(ctx, tx, events.Event{Type: events.SpaceCreated, SpaceID: sp.ID, Payload: spacePayload(sp)})
+	})
+	if err != nil {
+		return chat.Space{}, problem.From(err)
+	}
+	return out, nil
+}
+
+// SpacePatch is a change of a space; nil members stay.
+type SpacePatch struct {
+	Name *string
+	// DefaultOperator sets the default operator agent; ClearDefaultOperator
+	// removes it (the two exclude each other).
+	DefaultOperator      *string
+	ClearDefaultOperator bool
+}
+
+// UpdateSpace renames a space or sets its default operator (space.update:
+// owner). It emits space.updated, and access.changed in every channel of
+// the space when the operator changed (the operator rule follows it).
+func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id string, patch SpacePatch) (chat.Space, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.SpaceUpdate, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
+		return chat.Space{}, err
+	}
+	if patch.DefaultOperator != nil && patch.ClearDefaultOperator {
+		return chat.Space{}, problem.Invalid(problem.FieldError{Pointer: "/clear_default_operator", Code: "not_allowed", Detail: "set or clear the default operator, not both"})
+	}
+	if patch.Name != nil {
+		if err := chat.CheckName(*patch.Name, "/name"); err != nil {
+			return chat.Space{}, err
+		}
+	}
+	if patch.DefaultOperator != nil {
+		if err := s.checkAgent(ctx, *patch.DefaultOperator, "/default_operator_agent_id"); err != nil {
+			return chat.Space{}, err
+		}
+	}
+	var out chat.Space
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		if patch.Name != nil {
+			if err := s.chat.RenameSpace(ctx, tx, id, *patch.Name); err != nil {
+				return err
+			}
+		}
+		operatorChanged := patch.DefaultOperator != nil || patch.ClearDefaultOperator
+		if operatorChanged {
+			agent := ""
+			if patch.DefaultOperator != nil {
+				agent = *patch.DefaultOperator
+			}
+			if err := s.chat.SetDefaultOperator(ctx, tx, id, agent); err != nil {
+				return err
+			}
+		}
+		sp, err := s.chat.GetSpace(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out = sp
+		if err := s.events.Append(ctx, tx, events.Event{Type: events.SpaceUpdated, SpaceID: id, Payload: spacePayload(sp)}); err != nil {
+			return err
+		}
+		if operatorChanged {
+			return s.accessChanged(ctx, tx, authz.KindSpace, id, "space.operator_set", id)
+		}
+		return nil
+	})
+	if err != nil {
+		return chat.Space{}, problem.From(err)
+	}
+	return out, nil
+}
+
+// UnarchiveSpace lifts the archive of a space (space.unarchive: owner);
+// rights come back as the grants say. It emits space.updated and
+// access.changed in every channel of the space.
+func (s *Service) UnarchiveSpace(ctx context.Context, actor identity.Principal, id string) (chat.Space, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.SpaceUnarchive, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
+		return chat.Space{}, err
+	}
+	var out chat.Space
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		if err := s.chat.UnarchiveSpace(ctx, tx, id); err != nil {
+			return err
+		}
+		sp, err := s.chat.GetSpace(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out = sp
+		if err := s.events.Append(ctx, tx, events.Event{Type: events.SpaceUpdated, SpaceID: id, Payload: spacePayload(sp)}); err != nil {
+			return err
+		}
+		return s.accessChanged(ctx, tx, authz.KindSpace, id, "space.unarchived", id)
+	})
+	if err != nil {
+		return chat.Space{}, problem.From(err)
+	}
+	return out, nil
+}
+
+// ChannelInput describes a channel to create: name, kind (text or forum),
+// the switches that differ from the defaults, and the operator mode
+// (inherit when empty) with its agent for mode agent.
+type ChannelInput struct {
+	Name         string
+	Kind         string
+	Switches     chat.SwitchesPatch
+	OperatorMode string
+	OperatorID   string
+}
+
+// CreateChannel creates a channel in space spaceID (channel.create: owner,
+// decided on the space) with, for a text channel, its main thread, in one
+// unit of work, and emits channel.created in the new channel.
+func (s *Service) CreateChannel(ctx context.Context, actor identity.Principal, spaceID string, in ChannelInput) (chat.Channel, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelCreate, authz.Resource{Kind: authz.KindSpace, ID: spaceID}); err != nil {
+		return chat.Channel{}, err
+	}
+	if err := chat.CheckName(in.Name, "/name"); err != nil {
+		return chat.Channel{}, err
+	}
+	if in.Kind != "text" && in.Kind != "forum" {
+		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
+	}
+	if err := s.chat.CheckSwitches(in.Switches, "/switches"); err != nil {
+		return chat.Channel{}, err
+	}
+	switch in.OperatorMode {
+	case "", "inherit", "none":
+		if in.OperatorID != "" {
+			return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/operator/agent_id", Code: "not_allowed", Detail: "only mode agent names an agent"})
+		}
+	case "agent":
+		if err := s.checkAgent(ctx, in.OperatorID, "/operator/agent_id"); err != nil {
+			return chat.Channel{}, err
+		}
+	default:
+		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/operator/mode", Code: "invalid_enum"})
+	}
+	var out chat.Channel
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		c, err := s.chat.CreateChannel(ctx, tx, chat.NewChannel{SpaceID: spaceID, Name: in.Name, Kind: in.Kind,
+			OperatorMode: in.OperatorMode, OperatorAgentID: in.OperatorID, FreeResponse: in.Switches.FreeResponse,
+			AllowMentionedAgents: in.Switches.AllowMentionedAgents, AutoThread: in.Switches.AutoThread,
+			HistoryBackfillLimit: in.Switches.HistoryBackfillLimit, CreatedBy: actor.ID})
+		if err != nil {
+			return err
+		}
+		out = c
+		return s.events.Append(ctx, tx, events.Event{Type: events.ChannelCreated, ChannelID: c.ID, Payload: channelPayload(c)})
+	})
+	if err != nil {
+		return chat.Channel{}, problem.From(err)
+	}
+	return out, nil
+}
+
+// RenameChannel renames channel id (channel.update: owner) and emits
+// channel.updated.
+func (s *Service) RenameChannel(ctx context.Context, actor identity.Principal, id, name string) (chat.Channel, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelUpdate, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
+		return chat.Channel{}, err
+	}
+	if err := chat.CheckName(name, "/name"); err != nil {
+		return chat.Channel{}, err
+	}
+	return s.channelChange(ctx, id, func(tx pgx.Tx) error { return s.chat.RenameChannel(ctx, tx, id, name) }, "")
+}
+
+// UnarchiveChannel lifts the archive of channel id (channel.unarchive:
+// owner) and emits channel.updated and access.changed.
+func (s *Service) UnarchiveChannel(ctx context.Context, actor identity.Principal, id string) (chat.Channel, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelUnarchive, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
+		return chat.Channel{}, err
+	}
+	return s.channelChange(ctx, id, func(tx pgx.Tx) error { return s.chat.UnarchiveChannel(ctx, tx, id) }, "channel.unarchived")
+}
+
+// channelChange runs fn and emits channel.updated (and access.changed with
+// change, when given) in one unit of work.
+func (s *Service) channelChange(ctx context.Context, id string, fn func(tx pgx.Tx) error, change string) (chat.Channel, error) {
+	var out chat.Channel
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		c, err := s.chat.GetChannel(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out = c
+		if err := s.events.Append(ctx, tx, events.Event{Type: events.ChannelUpdated, ChannelID: id, Payload: channelPayload(c)}); err != nil {
+			return err
+		}
+		if change != "" {
+			return s.accessChanged(ctx, tx, authz.KindChannel, id, change, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return chat.Channel{}, problem.From(err)
+	}
+	return out, nil
+}

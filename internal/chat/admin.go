@@ -1,0 +1,101 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// MaxName is the longest space or channel name in characters.
+const MaxName = 80
+
+// CheckName validates a space or channel name at pointer: 1 to MaxName
+// characters, no surrounding spaces, no control characters (NUL included,
+// which PostgreSQL cannot store).
+func CheckName(name, pointer string) error {
+	ok := strings.TrimSpace(name) == name && name != "" && utf8.ValidString(name) && utf8.RuneCountInString(name) <= MaxName
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			ok = false
+		}
+	}
+	if !ok {
+		return problem.Invalid(problem.FieldError{Pointer: pointer, Code: "invalid_format", Detail: "1 to 80 characters without surrounding spaces or control characters"})
+	}
+	return nil
+}
+
+// nameConflict turns a unique violation into 409 conflict name_taken.
+func nameConflict(err error, what string) error {
+	if db.IsUniqueViolation(err, "") {
+		return problem.Newf(problem.Conflict, "name_taken", "the name is taken")
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// CheckSwitches validates the switches of a new channel.
+func (s *Service) CheckSwitches(p SwitchesPatch, prefix string) error {
+	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
+		return problem.Invalid(problem.FieldError{Pointer: prefix + "/history_backfill_limit", Code: "out_of_range",
+			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
+	}
+	return nil
+}
+
+// RenameSpace renames space id in tx; a taken name answers 409 name_taken.
+func (s *Service) RenameSpace(ctx context.Context, tx db.Querier, id, name string) error {
+	if err := CheckName(name, "/name"); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE spaces SET name = $2 WHERE id = $1`, id, name); err != nil {
+		return nameConflict(err, "rename space")
+	}
+	return nil
+}
+
+// SetDefaultOperator sets (or, with an empty agentID, clears) the default
+// operator agent of space id in tx.
+func (s *Service) SetDefaultOperator(ctx context.Context, tx db.Querier, id, agentID string) error {
+	_, err := tx.Exec(ctx, `UPDATE spaces SET default_operator_agent_id = $2 WHERE id = $1`, id, db.Nullable(agentID))
+	if err != nil {
+		return fmt.Errorf("set default operator: %w", err)
+	}
+	return nil
+}
+
+// UnarchiveSpace clears archived_at of space id in tx.
+func (s *Service) UnarchiveSpace(ctx context.Context, tx db.Querier, id string) error {
+	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = NULL WHERE id = $1`, id)
+	return err
+}
+
+// RenameChannel renames channel id in tx; a name taken in the space
+// answers 409 name_taken.
+func (s *Service) RenameChannel(ctx context.Context, tx db.Querier, id, name string) error {
+	if err := CheckName(name, "/name"); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE channels SET name = $2 WHERE id = $1`, id, name); err != nil {
+		return nameConflict(err, "rename channel")
+	}
+	return nil
+}
+
+// UnarchiveChannel clears archived_at of channel id in tx.
+func (s *Service) UnarchiveChannel(ctx context.Context, tx db.Querier, id string) error {
+	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = NULL WHERE id = $1`, id)
+	return err
+}
+
+// SpaceExists reports whether a space with name exists (for scripts that
+// must not build twice).
+func (s *Service) SpaceExists(ctx context.Context, name string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM spaces WHERE name = $1)`, name).Scan(&ok)
+	return ok, err
+}

@@ -1,0 +1,208 @@
+package identity
+
+import (
+	"context"
+	"fmt"
+	"net/mail"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// MaxDisplayName is the longest display name in characters.
+const MaxDisplayName = 80
+
+// ValidName reports whether s is a usable display or object name: 1 to max
+// characters after trimming, valid UTF-8, no control characters (which
+// includes NUL, which PostgreSQL cannot store).
+func ValidName(s string, max int) bool {
+	t := strings.TrimSpace(s)
+	if t == "" || t != s || !utf8.ValidString(s) || utf8.RuneCountInString(s) > max {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validEmail accepts a plain address (no display name part) of at most 254
+// bytes.
+func validEmail(e string) bool {
+	if len(e) > 254 || strings.ContainsAny(e, " <>") {
+		return false
+	}
+	a, err := mail.ParseAddress(e)
+	return err == nil && a.Address == e
+}
+
+// CheckNew validates np without storing it: handle, kind, display name,
+// e-mail and owner flag, each with its field pointer.
+func CheckNew(np NewPrincipal) error {
+	var fields []problem.FieldError
+	if !ValidHandle(np.Handle) {
+		fields = append(fields, problem.FieldError{Pointer: "/handle", Code: "invalid_format", Detail: "lowercase letters, digits, - and _, 2 to 32 characters, starting with a letter or digit"})
+	}
+	switch np.Kind {
+	case KindUser, KindAgent, KindApp:
+	default:
+		fields = append(fields, problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
+	}
+	if !ValidName(np.DisplayName, MaxDisplayName) {
+		fields = append(fields, problem.FieldError{Pointer: "/display_name", Code: "invalid_format", Detail: "1 to 80 characters without surrounding spaces or control characters"})
+	}
+	if np.Email != "" {
+		if np.Kind != KindUser {
+			fields = append(fields, problem.FieldError{Pointer: "/email", Code: "not_allowed", Detail: "only people have an e-mail address"})
+		} else if !validEmail(np.Email) {
+			fields = append(fields, problem.FieldError{Pointer: "/email", Code: "invalid_format"})
+		}
+	}
+	if np.IsOwner && np.Kind != KindUser {
+		fields = append(fields, problem.FieldError{Pointer: "/is_owner", Code: "not_allowed", Detail: "only people own the instance"})
+	}
+	if len(fields) > 0 {
+		return problem.Invalid(fields...)
+	}
+	return nil
+}
+
+// PrincipalPatch is a change of a principal; nil members stay as they are.
+type PrincipalPatch struct {
+	DisplayName *string
+	// Email: an empty string removes the address.
+	Email   *string
+	Status  *Status
+	IsOwner *bool
+}
+
+// Empty reports whether the patch changes nothing.
+func (p PrincipalPatch) Empty() bool {
+	return p.DisplayName == nil && p.Email == nil && p.Status == nil && p.IsOwner == nil
+}
+
+// Check validates the patch for principal cur.
+func (p PrincipalPatch) Check(cur Principal) error {
+	var fields []problem.FieldError
+	if p.DisplayName != nil && !ValidName(*p.DisplayName, MaxDisplayName) {
+		fields = append(fields, problem.FieldError{Pointer: "/display_name", Code: "invalid_format", Detail: "1 to 80 characters without surrounding spaces or control characters"})
+	}
+	if p.Email != nil && *p.Email != "" {
+		if cur.Kind != KindUser {
+			fields = append(fields, problem.FieldError{Pointer: "/email", Code: "not_allowed", Detail: "only people have an e-mail address"})
+		} else if !validEmail(*p.Email) {
+			fields = append(fields, problem.FieldError{Pointer: "/email", Code: "invalid_format"})
+		}
+	}
+	if p.Status != nil && *p.Status != StatusActive && *p.Status != StatusDisabled {
+		fields = append(fields, problem.FieldError{Pointer: "/status", Code: "invalid_enum", Detail: "active or disabled"})
+	}
+	if p.IsOwner != nil && *p.IsOwner && cur.Kind != KindUser {
+		fields = append(fields, problem.FieldError{Pointer: "/is_owner", Code: "not_allowed", Detail: "only people own the instance"})
+	}
+	if len(fields) > 0 {
+		return problem.Invalid(fields...)
+	}
+	return nil
+}
+
+// UpdatePrincipal applies patch to principal id in tx and returns the
+// principal as it is then. It takes the owners' rows first (FOR UPDATE), so
+// that two concurrent demotions cannot both pass the last-owner rule: the
+// last active owner can be neither demoted nor disabled (409 conflict,
+// reason last_owner). ErrNotFound for an unknown id.
+func (s *Service) UpdatePrincipal(ctx context.Context, tx db.Querier, id string, patch PrincipalPatch) (before, after Principal, err error) {
+	if !ids.Valid(id) {
+		return Principal{}, Principal{}, ErrNotFound
+	}
+	rows, err := tx.Query(ctx, `SELECT id::text FROM principals WHERE kind = 'user' AND is_owner AND status = 'active' ORDER BY id FOR UPDATE`)
+	if err != nil {
+		return Principal{}, Principal{}, fmt.Errorf("lock owners: %w", err)
+	}
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return Principal{}, Principal{}, fmt.Errorf("lock owners: %w", err)
+	}
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"id": id}).Suffix("FOR UPDATE").MustSql()
+	cur, err := scanPrincipal(tx.QueryRow(ctx, sqlText, args...))
+	if err != nil {
+		return Principal{}, Principal{}, err
+	}
+	if err := patch.Check(cur); err != nil {
+		return Principal{}, Principal{}, err
+	}
+	next := cur
+	if patch.DisplayName != nil {
+		next.DisplayName = *patch.DisplayName
+	}
+	if patch.Email != nil {
+		next.Email = *patch.Email
+	}
+	if patch.Status != nil {
+		next.Status = *patch.Status
+	}
+	if patch.IsOwner != nil {
+		next.IsOwner = *patch.IsOwner
+	}
+	if cur.Owner() && !next.Owner() && len(owners) == 1 && owners[0] == cur.ID {
+		return Principal{}, Principal{}, problem.Newf(problem.Conflict, "last_owner", "the last active owner can be neither demoted nor disabled")
+	}
+	var email any
+	if next.Email != "" {
+		email = next.Email
+	}
+	sqlText, args = db.SQL.Update("principals").Set("display_name", next.DisplayName).Set("email", email).
+		Set("status", next.Status).Set("is_owner", next.IsOwner).Where(sq.Eq{"id": id}).MustSql()
+	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
+		return Principal{}, Principal{}, fmt.Errorf("update principal: %w", err)
+	}
+	return cur, next, nil
+}
+
+// ListPrincipals returns up to limit principals with ids after the cursor
+// after (empty: from the start), in id order (ids are time-ordered, so this
+// is creation order). next is the cursor of the following page, empty when
+// this page is the last.
+func (s *Service) ListPrincipals(ctx context.Context, after string, limit int) (list []Principal, next string, err error) {
+	q := db.SQL.Select(principalColumns...).From("principals").OrderBy("id").Limit(uint64(limit + 1))
+	if after != "" {
+		q = q.Where(sq.Gt{"id": after})
+	}
+	sqlText, args := q.MustSql()
+	rows, err := s.pool.Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list principals: %w", err)
+	}
+	list, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Principal, error) { return scanPrincipal(r) })
+	if err != nil {
+		return nil, "", fmt.Errorf("list principals: %w", err)
+	}
+	if len(list) > limit {
+		list = list[:limit]
+		next = list[limit-1].ID
+	}
+	return list, next, nil
+}
+
+// HasOwner reports whether an active owner exists.
+func (s *Service) HasOwner(ctx context.Context) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM principals WHERE kind = 'user' AND is_owner AND status = 'active')`).Scan(&ok)
+	return ok, err
+}
+
+// CountPrincipals returns how many principals exist.
+func (s *Service) CountPrincipals(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM principals`).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,111 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// LastUsedGranularity is how often last_used_at of one token is written at
+// most: a busy token must not turn every request into a write.
+const LastUsedGranularity = time.Minute
+
+// TokenInfo is a token as listed: everything but the secret and its hash.
+type TokenInfo struct {
+	ID          string
+	PrincipalID string
+	Kind        string // session, agent or app
+	Label       string
+	CreatedAt   time.Time
+	ExpiresAt   *time.Time
+	LastUsedAt  *time.Time
+	RevokedAt   *time.Time
+}
+
+const tokenInfoColumns = "id, principal_id, kind, label, created_at, expires_at, last_used_at, revoked_at"
+
+func scanTokenInfo(row pgx.Row) (TokenInfo, error) {
+	var t TokenInfo
+	err := row.Scan(&t.ID, &t.PrincipalID, &t.Kind, &t.Label, &t.CreatedAt, &t.ExpiresAt, &t.LastUsedAt, &t.RevokedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TokenInfo{}, ErrNotFound
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	for _, p := range []*time.Time{t.ExpiresAt, t.LastUsedAt, t.RevokedAt} {
+		if p != nil {
+			*p = p.UTC()
+		}
+	}
+	return t, err
+}
+
+// GetToken returns the token with id (without its secret), or ErrNotFound.
+func (s *Service) GetToken(ctx context.Context, id string) (TokenInfo, error) {
+	return s.getToken(ctx, s.pool, id)
+}
+
+func (s *Service) getToken(ctx context.Context, q db.Querier, id string) (TokenInfo, error) {
+	if !ids.Valid(id) {
+		return TokenInfo{}, ErrNotFound
+	}
+	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"id": id}).MustSql()
+	return scanTokenInfo(q.QueryRow(ctx, sqlText, args...))
+}
+
+// ListTokens returns the tokens of principal id, newest first, revoked and
+// expired ones included (so that an owner sees what was issued).
+func (s *Service) ListTokens(ctx context.Context, principalID string) ([]TokenInfo, error) {
+	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"principal_id": principalID}).
+		OrderBy("created_at DESC", "id DESC").MustSql()
+	rows, err := s.pool.Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TokenInfo, error) { return scanTokenInfo(r) })
+}
+
+// RevokeTokenByID revokes the token with id through q (nil: the pool) and
+// returns it. Revoking a revoked token answers it unchanged.
+func (s *Service) RevokeTokenByID(ctx context.Context, q db.Querier, id string) (TokenInfo, error) {
+	if q == nil {
+		q = s.pool
+	}
+	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).
+		Where(sq.Eq{"id": id}).Where("revoked_at IS NULL").MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		return TokenInfo{}, fmt.Errorf("revoke token: %w", err)
+	}
+	return s.getToken(ctx, q, id)
+}
+
+// ValidTTL checks a requested token lifetime: zero means "no expiry",
+// anything below zero is refused (a negative lifetime must never turn into
+// a token that lives for ever).
+func ValidTTL(ttl time.Duration, pointer string) error {
+	if ttl < 0 {
+		return problem.Invalid(problem.FieldError{Pointer: pointer, Code: "out_of_range", Detail: "must not be negative"})
+	}
+	return nil
+}
+
+// touch records that token id was used now, at most once per
+// LastUsedGranularity: the statement runs only when the stored time is
+// older, and the condition in SQL keeps concurrent requests from writing
+// twice.
+func (s *Service) touch(ctx context.Context, id string, last *time.Time) {
+	now := s.clock.Now()
+	if last != nil && now.Sub(*last) < LastUsedGranularity {
+		return
+	}
+	// A failure to record the use must not fail the request it belongs to.
+	_, _ = s.pool.Exec(ctx, `UPDATE tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`,
+		id, now, now.Add(-LastUsedGranularity))
+}

@@ -1,0 +1,602 @@
+package server_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
+)
+
+// adminCall is one administration request of the REST face.
+type adminCall struct {
+	name, method, path string
+	body               any
+	// seen: alex can read the target (a channel or space of Support, or an
+	// instance-level target); false: the target is hidden from alex (a
+	// Marketing channel or space), so alex gets the 404 of the table.
+	seen bool
+	// agentsSee: Lotse and Feed Bot can read the target too (they have no
+	// grant on the space Support, only on channels of it).
+	agentsSee bool
+}
+
+// adminCalls lists every administration action once; each body is valid,
+// so an owner succeeds. Fresh objects are made for the destructive ones.
+func adminCalls(t *testing.T, env *apitest.Env) []adminCall {
+	t.Helper()
+	robin := env.World.Token("robin")
+	mk := func(path string, body any) map[string]any {
+		return mustRESTAs(t, env, http.MethodPost, path, robin, body, http.StatusCreated)
+	}
+	group := mk("/api/v1/groups", map[string]any{"name": "Night shift"})["id"].(string)
+	group2 := mk("/api/v1/groups", map[string]any{"name": "Day shift"})["id"].(string)
+	tok := mk("/api/v1/principals/"+env.World.ID("sam")+"/tokens", map[string]any{"label": "laptop"})["id"].(string)
+	support, marketing := env.World.Spaces["Support"], env.World.Spaces["Marketing"]
+	allg, kamp := env.World.Channel("Support/Allgemein").ID, env.World.Channel("Marketing/Kampagnen").ID
+	return []adminCall{
+		{"createPrincipal", http.MethodPost, "/api/v1/principals", map[string]any{"kind": "user", "handle": "casey", "display_name": "Casey", "email": "casey@example.com"}, true, true},
+		{"listPrincipals", http.MethodGet, "/api/v1/principals", nil, true, true},
+		{"updatePrincipal", http.MethodPatch, "/api/v1/principals/" + env.World.ID("writer"), map[string]any{"display_name": "Writer Two"}, true, true},
+		{"createGroup", http.MethodPost, "/api/v1/groups", map[string]any{"name": "Weekend"}, true, true},
+		{"getGroup", http.MethodGet, "/api/v1/groups/" + group, nil, true, true},
+		{"updateGroup", http.MethodPatch, "/api/v1/groups/" + group, map[string]any{"name": "Night crew"}, true, true},
+		{"addGroupMember", http.MethodPost, "/api/v1/groups/" + group + "/members", map[string]any{"principal_id": env.World.ID("writer")}, true, true},
+		{"removeGroupMember", http.MethodDelete, "/api/v1/groups/" + group + "/members/" + env.World.ID("writer"), nil, true, true},
+		{"deleteGroup", http.MethodDelete, "/api/v1/groups/" + group2, nil, true, true},
+		{"createSpace", http.MethodPost, "/api/v1/spaces", map[string]any{"name": "Operations"}, true, true},
+		{"updateSpace/seen", http.MethodPatch, "/api/v1/spaces/" + support, map[string]any{"name": "Support Desk"}, true, false},
+		{"updateSpace/hidden", http.MethodPatch, "/api/v1/spaces/" + marketing, map[string]any{"name": "Marketing Team"}, false, false},
+		{"unarchiveSpace/seen", http.MethodPost, "/api/v1/spaces/" + support + "/unarchive", nil, true, false},
+		{"unarchiveSpace/hidden", http.MethodPost, "/api/v1/spaces/" + marketing + "/unarchive", nil, false, false},
+		{"createChannel/seen", http.MethodPost, "/api/v1/spaces/" + support + "/channels", map[string]any{"name": "Billing", "kind": "text"}, true, false},
+		{"createChannel/hidden", http.MethodPost, "/api/v1/spaces/" + marketing + "/channels", map[string]any{"name": "Launch", "kind": "forum"}, false, false},
+		{"updateChannel/seen", http.MethodPatch, "/api/v1/channels/" + allg, map[string]any{"name": "General"}, true, true},
+		{"updateChannel/hidden", http.MethodPatch, "/api/v1/channels/" + kamp, map[string]any{"name": "Campaigns"}, false, false},
+		{"unarchiveChannel/seen", http.MethodPost, "/api/v1/channels/" + allg + "/unarchive", nil, true, true},
+		{"unarchiveChannel/hidden", http.MethodPost, "/api/v1/channels/" + kamp + "/unarchive", nil, false, false},
+		// Sam's token: another person's, so alex may not touch it (404:
+		// alex cannot see it); the owner may.
+		{"revokeToken", http.MethodDelete, "/api/v1/tokens/" + tok, nil, false, false},
+		{"listTokens", http.MethodGet, "/api/v1/principals/" + env.World.ID("sam") + "/tokens", nil, true, true},
+		{"createToken", http.MethodPost, "/api/v1/principals/" + env.World.ID("sam") + "/tokens", map[string]any{"label": "phone"}, true, true},
+	}
+}
+
+// adminOptions give the tests room for many administration calls in one
+// minute of the fake clock (rl.admin allows 20 at once by default).
+func adminOptions() apitest.Options {
+	return apitest.Options{Config: map[string]string{"ratelimit.rl.admin.burst": "1000"}}
+}
+
+// mustRESTAs is mustREST with a token instead of a handle.
+func mustRESTAs(t *testing.T, env *apitest.Env, method, path, token string, body any, want int) map[string]any {
+	t.Helper()
+	r := env.REST(method, path, token, body)
+	if r.Status != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, r.Status, r.Body, want)
+	}
+	var m map[string]any
+	if len(r.Body) > 0 {
+		r.JSON(t, &m)
+	}
+	return m
+}
+
+// TestAdminDecisions runs every administration action as a person who can
+// see the target (403 level_insufficient), a person who cannot (404), an
+// agent and an app (403 subject_kind_not_allowed) and the owner (allowed),
+// and checks that denials change nothing and every decision is audited.
+func TestAdminDecisions(t *testing.T) {
+	env := apitest.Start(t, adminOptions())
+	calls := adminCalls(t, env)
+	count := func() string {
+		return strings.Join([]string{
+			itoa(env.Count(`SELECT count(*) FROM principals`)), itoa(env.Count(`SELECT count(*) FROM tokens WHERE revoked_at IS NULL`)),
+			itoa(env.Count(`SELECT count(*) FROM groups WHERE deleted_at IS NULL`)), itoa(env.Count(`SELECT count(*) FROM group_members`)),
+			itoa(env.Count(`SELECT count(*) FROM spaces`)), itoa(env.Count(`SELECT count(*) FROM channels`)),
+			itoa(env.Count(`SELECT count(*) FROM principals WHERE display_name = 'Writer'`)),
+			itoa(env.Count(`SELECT count(*) FROM groups WHERE name = 'Night shift'`)),
+			itoa(env.Count(`SELECT count(*) FROM spaces WHERE name IN ('Support', 'Marketing')`)),
+			itoa(env.Count(`SELECT count(*) FROM channels WHERE name IN ('Allgemein', 'Kampagnen')`)),
+		}, ",")
+	}
+	before := count()
+	for _, c := range calls {
+		t.Run("alex/"+c.name, func(t *testing.T) {
+			r := env.REST(c.method, c.path, env.World.Token("alex"), c.body)
+			if c.seen {
+				wantProblem(t, c.name, r, 403, "forbidden", "level_insufficient")
+			} else {
+				wantProblem(t, c.name, r, 404, "not_found", "")
+			}
+		})
+		for _, who := range []string{"lotse", "feedbot"} {
+			t.Run(who+"/"+c.name, func(t *testing.T) {
+				r := env.REST(c.method, c.path, env.World.Token(who), c.body)
+				if c.agentsSee {
+					wantProblem(t, c.name, r, 403, "forbidden", "subject_kind_not_allowed")
+				} else {
+					// The table's first rows: a target the agent or app
+					// cannot read is 404 before anything else.
+					wantProblem(t, c.name, r, 404, "not_found", "")
+				}
+			})
+		}
+	}
+	if after := count(); after != before {
+		t.Fatalf("denied administration changed the database: %s -> %s", before, after)
+	}
+	// Every denial is audited (aggregated per actor, action and reason).
+	for _, who := range []string{"alex", "lotse", "feedbot"} {
+		rows := auditRows(t, env, who)
+		denied := map[string]bool{}
+		for _, r := range rows {
+			if r.Decision == "deny" {
+				denied[r.Action] = true
+			}
+		}
+		for _, a := range []string{"principal.create", "principal.list", "principal.update", "group.create", "group.read", "group.update",
+			"group.member.add", "group.member.remove", "group.delete", "space.create", "space.update", "space.unarchive",
+			"channel.create", "channel.update", "channel.unarchive", "token.revoke", "token.list", "token.create"} {
+			if !denied[a] {
+				t.Errorf("%s: no audited denial of %s (rows %+v)", who, a, rows)
+			}
+		}
+	}
+	// The owner succeeds with each, and each allow is audited.
+	for _, c := range calls {
+		r := env.REST(c.method, c.path, env.World.Token("robin"), c.body)
+		if r.Status != http.StatusOK && r.Status != http.StatusCreated {
+			t.Fatalf("robin %s: %d %s", c.name, r.Status, r.Body)
+		}
+	}
+	allowed := map[string]int{}
+	for _, r := range auditRows(t, env, "robin") {
+		if r.Decision == "allow" {
+			allowed[r.Action]++
+		}
+	}
+	for _, a := range []string{"principal.create", "principal.list", "principal.update", "group.create", "group.read", "group.update",
+		"group.member.add", "group.member.remove", "group.delete", "space.create", "space.update", "space.unarchive",
+		"channel.create", "channel.update", "channel.unarchive", "token.revoke", "token.list", "token.create"} {
+		if allowed[a] == 0 {
+			t.Errorf("robin's %s is not audited (%v)", a, allowed)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestAdminPrincipals covers createPrincipal (people, agents with their
+// first token, handle rules), updatePrincipal (disable: 401 at once; the
+// last owner), and listPrincipals paging, on both faces.
+func TestAdminPrincipals(t *testing.T) {
+	env := apitest.Start(t, adminOptions())
+	robin := env.World.Token("robin")
+
+	// A person gets no token; an agent and an app get their first one.
+	person := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals", robin,
+		map[string]any{"kind": "user", "handle": "casey", "display_name": "Casey", "email": "casey@example.com"}, http.StatusCreated)
+	if _, ok := person["token"]; ok {
+		t.Fatalf("a person got a token: %v", person)
+	}
+	if p := person["principal"].(map[string]any); p["handle"] != "casey" || p["kind"] != "user" || p["status"] != "active" || p["is_owner"] != false || p["email"] != "casey@example.com" {
+		t.Fatalf("person %v", p)
+	}
+	agent := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals", robin,
+		map[string]any{"kind": "agent", "handle": "pilot", "display_name": "Pilot"}, http.StatusCreated)
+	agentTok, _ := agent["token"].(string)
+	if !strings.HasPrefix(agentTok, "bothy_a_") {
+		t.Fatalf("agent token %q", agentTok)
+	}
+	var viewer struct {
+		Viewer struct{ Handle, Kind string }
+	}
+	if res := env.GraphQL(agentTok, `{ viewer { handle kind } }`, nil, &viewer); len(res.Errors) > 0 || viewer.Viewer.Handle != "pilot" || viewer.Viewer.Kind != "AGENT" {
+		t.Fatalf("the agent's first token: %+v %+v", res.Errors, viewer)
+	}
+	// The secret appears once: never in lists, events, audit rows.
+	if env.Count(`SELECT count(*) FROM event_log WHERE payload::text LIKE '%' || $1 || '%'`, agentTok) != 0 ||
+		env.Count(`SELECT count(*) FROM audit_log WHERE row_to_json(audit_log)::text LIKE '%' || $1 || '%'`, agentTok) != 0 {
+		t.Fatal("the agent's token is stored outside its hash")
+	}
+	agentID := agent["principal"].(map[string]any)["id"].(string)
+	list := env.REST(http.MethodGet, "/api/v1/principals/"+agentID+"/tokens", robin, nil)
+	if list.Status != 200 || bytes.Contains(list.Body, []byte(agentTok)) || bytes.Contains(list.Body, []byte("bothy_a_")) {
+		t.Fatalf("listTokens: %d %s", list.Status, list.Body)
+	}
+
+	// Bad input: handle rule, taken handle, e-mail of an agent, owner app.
+	wantProblem(t, "taken handle", env.REST(http.MethodPost, "/api/v1/principals", robin,
+		map[string]any{"kind": "user", "handle": "alex", "display_name": "Alex Two"}), 409, "conflict", "handle_taken")
+	for _, body := range []map[string]any{
+		{"kind": "user", "handle": "Casey!", "display_name": "C"},
+		{"kind": "agent", "handle": "bot2", "display_name": "Bot", "email": "bot@example.com"},
+		{"kind": "app", "handle": "app2", "display_name": "App", "is_owner": true},
+		{"kind": "user", "handle": "dana", "display_name": " padded"},
+		{"kind": "robot", "handle": "dana", "display_name": "Dana"},
+	} {
+		wantProblem(t, "bad principal", env.REST(http.MethodPost, "/api/v1/principals", robin, body), 400, "validation_failed", "")
+	}
+	if env.Count(`SELECT count(*) FROM principals WHERE handle IN ('bot2', 'app2', 'dana')`) != 0 {
+		t.Fatal("a refused principal was stored")
+	}
+
+	// Disabling Alex: his token answers 401 at once; enabling restores it.
+	alex := env.World.Token("alex")
+	mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "disabled"}, 200)
+	if r := env.REST(http.MethodGet, "/api/v1/me", alex, nil); r.Status != 401 {
+		t.Fatalf("a disabled person's token: %d", r.Status)
+	}
+	got := mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "active", "display_name": "Alex A."}, 200)
+	if got["status"] != "active" || got["display_name"] != "Alex A." {
+		t.Fatalf("updatePrincipal %v", got)
+	}
+	if r := env.REST(http.MethodGet, "/api/v1/me", alex, nil); r.Status != 200 {
+		t.Fatalf("an enabled person's token: %d", r.Status)
+	}
+	wantProblem(t, "status pending", env.REST(http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "pending"}),
+		400, "validation_failed", "")
+	wantProblem(t, "owner agent", env.REST(http.MethodPatch, "/api/v1/principals/"+agentID, robin, map[string]any{"is_owner": true}),
+		400, "validation_failed", "")
+
+	// The last active owner can be neither demoted nor disabled, on either
+	// face; with a second owner, the first can step down.
+	robinID := env.World.ID("robin")
+	for _, body := range []map[string]any{{"is_owner": false}, {"status": "disabled"}} {
+		wantProblem(t, "last owner", env.REST(http.MethodPatch, "/api/v1/principals/"+robinID, robin, body), 409, "conflict", "last_owner")
+	}
+	res := env.GraphQL(robin, `mutation($id: ID!) { updatePrincipal(id: $id, input: {status: DISABLED}) { id } }`, map[string]any{"id": robinID}, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "conflict" || res.Errors[0].Extensions.Reason != "last_owner" {
+		t.Fatalf("GraphQL last owner: %+v", res.Errors)
+	}
+	mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("sam"), robin, map[string]any{"is_owner": true}, 200)
+	if got := mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+robinID, robin, map[string]any{"is_owner": false}, 200); got["is_owner"] != false {
+		t.Fatalf("robin stepping down: %v", got)
+	}
+	// Robin is no owner now: administration is refused to him.
+	wantProblem(t, "former owner", env.REST(http.MethodGet, "/api/v1/principals", robin, nil), 403, "forbidden", "level_insufficient")
+	sam := env.World.Token("sam")
+	wantProblem(t, "last owner sam", env.REST(http.MethodPatch, "/api/v1/principals/"+env.World.ID("sam"), sam, map[string]any{"is_owner": false}),
+		409, "conflict", "last_owner")
+
+	// listPrincipals pages in creation order, on both faces alike.
+	var all []string
+	after := ""
+	for i := 0; i < 10; i++ {
+		path := "/api/v1/principals?limit=3"
+		if after != "" {
+			path += "&after=" + after
+		}
+		page := mustRESTAs(t, env, http.MethodGet, path, sam, nil, 200)
+		for _, p := range page["principals"].([]any) {
+			all = append(all, p.(map[string]any)["handle"].(string))
+		}
+		next, ok := page["next_after"].(string)
+		if !ok {
+			break
+		}
+		after = next
+	}
+	want := "robin,alex,sam,writer,lotse,texter,feedbot,casey,pilot"
+	if strings.Join(all, ",") != want {
+		t.Fatalf("principals %v, want %s", all, want)
+	}
+	var gq struct {
+		Principals struct {
+			Principals []struct{ Handle string }
+			NextAfter  *string
+		}
+	}
+	if res := env.GraphQL(sam, `{ principals(limit: 200) { principals { handle } nextAfter } }`, nil, &gq); len(res.Errors) > 0 ||
+		len(gq.Principals.Principals) != 9 || gq.Principals.NextAfter != nil {
+		t.Fatalf("GraphQL principals: %+v %+v", res.Errors, gq)
+	}
+	wantProblem(t, "bad cursor", env.REST(http.MethodGet, "/api/v1/principals?after=yesterday", sam, nil), 400, "validation_failed", "")
+	wantProblem(t, "bad limit", env.REST(http.MethodGet, "/api/v1/principals?limit=0", sam, nil), 400, "validation_failed", "")
+}
+
+// TestAdminTokens covers createToken, listTokens and revokeToken: the
+// secret once, self-service for people, 404 for somebody else's token,
+// 401 after revocation and expiry, a refused negative TTL, and
+// last_used_at written at most once a minute.
+func TestAdminTokens(t *testing.T) {
+	var logs bytes.Buffer
+	opts := adminOptions()
+	opts.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	env := apitest.Start(t, opts)
+	alex, robin := env.World.Token("alex"), env.World.Token("robin")
+	alexID := env.World.ID("alex")
+
+	made := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"label": "laptop", "ttl": 3600}, 201)
+	secret, _ := made["token"].(string)
+	if !strings.HasPrefix(secret, "bothy_s_") || made["kind"] != "session" || made["label"] != "laptop" || made["principal_id"] != alexID || made["expires_at"] == nil {
+		t.Fatalf("createToken %v", made)
+	}
+	tokID := made["id"].(string)
+	if r := env.REST(http.MethodGet, "/api/v1/me", secret, nil); r.Status != 200 {
+		t.Fatalf("the new token: %d", r.Status)
+	}
+	list := env.REST(http.MethodGet, "/api/v1/principals/"+alexID+"/tokens", alex, nil)
+	if list.Status != 200 || bytes.Contains(list.Body, []byte(secret)) || bytes.Contains(list.Body, []byte("hash")) {
+		t.Fatalf("listTokens %d %s", list.Status, list.Body)
+	}
+	var tl struct {
+		Tokens []map[string]any `json:"tokens"`
+	}
+	list.JSON(t, &tl)
+	if len(tl.Tokens) != 2 || tl.Tokens[0]["id"] != tokID || tl.Tokens[0]["last_used_at"] == nil {
+		t.Fatalf("tokens %v", tl.Tokens)
+	}
+	firstUse := tl.Tokens[0]["last_used_at"].(string)
+
+	// last_used_at moves at most once a minute.
+	env.Clock.Advance(30 * time.Second)
+	env.REST(http.MethodGet, "/api/v1/me", secret, nil)
+	lastUsed := func() string {
+		var s string
+		if err := env.Pool.QueryRow(t.Context(), `SELECT to_char(last_used_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') FROM tokens WHERE id = $1`, tokID).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := lastUsed(); got != firstUse {
+		t.Fatalf("last_used_at moved within a minute: %s -> %s", firstUse, got)
+	}
+	env.Clock.Advance(31 * time.Second)
+	env.REST(http.MethodGet, "/api/v1/me", secret, nil)
+	if got := lastUsed(); got == firstUse {
+		t.Fatalf("last_used_at did not move after a minute: %s", got)
+	}
+
+	// Somebody else's tokens: listing and creating are refused (403), and
+	// their token is 404 like a missing one; an owner may.
+	samID := env.World.ID("sam")
+	wantProblem(t, "alex lists sam's", env.REST(http.MethodGet, "/api/v1/principals/"+samID+"/tokens", alex, nil), 403, "forbidden", "level_insufficient")
+	wantProblem(t, "alex creates for sam", env.REST(http.MethodPost, "/api/v1/principals/"+samID+"/tokens", alex, map[string]any{}), 403, "forbidden", "level_insufficient")
+	samTok := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+samID+"/tokens", robin, map[string]any{"label": "by robin"}, 201)
+	hidden := env.REST(http.MethodDelete, "/api/v1/tokens/"+samTok["id"].(string), alex, nil)
+	missing := env.REST(http.MethodDelete, "/api/v1/tokens/01a22de8-0000-7000-8000-000000000000", alex, nil)
+	wantProblem(t, "alex revokes sam's", hidden, 404, "not_found", "")
+	if !sameAnswer(t, hidden, missing) {
+		t.Fatalf("another's token and a missing one answer differently:\n%s\n%s", hidden.Body, missing.Body)
+	}
+	// A negative TTL is refused; ttl 0 never expires.
+	wantProblem(t, "negative ttl", env.REST(http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"ttl": -5}), 400, "validation_failed", "")
+	forever := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"ttl": 0}, 201)
+	if _, ok := forever["expires_at"]; ok {
+		t.Fatalf("ttl 0 expires: %v", forever)
+	}
+
+	// Revoked: 401 at once; revoking twice answers it unchanged.
+	rev := mustRESTAs(t, env, http.MethodDelete, "/api/v1/tokens/"+tokID, alex, nil, 200)
+	if rev["revoked_at"] == nil || rev["id"] != tokID {
+		t.Fatalf("revokeToken %v", rev)
+	}
+	if r := env.REST(http.MethodGet, "/api/v1/me", secret, nil); r.Status != 401 {
+		t.Fatalf("a revoked token: %d", r.Status)
+	}
+	if again := mustRESTAs(t, env, http.MethodDelete, "/api/v1/tokens/"+tokID, alex, nil, 200); again["revoked_at"] != rev["revoked_at"] {
+		t.Fatalf("second revoke changed the token: %v", again)
+	}
+	// Expired: 401 once its time has passed.
+	short := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"ttl": 60}, 201)["token"].(string)
+	if r := env.REST(http.MethodGet, "/api/v1/me", short, nil); r.Status != 200 {
+		t.Fatalf("a fresh short token: %d", r.Status)
+	}
+	env.Clock.Advance(61 * time.Second)
+	if r := env.REST(http.MethodGet, "/api/v1/me", short, nil); r.Status != 401 {
+		t.Fatalf("an expired token: %d", r.Status)
+	}
+	// Agents have no self-service: subject_kind_not_allowed.
+	lotseID := env.World.ID("lotse")
+	wantProblem(t, "agent lists", env.REST(http.MethodGet, "/api/v1/principals/"+lotseID+"/tokens", env.World.Token("lotse"), nil), 403, "forbidden", "subject_kind_not_allowed")
+
+	// GraphQL: the same token answer, typed.
+	var gq struct {
+		CreateToken struct {
+			ID, Token, PrincipalID, Kind, Label string
+			CreatedAt                           string
+			ExpiresAt                           *string
+		}
+	}
+	if res := env.GraphQL(alex, `mutation($p: ID!) { createToken(principalId: $p, input: {label: "cli"}) { id token principalId kind label createdAt expiresAt } }`,
+		map[string]any{"p": alexID}, &gq); len(res.Errors) > 0 || gq.CreateToken.Kind != "SESSION" || !strings.HasPrefix(gq.CreateToken.Token, "bothy_s_") {
+		t.Fatalf("GraphQL createToken %+v %+v", res.Errors, gq)
+	}
+	// No secret ever reaches the logs, the event log or the audit log.
+	for _, s := range []string{secret, samTok["token"].(string), gq.CreateToken.Token} {
+		if strings.Contains(logs.String(), s) {
+			t.Fatal("a token secret was logged")
+		}
+		if env.Count(`SELECT count(*) FROM event_log WHERE payload::text LIKE '%' || $1 || '%'`, s) != 0 ||
+			env.Count(`SELECT count(*) FROM audit_log WHERE row_to_json(audit_log)::text LIKE '%' || $1 || '%'`, s) != 0 {
+			t.Fatal("a token secret was stored outside its hash")
+		}
+	}
+}
+
+// TestAdminGroups covers groups: members are people, the group's grants
+// reach its members and stop when they leave or the group is deleted.
+func TestAdminGroups(t *testing.T) {
+	env := apitest.Start(t, adminOptions())
+	robin := env.World.Token("robin")
+	g := mustRESTAs(t, env, http.MethodPost, "/api/v1/groups", robin, map[string]any{"name": "Night shift"}, 201)
+	gid := g["id"].(string)
+	wantProblem(t, "taken name", env.REST(http.MethodPost, "/api/v1/groups", robin, map[string]any{"name": "Night shift"}), 409, "conflict", "name_taken")
+	wantProblem(t, "agent member", env.REST(http.MethodPost, "/api/v1/groups/"+gid+"/members", robin, map[string]any{"principal_id": env.World.ID("lotse")}),
+		400, "validation_failed", "")
+	kamp := env.World.Channel("Marketing/Kampagnen")
+	createGrantREST(t, env, map[string]any{"subject_id": gid, "subject_kind": "group", "target_kind": "channel", "target_id": kamp.ID, "level": "read"})
+	writer := env.World.Token("writer")
+	if r := env.REST(http.MethodGet, "/api/v1/channels/"+kamp.ID, writer, nil); r.Status != 404 {
+		t.Fatalf("writer before joining: %d", r.Status)
+	}
+	m := mustRESTAs(t, env, http.MethodPost, "/api/v1/groups/"+gid+"/members", robin, map[string]any{"principal_id": env.World.ID("writer")}, 200)
+	if ids, _ := m["member_ids"].([]any); len(ids) != 1 || ids[0] != env.World.ID("writer") {
+		t.Fatalf("members %v", m)
+	}
+	if r := env.REST(http.MethodGet, "/api/v1/channels/"+kamp.ID, writer, nil); r.Status != 200 {
+		t.Fatalf("writer in the group: %d", r.Status)
+	}
+	if n := env.Count(`SELECT count(*) FROM event_log WHERE type = 'access.changed' AND channel_id = $1 AND payload->>'change' = 'group.member_added'`, kamp.ID); n != 1 {
+		t.Fatalf("access.changed for the new member: %d", n)
+	}
+	renamed := mustRESTAs(t, env, http.MethodPatch, "/api/v1/groups/"+gid, robin, map[string]any{"name": "Night crew"}, 200)
+	if renamed["name"] != "Night crew" {
+		t.Fatalf("rename %v", renamed)
+	}
+	mustRESTAs(t, env, http.MethodDelete, "/api/v1/groups/"+gid+"/members/"+env.World.ID("writer"), robin, nil, 200)
+	if r := env.REST(http.MethodGet, "/api/v1/channels/"+kamp.ID, writer, nil); r.Status != 404 {
+		t.Fatalf("writer after leaving: %d", r.Status)
+	}
+	mustRESTAs(t, env, http.MethodPost, "/api/v1/groups/"+gid+"/members", robin, map[string]any{"principal_id": env.World.ID("writer")}, 200)
+	gone := mustRESTAs(t, env, http.MethodDelete, "/api/v1/groups/"+gid, robin, nil, 200)
+	if gone["name"] != "Night crew" {
+		t.Fatalf("deleteGroup answered %v", gone)
+	}
+	if r := env.REST(http.MethodGet, "/api/v1/channels/"+kamp.ID, writer, nil); r.Status != 404 {
+		t.Fatalf("writer after the group was deleted: %d", r.Status)
+	}
+	if n := env.Count(`SELECT count(*) FROM grants WHERE subject_group_id = $1 AND revoked_at IS NULL`, gid); n != 0 {
+		t.Fatalf("%d live grants of a deleted group", n)
+	}
+	wantProblem(t, "deleted group", env.REST(http.MethodGet, "/api/v1/groups/"+gid, robin, nil), 404, "not_found", "")
+	// The name is free again.
+	mustRESTAs(t, env, http.MethodPost, "/api/v1/groups", robin, map[string]any{"name": "Night crew"}, 201)
+}
+
+// TestAdminSpacesAndChannels covers spaces and channels: creation with its
+// events and main thread, rules on names, switches and operators, rename
+// and unarchive, on both faces.
+func TestAdminSpacesAndChannels(t *testing.T) {
+	env := apitest.Start(t, adminOptions())
+	robin, alex := env.World.Token("robin"), env.World.Token("alex")
+	sp := mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Operations", "default_operator_agent_id": env.World.ID("lotse")}, 201)
+	spID := sp["id"].(string)
+	if sp["name"] != "Operations" || sp["default_operator_agent_id"] != env.World.ID("lotse") || sp["archived"] != false {
+		t.Fatalf("createSpace %v", sp)
+	}
+	wantProblem(t, "taken space", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Support"}), 409, "conflict", "name_taken")
+	wantProblem(t, "person as operator", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Ops 2", "default_operator_agent_id": env.World.ID("alex")}),
+		400, "validation_failed", "")
+	wantProblem(t, "NUL in a name", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Ops\u0000"}), 400, "validation_failed", "")
+
+	text := mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin,
+		map[string]any{"name": "Incidents", "kind": "text", "switches": map[string]any{"free_response": true}}, 201)
+	mainID, _ := text["main_thread_id"].(string)
+	if mainID == "" || text["effective_operator_id"] != env.World.ID("lotse") || text["operator_mode"] != "inherit" {
+		t.Fatalf("createChannel text %v", text)
+	}
+	if sw := text["switches"].(map[string]any); sw["free_response"] != true || sw["auto_thread"] != true {
+		t.Fatalf("switches %v", sw)
+	}
+	main := mustRESTAs(t, env, http.MethodGet, "/api/v1/threads/"+mainID, robin, nil, 200)
+	if main["kind"] != "main" || main["channel_id"] != text["id"] {
+		t.Fatalf("main thread %v", main)
+	}
+	forum := mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin,
+		map[string]any{"name": "Postmortems", "kind": "forum", "operator": map[string]any{"mode": "agent", "agent_id": env.World.ID("texter")}}, 201)
+	if _, ok := forum["main_thread_id"]; ok || forum["effective_operator_id"] != env.World.ID("texter") {
+		t.Fatalf("createChannel forum %v", forum)
+	}
+	for _, body := range []map[string]any{
+		{"name": "Incidents", "kind": "text"},
+	} {
+		wantProblem(t, "taken channel", env.REST(http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin, body), 409, "conflict", "name_taken")
+	}
+	for _, body := range []map[string]any{
+		{"name": "", "kind": "text"},
+		{"name": "X", "kind": "voice"},
+		{"name": "X", "kind": "text", "switches": map[string]any{"history_backfill_limit": -1}},
+		{"name": "X", "kind": "text", "operator": map[string]any{"mode": "agent"}},
+		{"name": "X", "kind": "text", "operator": map[string]any{"mode": "none", "agent_id": env.World.ID("lotse")}},
+		{"name": "X", "kind": "text", "unknown": true},
+	} {
+		wantProblem(t, "bad channel", env.REST(http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin, body), 400, "validation_failed", "")
+	}
+	if n := env.Count(`SELECT count(*) FROM channels WHERE space_id = $1`, spID); n != 2 {
+		t.Fatalf("%d channels in the new space", n)
+	}
+
+	// Events: the owner sees space.created and channel.created; Alex, with
+	// no grant on the new space, sees none of them until granted.
+	types := func(token string) []string {
+		var page struct {
+			Events []struct {
+				Type      string `json:"type"`
+				SpaceID   string `json:"space_id"`
+				ChannelID string `json:"channel_id"`
+			} `json:"events"`
+		}
+		r := env.REST(http.MethodGet, "/api/v1/events?limit=500", token, nil)
+		r.JSON(t, &page)
+		var out []string
+		for _, e := range page.Events {
+			if e.SpaceID == spID || e.ChannelID == text["id"] || e.ChannelID == forum["id"] {
+				out = append(out, e.Type)
+			}
+		}
+		return out
+	}
+	if got := strings.Join(types(robin), ","); got != "space.created,channel.created,channel.created" {
+		t.Fatalf("robin's events of the new space: %s", got)
+	}
+	if got := types(alex); len(got) != 0 {
+		t.Fatalf("alex sees events of a space he cannot read: %v", got)
+	}
+	createGrantREST(t, env, map[string]any{"subject_id": env.World.ID("alex"), "subject_kind": "principal", "target_kind": "space", "target_id": spID, "level": "trigger"})
+	if got := strings.Join(types(alex), ","); got != "space.created,channel.created,channel.created,access.changed,access.changed" {
+		t.Fatalf("alex's events after the grant: %s", got)
+	}
+
+	// Rename and operator changes; archive and unarchive.
+	upd := mustRESTAs(t, env, http.MethodPatch, "/api/v1/spaces/"+spID, robin, map[string]any{"name": "Ops", "clear_default_operator": true}, 200)
+	if upd["name"] != "Ops" {
+		t.Fatalf("updateSpace %v", upd)
+	}
+	if _, ok := upd["default_operator_agent_id"]; ok {
+		t.Fatalf("default operator not cleared: %v", upd)
+	}
+	if c := mustRESTAs(t, env, http.MethodGet, "/api/v1/channels/"+text["id"].(string), robin, nil, 200); c["effective_operator_id"] != nil {
+		t.Fatalf("the channel kept its inherited operator: %v", c)
+	}
+	wantProblem(t, "set and clear", env.REST(http.MethodPatch, "/api/v1/spaces/"+spID, robin,
+		map[string]any{"default_operator_agent_id": env.World.ID("lotse"), "clear_default_operator": true}), 400, "validation_failed", "")
+	ren := mustRESTAs(t, env, http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Outages"}, 200)
+	if ren["name"] != "Outages" {
+		t.Fatalf("updateChannel %v", ren)
+	}
+	wantProblem(t, "taken rename", env.REST(http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Postmortems"}), 409, "conflict", "name_taken")
+	mustRESTAs(t, env, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/archive", robin, nil, 200)
+	wantProblem(t, "archived", env.REST(http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alex, map[string]any{"client_msg_id": "a1", "content_md": "hello"}),
+		403, "channel_read_only", "channel_archived")
+	un := mustRESTAs(t, env, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/unarchive", robin, nil, 200)
+	if un["archived"] != false {
+		t.Fatalf("unarchiveChannel %v", un)
+	}
+	if r := env.REST(http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alex, map[string]any{"client_msg_id": "a1", "content_md": "hello"}); r.Status != 201 {
+		t.Fatalf("writing after unarchive: %d %s", r.Status, r.Body)
+	}
+	mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces/"+spID+"/archive", robin, nil, 200)
+	if s := mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces/"+spID+"/unarchive", robin, nil, 200); s["archived"] != false {
+		t.Fatalf("unarchiveSpace %v", s)
+	}
+
+	// GraphQL creates the same way.
+	var gq struct {
+		CreateChannel struct {
+			ID, Name, Kind string
+			MainThreadID   *string
+		}
+	}
+	if res := env.GraphQL(robin, `mutation($s: ID!) { createChannel(spaceId: $s, input: {name: "Chat", kind: TEXT}) { id name kind mainThreadId } }`,
+		map[string]any{"s": spID}, &gq); len(res.Errors) > 0 || gq.CreateChannel.Kind != "TEXT" || gq.CreateChannel.MainThreadID == nil {
+		t.Fatalf("GraphQL createChannel %+v %+v", res.Errors, gq)
+	}
+}
