@@ -64,7 +64,7 @@ func decode(t *testing.T, s string, v any) {
 	}
 }
 
-func adminEnv(t *testing.T, noWorld bool) *apitest.Env {
+func startAdminEnv(t *testing.T, noWorld bool) *apitest.Env {
 	env := apitest.Start(t, apitest.Options{NoWorld: noWorld, Config: map[string]string{"ratelimit.rl.admin.burst": "1000"}})
 	t.Setenv("BOTHY_DATABASE_URL", env.DBURL)
 	return env
@@ -89,7 +89,7 @@ func must(t *testing.T, env *apitest.Env, method, path, token string, body any, 
 // channel and a grant; the person mentions the agent and the reference
 // adapter answers with the agent's token.
 func TestInstallationFromEmptyDatabase(t *testing.T) {
-	env := adminEnv(t, true)
+	env := startAdminEnv(t, true)
 
 	// bothy serve on a database without an owner says how to make one.
 	ctx, cancel := context.WithCancel(t.Context())
@@ -174,7 +174,7 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 // TestAdminCommandLine drives every bothy admin command: principals,
 // tokens, the last-owner rule, usage errors, and seed run twice.
 func TestAdminCommandLine(t *testing.T) {
-	env := adminEnv(t, false)
+	env := startAdminEnv(t, false)
 
 	var scout struct{ ID, Token string }
 	decode(t, mustBothy(t, "admin", "principal", "create", "--kind", "agent", "--handle", "scout", "--display-name", "Scout", "--json"), &scout)
@@ -259,7 +259,7 @@ func TestAdminCommandLine(t *testing.T) {
 // TestSeedTwice builds the example world with bothy seed and runs it again:
 // the second run says so, changes nothing and succeeds.
 func TestSeedTwice(t *testing.T) {
-	env := adminEnv(t, true)
+	env := startAdminEnv(t, true)
 	var w struct {
 		Principals map[string]struct{ ID, Token string }
 	}
