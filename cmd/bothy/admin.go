@@ -224,13 +224,25 @@ func adminPrincipalCreate(ctx context.Context, args []string, stdout, stderr io.
 	return nil
 }
 
-// principalFlag reads --handle and resolves it.
-func principalByHandle(ctx context.Context, env *adminEnv, handle string) (identity.Principal, error) {
-	p, err := env.svc.PrincipalByHandle(ctx, handle)
-	if errors.Is(err, identity.ErrNotFound) {
-		return identity.Principal{}, fmt.Errorf("no principal has the handle %q", handle)
+// openFor opens the admin service for a command about the principal named
+// by --handle (required) and resolves it.
+func openFor(ctx context.Context, c *common, handle string) (*adminEnv, identity.Principal, error) {
+	if strings.TrimSpace(handle) == "" {
+		return nil, identity.Principal{}, usagef("--handle is required")
 	}
-	return p, err
+	env, err := openAdmin(ctx, c)
+	if err != nil {
+		return nil, identity.Principal{}, err
+	}
+	p, err := env.svc.PrincipalByHandle(ctx, handle)
+	if err != nil {
+		env.close()
+		if errors.Is(err, identity.ErrNotFound) {
+			return nil, identity.Principal{}, fmt.Errorf("no principal has the handle %q", handle)
+		}
+		return nil, identity.Principal{}, err
+	}
+	return env, p, nil
 }
 
 func adminPrincipalStatus(ctx context.Context, verb string, st identity.Status, args []string, stdout, stderr io.Writer) error {
@@ -239,18 +251,11 @@ func adminPrincipalStatus(ctx context.Context, verb string, st identity.Status, 
 	if err := parseStrict(c.fs, args); err != nil {
 		return err
 	}
-	if *handle == "" {
-		return usagef("--handle is required")
-	}
-	env, err := openAdmin(ctx, c)
+	env, p, err := openFor(ctx, c, *handle)
 	if err != nil {
 		return err
 	}
 	defer env.close()
-	p, err := principalByHandle(ctx, env, *handle)
-	if err != nil {
-		return err
-	}
 	out, err := env.svc.UpdatePrincipal(authz.Unmetered(ctx), admin.Operator, p.ID, identity.PrincipalPatch{Status: &st})
 	if err != nil {
 		return explain(err)
@@ -317,9 +322,6 @@ func adminTokenCreate(ctx context.Context, name string, args []string, stdout, s
 	if err := parseStrict(c.fs, args); err != nil {
 		return err
 	}
-	if strings.TrimSpace(*handle) == "" {
-		return usagef("--handle is required")
-	}
 	var life *time.Duration
 	c.fs.Visit(func(f *flag.Flag) {
 		if f.Name == "ttl" {
@@ -329,15 +331,11 @@ func adminTokenCreate(ctx context.Context, name string, args []string, stdout, s
 	if life != nil && *life < 0 {
 		return usagef("--ttl must not be negative")
 	}
-	env, err := openAdmin(ctx, c)
+	env, p, err := openFor(ctx, c, *handle)
 	if err != nil {
 		return err
 	}
 	defer env.close()
-	p, err := principalByHandle(ctx, env, *handle)
-	if err != nil {
-		return err
-	}
 	tok, err := env.svc.CreateToken(authz.Unmetered(ctx), admin.Operator, p.ID, *label, life)
 	if err != nil {
 		return explain(err)
@@ -361,18 +359,11 @@ func adminTokenList(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := parseStrict(c.fs, args); err != nil {
 		return err
 	}
-	if *handle == "" {
-		return usagef("--handle is required")
-	}
-	env, err := openAdmin(ctx, c)
+	env, p, err := openFor(ctx, c, *handle)
 	if err != nil {
 		return err
 	}
 	defer env.close()
-	p, err := principalByHandle(ctx, env, *handle)
-	if err != nil {
-		return err
-	}
 	list, err := env.svc.ListTokens(authz.Unmetered(ctx), admin.Operator, p.ID)
 	if err != nil {
 		return explain(err)

@@ -54,6 +54,16 @@ func (s *Service) CreatePrincipal(ctx context.Context, actor identity.Principal,
 		return CreatedPrincipal{}, err
 	}
 	np := identity.NewPrincipal{Kind: in.Kind, Handle: in.Handle, DisplayName: in.DisplayName, Email: in.Email, IsOwner: in.IsOwner}
+	label := ""
+	if in.Kind != identity.KindUser {
+		label = "first token"
+	}
+	return s.create(ctx, np, label)
+}
+
+// create stores np and, when tokenLabel is set, a first token for it, in
+// one unit of work.
+func (s *Service) create(ctx context.Context, np identity.NewPrincipal, tokenLabel string) (CreatedPrincipal, error) {
 	if err := identity.CheckNew(np); err != nil {
 		return CreatedPrincipal{}, err
 	}
@@ -64,8 +74,8 @@ func (s *Service) CreatePrincipal(ctx context.Context, actor identity.Principal,
 			return err
 		}
 		out = CreatedPrincipal{Principal: p}
-		if p.Kind != identity.KindUser {
-			tok, err := s.ident.CreateToken(ctx, tx, p, "first token", s.opts.TokenTTL)
+		if tokenLabel != "" {
+			tok, err := s.ident.CreateToken(ctx, tx, p, tokenLabel, s.opts.TokenTTL)
 			if err != nil {
 				return err
 			}
@@ -89,26 +99,7 @@ func (s *Service) CreateOwner(ctx context.Context, handle, displayName, email st
 		return CreatedPrincipal{}, err
 	}
 	np := identity.NewPrincipal{Kind: identity.KindUser, Handle: handle, DisplayName: displayName, Email: email, IsOwner: true}
-	if err := identity.CheckNew(np); err != nil {
-		return CreatedPrincipal{}, err
-	}
-	var out CreatedPrincipal
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		p, err := s.ident.CreatePrincipal(ctx, tx, np)
-		if err != nil {
-			return err
-		}
-		tok, err := s.ident.CreateToken(ctx, tx, p, "created by bothy admin create-owner", s.opts.TokenTTL)
-		if err != nil {
-			return err
-		}
-		out = CreatedPrincipal{Principal: p, Token: &tok}
-		return nil
-	})
-	if err != nil {
-		return CreatedPrincipal{}, problem.From(err)
-	}
-	return out, nil
+	return s.create(ctx, np, "created by bothy admin create-owner")
 }
 
 // UpdatePrincipal changes display name, e-mail, status (active or
