@@ -390,8 +390,15 @@ func TestOpenAIFlowRedTeam(t *testing.T) {
 					}
 				}
 			}
-			if strings.Contains(system, "rt-") || strings.Contains(system, "ignore previous") {
+			if strings.Contains(system, "rt-") {
 				t.Fatal("context content reached the system message")
+			}
+			for i, inj := range injections {
+				for _, l := range lines(inj) {
+					if len(strings.TrimSpace(l)) > 8 && strings.Contains(system, l) {
+						t.Fatalf("injection %d line %q appears in the system message", i, l)
+					}
+				}
 			}
 			// The context is marked as untrusted, and the summary is logged
 			// as counts.
