@@ -211,6 +211,7 @@ type chatResponse struct {
 func (m *OpenAIModel) Answer(ctx context.Context, prompt Prompt) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
+	log := m.log.With("run_id", prompt.Context.RunID)
 	req := chatRequest{Model: m.cfg.Model, Stream: false, MaxTokens: m.cfg.MaxTokens,
 		Messages: []chatMessage{{Role: "system", Content: prompt.System}, {Role: "user", Content: prompt.User}}}
 	if len(m.cfg.Tools) > 0 {
@@ -219,7 +220,7 @@ func (m *OpenAIModel) Answer(ctx context.Context, prompt Prompt) (string, error)
 				req.Tools = append(req.Tools, chatTool{Type: "function", Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
 			}
 		} else {
-			m.log.Info("tools withheld: untrusted content in the context", "lowest", strings.ToLower(string(prompt.Lowest)), "tools", len(m.cfg.Tools))
+			log.Info("tools withheld: untrusted content in the context", "lowest", strings.ToLower(string(prompt.Lowest)), "tools", len(m.cfg.Tools))
 		}
 	}
 	body, err := json.Marshal(req)
@@ -229,7 +230,7 @@ func (m *OpenAIModel) Answer(ctx context.Context, prompt Prompt) (string, error)
 	delay := m.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		began := time.Now()
-		text, wait, err := m.attempt(ctx, body)
+		text, wait, err := m.attempt(ctx, log, body)
 		if err == nil {
 			return text, nil
 		}
@@ -251,7 +252,7 @@ func (m *OpenAIModel) Answer(ctx context.Context, prompt Prompt) (string, error)
 			delay = min(delay*2, m.cfg.MaxBackoff)
 		}
 		pause = min(pause, m.cfg.MaxBackoff)
-		m.log.Warn("model request failed, retrying", "attempt", attempt, "error", errKind(err), "ms", time.Since(began).Milliseconds(), "retry_in", pause.String())
+		log.Warn("model request failed, retrying", "attempt", attempt, "error", errKind(err), "ms", time.Since(began).Milliseconds(), "retry_in", pause.String())
 		if !sleep(ctx, pause) {
 			return "", fmt.Errorf("adapter: model request: %w", context.Cause(ctx))
 		}
@@ -261,7 +262,7 @@ func (m *OpenAIModel) Answer(ctx context.Context, prompt Prompt) (string, error)
 // attempt sends one request. wait is the pause the server asked for
 // (Retry-After), 0 for a retryable failure without one, and -1 when
 // repeating cannot help.
-func (m *OpenAIModel) attempt(ctx context.Context, body []byte) (text string, wait time.Duration, err error) {
+func (m *OpenAIModel) attempt(ctx context.Context, log *slog.Logger, body []byte) (text string, wait time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return "", -1, fmt.Errorf("adapter: model request: %w", err)
@@ -303,7 +304,7 @@ func (m *OpenAIModel) attempt(ctx context.Context, body []byte) (text string, wa
 	if c.Message.Content == nil || strings.TrimSpace(*c.Message.Content) == "" {
 		return "", -1, fmt.Errorf("%w: empty content (finish_reason %q)", ErrModelReply, safeWord(c.FinishReason))
 	}
-	m.log.Info("model answered", "finish_reason", safeWord(c.FinishReason), "prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
+	log.Info("model answered", "finish_reason", safeWord(c.FinishReason), "prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
 	text = *c.Message.Content
 	if c.FinishReason == "length" {
 		text = strings.TrimRight(text, " \t\n") + LengthNote
