@@ -3,10 +3,12 @@ package graph
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/graph-gophers/dataloader/v7"
 
+	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -205,3 +207,24 @@ func (r *Resolver) prime(ctx context.Context, rc *runs.RunContext) error {
 	}
 	return nil
 }
+
+// elementTrust classifies one context element (seed M2-13 note 4). Only a
+// person's message other than the trigger needs the live trigger-holder
+// answer, which prime has batched for the whole context.
+func (r *Resolver) elementTrust(ctx context.Context, obj *model.RunContextMessage) (domain.Trust, error) {
+	e := obj.Element
+	facts := domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}
+	holders := map[string]bool{}
+	if domain.NeedsHolders(facts, obj.Context.Parties) {
+		holds, err := r.loaders(ctx).TriggerHolders.Load(ctx, holderKey{Channel: obj.Context.ChannelPath, Person: e.AuthorID})()
+		if err != nil {
+			return "", err
+		}
+		holders[e.AuthorID] = holds
+	}
+	_, trust := domain.Classify(facts, obj.Context.Parties, holders)
+	return trust, nil
+}
+
+// trustModel is the GraphQL enum value of a trust level.
+func trustModel(t domain.Trust) model.Trust { return model.Trust(strings.ToUpper(string(t))) }

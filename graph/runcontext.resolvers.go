@@ -38,6 +38,28 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 	return runContextModel(&rc), nil
 }
 
+// TrustSummary is the resolver for the trustSummary field: the trust of
+// every element, computed as the trust field does (through the same primed
+// loaders), summarised by domain.SummarizeTrust. Any failing source fails
+// the field and with it the context (fail closed).
+func (r *runContextResolver) TrustSummary(ctx context.Context, obj *model.RunContext) (*model.TrustSummary, error) {
+	elems := obj.Elements()
+	trusts := make([]domain.Trust, len(elems))
+	for i, e := range elems {
+		t, err := r.elementTrust(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		trusts[i] = t
+	}
+	sum := domain.SummarizeTrust(trusts)
+	out := &model.TrustSummary{Lowest: trustModel(sum.Lowest), Counts: make([]*model.TrustCount, len(sum.Counts))}
+	for i, c := range sum.Counts {
+		out.Counts[i] = &model.TrustCount{Trust: trustModel(c.Trust), Count: c.Count}
+	}
+	return out, nil
+}
+
 // Author is the resolver for the author field.
 func (r *runContextMessageResolver) Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error) {
 	ref, err := r.principalRef(ctx, obj.Element.AuthorID)
@@ -58,18 +80,11 @@ func (r *runContextMessageResolver) Role(ctx context.Context, obj *model.RunCont
 // whole context; a failing source fails the field, and with it (non-null
 // up to Run.context) the whole context.
 func (r *runContextMessageResolver) Trust(ctx context.Context, obj *model.RunContextMessage) (model.Trust, error) {
-	e := obj.Element
-	facts := domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}
-	holders := map[string]bool{}
-	if domain.NeedsHolders(facts, obj.Context.Parties) {
-		holds, err := r.loaders(ctx).TriggerHolders.Load(ctx, holderKey{Channel: obj.Context.ChannelPath, Person: e.AuthorID})()
-		if err != nil {
-			return "", err
-		}
-		holders[e.AuthorID] = holds
+	trust, err := r.elementTrust(ctx, obj)
+	if err != nil {
+		return "", err
 	}
-	_, trust := domain.Classify(facts, obj.Context.Parties, holders)
-	return model.Trust(strings.ToUpper(string(trust))), nil
+	return trustModel(trust), nil
 }
 
 // AlreadyDelivered is the resolver for the alreadyDelivered field: true
@@ -85,8 +100,13 @@ func (r *runContextMessageResolver) AlreadyDelivered(ctx context.Context, obj *m
 	return trueOrNil(got), nil
 }
 
+func (r *Resolver) RunContext() generated.RunContextResolver { return &runContextResolver{r} }
+
 func (r *Resolver) RunContextMessage() generated.RunContextMessageResolver {
 	return &runContextMessageResolver{r}
 }
 
-type runContextMessageResolver struct{ *Resolver }
+type (
+	runContextResolver        struct{ *Resolver }
+	runContextMessageResolver struct{ *Resolver }
+)

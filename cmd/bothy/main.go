@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -41,7 +42,7 @@ Usage:
   bothy token create --handle H [--config FILE] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H (= bothy admin token create)
   bothy config markdown                                 print docs/configuration.md
-  bothy agent run --token T --server URL [--once] [--model echo]
+  bothy agent run --token T --server URL [--once] [--model echo|openai --base-url URL --model-name NAME]
                                                         run the reference agent adapter for the agent of token T
 
 Run "bothy <command> --help" for the flags of a command.
@@ -81,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return adminTokenCreate(ctx, "token create", args[2:], stdout, stderr)
 	case "agent":
 		if len(args) < 2 || args[1] != "run" {
-			return errors.New("usage: bothy agent run --token T --server URL [--once] [--model echo]")
+			return errors.New("usage: bothy agent run --token T --server URL [--once] [--model echo|openai --base-url URL --model-name NAME]")
 		}
 		return cmdAgentRun(ctx, args[2:], stderr)
 	case "config":
@@ -357,25 +358,42 @@ func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // appear in the process list.
 const agentTokenEnv = "BOTHY_AGENT_TOKEN"
 
+// modelKeyEnv holds the API key of the model server. It is read from the
+// environment only: a flag would show the key in the process list and in
+// shell histories.
+const modelKeyEnv = "BOTHY_MODEL_API_KEY"
+
 // cmdAgentRun runs the reference agent adapter (internal/adapter) against a
 // server over its public GraphQL API until a signal arrives, or for one
-// invocation with --once. It logs JSON to stderr: ids, event types, outcomes
-// and error codes, never content or tokens.
+// invocation with --once. It logs JSON to stderr: ids, event types, outcomes,
+// trust counts and error codes, never content or tokens.
 func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	token := fs.String("token", "", "API token of the agent (default: $"+agentTokenEnv+")")
 	serverURL := fs.String("server", "", "base URL of the Bothy server, e.g. http://127.0.0.1:8080 (required)")
 	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
-	model := fs.String("model", "echo", "the model that answers; built in: echo (a summary of the run context, no model service)")
+	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service) or\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)")
+	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama)")
+	modelName := fs.String("model-name", "", "--model openai: the model to ask, e.g. gpt-4o-mini or llama3.2")
+	modelTimeout := fs.Duration("model-timeout", 120*time.Second, "--model openai: longest time for one answer, retries included")
+	maxTokens := fs.Int("model-max-tokens", 0, "--model openai: max_tokens of each request (0: the server's default)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--model echo]\n\n"+
+		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--model echo|openai --base-url URL --model-name NAME]\n\n"+
 			"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
-			"starts the run, answers with the model and finishes the run.\n\nFlags:\n")
+			"starts the run, answers with the model and finishes the run.\n\n"+
+			"Environment:\n"+
+			"  %-21s the agent's API token when --token is not given\n"+
+			"  %-21s the API key of the model server (--model openai), sent as a bearer token;\n"+
+			"  %-21s unset sends none (local servers such as Ollama need none); there is no flag for it\n\nFlags:\n",
+			agentTokenEnv, modelKeyEnv, "")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return flagErr(err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("agent run takes no arguments, got %q", fs.Arg(0))
 	}
 	if *token == "" {
 		*token = os.Getenv(agentTokenEnv)
@@ -383,19 +401,35 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if *token == "" || *serverURL == "" {
 		return errors.New("agent run needs --server and --token (or $" + agentTokenEnv + ")")
 	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var m adapter.Model
 	switch *model {
 	case "echo":
+		if *baseURL != "" || *modelName != "" {
+			return errors.New("--base-url and --model-name belong to --model openai")
+		}
 		m = adapter.EchoModel{}
+	case "openai":
+		if *baseURL == "" || *modelName == "" {
+			return errors.New("--model openai needs --base-url and --model-name")
+		}
+		if *modelTimeout <= 0 || *maxTokens < 0 {
+			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
+		}
+		om, err := adapter.NewOpenAIModel(adapter.OpenAIConfig{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
+			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model")})
+		if err != nil {
+			return err
+		}
+		m = om
 	default:
-		return fmt.Errorf("--model %q is unknown; built in: echo", *model)
+		return fmt.Errorf("--model %q is unknown; built in: echo, openai", *model)
 	}
 	client, err := adapter.NewClient(*serverURL, *token, adapter.ClientOptions{})
 	if err != nil {
 		return err
 	}
-	a, err := adapter.New(adapter.Config{Client: client, Model: m, Once: *once,
-		Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	a, err := adapter.New(adapter.Config{Client: client, Model: m, Once: *once, Logger: log})
 	if err != nil {
 		return err
 	}

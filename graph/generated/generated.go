@@ -32,6 +32,7 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Run() RunResolver
+	RunContext() RunContextResolver
 	RunContextMessage() RunContextMessageResolver
 	Thread() ThreadResolver
 }
@@ -257,6 +258,7 @@ type ComplexityRoot struct {
 		ThreadContext      func(childComplexity int) int
 		TriggerMessage     func(childComplexity int) int
 		TruncatedBeforeSeq func(childComplexity int) int
+		TrustSummary       func(childComplexity int) int
 	}
 
 	RunContextMessage struct {
@@ -333,6 +335,16 @@ type ComplexityRoot struct {
 	TokenList struct {
 		Tokens func(childComplexity int) int
 	}
+
+	TrustCount struct {
+		Count func(childComplexity int) int
+		Trust func(childComplexity int) int
+	}
+
+	TrustSummary struct {
+		Counts func(childComplexity int) int
+		Lowest func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -394,6 +406,9 @@ type RunResolver interface {
 	TriggeringMessage(ctx context.Context, obj *model.Run) (*model.Message, error)
 
 	Context(ctx context.Context, obj *model.Run) (*model.RunContext, error)
+}
+type RunContextResolver interface {
+	TrustSummary(ctx context.Context, obj *model.RunContext) (*model.TrustSummary, error)
 }
 type RunContextMessageResolver interface {
 	Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error)
@@ -1591,6 +1606,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunContext.TruncatedBeforeSeq(childComplexity), true
+	case "RunContext.trustSummary":
+		if e.ComplexityRoot.RunContext.TrustSummary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContext.TrustSummary(childComplexity), true
 
 	case "RunContextMessage.alreadyDelivered":
 		if e.ComplexityRoot.RunContextMessage.AlreadyDelivered == nil {
@@ -1910,6 +1931,32 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TokenList.Tokens(childComplexity), true
+
+	case "TrustCount.count":
+		if e.ComplexityRoot.TrustCount.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustCount.Count(childComplexity), true
+	case "TrustCount.trust":
+		if e.ComplexityRoot.TrustCount.Trust == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustCount.Trust(childComplexity), true
+
+	case "TrustSummary.counts":
+		if e.ComplexityRoot.TrustSummary.Counts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustSummary.Counts(childComplexity), true
+	case "TrustSummary.lowest":
+		if e.ComplexityRoot.TrustSummary.Lowest == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustSummary.Lowest(childComplexity), true
 
 	}
 	return 0, false
@@ -2495,6 +2542,22 @@ type RunContext {
   channelContext: [RunContextMessage!]
   "Set when older messages of the thread were left out: the thread_seq of the oldest kept element (or of the trigger)."
   truncatedBeforeSeq: Int
+  "The least-trust summary over every element of this context (follow-ups included), computed by the server: gate side effects such as tools on lowest."
+  trustSummary: TrustSummary!
+}
+
+"How much trust the elements of a run context carry."
+type TrustSummary {
+  "The lowest trust of any element (order: UNVERIFIED < SELF < SYSTEM < AUTHORIZED < TRIGGER)."
+  lowest: Trust!
+  "One entry per trust level, lowest first, zero counts included."
+  counts: [TrustCount!]!
+}
+
+"How many elements of a run context carry one trust level."
+type TrustCount {
+  trust: Trust!
+  count: Int!
 }
 
 type RunContextMessage {
@@ -2965,6 +3028,8 @@ func (ec *executionContext) childFields_RunContext(ctx context.Context, field gr
 		return ec.fieldContext_RunContext_channelContext(ctx, field)
 	case "truncatedBeforeSeq":
 		return ec.fieldContext_RunContext_truncatedBeforeSeq(ctx, field)
+	case "trustSummary":
+		return ec.fieldContext_RunContext_trustSummary(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RunContext", field.Name)
 }
@@ -3117,6 +3182,26 @@ func (ec *executionContext) childFields_TokenList(ctx context.Context, field gra
 		return ec.fieldContext_TokenList_tokens(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TokenList", field.Name)
+}
+
+func (ec *executionContext) childFields_TrustCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "trust":
+		return ec.fieldContext_TrustCount_trust(ctx, field)
+	case "count":
+		return ec.fieldContext_TrustCount_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TrustCount", field.Name)
+}
+
+func (ec *executionContext) childFields_TrustSummary(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "lowest":
+		return ec.fieldContext_TrustSummary_lowest(ctx, field)
+	case "counts":
+		return ec.fieldContext_TrustSummary_counts(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TrustSummary", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -8803,6 +8888,38 @@ func (ec *executionContext) fieldContext_RunContext_truncatedBeforeSeq(_ context
 	return graphql.NewScalarFieldContext("RunContext", field, false, false, "Int")
 }
 
+func (ec *executionContext) _RunContext_trustSummary(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContext_trustSummary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunContext().TrustSummary(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TrustSummary) graphql.Marshaler {
+			return ec.marshalNTrustSummary2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrustSummary(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContext_trustSummary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunContext",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TrustSummary(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _RunContextMessage_messageId(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10037,6 +10154,107 @@ func (ec *executionContext) fieldContext_TokenList_tokens(_ context.Context, fie
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Token(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TrustCount_trust(ctx context.Context, field graphql.CollectedField, obj *model.TrustCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustCount_trust(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trust, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Trust) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustCount_trust(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustCount", field, false, false, "Trust")
+}
+
+func (ec *executionContext) _TrustCount_count(ctx context.Context, field graphql.CollectedField, obj *model.TrustCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustCount_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustCount", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TrustSummary_lowest(ctx context.Context, field graphql.CollectedField, obj *model.TrustSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustSummary_lowest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lowest, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Trust) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustSummary_lowest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustSummary", field, false, false, "Trust")
+}
+
+func (ec *executionContext) _TrustSummary_counts(ctx context.Context, field graphql.CollectedField, obj *model.TrustSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustSummary_counts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Counts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.TrustCount) graphql.Marshaler {
+			return ec.marshalNTrustCount2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrustCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustSummary_counts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TrustSummary",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TrustCount(ctx, field)
 		},
 	}
 	return fc, nil
@@ -13313,33 +13531,39 @@ func (ec *executionContext) _RunContext(ctx context.Context, sel ast.SelectionSe
 		case "runId":
 			out.Values[i] = ec._RunContext_runId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "contextFloorSeq":
 			out.Values[i] = ec._RunContext_contextFloorSeq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "triggerMessage":
 			out.Values[i] = ec._RunContext_triggerMessage(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "threadContext":
 			out.Values[i] = ec._RunContext_threadContext(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "channelContext":
 			out.Values[i] = ec._RunContext_channelContext(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "truncatedBeforeSeq":
 			out.Values[i] = ec._RunContext_truncatedBeforeSeq(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "trustSummary":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunContext_trustSummary(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -13821,6 +14045,82 @@ func (ec *executionContext) _TokenList(ctx context.Context, sel ast.SelectionSet
 			out.Values[i] = graphql.MarshalString("TokenList")
 		case "tokens":
 			out.Values[i] = ec._TokenList_tokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var trustCountImplementors = []string{"TrustCount"}
+
+func (ec *executionContext) _TrustCount(ctx context.Context, sel ast.SelectionSet, obj *model.TrustCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, trustCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TrustCount")
+		case "trust":
+			out.Values[i] = ec._TrustCount_trust(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._TrustCount_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var trustSummaryImplementors = []string{"TrustSummary"}
+
+func (ec *executionContext) _TrustSummary(ctx context.Context, sel ast.SelectionSet, obj *model.TrustSummary) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, trustSummaryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TrustSummary")
+		case "lowest":
+			out.Values[i] = ec._TrustSummary_lowest(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "counts":
+			out.Values[i] = ec._TrustSummary_counts(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -14912,6 +15212,38 @@ func (ec *executionContext) unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgrap
 
 func (ec *executionContext) marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx context.Context, sel ast.SelectionSet, v model.Trust) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNTrustCount2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrustCountᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TrustCount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTrustCount2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrustCount(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTrustCount2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrustCount(ctx context.Context, sel ast.SelectionSet, v *model.TrustCount) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TrustCount!")
+		return graphql.Null
+	}
+	return ec._TrustCount(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTrustSummary2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrustSummary(ctx context.Context, sel ast.SelectionSet, v *model.TrustSummary) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TrustSummary!")
+		return graphql.Null
+	}
+	return ec._TrustSummary(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

@@ -341,6 +341,20 @@ type TokenList struct {
 	Tokens []*Token `json:"tokens"`
 }
 
+// How many elements of a run context carry one trust level.
+type TrustCount struct {
+	Trust Trust `json:"trust"`
+	Count int   `json:"count"`
+}
+
+// How much trust the elements of a run context carry.
+type TrustSummary struct {
+	// The lowest trust of any element (order: UNVERIFIED < SELF < SYSTEM < AUTHORIZED < TRIGGER).
+	Lowest Trust `json:"lowest"`
+	// One entry per trust level, lowest first, zero counts included.
+	Counts []*TrustCount `json:"counts"`
+}
+
 type ChannelKind string
 
 const (

@@ -34,3 +34,16 @@ type RunContextMessage struct {
 	Element runs.ContextElement `json:"-"`
 	Context *runs.RunContext    `json:"-"`
 }
+
+// Elements returns every element of the context: the trigger, the thread
+// context and the channel context. Every element list of RunContext
+// belongs here, so that fields over the whole context (trustSummary) see
+// each element once.
+func (rc *RunContext) Elements() []*RunContextMessage {
+	out := make([]*RunContextMessage, 0, 1+len(rc.ThreadContext)+len(rc.ChannelContext))
+	if rc.TriggerMessage != nil {
+		out = append(out, rc.TriggerMessage)
+	}
+	out = append(out, rc.ThreadContext...)
+	return append(out, rc.ChannelContext...)
+}

@@ -315,7 +315,7 @@ func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation)
 		a.finish(ctx, log, inv.RunID, OutcomeFailed, "start_failed")
 		return rc, false
 	}
-	log.Info("run started", "session_mode", strings.ToLower(inv.Session.Mode), "elements", len(rc.Elements()))
+	log.Info("run started", "session_mode", strings.ToLower(inv.Session.Mode), "elements", len(rc.Elements()), trustAttr(rc.TrustSummary))
 	return rc, true
 }
 

@@ -372,7 +372,7 @@ const (
 
 	queryAgentEvents = `query AgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) { events { seq type createdAt payload } nextAfter } }`
 
-	queryRunContext = `query RunContext($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ...ContextMessage } threadContext { ...ContextMessage } channelContext { ...ContextMessage } truncatedBeforeSeq } } } ` + ctxFields
+	queryRunContext = `query RunContext($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ...ContextMessage } threadContext { ...ContextMessage } channelContext { ...ContextMessage } truncatedBeforeSeq trustSummary { lowest counts { trust count } } } } } ` + ctxFields
 
 	queryRun = `query Run($id: ID!) { run(id: $id) { ...RunFields } } ` + runFields
 

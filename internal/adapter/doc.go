@@ -14,7 +14,11 @@
 //     context, asks its Model, posts the answer into the run's thread with
 //     the run id and a clientMsgId derived from it, and finishes the run.
 //     run.cancel_requested is confirmed with finishRun(CANCELLED).
-//   - Model: the pluggable answerer; EchoModel needs no model service.
+//   - Model: the pluggable answerer; EchoModel needs no model service,
+//     OpenAIModel asks any OpenAI-compatible chat completions server
+//     (bounded retries on 429 and 5xx, a timeout, cancellation of the
+//     request in flight) and offers tools only when ToolsAllowed holds for
+//     the context's lowest trust (RunContext.TrustSummary).
 //   - Render and NewBoundary: the formatting helper that turns a run
 //     context into a Prompt, fencing every unverified element into a data
 //     block delimited by a per-run random boundary, so that instructions
@@ -22,7 +26,9 @@
 //     imports cannot pass as the request (SEC-AI-1).
 //
 // The command `bothy agent run --token T --server URL [--once] [--model
-// echo]` runs an Adapter. Minimal use in Go:
+// echo|openai --base-url URL --model-name NAME]` runs an Adapter;
+// docs/adapter.md describes the API flow and the prompt layout for adapters
+// in other languages. Minimal use in Go:
 //
 //	c, err := adapter.NewClient("http://127.0.0.1:8080", token, adapter.ClientOptions{})
 //	if err != nil { ... }
@@ -30,6 +36,7 @@
 //	if err != nil { ... }
 //	err = a.Run(ctx) // until ctx ends
 //
-// Logs carry ids, event types, outcomes and error codes, never message
-// content, handles, display names or tokens (domain.md 11).
+// Logs carry ids, event types, outcomes, error codes and trust counts, never
+// message content, handles, display names, tokens or model keys (domain.md
+// 11).
 package adapter

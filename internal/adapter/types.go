@@ -168,6 +168,23 @@ type RunContext struct {
 	ThreadContext      []RunContextMessage  `json:"threadContext"`
 	ChannelContext     *[]RunContextMessage `json:"channelContext"`
 	TruncatedBeforeSeq *int                 `json:"truncatedBeforeSeq"`
+	// TrustSummary is the server's least-trust summary over every element;
+	// its zero value (a server without it) has Lowest "", which
+	// ToolsAllowed and Render treat as unverified.
+	TrustSummary TrustSummary `json:"trustSummary"`
+}
+
+// TrustSummary is RunContext.trustSummary: the lowest trust of any element
+// and the count per level, computed by the server.
+type TrustSummary struct {
+	Lowest Trust        `json:"lowest"`
+	Counts []TrustCount `json:"counts"`
+}
+
+// TrustCount is how many elements carry one trust level.
+type TrustCount struct {
+	Trust Trust `json:"trust"`
+	Count int   `json:"count"`
 }
 
 // Elements returns every element in chronological order: the channel

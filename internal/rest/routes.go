@@ -22,7 +22,7 @@ const (
 	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
 	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size } replyToMessageId trust alreadyDelivered`
-	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq`
+	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq trustSummary { lowest counts { trust count } }`
 )
 
 func path(name string) Param { return Param{Name: name, In: InPath, Var: "id"} }

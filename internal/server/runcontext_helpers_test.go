@@ -39,7 +39,14 @@ type runCtx struct {
 	ThreadContext      []ctxMsg  `json:"thread_context"`
 	ChannelContext     *[]ctxMsg `json:"channel_context"`
 	TruncatedBeforeSeq *int      `json:"truncated_before_seq"`
-	raw                map[string]any
+	TrustSummary       struct {
+		Lowest string `json:"lowest"`
+		Counts []struct {
+			Trust string `json:"trust"`
+			Count int    `json:"count"`
+		} `json:"counts"`
+	} `json:"trust_summary"`
+	raw map[string]any
 }
 
 func (c runCtx) all() []ctxMsg {
@@ -64,7 +71,7 @@ func (c runCtx) byContent(t *testing.T, prefix string) ctxMsg {
 
 const ctxMsgSel = `messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size } replyToMessageId trust alreadyDelivered`
 
-const contextQuery = `query($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ` + ctxMsgSel + ` } threadContext { ` + ctxMsgSel + ` } channelContext { ` + ctxMsgSel + ` } truncatedBeforeSeq } } }`
+const contextQuery = `query($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ` + ctxMsgSel + ` } threadContext { ` + ctxMsgSel + ` } channelContext { ` + ctxMsgSel + ` } truncatedBeforeSeq trustSummary { lowest counts { trust count } } } } }`
 
 // readContext reads the context of run id as who through both faces,
 // fails unless they agree, and returns it (ok false with the REST answer
@@ -102,7 +109,7 @@ func readContext(t *testing.T, env *apitest.Env, who, id string) (runCtx, *apite
 	return c, r
 }
 
-var enumMembers = map[string]bool{"role": true, "origin": true, "kind": true, "trust": true}
+var enumMembers = map[string]bool{"role": true, "origin": true, "kind": true, "trust": true, "lowest": true}
 
 // toREST renders a GraphQL context map in the REST conventions (the shim's
 // rules), to compare the two faces.

@@ -586,3 +586,51 @@ func TestRunContext_FailClosed(t *testing.T) {
 		t.Fatalf("a failed read leaked: %s", r.Body)
 	}
 }
+
+// TestRunContext_TrustSummary: trust_summary counts every element by its
+// trust and names the lowest, the same through REST and GraphQL
+// (readContext compares the two faces), for contexts whose lowest level is
+// unverified, authorized and trigger.
+func TestRunContext_TrustSummary(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	check := func(name string, c runCtx, lowest string, want map[string]int) {
+		t.Helper()
+		if c.TrustSummary.Lowest != lowest {
+			t.Errorf("%s: lowest %q, want %q", name, c.TrustSummary.Lowest, lowest)
+		}
+		order := []string{"unverified", "self", "system", "authorized", "trigger"}
+		if len(c.TrustSummary.Counts) != len(order) {
+			t.Fatalf("%s: counts %+v", name, c.TrustSummary.Counts)
+		}
+		perElement := map[string]int{}
+		for _, e := range c.all() {
+			perElement[e.Trust]++
+		}
+		for i, tc := range c.TrustSummary.Counts {
+			if tc.Trust != order[i] || tc.Count != want[tc.Trust] || tc.Count != perElement[tc.Trust] {
+				t.Errorf("%s: count %d = %+v, want %s %d (elements say %d)", name, i, tc, order[i], want[order[i]], perElement[tc.Trust])
+			}
+		}
+	}
+
+	// Every level at once (the AG-20 thread).
+	_, runID := ag20World(t, env)
+	c, _ := readContext(t, env, "lotse", runID)
+	check("ag20", c, "unverified", map[string]int{"unverified": 5, "self": 1, "system": 1, "authorized": 2, "trigger": 1})
+	finish(t, env, "lotse", runID, "CANCELLED")
+
+	// Only people who may instruct the agent. Lotse is disabled while Sam
+	// (who has trigger) writes, so Sam's message starts no run.
+	s := newStream(t, env, "lotse")
+	setStatus(t, env, "lotse", identity.StatusDisabled)
+	thread := newThread(t, env, "sam", "Support/Allgemein", "", "sam opens the thread")
+	setStatus(t, env, "lotse", identity.StatusActive)
+	say(t, env, "alex", thread, "@lotse what does sam mean?")
+	c, _ = readContext(t, env, "lotse", s.nextRun())
+	check("authorized", c, "authorized", map[string]int{"authorized": 1, "trigger": 1})
+
+	// The trigger alone.
+	newThread(t, env, "alex", "Support/Allgemein", "", "@lotse a fresh question")
+	c, _ = readContext(t, env, "lotse", s.nextRun())
+	check("trigger", c, "trigger", map[string]int{"trigger": 1})
+}

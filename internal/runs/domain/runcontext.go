@@ -227,3 +227,51 @@ func TruncatedBeforeSeq(hasOlder, budgetDropped bool, keptThread []Item, trigger
 	}
 	return triggerSeq, true
 }
+
+// trustRank orders the trust levels from least to most trusted. Self sits
+// below system because an agent's own earlier answer may repeat data it
+// was shown; system lines are written by the server alone.
+var trustRank = map[Trust]int{TrustUnverified: 0, TrustSelf: 1, TrustSystem: 2, TrustAuthorized: 3, TrustTrigger: 4}
+
+// TrustLevels lists every trust level from least to most trusted, the
+// order of TrustSummary.Counts.
+var TrustLevels = []Trust{TrustUnverified, TrustSelf, TrustSystem, TrustAuthorized, TrustTrigger}
+
+// TrustCount is how many elements of a run context carry one trust level.
+type TrustCount struct {
+	Trust Trust
+	Count int
+}
+
+// TrustSummary is the least-trust summary of a run context: the lowest
+// trust of any element and the count per level, so that an adapter can
+// gate side effects on untrusted content without recomputing trust.
+type TrustSummary struct {
+	Lowest Trust
+	// Counts holds every level of TrustLevels in that order, zero counts
+	// included, so the shape never depends on the content.
+	Counts []TrustCount
+}
+
+// SummarizeTrust returns the summary over the trusts of every element of a
+// run context (trigger, thread and channel context, follow-ups). A level
+// this code does not know counts as unverified, and an empty list has the
+// lowest trust unverified: the summary fails closed, never open.
+func SummarizeTrust(trusts []Trust) TrustSummary {
+	counts := make(map[Trust]int, len(TrustLevels))
+	lowest := TrustUnverified
+	for i, t := range trusts {
+		if _, known := trustRank[t]; !known {
+			t = TrustUnverified
+		}
+		counts[t]++
+		if i == 0 || trustRank[t] < trustRank[lowest] {
+			lowest = t
+		}
+	}
+	out := TrustSummary{Lowest: lowest, Counts: make([]TrustCount, len(TrustLevels))}
+	for i, t := range TrustLevels {
+		out.Counts[i] = TrustCount{Trust: t, Count: counts[t]}
+	}
+	return out
+}

@@ -448,3 +448,40 @@ func TestNeedsHolders(t *testing.T) {
 		}
 	}
 }
+
+func TestSummarizeTrust(t *testing.T) {
+	u, s, y, a, g := domain.TrustUnverified, domain.TrustSelf, domain.TrustSystem, domain.TrustAuthorized, domain.TrustTrigger
+	tests := []struct {
+		name   string
+		in     []domain.Trust
+		lowest domain.Trust
+		counts [5]int // unverified, self, system, authorized, trigger
+	}{
+		{"trigger only", []domain.Trust{g}, g, [5]int{0, 0, 0, 0, 1}},
+		{"authorized below trigger", []domain.Trust{a, g}, a, [5]int{0, 0, 0, 1, 1}},
+		{"system below authorized", []domain.Trust{a, y, g}, y, [5]int{0, 0, 1, 1, 1}},
+		{"self below system", []domain.Trust{y, s, g}, s, [5]int{0, 1, 1, 0, 1}},
+		{"unverified is lowest", []domain.Trust{s, y, a, u, g}, u, [5]int{1, 1, 1, 1, 1}},
+		{"unverified first", []domain.Trust{u, u, g}, u, [5]int{2, 0, 0, 0, 1}},
+		{"unknown level counts as unverified", []domain.Trust{"future", g}, u, [5]int{1, 0, 0, 0, 1}},
+		{"upper case is unknown too", []domain.Trust{"TRIGGER"}, u, [5]int{1, 0, 0, 0, 0}},
+		{"empty fails closed", nil, u, [5]int{}},
+		{"many follow-ups of the trigger", []domain.Trust{g, g, g, a}, a, [5]int{0, 0, 0, 1, 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := domain.SummarizeTrust(tc.in)
+			if got.Lowest != tc.lowest {
+				t.Errorf("lowest %s, want %s", got.Lowest, tc.lowest)
+			}
+			if len(got.Counts) != len(domain.TrustLevels) {
+				t.Fatalf("%d counts, want one per level", len(got.Counts))
+			}
+			for i, c := range got.Counts {
+				if c.Trust != domain.TrustLevels[i] || c.Count != tc.counts[i] {
+					t.Errorf("count %d = %+v, want %s %d", i, c, domain.TrustLevels[i], tc.counts[i])
+				}
+			}
+		})
+	}
+}

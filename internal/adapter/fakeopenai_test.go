@@ -1,0 +1,126 @@
+package adapter_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeRequest is one request the fake OpenAI-compatible server received.
+type fakeRequest struct {
+	Method        string
+	Path          string
+	Authorization string
+	Body          struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+		Stream    *bool             `json:"stream"`
+		MaxTokens int               `json:"max_tokens"`
+		Tools     []json.RawMessage `json:"tools"`
+	}
+	Raw map[string]json.RawMessage
+	// Aborted is closed when the client went away before the reply.
+	Aborted chan struct{}
+}
+
+// fakeReply is what the fake answers to one request: a status with
+// headers and a body, or, with Hang, nothing until the client gives up.
+type fakeReply struct {
+	Status  int
+	Header  map[string]string
+	Body    string
+	Hang    bool
+	Content string // shorthand for a chat completion with this content
+	Finish  string // finish_reason of Content (default stop)
+}
+
+// fakeOpenAI is an OpenAI-compatible chat completions server that records
+// every request and answers from a script; after the script it repeats the
+// last reply.
+type fakeOpenAI struct {
+	t      *testing.T
+	srv    *httptest.Server
+	mu     sync.Mutex
+	reqs   []*fakeRequest
+	script []fakeReply
+	got    chan *fakeRequest
+}
+
+func newFakeOpenAI(t *testing.T, script ...fakeReply) *fakeOpenAI {
+	f := &fakeOpenAI{t: t, script: script, got: make(chan *fakeRequest, 100)}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// BaseURL is the API root to configure, ending in /v1 like real servers.
+func (f *fakeOpenAI) BaseURL() string { return f.srv.URL + "/v1" }
+
+func (f *fakeOpenAI) requests() []*fakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*fakeRequest(nil), f.reqs...)
+}
+
+// next waits for the next request.
+func (f *fakeOpenAI) next(d time.Duration) *fakeRequest {
+	f.t.Helper()
+	select {
+	case r := <-f.got:
+		return r
+	case <-time.After(d):
+		f.t.Fatalf("the fake model server got no request within %s", d)
+		return nil
+	}
+}
+
+func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
+	data, _ := io.ReadAll(r.Body)
+	rec := &fakeRequest{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), Aborted: make(chan struct{})}
+	if err := json.Unmarshal(data, &rec.Body); err != nil {
+		f.t.Errorf("the model request is no JSON: %v", err)
+	}
+	_ = json.Unmarshal(data, &rec.Raw)
+	f.mu.Lock()
+	n := len(f.reqs)
+	f.reqs = append(f.reqs, rec)
+	reply := fakeReply{Content: "ok"}
+	if len(f.script) > 0 {
+		reply = f.script[min(n, len(f.script)-1)]
+	}
+	f.mu.Unlock()
+	f.got <- rec
+	if reply.Hang {
+		<-r.Context().Done()
+		close(rec.Aborted)
+		return
+	}
+	for k, v := range reply.Header {
+		w.Header().Set(k, v)
+	}
+	body := reply.Body
+	if reply.Content != "" {
+		finish := reply.Finish
+		if finish == "" {
+			finish = "stop"
+		}
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "model": rec.Body.Model,
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": reply.Content}, "finish_reason": finish}},
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+		body = string(b)
+		w.Header().Set("Content-Type", "application/json")
+	}
+	status := reply.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}

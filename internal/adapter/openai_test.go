@@ -1,0 +1,306 @@
+package adapter_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/adapter"
+)
+
+const testKey = "sk-test-0123456789abcdef"
+
+// newTestModel returns an OpenAIModel for the fake with short pauses and
+// a logger whose output the test can search.
+func newTestModel(t *testing.T, f *fakeOpenAI, mod func(*adapter.OpenAIConfig)) (*adapter.OpenAIModel, *bytes.Buffer) {
+	t.Helper()
+	var logs bytes.Buffer
+	cfg := adapter.OpenAIConfig{BaseURL: f.BaseURL(), Model: "llama3.2", APIKey: testKey, Timeout: 10 * time.Second,
+		RetryBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if mod != nil {
+		mod(&cfg)
+	}
+	m, err := adapter.NewOpenAIModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, &logs
+}
+
+func testPrompt(lowest adapter.Trust) adapter.Prompt {
+	rc := world("@lotse the printer on floor 2 is broken", nil)
+	rc.TrustSummary.Lowest = lowest
+	return adapter.Render(rc, adapter.NewBoundary())
+}
+
+func TestOpenAIModelRequest(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{Content: "Try turning it off and on again."})
+	m, logs := newTestModel(t, f, nil)
+	p := testPrompt(adapter.TrustTrigger)
+	got, err := m.Answer(t.Context(), p)
+	if err != nil || got != "Try turning it off and on again." {
+		t.Fatalf("answer %q %v", got, err)
+	}
+	reqs := f.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	r := reqs[0]
+	if r.Method != http.MethodPost || r.Path != "/v1/chat/completions" || r.Authorization != "Bearer "+testKey {
+		t.Fatalf("request %s %s auth %q", r.Method, r.Path, r.Authorization)
+	}
+	if r.Body.Model != "llama3.2" || r.Body.Stream == nil || *r.Body.Stream || len(r.Body.Messages) != 2 ||
+		r.Body.Messages[0].Role != "system" || r.Body.Messages[0].Content != p.System ||
+		r.Body.Messages[1].Role != "user" || r.Body.Messages[1].Content != p.User {
+		t.Fatalf("body %+v", r.Body)
+	}
+	if _, has := r.Raw["max_tokens"]; has {
+		t.Fatal("max_tokens sent although none is configured")
+	}
+	if _, has := r.Raw["tools"]; has {
+		t.Fatal("tools sent although none are configured")
+	}
+	if strings.Contains(logs.String(), testKey) || strings.Contains(logs.String(), "printer") || strings.Contains(logs.String(), "turning") {
+		t.Fatalf("the model logged the key or content:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), `"finish_reason":"stop"`) {
+		t.Fatalf("no answer log:\n%s", logs)
+	}
+
+	// Without a key no Authorization header goes out (Ollama needs none);
+	// max_tokens goes out when configured.
+	f2 := newFakeOpenAI(t)
+	m2, _ := newTestModel(t, f2, func(c *adapter.OpenAIConfig) { c.APIKey = ""; c.MaxTokens = 256; c.BaseURL += "/" })
+	if _, err := m2.Answer(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	if r := f2.requests()[0]; r.Authorization != "" || r.Body.MaxTokens != 256 || r.Path != "/v1/chat/completions" {
+		t.Fatalf("request without key: %+v", r)
+	}
+}
+
+func TestOpenAIModelRetryAfter(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down"}}`},
+		fakeReply{Content: "the answer"})
+	m, logs := newTestModel(t, f, func(c *adapter.OpenAIConfig) { c.MaxBackoff = 5 * time.Second })
+	began := time.Now()
+	got, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
+	if err != nil || got != "the answer" {
+		t.Fatalf("answer %q %v", got, err)
+	}
+	if n := len(f.requests()); n != 2 {
+		t.Fatalf("%d requests, want 2", n)
+	}
+	if d := time.Since(began); d < 900*time.Millisecond {
+		t.Fatalf("the retry came after %s, before the server's Retry-After of 1 s", d)
+	}
+	if !strings.Contains(logs.String(), `"error":"status_429"`) || strings.Contains(logs.String(), "slow down") {
+		t.Fatalf("retry log:\n%s", logs)
+	}
+}
+
+func TestOpenAIModelRetryAfterIsBounded(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{Status: http.StatusServiceUnavailable, Header: map[string]string{"Retry-After": "3600"}}, fakeReply{Content: "back"})
+	m, _ := newTestModel(t, f, nil) // MaxBackoff 50 ms
+	began := time.Now()
+	if got, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger)); err != nil || got != "back" {
+		t.Fatalf("answer %q %v", got, err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Fatalf("a Retry-After of an hour was followed for %s", d)
+	}
+}
+
+func TestOpenAIModelServerErrors(t *testing.T) {
+	for _, status := range []int{500, 502, 503, 504} {
+		f := newFakeOpenAI(t, fakeReply{Status: status, Body: "upstream says: the prompt was <secret>"})
+		m, logs := newTestModel(t, f, nil)
+		_, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
+		var he *adapter.ModelHTTPError
+		if !errors.As(err, &he) || he.Status != status || he.Attempts != 4 {
+			t.Fatalf("status %d: error %v", status, err)
+		}
+		if n := len(f.requests()); n != 4 {
+			t.Fatalf("status %d: %d requests, want 4", status, n)
+		}
+		if strings.Contains(err.Error(), "secret") || strings.Contains(logs.String(), "secret") {
+			t.Fatalf("the server's body leaked: %v\n%s", err, logs)
+		}
+	}
+}
+
+func TestOpenAIModelClientErrorsAreNotRetried(t *testing.T) {
+	for _, status := range []int{400, 401, 403, 404, 422} {
+		f := newFakeOpenAI(t, fakeReply{Status: status, Body: `{"error":{"message":"no"}}`})
+		m, _ := newTestModel(t, f, nil)
+		_, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
+		var he *adapter.ModelHTTPError
+		if !errors.As(err, &he) || he.Status != status || he.Attempts != 1 || len(f.requests()) != 1 {
+			t.Fatalf("status %d: %v after %d requests", status, err, len(f.requests()))
+		}
+	}
+}
+
+func TestOpenAIModelTimeout(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{Hang: true})
+	m, _ := newTestModel(t, f, func(c *adapter.OpenAIConfig) { c.Timeout = 300 * time.Millisecond })
+	began := time.Now()
+	_, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v, want the deadline", err)
+	}
+	if d := time.Since(began); d < 250*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("the timeout ended the answer after %s", d)
+	}
+	select {
+	case <-f.requests()[0].Aborted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request in flight was not aborted")
+	}
+}
+
+func TestOpenAIModelCancel(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{Hang: true})
+	m, _ := newTestModel(t, f, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Answer(ctx, testPrompt(adapter.TrustTrigger))
+		done <- err
+	}()
+	r := f.next(5 * time.Second)
+	cancel()
+	select {
+	case <-r.Aborted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancel did not abort the request in flight")
+	}
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v", err)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("%d requests after a cancel", n)
+	}
+}
+
+func TestOpenAIModelLengthLimit(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{Content: "The printer needs  \n", Finish: "length"})
+	m, _ := newTestModel(t, f, nil)
+	got, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
+	if err != nil || got != "The printer needs"+adapter.LengthNote {
+		t.Fatalf("answer %q %v", got, err)
+	}
+}
+
+func TestOpenAIModelMalformedReplies(t *testing.T) {
+	huge := `{"choices":[{"message":{"content":"` + strings.Repeat("a", 5<<20) + `"}}]}`
+	cases := map[string]fakeReply{
+		"no choices":     {Body: `{"id":"x","choices":[]}`},
+		"empty content":  {Body: `{"choices":[{"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`},
+		"blank content":  {Body: `{"choices":[{"message":{"role":"assistant","content":" \n\t"},"finish_reason":"stop"}]}`},
+		"null content":   {Body: `{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[]},"finish_reason":"tool_calls"}]}`},
+		"content parts":  {Body: `{"choices":[{"message":{"content":[{"type":"text","text":"hi"}]}}]}`},
+		"not JSON":       {Body: `<html>Bad gateway</html>`},
+		"empty body":     {Body: ``},
+		"JSON array":     {Body: `[1,2]`},
+		"too large":      {Body: huge},
+		"truncated JSON": {Body: `{"choices":[{"message":{"content":"hal`},
+	}
+	for name, reply := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeOpenAI(t, reply)
+			m, _ := newTestModel(t, f, nil)
+			got, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
+			if !errors.Is(err, adapter.ErrModelReply) || got != "" {
+				t.Fatalf("answer %q error %v, want ErrModelReply", got, err)
+			}
+			if n := len(f.requests()); n != 1 {
+				t.Fatalf("a malformed reply was repeated %d times", n)
+			}
+		})
+	}
+}
+
+// TestOpenAIModelToolGate: configured tools reach the model only when the
+// context's lowest trust is known and not unverified.
+func TestOpenAIModelToolGate(t *testing.T) {
+	tool := adapter.Tool{Name: "close_ticket", Description: "Close a ticket", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)}
+	cases := []struct {
+		lowest adapter.Trust
+		tools  bool
+	}{
+		{adapter.TrustTrigger, true},
+		{adapter.TrustAuthorized, true},
+		{adapter.TrustSystem, true},
+		{adapter.TrustSelf, true},
+		{adapter.TrustUnverified, false},
+		{"", false},
+		{"SOMETHING_NEW", false},
+	}
+	for _, c := range cases {
+		f := newFakeOpenAI(t)
+		m, logs := newTestModel(t, f, func(cfg *adapter.OpenAIConfig) { cfg.Tools = []adapter.Tool{tool} })
+		p := testPrompt(c.lowest)
+		if _, err := m.Answer(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		if got := adapter.ToolsAllowed(p.Lowest); got != c.tools {
+			t.Fatalf("lowest %q: ToolsAllowed %v", c.lowest, got)
+		}
+		r := f.requests()[0]
+		if c.tools {
+			var sent []struct {
+				Type     string `json:"type"`
+				Function struct {
+					Name       string          `json:"name"`
+					Parameters json.RawMessage `json:"parameters"`
+				} `json:"function"`
+			}
+			if err := json.Unmarshal(r.Raw["tools"], &sent); err != nil || len(sent) != 1 || sent[0].Type != "function" || sent[0].Function.Name != "close_ticket" {
+				t.Fatalf("lowest %q: tools %s", c.lowest, r.Raw["tools"])
+			}
+		} else {
+			if _, has := r.Raw["tools"]; has {
+				t.Fatalf("lowest %q: tools exposed with untrusted content in play", c.lowest)
+			}
+			if !strings.Contains(logs.String(), "tools withheld") {
+				t.Fatalf("lowest %q: the gate was not logged", c.lowest)
+			}
+		}
+	}
+}
+
+func TestToolsAllowed(t *testing.T) {
+	for trust, want := range map[adapter.Trust]bool{adapter.TrustTrigger: true, adapter.TrustAuthorized: true, adapter.TrustSelf: true,
+		adapter.TrustSystem: true, adapter.TrustUnverified: false, "": false, "unverified": false, "trigger": false} {
+		if got := adapter.ToolsAllowed(trust); got != want {
+			t.Errorf("ToolsAllowed(%q) = %v", trust, got)
+		}
+	}
+}
+
+func TestNewOpenAIModelRefusesBadConfig(t *testing.T) {
+	for _, c := range []adapter.OpenAIConfig{
+		{BaseURL: "", Model: "m"},
+		{BaseURL: "localhost:11434/v1", Model: "m"},
+		{BaseURL: "ftp://example.com/v1", Model: "m"},
+		{BaseURL: "http:///v1", Model: "m"},
+		{BaseURL: "http://example.com/v1?x=1", Model: "m"},
+		{BaseURL: "http://example.com/v1", Model: " "},
+	} {
+		if _, err := adapter.NewOpenAIModel(c); err == nil {
+			t.Errorf("config %+v accepted", c)
+		}
+	}
+	m, err := adapter.NewOpenAIModel(adapter.OpenAIConfig{BaseURL: "https://api.example.com/v1/", Model: "m"})
+	if err != nil || m.Endpoint() != "https://api.example.com/v1/chat/completions" {
+		t.Fatalf("endpoint %v %v", m, err)
+	}
+}
