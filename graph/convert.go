@@ -49,7 +49,7 @@ func messageModel(m messaging.Message) *model.Message {
 		out.Mentions[i] = refModel(r)
 	}
 	for i, a := range m.Attachments {
-		out.Attachments[i] = &model.Attachment{FileID: a.FileID, Name: a.Name, MimeType: a.MIMEType, Size: int(a.Size)}
+		out.Attachments[i] = attachmentModel(a)
 	}
 	if m.TriggerState != "" {
 		ts := model.TriggerState(upper(m.TriggerState))
@@ -119,8 +119,20 @@ func runModel(r runs.Run) *model.Run {
 		TriggerKind: model.TriggerKind(upper(r.TriggerKind)), TriggeringMessageID: opt(r.TriggeringMessageID),
 		Session:         &model.RunSession{ID: opt(r.SessionID), Mode: model.SessionMode(upper(r.SessionMode))},
 		CancelRequested: trueOrNil(r.CancelRequested), QueuedAt: r.QueuedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
-		EndReason: opt(r.EndReason), AgentID: r.AgentID, TriggeredByID: r.TriggeredBy}
+		EndReason: opt(r.EndReason), AgentID: r.AgentID, TriggeredByID: r.TriggeredBy,
+		Attempt: r.Attempt, Holder: opt(r.Holder), LeaseExpiresAt: r.LeaseExpiresAt}
 	return out
+}
+
+// attachmentModel renders a messaging attachment; a file not scanned yet
+// is pending.
+func attachmentModel(a messaging.Attachment) *model.Attachment {
+	status := a.ScanStatus
+	if status == "" {
+		status = "pending"
+	}
+	return &model.Attachment{FileID: a.FileID, Name: a.Name, MimeType: a.MIMEType, Size: int(a.Size),
+		ScanStatus: model.ScanStatus(upper(status)), Transcript: opt(a.Transcript)}
 }
 
 func runReadModel(rd runs.Read) *model.Run {
@@ -135,7 +147,7 @@ func sessionModel(s runs.Session) *model.AgentSession {
 }
 
 func runContextModel(rc *runs.RunContext) *model.RunContext {
-	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq),
+	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq), Module: rc,
 		TriggerMessage: contextMessageModel(rc.Trigger, rc), ThreadContext: make([]*model.RunContextMessage, len(rc.Thread))}
 	for i, e := range rc.Thread {
 		out.ThreadContext[i] = contextMessageModel(e, rc)

@@ -7,6 +7,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/99designs/gqlgen/graphql"
+
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
@@ -79,4 +81,21 @@ func threadInput(in model.ThreadCreate) messaging.ThreadInput {
 		out.First = messageInput(*in.FirstMessage)
 	}
 	return out
+}
+
+// onlyContext reports whether the current field (Query.run) selects nothing
+// but its context (and __typename): the stored getRunContext operation.
+func onlyContext(ctx context.Context) bool {
+	fields := graphql.CollectFieldsCtx(ctx, nil)
+	seen := false
+	for _, f := range fields {
+		switch f.Name {
+		case "context":
+			seen = true
+		case "__typename":
+		default:
+			return false
+		}
+	}
+	return seen
 }

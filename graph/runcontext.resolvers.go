@@ -38,6 +38,23 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 	return runContextModel(&rc), nil
 }
 
+func (r *runContextResolver) FollowUps(ctx context.Context, obj *model.RunContext) ([]*model.RunContextMessage, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items, err := r.loaders(ctx).FollowUps.Load(ctx, obj.RunID)()
+	if err != nil {
+		return nil, err
+	}
+	elems := r.Runs.FollowUpElements(ctx, p, obj.Module, items)
+	out := make([]*model.RunContextMessage, len(elems))
+	for i, e := range elems {
+		out[i] = contextMessageModel(e, obj.Module)
+	}
+	return out, nil
+}
+
 // Author is the resolver for the author field.
 func (r *runContextMessageResolver) Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error) {
 	ref, err := r.principalRef(ctx, obj.Element.AuthorID)
@@ -73,20 +90,27 @@ func (r *runContextMessageResolver) Trust(ctx context.Context, obj *model.RunCon
 }
 
 // AlreadyDelivered is the resolver for the alreadyDelivered field: true
-// only in mode resume for messages the session already got as follow-ups.
+// only for messages the agent acknowledged as follow-ups of the run's
+// session (of the run itself for a guest run), never for the run's own
+// trigger, whatever became of the runs that received them.
 func (r *runContextMessageResolver) AlreadyDelivered(ctx context.Context, obj *model.RunContextMessage) (*bool, error) {
-	if obj.Context.Mode != domain.ModeResume || obj.Context.SessionID == "" {
+	if obj.MessageID == obj.Context.Trigger.ID {
 		return nil, nil
 	}
-	got, err := r.loaders(ctx).Delivered.Load(ctx, deliveredKey{Session: obj.Context.SessionID, Message: obj.MessageID})()
+	got, err := r.loaders(ctx).Delivered.Load(ctx, deliveredKey{Session: obj.Context.SessionID, Run: obj.Context.RunID, Message: obj.MessageID})()
 	if err != nil {
 		return nil, err
 	}
 	return trueOrNil(got), nil
 }
 
+func (r *Resolver) RunContext() generated.RunContextResolver { return &runContextResolver{r} }
+
 func (r *Resolver) RunContextMessage() generated.RunContextMessageResolver {
 	return &runContextMessageResolver{r}
 }
 
-type runContextMessageResolver struct{ *Resolver }
+type (
+	runContextResolver        struct{ *Resolver }
+	runContextMessageResolver struct{ *Resolver }
+)

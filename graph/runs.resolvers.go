@@ -15,16 +15,40 @@ import (
 )
 
 // StartRun is the resolver for the startRun field.
-func (r *mutationResolver) StartRun(ctx context.Context, id string) (*model.Run, error) {
+func (r *mutationResolver) StartRun(ctx context.Context, id string, holder *string) (*model.Run, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Start(ctx, p, id)
+	run, err := r.Runs.Start(ctx, p, id, deref(holder))
 	if err != nil {
 		return nil, err
 	}
 	return runModel(run), nil
+}
+
+func (r *mutationResolver) RenewRun(ctx context.Context, id string, holder string) (*model.Run, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run, err := r.Runs.Renew(ctx, p, id, holder)
+	if err != nil {
+		return nil, err
+	}
+	return runModel(run), nil
+}
+
+func (r *mutationResolver) AckAgentEvents(ctx context.Context, upTo string) (*model.AgentCursor, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pos, err := r.Runs.Ack(ctx, p, upTo)
+	if err != nil {
+		return nil, err
+	}
+	return &model.AgentCursor{Position: pos}, nil
 }
 
 // AwaitRunInput is the resolver for the awaitRunInput field.
@@ -98,7 +122,13 @@ func (r *queryResolver) Run(ctx context.Context, id string) (*model.Run, error) 
 	if err != nil {
 		return nil, err
 	}
-	rd, err := r.Runs.Read(ctx, p, id)
+	read := r.Runs.Read
+	if onlyContext(ctx) {
+		// getRunContext: the read serves the context alone, so it spends and
+		// audits run.context.read only.
+		read = r.Runs.ReadForContext
+	}
+	rd, err := read(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}

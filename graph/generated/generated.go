@@ -32,6 +32,7 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Run() RunResolver
+	RunContext() RunContextResolver
 	RunContextMessage() RunContextMessageResolver
 	Thread() ThreadResolver
 }
@@ -40,6 +41,10 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AgentCursor struct {
+		Position func(childComplexity int) int
+	}
+
 	AgentEvent struct {
 		CreatedAt func(childComplexity int) int
 		Payload   func(childComplexity int) int
@@ -63,10 +68,12 @@ type ComplexityRoot struct {
 	}
 
 	Attachment struct {
-		FileID   func(childComplexity int) int
-		MimeType func(childComplexity int) int
-		Name     func(childComplexity int) int
-		Size     func(childComplexity int) int
+		FileID     func(childComplexity int) int
+		MimeType   func(childComplexity int) int
+		Name       func(childComplexity int) int
+		ScanStatus func(childComplexity int) int
+		Size       func(childComplexity int) int
+		Transcript func(childComplexity int) int
 	}
 
 	Channel struct {
@@ -146,6 +153,7 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
+		AckAgentEvents        func(childComplexity int, upTo string) int
 		ArchiveChannel        func(childComplexity int, id string) int
 		ArchiveSpace          func(childComplexity int, id string) int
 		AwaitRunInput         func(childComplexity int, id string) int
@@ -158,10 +166,11 @@ type ComplexityRoot struct {
 		DeleteMessage         func(childComplexity int, id string) int
 		FinishRun             func(childComplexity int, id string, input model.RunFinish) int
 		MoveThread            func(childComplexity int, id string, channelID string) int
+		RenewRun              func(childComplexity int, id string, holder string) int
 		ResetAgentSession     func(childComplexity int, threadID string) int
 		RevokeGrant           func(childComplexity int, id string) int
 		SetChannelOperator    func(childComplexity int, channelID string, input model.OperatorSet) int
-		StartRun              func(childComplexity int, id string) int
+		StartRun              func(childComplexity int, id string, holder *string) int
 		UpdateChannelSwitches func(childComplexity int, channelID string, input model.ChannelSwitchesPatch) int
 	}
 
@@ -196,11 +205,14 @@ type ComplexityRoot struct {
 
 	Run struct {
 		Agent               func(childComplexity int) int
+		Attempt             func(childComplexity int) int
 		CancelRequested     func(childComplexity int) int
 		Context             func(childComplexity int) int
 		EndReason           func(childComplexity int) int
 		EndedAt             func(childComplexity int) int
+		Holder              func(childComplexity int) int
 		ID                  func(childComplexity int) int
+		LeaseExpiresAt      func(childComplexity int) int
 		QueuedAt            func(childComplexity int) int
 		Session             func(childComplexity int) int
 		StartedAt           func(childComplexity int) int
@@ -217,6 +229,7 @@ type ComplexityRoot struct {
 	RunContext struct {
 		ChannelContext     func(childComplexity int) int
 		ContextFloorSeq    func(childComplexity int) int
+		FollowUps          func(childComplexity int) int
 		RunID              func(childComplexity int) int
 		ThreadContext      func(childComplexity int) int
 		TriggerMessage     func(childComplexity int) int
@@ -290,7 +303,9 @@ type MutationResolver interface {
 	UpdateChannelSwitches(ctx context.Context, channelID string, input model.ChannelSwitchesPatch) (*model.Channel, error)
 	ArchiveChannel(ctx context.Context, id string) (*model.Channel, error)
 	ArchiveSpace(ctx context.Context, id string) (*model.Space, error)
-	StartRun(ctx context.Context, id string) (*model.Run, error)
+	StartRun(ctx context.Context, id string, holder *string) (*model.Run, error)
+	RenewRun(ctx context.Context, id string, holder string) (*model.Run, error)
+	AckAgentEvents(ctx context.Context, upTo string) (*model.AgentCursor, error)
 	AwaitRunInput(ctx context.Context, id string) (*model.Run, error)
 	FinishRun(ctx context.Context, id string, input model.RunFinish) (*model.Run, error)
 	CancelRun(ctx context.Context, id string) (*model.Run, error)
@@ -315,6 +330,9 @@ type RunResolver interface {
 	TriggeringMessage(ctx context.Context, obj *model.Run) (*model.Message, error)
 
 	Context(ctx context.Context, obj *model.Run) (*model.RunContext, error)
+}
+type RunContextResolver interface {
+	FollowUps(ctx context.Context, obj *model.RunContext) ([]*model.RunContextMessage, error)
 }
 type RunContextMessageResolver interface {
 	Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error)
@@ -344,6 +362,13 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AgentCursor.position":
+		if e.ComplexityRoot.AgentCursor.Position == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentCursor.Position(childComplexity), true
 
 	case "AgentEvent.createdAt":
 		if e.ComplexityRoot.AgentEvent.CreatedAt == nil {
@@ -444,12 +469,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attachment.Name(childComplexity), true
+	case "Attachment.scanStatus":
+		if e.ComplexityRoot.Attachment.ScanStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.ScanStatus(childComplexity), true
 	case "Attachment.size":
 		if e.ComplexityRoot.Attachment.Size == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Attachment.Size(childComplexity), true
+	case "Attachment.transcript":
+		if e.ComplexityRoot.Attachment.Transcript == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.Transcript(childComplexity), true
 
 	case "Channel.archived":
 		if e.ComplexityRoot.Channel.Archived == nil {
@@ -771,6 +808,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MessageResult.Replayed(childComplexity), true
 
+	case "Mutation.ackAgentEvents":
+		if e.ComplexityRoot.Mutation.AckAgentEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_ackAgentEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AckAgentEvents(childComplexity, args["upTo"].(string)), true
 	case "Mutation.archiveChannel":
 		if e.ComplexityRoot.Mutation.ArchiveChannel == nil {
 			break
@@ -903,6 +951,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.MoveThread(childComplexity, args["id"].(string), args["channelId"].(string)), true
+	case "Mutation.renewRun":
+		if e.ComplexityRoot.Mutation.RenewRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_renewRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RenewRun(childComplexity, args["id"].(string), args["holder"].(string)), true
 	case "Mutation.resetAgentSession":
 		if e.ComplexityRoot.Mutation.ResetAgentSession == nil {
 			break
@@ -946,7 +1005,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.StartRun(childComplexity, args["id"].(string)), true
+		return e.ComplexityRoot.Mutation.StartRun(childComplexity, args["id"].(string), args["holder"].(*string)), true
 	case "Mutation.updateChannelSwitches":
 		if e.ComplexityRoot.Mutation.UpdateChannelSwitches == nil {
 			break
@@ -1124,6 +1183,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.Agent(childComplexity), true
+	case "Run.attempt":
+		if e.ComplexityRoot.Run.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Attempt(childComplexity), true
 	case "Run.cancelRequested":
 		if e.ComplexityRoot.Run.CancelRequested == nil {
 			break
@@ -1148,12 +1213,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.EndedAt(childComplexity), true
+	case "Run.holder":
+		if e.ComplexityRoot.Run.Holder == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Holder(childComplexity), true
 	case "Run.id":
 		if e.ComplexityRoot.Run.ID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Run.ID(childComplexity), true
+	case "Run.leaseExpiresAt":
+		if e.ComplexityRoot.Run.LeaseExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.LeaseExpiresAt(childComplexity), true
 	case "Run.queuedAt":
 		if e.ComplexityRoot.Run.QueuedAt == nil {
 			break
@@ -1233,6 +1310,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunContext.ContextFloorSeq(childComplexity), true
+	case "RunContext.followUps":
+		if e.ComplexityRoot.RunContext.FollowUps == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContext.FollowUps(childComplexity), true
 	case "RunContext.runId":
 		if e.ComplexityRoot.RunContext.RunID == nil {
 			break
@@ -1740,12 +1823,23 @@ type MessagePage {
   nextAfter: Int
 }
 
+"Where the malware scan of a file stands."
+enum ScanStatus {
+  PENDING
+  CLEAN
+  INFECTED
+  FAILED
+}
+
 "A file attached to a message (none exist yet; the list is always present)."
 type Attachment {
   fileId: ID!
   name: String!
   mimeType: String!
   size: Int!
+  scanStatus: ScanStatus!
+  "The transcript of a voice message, when there is one; it carries the trust of its message."
+  transcript: String
 }
 
 type Message {
@@ -1900,6 +1994,8 @@ type RunContext {
   channelContext: [RunContextMessage!]
   "Set when older messages of the thread were left out: the thread_seq of the oldest kept element (or of the trigger)."
   truncatedBeforeSeq: Int
+  "The run's follow-ups still in play (pending or delivered), oldest first, each with its live trust."
+  followUps: [RunContextMessage!]!
 }
 
 type RunContextMessage {
@@ -1918,7 +2014,7 @@ type RunContextMessage {
   attachments: [Attachment!]!
   replyToMessageId: ID
   trust: Trust!
-  "True only when this message was already handed to the session as a follow-up (mode resume)."
+  "True only when the agent acknowledged this message as a follow-up of its session (or, for a guest run, of this run); never for the run's own trigger."
   alreadyDelivered: Boolean
 }
 
@@ -1991,6 +2087,12 @@ type Run {
   startedAt: Time
   endedAt: Time
   endReason: String
+  "The run's invocation: 1, one more each time an expired lease put it back to queued."
+  attempt: Int!
+  "The adapter process that holds the run while it is running or waiting (absent for the anonymous holder and when unclaimed)."
+  holder: String
+  "When the holder's claim lapses unless renewed (run.lease_timeout after its last call on the run)."
+  leaseExpiresAt: Time
 }
 
 input RunFinish {
@@ -2012,14 +2114,31 @@ type AgentEventPage {
   nextAfter: String!
 }
 
+"The agent's acknowledged position in its stream."
+type AgentCursor {
+  position: String!
+}
+
 extend type Query {
   run(id: ID!): Run
-  "The caller's agent stream after the cursor, waiting up to waitSeconds (at most events.poll_max_wait) for the first event."
+  """
+  The caller's agent stream after the cursor, waiting up to waitSeconds (at most events.poll_max_wait) for the first event.
+  Without after it continues after the acknowledged position (ackAgentEvents); "0" is the start, "now" the end of the stream.
+  A cursor beyond the end answers invalid_cursor.
+  """
   agentEvents(after: String, waitSeconds: Int): AgentEventPage!
 }
 
 extend type Mutation {
-  startRun(id: ID!): Run!
+  """
+  Claims the run for holder (an opaque id of 1 to 128 letters, digits, '.', '_', ':' or '-' per adapter process) and starts it.
+  While another holder's lease lives the call answers conflict run_claimed; the same holder gets the run unchanged.
+  """
+  startRun(id: ID!, holder: String): Run!
+  "Extends holder's lease on the run by run.lease_timeout (conflict run_claimed when holder does not hold it)."
+  renewRun(id: ID!, holder: String!): Run!
+  "Stores how far the caller has processed its stream; backwards is a no-op. Acknowledging an agent.followup delivers its follow-up."
+  ackAgentEvents(upTo: String!): AgentCursor!
   awaitRunInput(id: ID!): Run!
   finishRun(id: ID!, input: RunFinish!): Run!
   cancelRun(id: ID!): Run!
@@ -2033,6 +2152,14 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_AgentCursor(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "position":
+		return ec.fieldContext_AgentCursor_position(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AgentCursor", field.Name)
+}
 
 func (ec *executionContext) childFields_AgentEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -2088,6 +2215,10 @@ func (ec *executionContext) childFields_Attachment(ctx context.Context, field gr
 		return ec.fieldContext_Attachment_mimeType(ctx, field)
 	case "size":
 		return ec.fieldContext_Attachment_size(ctx, field)
+	case "scanStatus":
+		return ec.fieldContext_Attachment_scanStatus(ctx, field)
+	case "transcript":
+		return ec.fieldContext_Attachment_transcript(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attachment", field.Name)
 }
@@ -2314,6 +2445,12 @@ func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.C
 		return ec.fieldContext_Run_endedAt(ctx, field)
 	case "endReason":
 		return ec.fieldContext_Run_endReason(ctx, field)
+	case "attempt":
+		return ec.fieldContext_Run_attempt(ctx, field)
+	case "holder":
+		return ec.fieldContext_Run_holder(ctx, field)
+	case "leaseExpiresAt":
+		return ec.fieldContext_Run_leaseExpiresAt(ctx, field)
 	case "context":
 		return ec.fieldContext_Run_context(ctx, field)
 	}
@@ -2334,6 +2471,8 @@ func (ec *executionContext) childFields_RunContext(ctx context.Context, field gr
 		return ec.fieldContext_RunContext_channelContext(ctx, field)
 	case "truncatedBeforeSeq":
 		return ec.fieldContext_RunContext_truncatedBeforeSeq(ctx, field)
+	case "followUps":
+		return ec.fieldContext_RunContext_followUps(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RunContext", field.Name)
 }
@@ -2554,6 +2693,20 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Mutation_ackAgentEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "upTo",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["upTo"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_archiveChannel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2762,6 +2915,28 @@ func (ec *executionContext) field_Mutation_moveThread_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_renewRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resetAgentSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2823,6 +2998,14 @@ func (ec *executionContext) field_Mutation_startRun_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg1
 	return args, nil
 }
 
@@ -3071,6 +3254,29 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AgentCursor_position(ctx context.Context, field graphql.CollectedField, obj *model.AgentCursor) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentCursor_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentCursor_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentCursor", field, false, false, "String")
+}
 
 func (ec *executionContext) _AgentEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -3470,6 +3676,52 @@ func (ec *executionContext) _Attachment_size(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Attachment_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attachment", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Attachment_scanStatus(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_scanStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ScanStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ScanStatus) graphql.Marshaler {
+			return ec.marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐScanStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_scanStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "ScanStatus")
+}
+
+func (ec *executionContext) _Attachment_transcript(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_transcript(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Transcript, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_transcript(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
 }
 
 func (ec *executionContext) _Channel_id(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
@@ -5225,7 +5477,7 @@ func (ec *executionContext) _Mutation_startRun(ctx context.Context, field graphq
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().StartRun(ctx, fc.Args["id"].(string))
+			return ec.Resolvers.Mutation().StartRun(ctx, fc.Args["id"].(string), fc.Args["holder"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
@@ -5253,6 +5505,94 @@ func (ec *executionContext) fieldContext_Mutation_startRun(ctx context.Context, 
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_startRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_renewRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_renewRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RenewRun(ctx, fc.Args["id"].(string), fc.Args["holder"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_renewRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_renewRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_ackAgentEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_ackAgentEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AckAgentEvents(ctx, fc.Args["upTo"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentCursor) graphql.Marshaler {
+			return ec.marshalNAgentCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentCursor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_ackAgentEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentCursor(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_ackAgentEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -6584,6 +6924,75 @@ func (ec *executionContext) fieldContext_Run_endReason(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Run", field, false, false, "String")
 }
 
+func (ec *executionContext) _Run_attempt(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Run_holder(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_holder(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Holder, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_holder(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "String")
+}
+
+func (ec *executionContext) _Run_leaseExpiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_leaseExpiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeaseExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_leaseExpiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Run_context(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6779,6 +7188,38 @@ func (ec *executionContext) _RunContext_truncatedBeforeSeq(ctx context.Context, 
 }
 func (ec *executionContext) fieldContext_RunContext_truncatedBeforeSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunContext", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RunContext_followUps(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContext_followUps(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunContext().FollowUps(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
+			return ec.marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContext_followUps(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunContext",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunContextMessage(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _RunContextMessage_messageId(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
@@ -9088,6 +9529,39 @@ func UnmarshalThreadCreate(ctx context.Context, raw any) (model.ThreadCreate, er
 
 // region    **************************** object.gotpl ****************************
 
+var agentCursorImplementors = []string{"AgentCursor"}
+
+func (ec *executionContext) _AgentCursor(ctx context.Context, sel ast.SelectionSet, obj *model.AgentCursor) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentCursorImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentCursor")
+		case "position":
+			out.Values[i] = ec._AgentCursor_position(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var agentEventImplementors = []string{"AgentEvent"}
 
 func (ec *executionContext) _AgentEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AgentEvent) graphql.Marshaler {
@@ -9266,6 +9740,16 @@ func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSe
 		case "size":
 			out.Values[i] = ec._Attachment_size(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "scanStatus":
+			out.Values[i] = ec._Attachment_scanStatus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "transcript":
+			out.Values[i] = ec._Attachment_transcript(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -9872,6 +10356,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "renewRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_renewRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ackAgentEvents":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_ackAgentEvents(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "awaitRunInput":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_awaitRunInput(ctx, field)
@@ -10233,6 +10731,21 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "attempt":
+			out.Values[i] = ec._Run_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "holder":
+			out.Values[i] = ec._Run_holder(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "leaseExpiresAt":
+			out.Values[i] = ec._Run_leaseExpiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "context":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -10270,33 +10783,39 @@ func (ec *executionContext) _RunContext(ctx context.Context, sel ast.SelectionSe
 		case "runId":
 			out.Values[i] = ec._RunContext_runId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "contextFloorSeq":
 			out.Values[i] = ec._RunContext_contextFloorSeq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "triggerMessage":
 			out.Values[i] = ec._RunContext_triggerMessage(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "threadContext":
 			out.Values[i] = ec._RunContext_threadContext(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "channelContext":
 			out.Values[i] = ec._RunContext_channelContext(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "truncatedBeforeSeq":
 			out.Values[i] = ec._RunContext_truncatedBeforeSeq(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "followUps":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunContext_followUps(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10996,6 +11515,14 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNAgentCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentCursor(ctx context.Context, sel ast.SelectionSet, v *model.AgentCursor) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentCursor!")
+		return graphql.Null
+	}
+	return ec._AgentCursor(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAgentEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AgentEvent) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -11423,6 +11950,16 @@ func (ec *executionContext) unmarshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋg
 }
 
 func (ec *executionContext) marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx context.Context, sel ast.SelectionSet, v model.RunState) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐScanStatus(ctx context.Context, v any) (model.ScanStatus, error) {
+	var res model.ScanStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐScanStatus(ctx context.Context, sel ast.SelectionSet, v model.ScanStatus) graphql.Marshaler {
 	return v
 }
 

@@ -10,6 +10,11 @@ import (
 	"time"
 )
 
+// The agent's acknowledged position in its stream.
+type AgentCursor struct {
+	Position string `json:"position"`
+}
+
 // An event of the caller's agent stream; payloads carry ids, never content.
 type AgentEvent struct {
 	Seq       string         `json:"seq"`
@@ -36,10 +41,13 @@ type AgentSession struct {
 
 // A file attached to a message (none exist yet; the list is always present).
 type Attachment struct {
-	FileID   string `json:"fileId"`
-	Name     string `json:"name"`
-	MimeType string `json:"mimeType"`
-	Size     int    `json:"size"`
+	FileID     string     `json:"fileId"`
+	Name       string     `json:"name"`
+	MimeType   string     `json:"mimeType"`
+	Size       int        `json:"size"`
+	ScanStatus ScanStatus `json:"scanStatus"`
+	// The transcript of a voice message, when there is one; it carries the trust of its message.
+	Transcript *string `json:"transcript,omitempty"`
 }
 
 type Channel struct {
@@ -868,6 +876,66 @@ func (e *RunState) UnmarshalJSON(b []byte) error {
 }
 
 func (e RunState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where the malware scan of a file stands.
+type ScanStatus string
+
+const (
+	ScanStatusPending  ScanStatus = "PENDING"
+	ScanStatusClean    ScanStatus = "CLEAN"
+	ScanStatusInfected ScanStatus = "INFECTED"
+	ScanStatusFailed   ScanStatus = "FAILED"
+)
+
+var AllScanStatus = []ScanStatus{
+	ScanStatusPending,
+	ScanStatusClean,
+	ScanStatusInfected,
+	ScanStatusFailed,
+}
+
+func (e ScanStatus) IsValid() bool {
+	switch e {
+	case ScanStatusPending, ScanStatusClean, ScanStatusInfected, ScanStatusFailed:
+		return true
+	}
+	return false
+}
+
+func (e ScanStatus) String() string {
+	return string(e)
+}
+
+func (e *ScanStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ScanStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ScanStatus", str)
+	}
+	return nil
+}
+
+func (e ScanStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ScanStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ScanStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

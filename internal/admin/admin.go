@@ -18,6 +18,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
 )
 
 // Service is the admin module.
@@ -28,6 +29,35 @@ type Service struct {
 	chat   *chat.Service
 	ident  *identity.Service
 	events *events.Log
+	// Runs, when set, applies loss of trigger after every change that can
+	// take trigger away (revoked grants, archived channels and spaces).
+	Runs TriggerRechecker
+}
+
+// TriggerRechecker is the part of the runs module that ends the runs and
+// drops the follow-ups of people who lost trigger (runs.Service).
+type TriggerRechecker interface {
+	RecheckTriggers(ctx context.Context, scope runs.TriggerScope) (int, error)
+}
+
+// recheck applies loss of trigger in scope after a committed change, so
+// that the runs of people who lost trigger end at once. The change itself
+// has committed: a failure here must not turn it into an error answer, and
+// loses nothing, because the sweeper re-checks every active run on each
+// pass (run.sweep_interval).
+func (s *Service) recheck(ctx context.Context, scope runs.TriggerScope) {
+	if s.Runs == nil {
+		return
+	}
+	_, _ = s.Runs.RecheckTriggers(context.WithoutCancel(ctx), scope)
+}
+
+// scopeOf is the recheck scope of a grant target.
+func scopeOf(kind authz.ResourceKind, id string) runs.TriggerScope {
+	if kind == authz.KindSpace {
+		return runs.TriggerScope{SpaceID: id}
+	}
+	return runs.TriggerScope{ChannelID: id}
 }
 
 // NewService returns the admin service.
@@ -110,6 +140,9 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 		}
 		return s.accessChanged(ctx, tx, g.TargetKind, g.TargetID, "grant.revoked", g.ID)
 	})
+	if err == nil {
+		s.recheck(ctx, scopeOf(out.TargetKind, out.TargetID))
+	}
 	return out, err
 }
 
@@ -173,6 +206,7 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	if err != nil {
 		return chat.Space{}, err
 	}
+	s.recheck(ctx, runs.TriggerScope{SpaceID: id})
 	sp, err := s.chat.GetSpace(ctx, nil, id)
 	if err != nil {
 		return chat.Space{}, problem.Internal(err)
@@ -190,6 +224,7 @@ func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(
 	if err != nil {
 		return chat.Channel{}, err
 	}
+	s.recheck(ctx, runs.TriggerScope{ChannelID: id})
 	c, err := s.chat.GetChannel(ctx, nil, id)
 	if err != nil {
 		return chat.Channel{}, problem.Internal(err)
