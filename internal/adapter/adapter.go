@@ -182,7 +182,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	// ending the loop does not end the run that ends it.
 	loop, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
-	claimed := false
+	claimed, held := false, false
 	backoff := a.cfg.RetryBackoff
 	for loop.Err() == nil {
 		began := time.Now()
@@ -210,17 +210,24 @@ func (a *Adapter) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = a.cfg.RetryBackoff
+		ackUpTo := ""
 		for _, ev := range page.Events {
-			a.handle(loop, ctx, ev, &claimed, stopLoop)
+			if a.handle(loop, ctx, ev, &claimed, stopLoop) && !held {
+				ackUpTo = ev.Seq
+			} else {
+				// An event left for a later process (--once has its run):
+				// nothing from here on is acknowledged.
+				held = true
+			}
 			a.setCursor(ev.Seq)
 		}
 		a.setCursor(page.NextAfter)
-		if len(page.Events) > 0 {
+		if ackUpTo != "" {
 			// Handled (every invocation claimed or skipped, every cancel
 			// and follow-up noted): acknowledge, so a restart continues
-			// behind this page. A failed ack only means a restart sees the
-			// page again, which every handler tolerates.
-			if _, err := a.cfg.Client.AckAgentEvents(loop, page.NextAfter); err != nil && loop.Err() == nil {
+			// behind it. A failed ack only means a restart sees the events
+			// again, which every handler tolerates.
+			if _, err := a.cfg.Client.AckAgentEvents(loop, ackUpTo); err != nil && loop.Err() == nil {
 				a.log.Warn("ack failed", errAttrs(err)...)
 			}
 		}
@@ -237,27 +244,29 @@ func (a *Adapter) Run(ctx context.Context) error {
 
 // handle acts on one event. Invocations are prepared here, in stream
 // order (context read, then start), and answered in a goroutine of their
-// own; cancel requests and follow-ups only touch the run's record.
-func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *bool, stopLoop context.CancelFunc) {
+// own; cancel requests and follow-ups only touch the run's record. It
+// reports whether the event is dealt with (false only for an invocation
+// that --once leaves to a later process).
+func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *bool, stopLoop context.CancelFunc) bool {
 	log := a.log.With("seq", ev.Seq, "type", ev.Type)
 	switch ev.Type {
 	case EventInvocation:
 		var inv Invocation
 		if err := json.Unmarshal(ev.Payload, &inv); err != nil || inv.RunID == "" || inv.ThreadID == "" {
 			log.Error("invocation payload without run or thread id")
-			return
+			return true
 		}
 		log = log.With("run_id", inv.RunID, "thread_id", inv.ThreadID)
 		if a.cfg.Once && *claimed {
 			log.Info("invocation not handled: --once has a run already")
-			return
+			return false
 		}
 		if a.tracked(inv.RunID) != nil {
-			return
+			return true
 		}
 		rc, ok := a.prepare(loop, log, inv)
 		if !ok {
-			return
+			return true
 		}
 		*claimed = true
 		modelCtx, cancelModel := context.WithCancel(runCtx)
@@ -293,19 +302,20 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 		var ref RunRef
 		if err := json.Unmarshal(ev.Payload, &ref); err != nil || ref.RunID == "" {
 			log.Error("cancel payload without run id")
-			return
+			return true
 		}
 		log = log.With("run_id", ref.RunID)
 		if run := a.tracked(ref.RunID); run != nil {
 			run.cancelRequested.Store(true)
 			run.cancelModel()
 			log.Info("cancel requested for a run in progress")
-			return
+			return true
 		}
 		a.confirmUntrackedCancel(loop, log, ref.RunID)
 	default:
 		log.Debug("event type not handled")
 	}
+	return true
 }
 
 func (a *Adapter) tracked(runID string) *activeRun {

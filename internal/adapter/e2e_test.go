@@ -311,9 +311,9 @@ func TestAdapterEndToEnd(t *testing.T) {
 		t.Fatalf("Alex's second message: %d %+v", s, m2)
 	}
 
-	// 5. This time the binary: `bothy agent run --once`. It starts from the
-	// beginning of Lotse's stream, so it also meets the first (ended)
-	// invocation and must skip it.
+	// 5. This time the binary: `bothy agent run --once`. It starts behind
+	// the position the in-process adapter acknowledged, so it meets only the
+	// second invocation.
 	agentCtx, agentCancel := context.WithTimeout(t.Context(), time.Minute)
 	defer agentCancel()
 	agent := exec.CommandContext(agentCtx, bin, "agent", "run", "--token", lotse.Token, "--server", base, "--once", "--model", "echo")
