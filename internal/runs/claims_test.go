@@ -52,7 +52,11 @@ func TestSweepVerdict(t *testing.T) {
 		{"stalled although renewed", base(func(r *runs.Run) { r.LastActivityAt = now.Add(-31 * time.Minute) }), runs.SweepTimeout},
 		{"stall before lease", base(func(r *runs.Run) { r.LastActivityAt = now.Add(-31 * time.Minute); r.LeaseExpiresAt = at(-time.Hour) }), runs.SweepTimeout},
 		{"queued in time", base(func(r *runs.Run) { r.State = runs.Queued; r.LeaseExpiresAt = nil }), runs.SweepNone},
-		{"queued too long", base(func(r *runs.Run) { r.State = runs.Queued; r.LeaseExpiresAt = nil; r.LastActivityAt = now.Add(-6 * time.Minute) }), runs.SweepTimeout},
+		{"queued too long", base(func(r *runs.Run) {
+			r.State = runs.Queued
+			r.LeaseExpiresAt = nil
+			r.LastActivityAt = now.Add(-6 * time.Minute)
+		}), runs.SweepTimeout},
 		{"trigger lost within the grace", base(func(r *runs.Run) { r.TriggerLostAt = at(-10 * time.Second) }), runs.SweepNone},
 		{"trigger lost, grace over", base(func(r *runs.Run) { r.TriggerLostAt = at(-30 * time.Second) }), runs.SweepRevoked},
 		{"revocation before lease", base(func(r *runs.Run) { r.TriggerLostAt = at(-time.Minute); r.LeaseExpiresAt = at(-time.Second) }), runs.SweepRevoked},
