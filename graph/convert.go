@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
 )
 
@@ -113,6 +115,36 @@ func deref(s *string) string {
 }
 
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// agentEventModel renders an agent event as its GraphQL object type; the
+// typed members come from the stored payload (ids only). An event type this
+// code does not know is a server fault.
+func agentEventModel(e events.Event) (model.AgentEvent, error) {
+	base := model.AgentEventBase{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, Payload: e.Payload, RunID: e.RunID}
+	str := func(k string) string { s, _ := e.Payload[k].(string); return s }
+	switch e.Type {
+	case events.AgentInvocation:
+		attempt := 1
+		if n, ok := e.Payload["attempt"].(float64); ok {
+			attempt = int(n)
+		}
+		sess := &model.RunSession{}
+		if m, ok := e.Payload["session"].(map[string]any); ok {
+			mode, _ := m["mode"].(string)
+			sess.Mode = model.SessionMode(upper(mode))
+			if id, ok := m["id"].(string); ok {
+				sess.ID = &id
+			}
+		}
+		return &model.AgentInvocationEvent{AgentEventBase: base, Attempt: attempt, Session: sess,
+			ThreadID: str("thread_id"), ChannelID: str("channel_id"), MessageID: str("message_id")}, nil
+	case events.AgentFollowup:
+		return &model.AgentFollowupEvent{AgentEventBase: base, MessageID: str("message_id")}, nil
+	case events.RunCancelRequested:
+		return &model.RunCancelRequestedEvent{AgentEventBase: base}, nil
+	}
+	return nil, problem.Internal(fmt.Errorf("agent event %d has unknown type %q", e.Seq, e.Type))
+}
 
 func runModel(r runs.Run) *model.Run {
 	out := &model.Run{ID: r.ID, ThreadID: r.ThreadID, State: model.RunState(upper(r.State)), Version: r.Version,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/graph-gophers/dataloader/v7"
 
+	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
@@ -30,6 +31,9 @@ type Loaders struct {
 	// FollowUps loads the follow-up messages of runs: one batch for all
 	// runs of the request.
 	FollowUps *dataloader.Loader[string, []messaging.ContextItem]
+	// OwnRuns loads runs of the calling agent named in its stream: one
+	// statement for a page of events.
+	OwnRuns *dataloader.Loader[string, runs.Run]
 }
 
 // holderKey asks whether Person has trigger on the channel path Channel.
@@ -140,7 +144,40 @@ func NewLoaders(src Sources) *Loaders {
 		}
 		return out
 	}, dataloader.WithWait[string, []messaging.ContextItem](time.Millisecond))
+	l.OwnRuns = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[runs.Run] {
+		out := make([]*dataloader.Result[runs.Run], len(keys))
+		p, ok := identity.FromContext(ctx)
+		var got map[string]runs.Run
+		err := error(problem.New(problem.Unauthorized, ""))
+		if ok {
+			got, err = src.Runs.OwnRuns(ctx, p.ID, keys)
+			if err != nil {
+				err = problem.Internal(err)
+			}
+		}
+		for i, k := range keys {
+			r, found := got[k]
+			switch {
+			case err != nil:
+				out[i] = &dataloader.Result[runs.Run]{Error: err}
+			case !found:
+				out[i] = &dataloader.Result[runs.Run]{Error: problem.New(problem.NotFound, "")}
+			default:
+				out[i] = &dataloader.Result[runs.Run]{Data: r}
+			}
+		}
+		return out
+	}, dataloader.WithWait[string, runs.Run](time.Millisecond))
 	return l
+}
+
+// ownRun loads run id of the calling agent's stream through the loader.
+func (r *Resolver) ownRun(ctx context.Context, id string) (*model.Run, error) {
+	run, err := r.loaders(ctx).OwnRuns.Load(ctx, id)()
+	if err != nil {
+		return nil, problem.From(err)
+	}
+	return runModel(run), nil
 }
 
 // WithLoaders is the HTTP middleware that gives each request its own

@@ -14,6 +14,29 @@ import (
 	"bothy.example.com/bothy/graph/model"
 )
 
+// Run is the resolver for the run field.
+func (r *agentFollowupEventResolver) Run(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Run, error) {
+	return r.ownRun(ctx, obj.RunID)
+}
+
+// Message is the resolver for the message field (message.read).
+func (r *agentFollowupEventResolver) Message(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Message, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.Messaging.Get(ctx, p, obj.MessageID)
+	if err != nil {
+		return nil, err
+	}
+	return messageModel(m), nil
+}
+
+// Run is the resolver for the run field.
+func (r *agentInvocationEventResolver) Run(ctx context.Context, obj *model.AgentInvocationEvent) (*model.Run, error) {
+	return r.ownRun(ctx, obj.RunID)
+}
+
 // StartRun is the resolver for the startRun field.
 func (r *mutationResolver) StartRun(ctx context.Context, id string, holder *string) (*model.Run, error) {
 	p, err := caller(ctx)
@@ -149,9 +172,11 @@ func (r *queryResolver) AgentEvents(ctx context.Context, after *string, waitSeco
 	if err != nil {
 		return nil, err
 	}
-	out := &model.AgentEventPage{Events: make([]*model.AgentEvent, len(page.Events)), NextAfter: page.NextAfter}
+	out := &model.AgentEventPage{Events: make([]model.AgentEvent, len(page.Events)), NextAfter: page.NextAfter}
 	for i, e := range page.Events {
-		out.Events[i] = &model.AgentEvent{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, Payload: e.Payload}
+		if out.Events[i], err = agentEventModel(e); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -206,6 +231,28 @@ func (r *runResolver) TriggeringMessage(ctx context.Context, obj *model.Run) (*m
 	return messageModel(m), nil
 }
 
+// Run is the resolver for the run field.
+func (r *runCancelRequestedEventResolver) Run(ctx context.Context, obj *model.RunCancelRequestedEvent) (*model.Run, error) {
+	return r.ownRun(ctx, obj.RunID)
+}
+
+func (r *Resolver) AgentFollowupEvent() generated.AgentFollowupEventResolver {
+	return &agentFollowupEventResolver{r}
+}
+
+func (r *Resolver) AgentInvocationEvent() generated.AgentInvocationEventResolver {
+	return &agentInvocationEventResolver{r}
+}
+
 func (r *Resolver) Run() generated.RunResolver { return &runResolver{r} }
 
-type runResolver struct{ *Resolver }
+func (r *Resolver) RunCancelRequestedEvent() generated.RunCancelRequestedEventResolver {
+	return &runCancelRequestedEventResolver{r}
+}
+
+type (
+	agentFollowupEventResolver      struct{ *Resolver }
+	agentInvocationEventResolver    struct{ *Resolver }
+	runResolver                     struct{ *Resolver }
+	runCancelRequestedEventResolver struct{ *Resolver }
+)

@@ -5,6 +5,7 @@ package generated
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -29,9 +30,12 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	AgentFollowupEvent() AgentFollowupEventResolver
+	AgentInvocationEvent() AgentInvocationEventResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Run() RunResolver
+	RunCancelRequestedEvent() RunCancelRequestedEventResolver
 	RunContext() RunContextResolver
 	RunContextMessage() RunContextMessageResolver
 	Thread() ThreadResolver
@@ -45,16 +49,34 @@ type ComplexityRoot struct {
 		Position func(childComplexity int) int
 	}
 
-	AgentEvent struct {
+	AgentEventPage struct {
+		Events    func(childComplexity int) int
+		NextAfter func(childComplexity int) int
+	}
+
+	AgentFollowupEvent struct {
 		CreatedAt func(childComplexity int) int
+		Message   func(childComplexity int) int
+		MessageID func(childComplexity int) int
 		Payload   func(childComplexity int) int
+		Run       func(childComplexity int) int
+		RunID     func(childComplexity int) int
 		Seq       func(childComplexity int) int
 		Type      func(childComplexity int) int
 	}
 
-	AgentEventPage struct {
-		Events    func(childComplexity int) int
-		NextAfter func(childComplexity int) int
+	AgentInvocationEvent struct {
+		Attempt   func(childComplexity int) int
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		MessageID func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Run       func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Session   func(childComplexity int) int
+		ThreadID  func(childComplexity int) int
+		Type      func(childComplexity int) int
 	}
 
 	AgentSession struct {
@@ -226,6 +248,15 @@ type ComplexityRoot struct {
 		Version             func(childComplexity int) int
 	}
 
+	RunCancelRequestedEvent struct {
+		CreatedAt func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Run       func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Type      func(childComplexity int) int
+	}
+
 	RunContext struct {
 		ChannelContext     func(childComplexity int) int
 		ContextFloorSeq    func(childComplexity int) int
@@ -291,6 +322,14 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type AgentFollowupEventResolver interface {
+	Run(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Run, error)
+
+	Message(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Message, error)
+}
+type AgentInvocationEventResolver interface {
+	Run(ctx context.Context, obj *model.AgentInvocationEvent) (*model.Run, error)
+}
 type MutationResolver interface {
 	CreateMessage(ctx context.Context, threadID string, input model.MessageCreate) (*model.MessageResult, error)
 	CreateThread(ctx context.Context, channelID string, input model.ThreadCreate) (*model.ThreadCreatedResult, error)
@@ -331,6 +370,9 @@ type RunResolver interface {
 
 	Context(ctx context.Context, obj *model.Run) (*model.RunContext, error)
 }
+type RunCancelRequestedEventResolver interface {
+	Run(ctx context.Context, obj *model.RunCancelRequestedEvent) (*model.Run, error)
+}
 type RunContextResolver interface {
 	FollowUps(ctx context.Context, obj *model.RunContext) ([]*model.RunContextMessage, error)
 }
@@ -370,31 +412,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AgentCursor.Position(childComplexity), true
 
-	case "AgentEvent.createdAt":
-		if e.ComplexityRoot.AgentEvent.CreatedAt == nil {
-			break
-		}
-
-		return e.ComplexityRoot.AgentEvent.CreatedAt(childComplexity), true
-	case "AgentEvent.payload":
-		if e.ComplexityRoot.AgentEvent.Payload == nil {
-			break
-		}
-
-		return e.ComplexityRoot.AgentEvent.Payload(childComplexity), true
-	case "AgentEvent.seq":
-		if e.ComplexityRoot.AgentEvent.Seq == nil {
-			break
-		}
-
-		return e.ComplexityRoot.AgentEvent.Seq(childComplexity), true
-	case "AgentEvent.type":
-		if e.ComplexityRoot.AgentEvent.Type == nil {
-			break
-		}
-
-		return e.ComplexityRoot.AgentEvent.Type(childComplexity), true
-
 	case "AgentEventPage.events":
 		if e.ComplexityRoot.AgentEventPage.Events == nil {
 			break
@@ -407,6 +424,122 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentEventPage.NextAfter(childComplexity), true
+
+	case "AgentFollowupEvent.createdAt":
+		if e.ComplexityRoot.AgentFollowupEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.CreatedAt(childComplexity), true
+	case "AgentFollowupEvent.message":
+		if e.ComplexityRoot.AgentFollowupEvent.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Message(childComplexity), true
+	case "AgentFollowupEvent.messageId":
+		if e.ComplexityRoot.AgentFollowupEvent.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.MessageID(childComplexity), true
+	case "AgentFollowupEvent.payload":
+		if e.ComplexityRoot.AgentFollowupEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Payload(childComplexity), true
+	case "AgentFollowupEvent.run":
+		if e.ComplexityRoot.AgentFollowupEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Run(childComplexity), true
+	case "AgentFollowupEvent.runId":
+		if e.ComplexityRoot.AgentFollowupEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.RunID(childComplexity), true
+	case "AgentFollowupEvent.seq":
+		if e.ComplexityRoot.AgentFollowupEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Seq(childComplexity), true
+	case "AgentFollowupEvent.type":
+		if e.ComplexityRoot.AgentFollowupEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Type(childComplexity), true
+
+	case "AgentInvocationEvent.attempt":
+		if e.ComplexityRoot.AgentInvocationEvent.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Attempt(childComplexity), true
+	case "AgentInvocationEvent.channelId":
+		if e.ComplexityRoot.AgentInvocationEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.ChannelID(childComplexity), true
+	case "AgentInvocationEvent.createdAt":
+		if e.ComplexityRoot.AgentInvocationEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.CreatedAt(childComplexity), true
+	case "AgentInvocationEvent.messageId":
+		if e.ComplexityRoot.AgentInvocationEvent.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.MessageID(childComplexity), true
+	case "AgentInvocationEvent.payload":
+		if e.ComplexityRoot.AgentInvocationEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Payload(childComplexity), true
+	case "AgentInvocationEvent.run":
+		if e.ComplexityRoot.AgentInvocationEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Run(childComplexity), true
+	case "AgentInvocationEvent.runId":
+		if e.ComplexityRoot.AgentInvocationEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.RunID(childComplexity), true
+	case "AgentInvocationEvent.seq":
+		if e.ComplexityRoot.AgentInvocationEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Seq(childComplexity), true
+	case "AgentInvocationEvent.session":
+		if e.ComplexityRoot.AgentInvocationEvent.Session == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Session(childComplexity), true
+	case "AgentInvocationEvent.threadId":
+		if e.ComplexityRoot.AgentInvocationEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.ThreadID(childComplexity), true
+	case "AgentInvocationEvent.type":
+		if e.ComplexityRoot.AgentInvocationEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Type(childComplexity), true
 
 	case "AgentSession.agentId":
 		if e.ComplexityRoot.AgentSession.AgentID == nil {
@@ -1298,6 +1431,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Run.Version(childComplexity), true
 
+	case "RunCancelRequestedEvent.createdAt":
+		if e.ComplexityRoot.RunCancelRequestedEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.CreatedAt(childComplexity), true
+	case "RunCancelRequestedEvent.payload":
+		if e.ComplexityRoot.RunCancelRequestedEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.Payload(childComplexity), true
+	case "RunCancelRequestedEvent.run":
+		if e.ComplexityRoot.RunCancelRequestedEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.Run(childComplexity), true
+	case "RunCancelRequestedEvent.runId":
+		if e.ComplexityRoot.RunCancelRequestedEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.RunID(childComplexity), true
+	case "RunCancelRequestedEvent.seq":
+		if e.ComplexityRoot.RunCancelRequestedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.Seq(childComplexity), true
+	case "RunCancelRequestedEvent.type":
+		if e.ComplexityRoot.RunCancelRequestedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.Type(childComplexity), true
+
 	case "RunContext.channelContext":
 		if e.ComplexityRoot.RunContext.ChannelContext == nil {
 			break
@@ -2101,12 +2271,64 @@ input RunFinish {
   reason: String
 }
 
-"An event of the caller's agent stream; payloads carry ids, never content."
-type AgentEvent {
+"""
+An event of the caller's agent stream. Every event type is its own object
+type (AgentInvocationEvent, AgentFollowupEvent, RunCancelRequestedEvent);
+events carry ids and typed references, never content: the adapter reads
+content through the run context.
+"""
+interface AgentEvent {
+  "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
+  seq: String!
+  "The event type: agent.invocation, agent.followup or run.cancel_requested."
+  type: String!
+  createdAt: Time!
+  "The event's ids in the REST shape (snake_case members)."
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+}
+
+"agent.invocation: a run of the agent was accepted, or went back to queued after its holder's lease lapsed."
+type AgentInvocationEvent implements AgentEvent {
   seq: String!
   type: String!
   createdAt: Time!
-  payload: JSON!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The run (the agent's own)."
+  run: Run!
+  runId: ID!
+  "1 for the first invocation, one more for each after an expired lease."
+  attempt: Int!
+  "The run's session as the invocation saw it."
+  session: RunSession!
+  threadId: ID!
+  channelId: ID!
+  "The triggering message."
+  messageId: ID!
+}
+
+"agent.followup: a new message for an active run; its content is in the run context's followUps."
+type AgentFollowupEvent implements AgentEvent {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The run (the agent's own)."
+  run: Run!
+  runId: ID!
+  "The follow-up message (message.read)."
+  message: Message!
+  messageId: ID!
+}
+
+"run.cancel_requested: a person asked to cancel the run, or its person lost trigger; confirm with finishRun(CANCELLED)."
+type RunCancelRequestedEvent implements AgentEvent {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The run (the agent's own)."
+  run: Run!
+  runId: ID!
 }
 
 type AgentEventPage {
@@ -2159,20 +2381,6 @@ func (ec *executionContext) childFields_AgentCursor(ctx context.Context, field g
 		return ec.fieldContext_AgentCursor_position(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentCursor", field.Name)
-}
-
-func (ec *executionContext) childFields_AgentEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-	switch field.Name {
-	case "seq":
-		return ec.fieldContext_AgentEvent_seq(ctx, field)
-	case "type":
-		return ec.fieldContext_AgentEvent_type(ctx, field)
-	case "createdAt":
-		return ec.fieldContext_AgentEvent_createdAt(ctx, field)
-	case "payload":
-		return ec.fieldContext_AgentEvent_payload(ctx, field)
-	}
-	return nil, fmt.Errorf("no field named %q was found under type AgentEvent", field.Name)
 }
 
 func (ec *executionContext) childFields_AgentEventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3278,98 +3486,6 @@ func (ec *executionContext) fieldContext_AgentCursor_position(_ context.Context,
 	return graphql.NewScalarFieldContext("AgentCursor", field, false, false, "String")
 }
 
-func (ec *executionContext) _AgentEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AgentEvent_seq(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Seq, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_AgentEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "String")
-}
-
-func (ec *executionContext) _AgentEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AgentEvent_type(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Type, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_AgentEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "String")
-}
-
-func (ec *executionContext) _AgentEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AgentEvent_createdAt(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.CreatedAt, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
-			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_AgentEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "Time")
-}
-
-func (ec *executionContext) _AgentEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AgentEvent_payload(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Payload, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
-			return ec.marshalNJSON2map(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_AgentEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "JSON")
-}
-
 func (ec *executionContext) _AgentEventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3382,8 +3498,8 @@ func (ec *executionContext) _AgentEventPage_events(ctx context.Context, field gr
 			return obj.Events, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.AgentEvent) graphql.Marshaler {
-			return ec.marshalNAgentEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []model.AgentEvent) graphql.Marshaler {
+			return ec.marshalNAgentEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3396,7 +3512,7 @@ func (ec *executionContext) fieldContext_AgentEventPage_events(_ context.Context
 		IsMethod:   false,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_AgentEvent(ctx, field)
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
 		},
 	}
 	return fc, nil
@@ -3423,6 +3539,479 @@ func (ec *executionContext) _AgentEventPage_nextAfter(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_AgentEventPage_nextAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentEventPage", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentFollowupEvent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentFollowupEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentFollowupEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_message(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentFollowupEvent().Message(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentFollowupEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentFollowupEvent_messageId(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentInvocationEvent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentInvocationEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentInvocationEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_attempt(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_session(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Session, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunSession) graphql.Marshaler {
+			return ec.marshalNRunSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_session(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentInvocationEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentInvocationEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_messageId(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "ID")
 }
 
 func (ec *executionContext) _AgentSession_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentSession) (ret graphql.Marshaler) {
@@ -7025,6 +7614,153 @@ func (ec *executionContext) fieldContext_Run_context(_ context.Context, field gr
 	return fc, nil
 }
 
+func (ec *executionContext) _RunCancelRequestedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunCancelRequestedEvent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunCancelRequestedEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "ID")
+}
+
 func (ec *executionContext) _RunContext_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9525,6 +10261,40 @@ func UnmarshalThreadCreate(ctx context.Context, raw any) (model.ThreadCreate, er
 
 // region    ************************** interface.gotpl ***************************
 
+func (ec *executionContext) _AgentEvent(ctx context.Context, sel ast.SelectionSet, obj model.AgentEvent) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case model.RunCancelRequestedEvent:
+		return ec._RunCancelRequestedEvent(ctx, sel, &obj)
+	case *model.RunCancelRequestedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._RunCancelRequestedEvent(ctx, sel, obj)
+	case model.AgentInvocationEvent:
+		return ec._AgentInvocationEvent(ctx, sel, &obj)
+	case *model.AgentInvocationEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AgentInvocationEvent(ctx, sel, obj)
+	case model.AgentFollowupEvent:
+		return ec._AgentFollowupEvent(ctx, sel, &obj)
+	case *model.AgentFollowupEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AgentFollowupEvent(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of AgentEvent must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
@@ -9542,54 +10312,6 @@ func (ec *executionContext) _AgentCursor(ctx context.Context, sel ast.SelectionS
 			out.Values[i] = graphql.MarshalString("AgentCursor")
 		case "position":
 			out.Values[i] = ec._AgentCursor_position(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		default:
-			panic("unknown field " + strconv.Quote(field.Name))
-		}
-	}
-	out.Dispatch(ctx)
-	if out.Invalids > 0 {
-		return graphql.Null
-	}
-
-	if n := len(deferred.Defers); n > 0 {
-		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
-		ec.ProcessDeferredGroup(deferred)
-	}
-
-	return out
-}
-
-var agentEventImplementors = []string{"AgentEvent"}
-
-func (ec *executionContext) _AgentEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AgentEvent) graphql.Marshaler {
-	fields := graphql.CollectFields(ec.OperationContext, sel, agentEventImplementors)
-
-	out := graphql.NewFieldSet(fields)
-	deferred := graphql.NewDeferredGroup(ctx)
-	for i, field := range fields {
-		switch field.Name {
-		case "__typename":
-			out.Values[i] = graphql.MarshalString("AgentEvent")
-		case "seq":
-			out.Values[i] = ec._AgentEvent_seq(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "type":
-			out.Values[i] = ec._AgentEvent_type(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "createdAt":
-			out.Values[i] = ec._AgentEvent_createdAt(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "payload":
-			out.Values[i] = ec._AgentEvent_payload(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -9630,6 +10352,160 @@ func (ec *executionContext) _AgentEventPage(ctx context.Context, sel ast.Selecti
 			out.Values[i] = ec._AgentEventPage_nextAfter(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentFollowupEventImplementors = []string{"AgentFollowupEvent", "AgentEvent"}
+
+func (ec *executionContext) _AgentFollowupEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AgentFollowupEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentFollowupEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentFollowupEvent")
+		case "seq":
+			out.Values[i] = ec._AgentFollowupEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._AgentFollowupEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._AgentFollowupEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._AgentFollowupEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentFollowupEvent_run(ctx, field, obj)
+				})
+		case "runId":
+			out.Values[i] = ec._AgentFollowupEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "message":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentFollowupEvent_message(ctx, field, obj)
+				})
+		case "messageId":
+			out.Values[i] = ec._AgentFollowupEvent_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentInvocationEventImplementors = []string{"AgentInvocationEvent", "AgentEvent"}
+
+func (ec *executionContext) _AgentInvocationEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AgentInvocationEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentInvocationEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentInvocationEvent")
+		case "seq":
+			out.Values[i] = ec._AgentInvocationEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._AgentInvocationEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._AgentInvocationEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._AgentInvocationEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentInvocationEvent_run(ctx, field, obj)
+				})
+		case "runId":
+			out.Values[i] = ec._AgentInvocationEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "attempt":
+			out.Values[i] = ec._AgentInvocationEvent_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "session":
+			out.Values[i] = ec._AgentInvocationEvent_session(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._AgentInvocationEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._AgentInvocationEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "messageId":
+			out.Values[i] = ec._AgentInvocationEvent_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -10769,6 +11645,65 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 	return out
 }
 
+var runCancelRequestedEventImplementors = []string{"RunCancelRequestedEvent", "AgentEvent"}
+
+func (ec *executionContext) _RunCancelRequestedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.RunCancelRequestedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runCancelRequestedEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunCancelRequestedEvent")
+		case "seq":
+			out.Values[i] = ec._RunCancelRequestedEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._RunCancelRequestedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._RunCancelRequestedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._RunCancelRequestedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunCancelRequestedEvent_run(ctx, field, obj)
+				})
+		case "runId":
+			out.Values[i] = ec._RunCancelRequestedEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var runContextImplementors = []string{"RunContext"}
 
 func (ec *executionContext) _RunContext(ctx context.Context, sel ast.SelectionSet, obj *model.RunContext) graphql.Marshaler {
@@ -11523,11 +12458,19 @@ func (ec *executionContext) marshalNAgentCursor2ᚖbothyᚗexampleᚗcomᚋbothy
 	return ec._AgentCursor(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNAgentEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AgentEvent) graphql.Marshaler {
+func (ec *executionContext) marshalNAgentEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx context.Context, sel ast.SelectionSet, v model.AgentEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentEvent!")
+		return graphql.Null
+	}
+	return ec._AgentEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAgentEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx context.Context, sel ast.SelectionSet, v []model.AgentEvent) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNAgentEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx, sel, v[i])
+		return ec.marshalNAgentEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -11537,14 +12480,6 @@ func (ec *executionContext) marshalNAgentEvent2ᚕᚖbothyᚗexampleᚗcomᚋbot
 	}
 
 	return ret
-}
-
-func (ec *executionContext) marshalNAgentEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx context.Context, sel ast.SelectionSet, v *model.AgentEvent) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "AgentEvent!")
-		return graphql.Null
-	}
-	return ec._AgentEvent(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNAgentEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventPage(ctx context.Context, sel ast.SelectionSet, v *model.AgentEventPage) graphql.Marshaler {

@@ -10,22 +10,22 @@ import (
 	"time"
 )
 
+// An event of the caller's agent stream. Every event type is its own object
+// type (AgentInvocationEvent, AgentFollowupEvent, RunCancelRequestedEvent);
+// events carry ids and typed references, never content: the adapter reads
+// content through the run context.
+type AgentEvent interface {
+	IsAgentEvent()
+}
+
 // The agent's acknowledged position in its stream.
 type AgentCursor struct {
 	Position string `json:"position"`
 }
 
-// An event of the caller's agent stream; payloads carry ids, never content.
-type AgentEvent struct {
-	Seq       string         `json:"seq"`
-	Type      string         `json:"type"`
-	CreatedAt time.Time      `json:"createdAt"`
-	Payload   map[string]any `json:"payload"`
-}
-
 type AgentEventPage struct {
-	Events    []*AgentEvent `json:"events"`
-	NextAfter string        `json:"nextAfter"`
+	Events    []AgentEvent `json:"events"`
+	NextAfter string       `json:"nextAfter"`
 }
 
 // The agent's conversation in a thread.

@@ -148,3 +148,22 @@ func sessionRuns(ctx context.Context, q db.Querier, sessionID string) (int, erro
 }
 
 func validID(id string) bool { return ids.Valid(id) }
+
+// OwnRuns returns those of runs ids that belong to agent agentID, in one
+// statement: an agent reads the runs named in its own stream without a
+// thread right (ids and states only; every nested field decides anew).
+func (s *Service) OwnRuns(ctx context.Context, agentID string, idList []string) (map[string]Run, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ANY($1::uuid[]) AND agent_id = $2`, idList, agentID)
+	if err != nil {
+		return nil, fmt.Errorf("own runs: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) { return scanRun(r) })
+	if err != nil {
+		return nil, fmt.Errorf("own runs: %w", err)
+	}
+	out := make(map[string]Run, len(list))
+	for _, r := range list {
+		out[r.ID] = r
+	}
+	return out, nil
+}

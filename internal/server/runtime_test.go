@@ -462,3 +462,71 @@ func TestRunContextRateClassAndAudit(t *testing.T) {
 		t.Fatalf("audit rows %+v", rows)
 	}
 }
+
+// typedEvent is an agent event decoded through its GraphQL object type.
+type typedEvent struct {
+	Typename  string `json:"__typename"`
+	Seq       string `json:"seq"`
+	Type      string `json:"type"`
+	RunID     string `json:"runId"`
+	Attempt   int    `json:"attempt"`
+	ThreadID  string `json:"threadId"`
+	ChannelID string `json:"channelId"`
+	MessageID string `json:"messageId"`
+	Session   *struct {
+		ID   *string `json:"id"`
+		Mode string  `json:"mode"`
+	} `json:"session"`
+	Run *struct {
+		ID              string `json:"id"`
+		State           string `json:"state"`
+		CancelRequested *bool  `json:"cancelRequested"`
+	} `json:"run"`
+	Message *struct {
+		ID        string `json:"id"`
+		ContentMD string `json:"contentMd"`
+	} `json:"message"`
+}
+
+const typedEventsQuery = `query($a: String) { agentEvents(after: $a) { nextAfter events { __typename seq type
+	... on AgentInvocationEvent { runId attempt threadId channelId messageId session { id mode } run { id state cancelRequested } }
+	... on AgentFollowupEvent { runId messageId run { id state cancelRequested } message { id contentMd } }
+	... on RunCancelRequestedEvent { runId run { id state cancelRequested } } } } }`
+
+// TestTypedAgentEvents: every agent event type is its own GraphQL object
+// type with typed, camelCase members and references.
+func TestTypedAgentEvents(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	esk := env.Main("Support/Eskalation")
+	m := say(t, env, "alex", esk, "@lotse typed please")
+	f := say(t, env, "alex", esk, "@lotse a typed follow-up")
+	var out struct {
+		AgentEvents struct {
+			NextAfter string       `json:"nextAfter"`
+			Events    []typedEvent `json:"events"`
+		} `json:"agentEvents"`
+	}
+	res := env.GraphQL(env.World.Token("lotse"), typedEventsQuery, nil, &out)
+	if len(res.Errors) > 0 || len(out.AgentEvents.Events) != 2 {
+		t.Fatalf("typed events %+v %+v", out, res.Errors)
+	}
+	inv, fol := out.AgentEvents.Events[0], out.AgentEvents.Events[1]
+	if inv.Typename != "AgentInvocationEvent" || inv.Type != "agent.invocation" || inv.Attempt != 1 || inv.MessageID != m["id"] || inv.ThreadID != esk ||
+		inv.ChannelID != env.World.Channel("Support/Eskalation").ID || inv.Session == nil || inv.Session.Mode != "NEW" || inv.Session.ID == nil ||
+		inv.Run == nil || inv.Run.ID != inv.RunID || inv.Run.State != "QUEUED" {
+		t.Fatalf("invocation %+v", inv)
+	}
+	if fol.Typename != "AgentFollowupEvent" || fol.Type != "agent.followup" || fol.RunID != inv.RunID || fol.MessageID != f["id"] ||
+		fol.Message == nil || fol.Message.ID != f["id"] || fol.Message.ContentMD != "@lotse a typed follow-up" || fol.Run == nil || fol.Run.ID != inv.RunID {
+		t.Fatalf("follow-up %+v", fol)
+	}
+	mustRunOp(t, env, "lotse", "startRun", inv.RunID)
+	mustRunOp(t, env, "alex", "cancelRun", inv.RunID)
+	res = env.GraphQL(env.World.Token("lotse"), typedEventsQuery, map[string]any{"a": out.AgentEvents.NextAfter}, &out)
+	if len(res.Errors) > 0 || len(out.AgentEvents.Events) != 1 {
+		t.Fatalf("cancel events %+v %+v", out, res.Errors)
+	}
+	if c := out.AgentEvents.Events[0]; c.Typename != "RunCancelRequestedEvent" || c.RunID != inv.RunID || c.Run == nil || c.Run.CancelRequested == nil || !*c.Run.CancelRequested {
+		t.Fatalf("cancel %+v", c)
+	}
+}
