@@ -19,6 +19,21 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AccessChangedEventType.
+const (
+	AccessChangedEventTypeChanged AccessChangedEventType = "access.changed"
+)
+
+// Valid indicates whether the value is a known member of the AccessChangedEventType enum.
+func (e AccessChangedEventType) Valid() bool {
+	switch e {
+	case AccessChangedEventTypeChanged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AgentFollowupEventType.
 const (
 	AgentFollowupEventTypeValue AgentFollowupEventType = "agent.followup"
@@ -157,6 +172,24 @@ func (e MessageCreateKind) Valid() bool {
 	case MessageCreateKindText:
 		return true
 	case MessageCreateKindVoice:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MessageEventType.
+const (
+	MessageEventTypeCreated MessageEventType = "message.created"
+	MessageEventTypeDeleted MessageEventType = "message.deleted"
+)
+
+// Valid indicates whether the value is a known member of the MessageEventType enum.
+func (e MessageEventType) Valid() bool {
+	switch e {
+	case MessageEventTypeCreated:
+		return true
+	case MessageEventTypeDeleted:
 		return true
 	default:
 		return false
@@ -457,6 +490,36 @@ func (e RunState) Valid() bool {
 	}
 }
 
+// Defines values for RunStateChangedEventType.
+const (
+	RunStateChangedEventTypeChanged RunStateChangedEventType = "run.state_changed"
+)
+
+// Valid indicates whether the value is a known member of the RunStateChangedEventType enum.
+func (e RunStateChangedEventType) Valid() bool {
+	switch e {
+	case RunStateChangedEventTypeChanged:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunStateChangedPayloadCancelRequested.
+const (
+	RunStateChangedPayloadCancelRequestedTrue RunStateChangedPayloadCancelRequested = true
+)
+
+// Valid indicates whether the value is a known member of the RunStateChangedPayloadCancelRequested enum.
+func (e RunStateChangedPayloadCancelRequested) Valid() bool {
+	switch e {
+	case RunStateChangedPayloadCancelRequestedTrue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionMode.
 const (
 	Bind   SessionMode = "bind"
@@ -517,6 +580,27 @@ func (e TargetKind) Valid() bool {
 	}
 }
 
+// Defines values for ThreadEventType.
+const (
+	ThreadEventTypeClosed   ThreadEventType = "thread.closed"
+	ThreadEventTypeCreated  ThreadEventType = "thread.created"
+	ThreadEventTypeReopened ThreadEventType = "thread.reopened"
+)
+
+// Valid indicates whether the value is a known member of the ThreadEventType enum.
+func (e ThreadEventType) Valid() bool {
+	switch e {
+	case ThreadEventTypeClosed:
+		return true
+	case ThreadEventTypeCreated:
+		return true
+	case ThreadEventTypeReopened:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ThreadKind.
 const (
 	ThreadKindMain   ThreadKind = "main"
@@ -532,6 +616,21 @@ func (e ThreadKind) Valid() bool {
 	case ThreadKindPost:
 		return true
 	case ThreadKindThread:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThreadMovedEventType.
+const (
+	ThreadMovedEventTypeMoved ThreadMovedEventType = "thread.moved"
+)
+
+// Valid indicates whether the value is a known member of the ThreadMovedEventType enum.
+func (e ThreadMovedEventType) Valid() bool {
+	switch e {
+	case ThreadMovedEventTypeMoved:
 		return true
 	default:
 		return false
@@ -641,6 +740,40 @@ func (e Trust) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// AccessChangedEvent access.changed: rights in the channel changed; clients read what they may see again.
+type AccessChangedEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Payload What changed the rights, by ids.
+	Payload AccessChangedPayload `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string                 `json:"seq"`
+	Type AccessChangedEventType `json:"type"`
+}
+
+// AccessChangedEventType defines model for AccessChangedEvent.Type.
+type AccessChangedEventType string
+
+// AccessChangedPayload What changed the rights, by ids.
+type AccessChangedPayload struct {
+	// Change For example grant.created, grant.revoked, channel.archived, space.archived, channel.operator_set, channel.switches_updated.
+	Change string `json:"change"`
+
+	// Id The grant, channel or space the change names.
+	Id Id `json:"id"`
+
+	// TargetId A UUIDv7 in lowercase.
+	TargetId Id `json:"target_id"`
+
+	// TargetKind channel or space.
+	TargetKind string `json:"target_kind"`
 }
 
 // AgentCursor defines model for AgentCursor.
@@ -826,24 +959,10 @@ type ChannelSwitchesPatch struct {
 	HistoryBackfillLimit *int `json:"history_backfill_limit,omitempty"`
 }
 
-// Event defines model for Event.
+// Event A client event (listEvents); the payload's shape follows type. Each
+// event is listed in every channel it concerns (a moved thread in both).
 type Event struct {
-	// ChannelId A UUIDv7 in lowercase.
-	ChannelId Id `json:"channel_id"`
-
-	// CreatedAt RFC 3339 with milliseconds, UTC.
-	CreatedAt Timestamp `json:"created_at"`
-
-	// Payload The event's data; for message events the Message representation.
-	Payload map[string]interface{} `json:"payload"`
-
-	// Seq The event's global position; pass it as after to continue behind it.
-	Seq string `json:"seq"`
-
-	// Type One of message.created, message.deleted, thread.created,
-	// thread.reopened, thread.closed, thread.moved, run.state_changed,
-	// access.changed.
-	Type string `json:"type"`
+	union json.RawMessage
 }
 
 // EventPage defines model for EventPage.
@@ -991,6 +1110,23 @@ type MessageCreate struct {
 
 // MessageCreateKind The kinds a client may send; run and system messages are written only by the server.
 type MessageCreateKind string
+
+// MessageEvent message.created and message.deleted: the message representation (a tombstone once deleted).
+type MessageEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+	Payload   Message   `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string           `json:"seq"`
+	Type MessageEventType `json:"type"`
+}
+
+// MessageEventType defines model for MessageEvent.Type.
+type MessageEventType string
 
 // MessageKind defines model for MessageKind.
 type MessageKind string
@@ -1276,6 +1412,53 @@ type RunSession struct {
 // RunState Active states are queued, running and waiting_input.
 type RunState string
 
+// RunStateChangedEvent run.state_changed: a run changed (ids and state, never content).
+type RunStateChangedEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Payload The run after the change.
+	Payload RunStateChangedPayload `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string                   `json:"seq"`
+	Type RunStateChangedEventType `json:"type"`
+}
+
+// RunStateChangedEventType defines model for RunStateChangedEvent.Type.
+type RunStateChangedEventType string
+
+// RunStateChangedPayload The run after the change.
+type RunStateChangedPayload struct {
+	// AgentId A UUIDv7 in lowercase.
+	AgentId         Id                                     `json:"agent_id"`
+	CancelRequested *RunStateChangedPayloadCancelRequested `json:"cancel_requested,omitempty"`
+	EndReason       *string                                `json:"end_reason,omitempty"`
+
+	// Id A UUIDv7 in lowercase.
+	Id Id `json:"id"`
+
+	// QueuedAt RFC 3339 with milliseconds, UTC.
+	QueuedAt Timestamp `json:"queued_at"`
+
+	// State Active states are queued, running and waiting_input.
+	State RunState `json:"state"`
+
+	// ThreadId A UUIDv7 in lowercase.
+	ThreadId    Id          `json:"thread_id"`
+	TriggerKind TriggerKind `json:"trigger_kind"`
+
+	// TriggeringMessageId A UUIDv7 in lowercase.
+	TriggeringMessageId *Id `json:"triggering_message_id,omitempty"`
+	Version             int `json:"version"`
+}
+
+// RunStateChangedPayloadCancelRequested defines model for RunStateChangedPayload.CancelRequested.
+type RunStateChangedPayloadCancelRequested bool
+
 // SessionMode How a run relates to the agent's conversation in the thread: guest (a
 // run without session), new (nothing to resume), bind (the first run of
 // a bound session), resume (continues an earlier conversation).
@@ -1340,6 +1523,23 @@ type ThreadCreated struct {
 	Thread       Thread  `json:"thread"`
 }
 
+// ThreadEvent thread.created, thread.reopened and thread.closed: the thread representation.
+type ThreadEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+	Payload   Thread    `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string          `json:"seq"`
+	Type ThreadEventType `json:"type"`
+}
+
+// ThreadEventType defines model for ThreadEvent.Type.
+type ThreadEventType string
+
 // ThreadKind defines model for ThreadKind.
 type ThreadKind string
 
@@ -1347,6 +1547,54 @@ type ThreadKind string
 type ThreadMove struct {
 	// ChannelId A UUIDv7 in lowercase.
 	ChannelId Id `json:"channel_id"`
+}
+
+// ThreadMovedEvent thread.moved: the thread in its new channel, listed in both channels.
+type ThreadMovedEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Payload The moved thread in its new channel, with the channel it left.
+	Payload ThreadMovedPayload `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string               `json:"seq"`
+	Type ThreadMovedEventType `json:"type"`
+}
+
+// ThreadMovedEventType defines model for ThreadMovedEvent.Type.
+type ThreadMovedEventType string
+
+// ThreadMovedPayload The moved thread in its new channel, with the channel it left.
+type ThreadMovedPayload struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// CreatedBy A UUIDv7 in lowercase.
+	CreatedBy Id `json:"created_by"`
+
+	// FromChannelId The channel the thread left.
+	FromChannelId *Id `json:"from_channel_id,omitempty"`
+
+	// Id A UUIDv7 in lowercase.
+	Id      Id         `json:"id"`
+	Kind    ThreadKind `json:"kind"`
+	LastSeq int        `json:"last_seq"`
+
+	// OperatorAgentId A UUIDv7 in lowercase.
+	OperatorAgentId *Id `json:"operator_agent_id,omitempty"`
+
+	// ParentMessageId A UUIDv7 in lowercase.
+	ParentMessageId *Id          `json:"parent_message_id,omitempty"`
+	State           ThreadState  `json:"state"`
+	Title           *string      `json:"title,omitempty"`
+	TitleSource     *TitleSource `json:"title_source,omitempty"`
 }
 
 // ThreadState defines model for ThreadState.
@@ -1628,6 +1876,181 @@ func (t AgentEvent) MarshalJSON() ([]byte, error) {
 }
 
 func (t *AgentEvent) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsMessageEvent returns the union data inside the Event as a MessageEvent
+func (t Event) AsMessageEvent() (MessageEvent, error) {
+	var body MessageEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromMessageEvent overwrites any union data inside the Event as the provided MessageEvent
+func (t *Event) FromMessageEvent(v MessageEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeMessageEvent performs a merge with any union data inside the Event, using the provided MessageEvent
+func (t *Event) MergeMessageEvent(v MessageEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsThreadEvent returns the union data inside the Event as a ThreadEvent
+func (t Event) AsThreadEvent() (ThreadEvent, error) {
+	var body ThreadEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromThreadEvent overwrites any union data inside the Event as the provided ThreadEvent
+func (t *Event) FromThreadEvent(v ThreadEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeThreadEvent performs a merge with any union data inside the Event, using the provided ThreadEvent
+func (t *Event) MergeThreadEvent(v ThreadEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsThreadMovedEvent returns the union data inside the Event as a ThreadMovedEvent
+func (t Event) AsThreadMovedEvent() (ThreadMovedEvent, error) {
+	var body ThreadMovedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromThreadMovedEvent overwrites any union data inside the Event as the provided ThreadMovedEvent
+func (t *Event) FromThreadMovedEvent(v ThreadMovedEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeThreadMovedEvent performs a merge with any union data inside the Event, using the provided ThreadMovedEvent
+func (t *Event) MergeThreadMovedEvent(v ThreadMovedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunStateChangedEvent returns the union data inside the Event as a RunStateChangedEvent
+func (t Event) AsRunStateChangedEvent() (RunStateChangedEvent, error) {
+	var body RunStateChangedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunStateChangedEvent overwrites any union data inside the Event as the provided RunStateChangedEvent
+func (t *Event) FromRunStateChangedEvent(v RunStateChangedEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRunStateChangedEvent performs a merge with any union data inside the Event, using the provided RunStateChangedEvent
+func (t *Event) MergeRunStateChangedEvent(v RunStateChangedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAccessChangedEvent returns the union data inside the Event as a AccessChangedEvent
+func (t Event) AsAccessChangedEvent() (AccessChangedEvent, error) {
+	var body AccessChangedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAccessChangedEvent overwrites any union data inside the Event as the provided AccessChangedEvent
+func (t *Event) FromAccessChangedEvent(v AccessChangedEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAccessChangedEvent performs a merge with any union data inside the Event, using the provided AccessChangedEvent
+func (t *Event) MergeAccessChangedEvent(v AccessChangedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Event) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t Event) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "access.changed":
+		return t.AsAccessChangedEvent()
+	case "message.created":
+		return t.AsMessageEvent()
+	case "message.deleted":
+		return t.AsMessageEvent()
+	case "run.state_changed":
+		return t.AsRunStateChangedEvent()
+	case "thread.closed":
+		return t.AsThreadEvent()
+	case "thread.created":
+		return t.AsThreadEvent()
+	case "thread.moved":
+		return t.AsThreadMovedEvent()
+	case "thread.reopened":
+		return t.AsThreadEvent()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t Event) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Event) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }

@@ -530,3 +530,35 @@ func TestTypedAgentEvents(t *testing.T) {
 		t.Fatalf("cancel %+v", c)
 	}
 }
+
+// TestEveryClientEventTypeDocumented: a listEvents page holding every
+// client event type passes the OpenAPI document (oneOf with a discriminator
+// on type), run.state_changed and access.changed included.
+func TestEveryClientEventTypeDocumented(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	thread := newThread(t, env, "alex", "Support/Allgemein", "", "a thread to move") // thread.created, message.created
+	m := say(t, env, "alex", thread, "to be deleted")
+	mustREST(t, env, http.MethodDelete, "/api/v1/messages/"+m["id"].(string), "alex", nil, 200) // message.deleted
+	mustREST(t, env, http.MethodPost, "/api/v1/threads/"+thread+"/close", "alex", nil, 200)     // thread.closed
+	say(t, env, "alex", thread, "reopen it")                                                    // thread.reopened, run.state_changed
+	mustREST(t, env, http.MethodPost, "/api/v1/threads/"+thread+"/move", "alex",
+		map[string]any{"channel_id": env.World.Channel("Support/Eskalation").ID}, 200) // thread.moved
+	createGrantREST(t, env, map[string]any{"subject_id": env.World.ID("writer"), "subject_kind": "principal",
+		"target_kind": "channel", "target_id": env.World.Channel("Support/Eskalation").ID, "level": "read"}) // access.changed
+	r := env.REST(http.MethodGet, "/api/v1/events?limit=500", env.World.Token("robin"), nil)
+	var page struct {
+		Events []struct {
+			Type string `json:"type"`
+		} `json:"events"`
+	}
+	r.JSON(t, &page)
+	seen := map[string]bool{}
+	for _, e := range page.Events {
+		seen[e.Type] = true
+	}
+	for _, want := range []string{"message.created", "message.deleted", "thread.created", "thread.reopened", "thread.closed", "thread.moved", "run.state_changed", "access.changed"} {
+		if !seen[want] {
+			t.Errorf("no %s event in %v", want, seen)
+		}
+	}
+}
