@@ -89,8 +89,37 @@ func grantModel(g authz.Grant) *model.Grant {
 		Level: model.GrantLevel(upper(g.Level.String())), ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt, RevokedAt: g.RevokedAt}
 }
 
-func eventModel(e events.Event) *model.Event {
-	return &model.Event{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, ChannelID: e.ChannelID, Payload: e.Payload}
+// eventModel renders a client event as its GraphQL object type; the typed
+// members come from the stored payload (the REST shape the event was
+// written in).
+func eventModel(e events.Event) model.Event {
+	base := model.EventBase{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, ChannelID: e.ChannelID, Payload: e.Payload}
+	str := func(k string) string { s, _ := e.Payload[k].(string); return s }
+	switch e.Type {
+	case events.MessageCreated, events.MessageDeleted:
+		return &model.MessageEvent{EventBase: base, MessageID: str("id"), ThreadID: str("thread_id")}
+	case events.ThreadMoved:
+		return &model.ThreadMovedEvent{EventBase: base, ThreadID: str("id"), FromChannelID: str("from_channel_id"), ToChannelID: str("channel_id")}
+	case events.RunStateChanged:
+		version, _ := e.Payload["version"].(float64)
+		return &model.RunStateChangedEvent{EventBase: base, RunID: str("id"), ThreadID: str("thread_id"),
+			State: model.RunState(upper(str("state"))), Version: int(version), EndReason: opt(str("end_reason"))}
+	case events.AccessChanged:
+		return &model.AccessChangedEvent{EventBase: base, Change: str("change"), TargetKind: str("target_kind"), TargetID: str("target_id"), SubjectID: opt(str("id"))}
+	default:
+		// thread.created, thread.reopened, thread.closed.
+		return &model.ThreadEvent{EventBase: base, ThreadID: str("id")}
+	}
+}
+
+// unreadable turns a refused read of an event's reference into null: the
+// caller may not read it now. Other failures stay errors.
+func unreadable(err error) error {
+	switch problem.From(err).Code {
+	case problem.NotFound, problem.Forbidden:
+		return nil
+	}
+	return err
 }
 
 func messageInput(in model.MessageCreate) messaging.Input {

@@ -99,3 +99,17 @@ func onlyContext(ctx context.Context) bool {
 	}
 	return seen
 }
+
+// eventThread reads thread id for an event's thread field: null when the
+// caller may not read it now.
+func (r *Resolver) eventThread(ctx context.Context, id string) (*model.Thread, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.Chat.Thread(ctx, p, id)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	return threadModel(t), nil
+}

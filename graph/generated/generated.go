@@ -32,19 +32,35 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	AgentFollowupEvent() AgentFollowupEventResolver
 	AgentInvocationEvent() AgentInvocationEventResolver
+	MessageEvent() MessageEventResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Run() RunResolver
 	RunCancelRequestedEvent() RunCancelRequestedEventResolver
 	RunContext() RunContextResolver
 	RunContextMessage() RunContextMessageResolver
+	RunStateChangedEvent() RunStateChangedEventResolver
 	Thread() ThreadResolver
+	ThreadEvent() ThreadEventResolver
+	ThreadMovedEvent() ThreadMovedEventResolver
 }
 
 type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AccessChangedEvent struct {
+		Change     func(childComplexity int) int
+		ChannelID  func(childComplexity int) int
+		CreatedAt  func(childComplexity int) int
+		Payload    func(childComplexity int) int
+		Seq        func(childComplexity int) int
+		SubjectID  func(childComplexity int) int
+		TargetID   func(childComplexity int) int
+		TargetKind func(childComplexity int) int
+		Type       func(childComplexity int) int
+	}
+
 	AgentCursor struct {
 		Position func(childComplexity int) int
 	}
@@ -118,14 +134,6 @@ type ComplexityRoot struct {
 		HistoryBackfillLimit func(childComplexity int) int
 	}
 
-	Event struct {
-		ChannelID func(childComplexity int) int
-		CreatedAt func(childComplexity int) int
-		Payload   func(childComplexity int) int
-		Seq       func(childComplexity int) int
-		Type      func(childComplexity int) int
-	}
-
 	EventPage struct {
 		Events    func(childComplexity int) int
 		NextAfter func(childComplexity int) int
@@ -162,6 +170,17 @@ type ComplexityRoot struct {
 		ThreadSeq        func(childComplexity int) int
 		TriggerReason    func(childComplexity int) int
 		TriggerState     func(childComplexity int) int
+	}
+
+	MessageEvent struct {
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Message   func(childComplexity int) int
+		MessageID func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		ThreadID  func(childComplexity int) int
+		Type      func(childComplexity int) int
 	}
 
 	MessagePage struct {
@@ -289,6 +308,20 @@ type ComplexityRoot struct {
 		Mode func(childComplexity int) int
 	}
 
+	RunStateChangedEvent struct {
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		EndReason func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Run       func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		State     func(childComplexity int) int
+		ThreadID  func(childComplexity int) int
+		Type      func(childComplexity int) int
+		Version   func(childComplexity int) int
+	}
+
 	Space struct {
 		Archived               func(childComplexity int) int
 		DefaultOperatorAgentID func(childComplexity int) int
@@ -316,6 +349,28 @@ type ComplexityRoot struct {
 		Replayed     func(childComplexity int) int
 		Thread       func(childComplexity int) int
 	}
+
+	ThreadEvent struct {
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Thread    func(childComplexity int) int
+		ThreadID  func(childComplexity int) int
+		Type      func(childComplexity int) int
+	}
+
+	ThreadMovedEvent struct {
+		ChannelID     func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		FromChannelID func(childComplexity int) int
+		Payload       func(childComplexity int) int
+		Seq           func(childComplexity int) int
+		Thread        func(childComplexity int) int
+		ThreadID      func(childComplexity int) int
+		ToChannelID   func(childComplexity int) int
+		Type          func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -329,6 +384,9 @@ type AgentFollowupEventResolver interface {
 }
 type AgentInvocationEventResolver interface {
 	Run(ctx context.Context, obj *model.AgentInvocationEvent) (*model.Run, error)
+}
+type MessageEventResolver interface {
+	Message(ctx context.Context, obj *model.MessageEvent) (*model.Message, error)
 }
 type MutationResolver interface {
 	CreateMessage(ctx context.Context, threadID string, input model.MessageCreate) (*model.MessageResult, error)
@@ -383,8 +441,17 @@ type RunContextMessageResolver interface {
 	Trust(ctx context.Context, obj *model.RunContextMessage) (model.Trust, error)
 	AlreadyDelivered(ctx context.Context, obj *model.RunContextMessage) (*bool, error)
 }
+type RunStateChangedEventResolver interface {
+	Run(ctx context.Context, obj *model.RunStateChangedEvent) (*model.Run, error)
+}
 type ThreadResolver interface {
 	Messages(ctx context.Context, obj *model.Thread, after *int, limit *int) (*model.MessagePage, error)
+}
+type ThreadEventResolver interface {
+	Thread(ctx context.Context, obj *model.ThreadEvent) (*model.Thread, error)
+}
+type ThreadMovedEventResolver interface {
+	Thread(ctx context.Context, obj *model.ThreadMovedEvent) (*model.Thread, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -404,6 +471,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AccessChangedEvent.change":
+		if e.ComplexityRoot.AccessChangedEvent.Change == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.Change(childComplexity), true
+	case "AccessChangedEvent.channelId":
+		if e.ComplexityRoot.AccessChangedEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.ChannelID(childComplexity), true
+	case "AccessChangedEvent.createdAt":
+		if e.ComplexityRoot.AccessChangedEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.CreatedAt(childComplexity), true
+	case "AccessChangedEvent.payload":
+		if e.ComplexityRoot.AccessChangedEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.Payload(childComplexity), true
+	case "AccessChangedEvent.seq":
+		if e.ComplexityRoot.AccessChangedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.Seq(childComplexity), true
+	case "AccessChangedEvent.subjectId":
+		if e.ComplexityRoot.AccessChangedEvent.SubjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.SubjectID(childComplexity), true
+	case "AccessChangedEvent.targetId":
+		if e.ComplexityRoot.AccessChangedEvent.TargetID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.TargetID(childComplexity), true
+	case "AccessChangedEvent.targetKind":
+		if e.ComplexityRoot.AccessChangedEvent.TargetKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.TargetKind(childComplexity), true
+	case "AccessChangedEvent.type":
+		if e.ComplexityRoot.AccessChangedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.Type(childComplexity), true
 
 	case "AgentCursor.position":
 		if e.ComplexityRoot.AgentCursor.Position == nil {
@@ -707,37 +829,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ChannelSwitches.HistoryBackfillLimit(childComplexity), true
 
-	case "Event.channelId":
-		if e.ComplexityRoot.Event.ChannelID == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.ChannelID(childComplexity), true
-	case "Event.createdAt":
-		if e.ComplexityRoot.Event.CreatedAt == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.CreatedAt(childComplexity), true
-	case "Event.payload":
-		if e.ComplexityRoot.Event.Payload == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.Payload(childComplexity), true
-	case "Event.seq":
-		if e.ComplexityRoot.Event.Seq == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.Seq(childComplexity), true
-	case "Event.type":
-		if e.ComplexityRoot.Event.Type == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.Type(childComplexity), true
-
 	case "EventPage.events":
 		if e.ComplexityRoot.EventPage.Events == nil {
 			break
@@ -914,6 +1005,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Message.TriggerState(childComplexity), true
+
+	case "MessageEvent.channelId":
+		if e.ComplexityRoot.MessageEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.ChannelID(childComplexity), true
+	case "MessageEvent.createdAt":
+		if e.ComplexityRoot.MessageEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.CreatedAt(childComplexity), true
+	case "MessageEvent.message":
+		if e.ComplexityRoot.MessageEvent.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.Message(childComplexity), true
+	case "MessageEvent.messageId":
+		if e.ComplexityRoot.MessageEvent.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.MessageID(childComplexity), true
+	case "MessageEvent.payload":
+		if e.ComplexityRoot.MessageEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.Payload(childComplexity), true
+	case "MessageEvent.seq":
+		if e.ComplexityRoot.MessageEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.Seq(childComplexity), true
+	case "MessageEvent.threadId":
+		if e.ComplexityRoot.MessageEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.ThreadID(childComplexity), true
+	case "MessageEvent.type":
+		if e.ComplexityRoot.MessageEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.Type(childComplexity), true
 
 	case "MessagePage.messages":
 		if e.ComplexityRoot.MessagePage.Messages == nil {
@@ -1609,6 +1749,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RunSession.Mode(childComplexity), true
 
+	case "RunStateChangedEvent.channelId":
+		if e.ComplexityRoot.RunStateChangedEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.ChannelID(childComplexity), true
+	case "RunStateChangedEvent.createdAt":
+		if e.ComplexityRoot.RunStateChangedEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.CreatedAt(childComplexity), true
+	case "RunStateChangedEvent.endReason":
+		if e.ComplexityRoot.RunStateChangedEvent.EndReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.EndReason(childComplexity), true
+	case "RunStateChangedEvent.payload":
+		if e.ComplexityRoot.RunStateChangedEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Payload(childComplexity), true
+	case "RunStateChangedEvent.run":
+		if e.ComplexityRoot.RunStateChangedEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Run(childComplexity), true
+	case "RunStateChangedEvent.runId":
+		if e.ComplexityRoot.RunStateChangedEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.RunID(childComplexity), true
+	case "RunStateChangedEvent.seq":
+		if e.ComplexityRoot.RunStateChangedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Seq(childComplexity), true
+	case "RunStateChangedEvent.state":
+		if e.ComplexityRoot.RunStateChangedEvent.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.State(childComplexity), true
+	case "RunStateChangedEvent.threadId":
+		if e.ComplexityRoot.RunStateChangedEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.ThreadID(childComplexity), true
+	case "RunStateChangedEvent.type":
+		if e.ComplexityRoot.RunStateChangedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Type(childComplexity), true
+	case "RunStateChangedEvent.version":
+		if e.ComplexityRoot.RunStateChangedEvent.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Version(childComplexity), true
+
 	case "Space.archived":
 		if e.ComplexityRoot.Space.Archived == nil {
 			break
@@ -1730,6 +1937,104 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ThreadCreatedResult.Thread(childComplexity), true
+
+	case "ThreadEvent.channelId":
+		if e.ComplexityRoot.ThreadEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.ChannelID(childComplexity), true
+	case "ThreadEvent.createdAt":
+		if e.ComplexityRoot.ThreadEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.CreatedAt(childComplexity), true
+	case "ThreadEvent.payload":
+		if e.ComplexityRoot.ThreadEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.Payload(childComplexity), true
+	case "ThreadEvent.seq":
+		if e.ComplexityRoot.ThreadEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.Seq(childComplexity), true
+	case "ThreadEvent.thread":
+		if e.ComplexityRoot.ThreadEvent.Thread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.Thread(childComplexity), true
+	case "ThreadEvent.threadId":
+		if e.ComplexityRoot.ThreadEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.ThreadID(childComplexity), true
+	case "ThreadEvent.type":
+		if e.ComplexityRoot.ThreadEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.Type(childComplexity), true
+
+	case "ThreadMovedEvent.channelId":
+		if e.ComplexityRoot.ThreadMovedEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.ChannelID(childComplexity), true
+	case "ThreadMovedEvent.createdAt":
+		if e.ComplexityRoot.ThreadMovedEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.CreatedAt(childComplexity), true
+	case "ThreadMovedEvent.fromChannelId":
+		if e.ComplexityRoot.ThreadMovedEvent.FromChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.FromChannelID(childComplexity), true
+	case "ThreadMovedEvent.payload":
+		if e.ComplexityRoot.ThreadMovedEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.Payload(childComplexity), true
+	case "ThreadMovedEvent.seq":
+		if e.ComplexityRoot.ThreadMovedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.Seq(childComplexity), true
+	case "ThreadMovedEvent.thread":
+		if e.ComplexityRoot.ThreadMovedEvent.Thread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.Thread(childComplexity), true
+	case "ThreadMovedEvent.threadId":
+		if e.ComplexityRoot.ThreadMovedEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.ThreadID(childComplexity), true
+	case "ThreadMovedEvent.toChannelId":
+		if e.ComplexityRoot.ThreadMovedEvent.ToChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.ToChannelID(childComplexity), true
+	case "ThreadMovedEvent.type":
+		if e.ComplexityRoot.ThreadMovedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.Type(childComplexity), true
 
 	}
 	return 0, false
@@ -2095,12 +2400,92 @@ input ChannelSwitchesPatch {
   historyBackfillLimit: Int
 }
 
-type Event {
+"""
+A client event (listEvents). Every event type has its own object type:
+MessageEvent, ThreadEvent, ThreadMovedEvent, RunStateChangedEvent,
+AccessChangedEvent. References (message, thread, run) are read with the
+caller's rights and are null when the caller may not read them now.
+"""
+interface Event {
+  "The event's global position; pass it as after to continue behind it."
+  seq: String!
+  "The event type, for example message.created."
+  type: String!
+  createdAt: Time!
+  "The channel the event is listed in."
+  channelId: ID!
+  "The event's data in the REST shape (snake_case members)."
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+}
+
+"message.created and message.deleted."
+type MessageEvent implements Event {
   seq: String!
   type: String!
   createdAt: Time!
   channelId: ID!
-  payload: JSON!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  messageId: ID!
+  threadId: ID!
+  "The message as the caller may read it now (a tombstone once deleted)."
+  message: Message
+}
+
+"thread.created, thread.reopened and thread.closed."
+type ThreadEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  threadId: ID!
+  "The thread as the caller may read it now."
+  thread: Thread
+}
+
+"thread.moved: listed in the channel the thread left and in the one it entered."
+type ThreadMovedEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  threadId: ID!
+  fromChannelId: ID!
+  toChannelId: ID!
+  thread: Thread
+}
+
+"run.state_changed: ids and state, never content."
+type RunStateChangedEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  runId: ID!
+  threadId: ID!
+  state: RunState!
+  version: Int!
+  endReason: String
+  "The run as the caller may read it now."
+  run: Run
+}
+
+"access.changed: rights in the channel changed; read what you may see again."
+type AccessChangedEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "What changed, for example grant.revoked or channel.archived."
+  change: String!
+  "channel or space."
+  targetKind: String!
+  targetId: ID!
+  "The grant, channel or space the change names."
+  subjectId: ID
 }
 
 type EventPage {
@@ -2469,22 +2854,6 @@ func (ec *executionContext) childFields_ChannelSwitches(ctx context.Context, fie
 		return ec.fieldContext_ChannelSwitches_historyBackfillLimit(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ChannelSwitches", field.Name)
-}
-
-func (ec *executionContext) childFields_Event(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-	switch field.Name {
-	case "seq":
-		return ec.fieldContext_Event_seq(ctx, field)
-	case "type":
-		return ec.fieldContext_Event_type(ctx, field)
-	case "createdAt":
-		return ec.fieldContext_Event_createdAt(ctx, field)
-	case "channelId":
-		return ec.fieldContext_Event_channelId(ctx, field)
-	case "payload":
-		return ec.fieldContext_Event_payload(ctx, field)
-	}
-	return nil, fmt.Errorf("no field named %q was found under type Event", field.Name)
 }
 
 func (ec *executionContext) childFields_EventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3462,6 +3831,213 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AccessChangedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AccessChangedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AccessChangedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AccessChangedEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AccessChangedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AccessChangedEvent_change(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_change(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Change, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_change(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AccessChangedEvent_targetKind(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_targetKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_targetKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AccessChangedEvent_targetId(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_targetId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_targetId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AccessChangedEvent_subjectId(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_subjectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SubjectID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_subjectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "ID")
+}
 
 func (ec *executionContext) _AgentCursor_position(ctx context.Context, field graphql.CollectedField, obj *model.AgentCursor) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -4644,121 +5220,6 @@ func (ec *executionContext) fieldContext_ChannelSwitches_historyBackfillLimit(_ 
 	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Int")
 }
 
-func (ec *executionContext) _Event_seq(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_seq(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Seq, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Event_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "String")
-}
-
-func (ec *executionContext) _Event_type(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_type(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Type, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Event_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "String")
-}
-
-func (ec *executionContext) _Event_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_createdAt(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.CreatedAt, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
-			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Event_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "Time")
-}
-
-func (ec *executionContext) _Event_channelId(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_channelId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ChannelID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Event_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "ID")
-}
-
-func (ec *executionContext) _Event_payload(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_payload(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Payload, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
-			return ec.marshalNJSON2map(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Event_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "JSON")
-}
-
 func (ec *executionContext) _EventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4771,8 +5232,8 @@ func (ec *executionContext) _EventPage_events(ctx context.Context, field graphql
 			return obj.Events, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.Event) graphql.Marshaler {
-			return ec.marshalNEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Event) graphql.Marshaler {
+			return ec.marshalNEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4785,7 +5246,7 @@ func (ec *executionContext) fieldContext_EventPage_events(_ context.Context, fie
 		IsMethod:   false,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_Event(ctx, field)
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
 		},
 	}
 	return fc, nil
@@ -5460,6 +5921,199 @@ func (ec *executionContext) _Message_createdAt(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Message_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Message", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MessageEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _MessageEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _MessageEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MessageEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MessageEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _MessageEvent_messageId(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MessageEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MessageEvent_message(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.MessageEvent().Message(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalOMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MessageEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _MessagePage_messages(ctx context.Context, field graphql.CollectedField, obj *model.MessagePage) (ret graphql.Marshaler) {
@@ -8344,6 +8998,268 @@ func (ec *executionContext) fieldContext_RunSession_mode(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("RunSession", field, false, false, "SessionMode")
 }
 
+func (ec *executionContext) _RunStateChangedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_state(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.RunState) graphql.Marshaler {
+			return ec.marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "RunState")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_version(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_endReason(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_endReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_endReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunStateChangedEvent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunStateChangedEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Space_id(ctx context.Context, field graphql.CollectedField, obj *model.Space) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8818,6 +9734,392 @@ func (ec *executionContext) _ThreadCreatedResult_replayed(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_ThreadCreatedResult_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ThreadCreatedResult", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ThreadEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ThreadEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ThreadEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadEvent_thread(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_thread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ThreadEvent().Thread(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_thread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ThreadEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ThreadMovedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_fromChannelId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_fromChannelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FromChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_fromChannelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_toChannelId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_toChannelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_toChannelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_thread(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_thread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ThreadMovedEvent().Thread(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_thread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ThreadMovedEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -10295,9 +11597,130 @@ func (ec *executionContext) _AgentEvent(ctx context.Context, sel ast.SelectionSe
 	}
 }
 
+func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, obj model.Event) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case model.ThreadMovedEvent:
+		return ec._ThreadMovedEvent(ctx, sel, &obj)
+	case *model.ThreadMovedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ThreadMovedEvent(ctx, sel, obj)
+	case model.ThreadEvent:
+		return ec._ThreadEvent(ctx, sel, &obj)
+	case *model.ThreadEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ThreadEvent(ctx, sel, obj)
+	case model.RunStateChangedEvent:
+		return ec._RunStateChangedEvent(ctx, sel, &obj)
+	case *model.RunStateChangedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._RunStateChangedEvent(ctx, sel, obj)
+	case model.MessageEvent:
+		return ec._MessageEvent(ctx, sel, &obj)
+	case *model.MessageEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._MessageEvent(ctx, sel, obj)
+	case model.AccessChangedEvent:
+		return ec._AccessChangedEvent(ctx, sel, &obj)
+	case *model.AccessChangedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AccessChangedEvent(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of Event must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var accessChangedEventImplementors = []string{"AccessChangedEvent", "Event"}
+
+func (ec *executionContext) _AccessChangedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AccessChangedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, accessChangedEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AccessChangedEvent")
+		case "seq":
+			out.Values[i] = ec._AccessChangedEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "type":
+			out.Values[i] = ec._AccessChangedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._AccessChangedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "channelId":
+			out.Values[i] = ec._AccessChangedEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "payload":
+			out.Values[i] = ec._AccessChangedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "change":
+			out.Values[i] = ec._AccessChangedEvent_change(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetKind":
+			out.Values[i] = ec._AccessChangedEvent_targetKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetId":
+			out.Values[i] = ec._AccessChangedEvent_targetId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "subjectId":
+			out.Values[i] = ec._AccessChangedEvent_subjectId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
 
 var agentCursorImplementors = []string{"AgentCursor"}
 
@@ -10771,59 +12194,6 @@ func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.Select
 	return out
 }
 
-var eventImplementors = []string{"Event"}
-
-func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, obj *model.Event) graphql.Marshaler {
-	fields := graphql.CollectFields(ec.OperationContext, sel, eventImplementors)
-
-	out := graphql.NewFieldSet(fields)
-	deferred := graphql.NewDeferredGroup(ctx)
-	for i, field := range fields {
-		switch field.Name {
-		case "__typename":
-			out.Values[i] = graphql.MarshalString("Event")
-		case "seq":
-			out.Values[i] = ec._Event_seq(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "type":
-			out.Values[i] = ec._Event_type(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "createdAt":
-			out.Values[i] = ec._Event_createdAt(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "channelId":
-			out.Values[i] = ec._Event_channelId(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "payload":
-			out.Values[i] = ec._Event_payload(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		default:
-			panic("unknown field " + strconv.Quote(field.Name))
-		}
-	}
-	out.Dispatch(ctx)
-	if out.Invalids > 0 {
-		return graphql.Null
-	}
-
-	if n := len(deferred.Defers); n > 0 {
-		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
-		ec.ProcessDeferredGroup(deferred)
-	}
-
-	return out
-}
-
 var eventPageImplementors = []string{"EventPage"}
 
 func (ec *executionContext) _EventPage(ctx context.Context, sel ast.SelectionSet, obj *model.EventPage) graphql.Marshaler {
@@ -11036,6 +12406,75 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var messageEventImplementors = []string{"MessageEvent", "Event"}
+
+func (ec *executionContext) _MessageEvent(ctx context.Context, sel ast.SelectionSet, obj *model.MessageEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, messageEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MessageEvent")
+		case "seq":
+			out.Values[i] = ec._MessageEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._MessageEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._MessageEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._MessageEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._MessageEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "messageId":
+			out.Values[i] = ec._MessageEvent_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._MessageEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "message":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._MessageEvent_message(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11908,6 +13347,90 @@ func (ec *executionContext) _RunSession(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var runStateChangedEventImplementors = []string{"RunStateChangedEvent", "Event"}
+
+func (ec *executionContext) _RunStateChangedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.RunStateChangedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runStateChangedEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunStateChangedEvent")
+		case "seq":
+			out.Values[i] = ec._RunStateChangedEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._RunStateChangedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._RunStateChangedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._RunStateChangedEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._RunStateChangedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "runId":
+			out.Values[i] = ec._RunStateChangedEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._RunStateChangedEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "state":
+			out.Values[i] = ec._RunStateChangedEvent_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "version":
+			out.Values[i] = ec._RunStateChangedEvent_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "endReason":
+			out.Values[i] = ec._RunStateChangedEvent_endReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunStateChangedEvent_run(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var spaceImplementors = []string{"Space"}
 
 func (ec *executionContext) _Space(ctx context.Context, sel ast.SelectionSet, obj *model.Space) graphql.Marshaler {
@@ -12071,6 +13594,144 @@ func (ec *executionContext) _ThreadCreatedResult(ctx context.Context, sel ast.Se
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var threadEventImplementors = []string{"ThreadEvent", "Event"}
+
+func (ec *executionContext) _ThreadEvent(ctx context.Context, sel ast.SelectionSet, obj *model.ThreadEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, threadEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ThreadEvent")
+		case "seq":
+			out.Values[i] = ec._ThreadEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._ThreadEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._ThreadEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._ThreadEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._ThreadEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._ThreadEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "thread":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ThreadEvent_thread(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var threadMovedEventImplementors = []string{"ThreadMovedEvent", "Event"}
+
+func (ec *executionContext) _ThreadMovedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.ThreadMovedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, threadMovedEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ThreadMovedEvent")
+		case "seq":
+			out.Values[i] = ec._ThreadMovedEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._ThreadMovedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._ThreadMovedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._ThreadMovedEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._ThreadMovedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._ThreadMovedEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "fromChannelId":
+			out.Values[i] = ec._ThreadMovedEvent_fromChannelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "toChannelId":
+			out.Values[i] = ec._ThreadMovedEvent_toChannelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "thread":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ThreadMovedEvent_thread(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -12567,11 +14228,19 @@ func (ec *executionContext) unmarshalNChannelSwitchesPatch2bothyᚗexampleᚗcom
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Event) graphql.Marshaler {
+func (ec *executionContext) marshalNEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx context.Context, sel ast.SelectionSet, v model.Event) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Event!")
+		return graphql.Null
+	}
+	return ec._Event(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Event) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx, sel, v[i])
+		return ec.marshalNEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -12581,14 +14250,6 @@ func (ec *executionContext) marshalNEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋ
 	}
 
 	return ret
-}
-
-func (ec *executionContext) marshalNEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx context.Context, sel ast.SelectionSet, v *model.Event) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "Event!")
-		return graphql.Null
-	}
-	return ec._Event(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventPage(ctx context.Context, sel ast.SelectionSet, v *model.EventPage) graphql.Marshaler {

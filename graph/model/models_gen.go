@@ -18,6 +18,14 @@ type AgentEvent interface {
 	IsAgentEvent()
 }
 
+// A client event (listEvents). Every event type has its own object type:
+// MessageEvent, ThreadEvent, ThreadMovedEvent, RunStateChangedEvent,
+// AccessChangedEvent. References (message, thread, run) are read with the
+// caller's rights and are null when the caller may not read them now.
+type Event interface {
+	IsEvent()
+}
+
 // The agent's acknowledged position in its stream.
 type AgentCursor struct {
 	Position string `json:"position"`
@@ -79,17 +87,9 @@ type ChannelSwitchesPatch struct {
 	HistoryBackfillLimit *int  `json:"historyBackfillLimit,omitempty"`
 }
 
-type Event struct {
-	Seq       string         `json:"seq"`
-	Type      string         `json:"type"`
-	CreatedAt time.Time      `json:"createdAt"`
-	ChannelID string         `json:"channelId"`
-	Payload   map[string]any `json:"payload"`
-}
-
 type EventPage struct {
-	Events    []*Event `json:"events"`
-	NextAfter string   `json:"nextAfter"`
+	Events    []Event `json:"events"`
+	NextAfter string  `json:"nextAfter"`
 }
 
 type Grant struct {

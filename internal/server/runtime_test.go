@@ -561,4 +561,81 @@ func TestEveryClientEventTypeDocumented(t *testing.T) {
 			t.Errorf("no %s event in %v", want, seen)
 		}
 	}
+
+	// The same page over GraphQL, every event decoded through its type.
+	type clientEvent struct {
+		Typename      string  `json:"__typename"`
+		Type          string  `json:"type"`
+		ChannelID     string  `json:"channelId"`
+		MessageID     string  `json:"messageId"`
+		ThreadID      string  `json:"threadId"`
+		FromChannelID string  `json:"fromChannelId"`
+		ToChannelID   string  `json:"toChannelId"`
+		RunID         string  `json:"runId"`
+		State         string  `json:"state"`
+		Version       int     `json:"version"`
+		Change        string  `json:"change"`
+		TargetKind    string  `json:"targetKind"`
+		TargetID      string  `json:"targetId"`
+		SubjectID     *string `json:"subjectId"`
+		Message       *struct {
+			ID      string `json:"id"`
+			Deleted *bool  `json:"deleted"`
+		} `json:"message"`
+		Thread *struct {
+			ID string `json:"id"`
+		} `json:"thread"`
+		Run *struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"run"`
+	}
+	var out struct {
+		Events struct {
+			Events []clientEvent `json:"events"`
+		} `json:"events"`
+	}
+	res := env.GraphQL(env.World.Token("robin"), `{ events(limit: 500) { events { __typename type channelId
+		... on MessageEvent { messageId threadId message { id deleted } }
+		... on ThreadEvent { threadId thread { id } }
+		... on ThreadMovedEvent { threadId fromChannelId toChannelId thread { id } }
+		... on RunStateChangedEvent { runId threadId state version run { id state } }
+		... on AccessChangedEvent { change targetKind targetId subjectId } } } }`, nil, &out)
+	if len(res.Errors) > 0 || len(out.Events.Events) != len(page.Events) {
+		t.Fatalf("typed client events: %d of %d, %+v", len(out.Events.Events), len(page.Events), res.Errors)
+	}
+	want := map[string]string{"message.created": "MessageEvent", "message.deleted": "MessageEvent", "thread.created": "ThreadEvent",
+		"thread.reopened": "ThreadEvent", "thread.closed": "ThreadEvent", "thread.moved": "ThreadMovedEvent",
+		"run.state_changed": "RunStateChangedEvent", "access.changed": "AccessChangedEvent"}
+	esk := env.World.Channel("Support/Eskalation").ID
+	for _, e := range out.Events.Events {
+		if want[e.Type] != e.Typename {
+			t.Fatalf("%s decoded as %s", e.Type, e.Typename)
+		}
+		switch e.Typename {
+		case "MessageEvent":
+			if e.MessageID == "" || e.ThreadID == "" || e.Message == nil || e.Message.ID != e.MessageID {
+				t.Fatalf("message event %+v", e)
+			}
+			if e.Type == "message.deleted" && (e.Message.Deleted == nil || !*e.Message.Deleted) {
+				t.Fatalf("deleted message event %+v", e)
+			}
+		case "ThreadEvent":
+			if e.Thread == nil || e.Thread.ID != e.ThreadID {
+				t.Fatalf("thread event %+v", e)
+			}
+		case "ThreadMovedEvent":
+			if e.ThreadID != thread || e.FromChannelID != env.World.Channel("Support/Allgemein").ID || e.ToChannelID != esk || e.Thread == nil {
+				t.Fatalf("moved event %+v", e)
+			}
+		case "RunStateChangedEvent":
+			if e.RunID == "" || e.State == "" || e.Version < 1 || e.Run == nil || e.Run.ID != e.RunID {
+				t.Fatalf("run event %+v", e)
+			}
+		case "AccessChangedEvent":
+			if e.Change != "grant.created" || e.TargetKind != "channel" || e.TargetID != esk || e.SubjectID == nil {
+				t.Fatalf("access event %+v", e)
+			}
+		}
+	}
 }
