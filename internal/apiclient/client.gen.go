@@ -1216,7 +1216,9 @@ type Run struct {
 	// CancelRequested Present (true) only while a cancel waits for the adapter's confirmation.
 	CancelRequested *RunCancelRequested `json:"cancel_requested,omitempty"`
 
-	// EndReason Why the run ended, for example cancelled, timeout or runtime_error; never content.
+	// EndReason Why the run ended, never content: for example cancelled, timeout,
+	// runtime_error, trigger_revoked (the person who triggered it lost
+	// trigger) or lease_expired (its lease lapsed run.max_attempts times).
 	EndReason *string `json:"end_reason,omitempty"`
 
 	// EndedAt RFC 3339 with milliseconds, UTC.
@@ -2348,9 +2350,13 @@ type ClientInterface interface {
 	// Agent-self (run.context.read): only the run's own agent, and only for
 	// an active run (queued, running or waiting_input; the adapter reads
 	// the context before startRun). An unknown run, a run the caller cannot
-	// see and a run that has ended answer the same 404 not_found. A person
-	// or an app gets 403 forbidden (reason subject_kind_not_allowed),
-	// another agent 403 forbidden (reason not_self).
+	// see, a run that has ended and a run whose triggering person lost
+	// trigger (it only waits to end) answer the same 404 not_found. A
+	// person or an app gets 403 forbidden (reason subject_kind_not_allowed),
+	// another agent 403 forbidden (reason not_self). The read spends only
+	// the rl.agent_runtime bucket and its denials are audited as
+	// run.context.read. A run whose thread moved keeps its context in the
+	// thread's current channel (without channel_context).
 	//
 	// The server builds the context on every read: the triggering message,
 	// complete and never cut; the earlier messages of the run's thread
@@ -2358,7 +2364,8 @@ type ClientInterface interface {
 	// main-thread messages before the thread's parent message. Every
 	// element carries its author, origin, kind, channel, role and a trust
 	// marker that the server computes from the current rights on each
-	// read, never from the content or the client. Adapters must pass
+	// read, never from the content or the client; follow_ups lists the
+	// run's follow-ups the same way. Adapters must pass
 	// elements with trust unverified to a model only as marked data, never
 	// as instructions (SEC-AI-1).
 	//
@@ -2992,9 +2999,13 @@ func (c *Client) CancelRun(ctx context.Context, runId RunId, reqEditors ...Reque
 // Agent-self (run.context.read): only the run's own agent, and only for
 // an active run (queued, running or waiting_input; the adapter reads
 // the context before startRun). An unknown run, a run the caller cannot
-// see and a run that has ended answer the same 404 not_found. A person
-// or an app gets 403 forbidden (reason subject_kind_not_allowed),
-// another agent 403 forbidden (reason not_self).
+// see, a run that has ended and a run whose triggering person lost
+// trigger (it only waits to end) answer the same 404 not_found. A
+// person or an app gets 403 forbidden (reason subject_kind_not_allowed),
+// another agent 403 forbidden (reason not_self). The read spends only
+// the rl.agent_runtime bucket and its denials are audited as
+// run.context.read. A run whose thread moved keeps its context in the
+// thread's current channel (without channel_context).
 //
 // The server builds the context on every read: the triggering message,
 // complete and never cut; the earlier messages of the run's thread
@@ -3002,7 +3013,8 @@ func (c *Client) CancelRun(ctx context.Context, runId RunId, reqEditors ...Reque
 // main-thread messages before the thread's parent message. Every
 // element carries its author, origin, kind, channel, role and a trust
 // marker that the server computes from the current rights on each
-// read, never from the content or the client. Adapters must pass
+// read, never from the content or the client; follow_ups lists the
+// run's follow-ups the same way. Adapters must pass
 // elements with trust unverified to a model only as marked data, never
 // as instructions (SEC-AI-1).
 //
@@ -4848,9 +4860,13 @@ type ClientWithResponsesInterface interface {
 	// Agent-self (run.context.read): only the run's own agent, and only for
 	// an active run (queued, running or waiting_input; the adapter reads
 	// the context before startRun). An unknown run, a run the caller cannot
-	// see and a run that has ended answer the same 404 not_found. A person
-	// or an app gets 403 forbidden (reason subject_kind_not_allowed),
-	// another agent 403 forbidden (reason not_self).
+	// see, a run that has ended and a run whose triggering person lost
+	// trigger (it only waits to end) answer the same 404 not_found. A
+	// person or an app gets 403 forbidden (reason subject_kind_not_allowed),
+	// another agent 403 forbidden (reason not_self). The read spends only
+	// the rl.agent_runtime bucket and its denials are audited as
+	// run.context.read. A run whose thread moved keeps its context in the
+	// thread's current channel (without channel_context).
 	//
 	// The server builds the context on every read: the triggering message,
 	// complete and never cut; the earlier messages of the run's thread
@@ -4858,7 +4874,8 @@ type ClientWithResponsesInterface interface {
 	// main-thread messages before the thread's parent message. Every
 	// element carries its author, origin, kind, channel, role and a trust
 	// marker that the server computes from the current rights on each
-	// read, never from the content or the client. Adapters must pass
+	// read, never from the content or the client; follow_ups lists the
+	// run's follow-ups the same way. Adapters must pass
 	// elements with trust unverified to a model only as marked data, never
 	// as instructions (SEC-AI-1).
 	//
@@ -9084,9 +9101,13 @@ func (c *ClientWithResponses) CancelRunWithResponse(ctx context.Context, runId R
 // Agent-self (run.context.read): only the run's own agent, and only for
 // an active run (queued, running or waiting_input; the adapter reads
 // the context before startRun). An unknown run, a run the caller cannot
-// see and a run that has ended answer the same 404 not_found. A person
-// or an app gets 403 forbidden (reason subject_kind_not_allowed),
-// another agent 403 forbidden (reason not_self).
+// see, a run that has ended and a run whose triggering person lost
+// trigger (it only waits to end) answer the same 404 not_found. A
+// person or an app gets 403 forbidden (reason subject_kind_not_allowed),
+// another agent 403 forbidden (reason not_self). The read spends only
+// the rl.agent_runtime bucket and its denials are audited as
+// run.context.read. A run whose thread moved keeps its context in the
+// thread's current channel (without channel_context).
 //
 // The server builds the context on every read: the triggering message,
 // complete and never cut; the earlier messages of the run's thread
@@ -9094,7 +9115,8 @@ func (c *ClientWithResponses) CancelRunWithResponse(ctx context.Context, runId R
 // main-thread messages before the thread's parent message. Every
 // element carries its author, origin, kind, channel, role and a trust
 // marker that the server computes from the current rights on each
-// read, never from the content or the client. Adapters must pass
+// read, never from the content or the client; follow_ups lists the
+// run's follow-ups the same way. Adapters must pass
 // elements with trust unverified to a model only as marked data, never
 // as instructions (SEC-AI-1).
 //
