@@ -16,6 +16,34 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 )
 
+// Channel is the resolver for the channel field: null when the caller may
+// not read the channel now.
+func (r *channelEventResolver) Channel(ctx context.Context, obj *model.ChannelEvent) (*model.Channel, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.Chat.Channel(ctx, p, obj.ChannelID)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	return channelModel(c), nil
+}
+
+// Message is the resolver for the message field: null when the caller may
+// not read the message now.
+func (r *messageEventResolver) Message(ctx context.Context, obj *model.MessageEvent) (*model.Message, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.Messaging.Get(ctx, p, obj.MessageID)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	return messageModel(m), nil
+}
+
 // CreateMessage is the resolver for the createMessage field.
 func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, input model.MessageCreate) (*model.MessageResult, error) {
 	p, err := caller(ctx)
@@ -231,11 +259,39 @@ func (r *queryResolver) Events(ctx context.Context, after *string, limit *int) (
 	if err != nil {
 		return nil, err
 	}
-	out := &model.EventPage{Events: make([]*model.Event, len(page.Events)), NextAfter: page.NextAfter}
+	out := &model.EventPage{Events: make([]model.Event, len(page.Events)), NextAfter: page.NextAfter}
 	for i, e := range page.Events {
 		out.Events[i] = eventModel(e)
 	}
 	return out, nil
+}
+
+// Run is the resolver for the run field: null when the caller may not read
+// the run now.
+func (r *runStateChangedEventResolver) Run(ctx context.Context, obj *model.RunStateChangedEvent) (*model.Run, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := r.Runs.Read(ctx, p, obj.RunID)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	return runReadModel(rd), nil
+}
+
+// Space is the resolver for the space field: null when the caller may not
+// read the space now.
+func (r *spaceEventResolver) Space(ctx context.Context, obj *model.SpaceEvent) (*model.Space, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := r.Chat.Space(ctx, p, obj.SpaceID)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	return spaceModel(sp), nil
 }
 
 // Messages is the resolver for the messages field.
@@ -270,11 +326,45 @@ func (r *threadResolver) Messages(ctx context.Context, obj *model.Thread, after 
 	return out, nil
 }
 
+// Thread is the resolver for the thread field: null when the caller may
+// not read the thread now.
+func (r *threadEventResolver) Thread(ctx context.Context, obj *model.ThreadEvent) (*model.Thread, error) {
+	return r.eventThread(ctx, obj.ThreadID)
+}
+
+// Thread is the resolver for the thread field: null when the caller may
+// not read the thread now.
+func (r *threadMovedEventResolver) Thread(ctx context.Context, obj *model.ThreadMovedEvent) (*model.Thread, error) {
+	return r.eventThread(ctx, obj.ThreadID)
+}
+
+func (r *Resolver) ChannelEvent() generated.ChannelEventResolver { return &channelEventResolver{r} }
+
+func (r *Resolver) MessageEvent() generated.MessageEventResolver { return &messageEventResolver{r} }
+
 func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }
+
+func (r *Resolver) RunStateChangedEvent() generated.RunStateChangedEventResolver {
+	return &runStateChangedEventResolver{r}
+}
+
+func (r *Resolver) SpaceEvent() generated.SpaceEventResolver { return &spaceEventResolver{r} }
 
 func (r *Resolver) Thread() generated.ThreadResolver { return &threadResolver{r} }
 
+func (r *Resolver) ThreadEvent() generated.ThreadEventResolver { return &threadEventResolver{r} }
+
+func (r *Resolver) ThreadMovedEvent() generated.ThreadMovedEventResolver {
+	return &threadMovedEventResolver{r}
+}
+
 type (
-	mutationResolver struct{ *Resolver }
-	threadResolver   struct{ *Resolver }
+	channelEventResolver         struct{ *Resolver }
+	messageEventResolver         struct{ *Resolver }
+	mutationResolver             struct{ *Resolver }
+	runStateChangedEventResolver struct{ *Resolver }
+	spaceEventResolver           struct{ *Resolver }
+	threadResolver               struct{ *Resolver }
+	threadEventResolver          struct{ *Resolver }
+	threadMovedEventResolver     struct{ *Resolver }
 )

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
 )
 
@@ -49,7 +51,7 @@ func messageModel(m messaging.Message) *model.Message {
 		out.Mentions[i] = refModel(r)
 	}
 	for i, a := range m.Attachments {
-		out.Attachments[i] = &model.Attachment{FileID: a.FileID, Name: a.Name, MimeType: a.MIMEType, Size: int(a.Size)}
+		out.Attachments[i] = attachmentModel(a)
 	}
 	if m.TriggerState != "" {
 		ts := model.TriggerState(upper(m.TriggerState))
@@ -87,8 +89,41 @@ func grantModel(g authz.Grant) *model.Grant {
 		Level: model.GrantLevel(upper(g.Level.String())), ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt, RevokedAt: g.RevokedAt}
 }
 
-func eventModel(e events.Event) *model.Event {
-	return &model.Event{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, ChannelID: opt(e.ChannelID), SpaceID: opt(e.SpaceID), Payload: e.Payload}
+// eventModel renders a client event as its GraphQL object type; the typed
+// members come from the stored payload (the REST shape the event was
+// written in).
+func eventModel(e events.Event) model.Event {
+	base := model.EventBase{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, ChannelID: e.ChannelID, Payload: e.Payload}
+	str := func(k string) string { s, _ := e.Payload[k].(string); return s }
+	switch e.Type {
+	case events.MessageCreated, events.MessageDeleted:
+		return &model.MessageEvent{EventBase: base, MessageID: str("id"), ThreadID: str("thread_id")}
+	case events.ThreadMoved:
+		return &model.ThreadMovedEvent{EventBase: base, ThreadID: str("id"), FromChannelID: str("from_channel_id"), ToChannelID: str("channel_id")}
+	case events.RunStateChanged:
+		version, _ := e.Payload["version"].(float64)
+		return &model.RunStateChangedEvent{EventBase: base, RunID: str("id"), ThreadID: str("thread_id"),
+			State: model.RunState(upper(str("state"))), Version: int(version), EndReason: opt(str("end_reason"))}
+	case events.ChannelCreated, events.ChannelUpdated:
+		return &model.ChannelEvent{EventBase: base}
+	case events.SpaceCreated, events.SpaceUpdated:
+		return &model.SpaceEvent{Seq: base.Seq, Type: base.Type, CreatedAt: base.CreatedAt, Payload: base.Payload, SpaceID: e.SpaceID}
+	case events.AccessChanged:
+		return &model.AccessChangedEvent{EventBase: base, Change: str("change"), TargetKind: str("target_kind"), TargetID: str("target_id"), SubjectID: opt(str("id"))}
+	default:
+		// thread.created, thread.reopened, thread.closed.
+		return &model.ThreadEvent{EventBase: base, ThreadID: str("id")}
+	}
+}
+
+// unreadable turns a refused read of an event's reference into null: the
+// caller may not read it now. Other failures stay errors.
+func unreadable(err error) error {
+	switch problem.From(err).Code {
+	case problem.NotFound, problem.Forbidden:
+		return nil
+	}
+	return err
 }
 
 func messageInput(in model.MessageCreate) messaging.Input {
@@ -114,13 +149,55 @@ func deref(s *string) string {
 
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
 
+// agentEventModel renders an agent event as its GraphQL object type; the
+// typed members come from the stored payload (ids only). An event type this
+// code does not know is a server fault.
+func agentEventModel(e events.Event) (model.AgentEvent, error) {
+	base := model.AgentEventBase{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, Payload: e.Payload, RunID: e.RunID}
+	str := func(k string) string { s, _ := e.Payload[k].(string); return s }
+	switch e.Type {
+	case events.AgentInvocation:
+		attempt := 1
+		if n, ok := e.Payload["attempt"].(float64); ok {
+			attempt = int(n)
+		}
+		sess := &model.RunSession{}
+		if m, ok := e.Payload["session"].(map[string]any); ok {
+			mode, _ := m["mode"].(string)
+			sess.Mode = model.SessionMode(upper(mode))
+			if id, ok := m["id"].(string); ok {
+				sess.ID = &id
+			}
+		}
+		return &model.AgentInvocationEvent{AgentEventBase: base, Attempt: attempt, Session: sess,
+			ThreadID: str("thread_id"), ChannelID: str("channel_id"), MessageID: str("message_id")}, nil
+	case events.AgentFollowup:
+		return &model.AgentFollowupEvent{AgentEventBase: base, MessageID: str("message_id")}, nil
+	case events.RunCancelRequested:
+		return &model.RunCancelRequestedEvent{AgentEventBase: base}, nil
+	}
+	return nil, problem.Internal(fmt.Errorf("agent event %d has unknown type %q", e.Seq, e.Type))
+}
+
 func runModel(r runs.Run) *model.Run {
 	out := &model.Run{ID: r.ID, ThreadID: r.ThreadID, State: model.RunState(upper(r.State)), Version: r.Version,
 		TriggerKind: model.TriggerKind(upper(r.TriggerKind)), TriggeringMessageID: opt(r.TriggeringMessageID),
 		Session:         &model.RunSession{ID: opt(r.SessionID), Mode: model.SessionMode(upper(r.SessionMode))},
 		CancelRequested: trueOrNil(r.CancelRequested), QueuedAt: r.QueuedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
-		EndReason: opt(r.EndReason), AgentID: r.AgentID, TriggeredByID: r.TriggeredBy}
+		EndReason: opt(r.EndReason), AgentID: r.AgentID, TriggeredByID: r.TriggeredBy,
+		Attempt: r.Attempt, Holder: opt(r.Holder), LeaseExpiresAt: r.LeaseExpiresAt}
 	return out
+}
+
+// attachmentModel renders a messaging attachment; a file not scanned yet
+// is pending.
+func attachmentModel(a messaging.Attachment) *model.Attachment {
+	status := a.ScanStatus
+	if status == "" {
+		status = "pending"
+	}
+	return &model.Attachment{FileID: a.FileID, Name: a.Name, MimeType: a.MIMEType, Size: int(a.Size),
+		ScanStatus: model.ScanStatus(upper(status)), Transcript: opt(a.Transcript)}
 }
 
 func runReadModel(rd runs.Read) *model.Run {
@@ -135,7 +212,7 @@ func sessionModel(s runs.Session) *model.AgentSession {
 }
 
 func runContextModel(rc *runs.RunContext) *model.RunContext {
-	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq),
+	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq), Module: rc,
 		TriggerMessage: contextMessageModel(rc.Trigger, rc), ThreadContext: make([]*model.RunContextMessage, len(rc.Thread))}
 	for i, e := range rc.Thread {
 		out.ThreadContext[i] = contextMessageModel(e, rc)

@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/runs/domain"
@@ -25,9 +26,15 @@ type Loaders struct {
 	// TriggerHolders answers whether a person has trigger on a channel now:
 	// one TriggerHolders call per channel for all authors of a context.
 	TriggerHolders *dataloader.Loader[holderKey, bool]
-	// Delivered answers whether a message was handed to a session as a
-	// follow-up: one statement per session.
+	// Delivered answers whether a message was delivered to a session (or a
+	// guest run) as a follow-up: one statement per session.
 	Delivered *dataloader.Loader[deliveredKey, bool]
+	// FollowUps loads the follow-up messages of runs: one batch for all
+	// runs of the request.
+	FollowUps *dataloader.Loader[string, []messaging.ContextItem]
+	// OwnRuns loads runs of the calling agent named in its stream: one
+	// statement for a page of events.
+	OwnRuns *dataloader.Loader[string, runs.Run]
 }
 
 // holderKey asks whether Person has trigger on the channel path Channel.
@@ -36,9 +43,10 @@ type holderKey struct {
 	Person  string
 }
 
-// deliveredKey asks whether Message was delivered to Session.
+// deliveredKey asks whether Message was delivered to Session (or, for a
+// guest run without session, to Run).
 type deliveredKey struct {
-	Session, Message string
+	Session, Run, Message string
 }
 
 // Sources are what the loaders read from.
@@ -103,16 +111,18 @@ func NewLoaders(src Sources) *Loaders {
 	}, dataloader.WithWait[holderKey, bool](time.Millisecond))
 	l.Delivered = dataloader.NewBatchedLoader(func(ctx context.Context, keys []deliveredKey) []*dataloader.Result[bool] {
 		out := make([]*dataloader.Result[bool], len(keys))
-		bySession := map[string][]int{}
+		type scope struct{ session, run string }
+		bySession := map[scope][]int{}
 		for i, k := range keys {
-			bySession[k.Session] = append(bySession[k.Session], i)
+			sc := scope{k.Session, k.Run}
+			bySession[sc] = append(bySession[sc], i)
 		}
-		for session, idx := range bySession {
+		for sc, idx := range bySession {
 			msgs := make([]string, len(idx))
 			for j, i := range idx {
 				msgs[j] = keys[i].Message
 			}
-			got, err := src.Runs.Delivered(ctx, session, msgs)
+			got, err := src.Runs.Delivered(ctx, sc.session, sc.run, msgs)
 			for _, i := range idx {
 				if err != nil {
 					out[i] = &dataloader.Result[bool]{Error: problem.From(err)}
@@ -123,7 +133,52 @@ func NewLoaders(src Sources) *Loaders {
 		}
 		return out
 	}, dataloader.WithWait[deliveredKey, bool](time.Millisecond))
+	l.FollowUps = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[[]messaging.ContextItem] {
+		got, err := src.Runs.FollowUps(ctx, keys)
+		out := make([]*dataloader.Result[[]messaging.ContextItem], len(keys))
+		for i, k := range keys {
+			if err != nil {
+				out[i] = &dataloader.Result[[]messaging.ContextItem]{Error: problem.Internal(err)}
+			} else {
+				out[i] = &dataloader.Result[[]messaging.ContextItem]{Data: got[k]}
+			}
+		}
+		return out
+	}, dataloader.WithWait[string, []messaging.ContextItem](time.Millisecond))
+	l.OwnRuns = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[runs.Run] {
+		out := make([]*dataloader.Result[runs.Run], len(keys))
+		p, ok := identity.FromContext(ctx)
+		var got map[string]runs.Run
+		err := error(problem.New(problem.Unauthorized, ""))
+		if ok {
+			got, err = src.Runs.OwnRuns(ctx, p.ID, keys)
+			if err != nil {
+				err = problem.Internal(err)
+			}
+		}
+		for i, k := range keys {
+			r, found := got[k]
+			switch {
+			case err != nil:
+				out[i] = &dataloader.Result[runs.Run]{Error: err}
+			case !found:
+				out[i] = &dataloader.Result[runs.Run]{Error: problem.New(problem.NotFound, "")}
+			default:
+				out[i] = &dataloader.Result[runs.Run]{Data: r}
+			}
+		}
+		return out
+	}, dataloader.WithWait[string, runs.Run](time.Millisecond))
 	return l
+}
+
+// ownRun loads run id of the calling agent's stream through the loader.
+func (r *Resolver) ownRun(ctx context.Context, id string) (*model.Run, error) {
+	run, err := r.loaders(ctx).OwnRuns.Load(ctx, id)()
+	if err != nil {
+		return nil, problem.From(err)
+	}
+	return runModel(run), nil
 }
 
 // WithLoaders is the HTTP middleware that gives each request its own
@@ -196,14 +251,12 @@ func (r *Resolver) prime(ctx context.Context, rc *runs.RunContext) error {
 			l.TriggerHolders.Prime(ctx, holderKey{Channel: rc.ChannelPath, Person: id}, holders[id])
 		}
 	}
-	if rc.Mode == "resume" && rc.SessionID != "" {
-		got, err := r.Runs.Delivered(ctx, rc.SessionID, messages)
-		if err != nil {
-			return problem.From(err)
-		}
-		for _, m := range messages {
-			l.Delivered.Prime(ctx, deliveredKey{Session: rc.SessionID, Message: m}, got[m])
-		}
+	got, err := r.Runs.Delivered(ctx, rc.SessionID, rc.RunID, messages)
+	if err != nil {
+		return problem.From(err)
+	}
+	for _, m := range messages {
+		l.Delivered.Prime(ctx, deliveredKey{Session: rc.SessionID, Run: rc.RunID, Message: m}, got[m])
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/99designs/gqlgen/graphql"
+
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
@@ -79,6 +81,37 @@ func threadInput(in model.ThreadCreate) messaging.ThreadInput {
 		out.First = messageInput(*in.FirstMessage)
 	}
 	return out
+}
+
+// onlyContext reports whether the current field (Query.run) selects nothing
+// but its context (and __typename): the stored getRunContext operation.
+func onlyContext(ctx context.Context) bool {
+	fields := graphql.CollectFieldsCtx(ctx, nil)
+	seen := false
+	for _, f := range fields {
+		switch f.Name {
+		case "context":
+			seen = true
+		case "__typename":
+		default:
+			return false
+		}
+	}
+	return seen
+}
+
+// eventThread reads thread id for an event's thread field: null when the
+// caller may not read it now.
+func (r *Resolver) eventThread(ctx context.Context, id string) (*model.Thread, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.Chat.Thread(ctx, p, id)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	return threadModel(t), nil
 }
 
 // group runs an admin action on a group for the caller and renders it.

@@ -39,11 +39,15 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 }
 
 // TrustSummary is the resolver for the trustSummary field: the trust of
-// every element, computed as the trust field does (through the same primed
-// loaders), summarised by domain.SummarizeTrust. Any failing source fails
-// the field and with it the context (fail closed).
+// every element, follow-ups included, computed as the trust field does
+// (through the same loaders), summarised by domain.SummarizeTrust. Any
+// failing source fails the field and with it the context (fail closed).
 func (r *runContextResolver) TrustSummary(ctx context.Context, obj *model.RunContext) (*model.TrustSummary, error) {
-	elems := obj.Elements()
+	followUps, err := r.FollowUps(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	elems := append(obj.Elements(), followUps...)
 	trusts := make([]domain.Trust, len(elems))
 	for i, e := range elems {
 		t, err := r.elementTrust(ctx, e)
@@ -56,6 +60,24 @@ func (r *runContextResolver) TrustSummary(ctx context.Context, obj *model.RunCon
 	out := &model.TrustSummary{Lowest: trustModel(sum.Lowest), Counts: make([]*model.TrustCount, len(sum.Counts))}
 	for i, c := range sum.Counts {
 		out.Counts[i] = &model.TrustCount{Trust: trustModel(c.Trust), Count: c.Count}
+	}
+	return out, nil
+}
+
+// FollowUps is the resolver for the followUps field.
+func (r *runContextResolver) FollowUps(ctx context.Context, obj *model.RunContext) ([]*model.RunContextMessage, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items, err := r.loaders(ctx).FollowUps.Load(ctx, obj.RunID)()
+	if err != nil {
+		return nil, err
+	}
+	elems := r.Runs.FollowUpElements(ctx, p, obj.Module, items)
+	out := make([]*model.RunContextMessage, len(elems))
+	for i, e := range elems {
+		out[i] = contextMessageModel(e, obj.Module)
 	}
 	return out, nil
 }
@@ -88,12 +110,14 @@ func (r *runContextMessageResolver) Trust(ctx context.Context, obj *model.RunCon
 }
 
 // AlreadyDelivered is the resolver for the alreadyDelivered field: true
-// only in mode resume for messages the session already got as follow-ups.
+// only for messages the agent acknowledged as follow-ups of the run's
+// session (of the run itself for a guest run), never for the run's own
+// trigger, whatever became of the runs that received them.
 func (r *runContextMessageResolver) AlreadyDelivered(ctx context.Context, obj *model.RunContextMessage) (*bool, error) {
-	if obj.Context.Mode != domain.ModeResume || obj.Context.SessionID == "" {
+	if obj.MessageID == obj.Context.Trigger.ID {
 		return nil, nil
 	}
-	got, err := r.loaders(ctx).Delivered.Load(ctx, deliveredKey{Session: obj.Context.SessionID, Message: obj.MessageID})()
+	got, err := r.loaders(ctx).Delivered.Load(ctx, deliveredKey{Session: obj.Context.SessionID, Run: obj.Context.RunID, Message: obj.MessageID})()
 	if err != nil {
 		return nil, err
 	}

@@ -14,17 +14,64 @@ import (
 	"bothy.example.com/bothy/graph/model"
 )
 
-// StartRun is the resolver for the startRun field.
-func (r *mutationResolver) StartRun(ctx context.Context, id string) (*model.Run, error) {
+// Run is the resolver for the run field.
+func (r *agentFollowupEventResolver) Run(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Run, error) {
+	return r.ownRun(ctx, obj.RunID)
+}
+
+// Message is the resolver for the message field (message.read).
+func (r *agentFollowupEventResolver) Message(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Message, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Start(ctx, p, id)
+	m, err := r.Messaging.Get(ctx, p, obj.MessageID)
+	if err != nil {
+		return nil, err
+	}
+	return messageModel(m), nil
+}
+
+// Run is the resolver for the run field.
+func (r *agentInvocationEventResolver) Run(ctx context.Context, obj *model.AgentInvocationEvent) (*model.Run, error) {
+	return r.ownRun(ctx, obj.RunID)
+}
+
+// StartRun is the resolver for the startRun field.
+func (r *mutationResolver) StartRun(ctx context.Context, id string, holder *string) (*model.Run, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run, err := r.Runs.Start(ctx, p, id, deref(holder))
 	if err != nil {
 		return nil, err
 	}
 	return runModel(run), nil
+}
+
+func (r *mutationResolver) RenewRun(ctx context.Context, id string, holder string) (*model.Run, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run, err := r.Runs.Renew(ctx, p, id, holder)
+	if err != nil {
+		return nil, err
+	}
+	return runModel(run), nil
+}
+
+func (r *mutationResolver) AckAgentEvents(ctx context.Context, upTo string) (*model.AgentCursor, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pos, err := r.Runs.Ack(ctx, p, upTo)
+	if err != nil {
+		return nil, err
+	}
+	return &model.AgentCursor{Position: pos}, nil
 }
 
 // AwaitRunInput is the resolver for the awaitRunInput field.
@@ -98,7 +145,13 @@ func (r *queryResolver) Run(ctx context.Context, id string) (*model.Run, error) 
 	if err != nil {
 		return nil, err
 	}
-	rd, err := r.Runs.Read(ctx, p, id)
+	read := r.Runs.Read
+	if onlyContext(ctx) {
+		// getRunContext: the read serves the context alone, so it spends and
+		// audits run.context.read only.
+		read = r.Runs.ReadForContext
+	}
+	rd, err := read(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +172,11 @@ func (r *queryResolver) AgentEvents(ctx context.Context, after *string, waitSeco
 	if err != nil {
 		return nil, err
 	}
-	out := &model.AgentEventPage{Events: make([]*model.AgentEvent, len(page.Events)), NextAfter: page.NextAfter}
+	out := &model.AgentEventPage{Events: make([]model.AgentEvent, len(page.Events)), NextAfter: page.NextAfter}
 	for i, e := range page.Events {
-		out.Events[i] = &model.AgentEvent{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, Payload: e.Payload}
+		if out.Events[i], err = agentEventModel(e); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -176,6 +231,28 @@ func (r *runResolver) TriggeringMessage(ctx context.Context, obj *model.Run) (*m
 	return messageModel(m), nil
 }
 
+// Run is the resolver for the run field.
+func (r *runCancelRequestedEventResolver) Run(ctx context.Context, obj *model.RunCancelRequestedEvent) (*model.Run, error) {
+	return r.ownRun(ctx, obj.RunID)
+}
+
+func (r *Resolver) AgentFollowupEvent() generated.AgentFollowupEventResolver {
+	return &agentFollowupEventResolver{r}
+}
+
+func (r *Resolver) AgentInvocationEvent() generated.AgentInvocationEventResolver {
+	return &agentInvocationEventResolver{r}
+}
+
 func (r *Resolver) Run() generated.RunResolver { return &runResolver{r} }
 
-type runResolver struct{ *Resolver }
+func (r *Resolver) RunCancelRequestedEvent() generated.RunCancelRequestedEventResolver {
+	return &runCancelRequestedEventResolver{r}
+}
+
+type (
+	agentFollowupEventResolver      struct{ *Resolver }
+	agentInvocationEventResolver    struct{ *Resolver }
+	runResolver                     struct{ *Resolver }
+	runCancelRequestedEventResolver struct{ *Resolver }
+)

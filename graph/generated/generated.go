@@ -5,6 +5,7 @@ package generated
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -29,28 +30,71 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	AgentFollowupEvent() AgentFollowupEventResolver
+	AgentInvocationEvent() AgentInvocationEventResolver
+	ChannelEvent() ChannelEventResolver
+	MessageEvent() MessageEventResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Run() RunResolver
+	RunCancelRequestedEvent() RunCancelRequestedEventResolver
 	RunContext() RunContextResolver
 	RunContextMessage() RunContextMessageResolver
+	RunStateChangedEvent() RunStateChangedEventResolver
+	SpaceEvent() SpaceEventResolver
 	Thread() ThreadResolver
+	ThreadEvent() ThreadEventResolver
+	ThreadMovedEvent() ThreadMovedEventResolver
 }
 
 type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
-	AgentEvent struct {
-		CreatedAt func(childComplexity int) int
-		Payload   func(childComplexity int) int
-		Seq       func(childComplexity int) int
-		Type      func(childComplexity int) int
+	AccessChangedEvent struct {
+		Change     func(childComplexity int) int
+		ChannelID  func(childComplexity int) int
+		CreatedAt  func(childComplexity int) int
+		Payload    func(childComplexity int) int
+		Seq        func(childComplexity int) int
+		SubjectID  func(childComplexity int) int
+		TargetID   func(childComplexity int) int
+		TargetKind func(childComplexity int) int
+		Type       func(childComplexity int) int
+	}
+
+	AgentCursor struct {
+		Position func(childComplexity int) int
 	}
 
 	AgentEventPage struct {
 		Events    func(childComplexity int) int
 		NextAfter func(childComplexity int) int
+	}
+
+	AgentFollowupEvent struct {
+		CreatedAt func(childComplexity int) int
+		Message   func(childComplexity int) int
+		MessageID func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Run       func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Type      func(childComplexity int) int
+	}
+
+	AgentInvocationEvent struct {
+		Attempt   func(childComplexity int) int
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		MessageID func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Run       func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Session   func(childComplexity int) int
+		ThreadID  func(childComplexity int) int
+		Type      func(childComplexity int) int
 	}
 
 	AgentSession struct {
@@ -64,10 +108,12 @@ type ComplexityRoot struct {
 	}
 
 	Attachment struct {
-		FileID   func(childComplexity int) int
-		MimeType func(childComplexity int) int
-		Name     func(childComplexity int) int
-		Size     func(childComplexity int) int
+		FileID     func(childComplexity int) int
+		MimeType   func(childComplexity int) int
+		Name       func(childComplexity int) int
+		ScanStatus func(childComplexity int) int
+		Size       func(childComplexity int) int
+		Transcript func(childComplexity int) int
 	}
 
 	Channel struct {
@@ -83,20 +129,20 @@ type ComplexityRoot struct {
 		Switches            func(childComplexity int) int
 	}
 
+	ChannelEvent struct {
+		Channel   func(childComplexity int) int
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Type      func(childComplexity int) int
+	}
+
 	ChannelSwitches struct {
 		AllowMentionedAgents func(childComplexity int) int
 		AutoThread           func(childComplexity int) int
 		FreeResponse         func(childComplexity int) int
 		HistoryBackfillLimit func(childComplexity int) int
-	}
-
-	Event struct {
-		ChannelID func(childComplexity int) int
-		CreatedAt func(childComplexity int) int
-		Payload   func(childComplexity int) int
-		Seq       func(childComplexity int) int
-		SpaceID   func(childComplexity int) int
-		Type      func(childComplexity int) int
 	}
 
 	EventPage struct {
@@ -144,6 +190,17 @@ type ComplexityRoot struct {
 		TriggerState     func(childComplexity int) int
 	}
 
+	MessageEvent struct {
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Message   func(childComplexity int) int
+		MessageID func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		ThreadID  func(childComplexity int) int
+		Type      func(childComplexity int) int
+	}
+
 	MessagePage struct {
 		Messages  func(childComplexity int) int
 		NextAfter func(childComplexity int) int
@@ -155,6 +212,7 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
+		AckAgentEvents        func(childComplexity int, upTo string) int
 		AddGroupMember        func(childComplexity int, groupID string, principalID string) int
 		ArchiveChannel        func(childComplexity int, id string) int
 		ArchiveSpace          func(childComplexity int, id string) int
@@ -175,11 +233,12 @@ type ComplexityRoot struct {
 		FinishRun             func(childComplexity int, id string, input model.RunFinish) int
 		MoveThread            func(childComplexity int, id string, channelID string) int
 		RemoveGroupMember     func(childComplexity int, groupID string, principalID string) int
+		RenewRun              func(childComplexity int, id string, holder string) int
 		ResetAgentSession     func(childComplexity int, threadID string) int
 		RevokeGrant           func(childComplexity int, id string) int
 		RevokeToken           func(childComplexity int, id string) int
 		SetChannelOperator    func(childComplexity int, channelID string, input model.OperatorSet) int
-		StartRun              func(childComplexity int, id string) int
+		StartRun              func(childComplexity int, id string, holder *string) int
 		UnarchiveChannel      func(childComplexity int, id string) int
 		UnarchiveSpace        func(childComplexity int, id string) int
 		UpdateChannel         func(childComplexity int, id string, input model.ChannelPatch) int
@@ -233,11 +292,14 @@ type ComplexityRoot struct {
 
 	Run struct {
 		Agent               func(childComplexity int) int
+		Attempt             func(childComplexity int) int
 		CancelRequested     func(childComplexity int) int
 		Context             func(childComplexity int) int
 		EndReason           func(childComplexity int) int
 		EndedAt             func(childComplexity int) int
+		Holder              func(childComplexity int) int
 		ID                  func(childComplexity int) int
+		LeaseExpiresAt      func(childComplexity int) int
 		QueuedAt            func(childComplexity int) int
 		Session             func(childComplexity int) int
 		StartedAt           func(childComplexity int) int
@@ -251,9 +313,19 @@ type ComplexityRoot struct {
 		Version             func(childComplexity int) int
 	}
 
+	RunCancelRequestedEvent struct {
+		CreatedAt func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Run       func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Type      func(childComplexity int) int
+	}
+
 	RunContext struct {
 		ChannelContext     func(childComplexity int) int
 		ContextFloorSeq    func(childComplexity int) int
+		FollowUps          func(childComplexity int) int
 		RunID              func(childComplexity int) int
 		ThreadContext      func(childComplexity int) int
 		TriggerMessage     func(childComplexity int) int
@@ -283,11 +355,35 @@ type ComplexityRoot struct {
 		Mode func(childComplexity int) int
 	}
 
+	RunStateChangedEvent struct {
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		EndReason func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Run       func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		State     func(childComplexity int) int
+		ThreadID  func(childComplexity int) int
+		Type      func(childComplexity int) int
+		Version   func(childComplexity int) int
+	}
+
 	Space struct {
 		Archived               func(childComplexity int) int
 		DefaultOperatorAgentID func(childComplexity int) int
 		ID                     func(childComplexity int) int
 		Name                   func(childComplexity int) int
+	}
+
+	SpaceEvent struct {
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Space     func(childComplexity int) int
+		SpaceID   func(childComplexity int) int
+		Type      func(childComplexity int) int
 	}
 
 	Thread struct {
@@ -309,6 +405,28 @@ type ComplexityRoot struct {
 		FirstMessage func(childComplexity int) int
 		Replayed     func(childComplexity int) int
 		Thread       func(childComplexity int) int
+	}
+
+	ThreadEvent struct {
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Thread    func(childComplexity int) int
+		ThreadID  func(childComplexity int) int
+		Type      func(childComplexity int) int
+	}
+
+	ThreadMovedEvent struct {
+		ChannelID     func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		FromChannelID func(childComplexity int) int
+		Payload       func(childComplexity int) int
+		Seq           func(childComplexity int) int
+		Thread        func(childComplexity int) int
+		ThreadID      func(childComplexity int) int
+		ToChannelID   func(childComplexity int) int
+		Type          func(childComplexity int) int
 	}
 
 	Token struct {
@@ -351,6 +469,20 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type AgentFollowupEventResolver interface {
+	Run(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Run, error)
+
+	Message(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Message, error)
+}
+type AgentInvocationEventResolver interface {
+	Run(ctx context.Context, obj *model.AgentInvocationEvent) (*model.Run, error)
+}
+type ChannelEventResolver interface {
+	Channel(ctx context.Context, obj *model.ChannelEvent) (*model.Channel, error)
+}
+type MessageEventResolver interface {
+	Message(ctx context.Context, obj *model.MessageEvent) (*model.Message, error)
+}
 type MutationResolver interface {
 	CreateMessage(ctx context.Context, threadID string, input model.MessageCreate) (*model.MessageResult, error)
 	CreateThread(ctx context.Context, channelID string, input model.ThreadCreate) (*model.ThreadCreatedResult, error)
@@ -378,7 +510,9 @@ type MutationResolver interface {
 	CreateChannel(ctx context.Context, spaceID string, input model.ChannelCreate) (*model.Channel, error)
 	UpdateChannel(ctx context.Context, id string, input model.ChannelPatch) (*model.Channel, error)
 	UnarchiveChannel(ctx context.Context, id string) (*model.Channel, error)
-	StartRun(ctx context.Context, id string) (*model.Run, error)
+	StartRun(ctx context.Context, id string, holder *string) (*model.Run, error)
+	RenewRun(ctx context.Context, id string, holder string) (*model.Run, error)
+	AckAgentEvents(ctx context.Context, upTo string) (*model.AgentCursor, error)
 	AwaitRunInput(ctx context.Context, id string) (*model.Run, error)
 	FinishRun(ctx context.Context, id string, input model.RunFinish) (*model.Run, error)
 	CancelRun(ctx context.Context, id string) (*model.Run, error)
@@ -407,8 +541,12 @@ type RunResolver interface {
 
 	Context(ctx context.Context, obj *model.Run) (*model.RunContext, error)
 }
+type RunCancelRequestedEventResolver interface {
+	Run(ctx context.Context, obj *model.RunCancelRequestedEvent) (*model.Run, error)
+}
 type RunContextResolver interface {
 	TrustSummary(ctx context.Context, obj *model.RunContext) (*model.TrustSummary, error)
+	FollowUps(ctx context.Context, obj *model.RunContext) ([]*model.RunContextMessage, error)
 }
 type RunContextMessageResolver interface {
 	Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error)
@@ -417,8 +555,20 @@ type RunContextMessageResolver interface {
 	Trust(ctx context.Context, obj *model.RunContextMessage) (model.Trust, error)
 	AlreadyDelivered(ctx context.Context, obj *model.RunContextMessage) (*bool, error)
 }
+type RunStateChangedEventResolver interface {
+	Run(ctx context.Context, obj *model.RunStateChangedEvent) (*model.Run, error)
+}
+type SpaceEventResolver interface {
+	Space(ctx context.Context, obj *model.SpaceEvent) (*model.Space, error)
+}
 type ThreadResolver interface {
 	Messages(ctx context.Context, obj *model.Thread, after *int, limit *int) (*model.MessagePage, error)
+}
+type ThreadEventResolver interface {
+	Thread(ctx context.Context, obj *model.ThreadEvent) (*model.Thread, error)
+}
+type ThreadMovedEventResolver interface {
+	Thread(ctx context.Context, obj *model.ThreadMovedEvent) (*model.Thread, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -439,30 +589,67 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	_ = ec
 	switch typeName + "." + field {
 
-	case "AgentEvent.createdAt":
-		if e.ComplexityRoot.AgentEvent.CreatedAt == nil {
+	case "AccessChangedEvent.change":
+		if e.ComplexityRoot.AccessChangedEvent.Change == nil {
 			break
 		}
 
-		return e.ComplexityRoot.AgentEvent.CreatedAt(childComplexity), true
-	case "AgentEvent.payload":
-		if e.ComplexityRoot.AgentEvent.Payload == nil {
+		return e.ComplexityRoot.AccessChangedEvent.Change(childComplexity), true
+	case "AccessChangedEvent.channelId":
+		if e.ComplexityRoot.AccessChangedEvent.ChannelID == nil {
 			break
 		}
 
-		return e.ComplexityRoot.AgentEvent.Payload(childComplexity), true
-	case "AgentEvent.seq":
-		if e.ComplexityRoot.AgentEvent.Seq == nil {
+		return e.ComplexityRoot.AccessChangedEvent.ChannelID(childComplexity), true
+	case "AccessChangedEvent.createdAt":
+		if e.ComplexityRoot.AccessChangedEvent.CreatedAt == nil {
 			break
 		}
 
-		return e.ComplexityRoot.AgentEvent.Seq(childComplexity), true
-	case "AgentEvent.type":
-		if e.ComplexityRoot.AgentEvent.Type == nil {
+		return e.ComplexityRoot.AccessChangedEvent.CreatedAt(childComplexity), true
+	case "AccessChangedEvent.payload":
+		if e.ComplexityRoot.AccessChangedEvent.Payload == nil {
 			break
 		}
 
-		return e.ComplexityRoot.AgentEvent.Type(childComplexity), true
+		return e.ComplexityRoot.AccessChangedEvent.Payload(childComplexity), true
+	case "AccessChangedEvent.seq":
+		if e.ComplexityRoot.AccessChangedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.Seq(childComplexity), true
+	case "AccessChangedEvent.subjectId":
+		if e.ComplexityRoot.AccessChangedEvent.SubjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.SubjectID(childComplexity), true
+	case "AccessChangedEvent.targetId":
+		if e.ComplexityRoot.AccessChangedEvent.TargetID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.TargetID(childComplexity), true
+	case "AccessChangedEvent.targetKind":
+		if e.ComplexityRoot.AccessChangedEvent.TargetKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.TargetKind(childComplexity), true
+	case "AccessChangedEvent.type":
+		if e.ComplexityRoot.AccessChangedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.Type(childComplexity), true
+
+	case "AgentCursor.position":
+		if e.ComplexityRoot.AgentCursor.Position == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentCursor.Position(childComplexity), true
 
 	case "AgentEventPage.events":
 		if e.ComplexityRoot.AgentEventPage.Events == nil {
@@ -476,6 +663,122 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentEventPage.NextAfter(childComplexity), true
+
+	case "AgentFollowupEvent.createdAt":
+		if e.ComplexityRoot.AgentFollowupEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.CreatedAt(childComplexity), true
+	case "AgentFollowupEvent.message":
+		if e.ComplexityRoot.AgentFollowupEvent.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Message(childComplexity), true
+	case "AgentFollowupEvent.messageId":
+		if e.ComplexityRoot.AgentFollowupEvent.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.MessageID(childComplexity), true
+	case "AgentFollowupEvent.payload":
+		if e.ComplexityRoot.AgentFollowupEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Payload(childComplexity), true
+	case "AgentFollowupEvent.run":
+		if e.ComplexityRoot.AgentFollowupEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Run(childComplexity), true
+	case "AgentFollowupEvent.runId":
+		if e.ComplexityRoot.AgentFollowupEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.RunID(childComplexity), true
+	case "AgentFollowupEvent.seq":
+		if e.ComplexityRoot.AgentFollowupEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Seq(childComplexity), true
+	case "AgentFollowupEvent.type":
+		if e.ComplexityRoot.AgentFollowupEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Type(childComplexity), true
+
+	case "AgentInvocationEvent.attempt":
+		if e.ComplexityRoot.AgentInvocationEvent.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Attempt(childComplexity), true
+	case "AgentInvocationEvent.channelId":
+		if e.ComplexityRoot.AgentInvocationEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.ChannelID(childComplexity), true
+	case "AgentInvocationEvent.createdAt":
+		if e.ComplexityRoot.AgentInvocationEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.CreatedAt(childComplexity), true
+	case "AgentInvocationEvent.messageId":
+		if e.ComplexityRoot.AgentInvocationEvent.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.MessageID(childComplexity), true
+	case "AgentInvocationEvent.payload":
+		if e.ComplexityRoot.AgentInvocationEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Payload(childComplexity), true
+	case "AgentInvocationEvent.run":
+		if e.ComplexityRoot.AgentInvocationEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Run(childComplexity), true
+	case "AgentInvocationEvent.runId":
+		if e.ComplexityRoot.AgentInvocationEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.RunID(childComplexity), true
+	case "AgentInvocationEvent.seq":
+		if e.ComplexityRoot.AgentInvocationEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Seq(childComplexity), true
+	case "AgentInvocationEvent.session":
+		if e.ComplexityRoot.AgentInvocationEvent.Session == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Session(childComplexity), true
+	case "AgentInvocationEvent.threadId":
+		if e.ComplexityRoot.AgentInvocationEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.ThreadID(childComplexity), true
+	case "AgentInvocationEvent.type":
+		if e.ComplexityRoot.AgentInvocationEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Type(childComplexity), true
 
 	case "AgentSession.agentId":
 		if e.ComplexityRoot.AgentSession.AgentID == nil {
@@ -538,12 +841,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attachment.Name(childComplexity), true
+	case "Attachment.scanStatus":
+		if e.ComplexityRoot.Attachment.ScanStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.ScanStatus(childComplexity), true
 	case "Attachment.size":
 		if e.ComplexityRoot.Attachment.Size == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Attachment.Size(childComplexity), true
+	case "Attachment.transcript":
+		if e.ComplexityRoot.Attachment.Transcript == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.Transcript(childComplexity), true
 
 	case "Channel.archived":
 		if e.ComplexityRoot.Channel.Archived == nil {
@@ -606,6 +921,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Channel.Switches(childComplexity), true
 
+	case "ChannelEvent.channel":
+		if e.ComplexityRoot.ChannelEvent.Channel == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEvent.Channel(childComplexity), true
+	case "ChannelEvent.channelId":
+		if e.ComplexityRoot.ChannelEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEvent.ChannelID(childComplexity), true
+	case "ChannelEvent.createdAt":
+		if e.ComplexityRoot.ChannelEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEvent.CreatedAt(childComplexity), true
+	case "ChannelEvent.payload":
+		if e.ComplexityRoot.ChannelEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEvent.Payload(childComplexity), true
+	case "ChannelEvent.seq":
+		if e.ComplexityRoot.ChannelEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEvent.Seq(childComplexity), true
+	case "ChannelEvent.type":
+		if e.ComplexityRoot.ChannelEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEvent.Type(childComplexity), true
+
 	case "ChannelSwitches.allowMentionedAgents":
 		if e.ComplexityRoot.ChannelSwitches.AllowMentionedAgents == nil {
 			break
@@ -630,43 +982,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ChannelSwitches.HistoryBackfillLimit(childComplexity), true
-
-	case "Event.channelId":
-		if e.ComplexityRoot.Event.ChannelID == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.ChannelID(childComplexity), true
-	case "Event.createdAt":
-		if e.ComplexityRoot.Event.CreatedAt == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.CreatedAt(childComplexity), true
-	case "Event.payload":
-		if e.ComplexityRoot.Event.Payload == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.Payload(childComplexity), true
-	case "Event.seq":
-		if e.ComplexityRoot.Event.Seq == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.Seq(childComplexity), true
-	case "Event.spaceId":
-		if e.ComplexityRoot.Event.SpaceID == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.SpaceID(childComplexity), true
-	case "Event.type":
-		if e.ComplexityRoot.Event.Type == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Event.Type(childComplexity), true
 
 	case "EventPage.events":
 		if e.ComplexityRoot.EventPage.Events == nil {
@@ -870,6 +1185,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Message.TriggerState(childComplexity), true
 
+	case "MessageEvent.channelId":
+		if e.ComplexityRoot.MessageEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.ChannelID(childComplexity), true
+	case "MessageEvent.createdAt":
+		if e.ComplexityRoot.MessageEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.CreatedAt(childComplexity), true
+	case "MessageEvent.message":
+		if e.ComplexityRoot.MessageEvent.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.Message(childComplexity), true
+	case "MessageEvent.messageId":
+		if e.ComplexityRoot.MessageEvent.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.MessageID(childComplexity), true
+	case "MessageEvent.payload":
+		if e.ComplexityRoot.MessageEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.Payload(childComplexity), true
+	case "MessageEvent.seq":
+		if e.ComplexityRoot.MessageEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.Seq(childComplexity), true
+	case "MessageEvent.threadId":
+		if e.ComplexityRoot.MessageEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.ThreadID(childComplexity), true
+	case "MessageEvent.type":
+		if e.ComplexityRoot.MessageEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.Type(childComplexity), true
+
 	case "MessagePage.messages":
 		if e.ComplexityRoot.MessagePage.Messages == nil {
 			break
@@ -896,6 +1260,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MessageResult.Replayed(childComplexity), true
 
+	case "Mutation.ackAgentEvents":
+		if e.ComplexityRoot.Mutation.AckAgentEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_ackAgentEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AckAgentEvents(childComplexity, args["upTo"].(string)), true
 	case "Mutation.addGroupMember":
 		if e.ComplexityRoot.Mutation.AddGroupMember == nil {
 			break
@@ -1116,6 +1491,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveGroupMember(childComplexity, args["groupId"].(string), args["principalId"].(string)), true
+	case "Mutation.renewRun":
+		if e.ComplexityRoot.Mutation.RenewRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_renewRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RenewRun(childComplexity, args["id"].(string), args["holder"].(string)), true
 	case "Mutation.resetAgentSession":
 		if e.ComplexityRoot.Mutation.ResetAgentSession == nil {
 			break
@@ -1170,7 +1556,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.StartRun(childComplexity, args["id"].(string)), true
+		return e.ComplexityRoot.Mutation.StartRun(childComplexity, args["id"].(string), args["holder"].(*string)), true
 	case "Mutation.unarchiveChannel":
 		if e.ComplexityRoot.Mutation.UnarchiveChannel == nil {
 			break
@@ -1473,6 +1859,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.Agent(childComplexity), true
+	case "Run.attempt":
+		if e.ComplexityRoot.Run.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Attempt(childComplexity), true
 	case "Run.cancelRequested":
 		if e.ComplexityRoot.Run.CancelRequested == nil {
 			break
@@ -1497,12 +1889,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.EndedAt(childComplexity), true
+	case "Run.holder":
+		if e.ComplexityRoot.Run.Holder == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Holder(childComplexity), true
 	case "Run.id":
 		if e.ComplexityRoot.Run.ID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Run.ID(childComplexity), true
+	case "Run.leaseExpiresAt":
+		if e.ComplexityRoot.Run.LeaseExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.LeaseExpiresAt(childComplexity), true
 	case "Run.queuedAt":
 		if e.ComplexityRoot.Run.QueuedAt == nil {
 			break
@@ -1570,6 +1974,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Run.Version(childComplexity), true
 
+	case "RunCancelRequestedEvent.createdAt":
+		if e.ComplexityRoot.RunCancelRequestedEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.CreatedAt(childComplexity), true
+	case "RunCancelRequestedEvent.payload":
+		if e.ComplexityRoot.RunCancelRequestedEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.Payload(childComplexity), true
+	case "RunCancelRequestedEvent.run":
+		if e.ComplexityRoot.RunCancelRequestedEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.Run(childComplexity), true
+	case "RunCancelRequestedEvent.runId":
+		if e.ComplexityRoot.RunCancelRequestedEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.RunID(childComplexity), true
+	case "RunCancelRequestedEvent.seq":
+		if e.ComplexityRoot.RunCancelRequestedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.Seq(childComplexity), true
+	case "RunCancelRequestedEvent.type":
+		if e.ComplexityRoot.RunCancelRequestedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.Type(childComplexity), true
+
 	case "RunContext.channelContext":
 		if e.ComplexityRoot.RunContext.ChannelContext == nil {
 			break
@@ -1582,6 +2023,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunContext.ContextFloorSeq(childComplexity), true
+	case "RunContext.followUps":
+		if e.ComplexityRoot.RunContext.FollowUps == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContext.FollowUps(childComplexity), true
 	case "RunContext.runId":
 		if e.ComplexityRoot.RunContext.RunID == nil {
 			break
@@ -1711,6 +2158,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RunSession.Mode(childComplexity), true
 
+	case "RunStateChangedEvent.channelId":
+		if e.ComplexityRoot.RunStateChangedEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.ChannelID(childComplexity), true
+	case "RunStateChangedEvent.createdAt":
+		if e.ComplexityRoot.RunStateChangedEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.CreatedAt(childComplexity), true
+	case "RunStateChangedEvent.endReason":
+		if e.ComplexityRoot.RunStateChangedEvent.EndReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.EndReason(childComplexity), true
+	case "RunStateChangedEvent.payload":
+		if e.ComplexityRoot.RunStateChangedEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Payload(childComplexity), true
+	case "RunStateChangedEvent.run":
+		if e.ComplexityRoot.RunStateChangedEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Run(childComplexity), true
+	case "RunStateChangedEvent.runId":
+		if e.ComplexityRoot.RunStateChangedEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.RunID(childComplexity), true
+	case "RunStateChangedEvent.seq":
+		if e.ComplexityRoot.RunStateChangedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Seq(childComplexity), true
+	case "RunStateChangedEvent.state":
+		if e.ComplexityRoot.RunStateChangedEvent.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.State(childComplexity), true
+	case "RunStateChangedEvent.threadId":
+		if e.ComplexityRoot.RunStateChangedEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.ThreadID(childComplexity), true
+	case "RunStateChangedEvent.type":
+		if e.ComplexityRoot.RunStateChangedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Type(childComplexity), true
+	case "RunStateChangedEvent.version":
+		if e.ComplexityRoot.RunStateChangedEvent.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Version(childComplexity), true
+
 	case "Space.archived":
 		if e.ComplexityRoot.Space.Archived == nil {
 			break
@@ -1735,6 +2249,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Space.Name(childComplexity), true
+
+	case "SpaceEvent.channelId":
+		if e.ComplexityRoot.SpaceEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpaceEvent.ChannelID(childComplexity), true
+	case "SpaceEvent.createdAt":
+		if e.ComplexityRoot.SpaceEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpaceEvent.CreatedAt(childComplexity), true
+	case "SpaceEvent.payload":
+		if e.ComplexityRoot.SpaceEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpaceEvent.Payload(childComplexity), true
+	case "SpaceEvent.seq":
+		if e.ComplexityRoot.SpaceEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpaceEvent.Seq(childComplexity), true
+	case "SpaceEvent.space":
+		if e.ComplexityRoot.SpaceEvent.Space == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpaceEvent.Space(childComplexity), true
+	case "SpaceEvent.spaceId":
+		if e.ComplexityRoot.SpaceEvent.SpaceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpaceEvent.SpaceID(childComplexity), true
+	case "SpaceEvent.type":
+		if e.ComplexityRoot.SpaceEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpaceEvent.Type(childComplexity), true
 
 	case "Thread.channelId":
 		if e.ComplexityRoot.Thread.ChannelID == nil {
@@ -1832,6 +2389,104 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ThreadCreatedResult.Thread(childComplexity), true
+
+	case "ThreadEvent.channelId":
+		if e.ComplexityRoot.ThreadEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.ChannelID(childComplexity), true
+	case "ThreadEvent.createdAt":
+		if e.ComplexityRoot.ThreadEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.CreatedAt(childComplexity), true
+	case "ThreadEvent.payload":
+		if e.ComplexityRoot.ThreadEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.Payload(childComplexity), true
+	case "ThreadEvent.seq":
+		if e.ComplexityRoot.ThreadEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.Seq(childComplexity), true
+	case "ThreadEvent.thread":
+		if e.ComplexityRoot.ThreadEvent.Thread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.Thread(childComplexity), true
+	case "ThreadEvent.threadId":
+		if e.ComplexityRoot.ThreadEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.ThreadID(childComplexity), true
+	case "ThreadEvent.type":
+		if e.ComplexityRoot.ThreadEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.Type(childComplexity), true
+
+	case "ThreadMovedEvent.channelId":
+		if e.ComplexityRoot.ThreadMovedEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.ChannelID(childComplexity), true
+	case "ThreadMovedEvent.createdAt":
+		if e.ComplexityRoot.ThreadMovedEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.CreatedAt(childComplexity), true
+	case "ThreadMovedEvent.fromChannelId":
+		if e.ComplexityRoot.ThreadMovedEvent.FromChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.FromChannelID(childComplexity), true
+	case "ThreadMovedEvent.payload":
+		if e.ComplexityRoot.ThreadMovedEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.Payload(childComplexity), true
+	case "ThreadMovedEvent.seq":
+		if e.ComplexityRoot.ThreadMovedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.Seq(childComplexity), true
+	case "ThreadMovedEvent.thread":
+		if e.ComplexityRoot.ThreadMovedEvent.Thread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.Thread(childComplexity), true
+	case "ThreadMovedEvent.threadId":
+		if e.ComplexityRoot.ThreadMovedEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.ThreadID(childComplexity), true
+	case "ThreadMovedEvent.toChannelId":
+		if e.ComplexityRoot.ThreadMovedEvent.ToChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.ToChannelID(childComplexity), true
+	case "ThreadMovedEvent.type":
+		if e.ComplexityRoot.ThreadMovedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.Type(childComplexity), true
 
 	case "Token.createdAt":
 		if e.ComplexityRoot.Token.CreatedAt == nil {
@@ -2379,12 +3034,23 @@ type MessagePage {
   nextAfter: Int
 }
 
+"Where the malware scan of a file stands."
+enum ScanStatus {
+  PENDING
+  CLEAN
+  INFECTED
+  FAILED
+}
+
 "A file attached to a message (none exist yet; the list is always present)."
 type Attachment {
   fileId: ID!
   name: String!
   mimeType: String!
   size: Int!
+  scanStatus: ScanStatus!
+  "The transcript of a voice message, when there is one; it carries the trust of its message."
+  transcript: String
 }
 
 type Message {
@@ -2470,15 +3136,117 @@ input ChannelSwitchesPatch {
   historyBackfillLimit: Int
 }
 
-type Event {
+"""
+A client event (listEvents). Every event type has its own object type:
+MessageEvent, ThreadEvent, ThreadMovedEvent, RunStateChangedEvent,
+AccessChangedEvent, ChannelEvent, SpaceEvent. References (message, thread,
+run, channel, space) are read with the caller's rights and are null when
+the caller may not read them now.
+"""
+interface Event {
+  "The event's global position; pass it as after to continue behind it."
+  seq: String!
+  "The event type, for example message.created."
+  type: String!
+  createdAt: Time!
+  "The channel the event is listed in; null only for events about a space as a whole (SpaceEvent)."
+  channelId: ID
+  "The event's data in the REST shape (snake_case members)."
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+}
+
+"message.created and message.deleted."
+type MessageEvent implements Event {
   seq: String!
   type: String!
   createdAt: Time!
-  "The channel of the event; null for events about a space as a whole (space.created, space.updated)."
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  messageId: ID!
+  threadId: ID!
+  "The message as the caller may read it now (a tombstone once deleted)."
+  message: Message
+}
+
+"thread.created, thread.reopened and thread.closed."
+type ThreadEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  threadId: ID!
+  "The thread as the caller may read it now."
+  thread: Thread
+}
+
+"thread.moved: listed in the channel the thread left and in the one it entered."
+type ThreadMovedEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  threadId: ID!
+  fromChannelId: ID!
+  toChannelId: ID!
+  thread: Thread
+}
+
+"run.state_changed: ids and state, never content."
+type RunStateChangedEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  runId: ID!
+  threadId: ID!
+  state: RunState!
+  version: Int!
+  endReason: String
+  "The run as the caller may read it now."
+  run: Run
+}
+
+"access.changed: rights in the channel changed; read what you may see again."
+type AccessChangedEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "What changed, for example grant.revoked or channel.archived."
+  change: String!
+  "channel or space."
+  targetKind: String!
+  targetId: ID!
+  "The grant, channel or space the change names."
+  subjectId: ID
+}
+
+"channel.created and channel.updated: a channel was created, renamed or unarchived."
+type ChannelEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  channelId: ID!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The channel as the caller may read it now."
+  channel: Channel
+}
+
+"space.created and space.updated: a space as a whole was created or changed (listed in no channel)."
+type SpaceEvent implements Event {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  "Always null: the event belongs to the space, not to a channel."
   channelId: ID
-  "The space of an event about a space as a whole; null for channel events."
-  spaceId: ID
-  payload: JSON!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  spaceId: ID!
+  "The space as the caller may read it now."
+  space: Space
 }
 
 type EventPage {
@@ -2544,6 +3312,8 @@ type RunContext {
   truncatedBeforeSeq: Int
   "The least-trust summary over every element of this context (follow-ups included), computed by the server: gate side effects such as tools on lowest."
   trustSummary: TrustSummary!
+  "The run's follow-ups still in play (pending or delivered), oldest first, each with its live trust."
+  followUps: [RunContextMessage!]!
 }
 
 "How much trust the elements of a run context carry."
@@ -2576,7 +3346,7 @@ type RunContextMessage {
   attachments: [Attachment!]!
   replyToMessageId: ID
   trust: Trust!
-  "True only when this message was already handed to the session as a follow-up (mode resume)."
+  "True only when the agent acknowledged this message as a follow-up of its session (or, for a guest run, of this run); never for the run's own trigger."
   alreadyDelivered: Boolean
 }
 
@@ -2649,6 +3419,12 @@ type Run {
   startedAt: Time
   endedAt: Time
   endReason: String
+  "The run's invocation: 1, one more each time an expired lease put it back to queued."
+  attempt: Int!
+  "The adapter process that holds the run while it is running or waiting (absent for the anonymous holder and when unclaimed)."
+  holder: String
+  "When the holder's claim lapses unless renewed (run.lease_timeout after its last call on the run)."
+  leaseExpiresAt: Time
 }
 
 input RunFinish {
@@ -2657,12 +3433,64 @@ input RunFinish {
   reason: String
 }
 
-"An event of the caller's agent stream; payloads carry ids, never content."
-type AgentEvent {
+"""
+An event of the caller's agent stream. Every event type is its own object
+type (AgentInvocationEvent, AgentFollowupEvent, RunCancelRequestedEvent);
+events carry ids and typed references, never content: the adapter reads
+content through the run context.
+"""
+interface AgentEvent {
+  "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
+  seq: String!
+  "The event type: agent.invocation, agent.followup or run.cancel_requested."
+  type: String!
+  createdAt: Time!
+  "The event's ids in the REST shape (snake_case members)."
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+}
+
+"agent.invocation: a run of the agent was accepted, or went back to queued after its holder's lease lapsed."
+type AgentInvocationEvent implements AgentEvent {
   seq: String!
   type: String!
   createdAt: Time!
-  payload: JSON!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The run (the agent's own)."
+  run: Run!
+  runId: ID!
+  "1 for the first invocation, one more for each after an expired lease."
+  attempt: Int!
+  "The run's session as the invocation saw it."
+  session: RunSession!
+  threadId: ID!
+  channelId: ID!
+  "The triggering message."
+  messageId: ID!
+}
+
+"agent.followup: a new message for an active run; its content is in the run context's followUps."
+type AgentFollowupEvent implements AgentEvent {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The run (the agent's own)."
+  run: Run!
+  runId: ID!
+  "The follow-up message (message.read)."
+  message: Message!
+  messageId: ID!
+}
+
+"run.cancel_requested: a person asked to cancel the run, or its person lost trigger; confirm with finishRun(CANCELLED)."
+type RunCancelRequestedEvent implements AgentEvent {
+  seq: String!
+  type: String!
+  createdAt: Time!
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The run (the agent's own)."
+  run: Run!
+  runId: ID!
 }
 
 type AgentEventPage {
@@ -2670,14 +3498,31 @@ type AgentEventPage {
   nextAfter: String!
 }
 
+"The agent's acknowledged position in its stream."
+type AgentCursor {
+  position: String!
+}
+
 extend type Query {
   run(id: ID!): Run
-  "The caller's agent stream after the cursor, waiting up to waitSeconds (at most events.poll_max_wait) for the first event."
+  """
+  The caller's agent stream after the cursor, waiting up to waitSeconds (at most events.poll_max_wait) for the first event.
+  Without after it continues after the acknowledged position (ackAgentEvents); "0" is the start, "now" the end of the stream.
+  A cursor beyond the end answers invalid_cursor.
+  """
   agentEvents(after: String, waitSeconds: Int): AgentEventPage!
 }
 
 extend type Mutation {
-  startRun(id: ID!): Run!
+  """
+  Claims the run for holder (an opaque id of 1 to 128 letters, digits, '.', '_', ':' or '-' per adapter process) and starts it.
+  While another holder's lease lives the call answers conflict run_claimed; the same holder gets the run unchanged.
+  """
+  startRun(id: ID!, holder: String): Run!
+  "Extends holder's lease on the run by run.lease_timeout (conflict run_claimed when holder does not hold it)."
+  renewRun(id: ID!, holder: String!): Run!
+  "Stores how far the caller has processed its stream; backwards is a no-op. Acknowledging an agent.followup delivers its follow-up."
+  ackAgentEvents(upTo: String!): AgentCursor!
   awaitRunInput(id: ID!): Run!
   finishRun(id: ID!, input: RunFinish!): Run!
   cancelRun(id: ID!): Run!
@@ -2692,18 +3537,12 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
 
-func (ec *executionContext) childFields_AgentEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+func (ec *executionContext) childFields_AgentCursor(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
-	case "seq":
-		return ec.fieldContext_AgentEvent_seq(ctx, field)
-	case "type":
-		return ec.fieldContext_AgentEvent_type(ctx, field)
-	case "createdAt":
-		return ec.fieldContext_AgentEvent_createdAt(ctx, field)
-	case "payload":
-		return ec.fieldContext_AgentEvent_payload(ctx, field)
+	case "position":
+		return ec.fieldContext_AgentCursor_position(ctx, field)
 	}
-	return nil, fmt.Errorf("no field named %q was found under type AgentEvent", field.Name)
+	return nil, fmt.Errorf("no field named %q was found under type AgentCursor", field.Name)
 }
 
 func (ec *executionContext) childFields_AgentEventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2746,6 +3585,10 @@ func (ec *executionContext) childFields_Attachment(ctx context.Context, field gr
 		return ec.fieldContext_Attachment_mimeType(ctx, field)
 	case "size":
 		return ec.fieldContext_Attachment_size(ctx, field)
+	case "scanStatus":
+		return ec.fieldContext_Attachment_scanStatus(ctx, field)
+	case "transcript":
+		return ec.fieldContext_Attachment_transcript(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attachment", field.Name)
 }
@@ -2788,24 +3631,6 @@ func (ec *executionContext) childFields_ChannelSwitches(ctx context.Context, fie
 		return ec.fieldContext_ChannelSwitches_historyBackfillLimit(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ChannelSwitches", field.Name)
-}
-
-func (ec *executionContext) childFields_Event(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-	switch field.Name {
-	case "seq":
-		return ec.fieldContext_Event_seq(ctx, field)
-	case "type":
-		return ec.fieldContext_Event_type(ctx, field)
-	case "createdAt":
-		return ec.fieldContext_Event_createdAt(ctx, field)
-	case "channelId":
-		return ec.fieldContext_Event_channelId(ctx, field)
-	case "spaceId":
-		return ec.fieldContext_Event_spaceId(ctx, field)
-	case "payload":
-		return ec.fieldContext_Event_payload(ctx, field)
-	}
-	return nil, fmt.Errorf("no field named %q was found under type Event", field.Name)
 }
 
 func (ec *executionContext) childFields_EventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3008,6 +3833,12 @@ func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.C
 		return ec.fieldContext_Run_endedAt(ctx, field)
 	case "endReason":
 		return ec.fieldContext_Run_endReason(ctx, field)
+	case "attempt":
+		return ec.fieldContext_Run_attempt(ctx, field)
+	case "holder":
+		return ec.fieldContext_Run_holder(ctx, field)
+	case "leaseExpiresAt":
+		return ec.fieldContext_Run_leaseExpiresAt(ctx, field)
 	case "context":
 		return ec.fieldContext_Run_context(ctx, field)
 	}
@@ -3030,6 +3861,8 @@ func (ec *executionContext) childFields_RunContext(ctx context.Context, field gr
 		return ec.fieldContext_RunContext_truncatedBeforeSeq(ctx, field)
 	case "trustSummary":
 		return ec.fieldContext_RunContext_trustSummary(ctx, field)
+	case "followUps":
+		return ec.fieldContext_RunContext_followUps(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RunContext", field.Name)
 }
@@ -3319,6 +4152,20 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 // endregion ************************** internal!.gotpl ***************************
 
 // region    ***************************** args.gotpl *****************************
+
+func (ec *executionContext) field_Mutation_ackAgentEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "upTo",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["upTo"] = arg0
+	return args, nil
+}
 
 func (ec *executionContext) field_Mutation_addGroupMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
@@ -3672,6 +4519,28 @@ func (ec *executionContext) field_Mutation_removeGroupMember_args(ctx context.Co
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_renewRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resetAgentSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3747,6 +4616,14 @@ func (ec *executionContext) field_Mutation_startRun_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg1
 	return args, nil
 }
 
@@ -4162,13 +5039,13 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 
 // region    **************************** field.gotpl *****************************
 
-func (ec *executionContext) _AgentEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
+func (ec *executionContext) _AccessChangedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AgentEvent_seq(ctx, field)
+			return ec.fieldContext_AccessChangedEvent_seq(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.Seq, nil
@@ -4181,17 +5058,17 @@ func (ec *executionContext) _AgentEvent_seq(ctx context.Context, field graphql.C
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_AgentEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "String")
+func (ec *executionContext) fieldContext_AccessChangedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "String")
 }
 
-func (ec *executionContext) _AgentEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
+func (ec *executionContext) _AccessChangedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AgentEvent_type(ctx, field)
+			return ec.fieldContext_AccessChangedEvent_type(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.Type, nil
@@ -4204,17 +5081,17 @@ func (ec *executionContext) _AgentEvent_type(ctx context.Context, field graphql.
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_AgentEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "String")
+func (ec *executionContext) fieldContext_AccessChangedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "String")
 }
 
-func (ec *executionContext) _AgentEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
+func (ec *executionContext) _AccessChangedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AgentEvent_createdAt(ctx, field)
+			return ec.fieldContext_AccessChangedEvent_createdAt(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.CreatedAt, nil
@@ -4227,17 +5104,40 @@ func (ec *executionContext) _AgentEvent_createdAt(ctx context.Context, field gra
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_AgentEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "Time")
+func (ec *executionContext) fieldContext_AccessChangedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "Time")
 }
 
-func (ec *executionContext) _AgentEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AgentEvent) (ret graphql.Marshaler) {
+func (ec *executionContext) _AccessChangedEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AgentEvent_payload(ctx, field)
+			return ec.fieldContext_AccessChangedEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AccessChangedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_payload(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.Payload, nil
@@ -4250,8 +5150,123 @@ func (ec *executionContext) _AgentEvent_payload(ctx context.Context, field graph
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_AgentEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AgentEvent", field, false, false, "JSON")
+func (ec *executionContext) fieldContext_AccessChangedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AccessChangedEvent_change(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_change(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Change, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_change(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AccessChangedEvent_targetKind(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_targetKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_targetKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AccessChangedEvent_targetId(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_targetId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_targetId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AccessChangedEvent_subjectId(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_subjectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SubjectID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_subjectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentCursor_position(ctx context.Context, field graphql.CollectedField, obj *model.AgentCursor) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentCursor_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentCursor_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentCursor", field, false, false, "String")
 }
 
 func (ec *executionContext) _AgentEventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventPage) (ret graphql.Marshaler) {
@@ -4266,8 +5281,8 @@ func (ec *executionContext) _AgentEventPage_events(ctx context.Context, field gr
 			return obj.Events, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.AgentEvent) graphql.Marshaler {
-			return ec.marshalNAgentEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []model.AgentEvent) graphql.Marshaler {
+			return ec.marshalNAgentEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4280,7 +5295,7 @@ func (ec *executionContext) fieldContext_AgentEventPage_events(_ context.Context
 		IsMethod:   false,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_AgentEvent(ctx, field)
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
 		},
 	}
 	return fc, nil
@@ -4307,6 +5322,479 @@ func (ec *executionContext) _AgentEventPage_nextAfter(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_AgentEventPage_nextAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentEventPage", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentFollowupEvent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentFollowupEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentFollowupEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_message(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentFollowupEvent().Message(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentFollowupEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentFollowupEvent_messageId(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentInvocationEvent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentInvocationEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentInvocationEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_attempt(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_session(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Session, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunSession) graphql.Marshaler {
+			return ec.marshalNRunSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_session(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentInvocationEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentInvocationEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_messageId(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "ID")
 }
 
 func (ec *executionContext) _AgentSession_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentSession) (ret graphql.Marshaler) {
@@ -4562,6 +6050,52 @@ func (ec *executionContext) fieldContext_Attachment_size(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("Attachment", field, false, false, "Int")
 }
 
+func (ec *executionContext) _Attachment_scanStatus(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_scanStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ScanStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ScanStatus) graphql.Marshaler {
+			return ec.marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐScanStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_scanStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "ScanStatus")
+}
+
+func (ec *executionContext) _Attachment_transcript(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_transcript(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Transcript, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_transcript(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
+}
+
 func (ec *executionContext) _Channel_id(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4801,6 +6335,153 @@ func (ec *executionContext) fieldContext_Channel_mainThreadId(_ context.Context,
 	return graphql.NewScalarFieldContext("Channel", field, false, false, "ID")
 }
 
+func (ec *executionContext) _ChannelEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ChannelEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ChannelEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ChannelEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ChannelEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ChannelEvent_channel(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEvent_channel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ChannelEvent().Channel(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+			return ec.marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEvent_channel(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ChannelEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ChannelSwitches_freeResponse(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4893,144 +6574,6 @@ func (ec *executionContext) fieldContext_ChannelSwitches_historyBackfillLimit(_ 
 	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Int")
 }
 
-func (ec *executionContext) _Event_seq(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_seq(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Seq, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Event_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "String")
-}
-
-func (ec *executionContext) _Event_type(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_type(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Type, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Event_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "String")
-}
-
-func (ec *executionContext) _Event_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_createdAt(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.CreatedAt, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
-			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Event_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "Time")
-}
-
-func (ec *executionContext) _Event_channelId(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_channelId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ChannelID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOID2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
-}
-func (ec *executionContext) fieldContext_Event_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "ID")
-}
-
-func (ec *executionContext) _Event_spaceId(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_spaceId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.SpaceID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOID2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
-}
-func (ec *executionContext) fieldContext_Event_spaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "ID")
-}
-
-func (ec *executionContext) _Event_payload(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Event_payload(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Payload, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
-			return ec.marshalNJSON2map(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Event_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Event", field, false, false, "JSON")
-}
-
 func (ec *executionContext) _EventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5043,8 +6586,8 @@ func (ec *executionContext) _EventPage_events(ctx context.Context, field graphql
 			return obj.Events, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.Event) graphql.Marshaler {
-			return ec.marshalNEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Event) graphql.Marshaler {
+			return ec.marshalNEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5057,7 +6600,7 @@ func (ec *executionContext) fieldContext_EventPage_events(_ context.Context, fie
 		IsMethod:   false,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_Event(ctx, field)
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
 		},
 	}
 	return fc, nil
@@ -5824,6 +7367,199 @@ func (ec *executionContext) _Message_createdAt(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Message_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Message", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MessageEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _MessageEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _MessageEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MessageEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MessageEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _MessageEvent_messageId(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MessageEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MessageEvent_message(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.MessageEvent().Message(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalOMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MessageEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _MessagePage_messages(ctx context.Context, field graphql.CollectedField, obj *model.MessagePage) (ret graphql.Marshaler) {
@@ -7090,7 +8826,7 @@ func (ec *executionContext) _Mutation_startRun(ctx context.Context, field graphq
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().StartRun(ctx, fc.Args["id"].(string))
+			return ec.Resolvers.Mutation().StartRun(ctx, fc.Args["id"].(string), fc.Args["holder"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
@@ -7118,6 +8854,94 @@ func (ec *executionContext) fieldContext_Mutation_startRun(ctx context.Context, 
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_startRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_renewRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_renewRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RenewRun(ctx, fc.Args["id"].(string), fc.Args["holder"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_renewRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_renewRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_ackAgentEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_ackAgentEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AckAgentEvents(ctx, fc.Args["upTo"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentCursor) graphql.Marshaler {
+			return ec.marshalNAgentCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentCursor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_ackAgentEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentCursor(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_ackAgentEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -8691,6 +10515,75 @@ func (ec *executionContext) fieldContext_Run_endReason(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Run", field, false, false, "String")
 }
 
+func (ec *executionContext) _Run_attempt(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Run_holder(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_holder(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Holder, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_holder(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "String")
+}
+
+func (ec *executionContext) _Run_leaseExpiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_leaseExpiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeaseExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_leaseExpiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Run_context(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8721,6 +10614,153 @@ func (ec *executionContext) fieldContext_Run_context(_ context.Context, field gr
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunCancelRequestedEvent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunCancelRequestedEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "ID")
 }
 
 func (ec *executionContext) _RunContext_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
@@ -8915,6 +10955,38 @@ func (ec *executionContext) fieldContext_RunContext_trustSummary(_ context.Conte
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_TrustSummary(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunContext_followUps(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContext_followUps(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunContext().FollowUps(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
+			return ec.marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContext_followUps(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunContext",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunContextMessage(ctx, field)
 		},
 	}
 	return fc, nil
@@ -9306,6 +11378,268 @@ func (ec *executionContext) fieldContext_RunSession_mode(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("RunSession", field, false, false, "SessionMode")
 }
 
+func (ec *executionContext) _RunStateChangedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_state(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.RunState) graphql.Marshaler {
+			return ec.marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "RunState")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_version(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_endReason(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_endReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_endReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RunStateChangedEvent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunStateChangedEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Space_id(ctx context.Context, field graphql.CollectedField, obj *model.Space) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9396,6 +11730,176 @@ func (ec *executionContext) _Space_archived(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_Space_archived(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Space", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _SpaceEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpaceEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpaceEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpaceEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpaceEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpaceEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpaceEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpaceEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpaceEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpaceEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpaceEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpaceEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SpaceEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpaceEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpaceEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpaceEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SpaceEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpaceEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpaceEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpaceEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _SpaceEvent_spaceId(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpaceEvent_spaceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpaceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpaceEvent_spaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpaceEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SpaceEvent_space(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpaceEvent_space(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpaceEvent().Space(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
+			return ec.marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpaceEvent_space(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SpaceEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Space(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Thread_id(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
@@ -9780,6 +12284,392 @@ func (ec *executionContext) _ThreadCreatedResult_replayed(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_ThreadCreatedResult_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ThreadCreatedResult", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ThreadEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ThreadEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ThreadEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadEvent_thread(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_thread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ThreadEvent().Thread(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_thread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ThreadEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ThreadMovedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_fromChannelId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_fromChannelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FromChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_fromChannelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_toChannelId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_toChannelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_toChannelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_thread(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_thread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ThreadMovedEvent().Thread(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_thread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ThreadMovedEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Token_id(ctx context.Context, field graphql.CollectedField, obj *model.Token) (ret graphql.Marshaler) {
@@ -12093,38 +14983,192 @@ func UnmarshalTokenCreate(ctx context.Context, raw any) (model.TokenCreate, erro
 
 // region    ************************** interface.gotpl ***************************
 
+func (ec *executionContext) _AgentEvent(ctx context.Context, sel ast.SelectionSet, obj model.AgentEvent) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case model.RunCancelRequestedEvent:
+		return ec._RunCancelRequestedEvent(ctx, sel, &obj)
+	case *model.RunCancelRequestedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._RunCancelRequestedEvent(ctx, sel, obj)
+	case model.AgentInvocationEvent:
+		return ec._AgentInvocationEvent(ctx, sel, &obj)
+	case *model.AgentInvocationEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AgentInvocationEvent(ctx, sel, obj)
+	case model.AgentFollowupEvent:
+		return ec._AgentFollowupEvent(ctx, sel, &obj)
+	case *model.AgentFollowupEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AgentFollowupEvent(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of AgentEvent must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
+func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, obj model.Event) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case model.ThreadMovedEvent:
+		return ec._ThreadMovedEvent(ctx, sel, &obj)
+	case *model.ThreadMovedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ThreadMovedEvent(ctx, sel, obj)
+	case model.ThreadEvent:
+		return ec._ThreadEvent(ctx, sel, &obj)
+	case *model.ThreadEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ThreadEvent(ctx, sel, obj)
+	case model.SpaceEvent:
+		return ec._SpaceEvent(ctx, sel, &obj)
+	case *model.SpaceEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._SpaceEvent(ctx, sel, obj)
+	case model.RunStateChangedEvent:
+		return ec._RunStateChangedEvent(ctx, sel, &obj)
+	case *model.RunStateChangedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._RunStateChangedEvent(ctx, sel, obj)
+	case model.MessageEvent:
+		return ec._MessageEvent(ctx, sel, &obj)
+	case *model.MessageEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._MessageEvent(ctx, sel, obj)
+	case model.ChannelEvent:
+		return ec._ChannelEvent(ctx, sel, &obj)
+	case *model.ChannelEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ChannelEvent(ctx, sel, obj)
+	case model.AccessChangedEvent:
+		return ec._AccessChangedEvent(ctx, sel, &obj)
+	case *model.AccessChangedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AccessChangedEvent(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of Event must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
 
-var agentEventImplementors = []string{"AgentEvent"}
+var accessChangedEventImplementors = []string{"AccessChangedEvent", "Event"}
 
-func (ec *executionContext) _AgentEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AgentEvent) graphql.Marshaler {
-	fields := graphql.CollectFields(ec.OperationContext, sel, agentEventImplementors)
+func (ec *executionContext) _AccessChangedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AccessChangedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, accessChangedEventImplementors)
 
 	out := graphql.NewFieldSet(fields)
 	deferred := graphql.NewDeferredGroup(ctx)
 	for i, field := range fields {
 		switch field.Name {
 		case "__typename":
-			out.Values[i] = graphql.MarshalString("AgentEvent")
+			out.Values[i] = graphql.MarshalString("AccessChangedEvent")
 		case "seq":
-			out.Values[i] = ec._AgentEvent_seq(ctx, field, obj)
+			out.Values[i] = ec._AccessChangedEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "type":
-			out.Values[i] = ec._AgentEvent_type(ctx, field, obj)
+			out.Values[i] = ec._AccessChangedEvent_type(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "createdAt":
-			out.Values[i] = ec._AgentEvent_createdAt(ctx, field, obj)
+			out.Values[i] = ec._AccessChangedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "channelId":
+			out.Values[i] = ec._AccessChangedEvent_channelId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "payload":
-			out.Values[i] = ec._AgentEvent_payload(ctx, field, obj)
+			out.Values[i] = ec._AccessChangedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "change":
+			out.Values[i] = ec._AccessChangedEvent_change(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetKind":
+			out.Values[i] = ec._AccessChangedEvent_targetKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetId":
+			out.Values[i] = ec._AccessChangedEvent_targetId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "subjectId":
+			out.Values[i] = ec._AccessChangedEvent_subjectId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentCursorImplementors = []string{"AgentCursor"}
+
+func (ec *executionContext) _AgentCursor(ctx context.Context, sel ast.SelectionSet, obj *model.AgentCursor) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentCursorImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentCursor")
+		case "position":
+			out.Values[i] = ec._AgentCursor_position(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -12165,6 +15209,160 @@ func (ec *executionContext) _AgentEventPage(ctx context.Context, sel ast.Selecti
 			out.Values[i] = ec._AgentEventPage_nextAfter(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentFollowupEventImplementors = []string{"AgentFollowupEvent", "AgentEvent"}
+
+func (ec *executionContext) _AgentFollowupEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AgentFollowupEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentFollowupEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentFollowupEvent")
+		case "seq":
+			out.Values[i] = ec._AgentFollowupEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._AgentFollowupEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._AgentFollowupEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._AgentFollowupEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentFollowupEvent_run(ctx, field, obj)
+				})
+		case "runId":
+			out.Values[i] = ec._AgentFollowupEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "message":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentFollowupEvent_message(ctx, field, obj)
+				})
+		case "messageId":
+			out.Values[i] = ec._AgentFollowupEvent_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentInvocationEventImplementors = []string{"AgentInvocationEvent", "AgentEvent"}
+
+func (ec *executionContext) _AgentInvocationEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AgentInvocationEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentInvocationEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentInvocationEvent")
+		case "seq":
+			out.Values[i] = ec._AgentInvocationEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._AgentInvocationEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._AgentInvocationEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._AgentInvocationEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentInvocationEvent_run(ctx, field, obj)
+				})
+		case "runId":
+			out.Values[i] = ec._AgentInvocationEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "attempt":
+			out.Values[i] = ec._AgentInvocationEvent_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "session":
+			out.Values[i] = ec._AgentInvocationEvent_session(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._AgentInvocationEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._AgentInvocationEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "messageId":
+			out.Values[i] = ec._AgentInvocationEvent_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -12277,6 +15475,16 @@ func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "scanStatus":
+			out.Values[i] = ec._Attachment_scanStatus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "transcript":
+			out.Values[i] = ec._Attachment_transcript(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -12372,6 +15580,65 @@ func (ec *executionContext) _Channel(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var channelEventImplementors = []string{"ChannelEvent", "Event"}
+
+func (ec *executionContext) _ChannelEvent(ctx context.Context, sel ast.SelectionSet, obj *model.ChannelEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, channelEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ChannelEvent")
+		case "seq":
+			out.Values[i] = ec._ChannelEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._ChannelEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._ChannelEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._ChannelEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._ChannelEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channel":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ChannelEvent_channel(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var channelSwitchesImplementors = []string{"ChannelSwitches"}
 
 func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.SelectionSet, obj *model.ChannelSwitches) graphql.Marshaler {
@@ -12400,64 +15667,6 @@ func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.Select
 			}
 		case "historyBackfillLimit":
 			out.Values[i] = ec._ChannelSwitches_historyBackfillLimit(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		default:
-			panic("unknown field " + strconv.Quote(field.Name))
-		}
-	}
-	out.Dispatch(ctx)
-	if out.Invalids > 0 {
-		return graphql.Null
-	}
-
-	if n := len(deferred.Defers); n > 0 {
-		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
-		ec.ProcessDeferredGroup(deferred)
-	}
-
-	return out
-}
-
-var eventImplementors = []string{"Event"}
-
-func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, obj *model.Event) graphql.Marshaler {
-	fields := graphql.CollectFields(ec.OperationContext, sel, eventImplementors)
-
-	out := graphql.NewFieldSet(fields)
-	deferred := graphql.NewDeferredGroup(ctx)
-	for i, field := range fields {
-		switch field.Name {
-		case "__typename":
-			out.Values[i] = graphql.MarshalString("Event")
-		case "seq":
-			out.Values[i] = ec._Event_seq(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "type":
-			out.Values[i] = ec._Event_type(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "createdAt":
-			out.Values[i] = ec._Event_createdAt(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "channelId":
-			out.Values[i] = ec._Event_channelId(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
-		case "spaceId":
-			out.Values[i] = ec._Event_spaceId(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
-		case "payload":
-			out.Values[i] = ec._Event_payload(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -12755,6 +15964,75 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var messageEventImplementors = []string{"MessageEvent", "Event"}
+
+func (ec *executionContext) _MessageEvent(ctx context.Context, sel ast.SelectionSet, obj *model.MessageEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, messageEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MessageEvent")
+		case "seq":
+			out.Values[i] = ec._MessageEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._MessageEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._MessageEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._MessageEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._MessageEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "messageId":
+			out.Values[i] = ec._MessageEvent_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._MessageEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "message":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._MessageEvent_message(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var messagePageImplementors = []string{"MessagePage"}
 
 func (ec *executionContext) _MessagePage(ctx context.Context, sel ast.SelectionSet, obj *model.MessagePage) graphql.Marshaler {
@@ -13035,6 +16313,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "startRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "renewRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_renewRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ackAgentEvents":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_ackAgentEvents(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -13494,12 +16786,86 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "attempt":
+			out.Values[i] = ec._Run_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "holder":
+			out.Values[i] = ec._Run_holder(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "leaseExpiresAt":
+			out.Values[i] = ec._Run_leaseExpiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "context":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Run_context(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runCancelRequestedEventImplementors = []string{"RunCancelRequestedEvent", "AgentEvent"}
+
+func (ec *executionContext) _RunCancelRequestedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.RunCancelRequestedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runCancelRequestedEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunCancelRequestedEvent")
+		case "seq":
+			out.Values[i] = ec._RunCancelRequestedEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._RunCancelRequestedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._RunCancelRequestedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._RunCancelRequestedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunCancelRequestedEvent_run(ctx, field, obj)
+				})
+		case "runId":
+			out.Values[i] = ec._RunCancelRequestedEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -13563,6 +16929,12 @@ func (ec *executionContext) _RunContext(ctx context.Context, sel ast.SelectionSe
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._RunContext_trustSummary(ctx, field, obj)
+				})
+		case "followUps":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunContext_followUps(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -13721,6 +17093,90 @@ func (ec *executionContext) _RunSession(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var runStateChangedEventImplementors = []string{"RunStateChangedEvent", "Event"}
+
+func (ec *executionContext) _RunStateChangedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.RunStateChangedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runStateChangedEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunStateChangedEvent")
+		case "seq":
+			out.Values[i] = ec._RunStateChangedEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._RunStateChangedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._RunStateChangedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._RunStateChangedEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._RunStateChangedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "runId":
+			out.Values[i] = ec._RunStateChangedEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._RunStateChangedEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "state":
+			out.Values[i] = ec._RunStateChangedEvent_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "version":
+			out.Values[i] = ec._RunStateChangedEvent_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "endReason":
+			out.Values[i] = ec._RunStateChangedEvent_endReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RunStateChangedEvent_run(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var spaceImplementors = []string{"Space"}
 
 func (ec *executionContext) _Space(ctx context.Context, sel ast.SelectionSet, obj *model.Space) graphql.Marshaler {
@@ -13752,6 +17208,70 @@ func (ec *executionContext) _Space(ctx context.Context, sel ast.SelectionSet, ob
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var spaceEventImplementors = []string{"SpaceEvent", "Event"}
+
+func (ec *executionContext) _SpaceEvent(ctx context.Context, sel ast.SelectionSet, obj *model.SpaceEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, spaceEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SpaceEvent")
+		case "seq":
+			out.Values[i] = ec._SpaceEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._SpaceEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._SpaceEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._SpaceEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._SpaceEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "spaceId":
+			out.Values[i] = ec._SpaceEvent_spaceId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "space":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpaceEvent_space(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -13884,6 +17404,144 @@ func (ec *executionContext) _ThreadCreatedResult(ctx context.Context, sel ast.Se
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var threadEventImplementors = []string{"ThreadEvent", "Event"}
+
+func (ec *executionContext) _ThreadEvent(ctx context.Context, sel ast.SelectionSet, obj *model.ThreadEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, threadEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ThreadEvent")
+		case "seq":
+			out.Values[i] = ec._ThreadEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._ThreadEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._ThreadEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._ThreadEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._ThreadEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._ThreadEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "thread":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ThreadEvent_thread(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var threadMovedEventImplementors = []string{"ThreadMovedEvent", "Event"}
+
+func (ec *executionContext) _ThreadMovedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.ThreadMovedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, threadMovedEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ThreadMovedEvent")
+		case "seq":
+			out.Values[i] = ec._ThreadMovedEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._ThreadMovedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._ThreadMovedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "channelId":
+			out.Values[i] = ec._ThreadMovedEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._ThreadMovedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "threadId":
+			out.Values[i] = ec._ThreadMovedEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "fromChannelId":
+			out.Values[i] = ec._ThreadMovedEvent_fromChannelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "toChannelId":
+			out.Values[i] = ec._ThreadMovedEvent_toChannelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "thread":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ThreadMovedEvent_thread(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -14503,11 +18161,27 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
-func (ec *executionContext) marshalNAgentEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AgentEvent) graphql.Marshaler {
+func (ec *executionContext) marshalNAgentCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentCursor(ctx context.Context, sel ast.SelectionSet, v *model.AgentCursor) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentCursor!")
+		return graphql.Null
+	}
+	return ec._AgentCursor(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAgentEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx context.Context, sel ast.SelectionSet, v model.AgentEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentEvent!")
+		return graphql.Null
+	}
+	return ec._AgentEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAgentEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx context.Context, sel ast.SelectionSet, v []model.AgentEvent) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNAgentEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx, sel, v[i])
+		return ec.marshalNAgentEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -14517,14 +18191,6 @@ func (ec *executionContext) marshalNAgentEvent2ᚕᚖbothyᚗexampleᚗcomᚋbot
 	}
 
 	return ret
-}
-
-func (ec *executionContext) marshalNAgentEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx context.Context, sel ast.SelectionSet, v *model.AgentEvent) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "AgentEvent!")
-		return graphql.Null
-	}
-	return ec._AgentEvent(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNAgentEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventPage(ctx context.Context, sel ast.SelectionSet, v *model.AgentEventPage) graphql.Marshaler {
@@ -14622,11 +18288,19 @@ func (ec *executionContext) unmarshalNChannelSwitchesPatch2bothyᚗexampleᚗcom
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Event) graphql.Marshaler {
+func (ec *executionContext) marshalNEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx context.Context, sel ast.SelectionSet, v model.Event) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Event!")
+		return graphql.Null
+	}
+	return ec._Event(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Event) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx, sel, v[i])
+		return ec.marshalNEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -14636,14 +18310,6 @@ func (ec *executionContext) marshalNEvent2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋ
 	}
 
 	return ret
-}
-
-func (ec *executionContext) marshalNEvent2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx context.Context, sel ast.SelectionSet, v *model.Event) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "Event!")
-		return graphql.Null
-	}
-	return ec._Event(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventPage(ctx context.Context, sel ast.SelectionSet, v *model.EventPage) graphql.Marshaler {
@@ -15019,6 +18685,16 @@ func (ec *executionContext) unmarshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋg
 }
 
 func (ec *executionContext) marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx context.Context, sel ast.SelectionSet, v model.RunState) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐScanStatus(ctx context.Context, v any) (model.ScanStatus, error) {
+	var res model.ScanStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐScanStatus(ctx context.Context, sel ast.SelectionSet, v model.ScanStatus) graphql.Marshaler {
 	return v
 }
 

@@ -10,17 +10,31 @@ import (
 	"time"
 )
 
-// An event of the caller's agent stream; payloads carry ids, never content.
-type AgentEvent struct {
-	Seq       string         `json:"seq"`
-	Type      string         `json:"type"`
-	CreatedAt time.Time      `json:"createdAt"`
-	Payload   map[string]any `json:"payload"`
+// An event of the caller's agent stream. Every event type is its own object
+// type (AgentInvocationEvent, AgentFollowupEvent, RunCancelRequestedEvent);
+// events carry ids and typed references, never content: the adapter reads
+// content through the run context.
+type AgentEvent interface {
+	IsAgentEvent()
+}
+
+// A client event (listEvents). Every event type has its own object type:
+// MessageEvent, ThreadEvent, ThreadMovedEvent, RunStateChangedEvent,
+// AccessChangedEvent, ChannelEvent, SpaceEvent. References (message, thread,
+// run, channel, space) are read with the caller's rights and are null when
+// the caller may not read them now.
+type Event interface {
+	IsEvent()
+}
+
+// The agent's acknowledged position in its stream.
+type AgentCursor struct {
+	Position string `json:"position"`
 }
 
 type AgentEventPage struct {
-	Events    []*AgentEvent `json:"events"`
-	NextAfter string        `json:"nextAfter"`
+	Events    []AgentEvent `json:"events"`
+	NextAfter string       `json:"nextAfter"`
 }
 
 // The agent's conversation in a thread.
@@ -36,10 +50,13 @@ type AgentSession struct {
 
 // A file attached to a message (none exist yet; the list is always present).
 type Attachment struct {
-	FileID   string `json:"fileId"`
-	Name     string `json:"name"`
-	MimeType string `json:"mimeType"`
-	Size     int    `json:"size"`
+	FileID     string     `json:"fileId"`
+	Name       string     `json:"name"`
+	MimeType   string     `json:"mimeType"`
+	Size       int        `json:"size"`
+	ScanStatus ScanStatus `json:"scanStatus"`
+	// The transcript of a voice message, when there is one; it carries the trust of its message.
+	Transcript *string `json:"transcript,omitempty"`
 }
 
 type Channel struct {
@@ -84,20 +101,9 @@ type ChannelSwitchesPatch struct {
 	HistoryBackfillLimit *int  `json:"historyBackfillLimit,omitempty"`
 }
 
-type Event struct {
-	Seq       string    `json:"seq"`
-	Type      string    `json:"type"`
-	CreatedAt time.Time `json:"createdAt"`
-	// The channel of the event; null for events about a space as a whole (space.created, space.updated).
-	ChannelID *string `json:"channelId,omitempty"`
-	// The space of an event about a space as a whole; null for channel events.
-	SpaceID *string        `json:"spaceId,omitempty"`
-	Payload map[string]any `json:"payload"`
-}
-
 type EventPage struct {
-	Events    []*Event `json:"events"`
-	NextAfter string   `json:"nextAfter"`
+	Events    []Event `json:"events"`
+	NextAfter string  `json:"nextAfter"`
 }
 
 type Grant struct {
@@ -995,6 +1001,66 @@ func (e *RunState) UnmarshalJSON(b []byte) error {
 }
 
 func (e RunState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where the malware scan of a file stands.
+type ScanStatus string
+
+const (
+	ScanStatusPending  ScanStatus = "PENDING"
+	ScanStatusClean    ScanStatus = "CLEAN"
+	ScanStatusInfected ScanStatus = "INFECTED"
+	ScanStatusFailed   ScanStatus = "FAILED"
+)
+
+var AllScanStatus = []ScanStatus{
+	ScanStatusPending,
+	ScanStatusClean,
+	ScanStatusInfected,
+	ScanStatusFailed,
+}
+
+func (e ScanStatus) IsValid() bool {
+	switch e {
+	case ScanStatusPending, ScanStatusClean, ScanStatusInfected, ScanStatusFailed:
+		return true
+	}
+	return false
+}
+
+func (e ScanStatus) String() string {
+	return string(e)
+}
+
+func (e *ScanStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ScanStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ScanStatus", str)
+	}
+	return nil
+}
+
+func (e ScanStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ScanStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ScanStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -22,6 +22,9 @@ type Run struct {
 	StartedAt           *time.Time  `json:"startedAt,omitempty"`
 	EndedAt             *time.Time  `json:"endedAt,omitempty"`
 	EndReason           *string     `json:"endReason,omitempty"`
+	Attempt             int         `json:"attempt"`
+	Holder              *string     `json:"holder,omitempty"`
+	LeaseExpiresAt      *time.Time  `json:"leaseExpiresAt,omitempty"`
 	// AgentID is the run's agent (resolved by the agent field).
 	AgentID string `json:"-"`
 	// TriggeredByID is the triggering person, if any (triggeredBy field).

@@ -15,6 +15,8 @@ type RunContext struct {
 	ThreadContext      []*RunContextMessage `json:"threadContext"`
 	ChannelContext     []*RunContextMessage `json:"channelContext,omitempty"`
 	TruncatedBeforeSeq *int                 `json:"truncatedBeforeSeq,omitempty"`
+	// Module is the module's context (followUps reads it).
+	Module *runs.RunContext `json:"-"`
 }
 
 // RunContextMessage is one element of a run context. Author, role, trust

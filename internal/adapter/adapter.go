@@ -25,10 +25,16 @@ type Config struct {
 	// PollWait is the long-poll wait of agentEvents (default 25 s; the
 	// server caps it at events.poll_max_wait and counts whole seconds).
 	PollWait time.Duration
-	// After is the cursor to start from; "" reads the agent's stream from
-	// its beginning, so runs queued while no adapter ran are answered and
-	// ended ones are skipped.
+	// After is the cursor to start from; "" continues after the position
+	// the agent acknowledged last (the server stores it), so a restarted
+	// adapter gets again exactly what it had not handled; "0" reads the
+	// stream from its beginning.
 	After string
+	// Holder names this adapter process in its claims on runs (startRun,
+	// renewRun); default a random id per process. Several processes of one
+	// agent token each need their own holder: the server lets one of them
+	// hold a run at a time.
+	Holder string
 	// Once makes Run return after the first invocation it handled (started)
 	// has ended; later invocations seen meanwhile are not handled.
 	Once bool
@@ -66,8 +72,16 @@ type RunReport struct {
 // meanwhile, so a cancel request reaches a run whose model is still
 // working.
 //
-// One adapter process per agent token: every adapter of a token receives
-// every event of its stream.
+// Several adapter processes may serve one agent token: each reads the
+// whole stream, but only the one whose startRun claims a run (its holder)
+// answers it; the others skip it (run_claimed). While the model works the
+// holder renews its lease; a process that dies stops renewing, the server
+// puts the run back to queued with the next attempt, and another process
+// takes it over. The answer's clientMsgId is derived from the run, so a
+// takeover never posts a second answer: an answer an earlier holder stored
+// is recognised (replay or idempotency_key_reused) and the run is only
+// finished. After handling a page the adapter acknowledges it, so a
+// restarted process continues where it left off.
 type Adapter struct {
 	cfg    Config
 	log    *slog.Logger
@@ -82,7 +96,13 @@ type activeRun struct {
 	cancelModel     context.CancelFunc
 	cancelRequested atomic.Bool
 	followups       atomic.Int32
+	// lost is set when the server says this process no longer holds the
+	// run (its lease lapsed and another process took it over).
+	lost atomic.Bool
 }
+
+// NewHolder returns a fresh holder id for one adapter process.
+func NewHolder() string { return "adapter-" + NewBoundary()[:16] }
 
 // New checks cfg and returns an adapter.
 //
@@ -99,6 +119,9 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 500 * time.Millisecond
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = NewHolder()
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -153,13 +176,13 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if me.Kind != PrincipalKindAgent {
 		return fmt.Errorf("adapter: the token belongs to a principal of kind %s, not to an agent", strings.ToLower(string(me.Kind)))
 	}
-	a.log.Info("adapter started", "agent_id", me.ID, "once", a.cfg.Once)
+	a.log.Info("adapter started", "agent_id", me.ID, "once", a.cfg.Once, "holder", a.cfg.Holder)
 
 	// The loop context ends the polls; runs use ctx, so that in Once mode
 	// ending the loop does not end the run that ends it.
 	loop, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
-	claimed := false
+	claimed, held := false, false
 	backoff := a.cfg.RetryBackoff
 	for loop.Err() == nil {
 		began := time.Now()
@@ -187,11 +210,27 @@ func (a *Adapter) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = a.cfg.RetryBackoff
+		ackUpTo := ""
 		for _, ev := range page.Events {
-			a.handle(loop, ctx, ev, &claimed, stopLoop)
+			if a.handle(loop, ctx, ev, &claimed, stopLoop) && !held {
+				ackUpTo = ev.Seq
+			} else {
+				// An event left for a later process (--once has its run):
+				// nothing from here on is acknowledged.
+				held = true
+			}
 			a.setCursor(ev.Seq)
 		}
 		a.setCursor(page.NextAfter)
+		if ackUpTo != "" {
+			// Handled (every invocation claimed or skipped, every cancel
+			// and follow-up noted): acknowledge, so a restart continues
+			// behind it. A failed ack only means a restart sees the events
+			// again, which every handler tolerates.
+			if _, err := a.cfg.Client.AckAgentEvents(loop, ackUpTo); err != nil && loop.Err() == nil {
+				a.log.Warn("ack failed", errAttrs(err)...)
+			}
+		}
 		if len(page.Events) == 0 {
 			sleep(loop, minPollInterval-time.Since(began))
 		}
@@ -205,27 +244,29 @@ func (a *Adapter) Run(ctx context.Context) error {
 
 // handle acts on one event. Invocations are prepared here, in stream
 // order (context read, then start), and answered in a goroutine of their
-// own; cancel requests and follow-ups only touch the run's record.
-func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *bool, stopLoop context.CancelFunc) {
+// own; cancel requests and follow-ups only touch the run's record. It
+// reports whether the event is dealt with (false only for an invocation
+// that --once leaves to a later process).
+func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *bool, stopLoop context.CancelFunc) bool {
 	log := a.log.With("seq", ev.Seq, "type", ev.Type)
 	switch ev.Type {
 	case EventInvocation:
 		var inv Invocation
 		if err := json.Unmarshal(ev.Payload, &inv); err != nil || inv.RunID == "" || inv.ThreadID == "" {
 			log.Error("invocation payload without run or thread id")
-			return
+			return true
 		}
 		log = log.With("run_id", inv.RunID, "thread_id", inv.ThreadID)
 		if a.cfg.Once && *claimed {
 			log.Info("invocation not handled: --once has a run already")
-			return
+			return false
 		}
 		if a.tracked(inv.RunID) != nil {
-			return
+			return true
 		}
 		rc, ok := a.prepare(loop, log, inv)
 		if !ok {
-			return
+			return true
 		}
 		*claimed = true
 		modelCtx, cancelModel := context.WithCancel(runCtx)
@@ -261,19 +302,20 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 		var ref RunRef
 		if err := json.Unmarshal(ev.Payload, &ref); err != nil || ref.RunID == "" {
 			log.Error("cancel payload without run id")
-			return
+			return true
 		}
 		log = log.With("run_id", ref.RunID)
 		if run := a.tracked(ref.RunID); run != nil {
 			run.cancelRequested.Store(true)
 			run.cancelModel()
 			log.Info("cancel requested for a run in progress")
-			return
+			return true
 		}
 		a.confirmUntrackedCancel(loop, log, ref.RunID)
 	default:
 		log.Debug("event type not handled")
 	}
+	return true
 }
 
 func (a *Adapter) tracked(runID string) *activeRun {
@@ -302,12 +344,17 @@ func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation)
 		a.finish(ctx, log, inv.RunID, OutcomeFailed, "context_unavailable")
 		return rc, false
 	}
-	err = a.retry(ctx, "StartRun", func(ctx context.Context) error {
-		_, err := a.cfg.Client.StartRun(ctx, inv.RunID)
+	var started Run
+	err = a.retry(ctx, "StartRun", func(ctx context.Context) (err error) {
+		started, err = a.cfg.Client.StartRun(ctx, inv.RunID, a.cfg.Holder)
 		return err
 	})
 	if ErrorReason(err) == "run_not_active" {
 		log.Info("invocation skipped: the run ended before its start")
+		return rc, false
+	}
+	if ErrorReason(err) == "run_claimed" {
+		log.Info("invocation skipped: another adapter process holds the run")
 		return rc, false
 	}
 	if err != nil {
@@ -315,8 +362,47 @@ func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation)
 		a.finish(ctx, log, inv.RunID, OutcomeFailed, "start_failed")
 		return rc, false
 	}
-	log.Info("run started", "session_mode", strings.ToLower(inv.Session.Mode), "elements", len(rc.Elements()), trustAttr(rc.TrustSummary))
+	if started.LeaseExpiresAt != nil {
+		rc.leaseUntil = *started.LeaseExpiresAt
+	}
+	log.Info("run started", "session_mode", strings.ToLower(inv.Session.Mode), "elements", len(rc.Elements()), "attempt", inv.Attempt, trustAttr(rc.TrustSummary))
 	return rc, true
+}
+
+// minRenewInterval keeps renewals of a very short lease from flooding the
+// server.
+const minRenewInterval = 200 * time.Millisecond
+
+// keepLease renews the claim on the run while the model works: every third
+// of the lease the server granted. When the server says this process no
+// longer holds the run (run_claimed, run_not_active) it marks the run lost
+// and stops the model. It returns when ctx ends.
+func (a *Adapter) keepLease(ctx context.Context, log *slog.Logger, run *activeRun, runID string, until time.Time) {
+	every := time.Until(until) / 3
+	if every < minRenewInterval {
+		every = minRenewInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := a.cfg.Client.RenewRun(ctx, runID, a.cfg.Holder)
+		switch reason := ErrorReason(err); {
+		case err == nil:
+		case reason == "run_claimed" || reason == "run_not_active":
+			log.Warn("claim lost while the model worked", "reason", reason)
+			run.lost.Store(true)
+			run.cancelModel()
+			return
+		case ctx.Err() == nil:
+			// A temporary failure: the next tick tries again within the lease.
+			log.Warn("lease renewal failed", errAttrs(err)...)
+		}
+	}
 }
 
 // answer asks the model, posts the answer and finishes the run. ctx is the
@@ -324,8 +410,15 @@ func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation)
 func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rc RunContext) RunReport {
 	rep := RunReport{RunID: inv.RunID, ThreadID: inv.ThreadID}
 	began := time.Now()
-	text, err := a.cfg.Model.Answer(modelCtx, Render(rc, NewBoundary()))
+	leaseCtx, stopLease := context.WithCancel(modelCtx)
+	defer stopLease()
+	go a.keepLease(leaseCtx, log, run, inv.RunID, rc.leaseUntil)
+	text, err := a.cfg.Model.Answer(modelCtx, WithFollowUps(Render(rc, NewBoundary()), rc.FollowUps))
 	switch {
+	case run.lost.Load():
+		// Another process holds the run now and answers it.
+		rep.Err = errors.New("adapter: the claim on the run was lost")
+		return rep
 	case run.cancelRequested.Load():
 		rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeCancelled, "")
 		rep.Err = errors.New("adapter: the run was cancelled")
@@ -344,6 +437,14 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 	}
 
 	msg, ended, err := a.post(ctx, log, inv, text)
+	if ErrorReason(err) == "idempotency_key_reused" {
+		// An earlier holder stored this run's answer before it died; the
+		// model's new reply differs, so the key answers "used": the run
+		// has its answer and is only finished.
+		log.Info("the run was answered by an earlier holder; finishing it")
+		rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeCompleted, "")
+		return rep
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return a.stopped(ctx, log, rep)

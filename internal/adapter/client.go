@@ -364,19 +364,23 @@ func retryAfter(resp *http.Response, e GraphQLError) time.Duration {
 // tell them apart; the selections are exactly the typed structs above,
 // because answers are decoded strictly.
 const (
-	runFields = `fragment RunFields on Run { id threadId state version triggerKind triggeringMessageId cancelRequested queuedAt startedAt endedAt endReason session { id mode } agent { id kind handle displayName } }`
+	runFields = `fragment RunFields on Run { id threadId state version triggerKind triggeringMessageId cancelRequested queuedAt startedAt endedAt endReason session { id mode } agent { id kind handle displayName } attempt holder leaseExpiresAt }`
 
-	ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size } replyToMessageId trust alreadyDelivered }`
+	ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust alreadyDelivered }`
 
 	queryViewer = `query Viewer { viewer { id kind handle displayName status } }`
 
 	queryAgentEvents = `query AgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) { events { seq type createdAt payload } nextAfter } }`
 
-	queryRunContext = `query RunContext($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ...ContextMessage } threadContext { ...ContextMessage } channelContext { ...ContextMessage } truncatedBeforeSeq trustSummary { lowest counts { trust count } } } } } ` + ctxFields
+	queryRunContext = `query RunContext($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ...ContextMessage } threadContext { ...ContextMessage } channelContext { ...ContextMessage } truncatedBeforeSeq followUps { ...ContextMessage } trustSummary { lowest counts { trust count } } } } } ` + ctxFields
 
 	queryRun = `query Run($id: ID!) { run(id: $id) { ...RunFields } } ` + runFields
 
-	mutationStartRun = `mutation StartRun($id: ID!) { startRun(id: $id) { ...RunFields } } ` + runFields
+	mutationStartRun = `mutation StartRun($id: ID!, $holder: String) { startRun(id: $id, holder: $holder) { ...RunFields } } ` + runFields
+
+	mutationRenewRun = `mutation RenewRun($id: ID!, $holder: String!) { renewRun(id: $id, holder: $holder) { ...RunFields } } ` + runFields
+
+	mutationAckAgentEvents = `mutation AckAgentEvents($upTo: String!) { ackAgentEvents(upTo: $upTo) { position } }`
 
 	mutationFinishRun = `mutation FinishRun($id: ID!, $input: RunFinish!) { finishRun(id: $id, input: $input) { ...RunFields } } ` + runFields
 
@@ -396,7 +400,8 @@ func (c *Client) Viewer(ctx context.Context) (Principal, error) {
 }
 
 // AgentEvents long-polls the caller's agent stream: the events after the
-// cursor after ("" is the start of the stream), waiting up to wait (the
+// cursor after ("" continues after the agent's acknowledged position, "0"
+// is the start of the stream, "now" its end), waiting up to wait (the
 // server caps it at events.poll_max_wait, and counts whole seconds) for the
 // first one.
 //
@@ -452,16 +457,46 @@ func (c *Client) Run(ctx context.Context, runID string) (Run, error) {
 	return *out.Run, nil
 }
 
-// StartRun moves the caller's own run runID to running (from queued or
-// waiting_input; a running run is answered unchanged, so a repeat is safe).
+// StartRun claims the caller's own run runID for holder (this adapter
+// process) and moves it to running (from queued or waiting_input; the same
+// holder gets a running run unchanged, so a repeat is safe).
 //
-// Errors: as Do; conflict with reason run_not_active when the run ended.
-func (c *Client) StartRun(ctx context.Context, runID string) (Run, error) {
+// Errors: as Do; conflict with reason run_claimed while another holder's
+// lease lives, run_not_active when the run ended.
+func (c *Client) StartRun(ctx context.Context, runID, holder string) (Run, error) {
 	var out struct {
 		StartRun Run `json:"startRun"`
 	}
-	err := c.Do(ctx, "StartRun", mutationStartRun, map[string]any{"id": runID}, &out, 0)
+	err := c.Do(ctx, "StartRun", mutationStartRun, map[string]any{"id": runID, "holder": holder}, &out, 0)
 	return out.StartRun, err
+}
+
+// RenewRun extends holder's lease on the caller's own run runID by the
+// server's run.lease_timeout.
+//
+// Errors: as Do; conflict with reason run_claimed when holder no longer
+// holds the run, run_not_active when it ended.
+func (c *Client) RenewRun(ctx context.Context, runID, holder string) (Run, error) {
+	var out struct {
+		RenewRun Run `json:"renewRun"`
+	}
+	err := c.Do(ctx, "RenewRun", mutationRenewRun, map[string]any{"id": runID, "holder": holder}, &out, 0)
+	return out.RenewRun, err
+}
+
+// AckAgentEvents stores that the agent handled its stream up to upTo; a
+// later AgentEvents without cursor continues behind the stored position.
+// Acknowledging backwards is a no-op. It returns the stored position.
+//
+// Errors: as Do; validation_failed (invalid_cursor) beyond the end.
+func (c *Client) AckAgentEvents(ctx context.Context, upTo string) (string, error) {
+	var out struct {
+		AckAgentEvents struct {
+			Position string `json:"position"`
+		} `json:"ackAgentEvents"`
+	}
+	err := c.Do(ctx, "AckAgentEvents", mutationAckAgentEvents, map[string]any{"upTo": upTo}, &out, 0)
+	return out.AckAgentEvents.Position, err
 }
 
 // CreateMessage posts a text message into thread threadID. The server

@@ -37,16 +37,16 @@ func answer(t *testing.T, status int, contentType, body string, header map[strin
 
 func TestClientDecodesStrictly(t *testing.T) {
 	c := answer(t, 200, "application/json", `{"data":{"startRun":{"id":"r1","surprise":1}}}`, nil)
-	_, err := c.StartRun(t.Context(), "r1")
+	_, err := c.StartRun(t.Context(), "r1", "h1")
 	if err == nil || !strings.Contains(err.Error(), "surprise") {
 		t.Fatalf("an unknown member must fail the decode: %v", err)
 	}
 	c = answer(t, 200, "application/json", `{"data":{"startRun":null},"unexpected":true}`, nil)
-	if _, err := c.StartRun(t.Context(), "r1"); err == nil {
+	if _, err := c.StartRun(t.Context(), "r1", "h1"); err == nil {
 		t.Fatal("an unknown envelope member must fail the decode")
 	}
 	c = answer(t, 200, "application/json", `{"data":null}`, nil)
-	if _, err := c.StartRun(t.Context(), "r1"); err == nil {
+	if _, err := c.StartRun(t.Context(), "r1", "h1"); err == nil {
 		t.Fatal("data null without errors must fail")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -311,9 +312,9 @@ func TestAdapterEndToEnd(t *testing.T) {
 		t.Fatalf("Alex's second message: %d %+v", s, m2)
 	}
 
-	// 5. This time the binary: `bothy agent run --once`. It starts from the
-	// beginning of Lotse's stream, so it also meets the first (ended)
-	// invocation and must skip it.
+	// 5. This time the binary: `bothy agent run --once`. It starts behind
+	// the position the in-process adapter acknowledged, so it meets only the
+	// second invocation.
 	agentCtx, agentCancel := context.WithTimeout(t.Context(), time.Minute)
 	defer agentCancel()
 	agent := exec.CommandContext(agentCtx, bin, "agent", "run", "--token", lotse.Token, "--server", base, "--once", "--model", "echo")
@@ -359,5 +360,92 @@ func TestAdapterEndToEnd(t *testing.T) {
 	r2, err := alexClient.Run(t.Context(), anchors[1])
 	if err != nil || r2.State != adapter.RunStateCompleted || r2.Session.Mode != adapter.SessionModeResume || r2.Session.ID == nil || *r2.Session.ID != run1.Session.ID {
 		t.Fatalf("run over GraphQL %+v %v", r2, err)
+	}
+}
+
+// TestTwoAdapterProcesses runs two `bothy agent run` processes for one
+// agent token against a server process: 20 questions get exactly 20
+// answers, one per run, and every run completes.
+func TestTwoAdapterProcesses(t *testing.T) {
+	bin := buildBinary(t)
+	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_RATELIMIT_RL_MESSAGE_BURST=200")
+	seed := exec.CommandContext(t.Context(), bin, "seed", "--json")
+	seed.Env = env
+	out, err := seed.Output()
+	if err != nil {
+		t.Fatalf("bothy seed --json: %v", err)
+	}
+	var w seedWorld
+	if err := json.Unmarshal(out, &w); err != nil {
+		t.Fatal(err)
+	}
+	alex, robin, lotse := w.Principals["alex"], w.Principals["robin"], w.Principals["lotse"]
+	main := w.Channels["Support/Allgemein"].MainThreadID
+	base := startServer(t, bin, env)
+
+	for i := 0; i < 2; i++ {
+		ctx, cancel := context.WithCancel(t.Context())
+		agent := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--model", "echo")
+		agent.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token)
+		var logs syncBuffer
+		agent.Stdout, agent.Stderr = &logs, &logs
+		agent.Cancel = func() error { return agent.Process.Signal(syscall.SIGTERM) }
+		if err := agent.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cancel()
+			_ = agent.Wait()
+			if t.Failed() {
+				t.Logf("adapter process %d logged:\n%s", i, logs.String())
+			}
+		})
+	}
+	for i := 0; i < 20; i++ {
+		var m restMessage
+		if s := rest(t, base, alex.Token, http.MethodPost, "/api/v1/threads/"+main+"/messages",
+			map[string]any{"client_msg_id": fmt.Sprintf("two-%d", i), "content_md": fmt.Sprintf("@lotse question %d", i)}, &m); s != http.StatusCreated || m.TriggerState != "accepted" {
+			t.Fatalf("question %d: %d %+v", i, s, m)
+		}
+	}
+	// Wait for 20 completed runs in the event log (as the owner sees it).
+	completed := map[string]string{} // run id to thread id
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(completed) < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 20 runs completed", len(completed))
+		}
+		time.Sleep(200 * time.Millisecond)
+		var page struct {
+			Events []struct {
+				Type    string         `json:"type"`
+				Payload map[string]any `json:"payload"`
+			} `json:"events"`
+		}
+		rest(t, base, robin.Token, http.MethodGet, "/api/v1/events?limit=500", nil, &page)
+		for _, e := range page.Events {
+			if e.Type == "run.state_changed" && e.Payload["state"] == "completed" {
+				completed[e.Payload["id"].(string)] = e.Payload["thread_id"].(string)
+			}
+		}
+	}
+	for run, thread := range completed {
+		var msgs struct {
+			Messages []restMessage `json:"messages"`
+		}
+		rest(t, base, alex.Token, http.MethodGet, "/api/v1/threads/"+thread+"/messages", nil, &msgs)
+		answers := 0
+		for _, m := range msgs.Messages {
+			if m.Kind == "text" && m.Author.ID == lotse.ID {
+				answers++
+			}
+		}
+		if answers != 1 {
+			t.Fatalf("run %s: %d answers in its thread", run, answers)
+		}
+		var r restRun
+		if s := rest(t, base, alex.Token, http.MethodGet, "/api/v1/runs/"+run, nil, &r); s != 200 || r.State != "completed" {
+			t.Fatalf("run %s: %d %+v", run, s, r)
+		}
 	}
 }

@@ -134,6 +134,11 @@ type Attachment struct {
 	Name     string `json:"name"`
 	MimeType string `json:"mimeType"`
 	Size     int64  `json:"size"`
+	// ScanStatus is where the file's malware scan stands (PENDING, CLEAN,
+	// INFECTED, FAILED); Transcript is a voice message's transcript, nil
+	// when there is none. Both are data like the file.
+	ScanStatus string  `json:"scanStatus"`
+	Transcript *string `json:"transcript"`
 }
 
 // RunContextMessage is one element of a run context. Truncated and
@@ -168,10 +173,15 @@ type RunContext struct {
 	ThreadContext      []RunContextMessage  `json:"threadContext"`
 	ChannelContext     *[]RunContextMessage `json:"channelContext"`
 	TruncatedBeforeSeq *int                 `json:"truncatedBeforeSeq"`
+	// FollowUps are the run's follow-ups still in play, oldest first, each
+	// with its live trust like every other element.
+	FollowUps []RunContextMessage `json:"followUps"`
 	// TrustSummary is the server's least-trust summary over every element;
 	// its zero value (a server without it) has Lowest "", which
 	// ToolsAllowed and Render treat as unverified.
 	TrustSummary TrustSummary `json:"trustSummary"`
+	// leaseUntil is when the claim startRun gave this process lapses.
+	leaseUntil time.Time
 }
 
 // TrustSummary is RunContext.trustSummary: the lowest trust of any element
@@ -196,7 +206,8 @@ func (rc RunContext) Elements() []RunContextMessage {
 		out = append(out, *rc.ChannelContext...)
 	}
 	out = append(out, rc.ThreadContext...)
-	return append(out, rc.TriggerMessage)
+	out = append(out, rc.TriggerMessage)
+	return append(out, rc.FollowUps...)
 }
 
 // RunSession is a run's session as the run sees it; ID is nil for a guest
@@ -222,6 +233,11 @@ type Run struct {
 	EndReason           *string      `json:"endReason"`
 	Session             RunSession   `json:"session"`
 	Agent               PrincipalRef `json:"agent"`
+	// Attempt counts the run's invocations; Holder is the adapter process
+	// holding it (nil when unclaimed) until LeaseExpiresAt.
+	Attempt        int        `json:"attempt"`
+	Holder         *string    `json:"holder"`
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt"`
 }
 
 // AgentEvent is one event of the agent's stream. Payload is the JSON object
@@ -258,6 +274,9 @@ type Invocation struct {
 		ID   string `json:"id"`
 		Mode string `json:"mode"`
 	} `json:"session"`
+	// Attempt is 1 for the first invocation of the run and one more for
+	// each invocation after an expired lease (a takeover).
+	Attempt int `json:"attempt"`
 }
 
 // RunRef is the payload of agent.followup and run.cancel_requested (the

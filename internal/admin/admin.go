@@ -20,6 +20,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
 )
 
 // Service is the admin module.
@@ -40,20 +41,36 @@ type Options struct {
 	TokenTTL time.Duration
 	// PrincipalListDefault and PrincipalListMax bound listPrincipals pages.
 	PrincipalListDefault, PrincipalListMax int
-	// Access, when set, is told when a principal may have lost rights
-	// (disabled, demoted, removed from a group), so that the runtime can
-	// end what they may no longer do.
-	Access AccessWatcher
+	// Runs, when set, applies loss of trigger after every change that can
+	// take trigger away (revoked grants, archived channels and spaces,
+	// disabled or demoted people, group changes).
+	Runs TriggerRechecker
 }
 
-// AccessWatcher learns of changes that may take rights away. The runtime
-// implements it: runs started by someone who lost trigger end, waiting long
-// polls of a disabled agent answer.
-type AccessWatcher interface {
-	// AccessLost is called after the change committed, with the principals
-	// whose rights may have shrunk (none: re-check everybody's in the
-	// channels, e.g. after an archive).
-	AccessLost(ctx context.Context, principalIDs []string)
+// TriggerRechecker is the part of the runs module that ends the runs and
+// drops the follow-ups of people who lost trigger (runs.Service).
+type TriggerRechecker interface {
+	RecheckTriggers(ctx context.Context, scope runs.TriggerScope) (int, error)
+}
+
+// recheck applies loss of trigger in scope after a committed change, so
+// that the runs of people who lost trigger end at once. The change itself
+// has committed: a failure here must not turn it into an error answer, and
+// loses nothing, because the sweeper re-checks every active run on each
+// pass (run.sweep_interval).
+func (s *Service) recheck(ctx context.Context, scope runs.TriggerScope) {
+	if s.opts.Runs == nil {
+		return
+	}
+	_, _ = s.opts.Runs.RecheckTriggers(context.WithoutCancel(ctx), scope)
+}
+
+// scopeOf is the recheck scope of a grant target.
+func scopeOf(kind authz.ResourceKind, id string) runs.TriggerScope {
+	if kind == authz.KindSpace {
+		return runs.TriggerScope{SpaceID: id}
+	}
+	return runs.TriggerScope{ChannelID: id}
 }
 
 // NewService returns the admin service.
@@ -67,10 +84,12 @@ func NewService(pool db.Querier, uow *db.UnitOfWork, az *authz.Service, c *chat.
 	return &Service{pool: pool, uow: uow, authz: az, chat: c, ident: ident, events: ev, opts: opts}
 }
 
-// accessLost tells the watcher, if any.
+// accessLost applies loss of trigger to the runs and follow-ups of the
+// given people, whose rights may have shrunk (disabled, demoted, removed
+// from a group).
 func (s *Service) accessLost(ctx context.Context, ids ...string) {
-	if s.opts.Access != nil {
-		s.opts.Access.AccessLost(ctx, ids)
+	for _, id := range ids {
+		s.recheck(ctx, runs.TriggerScope{PrincipalID: id})
 	}
 }
 
@@ -145,6 +164,9 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 		}
 		return s.accessChanged(ctx, tx, g.TargetKind, g.TargetID, "grant.revoked", g.ID)
 	})
+	if err == nil {
+		s.recheck(ctx, scopeOf(out.TargetKind, out.TargetID))
+	}
 	return out, err
 }
 
@@ -208,6 +230,7 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	if err != nil {
 		return chat.Space{}, err
 	}
+	s.recheck(ctx, runs.TriggerScope{SpaceID: id})
 	sp, err := s.chat.GetSpace(ctx, nil, id)
 	if err != nil {
 		return chat.Space{}, problem.Internal(err)
@@ -225,6 +248,7 @@ func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(
 	if err != nil {
 		return chat.Channel{}, err
 	}
+	s.recheck(ctx, runs.TriggerScope{ChannelID: id})
 	c, err := s.chat.GetChannel(ctx, nil, id)
 	if err != nil {
 		return chat.Channel{}, problem.Internal(err)

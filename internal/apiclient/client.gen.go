@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,93 @@ import (
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
+
+// Defines values for AccessChangedEventType.
+const (
+	AccessChangedEventTypeChanged AccessChangedEventType = "access.changed"
+)
+
+// Valid indicates whether the value is a known member of the AccessChangedEventType enum.
+func (e AccessChangedEventType) Valid() bool {
+	switch e {
+	case AccessChangedEventTypeChanged:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AgentFollowupEventType.
+const (
+	AgentFollowupEventTypeValue AgentFollowupEventType = "agent.followup"
+)
+
+// Valid indicates whether the value is a known member of the AgentFollowupEventType enum.
+func (e AgentFollowupEventType) Valid() bool {
+	switch e {
+	case AgentFollowupEventTypeValue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AgentInvocationEventType.
+const (
+	AgentInvocationEventTypeValue AgentInvocationEventType = "agent.invocation"
+)
+
+// Valid indicates whether the value is a known member of the AgentInvocationEventType enum.
+func (e AgentInvocationEventType) Valid() bool {
+	switch e {
+	case AgentInvocationEventTypeValue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AttachmentScanStatus.
+const (
+	AttachmentScanStatusClean    AttachmentScanStatus = "clean"
+	AttachmentScanStatusFailed   AttachmentScanStatus = "failed"
+	AttachmentScanStatusInfected AttachmentScanStatus = "infected"
+	AttachmentScanStatusPending  AttachmentScanStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the AttachmentScanStatus enum.
+func (e AttachmentScanStatus) Valid() bool {
+	switch e {
+	case AttachmentScanStatusClean:
+		return true
+	case AttachmentScanStatusFailed:
+		return true
+	case AttachmentScanStatusInfected:
+		return true
+	case AttachmentScanStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ChannelEventType.
+const (
+	ChannelEventTypeCreated ChannelEventType = "channel.created"
+	ChannelEventTypeUpdated ChannelEventType = "channel.updated"
+)
+
+// Valid indicates whether the value is a known member of the ChannelEventType enum.
+func (e ChannelEventType) Valid() bool {
+	switch e {
+	case ChannelEventTypeCreated:
+		return true
+	case ChannelEventTypeUpdated:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for ChannelKind.
 const (
@@ -102,6 +190,24 @@ func (e MessageCreateKind) Valid() bool {
 	case MessageCreateKindText:
 		return true
 	case MessageCreateKindVoice:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MessageEventType.
+const (
+	MessageEventTypeCreated MessageEventType = "message.created"
+	MessageEventTypeDeleted MessageEventType = "message.deleted"
+)
+
+// Valid indicates whether the value is a known member of the MessageEventType enum.
+func (e MessageEventType) Valid() bool {
+	switch e {
+	case MessageEventTypeCreated:
+		return true
+	case MessageEventTypeDeleted:
 		return true
 	default:
 		return false
@@ -324,6 +430,21 @@ func (e RunCancelRequested) Valid() bool {
 	}
 }
 
+// Defines values for RunCancelRequestedEventType.
+const (
+	RunCancelRequestedEventTypeValue RunCancelRequestedEventType = "run.cancel_requested"
+)
+
+// Valid indicates whether the value is a known member of the RunCancelRequestedEventType enum.
+func (e RunCancelRequestedEventType) Valid() bool {
+	switch e {
+	case RunCancelRequestedEventTypeValue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RunContextMessageAlreadyDelivered.
 const (
 	RunContextMessageAlreadyDeliveredTrue RunContextMessageAlreadyDelivered = true
@@ -405,6 +526,36 @@ func (e RunState) Valid() bool {
 	}
 }
 
+// Defines values for RunStateChangedEventType.
+const (
+	RunStateChangedEventTypeChanged RunStateChangedEventType = "run.state_changed"
+)
+
+// Valid indicates whether the value is a known member of the RunStateChangedEventType enum.
+func (e RunStateChangedEventType) Valid() bool {
+	switch e {
+	case RunStateChangedEventTypeChanged:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunStateChangedPayloadCancelRequested.
+const (
+	RunStateChangedPayloadCancelRequestedTrue RunStateChangedPayloadCancelRequested = true
+)
+
+// Valid indicates whether the value is a known member of the RunStateChangedPayloadCancelRequested enum.
+func (e RunStateChangedPayloadCancelRequested) Valid() bool {
+	switch e {
+	case RunStateChangedPayloadCancelRequestedTrue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionMode.
 const (
 	Bind   SessionMode = "bind"
@@ -423,6 +574,24 @@ func (e SessionMode) Valid() bool {
 	case New:
 		return true
 	case Resume:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SpaceEventType.
+const (
+	SpaceEventTypeCreated SpaceEventType = "space.created"
+	SpaceEventTypeUpdated SpaceEventType = "space.updated"
+)
+
+// Valid indicates whether the value is a known member of the SpaceEventType enum.
+func (e SpaceEventType) Valid() bool {
+	switch e {
+	case SpaceEventTypeCreated:
+		return true
+	case SpaceEventTypeUpdated:
 		return true
 	default:
 		return false
@@ -465,6 +634,27 @@ func (e TargetKind) Valid() bool {
 	}
 }
 
+// Defines values for ThreadEventType.
+const (
+	ThreadEventTypeClosed   ThreadEventType = "thread.closed"
+	ThreadEventTypeCreated  ThreadEventType = "thread.created"
+	ThreadEventTypeReopened ThreadEventType = "thread.reopened"
+)
+
+// Valid indicates whether the value is a known member of the ThreadEventType enum.
+func (e ThreadEventType) Valid() bool {
+	switch e {
+	case ThreadEventTypeClosed:
+		return true
+	case ThreadEventTypeCreated:
+		return true
+	case ThreadEventTypeReopened:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ThreadKind.
 const (
 	ThreadKindMain   ThreadKind = "main"
@@ -480,6 +670,21 @@ func (e ThreadKind) Valid() bool {
 	case ThreadKindPost:
 		return true
 	case ThreadKindThread:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThreadMovedEventType.
+const (
+	ThreadMovedEventTypeMoved ThreadMovedEventType = "thread.moved"
+)
+
+// Valid indicates whether the value is a known member of the ThreadMovedEventType enum.
+func (e ThreadMovedEventType) Valid() bool {
+	switch e {
+	case ThreadMovedEventTypeMoved:
 		return true
 	default:
 		return false
@@ -612,25 +817,51 @@ func (e Trust) Valid() bool {
 	}
 }
 
-// AgentEvent defines model for AgentEvent.
-type AgentEvent struct {
+// AccessChangedEvent access.changed: rights in the channel changed; clients read what they may see again.
+type AccessChangedEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
 	// CreatedAt RFC 3339 with milliseconds, UTC.
 	CreatedAt Timestamp `json:"created_at"`
 
-	// Payload The event's data; ids only, never content (the adapter reads
-	// content through the run context). By type, one of (oneOf):
-	// agent.invocation is AgentInvocationPayload
-	// (#/components/schemas/AgentInvocationPayload), agent.followup is
-	// AgentFollowupPayload (#/components/schemas/AgentFollowupPayload),
-	// run.cancel_requested is RunCancelRequestedPayload
-	// (#/components/schemas/RunCancelRequestedPayload).
-	Payload map[string]interface{} `json:"payload"`
+	// Payload What changed the rights, by ids.
+	Payload AccessChangedPayload `json:"payload"`
 
-	// Seq The event's position in the agent's stream; pass it as after to continue behind it.
-	Seq string `json:"seq"`
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string                 `json:"seq"`
+	Type AccessChangedEventType `json:"type"`
+}
 
-	// Type One of agent.invocation, agent.followup, run.cancel_requested.
-	Type string `json:"type"`
+// AccessChangedEventType defines model for AccessChangedEvent.Type.
+type AccessChangedEventType string
+
+// AccessChangedPayload What changed the rights, by ids.
+type AccessChangedPayload struct {
+	// Change For example grant.created, grant.revoked, channel.archived, channel.unarchived, space.archived, space.unarchived, space.operator_set, channel.operator_set, channel.switches_updated, group.member_added, group.member_removed, group.deleted.
+	Change string `json:"change"`
+
+	// Id The grant, channel, space or group the change names.
+	Id Id `json:"id"`
+
+	// TargetId A UUIDv7 in lowercase.
+	TargetId Id `json:"target_id"`
+
+	// TargetKind channel, space or group.
+	TargetKind string `json:"target_kind"`
+}
+
+// AgentCursor defines model for AgentCursor.
+type AgentCursor struct {
+	// Position The agent's stored position in its stream.
+	Position string `json:"position"`
+}
+
+// AgentEvent An event of the caller's agent stream; the payload's shape follows
+// type (payloads carry ids, never content: the adapter reads content
+// through the run context).
+type AgentEvent struct {
+	union json.RawMessage
 }
 
 // AgentEventPage defines model for AgentEventPage.
@@ -639,6 +870,72 @@ type AgentEventPage struct {
 
 	// NextAfter The cursor for the next call (the last seq handed out, or the given cursor when nothing came).
 	NextAfter string `json:"next_after"`
+}
+
+// AgentEventsAck defines model for AgentEventsAck.
+type AgentEventsAck struct {
+	// UpTo The seq of the last event the agent has handled (next_after of a page).
+	UpTo string `json:"up_to"`
+}
+
+// AgentFollowupEvent defines model for AgentFollowupEvent.
+type AgentFollowupEvent struct {
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Payload The payload of agent.followup: a new message for an active run.
+	Payload AgentFollowupPayload   `json:"payload"`
+	Seq     string                 `json:"seq"`
+	Type    AgentFollowupEventType `json:"type"`
+}
+
+// AgentFollowupEventType defines model for AgentFollowupEvent.Type.
+type AgentFollowupEventType string
+
+// AgentFollowupPayload The payload of agent.followup: a new message for an active run.
+type AgentFollowupPayload struct {
+	// MessageId A UUIDv7 in lowercase.
+	MessageId Id `json:"message_id"`
+
+	// RunId A UUIDv7 in lowercase.
+	RunId Id `json:"run_id"`
+}
+
+// AgentInvocationEvent defines model for AgentInvocationEvent.
+type AgentInvocationEvent struct {
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Payload The payload of agent.invocation: a run for the agent was accepted.
+	Payload AgentInvocationPayload `json:"payload"`
+
+	// Seq The event's position in the agent's stream; pass it as after to continue behind it.
+	Seq  string                   `json:"seq"`
+	Type AgentInvocationEventType `json:"type"`
+}
+
+// AgentInvocationEventType defines model for AgentInvocationEvent.Type.
+type AgentInvocationEventType string
+
+// AgentInvocationPayload The payload of agent.invocation: a run for the agent was accepted.
+type AgentInvocationPayload struct {
+	// Attempt 1 for the first invocation, one more each time an expired lease put the run back to queued.
+	Attempt int `json:"attempt"`
+
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// MessageId The triggering message.
+	MessageId Id `json:"message_id"`
+
+	// RunId A UUIDv7 in lowercase.
+	RunId Id `json:"run_id"`
+
+	// Session A run's session as the run sees it.
+	Session RunSession `json:"session"`
+
+	// ThreadId A UUIDv7 in lowercase.
+	ThreadId Id `json:"thread_id"`
 }
 
 // AgentSession The agent's conversation in a thread.
@@ -674,9 +971,18 @@ type Attachment struct {
 	MimeType string `json:"mime_type"`
 	Name     string `json:"name"`
 
+	// ScanStatus Where the malware scan of the file stands.
+	ScanStatus AttachmentScanStatus `json:"scan_status"`
+
 	// Size Bytes.
 	Size int `json:"size"`
+
+	// Transcript The transcript of a voice message, when there is one; it carries the trust of its message.
+	Transcript *string `json:"transcript,omitempty"`
 }
+
+// AttachmentScanStatus Where the malware scan of the file stands.
+type AttachmentScanStatus string
 
 // Channel defines model for Channel.
 type Channel struct {
@@ -710,6 +1016,40 @@ type ChannelCreate struct {
 	Switches *ChannelSwitchesPatch `json:"switches,omitempty"`
 }
 
+// ChannelEvent channel.created and channel.updated: a channel was created, renamed or unarchived; listed in that channel.
+type ChannelEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp           `json:"created_at"`
+	Payload   ChannelEventPayload `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string           `json:"seq"`
+	Type ChannelEventType `json:"type"`
+}
+
+// ChannelEventType defines model for ChannelEvent.Type.
+type ChannelEventType string
+
+// ChannelEventPayload defines model for ChannelEventPayload.
+type ChannelEventPayload struct {
+	Archived bool `json:"archived"`
+
+	// Id A UUIDv7 in lowercase.
+	Id   Id          `json:"id"`
+	Kind ChannelKind `json:"kind"`
+
+	// MainThreadId A UUIDv7 in lowercase.
+	MainThreadId *Id          `json:"main_thread_id,omitempty"`
+	Name         string       `json:"name"`
+	OperatorMode OperatorMode `json:"operator_mode"`
+
+	// SpaceId A UUIDv7 in lowercase.
+	SpaceId Id `json:"space_id"`
+}
+
 // ChannelKind defines model for ChannelKind.
 type ChannelKind string
 
@@ -741,28 +1081,10 @@ type ChannelSwitchesPatch struct {
 	HistoryBackfillLimit *int `json:"history_backfill_limit,omitempty"`
 }
 
-// Event defines model for Event.
+// Event A client event (listEvents); the payload's shape follows type. Each
+// event is listed in every channel it concerns (a moved thread in both).
 type Event struct {
-	// ChannelId The channel of the event; absent for events about a space as a whole.
-	ChannelId *Id `json:"channel_id,omitempty"`
-
-	// CreatedAt RFC 3339 with milliseconds, UTC.
-	CreatedAt Timestamp `json:"created_at"`
-
-	// Payload The event's data; for message events the Message representation.
-	Payload map[string]interface{} `json:"payload"`
-
-	// Seq The event's global position; pass it as after to continue behind it.
-	Seq string `json:"seq"`
-
-	// SpaceId The space of an event about a space as a whole (space.created, space.updated).
-	SpaceId *Id `json:"space_id,omitempty"`
-
-	// Type One of message.created, message.deleted, thread.created,
-	// thread.reopened, thread.closed, thread.moved, run.state_changed,
-	// access.changed, channel.created, channel.updated (with
-	// channel_id), space.created, space.updated (with space_id).
-	Type string `json:"type"`
+	union json.RawMessage
 }
 
 // EventPage defines model for EventPage.
@@ -851,6 +1173,9 @@ type GroupMemberAdd struct {
 	PrincipalId Id `json:"principal_id"`
 }
 
+// Holder An opaque id of one adapter process, for example a random id chosen at start.
+type Holder = string
+
 // Id A UUIDv7 in lowercase.
 type Id = openapi_types.UUID
 
@@ -929,6 +1254,23 @@ type MessageCreate struct {
 
 // MessageCreateKind The kinds a client may send; run and system messages are written only by the server.
 type MessageCreateKind string
+
+// MessageEvent message.created and message.deleted: the message representation (a tombstone once deleted).
+type MessageEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+	Payload   Message   `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string           `json:"seq"`
+	Type MessageEventType `json:"type"`
+}
+
+// MessageEventType defines model for MessageEvent.Type.
+type MessageEventType string
 
 // MessageKind defines model for MessageKind.
 type MessageKind string
@@ -1053,17 +1395,28 @@ type Role string
 type Run struct {
 	Agent PrincipalRef `json:"agent"`
 
+	// Attempt The run's invocation; one more each time an expired lease put it back to queued.
+	Attempt *int `json:"attempt,omitempty"`
+
 	// CancelRequested Present (true) only while a cancel waits for the adapter's confirmation.
 	CancelRequested *RunCancelRequested `json:"cancel_requested,omitempty"`
 
-	// EndReason Why the run ended, for example cancelled, timeout or runtime_error; never content.
+	// EndReason Why the run ended, never content: for example cancelled, timeout,
+	// runtime_error, trigger_revoked (the person who triggered it lost
+	// trigger) or lease_expired (its lease lapsed run.max_attempts times).
 	EndReason *string `json:"end_reason,omitempty"`
 
 	// EndedAt RFC 3339 with milliseconds, UTC.
 	EndedAt *Timestamp `json:"ended_at,omitempty"`
 
+	// Holder The adapter process holding the running or waiting run (absent when unclaimed or held anonymously).
+	Holder *string `json:"holder,omitempty"`
+
 	// Id A UUIDv7 in lowercase.
 	Id Id `json:"id"`
+
+	// LeaseExpiresAt When the holder's claim lapses unless renewed.
+	LeaseExpiresAt *Timestamp `json:"lease_expires_at,omitempty"`
 
 	// QueuedAt RFC 3339 with milliseconds, UTC.
 	QueuedAt Timestamp `json:"queued_at"`
@@ -1092,6 +1445,32 @@ type Run struct {
 // RunCancelRequested Present (true) only while a cancel waits for the adapter's confirmation.
 type RunCancelRequested bool
 
+// RunCancelRequestedEvent defines model for RunCancelRequestedEvent.
+type RunCancelRequestedEvent struct {
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Payload The payload of run.cancel_requested: a person asked to cancel the run, or its person lost trigger; confirm with finishRun (cancelled).
+	Payload RunCancelRequestedPayload   `json:"payload"`
+	Seq     string                      `json:"seq"`
+	Type    RunCancelRequestedEventType `json:"type"`
+}
+
+// RunCancelRequestedEventType defines model for RunCancelRequestedEvent.Type.
+type RunCancelRequestedEventType string
+
+// RunCancelRequestedPayload The payload of run.cancel_requested: a person asked to cancel the run, or its person lost trigger; confirm with finishRun (cancelled).
+type RunCancelRequestedPayload struct {
+	// RunId A UUIDv7 in lowercase.
+	RunId Id `json:"run_id"`
+}
+
+// RunClaim defines model for RunClaim.
+type RunClaim struct {
+	// Holder An opaque id of one adapter process, for example a random id chosen at start.
+	Holder *Holder `json:"holder,omitempty"`
+}
+
 // RunContext run_context.v1: what an adapter hands to its runtime for one run.
 type RunContext struct {
 	// ChannelContext Main-thread messages before the thread's parent message (the
@@ -1106,6 +1485,12 @@ type RunContext struct {
 	// this thread (mode resume), else 0. No element of thread_context
 	// lies at or below it.
 	ContextFloorSeq int `json:"context_floor_seq"`
+
+	// FollowUps The run's follow-ups still in play (pending or delivered), oldest
+	// first, each an element like every other with its live trust;
+	// already_delivered once the agent acknowledged it. Always present,
+	// possibly empty.
+	FollowUps []RunContextMessage `json:"follow_ups"`
 
 	// RunId A UUIDv7 in lowercase.
 	RunId Id `json:"run_id"`
@@ -1124,14 +1509,6 @@ type RunContext struct {
 	// message when none is kept. Older messages are read through
 	// listThreadMessages (thread.read).
 	TruncatedBeforeSeq *int `json:"truncated_before_seq,omitempty"`
-
-	// TrustSummary The least-trust summary over every element of the run context
-	// (trigger, thread and channel context, follow-ups), computed by the
-	// server on each read. Adapters gate side effects (tools, outbound
-	// calls) on `lowest`: when it is `unverified`, untrusted content is in
-	// play. Order from least to most trusted: unverified, self, system,
-	// authorized, trigger.
-	TrustSummary TrustSummary `json:"trust_summary"`
 }
 
 // RunContextMessage One message of a run context.
@@ -1202,6 +1579,12 @@ type RunFinish struct {
 // RunOutcome defines model for RunOutcome.
 type RunOutcome string
 
+// RunRenew defines model for RunRenew.
+type RunRenew struct {
+	// Holder An opaque id of one adapter process, for example a random id chosen at start.
+	Holder Holder `json:"holder"`
+}
+
 // RunSession A run's session as the run sees it.
 type RunSession struct {
 	// Id The session's id; absent for a guest run.
@@ -1215,6 +1598,53 @@ type RunSession struct {
 
 // RunState Active states are queued, running and waiting_input.
 type RunState string
+
+// RunStateChangedEvent run.state_changed: a run changed (ids and state, never content).
+type RunStateChangedEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Payload The run after the change.
+	Payload RunStateChangedPayload `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string                   `json:"seq"`
+	Type RunStateChangedEventType `json:"type"`
+}
+
+// RunStateChangedEventType defines model for RunStateChangedEvent.Type.
+type RunStateChangedEventType string
+
+// RunStateChangedPayload The run after the change.
+type RunStateChangedPayload struct {
+	// AgentId A UUIDv7 in lowercase.
+	AgentId         Id                                     `json:"agent_id"`
+	CancelRequested *RunStateChangedPayloadCancelRequested `json:"cancel_requested,omitempty"`
+	EndReason       *string                                `json:"end_reason,omitempty"`
+
+	// Id A UUIDv7 in lowercase.
+	Id Id `json:"id"`
+
+	// QueuedAt RFC 3339 with milliseconds, UTC.
+	QueuedAt Timestamp `json:"queued_at"`
+
+	// State Active states are queued, running and waiting_input.
+	State RunState `json:"state"`
+
+	// ThreadId A UUIDv7 in lowercase.
+	ThreadId    Id          `json:"thread_id"`
+	TriggerKind TriggerKind `json:"trigger_kind"`
+
+	// TriggeringMessageId A UUIDv7 in lowercase.
+	TriggeringMessageId *Id `json:"triggering_message_id,omitempty"`
+	Version             int `json:"version"`
+}
+
+// RunStateChangedPayloadCancelRequested defines model for RunStateChangedPayload.CancelRequested.
+type RunStateChangedPayloadCancelRequested bool
 
 // SessionMode How a run relates to the agent's conversation in the thread: guest (a
 // run without session), new (nothing to resume), bind (the first run of
@@ -1239,6 +1669,23 @@ type SpaceCreate struct {
 	DefaultOperatorAgentId *Id    `json:"default_operator_agent_id,omitempty"`
 	Name                   string `json:"name"`
 }
+
+// SpaceEvent space.created and space.updated: a space as a whole was created or changed; listed in no channel, seen by readers of the space.
+type SpaceEvent struct {
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+	Payload   Space     `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq string `json:"seq"`
+
+	// SpaceId A UUIDv7 in lowercase.
+	SpaceId Id             `json:"space_id"`
+	Type    SpaceEventType `json:"type"`
+}
+
+// SpaceEventType defines model for SpaceEvent.Type.
+type SpaceEventType string
 
 // SpacePatch defines model for SpacePatch.
 type SpacePatch struct {
@@ -1297,6 +1744,23 @@ type ThreadCreated struct {
 	Thread       Thread  `json:"thread"`
 }
 
+// ThreadEvent thread.created, thread.reopened and thread.closed: the thread representation.
+type ThreadEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+	Payload   Thread    `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string          `json:"seq"`
+	Type ThreadEventType `json:"type"`
+}
+
+// ThreadEventType defines model for ThreadEvent.Type.
+type ThreadEventType string
+
 // ThreadKind defines model for ThreadKind.
 type ThreadKind string
 
@@ -1304,6 +1768,54 @@ type ThreadKind string
 type ThreadMove struct {
 	// ChannelId A UUIDv7 in lowercase.
 	ChannelId Id `json:"channel_id"`
+}
+
+// ThreadMovedEvent thread.moved: the thread in its new channel, listed in both channels.
+type ThreadMovedEvent struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Payload The moved thread in its new channel, with the channel it left.
+	Payload ThreadMovedPayload `json:"payload"`
+
+	// Seq The event's global position; pass it as after to continue behind it.
+	Seq  string               `json:"seq"`
+	Type ThreadMovedEventType `json:"type"`
+}
+
+// ThreadMovedEventType defines model for ThreadMovedEvent.Type.
+type ThreadMovedEventType string
+
+// ThreadMovedPayload The moved thread in its new channel, with the channel it left.
+type ThreadMovedPayload struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// CreatedAt RFC 3339 with milliseconds, UTC.
+	CreatedAt Timestamp `json:"created_at"`
+
+	// CreatedBy A UUIDv7 in lowercase.
+	CreatedBy Id `json:"created_by"`
+
+	// FromChannelId The channel the thread left.
+	FromChannelId *Id `json:"from_channel_id,omitempty"`
+
+	// Id A UUIDv7 in lowercase.
+	Id      Id         `json:"id"`
+	Kind    ThreadKind `json:"kind"`
+	LastSeq int        `json:"last_seq"`
+
+	// OperatorAgentId A UUIDv7 in lowercase.
+	OperatorAgentId *Id `json:"operator_agent_id,omitempty"`
+
+	// ParentMessageId A UUIDv7 in lowercase.
+	ParentMessageId *Id          `json:"parent_message_id,omitempty"`
+	State           ThreadState  `json:"state"`
+	Title           *string      `json:"title,omitempty"`
+	TitleSource     *TitleSource `json:"title_source,omitempty"`
 }
 
 // ThreadState defines model for ThreadState.
@@ -1391,44 +1903,6 @@ type TriggerState string
 // system: a system line.
 type Trust string
 
-// TrustCount How many elements of a run context carry one trust level.
-type TrustCount struct {
-	Count int `json:"count"`
-
-	// Trust How far an element of a run context may instruct the agent; computed
-	// by the server from the current rights on every read. The origin
-	// decides before the author.
-	// trigger: the request of the person who triggered the run.
-	// authorized: another active person with trigger on the channel.
-	// self: the agent's own earlier message.
-	// unverified: people without trigger, other agents, apps and imports;
-	// data, never instructions.
-	// system: a system line.
-	Trust Trust `json:"trust"`
-}
-
-// TrustSummary The least-trust summary over every element of the run context
-// (trigger, thread and channel context, follow-ups), computed by the
-// server on each read. Adapters gate side effects (tools, outbound
-// calls) on `lowest`: when it is `unverified`, untrusted content is in
-// play. Order from least to most trusted: unverified, self, system,
-// authorized, trigger.
-type TrustSummary struct {
-	// Counts One entry per trust level, least trusted first, zero counts included.
-	Counts []TrustCount `json:"counts"`
-
-	// Lowest How far an element of a run context may instruct the agent; computed
-	// by the server from the current rights on every read. The origin
-	// decides before the author.
-	// trigger: the request of the person who triggered the run.
-	// authorized: another active person with trigger on the channel.
-	// self: the agent's own earlier message.
-	// unverified: people without trigger, other agents, apps and imports;
-	// data, never instructions.
-	// system: a system line.
-	Lowest Trust `json:"lowest"`
-}
-
 // AgentEventsAfter defines model for AgentEventsAfter.
 type AgentEventsAfter = string
 
@@ -1506,7 +1980,7 @@ type Unauthorized = Problem
 
 // PollAgentEventsParams defines parameters for PollAgentEvents.
 type PollAgentEventsParams struct {
-	// After The cursor (an agent event seq, or next_after of the previous page); absent for the start of the stream.
+	// After The cursor (an agent event seq, or next_after of the previous page); 0 for the start of the stream, now for its end, absent to continue after the acknowledged position.
 	After *AgentEventsAfter `form:"after,omitempty" json:"after,omitempty"`
 
 	// Wait Seconds to wait for the first event when none is there, capped at events.poll_max_wait; absent or 0 answers at once.
@@ -1539,6 +2013,9 @@ type ListThreadMessagesParams struct {
 	// Limit The most messages to return.
 	Limit *MessagesLimit `form:"limit,omitempty" json:"limit,omitempty"`
 }
+
+// AckAgentEventsJSONRequestBody defines body for AckAgentEvents for application/json ContentType.
+type AckAgentEventsJSONRequestBody = AgentEventsAck
 
 // UpdateChannelJSONRequestBody defines body for UpdateChannel for application/json ContentType.
 type UpdateChannelJSONRequestBody = ChannelPatch
@@ -1576,6 +2053,12 @@ type CreateTokenJSONRequestBody = TokenCreate
 // FinishRunJSONRequestBody defines body for FinishRun for application/json ContentType.
 type FinishRunJSONRequestBody = RunFinish
 
+// RenewRunJSONRequestBody defines body for RenewRun for application/json ContentType.
+type RenewRunJSONRequestBody = RunRenew
+
+// StartRunJSONRequestBody defines body for StartRun for application/json ContentType.
+type StartRunJSONRequestBody = RunClaim
+
 // CreateSpaceJSONRequestBody defines body for CreateSpace for application/json ContentType.
 type CreateSpaceJSONRequestBody = SpaceCreate
 
@@ -1593,6 +2076,378 @@ type CreateMessageJSONRequestBody = MessageCreate
 
 // MoveThreadJSONRequestBody defines body for MoveThread for application/json ContentType.
 type MoveThreadJSONRequestBody = ThreadMove
+
+// AsAgentInvocationEvent returns the union data inside the AgentEvent as a AgentInvocationEvent
+func (t AgentEvent) AsAgentInvocationEvent() (AgentInvocationEvent, error) {
+	var body AgentInvocationEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAgentInvocationEvent overwrites any union data inside the AgentEvent as the provided AgentInvocationEvent
+func (t *AgentEvent) FromAgentInvocationEvent(v AgentInvocationEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"agent.invocation"}`))
+	t.union = b
+	return err
+}
+
+// MergeAgentInvocationEvent performs a merge with any union data inside the AgentEvent, using the provided AgentInvocationEvent
+func (t *AgentEvent) MergeAgentInvocationEvent(v AgentInvocationEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"agent.invocation"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAgentFollowupEvent returns the union data inside the AgentEvent as a AgentFollowupEvent
+func (t AgentEvent) AsAgentFollowupEvent() (AgentFollowupEvent, error) {
+	var body AgentFollowupEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAgentFollowupEvent overwrites any union data inside the AgentEvent as the provided AgentFollowupEvent
+func (t *AgentEvent) FromAgentFollowupEvent(v AgentFollowupEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"agent.followup"}`))
+	t.union = b
+	return err
+}
+
+// MergeAgentFollowupEvent performs a merge with any union data inside the AgentEvent, using the provided AgentFollowupEvent
+func (t *AgentEvent) MergeAgentFollowupEvent(v AgentFollowupEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"agent.followup"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunCancelRequestedEvent returns the union data inside the AgentEvent as a RunCancelRequestedEvent
+func (t AgentEvent) AsRunCancelRequestedEvent() (RunCancelRequestedEvent, error) {
+	var body RunCancelRequestedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunCancelRequestedEvent overwrites any union data inside the AgentEvent as the provided RunCancelRequestedEvent
+func (t *AgentEvent) FromRunCancelRequestedEvent(v RunCancelRequestedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"run.cancel_requested"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunCancelRequestedEvent performs a merge with any union data inside the AgentEvent, using the provided RunCancelRequestedEvent
+func (t *AgentEvent) MergeRunCancelRequestedEvent(v RunCancelRequestedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"run.cancel_requested"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AgentEvent) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t AgentEvent) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "agent.followup":
+		return t.AsAgentFollowupEvent()
+	case "agent.invocation":
+		return t.AsAgentInvocationEvent()
+	case "run.cancel_requested":
+		return t.AsRunCancelRequestedEvent()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t AgentEvent) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AgentEvent) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsMessageEvent returns the union data inside the Event as a MessageEvent
+func (t Event) AsMessageEvent() (MessageEvent, error) {
+	var body MessageEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromMessageEvent overwrites any union data inside the Event as the provided MessageEvent
+func (t *Event) FromMessageEvent(v MessageEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeMessageEvent performs a merge with any union data inside the Event, using the provided MessageEvent
+func (t *Event) MergeMessageEvent(v MessageEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsThreadEvent returns the union data inside the Event as a ThreadEvent
+func (t Event) AsThreadEvent() (ThreadEvent, error) {
+	var body ThreadEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromThreadEvent overwrites any union data inside the Event as the provided ThreadEvent
+func (t *Event) FromThreadEvent(v ThreadEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeThreadEvent performs a merge with any union data inside the Event, using the provided ThreadEvent
+func (t *Event) MergeThreadEvent(v ThreadEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsThreadMovedEvent returns the union data inside the Event as a ThreadMovedEvent
+func (t Event) AsThreadMovedEvent() (ThreadMovedEvent, error) {
+	var body ThreadMovedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromThreadMovedEvent overwrites any union data inside the Event as the provided ThreadMovedEvent
+func (t *Event) FromThreadMovedEvent(v ThreadMovedEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeThreadMovedEvent performs a merge with any union data inside the Event, using the provided ThreadMovedEvent
+func (t *Event) MergeThreadMovedEvent(v ThreadMovedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunStateChangedEvent returns the union data inside the Event as a RunStateChangedEvent
+func (t Event) AsRunStateChangedEvent() (RunStateChangedEvent, error) {
+	var body RunStateChangedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunStateChangedEvent overwrites any union data inside the Event as the provided RunStateChangedEvent
+func (t *Event) FromRunStateChangedEvent(v RunStateChangedEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRunStateChangedEvent performs a merge with any union data inside the Event, using the provided RunStateChangedEvent
+func (t *Event) MergeRunStateChangedEvent(v RunStateChangedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAccessChangedEvent returns the union data inside the Event as a AccessChangedEvent
+func (t Event) AsAccessChangedEvent() (AccessChangedEvent, error) {
+	var body AccessChangedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAccessChangedEvent overwrites any union data inside the Event as the provided AccessChangedEvent
+func (t *Event) FromAccessChangedEvent(v AccessChangedEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAccessChangedEvent performs a merge with any union data inside the Event, using the provided AccessChangedEvent
+func (t *Event) MergeAccessChangedEvent(v AccessChangedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsChannelEvent returns the union data inside the Event as a ChannelEvent
+func (t Event) AsChannelEvent() (ChannelEvent, error) {
+	var body ChannelEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromChannelEvent overwrites any union data inside the Event as the provided ChannelEvent
+func (t *Event) FromChannelEvent(v ChannelEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeChannelEvent performs a merge with any union data inside the Event, using the provided ChannelEvent
+func (t *Event) MergeChannelEvent(v ChannelEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsSpaceEvent returns the union data inside the Event as a SpaceEvent
+func (t Event) AsSpaceEvent() (SpaceEvent, error) {
+	var body SpaceEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSpaceEvent overwrites any union data inside the Event as the provided SpaceEvent
+func (t *Event) FromSpaceEvent(v SpaceEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSpaceEvent performs a merge with any union data inside the Event, using the provided SpaceEvent
+func (t *Event) MergeSpaceEvent(v SpaceEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Event) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t Event) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "access.changed":
+		return t.AsAccessChangedEvent()
+	case "channel.created":
+		return t.AsChannelEvent()
+	case "channel.updated":
+		return t.AsChannelEvent()
+	case "message.created":
+		return t.AsMessageEvent()
+	case "message.deleted":
+		return t.AsMessageEvent()
+	case "run.state_changed":
+		return t.AsRunStateChangedEvent()
+	case "space.created":
+		return t.AsSpaceEvent()
+	case "space.updated":
+		return t.AsSpaceEvent()
+	case "thread.closed":
+		return t.AsThreadEvent()
+	case "thread.created":
+		return t.AsThreadEvent()
+	case "thread.moved":
+		return t.AsThreadMovedEvent()
+	case "thread.reopened":
+		return t.AsThreadEvent()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t Event) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Event) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1674,12 +2529,45 @@ type ClientInterface interface {
 	// gets 403 forbidden (subject_kind_not_allowed). Returns the events
 	// after the cursor, oldest first; when none is there, waits up to wait
 	// seconds (at most events.poll_max_wait) for the first one and answers
-	// an empty page with the given cursor when none came. Handing out an
-	// agent.followup marks that follow-up delivered. Payloads carry ids,
-	// never content.
+	// an empty page with the given cursor when none came. Without after
+	// the stream continues after the agent's acknowledged position
+	// (ackAgentEvents); after=0 is the start, after=now the end. A cursor
+	// beyond the end of the stream answers 400 invalid_cursor. Every
+	// wake-up of a waiting poll re-checks the token and the agent: once
+	// either is gone the poll answers 401 and hands out nothing. Handing
+	// out events delivers nothing: a follow-up is delivered when its event
+	// is acknowledged. Payloads carry ids, never content.
 	//
 	// Corresponds with GET /api/v1/agent/events (the `PollAgentEvents` operationId).
 	PollAgentEvents(ctx context.Context, params *PollAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AckAgentEventsWithBody Store how far the agent has processed its stream
+	//
+	// Agents only, their own stream (agent.events.ack). Stores up_to as
+	// the agent's position: a poll without after continues behind it.
+	// Acknowledging backwards changes nothing (the stored position is
+	// answered); a position beyond the end of the stream answers 400
+	// invalid_cursor. Every agent.followup acknowledged now delivers its
+	// follow-up.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/agent/events/ack (the `AckAgentEvents` operationId).
+	AckAgentEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AckAgentEvents Store how far the agent has processed its stream
+	//
+	// Agents only, their own stream (agent.events.ack). Stores up_to as
+	// the agent's position: a poll without after continues behind it.
+	// Acknowledging backwards changes nothing (the stored position is
+	// answered); a position beyond the end of the stream answers 400
+	// invalid_cursor. Every agent.followup acknowledged now delivers its
+	// follow-up.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/agent/events/ack (the `AckAgentEvents` operationId).
+	AckAgentEvents(ctx context.Context, body AckAgentEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetChannel A channel
 	//
@@ -2041,9 +2929,13 @@ type ClientInterface interface {
 	// Agent-self (run.context.read): only the run's own agent, and only for
 	// an active run (queued, running or waiting_input; the adapter reads
 	// the context before startRun). An unknown run, a run the caller cannot
-	// see and a run that has ended answer the same 404 not_found. A person
-	// or an app gets 403 forbidden (reason subject_kind_not_allowed),
-	// another agent 403 forbidden (reason not_self).
+	// see, a run that has ended and a run whose triggering person lost
+	// trigger (it only waits to end) answer the same 404 not_found. A
+	// person or an app gets 403 forbidden (reason subject_kind_not_allowed),
+	// another agent 403 forbidden (reason not_self). The read spends only
+	// the rl.agent_runtime bucket and its denials are audited as
+	// run.context.read. A run whose thread moved keeps its context in the
+	// thread's current channel (without channel_context).
 	//
 	// The server builds the context on every read: the triggering message,
 	// complete and never cut; the earlier messages of the run's thread
@@ -2051,7 +2943,8 @@ type ClientInterface interface {
 	// main-thread messages before the thread's parent message. Every
 	// element carries its author, origin, kind, channel, role and a trust
 	// marker that the server computes from the current rights on each
-	// read, never from the content or the client. Adapters must pass
+	// read, never from the content or the client; follow_ups lists the
+	// run's follow-ups the same way. Adapters must pass
 	// elements with trust unverified to a model only as marked data, never
 	// as instructions (SEC-AI-1).
 	//
@@ -2084,17 +2977,63 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
 	FinishRun(ctx context.Context, runId RunId, body FinishRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// StartRun Start a run, or resume a waiting one
+	// RenewRunWithBody Extend the holder's lease on a run
+	//
+	// Agent-self (run.renew). Extends holder's lease by run.lease_timeout.
+	// Answers 409 conflict run_claimed when holder does not hold the run
+	// (another holder claimed it, or it went back to queued after the
+	// lease lapsed) and run_not_active once the run ended.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/renew (the `RenewRun` operationId).
+	RenewRunWithBody(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewRun Extend the holder's lease on a run
+	//
+	// Agent-self (run.renew). Extends holder's lease by run.lease_timeout.
+	// Answers 409 conflict run_claimed when holder does not hold the run
+	// (another holder claimed it, or it went back to queued after the
+	// lease lapsed) and run_not_active once the run ended.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/renew (the `RenewRun` operationId).
+	RenewRun(ctx context.Context, runId RunId, body RenewRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StartRunWithBody Claim a run for one adapter process and start it, or resume a waiting one
 	//
 	// Agent-self (run.start): only the run's own agent; a person or an app
 	// gets 403 forbidden (subject_kind_not_allowed), another agent 403
-	// forbidden (not_self). Moves a queued or waiting_input run to running
-	// (a running run is answered unchanged); the first start marks the
-	// run's session started. An ended run answers 409 conflict
+	// forbidden (not_self). Claims the run for holder and moves a queued
+	// or waiting_input run to running; the first start marks the run's
+	// session started. While another holder's lease lives the call answers
+	// 409 conflict (run_claimed); the same holder gets a running run
+	// unchanged with its lease renewed (run.lease_timeout). A body without
+	// holder is the anonymous holder. An ended run answers 409 conflict
 	// (run_not_active).
 	//
+	// Takes any type of body and a specified content type.
+	//
 	// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
-	StartRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StartRunWithBody(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StartRun Claim a run for one adapter process and start it, or resume a waiting one
+	//
+	// Agent-self (run.start): only the run's own agent; a person or an app
+	// gets 403 forbidden (subject_kind_not_allowed), another agent 403
+	// forbidden (not_self). Claims the run for holder and moves a queued
+	// or waiting_input run to running; the first start marks the run's
+	// session started. While another holder's lease lives the call answers
+	// 409 conflict (run_claimed); the same holder gets a running run
+	// unchanged with its lease renewed (run.lease_timeout). A body without
+	// holder is the anonymous holder. An ended run answers 409 conflict
+	// (run_not_active).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
+	StartRun(ctx context.Context, runId RunId, body StartRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateSpaceWithBody Create a space
 	//
@@ -2299,13 +3238,66 @@ type ClientInterface interface {
 // gets 403 forbidden (subject_kind_not_allowed). Returns the events
 // after the cursor, oldest first; when none is there, waits up to wait
 // seconds (at most events.poll_max_wait) for the first one and answers
-// an empty page with the given cursor when none came. Handing out an
-// agent.followup marks that follow-up delivered. Payloads carry ids,
-// never content.
+// an empty page with the given cursor when none came. Without after
+// the stream continues after the agent's acknowledged position
+// (ackAgentEvents); after=0 is the start, after=now the end. A cursor
+// beyond the end of the stream answers 400 invalid_cursor. Every
+// wake-up of a waiting poll re-checks the token and the agent: once
+// either is gone the poll answers 401 and hands out nothing. Handing
+// out events delivers nothing: a follow-up is delivered when its event
+// is acknowledged. Payloads carry ids, never content.
 //
 // Corresponds with GET /api/v1/agent/events (the `PollAgentEvents` operationId).
 func (c *Client) PollAgentEvents(ctx context.Context, params *PollAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPollAgentEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AckAgentEventsWithBody Store how far the agent has processed its stream
+//
+// Agents only, their own stream (agent.events.ack). Stores up_to as
+// the agent's position: a poll without after continues behind it.
+// Acknowledging backwards changes nothing (the stored position is
+// answered); a position beyond the end of the stream answers 400
+// invalid_cursor. Every agent.followup acknowledged now delivers its
+// follow-up.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/agent/events/ack (the `AckAgentEvents` operationId).
+func (c *Client) AckAgentEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckAgentEventsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AckAgentEvents Store how far the agent has processed its stream
+//
+// Agents only, their own stream (agent.events.ack). Stores up_to as
+// the agent's position: a poll without after continues behind it.
+// Acknowledging backwards changes nothing (the stored position is
+// answered); a position beyond the end of the stream answers 400
+// invalid_cursor. Every agent.followup acknowledged now delivers its
+// follow-up.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/agent/events/ack (the `AckAgentEvents` operationId).
+func (c *Client) AckAgentEvents(ctx context.Context, body AckAgentEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckAgentEventsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3056,9 +4048,13 @@ func (c *Client) CancelRun(ctx context.Context, runId RunId, reqEditors ...Reque
 // Agent-self (run.context.read): only the run's own agent, and only for
 // an active run (queued, running or waiting_input; the adapter reads
 // the context before startRun). An unknown run, a run the caller cannot
-// see and a run that has ended answer the same 404 not_found. A person
-// or an app gets 403 forbidden (reason subject_kind_not_allowed),
-// another agent 403 forbidden (reason not_self).
+// see, a run that has ended and a run whose triggering person lost
+// trigger (it only waits to end) answer the same 404 not_found. A
+// person or an app gets 403 forbidden (reason subject_kind_not_allowed),
+// another agent 403 forbidden (reason not_self). The read spends only
+// the rl.agent_runtime bucket and its denials are audited as
+// run.context.read. A run whose thread moved keeps its context in the
+// thread's current channel (without channel_context).
 //
 // The server builds the context on every read: the triggering message,
 // complete and never cut; the earlier messages of the run's thread
@@ -3066,7 +4062,8 @@ func (c *Client) CancelRun(ctx context.Context, runId RunId, reqEditors ...Reque
 // main-thread messages before the thread's parent message. Every
 // element carries its author, origin, kind, channel, role and a trust
 // marker that the server computes from the current rights on each
-// read, never from the content or the client. Adapters must pass
+// read, never from the content or the client; follow_ups lists the
+// run's follow-ups the same way. Adapters must pass
 // elements with trust unverified to a model only as marked data, never
 // as instructions (SEC-AI-1).
 //
@@ -3129,18 +4126,94 @@ func (c *Client) FinishRun(ctx context.Context, runId RunId, body FinishRunJSONR
 	return c.Client.Do(req)
 }
 
-// StartRun Start a run, or resume a waiting one
+// RenewRunWithBody Extend the holder's lease on a run
+//
+// Agent-self (run.renew). Extends holder's lease by run.lease_timeout.
+// Answers 409 conflict run_claimed when holder does not hold the run
+// (another holder claimed it, or it went back to queued after the
+// lease lapsed) and run_not_active once the run ended.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/runs/{run_id}/renew (the `RenewRun` operationId).
+func (c *Client) RenewRunWithBody(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewRunRequestWithBody(c.Server, runId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewRun Extend the holder's lease on a run
+//
+// Agent-self (run.renew). Extends holder's lease by run.lease_timeout.
+// Answers 409 conflict run_claimed when holder does not hold the run
+// (another holder claimed it, or it went back to queued after the
+// lease lapsed) and run_not_active once the run ended.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/runs/{run_id}/renew (the `RenewRun` operationId).
+func (c *Client) RenewRun(ctx context.Context, runId RunId, body RenewRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewRunRequest(c.Server, runId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StartRunWithBody Claim a run for one adapter process and start it, or resume a waiting one
 //
 // Agent-self (run.start): only the run's own agent; a person or an app
 // gets 403 forbidden (subject_kind_not_allowed), another agent 403
-// forbidden (not_self). Moves a queued or waiting_input run to running
-// (a running run is answered unchanged); the first start marks the
-// run's session started. An ended run answers 409 conflict
+// forbidden (not_self). Claims the run for holder and moves a queued
+// or waiting_input run to running; the first start marks the run's
+// session started. While another holder's lease lives the call answers
+// 409 conflict (run_claimed); the same holder gets a running run
+// unchanged with its lease renewed (run.lease_timeout). A body without
+// holder is the anonymous holder. An ended run answers 409 conflict
 // (run_not_active).
 //
+// Takes any type of body and a specified content type.
+//
 // Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
-func (c *Client) StartRun(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStartRunRequest(c.Server, runId)
+func (c *Client) StartRunWithBody(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartRunRequestWithBody(c.Server, runId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StartRun Claim a run for one adapter process and start it, or resume a waiting one
+//
+// Agent-self (run.start): only the run's own agent; a person or an app
+// gets 403 forbidden (subject_kind_not_allowed), another agent 403
+// forbidden (not_self). Claims the run for holder and moves a queued
+// or waiting_input run to running; the first start marks the run's
+// session started. While another holder's lease lives the call answers
+// 409 conflict (run_claimed); the same holder gets a running run
+// unchanged with its lease renewed (run.lease_timeout). A body without
+// holder is the anonymous holder. An ended run answers 409 conflict
+// (run_not_active).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
+func (c *Client) StartRun(ctx context.Context, runId RunId, body StartRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartRunRequest(c.Server, runId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3609,6 +4682,46 @@ func NewPollAgentEventsRequest(server string, params *PollAgentEventsParams) (*h
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewAckAgentEventsRequest calls the generic AckAgentEvents builder with application/json body
+func NewAckAgentEventsRequest(server string, body AckAgentEventsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAckAgentEventsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAckAgentEventsRequestWithBody constructs an http.Request for the AckAgentEvents method, with any body, and a specified content type
+func NewAckAgentEventsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/agent/events/ack")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4798,8 +5911,66 @@ func NewFinishRunRequestWithBody(server string, runId RunId, contentType string,
 	return req, nil
 }
 
-// NewStartRunRequest constructs an http.Request for the StartRun method
-func NewStartRunRequest(server string, runId RunId) (*http.Request, error) {
+// NewRenewRunRequest calls the generic RenewRun builder with application/json body
+func NewRenewRunRequest(server string, runId RunId, body RenewRunJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRenewRunRequestWithBody(server, runId, "application/json", bodyReader)
+}
+
+// NewRenewRunRequestWithBody constructs an http.Request for the RenewRun method, with any body, and a specified content type
+func NewRenewRunRequestWithBody(server string, runId RunId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/runs/%s/renew", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewStartRunRequest calls the generic StartRun builder with application/json body
+func NewStartRunRequest(server string, runId RunId, body StartRunJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewStartRunRequestWithBody(server, runId, "application/json", bodyReader)
+}
+
+// NewStartRunRequestWithBody constructs an http.Request for the StartRun method, with any body, and a specified content type
+func NewStartRunRequestWithBody(server string, runId RunId, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4824,10 +5995,12 @@ func NewStartRunRequest(server string, runId RunId) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5468,14 +6641,47 @@ type ClientWithResponsesInterface interface {
 	// gets 403 forbidden (subject_kind_not_allowed). Returns the events
 	// after the cursor, oldest first; when none is there, waits up to wait
 	// seconds (at most events.poll_max_wait) for the first one and answers
-	// an empty page with the given cursor when none came. Handing out an
-	// agent.followup marks that follow-up delivered. Payloads carry ids,
-	// never content.
+	// an empty page with the given cursor when none came. Without after
+	// the stream continues after the agent's acknowledged position
+	// (ackAgentEvents); after=0 is the start, after=now the end. A cursor
+	// beyond the end of the stream answers 400 invalid_cursor. Every
+	// wake-up of a waiting poll re-checks the token and the agent: once
+	// either is gone the poll answers 401 and hands out nothing. Handing
+	// out events delivers nothing: a follow-up is delivered when its event
+	// is acknowledged. Payloads carry ids, never content.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/agent/events (the `PollAgentEvents` operationId).
 	PollAgentEventsWithResponse(ctx context.Context, params *PollAgentEventsParams, reqEditors ...RequestEditorFn) (*PollAgentEventsResponse, error)
+
+	// AckAgentEventsWithBodyWithResponse Store how far the agent has processed its stream
+	//
+	// Agents only, their own stream (agent.events.ack). Stores up_to as
+	// the agent's position: a poll without after continues behind it.
+	// Acknowledging backwards changes nothing (the stored position is
+	// answered); a position beyond the end of the stream answers 400
+	// invalid_cursor. Every agent.followup acknowledged now delivers its
+	// follow-up.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/agent/events/ack (the `AckAgentEvents` operationId).
+	AckAgentEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckAgentEventsResponse, error)
+
+	// AckAgentEventsWithResponse Store how far the agent has processed its stream
+	//
+	// Agents only, their own stream (agent.events.ack). Stores up_to as
+	// the agent's position: a poll without after continues behind it.
+	// Acknowledging backwards changes nothing (the stored position is
+	// answered); a position beyond the end of the stream answers 400
+	// invalid_cursor. Every agent.followup acknowledged now delivers its
+	// follow-up.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/agent/events/ack (the `AckAgentEvents` operationId).
+	AckAgentEventsWithResponse(ctx context.Context, body AckAgentEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*AckAgentEventsResponse, error)
 
 	// GetChannelWithResponse A channel
 	//
@@ -5869,9 +7075,13 @@ type ClientWithResponsesInterface interface {
 	// Agent-self (run.context.read): only the run's own agent, and only for
 	// an active run (queued, running or waiting_input; the adapter reads
 	// the context before startRun). An unknown run, a run the caller cannot
-	// see and a run that has ended answer the same 404 not_found. A person
-	// or an app gets 403 forbidden (reason subject_kind_not_allowed),
-	// another agent 403 forbidden (reason not_self).
+	// see, a run that has ended and a run whose triggering person lost
+	// trigger (it only waits to end) answer the same 404 not_found. A
+	// person or an app gets 403 forbidden (reason subject_kind_not_allowed),
+	// another agent 403 forbidden (reason not_self). The read spends only
+	// the rl.agent_runtime bucket and its denials are audited as
+	// run.context.read. A run whose thread moved keeps its context in the
+	// thread's current channel (without channel_context).
 	//
 	// The server builds the context on every read: the triggering message,
 	// complete and never cut; the earlier messages of the run's thread
@@ -5879,7 +7089,8 @@ type ClientWithResponsesInterface interface {
 	// main-thread messages before the thread's parent message. Every
 	// element carries its author, origin, kind, channel, role and a trust
 	// marker that the server computes from the current rights on each
-	// read, never from the content or the client. Adapters must pass
+	// read, never from the content or the client; follow_ups lists the
+	// run's follow-ups the same way. Adapters must pass
 	// elements with trust unverified to a model only as marked data, never
 	// as instructions (SEC-AI-1).
 	//
@@ -5914,19 +7125,63 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/runs/{run_id}/finish (the `FinishRun` operationId).
 	FinishRunWithResponse(ctx context.Context, runId RunId, body FinishRunJSONRequestBody, reqEditors ...RequestEditorFn) (*FinishRunResponse, error)
 
-	// StartRunWithResponse Start a run, or resume a waiting one
+	// RenewRunWithBodyWithResponse Extend the holder's lease on a run
+	//
+	// Agent-self (run.renew). Extends holder's lease by run.lease_timeout.
+	// Answers 409 conflict run_claimed when holder does not hold the run
+	// (another holder claimed it, or it went back to queued after the
+	// lease lapsed) and run_not_active once the run ended.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/renew (the `RenewRun` operationId).
+	RenewRunWithBodyWithResponse(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewRunResponse, error)
+
+	// RenewRunWithResponse Extend the holder's lease on a run
+	//
+	// Agent-self (run.renew). Extends holder's lease by run.lease_timeout.
+	// Answers 409 conflict run_claimed when holder does not hold the run
+	// (another holder claimed it, or it went back to queued after the
+	// lease lapsed) and run_not_active once the run ended.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/renew (the `RenewRun` operationId).
+	RenewRunWithResponse(ctx context.Context, runId RunId, body RenewRunJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewRunResponse, error)
+
+	// StartRunWithBodyWithResponse Claim a run for one adapter process and start it, or resume a waiting one
 	//
 	// Agent-self (run.start): only the run's own agent; a person or an app
 	// gets 403 forbidden (subject_kind_not_allowed), another agent 403
-	// forbidden (not_self). Moves a queued or waiting_input run to running
-	// (a running run is answered unchanged); the first start marks the
-	// run's session started. An ended run answers 409 conflict
+	// forbidden (not_self). Claims the run for holder and moves a queued
+	// or waiting_input run to running; the first start marks the run's
+	// session started. While another holder's lease lives the call answers
+	// 409 conflict (run_claimed); the same holder gets a running run
+	// unchanged with its lease renewed (run.lease_timeout). A body without
+	// holder is the anonymous holder. An ended run answers 409 conflict
 	// (run_not_active).
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
-	StartRunWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*StartRunResponse, error)
+	StartRunWithBodyWithResponse(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartRunResponse, error)
+
+	// StartRunWithResponse Claim a run for one adapter process and start it, or resume a waiting one
+	//
+	// Agent-self (run.start): only the run's own agent; a person or an app
+	// gets 403 forbidden (subject_kind_not_allowed), another agent 403
+	// forbidden (not_self). Claims the run for holder and moves a queued
+	// or waiting_input run to running; the first start marks the run's
+	// session started. While another holder's lease lives the call answers
+	// 409 conflict (run_claimed); the same holder gets a running run
+	// unchanged with its lease renewed (run.lease_timeout). A body without
+	// holder is the anonymous holder. An ended run answers 409 conflict
+	// (run_not_active).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
+	StartRunWithResponse(ctx context.Context, runId RunId, body StartRunJSONRequestBody, reqEditors ...RequestEditorFn) (*StartRunResponse, error)
 
 	// CreateSpaceWithBodyWithResponse Create a space
 	//
@@ -6254,6 +7509,125 @@ func (r PollAgentEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PollAgentEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AckAgentEventsResponse200Headers the declared response headers of an HTTP 200 response for AckAgentEvents
+type AckAgentEventsResponse200Headers struct {
+	CorrelationId *string
+}
+
+// AckAgentEventsResponse400Headers the declared response headers of an HTTP 400 response for AckAgentEvents
+type AckAgentEventsResponse400Headers struct {
+	CorrelationId *string
+}
+
+// AckAgentEventsResponse401Headers the declared response headers of an HTTP 401 response for AckAgentEvents
+type AckAgentEventsResponse401Headers struct {
+	CorrelationId *string
+}
+
+// AckAgentEventsResponse403Headers the declared response headers of an HTTP 403 response for AckAgentEvents
+type AckAgentEventsResponse403Headers struct {
+	CorrelationId *string
+}
+
+// AckAgentEventsResponse429Headers the declared response headers of an HTTP 429 response for AckAgentEvents
+type AckAgentEventsResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// AckAgentEventsResponseDefaultHeaders the declared response headers of an HTTP default response for AckAgentEvents
+type AckAgentEventsResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type AckAgentEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AgentCursor
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *AckAgentEventsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *AckAgentEventsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AckAgentEventsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *AckAgentEventsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AckAgentEventsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *AckAgentEventsResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AckAgentEventsResponse) GetJSON200() *AgentCursor {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AckAgentEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AckAgentEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AckAgentEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AckAgentEventsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r AckAgentEventsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AckAgentEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AckAgentEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AckAgentEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AckAgentEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10006,6 +11380,153 @@ func (r FinishRunResponse) ContentType() string {
 	return ""
 }
 
+// RenewRunResponse200Headers the declared response headers of an HTTP 200 response for RenewRun
+type RenewRunResponse200Headers struct {
+	CorrelationId *string
+}
+
+// RenewRunResponse400Headers the declared response headers of an HTTP 400 response for RenewRun
+type RenewRunResponse400Headers struct {
+	CorrelationId *string
+}
+
+// RenewRunResponse401Headers the declared response headers of an HTTP 401 response for RenewRun
+type RenewRunResponse401Headers struct {
+	CorrelationId *string
+}
+
+// RenewRunResponse403Headers the declared response headers of an HTTP 403 response for RenewRun
+type RenewRunResponse403Headers struct {
+	CorrelationId *string
+}
+
+// RenewRunResponse404Headers the declared response headers of an HTTP 404 response for RenewRun
+type RenewRunResponse404Headers struct {
+	CorrelationId *string
+}
+
+// RenewRunResponse409Headers the declared response headers of an HTTP 409 response for RenewRun
+type RenewRunResponse409Headers struct {
+	CorrelationId *string
+}
+
+// RenewRunResponse429Headers the declared response headers of an HTTP 429 response for RenewRun
+type RenewRunResponse429Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
+// RenewRunResponseDefaultHeaders the declared response headers of an HTTP default response for RenewRun
+type RenewRunResponseDefaultHeaders struct {
+	CorrelationId *string
+}
+
+type RenewRunResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Run
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RenewRunResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RenewRunResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RenewRunResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RenewRunResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RenewRunResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RenewRunResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RenewRunResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *RenewRunResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RenewRunResponse) GetJSON200() *Run {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RenewRunResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RenewRunResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RenewRunResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RenewRunResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RenewRunResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RenewRunResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RenewRunResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RenewRunResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RenewRunResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RenewRunResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RenewRunResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // StartRunResponse200Headers the declared response headers of an HTTP 200 response for StartRun
 type StartRunResponse200Headers struct {
 	CorrelationId *string
@@ -12008,9 +13529,14 @@ func (r RevokeTokenResponse) ContentType() string {
 // gets 403 forbidden (subject_kind_not_allowed). Returns the events
 // after the cursor, oldest first; when none is there, waits up to wait
 // seconds (at most events.poll_max_wait) for the first one and answers
-// an empty page with the given cursor when none came. Handing out an
-// agent.followup marks that follow-up delivered. Payloads carry ids,
-// never content.
+// an empty page with the given cursor when none came. Without after
+// the stream continues after the agent's acknowledged position
+// (ackAgentEvents); after=0 is the start, after=now the end. A cursor
+// beyond the end of the stream answers 400 invalid_cursor. Every
+// wake-up of a waiting poll re-checks the token and the agent: once
+// either is gone the poll answers 401 and hands out nothing. Handing
+// out events delivers nothing: a follow-up is delivered when its event
+// is acknowledged. Payloads carry ids, never content.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12021,6 +13547,46 @@ func (c *ClientWithResponses) PollAgentEventsWithResponse(ctx context.Context, p
 		return nil, err
 	}
 	return ParsePollAgentEventsResponse(rsp)
+}
+
+// AckAgentEventsWithBodyWithResponse Store how far the agent has processed its stream
+//
+// Agents only, their own stream (agent.events.ack). Stores up_to as
+// the agent's position: a poll without after continues behind it.
+// Acknowledging backwards changes nothing (the stored position is
+// answered); a position beyond the end of the stream answers 400
+// invalid_cursor. Every agent.followup acknowledged now delivers its
+// follow-up.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/agent/events/ack (the `AckAgentEvents` operationId).
+func (c *ClientWithResponses) AckAgentEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckAgentEventsResponse, error) {
+	rsp, err := c.AckAgentEventsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAckAgentEventsResponse(rsp)
+}
+
+// AckAgentEventsWithResponse Store how far the agent has processed its stream
+//
+// Agents only, their own stream (agent.events.ack). Stores up_to as
+// the agent's position: a poll without after continues behind it.
+// Acknowledging backwards changes nothing (the stored position is
+// answered); a position beyond the end of the stream answers 400
+// invalid_cursor. Every agent.followup acknowledged now delivers its
+// follow-up.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/agent/events/ack (the `AckAgentEvents` operationId).
+func (c *ClientWithResponses) AckAgentEventsWithResponse(ctx context.Context, body AckAgentEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*AckAgentEventsResponse, error) {
+	rsp, err := c.AckAgentEvents(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAckAgentEventsResponse(rsp)
 }
 
 // GetChannelWithResponse A channel
@@ -12643,9 +14209,13 @@ func (c *ClientWithResponses) CancelRunWithResponse(ctx context.Context, runId R
 // Agent-self (run.context.read): only the run's own agent, and only for
 // an active run (queued, running or waiting_input; the adapter reads
 // the context before startRun). An unknown run, a run the caller cannot
-// see and a run that has ended answer the same 404 not_found. A person
-// or an app gets 403 forbidden (reason subject_kind_not_allowed),
-// another agent 403 forbidden (reason not_self).
+// see, a run that has ended and a run whose triggering person lost
+// trigger (it only waits to end) answer the same 404 not_found. A
+// person or an app gets 403 forbidden (reason subject_kind_not_allowed),
+// another agent 403 forbidden (reason not_self). The read spends only
+// the rl.agent_runtime bucket and its denials are audited as
+// run.context.read. A run whose thread moved keeps its context in the
+// thread's current channel (without channel_context).
 //
 // The server builds the context on every read: the triggering message,
 // complete and never cut; the earlier messages of the run's thread
@@ -12653,7 +14223,8 @@ func (c *ClientWithResponses) CancelRunWithResponse(ctx context.Context, runId R
 // main-thread messages before the thread's parent message. Every
 // element carries its author, origin, kind, channel, role and a trust
 // marker that the server computes from the current rights on each
-// read, never from the content or the client. Adapters must pass
+// read, never from the content or the client; follow_ups lists the
+// run's follow-ups the same way. Adapters must pass
 // elements with trust unverified to a model only as marked data, never
 // as instructions (SEC-AI-1).
 //
@@ -12706,20 +14277,82 @@ func (c *ClientWithResponses) FinishRunWithResponse(ctx context.Context, runId R
 	return ParseFinishRunResponse(rsp)
 }
 
-// StartRunWithResponse Start a run, or resume a waiting one
+// RenewRunWithBodyWithResponse Extend the holder's lease on a run
+//
+// Agent-self (run.renew). Extends holder's lease by run.lease_timeout.
+// Answers 409 conflict run_claimed when holder does not hold the run
+// (another holder claimed it, or it went back to queued after the
+// lease lapsed) and run_not_active once the run ended.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/renew (the `RenewRun` operationId).
+func (c *ClientWithResponses) RenewRunWithBodyWithResponse(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewRunResponse, error) {
+	rsp, err := c.RenewRunWithBody(ctx, runId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewRunResponse(rsp)
+}
+
+// RenewRunWithResponse Extend the holder's lease on a run
+//
+// Agent-self (run.renew). Extends holder's lease by run.lease_timeout.
+// Answers 409 conflict run_claimed when holder does not hold the run
+// (another holder claimed it, or it went back to queued after the
+// lease lapsed) and run_not_active once the run ended.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/renew (the `RenewRun` operationId).
+func (c *ClientWithResponses) RenewRunWithResponse(ctx context.Context, runId RunId, body RenewRunJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewRunResponse, error) {
+	rsp, err := c.RenewRun(ctx, runId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewRunResponse(rsp)
+}
+
+// StartRunWithBodyWithResponse Claim a run for one adapter process and start it, or resume a waiting one
 //
 // Agent-self (run.start): only the run's own agent; a person or an app
 // gets 403 forbidden (subject_kind_not_allowed), another agent 403
-// forbidden (not_self). Moves a queued or waiting_input run to running
-// (a running run is answered unchanged); the first start marks the
-// run's session started. An ended run answers 409 conflict
+// forbidden (not_self). Claims the run for holder and moves a queued
+// or waiting_input run to running; the first start marks the run's
+// session started. While another holder's lease lives the call answers
+// 409 conflict (run_claimed); the same holder gets a running run
+// unchanged with its lease renewed (run.lease_timeout). A body without
+// holder is the anonymous holder. An ended run answers 409 conflict
 // (run_not_active).
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
-func (c *ClientWithResponses) StartRunWithResponse(ctx context.Context, runId RunId, reqEditors ...RequestEditorFn) (*StartRunResponse, error) {
-	rsp, err := c.StartRun(ctx, runId, reqEditors...)
+func (c *ClientWithResponses) StartRunWithBodyWithResponse(ctx context.Context, runId RunId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartRunResponse, error) {
+	rsp, err := c.StartRunWithBody(ctx, runId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStartRunResponse(rsp)
+}
+
+// StartRunWithResponse Claim a run for one adapter process and start it, or resume a waiting one
+//
+// Agent-self (run.start): only the run's own agent; a person or an app
+// gets 403 forbidden (subject_kind_not_allowed), another agent 403
+// forbidden (not_self). Claims the run for holder and moves a queued
+// or waiting_input run to running; the first start marks the run's
+// session started. While another holder's lease lives the call answers
+// 409 conflict (run_claimed); the same holder gets a running run
+// unchanged with its lease renewed (run.lease_timeout). A body without
+// holder is the anonymous holder. An ended run answers 409 conflict
+// (run_not_active).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/runs/{run_id}/start (the `StartRun` operationId).
+func (c *ClientWithResponses) StartRunWithResponse(ctx context.Context, runId RunId, body StartRunJSONRequestBody, reqEditors ...RequestEditorFn) (*StartRunResponse, error) {
+	rsp, err := c.StartRun(ctx, runId, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13176,6 +14809,137 @@ func ParsePollAgentEventsResponse(rsp *http.Response) (*PollAgentEventsResponse,
 		response.Headers429 = &headers
 	case true:
 		var headers PollAgentEventsResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAckAgentEventsResponse parses an HTTP response from a AckAgentEventsWithResponse call
+func ParseAckAgentEventsResponse(rsp *http.Response) (*AckAgentEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AckAgentEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AgentCursor
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers AckAgentEventsResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers AckAgentEventsResponse400Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers AckAgentEventsResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers AckAgentEventsResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers AckAgentEventsResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers AckAgentEventsResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -17339,6 +19103,171 @@ func ParseFinishRunResponse(rsp *http.Response) (*FinishRunResponse, error) {
 		response.Headers429 = &headers
 	case true:
 		var headers FinishRunResponseDefaultHeaders
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRenewRunResponse parses an HTTP response from a RenewRunWithResponse call
+func ParseRenewRunResponse(rsp *http.Response) (*RenewRunResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RenewRunResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RenewRunResponse200Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers RenewRunResponse400Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RenewRunResponse401Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RenewRunResponse403Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RenewRunResponse404Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RenewRunResponse409Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RenewRunResponse429Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers RenewRunResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -177,10 +177,12 @@ const (
 	ThreadMove           Action = "thread.move"
 	RunContextRead       Action = "run.context.read"
 	RunStart             Action = "run.start"
+	RunRenew             Action = "run.renew"
 	RunAwaitInput        Action = "run.await_input"
 	RunFinish            Action = "run.finish"
 	RunCancel            Action = "run.cancel"
 	AgentEventsPoll      Action = "agent.events.poll"
+	AgentEventsAck       Action = "agent.events.ack"
 	AgentSessionReset    Action = "agent.session.reset"
 	AgentSessionBind     Action = "agent.session.bind"
 	GrantCreate          Action = "grant.create"
@@ -255,10 +257,12 @@ var Table = map[Action]Spec{
 	ThreadMove:           {needTrigger, ratelimit.Message, true},
 	RunContextRead:       {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunStart:             {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunRenew:             {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunAwaitInput:        {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunFinish:            {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunCancel:            {needTriggerOrAgentSelf, ratelimit.AgentRuntime, false},
 	AgentEventsPoll:      {needAgent, ratelimit.AgentRuntime, false},
+	AgentEventsAck:       {needAgent, ratelimit.AgentRuntime, false},
 	AgentSessionReset:    {needTrigger, ratelimit.Message, false},
 	AgentSessionBind:     {needTrigger, ratelimit.Message, false},
 	GrantCreate:          {needOwner, ratelimit.Admin, true},

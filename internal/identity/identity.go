@@ -369,3 +369,18 @@ func (s *Service) ByHandles(ctx context.Context, q db.Querier, handles []string)
 	}
 	return out, rows.Err()
 }
+
+type tokenKey struct{}
+
+// WithToken returns ctx carrying the clear-text token the request
+// authenticated with, so that a long-running request (a long poll) can check
+// on wake-up that its token still holds.
+func WithToken(ctx context.Context, tok string) context.Context {
+	return context.WithValue(ctx, tokenKey{}, tok)
+}
+
+// TokenFromContext returns the token of ctx, if any.
+func TokenFromContext(ctx context.Context) (string, bool) {
+	tok, ok := ctx.Value(tokenKey{}).(string)
+	return tok, ok
+}

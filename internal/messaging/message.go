@@ -42,6 +42,10 @@ type Attachment struct {
 	Name     string
 	MIMEType string
 	Size     int64
+	// ScanStatus is pending, clean, infected or failed.
+	ScanStatus string
+	// Transcript is the transcript of a voice message, when there is one.
+	Transcript string
 }
 
 // The origins, set only by the server from the principal.

@@ -135,3 +135,19 @@ func (s *Service) SetTrigger(ctx context.Context, tx db.Querier, id, state, reas
 }
 
 func now(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// LoadIn returns message id as stored, with author and mentions, read in q
+// without any authorization: for a module that decides on a message it
+// already holds (the runs module re-deciding a follow-up inside its unit of
+// work). channelID is the channel the caller knows the message's thread in.
+func (s *Service) LoadIn(ctx context.Context, q db.Querier, id, channelID string) (Message, error) {
+	r, err := s.loadRow(ctx, q, id)
+	if err != nil {
+		return Message{}, err
+	}
+	ms, err := s.resolve(ctx, q, []row{r}, func(string) string { return channelID })
+	if err != nil {
+		return Message{}, err
+	}
+	return ms[0], nil
+}

@@ -156,6 +156,12 @@ func (s *Shim) render(v any, t *ast.Type) any {
 	switch def.Kind {
 	case ast.Object, ast.Interface:
 		obj, _ := v.(map[string]any)
+		// An interface value renders as its object type when the stored
+		// operation asked for __typename, so that members selected in
+		// fragments on that type are kept.
+		if tn, ok := obj["__typename"].(string); ok && def.Kind == ast.Interface && s.schema.Types[tn] != nil {
+			def = s.schema.Types[tn]
+		}
 		out := make(map[string]any, len(obj))
 		for k, val := range obj {
 			if val == nil || strings.HasPrefix(k, "__") {

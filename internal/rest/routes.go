@@ -10,19 +10,19 @@ import (
 // docs/api/openapi.yaml (the shim renders camelCase as snake_case).
 const (
 	principalRefFields = `id kind handle displayName`
-	messageFields      = `id threadId channelId threadSeq author { ` + principalRefFields + ` } origin kind contentMd contentTruncated replyToMessageId mentions { ` + principalRefFields + ` } attachments { fileId name mimeType size } triggerState triggerReason systemCode runId deleted createdAt`
+	messageFields      = `id threadId channelId threadSeq author { ` + principalRefFields + ` } origin kind contentMd contentTruncated replyToMessageId mentions { ` + principalRefFields + ` } attachments { fileId name mimeType size scanStatus transcript } triggerState triggerReason systemCode runId deleted createdAt`
 	threadFields       = `id channelId kind parentMessageId operatorAgentId title titleSource createdBy state lastSeq createdAt`
 	channelFields      = `id spaceId name kind archived operatorMode operatorAgentId effectiveOperatorId mainThreadId switches { freeResponse allowMentionedAgents autoThread historyBackfillLimit }`
 	grantFields        = `id subjectId subjectKind targetKind targetId level expiresAt createdAt revokedAt`
-	eventFields        = `seq type createdAt channelId spaceId payload`
+	eventFields        = `__typename seq type createdAt channelId payload ... on SpaceEvent { spaceId }`
 	spaceFields        = `id name defaultOperatorAgentId archived`
 	principalFields    = `id kind handle displayName email status isOwner createdAt`
 	tokenFields        = `id principalId kind label createdAt expiresAt lastUsedAt revokedAt`
 	groupFields        = `id name createdAt memberIds`
-	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt`
+	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
-	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size } replyToMessageId trust alreadyDelivered`
-	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq trustSummary { lowest counts { trust count } }`
+	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust alreadyDelivered`
+	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq followUps { ` + contextMsgFields + ` } trustSummary { lowest counts { trust count } }`
 )
 
 func path(name string) Param { return Param{Name: name, In: InPath, Var: "id"} }
@@ -121,8 +121,13 @@ var Table = []Route{
 	},
 	{
 		OperationID: "startRun", Action: authz.RunStart, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/start", Result: "startRun",
-		Params:   []Param{path("run_id")},
-		Document: `mutation startRun($id: ID!) { startRun(id: $id) { ` + runFields + ` } }`,
+		Params: []Param{path("run_id")}, BodyFields: map[string]string{"holder": "holder"}, OptionalBody: true,
+		Document: `mutation startRun($id: ID!, $holder: String) { startRun(id: $id, holder: $holder) { ` + runFields + ` } }`,
+	},
+	{
+		OperationID: "renewRun", Action: authz.RunRenew, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/renew", Result: "renewRun",
+		Params: []Param{path("run_id")}, BodyFields: map[string]string{"holder": "holder"},
+		Document: `mutation renewRun($id: ID!, $holder: String!) { renewRun(id: $id, holder: $holder) { ` + runFields + ` } }`,
 	},
 	{
 		OperationID: "awaitRunInput", Action: authz.RunAwaitInput, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/await-input", Result: "awaitRunInput",
@@ -143,6 +148,11 @@ var Table = []Route{
 		OperationID: "pollAgentEvents", Action: authz.AgentEventsPoll, Method: http.MethodGet, Path: "/api/v1/agent/events", Result: "agentEvents",
 		Params:   []Param{{Name: "after", In: InQuery, Var: "after"}, {Name: "wait", In: InQuery, Var: "wait", Int: true}},
 		Document: `query pollAgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) { events { seq type createdAt payload } nextAfter } }`,
+	},
+	{
+		OperationID: "ackAgentEvents", Action: authz.AgentEventsAck, Method: http.MethodPost, Path: "/api/v1/agent/events/ack", Result: "ackAgentEvents",
+		BodyFields: map[string]string{"up_to": "upTo"},
+		Document:   `mutation ackAgentEvents($upTo: String!) { ackAgentEvents(upTo: $upTo) { position } }`,
 	},
 	{
 		OperationID: "resetAgentSession", Action: authz.AgentSessionReset, Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/agent-session/reset", Result: "resetAgentSession",

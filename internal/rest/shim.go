@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -67,6 +68,9 @@ type Route struct {
 	// (REST member name to GraphQL variable name), for bodies that are not
 	// one input object.
 	BodyFields map[string]string
+	// OptionalBody lets a route with BodyFields be called without a body
+	// (read as an empty object), for bodies whose members are all optional.
+	OptionalBody bool
 }
 
 // Shim serves the routes of its table.
@@ -284,7 +288,9 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 		var body any
 		dec := json.NewDecoder(r.Body)
 		dec.UseNumber()
-		if err := dec.Decode(&body); err != nil {
+		if err := dec.Decode(&body); errors.Is(err, io.EOF) && c.OptionalBody {
+			body = map[string]any{}
+		} else if err != nil {
 			return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_json", Detail: "the body is not a JSON document"})
 		}
 		if dec.More() {

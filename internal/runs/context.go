@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
@@ -29,17 +31,34 @@ type Read struct {
 	Channel chat.Channel
 	Path    authz.Path
 	Grant   authz.Level
+	// ForContext is set by ReadForContext: run.context.read was already
+	// decided (and its token spent) on this read.
+	ForContext bool
 }
 
 // Read returns run id for actor (run.read: read on the run's thread) in
 // three statements: the run, its thread with channel, the actor's grants.
 // Unknown and invisible runs give the same 404.
 func (s *Service) Read(ctx context.Context, actor identity.Principal, id string) (Read, error) {
-	if err := s.authz.Spend(actor, authz.RunRead); err != nil {
+	return s.read(ctx, actor, id, authz.RunRead)
+}
+
+// ReadForContext reads run id only to build its context (getRunContext):
+// it takes the rl.agent_runtime token of run.context.read instead of
+// rl.read and decides and audits run.context.read, also for unknown and
+// invisible runs.
+func (s *Service) ReadForContext(ctx context.Context, actor identity.Principal, id string) (Read, error) {
+	rd, err := s.read(ctx, actor, id, authz.RunContextRead)
+	rd.ForContext = err == nil
+	return rd, err
+}
+
+func (s *Service) read(ctx context.Context, actor identity.Principal, id string, action authz.Action) (Read, error) {
+	if err := s.authz.Spend(actor, action); err != nil {
 		return Read{}, err
 	}
 	notFound := func() (Read, error) {
-		if _, err := s.authz.DecideAt(ctx, actor, authz.RunRead, authz.Path{Kind: authz.KindRun, ID: id}); err != nil {
+		if _, err := s.authz.DecideAt(ctx, actor, action, authz.Path{Kind: authz.KindRun, ID: id}); err != nil {
 			return Read{}, err
 		}
 		return Read{}, problem.New(problem.NotFound, "")
@@ -60,7 +79,7 @@ func (s *Service) Read(ctx context.Context, actor identity.Principal, id string)
 	}
 	path := chat.PathInThread(c, t, authz.KindRun, r.ID)
 	path.OwnerID = r.AgentID
-	d, err := s.authz.DecideAt(ctx, actor, authz.RunRead, path)
+	d, err := s.authz.DecideAt(ctx, actor, action, path)
 	if err != nil {
 		return Read{}, err
 	}
@@ -95,6 +114,11 @@ type RunContext struct {
 	ChannelPath authz.Path
 	SessionID   string
 	Mode        string
+	// ThreadPath and Grant let the follow-ups (read through a loader) pass
+	// the same filter as the other elements; MessageMaxBytes cuts them.
+	ThreadPath      authz.Path
+	Grant           authz.Level
+	MessageMaxBytes int
 }
 
 // Context builds the run context of rd for actor (run.context.read: the
@@ -103,12 +127,15 @@ type RunContext struct {
 // on each request. Any source error fails the read; it never turns into a
 // context with less or weaker data (fail closed).
 func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read, limits ContextLimits) (RunContext, error) {
-	if _, err := s.authz.DecideFrom(ctx, actor, authz.RunContextRead, rd.Path, rd.Grant); err != nil {
-		return RunContext{}, err
+	if !rd.ForContext {
+		if _, err := s.authz.DecideFrom(ctx, actor, authz.RunContextRead, rd.Path, rd.Grant); err != nil {
+			return RunContext{}, err
+		}
 	}
 	r, t, c := rd.Run, rd.Thread, rd.Channel
-	if !Active(r.State) || r.TriggeringMessageID == "" {
-		// An ended run has no context: the same 404 as an unknown run.
+	if !Active(r.State) || r.TriggeringMessageID == "" || r.TriggerLostAt != nil {
+		// An ended run has no context: the same 404 as an unknown run. So
+		// has a run whose person lost trigger: it only waits to end.
 		return RunContext{}, problem.New(problem.NotFound, "")
 	}
 	if r.TriggerKind != "message" {
@@ -148,14 +175,27 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	if !ok {
 		return RunContext{}, problem.New(problem.NotFound, "")
 	}
+	triggerChannel := c.ID
 	mPath, ok := pathOf(m.ThreadID)
-	if !ok || !s.authz.FilterAt(ctx, actor, authz.MessageRead, []authz.Path{mPath}, rd.Grant)[0] {
+	if ok {
+		ok = s.authz.FilterAt(ctx, actor, authz.MessageRead, []authz.Path{mPath}, rd.Grant)[0]
+	} else {
+		// The run's thread moved away from its trigger (an auto thread whose
+		// parent stays in the source channel): the trigger is read where it
+		// lies, with the agent's rights there, and the run keeps its context.
+		mPath, triggerChannel, ok, err = s.triggerElsewhere(ctx, actor, m.ThreadID)
+		if err != nil {
+			return RunContext{}, problem.Internal(err)
+		}
+	}
+	if !ok {
 		return RunContext{}, problem.New(problem.NotFound, "")
 	}
 
 	out := RunContext{RunID: r.ID, Parties: domain.RunParties{AgentID: r.AgentID, TriggeredBy: r.TriggeredBy},
 		ChannelPath: chat.ChannelPath(c), SessionID: r.SessionID, Mode: plan.Mode,
-		Trigger: ContextElement{ContextItem: m, ChannelID: c.ID, Path: mPath}}
+		Trigger:    ContextElement{ContextItem: m, ChannelID: triggerChannel, Path: mPath},
+		ThreadPath: threadPath, Grant: rd.Grant, MessageMaxBytes: limits.MessageMaxBytes}
 	limit := c.Switches.HistoryBackfillLimit
 	exclude := ""
 	if plan.ExcludeOwn {
@@ -252,11 +292,39 @@ func (s *Service) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, 
 	return out, rows.Err()
 }
 
-// Delivered returns which of messageIDs were handed to session sessionID as
-// follow-ups (delivered or absorbed), in one statement.
-func (s *Service) Delivered(ctx context.Context, sessionID string, messageIDs []string) (map[string]bool, error) {
+// triggerElsewhere returns the path and channel of a triggering message
+// that lies outside the run's thread and its channel's main thread, and
+// whether actor may read it there.
+func (s *Service) triggerElsewhere(ctx context.Context, actor identity.Principal, threadID string) (authz.Path, string, bool, error) {
+	t, c, err := s.chat.ThreadInfo(ctx, nil, threadID)
+	if errors.Is(err, chat.ErrNotFound) {
+		return authz.Path{}, "", false, nil
+	}
+	if err != nil {
+		return authz.Path{}, "", false, err
+	}
+	p := chat.PathInThread(c, t, authz.KindMessage, "")
+	levels, err := s.authz.Levels(ctx, actor, []authz.Path{p})
+	if err != nil {
+		return authz.Path{}, "", false, err
+	}
+	return p, c.ID, levels[0] >= authz.Read, nil
+}
+
+// Delivered returns which of messageIDs were delivered (acknowledged by
+// the agent) as follow-ups to session sessionID, or, for a guest run
+// without session, to run runID: the fact outlives the follow-up's state.
+// One statement.
+func (s *Service) Delivered(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, error) {
+	var session, run any
+	if sessionID != "" {
+		session = sessionID
+	}
+	if runID != "" {
+		run = runID
+	}
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT f.message_id::text FROM run_followups f JOIN runs r ON r.id = f.run_id
-		WHERE r.agent_session_id = $1 AND f.message_id = ANY($2::uuid[]) AND f.state IN ('delivered', 'absorbed')`, sessionID, messageIDs)
+		WHERE (r.agent_session_id = $1::uuid OR r.id = $2::uuid) AND f.message_id = ANY($3::uuid[]) AND f.delivered_at IS NOT NULL`, session, run, messageIDs)
 	if err != nil {
 		return nil, fmt.Errorf("delivered follow-ups: %w", err)
 	}
@@ -270,4 +338,63 @@ func (s *Service) Delivered(ctx context.Context, sessionID string, messageIDs []
 		out[id] = true
 	}
 	return out, rows.Err()
+}
+
+// FollowUps returns the follow-ups of each run in runIDs that are still
+// in play (pending or delivered), oldest first, in two statements for all
+// runs (a per-request loader batches the runs of one request).
+func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
+	rows, err := s.pool.Query(ctx, `SELECT f.run_id::text, f.message_id::text FROM run_followups f JOIN messages m ON m.id = f.message_id
+		WHERE f.run_id = ANY($1::uuid[]) AND f.state IN ('pending', 'delivered') ORDER BY m.thread_seq`, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("follow-ups: %w", err)
+	}
+	type pair struct{ run, message string }
+	pairs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pair, error) {
+		var p pair
+		err := r.Scan(&p.run, &p.message)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("follow-ups: %w", err)
+	}
+	out := map[string][]messaging.ContextItem{}
+	if len(pairs) == 0 {
+		return out, nil
+	}
+	want := make([]string, len(pairs))
+	for i, p := range pairs {
+		want[i] = p.message
+	}
+	msgs, err := s.messaging.ContextMessages(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pairs {
+		if m, ok := msgs[p.message]; ok {
+			out[p.run] = append(out[p.run], m)
+		}
+	}
+	return out, nil
+}
+
+// FollowUpElements turns the follow-up messages of rc's run into context
+// elements: each passes the same read filter as the thread elements and is
+// cut like them.
+func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal, rc *RunContext, items []messaging.ContextItem) []ContextElement {
+	paths := make([]authz.Path, len(items))
+	for i := range items {
+		paths[i] = rc.ThreadPath
+	}
+	keep := s.authz.FilterAt(ctx, actor, authz.MessageRead, paths, rc.Grant)
+	out := make([]ContextElement, 0, len(items))
+	for i, it := range items {
+		if !keep[i] {
+			continue
+		}
+		e := ContextElement{ContextItem: it, ChannelID: rc.ChannelPath.ChannelID, Path: rc.ThreadPath}
+		e.ContentMD, e.Truncated = domain.CutContent(it.ContentMD, rc.MessageMaxBytes)
+		out = append(out, e)
+	}
+	return out
 }

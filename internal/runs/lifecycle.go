@@ -10,6 +10,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -46,14 +47,70 @@ func (s *Service) change(ctx context.Context, actor identity.Principal, action a
 	return out, err
 }
 
-// Start moves the agent's own run to running (run.start): from queued, or
-// back from waiting_input. The first start marks the session started.
-func (s *Service) Start(ctx context.Context, actor identity.Principal, id string) (Run, error) {
+// HolderMaxLen bounds a holder name.
+const HolderMaxLen = 128
+
+// ValidHolder reports whether h is a holder name: 1 to 128 characters out
+// of letters, digits and . _ : - (an opaque id per adapter process).
+func ValidHolder(h string) bool {
+	if len(h) == 0 || len(h) > HolderMaxLen {
+		return false
+	}
+	for _, c := range h {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkHolder validates an optional holder: absent is the anonymous
+// holder "" of adapters that predate claims.
+func checkHolder(h string) error {
+	if h != "" && !ValidHolder(h) {
+		return problem.Invalid(problem.FieldError{Pointer: "/holder", Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
+	}
+	return nil
+}
+
+// errClaimed answers a call on a run that another holder claimed.
+func errClaimed() error {
+	return problem.Newf(problem.Conflict, "run_claimed", "another adapter process holds this run")
+}
+
+// extendLease renews r's lease by run.lease_timeout without a new version
+// (a lease is not a state change).
+func (s *Service) extendLease(ctx context.Context, tx pgx.Tx, r Run) (Run, error) {
+	until := s.clock.Now().Add(s.timeouts.Lease)
+	if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1`, r.ID, until); err != nil {
+		return Run{}, problem.Internal(fmt.Errorf("extend lease: %w", err))
+	}
+	r.LeaseExpiresAt = &until
+	return r, nil
+}
+
+// Start claims the agent's own run for holder and moves it to running
+// (run.start): from queued, or back from waiting_input. While the claim of
+// another holder lives the call answers 409 run_claimed; the same holder
+// gets the run unchanged with its lease renewed. The first start marks the
+// session started.
+func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
+	if err := checkHolder(holder); err != nil {
+		return Run{}, err
+	}
 	return s.change(ctx, actor, authz.RunStart, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
 		switch r.State {
-		case Running:
-			return r, nil, nil
-		case Queued, WaitingInput:
+		case Running, WaitingInput:
+			if r.Holder != holder {
+				return Run{}, nil, errClaimed()
+			}
+			if r.State == Running {
+				r, err := s.extendLease(ctx, tx, r)
+				return r, nil, err
+			}
+		case Queued:
 		default:
 			return Run{}, nil, errNotActive()
 		}
@@ -62,11 +119,33 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id string
 				return Run{}, nil, problem.Internal(err)
 			}
 		}
+		until := s.clock.Now().Add(s.timeouts.Lease)
+		r.Holder, r.LeaseExpiresAt = holder, &until
 		r, err := s.transition(ctx, tx, r, Running, "")
 		if err != nil {
 			return Run{}, nil, err
 		}
 		return r, []events.Event{s.stateChanged(r, channelID)}, nil
+	})
+}
+
+// Renew extends holder's lease on the agent's own run (run.renew): 409
+// run_claimed when holder does not hold the run (another holder claimed it,
+// or it went back to queued after the lease lapsed), run_not_active once it
+// ended.
+func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
+	if err := checkHolder(holder); err != nil {
+		return Run{}, err
+	}
+	return s.change(ctx, actor, authz.RunRenew, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+		if !Active(r.State) {
+			return Run{}, nil, errNotActive()
+		}
+		if r.State == Queued || r.Holder != holder {
+			return Run{}, nil, errClaimed()
+		}
+		r, err := s.extendLease(ctx, tx, r)
+		return r, nil, err
 	})
 }
 
@@ -76,13 +155,16 @@ func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id s
 	return s.change(ctx, actor, authz.RunAwaitInput, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
 		switch r.State {
 		case WaitingInput:
-			return r, nil, nil
+			r, err := s.extendLease(ctx, tx, r)
+			return r, nil, err
 		case Running:
 		case Queued:
 			return Run{}, nil, problem.Newf(problem.Conflict, "run_not_started", "start the run first")
 		default:
 			return Run{}, nil, errNotActive()
 		}
+		until := s.clock.Now().Add(s.timeouts.Lease)
+		r.LeaseExpiresAt = &until
 		r, err := s.transition(ctx, tx, r, WaitingInput, "")
 		if err != nil {
 			return Run{}, nil, err
@@ -117,6 +199,10 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, outc
 		if !Active(r.State) {
 			return Run{}, nil, errNotActive()
 		}
+		if to == Cancelled && r.TriggerLostAt != nil {
+			// The adapter confirms the cancel that loss of trigger asked for.
+			reason = ReasonTriggerRevoked
+		}
 		return s.end(ctx, tx, r, to, reason, channelID)
 	})
 }
@@ -146,10 +232,26 @@ func (s *Service) Cancel(ctx context.Context, actor identity.Principal, id strin
 	})
 }
 
+// Reasons recorded on runs and follow-ups by the runtime.
+const (
+	// ReasonTriggerRevoked ends a run, or drops a follow-up, whose person
+	// lost trigger on the channel.
+	ReasonTriggerRevoked = "trigger_revoked"
+	// ReasonLeaseExpired fails a run whose lease lapsed run.max_attempts times.
+	ReasonLeaseExpired = "lease_expired"
+	// ReasonAddresseeChanged drops a follow-up that, decided again, would
+	// address another agent than the run's.
+	ReasonAddresseeChanged = "addressee_changed"
+)
+
 // end moves r to an ending state and settles its follow-ups: on completion
-// the delivered ones are absorbed, otherwise dropped; the oldest pending one
-// starts the next run of the thread and the other pending ones become its
-// follow-ups. The caller holds the thread's and the run's row locks.
+// the delivered ones are absorbed, otherwise dropped (delivered_at keeps
+// the fact that the session got them). The pending ones, oldest first, go
+// through the whole trigger decision again now: the first that would start
+// a run of r's agent starts the next run of the thread, the later ones that
+// would be its follow-ups become them, and every other one is dropped with
+// the decision's reason. The caller holds the thread's and the run's row
+// locks.
 func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to, reason, channelID string) (Run, []events.Event, error) {
 	r, err := s.transition(ctx, tx, r, to, reason)
 	if err != nil {
@@ -163,53 +265,81 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to, reason, channel
 	if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, r.ID, settled); err != nil {
 		return Run{}, nil, problem.Internal(err)
 	}
-	rows, err := tx.Query(ctx, `SELECT f.message_id::text, m.author_principal_id::text, m.thread_seq FROM run_followups f JOIN messages m ON m.id = f.message_id
+	rows, err := tx.Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN messages m ON m.id = f.message_id
 		WHERE f.run_id = $1 AND f.state = 'pending' ORDER BY m.thread_seq`, r.ID)
 	if err != nil {
 		return Run{}, nil, problem.Internal(err)
 	}
-	type pending struct {
-		message, author string
-		seq             int64
+	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return Run{}, nil, problem.Internal(err)
 	}
-	var list []pending
-	for rows.Next() {
-		var p pending
-		if err := rows.Scan(&p.message, &p.author, &p.seq); err != nil {
-			rows.Close()
-			return Run{}, nil, problem.Internal(err)
-		}
-		list = append(list, p)
-	}
-	rows.Close()
 	if len(list) == 0 {
 		return r, evs, nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'absorbed' WHERE run_id = $1 AND message_id = $2`, r.ID, list[0].message); err != nil {
-		return Run{}, nil, problem.Internal(err)
-	}
-	thread, err := s.chat.GetThread(ctx, tx, r.ThreadID)
+	thread, channel, err := s.chat.ThreadInfo(ctx, tx, r.ThreadID)
 	if err != nil {
 		return Run{}, nil, problem.Internal(err)
 	}
-	guest := r.SessionID == ""
-	more, err := s.startRunFor(ctx, tx, r.AgentID, guest, thread, channelID, trigger{list[0].message, r.ThreadID, list[0].seq}, list[0].author)
-	if err != nil {
-		return Run{}, nil, err
-	}
-	evs = append(evs, more...)
-	next, err := activeRunOf(ctx, tx, r.ThreadID)
-	if err != nil {
-		return Run{}, nil, problem.Internal(fmt.Errorf("next run: %w", err))
-	}
-	for _, p := range list[1:] {
-		if _, err := tx.Exec(ctx, `UPDATE run_followups SET run_id = $3 WHERE run_id = $1 AND message_id = $2`, r.ID, p.message, next.ID); err != nil {
+	var next Run
+	for _, id := range list {
+		m, err := s.messaging.LoadIn(ctx, tx, id, channel.ID)
+		if err != nil {
 			return Run{}, nil, problem.Internal(err)
 		}
-		evs = append(evs, events.Event{AgentID: next.AgentID, RunID: next.ID, MessageID: p.message, Type: events.AgentFollowup,
-			Payload: map[string]any{"run_id": next.ID, "message_id": p.message}})
+		people, err := s.ident.GetManyIn(ctx, tx, []string{m.Author.ID})
+		if err != nil {
+			return Run{}, nil, problem.Internal(err)
+		}
+		p := &messaging.Posted{Message: m, Thread: thread, Channel: channel, Author: people[m.Author.ID]}
+		facts, _, err := s.triggerFacts(ctx, tx, p)
+		if err != nil {
+			return Run{}, nil, problem.Internal(err)
+		}
+		facts.Human = m.Origin == messaging.OriginHuman
+		d := DecideTrigger(facts)
+		want := Accept
+		if next.ID != "" {
+			want = Followup
+		}
+		if d.Outcome != want || d.Agent != r.AgentID {
+			why := d.Reason
+			if why == "" {
+				why = ReasonAddresseeChanged
+			}
+			if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2`, r.ID, id, why); err != nil {
+				return Run{}, nil, problem.Internal(err)
+			}
+			continue
+		}
+		if next.ID == "" {
+			if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'promoted' WHERE run_id = $1 AND message_id = $2`, r.ID, id); err != nil {
+				return Run{}, nil, problem.Internal(err)
+			}
+			// The next run stays in r's thread even where auto_thread is on
+			// now: the follow-up belongs to the conversation it was written in.
+			more, err := s.startRunFor(ctx, tx, r.AgentID, d.Guest, thread, channel.ID, trigger{m.ID, m.ThreadID, m.ThreadSeq}, m.Author.ID)
+			if err != nil {
+				return Run{}, nil, err
+			}
+			evs = append(evs, more...)
+			if next, err = activeRunOf(ctx, tx, r.ThreadID); err != nil {
+				return Run{}, nil, problem.Internal(fmt.Errorf("next run: %w", err))
+			}
+			continue
+		}
+		if _, err := tx.Exec(ctx, `UPDATE run_followups SET run_id = $3 WHERE run_id = $1 AND message_id = $2`, r.ID, id, next.ID); err != nil {
+			return Run{}, nil, problem.Internal(err)
+		}
+		evs = append(evs, followupEvent(next, id))
 	}
 	return r, evs, nil
+}
+
+// followupEvent is the agent.followup that hands message to run.
+func followupEvent(run Run, messageID string) events.Event {
+	return events.Event{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
+		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}
 }
 
 // Path implements authz.Source for runs: the run's thread, reserved to the

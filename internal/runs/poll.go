@@ -2,8 +2,11 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
@@ -14,17 +17,101 @@ import (
 // PollLimit bounds the events one poll hands out.
 const PollLimit = 100
 
+// CursorNow is the cursor that names the current end of the stream.
+const CursorNow = "now"
+
 // Page is a page of an agent's stream.
 type Page struct {
 	Events    []events.Event
 	NextAfter string
 }
 
+// streamEnd returns the highest committed agent event seq (0 for an empty
+// stream): the end of every stream, since seqs are shared by all agents and
+// commit in order. A cursor above it was never handed out.
+func (s *Service) streamEnd(ctx context.Context) (int64, error) {
+	var end int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM agent_events`).Scan(&end)
+	return end, err
+}
+
+// ackedSeq returns the agent's acknowledged position (0 before its first ack).
+func (s *Service) ackedSeq(ctx context.Context, agentID string) (int64, error) {
+	var seq int64
+	err := s.pool.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1`, agentID).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return seq, err
+}
+
+// resolveCursor turns the after argument into a position: empty continues
+// after the acknowledged position, "now" is the end of the stream, "0" the
+// start; a number beyond the end answers invalid_cursor.
+func (s *Service) resolveCursor(ctx context.Context, agentID, after, pointer string) (int64, error) {
+	invalid := problem.Invalid(problem.FieldError{Pointer: pointer, Code: "invalid_cursor"})
+	switch after {
+	case "":
+		seq, err := s.ackedSeq(ctx, agentID)
+		if err != nil {
+			return 0, problem.Internal(err)
+		}
+		return seq, nil
+	case CursorNow:
+		end, err := s.streamEnd(ctx)
+		if err != nil {
+			return 0, problem.Internal(err)
+		}
+		return end, nil
+	}
+	cursor, ok := events.ParseCursor(after)
+	if !ok {
+		return 0, invalid
+	}
+	end, err := s.streamEnd(ctx)
+	if err != nil {
+		return 0, problem.Internal(err)
+	}
+	if cursor > end {
+		return 0, invalid
+	}
+	return cursor, nil
+}
+
+// stillAuthorized checks, for a poll that waited, that the token it came
+// with still authenticates the same active principal: a revoked token or a
+// disabled agent gets 401 and nothing more.
+func (s *Service) stillAuthorized(ctx context.Context, actor identity.Principal) error {
+	tok, ok := identity.TokenFromContext(ctx)
+	if !ok {
+		// No HTTP request behind the call (in-process use): the principal's
+		// status is all there is to check.
+		p, err := s.ident.Get(ctx, actor.ID)
+		if err != nil || !p.Active() {
+			return problem.New(problem.Unauthorized, "")
+		}
+		return nil
+	}
+	p, err := s.ident.Authenticate(ctx, tok)
+	if err != nil {
+		if pe := problem.From(err); pe.Code == problem.InternalError {
+			return pe
+		}
+		return problem.New(problem.Unauthorized, "")
+	}
+	if p.ID != actor.ID {
+		return problem.New(problem.Unauthorized, "")
+	}
+	return nil
+}
+
 // Poll returns the events of actor's own stream after the cursor after
-// (agent.events.poll: agents only). When none is there it waits up to wait
-// (at most events.poll_max_wait) for the first one: a commit on any replica
-// wakes it through LISTEN/NOTIFY. Handing out an agent.followup marks that
-// follow-up delivered.
+// (agent.events.poll: agents only): without a cursor after the agent's
+// acknowledged position, "now" from the end. When none is there it waits up
+// to wait (at most events.poll_max_wait) for the first one: a commit on any
+// replica wakes it through LISTEN/NOTIFY, and every wake-up re-checks the
+// caller's token and status. Handing out events delivers nothing: a
+// follow-up is delivered when the agent acknowledges its event (Ack).
 func (s *Service) Poll(ctx context.Context, actor identity.Principal, after string, wait time.Duration) (Page, error) {
 	// An agent's own stream: only agents pass (the decision is audited on
 	// denial like any other, and takes the rl.agent_runtime token).
@@ -32,53 +119,96 @@ func (s *Service) Poll(ctx context.Context, actor identity.Principal, after stri
 	if _, err := s.authz.DecideFrom(ctx, actor, authz.AgentEventsPoll, self, authz.Read); err != nil {
 		return Page{}, err
 	}
-	cursor, ok := events.ParseCursor(after)
-	if !ok {
-		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
-	}
 	if wait < 0 {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "wait", Code: "out_of_range", Detail: "must not be negative"})
+	}
+	cursor, err := s.resolveCursor(ctx, actor.ID, after, "after")
+	if err != nil {
+		return Page{}, err
 	}
 	if wait > s.pollMax {
 		wait = s.pollMax
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	for {
+	empty := func() (Page, error) {
+		return Page{Events: []events.Event{}, NextAfter: strconv.FormatInt(cursor, 10)}, nil
+	}
+	for woken := false; ; woken = true {
 		changed := s.hub.Changed()
+		if woken {
+			if err := s.stillAuthorized(ctx, actor); err != nil {
+				return Page{}, err
+			}
+		}
 		evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, PollLimit)
 		if err != nil {
 			return Page{}, problem.Internal(err)
 		}
 		if len(evs) > 0 {
-			if err := s.markDelivered(ctx, evs); err != nil {
-				return Page{}, err
-			}
 			return Page{Events: evs, NextAfter: strconv.FormatInt(evs[len(evs)-1].Seq, 10)}, nil
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			return Page{Events: []events.Event{}, NextAfter: strconv.FormatInt(cursor, 10)}, nil
+			if err := s.stillAuthorized(ctx, actor); err != nil {
+				return Page{}, err
+			}
+			return empty()
 		case <-s.hub.Stopping():
-			return Page{Events: []events.Event{}, NextAfter: strconv.FormatInt(cursor, 10)}, nil
+			return empty()
 		case <-ctx.Done():
-			return Page{Events: []events.Event{}, NextAfter: strconv.FormatInt(cursor, 10)}, nil
+			return empty()
 		}
 	}
 }
 
-// markDelivered marks the follow-ups of handed-out agent.followup events
-// delivered.
-func (s *Service) markDelivered(ctx context.Context, evs []events.Event) error {
-	for _, e := range evs {
-		if e.Type != events.AgentFollowup {
-			continue
-		}
-		if _, err := s.pool.Exec(ctx, `UPDATE run_followups SET state = 'delivered' WHERE run_id = $1 AND message_id = $2 AND state = 'pending'`,
-			e.RunID, e.MessageID); err != nil {
+// Ack stores that actor processed its stream up to upTo
+// (agent.events.ack) and returns the stored position. Acknowledging
+// backwards changes nothing; a position beyond the end of the stream answers
+// invalid_cursor. Every agent.followup event acknowledged now delivers its
+// follow-up (pending -> delivered, with the time).
+func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string) (string, error) {
+	self := authz.Path{Exists: true, Kind: authz.KindAgent, ID: actor.ID, OwnerID: actor.ID}
+	if _, err := s.authz.DecideFrom(ctx, actor, authz.AgentEventsAck, self, authz.Read); err != nil {
+		return "", err
+	}
+	if upTo == "" || upTo == CursorNow {
+		return "", problem.Invalid(problem.FieldError{Pointer: "/up_to", Code: "invalid_cursor"})
+	}
+	to, err := s.resolveCursor(ctx, actor.ID, upTo, "/up_to")
+	if err != nil {
+		return "", err
+	}
+	var stored int64
+	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
+		now := s.clock.Now()
+		if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
+			actor.ID, now); err != nil {
 			return problem.Internal(err)
 		}
+		var from int64
+		if err := tx.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1 FOR UPDATE`, actor.ID).Scan(&from); err != nil {
+			return problem.Internal(err)
+		}
+		stored = from
+		if to <= from {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE run_followups f SET state = 'delivered', delivered_at = $4
+			FROM agent_events e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
+			AND f.run_id = e.run_id AND f.message_id = e.message_id AND f.state = 'pending'`,
+			actor.ID, from, to, now, events.AgentFollowup); err != nil {
+			return problem.Internal(err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE agent_cursors SET acked_seq = $2, updated_at = $3 WHERE agent_id = $1`, actor.ID, to, now); err != nil {
+			return problem.Internal(err)
+		}
+		stored = to
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
-	return nil
+	return strconv.FormatInt(stored, 10), nil
 }

@@ -21,9 +21,17 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
-// Timeouts are the run timeouts (run.start_timeout, run.stall_timeout).
+// Timeouts are the run timeouts (run.start_timeout, run.stall_timeout,
+// run.lease_timeout, run.cancel_grace) and run.max_attempts.
 type Timeouts struct {
 	Start, Stall time.Duration
+	// Lease is how long a holder's claim lives after its last call.
+	Lease time.Duration
+	// MaxAttempts bounds the invocations of a run (expired leases).
+	MaxAttempts int
+	// CancelGrace is how long a run whose triggering person lost trigger
+	// waits for the adapter's confirmation.
+	CancelGrace time.Duration
 }
 
 // Service is the runs module.
@@ -220,16 +228,19 @@ func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, gu
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
+	r.Attempt = 1
+	return []events.Event{s.stateChanged(r, channelID), anchorEv, invocationEvent(r, channelID)}, nil
+}
+
+// invocationEvent is the agent.invocation of r's current attempt.
+func invocationEvent(r Run, channelID string) events.Event {
 	session := map[string]any{"mode": r.SessionMode}
 	if r.SessionID != "" {
 		session["id"] = r.SessionID
 	}
-	invocation := map[string]any{"run_id": r.ID, "thread_id": t.ID, "channel_id": channelID, "message_id": messageID, "session": session}
-	return []events.Event{
-		s.stateChanged(r, channelID),
-		anchorEv,
-		{AgentID: agentID, RunID: r.ID, MessageID: messageID, Type: events.AgentInvocation, Payload: invocation},
-	}, nil
+	payload := map[string]any{"run_id": r.ID, "thread_id": r.ThreadID, "channel_id": channelID, "message_id": r.TriggeringMessageID,
+		"session": session, "attempt": r.Attempt}
+	return events.Event{AgentID: r.AgentID, RunID: r.ID, MessageID: r.TriggeringMessageID, Type: events.AgentInvocation, Payload: payload}
 }
 
 // stateChanged is the run.state_changed client event of r.
@@ -285,12 +296,20 @@ func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to, reason
 	case Completed, FailedState, Cancelled:
 		run.EndedAt, run.EndReason = &now, reason
 	}
-	var reasonV any
+	if !Active(to) || to == Queued {
+		// A claim never survives the run's end, nor a return to queued.
+		run.Holder, run.LeaseExpiresAt = "", nil
+	}
+	var reasonV, holderV any
 	if run.EndReason != "" {
 		reasonV = run.EndReason
 	}
-	_, err := tx.Exec(ctx, `UPDATE runs SET state = $2, version = $3, last_activity_at = $4, started_at = $5, ended_at = $6, end_reason = $7, cancel_requested = $8 WHERE id = $1`,
-		run.ID, run.State, run.Version, now, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested)
+	if run.Holder != "" {
+		holderV = run.Holder
+	}
+	_, err := tx.Exec(ctx, `UPDATE runs SET state = $2, version = $3, last_activity_at = $4, started_at = $5, ended_at = $6, end_reason = $7, cancel_requested = $8,
+		holder = $9, lease_expires_at = $10, attempt = $11, trigger_lost_at = $12 WHERE id = $1`,
+		run.ID, run.State, run.Version, now, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested, holderV, run.LeaseExpiresAt, run.Attempt, run.TriggerLostAt)
 	if err != nil {
 		return Run{}, problem.Internal(fmt.Errorf("run transition: %w", err))
 	}
@@ -318,6 +337,13 @@ func (s *Service) checkAnswer(ctx context.Context, tx pgx.Tx, p *messaging.Poste
 	}
 	switch err := domain.AnswerVerdict(run, found, p.Author.ID, p.Thread.ID); {
 	case err == nil:
+		// An answer is a call of the holder on the run: it renews the lease
+		// (the run row is locked FOR SHARE; this unit holds the thread row,
+		// so no other unit waits on it for the upgrade).
+		if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1 AND lease_expires_at IS NOT NULL AND state IN ('running', 'waiting_input')`,
+			run.ID, s.clock.Now().Add(s.timeouts.Lease)); err != nil {
+			return problem.Internal(err)
+		}
 		return nil
 	case errors.Is(err, domain.ErrAnswerRunNotActive):
 		return problem.Newf(problem.Conflict, "run_not_active", "the run has ended; send the message again without run_id")

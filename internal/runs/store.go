@@ -46,6 +46,14 @@ type Run struct {
 	StartedAt       *time.Time
 	EndedAt         *time.Time
 	LastActivityAt  time.Time
+	// Holder is the adapter process that claimed the run and
+	// LeaseExpiresAt when its claim lapses (both empty while queued or ended).
+	Holder         string
+	LeaseExpiresAt *time.Time
+	// Attempt counts the run's invocations (1, then one more per expired lease).
+	Attempt int
+	// TriggerLostAt is when the triggering person lost trigger.
+	TriggerLostAt *time.Time
 }
 
 // ErrNotFound is returned for an unknown run.
@@ -53,12 +61,14 @@ var ErrNotFound = errors.New("runs: not found")
 
 const runColumns = `id, thread_id, agent_id, coalesce(agent_session_id::text, ''), session_mode, trigger_kind,
 	coalesce(triggering_message_id::text, ''), coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0), coalesce(triggered_by::text, ''), state, cancel_requested,
-	coalesce(end_reason, ''), version, queued_at, started_at, ended_at, last_activity_at`
+	coalesce(end_reason, ''), version, queued_at, started_at, ended_at, last_activity_at,
+	coalesce(holder, ''), lease_expires_at, attempt, trigger_lost_at`
 
 func scanRun(r pgx.Row) (Run, error) {
 	var x Run
 	err := r.Scan(&x.ID, &x.ThreadID, &x.AgentID, &x.SessionID, &x.SessionMode, &x.TriggerKind, &x.TriggeringMessageID,
-		&x.TriggerThreadID, &x.TriggerSeq, &x.TriggeredBy, &x.State, &x.CancelRequested, &x.EndReason, &x.Version, &x.QueuedAt, &x.StartedAt, &x.EndedAt, &x.LastActivityAt)
+		&x.TriggerThreadID, &x.TriggerSeq, &x.TriggeredBy, &x.State, &x.CancelRequested, &x.EndReason, &x.Version, &x.QueuedAt, &x.StartedAt, &x.EndedAt, &x.LastActivityAt,
+		&x.Holder, &x.LeaseExpiresAt, &x.Attempt, &x.TriggerLostAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
@@ -138,3 +148,22 @@ func sessionRuns(ctx context.Context, q db.Querier, sessionID string) (int, erro
 }
 
 func validID(id string) bool { return ids.Valid(id) }
+
+// OwnRuns returns those of runs ids that belong to agent agentID, in one
+// statement: an agent reads the runs named in its own stream without a
+// thread right (ids and states only; every nested field decides anew).
+func (s *Service) OwnRuns(ctx context.Context, agentID string, idList []string) (map[string]Run, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ANY($1::uuid[]) AND agent_id = $2`, idList, agentID)
+	if err != nil {
+		return nil, fmt.Errorf("own runs: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) { return scanRun(r) })
+	if err != nil {
+		return nil, fmt.Errorf("own runs: %w", err)
+	}
+	out := make(map[string]Run, len(list))
+	for _, r := range list {
+		out[r.ID] = r
+	}
+	return out, nil
+}

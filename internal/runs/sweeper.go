@@ -7,34 +7,85 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
-// SweepOnce fails with reason timeout every queued run not started within
-// run.start_timeout and every running or waiting run without activity for
-// run.stall_timeout, one unit of work per run. Rows are taken with SKIP
-// LOCKED, so several replicas can sweep at once without doing a run twice.
-// It returns how many runs it ended.
+// SweepAction is what the sweeper does with one active run.
+type SweepAction int
+
+// The sweep actions, in the order SweepVerdict checks them.
+const (
+	// SweepNone leaves the run alone.
+	SweepNone SweepAction = iota
+	// SweepTimeout fails the run with reason timeout (run.start_timeout
+	// for a queued run, run.stall_timeout for a running or waiting one).
+	SweepTimeout
+	// SweepRevoked ends the run cancelled with reason trigger_revoked: its
+	// person lost trigger more than run.cancel_grace ago.
+	SweepRevoked
+	// SweepRequeue puts the run back to queued with the next attempt: its
+	// holder's lease lapsed.
+	SweepRequeue
+	// SweepLeaseExpired fails the run with reason lease_expired: its lease
+	// lapsed on the last allowed attempt.
+	SweepLeaseExpired
+)
+
+// SweepVerdict decides what the sweeper does with active run r at now. It
+// is pure. Activity is the last state change or start (a lease renewal is
+// not activity, so a holder that only renews still stalls).
+func SweepVerdict(r Run, now time.Time, t Timeouts) SweepAction {
+	if !Active(r.State) {
+		return SweepNone
+	}
+	if r.TriggerLostAt != nil && !now.Before(r.TriggerLostAt.Add(t.CancelGrace)) {
+		return SweepRevoked
+	}
+	if r.State == Queued {
+		if r.LastActivityAt.Before(now.Add(-t.Start)) {
+			return SweepTimeout
+		}
+		return SweepNone
+	}
+	if r.LastActivityAt.Before(now.Add(-t.Stall)) {
+		return SweepTimeout
+	}
+	if r.LeaseExpiresAt != nil && !now.Before(*r.LeaseExpiresAt) {
+		if r.Attempt >= t.MaxAttempts {
+			return SweepLeaseExpired
+		}
+		return SweepRequeue
+	}
+	return SweepNone
+}
+
+// SweepOnce looks at every active run past a timeout, its lease or its
+// cancel grace and applies SweepVerdict, one unit of work per run; then it
+// re-checks the trigger of every active run (expired grants and anything
+// else that took trigger away). Rows are taken with SKIP LOCKED, so several
+// replicas can sweep at once without doing a run twice. It returns how
+// many runs it changed.
 func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 	now := s.clock.Now()
 	rows, err := s.pool.Query(ctx, `SELECT id::text, thread_id::text FROM runs
-		WHERE (state = 'queued' AND queued_at < $1) OR (state IN ('running', 'waiting_input') AND last_activity_at < $2)
-		ORDER BY queued_at LIMIT 100`, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall))
+		WHERE (state = 'queued' AND last_activity_at < $1)
+		   OR (state IN ('running', 'waiting_input') AND (last_activity_at < $2 OR lease_expires_at <= $3))
+		   OR (state IN ('queued', 'running', 'waiting_input') AND trigger_lost_at <= $4)
+		ORDER BY queued_at LIMIT 100`, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall), now, now.Add(-s.timeouts.CancelGrace))
 	if err != nil {
 		return 0, err
 	}
 	type due struct{ run, thread string }
-	var list []due
-	for rows.Next() {
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (due, error) {
 		var d due
-		if err := rows.Scan(&d.run, &d.thread); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		list = append(list, d)
+		err := r.Scan(&d.run, &d.thread)
+		return d, err
+	})
+	if err != nil {
+		return 0, err
 	}
-	rows.Close()
-	ended := 0
+	changed := 0
 	for _, d := range list {
 		err := s.uow.Do(ctx, func(tx pgx.Tx) error {
 			var locked string
@@ -52,27 +103,39 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
-			stale := (r.State == Queued && r.QueuedAt.Before(now.Add(-s.timeouts.Start))) ||
-				((r.State == Running || r.State == WaitingInput) && r.LastActivityAt.Before(now.Add(-s.timeouts.Stall)))
-			if !stale {
+			action := SweepVerdict(r, s.clock.Now(), s.timeouts)
+			if action == SweepNone {
 				return nil
 			}
 			t, err := s.chat.GetThread(ctx, tx, r.ThreadID)
 			if err != nil {
 				return err
 			}
-			_, evs, err := s.end(ctx, tx, r, FailedState, "timeout", t.ChannelID)
+			var evs []events.Event
+			switch action {
+			case SweepTimeout:
+				_, evs, err = s.end(ctx, tx, r, FailedState, "timeout", t.ChannelID)
+			case SweepRevoked:
+				_, evs, err = s.end(ctx, tx, r, Cancelled, ReasonTriggerRevoked, t.ChannelID)
+			case SweepLeaseExpired:
+				_, evs, err = s.end(ctx, tx, r, FailedState, ReasonLeaseExpired, t.ChannelID)
+			case SweepRequeue:
+				r.Attempt++
+				r, err = s.transition(ctx, tx, r, Queued, "")
+				evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}
+			}
 			if err != nil {
 				return problem.From(err)
 			}
-			ended++
+			changed++
 			return s.events.Append(ctx, tx, evs...)
 		})
 		if err != nil {
-			return ended, err
+			return changed, err
 		}
 	}
-	return ended, nil
+	n, err := s.RecheckTriggers(ctx, TriggerScope{})
+	return changed + n, err
 }
 
 // Sweep runs SweepOnce every interval until ctx ends, logging failures.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"sync"
@@ -77,7 +78,7 @@ func measureDelivery(b *testing.B, fixedPoll bool) []time.Duration {
 	for i := 0; i < deliveryEvents; i++ {
 		time.Sleep(20 * time.Millisecond)
 		err := peer.Server.UoW.Do(ctx, func(tx pgx.Tx) error {
-			return events.NewLog(peer.Pool, peer.Clock).Append(ctx, tx, events.Event{AgentID: agent, Type: "bench.ping", Payload: map[string]any{"n": i}})
+			return events.NewLog(peer.Pool, peer.Clock).Append(ctx, tx, events.Event{AgentID: agent, Type: events.RunCancelRequested, Payload: map[string]any{"run_id": fmt.Sprintf("bench-%d", i)}})
 		})
 		at := time.Now()
 		if err != nil {

@@ -39,6 +39,7 @@ type runCtx struct {
 	ThreadContext      []ctxMsg  `json:"thread_context"`
 	ChannelContext     *[]ctxMsg `json:"channel_context"`
 	TruncatedBeforeSeq *int      `json:"truncated_before_seq"`
+	FollowUps          []ctxMsg  `json:"follow_ups"`
 	TrustSummary       struct {
 		Lowest string `json:"lowest"`
 		Counts []struct {
@@ -69,9 +70,9 @@ func (c runCtx) byContent(t *testing.T, prefix string) ctxMsg {
 	return ctxMsg{}
 }
 
-const ctxMsgSel = `messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size } replyToMessageId trust alreadyDelivered`
+const ctxMsgSel = `messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust alreadyDelivered`
 
-const contextQuery = `query($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ` + ctxMsgSel + ` } threadContext { ` + ctxMsgSel + ` } channelContext { ` + ctxMsgSel + ` } truncatedBeforeSeq trustSummary { lowest counts { trust count } } } } }`
+const contextQuery = `query($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ` + ctxMsgSel + ` } threadContext { ` + ctxMsgSel + ` } channelContext { ` + ctxMsgSel + ` } truncatedBeforeSeq followUps { ` + ctxMsgSel + ` } trustSummary { lowest counts { trust count } } } } }`
 
 // readContext reads the context of run id as who through both faces,
 // fails unless they agree, and returns it (ok false with the REST answer

@@ -251,6 +251,20 @@ func TestRunContext_ResumeFloorAndAlreadyDelivered(t *testing.T) {
 	if len(evs) != 1 || evs[0].Type != "agent.followup" {
 		t.Fatalf("follow-up events %+v", evs)
 	}
+	// The running run lists its follow-up with live trust; it counts as
+	// delivered only once the agent acknowledged its event.
+	c1, _ := readContext(t, env, "lotse", run1)
+	if len(c1.FollowUps) != 1 || c1.FollowUps[0].MessageID != f["id"] || c1.FollowUps[0].Trust != "trigger" || c1.FollowUps[0].AlreadyDelivered {
+		t.Fatalf("follow-ups before the ack %+v", c1.FollowUps)
+	}
+	ack(t, env, "lotse", next)
+	c1, _ = readContext(t, env, "lotse", run1)
+	if len(c1.FollowUps) != 1 || !c1.FollowUps[0].AlreadyDelivered {
+		t.Fatalf("follow-ups after the ack %+v", c1.FollowUps)
+	}
+	if c1.TriggerMessage.AlreadyDelivered {
+		t.Fatal("the trigger is already_delivered")
+	}
 	say(t, env, "lotse", thread, "lotse answers the follow-up")
 	finish(t, env, "lotse", run1, "COMPLETED")
 	say(t, env, "alex", thread, "@lotse second question")

@@ -104,7 +104,7 @@ func TestAgentLoop(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if fmt.Sprint(keys) != "[channel_id message_id run_id session thread_id]" {
+	if fmt.Sprint(keys) != "[attempt channel_id message_id run_id session thread_id]" || inv["attempt"] != float64(1) {
 		t.Fatalf("invocation payload members %v (content must not travel)", keys)
 	}
 	if inv["message_id"] != m["id"] || inv["channel_id"] != env.World.Channel("Support/Allgemein").ID || inv["thread_id"] == env.Main("Support/Allgemein") {
@@ -152,8 +152,13 @@ func TestAgentLoop(t *testing.T) {
 	if len(evs) != 1 || evs[0].Type != "agent.followup" || evs[0].Payload["message_id"] != f["id"] || evs[0].Payload["run_id"] != runID {
 		t.Fatalf("follow-up events %+v", evs)
 	}
-	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'delivered'`); s != 1 {
-		t.Fatalf("follow-up not delivered")
+	// Handing out delivers nothing; the acknowledgement does.
+	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'pending' AND delivered_at IS NULL`); s != 1 {
+		t.Fatalf("follow-up delivered by a poll")
+	}
+	ack(t, env, "lotse", evs[0].Seq)
+	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'delivered' AND delivered_at IS NOT NULL`); s != 1 {
+		t.Fatalf("follow-up not delivered by the ack")
 	}
 	done, errs := finish(t, env, "lotse", runID, "COMPLETED")
 	if len(errs) > 0 || done.State != "COMPLETED" || done.Version != 5 {

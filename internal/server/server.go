@@ -108,10 +108,12 @@ func New(d Deps) (*Server, error) {
 	hub := runs.NewHub()
 	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, UoW: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
 		Authz: az, Messaging: msg, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
-		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout)}})
+		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
+			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
 	az.Register(runSvc, authz.KindRun)
 	adm := admin.NewService(d.Pool, uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
-		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax)})
+		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
+		Runs: runSvc})
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
 	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
@@ -197,7 +199,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		httpx.NotePrincipal(r.Context(), p.ID)
-		next.ServeHTTP(w, r.WithContext(identity.WithPrincipal(r.Context(), p)))
+		next.ServeHTTP(w, r.WithContext(identity.WithToken(identity.WithPrincipal(r.Context(), p), tok)))
 	})
 }
 

@@ -55,6 +55,9 @@ const (
 	RunStartTimeout                    = "run.start_timeout"
 	RunStallTimeout                    = "run.stall_timeout"
 	RunSweepInterval                   = "run.sweep_interval"
+	RunLeaseTimeout                    = "run.lease_timeout"
+	RunMaxAttempts                     = "run.max_attempts"
+	RunCancelGrace                     = "run.cancel_grace"
 	RateMessagePerMinute               = "ratelimit.rl.message.per_minute"
 	RateMessageBurst                   = "ratelimit.rl.message.burst"
 	RateAgentRuntimePerMinute          = "ratelimit.rl.agent_runtime.per_minute"
@@ -96,7 +99,10 @@ var Registry = []Key{
 	{EventsPollMaxWait, TypeDuration, "30s", "0s", "longest wait of pollAgentEvents"},
 	{RunStartTimeout, TypeDuration, "5m", "1s", "a queued run not started by then fails with reason timeout"},
 	{RunStallTimeout, TypeDuration, "30m", "1s", "a running run without activity for this long fails with reason timeout"},
-	{RunSweepInterval, TypeDuration, "5s", "100ms", "how often each replica looks for runs past run.start_timeout or run.stall_timeout"},
+	{RunSweepInterval, TypeDuration, "5s", "100ms", "how often each replica looks for runs past run.start_timeout, run.stall_timeout, their lease or their cancel grace"},
+	{RunLeaseTimeout, TypeDuration, "60s", "1s", "how long an adapter's claim on a run lives after its last call on the run (startRun, renewRun, awaitRunInput, an answer)"},
+	{RunMaxAttempts, TypeInt, "3", "1", "invocations of a run before an expired lease fails it with reason lease_expired"},
+	{RunCancelGrace, TypeDuration, "30s", "0s", "how long a running run whose triggering person lost trigger waits for the adapter's confirmation before it ends cancelled (trigger_revoked)"},
 	{RateMessagePerMinute, TypeInt, "60", "1", "refill of the rl.message bucket per principal and minute"},
 	{RateMessageBurst, TypeInt, "20", "1", "size of the rl.message bucket per principal"},
 	{RateAgentRuntimePerMinute, TypeInt, "1200", "1", "refill of the rl.agent_runtime bucket per principal and minute"},

@@ -1,0 +1,89 @@
+package model
+
+import "time"
+
+// EventBase holds the members every client event has.
+type EventBase struct {
+	Seq       string         `json:"seq"`
+	Type      string         `json:"type"`
+	CreatedAt time.Time      `json:"createdAt"`
+	ChannelID string         `json:"channelId"`
+	Payload   map[string]any `json:"payload"`
+}
+
+// IsEvent marks the client event types.
+func (EventBase) IsEvent() {}
+
+// GetSeq returns the event's seq.
+func (e EventBase) GetSeq() string { return e.Seq }
+
+// GetType returns the event's type.
+func (e EventBase) GetType() string { return e.Type }
+
+// GetCreatedAt returns when the event was written.
+func (e EventBase) GetCreatedAt() time.Time { return e.CreatedAt }
+
+// GetChannelID returns the channel the event is listed in.
+func (e EventBase) GetChannelID() string { return e.ChannelID }
+
+// GetPayload returns the event's REST-shaped payload.
+func (e EventBase) GetPayload() map[string]any { return e.Payload }
+
+// MessageEvent is message.created or message.deleted.
+type MessageEvent struct {
+	EventBase
+	MessageID string `json:"messageId"`
+	ThreadID  string `json:"threadId"`
+}
+
+// ThreadEvent is thread.created, thread.reopened or thread.closed.
+type ThreadEvent struct {
+	EventBase
+	ThreadID string `json:"threadId"`
+}
+
+// ThreadMovedEvent is thread.moved.
+type ThreadMovedEvent struct {
+	EventBase
+	ThreadID      string `json:"threadId"`
+	FromChannelID string `json:"fromChannelId"`
+	ToChannelID   string `json:"toChannelId"`
+}
+
+// RunStateChangedEvent is run.state_changed.
+type RunStateChangedEvent struct {
+	EventBase
+	RunID     string   `json:"runId"`
+	ThreadID  string   `json:"threadId"`
+	State     RunState `json:"state"`
+	Version   int      `json:"version"`
+	EndReason *string  `json:"endReason,omitempty"`
+}
+
+// AccessChangedEvent is access.changed.
+type AccessChangedEvent struct {
+	EventBase
+	Change     string  `json:"change"`
+	TargetKind string  `json:"targetKind"`
+	TargetID   string  `json:"targetId"`
+	SubjectID  *string `json:"subjectId,omitempty"`
+}
+
+// ChannelEvent is channel.created or channel.updated.
+type ChannelEvent struct {
+	EventBase
+}
+
+// SpaceEvent is space.created or space.updated: it belongs to a space, not
+// to a channel, so it has no channel id.
+type SpaceEvent struct {
+	Seq       string         `json:"seq"`
+	Type      string         `json:"type"`
+	CreatedAt time.Time      `json:"createdAt"`
+	ChannelID *string        `json:"channelId,omitempty"`
+	Payload   map[string]any `json:"payload"`
+	SpaceID   string         `json:"spaceId"`
+}
+
+// IsEvent marks SpaceEvent as a client event.
+func (SpaceEvent) IsEvent() {}

@@ -1,0 +1,181 @@
+package adapter_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/internal/apitest"
+)
+
+// runAdapter runs a reference adapter of agent against env until the test
+// ends or stop is called; it returns stop, which waits for the adapter.
+func runAdapter(t *testing.T, env *apitest.Env, agent string, model adapter.Model) (stop func()) {
+	t.Helper()
+	c, err := adapter.NewClient(env.URL, env.World.Token(agent), adapter.ClientOptions{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	a, err := adapter.New(adapter.Config{Client: c, Model: model, PollWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-done
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("adapter log:\n%s", logs.String())
+		}
+	})
+	return stop
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// answersIn counts the agent's answers (text messages) per thread of runs.
+func answersPerRun(t *testing.T, env *apitest.Env, agent string) map[string]int {
+	t.Helper()
+	rows, err := env.Pool.Query(t.Context(), `SELECT r.id::text, count(m.id) FROM runs r
+		LEFT JOIN messages m ON m.thread_id = r.thread_id AND m.author_principal_id = r.agent_id AND m.kind = 'text'
+		WHERE r.agent_id = $1 GROUP BY r.id`, env.World.ID(agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = n
+	}
+	return out
+}
+
+// TestTwoAdaptersOneAgent: two adapter processes for one agent token and
+// 20 runs give exactly 20 answers, one per run, every run completed.
+func TestTwoAdaptersOneAgent(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{
+		"ratelimit.rl.message.burst": "200", "ratelimit.rl.agent_runtime.burst": "2000"}})
+	runAdapter(t, env, "lotse", adapter.EchoModel{})
+	runAdapter(t, env, "lotse", adapter.EchoModel{})
+	main := env.Main("Support/Allgemein")
+	for i := 0; i < 20; i++ {
+		env.MustPost("alex", main, fmt.Sprintf("two-%d", i), fmt.Sprintf("@lotse question %d", i))
+	}
+	waitFor(t, "20 completed runs", 90*time.Second, func() bool {
+		return env.Count(`SELECT count(*) FROM runs WHERE state = 'completed'`) == 20
+	})
+	got := answersPerRun(t, env, "lotse")
+	if len(got) != 20 {
+		t.Fatalf("%d runs", len(got))
+	}
+	for run, n := range got {
+		if n != 1 {
+			t.Fatalf("run %s has %d answers", run, n)
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM runs WHERE state <> 'completed'`); n != 0 {
+		t.Fatalf("%d runs did not complete", n)
+	}
+}
+
+// differentModel answers differently on every call, as a language model does.
+type differentModel struct{ n *int }
+
+func (m differentModel) Answer(context.Context, adapter.Prompt) (string, error) {
+	*m.n++
+	return fmt.Sprintf("reply number %d", *m.n), nil
+}
+
+// TestTakeoverAfterCrash: an adapter that claimed a run and died leaves it
+// to another process once its lease lapsed; the run gets exactly one
+// answer, also when the dead process had already posted it.
+func TestTakeoverAfterCrash(t *testing.T) {
+	for _, answered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("answered before the crash %v", answered), func(t *testing.T) {
+			env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.lease_timeout": "2s"}})
+			lotse, err := adapter.NewClient(env.URL, env.World.Token("lotse"), adapter.ClientOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.MustPost("alex", env.Main("Support/Eskalation"), "crash", "@lotse survive a crash")
+			page, err := lotse.AgentEvents(t.Context(), "", 0)
+			if err != nil || len(page.Events) != 1 {
+				t.Fatalf("events %+v %v", page, err)
+			}
+			var inv adapter.Invocation
+			if err := json.Unmarshal(page.Events[0].Payload, &inv); err != nil {
+				t.Fatal(err)
+			}
+			// The first process claims the run (and maybe answers), then dies.
+			if _, err := lotse.StartRun(t.Context(), inv.RunID, "dead-process"); err != nil {
+				t.Fatal(err)
+			}
+			if answered {
+				if _, err := lotse.CreateMessage(t.Context(), inv.ThreadID, adapter.MessageCreate{ClientMsgID: "answer-" + inv.RunID,
+					ContentMD: "the first holder's reply", RunID: inv.RunID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := 0
+			runAdapter(t, env, "lotse", differentModel{&n})
+			time.Sleep(500 * time.Millisecond) // the survivor meets the claimed run and skips it
+			if st := env.Count(`SELECT count(*) FROM runs WHERE id = $1 AND state = 'running' AND holder = 'dead-process'`, inv.RunID); st != 1 {
+				t.Fatal("the survivor took a run whose lease lives")
+			}
+			env.Clock.Advance(3 * time.Second)
+			if _, err := env.Server.Runs.SweepOnce(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the run to complete", 30*time.Second, func() bool {
+				return env.Count(`SELECT count(*) FROM runs WHERE id = $1 AND state = 'completed' AND attempt = 2`, inv.RunID) == 1
+			})
+			var contents []string
+			rows, _ := env.Pool.Query(t.Context(), `SELECT content_md FROM messages WHERE thread_id = $1 AND author_principal_id = $2 AND kind = 'text'`,
+				env.Main("Support/Eskalation"), env.World.ID("lotse"))
+			for rows.Next() {
+				var c string
+				rows.Scan(&c)
+				contents = append(contents, c)
+			}
+			rows.Close()
+			want := "reply number 1"
+			if answered {
+				want = "the first holder's reply"
+			}
+			if len(contents) != 1 || contents[0] != want {
+				t.Fatalf("answers %q, want exactly %q", contents, want)
+			}
+		})
+	}
+}

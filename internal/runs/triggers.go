@@ -1,0 +1,203 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// TriggerScope narrows RecheckTriggers to the runs of one person, channel
+// or space; the zero scope looks at every active run.
+type TriggerScope struct {
+	// PrincipalID: the runs this person triggered and their follow-ups.
+	PrincipalID string
+	// ChannelID: the runs in threads of this channel.
+	ChannelID string
+	// SpaceID: the runs in channels of this space.
+	SpaceID string
+}
+
+// trigger facts of one active run or follow-up as RecheckTriggers reads them.
+type heldBy struct {
+	runID, messageID, threadID, person string
+}
+
+// RecheckTriggers applies loss of trigger (spec domain.md 8) to the active
+// runs in scope: when the person who triggered a run no longer has trigger
+// on its channel (grant revoked or expired, person disabled, channel or
+// space archived), a queued run is cancelled at once (trigger_revoked) and a
+// running or waiting run gets cancel_requested, loses its context, and ends
+// cancelled after run.cancel_grace unless the adapter confirms earlier.
+// Pending and delivered follow-ups of people who lost trigger are dropped.
+// Call it after any change that can take trigger away (the admin module
+// after revoking grants, disabling principals, archiving channels or
+// spaces); the sweeper calls it with the zero scope on every sweep, which
+// also catches grants that expired. It returns how many runs it changed.
+func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int, error) {
+	const inScope = `($1 = '' OR %s::text = $1) AND ($2 = '' OR t.channel_id::text = $2) AND ($3 = '' OR c.space_id::text = $3)`
+	runRows, err := s.pool.Query(ctx, `SELECT r.id::text, '', r.thread_id::text, r.triggered_by::text FROM runs r
+		JOIN threads t ON t.id = r.thread_id JOIN channels c ON c.id = t.channel_id
+		WHERE r.state IN ('queued', 'running', 'waiting_input') AND r.trigger_lost_at IS NULL AND r.triggered_by IS NOT NULL AND `+
+		fmt.Sprintf(inScope, "r.triggered_by"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
+	if err != nil {
+		return 0, fmt.Errorf("recheck runs: %w", err)
+	}
+	runList, err := pgx.CollectRows(runRows, scanHeld)
+	if err != nil {
+		return 0, fmt.Errorf("recheck runs: %w", err)
+	}
+	fRows, err := s.pool.Query(ctx, `SELECT f.run_id::text, f.message_id::text, r.thread_id::text, m.author_principal_id::text FROM run_followups f
+		JOIN runs r ON r.id = f.run_id JOIN messages m ON m.id = f.message_id
+		JOIN threads t ON t.id = r.thread_id JOIN channels c ON c.id = t.channel_id
+		WHERE r.state IN ('queued', 'running', 'waiting_input') AND f.state IN ('pending', 'delivered') AND `+
+		fmt.Sprintf(inScope, "m.author_principal_id"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
+	if err != nil {
+		return 0, fmt.Errorf("recheck follow-ups: %w", err)
+	}
+	fList, err := pgx.CollectRows(fRows, scanHeld)
+	if err != nil {
+		return 0, fmt.Errorf("recheck follow-ups: %w", err)
+	}
+	if len(runList) == 0 && len(fList) == 0 {
+		return 0, nil
+	}
+	lost, err := s.lostTrigger(ctx, append(append([]heldBy{}, runList...), fList...))
+	if err != nil {
+		return 0, err
+	}
+	changed := 0
+	for _, h := range runList {
+		if !lost[h] {
+			continue
+		}
+		ok, err := s.revokeRun(ctx, h)
+		if err != nil {
+			return changed, err
+		}
+		if ok {
+			changed++
+		}
+	}
+	for _, h := range fList {
+		if !lost[h] {
+			continue
+		}
+		err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+			if _, err := s.chat.LockThread(ctx, tx, h.threadID); err != nil {
+				return problem.Internal(err)
+			}
+			_, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2 AND state IN ('pending', 'delivered')`,
+				h.runID, h.messageID, ReasonTriggerRevoked)
+			return err
+		})
+		if err != nil {
+			return changed, err
+		}
+	}
+	return changed, nil
+}
+
+func scanHeld(r pgx.CollectableRow) (heldBy, error) {
+	var h heldBy
+	err := r.Scan(&h.runID, &h.messageID, &h.threadID, &h.person)
+	return h, err
+}
+
+// lostTrigger answers, for each item, whether its person has no trigger on
+// the channel of its thread now: one WithTrigger statement per channel.
+func (s *Service) lostTrigger(ctx context.Context, items []heldBy) (map[heldBy]bool, error) {
+	paths := map[string]authz.Path{}
+	people := map[string]bool{}
+	for _, h := range items {
+		people[h.person] = true
+		if _, ok := paths[h.threadID]; ok {
+			continue
+		}
+		_, c, err := s.chat.ThreadInfo(ctx, nil, h.threadID)
+		if err != nil {
+			return nil, fmt.Errorf("recheck thread: %w", err)
+		}
+		paths[h.threadID] = chat.ChannelPath(c)
+	}
+	ids := make([]string, 0, len(people))
+	for id := range people {
+		ids = append(ids, id)
+	}
+	found, err := s.ident.GetMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("recheck people: %w", err)
+	}
+	byChannel := map[string][]heldBy{}
+	for _, h := range items {
+		byChannel[paths[h.threadID].ChannelID] = append(byChannel[paths[h.threadID].ChannelID], h)
+	}
+	out := map[heldBy]bool{}
+	for _, hs := range byChannel {
+		path := paths[hs[0].threadID]
+		var ask []identity.Principal
+		seen := map[string]bool{}
+		for _, h := range hs {
+			if p, ok := found[h.person]; ok && !seen[h.person] {
+				seen[h.person] = true
+				ask = append(ask, p)
+			}
+		}
+		holders, err := s.authz.WithTrigger(ctx, path, ask)
+		if err != nil {
+			return nil, fmt.Errorf("recheck trigger: %w", err)
+		}
+		for _, h := range hs {
+			out[h] = !holders[h.person]
+		}
+	}
+	return out, nil
+}
+
+// revokeRun ends or asks to cancel run h.runID because its person lost
+// trigger; it reports whether it changed the run.
+func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
+	changed := false
+	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		changed = false
+		t, err := s.chat.LockThread(ctx, tx, h.threadID)
+		if err != nil {
+			return problem.Internal(err)
+		}
+		r, err := getRun(ctx, tx, h.runID, "FOR UPDATE")
+		if err != nil {
+			return problem.Internal(err)
+		}
+		if !Active(r.State) || r.TriggerLostAt != nil || r.ThreadID != t.ID {
+			return nil
+		}
+		var evs []events.Event
+		if r.State == Queued {
+			_, evs, err = s.end(ctx, tx, r, Cancelled, ReasonTriggerRevoked, t.ChannelID)
+			if err != nil {
+				return err
+			}
+		} else {
+			now := s.clock.Now()
+			asked := r.CancelRequested
+			r.CancelRequested, r.TriggerLostAt = true, &now
+			r, err = s.transition(ctx, tx, r, r.State, "")
+			if err != nil {
+				return err
+			}
+			evs = []events.Event{s.stateChanged(r, t.ChannelID)}
+			if !asked {
+				evs = append(evs, events.Event{AgentID: r.AgentID, RunID: r.ID, Type: events.RunCancelRequested, Payload: map[string]any{"run_id": r.ID}})
+			}
+		}
+		changed = true
+		return s.events.Append(ctx, tx, evs...)
+	})
+	return changed, err
+}
