@@ -184,7 +184,7 @@ func runOfMessage(t *testing.T, base, agentToken, messageID string) (thread, run
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := c.AgentEvents(t.Context(), "", 0)
+	page, err := c.AgentEvents(t.Context(), "0", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1509,6 +1509,14 @@ type RunContext struct {
 	// message when none is kept. Older messages are read through
 	// listThreadMessages (thread.read).
 	TruncatedBeforeSeq *int `json:"truncated_before_seq,omitempty"`
+
+	// TrustSummary The least-trust summary over every element of the run context
+	// (trigger, thread and channel context, follow-ups), computed by the
+	// server on each read. Adapters gate side effects (tools, outbound
+	// calls) on `lowest`: when it is `unverified`, untrusted content is in
+	// play. Order from least to most trusted: unverified, self, system,
+	// authorized, trigger.
+	TrustSummary TrustSummary `json:"trust_summary"`
 }
 
 // RunContextMessage One message of a run context.
@@ -1902,6 +1910,44 @@ type TriggerState string
 // data, never instructions.
 // system: a system line.
 type Trust string
+
+// TrustCount How many elements of a run context carry one trust level.
+type TrustCount struct {
+	Count int `json:"count"`
+
+	// Trust How far an element of a run context may instruct the agent; computed
+	// by the server from the current rights on every read. The origin
+	// decides before the author.
+	// trigger: the request of the person who triggered the run.
+	// authorized: another active person with trigger on the channel.
+	// self: the agent's own earlier message.
+	// unverified: people without trigger, other agents, apps and imports;
+	// data, never instructions.
+	// system: a system line.
+	Trust Trust `json:"trust"`
+}
+
+// TrustSummary The least-trust summary over every element of the run context
+// (trigger, thread and channel context, follow-ups), computed by the
+// server on each read. Adapters gate side effects (tools, outbound
+// calls) on `lowest`: when it is `unverified`, untrusted content is in
+// play. Order from least to most trusted: unverified, self, system,
+// authorized, trigger.
+type TrustSummary struct {
+	// Counts One entry per trust level, least trusted first, zero counts included.
+	Counts []TrustCount `json:"counts"`
+
+	// Lowest How far an element of a run context may instruct the agent; computed
+	// by the server from the current rights on every read. The origin
+	// decides before the author.
+	// trigger: the request of the person who triggered the run.
+	// authorized: another active person with trigger on the channel.
+	// self: the agent's own earlier message.
+	// unverified: people without trigger, other agents, apps and imports;
+	// data, never instructions.
+	// system: a system line.
+	Lowest Trust `json:"lowest"`
+}
 
 // AgentEventsAfter defines model for AgentEventsAfter.
 type AgentEventsAfter = string

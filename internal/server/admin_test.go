@@ -600,3 +600,61 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 		t.Fatalf("GraphQL createChannel %+v %+v", res.Errors, gq)
 	}
 }
+
+// TestAdminDisableEndsPollsAndRuns: disabling a principal (or revoking its
+// token through the API) ends its waiting long polls with 401 at once, and
+// a disabled person's queued runs are cancelled by the loss-of-trigger rule.
+func TestAdminDisableEndsPollsAndRuns(t *testing.T) {
+	env := apitest.Start(t, adminOptions())
+	robin := env.World.Token("robin")
+
+	// Alex's queued run ends when Alex is disabled.
+	m := env.MustPost("alex", env.Main("Support/Eskalation"), "q1", "@lotse please look at the printer")
+	if m["trigger_state"] != "accepted" {
+		t.Fatalf("alex's question %v", m)
+	}
+	var runID string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, m["id"]).Scan(&runID); err != nil {
+		t.Fatal(err)
+	}
+	mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "disabled"}, 200)
+	run := mustRESTAs(t, env, http.MethodGet, "/api/v1/runs/"+runID, robin, nil, 200)
+	if run["state"] != "cancelled" {
+		t.Fatalf("a disabled person's queued run: %v", run)
+	}
+
+	// A waiting long poll of an agent answers 401 when the agent is
+	// disabled, without any event to wake it.
+	waiting := func(token string) <-chan *apitest.Response {
+		done := make(chan *apitest.Response, 1)
+		go func() { done <- env.REST(http.MethodGet, "/api/v1/agent/events?wait=25&after=now", token, nil) }()
+		return done
+	}
+	waitAnswer := func(what string, done <-chan *apitest.Response) {
+		t.Helper()
+		select {
+		case r := <-done:
+			if r.Status != 401 {
+				t.Fatalf("%s: waiting poll answered %d %s", what, r.Status, r.Body)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: the waiting poll was not ended", what)
+		}
+	}
+	// The poll waits up to 25 s and the test up to 20 s, so a 401 in time
+	// proves that the change woke it (the pause lets it start waiting).
+	lotse := env.World.Token("lotse")
+	done := waiting(lotse)
+	time.Sleep(500 * time.Millisecond)
+	mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("lotse"), robin, map[string]any{"status": "disabled"}, 200)
+	waitAnswer("disabled agent", done)
+
+	// Revoking an agent's token through the API does the same.
+	texter := env.World.Token("texter")
+	list := mustRESTAs(t, env, http.MethodGet, "/api/v1/principals/"+env.World.ID("texter")+"/tokens", robin, nil, 200)
+	tokID := list["tokens"].([]any)[0].(map[string]any)["id"].(string)
+	done = waiting(texter)
+	time.Sleep(500 * time.Millisecond)
+	mustRESTAs(t, env, http.MethodDelete, "/api/v1/tokens/"+tokID, robin, nil, 200)
+	waitAnswer("revoked token", done)
+}
