@@ -47,6 +47,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Tracer sees every statement of the server's pool (to count them).
 	Tracer pgx.QueryTracer
+	// DatabaseURL, when set, is the (migrated, empty) database to use
+	// instead of a fresh clone.
+	DatabaseURL string
+	// PoolURL, when set, is the server's database.url: where its pool
+	// connects (a pooler in front of DatabaseURL). The LISTEN connection
+	// then follows database.listen_url.
+	PoolURL string
 }
 
 // Env is a running test server with its database and world.
@@ -69,7 +76,10 @@ type Env struct {
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	ctx := context.Background()
-	dbURL := pgtest.URL(t)
+	dbURL := opts.DatabaseURL
+	if dbURL == "" {
+		dbURL = pgtest.URL(t)
+	}
 	cfg := config.Defaults()
 	for k, v := range opts.Config {
 		var err error
@@ -77,7 +87,12 @@ func Start(t testing.TB, opts Options) *Env {
 			t.Fatalf("test config: %v", err)
 		}
 	}
-	pool, err := db.Open(ctx, db.Options{URL: dbURL, MaxConns: cfg.Int(config.DatabaseMaxConns), Tracer: opts.Tracer})
+	poolURL := dbURL
+	if opts.PoolURL != "" {
+		poolURL = opts.PoolURL
+	}
+	pool, err := db.Open(ctx, db.Options{URL: poolURL, MaxConns: cfg.Int(config.DatabaseMaxConns), Tracer: opts.Tracer,
+		PoolerMode: cfg.Bool(config.DatabasePoolerMode)})
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}
@@ -87,7 +102,7 @@ func Start(t testing.TB, opts Options) *Env {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	fc := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
-	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: dbURL, Clock: fc, Logger: log})
+	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: poolURL, Clock: fc, Logger: log})
 	if err != nil {
 		t.Fatalf("assemble server: %v", err)
 	}

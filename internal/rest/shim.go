@@ -157,6 +157,7 @@ type gqlResponse struct {
 }
 
 func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
+	httpx.NoteOperation(r.Context(), c.OperationID)
 	vars, err := s.variables(r, c)
 	if err != nil {
 		httpx.WriteProblem(w, r, err)

@@ -36,7 +36,9 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 	rows.Close()
 	ended := 0
 	for _, d := range list {
+		timedOut := false
 		err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+			timedOut = false
 			var locked string
 			// The thread first, then the run: the lock order of every unit.
 			if err := tx.QueryRow(ctx, `SELECT id::text FROM threads WHERE id = $1 FOR UPDATE SKIP LOCKED`, d.thread).Scan(&locked); err != nil {
@@ -65,18 +67,24 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 			if err != nil {
 				return problem.From(err)
 			}
-			ended++
+			timedOut = true
 			return s.events.Append(ctx, tx, evs...)
 		})
 		if err != nil {
 			return ended, err
 		}
+		if timedOut {
+			ended++
+			// Ids only: an operator follows the run through the API.
+			s.log.InfoContext(ctx, "run timed out", "run_id", d.run, "thread_id", d.thread)
+		}
 	}
 	return ended, nil
 }
 
-// Sweep runs SweepOnce every interval until ctx ends, logging failures.
-func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
+// Sweep runs SweepOnce every interval until ctx ends, logging failures and
+// telling onEnded (when set) how many runs each sweep failed.
+func (s *Service) Sweep(ctx context.Context, interval time.Duration, onEnded func(n int)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -84,7 +92,11 @@ func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := s.SweepOnce(ctx); err != nil && ctx.Err() == nil {
+			n, err := s.SweepOnce(ctx)
+			if onEnded != nil && n > 0 {
+				onEnded(n)
+			}
+			if err != nil && ctx.Err() == nil {
 				s.log.ErrorContext(ctx, "run sweep failed", "error", err.Error())
 			}
 		}

@@ -1,0 +1,436 @@
+package main
+
+import (
+	"bytes"
+	"debug/buildinfo"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/pgtest"
+	"bothy.example.com/bothy/internal/world"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// lineBuffer collects a process's stderr from its own goroutine.
+type lineBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lineBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lineBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// jsonLines decodes every line; a line that is not a JSON object fails t.
+func (b *lineBuffer) jsonLines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %q", l)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// find returns the first line with message msg (nil when none).
+func find(lines []map[string]any, msg string) map[string]any {
+	for _, l := range lines {
+		if l["msg"] == msg {
+			return l
+		}
+	}
+	return nil
+}
+
+// build compiles cmd/bothy into a temporary folder (with the VCS stamp, as
+// a release build has it).
+func build(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "bothy")
+	cmd := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runCmd runs the binary to its end and returns stdout, stderr and the exit
+// code.
+func runCmd(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("bothy %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// emptyDatabase creates a database without any migration.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	admin, err := pgtest.ServerURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := db.Open(t.Context(), db.Options{URL: admin, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	name := fmt.Sprintf("cli_%d", time.Now().UnixNano())
+	if _, err := pool.Exec(t.Context(), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// freeAddr returns a free 127.0.0.1 port.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is a running `bothy serve`.
+type proc struct {
+	cmd    *exec.Cmd
+	base   string
+	logs   *lineBuffer
+	exited chan struct{}
+}
+
+// serve starts `bothy serve` and waits for its serving log line.
+func serve(t *testing.T, bin string, env []string) *proc {
+	t.Helper()
+	addr := freeAddr(t)
+	p := &proc{cmd: exec.Command(bin, "serve", "--addr", addr), base: "http://" + addr, logs: &lineBuffer{}, exited: make(chan struct{})}
+	p.cmd.Env = env
+	p.cmd.Stderr = p.logs
+	p.cmd.Stdout = io.Discard
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(p.logs.String(), `"msg":"serving"`) {
+		select {
+		case <-p.exited:
+			t.Fatalf("bothy serve exited: %v\n%s", p.cmd.ProcessState, p.logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bothy serve did not start\n%s", p.logs.String())
+		}
+	}
+	return p
+}
+
+// ready waits until /readyz answers want and returns its body.
+func (p *proc) ready(t *testing.T, want int) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(p.base + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return string(body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz = %d %s, want %d", resp.StatusCode, body, want)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatalf("/readyz: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// wait waits up to limit for the process to exit and returns its code.
+func (p *proc) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(limit):
+		t.Fatalf("bothy serve still runs after %s\n%s", limit, p.logs.String())
+		return -1
+	}
+}
+
+// seed builds the example world on the database of env.
+func seed(t *testing.T, bin string, env []string) *world.World {
+	t.Helper()
+	out, stderr, code := runCmd(t, bin, env, "seed", "--json")
+	if code != 0 {
+		t.Fatalf("seed: %d %s", code, stderr)
+	}
+	var w world.World
+	if err := json.Unmarshal([]byte(out), &w); err != nil {
+		t.Fatal(err)
+	}
+	return &w
+}
+
+// TestBinary runs the real binary: version, the migrate commands and their
+// usage errors, serving without DDL, the drain on SIGTERM (also past its
+// hard bound), SIGHUP, a bad log.level, and that every log line is JSON.
+func TestBinary(t *testing.T) {
+	bin := build(t)
+	base := os.Environ()
+
+	t.Run("version", func(t *testing.T) {
+		// What the toolchain stamped into the binary is what it reports.
+		info, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "bothy " + info.Main.Version + " (revision "
+		rev := "unknown"
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				rev = s.Value
+			}
+		}
+		want += rev
+		for _, arg := range []string{"version", "--version"} {
+			out, _, code := runCmd(t, bin, base, arg)
+			if code != 0 || !strings.HasPrefix(out, want) || !strings.Contains(out, info.GoVersion) {
+				t.Fatalf("bothy %s: %d %q, want it to start with %q", arg, code, out, want)
+			}
+		}
+		if _, _, code := runCmd(t, bin, base, "version", "extra"); code != 2 {
+			t.Fatalf("bothy version extra exited %d, want 2", code)
+		}
+	})
+
+	t.Run("migrate usage errors", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t))
+		for _, args := range [][]string{{"migrate", "down"}, {"migrate", "up", "now"}, {"migrate", "status", "all"}, {"migrate", "--bogus"}, {"nonsense"}} {
+			_, stderr, code := runCmd(t, bin, env, args...)
+			if code != 2 || !strings.Contains(stderr, "usage") && !strings.Contains(stderr, "unknown") && !strings.Contains(stderr, "not defined") {
+				t.Fatalf("bothy %v: exit %d %q, want a usage error (2)", args, code, stderr)
+			}
+		}
+		// None of them touched the database.
+		out, _, code := runCmd(t, bin, env, "migrate", "status")
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("0 applied, %d pending", db.EmbeddedVersion())) {
+			t.Fatalf("status after usage errors: %d %q", code, out)
+		}
+	})
+
+	t.Run("migrate status and auto_migrate off", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t), "BOTHY_DATABASE_AUTO_MIGRATE=false", "BOTHY_SERVER_DRAIN_DELAY=0s")
+		out, _, code := runCmd(t, bin, env, "migrate", "status")
+		if code != 0 || !strings.Contains(out, "pending  00001 00001_identity.sql") {
+			t.Fatalf("status of an empty database: %d %q", code, out)
+		}
+		// Without auto_migrate the server starts on the old schema and is
+		// not ready until someone migrates.
+		p := serve(t, bin, env)
+		if body := p.ready(t, http.StatusServiceUnavailable); !strings.Contains(body, `"reason":"migrations_pending"`) {
+			t.Fatalf("readiness behind the schema: %s", body)
+		}
+		if out, stderr, code := runCmd(t, bin, env, "migrate"); code != 0 || !strings.Contains(out, "applied 00001 00001_identity.sql") {
+			t.Fatalf("migrate: %d %q %s", code, out, stderr)
+		}
+		p.ready(t, http.StatusOK)
+		out, _, _ = runCmd(t, bin, env, "migrate", "status")
+		if !strings.Contains(out, "applied  00001 00001_identity.sql") || !strings.Contains(out, fmt.Sprintf("%d applied, 0 pending", db.EmbeddedVersion())) {
+			t.Fatalf("status after migrate: %q", out)
+		}
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.wait(t, 15*time.Second); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		lines := p.logs.jsonLines(t)
+		if l := find(lines, "the database schema is behind this binary; /readyz answers migrations_pending until bothy migrate runs"); l == nil || l["schema_version"] != float64(0) {
+			t.Fatalf("no warning about the old schema:\n%s", p.logs.String())
+		}
+		if find(lines, "migration applied") != nil {
+			t.Fatal("serve migrated with database.auto_migrate false")
+		}
+	})
+
+	t.Run("drain on SIGTERM", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t), "BOTHY_SERVER_DRAIN_DELAY=1s", "BOTHY_SERVER_SHUTDOWN_TIMEOUT=5s")
+		p := serve(t, bin, env)
+		w := seed(t, bin, env)
+		p.ready(t, http.StatusOK)
+		// A long poll in flight when SIGTERM arrives.
+		polled := make(chan string, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, p.base+"/api/v1/agent/events?wait=30", nil)
+			req.Header.Set("Authorization", "Bearer "+w.Principals["lotse"].Token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				polled <- err.Error()
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			polled <- fmt.Sprintf("%d %s", resp.StatusCode, body)
+		}()
+		time.Sleep(300 * time.Millisecond)
+		sent := time.Now()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		// Readiness turns first, while requests are still served.
+		body := p.ready(t, http.StatusServiceUnavailable)
+		if !strings.Contains(body, `"reason":"draining"`) {
+			t.Fatalf("readiness while draining: %s", body)
+		}
+		resp, err := http.Get(p.base + "/healthz")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("not serving during the drain delay: %v", err)
+		}
+		resp.Body.Close()
+		if got := <-polled; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"events":[]`) {
+			t.Fatalf("the long poll in flight answered %s", got)
+		}
+		if code := p.wait(t, 6*time.Second); code != 0 {
+			t.Fatalf("exit %d\n%s", code, p.logs.String())
+		}
+		if d := time.Since(sent); d < time.Second {
+			t.Fatalf("stopped after %s, before the drain delay", d)
+		}
+		lines := p.logs.jsonLines(t)
+		for _, msg := range []string{"starting", "serving", "drain started: readiness answers 503 draining",
+			"drain: listener closed, waiting for requests in flight", "drain: requests in flight finished", "stopped"} {
+			if find(lines, msg) == nil {
+				t.Fatalf("no %q line:\n%s", msg, p.logs.String())
+			}
+		}
+		if l := find(lines, "serving"); l["address"] == "" || l["schema_version"] != float64(db.EmbeddedVersion()) || l["version"] == "" {
+			t.Fatalf("serving line %v", l)
+		}
+		if l := find(lines, "migration applied"); l == nil || l["name"] != "00001_identity.sql" {
+			t.Fatalf("no migration line: %v", l)
+		}
+		if l := find(lines, "stopped"); l["exit_code"] != float64(0) {
+			t.Fatalf("stopped line %v", l)
+		}
+	})
+
+	t.Run("shutdown_timeout is a hard bound", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s", "BOTHY_SERVER_SHUTDOWN_TIMEOUT=2s")
+		p := serve(t, bin, env)
+		p.ready(t, http.StatusOK)
+		// A request whose body never comes stays in flight forever.
+		conn, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+		time.Sleep(300 * time.Millisecond)
+		sent := time.Now()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.wait(t, 4*time.Second); code != 0 {
+			t.Fatalf("exit %d\n%s", code, p.logs.String())
+		}
+		if d := time.Since(sent); d < 2*time.Second || d > 3500*time.Millisecond {
+			t.Fatalf("stopped after %s, want about server.shutdown_timeout (2s)", d)
+		}
+		if find(p.logs.jsonLines(t), "drain: server.shutdown_timeout reached, requests in flight cancelled") == nil {
+			t.Fatalf("no cancellation line:\n%s", p.logs.String())
+		}
+	})
+
+	t.Run("SIGHUP is ignored", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s")
+		p := serve(t, bin, env)
+		p.ready(t, http.StatusOK)
+		p.cmd.Process.Signal(syscall.SIGHUP)
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(p.logs.String(), "SIGHUP received and ignored") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no SIGHUP line:\n%s", p.logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("SIGHUP ended the process: %v", p.cmd.ProcessState)
+		case <-time.After(200 * time.Millisecond):
+		}
+		p.ready(t, http.StatusOK)
+		// A REST authentication failure is a JSON line too.
+		req, _ := http.NewRequest(http.MethodGet, p.base+"/api/v1/me", nil)
+		req.Header.Set("Authorization", "Bearer bothy_s_nope")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("bad token: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.wait(t, 15*time.Second); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		p.logs.jsonLines(t)
+	})
+
+	t.Run("invalid log.level stops the start", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_LOG_LEVEL=verbose")
+		_, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
+		if code != 1 || !strings.Contains(stderr, "log.level") {
+			t.Fatalf("exit %d %q, want 1 naming log.level", code, stderr)
+		}
+	})
+}
+
