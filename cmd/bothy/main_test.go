@@ -433,4 +433,3 @@ func TestBinary(t *testing.T) {
 		}
 	})
 }
-
