@@ -210,6 +210,7 @@ type Problem struct {
 	Reason        string       `json:"reason"`
 	Detail        string       `json:"detail"`
 	Errors        []FieldError `json:"errors"`
+	OldestCursor  string       `json:"oldest_cursor"`
 	CorrelationID string       `json:"correlation_id"`
 	Instance      string       `json:"instance"`
 }
@@ -352,6 +353,7 @@ type GQLErrExt struct {
 	Status            int          `json:"status"`
 	FieldErrors       []FieldError `json:"fieldErrors"`
 	RetryAfterSeconds string       `json:"retryAfterSeconds"`
+	OldestCursor      string       `json:"oldestCursor"`
 }
 
 // GQLResult is a raw GraphQL answer.

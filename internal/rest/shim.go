@@ -246,6 +246,7 @@ func problemOf(msg string, ext map[string]any) *problem.Error {
 			p.Fields = append(p.Fields, f)
 		}
 	}
+	p.OldestCursor, _ = ext["oldestCursor"].(string)
 	if ra, ok := ext["retryAfterSeconds"].(string); ok {
 		if n, err := strconv.Atoi(ra); err == nil {
 			p.RetryAfter = time.Duration(n) * time.Second

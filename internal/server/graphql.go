@@ -145,6 +145,9 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			}
 			ext["fieldErrors"] = fe
 		}
+		if p.OldestCursor != "" {
+			ext["oldestCursor"] = p.OldestCursor
+		}
 		if p.RetryAfter > 0 {
 			ext["retryAfterSeconds"] = httpx.RetrySeconds(p.RetryAfter)
 		}

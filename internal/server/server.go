@@ -39,6 +39,7 @@ import (
 	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/ratelimit"
 	"bothy.example.com/bothy/internal/rest"
+	"bothy.example.com/bothy/internal/retention"
 	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/world"
 )
@@ -74,6 +75,7 @@ type Server struct {
 	Feed      *feed.Service
 	Runs      *runs.Service
 	UoW       *db.UnitOfWork
+	Retention *retention.Service
 
 	pool      *pgxpool.Pool
 	hub       *runs.Hub
@@ -144,6 +146,9 @@ func New(d Deps) (*Server, error) {
 
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
 		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, listenURL: d.ListenURL, ops: ops,
+		Retention: retention.New(d.Pool, d.Clock, retention.Keep{EventLog: cfg.Duration(config.RetentionEventLog),
+			AgentEvents: cfg.Duration(config.RetentionAgentEvents), AuditLog: cfg.Duration(config.RetentionAuditLog),
+			Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger),
 		ready: &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected}}
 	authed := func(h http.Handler) http.Handler { return s.authenticate(h) }
 	mux := http.NewServeMux()
@@ -243,7 +248,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	connect := func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, s.listenURL) }
 	go func() {
 		defer wg.Done()
@@ -253,6 +258,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer wg.Done()
 		s.Runs.Sweep(bg, s.cfg.Duration(config.RunSweepInterval), func(n int) { s.ops.runTimeouts.Add(float64(n)) })
 	}()
+	go func() { defer wg.Done(); s.Retention.Run(bg, s.cfg.Duration(config.RetentionInterval)) }()
 	defer func() { stopBG(); wg.Wait() }()
 
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))

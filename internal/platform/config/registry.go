@@ -48,6 +48,11 @@ const (
 	HTTPTrustedProxies                 = "http.trusted_proxies"
 	HTTPCORSAllowedOrigins             = "http.cors_allowed_origins"
 	HTTPCORSMaxAge                     = "http.cors_max_age"
+	RetentionInterval                  = "retention.interval"
+	RetentionEventLog                  = "retention.event_log"
+	RetentionAgentEvents               = "retention.agent_events"
+	RetentionAuditLog                  = "retention.audit_log"
+	RetentionTokens                    = "retention.tokens"
 	DatabaseURL                        = "database.url"
 	DatabaseMaxConns                   = "database.max_conns"
 	DatabaseTxRetryMax                 = "database.tx_retry_max"
@@ -99,6 +104,11 @@ var Registry = []Key{
 	{HTTPTrustedProxies, TypeString, "", "", "comma-separated IP addresses or CIDR ranges of reverse proxies whose X-Forwarded-For names the client"},
 	{HTTPCORSAllowedOrigins, TypeString, "", "", "comma-separated browser origins (scheme://host[:port]) allowed to call the API cross-origin; empty allows none"},
 	{HTTPCORSMaxAge, TypeDuration, "10m", "0s", "how long a browser may cache a CORS preflight answer"},
+	{RetentionInterval, TypeDuration, "1h", "1m", "how often each replica removes rows past their retention"},
+	{RetentionEventLog, TypeDuration, "720h", "0s", "how long client events (listEvents) are kept; older cursors answer 410 cursor_expired; 0s keeps them forever"},
+	{RetentionAgentEvents, TypeDuration, "720h", "0s", "how long agent events of ended runs are kept (events of runs still open are never removed); 0s keeps them forever"},
+	{RetentionAuditLog, TypeDuration, "8760h", "0s", "how long audit rows are kept after their last decision; 0s keeps them forever"},
+	{RetentionTokens, TypeDuration, "720h", "0s", "how long revoked or expired tokens are kept before they are removed; 0s keeps them forever"},
 	{DatabaseURL, TypeString, "", "", "PostgreSQL connection string; empty starts the embedded development database (bothy dev only)"},
 	{DatabaseMaxConns, TypeInt, "16", "2", "size of the database connection pool"},
 	{DatabaseTxRetryMax, TypeInt, "3", "0", "retries of a unit of work on serialization failure or deadlock"},

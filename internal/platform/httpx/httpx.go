@@ -91,6 +91,7 @@ type Problem struct {
 	Reason        string               `json:"reason,omitempty"`
 	Detail        string               `json:"detail,omitempty"`
 	Errors        []problem.FieldError `json:"errors,omitempty"`
+	OldestCursor  string               `json:"oldest_cursor,omitempty"`
 	CorrelationID string               `json:"correlation_id"`
 	Instance      string               `json:"instance"`
 }
@@ -99,7 +100,7 @@ type Problem struct {
 func ProblemOf(r *http.Request, p *problem.Error) Problem {
 	return Problem{
 		Type: p.Code.TypeURI(), Title: p.Code.Title(), Status: p.Code.Status(), Code: string(p.Code),
-		Reason: p.Reason, Detail: p.Detail, Errors: p.Fields,
+		Reason: p.Reason, Detail: p.Detail, Errors: p.Fields, OldestCursor: p.OldestCursor,
 		CorrelationID: CorrelationID(r.Context()), Instance: r.URL.Path,
 	}
 }
