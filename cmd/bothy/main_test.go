@@ -2,12 +2,20 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"debug/buildinfo"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -436,6 +444,29 @@ func TestBinary(t *testing.T) {
 		p.logs.jsonLines(t)
 	})
 
+	t.Run("systemd unit", func(t *testing.T) {
+		analyze, err := exec.LookPath("systemd-analyze")
+		if err != nil {
+			t.Fatal("systemd-analyze is missing: install the Debian package systemd (.ci/run does) to check contrib/bothy.service")
+		}
+		unit, err := os.ReadFile(filepath.Join("..", "..", "contrib", "bothy.service"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The unit names the installed path; verify checks that it exists.
+		path := filepath.Join(t.TempDir(), "bothy.service")
+		os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/local/bin/bothy"), []byte(bin)), 0o644)
+		out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+		if err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("nginx TLS proxy in front of two replicas", func(t *testing.T) {
+		nginxProxy(t, bin, append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s",
+			"BOTHY_HTTP_TRUSTED_PROXIES=127.0.0.2"))
+	})
+
 	t.Run("invalid log.level stops the start", func(t *testing.T) {
 		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_LOG_LEVEL=verbose")
 		_, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
@@ -443,4 +474,140 @@ func TestBinary(t *testing.T) {
 			t.Fatalf("exit %d %q, want 1 naming log.level", code, stderr)
 		}
 	})
+}
+
+// selfSigned writes a certificate and key for 127.0.0.1 into dir and returns
+// their paths and a pool that trusts the certificate.
+func selfSigned(t *testing.T, dir string) (string, string, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chat.example.com"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"chat.example.com"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPath, keyPath := filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "privkey.pem")
+	os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return certPath, keyPath, pool
+}
+
+// nginxProxy runs contrib/nginx-bothy.conf, with its addresses and
+// certificate paths replaced, in front of two replicas, and checks TLS,
+// long-poll-safe proxying to both, the hidden /metrics and the client
+// address in the access log (nginx connects from 127.0.0.2, the trusted
+// proxy, and forwards the client 127.0.0.1).
+func nginxProxy(t *testing.T, bin string, env []string) {
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, statErr := os.Stat("/usr/sbin/nginx"); statErr != nil {
+			t.Fatal("nginx is missing: install the Debian package nginx (.ci/run does) to test contrib/nginx-bothy.conf")
+		}
+		nginx = "/usr/sbin/nginx"
+	}
+	p1, p2 := serve(t, bin, env), serve(t, bin, env)
+	w := seed(t, bin, env)
+	dir := t.TempDir()
+	certPath, keyPath, roots := selfSigned(t, dir)
+	site, err := os.ReadFile(filepath.Join("..", "..", "contrib", "nginx-bothy.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := freeAddr(t)
+	conf := strings.NewReplacer(
+		"127.0.0.1:8080", strings.TrimPrefix(p1.base, "http://"),
+		"127.0.0.1:8081", strings.TrimPrefix(p2.base, "http://"),
+		"listen 443 ssl", "listen "+listen+" ssl",
+		"/etc/ssl/bothy/fullchain.pem", certPath,
+		"/etc/ssl/bothy/privkey.pem", keyPath,
+		"proxy_pass http://bothy;", "proxy_pass http://bothy;\n        proxy_bind 127.0.0.2;",
+	).Replace(string(site))
+	if strings.Count(conf, dir) != 2 || !strings.Contains(conf, "proxy_bind") || !strings.Contains(conf, listen) {
+		t.Fatalf("contrib/nginx-bothy.conf no longer has the expected placeholders:\n%s", conf)
+	}
+	os.WriteFile(filepath.Join(dir, "site.conf"), []byte(conf), 0o644)
+	main := fmt.Sprintf(`daemon off;
+master_process off;
+pid %[1]s/nginx.pid;
+error_log stderr warn;
+events {}
+http {
+    access_log off;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    include %[1]s/site.conf;
+}
+`, dir)
+	os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main), 0o644)
+	cmd := exec.Command(nginx, "-e", "stderr", "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	var out lineBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	base := "https://" + listen
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := client.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready answer through nginx: %v\n%s", err, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 0; i < 4; i++ {
+		req, _ := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(`{"query":"query ThroughProxy { viewer { handle } }"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+w.Principals["alex"].Token)
+		req.Header.Set("X-Forwarded-For", "198.51.100.66") // forged: nginx replaces it
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"handle":"alex"`) {
+			t.Fatalf("GraphQL through nginx: %d %s", resp.StatusCode, body)
+		}
+	}
+	if resp, err := client.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/metrics through nginx: %v %v", resp, err)
+	}
+	for i, p := range []*proc{p1, p2} {
+		seen := 0
+		for _, l := range p.logs.jsonLines(t) {
+			if l["msg"] == "request" && l["operation"] == "ThroughProxy" {
+				seen++
+				if l["client"] != "127.0.0.1" {
+					t.Fatalf("replica %d logged client %v, want 127.0.0.1 from X-Forwarded-For", i+1, l["client"])
+				}
+			}
+		}
+		if seen == 0 {
+			t.Fatalf("replica %d served no request through nginx", i+1)
+		}
+	}
 }

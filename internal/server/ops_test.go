@@ -273,6 +273,7 @@ func TestMetricsByOperationAndCode(t *testing.T) {
 		`bothy_db_pool_max_connections`:                                                     7,
 		`bothy_listener_connected`:                                                          1,
 		`bothy_runs{state="queued"}`:                                                        0,
+		`bothy_events_appended_total{stream="agent"}`:                                       0,
 		`bothy_run_timeouts_total`:                                                          0,
 	}
 	text := metricsText(t, env.URL)

@@ -19,7 +19,14 @@ func TestRetention(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.RetentionAuditLog: "720h"}})
 	ctx := t.Context()
 	esk := env.Main("Support/Eskalation")
+	before := env.Metric(`bothy_events_appended_total{stream="agent"}`)
 	env.MustPost("alex", esk, "t1", "@lotse anyone?")
+	if after := env.Metric(`bothy_events_appended_total{stream="agent"}`); after != before+1 {
+		t.Fatalf("agent events appended %v, want %v", after, before+1)
+	}
+	if env.Metric(`bothy_events_appended_total{stream="client"}`) == 0 {
+		t.Fatal("client events are not counted")
+	}
 	env.MustPost("alex", esk, "t2", "@lotse hello?") // a pending follow-up: the next run
 	env.Clock.Advance(6 * time.Minute)
 	if n, err := env.Server.Runs.SweepOnce(ctx); err != nil || n != 1 {
