@@ -190,6 +190,40 @@ func TestReadinessReasons(t *testing.T) {
 			t.Fatalf("bothy_listener_connected %v with a dead listen URL", v)
 		}
 	})
+	t.Run("listener reconnects", func(t *testing.T) {
+		env := apitest.Start(t, apitest.Options{})
+		waitReady(t, env)
+		// Kill the LISTEN session as a database restart or a network cut would.
+		if n := env.Count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE 'LISTEN %'`); n != 1 {
+			t.Fatalf("%d LISTEN sessions terminated, want 1", n)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for env.Metric("bothy_listener_reconnects_total") < 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the listener did not reconnect")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		waitReady(t, env)
+		// Wake-ups work through the new connection.
+		_, cursor := pollTB(t, env, "lotse", "", 0)
+		woke := make(chan int, 1)
+		go func() {
+			evs, _ := pollTB(t, env, "lotse", cursor, 20)
+			woke <- len(evs)
+		}()
+		time.Sleep(200 * time.Millisecond)
+		env.MustPost("alex", env.Main("Support/Eskalation"), "after-reconnect", "@lotse still there?")
+		select {
+		case n := <-woke:
+			if n == 0 {
+				t.Fatal("the long poll ended without events")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the long poll was not woken after the reconnect")
+		}
+	})
 	t.Run("database_unreachable", func(t *testing.T) {
 		env := apitest.Start(t, apitest.Options{Config: map[string]string{config.ServerReadinessTimeout: "500ms"}})
 		waitReady(t, env)
@@ -255,7 +289,18 @@ func TestMetricsByOperationAndCode(t *testing.T) {
 		t.Fatalf("fourth read not limited: %+v", res.Errors)
 	}
 	env.GraphQL("", `query Me { viewer { id } }`, nil, nil)
-	pollTB(t, env, "lotse", "", 0)
+	// A waiting long poll shows in the gauge while it waits.
+	_, cursor := pollTB(t, env, "lotse", "", 0)
+	done := make(chan struct{})
+	go func() { defer close(done); pollTB(t, env, "lotse", cursor, 2) }()
+	deadline := time.Now().Add(2 * time.Second)
+	for env.Metric("bothy_long_polls_waiting") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("bothy_long_polls_waiting never 1 during a long poll")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	<-done
 
 	want := map[string]float64{
 		`bothy_operations_total{code="ok",face="rest",operation="getViewer"}`:               1,
@@ -263,10 +308,10 @@ func TestMetricsByOperationAndCode(t *testing.T) {
 		`bothy_operations_total{code="ok",face="graphql",operation="Me"}`:                   1,
 		`bothy_operations_total{code="rate_limited",face="graphql",operation="Me"}`:         1,
 		`bothy_operations_total{code="unauthorized",face="graphql",operation="none"}`:       1,
-		`bothy_operations_total{code="ok",face="graphql",operation="anonymous"}`:            1,
+		`bothy_operations_total{code="ok",face="graphql",operation="anonymous"}`:            2,
 		`bothy_ratelimit_rejections_total{class="rl.read"}`:                                 1,
-		`bothy_long_polls_total{code="ok"}`:                                                 1,
-		`bothy_long_poll_duration_seconds_count`:                                            1,
+		`bothy_long_polls_total{code="ok"}`:                                                 2,
+		`bothy_long_poll_duration_seconds_count`:                                            2,
 		`bothy_long_polls_waiting`:                                                          0,
 		`bothy_operation_duration_seconds_count{face="graphql",operation="LookAtMessage"}`:  1,
 		`bothy_operation_duration_seconds_count{face="graphql",operation="anonymous"}`:      0,
