@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"debug/buildinfo"
+	"debug/elf"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,20 +83,24 @@ func find(lines []map[string]any, msg string) map[string]any {
 	return nil
 }
 
-// build compiles cmd/bothy into a temporary folder (with the VCS stamp, as
-// a release build has it).
+// build makes the release binary with `make dist` (static, with the
+// version and revision stamped) into a temporary folder.
 func build(t *testing.T) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	bin := filepath.Join(t.TempDir(), "bothy")
-	cmd := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, ".")
+	dir := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), "make", "--no-print-directory", "-C", filepath.Join("..", ".."), "dist", "DISTDIR="+dir, "GO="+goTool)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("make dist: %v\n%s", err, out)
 	}
-	return bin
+	bins, _ := filepath.Glob(filepath.Join(dir, "bothy-*"))
+	if len(bins) != 1 {
+		t.Fatalf("make dist made %v, want one bothy-VERSION-GOOS-GOARCH", bins)
+	}
+	return bins[0]
 }
 
 // runCmd runs the binary to its end and returns stdout, stderr and the exit
@@ -247,31 +253,48 @@ func seed(t *testing.T, bin string, env []string) *world.World {
 	return &w
 }
 
-// TestBinary runs the real binary: version, the migrate commands and their
-// usage errors, serving without DDL, the drain on SIGTERM (also past its
-// hard bound), SIGHUP, a bad log.level, and that every log line is JSON.
+// TestBinary runs the release binary of make dist: static and stamped, the
+// version command, the migrate commands and their usage errors, serving
+// without DDL, the drain on SIGTERM (also past its hard bound), SIGHUP, the
+// systemd unit, the nginx example in front of two replicas, a bad
+// log.level, and that every log line is JSON.
 func TestBinary(t *testing.T) {
 	bin := build(t)
 	base := os.Environ()
 
 	t.Run("version", func(t *testing.T) {
-		// What the toolchain stamped into the binary is what it reports.
+		// make dist stamps the version of git describe and the revision.
+		rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
+		if err != nil {
+			t.Fatalf("git rev-parse: %v", err)
+		}
+		desc, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
+		if err != nil {
+			t.Fatalf("git describe: %v", err)
+		}
 		info, err := buildinfo.ReadFile(bin)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := "bothy " + info.Main.Version + " (revision "
-		rev := "unknown"
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				rev = s.Value
-			}
+		want := "bothy " + strings.TrimSpace(string(desc)) + " (revision " + strings.TrimSpace(string(rev))
+		if !strings.HasSuffix(bin, "bothy-"+strings.TrimSpace(string(desc))+"-"+runtime.GOOS+"-"+runtime.GOARCH) {
+			t.Fatalf("release binary named %s", filepath.Base(bin))
 		}
-		want += rev
 		for _, arg := range []string{"version", "--version"} {
 			out, _, code := runCmd(t, bin, base, arg)
 			if code != 0 || !strings.HasPrefix(out, want) || !strings.Contains(out, info.GoVersion) {
 				t.Fatalf("bothy %s: %d %q, want it to start with %q", arg, code, out, want)
+			}
+		}
+		// Static: no program interpreter, no shared libraries.
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+				t.Fatalf("the release binary is dynamically linked (%v)", p.Type)
 			}
 		}
 		if _, _, code := runCmd(t, bin, base, "version", "extra"); code != 2 {
