@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test generate check-generated assets audit-deps audit-graphql bench migrate build vet
+.PHONY: run test generate check-generated assets audit-deps audit-graphql bench migrate build vet dist
 
 ## run: the development server on the embedded database with the example world
 run: assets
@@ -52,6 +52,17 @@ migrate:
 
 build: assets
 	$(GO) build -o bin/bothy ./cmd/bothy
+
+## dist: a static, version-stamped release binary dist/bothy-VERSION-GOOS-GOARCH (bothy version prints both stamps)
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DISTDIR  ?= dist
+VERSION_PKG = bothy.example.com/bothy/internal/platform/version
+dist: assets
+	mkdir -p $(DISTDIR)
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false \
+		-ldflags "-s -w -X $(VERSION_PKG).Stamp=$(VERSION) -X $(VERSION_PKG).StampRevision=$(REVISION)" \
+		-o $(DISTDIR)/bothy-$(VERSION)-$$($(GO) env GOOS)-$$($(GO) env GOARCH) ./cmd/bothy
 
 vet:
 	$(GO) vet ./...

@@ -35,7 +35,8 @@ same services as the API, as the local operator (audited, not rate-limited).
 Secrets are printed once, on standard output.
 `
 
-// usageError is a mistake in the command line: the process exits 2.
+// usageError is a mistake in the command line (a command, word or flag
+// that does not exist, a missing or invalid value): the process exits 2.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
@@ -107,16 +108,16 @@ func openAdmin(ctx context.Context, c *common) (*adminEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	pending, err := db.Pending(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	if pending {
-		return nil, errors.New("the database lacks migrations: run bothy migrate first")
-	}
 	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: 2})
 	if err != nil {
 		return nil, err
+	}
+	if v, err := db.SchemaVersion(ctx, pool); err != nil || v < db.EmbeddedVersion() {
+		pool.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, errors.New("the database lacks migrations: run bothy migrate first")
 	}
 	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

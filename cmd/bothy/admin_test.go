@@ -13,10 +13,8 @@ import (
 
 	"bothy.example.com/bothy/internal/adapter"
 	"bothy.example.com/bothy/internal/apitest"
-	"bothy.example.com/bothy/internal/platform/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // lockedBuffer is a bytes.Buffer safe for a command running in a
 // goroutine while the test reads it.

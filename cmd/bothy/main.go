@@ -1,6 +1,6 @@
 // Command bothy is the Bothy server: a team chat in which AI agents are
-// members like people. Subcommands: serve, dev, migrate, seed, token create,
-// agent run, config markdown. main only parses flags and calls
+// members like people. Subcommands: serve, dev, migrate, migrate status,
+// seed, token create, agent run, config markdown, version. main only parses flags and calls
 // internal/server (or internal/adapter for agent run).
 package main
 
@@ -25,6 +25,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgcluster"
+	"bothy.example.com/bothy/internal/platform/version"
 	"bothy.example.com/bothy/internal/server"
 	"bothy.example.com/bothy/internal/world"
 )
@@ -36,12 +37,14 @@ Usage:
   bothy dev     [--config FILE] [--addr HOST:PORT] [--data DIR]
                                                         run the server on the embedded development database
   bothy migrate [--config FILE]                         apply pending migrations to database.url
+  bothy migrate status [--config FILE]                  list applied and pending migrations of database.url
   bothy seed    [--config FILE] [--json]                build the example world on database.url
   bothy admin ...                                       administer on database.url: create-owner, principal create|disable|enable|list,
                                                         token create|list|revoke (bothy admin --help)
   bothy token create --handle H [--config FILE] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H (= bothy admin token create)
   bothy config markdown                                 print docs/configuration.md
+  bothy version                                         print the version and VCS revision (also --version)
   bothy agent run --token T --server URL [--once] [--model echo|openai --base-url URL --model-name NAME]
                                                         run the reference agent adapter for the agent of token T
 
@@ -49,15 +52,28 @@ Run "bothy <command> --help" for the flags of a command.
 `
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	var usageErr usageError
+	var logged loggedError
+	switch {
+	case err == nil:
+	case errors.As(err, &logged):
+		// serve already wrote the error as a JSON log line.
+		os.Exit(1)
+	case errors.As(err, &usageErr):
 		fmt.Fprintln(os.Stderr, "bothy:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "bothy:", err)
 		os.Exit(1)
 	}
 }
+
+// loggedError is an error that serving already logged through the JSON
+// logger, so that main writes no second, plain-text line.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -70,7 +86,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "dev":
 		return cmdDev(ctx, args[1:], stdout, stderr)
 	case "migrate":
-		return cmdMigrate(ctx, args[1:], stderr)
+		return cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		if len(args) > 1 {
+			return usageError{"usage: bothy version"}
+		}
+		fmt.Fprintln(stdout, version.Get())
+		return nil
 	case "seed":
 		return cmdSeed(ctx, args[1:], stdout, stderr)
 	case "admin":
@@ -92,7 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, config.Markdown())
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
+		return usageError{fmt.Sprintf("unknown command %q\n\n%s", args[0], usage)}
 	}
 }
 
@@ -117,12 +139,14 @@ func (c *common) load() (*config.Config, error) {
 	return config.Load(c.configFile, os.Environ())
 }
 
-func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+// newLogger returns the JSON logger of log.level (which config.Load has
+// already checked against its choices).
+func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(cfg.String(config.LogLevel))); err != nil {
-		lvl = slog.LevelInfo
+		return nil, fmt.Errorf("config key log.level: %q is not a level", cfg.String(config.LogLevel))
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 }
 
 func needURL(cfg *config.Config) (string, error) {
@@ -138,7 +162,7 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("serve", "Runs the server on the database of database.url, applying pending migrations first.", stderr)
+	c := newFlags("serve", "Runs the server on the database of database.url, applying pending migrations first\n(unless database.auto_migrate is false). SIGTERM or SIGINT drains and stops it; SIGHUP is logged and ignored.", stderr)
 	addr := c.fs.String("addr", "", "listen address HOST:PORT (default: server.addr)")
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
@@ -161,18 +185,72 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return serveOn(ctx, cfg, url, stdout, stderr, nil)
 }
 
-// serveOn migrates the database at url, assembles the server and serves
-// until ctx ends. announce, when set, runs once the listener is open.
+// serveOn migrates the database at url (unless database.auto_migrate is
+// off), assembles the server and serves until ctx ends, then drains. Every
+// line it writes to stderr is JSON through the configured logger, which is
+// also the process's default logger, so library and net/http messages come
+// out the same way. announce, when set, runs once the listener is open.
 func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr io.Writer, announce func(base string)) error {
-	log := newLogger(cfg, stderr)
-	if err := db.Migrate(ctx, url); err != nil {
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
 		return err
 	}
-	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: cfg.Int(config.DatabaseMaxConns)})
+	slog.SetDefault(log)
+	stopHUP := ignoreHangup(log)
+	defer stopHUP()
+	if err := serveLogged(ctx, cfg, url, log, stdout, announce); err != nil {
+		log.Error("stopped", "error", err.Error(), "exit_code", 1)
+		return loggedError{err}
+	}
+	log.Info("stopped", "exit_code", 0)
+	return nil
+}
+
+// ignoreHangup logs and otherwise ignores SIGHUP: Bothy reads its
+// configuration only at start, and a hangup from a closing terminal or a
+// reload by habit must not kill requests in flight.
+func ignoreHangup(log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				log.Info("SIGHUP received and ignored: the configuration is read only at start; restart to change it")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
+}
+
+func serveLogged(ctx context.Context, cfg *config.Config, url string, log *slog.Logger, stdout io.Writer, announce func(base string)) error {
+	in := version.Get()
+	log.Info("starting", "version", in.Version, "revision", in.Revision, "go_version", in.GoVersion)
+	if cfg.Bool(config.DatabaseAutoMigrate) {
+		applied, err := db.MigrateReport(ctx, url)
+		if err != nil {
+			return err
+		}
+		for _, m := range applied {
+			log.Info("migration applied", "version", m.Version, "name", m.Name, "duration_ms", m.Duration.Milliseconds())
+		}
+	}
+	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: cfg.Int(config.DatabaseMaxConns), PoolerMode: cfg.Bool(config.DatabasePoolerMode)})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	schema, err := db.SchemaVersion(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	if need := db.EmbeddedVersion(); schema < need {
+		log.Warn("the database schema is behind this binary; /readyz answers migrations_pending until bothy migrate runs",
+			"schema_version", schema, "needed_version", need)
+	}
 	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: log})
 	if err != nil {
 		return err
@@ -185,6 +263,8 @@ func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr
 		return fmt.Errorf("server.addr: %w", err)
 	}
 	base := "http://" + ln.Addr().String()
+	log.Info("serving", "version", in.Version, "address", ln.Addr().String(), "schema_version", schema,
+		"metrics_address", cfg.String(config.MetricsAddr))
 	if announce != nil {
 		announce(base)
 	} else {
@@ -299,10 +379,26 @@ func loadOrSeed(ctx context.Context, cfg *config.Config, url, worldFile string) 
 	return w, nil
 }
 
-func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
-	c := newFlags("migrate", "Applies pending migrations to the database of database.url (safe with several replicas).", stderr)
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	status := len(args) > 0 && args[0] == "status"
+	if status {
+		args = args[1:]
+	}
+	name, summary := "migrate", "Applies pending migrations to the database of database.url (safe with several replicas)."
+	if status {
+		name, summary = "migrate status", "Lists the migrations of this binary, applied or pending, on the database of database.url."
+	}
+	c := newFlags(name, summary, stderr)
 	if err := c.fs.Parse(args); err != nil {
-		return flagErr(err)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if c.fs.NArg() > 0 {
+		// Anything else (down, redo, a typo) must not run the forward
+		// migrations by accident.
+		return usageError{fmt.Sprintf("unknown migrate command %q\nusage: bothy migrate [--config FILE] | bothy migrate status [--config FILE]", c.fs.Arg(0))}
 	}
 	cfg, err := c.load()
 	if err != nil {
@@ -312,7 +408,34 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return db.Migrate(ctx, url)
+	if !status {
+		applied, err := db.MigrateReport(ctx, url)
+		if err != nil {
+			return err
+		}
+		for _, m := range applied {
+			fmt.Fprintf(stdout, "applied %05d %s (%s)\n", m.Version, m.Name, m.Duration.Round(time.Millisecond))
+		}
+		if len(applied) == 0 {
+			fmt.Fprintln(stdout, "the schema is current")
+		}
+		return nil
+	}
+	list, err := db.Status(ctx, url)
+	if err != nil {
+		return err
+	}
+	pending := 0
+	for _, m := range list {
+		if m.Applied {
+			fmt.Fprintf(stdout, "applied  %05d %s  %s\n", m.Version, m.Name, m.AppliedAt.UTC().Format(time.RFC3339))
+		} else {
+			pending++
+			fmt.Fprintf(stdout, "pending  %05d %s\n", m.Version, m.Name)
+		}
+	}
+	fmt.Fprintf(stdout, "%d applied, %d pending\n", len(list)-pending, pending)
+	return nil
 }
 
 func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -356,6 +356,7 @@ func (e PrincipalStatus) Valid() bool {
 const (
 	ProblemCodeChannelReadOnly  ProblemCode = "channel_read_only"
 	ProblemCodeConflict         ProblemCode = "conflict"
+	ProblemCodeCursorExpired    ProblemCode = "cursor_expired"
 	ProblemCodeForbidden        ProblemCode = "forbidden"
 	ProblemCodeInternalError    ProblemCode = "internal_error"
 	ProblemCodeNotFound         ProblemCode = "not_found"
@@ -372,6 +373,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeChannelReadOnly:
 		return true
 	case ProblemCodeConflict:
+		return true
+	case ProblemCodeCursorExpired:
 		return true
 	case ProblemCodeForbidden:
 		return true
@@ -1377,10 +1380,13 @@ type Problem struct {
 	Detail        *string       `json:"detail,omitempty"`
 	Errors        *[]FieldError `json:"errors,omitempty"`
 	Instance      string        `json:"instance"`
-	Reason        *string       `json:"reason,omitempty"`
-	Status        int           `json:"status"`
-	Title         string        `json:"title"`
-	Type          string        `json:"type"`
+
+	// OldestCursor The oldest valid cursor (cursor_expired only): list again from it.
+	OldestCursor *string `json:"oldest_cursor,omitempty"`
+	Reason       *string `json:"reason,omitempty"`
+	Status       int     `json:"status"`
+	Title        string  `json:"title"`
+	Type         string  `json:"type"`
 }
 
 // ProblemCode defines model for Problem.Code.
@@ -2728,7 +2734,9 @@ type ClientInterface interface {
 	// ListEvents Client events after a cursor
 	//
 	// The client events after the cursor that the caller may see (read on
-	// the event's channel); events of invisible channels are left out.
+	// the event's channel); events of invisible channels are left out. A
+	// cursor older than what retention (retention.event_log) keeps answers
+	// 410 cursor_expired with the oldest valid cursor in oldest_cursor.
 	//
 	// Corresponds with GET /api/v1/events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3577,7 +3585,9 @@ func (c *Client) UnarchiveChannel(ctx context.Context, channelId ChannelId, reqE
 // ListEvents Client events after a cursor
 //
 // The client events after the cursor that the caller may see (read on
-// the event's channel); events of invisible channels are left out.
+// the event's channel); events of invisible channels are left out. A
+// cursor older than what retention (retention.event_log) keeps answers
+// 410 cursor_expired with the oldest valid cursor in oldest_cursor.
 //
 // Corresponds with GET /api/v1/events (the `ListEvents` operationId).
 func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6848,7 +6858,9 @@ type ClientWithResponsesInterface interface {
 	// ListEventsWithResponse Client events after a cursor
 	//
 	// The client events after the cursor that the caller may see (read on
-	// the event's channel); events of invisible channels are left out.
+	// the event's channel); events of invisible channels are left out. A
+	// cursor older than what retention (retention.event_log) keeps answers
+	// 410 cursor_expired with the oldest valid cursor in oldest_cursor.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8655,6 +8667,11 @@ type ListEventsResponse401Headers struct {
 	CorrelationId *string
 }
 
+// ListEventsResponse410Headers the declared response headers of an HTTP 410 response for ListEvents
+type ListEventsResponse410Headers struct {
+	CorrelationId *string
+}
+
 // ListEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEvents
 type ListEventsResponse429Headers struct {
 	CorrelationId *string
@@ -8675,6 +8692,8 @@ type ListEventsResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -8685,6 +8704,8 @@ type ListEventsResponse struct {
 	Headers400 *ListEventsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEventsResponse401Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *ListEventsResponse410Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListEventsResponse429Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
@@ -8704,6 +8725,11 @@ func (r ListEventsResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON410() *Problem {
+	return r.ApplicationproblemJSON410
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -13820,7 +13846,9 @@ func (c *ClientWithResponses) UnarchiveChannelWithResponse(ctx context.Context, 
 // ListEventsWithResponse Client events after a cursor
 //
 // The client events after the cursor that the caller may see (read on
-// the event's channel); events of invisible channels are left out.
+// the event's channel); events of invisible channels are left out. A
+// cursor older than what retention (retention.event_log) keeps answers
+// 410 cursor_expired with the oldest valid cursor in oldest_cursor.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16111,6 +16139,13 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16158,6 +16193,16 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 			headers.CorrelationId = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 410:
+		var headers ListEventsResponse410Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		response.Headers410 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListEventsResponse429Headers
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {

@@ -50,6 +50,13 @@ type Options struct {
 	// NoWorld starts on an empty (migrated) database, as a new
 	// installation does; World is then empty.
 	NoWorld bool
+	// DatabaseURL, when set, is the (migrated, empty) database to use
+	// instead of a fresh clone.
+	DatabaseURL string
+	// PoolURL, when set, is the server's database.url: where its pool
+	// connects (a pooler in front of DatabaseURL). The LISTEN connection
+	// then follows database.listen_url.
+	PoolURL string
 }
 
 // Env is a running test server with its database and world.
@@ -72,7 +79,10 @@ type Env struct {
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	ctx := context.Background()
-	dbURL := pgtest.URL(t)
+	dbURL := opts.DatabaseURL
+	if dbURL == "" {
+		dbURL = pgtest.URL(t)
+	}
 	cfg := config.Defaults()
 	for k, v := range opts.Config {
 		var err error
@@ -80,7 +90,12 @@ func Start(t testing.TB, opts Options) *Env {
 			t.Fatalf("test config: %v", err)
 		}
 	}
-	pool, err := db.Open(ctx, db.Options{URL: dbURL, MaxConns: cfg.Int(config.DatabaseMaxConns), Tracer: opts.Tracer})
+	poolURL := dbURL
+	if opts.PoolURL != "" {
+		poolURL = opts.PoolURL
+	}
+	pool, err := db.Open(ctx, db.Options{URL: poolURL, MaxConns: cfg.Int(config.DatabaseMaxConns), Tracer: opts.Tracer,
+		PoolerMode: cfg.Bool(config.DatabasePoolerMode)})
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}
@@ -90,7 +105,7 @@ func Start(t testing.TB, opts Options) *Env {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	fc := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
-	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: dbURL, Clock: fc, Logger: log})
+	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: poolURL, Clock: fc, Logger: log})
 	if err != nil {
 		t.Fatalf("assemble server: %v", err)
 	}
@@ -207,6 +222,7 @@ type Problem struct {
 	Reason        string       `json:"reason"`
 	Detail        string       `json:"detail"`
 	Errors        []FieldError `json:"errors"`
+	OldestCursor  string       `json:"oldest_cursor"`
 	CorrelationID string       `json:"correlation_id"`
 	Instance      string       `json:"instance"`
 }
@@ -349,6 +365,7 @@ type GQLErrExt struct {
 	Status            int          `json:"status"`
 	FieldErrors       []FieldError `json:"fieldErrors"`
 	RetryAfterSeconds string       `json:"retryAfterSeconds"`
+	OldestCursor      string       `json:"oldestCursor"`
 }
 
 // GQLResult is a raw GraphQL answer.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
@@ -65,8 +66,9 @@ type Event struct {
 
 // Log is the event log.
 type Log struct {
-	pool  db.Querier
-	clock clock.Clock
+	pool     db.Querier
+	clock    clock.Clock
+	appended *prometheus.CounterVec // nil until Instrument
 }
 
 // NewLog returns the event log over pool.
@@ -126,6 +128,7 @@ func (l *Log) Append(ctx context.Context, tx db.Querier, evs ...Event) error {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}
+	l.count(nClient, nAgent)
 	return nil
 }
 

@@ -47,6 +47,17 @@ func (s *Service) List(ctx context.Context, actor identity.Principal, after stri
 	if !ok {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
 	}
+	if cursor > 0 {
+		// Cursor 0 means "from the oldest kept event"; any other cursor
+		// below what retention removed would silently skip events.
+		horizon, err := s.log.Horizon(ctx, events.StreamClient)
+		if err != nil {
+			return Page{}, problem.Internal(err)
+		}
+		if cursor < horizon {
+			return Page{}, problem.Expired(horizon)
+		}
+	}
 	if limit == 0 {
 		limit = s.limitDefault
 	}

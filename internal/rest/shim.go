@@ -161,6 +161,7 @@ type gqlResponse struct {
 }
 
 func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
+	httpx.NoteOperation(r.Context(), c.OperationID)
 	vars, err := s.variables(r, c)
 	if err != nil {
 		httpx.WriteProblem(w, r, err)
@@ -249,6 +250,7 @@ func problemOf(msg string, ext map[string]any) *problem.Error {
 			p.Fields = append(p.Fields, f)
 		}
 	}
+	p.OldestCursor, _ = ext["oldestCursor"].(string)
 	if ra, ok := ext["retryAfterSeconds"].(string); ok {
 		if n, err := strconv.Atoi(ra); err == nil {
 			p.RetryAfter = time.Duration(n) * time.Second

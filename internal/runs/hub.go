@@ -4,9 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/events"
 )
@@ -20,6 +21,9 @@ type Hub struct {
 	change   chan struct{}
 	stopping chan struct{}
 	stopOnce sync.Once
+
+	connected  atomic.Bool
+	reconnects atomic.Uint64
 }
 
 // NewHub returns a hub with no listener yet (see Listen).
@@ -50,39 +54,76 @@ func (h *Hub) Wake() {
 	h.mu.Unlock()
 }
 
-// Listen holds one connection of pool in LISTEN until ctx ends, waking the
-// hub on every notification. A lost connection is replaced after a short
-// pause, and waiters are woken then so that none waits on a dead listener.
-func (h *Hub) Listen(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
-	for ctx.Err() == nil {
-		if err := h.listenOnce(ctx, pool); err != nil && ctx.Err() == nil {
-			log.WarnContext(ctx, "agent event listener lost its connection", "error", err.Error())
-			h.Wake()
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
+// Connect opens the dedicated LISTEN connection (database.listen_url).
+type Connect func(ctx context.Context) (*pgx.Conn, error)
+
+// Connected reports whether the LISTEN connection is up (for /readyz and
+// the bothy_listener_connected gauge).
+func (h *Hub) Connected() bool { return h.connected.Load() }
+
+// Reconnects counts the connections the listener opened after losing one.
+func (h *Hub) Reconnects() uint64 { return h.reconnects.Load() }
+
+// Listen holds one connection of connect in LISTEN until ctx ends, waking
+// the hub on every notification. The connection is its own, not one of the
+// pool's, so that the pool may go through a transaction-mode pooler (which
+// cannot keep a LISTEN) while this one connects directly. A lost connection
+// is replaced after a pause that doubles from 100ms up to backoffMax and
+// starts again after a connection that worked; waiters are woken at once so
+// that none waits on a dead listener.
+func (h *Hub) Listen(ctx context.Context, connect Connect, backoffMax time.Duration, log *slog.Logger) {
+	const backoffMin = 100 * time.Millisecond
+	pause := backoffMin
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		if attempt > 0 {
+			h.reconnects.Add(1)
+		}
+		listened, err := h.listenOnce(ctx, connect)
+		h.connected.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if listened {
+			pause = backoffMin
+		}
+		log.WarnContext(ctx, "agent event listener lost its connection", "error", errText(err), "retry_in_ms", pause.Milliseconds())
+		h.Wake()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		if pause *= 2; pause > backoffMax {
+			pause = backoffMax
 		}
 	}
 }
 
-func (h *Hub) listenOnce(ctx context.Context, pool *pgxpool.Pool) error {
-	conn, err := pool.Acquire(ctx)
+func errText(err error) string {
+	if err == nil {
+		return "closed"
+	}
+	return err.Error()
+}
+
+// listenOnce connects, LISTENs and wakes the hub until the connection
+// fails; listened reports whether LISTEN took effect.
+func (h *Hub) listenOnce(ctx context.Context, connect Connect) (listened bool, err error) {
+	conn, err := connect(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	// The connection keeps its LISTEN state: never hand it back to the pool.
-	pc := conn.Hijack()
-	defer pc.Close(context.WithoutCancel(ctx))
-	if _, err := pc.Exec(ctx, "LISTEN "+events.NotifyChannel); err != nil {
-		return err
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+events.NotifyChannel); err != nil {
+		return false, err
 	}
+	h.connected.Store(true)
 	// Commits made before LISTEN took effect are picked up by waiters that
 	// re-read after this wake.
 	h.Wake()
 	for {
-		if _, err := pc.WaitForNotification(ctx); err != nil {
-			return err
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return true, err
 		}
 		h.Wake()
 	}

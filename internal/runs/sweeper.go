@@ -67,6 +67,12 @@ func SweepVerdict(r Run, now time.Time, t Timeouts) SweepAction {
 // replicas can sweep at once without doing a run twice. It returns how
 // many runs it changed.
 func (s *Service) SweepOnce(ctx context.Context) (int, error) {
+	changed, _, err := s.sweepOnce(ctx)
+	return changed, err
+}
+
+// sweepOnce is SweepOnce that also says how many runs timed out.
+func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error) {
 	now := s.clock.Now()
 	rows, err := s.pool.Query(ctx, `SELECT id::text, thread_id::text FROM runs
 		WHERE (state = 'queued' AND last_activity_at < $1)
@@ -74,7 +80,7 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 		   OR (state IN ('queued', 'running', 'waiting_input') AND trigger_lost_at <= $4)
 		ORDER BY queued_at LIMIT 100`, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall), now, now.Add(-s.timeouts.CancelGrace))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	type due struct{ run, thread string }
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (due, error) {
@@ -83,11 +89,12 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 		return d, err
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	changed := 0
 	for _, d := range list {
+		timedOut := false
 		err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+			timedOut = false
 			var locked string
 			// The thread first, then the run: the lock order of every unit.
 			if err := tx.QueryRow(ctx, `SELECT id::text FROM threads WHERE id = $1 FOR UPDATE SKIP LOCKED`, d.thread).Scan(&locked); err != nil {
@@ -128,18 +135,25 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 				return problem.From(err)
 			}
 			changed++
+			timedOut = action == SweepTimeout
 			return s.events.Append(ctx, tx, evs...)
 		})
 		if err != nil {
-			return changed, err
+			return changed, ended, err
+		}
+		if timedOut {
+			ended++
+			// Ids only: an operator follows the run through the API.
+			s.log.InfoContext(ctx, "run timed out", "run_id", d.run, "thread_id", d.thread)
 		}
 	}
 	n, err := s.RecheckTriggers(ctx, TriggerScope{})
-	return changed + n, err
+	return changed + n, ended, err
 }
 
-// Sweep runs SweepOnce every interval until ctx ends, logging failures.
-func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
+// Sweep runs SweepOnce every interval until ctx ends, logging failures and
+// telling onEnded (when set) how many runs each sweep failed by timeout.
+func (s *Service) Sweep(ctx context.Context, interval time.Duration, onEnded func(n int)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -147,7 +161,11 @@ func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := s.SweepOnce(ctx); err != nil && ctx.Err() == nil {
+			_, n, err := s.sweepOnce(ctx)
+			if onEnded != nil && n > 0 {
+				onEnded(n)
+			}
+			if err != nil && ctx.Err() == nil {
 				s.log.ErrorContext(ctx, "run sweep failed", "error", err.Error())
 			}
 		}

@@ -182,6 +182,7 @@ func TestRateLimit(t *testing.T) {
 
 func TestOperationalEndpoints(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
+	waitReady(t, env) // the LISTEN connection opens just after the start
 	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/api/openapi.yaml": 200} {
 		resp, err := http.Get(env.URL + path)
 		if err != nil {

@@ -27,7 +27,7 @@ import (
 // newGraphQL builds the one GraphQL executor of the process over es with the
 // limits of cfg. The REST shim runs its stored operations on this same
 // handler, so both faces share limits, presenter and recovery.
-func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logger) *handler.Server {
+func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logger, m *httpx.Metrics) *handler.Server {
 	srv := handler.New(es)
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
@@ -40,11 +40,46 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	srv.Use(extension.FixedComplexityLimit(cfg.Int(config.GraphQLComplexityLimit)))
 	srv.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit)})
 	srv.SetErrorPresenter(presenter(log))
+	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		noteOperation(ctx)
+		return next(ctx)
+	})
+	srv.AroundResponses(func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+		if httpx.HintsFrom(ctx).LongPoll {
+			m.LongPollWaiting(1)
+			defer m.LongPollWaiting(-1)
+		}
+		return next(ctx)
+	})
 	srv.SetRecoverFunc(func(ctx context.Context, err any) error {
 		log.ErrorContext(ctx, "panic in resolver", "correlation_id", httpx.CorrelationID(ctx), "panic", fmt.Sprint(err))
 		return problem.Internal(fmt.Errorf("panic: %v", err))
 	})
 	return srv
+}
+
+// longPollFields are root fields that wait for events by design.
+var longPollFields = map[string]bool{"agentEvents": true}
+
+// noteOperation records the operation's name (a GraphQL Name, so safe to
+// log) and whether it long-polls, for the access log and the metrics.
+func noteOperation(ctx context.Context) {
+	oc := graphql.GetOperationContext(ctx)
+	name := oc.OperationName
+	if name == "" && oc.Operation != nil {
+		name = oc.Operation.Name
+	}
+	if name == "" {
+		name = "anonymous"
+	}
+	httpx.NoteOperation(ctx, name)
+	if oc.Operation != nil {
+		for _, sel := range oc.Operation.SelectionSet {
+			if f, ok := sel.(*ast.Field); ok && longPollFields[f.Name] {
+				httpx.HintsFrom(ctx).LongPoll = true
+			}
+		}
+	}
 }
 
 // GraphQL error codes of gqlgen and gqlparser that mean the request itself is
@@ -84,6 +119,7 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 				p = problem.Internal(err)
 			}
 		}
+		httpx.NoteCode(ctx, p.Code)
 		if p.Code == problem.InternalError && p.Cause() != nil {
 			log.ErrorContext(ctx, "internal error", "correlation_id", httpx.CorrelationID(ctx), "error", p.Cause().Error())
 		}
@@ -108,6 +144,9 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 				fe[i] = m
 			}
 			ext["fieldErrors"] = fe
+		}
+		if p.OldestCursor != "" {
+			ext["oldestCursor"] = p.OldestCursor
 		}
 		if p.RetryAfter > 0 {
 			ext["retryAfterSeconds"] = httpx.RetrySeconds(p.RetryAfter)

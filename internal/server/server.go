@@ -6,14 +6,16 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -37,6 +39,7 @@ import (
 	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/ratelimit"
 	"bothy.example.com/bothy/internal/rest"
+	"bothy.example.com/bothy/internal/retention"
 	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/world"
 )
@@ -44,10 +47,12 @@ import (
 // Deps are what the server needs from its caller.
 type Deps struct {
 	Config *config.Config
-	// Pool is the database pool; DatabaseURL is the same database's URL,
-	// used by /readyz to check that migrations are current.
+	// Pool is the database pool; DatabaseURL is the same database's URL.
 	Pool        *pgxpool.Pool
 	DatabaseURL string
+	// ListenURL is the URL of the LISTEN connection; empty uses the key
+	// database.listen_url, then DatabaseURL.
+	ListenURL string
 	// Clock defaults to the wall clock.
 	Clock clock.Clock
 	// Logger defaults to slog.Default().
@@ -71,9 +76,15 @@ type Server struct {
 	Runs      *runs.Service
 	UoW       *db.UnitOfWork
 	Admin     *admin.Service
+	Retention *retention.Service
 
-	pool *pgxpool.Pool
-	hub  *runs.Hub
+	pool      *pgxpool.Pool
+	hub       *runs.Hub
+	listenURL string
+	ready     *readiness
+	ops       *opsMetrics
+	metrics   http.Handler // nil when /metrics is on the API listener
+	metricsLn atomic.Pointer[net.Listener]
 }
 
 // New assembles the server. It fails when a stored REST operation does not
@@ -88,16 +99,30 @@ func New(d Deps) (*Server, error) {
 	if d.Limiter == nil {
 		d.Limiter = ratelimit.NewMemory(d.Config, d.Clock)
 	}
+	cfg := d.Config
+	if d.ListenURL == "" {
+		d.ListenURL = cfg.String(config.DatabaseListenURL)
+	}
+	if d.ListenURL == "" {
+		d.ListenURL = d.DatabaseURL
+	}
+	proxies, err := httpx.ParseProxies(cfg.String(config.HTTPTrustedProxies))
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := httpx.NewMetrics(reg)
+	metrics := httpx.NewMetrics(reg, cfg.Int(config.MetricsMaxOperations))
+	hub := runs.NewHub()
+	ops := registerOps(reg, d.Pool, cfg.Duration(config.ServerReadinessTimeout), hub.Connected, hub.Reconnects)
+	d.Limiter = countingLimiter{Limiter: d.Limiter, rejected: ops.rejected}
 
-	cfg := d.Config
 	ident := identity.NewService(d.Pool, d.Clock)
 	uow := db.NewUnitOfWork(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
 	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, reg)
 	chatSvc := chat.NewService(d.Pool, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
 	evLog := events.NewLog(d.Pool, d.Clock)
+	evLog.Instrument(reg)
 	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, az, evLog, messaging.Limits{
 		MaxContentBytes: cfg.Int(config.MessageMaxContentBytes), ListContentMaxBytes: cfg.Int(config.MessageListContentMaxBytes),
 		ListLimitDefault: cfg.Int(config.MessageListLimitDefault), ListLimitMax: cfg.Int(config.MessageListLimitMax)})
@@ -105,7 +130,6 @@ func New(d Deps) (*Server, error) {
 	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
 	az.Register(msg, authz.KindMessage)
 	az.Register(az, authz.KindGrant)
-	hub := runs.NewHub()
 	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, UoW: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
 		Authz: az, Messaging: msg, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
 		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
@@ -120,14 +144,18 @@ func New(d Deps) (*Server, error) {
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)}}
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
-	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc}, newGraphQL(es, d.Config, d.Logger))
+	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc}, newGraphQL(es, d.Config, d.Logger, metrics))
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
 	}
 
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
-		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, Admin: adm}
+		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, Admin: adm, listenURL: d.ListenURL, ops: ops,
+		Retention: retention.New(d.Pool, d.Clock, retention.Keep{EventLog: cfg.Duration(config.RetentionEventLog),
+			AgentEvents: cfg.Duration(config.RetentionAgentEvents), AuditLog: cfg.Duration(config.RetentionAuditLog),
+			Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger),
+		ready: &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected}}
 	authed := func(h http.Handler) http.Handler { return s.authenticate(h) }
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", authed(overHTTP(gql)))
@@ -139,27 +167,20 @@ func New(d Deps) (*Server, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		if err := d.Pool.Ping(ctx); err != nil {
-			httpx.WriteProblem(w, r, problem.Newf(problem.Unavailable, "database_unreachable", "the database does not answer"))
-			return
-		}
-		if pending, err := db.Pending(ctx, d.DatabaseURL); err != nil || pending {
-			httpx.WriteProblem(w, r, problem.Newf(problem.Unavailable, "migrations_pending", "the database schema is not current"))
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /readyz", s.ready.handler)
+	if promh := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(d.Logger.Handler(), slog.LevelError)}); cfg.String(config.MetricsAddr) == "" {
+		mux.Handle("GET /metrics", promh)
+	} else {
+		s.metrics = httpx.ChainWith(promh, httpx.Options{Log: d.Logger, Proxies: proxies})
+	}
 	playground.New("/graphql").Register(mux)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
 	}))
 
 	body := httpx.LimitBody(int64(cfg.Int(config.HTTPMaxBodyBytes)), mux)
-	s.handler = httpx.Chain(body, d.Logger, metrics)
+	s.handler = httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(body),
+		httpx.Options{Log: d.Logger, Metrics: metrics, Proxies: proxies})
 	return s, nil
 }
 
@@ -187,6 +208,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="bothy"`)
 			if r.URL.Path == "/graphql" {
 				pe := problem.From(err)
+				httpx.NoteCode(r.Context(), pe.Code)
 				if pe.Code == problem.InternalError && pe.Cause() != nil {
 					s.log.ErrorContext(r.Context(), "authentication failed", "correlation_id", httpx.CorrelationID(r.Context()), "error", pe.Cause().Error())
 				}
@@ -219,33 +241,94 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(b)
 }
 
-// Serve answers requests on ln until ctx ends, then shuts down gracefully,
-// waiting up to server.shutdown_timeout for requests in flight.
+// Serve answers requests on ln until ctx ends, then drains:
+//
+//  1. /readyz answers 503 draining for server.drain_delay, so that load
+//     balancers stop sending new requests while the listener still accepts;
+//  2. the listener closes, waiting long polls answer what they have, and
+//     requests in flight finish;
+//  3. whatever still runs when server.shutdown_timeout (counted from the
+//     end of ctx, the delay included) is over is cancelled and logged.
+//
+// A drain that had to cancel is still a clean stop: Serve returns nil.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); s.hub.Listen(bg, s.pool, s.log) }()
-	go func() { defer wg.Done(); s.Runs.Sweep(bg, s.cfg.Duration(config.RunSweepInterval)) }()
+	wg.Add(3)
+	connect := func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, s.listenURL) }
+	go func() {
+		defer wg.Done()
+		s.hub.Listen(bg, connect, s.cfg.Duration(config.DatabaseListenBackoffMax), s.log)
+	}()
+	go func() {
+		defer wg.Done()
+		s.Runs.Sweep(bg, s.cfg.Duration(config.RunSweepInterval), func(n int) { s.ops.runTimeouts.Add(float64(n)) })
+	}()
+	go func() { defer wg.Done(); s.Retention.Run(bg, s.cfg.Duration(config.RetentionInterval)) }()
 	defer func() { stopBG(); wg.Wait() }()
-	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
-	errc := make(chan error, 1)
+
+	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog,
+		BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	var ms *http.Server
+	if s.metrics != nil {
+		mln, err := net.Listen("tcp", s.cfg.String(config.MetricsAddr))
+		if err != nil {
+			hs.Close()
+			return fmt.Errorf("metrics.addr: %w", err)
+		}
+		s.metricsLn.Store(&mln)
+		ms = &http.Server{Handler: s.metrics, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+		go func() { errc <- ms.Serve(mln) }()
+	}
 	select {
 	case err := <-errc:
+		hs.Close()
+		if ms != nil {
+			ms.Close()
+		}
 		return err
 	case <-ctx.Done():
 	}
+
+	deadline := time.Now().Add(s.cfg.Duration(config.ServerShutdownTimeout))
+	delay := min(s.cfg.Duration(config.ServerDrainDelay), time.Until(deadline))
+	s.ready.draining.Store(true)
+	s.log.Info("drain started: readiness answers 503 draining", "phase", "not_ready", "drain_delay_ms", delay.Milliseconds())
+	time.Sleep(delay)
+	s.log.Info("drain: listener closed, waiting for requests in flight", "phase", "closing")
 	s.hub.Stop()
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.Duration(config.ServerShutdownTimeout))
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	err := hs.Shutdown(sctx)
-	if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) && err == nil {
-		err = e
+	if err := hs.Shutdown(sctx); err != nil {
+		cancelRequests()
+		hs.Close()
+		s.log.Warn("drain: server.shutdown_timeout reached, requests in flight cancelled", "phase", "cancelled")
+	} else {
+		s.log.Info("drain: requests in flight finished", "phase", "finished")
 	}
-	return err
+	if ms != nil {
+		ms.Close()
+	}
+	return nil
 }
+
+// MetricsAddr returns the address of the separate /metrics listener once
+// Serve opened it (metrics.addr), or "" when there is none (yet).
+func (s *Server) MetricsAddr() string {
+	if ln := s.metricsLn.Load(); ln != nil {
+		return (*ln).Addr().String()
+	}
+	return ""
+}
+
+// SchemaVersion returns the schema version readiness last saw current, 0
+// before the first successful check.
+func (s *Server) SchemaVersion() int64 { return s.ready.schema.Load() }
 
 // World returns the services the example world builder works through.
 func (s *Server) World() world.Services {

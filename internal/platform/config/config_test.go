@@ -52,6 +52,9 @@ func TestLoadSources(t *testing.T) {
 		{"not an integer", "", []string{"BOTHY_AGENT_CONTEXT_MAX_BYTES=lots"}, "", 0, "agent.context_max_bytes"},
 		{"below minimum", "", []string{"BOTHY_AGENT_CONTEXT_MAX_BYTES=0"}, "", 0, "agent.context_max_bytes: 0 is below the minimum 1"},
 		{"bad bool", "", []string{"BOTHY_GRAPHQL_INTROSPECTION=maybe"}, "", 0, "graphql.introspection"},
+		{"unknown log level", "", []string{"BOTHY_LOG_LEVEL=verbose"}, "", 0, `log.level: "verbose" is not one of debug, info, warn, error`},
+		{"log level in capitals", "", []string{"BOTHY_LOG_LEVEL=INFO"}, "", 0, "log.level"},
+		{"valid log level", "", []string{"BOTHY_LOG_LEVEL=debug"}, config.RateMessageBurst, 20, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,6 +37,22 @@ type Key struct {
 const (
 	ServerAddr                         = "server.addr"
 	ServerShutdownTimeout              = "server.shutdown_timeout"
+	ServerDrainDelay                   = "server.drain_delay"
+	ServerReadinessTimeout             = "server.readiness_timeout"
+	MetricsAddr                        = "metrics.addr"
+	MetricsMaxOperations               = "metrics.max_operations"
+	DatabaseAutoMigrate                = "database.auto_migrate"
+	DatabaseListenURL                  = "database.listen_url"
+	DatabasePoolerMode                 = "database.pooler_mode"
+	DatabaseListenBackoffMax           = "database.listen_backoff_max"
+	HTTPTrustedProxies                 = "http.trusted_proxies"
+	HTTPCORSAllowedOrigins             = "http.cors_allowed_origins"
+	HTTPCORSMaxAge                     = "http.cors_max_age"
+	RetentionInterval                  = "retention.interval"
+	RetentionEventLog                  = "retention.event_log"
+	RetentionAgentEvents               = "retention.agent_events"
+	RetentionAuditLog                  = "retention.audit_log"
+	RetentionTokens                    = "retention.tokens"
 	DatabaseURL                        = "database.url"
 	DatabaseMaxConns                   = "database.max_conns"
 	DatabaseTxRetryMax                 = "database.tx_retry_max"
@@ -81,7 +97,23 @@ const (
 // is the single source of docs/configuration.md.
 var Registry = []Key{
 	{ServerAddr, TypeString, "127.0.0.1:8080", "", "listen address (host:port) of the HTTP server"},
-	{ServerShutdownTimeout, TypeDuration, "15s", "1s", "how long a graceful shutdown waits for requests in flight"},
+	{ServerShutdownTimeout, TypeDuration, "15s", "1s", "hard bound of a graceful shutdown from SIGTERM to exit, drain delay included; what still runs then is cancelled"},
+	{ServerDrainDelay, TypeDuration, "2s", "0s", "after SIGTERM, how long /readyz answers 503 draining before the listener stops accepting"},
+	{ServerReadinessTimeout, TypeDuration, "2s", "100ms", "longest database check of one /readyz probe"},
+	{MetricsAddr, TypeString, "", "", "listen address (host:port) of a separate /metrics listener; empty serves /metrics on server.addr"},
+	{MetricsMaxOperations, TypeInt, "200", "1", "distinct operation names labelled in the request metrics; later names count as other"},
+	{DatabaseAutoMigrate, TypeBool, "true", "", "whether serve applies pending migrations at start; false serves without DDL rights and /readyz answers migrations_pending while the schema is behind"},
+	{DatabaseListenURL, TypeString, "", "", "PostgreSQL connection string of the LISTEN connection (direct, not through a transaction-mode pooler); empty uses database.url"},
+	{DatabasePoolerMode, TypeBool, "false", "", "whether database.url goes through a transaction-mode pooler such as PgBouncer: the pool then keeps no prepared statements"},
+	{DatabaseListenBackoffMax, TypeDuration, "10s", "100ms", "longest pause between reconnects of the LISTEN connection (the pause doubles from 100ms)"},
+	{HTTPTrustedProxies, TypeString, "", "", "comma-separated IP addresses or CIDR ranges of reverse proxies whose X-Forwarded-For names the client"},
+	{HTTPCORSAllowedOrigins, TypeString, "", "", "comma-separated browser origins (scheme://host[:port]) allowed to call the API cross-origin; empty allows none"},
+	{HTTPCORSMaxAge, TypeDuration, "10m", "0s", "how long a browser may cache a CORS preflight answer"},
+	{RetentionInterval, TypeDuration, "1h", "1m", "how often each replica removes rows past their retention"},
+	{RetentionEventLog, TypeDuration, "720h", "0s", "how long client events (listEvents) are kept; older cursors answer 410 cursor_expired; 0s keeps them forever"},
+	{RetentionAgentEvents, TypeDuration, "720h", "0s", "how long agent events of ended runs are kept (events of runs still open are never removed); 0s keeps them forever"},
+	{RetentionAuditLog, TypeDuration, "8760h", "0s", "how long audit rows are kept after their last decision; 0s keeps them forever"},
+	{RetentionTokens, TypeDuration, "720h", "0s", "how long revoked or expired tokens are kept before they are removed; 0s keeps them forever"},
 	{DatabaseURL, TypeString, "", "", "PostgreSQL connection string; empty starts the embedded development database (bothy dev only)"},
 	{DatabaseMaxConns, TypeInt, "16", "2", "size of the database connection pool"},
 	{DatabaseTxRetryMax, TypeInt, "3", "0", "retries of a unit of work on serialization failure or deadlock"},
@@ -120,6 +152,11 @@ var Registry = []Key{
 	{TokenDefaultTTL, TypeDuration, "0s", "0s", "lifetime of tokens issued without an explicit ttl (createToken, createPrincipal's first token, the command line); 0s means no expiry"},
 	{AdminPrincipalListLimitDefault, TypeInt, "50", "1", "page size of listPrincipals when the request names none"},
 	{AdminPrincipalListLimitMax, TypeInt, "200", "1", "largest page of listPrincipals"},
+}
+
+// choices lists the accepted values of string keys with a fixed set.
+var choices = map[string][]string{
+	LogLevel: {"debug", "info", "warn", "error"},
 }
 
 // lookup returns the registry entry of name.
@@ -176,6 +213,14 @@ func (k Key) check(raw string) (any, error) {
 		}
 		return nil, fmt.Errorf("config key %s: %q is not a boolean (true or false)", k.Name, raw)
 	default:
+		if allowed, ok := choices[k.Name]; ok {
+			for _, a := range allowed {
+				if raw == a {
+					return raw, nil
+				}
+			}
+			return nil, fmt.Errorf("config key %s: %q is not one of %s", k.Name, raw, strings.Join(allowed, ", "))
+		}
 		return raw, nil
 	}
 }

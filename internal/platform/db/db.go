@@ -26,6 +26,14 @@ type Options struct {
 	MaxConns int
 	// Tracer, when set, sees every statement (tests count statements with it).
 	Tracer pgx.QueryTracer
+	// PoolerMode is for a URL that goes through a transaction-mode pooler
+	// (config key database.pooler_mode): consecutive statements may reach
+	// different server sessions, so the pool keeps no named prepared
+	// statements. It still caches statement descriptions (parameter and
+	// result types, learnt through the unnamed statement), which hold on
+	// every session of the same schema and keep []byte arguments for json
+	// columns typed correctly.
+	PoolerMode bool
 }
 
 // Open connects a pool to opts.URL and checks that the database answers.
@@ -41,6 +49,10 @@ func Open(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
 	}
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer
+	}
+	if opts.PoolerMode {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		cfg.ConnConfig.StatementCacheCapacity = 0
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

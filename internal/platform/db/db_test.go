@@ -3,13 +3,18 @@ package db_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgtest"
+	"bothy.example.com/bothy/migrations"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -81,8 +86,106 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pending, err := db.Pending(context.Background(), url)
-	if err != nil || pending {
-		t.Fatalf("pending %v err %v", pending, err)
+	st, err := db.Status(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, m := range st {
+		if !m.Applied {
+			t.Fatalf("migration %s pending after Migrate", m.Name)
+		}
+	}
+	pool, err := db.Open(context.Background(), db.Options{URL: url, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if v, err := db.SchemaVersion(context.Background(), pool); err != nil || v != db.EmbeddedVersion() || v == 0 {
+		t.Fatalf("schema version %d (%v), want the embedded %d", v, err, db.EmbeddedVersion())
+	}
+}
+
+// TestStatusOfEmptyDatabase: a database without any migration lists every
+// embedded migration as pending, has schema version 0, and MigrateReport
+// names each migration it applies, once.
+func TestStatusOfEmptyDatabase(t *testing.T) {
+	ctx := context.Background()
+	url := emptyDatabase(t)
+	st, err := db.Status(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := fs.Glob(migrations.FS, "*.sql")
+	if len(st) == 0 || len(st) != len(files) || st[len(st)-1].Version != db.EmbeddedVersion() {
+		t.Fatalf("%d migrations listed, want the %d embedded ones up to %d", len(st), len(files), db.EmbeddedVersion())
+	}
+	for _, m := range st {
+		if m.Applied {
+			t.Fatalf("%s applied on an empty database", m.Name)
+		}
+	}
+	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if v, err := db.SchemaVersion(ctx, pool); err != nil || v != 0 {
+		t.Fatalf("schema version %d (%v), want 0", v, err)
+	}
+	applied, err := db.MigrateReport(ctx, url)
+	if err != nil || len(applied) != len(st) || applied[0].Version != 1 {
+		t.Fatalf("applied %+v (%v)", applied, err)
+	}
+	again, err := db.MigrateReport(ctx, url)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second run applied %+v (%v)", again, err)
+	}
+}
+
+// TestPoolerModeRunsStatements: a pool in pooler mode runs parameterised
+// statements of every type the stores use without named prepared statements.
+func TestPoolerModeRunsStatements(t *testing.T) {
+	ctx := context.Background()
+	pool, err := db.Open(ctx, db.Options{URL: pgtest.URL(t), MaxConns: 2, PoolerMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for i := 0; i < 3; i++ {
+		var n int
+		var s string
+		// A JSON document as []byte, as the event log writes payloads.
+		if err := pool.QueryRow(ctx, `SELECT $1::int + 1, ($2::jsonb)->>'k'`, i, []byte(`{"k":"x"}`)).Scan(&n, &s); err != nil || n != i+1 || s != "x" {
+			t.Fatalf("got %d %q (%v)", n, s, err)
+		}
+	}
+	var prepared int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements`).Scan(&prepared); err != nil || prepared != 0 {
+		t.Fatalf("%d prepared statements in pooler mode (%v)", prepared, err)
+	}
+}
+
+// emptyDatabase creates a database without migrations for t.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgtest.ServerURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := db.Open(ctx, db.Options{URL: admin, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	name := fmt.Sprintf("empty_%d", time.Now().UnixNano())
+	if _, err := pool.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

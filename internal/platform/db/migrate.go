@@ -3,7 +3,15 @@ package db
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -16,22 +24,88 @@ import (
 // database at url. A PostgreSQL session advisory lock serialises concurrent
 // callers, so several replicas can start at the same time.
 func Migrate(ctx context.Context, url string) error {
-	return withProvider(url, func(p *goose.Provider) error {
-		_, err := p.Up(ctx)
-		return err
-	})
+	_, err := MigrateReport(ctx, url)
+	return err
 }
 
-// Pending reports whether the database at url lacks migrations of the
-// embedded set (used by /readyz).
-func Pending(ctx context.Context, url string) (bool, error) {
-	var pending bool
+// Applied is one migration that MigrateReport applied.
+type Applied struct {
+	Version  int64
+	Name     string
+	Duration time.Duration
+}
+
+// MigrateReport is Migrate that also returns the migrations it applied, in
+// order (none when the schema was current), for the start-up log.
+func MigrateReport(ctx context.Context, url string) ([]Applied, error) {
+	var out []Applied
 	err := withProvider(url, func(p *goose.Provider) error {
-		var err error
-		pending, err = p.HasPending(ctx)
+		res, err := p.Up(ctx)
+		for _, r := range res {
+			if r.Error == nil && !r.Empty {
+				out = append(out, Applied{Version: r.Source.Version, Name: path.Base(r.Source.Path), Duration: r.Duration})
+			}
+		}
 		return err
 	})
-	return pending, err
+	return out, err
+}
+
+// MigrationState is one embedded migration and whether the database has it.
+type MigrationState struct {
+	Version   int64
+	Name      string
+	Applied   bool
+	AppliedAt time.Time
+}
+
+// Status lists every embedded migration with its state in the database at
+// url (bothy migrate status). It changes nothing but may create goose's
+// version table, as goose does for every command.
+func Status(ctx context.Context, url string) ([]MigrationState, error) {
+	var out []MigrationState
+	err := withProvider(url, func(p *goose.Provider) error {
+		st, err := p.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range st {
+			out = append(out, MigrationState{Version: m.Source.Version, Name: path.Base(m.Source.Path),
+				Applied: m.State == goose.StateApplied, AppliedAt: m.AppliedAt})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// EmbeddedVersion is the version of the newest migration this binary
+// carries: the schema version it needs.
+func EmbeddedVersion() int64 {
+	var newest int64
+	names, _ := fs.Glob(migrations.FS, "*.sql")
+	for _, n := range names {
+		num, _, ok := strings.Cut(n, "_")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseInt(num, 10, 64); err == nil && v > newest {
+			newest = v
+		}
+	}
+	return newest
+}
+
+// SchemaVersion reads the newest applied migration version through q (the
+// pool, so that probes share its connections). A database without goose's
+// version table has version 0.
+func SchemaVersion(ctx context.Context, q Querier) (int64, error) {
+	var v int64
+	err := q.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&v)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		return 0, nil
+	}
+	return v, err
 }
 
 func withProvider(url string, fn func(*goose.Provider) error) error {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,31 @@ func CorrelationID(ctx context.Context) string {
 type Hints struct {
 	// RetryAfter, when positive, becomes the Retry-After header.
 	RetryAfter time.Duration
+	// Operation names the GraphQL operation or REST operationId of the
+	// request, for the access log and the request metrics.
+	Operation string
+	// Code is the problem code of the first error of the answer (a REST
+	// problem or a GraphQL error), empty when the answer has none.
+	Code string
+	// LongPoll marks a request that may wait for events by design; it is
+	// measured apart from the request latency.
+	LongPoll bool
+}
+
+// NoteOperation records the operation name of the request of ctx unless one
+// is recorded already.
+func NoteOperation(ctx context.Context, name string) {
+	if h := HintsFrom(ctx); h.Operation == "" {
+		h.Operation = name
+	}
+}
+
+// NoteCode records the problem code of the answer of the request of ctx
+// unless one is recorded already (the first error names the outcome).
+func NoteCode(ctx context.Context, code problem.Code) {
+	if h := HintsFrom(ctx); h.Code == "" {
+		h.Code = string(code)
+	}
 }
 
 // HintsFrom returns the mutable hints of the request of ctx (a throwaway
@@ -65,6 +91,7 @@ type Problem struct {
 	Reason        string               `json:"reason,omitempty"`
 	Detail        string               `json:"detail,omitempty"`
 	Errors        []problem.FieldError `json:"errors,omitempty"`
+	OldestCursor  string               `json:"oldest_cursor,omitempty"`
 	CorrelationID string               `json:"correlation_id"`
 	Instance      string               `json:"instance"`
 }
@@ -73,7 +100,7 @@ type Problem struct {
 func ProblemOf(r *http.Request, p *problem.Error) Problem {
 	return Problem{
 		Type: p.Code.TypeURI(), Title: p.Code.Title(), Status: p.Code.Status(), Code: string(p.Code),
-		Reason: p.Reason, Detail: p.Detail, Errors: p.Fields,
+		Reason: p.Reason, Detail: p.Detail, Errors: p.Fields, OldestCursor: p.OldestCursor,
 		CorrelationID: CorrelationID(r.Context()), Instance: r.URL.Path,
 	}
 }
@@ -83,6 +110,7 @@ func ProblemOf(r *http.Request, p *problem.Error) Problem {
 // id and never shown.
 func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := problem.From(err)
+	NoteCode(r.Context(), p.Code)
 	if p.Code == problem.InternalError && p.Cause() != nil {
 		slog.ErrorContext(r.Context(), "internal error", "correlation_id", CorrelationID(r.Context()), "error", p.Cause().Error())
 	}
@@ -140,20 +168,97 @@ func (s *statusWriter) Flush() {
 
 // Metrics are the request metrics of the HTTP layer.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	operations   *prometheus.CounterVec
+	opDuration   *prometheus.HistogramVec
+	longPolls    *prometheus.CounterVec
+	longPollTime prometheus.Histogram
+	waiting      prometheus.Gauge
+
+	mu     sync.Mutex
+	names  map[string]bool
+	maxOps int
 }
 
-// NewMetrics registers the HTTP request metrics in reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the HTTP request metrics in reg. At most maxOps
+// distinct operation names become label values; later ones count as
+// "other", because GraphQL operation names are chosen by clients.
+func NewMetrics(reg prometheus.Registerer, maxOps int) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_http_requests_total",
 			Help: "HTTP requests by face and status."}, []string{"face", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bothy_http_request_duration_seconds",
-			Help: "HTTP request duration by face.", Buckets: prometheus.DefBuckets}, []string{"face"}),
+			Help: "HTTP request duration by face, long polls excluded.", Buckets: prometheus.DefBuckets}, []string{"face"}),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_operations_total",
+			Help: "API requests by face, operation (GraphQL operation name or REST operationId) and outcome code (ok or the problem code of the first error)."},
+			[]string{"face", "operation", "code"}),
+		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bothy_operation_duration_seconds",
+			Help: "API request duration by face and operation, long polls excluded.", Buckets: prometheus.DefBuckets},
+			[]string{"face", "operation"}),
+		longPolls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_long_polls_total",
+			Help: "Finished long polls (agentEvents, pollAgentEvents) by outcome code."}, []string{"code"}),
+		longPollTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bothy_long_poll_duration_seconds",
+			Help: "Duration of long polls, the wait included.", Buckets: []float64{0.01, 0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 120}}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bothy_long_polls_waiting",
+			Help: "Long polls in progress."}),
+		names:  map[string]bool{},
+		maxOps: maxOps,
 	}
-	reg.MustRegister(m.requests, m.duration)
+	reg.MustRegister(m.requests, m.duration, m.operations, m.opDuration, m.longPolls, m.longPollTime, m.waiting)
 	return m
+}
+
+// LongPollWaiting adds delta to the gauge of long polls in progress.
+func (m *Metrics) LongPollWaiting(delta float64) { m.waiting.Add(delta) }
+
+// opLabel bounds the operation label values.
+func (m *Metrics) opLabel(name string) string {
+	if name == "" {
+		return "none"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.names[name] {
+		return name
+	}
+	if len(m.names) >= m.maxOps {
+		return "other"
+	}
+	m.names[name] = true
+	return name
+}
+
+// observe records one finished request.
+func (m *Metrics) observe(face string, status int, h *Hints, d time.Duration) {
+	m.requests.WithLabelValues(face, strconv.Itoa(status)).Inc()
+	code := Outcome(status, h.Code)
+	if h.LongPoll {
+		m.longPolls.WithLabelValues(code).Inc()
+		m.longPollTime.Observe(d.Seconds())
+	} else {
+		m.duration.WithLabelValues(face).Observe(d.Seconds())
+	}
+	if face == "graphql" || face == "rest" {
+		op := m.opLabel(h.Operation)
+		m.operations.WithLabelValues(face, op, code).Inc()
+		if !h.LongPoll {
+			m.opDuration.WithLabelValues(face, op).Observe(d.Seconds())
+		}
+	}
+}
+
+// Outcome names the outcome of an answer: the noted problem code, else
+// "ok" below 400 and "http_<status>" for an error without a problem code.
+func Outcome(status int, code string) string {
+	switch {
+	case code != "":
+		return code
+	case status < 400:
+		return "ok"
+	default:
+		return "http_" + strconv.Itoa(status)
+	}
 }
 
 // Face names the API face of a path for logs and metrics, without ids.
@@ -170,12 +275,28 @@ func Face(path string) string {
 	}
 }
 
-// Chain wraps next with the outer layers every request passes: correlation
-// id, hints, panic recovery, the access log and metrics. The log names no
-// content and no path parameters, only the face, method, status, duration,
-// correlation id and the principal id that authentication noted
-// (NotePrincipal).
+// Options configure ChainWith.
+type Options struct {
+	Log     *slog.Logger
+	Metrics *Metrics
+	// Proxies are the trusted reverse proxies (http.trusted_proxies).
+	Proxies Proxies
+}
+
+// Chain wraps next with the outer layers every request passes (ChainWith
+// without trusted proxies).
 func Chain(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
+	return ChainWith(next, Options{Log: log, Metrics: m})
+}
+
+// ChainWith wraps next with the outer layers every request passes:
+// correlation id, hints, panic recovery, the access log and metrics. The log
+// names no content and no path parameters, only the face, operation, method,
+// status, outcome code, duration, correlation id, client address and the
+// principal id that authentication noted (NotePrincipal). Probes and
+// scrapes (face ops) are logged at debug.
+func ChainWith(next http.Handler, o Options) http.Handler {
+	log, m := o.Log, o.Metrics
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		cid := r.Header.Get(CorrelationHeader)
@@ -203,11 +324,15 @@ func Chain(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 			}
 			d := time.Since(start)
 			if m != nil {
-				m.requests.WithLabelValues(face, strconv.Itoa(sw.status)).Inc()
-				m.duration.WithLabelValues(face).Observe(d.Seconds())
+				m.observe(face, sw.status, hints, d)
 			}
-			log.InfoContext(ctx, "request", "face", face, "method", r.Method, "status", sw.status,
-				"duration_ms", d.Milliseconds(), "correlation_id", cid, "principal_id", holder.id)
+			level := slog.LevelInfo
+			if face == "ops" {
+				level = slog.LevelDebug
+			}
+			log.Log(ctx, level, "request", "face", face, "operation", hints.Operation, "method", r.Method,
+				"status", sw.status, "code", Outcome(sw.status, hints.Code), "duration_ms", d.Milliseconds(),
+				"correlation_id", cid, "client", o.Proxies.Client(r), "principal_id", holder.id)
 		}()
 		next.ServeHTTP(sw, r)
 	})

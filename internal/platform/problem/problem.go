@@ -25,6 +25,8 @@ const (
 	RateLimited      Code = "rate_limited"
 	InternalError    Code = "internal_error"
 	Unavailable      Code = "unavailable"
+	// CursorExpired answers a cursor older than what retention keeps.
+	CursorExpired Code = "cursor_expired"
 )
 
 type codeInfo struct {
@@ -43,6 +45,7 @@ var codes = map[Code]codeInfo{
 	RateLimited:      {http.StatusTooManyRequests, "Too many requests"},
 	InternalError:    {http.StatusInternalServerError, "Internal error"},
 	Unavailable:      {http.StatusServiceUnavailable, "The service is unavailable"},
+	CursorExpired:    {http.StatusGone, "The cursor is older than what is kept"},
 }
 
 // Codes returns every code of the closed list.
@@ -90,7 +93,9 @@ type Error struct {
 	Detail     string
 	Fields     []FieldError
 	RetryAfter time.Duration
-	cause      error
+	// OldestCursor names the oldest valid cursor of a cursor_expired error.
+	OldestCursor string
+	cause        error
 }
 
 // Error renders the code, reason and detail (never the cause).
@@ -123,6 +128,13 @@ func Newf(code Code, reason, format string, args ...any) *Error {
 // Invalid returns a validation_failed error listing fields.
 func Invalid(fields ...FieldError) *Error {
 	return &Error{Code: ValidationFailed, Fields: fields}
+}
+
+// Expired returns a cursor_expired error naming the oldest cursor that is
+// still valid.
+func Expired(oldest int64) *Error {
+	return &Error{Code: CursorExpired, OldestCursor: fmt.Sprint(oldest),
+		Detail: fmt.Sprintf("events up to cursor %d are no longer kept: continue from cursor %d", oldest, oldest)}
 }
 
 // Internal wraps cause as an internal_error; cause is logged, never shown.

@@ -1,0 +1,636 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/pgtest"
+	"bothy.example.com/bothy/internal/world"
+	"bothy.example.com/bothy/migrations"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// lineBuffer collects a process's stderr from its own goroutine.
+type lineBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lineBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lineBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// jsonLines decodes every line; a line that is not a JSON object fails t.
+func (b *lineBuffer) jsonLines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %q", l)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// find returns the first line with message msg (nil when none).
+func find(lines []map[string]any, msg string) map[string]any {
+	for _, l := range lines {
+		if l["msg"] == msg {
+			return l
+		}
+	}
+	return nil
+}
+
+// build makes the release binary with `make dist` (static, with the
+// version and revision stamped) into a temporary folder.
+func build(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	dir := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), "make", "--no-print-directory", "-C", filepath.Join("..", ".."), "dist", "DISTDIR="+dir, "GO="+goTool)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make dist: %v\n%s", err, out)
+	}
+	bins, _ := filepath.Glob(filepath.Join(dir, "bothy-*"))
+	if len(bins) != 1 {
+		t.Fatalf("make dist made %v, want one bothy-VERSION-GOOS-GOARCH", bins)
+	}
+	return bins[0]
+}
+
+// runCmd runs the binary to its end and returns stdout, stderr and the exit
+// code.
+func runCmd(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("bothy %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// emptyDatabase creates a database without any migration.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	admin, err := pgtest.ServerURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := db.Open(t.Context(), db.Options{URL: admin, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	name := fmt.Sprintf("cli_%d", time.Now().UnixNano())
+	if _, err := pool.Exec(t.Context(), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// embedded counts the migrations the binary carries.
+func embedded(t *testing.T) int {
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no embedded migrations (%v)", err)
+	}
+	return len(files)
+}
+
+// freeAddr returns a free 127.0.0.1 port.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is a running `bothy serve`.
+type proc struct {
+	cmd    *exec.Cmd
+	base   string
+	logs   *lineBuffer
+	exited chan struct{}
+}
+
+// serve starts `bothy serve` and waits for its serving log line.
+func serve(t *testing.T, bin string, env []string) *proc {
+	t.Helper()
+	addr := freeAddr(t)
+	p := &proc{cmd: exec.Command(bin, "serve", "--addr", addr), base: "http://" + addr, logs: &lineBuffer{}, exited: make(chan struct{})}
+	p.cmd.Env = env
+	p.cmd.Stderr = p.logs
+	p.cmd.Stdout = io.Discard
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(p.logs.String(), `"msg":"serving"`) {
+		select {
+		case <-p.exited:
+			t.Fatalf("bothy serve exited: %v\n%s", p.cmd.ProcessState, p.logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bothy serve did not start\n%s", p.logs.String())
+		}
+	}
+	return p
+}
+
+// ready waits until /readyz answers want and returns its body.
+func (p *proc) ready(t *testing.T, want int) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(p.base + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return string(body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz = %d %s, want %d", resp.StatusCode, body, want)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatalf("/readyz: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// wait waits up to limit for the process to exit and returns its code.
+func (p *proc) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(limit):
+		t.Fatalf("bothy serve still runs after %s\n%s", limit, p.logs.String())
+		return -1
+	}
+}
+
+// seed builds the example world on the database of env.
+func seed(t *testing.T, bin string, env []string) *world.World {
+	t.Helper()
+	out, stderr, code := runCmd(t, bin, env, "seed", "--json")
+	if code != 0 {
+		t.Fatalf("seed: %d %s", code, stderr)
+	}
+	var w world.World
+	if err := json.Unmarshal([]byte(out), &w); err != nil {
+		t.Fatal(err)
+	}
+	return &w
+}
+
+// TestBinary runs the release binary of make dist: static and stamped, the
+// version command, the migrate commands and their usage errors, serving
+// without DDL, the drain on SIGTERM (also past its hard bound), SIGHUP, the
+// systemd unit, the nginx example in front of two replicas, a bad
+// log.level, and that every log line is JSON.
+func TestBinary(t *testing.T) {
+	bin := build(t)
+	base := os.Environ()
+
+	t.Run("version", func(t *testing.T) {
+		// make dist stamps the version of git describe and the revision.
+		rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
+		if err != nil {
+			t.Fatalf("git rev-parse: %v", err)
+		}
+		desc, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
+		if err != nil {
+			t.Fatalf("git describe: %v", err)
+		}
+		info, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "bothy " + strings.TrimSpace(string(desc)) + " (revision " + strings.TrimSpace(string(rev))
+		if !strings.HasSuffix(bin, "bothy-"+strings.TrimSpace(string(desc))+"-"+runtime.GOOS+"-"+runtime.GOARCH) {
+			t.Fatalf("release binary named %s", filepath.Base(bin))
+		}
+		for _, arg := range []string{"version", "--version"} {
+			out, _, code := runCmd(t, bin, base, arg)
+			if code != 0 || !strings.HasPrefix(out, want) || !strings.Contains(out, info.GoVersion) {
+				t.Fatalf("bothy %s: %d %q, want it to start with %q", arg, code, out, want)
+			}
+		}
+		// Static: no program interpreter, no shared libraries.
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+				t.Fatalf("the release binary is dynamically linked (%v)", p.Type)
+			}
+		}
+		if _, _, code := runCmd(t, bin, base, "version", "extra"); code != 2 {
+			t.Fatalf("bothy version extra exited %d, want 2", code)
+		}
+	})
+
+	t.Run("migrate usage errors", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t))
+		for _, args := range [][]string{{"migrate", "down"}, {"migrate", "up", "now"}, {"migrate", "status", "all"}, {"migrate", "--bogus"}, {"nonsense"}} {
+			_, stderr, code := runCmd(t, bin, env, args...)
+			if code != 2 || !strings.Contains(stderr, "usage") && !strings.Contains(stderr, "unknown") && !strings.Contains(stderr, "not defined") {
+				t.Fatalf("bothy %v: exit %d %q, want a usage error (2)", args, code, stderr)
+			}
+		}
+		// None of them touched the database.
+		out, _, code := runCmd(t, bin, env, "migrate", "status")
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("0 applied, %d pending", embedded(t))) {
+			t.Fatalf("status after usage errors: %d %q", code, out)
+		}
+	})
+
+	t.Run("migrate status and auto_migrate off", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t), "BOTHY_DATABASE_AUTO_MIGRATE=false", "BOTHY_SERVER_DRAIN_DELAY=0s")
+		out, _, code := runCmd(t, bin, env, "migrate", "status")
+		if code != 0 || !strings.Contains(out, "pending  00001 00001_identity.sql") {
+			t.Fatalf("status of an empty database: %d %q", code, out)
+		}
+		// Without auto_migrate the server starts on the old schema and is
+		// not ready until someone migrates.
+		p := serve(t, bin, env)
+		if body := p.ready(t, http.StatusServiceUnavailable); !strings.Contains(body, `"reason":"migrations_pending"`) {
+			t.Fatalf("readiness behind the schema: %s", body)
+		}
+		if out, stderr, code := runCmd(t, bin, env, "migrate"); code != 0 || !strings.Contains(out, "applied 00001 00001_identity.sql") {
+			t.Fatalf("migrate: %d %q %s", code, out, stderr)
+		}
+		p.ready(t, http.StatusOK)
+		out, _, _ = runCmd(t, bin, env, "migrate", "status")
+		if !strings.Contains(out, "applied  00001 00001_identity.sql") || !strings.Contains(out, fmt.Sprintf("%d applied, 0 pending", embedded(t))) {
+			t.Fatalf("status after migrate: %q", out)
+		}
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.wait(t, 15*time.Second); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		lines := p.logs.jsonLines(t)
+		if l := find(lines, "the database schema is behind this binary; /readyz answers migrations_pending until bothy migrate runs"); l == nil || l["schema_version"] != float64(0) {
+			t.Fatalf("no warning about the old schema:\n%s", p.logs.String())
+		}
+		if find(lines, "migration applied") != nil {
+			t.Fatal("serve migrated with database.auto_migrate false")
+		}
+	})
+
+	t.Run("drain on SIGTERM", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t), "BOTHY_SERVER_DRAIN_DELAY=1s", "BOTHY_SERVER_SHUTDOWN_TIMEOUT=5s")
+		p := serve(t, bin, env)
+		w := seed(t, bin, env)
+		p.ready(t, http.StatusOK)
+		// A long poll in flight when SIGTERM arrives.
+		polled := make(chan string, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, p.base+"/api/v1/agent/events?wait=30", nil)
+			req.Header.Set("Authorization", "Bearer "+w.Principals["lotse"].Token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				polled <- err.Error()
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			polled <- fmt.Sprintf("%d %s", resp.StatusCode, body)
+		}()
+		time.Sleep(300 * time.Millisecond)
+		sent := time.Now()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		// Readiness turns first, while requests are still served.
+		body := p.ready(t, http.StatusServiceUnavailable)
+		if !strings.Contains(body, `"reason":"draining"`) {
+			t.Fatalf("readiness while draining: %s", body)
+		}
+		resp, err := http.Get(p.base + "/healthz")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("not serving during the drain delay: %v", err)
+		}
+		resp.Body.Close()
+		if got := <-polled; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"events":[]`) {
+			t.Fatalf("the long poll in flight answered %s", got)
+		}
+		if code := p.wait(t, 6*time.Second); code != 0 {
+			t.Fatalf("exit %d\n%s", code, p.logs.String())
+		}
+		if d := time.Since(sent); d < time.Second {
+			t.Fatalf("stopped after %s, before the drain delay", d)
+		}
+		lines := p.logs.jsonLines(t)
+		for _, msg := range []string{"starting", "serving", "drain started: readiness answers 503 draining",
+			"drain: listener closed, waiting for requests in flight", "drain: requests in flight finished", "stopped"} {
+			if find(lines, msg) == nil {
+				t.Fatalf("no %q line:\n%s", msg, p.logs.String())
+			}
+		}
+		if l := find(lines, "serving"); l["address"] == "" || l["schema_version"] != float64(db.EmbeddedVersion()) || l["version"] == "" {
+			t.Fatalf("serving line %v", l)
+		}
+		if l := find(lines, "migration applied"); l == nil || l["name"] != "00001_identity.sql" {
+			t.Fatalf("no migration line: %v", l)
+		}
+		if l := find(lines, "stopped"); l["exit_code"] != float64(0) {
+			t.Fatalf("stopped line %v", l)
+		}
+	})
+
+	t.Run("shutdown_timeout is a hard bound", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s", "BOTHY_SERVER_SHUTDOWN_TIMEOUT=2s")
+		p := serve(t, bin, env)
+		p.ready(t, http.StatusOK)
+		// A request whose body never comes stays in flight forever.
+		conn, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+		time.Sleep(300 * time.Millisecond)
+		sent := time.Now()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.wait(t, 4*time.Second); code != 0 {
+			t.Fatalf("exit %d\n%s", code, p.logs.String())
+		}
+		if d := time.Since(sent); d < 2*time.Second || d > 3500*time.Millisecond {
+			t.Fatalf("stopped after %s, want about server.shutdown_timeout (2s)", d)
+		}
+		if find(p.logs.jsonLines(t), "drain: server.shutdown_timeout reached, requests in flight cancelled") == nil {
+			t.Fatalf("no cancellation line:\n%s", p.logs.String())
+		}
+	})
+
+	t.Run("SIGHUP is ignored", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s")
+		p := serve(t, bin, env)
+		p.ready(t, http.StatusOK)
+		p.cmd.Process.Signal(syscall.SIGHUP)
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(p.logs.String(), "SIGHUP received and ignored") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no SIGHUP line:\n%s", p.logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("SIGHUP ended the process: %v", p.cmd.ProcessState)
+		case <-time.After(200 * time.Millisecond):
+		}
+		p.ready(t, http.StatusOK)
+		// A REST authentication failure is a JSON line too.
+		req, _ := http.NewRequest(http.MethodGet, p.base+"/api/v1/me", nil)
+		req.Header.Set("Authorization", "Bearer bothy_s_nope")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("bad token: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.wait(t, 15*time.Second); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		p.logs.jsonLines(t)
+	})
+
+	t.Run("systemd unit", func(t *testing.T) {
+		analyze, err := exec.LookPath("systemd-analyze")
+		if err != nil {
+			t.Fatal("systemd-analyze is missing: install the Debian package systemd (.ci/run does) to check contrib/bothy.service")
+		}
+		unit, err := os.ReadFile(filepath.Join("..", "..", "contrib", "bothy.service"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The unit names the installed path; verify checks that it exists.
+		path := filepath.Join(t.TempDir(), "bothy.service")
+		os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/local/bin/bothy"), []byte(bin)), 0o644)
+		out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+		if err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("nginx TLS proxy in front of two replicas", func(t *testing.T) {
+		nginxProxy(t, bin, append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s",
+			"BOTHY_HTTP_TRUSTED_PROXIES=127.0.0.2"))
+	})
+
+	t.Run("invalid log.level stops the start", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_LOG_LEVEL=verbose")
+		_, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
+		if code != 1 || !strings.Contains(stderr, "log.level") {
+			t.Fatalf("exit %d %q, want 1 naming log.level", code, stderr)
+		}
+	})
+}
+
+// selfSigned writes a certificate and key for 127.0.0.1 into dir and returns
+// their paths and a pool that trusts the certificate.
+func selfSigned(t *testing.T, dir string) (string, string, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chat.example.com"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"chat.example.com"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPath, keyPath := filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "privkey.pem")
+	os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return certPath, keyPath, pool
+}
+
+// nginxProxy runs contrib/nginx-bothy.conf, with its addresses and
+// certificate paths replaced, in front of two replicas, and checks TLS,
+// long-poll-safe proxying to both, the hidden /metrics and the client
+// address in the access log (nginx connects from 127.0.0.2, the trusted
+// proxy, and forwards the client 127.0.0.1).
+func nginxProxy(t *testing.T, bin string, env []string) {
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, statErr := os.Stat("/usr/sbin/nginx"); statErr != nil {
+			t.Fatal("nginx is missing: install the Debian package nginx (.ci/run does) to test contrib/nginx-bothy.conf")
+		}
+		nginx = "/usr/sbin/nginx"
+	}
+	p1, p2 := serve(t, bin, env), serve(t, bin, env)
+	w := seed(t, bin, env)
+	dir := t.TempDir()
+	certPath, keyPath, roots := selfSigned(t, dir)
+	site, err := os.ReadFile(filepath.Join("..", "..", "contrib", "nginx-bothy.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := freeAddr(t)
+	conf := strings.NewReplacer(
+		"127.0.0.1:8080", strings.TrimPrefix(p1.base, "http://"),
+		"127.0.0.1:8081", strings.TrimPrefix(p2.base, "http://"),
+		"listen 443 ssl", "listen "+listen+" ssl",
+		"/etc/ssl/bothy/fullchain.pem", certPath,
+		"/etc/ssl/bothy/privkey.pem", keyPath,
+		"proxy_pass http://bothy;", "proxy_pass http://bothy;\n        proxy_bind 127.0.0.2;",
+	).Replace(string(site))
+	if strings.Count(conf, dir) != 2 || !strings.Contains(conf, "proxy_bind") || !strings.Contains(conf, listen) {
+		t.Fatalf("contrib/nginx-bothy.conf no longer has the expected placeholders:\n%s", conf)
+	}
+	os.WriteFile(filepath.Join(dir, "site.conf"), []byte(conf), 0o644)
+	main := fmt.Sprintf(`daemon off;
+master_process off;
+pid %[1]s/nginx.pid;
+error_log stderr warn;
+events {}
+http {
+    access_log off;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    include %[1]s/site.conf;
+}
+`, dir)
+	os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main), 0o644)
+	cmd := exec.Command(nginx, "-e", "stderr", "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	var out lineBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	base := "https://" + listen
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := client.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready answer through nginx: %v\n%s", err, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 0; i < 4; i++ {
+		req, _ := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(`{"query":"query ThroughProxy { viewer { handle } }"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+w.Principals["alex"].Token)
+		req.Header.Set("X-Forwarded-For", "198.51.100.66") // forged: nginx replaces it
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"handle":"alex"`) {
+			t.Fatalf("GraphQL through nginx: %d %s", resp.StatusCode, body)
+		}
+	}
+	if resp, err := client.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/metrics through nginx: %v %v", resp, err)
+	}
+	for i, p := range []*proc{p1, p2} {
+		seen := 0
+		for _, l := range p.logs.jsonLines(t) {
+			if l["msg"] == "request" && l["operation"] == "ThroughProxy" {
+				seen++
+				if l["client"] != "127.0.0.1" {
+					t.Fatalf("replica %d logged client %v, want 127.0.0.1 from X-Forwarded-For", i+1, l["client"])
+				}
+			}
+		}
+		if seen == 0 {
+			t.Fatalf("replica %d served no request through nginx", i+1)
+		}
+	}
+}

@@ -1,0 +1,298 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/httpx"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/version"
+	"bothy.example.com/bothy/internal/ratelimit"
+)
+
+// Readiness reasons of /readyz (503 service_unavailable).
+const (
+	ReasonDraining            = "draining"
+	ReasonDatabaseUnreachable = "database_unreachable"
+	ReasonMigrationsPending   = "migrations_pending"
+	ReasonListenerDown        = "listener_down"
+)
+
+// readiness answers /readyz cheaply: one check at a time runs through the
+// pool (so probes never open sessions of their own), concurrent probes share
+// its answer, and once the schema is current its version is cached, because
+// a schema never moves backwards under a running binary.
+type readiness struct {
+	pool      *pgxpool.Pool
+	timeout   time.Duration
+	want      int64
+	listening func() bool
+
+	draining atomic.Bool
+	schema   atomic.Int64 // the schema version once it is current; 0 before
+
+	mu     sync.Mutex
+	at     time.Time
+	reason string
+}
+
+// check returns the reason the server is not ready, or "" when it is.
+func (r *readiness) check(ctx context.Context) string {
+	if r.draining.Load() {
+		return ReasonDraining
+	}
+	arrived := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at.After(arrived) {
+		// A check finished while this probe waited: share its answer.
+		return r.reason
+	}
+	r.reason = r.run(ctx)
+	r.at = time.Now()
+	return r.reason
+}
+
+func (r *readiness) run(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if err := r.pool.Ping(ctx); err != nil {
+		return ReasonDatabaseUnreachable
+	}
+	if r.schema.Load() == 0 {
+		v, err := db.SchemaVersion(ctx, r.pool)
+		if err != nil {
+			return ReasonDatabaseUnreachable
+		}
+		if v < r.want {
+			return ReasonMigrationsPending
+		}
+		r.schema.Store(v)
+	}
+	if !r.listening() {
+		return ReasonListenerDown
+	}
+	return ""
+}
+
+func (r *readiness) handler(w http.ResponseWriter, req *http.Request) {
+	if reason := r.check(req.Context()); reason != "" {
+		detail := map[string]string{
+			ReasonDraining:            "the server is shutting down",
+			ReasonDatabaseUnreachable: "the database does not answer",
+			ReasonMigrationsPending:   "the database schema is older than this binary needs: run bothy migrate",
+			ReasonListenerDown:        "the LISTEN connection for long-poll wake-ups is down",
+		}[reason]
+		httpx.WriteProblem(w, req, problem.Newf(problem.Unavailable, reason, "%s", detail))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// countingLimiter counts the rejections of a limiter by class.
+type countingLimiter struct {
+	ratelimit.Limiter
+	rejected *prometheus.CounterVec
+}
+
+func (c countingLimiter) Allow(principal string, class ratelimit.Class) (bool, time.Duration) {
+	ok, after := c.Limiter.Allow(principal, class)
+	if !ok {
+		c.rejected.WithLabelValues(string(class)).Inc()
+	}
+	return ok, after
+}
+
+// poolCollector exports the pgx pool statistics at scrape time.
+type poolCollector struct {
+	pool                                             *pgxpool.Pool
+	acquired, idle, total, max, waits, acquires, dur *prometheus.Desc
+}
+
+func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &poolCollector{pool: pool,
+		acquired: d("bothy_db_pool_acquired_connections", "Pool connections in use."),
+		idle:     d("bothy_db_pool_idle_connections", "Idle pool connections."),
+		total:    d("bothy_db_pool_total_connections", "Open pool connections."),
+		max:      d("bothy_db_pool_max_connections", "Pool size (database.max_conns)."),
+		waits:    d("bothy_db_pool_empty_acquire_total", "Acquires that waited because the pool was exhausted."),
+		acquires: d("bothy_db_pool_acquire_total", "Connections acquired from the pool."),
+		dur:      d("bothy_db_pool_acquire_duration_seconds_total", "Total time spent acquiring connections."),
+	}
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.acquired, c.idle, c.total, c.max, c.waits, c.acquires, c.dur} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.pool.Stat()
+	ch <- prometheus.MustNewConstMetric(c.acquired, prometheus.GaugeValue, float64(s.AcquiredConns()))
+	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(s.IdleConns()))
+	ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(s.TotalConns()))
+	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(s.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
+	ch <- prometheus.MustNewConstMetric(c.acquires, prometheus.CounterValue, float64(s.AcquireCount()))
+	ch <- prometheus.MustNewConstMetric(c.dur, prometheus.CounterValue, s.AcquireDuration().Seconds())
+}
+
+// runStates are the states of runs.state, so that every state has a sample.
+var runStates = []string{"queued", "running", "waiting_input", "completed", "failed", "cancelled"}
+
+// runsCollector counts runs by state at scrape time (one indexed GROUP BY,
+// bounded by timeout). A failed count exports nothing rather than zeros.
+type runsCollector struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration
+	desc    *prometheus.Desc
+}
+
+func (c *runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	rows, err := c.pool.Query(ctx, `SELECT state::text, count(*) FROM runs GROUP BY state`)
+	if err != nil {
+		return
+	}
+	counts := map[string]int64{}
+	for rows.Next() {
+		var s string
+		var n int64
+		if rows.Scan(&s, &n) == nil {
+			counts[s] = n
+		}
+	}
+	rows.Close()
+	if rows.Err() != nil {
+		return
+	}
+	for _, s := range runStates {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), s)
+	}
+	for s, n := range counts {
+		if !contains(runStates, s) {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), s)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// opsMetrics registers the operational metrics that are not per request.
+type opsMetrics struct {
+	rejected    *prometheus.CounterVec
+	runTimeouts prometheus.Counter
+}
+
+func registerOps(reg prometheus.Registerer, pool *pgxpool.Pool, timeout time.Duration, listening func() bool, reconnects func() uint64) *opsMetrics {
+	m := &opsMetrics{
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_ratelimit_rejections_total",
+			Help: "Requests refused by a rate limit, by class."}, []string{"class"}),
+		runTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "bothy_run_timeouts_total",
+			Help: "Runs this replica failed with reason timeout (run.start_timeout, run.stall_timeout)."}),
+	}
+	for _, c := range []ratelimit.Class{ratelimit.Message, ratelimit.AgentRuntime, ratelimit.Read, ratelimit.Admin} {
+		m.rejected.WithLabelValues(string(c))
+	}
+	in := version.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "bothy_build_info",
+		Help:        "Always 1; the labels name the running binary.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "revision": in.Revision, "goversion": in.GoVersion}})
+	build.Set(1)
+	reg.MustRegister(m.rejected, m.runTimeouts, build, newPoolCollector(pool),
+		&runsCollector{pool: pool, timeout: timeout, desc: prometheus.NewDesc("bothy_runs",
+			"Runs by state, over the whole database.", []string{"state"}, nil)},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_listener_connected",
+			Help: "1 while the LISTEN connection for long-poll wake-ups is up."}, func() float64 {
+			if listening() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bothy_listener_reconnects_total",
+			Help: "Reconnects of the LISTEN connection."}, func() float64 { return float64(reconnects()) }),
+	)
+	return m
+}
+
+// cors answers CORS preflights and marks cross-origin answers of the API
+// faces (/graphql and /api/v1/) for the origins of http.cors_allowed_origins.
+// Requests from other origins pass unmarked, so the browser refuses them.
+type cors struct {
+	origins map[string]bool
+	any     bool
+	maxAge  string
+}
+
+func newCORS(list string, maxAge time.Duration) *cors {
+	c := &cors{origins: map[string]bool{}, maxAge: strconv.Itoa(int(maxAge / time.Second))}
+	for _, o := range strings.Split(list, ",") {
+		o = strings.TrimRight(strings.TrimSpace(o), "/")
+		switch o {
+		case "":
+		case "*":
+			c.any = true
+		default:
+			c.origins[strings.ToLower(o)] = true
+		}
+	}
+	return c
+}
+
+const (
+	corsMethods = "GET, POST, PUT, PATCH, DELETE"
+	corsHeaders = "Authorization, Content-Type, Accept, Correlation-Id"
+	corsExpose  = "Correlation-Id, Retry-After, Idempotent-Replay, WWW-Authenticate"
+)
+
+func (c *cors) wrap(next http.Handler) http.Handler {
+	if !c.any && len(c.origins) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		api := r.URL.Path == "/graphql" || strings.HasPrefix(r.URL.Path, "/api/v1/")
+		if !api || origin == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Add("Vary", "Origin")
+		if !c.any && !c.origins[strings.ToLower(origin)] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			w.Header().Add("Vary", "Access-Control-Request-Method")
+			w.Header().Add("Vary", "Access-Control-Request-Headers")
+			w.Header().Set("Access-Control-Allow-Methods", corsMethods)
+			w.Header().Set("Access-Control-Allow-Headers", corsHeaders)
+			w.Header().Set("Access-Control-Max-Age", c.maxAge)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Header().Set("Access-Control-Expose-Headers", corsExpose)
+		next.ServeHTTP(w, r)
+	})
+}
