@@ -15,7 +15,6 @@ import (
 	"bothy.example.com/bothy/internal/apitest"
 )
 
-
 // lockedBuffer is a bytes.Buffer safe for a command running in a
 // goroutine while the test reads it.
 type lockedBuffer struct {
