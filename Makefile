@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test generate check-generated assets audit-deps audit-graphql bench migrate build vet
+.PHONY: run test generate check-generated assets audit-deps lint-deps audit-graphql bench migrate build vet
 
 ## run: the development server on the embedded database with the example world
 run: assets
 	$(GO) run ./cmd/bothy dev
 
 ## test: every test (vet, generated code current, unit, integration, audit)
-test: assets audit-deps
+test: assets audit-deps lint-deps
 	$(GO) vet ./...
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
@@ -37,6 +37,10 @@ assets:
 ## audit-deps: the graphql-http audit tool (npm, pinned)
 audit-deps:
 	internal/graphqlaudit/install.sh
+
+## lint-deps: the OpenAPI linters redocly and spectral (npm, pinned), run by internal/apilint's tests
+lint-deps:
+	internal/apilint/install.sh
 
 ## audit-graphql: the GraphQL-over-HTTP audit (graphql-http auditServer) against a real server
 audit-graphql: assets audit-deps

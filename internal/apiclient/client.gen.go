@@ -579,13 +579,11 @@ type AgentEvent struct {
 	CreatedAt Timestamp `json:"created_at"`
 
 	// Payload The event's data; ids only, never content (the adapter reads
-	// content through the run context). By type, one of (oneOf):
-	// agent.invocation is AgentInvocationPayload
-	// (#/components/schemas/AgentInvocationPayload), agent.followup is
-	// AgentFollowupPayload (#/components/schemas/AgentFollowupPayload),
-	// run.cancel_requested is RunCancelRequestedPayload
-	// (#/components/schemas/RunCancelRequestedPayload).
-	Payload map[string]interface{} `json:"payload"`
+	// content through the run context). By type: agent.invocation
+	// carries AgentInvocationPayload, agent.followup
+	// AgentFollowupPayload, run.cancel_requested
+	// RunCancelRequestedPayload.
+	Payload AgentEvent_Payload `json:"payload"`
 
 	// Seq The event's position in the agent's stream; pass it as after to continue behind it.
 	Seq string `json:"seq"`
@@ -594,12 +592,48 @@ type AgentEvent struct {
 	Type string `json:"type"`
 }
 
+// AgentEvent_Payload The event's data; ids only, never content (the adapter reads
+// content through the run context). By type: agent.invocation
+// carries AgentInvocationPayload, agent.followup
+// AgentFollowupPayload, run.cancel_requested
+// RunCancelRequestedPayload.
+type AgentEvent_Payload struct {
+	union json.RawMessage
+}
+
 // AgentEventPage defines model for AgentEventPage.
 type AgentEventPage struct {
 	Events []AgentEvent `json:"events"`
 
 	// NextAfter The cursor for the next call (the last seq handed out, or the given cursor when nothing came).
 	NextAfter string `json:"next_after"`
+}
+
+// AgentFollowupPayload The payload of agent.followup: a new message for an active run.
+type AgentFollowupPayload struct {
+	// MessageId A UUIDv7 in lowercase.
+	MessageId Id `json:"message_id"`
+
+	// RunId A UUIDv7 in lowercase.
+	RunId Id `json:"run_id"`
+}
+
+// AgentInvocationPayload The payload of agent.invocation: a run for the agent was accepted.
+type AgentInvocationPayload struct {
+	// ChannelId A UUIDv7 in lowercase.
+	ChannelId Id `json:"channel_id"`
+
+	// MessageId The triggering message.
+	MessageId Id `json:"message_id"`
+
+	// RunId A UUIDv7 in lowercase.
+	RunId Id `json:"run_id"`
+
+	// Session A run's session as the run sees it.
+	Session RunSession `json:"session"`
+
+	// ThreadId A UUIDv7 in lowercase.
+	ThreadId Id `json:"thread_id"`
 }
 
 // AgentSession The agent's conversation in a thread.
@@ -973,6 +1007,12 @@ type Run struct {
 // RunCancelRequested Present (true) only while a cancel waits for the adapter's confirmation.
 type RunCancelRequested bool
 
+// RunCancelRequestedPayload The payload of run.cancel_requested: a person asked to cancel the run; confirm with finishRun (cancelled).
+type RunCancelRequestedPayload struct {
+	// RunId A UUIDv7 in lowercase.
+	RunId Id `json:"run_id"`
+}
+
 // RunContext run_context.v1: what an adapter hands to its runtime for one run.
 type RunContext struct {
 	// ChannelContext Main-thread messages before the thread's parent message (the
@@ -1194,8 +1234,8 @@ type AgentEventsAfter = string
 // AgentEventsWait defines model for AgentEventsWait.
 type AgentEventsWait = int
 
-// ChannelId defines model for ChannelId.
-type ChannelId = string
+// ChannelId A UUIDv7 in lowercase.
+type ChannelId = Id
 
 // EventsAfter defines model for EventsAfter.
 type EventsAfter = string
@@ -1203,11 +1243,11 @@ type EventsAfter = string
 // EventsLimit defines model for EventsLimit.
 type EventsLimit = int
 
-// GrantId defines model for GrantId.
-type GrantId = string
+// GrantId A UUIDv7 in lowercase.
+type GrantId = Id
 
-// MessageId defines model for MessageId.
-type MessageId = string
+// MessageId A UUIDv7 in lowercase.
+type MessageId = Id
 
 // MessagesAfter defines model for MessagesAfter.
 type MessagesAfter = int
@@ -1215,14 +1255,14 @@ type MessagesAfter = int
 // MessagesLimit defines model for MessagesLimit.
 type MessagesLimit = int
 
-// RunId defines model for RunId.
-type RunId = string
+// RunId A UUIDv7 in lowercase.
+type RunId = Id
 
-// SpaceId defines model for SpaceId.
-type SpaceId = string
+// SpaceId A UUIDv7 in lowercase.
+type SpaceId = Id
 
-// ThreadId defines model for ThreadId.
-type ThreadId = string
+// ThreadId A UUIDv7 in lowercase.
+type ThreadId = Id
 
 // BadRequest defines model for BadRequest.
 type BadRequest = Problem
@@ -1298,6 +1338,94 @@ type CreateMessageJSONRequestBody = MessageCreate
 
 // MoveThreadJSONRequestBody defines body for MoveThread for application/json ContentType.
 type MoveThreadJSONRequestBody = ThreadMove
+
+// AsAgentInvocationPayload returns the union data inside the AgentEvent_Payload as a AgentInvocationPayload
+func (t AgentEvent_Payload) AsAgentInvocationPayload() (AgentInvocationPayload, error) {
+	var body AgentInvocationPayload
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAgentInvocationPayload overwrites any union data inside the AgentEvent_Payload as the provided AgentInvocationPayload
+func (t *AgentEvent_Payload) FromAgentInvocationPayload(v AgentInvocationPayload) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAgentInvocationPayload performs a merge with any union data inside the AgentEvent_Payload, using the provided AgentInvocationPayload
+func (t *AgentEvent_Payload) MergeAgentInvocationPayload(v AgentInvocationPayload) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAgentFollowupPayload returns the union data inside the AgentEvent_Payload as a AgentFollowupPayload
+func (t AgentEvent_Payload) AsAgentFollowupPayload() (AgentFollowupPayload, error) {
+	var body AgentFollowupPayload
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAgentFollowupPayload overwrites any union data inside the AgentEvent_Payload as the provided AgentFollowupPayload
+func (t *AgentEvent_Payload) FromAgentFollowupPayload(v AgentFollowupPayload) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAgentFollowupPayload performs a merge with any union data inside the AgentEvent_Payload, using the provided AgentFollowupPayload
+func (t *AgentEvent_Payload) MergeAgentFollowupPayload(v AgentFollowupPayload) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunCancelRequestedPayload returns the union data inside the AgentEvent_Payload as a RunCancelRequestedPayload
+func (t AgentEvent_Payload) AsRunCancelRequestedPayload() (RunCancelRequestedPayload, error) {
+	var body RunCancelRequestedPayload
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunCancelRequestedPayload overwrites any union data inside the AgentEvent_Payload as the provided RunCancelRequestedPayload
+func (t *AgentEvent_Payload) FromRunCancelRequestedPayload(v RunCancelRequestedPayload) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRunCancelRequestedPayload performs a merge with any union data inside the AgentEvent_Payload, using the provided RunCancelRequestedPayload
+func (t *AgentEvent_Payload) MergeRunCancelRequestedPayload(v RunCancelRequestedPayload) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AgentEvent_Payload) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AgentEvent_Payload) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1502,6 +1630,8 @@ type ClientInterface interface {
 	RevokeGrant(ctx context.Context, grantId GrantId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetViewer The authenticated caller
+	//
+	// The principal that the bearer token belongs to, as it sees itself (with its own e-mail address).
 	//
 	// Corresponds with GET /api/v1/me (the `GetViewer` operationId).
 	GetViewer(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1987,6 +2117,8 @@ func (c *Client) RevokeGrant(ctx context.Context, grantId GrantId, reqEditors ..
 }
 
 // GetViewer The authenticated caller
+//
+// The principal that the bearer token belongs to, as it sees itself (with its own e-mail address).
 //
 // Corresponds with GET /api/v1/me (the `GetViewer` operationId).
 func (c *Client) GetViewer(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2494,7 +2626,7 @@ func NewGetChannelRequest(server string, channelId ChannelId) (*http.Request, er
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -2528,7 +2660,7 @@ func NewArchiveChannelRequest(server string, channelId ChannelId) (*http.Request
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -2573,7 +2705,7 @@ func NewSetChannelOperatorRequestWithBody(server string, channelId ChannelId, co
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -2620,7 +2752,7 @@ func NewUpdateChannelSwitchesRequestWithBody(server string, channelId ChannelId,
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -2667,7 +2799,7 @@ func NewCreateThreadRequestWithBody(server string, channelId ChannelId, contentT
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "channel_id", channelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -2809,7 +2941,7 @@ func NewRevokeGrantRequest(server string, grantId GrantId) (*http.Request, error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "grant_id", grantId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "grant_id", grantId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -2870,7 +3002,7 @@ func NewDeleteMessageRequest(server string, messageId MessageId) (*http.Request,
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "message_id", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "message_id", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -2904,7 +3036,7 @@ func NewGetMessageRequest(server string, messageId MessageId) (*http.Request, er
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "message_id", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "message_id", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -2938,7 +3070,7 @@ func NewGetRunRequest(server string, runId RunId) (*http.Request, error) {
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -2972,7 +3104,7 @@ func NewAwaitRunInputRequest(server string, runId RunId) (*http.Request, error) 
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3006,7 +3138,7 @@ func NewCancelRunRequest(server string, runId RunId) (*http.Request, error) {
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3040,7 +3172,7 @@ func NewGetRunContextRequest(server string, runId RunId) (*http.Request, error) 
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3085,7 +3217,7 @@ func NewFinishRunRequestWithBody(server string, runId RunId, contentType string,
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3121,7 +3253,7 @@ func NewStartRunRequest(server string, runId RunId) (*http.Request, error) {
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3155,7 +3287,7 @@ func NewArchiveSpaceRequest(server string, spaceId SpaceId) (*http.Request, erro
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space_id", spaceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space_id", spaceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3189,7 +3321,7 @@ func NewGetThreadRequest(server string, threadId ThreadId) (*http.Request, error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3234,7 +3366,7 @@ func NewBindAgentSessionRequestWithBody(server string, threadId ThreadId, conten
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3270,7 +3402,7 @@ func NewResetAgentSessionRequest(server string, threadId ThreadId) (*http.Reques
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3304,7 +3436,7 @@ func NewCloseThreadRequest(server string, threadId ThreadId) (*http.Request, err
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3338,7 +3470,7 @@ func NewListThreadMessagesRequest(server string, threadId ThreadId, params *List
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3422,7 +3554,7 @@ func NewCreateMessageRequestWithBody(server string, threadId ThreadId, contentTy
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3469,7 +3601,7 @@ func NewMoveThreadRequestWithBody(server string, threadId ThreadId, contentType 
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
 	if err != nil {
 		return nil, err
 	}
@@ -3682,6 +3814,8 @@ type ClientWithResponsesInterface interface {
 	RevokeGrantWithResponse(ctx context.Context, grantId GrantId, reqEditors ...RequestEditorFn) (*RevokeGrantResponse, error)
 
 	// GetViewerWithResponse The authenticated caller
+	//
+	// The principal that the bearer token belongs to, as it sees itself (with its own e-mail address).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7527,6 +7661,8 @@ func (c *ClientWithResponses) RevokeGrantWithResponse(ctx context.Context, grant
 }
 
 // GetViewerWithResponse The authenticated caller
+//
+// The principal that the bearer token belongs to, as it sees itself (with its own e-mail address).
 //
 // Returns a wrapper object for the known response body format(s).
 //
