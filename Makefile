@@ -4,9 +4,10 @@ GO    ?= go
 
 .PHONY: run test generate check-generated assets audit-deps lint-deps audit-graphql bench migrate build vet
 
-## run: the development server on the embedded database with the example world
-run: assets
-	$(GO) run ./cmd/bothy dev
+## run: build bin/bothy and run the development server on the embedded database with the example world
+# bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
+run: build
+	bin/bothy dev
 
 ## test: every test (vet, generated code current, unit, integration, audit)
 test: assets audit-deps lint-deps
@@ -50,10 +51,11 @@ audit-graphql: assets audit-deps
 bench: assets
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## migrate: apply pending migrations to database.url
-migrate:
-	$(GO) run ./cmd/bothy migrate
+## migrate: apply pending migrations to database.url (or to the database of the running bothy dev)
+migrate: build
+	bin/bothy migrate
 
+## build: the binary bin/bothy, with the playground assets embedded
 build: assets
 	$(GO) build -o bin/bothy ./cmd/bothy
 

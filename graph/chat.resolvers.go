@@ -14,7 +14,30 @@ import (
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
+
+// StartedThread is the resolver for the startedThread field.
+func (r *messageResolver) StartedThread(ctx context.Context, obj *model.Message) (*model.Thread, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tid, err := r.loaders(ctx).StartedThreads.Load(ctx, obj.ID)()
+	if err != nil || tid == "" {
+		return nil, err
+	}
+	t, err := r.Chat.Thread(ctx, p, tid)
+	if err != nil {
+		// A thread the reader may not read is null, like one that is not
+		// there: the answer does not tell them apart.
+		if code := problem.From(err).Code; code == problem.NotFound || code == problem.Forbidden {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return threadModel(t), nil
+}
 
 // CreateMessage is the resolver for the createMessage field.
 func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, input model.MessageCreate) (*model.MessageResult, error) {
@@ -270,11 +293,14 @@ func (r *threadResolver) Messages(ctx context.Context, obj *model.Thread, after 
 	return out, nil
 }
 
+func (r *Resolver) Message() generated.MessageResolver { return &messageResolver{r} }
+
 func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }
 
 func (r *Resolver) Thread() generated.ThreadResolver { return &threadResolver{r} }
 
 type (
+	messageResolver  struct{ *Resolver }
 	mutationResolver struct{ *Resolver }
 	threadResolver   struct{ *Resolver }
 )

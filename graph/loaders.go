@@ -8,6 +8,7 @@ import (
 	"github.com/graph-gophers/dataloader/v7"
 
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
@@ -26,6 +27,9 @@ type Loaders struct {
 	// Delivered answers whether a message was handed to a session as a
 	// follow-up: one statement per session.
 	Delivered *dataloader.Loader[deliveredKey, bool]
+	// StartedThreads loads, by message id, the id of the thread the message
+	// started ("" for none): one statement for a page of messages.
+	StartedThreads *dataloader.Loader[string, string]
 }
 
 // holderKey asks whether Person has trigger on the channel path Channel.
@@ -44,6 +48,7 @@ type Sources struct {
 	Identity *identity.Service
 	Holders  authz.TriggerHolders
 	Runs     *runs.Service
+	Chat     *chat.Service
 }
 
 type loadersKey struct{}
@@ -99,6 +104,18 @@ func NewLoaders(src Sources) *Loaders {
 		}
 		return out
 	}, dataloader.WithWait[holderKey, bool](time.Millisecond))
+	l.StartedThreads = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[string] {
+		found, err := src.Chat.StartedThreadIDs(ctx, keys)
+		out := make([]*dataloader.Result[string], len(keys))
+		for i, k := range keys {
+			if err != nil {
+				out[i] = &dataloader.Result[string]{Error: problem.Internal(err)}
+				continue
+			}
+			out[i] = &dataloader.Result[string]{Data: found[k]}
+		}
+		return out
+	}, dataloader.WithWait[string, string](time.Millisecond))
 	l.Delivered = dataloader.NewBatchedLoader(func(ctx context.Context, keys []deliveredKey) []*dataloader.Result[bool] {
 		out := make([]*dataloader.Result[bool], len(keys))
 		bySession := map[string][]int{}

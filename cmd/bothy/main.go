@@ -38,13 +38,16 @@ Usage:
   bothy serve   [--config FILE] [--addr HOST:PORT]     run the server on database.url
   bothy dev     [--config FILE] [--addr HOST:PORT] [--data DIR]
                                                         run the server on the embedded development database
-  bothy migrate [--config FILE]                         apply pending migrations to database.url
-  bothy seed    [--config FILE] [--json]                build the example world on database.url
-  bothy token create --handle H [--config FILE] [--label L] [--ttl D]
+  bothy migrate [--config FILE] [--data DIR]            apply pending migrations to database.url
+  bothy seed    [--config FILE] [--data DIR] [--json]   build the example world on database.url
+  bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H
   bothy config markdown                                 print docs/configuration.md
   bothy agent run --token T --server URL [--once] [--model echo]
                                                         run the reference agent adapter for the agent of token T
+
+migrate, seed and token create use the database of a running bothy dev (found
+through its data folder, --data, default .bothy-dev) when database.url is empty.
 
 Run "bothy <command> --help" for the flags of a command.
 `
@@ -71,17 +74,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "seed":
 		return cmdSeed(ctx, args[1:], stdout, stderr)
 	case "token":
+		if len(args) >= 2 && isHelp(args[1]) {
+			fmt.Fprint(stdout, "Usage: bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]\n\nRun \"bothy token create --help\" for its flags.\n")
+			return nil
+		}
 		if len(args) < 2 || args[1] != "create" {
 			return errors.New("usage: bothy token create --handle H")
 		}
 		return cmdTokenCreate(ctx, args[2:], stdout, stderr)
 	case "agent":
+		if len(args) >= 2 && isHelp(args[1]) {
+			fmt.Fprint(stdout, "Usage: bothy agent run --token T --server URL [--once] [--model echo]\n\nRun \"bothy agent run --help\" for its flags.\n")
+			return nil
+		}
 		if len(args) < 2 || args[1] != "run" {
 			return errors.New("usage: bothy agent run --token T --server URL [--once] [--model echo]")
 		}
 		return cmdAgentRun(ctx, args[2:], stderr)
 	case "config":
-		if len(args) < 2 || args[1] != "markdown" {
+		if len(args) >= 2 && isHelp(args[1]) || len(args) >= 3 && args[1] == "markdown" && isHelp(args[2]) {
+			fmt.Fprint(stdout, "Usage: bothy config markdown\n\nPrints the reference of every configuration key (docs/configuration.md) as Markdown.\n")
+			return nil
+		}
+		if len(args) != 2 || args[1] != "markdown" {
 			return errors.New("usage: bothy config markdown")
 		}
 		fmt.Fprint(stdout, config.Markdown())
@@ -90,6 +105,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
 	}
 }
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help" }
 
 // common flags of the commands that read the configuration.
 type common struct {
@@ -180,15 +198,18 @@ func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr
 	if announce != nil {
 		announce(base)
 	} else {
-		fmt.Fprintf(stdout, "Bothy listens on %s\n  playground  %s/\n  GraphQL     %s/graphql\n  REST        %s/api/v1/ (OpenAPI: %s/api/openapi.yaml)\n", base, base, base, base, base)
+		fmt.Fprintf(stdout, "Bothy listens on %s\n  playground  %s/\n  GraphQL     %s/graphql\n  REST        %s/api/v1 (OpenAPI: %s/api/openapi.yaml)\n", base, base, base, base, base)
 	}
 	return srv.Serve(ctx, ln)
 }
 
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("dev", "Runs the development server. Without database.url it starts an embedded PostgreSQL from the\nserver binaries on this machine, keeping its data in --data, and seeds the example world once.", stderr)
+	c := newFlags("dev", "Runs the development server. Without database.url it starts an embedded PostgreSQL from the\n"+
+		"server binaries on this machine, keeping its data in --data, and seeds the example world once.\n"+
+		"While it runs, migrate, seed and token create with the same --data use its database.\n"+
+		"Only one bothy dev runs on a data folder at a time; Ctrl-C stops it (exit status 0).", stderr)
 	addr := c.fs.String("addr", "", "listen address HOST:PORT (default: server.addr)")
-	data := c.fs.String("data", ".bothy-dev", "folder of the embedded database and of world.json")
+	data := c.fs.String("data", defaultDevData, "folder of the embedded database, world.json and the running server's database.url")
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
 	}
@@ -204,6 +225,13 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
+	// One dev server per data folder: a second start answers what to do and
+	// never touches the running server or its database.
+	lock, err := lockDevData(*data)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	url := cfg.String(config.DatabaseURL)
@@ -217,6 +245,11 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		url = cluster.URL("bothy")
+		removeURL, err := writeDevURL(*data, url)
+		if err != nil {
+			return err
+		}
+		defer removeURL()
 	}
 	if err := db.Migrate(ctx, url); err != nil {
 		return err
@@ -227,15 +260,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return serveOn(ctx, cfg, url, stdout, stderr, func(base string) {
-		fmt.Fprintf(stdout, "Bothy development server on %s\n", base)
-		fmt.Fprintf(stdout, "  playground  %s/   (set the header Authorization: Bearer <token>)\n", base)
-		fmt.Fprintf(stdout, "  GraphQL     %s/graphql\n  REST        %s/api/v1/   OpenAPI %s/api/openapi.yaml\n", base, base, base)
-		fmt.Fprintf(stdout, "  world       %s\n\nTokens of the example world:\n", worldFile)
-		for _, h := range []string{"robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"} {
-			if p, ok := w.Principals[h]; ok {
-				fmt.Fprintf(stdout, "  %-8s %-5s %s\n", h, p.Kind, p.Token)
-			}
-		}
+		lock.announce(base)
+		printBanner(stdout, base, url, worldFile, w)
 	})
 }
 
@@ -292,7 +318,9 @@ func loadOrSeed(ctx context.Context, cfg *config.Config, url, worldFile string) 
 }
 
 func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
-	c := newFlags("migrate", "Applies pending migrations to the database of database.url (safe with several replicas).", stderr)
+	c := newFlags("migrate", "Applies pending migrations to the database of database.url (safe with several replicas).\n"+
+		"When database.url is empty it uses the database of the bothy dev running on --data.", stderr)
+	data := c.withDevData()
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
 	}
@@ -300,7 +328,7 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	url, err := needURL(cfg)
+	url, err := databaseURL(cfg, *data)
 	if err != nil {
 		return err
 	}
@@ -308,8 +336,10 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("seed", "Builds the example world on the (migrated, empty) database of database.url.", stderr)
+	c := newFlags("seed", "Builds the example world on the (migrated, empty) database of database.url.\n"+
+		"When database.url is empty it uses the database of the bothy dev running on --data.", stderr)
 	asJSON := c.fs.Bool("json", false, "print the world's ids and tokens as JSON")
+	data := c.withDevData()
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
 	}
@@ -317,7 +347,7 @@ func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	url, err := needURL(cfg)
+	url, err := databaseURL(cfg, *data)
 	if err != nil {
 		return err
 	}
@@ -343,8 +373,10 @@ func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("token create", "Issues a token for the principal with --handle and prints it once; only its hash is stored.", stderr)
+	c := newFlags("token create", "Issues a token for the principal with --handle and prints it once; only its hash is stored.\n"+
+		"When database.url is empty it uses the database of the bothy dev running on --data.", stderr)
 	handle := c.fs.String("handle", "", "handle of the principal (required)")
+	data := c.withDevData()
 	label := c.fs.String("label", "issued by bothy token create", "label stored with the token")
 	ttl := c.fs.Duration("ttl", -1, "lifetime of the token (default: token.default_ttl; 0 means no expiry)")
 	if err := c.fs.Parse(args); err != nil {
@@ -357,7 +389,7 @@ func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	url, err := needURL(cfg)
+	url, err := databaseURL(cfg, *data)
 	if err != nil {
 		return err
 	}

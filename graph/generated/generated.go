@@ -29,6 +29,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Message() MessageResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Run() RunResolver
@@ -128,6 +129,7 @@ type ComplexityRoot struct {
 		Origin           func(childComplexity int) int
 		ReplyToMessageID func(childComplexity int) int
 		RunID            func(childComplexity int) int
+		StartedThread    func(childComplexity int) int
 		SystemCode       func(childComplexity int) int
 		ThreadID         func(childComplexity int) int
 		ThreadSeq        func(childComplexity int) int
@@ -278,6 +280,9 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type MessageResolver interface {
+	StartedThread(ctx context.Context, obj *model.Message) (*model.Thread, error)
+}
 type MutationResolver interface {
 	CreateMessage(ctx context.Context, threadID string, input model.MessageCreate) (*model.MessageResult, error)
 	CreateThread(ctx context.Context, channelID string, input model.ThreadCreate) (*model.ThreadCreatedResult, error)
@@ -714,6 +719,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Message.RunID(childComplexity), true
+	case "Message.startedThread":
+		if e.ComplexityRoot.Message.StartedThread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.StartedThread(childComplexity), true
 	case "Message.systemCode":
 		if e.ComplexityRoot.Message.SystemCode == nil {
 			break
@@ -1769,6 +1780,12 @@ type Message {
   "True only for a tombstone."
   deleted: Boolean
   createdAt: Time!
+  """
+  The thread this message started: the new thread of a trigger, or a thread
+  opened on the message (parentMessageId). Null when the message started
+  none, or when the reader may not read that thread.
+  """
+  startedThread: Thread
 }
 
 input MessageCreate {
@@ -2220,6 +2237,8 @@ func (ec *executionContext) childFields_Message(ctx context.Context, field graph
 		return ec.fieldContext_Message_deleted(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Message_createdAt(ctx, field)
+	case "startedThread":
+		return ec.fieldContext_Message_startedThread(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Message", field.Name)
 }
@@ -4619,6 +4638,38 @@ func (ec *executionContext) _Message_createdAt(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Message_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Message", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Message_startedThread(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_startedThread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Message().StartedThread(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_startedThread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Message",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _MessagePage_messages(ctx context.Context, field graphql.CollectedField, obj *model.MessagePage) (ret graphql.Marshaler) {
@@ -9589,93 +9640,99 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 		case "id":
 			out.Values[i] = ec._Message_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "threadId":
 			out.Values[i] = ec._Message_threadId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "channelId":
 			out.Values[i] = ec._Message_channelId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "threadSeq":
 			out.Values[i] = ec._Message_threadSeq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "author":
 			out.Values[i] = ec._Message_author(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "origin":
 			out.Values[i] = ec._Message_origin(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "kind":
 			out.Values[i] = ec._Message_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "contentMd":
 			out.Values[i] = ec._Message_contentMd(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "contentTruncated":
 			out.Values[i] = ec._Message_contentTruncated(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "replyToMessageId":
 			out.Values[i] = ec._Message_replyToMessageId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "mentions":
 			out.Values[i] = ec._Message_mentions(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "attachments":
 			out.Values[i] = ec._Message_attachments(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "triggerState":
 			out.Values[i] = ec._Message_triggerState(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "triggerReason":
 			out.Values[i] = ec._Message_triggerReason(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "systemCode":
 			out.Values[i] = ec._Message_systemCode(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "runId":
 			out.Values[i] = ec._Message_runId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "deleted":
 			out.Values[i] = ec._Message_deleted(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "createdAt":
 			out.Values[i] = ec._Message_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "startedThread":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Message_startedThread(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

@@ -126,6 +126,10 @@ type Message struct {
 	// True only for a tombstone.
 	Deleted   *bool     `json:"deleted,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+	// The thread this message started: the new thread of a trigger, or a thread
+	// opened on the message (parentMessageId). Null when the message started
+	// none, or when the reader may not read that thread.
+	StartedThread *Thread `json:"startedThread,omitempty"`
 }
 
 type MessageCreate struct {

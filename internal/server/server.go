@@ -115,7 +115,7 @@ func New(d Deps) (*Server, error) {
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)}}
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
-	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc}, newGraphQL(es, d.Config, d.Logger))
+	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}, newGraphQL(es, d.Config, d.Logger))
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
@@ -127,6 +127,7 @@ func New(d Deps) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", authed(overHTTP(gql)))
 	shim.Register(mux, authed)
+	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(apidoc.OpenAPI)
