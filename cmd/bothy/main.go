@@ -107,7 +107,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // isHelp reports whether arg asks for help.
-func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help" }
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
+}
 
 // common flags of the commands that read the configuration.
 type common struct {
