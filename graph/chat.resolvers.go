@@ -45,6 +45,9 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 	if err != nil {
 		return nil, err
 	}
+	if err := noEmpty(messageOptionals("", &input)...); err != nil {
+		return nil, err
+	}
 	m, replayed, err := r.Messaging.Create(ctx, p, threadID, messageInput(input))
 	if err != nil {
 		return nil, err
@@ -56,6 +59,9 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 func (r *mutationResolver) CreateThread(ctx context.Context, channelID string, input model.ThreadCreate) (*model.ThreadCreatedResult, error) {
 	p, err := caller(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := noEmpty(append(messageOptionals("/first_message", input.FirstMessage), optionalMember{"/title", input.Title}, optionalMember{"/parent_message_id", input.ParentMessageID})...); err != nil {
 		return nil, err
 	}
 	t, m, replayed, err := r.Messaging.CreateThread(ctx, p, channelID, threadInput(input))
@@ -136,6 +142,9 @@ func (r *mutationResolver) RevokeGrant(ctx context.Context, id string) (*model.G
 func (r *mutationResolver) SetChannelOperator(ctx context.Context, channelID string, input model.OperatorSet) (*model.Channel, error) {
 	p, err := caller(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := noEmpty(optionalMember{"/agent_id", input.AgentID}); err != nil {
 		return nil, err
 	}
 	c, err := r.Admin.SetOperator(ctx, p, channelID, strings.ToLower(string(input.Mode)), deref(input.AgentID))
@@ -241,6 +250,9 @@ func (r *queryResolver) Message(ctx context.Context, id string) (*model.Message,
 func (r *queryResolver) Events(ctx context.Context, after *string, limit *int) (*model.EventPage, error) {
 	p, err := caller(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := noEmpty(optionalMember{"after", after}); err != nil {
 		return nil, err
 	}
 	lim := 0

@@ -150,7 +150,7 @@ func TestREADMEQuickStart(t *testing.T) {
 			waitBanner(t, &devOut, devDone)
 			banner := devOut.String()
 			for _, want := range []string{"Bothy development server on " + base, "database    postgres", "Main threads",
-				"Support/Allgemein", "clientMsgId: \\\"hello-", "bin/bothy agent run --server " + base} {
+				"Support/Allgemein", `clientMsgId: "hello-`, "bin/bothy agent run --server " + base} {
 				if !strings.Contains(banner, want) {
 					t.Fatalf("the banner lacks %q:\n%s", want, banner)
 				}

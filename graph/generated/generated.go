@@ -1703,6 +1703,7 @@ enum TargetKind {
 type Space {
   id: ID!
   name: String!
+  "The agent that answers in channels of mode inherit; null when the space has none."
   defaultOperatorAgentId: ID
   archived: Boolean!
 }
@@ -1721,6 +1722,7 @@ type Channel {
   kind: ChannelKind!
   archived: Boolean!
   operatorMode: OperatorMode!
+  "The agent named by operatorMode AGENT; null for the other modes."
   operatorAgentId: ID
   "The agent that answers in this channel now (mode, or the space's default for inherit)."
   effectiveOperatorId: ID
@@ -1733,9 +1735,13 @@ type Thread {
   id: ID!
   channelId: ID!
   kind: ThreadKind!
+  "The message this thread was started on; null for a main thread and a thread started without one."
   parentMessageId: ID
+  "The agent fixed as this thread's operator (a trigger's new thread); null when the channel's operator applies."
   operatorAgentId: ID
+  "Null when the thread has no title."
   title: String
+  "How the title came about; null when there is no title."
   titleSource: TitleSource
   createdBy: ID!
   state: ThreadState!
@@ -1770,12 +1776,17 @@ type Message {
   contentMd: String!
   "True only when a history list cut the content."
   contentTruncated: Boolean
+  "The message this one answers; null when it answers none."
   replyToMessageId: ID
   mentions: [PrincipalRef!]!
   attachments: [Attachment!]!
+  "What this message set in motion; null when it addressed no agent (and always for agents' and apps' messages)."
   triggerState: TriggerState
+  "Why a trigger failed (with triggerState FAILED); null otherwise."
   triggerReason: String
+  "The code of a system message; null for every other kind."
   systemCode: String
+  "The run an agent's answer or a run message belongs to; null for other messages (a trigger leads to its run through startedThread and Run.triggeringMessageId)."
   runId: ID
   "True only for a tombstone."
   deleted: Boolean
@@ -1792,6 +1803,7 @@ input MessageCreate {
   clientMsgId: String!
   contentMd: String!
   kind: MessageCreateKind
+  "The message this one answers; omit it or send null for none (an empty string is refused)."
   replyToMessageId: ID
   "Agents only: the run this answer belongs to."
   runId: ID
@@ -1804,7 +1816,9 @@ type MessageResult {
 }
 
 input ThreadCreate {
+  "Omit it or send null for no title (an empty string is refused)."
   title: String
+  "The message to start the thread on; omit it or send null for none."
   parentMessageId: ID
   firstMessage: MessageCreate!
 }
@@ -1822,8 +1836,10 @@ type Grant {
   targetKind: TargetKind!
   targetId: ID!
   level: GrantLevel!
+  "When the grant ends by itself; null for no end."
   expiresAt: Time
   createdAt: Time!
+  "When the grant was revoked; null while it is not."
   revokedAt: Time
 }
 
@@ -1833,11 +1849,13 @@ input GrantCreate {
   targetKind: TargetKind!
   targetId: ID!
   level: GrantLevel!
+  "When the grant ends by itself; omit it or send null for no end."
   expiresAt: Time
 }
 
 input OperatorSet {
   mode: OperatorMode!
+  "The agent, with mode AGENT only; omit it or send null for the other modes."
   agentId: ID
 }
 
@@ -1940,8 +1958,12 @@ type RunContextMessage {
 }
 
 extend type Run {
-  "The run's context (run.context.read: the run's own agent, active runs only)."
-  context: RunContext!
+  """
+  The run's context (run.context.read: the run's own agent, active runs only).
+  Null, with the refusal as an error at this field's path, when the reader may
+  not read it; the rest of the run still answers.
+  """
+  context: RunContext
 }
 `, BuiltIn: false},
 	{Name: "../../schema/runs.graphqls", Input: `enum RunState {
@@ -1980,6 +2002,7 @@ type AgentSession {
   agentId: ID!
   isCurrent: Boolean!
   started: Boolean!
+  "The adapter's own reference bound with bindAgentSession; null until one is bound."
   externalRef: String
   createdAt: Time!
 }
@@ -1998,15 +2021,21 @@ type Run {
   triggerKind: TriggerKind!
   thread: Thread!
   agent: PrincipalRef!
+  "The person whose message or action started the run; null when no person did."
   triggeredBy: PrincipalRef
+  "The message that started the run; null for a run not started by a message."
   triggeringMessageId: ID
+  "The message that started the run, when the reader may read it; null otherwise."
   triggeringMessage: Message
   session: RunSession!
   "True only while a cancel waits for the adapter's confirmation."
   cancelRequested: Boolean
   queuedAt: Time!
+  "Null until the agent started the run."
   startedAt: Time
+  "Null while the run has not ended."
   endedAt: Time
+  "Why the run ended (for example timeout, or the reason of finishRun); null while it runs and when no reason was given."
   endReason: String
 }
 
@@ -6648,10 +6677,10 @@ func (ec *executionContext) _Run_context(ctx context.Context, field graphql.Coll
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.RunContext) graphql.Marshaler {
-			return ec.marshalNRunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx, selections, v)
+			return ec.marshalORunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Run_context(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10292,7 +10321,7 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			}
 		case "context":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
+				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Run_context(ctx, field, obj)
 				})
@@ -11418,14 +11447,6 @@ func (ec *executionContext) marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraph
 	return ec._Run(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNRunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx context.Context, sel ast.SelectionSet, v *model.RunContext) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "RunContext!")
-		return graphql.Null
-	}
-	return ec._RunContext(ctx, sel, v)
-}
-
 func (ec *executionContext) marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -11860,6 +11881,13 @@ func (ec *executionContext) marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraph
 		return graphql.Null
 	}
 	return ec._Run(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx context.Context, sel ast.SelectionSet, v *model.RunContext) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RunContext(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalORunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {

@@ -39,7 +39,7 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	}
 	srv.Use(extension.FixedComplexityLimit(cfg.Int(config.GraphQLComplexityLimit)))
 	srv.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit), IntrospectionMax: cfg.Int(config.GraphQLIntrospectionDepthLimit)})
-	srv.SetErrorPresenter(presenter(log))
+	srv.SetErrorPresenter(presenter(log, es.Schema()))
 	srv.SetRecoverFunc(func(ctx context.Context, err any) error {
 		log.ErrorContext(ctx, "panic in resolver", "correlation_id", httpx.CorrelationID(ctx), "panic", fmt.Sprint(err))
 		return problem.Internal(fmt.Errorf("panic: %v", err))
@@ -62,7 +62,7 @@ var requestErrorReasons = map[string]string{
 // code, reason, status and fieldErrors like the REST problems. Internal
 // errors show a fixed message; their cause goes to the log with the
 // correlation id only.
-func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
+func presenter(log *slog.Logger, schema *ast.Schema) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 		var p *problem.Error
@@ -100,18 +100,14 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			ext["reason"] = p.Reason
 		}
 		if len(p.Fields) > 0 {
-			fe := make([]map[string]any, len(p.Fields))
-			for i, f := range p.Fields {
-				m := map[string]any{"pointer": f.Pointer, "code": f.Code}
-				if f.Detail != "" {
-					m["detail"] = f.Detail
-				}
-				fe[i] = m
-			}
+			fe := presentFields(ctx, schema, p.Fields)
 			ext["fieldErrors"] = fe
+			if p.Detail == "" {
+				msg = fieldErrorsMessage(msg, fe)
+			}
 		}
 		if p.RetryAfter > 0 {
-			ext["retryAfterSeconds"] = httpx.RetrySeconds(p.RetryAfter)
+			ext["retryAfterSeconds"] = httpx.RetrySecondsInt(p.RetryAfter)
 		}
 		return &gqlerror.Error{Message: msg, Path: gqlErr.Path, Locations: gqlErr.Locations, Extensions: ext}
 	}
