@@ -342,9 +342,9 @@ type GQLFieldError struct {
 
 // GQLErrExt are the extensions Bothy puts on every GraphQL error.
 type GQLErrExt struct {
-	Code              string       `json:"code"`
-	Reason            string       `json:"reason"`
-	Status            int          `json:"status"`
+	Code              string          `json:"code"`
+	Reason            string          `json:"reason"`
+	Status            int             `json:"status"`
 	FieldErrors       []GQLFieldError `json:"fieldErrors"`
 	RetryAfterSeconds int             `json:"retryAfterSeconds"`
 }

@@ -100,7 +100,7 @@ func TestEmptyOptionalInputsRefused(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	alex := env.World.Token("alex")
 	main := env.Main("Support/Allgemein")
-	
+
 	cases := []struct {
 		query string
 		vars  map[string]any
