@@ -16,10 +16,9 @@ test: assets audit-deps lint-deps
 	$(MAKE) check-generated
 	$(GO) test -count=1 -timeout 20m ./...
 
-## generate: regenerate every generated file (gqlgen, OpenAPI client, config doc, playground assets)
+## generate: regenerate every generated file (gqlgen, config doc, playground assets)
 generate: assets
 	$(GO) tool gqlgen generate
-	$(GO) tool oapi-codegen -generate types,client -package apiclient -o internal/apiclient/client.gen.go docs/api/openapi.yaml
 	$(GO) run ./cmd/bothy config markdown > docs/configuration.md
 
 ## check-generated: fail when checked-in generated code differs from make generate
@@ -29,7 +28,7 @@ check-generated:
 	after="$$(cat $(GENERATED) | sha256sum)"; \
 	if [ "$$before" != "$$after" ]; then echo "generated code was stale: make generate changed it; commit the result"; exit 1; fi
 
-GENERATED = graph/generated/generated.go graph/model/models_gen.go internal/apiclient/client.gen.go docs/configuration.md
+GENERATED = graph/generated/generated.go graph/model/models_gen.go docs/configuration.md
 
 ## assets: the GraphiQL and React browser builds (npm, pinned) for the playground
 assets:

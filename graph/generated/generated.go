@@ -1786,7 +1786,7 @@ type Message {
   triggerReason: String
   "The code of a system message; null for every other kind."
   systemCode: String
-  "The run an agent's answer or a run message belongs to; null for other messages (a trigger leads to its run through startedThread and Run.triggeringMessageId)."
+  "The run of a run message (kind RUN, a run's anchor in its thread); null for every other message (a trigger leads to its run's thread through startedThread)."
   runId: ID
   "True only for a tombstone."
   deleted: Boolean

@@ -131,7 +131,7 @@ type Message struct {
 	TriggerReason *string `json:"triggerReason,omitempty"`
 	// The code of a system message; null for every other kind.
 	SystemCode *string `json:"systemCode,omitempty"`
-	// The run an agent's answer or a run message belongs to; null for other messages (a trigger leads to its run through startedThread and Run.triggeringMessageId).
+	// The run of a run message (kind RUN, a run's anchor in its thread); null for every other message (a trigger leads to its run's thread through startedThread).
 	RunID *string `json:"runId,omitempty"`
 	// True only for a tombstone.
 	Deleted   *bool     `json:"deleted,omitempty"`
