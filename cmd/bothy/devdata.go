@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/world"
 )
 
@@ -132,6 +133,21 @@ func databaseURL(cfg *config.Config, dataDir string) (string, error) {
 	return devDatabaseURL(dataDir)
 }
 
+// bannerHandles are the example world's principals in the order the banner
+// and the playground show them; alex, a person with trigger rights, first.
+var bannerHandles = []string{"alex", "sam", "robin", "writer", "lotse", "texter", "feedbot"}
+
+// actAs are the example world's principals that the dev playground offers.
+func actAs(w *world.World) []playground.Principal {
+	var out []playground.Principal
+	for _, h := range bannerHandles {
+		if p, ok := w.Principals[h]; ok {
+			out = append(out, playground.Principal{Handle: h, Kind: p.Kind, Token: p.Token})
+		}
+	}
+	return out
+}
+
 // clientMsgID returns a fresh clientMsgId for the banner's example, so a
 // copied example never replays an earlier message by accident.
 func clientMsgID() string {
@@ -151,7 +167,7 @@ func printBanner(w io.Writer, base, dbURL, worldFile string, wd *world.World) {
 	fmt.Fprintf(w, "  database    %s\n", dbURL)
 	fmt.Fprintf(w, "  world       %s\n", worldFile)
 	fmt.Fprintf(w, "\nTokens of the example world:\n")
-	for _, h := range []string{"robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"} {
+	for _, h := range bannerHandles {
 		if p, ok := wd.Principals[h]; ok {
 			fmt.Fprintf(w, "  %-8s %-5s %s\n", h, p.Kind, p.Token)
 		}

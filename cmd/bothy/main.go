@@ -28,6 +28,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgcluster"
+	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/server"
 	"bothy.example.com/bothy/internal/world"
 )
@@ -173,12 +174,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
-	return serveOn(ctx, cfg, url, stdout, stderr, nil)
+	return serveOn(ctx, cfg, url, stdout, stderr, nil, nil)
 }
 
 // serveOn migrates the database at url, assembles the server and serves
-// until ctx ends. announce, when set, runs once the listener is open.
-func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr io.Writer, announce func(base string)) error {
+// until ctx ends. announce, when set, runs once the listener is open;
+// actAs are the principals the playground offers (bothy dev only).
+func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr io.Writer, announce func(base string), actAs []playground.Principal) error {
 	log := newLogger(cfg, stderr)
 	if err := db.Migrate(ctx, url); err != nil {
 		return err
@@ -188,7 +190,7 @@ func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr
 		return err
 	}
 	defer pool.Close()
-	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: log})
+	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: log, PlaygroundActAs: actAs})
 	if err != nil {
 		return err
 	}
@@ -264,7 +266,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return serveOn(ctx, cfg, url, stdout, stderr, func(base string) {
 		lock.announce(base)
 		printBanner(stdout, base, url, worldFile, w)
-	})
+	}, actAs(w))
 }
 
 // ensureDatabase creates database name on the server at adminURL if absent.

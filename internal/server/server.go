@@ -54,6 +54,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Limiter defaults to in-process buckets sized by the config.
 	Limiter ratelimit.Limiter
+	// PlaygroundActAs are the principals the playground offers to act as,
+	// tokens included: bothy dev passes the example world's, bothy serve
+	// none.
+	PlaygroundActAs []playground.Principal
 }
 
 // Server is the assembled HTTP server.
@@ -149,7 +153,7 @@ func New(d Deps) (*Server, error) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	playground.New("/graphql").Register(mux)
+	playground.New("/graphql", playground.Options{ActAs: d.PlaygroundActAs}).Register(mux)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
 	}))
