@@ -2,23 +2,23 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test generate check-generated assets audit-deps audit-graphql bench migrate build vet dist
+.PHONY: run test generate check-generated assets audit-deps lint-deps audit-graphql bench migrate build vet dist
 
-## run: the development server on the embedded database with the example world
-run: assets
-	$(GO) run ./cmd/bothy dev
+## run: build bin/bothy and run the development server on the embedded database with the example world
+# bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
+run: build
+	bin/bothy dev
 
 ## test: every test (vet, generated code current, unit, integration, audit)
-test: assets audit-deps
+test: assets audit-deps lint-deps
 	$(GO) vet ./...
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	$(GO) test -count=1 -timeout 20m ./...
 
-## generate: regenerate every generated file (gqlgen, OpenAPI client, config doc, playground assets)
+## generate: regenerate every generated file (gqlgen, config doc, playground assets)
 generate: assets
 	$(GO) tool gqlgen generate
-	$(GO) tool oapi-codegen -generate types,client -package apiclient -o internal/apiclient/client.gen.go docs/api/openapi.yaml
 	$(GO) run ./cmd/bothy config markdown > docs/configuration.md
 
 ## check-generated: fail when checked-in generated code differs from make generate
@@ -28,7 +28,7 @@ check-generated:
 	after="$$(cat $(GENERATED) | sha256sum)"; \
 	if [ "$$before" != "$$after" ]; then echo "generated code was stale: make generate changed it; commit the result"; exit 1; fi
 
-GENERATED = graph/generated/generated.go graph/model/models_gen.go internal/apiclient/client.gen.go docs/configuration.md
+GENERATED = graph/generated/generated.go graph/model/models_gen.go docs/configuration.md
 
 ## assets: the GraphiQL and React browser builds (npm, pinned) for the playground
 assets:
@@ -38,6 +38,10 @@ assets:
 audit-deps:
 	internal/graphqlaudit/install.sh
 
+## lint-deps: the OpenAPI linters redocly and spectral (npm, pinned), run by internal/apilint's tests
+lint-deps:
+	internal/apilint/install.sh
+
 ## audit-graphql: the GraphQL-over-HTTP audit (graphql-http auditServer) against a real server
 audit-graphql: assets audit-deps
 	$(GO) test -count=1 -run TestGraphQLOverHTTPAudit -v ./internal/server/
@@ -46,10 +50,11 @@ audit-graphql: assets audit-deps
 bench: assets
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## migrate: apply pending migrations to database.url
-migrate:
-	$(GO) run ./cmd/bothy migrate
+## migrate: apply pending migrations to database.url (or to the database of the running bothy dev)
+migrate: build
+	bin/bothy migrate
 
+## build: the binary bin/bothy, with the playground assets embedded
 build: assets
 	$(GO) build -o bin/bothy ./cmd/bothy
 

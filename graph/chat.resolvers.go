@@ -14,6 +14,7 @@ import (
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 // Channel is the resolver for the channel field: null when the caller may
@@ -28,6 +29,28 @@ func (r *channelEventResolver) Channel(ctx context.Context, obj *model.ChannelEv
 		return nil, unreadable(err)
 	}
 	return channelModel(c), nil
+}
+
+// StartedThread is the resolver for the startedThread field.
+func (r *messageResolver) StartedThread(ctx context.Context, obj *model.Message) (*model.Thread, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tid, err := r.loaders(ctx).StartedThreads.Load(ctx, obj.ID)()
+	if err != nil || tid == "" {
+		return nil, err
+	}
+	t, err := r.Chat.Thread(ctx, p, tid)
+	if err != nil {
+		// A thread the reader may not read is null, like one that is not
+		// there: the answer does not tell them apart.
+		if code := problem.From(err).Code; code == problem.NotFound || code == problem.Forbidden {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return threadModel(t), nil
 }
 
 // Message is the resolver for the message field: null when the caller may
@@ -50,6 +73,9 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 	if err != nil {
 		return nil, err
 	}
+	if err := noEmpty(messageOptionals("", &input)...); err != nil {
+		return nil, err
+	}
 	m, replayed, err := r.Messaging.Create(ctx, p, threadID, messageInput(input))
 	if err != nil {
 		return nil, err
@@ -61,6 +87,9 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 func (r *mutationResolver) CreateThread(ctx context.Context, channelID string, input model.ThreadCreate) (*model.ThreadCreatedResult, error) {
 	p, err := caller(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := noEmpty(append(messageOptionals("/first_message", input.FirstMessage), optionalMember{"/title", input.Title}, optionalMember{"/parent_message_id", input.ParentMessageID})...); err != nil {
 		return nil, err
 	}
 	t, m, replayed, err := r.Messaging.CreateThread(ctx, p, channelID, threadInput(input))
@@ -141,6 +170,9 @@ func (r *mutationResolver) RevokeGrant(ctx context.Context, id string) (*model.G
 func (r *mutationResolver) SetChannelOperator(ctx context.Context, channelID string, input model.OperatorSet) (*model.Channel, error) {
 	p, err := caller(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := noEmpty(optionalMember{"/agent_id", input.AgentID}); err != nil {
 		return nil, err
 	}
 	c, err := r.Admin.SetOperator(ctx, p, channelID, strings.ToLower(string(input.Mode)), deref(input.AgentID))
@@ -248,6 +280,9 @@ func (r *queryResolver) Events(ctx context.Context, after *string, limit *int) (
 	if err != nil {
 		return nil, err
 	}
+	if err := noEmpty(optionalMember{"after", after}); err != nil {
+		return nil, err
+	}
 	lim := 0
 	if limit != nil {
 		lim = *limit
@@ -340,6 +375,8 @@ func (r *threadMovedEventResolver) Thread(ctx context.Context, obj *model.Thread
 
 func (r *Resolver) ChannelEvent() generated.ChannelEventResolver { return &channelEventResolver{r} }
 
+func (r *Resolver) Message() generated.MessageResolver { return &messageResolver{r} }
+
 func (r *Resolver) MessageEvent() generated.MessageEventResolver { return &messageEventResolver{r} }
 
 func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }
@@ -360,6 +397,7 @@ func (r *Resolver) ThreadMovedEvent() generated.ThreadMovedEventResolver {
 
 type (
 	channelEventResolver         struct{ *Resolver }
+	messageResolver              struct{ *Resolver }
 	messageEventResolver         struct{ *Resolver }
 	mutationResolver             struct{ *Resolver }
 	runStateChangedEventResolver struct{ *Resolver }

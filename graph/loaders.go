@@ -10,6 +10,7 @@ import (
 
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -35,6 +36,9 @@ type Loaders struct {
 	// OwnRuns loads runs of the calling agent named in its stream: one
 	// statement for a page of events.
 	OwnRuns *dataloader.Loader[string, runs.Run]
+	// StartedThreads loads, by message id, the id of the thread the message
+	// started ("" for none): one statement for a page of messages.
+	StartedThreads *dataloader.Loader[string, string]
 }
 
 // holderKey asks whether Person has trigger on the channel path Channel.
@@ -54,6 +58,7 @@ type Sources struct {
 	Identity *identity.Service
 	Holders  authz.TriggerHolders
 	Runs     *runs.Service
+	Chat     *chat.Service
 }
 
 type loadersKey struct{}
@@ -109,6 +114,18 @@ func NewLoaders(src Sources) *Loaders {
 		}
 		return out
 	}, dataloader.WithWait[holderKey, bool](time.Millisecond))
+	l.StartedThreads = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[string] {
+		found, err := src.Chat.StartedThreadIDs(ctx, keys)
+		out := make([]*dataloader.Result[string], len(keys))
+		for i, k := range keys {
+			if err != nil {
+				out[i] = &dataloader.Result[string]{Error: problem.Internal(err)}
+				continue
+			}
+			out[i] = &dataloader.Result[string]{Data: found[k]}
+		}
+		return out
+	}, dataloader.WithWait[string, string](time.Millisecond))
 	l.Delivered = dataloader.NewBatchedLoader(func(ctx context.Context, keys []deliveredKey) []*dataloader.Result[bool] {
 		out := make([]*dataloader.Result[bool], len(keys))
 		type scope struct{ session, run string }

@@ -93,6 +93,9 @@ func (r *mutationResolver) FinishRun(ctx context.Context, id string, input model
 	if err != nil {
 		return nil, err
 	}
+	if err := noEmpty(optionalMember{"/reason", input.Reason}); err != nil {
+		return nil, err
+	}
 	run, err := r.Runs.Finish(ctx, p, id, strings.ToLower(string(input.Outcome)), deref(input.Reason))
 	if err != nil {
 		return nil, err
@@ -162,6 +165,9 @@ func (r *queryResolver) Run(ctx context.Context, id string) (*model.Run, error) 
 func (r *queryResolver) AgentEvents(ctx context.Context, after *string, waitSeconds *int) (*model.AgentEventPage, error) {
 	p, err := caller(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := noEmpty(optionalMember{"after", after}); err != nil {
 		return nil, err
 	}
 	var wait time.Duration

@@ -99,12 +99,25 @@ type adminEnv struct {
 	close func()
 }
 
-func openAdmin(ctx context.Context, c *common) (*adminEnv, error) {
+// adminFlags are the flags every admin command shares: --config and
+// --data (the folder of a running bothy dev, whose database is used when
+// database.url is empty).
+type adminFlags struct {
+	*common
+	data *string
+}
+
+func newAdminFlags(name, summary string, stderr io.Writer) *adminFlags {
+	c := newFlags(name, summary+"\nWhen database.url is empty it uses the database of the bothy dev running on --data.", stderr)
+	return &adminFlags{common: c, data: c.withDevData()}
+}
+
+func openAdmin(ctx context.Context, c *adminFlags) (*adminEnv, error) {
 	cfg, err := c.load()
 	if err != nil {
 		return nil, err
 	}
-	url, err := needURL(cfg)
+	url, err := databaseURL(cfg, *c.data)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +173,7 @@ func printJSON(w io.Writer, v any) error {
 }
 
 func adminCreateOwner(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("admin create-owner", "Creates an active owner on a migrated database (empty or not) and prints a new session token for them once.", stderr)
+	c := newAdminFlags("admin create-owner", "Creates an active owner on a migrated database (empty or not) and prints a new session token for them once.", stderr)
 	handle := c.fs.String("handle", "", "handle of the owner (required)")
 	name := c.fs.String("display-name", "", "display name (required)")
 	email := c.fs.String("email", "", "e-mail address")
@@ -188,7 +201,7 @@ func adminCreateOwner(ctx context.Context, args []string, stdout, stderr io.Writ
 }
 
 func adminPrincipalCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("admin principal create", "Creates a person, agent or app. Agents and apps get their first token, printed once.", stderr)
+	c := newAdminFlags("admin principal create", "Creates a person, agent or app. Agents and apps get their first token, printed once.", stderr)
 	kind := c.fs.String("kind", "", "user, agent or app (required)")
 	handle := c.fs.String("handle", "", "handle (required)")
 	name := c.fs.String("display-name", "", "display name (required)")
@@ -227,7 +240,7 @@ func adminPrincipalCreate(ctx context.Context, args []string, stdout, stderr io.
 
 // openFor opens the admin service for a command about the principal named
 // by --handle (required) and resolves it.
-func openFor(ctx context.Context, c *common, handle string) (*adminEnv, identity.Principal, error) {
+func openFor(ctx context.Context, c *adminFlags, handle string) (*adminEnv, identity.Principal, error) {
 	if strings.TrimSpace(handle) == "" {
 		return nil, identity.Principal{}, usagef("--handle is required")
 	}
@@ -247,7 +260,7 @@ func openFor(ctx context.Context, c *common, handle string) (*adminEnv, identity
 }
 
 func adminPrincipalStatus(ctx context.Context, verb string, st identity.Status, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("admin principal "+verb, "Sets the principal's status to "+string(st)+".", stderr)
+	c := newAdminFlags("admin principal "+verb, "Sets the principal's status to "+string(st)+".", stderr)
 	handle := c.fs.String("handle", "", "handle of the principal (required)")
 	if err := parseStrict(c.fs, args); err != nil {
 		return err
@@ -266,7 +279,7 @@ func adminPrincipalStatus(ctx context.Context, verb string, st identity.Status, 
 }
 
 func adminPrincipalList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("admin principal list", "Lists every person, agent and app in creation order.", stderr)
+	c := newAdminFlags("admin principal list", "Lists every person, agent and app in creation order.", stderr)
 	asJSON := c.fs.Bool("json", false, "print a JSON array")
 	if err := parseStrict(c.fs, args); err != nil {
 		return err
@@ -315,7 +328,7 @@ func adminPrincipalList(ctx context.Context, args []string, stdout, stderr io.Wr
 }
 
 func adminTokenCreate(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
-	c := newFlags(name, "Issues a token for the principal with --handle and prints it once; only its hash is stored.", stderr)
+	c := newAdminFlags(name, "Issues a token for the principal with --handle and prints it once; only its hash is stored.", stderr)
 	handle := c.fs.String("handle", "", "handle of the principal (required)")
 	label := c.fs.String("label", "issued by bothy admin token create", "label stored with the token")
 	ttl := c.fs.Duration("ttl", 0, "lifetime of the token, e.g. 720h (default: token.default_ttl; 0 means no expiry; negative is refused)")
@@ -354,7 +367,7 @@ func adminTokenCreate(ctx context.Context, name string, args []string, stdout, s
 }
 
 func adminTokenList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("admin token list", "Lists the tokens of the principal with --handle (never their secrets).", stderr)
+	c := newAdminFlags("admin token list", "Lists the tokens of the principal with --handle (never their secrets).", stderr)
 	handle := c.fs.String("handle", "", "handle of the principal (required)")
 	asJSON := c.fs.Bool("json", false, "print a JSON array")
 	if err := parseStrict(c.fs, args); err != nil {
@@ -400,7 +413,7 @@ func adminTokenList(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func adminTokenRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("admin token revoke", "Revokes the token with --id (its id, not its secret).", stderr)
+	c := newAdminFlags("admin token revoke", "Revokes the token with --id (its id, not its secret).", stderr)
 	id := c.fs.String("id", "", "id of the token (required)")
 	if err := parseStrict(c.fs, args); err != nil {
 		return err

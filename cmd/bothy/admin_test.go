@@ -15,20 +15,20 @@ import (
 	"bothy.example.com/bothy/internal/apitest"
 )
 
-// lockedBuffer is a bytes.Buffer safe for a command running in a
+// outputBuffer is a bytes.Buffer safe for a command running in a
 // goroutine while the test reads it.
-type lockedBuffer struct {
+type outputBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *outputBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *outputBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
@@ -90,7 +90,7 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 
 	// bothy serve on a database without an owner says how to make one.
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr lockedBuffer
+	var stdout, stderr outputBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr) }()
 	deadline := time.Now().Add(60 * time.Second)

@@ -26,6 +26,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgcluster"
 	"bothy.example.com/bothy/internal/platform/version"
+	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/server"
 	"bothy.example.com/bothy/internal/world"
 )
@@ -36,17 +37,20 @@ Usage:
   bothy serve   [--config FILE] [--addr HOST:PORT]     run the server on database.url
   bothy dev     [--config FILE] [--addr HOST:PORT] [--data DIR]
                                                         run the server on the embedded development database
-  bothy migrate [--config FILE]                         apply pending migrations to database.url
-  bothy migrate status [--config FILE]                  list applied and pending migrations of database.url
-  bothy seed    [--config FILE] [--json]                build the example world on database.url
+  bothy migrate [--config FILE] [--data DIR]            apply pending migrations to database.url
+  bothy migrate status [--config FILE] [--data DIR]     list applied and pending migrations of database.url
+  bothy seed    [--config FILE] [--data DIR] [--json]   build the example world on database.url
   bothy admin ...                                       administer on database.url: create-owner, principal create|disable|enable|list,
                                                         token create|list|revoke (bothy admin --help)
-  bothy token create --handle H [--config FILE] [--label L] [--ttl D]
+  bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H (= bothy admin token create)
   bothy config markdown                                 print docs/configuration.md
   bothy version                                         print the version and VCS revision (also --version)
   bothy agent run --token T --server URL [--once] [--model echo|openai --base-url URL --model-name NAME]
                                                         run the reference agent adapter for the agent of token T
+
+migrate, seed and token create use the database of a running bothy dev (found
+through its data folder, --data, default .bothy-dev) when database.url is empty.
 
 Run "bothy <command> --help" for the flags of a command.
 `
@@ -98,17 +102,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "admin":
 		return cmdAdmin(ctx, args[1:], stdout, stderr)
 	case "token":
+		if len(args) >= 2 && isHelp(args[1]) {
+			fmt.Fprint(stdout, "Usage: bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]\n\nRun \"bothy token create --help\" for its flags.\n")
+			return nil
+		}
 		if len(args) < 2 || args[1] != "create" {
 			return usagef("usage: bothy token create --handle H")
 		}
 		return adminTokenCreate(ctx, "token create", args[2:], stdout, stderr)
 	case "agent":
+		if len(args) >= 2 && isHelp(args[1]) {
+			fmt.Fprint(stdout, "Usage: bothy agent run --token T --server URL [--once] [--model echo]\n\nRun \"bothy agent run --help\" for its flags.\n")
+			return nil
+		}
 		if len(args) < 2 || args[1] != "run" {
 			return errors.New("usage: bothy agent run --token T --server URL [--once] [--model echo|openai --base-url URL --model-name NAME]")
 		}
 		return cmdAgentRun(ctx, args[2:], stderr)
 	case "config":
-		if len(args) < 2 || args[1] != "markdown" {
+		if len(args) >= 2 && isHelp(args[1]) || len(args) >= 3 && args[1] == "markdown" && isHelp(args[2]) {
+			fmt.Fprint(stdout, "Usage: bothy config markdown\n\nPrints the reference of every configuration key (docs/configuration.md) as Markdown.\n")
+			return nil
+		}
+		if len(args) != 2 || args[1] != "markdown" {
 			return errors.New("usage: bothy config markdown")
 		}
 		fmt.Fprint(stdout, config.Markdown())
@@ -116,6 +132,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	default:
 		return usageError{fmt.Sprintf("unknown command %q\n\n%s", args[0], usage)}
 	}
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
 }
 
 // common flags of the commands that read the configuration.
@@ -182,15 +203,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
-	return serveOn(ctx, cfg, url, stdout, stderr, nil)
+	return serveOn(ctx, cfg, url, stdout, stderr, nil, nil)
 }
 
 // serveOn migrates the database at url (unless database.auto_migrate is
 // off), assembles the server and serves until ctx ends, then drains. Every
 // line it writes to stderr is JSON through the configured logger, which is
 // also the process's default logger, so library and net/http messages come
-// out the same way. announce, when set, runs once the listener is open.
-func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr io.Writer, announce func(base string)) error {
+// out the same way. announce, when set, runs once the listener is open;
+// actAs are the principals the playground offers (bothy dev only).
+func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr io.Writer, announce func(base string), actAs []playground.Principal) error {
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
 		return err
@@ -198,7 +220,7 @@ func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr
 	slog.SetDefault(log)
 	stopHUP := ignoreHangup(log)
 	defer stopHUP()
-	if err := serveLogged(ctx, cfg, url, log, stdout, announce); err != nil {
+	if err := serveLogged(ctx, cfg, url, log, stdout, announce, actAs); err != nil {
 		log.Error("stopped", "error", err.Error(), "exit_code", 1)
 		return loggedError{err}
 	}
@@ -226,7 +248,7 @@ func ignoreHangup(log *slog.Logger) (stop func()) {
 	return func() { signal.Stop(hup); close(done) }
 }
 
-func serveLogged(ctx context.Context, cfg *config.Config, url string, log *slog.Logger, stdout io.Writer, announce func(base string)) error {
+func serveLogged(ctx context.Context, cfg *config.Config, url string, log *slog.Logger, stdout io.Writer, announce func(base string), actAs []playground.Principal) error {
 	in := version.Get()
 	log.Info("starting", "version", in.Version, "revision", in.Revision, "go_version", in.GoVersion)
 	if cfg.Bool(config.DatabaseAutoMigrate) {
@@ -251,7 +273,7 @@ func serveLogged(ctx context.Context, cfg *config.Config, url string, log *slog.
 		log.Warn("the database schema is behind this binary; /readyz answers migrations_pending until bothy migrate runs",
 			"schema_version", schema, "needed_version", need)
 	}
-	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: log})
+	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: log, PlaygroundActAs: actAs})
 	if err != nil {
 		return err
 	}
@@ -268,15 +290,18 @@ func serveLogged(ctx context.Context, cfg *config.Config, url string, log *slog.
 	if announce != nil {
 		announce(base)
 	} else {
-		fmt.Fprintf(stdout, "Bothy listens on %s\n  playground  %s/\n  GraphQL     %s/graphql\n  REST        %s/api/v1/ (OpenAPI: %s/api/openapi.yaml)\n", base, base, base, base, base)
+		fmt.Fprintf(stdout, "Bothy listens on %s\n  playground  %s/\n  GraphQL     %s/graphql\n  REST        %s/api/v1 (OpenAPI: %s/api/openapi.yaml)\n", base, base, base, base, base)
 	}
 	return srv.Serve(ctx, ln)
 }
 
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("dev", "Runs the development server. Without database.url it starts an embedded PostgreSQL from the\nserver binaries on this machine, keeping its data in --data, and seeds the example world once.", stderr)
+	c := newFlags("dev", "Runs the development server. Without database.url it starts an embedded PostgreSQL from the\n"+
+		"server binaries on this machine, keeping its data in --data, and seeds the example world once.\n"+
+		"While it runs, migrate, seed and token create with the same --data use its database.\n"+
+		"Only one bothy dev runs on a data folder at a time; Ctrl-C stops it (exit status 0).", stderr)
 	addr := c.fs.String("addr", "", "listen address HOST:PORT (default: server.addr)")
-	data := c.fs.String("data", ".bothy-dev", "folder of the embedded database and of world.json")
+	data := c.fs.String("data", defaultDevData, "folder of the embedded database, world.json and the running server's database.url")
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
 	}
@@ -292,6 +317,13 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
+	// One dev server per data folder: a second start answers what to do and
+	// never touches the running server or its database.
+	lock, err := lockDevData(*data)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	url := cfg.String(config.DatabaseURL)
@@ -305,6 +337,11 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		url = cluster.URL("bothy")
+		removeURL, err := writeDevURL(*data, url)
+		if err != nil {
+			return err
+		}
+		defer removeURL()
 	}
 	if err := db.Migrate(ctx, url); err != nil {
 		return err
@@ -315,16 +352,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return serveOn(ctx, cfg, url, stdout, stderr, func(base string) {
-		fmt.Fprintf(stdout, "Bothy development server on %s\n", base)
-		fmt.Fprintf(stdout, "  playground  %s/   (set the header Authorization: Bearer <token>)\n", base)
-		fmt.Fprintf(stdout, "  GraphQL     %s/graphql\n  REST        %s/api/v1/   OpenAPI %s/api/openapi.yaml\n", base, base, base)
-		fmt.Fprintf(stdout, "  world       %s\n\nTokens of the example world:\n", worldFile)
-		for _, h := range []string{"robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"} {
-			if p, ok := w.Principals[h]; ok {
-				fmt.Fprintf(stdout, "  %-8s %-5s %s\n", h, p.Kind, p.Token)
-			}
-		}
-	})
+		lock.announce(base)
+		printBanner(stdout, base, url, worldFile, w)
+	}, actAs(w))
 }
 
 // ensureDatabase creates database name on the server at adminURL if absent.
@@ -388,7 +418,8 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if status {
 		name, summary = "migrate status", "Lists the migrations of this binary, applied or pending, on the database of database.url."
 	}
-	c := newFlags(name, summary, stderr)
+	c := newFlags(name, summary+"\nWhen database.url is empty it uses the database of the bothy dev running on --data.", stderr)
+	data := c.withDevData()
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -404,7 +435,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	url, err := needURL(cfg)
+	url, err := databaseURL(cfg, *data)
 	if err != nil {
 		return err
 	}
@@ -439,8 +470,11 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newFlags("seed", "Builds the example world on the database of database.url (migrating it first) through the admin\noperations. On a database that already holds the world it says so and changes nothing.", stderr)
+	c := newFlags("seed", "Builds the example world on the database of database.url (migrating it first) through the admin\n"+
+		"operations. On a database that already holds the world it says so and changes nothing.\n"+
+		"When database.url is empty it uses the database of the bothy dev running on --data.", stderr)
 	asJSON := c.fs.Bool("json", false, "print the world's ids and tokens as JSON")
+	data := c.withDevData()
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
 	}
@@ -448,7 +482,7 @@ func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	url, err := needURL(cfg)
+	url, err := databaseURL(cfg, *data)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ type ResolverRoot interface {
 	AgentFollowupEvent() AgentFollowupEventResolver
 	AgentInvocationEvent() AgentInvocationEventResolver
 	ChannelEvent() ChannelEventResolver
+	Message() MessageResolver
 	MessageEvent() MessageEventResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
@@ -183,6 +184,7 @@ type ComplexityRoot struct {
 		Origin           func(childComplexity int) int
 		ReplyToMessageID func(childComplexity int) int
 		RunID            func(childComplexity int) int
+		StartedThread    func(childComplexity int) int
 		SystemCode       func(childComplexity int) int
 		ThreadID         func(childComplexity int) int
 		ThreadSeq        func(childComplexity int) int
@@ -479,6 +481,9 @@ type AgentInvocationEventResolver interface {
 }
 type ChannelEventResolver interface {
 	Channel(ctx context.Context, obj *model.ChannelEvent) (*model.Channel, error)
+}
+type MessageResolver interface {
+	StartedThread(ctx context.Context, obj *model.Message) (*model.Thread, error)
 }
 type MessageEventResolver interface {
 	Message(ctx context.Context, obj *model.MessageEvent) (*model.Message, error)
@@ -1154,6 +1159,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Message.RunID(childComplexity), true
+	case "Message.startedThread":
+		if e.ComplexityRoot.Message.StartedThread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.StartedThread(childComplexity), true
 	case "Message.systemCode":
 		if e.ComplexityRoot.Message.SystemCode == nil {
 			break
@@ -2986,6 +2997,7 @@ enum TargetKind {
 type Space {
   id: ID!
   name: String!
+  "The agent that answers in channels of mode inherit; null when the space has none."
   defaultOperatorAgentId: ID
   archived: Boolean!
 }
@@ -3004,6 +3016,7 @@ type Channel {
   kind: ChannelKind!
   archived: Boolean!
   operatorMode: OperatorMode!
+  "The agent named by operatorMode AGENT; null for the other modes."
   operatorAgentId: ID
   "The agent that answers in this channel now (mode, or the space's default for inherit)."
   effectiveOperatorId: ID
@@ -3016,9 +3029,13 @@ type Thread {
   id: ID!
   channelId: ID!
   kind: ThreadKind!
+  "The message this thread was started on; null for a main thread and a thread started without one."
   parentMessageId: ID
+  "The agent fixed as this thread's operator (a trigger's new thread); null when the channel's operator applies."
   operatorAgentId: ID
+  "Null when the thread has no title."
   title: String
+  "How the title came about; null when there is no title."
   titleSource: TitleSource
   createdBy: ID!
   state: ThreadState!
@@ -3064,22 +3081,34 @@ type Message {
   contentMd: String!
   "True only when a history list cut the content."
   contentTruncated: Boolean
+  "The message this one answers; null when it answers none."
   replyToMessageId: ID
   mentions: [PrincipalRef!]!
   attachments: [Attachment!]!
+  "What this message set in motion; null when it addressed no agent (and always for agents' and apps' messages)."
   triggerState: TriggerState
+  "Why a trigger failed (with triggerState FAILED); null otherwise."
   triggerReason: String
+  "The code of a system message; null for every other kind."
   systemCode: String
+  "The run of a run message (kind RUN, a run's anchor in its thread); null for every other message (a trigger leads to its run's thread through startedThread)."
   runId: ID
   "True only for a tombstone."
   deleted: Boolean
   createdAt: Time!
+  """
+  The thread this message started: the new thread of a trigger, or a thread
+  opened on the message (parentMessageId). Null when the message started
+  none, or when the reader may not read that thread.
+  """
+  startedThread: Thread
 }
 
 input MessageCreate {
   clientMsgId: String!
   contentMd: String!
   kind: MessageCreateKind
+  "The message this one answers; omit it or send null for none (an empty string is refused)."
   replyToMessageId: ID
   "Agents only: the run this answer belongs to."
   runId: ID
@@ -3092,7 +3121,9 @@ type MessageResult {
 }
 
 input ThreadCreate {
+  "Omit it or send null for no title (an empty string is refused)."
   title: String
+  "The message to start the thread on; omit it or send null for none."
   parentMessageId: ID
   firstMessage: MessageCreate!
 }
@@ -3110,8 +3141,10 @@ type Grant {
   targetKind: TargetKind!
   targetId: ID!
   level: GrantLevel!
+  "When the grant ends by itself; null for no end."
   expiresAt: Time
   createdAt: Time!
+  "When the grant was revoked; null while it is not."
   revokedAt: Time
 }
 
@@ -3121,11 +3154,13 @@ input GrantCreate {
   targetKind: TargetKind!
   targetId: ID!
   level: GrantLevel!
+  "When the grant ends by itself; omit it or send null for no end."
   expiresAt: Time
 }
 
 input OperatorSet {
   mode: OperatorMode!
+  "The agent, with mode AGENT only; omit it or send null for the other modes."
   agentId: ID
 }
 
@@ -3351,8 +3386,12 @@ type RunContextMessage {
 }
 
 extend type Run {
-  "The run's context (run.context.read: the run's own agent, active runs only)."
-  context: RunContext!
+  """
+  The run's context (run.context.read: the run's own agent, active runs only).
+  Null, with the refusal as an error at this field's path, when the reader may
+  not read it; the rest of the run still answers.
+  """
+  context: RunContext
 }
 `, BuiltIn: false},
 	{Name: "../../schema/runs.graphqls", Input: `enum RunState {
@@ -3391,6 +3430,7 @@ type AgentSession {
   agentId: ID!
   isCurrent: Boolean!
   started: Boolean!
+  "The adapter's own reference bound with bindAgentSession; null until one is bound."
   externalRef: String
   createdAt: Time!
 }
@@ -3409,15 +3449,21 @@ type Run {
   triggerKind: TriggerKind!
   thread: Thread!
   agent: PrincipalRef!
+  "The person whose message or action started the run; null when no person did."
   triggeredBy: PrincipalRef
+  "The message that started the run; null for a run not started by a message."
   triggeringMessageId: ID
+  "The message that started the run, when the reader may read it; null otherwise."
   triggeringMessage: Message
   session: RunSession!
   "True only while a cancel waits for the adapter's confirmation."
   cancelRequested: Boolean
   queuedAt: Time!
+  "Null until the agent started the run."
   startedAt: Time
+  "Null while the run has not ended."
   endedAt: Time
+  "Why the run ended (for example timeout, or the reason of finishRun); null while it runs and when no reason was given."
   endReason: String
   "The run's invocation: 1, one more each time an expired lease put it back to queued."
   attempt: Int!
@@ -3719,6 +3765,8 @@ func (ec *executionContext) childFields_Message(ctx context.Context, field graph
 		return ec.fieldContext_Message_deleted(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Message_createdAt(ctx, field)
+	case "startedThread":
+		return ec.fieldContext_Message_startedThread(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Message", field.Name)
 }
@@ -7369,6 +7417,38 @@ func (ec *executionContext) fieldContext_Message_createdAt(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Message", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Message_startedThread(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_startedThread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Message().StartedThread(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_startedThread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Message",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _MessageEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10597,10 +10677,10 @@ func (ec *executionContext) _Run_context(ctx context.Context, field graphql.Coll
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.RunContext) graphql.Marshaler {
-			return ec.marshalNRunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx, selections, v)
+			return ec.marshalORunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Run_context(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -15860,93 +15940,99 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 		case "id":
 			out.Values[i] = ec._Message_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "threadId":
 			out.Values[i] = ec._Message_threadId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "channelId":
 			out.Values[i] = ec._Message_channelId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "threadSeq":
 			out.Values[i] = ec._Message_threadSeq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "author":
 			out.Values[i] = ec._Message_author(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "origin":
 			out.Values[i] = ec._Message_origin(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "kind":
 			out.Values[i] = ec._Message_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "contentMd":
 			out.Values[i] = ec._Message_contentMd(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "contentTruncated":
 			out.Values[i] = ec._Message_contentTruncated(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "replyToMessageId":
 			out.Values[i] = ec._Message_replyToMessageId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "mentions":
 			out.Values[i] = ec._Message_mentions(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "attachments":
 			out.Values[i] = ec._Message_attachments(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "triggerState":
 			out.Values[i] = ec._Message_triggerState(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "triggerReason":
 			out.Values[i] = ec._Message_triggerReason(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "systemCode":
 			out.Values[i] = ec._Message_systemCode(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "runId":
 			out.Values[i] = ec._Message_runId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "deleted":
 			out.Values[i] = ec._Message_deleted(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "createdAt":
 			out.Values[i] = ec._Message_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "startedThread":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Message_startedThread(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16803,7 +16889,7 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			}
 		case "context":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
+				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Run_context(ctx, field, obj)
 				})
@@ -18623,14 +18709,6 @@ func (ec *executionContext) marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraph
 	return ec._Run(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNRunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx context.Context, sel ast.SelectionSet, v *model.RunContext) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "RunContext!")
-		return graphql.Null
-	}
-	return ec._RunContext(ctx, sel, v)
-}
-
 func (ec *executionContext) marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -19211,6 +19289,13 @@ func (ec *executionContext) marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraph
 		return graphql.Null
 	}
 	return ec._Run(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORunContext2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContext(ctx context.Context, sel ast.SelectionSet, v *model.RunContext) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RunContext(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalORunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {

@@ -39,11 +39,12 @@ type AgentEventPage struct {
 
 // The agent's conversation in a thread.
 type AgentSession struct {
-	ID          string    `json:"id"`
-	ThreadID    string    `json:"threadId"`
-	AgentID     string    `json:"agentId"`
-	IsCurrent   bool      `json:"isCurrent"`
-	Started     bool      `json:"started"`
+	ID        string `json:"id"`
+	ThreadID  string `json:"threadId"`
+	AgentID   string `json:"agentId"`
+	IsCurrent bool   `json:"isCurrent"`
+	Started   bool   `json:"started"`
+	// The adapter's own reference bound with bindAgentSession; null until one is bound.
 	ExternalRef *string   `json:"externalRef,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
 }
@@ -60,13 +61,14 @@ type Attachment struct {
 }
 
 type Channel struct {
-	ID              string       `json:"id"`
-	SpaceID         string       `json:"spaceId"`
-	Name            string       `json:"name"`
-	Kind            ChannelKind  `json:"kind"`
-	Archived        bool         `json:"archived"`
-	OperatorMode    OperatorMode `json:"operatorMode"`
-	OperatorAgentID *string      `json:"operatorAgentId,omitempty"`
+	ID           string       `json:"id"`
+	SpaceID      string       `json:"spaceId"`
+	Name         string       `json:"name"`
+	Kind         ChannelKind  `json:"kind"`
+	Archived     bool         `json:"archived"`
+	OperatorMode OperatorMode `json:"operatorMode"`
+	// The agent named by operatorMode AGENT; null for the other modes.
+	OperatorAgentID *string `json:"operatorAgentId,omitempty"`
 	// The agent that answers in this channel now (mode, or the space's default for inherit).
 	EffectiveOperatorID *string          `json:"effectiveOperatorId,omitempty"`
 	Switches            *ChannelSwitches `json:"switches"`
@@ -113,9 +115,11 @@ type Grant struct {
 	TargetKind  TargetKind  `json:"targetKind"`
 	TargetID    string      `json:"targetId"`
 	Level       GrantLevel  `json:"level"`
-	ExpiresAt   *time.Time  `json:"expiresAt,omitempty"`
-	CreatedAt   time.Time   `json:"createdAt"`
-	RevokedAt   *time.Time  `json:"revokedAt,omitempty"`
+	// When the grant ends by itself; null for no end.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	// When the grant was revoked; null while it is not.
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
 type GrantCreate struct {
@@ -124,7 +128,8 @@ type GrantCreate struct {
 	TargetKind  TargetKind  `json:"targetKind"`
 	TargetID    string      `json:"targetId"`
 	Level       GrantLevel  `json:"level"`
-	ExpiresAt   *time.Time  `json:"expiresAt,omitempty"`
+	// When the grant ends by itself; omit it or send null for no end.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
 // A named set of people that grants can name.
@@ -146,24 +151,34 @@ type Message struct {
 	Kind      MessageKind   `json:"kind"`
 	ContentMd string        `json:"contentMd"`
 	// True only when a history list cut the content.
-	ContentTruncated *bool           `json:"contentTruncated,omitempty"`
+	ContentTruncated *bool `json:"contentTruncated,omitempty"`
+	// The message this one answers; null when it answers none.
 	ReplyToMessageID *string         `json:"replyToMessageId,omitempty"`
 	Mentions         []*PrincipalRef `json:"mentions"`
 	Attachments      []*Attachment   `json:"attachments"`
-	TriggerState     *TriggerState   `json:"triggerState,omitempty"`
-	TriggerReason    *string         `json:"triggerReason,omitempty"`
-	SystemCode       *string         `json:"systemCode,omitempty"`
-	RunID            *string         `json:"runId,omitempty"`
+	// What this message set in motion; null when it addressed no agent (and always for agents' and apps' messages).
+	TriggerState *TriggerState `json:"triggerState,omitempty"`
+	// Why a trigger failed (with triggerState FAILED); null otherwise.
+	TriggerReason *string `json:"triggerReason,omitempty"`
+	// The code of a system message; null for every other kind.
+	SystemCode *string `json:"systemCode,omitempty"`
+	// The run of a run message (kind RUN, a run's anchor in its thread); null for every other message (a trigger leads to its run's thread through startedThread).
+	RunID *string `json:"runId,omitempty"`
 	// True only for a tombstone.
 	Deleted   *bool     `json:"deleted,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+	// The thread this message started: the new thread of a trigger, or a thread
+	// opened on the message (parentMessageId). Null when the message started
+	// none, or when the reader may not read that thread.
+	StartedThread *Thread `json:"startedThread,omitempty"`
 }
 
 type MessageCreate struct {
-	ClientMsgID      string             `json:"clientMsgId"`
-	ContentMd        string             `json:"contentMd"`
-	Kind             *MessageCreateKind `json:"kind,omitempty"`
-	ReplyToMessageID *string            `json:"replyToMessageId,omitempty"`
+	ClientMsgID string             `json:"clientMsgId"`
+	ContentMd   string             `json:"contentMd"`
+	Kind        *MessageCreateKind `json:"kind,omitempty"`
+	// The message this one answers; omit it or send null for none (an empty string is refused).
+	ReplyToMessageID *string `json:"replyToMessageId,omitempty"`
 	// Agents only: the run this answer belongs to.
 	RunID *string `json:"runId,omitempty"`
 }
@@ -184,8 +199,9 @@ type Mutation struct {
 }
 
 type OperatorSet struct {
-	Mode    OperatorMode `json:"mode"`
-	AgentID *string      `json:"agentId,omitempty"`
+	Mode OperatorMode `json:"mode"`
+	// The agent, with mode AGENT only; omit it or send null for the other modes.
+	AgentID *string `json:"agentId,omitempty"`
 }
 
 // A person, agent or app as the authenticated caller sees itself.
@@ -259,8 +275,9 @@ type RunSession struct {
 }
 
 type Space struct {
-	ID                     string  `json:"id"`
-	Name                   string  `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// The agent that answers in channels of mode inherit; null when the space has none.
 	DefaultOperatorAgentID *string `json:"defaultOperatorAgentId,omitempty"`
 	Archived               bool    `json:"archived"`
 }
@@ -280,23 +297,29 @@ type SpacePatch struct {
 }
 
 type Thread struct {
-	ID              string       `json:"id"`
-	ChannelID       string       `json:"channelId"`
-	Kind            ThreadKind   `json:"kind"`
-	ParentMessageID *string      `json:"parentMessageId,omitempty"`
-	OperatorAgentID *string      `json:"operatorAgentId,omitempty"`
-	Title           *string      `json:"title,omitempty"`
-	TitleSource     *TitleSource `json:"titleSource,omitempty"`
-	CreatedBy       string       `json:"createdBy"`
-	State           ThreadState  `json:"state"`
-	LastSeq         int          `json:"lastSeq"`
-	CreatedAt       time.Time    `json:"createdAt"`
+	ID        string     `json:"id"`
+	ChannelID string     `json:"channelId"`
+	Kind      ThreadKind `json:"kind"`
+	// The message this thread was started on; null for a main thread and a thread started without one.
+	ParentMessageID *string `json:"parentMessageId,omitempty"`
+	// The agent fixed as this thread's operator (a trigger's new thread); null when the channel's operator applies.
+	OperatorAgentID *string `json:"operatorAgentId,omitempty"`
+	// Null when the thread has no title.
+	Title *string `json:"title,omitempty"`
+	// How the title came about; null when there is no title.
+	TitleSource *TitleSource `json:"titleSource,omitempty"`
+	CreatedBy   string       `json:"createdBy"`
+	State       ThreadState  `json:"state"`
+	LastSeq     int          `json:"lastSeq"`
+	CreatedAt   time.Time    `json:"createdAt"`
 	// History by thread_seq, oldest first; content is cut at message.list_content_max_bytes.
 	Messages *MessagePage `json:"messages"`
 }
 
 type ThreadCreate struct {
-	Title           *string        `json:"title,omitempty"`
+	// Omit it or send null for no title (an empty string is refused).
+	Title *string `json:"title,omitempty"`
+	// The message to start the thread on; omit it or send null for none.
 	ParentMessageID *string        `json:"parentMessageId,omitempty"`
 	FirstMessage    *MessageCreate `json:"firstMessage"`
 }

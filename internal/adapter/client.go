@@ -86,9 +86,11 @@ func NewClient(serverURL, token string, opts ClientOptions) (*Client, error) {
 // Endpoint returns the GraphQL URL the client posts to.
 func (c *Client) Endpoint() string { return c.endpoint }
 
-// FieldError is one entry of extensions.fieldErrors: the input member
-// (JSON pointer) that was refused and why.
+// FieldError is one entry of extensions.fieldErrors: the input member that
+// was refused (Field, its argument path in the request, e.g. input.runId;
+// Pointer, the same member in a REST body) and why.
 type FieldError struct {
+	Field   string `json:"field"`
 	Pointer string `json:"pointer"`
 	Code    string `json:"code"`
 	Detail  string `json:"detail"`
@@ -101,7 +103,7 @@ type ErrorExtensions struct {
 	Reason            string       `json:"reason"`
 	Status            int          `json:"status"`
 	FieldErrors       []FieldError `json:"fieldErrors"`
-	RetryAfterSeconds string       `json:"retryAfterSeconds"`
+	RetryAfterSeconds int          `json:"retryAfterSeconds"`
 }
 
 // GraphQLError is one entry of a response's errors.
@@ -352,7 +354,7 @@ func codeForStatus(status int) string {
 // retryAfter reads the Retry-After header (seconds) or the error's
 // retryAfterSeconds.
 func retryAfter(resp *http.Response, e GraphQLError) time.Duration {
-	for _, s := range []string{resp.Header.Get("Retry-After"), e.Extensions.RetryAfterSeconds} {
+	for _, s := range []string{resp.Header.Get("Retry-After"), strconv.Itoa(e.Extensions.RetryAfterSeconds)} {
 		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
 			return time.Duration(n) * time.Second
 		}

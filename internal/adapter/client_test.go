@@ -53,7 +53,7 @@ func TestClientDecodesStrictly(t *testing.T) {
 
 func TestClientErrorsCarryExtensions(t *testing.T) {
 	c := answer(t, 200, "application/graphql-response+json",
-		`{"errors":[{"message":"Conflict","path":["createMessage"],"locations":[{"line":1,"column":2}],"extensions":{"code":"conflict","reason":"run_not_active","status":409,"fieldErrors":[{"pointer":"/run_id","code":"run_mismatch","detail":"d"}],"retryAfterSeconds":"3","later":true}}],"data":null}`,
+		`{"errors":[{"message":"Conflict","path":["createMessage"],"locations":[{"line":1,"column":2}],"extensions":{"code":"conflict","reason":"run_not_active","status":409,"fieldErrors":[{"field":"input.runId","pointer":"/run_id","code":"run_mismatch","detail":"d"}],"retryAfterSeconds":3,"later":true}}],"data":null}`,
 		nil)
 	_, err := c.CreateMessage(t.Context(), "t1", adapter.MessageCreate{ClientMsgID: "a", ContentMD: "x", RunID: "r1"})
 	var e *adapter.Error

@@ -358,14 +358,24 @@ type GQLError struct {
 	Extensions GQLErrExt `json:"extensions"`
 }
 
+// GQLFieldError is one invalid member of a GraphQL request: Field is the
+// argument path in the request (input.runId), Pointer the same member in
+// the REST body.
+type GQLFieldError struct {
+	Field   string `json:"field"`
+	Pointer string `json:"pointer"`
+	Code    string `json:"code"`
+	Detail  string `json:"detail"`
+}
+
 // GQLErrExt are the extensions Bothy puts on every GraphQL error.
 type GQLErrExt struct {
-	Code              string       `json:"code"`
-	Reason            string       `json:"reason"`
-	Status            int          `json:"status"`
-	FieldErrors       []FieldError `json:"fieldErrors"`
-	RetryAfterSeconds string       `json:"retryAfterSeconds"`
-	OldestCursor      string       `json:"oldestCursor"`
+	Code              string          `json:"code"`
+	Reason            string          `json:"reason"`
+	Status            int             `json:"status"`
+	FieldErrors       []GQLFieldError `json:"fieldErrors"`
+	RetryAfterSeconds int             `json:"retryAfterSeconds"`
+	OldestCursor      string          `json:"oldestCursor"`
 }
 
 // GQLResult is a raw GraphQL answer.

@@ -2,10 +2,12 @@
 // developers, from browser assets embedded in the binary: no CDN is used, so
 // the playground works on a machine without internet access.
 //
-// The page itself is gqlgen's GraphiQL template
-// (github.com/99designs/gqlgen/graphql/playground.Handler) pointed at local
-// copies of GraphiQL 4 and React 18, with the explorer plugin off and the
-// headers editor pre-filled with an Authorization header to edit.
+// The page (page.go) mounts local copies of GraphiQL 4 and React 18. It
+// keeps the developer's headers and tabs across reloads (GraphiQL's own
+// storage, never overridden by the page), introspects again when the
+// headers change, and opens on a first tab with a query that answers once a
+// token is set. In bothy dev it starts as the first example principal and
+// lists the others' tokens.
 //
 // Routes answered by (*Playground).ServeHTTP (GET and HEAD only):
 //
@@ -36,8 +38,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	gqlplayground "github.com/99designs/gqlgen/graphql/playground"
 )
 
 // AssetsPath is the URL path prefix under which the embedded GraphiQL and
@@ -49,10 +49,6 @@ const PagePath = "/playground"
 
 // Title is the title of the GraphiQL page.
 const Title = "Bothy GraphiQL"
-
-// defaultUIHeaders is what GraphiQL's headers editor shows on a first visit
-// (GraphiQL then keeps the developer's edits in local storage).
-var defaultUIHeaders = map[string]string{"Authorization": "Bearer <token>"}
 
 // The four embedded files. Their names are those under assets/ and under
 // AssetsPath; fetch-assets.sh copies them from node_modules.
@@ -93,19 +89,24 @@ type asset struct {
 }
 
 // New returns the playground for the GraphQL endpoint at endpoint, which is
-// a path on the same server ("/graphql") or an absolute URL. It reads the
+// a path on the same server ("/graphql") or an absolute URL, with opts (at
+// most one; bothy dev passes the example world's principals). It reads the
 // assets embedded in the binary and computes their SRI hashes once.
-func New(endpoint string) *Playground {
+func New(endpoint string, opts ...Options) *Playground {
 	sub, err := fs.Sub(assets, "assets")
 	if err != nil { // cannot happen: "assets" is a valid path
 		panic(fmt.Sprintf("playground: %v", err))
 	}
-	return newPlayground(sub, endpoint)
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	return newPlayground(sub, endpoint, o)
 }
 
 // newPlayground builds a Playground from the files at the root of fsys; the
 // tests use it to inject a fake or empty file system.
-func newPlayground(fsys fs.FS, endpoint string) *Playground {
+func newPlayground(fsys fs.FS, endpoint string, opts Options) *Playground {
 	p := &Playground{endpoint: endpoint}
 	found := make(map[string]*asset, len(assetNames))
 	for _, name := range assetNames {
@@ -125,7 +126,7 @@ func newPlayground(fsys fs.FS, endpoint string) *Playground {
 	}
 	if len(p.missing) == 0 {
 		p.assets = found
-		p.page = p.renderGraphiQL()
+		p.page = p.renderPage(opts)
 		p.pageCSP = graphiqlCSP(p.page, endpoint)
 	} else {
 		p.page = renderFallback(endpoint, p.missing)
@@ -211,46 +212,6 @@ func (p *Playground) serveAsset(w http.ResponseWriter, r *http.Request, name str
 func (p *Playground) assetURL(name string) string {
 	return AssetsPath + name + "?v=" + p.assets[name].version
 }
-
-// renderGraphiQL renders gqlgen's GraphiQL page once, pointed at the
-// embedded files. Plugin explorer is off, so the template names no URL but
-// the four given here and the endpoint.
-func (p *Playground) renderGraphiQL() []byte {
-	a := p.assets
-	h := gqlplayground.Handler(Title, p.endpoint,
-		gqlplayground.WithGraphiqlVersion(
-			p.assetURL(graphiqlJS), p.assetURL(graphiqlCSS),
-			a[graphiqlJS].sri, a[graphiqlCSS].sri),
-		gqlplayground.WithGraphiqlReactVersion(
-			p.assetURL(reactJS), p.assetURL(reactDOMJS),
-			a[reactJS].sri, a[reactDOMJS].sri),
-		gqlplayground.WithGraphiqlEnablePluginExplorer(false),
-		gqlplayground.WithGraphiqlUiHeaders(defaultUIHeaders),
-		gqlplayground.WithStoragePrefix("bothy:"),
-	)
-	var rec recorder
-	req, err := http.NewRequest(http.MethodGet, "/", nil)
-	if err != nil { // cannot happen: constant method and URL
-		panic(fmt.Sprintf("playground: %v", err))
-	}
-	h.ServeHTTP(&rec, req)
-	return rec.body.Bytes()
-}
-
-// recorder is the minimal http.ResponseWriter used to render the page once.
-type recorder struct {
-	header http.Header
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header {
-	if r.header == nil {
-		r.header = http.Header{}
-	}
-	return r.header
-}
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
-func (r *recorder) WriteHeader(int)             {}
 
 // inlineScript matches the page's inline <script> elements (those without
 // a src attribute), whose hashes the Content-Security-Policy allows.

@@ -47,6 +47,10 @@ func get(t *testing.T, h http.Handler, target string) (*http.Response, string) {
 // attrURL finds the URL-valued attributes of an HTML page.
 var attrURL = regexp.MustCompile(`(?i)\b(src|href|action|formaction|poster|srcset|data)\s*=\s*["']?([^"'\s>]*)`)
 
+// propOverride finds a headers or query prop of GraphiQL (one per line in
+// the page; defaultHeaders and defaultQuery do not match).
+var propOverride = regexp.MustCompile(`(?m)^\s*(headers|query)\s*:`)
+
 // integrityOf finds the integrity attribute following a src/href value.
 var integrityOf = regexp.MustCompile(`(?s)(?:src|href)="([^"]+)"\s*integrity="([^"]+)"`)
 
@@ -69,12 +73,20 @@ func TestPageReferencesOnlyLocalAssetsWithMatchingIntegrity(t *testing.T) {
 		if ct := res.Header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
 			t.Errorf("GET %s: Content-Type %q", path, ct)
 		}
-		// html/template writes the JS object with <, > as \u003c, \u003e.
-		if !strings.Contains(page, "GraphiQL") || !strings.Contains(page, `const uiHeaders = {"Authorization":"Bearer \u003ctoken\u003e"};`) {
-			t.Errorf("GET %s: not the GraphiQL page with the Authorization header:\n%s", path, page)
+		// html/template writes the JS string with <, > as \u003c, \u003e.
+		if !strings.Contains(page, "GraphiQL") || !strings.Contains(page, `defaultHeaders: "{\"Authorization\": \"Bearer \u003ctoken\u003e\"}"`) {
+			t.Errorf("GET %s: not the GraphiQL page with the Authorization header as default:\n%s", path, page)
 		}
-		if !strings.Contains(page, "isHeadersEditorEnabled: true") {
-			t.Errorf("GET %s: headers editor not enabled", path)
+		if !strings.Contains(page, "isHeadersEditorEnabled: true") || !strings.Contains(page, "shouldPersistHeaders: true") {
+			t.Errorf("GET %s: headers editor not enabled or not kept", path)
+		}
+		// headers: or query: would override what GraphiQL stored and open a
+		// new tab on every reload.
+		if propOverride.MatchString(page) {
+			t.Errorf("GET %s: the page overrides GraphiQL's stored headers or query", path)
+		}
+		if strings.Contains(page, "bothy_") {
+			t.Errorf("GET %s: a token in the page of bothy serve", path)
 		}
 
 		// Every URL attribute is one of the four local assets.
@@ -321,7 +333,7 @@ func TestFallbackWhenAssetsMissing(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := newPlayground(fsys, testEndpoint)
+			p := newPlayground(fsys, testEndpoint, Options{})
 			if p.HasAssets() {
 				t.Fatal("HasAssets() = true")
 			}
@@ -356,7 +368,7 @@ func TestInjectedAssetsAreServed(t *testing.T) {
 	for _, name := range assetNames {
 		fsys[name] = &fstest.MapFile{Data: []byte("/* " + name + " */")}
 	}
-	p := newPlayground(fsys, testEndpoint)
+	p := newPlayground(fsys, testEndpoint, Options{})
 	if !p.HasAssets() {
 		t.Fatalf("HasAssets() = false, missing %v", p.missing)
 	}
@@ -387,5 +399,22 @@ func TestHostRulesCatchCDNPage(t *testing.T) {
 	}
 	if cdnHost.MatchString("If you are using a CDN source (jsdelivr, unpkg, etc)") {
 		t.Error("cdnHost flags prose without a host")
+	}
+}
+
+// TestActAsOnlyWhenGiven: with ActAs (bothy dev) the first principal's token
+// is the default header and the first tab lists every principal; without it
+// no token is in the page.
+func TestActAsOnlyWhenGiven(t *testing.T) {
+	dev := New(testEndpoint, Options{ActAs: []Principal{{Handle: "alex", Kind: "user", Token: "bothy_s_alexalex"}, {Handle: "lotse", Kind: "agent", Token: "bothy_a_lotselotse"}}})
+	_, page := get(t, dev, "/")
+	for _, want := range []string{`Bearer bothy_s_alexalex`, `lotse    agent bothy_a_lotselotse`, "acts as alex"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("dev page lacks %q", want)
+		}
+	}
+	_, page = get(t, New(testEndpoint), "/")
+	if strings.Contains(page, "bothy_") || strings.Contains(page, "acts as") {
+		t.Fatal("the serve page offers principals")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vektah/gqlparser/v2"
@@ -237,22 +238,24 @@ func problemOf(msg string, ext map[string]any) *problem.Error {
 	}
 	p := problem.New(problem.Code(code), "")
 	p.Reason, _ = ext["reason"].(string)
-	if msg != p.Code.Title() {
+	fes, _ := ext["fieldErrors"].([]any)
+	// A message of the title and the field list was made by the GraphQL
+	// presenter from the field errors; REST lists them in errors[] instead.
+	if msg != p.Code.Title() && !(len(fes) > 0 && strings.HasPrefix(msg, p.Code.Title()+": ")) {
 		p.Detail = msg
 	}
-	if fes, ok := ext["fieldErrors"].([]any); ok {
-		for _, fe := range fes {
-			m, _ := fe.(map[string]any)
-			f := problem.FieldError{}
-			f.Pointer, _ = m["pointer"].(string)
-			f.Code, _ = m["code"].(string)
-			f.Detail, _ = m["detail"].(string)
-			p.Fields = append(p.Fields, f)
-		}
+	for _, fe := range fes {
+		m, _ := fe.(map[string]any)
+		f := problem.FieldError{}
+		f.Pointer, _ = m["pointer"].(string)
+		f.Code, _ = m["code"].(string)
+		f.Detail, _ = m["detail"].(string)
+		p.Fields = append(p.Fields, f)
 	}
 	p.OldestCursor, _ = ext["oldestCursor"].(string)
-	if ra, ok := ext["retryAfterSeconds"].(string); ok {
-		if n, err := strconv.Atoi(ra); err == nil {
+	// The answer is decoded with UseNumber.
+	if ra, ok := ext["retryAfterSeconds"].(json.Number); ok {
+		if n, err := ra.Int64(); err == nil && n > 0 {
 			p.RetryAfter = time.Duration(n) * time.Second
 		}
 	}

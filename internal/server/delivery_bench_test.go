@@ -116,7 +116,7 @@ func pollB(b *testing.B, env *apitest.Env, after string, wait int) ([]agentEvent
 		} `json:"agentEvents"`
 	}
 	res := env.GraphQL(env.World.Token("lotse"), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
-		map[string]any{"a": after, "w": wait}, &out)
+		map[string]any{"a": cursor(after), "w": wait}, &out)
 	if len(res.Errors) > 0 {
 		b.Fatalf("poll: %+v", res.Errors)
 	}

@@ -38,8 +38,8 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(extension.FixedComplexityLimit(cfg.Int(config.GraphQLComplexityLimit)))
-	srv.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit)})
-	srv.SetErrorPresenter(presenter(log))
+	srv.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit), IntrospectionMax: cfg.Int(config.GraphQLIntrospectionDepthLimit)})
+	srv.SetErrorPresenter(presenter(log, es.Schema()))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		noteOperation(ctx)
 		return next(ctx)
@@ -89,6 +89,7 @@ var requestErrorReasons = map[string]string{
 	"GRAPHQL_VALIDATION_FAILED": "graphql_validation_failed",
 	"COMPLEXITY_LIMIT_EXCEEDED": "complexity_limit_exceeded",
 	depthLimitCode:              "depth_limit_exceeded",
+	introspectionDepthLimitCode: "introspection_depth_limit_exceeded",
 	"PERSISTED_QUERY_NOT_FOUND": "persisted_query_not_found",
 }
 
@@ -96,7 +97,7 @@ var requestErrorReasons = map[string]string{
 // code, reason, status and fieldErrors like the REST problems. Internal
 // errors show a fixed message; their cause goes to the log with the
 // correlation id only.
-func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
+func presenter(log *slog.Logger, schema *ast.Schema) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 		var p *problem.Error
@@ -135,32 +136,37 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			ext["reason"] = p.Reason
 		}
 		if len(p.Fields) > 0 {
-			fe := make([]map[string]any, len(p.Fields))
-			for i, f := range p.Fields {
-				m := map[string]any{"pointer": f.Pointer, "code": f.Code}
-				if f.Detail != "" {
-					m["detail"] = f.Detail
-				}
-				fe[i] = m
-			}
+			fe := presentFields(ctx, schema, p.Fields)
 			ext["fieldErrors"] = fe
+			if p.Detail == "" {
+				msg = fieldErrorsMessage(msg, fe)
+			}
 		}
 		if p.OldestCursor != "" {
 			ext["oldestCursor"] = p.OldestCursor
 		}
 		if p.RetryAfter > 0 {
-			ext["retryAfterSeconds"] = httpx.RetrySeconds(p.RetryAfter)
+			ext["retryAfterSeconds"] = httpx.RetrySecondsInt(p.RetryAfter)
 		}
 		return &gqlerror.Error{Message: msg, Path: gqlErr.Path, Locations: gqlErr.Locations, Extensions: ext}
 	}
 }
 
-const depthLimitCode = "DEPTH_LIMIT_EXCEEDED"
+const (
+	depthLimitCode              = "DEPTH_LIMIT_EXCEEDED"
+	introspectionDepthLimitCode = "INTROSPECTION_DEPTH_LIMIT_EXCEEDED"
+)
 
 // DepthLimit refuses operations whose selection is deeper than Max (config
-// key graphql.depth_limit), counting fields through fragments.
+// key graphql.depth_limit), counting fields through fragments. The subtrees
+// of the introspection meta-fields __schema and __type do not count towards
+// Max: the standard introspection query that GraphiQL and code generators
+// send is 15 deep, deeper than any real query needs to be. Those subtrees
+// have their own bound, IntrospectionMax (graphql.introspection_depth_limit),
+// so ofType chains cannot be nested without end.
 type DepthLimit struct {
-	Max int
+	Max              int
+	IntrospectionMax int
 }
 
 var _ interface {
@@ -179,35 +185,53 @@ func (d DepthLimit) MutateOperationContext(ctx context.Context, oc *graphql.Oper
 	if oc.Operation == nil {
 		return nil
 	}
-	if depth := selectionDepth(oc.Operation.SelectionSet, 0); depth > d.Max {
-		err := gqlerror.Errorf("operation has depth %d, which exceeds the limit of %d", depth, d.Max)
+	var w depthWalk
+	w.walk(oc.Operation.SelectionSet, 0, false)
+	if d.IntrospectionMax > 0 && w.introspection > d.IntrospectionMax {
+		err := gqlerror.Errorf("introspection selection has depth %d, which exceeds the limit of %d (graphql.introspection_depth_limit)", w.introspection, d.IntrospectionMax)
+		err.Extensions = map[string]any{"code": introspectionDepthLimitCode}
+		return err
+	}
+	if w.data > d.Max {
+		err := gqlerror.Errorf("operation has depth %d, which exceeds the limit of %d (graphql.depth_limit)", w.data, d.Max)
 		err.Extensions = map[string]any{"code": depthLimitCode}
 		return err
 	}
 	return nil
 }
 
-// selectionDepth returns the deepest field nesting of set. seen guards
-// against fragment cycles, which validation already refuses.
-func selectionDepth(set ast.SelectionSet, level int) int {
-	deepest := level
+// depthWalk records the deepest field nesting of an operation, apart for
+// the introspection subtrees and the rest.
+type depthWalk struct {
+	data, introspection int
+}
+
+// isIntrospectionRoot reports whether name is a meta-field that opens an
+// introspection subtree (__typename is a leaf and counts as an ordinary one).
+func isIntrospectionRoot(name string) bool { return name == "__schema" || name == "__type" }
+
+// walk visits set at nesting level; inIntro is true below __schema/__type.
+// Fragment spreads are followed up to 64 levels, which bounds cycles
+// (validation refuses them anyway).
+func (w *depthWalk) walk(set ast.SelectionSet, level int, inIntro bool) {
 	for _, sel := range set {
-		var d int
 		switch s := sel.(type) {
 		case *ast.Field:
-			d = selectionDepth(s.SelectionSet, level+1)
+			intro := inIntro || isIntrospectionRoot(s.Name)
+			if intro {
+				w.introspection = max(w.introspection, level+1)
+			} else {
+				w.data = max(w.data, level+1)
+			}
+			w.walk(s.SelectionSet, level+1, intro)
 		case *ast.InlineFragment:
-			d = selectionDepth(s.SelectionSet, level)
+			w.walk(s.SelectionSet, level, inIntro)
 		case *ast.FragmentSpread:
 			if s.Definition != nil && level < 64 {
-				d = selectionDepth(s.Definition.SelectionSet, level)
+				w.walk(s.Definition.SelectionSet, level, inIntro)
 			}
 		}
-		if d > deepest {
-			deepest = d
-		}
 	}
-	return deepest
 }
 
 // overHTTP adapts gqlgen's status codes to the GraphQL-over-HTTP

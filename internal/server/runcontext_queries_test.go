@@ -55,6 +55,15 @@ func newThreadT(t testing.TB, env *apitest.Env) string {
 	return c.Thread["id"].(string)
 }
 
+// cursor is the after argument for a cursor: none (null) at the start, since
+// an empty string is refused like every empty optional input.
+func cursor(after string) any {
+	if after == "" {
+		return nil
+	}
+	return after
+}
+
 func pollTB(t testing.TB, env *apitest.Env, agent, after string, wait int) ([]agentEvent, string) {
 	var out struct {
 		AgentEvents struct {
@@ -63,7 +72,7 @@ func pollTB(t testing.TB, env *apitest.Env, agent, after string, wait int) ([]ag
 		} `json:"agentEvents"`
 	}
 	res := env.GraphQL(env.World.Token(agent), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
-		map[string]any{"a": after, "w": wait}, &out)
+		map[string]any{"a": cursor(after), "w": wait}, &out)
 	if len(res.Errors) > 0 {
 		t.Fatalf("poll: %+v", res.Errors)
 	}

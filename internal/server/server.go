@@ -59,6 +59,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Limiter defaults to in-process buckets sized by the config.
 	Limiter ratelimit.Limiter
+	// PlaygroundActAs are the principals the playground offers to act as,
+	// tokens included: bothy dev passes the example world's, bothy serve
+	// none.
+	PlaygroundActAs []playground.Principal
 }
 
 // Server is the assembled HTTP server.
@@ -144,7 +148,7 @@ func New(d Deps) (*Server, error) {
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)}}
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
-	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc}, newGraphQL(es, d.Config, d.Logger, metrics))
+	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}, newGraphQL(es, d.Config, d.Logger, metrics))
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
@@ -160,6 +164,7 @@ func New(d Deps) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", authed(overHTTP(gql)))
 	shim.Register(mux, authed)
+	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(apidoc.OpenAPI)
@@ -173,7 +178,7 @@ func New(d Deps) (*Server, error) {
 	} else {
 		s.metrics = httpx.ChainWith(promh, httpx.Options{Log: d.Logger, Proxies: proxies})
 	}
-	playground.New("/graphql").Register(mux)
+	playground.New("/graphql", playground.Options{ActAs: d.PlaygroundActAs}).Register(mux)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
 	}))

@@ -86,6 +86,7 @@ const (
 	GraphQLDepthLimit                  = "graphql.depth_limit"
 	GraphQLParserTokenLimit            = "graphql.parser_token_limit"
 	GraphQLIntrospection               = "graphql.introspection"
+	GraphQLIntrospectionDepthLimit     = "graphql.introspection_depth_limit"
 	HTTPMaxBodyBytes                   = "http.max_body_bytes"
 	LogLevel                           = "log.level"
 	TokenDefaultTTL                    = "token.default_ttl"
@@ -144,7 +145,8 @@ var Registry = []Key{
 	{RateAdminPerMinute, TypeInt, "60", "1", "refill of the rl.admin bucket per principal and minute"},
 	{RateAdminBurst, TypeInt, "20", "1", "size of the rl.admin bucket per principal"},
 	{GraphQLComplexityLimit, TypeInt, "5000", "1", "highest GraphQL query complexity"},
-	{GraphQLDepthLimit, TypeInt, "12", "1", "deepest GraphQL selection"},
+	{GraphQLDepthLimit, TypeInt, "12", "1", "deepest GraphQL selection, not counting the introspection fields __schema and __type (see graphql.introspection_depth_limit)"},
+	{GraphQLIntrospectionDepthLimit, TypeInt, "15", "1", "deepest selection below __schema or __type; 15 lets the standard introspection query (GraphiQL, code generators) through and bounds ofType chains"},
 	{GraphQLParserTokenLimit, TypeInt, "15000", "100", "most lexical tokens the GraphQL parser reads from one document"},
 	{GraphQLIntrospection, TypeBool, "true", "", "whether GraphQL introspection (and so the playground's schema view) is on"},
 	{HTTPMaxBodyBytes, TypeInt, "1048576", "1024", "larger request bodies get 413 payload_too_large"},

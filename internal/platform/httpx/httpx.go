@@ -125,11 +125,17 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
 
 // RetrySeconds renders a wait as whole seconds, at least one.
 func RetrySeconds(d time.Duration) string {
-	s := int64((d + time.Second - 1) / time.Second)
+	return strconv.Itoa(RetrySecondsInt(d))
+}
+
+// RetrySecondsInt is RetrySeconds as a number, for retryAfterSeconds in
+// GraphQL error extensions.
+func RetrySecondsInt(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
 	if s < 1 {
 		s = 1
 	}
-	return strconv.FormatInt(s, 10)
+	return s
 }
 
 // statusWriter records the status and applies hints before the first write.

@@ -488,9 +488,11 @@ func (c *Cluster) removeStalePID() error {
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 && postgresAlive(pid) {
-		return fmt.Errorf("pgcluster: a PostgreSQL server (pid %d) already runs on %s: stop it "+
-			"(%s stop -D %s) or use another data directory",
-			pid, c.pgdata, filepath.Join(c.binDir, "pg_ctl"), c.pgdata)
+		// No pg_ctl stop here: the server may belong to a running bothy dev,
+		// whose database it would pull away.
+		return fmt.Errorf("pgcluster: a PostgreSQL server (pid %d) already runs on %s: "+
+			"if a bothy dev uses it, stop that one with Ctrl-C in its terminal; otherwise use another data directory",
+			pid, c.pgdata)
 	}
 	c.log.Info("removing stale postmaster.pid", "path", path)
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
