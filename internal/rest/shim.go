@@ -19,6 +19,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
 )
 
 // In says where a route parameter comes from.
@@ -270,12 +271,14 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 			continue
 		}
 		if p.Int {
-			n, err := strconv.Atoi(raw)
+			n, err := strconv.ParseInt(raw, 10, 32)
 			if err != nil {
-				fields = append(fields, problem.FieldError{Pointer: p.Name, Code: "invalid_type", Detail: "must be an integer"})
+				fields = append(fields, problem.FieldError{Pointer: p.Name, Code: "invalid_type", Detail: "must be a 32-bit integer"})
 				continue
 			}
 			vars[p.Var] = n
+		} else if fe := text.Check(raw, p.Name); fe != nil {
+			fields = append(fields, *fe)
 		} else {
 			vars[p.Var] = raw
 		}

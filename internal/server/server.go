@@ -71,8 +71,10 @@ type Server struct {
 	Runs      *runs.Service
 	UoW       *db.UnitOfWork
 
-	pool *pgxpool.Pool
-	hub  *runs.Hub
+	pool     *pgxpool.Pool
+	hub      *runs.Hub
+	inflight *inflight
+	outage   *outage
 }
 
 // New assembles the server. It fails when a stored REST operation does not
@@ -114,18 +116,29 @@ func New(d Deps) (*Server, error) {
 	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)}}
-	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
-	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc}, newGraphQL(es, d.Config, d.Logger))
+	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
+	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver, Complexity: Complexity(ListBounds{
+		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
+		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
+		ContextItems: contextItems, NestedItems: nestedItems})})
+	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes),
+		graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc}, newGraphQL(es, d.Config, d.Logger, out)))
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
 	}
 
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
-		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow}
-	authed := func(h http.Handler) http.Handler { return s.authenticate(h) }
+		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, inflight: newInflight(cfg.Int(config.HTTPMaxConcurrentPerPrincipal)), outage: out}
+	// Authentication comes before the body is read: an unauthenticated
+	// client cannot make the server buffer http.max_body_bytes.
+	maxBody := int64(cfg.Int(config.HTTPMaxBodyBytes))
+	authed := func(h http.Handler) http.Handler {
+		return s.authenticate(s.capConcurrency(httpx.LimitBody(maxBody,
+			writeDeadlines(cfg.Duration(config.HTTPWriteTimeout), cfg.Duration(config.EventsPollMaxWait), h))))
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", authed(overHTTP(gql)))
+	mux.Handle("/graphql", graphQLRefusals(authed(refuseTrailing(overHTTP(gql)))))
 	shim.Register(mux, authed)
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
@@ -153,8 +166,7 @@ func New(d Deps) (*Server, error) {
 		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
 	}))
 
-	body := httpx.LimitBody(int64(cfg.Int(config.HTTPMaxBodyBytes)), mux)
-	s.handler = httpx.Chain(body, d.Logger, metrics)
+	s.handler = httpx.Chain(mux, d.Logger, metrics)
 	return s, nil
 }
 
@@ -176,21 +188,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if ok {
 			var authErr error
 			p, authErr = s.Identity.Authenticate(r.Context(), tok)
-			err = problem.From(authErr)
+			err = problem.From(s.outage.classify(r.Context(), authErr))
 		}
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="bothy"`)
-			if r.URL.Path == "/graphql" {
-				pe := problem.From(err)
-				if pe.Code == problem.InternalError && pe.Cause() != nil {
-					s.log.ErrorContext(r.Context(), "authentication failed", "correlation_id", httpx.CorrelationID(r.Context()), "error", pe.Cause().Error())
-				}
-				writeJSON(w, pe.Code.Status(), map[string]any{"errors": []any{map[string]any{
-					"message": pe.Code.Title(), "extensions": map[string]any{"code": string(pe.Code), "status": pe.Code.Status()},
-				}}})
-				return
+			if err.Code == problem.Unauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="bothy"`)
 			}
-			httpx.WriteProblem(w, r, err)
+			s.refuse(w, r, err)
 			return
 		}
 		httpx.NotePrincipal(r.Context(), p.ID)
@@ -224,6 +228,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); s.Runs.Sweep(bg, s.cfg.Duration(config.RunSweepInterval)) }()
 	defer func() { stopBG(); wg.Wait() }()
 	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:  s.cfg.Duration(config.HTTPReadTimeout),
+		WriteTimeout: s.cfg.Duration(config.HTTPWriteTimeout),
+		IdleTimeout:  s.cfg.Duration(config.HTTPIdleTimeout),
+		// net/http's own error lines (TLS, hijack, panics it recovers) go
+		// through the one JSON logger too.
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
