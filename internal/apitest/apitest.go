@@ -47,6 +47,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Tracer sees every statement of the server's pool (to count them).
 	Tracer pgx.QueryTracer
+	// DatabaseURL, when set, is a migrated empty database of the test's
+	// own (a dedicated cluster it may stop) instead of a cloned template.
+	DatabaseURL string
 }
 
 // Env is a running test server with its database and world.
@@ -69,7 +72,10 @@ type Env struct {
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	ctx := context.Background()
-	dbURL := pgtest.URL(t)
+	dbURL := opts.DatabaseURL
+	if dbURL == "" {
+		dbURL = pgtest.URL(t)
+	}
 	cfg := config.Defaults()
 	for k, v := range opts.Config {
 		var err error

@@ -54,9 +54,20 @@ func (h *Hub) Wake() {
 // hub on every notification. A lost connection is replaced after a short
 // pause, and waiters are woken then so that none waits on a dead listener.
 func (h *Hub) Listen(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
+	// One line when the connection is lost, not one per retry: during a
+	// database outage the retries fail every half second.
+	lost := false
 	for ctx.Err() == nil {
-		if err := h.listenOnce(ctx, pool); err != nil && ctx.Err() == nil {
-			log.WarnContext(ctx, "agent event listener lost its connection", "error", err.Error())
+		if err := h.listenOnce(ctx, pool, func() {
+			if lost {
+				log.InfoContext(ctx, "agent event listener listens again")
+				lost = false
+			}
+		}); err != nil && ctx.Err() == nil {
+			if !lost {
+				log.WarnContext(ctx, "agent event listener lost its connection", "error", err.Error())
+				lost = true
+			}
 			h.Wake()
 			select {
 			case <-ctx.Done():
@@ -66,7 +77,7 @@ func (h *Hub) Listen(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 	}
 }
 
-func (h *Hub) listenOnce(ctx context.Context, pool *pgxpool.Pool) error {
+func (h *Hub) listenOnce(ctx context.Context, pool *pgxpool.Pool, listening func()) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -77,6 +88,7 @@ func (h *Hub) listenOnce(ctx context.Context, pool *pgxpool.Pool) error {
 	if _, err := pc.Exec(ctx, "LISTEN "+events.NotifyChannel); err != nil {
 		return err
 	}
+	listening()
 	// Commits made before LISTEN took effect are picked up by waiters that
 	// re-read after this wake.
 	h.Wake()

@@ -79,13 +79,22 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// While the sweep keeps failing (a database outage) one line says so,
+	// and one more when it works again.
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := s.SweepOnce(ctx); err != nil && ctx.Err() == nil {
+			_, err := s.SweepOnce(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil && !failing:
 				s.log.ErrorContext(ctx, "run sweep failed", "error", err.Error())
+				failing = true
+			case err == nil && failing:
+				s.log.InfoContext(ctx, "run sweep works again")
+				failing = false
 			}
 		}
 	}

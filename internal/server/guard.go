@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -32,37 +33,73 @@ func writeDeadlines(writeTimeout, maxWait time.Duration, next http.Handler) http
 // inflight caps the requests one principal has in flight at once
 // (http.max_concurrent_per_principal). The token buckets bound a
 // principal's rate; this bounds its share of the server's workers and
-// database connections at any moment.
+// database connections at any moment. A request over the cap waits up to
+// http.max_concurrent_wait for a slot, so a client's short burst is
+// smoothed rather than refused; one that cannot get a slot in that time
+// answers 429.
 type inflight struct {
-	max int
-	mu  sync.Mutex
-	n   map[string]int
+	max  int
+	wait time.Duration
+	mu   sync.Mutex
+	m    map[string]*slots
 }
 
-func newInflight(max int) *inflight { return &inflight{max: max, n: map[string]int{}} }
+type slots struct {
+	sem   chan struct{}
+	users int // requests holding or waiting for a slot
+}
 
-func (f *inflight) acquire(id string) bool {
+func newInflight(max int, wait time.Duration) *inflight {
+	return &inflight{max: max, wait: wait, m: map[string]*slots{}}
+}
+
+// acquire takes a slot of id, waiting up to f.wait or until ctx ends.
+func (f *inflight) acquire(ctx context.Context, id string) bool {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n[id] >= f.max {
-		return false
+	s, ok := f.m[id]
+	if !ok {
+		s = &slots{sem: make(chan struct{}, f.max)}
+		f.m[id] = s
 	}
-	f.n[id]++
-	return true
+	s.users++
+	f.mu.Unlock()
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(f.wait)
+	defer t.Stop()
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	f.done(id, s)
+	return false
 }
 
+// release gives back a slot that acquire took.
 func (f *inflight) release(id string) {
 	f.mu.Lock()
+	s := f.m[id]
+	f.mu.Unlock()
+	<-s.sem
+	f.done(id, s)
+}
+
+// done forgets a principal nobody holds or waits for.
+func (f *inflight) done(id string, s *slots) {
+	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.n[id] <= 1 {
-		delete(f.n, id)
-		return
+	if s.users--; s.users == 0 {
+		delete(f.m, id)
 	}
-	f.n[id]--
 }
 
 // capConcurrency answers 429 rate_limited (reason too_many_concurrent)
-// when the authenticated principal already has the maximum in flight.
+// when the authenticated principal cannot get a slot in time.
 func (s *Server) capConcurrency(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := identity.FromContext(r.Context())
@@ -70,7 +107,7 @@ func (s *Server) capConcurrency(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !s.inflight.acquire(p.ID) {
+		if !s.inflight.acquire(r.Context(), p.ID) {
 			e := problem.RateLimit(time.Second)
 			e.Reason = "too_many_concurrent"
 			e.Detail = "too many requests of this principal in flight (http.max_concurrent_per_principal)"

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -52,7 +53,8 @@ type Deps struct {
 	Clock clock.Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// Limiter defaults to in-process buckets sized by the config.
+	// Limiter defaults to the buckets of ratelimit.store sized by the
+	// config: shared through PostgreSQL, or in this process.
 	Limiter ratelimit.Limiter
 }
 
@@ -87,7 +89,14 @@ func New(d Deps) (*Server, error) {
 		d.Logger = slog.Default()
 	}
 	if d.Limiter == nil {
-		d.Limiter = ratelimit.NewMemory(d.Config, d.Clock)
+		switch store := d.Config.String(config.RateLimitStore); store {
+		case "postgres":
+			d.Limiter = ratelimit.NewPostgres(d.Pool, d.Config, d.Clock)
+		case "memory":
+			d.Limiter = ratelimit.NewMemory(d.Config, d.Clock)
+		default:
+			return nil, fmt.Errorf("config key %s: %q is neither postgres nor memory", config.RateLimitStore, store)
+		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -129,7 +138,7 @@ func New(d Deps) (*Server, error) {
 	}
 
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
-		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, inflight: newInflight(cfg.Int(config.HTTPMaxConcurrentPerPrincipal)), outage: out}
+		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, inflight: newInflight(cfg.Int(config.HTTPMaxConcurrentPerPrincipal), cfg.Duration(config.HTTPMaxConcurrentWait)), outage: out}
 	// Authentication comes before the body is read: an unauthenticated
 	// client cannot make the server buffer http.max_body_bytes.
 	maxBody := int64(cfg.Int(config.HTTPMaxBodyBytes))

@@ -113,7 +113,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 }
 
 func TestConcurrencyCapPerPrincipal(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{Config: map[string]string{"http.max_concurrent_per_principal": "2", "events.poll_max_wait": "3s"}})
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"http.max_concurrent_per_principal": "2", "http.max_concurrent_wait": "200ms", "events.poll_max_wait": "3s"}})
 	lotse := env.World.Token("lotse")
 	var wg sync.WaitGroup
 	for range 2 {
@@ -144,5 +144,26 @@ func TestConcurrencyCapPerPrincipal(t *testing.T) {
 	wg.Wait()
 	if r := env.REST(http.MethodGet, "/api/v1/me", lotse, nil); r.Status != http.StatusOK {
 		t.Fatalf("after the polls: %d", r.Status)
+	}
+}
+
+// TestConcurrencyCapQueuesBursts: requests over the cap wait for a slot
+// (http.max_concurrent_wait) instead of failing at once.
+func TestConcurrencyCapQueuesBursts(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"http.max_concurrent_per_principal": "2"}})
+	var wg sync.WaitGroup
+	statuses := make([]int, 12)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = env.REST(http.MethodGet, "/api/v1/me", env.World.Token("alex"), nil).Status
+		}()
+	}
+	wg.Wait()
+	for i, st := range statuses {
+		if st != http.StatusOK {
+			t.Fatalf("request %d: %d", i, st)
+		}
 	}
 }

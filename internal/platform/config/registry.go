@@ -74,6 +74,7 @@ const (
 	HTTPWriteTimeout                   = "http.write_timeout"
 	HTTPIdleTimeout                    = "http.idle_timeout"
 	HTTPMaxConcurrentPerPrincipal      = "http.max_concurrent_per_principal"
+	HTTPMaxConcurrentWait              = "http.max_concurrent_wait"
 	DatabaseOutageRetryAfter           = "database.outage_retry_after"
 	RateLimitStore                     = "ratelimit.store"
 	LogLevel                           = "log.level"
@@ -121,7 +122,8 @@ var Registry = []Key{
 	{HTTPReadTimeout, TypeDuration, "30s", "1s", "longest time to read a request, headers and body; a slower client is disconnected"},
 	{HTTPWriteTimeout, TypeDuration, "30s", "1s", "longest time to answer a request (a long poll gets events.poll_max_wait on top)"},
 	{HTTPIdleTimeout, TypeDuration, "60s", "1s", "how long an idle keep-alive connection stays open"},
-	{HTTPMaxConcurrentPerPrincipal, TypeInt, "8", "1", "most requests of one principal in flight at once on /graphql and the REST routes; more answer 429 rate_limited"},
+	{HTTPMaxConcurrentPerPrincipal, TypeInt, "8", "1", "most requests of one principal in flight at once on /graphql and the REST routes; more wait (http.max_concurrent_wait)"},
+	{HTTPMaxConcurrentWait, TypeDuration, "5s", "0s", "how long a request over http.max_concurrent_per_principal waits for a slot before it answers 429 rate_limited (too_many_concurrent)"},
 	{DatabaseOutageRetryAfter, TypeDuration, "5s", "1s", "Retry-After of the 503 unavailable answers while the database does not answer"},
 	{RateLimitStore, TypeString, "postgres", "", "where rate-limit buckets live: postgres (shared by every replica) or memory (this process only)"},
 	{LogLevel, TypeString, "info", "", "lowest log level written: debug, info, warn or error"},
