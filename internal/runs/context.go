@@ -181,7 +181,10 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		// Only a parent in the thread's current channel gives channel
 		// context: after a move, content of the source channel must not
 		// reach readers of the target.
-		if ok && c.MainThreadID != "" && p.ThreadID == c.MainThreadID {
+		// The agent's read right on the main thread is decided before
+		// its window is read: a window the agent may not read is never
+		// loaded (the filter below stays as a second line).
+		if ok && c.MainThreadID != "" && p.ThreadID == c.MainThreadID && s.mayRead(actor, mainPath, rd.Grant) {
 			page, err := s.messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: c.MainThreadID, BeforeSeq: p.ThreadSeq, Limit: limit})
 			if err != nil {
 				return RunContext{}, problem.Internal(err)
@@ -270,4 +273,11 @@ func (s *Service) Delivered(ctx context.Context, sessionID string, messageIDs []
 		out[id] = true
 	}
 	return out, rows.Err()
+}
+
+// mayRead decides read on path p for actor with the grant level the request
+// already read on the run's channel, without a statement and without the
+// mismatch log of filter mode: it is asked before a read, not after.
+func (s *Service) mayRead(actor identity.Principal, p authz.Path, grant authz.Level) bool {
+	return p.Exists && authz.Capped(authz.EffectiveLevel(authz.ActorOf(actor), grant, p), p) >= authz.Read
 }
