@@ -110,12 +110,21 @@ func (s *Service) Authorize(ctx context.Context, actor identity.Principal, actio
 func (s *Service) DecideAt(ctx context.Context, actor identity.Principal, action Action, p Path) (Decision, error) {
 	a := ActorOf(actor)
 	grant := None
-	if p.Exists && a.Active {
-		levels, err := s.grantLevelsIn(ctx, s.pool, actor.ID, []string{p.SpaceID}, nonEmpty(p.ChannelID))
+	if a.Active {
+		// A missing resource runs the same grant statement as a hidden
+		// one (on an id no grant has), so that the statements, and so the
+		// time of the answer, do not tell the two apart.
+		spaces, channels := []string{p.SpaceID}, nonEmpty(p.ChannelID)
+		if !p.Exists {
+			spaces, channels = []string{noTarget}, []string{noTarget}
+		}
+		levels, err := s.grantLevelsIn(ctx, s.pool, actor.ID, spaces, channels)
 		if err != nil {
 			return Decision{}, problem.Internal(err)
 		}
-		grant = levels.at(p)
+		if p.Exists {
+			grant = levels.at(p)
+		}
 	}
 	d := Decide(action, a, grant, p)
 	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
@@ -123,6 +132,10 @@ func (s *Service) DecideAt(ctx context.Context, actor identity.Principal, action
 	}
 	return d, nil
 }
+
+// noTarget is the id the grant statement of a missing resource asks for:
+// the nil UUID, which no space or channel has.
+const noTarget = "00000000-0000-0000-0000-000000000000"
 
 func nonEmpty(s string) []string {
 	if s == "" {

@@ -130,3 +130,34 @@ func TestRunContextDecidesMainThreadReadFirst(t *testing.T) {
 		t.Fatalf("filter_mismatch went from %v to %v: the window was read before the decision", before, after)
 	}
 }
+
+// TestHiddenAndMissingTakeTheSameStatements: a resource the caller may not
+// see and one that does not exist run the same statements, so neither
+// the answer nor its timing tells them apart.
+func TestHiddenAndMissingTakeTheSameStatements(t *testing.T) {
+	counter := &apitest.StatementCounter{}
+	env := apitest.Start(t, apitest.Options{Tracer: counter})
+	hidden := env.MustPost("alex", env.Main("Support/Eskalation"), "hidden-1", "escalation only")
+	missingID := "01a22d00-0000-7000-8000-000000000000"
+	for _, c := range []struct{ hidden, missing string }{
+		{"/api/v1/threads/" + env.Main("Support/Eskalation"), "/api/v1/threads/" + missingID},
+		{"/api/v1/messages/" + hidden["id"].(string), "/api/v1/messages/" + missingID},
+		{"/api/v1/channels/" + env.World.Channel("Support/Eskalation").ID, "/api/v1/channels/" + missingID},
+	} {
+		statements := func(path string) []string {
+			from := counter.Count()
+			r := env.REST(http.MethodGet, path, env.World.Token("sam"), nil)
+			wantProblem(t, path, r, http.StatusNotFound, "not_found", "")
+			return counter.Since(from)
+		}
+		h, m := statements(c.hidden), statements(c.missing)
+		if len(h) != len(m) {
+			t.Fatalf("%s: hidden ran %d statements %q, missing %d %q", c.hidden, len(h), h, len(m), m)
+		}
+		for i := range h {
+			if h[i] != m[i] {
+				t.Fatalf("%s: statement %d differs:\n%s\n%s", c.hidden, i, h[i], m[i])
+			}
+		}
+	}
+}
