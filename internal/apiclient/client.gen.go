@@ -230,16 +230,18 @@ func (e PrincipalStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
-	ProblemCodeChannelReadOnly  ProblemCode = "channel_read_only"
-	ProblemCodeConflict         ProblemCode = "conflict"
-	ProblemCodeForbidden        ProblemCode = "forbidden"
-	ProblemCodeInternalError    ProblemCode = "internal_error"
-	ProblemCodeNotFound         ProblemCode = "not_found"
-	ProblemCodePayloadTooLarge  ProblemCode = "payload_too_large"
-	ProblemCodeRateLimited      ProblemCode = "rate_limited"
-	ProblemCodeUnauthorized     ProblemCode = "unauthorized"
-	ProblemCodeUnavailable      ProblemCode = "unavailable"
-	ProblemCodeValidationFailed ProblemCode = "validation_failed"
+	ProblemCodeChannelReadOnly      ProblemCode = "channel_read_only"
+	ProblemCodeConflict             ProblemCode = "conflict"
+	ProblemCodeForbidden            ProblemCode = "forbidden"
+	ProblemCodeInternalError        ProblemCode = "internal_error"
+	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
+	ProblemCodeNotFound             ProblemCode = "not_found"
+	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
+	ProblemCodeRateLimited          ProblemCode = "rate_limited"
+	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
+	ProblemCodeUnavailable          ProblemCode = "unavailable"
+	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
+	ProblemCodeValidationFailed     ProblemCode = "validation_failed"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
@@ -253,6 +255,8 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeInternalError:
 		return true
+	case ProblemCodeMethodNotAllowed:
+		return true
 	case ProblemCodeNotFound:
 		return true
 	case ProblemCodePayloadTooLarge:
@@ -262,6 +266,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeUnauthorized:
 		return true
 	case ProblemCodeUnavailable:
+		return true
+	case ProblemCodeUnsupportedMediaType:
 		return true
 	case ProblemCodeValidationFailed:
 		return true
@@ -685,8 +691,8 @@ type ChannelSwitchesPatch struct {
 	AutoThread           *bool `json:"auto_thread,omitempty"`
 	FreeResponse         *bool `json:"free_response,omitempty"`
 
-	// HistoryBackfillLimit At most channel.history_backfill_limit_max.
-	HistoryBackfillLimit *int `json:"history_backfill_limit,omitempty"`
+	// HistoryBackfillLimit At most channel.history_backfill_limit_max (500 by default; out_of_range beyond it).
+	HistoryBackfillLimit *int32 `json:"history_backfill_limit,omitempty"`
 }
 
 // Event defines model for Event.
@@ -836,7 +842,7 @@ type MessageCreate struct {
 	// ClientMsgId The client's idempotency key, unique per author.
 	ClientMsgId string `json:"client_msg_id"`
 
-	// ContentMd Markdown, at most message.max_content_bytes bytes.
+	// ContentMd Markdown, at most message.max_content_bytes (65536) bytes of UTF-8 without U+0000 (too_long, invalid_characters).
 	ContentMd string `json:"content_md"`
 
 	// Kind The kinds a client may send; run and system messages are written only by the server.
@@ -1192,7 +1198,7 @@ type Trust string
 type AgentEventsAfter = string
 
 // AgentEventsWait defines model for AgentEventsWait.
-type AgentEventsWait = int
+type AgentEventsWait = int32
 
 // ChannelId defines model for ChannelId.
 type ChannelId = string
@@ -1201,7 +1207,7 @@ type ChannelId = string
 type EventsAfter = string
 
 // EventsLimit defines model for EventsLimit.
-type EventsLimit = int
+type EventsLimit = int32
 
 // GrantId defines model for GrantId.
 type GrantId = string
@@ -1210,10 +1216,10 @@ type GrantId = string
 type MessageId = string
 
 // MessagesAfter defines model for MessagesAfter.
-type MessagesAfter = int
+type MessagesAfter = int32
 
 // MessagesLimit defines model for MessagesLimit.
-type MessagesLimit = int
+type MessagesLimit = int32
 
 // RunId defines model for RunId.
 type RunId = string
@@ -1248,6 +1254,9 @@ type TooManyRequests = Problem
 // Unauthorized defines model for Unauthorized.
 type Unauthorized = Problem
 
+// Unavailable defines model for Unavailable.
+type Unavailable = Problem
+
 // PollAgentEventsParams defines parameters for PollAgentEvents.
 type PollAgentEventsParams struct {
 	// After The cursor (an agent event seq, or next_after of the previous page); absent for the start of the stream.
@@ -1262,7 +1271,7 @@ type ListEventsParams struct {
 	// After The cursor (an event seq, or next_after of the previous page); absent for the start.
 	After *EventsAfter `form:"after,omitempty" json:"after,omitempty"`
 
-	// Limit The most events to return.
+	// Limit The most events to return (default events.list_limit_default, 100; at most events.list_limit_max, 500).
 	Limit *EventsLimit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
@@ -1271,7 +1280,7 @@ type ListThreadMessagesParams struct {
 	// After Return messages with a thread_seq above this one (next_after of the previous page); absent for the start.
 	After *MessagesAfter `form:"after,omitempty" json:"after,omitempty"`
 
-	// Limit The most messages to return.
+	// Limit The most messages to return (default message.list_limit_default, 50; at most message.list_limit_max, 200).
 	Limit *MessagesLimit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
@@ -2464,7 +2473,7 @@ func NewPollAgentEventsRequest(server string, params *PollAgentEventsParams) (*h
 
 		if params.Wait != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2739,7 +2748,7 @@ func NewListEventsRequest(server string, params *ListEventsParams) (*http.Reques
 
 		if params.Limit != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3369,7 +3378,7 @@ func NewListThreadMessagesRequest(server string, threadId ThreadId, params *List
 
 		if params.After != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3381,7 +3390,7 @@ func NewListThreadMessagesRequest(server string, threadId ThreadId, params *List
 
 		if params.Limit != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3960,6 +3969,12 @@ type PollAgentEventsResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// PollAgentEventsResponse503Headers the declared response headers of an HTTP 503 response for PollAgentEvents
+type PollAgentEventsResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // PollAgentEventsResponseDefaultHeaders the declared response headers of an HTTP default response for PollAgentEvents
 type PollAgentEventsResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -3978,6 +3993,8 @@ type PollAgentEventsResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -3990,6 +4007,8 @@ type PollAgentEventsResponse struct {
 	Headers403 *PollAgentEventsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PollAgentEventsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PollAgentEventsResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *PollAgentEventsResponseDefaultHeaders
 }
@@ -4017,6 +4036,11 @@ func (r PollAgentEventsResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r PollAgentEventsResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PollAgentEventsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -4074,6 +4098,12 @@ type GetChannelResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// GetChannelResponse503Headers the declared response headers of an HTTP 503 response for GetChannel
+type GetChannelResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // GetChannelResponseDefaultHeaders the declared response headers of an HTTP default response for GetChannel
 type GetChannelResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -4090,6 +4120,8 @@ type GetChannelResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -4100,6 +4132,8 @@ type GetChannelResponse struct {
 	Headers404 *GetChannelResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetChannelResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetChannelResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *GetChannelResponseDefaultHeaders
 }
@@ -4122,6 +4156,11 @@ func (r GetChannelResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r GetChannelResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetChannelResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -4184,6 +4223,12 @@ type ArchiveChannelResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// ArchiveChannelResponse503Headers the declared response headers of an HTTP 503 response for ArchiveChannel
+type ArchiveChannelResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // ArchiveChannelResponseDefaultHeaders the declared response headers of an HTTP default response for ArchiveChannel
 type ArchiveChannelResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -4202,6 +4247,8 @@ type ArchiveChannelResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -4214,6 +4261,8 @@ type ArchiveChannelResponse struct {
 	Headers404 *ArchiveChannelResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ArchiveChannelResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ArchiveChannelResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *ArchiveChannelResponseDefaultHeaders
 }
@@ -4241,6 +4290,11 @@ func (r ArchiveChannelResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ArchiveChannelResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ArchiveChannelResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -4313,6 +4367,12 @@ type SetChannelOperatorResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// SetChannelOperatorResponse503Headers the declared response headers of an HTTP 503 response for SetChannelOperator
+type SetChannelOperatorResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // SetChannelOperatorResponseDefaultHeaders the declared response headers of an HTTP default response for SetChannelOperator
 type SetChannelOperatorResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -4335,6 +4395,8 @@ type SetChannelOperatorResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -4351,6 +4413,8 @@ type SetChannelOperatorResponse struct {
 	Headers413 *SetChannelOperatorResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SetChannelOperatorResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetChannelOperatorResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *SetChannelOperatorResponseDefaultHeaders
 }
@@ -4388,6 +4452,11 @@ func (r SetChannelOperatorResponse) GetApplicationproblemJSON413() *PayloadTooLa
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r SetChannelOperatorResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SetChannelOperatorResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -4460,6 +4529,12 @@ type UpdateChannelSwitchesResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// UpdateChannelSwitchesResponse503Headers the declared response headers of an HTTP 503 response for UpdateChannelSwitches
+type UpdateChannelSwitchesResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // UpdateChannelSwitchesResponseDefaultHeaders the declared response headers of an HTTP default response for UpdateChannelSwitches
 type UpdateChannelSwitchesResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -4482,6 +4557,8 @@ type UpdateChannelSwitchesResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -4498,6 +4575,8 @@ type UpdateChannelSwitchesResponse struct {
 	Headers413 *UpdateChannelSwitchesResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateChannelSwitchesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateChannelSwitchesResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *UpdateChannelSwitchesResponseDefaultHeaders
 }
@@ -4535,6 +4614,11 @@ func (r UpdateChannelSwitchesResponse) GetApplicationproblemJSON413() *PayloadTo
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r UpdateChannelSwitchesResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UpdateChannelSwitchesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -4618,6 +4702,12 @@ type CreateThreadResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// CreateThreadResponse503Headers the declared response headers of an HTTP 503 response for CreateThread
+type CreateThreadResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // CreateThreadResponseDefaultHeaders the declared response headers of an HTTP default response for CreateThread
 type CreateThreadResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -4644,6 +4734,8 @@ type CreateThreadResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -4664,6 +4756,8 @@ type CreateThreadResponse struct {
 	Headers413 *CreateThreadResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateThreadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateThreadResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *CreateThreadResponseDefaultHeaders
 }
@@ -4711,6 +4805,11 @@ func (r CreateThreadResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r CreateThreadResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateThreadResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -4768,6 +4867,12 @@ type ListEventsResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// ListEventsResponse503Headers the declared response headers of an HTTP 503 response for ListEvents
+type ListEventsResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // ListEventsResponseDefaultHeaders the declared response headers of an HTTP default response for ListEvents
 type ListEventsResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -4784,6 +4889,8 @@ type ListEventsResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -4794,6 +4901,8 @@ type ListEventsResponse struct {
 	Headers401 *ListEventsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListEventsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListEventsResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *ListEventsResponseDefaultHeaders
 }
@@ -4816,6 +4925,11 @@ func (r ListEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ListEventsResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -4888,6 +5002,12 @@ type CreateGrantResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// CreateGrantResponse503Headers the declared response headers of an HTTP 503 response for CreateGrant
+type CreateGrantResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // CreateGrantResponseDefaultHeaders the declared response headers of an HTTP default response for CreateGrant
 type CreateGrantResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -4910,6 +5030,8 @@ type CreateGrantResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
@@ -4926,6 +5048,8 @@ type CreateGrantResponse struct {
 	Headers413 *CreateGrantResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateGrantResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateGrantResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *CreateGrantResponseDefaultHeaders
 }
@@ -4963,6 +5087,11 @@ func (r CreateGrantResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r CreateGrantResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateGrantResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5025,6 +5154,12 @@ type RevokeGrantResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// RevokeGrantResponse503Headers the declared response headers of an HTTP 503 response for RevokeGrant
+type RevokeGrantResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // RevokeGrantResponseDefaultHeaders the declared response headers of an HTTP default response for RevokeGrant
 type RevokeGrantResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -5043,6 +5178,8 @@ type RevokeGrantResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5055,6 +5192,8 @@ type RevokeGrantResponse struct {
 	Headers404 *RevokeGrantResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeGrantResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeGrantResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *RevokeGrantResponseDefaultHeaders
 }
@@ -5082,6 +5221,11 @@ func (r RevokeGrantResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r RevokeGrantResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RevokeGrantResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5134,6 +5278,12 @@ type GetViewerResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// GetViewerResponse503Headers the declared response headers of an HTTP 503 response for GetViewer
+type GetViewerResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // GetViewerResponseDefaultHeaders the declared response headers of an HTTP default response for GetViewer
 type GetViewerResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -5148,6 +5298,8 @@ type GetViewerResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5156,6 +5308,8 @@ type GetViewerResponse struct {
 	Headers401 *GetViewerResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetViewerResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetViewerResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *GetViewerResponseDefaultHeaders
 }
@@ -5173,6 +5327,11 @@ func (r GetViewerResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r GetViewerResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetViewerResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5235,6 +5394,12 @@ type DeleteMessageResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// DeleteMessageResponse503Headers the declared response headers of an HTTP 503 response for DeleteMessage
+type DeleteMessageResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // DeleteMessageResponseDefaultHeaders the declared response headers of an HTTP default response for DeleteMessage
 type DeleteMessageResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -5253,6 +5418,8 @@ type DeleteMessageResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5265,6 +5432,8 @@ type DeleteMessageResponse struct {
 	Headers404 *DeleteMessageResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeleteMessageResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteMessageResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *DeleteMessageResponseDefaultHeaders
 }
@@ -5292,6 +5461,11 @@ func (r DeleteMessageResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r DeleteMessageResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteMessageResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5349,6 +5523,12 @@ type GetMessageResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// GetMessageResponse503Headers the declared response headers of an HTTP 503 response for GetMessage
+type GetMessageResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // GetMessageResponseDefaultHeaders the declared response headers of an HTTP default response for GetMessage
 type GetMessageResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -5365,6 +5545,8 @@ type GetMessageResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5375,6 +5557,8 @@ type GetMessageResponse struct {
 	Headers404 *GetMessageResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetMessageResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetMessageResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *GetMessageResponseDefaultHeaders
 }
@@ -5397,6 +5581,11 @@ func (r GetMessageResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r GetMessageResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetMessageResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5454,6 +5643,12 @@ type GetRunResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// GetRunResponse503Headers the declared response headers of an HTTP 503 response for GetRun
+type GetRunResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // GetRunResponseDefaultHeaders the declared response headers of an HTTP default response for GetRun
 type GetRunResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -5470,6 +5665,8 @@ type GetRunResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5480,6 +5677,8 @@ type GetRunResponse struct {
 	Headers404 *GetRunResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetRunResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetRunResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *GetRunResponseDefaultHeaders
 }
@@ -5502,6 +5701,11 @@ func (r GetRunResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r GetRunResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetRunResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5569,6 +5773,12 @@ type AwaitRunInputResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// AwaitRunInputResponse503Headers the declared response headers of an HTTP 503 response for AwaitRunInput
+type AwaitRunInputResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // AwaitRunInputResponseDefaultHeaders the declared response headers of an HTTP default response for AwaitRunInput
 type AwaitRunInputResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -5589,6 +5799,8 @@ type AwaitRunInputResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5603,6 +5815,8 @@ type AwaitRunInputResponse struct {
 	Headers409 *AwaitRunInputResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AwaitRunInputResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AwaitRunInputResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *AwaitRunInputResponseDefaultHeaders
 }
@@ -5635,6 +5849,11 @@ func (r AwaitRunInputResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r AwaitRunInputResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AwaitRunInputResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5702,6 +5921,12 @@ type CancelRunResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// CancelRunResponse503Headers the declared response headers of an HTTP 503 response for CancelRun
+type CancelRunResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // CancelRunResponseDefaultHeaders the declared response headers of an HTTP default response for CancelRun
 type CancelRunResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -5722,6 +5947,8 @@ type CancelRunResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5736,6 +5963,8 @@ type CancelRunResponse struct {
 	Headers409 *CancelRunResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CancelRunResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelRunResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *CancelRunResponseDefaultHeaders
 }
@@ -5768,6 +5997,11 @@ func (r CancelRunResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r CancelRunResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CancelRunResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5835,6 +6069,12 @@ type GetRunContextResponse500Headers struct {
 	CorrelationId *string
 }
 
+// GetRunContextResponse503Headers the declared response headers of an HTTP 503 response for GetRunContext
+type GetRunContextResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // GetRunContextResponseDefaultHeaders the declared response headers of an HTTP default response for GetRunContext
 type GetRunContextResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -5855,6 +6095,8 @@ type GetRunContextResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5869,6 +6111,8 @@ type GetRunContextResponse struct {
 	Headers429 *GetRunContextResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetRunContextResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetRunContextResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *GetRunContextResponseDefaultHeaders
 }
@@ -5901,6 +6145,11 @@ func (r GetRunContextResponse) GetApplicationproblemJSON429() *TooManyRequests {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetRunContextResponse) GetApplicationproblemJSON500() *Problem {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetRunContextResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5978,6 +6227,12 @@ type FinishRunResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// FinishRunResponse503Headers the declared response headers of an HTTP 503 response for FinishRun
+type FinishRunResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // FinishRunResponseDefaultHeaders the declared response headers of an HTTP default response for FinishRun
 type FinishRunResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -6002,6 +6257,8 @@ type FinishRunResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -6020,6 +6277,8 @@ type FinishRunResponse struct {
 	Headers413 *FinishRunResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *FinishRunResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *FinishRunResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *FinishRunResponseDefaultHeaders
 }
@@ -6062,6 +6321,11 @@ func (r FinishRunResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r FinishRunResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r FinishRunResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6129,6 +6393,12 @@ type StartRunResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// StartRunResponse503Headers the declared response headers of an HTTP 503 response for StartRun
+type StartRunResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // StartRunResponseDefaultHeaders the declared response headers of an HTTP default response for StartRun
 type StartRunResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -6149,6 +6419,8 @@ type StartRunResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -6163,6 +6435,8 @@ type StartRunResponse struct {
 	Headers409 *StartRunResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StartRunResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StartRunResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *StartRunResponseDefaultHeaders
 }
@@ -6195,6 +6469,11 @@ func (r StartRunResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r StartRunResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StartRunResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6257,6 +6536,12 @@ type ArchiveSpaceResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// ArchiveSpaceResponse503Headers the declared response headers of an HTTP 503 response for ArchiveSpace
+type ArchiveSpaceResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // ArchiveSpaceResponseDefaultHeaders the declared response headers of an HTTP default response for ArchiveSpace
 type ArchiveSpaceResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -6275,6 +6560,8 @@ type ArchiveSpaceResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -6287,6 +6574,8 @@ type ArchiveSpaceResponse struct {
 	Headers404 *ArchiveSpaceResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ArchiveSpaceResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ArchiveSpaceResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *ArchiveSpaceResponseDefaultHeaders
 }
@@ -6314,6 +6603,11 @@ func (r ArchiveSpaceResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ArchiveSpaceResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ArchiveSpaceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6371,6 +6665,12 @@ type GetThreadResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// GetThreadResponse503Headers the declared response headers of an HTTP 503 response for GetThread
+type GetThreadResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // GetThreadResponseDefaultHeaders the declared response headers of an HTTP default response for GetThread
 type GetThreadResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -6387,6 +6687,8 @@ type GetThreadResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -6397,6 +6699,8 @@ type GetThreadResponse struct {
 	Headers404 *GetThreadResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetThreadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetThreadResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *GetThreadResponseDefaultHeaders
 }
@@ -6419,6 +6723,11 @@ func (r GetThreadResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r GetThreadResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6496,6 +6805,12 @@ type BindAgentSessionResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// BindAgentSessionResponse503Headers the declared response headers of an HTTP 503 response for BindAgentSession
+type BindAgentSessionResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // BindAgentSessionResponseDefaultHeaders the declared response headers of an HTTP default response for BindAgentSession
 type BindAgentSessionResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -6520,6 +6835,8 @@ type BindAgentSessionResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -6538,6 +6855,8 @@ type BindAgentSessionResponse struct {
 	Headers413 *BindAgentSessionResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *BindAgentSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *BindAgentSessionResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *BindAgentSessionResponseDefaultHeaders
 }
@@ -6580,6 +6899,11 @@ func (r BindAgentSessionResponse) GetApplicationproblemJSON413() *PayloadTooLarg
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r BindAgentSessionResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r BindAgentSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6647,6 +6971,12 @@ type ResetAgentSessionResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// ResetAgentSessionResponse503Headers the declared response headers of an HTTP 503 response for ResetAgentSession
+type ResetAgentSessionResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // ResetAgentSessionResponseDefaultHeaders the declared response headers of an HTTP default response for ResetAgentSession
 type ResetAgentSessionResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -6667,6 +6997,8 @@ type ResetAgentSessionResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -6681,6 +7013,8 @@ type ResetAgentSessionResponse struct {
 	Headers409 *ResetAgentSessionResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ResetAgentSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResetAgentSessionResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *ResetAgentSessionResponseDefaultHeaders
 }
@@ -6713,6 +7047,11 @@ func (r ResetAgentSessionResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ResetAgentSessionResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResetAgentSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6775,6 +7114,12 @@ type CloseThreadResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// CloseThreadResponse503Headers the declared response headers of an HTTP 503 response for CloseThread
+type CloseThreadResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // CloseThreadResponseDefaultHeaders the declared response headers of an HTTP default response for CloseThread
 type CloseThreadResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -6793,6 +7138,8 @@ type CloseThreadResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -6805,6 +7152,8 @@ type CloseThreadResponse struct {
 	Headers404 *CloseThreadResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CloseThreadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CloseThreadResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *CloseThreadResponseDefaultHeaders
 }
@@ -6832,6 +7181,11 @@ func (r CloseThreadResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r CloseThreadResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CloseThreadResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6894,6 +7248,12 @@ type ListThreadMessagesResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// ListThreadMessagesResponse503Headers the declared response headers of an HTTP 503 response for ListThreadMessages
+type ListThreadMessagesResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // ListThreadMessagesResponseDefaultHeaders the declared response headers of an HTTP default response for ListThreadMessages
 type ListThreadMessagesResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -6912,6 +7272,8 @@ type ListThreadMessagesResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -6924,6 +7286,8 @@ type ListThreadMessagesResponse struct {
 	Headers404 *ListThreadMessagesResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListThreadMessagesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListThreadMessagesResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *ListThreadMessagesResponseDefaultHeaders
 }
@@ -6951,6 +7315,11 @@ func (r ListThreadMessagesResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ListThreadMessagesResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListThreadMessagesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -7034,6 +7403,12 @@ type CreateMessageResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// CreateMessageResponse503Headers the declared response headers of an HTTP 503 response for CreateMessage
+type CreateMessageResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // CreateMessageResponseDefaultHeaders the declared response headers of an HTTP default response for CreateMessage
 type CreateMessageResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -7060,6 +7435,8 @@ type CreateMessageResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -7080,6 +7457,8 @@ type CreateMessageResponse struct {
 	Headers413 *CreateMessageResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateMessageResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateMessageResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *CreateMessageResponseDefaultHeaders
 }
@@ -7127,6 +7506,11 @@ func (r CreateMessageResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r CreateMessageResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateMessageResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -7199,6 +7583,12 @@ type MoveThreadResponse429Headers struct {
 	RetryAfter    *int
 }
 
+// MoveThreadResponse503Headers the declared response headers of an HTTP 503 response for MoveThread
+type MoveThreadResponse503Headers struct {
+	CorrelationId *string
+	RetryAfter    *int
+}
+
 // MoveThreadResponseDefaultHeaders the declared response headers of an HTTP default response for MoveThread
 type MoveThreadResponseDefaultHeaders struct {
 	CorrelationId *string
@@ -7221,6 +7611,8 @@ type MoveThreadResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -7237,6 +7629,8 @@ type MoveThreadResponse struct {
 	Headers413 *MoveThreadResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MoveThreadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MoveThreadResponse503Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *MoveThreadResponseDefaultHeaders
 }
@@ -7274,6 +7668,11 @@ func (r MoveThreadResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r MoveThreadResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MoveThreadResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -7953,6 +8352,13 @@ func ParsePollAgentEventsResponse(rsp *http.Response) (*PollAgentEventsResponse,
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8020,6 +8426,23 @@ func ParsePollAgentEventsResponse(rsp *http.Response) (*PollAgentEventsResponse,
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PollAgentEventsResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers PollAgentEventsResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -8076,6 +8499,13 @@ func ParseGetChannelResponse(rsp *http.Response) (*GetChannelResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -8134,6 +8564,23 @@ func ParseGetChannelResponse(rsp *http.Response) (*GetChannelResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetChannelResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers GetChannelResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -8197,6 +8644,13 @@ func ParseArchiveChannelResponse(rsp *http.Response) (*ArchiveChannelResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -8265,6 +8719,23 @@ func ParseArchiveChannelResponse(rsp *http.Response) (*ArchiveChannelResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ArchiveChannelResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers ArchiveChannelResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -8342,6 +8813,13 @@ func ParseSetChannelOperatorResponse(rsp *http.Response) (*SetChannelOperatorRes
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -8430,6 +8908,23 @@ func ParseSetChannelOperatorResponse(rsp *http.Response) (*SetChannelOperatorRes
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SetChannelOperatorResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers SetChannelOperatorResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -8507,6 +9002,13 @@ func ParseUpdateChannelSwitchesResponse(rsp *http.Response) (*UpdateChannelSwitc
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -8595,6 +9097,23 @@ func ParseUpdateChannelSwitchesResponse(rsp *http.Response) (*UpdateChannelSwitc
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateChannelSwitchesResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers UpdateChannelSwitchesResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -8686,6 +9205,13 @@ func ParseCreateThreadResponse(rsp *http.Response) (*CreateThreadResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -8801,6 +9327,23 @@ func ParseCreateThreadResponse(rsp *http.Response) (*CreateThreadResponse, error
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateThreadResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers CreateThreadResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -8857,6 +9400,13 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -8915,6 +9465,23 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListEventsResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers ListEventsResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -8992,6 +9559,13 @@ func ParseCreateGrantResponse(rsp *http.Response) (*CreateGrantResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9080,6 +9654,23 @@ func ParseCreateGrantResponse(rsp *http.Response) (*CreateGrantResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateGrantResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers CreateGrantResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -9143,6 +9734,13 @@ func ParseRevokeGrantResponse(rsp *http.Response) (*RevokeGrantResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9211,6 +9809,23 @@ func ParseRevokeGrantResponse(rsp *http.Response) (*RevokeGrantResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RevokeGrantResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers RevokeGrantResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -9261,6 +9876,13 @@ func ParseGetViewerResponse(rsp *http.Response) (*GetViewerResponse, error) {
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9308,6 +9930,23 @@ func ParseGetViewerResponse(rsp *http.Response) (*GetViewerResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetViewerResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers GetViewerResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -9371,6 +10010,13 @@ func ParseDeleteMessageResponse(rsp *http.Response) (*DeleteMessageResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9439,6 +10085,23 @@ func ParseDeleteMessageResponse(rsp *http.Response) (*DeleteMessageResponse, err
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteMessageResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers DeleteMessageResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -9495,6 +10158,13 @@ func ParseGetMessageResponse(rsp *http.Response) (*GetMessageResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9553,6 +10223,23 @@ func ParseGetMessageResponse(rsp *http.Response) (*GetMessageResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetMessageResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers GetMessageResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -9609,6 +10296,13 @@ func ParseGetRunResponse(rsp *http.Response) (*GetRunResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9667,6 +10361,23 @@ func ParseGetRunResponse(rsp *http.Response) (*GetRunResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetRunResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers GetRunResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -9737,6 +10448,13 @@ func ParseAwaitRunInputResponse(rsp *http.Response) (*AwaitRunInputResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9815,6 +10533,23 @@ func ParseAwaitRunInputResponse(rsp *http.Response) (*AwaitRunInputResponse, err
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AwaitRunInputResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers AwaitRunInputResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -9885,6 +10620,13 @@ func ParseCancelRunResponse(rsp *http.Response) (*CancelRunResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9963,6 +10705,23 @@ func ParseCancelRunResponse(rsp *http.Response) (*CancelRunResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CancelRunResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers CancelRunResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -10033,6 +10792,13 @@ func ParseGetRunContextResponse(rsp *http.Response) (*GetRunContextResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -10111,6 +10877,23 @@ func ParseGetRunContextResponse(rsp *http.Response) (*GetRunContextResponse, err
 			headers.CorrelationId = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetRunContextResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers GetRunContextResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -10195,6 +10978,13 @@ func ParseFinishRunResponse(rsp *http.Response) (*FinishRunResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -10293,6 +11083,23 @@ func ParseFinishRunResponse(rsp *http.Response) (*FinishRunResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers FinishRunResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers FinishRunResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -10363,6 +11170,13 @@ func ParseStartRunResponse(rsp *http.Response) (*StartRunResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -10441,6 +11255,23 @@ func ParseStartRunResponse(rsp *http.Response) (*StartRunResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers StartRunResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers StartRunResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -10504,6 +11335,13 @@ func ParseArchiveSpaceResponse(rsp *http.Response) (*ArchiveSpaceResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -10572,6 +11410,23 @@ func ParseArchiveSpaceResponse(rsp *http.Response) (*ArchiveSpaceResponse, error
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ArchiveSpaceResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers ArchiveSpaceResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -10628,6 +11483,13 @@ func ParseGetThreadResponse(rsp *http.Response) (*GetThreadResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -10686,6 +11548,23 @@ func ParseGetThreadResponse(rsp *http.Response) (*GetThreadResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetThreadResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers GetThreadResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -10770,6 +11649,13 @@ func ParseBindAgentSessionResponse(rsp *http.Response) (*BindAgentSessionRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -10868,6 +11754,23 @@ func ParseBindAgentSessionResponse(rsp *http.Response) (*BindAgentSessionRespons
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers BindAgentSessionResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers BindAgentSessionResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -10938,6 +11841,13 @@ func ParseResetAgentSessionResponse(rsp *http.Response) (*ResetAgentSessionRespo
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -11016,6 +11926,23 @@ func ParseResetAgentSessionResponse(rsp *http.Response) (*ResetAgentSessionRespo
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ResetAgentSessionResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers ResetAgentSessionResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -11079,6 +12006,13 @@ func ParseCloseThreadResponse(rsp *http.Response) (*CloseThreadResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -11147,6 +12081,23 @@ func ParseCloseThreadResponse(rsp *http.Response) (*CloseThreadResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CloseThreadResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers CloseThreadResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -11210,6 +12161,13 @@ func ParseListThreadMessagesResponse(rsp *http.Response) (*ListThreadMessagesRes
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -11278,6 +12236,23 @@ func ParseListThreadMessagesResponse(rsp *http.Response) (*ListThreadMessagesRes
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListThreadMessagesResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers ListThreadMessagesResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -11369,6 +12344,13 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -11484,6 +12466,23 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateMessageResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers CreateMessageResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
@@ -11561,6 +12560,13 @@ func ParseMoveThreadResponse(rsp *http.Response) (*MoveThreadResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -11649,6 +12655,23 @@ func ParseMoveThreadResponse(rsp *http.Response) (*MoveThreadResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MoveThreadResponse503Headers
+		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CorrelationId = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	case true:
 		var headers MoveThreadResponseDefaultHeaders
 		if values := rsp.Header.Values("Correlation-Id"); len(values) > 0 {
