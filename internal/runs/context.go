@@ -49,6 +49,12 @@ func (s *Service) Read(ctx context.Context, actor identity.Principal, id string)
 	}
 	r, err := getRun(ctx, s.pool, id, "")
 	if errors.Is(err, ErrNotFound) {
+		// The thread lookup of a visible run runs for a missing one too
+		// (on the nil UUID): a hidden and a missing run take the same
+		// statements.
+		if _, _, err := s.chat.ThreadInfo(ctx, nil, "00000000-0000-0000-0000-000000000000"); err != nil && !errors.Is(err, chat.ErrNotFound) {
+			return Read{}, problem.Internal(err)
+		}
 		return notFound()
 	}
 	if err != nil {

@@ -139,10 +139,16 @@ func TestHiddenAndMissingTakeTheSameStatements(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{Tracer: counter})
 	hidden := env.MustPost("alex", env.Main("Support/Eskalation"), "hidden-1", "escalation only")
 	missingID := "01a22d00-0000-7000-8000-000000000000"
+	env.MustPost("alex", env.Main("Support/Eskalation"), "hidden-run", "@lotse a run sam cannot see")
+	var run string
+	if err := env.Pool.QueryRow(context.Background(), `SELECT id::text FROM runs LIMIT 1`).Scan(&run); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ hidden, missing string }{
 		{"/api/v1/threads/" + env.Main("Support/Eskalation"), "/api/v1/threads/" + missingID},
 		{"/api/v1/messages/" + hidden["id"].(string), "/api/v1/messages/" + missingID},
 		{"/api/v1/channels/" + env.World.Channel("Support/Eskalation").ID, "/api/v1/channels/" + missingID},
+		{"/api/v1/runs/" + run, "/api/v1/runs/" + missingID},
 	} {
 		statements := func(path string) []string {
 			from := counter.Count()
