@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -284,6 +285,13 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 		}
 	}
 	if c.BodyVar != "" || c.BodyFields != nil {
+		// The document declares application/json bodies; another declared
+		// type is refused rather than guessed at.
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				return nil, problem.Newf(problem.UnsupportedMediaType, "content_type", "the body must be application/json")
+			}
+		}
 		var body any
 		dec := json.NewDecoder(r.Body)
 		dec.UseNumber()

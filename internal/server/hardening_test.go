@@ -116,6 +116,9 @@ func TestRESTRefusesJSONNull(t *testing.T) {
 	r = env.REST(http.MethodPost, "/api/v1/threads/"+env.Main("Support/Allgemein")+"/messages", env.World.Token("alex"),
 		`{"client_msg_id": "n-3", "content_md": "hi"} trailing`)
 	wantField(t, "trailing data", r, "", "invalid_json")
+	r = env.RESTWith(http.MethodPost, "/api/v1/threads/"+env.Main("Support/Allgemein")+"/messages", env.World.Token("alex"),
+		`{"client_msg_id": "n-4", "content_md": "hi"}`, http.Header{"Content-Type": {"text/plain"}})
+	wantProblem(t, "text/plain body", r, http.StatusUnsupportedMediaType, "unsupported_media_type", "content_type")
 	if n := env.Count(`SELECT count(*) FROM messages WHERE content_md = 'hi'`); n != 0 {
 		t.Fatalf("%d messages written", n)
 	}

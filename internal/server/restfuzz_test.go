@@ -27,7 +27,7 @@ const restFuzzBudget = 6 * time.Second
 // app, no token, a wrong token): valid and broken bodies (missing and
 // unknown members, nulls, wrong types, NUL characters, out-of-range
 // numbers, bad dates, junk and trailing data), real and junk path and
-// query parameters. No answer may be a 5xx; every answer must validate
+// query parameters, and odd headers (body type, correlation id, Accept). No answer may be a 5xx; every answer must validate
 // against the document (the harness checks each one) and every problem
 // body must carry the status of its answer and a code of that status.
 func TestRESTSchemaFuzz(t *testing.T) {
@@ -216,11 +216,25 @@ func TestRESTSchemaFuzz(t *testing.T) {
 					body = breakBody(body)
 				}
 			}
+			// Headers: mostly none extra, sometimes a wrong body type, a
+			// junk correlation id or an odd Accept.
+			hdr := http.Header{}
+			switch rnd.IntN(8) {
+			case 0:
+				hdr.Set("Content-Type", pick([]string{"text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-8", "bogus/"}))
+			case 1:
+				hdr.Set("Correlation-Id", pick([]string{"x", strings.Repeat("c", 200), "ok-correlation-1"}))
+			case 2:
+				hdr.Set("Accept", pick([]string{"application/xml", "*/*", "text/html"}))
+			}
 			var r *apitest.Response
 			if s, ok := body.(string); ok {
-				r = env.RESTWith(o.method, path, tok, []byte(s), http.Header{"Content-Type": {"application/json"}})
+				if hdr.Get("Content-Type") == "" {
+					hdr.Set("Content-Type", "application/json")
+				}
+				r = env.RESTWith(o.method, path, tok, []byte(s), hdr)
 			} else {
-				r = env.REST(o.method, path, tok, body)
+				r = env.RESTWith(o.method, path, tok, body, hdr)
 			}
 			n++
 			perOp[o.op.OperationID]++
