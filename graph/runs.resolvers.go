@@ -12,6 +12,7 @@ import (
 
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
+	"bothy.example.com/bothy/internal/platform/httpx"
 )
 
 // Run is the resolver for the run field.
@@ -174,6 +175,9 @@ func (r *queryResolver) AgentEvents(ctx context.Context, after *string, waitSeco
 	if waitSeconds != nil {
 		wait = time.Duration(*waitSeconds) * time.Second
 	}
+	// The poll may wait: its answer may come that much after
+	// http.write_timeout.
+	httpx.ExtendWriteDeadline(ctx, wait)
 	page, err := r.Runs.Poll(ctx, p, deref(after), wait)
 	if err != nil {
 		return nil, err

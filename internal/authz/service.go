@@ -112,12 +112,23 @@ func (s *Service) Authorize(ctx context.Context, actor identity.Principal, actio
 func (s *Service) DecideAt(ctx context.Context, actor identity.Principal, action Action, p Path) (Decision, error) {
 	a := ActorOf(actor)
 	grant := None
-	if p.Exists && a.Active && !p.Global {
-		levels, err := s.grantLevelsIn(ctx, s.pool, actor.ID, []string{p.SpaceID}, nonEmpty(p.ChannelID))
+	if a.Active {
+		// A missing resource runs the same grant statement as a hidden
+		// one (on an id no grant has), so that the statements, and so the
+		// time of the answer, do not tell the two apart. Instance-level
+		// resources take their rights from no grant, but run the same
+		// statement for the same reason.
+		spaces, channels := []string{p.SpaceID}, nonEmpty(p.ChannelID)
+		if !p.Exists || p.Global {
+			spaces, channels = []string{noTarget}, []string{noTarget}
+		}
+		levels, err := s.grantLevelsIn(ctx, s.pool, actor.ID, spaces, channels)
 		if err != nil {
 			return Decision{}, problem.Internal(err)
 		}
-		grant = levels.at(p)
+		if p.Exists {
+			grant = levels.at(p)
+		}
 	}
 	d := Decide(action, a, grant, p)
 	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
@@ -125,6 +136,10 @@ func (s *Service) DecideAt(ctx context.Context, actor identity.Principal, action
 	}
 	return d, nil
 }
+
+// noTarget is the id the grant statement of a missing resource asks for:
+// the nil UUID, which no space or channel has.
+const noTarget = "00000000-0000-0000-0000-000000000000"
 
 func nonEmpty(s string) []string {
 	if s == "" {

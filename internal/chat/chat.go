@@ -346,7 +346,13 @@ func (s *Service) CreateThread(ctx context.Context, tx db.Querier, nt NewThread)
 // MoveThread sets the thread's channel in tx. parent_message_id keeps
 // pointing into the source channel.
 func (s *Service) MoveThread(ctx context.Context, tx db.Querier, threadID, channelID string) error {
-	_, err := tx.Exec(ctx, `UPDATE threads SET channel_id = $2 WHERE id = $1`, threadID, channelID)
+	// An auto title taken from the parent message (a main-thread message
+	// of the source channel, which stays there) does not follow the thread:
+	// readers of the target may not read that message.
+	_, err := tx.Exec(ctx, `UPDATE threads SET channel_id = $2,
+		title = CASE WHEN title_source = 'auto' AND parent_message_id IS NOT NULL THEN NULL ELSE title END,
+		title_source = CASE WHEN title_source = 'auto' AND parent_message_id IS NOT NULL THEN NULL ELSE title_source END
+		WHERE id = $1`, threadID, channelID)
 	return err
 }
 

@@ -123,6 +123,9 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 			return internal(err)
 		}
 		out.ChannelID = target
+		if out.TitleSource == "auto" && out.ParentMessageID != "" {
+			out.Title, out.TitleSource = "", "" // see Service.MoveThread
+		}
 		payload := ThreadPayload(out)
 		payload["from_channel_id"] = src.ChannelID
 		return u.events.Append(ctx, tx,

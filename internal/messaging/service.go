@@ -354,7 +354,10 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	}
 	hash := RequestHash([]string{"channel", channelID, in.Title, in.ParentMessageID}, in.First.ContentMD, in.First.ReplyToMessageID, nil)
 	if m, t, ok, err := s.replay(ctx, actor, in.First.ClientMsgID, hash); ok || err != nil {
-		return t, m, ok, err
+		if err != nil {
+			return t, m, ok, err
+		}
+		return s.readableReplay(ctx, actor, t, m)
 	}
 	var thread chat.Thread
 	var first Message
@@ -390,13 +393,30 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	})
 	if errors.Is(err, errReplayRace) {
 		m, t, err := s.replayAfterRace(ctx, actor, in.First.ClientMsgID, hash)
-		return t, m, err == nil, err
+		if err != nil {
+			return t, m, false, err
+		}
+		return s.readableReplay(ctx, actor, t, m)
 	}
 	if err != nil {
 		return chat.Thread{}, Message{}, false, err
 	}
 	s.count(first)
 	return thread, first, false, nil
+}
+
+// readableReplay answers the replay of a thread create only when actor may
+// read the thread where it is now: a thread moved since into a channel the
+// writer cannot read answers the same 404 as a missing thread, never its
+// new channel, last_seq or state.
+func (s *Service) readableReplay(ctx context.Context, actor identity.Principal, t chat.Thread, m Message) (chat.Thread, Message, bool, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.ThreadRead, authz.Resource{Kind: authz.KindThread, ID: t.ID}); err != nil {
+		if problem.Is(err, problem.Forbidden) || problem.Is(err, problem.NotFound) {
+			return chat.Thread{}, Message{}, false, problem.New(problem.NotFound, "")
+		}
+		return chat.Thread{}, Message{}, false, err
+	}
+	return t, m, true, nil
 }
 
 // Get returns message id (message.read), its content never cut.
@@ -541,6 +561,14 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 				return problem.Internal(err)
 			}
 			r.Deleted, r.ContentMD, r.mentionIDs = true, "", nil
+			// An auto title is the first line of the message that started
+			// the thread (its parent, or its first message for a post
+			// without one): it goes with that message.
+			if _, err := tx.Exec(ctx, `UPDATE threads SET title = NULL, title_source = NULL
+				WHERE title_source = 'auto' AND (parent_message_id = $1 OR (id = $2 AND parent_message_id IS NULL AND $3 = 1))`,
+				id, r.ThreadID, r.ThreadSeq); err != nil {
+				return problem.Internal(err)
+			}
 		}
 		ms, err := s.resolve(ctx, tx, []row{r}, func(string) string { return path.ChannelID })
 		if err != nil {
@@ -561,6 +589,12 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 	var threadID, authorID string
 	err := s.pool.QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
 	if errors.Is(err, pgx.ErrNoRows) {
+		// The thread lookup runs for a missing message too (on the nil
+		// UUID), so that a missing and a hidden message take the same
+		// statements.
+		if _, err := s.chat.ThreadPath(ctx, "00000000-0000-0000-0000-000000000000"); err != nil {
+			return authz.Path{}, err
+		}
 		return authz.Path{Kind: kind, ID: id}, nil
 	}
 	if err != nil {

@@ -59,23 +59,37 @@ func NewMemory(cfg *config.Config, c clock.Clock) *Memory {
 // Allow implements Limiter. An unknown class is refused, so that a missing
 // class in an action table cannot open an unlimited door.
 func (m *Memory) Allow(principal string, class Class) (bool, time.Duration) {
-	lim, ok := m.limits[class]
-	if !ok {
+	if _, ok := m.limits[class]; !ok {
 		return false, time.Minute
 	}
+	if r, wait := m.reserve(principal, class); r == nil {
+		return false, wait
+	}
+	return true, 0
+}
+
+// bucketOf returns the bucket of principal and class, making it full.
+func (m *Memory) bucketOf(principal string, class Class) *rate.Limiter {
+	lim := m.limits[class]
 	key := string(class) + "|" + principal
-	now := m.clock.Now()
-	m.mu.Lock()
 	b, ok := m.bucket[key]
 	if !ok {
 		b = rate.NewLimiter(rate.Limit(float64(lim.perMinute)/60.0), lim.burst)
 		m.bucket[key] = b
 	}
-	r := b.ReserveN(now, 1)
+	return b
+}
+
+// reserve takes one token of a known class and returns its reservation
+// (to give it back), or nil and the wait.
+func (m *Memory) reserve(principal string, class Class) (*rate.Reservation, time.Duration) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	r := m.bucketOf(principal, class).ReserveN(now, 1)
 	m.mu.Unlock()
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		return false, d
+		return nil, d
 	}
-	return true, 0
+	return r, 0
 }

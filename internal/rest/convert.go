@@ -3,6 +3,7 @@ package rest
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"bothy.example.com/bothy/graph/scalars"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
 )
 
 // Snake turns a GraphQL field name (camelCase) into its REST member name
@@ -34,13 +37,13 @@ func Snake(s string) string {
 // type t, collecting field errors with JSON pointers: unknown_member for a
 // member the input type does not have, invalid_enum for a value outside an
 // enum, invalid_type for a value of the wrong JSON type, required for a
-// missing required member.
+// missing required member, null_not_allowed for a JSON null (the document
+// has no null: an optional member is absent or has a value),
+// invalid_characters for a string PostgreSQL cannot store and invalid_time
+// for a date-time that is not RFC 3339.
 func (s *Shim) input(v any, t *ast.Type, ptr string) (any, []problem.FieldError) {
 	if v == nil {
-		if t.NonNull {
-			return nil, []problem.FieldError{{Pointer: ptr, Code: "required"}}
-		}
-		return nil, nil
+		return nil, []problem.FieldError{{Pointer: ptr, Code: "null_not_allowed", Detail: "leave the member out instead of null"}}
 	}
 	if t.Elem != nil {
 		list, ok := v.([]any)
@@ -107,8 +110,9 @@ func scalarInput(v any, name, ptr string) (any, []problem.FieldError) {
 			return nil, bad
 		}
 		i, err := n.Int64()
-		if err != nil {
-			return nil, bad
+		if err != nil || i < math.MinInt32 || i > math.MaxInt32 {
+			// GraphQL's Int is 32 bits wide.
+			return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type", Detail: "must be a 32-bit integer"}}
 		}
 		return i, nil
 	case "Float":
@@ -127,10 +131,22 @@ func scalarInput(v any, name, ptr string) (any, []problem.FieldError) {
 			return nil, bad
 		}
 		return b, nil
-	default: // String, ID, Time and other string scalars
+	case "Time":
 		str, ok := v.(string)
 		if !ok {
 			return nil, bad
+		}
+		if _, err := scalars.UnmarshalTime(str); err != nil {
+			return nil, []problem.FieldError{{Pointer: ptr, Code: scalars.InvalidTime, Detail: scalars.TimeDetail}}
+		}
+		return str, nil
+	default: // String, ID and other string scalars
+		str, ok := v.(string)
+		if !ok {
+			return nil, bad
+		}
+		if fe := text.Check(str, ptr); fe != nil {
+			return nil, []problem.FieldError{*fe}
 		}
 		return str, nil
 	}

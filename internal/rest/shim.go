@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
 )
 
 // In says where a route parameter comes from.
@@ -279,17 +281,26 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 			continue
 		}
 		if p.Int {
-			n, err := strconv.Atoi(raw)
+			n, err := strconv.ParseInt(raw, 10, 32)
 			if err != nil {
-				fields = append(fields, problem.FieldError{Pointer: p.Name, Code: "invalid_type", Detail: "must be an integer"})
+				fields = append(fields, problem.FieldError{Pointer: p.Name, Code: "invalid_type", Detail: "must be a 32-bit integer"})
 				continue
 			}
 			vars[p.Var] = n
+		} else if fe := text.Check(raw, p.Name); fe != nil {
+			fields = append(fields, *fe)
 		} else {
 			vars[p.Var] = raw
 		}
 	}
 	if c.BodyVar != "" || c.BodyFields != nil {
+		// The document declares application/json bodies; another declared
+		// type is refused rather than guessed at.
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				return nil, problem.Newf(problem.UnsupportedMediaType, "content_type", "the body must be application/json")
+			}
+		}
 		var body any
 		dec := json.NewDecoder(r.Body)
 		dec.UseNumber()

@@ -68,6 +68,12 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 	}
 	r, err := getRun(ctx, s.pool, id, "")
 	if errors.Is(err, ErrNotFound) {
+		// The thread lookup of a visible run runs for a missing one too
+		// (on the nil UUID): a hidden and a missing run take the same
+		// statements.
+		if _, _, err := s.chat.ThreadInfo(ctx, nil, "00000000-0000-0000-0000-000000000000"); err != nil && !errors.Is(err, chat.ErrNotFound) {
+			return Read{}, problem.Internal(err)
+		}
 		return notFound()
 	}
 	if err != nil {
@@ -221,7 +227,10 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		// Only a parent in the thread's current channel gives channel
 		// context: after a move, content of the source channel must not
 		// reach readers of the target.
-		if ok && c.MainThreadID != "" && p.ThreadID == c.MainThreadID {
+		// The agent's read right on the main thread is decided before
+		// its window is read: a window the agent may not read is never
+		// loaded (the filter below stays as a second line).
+		if ok && c.MainThreadID != "" && p.ThreadID == c.MainThreadID && s.mayRead(actor, mainPath, rd.Grant) {
 			page, err := s.messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: c.MainThreadID, BeforeSeq: p.ThreadSeq, Limit: limit})
 			if err != nil {
 				return RunContext{}, problem.Internal(err)
@@ -397,4 +406,11 @@ func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal
 		out = append(out, e)
 	}
 	return out
+}
+
+// mayRead decides read on path p for actor with the grant level the request
+// already read on the run's channel, without a statement and without the
+// mismatch log of filter mode: it is asked before a read, not after.
+func (s *Service) mayRead(actor identity.Principal, p authz.Path, grant authz.Level) bool {
+	return p.Exists && authz.Capped(authz.EffectiveLevel(authz.ActorOf(actor), grant, p), p) >= authz.Read
 }

@@ -156,6 +156,9 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 func (s *Service) Sweep(ctx context.Context, interval time.Duration, onEnded func(n int)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// While the sweep keeps failing (a database outage) one line says so,
+	// and one more when it works again.
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -165,8 +168,13 @@ func (s *Service) Sweep(ctx context.Context, interval time.Duration, onEnded fun
 			if onEnded != nil && n > 0 {
 				onEnded(n)
 			}
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err != nil && ctx.Err() == nil && !failing:
 				s.log.ErrorContext(ctx, "run sweep failed", "error", err.Error())
+				failing = true
+			case err == nil && failing:
+				s.log.InfoContext(ctx, "run sweep works again")
+				failing = false
 			}
 		}
 	}

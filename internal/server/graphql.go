@@ -27,19 +27,22 @@ import (
 // newGraphQL builds the one GraphQL executor of the process over es with the
 // limits of cfg. The REST shim runs its stored operations on this same
 // handler, so both faces share limits, presenter and recovery.
-func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logger, m *httpx.Metrics) *handler.Server {
+func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logger, m *httpx.Metrics, out *outage) *handler.Server {
 	srv := handler.New(es)
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.SetParserTokenLimit(cfg.Int(config.GraphQLParserTokenLimit))
+	// The linear selection count runs before parsing and validation.
+	srv.Use(SelectionLimit{Max: cfg.Int(config.GraphQLMaxSelections), TokenLimit: cfg.Int(config.GraphQLParserTokenLimit)})
 	if cfg.Bool(config.GraphQLIntrospection) {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(extension.FixedComplexityLimit(cfg.Int(config.GraphQLComplexityLimit)))
 	srv.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit), IntrospectionMax: cfg.Int(config.GraphQLIntrospectionDepthLimit)})
-	srv.SetErrorPresenter(presenter(log, es.Schema()))
+	srv.Use(TextCheck{})
+	srv.SetErrorPresenter(presenter(log, es.Schema(), out))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		noteOperation(ctx)
 		return next(ctx)
@@ -97,8 +100,11 @@ var requestErrorReasons = map[string]string{
 // code, reason, status and fieldErrors like the REST problems. Internal
 // errors show a fixed message; their cause goes to the log with the
 // correlation id only.
-func presenter(log *slog.Logger, schema *ast.Schema) graphql.ErrorPresenterFunc {
+func presenter(log *slog.Logger, schema *ast.Schema, out *outage) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
+		if out != nil {
+			err = out.classify(ctx, err)
+		}
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 		var p *problem.Error
 		if !errors.As(err, &p) {
@@ -119,6 +125,9 @@ func presenter(log *slog.Logger, schema *ast.Schema) graphql.ErrorPresenterFunc 
 			} else {
 				p = problem.Internal(err)
 			}
+		}
+		if p.Code == problem.ValidationFailed && len(gqlErr.Path) > 0 {
+			p = withPathPointers(p, gqlErr.Path)
 		}
 		httpx.NoteCode(ctx, p.Code)
 		if p.Code == problem.InternalError && p.Cause() != nil {
@@ -156,6 +165,33 @@ const (
 	depthLimitCode              = "DEPTH_LIMIT_EXCEEDED"
 	introspectionDepthLimitCode = "INTROSPECTION_DEPTH_LIMIT_EXCEEDED"
 )
+// withPathPointers returns p with every empty field pointer set to the
+// GraphQL path of the error (a scalar such as Time knows its rule, not
+// where its value sits).
+func withPathPointers(p *problem.Error, path ast.Path) *problem.Error {
+	missing := false
+	for _, f := range p.Fields {
+		missing = missing || f.Pointer == ""
+	}
+	if !missing {
+		return p
+	}
+	var ptr strings.Builder
+	for _, el := range path {
+		ptr.WriteString("/")
+		ptr.WriteString(fmt.Sprint(el))
+	}
+	cp := *p
+	cp.Fields = make([]problem.FieldError, len(p.Fields))
+	for i, f := range p.Fields {
+		if f.Pointer == "" {
+			f.Pointer = ptr.String()
+		}
+		cp.Fields[i] = f
+	}
+	return &cp
+}
+
 
 // DepthLimit refuses operations whose selection is deeper than Max (config
 // key graphql.depth_limit), counting fields through fragments. The subtrees
@@ -248,6 +284,10 @@ func overHTTP(next http.Handler) http.Handler {
 		ct := w.Header().Get("Content-Type")
 		status := buf.status
 		switch {
+		case httpx.HintsFrom(r.Context()).Unavailable:
+			// The database does not answer: 503 like REST, whatever the
+			// media type (the errors say unavailable, with Retry-After).
+			status = http.StatusServiceUnavailable
 		case strings.HasPrefix(ct, "application/json") && (status == http.StatusUnprocessableEntity ||
 			(status == http.StatusBadRequest && !bytes.Contains(body, []byte(`"reason":"invalid_json"`)))):
 			status = http.StatusOK

@@ -57,7 +57,8 @@ type Deps struct {
 	Clock clock.Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// Limiter defaults to in-process buckets sized by the config.
+	// Limiter defaults to the buckets of ratelimit.store sized by the
+	// config: shared through PostgreSQL, or in this process.
 	Limiter ratelimit.Limiter
 	// PlaygroundActAs are the principals the playground offers to act as,
 	// tokens included: bothy dev passes the example world's, bothy serve
@@ -89,6 +90,8 @@ type Server struct {
 	ops       *opsMetrics
 	metrics   http.Handler // nil when /metrics is on the API listener
 	metricsLn atomic.Pointer[net.Listener]
+	inflight  *inflight
+	outage    *outage
 }
 
 // New assembles the server. It fails when a stored REST operation does not
@@ -101,7 +104,14 @@ func New(d Deps) (*Server, error) {
 		d.Logger = slog.Default()
 	}
 	if d.Limiter == nil {
-		d.Limiter = ratelimit.NewMemory(d.Config, d.Clock)
+		switch store := d.Config.String(config.RateLimitStore); store {
+		case "postgres":
+			d.Limiter = ratelimit.NewPostgres(d.Pool, d.Config, d.Clock)
+		case "memory":
+			d.Limiter = ratelimit.NewMemory(d.Config, d.Clock)
+		default:
+			return nil, fmt.Errorf("config key %s: %q is neither postgres nor memory", config.RateLimitStore, store)
+		}
 	}
 	cfg := d.Config
 	if d.ListenURL == "" {
@@ -147,8 +157,13 @@ func New(d Deps) (*Server, error) {
 	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)}}
-	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
-	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}, newGraphQL(es, d.Config, d.Logger, metrics))
+	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
+	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver, Complexity: Complexity(ListBounds{
+		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
+		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
+		ContextItems: contextItems, NestedItems: nestedItems})})
+	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes),
+		graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}, newGraphQL(es, d.Config, d.Logger, metrics, out)))
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
@@ -159,10 +174,17 @@ func New(d Deps) (*Server, error) {
 		Retention: retention.New(d.Pool, d.Clock, retention.Keep{EventLog: cfg.Duration(config.RetentionEventLog),
 			AgentEvents: cfg.Duration(config.RetentionAgentEvents), AuditLog: cfg.Duration(config.RetentionAuditLog),
 			Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger),
-		ready: &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected}}
-	authed := func(h http.Handler) http.Handler { return s.authenticate(h) }
+		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected},
+		inflight: newInflight(cfg.Int(config.HTTPMaxConcurrentPerPrincipal), cfg.Duration(config.HTTPMaxConcurrentWait)), outage: out}
+	// Authentication comes before the body is read: an unauthenticated
+	// client cannot make the server buffer http.max_body_bytes.
+	maxBody := int64(cfg.Int(config.HTTPMaxBodyBytes))
+	authed := func(h http.Handler) http.Handler {
+		return s.authenticate(s.capConcurrency(httpx.LimitBody(maxBody,
+			writeDeadlines(cfg.Duration(config.HTTPWriteTimeout), cfg.Duration(config.EventsPollMaxWait), h))))
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", authed(overHTTP(gql)))
+	mux.Handle("/graphql", graphQLRefusals(authed(refuseTrailing(overHTTP(gql)))))
 	shim.Register(mux, authed)
 	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
@@ -207,22 +229,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if ok {
 			var authErr error
 			p, authErr = s.Identity.Authenticate(r.Context(), tok)
-			err = problem.From(authErr)
+			err = problem.From(s.outage.classify(r.Context(), authErr))
 		}
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="bothy"`)
-			if r.URL.Path == "/graphql" {
-				pe := problem.From(err)
-				httpx.NoteCode(r.Context(), pe.Code)
-				if pe.Code == problem.InternalError && pe.Cause() != nil {
-					s.log.ErrorContext(r.Context(), "authentication failed", "correlation_id", httpx.CorrelationID(r.Context()), "error", pe.Cause().Error())
-				}
-				writeJSON(w, pe.Code.Status(), map[string]any{"errors": []any{map[string]any{
-					"message": pe.Code.Title(), "extensions": map[string]any{"code": string(pe.Code), "status": pe.Code.Status()},
-				}}})
-				return
+			if err.Code == problem.Unauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="bothy"`)
 			}
-			httpx.WriteProblem(w, r, err)
+			s.refuse(w, r, err)
 			return
 		}
 		httpx.NotePrincipal(r.Context(), p.ID)
@@ -275,7 +288,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
-	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog,
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:  s.cfg.Duration(config.HTTPReadTimeout),
+		WriteTimeout: s.cfg.Duration(config.HTTPWriteTimeout),
+		IdleTimeout:  s.cfg.Duration(config.HTTPIdleTimeout),
+		// net/http's own error lines (TLS, hijack, panics it recovers) go
+		// through the one JSON logger too.
+		ErrorLog:    errLog,
 		BaseContext: func(net.Listener) context.Context { return reqCtx }}
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()

@@ -87,7 +87,16 @@ const (
 	GraphQLParserTokenLimit            = "graphql.parser_token_limit"
 	GraphQLIntrospection               = "graphql.introspection"
 	GraphQLIntrospectionDepthLimit     = "graphql.introspection_depth_limit"
+	GraphQLMaxSelections               = "graphql.max_selections"
+	GraphQLMaxResponseBytes            = "graphql.max_response_bytes"
 	HTTPMaxBodyBytes                   = "http.max_body_bytes"
+	HTTPReadTimeout                    = "http.read_timeout"
+	HTTPWriteTimeout                   = "http.write_timeout"
+	HTTPIdleTimeout                    = "http.idle_timeout"
+	HTTPMaxConcurrentPerPrincipal      = "http.max_concurrent_per_principal"
+	HTTPMaxConcurrentWait              = "http.max_concurrent_wait"
+	DatabaseOutageRetryAfter           = "database.outage_retry_after"
+	RateLimitStore                     = "ratelimit.store"
 	LogLevel                           = "log.level"
 	TokenDefaultTTL                    = "token.default_ttl"
 	AdminPrincipalListLimitDefault     = "admin.principal_list_limit_default"
@@ -144,12 +153,21 @@ var Registry = []Key{
 	{RateReadBurst, TypeInt, "200", "1", "size of the rl.read bucket per principal"},
 	{RateAdminPerMinute, TypeInt, "60", "1", "refill of the rl.admin bucket per principal and minute"},
 	{RateAdminBurst, TypeInt, "20", "1", "size of the rl.admin bucket per principal"},
-	{GraphQLComplexityLimit, TypeInt, "5000", "1", "highest GraphQL query complexity"},
+	{GraphQLComplexityLimit, TypeInt, "10000", "1", "highest GraphQL query complexity; a list field costs its item times its limit (or default)"},
 	{GraphQLDepthLimit, TypeInt, "12", "1", "deepest GraphQL selection, not counting the introspection fields __schema and __type (see graphql.introspection_depth_limit)"},
 	{GraphQLIntrospectionDepthLimit, TypeInt, "15", "1", "deepest selection below __schema or __type; 15 lets the standard introspection query (GraphiQL, code generators) through and bounds ofType chains"},
 	{GraphQLParserTokenLimit, TypeInt, "15000", "100", "most lexical tokens the GraphQL parser reads from one document"},
 	{GraphQLIntrospection, TypeBool, "true", "", "whether GraphQL introspection (and so the playground's schema view) is on"},
+	{GraphQLMaxSelections, TypeInt, "500", "10", "most selections (fields, aliases, fragment spreads, inline fragments) written in one GraphQL document, checked before validation"},
+	{GraphQLMaxResponseBytes, TypeInt, "8388608", "65536", "largest GraphQL (and REST) response body; a larger one answers validation_failed response_too_large"},
 	{HTTPMaxBodyBytes, TypeInt, "1048576", "1024", "larger request bodies get 413 payload_too_large"},
+	{HTTPReadTimeout, TypeDuration, "30s", "1s", "longest time to read a request, headers and body; a slower client is disconnected"},
+	{HTTPWriteTimeout, TypeDuration, "30s", "1s", "longest time to answer a request (a long poll gets events.poll_max_wait on top)"},
+	{HTTPIdleTimeout, TypeDuration, "60s", "1s", "how long an idle keep-alive connection stays open"},
+	{HTTPMaxConcurrentPerPrincipal, TypeInt, "8", "1", "most requests of one principal in flight at once on /graphql and the REST routes; more wait (http.max_concurrent_wait)"},
+	{HTTPMaxConcurrentWait, TypeDuration, "5s", "0s", "how long a request over http.max_concurrent_per_principal waits for a slot before it answers 429 rate_limited (too_many_concurrent)"},
+	{DatabaseOutageRetryAfter, TypeDuration, "5s", "1s", "Retry-After of the 503 unavailable answers while the database does not answer"},
+	{RateLimitStore, TypeString, "postgres", "", "where rate-limit buckets live: postgres (shared by every replica) or memory (this process only)"},
 	{LogLevel, TypeString, "info", "", "lowest log level written: debug, info, warn or error"},
 	{TokenDefaultTTL, TypeDuration, "0s", "0s", "lifetime of tokens issued without an explicit ttl (createToken, createPrincipal's first token, the command line); 0s means no expiry"},
 	{AdminPrincipalListLimitDefault, TypeInt, "50", "1", "page size of listPrincipals when the request names none"},

@@ -7,6 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	sq "github.com/Masterminds/squirrel"
 	"github.com/jackc/pgx/v5"
@@ -139,4 +143,33 @@ func Nullable(s string) any {
 		return nil
 	}
 	return s
+}
+
+// Unreachable reports whether err means the database does not answer: the
+// connection could not be made, broke, or the server is shutting down or
+// starting (SQLSTATE classes 08 and 57P). Such an error says nothing about
+// the request; it answers 503 unavailable, not 500.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	// pgx reports a connection it closed after a failure as "conn closed";
+	// a statement that never reached the server is safe to retry.
+	return pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed")
 }

@@ -55,6 +55,9 @@ type Hints struct {
 	// LongPoll marks a request that may wait for events by design; it is
 	// measured apart from the request latency.
 	LongPoll bool
+	// Unavailable marks an answer that failed because a dependency (the
+	// database) does not answer: /graphql then answers 503 too.
+	Unavailable bool
 }
 
 // NoteOperation records the operation name of the request of ctx unless one
@@ -112,7 +115,7 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := problem.From(err)
 	NoteCode(r.Context(), p.Code)
 	if p.Code == problem.InternalError && p.Cause() != nil {
-		slog.ErrorContext(r.Context(), "internal error", "correlation_id", CorrelationID(r.Context()), "error", p.Cause().Error())
+		loggerFrom(r.Context()).ErrorContext(r.Context(), "internal error", "correlation_id", CorrelationID(r.Context()), "error", p.Cause().Error())
 	}
 	if p.RetryAfter > 0 {
 		w.Header().Set("Retry-After", RetrySeconds(p.RetryAfter))
@@ -312,6 +315,7 @@ func ChainWith(next http.Handler, o Options) http.Handler {
 		hints := &Hints{}
 		ctx := context.WithValue(r.Context(), keyCorrelation, cid)
 		ctx = context.WithValue(ctx, keyHints, hints)
+		ctx = context.WithValue(ctx, keyLogger, log)
 		w.Header().Set(CorrelationHeader, cid)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, hints: hints}
 		face := Face(r.URL.Path)
@@ -382,4 +386,36 @@ func LimitBody(max int64, next http.Handler) http.Handler {
 		r.ContentLength = int64(len(data))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Unwrap returns the wrapped writer, so that http.ResponseController can
+// reach the connection (to move its write deadline).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+const keyDeadline ctxKey = 101
+
+// WithWriteDeadlineExtender returns ctx carrying extend, which moves the
+// request's write deadline so that it allows an extra wait.
+func WithWriteDeadlineExtender(ctx context.Context, extend func(wait time.Duration)) context.Context {
+	return context.WithValue(ctx, keyDeadline, extend)
+}
+
+// ExtendWriteDeadline lets a handler that waits on purpose (a long poll)
+// tell the HTTP layer: the answer may come wait later than http.write_timeout
+// alone allows. Outside a request it does nothing.
+func ExtendWriteDeadline(ctx context.Context, wait time.Duration) {
+	if f, ok := ctx.Value(keyDeadline).(func(time.Duration)); ok {
+		f(wait)
+	}
+}
+
+const keyLogger ctxKey = 102
+
+// loggerFrom returns the server's logger that Chain put into ctx, so that
+// every line goes through the one JSON logger, not slog's default.
+func loggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(keyLogger).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
 }

@@ -5,8 +5,10 @@
 // its data across restarts, and the test harness (package pgtest), which
 // starts a throw-away cluster when neither an external server nor Docker is
 // available. The cluster listens only on 127.0.0.1 and on a Unix socket in a
-// private directory, trusts local connections and trades durability for
-// speed (fsync=off and friends): it is never meant for production data.
+// private directory and trusts local connections. It is durable by default
+// (fsync, synchronous_commit and full_page_writes on, as PostgreSQL ships
+// them): a commit it confirms survives a crash. Only throw-away clusters
+// (Options.NoSync, the tests') trade that for speed.
 package pgcluster
 
 import (
@@ -147,6 +149,11 @@ type Options struct {
 	// without calling Stop (crash, signal, test timeout), and with Ephemeral
 	// it also removes DataDir then.
 	Ephemeral bool
+	// NoSync turns fsync, synchronous_commit and full_page_writes off: a
+	// crash can then lose confirmed commits or corrupt the cluster. Only
+	// for throw-away test clusters; `bothy dev` keeps its data and never
+	// sets it.
+	NoSync bool
 }
 
 // Cluster is a running PostgreSQL server started by Start. Its methods are
@@ -159,6 +166,7 @@ type Cluster struct {
 	sockDir   string
 	port      int
 	ephemeral bool
+	noSync    bool
 	cred      *syscall.Credential // non-nil when running as root
 	env       []string
 	log       *slog.Logger
@@ -207,6 +215,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		pgdata:    filepath.Join(dataDir, "pgdata"),
 		logFile:   filepath.Join(dataDir, "postgres.log"),
 		ephemeral: opts.Ephemeral,
+		noSync:    opts.NoSync,
 		log:       logger.With("component", "pgcluster"),
 	}
 	if os.Geteuid() == 0 {
@@ -438,7 +447,7 @@ func (c *Cluster) initdb(ctx context.Context) error {
 		return fmt.Errorf("pgcluster: remove leftover %s: %w", tmp, err)
 	}
 	c.log.Info("creating PostgreSQL cluster", "data_dir", c.pgdata)
-	out, err := c.command(ctx, "initdb",
+	args := []string{
 		"-D", tmp,
 		"-U", "postgres",
 		"-E", "UTF8",
@@ -446,9 +455,12 @@ func (c *Cluster) initdb(ctx context.Context) error {
 		// and sorts the same on every machine.
 		"--no-locale",
 		"--auth=trust",
+	}
+	if c.noSync {
 		// fsync is off at run time anyway; syncing here only costs time.
-		"--no-sync",
-	).CombinedOutput()
+		args = append(args, "--no-sync")
+	}
+	out, err := c.command(ctx, "initdb", args...).CombinedOutput()
 	if err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("pgcluster: initdb failed: %w\n%s", err, tail(out, 20))
@@ -600,13 +612,10 @@ func (c *Cluster) start(ctx context.Context, port int) error {
 		"-k", shellQuote(c.sockDir),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_permissions=0700",
-		// Development and test data is disposable: skip durability.
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
 		// Parallel test packages each open pools of their own.
 		"-c", "max_connections=200",
 	}
+	settings = append(settings, c.durability()...)
 	out, err := c.command(ctx, "pg_ctl", "start",
 		"-D", c.pgdata,
 		"-l", c.logFile,
@@ -787,4 +796,15 @@ func tail(b []byte, n int) string {
 		}
 	}
 	return sb.String()
+}
+
+// durability returns the settings that decide whether a confirmed commit
+// survives a crash. They are named on every start, so that a data folder
+// made by an older version that ran without them gets them back.
+func (c *Cluster) durability() []string {
+	if c.noSync {
+		// Test data is disposable: skip durability.
+		return []string{"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"}
+	}
+	return []string{"-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "full_page_writes=on"}
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,6 +36,14 @@ func TestStartKeepsDataAcrossRestarts(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("SELECT 1 = %d, %v", one, err)
 	}
+	// A kept cluster (bothy dev) is durable: a confirmed commit survives
+	// a crash of the database.
+	for _, setting := range []string{"fsync", "synchronous_commit", "full_page_writes"} {
+		var v string
+		if err := conn.QueryRow(ctx, "SHOW "+setting).Scan(&v); err != nil || v != "on" {
+			t.Fatalf("%s = %q, %v; want on", setting, v, err)
+		}
+	}
 	if _, err := conn.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('still here')"); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +73,19 @@ func TestStartKeepsDataAcrossRestarts(t *testing.T) {
 	conn.Close(ctx)
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDurabilitySettings: only a NoSync cluster turns durability off.
+func TestDurabilitySettings(t *testing.T) {
+	durable := (&Cluster{}).durability()
+	fast := (&Cluster{noSync: true}).durability()
+	want := map[bool][]string{
+		false: {"-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "full_page_writes=on"},
+		true:  {"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"},
+	}
+	if !slices.Equal(durable, want[false]) || !slices.Equal(fast, want[true]) {
+		t.Fatalf("durable %v, no-sync %v", durable, fast)
 	}
 }
 

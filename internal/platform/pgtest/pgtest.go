@@ -259,7 +259,7 @@ func startCluster(ctx context.Context) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dir, Ephemeral: true})
+	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dir, Ephemeral: true, NoSync: true})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

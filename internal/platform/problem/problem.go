@@ -27,6 +27,10 @@ const (
 	Unavailable      Code = "unavailable"
 	// CursorExpired answers a cursor older than what retention keeps.
 	CursorExpired Code = "cursor_expired"
+	// MethodNotAllowed and UnsupportedMediaType are the refusals of the
+	// HTTP layer itself (a wrong method or body type on /graphql).
+	MethodNotAllowed     Code = "method_not_allowed"
+	UnsupportedMediaType Code = "unsupported_media_type"
 )
 
 type codeInfo struct {
@@ -35,17 +39,19 @@ type codeInfo struct {
 }
 
 var codes = map[Code]codeInfo{
-	ValidationFailed: {http.StatusBadRequest, "The request is not valid"},
-	Unauthorized:     {http.StatusUnauthorized, "Authentication is required"},
-	Forbidden:        {http.StatusForbidden, "The action is not allowed"},
-	ChannelReadOnly:  {http.StatusForbidden, "The channel is read-only"},
-	NotFound:         {http.StatusNotFound, "Not found"},
-	Conflict:         {http.StatusConflict, "The request conflicts with the current state"},
-	PayloadTooLarge:  {http.StatusRequestEntityTooLarge, "The request body is too large"},
-	RateLimited:      {http.StatusTooManyRequests, "Too many requests"},
-	InternalError:    {http.StatusInternalServerError, "Internal error"},
-	Unavailable:      {http.StatusServiceUnavailable, "The service is unavailable"},
-	CursorExpired:    {http.StatusGone, "The cursor is older than what is kept"},
+	ValidationFailed:     {http.StatusBadRequest, "The request is not valid"},
+	Unauthorized:         {http.StatusUnauthorized, "Authentication is required"},
+	Forbidden:            {http.StatusForbidden, "The action is not allowed"},
+	ChannelReadOnly:      {http.StatusForbidden, "The channel is read-only"},
+	NotFound:             {http.StatusNotFound, "Not found"},
+	Conflict:             {http.StatusConflict, "The request conflicts with the current state"},
+	PayloadTooLarge:      {http.StatusRequestEntityTooLarge, "The request body is too large"},
+	RateLimited:          {http.StatusTooManyRequests, "Too many requests"},
+	InternalError:        {http.StatusInternalServerError, "Internal error"},
+	Unavailable:          {http.StatusServiceUnavailable, "The service is unavailable"},
+	CursorExpired:        {http.StatusGone, "The cursor is older than what is kept"},
+	MethodNotAllowed:     {http.StatusMethodNotAllowed, "The method is not allowed here"},
+	UnsupportedMediaType: {http.StatusUnsupportedMediaType, "The body type is not supported"},
 }
 
 // Codes returns every code of the closed list.

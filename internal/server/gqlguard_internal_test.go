@@ -1,0 +1,48 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/99designs/gqlgen/complexity"
+	"github.com/vektah/gqlparser/v2"
+
+	"bothy.example.com/bothy/graph/generated"
+	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/rest"
+)
+
+// TestStoredOperationsFitLimits computes the complexity and selection count
+// of every stored REST operation with its limits at their maxima: each must
+// pass the default graphql.complexity_limit and graphql.max_selections, or
+// a REST route would refuse its own largest page.
+func TestStoredOperationsFitLimits(t *testing.T) {
+	cfg := config.Defaults()
+	es := generated.NewExecutableSchema(generated.Config{Complexity: Complexity(ListBounds{
+		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
+		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
+		ContextItems: contextItems, NestedItems: nestedItems})})
+	for _, rt := range rest.Table {
+		doc, errs := gqlparser.LoadQuery(es.Schema(), rt.Document)
+		if errs != nil {
+			t.Fatalf("%s: %v", rt.OperationID, errs)
+		}
+		op := doc.Operations.ForName(rt.OperationID)
+		vars := map[string]any{}
+		for _, v := range op.VariableDefinitions {
+			if v.Type.Name() == "Int" && strings.Contains(v.Variable, "limit") {
+				vars[v.Variable] = 1 << 20 // clamped to the maximum
+			}
+		}
+		c := complexity.Calculate(context.Background(), es, op, vars)
+		n := CountSelections(rt.Document, cfg.Int(config.GraphQLParserTokenLimit))
+		t.Logf("%-22s complexity %6d selections %4d", rt.OperationID, c, n)
+		if c > cfg.Int(config.GraphQLComplexityLimit) {
+			t.Errorf("%s: complexity %d exceeds graphql.complexity_limit %d", rt.OperationID, c, cfg.Int(config.GraphQLComplexityLimit))
+		}
+		if n > cfg.Int(config.GraphQLMaxSelections) {
+			t.Errorf("%s: %d selections exceed graphql.max_selections", rt.OperationID, n)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/httpx"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// outage turns database-unreachable errors into 503 unavailable answers
+// with Retry-After, and logs one line when an outage starts and one when
+// it ends instead of an error line per request. The end is found by
+// pinging the pool once a second while the outage lasts; nothing needs a
+// restart, the pool reconnects by itself.
+type outage struct {
+	pool       *pgxpool.Pool
+	log        *slog.Logger
+	retryAfter time.Duration
+
+	mu    sync.Mutex
+	since time.Time // zero while the database answers
+}
+
+func newOutage(pool *pgxpool.Pool, log *slog.Logger, retryAfter time.Duration) *outage {
+	return &outage{pool: pool, log: log, retryAfter: retryAfter}
+}
+
+// classify returns err unchanged unless it is an internal error caused by
+// an unreachable database; that becomes unavailable (reason
+// database_unreachable) and notes the outage. The request's hints carry the
+// wait so that both faces send Retry-After.
+func (o *outage) classify(ctx context.Context, err error) error {
+	p := problem.From(err)
+	if p == nil || p.Code != problem.InternalError || !db.Unreachable(p.Cause()) {
+		return err
+	}
+	o.begin(p.Cause())
+	u := problem.Newf(problem.Unavailable, "database_unreachable", "the database does not answer; retry later")
+	u.RetryAfter = o.retryAfter
+	h := httpx.HintsFrom(ctx)
+	h.RetryAfter, h.Unavailable = o.retryAfter, true
+	return u
+}
+
+func (o *outage) begin(cause error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.since.IsZero() {
+		return
+	}
+	o.since = time.Now()
+	o.log.Error("database outage started: requests answer 503 unavailable until it answers again", "error", cause.Error())
+	go o.watch()
+}
+
+// watch pings until the database answers, then logs the end.
+func (o *outage) watch() {
+	for {
+		time.Sleep(time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := o.pool.Ping(ctx)
+		cancel()
+		if err != nil && strings.Contains(err.Error(), "closed pool") {
+			return // the server is gone
+		}
+		if err == nil {
+			o.mu.Lock()
+			took := time.Since(o.since)
+			o.since = time.Time{}
+			o.mu.Unlock()
+			o.log.Info("database outage ended", "duration_ms", took.Milliseconds())
+			return
+		}
+	}
+}
+
+// down reports whether an outage is noted.
+func (o *outage) down() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.since.IsZero()
+}

@@ -1,0 +1,201 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/pgcluster"
+)
+
+// lockedBuffer collects log lines from many goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// messages returns the msg of every JSON log line.
+func (b *lockedBuffer) messages(t *testing.T) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		var rec struct {
+			Msg string `json:"msg"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		out = append(out, rec.Msg)
+	}
+	return out
+}
+
+func countMsg(msgs []string, prefix string) int {
+	n := 0
+	for _, m := range msgs {
+		if strings.HasPrefix(m, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestDatabaseOutage stops the server's PostgreSQL under a bounded write
+// load and starts it again: clients get 503 unavailable with Retry-After
+// (never 500), writes succeed again without restarting Bothy, every
+// acknowledged message is stored, and the log has one line for the start
+// of the outage and one for its end.
+func TestDatabaseOutage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := cluster.Port()
+	t.Cleanup(func() { cluster.Stop() })
+	admin, err := pgx.Connect(ctx, cluster.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE bothy"); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close(ctx)
+	url := cluster.URL("bothy")
+	if err := db.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	env := apitest.Start(t, apitest.Options{DatabaseURL: url, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		Config: map[string]string{"ratelimit.rl.message.burst": "100000", "ratelimit.rl.message.per_minute": "100000"}})
+	main := env.Main("Support/Allgemein")
+
+	var (
+		mu        sync.Mutex
+		acked     []string
+		statuses  = map[int]int{}
+		retryHdr  = true
+		restarted time.Time
+		recovered time.Duration
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := env.Post("alex", main, fmt.Sprintf("w%d-%d", w, i), "load")
+				mu.Lock()
+				statuses[r.Status]++
+				switch r.Status {
+				case http.StatusCreated:
+					var m struct {
+						ID string `json:"id"`
+					}
+					json.Unmarshal(r.Body, &m)
+					acked = append(acked, m.ID)
+					if !restarted.IsZero() && recovered == 0 {
+						recovered = time.Since(restarted)
+					}
+				case http.StatusServiceUnavailable:
+					var p apitest.Problem
+					json.Unmarshal(r.Body, &p)
+					retryHdr = retryHdr && r.Header.Get("Retry-After") != "" && p.Code == "unavailable"
+				}
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	if err := cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+
+	// GraphQL answers 503 as well while the database is away.
+	res := env.GraphQL(env.World.Token("alex"), `{ thread(id: "`+main+`") { id } }`, nil, nil)
+	if res.Status != http.StatusServiceUnavailable || len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "unavailable" ||
+		res.Header.Get("Retry-After") == "" || res.Errors[0].Extensions.RetryAfterSeconds <= 0 {
+		t.Errorf("GraphQL during the outage: %d %+v %v", res.Status, res.Errors, res.Header)
+	}
+
+	cluster, err = pgcluster.Start(ctx, pgcluster.Options{DataDir: dir, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	restarted = time.Now()
+	mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		done := recovered > 0
+		mu.Unlock()
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("statuses %v, acknowledged %d, recovery after restart %v", statuses, len(acked), recovered)
+	if recovered == 0 {
+		t.Fatal("no write succeeded within 30s of the restart")
+	}
+	for st := range statuses {
+		if st != http.StatusCreated && st != http.StatusServiceUnavailable {
+			t.Errorf("status %d seen %d times", st, statuses[st])
+		}
+	}
+	if statuses[http.StatusServiceUnavailable] == 0 || !retryHdr {
+		t.Errorf("503 answers %d, all with Retry-After and code unavailable: %v", statuses[http.StatusServiceUnavailable], retryHdr)
+	}
+	stored := env.Count(`SELECT count(*) FROM messages WHERE id = ANY($1::uuid[])`, acked)
+	if stored != len(acked) {
+		t.Errorf("lost writes: %d acknowledged, %d stored", len(acked), stored)
+	}
+	// The end of the outage is logged by the watcher within a second or two.
+	var msgs []string
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if msgs = logs.messages(t); countMsg(msgs, "database outage ended") > 0 {
+			break
+		}
+	}
+	if s, e := countMsg(msgs, "database outage started"), countMsg(msgs, "database outage ended"); s != 1 || e != 1 {
+		t.Errorf("outage log lines: %d started, %d ended; want 1 and 1", s, e)
+	}
+	if n := countMsg(msgs, "internal error"); n > 0 {
+		t.Errorf("%d internal error lines during the outage", n)
+	}
+}
