@@ -165,6 +165,7 @@ const (
 	depthLimitCode              = "DEPTH_LIMIT_EXCEEDED"
 	introspectionDepthLimitCode = "INTROSPECTION_DEPTH_LIMIT_EXCEEDED"
 )
+
 // withPathPointers returns p with every empty field pointer set to the
 // GraphQL path of the error (a scalar such as Time knows its rule, not
 // where its value sits).
@@ -191,7 +192,6 @@ func withPathPointers(p *problem.Error, path ast.Path) *problem.Error {
 	}
 	return &cp
 }
-
 
 // DepthLimit refuses operations whose selection is deeper than Max (config
 // key graphql.depth_limit), counting fields through fragments. The subtrees
