@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -58,12 +57,8 @@ func main() {
 			fail("lotse polls", err)
 		}
 		for _, ev := range page.AgentEvents.Events {
-			var p struct {
-				RunID     string `json:"run_id"`
-				MessageID string `json:"message_id"`
-			}
-			if ev.Type == "agent.invocation" && json.Unmarshal(ev.Payload, &p) == nil && p.MessageID == m.Id {
-				runID = p.RunID
+			if inv, ok := ev.(*AgentEventsAgentEventsAgentEventPageEventsAgentInvocationEvent); ok && inv.MessageId == m.Id {
+				runID = inv.RunId
 			}
 		}
 		next := page.AgentEvents.NextAfter

@@ -49,17 +49,18 @@ func main() {
 	var inv *AgentInvocationPayload
 	var after *string
 	for i := 0; i < 10 && inv == nil; i++ {
-		wait := 5
+		wait := AgentEventsWait(5)
 		page, err := c.PollAgentEventsWithResponse(ctx, &PollAgentEventsParams{After: after, Wait: &wait}, lotse)
 		if err != nil || page.JSON200 == nil {
 			fail("lotse polls", fmt.Sprint(err, " ", string(page.Body)))
 		}
 		for _, ev := range page.JSON200.Events {
-			if ev.Type != "agent.invocation" {
+			if kind, err := ev.Discriminator(); err != nil || kind != "agent.invocation" {
 				continue
 			}
-			p, err := ev.Payload.AsAgentInvocationPayload()
-			if err == nil && p.MessageId == m.Id {
+			e, err := ev.AsAgentInvocationEvent()
+			if err == nil && e.Payload.MessageId == m.Id {
+				p := e.Payload
 				inv = &p
 			}
 		}
@@ -79,7 +80,8 @@ func main() {
 		fail("lotse reads the context", fmt.Sprintf("%+v", rc.JSON200))
 	}
 
-	started, err := c.StartRunWithResponse(ctx, runID, lotse)
+	holder := "clientflow-openapi"
+	started, err := c.StartRunWithResponse(ctx, runID, StartRunJSONRequestBody{Holder: &holder}, lotse)
 	if err != nil || started.JSON200 == nil || started.JSON200.State != RunStateRunning {
 		fail("lotse starts", fmt.Sprint(err, " ", string(started.Body)))
 	}
