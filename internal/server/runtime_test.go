@@ -614,7 +614,7 @@ func TestEveryClientEventTypeDocumented(t *testing.T) {
 			Events []clientEvent `json:"events"`
 		} `json:"events"`
 	}
-	res := env.GraphQL(env.World.Token("robin"), `{ events(limit: 500) { events { __typename type channelId
+	res := env.GraphQL(env.World.Token("robin"), `{ events(limit: 50) { events { __typename type channelId
 		... on MessageEvent { messageId threadId message { id deleted } }
 		... on ThreadEvent { threadId thread { id } }
 		... on ThreadMovedEvent { threadId fromChannelId toChannelId thread { id } }

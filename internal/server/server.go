@@ -205,8 +205,9 @@ func New(d Deps) (*Server, error) {
 		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
 	}))
 
-	body := httpx.LimitBody(int64(cfg.Int(config.HTTPMaxBodyBytes)), mux)
-	s.handler = httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(body),
+	// Bodies are limited inside authed, after authentication: no route
+	// outside it reads a body.
+	s.handler = httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(mux),
 		httpx.Options{Log: d.Logger, Metrics: metrics, Proxies: proxies})
 	return s, nil
 }
