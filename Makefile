@@ -34,9 +34,10 @@ GENERATED = graph/generated/generated.go graph/model/models_gen.go internal/apic
 assets:
 	internal/playground/fetch-assets.sh
 
-## audit-deps: the graphql-http audit tool (npm, pinned)
+## audit-deps: the graphql-http audit tool and the graphql-ws test client (npm, pinned)
 audit-deps:
 	internal/graphqlaudit/install.sh
+	internal/graphqlws/install.sh
 
 ## audit-graphql: the GraphQL-over-HTTP audit (graphql-http auditServer) against a real server
 audit-graphql: assets audit-deps

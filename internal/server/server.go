@@ -118,9 +118,12 @@ func New(d Deps) (*Server, error) {
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
 	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
-		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)}}
+		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
+		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver})
-	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc}, newGraphQL(es, d.Config, d.Logger))
+	ws := newLive(cfg, ident, hub, d.Logger)
+	exec := newGraphQL(es, d.Config, d.Logger, ws.transport())
+	gql := graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc}, exec)
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
@@ -130,7 +133,9 @@ func New(d Deps) (*Server, error) {
 		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, Admin: adm}
 	authed := func(h http.Handler) http.Handler { return s.authenticate(h) }
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", authed(overHTTP(gql)))
+	// WebSocket upgrades authenticate in connection_init; subscriptions
+	// resolve with fresh loaders per event (no request-wide cache).
+	mux.Handle("/graphql", ws.route(exec, authed(overHTTP(gql))))
 	shim.Register(mux, authed)
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
