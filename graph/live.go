@@ -39,9 +39,9 @@ func WithSubscriptionConn(ctx context.Context, c SubscriptionConn) context.Conte
 
 // stream are the parts of one subscription.
 type stream[T any] struct {
-	// fetch reads the next page after the subscription's cursor (and moves
-	// it); more says the page may have been cut, so the next is read at once.
-	fetch func(context.Context) (evs []events.Event, more bool, err error)
+	// fetch reads up to max events after the subscription's cursor (and
+	// moves it); more says the page may have been cut, so there may be more.
+	fetch func(ctx context.Context, max int) (evs []events.Event, more bool, err error)
 	// visible, when set, checks an event again right before it is handed
 	// to the transport, which writes it at once.
 	visible func(context.Context, events.Event) (bool, error)
@@ -49,14 +49,17 @@ type stream[T any] struct {
 	model func(events.Event) (T, error)
 }
 
-// pump runs a subscription: it reads pages with fetch into a queue of at
-// most Live.SendQueue events and hands them one by one, in commit order, to
-// the transport through an unbuffered channel (so an event handed over is
-// written at once, after its last visibility check). Every commit on any
-// replica (the hub) wakes it to read again and to check the head of the
-// queue again. A consumer that lets the queue overflow has its connection
-// closed, never an unbounded buffer; an error ends the subscription with an
-// error message.
+// pump runs a subscription. Events wait in a queue of at most
+// Live.SendQueue and are handed one by one, in commit order, to the
+// transport through an unbuffered channel, so that an event handed over is
+// written at once, after its last visibility check. A backlog (the events
+// after the cursor the subscription started from) is read from the
+// database at the consumer's pace. Once caught up, every commit on any
+// replica (the hub) wakes it to read what is new; new events that do not
+// fit the queue mean the consumer fell behind the live stream: its
+// connection is closed (4413) and it resumes from its cursor, and the
+// server never buffers without bound. An error ends the subscription with
+// an error message.
 func pump[T any](ctx context.Context, r *Resolver, s stream[T]) <-chan T {
 	limit := r.Live.SendQueue
 	if limit < 1 {
@@ -83,23 +86,36 @@ func pump[T any](ctx context.Context, r *Resolver, s stream[T]) <-chan T {
 		defer tick.Stop()
 		var queue []events.Event
 		var head T
-		ready := false // head is the checked model of queue[0]
+		ready := false  // head is the checked model of queue[0]
+		backlog := true // not yet caught up with the end of the stream
 		for {
 			changed := hub.Changed()
 			for more := true; more; {
-				var evs []events.Event
-				var err error
-				if evs, more, err = s.fetch(ctx); err != nil {
+				free := limit - len(queue)
+				if backlog && free == 0 {
+					break // read on when the consumer took some
+				}
+				// Caught up, one event more than fits tells that the
+				// consumer fell behind.
+				max := free
+				if !backlog {
+					max = free + 1
+				}
+				evs, m, err := s.fetch(ctx, max)
+				if err != nil {
 					fail(err)
 					return
 				}
-				if len(queue)+len(evs) > limit {
+				if len(evs) > free {
 					if c, ok := ctx.Value(connKey{}).(SubscriptionConn); ok {
 						c.QueueFull()
 					}
 					return
 				}
 				queue = append(queue, evs...)
+				if more = m; !more {
+					backlog = false
+				}
 			}
 			for {
 				var send chan<- T
@@ -124,6 +140,9 @@ func pump[T any](ctx context.Context, r *Resolver, s stream[T]) <-chan T {
 				}
 				if ready {
 					send = out
+				}
+				if backlog && len(queue) == 0 {
+					break // read the next part of the backlog
 				}
 				select {
 				case send <- head:

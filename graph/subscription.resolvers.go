@@ -27,8 +27,8 @@ func (r *subscriptionResolver) Events(ctx context.Context, after *string) (<-cha
 		return nil, err
 	}
 	return pump(ctx, r.Resolver, stream[model.Event]{
-		fetch: func(ctx context.Context) ([]events.Event, bool, error) {
-			page, err := r.Feed.Next(ctx, p, cursor, 0)
+		fetch: func(ctx context.Context, max int) ([]events.Event, bool, error) {
+			page, err := r.Feed.Next(ctx, p, cursor, min(max, r.Feed.LimitMax()))
 			if err != nil {
 				return nil, false, err
 			}
@@ -56,15 +56,16 @@ func (r *subscriptionResolver) AgentEvents(ctx context.Context, after *string) (
 		return nil, err
 	}
 	return pump(ctx, r.Resolver, stream[model.AgentEvent]{
-		fetch: func(ctx context.Context) ([]events.Event, bool, error) {
-			evs, err := r.Runs.StreamNext(ctx, p, cursor)
+		fetch: func(ctx context.Context, max int) ([]events.Event, bool, error) {
+			max = min(max, runs.PollLimit)
+			evs, err := r.Runs.StreamNext(ctx, p, cursor, max)
 			if err != nil {
 				return nil, false, err
 			}
 			if len(evs) > 0 {
 				cursor = evs[len(evs)-1].Seq
 			}
-			return evs, len(evs) == runs.PollLimit, nil
+			return evs, len(evs) == max, nil
 		},
 		model: agentEventModel,
 	}), nil

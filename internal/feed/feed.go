@@ -31,6 +31,9 @@ func NewService(az *authz.Service, c *chat.Service, log *events.Log, limitDefaul
 	return &Service{authz: az, chat: c, log: log, limitDefault: limitDefault, limitMax: limitMax}
 }
 
+// LimitMax is events.list_limit_max: the largest page Next reads.
+func (s *Service) LimitMax() int { return s.limitMax }
+
 // Page is a page of events with the cursor for the next call.
 type Page struct {
 	Events    []events.Event

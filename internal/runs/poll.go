@@ -229,10 +229,10 @@ func (s *Service) StreamStart(ctx context.Context, actor identity.Principal, aft
 	return s.resolveCursor(ctx, actor.ID, after, "after")
 }
 
-// StreamNext returns up to PollLimit events of actor's stream after cursor,
+// StreamNext returns up to limit events of actor's stream after cursor,
 // without waiting: what a subscription delivers after a wake-up.
-func (s *Service) StreamNext(ctx context.Context, actor identity.Principal, cursor int64) ([]events.Event, error) {
-	evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, PollLimit)
+func (s *Service) StreamNext(ctx context.Context, actor identity.Principal, cursor int64, limit int) ([]events.Event, error) {
+	evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, limit)
 	if err != nil {
 		return nil, problem.Internal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -466,5 +467,171 @@ func TestSubscriptionProtocol(t *testing.T) {
 		HTTPHeader: http.Header{"Origin": {"https://evil.example.org"}}})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("foreign origin: %v %v", err, resp)
+	}
+}
+
+// wsInvocation is an agent event as the agentEvents subscription selects it.
+type wsInvocation struct {
+	Seq       string `json:"seq"`
+	Type      string `json:"type"`
+	RunID     string `json:"runId"`
+	MessageID string `json:"messageId"`
+}
+
+const wsAgentSel = `seq type ... on AgentInvocationEvent { runId messageId }`
+
+// TestSubscriptionAgentEventsAcrossReplicas: an agent subscribed on replica
+// B receives the invocation of a run triggered on replica A; after a
+// reconnect from the seq it last received it gets what came meanwhile,
+// without a gap or a duplicate, and then what comes live.
+func TestSubscriptionAgentEventsAcrossReplicas(t *testing.T) {
+	a := apitest.Start(t, apitest.Options{})
+	b := a.Peer()
+	lotse := a.World.Token("lotse")
+	main := a.Main("Support/Allgemein")
+	query := `subscription($after: String) { agentEvents(after: $after) { ` + wsAgentSel + ` } }`
+
+	sub := subscribeJS(t, b, lotse, query, map[string]any{"after": "now"})
+	sub.connected()
+	time.Sleep(300 * time.Millisecond)
+	m1 := a.MustPost("alex", main, "ag1", "@lotse first question")
+	var first wsInvocation
+	sub.event("agentEvents", &first)
+	if first.Type != "agent.invocation" || first.MessageID != m1["id"] || first.RunID == "" {
+		t.Fatalf("first %+v", first)
+	}
+	// Disconnected: a second run is triggered on A meanwhile.
+	_ = sub.cmd.Process.Kill()
+	m2 := a.MustPost("alex", main, "ag2", "@lotse second question")
+	again := subscribeJS(t, b, lotse, query, map[string]any{"after": first.Seq})
+	again.connected()
+	var second wsInvocation
+	again.event("agentEvents", &second)
+	if second.MessageID != m2["id"] || seqNum(second.Seq) <= seqNum(first.Seq) {
+		t.Fatalf("after the reconnect %+v (first %+v)", second, first)
+	}
+	// The long poll from the same cursor hands out the same next event.
+	evs, _ := poll(t, b, "lotse", first.Seq, 0)
+	if len(evs) != 1 || evs[0].Seq != second.Seq {
+		t.Fatalf("poll after %s: %+v", first.Seq, evs)
+	}
+	m3 := a.MustPost("alex", main, "ag3", "@lotse third question")
+	var third wsInvocation
+	again.event("agentEvents", &third)
+	if third.MessageID != m3["id"] {
+		t.Fatalf("live after the reconnect %+v", third)
+	}
+	// A person may not subscribe to an agent stream.
+	person := subscribeJS(t, b, a.World.Token("alex"), query, nil)
+	person.connected()
+	// The refusal comes as the subscription's one result, with the error in
+	// the shared vocabulary, then complete.
+	if m := person.next(10 * time.Second); m["next"] == nil || !strings.Contains(string(m["next"]), `"code":"forbidden"`) {
+		t.Fatalf("a person's agentEvents: %s", dump(m))
+	}
+}
+
+// TestSubscriptionSlowConsumer: a consumer that stops reading while many
+// large events commit has its connection closed once its queue
+// (websocket.send_queue) overflows; the server's heap does not grow with
+// the events it could not send, the connection's place is freed, and the
+// client resumes from its cursor and gets every event in order.
+func TestSubscriptionSlowConsumer(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"websocket.send_queue": "8",
+		"websocket.max_connections_per_principal": "1"}})
+	alex := env.World.Token("alex")
+	ch := env.World.Channel("Support/Allgemein").ID
+	main := env.Main("Support/Allgemein")
+	const n, size = 600, 32 << 10
+
+	w := dialRaw(t, env, nil)
+	w.init(alex)
+	w.send(subscribeMsg("s", `subscription { events(after: "0") { seq payload } }`))
+	time.Sleep(300 * time.Millisecond)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	// n events of size bytes each (about 19 MB), committed at once; the
+	// consumer reads none of them.
+	env.Exec(`INSERT INTO event_log (type, channel_id, thread_id, payload, created_at)
+		SELECT 'thread.closed', $1, $2, jsonb_build_object('filler', repeat('x', $3::int), 'i', i), now() FROM generate_series(1, $4::int) i`,
+		ch, main, size, n)
+	env.Exec(`SELECT pg_notify('bothy_agent_events', 'events')`)
+	// The server lets go of the connection: its one place is free again.
+	deadline := time.Now().Add(30 * time.Second)
+	var r *rawWS
+	for r == nil {
+		c := dialRaw(t, env, nil)
+		c.send(rawMsg{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer ` + alex + `"}`)})
+		m, code := c.read(10 * time.Second)
+		if code == 0 && m.Type == "connection_ack" {
+			r = c
+			break
+		}
+		if code != 4429 || time.Now().After(deadline) {
+			t.Fatalf("second connection: %+v %d", m, code)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > n*size/4 {
+		t.Fatalf("heap grew by %d bytes for a consumer that does not read", grew)
+	}
+	// The stalled client now reads what reached it, then the close: 4413.
+	var last string
+	got := 0
+	for {
+		m, code := w.read(10 * time.Second)
+		if code != 0 {
+			if code != 4413 {
+				t.Fatalf("closed with %d, want 4413", code)
+			}
+			break
+		}
+		if m.Type != "next" {
+			t.Fatalf("want next or close, got %+v", m)
+		}
+		var p struct {
+			Data struct {
+				Events struct {
+					Seq string `json:"seq"`
+				} `json:"events"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(m.Payload, &p)
+		last = p.Data.Events.Seq
+		got++
+	}
+	if got >= n {
+		t.Fatalf("the stalled consumer got all %d events", got)
+	}
+	// Resume from the cursor on the new connection: the rest, in order, no
+	// gap, no duplicate.
+	after0 := last
+	if after0 == "" {
+		after0 = "0"
+	}
+	p, _ := json.Marshal(map[string]any{"query": `subscription($a: String) { events(after: $a) { seq } }`, "variables": map[string]any{"a": after0}})
+	r.send(rawMsg{ID: "r", Type: "subscribe", Payload: p})
+	prev := seqNum(after0)
+	if last == "" {
+		prev = int64(env.Count(`SELECT min(seq)::int FROM event_log`)) - 1
+	}
+	for i := got; i < n; i++ {
+		m := r.want("next")
+		var q struct {
+			Data struct {
+				Events struct {
+					Seq string `json:"seq"`
+				} `json:"events"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(m.Payload, &q)
+		if s := seqNum(q.Data.Events.Seq); s != prev+1 {
+			t.Fatalf("resumed at %d after %d", s, prev)
+		}
+		prev++
 	}
 }
