@@ -199,7 +199,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if a.cfg.Transport == TransportWS {
 		stream := a.cfg.Client.AgentStream()
 		defer stream.Close()
-		next = func(ctx context.Context, after string) (EventPage, error) { return stream.Next(ctx, after, a.cfg.PollWait) }
+		next = func(ctx context.Context, after string) (EventPage, error) {
+			return stream.Next(ctx, after, a.cfg.PollWait)
+		}
 	}
 	claimed, held := false, false
 	backoff := a.cfg.RetryBackoff

@@ -461,6 +461,9 @@ func TestSubscriptionProtocol(t *testing.T) {
 	// Origins: a configured one passes, another is refused before the upgrade.
 	ok := dialRaw(t, env, http.Header{"Origin": {"https://chat.example.com"}})
 	ok.init(alex)
+	// The playground's own origin (this server) passes.
+	self := dialRaw(t, env, http.Header{"Origin": {env.URL}})
+	self.init(alex)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, resp, err := websocket.Dial(ctx, wsURL(env), &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"},
