@@ -103,6 +103,12 @@ func (l *live) route(exec http.Handler, rest http.Handler) http.Handler {
 			httpx.WriteProblem(w, r, problem.Newf(problem.Forbidden, "origin_not_allowed", "this origin may not open WebSocket connections (websocket.allowed_origins)"))
 			return
 		}
+		// A subscription lives for hours: the HTTP server's read and write
+		// deadlines of this request (server timeouts) must not reach the
+		// hijacked connection.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
 		c := &wsConn{live: l, active: map[string]bool{}}
 		ctx, cancel := context.WithCancel(r.Context())
 		c.cancel = cancel
