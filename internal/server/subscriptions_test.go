@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket/wsjson"
 
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/identity"
 )
 
 // wsURL is the GraphQL WebSocket address of env.
@@ -636,5 +637,21 @@ func TestSubscriptionSlowConsumer(t *testing.T) {
 			t.Fatalf("resumed at %d after %d", s, prev)
 		}
 		prev++
+	}
+}
+
+// TestSubscriptionClosedWhenPrincipalDisabled: disabling the subscriber's
+// principal closes its socket with 4403 within events.poll_max_wait.
+func TestSubscriptionClosedWhenPrincipalDisabled(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "2s"}})
+	sub := subscribeJS(t, env, env.World.Token("lotse"), `subscription { agentEvents(after: "now") { seq } }`, nil)
+	sub.connected()
+	start := time.Now()
+	setStatus(t, env, "lotse", identity.StatusDisabled)
+	if code := sub.closed(5 * time.Second); code != 4403 {
+		t.Fatalf("disabled principal closed with %d, want 4403", code)
+	}
+	if d := time.Since(start); d > 2*time.Second+500*time.Millisecond {
+		t.Fatalf("closed after %s, more than events.poll_max_wait", d)
 	}
 }
