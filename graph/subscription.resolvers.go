@@ -71,7 +71,6 @@ func (r *subscriptionResolver) AgentEvents(ctx context.Context, after *string) (
 	}), nil
 }
 
-// Subscription returns generated.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
 
 type subscriptionResolver struct{ *Resolver }
