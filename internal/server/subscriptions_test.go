@@ -655,3 +655,25 @@ func TestSubscriptionClosedWhenPrincipalDisabled(t *testing.T) {
 		t.Fatalf("closed after %s, more than events.poll_max_wait", d)
 	}
 }
+
+// TestSubscriptionEventsAcrossReplicas: a person subscribed to events on
+// replica B receives the message posted through REST on replica A (the
+// client event commit wakes B through LISTEN/NOTIFY).
+func TestSubscriptionEventsAcrossReplicas(t *testing.T) {
+	a := apitest.Start(t, apitest.Options{})
+	b := a.Peer()
+	sub := subscribeJS(t, b, a.World.Token("sam"), `subscription { events { `+wsEventSel+` } }`, nil)
+	sub.connected()
+	time.Sleep(300 * time.Millisecond)
+	m := a.MustPost("sam", a.Main("Marketing/Kampagnen"), "rep-1", "across replicas")
+	for {
+		var e wsMessageEvent
+		sub.event("events", &e)
+		if e.Type == "message.created" {
+			if e.MessageID != m["id"] || e.Message == nil || e.Message.ContentMd != "across replicas" {
+				t.Fatalf("delivered %+v", e)
+			}
+			return
+		}
+	}
+}
