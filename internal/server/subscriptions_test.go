@@ -401,7 +401,7 @@ func subscribeMsg(id, query string) rawMsg {
 // error for the id; an origin that is not allowed is refused with 403.
 func TestSubscriptionProtocol(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"websocket.max_subscriptions_per_connection": "2",
-		"websocket.allowed_origins": "chat.example.com"}})
+		"websocket.allowed_origins": "chat.example.com, https://app.example.com"}})
 	alex := env.World.Token("alex")
 	main := env.Main("Support/Allgemein")
 
@@ -462,6 +462,8 @@ func TestSubscriptionProtocol(t *testing.T) {
 	// Origins: a configured one passes, another is refused before the upgrade.
 	ok := dialRaw(t, env, http.Header{"Origin": {"https://chat.example.com"}})
 	ok.init(alex)
+	full := dialRaw(t, env, http.Header{"Origin": {"https://app.example.com"}})
+	full.init(alex)
 	// The playground's own origin (this server) passes.
 	self := dialRaw(t, env, http.Header{"Origin": {env.URL}})
 	self.init(alex)
@@ -471,6 +473,12 @@ func TestSubscriptionProtocol(t *testing.T) {
 		HTTPHeader: http.Header{"Origin": {"https://evil.example.org"}}})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("foreign origin: %v %v", err, resp)
+	}
+	// A full origin matches its scheme too.
+	_, resp, err = websocket.Dial(ctx, wsURL(env), &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"},
+		HTTPHeader: http.Header{"Origin": {"http://app.example.com"}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("other scheme of an allowed origin: %v %v", err, resp)
 	}
 }
 

@@ -118,7 +118,9 @@ func (l *live) route(exec http.Handler, rest http.Handler) http.Handler {
 }
 
 // originAllowed accepts requests without Origin (not from a browser), from
-// the server's own host, and from hosts matching websocket.allowed_origins.
+// the server's own host, and from the configured origins: a full origin
+// (scheme://host[:port], the form of http.cors_allowed_origins) matches
+// exactly, a bare host pattern (path.Match syntax) matches the host.
 func (l *live) originAllowed(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -133,6 +135,12 @@ func (l *live) originAllowed(r *http.Request) bool {
 		return true
 	}
 	for _, p := range l.origins {
+		if strings.Contains(p, "://") {
+			if strings.EqualFold(strings.TrimSuffix(p, "/"), u.Scheme+"://"+host) {
+				return true
+			}
+			continue
+		}
 		if ok, _ := path.Match(p, host); ok {
 			return true
 		}

@@ -108,7 +108,7 @@ var Registry = []Key{
 	{WebsocketSendQueue, TypeInt, "256", "1", "events queued per subscription for a consumer that reads slowly; when full the socket closes with 4413 and the client resumes from its cursor"},
 	{WebsocketPingInterval, TypeDuration, "15s", "1s", "keep-alive ping of GraphQL WebSocket connections (graphql-transport-ws ping)"},
 	{WebsocketInitTimeout, TypeDuration, "10s", "1s", "time a new GraphQL WebSocket connection has to send connection_init"},
-	{WebsocketAllowedOrigins, TypeString, "", "", "comma-separated host patterns (path.Match syntax, e.g. chat.example.com or *.example.com) of browser origins besides the server's own host that may open GraphQL WebSocket connections"},
+	{WebsocketAllowedOrigins, TypeString, "", "", "comma-separated browser origins besides the server's own host that may open GraphQL WebSocket connections: full origins (https://chat.example.com) or host patterns (path.Match syntax, *.example.com)"},
 	{RunStartTimeout, TypeDuration, "5m", "1s", "a queued run not started by then fails with reason timeout"},
 	{RunStallTimeout, TypeDuration, "30m", "1s", "a running run without activity for this long fails with reason timeout"},
 	{RunSweepInterval, TypeDuration, "5s", "100ms", "how often each replica looks for runs past run.start_timeout, run.stall_timeout, their lease or their cancel grace"},
