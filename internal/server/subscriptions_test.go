@@ -131,6 +131,19 @@ func (c *jsClient) closed(wait time.Duration) int {
 	return code
 }
 
+// nextSeq is the seq of the event in a next message of events.
+func nextSeq(m rawMsg) string {
+	var q struct {
+		Data struct {
+			Events struct {
+				Seq string `json:"seq"`
+			} `json:"events"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(m.Payload, &q)
+	return q.Data.Events.Seq
+}
+
 func seqNum(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
@@ -179,9 +192,8 @@ func TestSubscriptionEvents(t *testing.T) {
 		t.Fatalf("bad token closed with %d, want 4403", code)
 	}
 
-	sub := subscribeJS(t, env, token, `subscription { events { `+wsEventSel+` } }`, nil)
+	sub := subscribeJS(t, env, token, `subscription($a: String) { events(after: $a) { `+wsEventSel+` } }`, map[string]any{"a": logEnd(env)})
 	sub.connected()
-	time.Sleep(300 * time.Millisecond) // the subscribe message reaches the server
 	main := env.Main("Support/Eskalation")
 	m1 := env.MustPost("alex", main, "ws1", "first live message")
 	m2 := env.MustPost("alex", main, "ws2", "second live message")
@@ -386,6 +398,17 @@ func (w *rawWS) init(token string) {
 	w.want("connection_ack")
 }
 
+// logEnd is the seq of the last client event committed ("0" when none).
+func logEnd(env *apitest.Env) string {
+	return strconv.Itoa(env.Count(`SELECT coalesce(max(seq), 0)::int FROM event_log`))
+}
+
+// subscribeAfter is a subscribe message with the variable a = after.
+func subscribeAfter(id, query, after string) rawMsg {
+	p, _ := json.Marshal(map[string]any{"query": query, "variables": map[string]any{"a": after}})
+	return rawMsg{ID: id, Type: "subscribe", Payload: p}
+}
+
 func subscribeMsg(id, query string) rawMsg {
 	p, _ := json.Marshal(map[string]any{"query": query})
 	return rawMsg{ID: id, Type: "subscribe", Payload: p}
@@ -409,8 +432,7 @@ func TestSubscriptionProtocol(t *testing.T) {
 	w.init(alex)
 	w.send(rawMsg{Type: "ping"})
 	w.want("pong")
-	w.send(subscribeMsg("a", `subscription { events { seq type } }`))
-	time.Sleep(200 * time.Millisecond)
+	w.send(subscribeAfter("a", `subscription($a: String) { events(after: $a) { seq type } }`, logEnd(env)))
 	env.MustPost("alex", main, "p1", "protocol one")
 	w.created("a")
 	// A query over the socket: one next, then complete.
@@ -422,14 +444,28 @@ func TestSubscriptionProtocol(t *testing.T) {
 		t.Fatalf("complete %+v", m)
 	}
 	// Limit: a and b run, c is refused with an error for its id.
-	w.send(subscribeMsg("b", `subscription { events { seq type } }`))
+	w.send(subscribeAfter("b", `subscription($a: String) { events(after: $a) { seq type } }`, logEnd(env)))
 	w.send(subscribeMsg("c", `subscription { events { seq } }`))
 	if m := w.skipTo("c", "a", "b"); m.Type != "error" || !strings.Contains(string(m.Payload), "too_many_subscriptions") {
 		t.Fatalf("over the limit %+v", m)
 	}
 	// complete from the client stops a: the next post reaches b only.
 	w.send(rawMsg{ID: "a", Type: "complete"})
-	time.Sleep(200 * time.Millisecond)
+	// The server reads in order: once the pong of a later ping is back, the
+	// complete took effect (nexts of a written before it may come first).
+	w.send(rawMsg{Type: "ping"})
+	for {
+		m, code := w.read(10 * time.Second)
+		if code != 0 {
+			t.Fatalf("closed with %d waiting for pong", code)
+		}
+		if m.Type == "pong" {
+			break
+		}
+		if m.Type != "next" || (m.ID != "a" && m.ID != "b") {
+			t.Fatalf("waiting for pong: %+v", m)
+		}
+	}
 	env.MustPost("alex", main, "p2", "protocol two")
 	w.created("b")
 	// A duplicate id closes with 4409.
@@ -503,9 +539,8 @@ func TestSubscriptionAgentEventsAcrossReplicas(t *testing.T) {
 	main := a.Main("Support/Allgemein")
 	query := `subscription($after: String) { agentEvents(after: $after) { ` + wsAgentSel + ` } }`
 
-	sub := subscribeJS(t, b, lotse, query, map[string]any{"after": "now"})
+	sub := subscribeJS(t, b, lotse, query, map[string]any{"after": strconv.Itoa(a.Count(`SELECT coalesce(max(seq), 0)::int FROM agent_events`))})
 	sub.connected()
-	time.Sleep(300 * time.Millisecond)
 	m1 := a.MustPost("alex", main, "ag1", "@lotse first question")
 	var first wsInvocation
 	sub.event("agentEvents", &first)
@@ -558,8 +593,17 @@ func TestSubscriptionSlowConsumer(t *testing.T) {
 
 	w := dialRaw(t, env, nil)
 	w.init(alex)
-	w.send(subscribeMsg("s", `subscription { events(after: "0") { seq payload } }`))
-	time.Sleep(300 * time.Millisecond)
+	w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { seq type payload } }`, logEnd(env)))
+	// Caught up and live: a post arrives (and whatever it committed).
+	env.MustPost("alex", main, "slow-0", "live")
+	var seen string
+	for {
+		m := w.want("next")
+		seen = nextSeq(m)
+		if strings.Contains(string(m.Payload), "message.created") {
+			break
+		}
+	}
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -605,15 +649,7 @@ func TestSubscriptionSlowConsumer(t *testing.T) {
 		if m.Type != "next" {
 			t.Fatalf("want next or close, got %+v", m)
 		}
-		var p struct {
-			Data struct {
-				Events struct {
-					Seq string `json:"seq"`
-				} `json:"events"`
-			} `json:"data"`
-		}
-		_ = json.Unmarshal(m.Payload, &p)
-		last = p.Data.Events.Seq
+		last = nextSeq(m)
 		got++
 	}
 	if got >= n {
@@ -623,28 +659,15 @@ func TestSubscriptionSlowConsumer(t *testing.T) {
 	// gap, no duplicate.
 	after0 := last
 	if after0 == "" {
-		after0 = "0"
+		after0 = seen
 	}
+	end := int64(env.Count(`SELECT max(seq)::int FROM event_log WHERE type = 'thread.closed'`))
 	p, _ := json.Marshal(map[string]any{"query": `subscription($a: String) { events(after: $a) { seq } }`, "variables": map[string]any{"a": after0}})
 	r.send(rawMsg{ID: "r", Type: "subscribe", Payload: p})
-	prev := seqNum(after0)
-	if last == "" {
-		prev = int64(env.Count(`SELECT min(seq)::int FROM event_log`)) - 1
-	}
-	for i := got; i < n; i++ {
-		m := r.want("next")
-		var q struct {
-			Data struct {
-				Events struct {
-					Seq string `json:"seq"`
-				} `json:"events"`
-			} `json:"data"`
-		}
-		_ = json.Unmarshal(m.Payload, &q)
-		if s := seqNum(q.Data.Events.Seq); s != prev+1 {
+	for prev := seqNum(after0); prev < end; prev++ {
+		if s := seqNum(nextSeq(r.want("next"))); s != prev+1 {
 			t.Fatalf("resumed at %d after %d", s, prev)
 		}
-		prev++
 	}
 }
 
@@ -670,9 +693,8 @@ func TestSubscriptionClosedWhenPrincipalDisabled(t *testing.T) {
 func TestSubscriptionEventsAcrossReplicas(t *testing.T) {
 	a := apitest.Start(t, apitest.Options{})
 	b := a.Peer()
-	sub := subscribeJS(t, b, a.World.Token("sam"), `subscription { events { `+wsEventSel+` } }`, nil)
+	sub := subscribeJS(t, b, a.World.Token("sam"), `subscription($a: String) { events(after: $a) { `+wsEventSel+` } }`, map[string]any{"a": logEnd(a)})
 	sub.connected()
-	time.Sleep(300 * time.Millisecond)
 	m := a.MustPost("sam", a.Main("Marketing/Kampagnen"), "rep-1", "across replicas")
 	for {
 		var e wsMessageEvent
