@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -706,4 +707,31 @@ func TestSubscriptionEventsAcrossReplicas(t *testing.T) {
 			return
 		}
 	}
+}
+
+// TestSubscriptionOutlivesHTTPTimeouts: behind an http.Server with short
+// read and write timeouts a subscription still delivers after they passed:
+// the hijack of the upgrade clears the request's deadlines.
+func TestSubscriptionOutlivesHTTPTimeouts(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: env.Server.Handler(), ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws://"+ln.Addr().String()+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	w := &rawWS{t: t, c: c}
+	w.init(env.World.Token("alex"))
+	w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { seq type } }`, logEnd(env)))
+	time.Sleep(1500 * time.Millisecond)
+	env.MustPost("alex", env.Main("Support/Allgemein"), "late", "after the timeouts")
+	w.created("s")
 }

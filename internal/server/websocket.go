@@ -103,12 +103,9 @@ func (l *live) route(exec http.Handler, rest http.Handler) http.Handler {
 			httpx.WriteProblem(w, r, problem.Newf(problem.Forbidden, "origin_not_allowed", "this origin may not open WebSocket connections (websocket.allowed_origins)"))
 			return
 		}
-		// A subscription lives for hours: the HTTP server's read and write
-		// deadlines of this request (server timeouts) must not reach the
-		// hijacked connection.
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Time{})
-		_ = rc.SetWriteDeadline(time.Time{})
+		// A subscription lives for hours: net/http clears the request's
+		// read and write deadlines (server timeouts) when the upgrade
+		// hijacks the connection (TestSubscriptionOutlivesHTTPTimeouts).
 		c := &wsConn{live: l, active: map[string]bool{}}
 		ctx, cancel := context.WithCancel(r.Context())
 		c.cancel = cancel
