@@ -34,9 +34,10 @@ GENERATED = graph/generated/generated.go graph/model/models_gen.go docs/configur
 assets:
 	internal/playground/fetch-assets.sh
 
-## audit-deps: the graphql-http audit tool (npm, pinned)
+## audit-deps: the graphql-http audit tool and the graphql-ws test client (npm, pinned)
 audit-deps:
 	internal/graphqlaudit/install.sh
+	internal/graphqlws/install.sh
 
 ## lint-deps: the OpenAPI linters redocly and spectral (npm, pinned), run by internal/apilint's tests
 lint-deps:

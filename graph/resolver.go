@@ -35,6 +35,8 @@ type Resolver struct {
 	// ContextLimits are agent.context_max_bytes and
 	// agent.context_message_max_bytes.
 	ContextLimits runs.ContextLimits
+	// Live are the settings of subscriptions.
+	Live Live
 }
 
 // caller returns the authenticated principal of the request. The HTTP chain

@@ -46,7 +46,7 @@ Usage:
                                                         issue a token for the principal with handle H (= bothy admin token create)
   bothy config markdown                                 print docs/configuration.md
   bothy version                                         print the version and VCS revision (also --version)
-  bothy agent run --token T --server URL [--once] [--model echo|openai --base-url URL --model-name NAME]
+  bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]
                                                         run the reference agent adapter for the agent of token T
 
 migrate, seed and token create use the database of a running bothy dev (found
@@ -122,7 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return nil
 		}
 		if len(args) < 2 || args[1] != "run" {
-			return errors.New("usage: bothy agent run --token T --server URL [--once] [--model echo|openai --base-url URL --model-name NAME]")
+			return errors.New("usage: bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]")
 		}
 		return cmdAgentRun(ctx, args[2:], stderr)
 	case "config":
@@ -536,13 +536,14 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	token := fs.String("token", "", "API token of the agent (default: $"+agentTokenEnv+")")
 	serverURL := fs.String("server", "", "base URL of the Bothy server, e.g. http://127.0.0.1:8080 (required)")
 	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
+	transport := fs.String("transport", adapter.TransportPoll, "how to read the agent stream: poll (long poll over HTTP) or ws (the agentEvents subscription over WebSocket)")
 	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service) or\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)")
 	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama)")
 	modelName := fs.String("model-name", "", "--model openai: the model to ask, e.g. gpt-4o-mini or llama3.2")
 	modelTimeout := fs.Duration("model-timeout", 120*time.Second, "--model openai: longest time for one answer, retries included")
 	maxTokens := fs.Int("model-max-tokens", 0, "--model openai: max_tokens of each request (0: the server's default)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--model echo|openai --base-url URL --model-name NAME]\n\n"+
+		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]\n\n"+
 			"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
 			"starts the run, answers with the model and finishes the run.\n\n"+
 			"Environment:\n"+
@@ -592,7 +593,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := adapter.New(adapter.Config{Client: client, Model: m, Once: *once, Logger: log})
+	a, err := adapter.New(adapter.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport})
 	if err != nil {
 		return err
 	}

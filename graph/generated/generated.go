@@ -43,6 +43,7 @@ type ResolverRoot interface {
 	RunContextMessage() RunContextMessageResolver
 	RunStateChangedEvent() RunStateChangedEventResolver
 	SpaceEvent() SpaceEventResolver
+	Subscription() SubscriptionResolver
 	Thread() ThreadResolver
 	ThreadEvent() ThreadEventResolver
 	ThreadMovedEvent() ThreadMovedEventResolver
@@ -388,6 +389,11 @@ type ComplexityRoot struct {
 		Type      func(childComplexity int) int
 	}
 
+	Subscription struct {
+		AgentEvents func(childComplexity int, after *string) int
+		Events      func(childComplexity int, after *string) int
+	}
+
 	Thread struct {
 		ChannelID       func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
@@ -565,6 +571,10 @@ type RunStateChangedEventResolver interface {
 }
 type SpaceEventResolver interface {
 	Space(ctx context.Context, obj *model.SpaceEvent) (*model.Space, error)
+}
+type SubscriptionResolver interface {
+	Events(ctx context.Context, after *string) (<-chan model.Event, error)
+	AgentEvents(ctx context.Context, after *string) (<-chan model.AgentEvent, error)
 }
 type ThreadResolver interface {
 	Messages(ctx context.Context, obj *model.Thread, after *int, limit *int) (*model.MessagePage, error)
@@ -2304,6 +2314,29 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SpaceEvent.Type(childComplexity), true
 
+	case "Subscription.agentEvents":
+		if e.ComplexityRoot.Subscription.AgentEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_agentEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.AgentEvents(childComplexity, args["after"].(*string)), true
+	case "Subscription.events":
+		if e.ComplexityRoot.Subscription.Events == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_events_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.Events(childComplexity, args["after"].(*string)), true
+
 	case "Thread.channelId":
 		if e.ComplexityRoot.Thread.ChannelID == nil {
 			break
@@ -2690,6 +2723,23 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			ctx = graphql.WithLazyInputUnmarshalerIndex(ctx, inputUnmarshalers)
 			data := ec._Mutation(ctx, opCtx.Operation.SelectionSet)
 			var buf bytes.Buffer
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
+		}
+	case ast.Subscription:
+		next := ec._Subscription(ctx, opCtx.Operation.SelectionSet)
+
+		var buf bytes.Buffer
+		return func(ctx context.Context) *graphql.Response {
+			buf.Reset()
+			data := next(ctx)
+
+			if data == nil {
+				return nil
+			}
 			data.MarshalGQL(&buf)
 
 			return &graphql.Response{
@@ -3574,6 +3624,27 @@ extend type Mutation {
   cancelRun(id: ID!): Run!
   resetAgentSession(threadId: ID!): AgentSession!
   bindAgentSession(threadId: ID!, externalRef: String!): AgentSession!
+}
+`, BuiltIn: false},
+	{Name: "../../schema/subscription.graphqls", Input: `"""
+Live streams over WebSocket (graphql-transport-ws protocol on /graphql).
+Each delivers in commit order from a cursor; resume after a reconnect by
+passing the seq of the last event received as after.
+"""
+type Subscription {
+  """
+  The caller's client event stream: what listEvents shows it, item by item,
+  checked for visibility when delivered. after: the seq to continue behind;
+  without it (or with "now") from the current end of the log.
+  """
+  events(after: String): Event!
+  """
+  The calling agent's own stream (agents only), like agentEvents of Query:
+  without after it continues after the acknowledged position, "now" from the
+  end, "0" from the start. Acknowledge with ackAgentEvents as with the long
+  poll.
+  """
+  agentEvents(after: String): AgentEvent!
 }
 `, BuiltIn: false},
 }
@@ -4988,6 +5059,34 @@ func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["principalId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_agentEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_events_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
 	return args, nil
 }
 
@@ -11982,6 +12081,94 @@ func (ec *executionContext) fieldContext_SpaceEvent_space(_ context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Subscription_events(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().Events(ctx, fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Event) graphql.Marshaler {
+			return ec.marshalNEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_events(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_events_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_agentEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_agentEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().AgentEvents(ctx, fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AgentEvent) graphql.Marshaler {
+			return ec.marshalNAgentEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_agentEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_agentEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Thread_id(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17373,6 +17560,28 @@ func (ec *executionContext) _SpaceEvent(ctx context.Context, sel ast.SelectionSe
 	}
 
 	return out
+}
+
+var subscriptionImplementors = []string{"Subscription"}
+
+func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subscriptionImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Subscription",
+	})
+	if len(fields) != 1 {
+		graphql.AddErrorf(ctx, "must subscribe to exactly one stream")
+		return nil
+	}
+
+	switch fields[0].Name {
+	case "events":
+		return ec._Subscription_events(ctx, fields[0])
+	case "agentEvents":
+		return ec._Subscription_agentEvents(ctx, fields[0])
+	default:
+		panic("unknown field " + strconv.Quote(fields[0].Name))
+	}
 }
 
 var threadImplementors = []string{"Thread"}

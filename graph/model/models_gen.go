@@ -296,6 +296,12 @@ type SpacePatch struct {
 	ClearDefaultOperator *bool `json:"clearDefaultOperator,omitempty"`
 }
 
+// Live streams over WebSocket (graphql-transport-ws protocol on /graphql).
+// Each delivers in commit order from a cursor; resume after a reconnect by
+// passing the seq of the last event received as after.
+type Subscription struct {
+}
+
 type Thread struct {
 	ID        string     `json:"id"`
 	ChannelID string     `json:"channelId"`

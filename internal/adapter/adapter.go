@@ -22,6 +22,10 @@ type Config struct {
 	// content, handles, display names or tokens (domain.md 11). nil
 	// discards.
 	Logger *slog.Logger
+	// Transport is how the stream is read: TransportPoll (default, the
+	// agentEvents long poll) or TransportWS (the agentEvents subscription
+	// over WebSocket). Both hand the loop the same pages.
+	Transport string
 	// PollWait is the long-poll wait of agentEvents (default 25 s; the
 	// server caps it at events.poll_max_wait and counts whole seconds).
 	PollWait time.Duration
@@ -111,6 +115,13 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Client == nil || cfg.Model == nil {
 		return nil, errors.New("adapter: Config needs a Client and a Model")
 	}
+	switch cfg.Transport {
+	case "":
+		cfg.Transport = TransportPoll
+	case TransportPoll, TransportWS:
+	default:
+		return nil, fmt.Errorf("adapter: unknown transport %q (poll or ws)", cfg.Transport)
+	}
 	if cfg.PollWait <= 0 {
 		cfg.PollWait = 25 * time.Second
 	}
@@ -182,11 +193,21 @@ func (a *Adapter) Run(ctx context.Context) error {
 	// ending the loop does not end the run that ends it.
 	loop, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
+	next := func(ctx context.Context, after string) (EventPage, error) {
+		return a.cfg.Client.AgentEvents(ctx, after, a.cfg.PollWait)
+	}
+	if a.cfg.Transport == TransportWS {
+		stream := a.cfg.Client.AgentStream()
+		defer stream.Close()
+		next = func(ctx context.Context, after string) (EventPage, error) {
+			return stream.Next(ctx, after, a.cfg.PollWait)
+		}
+	}
 	claimed, held := false, false
 	backoff := a.cfg.RetryBackoff
 	for loop.Err() == nil {
 		began := time.Now()
-		page, err := a.cfg.Client.AgentEvents(loop, a.Cursor(), a.cfg.PollWait)
+		page, err := next(loop, a.Cursor())
 		if err != nil {
 			if loop.Err() != nil {
 				break

@@ -16,12 +16,18 @@ import (
 // ends or stop is called; it returns stop, which waits for the adapter.
 func runAdapter(t *testing.T, env *apitest.Env, agent string, model adapter.Model) (stop func()) {
 	t.Helper()
+	return runAdapterOver(t, env, agent, model, adapter.TransportPoll)
+}
+
+// runAdapterOver is runAdapter with the stream read over transport.
+func runAdapterOver(t *testing.T, env *apitest.Env, agent string, model adapter.Model, transport string) (stop func()) {
+	t.Helper()
 	c, err := adapter.NewClient(env.URL, env.World.Token(agent), adapter.ClientOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	a, err := adapter.New(adapter.Config{Client: c, Model: model, PollWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond,
+	a, err := adapter.New(adapter.Config{Client: c, Model: model, PollWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond, Transport: transport,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)

@@ -44,8 +44,14 @@ const (
 )
 
 // NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel that wakes long
-// polls on every replica; its payload is the new cursor only.
+// polls and subscriptions on every replica. Its payload is the new agent
+// stream cursor, or NotifyClientEvents when the client event log grew; it
+// names no content.
 const NotifyChannel = "bothy_agent_events"
+
+// NotifyClientEvents is the payload of the notification sent when client
+// events commit: the wake-up of events subscriptions.
+const NotifyClientEvents = "events"
 
 // Event is an event to write or as read. An event with AgentID goes to that
 // agent's stream (agent_events) instead of the client event log.
@@ -82,8 +88,8 @@ const appendLockKey = 0x626f746879_01
 // Append writes evs in tx, in order: client events to the event log,
 // agent events to their agent's stream. Call it at the end of a unit of
 // work: it takes the transaction-scoped lock that serialises event writers
-// until the commit, and schedules a NOTIFY (sent at commit) when an agent
-// stream grew.
+// until the commit, and schedules a NOTIFY (sent at commit, so a woken
+// reader finds the events) for the client log and for agent streams.
 func (l *Log) Append(ctx context.Context, tx db.Querier, evs ...Event) error {
 	if len(evs) == 0 {
 		return nil
@@ -112,6 +118,9 @@ func (l *Log) Append(ctx context.Context, tx db.Querier, evs ...Event) error {
 		sqlText, args := client.MustSql()
 		if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
 			return fmt.Errorf("append events: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, NotifyClientEvents); err != nil {
+			return fmt.Errorf("notify: %w", err)
 		}
 	}
 	if nAgent > 0 {
@@ -191,4 +200,12 @@ func (l *Log) AfterIn(ctx context.Context, after int64, limit int, all bool, cha
 		}
 		return e, json.Unmarshal(payload, &e.Payload)
 	})
+}
+
+// End returns the highest committed client event seq (0 for an empty log):
+// where a subscription without a cursor starts.
+func (l *Log) End(ctx context.Context) (int64, error) {
+	var end int64
+	err := l.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM event_log`).Scan(&end)
+	return end, err
 }

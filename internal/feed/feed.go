@@ -31,6 +31,9 @@ func NewService(az *authz.Service, c *chat.Service, log *events.Log, limitDefaul
 	return &Service{authz: az, chat: c, log: log, limitDefault: limitDefault, limitMax: limitMax}
 }
 
+// LimitMax is events.list_limit_max: the largest page Next reads.
+func (s *Service) LimitMax() int { return s.limitMax }
+
 // Page is a page of events with the cursor for the next call.
 type Page struct {
 	Events    []events.Event
@@ -43,6 +46,33 @@ func (s *Service) List(ctx context.Context, actor identity.Principal, after stri
 	if err := s.authz.Spend(actor, authz.EventsList); err != nil {
 		return Page{}, err
 	}
+	return s.Next(ctx, actor, after, limit)
+}
+
+// Start checks a subscription's cursor and returns where it starts: after
+// the named seq, or at the current end of the log for "" and "now". It
+// spends the events.list rate token once for the whole subscription.
+func (s *Service) Start(ctx context.Context, actor identity.Principal, after string) (string, error) {
+	if err := s.authz.Spend(actor, authz.EventsList); err != nil {
+		return "", err
+	}
+	if after != "" && after != "now" {
+		if _, ok := events.ParseCursor(after); !ok {
+			return "", problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
+		}
+		return after, nil
+	}
+	end, err := s.log.End(ctx)
+	if err != nil {
+		return "", problem.Internal(err)
+	}
+	return strconv.FormatInt(end, 10), nil
+}
+
+// Next is List without the rate token: the page a subscription delivers
+// after each wake-up, with the same visibility predicate and filter mode,
+// evaluated now (so a grant revoked since the last page hides its events).
+func (s *Service) Next(ctx context.Context, actor identity.Principal, after string, limit int) (Page, error) {
 	cursor, ok := events.ParseCursor(after)
 	if !ok {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
@@ -92,6 +122,22 @@ func (s *Service) List(ctx context.Context, actor identity.Principal, after stri
 	if s.Hook != nil {
 		evs = s.Hook(evs)
 	}
+	out, err := s.filter(ctx, actor, evs)
+	if err != nil {
+		return Page{}, err
+	}
+	return Page{Events: out, NextAfter: next}, nil
+}
+
+// Visible says whether actor may see e now, in filter mode as listEvents
+// checks it: subscriptions ask it again right before they deliver e.
+func (s *Service) Visible(ctx context.Context, actor identity.Principal, e events.Event) (bool, error) {
+	out, err := s.filter(ctx, actor, []events.Event{e})
+	return len(out) == 1, err
+}
+
+// filter keeps the events of evs that actor may read now.
+func (s *Service) filter(ctx context.Context, actor identity.Principal, evs []events.Event) ([]events.Event, error) {
 	// Channel events are checked as message reads on their channel or
 	// thread, space events as space reads, each in filter mode.
 	var pairs [][2]string
@@ -108,21 +154,21 @@ func (s *Service) List(ctx context.Context, actor identity.Principal, after stri
 	}
 	paths, err := s.chat.PathsOf(ctx, authz.KindMessage, pairs)
 	if err != nil {
-		return Page{}, problem.Internal(err)
+		return nil, problem.Internal(err)
 	}
 	keepChan, err := s.authz.Filter(ctx, actor, authz.MessageRead, paths)
 	if err != nil {
-		return Page{}, problem.Internal(err)
+		return nil, problem.Internal(err)
 	}
 	for j, i := range ofSpace {
 		if spacePaths[j], err = s.authz.PathOf(ctx, authz.Resource{Kind: authz.KindSpace, ID: evs[i].SpaceID}); err != nil {
-			return Page{}, problem.Internal(err)
+			return nil, problem.Internal(err)
 		}
 	}
 	var keepSpace []bool
 	if len(spacePaths) > 0 {
 		if keepSpace, err = s.authz.Filter(ctx, actor, authz.SpaceRead, spacePaths); err != nil {
-			return Page{}, problem.Internal(err)
+			return nil, problem.Internal(err)
 		}
 	}
 	keep := make([]bool, len(evs))
@@ -138,5 +184,5 @@ func (s *Service) List(ctx context.Context, actor identity.Principal, after stri
 			out = append(out, e)
 		}
 	}
-	return Page{Events: out, NextAfter: next}, nil
+	return out, nil
 }

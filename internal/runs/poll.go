@@ -212,3 +212,29 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 	}
 	return strconv.FormatInt(stored, 10), nil
 }
+
+// Hub returns the wake-up hub of this process: subscriptions wait on it
+// like long polls do.
+func (s *Service) Hub() *Hub { return s.hub }
+
+// StreamStart checks that actor may read its own stream (as Poll does, with
+// the same rate token, once per subscription) and resolves the cursor of a
+// subscription: "" after the acknowledged position, "now" the end, "0" the
+// start.
+func (s *Service) StreamStart(ctx context.Context, actor identity.Principal, after string) (int64, error) {
+	self := authz.Path{Exists: true, Kind: authz.KindAgent, ID: actor.ID, OwnerID: actor.ID}
+	if _, err := s.authz.DecideFrom(ctx, actor, authz.AgentEventsPoll, self, authz.Read); err != nil {
+		return 0, err
+	}
+	return s.resolveCursor(ctx, actor.ID, after, "after")
+}
+
+// StreamNext returns up to limit events of actor's stream after cursor,
+// without waiting: what a subscription delivers after a wake-up.
+func (s *Service) StreamNext(ctx context.Context, actor identity.Principal, cursor int64, limit int) ([]events.Event, error) {
+	evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, limit)
+	if err != nil {
+		return nil, problem.Internal(err)
+	}
+	return evs, nil
+}

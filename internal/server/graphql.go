@@ -26,9 +26,13 @@ import (
 
 // newGraphQL builds the one GraphQL executor of the process over es with the
 // limits of cfg. The REST shim runs its stored operations on this same
-// handler, so both faces share limits, presenter and recovery.
-func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logger, m *httpx.Metrics, out *outage) *handler.Server {
+// handler, so both faces share limits, presenter and recovery. first are
+// transports tried before the HTTP ones (the WebSocket upgrade is a GET).
+func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logger, m *httpx.Metrics, out *outage, first ...graphql.Transport) *handler.Server {
 	srv := handler.New(es)
+	for _, t := range first {
+		srv.AddTransport(t)
+	}
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})

@@ -156,14 +156,17 @@ func New(d Deps) (*Server, error) {
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
 	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
-		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)}}
+		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
+		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}
 	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver, Complexity: Complexity(ListBounds{
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
 		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
 		ContextItems: contextItems, NestedItems: nestedItems})})
+	ws := newLive(cfg, ident, hub, d.Logger)
+	exec := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())
 	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes),
-		graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}, newGraphQL(es, d.Config, d.Logger, metrics, out)))
+		graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}, exec))
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
@@ -184,7 +187,9 @@ func New(d Deps) (*Server, error) {
 			writeDeadlines(cfg.Duration(config.HTTPWriteTimeout), cfg.Duration(config.EventsPollMaxWait), h))))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", graphQLRefusals(authed(refuseTrailing(overHTTP(gql)))))
+	// WebSocket upgrades authenticate in connection_init; subscriptions
+	// resolve with fresh loaders per event (no request-wide cache).
+	mux.Handle("/graphql", ws.route(exec, graphQLRefusals(authed(refuseTrailing(overHTTP(gql))))))
 	shim.Register(mux, authed)
 	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {

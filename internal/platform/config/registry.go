@@ -101,6 +101,12 @@ const (
 	TokenDefaultTTL                    = "token.default_ttl"
 	AdminPrincipalListLimitDefault     = "admin.principal_list_limit_default"
 	AdminPrincipalListLimitMax         = "admin.principal_list_limit_max"
+	WebsocketMaxSubscriptions          = "websocket.max_subscriptions_per_connection"
+	WebsocketMaxConnections            = "websocket.max_connections_per_principal"
+	WebsocketSendQueue                 = "websocket.send_queue"
+	WebsocketPingInterval              = "websocket.ping_interval"
+	WebsocketInitTimeout               = "websocket.init_timeout"
+	WebsocketAllowedOrigins            = "websocket.allowed_origins"
 )
 
 // Registry lists every key with its type, default, minimum and meaning. It
@@ -138,7 +144,13 @@ var Registry = []Key{
 	{EventsListLimitDefault, TypeInt, "100", "1", "events per listEvents page when the request names no limit"},
 	{EventsListLimitMax, TypeInt, "500", "1", "most events one listEvents page may ask for"},
 	{AuditDenyAggregateWindow, TypeDuration, "60s", "1s", "one audit row per actor, action and reason in this window"},
-	{EventsPollMaxWait, TypeDuration, "30s", "0s", "longest wait of pollAgentEvents"},
+	{EventsPollMaxWait, TypeDuration, "30s", "0s", "longest wait of pollAgentEvents; also the longest a GraphQL subscription socket stays open after its token was revoked or expired or its principal disabled"},
+	{WebsocketMaxSubscriptions, TypeInt, "10", "1", "subscriptions one GraphQL WebSocket connection may run at once; one more is refused with an error for its id"},
+	{WebsocketMaxConnections, TypeInt, "8", "1", "GraphQL WebSocket connections one principal may hold open on one replica; one more is closed with 4429"},
+	{WebsocketSendQueue, TypeInt, "256", "1", "events queued per subscription for a consumer that reads slowly; when full the socket closes with 4413 and the client resumes from its cursor"},
+	{WebsocketPingInterval, TypeDuration, "15s", "1s", "keep-alive ping of GraphQL WebSocket connections (graphql-transport-ws ping)"},
+	{WebsocketInitTimeout, TypeDuration, "10s", "1s", "time a new GraphQL WebSocket connection has to send connection_init"},
+	{WebsocketAllowedOrigins, TypeString, "", "", "comma-separated browser origins besides the server's own host that may open GraphQL WebSocket connections: full origins (https://chat.example.com) or host patterns (path.Match syntax, *.example.com)"},
 	{RunStartTimeout, TypeDuration, "5m", "1s", "a queued run not started by then fails with reason timeout"},
 	{RunStallTimeout, TypeDuration, "30m", "1s", "a running run without activity for this long fails with reason timeout"},
 	{RunSweepInterval, TypeDuration, "5s", "100ms", "how often each replica looks for runs past run.start_timeout, run.stall_timeout, their lease or their cancel grace"},

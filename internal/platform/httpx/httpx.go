@@ -168,6 +168,11 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 	return s.ResponseWriter.Write(b)
 }
 
+// Unwrap lets http.ResponseController (to move the write deadline of a long
+// poll) and the WebSocket upgrade (to hijack the connection) reach the
+// connection's writer through the wrapper.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 // Flush lets streaming transports flush through the wrapper.
 func (s *statusWriter) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
@@ -387,10 +392,6 @@ func LimitBody(max int64, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// Unwrap returns the wrapped writer, so that http.ResponseController can
-// reach the connection (to move its write deadline).
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 const keyDeadline ctxKey = 101
 

@@ -1,0 +1,446 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	coderws "github.com/coder/websocket"
+
+	"bothy.example.com/bothy/graph"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/platform/httpx"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
+)
+
+// The close codes of GraphQL WebSocket connections. 4400, 4401, 4403,
+// 4406, 4409 and 4429 are those of the graphql-transport-ws protocol; 4413
+// is Bothy's own.
+const (
+	closeInvalidMessage  = 4400
+	closeUnauthorized    = 4401
+	closeForbidden       = 4403
+	closeBadSubprotocol  = 4406
+	closeDuplicateID     = 4409
+	closeTooManyInits    = 4429
+	closeTooManySockets  = 4429
+	closeSendQueueFull   = 4413
+	transportWSProtocol  = "graphql-transport-ws"
+	reasonSendQueueFull  = "send queue full: resume from the last cursor received"
+	reasonTooManySockets = "too many connections for this principal"
+)
+
+// live serves GraphQL subscriptions over WebSocket (the graphql-transport-ws
+// protocol of the graphql-ws library) on /graphql: it authenticates
+// connection_init, counts connections per principal, closes connections
+// whose token or principal stops authenticating, and enforces the protocol
+// rules gqlgen's transport leaves open (duplicate ids, unknown messages,
+// subscriptions per connection).
+type live struct {
+	ident   *identity.Service
+	hub     *runs.Hub
+	log     *slog.Logger
+	origins []string
+	// recheck is how often an idle connection re-authenticates its token:
+	// half of events.poll_max_wait, so a revocation closes it within that.
+	recheck  time.Duration
+	maxSubs  int
+	maxConns int
+	ping     time.Duration
+	init     time.Duration
+
+	mu    sync.Mutex
+	conns map[string]int
+}
+
+func newLive(cfg *config.Config, ident *identity.Service, hub *runs.Hub, log *slog.Logger) *live {
+	l := &live{ident: ident, hub: hub, log: log, conns: map[string]int{},
+		recheck: cfg.Duration(config.EventsPollMaxWait) / 2, maxSubs: cfg.Int(config.WebsocketMaxSubscriptions),
+		maxConns: cfg.Int(config.WebsocketMaxConnections), ping: cfg.Duration(config.WebsocketPingInterval),
+		init: cfg.Duration(config.WebsocketInitTimeout)}
+	if l.recheck < 50*time.Millisecond {
+		l.recheck = 50 * time.Millisecond
+	}
+	for _, o := range strings.Split(cfg.String(config.WebsocketAllowedOrigins), ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			l.origins = append(l.origins, strings.ToLower(o))
+		}
+	}
+	return l
+}
+
+// transport returns gqlgen's WebSocket transport wired to l.
+func (l *live) transport() transport.Websocket {
+	return transport.Websocket{
+		Implementation:   wsImplementation{},
+		InitFunc:         l.initConn,
+		InitTimeout:      l.init,
+		PingPongInterval: l.ping,
+	}
+}
+
+// route sends WebSocket upgrades of /graphql to exec (which authenticates in
+// connection_init) and every other request to rest.
+func (l *live) route(exec http.Handler, rest http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			rest.ServeHTTP(w, r)
+			return
+		}
+		if !l.originAllowed(r) {
+			httpx.WriteProblem(w, r, problem.Newf(problem.Forbidden, "origin_not_allowed", "this origin may not open WebSocket connections (websocket.allowed_origins)"))
+			return
+		}
+		// A subscription lives for hours: net/http clears the request's
+		// read and write deadlines (server timeouts) when the upgrade
+		// hijacks the connection (TestSubscriptionOutlivesHTTPTimeouts).
+		c := &wsConn{live: l, active: map[string]bool{}}
+		ctx, cancel := context.WithCancel(r.Context())
+		c.cancel = cancel
+		defer c.finish()
+		exec.ServeHTTP(w, r.WithContext(context.WithValue(ctx, wsConnKey{}, c)))
+	})
+}
+
+// originAllowed accepts requests without Origin (not from a browser), from
+// the server's own host, and from the configured origins: a full origin
+// (scheme://host[:port], the form of http.cors_allowed_origins) matches
+// exactly, a bare host pattern (path.Match syntax) matches the host.
+func (l *live) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := strings.ToLower(u.Host)
+	if strings.EqualFold(host, r.Host) {
+		return true
+	}
+	for _, p := range l.origins {
+		if strings.Contains(p, "://") {
+			if strings.EqualFold(strings.TrimSuffix(p, "/"), u.Scheme+"://"+host) {
+				return true
+			}
+			continue
+		}
+		if ok, _ := path.Match(p, host); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// initConn authenticates connection_init: the payload's Authorization, or
+// else the upgrade request's header. A token that does not authenticate
+// closes the socket with 4403; one connection more than
+// websocket.max_connections_per_principal with 4429.
+func (l *live) initConn(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+	c, _ := ctx.Value(wsConnKey{}).(*wsConn)
+	if c == nil || c.inner == nil {
+		return transport.WithWebsocketCloseCode(ctx, closeForbidden), nil, errors.New("forbidden")
+	}
+	auth := payload.Authorization()
+	if auth == "" {
+		auth = c.header.Get("Authorization")
+	}
+	tok, ok := bearer(auth)
+	if !ok {
+		return transport.WithWebsocketCloseCode(transport.AppendCloseReason(ctx, "Forbidden"), closeForbidden), nil, errors.New("forbidden")
+	}
+	p, err := l.ident.Authenticate(ctx, tok)
+	if err != nil {
+		if pe := problem.From(err); pe.Code == problem.InternalError && pe.Cause() != nil {
+			l.log.ErrorContext(ctx, "websocket authentication failed", "error", pe.Cause().Error())
+		}
+		return transport.WithWebsocketCloseCode(transport.AppendCloseReason(ctx, "Forbidden"), closeForbidden), nil, errors.New("forbidden")
+	}
+	l.mu.Lock()
+	if l.conns[p.ID] >= l.maxConns {
+		l.mu.Unlock()
+		return transport.WithWebsocketCloseCode(transport.AppendCloseReason(ctx, reasonTooManySockets), closeTooManySockets), nil, errors.New(reasonTooManySockets)
+	}
+	l.conns[p.ID]++
+	l.mu.Unlock()
+	c.mu.Lock()
+	c.principal = p.ID
+	c.mu.Unlock()
+	httpx.NotePrincipal(ctx, p.ID)
+	go c.watch(ctx, tok, p.ID)
+	ctx = identity.WithToken(identity.WithPrincipal(ctx, p), tok)
+	return graph.WithSubscriptionConn(ctx, c), nil, nil
+}
+
+type wsConnKey struct{}
+
+// wsImplementation accepts the upgrade with gqlgen's coder/websocket
+// implementation, offering graphql-transport-ws only, and wraps the
+// connection in the wsConn the route prepared.
+type wsImplementation struct{}
+
+func (wsImplementation) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
+	c, _ := r.Context().Value(wsConnKey{}).(*wsConn)
+	if c == nil {
+		return nil, errors.New("websocket outside /graphql")
+	}
+	opts.Subprotocols = []string{transportWSProtocol}
+	// The route checked the origin already, with the configured patterns.
+	inner, err := transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{InsecureSkipVerify: true}}.Accept(w, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.inner, c.header = inner, r.Header
+	if inner.Subprotocol() != transportWSProtocol {
+		c.closeWith(closeBadSubprotocol, "Subprotocol not acceptable")
+	}
+	return c, nil
+}
+
+// wsConn is one GraphQL WebSocket connection: gqlgen's transport reads and
+// writes through it, and it checks each client message before gqlgen sees
+// it.
+type wsConn struct {
+	live   *live
+	inner  transport.WebsocketConn
+	header http.Header
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	principal string
+	inited    bool
+	closed    bool
+	// active are the ids of running subscriptions (subscribe seen, neither
+	// side completed yet).
+	active map[string]bool
+}
+
+var (
+	_ transport.WebsocketConn          = (*wsConn)(nil)
+	_ transport.WebsocketReadLimiter   = (*wsConn)(nil)
+	_ transport.WebsocketReadDeadliner = (*wsConn)(nil)
+	_ graph.SubscriptionConn           = (*wsConn)(nil)
+)
+
+// wsMessage is the envelope of graphql-transport-ws messages.
+type wsMessage struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// NextReader hands gqlgen the next client message that the protocol allows
+// it to handle. A second connection_init closes with 4429, a message before
+// connection_init with 4401, a subscribe with an id in use with 4409, an
+// unknown type with 4400; a subscribe beyond
+// websocket.max_subscriptions_per_connection gets an error message for its
+// id and goes no further.
+func (c *wsConn) NextReader() (int, io.Reader, error) {
+	for {
+		typ, r, err := c.inner.NextReader()
+		if err != nil {
+			return typ, r, err
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return typ, nil, err
+		}
+		var m wsMessage
+		if json.Unmarshal(data, &m) != nil {
+			c.closeWith(closeInvalidMessage, "Invalid message received")
+			return 0, nil, transport.ErrWebsocketClosed
+		}
+		c.mu.Lock()
+		code, reason := 0, ""
+		refuse := false
+		switch m.Type {
+		case "connection_init":
+			if c.inited {
+				code, reason = closeTooManyInits, "Too many initialisation requests"
+			}
+			c.inited = true
+		case "ping", "pong":
+		case "subscribe", "complete":
+			switch {
+			case !c.inited:
+				code, reason = closeUnauthorized, "Unauthorized"
+			case m.ID == "":
+				code, reason = closeInvalidMessage, "Invalid message received"
+			case m.Type == "complete":
+				delete(c.active, m.ID)
+			case c.active[m.ID]:
+				code, reason = closeDuplicateID, "Subscriber for "+m.ID+" already exists"
+			case len(c.active) >= c.live.maxSubs:
+				refuse = true
+			default:
+				c.active[m.ID] = true
+			}
+		default:
+			code, reason = closeInvalidMessage, "Invalid message received"
+		}
+		c.mu.Unlock()
+		if code != 0 {
+			c.closeWith(code, reason)
+			return 0, nil, transport.ErrWebsocketClosed
+		}
+		if refuse {
+			payload, _ := json.Marshal([]map[string]any{{"message": "too many subscriptions on this connection (websocket.max_subscriptions_per_connection)",
+				"extensions": map[string]any{"code": string(problem.RateLimited), "status": problem.RateLimited.Status(), "reason": "too_many_subscriptions"}}})
+			if err := c.inner.WriteJSON(wsMessage{ID: m.ID, Type: "error", Payload: payload}); err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		return typ, bytes.NewReader(data), nil
+	}
+}
+
+// WriteJSON writes a server message; complete and error end their id. A
+// subscription the client completed itself gets no complete back (the
+// protocol's complete goes one way for an id).
+func (c *wsConn) WriteJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var m wsMessage
+	if json.Unmarshal(b, &m) == nil && (m.Type == "complete" || m.Type == "error" || m.Type == "next") {
+		c.mu.Lock()
+		running := c.active[m.ID]
+		if m.Type != "next" {
+			delete(c.active, m.ID)
+		}
+		c.mu.Unlock()
+		if !running {
+			return nil
+		}
+	}
+	return c.inner.WriteJSON(json.RawMessage(b))
+}
+
+// WriteClose sends a close frame.
+func (c *wsConn) WriteClose(code int, reason string) error {
+	return c.inner.WriteClose(code, reason)
+}
+
+// Close closes the connection.
+func (c *wsConn) Close() error { return c.inner.Close() }
+
+// Subprotocol is the negotiated subprotocol.
+func (c *wsConn) Subprotocol() string { return c.inner.Subprotocol() }
+
+// SetReadLimit bounds a client message.
+func (c *wsConn) SetReadLimit(n int64) {
+	if l, ok := c.inner.(transport.WebsocketReadLimiter); ok {
+		l.SetReadLimit(n)
+	}
+}
+
+// SetReadDeadline lets the transport drop a client that misses pongs.
+func (c *wsConn) SetReadDeadline(t time.Time) error {
+	if d, ok := c.inner.(transport.WebsocketReadDeadliner); ok {
+		return d.SetReadDeadline(t)
+	}
+	return nil
+}
+
+// QueueFull closes the connection with 4413: a subscription's consumer fell
+// behind by websocket.send_queue events.
+func (c *wsConn) QueueFull() { c.closeWith(closeSendQueueFull, reasonSendQueueFull) }
+
+// closeWith sends the close frame with code and ends the connection (once):
+// gqlgen's read loop then ends and the route cleans up.
+func (c *wsConn) closeWith(code int, reason string) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	// The close frame waits behind a write blocked on a consumer that
+	// does not read; give it a moment, then drop the connection.
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.inner.WriteClose(code, reason) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+	_ = c.inner.Close()
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// watch re-authenticates the connection's token at every wake-up of the hub
+// (at most once a second) and on a timer, and closes the connection with
+// 4403 once the token is revoked or expired or the principal disabled.
+func (c *wsConn) watch(ctx context.Context, tok, principal string) {
+	t := time.NewTimer(c.live.recheck)
+	defer t.Stop()
+	var last time.Time
+	for {
+		changed := c.live.hub.Changed()
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.live.hub.Stopping():
+			c.closeWith(1001, "server shutting down")
+			return
+		case <-changed:
+			if time.Since(last) < time.Second {
+				continue
+			}
+		case <-t.C:
+			t.Reset(c.live.recheck)
+		}
+		last = time.Now()
+		p, err := c.live.ident.Authenticate(ctx, tok)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if pe := problem.From(err); pe.Code == problem.InternalError {
+				continue
+			}
+			c.closeWith(closeForbidden, "Forbidden")
+			return
+		}
+		if p.ID != principal {
+			c.closeWith(closeForbidden, "Forbidden")
+			return
+		}
+	}
+}
+
+// finish runs when the connection ended: it frees its place in the count of
+// its principal and stops its subscriptions and watcher.
+func (c *wsConn) finish() {
+	c.cancel()
+	c.mu.Lock()
+	id := c.principal
+	c.principal = ""
+	c.mu.Unlock()
+	if id == "" {
+		return
+	}
+	l := c.live
+	l.mu.Lock()
+	if l.conns[id]--; l.conns[id] <= 0 {
+		delete(l.conns, id)
+	}
+	l.mu.Unlock()
+}
