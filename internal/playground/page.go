@@ -79,10 +79,13 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <script src="{{.JSURL}}" integrity="{{.JSSRI}}" crossorigin="anonymous"></script>
 <script>
 (function () {
+  const wsProto = location.protocol === 'https:' ? 'wss:' : 'ws:';
 {{- if .Absolute}}
   const url = {{.Endpoint}};
+  const subscriptionUrl = url.replace(/^http/, 'ws');
 {{- else}}
   const url = location.protocol + '//' + location.host + {{.Endpoint}};
+  const subscriptionUrl = wsProto + '//' + location.host + {{.Endpoint}};
 {{- end}}
   const prefix = {{.StoragePrefix}};
   const storage = {
@@ -101,7 +104,9 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
   // not read the headers editor on its own, and a new fetcher makes it
   // introspect again.
   const initial = parse(storage.getItem('graphiql:headers')) || parse({{.DefaultHeaders}}) || {};
-  const newFetcher = (headers) => GraphiQL.createFetcher({ url: url, headers: headers });
+  // Subscriptions go over graphql-ws to the same endpoint; GraphiQL sends
+  // the headers as the connection_init payload.
+  const newFetcher = (fetcherHeaders) => GraphiQL.createFetcher({ url, subscriptionUrl, headers: fetcherHeaders });
   function Playground() {
     const [fetcher, setFetcher] = React.useState(() => newFetcher(initial));
     const last = React.useRef(JSON.stringify(initial));
