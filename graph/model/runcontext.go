@@ -119,8 +119,12 @@ type selection struct {
 
 // selectionOf collects the selection of the field being marshalled.
 func selectionOf(ctx context.Context) *selection {
-	oc := graphql.GetOperationContext(ctx)
 	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || !graphql.HasOperationContext(ctx) {
+		// Only the executor marshals these types, always inside a field.
+		return &selection{}
+	}
+	oc := graphql.GetOperationContext(ctx)
 	s := &selection{fields: graphql.CollectFields(oc, fc.Field.Selections, []string{"RunContextMessage"})}
 	for _, f := range s.fields {
 		switch f.Name {

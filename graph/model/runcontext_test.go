@@ -1,6 +1,8 @@
 package model
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -122,5 +124,14 @@ func TestRunContextMessagesList(t *testing.T) {
 	}
 	if string(sel.appendMessage(nil, nil)) != "null" {
 		t.Fatal("nil element is not null")
+	}
+}
+
+// TestMarshalOutsideExecutor: outside a field of the executor the writers
+// select nothing rather than fail.
+func TestMarshalOutsideExecutor(t *testing.T) {
+	var buf bytes.Buffer
+	if err := (RunContextMessages{{MessageID: "a"}, {MessageID: "b"}}).MarshalGQLContext(context.Background(), &buf); err != nil || buf.String() != "[{},{}]" {
+		t.Fatalf("%q %v", buf.String(), err)
 	}
 }
