@@ -205,8 +205,9 @@ func New(d Deps) (*Server, error) {
 		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
 	}))
 
-	body := httpx.LimitBody(int64(cfg.Int(config.HTTPMaxBodyBytes)), mux)
-	s.handler = httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(body),
+	// No body limit out here: authed reads the body only after the token
+	// is checked, so an unauthenticated client cannot make it buffer one.
+	s.handler = httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(mux),
 		httpx.Options{Log: d.Logger, Metrics: metrics, Proxies: proxies})
 	return s, nil
 }
