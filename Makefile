@@ -19,6 +19,7 @@ test: assets audit-deps lint-deps
 ## generate: regenerate every generated file (gqlgen, config doc, playground assets)
 generate: assets
 	$(GO) tool gqlgen generate
+	$(GO) tool gqlgen generate --config internal/gqlfloor/gqlgen.yml
 	$(GO) run ./cmd/bothy config markdown > docs/configuration.md
 
 ## check-generated: fail when checked-in generated code differs from make generate
@@ -28,7 +29,7 @@ check-generated:
 	after="$$(cat $(GENERATED) | sha256sum)"; \
 	if [ "$$before" != "$$after" ]; then echo "generated code was stale: make generate changed it; commit the result"; exit 1; fi
 
-GENERATED = graph/generated/generated.go graph/model/models_gen.go docs/configuration.md
+GENERATED = graph/generated/generated.go graph/model/models_gen.go internal/gqlfloor/generated.go internal/gqlfloor/models_gen.go docs/configuration.md
 
 ## assets: the GraphiQL and React browser builds (npm, pinned) for the playground
 assets:

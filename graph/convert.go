@@ -211,28 +211,12 @@ func sessionModel(s runs.Session) *model.AgentSession {
 		ExternalRef: opt(s.ExternalRef), CreatedAt: s.CreatedAt}
 }
 
-func runContextModel(rc *runs.RunContext) *model.RunContext {
-	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq), Module: rc,
-		TriggerMessage: contextMessageModel(rc.Trigger, rc), ThreadContext: make([]*model.RunContextMessage, len(rc.Thread))}
-	for i, e := range rc.Thread {
-		out.ThreadContext[i] = contextMessageModel(e, rc)
-	}
-	if rc.Channel != nil {
-		out.ChannelContext = make([]*model.RunContextMessage, len(rc.Channel))
-		for i, e := range rc.Channel {
-			out.ChannelContext[i] = contextMessageModel(e, rc)
-		}
-	}
-	if rc.TruncatedBeforeSeq != nil {
-		n := int(*rc.TruncatedBeforeSeq)
-		out.TruncatedBeforeSeq = &n
-	}
-	return out
-}
-
-func contextMessageModel(e runs.ContextElement, rc *runs.RunContext) *model.RunContextMessage {
+// contextMessageModel is the GraphQL model of a finished context element
+// with its author's public view.
+func contextMessageModel(e runs.FinishedElement, author *model.PrincipalRef) *model.RunContextMessage {
 	return &model.RunContextMessage{MessageID: e.ID, ThreadSeq: int(e.ThreadSeq), CreatedAt: e.CreatedAt, ChannelID: e.ChannelID,
-		Origin: model.MessageOrigin(upper(e.Origin)), Kind: model.MessageKind(upper(e.Kind)), ContentMd: e.ContentMD,
-		Truncated: trueOrNil(e.Truncated), Attachments: []*model.Attachment{}, ReplyToMessageID: opt(e.ReplyToMessageID),
-		Element: e, Context: rc}
+		Author: author, Role: model.Role(upper(string(e.Role))), Origin: model.MessageOrigin(upper(e.Origin)),
+		Kind: model.MessageKind(upper(e.Kind)), ContentMd: e.ContentMD, Truncated: trueOrNil(e.Truncated),
+		Attachments: []*model.Attachment{}, ReplyToMessageID: opt(e.ReplyToMessageID), Trust: trustModel(e.Trust),
+		AlreadyDelivered: trueOrNil(e.AlreadyDelivered)}
 }

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -23,22 +24,87 @@ import (
 type Loaders struct {
 	// Principals loads principals by id (authors, agents, triggering people),
 	// cached for the request.
-	Principals *dataloader.Loader[string, identity.Principal]
+	Principals *Batch[string, identity.Principal]
 	// TriggerHolders answers whether a person has trigger on a channel now:
 	// one TriggerHolders call per channel for all authors of a context.
-	TriggerHolders *dataloader.Loader[holderKey, bool]
+	TriggerHolders *Batch[holderKey, bool]
 	// Delivered answers whether a message was delivered to a session (or a
 	// guest run) as a follow-up: one statement per session.
-	Delivered *dataloader.Loader[deliveredKey, bool]
+	Delivered *Batch[deliveredKey, bool]
 	// FollowUps loads the follow-up messages of runs: one batch for all
-	// runs of the request.
-	FollowUps *dataloader.Loader[string, []messaging.ContextItem]
+	// runs asked at once.
+	FollowUps *Batch[string, []messaging.ContextItem]
 	// OwnRuns loads runs of the calling agent named in its stream: one
 	// statement for a page of events.
-	OwnRuns *dataloader.Loader[string, runs.Run]
+	OwnRuns *Batch[string, runs.Run]
 	// StartedThreads loads, by message id, the id of the thread the message
 	// started ("" for none): one statement for a page of messages.
-	StartedThreads *dataloader.Loader[string, string]
+	StartedThreads *Batch[string, string]
+}
+
+// Batch is one kind of per-request loader: a graph-gophers dataloader for
+// resolvers that ask one key at a time (Load, batched over a short wait),
+// plus LoadAll for a resolver that knows every key at once.
+type Batch[K comparable, V any] struct {
+	*dataloader.Loader[K, V]
+	fetch dataloader.BatchFunc[K, V]
+	cache *dataloader.InMemoryCache[K, V]
+}
+
+// newBatch returns a loader over fetch with a request-scoped cache shared
+// by Load and LoadAll.
+func newBatch[K comparable, V any](fetch dataloader.BatchFunc[K, V]) *Batch[K, V] {
+	cache := dataloader.NewCache[K, V]()
+	return &Batch[K, V]{Loader: dataloader.NewBatchedLoader(fetch, dataloader.WithWait[K, V](time.Millisecond),
+		dataloader.WithCache[K, V](cache)), fetch: fetch, cache: cache}
+}
+
+// LoadAll answers keys in order with exactly one call of the batch
+// function for the keys not yet cached (none when all are), and caches the
+// answers for later Loads. Unlike dataloader's LoadMany, which starts one
+// goroutine per key and lets its timer decide where a batch ends, the
+// batch does not depend on timing. The first error of any key is returned
+// and fails the caller.
+func (b *Batch[K, V]) LoadAll(ctx context.Context, keys []K) ([]V, error) {
+	out := make([]V, len(keys))
+	cached := make(map[int]dataloader.Thunk[V])
+	var missing []K
+	var missingAt []int
+	seen := make(map[K]int)
+	for i, k := range keys {
+		if t, ok := b.cache.Get(ctx, k); ok {
+			cached[i] = t
+			continue
+		}
+		if _, dup := seen[k]; !dup {
+			seen[k] = len(missing)
+			missing = append(missing, k)
+		}
+		missingAt = append(missingAt, i)
+	}
+	if len(missing) > 0 {
+		results := b.fetch(ctx, missing)
+		if len(results) != len(missing) {
+			return nil, problem.Internal(errors.New("loader answered a different number of keys"))
+		}
+		for j, res := range results {
+			if res.Error != nil {
+				return nil, res.Error
+			}
+			b.Prime(ctx, missing[j], res.Data)
+		}
+		for _, i := range missingAt {
+			out[i] = results[seen[keys[i]]].Data
+		}
+	}
+	for i, t := range cached {
+		v, err := t()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // holderKey asks whether Person has trigger on the channel path Channel.
@@ -66,7 +132,7 @@ type loadersKey struct{}
 // NewLoaders returns fresh loaders for one request.
 func NewLoaders(src Sources) *Loaders {
 	l := &Loaders{}
-	l.Principals = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[identity.Principal] {
+	l.Principals = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[identity.Principal] {
 		found, err := src.Identity.GetMany(ctx, keys)
 		out := make([]*dataloader.Result[identity.Principal], len(keys))
 		for i, k := range keys {
@@ -80,25 +146,24 @@ func NewLoaders(src Sources) *Loaders {
 			}
 		}
 		return out
-	}, dataloader.WithWait[string, identity.Principal](time.Millisecond))
-	l.TriggerHolders = dataloader.NewBatchedLoader(func(ctx context.Context, keys []holderKey) []*dataloader.Result[bool] {
+	})
+	l.TriggerHolders = newBatch(func(ctx context.Context, keys []holderKey) []*dataloader.Result[bool] {
 		out := make([]*dataloader.Result[bool], len(keys))
 		byChannel := map[authz.Path][]int{}
+		var order []authz.Path
 		for i, k := range keys {
+			if _, ok := byChannel[k.Channel]; !ok {
+				order = append(order, k.Channel)
+			}
 			byChannel[k.Channel] = append(byChannel[k.Channel], i)
 		}
-		for path, idx := range byChannel {
+		for _, path := range order {
+			idx := byChannel[path]
 			ids := make([]string, len(idx))
 			for j, i := range idx {
 				ids[j] = keys[i].Person
 			}
-			people, errs := l.Principals.LoadMany(ctx, ids)()
-			var err error
-			for _, e := range errs {
-				if e != nil {
-					err = e
-				}
-			}
+			people, err := l.Principals.LoadAll(ctx, ids)
 			var holders map[string]bool
 			if err == nil {
 				holders, err = src.Holders.WithTrigger(ctx, path, people)
@@ -113,8 +178,8 @@ func NewLoaders(src Sources) *Loaders {
 			}
 		}
 		return out
-	}, dataloader.WithWait[holderKey, bool](time.Millisecond))
-	l.StartedThreads = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[string] {
+	})
+	l.StartedThreads = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[string] {
 		found, err := src.Chat.StartedThreadIDs(ctx, keys)
 		out := make([]*dataloader.Result[string], len(keys))
 		for i, k := range keys {
@@ -125,16 +190,21 @@ func NewLoaders(src Sources) *Loaders {
 			out[i] = &dataloader.Result[string]{Data: found[k]}
 		}
 		return out
-	}, dataloader.WithWait[string, string](time.Millisecond))
-	l.Delivered = dataloader.NewBatchedLoader(func(ctx context.Context, keys []deliveredKey) []*dataloader.Result[bool] {
+	})
+	l.Delivered = newBatch(func(ctx context.Context, keys []deliveredKey) []*dataloader.Result[bool] {
 		out := make([]*dataloader.Result[bool], len(keys))
 		type scope struct{ session, run string }
 		bySession := map[scope][]int{}
+		var order []scope
 		for i, k := range keys {
 			sc := scope{k.Session, k.Run}
+			if _, ok := bySession[sc]; !ok {
+				order = append(order, sc)
+			}
 			bySession[sc] = append(bySession[sc], i)
 		}
-		for sc, idx := range bySession {
+		for _, sc := range order {
+			idx := bySession[sc]
 			msgs := make([]string, len(idx))
 			for j, i := range idx {
 				msgs[j] = keys[i].Message
@@ -149,8 +219,8 @@ func NewLoaders(src Sources) *Loaders {
 			}
 		}
 		return out
-	}, dataloader.WithWait[deliveredKey, bool](time.Millisecond))
-	l.FollowUps = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[[]messaging.ContextItem] {
+	})
+	l.FollowUps = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[[]messaging.ContextItem] {
 		got, err := src.Runs.FollowUps(ctx, keys)
 		out := make([]*dataloader.Result[[]messaging.ContextItem], len(keys))
 		for i, k := range keys {
@@ -161,8 +231,8 @@ func NewLoaders(src Sources) *Loaders {
 			}
 		}
 		return out
-	}, dataloader.WithWait[string, []messaging.ContextItem](time.Millisecond))
-	l.OwnRuns = dataloader.NewBatchedLoader(func(ctx context.Context, keys []string) []*dataloader.Result[runs.Run] {
+	})
+	l.OwnRuns = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[runs.Run] {
 		out := make([]*dataloader.Result[runs.Run], len(keys))
 		p, ok := identity.FromContext(ctx)
 		var got map[string]runs.Run
@@ -185,7 +255,7 @@ func NewLoaders(src Sources) *Loaders {
 			}
 		}
 		return out
-	}, dataloader.WithWait[string, runs.Run](time.Millisecond))
+	})
 	return l
 }
 
@@ -224,77 +294,114 @@ func (r *Resolver) principalRef(ctx context.Context, id string) (*identity.Ref, 
 	return &ref, nil
 }
 
-// prime answers, in one statement per kind, every key the element
-// resolvers of rc will ask for and puts the answers into the request's
-// loaders, so that a context read runs a fixed number of statements however
-// many elements and authors it has; the field resolvers then read through
-// the loaders. Any failure fails the whole context (fail closed).
-func (r *Resolver) prime(ctx context.Context, rc *runs.RunContext) error {
+// finishContext asks the request's loaders every question of rc at once
+// (runs.RunContext.Keys: one batch per kind, whatever the number of
+// elements and authors), turns the answers into finished elements with the
+// runs module's rule (runs.RunContext.Finish) and returns the GraphQL
+// model. Its follow-ups are read through their loader only when asked
+// for, and finished the same way. Any failing source fails the whole
+// context (fail closed): an error is never read as "no trigger" or "not
+// delivered".
+func (r *Resolver) finishContext(ctx context.Context, p identity.Principal, rc *runs.RunContext) (*model.RunContext, error) {
 	l := r.loaders(ctx)
-	all := append([]runs.ContextElement{rc.Trigger}, rc.Thread...)
-	all = append(all, rc.Channel...)
-	seen := map[string]bool{}
-	var idList, askTrust []string
-	var messages []string
-	for _, e := range all {
-		if !seen[e.AuthorID] {
-			seen[e.AuthorID] = true
-			idList = append(idList, e.AuthorID)
-			if domain.NeedsHolders(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, rc.Parties) {
-				askTrust = append(askTrust, e.AuthorID)
-			}
-		}
-		messages = append(messages, e.ID)
-	}
-	people, err := r.Identity.GetMany(ctx, idList)
+	keys := rc.Keys()
+	// One statement answers already_delivered for every element and names
+	// the run's follow-ups (whose own delivery it answers too), so that
+	// the read costs the same statements with or without followUps.
+	delivered, followUps, err := r.Runs.FollowUpFacts(ctx, rc.SessionID, rc.RunID, keys.Delivered)
 	if err != nil {
-		return problem.Internal(err)
+		return nil, problem.From(err)
 	}
-	for id, p := range people {
-		l.Principals.Prime(ctx, id, p)
+	for _, id := range append(keys.Delivered, followUps...) {
+		l.Delivered.Prime(ctx, deliveredKey{Session: rc.SessionID, Run: rc.RunID, Message: id}, delivered[id])
 	}
-	if len(askTrust) > 0 {
-		asked := make([]identity.Principal, 0, len(askTrust))
-		for _, id := range askTrust {
-			if p, ok := people[id]; ok {
-				asked = append(asked, p)
-			}
+	if len(followUps) == 0 {
+		l.FollowUps.Prime(ctx, rc.RunID, nil)
+	}
+	finish, err := r.finisher(ctx, l, rc, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq),
+		TriggerMessage: finish(rc.Trigger), ThreadContext: make(model.RunContextMessages, len(rc.Thread))}
+	for i, e := range rc.Thread {
+		out.ThreadContext[i] = finish(e)
+	}
+	if rc.Channel != nil {
+		out.ChannelContext = make(model.RunContextMessages, len(rc.Channel))
+		for i, e := range rc.Channel {
+			out.ChannelContext[i] = finish(e)
 		}
-		holders, err := r.Holders.WithTrigger(ctx, rc.ChannelPath, asked)
+	}
+	if rc.TruncatedBeforeSeq != nil {
+		n := int(*rc.TruncatedBeforeSeq)
+		out.TruncatedBeforeSeq = &n
+	}
+	out.LoadFollowUps = func(ctx context.Context) (model.RunContextMessages, error) {
+		got, err := l.FollowUps.LoadAll(ctx, []string{rc.RunID})
 		if err != nil {
-			return problem.From(err)
+			return nil, err
 		}
-		for _, id := range askTrust {
-			l.TriggerHolders.Prime(ctx, holderKey{Channel: rc.ChannelPath, Person: id}, holders[id])
+		elems := r.Runs.FollowUpElements(ctx, p, rc, got[0])
+		finish, err := r.finisher(ctx, l, rc, rc.KeysOf(elems))
+		if err != nil {
+			return nil, err
 		}
+		out := make(model.RunContextMessages, len(elems))
+		for i, e := range elems {
+			out[i] = finish(e)
+		}
+		return out, nil
 	}
-	got, err := r.Runs.Delivered(ctx, rc.SessionID, rc.RunID, messages)
-	if err != nil {
-		return problem.From(err)
-	}
-	for _, m := range messages {
-		l.Delivered.Prime(ctx, deliveredKey{Session: rc.SessionID, Run: rc.RunID, Message: m}, got[m])
-	}
-	return nil
+	return out, nil
 }
 
-// elementTrust classifies one context element (seed M2-13 note 4). Only a
-// person's message other than the trigger needs the live trigger-holder
-// answer, which prime has batched for the whole context.
-func (r *Resolver) elementTrust(ctx context.Context, obj *model.RunContextMessage) (domain.Trust, error) {
-	e := obj.Element
-	facts := domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}
-	holders := map[string]bool{}
-	if domain.NeedsHolders(facts, obj.Context.Parties) {
-		holds, err := r.loaders(ctx).TriggerHolders.Load(ctx, holderKey{Channel: obj.Context.ChannelPath, Person: e.AuthorID})()
-		if err != nil {
-			return "", err
-		}
-		holders[e.AuthorID] = holds
+// finisher answers keys, questions of elements of rc, with one batch per
+// loader kind (answers already cached cost nothing) and returns the
+// function that finishes each of those elements.
+func (r *Resolver) finisher(ctx context.Context, l *Loaders, rc *runs.RunContext, keys runs.ContextKeys) (func(runs.ContextElement) *model.RunContextMessage, error) {
+	people, err := l.Principals.LoadAll(ctx, keys.Authors)
+	if err != nil {
+		return nil, problem.From(err)
 	}
-	_, trust := domain.Classify(facts, obj.Context.Parties, holders)
-	return trust, nil
+	refs := make(map[string]*model.PrincipalRef, len(people))
+	for i, id := range keys.Authors {
+		refs[id] = refModel(people[i].Ref())
+	}
+	answers := runs.ContextAnswers{Holders: map[string]bool{}, Delivered: map[string]bool{}}
+	if len(keys.Holders) > 0 {
+		hk := make([]holderKey, len(keys.Holders))
+		for i, id := range keys.Holders {
+			hk[i] = holderKey{Channel: rc.ChannelPath, Person: id}
+		}
+		holds, err := l.TriggerHolders.LoadAll(ctx, hk)
+		if err != nil {
+			return nil, err
+		}
+		for i, id := range keys.Holders {
+			answers.Holders[id] = holds[i]
+		}
+	}
+	if len(keys.Delivered) > 0 {
+		dk := make([]deliveredKey, len(keys.Delivered))
+		for i, id := range keys.Delivered {
+			dk[i] = deliveredKey{Session: rc.SessionID, Run: rc.RunID, Message: id}
+		}
+		got, err := l.Delivered.LoadAll(ctx, dk)
+		if err != nil {
+			return nil, err
+		}
+		for i, id := range keys.Delivered {
+			answers.Delivered[id] = got[i]
+		}
+	}
+	return func(e runs.ContextElement) *model.RunContextMessage {
+		return contextMessageModel(rc.Finish(e, answers), refs[e.AuthorID])
+	}, nil
 }
 
 // trustModel is the GraphQL enum value of a trust level.
 func trustModel(t domain.Trust) model.Trust { return model.Trust(strings.ToUpper(string(t))) }
+
+// trustDomain is the trust level of a GraphQL enum value.
+func trustDomain(t model.Trust) domain.Trust { return domain.Trust(strings.ToLower(string(t))) }

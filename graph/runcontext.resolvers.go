@@ -7,14 +7,16 @@ package graph
 
 import (
 	"context"
-	"strings"
 
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
-// Context is the resolver for the context field.
+// Context is the resolver for the context field: it builds the context,
+// asks the request's loaders every question of it at once (one batch per
+// kind) and hands GraphQL finished elements. Any failing source fails the
+// context (fail closed).
 func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunContext, error) {
 	p, err := caller(ctx)
 	if err != nil {
@@ -32,29 +34,23 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 	if err != nil {
 		return nil, err
 	}
-	if err := r.prime(ctx, &rc); err != nil {
-		return nil, err
-	}
-	return runContextModel(&rc), nil
+	return r.finishContext(ctx, p, &rc)
 }
 
 // TrustSummary is the resolver for the trustSummary field: the trust of
-// every element, follow-ups included, computed as the trust field does
-// (through the same loaders), summarised by domain.SummarizeTrust. Any
-// failing source fails the field and with it the context (fail closed).
+// every finished element, follow-ups included, summarised by
+// domain.SummarizeTrust. The trusts come from the same answers as the
+// elements' trust fields, so the two never disagree; a failing source
+// fails the field, and with it the context (fail closed).
 func (r *runContextResolver) TrustSummary(ctx context.Context, obj *model.RunContext) (*model.TrustSummary, error) {
-	followUps, err := r.FollowUps(ctx, obj)
+	followUps, err := obj.FollowUps(ctx)
 	if err != nil {
 		return nil, err
 	}
 	elems := append(obj.Elements(), followUps...)
 	trusts := make([]domain.Trust, len(elems))
 	for i, e := range elems {
-		t, err := r.elementTrust(ctx, e)
-		if err != nil {
-			return nil, err
-		}
-		trusts[i] = t
+		trusts[i] = trustDomain(e.Trust)
 	}
 	sum := domain.SummarizeTrust(trusts)
 	out := &model.TrustSummary{Lowest: trustModel(sum.Lowest), Counts: make([]*model.TrustCount, len(sum.Counts))}
@@ -64,73 +60,6 @@ func (r *runContextResolver) TrustSummary(ctx context.Context, obj *model.RunCon
 	return out, nil
 }
 
-// FollowUps is the resolver for the followUps field.
-func (r *runContextResolver) FollowUps(ctx context.Context, obj *model.RunContext) ([]*model.RunContextMessage, error) {
-	p, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	items, err := r.loaders(ctx).FollowUps.Load(ctx, obj.RunID)()
-	if err != nil {
-		return nil, err
-	}
-	elems := r.Runs.FollowUpElements(ctx, p, obj.Module, items)
-	out := make([]*model.RunContextMessage, len(elems))
-	for i, e := range elems {
-		out[i] = contextMessageModel(e, obj.Module)
-	}
-	return out, nil
-}
-
-// Author is the resolver for the author field.
-func (r *runContextMessageResolver) Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error) {
-	ref, err := r.principalRef(ctx, obj.Element.AuthorID)
-	if err != nil {
-		return nil, err
-	}
-	return refModel(*ref), nil
-}
-
-// Role is the resolver for the role field.
-func (r *runContextMessageResolver) Role(ctx context.Context, obj *model.RunContextMessage) (model.Role, error) {
-	role, _ := domain.Classify(domain.AuthorFacts{Origin: obj.Element.Origin, AuthorID: obj.Element.AuthorID}, obj.Context.Parties, nil)
-	return model.Role(strings.ToUpper(string(role))), nil
-}
-
-// Trust is the resolver for the trust field. Only a person's message other
-// than the trigger needs the live trigger-holder answer, batched for the
-// whole context; a failing source fails the field, and with it (non-null
-// up to Run.context) the whole context.
-func (r *runContextMessageResolver) Trust(ctx context.Context, obj *model.RunContextMessage) (model.Trust, error) {
-	trust, err := r.elementTrust(ctx, obj)
-	if err != nil {
-		return "", err
-	}
-	return trustModel(trust), nil
-}
-
-// AlreadyDelivered is the resolver for the alreadyDelivered field: true
-// only for messages the agent acknowledged as follow-ups of the run's
-// session (of the run itself for a guest run), never for the run's own
-// trigger, whatever became of the runs that received them.
-func (r *runContextMessageResolver) AlreadyDelivered(ctx context.Context, obj *model.RunContextMessage) (*bool, error) {
-	if obj.MessageID == obj.Context.Trigger.ID {
-		return nil, nil
-	}
-	got, err := r.loaders(ctx).Delivered.Load(ctx, deliveredKey{Session: obj.Context.SessionID, Run: obj.Context.RunID, Message: obj.MessageID})()
-	if err != nil {
-		return nil, err
-	}
-	return trueOrNil(got), nil
-}
-
 func (r *Resolver) RunContext() generated.RunContextResolver { return &runContextResolver{r} }
 
-func (r *Resolver) RunContextMessage() generated.RunContextMessageResolver {
-	return &runContextMessageResolver{r}
-}
-
-type (
-	runContextResolver        struct{ *Resolver }
-	runContextMessageResolver struct{ *Resolver }
-)
+type runContextResolver struct{ *Resolver }

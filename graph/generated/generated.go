@@ -40,7 +40,6 @@ type ResolverRoot interface {
 	Run() RunResolver
 	RunCancelRequestedEvent() RunCancelRequestedEventResolver
 	RunContext() RunContextResolver
-	RunContextMessage() RunContextMessageResolver
 	RunStateChangedEvent() RunStateChangedEventResolver
 	SpaceEvent() SpaceEventResolver
 	Subscription() SubscriptionResolver
@@ -557,14 +556,6 @@ type RunCancelRequestedEventResolver interface {
 }
 type RunContextResolver interface {
 	TrustSummary(ctx context.Context, obj *model.RunContext) (*model.TrustSummary, error)
-	FollowUps(ctx context.Context, obj *model.RunContext) ([]*model.RunContextMessage, error)
-}
-type RunContextMessageResolver interface {
-	Author(ctx context.Context, obj *model.RunContextMessage) (*model.PrincipalRef, error)
-	Role(ctx context.Context, obj *model.RunContextMessage) (model.Role, error)
-
-	Trust(ctx context.Context, obj *model.RunContextMessage) (model.Trust, error)
-	AlreadyDelivered(ctx context.Context, obj *model.RunContextMessage) (*bool, error)
 }
 type RunStateChangedEventResolver interface {
 	Run(ctx context.Context, obj *model.RunStateChangedEvent) (*model.Run, error)
@@ -11032,8 +11023,8 @@ func (ec *executionContext) _RunContext_threadContext(ctx context.Context, field
 			return obj.ThreadContext, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
-			return ec.marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.RunContextMessages) graphql.Marshaler {
+			return ec.marshalNRunContextMessage2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessagesᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11064,8 +11055,8 @@ func (ec *executionContext) _RunContext_channelContext(ctx context.Context, fiel
 			return obj.ChannelContext, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
-			return ec.marshalORunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.RunContextMessages) graphql.Marshaler {
+			return ec.marshalORunContextMessage2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessagesᚄ(ctx, selections, v)
 		},
 		true,
 		false,
@@ -11148,11 +11139,11 @@ func (ec *executionContext) _RunContext_followUps(ctx context.Context, field gra
 			return ec.fieldContext_RunContext_followUps(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.RunContext().FollowUps(ctx, obj)
+			return obj.FollowUps(ctx)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
-			return ec.marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.RunContextMessages) graphql.Marshaler {
+			return ec.marshalNRunContextMessage2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessagesᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11163,7 +11154,7 @@ func (ec *executionContext) fieldContext_RunContext_followUps(_ context.Context,
 		Object:     "RunContext",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: true,
+		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_RunContextMessage(ctx, field)
 		},
@@ -11272,7 +11263,7 @@ func (ec *executionContext) _RunContextMessage_author(ctx context.Context, field
 			return ec.fieldContext_RunContextMessage_author(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.RunContextMessage().Author(ctx, obj)
+			return obj.Author, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
@@ -11286,8 +11277,8 @@ func (ec *executionContext) fieldContext_RunContextMessage_author(_ context.Cont
 	fc = &graphql.FieldContext{
 		Object:     "RunContextMessage",
 		Field:      field,
-		IsMethod:   true,
-		IsResolver: true,
+		IsMethod:   false,
+		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_PrincipalRef(ctx, field)
 		},
@@ -11304,7 +11295,7 @@ func (ec *executionContext) _RunContextMessage_role(ctx context.Context, field g
 			return ec.fieldContext_RunContextMessage_role(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.RunContextMessage().Role(ctx, obj)
+			return obj.Role, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.Role) graphql.Marshaler {
@@ -11315,7 +11306,7 @@ func (ec *executionContext) _RunContextMessage_role(ctx context.Context, field g
 	)
 }
 func (ec *executionContext) fieldContext_RunContextMessage_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("RunContextMessage", field, true, true, "Role")
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Role")
 }
 
 func (ec *executionContext) _RunContextMessage_origin(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
@@ -11474,7 +11465,7 @@ func (ec *executionContext) _RunContextMessage_trust(ctx context.Context, field 
 			return ec.fieldContext_RunContextMessage_trust(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.RunContextMessage().Trust(ctx, obj)
+			return obj.Trust, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.Trust) graphql.Marshaler {
@@ -11485,7 +11476,7 @@ func (ec *executionContext) _RunContextMessage_trust(ctx context.Context, field 
 	)
 }
 func (ec *executionContext) fieldContext_RunContextMessage_trust(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("RunContextMessage", field, true, true, "Trust")
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Trust")
 }
 
 func (ec *executionContext) _RunContextMessage_alreadyDelivered(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
@@ -11497,7 +11488,7 @@ func (ec *executionContext) _RunContextMessage_alreadyDelivered(ctx context.Cont
 			return ec.fieldContext_RunContextMessage_alreadyDelivered(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.RunContextMessage().AlreadyDelivered(ctx, obj)
+			return obj.AlreadyDelivered, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
@@ -11508,7 +11499,7 @@ func (ec *executionContext) _RunContextMessage_alreadyDelivered(ctx context.Cont
 	)
 }
 func (ec *executionContext) fieldContext_RunContextMessage_alreadyDelivered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("RunContextMessage", field, true, true, "Boolean")
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _RunSession_id(ctx context.Context, field graphql.CollectedField, obj *model.RunSession) (ret graphql.Marshaler) {
@@ -17240,77 +17231,73 @@ func (ec *executionContext) _RunContextMessage(ctx context.Context, sel ast.Sele
 		case "messageId":
 			out.Values[i] = ec._RunContextMessage_messageId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "threadSeq":
 			out.Values[i] = ec._RunContextMessage_threadSeq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "createdAt":
 			out.Values[i] = ec._RunContextMessage_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "channelId":
 			out.Values[i] = ec._RunContextMessage_channelId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "author":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._RunContextMessage_author(ctx, field, obj)
-				})
+			out.Values[i] = ec._RunContextMessage_author(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "role":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._RunContextMessage_role(ctx, field, obj)
-				})
+			out.Values[i] = ec._RunContextMessage_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "origin":
 			out.Values[i] = ec._RunContextMessage_origin(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "kind":
 			out.Values[i] = ec._RunContextMessage_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "contentMd":
 			out.Values[i] = ec._RunContextMessage_contentMd(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "truncated":
 			out.Values[i] = ec._RunContextMessage_truncated(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "attachments":
 			out.Values[i] = ec._RunContextMessage_attachments(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "replyToMessageId":
 			out.Values[i] = ec._RunContextMessage_replyToMessageId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "trust":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._RunContextMessage_trust(ctx, field, obj)
-				})
+			out.Values[i] = ec._RunContextMessage_trust(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "alreadyDelivered":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, false,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._RunContextMessage_alreadyDelivered(ctx, field, obj)
-				})
+			out.Values[i] = ec._RunContextMessage_alreadyDelivered(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -18918,20 +18905,12 @@ func (ec *executionContext) marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraph
 	return ec._Run(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNRunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
-		fc := graphql.GetFieldContext(ctx)
-		fc.Result = &v[i]
-		return ec.marshalNRunContextMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessage(ctx, sel, v[i])
-	})
-
-	for _, e := range ret {
-		if e == graphql.Null {
-			return graphql.Null
-		}
+func (ec *executionContext) marshalNRunContextMessage2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessagesᚄ(ctx context.Context, sel ast.SelectionSet, v model.RunContextMessages) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "[RunContextMessage!]!")
+		return graphql.Null
 	}
-
-	return ret
+	return graphql.WrapContextMarshaler(ctx, v)
 }
 
 func (ec *executionContext) marshalNRunContextMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessage(ctx context.Context, sel ast.SelectionSet, v *model.RunContextMessage) graphql.Marshaler {
@@ -18939,7 +18918,7 @@ func (ec *executionContext) marshalNRunContextMessage2ᚖbothyᚗexampleᚗcom�
 		graphql.AddInvalidNullError(ctx, "RunContextMessage!")
 		return graphql.Null
 	}
-	return ec._RunContextMessage(ctx, sel, v)
+	return graphql.WrapContextMarshaler(ctx, v)
 }
 
 func (ec *executionContext) unmarshalNRunFinish2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunFinish(ctx context.Context, v any) (model.RunFinish, error) {
@@ -19507,23 +19486,11 @@ func (ec *executionContext) marshalORunContext2ᚖbothyᚗexampleᚗcomᚋbothy�
 	return ec._RunContext(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalORunContextMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunContextMessage) graphql.Marshaler {
+func (ec *executionContext) marshalORunContextMessage2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessagesᚄ(ctx context.Context, sel ast.SelectionSet, v model.RunContextMessages) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
-		fc := graphql.GetFieldContext(ctx)
-		fc.Result = &v[i]
-		return ec.marshalNRunContextMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessage(ctx, sel, v[i])
-	})
-
-	for _, e := range ret {
-		if e == graphql.Null {
-			return graphql.Null
-		}
-	}
-
-	return ret
+	return graphql.WrapContextMarshaler(ctx, v)
 }
 
 func (ec *executionContext) marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx context.Context, sel ast.SelectionSet, v *model.Space) graphql.Marshaler {

@@ -1,46 +1,84 @@
 package model
 
 import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
 	"time"
+	"unicode/utf8"
 
-	"bothy.example.com/bothy/internal/runs"
+	"github.com/99designs/gqlgen/graphql"
 )
 
-// RunContext is the GraphQL model of run_context.v1. It keeps the module's
-// context so that the field resolvers can classify and batch.
+// RunContext is the GraphQL model of run_context.v1. Its elements are
+// finished: every value is computed before the executor sees them.
 type RunContext struct {
-	RunID              string               `json:"runId"`
-	ContextFloorSeq    int                  `json:"contextFloorSeq"`
-	TriggerMessage     *RunContextMessage   `json:"triggerMessage"`
-	ThreadContext      []*RunContextMessage `json:"threadContext"`
-	ChannelContext     []*RunContextMessage `json:"channelContext,omitempty"`
-	TruncatedBeforeSeq *int                 `json:"truncatedBeforeSeq,omitempty"`
-	// Module is the module's context (followUps reads it).
-	Module *runs.RunContext `json:"-"`
+	RunID              string             `json:"runId"`
+	ContextFloorSeq    int                `json:"contextFloorSeq"`
+	TriggerMessage     *RunContextMessage `json:"triggerMessage"`
+	ThreadContext      RunContextMessages `json:"threadContext"`
+	ChannelContext     RunContextMessages `json:"channelContext,omitempty"`
+	TruncatedBeforeSeq *int               `json:"truncatedBeforeSeq,omitempty"`
+	// LoadFollowUps reads and finishes the run's follow-ups; FollowUps
+	// calls it at most once per context, and only when followUps or
+	// trustSummary is selected.
+	LoadFollowUps func(ctx context.Context) (RunContextMessages, error) `json:"-"`
+
+	followUpsOnce sync.Once
+	followUps     RunContextMessages
+	followUpsErr  error
 }
 
-// RunContextMessage is one element of a run context. Author, role, trust
-// and alreadyDelivered are field resolvers that read the hidden facts.
+// FollowUps returns the run's follow-ups still in play, oldest first,
+// finished like the other elements (the followUps field; trustSummary
+// counts them too). gqlgen binds the field to this method, so its list is
+// written by RunContextMessages in one pass. Both fields share one read.
+func (rc *RunContext) FollowUps(ctx context.Context) (RunContextMessages, error) {
+	rc.followUpsOnce.Do(func() {
+		if rc.LoadFollowUps == nil {
+			rc.followUps = RunContextMessages{}
+			return
+		}
+		rc.followUps, rc.followUpsErr = rc.LoadFollowUps(ctx)
+	})
+	return rc.followUps, rc.followUpsErr
+}
+
+// RunContextMessage is one finished element of a run context: author,
+// role, trust and alreadyDelivered are plain values, computed by the runs
+// module's rule from one batch per loader kind, so nothing is left for the
+// executor to resolve. It marshals itself (MarshalGQLContext): gqlgen
+// hands the whole element, and a RunContextMessages list, to one writer
+// instead of running a field context per field and a goroutine per
+// element. Every list of context elements (triggerMessage, threadContext,
+// channelContext, follow-ups) shares this type and this writer.
 type RunContextMessage struct {
 	MessageID        string        `json:"messageId"`
 	ThreadSeq        int           `json:"threadSeq"`
 	CreatedAt        time.Time     `json:"createdAt"`
 	ChannelID        string        `json:"channelId"`
+	Author           *PrincipalRef `json:"author"`
+	Role             Role          `json:"role"`
 	Origin           MessageOrigin `json:"origin"`
 	Kind             MessageKind   `json:"kind"`
 	ContentMd        string        `json:"contentMd"`
 	Truncated        *bool         `json:"truncated,omitempty"`
 	Attachments      []*Attachment `json:"attachments"`
 	ReplyToMessageID *string       `json:"replyToMessageId,omitempty"`
-	// Element and Context are the module facts behind the element.
-	Element runs.ContextElement `json:"-"`
-	Context *runs.RunContext    `json:"-"`
+	Trust            Trust         `json:"trust"`
+	AlreadyDelivered *bool         `json:"alreadyDelivered,omitempty"`
 }
 
-// Elements returns every element of the context: the trigger, the thread
-// context and the channel context. Every element list of RunContext
-// belongs here, so that fields over the whole context (trustSummary) see
-// each element once.
+// RunContextMessages is a list of finished context elements, marshalled
+// in one pass.
+type RunContextMessages []*RunContextMessage
+
+// Elements returns the elements of the context built with it: the
+// trigger, the thread context and the channel context. The follow-ups are
+// read apart (FollowUps); fields over the whole context (trustSummary) add
+// them, so that each element counts once.
 func (rc *RunContext) Elements() []*RunContextMessage {
 	out := make([]*RunContextMessage, 0, 1+len(rc.ThreadContext)+len(rc.ChannelContext))
 	if rc.TriggerMessage != nil {
@@ -48,4 +86,271 @@ func (rc *RunContext) Elements() []*RunContextMessage {
 	}
 	out = append(out, rc.ThreadContext...)
 	return append(out, rc.ChannelContext...)
+}
+
+// errOutputOnly refuses RunContextMessage as input: the type is output only
+// in the schema, so gqlgen never calls the unmarshalers below.
+var errOutputOnly = errors.New("RunContextMessage is an output type")
+
+// UnmarshalGQLContext implements graphql.ContextUnmarshaler (required by
+// gqlgen's model binding; never called for an output type).
+func (m *RunContextMessage) UnmarshalGQLContext(context.Context, any) error { return errOutputOnly }
+
+// UnmarshalGQLContext implements graphql.ContextUnmarshaler (required by
+// gqlgen's model binding; never called for an output type).
+func (l *RunContextMessages) UnmarshalGQLContext(context.Context, any) error { return errOutputOnly }
+
+// MarshalGQLContext writes the element with the fields selected at the
+// current field (aliases, fragments, @skip and @include honoured by
+// graphql.CollectFields).
+func (m *RunContextMessage) MarshalGQLContext(ctx context.Context, w io.Writer) error {
+	sel := selectionOf(ctx)
+	buf := make([]byte, 0, 256+len(m.ContentMd))
+	buf = sel.appendMessage(buf, m)
+	_, err := w.Write(buf)
+	return err
+}
+
+// MarshalGQLContext writes the whole list with the fields selected at the
+// current field in one pass: one buffer, no per-element goroutine or field
+// context.
+func (l RunContextMessages) MarshalGQLContext(ctx context.Context, w io.Writer) error {
+	sel := selectionOf(ctx)
+	size := 2
+	for _, m := range l {
+		size += 256 + len(m.ContentMd)
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, '[')
+	for i, m := range l {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = sel.appendMessage(buf, m)
+	}
+	buf = append(buf, ']')
+	_, err := w.Write(buf)
+	return err
+}
+
+// selection is the collected selection of RunContextMessage at one field,
+// with the nested selections of author and attachments collected once.
+type selection struct {
+	fields      []graphql.CollectedField
+	author      []graphql.CollectedField
+	attachments []graphql.CollectedField
+}
+
+// selectionOf collects the selection of the field being marshalled.
+func selectionOf(ctx context.Context) *selection {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || !graphql.HasOperationContext(ctx) {
+		// Only the executor marshals these types, always inside a field.
+		return &selection{}
+	}
+	oc := graphql.GetOperationContext(ctx)
+	s := &selection{fields: graphql.CollectFields(oc, fc.Field.Selections, []string{"RunContextMessage"})}
+	for _, f := range s.fields {
+		switch f.Name {
+		case "author":
+			s.author = graphql.CollectFields(oc, f.Selections, []string{"PrincipalRef"})
+		case "attachments":
+			s.attachments = graphql.CollectFields(oc, f.Selections, []string{"Attachment"})
+		}
+	}
+	return s
+}
+
+// appendMessage appends m as a JSON object with the selected fields in
+// selection order, as gqlgen's own object executor would write them.
+func (s *selection) appendMessage(buf []byte, m *RunContextMessage) []byte {
+	if m == nil {
+		return append(buf, "null"...)
+	}
+	buf = append(buf, '{')
+	for i, f := range s.fields {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendString(buf, f.Alias)
+		buf = append(buf, ':')
+		switch f.Name {
+		case "__typename":
+			buf = appendString(buf, "RunContextMessage")
+		case "messageId":
+			buf = appendString(buf, m.MessageID)
+		case "threadSeq":
+			buf = strconv.AppendInt(buf, int64(m.ThreadSeq), 10)
+		case "createdAt":
+			buf = appendTime(buf, m.CreatedAt)
+		case "channelId":
+			buf = appendString(buf, m.ChannelID)
+		case "author":
+			buf = appendRef(buf, s.author, m.Author)
+		case "role":
+			buf = appendString(buf, string(m.Role))
+		case "origin":
+			buf = appendString(buf, string(m.Origin))
+		case "kind":
+			buf = appendString(buf, string(m.Kind))
+		case "contentMd":
+			buf = appendString(buf, m.ContentMd)
+		case "truncated":
+			buf = appendBool(buf, m.Truncated)
+		case "attachments":
+			buf = append(buf, '[')
+			for j, a := range m.Attachments {
+				if j > 0 {
+					buf = append(buf, ',')
+				}
+				buf = appendAttachment(buf, s.attachments, a)
+			}
+			buf = append(buf, ']')
+		case "replyToMessageId":
+			if m.ReplyToMessageID == nil {
+				buf = append(buf, "null"...)
+			} else {
+				buf = appendString(buf, *m.ReplyToMessageID)
+			}
+		case "trust":
+			buf = appendString(buf, string(m.Trust))
+		case "alreadyDelivered":
+			buf = appendBool(buf, m.AlreadyDelivered)
+		default:
+			// Validation admits only the schema's fields;
+			// TestContextMarshalerCoversSchema fails when the schema has a
+			// field without a writer here.
+			buf = append(buf, "null"...)
+		}
+	}
+	return append(buf, '}')
+}
+
+func appendRef(buf []byte, fields []graphql.CollectedField, r *PrincipalRef) []byte {
+	if r == nil {
+		return append(buf, "null"...)
+	}
+	buf = append(buf, '{')
+	for i, f := range fields {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendString(buf, f.Alias)
+		buf = append(buf, ':')
+		switch f.Name {
+		case "__typename":
+			buf = appendString(buf, "PrincipalRef")
+		case "id":
+			buf = appendString(buf, r.ID)
+		case "kind":
+			buf = appendString(buf, string(r.Kind))
+		case "handle":
+			buf = appendString(buf, r.Handle)
+		case "displayName":
+			buf = appendString(buf, r.DisplayName)
+		default:
+			buf = append(buf, "null"...)
+		}
+	}
+	return append(buf, '}')
+}
+
+func appendAttachment(buf []byte, fields []graphql.CollectedField, a *Attachment) []byte {
+	buf = append(buf, '{')
+	for i, f := range fields {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendString(buf, f.Alias)
+		buf = append(buf, ':')
+		switch f.Name {
+		case "__typename":
+			buf = appendString(buf, "Attachment")
+		case "fileId":
+			buf = appendString(buf, a.FileID)
+		case "name":
+			buf = appendString(buf, a.Name)
+		case "mimeType":
+			buf = appendString(buf, a.MimeType)
+		case "size":
+			buf = strconv.AppendInt(buf, int64(a.Size), 10)
+		case "scanStatus":
+			buf = appendString(buf, string(a.ScanStatus))
+		case "transcript":
+			if a.Transcript == nil {
+				buf = append(buf, "null"...)
+			} else {
+				buf = appendString(buf, *a.Transcript)
+			}
+		default:
+			buf = append(buf, "null"...)
+		}
+	}
+	return append(buf, '}')
+}
+
+func appendBool(buf []byte, b *bool) []byte {
+	switch {
+	case b == nil:
+		return append(buf, "null"...)
+	case *b:
+		return append(buf, "true"...)
+	default:
+		return append(buf, "false"...)
+	}
+}
+
+// appendTime writes t as the Time scalar does (scalars.Layout, UTC).
+func appendTime(buf []byte, t time.Time) []byte {
+	buf = append(buf, '"')
+	buf = t.UTC().AppendFormat(buf, "2006-01-02T15:04:05.000Z07:00")
+	return append(buf, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string: quote, backslash and control
+// characters escaped, invalid UTF-8 replaced by U+FFFD, everything else
+// as is.
+func appendString(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				buf = append(buf, s[start:i]...)
+				buf = append(buf, `\ufffd`...)
+				i += size
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		buf = append(buf, s[start:i]...)
+		switch c {
+		case '"':
+			buf = append(buf, '\\', '"')
+		case '\\':
+			buf = append(buf, '\\', '\\')
+		case '\n':
+			buf = append(buf, '\\', 'n')
+		case '\r':
+			buf = append(buf, '\\', 'r')
+		case '\t':
+			buf = append(buf, '\\', 't')
+		default:
+			buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
 }

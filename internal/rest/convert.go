@@ -152,52 +152,6 @@ func scalarInput(v any, name, ptr string) (any, []problem.FieldError) {
 	}
 }
 
-// render turns a GraphQL result value of type t into its REST shape:
-// snake_case members, lowercase enum values, null members omitted.
-func (s *Shim) render(v any, t *ast.Type) any {
-	if v == nil {
-		return nil
-	}
-	if t.Elem != nil {
-		list, _ := v.([]any)
-		out := make([]any, 0, len(list))
-		for _, e := range list {
-			if r := s.render(e, t.Elem); r != nil {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
-	def := s.schema.Types[t.NamedType]
-	switch def.Kind {
-	case ast.Object, ast.Interface:
-		obj, _ := v.(map[string]any)
-		// An interface value renders as its object type when the stored
-		// operation asked for __typename, so that members selected in
-		// fragments on that type are kept.
-		if tn, ok := obj["__typename"].(string); ok && def.Kind == ast.Interface && s.schema.Types[tn] != nil {
-			def = s.schema.Types[tn]
-		}
-		out := make(map[string]any, len(obj))
-		for k, val := range obj {
-			if val == nil || strings.HasPrefix(k, "__") {
-				continue
-			}
-			f := def.Fields.ForName(k)
-			if f == nil {
-				continue
-			}
-			out[Snake(k)] = s.render(val, f.Type)
-		}
-		return out
-	case ast.Enum:
-		str, _ := v.(string)
-		return strings.ToLower(str)
-	default:
-		return v
-	}
-}
-
 func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }

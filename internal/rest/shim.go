@@ -177,59 +177,81 @@ func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
 	rec := &recorder{header: http.Header{}}
 	s.gql.ServeHTTP(rec, inner)
 
-	var resp gqlResponse
-	dec := json.NewDecoder(bytes.NewReader(rec.body.Bytes()))
-	dec.UseNumber()
-	if err := dec.Decode(&resp); err != nil {
-		httpx.WriteProblem(w, r, problem.Internal(fmt.Errorf("route %s: undecodable GraphQL response (status %d)", c.OperationID, rec.status)))
+	out, status, err := s.restBody(w, rec.body.Bytes(), c)
+	if err != nil {
+		httpx.WriteProblem(w, r, err)
 		return
 	}
-	if len(resp.Errors) > 0 {
-		httpx.WriteProblem(w, r, problemOf(resp.Errors[0].Message, resp.Errors[0].Extensions))
-		return
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(out)
+}
+
+// restBody renders the GraphQL answer gql of route c as the REST body in
+// one pass (renderJSON) and returns it with its status; an answer with
+// errors becomes the problem of its first error.
+func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled) ([]byte, int, error) {
+	undecodable := problem.Internal(fmt.Errorf("route %s: undecodable GraphQL response", c.OperationID))
+	top := scanner{in: gql}
+	if err := top.expect('{'); err != nil {
+		return nil, 0, undecodable
 	}
-	raw, ok := resp.Data[c.Result]
-	if !ok {
-		httpx.WriteProblem(w, r, problem.Internal(fmt.Errorf("route %s: no data", c.OperationID)))
-		return
+	if first, err := top.key(); err != nil {
+		return nil, 0, undecodable
+	} else if first == "errors" {
+		// Error answers are small: decode them whole.
+		var resp gqlResponse
+		dec := json.NewDecoder(bytes.NewReader(gql))
+		dec.UseNumber()
+		if err := dec.Decode(&resp); err != nil || len(resp.Errors) == 0 {
+			return nil, 0, undecodable
+		}
+		return nil, 0, problemOf(resp.Errors[0].Message, resp.Errors[0].Extensions)
 	}
-	var value any
-	d2 := json.NewDecoder(bytes.NewReader(raw))
-	d2.UseNumber()
-	if err := d2.Decode(&value); err != nil || value == nil {
-		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
-		return
+	data, err := scanner{in: gql}.member("data")
+	if err != nil || data == nil {
+		return nil, 0, undecodable
+	}
+	value, err := data.member(c.Result)
+	if err != nil || data.isNull() {
+		return nil, 0, problem.Internal(fmt.Errorf("route %s: no data", c.OperationID))
+	}
+	if value == nil {
+		return nil, 0, problem.Internal(fmt.Errorf("route %s: no data", c.OperationID))
+	}
+	if probe := *value; probe.isNull() {
+		return nil, 0, problem.New(problem.NotFound, "")
 	}
 	typ := c.resType
 	status := http.StatusOK
 	if c.Created {
 		status = http.StatusCreated
 	}
-	if obj, ok := value.(map[string]any); ok && c.ReplayFlag != "" {
-		if replay, _ := obj[c.ReplayFlag].(bool); replay {
-			status = http.StatusOK
-			w.Header().Set("Idempotent-Replay", "true")
+	if c.ReplayFlag != "" {
+		if flag, err := value.member(c.ReplayFlag); err == nil && flag != nil {
+			if raw, err := flag.skip(); err == nil && string(raw) == "true" {
+				status = http.StatusOK
+				w.Header().Set("Idempotent-Replay", "true")
+			}
 		}
 	}
 	if c.Unwrap != "" {
-		obj, _ := value.(map[string]any)
 		def := s.schema.Types[typ.Name()]
 		f := def.Fields.ForName(c.Unwrap)
-		if obj == nil || f == nil {
-			httpx.WriteProblem(w, r, problem.Internal(fmt.Errorf("route %s: cannot unwrap %s", c.OperationID, c.Unwrap)))
-			return
+		inner, err := value.member(c.Unwrap)
+		if f == nil || err != nil {
+			return nil, 0, problem.Internal(fmt.Errorf("route %s: cannot unwrap %s", c.OperationID, c.Unwrap))
 		}
-		value, typ = obj[c.Unwrap], f.Type
-	}
-	if obj, ok := value.(map[string]any); ok {
-		for _, m := range c.Omit {
-			delete(obj, m)
+		if inner == nil {
+			return []byte("null"), status, nil
 		}
+		value, typ = inner, f.Type
 	}
-	out, _ := json.Marshal(s.render(value, typ))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(out)
+	out, err := s.renderJSON(make([]byte, 0, len(gql)), value, typ, c.Omit)
+	if err != nil {
+		return nil, 0, undecodable
+	}
+	return out, status, nil
 }
 
 // problemOf rebuilds a problem from a GraphQL error's extensions.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/jackc/pgx/v5"
 
@@ -115,7 +116,8 @@ type RunContext struct {
 	Channel            []ContextElement // nil when not built
 	TruncatedBeforeSeq *int64
 	// Parties classify the elements; ChannelPath is where trust is asked;
-	// SessionID and Mode decide already_delivered (mode resume only).
+	// SessionID (or, for a guest run without session, RunID) decides
+	// already_delivered.
 	Parties     domain.RunParties
 	ChannelPath authz.Path
 	SessionID   string
@@ -347,6 +349,60 @@ func (s *Service) Delivered(ctx context.Context, sessionID, runID string, messag
 		out[id] = true
 	}
 	return out, rows.Err()
+}
+
+// FollowUpFacts answers, in one statement, what a context read needs to
+// know about follow-ups: which of messageIDs and of the run's own
+// follow-ups were delivered (acknowledged by the agent) to session
+// sessionID or, for a guest run without session, to run runID (Delivered's
+// rule), and the ids of run runID's follow-ups still in play (pending or
+// delivered), oldest first (FollowUps' rule).
+func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, []string, error) {
+	var session, run any
+	if sessionID != "" {
+		session = sessionID
+	}
+	if runID != "" {
+		run = runID
+	}
+	rows, err := s.pool.Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN messages m ON m.id = f.message_id
+			WHERE f.run_id = $2::uuid AND f.state IN ('pending', 'delivered'))
+		SELECT false, fu.message_id::text, fu.thread_seq FROM fu
+		UNION ALL
+		SELECT DISTINCT true, f.message_id::text, 0::bigint FROM run_followups f JOIN runs r ON r.id = f.run_id
+			WHERE (r.agent_session_id = $1::uuid OR r.id = $2::uuid) AND f.delivered_at IS NOT NULL
+			AND (f.message_id = ANY($3::uuid[]) OR f.message_id IN (SELECT message_id FROM fu))`, session, run, messageIDs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
+	}
+	defer rows.Close()
+	delivered := map[string]bool{}
+	type item struct {
+		id  string
+		seq int64
+	}
+	var own []item
+	for rows.Next() {
+		var isDelivered bool
+		var it item
+		if err := rows.Scan(&isDelivered, &it.id, &it.seq); err != nil {
+			return nil, nil, fmt.Errorf("follow-up facts: %w", err)
+		}
+		if isDelivered {
+			delivered[it.id] = true
+		} else {
+			own = append(own, it)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
+	}
+	sort.SliceStable(own, func(i, j int) bool { return own[i].seq < own[j].seq })
+	ids := make([]string, len(own))
+	for i, it := range own {
+		ids[i] = it.id
+	}
+	return delivered, ids, nil
 }
 
 // FollowUps returns the follow-ups of each run in runIDs that are still

@@ -9,7 +9,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/executor"
-	"github.com/99designs/gqlgen/graphql/handler/extension"
 
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/scalars"
@@ -31,7 +30,7 @@ func FuzzGraphQLInputCoercion(f *testing.F) {
 	exec := executor.New(es)
 	exec.SetParserTokenLimit(cfg.Int(config.GraphQLParserTokenLimit))
 	exec.Use(SelectionLimit{Max: cfg.Int(config.GraphQLMaxSelections), TokenLimit: cfg.Int(config.GraphQLParserTokenLimit)})
-	exec.Use(extension.FixedComplexityLimit(cfg.Int(config.GraphQLComplexityLimit)))
+	exec.Use(&ComplexityLimit{Max: cfg.Int(config.GraphQLComplexityLimit)})
 	exec.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit)})
 	exec.Use(TextCheck{})
 	present := presenter(slog.New(slog.NewTextHandler(io.Discard, nil)), es.Schema(), nil)

@@ -35,7 +35,7 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	}
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
-	srv.AddTransport(transport.POST{})
+	srv.AddTransport(rawDataPOST{})
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.SetParserTokenLimit(cfg.Int(config.GraphQLParserTokenLimit))
 	// The linear selection count runs before parsing and validation.
@@ -43,8 +43,10 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	if cfg.Bool(config.GraphQLIntrospection) {
 		srv.Use(extension.Introspection{})
 	}
-	srv.Use(extension.FixedComplexityLimit(cfg.Int(config.GraphQLComplexityLimit)))
+	// Depth before cost: an over-deep operation is refused for its depth,
+	// the more specific reason, whatever its cost.
 	srv.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit), IntrospectionMax: cfg.Int(config.GraphQLIntrospectionDepthLimit)})
+	srv.Use(&ComplexityLimit{Max: cfg.Int(config.GraphQLComplexityLimit)})
 	srv.Use(TextCheck{})
 	srv.SetErrorPresenter(presenter(log, es.Schema(), out))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {

@@ -111,6 +111,8 @@ func TestRetention(t *testing.T) {
 				Seq string `json:"seq"`
 			} `json:"events"`
 		}
+		// No cursor is an omitted parameter: an empty one is refused
+		// (the rule for empty optional inputs).
 		path := "/api/v1/events"
 		if after != "" {
 			path += "?after=" + after

@@ -115,11 +115,8 @@ func TestRunContext_ConstantQueries(t *testing.T) {
 				t.Fatalf("%s %s: %d elements", tc.name, face, elements)
 			}
 			counts[tc.name+" "+face] = n
-			// 8 for the context itself, 2 for its follow-ups (which and
-			// whether delivered), 1 for the request's shared rate-limit
-			// bucket; authentication is the same for every request.
-			if n > 11 {
-				t.Errorf("%s %s: %d statements, want at most 11:\n%s", tc.name, face, n, strings.Join(counter.Since(before), "\n"))
+			if n > 10 {
+				t.Errorf("%s %s: %d statements, want at most 10:\n%s", tc.name, face, n, strings.Join(counter.Since(before), "\n"))
 			}
 		}
 	}

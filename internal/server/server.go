@@ -210,8 +210,8 @@ func New(d Deps) (*Server, error) {
 		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
 	}))
 
-	// Bodies are limited inside authed, after authentication: no route
-	// outside it reads a body.
+	// No body limit out here: authed reads the body only after the token
+	// is checked, so an unauthenticated client cannot make it buffer one.
 	s.handler = httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(mux),
 		httpx.Options{Log: d.Logger, Metrics: metrics, Proxies: proxies})
 	return s, nil

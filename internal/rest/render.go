@@ -1,0 +1,310 @@
+package rest
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// The REST body is rendered from the GraphQL answer's JSON in one pass over
+// its bytes, guided by the schema: member names become snake_case, members
+// whose value is null and __ members are left out, null list elements are
+// dropped, enum values are lowercased, and strings, numbers and JSON
+// scalars are copied as they are. Nothing is decoded into generic values
+// and nothing is encoded twice.
+
+// errSyntax reports an answer that is not the JSON the executor writes.
+var errSyntax = errors.New("rest: the GraphQL answer is not valid JSON")
+
+// snakeNames caches Snake of GraphQL field names (a fixed set).
+var snakeNames sync.Map
+
+func snakeName(name string) string {
+	if v, ok := snakeNames.Load(name); ok {
+		return v.(string)
+	}
+	s := Snake(name)
+	snakeNames.Store(name, s)
+	return s
+}
+
+// scanner walks one JSON document.
+type scanner struct {
+	in  []byte
+	pos int
+}
+
+func (s *scanner) ws() {
+	for s.pos < len(s.in) {
+		switch s.in[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte (0 at the end).
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.pos >= len(s.in) {
+		return 0
+	}
+	return s.in[s.pos]
+}
+
+func (s *scanner) expect(c byte) error {
+	if s.peek() != c {
+		return errSyntax
+	}
+	s.pos++
+	return nil
+}
+
+// str returns the raw bytes of the string at pos, quotes included.
+func (s *scanner) str() ([]byte, error) {
+	if s.peek() != '"' {
+		return nil, errSyntax
+	}
+	start := s.pos
+	for i := s.pos + 1; i < len(s.in); i++ {
+		switch s.in[i] {
+		case '\\':
+			i++
+		case '"':
+			s.pos = i + 1
+			return s.in[start:s.pos], nil
+		}
+	}
+	return nil, errSyntax
+}
+
+// key returns an object member name; names the executor writes are field
+// names and aliases, which never need escapes.
+func (s *scanner) key() (string, error) {
+	raw, err := s.str()
+	if err != nil {
+		return "", err
+	}
+	if err := s.expect(':'); err != nil {
+		return "", err
+	}
+	return string(raw[1 : len(raw)-1]), nil
+}
+
+// skip passes over one value and returns its raw bytes.
+func (s *scanner) skip() ([]byte, error) {
+	s.ws()
+	start := s.pos
+	if s.pos >= len(s.in) {
+		return nil, errSyntax
+	}
+	switch s.in[s.pos] {
+	case '"':
+		return s.str()
+	case '{', '[':
+		depth := 0
+		for s.pos < len(s.in) {
+			switch s.in[s.pos] {
+			case '"':
+				if _, err := s.str(); err != nil {
+					return nil, err
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					s.pos++
+					return s.in[start:s.pos], nil
+				}
+			}
+			s.pos++
+		}
+		return nil, errSyntax
+	default:
+		for s.pos < len(s.in) && !isEnd(s.in[s.pos]) && !isSpace(s.in[s.pos]) {
+			s.pos++
+		}
+		if s.pos == start {
+			return nil, errSyntax
+		}
+		return s.in[start:s.pos], nil
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func isEnd(c byte) bool { return c == ',' || c == '}' || c == ']' || c == ':' }
+
+// isNull reports whether the next value is null (and consumes it if so).
+func (s *scanner) isNull() bool {
+	s.ws()
+	if len(s.in)-s.pos >= 4 && string(s.in[s.pos:s.pos+4]) == "null" {
+		s.pos += 4
+		return true
+	}
+	return false
+}
+
+// member finds member name of the object at the scanner's position and
+// returns a scanner at its value (nil when absent), leaving s unchanged.
+func (s scanner) member(name string) (*scanner, error) {
+	if err := s.expect('{'); err != nil {
+		return nil, err
+	}
+	if s.peek() == '}' {
+		return nil, nil
+	}
+	for {
+		k, err := s.key()
+		if err != nil {
+			return nil, err
+		}
+		if k == name {
+			s.ws()
+			return &s, nil
+		}
+		if _, err := s.skip(); err != nil {
+			return nil, err
+		}
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			return nil, nil
+		default:
+			return nil, errSyntax
+		}
+	}
+}
+
+// renderJSON appends the REST rendering of the value at sc, of GraphQL
+// type t, to out; omit names members of the outermost object to leave out.
+func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) ([]byte, error) {
+	if sc.isNull() {
+		return append(out, "null"...), nil
+	}
+	if t.Elem != nil {
+		if err := sc.expect('['); err != nil {
+			return nil, err
+		}
+		out = append(out, '[')
+		first := true
+		if sc.peek() == ']' {
+			sc.pos++
+			return append(out, ']'), nil
+		}
+		for {
+			if !sc.isNull() {
+				if !first {
+					out = append(out, ',')
+				}
+				first = false
+				var err error
+				if out, err = sh.renderJSON(out, sc, t.Elem, nil); err != nil {
+					return nil, err
+				}
+			}
+			switch sc.peek() {
+			case ',':
+				sc.pos++
+			case ']':
+				sc.pos++
+				return append(out, ']'), nil
+			default:
+				return nil, errSyntax
+			}
+		}
+	}
+	def := sh.schema.Types[t.NamedType]
+	if def != nil && def.Kind == ast.Interface {
+		// An interface value renders as its object type when the stored
+		// operation asked for __typename, so that members selected in
+		// fragments on that type are kept. member looks ahead on a copy:
+		// the scanner stays where it is.
+		if tn, err := sc.member("__typename"); err == nil && tn != nil {
+			if raw, err := tn.str(); err == nil {
+				if obj := sh.schema.Types[string(raw[1:len(raw)-1])]; obj != nil && obj.Kind == ast.Object {
+					def = obj
+				}
+			}
+		}
+	}
+	switch {
+	case def != nil && (def.Kind == ast.Object || def.Kind == ast.Interface):
+		if err := sc.expect('{'); err != nil {
+			return nil, err
+		}
+		out = append(out, '{')
+		if sc.peek() == '}' {
+			sc.pos++
+			return append(out, '}'), nil
+		}
+		first := true
+		for {
+			k, err := sc.key()
+			if err != nil {
+				return nil, err
+			}
+			f := def.Fields.ForName(k)
+			switch {
+			case sc.isNull():
+			case f == nil || len(k) > 1 && k[0] == '_' && k[1] == '_' || omitted(omit, k):
+				if _, err := sc.skip(); err != nil {
+					return nil, err
+				}
+			default:
+				if !first {
+					out = append(out, ',')
+				}
+				first = false
+				out = append(out, '"')
+				out = append(out, snakeName(k)...)
+				out = append(out, '"', ':')
+				if out, err = sh.renderJSON(out, sc, f.Type, nil); err != nil {
+					return nil, err
+				}
+			}
+			switch sc.peek() {
+			case ',':
+				sc.pos++
+			case '}':
+				sc.pos++
+				return append(out, '}'), nil
+			default:
+				return nil, errSyntax
+			}
+		}
+	case def != nil && def.Kind == ast.Enum:
+		raw, err := sc.str()
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range raw {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			out = append(out, c)
+		}
+		return out, nil
+	default:
+		raw, err := sc.skip()
+		if err != nil {
+			return nil, err
+		}
+		return append(out, raw...), nil
+	}
+}
+
+func omitted(omit []string, k string) bool {
+	for _, o := range omit {
+		if o == k {
+			return true
+		}
+	}
+	return false
+}

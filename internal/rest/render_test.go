@@ -1,0 +1,151 @@
+package rest
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+const renderSchema = `
+scalar JSON
+enum Color { DEEP_RED BLUE }
+type Ref { id: ID! displayName: String! }
+type Item { itemId: ID! color: Color! tags: [String] refs: [Ref] payload: JSON count: Int ratio: Float ok: Boolean }
+type Wrap { item: Item replayed: Boolean! }
+interface Event { type: String! }
+type SpaceEvent implements Event { type: String! spaceId: ID! }
+type Query { item: Item wrap: Wrap items: [Item!]! events: [Event!]! }
+`
+
+func renderShim(t *testing.T) *Shim {
+	t.Helper()
+	s, err := gqlparser.LoadSchema(&ast.Source{Name: "s", Input: renderSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Shim{schema: s}
+}
+
+func sameJSON(t *testing.T, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("invalid output %s: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestRenderJSON: the one-pass rendering follows the REST rules: snake_case
+// members, null members and __ members left out, null list elements
+// dropped, enums lowercased, strings, numbers and JSON scalars as they are.
+func TestRenderJSON(t *testing.T) {
+	sh := renderShim(t)
+	item := &ast.Type{NamedType: "Item"}
+	for _, tc := range []struct {
+		name, in, want string
+		typ            *ast.Type
+		omit           []string
+	}{
+		{"members", `{"itemId":"1","color":"DEEP_RED","count":3,"ratio":-1.5e3,"ok":false}`,
+			`{"item_id":"1","color":"deep_red","count":3,"ratio":-1.5e3,"ok":false}`, item, nil},
+		{"nulls and typename left out", `{"__typename":"Item","itemId":"1","color":"BLUE","tags":null,"payload":null,"count":null}`,
+			`{"item_id":"1","color":"blue"}`, item, nil},
+		{"null list elements dropped", `{"itemId":"1","color":"BLUE","tags":["a",null,"b"],"refs":[null,{"id":"r","displayName":"Alex"}]}`,
+			`{"item_id":"1","color":"blue","tags":["a","b"],"refs":[{"id":"r","display_name":"Alex"}]}`, item, nil},
+		{"strings with JSON punctuation", `{"itemId":"a\"},{\\\"x\":[1]\u0000","color":"BLUE","tags":["\"]"]}`,
+			`{"item_id":"a\"},{\\\"x\":[1]\u0000","color":"blue","tags":["\"]"]}`, item, nil},
+		{"JSON scalar verbatim", `{"itemId":"1","color":"BLUE","payload":{"someKey":null,"n":[1,{"a":"b"}]}}`,
+			`{"item_id":"1","color":"blue","payload":{"someKey":null,"n":[1,{"a":"b"}]}}`, item, nil},
+		{"omit", `{"itemId":"1","color":"BLUE","count":2}`, `{"item_id":"1","color":"blue"}`, item, []string{"count"}},
+		{"unknown member left out", `{"itemId":"1","color":"BLUE","nope":{"x":1}}`, `{"item_id":"1","color":"blue"}`, item, nil},
+		{"empty containers", `[]`, `[]`, &ast.Type{Elem: item}, nil},
+		{"whitespace", ` { "itemId" : "1" , "color" : "BLUE" , "tags" : [ "a" , null ] } `,
+			`{"item_id":"1","color":"blue","tags":["a"]}`, item, nil},
+		{"null value", `null`, `null`, item, nil},
+		{"interface value as its object type", `[{"__typename":"SpaceEvent","type":"space.renamed","spaceId":"s1"},{"type":"x","spaceId":"s2","__typename":"SpaceEvent"}]`,
+			`[{"type":"space.renamed","space_id":"s1"},{"type":"x","space_id":"s2"}]`, &ast.Type{Elem: &ast.Type{NamedType: "Event"}}, nil},
+		{"interface value without __typename keeps interface members", `[{"type":"x","spaceId":"s1"}]`,
+			`[{"type":"x"}]`, &ast.Type{Elem: &ast.Type{NamedType: "Event"}}, nil},
+		{"interface value with an unknown __typename keeps interface members", `[{"__typename":"Nope","type":"x","spaceId":"s1"}]`,
+			`[{"type":"x"}]`, &ast.Type{Elem: &ast.Type{NamedType: "Event"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := sh.renderJSON(nil, &scanner{in: []byte(tc.in)}, tc.typ, tc.omit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameJSON(t, out, tc.want)
+		})
+	}
+	for _, bad := range []string{`{"itemId":"1"`, `{"itemId" "1"}`, `["a"`, `{"itemId":"1}`, `{"tags":[1 2]}`, ``} {
+		if _, err := sh.renderJSON(nil, &scanner{in: []byte(bad)}, item, nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestRestBody: the envelope rules of a route: result member, null result
+// is not_found, unwrap, replay flag, errors become the problem.
+func TestRestBody(t *testing.T) {
+	sh := renderShim(t)
+	q := sh.schema.Query
+	route := func(r Route, result string) *compiled {
+		r.Result = result
+		return &compiled{Route: r, resType: q.Fields.ForName(result).Type}
+	}
+	for _, tc := range []struct {
+		name, in string
+		c        *compiled
+		status   int
+		want     string
+		replay   bool
+		problem  string
+	}{
+		{"result", `{"data":{"item":{"itemId":"1","color":"BLUE"}}}`, route(Route{}, "item"), 200, `{"item_id":"1","color":"blue"}`, false, ""},
+		{"created", `{"data":{"item":{"itemId":"1","color":"BLUE"}}}`, route(Route{Created: true}, "item"), 201, `{"item_id":"1","color":"blue"}`, false, ""},
+		{"null result", `{"data":{"item":null}}`, route(Route{}, "item"), 0, "", false, "not_found"},
+		{"unwrap and replay", `{"data":{"wrap":{"replayed":true,"item":{"itemId":"2","color":"DEEP_RED"}}}}`,
+			route(Route{Created: true, Unwrap: "item", ReplayFlag: "replayed"}, "wrap"), 200, `{"item_id":"2","color":"deep_red"}`, true, ""},
+		{"unwrap no replay", `{"data":{"wrap":{"item":{"itemId":"2","color":"BLUE"},"replayed":false}}}`,
+			route(Route{Created: true, Unwrap: "item", ReplayFlag: "replayed"}, "wrap"), 201, `{"item_id":"2","color":"blue"}`, false, ""},
+		{"list", `{"data":{"items":[{"itemId":"1","color":"BLUE"}]}}`, route(Route{}, "items"), 200, `[{"item_id":"1","color":"blue"}]`, false, ""},
+		{"errors", `{"errors":[{"message":"Not found","extensions":{"code":"not_found","status":404}}],"data":null}`, route(Route{}, "item"), 0, "", false, "not_found"},
+		{"garbage", `{"data":{"item":{"itemId":`, route(Route{}, "item"), 0, "", false, "internal_error"},
+		{"no data", `{"data":null}`, route(Route{}, "item"), 0, "", false, "internal_error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			out, status, err := sh.restBody(w, []byte(tc.in), tc.c)
+			if tc.problem != "" {
+				if err == nil || !containsCode(err, tc.problem) {
+					t.Fatalf("got %v, want problem %s", err, tc.problem)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status != tc.status || (w.Header().Get("Idempotent-Replay") == "true") != tc.replay {
+				t.Fatalf("status %d replay %q", status, w.Header().Get("Idempotent-Replay"))
+			}
+			sameJSON(t, out, tc.want)
+		})
+	}
+}
+
+func containsCode(err error, code string) bool {
+	var p *problem.Error
+	return errors.As(err, &p) && string(p.Code) == code
+}

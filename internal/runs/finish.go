@@ -1,0 +1,95 @@
+package runs
+
+import (
+	"bothy.example.com/bothy/internal/runs/domain"
+)
+
+// ContextKeys are the questions a run context leaves to the per-request
+// loaders: every author, the people whose trust needs the live
+// trigger-holder answer, and the messages whose delivery to the session
+// (or, for a guest run, to the run) decides already_delivered. Each list is
+// free of duplicates and in the order of first appearance, so that one
+// batch per kind answers it.
+type ContextKeys struct {
+	// Authors are the author ids of every element.
+	Authors []string
+	// Holders are the people for whom "has trigger on the channel now"
+	// decides the trust of at least one element.
+	Holders []string
+	// Delivered are the message ids to ask about: every element but the
+	// run's own trigger, which is never already delivered.
+	Delivered []string
+}
+
+// ContextAnswers are the loaders' answers to ContextKeys. A key without an
+// answer reads as "no": no trigger (trust unverified), not delivered. The
+// caller never builds answers from a failed source: a failed source fails
+// the whole context (fail closed).
+type ContextAnswers struct {
+	Holders   map[string]bool
+	Delivered map[string]bool
+}
+
+// FinishedElement is one context element with every value the faces show:
+// role, trust and already_delivered computed, nothing left to resolve.
+type FinishedElement struct {
+	ContextElement
+	Role             domain.Role
+	Trust            domain.Trust
+	AlreadyDelivered bool
+}
+
+// Elements returns every element of rc in the order of run_context.v1:
+// the trigger, the thread context, the channel context. The follow-ups
+// are read apart (only when asked for) and finished by the same rule.
+func (rc *RunContext) Elements() []ContextElement {
+	out := make([]ContextElement, 0, 1+len(rc.Thread)+len(rc.Channel))
+	out = append(out, rc.Trigger)
+	out = append(out, rc.Thread...)
+	return append(out, rc.Channel...)
+}
+
+// Keys returns what the loaders must answer to finish the elements of rc
+// (Elements).
+func (rc *RunContext) Keys() ContextKeys {
+	return rc.KeysOf(rc.Elements())
+}
+
+// KeysOf returns what the loaders must answer to finish elems, elements of
+// rc (its elements or its follow-ups).
+func (rc *RunContext) KeysOf(elems []ContextElement) ContextKeys {
+	var k ContextKeys
+	seen := map[string]bool{}
+	asked := map[string]bool{}
+	for _, e := range elems {
+		if !seen[e.AuthorID] {
+			seen[e.AuthorID] = true
+			k.Authors = append(k.Authors, e.AuthorID)
+		}
+		if !asked[e.AuthorID] && domain.NeedsHolders(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, rc.Parties) {
+			asked[e.AuthorID] = true
+			k.Holders = append(k.Holders, e.AuthorID)
+		}
+		if e.ID != rc.Trigger.ID {
+			k.Delivered = append(k.Delivered, e.ID)
+		}
+	}
+	return k
+}
+
+// Finish classifies element e of rc with the loaders' answers a (seed
+// M2-13 note 4): role and trust by domain.Classify, where only a person's
+// message other than the trigger person's reads the live trigger-holder
+// answer, and already_delivered for messages the agent acknowledged as
+// follow-ups of the run's session (of the run itself for a guest run),
+// never for the run's own trigger.
+func (rc *RunContext) Finish(e ContextElement, a ContextAnswers) FinishedElement {
+	facts := domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}
+	var holders map[string]bool
+	if domain.NeedsHolders(facts, rc.Parties) && a.Holders[e.AuthorID] {
+		holders = map[string]bool{e.AuthorID: true}
+	}
+	role, trust := domain.Classify(facts, rc.Parties, holders)
+	return FinishedElement{ContextElement: e, Role: role, Trust: trust,
+		AlreadyDelivered: e.ID != rc.Trigger.ID && a.Delivered[e.ID]}
+}
