@@ -7,29 +7,13 @@
 # serves GraphiQL without any CDN. The copied files are not committed
 # (see .gitignore); only the pins are.
 #
-# `npm ci` runs only when node_modules is missing or was installed from a
-# different package-lock.json (tracked by a stamp file holding its sha256).
+# The packages come through the shared pinned-npm installer
+# (internal/platform/npmpin/npm-ci.sh), which runs `npm ci` only when needed.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+"$here/../platform/npmpin/npm-ci.sh" "$here" fetch-assets
 cd "$here"
-
-stamp="node_modules/.bothy-lock.sha256"
-want="$(sha256sum package-lock.json | cut -d' ' -f1)"
-have=""
-if [[ -f "$stamp" ]]; then
-	have="$(cat "$stamp")"
-fi
-
-if [[ ! -d node_modules || "$have" != "$want" ]]; then
-	if ! command -v npm >/dev/null 2>&1; then
-		echo "$(basename "$0"): npm not found: install node (>= 18) and npm" >&2
-		exit 1
-	fi
-	echo "fetch-assets: npm ci in $here" >&2
-	npm ci --ignore-scripts --no-audit --no-fund
-	echo "$want" >"$stamp"
-fi
 
 # source (under node_modules) -> name served under /playground/assets/
 files=(

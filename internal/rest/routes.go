@@ -29,7 +29,10 @@ func path(name string) Param { return Param{Name: name, In: InPath, Var: "id"} }
 
 // Table is the route table of the REST shim: one stored GraphQL operation
 // per OpenAPI operationId of docs/api/openapi.yaml.
-var Table = []Route{
+var Table = append(append([]Route{}, coreRoutes...), adminRoutes...)
+
+// coreRoutes are the routes of chat, messages, runs and agents.
+var coreRoutes = []Route{
 	{
 		OperationID: "getViewer", Action: authz.ViewerRead, Method: http.MethodGet, Path: "/api/v1/me", Result: "viewer",
 		Document: `query getViewer { viewer { id kind handle displayName email status isOwner createdAt } }`,
@@ -270,5 +273,3 @@ var adminRoutes = []Route{
 		Document: `mutation unarchiveChannel($id: ID!) { unarchiveChannel(id: $id) { ` + channelFields + ` } }`,
 	},
 }
-
-func init() { Table = append(Table, adminRoutes...) }
