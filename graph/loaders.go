@@ -276,12 +276,13 @@ func WithLoaders(src Sources, next http.Handler) http.Handler {
 	})
 }
 
-// loaders returns the request's loaders (fresh ones outside a request).
+// loaders returns the request's loaders, or fresh ones from the resolver's
+// complete sources outside an HTTP request (a subscription's events).
 func (r *Resolver) loaders(ctx context.Context) *Loaders {
 	if l, ok := ctx.Value(loadersKey{}).(*Loaders); ok {
 		return l
 	}
-	return NewLoaders(Sources{Identity: r.Identity, Holders: r.Holders, Runs: r.Runs})
+	return NewLoaders(r.LoaderSources)
 }
 
 // principalRef loads the public view of principal id through the loader.

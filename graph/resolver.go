@@ -23,13 +23,17 @@ import (
 
 // Resolver is the root resolver; it holds the module services.
 type Resolver struct {
-	Identity  *identity.Service
-	Limiter   ratelimit.Limiter
-	Chat      *chat.UseCases
-	Messaging *messaging.Service
-	Admin     *admin.Service
-	Feed      *feed.Service
-	Runs      *runs.Service
+	Identity *identity.Service
+	Limiter  ratelimit.Limiter
+	Chat     *chat.UseCases
+	// LoaderSources are what the per-request loaders read from. An HTTP
+	// request gets its loaders from WithLoaders; a subscription's events,
+	// which run outside one, build fresh loaders from these per call.
+	LoaderSources Sources
+	Messaging     *messaging.Service
+	Admin         *admin.Service
+	Feed          *feed.Service
+	Runs          *runs.Service
 	// Holders answers the trust question of run contexts.
 	Holders authz.TriggerHolders
 	// ContextLimits are agent.context_max_bytes and

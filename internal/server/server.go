@@ -154,7 +154,8 @@ func New(d Deps) (*Server, error) {
 		Runs: runSvc})
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
-	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
+	sources := graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}
+	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow), LoaderSources: sources,
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}
@@ -166,7 +167,7 @@ func New(d Deps) (*Server, error) {
 	ws := newLive(cfg, ident, hub, d.Logger)
 	exec := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())
 	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes),
-		graph.WithLoaders(graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}, exec))
+		graph.WithLoaders(sources, exec))
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err

@@ -735,3 +735,43 @@ func TestSubscriptionOutlivesHTTPTimeouts(t *testing.T) {
 	env.MustPost("alex", env.Main("Support/Allgemein"), "late", "after the timeouts")
 	w.created("s")
 }
+
+// TestSubscriptionFieldsUseLoaders: fields of a delivered event that read
+// through the per-request loaders (here Message.startedThread, which needs
+// the chat module's loader) answer in a subscription as they do over HTTP.
+func TestSubscriptionFieldsUseLoaders(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	w := dialRaw(t, env, nil)
+	w.init(env.World.Token("alex"))
+	w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { type ... on MessageEvent { messageId message { id startedThread { id } } } } }`, logEnd(env)))
+	m := env.MustPost("alex", env.Main("Support/Allgemein"), "loaders-1", "@lotse the printer is down")
+	for {
+		msg := w.skipTo("s")
+		var p struct {
+			Data struct {
+				Events struct {
+					Type      string
+					MessageID string
+					Message   *struct {
+						ID            string
+						StartedThread *struct{ ID string }
+					}
+				}
+			}
+			Errors []any
+		}
+		if err := json.Unmarshal(msg.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Errors) > 0 {
+			t.Fatalf("event with errors: %s", msg.Payload)
+		}
+		if p.Data.Events.Type != "message.created" || p.Data.Events.MessageID != m["id"] {
+			continue
+		}
+		if p.Data.Events.Message == nil || p.Data.Events.Message.StartedThread == nil || p.Data.Events.Message.StartedThread.ID == "" {
+			t.Fatalf("the started thread is missing: %s", msg.Payload)
+		}
+		return
+	}
+}
