@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -85,7 +86,7 @@ func (s *Service) DeleteGroup(ctx context.Context, actor identity.Principal, id 
 		if err := s.groupAccessChanged(ctx, tx, id, "group.deleted"); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE grants SET revoked_at = $2 WHERE subject_group_id = $1 AND revoked_at IS NULL`, id, s.ident.Now()); err != nil {
+		if err := s.authz.RevokeGroupGrants(ctx, tx, id); err != nil {
 			return err
 		}
 		return s.ident.DeleteGroup(ctx, tx, id)
@@ -132,15 +133,19 @@ func (s *Service) groupChange(ctx context.Context, id, change string, fn func(tx
 // groupAccessChanged emits access.changed in every channel reached by a
 // live grant of group id (on the channel, or on its space).
 func (s *Service) groupAccessChanged(ctx context.Context, tx db.Querier, id, change string) error {
-	rows, err := tx.Query(ctx, `SELECT DISTINCT c.id::text FROM grants g JOIN channels c ON c.id = g.target_channel_id OR c.space_id = g.target_space_id
-		WHERE g.subject_group_id = $1 AND g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > $2) ORDER BY 1`, id, s.ident.Now())
+	spaces, channels, err := s.authz.GroupTargets(ctx, tx, id)
 	if err != nil {
 		return err
 	}
-	channels, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
+	for _, sp := range spaces {
+		more, err := s.chat.ChannelsOfSpace(ctx, tx, sp)
+		if err != nil {
+			return err
+		}
+		channels = append(channels, more...)
 	}
+	slices.Sort(channels)
+	channels = slices.Compact(channels)
 	evs := make([]events.Event, len(channels))
 	for i, c := range channels {
 		evs[i] = events.Event{Type: events.AccessChanged, ChannelID: c,

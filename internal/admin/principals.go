@@ -3,10 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,6 +12,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
 )
 
 // Operator is the actor of the command line (bothy admin ...): a local
@@ -120,9 +118,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, actor identity.Principal,
 		if before.Active() && !after.Active() {
 			// Wake every replica's waiting long polls, so that a poll of
 			// this principal re-checks its token and answers.
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '0')`, events.NotifyChannel); err != nil {
-				return err
-			}
+			return events.WakeStreams(ctx, tx)
 		}
 		return nil
 	})
@@ -175,13 +171,7 @@ func (s *Service) PrincipalByHandle(ctx context.Context, h string) (identity.Pri
 }
 
 func checkLabel(label string) error {
-	ok := utf8.ValidString(label) && utf8.RuneCountInString(label) <= MaxTokenLabel && strings.TrimSpace(label) == label
-	for _, r := range label {
-		if unicode.IsControl(r) {
-			ok = false
-		}
-	}
-	if !ok {
+	if !text.Line(label, 0, MaxTokenLabel) {
 		return problem.Invalid(problem.FieldError{Pointer: "/label", Code: "invalid_format", Detail: "at most 100 characters without surrounding spaces or control characters"})
 	}
 	return nil
@@ -242,8 +232,7 @@ func (s *Service) RevokeToken(ctx context.Context, actor identity.Principal, id 
 		if out, err = s.ident.RevokeTokenByID(ctx, tx, id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '0')`, events.NotifyChannel)
-		return err
+		return events.WakeStreams(ctx, tx)
 	})
 	if err != nil {
 		return identity.TokenInfo{}, problem.From(err)

@@ -50,9 +50,6 @@ func (s *Service) CreateSpace(ctx context.Context, actor identity.Principal, nam
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.SpaceCreate, instance); err != nil {
 		return chat.Space{}, err
 	}
-	if err := chat.CheckName(name, "/name"); err != nil {
-		return chat.Space{}, err
-	}
 	if defaultOperator != "" {
 		if err := s.checkAgent(ctx, defaultOperator, "/default_operator_agent_id"); err != nil {
 			return chat.Space{}, err
@@ -91,11 +88,6 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 	}
 	if patch.DefaultOperator != nil && patch.ClearDefaultOperator {
 		return chat.Space{}, problem.Invalid(problem.FieldError{Pointer: "/clear_default_operator", Code: "not_allowed", Detail: "set or clear the default operator, not both"})
-	}
-	if patch.Name != nil {
-		if err := chat.CheckName(*patch.Name, "/name"); err != nil {
-			return chat.Space{}, err
-		}
 	}
 	if patch.DefaultOperator != nil {
 		if err := s.checkAgent(ctx, *patch.DefaultOperator, "/default_operator_agent_id"); err != nil {
@@ -179,18 +171,10 @@ type ChannelInput struct {
 
 // CreateChannel creates a channel in space spaceID (channel.create: owner,
 // decided on the space) with, for a text channel, its main thread, in one
-// unit of work, and emits channel.created in the new channel.
+// unit of work, and emits channel.created in the new channel. Name, kind
+// and switches are validated by the chat module as it stores them.
 func (s *Service) CreateChannel(ctx context.Context, actor identity.Principal, spaceID string, in ChannelInput) (chat.Channel, error) {
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelCreate, authz.Resource{Kind: authz.KindSpace, ID: spaceID}); err != nil {
-		return chat.Channel{}, err
-	}
-	if err := chat.CheckName(in.Name, "/name"); err != nil {
-		return chat.Channel{}, err
-	}
-	if in.Kind != "text" && in.Kind != "forum" {
-		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
-	}
-	if err := s.chat.CheckSwitches(in.Switches, "/switches"); err != nil {
 		return chat.Channel{}, err
 	}
 	switch in.OperatorMode {
@@ -227,9 +211,6 @@ func (s *Service) CreateChannel(ctx context.Context, actor identity.Principal, s
 // channel.updated.
 func (s *Service) RenameChannel(ctx context.Context, actor identity.Principal, id, name string) (chat.Channel, error) {
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelUpdate, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
-		return chat.Channel{}, err
-	}
-	if err := chat.CheckName(name, "/name"); err != nil {
 		return chat.Channel{}, err
 	}
 	return s.channelChange(ctx, id, func(tx pgx.Tx) error { return s.chat.RenameChannel(ctx, tx, id, name) }, "")

@@ -134,3 +134,37 @@ func (s *Service) GrantPath(ctx context.Context, id string) (Path, error) {
 func (s *Service) Path(ctx context.Context, kind ResourceKind, id string) (Path, error) {
 	return s.GrantPath(ctx, id)
 }
+
+// GroupTargets returns, through q, the spaces and channels named by the
+// live grants (not revoked, not expired) of group groupID, each once.
+func (s *Service) GroupTargets(ctx context.Context, q db.Querier, groupID string) (spaces, channels []string, err error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT coalesce(target_space_id::text, ''), coalesce(target_channel_id::text, '') FROM grants
+		WHERE subject_group_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) ORDER BY 1, 2`, groupID, s.clock.Now())
+	if err != nil {
+		return nil, nil, fmt.Errorf("group grant targets: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sp, ch string
+		if err := rows.Scan(&sp, &ch); err != nil {
+			return nil, nil, fmt.Errorf("group grant targets: %w", err)
+		}
+		if sp != "" {
+			spaces = append(spaces, sp)
+		} else {
+			channels = append(channels, ch)
+		}
+	}
+	return spaces, channels, rows.Err()
+}
+
+// RevokeGroupGrants revokes every live grant of group groupID through q
+// (when the group is deleted).
+func (s *Service) RevokeGroupGrants(ctx context.Context, q db.Querier, groupID string) error {
+	sqlText, args := db.SQL.Update("grants").Set("revoked_at", s.clock.Now()).
+		Where(sq.Eq{"subject_group_id": groupID}).Where("revoked_at IS NULL").MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		return fmt.Errorf("revoke group grants: %w", err)
+	}
+	return nil
+}

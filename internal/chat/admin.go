@@ -3,12 +3,10 @@ package chat
 import (
 	"context"
 	"fmt"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
 )
 
 // MaxName is the longest space or channel name in characters.
@@ -18,13 +16,7 @@ const MaxName = 80
 // characters, no surrounding spaces, no control characters (NUL included,
 // which PostgreSQL cannot store).
 func CheckName(name, pointer string) error {
-	ok := strings.TrimSpace(name) == name && name != "" && utf8.ValidString(name) && utf8.RuneCountInString(name) <= MaxName
-	for _, r := range name {
-		if unicode.IsControl(r) {
-			ok = false
-		}
-	}
-	if !ok {
+	if !text.Line(name, 1, MaxName) {
 		return problem.Invalid(problem.FieldError{Pointer: pointer, Code: "invalid_format", Detail: "1 to 80 characters without surrounding spaces or control characters"})
 	}
 	return nil

@@ -209,3 +209,14 @@ func (l *Log) End(ctx context.Context) (int64, error) {
 	err := l.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM event_log`).Scan(&end)
 	return end, err
 }
+
+// WakeStreams schedules in tx a notification (sent at commit) that wakes
+// every waiting long poll and subscription on every replica, with no new
+// event: they re-check their token and principal (after a revocation or a
+// disabled principal) and answer or close.
+func WakeStreams(ctx context.Context, tx db.Querier) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '0')`, NotifyChannel); err != nil {
+		return fmt.Errorf("wake streams: %w", err)
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
 )
 
 // MaxGroupName is the longest group name in characters.
@@ -29,7 +30,7 @@ type Group struct {
 var ErrGroupNotFound = errors.New("identity: group not found")
 
 func checkGroupName(name string) error {
-	if !ValidName(name, MaxGroupName) {
+	if !text.Line(name, 1, MaxGroupName) {
 		return problem.Invalid(problem.FieldError{Pointer: "/name", Code: "invalid_format", Detail: "1 to 80 characters without surrounding spaces or control characters"})
 	}
 	return nil
@@ -137,7 +138,3 @@ func (s *Service) RemoveMember(ctx context.Context, q db.Querier, id, principalI
 	}
 	return nil
 }
-
-// Now is the service clock's time (for callers that stamp rows in the same
-// unit of work).
-func (s *Service) Now() time.Time { return s.clock.Now() }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/mail"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	sq "github.com/Masterminds/squirrel"
 	"github.com/jackc/pgx/v5"
@@ -14,26 +12,11 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
 )
 
 // MaxDisplayName is the longest display name in characters.
 const MaxDisplayName = 80
-
-// ValidName reports whether s is a usable display or object name: 1 to max
-// characters after trimming, valid UTF-8, no control characters (which
-// includes NUL, which PostgreSQL cannot store).
-func ValidName(s string, max int) bool {
-	t := strings.TrimSpace(s)
-	if t == "" || t != s || !utf8.ValidString(s) || utf8.RuneCountInString(s) > max {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
-}
 
 // validEmail accepts a plain address (no display name part) of at most 254
 // bytes.
@@ -57,7 +40,7 @@ func CheckNew(np NewPrincipal) error {
 	default:
 		fields = append(fields, problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
 	}
-	if !ValidName(np.DisplayName, MaxDisplayName) {
+	if !text.Line(np.DisplayName, 1, MaxDisplayName) {
 		fields = append(fields, problem.FieldError{Pointer: "/display_name", Code: "invalid_format", Detail: "1 to 80 characters without surrounding spaces or control characters"})
 	}
 	if np.Email != "" {
@@ -93,7 +76,7 @@ func (p PrincipalPatch) Empty() bool {
 // Check validates the patch for principal cur.
 func (p PrincipalPatch) Check(cur Principal) error {
 	var fields []problem.FieldError
-	if p.DisplayName != nil && !ValidName(*p.DisplayName, MaxDisplayName) {
+	if p.DisplayName != nil && !text.Line(*p.DisplayName, 1, MaxDisplayName) {
 		fields = append(fields, problem.FieldError{Pointer: "/display_name", Code: "invalid_format", Detail: "1 to 80 characters without surrounding spaces or control characters"})
 	}
 	if p.Email != nil && *p.Email != "" {

@@ -96,13 +96,13 @@ func TestAdminDecisions(t *testing.T) {
 	calls := adminCalls(t, env)
 	count := func() string {
 		return strings.Join([]string{
-			itoa(env.Count(`SELECT count(*) FROM principals`)), itoa(env.Count(`SELECT count(*) FROM tokens WHERE revoked_at IS NULL`)),
-			itoa(env.Count(`SELECT count(*) FROM groups WHERE deleted_at IS NULL`)), itoa(env.Count(`SELECT count(*) FROM group_members`)),
-			itoa(env.Count(`SELECT count(*) FROM spaces`)), itoa(env.Count(`SELECT count(*) FROM channels`)),
-			itoa(env.Count(`SELECT count(*) FROM principals WHERE display_name = 'Writer'`)),
-			itoa(env.Count(`SELECT count(*) FROM groups WHERE name = 'Night shift'`)),
-			itoa(env.Count(`SELECT count(*) FROM spaces WHERE name IN ('Support', 'Marketing')`)),
-			itoa(env.Count(`SELECT count(*) FROM channels WHERE name IN ('Allgemein', 'Kampagnen')`)),
+			strconv.Itoa(env.Count(`SELECT count(*) FROM principals`)), strconv.Itoa(env.Count(`SELECT count(*) FROM tokens WHERE revoked_at IS NULL`)),
+			strconv.Itoa(env.Count(`SELECT count(*) FROM groups WHERE deleted_at IS NULL`)), strconv.Itoa(env.Count(`SELECT count(*) FROM group_members`)),
+			strconv.Itoa(env.Count(`SELECT count(*) FROM spaces`)), strconv.Itoa(env.Count(`SELECT count(*) FROM channels`)),
+			strconv.Itoa(env.Count(`SELECT count(*) FROM principals WHERE display_name = 'Writer'`)),
+			strconv.Itoa(env.Count(`SELECT count(*) FROM groups WHERE name = 'Night shift'`)),
+			strconv.Itoa(env.Count(`SELECT count(*) FROM spaces WHERE name IN ('Support', 'Marketing')`)),
+			strconv.Itoa(env.Count(`SELECT count(*) FROM channels WHERE name IN ('Allgemein', 'Kampagnen')`)),
 		}, ",")
 	}
 	before := count()
@@ -169,8 +169,6 @@ func TestAdminDecisions(t *testing.T) {
 		}
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // TestAdminPrincipals covers createPrincipal (people, agents with their
 // first token, handle rules), updatePrincipal (disable: 401 at once; the

@@ -79,15 +79,7 @@ func wantLevel(t *testing.T, what string, got, want authz.Level) {
 // want; it returns the decoded body object.
 func mustREST(t *testing.T, env *apitest.Env, method, path, who string, body any, want int) map[string]any {
 	t.Helper()
-	r := env.REST(method, path, env.World.Token(who), body)
-	if r.Status != want {
-		t.Fatalf("%s %s as %s: %d %s, want %d", method, path, who, r.Status, r.Body, want)
-	}
-	var m map[string]any
-	if len(r.Body) > 0 {
-		r.JSON(t, &m)
-	}
-	return m
+	return mustRESTAs(t, env, method, path, env.World.Token(who), body, want)
 }
 
 // createPost creates a thread (a post in a forum) as who in the channel with

@@ -5,6 +5,8 @@
 package text
 
 import (
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -45,4 +47,23 @@ func Check(s, pointer string) *problem.FieldError {
 	}
 	return &problem.FieldError{Pointer: pointer, Code: InvalidCharacters,
 		Detail: "must be valid UTF-8 without U+0000"}
+}
+
+// Line reports whether s is a one-line name or label: valid UTF-8, no
+// control characters (U+0000 included), no surrounding white space, and
+// min to max characters. Display names, space, channel and group names and
+// token labels follow it.
+func Line(s string, min, max int) bool {
+	if !utf8.ValidString(s) || strings.TrimSpace(s) != s {
+		return false
+	}
+	if n := utf8.RuneCountInString(s); n < min || n > max {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -62,3 +62,26 @@ func FuzzStorable(f *testing.F) {
 		}
 	})
 }
+
+func TestLine(t *testing.T) {
+	for _, c := range []struct {
+		s        string
+		min, max int
+		want     bool
+	}{
+		{"Support", 1, 80, true},
+		{"", 1, 80, false},
+		{"", 0, 100, true},
+		{" padded", 1, 80, false},
+		{"padded ", 1, 80, false},
+		{"two\nlines", 1, 80, false},
+		{"nul\x00", 1, 80, false},
+		{"\xff", 1, 80, false},
+		{"Café Zürich", 1, 11, true},
+		{"Café Zürich!", 1, 11, false},
+	} {
+		if got := Line(c.s, c.min, c.max); got != c.want {
+			t.Errorf("Line(%q, %d, %d) = %v, want %v", c.s, c.min, c.max, got, c.want)
+		}
+	}
+}
