@@ -1,6 +1,6 @@
 -- +goose Up
 -- Principals are people (user), agents and apps. Handles are unique and
--- lowercase; the check mirrors the rule of the domain (spec domain.md 2).
+-- lowercase; the check mirrors the rule of docs/design/model.md#principals.
 CREATE TABLE principals (
     id           uuid PRIMARY KEY,
     kind         text NOT NULL CHECK (kind IN ('user', 'agent', 'app')),

@@ -34,7 +34,7 @@ CREATE TABLE runs (
     last_activity_at       timestamptz NOT NULL,
     CHECK ((session_mode = 'guest') = (agent_session_id IS NULL))
 );
--- At most one active run per thread (R-DM-14).
+-- At most one active run per thread (docs/design/runs.md#states).
 CREATE UNIQUE INDEX runs_one_active ON runs (thread_id) WHERE state IN ('queued', 'running', 'waiting_input');
 CREATE INDEX runs_session ON runs (agent_session_id);
 CREATE INDEX runs_active_sweep ON runs (state, last_activity_at) WHERE state IN ('queued', 'running', 'waiting_input');

@@ -3410,7 +3410,7 @@ type RunContextMessage {
   messageId: ID!
   threadSeq: Int!
   createdAt: Time!
-  "The channel of the message (SEC-AI-1)."
+  "The channel of the message, so that an adapter can show where a text came from."
   channelId: ID!
   author: PrincipalRef!
   role: Role!

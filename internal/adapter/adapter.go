@@ -19,7 +19,8 @@ type Config struct {
 	// Model answers the rendered contexts.
 	Model Model
 	// Logger receives ids, event types, outcomes and error codes, never
-	// content, handles, display names or tokens (domain.md 11). nil
+	// content, handles, display names or tokens
+	// (docs/design/model.md#privacy). nil
 	// discards.
 	Logger *slog.Logger
 	// Transport is how the stream is read: TransportPoll (default, the
@@ -346,8 +347,9 @@ func (a *Adapter) tracked(runID string) *activeRun {
 }
 
 // prepare reads the run's context and then starts the run: the adapter
-// commits to a run only once it holds what it needs to answer (seed M2-13,
-// "context read before run.start"). ok is false when the run is skipped.
+// commits to a run only once it holds what it needs to answer (the context
+// is read before run.start, docs/design/trust.md#who-may-read-it). ok is
+// false when the run is skipped.
 func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation) (RunContext, bool) {
 	var rc RunContext
 	err := a.retry(ctx, "RunContext", func(ctx context.Context) (err error) {
@@ -508,8 +510,9 @@ func (a *Adapter) stopped(ctx context.Context, log *slog.Logger, rep RunReport) 
 // clientMsgId is derived from the run id, so every retry and a restarted
 // adapter send the same request and the server stores the answer once.
 // When the run has ended meanwhile (conflict run_not_active), nothing was
-// stored and the same clientMsgId goes again without runId (seed M2-19
-// note 6): the answer still reaches the people, as a plain agent message;
+// stored and the same clientMsgId goes again without runId
+// (docs/design/replies.md#answers-survive-lost-connections): the answer
+// still reaches the people, as a plain agent message;
 // ended is then true.
 func (a *Adapter) post(ctx context.Context, log *slog.Logger, inv Invocation, text string) (res MessageResult, ended bool, err error) {
 	in := MessageCreate{ClientMsgID: "answer-" + inv.RunID, ContentMD: text, RunID: inv.RunID}

@@ -97,7 +97,7 @@ type FieldError struct {
 }
 
 // ErrorExtensions are the extensions Bothy puts on every GraphQL error; the
-// code vocabulary is that of the REST problems (api.md).
+// code vocabulary is that of the REST problems (docs/api/openapi.yaml).
 type ErrorExtensions struct {
 	Code              string       `json:"code"`
 	Reason            string       `json:"reason"`
@@ -126,7 +126,8 @@ type Error struct {
 }
 
 // Error describes the refusal with code, reason and status. Bothy's error
-// messages carry no content (domain.md 11), so the text is safe to log.
+// messages carry no content (docs/design/model.md#privacy), so the text is
+// safe to log.
 func (e *Error) Error() string {
 	s := fmt.Sprintf("adapter: %s refused: %s", e.Op, e.Code())
 	if r := e.Reason(); r != "" {
@@ -328,7 +329,8 @@ func statusError(op string, resp *http.Response, code, msg string) *Error {
 	return e
 }
 
-// codeForStatus maps an HTTP status to the code vocabulary of api.md.
+// codeForStatus maps an HTTP status to the code vocabulary of the REST
+// problems (docs/api/openapi.yaml).
 func codeForStatus(status int) string {
 	switch {
 	case status == http.StatusUnauthorized:

@@ -10,8 +10,8 @@
 //     status; every call is bounded by a timeout and by its context.
 //   - Adapter: the event loop. It long-polls agentEvents; for each
 //     agent.invocation it reads the run's context, then starts the run
-//     (the context is read before run.start, seed M2-13), renders the
-//     context, asks its Model, posts the answer into the run's thread with
+//     (the context is read before run.start: docs/design/trust.md), renders
+//     the context, asks its Model, posts the answer into the run's thread with
 //     the run id and a clientMsgId derived from it, and finishes the run.
 //     run.cancel_requested is confirmed with finishRun(CANCELLED).
 //   - Model: the pluggable answerer; EchoModel needs no model service,
@@ -23,7 +23,8 @@
 //     context into a Prompt, fencing every unverified element into a data
 //     block delimited by a per-run random boundary, so that instructions
 //     hidden in messages of people without trigger, other agents, apps or
-//     imports cannot pass as the request (SEC-AI-1).
+//     imports cannot pass as the request
+//     (docs/design/trust.md#rendering-for-a-model).
 //
 // The command `bothy agent run --token T --server URL [--once] [--model
 // echo|openai --base-url URL --model-name NAME]` runs an Adapter;
@@ -37,6 +38,6 @@
 //	err = a.Run(ctx) // until ctx ends
 //
 // Logs carry ids, event types, outcomes, error codes and trust counts, never
-// message content, handles, display names, tokens or model keys (domain.md
-// 11).
+// message content, handles, display names, tokens or model keys
+// (docs/design/model.md#privacy).
 package adapter

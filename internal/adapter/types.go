@@ -6,8 +6,9 @@ import (
 )
 
 // Trust says how far an element of a run context may instruct the agent.
-// The server computes it from live rights on every context read (seed
-// M2-13); an adapter never derives it itself. Values are the GraphQL enum
+// The server computes it from live rights on every context read
+// (docs/design/trust.md#live-permissions); an adapter never derives it
+// itself. Values are the GraphQL enum
 // values of schema/runcontext.graphqls.
 type Trust string
 
@@ -87,7 +88,7 @@ func (s RunState) Active() bool {
 }
 
 // SessionMode is how a run relates to the agent's conversation in its
-// thread (domain.md 9).
+// thread (docs/design/runs.md#sessions).
 type SessionMode string
 
 // The session modes of a run.
@@ -241,7 +242,7 @@ type Run struct {
 }
 
 // AgentEvent is one event of the agent's stream. Payload is the JSON object
-// of domain.md 10; it carries ids, never content.
+// of docs/design/model.md#events; it carries ids, never content.
 type AgentEvent struct {
 	Seq       string          `json:"seq"`
 	Type      string          `json:"type"`

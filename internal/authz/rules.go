@@ -115,8 +115,8 @@ func ActorOf(p identity.Principal) Actor {
 
 // EffectiveLevel is the level of actor on the resource at p before the
 // archive cap, given grant, the highest level of the actor's live grants
-// (direct or through a group) on the channel or space of p (spec domain.md
-// 5, points 1 to 5).
+// (direct or through a group) on the channel or space of p
+// (docs/design/rights.md#effective-level, steps 1 to 6).
 func EffectiveLevel(a Actor, grant Level, p Path) Level {
 	if !a.Active {
 		return None
@@ -146,7 +146,7 @@ func EffectiveLevel(a Actor, grant Level, p Path) Level {
 		}
 	}
 	if a.Kind != identity.KindUser && l > Write {
-		l = Write // only humans trigger (SR4)
+		l = Write // only humans trigger (docs/design/rights.md#levels)
 	}
 	return l
 }
@@ -160,7 +160,8 @@ func Capped(l Level, p Path) Level {
 	return l
 }
 
-// Action is an action of the action table (spec domain.md 6).
+// Action is an action of the action table
+// (docs/design/rights.md#action-table).
 type Action string
 
 // The actions.
@@ -240,8 +241,8 @@ type Spec struct {
 	AuditAllow bool
 }
 
-// Table is the action table of spec domain.md 6 (plus the reads of spaces,
-// channels and the event list, which are read actions).
+// Table is the action table of docs/design/rights.md#action-table (plus the
+// reads of spaces, channels and the event list, which are read actions).
 var Table = map[Action]Spec{
 	ThreadRead:           {needRead, ratelimit.Read, false},
 	MessageRead:          {needRead, ratelimit.Read, false},
@@ -332,9 +333,9 @@ func deny(code problem.Code, reason string, l Level) Decision {
 	return Decision{Code: code, Reason: reason, Level: l}
 }
 
-// Decide applies the decision table of spec domain.md 6 (first match wins)
-// to action by a on the resource at p, where grant is the actor's highest
-// live grant level on the resource's channel or space.
+// Decide applies the decision order of docs/design/rights.md#decision-order
+// (first match wins) to action by a on the resource at p, where grant is
+// the actor's highest live grant level on the resource's channel or space.
 func Decide(action Action, a Actor, grant Level, p Path) Decision {
 	d := decide(action, a, grant, p)
 	d.Grant = grant

@@ -82,8 +82,9 @@ func sorted(list []string) []string {
 	return out
 }
 
-// TestTriggerHolders checks authz.WithTrigger against the rights of spec
-// domain.md 5 over the real database: who counts as a person with effective
+// TestTriggerHolders checks authz.WithTrigger against the rights of
+// docs/design/rights.md#trigger-holders over the real database: who counts as
+// a person with effective
 // trigger on a channel right now (the trust marker authorized of the run
 // context), and that a failing source fails without a result.
 func TestTriggerHolders(t *testing.T) {
@@ -177,7 +178,7 @@ func TestTriggerHolders(t *testing.T) {
 		}},
 		{"agent with a stored trigger grant", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
 			// The API refuses trigger for agents; a row written past it must
-			// still not make an agent a holder (SR4).
+			// still not make an agent a holder (only people trigger).
 			env.Exec(`INSERT INTO grants (id, subject_principal_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5)`,
 				ids.New(), env.World.ID("lotse"), env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
 			return load(t, env, "lotse"), nil

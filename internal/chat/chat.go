@@ -31,7 +31,8 @@ type Space struct {
 	ArchivedAt             *time.Time
 }
 
-// Switches are the behaviour switches of a channel (spec domain.md 3).
+// Switches are the behaviour switches of a channel
+// (docs/design/model.md#spaces-and-channels).
 type Switches struct {
 	FreeResponse         bool
 	AllowMentionedAgents bool

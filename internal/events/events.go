@@ -17,7 +17,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 )
 
-// The client event types (spec domain.md 10).
+// The client event types (docs/design/model.md#events).
 const (
 	MessageCreated  = "message.created"
 	MessageDeleted  = "message.deleted"
@@ -36,7 +36,8 @@ const (
 	ChannelUpdated = "channel.updated"
 )
 
-// The agent event types (spec domain.md 10); they go to one agent's stream.
+// The agent event types (docs/design/model.md#events); they go to one agent's
+// stream.
 const (
 	AgentInvocation    = "agent.invocation"
 	AgentFollowup      = "agent.followup"

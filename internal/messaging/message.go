@@ -13,7 +13,7 @@ import (
 )
 
 // Message is the one representation of a message, used by every response,
-// event and history read (spec domain.md 4).
+// event and history read (docs/design/model.md#messages).
 type Message struct {
 	ID               string
 	ThreadID         string

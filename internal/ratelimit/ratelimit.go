@@ -15,7 +15,7 @@ import (
 // Class is a rate-limit class; every action belongs to one.
 type Class string
 
-// The classes of spec domain.md 6.
+// The classes of docs/design/rights.md#rate-limits.
 const (
 	Message      Class = "rl.message"
 	AgentRuntime Class = "rl.agent_runtime"

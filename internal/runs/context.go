@@ -106,8 +106,8 @@ type ContextElement struct {
 	Path authz.Path
 }
 
-// RunContext is run_context.v1 (seed M2-13 note 10) with the facts the
-// field resolvers need.
+// RunContext is run_context.v1 (docs/design/trust.md#run-context) with the
+// facts the field resolvers need.
 type RunContext struct {
 	RunID              string
 	ContextFloorSeq    int64
@@ -130,7 +130,8 @@ type RunContext struct {
 }
 
 // Context builds the run context of rd for actor (run.context.read: the
-// run's own agent, active runs only; seed M2-13 note 1). It opens no unit
+// run's own agent, active runs only; docs/design/trust.md#who-may-read-it).
+// It opens no unit
 // of work and takes no lock: every part, trust included, is computed anew
 // on each request. Any source error fails the read; it never turns into a
 // context with less or weaker data (fail closed).

@@ -3,7 +3,8 @@
 // and each agent's event stream.
 package runs
 
-// Trigger states and reasons written on a human message (spec domain.md 7).
+// Trigger states and reasons written on a human message
+// (docs/design/runs.md#trigger-decision).
 const (
 	StateAccepted = "accepted"
 	StateFollowup = "followup"
@@ -25,7 +26,8 @@ type Agent struct {
 
 // TriggerFacts are the facts of one new message M in thread T of channel C.
 type TriggerFacts struct {
-	// Human is whether M has origin human; nothing else triggers (AG-01).
+	// Human is whether M has origin human; nothing else triggers
+	// (docs/design/replies.md#nothing-an-agent-writes-triggers).
 	Human bool
 	// Mentioned are the agents M mentions, in order.
 	Mentioned []Agent
@@ -83,7 +85,8 @@ func (f TriggerFacts) operatorOf() string {
 	return f.ThreadOperator
 }
 
-// DecideTrigger applies the trigger decision of spec domain.md 7 to the
+// DecideTrigger applies the trigger decision of
+// docs/design/runs.md#trigger-decision to the
 // facts of one message. It is pure: every fact comes in f.
 func DecideTrigger(f TriggerFacts) TriggerDecision {
 	if !f.Human {

@@ -77,8 +77,9 @@ func (rc *RunContext) KeysOf(elems []ContextElement) ContextKeys {
 	return k
 }
 
-// Finish classifies element e of rc with the loaders' answers a (seed
-// M2-13 note 4): role and trust by domain.Classify, where only a person's
+// Finish classifies element e of rc with the loaders' answers a
+// (docs/design/trust.md#live-permissions): role and trust by domain.Classify,
+// where only a person's
 // message other than the trigger person's reads the live trigger-holder
 // answer, and already_delivered for messages the agent acknowledged as
 // follow-ups of the run's session (of the run itself for a guest run),

@@ -76,8 +76,8 @@ func NewService(d Deps) *Service {
 }
 
 // OnMessagePosted applies the trigger decision to a message inside the unit
-// of work that stores it (spec domain.md 7): a message of any origin other
-// than human does no trigger work at all.
+// of work that stores it (docs/design/runs.md#trigger-decision): a message
+// of any origin other than human does no trigger work at all.
 func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.Posted) ([]events.Event, error) {
 	if p.RunID != "" {
 		// The answer branch: only an agent's message can name a run
@@ -89,7 +89,8 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 	}
 	if p.Message.Origin != messaging.OriginHuman {
 		// Nothing an agent, app, import or the system writes ever sets an
-		// agent in motion (AG-01, SR4).
+		// agent in motion
+		// (docs/design/replies.md#nothing-an-agent-writes-triggers).
 		return nil, nil
 	}
 	facts, active, err := s.triggerFacts(ctx, tx, p)
@@ -316,7 +317,8 @@ func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to, reason
 	return run, nil
 }
 
-// checkAnswer checks the run an agent's message names (seed M2-19 note 4).
+// checkAnswer checks the run an agent's message names
+// (docs/design/replies.md#answer-check).
 // The run row is taken FOR SHARE while messaging holds the thread row: an
 // end of the run (which locks the thread, then the run) waits for this
 // answer's commit or the answer sees the end state, so every answer stored

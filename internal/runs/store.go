@@ -12,7 +12,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
-// Run states (spec domain.md 8).
+// Run states (docs/design/runs.md#states).
 const (
 	Queued       = "queued"
 	Running      = "running"

@@ -29,7 +29,8 @@ type heldBy struct {
 	runID, messageID, threadID, person string
 }
 
-// RecheckTriggers applies loss of trigger (spec domain.md 8) to the active
+// RecheckTriggers applies loss of trigger
+// (docs/design/runs.md#loss-of-trigger) to the active
 // runs in scope: when the person who triggered a run no longer has trigger
 // on its channel (grant revoked or expired, person disabled, channel or
 // space archived), a queued run is cancelled at once (trigger_revoked) and a

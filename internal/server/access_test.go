@@ -38,7 +38,8 @@ func comparableProblem(t *testing.T, body []byte) map[string]any {
 }
 
 // TestNotFoundEquality checks that a resource the caller cannot read answers
-// exactly like a resource that does not exist (spec domain.md 6): the same
+// exactly like a resource that does not exist
+// (docs/design/rights.md#not-found-or-forbidden): the same
 // status, body (but for correlation_id and instance) and headers (but for
 // Correlation-Id, Date and Content-Length) in REST, and the same errors and
 // data in GraphQL; a malformed id answers the same.
@@ -169,7 +170,7 @@ func wantAudit(t *testing.T, env *apitest.Env, handle string, want []authz.Audit
 // TestForbiddenReasonsAndAudit checks the 403 reasons level_insufficient and
 // channel_archived, and the audit of decisions: denials aggregated per
 // actor, action and reason within audit.deny_aggregate_window; allows
-// audited only for audited actions (spec domain.md 6).
+// audited only for audited actions (docs/design/rights.md#audit).
 func TestForbiddenReasonsAndAudit(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	writerID, alexID, robinID := env.World.ID("writer"), env.World.ID("alex"), env.World.ID("robin")
@@ -259,8 +260,9 @@ func TestForbiddenReasonsAndAudit(t *testing.T) {
 	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2, noGrant, writerArchived})
 }
 
-// TestAdminActionsOwnerOnly checks that only owners administer (spec
-// domain.md 2 and 6): a non-owner gets 403 level_insufficient where it can
+// TestAdminActionsOwnerOnly checks that only owners administer
+// (docs/design/model.md#owners, docs/design/rights.md#decision-order): a
+// non-owner gets 403 level_insufficient where it can
 // read and 404 where it cannot; the owner's changes take effect and are
 // validated.
 func TestAdminActionsOwnerOnly(t *testing.T) {

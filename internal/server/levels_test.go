@@ -12,7 +12,8 @@ import (
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
-// worldHandles are all principals of the example world (spec world.md).
+// worldHandles are all principals of the example world
+// (docs/design/model.md#example-world).
 var worldHandles = []string{"robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"}
 
 // worldChannels are all channels of the example world with their kind.
@@ -110,7 +111,9 @@ const (
 )
 
 // expectedWorldLevels is the effective level of every principal on every
-// channel of the untouched world, derived from spec world.md and domain.md 5.
+// channel of the untouched world, derived from
+// docs/design/model.md#example-world
+// and docs/design/rights.md#effective-level.
 var expectedWorldLevels = map[string]map[string]authz.Level{
 	// robin is the owner: trigger everywhere, without grants.
 	"robin": {"Support/Allgemein": lT, "Support/Eskalation": lT, "Support/Reports": lT, "Support/Bulletin": lT, "Marketing/Kampagnen": lT, "Marketing/Ideas": lT},
@@ -130,7 +133,8 @@ var expectedWorldLevels = map[string]map[string]authz.Level{
 }
 
 // TestEffectiveLevelTable checks the effective level of every principal of
-// the world on every channel of the world (spec domain.md 5), and how
+// the world on every channel of the world
+// (docs/design/rights.md#effective-level), and how
 // grants, expiry, revocation, groups, operator changes and archiving change
 // it.
 func TestEffectiveLevelTable(t *testing.T) {
@@ -226,7 +230,8 @@ func TestEffectiveLevelTable(t *testing.T) {
 		for _, c := range worldChannels {
 			wantLevel(t, "robin on "+c.key, channelLevel(t, env, "robin", c.key), lT)
 		}
-		// An owner that is no longer active has nothing (domain.md 5.1).
+		// An owner that is no longer active has nothing
+		// (docs/design/rights.md#effective-level, step 1).
 		env.Exec(`UPDATE principals SET status = 'disabled' WHERE id = $1`, env.World.ID("robin"))
 		wantLevel(t, "disabled robin on Allgemein", threadLevel(t, env, "robin", env.Main("Support/Allgemein")), lN)
 	})
@@ -234,7 +239,8 @@ func TestEffectiveLevelTable(t *testing.T) {
 	t.Run("agents and apps never exceed write", func(t *testing.T) {
 		env := apitest.Start(t, apitest.Options{})
 		// createGrant refuses trigger for agents and apps; a stored row (for
-		// example from before that rule) must still not lift them (SR4).
+		// example from before that rule) must still not lift them (only
+		// people trigger: docs/design/rights.md#effective-level, step 6).
 		for _, h := range []string{"lotse", "feedbot"} {
 			env.Exec(`INSERT INTO grants (id, subject_principal_id, target_space_id, level, created_by, created_at)
 				VALUES ($1, $2, $3, 'trigger', $4, now())`, ids.New(), env.World.ID(h), env.World.Spaces["Marketing"], env.World.ID("robin"))

@@ -627,7 +627,7 @@ func TestRunContext_TrustSummary(t *testing.T) {
 		}
 	}
 
-	// Every level at once (the AG-20 thread).
+	// Every level at once (the thread of ag20World).
 	_, runID := ag20World(t, env)
 	c, _ := readContext(t, env, "lotse", runID)
 	check("ag20", c, "unverified", map[string]int{"unverified": 5, "self": 1, "system": 1, "authorized": 2, "trigger": 1})

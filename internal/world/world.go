@@ -1,5 +1,5 @@
-// Package world builds the example world of the specification (spec
-// world.md) through the modules' services. Tests and the demo seed use the
+// Package world builds the example world (docs/design/model.md#example-world)
+// through the modules' services. Tests and the demo seed use the
 // same builder, so a developer can reproduce in the playground what a test
 // does.
 package world
@@ -70,7 +70,7 @@ type person struct {
 	owner        bool
 }
 
-// people are the principals of spec world.md.
+// people are the principals of the example world.
 var people = []person{
 	{"robin", "Robin", identity.KindUser, true},
 	{"alex", "Alex", identity.KindUser, false},
@@ -97,7 +97,7 @@ type channelSpec struct {
 	autoThreadOff           bool
 }
 
-// channels of spec world.md; every switch not named has its default.
+// channels of the example world; every switch not named has its default.
 var channels = []channelSpec{
 	{space: "Support", name: "Allgemein", kind: "text", mode: "inherit", free: true, guests: true},
 	{space: "Support", name: "Eskalation", kind: "text", mode: "inherit", autoThreadOff: true},
@@ -112,7 +112,7 @@ type grantSpec struct {
 	level           authz.Level
 }
 
-// grants of spec world.md.
+// grants of the example world.
 var grants = []grantSpec{
 	{"alex", "Support", authz.Trigger},
 	{"sam", "Support/Allgemein", authz.Trigger},
@@ -126,7 +126,8 @@ var grants = []grantSpec{
 // ErrExists is returned by Build when the example world is already there.
 var ErrExists = errors.New("world: the example world already exists")
 
-// Build creates the example world of spec world.md through the admin
+// Build creates the example world (docs/design/model.md#example-world)
+// through the admin
 // operations (Robin is made the owner with the bootstrap, then acts as
 // owner for everything else) and returns its ids and tokens. It answers
 // ErrExists when the world is already there, and fails when a part of it

@@ -13,7 +13,7 @@ import (
 // Code is one of the closed list of error codes of the API.
 type Code string
 
-// The closed list of codes (spec api.md).
+// The closed list of codes (the Problem schema of docs/api/openapi.yaml).
 const (
 	ValidationFailed Code = "validation_failed"
 	Unauthorized     Code = "unauthorized"

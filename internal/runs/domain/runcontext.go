@@ -1,5 +1,5 @@
-// Package domain holds the pure rules of the run context (spec domain.md 7
-// to 9, seed M2-13 design notes 4 to 8): classification of every element
+// Package domain holds the pure rules of the run context (docs/design/trust.md
+// and docs/design/runs.md#sessions): classification of every element
 // into role and trust, the session plan (mode, floor, own messages, channel
 // context), the per-element cut and the budget from old to new. Nothing here
 // does I/O; every fact comes in as an argument.
@@ -50,8 +50,8 @@ type RunParties struct {
 }
 
 // Classify returns the role and trust of a message in the context of a run
-// (seed M2-13 note 4, first matching row wins). Origin decides before the
-// author: an import authored by the triggering person stays unverified and a
+// (docs/design/trust.md#classification, first matching row wins). Origin
+// decides before the author: an import authored by the triggering person stays unverified and a
 // system line written by a person stays system. holders are the people with
 // trigger on the run's channel now.
 func Classify(m AuthorFacts, p RunParties, holders map[string]bool) (Role, Trust) {
@@ -156,8 +156,8 @@ type ContextPlan struct {
 	WantChannel bool
 }
 
-// PlanContext returns the plan of seed M2-13 note 5: guest, new and bind
-// runs see everything from the start (floor zero, own messages, channel
+// PlanContext returns the plan of docs/design/trust.md#context-plan: guest,
+// new and bind runs see everything from the start (floor zero, own messages, channel
 // context); a resumed session sees only what came after the trigger of its
 // latest earlier run that has one, and only when that trigger lies in T.
 func PlanContext(f PlanFacts) ContextPlan {

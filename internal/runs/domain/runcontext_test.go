@@ -12,7 +12,7 @@ import (
 
 // People and agents of the test world: Alex triggers the run, Sam has
 // trigger on the channel, Robin is an owner without a grant (counts as a
-// holder, ruling 2), writer has write only; Lotse is the run's agent and
+// holder, D-M2-13-2 in docs/DECISIONS.md), writer has write only; Lotse is the run's agent and
 // Texter another agent.
 const (
 	alex   = "alex"
@@ -38,7 +38,7 @@ func TestClassify(t *testing.T) {
 		role    domain.Role
 		trust   domain.Trust
 	}{
-		// One row per line of the table in seed M2-13 note 4.
+		// One row per rule of docs/design/trust.md#classification.
 		{"system line", "system", sam, holders, domain.RoleOther, domain.TrustSystem},
 		{"import", "import", writer, holders, domain.RoleOther, domain.TrustUnverified},
 		{"app", "app", "app-1", holders, domain.RoleOther, domain.TrustUnverified},
@@ -48,7 +48,7 @@ func TestClassify(t *testing.T) {
 		{"human in WithTrigger result", "human", sam, holders, domain.RoleUser, domain.TrustAuthorized},
 		{"human otherwise", "human", writer, holders, domain.RoleUser, domain.TrustUnverified},
 
-		// Origin decides before the author (ruling 3).
+		// Origin decides before the author (D-M2-13-3 in docs/DECISIONS.md).
 		{"import authored by the triggering person", "import", alex, holders, domain.RoleOther, domain.TrustUnverified},
 		{"import authored by a holder", "import", sam, holders, domain.RoleOther, domain.TrustUnverified},
 		{"system line authored by Alex", "system", alex, holders, domain.RoleOther, domain.TrustSystem},
@@ -132,7 +132,7 @@ func TestPlanContext(t *testing.T) {
 		want domain.ContextPlan
 	}{
 		// Earlier runs are listed in the non-resume rows on purpose: only
-		// mode resume may read them (ruling 5), so each row can fail.
+		// mode resume may read them (D-M2-13-5), so each row can fail.
 		{"guest", domain.PlanFacts{Mode: domain.SessionMode(nil), ThreadID: thread, Earlier: []domain.EarlierRun{inT(7)}}, fresh(domain.ModeGuest)},
 		{"no session, mode new", domain.PlanFacts{Mode: domain.ModeNew, ThreadID: thread, Earlier: []domain.EarlierRun{inT(7)}}, fresh(domain.ModeNew)},
 		{"started false with an earlier failed run", domain.PlanFacts{
@@ -317,7 +317,8 @@ func checkBudget(t *testing.T, channel, thread, kc, kt []domain.Item, limit int)
 
 func TestFitBudget(t *testing.T) {
 	// The triggering message is not an input of FitBudget: it is never cut
-	// and never counted (seed M2-13 note 8), so its size cannot reduce the
+	// and never counted (docs/design/trust.md#cut-and-budget), so its size
+	// cannot reduce the
 	// budget of the context elements. The rows therefore use the whole
 	// limit for channel and thread elements ("all fit exactly").
 	tests := []struct {
