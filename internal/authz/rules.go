@@ -212,8 +212,13 @@ const (
 	ChannelCreate     Action = "channel.create"
 	ChannelUpdate     Action = "channel.update"
 	ChannelUnarchive  Action = "channel.unarchive"
-	// ViewerRead reads the caller itself; it needs no resource.
+	// ViewerRead reads the caller itself (target Own(KindPrincipal, id)).
 	ViewerRead Action = "viewer.read"
+	// MessageTrigger is a person's message triggering an agent run: trigger
+	// on the thread. The runtime asks it (Allowed) of a message's writer,
+	// and of the authors of a run context's elements for their trust; no
+	// request names it.
+	MessageTrigger Action = "message.trigger"
 )
 
 type requirement int
@@ -250,6 +255,7 @@ var Table = map[Action]Spec{
 	SpaceRead:            {needRead, ratelimit.Read, false},
 	EventsList:           {needRead, ratelimit.Read, false},
 	ViewerRead:           {needRead, ratelimit.Read, false},
+	MessageTrigger:       {needTrigger, ratelimit.Message, false},
 	MessageCreate:        {needWrite, ratelimit.Message, false},
 	MessageDelete:        {needAuthorOrOwner, ratelimit.Message, false},
 	ThreadCreate:         {needWrite, ratelimit.Message, false},
@@ -291,6 +297,10 @@ var Table = map[Action]Spec{
 	ChannelUnarchive:     {needOwner, ratelimit.Admin, true},
 }
 
+// scoped are the list actions across the instance: an allow carries the
+// reader's Scope, the predicate the list selects by.
+var scoped = map[Action]bool{EventsList: true}
+
 // Reasons of denials (audit and body).
 const (
 	ReasonNoGrant         = "no_grant"
@@ -312,8 +322,11 @@ type Decision struct {
 	// Level is the capped effective level that was decided on.
 	Level Level
 	// Grant is the grant level the decision read (for decisions of further
-	// actions on the same path in the same request).
+	// actions on the same path in the same request: Known).
 	Grant Level
+	// Scope is where the reader may read, set on the allow of a list action
+	// across the instance (events.list) by Authorize.
+	Scope *Scope
 }
 
 // Err returns the error to answer for a denial (nil when allowed). Both
