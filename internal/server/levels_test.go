@@ -9,8 +9,8 @@ import (
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/authz"
-	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 // worldHandles are all principals of the example world (spec world.md).
