@@ -1,7 +1,10 @@
 // Package authz owns rights: grants, the effective level of a principal on
-// a resource, the one Authorize function that decides every request, the
-// audit of decisions and filter mode for lists. No rights logic exists
-// outside this package.
+// a resource, the rule table (Table, Decide) and its doors: Authorize, which
+// decides every request (rate-limit token, decision, audit), Filter for the
+// items of lists, and Allowed for the questions the runtime asks itself
+// (who may trigger, who may read). No rights logic exists outside this
+// package: TestNoLevelComparisonOutsideAuthz fails when another package
+// compares levels.
 package authz
 
 import (
