@@ -502,7 +502,7 @@ func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads
 	}
 	// The operator columns only narrow the candidates; which of them the
 	// agent operates now is EffectiveOperator's answer.
-	rows, err := s.pool.Query(ctx, `SELECT c.id::text, c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[]), c.operator_mode,
+	rows, err := s.pool.Query(ctx, `SELECT c.id::text, coalesce(c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[]), false), c.operator_mode,
 		coalesce(c.operator_agent_id::text, ''), coalesce(s.default_operator_agent_id::text, '')
 		FROM channels c JOIN spaces s ON s.id = c.space_id
 		WHERE c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[])
