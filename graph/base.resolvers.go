@@ -10,7 +10,7 @@ import (
 
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
-	"bothy.example.com/bothy/internal/ratelimit"
+	"bothy.example.com/bothy/internal/authz"
 )
 
 // Viewer is the resolver for the viewer field.
@@ -19,7 +19,7 @@ func (r *queryResolver) Viewer(ctx context.Context) (*model.Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.spend(p, ratelimit.Read); err != nil {
+	if _, _, err := r.Authz.Authorize(ctx, p, authz.ViewerRead, authz.Own(authz.KindPrincipal, p.ID)); err != nil {
 		return nil, err
 	}
 	return principalModel(p), nil

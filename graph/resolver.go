@@ -17,15 +17,15 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
-	"bothy.example.com/bothy/internal/ratelimit"
 	"bothy.example.com/bothy/internal/runs"
 )
 
 // Resolver is the root resolver; it holds the module services.
 type Resolver struct {
 	Identity *identity.Service
-	Limiter  ratelimit.Limiter
-	Chat     *chat.UseCases
+	// Authz decides the rights of the resolvers that call no other module.
+	Authz *authz.Service
+	Chat  *chat.UseCases
 	// LoaderSources are what the per-request loaders read from. An HTTP
 	// request gets its loaders from WithLoaders; a subscription's events,
 	// which run outside one, build fresh loaders from these per call.
@@ -52,14 +52,6 @@ func caller(ctx context.Context) (identity.Principal, error) {
 		return identity.Principal{}, problem.New(problem.Unauthorized, "")
 	}
 	return p, nil
-}
-
-// spend takes one token of class from the caller's bucket.
-func (r *Resolver) spend(p identity.Principal, class ratelimit.Class) error {
-	if ok, after := r.Limiter.Allow(p.ID, class); !ok {
-		return problem.RateLimit(after)
-	}
-	return nil
 }
 
 // principalModel renders p as the caller's own view of itself.

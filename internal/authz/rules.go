@@ -1,7 +1,10 @@
 // Package authz owns rights: grants, the effective level of a principal on
-// a resource, the one Authorize function that decides every request, the
-// audit of decisions and filter mode for lists. No rights logic exists
-// outside this package.
+// a resource, the rule table (Table, Decide) and its doors: Authorize, which
+// decides every request (rate-limit token, decision, audit), Filter for the
+// items of lists, and Allowed for the questions the runtime asks itself
+// (who may trigger, who may read). No rights logic exists outside this
+// package: TestNoLevelComparisonOutsideAuthz fails when another package
+// compares levels.
 package authz
 
 import (
@@ -213,8 +216,13 @@ const (
 	ChannelCreate     Action = "channel.create"
 	ChannelUpdate     Action = "channel.update"
 	ChannelUnarchive  Action = "channel.unarchive"
-	// ViewerRead reads the caller itself; it needs no resource.
+	// ViewerRead reads the caller itself (target Own(KindPrincipal, id)).
 	ViewerRead Action = "viewer.read"
+	// MessageTrigger is a person's message triggering an agent run: trigger
+	// on the thread. The runtime asks it (Allowed) of a message's writer,
+	// and of the authors of a run context's elements for their trust; no
+	// request names it.
+	MessageTrigger Action = "message.trigger"
 )
 
 type requirement int
@@ -251,6 +259,7 @@ var Table = map[Action]Spec{
 	SpaceRead:            {needRead, ratelimit.Read, false},
 	EventsList:           {needRead, ratelimit.Read, false},
 	ViewerRead:           {needRead, ratelimit.Read, false},
+	MessageTrigger:       {needTrigger, ratelimit.Message, false},
 	MessageCreate:        {needWrite, ratelimit.Message, false},
 	MessageDelete:        {needAuthorOrOwner, ratelimit.Message, false},
 	ThreadCreate:         {needWrite, ratelimit.Message, false},
@@ -292,6 +301,10 @@ var Table = map[Action]Spec{
 	ChannelUnarchive:     {needOwner, ratelimit.Admin, true},
 }
 
+// scoped are the list actions across the instance: an allow carries the
+// reader's Scope, the predicate the list selects by.
+var scoped = map[Action]bool{EventsList: true}
+
 // Reasons of denials (audit and body).
 const (
 	ReasonNoGrant         = "no_grant"
@@ -313,8 +326,11 @@ type Decision struct {
 	// Level is the capped effective level that was decided on.
 	Level Level
 	// Grant is the grant level the decision read (for decisions of further
-	// actions on the same path in the same request).
+	// actions on the same path in the same request: Known).
 	Grant Level
+	// Scope is where the reader may read, set on the allow of a list action
+	// across the instance (events.list) by Authorize.
+	Scope *Scope
 }
 
 // Err returns the error to answer for a denial (nil when allowed). Both

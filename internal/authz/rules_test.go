@@ -115,6 +115,30 @@ func TestDecide(t *testing.T) {
 		{"admin without read", authz.ChannelArchive, person, authz.None, thread, false, problem.NotFound, authz.ReasonNoGrant},
 		{"poll by person", authz.AgentEventsPoll, person, authz.Read, thread, false, problem.Forbidden, authz.ReasonSubjectKind},
 		{"unknown action", authz.Action("nope"), owner, authz.Trigger, thread, false, problem.Forbidden, authz.ReasonLevel},
+		// message.trigger: the runtime's "may this person trigger here".
+		{"trigger with trigger", authz.MessageTrigger, person, authz.Trigger, thread, true, "", ""},
+		{"trigger with write", authz.MessageTrigger, person, authz.Write, thread, false, problem.Forbidden, authz.ReasonLevel},
+		{"trigger by owner without grant", authz.MessageTrigger, owner, authz.None, thread, true, "", ""},
+		{"trigger by inactive person", authz.MessageTrigger, authz.Actor{ID: "p", Kind: identity.KindUser}, authz.Trigger, thread, false, problem.NotFound, authz.ReasonNoGrant},
+		{"trigger by agent with a stored trigger grant", authz.MessageTrigger, agent, authz.Trigger, thread, false, problem.Forbidden, authz.ReasonLevel},
+		{"trigger by operator agent", authz.MessageTrigger, agent, authz.None, with(thread, func(p *authz.Path) { p.ChannelOperator = "a" }), false, problem.Forbidden, authz.ReasonLevel},
+		{"trigger by app", authz.MessageTrigger, app, authz.Trigger, thread, false, problem.Forbidden, authz.ReasonLevel},
+		{"trigger in archived channel", authz.MessageTrigger, person, authz.Trigger, archived, false, problem.ChannelReadOnly, authz.ReasonChannelArchived},
+		{"trigger in archived space", authz.MessageTrigger, owner, authz.None, with(thread, func(p *authz.Path) { p.SpaceArchived = true }), false, problem.ChannelReadOnly, authz.ReasonChannelArchived},
+		{"trigger without read", authz.MessageTrigger, person, authz.None, thread, false, problem.NotFound, authz.ReasonNoGrant},
+		// An agent's own stream and the viewer: the actor's own resources.
+		{"poll own stream", authz.AgentEventsPoll, agent, authz.None, authz.Own(authz.KindAgent, "a").Path, true, "", ""},
+		{"ack own stream", authz.AgentEventsAck, agent, authz.None, authz.Own(authz.KindAgent, "a").Path, true, "", ""},
+		{"poll by person", authz.AgentEventsPoll, person, authz.None, authz.Own(authz.KindAgent, "p").Path, false, problem.Forbidden, authz.ReasonSubjectKind},
+		{"poll by app", authz.AgentEventsPoll, app, authz.None, authz.Own(authz.KindAgent, "x").Path, false, problem.Forbidden, authz.ReasonSubjectKind},
+		{"poll by owner", authz.AgentEventsPoll, owner, authz.None, authz.Own(authz.KindAgent, "o").Path, false, problem.Forbidden, authz.ReasonSubjectKind},
+		{"poll another agent's stream", authz.AgentEventsPoll, agent, authz.None, authz.Own(authz.KindAgent, "b").Path, false, problem.NotFound, authz.ReasonNoGrant},
+		{"poll by inactive agent", authz.AgentEventsPoll, authz.Actor{ID: "a", Kind: identity.KindAgent}, authz.None, authz.Own(authz.KindAgent, "a").Path, false, problem.NotFound, authz.ReasonNoGrant},
+		{"viewer reads itself", authz.ViewerRead, app, authz.None, authz.Own(authz.KindPrincipal, "x").Path, true, "", ""},
+		{"viewer of another", authz.ViewerRead, person, authz.None, authz.Own(authz.KindPrincipal, "q").Path, false, problem.NotFound, authz.ReasonNoGrant},
+		{"events list by agent", authz.EventsList, agent, authz.None, authz.Instance().Path, true, "", ""},
+		{"events list by person", authz.EventsList, person, authz.None, authz.Instance().Path, true, "", ""},
+		{"events list by inactive person", authz.EventsList, authz.Actor{ID: "p", Kind: identity.KindUser}, authz.None, authz.Instance().Path, false, problem.NotFound, authz.ReasonNoGrant},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +152,23 @@ func TestDecide(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTargets checks the facts the doors take for the actor's own things
+// and the instance: they exist, their grant level is known (no statement
+// runs) and no grant applies to them.
+func TestTargets(t *testing.T) {
+	for name, f := range map[string]authz.Facts{"stream": authz.Own(authz.KindAgent, "a"), "viewer": authz.Own(authz.KindPrincipal, "a"), "instance": authz.Instance()} {
+		if !f.Path.Exists || !f.Path.Global || f.Grant == nil || *f.Grant != authz.None {
+			t.Errorf("%s: facts %+v", name, f)
+		}
+	}
+	if f := authz.Own(authz.KindAgent, "a"); f.Path.Kind != authz.KindAgent || f.Path.ID != "a" || f.Path.OwnerID != "a" || !f.Path.Private {
+		t.Errorf("own stream %+v", f.Path)
+	}
+	if f := authz.Known(thread, authz.Write); f.Path != thread || *f.Grant != authz.Write {
+		t.Errorf("Known = %+v", f)
 	}
 }
 

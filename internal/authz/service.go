@@ -61,11 +61,45 @@ func (s *Service) Register(src Source, kinds ...ResourceKind) {
 	}
 }
 
-// Resource names what an action is about.
+// Target is what an action is about, as the door Authorize takes it: a
+// Resource named by id (resolved through its source) or Facts the caller
+// already read. Only this package's types are targets.
+type Target interface{ target() }
+
+// Resource names what an action is about by id.
 type Resource struct {
 	Kind ResourceKind
 	ID   string
 }
+
+func (Resource) target() {}
+
+// Facts is a resource the caller already read (its Path), so the door does
+// not resolve it again, with the actor's grant level there when an earlier
+// decision of the same request read it on the same space and channel
+// (Decision.Grant): then the door runs no grant statement at all.
+type Facts struct {
+	Path Path
+	// Grant is the known grant level; nil makes the door read it.
+	Grant *Level
+}
+
+func (Facts) target() {}
+
+// Known returns the facts of p with a grant level already read.
+func Known(p Path, grant Level) Facts { return Facts{Path: p, Grant: &grant} }
+
+// Own returns the facts of the actor's own resource of kind: KindAgent is
+// its event stream, KindPrincipal the principal itself (the viewer). It
+// always exists, no grant applies (so no statement runs), and only its
+// owner (and the instance's owners) may see it.
+func Own(kind ResourceKind, actorID string) Facts {
+	return Known(Path{Exists: true, Kind: kind, ID: actorID, OwnerID: actorID, Global: true, Private: true}, None)
+}
+
+// Instance returns the facts of the instance itself, for actions across it
+// (events.list): every active principal reads it, no grant applies.
+func Instance() Facts { return Known(Path{Exists: true, Kind: KindInstance, Global: true}, None) }
 
 // PathOf resolves r through its source. A malformed id is simply unknown.
 func (s *Service) PathOf(ctx context.Context, r Resource) (Path, error) {
@@ -84,57 +118,79 @@ func (s *Service) PathOf(ctx context.Context, r Resource) (Path, error) {
 	return p, nil
 }
 
-// Authorize decides whether actor may do action on r: it takes a token of
-// the action's rate-limit class (429 beyond it), resolves the resource's
-// path, loads the actor's grant level there, applies Decide, audits a
-// denial (aggregated) or an audited allow, and returns the decision with
-// the path. The error is non-nil for a denial (the decision's error), a
-// rate limit, or a failure to decide (internal).
-func (s *Service) Authorize(ctx context.Context, actor identity.Principal, action Action, r Resource) (Decision, Path, error) {
+// Authorize is the one door of every request's right: it decides whether
+// actor may do action on target. It takes a token of the action's rate-limit
+// class (429 beyond it; not for work marked Unmetered or Prepaid), resolves
+// a Resource's path, loads the actor's grant level there unless the Facts
+// carry it, applies Decide (the rule table), audits a denial (aggregated)
+// or an audited allow, and returns the decision with the path. A decision of
+// a list action across the instance carries the reader's Scope. The error
+// is non-nil for a denial (the decision's error: 404 for a missing or
+// unreadable resource alike), a rate limit, or a failure to decide
+// (internal).
+func (s *Service) Authorize(ctx context.Context, actor identity.Principal, action Action, target Target) (Decision, Path, error) {
 	if !isUnmetered(ctx) {
-		if err := s.Spend(actor, action); err != nil {
+		if err := s.spend(actor, action); err != nil {
 			return Decision{Code: problem.RateLimited}, Path{}, err
 		}
 	}
-	p, err := s.PathOf(ctx, r)
-	if err != nil {
-		return Decision{}, Path{}, problem.Internal(err)
+	var p Path
+	var grant *Level
+	switch t := target.(type) {
+	case Resource:
+		var err error
+		if p, err = s.PathOf(ctx, t); err != nil {
+			return Decision{}, Path{}, problem.Internal(err)
+		}
+	case Facts:
+		p, grant = t.Path, t.Grant
+	default:
+		return Decision{}, Path{}, problem.Internal(fmt.Errorf("authz: unknown target %T", target))
 	}
-	d, err := s.DecideAt(ctx, actor, action, p)
-	if err != nil {
-		return d, p, err
+	a := ActorOf(actor)
+	g := None
+	switch {
+	case grant != nil:
+		g = *grant
+	case a.Active:
+		var err error
+		if g, err = s.grantAt(ctx, actor.ID, p); err != nil {
+			return Decision{}, p, problem.Internal(err)
+		}
+	}
+	d := Decide(action, a, g, p)
+	if d.Allow && scoped[action] {
+		sc, err := s.readScope(ctx, actor)
+		if err != nil {
+			return Decision{}, p, problem.Internal(err)
+		}
+		d.Scope = &sc
+	}
+	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
+		return Decision{}, p, problem.Internal(err)
 	}
 	return d, p, d.Err()
 }
 
-// DecideAt is Authorize for a path the caller already holds (no rate-limit
-// token is taken): it loads the grant level, decides and audits.
-func (s *Service) DecideAt(ctx context.Context, actor identity.Principal, action Action, p Path) (Decision, error) {
-	a := ActorOf(actor)
-	grant := None
-	if a.Active {
-		// A missing resource runs the same grant statement as a hidden
-		// one (on an id no grant has), so that the statements, and so the
-		// time of the answer, do not tell the two apart. Instance-level
-		// resources take their rights from no grant, but run the same
-		// statement for the same reason.
-		spaces, channels := []string{p.SpaceID}, nonEmpty(p.ChannelID)
-		if !p.Exists || p.Global {
-			spaces, channels = []string{noTarget}, []string{noTarget}
-		}
-		levels, err := s.grantLevelsIn(ctx, s.pool, actor.ID, spaces, channels)
-		if err != nil {
-			return Decision{}, problem.Internal(err)
-		}
-		if p.Exists {
-			grant = levels.at(p)
-		}
+// grantAt loads the highest live grant level of principal on the space and
+// channel of p. A missing resource runs the same grant statement as a
+// hidden one (on an id no grant has), so that the statements, and so the
+// time of the answer, do not tell the two apart. Instance-level resources
+// take their rights from no grant, but run the same statement for the same
+// reason.
+func (s *Service) grantAt(ctx context.Context, principalID string, p Path) (Level, error) {
+	spaces, channels := []string{p.SpaceID}, nonEmpty(p.ChannelID)
+	if !p.Exists || p.Global {
+		spaces, channels = []string{noTarget}, []string{noTarget}
 	}
-	d := Decide(action, a, grant, p)
-	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
-		return Decision{}, problem.Internal(err)
+	levels, err := s.grantLevelsIn(ctx, s.pool, principalID, spaces, channels)
+	if err != nil {
+		return None, err
 	}
-	return d, nil
+	if !p.Exists {
+		return None, nil
+	}
+	return levels.at(p), nil
 }
 
 // noTarget is the id the grant statement of a missing resource asks for:
@@ -226,51 +282,45 @@ func (s *Service) grantLevelsIn(ctx context.Context, q db.Querier, principalID s
 	return newLevelMap(), nil
 }
 
-// Levels returns the capped effective level of actor at each path, loading
-// grants in one statement for all of them.
-func (s *Service) Levels(ctx context.Context, actor identity.Principal, paths []Path) ([]Level, error) {
-	return s.LevelsIn(ctx, s.pool, actor, paths)
-}
-
-// LevelsIn is Levels reading through q: inside a unit of work pass its
-// transaction, so the unit never waits for a second pooled connection.
-func (s *Service) LevelsIn(ctx context.Context, q db.Querier, actor identity.Principal, paths []Path) ([]Level, error) {
-	a := ActorOf(actor)
-	spaces, channels := map[string]bool{}, map[string]bool{}
-	for _, p := range paths {
-		spaces[p.SpaceID] = true
-		if p.ChannelID != "" {
-			channels[p.ChannelID] = true
-		}
-	}
-	levels, err := s.grantLevelsIn(ctx, q, actor.ID, slices.Collect(maps.Keys(spaces)), slices.Collect(maps.Keys(channels)))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Level, len(paths))
-	for i, p := range paths {
-		if p.Exists {
-			out[i] = Capped(EffectiveLevel(a, levels.at(p), p), p)
-		}
-	}
-	return out, nil
-}
-
-// Filter is filter mode for list and window queries: it checks every item
-// with action and returns which may be shown. An item the query returned
-// but the reader may not see is a bug of the query: it is dropped, logged at
+// Filter is the door of filter mode for list and window queries: it
+// decides action (Decide, the rule table) on every target and returns which
+// may be shown. Targets whose grant level is known cost no statement; the
+// grants of all others are loaded in one. It takes no token (the list's own
+// action took it) and audits nothing: an item the query returned but the
+// reader may not see is a bug of the query, so it is dropped, logged at
 // error level with only the action and the resource kind, and counted in
 // bothy_authz_errors_total{reason="filter_mismatch"}.
-func (s *Service) Filter(ctx context.Context, actor identity.Principal, action Action, paths []Path) ([]bool, error) {
-	levels, err := s.Levels(ctx, actor, paths)
-	if err != nil {
-		return nil, err
+func (s *Service) Filter(ctx context.Context, actor identity.Principal, action Action, targets []Facts) ([]bool, error) {
+	a := ActorOf(actor)
+	spaces, channels := map[string]bool{}, map[string]bool{}
+	load := false
+	for _, t := range targets {
+		if t.Grant != nil || !t.Path.Exists {
+			continue // a missing resource is denied without its grants
+		}
+		load = true
+		spaces[t.Path.SpaceID] = true
+		if t.Path.ChannelID != "" {
+			channels[t.Path.ChannelID] = true
+		}
 	}
-	ok := make([]bool, len(paths))
-	for i, l := range levels {
-		ok[i] = l >= Read
+	levels := newLevelMap()
+	if load {
+		var err error
+		levels, err = s.grantLevelsIn(ctx, s.pool, actor.ID, slices.Collect(maps.Keys(spaces)), slices.Collect(maps.Keys(channels)))
+		if err != nil {
+			return nil, err
+		}
+	}
+	ok := make([]bool, len(targets))
+	for i, t := range targets {
+		grant := levels.at(t.Path)
+		if t.Grant != nil {
+			grant = *t.Grant
+		}
+		ok[i] = Decide(action, a, grant, t.Path).Allow
 		if !ok[i] {
-			s.mismatch(ctx, action, paths[i])
+			s.mismatch(ctx, action, t.Path)
 		}
 	}
 	return ok, nil
@@ -334,9 +384,8 @@ func (s *Service) AuditRows(ctx context.Context, actorID string) ([]AuditRow, er
 	})
 }
 
-// Spend takes one token of action's rate-limit class from actor's bucket,
-// for actions that have no single resource (lists).
-func (s *Service) Spend(actor identity.Principal, action Action) error {
+// spend takes one token of action's rate-limit class from actor's bucket.
+func (s *Service) spend(actor identity.Principal, action Action) error {
 	spec, ok := Table[action]
 	if !ok {
 		return nil // Decide refuses an action without a row
@@ -347,17 +396,23 @@ func (s *Service) Spend(actor identity.Principal, action Action) error {
 	return nil
 }
 
-// Scope is where a principal's grants give it at least read: every space
-// and channel named by a live grant to it or its groups. Owners see all.
+// Scope is where a principal may read, as the predicate of a list query
+// across the instance: every space and channel named by a live grant to it
+// or its groups, and, for an agent, what it operates. Owners see all. The
+// list's module selects by it; filter mode then checks every item.
 type Scope struct {
 	All      bool
 	Spaces   []string
 	Channels []string
+	// Operator is the agent the operator rule gives read to: the actor
+	// itself when it is an agent (empty otherwise). The channels whose
+	// effective operator it is now, and the threads whose fixed operator
+	// it is, are in the scope.
+	Operator string
 }
 
-// ReadScope returns the grant part of actor's visibility for list
-// predicates; the operator rule is added by the owner of channels.
-func (s *Service) ReadScope(ctx context.Context, actor identity.Principal) (Scope, error) {
+// readScope returns actor's Scope for the decision of a list action.
+func (s *Service) readScope(ctx context.Context, actor identity.Principal) (Scope, error) {
 	a := ActorOf(actor)
 	if !a.Active {
 		return Scope{}, nil
@@ -374,6 +429,9 @@ func (s *Service) ReadScope(ctx context.Context, actor identity.Principal) (Scop
 		sc.Spaces = slices.Collect(maps.Keys(m.space))
 		sc.Channels = slices.Collect(maps.Keys(m.channel))
 	}
+	if a.Kind == identity.KindAgent {
+		sc.Operator = a.ID
+	}
 	return sc, nil
 }
 
@@ -388,39 +446,58 @@ func Unmetered(ctx context.Context) context.Context {
 	return context.WithValue(ctx, unmeteredKey{}, true)
 }
 
+// Prepaid returns ctx marked as a later step of a request whose rate-limit
+// token the door already took (the pages a subscription delivers after its
+// start): decisions in it take no token and are decided and audited as
+// always.
+func Prepaid(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unmeteredKey{}, true)
+}
+
 func isUnmetered(ctx context.Context) bool { v, _ := ctx.Value(unmeteredKey{}).(bool); return v }
 
 // Pool returns the querier the service reads with (for callers that create
 // grants outside a unit of work, such as the world builder).
 func (s *Service) Pool() db.Querier { return s.pool }
 
-// DecideFrom decides action on p for actor with a grant level an earlier
-// decision of the same request read on the same path (Decision.Grant), so a
-// second action on one resource costs no statement. It takes a token of the
-// action's rate-limit class and audits like Authorize.
-func (s *Service) DecideFrom(ctx context.Context, actor identity.Principal, action Action, p Path, grant Level) (Decision, error) {
-	if err := s.Spend(actor, action); err != nil {
-		return Decision{Code: problem.RateLimited}, err
-	}
-	d := Decide(action, ActorOf(actor), grant, p)
-	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
-		return Decision{}, problem.Internal(err)
-	}
-	return d, d.Err()
-}
-
-// FilterAt is filter mode for items that all lie on paths of one channel
-// whose grant level the request already read: no statement is needed.
-func (s *Service) FilterAt(ctx context.Context, actor identity.Principal, action Action, paths []Path, grant Level) []bool {
-	a := ActorOf(actor)
-	ok := make([]bool, len(paths))
-	for i, p := range paths {
-		ok[i] = p.Exists && Capped(EffectiveLevel(a, grant, p), p) >= Read
-		if !ok[i] {
-			s.mismatch(ctx, action, p)
+// Allowed answers a question of the runtime rather than a request: which
+// of people the rule table (Decide) allows action on target now, such as
+// whether a message's writer may trigger a run there or a mentioned agent
+// may read the thread. Nobody asked, so it takes no token, writes no audit
+// row and logs no mismatch. Grants are read through q (pass the unit of
+// work's transaction inside one) in one statement for all people, unless
+// the target's grant level is known (then it must be the level of each of
+// people). Only the ids allowed are in the result.
+func (s *Service) Allowed(ctx context.Context, q db.Querier, action Action, target Facts, people ...identity.Principal) (map[string]bool, error) {
+	out := map[string]bool{}
+	var ask []string
+	for _, p := range people {
+		if p.Active() {
+			ask = append(ask, p.ID)
 		}
 	}
-	return ok
+	if len(ask) == 0 || !target.Path.Exists {
+		return out, nil
+	}
+	var grants map[string]levelMap
+	if target.Grant == nil {
+		var err error
+		p := target.Path
+		grants, err = s.liveGrants(ctx, q, ask, &struct{ spaces, channels []string }{[]string{p.SpaceID}, nonEmpty(p.ChannelID)})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range people {
+		grant := grants[p.ID].at(target.Path)
+		if target.Grant != nil {
+			grant = *target.Grant
+		}
+		if Decide(action, ActorOf(p), grant, target.Path).Allow {
+			out[p.ID] = true
+		}
+	}
+	return out, nil
 }
 
 // TriggerHolders answers which people have effective trigger on a channel
@@ -432,10 +509,11 @@ type TriggerHolders interface {
 	WithTrigger(ctx context.Context, c Path, people []identity.Principal) (map[string]bool, error)
 }
 
-// WithTrigger implements TriggerHolders in one statement for all people:
-// active owners count on every channel, other active persons through their
-// grants (direct or through groups) on the channel or its space; the archive
-// cap leaves nobody with trigger in an archived channel or space; agents and
+// WithTrigger implements TriggerHolders: Allowed for message.trigger on
+// channel path c, in one statement for all people. By the rule table active
+// owners count on every channel, other active persons through their grants
+// (direct or through groups) on the channel or its space; the archive cap
+// leaves nobody with trigger in an archived channel or space; agents and
 // apps never count. TriggerFault, when set (tests only), makes it fail.
 func (s *Service) WithTrigger(ctx context.Context, c Path, people []identity.Principal) (map[string]bool, error) {
 	if s.TriggerFault != nil {
@@ -444,24 +522,9 @@ func (s *Service) WithTrigger(ctx context.Context, c Path, people []identity.Pri
 	if c.Kind != KindChannel && c.ChannelID == "" {
 		return nil, fmt.Errorf("authz: trigger holders need a channel path")
 	}
-	out := map[string]bool{}
-	var ask []string
-	for _, p := range people {
-		if p.Kind == identity.KindUser && p.Active() {
-			ask = append(ask, p.ID)
-		}
-	}
-	if len(ask) == 0 {
-		return out, nil
-	}
-	grants, err := s.liveGrants(ctx, s.pool, ask, &struct{ spaces, channels []string }{[]string{c.SpaceID}, []string{c.ChannelID}})
+	out, err := s.Allowed(ctx, s.pool, MessageTrigger, Facts{Path: c}, people...)
 	if err != nil {
 		return nil, fmt.Errorf("trigger holders: %w", err)
-	}
-	for _, p := range people {
-		if p.Kind == identity.KindUser && Capped(EffectiveLevel(ActorOf(p), grants[p.ID].at(c), c), c) >= Trigger {
-			out[p.ID] = true
-		}
 	}
 	return out, nil
 }

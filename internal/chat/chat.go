@@ -490,25 +490,45 @@ func ThreadPayload(t Thread) map[string]any {
 	return p
 }
 
-// VisibleIn returns the channels that lie in spaces or are named in
-// channels, plus, for an agent, the channels it operates now; and the
-// threads whose fixed operator is the agent. Together with the grant scope
-// this is the visibility predicate of list queries.
-func (s *Service) VisibleIn(ctx context.Context, spaces, channels []string, agentID string) (chans, threads []string, err error) {
+// VisibleIn returns the channels of scope sc (authz decides it: the
+// spaces and channels its grants name, and the agent the operator rule
+// applies to): those that lie in its spaces or are named in its channels,
+// plus those whose effective operator (Channel.EffectiveOperator, the one
+// place that says who that is) is sc.Operator; and the threads whose fixed
+// operator is sc.Operator. It is the visibility predicate of list queries.
+func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads []string, err error) {
 	var agent any
-	if agentID != "" {
-		agent = agentID
+	if sc.Operator != "" {
+		agent = sc.Operator
 	}
-	rows, err := s.pool.Query(ctx, `SELECT c.id::text FROM channels c JOIN spaces s ON s.id = c.space_id
+	// The operator columns only narrow the candidates; which of them the
+	// agent operates now is EffectiveOperator's answer.
+	rows, err := s.pool.Query(ctx, `SELECT c.id::text, coalesce(c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[]), false), c.operator_mode,
+		coalesce(c.operator_agent_id::text, ''), coalesce(s.default_operator_agent_id::text, '')
+		FROM channels c JOIN spaces s ON s.id = c.space_id
 		WHERE c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[])
-		OR ($3::uuid IS NOT NULL AND ((c.operator_mode = 'agent' AND c.operator_agent_id = $3) OR (c.operator_mode = 'inherit' AND s.default_operator_agent_id = $3)))`,
-		spaces, channels, agent)
+		OR ($3::uuid IS NOT NULL AND (c.operator_agent_id = $3 OR s.default_operator_agent_id = $3))`,
+		sc.Spaces, sc.Channels, agent)
 	if err != nil {
 		return nil, nil, fmt.Errorf("visible channels: %w", err)
 	}
-	if chans, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return nil, nil, err
+	chans = []string{}
+	for rows.Next() {
+		var c Channel
+		var named bool
+		if err := rows.Scan(&c.ID, &named, &c.OperatorMode, &c.OperatorAgentID, &c.SpaceDefaultOperator); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("visible channels: %w", err)
+		}
+		if named || (sc.Operator != "" && c.EffectiveOperator() == sc.Operator) {
+			chans = append(chans, c.ID)
+		}
 	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("visible channels: %w", err)
+	}
+	agentID := sc.Operator
 	if agentID == "" {
 		return chans, nil, nil
 	}

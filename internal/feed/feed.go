@@ -43,17 +43,19 @@ type Page struct {
 // List returns up to limit events after the cursor after that actor may
 // see. NextAfter is the last seq handed out, or after when nothing came.
 func (s *Service) List(ctx context.Context, actor identity.Principal, after string, limit int) (Page, error) {
-	if err := s.authz.Spend(actor, authz.EventsList); err != nil {
+	d, _, err := s.authz.Authorize(ctx, actor, authz.EventsList, authz.Instance())
+	if err != nil {
 		return Page{}, err
 	}
-	return s.Next(ctx, actor, after, limit)
+	return s.page(ctx, actor, *d.Scope, after, limit)
 }
 
 // Start checks a subscription's cursor and returns where it starts: after
 // the named seq, or at the current end of the log for "" and "now". It
-// spends the events.list rate token once for the whole subscription.
+// decides events.list, which spends the rate token once for the whole
+// subscription.
 func (s *Service) Start(ctx context.Context, actor identity.Principal, after string) (string, error) {
-	if err := s.authz.Spend(actor, authz.EventsList); err != nil {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.EventsList, authz.Instance()); err != nil {
 		return "", err
 	}
 	if after != "" && after != "now" {
@@ -69,10 +71,21 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, after str
 	return strconv.FormatInt(end, 10), nil
 }
 
-// Next is List without the rate token: the page a subscription delivers
-// after each wake-up, with the same visibility predicate and filter mode,
-// evaluated now (so a grant revoked since the last page hides its events).
+// Next is List without the rate token (Start took it): the page a
+// subscription delivers after each wake-up, with events.list decided again
+// and the same visibility predicate and filter mode, evaluated now (so a
+// grant revoked since the last page hides its events).
 func (s *Service) Next(ctx context.Context, actor identity.Principal, after string, limit int) (Page, error) {
+	d, _, err := s.authz.Authorize(authz.Prepaid(ctx), actor, authz.EventsList, authz.Instance())
+	if err != nil {
+		return Page{}, err
+	}
+	return s.page(ctx, actor, *d.Scope, after, limit)
+}
+
+// page reads the events after the cursor after that lie in scope and
+// passes them through filter mode.
+func (s *Service) page(ctx context.Context, actor identity.Principal, scope authz.Scope, after string, limit int) (Page, error) {
 	cursor, ok := events.ParseCursor(after)
 	if !ok {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
@@ -94,17 +107,10 @@ func (s *Service) Next(ctx context.Context, actor identity.Principal, after stri
 	if limit < 1 || limit > s.limitMax {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "limit", Code: "out_of_range", Detail: "must lie between 1 and events.list_limit_max"})
 	}
-	scope, err := s.authz.ReadScope(ctx, actor)
-	if err != nil {
-		return Page{}, problem.Internal(err)
-	}
 	var chans, threads []string
-	if !scope.All && actor.Active() {
-		agent := ""
-		if actor.Kind == identity.KindAgent {
-			agent = actor.ID
-		}
-		if chans, threads, err = s.chat.VisibleIn(ctx, scope.Spaces, scope.Channels, agent); err != nil {
+	if !scope.All {
+		var err error
+		if chans, threads, err = s.chat.VisibleIn(ctx, scope); err != nil {
 			return Page{}, problem.Internal(err)
 		}
 	}
@@ -156,7 +162,7 @@ func (s *Service) filter(ctx context.Context, actor identity.Principal, evs []ev
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
-	keepChan, err := s.authz.Filter(ctx, actor, authz.MessageRead, paths)
+	keepChan, err := s.authz.Filter(ctx, actor, authz.MessageRead, facts(paths))
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
@@ -167,7 +173,7 @@ func (s *Service) filter(ctx context.Context, actor identity.Principal, evs []ev
 	}
 	var keepSpace []bool
 	if len(spacePaths) > 0 {
-		if keepSpace, err = s.authz.Filter(ctx, actor, authz.SpaceRead, spacePaths); err != nil {
+		if keepSpace, err = s.authz.Filter(ctx, actor, authz.SpaceRead, facts(spacePaths)); err != nil {
 			return nil, problem.Internal(err)
 		}
 	}
@@ -185,4 +191,13 @@ func (s *Service) filter(ctx context.Context, actor identity.Principal, evs []ev
 		}
 	}
 	return out, nil
+}
+
+// facts returns paths as targets of filter mode whose grants authz reads.
+func facts(paths []authz.Path) []authz.Facts {
+	out := make([]authz.Facts, len(paths))
+	for i, p := range paths {
+		out[i] = authz.Facts{Path: p}
+	}
+	return out
 }

@@ -323,16 +323,16 @@ func TestContextWindow(t *testing.T) {
 		allowed := chat.PathInThread(ac, at, authz.KindMessage, ids.New())
 		const series = `bothy_authz_errors_total{reason="filter_mismatch"}`
 		before := metricValue(t, env, series)
-		ok := env.Server.Authz.FilterAt(ctx, agent, authz.MessageRead, []authz.Path{denied, allowed}, authz.None)
-		if fmt.Sprint(ok) != "[false true]" {
-			t.Fatalf("FilterAt = %v, want [false true]", ok)
+		ok, err := env.Server.Authz.Filter(ctx, agent, authz.MessageRead, []authz.Facts{authz.Known(denied, authz.None), authz.Known(allowed, authz.None)})
+		if err != nil || fmt.Sprint(ok) != "[false true]" {
+			t.Fatalf("Filter = %v, %v, want [false true]", ok, err)
 		}
 		if after := metricValue(t, env, series); after != before+1 {
 			t.Fatalf("%s went from %v to %v, want one more", series, before, after)
 		}
 		// An allowed-only check counts nothing.
-		if ok := env.Server.Authz.FilterAt(ctx, agent, authz.MessageRead, []authz.Path{allowed}, authz.None); fmt.Sprint(ok) != "[true]" {
-			t.Fatalf("FilterAt = %v, want [true]", ok)
+		if ok, err := env.Server.Authz.Filter(ctx, agent, authz.MessageRead, []authz.Facts{authz.Known(allowed, authz.None)}); err != nil || fmt.Sprint(ok) != "[true]" {
+			t.Fatalf("Filter = %v, %v, want [true]", ok, err)
 		}
 		if after := metricValue(t, env, series); after != before+1 {
 			t.Fatalf("%s is %v after an allowed-only check, want %v", series, after, before+1)

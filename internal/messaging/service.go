@@ -497,13 +497,12 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 // message of any other thread can only come from a faulty query and is
 // checked with its own path and grants.
 func (s *Service) filter(ctx context.Context, actor identity.Principal, ms []Message, path authz.Path, grant authz.Level) ([]Message, error) {
-	own := make([]authz.Path, 0, len(ms))
-	var foreign []authz.Path
+	targets := make([]authz.Facts, 0, len(ms))
 	for _, m := range ms {
 		if m.ThreadID == path.ThreadID {
 			p := path
 			p.Kind, p.ID = authz.KindMessage, m.ID
-			own = append(own, p)
+			targets = append(targets, authz.Known(p, grant))
 			continue
 		}
 		p, err := s.chat.ThreadPath(ctx, m.ThreadID)
@@ -511,20 +510,15 @@ func (s *Service) filter(ctx context.Context, actor identity.Principal, ms []Mes
 			return nil, problem.Internal(err)
 		}
 		p.Kind, p.ID = authz.KindMessage, m.ID
-		foreign = append(foreign, p)
+		targets = append(targets, authz.Facts{Path: p})
+	}
+	oks, err := s.authz.Filter(ctx, actor, authz.MessageRead, targets)
+	if err != nil {
+		return nil, problem.Internal(err)
 	}
 	keep := map[string]bool{}
-	for i, ok := range s.authz.FilterAt(ctx, actor, authz.MessageRead, own, grant) {
-		keep[own[i].ID] = ok
-	}
-	if len(foreign) > 0 {
-		oks, err := s.authz.Filter(ctx, actor, authz.MessageRead, foreign)
-		if err != nil {
-			return nil, problem.Internal(err)
-		}
-		for i, ok := range oks {
-			keep[foreign[i].ID] = ok
-		}
+	for i, ok := range oks {
+		keep[targets[i].Path.ID] = ok
 	}
 	out := ms[:0]
 	for _, m := range ms {

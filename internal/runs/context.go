@@ -55,11 +55,11 @@ func (s *Service) ReadForContext(ctx context.Context, actor identity.Principal, 
 }
 
 func (s *Service) read(ctx context.Context, actor identity.Principal, id string, action authz.Action) (Read, error) {
-	if err := s.authz.Spend(actor, action); err != nil {
-		return Read{}, err
-	}
+	// Every way out goes through the door once: it takes the token of
+	// action's class and decides (and audits) also an unknown or invisible
+	// run, both with the same 404.
 	notFound := func() (Read, error) {
-		if _, err := s.authz.DecideAt(ctx, actor, action, authz.Path{Kind: authz.KindRun, ID: id}); err != nil {
+		if _, _, err := s.authz.Authorize(ctx, actor, action, authz.Facts{Path: authz.Path{Kind: authz.KindRun, ID: id}}); err != nil {
 			return Read{}, err
 		}
 		return Read{}, problem.New(problem.NotFound, "")
@@ -86,11 +86,8 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 	}
 	path := chat.PathInThread(c, t, authz.KindRun, r.ID)
 	path.OwnerID = r.AgentID
-	d, err := s.authz.DecideAt(ctx, actor, action, path)
+	d, _, err := s.authz.Authorize(ctx, actor, action, authz.Facts{Path: path})
 	if err != nil {
-		return Read{}, err
-	}
-	if err := d.Err(); err != nil {
 		return Read{}, err
 	}
 	return Read{Run: r, Thread: t, Channel: c, Path: path, Grant: d.Grant}, nil
@@ -137,7 +134,7 @@ type RunContext struct {
 // context with less or weaker data (fail closed).
 func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read, limits ContextLimits) (RunContext, error) {
 	if !rd.ForContext {
-		if _, err := s.authz.DecideFrom(ctx, actor, authz.RunContextRead, rd.Path, rd.Grant); err != nil {
+		if _, _, err := s.authz.Authorize(ctx, actor, authz.RunContextRead, authz.Known(rd.Path, rd.Grant)); err != nil {
 			return RunContext{}, err
 		}
 	}
@@ -187,7 +184,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	triggerChannel := c.ID
 	mPath, ok := pathOf(m.ThreadID)
 	if ok {
-		ok = s.authz.FilterAt(ctx, actor, authz.MessageRead, []authz.Path{mPath}, rd.Grant)[0]
+		ok = s.readable(ctx, actor, []authz.Path{mPath}, rd.Grant)[0]
 	} else {
 		// The run's thread moved away from its trigger (an auto thread whose
 		// parent stays in the source channel): the trigger is read where it
@@ -233,7 +230,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		// The agent's read right on the main thread is decided before
 		// its window is read: a window the agent may not read is never
 		// loaded (the filter below stays as a second line).
-		if ok && c.MainThreadID != "" && p.ThreadID == c.MainThreadID && s.mayRead(actor, mainPath, rd.Grant) {
+		if ok && c.MainThreadID != "" && p.ThreadID == c.MainThreadID && s.mayRead(ctx, actor, mainPath, rd.Grant) {
 			page, err := s.messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: c.MainThreadID, BeforeSeq: p.ThreadSeq, Limit: limit})
 			if err != nil {
 				return RunContext{}, problem.Internal(err)
@@ -247,7 +244,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		for i := range items {
 			paths[i] = path
 		}
-		keep := s.authz.FilterAt(ctx, actor, authz.MessageRead, paths, rd.Grant)
+		keep := s.readable(ctx, actor, paths, rd.Grant)
 		out := make([]ContextElement, 0, len(items))
 		for i, it := range items {
 			if !keep[i] {
@@ -316,11 +313,11 @@ func (s *Service) triggerElsewhere(ctx context.Context, actor identity.Principal
 		return authz.Path{}, "", false, err
 	}
 	p := chat.PathInThread(c, t, authz.KindMessage, "")
-	levels, err := s.authz.Levels(ctx, actor, []authz.Path{p})
+	may, err := s.authz.Allowed(ctx, s.pool, authz.MessageRead, authz.Facts{Path: p}, actor)
 	if err != nil {
 		return authz.Path{}, "", false, err
 	}
-	return p, c.ID, levels[0] >= authz.Read, nil
+	return p, c.ID, may[actor.ID], nil
 }
 
 // Delivered returns which of messageIDs were delivered (acknowledged by
@@ -452,7 +449,7 @@ func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal
 	for i := range items {
 		paths[i] = rc.ThreadPath
 	}
-	keep := s.authz.FilterAt(ctx, actor, authz.MessageRead, paths, rc.Grant)
+	keep := s.readable(ctx, actor, paths, rc.Grant)
 	out := make([]ContextElement, 0, len(items))
 	for i, it := range items {
 		if !keep[i] {
@@ -465,9 +462,27 @@ func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal
 	return out
 }
 
-// mayRead decides read on path p for actor with the grant level the request
-// already read on the run's channel, without a statement and without the
-// mismatch log of filter mode: it is asked before a read, not after.
-func (s *Service) mayRead(actor identity.Principal, p authz.Path, grant authz.Level) bool {
-	return p.Exists && authz.Capped(authz.EffectiveLevel(authz.ActorOf(actor), grant, p), p) >= authz.Read
+// mayRead decides message.read on path p for actor with the grant level
+// the request already read on the run's channel, without a statement and
+// without the mismatch log of filter mode: it is asked before a read, not
+// after. It never fails with a known grant; were it to, it answers no.
+func (s *Service) mayRead(ctx context.Context, actor identity.Principal, p authz.Path, grant authz.Level) bool {
+	may, err := s.authz.Allowed(ctx, s.pool, authz.MessageRead, authz.Known(p, grant), actor)
+	return err == nil && may[actor.ID]
+}
+
+// readable is filter mode (message.read) over items on paths of the run's
+// channel, with the grant level the request already read there: no
+// statement runs, so it cannot fail; were it to, nothing is kept (fail
+// closed).
+func (s *Service) readable(ctx context.Context, actor identity.Principal, paths []authz.Path, grant authz.Level) []bool {
+	targets := make([]authz.Facts, len(paths))
+	for i, p := range paths {
+		targets[i] = authz.Known(p, grant)
+	}
+	keep, err := s.authz.Filter(ctx, actor, authz.MessageRead, targets)
+	if err != nil {
+		return make([]bool, len(paths))
+	}
+	return keep
 }

@@ -115,8 +115,7 @@ func (s *Service) stillAuthorized(ctx context.Context, actor identity.Principal)
 func (s *Service) Poll(ctx context.Context, actor identity.Principal, after string, wait time.Duration) (Page, error) {
 	// An agent's own stream: only agents pass (the decision is audited on
 	// denial like any other, and takes the rl.agent_runtime token).
-	self := authz.Path{Exists: true, Kind: authz.KindAgent, ID: actor.ID, OwnerID: actor.ID}
-	if _, err := s.authz.DecideFrom(ctx, actor, authz.AgentEventsPoll, self, authz.Read); err != nil {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsPoll, authz.Own(authz.KindAgent, actor.ID)); err != nil {
 		return Page{}, err
 	}
 	if wait < 0 {
@@ -169,8 +168,7 @@ func (s *Service) Poll(ctx context.Context, actor identity.Principal, after stri
 // invalid_cursor. Every agent.followup event acknowledged now delivers its
 // follow-up (pending -> delivered, with the time).
 func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string) (string, error) {
-	self := authz.Path{Exists: true, Kind: authz.KindAgent, ID: actor.ID, OwnerID: actor.ID}
-	if _, err := s.authz.DecideFrom(ctx, actor, authz.AgentEventsAck, self, authz.Read); err != nil {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsAck, authz.Own(authz.KindAgent, actor.ID)); err != nil {
 		return "", err
 	}
 	if upTo == "" || upTo == CursorNow {
@@ -222,8 +220,7 @@ func (s *Service) Hub() *Hub { return s.hub }
 // subscription: "" after the acknowledged position, "now" the end, "0" the
 // start.
 func (s *Service) StreamStart(ctx context.Context, actor identity.Principal, after string) (int64, error) {
-	self := authz.Path{Exists: true, Kind: authz.KindAgent, ID: actor.ID, OwnerID: actor.ID}
-	if _, err := s.authz.DecideFrom(ctx, actor, authz.AgentEventsPoll, self, authz.Read); err != nil {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsPoll, authz.Own(authz.KindAgent, actor.ID)); err != nil {
 		return 0, err
 	}
 	return s.resolveCursor(ctx, actor.ID, after, "after")

@@ -147,11 +147,11 @@ func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Post
 	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == "main", ThreadOperator: p.Thread.OperatorAgentID,
 		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
 		AllowMentionedAgents: p.Channel.Switches.AllowMentionedAgents, AutoThread: p.Channel.Switches.AutoThread}
-	levels, err := s.authz.LevelsIn(ctx, tx, p.Author, []authz.Path{path})
+	writer, err := s.authz.Allowed(ctx, tx, authz.MessageTrigger, authz.Facts{Path: path}, p.Author)
 	if err != nil {
 		return f, Run{}, err
 	}
-	f.WriterTrigger = levels[0] >= authz.Trigger
+	f.WriterTrigger = writer[p.Author.ID]
 	// Only the first mentioned agent can be the addressee.
 	mentioned := ""
 	for _, m := range p.Message.Mentions {
@@ -169,11 +169,11 @@ func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Post
 		return f, Run{}, err
 	}
 	if a, ok := agents[mentioned]; ok {
-		l, err := s.authz.LevelsIn(ctx, tx, a, []authz.Path{path})
+		reads, err := s.authz.Allowed(ctx, tx, authz.ThreadRead, authz.Facts{Path: path}, a)
 		if err != nil {
 			return f, Run{}, err
 		}
-		f.Mentioned = []Agent{{ID: a.ID, Active: a.Active(), ReadOnThread: l[0] >= authz.Read}}
+		f.Mentioned = []Agent{{ID: a.ID, Active: a.Active(), ReadOnThread: reads[a.ID]}}
 	}
 	if op, ok := agents[operator]; ok {
 		f.OperatorActive = op.Active()

@@ -10,6 +10,7 @@ import (
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 // worldHandles are all principals of the example world
@@ -27,7 +28,9 @@ var worldChannels = []struct{ key, kind string }{
 }
 
 // levelAt returns the effective (capped) level of the principal with handle
-// on the resource at p, computed by the real authorization service.
+// on the resource at p, computed by the real authorization service: the
+// level its door decided a read on (unmetered, so the probes spend no
+// tokens).
 func levelAt(t *testing.T, env *apitest.Env, handle string, p authz.Path) authz.Level {
 	t.Helper()
 	ctx := context.Background()
@@ -38,14 +41,11 @@ func levelAt(t *testing.T, env *apitest.Env, handle string, p authz.Path) authz.
 	if err != nil {
 		t.Fatalf("principal %s: %v", handle, err)
 	}
-	ls, err := env.Server.Authz.Levels(ctx, pr, []authz.Path{p})
-	if err != nil {
-		t.Fatalf("levels of %s: %v", handle, err)
+	d, _, err := env.Server.Authz.Authorize(authz.Unmetered(ctx), pr, authz.ChannelRead, authz.Facts{Path: p})
+	if err != nil && d.Code != problem.NotFound {
+		t.Fatalf("level of %s: %v", handle, err)
 	}
-	if len(ls) != 1 {
-		t.Fatalf("levels of %s: %d answers for one path", handle, len(ls))
-	}
-	return ls[0]
+	return d.Level
 }
 
 // threadLevel is levelAt on the path of thread id.

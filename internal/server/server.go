@@ -155,7 +155,7 @@ func New(d Deps) (*Server, error) {
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
 	sources := graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}
-	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow), LoaderSources: sources,
+	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: chat.NewUseCases(chatSvc, az, evLog, uow), LoaderSources: sources,
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}

@@ -1,0 +1,3 @@
+module example.com/levelcheck
+
+go 1.26.0
