@@ -121,7 +121,7 @@ type RunContext struct {
 	Parties     domain.RunParties
 	ChannelPath authz.Path
 	SessionID   string
-	Mode        string
+	Mode        domain.Mode
 	// ThreadPath and Grant let the follow-ups (read through a loader) pass
 	// the same filter as the other elements; MessageMaxBytes cuts them.
 	ThreadPath      authz.Path
@@ -141,7 +141,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		}
 	}
 	r, t, c := rd.Run, rd.Thread, rd.Channel
-	if !Active(r.State) || r.TriggeringMessageID == "" || r.TriggerLostAt != nil {
+	if !r.State.Active() || r.TriggeringMessageID == "" || r.TriggerLostAt != nil {
 		// An ended run has no context: the same 404 as an unknown run. So
 		// has a run whose person lost trigger: it only waits to end.
 		return RunContext{}, problem.New(problem.NotFound, "")

@@ -1,0 +1,56 @@
+package domain
+
+import "strings"
+
+// RunState is the state of a run (docs: the run state machine). The values
+// are the stored ones; the GraphQL enum RunState binds to this type.
+type RunState string
+
+// The run states.
+const (
+	RunQueued       RunState = "queued"
+	RunRunning      RunState = "running"
+	RunWaitingInput RunState = "waiting_input"
+	RunCompleted    RunState = "completed"
+	RunFailed       RunState = "failed"
+	RunCancelled    RunState = "cancelled"
+)
+
+// ActiveRunStates are the states of a run that has not ended, in the order
+// of the state machine: the one list every active check and every SQL
+// filter on active runs is built from.
+var ActiveRunStates = []RunState{RunQueued, RunRunning, RunWaitingInput}
+
+// Active reports whether a run in state s has not ended.
+func (s RunState) Active() bool {
+	for _, a := range ActiveRunStates {
+		if s == a {
+			return true
+		}
+	}
+	return false
+}
+
+// ActiveRunStatesSQL is ActiveRunStates as an SQL list of literals, for an
+// `state IN (...)` filter written into a statement's text (the values are
+// constants, never input).
+var ActiveRunStatesSQL = sqlList(ActiveRunStates)
+
+func sqlList(states []RunState) string {
+	parts := make([]string, len(states))
+	for i, s := range states {
+		parts[i] = "'" + string(s) + "'"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TriggerKind is what started a run. Only messages trigger runs today; the
+// other kinds are part of the stored and API vocabulary.
+type TriggerKind string
+
+// The trigger kinds.
+const (
+	TriggerKindMessage     TriggerKind = "message"
+	TriggerKindCommand     TriggerKind = "command"
+	TriggerKindInteraction TriggerKind = "interaction"
+)
