@@ -9,6 +9,7 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -169,10 +170,6 @@ type Message struct {
 	// True only for a tombstone.
 	Deleted   *bool     `json:"deleted,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
-	// The thread this message started: the new thread of a trigger, or a thread
-	// opened on the message (parentMessageId). Null when the message started
-	// none, or when the reader may not read that thread.
-	StartedThread *Thread `json:"startedThread,omitempty"`
 }
 
 type MessageCreate struct {
@@ -264,6 +261,38 @@ type PrincipalRef struct {
 type Query struct {
 }
 
+type Run struct {
+	ID          string             `json:"id"`
+	ThreadID    string             `json:"threadId"`
+	State       domain.RunState    `json:"state"`
+	Version     int                `json:"version"`
+	TriggerKind domain.TriggerKind `json:"triggerKind"`
+	// The message that started the run; null for a run not started by a message.
+	TriggeringMessageID *string     `json:"triggeringMessageId,omitempty"`
+	Session             *RunSession `json:"session"`
+	// True only while a cancel waits for the adapter's confirmation.
+	CancelRequested *bool     `json:"cancelRequested,omitempty"`
+	QueuedAt        time.Time `json:"queuedAt"`
+	// Null until the agent started the run.
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+	// Null while the run has not ended.
+	EndedAt *time.Time `json:"endedAt,omitempty"`
+	// Why the run ended (for example timeout, or the reason of finishRun); null while it runs and when no reason was given.
+	EndReason *string `json:"endReason,omitempty"`
+	// The run's invocation: 1, one more each time an expired lease put it back to queued.
+	Attempt int `json:"attempt"`
+	// The adapter process that holds the run while it is running or waiting (absent for the anonymous holder and when unclaimed).
+	Holder *string `json:"holder,omitempty"`
+	// When the holder's claim lapses unless renewed (run.lease_timeout after its last call on the run).
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	// AgentID is the run's agent (resolved by the agent field).
+	AgentID string `json:"-"`
+	// Read is how the request read the run, when it did (the context field reuses its decision).
+	Read *runs.Read `json:"-"`
+	// TriggeredByID is the triggering person, if any (triggeredBy field).
+	TriggeredByID string `json:"-"`
+}
+
 type RunFinish struct {
 	Outcome domain.RunState `json:"outcome"`
 	// Why a run failed (free text without content, at most 200 bytes).
@@ -320,8 +349,6 @@ type Thread struct {
 	State       chat.ThreadState  `json:"state"`
 	LastSeq     int               `json:"lastSeq"`
 	CreatedAt   time.Time         `json:"createdAt"`
-	// History by thread_seq, oldest first; content is cut at message.list_content_max_bytes.
-	Messages *MessagePage `json:"messages"`
 }
 
 type ThreadCreate struct {

@@ -146,7 +146,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		// has a run whose person lost trigger: it only waits to end.
 		return RunContext{}, problem.New(problem.NotFound, "")
 	}
-	if r.TriggerKind != "message" {
+	if r.TriggerKind != domain.TriggerKindMessage {
 		s.log.ErrorContext(ctx, "run context of a run without a message trigger", "run_id", r.ID, "trigger_kind", r.TriggerKind)
 		return RunContext{}, problem.Internal(fmt.Errorf("run %s has trigger kind %s", r.ID, r.TriggerKind))
 	}

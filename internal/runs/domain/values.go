@@ -16,6 +16,9 @@ const (
 	RunCancelled    RunState = "cancelled"
 )
 
+// RunStates are all run states, in the order of the state machine.
+var RunStates = []RunState{RunQueued, RunRunning, RunWaitingInput, RunCompleted, RunFailed, RunCancelled}
+
 // ActiveRunStates are the states of a run that has not ended, in the order
 // of the state machine: the one list every active check and every SQL
 // filter on active runs is built from.

@@ -1,6 +1,9 @@
 package domain_test
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"bothy.example.com/bothy/internal/runs/domain"
@@ -30,5 +33,24 @@ func TestRunStateActive(t *testing.T) {
 func TestActiveRunStatesSQL(t *testing.T) {
 	if want := "'queued', 'running', 'waiting_input'"; domain.ActiveRunStatesSQL != want {
 		t.Fatalf("ActiveRunStatesSQL = %s, want %s", domain.ActiveRunStatesSQL, want)
+	}
+}
+
+// TestActiveRunStatesMatchIndexes: the partial indexes on active runs list
+// the same states in the same order as ActiveRunStatesSQL, so that the
+// statements built from it can use them (a migration cannot import Go).
+func TestActiveRunStatesMatchIndexes(t *testing.T) {
+	for _, tc := range []struct{ file, index string }{
+		{"00003_runs.sql", "runs_one_active ON runs (thread_id)"},
+		{"00003_runs.sql", "runs_active_sweep ON runs (state, last_activity_at)"},
+		{"00005_runtime.sql", "runs_active_by ON runs (triggered_by)"},
+	} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "migrations", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := tc.index + " WHERE state IN (" + domain.ActiveRunStatesSQL + ")"; !strings.Contains(string(b), want) {
+			t.Errorf("%s has no %q", tc.file, want)
+		}
 	}
 }
