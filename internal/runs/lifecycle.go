@@ -258,9 +258,9 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to domain.RunState,
 		return Run{}, nil, err
 	}
 	evs := []events.Event{s.stateChanged(r, channelID)}
-	settled := "dropped"
+	settled := domain.FollowupDropped
 	if to == domain.RunCompleted {
-		settled = "absorbed"
+		settled = domain.FollowupAbsorbed
 	}
 	if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, r.ID, settled); err != nil {
 		return Run{}, nil, problem.Internal(err)

@@ -2,8 +2,9 @@ package domain
 
 import "strings"
 
-// RunState is the state of a run (docs: the run state machine). The values
-// are the stored ones; the GraphQL enum RunState binds to this type.
+// RunState is the state of a run. The values are the stored ones; the
+// GraphQL enums RunState and RunOutcome (the end states an adapter may ask
+// for) bind to this type.
 type RunState string
 
 // The run states.
@@ -56,4 +57,24 @@ const (
 	TriggerKindMessage     TriggerKind = "message"
 	TriggerKindCommand     TriggerKind = "command"
 	TriggerKindInteraction TriggerKind = "interaction"
+)
+
+// FollowupState is the state of a follow-up: a message that joined a run
+// while the run was active.
+type FollowupState string
+
+// The follow-up states.
+const (
+	// FollowupPending: stored, not yet acknowledged by the agent.
+	FollowupPending FollowupState = "pending"
+	// FollowupDelivered: the agent acknowledged the agent.followup that
+	// carried it.
+	FollowupDelivered FollowupState = "delivered"
+	// FollowupAbsorbed: its run completed after delivery.
+	FollowupAbsorbed FollowupState = "absorbed"
+	// FollowupPromoted: it became the trigger of the next run.
+	FollowupPromoted FollowupState = "promoted"
+	// FollowupDropped: its run failed or was cancelled after delivery, or
+	// it never reached a run.
+	FollowupDropped FollowupState = "dropped"
 )
