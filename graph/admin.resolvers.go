@@ -7,7 +7,6 @@ package graph
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"bothy.example.com/bothy/graph/model"
@@ -22,7 +21,7 @@ func (r *mutationResolver) CreatePrincipal(ctx context.Context, input model.Prin
 	if err != nil {
 		return nil, err
 	}
-	made, err := r.Admin.CreatePrincipal(ctx, p, admin.PrincipalInput{Kind: identity.Kind(strings.ToLower(string(input.Kind))),
+	made, err := r.Admin.CreatePrincipal(ctx, p, admin.PrincipalInput{Kind: input.Kind,
 		Handle: input.Handle, DisplayName: input.DisplayName, Email: deref(input.Email), IsOwner: input.IsOwner != nil && *input.IsOwner})
 	if err != nil {
 		return nil, err
@@ -42,8 +41,7 @@ func (r *mutationResolver) UpdatePrincipal(ctx context.Context, id string, input
 	}
 	patch := identity.PrincipalPatch{DisplayName: input.DisplayName, Email: input.Email, IsOwner: input.IsOwner}
 	if input.Status != nil {
-		st := identity.Status(strings.ToLower(string(*input.Status)))
-		patch.Status = &st
+		patch.Status = input.Status
 	}
 	out, err := r.Admin.UpdatePrincipal(ctx, p, id, patch)
 	if err != nil {
@@ -67,7 +65,7 @@ func (r *mutationResolver) CreateToken(ctx context.Context, principalID string, 
 	if err != nil {
 		return nil, err
 	}
-	return &model.TokenCreated{ID: tok.ID, Token: tok.Token, PrincipalID: principalID, Kind: model.TokenKind(strings.ToUpper(tok.Kind)),
+	return &model.TokenCreated{ID: tok.ID, Token: tok.Token, PrincipalID: principalID, Kind: tok.Kind,
 		Label: tok.Label, CreatedAt: tok.CreatedAt, ExpiresAt: tok.ExpiresAt}, nil
 }
 
@@ -136,13 +134,13 @@ func (r *mutationResolver) UnarchiveSpace(ctx context.Context, id string) (*mode
 // CreateChannel is the resolver for the createChannel field.
 func (r *mutationResolver) CreateChannel(ctx context.Context, spaceID string, input model.ChannelCreate) (*model.Channel, error) {
 	return r.channel(ctx, func(p identity.Principal) (chat.Channel, error) {
-		in := admin.ChannelInput{Name: input.Name, Kind: strings.ToLower(string(input.Kind))}
+		in := admin.ChannelInput{Name: input.Name, Kind: input.Kind}
 		if sw := input.Switches; sw != nil {
 			in.Switches = chat.SwitchesPatch{FreeResponse: sw.FreeResponse, AllowMentionedAgents: sw.AllowMentionedAgents,
 				AutoThread: sw.AutoThread, HistoryBackfillLimit: sw.HistoryBackfillLimit}
 		}
 		if op := input.Operator; op != nil {
-			in.OperatorMode, in.OperatorID = strings.ToLower(string(op.Mode)), deref(op.AgentID)
+			in.OperatorMode, in.OperatorID = op.Mode, deref(op.AgentID)
 		}
 		return r.Admin.CreateChannel(ctx, p, spaceID, in)
 	})

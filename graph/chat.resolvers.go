@@ -7,12 +7,10 @@ package graph
 
 import (
 	"context"
-	"strings"
 
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
-	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
@@ -144,9 +142,9 @@ func (r *mutationResolver) CreateGrant(ctx context.Context, input model.GrantCre
 	if err != nil {
 		return nil, err
 	}
-	g, err := r.Admin.CreateGrant(ctx, p, admin.GrantInput{SubjectID: input.SubjectID, SubjectKind: strings.ToLower(string(input.SubjectKind)),
-		TargetKind: authz.ResourceKind(strings.ToLower(string(input.TargetKind))), TargetID: input.TargetID,
-		Level: authz.ParseLevel(strings.ToLower(string(input.Level))), ExpiresAt: input.ExpiresAt})
+	g, err := r.Admin.CreateGrant(ctx, p, admin.GrantInput{SubjectID: input.SubjectID, SubjectKind: input.SubjectKind,
+		TargetKind: input.TargetKind, TargetID: input.TargetID,
+		Level: input.Level, ExpiresAt: input.ExpiresAt})
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +173,7 @@ func (r *mutationResolver) SetChannelOperator(ctx context.Context, channelID str
 	if err := noEmpty(optionalMember{"/agent_id", input.AgentID}); err != nil {
 		return nil, err
 	}
-	c, err := r.Admin.SetOperator(ctx, p, channelID, strings.ToLower(string(input.Mode)), deref(input.AgentID))
+	c, err := r.Admin.SetOperator(ctx, p, channelID, input.Mode, deref(input.AgentID))
 	if err != nil {
 		return nil, err
 	}

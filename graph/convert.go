@@ -3,7 +3,6 @@ package graph
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/authz"
@@ -13,10 +12,12 @@ import (
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // The converters below render module values as GraphQL models. They hold no
-// rule: optional values become nil pointers, enums upper case.
+// rule: optional values become nil pointers; enums are the modules' own
+// types, bound in gqlgen.yml.
 
 func opt(s string) *string {
 	if s == "" {
@@ -32,16 +33,14 @@ func trueOrNil(b bool) *bool {
 	return &b
 }
 
-func upper(s string) string { return strings.ToUpper(s) }
-
 func refModel(r identity.Ref) *model.PrincipalRef {
-	return &model.PrincipalRef{ID: r.ID, Kind: model.PrincipalKind(upper(string(r.Kind))), Handle: r.Handle, DisplayName: r.DisplayName}
+	return &model.PrincipalRef{ID: r.ID, Kind: r.Kind, Handle: r.Handle, DisplayName: r.DisplayName}
 }
 
 func messageModel(m messaging.Message) *model.Message {
 	out := &model.Message{
 		ID: m.ID, ThreadID: m.ThreadID, ChannelID: m.ChannelID, ThreadSeq: int(m.ThreadSeq), Author: refModel(m.Author),
-		Origin: model.MessageOrigin(upper(m.Origin)), Kind: model.MessageKind(upper(m.Kind)), ContentMd: m.ContentMD,
+		Origin: m.Origin, Kind: m.Kind, ContentMd: m.ContentMD,
 		ContentTruncated: trueOrNil(m.ContentTruncated), ReplyToMessageID: opt(m.ReplyToMessageID),
 		Mentions: make([]*model.PrincipalRef, len(m.Mentions)), Attachments: make([]*model.Attachment, len(m.Attachments)),
 		TriggerReason: opt(m.TriggerReason), SystemCode: opt(m.SystemCode), RunID: opt(m.RunID),
@@ -53,27 +52,27 @@ func messageModel(m messaging.Message) *model.Message {
 	for i, a := range m.Attachments {
 		out.Attachments[i] = attachmentModel(a)
 	}
-	if m.TriggerState != "" {
-		ts := model.TriggerState(upper(m.TriggerState))
+	if m.TriggerState != messaging.TriggerNone {
+		ts := m.TriggerState
 		out.TriggerState = &ts
 	}
 	return out
 }
 
 func threadModel(t chat.Thread) *model.Thread {
-	out := &model.Thread{ID: t.ID, ChannelID: t.ChannelID, Kind: model.ThreadKind(upper(t.Kind)),
+	out := &model.Thread{ID: t.ID, ChannelID: t.ChannelID, Kind: t.Kind,
 		ParentMessageID: opt(t.ParentMessageID), OperatorAgentID: opt(t.OperatorAgentID), Title: opt(t.Title),
-		CreatedBy: t.CreatedBy, State: model.ThreadState(upper(t.State)), LastSeq: int(t.LastSeq), CreatedAt: t.CreatedAt}
+		CreatedBy: t.CreatedBy, State: t.State, LastSeq: int(t.LastSeq), CreatedAt: t.CreatedAt}
 	if t.TitleSource != "" {
-		ts := model.TitleSource(upper(t.TitleSource))
+		ts := t.TitleSource
 		out.TitleSource = &ts
 	}
 	return out
 }
 
 func channelModel(c chat.Channel) *model.Channel {
-	return &model.Channel{ID: c.ID, SpaceID: c.SpaceID, Name: c.Name, Kind: model.ChannelKind(upper(c.Kind)),
-		Archived: c.Archived(), OperatorMode: model.OperatorMode(upper(c.OperatorMode)), OperatorAgentID: opt(c.OperatorAgentID),
+	return &model.Channel{ID: c.ID, SpaceID: c.SpaceID, Name: c.Name, Kind: c.Kind,
+		Archived: c.Archived(), OperatorMode: c.OperatorMode, OperatorAgentID: opt(c.OperatorAgentID),
 		EffectiveOperatorID: opt(c.EffectiveOperator()), MainThreadID: opt(c.MainThreadID),
 		Switches: &model.ChannelSwitches{FreeResponse: c.Switches.FreeResponse, AllowMentionedAgents: c.Switches.AllowMentionedAgents,
 			AutoThread: c.Switches.AutoThread, HistoryBackfillLimit: c.Switches.HistoryBackfillLimit}}
@@ -84,16 +83,16 @@ func spaceModel(s chat.Space) *model.Space {
 }
 
 func grantModel(g authz.Grant) *model.Grant {
-	return &model.Grant{ID: g.ID, SubjectID: g.SubjectID, SubjectKind: model.SubjectKind(upper(g.SubjectKind)),
-		TargetKind: model.TargetKind(upper(string(g.TargetKind))), TargetID: g.TargetID,
-		Level: model.GrantLevel(upper(g.Level.String())), ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt, RevokedAt: g.RevokedAt}
+	return &model.Grant{ID: g.ID, SubjectID: g.SubjectID, SubjectKind: g.SubjectKind,
+		TargetKind: g.TargetKind, TargetID: g.TargetID,
+		Level: g.Level, ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt, RevokedAt: g.RevokedAt}
 }
 
 // eventModel renders a client event as its GraphQL object type; the typed
 // members come from the stored payload (the REST shape the event was
 // written in).
 func eventModel(e events.Event) model.Event {
-	base := model.EventBase{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, ChannelID: e.ChannelID, Payload: e.Payload}
+	base := model.EventBase{Seq: itoa64(e.Seq), Type: string(e.Type), CreatedAt: e.CreatedAt, ChannelID: e.ChannelID, Payload: e.Payload}
 	str := func(k string) string { s, _ := e.Payload[k].(string); return s }
 	switch e.Type {
 	case events.MessageCreated, events.MessageDeleted:
@@ -103,7 +102,7 @@ func eventModel(e events.Event) model.Event {
 	case events.RunStateChanged:
 		version, _ := e.Payload["version"].(float64)
 		return &model.RunStateChangedEvent{EventBase: base, RunID: str("id"), ThreadID: str("thread_id"),
-			State: model.RunState(upper(str("state"))), Version: int(version), EndReason: opt(str("end_reason"))}
+			State: domain.RunState(str("state")), Version: int(version), EndReason: opt(str("end_reason"))}
 	case events.ChannelCreated, events.ChannelUpdated:
 		return &model.ChannelEvent{EventBase: base}
 	case events.SpaceCreated, events.SpaceUpdated:
@@ -129,7 +128,7 @@ func unreadable(err error) error {
 func messageInput(in model.MessageCreate) messaging.Input {
 	out := messaging.Input{ClientMsgID: in.ClientMsgID, ContentMD: in.ContentMd}
 	if in.Kind != nil {
-		out.Kind = strings.ToLower(string(*in.Kind))
+		out.Kind = *in.Kind
 	}
 	if in.ReplyToMessageID != nil {
 		out.ReplyToMessageID = *in.ReplyToMessageID
@@ -153,7 +152,7 @@ func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
 // typed members come from the stored payload (ids only). An event type this
 // code does not know is a server fault.
 func agentEventModel(e events.Event) (model.AgentEvent, error) {
-	base := model.AgentEventBase{Seq: itoa64(e.Seq), Type: e.Type, CreatedAt: e.CreatedAt, Payload: e.Payload, RunID: e.RunID}
+	base := model.AgentEventBase{Seq: itoa64(e.Seq), Type: string(e.Type), CreatedAt: e.CreatedAt, Payload: e.Payload, RunID: e.RunID}
 	str := func(k string) string { s, _ := e.Payload[k].(string); return s }
 	switch e.Type {
 	case events.AgentInvocation:
@@ -164,7 +163,7 @@ func agentEventModel(e events.Event) (model.AgentEvent, error) {
 		sess := &model.RunSession{}
 		if m, ok := e.Payload["session"].(map[string]any); ok {
 			mode, _ := m["mode"].(string)
-			sess.Mode = model.SessionMode(upper(mode))
+			sess.Mode = domain.Mode(mode)
 			if id, ok := m["id"].(string); ok {
 				sess.ID = &id
 			}
@@ -180,9 +179,9 @@ func agentEventModel(e events.Event) (model.AgentEvent, error) {
 }
 
 func runModel(r runs.Run) *model.Run {
-	out := &model.Run{ID: r.ID, ThreadID: r.ThreadID, State: model.RunState(upper(r.State)), Version: r.Version,
-		TriggerKind: model.TriggerKind(upper(r.TriggerKind)), TriggeringMessageID: opt(r.TriggeringMessageID),
-		Session:         &model.RunSession{ID: opt(r.SessionID), Mode: model.SessionMode(upper(r.SessionMode))},
+	out := &model.Run{ID: r.ID, ThreadID: r.ThreadID, State: r.State, Version: r.Version,
+		TriggerKind: r.TriggerKind, TriggeringMessageID: opt(r.TriggeringMessageID),
+		Session:         &model.RunSession{ID: opt(r.SessionID), Mode: r.SessionMode},
 		CancelRequested: trueOrNil(r.CancelRequested), QueuedAt: r.QueuedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
 		EndReason: opt(r.EndReason), AgentID: r.AgentID, TriggeredByID: r.TriggeredBy,
 		Attempt: r.Attempt, Holder: opt(r.Holder), LeaseExpiresAt: r.LeaseExpiresAt}
@@ -194,10 +193,10 @@ func runModel(r runs.Run) *model.Run {
 func attachmentModel(a messaging.Attachment) *model.Attachment {
 	status := a.ScanStatus
 	if status == "" {
-		status = "pending"
+		status = messaging.ScanPending
 	}
 	return &model.Attachment{FileID: a.FileID, Name: a.Name, MimeType: a.MIMEType, Size: int(a.Size),
-		ScanStatus: model.ScanStatus(upper(status)), Transcript: opt(a.Transcript)}
+		ScanStatus: status, Transcript: opt(a.Transcript)}
 }
 
 func runReadModel(rd runs.Read) *model.Run {
@@ -215,8 +214,8 @@ func sessionModel(s runs.Session) *model.AgentSession {
 // with its author's public view.
 func contextMessageModel(e runs.FinishedElement, author *model.PrincipalRef) *model.RunContextMessage {
 	return &model.RunContextMessage{MessageID: e.ID, ThreadSeq: int(e.ThreadSeq), CreatedAt: e.CreatedAt, ChannelID: e.ChannelID,
-		Author: author, Role: model.Role(upper(string(e.Role))), Origin: model.MessageOrigin(upper(e.Origin)),
-		Kind: model.MessageKind(upper(e.Kind)), ContentMd: e.ContentMD, Truncated: trueOrNil(e.Truncated),
-		Attachments: []*model.Attachment{}, ReplyToMessageID: opt(e.ReplyToMessageID), Trust: trustModel(e.Trust),
+		Author: author, Role: e.Role, Origin: e.Origin,
+		Kind: e.Kind, ContentMd: e.ContentMD, Truncated: trueOrNil(e.Truncated),
+		Attachments: []*model.Attachment{}, ReplyToMessageID: opt(e.ReplyToMessageID), Trust: e.Trust,
 		AlreadyDelivered: trueOrNil(e.AlreadyDelivered)}
 }

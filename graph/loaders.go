@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/graph-gophers/dataloader/v7"
@@ -16,7 +15,6 @@ import (
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
-	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // Loaders are the per-request dataloaders: field resolvers read through
@@ -400,9 +398,3 @@ func (r *Resolver) finisher(ctx context.Context, l *Loaders, rc *runs.RunContext
 		return contextMessageModel(rc.Finish(e, answers), refs[e.AuthorID])
 	}, nil
 }
-
-// trustModel is the GraphQL enum value of a trust level.
-func trustModel(t domain.Trust) model.Trust { return model.Trust(strings.ToUpper(string(t))) }
-
-// trustDomain is the trust level of a GraphQL enum value.
-func trustDomain(t model.Trust) domain.Trust { return domain.Trust(strings.ToLower(string(t))) }

@@ -5,7 +5,6 @@ package graph
 
 import (
 	"context"
-	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 
@@ -58,10 +57,10 @@ func caller(ctx context.Context) (identity.Principal, error) {
 func principalModel(p identity.Principal) *model.Principal {
 	out := &model.Principal{
 		ID:          p.ID,
-		Kind:        model.PrincipalKind(strings.ToUpper(string(p.Kind))),
+		Kind:        p.Kind,
 		Handle:      p.Handle,
 		DisplayName: p.DisplayName,
-		Status:      model.PrincipalStatus(strings.ToUpper(string(p.Status))),
+		Status:      p.Status,
 		IsOwner:     p.IsOwner,
 		CreatedAt:   p.CreatedAt,
 	}
@@ -160,6 +159,6 @@ func groupModel(g identity.Group) *model.Group {
 }
 
 func tokenModel(t identity.TokenInfo) *model.Token {
-	return &model.Token{ID: t.ID, PrincipalID: t.PrincipalID, Kind: model.TokenKind(strings.ToUpper(t.Kind)), Label: t.Label,
+	return &model.Token{ID: t.ID, PrincipalID: t.PrincipalID, Kind: t.Kind, Label: t.Label,
 		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, LastUsedAt: t.LastUsedAt, RevokedAt: t.RevokedAt}
 }

@@ -50,12 +50,12 @@ func (r *runContextResolver) TrustSummary(ctx context.Context, obj *model.RunCon
 	elems := append(obj.Elements(), followUps...)
 	trusts := make([]domain.Trust, len(elems))
 	for i, e := range elems {
-		trusts[i] = trustDomain(e.Trust)
+		trusts[i] = e.Trust
 	}
 	sum := domain.SummarizeTrust(trusts)
-	out := &model.TrustSummary{Lowest: trustModel(sum.Lowest), Counts: make([]*model.TrustCount, len(sum.Counts))}
+	out := &model.TrustSummary{Lowest: sum.Lowest, Counts: make([]*model.TrustCount, len(sum.Counts))}
 	for i, c := range sum.Counts {
-		out.Counts[i] = &model.TrustCount{Trust: trustModel(c.Trust), Count: c.Count}
+		out.Counts[i] = &model.TrustCount{Trust: c.Trust, Count: c.Count}
 	}
 	return out, nil
 }

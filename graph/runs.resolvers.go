@@ -7,7 +7,6 @@ package graph
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"bothy.example.com/bothy/graph/generated"
@@ -97,7 +96,7 @@ func (r *mutationResolver) FinishRun(ctx context.Context, id string, input model
 	if err := noEmpty(optionalMember{"/reason", input.Reason}); err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Finish(ctx, p, id, strings.ToLower(string(input.Outcome)), deref(input.Reason))
+	run, err := r.Runs.Finish(ctx, p, id, input.Outcome, deref(input.Reason))
 	if err != nil {
 		return nil, err
 	}

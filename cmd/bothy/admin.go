@@ -384,13 +384,13 @@ func adminTokenList(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if *asJSON {
 		type row struct {
-			ID         string     `json:"id"`
-			Kind       string     `json:"kind"`
-			Label      string     `json:"label"`
-			CreatedAt  time.Time  `json:"created_at"`
-			ExpiresAt  *time.Time `json:"expires_at,omitempty"`
-			LastUsedAt *time.Time `json:"last_used_at,omitempty"`
-			RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+			ID         string             `json:"id"`
+			Kind       identity.TokenKind `json:"kind"`
+			Label      string             `json:"label"`
+			CreatedAt  time.Time          `json:"created_at"`
+			ExpiresAt  *time.Time         `json:"expires_at,omitempty"`
+			LastUsedAt *time.Time         `json:"last_used_at,omitempty"`
+			RevokedAt  *time.Time         `json:"revoked_at,omitempty"`
 		}
 		rows := make([]row, len(list))
 		for i, t := range list {

@@ -14,6 +14,11 @@ import (
 
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/graph/scalars"
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/runs/domain"
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
 	gqlparser "github.com/vektah/gqlparser/v2"
@@ -6200,8 +6205,8 @@ func (ec *executionContext) _Attachment_scanStatus(ctx context.Context, field gr
 			return obj.ScanStatus, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.ScanStatus) graphql.Marshaler {
-			return ec.marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐScanStatus(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v messaging.ScanStatus) graphql.Marshaler {
+			return ec.marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6315,8 +6320,8 @@ func (ec *executionContext) _Channel_kind(ctx context.Context, field graphql.Col
 			return obj.Kind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.ChannelKind) graphql.Marshaler {
-			return ec.marshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v chat.ChannelKind) graphql.Marshaler {
+			return ec.marshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐChannelKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6361,8 +6366,8 @@ func (ec *executionContext) _Channel_operatorMode(ctx context.Context, field gra
 			return obj.OperatorMode, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.OperatorMode) graphql.Marshaler {
-			return ec.marshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorMode(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v chat.OperatorMode) graphql.Marshaler {
+			return ec.marshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6825,8 +6830,8 @@ func (ec *executionContext) _Grant_subjectKind(ctx context.Context, field graphq
 			return obj.SubjectKind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.SubjectKind) graphql.Marshaler {
-			return ec.marshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSubjectKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v authz.SubjectKind) graphql.Marshaler {
+			return ec.marshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐSubjectKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6848,8 +6853,8 @@ func (ec *executionContext) _Grant_targetKind(ctx context.Context, field graphql
 			return obj.TargetKind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.TargetKind) graphql.Marshaler {
-			return ec.marshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTargetKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v authz.ResourceKind) graphql.Marshaler {
+			return ec.marshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐResourceKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6894,8 +6899,8 @@ func (ec *executionContext) _Grant_level(ctx context.Context, field graphql.Coll
 			return obj.Level, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.GrantLevel) graphql.Marshaler {
-			return ec.marshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantLevel(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v authz.Level) graphql.Marshaler {
+			return ec.marshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐLevel(ctx, selections, v)
 		},
 		true,
 		true,
@@ -7202,8 +7207,8 @@ func (ec *executionContext) _Message_origin(ctx context.Context, field graphql.C
 			return obj.Origin, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.MessageOrigin) graphql.Marshaler {
-			return ec.marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageOrigin(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v messaging.Origin) graphql.Marshaler {
+			return ec.marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐOrigin(ctx, selections, v)
 		},
 		true,
 		true,
@@ -7225,8 +7230,8 @@ func (ec *executionContext) _Message_kind(ctx context.Context, field graphql.Col
 			return obj.Kind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.MessageKind) graphql.Marshaler {
-			return ec.marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v messaging.Kind) graphql.Marshaler {
+			return ec.marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -7381,8 +7386,8 @@ func (ec *executionContext) _Message_triggerState(ctx context.Context, field gra
 			return obj.TriggerState, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *model.TriggerState) graphql.Marshaler {
-			return ec.marshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerState(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *messaging.TriggerState) graphql.Marshaler {
+			return ec.marshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐTriggerState(ctx, selections, v)
 		},
 		true,
 		false,
@@ -9373,8 +9378,8 @@ func (ec *executionContext) _Principal_kind(ctx context.Context, field graphql.C
 			return obj.Kind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.PrincipalKind) graphql.Marshaler {
-			return ec.marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v identity.Kind) graphql.Marshaler {
+			return ec.marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -9465,8 +9470,8 @@ func (ec *executionContext) _Principal_status(ctx context.Context, field graphql
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.PrincipalStatus) graphql.Marshaler {
-			return ec.marshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v identity.Status) graphql.Marshaler {
+			return ec.marshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus(ctx, selections, v)
 		},
 		true,
 		true,
@@ -9667,8 +9672,8 @@ func (ec *executionContext) _PrincipalRef_kind(ctx context.Context, field graphq
 			return obj.Kind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.PrincipalKind) graphql.Marshaler {
-			return ec.marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v identity.Kind) graphql.Marshaler {
+			return ec.marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -10330,8 +10335,8 @@ func (ec *executionContext) _Run_state(ctx context.Context, field graphql.Collec
 			return obj.State, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.RunState) graphql.Marshaler {
-			return ec.marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v domain.RunState) graphql.Marshaler {
+			return ec.marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState(ctx, selections, v)
 		},
 		true,
 		true,
@@ -10376,8 +10381,8 @@ func (ec *executionContext) _Run_triggerKind(ctx context.Context, field graphql.
 			return obj.TriggerKind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.TriggerKind) graphql.Marshaler {
-			return ec.marshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v domain.TriggerKind) graphql.Marshaler {
+			return ec.marshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTriggerKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11298,8 +11303,8 @@ func (ec *executionContext) _RunContextMessage_role(ctx context.Context, field g
 			return obj.Role, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.Role) graphql.Marshaler {
-			return ec.marshalNRole2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRole(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v domain.Role) graphql.Marshaler {
+			return ec.marshalNRole2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRole(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11321,8 +11326,8 @@ func (ec *executionContext) _RunContextMessage_origin(ctx context.Context, field
 			return obj.Origin, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.MessageOrigin) graphql.Marshaler {
-			return ec.marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageOrigin(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v messaging.Origin) graphql.Marshaler {
+			return ec.marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐOrigin(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11344,8 +11349,8 @@ func (ec *executionContext) _RunContextMessage_kind(ctx context.Context, field g
 			return obj.Kind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.MessageKind) graphql.Marshaler {
-			return ec.marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v messaging.Kind) graphql.Marshaler {
+			return ec.marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11468,8 +11473,8 @@ func (ec *executionContext) _RunContextMessage_trust(ctx context.Context, field 
 			return obj.Trust, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.Trust) graphql.Marshaler {
-			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v domain.Trust) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11537,8 +11542,8 @@ func (ec *executionContext) _RunSession_mode(ctx context.Context, field graphql.
 			return obj.Mode, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.SessionMode) graphql.Marshaler {
-			return ec.marshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSessionMode(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v domain.Mode) graphql.Marshaler {
+			return ec.marshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐMode(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11721,8 +11726,8 @@ func (ec *executionContext) _RunStateChangedEvent_state(ctx context.Context, fie
 			return obj.State, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.RunState) graphql.Marshaler {
-			return ec.marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v domain.RunState) graphql.Marshaler {
+			return ec.marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState(ctx, selections, v)
 		},
 		true,
 		true,
@@ -12218,8 +12223,8 @@ func (ec *executionContext) _Thread_kind(ctx context.Context, field graphql.Coll
 			return obj.Kind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.ThreadKind) graphql.Marshaler {
-			return ec.marshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v chat.ThreadKind) graphql.Marshaler {
+			return ec.marshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -12310,8 +12315,8 @@ func (ec *executionContext) _Thread_titleSource(ctx context.Context, field graph
 			return obj.TitleSource, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *model.TitleSource) graphql.Marshaler {
-			return ec.marshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTitleSource(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *chat.TitleSource) graphql.Marshaler {
+			return ec.marshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐTitleSource(ctx, selections, v)
 		},
 		true,
 		false,
@@ -12356,8 +12361,8 @@ func (ec *executionContext) _Thread_state(ctx context.Context, field graphql.Col
 			return obj.State, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.ThreadState) graphql.Marshaler {
-			return ec.marshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadState(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v chat.ThreadState) graphql.Marshaler {
+			return ec.marshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadState(ctx, selections, v)
 		},
 		true,
 		true,
@@ -12988,8 +12993,8 @@ func (ec *executionContext) _Token_kind(ctx context.Context, field graphql.Colle
 			return obj.Kind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.TokenKind) graphql.Marshaler {
-			return ec.marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v identity.TokenKind) graphql.Marshaler {
+			return ec.marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐTokenKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -13195,8 +13200,8 @@ func (ec *executionContext) _TokenCreated_kind(ctx context.Context, field graphq
 			return obj.Kind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.TokenKind) graphql.Marshaler {
-			return ec.marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenKind(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v identity.TokenKind) graphql.Marshaler {
+			return ec.marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐTokenKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -13319,8 +13324,8 @@ func (ec *executionContext) _TrustCount_trust(ctx context.Context, field graphql
 			return obj.Trust, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.Trust) graphql.Marshaler {
-			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v domain.Trust) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx, selections, v)
 		},
 		true,
 		true,
@@ -13365,8 +13370,8 @@ func (ec *executionContext) _TrustSummary_lowest(ctx context.Context, field grap
 			return obj.Lowest, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.Trust) graphql.Marshaler {
-			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v domain.Trust) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx, selections, v)
 		},
 		true,
 		true,
@@ -14508,7 +14513,7 @@ func (ec *executionContext) unmarshalInputChannelCreate(ctx context.Context, obj
 			it.Name = data
 		case "kind":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
-			data, err := ec.unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx, v)
+			data, err := ec.unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐChannelKind(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -14676,14 +14681,14 @@ func (ec *executionContext) unmarshalInputGrantCreate(ctx context.Context, obj a
 			it.SubjectID = data
 		case "subjectKind":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectKind"))
-			data, err := ec.unmarshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSubjectKind(ctx, v)
+			data, err := ec.unmarshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐSubjectKind(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.SubjectKind = data
 		case "targetKind":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("targetKind"))
-			data, err := ec.unmarshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTargetKind(ctx, v)
+			data, err := ec.unmarshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐResourceKind(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -14697,7 +14702,7 @@ func (ec *executionContext) unmarshalInputGrantCreate(ctx context.Context, obj a
 			it.TargetID = data
 		case "level":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("level"))
-			data, err := ec.unmarshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantLevel(ctx, v)
+			data, err := ec.unmarshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐLevel(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -14760,7 +14765,7 @@ func (ec *executionContext) unmarshalInputMessageCreate(ctx context.Context, obj
 			it.ContentMd = data
 		case "kind":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
-			data, err := ec.unmarshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreateKind(ctx, v)
+			data, err := ec.unmarshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -14816,7 +14821,7 @@ func (ec *executionContext) unmarshalInputOperatorSet(ctx context.Context, obj a
 		switch k {
 		case "mode":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mode"))
-			data, err := ec.unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorMode(ctx, v)
+			data, err := ec.unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -14865,7 +14870,7 @@ func (ec *executionContext) unmarshalInputPrincipalCreate(ctx context.Context, o
 		switch k {
 		case "kind":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
-			data, err := ec.unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalKind(ctx, v)
+			data, err := ec.unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -14949,7 +14954,7 @@ func (ec *executionContext) unmarshalInputPrincipalPatch(ctx context.Context, ob
 			it.Email = data
 		case "status":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
-			data, err := ec.unmarshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx, v)
+			data, err := ec.unmarshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -14998,7 +15003,7 @@ func (ec *executionContext) unmarshalInputRunFinish(ctx context.Context, obj any
 		switch k {
 		case "outcome":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("outcome"))
-			data, err := ec.unmarshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunOutcome(ctx, v)
+			data, err := ec.unmarshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -18542,15 +18547,31 @@ func (ec *executionContext) unmarshalNChannelCreate2bothyᚗexampleᚗcomᚋboth
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx context.Context, v any) (model.ChannelKind, error) {
-	var res model.ChannelKind
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐChannelKind(ctx context.Context, v any) (chat.ChannelKind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐChannelKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelKind(ctx context.Context, sel ast.SelectionSet, v model.ChannelKind) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐChannelKind(ctx context.Context, sel ast.SelectionSet, v chat.ChannelKind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐChannelKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "ChannelKind!")
+	}
+	return res
 }
+
+var (
+	unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐChannelKind = map[string]chat.ChannelKind{
+		"TEXT":  chat.ChannelText,
+		"FORUM": chat.ChannelForum,
+	}
+	marshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐChannelKind = map[chat.ChannelKind]string{
+		chat.ChannelText:  "TEXT",
+		chat.ChannelForum: "FORUM",
+	}
+)
 
 func (ec *executionContext) unmarshalNChannelPatch2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelPatch(ctx context.Context, v any) (model.ChannelPatch, error) {
 	res, err := ec.unmarshalInputChannelPatch(ctx, v)
@@ -18615,15 +18636,33 @@ func (ec *executionContext) unmarshalNGrantCreate2bothyᚗexampleᚗcomᚋbothy�
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantLevel(ctx context.Context, v any) (model.GrantLevel, error) {
-	var res model.GrantLevel
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐLevel(ctx context.Context, v any) (authz.Level, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐLevel[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantLevel(ctx context.Context, sel ast.SelectionSet, v model.GrantLevel) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐLevel(ctx context.Context, sel ast.SelectionSet, v authz.Level) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐLevel[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "GrantLevel!")
+	}
+	return res
 }
+
+var (
+	unmarshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐLevel = map[string]authz.Level{
+		"READ":    authz.Read,
+		"WRITE":   authz.Write,
+		"TRIGGER": authz.Trigger,
+	}
+	marshalNGrantLevel2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐLevel = map[authz.Level]string{
+		authz.Read:    "READ",
+		authz.Write:   "WRITE",
+		authz.Trigger: "TRIGGER",
+	}
+)
 
 func (ec *executionContext) marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
 	if v == nil {
@@ -18742,25 +18781,69 @@ func (ec *executionContext) unmarshalNMessageCreate2ᚖbothyᚗexampleᚗcomᚋb
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageKind(ctx context.Context, v any) (model.MessageKind, error) {
-	var res model.MessageKind
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind(ctx context.Context, v any) (messaging.Kind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageKind(ctx context.Context, sel ast.SelectionSet, v model.MessageKind) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind(ctx context.Context, sel ast.SelectionSet, v messaging.Kind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "MessageKind!")
+	}
+	return res
 }
 
-func (ec *executionContext) unmarshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageOrigin(ctx context.Context, v any) (model.MessageOrigin, error) {
-	var res model.MessageOrigin
-	err := res.UnmarshalGQL(v)
+var (
+	unmarshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind = map[string]messaging.Kind{
+		"TEXT":   messaging.KindText,
+		"VOICE":  messaging.KindVoice,
+		"CARD":   messaging.KindCard,
+		"RUN":    messaging.KindRun,
+		"SYSTEM": messaging.KindSystem,
+	}
+	marshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind = map[messaging.Kind]string{
+		messaging.KindText:   "TEXT",
+		messaging.KindVoice:  "VOICE",
+		messaging.KindCard:   "CARD",
+		messaging.KindRun:    "RUN",
+		messaging.KindSystem: "SYSTEM",
+	}
+)
+
+func (ec *executionContext) unmarshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐOrigin(ctx context.Context, v any) (messaging.Origin, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐOrigin[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageOrigin(ctx context.Context, sel ast.SelectionSet, v model.MessageOrigin) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐOrigin(ctx context.Context, sel ast.SelectionSet, v messaging.Origin) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐOrigin[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "MessageOrigin!")
+	}
+	return res
 }
+
+var (
+	unmarshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐOrigin = map[string]messaging.Origin{
+		"HUMAN":  messaging.OriginHuman,
+		"AGENT":  messaging.OriginAgent,
+		"APP":    messaging.OriginApp,
+		"IMPORT": messaging.OriginImport,
+		"SYSTEM": messaging.OriginSystem,
+	}
+	marshalNMessageOrigin2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐOrigin = map[messaging.Origin]string{
+		messaging.OriginHuman:  "HUMAN",
+		messaging.OriginAgent:  "AGENT",
+		messaging.OriginApp:    "APP",
+		messaging.OriginImport: "IMPORT",
+		messaging.OriginSystem: "SYSTEM",
+	}
+)
 
 func (ec *executionContext) marshalNMessagePage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessagePage(ctx context.Context, sel ast.SelectionSet, v *model.MessagePage) graphql.Marshaler {
 	if v == nil {
@@ -18778,15 +18861,33 @@ func (ec *executionContext) marshalNMessageResult2ᚖbothyᚗexampleᚗcomᚋbot
 	return ec._MessageResult(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorMode(ctx context.Context, v any) (model.OperatorMode, error) {
-	var res model.OperatorMode
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode(ctx context.Context, v any) (chat.OperatorMode, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorMode(ctx context.Context, sel ast.SelectionSet, v model.OperatorMode) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode(ctx context.Context, sel ast.SelectionSet, v chat.OperatorMode) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "OperatorMode!")
+	}
+	return res
 }
+
+var (
+	unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode = map[string]chat.OperatorMode{
+		"INHERIT": chat.OperatorInherit,
+		"AGENT":   chat.OperatorAgent,
+		"NONE":    chat.OperatorNone,
+	}
+	marshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode = map[chat.OperatorMode]string{
+		chat.OperatorInherit: "INHERIT",
+		chat.OperatorAgent:   "AGENT",
+		chat.OperatorNone:    "NONE",
+	}
+)
 
 func (ec *executionContext) unmarshalNOperatorSet2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorSet(ctx context.Context, v any) (model.OperatorSet, error) {
 	res, err := ec.unmarshalInputOperatorSet(ctx, v)
@@ -18830,15 +18931,33 @@ func (ec *executionContext) marshalNPrincipalCreated2ᚖbothyᚗexampleᚗcomᚋ
 	return ec._PrincipalCreated(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalKind(ctx context.Context, v any) (model.PrincipalKind, error) {
-	var res model.PrincipalKind
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind(ctx context.Context, v any) (identity.Kind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalKind(ctx context.Context, sel ast.SelectionSet, v model.PrincipalKind) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind(ctx context.Context, sel ast.SelectionSet, v identity.Kind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "PrincipalKind!")
+	}
+	return res
 }
+
+var (
+	unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind = map[string]identity.Kind{
+		"USER":  identity.KindUser,
+		"AGENT": identity.KindAgent,
+		"APP":   identity.KindApp,
+	}
+	marshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind = map[identity.Kind]string{
+		identity.KindUser:  "USER",
+		identity.KindAgent: "AGENT",
+		identity.KindApp:   "APP",
+	}
+)
 
 func (ec *executionContext) marshalNPrincipalPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalPage(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalPage) graphql.Marshaler {
 	if v == nil {
@@ -18877,25 +18996,63 @@ func (ec *executionContext) marshalNPrincipalRef2ᚖbothyᚗexampleᚗcomᚋboth
 	return ec._PrincipalRef(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx context.Context, v any) (model.PrincipalStatus, error) {
-	var res model.PrincipalStatus
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus(ctx context.Context, v any) (identity.Status, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx context.Context, sel ast.SelectionSet, v model.PrincipalStatus) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus(ctx context.Context, sel ast.SelectionSet, v identity.Status) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "PrincipalStatus!")
+	}
+	return res
 }
 
-func (ec *executionContext) unmarshalNRole2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRole(ctx context.Context, v any) (model.Role, error) {
-	var res model.Role
-	err := res.UnmarshalGQL(v)
+var (
+	unmarshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus = map[string]identity.Status{
+		"ACTIVE":   identity.StatusActive,
+		"PENDING":  identity.StatusPending,
+		"DISABLED": identity.StatusDisabled,
+		"DELETED":  identity.StatusDeleted,
+	}
+	marshalNPrincipalStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus = map[identity.Status]string{
+		identity.StatusActive:   "ACTIVE",
+		identity.StatusPending:  "PENDING",
+		identity.StatusDisabled: "DISABLED",
+		identity.StatusDeleted:  "DELETED",
+	}
+)
+
+func (ec *executionContext) unmarshalNRole2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRole(ctx context.Context, v any) (domain.Role, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNRole2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRole[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNRole2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRole(ctx context.Context, sel ast.SelectionSet, v model.Role) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNRole2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRole(ctx context.Context, sel ast.SelectionSet, v domain.Role) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNRole2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRole[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Role!")
+	}
+	return res
 }
+
+var (
+	unmarshalNRole2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRole = map[string]domain.Role{
+		"USER":      domain.RoleUser,
+		"ASSISTANT": domain.RoleAssistant,
+		"OTHER":     domain.RoleOther,
+	}
+	marshalNRole2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRole = map[domain.Role]string{
+		domain.RoleUser:      "USER",
+		domain.RoleAssistant: "ASSISTANT",
+		domain.RoleOther:     "OTHER",
+	}
+)
 
 func (ec *executionContext) marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {
 	if v == nil {
@@ -18926,15 +19083,33 @@ func (ec *executionContext) unmarshalNRunFinish2bothyᚗexampleᚗcomᚋbothyᚋ
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunOutcome(ctx context.Context, v any) (model.RunOutcome, error) {
-	var res model.RunOutcome
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState(ctx context.Context, v any) (domain.RunState, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunOutcome(ctx context.Context, sel ast.SelectionSet, v model.RunOutcome) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState(ctx context.Context, sel ast.SelectionSet, v domain.RunState) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "RunOutcome!")
+	}
+	return res
 }
+
+var (
+	unmarshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState = map[string]domain.RunState{
+		"COMPLETED": domain.RunCompleted,
+		"FAILED":    domain.RunFailed,
+		"CANCELLED": domain.RunCancelled,
+	}
+	marshalNRunOutcome2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState = map[domain.RunState]string{
+		domain.RunCompleted: "COMPLETED",
+		domain.RunFailed:    "FAILED",
+		domain.RunCancelled: "CANCELLED",
+	}
+)
 
 func (ec *executionContext) marshalNRunSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunSession(ctx context.Context, sel ast.SelectionSet, v *model.RunSession) graphql.Marshaler {
 	if v == nil {
@@ -18944,35 +19119,99 @@ func (ec *executionContext) marshalNRunSession2ᚖbothyᚗexampleᚗcomᚋbothy�
 	return ec._RunSession(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx context.Context, v any) (model.RunState, error) {
-	var res model.RunState
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState(ctx context.Context, v any) (domain.RunState, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunState(ctx context.Context, sel ast.SelectionSet, v model.RunState) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState(ctx context.Context, sel ast.SelectionSet, v domain.RunState) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "RunState!")
+	}
+	return res
 }
 
-func (ec *executionContext) unmarshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐScanStatus(ctx context.Context, v any) (model.ScanStatus, error) {
-	var res model.ScanStatus
-	err := res.UnmarshalGQL(v)
+var (
+	unmarshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState = map[string]domain.RunState{
+		"QUEUED":        domain.RunQueued,
+		"RUNNING":       domain.RunRunning,
+		"WAITING_INPUT": domain.RunWaitingInput,
+		"COMPLETED":     domain.RunCompleted,
+		"FAILED":        domain.RunFailed,
+		"CANCELLED":     domain.RunCancelled,
+	}
+	marshalNRunState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐRunState = map[domain.RunState]string{
+		domain.RunQueued:       "QUEUED",
+		domain.RunRunning:      "RUNNING",
+		domain.RunWaitingInput: "WAITING_INPUT",
+		domain.RunCompleted:    "COMPLETED",
+		domain.RunFailed:       "FAILED",
+		domain.RunCancelled:    "CANCELLED",
+	}
+)
+
+func (ec *executionContext) unmarshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus(ctx context.Context, v any) (messaging.ScanStatus, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐScanStatus(ctx context.Context, sel ast.SelectionSet, v model.ScanStatus) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus(ctx context.Context, sel ast.SelectionSet, v messaging.ScanStatus) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "ScanStatus!")
+	}
+	return res
 }
 
-func (ec *executionContext) unmarshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSessionMode(ctx context.Context, v any) (model.SessionMode, error) {
-	var res model.SessionMode
-	err := res.UnmarshalGQL(v)
+var (
+	unmarshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus = map[string]messaging.ScanStatus{
+		"PENDING":  messaging.ScanPending,
+		"CLEAN":    messaging.ScanClean,
+		"INFECTED": messaging.ScanInfected,
+		"FAILED":   messaging.ScanFailed,
+	}
+	marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus = map[messaging.ScanStatus]string{
+		messaging.ScanPending:  "PENDING",
+		messaging.ScanClean:    "CLEAN",
+		messaging.ScanInfected: "INFECTED",
+		messaging.ScanFailed:   "FAILED",
+	}
+)
+
+func (ec *executionContext) unmarshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐMode(ctx context.Context, v any) (domain.Mode, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐMode[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSessionMode(ctx context.Context, sel ast.SelectionSet, v model.SessionMode) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐMode(ctx context.Context, sel ast.SelectionSet, v domain.Mode) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐMode[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "SessionMode!")
+	}
+	return res
 }
+
+var (
+	unmarshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐMode = map[string]domain.Mode{
+		"GUEST":  domain.ModeGuest,
+		"NEW":    domain.ModeNew,
+		"BIND":   domain.ModeBind,
+		"RESUME": domain.ModeResume,
+	}
+	marshalNSessionMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐMode = map[domain.Mode]string{
+		domain.ModeGuest:  "GUEST",
+		domain.ModeNew:    "NEW",
+		domain.ModeBind:   "BIND",
+		domain.ModeResume: "RESUME",
+	}
+)
 
 func (ec *executionContext) marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx context.Context, sel ast.SelectionSet, v *model.Space) graphql.Marshaler {
 	if v == nil {
@@ -19006,25 +19245,57 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 	return res
 }
 
-func (ec *executionContext) unmarshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSubjectKind(ctx context.Context, v any) (model.SubjectKind, error) {
-	var res model.SubjectKind
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐSubjectKind(ctx context.Context, v any) (authz.SubjectKind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐSubjectKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSubjectKind(ctx context.Context, sel ast.SelectionSet, v model.SubjectKind) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐSubjectKind(ctx context.Context, sel ast.SelectionSet, v authz.SubjectKind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐSubjectKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "SubjectKind!")
+	}
+	return res
 }
 
-func (ec *executionContext) unmarshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTargetKind(ctx context.Context, v any) (model.TargetKind, error) {
-	var res model.TargetKind
-	err := res.UnmarshalGQL(v)
+var (
+	unmarshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐSubjectKind = map[string]authz.SubjectKind{
+		"PRINCIPAL": authz.SubjectPrincipal,
+		"GROUP":     authz.SubjectGroup,
+	}
+	marshalNSubjectKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐSubjectKind = map[authz.SubjectKind]string{
+		authz.SubjectPrincipal: "PRINCIPAL",
+		authz.SubjectGroup:     "GROUP",
+	}
+)
+
+func (ec *executionContext) unmarshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐResourceKind(ctx context.Context, v any) (authz.ResourceKind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐResourceKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTargetKind(ctx context.Context, sel ast.SelectionSet, v model.TargetKind) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐResourceKind(ctx context.Context, sel ast.SelectionSet, v authz.ResourceKind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐResourceKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "TargetKind!")
+	}
+	return res
 }
+
+var (
+	unmarshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐResourceKind = map[string]authz.ResourceKind{
+		"SPACE":   authz.KindSpace,
+		"CHANNEL": authz.KindChannel,
+	}
+	marshalNTargetKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋauthzᚐResourceKind = map[authz.ResourceKind]string{
+		authz.KindSpace:   "SPACE",
+		authz.KindChannel: "CHANNEL",
+	}
+)
 
 func (ec *executionContext) marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx context.Context, sel ast.SelectionSet, v *model.Thread) graphql.Marshaler {
 	if v == nil {
@@ -19047,25 +19318,59 @@ func (ec *executionContext) marshalNThreadCreatedResult2ᚖbothyᚗexampleᚗcom
 	return ec._ThreadCreatedResult(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadKind(ctx context.Context, v any) (model.ThreadKind, error) {
-	var res model.ThreadKind
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadKind(ctx context.Context, v any) (chat.ThreadKind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadKind(ctx context.Context, sel ast.SelectionSet, v model.ThreadKind) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadKind(ctx context.Context, sel ast.SelectionSet, v chat.ThreadKind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "ThreadKind!")
+	}
+	return res
 }
 
-func (ec *executionContext) unmarshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadState(ctx context.Context, v any) (model.ThreadState, error) {
-	var res model.ThreadState
-	err := res.UnmarshalGQL(v)
+var (
+	unmarshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadKind = map[string]chat.ThreadKind{
+		"MAIN":   chat.ThreadMain,
+		"THREAD": chat.ThreadThread,
+		"POST":   chat.ThreadPost,
+	}
+	marshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadKind = map[chat.ThreadKind]string{
+		chat.ThreadMain:   "MAIN",
+		chat.ThreadThread: "THREAD",
+		chat.ThreadPost:   "POST",
+	}
+)
+
+func (ec *executionContext) unmarshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadState(ctx context.Context, v any) (chat.ThreadState, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadState[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadState(ctx context.Context, sel ast.SelectionSet, v model.ThreadState) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadState(ctx context.Context, sel ast.SelectionSet, v chat.ThreadState) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadState[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "ThreadState!")
+	}
+	return res
 }
+
+var (
+	unmarshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadState = map[string]chat.ThreadState{
+		"OPEN": chat.ThreadOpen,
+		"DONE": chat.ThreadDone,
+	}
+	marshalNThreadState2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadState = map[chat.ThreadState]string{
+		chat.ThreadOpen: "OPEN",
+		chat.ThreadDone: "DONE",
+	}
+)
 
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
 	res, err := scalars.UnmarshalTime(v)
@@ -19118,15 +19423,33 @@ func (ec *executionContext) marshalNTokenCreated2ᚖbothyᚗexampleᚗcomᚋboth
 	return ec._TokenCreated(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenKind(ctx context.Context, v any) (model.TokenKind, error) {
-	var res model.TokenKind
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐTokenKind(ctx context.Context, v any) (identity.TokenKind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐTokenKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenKind(ctx context.Context, sel ast.SelectionSet, v model.TokenKind) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐTokenKind(ctx context.Context, sel ast.SelectionSet, v identity.TokenKind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐTokenKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "TokenKind!")
+	}
+	return res
 }
+
+var (
+	unmarshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐTokenKind = map[string]identity.TokenKind{
+		"SESSION": identity.TokenSession,
+		"AGENT":   identity.TokenAgent,
+		"APP":     identity.TokenApp,
+	}
+	marshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐTokenKind = map[identity.TokenKind]string{
+		identity.TokenSession: "SESSION",
+		identity.TokenAgent:   "AGENT",
+		identity.TokenApp:     "APP",
+	}
+)
 
 func (ec *executionContext) marshalNTokenList2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenList(ctx context.Context, sel ast.SelectionSet, v *model.TokenList) graphql.Marshaler {
 	if v == nil {
@@ -19136,25 +19459,65 @@ func (ec *executionContext) marshalNTokenList2ᚖbothyᚗexampleᚗcomᚋbothy�
 	return ec._TokenList(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerKind(ctx context.Context, v any) (model.TriggerKind, error) {
-	var res model.TriggerKind
-	err := res.UnmarshalGQL(v)
+func (ec *executionContext) unmarshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTriggerKind(ctx context.Context, v any) (domain.TriggerKind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTriggerKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerKind(ctx context.Context, sel ast.SelectionSet, v model.TriggerKind) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTriggerKind(ctx context.Context, sel ast.SelectionSet, v domain.TriggerKind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTriggerKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "TriggerKind!")
+	}
+	return res
 }
 
-func (ec *executionContext) unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx context.Context, v any) (model.Trust, error) {
-	var res model.Trust
-	err := res.UnmarshalGQL(v)
+var (
+	unmarshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTriggerKind = map[string]domain.TriggerKind{
+		"MESSAGE":     domain.TriggerKindMessage,
+		"COMMAND":     domain.TriggerKindCommand,
+		"INTERACTION": domain.TriggerKindInteraction,
+	}
+	marshalNTriggerKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTriggerKind = map[domain.TriggerKind]string{
+		domain.TriggerKindMessage:     "MESSAGE",
+		domain.TriggerKindCommand:     "COMMAND",
+		domain.TriggerKindInteraction: "INTERACTION",
+	}
+)
+
+func (ec *executionContext) unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx context.Context, v any) (domain.Trust, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrust(ctx context.Context, sel ast.SelectionSet, v model.Trust) graphql.Marshaler {
-	return v
+func (ec *executionContext) marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx context.Context, sel ast.SelectionSet, v domain.Trust) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Trust!")
+	}
+	return res
 }
+
+var (
+	unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust = map[string]domain.Trust{
+		"TRIGGER":    domain.TrustTrigger,
+		"AUTHORIZED": domain.TrustAuthorized,
+		"SELF":       domain.TrustSelf,
+		"UNVERIFIED": domain.TrustUnverified,
+		"SYSTEM":     domain.TrustSystem,
+	}
+	marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust = map[domain.Trust]string{
+		domain.TrustTrigger:    "TRIGGER",
+		domain.TrustAuthorized: "AUTHORIZED",
+		domain.TrustSelf:       "SELF",
+		domain.TrustUnverified: "UNVERIFIED",
+		domain.TrustSystem:     "SYSTEM",
+	}
+)
 
 func (ec *executionContext) marshalNTrustCount2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTrustCountᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TrustCount) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
@@ -19425,21 +19788,37 @@ func (ec *executionContext) marshalOMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋg
 	return ec._Message(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreateKind(ctx context.Context, v any) (*model.MessageCreateKind, error) {
+func (ec *executionContext) unmarshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind(ctx context.Context, v any) (*messaging.Kind, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var res = new(model.MessageCreateKind)
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreateKind(ctx context.Context, sel ast.SelectionSet, v *model.MessageCreateKind) graphql.Marshaler {
+func (ec *executionContext) marshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind(ctx context.Context, sel ast.SelectionSet, v *messaging.Kind) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
-	return v
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind[*v])
+	return res
 }
+
+var (
+	unmarshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind = map[string]messaging.Kind{
+		"TEXT":  messaging.KindText,
+		"VOICE": messaging.KindVoice,
+		"CARD":  messaging.KindCard,
+	}
+	marshalOMessageCreateKind2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind = map[messaging.Kind]string{
+		messaging.KindText:  "TEXT",
+		messaging.KindVoice: "VOICE",
+		messaging.KindCard:  "CARD",
+	}
+)
 
 func (ec *executionContext) unmarshalOOperatorSet2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorSet(ctx context.Context, v any) (*model.OperatorSet, error) {
 	if v == nil {
@@ -19456,21 +19835,39 @@ func (ec *executionContext) marshalOPrincipalRef2ᚖbothyᚗexampleᚗcomᚋboth
 	return ec._PrincipalRef(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx context.Context, v any) (*model.PrincipalStatus, error) {
+func (ec *executionContext) unmarshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus(ctx context.Context, v any) (*identity.Status, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var res = new(model.PrincipalStatus)
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalStatus(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalStatus) graphql.Marshaler {
+func (ec *executionContext) marshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus(ctx context.Context, sel ast.SelectionSet, v *identity.Status) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
-	return v
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus[*v])
+	return res
 }
+
+var (
+	unmarshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus = map[string]identity.Status{
+		"ACTIVE":   identity.StatusActive,
+		"PENDING":  identity.StatusPending,
+		"DISABLED": identity.StatusDisabled,
+		"DELETED":  identity.StatusDeleted,
+	}
+	marshalOPrincipalStatus2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐStatus = map[identity.Status]string{
+		identity.StatusActive:   "ACTIVE",
+		identity.StatusPending:  "PENDING",
+		identity.StatusDisabled: "DISABLED",
+		identity.StatusDeleted:  "DELETED",
+	}
+)
 
 func (ec *executionContext) marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {
 	if v == nil {
@@ -19543,37 +19940,67 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	return res
 }
 
-func (ec *executionContext) unmarshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTitleSource(ctx context.Context, v any) (*model.TitleSource, error) {
+func (ec *executionContext) unmarshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐTitleSource(ctx context.Context, v any) (*chat.TitleSource, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var res = new(model.TitleSource)
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐTitleSource[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTitleSource(ctx context.Context, sel ast.SelectionSet, v *model.TitleSource) graphql.Marshaler {
+func (ec *executionContext) marshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐTitleSource(ctx context.Context, sel ast.SelectionSet, v *chat.TitleSource) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
-	return v
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐTitleSource[*v])
+	return res
 }
 
-func (ec *executionContext) unmarshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerState(ctx context.Context, v any) (*model.TriggerState, error) {
+var (
+	unmarshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐTitleSource = map[string]chat.TitleSource{
+		"USER": chat.TitleByUser,
+		"AUTO": chat.TitleAuto,
+	}
+	marshalOTitleSource2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐTitleSource = map[chat.TitleSource]string{
+		chat.TitleByUser: "USER",
+		chat.TitleAuto:   "AUTO",
+	}
+)
+
+func (ec *executionContext) unmarshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐTriggerState(ctx context.Context, v any) (*messaging.TriggerState, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var res = new(model.TriggerState)
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐTriggerState[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTriggerState(ctx context.Context, sel ast.SelectionSet, v *model.TriggerState) graphql.Marshaler {
+func (ec *executionContext) marshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐTriggerState(ctx context.Context, sel ast.SelectionSet, v *messaging.TriggerState) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
-	return v
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐTriggerState[*v])
+	return res
 }
+
+var (
+	unmarshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐTriggerState = map[string]messaging.TriggerState{
+		"ACCEPTED": messaging.TriggerAccepted,
+		"FOLLOWUP": messaging.TriggerFollowup,
+		"FAILED":   messaging.TriggerFailed,
+	}
+	marshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐTriggerState = map[messaging.TriggerState]string{
+		messaging.TriggerAccepted: "ACCEPTED",
+		messaging.TriggerFollowup: "FOLLOWUP",
+		messaging.TriggerFailed:   "FAILED",
+	}
+)
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {
 	if v == nil {

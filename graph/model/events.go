@@ -1,6 +1,10 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"bothy.example.com/bothy/internal/runs/domain"
+)
 
 // EventBase holds the members every client event has.
 type EventBase struct {
@@ -53,11 +57,11 @@ type ThreadMovedEvent struct {
 // RunStateChangedEvent is run.state_changed.
 type RunStateChangedEvent struct {
 	EventBase
-	RunID     string   `json:"runId"`
-	ThreadID  string   `json:"threadId"`
-	State     RunState `json:"state"`
-	Version   int      `json:"version"`
-	EndReason *string  `json:"endReason,omitempty"`
+	RunID     string          `json:"runId"`
+	ThreadID  string          `json:"threadId"`
+	State     domain.RunState `json:"state"`
+	Version   int             `json:"version"`
+	EndReason *string         `json:"endReason,omitempty"`
 }
 
 // AccessChangedEvent is access.changed.

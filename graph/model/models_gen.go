@@ -3,11 +3,14 @@
 package model
 
 import (
-	"bytes"
-	"fmt"
-	"io"
-	"strconv"
 	"time"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // An event of the caller's agent stream. Every event type is its own object
@@ -51,22 +54,22 @@ type AgentSession struct {
 
 // A file attached to a message (none exist yet; the list is always present).
 type Attachment struct {
-	FileID     string     `json:"fileId"`
-	Name       string     `json:"name"`
-	MimeType   string     `json:"mimeType"`
-	Size       int        `json:"size"`
-	ScanStatus ScanStatus `json:"scanStatus"`
+	FileID     string               `json:"fileId"`
+	Name       string               `json:"name"`
+	MimeType   string               `json:"mimeType"`
+	Size       int                  `json:"size"`
+	ScanStatus messaging.ScanStatus `json:"scanStatus"`
 	// The transcript of a voice message, when there is one; it carries the trust of its message.
 	Transcript *string `json:"transcript,omitempty"`
 }
 
 type Channel struct {
-	ID           string       `json:"id"`
-	SpaceID      string       `json:"spaceId"`
-	Name         string       `json:"name"`
-	Kind         ChannelKind  `json:"kind"`
-	Archived     bool         `json:"archived"`
-	OperatorMode OperatorMode `json:"operatorMode"`
+	ID           string            `json:"id"`
+	SpaceID      string            `json:"spaceId"`
+	Name         string            `json:"name"`
+	Kind         chat.ChannelKind  `json:"kind"`
+	Archived     bool              `json:"archived"`
+	OperatorMode chat.OperatorMode `json:"operatorMode"`
 	// The agent named by operatorMode AGENT; null for the other modes.
 	OperatorAgentID *string `json:"operatorAgentId,omitempty"`
 	// The agent that answers in this channel now (mode, or the space's default for inherit).
@@ -77,8 +80,8 @@ type Channel struct {
 }
 
 type ChannelCreate struct {
-	Name string      `json:"name"`
-	Kind ChannelKind `json:"kind"`
+	Name string           `json:"name"`
+	Kind chat.ChannelKind `json:"kind"`
 	// Switches that differ from the defaults.
 	Switches *ChannelSwitchesPatch `json:"switches,omitempty"`
 	// The operator mode; INHERIT when absent.
@@ -109,12 +112,12 @@ type EventPage struct {
 }
 
 type Grant struct {
-	ID          string      `json:"id"`
-	SubjectID   string      `json:"subjectId"`
-	SubjectKind SubjectKind `json:"subjectKind"`
-	TargetKind  TargetKind  `json:"targetKind"`
-	TargetID    string      `json:"targetId"`
-	Level       GrantLevel  `json:"level"`
+	ID          string             `json:"id"`
+	SubjectID   string             `json:"subjectId"`
+	SubjectKind authz.SubjectKind  `json:"subjectKind"`
+	TargetKind  authz.ResourceKind `json:"targetKind"`
+	TargetID    string             `json:"targetId"`
+	Level       authz.Level        `json:"level"`
 	// When the grant ends by itself; null for no end.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
@@ -123,11 +126,11 @@ type Grant struct {
 }
 
 type GrantCreate struct {
-	SubjectID   string      `json:"subjectId"`
-	SubjectKind SubjectKind `json:"subjectKind"`
-	TargetKind  TargetKind  `json:"targetKind"`
-	TargetID    string      `json:"targetId"`
-	Level       GrantLevel  `json:"level"`
+	SubjectID   string             `json:"subjectId"`
+	SubjectKind authz.SubjectKind  `json:"subjectKind"`
+	TargetKind  authz.ResourceKind `json:"targetKind"`
+	TargetID    string             `json:"targetId"`
+	Level       authz.Level        `json:"level"`
 	// When the grant ends by itself; omit it or send null for no end.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
@@ -142,14 +145,14 @@ type Group struct {
 }
 
 type Message struct {
-	ID        string        `json:"id"`
-	ThreadID  string        `json:"threadId"`
-	ChannelID string        `json:"channelId"`
-	ThreadSeq int           `json:"threadSeq"`
-	Author    *PrincipalRef `json:"author"`
-	Origin    MessageOrigin `json:"origin"`
-	Kind      MessageKind   `json:"kind"`
-	ContentMd string        `json:"contentMd"`
+	ID        string           `json:"id"`
+	ThreadID  string           `json:"threadId"`
+	ChannelID string           `json:"channelId"`
+	ThreadSeq int              `json:"threadSeq"`
+	Author    *PrincipalRef    `json:"author"`
+	Origin    messaging.Origin `json:"origin"`
+	Kind      messaging.Kind   `json:"kind"`
+	ContentMd string           `json:"contentMd"`
 	// True only when a history list cut the content.
 	ContentTruncated *bool `json:"contentTruncated,omitempty"`
 	// The message this one answers; null when it answers none.
@@ -157,7 +160,7 @@ type Message struct {
 	Mentions         []*PrincipalRef `json:"mentions"`
 	Attachments      []*Attachment   `json:"attachments"`
 	// What this message set in motion; null when it addressed no agent (and always for agents' and apps' messages).
-	TriggerState *TriggerState `json:"triggerState,omitempty"`
+	TriggerState *messaging.TriggerState `json:"triggerState,omitempty"`
 	// Why a trigger failed (with triggerState FAILED); null otherwise.
 	TriggerReason *string `json:"triggerReason,omitempty"`
 	// The code of a system message; null for every other kind.
@@ -167,16 +170,12 @@ type Message struct {
 	// True only for a tombstone.
 	Deleted   *bool     `json:"deleted,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
-	// The thread this message started: the new thread of a trigger, or a thread
-	// opened on the message (parentMessageId). Null when the message started
-	// none, or when the reader may not read that thread.
-	StartedThread *Thread `json:"startedThread,omitempty"`
 }
 
 type MessageCreate struct {
-	ClientMsgID string             `json:"clientMsgId"`
-	ContentMd   string             `json:"contentMd"`
-	Kind        *MessageCreateKind `json:"kind,omitempty"`
+	ClientMsgID string          `json:"clientMsgId"`
+	ContentMd   string          `json:"contentMd"`
+	Kind        *messaging.Kind `json:"kind,omitempty"`
 	// The message this one answers; omit it or send null for none (an empty string is refused).
 	ReplyToMessageID *string `json:"replyToMessageId,omitempty"`
 	// Agents only: the run this answer belongs to.
@@ -199,7 +198,7 @@ type Mutation struct {
 }
 
 type OperatorSet struct {
-	Mode OperatorMode `json:"mode"`
+	Mode chat.OperatorMode `json:"mode"`
 	// The agent, with mode AGENT only; omit it or send null for the other modes.
 	AgentID *string `json:"agentId,omitempty"`
 }
@@ -207,18 +206,18 @@ type OperatorSet struct {
 // A person, agent or app as the authenticated caller sees itself.
 type Principal struct {
 	ID          string        `json:"id"`
-	Kind        PrincipalKind `json:"kind"`
+	Kind        identity.Kind `json:"kind"`
 	Handle      string        `json:"handle"`
 	DisplayName string        `json:"displayName"`
 	// The caller's own e-mail address; people only.
 	Email     *string         `json:"email,omitempty"`
-	Status    PrincipalStatus `json:"status"`
+	Status    identity.Status `json:"status"`
 	IsOwner   bool            `json:"isOwner"`
 	CreatedAt time.Time       `json:"createdAt"`
 }
 
 type PrincipalCreate struct {
-	Kind PrincipalKind `json:"kind"`
+	Kind identity.Kind `json:"kind"`
 	// Unique, lowercase: [a-z0-9][a-z0-9_-]{1,31}.
 	Handle      string `json:"handle"`
 	DisplayName string `json:"displayName"`
@@ -246,7 +245,7 @@ type PrincipalPatch struct {
 	// People only; an empty string removes the address.
 	Email *string `json:"email,omitempty"`
 	// ACTIVE or DISABLED. A disabled principal's tokens stop working at once.
-	Status *PrincipalStatus `json:"status,omitempty"`
+	Status *identity.Status `json:"status,omitempty"`
 	// People only. The last active owner cannot be demoted.
 	IsOwner *bool `json:"isOwner,omitempty"`
 }
@@ -254,7 +253,7 @@ type PrincipalPatch struct {
 // How a principal is shown to others: never with an e-mail address.
 type PrincipalRef struct {
 	ID          string        `json:"id"`
-	Kind        PrincipalKind `json:"kind"`
+	Kind        identity.Kind `json:"kind"`
 	Handle      string        `json:"handle"`
 	DisplayName string        `json:"displayName"`
 }
@@ -262,8 +261,40 @@ type PrincipalRef struct {
 type Query struct {
 }
 
+type Run struct {
+	ID          string             `json:"id"`
+	ThreadID    string             `json:"threadId"`
+	State       domain.RunState    `json:"state"`
+	Version     int                `json:"version"`
+	TriggerKind domain.TriggerKind `json:"triggerKind"`
+	// The message that started the run; null for a run not started by a message.
+	TriggeringMessageID *string     `json:"triggeringMessageId,omitempty"`
+	Session             *RunSession `json:"session"`
+	// True only while a cancel waits for the adapter's confirmation.
+	CancelRequested *bool     `json:"cancelRequested,omitempty"`
+	QueuedAt        time.Time `json:"queuedAt"`
+	// Null until the agent started the run.
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+	// Null while the run has not ended.
+	EndedAt *time.Time `json:"endedAt,omitempty"`
+	// Why the run ended (for example timeout, or the reason of finishRun); null while it runs and when no reason was given.
+	EndReason *string `json:"endReason,omitempty"`
+	// The run's invocation: 1, one more each time an expired lease put it back to queued.
+	Attempt int `json:"attempt"`
+	// The adapter process that holds the run while it is running or waiting (absent for the anonymous holder and when unclaimed).
+	Holder *string `json:"holder,omitempty"`
+	// When the holder's claim lapses unless renewed (run.lease_timeout after its last call on the run).
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	// AgentID is the run's agent (resolved by the agent field).
+	AgentID string `json:"-"`
+	// Read is how the request read the run, when it did (the context field reuses its decision).
+	Read *runs.Read `json:"-"`
+	// TriggeredByID is the triggering person, if any (triggeredBy field).
+	TriggeredByID string `json:"-"`
+}
+
 type RunFinish struct {
-	Outcome RunOutcome `json:"outcome"`
+	Outcome domain.RunState `json:"outcome"`
 	// Why a run failed (free text without content, at most 200 bytes).
 	Reason *string `json:"reason,omitempty"`
 }
@@ -271,7 +302,7 @@ type RunFinish struct {
 // A run's session as the run sees it: null id for a guest run.
 type RunSession struct {
 	ID   *string     `json:"id,omitempty"`
-	Mode SessionMode `json:"mode"`
+	Mode domain.Mode `json:"mode"`
 }
 
 type Space struct {
@@ -303,9 +334,9 @@ type Subscription struct {
 }
 
 type Thread struct {
-	ID        string     `json:"id"`
-	ChannelID string     `json:"channelId"`
-	Kind      ThreadKind `json:"kind"`
+	ID        string          `json:"id"`
+	ChannelID string          `json:"channelId"`
+	Kind      chat.ThreadKind `json:"kind"`
 	// The message this thread was started on; null for a main thread and a thread started without one.
 	ParentMessageID *string `json:"parentMessageId,omitempty"`
 	// The agent fixed as this thread's operator (a trigger's new thread); null when the channel's operator applies.
@@ -313,13 +344,11 @@ type Thread struct {
 	// Null when the thread has no title.
 	Title *string `json:"title,omitempty"`
 	// How the title came about; null when there is no title.
-	TitleSource *TitleSource `json:"titleSource,omitempty"`
-	CreatedBy   string       `json:"createdBy"`
-	State       ThreadState  `json:"state"`
-	LastSeq     int          `json:"lastSeq"`
-	CreatedAt   time.Time    `json:"createdAt"`
-	// History by thread_seq, oldest first; content is cut at message.list_content_max_bytes.
-	Messages *MessagePage `json:"messages"`
+	TitleSource *chat.TitleSource `json:"titleSource,omitempty"`
+	CreatedBy   string            `json:"createdBy"`
+	State       chat.ThreadState  `json:"state"`
+	LastSeq     int               `json:"lastSeq"`
+	CreatedAt   time.Time         `json:"createdAt"`
 }
 
 type ThreadCreate struct {
@@ -338,11 +367,11 @@ type ThreadCreatedResult struct {
 
 // A token as listed: never its secret or its hash.
 type Token struct {
-	ID          string    `json:"id"`
-	PrincipalID string    `json:"principalId"`
-	Kind        TokenKind `json:"kind"`
-	Label       string    `json:"label"`
-	CreatedAt   time.Time `json:"createdAt"`
+	ID          string             `json:"id"`
+	PrincipalID string             `json:"principalId"`
+	Kind        identity.TokenKind `json:"kind"`
+	Label       string             `json:"label"`
+	CreatedAt   time.Time          `json:"createdAt"`
 	// Null for a token without expiry.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// When the token last authenticated a request (written at most once a minute); null when never used.
@@ -362,11 +391,11 @@ type TokenCreate struct {
 type TokenCreated struct {
 	ID string `json:"id"`
 	// The secret: send it as `Authorization: Bearer <token>`. It is not stored and never shown again.
-	Token       string    `json:"token"`
-	PrincipalID string    `json:"principalId"`
-	Kind        TokenKind `json:"kind"`
-	Label       string    `json:"label"`
-	CreatedAt   time.Time `json:"createdAt"`
+	Token       string             `json:"token"`
+	PrincipalID string             `json:"principalId"`
+	Kind        identity.TokenKind `json:"kind"`
+	Label       string             `json:"label"`
+	CreatedAt   time.Time          `json:"createdAt"`
 	// Null for a token without expiry.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
@@ -378,1295 +407,14 @@ type TokenList struct {
 
 // How many elements of a run context carry one trust level.
 type TrustCount struct {
-	Trust Trust `json:"trust"`
-	Count int   `json:"count"`
+	Trust domain.Trust `json:"trust"`
+	Count int          `json:"count"`
 }
 
 // How much trust the elements of a run context carry.
 type TrustSummary struct {
 	// The lowest trust of any element (order: UNVERIFIED < SELF < SYSTEM < AUTHORIZED < TRIGGER).
-	Lowest Trust `json:"lowest"`
+	Lowest domain.Trust `json:"lowest"`
 	// One entry per trust level, lowest first, zero counts included.
 	Counts []*TrustCount `json:"counts"`
-}
-
-type ChannelKind string
-
-const (
-	ChannelKindText  ChannelKind = "TEXT"
-	ChannelKindForum ChannelKind = "FORUM"
-)
-
-var AllChannelKind = []ChannelKind{
-	ChannelKindText,
-	ChannelKindForum,
-}
-
-func (e ChannelKind) IsValid() bool {
-	switch e {
-	case ChannelKindText, ChannelKindForum:
-		return true
-	}
-	return false
-}
-
-func (e ChannelKind) String() string {
-	return string(e)
-}
-
-func (e *ChannelKind) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = ChannelKind(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid ChannelKind", str)
-	}
-	return nil
-}
-
-func (e ChannelKind) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *ChannelKind) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e ChannelKind) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-// Rights levels, ordered NONE < READ < WRITE < TRIGGER.
-type GrantLevel string
-
-const (
-	GrantLevelRead    GrantLevel = "READ"
-	GrantLevelWrite   GrantLevel = "WRITE"
-	GrantLevelTrigger GrantLevel = "TRIGGER"
-)
-
-var AllGrantLevel = []GrantLevel{
-	GrantLevelRead,
-	GrantLevelWrite,
-	GrantLevelTrigger,
-}
-
-func (e GrantLevel) IsValid() bool {
-	switch e {
-	case GrantLevelRead, GrantLevelWrite, GrantLevelTrigger:
-		return true
-	}
-	return false
-}
-
-func (e GrantLevel) String() string {
-	return string(e)
-}
-
-func (e *GrantLevel) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = GrantLevel(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid GrantLevel", str)
-	}
-	return nil
-}
-
-func (e GrantLevel) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *GrantLevel) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e GrantLevel) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-// The kinds a client may send; system and run messages are written only by the server.
-type MessageCreateKind string
-
-const (
-	MessageCreateKindText  MessageCreateKind = "TEXT"
-	MessageCreateKindVoice MessageCreateKind = "VOICE"
-	MessageCreateKindCard  MessageCreateKind = "CARD"
-)
-
-var AllMessageCreateKind = []MessageCreateKind{
-	MessageCreateKindText,
-	MessageCreateKindVoice,
-	MessageCreateKindCard,
-}
-
-func (e MessageCreateKind) IsValid() bool {
-	switch e {
-	case MessageCreateKindText, MessageCreateKindVoice, MessageCreateKindCard:
-		return true
-	}
-	return false
-}
-
-func (e MessageCreateKind) String() string {
-	return string(e)
-}
-
-func (e *MessageCreateKind) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = MessageCreateKind(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid MessageCreateKind", str)
-	}
-	return nil
-}
-
-func (e MessageCreateKind) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *MessageCreateKind) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e MessageCreateKind) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type MessageKind string
-
-const (
-	MessageKindText   MessageKind = "TEXT"
-	MessageKindVoice  MessageKind = "VOICE"
-	MessageKindCard   MessageKind = "CARD"
-	MessageKindRun    MessageKind = "RUN"
-	MessageKindSystem MessageKind = "SYSTEM"
-)
-
-var AllMessageKind = []MessageKind{
-	MessageKindText,
-	MessageKindVoice,
-	MessageKindCard,
-	MessageKindRun,
-	MessageKindSystem,
-}
-
-func (e MessageKind) IsValid() bool {
-	switch e {
-	case MessageKindText, MessageKindVoice, MessageKindCard, MessageKindRun, MessageKindSystem:
-		return true
-	}
-	return false
-}
-
-func (e MessageKind) String() string {
-	return string(e)
-}
-
-func (e *MessageKind) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = MessageKind(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid MessageKind", str)
-	}
-	return nil
-}
-
-func (e MessageKind) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *MessageKind) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e MessageKind) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type MessageOrigin string
-
-const (
-	MessageOriginHuman  MessageOrigin = "HUMAN"
-	MessageOriginAgent  MessageOrigin = "AGENT"
-	MessageOriginApp    MessageOrigin = "APP"
-	MessageOriginImport MessageOrigin = "IMPORT"
-	MessageOriginSystem MessageOrigin = "SYSTEM"
-)
-
-var AllMessageOrigin = []MessageOrigin{
-	MessageOriginHuman,
-	MessageOriginAgent,
-	MessageOriginApp,
-	MessageOriginImport,
-	MessageOriginSystem,
-}
-
-func (e MessageOrigin) IsValid() bool {
-	switch e {
-	case MessageOriginHuman, MessageOriginAgent, MessageOriginApp, MessageOriginImport, MessageOriginSystem:
-		return true
-	}
-	return false
-}
-
-func (e MessageOrigin) String() string {
-	return string(e)
-}
-
-func (e *MessageOrigin) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = MessageOrigin(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid MessageOrigin", str)
-	}
-	return nil
-}
-
-func (e MessageOrigin) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *MessageOrigin) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e MessageOrigin) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type OperatorMode string
-
-const (
-	OperatorModeInherit OperatorMode = "INHERIT"
-	OperatorModeAgent   OperatorMode = "AGENT"
-	OperatorModeNone    OperatorMode = "NONE"
-)
-
-var AllOperatorMode = []OperatorMode{
-	OperatorModeInherit,
-	OperatorModeAgent,
-	OperatorModeNone,
-}
-
-func (e OperatorMode) IsValid() bool {
-	switch e {
-	case OperatorModeInherit, OperatorModeAgent, OperatorModeNone:
-		return true
-	}
-	return false
-}
-
-func (e OperatorMode) String() string {
-	return string(e)
-}
-
-func (e *OperatorMode) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = OperatorMode(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid OperatorMode", str)
-	}
-	return nil
-}
-
-func (e OperatorMode) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *OperatorMode) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e OperatorMode) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-// The kind of a principal.
-type PrincipalKind string
-
-const (
-	PrincipalKindUser  PrincipalKind = "USER"
-	PrincipalKindAgent PrincipalKind = "AGENT"
-	PrincipalKindApp   PrincipalKind = "APP"
-)
-
-var AllPrincipalKind = []PrincipalKind{
-	PrincipalKindUser,
-	PrincipalKindAgent,
-	PrincipalKindApp,
-}
-
-func (e PrincipalKind) IsValid() bool {
-	switch e {
-	case PrincipalKindUser, PrincipalKindAgent, PrincipalKindApp:
-		return true
-	}
-	return false
-}
-
-func (e PrincipalKind) String() string {
-	return string(e)
-}
-
-func (e *PrincipalKind) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = PrincipalKind(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid PrincipalKind", str)
-	}
-	return nil
-}
-
-func (e PrincipalKind) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *PrincipalKind) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e PrincipalKind) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-// The lifecycle state of a principal; only active principals act.
-type PrincipalStatus string
-
-const (
-	PrincipalStatusActive   PrincipalStatus = "ACTIVE"
-	PrincipalStatusPending  PrincipalStatus = "PENDING"
-	PrincipalStatusDisabled PrincipalStatus = "DISABLED"
-	PrincipalStatusDeleted  PrincipalStatus = "DELETED"
-)
-
-var AllPrincipalStatus = []PrincipalStatus{
-	PrincipalStatusActive,
-	PrincipalStatusPending,
-	PrincipalStatusDisabled,
-	PrincipalStatusDeleted,
-}
-
-func (e PrincipalStatus) IsValid() bool {
-	switch e {
-	case PrincipalStatusActive, PrincipalStatusPending, PrincipalStatusDisabled, PrincipalStatusDeleted:
-		return true
-	}
-	return false
-}
-
-func (e PrincipalStatus) String() string {
-	return string(e)
-}
-
-func (e *PrincipalStatus) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = PrincipalStatus(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid PrincipalStatus", str)
-	}
-	return nil
-}
-
-func (e PrincipalStatus) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *PrincipalStatus) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e PrincipalStatus) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type Role string
-
-const (
-	RoleUser      Role = "USER"
-	RoleAssistant Role = "ASSISTANT"
-	RoleOther     Role = "OTHER"
-)
-
-var AllRole = []Role{
-	RoleUser,
-	RoleAssistant,
-	RoleOther,
-}
-
-func (e Role) IsValid() bool {
-	switch e {
-	case RoleUser, RoleAssistant, RoleOther:
-		return true
-	}
-	return false
-}
-
-func (e Role) String() string {
-	return string(e)
-}
-
-func (e *Role) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = Role(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid Role", str)
-	}
-	return nil
-}
-
-func (e Role) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *Role) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e Role) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type RunOutcome string
-
-const (
-	RunOutcomeCompleted RunOutcome = "COMPLETED"
-	RunOutcomeFailed    RunOutcome = "FAILED"
-	RunOutcomeCancelled RunOutcome = "CANCELLED"
-)
-
-var AllRunOutcome = []RunOutcome{
-	RunOutcomeCompleted,
-	RunOutcomeFailed,
-	RunOutcomeCancelled,
-}
-
-func (e RunOutcome) IsValid() bool {
-	switch e {
-	case RunOutcomeCompleted, RunOutcomeFailed, RunOutcomeCancelled:
-		return true
-	}
-	return false
-}
-
-func (e RunOutcome) String() string {
-	return string(e)
-}
-
-func (e *RunOutcome) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = RunOutcome(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid RunOutcome", str)
-	}
-	return nil
-}
-
-func (e RunOutcome) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *RunOutcome) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e RunOutcome) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type RunState string
-
-const (
-	RunStateQueued       RunState = "QUEUED"
-	RunStateRunning      RunState = "RUNNING"
-	RunStateWaitingInput RunState = "WAITING_INPUT"
-	RunStateCompleted    RunState = "COMPLETED"
-	RunStateFailed       RunState = "FAILED"
-	RunStateCancelled    RunState = "CANCELLED"
-)
-
-var AllRunState = []RunState{
-	RunStateQueued,
-	RunStateRunning,
-	RunStateWaitingInput,
-	RunStateCompleted,
-	RunStateFailed,
-	RunStateCancelled,
-}
-
-func (e RunState) IsValid() bool {
-	switch e {
-	case RunStateQueued, RunStateRunning, RunStateWaitingInput, RunStateCompleted, RunStateFailed, RunStateCancelled:
-		return true
-	}
-	return false
-}
-
-func (e RunState) String() string {
-	return string(e)
-}
-
-func (e *RunState) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = RunState(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid RunState", str)
-	}
-	return nil
-}
-
-func (e RunState) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *RunState) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e RunState) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-// Where the malware scan of a file stands.
-type ScanStatus string
-
-const (
-	ScanStatusPending  ScanStatus = "PENDING"
-	ScanStatusClean    ScanStatus = "CLEAN"
-	ScanStatusInfected ScanStatus = "INFECTED"
-	ScanStatusFailed   ScanStatus = "FAILED"
-)
-
-var AllScanStatus = []ScanStatus{
-	ScanStatusPending,
-	ScanStatusClean,
-	ScanStatusInfected,
-	ScanStatusFailed,
-}
-
-func (e ScanStatus) IsValid() bool {
-	switch e {
-	case ScanStatusPending, ScanStatusClean, ScanStatusInfected, ScanStatusFailed:
-		return true
-	}
-	return false
-}
-
-func (e ScanStatus) String() string {
-	return string(e)
-}
-
-func (e *ScanStatus) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = ScanStatus(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid ScanStatus", str)
-	}
-	return nil
-}
-
-func (e ScanStatus) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *ScanStatus) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e ScanStatus) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-// How a run relates to the agent's conversation in the thread.
-type SessionMode string
-
-const (
-	SessionModeGuest  SessionMode = "GUEST"
-	SessionModeNew    SessionMode = "NEW"
-	SessionModeBind   SessionMode = "BIND"
-	SessionModeResume SessionMode = "RESUME"
-)
-
-var AllSessionMode = []SessionMode{
-	SessionModeGuest,
-	SessionModeNew,
-	SessionModeBind,
-	SessionModeResume,
-}
-
-func (e SessionMode) IsValid() bool {
-	switch e {
-	case SessionModeGuest, SessionModeNew, SessionModeBind, SessionModeResume:
-		return true
-	}
-	return false
-}
-
-func (e SessionMode) String() string {
-	return string(e)
-}
-
-func (e *SessionMode) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = SessionMode(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid SessionMode", str)
-	}
-	return nil
-}
-
-func (e SessionMode) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *SessionMode) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e SessionMode) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type SubjectKind string
-
-const (
-	SubjectKindPrincipal SubjectKind = "PRINCIPAL"
-	SubjectKindGroup     SubjectKind = "GROUP"
-)
-
-var AllSubjectKind = []SubjectKind{
-	SubjectKindPrincipal,
-	SubjectKindGroup,
-}
-
-func (e SubjectKind) IsValid() bool {
-	switch e {
-	case SubjectKindPrincipal, SubjectKindGroup:
-		return true
-	}
-	return false
-}
-
-func (e SubjectKind) String() string {
-	return string(e)
-}
-
-func (e *SubjectKind) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = SubjectKind(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid SubjectKind", str)
-	}
-	return nil
-}
-
-func (e SubjectKind) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *SubjectKind) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e SubjectKind) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type TargetKind string
-
-const (
-	TargetKindSpace   TargetKind = "SPACE"
-	TargetKindChannel TargetKind = "CHANNEL"
-)
-
-var AllTargetKind = []TargetKind{
-	TargetKindSpace,
-	TargetKindChannel,
-}
-
-func (e TargetKind) IsValid() bool {
-	switch e {
-	case TargetKindSpace, TargetKindChannel:
-		return true
-	}
-	return false
-}
-
-func (e TargetKind) String() string {
-	return string(e)
-}
-
-func (e *TargetKind) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = TargetKind(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid TargetKind", str)
-	}
-	return nil
-}
-
-func (e TargetKind) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *TargetKind) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e TargetKind) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type ThreadKind string
-
-const (
-	ThreadKindMain   ThreadKind = "MAIN"
-	ThreadKindThread ThreadKind = "THREAD"
-	ThreadKindPost   ThreadKind = "POST"
-)
-
-var AllThreadKind = []ThreadKind{
-	ThreadKindMain,
-	ThreadKindThread,
-	ThreadKindPost,
-}
-
-func (e ThreadKind) IsValid() bool {
-	switch e {
-	case ThreadKindMain, ThreadKindThread, ThreadKindPost:
-		return true
-	}
-	return false
-}
-
-func (e ThreadKind) String() string {
-	return string(e)
-}
-
-func (e *ThreadKind) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = ThreadKind(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid ThreadKind", str)
-	}
-	return nil
-}
-
-func (e ThreadKind) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *ThreadKind) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e ThreadKind) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type ThreadState string
-
-const (
-	ThreadStateOpen ThreadState = "OPEN"
-	ThreadStateDone ThreadState = "DONE"
-)
-
-var AllThreadState = []ThreadState{
-	ThreadStateOpen,
-	ThreadStateDone,
-}
-
-func (e ThreadState) IsValid() bool {
-	switch e {
-	case ThreadStateOpen, ThreadStateDone:
-		return true
-	}
-	return false
-}
-
-func (e ThreadState) String() string {
-	return string(e)
-}
-
-func (e *ThreadState) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = ThreadState(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid ThreadState", str)
-	}
-	return nil
-}
-
-func (e ThreadState) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *ThreadState) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e ThreadState) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type TitleSource string
-
-const (
-	TitleSourceUser TitleSource = "USER"
-	TitleSourceAuto TitleSource = "AUTO"
-)
-
-var AllTitleSource = []TitleSource{
-	TitleSourceUser,
-	TitleSourceAuto,
-}
-
-func (e TitleSource) IsValid() bool {
-	switch e {
-	case TitleSourceUser, TitleSourceAuto:
-		return true
-	}
-	return false
-}
-
-func (e TitleSource) String() string {
-	return string(e)
-}
-
-func (e *TitleSource) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = TitleSource(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid TitleSource", str)
-	}
-	return nil
-}
-
-func (e TitleSource) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *TitleSource) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e TitleSource) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-// The kind of a token, which follows the kind of its holder.
-type TokenKind string
-
-const (
-	TokenKindSession TokenKind = "SESSION"
-	TokenKindAgent   TokenKind = "AGENT"
-	TokenKindApp     TokenKind = "APP"
-)
-
-var AllTokenKind = []TokenKind{
-	TokenKindSession,
-	TokenKindAgent,
-	TokenKindApp,
-}
-
-func (e TokenKind) IsValid() bool {
-	switch e {
-	case TokenKindSession, TokenKindAgent, TokenKindApp:
-		return true
-	}
-	return false
-}
-
-func (e TokenKind) String() string {
-	return string(e)
-}
-
-func (e *TokenKind) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = TokenKind(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid TokenKind", str)
-	}
-	return nil
-}
-
-func (e TokenKind) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *TokenKind) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e TokenKind) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type TriggerKind string
-
-const (
-	TriggerKindMessage     TriggerKind = "MESSAGE"
-	TriggerKindCommand     TriggerKind = "COMMAND"
-	TriggerKindInteraction TriggerKind = "INTERACTION"
-)
-
-var AllTriggerKind = []TriggerKind{
-	TriggerKindMessage,
-	TriggerKindCommand,
-	TriggerKindInteraction,
-}
-
-func (e TriggerKind) IsValid() bool {
-	switch e {
-	case TriggerKindMessage, TriggerKindCommand, TriggerKindInteraction:
-		return true
-	}
-	return false
-}
-
-func (e TriggerKind) String() string {
-	return string(e)
-}
-
-func (e *TriggerKind) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = TriggerKind(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid TriggerKind", str)
-	}
-	return nil
-}
-
-func (e TriggerKind) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *TriggerKind) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e TriggerKind) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-type TriggerState string
-
-const (
-	TriggerStateAccepted TriggerState = "ACCEPTED"
-	TriggerStateFollowup TriggerState = "FOLLOWUP"
-	TriggerStateFailed   TriggerState = "FAILED"
-)
-
-var AllTriggerState = []TriggerState{
-	TriggerStateAccepted,
-	TriggerStateFollowup,
-	TriggerStateFailed,
-}
-
-func (e TriggerState) IsValid() bool {
-	switch e {
-	case TriggerStateAccepted, TriggerStateFollowup, TriggerStateFailed:
-		return true
-	}
-	return false
-}
-
-func (e TriggerState) String() string {
-	return string(e)
-}
-
-func (e *TriggerState) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = TriggerState(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid TriggerState", str)
-	}
-	return nil
-}
-
-func (e TriggerState) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *TriggerState) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e TriggerState) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
-}
-
-// How far an element of a run context may instruct the agent; computed by the server from live rights on each read.
-type Trust string
-
-const (
-	// The request of the person who triggered the run.
-	TrustTrigger Trust = "TRIGGER"
-	// Another active person with trigger on the channel.
-	TrustAuthorized Trust = "AUTHORIZED"
-	// The agent's own earlier message.
-	TrustSelf Trust = "SELF"
-	// People without trigger, other agents, apps and imports: data, never instructions.
-	TrustUnverified Trust = "UNVERIFIED"
-	// A system line.
-	TrustSystem Trust = "SYSTEM"
-)
-
-var AllTrust = []Trust{
-	TrustTrigger,
-	TrustAuthorized,
-	TrustSelf,
-	TrustUnverified,
-	TrustSystem,
-}
-
-func (e Trust) IsValid() bool {
-	switch e {
-	case TrustTrigger, TrustAuthorized, TrustSelf, TrustUnverified, TrustSystem:
-		return true
-	}
-	return false
-}
-
-func (e Trust) String() string {
-	return string(e)
-}
-
-func (e *Trust) UnmarshalGQL(v any) error {
-	str, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("enums must be strings")
-	}
-
-	*e = Trust(str)
-	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid Trust", str)
-	}
-	return nil
-}
-
-func (e Trust) MarshalGQL(w io.Writer) {
-	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
-}
-
-func (e *Trust) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return err
-	}
-	return e.UnmarshalGQL(s)
-}
-
-func (e Trust) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	e.MarshalGQL(&buf)
-	return buf.Bytes(), nil
 }

@@ -10,6 +10,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
+
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // RunContext is the GraphQL model of run_context.v1. Its elements are
@@ -55,20 +58,20 @@ func (rc *RunContext) FollowUps(ctx context.Context) (RunContextMessages, error)
 // element. Every list of context elements (triggerMessage, threadContext,
 // channelContext, follow-ups) shares this type and this writer.
 type RunContextMessage struct {
-	MessageID        string        `json:"messageId"`
-	ThreadSeq        int           `json:"threadSeq"`
-	CreatedAt        time.Time     `json:"createdAt"`
-	ChannelID        string        `json:"channelId"`
-	Author           *PrincipalRef `json:"author"`
-	Role             Role          `json:"role"`
-	Origin           MessageOrigin `json:"origin"`
-	Kind             MessageKind   `json:"kind"`
-	ContentMd        string        `json:"contentMd"`
-	Truncated        *bool         `json:"truncated,omitempty"`
-	Attachments      []*Attachment `json:"attachments"`
-	ReplyToMessageID *string       `json:"replyToMessageId,omitempty"`
-	Trust            Trust         `json:"trust"`
-	AlreadyDelivered *bool         `json:"alreadyDelivered,omitempty"`
+	MessageID        string           `json:"messageId"`
+	ThreadSeq        int              `json:"threadSeq"`
+	CreatedAt        time.Time        `json:"createdAt"`
+	ChannelID        string           `json:"channelId"`
+	Author           *PrincipalRef    `json:"author"`
+	Role             domain.Role      `json:"role"`
+	Origin           messaging.Origin `json:"origin"`
+	Kind             messaging.Kind   `json:"kind"`
+	ContentMd        string           `json:"contentMd"`
+	Truncated        *bool            `json:"truncated,omitempty"`
+	Attachments      []*Attachment    `json:"attachments"`
+	ReplyToMessageID *string          `json:"replyToMessageId,omitempty"`
+	Trust            domain.Trust     `json:"trust"`
+	AlreadyDelivered *bool            `json:"alreadyDelivered,omitempty"`
 }
 
 // RunContextMessages is a list of finished context elements, marshalled
@@ -188,11 +191,11 @@ func (s *selection) appendMessage(buf []byte, m *RunContextMessage) []byte {
 		case "author":
 			buf = appendRef(buf, s.author, m.Author)
 		case "role":
-			buf = appendString(buf, string(m.Role))
+			buf = appendEnum(buf, string(m.Role))
 		case "origin":
-			buf = appendString(buf, string(m.Origin))
+			buf = appendEnum(buf, string(m.Origin))
 		case "kind":
-			buf = appendString(buf, string(m.Kind))
+			buf = appendEnum(buf, string(m.Kind))
 		case "contentMd":
 			buf = appendString(buf, m.ContentMd)
 		case "truncated":
@@ -213,7 +216,7 @@ func (s *selection) appendMessage(buf []byte, m *RunContextMessage) []byte {
 				buf = appendString(buf, *m.ReplyToMessageID)
 			}
 		case "trust":
-			buf = appendString(buf, string(m.Trust))
+			buf = appendEnum(buf, string(m.Trust))
 		case "alreadyDelivered":
 			buf = appendBool(buf, m.AlreadyDelivered)
 		default:
@@ -243,7 +246,7 @@ func appendRef(buf []byte, fields []graphql.CollectedField, r *PrincipalRef) []b
 		case "id":
 			buf = appendString(buf, r.ID)
 		case "kind":
-			buf = appendString(buf, string(r.Kind))
+			buf = appendEnum(buf, string(r.Kind))
 		case "handle":
 			buf = appendString(buf, r.Handle)
 		case "displayName":
@@ -275,7 +278,7 @@ func appendAttachment(buf []byte, fields []graphql.CollectedField, a *Attachment
 		case "size":
 			buf = strconv.AppendInt(buf, int64(a.Size), 10)
 		case "scanStatus":
-			buf = appendString(buf, string(a.ScanStatus))
+			buf = appendEnum(buf, string(a.ScanStatus))
 		case "transcript":
 			if a.Transcript == nil {
 				buf = append(buf, "null"...)
@@ -312,6 +315,22 @@ const hexDigits = "0123456789abcdef"
 // appendString appends s as a JSON string: quote, backslash and control
 // characters escaped, invalid UTF-8 replaced by U+FFFD, everything else
 // as is.
+// appendEnum writes the GraphQL name of an enum value bound to a module
+// type: the stored value upper-cased (the names gqlgen.yml maps, and the
+// rule the REST face converts by; TestAppendEnumNamesSchemaValues holds
+// them together). The values are ASCII, so no escaping is needed.
+func appendEnum(buf []byte, v string) []byte {
+	buf = append(buf, '"')
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	return append(buf, '"')
+}
+
 func appendString(buf []byte, s string) []byte {
 	buf = append(buf, '"')
 	start := 0

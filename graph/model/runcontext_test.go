@@ -12,6 +12,10 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 func collected(names ...string) []graphql.CollectedField {
@@ -54,10 +58,10 @@ func TestContextMarshalerCoversSchema(t *testing.T) {
 	}
 	yes, reply, transcript := true, "m0", "hello"
 	m := &RunContextMessage{MessageID: "m1", ThreadSeq: 7, CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 5e6, time.UTC), ChannelID: "c1",
-		Author: &PrincipalRef{ID: "p1", Kind: "USER", Handle: "alex", DisplayName: "Alex"}, Role: "USER", Origin: "HUMAN", Kind: "TEXT",
+		Author: &PrincipalRef{ID: "p1", Kind: identity.KindUser, Handle: "alex", DisplayName: "Alex"}, Role: domain.RoleUser, Origin: messaging.OriginHuman, Kind: messaging.KindText,
 		ContentMd: "hello", Truncated: &yes, Attachments: []*Attachment{{FileID: "f1", Name: "a.txt", MimeType: "text/plain", Size: 3,
-			ScanStatus: ScanStatusPending, Transcript: &transcript}},
-		ReplyToMessageID: &reply, Trust: "TRIGGER", AlreadyDelivered: &yes}
+			ScanStatus: messaging.ScanPending, Transcript: &transcript}},
+		ReplyToMessageID: &reply, Trust: domain.TrustTrigger, AlreadyDelivered: &yes}
 	sel := &selection{fields: collected(names("RunContextMessage")...), author: collected(names("PrincipalRef")...),
 		attachments: collected(names("Attachment")...)}
 	out := sel.appendMessage(nil, m)
@@ -82,6 +86,46 @@ func TestContextMarshalerCoversSchema(t *testing.T) {
 	}
 	if got["a_createdAt"] != "2026-11-30T12:00:00.005Z" || got["a___typename"] != "RunContextMessage" || got["a_threadSeq"] != 7.0 {
 		t.Errorf("values: %s", out)
+	}
+	if got["a_role"] != "USER" || got["a_origin"] != "HUMAN" || got["a_kind"] != "TEXT" || got["a_trust"] != "TRIGGER" ||
+		got["a_author"].(map[string]any)["a_kind"] != "USER" || got["a_attachments"].([]any)[0].(map[string]any)["a_scanStatus"] != "PENDING" {
+		t.Errorf("enum values: %s", out)
+	}
+}
+
+// TestAppendEnumNamesSchemaValues: the one-pass writer names every value of
+// the enums it writes exactly as the schema does, and every schema value
+// has its constant (the same pairs gqlgen.yml binds).
+func TestAppendEnumNamesSchemaValues(t *testing.T) {
+	schema := loadSchema(t)
+	for _, tc := range []struct {
+		enum   string
+		values []string
+	}{
+		{"Role", []string{string(domain.RoleUser), string(domain.RoleAssistant), string(domain.RoleOther)}},
+		{"Trust", []string{string(domain.TrustTrigger), string(domain.TrustAuthorized), string(domain.TrustSelf),
+			string(domain.TrustUnverified), string(domain.TrustSystem)}},
+		{"MessageOrigin", []string{string(messaging.OriginHuman), string(messaging.OriginAgent), string(messaging.OriginApp),
+			string(messaging.OriginImport), string(messaging.OriginSystem)}},
+		{"MessageKind", []string{string(messaging.KindText), string(messaging.KindVoice), string(messaging.KindCard),
+			string(messaging.KindRun), string(messaging.KindSystem)}},
+		{"PrincipalKind", []string{string(identity.KindUser), string(identity.KindAgent), string(identity.KindApp)}},
+		{"ScanStatus", []string{string(messaging.ScanPending), string(messaging.ScanClean), string(messaging.ScanInfected),
+			string(messaging.ScanFailed)}},
+	} {
+		def := schema.Types[tc.enum]
+		if len(def.EnumValues) != len(tc.values) {
+			t.Errorf("%s: schema has %d values, the test %d", tc.enum, len(def.EnumValues), len(tc.values))
+		}
+		for _, v := range tc.values {
+			var name string
+			if err := json.Unmarshal(appendEnum(nil, v), &name); err != nil {
+				t.Fatalf("%s %q: %v", tc.enum, v, err)
+			}
+			if def.EnumValues.ForName(name) == nil {
+				t.Errorf("%s %q is written as %q, not a schema value", tc.enum, v, name)
+			}
+		}
 	}
 }
 

@@ -96,7 +96,7 @@ func (s *Service) accessLost(ctx context.Context, ids ...string) {
 // GrantInput is the body of a grant create.
 type GrantInput struct {
 	SubjectID   string
-	SubjectKind string // principal or group
+	SubjectKind authz.SubjectKind
 	TargetKind  authz.ResourceKind
 	TargetID    string
 	Level       authz.Level
@@ -112,7 +112,7 @@ func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in 
 	}
 	personOrGroup := true
 	switch in.SubjectKind {
-	case "principal":
+	case authz.SubjectPrincipal:
 		p, err := s.ident.Get(ctx, in.SubjectID)
 		if errors.Is(err, identity.ErrNotFound) {
 			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
@@ -121,7 +121,7 @@ func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in 
 			return authz.Grant{}, problem.Internal(err)
 		}
 		personOrGroup = p.Kind == identity.KindUser
-	case "group":
+	case authz.SubjectGroup:
 		if _, err := s.ident.GetGroup(ctx, nil, in.SubjectID); errors.Is(err, identity.ErrGroupNotFound) {
 			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
 		} else if err != nil {
@@ -172,17 +172,17 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 
 // SetOperator sets the operator mode of channel id (channel.operator.set:
 // owner). Mode agent needs an active agent in agentID; other modes take none.
-func (s *Service) SetOperator(ctx context.Context, actor identity.Principal, id, mode, agentID string) (chat.Channel, error) {
+func (s *Service) SetOperator(ctx context.Context, actor identity.Principal, id string, mode chat.OperatorMode, agentID string) (chat.Channel, error) {
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelOperatorSet, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
 	switch mode {
-	case "agent":
+	case chat.OperatorAgent:
 		p, err := s.ident.Get(ctx, agentID)
 		if err != nil || p.Kind != identity.KindAgent {
 			return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/agent_id", Code: "invalid_reference", Detail: "must name an agent"})
 		}
-	case "inherit", "none":
+	case chat.OperatorInherit, chat.OperatorNone:
 		if agentID != "" {
 			return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/agent_id", Code: "not_allowed", Detail: "only mode agent names an agent"})
 		}

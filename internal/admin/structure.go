@@ -35,8 +35,8 @@ func spacePayload(sp chat.Space) map[string]any {
 }
 
 func channelPayload(c chat.Channel) map[string]any {
-	p := map[string]any{"id": c.ID, "space_id": c.SpaceID, "name": c.Name, "kind": c.Kind, "archived": c.Archived(),
-		"operator_mode": c.OperatorMode}
+	p := map[string]any{"id": c.ID, "space_id": c.SpaceID, "name": c.Name, "kind": string(c.Kind), "archived": c.Archived(),
+		"operator_mode": string(c.OperatorMode)}
 	if c.MainThreadID != "" {
 		p["main_thread_id"] = c.MainThreadID
 	}
@@ -163,9 +163,9 @@ func (s *Service) UnarchiveSpace(ctx context.Context, actor identity.Principal, 
 // (inherit when empty) with its agent for mode agent.
 type ChannelInput struct {
 	Name         string
-	Kind         string
+	Kind         chat.ChannelKind
 	Switches     chat.SwitchesPatch
-	OperatorMode string
+	OperatorMode chat.OperatorMode
 	OperatorID   string
 }
 
@@ -178,11 +178,11 @@ func (s *Service) CreateChannel(ctx context.Context, actor identity.Principal, s
 		return chat.Channel{}, err
 	}
 	switch in.OperatorMode {
-	case "", "inherit", "none":
+	case "", chat.OperatorInherit, chat.OperatorNone:
 		if in.OperatorID != "" {
 			return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/operator/agent_id", Code: "not_allowed", Detail: "only mode agent names an agent"})
 		}
-	case "agent":
+	case chat.OperatorAgent:
 		if err := s.checkAgent(ctx, in.OperatorID, "/operator/agent_id"); err != nil {
 			return chat.Channel{}, err
 		}

@@ -14,11 +14,21 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
+// SubjectKind says whether a grant's subject is a principal or a group (the
+// GraphQL enum SubjectKind binds to it).
+type SubjectKind string
+
+// The subject kinds.
+const (
+	SubjectPrincipal SubjectKind = "principal"
+	SubjectGroup     SubjectKind = "group"
+)
+
 // Grant is a stored grant.
 type Grant struct {
 	ID          string
 	SubjectID   string
-	SubjectKind string // principal or group
+	SubjectKind SubjectKind
 	TargetKind  ResourceKind
 	TargetID    string
 	Level       Level
@@ -31,7 +41,7 @@ type Grant struct {
 // NewGrant describes a grant to store.
 type NewGrant struct {
 	SubjectID   string
-	SubjectKind string // principal or group
+	SubjectKind SubjectKind
 	// SubjectIsPersonOrGroup is false for agents and apps, which can hold at
 	// most write.
 	SubjectIsPersonOrGroup bool
@@ -58,7 +68,7 @@ func (s *Service) CreateGrant(ctx context.Context, q db.Querier, g NewGrant) (Gr
 	out := Grant{ID: ids.New(), SubjectID: g.SubjectID, SubjectKind: g.SubjectKind, TargetKind: g.TargetKind, TargetID: g.TargetID,
 		Level: g.Level, ExpiresAt: g.ExpiresAt, CreatedBy: g.CreatedBy, CreatedAt: now}
 	cols := map[string]any{"id": out.ID, "level": g.Level.String(), "expires_at": g.ExpiresAt, "created_by": g.CreatedBy, "created_at": now}
-	if g.SubjectKind == "group" {
+	if g.SubjectKind == SubjectGroup {
 		cols["subject_group_id"] = g.SubjectID
 	} else {
 		cols["subject_principal_id"] = g.SubjectID

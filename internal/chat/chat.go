@@ -45,9 +45,9 @@ type Channel struct {
 	ID              string
 	SpaceID         string
 	Name            string
-	Kind            string // text or forum
+	Kind            ChannelKind
 	ArchivedAt      *time.Time
-	OperatorMode    string // inherit, agent or none
+	OperatorMode    OperatorMode
 	OperatorAgentID string
 	Switches        Switches
 	// SpaceDefaultOperator and SpaceArchived come from the channel's space.
@@ -60,9 +60,9 @@ type Channel struct {
 // agent gives its agent, none gives none, inherit the space's default.
 func (c Channel) EffectiveOperator() string {
 	switch c.OperatorMode {
-	case "agent":
+	case OperatorAgent:
 		return c.OperatorAgentID
-	case "inherit":
+	case OperatorInherit:
 		return c.SpaceDefaultOperator
 	default:
 		return ""
@@ -76,13 +76,13 @@ func (c Channel) Archived() bool { return c.ArchivedAt != nil || c.SpaceArchived
 type Thread struct {
 	ID              string
 	ChannelID       string
-	Kind            string // main, thread or post
+	Kind            ThreadKind
 	ParentMessageID string
 	OperatorAgentID string
 	Title           string
-	TitleSource     string
+	TitleSource     TitleSource
 	CreatedBy       string
-	State           string // open or done
+	State           ThreadState
 	LastSeq         int64
 	CreatedAt       time.Time
 }
@@ -132,8 +132,8 @@ func (s *Service) CreateSpace(ctx context.Context, q db.Querier, name, defaultOp
 type NewChannel struct {
 	SpaceID              string
 	Name                 string
-	Kind                 string
-	OperatorMode         string
+	Kind                 ChannelKind
+	OperatorMode         OperatorMode
 	OperatorAgentID      string
 	FreeResponse         *bool
 	AllowMentionedAgents *bool
@@ -150,7 +150,7 @@ func (s *Service) CreateChannel(ctx context.Context, q db.Querier, nc NewChannel
 	if err := CheckName(nc.Name, "/name"); err != nil {
 		return Channel{}, err
 	}
-	if nc.Kind != "text" && nc.Kind != "forum" {
+	if nc.Kind != ChannelText && nc.Kind != ChannelForum {
 		return Channel{}, problem.Invalid(problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
 	}
 	if err := s.CheckSwitches(SwitchesPatch{HistoryBackfillLimit: nc.HistoryBackfillLimit}, "/switches"); err != nil {
@@ -170,7 +170,7 @@ func (s *Service) CreateChannel(ctx context.Context, q db.Querier, nc NewChannel
 		sw.HistoryBackfillLimit = *nc.HistoryBackfillLimit
 	}
 	if nc.OperatorMode == "" {
-		nc.OperatorMode = "inherit"
+		nc.OperatorMode = OperatorInherit
 	}
 	id := ids.New()
 	now := s.clock.Now()
@@ -180,9 +180,9 @@ func (s *Service) CreateChannel(ctx context.Context, q db.Querier, nc NewChannel
 	if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
 		return Channel{}, nameConflict(err, "create channel")
 	}
-	if nc.Kind == "text" {
+	if nc.Kind == ChannelText {
 		sqlText, args = db.SQL.Insert("threads").Columns("id", "channel_id", "kind", "created_by", "created_at").
-			Values(ids.New(), id, "main", nc.CreatedBy, now).MustSql()
+			Values(ids.New(), id, ThreadMain, nc.CreatedBy, now).MustSql()
 		if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
 			return Channel{}, fmt.Errorf("create main thread: %w", err)
 		}
@@ -270,7 +270,7 @@ func (s *Service) NextSeq(ctx context.Context, tx db.Querier, threadID string) (
 }
 
 // SetState sets the thread's state (open or done) in tx.
-func (s *Service) SetState(ctx context.Context, tx db.Querier, threadID, state string) error {
+func (s *Service) SetState(ctx context.Context, tx db.Querier, threadID string, state ThreadState) error {
 	_, err := tx.Exec(ctx, `UPDATE threads SET state = $2 WHERE id = $1`, threadID, state)
 	return err
 }
@@ -311,21 +311,21 @@ func DeriveTitle(text string) string {
 // CreateThread stores a new thread (kind post in a forum, thread in a text
 // channel) with the channel's effective operator as its fixed operator.
 func (s *Service) CreateThread(ctx context.Context, tx db.Querier, nt NewThread) (Thread, error) {
-	kind := "thread"
-	if nt.Channel.Kind == "forum" {
-		kind = "post"
+	kind := ThreadThread
+	if nt.Channel.Kind == ChannelForum {
+		kind = ThreadPost
 	}
 	title := strings.TrimSpace(nt.Title)
 	if title == "" {
 		title = DeriveTitle(nt.TitleFrom)
 	}
-	source := "user"
+	source := TitleByUser
 	if nt.ByAgent {
-		source = "auto"
+		source = TitleAuto
 	}
 	t := Thread{ID: ids.New(), ChannelID: nt.Channel.ID, Kind: kind, ParentMessageID: nt.ParentMessageID,
 		OperatorAgentID: nt.Channel.EffectiveOperator(), Title: title, TitleSource: source, CreatedBy: nt.CreatedBy,
-		State: "open", CreatedAt: s.clock.Now()}
+		State: ThreadOpen, CreatedAt: s.clock.Now()}
 	var titleV, sourceV any
 	if title != "" {
 		titleV, sourceV = title, source
@@ -334,7 +334,7 @@ func (s *Service) CreateThread(ctx context.Context, tx db.Querier, nt NewThread)
 	}
 	sqlText, args := db.SQL.Insert("threads").
 		Columns("id", "channel_id", "kind", "parent_message_id", "operator_agent_id", "title", "title_source", "created_by", "state", "created_at").
-		Values(t.ID, t.ChannelID, kind, db.Nullable(t.ParentMessageID), db.Nullable(t.OperatorAgentID), titleV, sourceV, t.CreatedBy, "open", t.CreatedAt).MustSql()
+		Values(t.ID, t.ChannelID, kind, db.Nullable(t.ParentMessageID), db.Nullable(t.OperatorAgentID), titleV, sourceV, t.CreatedBy, ThreadOpen, t.CreatedAt).MustSql()
 	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
 		if db.IsUniqueViolation(err, "threads_parent_unique") {
 			return Thread{}, problem.Newf(problem.Conflict, "parent_has_thread", "the parent message already has a thread")
@@ -358,7 +358,7 @@ func (s *Service) MoveThread(ctx context.Context, tx db.Querier, threadID, chann
 }
 
 // SetOperator sets the operator mode (and agent for mode agent) of a channel.
-func (s *Service) SetOperator(ctx context.Context, tx db.Querier, channelID, mode, agentID string) error {
+func (s *Service) SetOperator(ctx context.Context, tx db.Querier, channelID string, mode OperatorMode, agentID string) error {
 	_, err := tx.Exec(ctx, `UPDATE channels SET operator_mode = $2, operator_agent_id = $3 WHERE id = $1`, channelID, mode, db.Nullable(agentID))
 	return err
 }
@@ -479,10 +479,10 @@ func PathInThread(c Channel, t Thread, kind authz.ResourceKind, id string) authz
 
 // ThreadPayload renders t in the REST shape for event payloads.
 func ThreadPayload(t Thread) map[string]any {
-	p := map[string]any{"id": t.ID, "channel_id": t.ChannelID, "kind": t.Kind, "created_by": t.CreatedBy,
-		"state": t.State, "last_seq": t.LastSeq, "created_at": t.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
+	p := map[string]any{"id": t.ID, "channel_id": t.ChannelID, "kind": string(t.Kind), "created_by": t.CreatedBy,
+		"state": string(t.State), "last_seq": t.LastSeq, "created_at": t.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	for k, v := range map[string]string{"parent_message_id": t.ParentMessageID, "operator_agent_id": t.OperatorAgentID,
-		"title": t.Title, "title_source": t.TitleSource} {
+		"title": t.Title, "title_source": string(t.TitleSource)} {
 		if v != "" {
 			p[k] = v
 		}

@@ -66,17 +66,17 @@ func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id strin
 		if err != nil {
 			return internal(err)
 		}
-		if t.Kind == "main" {
+		if t.Kind == ThreadMain {
 			return problem.Newf(problem.Conflict, "main_thread", "the main thread of a channel cannot be closed")
 		}
 		out = t
-		if t.State == "done" {
+		if t.State == ThreadDone {
 			return nil
 		}
-		if err := u.chat.SetState(ctx, tx, id, "done"); err != nil {
+		if err := u.chat.SetState(ctx, tx, id, ThreadDone); err != nil {
 			return internal(err)
 		}
-		out.State = "done"
+		out.State = ThreadDone
 		return u.events.Append(ctx, tx, events.Event{Type: events.ThreadClosed, ChannelID: t.ChannelID, ThreadID: id, Payload: ThreadPayload(out)})
 	})
 	return out, err
@@ -101,7 +101,7 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		if err != nil {
 			return internal(err)
 		}
-		if t.Kind == "main" {
+		if t.Kind == ThreadMain {
 			return problem.Newf(problem.Conflict, "main_thread", "the main thread of a channel cannot move")
 		}
 		from, err := u.chat.GetChannel(ctx, tx, t.ChannelID)
@@ -123,7 +123,7 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 			return internal(err)
 		}
 		out.ChannelID = target
-		if out.TitleSource == "auto" && out.ParentMessageID != "" {
+		if out.TitleSource == TitleAuto && out.ParentMessageID != "" {
 			out.Title, out.TitleSource = "", "" // see Service.MoveThread
 		}
 		payload := ThreadPayload(out)

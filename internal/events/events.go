@@ -17,31 +17,34 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 )
 
+// Type is the type of an event: a client event's or an agent event's.
+type Type string
+
 // The client event types (docs/design/model.md#events).
 const (
-	MessageCreated  = "message.created"
-	MessageDeleted  = "message.deleted"
-	ThreadCreated   = "thread.created"
-	ThreadReopened  = "thread.reopened"
-	ThreadClosed    = "thread.closed"
-	ThreadMoved     = "thread.moved"
-	RunStateChanged = "run.state_changed"
-	AccessChanged   = "access.changed"
+	MessageCreated  Type = "message.created"
+	MessageDeleted  Type = "message.deleted"
+	ThreadCreated   Type = "thread.created"
+	ThreadReopened  Type = "thread.reopened"
+	ThreadClosed    Type = "thread.closed"
+	ThreadMoved     Type = "thread.moved"
+	RunStateChanged Type = "run.state_changed"
+	AccessChanged   Type = "access.changed"
 	// Administration: a space or channel was created or changed. Space
 	// events belong to the space (no channel); channel events to the
 	// channel.
-	SpaceCreated   = "space.created"
-	SpaceUpdated   = "space.updated"
-	ChannelCreated = "channel.created"
-	ChannelUpdated = "channel.updated"
+	SpaceCreated   Type = "space.created"
+	SpaceUpdated   Type = "space.updated"
+	ChannelCreated Type = "channel.created"
+	ChannelUpdated Type = "channel.updated"
 )
 
 // The agent event types (docs/design/model.md#events); they go to one agent's
 // stream.
 const (
-	AgentInvocation    = "agent.invocation"
-	AgentFollowup      = "agent.followup"
-	RunCancelRequested = "run.cancel_requested"
+	AgentInvocation    Type = "agent.invocation"
+	AgentFollowup      Type = "agent.followup"
+	RunCancelRequested Type = "run.cancel_requested"
 )
 
 // NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel that wakes long
@@ -60,7 +63,7 @@ type Event struct {
 	AgentID   string
 	RunID     string
 	Seq       int64
-	Type      string
+	Type      Type
 	ChannelID string
 	// SpaceID is set instead of ChannelID for events about a space as a
 	// whole (space.created, space.updated).

@@ -225,15 +225,29 @@ const (
 	PrefixApp     = "bothy_p_"
 )
 
+// TokenKind is the kind of a token, fixed by its principal's kind (the
+// GraphQL enum TokenKind binds to it).
+type TokenKind string
+
+// The token kinds.
+const (
+	// TokenSession is a person's token.
+	TokenSession TokenKind = "session"
+	// TokenAgent is an agent's token.
+	TokenAgent TokenKind = "agent"
+	// TokenApp is an app's token.
+	TokenApp TokenKind = "app"
+)
+
 // tokenKind maps a principal kind to the kind and prefix of its tokens.
-func tokenKind(k Kind) (string, string) {
+func tokenKind(k Kind) (TokenKind, string) {
 	switch k {
 	case KindAgent:
-		return "agent", PrefixAgent
+		return TokenAgent, PrefixAgent
 	case KindApp:
-		return "app", PrefixApp
+		return TokenApp, PrefixApp
 	default:
-		return "session", PrefixSession
+		return TokenSession, PrefixSession
 	}
 }
 
@@ -246,7 +260,7 @@ func hashToken(tok string) []byte {
 type IssuedToken struct {
 	ID        string
 	Token     string
-	Kind      string
+	Kind      TokenKind
 	Label     string
 	CreatedAt time.Time
 	ExpiresAt *time.Time

@@ -22,7 +22,7 @@ const LastUsedGranularity = time.Minute
 type TokenInfo struct {
 	ID          string
 	PrincipalID string
-	Kind        string // session, agent or app
+	Kind        TokenKind
 	Label       string
 	CreatedAt   time.Time
 	ExpiresAt   *time.Time

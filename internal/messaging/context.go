@@ -16,8 +16,8 @@ type ContextItem struct {
 	ThreadID         string
 	ThreadSeq        int64
 	AuthorID         string
-	Origin           string
-	Kind             string
+	Origin           Origin
+	Kind             Kind
 	ContentMD        string
 	ReplyToMessageID string
 	Deleted          bool

@@ -20,14 +20,14 @@ type Message struct {
 	ChannelID        string
 	ThreadSeq        int64
 	Author           identity.Ref
-	Origin           string
-	Kind             string
+	Origin           Origin
+	Kind             Kind
 	ContentMD        string
 	ContentTruncated bool
 	ReplyToMessageID string
 	Mentions         []identity.Ref
 	Attachments      []Attachment
-	TriggerState     string
+	TriggerState     TriggerState
 	TriggerReason    string
 	SystemCode       string
 	RunID            string
@@ -43,22 +43,70 @@ type Attachment struct {
 	MIMEType string
 	Size     int64
 	// ScanStatus is pending, clean, infected or failed.
-	ScanStatus string
+	ScanStatus ScanStatus
 	// Transcript is the transcript of a voice message, when there is one.
 	Transcript string
 }
 
-// The origins, set only by the server from the principal.
+// Origin says who wrote a message: set only by the server from the
+// principal (the GraphQL enum MessageOrigin binds to it).
+type Origin string
+
+// The origins.
 const (
-	OriginHuman  = "human"
-	OriginAgent  = "agent"
-	OriginApp    = "app"
-	OriginImport = "import"
-	OriginSystem = "system"
+	OriginHuman  Origin = "human"
+	OriginAgent  Origin = "agent"
+	OriginApp    Origin = "app"
+	OriginImport Origin = "import"
+	OriginSystem Origin = "system"
+)
+
+// Kind is the kind of a message (the GraphQL enums MessageKind and, for the
+// kinds a client may send, MessageCreateKind bind to it).
+type Kind string
+
+// The message kinds; system and run messages are written only by the
+// server.
+const (
+	KindText   Kind = "text"
+	KindVoice  Kind = "voice"
+	KindCard   Kind = "card"
+	KindRun    Kind = "run"
+	KindSystem Kind = "system"
+)
+
+// TriggerState is what the trigger decision recorded on a human message
+// (empty: the message triggered nothing; stored as NULL). The GraphQL enum
+// TriggerState binds to it.
+type TriggerState string
+
+// The trigger states.
+const (
+	// TriggerNone: no addressee, or not a human message.
+	TriggerNone TriggerState = ""
+	// TriggerAccepted: the message started a run.
+	TriggerAccepted TriggerState = "accepted"
+	// TriggerFollowup: the message joined the active run of its addressee.
+	TriggerFollowup TriggerState = "followup"
+	// TriggerFailed: the message addressed an agent that may not answer it;
+	// the trigger reason says why.
+	TriggerFailed TriggerState = "failed"
+)
+
+// ScanStatus is the malware scan state of an attachment (the GraphQL enum
+// ScanStatus binds to it).
+type ScanStatus string
+
+// The scan states.
+const (
+	ScanPending  ScanStatus = "pending"
+	ScanClean    ScanStatus = "clean"
+	ScanInfected ScanStatus = "infected"
+	ScanFailed   ScanStatus = "failed"
 )
 
 // OriginOf returns the origin of a message written with p's token.
-func OriginOf(p identity.Principal) string {
+func OriginOf(p identity.Principal) Origin {
 	switch p.Kind {
 	case identity.KindAgent:
 		return OriginAgent
@@ -85,10 +133,10 @@ func Payload(m Message) map[string]any {
 	}
 	p := map[string]any{
 		"id": m.ID, "thread_id": m.ThreadID, "channel_id": m.ChannelID, "thread_seq": m.ThreadSeq,
-		"author": refPayload(m.Author), "origin": m.Origin, "kind": m.Kind, "content_md": m.ContentMD,
+		"author": refPayload(m.Author), "origin": string(m.Origin), "kind": string(m.Kind), "content_md": m.ContentMD,
 		"mentions": mentions, "attachments": []any{}, "created_at": m.CreatedAt.UTC().Format(timeLayout),
 	}
-	opt := map[string]string{"reply_to_message_id": m.ReplyToMessageID, "trigger_state": m.TriggerState,
+	opt := map[string]string{"reply_to_message_id": m.ReplyToMessageID, "trigger_state": string(m.TriggerState),
 		"trigger_reason": m.TriggerReason, "system_code": m.SystemCode, "run_id": m.RunID}
 	for k, v := range opt {
 		if v != "" {

@@ -86,7 +86,7 @@ func (s *Service) count(ms ...Message) {
 		return
 	}
 	for _, m := range ms {
-		s.created.WithLabelValues(m.Origin).Inc()
+		s.created.WithLabelValues(string(m.Origin)).Inc()
 	}
 }
 
@@ -97,7 +97,7 @@ func (s *Service) Subscribe(sub Subscriber) { s.subscribers = append(s.subscribe
 type Input struct {
 	ClientMsgID      string
 	ContentMD        string
-	Kind             string // text (default), voice or card
+	Kind             Kind // text (default), voice or card
 	ReplyToMessageID string
 	RunID            string
 }
@@ -132,8 +132,8 @@ func ValidateCreate(kind identity.Kind, in Input, ptr string, firstMessage bool,
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/content_md", Code: "required"})
 	}
 	switch in.Kind {
-	case "", "text":
-	case "voice", "card":
+	case "", KindText:
+	case KindVoice, KindCard:
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/kind", Code: "not_enabled", Detail: "voice and card messages are not enabled yet"})
 	default:
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/kind", Code: "invalid_enum"})
@@ -188,13 +188,13 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 			}
 		}
 		var evs []events.Event
-		if thread.State == "done" {
+		if thread.State == chat.ThreadDone {
 			reopen, err := s.reopen(ctx, tx, actor, thread, channel)
 			if err != nil {
 				return err
 			}
 			evs = append(evs, reopen...)
-			thread.State = "open"
+			thread.State = chat.ThreadOpen
 		}
 		m, more, err := s.post(ctx, tx, actor, thread, channel, in, hash)
 		if err != nil {
@@ -275,15 +275,15 @@ func (s *Service) reopen(ctx context.Context, tx pgx.Tx, actor identity.Principa
 		return nil, problem.Internal(err)
 	}
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
-		Origin: OriginSystem, Kind: "system", SystemCode: "thread.reopened", Mentions: []identity.Ref{},
+		Origin: OriginSystem, Kind: KindSystem, SystemCode: "thread.reopened", Mentions: []identity.Ref{},
 		Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
 	if err := s.insert(ctx, tx, m, "", nil); err != nil {
 		return nil, problem.Internal(err)
 	}
-	if err := s.chat.SetState(ctx, tx, thread.ID, "open"); err != nil {
+	if err := s.chat.SetState(ctx, tx, thread.ID, chat.ThreadOpen); err != nil {
 		return nil, problem.Internal(err)
 	}
-	thread.State, thread.LastSeq = "open", seq
+	thread.State, thread.LastSeq = chat.ThreadOpen, seq
 	return []events.Event{
 		{Type: events.ThreadReopened, ChannelID: channel.ID, ThreadID: thread.ID, Payload: chat.ThreadPayload(thread)},
 		{Type: events.MessageCreated, ChannelID: channel.ID, ThreadID: thread.ID, MessageID: m.ID, Payload: Payload(m)},
@@ -310,7 +310,7 @@ func (s *Service) post(ctx context.Context, tx pgx.Tx, actor identity.Principal,
 		}
 	}
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
-		Origin: OriginOf(actor), Kind: "text", ContentMD: in.ContentMD, ReplyToMessageID: in.ReplyToMessageID,
+		Origin: OriginOf(actor), Kind: KindText, ContentMD: in.ContentMD, ReplyToMessageID: in.ReplyToMessageID,
 		Mentions: mentions, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
 	if err := s.insert(ctx, tx, m, in.ClientMsgID, hash); err != nil {
 		if db.IsUniqueViolation(err, "messages_author_principal_id_client_msg_id_key") {
@@ -367,7 +367,7 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 			return problem.Internal(err)
 		}
 		if in.ParentMessageID != "" {
-			if channel.Kind == "forum" {
+			if channel.Kind == chat.ChannelForum {
 				return problem.Invalid(problem.FieldError{Pointer: "/parent_message_id", Code: "invalid_reference", Detail: "a forum post has no parent message"})
 			}
 			if err := s.checkReply(ctx, tx, channel.MainThreadID, in.ParentMessageID, "/parent_message_id"); err != nil {
@@ -544,7 +544,7 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 		if err != nil {
 			return problem.Internal(err)
 		}
-		if r.Kind == "system" || r.Kind == "run" {
+		if r.Kind == KindSystem || r.Kind == KindRun {
 			return problem.Newf(problem.Conflict, "not_deletable", "system lines and run anchors cannot be deleted")
 		}
 		if !r.Deleted {
@@ -613,7 +613,7 @@ func (s *Service) AppendAnchor(ctx context.Context, tx pgx.Tx, t chat.Thread, ch
 		return Message{}, events.Event{}, fmt.Errorf("anchor seq: %w", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: t.ID, ChannelID: channelID, ThreadSeq: seq, Author: agent, Origin: OriginAgent,
-		Kind: "run", RunID: runID, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
+		Kind: KindRun, RunID: runID, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
 	if err := s.insert(ctx, tx, m, "", nil); err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("insert anchor: %w", err)
 	}

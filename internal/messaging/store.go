@@ -102,7 +102,7 @@ func (s *Service) insert(ctx context.Context, tx db.Querier, m Message, clientMs
 		Columns("id", "thread_id", "thread_seq", "author_principal_id", "origin", "kind", "content_md", "reply_to_message_id",
 			"client_msg_id", "client_payload_sha256", "trigger_state", "trigger_reason", "system_code", "run_id", "created_at").
 		Values(m.ID, m.ThreadID, m.ThreadSeq, m.Author.ID, m.Origin, m.Kind, m.ContentMD, db.Nullable(m.ReplyToMessageID),
-			client, hashV, db.Nullable(m.TriggerState), db.Nullable(m.TriggerReason), db.Nullable(m.SystemCode), db.Nullable(m.RunID), m.CreatedAt).MustSql()
+			client, hashV, db.Nullable(string(m.TriggerState)), db.Nullable(m.TriggerReason), db.Nullable(m.SystemCode), db.Nullable(m.RunID), m.CreatedAt).MustSql()
 	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
 		return err
 	}
@@ -129,8 +129,8 @@ func (s *Service) byClientID(ctx context.Context, q db.Querier, authorID, client
 }
 
 // SetTrigger records the trigger decision on message id in tx.
-func (s *Service) SetTrigger(ctx context.Context, tx db.Querier, id, state, reason string) error {
-	_, err := tx.Exec(ctx, `UPDATE messages SET trigger_state = $2, trigger_reason = $3 WHERE id = $1`, id, db.Nullable(state), db.Nullable(reason))
+func (s *Service) SetTrigger(ctx context.Context, tx db.Querier, id string, state TriggerState, reason string) error {
+	_, err := tx.Exec(ctx, `UPDATE messages SET trigger_state = $2, trigger_reason = $3 WHERE id = $1`, id, db.Nullable(string(state)), db.Nullable(reason))
 	return err
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // Keep says how long each kind of row lives; zero keeps it forever.
@@ -63,7 +64,7 @@ func (s *Service) PurgeOnce(ctx context.Context) (Removed, error) {
 		// run are kept.)
 		if r.AgentEvents, err = s.batched(ctx, `DELETE FROM agent_events WHERE seq IN (
 			SELECT e.seq FROM agent_events e JOIN runs ON runs.id = e.run_id
-			WHERE e.created_at < $1 AND runs.state IN ('completed', 'failed', 'cancelled') LIMIT $2)`, now.Add(-s.keep.AgentEvents)); err != nil {
+			WHERE e.created_at < $1 AND runs.state NOT IN (`+domain.ActiveRunStatesSQL+`) LIMIT $2)`, now.Add(-s.keep.AgentEvents)); err != nil {
 			return r, err
 		}
 	}

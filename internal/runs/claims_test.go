@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 func TestValidHolder(t *testing.T) {
@@ -35,7 +36,7 @@ func TestSweepVerdict(t *testing.T) {
 	to := runs.Timeouts{Start: 5 * time.Minute, Stall: 30 * time.Minute, Lease: time.Minute, MaxAttempts: 3, CancelGrace: 30 * time.Second}
 	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
 	base := func(f func(*runs.Run)) runs.Run {
-		r := runs.Run{State: runs.Running, Attempt: 1, LastActivityAt: now.Add(-time.Minute), LeaseExpiresAt: at(30 * time.Second)}
+		r := runs.Run{State: domain.RunRunning, Attempt: 1, LastActivityAt: now.Add(-time.Minute), LeaseExpiresAt: at(30 * time.Second)}
 		f(&r)
 		return r
 	}
@@ -47,20 +48,20 @@ func TestSweepVerdict(t *testing.T) {
 		{"running within its lease", base(func(*runs.Run) {}), runs.SweepNone},
 		{"lease lapsed", base(func(r *runs.Run) { r.LeaseExpiresAt = at(-time.Second) }), runs.SweepRequeue},
 		{"lease lapses exactly now", base(func(r *runs.Run) { r.LeaseExpiresAt = at(0) }), runs.SweepRequeue},
-		{"waiting run's lease lapsed", base(func(r *runs.Run) { r.State = runs.WaitingInput; r.LeaseExpiresAt = at(-time.Second) }), runs.SweepRequeue},
+		{"waiting run's lease lapsed", base(func(r *runs.Run) { r.State = domain.RunWaitingInput; r.LeaseExpiresAt = at(-time.Second) }), runs.SweepRequeue},
 		{"last attempt lapsed", base(func(r *runs.Run) { r.Attempt = 3; r.LeaseExpiresAt = at(-time.Second) }), runs.SweepLeaseExpired},
 		{"stalled although renewed", base(func(r *runs.Run) { r.LastActivityAt = now.Add(-31 * time.Minute) }), runs.SweepTimeout},
 		{"stall before lease", base(func(r *runs.Run) { r.LastActivityAt = now.Add(-31 * time.Minute); r.LeaseExpiresAt = at(-time.Hour) }), runs.SweepTimeout},
-		{"queued in time", base(func(r *runs.Run) { r.State = runs.Queued; r.LeaseExpiresAt = nil }), runs.SweepNone},
+		{"queued in time", base(func(r *runs.Run) { r.State = domain.RunQueued; r.LeaseExpiresAt = nil }), runs.SweepNone},
 		{"queued too long", base(func(r *runs.Run) {
-			r.State = runs.Queued
+			r.State = domain.RunQueued
 			r.LeaseExpiresAt = nil
 			r.LastActivityAt = now.Add(-6 * time.Minute)
 		}), runs.SweepTimeout},
 		{"trigger lost within the grace", base(func(r *runs.Run) { r.TriggerLostAt = at(-10 * time.Second) }), runs.SweepNone},
 		{"trigger lost, grace over", base(func(r *runs.Run) { r.TriggerLostAt = at(-30 * time.Second) }), runs.SweepRevoked},
 		{"revocation before lease", base(func(r *runs.Run) { r.TriggerLostAt = at(-time.Minute); r.LeaseExpiresAt = at(-time.Second) }), runs.SweepRevoked},
-		{"ended", base(func(r *runs.Run) { r.State = runs.Completed; r.LeaseExpiresAt = at(-time.Hour) }), runs.SweepNone},
+		{"ended", base(func(r *runs.Run) { r.State = domain.RunCompleted; r.LeaseExpiresAt = at(-time.Hour) }), runs.SweepNone},
 	}
 	for _, tc := range tests {
 		if got := runs.SweepVerdict(tc.run, now, to); got != tc.want {

@@ -118,7 +118,7 @@ type RunContext struct {
 	Parties     domain.RunParties
 	ChannelPath authz.Path
 	SessionID   string
-	Mode        string
+	Mode        domain.Mode
 	// ThreadPath and Grant let the follow-ups (read through a loader) pass
 	// the same filter as the other elements; MessageMaxBytes cuts them.
 	ThreadPath      authz.Path
@@ -139,12 +139,12 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		}
 	}
 	r, t, c := rd.Run, rd.Thread, rd.Channel
-	if !Active(r.State) || r.TriggeringMessageID == "" || r.TriggerLostAt != nil {
+	if !r.State.Active() || r.TriggeringMessageID == "" || r.TriggerLostAt != nil {
 		// An ended run has no context: the same 404 as an unknown run. So
 		// has a run whose person lost trigger: it only waits to end.
 		return RunContext{}, problem.New(problem.NotFound, "")
 	}
-	if r.TriggerKind != "message" {
+	if r.TriggerKind != domain.TriggerKindMessage {
 		s.log.ErrorContext(ctx, "run context of a run without a message trigger", "run_id", r.ID, "trigger_kind", r.TriggerKind)
 		return RunContext{}, problem.Internal(fmt.Errorf("run %s has trigger kind %s", r.ID, r.TriggerKind))
 	}

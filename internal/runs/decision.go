@@ -3,13 +3,11 @@
 // and each agent's event stream.
 package runs
 
-// Trigger states and reasons written on a human message
-// (docs/design/runs.md#trigger-decision).
-const (
-	StateAccepted = "accepted"
-	StateFollowup = "followup"
-	StateFailed   = "failed"
+import "bothy.example.com/bothy/internal/messaging"
 
+// Trigger reasons written on a human message with trigger state failed
+// (docs/design/runs.md#trigger-decision); the trigger states are messaging.TriggerState.
+const (
 	ReasonAgentNotAllowed   = "agent_not_allowed_here"
 	ReasonAgentUnavailable  = "agent_unavailable"
 	ReasonTriggerNotAllowed = "trigger_not_allowed"
@@ -49,24 +47,14 @@ type TriggerFacts struct {
 	ActiveRunAgent string
 }
 
-// Outcome is what the decision does with M.
-type Outcome int
-
-// The outcomes.
-const (
-	// NoTrigger leaves trigger_state NULL: no addressee, or not human.
-	NoTrigger Outcome = iota
-	// Failed records trigger_state failed with a reason.
-	Failed
-	// Followup makes M a follow-up of the active run of the addressee.
-	Followup
-	// Accept starts a run of the addressee.
-	Accept
-)
-
 // TriggerDecision is the result of Decide.
 type TriggerDecision struct {
-	Outcome Outcome
+	// Outcome is the trigger state the decision records on M:
+	// messaging.TriggerNone leaves it NULL (no addressee, or not human),
+	// TriggerFailed records it with a reason, TriggerFollowup makes M a
+	// follow-up of the active run of the addressee, TriggerAccepted starts
+	// a run of the addressee.
+	Outcome messaging.TriggerState
 	Agent   string
 	Reason  string
 	// Guest is whether the addressee is not the operator of T (no session).
@@ -90,7 +78,7 @@ func (f TriggerFacts) operatorOf() string {
 // facts of one message. It is pure: every fact comes in f.
 func DecideTrigger(f TriggerFacts) TriggerDecision {
 	if !f.Human {
-		return TriggerDecision{Outcome: NoTrigger}
+		return TriggerDecision{Outcome: messaging.TriggerNone}
 	}
 	operator := f.operatorOf()
 	var addressee Agent
@@ -102,33 +90,33 @@ func DecideTrigger(f TriggerFacts) TriggerDecision {
 	case !f.MainThread && operator != "":
 		addressee = Agent{ID: operator, Active: f.OperatorActive, ReadOnThread: true}
 	default:
-		return TriggerDecision{Outcome: NoTrigger}
+		return TriggerDecision{Outcome: messaging.TriggerNone}
 	}
 	d := TriggerDecision{Agent: addressee.ID}
 	if addressee.ID != operator {
 		d.Guest = true
 		if !f.AllowMentionedAgents || !addressee.ReadOnThread {
-			d.Outcome, d.Reason = Failed, ReasonAgentNotAllowed
+			d.Outcome, d.Reason = messaging.TriggerFailed, ReasonAgentNotAllowed
 			return d
 		}
 	}
 	if !addressee.Active {
-		d.Outcome, d.Reason = Failed, ReasonAgentUnavailable
+		d.Outcome, d.Reason = messaging.TriggerFailed, ReasonAgentUnavailable
 		return d
 	}
 	if !f.WriterTrigger {
-		d.Outcome, d.Reason = Failed, ReasonTriggerNotAllowed
+		d.Outcome, d.Reason = messaging.TriggerFailed, ReasonTriggerNotAllowed
 		return d
 	}
 	if f.ActiveRunAgent != "" {
 		if f.ActiveRunAgent != addressee.ID {
-			d.Outcome, d.Reason = Failed, ReasonRunActiveOther
+			d.Outcome, d.Reason = messaging.TriggerFailed, ReasonRunActiveOther
 			return d
 		}
-		d.Outcome = Followup
+		d.Outcome = messaging.TriggerFollowup
 		return d
 	}
-	d.Outcome = Accept
+	d.Outcome = messaging.TriggerAccepted
 	d.AutoThread = f.MainThread && f.AutoThread
 	return d
 }

@@ -8,7 +8,7 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
-func elem(id, origin, author string) ContextElement {
+func elem(id string, origin messaging.Origin, author string) ContextElement {
 	return ContextElement{ContextItem: messaging.ContextItem{ID: id, Origin: origin, AuthorID: author}}
 }
 
@@ -22,7 +22,9 @@ func TestRunContextKeys(t *testing.T) {
 	// already_delivered is asked in every mode (the session's follow-ups,
 	// or the guest run's own), never for the trigger.
 	for _, tc := range []struct {
-		name, mode, session string
+		name    string
+		mode    domain.Mode
+		session string
 	}{
 		{"new session", domain.ModeNew, "s1"},
 		{"guest run", domain.ModeGuest, ""},

@@ -12,6 +12,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // errNotActive answers an agent-self action on an ended run: 409 conflict.
@@ -102,15 +103,15 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 	}
 	return s.change(ctx, actor, authz.RunStart, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
 		switch r.State {
-		case Running, WaitingInput:
+		case domain.RunRunning, domain.RunWaitingInput:
 			if r.Holder != holder {
 				return Run{}, nil, errClaimed()
 			}
-			if r.State == Running {
+			if r.State == domain.RunRunning {
 				r, err := s.extendLease(ctx, tx, r)
 				return r, nil, err
 			}
-		case Queued:
+		case domain.RunQueued:
 		default:
 			return Run{}, nil, errNotActive()
 		}
@@ -121,7 +122,7 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 		}
 		until := s.clock.Now().Add(s.timeouts.Lease)
 		r.Holder, r.LeaseExpiresAt = holder, &until
-		r, err := s.transition(ctx, tx, r, Running, "")
+		r, err := s.transition(ctx, tx, r, domain.RunRunning, "")
 		if err != nil {
 			return Run{}, nil, err
 		}
@@ -138,10 +139,10 @@ func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holde
 		return Run{}, err
 	}
 	return s.change(ctx, actor, authz.RunRenew, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
-		if !Active(r.State) {
+		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
 		}
-		if r.State == Queued || r.Holder != holder {
+		if r.State == domain.RunQueued || r.Holder != holder {
 			return Run{}, nil, errClaimed()
 		}
 		r, err := s.extendLease(ctx, tx, r)
@@ -154,18 +155,18 @@ func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holde
 func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id string) (Run, error) {
 	return s.change(ctx, actor, authz.RunAwaitInput, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
 		switch r.State {
-		case WaitingInput:
+		case domain.RunWaitingInput:
 			r, err := s.extendLease(ctx, tx, r)
 			return r, nil, err
-		case Running:
-		case Queued:
+		case domain.RunRunning:
+		case domain.RunQueued:
 			return Run{}, nil, problem.Newf(problem.Conflict, "run_not_started", "start the run first")
 		default:
 			return Run{}, nil, errNotActive()
 		}
 		until := s.clock.Now().Add(s.timeouts.Lease)
 		r.LeaseExpiresAt = &until
-		r, err := s.transition(ctx, tx, r, WaitingInput, "")
+		r, err := s.transition(ctx, tx, r, domain.RunWaitingInput, "")
 		if err != nil {
 			return Run{}, nil, err
 		}
@@ -173,33 +174,32 @@ func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id s
 	})
 }
 
-// Outcomes of finishRun.
-var outcomes = map[string]string{"completed": Completed, "failed": FailedState, "cancelled": Cancelled}
+// Outcomes of finishRun: the end states an adapter may ask for.
+var outcomes = map[domain.RunState]bool{domain.RunCompleted: true, domain.RunFailed: true, domain.RunCancelled: true}
 
 // ReasonMaxLen bounds the free end reason an adapter may give.
 const ReasonMaxLen = 200
 
 // Finish ends the agent's own active run with outcome completed, failed
 // (with a reason) or cancelled (the adapter's confirmation of a cancel).
-func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, outcome, reason string) (Run, error) {
-	to, ok := outcomes[outcome]
-	if !ok {
+func (s *Service) Finish(ctx context.Context, actor identity.Principal, id string, to domain.RunState, reason string) (Run, error) {
+	if !outcomes[to] {
 		return Run{}, problem.Invalid(problem.FieldError{Pointer: "/outcome", Code: "invalid_enum"})
 	}
 	if len(reason) > ReasonMaxLen {
 		return Run{}, problem.Invalid(problem.FieldError{Pointer: "/reason", Code: "too_long"})
 	}
-	if to == FailedState && reason == "" {
+	if to == domain.RunFailed && reason == "" {
 		reason = "runtime_error"
 	}
-	if to == Cancelled && reason == "" {
+	if to == domain.RunCancelled && reason == "" {
 		reason = "cancelled"
 	}
 	return s.change(ctx, actor, authz.RunFinish, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
-		if !Active(r.State) {
+		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
 		}
-		if to == Cancelled && r.TriggerLostAt != nil {
+		if to == domain.RunCancelled && r.TriggerLostAt != nil {
 			// The adapter confirms the cancel that loss of trigger asked for.
 			reason = ReasonTriggerRevoked
 		}
@@ -213,11 +213,11 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, outc
 // confirms with finishRun(cancelled). The run's own agent cancels at once.
 func (s *Service) Cancel(ctx context.Context, actor identity.Principal, id string) (Run, error) {
 	return s.change(ctx, actor, authz.RunCancel, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
-		if !Active(r.State) {
+		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
 		}
-		if r.State == Queued || actor.ID == r.AgentID {
-			return s.end(ctx, tx, r, Cancelled, "cancelled", channelID)
+		if r.State == domain.RunQueued || actor.ID == r.AgentID {
+			return s.end(ctx, tx, r, domain.RunCancelled, "cancelled", channelID)
 		}
 		if r.CancelRequested {
 			return r, nil, nil
@@ -252,15 +252,15 @@ const (
 // would be its follow-ups become them, and every other one is dropped with
 // the decision's reason. The caller holds the thread's and the run's row
 // locks.
-func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to, reason, channelID string) (Run, []events.Event, error) {
+func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to domain.RunState, reason, channelID string) (Run, []events.Event, error) {
 	r, err := s.transition(ctx, tx, r, to, reason)
 	if err != nil {
 		return Run{}, nil, err
 	}
 	evs := []events.Event{s.stateChanged(r, channelID)}
-	settled := "dropped"
-	if to == Completed {
-		settled = "absorbed"
+	settled := domain.FollowupDropped
+	if to == domain.RunCompleted {
+		settled = domain.FollowupAbsorbed
 	}
 	if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, r.ID, settled); err != nil {
 		return Run{}, nil, problem.Internal(err)
@@ -298,9 +298,9 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to, reason, channel
 		}
 		facts.Human = m.Origin == messaging.OriginHuman
 		d := DecideTrigger(facts)
-		want := Accept
+		want := messaging.TriggerAccepted
 		if next.ID != "" {
-			want = Followup
+			want = messaging.TriggerFollowup
 		}
 		if d.Outcome != want || d.Agent != r.AgentID {
 			why := d.Reason

@@ -82,7 +82,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 	if p.RunID != "" {
 		// The answer branch: only an agent's message can name a run
 		// (messaging refuses it from anyone else); check it and stop.
-		if p.Message.Origin != messaging.OriginAgent || p.Message.Kind == "run" || p.Message.Kind == "system" {
+		if p.Message.Origin != messaging.OriginAgent || p.Message.Kind == messaging.KindRun || p.Message.Kind == messaging.KindSystem {
 			return nil, problem.Internal(fmt.Errorf("message of origin %s and kind %s names a run", p.Message.Origin, p.Message.Kind))
 		}
 		return nil, s.checkAnswer(ctx, tx, p)
@@ -99,17 +99,17 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 	}
 	d := DecideTrigger(facts)
 	switch d.Outcome {
-	case NoTrigger:
+	case messaging.TriggerNone:
 		return nil, nil
-	case Failed:
-		return nil, s.setTrigger(ctx, tx, p, StateFailed, d.Reason)
-	case Followup:
-		if err := s.setTrigger(ctx, tx, p, StateFollowup, ""); err != nil {
+	case messaging.TriggerFailed:
+		return nil, s.setTrigger(ctx, tx, p, messaging.TriggerFailed, d.Reason)
+	case messaging.TriggerFollowup:
+		if err := s.setTrigger(ctx, tx, p, messaging.TriggerFollowup, ""); err != nil {
 			return nil, err
 		}
 		return s.addFollowup(ctx, tx, active, p.Message.ID, p.Channel.ID)
 	}
-	if err := s.setTrigger(ctx, tx, p, StateAccepted, ""); err != nil {
+	if err := s.setTrigger(ctx, tx, p, messaging.TriggerAccepted, ""); err != nil {
 		return nil, err
 	}
 	var evs []events.Event
@@ -130,7 +130,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 	return append(evs, more...), nil
 }
 
-func (s *Service) setTrigger(ctx context.Context, tx pgx.Tx, p *messaging.Posted, state, reason string) error {
+func (s *Service) setTrigger(ctx context.Context, tx pgx.Tx, p *messaging.Posted, state messaging.TriggerState, reason string) error {
 	if err := s.messaging.SetTrigger(ctx, tx, p.Message.ID, state, reason); err != nil {
 		return problem.Internal(err)
 	}
@@ -144,7 +144,7 @@ func (s *Service) setTrigger(ctx context.Context, tx pgx.Tx, p *messaging.Posted
 // run a follow-up joins).
 func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Posted) (TriggerFacts, Run, error) {
 	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
-	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == "main", ThreadOperator: p.Thread.OperatorAgentID,
+	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == chat.ThreadMain, ThreadOperator: p.Thread.OperatorAgentID,
 		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
 		AllowMentionedAgents: p.Channel.Switches.AllowMentionedAgents, AutoThread: p.Channel.Switches.AutoThread}
 	writer, err := s.authz.Allowed(ctx, tx, authz.MessageTrigger, authz.Facts{Path: path}, p.Author)
@@ -198,9 +198,9 @@ type trigger struct {
 func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
 	now := s.clock.Now()
 	messageID := m.messageID
-	r := Run{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, TriggerKind: "message", TriggeringMessageID: messageID,
+	r := Run{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, TriggerKind: domain.TriggerKindMessage, TriggeringMessageID: messageID,
 		TriggerThreadID: m.threadID, TriggerSeq: m.seq,
-		TriggeredBy: by, State: Queued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: domain.SessionMode(nil)}
+		TriggeredBy: by, State: domain.RunQueued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: domain.SessionMode(nil)}
 	if !guest {
 		sess, err := currentSession(ctx, tx, t.ID, agentID)
 		if errors.Is(err, ErrNotFound) {
@@ -235,7 +235,7 @@ func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, gu
 
 // invocationEvent is the agent.invocation of r's current attempt.
 func invocationEvent(r Run, channelID string) events.Event {
-	session := map[string]any{"mode": r.SessionMode}
+	session := map[string]any{"mode": string(r.SessionMode)}
 	if r.SessionID != "" {
 		session["id"] = r.SessionID
 	}
@@ -251,8 +251,8 @@ func (s *Service) stateChanged(r Run, channelID string) events.Event {
 
 // RunPayload renders r in the REST shape for events (ids only, no content).
 func RunPayload(r Run) map[string]any {
-	p := map[string]any{"id": r.ID, "thread_id": r.ThreadID, "agent_id": r.AgentID, "state": r.State, "version": r.Version,
-		"trigger_kind": r.TriggerKind, "queued_at": r.QueuedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
+	p := map[string]any{"id": r.ID, "thread_id": r.ThreadID, "agent_id": r.AgentID, "state": string(r.State), "version": r.Version,
+		"trigger_kind": string(r.TriggerKind), "queued_at": r.QueuedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	if r.TriggeringMessageID != "" {
 		p["triggering_message_id"] = r.TriggeringMessageID
 	}
@@ -274,8 +274,8 @@ func (s *Service) addFollowup(ctx context.Context, tx pgx.Tx, run Run, messageID
 	}
 	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
 		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}}
-	if run.State == WaitingInput {
-		r, err := s.transition(ctx, tx, run, Running, "")
+	if run.State == domain.RunWaitingInput {
+		r, err := s.transition(ctx, tx, run, domain.RunRunning, "")
 		if err != nil {
 			return nil, err
 		}
@@ -286,18 +286,18 @@ func (s *Service) addFollowup(ctx context.Context, tx pgx.Tx, run Run, messageID
 
 // transition moves run to state to in tx, raising its version and its
 // activity time. Ending states set ended_at and end_reason.
-func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to, reason string) (Run, error) {
+func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to domain.RunState, reason string) (Run, error) {
 	now := s.clock.Now()
 	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
 	switch to {
-	case Running:
+	case domain.RunRunning:
 		if run.StartedAt == nil {
 			run.StartedAt = &now
 		}
-	case Completed, FailedState, Cancelled:
+	case domain.RunCompleted, domain.RunFailed, domain.RunCancelled:
 		run.EndedAt, run.EndReason = &now, reason
 	}
-	if !Active(to) || to == Queued {
+	if !to.Active() || to == domain.RunQueued {
 		// A claim never survives the run's end, nor a return to queued.
 		run.Holder, run.LeaseExpiresAt = "", nil
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -24,7 +25,7 @@ func (s *Service) sessionAgent(ctx context.Context, threadID string, p authz.Pat
 		return "", problem.Internal(err)
 	}
 	agent := t.OperatorAgentID
-	if t.Kind == "main" {
+	if t.Kind == chat.ThreadMain {
 		agent = p.ChannelOperator
 	}
 	if agent == "" {

@@ -10,20 +10,8 @@ import (
 
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
-
-// Run states (docs/design/runs.md#states).
-const (
-	Queued       = "queued"
-	Running      = "running"
-	WaitingInput = "waiting_input"
-	Completed    = "completed"
-	FailedState  = "failed"
-	Cancelled    = "cancelled"
-)
-
-// Active reports whether a run in state s is active.
-func Active(s string) bool { return s == Queued || s == Running || s == WaitingInput }
 
 // Run is a stored run.
 type Run struct {
@@ -31,14 +19,14 @@ type Run struct {
 	ThreadID            string
 	AgentID             string
 	SessionID           string
-	SessionMode         string
-	TriggerKind         string
+	SessionMode         domain.Mode
+	TriggerKind         domain.TriggerKind
 	TriggeringMessageID string
 	// TriggerThreadID and TriggerSeq locate the triggering message.
 	TriggerThreadID string
 	TriggerSeq      int64
 	TriggeredBy     string
-	State           string
+	State           domain.RunState
 	CancelRequested bool
 	EndReason       string
 	Version         int
@@ -80,7 +68,7 @@ func getRun(ctx context.Context, q db.Querier, id string, lock string) (Run, err
 }
 
 func activeRunOf(ctx context.Context, q db.Querier, threadID string) (Run, error) {
-	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE thread_id = $1 AND state IN ('queued', 'running', 'waiting_input') FOR UPDATE`, threadID))
+	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE thread_id = $1 AND state IN (`+domain.ActiveRunStatesSQL+`) FOR UPDATE`, threadID))
 }
 
 func insertRun(ctx context.Context, q db.Querier, r Run) error {

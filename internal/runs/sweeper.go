@@ -9,6 +9,7 @@ import (
 
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // SweepAction is what the sweeper does with one active run.
@@ -36,13 +37,13 @@ const (
 // is pure. Activity is the last state change or start (a lease renewal is
 // not activity, so a holder that only renews still stalls).
 func SweepVerdict(r Run, now time.Time, t Timeouts) SweepAction {
-	if !Active(r.State) {
+	if !r.State.Active() {
 		return SweepNone
 	}
 	if r.TriggerLostAt != nil && !now.Before(r.TriggerLostAt.Add(t.CancelGrace)) {
 		return SweepRevoked
 	}
-	if r.State == Queued {
+	if r.State == domain.RunQueued {
 		if r.LastActivityAt.Before(now.Add(-t.Start)) {
 			return SweepTimeout
 		}
@@ -77,7 +78,7 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 	rows, err := s.pool.Query(ctx, `SELECT id::text, thread_id::text FROM runs
 		WHERE (state = 'queued' AND last_activity_at < $1)
 		   OR (state IN ('running', 'waiting_input') AND (last_activity_at < $2 OR lease_expires_at <= $3))
-		   OR (state IN ('queued', 'running', 'waiting_input') AND trigger_lost_at <= $4)
+		   OR (state IN (`+domain.ActiveRunStatesSQL+`) AND trigger_lost_at <= $4)
 		ORDER BY queued_at LIMIT 100`, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall), now, now.Add(-s.timeouts.CancelGrace))
 	if err != nil {
 		return 0, 0, err
@@ -121,14 +122,14 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 			var evs []events.Event
 			switch action {
 			case SweepTimeout:
-				_, evs, err = s.end(ctx, tx, r, FailedState, "timeout", t.ChannelID)
+				_, evs, err = s.end(ctx, tx, r, domain.RunFailed, "timeout", t.ChannelID)
 			case SweepRevoked:
-				_, evs, err = s.end(ctx, tx, r, Cancelled, ReasonTriggerRevoked, t.ChannelID)
+				_, evs, err = s.end(ctx, tx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
 			case SweepLeaseExpired:
-				_, evs, err = s.end(ctx, tx, r, FailedState, ReasonLeaseExpired, t.ChannelID)
+				_, evs, err = s.end(ctx, tx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
 			case SweepRequeue:
 				r.Attempt++
-				r, err = s.transition(ctx, tx, r, Queued, "")
+				r, err = s.transition(ctx, tx, r, domain.RunQueued, "")
 				evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}
 			}
 			if err != nil {

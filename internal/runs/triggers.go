@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // TriggerScope narrows RecheckTriggers to the runs of one person, channel
@@ -45,7 +46,7 @@ func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int,
 	const inScope = `($1 = '' OR %s::text = $1) AND ($2 = '' OR t.channel_id::text = $2) AND ($3 = '' OR c.space_id::text = $3)`
 	runRows, err := s.pool.Query(ctx, `SELECT r.id::text, '', r.thread_id::text, r.triggered_by::text FROM runs r
 		JOIN threads t ON t.id = r.thread_id JOIN channels c ON c.id = t.channel_id
-		WHERE r.state IN ('queued', 'running', 'waiting_input') AND r.trigger_lost_at IS NULL AND r.triggered_by IS NOT NULL AND `+
+		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND r.trigger_lost_at IS NULL AND r.triggered_by IS NOT NULL AND `+
 		fmt.Sprintf(inScope, "r.triggered_by"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
 	if err != nil {
 		return 0, fmt.Errorf("recheck runs: %w", err)
@@ -57,7 +58,7 @@ func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int,
 	fRows, err := s.pool.Query(ctx, `SELECT f.run_id::text, f.message_id::text, r.thread_id::text, m.author_principal_id::text FROM run_followups f
 		JOIN runs r ON r.id = f.run_id JOIN messages m ON m.id = f.message_id
 		JOIN threads t ON t.id = r.thread_id JOIN channels c ON c.id = t.channel_id
-		WHERE r.state IN ('queued', 'running', 'waiting_input') AND f.state IN ('pending', 'delivered') AND `+
+		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND f.state IN ('pending', 'delivered') AND `+
 		fmt.Sprintf(inScope, "m.author_principal_id"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
 	if err != nil {
 		return 0, fmt.Errorf("recheck follow-ups: %w", err)
@@ -175,12 +176,12 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 		if err != nil {
 			return problem.Internal(err)
 		}
-		if !Active(r.State) || r.TriggerLostAt != nil || r.ThreadID != t.ID {
+		if !r.State.Active() || r.TriggerLostAt != nil || r.ThreadID != t.ID {
 			return nil
 		}
 		var evs []events.Event
-		if r.State == Queued {
-			_, evs, err = s.end(ctx, tx, r, Cancelled, ReasonTriggerRevoked, t.ChannelID)
+		if r.State == domain.RunQueued {
+			_, evs, err = s.end(ctx, tx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
 			if err != nil {
 				return err
 			}

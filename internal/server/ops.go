@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/version"
 	"bothy.example.com/bothy/internal/ratelimit"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // Readiness reasons of /readyz (503 service_unavailable).
@@ -149,7 +151,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // runStates are the states of runs.state, so that every state has a sample.
-var runStates = []string{"queued", "running", "waiting_input", "completed", "failed", "cancelled"}
+var runStates = domain.RunStates
 
 // runsCollector counts runs by state at scrape time (one indexed GROUP BY,
 // bounded by timeout). A failed count exports nothing rather than zeros.
@@ -168,9 +170,9 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
-	counts := map[string]int64{}
+	counts := map[domain.RunState]int64{}
 	for rows.Next() {
-		var s string
+		var s domain.RunState
 		var n int64
 		if rows.Scan(&s, &n) == nil {
 			counts[s] = n
@@ -181,22 +183,13 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, s := range runStates {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), s)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
 	for s, n := range counts {
-		if !contains(runStates, s) {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), s)
+		if !slices.Contains(runStates, s) {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(s))
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // opsMetrics registers the operational metrics that are not per request.

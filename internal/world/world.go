@@ -92,19 +92,21 @@ type Services struct {
 }
 
 type channelSpec struct {
-	space, name, kind, mode string
-	free, guests            bool
-	autoThreadOff           bool
+	space, name   string
+	kind          chat.ChannelKind
+	mode          chat.OperatorMode
+	free, guests  bool
+	autoThreadOff bool
 }
 
 // channels of the example world; every switch not named has its default.
 var channels = []channelSpec{
-	{space: "Support", name: "Allgemein", kind: "text", mode: "inherit", free: true, guests: true},
-	{space: "Support", name: "Eskalation", kind: "text", mode: "inherit", autoThreadOff: true},
-	{space: "Support", name: "Reports", kind: "forum", mode: "none"},
-	{space: "Support", name: "Bulletin", kind: "forum", mode: "inherit"},
-	{space: "Marketing", name: "Kampagnen", kind: "text", mode: "inherit"},
-	{space: "Marketing", name: "Ideas", kind: "forum", mode: "inherit"},
+	{space: "Support", name: "Allgemein", kind: chat.ChannelText, mode: chat.OperatorInherit, free: true, guests: true},
+	{space: "Support", name: "Eskalation", kind: chat.ChannelText, mode: chat.OperatorInherit, autoThreadOff: true},
+	{space: "Support", name: "Reports", kind: chat.ChannelForum, mode: chat.OperatorNone},
+	{space: "Support", name: "Bulletin", kind: chat.ChannelForum, mode: chat.OperatorInherit},
+	{space: "Marketing", name: "Kampagnen", kind: chat.ChannelText, mode: chat.OperatorInherit},
+	{space: "Marketing", name: "Ideas", kind: chat.ChannelForum, mode: chat.OperatorInherit},
 }
 
 type grantSpec struct {
@@ -200,7 +202,7 @@ func Build(ctx context.Context, svc Services) (*World, error) {
 		w.Channels[c.space+"/"+c.name] = Channel{ID: made.ID, MainThreadID: made.MainThreadID}
 	}
 	for _, g := range grants {
-		in := admin.GrantInput{SubjectID: w.ID(g.subject), SubjectKind: "principal", Level: g.level}
+		in := admin.GrantInput{SubjectID: w.ID(g.subject), SubjectKind: authz.SubjectPrincipal, Level: g.level}
 		if id, ok := w.Spaces[g.target]; ok {
 			in.TargetKind, in.TargetID = authz.KindSpace, id
 		} else {

@@ -6,7 +6,7 @@ import "errors"
 // run_id.
 type AnswerRun struct {
 	ID, ThreadID, AgentID string
-	State                 string
+	State                 RunState
 }
 
 // The verdicts of AnswerVerdict.
@@ -25,8 +25,7 @@ func AnswerVerdict(run AnswerRun, found bool, agentID, threadID string) error {
 	if !found || run.ThreadID != threadID || run.AgentID != agentID {
 		return ErrAnswerRunMismatch
 	}
-	switch run.State {
-	case "queued", "running", "waiting_input":
+	if run.State.Active() {
 		return nil
 	}
 	return ErrAnswerRunNotActive

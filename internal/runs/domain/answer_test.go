@@ -8,7 +8,7 @@ import (
 )
 
 func TestAnswerVerdict(t *testing.T) {
-	own := func(state string) domain.AnswerRun {
+	own := func(state domain.RunState) domain.AnswerRun {
 		return domain.AnswerRun{ID: "r", ThreadID: "t", AgentID: "lotse", State: state}
 	}
 	tests := []struct {

@@ -6,6 +6,7 @@
 package domain
 
 import (
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/textcut"
 )
 
@@ -39,7 +40,7 @@ const (
 
 // AuthorFacts are the facts of one message that classification reads.
 type AuthorFacts struct {
-	Origin   string // human, agent, app, import, system
+	Origin   messaging.Origin
 	AuthorID string
 }
 
@@ -56,16 +57,16 @@ type RunParties struct {
 // trigger on the run's channel now.
 func Classify(m AuthorFacts, p RunParties, holders map[string]bool) (Role, Trust) {
 	switch m.Origin {
-	case "system":
+	case messaging.OriginSystem:
 		return RoleOther, TrustSystem
-	case "import", "app":
+	case messaging.OriginImport, messaging.OriginApp:
 		return RoleOther, TrustUnverified
-	case "agent":
+	case messaging.OriginAgent:
 		if m.AuthorID == p.AgentID {
 			return RoleAssistant, TrustSelf
 		}
 		return RoleOther, TrustUnverified
-	case "human":
+	case messaging.OriginHuman:
 		switch {
 		case m.AuthorID == p.TriggeredBy:
 			return RoleUser, TrustTrigger
@@ -83,7 +84,7 @@ func Classify(m AuthorFacts, p RunParties, holders map[string]bool) (Role, Trust
 // author has trigger now: only a person's message other than one of the
 // person who triggered the run (Classify's authorized row).
 func NeedsHolders(m AuthorFacts, p RunParties) bool {
-	return m.Origin == "human" && m.AuthorID != p.TriggeredBy
+	return m.Origin == messaging.OriginHuman && m.AuthorID != p.TriggeredBy
 }
 
 // SessionFacts describe an agent session when a run joins it.
@@ -97,12 +98,16 @@ type SessionFacts struct {
 	Runs int
 }
 
+// Mode is how a run relates to the agent's conversation in its thread (the
+// GraphQL enum SessionMode binds to it).
+type Mode string
+
 // The session modes.
 const (
-	ModeGuest  = "guest"
-	ModeNew    = "new"
-	ModeBind   = "bind"
-	ModeResume = "resume"
+	ModeGuest  Mode = "guest"
+	ModeNew    Mode = "new"
+	ModeBind   Mode = "bind"
+	ModeResume Mode = "resume"
 )
 
 // SessionMode returns the mode of a run joining session s (nil for a guest
@@ -110,7 +115,7 @@ const (
 // session), resume (the runtime continues an earlier conversation). The
 // invocation payload and the run context share it: the runs module stores
 // the mode on the run when it accepts it.
-func SessionMode(s *SessionFacts) string {
+func SessionMode(s *SessionFacts) Mode {
 	switch {
 	case s == nil:
 		return ModeGuest
@@ -136,7 +141,7 @@ type EarlierRun struct {
 // PlanFacts are the facts the context plan reads.
 type PlanFacts struct {
 	// Mode is the run's session mode (as its invocation carried it).
-	Mode string
+	Mode Mode
 	// ThreadID is the run's thread T.
 	ThreadID string
 	// Earlier are the earlier runs of the run's session, newest first.
@@ -145,7 +150,7 @@ type PlanFacts struct {
 
 // ContextPlan says how to build a run context.
 type ContextPlan struct {
-	Mode string
+	Mode Mode
 	// Floor is context_floor_seq: thread_context holds only messages of T
 	// above it.
 	Floor int64

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -32,7 +33,7 @@ func TestClassify(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		origin  string
+		origin  messaging.Origin
 		author  string
 		holders map[string]bool
 		role    domain.Role
@@ -86,7 +87,7 @@ func TestSessionMode(t *testing.T) {
 	tests := []struct {
 		name string
 		s    *domain.SessionFacts
-		want string
+		want domain.Mode
 	}{
 		{"guest run has no session", nil, domain.ModeGuest},
 		{"fresh session", &domain.SessionFacts{}, domain.ModeNew},
@@ -119,7 +120,7 @@ func TestPlanContext(t *testing.T) {
 	staleNoTrigger := domain.EarlierRun{TriggerThreadID: thread, TriggerSeq: 50}
 
 	// Everything visible from the start: floor zero, own messages, channel.
-	fresh := func(mode string) domain.ContextPlan {
+	fresh := func(mode domain.Mode) domain.ContextPlan {
 		return domain.ContextPlan{Mode: mode, Floor: 0, ExcludeOwn: false, WantChannel: true}
 	}
 	resume := func(floor int64) domain.ContextPlan {
@@ -434,8 +435,9 @@ func TestTruncatedBeforeSeq(t *testing.T) {
 func TestNeedsHolders(t *testing.T) {
 	p := domain.RunParties{AgentID: "lotse", TriggeredBy: "alex"}
 	for _, tc := range []struct {
-		origin, author string
-		want           bool
+		origin messaging.Origin
+		author string
+		want   bool
 	}{
 		{"human", "sam", true},
 		{"human", "alex", false}, // the trigger is trust trigger without asking

@@ -1,0 +1,80 @@
+package domain
+
+import "strings"
+
+// RunState is the state of a run. The values are the stored ones; the
+// GraphQL enums RunState and RunOutcome (the end states an adapter may ask
+// for) bind to this type.
+type RunState string
+
+// The run states.
+const (
+	RunQueued       RunState = "queued"
+	RunRunning      RunState = "running"
+	RunWaitingInput RunState = "waiting_input"
+	RunCompleted    RunState = "completed"
+	RunFailed       RunState = "failed"
+	RunCancelled    RunState = "cancelled"
+)
+
+// RunStates are all run states, in the order of the state machine.
+var RunStates = []RunState{RunQueued, RunRunning, RunWaitingInput, RunCompleted, RunFailed, RunCancelled}
+
+// ActiveRunStates are the states of a run that has not ended, in the order
+// of the state machine: the one list every active check and every SQL
+// filter on active runs is built from.
+var ActiveRunStates = []RunState{RunQueued, RunRunning, RunWaitingInput}
+
+// Active reports whether a run in state s has not ended.
+func (s RunState) Active() bool {
+	for _, a := range ActiveRunStates {
+		if s == a {
+			return true
+		}
+	}
+	return false
+}
+
+// ActiveRunStatesSQL is ActiveRunStates as an SQL list of literals, for an
+// `state IN (...)` filter written into a statement's text (the values are
+// constants, never input).
+var ActiveRunStatesSQL = sqlList(ActiveRunStates)
+
+func sqlList(states []RunState) string {
+	parts := make([]string, len(states))
+	for i, s := range states {
+		parts[i] = "'" + string(s) + "'"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TriggerKind is what started a run. Only messages trigger runs today; the
+// other kinds are part of the stored and API vocabulary.
+type TriggerKind string
+
+// The trigger kinds.
+const (
+	TriggerKindMessage     TriggerKind = "message"
+	TriggerKindCommand     TriggerKind = "command"
+	TriggerKindInteraction TriggerKind = "interaction"
+)
+
+// FollowupState is the state of a follow-up: a message that joined a run
+// while the run was active.
+type FollowupState string
+
+// The follow-up states.
+const (
+	// FollowupPending: stored, not yet acknowledged by the agent.
+	FollowupPending FollowupState = "pending"
+	// FollowupDelivered: the agent acknowledged the agent.followup that
+	// carried it.
+	FollowupDelivered FollowupState = "delivered"
+	// FollowupAbsorbed: its run completed after delivery.
+	FollowupAbsorbed FollowupState = "absorbed"
+	// FollowupPromoted: it became the trigger of the next run.
+	FollowupPromoted FollowupState = "promoted"
+	// FollowupDropped: its run failed or was cancelled after delivery, or
+	// it never reached a run.
+	FollowupDropped FollowupState = "dropped"
+)
