@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"net/http"
 	"reflect"
 	"testing"
 
@@ -30,4 +31,17 @@ func sameAnswer(t *testing.T, a, b *apitest.Response) bool {
 	t.Helper()
 	return a.Status == b.Status && reflect.DeepEqual(comparableProblem(t, a.Body), comparableProblem(t, b.Body)) &&
 		reflect.DeepEqual(comparableHeader(a.Header), comparableHeader(b.Header))
+}
+
+// mustREST sends a REST request and fails the test unless the status is
+// want; it returns the decoded body object.
+func mustREST(t *testing.T, env *apitest.Env, method, path, who string, body any, want int) map[string]any {
+	t.Helper()
+	return mustRESTAs(t, env, method, path, env.World.Token(who), body, want)
+}
+
+// createGrantREST creates a grant as robin and returns it.
+func createGrantREST(t *testing.T, env *apitest.Env, body map[string]any) map[string]any {
+	t.Helper()
+	return mustREST(t, env, http.MethodPost, "/api/v1/grants", "robin", body, http.StatusCreated)
 }
