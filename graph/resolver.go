@@ -26,14 +26,13 @@ type Resolver struct {
 	Identity *identity.Service
 	Limiter  ratelimit.Limiter
 	Chat     *chat.UseCases
-	// LoaderSources are what the per-request loaders read from. An HTTP
-	// request gets its loaders from WithLoaders; a subscription's events,
-	// which run outside one, build fresh loaders from these per call.
-	LoaderSources Sources
-	Messaging     *messaging.Service
-	Admin         *admin.Service
-	Feed          *feed.Service
-	Runs          *runs.Service
+	// Field resolvers read through the loaders of their response
+	// (LoadersFor), which the PerResponse extension of the executor
+	// provides.
+	Messaging *messaging.Service
+	Admin     *admin.Service
+	Feed      *feed.Service
+	Runs      *runs.Service
 	// Holders answers the trust question of run contexts.
 	Holders authz.TriggerHolders
 	// ContextLimits are agent.context_max_bytes and

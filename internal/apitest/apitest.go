@@ -180,6 +180,29 @@ func (e *Env) REST(method, path, token string, body any) *Response {
 // RESTWith is REST with extra request headers.
 func (e *Env) RESTWith(method, path, token string, body any, header http.Header) *Response {
 	e.t.Helper()
+	r, err := e.restDo(method, path, token, body, header)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// Do is REST for a goroutine other than the test's: a request that cannot
+// be made or answered is returned as an error instead of ending the test
+// (t.Fatal from another goroutine would leave the test waiting for it). The
+// answer is checked as REST checks it; its failures are reported with
+// t.Errorf, which any goroutine may call.
+func (e *Env) Do(method, path, token string, body any) (*Response, error) {
+	return e.restDo(method, path, token, body, nil)
+}
+
+// PostDo is Post for a goroutine other than the test's (see Do).
+func (e *Env) PostDo(who, thread, clientMsgID, content string) (*Response, error) {
+	return e.Do(http.MethodPost, "/api/v1/threads/"+thread+"/messages", e.World.Token(who),
+		map[string]any{"client_msg_id": clientMsgID, "content_md": content})
+}
+
+func (e *Env) restDo(method, path, token string, body any, header http.Header) (*Response, error) {
 	var raw []byte
 	switch b := body.(type) {
 	case nil:
@@ -190,12 +213,12 @@ func (e *Env) RESTWith(method, path, token string, body any, header http.Header)
 	default:
 		var err error
 		if raw, err = json.Marshal(b); err != nil {
-			e.t.Fatalf("encode body: %v", err)
+			return nil, fmt.Errorf("encode body: %v", err)
 		}
 	}
 	req, err := http.NewRequest(method, e.URL+path, bytes.NewReader(raw))
 	if err != nil {
-		e.t.Fatalf("request: %v", err)
+		return nil, fmt.Errorf("request: %v", err)
 	}
 	if raw != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -208,7 +231,7 @@ func (e *Env) RESTWith(method, path, token string, body any, header http.Header)
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		return nil, fmt.Errorf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -225,7 +248,7 @@ func (e *Env) RESTWith(method, path, token string, body any, header http.Header)
 			e.t.Errorf("%s %s: JSON null at %s in %s", method, path, p, data)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // validate checks a REST answer against the OpenAPI document: the operation
@@ -325,6 +348,17 @@ type GQLResult struct {
 // schema's shape). out may be nil. It returns the errors and raw answer.
 func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLResult {
 	e.t.Helper()
+	res, err := e.GraphQLDo(token, query, vars, out)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+// GraphQLDo is GraphQL for a goroutine other than the test's (see Do): a
+// request that fails or an answer that does not decode is returned as an
+// error.
+func (e *Env) GraphQLDo(token, query string, vars map[string]any, out any) (*GQLResult, error) {
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	req, _ := http.NewRequest(http.MethodPost, e.URL+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -334,7 +368,7 @@ func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLRes
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		e.t.Fatalf("graphql: %v", err)
+		return nil, fmt.Errorf("graphql: %v", err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -345,7 +379,7 @@ func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLRes
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env); err != nil {
-		e.t.Fatalf("graphql answer %d does not decode: %v\n%s", resp.StatusCode, err, data)
+		return nil, fmt.Errorf("graphql answer %d does not decode: %v\n%s", resp.StatusCode, err, data)
 	}
 	if resp.Header.Get("Correlation-Id") == "" {
 		e.t.Errorf("graphql: no Correlation-Id header")
@@ -355,10 +389,10 @@ func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLRes
 		d := json.NewDecoder(bytes.NewReader(env.Data))
 		d.DisallowUnknownFields()
 		if err := d.Decode(out); err != nil {
-			e.t.Fatalf("graphql data does not decode into %T: %v\n%s", out, err, env.Data)
+			return nil, fmt.Errorf("graphql data does not decode into %T: %v\n%s", out, err, env.Data)
 		}
 	}
-	return res
+	return res, nil
 }
 
 // Post sends a message as the principal with handle who into thread and

@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"reflect"
 	"testing"
+	"time"
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/identity"
@@ -44,4 +46,16 @@ func mustREST(t *testing.T, env *apitest.Env, method, path, who string, body any
 func createGrantREST(t *testing.T, env *apitest.Env, body map[string]any) map[string]any {
 	t.Helper()
 	return mustREST(t, env, http.MethodPost, "/api/v1/grants", "robin", body, http.StatusCreated)
+}
+
+// awaitPolls blocks until n long polls of env's server wait for a change,
+// so that a test knows a poll is parked instead of sleeping until it
+// probably is.
+func awaitPolls(t *testing.T, env *apitest.Env, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	if err := env.Server.LongPolls().AwaitWaiting(ctx, n); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -49,7 +49,12 @@ func TestIdempotentCreate(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			statuses[i] = env.Post("alex", main, "dup", "Twice?").Status
+			r, err := env.PostDo("alex", main, "dup", "Twice?")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			statuses[i] = r.Status
 		}(i)
 	}
 	wg.Wait()

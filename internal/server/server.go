@@ -183,7 +183,7 @@ func New(d Deps) (*Server, error) {
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax), fdOpts...)
 	sources := graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}
-	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow), LoaderSources: sources,
+	resolver := &graph.Resolver{Identity: ident, Limiter: d.Limiter, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}
@@ -194,8 +194,10 @@ func New(d Deps) (*Server, error) {
 		ContextItems: contextItems, NestedItems: nestedItems})})
 	ws := newLive(cfg, ident, hub, d.Logger)
 	exec := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())
-	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes),
-		graph.WithLoaders(sources, exec))
+	// Every response, and every event of a subscription, resolves with its
+	// own loaders.
+	exec.Use(graph.PerResponse{Sources: sources})
+	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes), exec)
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
@@ -217,7 +219,7 @@ func New(d Deps) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	// WebSocket upgrades authenticate in connection_init; subscriptions
-	// resolve with fresh loaders per event (no request-wide cache).
+	// resolve each event with its own loaders (graph.PerResponse).
 	mux.Handle("/graphql", ws.route(exec, graphQLRefusals(authed(refuseTrailing(overHTTP(gql))))))
 	shim.Register(mux, authed)
 	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
@@ -384,6 +386,10 @@ func (s *Server) MetricsAddr() string {
 	}
 	return ""
 }
+
+// LongPolls returns the long polls of this process as tests observe them:
+// a test waits for a poll to park instead of sleeping.
+func (s *Server) LongPolls() runs.Waiters { return s.hub }
 
 // Gatherer returns the registry behind /metrics, for tests that read a
 // module's metric without HTTP.
