@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
