@@ -92,7 +92,7 @@ func subscribe(t *testing.T, withLoaders bool) (seen []*Loaders, presented []err
 // naming the missing extension (the server's presenter logs every internal
 // error with its cause) instead of quietly building loaders per call.
 func TestLoadersForFailsLoudly(t *testing.T) {
-	if _, err := LoadersFor(context.Background()); problem.From(err).Code != problem.InternalError || !errors.Is(problem.From(err).Cause(), errNoLoaders) {
+	if _, err := LoadersFor(context.Background()); err == nil || problem.From(err).Code != problem.InternalError || !errors.Is(problem.From(err).Cause(), errNoLoaders) {
 		t.Fatalf("LoadersFor without loaders: %v, want internal_error caused by %v", err, errNoLoaders)
 	}
 	seen, presented := subscribe(t, false)
