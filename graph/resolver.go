@@ -21,14 +21,13 @@ import (
 	"bothy.example.com/bothy/internal/runs"
 )
 
-// Resolver is the root resolver; it holds the module services.
+// Resolver is the root resolver; it holds the module services. Field
+// resolvers read through the loaders of their response (LoadersFor), which
+// the executor's PerResponse extension provides.
 type Resolver struct {
-	Identity *identity.Service
-	Limiter  ratelimit.Limiter
-	Chat     *chat.UseCases
-	// Field resolvers read through the loaders of their response
-	// (LoadersFor), which the PerResponse extension of the executor
-	// provides.
+	Identity  *identity.Service
+	Limiter   ratelimit.Limiter
+	Chat      *chat.UseCases
 	Messaging *messaging.Service
 	Admin     *admin.Service
 	Feed      *feed.Service
