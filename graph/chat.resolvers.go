@@ -35,7 +35,11 @@ func (r *messageResolver) StartedThread(ctx context.Context, obj *model.Message)
 	if err != nil {
 		return nil, err
 	}
-	tid, err := r.loaders(ctx).StartedThreads.Load(ctx, obj.ID)()
+	l, err := LoadersFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tid, err := l.StartedThreads.Load(ctx, obj.ID)()
 	if err != nil || tid == "" {
 		return nil, err
 	}

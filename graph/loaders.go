@@ -3,9 +3,9 @@ package graph
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/graph-gophers/dataloader/v7"
 
 	"bothy.example.com/bothy/graph/model"
@@ -259,33 +259,65 @@ func NewLoaders(src Sources) *Loaders {
 
 // ownRun loads run id of the calling agent's stream through the loader.
 func (r *Resolver) ownRun(ctx context.Context, id string) (*model.Run, error) {
-	run, err := r.loaders(ctx).OwnRuns.Load(ctx, id)()
+	l, err := LoadersFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run, err := l.OwnRuns.Load(ctx, id)()
 	if err != nil {
 		return nil, problem.From(err)
 	}
 	return runModel(run), nil
 }
 
-// WithLoaders is the HTTP middleware that gives each request its own
-// loaders, so nothing is cached across requests or principals.
-func WithLoaders(src Sources, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loadersKey{}, NewLoaders(src))))
-	})
+// PerResponse is the executor extension that gives every response its own
+// loaders: the one answer of a query or mutation (over HTTP, the REST shim
+// or a WebSocket), and each event of a subscription, so that the fields of
+// one event batch together and nothing is cached from one request, event
+// or principal to the next. The server installs it on its one executor.
+type PerResponse struct {
+	Sources Sources
 }
 
-// loaders returns the request's loaders, or fresh ones from the resolver's
-// complete sources outside an HTTP request (a subscription's events).
-func (r *Resolver) loaders(ctx context.Context) *Loaders {
+var _ interface {
+	graphql.HandlerExtension
+	graphql.ResponseInterceptor
+} = PerResponse{}
+
+// ExtensionName implements graphql.HandlerExtension.
+func (PerResponse) ExtensionName() string { return "BothyLoaders" }
+
+// Validate implements graphql.HandlerExtension.
+func (PerResponse) Validate(graphql.ExecutableSchema) error { return nil }
+
+// InterceptResponse implements graphql.ResponseInterceptor: gqlgen calls it
+// once per response, with the context the response's fields resolve in.
+func (e PerResponse) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	return next(context.WithValue(ctx, loadersKey{}, NewLoaders(e.Sources)))
+}
+
+// errNoLoaders is the wiring error of an executor without PerResponse.
+var errNoLoaders = errors.New("graph: no loaders in the context: the executor lacks the graph.PerResponse extension")
+
+// LoadersFor returns the loaders of the response being resolved. Without
+// them (an executor assembled without PerResponse) it fails with an
+// internal error, which the error presenter logs, instead of quietly
+// building loaders per call: that would cost one statement per item (N+1)
+// and nobody would notice.
+func LoadersFor(ctx context.Context) (*Loaders, error) {
 	if l, ok := ctx.Value(loadersKey{}).(*Loaders); ok {
-		return l
+		return l, nil
 	}
-	return NewLoaders(r.LoaderSources)
+	return nil, problem.Internal(errNoLoaders)
 }
 
 // principalRef loads the public view of principal id through the loader.
 func (r *Resolver) principalRef(ctx context.Context, id string) (*identity.Ref, error) {
-	p, err := r.loaders(ctx).Principals.Load(ctx, id)()
+	l, err := LoadersFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := l.Principals.Load(ctx, id)()
 	if err != nil {
 		return nil, problem.From(err)
 	}
@@ -302,7 +334,10 @@ func (r *Resolver) principalRef(ctx context.Context, id string) (*identity.Ref, 
 // context (fail closed): an error is never read as "no trigger" or "not
 // delivered".
 func (r *Resolver) finishContext(ctx context.Context, p identity.Principal, rc *runs.RunContext) (*model.RunContext, error) {
-	l := r.loaders(ctx)
+	l, err := LoadersFor(ctx)
+	if err != nil {
+		return nil, err
+	}
 	keys := rc.Keys()
 	// One statement answers already_delivered for every element and names
 	// the run's follow-ups (whose own delivery it answers too), so that

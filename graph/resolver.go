@@ -19,20 +19,18 @@ import (
 	"bothy.example.com/bothy/internal/runs"
 )
 
-// Resolver is the root resolver; it holds the module services.
+// Resolver is the root resolver; it holds the module services. Field
+// resolvers read through the loaders of their response (LoadersFor), which
+// the executor's PerResponse extension provides.
 type Resolver struct {
 	Identity *identity.Service
 	// Authz decides the rights of the resolvers that call no other module.
-	Authz *authz.Service
-	Chat  *chat.UseCases
-	// LoaderSources are what the per-request loaders read from. An HTTP
-	// request gets its loaders from WithLoaders; a subscription's events,
-	// which run outside one, build fresh loaders from these per call.
-	LoaderSources Sources
-	Messaging     *messaging.Service
-	Admin         *admin.Service
-	Feed          *feed.Service
-	Runs          *runs.Service
+	Authz     *authz.Service
+	Chat      *chat.UseCases
+	Messaging *messaging.Service
+	Admin     *admin.Service
+	Feed      *feed.Service
+	Runs      *runs.Service
 	// Holders answers the trust question of run contexts.
 	Holders authz.TriggerHolders
 	// ContextLimits are agent.context_max_bytes and

@@ -227,6 +227,29 @@ func (p *proc) ready(t *testing.T, want int) string {
 	}
 }
 
+// longPolls waits until the process's /metrics shows n long polls in
+// progress (bothy_long_polls_waiting): the observable sign that a poll the
+// test started has reached the server, instead of a sleep.
+func (p *proc) longPolls(t *testing.T, n int) {
+	t.Helper()
+	want := fmt.Sprintf("bothy_long_polls_waiting %d\n", n)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(p.base + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in /metrics (last error %v)", strings.TrimSpace(want), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // wait waits up to limit for the process to exit and returns its code.
 func (p *proc) wait(t *testing.T, limit time.Duration) int {
 	t.Helper()
@@ -369,7 +392,7 @@ func TestBinary(t *testing.T) {
 			resp.Body.Close()
 			polled <- fmt.Sprintf("%d %s", resp.StatusCode, body)
 		}()
-		time.Sleep(300 * time.Millisecond)
+		p.longPolls(t, 1)
 		sent := time.Now()
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		// Readiness turns first, while requests are still served.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,13 +23,21 @@ func runAdapter(t *testing.T, env *apitest.Env, agent string, model adapter.Mode
 // runAdapterOver is runAdapter with the stream read over transport.
 func runAdapterOver(t *testing.T, env *apitest.Env, agent string, model adapter.Model, transport string) (stop func()) {
 	t.Helper()
+	stop, _ = runAdapterLogged(t, env, agent, model, transport)
+	return stop
+}
+
+// runAdapterLogged is runAdapterOver that also returns the adapter's log,
+// whose lines are the signals a test waits for (instead of sleeping).
+func runAdapterLogged(t *testing.T, env *apitest.Env, agent string, model adapter.Model, transport string) (stop func(), logs *syncBuffer) {
+	t.Helper()
 	c, err := adapter.NewClient(env.URL, env.World.Token(agent), adapter.ClientOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	logs = &syncBuffer{}
 	a, err := adapter.New(adapter.Config{Client: c, Model: model, PollWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond, Transport: transport,
-		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +59,7 @@ func runAdapterOver(t *testing.T, env *apitest.Env, agent string, model adapter.
 			t.Logf("adapter log:\n%s", logs.String())
 		}
 	})
-	return stop
+	return stop, logs
 }
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -154,8 +163,11 @@ func TestTakeoverAfterCrash(t *testing.T) {
 				}
 			}
 			n := 0
-			runAdapter(t, env, "lotse", differentModel{&n})
-			time.Sleep(500 * time.Millisecond) // the survivor meets the claimed run and skips it
+			_, logs := runAdapterLogged(t, env, "lotse", differentModel{&n}, adapter.TransportPoll)
+			// The survivor meets the claimed run and says that it skips it.
+			waitFor(t, "the survivor to skip the claimed run", 10*time.Second, func() bool {
+				return strings.Contains(logs.String(), "invocation skipped: another adapter process holds the run")
+			})
 			if st := env.Count(`SELECT count(*) FROM runs WHERE id = $1 AND state = 'running' AND holder = 'dead-process'`, inv.RunID); st != 1 {
 				t.Fatal("the survivor took a run whose lease lives")
 			}

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -27,104 +26,36 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	apidoc "bothy.example.com/bothy/docs/api"
-	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
-	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/internal/server"
-	"bothy.example.com/bothy/internal/world"
 )
 
-// Options adjust a test server.
-type Options struct {
-	// Config changes keys of the default configuration (name to raw value).
-	Config map[string]string
-	// Logger receives the server's logs (default: discarded).
-	Logger *slog.Logger
-	// Tracer sees every statement of the server's pool (to count them).
-	Tracer pgx.QueryTracer
-	// NoWorld starts on an empty (migrated) database, as a new
-	// installation does; World is then empty.
-	NoWorld bool
-	// DatabaseURL, when set, is the (migrated, empty) database to use
-	// instead of a fresh clone.
-	DatabaseURL string
-	// PoolURL, when set, is the server's database.url: where its pool
-	// connects (a pooler in front of DatabaseURL). The LISTEN connection
-	// then follows database.listen_url.
-	PoolURL string
-}
+// Options adjust a test server: they are the module harness's options
+// (configuration, logger, tracer, database, hooks).
+type Options = moduletest.Options
 
-// Env is a running test server with its database and world.
+// Env is a running test server with its database and world. The assembled
+// modules, pool, clock and world are those of the embedded module harness.
 type Env struct {
+	*moduletest.Env
 	t      testing.TB
 	URL    string
-	Pool   *pgxpool.Pool
-	DBURL  string
-	Clock  *clock.Fake
-	World  *world.World
-	Server *server.Server
 	router routers.Router
 	doc    *openapi3.T
 	client *http.Client
-	cfg    *config.Config
-	log    *slog.Logger
 }
 
-// Start runs a server for t and stops it when t ends.
+// Start runs a server for t and stops it when t ends: the modules as the
+// module harness assembles them, served on 127.0.0.1 and port 0.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
-	ctx := context.Background()
-	dbURL := opts.DatabaseURL
-	if dbURL == "" {
-		dbURL = pgtest.URL(t)
-	}
-	cfg := config.Defaults()
-	for k, v := range opts.Config {
-		var err error
-		if cfg, err = cfg.With(k, v); err != nil {
-			t.Fatalf("test config: %v", err)
-		}
-	}
-	poolURL := dbURL
-	if opts.PoolURL != "" {
-		poolURL = opts.PoolURL
-	}
-	pool, err := db.Open(ctx, db.Options{URL: poolURL, MaxConns: cfg.Int(config.DatabaseMaxConns), Tracer: opts.Tracer,
-		PoolerMode: cfg.Bool(config.DatabasePoolerMode)})
-	if err != nil {
-		t.Fatalf("open test database: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	fc := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
-	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: poolURL, Clock: fc, Logger: log})
-	if err != nil {
-		t.Fatalf("assemble server: %v", err)
-	}
-	w := &world.World{Principals: map[string]world.Principal{}, Spaces: map[string]string{}, Channels: map[string]world.Channel{}}
-	if !opts.NoWorld {
-		if w, err = world.Build(ctx, srv.World()); err != nil {
-			t.Fatalf("build world: %v", err)
-		}
-	}
-	// The world is the fixture every test starts from: the events and audit
-	// rows of building it (space.created, grant allows, ...) are not part of
-	// what a test observes, so that a test of listEvents or of the audit
-	// sees only what it did itself.
-	if _, err := pool.Exec(ctx, `DELETE FROM event_log; DELETE FROM audit_log`); err != nil {
-		t.Fatalf("reset world events: %v", err)
-	}
-	env := &Env{t: t, Pool: pool, DBURL: dbURL, Clock: fc, World: w, Server: srv, cfg: cfg, log: log,
-		client: &http.Client{Timeout: 60 * time.Second}}
-	env.serve(srv)
+	env := &Env{Env: moduletest.Build(t, opts), t: t, client: &http.Client{Timeout: 60 * time.Second}}
+	env.serve(env.Server)
 	return env
 }
 
@@ -133,17 +64,20 @@ func Start(t testing.TB, opts Options) *Env {
 // behaviour across replicas.
 func (e *Env) Peer() *Env {
 	e.t.Helper()
-	pool, err := db.Open(context.Background(), db.Options{URL: e.DBURL, MaxConns: e.cfg.Int(config.DatabaseMaxConns)})
+	pool, err := db.Open(context.Background(), db.Options{URL: e.DBURL, MaxConns: e.Config.Int(config.DatabaseMaxConns)})
 	if err != nil {
 		e.t.Fatalf("open peer pool: %v", err)
 	}
 	e.t.Cleanup(pool.Close)
-	srv, err := server.New(server.Deps{Config: e.cfg, Pool: pool, DatabaseURL: e.DBURL, Clock: e.Clock, Logger: e.log})
+	srv, err := server.New(server.Deps{Config: e.Config, Pool: pool, DatabaseURL: e.DBURL, Clock: e.Clock, Logger: e.Log})
 	if err != nil {
 		e.t.Fatalf("assemble peer: %v", err)
 	}
-	peer := &Env{t: e.t, Pool: pool, DBURL: e.DBURL, Clock: e.Clock, World: e.World, Server: srv, cfg: e.cfg, log: e.log,
-		client: &http.Client{Timeout: 60 * time.Second}}
+	m := *e.Env
+	m.Pool, m.PoolURL, m.Server = pool, e.DBURL, srv
+	m.Identity, m.Authz, m.Chat, m.Messaging, m.Feed = srv.Identity, srv.Authz, srv.Chat, srv.Messaging, srv.Feed
+	m.Events, m.Runs, m.Admin, m.UoW = srv.Events, srv.Runs, srv.Admin, srv.UoW
+	peer := &Env{Env: &m, t: e.t, client: &http.Client{Timeout: 60 * time.Second}}
 	peer.serve(srv)
 	return peer
 }
@@ -246,6 +180,29 @@ func (e *Env) REST(method, path, token string, body any) *Response {
 // RESTWith is REST with extra request headers.
 func (e *Env) RESTWith(method, path, token string, body any, header http.Header) *Response {
 	e.t.Helper()
+	r, err := e.restDo(method, path, token, body, header)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// Do is REST for a goroutine other than the test's: a request that cannot
+// be made or answered is returned as an error instead of ending the test
+// (t.Fatal from another goroutine would leave the test waiting for it). The
+// answer is checked as REST checks it; its failures are reported with
+// t.Errorf, which any goroutine may call.
+func (e *Env) Do(method, path, token string, body any) (*Response, error) {
+	return e.restDo(method, path, token, body, nil)
+}
+
+// PostDo is Post for a goroutine other than the test's (see Do).
+func (e *Env) PostDo(who, thread, clientMsgID, content string) (*Response, error) {
+	return e.Do(http.MethodPost, "/api/v1/threads/"+thread+"/messages", e.World.Token(who),
+		map[string]any{"client_msg_id": clientMsgID, "content_md": content})
+}
+
+func (e *Env) restDo(method, path, token string, body any, header http.Header) (*Response, error) {
 	var raw []byte
 	switch b := body.(type) {
 	case nil:
@@ -256,12 +213,12 @@ func (e *Env) RESTWith(method, path, token string, body any, header http.Header)
 	default:
 		var err error
 		if raw, err = json.Marshal(b); err != nil {
-			e.t.Fatalf("encode body: %v", err)
+			return nil, fmt.Errorf("encode body: %v", err)
 		}
 	}
 	req, err := http.NewRequest(method, e.URL+path, bytes.NewReader(raw))
 	if err != nil {
-		e.t.Fatalf("request: %v", err)
+		return nil, fmt.Errorf("request: %v", err)
 	}
 	if raw != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -274,7 +231,7 @@ func (e *Env) RESTWith(method, path, token string, body any, header http.Header)
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		return nil, fmt.Errorf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -291,7 +248,7 @@ func (e *Env) RESTWith(method, path, token string, body any, header http.Header)
 			e.t.Errorf("%s %s: JSON null at %s in %s", method, path, p, data)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // validate checks a REST answer against the OpenAPI document: the operation
@@ -391,6 +348,17 @@ type GQLResult struct {
 // schema's shape). out may be nil. It returns the errors and raw answer.
 func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLResult {
 	e.t.Helper()
+	res, err := e.GraphQLDo(token, query, vars, out)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+// GraphQLDo is GraphQL for a goroutine other than the test's (see Do): a
+// request that fails or an answer that does not decode is returned as an
+// error.
+func (e *Env) GraphQLDo(token, query string, vars map[string]any, out any) (*GQLResult, error) {
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	req, _ := http.NewRequest(http.MethodPost, e.URL+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -400,7 +368,7 @@ func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLRes
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		e.t.Fatalf("graphql: %v", err)
+		return nil, fmt.Errorf("graphql: %v", err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -411,7 +379,7 @@ func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLRes
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env); err != nil {
-		e.t.Fatalf("graphql answer %d does not decode: %v\n%s", resp.StatusCode, err, data)
+		return nil, fmt.Errorf("graphql answer %d does not decode: %v\n%s", resp.StatusCode, err, data)
 	}
 	if resp.Header.Get("Correlation-Id") == "" {
 		e.t.Errorf("graphql: no Correlation-Id header")
@@ -421,10 +389,10 @@ func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLRes
 		d := json.NewDecoder(bytes.NewReader(env.Data))
 		d.DisallowUnknownFields()
 		if err := d.Decode(out); err != nil {
-			e.t.Fatalf("graphql data does not decode into %T: %v\n%s", out, err, env.Data)
+			return nil, fmt.Errorf("graphql data does not decode into %T: %v\n%s", out, err, env.Data)
 		}
 	}
-	return res
+	return res, nil
 }
 
 // Post sends a message as the principal with handle who into thread and
@@ -447,27 +415,6 @@ func (e *Env) MustPost(who, thread, clientMsgID, content string) map[string]any 
 	r.JSON(e.t, &m)
 	return m
 }
-
-// Count returns the result of a count(*) statement.
-func (e *Env) Count(sql string, args ...any) int {
-	e.t.Helper()
-	var n int
-	if err := e.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		e.t.Fatalf("count %q: %v", sql, err)
-	}
-	return n
-}
-
-// Exec runs a statement on the test database (to shape a test's world).
-func (e *Env) Exec(sql string, args ...any) {
-	e.t.Helper()
-	if _, err := e.Pool.Exec(context.Background(), sql, args...); err != nil {
-		e.t.Fatalf("exec %q: %v", sql, err)
-	}
-}
-
-// Main returns the main thread id of channel key "Space/Channel".
-func (e *Env) Main(key string) string { return e.World.Channel(key).MainThreadID }
 
 // InsertImport writes a message of origin import by the principal with
 // handle who into thread, the way import tooling does: the server's import

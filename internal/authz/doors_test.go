@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -14,7 +14,7 @@ import (
 // actor's own resources and carries the scope of events.list, Allowed
 // decides by the rule table without a trace.
 func TestDoors(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
+	env := moduletest.New(t)
 	ctx := t.Context()
 	allgemein := channelPath(t, env, "Support/Allgemein")
 	eskalation := channelPath(t, env, "Support/Eskalation")
@@ -31,13 +31,13 @@ func TestDoors(t *testing.T) {
 			{"write", authz.MessageCreate, "[true false]"},
 			{"trigger", authz.ThreadMove, "[false false]"},
 		} {
-			got, err := env.Server.Authz.Filter(ctx, writer, tc.action, targets)
+			got, err := env.Authz.Filter(ctx, writer, tc.action, targets)
 			if err != nil || fmt.Sprint(got) != tc.want {
 				t.Errorf("%s: Filter = %v, %v, want %s", tc.name, got, err, tc.want)
 			}
 		}
 		// A known grant is taken as it is: the decision reads no grant.
-		got, err := env.Server.Authz.Filter(ctx, writer, authz.ThreadMove, []authz.Facts{authz.Known(allgemein, authz.Trigger), authz.Known(eskalation, authz.None)})
+		got, err := env.Authz.Filter(ctx, writer, authz.ThreadMove, []authz.Facts{authz.Known(allgemein, authz.Trigger), authz.Known(eskalation, authz.None)})
 		if err != nil || fmt.Sprint(got) != "[true false]" {
 			t.Errorf("known grants: Filter = %v, %v", got, err)
 		}
@@ -45,7 +45,7 @@ func TestDoors(t *testing.T) {
 
 	t.Run("Authorize audits a denial on an own resource", func(t *testing.T) {
 		before := env.Count(`SELECT count(*) FROM audit_log WHERE actor_id = $1 AND action = 'agent.events.poll' AND reason = 'subject_kind_not_allowed' AND resource_kind = 'agent_stream'`, sam.ID)
-		d, _, err := env.Server.Authz.Authorize(ctx, sam, authz.AgentEventsPoll, authz.Own(authz.KindAgent, sam.ID))
+		d, _, err := env.Authz.Authorize(ctx, sam, authz.AgentEventsPoll, authz.Own(authz.KindAgent, sam.ID))
 		if p := problem.From(err); d.Allow || p.Code != problem.Forbidden || p.Reason != authz.ReasonSubjectKind {
 			t.Fatalf("poll by a person: %+v, %v", d, err)
 		}
@@ -53,10 +53,10 @@ func TestDoors(t *testing.T) {
 			t.Fatalf("audit rows %d, want %d", n, before+1)
 		}
 		rows := env.Count(`SELECT count(*) FROM audit_log`)
-		if _, _, err := env.Server.Authz.Authorize(ctx, lotse, authz.AgentEventsPoll, authz.Own(authz.KindAgent, lotse.ID)); err != nil {
+		if _, _, err := env.Authz.Authorize(ctx, lotse, authz.AgentEventsPoll, authz.Own(authz.KindAgent, lotse.ID)); err != nil {
 			t.Fatalf("poll by the agent: %v", err)
 		}
-		if _, _, err := env.Server.Authz.Authorize(ctx, writer, authz.ViewerRead, authz.Own(authz.KindPrincipal, writer.ID)); err != nil {
+		if _, _, err := env.Authz.Authorize(ctx, writer, authz.ViewerRead, authz.Own(authz.KindPrincipal, writer.ID)); err != nil {
 			t.Fatalf("viewer: %v", err)
 		}
 		if n := env.Count(`SELECT count(*) FROM audit_log`); n != rows {
@@ -65,15 +65,15 @@ func TestDoors(t *testing.T) {
 	})
 
 	t.Run("events.list carries the scope", func(t *testing.T) {
-		d, _, err := env.Server.Authz.Authorize(ctx, robin, authz.EventsList, authz.Instance())
+		d, _, err := env.Authz.Authorize(ctx, robin, authz.EventsList, authz.Instance())
 		if err != nil || d.Scope == nil || !d.Scope.All {
 			t.Fatalf("owner: %+v, %v", d, err)
 		}
-		d, _, err = env.Server.Authz.Authorize(ctx, lotse, authz.EventsList, authz.Instance())
+		d, _, err = env.Authz.Authorize(ctx, lotse, authz.EventsList, authz.Instance())
 		if err != nil || d.Scope == nil || d.Scope.All || d.Scope.Operator != lotse.ID {
 			t.Fatalf("agent: %+v, %v", d, err)
 		}
-		d, _, err = env.Server.Authz.Authorize(ctx, alex, authz.EventsList, authz.Instance())
+		d, _, err = env.Authz.Authorize(ctx, alex, authz.EventsList, authz.Instance())
 		if err != nil || d.Scope == nil || d.Scope.Operator != "" || fmt.Sprint(d.Scope.Spaces) != "["+env.World.Spaces["Support"]+"]" {
 			t.Fatalf("person: %+v, %v", d.Scope, err)
 		}
@@ -81,14 +81,14 @@ func TestDoors(t *testing.T) {
 
 	t.Run("Allowed decides by the table without a trace", func(t *testing.T) {
 		rows := env.Count(`SELECT count(*) FROM audit_log`)
-		got, err := env.Server.Authz.Allowed(ctx, env.Server.Authz.Pool(), authz.MessageTrigger, authz.Facts{Path: allgemein}, writer, sam, alex, lotse, robin)
+		got, err := env.Authz.Allowed(ctx, env.Authz.Pool(), authz.MessageTrigger, authz.Facts{Path: allgemein}, writer, sam, alex, lotse, robin)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := []string{alex.ID, robin.ID, sam.ID}; fmt.Sprint(sortedKeys(t, got)) != fmt.Sprint(sorted(want)) {
 			t.Errorf("message.trigger on Allgemein: %v, want %v", sortedKeys(t, got), sorted(want))
 		}
-		got, err = env.Server.Authz.Allowed(ctx, env.Server.Authz.Pool(), authz.ThreadRead, authz.Facts{Path: eskalation}, writer, lotse)
+		got, err = env.Authz.Allowed(ctx, env.Authz.Pool(), authz.ThreadRead, authz.Facts{Path: eskalation}, writer, lotse)
 		if err != nil || fmt.Sprint(sortedKeys(t, got)) != "["+lotse.ID+"]" {
 			t.Errorf("thread.read on Eskalation: %v, %v, want only lotse (its operator)", got, err)
 		}

@@ -39,18 +39,32 @@ type Service struct {
 	log     *slog.Logger
 	sources map[ResourceKind]Source
 	errors  *prometheus.CounterVec
-	// TriggerFault, when set (tests only), is returned by WithTrigger: it
-	// proves that a failing trust source fails the whole run context.
-	TriggerFault error
+	faults  Faults // nil in production
 }
+
+// Faults is a test instrument: a non-nil error from TriggerHolders is
+// returned by WithTrigger instead of reading, which proves that a failing
+// trust source fails the whole run context. Production passes none.
+type Faults interface {
+	TriggerHolders() error
+}
+
+// Option adjusts a Service at construction.
+type Option func(*Service)
+
+// WithFaults installs f (tests only; see Faults).
+func WithFaults(f Faults) Option { return func(s *Service) { s.faults = f } }
 
 // NewService returns the authorization service. window is
 // audit.deny_aggregate_window; reg receives bothy_authz_errors_total.
-func NewService(pool db.Querier, c clock.Clock, limiter ratelimit.Limiter, window time.Duration, log *slog.Logger, reg prometheus.Registerer) *Service {
+func NewService(pool db.Querier, c clock.Clock, limiter ratelimit.Limiter, window time.Duration, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Service {
 	s := &Service{pool: pool, clock: c, limiter: limiter, window: window, log: log, sources: map[ResourceKind]Source{},
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_authz_errors_total",
 			Help: "Authorization errors by reason (filter_mismatch: a list query returned an item the reader may not see)."}, []string{"reason"})}
 	reg.MustRegister(s.errors)
+	for _, o := range opts {
+		o(s)
+	}
 	return s
 }
 
@@ -514,10 +528,12 @@ type TriggerHolders interface {
 // owners count on every channel, other active persons through their grants
 // (direct or through groups) on the channel or its space; the archive cap
 // leaves nobody with trigger in an archived channel or space; agents and
-// apps never count. TriggerFault, when set (tests only), makes it fail.
+// apps never count. Faults, when installed (tests only), can make it fail.
 func (s *Service) WithTrigger(ctx context.Context, c Path, people []identity.Principal) (map[string]bool, error) {
-	if s.TriggerFault != nil {
-		return nil, s.TriggerFault
+	if s.faults != nil {
+		if err := s.faults.TriggerHolders(); err != nil {
+			return nil, err
+		}
 	}
 	if c.Kind != KindChannel && c.ChannelID == "" {
 		return nil, fmt.Errorf("authz: trigger holders need a channel path")

@@ -6,16 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/server"
 )
 
 // holders asks WithTrigger on channel key about people and fails the test on
 // an error.
-func holders(t *testing.T, env *apitest.Env, key string, people []identity.Principal) map[string]bool {
+func holders(t *testing.T, env *moduletest.Env, key string, people []identity.Principal) map[string]bool {
 	t.Helper()
 	got, err := env.Server.Authz.WithTrigger(t.Context(), channelPath(t, env, key), people)
 	if err != nil {
@@ -26,7 +27,7 @@ func holders(t *testing.T, env *apitest.Env, key string, people []identity.Princ
 
 // channelPath reads channel key as stored now (after any archiving of the
 // test) and returns its authorization path.
-func channelPath(t *testing.T, env *apitest.Env, key string) authz.Path {
+func channelPath(t *testing.T, env *moduletest.Env, key string) authz.Path {
 	t.Helper()
 	c, err := env.Server.Chat.GetChannel(t.Context(), nil, env.World.Channel(key).ID)
 	if err != nil {
@@ -37,7 +38,7 @@ func channelPath(t *testing.T, env *apitest.Env, key string) authz.Path {
 
 // load reads the principals with the given handles through identity, so
 // their status is the stored one.
-func load(t *testing.T, env *apitest.Env, handles ...string) []identity.Principal {
+func load(t *testing.T, env *moduletest.Env, handles ...string) []identity.Principal {
 	t.Helper()
 	out := make([]identity.Principal, 0, len(handles))
 	for _, h := range handles {
@@ -51,7 +52,7 @@ func load(t *testing.T, env *apitest.Env, handles ...string) []identity.Principa
 }
 
 // newPerson stores an active person (no grants) and returns it.
-func newPerson(t *testing.T, env *apitest.Env, handle string) identity.Principal {
+func newPerson(t *testing.T, env *moduletest.Env, handle string) identity.Principal {
 	t.Helper()
 	p, err := env.Server.Identity.CreatePrincipal(t.Context(), nil, identity.NewPrincipal{Kind: identity.KindUser,
 		Handle: handle, DisplayName: handle, Email: handle + "@example.com"})
@@ -94,21 +95,21 @@ func TestTriggerHolders(t *testing.T) {
 		channel string
 		// setup shapes the world and returns the principals to ask and the
 		// ids expected back.
-		setup func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string)
+		setup func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string)
 	}{
-		{"trigger grant on the channel", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"trigger grant on the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "sam"), []string{env.World.ID("sam")}
 		}},
-		{"trigger grant on the space", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"trigger grant on the space", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "alex"), []string{env.World.ID("alex")}
 		}},
-		{"trigger grant on the space reaches a forum of the space", "Support/Reports", func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"trigger grant on the space reaches a forum of the space", "Support/Reports", func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "alex", "sam"), []string{env.World.ID("alex")}
 		}},
-		{"write only", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"write only", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "writer"), nil
 		}},
-		{"group grant trigger on the channel", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"group grant trigger on the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			m := newPerson(t, env, "member")
 			group := ids.New()
 			env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'support-team', now())`, group)
@@ -117,7 +118,7 @@ func TestTriggerHolders(t *testing.T) {
 				ids.New(), group, env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
 			return []identity.Principal{m}, []string{m.ID}
 		}},
-		{"group grant write on the channel", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"group grant write on the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			m := newPerson(t, env, "member")
 			group := ids.New()
 			env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'support-writers', now())`, group)
@@ -126,7 +127,7 @@ func TestTriggerHolders(t *testing.T) {
 				ids.New(), group, env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
 			return []identity.Principal{m}, nil
 		}},
-		{"group grant trigger on another channel", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"group grant trigger on another channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			m := newPerson(t, env, "member")
 			group := ids.New()
 			env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'campaigns', now())`, group)
@@ -135,7 +136,7 @@ func TestTriggerHolders(t *testing.T) {
 				ids.New(), group, env.World.Channel("Marketing/Kampagnen").ID, env.World.ID("robin"), env.Clock.Now())
 			return []identity.Principal{m}, nil
 		}},
-		{"expired grant", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"expired grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			m := newPerson(t, env, "temp")
 			env.Exec(`INSERT INTO grants (id, subject_principal_id, target_channel_id, level, expires_at, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5, $6)`,
 				ids.New(), m.ID, env.World.Channel(allgemein).ID, env.Clock.Now().Add(time.Hour), env.World.ID("robin"), env.Clock.Now())
@@ -147,79 +148,79 @@ func TestTriggerHolders(t *testing.T) {
 			env.Clock.Advance(2 * time.Hour)
 			return []identity.Principal{m}, nil
 		}},
-		{"revoked grant", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"revoked grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			env.Exec(`UPDATE grants SET revoked_at = now() WHERE subject_principal_id = $1 AND target_channel_id = $2`,
 				env.World.ID("sam"), env.World.Channel(allgemein).ID)
 			return load(t, env, "sam"), nil
 		}},
-		{"active owner without grant", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"active owner without grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			if n := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("robin")); n != 0 {
 				t.Fatalf("robin has %d grants; the row needs none", n)
 			}
 			return load(t, env, "robin"), []string{env.World.ID("robin")}
 		}},
-		{"disabled person", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"disabled person", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			env.Exec(`UPDATE principals SET status = 'disabled' WHERE id = $1`, env.World.ID("sam"))
 			return load(t, env, "sam"), nil
 		}},
-		{"pending person", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"pending person", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			env.Exec(`UPDATE principals SET status = 'pending' WHERE id = $1`, env.World.ID("alex"))
 			return load(t, env, "alex"), nil
 		}},
-		{"disabled owner", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"disabled owner", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			env.Exec(`UPDATE principals SET status = 'disabled' WHERE id = $1`, env.World.ID("robin"))
 			return load(t, env, "robin"), nil
 		}},
-		{"agent operator of the channel", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"agent operator of the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "lotse"), nil
 		}},
-		{"agent with a write grant", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"agent with a write grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "texter"), nil
 		}},
-		{"agent with a stored trigger grant", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"agent with a stored trigger grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			// The API refuses trigger for agents; a row written past it must
 			// still not make an agent a holder (only people trigger).
 			env.Exec(`INSERT INTO grants (id, subject_principal_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5)`,
 				ids.New(), env.World.ID("lotse"), env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
 			return load(t, env, "lotse"), nil
 		}},
-		{"app", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"app", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "feedbot"), nil
 		}},
-		{"archived channel", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"archived channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			env.Exec(`UPDATE channels SET archived_at = now() WHERE id = $1`, env.World.Channel(allgemein).ID)
 			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "feedbot"), nil
 		}},
-		{"archived space", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"archived space", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			env.Exec(`UPDATE spaces SET archived_at = now() WHERE id = $1`, env.World.Spaces["Support"])
 			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "feedbot"), nil
 		}},
-		{"other space archived", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"other space archived", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			env.Exec(`UPDATE spaces SET archived_at = now() WHERE id = $1`, env.World.Spaces["Marketing"])
 			return load(t, env, "robin", "sam"), []string{env.World.ID("robin"), env.World.ID("sam")}
 		}},
-		{"duplicates in the input", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"duplicates in the input", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "sam", "sam", "alex", "writer", "sam", "writer", "alex"), []string{env.World.ID("sam"), env.World.ID("alex")}
 		}},
-		{"unknown id", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"unknown id", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			ghost := identity.Principal{ID: ids.New(), Kind: identity.KindUser, Handle: "ghost", Status: identity.StatusActive}
 			return []identity.Principal{ghost}, nil
 		}},
-		{"no people", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"no people", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return nil, nil
 		}},
-		{"whole world on Allgemein", allgemein, func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"whole world on Allgemein", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"),
 				[]string{env.World.ID("robin"), env.World.ID("alex"), env.World.ID("sam")}
 		}},
-		{"whole world on Kampagnen", "Marketing/Kampagnen", func(t *testing.T, env *apitest.Env) ([]identity.Principal, []string) {
+		{"whole world on Kampagnen", "Marketing/Kampagnen", func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
 			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"),
 				[]string{env.World.ID("robin"), env.World.ID("sam")}
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env := apitest.Start(t, apitest.Options{})
+			env := moduletest.New(t)
 			people, wantIDs := tc.setup(t, env)
 			audits := env.Count(`SELECT count(*) FROM audit_log`)
 			got := holders(t, env, tc.channel, people)
@@ -246,10 +247,10 @@ func TestTriggerHolders(t *testing.T) {
 	}
 
 	t.Run("source error", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		sw := &moduletest.TriggerFault{}
+		env := moduletest.Build(t, moduletest.Options{Hooks: server.Hooks{Authz: sw}})
 		fault := errors.New("trust source down")
-		env.Server.Authz.TriggerFault = fault
-		t.Cleanup(func() { env.Server.Authz.TriggerFault = nil })
+		sw.Set(fault)
 		got, err := env.Server.Authz.WithTrigger(t.Context(), channelPath(t, env, allgemein), load(t, env, "robin", "alex", "sam"))
 		if !errors.Is(err, fault) {
 			t.Fatalf("error %v, want %v", err, fault)
@@ -257,14 +258,14 @@ func TestTriggerHolders(t *testing.T) {
 		if got != nil {
 			t.Fatalf("result %v with an error, want nil", got)
 		}
-		env.Server.Authz.TriggerFault = nil
+		sw.Set(nil)
 		if got := sortedKeys(t, holders(t, env, allgemein, load(t, env, "sam"))); len(got) != 1 || got[0] != env.World.ID("sam") {
 			t.Fatalf("after the fault is cleared: %v", got)
 		}
 	})
 
 	t.Run("path of a space is refused", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		env := moduletest.New(t)
 		p := channelPath(t, env, allgemein)
 		p.Kind, p.ID, p.ChannelID = authz.KindSpace, p.SpaceID, ""
 		got, err := env.Server.Authz.WithTrigger(t.Context(), p, load(t, env, "robin"))

@@ -20,15 +20,30 @@ type Service struct {
 	chat                   *chat.Service
 	log                    *events.Log
 	limitDefault, limitMax int
-	// Hook, when set (tests only), sees the events the query returned before
-	// filter mode checks them.
-	Hook func([]events.Event) []events.Event
+	hook                   Hook // nil in production
 }
+
+// Hook is a test instrument: it sees the events the query returned before
+// filter mode checks them, so that a test can prove that filter mode drops
+// an event a faulty query would leak. Production passes none.
+type Hook interface {
+	Events(evs []events.Event) []events.Event
+}
+
+// Option adjusts a Service at construction.
+type Option func(*Service)
+
+// WithHook installs h (tests only; see Hook).
+func WithHook(h Hook) Option { return func(s *Service) { s.hook = h } }
 
 // NewService returns the feed. limitDefault and limitMax are
 // events.list_limit_default and events.list_limit_max.
-func NewService(az *authz.Service, c *chat.Service, log *events.Log, limitDefault, limitMax int) *Service {
-	return &Service{authz: az, chat: c, log: log, limitDefault: limitDefault, limitMax: limitMax}
+func NewService(az *authz.Service, c *chat.Service, log *events.Log, limitDefault, limitMax int, opts ...Option) *Service {
+	s := &Service{authz: az, chat: c, log: log, limitDefault: limitDefault, limitMax: limitMax}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // LimitMax is events.list_limit_max: the largest page Next reads.
@@ -125,8 +140,8 @@ func (s *Service) page(ctx context.Context, actor identity.Principal, scope auth
 	if len(evs) > 0 {
 		next = strconv.FormatInt(evs[len(evs)-1].Seq, 10)
 	}
-	if s.Hook != nil {
-		evs = s.Hook(evs)
+	if s.hook != nil {
+		evs = s.hook.Events(evs)
 	}
 	out, err := s.filter(ctx, actor, evs)
 	if err != nil {

@@ -2,16 +2,15 @@ package messaging_test
 
 import (
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
@@ -40,45 +39,35 @@ type reportsFixture struct {
 	ids    map[int64]string
 }
 
-func newReportsFixture(t *testing.T, env *apitest.Env) reportsFixture {
+func newReportsFixture(t *testing.T, env *moduletest.Env) reportsFixture {
 	t.Helper()
-	r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Reports").ID+"/threads", env.World.Token("alex"),
-		map[string]any{"title": "Printer report", "first_message": map[string]any{"client_msg_id": "m1", "content_md": "m1"}})
-	if r.Status != http.StatusCreated {
-		t.Fatalf("create post: %d %s", r.Status, r.Body)
+	th, first, _, err := env.Messaging.CreateThread(t.Context(), env.Principal("alex"), env.World.Channel("Support/Reports").ID,
+		messaging.ThreadInput{Title: "Printer report", First: messaging.Input{ClientMsgID: "m1", ContentMD: "m1"}})
+	if err != nil {
+		t.Fatalf("create post: %v", err)
 	}
-	var created struct {
-		Thread       map[string]any `json:"thread"`
-		FirstMessage map[string]any `json:"first_message"`
-	}
-	r.JSON(t, &created)
-	f := reportsFixture{thread: created.Thread["id"].(string), ids: map[int64]string{1: created.FirstMessage["id"].(string)}}
-	post := func(seq int64, who, content string, extra map[string]any) {
+	f := reportsFixture{thread: th.ID, ids: map[int64]string{1: first.ID}}
+	post := func(seq int64, who, content, replyTo string) {
 		t.Helper()
-		body := map[string]any{"client_msg_id": fmt.Sprintf("m%d", seq), "content_md": content}
-		for k, v := range extra {
-			body[k] = v
+		m, _, err := env.Messaging.Create(t.Context(), env.Principal(who), f.thread,
+			messaging.Input{ClientMsgID: fmt.Sprintf("m%d", seq), ContentMD: content, ReplyToMessageID: replyTo})
+		if err != nil {
+			t.Fatalf("post m%d by %s: %v", seq, who, err)
 		}
-		r := env.REST(http.MethodPost, "/api/v1/threads/"+f.thread+"/messages", env.World.Token(who), body)
-		if r.Status != http.StatusCreated {
-			t.Fatalf("post m%d by %s: %d %s", seq, who, r.Status, r.Body)
-		}
-		var m map[string]any
-		r.JSON(t, &m)
-		if got := int64(m["thread_seq"].(float64)); got != seq {
+		if got := m.ThreadSeq; got != seq {
 			t.Fatalf("m%d has thread_seq %d", seq, got)
 		}
-		f.ids[seq] = m["id"].(string)
+		f.ids[seq] = m.ID
 	}
-	post(2, "lotse", "m2", nil)
-	post(3, "alex", "m3", nil)
-	post(4, "robin", "m4", nil)
-	post(5, "lotse", "m5", nil)
-	post(6, "alex", "m6", nil)
-	post(7, "alex", longContent, nil)
-	post(8, "alex", "m8", map[string]any{"reply_to_message_id": f.ids[6]})
-	if r := env.REST(http.MethodDelete, "/api/v1/messages/"+f.ids[4], env.World.Token("robin"), nil); r.Status != http.StatusOK {
-		t.Fatalf("delete m4: %d %s", r.Status, r.Body)
+	post(2, "lotse", "m2", "")
+	post(3, "alex", "m3", "")
+	post(4, "robin", "m4", "")
+	post(5, "lotse", "m5", "")
+	post(6, "alex", "m6", "")
+	post(7, "alex", longContent, "")
+	post(8, "alex", "m8", f.ids[6])
+	if _, err := env.Messaging.Delete(t.Context(), env.Principal("robin"), f.ids[4]); err != nil {
+		t.Fatalf("delete m4: %v", err)
 	}
 	if n := env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1 AND kind = 'run'`, f.thread); n != 0 {
 		t.Fatalf("the Reports post holds %d run anchors; the fixture needs none", n)
@@ -89,21 +78,21 @@ func newReportsFixture(t *testing.T, env *apitest.Env) reportsFixture {
 // anchorFixture is the auto thread of a run in Support/Allgemein: seq 1 is
 // the run anchor (kind run), then a message by writer (seq 2) and one by the
 // app feedbot (seq 3), neither of which triggers anything.
-func anchorFixture(t *testing.T, env *apitest.Env) (thread string, anchor string) {
+func anchorFixture(t *testing.T, env *moduletest.Env) (thread string, anchor string) {
 	t.Helper()
-	m := env.MustPost("alex", env.Main("Support/Allgemein"), "ask", "@lotse the printer on floor 2 is broken")
-	if m["trigger_state"] != "accepted" {
-		t.Fatalf("trigger_state %v", m["trigger_state"])
+	m := env.Post("alex", env.Main("Support/Allgemein"), "ask", "@lotse the printer on floor 2 is broken")
+	if m.TriggerState != "accepted" {
+		t.Fatalf("trigger_state %v", m.TriggerState)
 	}
-	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM threads WHERE parent_message_id = $1`, m["id"]).Scan(&thread); err != nil {
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM threads WHERE parent_message_id = $1`, m.ID).Scan(&thread); err != nil {
 		t.Fatalf("auto thread: %v", err)
 	}
 	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM messages WHERE thread_id = $1 AND thread_seq = 1 AND kind = 'run'`, thread).Scan(&anchor); err != nil {
 		t.Fatalf("run anchor at seq 1: %v", err)
 	}
 	for i, who := range []string{"writer", "feedbot"} {
-		r := env.MustPost(who, thread, "after-anchor-"+who, "by "+who)
-		if got := int64(r["thread_seq"].(float64)); got != int64(i+2) {
+		r := env.Post(who, thread, "after-anchor-"+who, "by "+who)
+		if got := r.ThreadSeq; got != int64(i+2) {
 			t.Fatalf("message by %s has thread_seq %d", who, got)
 		}
 	}
@@ -122,9 +111,9 @@ func seqsOf(items []messaging.ContextItem) []int64 {
 }
 
 // metricValue reads one sample of /metrics (0 when the series is absent).
-func metricValue(t *testing.T, env *apitest.Env, series string) float64 { return env.Metric(series) }
+func metricValue(t *testing.T, env *moduletest.Env, series string) float64 { return env.Metric(series) }
 
-func principal(t *testing.T, env *apitest.Env, handle string) identity.Principal {
+func principal(t *testing.T, env *moduletest.Env, handle string) identity.Principal {
 	t.Helper()
 	p, err := env.Server.Identity.Get(t.Context(), env.World.ID(handle))
 	if err != nil {
@@ -140,7 +129,7 @@ func principal(t *testing.T, env *apitest.Env, handle string) identity.Principal
 // message.list_content_max_bytes; plus ContextMessages and the filter-mode
 // check that counts a denied item as filter_mismatch.
 func TestContextWindow(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{Config: map[string]string{"message.list_content_max_bytes": strconv.Itoa(listCut)}})
+	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"message.list_content_max_bytes": strconv.Itoa(listCut)}})
 	ctx := t.Context()
 	f := newReportsFixture(t, env)
 	lotse := env.World.ID("lotse")
@@ -232,14 +221,14 @@ func TestContextWindow(t *testing.T) {
 			t.Errorf("m6 has reply_to %q", m6.ReplyToMessageID)
 		}
 		// The history list does cut it, so the setting is in force.
-		var list struct {
-			Messages []map[string]any `json:"messages"`
+		list, err := env.Messaging.History(ctx, env.Principal("alex"), f.thread, 0, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		env.REST(http.MethodGet, "/api/v1/threads/"+f.thread+"/messages", env.World.Token("alex"), nil).JSON(t, &list)
 		cut := false
 		for _, m := range list.Messages {
-			if m["id"] == f.ids[7] {
-				cut = m["content_truncated"] == true && len(m["content_md"].(string)) <= listCut
+			if m.ID == f.ids[7] {
+				cut = m.ContentTruncated && len(m.ContentMD) <= listCut
 			}
 		}
 		if !cut {

@@ -61,15 +61,29 @@ type Service struct {
 	limits      Limits
 	subscribers []Subscriber
 	created     *prometheus.CounterVec
-	// HistoryHook, when set (tests only), sees the rows of a history read
-	// before filter mode checks them. It exists to prove that filter mode
-	// drops an item a faulty query would leak; production code never sets it.
-	HistoryHook func([]Message) []Message
+	history     HistoryHook // nil in production
 }
 
+// HistoryHook is a test instrument: it sees the rows of a history read
+// before filter mode checks them, so that a test can prove that filter mode
+// drops an item a faulty query would leak. Production passes none.
+type HistoryHook interface {
+	History(ms []Message) []Message
+}
+
+// Option adjusts a Service at construction.
+type Option func(*Service)
+
+// WithHistoryHook installs h (tests only; see HistoryHook).
+func WithHistoryHook(h HistoryHook) Option { return func(s *Service) { s.history = h } }
+
 // NewService returns the messaging service.
-func NewService(pool db.Querier, uow *db.UnitOfWork, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits) *Service {
-	return &Service{pool: pool, uow: uow, clock: c, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
+func NewService(pool db.Querier, uow *db.UnitOfWork, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits, opts ...Option) *Service {
+	s := &Service{pool: pool, uow: uow, clock: c, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Instrument registers bothy_messages_created_total{origin} in reg: every
@@ -473,8 +487,8 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	if err != nil {
 		return Page{}, problem.Internal(err)
 	}
-	if s.HistoryHook != nil {
-		ms = s.HistoryHook(ms)
+	if s.history != nil {
+		ms = s.history.History(ms)
 	}
 	ms, err = s.filter(ctx, actor, ms, path, d.Grant)
 	if err != nil {

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -21,13 +22,69 @@ type Hub struct {
 	change   chan struct{}
 	stopping chan struct{}
 	stopOnce sync.Once
+	// waiting counts the polls parked on change; waitingMoved is closed
+	// (and replaced) whenever the count changes, so that a test can wait
+	// for a poll to park instead of sleeping (see AwaitWaiting).
+	waiting      int
+	waitingMoved chan struct{}
 
 	connected  atomic.Bool
 	reconnects atomic.Uint64
 }
 
+// Waiters is what a test observes of the long polls of one process: how
+// many wait for a change, and a way to block until enough do.
+type Waiters interface {
+	Waiting() int
+	AwaitWaiting(ctx context.Context, n int) error
+}
+
 // NewHub returns a hub with no listener yet (see Listen).
-func NewHub() *Hub { return &Hub{change: make(chan struct{}), stopping: make(chan struct{})} }
+func NewHub() *Hub {
+	return &Hub{change: make(chan struct{}), stopping: make(chan struct{}), waitingMoved: make(chan struct{})}
+}
+
+// park counts a poll that waits for the next change until the returned
+// function is called.
+func (h *Hub) park() (unpark func()) {
+	h.moveWaiting(+1)
+	return func() { h.moveWaiting(-1) }
+}
+
+func (h *Hub) moveWaiting(by int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.waiting += by
+	close(h.waitingMoved)
+	h.waitingMoved = make(chan struct{})
+}
+
+// Waiting returns the number of long polls of this process that wait for
+// a change now.
+func (h *Hub) Waiting() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.waiting
+}
+
+// AwaitWaiting blocks until at least n long polls of this process wait for
+// a change (each has read its stream and will see any commit from now on),
+// or ctx ends. Tests use it to know a poll is parked instead of sleeping.
+func (h *Hub) AwaitWaiting(ctx context.Context, n int) error {
+	for {
+		h.mu.Lock()
+		got, moved := h.waiting, h.waitingMoved
+		h.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return fmt.Errorf("runs: %d long polls waiting, want %d: %w", got, n, ctx.Err())
+		}
+	}
+}
 
 // Stop ends every waiting poll (they answer what they have) and makes new
 // polls return at once; the server calls it when it shuts down, so that

@@ -147,16 +147,21 @@ func (s *Service) Poll(ctx context.Context, actor identity.Principal, after stri
 		if len(evs) > 0 {
 			return Page{Events: evs, NextAfter: strconv.FormatInt(evs[len(evs)-1].Seq, 10)}, nil
 		}
+		unpark := s.hub.park()
 		select {
 		case <-changed:
+			unpark()
 		case <-deadline.C:
+			unpark()
 			if err := s.stillAuthorized(ctx, actor); err != nil {
 				return Page{}, err
 			}
 			return empty()
 		case <-s.hub.Stopping():
+			unpark()
 			return empty()
 		case <-ctx.Done():
+			unpark()
 			return empty()
 		}
 	}

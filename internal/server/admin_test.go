@@ -625,7 +625,14 @@ func TestAdminDisableEndsPollsAndRuns(t *testing.T) {
 	// disabled, without any event to wake it.
 	waiting := func(token string) <-chan *apitest.Response {
 		done := make(chan *apitest.Response, 1)
-		go func() { done <- env.REST(http.MethodGet, "/api/v1/agent/events?wait=25&after=now", token, nil) }()
+		go func() {
+			r, err := env.Do(http.MethodGet, "/api/v1/agent/events?wait=25&after=now", token, nil)
+			if err != nil {
+				t.Error(err)
+				r = &apitest.Response{}
+			}
+			done <- r
+		}()
 		return done
 	}
 	waitAnswer := func(what string, done <-chan *apitest.Response) {
@@ -640,10 +647,10 @@ func TestAdminDisableEndsPollsAndRuns(t *testing.T) {
 		}
 	}
 	// The poll waits up to 25 s and the test up to 20 s, so a 401 in time
-	// proves that the change woke it (the pause lets it start waiting).
+	// proves that the change woke it (awaitPolls knows it waits).
 	lotse := env.World.Token("lotse")
 	done := waiting(lotse)
-	time.Sleep(500 * time.Millisecond)
+	awaitPolls(t, env, 1)
 	mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("lotse"), robin, map[string]any{"status": "disabled"}, 200)
 	waitAnswer("disabled agent", done)
 
@@ -652,7 +659,7 @@ func TestAdminDisableEndsPollsAndRuns(t *testing.T) {
 	list := mustRESTAs(t, env, http.MethodGet, "/api/v1/principals/"+env.World.ID("texter")+"/tokens", robin, nil, 200)
 	tokID := list["tokens"].([]any)[0].(map[string]any)["id"].(string)
 	done = waiting(texter)
-	time.Sleep(500 * time.Millisecond)
+	awaitPolls(t, env, 1)
 	mustRESTAs(t, env, http.MethodDelete, "/api/v1/tokens/"+tokID, robin, nil, 200)
 	waitAnswer("revoked token", done)
 }

@@ -27,6 +27,16 @@ func answer(env *apitest.Env, agent, thread, clientID, content, run string) *api
 	return env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/messages", env.World.Token(agent), body)
 }
 
+// answerDo is answer for a goroutine other than the test's (see
+// apitest.Env.Do).
+func answerDo(env *apitest.Env, agent, thread, clientID, content, run string) (*apitest.Response, error) {
+	body := map[string]any{"client_msg_id": clientID, "content_md": content}
+	if run != "" {
+		body["run_id"] = run
+	}
+	return env.Do(http.MethodPost, "/api/v1/threads/"+thread+"/messages", env.World.Token(agent), body)
+}
+
 func TestAG01_AgentMessagesNeverTrigger(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	s := newStream(t, env, "lotse")
@@ -505,15 +515,19 @@ func TestAnswer_ConcurrentWithFinish(t *testing.T) {
 		gate := make(chan struct{})
 		var ans *apitest.Response
 		var finErrs []apitest.GQLError
+		var ansErr, finErr error
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			<-gate
-			ans = answer(env, "lotse", esk, fmt.Sprintf("race-%d", i), "racing answer", run)
+			ans, ansErr = answerDo(env, "lotse", esk, fmt.Sprintf("race-%d", i), "racing answer", run)
 		}()
-		go func() { defer wg.Done(); <-gate; _, finErrs = finish(t, env, "lotse", run, "COMPLETED") }()
+		go func() { defer wg.Done(); <-gate; _, finErrs, finErr = finishDo(env, "lotse", run, "COMPLETED") }()
 		close(gate)
 		wg.Wait()
+		if ansErr != nil || finErr != nil {
+			t.Fatalf("round %d: answer %v, finish %v", i, ansErr, finErr)
+		}
 		if len(finErrs) > 0 {
 			t.Fatalf("round %d: finish failed: %+v", i, finErrs)
 		}

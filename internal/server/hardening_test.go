@@ -244,8 +244,12 @@ func TestAmplificationHeapBound(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 3 {
-				env.GraphQL(tok, aliasQuery(), nil, nil)
-				env.GraphQL(tok, duplicateQuery(), nil, nil)
+				for _, q := range []string{aliasQuery(), duplicateQuery()} {
+					if _, err := env.GraphQLDo(tok, q, nil, nil); err != nil {
+						t.Error(err)
+						return
+					}
+				}
 			}
 		}()
 	}

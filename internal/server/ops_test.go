@@ -210,10 +210,13 @@ func TestReadinessReasons(t *testing.T) {
 		_, cursor := pollTB(t, env, "lotse", "", 0)
 		woke := make(chan int, 1)
 		go func() {
-			evs, _ := pollTB(t, env, "lotse", cursor, 20)
+			evs, _, err := pollDo(env, "lotse", cursor, 20)
+			if err != nil {
+				t.Error(err)
+			}
 			woke <- len(evs)
 		}()
-		time.Sleep(200 * time.Millisecond)
+		awaitPolls(t, env, 1)
 		env.MustPost("alex", env.Main("Support/Eskalation"), "after-reconnect", "@lotse still there?")
 		select {
 		case n := <-woke:
@@ -292,13 +295,17 @@ func TestMetricsByOperationAndCode(t *testing.T) {
 	// A waiting long poll shows in the gauge while it waits.
 	_, cursor := pollTB(t, env, "lotse", "", 0)
 	done := make(chan struct{})
-	go func() { defer close(done); pollTB(t, env, "lotse", cursor, 2) }()
-	deadline := time.Now().Add(2 * time.Second)
-	for env.Metric("bothy_long_polls_waiting") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("bothy_long_polls_waiting never 1 during a long poll")
+	go func() {
+		defer close(done)
+		if _, _, err := pollDo(env, "lotse", cursor, 2); err != nil {
+			t.Error(err)
 		}
-		time.Sleep(10 * time.Millisecond)
+	}()
+	// The request is counted before it parks: once it waits, the gauge
+	// must show it.
+	awaitPolls(t, env, 1)
+	if v := env.Metric("bothy_long_polls_waiting"); v != 1 {
+		t.Fatalf("bothy_long_polls_waiting %v during a long poll, want 1", v)
 	}
 	<-done
 

@@ -110,7 +110,11 @@ func TestDatabaseOutage(t *testing.T) {
 					return
 				default:
 				}
-				r := env.Post("alex", main, fmt.Sprintf("w%d-%d", w, i), "load")
+				r, err := env.PostDo("alex", main, fmt.Sprintf("w%d-%d", w, i), "load")
+				if err != nil {
+					t.Error(err)
+					return
+				}
 				mu.Lock()
 				statuses[r.Status]++
 				switch r.Status {

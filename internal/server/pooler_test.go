@@ -128,13 +128,17 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var v viewerData
-			if res := env.GraphQL(env.World.Token("alex"), viewerQuery, nil, &v); len(res.Errors) > 0 || v.Viewer.Handle != "alex" {
+			if res, err := env.GraphQLDo(env.World.Token("alex"), viewerQuery, nil, &v); err != nil {
+				errs <- err.Error()
+			} else if len(res.Errors) > 0 || v.Viewer.Handle != "alex" {
 				errs <- fmt.Sprintf("graphql viewer: %+v", res.Errors)
 			}
 		}()
 		go func(i int) {
 			defer wg.Done()
-			if r := env.Post("sam", env.Main("Support/Allgemein"), fmt.Sprintf("pooled-%d", i), "through the pooler"); r.Status != 201 {
+			if r, err := env.PostDo("sam", env.Main("Support/Allgemein"), fmt.Sprintf("pooled-%d", i), "through the pooler"); err != nil {
+				errs <- err.Error()
+			} else if r.Status != 201 {
 				errs <- fmt.Sprintf("post: %d %s", r.Status, r.Body)
 			}
 		}(i)
@@ -151,10 +155,13 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 	woke := make(chan []agentEvent, 1)
 	start := time.Now()
 	go func() {
-		evs, _ := pollTB(t, env, "lotse", cursor, 20)
+		evs, _, err := pollDo(env, "lotse", cursor, 20)
+		if err != nil {
+			t.Error(err)
+		}
 		woke <- evs
 	}()
-	time.Sleep(300 * time.Millisecond)
+	awaitPolls(t, env, 1)
 	env.MustPost("alex", env.Main("Support/Eskalation"), "wake", "@lotse please look")
 	select {
 	case evs := <-woke:

@@ -65,18 +65,32 @@ func cursor(after string) any {
 }
 
 func pollTB(t testing.TB, env *apitest.Env, agent, after string, wait int) ([]agentEvent, string) {
+	t.Helper()
+	evs, next, err := pollDo(env, agent, after, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs, next
+}
+
+// pollDo is pollTB for a goroutine other than the test's: a failure is
+// returned, never a Fatal.
+func pollDo(env *apitest.Env, agent, after string, wait int) ([]agentEvent, string, error) {
 	var out struct {
 		AgentEvents struct {
 			Events    []agentEvent `json:"events"`
 			NextAfter string       `json:"nextAfter"`
 		} `json:"agentEvents"`
 	}
-	res := env.GraphQL(env.World.Token(agent), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
+	res, err := env.GraphQLDo(env.World.Token(agent), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
 		map[string]any{"a": cursor(after), "w": wait}, &out)
-	if len(res.Errors) > 0 {
-		t.Fatalf("poll: %+v", res.Errors)
+	if err != nil {
+		return nil, "", err
 	}
-	return out.AgentEvents.Events, out.AgentEvents.NextAfter
+	if len(res.Errors) > 0 {
+		return nil, "", fmt.Errorf("poll: %+v", res.Errors)
+	}
+	return out.AgentEvents.Events, out.AgentEvents.NextAfter, nil
 }
 
 // TestRunContext_ConstantQueries: one context read runs a fixed number of

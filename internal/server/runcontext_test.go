@@ -14,8 +14,10 @@ import (
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/ratelimit"
+	"bothy.example.com/bothy/internal/server"
 )
 
 // ag20World builds the thread of TestRunContext_TrustMarkers_AG20: every
@@ -588,10 +590,10 @@ func TestRunContext_NoContentInLogs(t *testing.T) {
 }
 
 func TestRunContext_FailClosed(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
+	sw := &moduletest.TriggerFault{}
+	env := apitest.Start(t, apitest.Options{Hooks: server.Hooks{Authz: sw}})
 	_, run := ag20World(t, env)
-	env.Server.Authz.TriggerFault = errors.New("trigger holders unavailable")
-	defer func() { env.Server.Authz.TriggerFault = nil }()
+	sw.Set(errors.New("trigger holders unavailable"))
 	_, r := readContext(t, env, "lotse", run)
 	if r.Status != http.StatusInternalServerError || r.Problem(t).Code != "internal_error" {
 		t.Fatalf("failing trust source: %d %s", r.Status, r.Body)

@@ -58,12 +58,25 @@ func runOp(t *testing.T, env *apitest.Env, who, op, id string) (gqlRun, []apites
 
 func finish(t *testing.T, env *apitest.Env, who, id, outcome string) (gqlRun, []apitest.GQLError) {
 	t.Helper()
+	run, errs, err := finishDo(env, who, id, outcome)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, errs
+}
+
+// finishDo is finish for a goroutine other than the test's: a request that
+// fails is returned, never a Fatal.
+func finishDo(env *apitest.Env, who, id, outcome string) (gqlRun, []apitest.GQLError, error) {
 	var out struct {
 		FinishRun gqlRun `json:"finishRun"`
 	}
-	res := env.GraphQL(env.World.Token(who), `mutation($id: ID!, $o: RunOutcome!) { finishRun(id: $id, input: {outcome: $o}) { `+runSel+` } }`,
+	res, err := env.GraphQLDo(env.World.Token(who), `mutation($id: ID!, $o: RunOutcome!) { finishRun(id: $id, input: {outcome: $o}) { `+runSel+` } }`,
 		map[string]any{"id": id, "o": outcome}, &out)
-	return out.FinishRun, res.Errors
+	if err != nil {
+		return gqlRun{}, nil, err
+	}
+	return out.FinishRun, res.Errors, nil
 }
 
 func mustRunOp(t *testing.T, env *apitest.Env, who, op, id string) gqlRun {
@@ -291,7 +304,12 @@ func TestConcurrentTriggersOneActiveRun(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			statuses[i] = env.Post("alex", thread, fmt.Sprintf("c%d", i), fmt.Sprintf("message %d", i)).Status
+			r, err := env.PostDo("alex", thread, fmt.Sprintf("c%d", i), fmt.Sprintf("message %d", i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			statuses[i] = r.Status
 		}(i)
 	}
 	wg.Wait()
@@ -459,10 +477,13 @@ func TestLongPollAcrossServers(t *testing.T) {
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		evs, _ := poll(t, env, "lotse", cursor, 20)
+		evs, _, err := pollDo(env, "lotse", cursor, 20)
+		if err != nil {
+			t.Error(err)
+		}
 		done <- result{evs, time.Since(start)}
 	}()
-	time.Sleep(300 * time.Millisecond) // let the poll start waiting
+	awaitPolls(t, env, 1)
 	peer.MustPost("alex", peer.Main("Support/Eskalation"), "x", "@lotse through the other replica")
 	res := <-done
 	if len(res.evs) != 1 || res.evs[0].Type != "agent.invocation" {

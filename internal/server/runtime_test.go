@@ -419,9 +419,14 @@ func TestLongPollAnswers401AfterRevocation(t *testing.T) {
 	_, cursor := poll(t, env, "lotse", "", 0)
 	done := make(chan *apitest.Response, 1)
 	go func() {
-		done <- env.REST(http.MethodGet, "/api/v1/agent/events?wait=20&after="+cursor, env.World.Token("lotse"), nil)
+		r, err := env.Do(http.MethodGet, "/api/v1/agent/events?wait=20&after="+cursor, env.World.Token("lotse"), nil)
+		if err != nil {
+			t.Error(err)
+			r = &apitest.Response{}
+		}
+		done <- r
 	}()
-	time.Sleep(300 * time.Millisecond)
+	awaitPolls(t, env, 1)
 	if err := env.Server.Identity.RevokeToken(t.Context(), env.World.Token("lotse")); err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,31 @@ type Deps struct {
 	// tokens included: bothy dev passes the example world's, bothy serve
 	// none.
 	PlaygroundActAs []playground.Principal
+	// Hooks are test instruments handed to the modules at construction;
+	// production leaves them empty.
+	Hooks Hooks
+}
+
+// Hooks are the modules' test instruments (see each type); a nil field
+// installs nothing.
+type Hooks struct {
+	History messaging.HistoryHook
+	Feed    feed.Hook
+	Authz   authz.Faults
+}
+
+// options turns the hooks into the modules' construction options.
+func (h Hooks) options() (az []authz.Option, msg []messaging.Option, fd []feed.Option) {
+	if h.Authz != nil {
+		az = append(az, authz.WithFaults(h.Authz))
+	}
+	if h.History != nil {
+		msg = append(msg, messaging.WithHistoryHook(h.History))
+	}
+	if h.Feed != nil {
+		fd = append(fd, feed.WithHook(h.Feed))
+	}
+	return az, msg, fd
 }
 
 // Server is the assembled HTTP server.
@@ -78,6 +103,7 @@ type Server struct {
 	Chat      *chat.Service
 	Messaging *messaging.Service
 	Feed      *feed.Service
+	Events    *events.Log
 	Runs      *runs.Service
 	UoW       *db.UnitOfWork
 	Admin     *admin.Service
@@ -89,6 +115,7 @@ type Server struct {
 	ready     *readiness
 	ops       *opsMetrics
 	metrics   http.Handler // nil when /metrics is on the API listener
+	gatherer  prometheus.Gatherer
 	metricsLn atomic.Pointer[net.Listener]
 	inflight  *inflight
 	outage    *outage
@@ -133,13 +160,14 @@ func New(d Deps) (*Server, error) {
 
 	ident := identity.NewService(d.Pool, d.Clock)
 	uow := db.NewUnitOfWork(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
-	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, reg)
+	azOpts, msgOpts, fdOpts := d.Hooks.options()
+	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, reg, azOpts...)
 	chatSvc := chat.NewService(d.Pool, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
 	evLog := events.NewLog(d.Pool, d.Clock)
 	evLog.Instrument(reg)
 	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, az, evLog, messaging.Limits{
 		MaxContentBytes: cfg.Int(config.MessageMaxContentBytes), ListContentMaxBytes: cfg.Int(config.MessageListContentMaxBytes),
-		ListLimitDefault: cfg.Int(config.MessageListLimitDefault), ListLimitMax: cfg.Int(config.MessageListLimitMax)})
+		ListLimitDefault: cfg.Int(config.MessageListLimitDefault), ListLimitMax: cfg.Int(config.MessageListLimitMax)}, msgOpts...)
 	msg.Instrument(reg)
 	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
 	az.Register(msg, authz.KindMessage)
@@ -153,9 +181,9 @@ func New(d Deps) (*Server, error) {
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc})
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
-	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax))
+	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax), fdOpts...)
 	sources := graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}
-	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: chat.NewUseCases(chatSvc, az, evLog, uow), LoaderSources: sources,
+	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}
@@ -166,15 +194,17 @@ func New(d Deps) (*Server, error) {
 		ContextItems: contextItems, NestedItems: nestedItems})})
 	ws := newLive(cfg, ident, hub, d.Logger)
 	exec := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())
-	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes),
-		graph.WithLoaders(sources, exec))
+	// Every response, and every event of a subscription, resolves with its
+	// own loaders.
+	exec.Use(graph.PerResponse{Sources: sources})
+	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes), exec)
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
 		return nil, err
 	}
 
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
-		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, Admin: adm, listenURL: d.ListenURL, ops: ops,
+		Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc, UoW: uow, Admin: adm, listenURL: d.ListenURL, ops: ops, gatherer: reg,
 		Retention: retention.New(d.Pool, d.Clock, retention.Keep{EventLog: cfg.Duration(config.RetentionEventLog),
 			AgentEvents: cfg.Duration(config.RetentionAgentEvents), AuditLog: cfg.Duration(config.RetentionAuditLog),
 			Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger),
@@ -189,7 +219,7 @@ func New(d Deps) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	// WebSocket upgrades authenticate in connection_init; subscriptions
-	// resolve with fresh loaders per event (no request-wide cache).
+	// resolve each event with its own loaders (graph.PerResponse).
 	mux.Handle("/graphql", ws.route(exec, graphQLRefusals(authed(refuseTrailing(overHTTP(gql))))))
 	shim.Register(mux, authed)
 	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
@@ -356,6 +386,14 @@ func (s *Server) MetricsAddr() string {
 	}
 	return ""
 }
+
+// LongPolls returns the long polls of this process as tests observe them:
+// a test waits for a poll to park instead of sleeping.
+func (s *Server) LongPolls() runs.Waiters { return s.hub }
+
+// Gatherer returns the registry behind /metrics, for tests that read a
+// module's metric without HTTP.
+func (s *Server) Gatherer() prometheus.Gatherer { return s.gatherer }
 
 // SchemaVersion returns the schema version readiness last saw current, 0
 // before the first successful check.

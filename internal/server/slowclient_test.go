@@ -120,10 +120,12 @@ func TestConcurrencyCapPerPrincipal(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			env.REST(http.MethodGet, "/api/v1/agent/events?wait=2", lotse, nil)
+			if _, err := env.Do(http.MethodGet, "/api/v1/agent/events?wait=2", lotse, nil); err != nil {
+				t.Error(err)
+			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond)
+	awaitPolls(t, env, 2)
 	r := env.REST(http.MethodGet, "/api/v1/me", lotse, nil)
 	p := wantProblem(t, "third request", r, http.StatusTooManyRequests, "rate_limited", "too_many_concurrent")
 	if r.Header.Get("Retry-After") == "" || p.Detail == "" {
@@ -157,7 +159,12 @@ func TestConcurrencyCapQueuesBursts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses[i] = env.REST(http.MethodGet, "/api/v1/me", env.World.Token("alex"), nil).Status
+			r, err := env.Do(http.MethodGet, "/api/v1/me", env.World.Token("alex"), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			statuses[i] = r.Status
 		}()
 	}
 	wg.Wait()

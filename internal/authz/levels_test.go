@@ -1,14 +1,15 @@
-package server_test
+package authz_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
@@ -31,17 +32,17 @@ var worldChannels = []struct{ key, kind string }{
 // on the resource at p, computed by the real authorization service: the
 // level its door decided a read on (unmetered, so the probes spend no
 // tokens).
-func levelAt(t *testing.T, env *apitest.Env, handle string, p authz.Path) authz.Level {
+func levelAt(t *testing.T, env *moduletest.Env, handle string, p authz.Path) authz.Level {
 	t.Helper()
 	ctx := context.Background()
 	if !p.Exists {
 		t.Fatalf("path %s %s does not exist", p.Kind, p.ID)
 	}
-	pr, err := env.Server.Identity.Get(ctx, env.World.ID(handle))
+	pr, err := env.Identity.Get(ctx, env.World.ID(handle))
 	if err != nil {
 		t.Fatalf("principal %s: %v", handle, err)
 	}
-	d, _, err := env.Server.Authz.Authorize(authz.Unmetered(ctx), pr, authz.ChannelRead, authz.Facts{Path: p})
+	d, _, err := env.Authz.Authorize(authz.Unmetered(ctx), pr, authz.ChannelRead, authz.Facts{Path: p})
 	if err != nil && d.Code != problem.NotFound {
 		t.Fatalf("level of %s: %v", handle, err)
 	}
@@ -49,9 +50,9 @@ func levelAt(t *testing.T, env *apitest.Env, handle string, p authz.Path) authz.
 }
 
 // threadLevel is levelAt on the path of thread id.
-func threadLevel(t *testing.T, env *apitest.Env, handle, threadID string) authz.Level {
+func threadLevel(t *testing.T, env *moduletest.Env, handle, threadID string) authz.Level {
 	t.Helper()
-	p, err := env.Server.Chat.ThreadPath(context.Background(), threadID)
+	p, err := env.Chat.ThreadPath(context.Background(), threadID)
 	if err != nil {
 		t.Fatalf("thread path %s: %v", threadID, err)
 	}
@@ -59,9 +60,9 @@ func threadLevel(t *testing.T, env *apitest.Env, handle, threadID string) authz.
 }
 
 // channelLevel is levelAt on the path of the channel with key "Space/Channel".
-func channelLevel(t *testing.T, env *apitest.Env, handle, key string) authz.Level {
+func channelLevel(t *testing.T, env *moduletest.Env, handle, key string) authz.Level {
 	t.Helper()
-	p, err := env.Server.Chat.Path(context.Background(), authz.KindChannel, env.World.Channel(key).ID)
+	p, err := env.Chat.Path(context.Background(), authz.KindChannel, env.World.Channel(key).ID)
 	if err != nil {
 		t.Fatalf("channel path %s: %v", key, err)
 	}
@@ -76,31 +77,35 @@ func wantLevel(t *testing.T, what string, got, want authz.Level) {
 	}
 }
 
-// mustREST sends a REST request and fails the test unless the status is
-// want; it returns the decoded body object.
-func mustREST(t *testing.T, env *apitest.Env, method, path, who string, body any, want int) map[string]any {
+// newThread creates a thread (a post in a forum) with title as who in the
+// channel with key through the messaging service and returns it.
+func newThread(t *testing.T, env *moduletest.Env, who, key, title, clientMsgID, content string) (id, kind, operator string) {
 	t.Helper()
-	return mustRESTAs(t, env, method, path, env.World.Token(who), body, want)
+	th, _, _, err := env.Messaging.CreateThread(t.Context(), env.Principal(who), env.World.Channel(key).ID,
+		messaging.ThreadInput{Title: title, First: messaging.Input{ClientMsgID: clientMsgID, ContentMD: content}})
+	if err != nil {
+		t.Fatalf("create thread in %s as %s: %v", key, who, err)
+	}
+	return th.ID, string(th.Kind), th.OperatorAgentID
 }
 
 // createPost creates a thread (a post in a forum) as who in the channel with
-// key and returns the thread object of the answer.
-func createPost(t *testing.T, env *apitest.Env, who, key, clientMsgID string) map[string]any {
+// key and returns its id and kind.
+func createPost(t *testing.T, env *moduletest.Env, who, key, clientMsgID string) (id, kind string) {
 	t.Helper()
-	out := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel(key).ID+"/threads", who,
-		map[string]any{"title": "Level probe", "first_message": map[string]any{"client_msg_id": clientMsgID, "content_md": "Level probe"}},
-		http.StatusCreated)
-	th, ok := out["thread"].(map[string]any)
-	if !ok {
-		t.Fatalf("create thread in %s: no thread in %v", key, out)
-	}
-	return th
+	id, kind, _ = newThread(t, env, who, key, "Level probe", clientMsgID, "Level probe")
+	return id, kind
 }
 
-// createGrantREST creates a grant as robin and returns it.
-func createGrantREST(t *testing.T, env *apitest.Env, body map[string]any) map[string]any {
+// createGrant creates a grant as robin through the admin service and
+// returns it.
+func createGrant(t *testing.T, env *moduletest.Env, in admin.GrantInput) authz.Grant {
 	t.Helper()
-	return mustREST(t, env, http.MethodPost, "/api/v1/grants", "robin", body, http.StatusCreated)
+	g, err := env.Admin.CreateGrant(t.Context(), env.Principal("robin"), in)
+	if err != nil {
+		t.Fatalf("create grant %+v: %v", in, err)
+	}
+	return g
 }
 
 const (
@@ -139,7 +144,7 @@ var expectedWorldLevels = map[string]map[string]authz.Level{
 // it.
 func TestEffectiveLevelTable(t *testing.T) {
 	t.Run("world", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		env := moduletest.New(t)
 		// The thread each level is asked on: the main thread of a text
 		// channel, a post made for the test in a forum.
 		threads := map[string]string{}
@@ -154,11 +159,11 @@ func TestEffectiveLevelTable(t *testing.T) {
 			if env.Main(c.key) != "" {
 				t.Fatalf("forum %s has a main thread", c.key)
 			}
-			post := createPost(t, env, "robin", c.key, "probe-"+c.key)
-			if post["kind"] != "post" {
-				t.Fatalf("thread in forum %s has kind %v, want post", c.key, post["kind"])
+			post, kind := createPost(t, env, "robin", c.key, "probe-"+c.key)
+			if kind != "post" {
+				t.Fatalf("thread in forum %s has kind %v, want post", c.key, kind)
 			}
-			threads[c.key] = post["id"].(string)
+			threads[c.key] = post
 		}
 		for _, h := range worldHandles {
 			for _, c := range worldChannels {
@@ -170,14 +175,14 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("expired grant", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		env := moduletest.New(t)
 		main := env.Main("Support/Eskalation")
 		wantLevel(t, "writer on Eskalation before the grant", threadLevel(t, env, "writer", main), lN)
-		expires := env.Clock.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05.000Z07:00")
-		g := createGrantREST(t, env, map[string]any{"subject_id": env.World.ID("writer"), "subject_kind": "principal",
-			"target_kind": "channel", "target_id": env.World.Channel("Support/Eskalation").ID, "level": "write", "expires_at": expires})
-		if g["expires_at"] == nil {
-			t.Fatalf("grant answer has no expires_at: %v", g)
+		expires := env.Clock.Now().Add(time.Hour).UTC()
+		g := createGrant(t, env, admin.GrantInput{SubjectID: env.World.ID("writer"), SubjectKind: "principal",
+			TargetKind: authz.KindChannel, TargetID: env.World.Channel("Support/Eskalation").ID, Level: authz.Write, ExpiresAt: &expires})
+		if g.ExpiresAt == nil {
+			t.Fatalf("grant answer has no expires_at: %+v", g)
 		}
 		wantLevel(t, "writer on Eskalation with the grant", threadLevel(t, env, "writer", main), lW)
 		env.Clock.Advance(30 * time.Minute)
@@ -188,7 +193,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("revoked grant", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		env := moduletest.New(t)
 		main := env.Main("Support/Allgemein")
 		var grantID string
 		if err := env.Pool.QueryRow(context.Background(), `SELECT id::text FROM grants WHERE subject_principal_id = $1 AND target_channel_id = $2`,
@@ -196,9 +201,9 @@ func TestEffectiveLevelTable(t *testing.T) {
 			t.Fatalf("writer's grant: %v", err)
 		}
 		wantLevel(t, "writer on Allgemein before the revoke", threadLevel(t, env, "writer", main), lW)
-		g := mustREST(t, env, http.MethodDelete, "/api/v1/grants/"+grantID, "robin", nil, http.StatusOK)
-		if g["id"] != grantID || g["revoked_at"] == nil {
-			t.Fatalf("revoke answer %v", g)
+		g, err := env.Admin.RevokeGrant(t.Context(), env.Principal("robin"), grantID)
+		if err != nil || g.ID != grantID || g.RevokedAt == nil {
+			t.Fatalf("revoke answer %+v (%v)", g, err)
 		}
 		wantLevel(t, "writer on Allgemein after the revoke", threadLevel(t, env, "writer", main), lN)
 		wantLevel(t, "writer on channel Allgemein after the revoke", channelLevel(t, env, "writer", "Support/Allgemein"), lN)
@@ -206,16 +211,16 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("group grant", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		env := moduletest.New(t)
 		main := env.Main("Support/Eskalation")
 		group := ids.New()
 		env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'escalation team', now())`, group)
 		env.Exec(`INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2)`, group, env.World.ID("writer"))
 		wantLevel(t, "writer on Eskalation before the group grant", threadLevel(t, env, "writer", main), lN)
-		g := createGrantREST(t, env, map[string]any{"subject_id": group, "subject_kind": "group",
-			"target_kind": "channel", "target_id": env.World.Channel("Support/Eskalation").ID, "level": "trigger"})
-		if g["subject_kind"] != "group" || g["subject_id"] != group || g["level"] != "trigger" {
-			t.Fatalf("group grant answer %v", g)
+		g := createGrant(t, env, admin.GrantInput{SubjectID: group, SubjectKind: "group",
+			TargetKind: authz.KindChannel, TargetID: env.World.Channel("Support/Eskalation").ID, Level: authz.Trigger})
+		if g.SubjectKind != "group" || g.SubjectID != group || g.Level != authz.Trigger {
+			t.Fatalf("group grant answer %+v", g)
 		}
 		wantLevel(t, "writer (member) on Eskalation", threadLevel(t, env, "writer", main), lT)
 		wantLevel(t, "sam (not a member) on Eskalation", threadLevel(t, env, "sam", main), lN)
@@ -223,7 +228,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("owner without grants", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		env := moduletest.New(t)
 		if n := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("robin")); n != 0 {
 			t.Fatalf("robin holds %d grants; the case needs none", n)
 		}
@@ -237,7 +242,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("agents and apps never exceed write", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		env := moduletest.New(t)
 		// createGrant refuses trigger for agents and apps; a stored row (for
 		// example from before that rule) must still not lift them (only
 		// people trigger: docs/design/rights.md#effective-level, step 6).
@@ -250,26 +255,21 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("operator change", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		env := moduletest.New(t)
 		key := "Support/Eskalation"
 		chID := env.World.Channel(key).ID
 		main := env.Main(key)
 		// A thread created before the change has lotse as its fixed operator.
-		created := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+chID+"/threads", "alex",
-			map[string]any{"title": "Before the change", "first_message": map[string]any{"client_msg_id": "op-before", "content_md": "Printer on fire"}},
-			http.StatusCreated)
-		old, _ := created["thread"].(map[string]any)
-		if old == nil || old["operator_agent_id"] != env.World.ID("lotse") {
-			t.Fatalf("thread created before the change: %v, want operator_agent_id lotse", created)
+		oldID, _, oldOperator := newThread(t, env, "alex", key, "Before the change", "op-before", "Printer on fire")
+		if oldOperator != env.World.ID("lotse") {
+			t.Fatalf("thread created before the change: operator %q, want operator_agent_id lotse", oldOperator)
 		}
-		oldID := old["id"].(string)
 		wantLevel(t, "lotse on Eskalation main before", threadLevel(t, env, "lotse", main), lW)
 		wantLevel(t, "texter on Eskalation main before", threadLevel(t, env, "texter", main), lN)
 
-		ch := mustREST(t, env, http.MethodPut, "/api/v1/channels/"+chID+"/operator", "robin",
-			map[string]any{"mode": "agent", "agent_id": env.World.ID("texter")}, http.StatusOK)
-		if ch["operator_mode"] != "agent" || ch["effective_operator_id"] != env.World.ID("texter") {
-			t.Fatalf("operator change answer %v", ch)
+		ch, err := env.Admin.SetOperator(t.Context(), env.Principal("robin"), chID, "agent", env.World.ID("texter"))
+		if err != nil || ch.OperatorMode != "agent" || ch.EffectiveOperator() != env.World.ID("texter") {
+			t.Fatalf("operator change answer %+v (%v)", ch, err)
 		}
 		wantLevel(t, "lotse on Eskalation main after", threadLevel(t, env, "lotse", main), lN)
 		wantLevel(t, "lotse on channel Eskalation after", channelLevel(t, env, "lotse", key), lN)
@@ -279,23 +279,21 @@ func TestEffectiveLevelTable(t *testing.T) {
 		// The other channels of the space still inherit lotse.
 		wantLevel(t, "lotse on Allgemein main after", threadLevel(t, env, "lotse", env.Main("Support/Allgemein")), lW)
 		// A thread created after the change gets texter as its fixed operator.
-		after := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+chID+"/threads", "alex",
-			map[string]any{"first_message": map[string]any{"client_msg_id": "op-after", "content_md": "Second fire"}}, http.StatusCreated)
-		if th, _ := after["thread"].(map[string]any); th == nil || th["operator_agent_id"] != env.World.ID("texter") {
-			t.Fatalf("thread created after the change: %v, want operator_agent_id texter", after)
+		if afterID, _, operator := newThread(t, env, "alex", key, "", "op-after", "Second fire"); operator != env.World.ID("texter") {
+			t.Fatalf("thread created after the change: operator %q, want operator_agent_id texter", operator)
 		} else {
-			wantLevel(t, "lotse on a thread created after", threadLevel(t, env, "lotse", th["id"].(string)), lN)
+			wantLevel(t, "lotse on a thread created after", threadLevel(t, env, "lotse", afterID), lN)
 		}
 	})
 
 	t.Run("archived channel", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
+		env := moduletest.New(t)
 		key := "Support/Allgemein"
 		main := env.Main(key)
 		wantLevel(t, "alex on Allgemein before the archive", threadLevel(t, env, "alex", main), lT)
-		ch := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel(key).ID+"/archive", "robin", nil, http.StatusOK)
-		if ch["archived"] != true {
-			t.Fatalf("archive answer %v", ch)
+		ch, err := env.Admin.ArchiveChannel(t.Context(), env.Principal("robin"), env.World.Channel(key).ID)
+		if err != nil || ch.ArchivedAt == nil {
+			t.Fatalf("archive answer %+v (%v)", ch, err)
 		}
 		for _, h := range worldHandles {
 			// Everybody on Allgemein had at least write; now read.
@@ -308,10 +306,10 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("archived space", func(t *testing.T) {
-		env := apitest.Start(t, apitest.Options{})
-		sp := mustREST(t, env, http.MethodPost, "/api/v1/spaces/"+env.World.Spaces["Support"]+"/archive", "robin", nil, http.StatusOK)
-		if sp["archived"] != true {
-			t.Fatalf("space archive answer %v", sp)
+		env := moduletest.New(t)
+		sp, err := env.Admin.ArchiveSpace(t.Context(), env.Principal("robin"), env.World.Spaces["Support"])
+		if err != nil || sp.ArchivedAt == nil {
+			t.Fatalf("space archive answer %+v (%v)", sp, err)
 		}
 		for _, h := range worldHandles {
 			for _, c := range worldChannels {

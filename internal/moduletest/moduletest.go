@@ -1,0 +1,286 @@
+// Package moduletest is the module test harness of Bothy: it assembles the
+// modules exactly as the server does (server.New, without serving HTTP) on a
+// fresh cloned test database with the example world, so that a test of one
+// module's rule calls that module's service directly:
+//
+//	env := moduletest.New(t)
+//	alex := env.Principal("alex")
+//	d, _, err := env.Authz.Authorize(t.Context(), alex, authz.MessageCreate, env.Thread("Support/Eskalation"))
+//
+// Flows that a client drives (status codes, problem shapes, both faces) stay
+// black-box tests through internal/apitest, which builds on this harness and
+// only adds the listener.
+package moduletest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/feed"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/pgtest"
+	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/server"
+	"bothy.example.com/bothy/internal/world"
+)
+
+// Options adjust the assembled modules.
+type Options struct {
+	// Config changes keys of the default configuration (name to raw value).
+	Config map[string]string
+	// Logger receives the modules' logs (default: discarded).
+	Logger *slog.Logger
+	// Tracer sees every statement of the pool (to count them).
+	Tracer pgx.QueryTracer
+	// NoWorld starts on an empty (migrated) database, as a new
+	// installation does; World is then empty.
+	NoWorld bool
+	// DatabaseURL, when set, is the (migrated, empty) database to use
+	// instead of a fresh clone.
+	DatabaseURL string
+	// PoolURL, when set, is where the pool connects (a pooler in front of
+	// DatabaseURL); it is also the server's database.url.
+	PoolURL string
+	// Hooks are the modules' test instruments (server.Hooks), installed at
+	// construction.
+	Hooks server.Hooks
+}
+
+// Start is the clock's time when a test begins.
+var Start = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// Env is the assembled modules with their database, clock and world. The
+// module services are fields, so a test names the one it tests.
+type Env struct {
+	t testing.TB
+	// Pool is the pool of the modules; DBURL the test database.
+	Pool  *pgxpool.Pool
+	DBURL string
+	// PoolURL is where Pool connects (DBURL unless Options.PoolURL).
+	PoolURL string
+	Config  *config.Config
+	Log     *slog.Logger
+	Clock   *clock.Fake
+	World   *world.World
+	// Server holds the assembled modules; nothing serves it until a caller
+	// (apitest) runs Serve.
+	Server *server.Server
+
+	Identity  *identity.Service
+	Authz     *authz.Service
+	Chat      *chat.Service
+	Messaging *messaging.Service
+	Feed      *feed.Service
+	Events    *events.Log
+	Runs      *runs.Service
+	Admin     *admin.Service
+	UoW       *db.UnitOfWork
+}
+
+// New assembles the modules for t with the default configuration and the
+// example world.
+func New(t testing.TB) *Env {
+	t.Helper()
+	return Build(t, Options{})
+}
+
+// Build assembles the modules for t as opts say. The pool closes when t
+// ends.
+func Build(t testing.TB, opts Options) *Env {
+	t.Helper()
+	ctx := context.Background()
+	dbURL := opts.DatabaseURL
+	if dbURL == "" {
+		dbURL = pgtest.URL(t)
+	}
+	cfg := config.Defaults()
+	for k, v := range opts.Config {
+		var err error
+		if cfg, err = cfg.With(k, v); err != nil {
+			t.Fatalf("test config: %v", err)
+		}
+	}
+	poolURL := dbURL
+	if opts.PoolURL != "" {
+		poolURL = opts.PoolURL
+	}
+	pool, err := db.Open(ctx, db.Options{URL: poolURL, MaxConns: cfg.Int(config.DatabaseMaxConns), Tracer: opts.Tracer,
+		PoolerMode: cfg.Bool(config.DatabasePoolerMode)})
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	fc := clock.NewFake(Start)
+	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: poolURL, Clock: fc, Logger: log, Hooks: opts.Hooks})
+	if err != nil {
+		t.Fatalf("assemble server: %v", err)
+	}
+	w := &world.World{Principals: map[string]world.Principal{}, Spaces: map[string]string{}, Channels: map[string]world.Channel{}}
+	if !opts.NoWorld {
+		if w, err = world.Build(ctx, srv.World()); err != nil {
+			t.Fatalf("build world: %v", err)
+		}
+	}
+	// The world is the fixture every test starts from: the events and audit
+	// rows of building it (space.created, grant allows, ...) are not part of
+	// what a test observes, so that a test of listEvents or of the audit
+	// sees only what it did itself.
+	if _, err := pool.Exec(ctx, `DELETE FROM event_log; DELETE FROM audit_log`); err != nil {
+		t.Fatalf("reset world events: %v", err)
+	}
+	return &Env{t: t, Pool: pool, DBURL: dbURL, PoolURL: poolURL, Config: cfg, Log: log, Clock: fc, World: w, Server: srv,
+		Identity: srv.Identity, Authz: srv.Authz, Chat: srv.Chat, Messaging: srv.Messaging, Feed: srv.Feed,
+		Events: srv.Events, Runs: srv.Runs, Admin: srv.Admin, UoW: srv.UoW}
+}
+
+// T returns the test the environment belongs to.
+func (e *Env) T() testing.TB { return e.t }
+
+// Principal returns the stored principal with handle h of the world (its
+// status as stored now).
+func (e *Env) Principal(h string) identity.Principal {
+	e.t.Helper()
+	p, err := e.Identity.Get(context.Background(), e.World.ID(h))
+	if err != nil {
+		e.t.Fatalf("principal %s: %v", h, err)
+	}
+	return p
+}
+
+// Main returns the main thread id of channel key "Space/Channel".
+func (e *Env) Main(key string) string { return e.World.Channel(key).MainThreadID }
+
+// Thread returns the authorization resource of the main thread of channel
+// key "Space/Channel".
+func (e *Env) Thread(key string) authz.Resource {
+	return authz.Resource{Kind: authz.KindThread, ID: e.Main(key)}
+}
+
+// ChannelPath returns the authorization path of channel key "Space/Channel"
+// as stored now (after any archiving of the test).
+func (e *Env) ChannelPath(key string) authz.Path {
+	e.t.Helper()
+	p, err := e.Chat.Path(context.Background(), authz.KindChannel, e.World.Channel(key).ID)
+	if err != nil || !p.Exists {
+		e.t.Fatalf("channel path %s: %v (exists %v)", key, err, p.Exists)
+	}
+	return p
+}
+
+// ThreadPath returns the authorization path of thread id as stored now.
+func (e *Env) ThreadPath(id string) authz.Path {
+	e.t.Helper()
+	p, err := e.Chat.ThreadPath(context.Background(), id)
+	if err != nil || !p.Exists {
+		e.t.Fatalf("thread path %s: %v (exists %v)", id, err, p.Exists)
+	}
+	return p
+}
+
+// Count runs a count query on the test database.
+func (e *Env) Count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("count %q: %v", sql, err)
+	}
+	return n
+}
+
+// Exec runs a statement on the test database (to shape a test's world).
+func (e *Env) Exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.Pool.Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+// Metric returns the value of one series of the modules' registry, written
+// as /metrics writes it (`name{label="value",...}`, labels sorted by name),
+// or 0 when the series does not exist (yet).
+func (e *Env) Metric(series string) float64 {
+	e.t.Helper()
+	fams, err := e.Server.Gatherer().Gather()
+	if err != nil {
+		e.t.Fatalf("gather metrics: %v", err)
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			if len(m.GetLabel()) > 0 {
+				labels := make([]string, 0, len(m.GetLabel()))
+				for _, l := range m.GetLabel() {
+					labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				}
+				name += "{" + strings.Join(labels, ",") + "}"
+			}
+			if name != series {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Untyped != nil:
+				return m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TriggerFault is an authz.Faults for tests: WithTrigger fails with the
+// error last Set (none while it is nil). Pass it as Options.Hooks.Authz; it
+// may be switched while requests run.
+type TriggerFault struct {
+	mu  sync.Mutex
+	err error
+}
+
+// Set makes WithTrigger fail with err from now on (nil: succeed again).
+func (f *TriggerFault) Set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+// TriggerHolders implements authz.Faults.
+func (f *TriggerFault) TriggerHolders() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// Post writes a text message as the principal with handle who into thread
+// through the messaging service (the same rules and subscribers as a
+// client's post) and fails the test when it is refused.
+func (e *Env) Post(who, thread, clientMsgID, content string) messaging.Message {
+	e.t.Helper()
+	m, _, err := e.Messaging.Create(context.Background(), e.Principal(who), thread, messaging.Input{ClientMsgID: clientMsgID, ContentMD: content})
+	if err != nil {
+		e.t.Fatalf("%s posts %q: %v", who, clientMsgID, err)
+	}
+	return m
+}
