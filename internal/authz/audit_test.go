@@ -58,7 +58,7 @@ func post(env *moduletest.Env, who, thread, clientMsgID, content string) error {
 // TestForbiddenReasonsAndAudit checks the refusals level_insufficient and
 // channel_archived, and the audit of decisions: denials aggregated per
 // actor, action and reason within audit.deny_aggregate_window; allows
-// audited only for audited actions (spec domain.md 6). That both faces
+// audited only for audited actions (docs/design/rights.md#audit). That both faces
 // answer and audit alike is TestForbiddenSameOnBothFaces in
 // internal/server.
 func TestForbiddenReasonsAndAudit(t *testing.T) {
