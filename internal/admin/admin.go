@@ -12,8 +12,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
@@ -122,14 +120,15 @@ func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in 
 		}
 		personOrGroup = p.Kind == identity.KindUser
 	case "group":
-		if _, err := s.ident.GetGroup(ctx, nil, in.SubjectID); errors.Is(err, identity.ErrGroupNotFound) {
+		if _, err := s.ident.GetGroup(ctx, in.SubjectID); errors.Is(err, identity.ErrGroupNotFound) {
 			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
 		} else if err != nil {
 			return authz.Grant{}, problem.Internal(err)
 		}
 	}
 	var out authz.Grant
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		g, err := s.authz.CreateGrant(ctx, tx, authz.NewGrant{SubjectID: in.SubjectID, SubjectKind: in.SubjectKind,
 			SubjectIsPersonOrGroup: personOrGroup, TargetKind: in.TargetKind, TargetID: in.TargetID, Level: in.Level,
 			ExpiresAt: in.ExpiresAt, CreatedBy: actor.ID})
@@ -149,7 +148,8 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 		return authz.Grant{}, err
 	}
 	var out authz.Grant
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		before, err := s.authz.GetGrant(ctx, tx, id)
 		if err != nil {
 			return problem.Internal(err)
@@ -189,8 +189,8 @@ func (s *Service) SetOperator(ctx context.Context, actor identity.Principal, id,
 	default:
 		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/mode", Code: "invalid_enum"})
 	}
-	return s.changeChannel(ctx, id, "channel.operator_set", func(tx pgx.Tx) error {
-		return s.chat.SetOperator(ctx, tx, id, mode, agentID)
+	return s.changeChannel(ctx, id, "channel.operator_set", func(tx db.Querier) error {
+		return s.chat.SetOperator(ctx, id, mode, agentID)
 	})
 }
 
@@ -200,8 +200,8 @@ func (s *Service) UpdateSwitches(ctx context.Context, actor identity.Principal, 
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelSwitchesPatch, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.changeChannel(ctx, id, "channel.switches_updated", func(tx pgx.Tx) error {
-		return s.chat.UpdateSwitches(ctx, tx, id, p)
+	return s.changeChannel(ctx, id, "channel.switches_updated", func(tx db.Querier) error {
+		return s.chat.UpdateSwitches(ctx, id, p)
 	})
 }
 
@@ -211,8 +211,8 @@ func (s *Service) ArchiveChannel(ctx context.Context, actor identity.Principal, 
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelArchive, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.changeChannel(ctx, id, "channel.archived", func(tx pgx.Tx) error {
-		return s.chat.ArchiveChannel(ctx, tx, id)
+	return s.changeChannel(ctx, id, "channel.archived", func(tx db.Querier) error {
+		return s.chat.ArchiveChannel(ctx, id)
 	})
 }
 
@@ -221,8 +221,9 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.SpaceArchive, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
 		return chat.Space{}, err
 	}
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if err := s.chat.ArchiveSpace(ctx, tx, id); err != nil {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
+		if err := s.chat.ArchiveSpace(ctx, id); err != nil {
 			return problem.Internal(err)
 		}
 		return s.accessChanged(ctx, tx, authz.KindSpace, id, "space.archived", id)
@@ -231,15 +232,16 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 		return chat.Space{}, err
 	}
 	s.recheck(ctx, runs.TriggerScope{SpaceID: id})
-	sp, err := s.chat.GetSpace(ctx, nil, id)
+	sp, err := s.chat.GetSpace(ctx, id)
 	if err != nil {
 		return chat.Space{}, problem.Internal(err)
 	}
 	return sp, nil
 }
 
-func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(tx pgx.Tx) error) (chat.Channel, error) {
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(tx db.Querier) error) (chat.Channel, error) {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		if err := fn(tx); err != nil {
 			return problem.From(err)
 		}
@@ -249,7 +251,7 @@ func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(
 		return chat.Channel{}, err
 	}
 	s.recheck(ctx, runs.TriggerScope{ChannelID: id})
-	c, err := s.chat.GetChannel(ctx, nil, id)
+	c, err := s.chat.GetChannel(ctx, id)
 	if err != nil {
 		return chat.Channel{}, problem.Internal(err)
 	}
@@ -259,11 +261,11 @@ func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(
 // accessChanged emits access.changed in every channel of the target (one
 // channel, or every channel of a space). The payload names the change and
 // ids only.
-func (s *Service) accessChanged(ctx context.Context, tx pgx.Tx, kind authz.ResourceKind, targetID, change, subjectID string) error {
+func (s *Service) accessChanged(ctx context.Context, tx db.Querier, kind authz.ResourceKind, targetID, change, subjectID string) error {
 	channels := []string{targetID}
 	if kind == authz.KindSpace {
 		var err error
-		if channels, err = s.chat.ChannelsOfSpace(ctx, tx, targetID); err != nil {
+		if channels, err = s.chat.ChannelsOfSpace(ctx, targetID); err != nil {
 			return problem.Internal(err)
 		}
 	}

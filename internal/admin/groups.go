@@ -5,8 +5,6 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
@@ -20,7 +18,7 @@ func (s *Service) CreateGroup(ctx context.Context, actor identity.Principal, nam
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupCreate, instance); err != nil {
 		return identity.Group{}, err
 	}
-	g, err := s.ident.CreateGroup(ctx, s.pool, name)
+	g, err := s.ident.CreateGroup(ctx, name)
 	if err != nil {
 		return identity.Group{}, problem.From(err)
 	}
@@ -32,7 +30,7 @@ func (s *Service) Group(ctx context.Context, actor identity.Principal, id string
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupRead, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	g, err := s.ident.GetGroup(ctx, nil, id)
+	g, err := s.ident.GetGroup(ctx, id)
 	if err != nil {
 		return identity.Group{}, problem.Internal(err)
 	}
@@ -44,7 +42,7 @@ func (s *Service) RenameGroup(ctx context.Context, actor identity.Principal, id,
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupUpdate, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	return s.groupChange(ctx, id, "", func(tx pgx.Tx) error { return s.ident.RenameGroup(ctx, tx, id, name) })
+	return s.groupChange(ctx, id, "", func(tx db.Querier) error { return s.ident.RenameGroup(ctx, id, name) })
 }
 
 // AddMember puts person principalID into group id (group.member.add:
@@ -54,7 +52,7 @@ func (s *Service) AddMember(ctx context.Context, actor identity.Principal, id, p
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupMemberAdd, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	return s.groupChange(ctx, id, "group.member_added", func(tx pgx.Tx) error { return s.ident.AddMember(ctx, tx, id, principalID) })
+	return s.groupChange(ctx, id, "group.member_added", func(tx db.Querier) error { return s.ident.AddMember(ctx, id, principalID) })
 }
 
 // RemoveMember takes principalID out of group id (group.member.remove:
@@ -63,7 +61,7 @@ func (s *Service) RemoveMember(ctx context.Context, actor identity.Principal, id
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupMemberRemove, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	g, err := s.groupChange(ctx, id, "group.member_removed", func(tx pgx.Tx) error { return s.ident.RemoveMember(ctx, tx, id, principalID) })
+	g, err := s.groupChange(ctx, id, "group.member_removed", func(tx db.Querier) error { return s.ident.RemoveMember(ctx, id, principalID) })
 	if err == nil {
 		s.accessLost(ctx, principalID)
 	}
@@ -78,9 +76,10 @@ func (s *Service) DeleteGroup(ctx context.Context, actor identity.Principal, id 
 		return identity.Group{}, err
 	}
 	var before identity.Group
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		var err error
-		if before, err = s.ident.GetGroup(ctx, tx, id); err != nil {
+		if before, err = s.ident.GetGroup(ctx, id); err != nil {
 			return err
 		}
 		if err := s.groupAccessChanged(ctx, tx, id, "group.deleted"); err != nil {
@@ -89,7 +88,7 @@ func (s *Service) DeleteGroup(ctx context.Context, actor identity.Principal, id 
 		if err := s.authz.RevokeGroupGrants(ctx, tx, id); err != nil {
 			return err
 		}
-		return s.ident.DeleteGroup(ctx, tx, id)
+		return s.ident.DeleteGroup(ctx, id)
 	})
 	if err != nil {
 		return identity.Group{}, groupErr(err)
@@ -108,13 +107,14 @@ func groupErr(err error) error {
 // groupChange runs fn on group id in one unit of work and answers the
 // group after it; with change set it emits access.changed in every channel
 // the group holds a live grant in.
-func (s *Service) groupChange(ctx context.Context, id, change string, fn func(tx pgx.Tx) error) (identity.Group, error) {
+func (s *Service) groupChange(ctx context.Context, id, change string, fn func(tx db.Querier) error) (identity.Group, error) {
 	var out identity.Group
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		if err := fn(tx); err != nil {
 			return err
 		}
-		g, err := s.ident.GetGroup(ctx, tx, id)
+		g, err := s.ident.GetGroup(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -138,7 +138,7 @@ func (s *Service) groupAccessChanged(ctx context.Context, tx db.Querier, id, cha
 		return err
 	}
 	for _, sp := range spaces {
-		more, err := s.chat.ChannelsOfSpace(ctx, tx, sp)
+		more, err := s.chat.ChannelsOfSpace(ctx, sp)
 		if err != nil {
 			return err
 		}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -56,8 +55,9 @@ func (s *Service) CreateSpace(ctx context.Context, actor identity.Principal, nam
 		}
 	}
 	var out chat.Space
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		sp, err := s.chat.CreateSpace(ctx, tx, name, defaultOperator)
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
+		sp, err := s.chat.CreateSpace(ctx, name, defaultOperator)
 		if err != nil {
 			return err
 		}
@@ -95,9 +95,10 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 		}
 	}
 	var out chat.Space
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		if patch.Name != nil {
-			if err := s.chat.RenameSpace(ctx, tx, id, *patch.Name); err != nil {
+			if err := s.chat.RenameSpace(ctx, id, *patch.Name); err != nil {
 				return err
 			}
 		}
@@ -107,11 +108,11 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 			if patch.DefaultOperator != nil {
 				agent = *patch.DefaultOperator
 			}
-			if err := s.chat.SetDefaultOperator(ctx, tx, id, agent); err != nil {
+			if err := s.chat.SetDefaultOperator(ctx, id, agent); err != nil {
 				return err
 			}
 		}
-		sp, err := s.chat.GetSpace(ctx, tx, id)
+		sp, err := s.chat.GetSpace(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -138,11 +139,12 @@ func (s *Service) UnarchiveSpace(ctx context.Context, actor identity.Principal, 
 		return chat.Space{}, err
 	}
 	var out chat.Space
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if err := s.chat.UnarchiveSpace(ctx, tx, id); err != nil {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
+		if err := s.chat.UnarchiveSpace(ctx, id); err != nil {
 			return err
 		}
-		sp, err := s.chat.GetSpace(ctx, tx, id)
+		sp, err := s.chat.GetSpace(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -190,8 +192,9 @@ func (s *Service) CreateChannel(ctx context.Context, actor identity.Principal, s
 		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/operator/mode", Code: "invalid_enum"})
 	}
 	var out chat.Channel
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		c, err := s.chat.CreateChannel(ctx, tx, chat.NewChannel{SpaceID: spaceID, Name: in.Name, Kind: in.Kind,
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
+		c, err := s.chat.CreateChannel(ctx, chat.NewChannel{SpaceID: spaceID, Name: in.Name, Kind: in.Kind,
 			OperatorMode: in.OperatorMode, OperatorAgentID: in.OperatorID, FreeResponse: in.Switches.FreeResponse,
 			AllowMentionedAgents: in.Switches.AllowMentionedAgents, AutoThread: in.Switches.AutoThread,
 			HistoryBackfillLimit: in.Switches.HistoryBackfillLimit, CreatedBy: actor.ID})
@@ -213,7 +216,7 @@ func (s *Service) RenameChannel(ctx context.Context, actor identity.Principal, i
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelUpdate, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.channelChange(ctx, id, func(tx pgx.Tx) error { return s.chat.RenameChannel(ctx, tx, id, name) }, "")
+	return s.channelChange(ctx, id, func(tx db.Querier) error { return s.chat.RenameChannel(ctx, id, name) }, "")
 }
 
 // UnarchiveChannel lifts the archive of channel id (channel.unarchive:
@@ -222,18 +225,19 @@ func (s *Service) UnarchiveChannel(ctx context.Context, actor identity.Principal
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelUnarchive, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.channelChange(ctx, id, func(tx pgx.Tx) error { return s.chat.UnarchiveChannel(ctx, tx, id) }, "channel.unarchived")
+	return s.channelChange(ctx, id, func(tx db.Querier) error { return s.chat.UnarchiveChannel(ctx, id) }, "channel.unarchived")
 }
 
 // channelChange runs fn and emits channel.updated (and access.changed with
 // change, when given) in one unit of work.
-func (s *Service) channelChange(ctx context.Context, id string, fn func(tx pgx.Tx) error, change string) (chat.Channel, error) {
+func (s *Service) channelChange(ctx context.Context, id string, fn func(tx db.Querier) error, change string) (chat.Channel, error) {
 	var out chat.Channel
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		if err := fn(tx); err != nil {
 			return err
 		}
-		c, err := s.chat.GetChannel(ctx, tx, id)
+		c, err := s.chat.GetChannel(ctx, id)
 		if err != nil {
 			return err
 		}

@@ -3,8 +3,6 @@ package chat
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
@@ -31,7 +29,7 @@ func (u *UseCases) Space(ctx context.Context, actor identity.Principal, id strin
 	if _, _, err := u.authz.Authorize(ctx, actor, authz.SpaceRead, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
 		return Space{}, err
 	}
-	sp, err := u.chat.GetSpace(ctx, nil, id)
+	sp, err := u.chat.GetSpace(ctx, id)
 	return sp, internal(err)
 }
 
@@ -40,7 +38,7 @@ func (u *UseCases) Channel(ctx context.Context, actor identity.Principal, id str
 	if _, _, err := u.authz.Authorize(ctx, actor, authz.ChannelRead, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return Channel{}, err
 	}
-	c, err := u.chat.GetChannel(ctx, nil, id)
+	c, err := u.chat.GetChannel(ctx, id)
 	return c, internal(err)
 }
 
@@ -49,7 +47,7 @@ func (u *UseCases) Thread(ctx context.Context, actor identity.Principal, id stri
 	if _, _, err := u.authz.Authorize(ctx, actor, authz.ThreadRead, authz.Resource{Kind: authz.KindThread, ID: id}); err != nil {
 		return Thread{}, err
 	}
-	t, err := u.chat.GetThread(ctx, nil, id)
+	t, err := u.chat.GetThread(ctx, id)
 	return t, internal(err)
 }
 
@@ -61,8 +59,9 @@ func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id strin
 		return Thread{}, err
 	}
 	var out Thread
-	err := u.uow.Do(ctx, func(tx pgx.Tx) error {
-		t, err := u.chat.LockThread(ctx, tx, id)
+	err := u.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := u.uow.Q(ctx)
+		t, err := u.chat.LockThread(ctx, id)
 		if err != nil {
 			return internal(err)
 		}
@@ -73,7 +72,7 @@ func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id strin
 		if t.State == "done" {
 			return nil
 		}
-		if err := u.chat.SetState(ctx, tx, id, "done"); err != nil {
+		if err := u.chat.SetState(ctx, id, "done"); err != nil {
 			return internal(err)
 		}
 		out.State = "done"
@@ -96,19 +95,20 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		return Thread{}, err
 	}
 	var out Thread
-	err = u.uow.Do(ctx, func(tx pgx.Tx) error {
-		t, err := u.chat.LockThread(ctx, tx, id)
+	err = u.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := u.uow.Q(ctx)
+		t, err := u.chat.LockThread(ctx, id)
 		if err != nil {
 			return internal(err)
 		}
 		if t.Kind == "main" {
 			return problem.Newf(problem.Conflict, "main_thread", "the main thread of a channel cannot move")
 		}
-		from, err := u.chat.GetChannel(ctx, tx, t.ChannelID)
+		from, err := u.chat.GetChannel(ctx, t.ChannelID)
 		if err != nil {
 			return internal(err)
 		}
-		to, err := u.chat.GetChannel(ctx, tx, target)
+		to, err := u.chat.GetChannel(ctx, target)
 		if err != nil {
 			return internal(err)
 		}
@@ -119,7 +119,7 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		if t.ChannelID == target {
 			return nil
 		}
-		if err := u.chat.MoveThread(ctx, tx, id, target); err != nil {
+		if err := u.chat.MoveThread(ctx, id, target); err != nil {
 			return internal(err)
 		}
 		out.ChannelID = target

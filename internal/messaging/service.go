@@ -38,7 +38,7 @@ type Posted struct {
 // vetoes the whole unit: nothing of it is stored. Subscribers may append
 // events to the returned list; they commit with the message.
 type Subscriber interface {
-	OnMessagePosted(ctx context.Context, tx pgx.Tx, p *Posted) ([]events.Event, error)
+	OnMessagePosted(ctx context.Context, tx db.Querier, p *Posted) ([]events.Event, error)
 }
 
 // Limits are the configured limits of messaging.
@@ -173,12 +173,13 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 		return m, ok, err
 	}
 	var out Message
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		thread, err := s.chat.LockThread(ctx, tx, threadID)
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
+		thread, err := s.chat.LockThread(ctx, threadID)
 		if err != nil {
 			return problem.Internal(err)
 		}
-		channel, err := s.chat.GetChannel(ctx, tx, thread.ChannelID)
+		channel, err := s.chat.GetChannel(ctx, thread.ChannelID)
 		if err != nil {
 			return problem.Internal(err)
 		}
@@ -229,7 +230,7 @@ func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMs
 	if !bytes.Equal(r.hash, hash) {
 		return Message{}, chat.Thread{}, false, problem.Newf(problem.Conflict, "idempotency_key_reused", "client_msg_id was used for another request")
 	}
-	thread, err := s.chat.GetThread(ctx, nil, r.ThreadID)
+	thread, err := s.chat.GetThread(ctx, r.ThreadID)
 	if err != nil {
 		return Message{}, chat.Thread{}, false, problem.Internal(err)
 	}
@@ -269,8 +270,8 @@ func (s *Service) checkReply(ctx context.Context, q db.Querier, threadID, replyT
 
 // reopen appends the system line thread.reopened (author: the writer) and
 // sets the thread open, returning its events.
-func (s *Service) reopen(ctx context.Context, tx pgx.Tx, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, tx, thread.ID)
+func (s *Service) reopen(ctx context.Context, tx db.Querier, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, thread.ID)
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
@@ -280,7 +281,7 @@ func (s *Service) reopen(ctx context.Context, tx pgx.Tx, actor identity.Principa
 	if err := s.insert(ctx, tx, m, "", nil); err != nil {
 		return nil, problem.Internal(err)
 	}
-	if err := s.chat.SetState(ctx, tx, thread.ID, "open"); err != nil {
+	if err := s.chat.SetState(ctx, thread.ID, "open"); err != nil {
 		return nil, problem.Internal(err)
 	}
 	thread.State, thread.LastSeq = "open", seq
@@ -292,14 +293,14 @@ func (s *Service) reopen(ctx context.Context, tx pgx.Tx, actor identity.Principa
 
 // post stores one message by actor in the locked thread, runs the
 // subscribers and returns the message with its events.
-func (s *Service) post(ctx context.Context, tx pgx.Tx, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, tx, thread.ID)
+func (s *Service) post(ctx context.Context, tx db.Querier, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, thread.ID)
 	if err != nil {
 		return Message{}, nil, problem.Internal(err)
 	}
 	mentions := []identity.Ref{}
 	if handles := MentionedHandles(in.ContentMD); len(handles) > 0 {
-		found, err := s.ident.ByHandles(ctx, tx, handles)
+		found, err := s.ident.ByHandles(ctx, handles)
 		if err != nil {
 			return Message{}, nil, problem.Internal(err)
 		}
@@ -361,8 +362,9 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	}
 	var thread chat.Thread
 	var first Message
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		channel, err := s.chat.GetChannel(ctx, tx, channelID)
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
+		channel, err := s.chat.GetChannel(ctx, channelID)
 		if err != nil {
 			return problem.Internal(err)
 		}
@@ -377,7 +379,7 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 		if in.First.ReplyToMessageID != "" {
 			return problem.Invalid(problem.FieldError{Pointer: "/first_message/reply_to_message_id", Code: "invalid_reference", Detail: "the first message of a thread cannot reply"})
 		}
-		t, err := s.chat.CreateThread(ctx, tx, chat.NewThread{Channel: channel, ParentMessageID: in.ParentMessageID, Title: in.Title,
+		t, err := s.chat.CreateThread(ctx, chat.NewThread{Channel: channel, ParentMessageID: in.ParentMessageID, Title: in.Title,
 			ByAgent: actor.Kind == identity.KindAgent, CreatedBy: actor.ID, TitleFrom: in.First.ContentMD})
 		if err != nil {
 			return err
@@ -545,7 +547,8 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 		return Message{}, err
 	}
 	var out Message
-	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err = s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		r, err := scanRow(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.id = $1 FOR UPDATE`, id))
 		if err != nil {
 			return problem.Internal(err)
@@ -613,8 +616,8 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 // empty content, which clients render as the run's live box. It returns the
 // anchor and its message.created event. The caller holds t's row lock or
 // created t in tx.
-func (s *Service) AppendAnchor(ctx context.Context, tx pgx.Tx, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, tx, t.ID)
+func (s *Service) AppendAnchor(ctx context.Context, tx db.Querier, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, t.ID)
 	if err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("anchor seq: %w", err)
 	}

@@ -67,7 +67,7 @@ func (s *Service) resolve(ctx context.Context, q db.Querier, rows []row, channel
 	for id := range need {
 		idList = append(idList, id)
 	}
-	people, err := s.ident.GetManyIn(ctx, q, idList)
+	people, err := s.ident.GetMany(ctx, idList)
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 		// The thread lookup of a visible run runs for a missing one too
 		// (on the nil UUID): a hidden and a missing run take the same
 		// statements.
-		if _, _, err := s.chat.ThreadInfo(ctx, nil, "00000000-0000-0000-0000-000000000000"); err != nil && !errors.Is(err, chat.ErrNotFound) {
+		if _, _, err := s.chat.ThreadInfo(ctx, "00000000-0000-0000-0000-000000000000"); err != nil && !errors.Is(err, chat.ErrNotFound) {
 			return Read{}, problem.Internal(err)
 		}
 		return notFound()
@@ -80,7 +80,7 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 	if err != nil {
 		return Read{}, problem.Internal(err)
 	}
-	t, c, err := s.chat.ThreadInfo(ctx, nil, r.ThreadID)
+	t, c, err := s.chat.ThreadInfo(ctx, r.ThreadID)
 	if err != nil {
 		return Read{}, problem.Internal(err)
 	}
@@ -307,7 +307,7 @@ func (s *Service) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, 
 // that lies outside the run's thread and its channel's main thread, and
 // whether actor may read it there.
 func (s *Service) triggerElsewhere(ctx context.Context, actor identity.Principal, threadID string) (authz.Path, string, bool, error) {
-	t, c, err := s.chat.ThreadInfo(ctx, nil, threadID)
+	t, c, err := s.chat.ThreadInfo(ctx, threadID)
 	if errors.Is(err, chat.ErrNotFound) {
 		return authz.Path{}, "", false, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -23,14 +24,15 @@ func errNotActive() error {
 // one unit of work (thread row first, then run row, the lock order of every
 // unit that touches both) and appends fn's events.
 func (s *Service) change(ctx context.Context, actor identity.Principal, action authz.Action, id string,
-	fn func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error)) (Run, error) {
+	fn func(tx db.Querier, r Run, channelID string) (Run, []events.Event, error)) (Run, error) {
 	_, path, err := s.authz.Authorize(ctx, actor, action, authz.Resource{Kind: authz.KindRun, ID: id})
 	if err != nil {
 		return Run{}, err
 	}
 	var out Run
-	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if _, err := s.chat.LockThread(ctx, tx, path.ThreadID); err != nil {
+	err = s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
+		if _, err := s.chat.LockThread(ctx, path.ThreadID); err != nil {
 			return problem.Internal(err)
 		}
 		r, err := getRun(ctx, tx, id, "FOR UPDATE")
@@ -82,7 +84,7 @@ func errClaimed() error {
 
 // extendLease renews r's lease by run.lease_timeout without a new version
 // (a lease is not a state change).
-func (s *Service) extendLease(ctx context.Context, tx pgx.Tx, r Run) (Run, error) {
+func (s *Service) extendLease(ctx context.Context, tx db.Querier, r Run) (Run, error) {
 	until := s.clock.Now().Add(s.timeouts.Lease)
 	if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1`, r.ID, until); err != nil {
 		return Run{}, problem.Internal(fmt.Errorf("extend lease: %w", err))
@@ -100,7 +102,7 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 	if err := checkHolder(holder); err != nil {
 		return Run{}, err
 	}
-	return s.change(ctx, actor, authz.RunStart, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunStart, id, func(tx db.Querier, r Run, channelID string) (Run, []events.Event, error) {
 		switch r.State {
 		case Running, WaitingInput:
 			if r.Holder != holder {
@@ -137,7 +139,7 @@ func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holde
 	if err := checkHolder(holder); err != nil {
 		return Run{}, err
 	}
-	return s.change(ctx, actor, authz.RunRenew, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunRenew, id, func(tx db.Querier, r Run, channelID string) (Run, []events.Event, error) {
 		if !Active(r.State) {
 			return Run{}, nil, errNotActive()
 		}
@@ -152,7 +154,7 @@ func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holde
 // AwaitInput moves the agent's own running run to waiting_input
 // (run.await_input).
 func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id string) (Run, error) {
-	return s.change(ctx, actor, authz.RunAwaitInput, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunAwaitInput, id, func(tx db.Querier, r Run, channelID string) (Run, []events.Event, error) {
 		switch r.State {
 		case WaitingInput:
 			r, err := s.extendLease(ctx, tx, r)
@@ -195,7 +197,7 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, outc
 	if to == Cancelled && reason == "" {
 		reason = "cancelled"
 	}
-	return s.change(ctx, actor, authz.RunFinish, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunFinish, id, func(tx db.Querier, r Run, channelID string) (Run, []events.Event, error) {
 		if !Active(r.State) {
 			return Run{}, nil, errNotActive()
 		}
@@ -212,7 +214,7 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, outc
 // run.cancel_requested in the agent's stream, and ends when the adapter
 // confirms with finishRun(cancelled). The run's own agent cancels at once.
 func (s *Service) Cancel(ctx context.Context, actor identity.Principal, id string) (Run, error) {
-	return s.change(ctx, actor, authz.RunCancel, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunCancel, id, func(tx db.Querier, r Run, channelID string) (Run, []events.Event, error) {
 		if !Active(r.State) {
 			return Run{}, nil, errNotActive()
 		}
@@ -252,7 +254,7 @@ const (
 // would be its follow-ups become them, and every other one is dropped with
 // the decision's reason. The caller holds the thread's and the run's row
 // locks.
-func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to, reason, channelID string) (Run, []events.Event, error) {
+func (s *Service) end(ctx context.Context, tx db.Querier, r Run, to, reason, channelID string) (Run, []events.Event, error) {
 	r, err := s.transition(ctx, tx, r, to, reason)
 	if err != nil {
 		return Run{}, nil, err
@@ -277,7 +279,7 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to, reason, channel
 	if len(list) == 0 {
 		return r, evs, nil
 	}
-	thread, channel, err := s.chat.ThreadInfo(ctx, tx, r.ThreadID)
+	thread, channel, err := s.chat.ThreadInfo(ctx, r.ThreadID)
 	if err != nil {
 		return Run{}, nil, problem.Internal(err)
 	}
@@ -287,7 +289,7 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to, reason, channel
 		if err != nil {
 			return Run{}, nil, problem.Internal(err)
 		}
-		people, err := s.ident.GetManyIn(ctx, tx, []string{m.Author.ID})
+		people, err := s.ident.GetMany(ctx, []string{m.Author.ID})
 		if err != nil {
 			return Run{}, nil, problem.Internal(err)
 		}

@@ -181,7 +181,8 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 		return "", err
 	}
 	var stored int64
-	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err = s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		now := s.clock.Now()
 		if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
 			actor.ID, now); err != nil {

@@ -78,7 +78,7 @@ func NewService(d Deps) *Service {
 // OnMessagePosted applies the trigger decision to a message inside the unit
 // of work that stores it (spec domain.md 7): a message of any origin other
 // than human does no trigger work at all.
-func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.Posted) ([]events.Event, error) {
+func (s *Service) OnMessagePosted(ctx context.Context, tx db.Querier, p *messaging.Posted) ([]events.Event, error) {
 	if p.RunID != "" {
 		// The answer branch: only an agent's message can name a run
 		// (messaging refuses it from anyone else); check it and stop.
@@ -114,7 +114,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 	var evs []events.Event
 	runThread := p.Thread
 	if d.AutoThread {
-		t, err := s.chat.CreateThread(ctx, tx, chat.NewThread{Channel: p.Channel, ParentMessageID: p.Message.ID,
+		t, err := s.chat.CreateThread(ctx, chat.NewThread{Channel: p.Channel, ParentMessageID: p.Message.ID,
 			ByAgent: true, CreatedBy: p.Author.ID, TitleFrom: p.Message.ContentMD})
 		if err != nil {
 			return nil, problem.From(err)
@@ -129,7 +129,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 	return append(evs, more...), nil
 }
 
-func (s *Service) setTrigger(ctx context.Context, tx pgx.Tx, p *messaging.Posted, state, reason string) error {
+func (s *Service) setTrigger(ctx context.Context, tx db.Querier, p *messaging.Posted, state, reason string) error {
 	if err := s.messaging.SetTrigger(ctx, tx, p.Message.ID, state, reason); err != nil {
 		return problem.Internal(err)
 	}
@@ -141,7 +141,7 @@ func (s *Service) setTrigger(ctx context.Context, tx pgx.Tx, p *messaging.Posted
 // switches, the writer's trigger right, the first mentioned agent's state
 // and read right, and the thread's active run, which it returns locked (the
 // run a follow-up joins).
-func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Posted) (TriggerFacts, Run, error) {
+func (s *Service) triggerFacts(ctx context.Context, tx db.Querier, p *messaging.Posted) (TriggerFacts, Run, error) {
 	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
 	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == "main", ThreadOperator: p.Thread.OperatorAgentID,
 		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
@@ -163,7 +163,7 @@ func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Post
 	if f.MainThread {
 		operator = f.ChannelOperator
 	}
-	agents, err := s.ident.GetManyIn(ctx, tx, []string{mentioned, operator})
+	agents, err := s.ident.GetMany(ctx, []string{mentioned, operator})
 	if err != nil {
 		return f, Run{}, err
 	}
@@ -194,7 +194,7 @@ type trigger struct {
 // startRunFor creates a queued run of agent in thread t (whose row lock the
 // unit holds, or which it created), joining the current session of an
 // operator run, with its anchor and the events that announce it.
-func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
+func (s *Service) startRunFor(ctx context.Context, tx db.Querier, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
 	now := s.clock.Now()
 	messageID := m.messageID
 	r := Run{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, TriggerKind: "message", TriggeringMessageID: messageID,
@@ -220,7 +220,7 @@ func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, gu
 	if err := insertRun(ctx, tx, r); err != nil {
 		return nil, problem.Internal(err)
 	}
-	agents, err := s.ident.GetManyIn(ctx, tx, []string{agentID})
+	agents, err := s.ident.GetMany(ctx, []string{agentID})
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
@@ -266,7 +266,7 @@ func RunPayload(r Run) map[string]any {
 
 // addFollowup makes message a pending follow-up of run, tells the agent, and
 // brings a waiting run back to running.
-func (s *Service) addFollowup(ctx context.Context, tx pgx.Tx, run Run, messageID, channelID string) ([]events.Event, error) {
+func (s *Service) addFollowup(ctx context.Context, tx db.Querier, run Run, messageID, channelID string) ([]events.Event, error) {
 	if _, err := tx.Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
 		run.ID, messageID, s.clock.Now()); err != nil {
 		return nil, problem.Internal(fmt.Errorf("add follow-up: %w", err))
@@ -285,7 +285,7 @@ func (s *Service) addFollowup(ctx context.Context, tx pgx.Tx, run Run, messageID
 
 // transition moves run to state to in tx, raising its version and its
 // activity time. Ending states set ended_at and end_reason.
-func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to, reason string) (Run, error) {
+func (s *Service) transition(ctx context.Context, tx db.Querier, run Run, to, reason string) (Run, error) {
 	now := s.clock.Now()
 	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
 	switch to {
@@ -321,7 +321,7 @@ func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to, reason
 // end of the run (which locks the thread, then the run) waits for this
 // answer's commit or the answer sees the end state, so every answer stored
 // with a run_id commits before its run's end event. The run is not changed.
-func (s *Service) checkAnswer(ctx context.Context, tx pgx.Tx, p *messaging.Posted) error {
+func (s *Service) checkAnswer(ctx context.Context, tx db.Querier, p *messaging.Posted) error {
 	var run domain.AnswerRun
 	found := true
 	if !ids.Valid(p.RunID) {

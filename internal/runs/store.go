@@ -167,3 +167,27 @@ func (s *Service) OwnRuns(ctx context.Context, agentID string, idList []string) 
 	}
 	return out, nil
 }
+
+// CountByState counts the runs of the whole database by state, for the
+// bothy_runs gauge (one indexed GROUP BY).
+func (s *Service) CountByState(ctx context.Context) (map[string]int64, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT state::text, count(*) FROM runs GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count runs by state: %w", err)
+	}
+	counts := map[string]int64{}
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("count runs by state: %w", err)
+		}
+		counts[st] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count runs by state: %w", err)
+	}
+	return counts, nil
+}

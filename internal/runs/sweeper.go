@@ -93,7 +93,8 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 	}
 	for _, d := range list {
 		timedOut := false
-		err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		err := s.uow.InTx(ctx, func(ctx context.Context) error {
+			tx := s.uow.Q(ctx)
 			timedOut = false
 			var locked string
 			// The thread first, then the run: the lock order of every unit.
@@ -114,7 +115,7 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 			if action == SweepNone {
 				return nil
 			}
-			t, err := s.chat.GetThread(ctx, tx, r.ThreadID)
+			t, err := s.chat.GetThread(ctx, r.ThreadID)
 			if err != nil {
 				return err
 			}

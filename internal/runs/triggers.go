@@ -89,8 +89,9 @@ func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int,
 		if !lost[h] {
 			continue
 		}
-		err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-			if _, err := s.chat.LockThread(ctx, tx, h.threadID); err != nil {
+		err := s.uow.InTx(ctx, func(ctx context.Context) error {
+			tx := s.uow.Q(ctx)
+			if _, err := s.chat.LockThread(ctx, h.threadID); err != nil {
 				return problem.Internal(err)
 			}
 			_, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2 AND state IN ('pending', 'delivered')`,
@@ -120,7 +121,7 @@ func (s *Service) lostTrigger(ctx context.Context, items []heldBy) (map[heldBy]b
 		if _, ok := paths[h.threadID]; ok {
 			continue
 		}
-		_, c, err := s.chat.ThreadInfo(ctx, nil, h.threadID)
+		_, c, err := s.chat.ThreadInfo(ctx, h.threadID)
 		if err != nil {
 			return nil, fmt.Errorf("recheck thread: %w", err)
 		}
@@ -164,9 +165,10 @@ func (s *Service) lostTrigger(ctx context.Context, items []heldBy) (map[heldBy]b
 // trigger; it reports whether it changed the run.
 func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 	changed := false
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+		tx := s.uow.Q(ctx)
 		changed = false
-		t, err := s.chat.LockThread(ctx, tx, h.threadID)
+		t, err := s.chat.LockThread(ctx, h.threadID)
 		if err != nil {
 			return problem.Internal(err)
 		}

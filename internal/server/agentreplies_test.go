@@ -10,11 +10,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
@@ -342,7 +341,7 @@ type capture struct {
 	runs []string
 }
 
-func (c *capture) OnMessagePosted(_ context.Context, _ pgx.Tx, p *messaging.Posted) ([]events.Event, error) {
+func (c *capture) OnMessagePosted(_ context.Context, _ db.Querier, p *messaging.Posted) ([]events.Event, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.runs = append(c.runs, p.RunID)
@@ -553,7 +552,7 @@ func TestOnMessagePosted_AnswerBranch(t *testing.T) {
 	esk := env.Main("Support/Eskalation")
 	say(t, env, "alex", esk, "@lotse a run")
 	run := s.nextRun()
-	thread, channel, err := env.Server.Chat.ThreadInfo(t.Context(), nil, esk)
+	thread, channel, err := env.Server.Chat.ThreadInfo(t.Context(), esk)
 	if err != nil {
 		t.Fatal(err)
 	}

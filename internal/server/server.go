@@ -128,13 +128,13 @@ func New(d Deps) (*Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := httpx.NewMetrics(reg, cfg.Int(config.MetricsMaxOperations))
 	hub := runs.NewHub()
-	ops := registerOps(reg, d.Pool, cfg.Duration(config.ServerReadinessTimeout), hub.Connected, hub.Reconnects)
+	ops := registerOps(reg, d.Pool, hub.Connected, hub.Reconnects)
 	d.Limiter = countingLimiter{Limiter: d.Limiter, rejected: ops.rejected}
 
 	ident := identity.NewService(d.Pool, d.Clock)
 	uow := db.NewUnitOfWork(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
 	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, reg)
-	chatSvc := chat.NewService(d.Pool, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
+	chatSvc := chat.NewService(uow, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
 	evLog := events.NewLog(d.Pool, d.Clock)
 	evLog.Instrument(reg)
 	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, az, evLog, messaging.Limits{
@@ -149,6 +149,7 @@ func New(d Deps) (*Server, error) {
 		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
 			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
 	az.Register(runSvc, authz.KindRun)
+	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
 	adm := admin.NewService(d.Pool, uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc})
