@@ -185,7 +185,7 @@ func (m levelMap) at(p Path) Level {
 func (s *Service) liveGrants(ctx context.Context, q db.Querier, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
 	b := db.SQL.Select("coalesce(g.subject_principal_id, gm.principal_id)::text", "coalesce(g.target_space_id::text, '')",
 		"coalesce(g.target_channel_id::text, '')", "g.level").
-		From("grants g").LeftJoin(identity.MembershipSQL + " gm ON gm.group_id = g.subject_group_id").
+		From("grants g").LeftJoin(identity.MembershipSQL+" gm ON gm.group_id = g.subject_group_id").
 		Where("g.revoked_at IS NULL").
 		Where(sq.Or{sq.Expr("g.expires_at IS NULL"), sq.Gt{"g.expires_at": s.clock.Now()}}).
 		Where("coalesce(g.subject_principal_id, gm.principal_id) = ANY(?::uuid[])", principals)
