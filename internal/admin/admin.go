@@ -24,7 +24,7 @@ import (
 // Service is the admin module.
 type Service struct {
 	pool   db.Querier
-	uow    *db.UnitOfWork
+	db     *db.DB
 	authz  *authz.Service
 	chat   *chat.Service
 	ident  *identity.Service
@@ -72,14 +72,14 @@ func scopeOf(kind authz.ResourceKind, id string) runs.TriggerScope {
 }
 
 // NewService returns the admin service.
-func NewService(pool db.Querier, uow *db.UnitOfWork, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log, opts Options) *Service {
+func NewService(pool db.Querier, txs *db.DB, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log, opts Options) *Service {
 	if opts.PrincipalListDefault == 0 {
 		opts.PrincipalListDefault = 50
 	}
 	if opts.PrincipalListMax == 0 {
 		opts.PrincipalListMax = 200
 	}
-	return &Service{pool: pool, uow: uow, authz: az, chat: c, ident: ident, events: ev, opts: opts}
+	return &Service{pool: pool, db: txs, authz: az, chat: c, ident: ident, events: ev, opts: opts}
 }
 
 // accessLost applies loss of trigger to the runs and follow-ups of the
@@ -127,16 +127,15 @@ func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in 
 		}
 	}
 	var out authz.Grant
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
-		g, err := s.authz.CreateGrant(ctx, tx, authz.NewGrant{SubjectID: in.SubjectID, SubjectKind: in.SubjectKind,
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		g, err := s.authz.CreateGrant(ctx, authz.NewGrant{SubjectID: in.SubjectID, SubjectKind: in.SubjectKind,
 			SubjectIsPersonOrGroup: personOrGroup, TargetKind: in.TargetKind, TargetID: in.TargetID, Level: in.Level,
 			ExpiresAt: in.ExpiresAt, CreatedBy: actor.ID})
 		if err != nil {
 			return err
 		}
 		out = g
-		return s.accessChanged(ctx, tx, in.TargetKind, in.TargetID, "grant.created", g.ID)
+		return s.accessChanged(ctx, in.TargetKind, in.TargetID, "grant.created", g.ID)
 	})
 	return out, err
 }
@@ -148,13 +147,12 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 		return authz.Grant{}, err
 	}
 	var out authz.Grant
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
-		before, err := s.authz.GetGrant(ctx, tx, id)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		before, err := s.authz.GetGrant(ctx, id)
 		if err != nil {
 			return problem.Internal(err)
 		}
-		g, err := s.authz.RevokeGrant(ctx, tx, id)
+		g, err := s.authz.RevokeGrant(ctx, id)
 		if err != nil {
 			return problem.Internal(err)
 		}
@@ -162,7 +160,7 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 		if before.RevokedAt != nil {
 			return nil
 		}
-		return s.accessChanged(ctx, tx, g.TargetKind, g.TargetID, "grant.revoked", g.ID)
+		return s.accessChanged(ctx, g.TargetKind, g.TargetID, "grant.revoked", g.ID)
 	})
 	if err == nil {
 		s.recheck(ctx, scopeOf(out.TargetKind, out.TargetID))
@@ -189,7 +187,7 @@ func (s *Service) SetOperator(ctx context.Context, actor identity.Principal, id,
 	default:
 		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/mode", Code: "invalid_enum"})
 	}
-	return s.changeChannel(ctx, id, "channel.operator_set", func(tx db.Querier) error {
+	return s.changeChannel(ctx, id, "channel.operator_set", func(ctx context.Context) error {
 		return s.chat.SetOperator(ctx, id, mode, agentID)
 	})
 }
@@ -200,7 +198,7 @@ func (s *Service) UpdateSwitches(ctx context.Context, actor identity.Principal, 
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelSwitchesPatch, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.changeChannel(ctx, id, "channel.switches_updated", func(tx db.Querier) error {
+	return s.changeChannel(ctx, id, "channel.switches_updated", func(ctx context.Context) error {
 		return s.chat.UpdateSwitches(ctx, id, p)
 	})
 }
@@ -211,7 +209,7 @@ func (s *Service) ArchiveChannel(ctx context.Context, actor identity.Principal, 
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelArchive, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.changeChannel(ctx, id, "channel.archived", func(tx db.Querier) error {
+	return s.changeChannel(ctx, id, "channel.archived", func(ctx context.Context) error {
 		return s.chat.ArchiveChannel(ctx, id)
 	})
 }
@@ -221,12 +219,11 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.SpaceArchive, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
 		return chat.Space{}, err
 	}
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		if err := s.chat.ArchiveSpace(ctx, id); err != nil {
 			return problem.Internal(err)
 		}
-		return s.accessChanged(ctx, tx, authz.KindSpace, id, "space.archived", id)
+		return s.accessChanged(ctx, authz.KindSpace, id, "space.archived", id)
 	})
 	if err != nil {
 		return chat.Space{}, err
@@ -239,13 +236,12 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	return sp, nil
 }
 
-func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(tx db.Querier) error) (chat.Channel, error) {
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
-		if err := fn(tx); err != nil {
+func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(ctx context.Context) error) (chat.Channel, error) {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil {
 			return problem.From(err)
 		}
-		return s.accessChanged(ctx, tx, authz.KindChannel, id, change, id)
+		return s.accessChanged(ctx, authz.KindChannel, id, change, id)
 	})
 	if err != nil {
 		return chat.Channel{}, err
@@ -261,7 +257,7 @@ func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(
 // accessChanged emits access.changed in every channel of the target (one
 // channel, or every channel of a space). The payload names the change and
 // ids only.
-func (s *Service) accessChanged(ctx context.Context, tx db.Querier, kind authz.ResourceKind, targetID, change, subjectID string) error {
+func (s *Service) accessChanged(ctx context.Context, kind authz.ResourceKind, targetID, change, subjectID string) error {
 	channels := []string{targetID}
 	if kind == authz.KindSpace {
 		var err error
@@ -274,5 +270,5 @@ func (s *Service) accessChanged(ctx context.Context, tx db.Querier, kind authz.R
 		evs[i] = events.Event{Type: events.AccessChanged, ChannelID: c,
 			Payload: map[string]any{"change": change, "target_kind": string(kind), "target_id": targetID, "id": subjectID}}
 	}
-	return s.events.Append(ctx, tx, evs...)
+	return s.events.Append(ctx, evs...)
 }

@@ -8,7 +8,6 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -42,7 +41,7 @@ func (s *Service) RenameGroup(ctx context.Context, actor identity.Principal, id,
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupUpdate, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	return s.groupChange(ctx, id, "", func(tx db.Querier) error { return s.ident.RenameGroup(ctx, id, name) })
+	return s.groupChange(ctx, id, "", func(ctx context.Context) error { return s.ident.RenameGroup(ctx, id, name) })
 }
 
 // AddMember puts person principalID into group id (group.member.add:
@@ -52,7 +51,7 @@ func (s *Service) AddMember(ctx context.Context, actor identity.Principal, id, p
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupMemberAdd, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	return s.groupChange(ctx, id, "group.member_added", func(tx db.Querier) error { return s.ident.AddMember(ctx, id, principalID) })
+	return s.groupChange(ctx, id, "group.member_added", func(ctx context.Context) error { return s.ident.AddMember(ctx, id, principalID) })
 }
 
 // RemoveMember takes principalID out of group id (group.member.remove:
@@ -61,7 +60,7 @@ func (s *Service) RemoveMember(ctx context.Context, actor identity.Principal, id
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupMemberRemove, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	g, err := s.groupChange(ctx, id, "group.member_removed", func(tx db.Querier) error { return s.ident.RemoveMember(ctx, id, principalID) })
+	g, err := s.groupChange(ctx, id, "group.member_removed", func(ctx context.Context) error { return s.ident.RemoveMember(ctx, id, principalID) })
 	if err == nil {
 		s.accessLost(ctx, principalID)
 	}
@@ -76,16 +75,15 @@ func (s *Service) DeleteGroup(ctx context.Context, actor identity.Principal, id 
 		return identity.Group{}, err
 	}
 	var before identity.Group
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		var err error
 		if before, err = s.ident.GetGroup(ctx, id); err != nil {
 			return err
 		}
-		if err := s.groupAccessChanged(ctx, tx, id, "group.deleted"); err != nil {
+		if err := s.groupAccessChanged(ctx, id, "group.deleted"); err != nil {
 			return err
 		}
-		if err := s.authz.RevokeGroupGrants(ctx, tx, id); err != nil {
+		if err := s.authz.RevokeGroupGrants(ctx, id); err != nil {
 			return err
 		}
 		return s.ident.DeleteGroup(ctx, id)
@@ -107,11 +105,10 @@ func groupErr(err error) error {
 // groupChange runs fn on group id in one unit of work and answers the
 // group after it; with change set it emits access.changed in every channel
 // the group holds a live grant in.
-func (s *Service) groupChange(ctx context.Context, id, change string, fn func(tx db.Querier) error) (identity.Group, error) {
+func (s *Service) groupChange(ctx context.Context, id, change string, fn func(ctx context.Context) error) (identity.Group, error) {
 	var out identity.Group
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
-		if err := fn(tx); err != nil {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil {
 			return err
 		}
 		g, err := s.ident.GetGroup(ctx, id)
@@ -120,7 +117,7 @@ func (s *Service) groupChange(ctx context.Context, id, change string, fn func(tx
 		}
 		out = g
 		if change != "" {
-			return s.groupAccessChanged(ctx, tx, id, change)
+			return s.groupAccessChanged(ctx, id, change)
 		}
 		return nil
 	})
@@ -132,8 +129,8 @@ func (s *Service) groupChange(ctx context.Context, id, change string, fn func(tx
 
 // groupAccessChanged emits access.changed in every channel reached by a
 // live grant of group id (on the channel, or on its space).
-func (s *Service) groupAccessChanged(ctx context.Context, tx db.Querier, id, change string) error {
-	spaces, channels, err := s.authz.GroupTargets(ctx, tx, id)
+func (s *Service) groupAccessChanged(ctx context.Context, id, change string) error {
+	spaces, channels, err := s.authz.GroupTargets(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -151,5 +148,5 @@ func (s *Service) groupAccessChanged(ctx context.Context, tx db.Querier, id, cha
 		evs[i] = events.Event{Type: events.AccessChanged, ChannelID: c,
 			Payload: map[string]any{"change": change, "target_kind": "group", "target_id": id, "id": id}}
 	}
-	return s.events.Append(ctx, tx, evs...)
+	return s.events.Append(ctx, evs...)
 }

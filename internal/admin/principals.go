@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/authz"
-	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -64,7 +63,7 @@ func (s *Service) create(ctx context.Context, np identity.NewPrincipal, tokenLab
 		return CreatedPrincipal{}, err
 	}
 	var out CreatedPrincipal
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		p, err := s.ident.CreatePrincipal(ctx, np)
 		if err != nil {
 			return err
@@ -108,8 +107,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, actor identity.Principal,
 		return identity.Principal{}, err
 	}
 	var before, after identity.Principal
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		var err error
 		if before, after, err = s.ident.UpdatePrincipal(ctx, id, patch); err != nil {
 			return err
@@ -117,7 +115,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, actor identity.Principal,
 		if before.Active() && !after.Active() {
 			// Wake every replica's waiting long polls, so that a poll of
 			// this principal re-checks its token and answers.
-			return events.WakeStreams(ctx, tx)
+			return s.events.WakeStreams(ctx)
 		}
 		return nil
 	})
@@ -226,13 +224,12 @@ func (s *Service) RevokeToken(ctx context.Context, actor identity.Principal, id 
 		return identity.TokenInfo{}, err
 	}
 	var out identity.TokenInfo
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		var err error
 		if out, err = s.ident.RevokeTokenByID(ctx, id); err != nil {
 			return err
 		}
-		return events.WakeStreams(ctx, tx)
+		return s.events.WakeStreams(ctx)
 	})
 	if err != nil {
 		return identity.TokenInfo{}, problem.From(err)

@@ -86,6 +86,13 @@ type Thread struct {
 	CreatedAt       time.Time
 }
 
+// ThreadPlacesSQL is the relation (id, channel_id, space_id) of every
+// thread with its channel and space, as a subquery for a module that must
+// join a thread's place into one statement of its own (the runs module
+// scoping active runs by channel or space). Chat owns threads and channels;
+// this is the only shape others may use.
+const ThreadPlacesSQL = `(SELECT t.id, t.channel_id, c.space_id FROM threads t JOIN channels c ON c.id = t.channel_id)`
+
 // ErrNotFound is returned for an unknown space, channel or thread.
 var ErrNotFound = errors.New("chat: not found")
 
@@ -352,6 +359,35 @@ func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error
 		return Thread{}, fmt.Errorf("create thread: %w", err)
 	}
 	return t, nil
+}
+
+// TryLockThread locks thread id for the rest of the transaction of ctx
+// unless another transaction holds it; it reports whether it got the lock
+// (false for an unknown thread too).
+func (s *Service) TryLockThread(ctx context.Context, id string) (bool, error) {
+	var locked string
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text FROM threads WHERE id = $1 FOR UPDATE SKIP LOCKED`, id).Scan(&locked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("try lock thread: %w", err)
+	}
+	return true, nil
+}
+
+// DropAutoTitle removes the auto title that came from message messageID,
+// which was deleted: the title of the thread whose parent it is, or, when
+// first is set (the message is the first of thread threadID), of that
+// thread when it has no parent.
+func (s *Service) DropAutoTitle(ctx context.Context, messageID, threadID string, first bool) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE threads SET title = NULL, title_source = NULL
+		WHERE title_source = 'auto' AND (parent_message_id = $1 OR (id = $2 AND parent_message_id IS NULL AND $3))`,
+		messageID, threadID, first)
+	if err != nil {
+		return fmt.Errorf("drop auto title: %w", err)
+	}
+	return nil
 }
 
 // MoveThread sets the thread's channel in tx. parent_message_id keeps

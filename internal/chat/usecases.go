@@ -16,12 +16,12 @@ type UseCases struct {
 	chat   *Service
 	authz  *authz.Service
 	events *events.Log
-	uow    *db.UnitOfWork
+	db     *db.DB
 }
 
 // NewUseCases returns the chat use cases.
-func NewUseCases(c *Service, az *authz.Service, ev *events.Log, uow *db.UnitOfWork) *UseCases {
-	return &UseCases{chat: c, authz: az, events: ev, uow: uow}
+func NewUseCases(c *Service, az *authz.Service, ev *events.Log, txs *db.DB) *UseCases {
+	return &UseCases{chat: c, authz: az, events: ev, db: txs}
 }
 
 // Space returns space id (space.read).
@@ -59,8 +59,7 @@ func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id strin
 		return Thread{}, err
 	}
 	var out Thread
-	err := u.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := u.uow.Q(ctx)
+	err := u.db.InTx(ctx, func(ctx context.Context) error {
 		t, err := u.chat.LockThread(ctx, id)
 		if err != nil {
 			return internal(err)
@@ -76,7 +75,7 @@ func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id strin
 			return internal(err)
 		}
 		out.State = "done"
-		return u.events.Append(ctx, tx, events.Event{Type: events.ThreadClosed, ChannelID: t.ChannelID, ThreadID: id, Payload: ThreadPayload(out)})
+		return u.events.Append(ctx, events.Event{Type: events.ThreadClosed, ChannelID: t.ChannelID, ThreadID: id, Payload: ThreadPayload(out)})
 	})
 	return out, err
 }
@@ -95,8 +94,7 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		return Thread{}, err
 	}
 	var out Thread
-	err = u.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := u.uow.Q(ctx)
+	err = u.db.InTx(ctx, func(ctx context.Context) error {
 		t, err := u.chat.LockThread(ctx, id)
 		if err != nil {
 			return internal(err)
@@ -128,7 +126,7 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		}
 		payload := ThreadPayload(out)
 		payload["from_channel_id"] = src.ChannelID
-		return u.events.Append(ctx, tx,
+		return u.events.Append(ctx,
 			events.Event{Type: events.ThreadMoved, ChannelID: src.ChannelID, ThreadID: id, Payload: payload},
 			events.Event{Type: events.ThreadMoved, ChannelID: target, ThreadID: id, Payload: payload})
 	})

@@ -108,3 +108,14 @@ func (s *Service) touch(ctx context.Context, id string, last *time.Time) {
 	_, _ = db.Q(ctx, s.pool).Exec(ctx, `UPDATE tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`,
 		id, now, now.Add(-LastUsedGranularity))
 }
+
+// DeleteOldTokens removes up to limit tokens revoked or expired before
+// cutoff and returns how many it removed (the retention module calls it).
+func (s *Service) DeleteOldTokens(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	tag, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM tokens WHERE id IN (
+		SELECT id FROM tokens WHERE revoked_at < $1 OR expires_at < $1 LIMIT $2)`, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete old tokens: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -38,7 +38,7 @@ type Posted struct {
 // vetoes the whole unit: nothing of it is stored. Subscribers may append
 // events to the returned list; they commit with the message.
 type Subscriber interface {
-	OnMessagePosted(ctx context.Context, tx db.Querier, p *Posted) ([]events.Event, error)
+	OnMessagePosted(ctx context.Context, p *Posted) ([]events.Event, error)
 }
 
 // Limits are the configured limits of messaging.
@@ -52,7 +52,7 @@ type Limits struct {
 // Service is the messaging module's service.
 type Service struct {
 	pool        db.Querier
-	uow         *db.UnitOfWork
+	db          *db.DB
 	clock       clock.Clock
 	ident       *identity.Service
 	chat        *chat.Service
@@ -68,8 +68,8 @@ type Service struct {
 }
 
 // NewService returns the messaging service.
-func NewService(pool db.Querier, uow *db.UnitOfWork, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits) *Service {
-	return &Service{pool: pool, uow: uow, clock: c, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
+func NewService(pool db.Querier, txs *db.DB, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits) *Service {
+	return &Service{pool: pool, db: txs, clock: c, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
 }
 
 // Instrument registers bothy_messages_created_total{origin} in reg: every
@@ -173,8 +173,7 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 		return m, ok, err
 	}
 	var out Message
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		thread, err := s.chat.LockThread(ctx, threadID)
 		if err != nil {
 			return problem.Internal(err)
@@ -184,26 +183,26 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 			return problem.Internal(err)
 		}
 		if in.ReplyToMessageID != "" {
-			if err := s.checkReply(ctx, tx, threadID, in.ReplyToMessageID, "/reply_to_message_id"); err != nil {
+			if err := s.checkReply(ctx, threadID, in.ReplyToMessageID, "/reply_to_message_id"); err != nil {
 				return err
 			}
 		}
 		var evs []events.Event
 		if thread.State == "done" {
-			reopen, err := s.reopen(ctx, tx, actor, thread, channel)
+			reopen, err := s.reopen(ctx, actor, thread, channel)
 			if err != nil {
 				return err
 			}
 			evs = append(evs, reopen...)
 			thread.State = "open"
 		}
-		m, more, err := s.post(ctx, tx, actor, thread, channel, in, hash)
+		m, more, err := s.post(ctx, actor, thread, channel, in, hash)
 		if err != nil {
 			return err
 		}
 		out = m
 		evs = append(evs, more...)
-		return s.events.Append(ctx, tx, evs...)
+		return s.events.Append(ctx, evs...)
 	})
 	if errors.Is(err, errReplayRace) {
 		m, _, err := s.replayAfterRace(ctx, actor, in.ClientMsgID, hash)
@@ -220,7 +219,7 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 // original message and its thread when the hash matches, a conflict
 // otherwise; ok is false when the id is new.
 func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMsgID string, hash []byte) (Message, chat.Thread, bool, error) {
-	r, err := s.byClientID(ctx, s.pool, actor.ID, clientMsgID)
+	r, err := s.byClientID(ctx, actor.ID, clientMsgID)
 	if errors.Is(err, ErrNotFound) {
 		return Message{}, chat.Thread{}, false, nil
 	}
@@ -234,7 +233,7 @@ func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMs
 	if err != nil {
 		return Message{}, chat.Thread{}, false, problem.Internal(err)
 	}
-	ms, err := s.resolve(ctx, s.pool, []row{r}, func(string) string { return thread.ChannelID })
+	ms, err := s.resolve(ctx, []row{r}, func(string) string { return thread.ChannelID })
 	if err != nil {
 		return Message{}, chat.Thread{}, false, problem.Internal(err)
 	}
@@ -253,7 +252,8 @@ func (s *Service) replayAfterRace(ctx context.Context, actor identity.Principal,
 }
 
 // checkReply requires the replied-to message to be in the same thread.
-func (s *Service) checkReply(ctx context.Context, q db.Querier, threadID, replyTo, ptr string) error {
+func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string) error {
+	q := db.Q(ctx, s.pool)
 	bad := problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_reference", Detail: "must name a message of the same thread"})
 	if !ids.Valid(replyTo) {
 		return bad
@@ -270,7 +270,7 @@ func (s *Service) checkReply(ctx context.Context, q db.Querier, threadID, replyT
 
 // reopen appends the system line thread.reopened (author: the writer) and
 // sets the thread open, returning its events.
-func (s *Service) reopen(ctx context.Context, tx db.Querier, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
+func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
 	seq, err := s.chat.NextSeq(ctx, thread.ID)
 	if err != nil {
 		return nil, problem.Internal(err)
@@ -278,7 +278,7 @@ func (s *Service) reopen(ctx context.Context, tx db.Querier, actor identity.Prin
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
 		Origin: OriginSystem, Kind: "system", SystemCode: "thread.reopened", Mentions: []identity.Ref{},
 		Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, tx, m, "", nil); err != nil {
+	if err := s.insert(ctx, m, "", nil); err != nil {
 		return nil, problem.Internal(err)
 	}
 	if err := s.chat.SetState(ctx, thread.ID, "open"); err != nil {
@@ -293,7 +293,7 @@ func (s *Service) reopen(ctx context.Context, tx db.Querier, actor identity.Prin
 
 // post stores one message by actor in the locked thread, runs the
 // subscribers and returns the message with its events.
-func (s *Service) post(ctx context.Context, tx db.Querier, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
+func (s *Service) post(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
 	seq, err := s.chat.NextSeq(ctx, thread.ID)
 	if err != nil {
 		return Message{}, nil, problem.Internal(err)
@@ -313,7 +313,7 @@ func (s *Service) post(ctx context.Context, tx db.Querier, actor identity.Princi
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
 		Origin: OriginOf(actor), Kind: "text", ContentMD: in.ContentMD, ReplyToMessageID: in.ReplyToMessageID,
 		Mentions: mentions, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, tx, m, in.ClientMsgID, hash); err != nil {
+	if err := s.insert(ctx, m, in.ClientMsgID, hash); err != nil {
 		if db.IsUniqueViolation(err, "messages_author_principal_id_client_msg_id_key") {
 			return Message{}, nil, errReplayRace
 		}
@@ -323,7 +323,7 @@ func (s *Service) post(ctx context.Context, tx db.Querier, actor identity.Princi
 	posted := &Posted{Message: m, Thread: thread, Channel: channel, Author: actor, RunID: in.RunID}
 	var evs []events.Event
 	for _, sub := range s.subscribers {
-		more, err := sub.OnMessagePosted(ctx, tx, posted)
+		more, err := sub.OnMessagePosted(ctx, posted)
 		if err != nil {
 			return Message{}, nil, err
 		}
@@ -362,8 +362,7 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	}
 	var thread chat.Thread
 	var first Message
-	err := s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		channel, err := s.chat.GetChannel(ctx, channelID)
 		if err != nil {
 			return problem.Internal(err)
@@ -372,7 +371,7 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 			if channel.Kind == "forum" {
 				return problem.Invalid(problem.FieldError{Pointer: "/parent_message_id", Code: "invalid_reference", Detail: "a forum post has no parent message"})
 			}
-			if err := s.checkReply(ctx, tx, channel.MainThreadID, in.ParentMessageID, "/parent_message_id"); err != nil {
+			if err := s.checkReply(ctx, channel.MainThreadID, in.ParentMessageID, "/parent_message_id"); err != nil {
 				return err
 			}
 		}
@@ -384,14 +383,14 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 		if err != nil {
 			return err
 		}
-		m, evs, err := s.post(ctx, tx, actor, t, channel, in.First, hash)
+		m, evs, err := s.post(ctx, actor, t, channel, in.First, hash)
 		if err != nil {
 			return err
 		}
 		t.LastSeq = m.ThreadSeq
 		thread, first = t, m
 		created := events.Event{Type: events.ThreadCreated, ChannelID: channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)}
-		return s.events.Append(ctx, tx, append([]events.Event{created}, evs...)...)
+		return s.events.Append(ctx, append([]events.Event{created}, evs...)...)
 	})
 	if errors.Is(err, errReplayRace) {
 		m, t, err := s.replayAfterRace(ctx, actor, in.First.ClientMsgID, hash)
@@ -427,11 +426,11 @@ func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) 
 	if err != nil {
 		return Message{}, err
 	}
-	r, err := s.loadRow(ctx, s.pool, id)
+	r, err := s.loadRow(ctx, id)
 	if err != nil {
 		return Message{}, problem.Internal(err)
 	}
-	ms, err := s.resolve(ctx, s.pool, []row{r}, func(string) string { return path.ChannelID })
+	ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
 	if err != nil {
 		return Message{}, problem.Internal(err)
 	}
@@ -462,7 +461,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	if after < 0 {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "out_of_range", Detail: "must not be negative"})
 	}
-	rows, err := s.loadRows(ctx, s.pool, `m.thread_id = $1 AND m.thread_seq > $2 ORDER BY m.thread_seq LIMIT $3`, threadID, after, limit+1)
+	rows, err := s.loadRows(ctx, `m.thread_id = $1 AND m.thread_seq > $2 ORDER BY m.thread_seq LIMIT $3`, threadID, after, limit+1)
 	if err != nil {
 		return Page{}, problem.Internal(err)
 	}
@@ -471,7 +470,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 		rows = rows[:limit]
 	}
 	channels := map[string]string{threadID: path.ChannelID}
-	ms, err := s.resolve(ctx, s.pool, rows, func(t string) string { return channels[t] })
+	ms, err := s.resolve(ctx, rows, func(t string) string { return channels[t] })
 	if err != nil {
 		return Page{}, problem.Internal(err)
 	}
@@ -547,9 +546,8 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 		return Message{}, err
 	}
 	var out Message
-	err = s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
-		r, err := scanRow(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.id = $1 FOR UPDATE`, id))
+	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		r, err := s.lockRow(ctx, id)
 		if err != nil {
 			return problem.Internal(err)
 		}
@@ -557,31 +555,26 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 			return problem.Newf(problem.Conflict, "not_deletable", "system lines and run anchors cannot be deleted")
 		}
 		if !r.Deleted {
-			if _, err := tx.Exec(ctx, `UPDATE messages SET deleted_at = $2, content_md = '' WHERE id = $1`, id, s.clock.Now()); err != nil {
-				return problem.Internal(err)
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM message_mentions WHERE message_id = $1`, id); err != nil {
+			if err := s.tombstoneRow(ctx, id); err != nil {
 				return problem.Internal(err)
 			}
 			r.Deleted, r.ContentMD, r.mentionIDs = true, "", nil
 			// An auto title is the first line of the message that started
 			// the thread (its parent, or its first message for a post
 			// without one): it goes with that message.
-			if _, err := tx.Exec(ctx, `UPDATE threads SET title = NULL, title_source = NULL
-				WHERE title_source = 'auto' AND (parent_message_id = $1 OR (id = $2 AND parent_message_id IS NULL AND $3 = 1))`,
-				id, r.ThreadID, r.ThreadSeq); err != nil {
+			if err := s.chat.DropAutoTitle(ctx, id, r.ThreadID, r.ThreadSeq == 1); err != nil {
 				return problem.Internal(err)
 			}
 		}
-		ms, err := s.resolve(ctx, tx, []row{r}, func(string) string { return path.ChannelID })
+		ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
 		if err != nil {
 			return problem.Internal(err)
 		}
 		out = ms[0]
-		if err := s.events.Tombstone(ctx, tx, id, Payload(out)); err != nil {
+		if err := s.events.Tombstone(ctx, id, Payload(out)); err != nil {
 			return problem.Internal(err)
 		}
-		return s.events.Append(ctx, tx, events.Event{Type: events.MessageDeleted, ChannelID: path.ChannelID, ThreadID: r.ThreadID, MessageID: id, Payload: Payload(out)})
+		return s.events.Append(ctx, events.Event{Type: events.MessageDeleted, ChannelID: path.ChannelID, ThreadID: r.ThreadID, MessageID: id, Payload: Payload(out)})
 	})
 	return out, err
 }
@@ -590,7 +583,7 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 // its author.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
 	var threadID, authorID string
-	err := s.pool.QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The thread lookup runs for a missing message too (on the nil
 		// UUID), so that a missing and a hidden message take the same
@@ -616,14 +609,14 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 // empty content, which clients render as the run's live box. It returns the
 // anchor and its message.created event. The caller holds t's row lock or
 // created t in tx.
-func (s *Service) AppendAnchor(ctx context.Context, tx db.Querier, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
+func (s *Service) AppendAnchor(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
 	seq, err := s.chat.NextSeq(ctx, t.ID)
 	if err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("anchor seq: %w", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: t.ID, ChannelID: channelID, ThreadSeq: seq, Author: agent, Origin: OriginAgent,
 		Kind: "run", RunID: runID, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, tx, m, "", nil); err != nil {
+	if err := s.insert(ctx, m, "", nil); err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("insert anchor: %w", err)
 	}
 	return m, events.Event{Type: events.MessageCreated, ChannelID: channelID, ThreadID: t.ID, MessageID: m.ID, Payload: Payload(m)}, nil

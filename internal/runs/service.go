@@ -37,7 +37,7 @@ type Timeouts struct {
 // Service is the runs module.
 type Service struct {
 	pool      db.Querier
-	uow       *db.UnitOfWork
+	db        *db.DB
 	clock     clock.Clock
 	log       *slog.Logger
 	ident     *identity.Service
@@ -53,7 +53,7 @@ type Service struct {
 // Deps are the collaborators of the runs module.
 type Deps struct {
 	Pool      db.Querier
-	UoW       *db.UnitOfWork
+	DB        *db.DB
 	Clock     clock.Clock
 	Log       *slog.Logger
 	Identity  *identity.Service
@@ -69,7 +69,7 @@ type Deps struct {
 
 // NewService returns the runs module and subscribes it to posted messages.
 func NewService(d Deps) *Service {
-	s := &Service{pool: d.Pool, uow: d.UoW, clock: d.Clock, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
+	s := &Service{pool: d.Pool, db: d.DB, clock: d.Clock, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
 		messaging: d.Messaging, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
 	d.Messaging.Subscribe(s)
 	return s
@@ -78,21 +78,21 @@ func NewService(d Deps) *Service {
 // OnMessagePosted applies the trigger decision to a message inside the unit
 // of work that stores it (spec domain.md 7): a message of any origin other
 // than human does no trigger work at all.
-func (s *Service) OnMessagePosted(ctx context.Context, tx db.Querier, p *messaging.Posted) ([]events.Event, error) {
+func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]events.Event, error) {
 	if p.RunID != "" {
 		// The answer branch: only an agent's message can name a run
 		// (messaging refuses it from anyone else); check it and stop.
 		if p.Message.Origin != messaging.OriginAgent || p.Message.Kind == "run" || p.Message.Kind == "system" {
 			return nil, problem.Internal(fmt.Errorf("message of origin %s and kind %s names a run", p.Message.Origin, p.Message.Kind))
 		}
-		return nil, s.checkAnswer(ctx, tx, p)
+		return nil, s.checkAnswer(ctx, p)
 	}
 	if p.Message.Origin != messaging.OriginHuman {
 		// Nothing an agent, app, import or the system writes ever sets an
 		// agent in motion (AG-01, SR4).
 		return nil, nil
 	}
-	facts, active, err := s.triggerFacts(ctx, tx, p)
+	facts, active, err := s.triggerFacts(ctx, p)
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
@@ -101,14 +101,14 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx db.Querier, p *messagi
 	case NoTrigger:
 		return nil, nil
 	case Failed:
-		return nil, s.setTrigger(ctx, tx, p, StateFailed, d.Reason)
+		return nil, s.setTrigger(ctx, p, StateFailed, d.Reason)
 	case Followup:
-		if err := s.setTrigger(ctx, tx, p, StateFollowup, ""); err != nil {
+		if err := s.setTrigger(ctx, p, StateFollowup, ""); err != nil {
 			return nil, err
 		}
-		return s.addFollowup(ctx, tx, active, p.Message.ID, p.Channel.ID)
+		return s.addFollowup(ctx, active, p.Message.ID, p.Channel.ID)
 	}
-	if err := s.setTrigger(ctx, tx, p, StateAccepted, ""); err != nil {
+	if err := s.setTrigger(ctx, p, StateAccepted, ""); err != nil {
 		return nil, err
 	}
 	var evs []events.Event
@@ -122,15 +122,15 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx db.Querier, p *messagi
 		runThread = t
 		evs = append(evs, events.Event{Type: events.ThreadCreated, ChannelID: p.Channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)})
 	}
-	more, err := s.startRunFor(ctx, tx, d.Agent, d.Guest, runThread, p.Channel.ID, trigger{p.Message.ID, p.Thread.ID, p.Message.ThreadSeq}, p.Author.ID)
+	more, err := s.startRunFor(ctx, d.Agent, d.Guest, runThread, p.Channel.ID, trigger{p.Message.ID, p.Thread.ID, p.Message.ThreadSeq}, p.Author.ID)
 	if err != nil {
 		return nil, err
 	}
 	return append(evs, more...), nil
 }
 
-func (s *Service) setTrigger(ctx context.Context, tx db.Querier, p *messaging.Posted, state, reason string) error {
-	if err := s.messaging.SetTrigger(ctx, tx, p.Message.ID, state, reason); err != nil {
+func (s *Service) setTrigger(ctx context.Context, p *messaging.Posted, state, reason string) error {
+	if err := s.messaging.SetTrigger(ctx, p.Message.ID, state, reason); err != nil {
 		return problem.Internal(err)
 	}
 	p.Message.TriggerState, p.Message.TriggerReason = state, reason
@@ -141,7 +141,8 @@ func (s *Service) setTrigger(ctx context.Context, tx db.Querier, p *messaging.Po
 // switches, the writer's trigger right, the first mentioned agent's state
 // and read right, and the thread's active run, which it returns locked (the
 // run a follow-up joins).
-func (s *Service) triggerFacts(ctx context.Context, tx db.Querier, p *messaging.Posted) (TriggerFacts, Run, error) {
+func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (TriggerFacts, Run, error) {
+	tx := db.Q(ctx, s.pool)
 	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
 	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == "main", ThreadOperator: p.Thread.OperatorAgentID,
 		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
@@ -177,7 +178,7 @@ func (s *Service) triggerFacts(ctx context.Context, tx db.Querier, p *messaging.
 	if op, ok := agents[operator]; ok {
 		f.OperatorActive = op.Active()
 	}
-	active, err := activeRunOf(ctx, tx, p.Thread.ID)
+	active, err := s.activeRunOf(ctx, p.Thread.ID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return f, Run{}, err
 	}
@@ -194,37 +195,37 @@ type trigger struct {
 // startRunFor creates a queued run of agent in thread t (whose row lock the
 // unit holds, or which it created), joining the current session of an
 // operator run, with its anchor and the events that announce it.
-func (s *Service) startRunFor(ctx context.Context, tx db.Querier, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
+func (s *Service) startRunFor(ctx context.Context, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
 	now := s.clock.Now()
 	messageID := m.messageID
 	r := Run{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, TriggerKind: "message", TriggeringMessageID: messageID,
 		TriggerThreadID: m.threadID, TriggerSeq: m.seq,
 		TriggeredBy: by, State: Queued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: domain.SessionMode(nil)}
 	if !guest {
-		sess, err := currentSession(ctx, tx, t.ID, agentID)
+		sess, err := s.currentSession(ctx, t.ID, agentID)
 		if errors.Is(err, ErrNotFound) {
 			sess = Session{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, IsCurrent: true, CreatedAt: now}
-			if err := insertSession(ctx, tx, sess); err != nil {
+			if err := s.insertSession(ctx, sess); err != nil {
 				return nil, problem.Internal(fmt.Errorf("create session: %w", err))
 			}
 		} else if err != nil {
 			return nil, problem.Internal(err)
 		}
-		n, err := sessionRuns(ctx, tx, sess.ID)
+		n, err := s.sessionRuns(ctx, sess.ID)
 		if err != nil {
 			return nil, problem.Internal(err)
 		}
 		r.SessionID = sess.ID
 		r.SessionMode = domain.SessionMode(&domain.SessionFacts{Started: sess.Started, Bound: sess.ExternalRef != "", Runs: n})
 	}
-	if err := insertRun(ctx, tx, r); err != nil {
+	if err := s.insertRun(ctx, r); err != nil {
 		return nil, problem.Internal(err)
 	}
 	agents, err := s.ident.GetMany(ctx, []string{agentID})
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
-	_, anchorEv, err := s.messaging.AppendAnchor(ctx, tx, t, channelID, agents[agentID].Ref(), r.ID)
+	_, anchorEv, err := s.messaging.AppendAnchor(ctx, t, channelID, agents[agentID].Ref(), r.ID)
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
@@ -266,7 +267,8 @@ func RunPayload(r Run) map[string]any {
 
 // addFollowup makes message a pending follow-up of run, tells the agent, and
 // brings a waiting run back to running.
-func (s *Service) addFollowup(ctx context.Context, tx db.Querier, run Run, messageID, channelID string) ([]events.Event, error) {
+func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID string) ([]events.Event, error) {
+	tx := db.Q(ctx, s.pool)
 	if _, err := tx.Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
 		run.ID, messageID, s.clock.Now()); err != nil {
 		return nil, problem.Internal(fmt.Errorf("add follow-up: %w", err))
@@ -274,7 +276,7 @@ func (s *Service) addFollowup(ctx context.Context, tx db.Querier, run Run, messa
 	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
 		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}}
 	if run.State == WaitingInput {
-		r, err := s.transition(ctx, tx, run, Running, "")
+		r, err := s.transition(ctx, run, Running, "")
 		if err != nil {
 			return nil, err
 		}
@@ -285,7 +287,8 @@ func (s *Service) addFollowup(ctx context.Context, tx db.Querier, run Run, messa
 
 // transition moves run to state to in tx, raising its version and its
 // activity time. Ending states set ended_at and end_reason.
-func (s *Service) transition(ctx context.Context, tx db.Querier, run Run, to, reason string) (Run, error) {
+func (s *Service) transition(ctx context.Context, run Run, to, reason string) (Run, error) {
+	tx := db.Q(ctx, s.pool)
 	now := s.clock.Now()
 	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
 	switch to {
@@ -321,7 +324,8 @@ func (s *Service) transition(ctx context.Context, tx db.Querier, run Run, to, re
 // end of the run (which locks the thread, then the run) waits for this
 // answer's commit or the answer sees the end state, so every answer stored
 // with a run_id commits before its run's end event. The run is not changed.
-func (s *Service) checkAnswer(ctx context.Context, tx db.Querier, p *messaging.Posted) error {
+func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
+	tx := db.Q(ctx, s.pool)
 	var run domain.AnswerRun
 	found := true
 	if !ids.Valid(p.RunID) {

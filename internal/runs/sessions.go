@@ -59,15 +59,15 @@ func (s *Service) replaceSession(ctx context.Context, actor identity.Principal, 
 		return Session{}, err
 	}
 	out := Session{ID: ids.New(), ThreadID: threadID, AgentID: agent, IsCurrent: true, Started: started, ExternalRef: ref, CreatedAt: s.clock.Now()}
-	err = s.uow.InTx(ctx, func(ctx context.Context) error {
-		tx := s.uow.Q(ctx)
+	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		tx := s.db.Q(ctx)
 		if _, err := s.chat.LockThread(ctx, threadID); err != nil {
 			return problem.Internal(err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE agent_sessions SET is_current = false WHERE thread_id = $1 AND agent_id = $2 AND is_current`, threadID, agent); err != nil {
 			return problem.Internal(err)
 		}
-		if err := insertSession(ctx, tx, out); err != nil {
+		if err := s.insertSession(ctx, out); err != nil {
 			return problem.Internal(err)
 		}
 		return nil

@@ -79,7 +79,7 @@ type Server struct {
 	Messaging *messaging.Service
 	Feed      *feed.Service
 	Runs      *runs.Service
-	UoW       *db.UnitOfWork
+	DB        *db.DB
 	Admin     *admin.Service
 	Retention *retention.Service
 
@@ -132,7 +132,7 @@ func New(d Deps) (*Server, error) {
 	d.Limiter = countingLimiter{Limiter: d.Limiter, rejected: ops.rejected}
 
 	ident := identity.NewService(d.Pool, d.Clock)
-	uow := db.NewUnitOfWork(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
+	uow := db.New(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
 	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, reg)
 	chatSvc := chat.NewService(uow, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
 	evLog := events.NewLog(d.Pool, d.Clock)
@@ -144,7 +144,7 @@ func New(d Deps) (*Server, error) {
 	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
 	az.Register(msg, authz.KindMessage)
 	az.Register(az, authz.KindGrant)
-	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, UoW: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
+	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, DB: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
 		Authz: az, Messaging: msg, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
 		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
 			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
@@ -175,8 +175,8 @@ func New(d Deps) (*Server, error) {
 	}
 
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
-		Messaging: msg, Feed: fd, Runs: runSvc, UoW: uow, Admin: adm, listenURL: d.ListenURL, ops: ops,
-		Retention: retention.New(d.Pool, d.Clock, retention.Keep{EventLog: cfg.Duration(config.RetentionEventLog),
+		Messaging: msg, Feed: fd, Runs: runSvc, DB: uow, Admin: adm, listenURL: d.ListenURL, ops: ops,
+		Retention: retention.New(uow, retention.Owners{Events: evLog, Authz: az, Identity: ident}, d.Clock, retention.Keep{EventLog: cfg.Duration(config.RetentionEventLog),
 			AgentEvents: cfg.Duration(config.RetentionAgentEvents), AuditLog: cfg.Duration(config.RetentionAuditLog),
 			Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger),
 		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected},

@@ -152,18 +152,6 @@ func (d *DB) once(ctx context.Context, fn func(ctx context.Context) error) error
 	return tx.Commit(ctx)
 }
 
-// UnitOfWork is the former name of DB, kept while modules move to InTx.
-type UnitOfWork = DB
-
-// NewUnitOfWork is the former name of New.
-func NewUnitOfWork(pool *pgxpool.Pool, retryMax int) *DB { return New(pool, retryMax) }
-
-// Do runs fn in InTx with the transaction as a parameter: the former
-// convention, kept while modules move to InTx.
-func (d *DB) Do(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return d.InTx(ctx, func(ctx context.Context) error { return fn(ctx.Value(txKey{}).(pgx.Tx)) })
-}
-
 // Retryable reports whether err is a serialization failure (40001) or a
 // deadlock (40P01), the two failures a repeat of the unit can cure.
 func Retryable(err error) bool {
