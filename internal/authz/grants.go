@@ -45,7 +45,7 @@ type NewGrant struct {
 // ErrGrantNotFound is returned for an unknown grant.
 var ErrGrantNotFound = errors.New("authz: grant not found")
 
-// CreateGrant stores g through q. Agents and apps can hold at most write;
+// CreateGrant stores g. Agents and apps can hold at most write;
 // a higher level is a validation error on /level.
 func (s *Service) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
 	q := db.Q(ctx, s.pool)
@@ -101,7 +101,7 @@ func (s *Service) GetGrant(ctx context.Context, id string) (Grant, error) {
 	return scanGrant(q.QueryRow(ctx, sqlText, args...))
 }
 
-// RevokeGrant sets revoked_at of grant id through q (once; a second revoke
+// RevokeGrant sets revoked_at of grant id (once; a second revoke
 // returns the grant unchanged).
 func (s *Service) RevokeGrant(ctx context.Context, id string) (Grant, error) {
 	q := db.Q(ctx, s.pool)
@@ -135,7 +135,7 @@ func (s *Service) Path(ctx context.Context, kind ResourceKind, id string) (Path,
 	return s.GrantPath(ctx, id)
 }
 
-// GroupTargets returns, through q, the spaces and channels named by the
+// GroupTargets returns, the spaces and channels named by the
 // live grants (not revoked, not expired) of group groupID, each once.
 func (s *Service) GroupTargets(ctx context.Context, groupID string) (spaces, channels []string, err error) {
 	q := db.Q(ctx, s.pool)
@@ -159,7 +159,7 @@ func (s *Service) GroupTargets(ctx context.Context, groupID string) (spaces, cha
 	return spaces, channels, rows.Err()
 }
 
-// RevokeGroupGrants revokes every live grant of group groupID through q
+// RevokeGroupGrants revokes every live grant of group groupID
 // (when the group is deleted).
 func (s *Service) RevokeGroupGrants(ctx context.Context, groupID string) error {
 	q := db.Q(ctx, s.pool)

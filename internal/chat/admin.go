@@ -39,7 +39,7 @@ func (s *Service) CheckSwitches(p SwitchesPatch, prefix string) error {
 	return nil
 }
 
-// RenameSpace renames space id in tx; a taken name answers 409 name_taken.
+// RenameSpace renames space id in the transaction of ctx; a taken name answers 409 name_taken.
 func (s *Service) RenameSpace(ctx context.Context, id, name string) error {
 	tx := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
@@ -52,7 +52,7 @@ func (s *Service) RenameSpace(ctx context.Context, id, name string) error {
 }
 
 // SetDefaultOperator sets (or, with an empty agentID, clears) the default
-// operator agent of space id in tx.
+// operator agent of space id in the transaction of ctx.
 func (s *Service) SetDefaultOperator(ctx context.Context, id, agentID string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE spaces SET default_operator_agent_id = $2 WHERE id = $1`, id, db.Nullable(agentID))
@@ -62,14 +62,14 @@ func (s *Service) SetDefaultOperator(ctx context.Context, id, agentID string) er
 	return nil
 }
 
-// UnarchiveSpace clears archived_at of space id in tx.
+// UnarchiveSpace clears archived_at of space id in the transaction of ctx.
 func (s *Service) UnarchiveSpace(ctx context.Context, id string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = NULL WHERE id = $1`, id)
 	return err
 }
 
-// RenameChannel renames channel id in tx; a name taken in the space
+// RenameChannel renames channel id in the transaction of ctx; a name taken in the space
 // answers 409 name_taken.
 func (s *Service) RenameChannel(ctx context.Context, id, name string) error {
 	tx := db.Q(ctx, s.pool)
@@ -82,7 +82,7 @@ func (s *Service) RenameChannel(ctx context.Context, id, name string) error {
 	return nil
 }
 
-// UnarchiveChannel clears archived_at of channel id in tx.
+// UnarchiveChannel clears archived_at of channel id in the transaction of ctx.
 func (s *Service) UnarchiveChannel(ctx context.Context, id string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = NULL WHERE id = $1`, id)

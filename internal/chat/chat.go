@@ -144,9 +144,8 @@ type NewChannel struct {
 }
 
 // CreateChannel stores a channel and, for a text channel, its main thread,
-// through q: give it a unit of work's transaction so that the two commit
-// together. A bad name, kind or switch is a validation error, a name taken
-// in the space 409 name_taken.
+// in one transaction (the caller's, when ctx carries one). A bad name, kind
+// or switch is a validation error, a name taken in the space 409 name_taken.
 func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, error) {
 	if err := CheckName(nc.Name, "/name"); err != nil {
 		return Channel{}, err
@@ -267,14 +266,14 @@ func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
 	return scanThread(q.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1`, id))
 }
 
-// LockThread returns the thread with id locked FOR UPDATE in tx. Writers of
+// LockThread returns the thread with id locked FOR UPDATE in the transaction of ctx. Writers of
 // one thread serialise on this row lock, which keeps thread_seq gap-free.
 func (s *Service) LockThread(ctx context.Context, id string) (Thread, error) {
 	tx := db.Q(ctx, s.pool)
 	return scanThread(tx.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1 FOR UPDATE`, id))
 }
 
-// NextSeq raises the thread's last_seq by one in tx and returns it. The
+// NextSeq raises the thread's last_seq by one in the transaction of ctx and returns it. The
 // caller holds the thread's row lock (LockThread); a rollback returns the
 // number, so committed messages have no gaps.
 func (s *Service) NextSeq(ctx context.Context, threadID string) (int64, error) {
@@ -284,7 +283,7 @@ func (s *Service) NextSeq(ctx context.Context, threadID string) (int64, error) {
 	return seq, err
 }
 
-// SetState sets the thread's state (open or done) in tx.
+// SetState sets the thread's state (open or done) in the transaction of ctx.
 func (s *Service) SetState(ctx context.Context, threadID, state string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE threads SET state = $2 WHERE id = $1`, threadID, state)
@@ -390,7 +389,7 @@ func (s *Service) DropAutoTitle(ctx context.Context, messageID, threadID string,
 	return nil
 }
 
-// MoveThread sets the thread's channel in tx. parent_message_id keeps
+// MoveThread sets the thread's channel in the transaction of ctx. parent_message_id keeps
 // pointing into the source channel.
 func (s *Service) MoveThread(ctx context.Context, threadID, channelID string) error {
 	tx := db.Q(ctx, s.pool)
@@ -419,7 +418,7 @@ type SwitchesPatch struct {
 	HistoryBackfillLimit *int
 }
 
-// UpdateSwitches applies p to the channel in tx. history_backfill_limit
+// UpdateSwitches applies p to the channel in the transaction of ctx. history_backfill_limit
 // must lie between zero and channel.history_backfill_limit_max.
 func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
 	tx := db.Q(ctx, s.pool)

@@ -85,7 +85,7 @@ func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{pool: pool, clock
 // a reader that has seen seq n never later finds a smaller seq appear.
 const appendLockKey = 0x626f746879_01
 
-// Append writes evs in tx, in order: client events to the event log,
+// Append writes evs in the transaction of ctx, in order: client events to the event log,
 // agent events to their agent's stream. Call it at the end of a unit of
 // work: it takes the transaction-scoped lock that serialises event writers
 // until the commit, and schedules a NOTIFY (sent at commit, so a woken

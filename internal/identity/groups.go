@@ -50,7 +50,7 @@ func nameTaken(err error) error {
 	return err
 }
 
-// CreateGroup stores a new, empty group through q.
+// CreateGroup stores a new, empty group.
 func (s *Service) CreateGroup(ctx context.Context, name string) (Group, error) {
 	q := db.Q(ctx, s.pool)
 	if err := checkGroupName(name); err != nil {
@@ -63,8 +63,8 @@ func (s *Service) CreateGroup(ctx context.Context, name string) (Group, error) {
 	return g, nil
 }
 
-// GetGroup returns the live group with id and its members through q (nil:
-// the pool), or ErrGroupNotFound.
+// GetGroup returns the live group with id and its members, or
+// ErrGroupNotFound.
 func (s *Service) GetGroup(ctx context.Context, id string) (Group, error) {
 	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
@@ -81,7 +81,7 @@ func (s *Service) GetGroup(ctx context.Context, id string) (Group, error) {
 	return g, err
 }
 
-// RenameGroup renames the live group id through q.
+// RenameGroup renames the live group id.
 func (s *Service) RenameGroup(ctx context.Context, id, name string) error {
 	q := db.Q(ctx, s.pool)
 	if err := checkGroupName(name); err != nil {
@@ -97,7 +97,7 @@ func (s *Service) RenameGroup(ctx context.Context, id, name string) error {
 	return nil
 }
 
-// DeleteGroup marks group id deleted and removes its members through q. The
+// DeleteGroup marks group id deleted and removes its members. The
 // row stays so that grants that named it remain in the history; the caller
 // revokes those grants in the same unit of work.
 func (s *Service) DeleteGroup(ctx context.Context, id string) error {
@@ -115,7 +115,7 @@ func (s *Service) DeleteGroup(ctx context.Context, id string) error {
 	return nil
 }
 
-// AddMember puts person principalID into group id through q (adding twice
+// AddMember puts person principalID into group id (adding twice
 // changes nothing). Only people can be members.
 func (s *Service) AddMember(ctx context.Context, id, principalID string) error {
 	q := db.Q(ctx, s.pool)
@@ -136,7 +136,7 @@ func (s *Service) AddMember(ctx context.Context, id, principalID string) error {
 	return nil
 }
 
-// RemoveMember takes principalID out of group id through q (removing a
+// RemoveMember takes principalID out of group id (removing a
 // non-member changes nothing).
 func (s *Service) RemoveMember(ctx context.Context, id, principalID string) error {
 	q := db.Q(ctx, s.pool)

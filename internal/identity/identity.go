@@ -103,9 +103,9 @@ type NewPrincipal struct {
 	Status      Status // empty means active
 }
 
-// CreatePrincipal stores a new principal through q (a pool or a transaction)
-// and returns it. It fails with validation_failed for a bad handle, kind or
-// owner flag, and with conflict when the handle is taken.
+// CreatePrincipal stores a new principal and returns it. It fails with
+// validation_failed for a bad handle, kind or owner flag, and with conflict
+// when the handle is taken.
 func (s *Service) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
 	q := db.Q(ctx, s.pool)
 	if err := CheckNew(np); err != nil {
@@ -246,7 +246,7 @@ type IssuedToken struct {
 	ExpiresAt *time.Time
 }
 
-// CreateToken issues a new token for principal p through q (nil: the pool).
+// CreateToken issues a new token for principal p.
 // The token has 32 random bytes after its kind prefix and is stored only as
 // a SHA-256 hash. ttl of zero means no expiry; a negative ttl is a
 // validation error.

@@ -98,8 +98,8 @@ func (p PrincipalPatch) Check(cur Principal) error {
 	return nil
 }
 
-// UpdatePrincipal applies patch to principal id in tx and returns the
-// principal as it is then. It takes the owners' rows first (FOR UPDATE), so
+// UpdatePrincipal applies patch to principal id in the transaction of ctx
+// and returns the principal as it is then. It takes the owners' rows first (FOR UPDATE), so
 // that two concurrent demotions cannot both pass the last-owner rule: the
 // last active owner can be neither demoted nor disabled (409 conflict,
 // reason last_owner). ErrNotFound for an unknown id.

@@ -73,8 +73,8 @@ func (s *Service) ListTokens(ctx context.Context, principalID string) ([]TokenIn
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TokenInfo, error) { return scanTokenInfo(r) })
 }
 
-// RevokeTokenByID revokes the token with id through q (nil: the pool) and
-// returns it. Revoking a revoked token answers it unchanged.
+// RevokeTokenByID revokes the token with id and returns it. Revoking a
+// revoked token answers it unchanged.
 func (s *Service) RevokeTokenByID(ctx context.Context, id string) (TokenInfo, error) {
 	q := db.Q(ctx, s.pool)
 	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).

@@ -604,11 +604,11 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 	return p, nil
 }
 
-// AppendAnchor appends the run anchor of run runID to thread t in tx: a
+// AppendAnchor appends the run anchor of run runID to thread t in the transaction of ctx: a
 // message of kind run, origin agent, author the run's agent, run_id set and
 // empty content, which clients render as the run's live box. It returns the
 // anchor and its message.created event. The caller holds t's row lock or
-// created t in tx.
+// created t in the transaction of ctx.
 func (s *Service) AppendAnchor(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
 	seq, err := s.chat.NextSeq(ctx, t.ID)
 	if err != nil {

@@ -97,7 +97,7 @@ func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(thread
 	return out, nil
 }
 
-// insert stores m (with its mentions) in tx.
+// insert stores m (with its mentions) in the transaction of ctx.
 func (s *Service) insert(ctx context.Context, m Message, clientMsgID string, hash []byte) error {
 	tx := db.Q(ctx, s.pool)
 	var client any
@@ -139,7 +139,7 @@ func (s *Service) byClientID(ctx context.Context, authorID, clientMsgID string) 
 	return x, err
 }
 
-// SetTrigger records the trigger decision on message id in tx.
+// SetTrigger records the trigger decision on message id in the transaction of ctx.
 func (s *Service) SetTrigger(ctx context.Context, id, state, reason string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE messages SET trigger_state = $2, trigger_reason = $3 WHERE id = $1`, id, db.Nullable(state), db.Nullable(reason))
@@ -148,7 +148,7 @@ func (s *Service) SetTrigger(ctx context.Context, id, state, reason string) erro
 
 func now(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// Load returns message id as stored, with author and mentions, read in q
+// Load returns message id as stored, with author and mentions,
 // without any authorization: for a module that decides on a message it
 // already holds (the runs module re-deciding a follow-up inside its unit of
 // work). channelID is the channel the caller knows the message's thread in.

@@ -285,7 +285,7 @@ func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID
 	return evs, nil
 }
 
-// transition moves run to state to in tx, raising its version and its
+// transition moves run to state to in the transaction of ctx, raising its version and its
 // activity time. Ending states set ended_at and end_reason.
 func (s *Service) transition(ctx context.Context, run Run, to, reason string) (Run, error) {
 	tx := db.Q(ctx, s.pool)
