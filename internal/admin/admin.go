@@ -21,9 +21,9 @@ import (
 	"bothy.example.com/bothy/internal/runs"
 )
 
-// Service is the admin module.
+// Service is the admin module. It names no table: it decides, then calls
+// the owning modules inside one transaction (db.InTx).
 type Service struct {
-	pool   db.Querier
 	db     *db.DB
 	authz  *authz.Service
 	chat   *chat.Service
@@ -72,14 +72,14 @@ func scopeOf(kind authz.ResourceKind, id string) runs.TriggerScope {
 }
 
 // NewService returns the admin service.
-func NewService(pool db.Querier, txs *db.DB, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log, opts Options) *Service {
+func NewService(txs *db.DB, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log, opts Options) *Service {
 	if opts.PrincipalListDefault == 0 {
 		opts.PrincipalListDefault = 50
 	}
 	if opts.PrincipalListMax == 0 {
 		opts.PrincipalListMax = 200
 	}
-	return &Service{pool: pool, db: txs, authz: az, chat: c, ident: ident, events: ev, opts: opts}
+	return &Service{db: txs, authz: az, chat: c, ident: ident, events: ev, opts: opts}
 }
 
 // accessLost applies loss of trigger to the runs and follow-ups of the

@@ -150,7 +150,7 @@ func New(d Deps) (*Server, error) {
 			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
 	az.Register(runSvc, authz.KindRun)
 	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
-	adm := admin.NewService(d.Pool, uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
+	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc})
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
