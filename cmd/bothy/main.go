@@ -22,6 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgcluster"
@@ -389,8 +391,8 @@ func loadOrSeed(ctx context.Context, cfg *config.Config, url, worldFile string) 
 		return nil, err
 	}
 	defer pool.Close()
-	var n int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM principals").Scan(&n); err != nil {
+	n, err := identity.NewService(pool, clock.Real{}).CountPrincipals(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if n > 0 {

@@ -12,8 +12,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
@@ -23,10 +21,10 @@ import (
 	"bothy.example.com/bothy/internal/runs"
 )
 
-// Service is the admin module.
+// Service is the admin module. It names no table: it decides, then calls
+// the owning modules inside one transaction (db.InTx).
 type Service struct {
-	pool   db.Querier
-	uow    *db.UnitOfWork
+	db     *db.DB
 	authz  *authz.Service
 	chat   *chat.Service
 	ident  *identity.Service
@@ -74,14 +72,14 @@ func scopeOf(kind authz.ResourceKind, id string) runs.TriggerScope {
 }
 
 // NewService returns the admin service.
-func NewService(pool db.Querier, uow *db.UnitOfWork, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log, opts Options) *Service {
+func NewService(txs *db.DB, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log, opts Options) *Service {
 	if opts.PrincipalListDefault == 0 {
 		opts.PrincipalListDefault = 50
 	}
 	if opts.PrincipalListMax == 0 {
 		opts.PrincipalListMax = 200
 	}
-	return &Service{pool: pool, uow: uow, authz: az, chat: c, ident: ident, events: ev, opts: opts}
+	return &Service{db: txs, authz: az, chat: c, ident: ident, events: ev, opts: opts}
 }
 
 // accessLost applies loss of trigger to the runs and follow-ups of the
@@ -122,22 +120,22 @@ func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in 
 		}
 		personOrGroup = p.Kind == identity.KindUser
 	case authz.SubjectGroup:
-		if _, err := s.ident.GetGroup(ctx, nil, in.SubjectID); errors.Is(err, identity.ErrGroupNotFound) {
+		if _, err := s.ident.GetGroup(ctx, in.SubjectID); errors.Is(err, identity.ErrGroupNotFound) {
 			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
 		} else if err != nil {
 			return authz.Grant{}, problem.Internal(err)
 		}
 	}
 	var out authz.Grant
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		g, err := s.authz.CreateGrant(ctx, tx, authz.NewGrant{SubjectID: in.SubjectID, SubjectKind: in.SubjectKind,
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		g, err := s.authz.CreateGrant(ctx, authz.NewGrant{SubjectID: in.SubjectID, SubjectKind: in.SubjectKind,
 			SubjectIsPersonOrGroup: personOrGroup, TargetKind: in.TargetKind, TargetID: in.TargetID, Level: in.Level,
 			ExpiresAt: in.ExpiresAt, CreatedBy: actor.ID})
 		if err != nil {
 			return err
 		}
 		out = g
-		return s.accessChanged(ctx, tx, in.TargetKind, in.TargetID, "grant.created", g.ID)
+		return s.accessChanged(ctx, in.TargetKind, in.TargetID, "grant.created", g.ID)
 	})
 	return out, err
 }
@@ -149,12 +147,12 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 		return authz.Grant{}, err
 	}
 	var out authz.Grant
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		before, err := s.authz.GetGrant(ctx, tx, id)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		before, err := s.authz.GetGrant(ctx, id)
 		if err != nil {
 			return problem.Internal(err)
 		}
-		g, err := s.authz.RevokeGrant(ctx, tx, id)
+		g, err := s.authz.RevokeGrant(ctx, id)
 		if err != nil {
 			return problem.Internal(err)
 		}
@@ -162,7 +160,7 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 		if before.RevokedAt != nil {
 			return nil
 		}
-		return s.accessChanged(ctx, tx, g.TargetKind, g.TargetID, "grant.revoked", g.ID)
+		return s.accessChanged(ctx, g.TargetKind, g.TargetID, "grant.revoked", g.ID)
 	})
 	if err == nil {
 		s.recheck(ctx, scopeOf(out.TargetKind, out.TargetID))
@@ -189,8 +187,8 @@ func (s *Service) SetOperator(ctx context.Context, actor identity.Principal, id 
 	default:
 		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/mode", Code: "invalid_enum"})
 	}
-	return s.changeChannel(ctx, id, "channel.operator_set", func(tx pgx.Tx) error {
-		return s.chat.SetOperator(ctx, tx, id, mode, agentID)
+	return s.changeChannel(ctx, id, "channel.operator_set", func(ctx context.Context) error {
+		return s.chat.SetOperator(ctx, id, mode, agentID)
 	})
 }
 
@@ -200,8 +198,8 @@ func (s *Service) UpdateSwitches(ctx context.Context, actor identity.Principal, 
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelSwitchesPatch, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.changeChannel(ctx, id, "channel.switches_updated", func(tx pgx.Tx) error {
-		return s.chat.UpdateSwitches(ctx, tx, id, p)
+	return s.changeChannel(ctx, id, "channel.switches_updated", func(ctx context.Context) error {
+		return s.chat.UpdateSwitches(ctx, id, p)
 	})
 }
 
@@ -211,8 +209,8 @@ func (s *Service) ArchiveChannel(ctx context.Context, actor identity.Principal, 
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelArchive, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.changeChannel(ctx, id, "channel.archived", func(tx pgx.Tx) error {
-		return s.chat.ArchiveChannel(ctx, tx, id)
+	return s.changeChannel(ctx, id, "channel.archived", func(ctx context.Context) error {
+		return s.chat.ArchiveChannel(ctx, id)
 	})
 }
 
@@ -221,35 +219,35 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.SpaceArchive, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
 		return chat.Space{}, err
 	}
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if err := s.chat.ArchiveSpace(ctx, tx, id); err != nil {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := s.chat.ArchiveSpace(ctx, id); err != nil {
 			return problem.Internal(err)
 		}
-		return s.accessChanged(ctx, tx, authz.KindSpace, id, "space.archived", id)
+		return s.accessChanged(ctx, authz.KindSpace, id, "space.archived", id)
 	})
 	if err != nil {
 		return chat.Space{}, err
 	}
 	s.recheck(ctx, runs.TriggerScope{SpaceID: id})
-	sp, err := s.chat.GetSpace(ctx, nil, id)
+	sp, err := s.chat.GetSpace(ctx, id)
 	if err != nil {
 		return chat.Space{}, problem.Internal(err)
 	}
 	return sp, nil
 }
 
-func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(tx pgx.Tx) error) (chat.Channel, error) {
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if err := fn(tx); err != nil {
+func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(ctx context.Context) error) (chat.Channel, error) {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil {
 			return problem.From(err)
 		}
-		return s.accessChanged(ctx, tx, authz.KindChannel, id, change, id)
+		return s.accessChanged(ctx, authz.KindChannel, id, change, id)
 	})
 	if err != nil {
 		return chat.Channel{}, err
 	}
 	s.recheck(ctx, runs.TriggerScope{ChannelID: id})
-	c, err := s.chat.GetChannel(ctx, nil, id)
+	c, err := s.chat.GetChannel(ctx, id)
 	if err != nil {
 		return chat.Channel{}, problem.Internal(err)
 	}
@@ -259,11 +257,11 @@ func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(
 // accessChanged emits access.changed in every channel of the target (one
 // channel, or every channel of a space). The payload names the change and
 // ids only.
-func (s *Service) accessChanged(ctx context.Context, tx pgx.Tx, kind authz.ResourceKind, targetID, change, subjectID string) error {
+func (s *Service) accessChanged(ctx context.Context, kind authz.ResourceKind, targetID, change, subjectID string) error {
 	channels := []string{targetID}
 	if kind == authz.KindSpace {
 		var err error
-		if channels, err = s.chat.ChannelsOfSpace(ctx, tx, targetID); err != nil {
+		if channels, err = s.chat.ChannelsOfSpace(ctx, targetID); err != nil {
 			return problem.Internal(err)
 		}
 	}
@@ -272,5 +270,5 @@ func (s *Service) accessChanged(ctx context.Context, tx pgx.Tx, kind authz.Resou
 		evs[i] = events.Event{Type: events.AccessChanged, ChannelID: c,
 			Payload: map[string]any{"change": change, "target_kind": string(kind), "target_id": targetID, "id": subjectID}}
 	}
-	return s.events.Append(ctx, tx, evs...)
+	return s.events.Append(ctx, evs...)
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -20,7 +17,7 @@ func (s *Service) CreateGroup(ctx context.Context, actor identity.Principal, nam
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupCreate, instance); err != nil {
 		return identity.Group{}, err
 	}
-	g, err := s.ident.CreateGroup(ctx, s.pool, name)
+	g, err := s.ident.CreateGroup(ctx, name)
 	if err != nil {
 		return identity.Group{}, problem.From(err)
 	}
@@ -32,7 +29,7 @@ func (s *Service) Group(ctx context.Context, actor identity.Principal, id string
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupRead, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	g, err := s.ident.GetGroup(ctx, nil, id)
+	g, err := s.ident.GetGroup(ctx, id)
 	if err != nil {
 		return identity.Group{}, problem.Internal(err)
 	}
@@ -44,7 +41,7 @@ func (s *Service) RenameGroup(ctx context.Context, actor identity.Principal, id,
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupUpdate, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	return s.groupChange(ctx, id, "", func(tx pgx.Tx) error { return s.ident.RenameGroup(ctx, tx, id, name) })
+	return s.groupChange(ctx, id, "", func(ctx context.Context) error { return s.ident.RenameGroup(ctx, id, name) })
 }
 
 // AddMember puts person principalID into group id (group.member.add:
@@ -54,7 +51,7 @@ func (s *Service) AddMember(ctx context.Context, actor identity.Principal, id, p
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupMemberAdd, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	return s.groupChange(ctx, id, "group.member_added", func(tx pgx.Tx) error { return s.ident.AddMember(ctx, tx, id, principalID) })
+	return s.groupChange(ctx, id, "group.member_added", func(ctx context.Context) error { return s.ident.AddMember(ctx, id, principalID) })
 }
 
 // RemoveMember takes principalID out of group id (group.member.remove:
@@ -63,7 +60,7 @@ func (s *Service) RemoveMember(ctx context.Context, actor identity.Principal, id
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupMemberRemove, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	g, err := s.groupChange(ctx, id, "group.member_removed", func(tx pgx.Tx) error { return s.ident.RemoveMember(ctx, tx, id, principalID) })
+	g, err := s.groupChange(ctx, id, "group.member_removed", func(ctx context.Context) error { return s.ident.RemoveMember(ctx, id, principalID) })
 	if err == nil {
 		s.accessLost(ctx, principalID)
 	}
@@ -78,18 +75,18 @@ func (s *Service) DeleteGroup(ctx context.Context, actor identity.Principal, id 
 		return identity.Group{}, err
 	}
 	var before identity.Group
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		var err error
-		if before, err = s.ident.GetGroup(ctx, tx, id); err != nil {
+		if before, err = s.ident.GetGroup(ctx, id); err != nil {
 			return err
 		}
-		if err := s.groupAccessChanged(ctx, tx, id, "group.deleted"); err != nil {
+		if err := s.groupAccessChanged(ctx, id, "group.deleted"); err != nil {
 			return err
 		}
-		if err := s.authz.RevokeGroupGrants(ctx, tx, id); err != nil {
+		if err := s.authz.RevokeGroupGrants(ctx, id); err != nil {
 			return err
 		}
-		return s.ident.DeleteGroup(ctx, tx, id)
+		return s.ident.DeleteGroup(ctx, id)
 	})
 	if err != nil {
 		return identity.Group{}, groupErr(err)
@@ -108,19 +105,19 @@ func groupErr(err error) error {
 // groupChange runs fn on group id in one unit of work and answers the
 // group after it; with change set it emits access.changed in every channel
 // the group holds a live grant in.
-func (s *Service) groupChange(ctx context.Context, id, change string, fn func(tx pgx.Tx) error) (identity.Group, error) {
+func (s *Service) groupChange(ctx context.Context, id, change string, fn func(ctx context.Context) error) (identity.Group, error) {
 	var out identity.Group
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if err := fn(tx); err != nil {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil {
 			return err
 		}
-		g, err := s.ident.GetGroup(ctx, tx, id)
+		g, err := s.ident.GetGroup(ctx, id)
 		if err != nil {
 			return err
 		}
 		out = g
 		if change != "" {
-			return s.groupAccessChanged(ctx, tx, id, change)
+			return s.groupAccessChanged(ctx, id, change)
 		}
 		return nil
 	})
@@ -132,13 +129,13 @@ func (s *Service) groupChange(ctx context.Context, id, change string, fn func(tx
 
 // groupAccessChanged emits access.changed in every channel reached by a
 // live grant of group id (on the channel, or on its space).
-func (s *Service) groupAccessChanged(ctx context.Context, tx db.Querier, id, change string) error {
-	spaces, channels, err := s.authz.GroupTargets(ctx, tx, id)
+func (s *Service) groupAccessChanged(ctx context.Context, id, change string) error {
+	spaces, channels, err := s.authz.GroupTargets(ctx, id)
 	if err != nil {
 		return err
 	}
 	for _, sp := range spaces {
-		more, err := s.chat.ChannelsOfSpace(ctx, tx, sp)
+		more, err := s.chat.ChannelsOfSpace(ctx, sp)
 		if err != nil {
 			return err
 		}
@@ -151,5 +148,5 @@ func (s *Service) groupAccessChanged(ctx context.Context, tx db.Querier, id, cha
 		evs[i] = events.Event{Type: events.AccessChanged, ChannelID: c,
 			Payload: map[string]any{"change": change, "target_kind": "group", "target_id": id, "id": id}}
 	}
-	return s.events.Append(ctx, tx, evs...)
+	return s.events.Append(ctx, evs...)
 }

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
-	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -66,14 +63,14 @@ func (s *Service) create(ctx context.Context, np identity.NewPrincipal, tokenLab
 		return CreatedPrincipal{}, err
 	}
 	var out CreatedPrincipal
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		p, err := s.ident.CreatePrincipal(ctx, tx, np)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		p, err := s.ident.CreatePrincipal(ctx, np)
 		if err != nil {
 			return err
 		}
 		out = CreatedPrincipal{Principal: p}
 		if tokenLabel != "" {
-			tok, err := s.ident.CreateToken(ctx, tx, p, tokenLabel, s.opts.TokenTTL)
+			tok, err := s.ident.CreateToken(ctx, p, tokenLabel, s.opts.TokenTTL)
 			if err != nil {
 				return err
 			}
@@ -110,15 +107,15 @@ func (s *Service) UpdatePrincipal(ctx context.Context, actor identity.Principal,
 		return identity.Principal{}, err
 	}
 	var before, after identity.Principal
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		var err error
-		if before, after, err = s.ident.UpdatePrincipal(ctx, tx, id, patch); err != nil {
+		if before, after, err = s.ident.UpdatePrincipal(ctx, id, patch); err != nil {
 			return err
 		}
 		if before.Active() && !after.Active() {
 			// Wake every replica's waiting long polls, so that a poll of
 			// this principal re-checks its token and answers.
-			return events.WakeStreams(ctx, tx)
+			return s.events.WakeStreams(ctx)
 		}
 		return nil
 	})
@@ -199,7 +196,7 @@ func (s *Service) CreateToken(ctx context.Context, actor identity.Principal, pri
 	if err != nil {
 		return identity.IssuedToken{}, problem.Internal(err)
 	}
-	tok, err := s.ident.CreateToken(ctx, nil, p, label, life)
+	tok, err := s.ident.CreateToken(ctx, p, label, life)
 	if err != nil {
 		return identity.IssuedToken{}, problem.From(err)
 	}
@@ -227,12 +224,12 @@ func (s *Service) RevokeToken(ctx context.Context, actor identity.Principal, id 
 		return identity.TokenInfo{}, err
 	}
 	var out identity.TokenInfo
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		var err error
-		if out, err = s.ident.RevokeTokenByID(ctx, tx, id); err != nil {
+		if out, err = s.ident.RevokeTokenByID(ctx, id); err != nil {
 			return err
 		}
-		return events.WakeStreams(ctx, tx)
+		return s.events.WakeStreams(ctx)
 	})
 	if err != nil {
 		return identity.TokenInfo{}, problem.From(err)

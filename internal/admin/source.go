@@ -27,7 +27,7 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 		}
 		return authz.Path{Exists: true, Global: true, OwnerID: p.ID}, nil
 	case authz.KindGroup:
-		_, err := s.ident.GetGroup(ctx, nil, id)
+		_, err := s.ident.GetGroup(ctx, id)
 		if errors.Is(err, identity.ErrGroupNotFound) {
 			return authz.Path{}, nil
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
@@ -56,13 +54,13 @@ func (s *Service) CreateSpace(ctx context.Context, actor identity.Principal, nam
 		}
 	}
 	var out chat.Space
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		sp, err := s.chat.CreateSpace(ctx, tx, name, defaultOperator)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		sp, err := s.chat.CreateSpace(ctx, name, defaultOperator)
 		if err != nil {
 			return err
 		}
 		out = sp
-		return s.events.Append(ctx, tx, events.Event{Type: events.SpaceCreated, SpaceID: sp.ID, Payload: spacePayload(sp)})
+		return s.events.Append(ctx, events.Event{Type: events.SpaceCreated, SpaceID: sp.ID, Payload: spacePayload(sp)})
 	})
 	if err != nil {
 		return chat.Space{}, problem.From(err)
@@ -95,9 +93,9 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 		}
 	}
 	var out chat.Space
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		if patch.Name != nil {
-			if err := s.chat.RenameSpace(ctx, tx, id, *patch.Name); err != nil {
+			if err := s.chat.RenameSpace(ctx, id, *patch.Name); err != nil {
 				return err
 			}
 		}
@@ -107,20 +105,20 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 			if patch.DefaultOperator != nil {
 				agent = *patch.DefaultOperator
 			}
-			if err := s.chat.SetDefaultOperator(ctx, tx, id, agent); err != nil {
+			if err := s.chat.SetDefaultOperator(ctx, id, agent); err != nil {
 				return err
 			}
 		}
-		sp, err := s.chat.GetSpace(ctx, tx, id)
+		sp, err := s.chat.GetSpace(ctx, id)
 		if err != nil {
 			return err
 		}
 		out = sp
-		if err := s.events.Append(ctx, tx, events.Event{Type: events.SpaceUpdated, SpaceID: id, Payload: spacePayload(sp)}); err != nil {
+		if err := s.events.Append(ctx, events.Event{Type: events.SpaceUpdated, SpaceID: id, Payload: spacePayload(sp)}); err != nil {
 			return err
 		}
 		if operatorChanged {
-			return s.accessChanged(ctx, tx, authz.KindSpace, id, "space.operator_set", id)
+			return s.accessChanged(ctx, authz.KindSpace, id, "space.operator_set", id)
 		}
 		return nil
 	})
@@ -138,19 +136,19 @@ func (s *Service) UnarchiveSpace(ctx context.Context, actor identity.Principal, 
 		return chat.Space{}, err
 	}
 	var out chat.Space
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if err := s.chat.UnarchiveSpace(ctx, tx, id); err != nil {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := s.chat.UnarchiveSpace(ctx, id); err != nil {
 			return err
 		}
-		sp, err := s.chat.GetSpace(ctx, tx, id)
+		sp, err := s.chat.GetSpace(ctx, id)
 		if err != nil {
 			return err
 		}
 		out = sp
-		if err := s.events.Append(ctx, tx, events.Event{Type: events.SpaceUpdated, SpaceID: id, Payload: spacePayload(sp)}); err != nil {
+		if err := s.events.Append(ctx, events.Event{Type: events.SpaceUpdated, SpaceID: id, Payload: spacePayload(sp)}); err != nil {
 			return err
 		}
-		return s.accessChanged(ctx, tx, authz.KindSpace, id, "space.unarchived", id)
+		return s.accessChanged(ctx, authz.KindSpace, id, "space.unarchived", id)
 	})
 	if err != nil {
 		return chat.Space{}, problem.From(err)
@@ -190,8 +188,8 @@ func (s *Service) CreateChannel(ctx context.Context, actor identity.Principal, s
 		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/operator/mode", Code: "invalid_enum"})
 	}
 	var out chat.Channel
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		c, err := s.chat.CreateChannel(ctx, tx, chat.NewChannel{SpaceID: spaceID, Name: in.Name, Kind: in.Kind,
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		c, err := s.chat.CreateChannel(ctx, chat.NewChannel{SpaceID: spaceID, Name: in.Name, Kind: in.Kind,
 			OperatorMode: in.OperatorMode, OperatorAgentID: in.OperatorID, FreeResponse: in.Switches.FreeResponse,
 			AllowMentionedAgents: in.Switches.AllowMentionedAgents, AutoThread: in.Switches.AutoThread,
 			HistoryBackfillLimit: in.Switches.HistoryBackfillLimit, CreatedBy: actor.ID})
@@ -199,7 +197,7 @@ func (s *Service) CreateChannel(ctx context.Context, actor identity.Principal, s
 			return err
 		}
 		out = c
-		return s.events.Append(ctx, tx, events.Event{Type: events.ChannelCreated, ChannelID: c.ID, Payload: channelPayload(c)})
+		return s.events.Append(ctx, events.Event{Type: events.ChannelCreated, ChannelID: c.ID, Payload: channelPayload(c)})
 	})
 	if err != nil {
 		return chat.Channel{}, problem.From(err)
@@ -213,7 +211,7 @@ func (s *Service) RenameChannel(ctx context.Context, actor identity.Principal, i
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelUpdate, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.channelChange(ctx, id, func(tx pgx.Tx) error { return s.chat.RenameChannel(ctx, tx, id, name) }, "")
+	return s.channelChange(ctx, id, func(ctx context.Context) error { return s.chat.RenameChannel(ctx, id, name) }, "")
 }
 
 // UnarchiveChannel lifts the archive of channel id (channel.unarchive:
@@ -222,27 +220,27 @@ func (s *Service) UnarchiveChannel(ctx context.Context, actor identity.Principal
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelUnarchive, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.channelChange(ctx, id, func(tx pgx.Tx) error { return s.chat.UnarchiveChannel(ctx, tx, id) }, "channel.unarchived")
+	return s.channelChange(ctx, id, func(ctx context.Context) error { return s.chat.UnarchiveChannel(ctx, id) }, "channel.unarchived")
 }
 
 // channelChange runs fn and emits channel.updated (and access.changed with
 // change, when given) in one unit of work.
-func (s *Service) channelChange(ctx context.Context, id string, fn func(tx pgx.Tx) error, change string) (chat.Channel, error) {
+func (s *Service) channelChange(ctx context.Context, id string, fn func(ctx context.Context) error, change string) (chat.Channel, error) {
 	var out chat.Channel
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if err := fn(tx); err != nil {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil {
 			return err
 		}
-		c, err := s.chat.GetChannel(ctx, tx, id)
+		c, err := s.chat.GetChannel(ctx, id)
 		if err != nil {
 			return err
 		}
 		out = c
-		if err := s.events.Append(ctx, tx, events.Event{Type: events.ChannelUpdated, ChannelID: id, Payload: channelPayload(c)}); err != nil {
+		if err := s.events.Append(ctx, events.Event{Type: events.ChannelUpdated, ChannelID: id, Payload: channelPayload(c)}); err != nil {
 			return err
 		}
 		if change != "" {
-			return s.accessChanged(ctx, tx, authz.KindChannel, id, change, id)
+			return s.accessChanged(ctx, authz.KindChannel, id, change, id)
 		}
 		return nil
 	})

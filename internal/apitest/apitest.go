@@ -76,7 +76,7 @@ func (e *Env) Peer() *Env {
 	m := *e.Env
 	m.Pool, m.PoolURL, m.Server = pool, e.DBURL, srv
 	m.Identity, m.Authz, m.Chat, m.Messaging, m.Feed = srv.Identity, srv.Authz, srv.Chat, srv.Messaging, srv.Feed
-	m.Events, m.Runs, m.Admin, m.UoW = srv.Events, srv.Runs, srv.Admin, srv.UoW
+	m.Events, m.Runs, m.Admin, m.DB = srv.Events, srv.Runs, srv.Admin, srv.DB
 	peer := &Env{Env: &m, t: e.t, client: &http.Client{Timeout: 60 * time.Second}}
 	peer.serve(srv)
 	return peer

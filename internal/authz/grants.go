@@ -55,9 +55,10 @@ type NewGrant struct {
 // ErrGrantNotFound is returned for an unknown grant.
 var ErrGrantNotFound = errors.New("authz: grant not found")
 
-// CreateGrant stores g through q. Agents and apps can hold at most write;
+// CreateGrant stores g. Agents and apps can hold at most write;
 // a higher level is a validation error on /level.
-func (s *Service) CreateGrant(ctx context.Context, q db.Querier, g NewGrant) (Grant, error) {
+func (s *Service) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
+	q := db.Q(ctx, s.pool)
 	if !g.SubjectIsPersonOrGroup && g.Level > Write {
 		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_value", Detail: "agents and apps can hold at most write"})
 	}
@@ -101,31 +102,30 @@ func scanGrant(row pgx.Row) (Grant, error) {
 }
 
 // GetGrant returns the grant with id, or ErrGrantNotFound.
-func (s *Service) GetGrant(ctx context.Context, q db.Querier, id string) (Grant, error) {
+func (s *Service) GetGrant(ctx context.Context, id string) (Grant, error) {
+	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Grant{}, ErrGrantNotFound
-	}
-	if q == nil {
-		q = s.pool
 	}
 	sqlText, args := db.SQL.Select(grantColumns...).From("grants").Where(sq.Eq{"id": id}).MustSql()
 	return scanGrant(q.QueryRow(ctx, sqlText, args...))
 }
 
-// RevokeGrant sets revoked_at of grant id through q (once; a second revoke
+// RevokeGrant sets revoked_at of grant id (once; a second revoke
 // returns the grant unchanged).
-func (s *Service) RevokeGrant(ctx context.Context, q db.Querier, id string) (Grant, error) {
+func (s *Service) RevokeGrant(ctx context.Context, id string) (Grant, error) {
+	q := db.Q(ctx, s.pool)
 	sqlText, args := db.SQL.Update("grants").Set("revoked_at", s.clock.Now()).Where(sq.Eq{"id": id}).Where("revoked_at IS NULL").MustSql()
 	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
 		return Grant{}, fmt.Errorf("revoke grant: %w", err)
 	}
-	return s.GetGrant(ctx, q, id)
+	return s.GetGrant(ctx, id)
 }
 
 // GrantPath is the path of a grant: the path of its target, so that only
 // readers of the target learn that the grant exists.
 func (s *Service) GrantPath(ctx context.Context, id string) (Path, error) {
-	g, err := s.GetGrant(ctx, nil, id)
+	g, err := s.GetGrant(ctx, id)
 	if errors.Is(err, ErrGrantNotFound) {
 		return Path{Kind: KindGrant, ID: id}, nil
 	}
@@ -145,9 +145,10 @@ func (s *Service) Path(ctx context.Context, kind ResourceKind, id string) (Path,
 	return s.GrantPath(ctx, id)
 }
 
-// GroupTargets returns, through q, the spaces and channels named by the
+// GroupTargets returns, the spaces and channels named by the
 // live grants (not revoked, not expired) of group groupID, each once.
-func (s *Service) GroupTargets(ctx context.Context, q db.Querier, groupID string) (spaces, channels []string, err error) {
+func (s *Service) GroupTargets(ctx context.Context, groupID string) (spaces, channels []string, err error) {
+	q := db.Q(ctx, s.pool)
 	rows, err := q.Query(ctx, `SELECT DISTINCT coalesce(target_space_id::text, ''), coalesce(target_channel_id::text, '') FROM grants
 		WHERE subject_group_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) ORDER BY 1, 2`, groupID, s.clock.Now())
 	if err != nil {
@@ -168,9 +169,10 @@ func (s *Service) GroupTargets(ctx context.Context, q db.Querier, groupID string
 	return spaces, channels, rows.Err()
 }
 
-// RevokeGroupGrants revokes every live grant of group groupID through q
+// RevokeGroupGrants revokes every live grant of group groupID
 // (when the group is deleted).
-func (s *Service) RevokeGroupGrants(ctx context.Context, q db.Querier, groupID string) error {
+func (s *Service) RevokeGroupGrants(ctx context.Context, groupID string) error {
+	q := db.Q(ctx, s.pool)
 	sqlText, args := db.SQL.Update("grants").Set("revoked_at", s.clock.Now()).
 		Where(sq.Eq{"subject_group_id": groupID}).Where("revoked_at IS NULL").MustSql()
 	if _, err := q.Exec(ctx, sqlText, args...); err != nil {

@@ -249,13 +249,13 @@ func (m levelMap) at(p Path) Level {
 // not expired) of the given principals, directly or through their groups,
 // and returns one levelMap per principal. With targets set only grants on
 // those spaces or channels are read. It is the only place that says which
-// grants count. Group membership is read here, in the statement, because
-// every decision needs it and a second round trip per decision would cost
-// more than the coupling to identity's membership table.
+// grants count. Group membership is joined here, in the statement, through
+// identity's MembershipSQL, because every decision needs it and a second
+// round trip per decision would cost more than it saves.
 func (s *Service) liveGrants(ctx context.Context, q db.Querier, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
 	b := db.SQL.Select("coalesce(g.subject_principal_id, gm.principal_id)::text", "coalesce(g.target_space_id::text, '')",
 		"coalesce(g.target_channel_id::text, '')", "g.level").
-		From("grants g").LeftJoin("group_members gm ON gm.group_id = g.subject_group_id").
+		From("grants g").LeftJoin(identity.MembershipSQL+" gm ON gm.group_id = g.subject_group_id").
 		Where("g.revoked_at IS NULL").
 		Where(sq.Or{sq.Expr("g.expires_at IS NULL"), sq.Gt{"g.expires_at": s.clock.Now()}}).
 		Where("coalesce(g.subject_principal_id, gm.principal_id) = ANY(?::uuid[])", principals)

@@ -29,7 +29,7 @@ func holders(t *testing.T, env *moduletest.Env, key string, people []identity.Pr
 // test) and returns its authorization path.
 func channelPath(t *testing.T, env *moduletest.Env, key string) authz.Path {
 	t.Helper()
-	c, err := env.Server.Chat.GetChannel(t.Context(), nil, env.World.Channel(key).ID)
+	c, err := env.Server.Chat.GetChannel(t.Context(), env.World.Channel(key).ID)
 	if err != nil {
 		t.Fatalf("channel %s: %v", key, err)
 	}
@@ -54,7 +54,7 @@ func load(t *testing.T, env *moduletest.Env, handles ...string) []identity.Princ
 // newPerson stores an active person (no grants) and returns it.
 func newPerson(t *testing.T, env *moduletest.Env, handle string) identity.Principal {
 	t.Helper()
-	p, err := env.Server.Identity.CreatePrincipal(t.Context(), nil, identity.NewPrincipal{Kind: identity.KindUser,
+	p, err := env.Server.Identity.CreatePrincipal(t.Context(), identity.NewPrincipal{Kind: identity.KindUser,
 		Handle: handle, DisplayName: handle, Email: handle + "@example.com"})
 	if err != nil {
 		t.Fatalf("create %s: %v", handle, err)

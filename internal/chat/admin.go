@@ -39,8 +39,9 @@ func (s *Service) CheckSwitches(p SwitchesPatch, prefix string) error {
 	return nil
 }
 
-// RenameSpace renames space id in tx; a taken name answers 409 name_taken.
-func (s *Service) RenameSpace(ctx context.Context, tx db.Querier, id, name string) error {
+// RenameSpace renames space id in the transaction of ctx; a taken name answers 409 name_taken.
+func (s *Service) RenameSpace(ctx context.Context, id, name string) error {
+	tx := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
 		return err
 	}
@@ -51,8 +52,9 @@ func (s *Service) RenameSpace(ctx context.Context, tx db.Querier, id, name strin
 }
 
 // SetDefaultOperator sets (or, with an empty agentID, clears) the default
-// operator agent of space id in tx.
-func (s *Service) SetDefaultOperator(ctx context.Context, tx db.Querier, id, agentID string) error {
+// operator agent of space id in the transaction of ctx.
+func (s *Service) SetDefaultOperator(ctx context.Context, id, agentID string) error {
+	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE spaces SET default_operator_agent_id = $2 WHERE id = $1`, id, db.Nullable(agentID))
 	if err != nil {
 		return fmt.Errorf("set default operator: %w", err)
@@ -60,15 +62,17 @@ func (s *Service) SetDefaultOperator(ctx context.Context, tx db.Querier, id, age
 	return nil
 }
 
-// UnarchiveSpace clears archived_at of space id in tx.
-func (s *Service) UnarchiveSpace(ctx context.Context, tx db.Querier, id string) error {
+// UnarchiveSpace clears archived_at of space id in the transaction of ctx.
+func (s *Service) UnarchiveSpace(ctx context.Context, id string) error {
+	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = NULL WHERE id = $1`, id)
 	return err
 }
 
-// RenameChannel renames channel id in tx; a name taken in the space
+// RenameChannel renames channel id in the transaction of ctx; a name taken in the space
 // answers 409 name_taken.
-func (s *Service) RenameChannel(ctx context.Context, tx db.Querier, id, name string) error {
+func (s *Service) RenameChannel(ctx context.Context, id, name string) error {
+	tx := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
 		return err
 	}
@@ -78,8 +82,9 @@ func (s *Service) RenameChannel(ctx context.Context, tx db.Querier, id, name str
 	return nil
 }
 
-// UnarchiveChannel clears archived_at of channel id in tx.
-func (s *Service) UnarchiveChannel(ctx context.Context, tx db.Querier, id string) error {
+// UnarchiveChannel clears archived_at of channel id in the transaction of ctx.
+func (s *Service) UnarchiveChannel(ctx context.Context, id string) error {
+	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = NULL WHERE id = $1`, id)
 	return err
 }
@@ -88,6 +93,6 @@ func (s *Service) UnarchiveChannel(ctx context.Context, tx db.Querier, id string
 // must not build twice).
 func (s *Service) SpaceExists(ctx context.Context, name string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM spaces WHERE name = $1)`, name).Scan(&ok)
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM spaces WHERE name = $1)`, name).Scan(&ok)
 	return ok, err
 }

@@ -87,11 +87,19 @@ type Thread struct {
 	CreatedAt       time.Time
 }
 
+// ThreadPlacesSQL is the relation (id, channel_id, space_id) of every
+// thread with its channel and space, as a subquery for a module that must
+// join a thread's place into one statement of its own (the runs module
+// scoping active runs by channel or space). Chat owns threads and channels;
+// this is the only shape others may use.
+const ThreadPlacesSQL = `(SELECT t.id, t.channel_id, c.space_id FROM threads t JOIN channels c ON c.id = t.channel_id)`
+
 // ErrNotFound is returned for an unknown space, channel or thread.
 var ErrNotFound = errors.New("chat: not found")
 
 // Service is the chat module's service.
 type Service struct {
+	db    *db.DB
 	pool  db.Querier
 	clock clock.Clock
 	// backfillDefault and backfillMax are channel.history_backfill_limit_default
@@ -99,28 +107,22 @@ type Service struct {
 	backfillDefault, backfillMax int
 }
 
-// NewService returns the chat service.
-func NewService(pool db.Querier, c clock.Clock, backfillDefault, backfillMax int) *Service {
-	return &Service{pool: pool, clock: c, backfillDefault: backfillDefault, backfillMax: backfillMax}
-}
-
-func (s *Service) q(q db.Querier) db.Querier {
-	if q == nil {
-		return s.pool
-	}
-	return q
+// NewService returns the chat service over d.
+func NewService(d *db.DB, c clock.Clock, backfillDefault, backfillMax int) *Service {
+	return &Service{db: d, pool: d.Pool(), clock: c, backfillDefault: backfillDefault, backfillMax: backfillMax}
 }
 
 // CreateSpace stores a space with an optional default operator agent. A
 // bad name is a validation error, a taken one 409 name_taken.
-func (s *Service) CreateSpace(ctx context.Context, q db.Querier, name, defaultOperator string) (Space, error) {
+func (s *Service) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
+	q := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
 		return Space{}, err
 	}
 	sp := Space{ID: ids.New(), Name: name, DefaultOperatorAgentID: defaultOperator}
 	sqlText, args := db.SQL.Insert("spaces").Columns("id", "name", "default_operator_agent_id", "created_at").
 		Values(sp.ID, name, db.Nullable(defaultOperator), s.clock.Now()).MustSql()
-	if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
 		return Space{}, nameConflict(err, "create space")
 	}
 	return sp, nil
@@ -143,10 +145,9 @@ type NewChannel struct {
 }
 
 // CreateChannel stores a channel and, for a text channel, its main thread,
-// through q: give it a unit of work's transaction so that the two commit
-// together. A bad name, kind or switch is a validation error, a name taken
-// in the space 409 name_taken.
-func (s *Service) CreateChannel(ctx context.Context, q db.Querier, nc NewChannel) (Channel, error) {
+// in one transaction (the caller's, when ctx carries one). A bad name, kind
+// or switch is a validation error, a name taken in the space 409 name_taken.
+func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, error) {
 	if err := CheckName(nc.Name, "/name"); err != nil {
 		return Channel{}, err
 	}
@@ -174,20 +175,29 @@ func (s *Service) CreateChannel(ctx context.Context, q db.Querier, nc NewChannel
 	}
 	id := ids.New()
 	now := s.clock.Now()
-	sqlText, args := db.SQL.Insert("channels").
-		Columns("id", "space_id", "name", "kind", "operator_mode", "operator_agent_id", "free_response", "allow_mentioned_agents", "auto_thread", "history_backfill_limit", "created_at").
-		Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, db.Nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
-	if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
-		return Channel{}, nameConflict(err, "create channel")
-	}
-	if nc.Kind == ChannelText {
-		sqlText, args = db.SQL.Insert("threads").Columns("id", "channel_id", "kind", "created_by", "created_at").
-			Values(ids.New(), id, ThreadMain, nc.CreatedBy, now).MustSql()
-		if _, err := s.q(q).Exec(ctx, sqlText, args...); err != nil {
-			return Channel{}, fmt.Errorf("create main thread: %w", err)
+	// The channel and its main thread are one unit: a text channel never
+	// exists without its main thread.
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		q := db.Q(ctx, s.pool)
+		sqlText, args := db.SQL.Insert("channels").
+			Columns("id", "space_id", "name", "kind", "operator_mode", "operator_agent_id", "free_response", "allow_mentioned_agents", "auto_thread", "history_backfill_limit", "created_at").
+			Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, db.Nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
+		if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+			return nameConflict(err, "create channel")
 		}
+		if nc.Kind == ChannelText {
+			sqlText, args = db.SQL.Insert("threads").Columns("id", "channel_id", "kind", "created_by", "created_at").
+				Values(ids.New(), id, ThreadMain, nc.CreatedBy, now).MustSql()
+			if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+				return fmt.Errorf("create main thread: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Channel{}, err
 	}
-	return s.GetChannel(ctx, q, id)
+	return s.GetChannel(ctx, id)
 }
 
 const channelSelect = `SELECT c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode, coalesce(c.operator_agent_id::text, ''),
@@ -208,21 +218,23 @@ func scanChannel(row pgx.Row) (Channel, error) {
 }
 
 // GetChannel returns the channel with id, or ErrNotFound.
-func (s *Service) GetChannel(ctx context.Context, q db.Querier, id string) (Channel, error) {
+func (s *Service) GetChannel(ctx context.Context, id string) (Channel, error) {
+	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Channel{}, ErrNotFound
 	}
-	return scanChannel(s.q(q).QueryRow(ctx, channelSelect+` WHERE c.id = $1`, id))
+	return scanChannel(q.QueryRow(ctx, channelSelect+` WHERE c.id = $1`, id))
 }
 
 // GetSpace returns the space with id, or ErrNotFound.
-func (s *Service) GetSpace(ctx context.Context, q db.Querier, id string) (Space, error) {
+func (s *Service) GetSpace(ctx context.Context, id string) (Space, error) {
+	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Space{}, ErrNotFound
 	}
 	var sp Space
 	var def *string
-	err := s.q(q).QueryRow(ctx, `SELECT id, name, default_operator_agent_id::text, archived_at FROM spaces WHERE id = $1`, id).
+	err := q.QueryRow(ctx, `SELECT id, name, default_operator_agent_id::text, archived_at FROM spaces WHERE id = $1`, id).
 		Scan(&sp.ID, &sp.Name, &def, &sp.ArchivedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Space{}, ErrNotFound
@@ -247,30 +259,34 @@ func scanThread(row pgx.Row) (Thread, error) {
 }
 
 // GetThread returns the thread with id, or ErrNotFound.
-func (s *Service) GetThread(ctx context.Context, q db.Querier, id string) (Thread, error) {
+func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
+	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Thread{}, ErrNotFound
 	}
-	return scanThread(s.q(q).QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1`, id))
+	return scanThread(q.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1`, id))
 }
 
-// LockThread returns the thread with id locked FOR UPDATE in tx. Writers of
+// LockThread returns the thread with id locked FOR UPDATE in the transaction of ctx. Writers of
 // one thread serialise on this row lock, which keeps thread_seq gap-free.
-func (s *Service) LockThread(ctx context.Context, tx db.Querier, id string) (Thread, error) {
+func (s *Service) LockThread(ctx context.Context, id string) (Thread, error) {
+	tx := db.Q(ctx, s.pool)
 	return scanThread(tx.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1 FOR UPDATE`, id))
 }
 
-// NextSeq raises the thread's last_seq by one in tx and returns it. The
+// NextSeq raises the thread's last_seq by one in the transaction of ctx and returns it. The
 // caller holds the thread's row lock (LockThread); a rollback returns the
 // number, so committed messages have no gaps.
-func (s *Service) NextSeq(ctx context.Context, tx db.Querier, threadID string) (int64, error) {
+func (s *Service) NextSeq(ctx context.Context, threadID string) (int64, error) {
+	tx := db.Q(ctx, s.pool)
 	var seq int64
 	err := tx.QueryRow(ctx, `UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq`, threadID).Scan(&seq)
 	return seq, err
 }
 
-// SetState sets the thread's state (open or done) in tx.
-func (s *Service) SetState(ctx context.Context, tx db.Querier, threadID string, state ThreadState) error {
+// SetState sets the thread's state (open or done) in the transaction of ctx.
+func (s *Service) SetState(ctx context.Context, threadID string, state ThreadState) error {
+	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE threads SET state = $2 WHERE id = $1`, threadID, state)
 	return err
 }
@@ -310,7 +326,8 @@ func DeriveTitle(text string) string {
 
 // CreateThread stores a new thread (kind post in a forum, thread in a text
 // channel) with the channel's effective operator as its fixed operator.
-func (s *Service) CreateThread(ctx context.Context, tx db.Querier, nt NewThread) (Thread, error) {
+func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
+	tx := db.Q(ctx, s.pool)
 	kind := ThreadThread
 	if nt.Channel.Kind == ChannelForum {
 		kind = ThreadPost
@@ -344,9 +361,39 @@ func (s *Service) CreateThread(ctx context.Context, tx db.Querier, nt NewThread)
 	return t, nil
 }
 
-// MoveThread sets the thread's channel in tx. parent_message_id keeps
+// TryLockThread locks thread id for the rest of the transaction of ctx
+// unless another transaction holds it; it reports whether it got the lock
+// (false for an unknown thread too).
+func (s *Service) TryLockThread(ctx context.Context, id string) (bool, error) {
+	var locked string
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text FROM threads WHERE id = $1 FOR UPDATE SKIP LOCKED`, id).Scan(&locked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("try lock thread: %w", err)
+	}
+	return true, nil
+}
+
+// DropAutoTitle removes the auto title that came from message messageID,
+// which was deleted: the title of the thread whose parent it is, or, when
+// first is set (the message is the first of thread threadID), of that
+// thread when it has no parent.
+func (s *Service) DropAutoTitle(ctx context.Context, messageID, threadID string, first bool) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE threads SET title = NULL, title_source = NULL
+		WHERE title_source = 'auto' AND (parent_message_id = $1 OR (id = $2 AND parent_message_id IS NULL AND $3))`,
+		messageID, threadID, first)
+	if err != nil {
+		return fmt.Errorf("drop auto title: %w", err)
+	}
+	return nil
+}
+
+// MoveThread sets the thread's channel in the transaction of ctx. parent_message_id keeps
 // pointing into the source channel.
-func (s *Service) MoveThread(ctx context.Context, tx db.Querier, threadID, channelID string) error {
+func (s *Service) MoveThread(ctx context.Context, threadID, channelID string) error {
+	tx := db.Q(ctx, s.pool)
 	// An auto title taken from the parent message (a main-thread message
 	// of the source channel, which stays there) does not follow the thread:
 	// readers of the target may not read that message.
@@ -358,7 +405,8 @@ func (s *Service) MoveThread(ctx context.Context, tx db.Querier, threadID, chann
 }
 
 // SetOperator sets the operator mode (and agent for mode agent) of a channel.
-func (s *Service) SetOperator(ctx context.Context, tx db.Querier, channelID string, mode OperatorMode, agentID string) error {
+func (s *Service) SetOperator(ctx context.Context, channelID string, mode OperatorMode, agentID string) error {
+	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE channels SET operator_mode = $2, operator_agent_id = $3 WHERE id = $1`, channelID, mode, db.Nullable(agentID))
 	return err
 }
@@ -371,9 +419,10 @@ type SwitchesPatch struct {
 	HistoryBackfillLimit *int
 }
 
-// UpdateSwitches applies p to the channel in tx. history_backfill_limit
+// UpdateSwitches applies p to the channel in the transaction of ctx. history_backfill_limit
 // must lie between zero and channel.history_backfill_limit_max.
-func (s *Service) UpdateSwitches(ctx context.Context, tx db.Querier, channelID string, p SwitchesPatch) error {
+func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
+	tx := db.Q(ctx, s.pool)
 	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
 		return problem.Invalid(problem.FieldError{Pointer: "/history_backfill_limit", Code: "out_of_range",
 			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
@@ -400,20 +449,23 @@ func (s *Service) UpdateSwitches(ctx context.Context, tx db.Querier, channelID s
 }
 
 // ArchiveChannel sets archived_at of the channel (once).
-func (s *Service) ArchiveChannel(ctx context.Context, tx db.Querier, id string) error {
+func (s *Service) ArchiveChannel(ctx context.Context, id string) error {
+	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
 	return err
 }
 
 // ArchiveSpace sets archived_at of the space (once).
-func (s *Service) ArchiveSpace(ctx context.Context, tx db.Querier, id string) error {
+func (s *Service) ArchiveSpace(ctx context.Context, id string) error {
+	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
 	return err
 }
 
 // ChannelsOfSpace returns the ids of the channels of space id.
-func (s *Service) ChannelsOfSpace(ctx context.Context, q db.Querier, id string) ([]string, error) {
-	rows, err := s.q(q).Query(ctx, `SELECT id::text FROM channels WHERE space_id = $1 ORDER BY id`, id)
+func (s *Service) ChannelsOfSpace(ctx context.Context, id string) ([]string, error) {
+	q := db.Q(ctx, s.pool)
+	rows, err := q.Query(ctx, `SELECT id::text FROM channels WHERE space_id = $1 ORDER BY id`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +475,7 @@ func (s *Service) ChannelsOfSpace(ctx context.Context, q db.Querier, id string) 
 // ThreadPath returns the authorization path of thread id (Exists false for
 // an unknown id), in one statement.
 func (s *Service) ThreadPath(ctx context.Context, id string) (authz.Path, error) {
-	t, c, err := s.ThreadInfo(ctx, nil, id)
+	t, c, err := s.ThreadInfo(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return authz.Path{Kind: authz.KindThread, ID: id}, nil
 	}
@@ -448,7 +500,7 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 	case authz.KindThread:
 		return s.ThreadPath(ctx, id)
 	case authz.KindChannel:
-		c, err := s.GetChannel(ctx, nil, id)
+		c, err := s.GetChannel(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			return authz.Path{Kind: kind, ID: id}, nil
 		}
@@ -457,7 +509,7 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 		}
 		return ChannelPath(c), nil
 	case authz.KindSpace:
-		sp, err := s.GetSpace(ctx, nil, id)
+		sp, err := s.GetSpace(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			return authz.Path{Kind: kind, ID: id}, nil
 		}
@@ -503,7 +555,7 @@ func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads
 	}
 	// The operator columns only narrow the candidates; which of them the
 	// agent operates now is EffectiveOperator's answer.
-	rows, err := s.pool.Query(ctx, `SELECT c.id::text, coalesce(c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[]), false), c.operator_mode,
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT c.id::text, coalesce(c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[]), false), c.operator_mode,
 		coalesce(c.operator_agent_id::text, ''), coalesce(s.default_operator_agent_id::text, '')
 		FROM channels c JOIN spaces s ON s.id = c.space_id
 		WHERE c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[])
@@ -532,7 +584,7 @@ func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads
 	if agentID == "" {
 		return chans, nil, nil
 	}
-	rows, err = s.pool.Query(ctx, `SELECT id::text FROM threads WHERE operator_agent_id = $1`, agentID)
+	rows, err = db.Q(ctx, s.pool).Query(ctx, `SELECT id::text FROM threads WHERE operator_agent_id = $1`, agentID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("operated threads: %w", err)
 	}
@@ -551,7 +603,7 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 		}
 	}
 	channels := map[string]Channel{}
-	rows, err := s.pool.Query(ctx, channelSelect+` WHERE c.id = ANY($1::uuid[])`, keysOf(chanIDs))
+	rows, err := db.Q(ctx, s.pool).Query(ctx, channelSelect+` WHERE c.id = ANY($1::uuid[])`, keysOf(chanIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -564,7 +616,7 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 	}
 	ops := map[string]string{}
 	if len(threadIDs) > 0 {
-		rows, err := s.pool.Query(ctx, `SELECT id::text, coalesce(operator_agent_id::text, '') FROM threads WHERE id = ANY($1::uuid[])`, keysOf(threadIDs))
+		rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, coalesce(operator_agent_id::text, '') FROM threads WHERE id = ANY($1::uuid[])`, keysOf(threadIDs))
 		if err != nil {
 			return nil, err
 		}
@@ -595,13 +647,14 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 
 // ThreadInfo returns thread id with its current channel (and that channel's
 // space facts) in one statement, or ErrNotFound.
-func (s *Service) ThreadInfo(ctx context.Context, q db.Querier, id string) (Thread, Channel, error) {
+func (s *Service) ThreadInfo(ctx context.Context, id string) (Thread, Channel, error) {
+	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Thread{}, Channel{}, ErrNotFound
 	}
 	var t Thread
 	var c Channel
-	err := s.q(q).QueryRow(ctx, `SELECT `+threadColumns+`, c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode,
+	err := q.QueryRow(ctx, `SELECT `+threadColumns+`, c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode,
 		coalesce(c.operator_agent_id::text, ''), c.free_response, c.allow_mentioned_agents, c.auto_thread, c.history_backfill_limit,
 		coalesce(s.default_operator_agent_id::text, ''), s.archived_at IS NOT NULL,
 		coalesce((SELECT m.id::text FROM threads m WHERE m.channel_id = c.id AND m.kind = 'main'), '')

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
@@ -21,7 +22,7 @@ func (s *Service) StartedThreadIDs(ctx context.Context, messageIDs []string) (ma
 	if len(valid) == 0 {
 		return out, nil
 	}
-	rows, err := s.q(nil).Query(ctx, `SELECT parent_message_id::text, id::text FROM threads WHERE parent_message_id = ANY($1::uuid[])`, valid)
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT parent_message_id::text, id::text FROM threads WHERE parent_message_id = ANY($1::uuid[])`, valid)
 	if err != nil {
 		return nil, err
 	}

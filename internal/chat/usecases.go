@@ -3,8 +3,6 @@ package chat
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
@@ -18,12 +16,12 @@ type UseCases struct {
 	chat   *Service
 	authz  *authz.Service
 	events *events.Log
-	uow    *db.UnitOfWork
+	db     *db.DB
 }
 
 // NewUseCases returns the chat use cases.
-func NewUseCases(c *Service, az *authz.Service, ev *events.Log, uow *db.UnitOfWork) *UseCases {
-	return &UseCases{chat: c, authz: az, events: ev, uow: uow}
+func NewUseCases(c *Service, az *authz.Service, ev *events.Log, txs *db.DB) *UseCases {
+	return &UseCases{chat: c, authz: az, events: ev, db: txs}
 }
 
 // Space returns space id (space.read).
@@ -31,7 +29,7 @@ func (u *UseCases) Space(ctx context.Context, actor identity.Principal, id strin
 	if _, _, err := u.authz.Authorize(ctx, actor, authz.SpaceRead, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
 		return Space{}, err
 	}
-	sp, err := u.chat.GetSpace(ctx, nil, id)
+	sp, err := u.chat.GetSpace(ctx, id)
 	return sp, internal(err)
 }
 
@@ -40,7 +38,7 @@ func (u *UseCases) Channel(ctx context.Context, actor identity.Principal, id str
 	if _, _, err := u.authz.Authorize(ctx, actor, authz.ChannelRead, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return Channel{}, err
 	}
-	c, err := u.chat.GetChannel(ctx, nil, id)
+	c, err := u.chat.GetChannel(ctx, id)
 	return c, internal(err)
 }
 
@@ -49,7 +47,7 @@ func (u *UseCases) Thread(ctx context.Context, actor identity.Principal, id stri
 	if _, _, err := u.authz.Authorize(ctx, actor, authz.ThreadRead, authz.Resource{Kind: authz.KindThread, ID: id}); err != nil {
 		return Thread{}, err
 	}
-	t, err := u.chat.GetThread(ctx, nil, id)
+	t, err := u.chat.GetThread(ctx, id)
 	return t, internal(err)
 }
 
@@ -61,8 +59,8 @@ func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id strin
 		return Thread{}, err
 	}
 	var out Thread
-	err := u.uow.Do(ctx, func(tx pgx.Tx) error {
-		t, err := u.chat.LockThread(ctx, tx, id)
+	err := u.db.InTx(ctx, func(ctx context.Context) error {
+		t, err := u.chat.LockThread(ctx, id)
 		if err != nil {
 			return internal(err)
 		}
@@ -73,11 +71,11 @@ func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id strin
 		if t.State == ThreadDone {
 			return nil
 		}
-		if err := u.chat.SetState(ctx, tx, id, ThreadDone); err != nil {
+		if err := u.chat.SetState(ctx, id, ThreadDone); err != nil {
 			return internal(err)
 		}
 		out.State = ThreadDone
-		return u.events.Append(ctx, tx, events.Event{Type: events.ThreadClosed, ChannelID: t.ChannelID, ThreadID: id, Payload: ThreadPayload(out)})
+		return u.events.Append(ctx, events.Event{Type: events.ThreadClosed, ChannelID: t.ChannelID, ThreadID: id, Payload: ThreadPayload(out)})
 	})
 	return out, err
 }
@@ -96,19 +94,19 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		return Thread{}, err
 	}
 	var out Thread
-	err = u.uow.Do(ctx, func(tx pgx.Tx) error {
-		t, err := u.chat.LockThread(ctx, tx, id)
+	err = u.db.InTx(ctx, func(ctx context.Context) error {
+		t, err := u.chat.LockThread(ctx, id)
 		if err != nil {
 			return internal(err)
 		}
 		if t.Kind == ThreadMain {
 			return problem.Newf(problem.Conflict, "main_thread", "the main thread of a channel cannot move")
 		}
-		from, err := u.chat.GetChannel(ctx, tx, t.ChannelID)
+		from, err := u.chat.GetChannel(ctx, t.ChannelID)
 		if err != nil {
 			return internal(err)
 		}
-		to, err := u.chat.GetChannel(ctx, tx, target)
+		to, err := u.chat.GetChannel(ctx, target)
 		if err != nil {
 			return internal(err)
 		}
@@ -119,7 +117,7 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		if t.ChannelID == target {
 			return nil
 		}
-		if err := u.chat.MoveThread(ctx, tx, id, target); err != nil {
+		if err := u.chat.MoveThread(ctx, id, target); err != nil {
 			return internal(err)
 		}
 		out.ChannelID = target
@@ -128,7 +126,7 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		}
 		payload := ThreadPayload(out)
 		payload["from_channel_id"] = src.ChannelID
-		return u.events.Append(ctx, tx,
+		return u.events.Append(ctx,
 			events.Event{Type: events.ThreadMoved, ChannelID: src.ChannelID, ThreadID: id, Payload: payload},
 			events.Event{Type: events.ThreadMoved, ChannelID: target, ThreadID: id, Payload: payload})
 	})

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"bothy.example.com/bothy/internal/platform/db"
 )
 
 // StreamClient names the client event stream (event_log) in
@@ -16,7 +18,7 @@ const StreamClient = "event_log"
 // when nothing was removed): a cursor below it has lost events.
 func (l *Log) Horizon(ctx context.Context, stream string) (int64, error) {
 	var seq int64
-	err := l.pool.QueryRow(ctx, `SELECT seq FROM retention_horizon WHERE stream = $1`, stream).Scan(&seq)
+	err := db.Q(ctx, l.pool).QueryRow(ctx, `SELECT seq FROM retention_horizon WHERE stream = $1`, stream).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}

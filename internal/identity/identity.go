@@ -103,13 +103,11 @@ type NewPrincipal struct {
 	Status      Status // empty means active
 }
 
-// CreatePrincipal stores a new principal through q (a pool or a transaction)
-// and returns it. It fails with validation_failed for a bad handle, kind or
-// owner flag, and with conflict when the handle is taken.
-func (s *Service) CreatePrincipal(ctx context.Context, q db.Querier, np NewPrincipal) (Principal, error) {
-	if q == nil {
-		q = s.pool
-	}
+// CreatePrincipal stores a new principal and returns it. It fails with
+// validation_failed for a bad handle, kind or owner flag, and with conflict
+// when the handle is taken.
+func (s *Service) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
+	q := db.Q(ctx, s.pool)
 	if err := CheckNew(np); err != nil {
 		return Principal{}, err
 	}
@@ -161,23 +159,19 @@ func (s *Service) Get(ctx context.Context, id string) (Principal, error) {
 		return Principal{}, ErrNotFound
 	}
 	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"id": id}).MustSql()
-	return scanPrincipal(s.pool.QueryRow(ctx, sqlText, args...))
+	return scanPrincipal(db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...))
 }
 
 // ByHandle returns the principal with handle h, or ErrNotFound.
 func (s *Service) ByHandle(ctx context.Context, h string) (Principal, error) {
 	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"handle": strings.ToLower(h)}).MustSql()
-	return scanPrincipal(s.pool.QueryRow(ctx, sqlText, args...))
+	return scanPrincipal(db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...))
 }
 
 // GetMany returns the principals with the given ids in one statement, keyed
 // by id; unknown ids are absent from the map. Dataloaders call it.
 func (s *Service) GetMany(ctx context.Context, idList []string) (map[string]Principal, error) {
-	return s.GetManyIn(ctx, s.pool, idList)
-}
-
-// GetManyIn is GetMany reading through q (a unit of work's transaction).
-func (s *Service) GetManyIn(ctx context.Context, q db.Querier, idList []string) (map[string]Principal, error) {
+	q := db.Q(ctx, s.pool)
 	valid := make([]string, 0, len(idList))
 	for _, id := range idList {
 		if ids.Valid(id) {
@@ -207,7 +201,7 @@ func (s *Service) GetManyIn(ctx context.Context, q db.Querier, idList []string) 
 // SetStatus changes the lifecycle state of principal id.
 func (s *Service) SetStatus(ctx context.Context, id string, st Status) error {
 	sqlText, args := db.SQL.Update("principals").Set("status", st).Where(sq.Eq{"id": id}).MustSql()
-	tag, err := s.pool.Exec(ctx, sqlText, args...)
+	tag, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...)
 	if err != nil {
 		return fmt.Errorf("set principal status: %w", err)
 	}
@@ -266,14 +260,12 @@ type IssuedToken struct {
 	ExpiresAt *time.Time
 }
 
-// CreateToken issues a new token for principal p through q (nil: the pool).
+// CreateToken issues a new token for principal p.
 // The token has 32 random bytes after its kind prefix and is stored only as
 // a SHA-256 hash. ttl of zero means no expiry; a negative ttl is a
 // validation error.
-func (s *Service) CreateToken(ctx context.Context, q db.Querier, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
-	if q == nil {
-		q = s.pool
-	}
+func (s *Service) CreateToken(ctx context.Context, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
+	q := db.Q(ctx, s.pool)
 	if err := ValidTTL(ttl, "/ttl"); err != nil {
 		return IssuedToken{}, err
 	}
@@ -305,7 +297,7 @@ func (s *Service) CreateToken(ctx context.Context, q db.Querier, p Principal, la
 func (s *Service) RevokeToken(ctx context.Context, tok string) error {
 	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).
 		Where(sq.Eq{"hash": hashToken(tok)}).Where("revoked_at IS NULL").MustSql()
-	tag, err := s.pool.Exec(ctx, sqlText, args...)
+	tag, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...)
 	if err != nil {
 		return fmt.Errorf("revoke token: %w", err)
 	}
@@ -329,7 +321,7 @@ func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, erro
 	var p Principal
 	var tokenID string
 	var lastUsed *time.Time
-	err := s.pool.QueryRow(ctx, sqlText, args...).Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
+	err := db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...).Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
 		&tokenID, &lastUsed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, problem.New(problem.Unauthorized, "")
@@ -360,13 +352,11 @@ func FromContext(ctx context.Context) (Principal, bool) {
 
 // ByHandles returns the principals with the given handles in one
 // statement, keyed by handle; unknown handles are absent.
-func (s *Service) ByHandles(ctx context.Context, q db.Querier, handles []string) (map[string]Principal, error) {
+func (s *Service) ByHandles(ctx context.Context, handles []string) (map[string]Principal, error) {
+	q := db.Q(ctx, s.pool)
 	out := map[string]Principal{}
 	if len(handles) == 0 {
 		return out, nil
-	}
-	if q == nil {
-		q = s.pool
 	}
 	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where("handle = ANY(?::text[])", handles).MustSql()
 	rows, err := q.Query(ctx, sqlText, args...)

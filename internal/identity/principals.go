@@ -98,12 +98,13 @@ func (p PrincipalPatch) Check(cur Principal) error {
 	return nil
 }
 
-// UpdatePrincipal applies patch to principal id in tx and returns the
-// principal as it is then. It takes the owners' rows first (FOR UPDATE), so
+// UpdatePrincipal applies patch to principal id in the transaction of ctx
+// and returns the principal as it is then. It takes the owners' rows first (FOR UPDATE), so
 // that two concurrent demotions cannot both pass the last-owner rule: the
 // last active owner can be neither demoted nor disabled (409 conflict,
 // reason last_owner). ErrNotFound for an unknown id.
-func (s *Service) UpdatePrincipal(ctx context.Context, tx db.Querier, id string, patch PrincipalPatch) (before, after Principal, err error) {
+func (s *Service) UpdatePrincipal(ctx context.Context, id string, patch PrincipalPatch) (before, after Principal, err error) {
+	tx := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Principal{}, Principal{}, ErrNotFound
 	}
@@ -161,7 +162,7 @@ func (s *Service) ListPrincipals(ctx context.Context, after string, limit int) (
 		q = q.Where(sq.Gt{"id": after})
 	}
 	sqlText, args := q.MustSql()
-	rows, err := s.pool.Query(ctx, sqlText, args...)
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list principals: %w", err)
 	}
@@ -179,13 +180,13 @@ func (s *Service) ListPrincipals(ctx context.Context, after string, limit int) (
 // HasOwner reports whether an active owner exists.
 func (s *Service) HasOwner(ctx context.Context) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM principals WHERE kind = 'user' AND is_owner AND status = 'active')`).Scan(&ok)
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM principals WHERE kind = 'user' AND is_owner AND status = 'active')`).Scan(&ok)
 	return ok, err
 }
 
 // CountPrincipals returns how many principals exist.
 func (s *Service) CountPrincipals(ctx context.Context) (int, error) {
 	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM principals`).Scan(&n)
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT count(*) FROM principals`).Scan(&n)
 	return n, err
 }

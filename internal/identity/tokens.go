@@ -49,10 +49,11 @@ func scanTokenInfo(row pgx.Row) (TokenInfo, error) {
 
 // GetToken returns the token with id (without its secret), or ErrNotFound.
 func (s *Service) GetToken(ctx context.Context, id string) (TokenInfo, error) {
-	return s.getToken(ctx, s.pool, id)
+	return s.getToken(ctx, id)
 }
 
-func (s *Service) getToken(ctx context.Context, q db.Querier, id string) (TokenInfo, error) {
+func (s *Service) getToken(ctx context.Context, id string) (TokenInfo, error) {
+	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return TokenInfo{}, ErrNotFound
 	}
@@ -65,25 +66,23 @@ func (s *Service) getToken(ctx context.Context, q db.Querier, id string) (TokenI
 func (s *Service) ListTokens(ctx context.Context, principalID string) ([]TokenInfo, error) {
 	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"principal_id": principalID}).
 		OrderBy("created_at DESC", "id DESC").MustSql()
-	rows, err := s.pool.Query(ctx, sqlText, args...)
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TokenInfo, error) { return scanTokenInfo(r) })
 }
 
-// RevokeTokenByID revokes the token with id through q (nil: the pool) and
-// returns it. Revoking a revoked token answers it unchanged.
-func (s *Service) RevokeTokenByID(ctx context.Context, q db.Querier, id string) (TokenInfo, error) {
-	if q == nil {
-		q = s.pool
-	}
+// RevokeTokenByID revokes the token with id and returns it. Revoking a
+// revoked token answers it unchanged.
+func (s *Service) RevokeTokenByID(ctx context.Context, id string) (TokenInfo, error) {
+	q := db.Q(ctx, s.pool)
 	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).
 		Where(sq.Eq{"id": id}).Where("revoked_at IS NULL").MustSql()
 	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
 		return TokenInfo{}, fmt.Errorf("revoke token: %w", err)
 	}
-	return s.getToken(ctx, q, id)
+	return s.getToken(ctx, id)
 }
 
 // ValidTTL checks a requested token lifetime: zero means "no expiry",
@@ -106,6 +105,17 @@ func (s *Service) touch(ctx context.Context, id string, last *time.Time) {
 		return
 	}
 	// A failure to record the use must not fail the request it belongs to.
-	_, _ = s.pool.Exec(ctx, `UPDATE tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`,
+	_, _ = db.Q(ctx, s.pool).Exec(ctx, `UPDATE tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`,
 		id, now, now.Add(-LastUsedGranularity))
+}
+
+// DeleteOldTokens removes up to limit tokens revoked or expired before
+// cutoff and returns how many it removed (the retention module calls it).
+func (s *Service) DeleteOldTokens(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	tag, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM tokens WHERE id IN (
+		SELECT id FROM tokens WHERE revoked_at < $1 OR expires_at < $1 LIMIT $2)`, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete old tokens: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"bothy.example.com/bothy/internal/platform/db"
 )
 
 // ContextItem is a message as a run context needs it: the representation
@@ -38,7 +40,7 @@ func scanItem(r pgx.CollectableRow) (ContextItem, error) {
 // message and the thread's parent message) in one statement, keyed by id,
 // tombstones as stored. The caller checks each with message.read.
 func (s *Service) ContextMessages(ctx context.Context, idList []string) (map[string]ContextItem, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+contextColumns+` FROM messages m WHERE m.id = ANY($1::uuid[])`, idList)
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+contextColumns+` FROM messages m WHERE m.id = ANY($1::uuid[])`, idList)
 	if err != nil {
 		return nil, fmt.Errorf("context messages: %w", err)
 	}
@@ -88,7 +90,7 @@ func (s *Service) ContextWindow(ctx context.Context, q ContextQuery) (ContextPag
 		// Nothing is kept, but the caller still learns whether something
 		// older was left out (truncated_before_seq).
 		page := ContextPage{Items: []ContextItem{}}
-		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = $1 AND o.thread_seq > $2 AND o.thread_seq < $3
+		err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = $1 AND o.thread_seq > $2 AND o.thread_seq < $3
 			AND o.deleted_at IS NULL AND o.kind <> 'run' AND ($4::uuid IS NULL OR o.author_principal_id <> $4::uuid))`,
 			q.ThreadID, q.AfterSeq, q.BeforeSeq, exclude).Scan(&page.HasOlder)
 		if err != nil {
@@ -96,7 +98,7 @@ func (s *Service) ContextWindow(ctx context.Context, q ContextQuery) (ContextPag
 		}
 		return page, nil
 	}
-	rows, err := s.pool.Query(ctx, `WITH sel AS (
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `WITH sel AS (
 			SELECT `+contextColumns+` FROM messages m
 			WHERE m.thread_id = $1 AND m.thread_seq > $2 AND m.thread_seq < $3 AND m.deleted_at IS NULL AND m.kind <> 'run'
 			AND ($5::uuid IS NULL OR m.author_principal_id <> $5::uuid)

@@ -300,11 +300,11 @@ func TestContextWindow(t *testing.T) {
 
 	t.Run("filter mode counts a denied item as filter_mismatch", func(t *testing.T) {
 		agent := principal(t, env, "lotse")
-		kt, kc, err := env.Server.Chat.ThreadInfo(ctx, nil, env.Main("Marketing/Kampagnen"))
+		kt, kc, err := env.Server.Chat.ThreadInfo(ctx, env.Main("Marketing/Kampagnen"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		at, ac, err := env.Server.Chat.ThreadInfo(ctx, nil, env.Main("Support/Allgemein"))
+		at, ac, err := env.Server.Chat.ThreadInfo(ctx, env.Main("Support/Allgemein"))
 		if err != nil {
 			t.Fatal(err)
 		}

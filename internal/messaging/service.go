@@ -38,7 +38,7 @@ type Posted struct {
 // vetoes the whole unit: nothing of it is stored. Subscribers may append
 // events to the returned list; they commit with the message.
 type Subscriber interface {
-	OnMessagePosted(ctx context.Context, tx pgx.Tx, p *Posted) ([]events.Event, error)
+	OnMessagePosted(ctx context.Context, p *Posted) ([]events.Event, error)
 }
 
 // Limits are the configured limits of messaging.
@@ -52,7 +52,7 @@ type Limits struct {
 // Service is the messaging module's service.
 type Service struct {
 	pool        db.Querier
-	uow         *db.UnitOfWork
+	db          *db.DB
 	clock       clock.Clock
 	ident       *identity.Service
 	chat        *chat.Service
@@ -78,8 +78,8 @@ type Option func(*Service)
 func WithHistoryHook(h HistoryHook) Option { return func(s *Service) { s.history = h } }
 
 // NewService returns the messaging service.
-func NewService(pool db.Querier, uow *db.UnitOfWork, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits, opts ...Option) *Service {
-	s := &Service{pool: pool, uow: uow, clock: c, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
+func NewService(pool db.Querier, txs *db.DB, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits, opts ...Option) *Service {
+	s := &Service{pool: pool, db: txs, clock: c, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
 	for _, o := range opts {
 		o(s)
 	}
@@ -187,36 +187,36 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 		return m, ok, err
 	}
 	var out Message
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		thread, err := s.chat.LockThread(ctx, tx, threadID)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		thread, err := s.chat.LockThread(ctx, threadID)
 		if err != nil {
 			return problem.Internal(err)
 		}
-		channel, err := s.chat.GetChannel(ctx, tx, thread.ChannelID)
+		channel, err := s.chat.GetChannel(ctx, thread.ChannelID)
 		if err != nil {
 			return problem.Internal(err)
 		}
 		if in.ReplyToMessageID != "" {
-			if err := s.checkReply(ctx, tx, threadID, in.ReplyToMessageID, "/reply_to_message_id"); err != nil {
+			if err := s.checkReply(ctx, threadID, in.ReplyToMessageID, "/reply_to_message_id"); err != nil {
 				return err
 			}
 		}
 		var evs []events.Event
 		if thread.State == chat.ThreadDone {
-			reopen, err := s.reopen(ctx, tx, actor, thread, channel)
+			reopen, err := s.reopen(ctx, actor, thread, channel)
 			if err != nil {
 				return err
 			}
 			evs = append(evs, reopen...)
 			thread.State = chat.ThreadOpen
 		}
-		m, more, err := s.post(ctx, tx, actor, thread, channel, in, hash)
+		m, more, err := s.post(ctx, actor, thread, channel, in, hash)
 		if err != nil {
 			return err
 		}
 		out = m
 		evs = append(evs, more...)
-		return s.events.Append(ctx, tx, evs...)
+		return s.events.Append(ctx, evs...)
 	})
 	if errors.Is(err, errReplayRace) {
 		m, _, err := s.replayAfterRace(ctx, actor, in.ClientMsgID, hash)
@@ -233,7 +233,7 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 // original message and its thread when the hash matches, a conflict
 // otherwise; ok is false when the id is new.
 func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMsgID string, hash []byte) (Message, chat.Thread, bool, error) {
-	r, err := s.byClientID(ctx, s.pool, actor.ID, clientMsgID)
+	r, err := s.byClientID(ctx, actor.ID, clientMsgID)
 	if errors.Is(err, ErrNotFound) {
 		return Message{}, chat.Thread{}, false, nil
 	}
@@ -243,11 +243,11 @@ func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMs
 	if !bytes.Equal(r.hash, hash) {
 		return Message{}, chat.Thread{}, false, problem.Newf(problem.Conflict, "idempotency_key_reused", "client_msg_id was used for another request")
 	}
-	thread, err := s.chat.GetThread(ctx, nil, r.ThreadID)
+	thread, err := s.chat.GetThread(ctx, r.ThreadID)
 	if err != nil {
 		return Message{}, chat.Thread{}, false, problem.Internal(err)
 	}
-	ms, err := s.resolve(ctx, s.pool, []row{r}, func(string) string { return thread.ChannelID })
+	ms, err := s.resolve(ctx, []row{r}, func(string) string { return thread.ChannelID })
 	if err != nil {
 		return Message{}, chat.Thread{}, false, problem.Internal(err)
 	}
@@ -266,7 +266,8 @@ func (s *Service) replayAfterRace(ctx context.Context, actor identity.Principal,
 }
 
 // checkReply requires the replied-to message to be in the same thread.
-func (s *Service) checkReply(ctx context.Context, q db.Querier, threadID, replyTo, ptr string) error {
+func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string) error {
+	q := db.Q(ctx, s.pool)
 	bad := problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_reference", Detail: "must name a message of the same thread"})
 	if !ids.Valid(replyTo) {
 		return bad
@@ -283,18 +284,18 @@ func (s *Service) checkReply(ctx context.Context, q db.Querier, threadID, replyT
 
 // reopen appends the system line thread.reopened (author: the writer) and
 // sets the thread open, returning its events.
-func (s *Service) reopen(ctx context.Context, tx pgx.Tx, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, tx, thread.ID)
+func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, thread.ID)
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
 		Origin: OriginSystem, Kind: KindSystem, SystemCode: "thread.reopened", Mentions: []identity.Ref{},
 		Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, tx, m, "", nil); err != nil {
+	if err := s.insert(ctx, m, "", nil); err != nil {
 		return nil, problem.Internal(err)
 	}
-	if err := s.chat.SetState(ctx, tx, thread.ID, chat.ThreadOpen); err != nil {
+	if err := s.chat.SetState(ctx, thread.ID, chat.ThreadOpen); err != nil {
 		return nil, problem.Internal(err)
 	}
 	thread.State, thread.LastSeq = chat.ThreadOpen, seq
@@ -306,14 +307,14 @@ func (s *Service) reopen(ctx context.Context, tx pgx.Tx, actor identity.Principa
 
 // post stores one message by actor in the locked thread, runs the
 // subscribers and returns the message with its events.
-func (s *Service) post(ctx context.Context, tx pgx.Tx, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, tx, thread.ID)
+func (s *Service) post(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, thread.ID)
 	if err != nil {
 		return Message{}, nil, problem.Internal(err)
 	}
 	mentions := []identity.Ref{}
 	if handles := MentionedHandles(in.ContentMD); len(handles) > 0 {
-		found, err := s.ident.ByHandles(ctx, tx, handles)
+		found, err := s.ident.ByHandles(ctx, handles)
 		if err != nil {
 			return Message{}, nil, problem.Internal(err)
 		}
@@ -326,7 +327,7 @@ func (s *Service) post(ctx context.Context, tx pgx.Tx, actor identity.Principal,
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
 		Origin: OriginOf(actor), Kind: KindText, ContentMD: in.ContentMD, ReplyToMessageID: in.ReplyToMessageID,
 		Mentions: mentions, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, tx, m, in.ClientMsgID, hash); err != nil {
+	if err := s.insert(ctx, m, in.ClientMsgID, hash); err != nil {
 		if db.IsUniqueViolation(err, "messages_author_principal_id_client_msg_id_key") {
 			return Message{}, nil, errReplayRace
 		}
@@ -336,7 +337,7 @@ func (s *Service) post(ctx context.Context, tx pgx.Tx, actor identity.Principal,
 	posted := &Posted{Message: m, Thread: thread, Channel: channel, Author: actor, RunID: in.RunID}
 	var evs []events.Event
 	for _, sub := range s.subscribers {
-		more, err := sub.OnMessagePosted(ctx, tx, posted)
+		more, err := sub.OnMessagePosted(ctx, posted)
 		if err != nil {
 			return Message{}, nil, err
 		}
@@ -375,8 +376,8 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	}
 	var thread chat.Thread
 	var first Message
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-		channel, err := s.chat.GetChannel(ctx, tx, channelID)
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		channel, err := s.chat.GetChannel(ctx, channelID)
 		if err != nil {
 			return problem.Internal(err)
 		}
@@ -384,26 +385,26 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 			if channel.Kind == chat.ChannelForum {
 				return problem.Invalid(problem.FieldError{Pointer: "/parent_message_id", Code: "invalid_reference", Detail: "a forum post has no parent message"})
 			}
-			if err := s.checkReply(ctx, tx, channel.MainThreadID, in.ParentMessageID, "/parent_message_id"); err != nil {
+			if err := s.checkReply(ctx, channel.MainThreadID, in.ParentMessageID, "/parent_message_id"); err != nil {
 				return err
 			}
 		}
 		if in.First.ReplyToMessageID != "" {
 			return problem.Invalid(problem.FieldError{Pointer: "/first_message/reply_to_message_id", Code: "invalid_reference", Detail: "the first message of a thread cannot reply"})
 		}
-		t, err := s.chat.CreateThread(ctx, tx, chat.NewThread{Channel: channel, ParentMessageID: in.ParentMessageID, Title: in.Title,
+		t, err := s.chat.CreateThread(ctx, chat.NewThread{Channel: channel, ParentMessageID: in.ParentMessageID, Title: in.Title,
 			ByAgent: actor.Kind == identity.KindAgent, CreatedBy: actor.ID, TitleFrom: in.First.ContentMD})
 		if err != nil {
 			return err
 		}
-		m, evs, err := s.post(ctx, tx, actor, t, channel, in.First, hash)
+		m, evs, err := s.post(ctx, actor, t, channel, in.First, hash)
 		if err != nil {
 			return err
 		}
 		t.LastSeq = m.ThreadSeq
 		thread, first = t, m
 		created := events.Event{Type: events.ThreadCreated, ChannelID: channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)}
-		return s.events.Append(ctx, tx, append([]events.Event{created}, evs...)...)
+		return s.events.Append(ctx, append([]events.Event{created}, evs...)...)
 	})
 	if errors.Is(err, errReplayRace) {
 		m, t, err := s.replayAfterRace(ctx, actor, in.First.ClientMsgID, hash)
@@ -439,11 +440,11 @@ func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) 
 	if err != nil {
 		return Message{}, err
 	}
-	r, err := s.loadRow(ctx, s.pool, id)
+	r, err := s.loadRow(ctx, id)
 	if err != nil {
 		return Message{}, problem.Internal(err)
 	}
-	ms, err := s.resolve(ctx, s.pool, []row{r}, func(string) string { return path.ChannelID })
+	ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
 	if err != nil {
 		return Message{}, problem.Internal(err)
 	}
@@ -474,7 +475,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	if after < 0 {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "out_of_range", Detail: "must not be negative"})
 	}
-	rows, err := s.loadRows(ctx, s.pool, `m.thread_id = $1 AND m.thread_seq > $2 ORDER BY m.thread_seq LIMIT $3`, threadID, after, limit+1)
+	rows, err := s.loadRows(ctx, `m.thread_id = $1 AND m.thread_seq > $2 ORDER BY m.thread_seq LIMIT $3`, threadID, after, limit+1)
 	if err != nil {
 		return Page{}, problem.Internal(err)
 	}
@@ -483,7 +484,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 		rows = rows[:limit]
 	}
 	channels := map[string]string{threadID: path.ChannelID}
-	ms, err := s.resolve(ctx, s.pool, rows, func(t string) string { return channels[t] })
+	ms, err := s.resolve(ctx, rows, func(t string) string { return channels[t] })
 	if err != nil {
 		return Page{}, problem.Internal(err)
 	}
@@ -553,8 +554,8 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 		return Message{}, err
 	}
 	var out Message
-	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
-		r, err := scanRow(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.id = $1 FOR UPDATE`, id))
+	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		r, err := s.lockRow(ctx, id)
 		if err != nil {
 			return problem.Internal(err)
 		}
@@ -562,31 +563,26 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 			return problem.Newf(problem.Conflict, "not_deletable", "system lines and run anchors cannot be deleted")
 		}
 		if !r.Deleted {
-			if _, err := tx.Exec(ctx, `UPDATE messages SET deleted_at = $2, content_md = '' WHERE id = $1`, id, s.clock.Now()); err != nil {
-				return problem.Internal(err)
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM message_mentions WHERE message_id = $1`, id); err != nil {
+			if err := s.tombstoneRow(ctx, id); err != nil {
 				return problem.Internal(err)
 			}
 			r.Deleted, r.ContentMD, r.mentionIDs = true, "", nil
 			// An auto title is the first line of the message that started
 			// the thread (its parent, or its first message for a post
 			// without one): it goes with that message.
-			if _, err := tx.Exec(ctx, `UPDATE threads SET title = NULL, title_source = NULL
-				WHERE title_source = 'auto' AND (parent_message_id = $1 OR (id = $2 AND parent_message_id IS NULL AND $3 = 1))`,
-				id, r.ThreadID, r.ThreadSeq); err != nil {
+			if err := s.chat.DropAutoTitle(ctx, id, r.ThreadID, r.ThreadSeq == 1); err != nil {
 				return problem.Internal(err)
 			}
 		}
-		ms, err := s.resolve(ctx, tx, []row{r}, func(string) string { return path.ChannelID })
+		ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
 		if err != nil {
 			return problem.Internal(err)
 		}
 		out = ms[0]
-		if err := s.events.Tombstone(ctx, tx, id, Payload(out)); err != nil {
+		if err := s.events.Tombstone(ctx, id, Payload(out)); err != nil {
 			return problem.Internal(err)
 		}
-		return s.events.Append(ctx, tx, events.Event{Type: events.MessageDeleted, ChannelID: path.ChannelID, ThreadID: r.ThreadID, MessageID: id, Payload: Payload(out)})
+		return s.events.Append(ctx, events.Event{Type: events.MessageDeleted, ChannelID: path.ChannelID, ThreadID: r.ThreadID, MessageID: id, Payload: Payload(out)})
 	})
 	return out, err
 }
@@ -595,7 +591,7 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 // its author.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
 	var threadID, authorID string
-	err := s.pool.QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The thread lookup runs for a missing message too (on the nil
 		// UUID), so that a missing and a hidden message take the same
@@ -616,19 +612,19 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 	return p, nil
 }
 
-// AppendAnchor appends the run anchor of run runID to thread t in tx: a
+// AppendAnchor appends the run anchor of run runID to thread t in the transaction of ctx: a
 // message of kind run, origin agent, author the run's agent, run_id set and
 // empty content, which clients render as the run's live box. It returns the
 // anchor and its message.created event. The caller holds t's row lock or
-// created t in tx.
-func (s *Service) AppendAnchor(ctx context.Context, tx pgx.Tx, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, tx, t.ID)
+// created t in the transaction of ctx.
+func (s *Service) AppendAnchor(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, t.ID)
 	if err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("anchor seq: %w", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: t.ID, ChannelID: channelID, ThreadSeq: seq, Author: agent, Origin: OriginAgent,
 		Kind: KindRun, RunID: runID, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, tx, m, "", nil); err != nil {
+	if err := s.insert(ctx, m, "", nil); err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("insert anchor: %w", err)
 	}
 	return m, events.Event{Type: events.MessageCreated, ChannelID: channelID, ThreadID: t.ID, MessageID: m.ID, Payload: Payload(m)}, nil

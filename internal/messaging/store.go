@@ -20,6 +20,13 @@ type row struct {
 	hash       []byte
 }
 
+// FactsSQL is the relation (id, thread_id, thread_seq, author_principal_id)
+// of every message, as a subquery for a module that must join a message's
+// place and author into one statement of its own (the runs module ordering
+// follow-ups by their place in the thread, or scoping them by author).
+// Messaging owns messages; this is the only shape others may use.
+const FactsSQL = `(SELECT id, thread_id, thread_seq, author_principal_id FROM messages)`
+
 const messageColumns = `m.id, m.thread_id, m.thread_seq, m.author_principal_id, m.origin, m.kind, m.content_md,
 	coalesce(m.reply_to_message_id::text, ''), coalesce(m.trigger_state, ''), coalesce(m.trigger_reason, ''),
 	coalesce(m.system_code, ''), coalesce(m.run_id::text, ''), m.deleted_at IS NOT NULL, m.created_at,
@@ -37,7 +44,8 @@ func scanRow(r pgx.Row) (row, error) {
 // ErrNotFound is returned for an unknown message.
 var ErrNotFound = errors.New("messaging: not found")
 
-func (s *Service) loadRow(ctx context.Context, q db.Querier, id string) (row, error) {
+func (s *Service) loadRow(ctx context.Context, id string) (row, error) {
+	q := db.Q(ctx, s.pool)
 	x, err := scanRow(q.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{}, ErrNotFound
@@ -45,7 +53,8 @@ func (s *Service) loadRow(ctx context.Context, q db.Querier, id string) (row, er
 	return x, err
 }
 
-func (s *Service) loadRows(ctx context.Context, q db.Querier, where string, args ...any) ([]row, error) {
+func (s *Service) loadRows(ctx context.Context, where string, args ...any) ([]row, error) {
+	q := db.Q(ctx, s.pool)
 	rows, err := q.Query(ctx, `SELECT `+messageColumns+` FROM messages m WHERE `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("load messages: %w", err)
@@ -55,7 +64,7 @@ func (s *Service) loadRows(ctx context.Context, q db.Querier, where string, args
 
 // resolve fills authors and mentions of rows with one identity read, and
 // sets the channel of each message.
-func (s *Service) resolve(ctx context.Context, q db.Querier, rows []row, channelOf func(threadID string) string) ([]Message, error) {
+func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(threadID string) string) ([]Message, error) {
 	need := map[string]bool{}
 	for _, r := range rows {
 		need[r.authorID] = true
@@ -67,7 +76,7 @@ func (s *Service) resolve(ctx context.Context, q db.Querier, rows []row, channel
 	for id := range need {
 		idList = append(idList, id)
 	}
-	people, err := s.ident.GetManyIn(ctx, q, idList)
+	people, err := s.ident.GetMany(ctx, idList)
 	if err != nil {
 		return nil, err
 	}
@@ -88,8 +97,9 @@ func (s *Service) resolve(ctx context.Context, q db.Querier, rows []row, channel
 	return out, nil
 }
 
-// insert stores m (with its mentions) in tx.
-func (s *Service) insert(ctx context.Context, tx db.Querier, m Message, clientMsgID string, hash []byte) error {
+// insert stores m (with its mentions) in the transaction of ctx.
+func (s *Service) insert(ctx context.Context, m Message, clientMsgID string, hash []byte) error {
+	tx := db.Q(ctx, s.pool)
 	var client any
 	if clientMsgID != "" {
 		client = clientMsgID
@@ -120,7 +130,8 @@ func (s *Service) insert(ctx context.Context, tx db.Querier, m Message, clientMs
 }
 
 // byClientID finds the message of author with clientMsgID.
-func (s *Service) byClientID(ctx context.Context, q db.Querier, authorID, clientMsgID string) (row, error) {
+func (s *Service) byClientID(ctx context.Context, authorID, clientMsgID string) (row, error) {
+	q := db.Q(ctx, s.pool)
 	x, err := scanRow(q.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.author_principal_id = $1 AND m.client_msg_id = $2`, authorID, clientMsgID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{}, ErrNotFound
@@ -128,26 +139,46 @@ func (s *Service) byClientID(ctx context.Context, q db.Querier, authorID, client
 	return x, err
 }
 
-// SetTrigger records the trigger decision on message id in tx.
-func (s *Service) SetTrigger(ctx context.Context, tx db.Querier, id string, state TriggerState, reason string) error {
+// SetTrigger records the trigger decision on message id in the transaction of ctx.
+func (s *Service) SetTrigger(ctx context.Context, id string, state TriggerState, reason string) error {
+	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE messages SET trigger_state = $2, trigger_reason = $3 WHERE id = $1`, id, db.Nullable(string(state)), db.Nullable(reason))
 	return err
 }
 
 func now(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// LoadIn returns message id as stored, with author and mentions, read in q
+// Load returns message id as stored, with author and mentions,
 // without any authorization: for a module that decides on a message it
 // already holds (the runs module re-deciding a follow-up inside its unit of
 // work). channelID is the channel the caller knows the message's thread in.
-func (s *Service) LoadIn(ctx context.Context, q db.Querier, id, channelID string) (Message, error) {
-	r, err := s.loadRow(ctx, q, id)
+func (s *Service) Load(ctx context.Context, id, channelID string) (Message, error) {
+	r, err := s.loadRow(ctx, id)
 	if err != nil {
 		return Message{}, err
 	}
-	ms, err := s.resolve(ctx, q, []row{r}, func(string) string { return channelID })
+	ms, err := s.resolve(ctx, []row{r}, func(string) string { return channelID })
 	if err != nil {
 		return Message{}, err
 	}
 	return ms[0], nil
+}
+
+// lockRow reads message id and locks it for the rest of the transaction of
+// ctx.
+func (s *Service) lockRow(ctx context.Context, id string) (row, error) {
+	return scanRow(db.Q(ctx, s.pool).QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.id = $1 FOR UPDATE`, id))
+}
+
+// tombstoneRow empties message id, sets its deletion time and removes its
+// mentions.
+func (s *Service) tombstoneRow(ctx context.Context, id string) error {
+	q := db.Q(ctx, s.pool)
+	if _, err := q.Exec(ctx, `UPDATE messages SET deleted_at = $2, content_md = '' WHERE id = $1`, id, s.clock.Now()); err != nil {
+		return fmt.Errorf("delete message: %w", err)
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM message_mentions WHERE message_id = $1`, id); err != nil {
+		return fmt.Errorf("delete mentions: %w", err)
+	}
+	return nil
 }

@@ -91,7 +91,7 @@ type Env struct {
 	Events    *events.Log
 	Runs      *runs.Service
 	Admin     *admin.Service
-	UoW       *db.UnitOfWork
+	DB        *db.DB
 }
 
 // New assembles the modules for t with the default configuration and the
@@ -151,7 +151,7 @@ func Build(t testing.TB, opts Options) *Env {
 	}
 	return &Env{t: t, Pool: pool, DBURL: dbURL, PoolURL: poolURL, Config: cfg, Log: log, Clock: fc, World: w, Server: srv,
 		Identity: srv.Identity, Authz: srv.Authz, Chat: srv.Chat, Messaging: srv.Messaging, Feed: srv.Feed,
-		Events: srv.Events, Runs: srv.Runs, Admin: srv.Admin, UoW: srv.UoW}
+		Events: srv.Events, Runs: srv.Runs, Admin: srv.Admin, DB: srv.DB}
 }
 
 // T returns the test the environment belongs to.

@@ -2,7 +2,8 @@
 // client events (event_log), agent events of ended runs (agent_events),
 // audit rows (audit_log) and revoked or expired tokens. Every replica runs
 // it; the statements are idempotent, so replicas that purge at the same time
-// only repeat each other's work.
+// only repeat each other's work. The statements belong to the tables'
+// owners (events, authz, identity); retention decides when and how much.
 package retention
 
 import (
@@ -10,12 +11,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
-	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/runs"
 )
 
 // Keep says how long each kind of row lives; zero keeps it forever.
@@ -31,17 +32,25 @@ type Removed struct {
 	EventLog, AgentEvents, AuditLog, Tokens int64
 }
 
-// Service purges.
-type Service struct {
-	pool  *pgxpool.Pool
-	clock clock.Clock
-	keep  Keep
-	log   *slog.Logger
+// Owners are the modules whose tables retention purges.
+type Owners struct {
+	Events   *events.Log
+	Authz    *authz.Service
+	Identity *identity.Service
 }
 
-// New returns the purge over pool.
-func New(pool *pgxpool.Pool, c clock.Clock, keep Keep, log *slog.Logger) *Service {
-	return &Service{pool: pool, clock: c, keep: keep, log: log}
+// Service purges.
+type Service struct {
+	db     *db.DB
+	owners Owners
+	clock  clock.Clock
+	keep   Keep
+	log    *slog.Logger
+}
+
+// New returns the purge over d, removing rows through their owners.
+func New(d *db.DB, owners Owners, c clock.Clock, keep Keep, log *slog.Logger) *Service {
+	return &Service{db: d, owners: owners, clock: c, keep: keep, log: log}
 }
 
 // batch bounds the rows one statement removes, so that no purge holds long
@@ -62,21 +71,26 @@ func (s *Service) PurgeOnce(ctx context.Context) (Removed, error) {
 		// Only events of runs that have ended: an agent never loses an event
 		// it may still act on, however long it was away. (Events without a
 		// run are kept.)
-		if r.AgentEvents, err = s.batched(ctx, `DELETE FROM agent_events WHERE seq IN (
-			SELECT e.seq FROM agent_events e JOIN runs ON runs.id = e.run_id
-			WHERE e.created_at < $1 AND runs.state NOT IN (`+domain.ActiveRunStatesSQL+`) LIMIT $2)`, now.Add(-s.keep.AgentEvents)); err != nil {
+		cutoff := now.Add(-s.keep.AgentEvents)
+		if r.AgentEvents, err = s.batched(ctx, func(ctx context.Context) (int64, error) {
+			return s.owners.Events.DeleteAgentEvents(ctx, cutoff, batch, runs.EndedRunsSQL)
+		}); err != nil {
 			return r, err
 		}
 	}
 	if s.keep.AuditLog > 0 {
-		if r.AuditLog, err = s.batched(ctx, `DELETE FROM audit_log WHERE id IN (
-			SELECT id FROM audit_log WHERE last_at < $1 LIMIT $2)`, now.Add(-s.keep.AuditLog)); err != nil {
+		cutoff := now.Add(-s.keep.AuditLog)
+		if r.AuditLog, err = s.batched(ctx, func(ctx context.Context) (int64, error) {
+			return s.owners.Authz.DeleteOldAudit(ctx, cutoff, batch)
+		}); err != nil {
 			return r, err
 		}
 	}
 	if s.keep.Tokens > 0 {
-		if r.Tokens, err = s.batched(ctx, `DELETE FROM tokens WHERE id IN (
-			SELECT id FROM tokens WHERE revoked_at < $1 OR expires_at < $1 LIMIT $2)`, now.Add(-s.keep.Tokens)); err != nil {
+		cutoff := now.Add(-s.keep.Tokens)
+		if r.Tokens, err = s.batched(ctx, func(ctx context.Context) (int64, error) {
+			return s.owners.Identity.DeleteOldTokens(ctx, cutoff, batch)
+		}); err != nil {
 			return r, err
 		}
 	}
@@ -87,21 +101,19 @@ func (s *Service) PurgeOnce(ctx context.Context) (Removed, error) {
 // horizon moves first, in the same transaction as the first batch, so that
 // no reader sees a gap without the cursor_expired answer.
 func (s *Service) purgeEventLog(ctx context.Context, cutoff time.Time) (int64, error) {
-	var upto int64
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM event_log WHERE created_at < $1`, cutoff).Scan(&upto); err != nil || upto == 0 {
+	upto, err := s.owners.Events.ClientEventsBefore(ctx, cutoff)
+	if err != nil || upto == 0 {
 		return 0, err
 	}
 	var total int64
 	for {
 		var n int64
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO retention_horizon (stream, seq, updated_at) VALUES ($1, $2, $3)
-				ON CONFLICT (stream) DO UPDATE SET seq = greatest(retention_horizon.seq, excluded.seq), updated_at = excluded.updated_at`,
-				events.StreamClient, upto, s.clock.Now()); err != nil {
+		err := s.db.InTx(ctx, func(ctx context.Context) error {
+			if err := s.owners.Events.MoveHorizon(ctx, events.StreamClient, upto); err != nil {
 				return err
 			}
-			tag, err := tx.Exec(ctx, `DELETE FROM event_log WHERE seq IN (SELECT seq FROM event_log WHERE seq <= $1 ORDER BY seq LIMIT $2)`, upto, batch)
-			n = tag.RowsAffected()
+			var err error
+			n, err = s.owners.Events.DeleteClientEvents(ctx, upto, batch)
 			return err
 		})
 		if err != nil {
@@ -114,17 +126,17 @@ func (s *Service) purgeEventLog(ctx context.Context, cutoff time.Time) (int64, e
 	}
 }
 
-// batched runs a DELETE with parameters ($1 cutoff, $2 batch size) until it
-// removes fewer rows than a batch.
-func (s *Service) batched(ctx context.Context, sql string, cutoff time.Time) (int64, error) {
+// batched runs one batch of an owner's delete (each batch its own
+// statement) until it removes fewer rows than a batch.
+func (s *Service) batched(ctx context.Context, deleteBatch func(ctx context.Context) (int64, error)) (int64, error) {
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, sql, cutoff, batch)
+		n, err := deleteBatch(ctx)
 		if err != nil {
 			return total, err
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < batch {
+		total += n
+		if n < batch {
 			return total, nil
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -67,12 +68,12 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 	if !validID(id) {
 		return notFound()
 	}
-	r, err := getRun(ctx, s.pool, id, "")
+	r, err := s.getRun(ctx, id, "")
 	if errors.Is(err, ErrNotFound) {
 		// The thread lookup of a visible run runs for a missing one too
 		// (on the nil UUID): a hidden and a missing run take the same
 		// statements.
-		if _, _, err := s.chat.ThreadInfo(ctx, nil, "00000000-0000-0000-0000-000000000000"); err != nil && !errors.Is(err, chat.ErrNotFound) {
+		if _, _, err := s.chat.ThreadInfo(ctx, "00000000-0000-0000-0000-000000000000"); err != nil && !errors.Is(err, chat.ErrNotFound) {
 			return Read{}, problem.Internal(err)
 		}
 		return notFound()
@@ -80,7 +81,7 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 	if err != nil {
 		return Read{}, problem.Internal(err)
 	}
-	t, c, err := s.chat.ThreadInfo(ctx, nil, r.ThreadID)
+	t, c, err := s.chat.ThreadInfo(ctx, r.ThreadID)
 	if err != nil {
 		return Read{}, problem.Internal(err)
 	}
@@ -283,7 +284,7 @@ func budgetItems(es []ContextElement) []domain.Item {
 // earlierRuns returns the earlier runs of r's session, newest first, with
 // where their triggering messages lie (one statement).
 func (s *Service) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, error) {
-	rows, err := s.pool.Query(ctx, `SELECT triggering_message_id IS NOT NULL, coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0)
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT triggering_message_id IS NOT NULL, coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0)
 		FROM runs WHERE agent_session_id = $1 AND (queued_at, id) < ($3, $2) ORDER BY queued_at DESC, id DESC`,
 		r.SessionID, r.ID, r.QueuedAt)
 	if err != nil {
@@ -305,7 +306,7 @@ func (s *Service) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, 
 // that lies outside the run's thread and its channel's main thread, and
 // whether actor may read it there.
 func (s *Service) triggerElsewhere(ctx context.Context, actor identity.Principal, threadID string) (authz.Path, string, bool, error) {
-	t, c, err := s.chat.ThreadInfo(ctx, nil, threadID)
+	t, c, err := s.chat.ThreadInfo(ctx, threadID)
 	if errors.Is(err, chat.ErrNotFound) {
 		return authz.Path{}, "", false, nil
 	}
@@ -332,7 +333,7 @@ func (s *Service) Delivered(ctx context.Context, sessionID, runID string, messag
 	if runID != "" {
 		run = runID
 	}
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT f.message_id::text FROM run_followups f JOIN runs r ON r.id = f.run_id
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT DISTINCT f.message_id::text FROM run_followups f JOIN runs r ON r.id = f.run_id
 		WHERE (r.agent_session_id = $1::uuid OR r.id = $2::uuid) AND f.message_id = ANY($3::uuid[]) AND f.delivered_at IS NOT NULL`, session, run, messageIDs)
 	if err != nil {
 		return nil, fmt.Errorf("delivered follow-ups: %w", err)
@@ -363,7 +364,7 @@ func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, me
 	if runID != "" {
 		run = runID
 	}
-	rows, err := s.pool.Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN messages m ON m.id = f.message_id
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
 			WHERE f.run_id = $2::uuid AND f.state IN ('pending', 'delivered'))
 		SELECT false, fu.message_id::text, fu.thread_seq FROM fu
 		UNION ALL
@@ -407,7 +408,7 @@ func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, me
 // in play (pending or delivered), oldest first, in two statements for all
 // runs (a per-request loader batches the runs of one request).
 func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
-	rows, err := s.pool.Query(ctx, `SELECT f.run_id::text, f.message_id::text FROM run_followups f JOIN messages m ON m.id = f.message_id
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
 		WHERE f.run_id = ANY($1::uuid[]) AND f.state IN ('pending', 'delivered') ORDER BY m.thread_seq`, runIDs)
 	if err != nil {
 		return nil, fmt.Errorf("follow-ups: %w", err)

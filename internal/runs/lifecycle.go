@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -24,26 +25,26 @@ func errNotActive() error {
 // one unit of work (thread row first, then run row, the lock order of every
 // unit that touches both) and appends fn's events.
 func (s *Service) change(ctx context.Context, actor identity.Principal, action authz.Action, id string,
-	fn func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error)) (Run, error) {
+	fn func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error)) (Run, error) {
 	_, path, err := s.authz.Authorize(ctx, actor, action, authz.Resource{Kind: authz.KindRun, ID: id})
 	if err != nil {
 		return Run{}, err
 	}
 	var out Run
-	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if _, err := s.chat.LockThread(ctx, tx, path.ThreadID); err != nil {
+	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		if _, err := s.chat.LockThread(ctx, path.ThreadID); err != nil {
 			return problem.Internal(err)
 		}
-		r, err := getRun(ctx, tx, id, "FOR UPDATE")
+		r, err := s.getRun(ctx, id, "FOR UPDATE")
 		if err != nil {
 			return problem.Internal(err)
 		}
-		r, evs, err := fn(tx, r, path.ChannelID)
+		r, evs, err := fn(ctx, r, path.ChannelID)
 		if err != nil {
 			return err
 		}
 		out = r
-		return s.events.Append(ctx, tx, evs...)
+		return s.events.Append(ctx, evs...)
 	})
 	return out, err
 }
@@ -83,7 +84,8 @@ func errClaimed() error {
 
 // extendLease renews r's lease by run.lease_timeout without a new version
 // (a lease is not a state change).
-func (s *Service) extendLease(ctx context.Context, tx pgx.Tx, r Run) (Run, error) {
+func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
+	tx := db.Q(ctx, s.pool)
 	until := s.clock.Now().Add(s.timeouts.Lease)
 	if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1`, r.ID, until); err != nil {
 		return Run{}, problem.Internal(fmt.Errorf("extend lease: %w", err))
@@ -101,14 +103,14 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 	if err := checkHolder(holder); err != nil {
 		return Run{}, err
 	}
-	return s.change(ctx, actor, authz.RunStart, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunStart, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
 		switch r.State {
 		case domain.RunRunning, domain.RunWaitingInput:
 			if r.Holder != holder {
 				return Run{}, nil, errClaimed()
 			}
 			if r.State == domain.RunRunning {
-				r, err := s.extendLease(ctx, tx, r)
+				r, err := s.extendLease(ctx, r)
 				return r, nil, err
 			}
 		case domain.RunQueued:
@@ -116,13 +118,13 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 			return Run{}, nil, errNotActive()
 		}
 		if r.SessionID != "" {
-			if _, err := tx.Exec(ctx, `UPDATE agent_sessions SET started = true WHERE id = $1`, r.SessionID); err != nil {
+			if _, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_sessions SET started = true WHERE id = $1`, r.SessionID); err != nil {
 				return Run{}, nil, problem.Internal(err)
 			}
 		}
 		until := s.clock.Now().Add(s.timeouts.Lease)
 		r.Holder, r.LeaseExpiresAt = holder, &until
-		r, err := s.transition(ctx, tx, r, domain.RunRunning, "")
+		r, err := s.transition(ctx, r, domain.RunRunning, "")
 		if err != nil {
 			return Run{}, nil, err
 		}
@@ -138,14 +140,14 @@ func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holde
 	if err := checkHolder(holder); err != nil {
 		return Run{}, err
 	}
-	return s.change(ctx, actor, authz.RunRenew, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunRenew, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
 		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
 		}
 		if r.State == domain.RunQueued || r.Holder != holder {
 			return Run{}, nil, errClaimed()
 		}
-		r, err := s.extendLease(ctx, tx, r)
+		r, err := s.extendLease(ctx, r)
 		return r, nil, err
 	})
 }
@@ -153,10 +155,10 @@ func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holde
 // AwaitInput moves the agent's own running run to waiting_input
 // (run.await_input).
 func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id string) (Run, error) {
-	return s.change(ctx, actor, authz.RunAwaitInput, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunAwaitInput, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
 		switch r.State {
 		case domain.RunWaitingInput:
-			r, err := s.extendLease(ctx, tx, r)
+			r, err := s.extendLease(ctx, r)
 			return r, nil, err
 		case domain.RunRunning:
 		case domain.RunQueued:
@@ -166,7 +168,7 @@ func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id s
 		}
 		until := s.clock.Now().Add(s.timeouts.Lease)
 		r.LeaseExpiresAt = &until
-		r, err := s.transition(ctx, tx, r, domain.RunWaitingInput, "")
+		r, err := s.transition(ctx, r, domain.RunWaitingInput, "")
 		if err != nil {
 			return Run{}, nil, err
 		}
@@ -195,7 +197,7 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id strin
 	if to == domain.RunCancelled && reason == "" {
 		reason = "cancelled"
 	}
-	return s.change(ctx, actor, authz.RunFinish, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunFinish, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
 		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
 		}
@@ -203,7 +205,7 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id strin
 			// The adapter confirms the cancel that loss of trigger asked for.
 			reason = ReasonTriggerRevoked
 		}
-		return s.end(ctx, tx, r, to, reason, channelID)
+		return s.end(ctx, r, to, reason, channelID)
 	})
 }
 
@@ -212,18 +214,18 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id strin
 // run.cancel_requested in the agent's stream, and ends when the adapter
 // confirms with finishRun(cancelled). The run's own agent cancels at once.
 func (s *Service) Cancel(ctx context.Context, actor identity.Principal, id string) (Run, error) {
-	return s.change(ctx, actor, authz.RunCancel, id, func(tx pgx.Tx, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, authz.RunCancel, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
 		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
 		}
 		if r.State == domain.RunQueued || actor.ID == r.AgentID {
-			return s.end(ctx, tx, r, domain.RunCancelled, "cancelled", channelID)
+			return s.end(ctx, r, domain.RunCancelled, "cancelled", channelID)
 		}
 		if r.CancelRequested {
 			return r, nil, nil
 		}
 		r.CancelRequested = true
-		r, err := s.transition(ctx, tx, r, r.State, "")
+		r, err := s.transition(ctx, r, r.State, "")
 		if err != nil {
 			return Run{}, nil, err
 		}
@@ -252,8 +254,9 @@ const (
 // would be its follow-ups become them, and every other one is dropped with
 // the decision's reason. The caller holds the thread's and the run's row
 // locks.
-func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to domain.RunState, reason, channelID string) (Run, []events.Event, error) {
-	r, err := s.transition(ctx, tx, r, to, reason)
+func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, channelID string) (Run, []events.Event, error) {
+	tx := db.Q(ctx, s.pool)
+	r, err := s.transition(ctx, r, to, reason)
 	if err != nil {
 		return Run{}, nil, err
 	}
@@ -265,7 +268,7 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to domain.RunState,
 	if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, r.ID, settled); err != nil {
 		return Run{}, nil, problem.Internal(err)
 	}
-	rows, err := tx.Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN messages m ON m.id = f.message_id
+	rows, err := tx.Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
 		WHERE f.run_id = $1 AND f.state = 'pending' ORDER BY m.thread_seq`, r.ID)
 	if err != nil {
 		return Run{}, nil, problem.Internal(err)
@@ -277,22 +280,22 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to domain.RunState,
 	if len(list) == 0 {
 		return r, evs, nil
 	}
-	thread, channel, err := s.chat.ThreadInfo(ctx, tx, r.ThreadID)
+	thread, channel, err := s.chat.ThreadInfo(ctx, r.ThreadID)
 	if err != nil {
 		return Run{}, nil, problem.Internal(err)
 	}
 	var next Run
 	for _, id := range list {
-		m, err := s.messaging.LoadIn(ctx, tx, id, channel.ID)
+		m, err := s.messaging.Load(ctx, id, channel.ID)
 		if err != nil {
 			return Run{}, nil, problem.Internal(err)
 		}
-		people, err := s.ident.GetManyIn(ctx, tx, []string{m.Author.ID})
+		people, err := s.ident.GetMany(ctx, []string{m.Author.ID})
 		if err != nil {
 			return Run{}, nil, problem.Internal(err)
 		}
 		p := &messaging.Posted{Message: m, Thread: thread, Channel: channel, Author: people[m.Author.ID]}
-		facts, _, err := s.triggerFacts(ctx, tx, p)
+		facts, _, err := s.triggerFacts(ctx, p)
 		if err != nil {
 			return Run{}, nil, problem.Internal(err)
 		}
@@ -318,12 +321,12 @@ func (s *Service) end(ctx context.Context, tx pgx.Tx, r Run, to domain.RunState,
 			}
 			// The next run stays in r's thread even where auto_thread is on
 			// now: the follow-up belongs to the conversation it was written in.
-			more, err := s.startRunFor(ctx, tx, r.AgentID, d.Guest, thread, channel.ID, trigger{m.ID, m.ThreadID, m.ThreadSeq}, m.Author.ID)
+			more, err := s.startRunFor(ctx, r.AgentID, d.Guest, thread, channel.ID, trigger{m.ID, m.ThreadID, m.ThreadSeq}, m.Author.ID)
 			if err != nil {
 				return Run{}, nil, err
 			}
 			evs = append(evs, more...)
-			if next, err = activeRunOf(ctx, tx, r.ThreadID); err != nil {
+			if next, err = s.activeRunOf(ctx, r.ThreadID); err != nil {
 				return Run{}, nil, problem.Internal(fmt.Errorf("next run: %w", err))
 			}
 			continue
@@ -346,7 +349,7 @@ func followupEvent(run Run, messageID string) events.Event {
 // run's agent for agent-self actions.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
 	var threadID, agentID string
-	err := s.pool.QueryRow(ctx, `SELECT thread_id::text, agent_id::text FROM runs WHERE id = $1`, id).Scan(&threadID, &agentID)
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, agent_id::text FROM runs WHERE id = $1`, id).Scan(&threadID, &agentID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return authz.Path{Kind: kind, ID: id}, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -30,15 +31,13 @@ type Page struct {
 // stream): the end of every stream, since seqs are shared by all agents and
 // commit in order. A cursor above it was never handed out.
 func (s *Service) streamEnd(ctx context.Context) (int64, error) {
-	var end int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM agent_events`).Scan(&end)
-	return end, err
+	return s.events.AgentEnd(ctx)
 }
 
 // ackedSeq returns the agent's acknowledged position (0 before its first ack).
 func (s *Service) ackedSeq(ctx context.Context, agentID string) (int64, error) {
 	var seq int64
-	err := s.pool.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1`, agentID).Scan(&seq)
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1`, agentID).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -184,7 +183,8 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 		return "", err
 	}
 	var stored int64
-	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		tx := s.db.Q(ctx)
 		now := s.clock.Now()
 		if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
 			actor.ID, now); err != nil {
@@ -199,7 +199,7 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 			return nil
 		}
 		if _, err := tx.Exec(ctx, `UPDATE run_followups f SET state = 'delivered', delivered_at = $4
-			FROM agent_events e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
+			FROM `+events.AgentEventsSQL+` e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
 			AND f.run_id = e.run_id AND f.message_id = e.message_id AND f.state = 'pending'`,
 			actor.ID, from, to, now, events.AgentFollowup); err != nil {
 			return problem.Internal(err)

@@ -37,7 +37,7 @@ type Timeouts struct {
 // Service is the runs module.
 type Service struct {
 	pool      db.Querier
-	uow       *db.UnitOfWork
+	db        *db.DB
 	clock     clock.Clock
 	log       *slog.Logger
 	ident     *identity.Service
@@ -53,7 +53,7 @@ type Service struct {
 // Deps are the collaborators of the runs module.
 type Deps struct {
 	Pool      db.Querier
-	UoW       *db.UnitOfWork
+	DB        *db.DB
 	Clock     clock.Clock
 	Log       *slog.Logger
 	Identity  *identity.Service
@@ -69,7 +69,7 @@ type Deps struct {
 
 // NewService returns the runs module and subscribes it to posted messages.
 func NewService(d Deps) *Service {
-	s := &Service{pool: d.Pool, uow: d.UoW, clock: d.Clock, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
+	s := &Service{pool: d.Pool, db: d.DB, clock: d.Clock, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
 		messaging: d.Messaging, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
 	d.Messaging.Subscribe(s)
 	return s
@@ -78,14 +78,14 @@ func NewService(d Deps) *Service {
 // OnMessagePosted applies the trigger decision to a message inside the unit
 // of work that stores it (docs/design/runs.md#trigger-decision): a message
 // of any origin other than human does no trigger work at all.
-func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.Posted) ([]events.Event, error) {
+func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]events.Event, error) {
 	if p.RunID != "" {
 		// The answer branch: only an agent's message can name a run
 		// (messaging refuses it from anyone else); check it and stop.
 		if p.Message.Origin != messaging.OriginAgent || p.Message.Kind == messaging.KindRun || p.Message.Kind == messaging.KindSystem {
 			return nil, problem.Internal(fmt.Errorf("message of origin %s and kind %s names a run", p.Message.Origin, p.Message.Kind))
 		}
-		return nil, s.checkAnswer(ctx, tx, p)
+		return nil, s.checkAnswer(ctx, p)
 	}
 	if p.Message.Origin != messaging.OriginHuman {
 		// Nothing an agent, app, import or the system writes ever sets an
@@ -93,7 +93,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 		// (docs/design/replies.md#nothing-an-agent-writes-triggers).
 		return nil, nil
 	}
-	facts, active, err := s.triggerFacts(ctx, tx, p)
+	facts, active, err := s.triggerFacts(ctx, p)
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
@@ -102,20 +102,20 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 	case messaging.TriggerNone:
 		return nil, nil
 	case messaging.TriggerFailed:
-		return nil, s.setTrigger(ctx, tx, p, messaging.TriggerFailed, d.Reason)
+		return nil, s.setTrigger(ctx, p, messaging.TriggerFailed, d.Reason)
 	case messaging.TriggerFollowup:
-		if err := s.setTrigger(ctx, tx, p, messaging.TriggerFollowup, ""); err != nil {
+		if err := s.setTrigger(ctx, p, messaging.TriggerFollowup, ""); err != nil {
 			return nil, err
 		}
-		return s.addFollowup(ctx, tx, active, p.Message.ID, p.Channel.ID)
+		return s.addFollowup(ctx, active, p.Message.ID, p.Channel.ID)
 	}
-	if err := s.setTrigger(ctx, tx, p, messaging.TriggerAccepted, ""); err != nil {
+	if err := s.setTrigger(ctx, p, messaging.TriggerAccepted, ""); err != nil {
 		return nil, err
 	}
 	var evs []events.Event
 	runThread := p.Thread
 	if d.AutoThread {
-		t, err := s.chat.CreateThread(ctx, tx, chat.NewThread{Channel: p.Channel, ParentMessageID: p.Message.ID,
+		t, err := s.chat.CreateThread(ctx, chat.NewThread{Channel: p.Channel, ParentMessageID: p.Message.ID,
 			ByAgent: true, CreatedBy: p.Author.ID, TitleFrom: p.Message.ContentMD})
 		if err != nil {
 			return nil, problem.From(err)
@@ -123,15 +123,15 @@ func (s *Service) OnMessagePosted(ctx context.Context, tx pgx.Tx, p *messaging.P
 		runThread = t
 		evs = append(evs, events.Event{Type: events.ThreadCreated, ChannelID: p.Channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)})
 	}
-	more, err := s.startRunFor(ctx, tx, d.Agent, d.Guest, runThread, p.Channel.ID, trigger{p.Message.ID, p.Thread.ID, p.Message.ThreadSeq}, p.Author.ID)
+	more, err := s.startRunFor(ctx, d.Agent, d.Guest, runThread, p.Channel.ID, trigger{p.Message.ID, p.Thread.ID, p.Message.ThreadSeq}, p.Author.ID)
 	if err != nil {
 		return nil, err
 	}
 	return append(evs, more...), nil
 }
 
-func (s *Service) setTrigger(ctx context.Context, tx pgx.Tx, p *messaging.Posted, state messaging.TriggerState, reason string) error {
-	if err := s.messaging.SetTrigger(ctx, tx, p.Message.ID, state, reason); err != nil {
+func (s *Service) setTrigger(ctx context.Context, p *messaging.Posted, state messaging.TriggerState, reason string) error {
+	if err := s.messaging.SetTrigger(ctx, p.Message.ID, state, reason); err != nil {
 		return problem.Internal(err)
 	}
 	p.Message.TriggerState, p.Message.TriggerReason = state, reason
@@ -142,7 +142,8 @@ func (s *Service) setTrigger(ctx context.Context, tx pgx.Tx, p *messaging.Posted
 // switches, the writer's trigger right, the first mentioned agent's state
 // and read right, and the thread's active run, which it returns locked (the
 // run a follow-up joins).
-func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Posted) (TriggerFacts, Run, error) {
+func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (TriggerFacts, Run, error) {
+	tx := db.Q(ctx, s.pool)
 	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
 	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == chat.ThreadMain, ThreadOperator: p.Thread.OperatorAgentID,
 		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
@@ -164,7 +165,7 @@ func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Post
 	if f.MainThread {
 		operator = f.ChannelOperator
 	}
-	agents, err := s.ident.GetManyIn(ctx, tx, []string{mentioned, operator})
+	agents, err := s.ident.GetMany(ctx, []string{mentioned, operator})
 	if err != nil {
 		return f, Run{}, err
 	}
@@ -178,7 +179,7 @@ func (s *Service) triggerFacts(ctx context.Context, tx pgx.Tx, p *messaging.Post
 	if op, ok := agents[operator]; ok {
 		f.OperatorActive = op.Active()
 	}
-	active, err := activeRunOf(ctx, tx, p.Thread.ID)
+	active, err := s.activeRunOf(ctx, p.Thread.ID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return f, Run{}, err
 	}
@@ -195,37 +196,37 @@ type trigger struct {
 // startRunFor creates a queued run of agent in thread t (whose row lock the
 // unit holds, or which it created), joining the current session of an
 // operator run, with its anchor and the events that announce it.
-func (s *Service) startRunFor(ctx context.Context, tx pgx.Tx, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
+func (s *Service) startRunFor(ctx context.Context, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
 	now := s.clock.Now()
 	messageID := m.messageID
 	r := Run{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, TriggerKind: domain.TriggerKindMessage, TriggeringMessageID: messageID,
 		TriggerThreadID: m.threadID, TriggerSeq: m.seq,
 		TriggeredBy: by, State: domain.RunQueued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: domain.SessionMode(nil)}
 	if !guest {
-		sess, err := currentSession(ctx, tx, t.ID, agentID)
+		sess, err := s.currentSession(ctx, t.ID, agentID)
 		if errors.Is(err, ErrNotFound) {
 			sess = Session{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, IsCurrent: true, CreatedAt: now}
-			if err := insertSession(ctx, tx, sess); err != nil {
+			if err := s.insertSession(ctx, sess); err != nil {
 				return nil, problem.Internal(fmt.Errorf("create session: %w", err))
 			}
 		} else if err != nil {
 			return nil, problem.Internal(err)
 		}
-		n, err := sessionRuns(ctx, tx, sess.ID)
+		n, err := s.sessionRuns(ctx, sess.ID)
 		if err != nil {
 			return nil, problem.Internal(err)
 		}
 		r.SessionID = sess.ID
 		r.SessionMode = domain.SessionMode(&domain.SessionFacts{Started: sess.Started, Bound: sess.ExternalRef != "", Runs: n})
 	}
-	if err := insertRun(ctx, tx, r); err != nil {
+	if err := s.insertRun(ctx, r); err != nil {
 		return nil, problem.Internal(err)
 	}
-	agents, err := s.ident.GetManyIn(ctx, tx, []string{agentID})
+	agents, err := s.ident.GetMany(ctx, []string{agentID})
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
-	_, anchorEv, err := s.messaging.AppendAnchor(ctx, tx, t, channelID, agents[agentID].Ref(), r.ID)
+	_, anchorEv, err := s.messaging.AppendAnchor(ctx, t, channelID, agents[agentID].Ref(), r.ID)
 	if err != nil {
 		return nil, problem.Internal(err)
 	}
@@ -267,7 +268,8 @@ func RunPayload(r Run) map[string]any {
 
 // addFollowup makes message a pending follow-up of run, tells the agent, and
 // brings a waiting run back to running.
-func (s *Service) addFollowup(ctx context.Context, tx pgx.Tx, run Run, messageID, channelID string) ([]events.Event, error) {
+func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID string) ([]events.Event, error) {
+	tx := db.Q(ctx, s.pool)
 	if _, err := tx.Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
 		run.ID, messageID, s.clock.Now()); err != nil {
 		return nil, problem.Internal(fmt.Errorf("add follow-up: %w", err))
@@ -275,7 +277,7 @@ func (s *Service) addFollowup(ctx context.Context, tx pgx.Tx, run Run, messageID
 	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
 		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}}
 	if run.State == domain.RunWaitingInput {
-		r, err := s.transition(ctx, tx, run, domain.RunRunning, "")
+		r, err := s.transition(ctx, run, domain.RunRunning, "")
 		if err != nil {
 			return nil, err
 		}
@@ -284,9 +286,10 @@ func (s *Service) addFollowup(ctx context.Context, tx pgx.Tx, run Run, messageID
 	return evs, nil
 }
 
-// transition moves run to state to in tx, raising its version and its
+// transition moves run to state to in the transaction of ctx, raising its version and its
 // activity time. Ending states set ended_at and end_reason.
-func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to domain.RunState, reason string) (Run, error) {
+func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, reason string) (Run, error) {
+	tx := db.Q(ctx, s.pool)
 	now := s.clock.Now()
 	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
 	switch to {
@@ -323,7 +326,8 @@ func (s *Service) transition(ctx context.Context, tx pgx.Tx, run Run, to domain.
 // end of the run (which locks the thread, then the run) waits for this
 // answer's commit or the answer sees the end state, so every answer stored
 // with a run_id commits before its run's end event. The run is not changed.
-func (s *Service) checkAnswer(ctx context.Context, tx pgx.Tx, p *messaging.Posted) error {
+func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
+	tx := db.Q(ctx, s.pool)
 	var run domain.AnswerRun
 	found := true
 	if !ids.Valid(p.RunID) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
@@ -20,7 +18,7 @@ const ExternalRefMax = 200
 // resets or binds: the thread's operator (fixed, or the channel's for a main
 // thread). A thread without operator has no session to manage.
 func (s *Service) sessionAgent(ctx context.Context, threadID string, p authz.Path) (string, error) {
-	t, err := s.chat.GetThread(ctx, nil, threadID)
+	t, err := s.chat.GetThread(ctx, threadID)
 	if err != nil {
 		return "", problem.Internal(err)
 	}
@@ -62,14 +60,15 @@ func (s *Service) replaceSession(ctx context.Context, actor identity.Principal, 
 		return Session{}, err
 	}
 	out := Session{ID: ids.New(), ThreadID: threadID, AgentID: agent, IsCurrent: true, Started: started, ExternalRef: ref, CreatedAt: s.clock.Now()}
-	err = s.uow.Do(ctx, func(tx pgx.Tx) error {
-		if _, err := s.chat.LockThread(ctx, tx, threadID); err != nil {
+	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		tx := s.db.Q(ctx)
+		if _, err := s.chat.LockThread(ctx, threadID); err != nil {
 			return problem.Internal(err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE agent_sessions SET is_current = false WHERE thread_id = $1 AND agent_id = $2 AND is_current`, threadID, agent); err != nil {
 			return problem.Internal(err)
 		}
-		if err := insertSession(ctx, tx, out); err != nil {
+		if err := s.insertSession(ctx, out); err != nil {
 			return problem.Internal(err)
 		}
 		return nil

@@ -63,15 +63,18 @@ func scanRun(r pgx.Row) (Run, error) {
 	return x, err
 }
 
-func getRun(ctx context.Context, q db.Querier, id string, lock string) (Run, error) {
+func (s *Service) getRun(ctx context.Context, id string, lock string) (Run, error) {
+	q := db.Q(ctx, s.pool)
 	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 `+lock, id))
 }
 
-func activeRunOf(ctx context.Context, q db.Querier, threadID string) (Run, error) {
+func (s *Service) activeRunOf(ctx context.Context, threadID string) (Run, error) {
+	q := db.Q(ctx, s.pool)
 	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE thread_id = $1 AND state IN (`+domain.ActiveRunStatesSQL+`) FOR UPDATE`, threadID))
 }
 
-func insertRun(ctx context.Context, q db.Querier, r Run) error {
+func (s *Service) insertRun(ctx context.Context, r Run) error {
+	q := db.Q(ctx, s.pool)
 	var session any
 	if r.SessionID != "" {
 		session = r.SessionID
@@ -115,21 +118,24 @@ func scanSession(r pgx.Row) (Session, error) {
 	return s, err
 }
 
-func currentSession(ctx context.Context, q db.Querier, threadID, agentID string) (Session, error) {
+func (s *Service) currentSession(ctx context.Context, threadID, agentID string) (Session, error) {
+	q := db.Q(ctx, s.pool)
 	return scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM agent_sessions WHERE thread_id = $1 AND agent_id = $2 AND is_current FOR UPDATE`, threadID, agentID))
 }
 
-func insertSession(ctx context.Context, q db.Querier, s Session) error {
+func (s *Service) insertSession(ctx context.Context, sess Session) error {
+	q := db.Q(ctx, s.pool)
 	var ref any
-	if s.ExternalRef != "" {
-		ref = s.ExternalRef
+	if sess.ExternalRef != "" {
+		ref = sess.ExternalRef
 	}
 	_, err := q.Exec(ctx, `INSERT INTO agent_sessions (id, thread_id, agent_id, is_current, started, external_ref, created_at) VALUES ($1, $2, $3, true, $4, $5, $6)`,
-		s.ID, s.ThreadID, s.AgentID, s.Started, ref, s.CreatedAt)
+		sess.ID, sess.ThreadID, sess.AgentID, sess.Started, ref, sess.CreatedAt)
 	return err
 }
 
-func sessionRuns(ctx context.Context, q db.Querier, sessionID string) (int, error) {
+func (s *Service) sessionRuns(ctx context.Context, sessionID string) (int, error) {
+	q := db.Q(ctx, s.pool)
 	var n int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM runs WHERE agent_session_id = $1`, sessionID).Scan(&n)
 	return n, err
@@ -141,7 +147,7 @@ func validID(id string) bool { return ids.Valid(id) }
 // statement: an agent reads the runs named in its own stream without a
 // thread right (ids and states only; every nested field decides anew).
 func (s *Service) OwnRuns(ctx context.Context, agentID string, idList []string) (map[string]Run, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ANY($1::uuid[]) AND agent_id = $2`, idList, agentID)
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ANY($1::uuid[]) AND agent_id = $2`, idList, agentID)
 	if err != nil {
 		return nil, fmt.Errorf("own runs: %w", err)
 	}
@@ -155,3 +161,33 @@ func (s *Service) OwnRuns(ctx context.Context, agentID string, idList []string) 
 	}
 	return out, nil
 }
+
+// CountByState counts the runs of the whole database by state, for the
+// bothy_runs gauge (one indexed GROUP BY).
+func (s *Service) CountByState(ctx context.Context) (map[domain.RunState]int64, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT state::text, count(*) FROM runs GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count runs by state: %w", err)
+	}
+	counts := map[domain.RunState]int64{}
+	for rows.Next() {
+		var st domain.RunState
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("count runs by state: %w", err)
+		}
+		counts[st] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count runs by state: %w", err)
+	}
+	return counts, nil
+}
+
+// EndedRunsSQL is the set of ids of runs that have ended, as a subquery for
+// a module that must restrict one statement of its own to them (the
+// retention of agent events). Runs owns runs; this is the only shape others
+// may use.
+var EndedRunsSQL = `(SELECT id FROM runs WHERE state NOT IN (` + domain.ActiveRunStatesSQL + `))`

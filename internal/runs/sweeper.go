@@ -2,12 +2,12 @@ package runs
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -75,7 +75,7 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 // sweepOnce is SweepOnce that also says how many runs timed out.
 func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error) {
 	now := s.clock.Now()
-	rows, err := s.pool.Query(ctx, `SELECT id::text, thread_id::text FROM runs
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, thread_id::text FROM runs
 		WHERE (state = 'queued' AND last_activity_at < $1)
 		   OR (state IN ('running', 'waiting_input') AND (last_activity_at < $2 OR lease_expires_at <= $3))
 		   OR (state IN (`+domain.ActiveRunStatesSQL+`) AND trigger_lost_at <= $4)
@@ -94,17 +94,13 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 	}
 	for _, d := range list {
 		timedOut := false
-		err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+		err := s.db.InTx(ctx, func(ctx context.Context) error {
 			timedOut = false
-			var locked string
 			// The thread first, then the run: the lock order of every unit.
-			if err := tx.QueryRow(ctx, `SELECT id::text FROM threads WHERE id = $1 FOR UPDATE SKIP LOCKED`, d.thread).Scan(&locked); err != nil {
-				if errors.Is(err, pgx.ErrNoRows) {
-					return nil // another unit holds the thread; the next sweep retries
-				}
-				return err
+			if locked, err := s.chat.TryLockThread(ctx, d.thread); err != nil || !locked {
+				return err // not locked: another unit holds the thread; the next sweep retries
 			}
-			r, err := getRun(ctx, tx, d.run, "FOR UPDATE SKIP LOCKED")
+			r, err := s.getRun(ctx, d.run, "FOR UPDATE SKIP LOCKED")
 			if err == ErrNotFound {
 				return nil
 			}
@@ -115,21 +111,21 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 			if action == SweepNone {
 				return nil
 			}
-			t, err := s.chat.GetThread(ctx, tx, r.ThreadID)
+			t, err := s.chat.GetThread(ctx, r.ThreadID)
 			if err != nil {
 				return err
 			}
 			var evs []events.Event
 			switch action {
 			case SweepTimeout:
-				_, evs, err = s.end(ctx, tx, r, domain.RunFailed, "timeout", t.ChannelID)
+				_, evs, err = s.end(ctx, r, domain.RunFailed, "timeout", t.ChannelID)
 			case SweepRevoked:
-				_, evs, err = s.end(ctx, tx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
+				_, evs, err = s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
 			case SweepLeaseExpired:
-				_, evs, err = s.end(ctx, tx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
+				_, evs, err = s.end(ctx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
 			case SweepRequeue:
 				r.Attempt++
-				r, err = s.transition(ctx, tx, r, domain.RunQueued, "")
+				r, err = s.transition(ctx, r, domain.RunQueued, "")
 				evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}
 			}
 			if err != nil {
@@ -137,7 +133,7 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 			}
 			changed++
 			timedOut = action == SweepTimeout
-			return s.events.Append(ctx, tx, evs...)
+			return s.events.Append(ctx, evs...)
 		})
 		if err != nil {
 			return changed, ended, err

@@ -10,6 +10,8 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -43,9 +45,9 @@ type heldBy struct {
 // spaces); the sweeper calls it with the zero scope on every sweep, which
 // also catches grants that expired. It returns how many runs it changed.
 func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int, error) {
-	const inScope = `($1 = '' OR %s::text = $1) AND ($2 = '' OR t.channel_id::text = $2) AND ($3 = '' OR c.space_id::text = $3)`
-	runRows, err := s.pool.Query(ctx, `SELECT r.id::text, '', r.thread_id::text, r.triggered_by::text FROM runs r
-		JOIN threads t ON t.id = r.thread_id JOIN channels c ON c.id = t.channel_id
+	const inScope = `($1 = '' OR %s::text = $1) AND ($2 = '' OR t.channel_id::text = $2) AND ($3 = '' OR t.space_id::text = $3)`
+	runRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT r.id::text, '', r.thread_id::text, r.triggered_by::text FROM runs r
+		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
 		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND r.trigger_lost_at IS NULL AND r.triggered_by IS NOT NULL AND `+
 		fmt.Sprintf(inScope, "r.triggered_by"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
 	if err != nil {
@@ -55,9 +57,9 @@ func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int,
 	if err != nil {
 		return 0, fmt.Errorf("recheck runs: %w", err)
 	}
-	fRows, err := s.pool.Query(ctx, `SELECT f.run_id::text, f.message_id::text, r.thread_id::text, m.author_principal_id::text FROM run_followups f
-		JOIN runs r ON r.id = f.run_id JOIN messages m ON m.id = f.message_id
-		JOIN threads t ON t.id = r.thread_id JOIN channels c ON c.id = t.channel_id
+	fRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text, r.thread_id::text, m.author_principal_id::text FROM run_followups f
+		JOIN runs r ON r.id = f.run_id JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
+		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
 		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND f.state IN ('pending', 'delivered') AND `+
 		fmt.Sprintf(inScope, "m.author_principal_id"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
 	if err != nil {
@@ -91,8 +93,9 @@ func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int,
 		if !lost[h] {
 			continue
 		}
-		err := s.uow.Do(ctx, func(tx pgx.Tx) error {
-			if _, err := s.chat.LockThread(ctx, tx, h.threadID); err != nil {
+		err := s.db.InTx(ctx, func(ctx context.Context) error {
+			tx := s.db.Q(ctx)
+			if _, err := s.chat.LockThread(ctx, h.threadID); err != nil {
 				return problem.Internal(err)
 			}
 			_, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2 AND state IN ('pending', 'delivered')`,
@@ -122,7 +125,7 @@ func (s *Service) lostTrigger(ctx context.Context, items []heldBy) (map[heldBy]b
 		if _, ok := paths[h.threadID]; ok {
 			continue
 		}
-		_, c, err := s.chat.ThreadInfo(ctx, nil, h.threadID)
+		_, c, err := s.chat.ThreadInfo(ctx, h.threadID)
 		if err != nil {
 			return nil, fmt.Errorf("recheck thread: %w", err)
 		}
@@ -166,13 +169,13 @@ func (s *Service) lostTrigger(ctx context.Context, items []heldBy) (map[heldBy]b
 // trigger; it reports whether it changed the run.
 func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 	changed := false
-	err := s.uow.Do(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		changed = false
-		t, err := s.chat.LockThread(ctx, tx, h.threadID)
+		t, err := s.chat.LockThread(ctx, h.threadID)
 		if err != nil {
 			return problem.Internal(err)
 		}
-		r, err := getRun(ctx, tx, h.runID, "FOR UPDATE")
+		r, err := s.getRun(ctx, h.runID, "FOR UPDATE")
 		if err != nil {
 			return problem.Internal(err)
 		}
@@ -181,7 +184,7 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 		}
 		var evs []events.Event
 		if r.State == domain.RunQueued {
-			_, evs, err = s.end(ctx, tx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
+			_, evs, err = s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
 			if err != nil {
 				return err
 			}
@@ -189,7 +192,7 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 			now := s.clock.Now()
 			asked := r.CancelRequested
 			r.CancelRequested, r.TriggerLostAt = true, &now
-			r, err = s.transition(ctx, tx, r, r.State, "")
+			r, err = s.transition(ctx, r, r.State, "")
 			if err != nil {
 				return err
 			}
@@ -199,7 +202,7 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 			}
 		}
 		changed = true
-		return s.events.Append(ctx, tx, evs...)
+		return s.events.Append(ctx, evs...)
 	})
 	return changed, err
 }

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/messaging"
@@ -352,7 +350,7 @@ type capture struct {
 	runs []string
 }
 
-func (c *capture) OnMessagePosted(_ context.Context, _ pgx.Tx, p *messaging.Posted) ([]events.Event, error) {
+func (c *capture) OnMessagePosted(_ context.Context, p *messaging.Posted) ([]events.Event, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.runs = append(c.runs, p.RunID)
@@ -567,7 +565,7 @@ func TestOnMessagePosted_AnswerBranch(t *testing.T) {
 	esk := env.Main("Support/Eskalation")
 	say(t, env, "alex", esk, "@lotse a run")
 	run := s.nextRun()
-	thread, channel, err := env.Server.Chat.ThreadInfo(t.Context(), nil, esk)
+	thread, channel, err := env.Server.Chat.ThreadInfo(t.Context(), esk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,12 +586,16 @@ func TestOnMessagePosted_AnswerBranch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.posted.Thread, c.posted.Channel = thread, channel
 			runs := env.Count(`SELECT count(*) FROM runs`)
-			tx, err := env.Pool.Begin(t.Context())
-			if err != nil {
-				t.Fatal(err)
+			var evs []events.Event
+			var err error
+			// The subscriber runs in a transaction that commits whatever it
+			// answers (a failed one commits as a rollback).
+			if txErr := env.Server.DB.InTx(t.Context(), func(ctx context.Context) error {
+				evs, err = env.Server.Runs.OnMessagePosted(ctx, &c.posted)
+				return nil
+			}); txErr != nil && err == nil {
+				t.Fatal(txErr)
 			}
-			defer tx.Rollback(t.Context())
-			evs, err := env.Server.Runs.OnMessagePosted(t.Context(), tx, &c.posted)
 			got := ""
 			if err != nil {
 				got = string(problemCode(err))
@@ -604,7 +606,6 @@ func TestOnMessagePosted_AnswerBranch(t *testing.T) {
 			if c.posted.Message.TriggerState != "" {
 				t.Fatalf("trigger_state %q", c.posted.Message.TriggerState)
 			}
-			tx.Commit(t.Context())
 			if env.Count(`SELECT count(*) FROM runs`) != runs {
 				t.Fatal("the branch created a run")
 			}

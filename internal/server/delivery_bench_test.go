@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/events"
 )
@@ -77,8 +75,8 @@ func measureDelivery(b *testing.B, fixedPoll bool) []time.Duration {
 	}()
 	for i := 0; i < deliveryEvents; i++ {
 		time.Sleep(20 * time.Millisecond)
-		err := peer.Server.UoW.Do(ctx, func(tx pgx.Tx) error {
-			return events.NewLog(peer.Pool, peer.Clock).Append(ctx, tx, events.Event{AgentID: agent, Type: events.RunCancelRequested, Payload: map[string]any{"run_id": fmt.Sprintf("bench-%d", i)}})
+		err := peer.Server.DB.InTx(ctx, func(ctx context.Context) error {
+			return events.NewLog(peer.Pool, peer.Clock).Append(ctx, events.Event{AgentID: agent, Type: events.RunCancelRequested, Payload: map[string]any{"run_id": fmt.Sprintf("bench-%d", i)}})
 		})
 		at := time.Now()
 		if err != nil {

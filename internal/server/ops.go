@@ -153,12 +153,19 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 // runStates are the states of runs.state, so that every state has a sample.
 var runStates = domain.RunStates
 
-// runsCollector counts runs by state at scrape time (one indexed GROUP BY,
-// bounded by timeout). A failed count exports nothing rather than zeros.
+// runsCollector counts runs by state at scrape time (the runs module's
+// count, bounded by timeout). A failed count exports nothing rather than
+// zeros.
 type runsCollector struct {
-	pool    *pgxpool.Pool
+	count   func(ctx context.Context) (map[domain.RunState]int64, error)
 	timeout time.Duration
 	desc    *prometheus.Desc
+}
+
+// newRunsCollector returns the bothy_runs gauge over count.
+func newRunsCollector(count func(ctx context.Context) (map[domain.RunState]int64, error), timeout time.Duration) *runsCollector {
+	return &runsCollector{count: count, timeout: timeout, desc: prometheus.NewDesc("bothy_runs",
+		"Runs by state, over the whole database.", []string{"state"}, nil)}
 }
 
 func (c *runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
@@ -166,20 +173,8 @@ func (c *runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, `SELECT state::text, count(*) FROM runs GROUP BY state`)
+	counts, err := c.count(ctx)
 	if err != nil {
-		return
-	}
-	counts := map[domain.RunState]int64{}
-	for rows.Next() {
-		var s domain.RunState
-		var n int64
-		if rows.Scan(&s, &n) == nil {
-			counts[s] = n
-		}
-	}
-	rows.Close()
-	if rows.Err() != nil {
 		return
 	}
 	for _, s := range runStates {
@@ -198,7 +193,7 @@ type opsMetrics struct {
 	runTimeouts prometheus.Counter
 }
 
-func registerOps(reg prometheus.Registerer, pool *pgxpool.Pool, timeout time.Duration, listening func() bool, reconnects func() uint64) *opsMetrics {
+func registerOps(reg prometheus.Registerer, pool *pgxpool.Pool, listening func() bool, reconnects func() uint64) *opsMetrics {
 	m := &opsMetrics{
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_ratelimit_rejections_total",
 			Help: "Requests refused by a rate limit, by class."}, []string{"class"}),
@@ -214,8 +209,6 @@ func registerOps(reg prometheus.Registerer, pool *pgxpool.Pool, timeout time.Dur
 		ConstLabels: prometheus.Labels{"version": in.Version, "revision": in.Revision, "goversion": in.GoVersion}})
 	build.Set(1)
 	reg.MustRegister(m.rejected, m.runTimeouts, build, newPoolCollector(pool),
-		&runsCollector{pool: pool, timeout: timeout, desc: prometheus.NewDesc("bothy_runs",
-			"Runs by state, over the whole database.", []string{"state"}, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_listener_connected",
 			Help: "1 while the LISTEN connection for long-poll wake-ups is up."}, func() float64 {
 			if listening() {

@@ -105,7 +105,7 @@ type Server struct {
 	Feed      *feed.Service
 	Events    *events.Log
 	Runs      *runs.Service
-	UoW       *db.UnitOfWork
+	DB        *db.DB
 	Admin     *admin.Service
 	Retention *retention.Service
 
@@ -155,14 +155,14 @@ func New(d Deps) (*Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := httpx.NewMetrics(reg, cfg.Int(config.MetricsMaxOperations))
 	hub := runs.NewHub()
-	ops := registerOps(reg, d.Pool, cfg.Duration(config.ServerReadinessTimeout), hub.Connected, hub.Reconnects)
+	ops := registerOps(reg, d.Pool, hub.Connected, hub.Reconnects)
 	d.Limiter = countingLimiter{Limiter: d.Limiter, rejected: ops.rejected}
 
 	ident := identity.NewService(d.Pool, d.Clock)
-	uow := db.NewUnitOfWork(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
+	uow := db.New(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
 	azOpts, msgOpts, fdOpts := d.Hooks.options()
 	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, reg, azOpts...)
-	chatSvc := chat.NewService(d.Pool, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
+	chatSvc := chat.NewService(uow, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
 	evLog := events.NewLog(d.Pool, d.Clock)
 	evLog.Instrument(reg)
 	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, az, evLog, messaging.Limits{
@@ -172,12 +172,13 @@ func New(d Deps) (*Server, error) {
 	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
 	az.Register(msg, authz.KindMessage)
 	az.Register(az, authz.KindGrant)
-	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, UoW: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
+	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, DB: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
 		Authz: az, Messaging: msg, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
 		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
 			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
 	az.Register(runSvc, authz.KindRun)
-	adm := admin.NewService(d.Pool, uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
+	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
+	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc})
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
@@ -204,8 +205,8 @@ func New(d Deps) (*Server, error) {
 	}
 
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
-		Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc, UoW: uow, Admin: adm, listenURL: d.ListenURL, ops: ops, gatherer: reg,
-		Retention: retention.New(d.Pool, d.Clock, retention.Keep{EventLog: cfg.Duration(config.RetentionEventLog),
+		Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc, DB: uow, Admin: adm, listenURL: d.ListenURL, ops: ops, gatherer: reg,
+		Retention: retention.New(uow, retention.Owners{Events: evLog, Authz: az, Identity: ident}, d.Clock, retention.Keep{EventLog: cfg.Duration(config.RetentionEventLog),
 			AgentEvents: cfg.Duration(config.RetentionAgentEvents), AuditLog: cfg.Duration(config.RetentionAuditLog),
 			Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger),
 		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected},

@@ -14,10 +14,10 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
-	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/platform/db"
 )
 
 // BenchmarkSubscriptionDelivery measures, like BenchmarkAgentEventDelivery,
@@ -69,12 +69,12 @@ func BenchmarkSubscriptionDelivery(b *testing.B) {
 		for j := 0; j < deliveryEvents; j++ {
 			time.Sleep(20 * time.Millisecond)
 			var seq int64
-			err := peer.Server.UoW.Do(ctx, func(tx pgx.Tx) error {
-				if err := events.NewLog(peer.Pool, peer.Clock).Append(ctx, tx, events.Event{AgentID: agent, Type: events.RunCancelRequested,
+			err := peer.Server.DB.InTx(ctx, func(ctx context.Context) error {
+				if err := events.NewLog(peer.Pool, peer.Clock).Append(ctx, events.Event{AgentID: agent, Type: events.RunCancelRequested,
 					Payload: map[string]any{"run_id": fmt.Sprintf("bench-%d", j)}}); err != nil {
 					return err
 				}
-				return tx.QueryRow(ctx, `SELECT max(seq) FROM agent_events`).Scan(&seq)
+				return db.Q(ctx, peer.Pool).QueryRow(ctx, `SELECT max(seq) FROM agent_events`).Scan(&seq)
 			})
 			at := time.Now()
 			if err != nil {

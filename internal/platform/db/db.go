@@ -1,6 +1,8 @@
 // Package db owns Bothy's access to PostgreSQL: the pgx connection pool, the
-// unit of work (one transaction, retried on serialization failure and
-// deadlock), the squirrel statement builder and the embedded migrations.
+// transaction carried in the context (InTx, retried on serialization failure
+// and deadlock; Q gives the querier of a context), the squirrel statement
+// builder and the embedded migrations. Which package owns which table is
+// written down in ownership_test.go.
 package db
 
 import (
@@ -69,34 +71,68 @@ func Open(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// Querier is what both a pool and a transaction offer; stores take it so
-// that the same code runs inside and outside a unit of work.
+// Querier is what both a pool and a transaction offer: what Q returns.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// UnitOfWork runs units of work, each in one transaction.
-type UnitOfWork struct {
+// DB is the handle on the database that services share: it starts
+// transactions (InTx) and hands out the querier a statement runs on (Q).
+//
+// The convention, the only one in Bothy: a transaction travels in the
+// context. Code that must run as one unit wraps itself in InTx; every store
+// method runs its statements on db.Q(ctx, pool), which is the transaction
+// of ctx when there is one and the pool otherwise. So a store method called
+// alone is its own statement, and the same method called inside an InTx is
+// part of that transaction, without a querier parameter.
+type DB struct {
 	pool     *pgxpool.Pool
 	retryMax int
 }
 
-// NewUnitOfWork returns a UnitOfWork over pool that retries a unit up to
-// retryMax times (config key database.tx_retry_max).
-func NewUnitOfWork(pool *pgxpool.Pool, retryMax int) *UnitOfWork {
-	return &UnitOfWork{pool: pool, retryMax: retryMax}
+// New returns a DB over pool whose transactions are retried up to retryMax
+// times on serialization failure or deadlock (config key
+// database.tx_retry_max).
+func New(pool *pgxpool.Pool, retryMax int) *DB {
+	return &DB{pool: pool, retryMax: retryMax}
 }
 
-// Do runs fn in one transaction and commits when fn returns nil. On a
-// serialization failure or deadlock (of fn or of the commit) the whole unit
-// runs again, up to the configured number of retries; fn must therefore have
-// no effects outside tx. Any other error rolls back and is returned as is.
-func (u *UnitOfWork) Do(ctx context.Context, fn func(tx pgx.Tx) error) error {
+// Pool is the connection pool, for what a querier cannot do (LISTEN on a
+// dedicated connection, health checks).
+func (d *DB) Pool() *pgxpool.Pool { return d.pool }
+
+// Q is the querier for ctx: the transaction InTx put into ctx, or the pool.
+func (d *DB) Q(ctx context.Context) Querier { return Q(ctx, d.pool) }
+
+// txKey is the context key of the running transaction.
+type txKey struct{}
+
+// Q is the querier a statement for ctx runs on: the transaction that InTx
+// carries in ctx, or pool when ctx carries none. Stores call it for every
+// statement instead of taking a querier parameter.
+func Q(ctx context.Context, pool Querier) Querier {
+	if tx, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
+		return tx
+	}
+	return pool
+}
+
+// InTx runs fn in one transaction carried in the context fn receives, and
+// commits when fn returns nil; any error rolls the transaction back and is
+// returned as is. A call inside a running transaction (ctx already carries
+// one) joins it: fn runs in the outer transaction, and its error fails the
+// outer unit. On a serialization failure or deadlock (of fn or of the
+// commit) the outermost unit runs again, up to the configured number of
+// retries; fn must therefore have no effects outside the database.
+func (d *DB) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	if _, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
+		return fn(ctx)
+	}
 	var err error
-	for attempt := 0; attempt <= u.retryMax; attempt++ {
-		err = u.once(ctx, fn)
+	for attempt := 0; attempt <= d.retryMax; attempt++ {
+		err = d.once(ctx, fn)
 		if err == nil || !Retryable(err) {
 			return err
 		}
@@ -104,13 +140,13 @@ func (u *UnitOfWork) Do(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return err
 }
 
-func (u *UnitOfWork) once(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := u.pool.Begin(ctx)
+func (d *DB) once(ctx context.Context, fn func(ctx context.Context) error) error {
+	tx, err := d.pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := fn(tx); err != nil {
+	if err := fn(context.WithValue(ctx, txKey{}, tx)); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

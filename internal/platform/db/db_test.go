@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgtest"
@@ -19,16 +20,12 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func TestUnitOfWorkRetries(t *testing.T) {
+// TestInTxRetries: a serialization failure or deadlock runs the whole unit
+// again up to the configured retries; only the attempt that commits leaves
+// rows; other errors roll back at once.
+func TestInTxRetries(t *testing.T) {
 	ctx := context.Background()
-	pool, err := db.Open(ctx, db.Options{URL: pgtest.URL(t), MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, `CREATE TABLE uow_probe (n int)`); err != nil {
-		t.Fatal(err)
-	}
+	pool := probePool(t)
 	tests := []struct {
 		name      string
 		failures  int
@@ -42,29 +39,30 @@ func TestUnitOfWorkRetries(t *testing.T) {
 		{"deadlock twice then success", 2, "40P01", 3, 3, 1, false},
 		{"retries exhausted", 5, "40001", 2, 3, 0, true},
 		{"other errors are not retried", 1, "23505", 3, 1, 0, true},
+		{"no retries configured", 1, "40001", 0, 1, 0, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			pool.Exec(ctx, `DELETE FROM uow_probe`)
-			uow := db.NewUnitOfWork(pool, tc.retryMax)
+			if _, err := pool.Exec(ctx, `DELETE FROM tx_probe`); err != nil {
+				t.Fatal(err)
+			}
+			d := db.New(pool, tc.retryMax)
 			calls := 0
-			err := uow.Do(ctx, func(tx pgx.Tx) error {
+			err := d.InTx(ctx, func(ctx context.Context) error {
 				calls++
 				// Each attempt writes; only the committed attempt may stay.
-				if _, err := tx.Exec(ctx, `INSERT INTO uow_probe VALUES (1)`); err != nil {
+				if _, err := d.Q(ctx).Exec(ctx, `INSERT INTO tx_probe VALUES (1)`); err != nil {
 					return err
 				}
 				if calls <= tc.failures {
-					return &pgconn.PgError{Code: tc.code}
+					return fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: tc.code})
 				}
 				return nil
 			})
 			if (err != nil) != tc.wantErr || calls != tc.wantCalls {
 				t.Fatalf("err %v after %d calls, want err=%v after %d", err, calls, tc.wantErr, tc.wantCalls)
 			}
-			var n int
-			pool.QueryRow(ctx, `SELECT count(*) FROM uow_probe`).Scan(&n)
-			if n != tc.wantRows {
+			if n := probeRows(t, pool); n != tc.wantRows {
 				t.Fatalf("%d rows committed, want %d", n, tc.wantRows)
 			}
 		})
@@ -73,6 +71,207 @@ func TestUnitOfWorkRetries(t *testing.T) {
 	if !db.Retryable(&pgconn.PgError{Code: "40001"}) || db.Retryable(errors.New("x")) || errors.As(errors.New("x"), &pgErr) {
 		t.Fatal("Retryable")
 	}
+}
+
+// TestInTxCarriesTheTransaction: Q answers the transaction inside InTx and
+// the pool outside it; nested calls join the outer transaction (one commit,
+// one rollback for all); an error rolls back everything the unit wrote.
+func TestInTxCarriesTheTransaction(t *testing.T) {
+	ctx := context.Background()
+	pool := probePool(t)
+	d := db.New(pool, 3)
+	if q := db.Q(ctx, pool); q != db.Querier(pool) {
+		t.Fatalf("Q outside a transaction is %T, want the pool", q)
+	}
+	if q := d.Q(ctx); q != db.Querier(pool) {
+		t.Fatalf("DB.Q outside a transaction is %T, want the pool", q)
+	}
+	errBoom := errors.New("boom")
+	insert := func(ctx context.Context) error {
+		_, err := d.Q(ctx).Exec(ctx, `INSERT INTO tx_probe VALUES (1)`)
+		return err
+	}
+	tests := []struct {
+		name     string
+		unit     func(ctx context.Context) error
+		wantErr  error
+		wantRows int
+	}{
+		{"commit", insert, nil, 1},
+		{"rollback on error", func(ctx context.Context) error {
+			if err := insert(ctx); err != nil {
+				return err
+			}
+			return errBoom
+		}, errBoom, 0},
+		{"nested calls commit with the outer unit", func(ctx context.Context) error {
+			if err := insert(ctx); err != nil {
+				return err
+			}
+			return d.InTx(ctx, func(inner context.Context) error {
+				if db.Q(inner, pool) != db.Q(ctx, pool) {
+					return errors.New("the nested unit runs on another transaction")
+				}
+				return insert(inner)
+			})
+		}, nil, 2},
+		{"an error of a nested call rolls back the outer unit", func(ctx context.Context) error {
+			if err := insert(ctx); err != nil {
+				return err
+			}
+			return d.InTx(ctx, func(ctx context.Context) error {
+				if err := insert(ctx); err != nil {
+					return err
+				}
+				return errBoom
+			})
+		}, errBoom, 0},
+		{"the outer error rolls back a nested call that succeeded", func(ctx context.Context) error {
+			if err := d.InTx(ctx, insert); err != nil {
+				return err
+			}
+			return errBoom
+		}, errBoom, 0},
+		{"a failed statement rolls back the unit", func(ctx context.Context) error {
+			if err := insert(ctx); err != nil {
+				return err
+			}
+			_, err := d.Q(ctx).Exec(ctx, `INSERT INTO tx_probe VALUES ('not a number')`)
+			return err
+		}, nil, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := pool.Exec(ctx, `DELETE FROM tx_probe`); err != nil {
+				t.Fatal(err)
+			}
+			var inside db.Querier
+			err := d.InTx(ctx, func(ctx context.Context) error {
+				inside = d.Q(ctx)
+				return tc.unit(ctx)
+			})
+			if _, isTx := inside.(pgx.Tx); !isTx {
+				t.Fatalf("Q inside InTx is %T, want a transaction", inside)
+			}
+			switch {
+			case tc.name == "a failed statement rolls back the unit":
+				if err == nil {
+					t.Fatal("a failed statement did not fail the unit")
+				}
+			case !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil):
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			if n := probeRows(t, pool); n != tc.wantRows {
+				t.Fatalf("%d rows committed, want %d", n, tc.wantRows)
+			}
+		})
+	}
+}
+
+// TestInTxNestedRetryRunsTheOuterUnit: a serialization failure inside a
+// nested call cannot be cured inside the aborted transaction: the whole
+// outer unit runs again, and only its last attempt commits.
+func TestInTxNestedRetryRunsTheOuterUnit(t *testing.T) {
+	ctx := context.Background()
+	pool := probePool(t)
+	d := db.New(pool, 3)
+	outer, inner := 0, 0
+	err := d.InTx(ctx, func(ctx context.Context) error {
+		outer++
+		if _, err := d.Q(ctx).Exec(ctx, `INSERT INTO tx_probe VALUES (1)`); err != nil {
+			return err
+		}
+		return d.InTx(ctx, func(ctx context.Context) error {
+			inner++
+			if _, err := d.Q(ctx).Exec(ctx, `INSERT INTO tx_probe VALUES (2)`); err != nil {
+				return err
+			}
+			if inner == 1 {
+				return &pgconn.PgError{Code: "40001"}
+			}
+			return nil
+		})
+	})
+	if err != nil || outer != 2 || inner != 2 {
+		t.Fatalf("err %v after %d outer and %d inner runs, want nil after 2 and 2", err, outer, inner)
+	}
+	if n := probeRows(t, pool); n != 2 {
+		t.Fatalf("%d rows committed, want the 2 of the last attempt", n)
+	}
+}
+
+// TestInTxRealSerializationFailure: two serializable units that read and
+// write the same row conflict for real; the loser is retried by InTx and
+// both increments land.
+func TestInTxRealSerializationFailure(t *testing.T) {
+	ctx := context.Background()
+	pool := probePool(t)
+	d := db.New(pool, 5)
+	if _, err := pool.Exec(ctx, `INSERT INTO tx_probe VALUES (0)`); err != nil {
+		t.Fatal(err)
+	}
+	firstRead := make(chan struct{})
+	secondDone := make(chan error, 1)
+	attempts := 0
+	err := d.InTx(ctx, func(ctx context.Context) error {
+		attempts++
+		q := d.Q(ctx)
+		if _, err := q.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL SERIALIZABLE`); err != nil {
+			return err
+		}
+		var n int
+		if err := q.QueryRow(ctx, `SELECT n FROM tx_probe`).Scan(&n); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			// Another unit commits a change of the row this one read.
+			close(firstRead)
+			go func() {
+				secondDone <- d.InTx(context.Background(), func(ctx context.Context) error {
+					_, err := d.Q(ctx).Exec(ctx, `UPDATE tx_probe SET n = n + 1`)
+					return err
+				})
+			}()
+			if err := <-secondDone; err != nil {
+				return fmt.Errorf("the concurrent unit: %w", err)
+			}
+		}
+		_, err := q.Exec(ctx, `UPDATE tx_probe SET n = $1`, n+1)
+		return err
+	})
+	if err != nil || attempts != 2 {
+		t.Fatalf("err %v after %d attempts, want nil after 2", err, attempts)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT n FROM tx_probe`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("n = %d (%v), want both increments", n, err)
+	}
+}
+
+// probePool opens a pool on a fresh test database with an empty tx_probe
+// table of one int column.
+func probePool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := db.Open(ctx, db.Options{URL: pgtest.URL(t), MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, `CREATE TABLE tx_probe (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// probeRows counts the committed rows of tx_probe.
+func probeRows(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM tx_probe`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
