@@ -44,7 +44,7 @@ var owners = map[string]string{
 // testSupport are packages that only tests import: harnesses that set up
 // and inspect the database of a test, like _test.go files, which the rule
 // does not cover.
-var testSupport = []string{"internal/apitest", "internal/platform/pgtest"}
+var testSupport = []string{"internal/apitest", "internal/moduletest", "internal/platform/pgtest"}
 
 // TestTableOwnership: every table created in migrations/ has an owner, and
 // no Go file outside the owning package (tests and test support excepted)
