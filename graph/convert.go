@@ -175,7 +175,7 @@ func agentEventModel(e events.Event) (model.AgentEvent, error) {
 	case events.RunCancelRequested:
 		return &model.RunCancelRequestedEvent{AgentEventBase: base}, nil
 	}
-	return nil, problem.Internal(fmt.Errorf("agent event %d has unknown type %q", e.Seq, e.Type))
+	return nil, problem.Internal("graph.agentEventModel", fmt.Errorf("agent event %d has unknown type %q", e.Seq, e.Type))
 }
 
 func runModel(r runs.Run) *model.Run {

@@ -83,7 +83,7 @@ func (b *Batch[K, V]) LoadAll(ctx context.Context, keys []K) ([]V, error) {
 	if len(missing) > 0 {
 		results := b.fetch(ctx, missing)
 		if len(results) != len(missing) {
-			return nil, problem.Internal(errors.New("loader answered a different number of keys"))
+			return nil, problem.Internal("graph.LoadAll", errors.New("loader answered a different number of keys"))
 		}
 		for j, res := range results {
 			if res.Error != nil {
@@ -136,7 +136,7 @@ func NewLoaders(src Sources) *Loaders {
 		for i, k := range keys {
 			switch p, ok := found[k]; {
 			case err != nil:
-				out[i] = &dataloader.Result[identity.Principal]{Error: problem.Internal(err)}
+				out[i] = &dataloader.Result[identity.Principal]{Error: problem.Internal("graph.NewLoaders", err)}
 			case !ok:
 				out[i] = &dataloader.Result[identity.Principal]{Error: identity.ErrNotFound}
 			default:
@@ -182,7 +182,7 @@ func NewLoaders(src Sources) *Loaders {
 		out := make([]*dataloader.Result[string], len(keys))
 		for i, k := range keys {
 			if err != nil {
-				out[i] = &dataloader.Result[string]{Error: problem.Internal(err)}
+				out[i] = &dataloader.Result[string]{Error: problem.Internal("graph.NewLoaders", err)}
 				continue
 			}
 			out[i] = &dataloader.Result[string]{Data: found[k]}
@@ -223,7 +223,7 @@ func NewLoaders(src Sources) *Loaders {
 		out := make([]*dataloader.Result[[]messaging.ContextItem], len(keys))
 		for i, k := range keys {
 			if err != nil {
-				out[i] = &dataloader.Result[[]messaging.ContextItem]{Error: problem.Internal(err)}
+				out[i] = &dataloader.Result[[]messaging.ContextItem]{Error: problem.Internal("graph.NewLoaders", err)}
 			} else {
 				out[i] = &dataloader.Result[[]messaging.ContextItem]{Data: got[k]}
 			}
@@ -238,7 +238,7 @@ func NewLoaders(src Sources) *Loaders {
 		if ok {
 			got, err = src.Runs.OwnRuns(ctx, p.ID, keys)
 			if err != nil {
-				err = problem.Internal(err)
+				err = problem.Internal("graph.NewLoaders", err)
 			}
 		}
 		for i, k := range keys {
@@ -308,7 +308,7 @@ func LoadersFor(ctx context.Context) (*Loaders, error) {
 	if l, ok := ctx.Value(loadersKey{}).(*Loaders); ok {
 		return l, nil
 	}
-	return nil, problem.Internal(errNoLoaders)
+	return nil, problem.Internal("graph.LoadersFor", errNoLoaders)
 }
 
 // principalRef loads the public view of principal id through the loader.

@@ -116,14 +116,14 @@ func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in 
 			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
 		}
 		if err != nil {
-			return authz.Grant{}, problem.Internal(err)
+			return authz.Grant{}, problem.Internal("admin.createGrant", err)
 		}
 		personOrGroup = p.Kind == identity.KindUser
 	case authz.SubjectGroup:
 		if _, err := s.ident.GetGroup(ctx, in.SubjectID); errors.Is(err, identity.ErrGroupNotFound) {
 			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
 		} else if err != nil {
-			return authz.Grant{}, problem.Internal(err)
+			return authz.Grant{}, problem.Internal("admin.createGrant", err)
 		}
 	}
 	var out authz.Grant
@@ -150,11 +150,11 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		before, err := s.authz.GetGrant(ctx, id)
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("admin.revokeGrant", err)
 		}
 		g, err := s.authz.RevokeGrant(ctx, id)
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("admin.revokeGrant", err)
 		}
 		out = g
 		if before.RevokedAt != nil {
@@ -221,7 +221,7 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	}
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		if err := s.chat.ArchiveSpace(ctx, id); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("admin.archiveSpace", err)
 		}
 		return s.accessChanged(ctx, authz.KindSpace, id, "space.archived", id)
 	})
@@ -231,7 +231,7 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	s.recheck(ctx, runs.TriggerScope{SpaceID: id})
 	sp, err := s.chat.GetSpace(ctx, id)
 	if err != nil {
-		return chat.Space{}, problem.Internal(err)
+		return chat.Space{}, problem.Internal("admin.archiveSpace", err)
 	}
 	return sp, nil
 }
@@ -249,7 +249,7 @@ func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(
 	s.recheck(ctx, runs.TriggerScope{ChannelID: id})
 	c, err := s.chat.GetChannel(ctx, id)
 	if err != nil {
-		return chat.Channel{}, problem.Internal(err)
+		return chat.Channel{}, problem.Internal("admin.changeChannel", err)
 	}
 	return c, nil
 }
@@ -262,7 +262,7 @@ func (s *Service) accessChanged(ctx context.Context, kind authz.ResourceKind, ta
 	if kind == authz.KindSpace {
 		var err error
 		if channels, err = s.chat.ChannelsOfSpace(ctx, targetID); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("admin.accessChanged", err)
 		}
 	}
 	evs := make([]events.Event, len(channels))

@@ -31,7 +31,7 @@ func (s *Service) Group(ctx context.Context, actor identity.Principal, id string
 	}
 	g, err := s.ident.GetGroup(ctx, id)
 	if err != nil {
-		return identity.Group{}, problem.Internal(err)
+		return identity.Group{}, problem.Internal("admin.group", err)
 	}
 	return g, nil
 }

@@ -156,7 +156,7 @@ func (s *Service) ListPrincipals(ctx context.Context, actor identity.Principal, 
 	}
 	list, next, err := s.ident.ListPrincipals(ctx, after, limit)
 	if err != nil {
-		return PrincipalPage{}, problem.Internal(err)
+		return PrincipalPage{}, problem.Internal("admin.listPrincipals", err)
 	}
 	return PrincipalPage{Principals: list, NextAfter: next}, nil
 }
@@ -194,7 +194,7 @@ func (s *Service) CreateToken(ctx context.Context, actor identity.Principal, pri
 	}
 	p, err := s.ident.Get(ctx, principalID)
 	if err != nil {
-		return identity.IssuedToken{}, problem.Internal(err)
+		return identity.IssuedToken{}, problem.Internal("admin.createToken", err)
 	}
 	tok, err := s.ident.CreateToken(ctx, p, label, life)
 	if err != nil {
@@ -211,7 +211,7 @@ func (s *Service) ListTokens(ctx context.Context, actor identity.Principal, prin
 	}
 	list, err := s.ident.ListTokens(ctx, principalID)
 	if err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("admin.listTokens", err)
 	}
 	return list, nil
 }

@@ -17,7 +17,7 @@ func (s *Service) checkAgent(ctx context.Context, id, pointer string) error {
 	p, err := s.ident.Get(ctx, id)
 	if err != nil || p.Kind != identity.KindAgent || !p.Active() {
 		if err != nil && !errors.Is(err, identity.ErrNotFound) {
-			return problem.Internal(err)
+			return problem.Internal("admin.checkAgent", err)
 		}
 		return problem.Invalid(problem.FieldError{Pointer: pointer, Code: "invalid_reference", Detail: "must name an active agent"})
 	}

@@ -154,12 +154,12 @@ func (s *Service) Authorize(ctx context.Context, actor identity.Principal, actio
 	case Resource:
 		var err error
 		if p, err = s.PathOf(ctx, t); err != nil {
-			return Decision{}, Path{}, problem.Internal(err)
+			return Decision{}, Path{}, problem.Internal("authz.authorize", err)
 		}
 	case Facts:
 		p, grant = t.Path, t.Grant
 	default:
-		return Decision{}, Path{}, problem.Internal(fmt.Errorf("authz: unknown target %T", target))
+		return Decision{}, Path{}, problem.Internal("authz.authorize", fmt.Errorf("authz: unknown target %T", target))
 	}
 	a := ActorOf(actor)
 	g := None
@@ -169,19 +169,19 @@ func (s *Service) Authorize(ctx context.Context, actor identity.Principal, actio
 	case a.Active:
 		var err error
 		if g, err = s.grantAt(ctx, actor.ID, p); err != nil {
-			return Decision{}, p, problem.Internal(err)
+			return Decision{}, p, problem.Internal("authz.authorize", err)
 		}
 	}
 	d := Decide(action, a, g, p)
 	if d.Allow && scoped[action] {
 		sc, err := s.readScope(ctx, actor)
 		if err != nil {
-			return Decision{}, p, problem.Internal(err)
+			return Decision{}, p, problem.Internal("authz.authorize", err)
 		}
 		d.Scope = &sc
 	}
 	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
-		return Decision{}, p, problem.Internal(err)
+		return Decision{}, p, problem.Internal("authz.authorize", err)
 	}
 	return d, p, d.Err()
 }

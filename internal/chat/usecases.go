@@ -137,5 +137,5 @@ func internal(err error) error {
 	if err == nil {
 		return nil
 	}
-	return problem.Internal(err)
+	return problem.Internal("chat.internal", err)
 }

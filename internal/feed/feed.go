@@ -81,7 +81,7 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, after str
 	}
 	end, err := s.log.End(ctx)
 	if err != nil {
-		return "", problem.Internal(err)
+		return "", problem.Internal("feed.start", err)
 	}
 	return strconv.FormatInt(end, 10), nil
 }
@@ -110,7 +110,7 @@ func (s *Service) page(ctx context.Context, actor identity.Principal, scope auth
 		// below what retention removed would silently skip events.
 		horizon, err := s.log.Horizon(ctx, events.StreamClient)
 		if err != nil {
-			return Page{}, problem.Internal(err)
+			return Page{}, problem.Internal("feed.page", err)
 		}
 		if cursor < horizon {
 			return Page{}, problem.Expired(horizon)
@@ -126,12 +126,12 @@ func (s *Service) page(ctx context.Context, actor identity.Principal, scope auth
 	if !scope.All {
 		var err error
 		if chans, threads, err = s.chat.VisibleIn(ctx, scope); err != nil {
-			return Page{}, problem.Internal(err)
+			return Page{}, problem.Internal("feed.page", err)
 		}
 	}
 	evs, err := s.log.AfterIn(ctx, cursor, limit, scope.All, chans, threads, scope.Spaces)
 	if err != nil {
-		return Page{}, problem.Internal(err)
+		return Page{}, problem.Internal("feed.page", err)
 	}
 	next := after
 	if next == "" {
@@ -175,21 +175,21 @@ func (s *Service) filter(ctx context.Context, actor identity.Principal, evs []ev
 	}
 	paths, err := s.chat.PathsOf(ctx, authz.KindMessage, pairs)
 	if err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("feed.filter", err)
 	}
 	keepChan, err := s.authz.Filter(ctx, actor, authz.MessageRead, facts(paths))
 	if err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("feed.filter", err)
 	}
 	for j, i := range ofSpace {
 		if spacePaths[j], err = s.authz.PathOf(ctx, authz.Resource{Kind: authz.KindSpace, ID: evs[i].SpaceID}); err != nil {
-			return nil, problem.Internal(err)
+			return nil, problem.Internal("feed.filter", err)
 		}
 	}
 	var keepSpace []bool
 	if len(spacePaths) > 0 {
 		if keepSpace, err = s.authz.Filter(ctx, actor, authz.SpaceRead, facts(spacePaths)); err != nil {
-			return nil, problem.Internal(err)
+			return nil, problem.Internal("feed.filter", err)
 		}
 	}
 	keep := make([]bool, len(evs))

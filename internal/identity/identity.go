@@ -327,7 +327,7 @@ func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, erro
 		return Principal{}, problem.New(problem.Unauthorized, "")
 	}
 	if err != nil {
-		return Principal{}, problem.Internal(fmt.Errorf("authenticate: %w", err))
+		return Principal{}, problem.Internal("identity.authenticate", fmt.Errorf("authenticate: %w", err))
 	}
 	p.CreatedAt = p.CreatedAt.UTC()
 	if !p.Active() {

@@ -190,11 +190,11 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		thread, err := s.chat.LockThread(ctx, threadID)
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("messaging.create", err)
 		}
 		channel, err := s.chat.GetChannel(ctx, thread.ChannelID)
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("messaging.create", err)
 		}
 		if in.ReplyToMessageID != "" {
 			if err := s.checkReply(ctx, threadID, in.ReplyToMessageID, "/reply_to_message_id"); err != nil {
@@ -238,18 +238,18 @@ func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMs
 		return Message{}, chat.Thread{}, false, nil
 	}
 	if err != nil {
-		return Message{}, chat.Thread{}, false, problem.Internal(err)
+		return Message{}, chat.Thread{}, false, problem.Internal("messaging.replay", err)
 	}
 	if !bytes.Equal(r.hash, hash) {
 		return Message{}, chat.Thread{}, false, problem.Newf(problem.Conflict, "idempotency_key_reused", "client_msg_id was used for another request")
 	}
 	thread, err := s.chat.GetThread(ctx, r.ThreadID)
 	if err != nil {
-		return Message{}, chat.Thread{}, false, problem.Internal(err)
+		return Message{}, chat.Thread{}, false, problem.Internal("messaging.replay", err)
 	}
 	ms, err := s.resolve(ctx, []row{r}, func(string) string { return thread.ChannelID })
 	if err != nil {
-		return Message{}, chat.Thread{}, false, problem.Internal(err)
+		return Message{}, chat.Thread{}, false, problem.Internal("messaging.replay", err)
 	}
 	return ms[0], thread, true, nil
 }
@@ -260,7 +260,7 @@ func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMs
 func (s *Service) replayAfterRace(ctx context.Context, actor identity.Principal, clientMsgID string, hash []byte) (Message, chat.Thread, error) {
 	m, t, ok, err := s.replay(ctx, actor, clientMsgID, hash)
 	if err == nil && !ok {
-		err = problem.Internal(errReplayRace)
+		err = problem.Internal("messaging.replayAfterRace", errReplayRace)
 	}
 	return m, t, err
 }
@@ -274,7 +274,7 @@ func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string)
 	}
 	var inThread bool
 	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1 AND thread_id = $2)`, replyTo, threadID).Scan(&inThread); err != nil {
-		return problem.Internal(err)
+		return problem.Internal("messaging.checkReply", err)
 	}
 	if !inThread {
 		return bad
@@ -287,16 +287,16 @@ func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string)
 func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
 	seq, err := s.chat.NextSeq(ctx, thread.ID)
 	if err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("messaging.reopen", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
 		Origin: OriginSystem, Kind: KindSystem, SystemCode: "thread.reopened", Mentions: []identity.Ref{},
 		Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
 	if err := s.insert(ctx, m, "", nil); err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("messaging.reopen", err)
 	}
 	if err := s.chat.SetState(ctx, thread.ID, chat.ThreadOpen); err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("messaging.reopen", err)
 	}
 	thread.State, thread.LastSeq = chat.ThreadOpen, seq
 	return []events.Event{
@@ -310,13 +310,13 @@ func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread c
 func (s *Service) post(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
 	seq, err := s.chat.NextSeq(ctx, thread.ID)
 	if err != nil {
-		return Message{}, nil, problem.Internal(err)
+		return Message{}, nil, problem.Internal("messaging.post", err)
 	}
 	mentions := []identity.Ref{}
 	if handles := MentionedHandles(in.ContentMD); len(handles) > 0 {
 		found, err := s.ident.ByHandles(ctx, handles)
 		if err != nil {
-			return Message{}, nil, problem.Internal(err)
+			return Message{}, nil, problem.Internal("messaging.post", err)
 		}
 		for _, h := range handles {
 			if p, ok := found[h]; ok {
@@ -331,7 +331,7 @@ func (s *Service) post(ctx context.Context, actor identity.Principal, thread cha
 		if db.IsUniqueViolation(err, "messages_author_principal_id_client_msg_id_key") {
 			return Message{}, nil, errReplayRace
 		}
-		return Message{}, nil, problem.Internal(fmt.Errorf("insert message: %w", err))
+		return Message{}, nil, problem.Internal("messaging.post", fmt.Errorf("insert message: %w", err))
 	}
 	thread.LastSeq = seq
 	posted := &Posted{Message: m, Thread: thread, Channel: channel, Author: actor, RunID: in.RunID}
@@ -379,7 +379,7 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		channel, err := s.chat.GetChannel(ctx, channelID)
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("messaging.createThread", err)
 		}
 		if in.ParentMessageID != "" {
 			if channel.Kind == chat.ChannelForum {
@@ -442,11 +442,11 @@ func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) 
 	}
 	r, err := s.loadRow(ctx, id)
 	if err != nil {
-		return Message{}, problem.Internal(err)
+		return Message{}, problem.Internal("messaging.get", err)
 	}
 	ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
 	if err != nil {
-		return Message{}, problem.Internal(err)
+		return Message{}, problem.Internal("messaging.get", err)
 	}
 	return ms[0], nil
 }
@@ -477,7 +477,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	}
 	rows, err := s.loadRows(ctx, `m.thread_id = $1 AND m.thread_seq > $2 ORDER BY m.thread_seq LIMIT $3`, threadID, after, limit+1)
 	if err != nil {
-		return Page{}, problem.Internal(err)
+		return Page{}, problem.Internal("messaging.history", err)
 	}
 	more := len(rows) > limit
 	if more {
@@ -486,7 +486,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	channels := map[string]string{threadID: path.ChannelID}
 	ms, err := s.resolve(ctx, rows, func(t string) string { return channels[t] })
 	if err != nil {
-		return Page{}, problem.Internal(err)
+		return Page{}, problem.Internal("messaging.history", err)
 	}
 	if s.history != nil {
 		ms = s.history.History(ms)
@@ -522,14 +522,14 @@ func (s *Service) filter(ctx context.Context, actor identity.Principal, ms []Mes
 		}
 		p, err := s.chat.ThreadPath(ctx, m.ThreadID)
 		if err != nil {
-			return nil, problem.Internal(err)
+			return nil, problem.Internal("messaging.filter", err)
 		}
 		p.Kind, p.ID = authz.KindMessage, m.ID
 		targets = append(targets, authz.Facts{Path: p})
 	}
 	oks, err := s.authz.Filter(ctx, actor, authz.MessageRead, targets)
 	if err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("messaging.filter", err)
 	}
 	keep := map[string]bool{}
 	for i, ok := range oks {
@@ -557,30 +557,30 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
 		r, err := s.lockRow(ctx, id)
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("messaging.delete", err)
 		}
 		if r.Kind == KindSystem || r.Kind == KindRun {
 			return problem.Newf(problem.Conflict, "not_deletable", "system lines and run anchors cannot be deleted")
 		}
 		if !r.Deleted {
 			if err := s.tombstoneRow(ctx, id); err != nil {
-				return problem.Internal(err)
+				return problem.Internal("messaging.delete", err)
 			}
 			r.Deleted, r.ContentMD, r.mentionIDs = true, "", nil
 			// An auto title is the first line of the message that started
 			// the thread (its parent, or its first message for a post
 			// without one): it goes with that message.
 			if err := s.chat.DropAutoTitle(ctx, id, r.ThreadID, r.ThreadSeq == 1); err != nil {
-				return problem.Internal(err)
+				return problem.Internal("messaging.delete", err)
 			}
 		}
 		ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("messaging.delete", err)
 		}
 		out = ms[0]
 		if err := s.events.Tombstone(ctx, id, Payload(out)); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("messaging.delete", err)
 		}
 		return s.events.Append(ctx, events.Event{Type: events.MessageDeleted, ChannelID: path.ChannelID, ThreadID: r.ThreadID, MessageID: id, Payload: Payload(out)})
 	})

@@ -191,7 +191,7 @@ func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
 // one pass (renderJSON) and returns it with its status; an answer with
 // errors becomes the problem of its first error.
 func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled) ([]byte, int, error) {
-	undecodable := problem.Internal(fmt.Errorf("route %s: undecodable GraphQL response", c.OperationID))
+	undecodable := problem.Internal("rest.body", fmt.Errorf("route %s: undecodable GraphQL response", c.OperationID))
 	top := scanner{in: gql}
 	if err := top.expect('{'); err != nil {
 		return nil, 0, undecodable
@@ -214,10 +214,10 @@ func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled) ([]byte,
 	}
 	value, err := data.member(c.Result)
 	if err != nil || data.isNull() {
-		return nil, 0, problem.Internal(fmt.Errorf("route %s: no data", c.OperationID))
+		return nil, 0, problem.Internal("rest.body", fmt.Errorf("route %s: no data", c.OperationID))
 	}
 	if value == nil {
-		return nil, 0, problem.Internal(fmt.Errorf("route %s: no data", c.OperationID))
+		return nil, 0, problem.Internal("rest.body", fmt.Errorf("route %s: no data", c.OperationID))
 	}
 	if probe := *value; probe.isNull() {
 		return nil, 0, problem.New(problem.NotFound, "")
@@ -240,7 +240,7 @@ func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled) ([]byte,
 		f := def.Fields.ForName(c.Unwrap)
 		inner, err := value.member(c.Unwrap)
 		if f == nil || err != nil {
-			return nil, 0, problem.Internal(fmt.Errorf("route %s: cannot unwrap %s", c.OperationID, c.Unwrap))
+			return nil, 0, problem.Internal("rest.body", fmt.Errorf("route %s: cannot unwrap %s", c.OperationID, c.Unwrap))
 		}
 		if inner == nil {
 			return []byte("null"), status, nil
@@ -258,7 +258,7 @@ func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled) ([]byte,
 func problemOf(msg string, ext map[string]any) *problem.Error {
 	code, _ := ext["code"].(string)
 	if !problem.Code(code).Known() {
-		return problem.Internal(errors.New("GraphQL error without a known code"))
+		return problem.Internal("rest.problemOf", errors.New("GraphQL error without a known code"))
 	}
 	p := problem.New(problem.Code(code), "")
 	p.Reason, _ = ext["reason"].(string)

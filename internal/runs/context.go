@@ -74,16 +74,16 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 		// (on the nil UUID): a hidden and a missing run take the same
 		// statements.
 		if _, _, err := s.chat.ThreadInfo(ctx, "00000000-0000-0000-0000-000000000000"); err != nil && !errors.Is(err, chat.ErrNotFound) {
-			return Read{}, problem.Internal(err)
+			return Read{}, problem.Internal("runs.read", err)
 		}
 		return notFound()
 	}
 	if err != nil {
-		return Read{}, problem.Internal(err)
+		return Read{}, problem.Internal("runs.read", err)
 	}
 	t, c, err := s.chat.ThreadInfo(ctx, r.ThreadID)
 	if err != nil {
-		return Read{}, problem.Internal(err)
+		return Read{}, problem.Internal("runs.read", err)
 	}
 	path := chat.PathInThread(c, t, authz.KindRun, r.ID)
 	path.OwnerID = r.AgentID
@@ -147,13 +147,13 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	}
 	if r.TriggerKind != domain.TriggerKindMessage {
 		s.log.ErrorContext(ctx, "run context of a run without a message trigger", "run_id", r.ID, "trigger_kind", r.TriggerKind)
-		return RunContext{}, problem.Internal(fmt.Errorf("run %s has trigger kind %s", r.ID, r.TriggerKind))
+		return RunContext{}, problem.Internal("runs.context", fmt.Errorf("run %s has trigger kind %s", r.ID, r.TriggerKind))
 	}
 	facts := domain.PlanFacts{Mode: r.SessionMode, ThreadID: t.ID}
 	if r.SessionMode == domain.ModeResume {
 		earlier, err := s.earlierRuns(ctx, r)
 		if err != nil {
-			return RunContext{}, problem.Internal(err)
+			return RunContext{}, problem.Internal("runs.context", err)
 		}
 		facts.Earlier = earlier
 	}
@@ -165,7 +165,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	}
 	msgs, err := s.messaging.ContextMessages(ctx, want)
 	if err != nil {
-		return RunContext{}, problem.Internal(err)
+		return RunContext{}, problem.Internal("runs.context", err)
 	}
 	threadPath := chat.PathInThread(c, t, authz.KindMessage, "")
 	mainPath := chat.PathInThread(c, chat.Thread{ID: c.MainThreadID}, authz.KindMessage, "")
@@ -192,7 +192,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		// lies, with the agent's rights there, and the run keeps its context.
 		mPath, triggerChannel, ok, err = s.triggerElsewhere(ctx, actor, m.ThreadID)
 		if err != nil {
-			return RunContext{}, problem.Internal(err)
+			return RunContext{}, problem.Internal("runs.context", err)
 		}
 	}
 	if !ok {
@@ -214,7 +214,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		threadPage, err = s.messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: t.ID, AfterSeq: plan.Floor,
 			BeforeSeq: m.ThreadSeq, Limit: limit, ExcludeAuthorID: exclude})
 		if err != nil {
-			return RunContext{}, problem.Internal(err)
+			return RunContext{}, problem.Internal("runs.context", err)
 		}
 	}
 	var channelPage *messaging.ContextPage
@@ -234,7 +234,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		if ok && c.MainThreadID != "" && p.ThreadID == c.MainThreadID && s.mayRead(ctx, actor, mainPath, rd.Grant) {
 			page, err := s.messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: c.MainThreadID, BeforeSeq: p.ThreadSeq, Limit: limit})
 			if err != nil {
-				return RunContext{}, problem.Internal(err)
+				return RunContext{}, problem.Internal("runs.context", err)
 			}
 			channelPage = &page
 		}

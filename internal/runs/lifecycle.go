@@ -33,11 +33,11 @@ func (s *Service) change(ctx context.Context, actor identity.Principal, action a
 	var out Run
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
 		if _, err := s.chat.LockThread(ctx, path.ThreadID); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.change", err)
 		}
 		r, err := s.getRun(ctx, id, "FOR UPDATE")
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.change", err)
 		}
 		r, evs, err := fn(ctx, r, path.ChannelID)
 		if err != nil {
@@ -88,7 +88,7 @@ func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
 	tx := db.Q(ctx, s.pool)
 	until := s.clock.Now().Add(s.timeouts.Lease)
 	if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1`, r.ID, until); err != nil {
-		return Run{}, problem.Internal(fmt.Errorf("extend lease: %w", err))
+		return Run{}, problem.Internal("runs.extendLease", fmt.Errorf("extend lease: %w", err))
 	}
 	r.LeaseExpiresAt = &until
 	return r, nil
@@ -119,7 +119,7 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 		}
 		if r.SessionID != "" {
 			if _, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_sessions SET started = true WHERE id = $1`, r.SessionID); err != nil {
-				return Run{}, nil, problem.Internal(err)
+				return Run{}, nil, problem.Internal("runs.start", err)
 			}
 		}
 		until := s.clock.Now().Add(s.timeouts.Lease)
@@ -266,38 +266,38 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 		settled = domain.FollowupAbsorbed
 	}
 	if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, r.ID, settled); err != nil {
-		return Run{}, nil, problem.Internal(err)
+		return Run{}, nil, problem.Internal("runs.end", err)
 	}
 	rows, err := tx.Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
 		WHERE f.run_id = $1 AND f.state = 'pending' ORDER BY m.thread_seq`, r.ID)
 	if err != nil {
-		return Run{}, nil, problem.Internal(err)
+		return Run{}, nil, problem.Internal("runs.end", err)
 	}
 	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return Run{}, nil, problem.Internal(err)
+		return Run{}, nil, problem.Internal("runs.end", err)
 	}
 	if len(list) == 0 {
 		return r, evs, nil
 	}
 	thread, channel, err := s.chat.ThreadInfo(ctx, r.ThreadID)
 	if err != nil {
-		return Run{}, nil, problem.Internal(err)
+		return Run{}, nil, problem.Internal("runs.end", err)
 	}
 	var next Run
 	for _, id := range list {
 		m, err := s.messaging.Load(ctx, id, channel.ID)
 		if err != nil {
-			return Run{}, nil, problem.Internal(err)
+			return Run{}, nil, problem.Internal("runs.end", err)
 		}
 		people, err := s.ident.GetMany(ctx, []string{m.Author.ID})
 		if err != nil {
-			return Run{}, nil, problem.Internal(err)
+			return Run{}, nil, problem.Internal("runs.end", err)
 		}
 		p := &messaging.Posted{Message: m, Thread: thread, Channel: channel, Author: people[m.Author.ID]}
 		facts, _, err := s.triggerFacts(ctx, p)
 		if err != nil {
-			return Run{}, nil, problem.Internal(err)
+			return Run{}, nil, problem.Internal("runs.end", err)
 		}
 		facts.Human = m.Origin == messaging.OriginHuman
 		d := DecideTrigger(facts)
@@ -311,13 +311,13 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 				why = ReasonAddresseeChanged
 			}
 			if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2`, r.ID, id, why); err != nil {
-				return Run{}, nil, problem.Internal(err)
+				return Run{}, nil, problem.Internal("runs.end", err)
 			}
 			continue
 		}
 		if next.ID == "" {
 			if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'promoted' WHERE run_id = $1 AND message_id = $2`, r.ID, id); err != nil {
-				return Run{}, nil, problem.Internal(err)
+				return Run{}, nil, problem.Internal("runs.end", err)
 			}
 			// The next run stays in r's thread even where auto_thread is on
 			// now: the follow-up belongs to the conversation it was written in.
@@ -327,12 +327,12 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 			}
 			evs = append(evs, more...)
 			if next, err = s.activeRunOf(ctx, r.ThreadID); err != nil {
-				return Run{}, nil, problem.Internal(fmt.Errorf("next run: %w", err))
+				return Run{}, nil, problem.Internal("runs.end", fmt.Errorf("next run: %w", err))
 			}
 			continue
 		}
 		if _, err := tx.Exec(ctx, `UPDATE run_followups SET run_id = $3 WHERE run_id = $1 AND message_id = $2`, r.ID, id, next.ID); err != nil {
-			return Run{}, nil, problem.Internal(err)
+			return Run{}, nil, problem.Internal("runs.end", err)
 		}
 		evs = append(evs, followupEvent(next, id))
 	}

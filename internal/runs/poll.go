@@ -53,13 +53,13 @@ func (s *Service) resolveCursor(ctx context.Context, agentID, after, pointer str
 	case "":
 		seq, err := s.ackedSeq(ctx, agentID)
 		if err != nil {
-			return 0, problem.Internal(err)
+			return 0, problem.Internal("runs.resolveCursor", err)
 		}
 		return seq, nil
 	case CursorNow:
 		end, err := s.streamEnd(ctx)
 		if err != nil {
-			return 0, problem.Internal(err)
+			return 0, problem.Internal("runs.resolveCursor", err)
 		}
 		return end, nil
 	}
@@ -69,7 +69,7 @@ func (s *Service) resolveCursor(ctx context.Context, agentID, after, pointer str
 	}
 	end, err := s.streamEnd(ctx)
 	if err != nil {
-		return 0, problem.Internal(err)
+		return 0, problem.Internal("runs.resolveCursor", err)
 	}
 	if cursor > end {
 		return 0, invalid
@@ -141,7 +141,7 @@ func (s *Service) Poll(ctx context.Context, actor identity.Principal, after stri
 		}
 		evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, PollLimit)
 		if err != nil {
-			return Page{}, problem.Internal(err)
+			return Page{}, problem.Internal("runs.poll", err)
 		}
 		if len(evs) > 0 {
 			return Page{Events: evs, NextAfter: strconv.FormatInt(evs[len(evs)-1].Seq, 10)}, nil
@@ -188,11 +188,11 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 		now := s.clock.Now()
 		if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
 			actor.ID, now); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.ack", err)
 		}
 		var from int64
 		if err := tx.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1 FOR UPDATE`, actor.ID).Scan(&from); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.ack", err)
 		}
 		stored = from
 		if to <= from {
@@ -202,10 +202,10 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 			FROM `+events.AgentEventsSQL+` e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
 			AND f.run_id = e.run_id AND f.message_id = e.message_id AND f.state = 'pending'`,
 			actor.ID, from, to, now, events.AgentFollowup); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.ack", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE agent_cursors SET acked_seq = $2, updated_at = $3 WHERE agent_id = $1`, actor.ID, to, now); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.ack", err)
 		}
 		stored = to
 		return nil
@@ -236,7 +236,7 @@ func (s *Service) StreamStart(ctx context.Context, actor identity.Principal, aft
 func (s *Service) StreamNext(ctx context.Context, actor identity.Principal, cursor int64, limit int) ([]events.Event, error) {
 	evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, limit)
 	if err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("runs.streamNext", err)
 	}
 	return evs, nil
 }

@@ -83,7 +83,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 		// The answer branch: only an agent's message can name a run
 		// (messaging refuses it from anyone else); check it and stop.
 		if p.Message.Origin != messaging.OriginAgent || p.Message.Kind == messaging.KindRun || p.Message.Kind == messaging.KindSystem {
-			return nil, problem.Internal(fmt.Errorf("message of origin %s and kind %s names a run", p.Message.Origin, p.Message.Kind))
+			return nil, problem.Internal("runs.onMessagePosted", fmt.Errorf("message of origin %s and kind %s names a run", p.Message.Origin, p.Message.Kind))
 		}
 		return nil, s.checkAnswer(ctx, p)
 	}
@@ -95,7 +95,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 	}
 	facts, active, err := s.triggerFacts(ctx, p)
 	if err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("runs.onMessagePosted", err)
 	}
 	d := DecideTrigger(facts)
 	switch d.Outcome {
@@ -132,7 +132,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 
 func (s *Service) setTrigger(ctx context.Context, p *messaging.Posted, state messaging.TriggerState, reason string) error {
 	if err := s.messaging.SetTrigger(ctx, p.Message.ID, state, reason); err != nil {
-		return problem.Internal(err)
+		return problem.Internal("runs.setTrigger", err)
 	}
 	p.Message.TriggerState, p.Message.TriggerReason = state, reason
 	return nil
@@ -207,28 +207,28 @@ func (s *Service) startRunFor(ctx context.Context, agentID string, guest bool, t
 		if errors.Is(err, ErrNotFound) {
 			sess = Session{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, IsCurrent: true, CreatedAt: now}
 			if err := s.insertSession(ctx, sess); err != nil {
-				return nil, problem.Internal(fmt.Errorf("create session: %w", err))
+				return nil, problem.Internal("runs.startRunFor", fmt.Errorf("create session: %w", err))
 			}
 		} else if err != nil {
-			return nil, problem.Internal(err)
+			return nil, problem.Internal("runs.startRunFor", err)
 		}
 		n, err := s.sessionRuns(ctx, sess.ID)
 		if err != nil {
-			return nil, problem.Internal(err)
+			return nil, problem.Internal("runs.startRunFor", err)
 		}
 		r.SessionID = sess.ID
 		r.SessionMode = domain.SessionMode(&domain.SessionFacts{Started: sess.Started, Bound: sess.ExternalRef != "", Runs: n})
 	}
 	if err := s.insertRun(ctx, r); err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("runs.startRunFor", err)
 	}
 	agents, err := s.ident.GetMany(ctx, []string{agentID})
 	if err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("runs.startRunFor", err)
 	}
 	_, anchorEv, err := s.messaging.AppendAnchor(ctx, t, channelID, agents[agentID].Ref(), r.ID)
 	if err != nil {
-		return nil, problem.Internal(err)
+		return nil, problem.Internal("runs.startRunFor", err)
 	}
 	r.Attempt = 1
 	return []events.Event{s.stateChanged(r, channelID), anchorEv, invocationEvent(r, channelID)}, nil
@@ -272,7 +272,7 @@ func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID
 	tx := db.Q(ctx, s.pool)
 	if _, err := tx.Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
 		run.ID, messageID, s.clock.Now()); err != nil {
-		return nil, problem.Internal(fmt.Errorf("add follow-up: %w", err))
+		return nil, problem.Internal("runs.addFollowup", fmt.Errorf("add follow-up: %w", err))
 	}
 	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
 		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}}
@@ -315,7 +315,7 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 		holder = $9, lease_expires_at = $10, attempt = $11, trigger_lost_at = $12 WHERE id = $1`,
 		run.ID, run.State, run.Version, now, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested, holderV, run.LeaseExpiresAt, run.Attempt, run.TriggerLostAt)
 	if err != nil {
-		return Run{}, problem.Internal(fmt.Errorf("run transition: %w", err))
+		return Run{}, problem.Internal("runs.transition", fmt.Errorf("run transition: %w", err))
 	}
 	return run, nil
 }
@@ -338,7 +338,7 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
 		} else if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.checkAnswer", err)
 		}
 	}
 	switch err := domain.AnswerVerdict(run, found, p.Author.ID, p.Thread.ID); {
@@ -348,7 +348,7 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 		// so no other unit waits on it for the upgrade).
 		if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1 AND lease_expires_at IS NOT NULL AND state IN ('running', 'waiting_input')`,
 			run.ID, s.clock.Now().Add(s.timeouts.Lease)); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.checkAnswer", err)
 		}
 		return nil
 	case errors.Is(err, domain.ErrAnswerRunNotActive):

@@ -20,7 +20,7 @@ const ExternalRefMax = 200
 func (s *Service) sessionAgent(ctx context.Context, threadID string, p authz.Path) (string, error) {
 	t, err := s.chat.GetThread(ctx, threadID)
 	if err != nil {
-		return "", problem.Internal(err)
+		return "", problem.Internal("runs.sessionAgent", err)
 	}
 	agent := t.OperatorAgentID
 	if t.Kind == chat.ThreadMain {
@@ -63,13 +63,13 @@ func (s *Service) replaceSession(ctx context.Context, actor identity.Principal, 
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
 		tx := s.db.Q(ctx)
 		if _, err := s.chat.LockThread(ctx, threadID); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.replaceSession", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE agent_sessions SET is_current = false WHERE thread_id = $1 AND agent_id = $2 AND is_current`, threadID, agent); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.replaceSession", err)
 		}
 		if err := s.insertSession(ctx, out); err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.replaceSession", err)
 		}
 		return nil
 	})

@@ -96,7 +96,7 @@ func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int,
 		err := s.db.InTx(ctx, func(ctx context.Context) error {
 			tx := s.db.Q(ctx)
 			if _, err := s.chat.LockThread(ctx, h.threadID); err != nil {
-				return problem.Internal(err)
+				return problem.Internal("runs.recheckTriggers", err)
 			}
 			_, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2 AND state IN ('pending', 'delivered')`,
 				h.runID, h.messageID, ReasonTriggerRevoked)
@@ -173,11 +173,11 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 		changed = false
 		t, err := s.chat.LockThread(ctx, h.threadID)
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.revokeRun", err)
 		}
 		r, err := s.getRun(ctx, h.runID, "FOR UPDATE")
 		if err != nil {
-			return problem.Internal(err)
+			return problem.Internal("runs.revokeRun", err)
 		}
 		if !r.State.Active() || r.TriggerLostAt != nil || r.ThreadID != t.ID {
 			return nil

@@ -62,7 +62,7 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	})
 	srv.SetRecoverFunc(func(ctx context.Context, err any) error {
 		log.ErrorContext(ctx, "panic in resolver", "correlation_id", httpx.CorrelationID(ctx), "panic", fmt.Sprint(err))
-		return problem.Internal(fmt.Errorf("panic: %v", err))
+		return problem.Internal("server.newGraphQL", fmt.Errorf("panic: %v", err))
 	})
 	return srv
 }
@@ -129,7 +129,7 @@ func presenter(log *slog.Logger, schema *ast.Schema, out *outage) graphql.ErrorP
 				p = problem.New(problem.ValidationFailed, "graphql_validation_failed")
 				p.Detail = gqlErr.Message
 			} else {
-				p = problem.Internal(err)
+				p = problem.Internal("server.presenter", err)
 			}
 		}
 		if p.Code == problem.ValidationFailed && len(gqlErr.Path) > 0 {

@@ -334,7 +334,7 @@ func ChainWith(next http.Handler, o Options) http.Handler {
 				}
 				log.ErrorContext(ctx, "panic", "correlation_id", cid, "panic", slog.AnyValue(rec).String(), "stack", string(debug.Stack()))
 				if !sw.wrote {
-					WriteProblem(sw, r, problem.Internal(errors.New("panic")))
+					WriteProblem(sw, r, problem.Internal("httpx.chainWith", errors.New("panic")))
 				}
 			}
 			d := time.Since(start)

@@ -21,7 +21,7 @@ func TestInternalErrorsLogThroughTheServerLogger(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	h := Chain(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		WriteProblem(w, r, problem.Internal(errors.New("secret cause")))
+		WriteProblem(w, r, problem.Internal("httpx.test", errors.New("secret cause")))
 	}), log, nil)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/me", nil))
@@ -36,7 +36,7 @@ func TestInternalErrorsLogThroughTheServerLogger(t *testing.T) {
 		}
 		lines = append(lines, m)
 	}
-	if len(lines) != 2 || lines[0]["msg"] != "internal error" || lines[0]["error"] != "secret cause" || lines[1]["msg"] != "request" {
+	if len(lines) != 2 || lines[0]["msg"] != "internal error" || lines[0]["error"] != "httpx.test: secret cause" || lines[1]["msg"] != "request" {
 		t.Fatalf("log lines %v", lines)
 	}
 }

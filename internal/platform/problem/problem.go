@@ -101,7 +101,10 @@ type Error struct {
 	RetryAfter time.Duration
 	// OldestCursor names the oldest valid cursor of a cursor_expired error.
 	OldestCursor string
-	cause        error
+	// Op names the operation that failed ("runs.finish"), for logs only:
+	// an internal error says where it happened without a stack trace.
+	Op    string
+	cause error
 }
 
 // Error renders the code, reason and detail (never the cause).
@@ -119,8 +122,14 @@ func (e *Error) Error() string {
 // Unwrap returns the internal cause, so that errors.Is sees through it.
 func (e *Error) Unwrap() error { return e.cause }
 
-// Cause returns the internal cause, for logs.
-func (e *Error) Cause() error { return e.cause }
+// Cause returns the internal cause, for logs: the operation and the cause
+// (`runs.finish: <driver error>`) when the error names its operation.
+func (e *Error) Cause() error {
+	if e.cause != nil && e.Op != "" {
+		return fmt.Errorf("%s: %w", e.Op, e.cause)
+	}
+	return e.cause
+}
 
 // New returns an error of code with an optional reason (empty for none).
 func New(code Code, reason string) *Error { return &Error{Code: code, Reason: reason} }
@@ -143,8 +152,12 @@ func Expired(oldest int64) *Error {
 		Detail: fmt.Sprintf("events up to cursor %d are no longer kept: continue from cursor %d", oldest, oldest)}
 }
 
-// Internal wraps cause as an internal_error; cause is logged, never shown.
-func Internal(cause error) *Error { return &Error{Code: InternalError, cause: cause} }
+// Internal wraps cause as an internal_error of the operation op (a
+// "package.operation" name such as "runs.finish"); op and cause are logged,
+// never shown.
+func Internal(op string, cause error) *Error {
+	return &Error{Code: InternalError, Op: op, cause: cause}
+}
 
 // RateLimit returns a rate_limited error telling the caller to wait after.
 func RateLimit(after time.Duration) *Error {
@@ -162,7 +175,7 @@ func From(err error) *Error {
 	if errors.As(err, &p) {
 		return p
 	}
-	return Internal(err)
+	return Internal("", err)
 }
 
 // Is reports whether err carries the given code.
