@@ -164,7 +164,27 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	if plan.WantChannel && t.ParentMessageID != "" && t.ParentMessageID != r.TriggeringMessageID {
 		want = append(want, t.ParentMessageID)
 	}
-	msgs, err := s.messaging.ContextMessages(ctx, want)
+	limit := c.Switches.HistoryBackfillLimit
+	exclude := ""
+	if plan.ExcludeOwn {
+		exclude = r.AgentID
+	}
+	// The run row names where its trigger lies (trigger_thread_id,
+	// trigger_seq), so the thread window is read in the same statement as
+	// the triggering message instead of one round trip later. It is only
+	// used, like before, once the trigger is found in the run's thread at
+	// that place and the agent may read it; otherwise it is dropped (and,
+	// should the trigger lie elsewhere in the thread, read again).
+	window := messaging.ContextQuery{ThreadID: t.ID, AfterSeq: plan.Floor, BeforeSeq: r.TriggerSeq, Limit: limit, ExcludeAuthorID: exclude}
+	var msgs map[string]messaging.ContextItem
+	var threadPage messaging.ContextPage
+	var err error
+	speculated := r.TriggerThreadID == t.ID
+	if speculated {
+		msgs, threadPage, err = s.messaging.ContextMessagesAndWindow(ctx, want, window)
+	} else {
+		msgs, err = s.messaging.ContextMessages(ctx, want)
+	}
 	if err != nil {
 		return RunContext{}, problem.Internal(err)
 	}
@@ -204,19 +224,17 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		ChannelPath: chat.ChannelPath(c), SessionID: r.SessionID, Mode: plan.Mode,
 		Trigger:    ContextElement{ContextItem: m, ChannelID: triggerChannel, Path: mPath},
 		ThreadPath: threadPath, Grant: rd.Grant, MessageMaxBytes: limits.MessageMaxBytes}
-	limit := c.Switches.HistoryBackfillLimit
-	exclude := ""
-	if plan.ExcludeOwn {
-		exclude = r.AgentID
-	}
-	var threadPage messaging.ContextPage
 	if m.ThreadID == t.ID {
 		out.ContextFloorSeq = plan.Floor
-		threadPage, err = s.messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: t.ID, AfterSeq: plan.Floor,
-			BeforeSeq: m.ThreadSeq, Limit: limit, ExcludeAuthorID: exclude})
-		if err != nil {
-			return RunContext{}, problem.Internal(err)
+		if !speculated || m.ThreadSeq != r.TriggerSeq {
+			window.BeforeSeq = m.ThreadSeq
+			threadPage, err = s.messaging.ContextWindow(ctx, window)
+			if err != nil {
+				return RunContext{}, problem.Internal(err)
+			}
 		}
+	} else {
+		threadPage = messaging.ContextPage{}
 	}
 	var channelPage *messaging.ContextPage
 	if plan.WantChannel && t.ParentMessageID != "" {
