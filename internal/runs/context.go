@@ -12,6 +12,7 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -383,13 +384,17 @@ func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, me
 	if runID != "" {
 		run = runID
 	}
+	messages, err := ids.Binary(messageIDs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
+	}
 	rows, err := s.pool.Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN messages m ON m.id = f.message_id
 			WHERE f.run_id = $2::uuid AND f.state IN ('pending', 'delivered'))
 		SELECT false, fu.message_id::text, fu.thread_seq FROM fu
 		UNION ALL
 		SELECT DISTINCT true, f.message_id::text, 0::bigint FROM run_followups f JOIN runs r ON r.id = f.run_id
 			WHERE (r.agent_session_id = $1::uuid OR r.id = $2::uuid) AND f.delivered_at IS NOT NULL
-			AND (f.message_id = ANY($3::uuid[]) OR f.message_id IN (SELECT message_id FROM fu))`, session, run, messageIDs)
+			AND (f.message_id = ANY($3::uuid[]) OR f.message_id IN (SELECT message_id FROM fu))`, session, run, messages)
 	if err != nil {
 		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
 	}

@@ -237,8 +237,11 @@ func Complexity(b ListBounds) generated.ComplexityRoot {
 // answer never grows a second copy here.
 func capResponse(max int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cw := &cappedWriter{header: w.Header(), max: max, status: http.StatusOK}
+		cw := &cappedWriter{w: w, header: w.Header(), max: max, status: http.StatusOK}
 		next.ServeHTTP(cw, r)
+		if cw.passed {
+			return
+		}
 		if !cw.over {
 			w.WriteHeader(cw.status)
 			w.Write(cw.body)
@@ -258,12 +261,18 @@ func capResponse(max int, next http.Handler) http.Handler {
 	})
 }
 
+// cappedWriter keeps an answer until it is known to fit max bytes. An
+// answer that declares its whole length up front (Content-Length, as the
+// POST transport's answers with data do) and fits is written through
+// (passed): no copy of a large answer is kept here.
 type cappedWriter struct {
+	w      http.ResponseWriter
 	header http.Header
 	max    int
 	status int
 	wrote  bool
 	over   bool
+	passed bool
 	body   []byte
 }
 
@@ -276,6 +285,18 @@ func (c *cappedWriter) WriteHeader(code int) {
 }
 
 func (c *cappedWriter) Write(p []byte) (int, error) {
+	if c.passed {
+		return c.w.Write(p)
+	}
+	if !c.over && len(c.body) == 0 {
+		// net/http refuses to write more than a declared Content-Length,
+		// so an answer declared to fit can never pass the cap.
+		if n, err := strconv.Atoi(c.header.Get("Content-Length")); err == nil && n <= c.max {
+			c.wrote, c.passed = true, true
+			c.w.WriteHeader(c.status)
+			return c.w.Write(p)
+		}
+	}
 	c.wrote = true
 	if c.over {
 		return len(p), nil
