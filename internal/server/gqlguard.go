@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -30,6 +31,11 @@ import (
 type SelectionLimit struct {
 	Max        int
 	TokenLimit int
+	// Counts, when set, keeps the counts of recent documents by their
+	// text, so that a document sent again (an agent's context query, every
+	// REST route) is not parsed a second time per request on top of
+	// gqlgen's cached parse.
+	Counts *lru.LRU[int]
 }
 
 var _ interface {
@@ -45,8 +51,17 @@ func (SelectionLimit) Validate(graphql.ExecutableSchema) error { return nil }
 
 // MutateOperationParameters counts the selections of the raw document.
 // A document that does not parse is left to gqlgen, which reports it.
-func (l SelectionLimit) MutateOperationParameters(_ context.Context, raw *graphql.RawParams) *gqlerror.Error {
-	n := CountSelections(raw.Query, l.TokenLimit)
+func (l SelectionLimit) MutateOperationParameters(ctx context.Context, raw *graphql.RawParams) *gqlerror.Error {
+	n, ok := 0, false
+	if l.Counts != nil {
+		n, ok = l.Counts.Get(ctx, raw.Query)
+	}
+	if !ok {
+		n = CountSelections(raw.Query, l.TokenLimit)
+		if l.Counts != nil {
+			l.Counts.Add(ctx, raw.Query, n)
+		}
+	}
 	if n <= l.Max {
 		return nil
 	}

@@ -39,7 +39,8 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.SetParserTokenLimit(cfg.Int(config.GraphQLParserTokenLimit))
 	// The linear selection count runs before parsing and validation.
-	srv.Use(SelectionLimit{Max: cfg.Int(config.GraphQLMaxSelections), TokenLimit: cfg.Int(config.GraphQLParserTokenLimit)})
+	srv.Use(SelectionLimit{Max: cfg.Int(config.GraphQLMaxSelections), TokenLimit: cfg.Int(config.GraphQLParserTokenLimit),
+		Counts: lru.New[int](1000)})
 	if cfg.Bool(config.GraphQLIntrospection) {
 		srv.Use(extension.Introspection{})
 	}
