@@ -304,8 +304,10 @@ func (c *cappedWriter) Write(p []byte) (int, error) {
 		return c.w.Write(p)
 	}
 	if !c.over && len(c.body) == 0 {
-		// net/http refuses to write more than a declared Content-Length,
-		// so an answer declared to fit can never pass the cap.
+		// The length is declared by the POST transport, which knows it
+		// (spliceWriter), and net/http refuses to write more than a
+		// declared Content-Length: an answer declared to fit stays within
+		// the cap.
 		if n, err := strconv.Atoi(c.header.Get("Content-Length")); err == nil && n <= c.max {
 			c.wrote, c.passed = true, true
 			c.w.WriteHeader(c.status)
