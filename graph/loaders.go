@@ -341,11 +341,31 @@ func (r *Resolver) finishContext(ctx context.Context, p identity.Principal, rc *
 	keys := rc.Keys()
 	// One statement answers already_delivered for every element and names
 	// the run's follow-ups (whose own delivery it answers too), so that
-	// the read costs the same statements with or without followUps.
-	delivered, followUps, err := r.Runs.FollowUpFacts(ctx, rc.SessionID, rc.RunID, keys.Delivered)
-	if err != nil {
-		return nil, problem.From(err)
+	// the read costs the same statements with or without followUps. It
+	// does not depend on the authors and their trigger, so it runs on its
+	// own pool connection while those two are read: three round trips
+	// one after another become two. Both are awaited before anything is
+	// answered, and either error fails the context (fail closed).
+	type facts struct {
+		delivered map[string]bool
+		followUps []string
+		err       error
 	}
+	factsDone := make(chan facts, 1)
+	go func() {
+		var f facts
+		f.delivered, f.followUps, f.err = r.Runs.FollowUpFacts(ctx, rc.SessionID, rc.RunID, keys.Delivered)
+		factsDone <- f
+	}()
+	warmErr := r.loadPeople(ctx, l, rc, keys)
+	f := <-factsDone
+	if f.err != nil {
+		return nil, problem.From(f.err)
+	}
+	if warmErr != nil {
+		return nil, warmErr
+	}
+	delivered, followUps := f.delivered, f.followUps
 	for _, id := range append(keys.Delivered, followUps...) {
 		l.Delivered.Prime(ctx, deliveredKey{Session: rc.SessionID, Run: rc.RunID, Message: id}, delivered[id])
 	}
@@ -388,6 +408,24 @@ func (r *Resolver) finishContext(ctx context.Context, p identity.Principal, rc *
 		return out, nil
 	}
 	return out, nil
+}
+
+// loadPeople answers the author and trigger-holder questions of keys with
+// one batch each, leaving the answers in the request's loaders for
+// finisher.
+func (r *Resolver) loadPeople(ctx context.Context, l *Loaders, rc *runs.RunContext, keys runs.ContextKeys) error {
+	if _, err := l.Principals.LoadAll(ctx, keys.Authors); err != nil {
+		return problem.From(err)
+	}
+	if len(keys.Holders) == 0 {
+		return nil
+	}
+	hk := make([]holderKey, len(keys.Holders))
+	for i, id := range keys.Holders {
+		hk[i] = holderKey{Channel: rc.ChannelPath, Person: id}
+	}
+	_, err := l.TriggerHolders.LoadAll(ctx, hk)
+	return err
 }
 
 // finisher answers keys, questions of elements of rc, with one batch per

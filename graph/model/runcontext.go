@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -115,25 +116,48 @@ func (m *RunContextMessage) MarshalGQLContext(ctx context.Context, w io.Writer) 
 }
 
 // MarshalGQLContext writes the whole list with the fields selected at the
-// current field in one pass: one buffer, no per-element goroutine or field
-// context.
+// current field in one pass: no per-element goroutine or field context.
+// The list is written straight into the executor's answer buffer, grown
+// once to the list's size (estimated from the first element: every
+// element has the same fields, only its content differs), so that the
+// answer is not built twice.
 func (l RunContextMessages) MarshalGQLContext(ctx context.Context, w io.Writer) error {
 	sel := selectionOf(ctx)
-	size := 2
-	for _, m := range l {
-		size += 256 + len(m.ContentMd)
+	if len(l) == 0 {
+		_, err := io.WriteString(w, "[]")
+		return err
 	}
-	buf := make([]byte, 0, size)
+	first := sel.appendMessage(make([]byte, 0, 512+2*len(contentOf(l[0]))), l[0])
+	perElement := len(first) - len(contentOf(l[0])) + 64
+	size := 2 + len(first)
+	for _, m := range l[1:] {
+		size += perElement + len(contentOf(m))
+	}
+	var buf []byte
+	bw, direct := w.(*bytes.Buffer)
+	if direct {
+		bw.Grow(size)
+		buf = bw.AvailableBuffer()
+	} else {
+		buf = make([]byte, 0, size)
+	}
 	buf = append(buf, '[')
-	for i, m := range l {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
+	buf = append(buf, first...)
+	for _, m := range l[1:] {
+		buf = append(buf, ',')
 		buf = sel.appendMessage(buf, m)
 	}
 	buf = append(buf, ']')
 	_, err := w.Write(buf)
 	return err
+}
+
+// contentOf is the content of m, or none for a nil element.
+func contentOf(m *RunContextMessage) string {
+	if m == nil {
+		return ""
+	}
+	return m.ContentMd
 }
 
 // selection is the collected selection of RunContextMessage at one field,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +179,27 @@ func TestMarshalOutsideExecutor(t *testing.T) {
 	var buf bytes.Buffer
 	if err := (RunContextMessages{{MessageID: "a"}, {MessageID: "b"}}).MarshalGQLContext(context.Background(), &buf); err != nil || buf.String() != "[{},{}]" {
 		t.Fatalf("%q %v", buf.String(), err)
+	}
+}
+
+// TestListWriters: the list writes the same bytes straight into a
+// bytes.Buffer that already holds part of the answer as into any other
+// writer, nil elements and the empty list included.
+func TestListWriters(t *testing.T) {
+	for _, l := range []RunContextMessages{{}, {{MessageID: "a", ContentMd: "x"}, nil, {MessageID: "b", ContentMd: strings.Repeat("y", 5000)}}} {
+		buf := bytes.NewBufferString(`{"data":`)
+		if err := l.MarshalGQLContext(context.Background(), buf); err != nil {
+			t.Fatal(err)
+		}
+		var other strings.Builder
+		if err := l.MarshalGQLContext(context.Background(), &other); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != `{"data":`+other.String() {
+			t.Fatalf("buffer %q, writer %q", buf.String(), other.String())
+		}
+		if want := map[int]string{0: "[]", 3: "[{},null,{}]"}[len(l)]; other.String() != want {
+			t.Fatalf("got %q, want %q", other.String(), want)
+		}
 	}
 }

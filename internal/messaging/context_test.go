@@ -2,6 +2,7 @@ package messaging_test
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -193,6 +194,23 @@ func TestContextWindow(t *testing.T) {
 					if it.ThreadID != q.ThreadID || it.ID != f.ids[it.ThreadSeq] {
 						t.Errorf("item %d: id %s thread %s", it.ThreadSeq, it.ID, it.ThreadID)
 					}
+				}
+				// The combined read answers exactly what the two reads
+				// answer apart, whatever the window.
+				want := []string{f.ids[4], f.ids[8], ids.New()}
+				msgs, err := env.Server.Messaging.ContextMessages(ctx, want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gotMsgs, gotPage, err := env.Server.Messaging.ContextMessagesAndWindow(ctx, want, q)
+				if err != nil {
+					t.Fatalf("ContextMessagesAndWindow: %v", err)
+				}
+				if !reflect.DeepEqual(gotPage, page) {
+					t.Errorf("combined window %+v, want %+v", gotPage, page)
+				}
+				if !reflect.DeepEqual(gotMsgs, msgs) {
+					t.Errorf("combined messages %+v, want %+v", gotMsgs, msgs)
 				}
 			})
 		}

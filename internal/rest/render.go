@@ -91,7 +91,35 @@ func (s *scanner) key() (string, error) {
 	if err := s.expect(':'); err != nil {
 		return "", err
 	}
-	return string(raw[1 : len(raw)-1]), nil
+	return keyName(raw[1 : len(raw)-1]), nil
+}
+
+// keyNames interns member names: the answers of stored operations repeat
+// the same few names on every element (a run context of 200 elements has
+// thousands of members), and a lookup with a converted byte slice does not
+// allocate where a new string for each member would. The set is bounded,
+// so that odd names cannot grow it without end.
+var keyNames = struct {
+	sync.RWMutex
+	m map[string]string
+}{m: map[string]string{}}
+
+const maxKeyNames = 4096
+
+func keyName(b []byte) string {
+	keyNames.RLock()
+	k, ok := keyNames.m[string(b)]
+	keyNames.RUnlock()
+	if ok {
+		return k
+	}
+	k = string(b)
+	keyNames.Lock()
+	if len(keyNames.m) < maxKeyNames {
+		keyNames.m[k] = k
+	}
+	keyNames.Unlock()
+	return k
 }
 
 // skip passes over one value and returns its raw bytes.

@@ -149,3 +149,18 @@ func containsCode(err error, code string) bool {
 	var p *problem.Error
 	return errors.As(err, &p) && string(p.Code) == code
 }
+
+// TestKeyName: member names come back as they are, and a name seen before
+// costs no allocation.
+func TestKeyName(t *testing.T) {
+	for _, name := range []string{"threadSeq", "", "__typename", `a\"b`} {
+		if got := keyName([]byte(name)); got != name {
+			t.Fatalf("keyName(%q) = %q", name, got)
+		}
+	}
+	b := []byte("contentMd")
+	keyName(b)
+	if n := testing.AllocsPerRun(100, func() { keyName(b) }); n != 0 {
+		t.Fatalf("%v allocations for a known name", n)
+	}
+}

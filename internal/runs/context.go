@@ -13,6 +13,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -163,7 +164,27 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	if plan.WantChannel && t.ParentMessageID != "" && t.ParentMessageID != r.TriggeringMessageID {
 		want = append(want, t.ParentMessageID)
 	}
-	msgs, err := s.messaging.ContextMessages(ctx, want)
+	limit := c.Switches.HistoryBackfillLimit
+	exclude := ""
+	if plan.ExcludeOwn {
+		exclude = r.AgentID
+	}
+	// The run row names where its trigger lies (trigger_thread_id,
+	// trigger_seq), so the thread window is read in the same statement as
+	// the triggering message instead of one round trip later. It is only
+	// used, like before, once the trigger is found in the run's thread at
+	// that place and the agent may read it; otherwise it is dropped (and,
+	// should the trigger lie elsewhere in the thread, read again).
+	window := messaging.ContextQuery{ThreadID: t.ID, AfterSeq: plan.Floor, BeforeSeq: r.TriggerSeq, Limit: limit, ExcludeAuthorID: exclude}
+	var msgs map[string]messaging.ContextItem
+	var threadPage messaging.ContextPage
+	var err error
+	speculated := r.TriggerThreadID == t.ID
+	if speculated {
+		msgs, threadPage, err = s.messaging.ContextMessagesAndWindow(ctx, want, window)
+	} else {
+		msgs, err = s.messaging.ContextMessages(ctx, want)
+	}
 	if err != nil {
 		return RunContext{}, problem.Internal("runs.context", err)
 	}
@@ -203,19 +224,17 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		ChannelPath: chat.ChannelPath(c), SessionID: r.SessionID, Mode: plan.Mode,
 		Trigger:    ContextElement{ContextItem: m, ChannelID: triggerChannel, Path: mPath},
 		ThreadPath: threadPath, Grant: rd.Grant, MessageMaxBytes: limits.MessageMaxBytes}
-	limit := c.Switches.HistoryBackfillLimit
-	exclude := ""
-	if plan.ExcludeOwn {
-		exclude = r.AgentID
-	}
-	var threadPage messaging.ContextPage
 	if m.ThreadID == t.ID {
 		out.ContextFloorSeq = plan.Floor
-		threadPage, err = s.messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: t.ID, AfterSeq: plan.Floor,
-			BeforeSeq: m.ThreadSeq, Limit: limit, ExcludeAuthorID: exclude})
-		if err != nil {
-			return RunContext{}, problem.Internal("runs.context", err)
+		if !speculated || m.ThreadSeq != r.TriggerSeq {
+			window.BeforeSeq = m.ThreadSeq
+			threadPage, err = s.messaging.ContextWindow(ctx, window)
+			if err != nil {
+				return RunContext{}, problem.Internal("runs.context", err)
+			}
 		}
+	} else {
+		threadPage = messaging.ContextPage{}
 	}
 	var channelPage *messaging.ContextPage
 	if plan.WantChannel && t.ParentMessageID != "" {
@@ -364,13 +383,19 @@ func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, me
 	if runID != "" {
 		run = runID
 	}
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
+	messages, err := ids.Binary(messageIDs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
+	}
+	// The context read runs this beside the people lookups, on its own
+	// connection of the pool: it never joins a transaction of ctx.
+	rows, err := s.pool.Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
 			WHERE f.run_id = $2::uuid AND f.state IN ('pending', 'delivered'))
 		SELECT false, fu.message_id::text, fu.thread_seq FROM fu
 		UNION ALL
 		SELECT DISTINCT true, f.message_id::text, 0::bigint FROM run_followups f JOIN runs r ON r.id = f.run_id
 			WHERE (r.agent_session_id = $1::uuid OR r.id = $2::uuid) AND f.delivered_at IS NOT NULL
-			AND (f.message_id = ANY($3::uuid[]) OR f.message_id IN (SELECT message_id FROM fu))`, session, run, messageIDs)
+			AND (f.message_id = ANY($3::uuid[]) OR f.message_id IN (SELECT message_id FROM fu))`, session, run, messages)
 	if err != nil {
 		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -30,6 +31,11 @@ import (
 type SelectionLimit struct {
 	Max        int
 	TokenLimit int
+	// Counts, when set, keeps the counts of recent documents by their
+	// text, so that a document sent again (an agent's context query, every
+	// REST route) is not parsed a second time per request on top of
+	// gqlgen's cached parse.
+	Counts *lru.LRU[int]
 }
 
 var _ interface {
@@ -45,8 +51,17 @@ func (SelectionLimit) Validate(graphql.ExecutableSchema) error { return nil }
 
 // MutateOperationParameters counts the selections of the raw document.
 // A document that does not parse is left to gqlgen, which reports it.
-func (l SelectionLimit) MutateOperationParameters(_ context.Context, raw *graphql.RawParams) *gqlerror.Error {
-	n := CountSelections(raw.Query, l.TokenLimit)
+func (l SelectionLimit) MutateOperationParameters(ctx context.Context, raw *graphql.RawParams) *gqlerror.Error {
+	n, ok := 0, false
+	if l.Counts != nil {
+		n, ok = l.Counts.Get(ctx, raw.Query)
+	}
+	if !ok {
+		n = CountSelections(raw.Query, l.TokenLimit)
+		if l.Counts != nil {
+			l.Counts.Add(ctx, raw.Query, n)
+		}
+	}
 	if n <= l.Max {
 		return nil
 	}
@@ -237,8 +252,11 @@ func Complexity(b ListBounds) generated.ComplexityRoot {
 // answer never grows a second copy here.
 func capResponse(max int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cw := &cappedWriter{header: w.Header(), max: max, status: http.StatusOK}
+		cw := &cappedWriter{w: w, header: w.Header(), max: max, status: http.StatusOK}
 		next.ServeHTTP(cw, r)
+		if cw.passed {
+			return
+		}
 		if !cw.over {
 			w.WriteHeader(cw.status)
 			w.Write(cw.body)
@@ -258,12 +276,18 @@ func capResponse(max int, next http.Handler) http.Handler {
 	})
 }
 
+// cappedWriter keeps an answer until it is known to fit max bytes. An
+// answer that declares its whole length up front (Content-Length, as the
+// POST transport's answers with data do) and fits is written through
+// (passed): no copy of a large answer is kept here.
 type cappedWriter struct {
+	w      http.ResponseWriter
 	header http.Header
 	max    int
 	status int
 	wrote  bool
 	over   bool
+	passed bool
 	body   []byte
 }
 
@@ -276,6 +300,20 @@ func (c *cappedWriter) WriteHeader(code int) {
 }
 
 func (c *cappedWriter) Write(p []byte) (int, error) {
+	if c.passed {
+		return c.w.Write(p)
+	}
+	if !c.over && len(c.body) == 0 {
+		// The length is declared by the POST transport, which knows it
+		// (spliceWriter), and net/http refuses to write more than a
+		// declared Content-Length: an answer declared to fit stays within
+		// the cap.
+		if n, err := strconv.Atoi(c.header.Get("Content-Length")); err == nil && n <= c.max {
+			c.wrote, c.passed = true, true
+			c.w.WriteHeader(c.status)
+			return c.w.Write(p)
+		}
+	}
 	c.wrote = true
 	if c.over {
 		return len(p), nil

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/99designs/gqlgen/complexity"
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2"
 
 	"bothy.example.com/bothy/graph/generated"
@@ -44,5 +46,23 @@ func TestStoredOperationsFitLimits(t *testing.T) {
 		if n > cfg.Int(config.GraphQLMaxSelections) {
 			t.Errorf("%s: %d selections exceed graphql.max_selections", rt.OperationID, n)
 		}
+	}
+}
+
+// TestSelectionLimitCounts: with a count cache the limit decides a
+// document sent again exactly as the first time, without counting anew.
+func TestSelectionLimitCounts(t *testing.T) {
+	l := SelectionLimit{Max: 3, TokenLimit: 1000, Counts: lru.New[int](10)}
+	small, big := `{ a b }`, `{ a b c d }`
+	for round := 0; round < 2; round++ {
+		if err := l.MutateOperationParameters(t.Context(), &graphql.RawParams{Query: small}); err != nil {
+			t.Fatalf("round %d: small document refused: %v", round, err)
+		}
+		if err := l.MutateOperationParameters(t.Context(), &graphql.RawParams{Query: big}); err == nil {
+			t.Fatalf("round %d: big document accepted", round)
+		}
+	}
+	if n, ok := l.Counts.Get(t.Context(), big); !ok || n != 4 {
+		t.Fatalf("cached count %d %v, want 4", n, ok)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -73,6 +74,9 @@ func (s *spliceWriter) Write(p []byte) (int, error) {
 	}
 	data := s.data
 	s.data = nil
+	// The whole answer's length is known here: an answer written through
+	// (overHTTP passes 200 answers on) still carries its Content-Length.
+	s.Header().Set("Content-Length", strconv.Itoa(len(p)-len(dataMarker)+len(data)))
 	if _, err := s.ResponseWriter.Write(p[:i]); err != nil {
 		return 0, err
 	}

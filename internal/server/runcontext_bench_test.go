@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,6 +117,7 @@ func (cb *contextBench) measure(b *testing.B, f benchFace) {
 	before := cb.counter.Count()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -123,6 +125,7 @@ func (cb *contextBench) measure(b *testing.B, f benchFace) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
+	cpu := processCPU() - cpu0
 	runtime.ReadMemStats(&ms1)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "median_ms")
@@ -130,6 +133,18 @@ func (cb *contextBench) measure(b *testing.B, f benchFace) {
 	b.ReportMetric(float64(cb.counter.Count()-before)/float64(b.N), "stmts/read")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N), "allocs/read")
 	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/1024, "kB/read")
+	// CPU time of the process (client and server, not PostgreSQL): on a
+	// machine shared with other work it moves far less than latency.
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu_ms/read")
+}
+
+// processCPU returns the user and system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkRunContext reads the context of a run whose thread holds 200

@@ -21,3 +21,20 @@ func Valid(s string) bool {
 	u, err := uuid.Parse(s)
 	return err == nil && u.String() == s
 }
+
+// Binary returns the ids in list as 16-byte values, which pgx sends as a
+// binary uuid[] parameter: a list of strings goes out as a text array,
+// quoted and escaped element by element, which costs a long list (the 200
+// messages of a run context) a quarter of a millisecond of CPU. An id that
+// is not a UUID is an error.
+func Binary(list []string) ([][16]byte, error) {
+	out := make([][16]byte, len(list))
+	for i, s := range list {
+		u, err := uuid.Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = u
+	}
+	return out, nil
+}
