@@ -49,63 +49,6 @@ func TestPlaygroundScenario(t *testing.T) {
 	}
 }
 
-func TestCreateThreadKinds(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	type created struct {
-		Thread       map[string]any `json:"thread"`
-		FirstMessage map[string]any `json:"first_message"`
-	}
-	create := func(who, channel string, body map[string]any) (*apitest.Response, created) {
-		r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel(channel).ID+"/threads", env.World.Token(who), body)
-		var c created
-		if r.Status < 300 {
-			r.JSON(t, &c)
-		}
-		return r, c
-	}
-	// A post in a forum: no parent, title from the first line, fixed
-	// operator of the channel (Bulletin inherits Lotse).
-	r, post := create("alex", "Support/Bulletin", map[string]any{"first_message": map[string]any{"client_msg_id": "p1", "content_md": "Weekly report\nAll good."}})
-	if r.Status != 201 || post.Thread["kind"] != "post" || post.Thread["title"] != "Weekly report" || post.Thread["operator_agent_id"] != env.World.ID("lotse") {
-		t.Fatalf("forum post: %d %v", r.Status, post.Thread)
-	}
-	// Reports has no operator.
-	_, rep := create("alex", "Support/Reports", map[string]any{"title": "Q3", "first_message": map[string]any{"client_msg_id": "p2", "content_md": "numbers"}})
-	if _, has := rep.Thread["operator_agent_id"]; has {
-		t.Fatalf("Reports thread has an operator: %v", rep.Thread)
-	}
-	// A thread from a main-thread message of a text channel.
-	parent := env.MustPost("writer", env.Main("Support/Allgemein"), "m1", "Can someone help?")
-	r, th := create("sam", "Support/Allgemein", map[string]any{"parent_message_id": parent["id"], "first_message": map[string]any{"client_msg_id": "t1", "content_md": "Sure"}})
-	if r.Status != 201 || th.Thread["kind"] != "thread" || th.Thread["parent_message_id"] != parent["id"] {
-		t.Fatalf("thread from parent: %d %v", r.Status, th.Thread)
-	}
-	// A second thread from the same parent is a conflict; a parent outside
-	// the channel's main thread is invalid; a forum post has no parent.
-	if r, _ := create("sam", "Support/Allgemein", map[string]any{"parent_message_id": parent["id"], "first_message": map[string]any{"client_msg_id": "t2", "content_md": "Again"}}); r.Status != 409 {
-		t.Fatalf("second thread from one parent: %d %s", r.Status, r.Body)
-	}
-	if r, _ := create("alex", "Support/Eskalation", map[string]any{"parent_message_id": parent["id"], "first_message": map[string]any{"client_msg_id": "t3", "content_md": "x"}}); r.Status != 400 {
-		t.Fatalf("parent in another channel: %d %s", r.Status, r.Body)
-	}
-	// Replay of the whole create.
-	r, again := create("alex", "Support/Bulletin", map[string]any{"first_message": map[string]any{"client_msg_id": "p1", "content_md": "Weekly report\nAll good."}})
-	if r.Status != 200 || r.Header.Get("Idempotent-Replay") != "true" || again.Thread["id"] != post.Thread["id"] {
-		t.Fatalf("thread replay: %d %v", r.Status, again.Thread)
-	}
-	// An agent's thread has title_source auto.
-	_, byAgent := create("lotse", "Support/Reports", map[string]any{"title": "Nightly", "first_message": map[string]any{"client_msg_id": "n1", "content_md": "report"}})
-	if byAgent.Thread["title_source"] != "auto" || byAgent.FirstMessage["origin"] != "agent" {
-		t.Fatalf("agent thread: %v %v", byAgent.Thread, byAgent.FirstMessage)
-	}
-	// Events: thread.created then message.created.
-	var evs struct{ Events []map[string]any }
-	env.REST(http.MethodGet, "/api/v1/events", env.World.Token("robin"), nil).JSON(t, &evs)
-	if evs.Events[0]["type"] != "thread.created" || evs.Events[1]["type"] != "message.created" {
-		t.Fatalf("events %v %v", evs.Events[0]["type"], evs.Events[1]["type"])
-	}
-}
-
 func TestMoveThread(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	// Writer has no trigger right, so the message starts no run (and no auto
