@@ -254,7 +254,9 @@ func TestCreateThreadKinds(t *testing.T) {
 	create := func(who, channel string, in messaging.ThreadInput) (chat.Thread, messaging.Message, bool, error) {
 		return env.Messaging.CreateThread(ctx, env.Principal(who), env.World.Channel(channel).ID, in)
 	}
-	first := func(cid, content string) messaging.Input { return messaging.Input{ClientMsgID: cid, ContentMD: content} }
+	first := func(cid, content string) messaging.Input {
+		return messaging.Input{ClientMsgID: cid, ContentMD: content}
+	}
 	// A post in a forum: no parent, title from the first line, fixed
 	// operator of the channel (Bulletin inherits Lotse).
 	post, _, _, err := create("alex", "Support/Bulletin", messaging.ThreadInput{First: first("p1", "Weekly report\nAll good.")})
