@@ -371,6 +371,8 @@ func TestUnknownMemberAndEnum(t *testing.T) {
 			map[string]any{"client_msg_id": "z", "content_md": "hi", "kind": "TEXT"}, "/kind", "invalid_enum"},
 		{"nested unknown member", "/api/v1/channels/" + chID + "/threads",
 			map[string]any{"first_message": map[string]any{"client_msg_id": "w", "content_md": "hi", "colour": "red"}}, "/first_message/colour", "unknown_member"},
+		{"unknown member of a move", "/api/v1/threads/" + main + "/move",
+			map[string]any{"channel_id": env.World.Channel("Support/Eskalation").ID, "extra": 1}, "/extra", "unknown_member"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

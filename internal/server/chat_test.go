@@ -49,51 +49,6 @@ func TestPlaygroundScenario(t *testing.T) {
 	}
 }
 
-func TestMoveThread(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	// Writer has no trigger right, so the message starts no run (and no auto
-	// thread) and can be the parent of a thread.
-	parent := env.MustPost("writer", env.Main("Support/Allgemein"), "m1", "Escalate this")
-	r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/threads", env.World.Token("alex"),
-		map[string]any{"parent_message_id": parent["id"], "first_message": map[string]any{"client_msg_id": "t1", "content_md": "Details"}})
-	var c struct{ Thread map[string]any }
-	r.JSON(t, &c)
-	thread := c.Thread["id"].(string)
-	target := env.World.Channel("Support/Eskalation").ID
-	// Sam has trigger on Allgemein only and cannot see the target: 404.
-	if r := env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("sam"), map[string]any{"channel_id": target}); r.Status != http.StatusNotFound {
-		t.Fatalf("sam moves: %d %s", r.Status, r.Body)
-	}
-	// Writer lacks trigger on the source.
-	if r := env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("writer"), map[string]any{"channel_id": target}); r.Status != http.StatusForbidden {
-		t.Fatalf("writer moves: %d", r.Status)
-	}
-	if r := env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("alex"), map[string]any{"channel_id": target, "extra": 1}); r.Status != 400 {
-		t.Fatalf("unknown member: %d", r.Status)
-	}
-	r = env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("alex"), map[string]any{"channel_id": target})
-	var moved map[string]any
-	r.JSON(t, &moved)
-	if r.Status != 200 || moved["channel_id"] != target || moved["parent_message_id"] != parent["id"] {
-		t.Fatalf("move: %d %v", r.Status, moved)
-	}
-	if n := env.Count(`SELECT count(*) FROM audit_log WHERE action = 'thread.move' AND decision = 'allow'`); n < 1 {
-		t.Fatalf("move not audited")
-	}
-	if n := env.Count(`SELECT count(*) FROM event_log WHERE type = 'thread.moved'`); n != 2 {
-		t.Fatalf("%d thread.moved events, want one per channel", n)
-	}
-	// Messages of the moved thread now report the target channel.
-	var page struct{ Messages []map[string]any }
-	env.REST(http.MethodGet, "/api/v1/threads/"+thread+"/messages", env.World.Token("alex"), nil).JSON(t, &page)
-	if page.Messages[0]["channel_id"] != target {
-		t.Fatalf("message channel after move: %v", page.Messages[0]["channel_id"])
-	}
-	if r := env.REST(http.MethodPost, "/api/v1/threads/"+env.Main("Support/Allgemein")+"/move", env.World.Token("alex"), map[string]any{"channel_id": target}); r.Status != 409 {
-		t.Fatalf("moving a main thread: %d", r.Status)
-	}
-}
-
 func TestListEventsVisibility(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	env.MustPost("writer", env.Main("Support/Allgemein"), "a", "support")
