@@ -290,10 +290,11 @@ func TestAdminPrincipals(t *testing.T) {
 	wantProblem(t, "bad limit", env.REST(http.MethodGet, "/api/v1/principals?limit=0", robin, nil), 400, "validation_failed", "")
 }
 
-// TestAdminTokens covers createToken, listTokens and revokeToken: the
-// secret once, self-service for people, 404 for somebody else's token,
-// 401 after revocation and expiry, a refused negative TTL, and
-// last_used_at written at most once a minute.
+// TestAdminTokens covers the answers of createToken, listTokens and
+// revokeToken on the wire: the secret once, never in lists or logs, the
+// same 404 for somebody else's token and a missing one, no expires_at for
+// ttl 0, 401 at once after revocation, the typed GraphQL answer. The token
+// rules themselves are TestTokenRules in internal/admin.
 func TestAdminTokens(t *testing.T) {
 	var logs bytes.Buffer
 	opts := adminOptions()
@@ -322,32 +323,8 @@ func TestAdminTokens(t *testing.T) {
 	if len(tl.Tokens) != 2 || tl.Tokens[0]["id"] != tokID || tl.Tokens[0]["last_used_at"] == nil {
 		t.Fatalf("tokens %v", tl.Tokens)
 	}
-	firstUse := tl.Tokens[0]["last_used_at"].(string)
-
-	// last_used_at moves at most once a minute.
-	env.Clock.Advance(30 * time.Second)
-	env.REST(http.MethodGet, "/api/v1/me", secret, nil)
-	lastUsed := func() string {
-		var s string
-		if err := env.Pool.QueryRow(t.Context(), `SELECT to_char(last_used_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') FROM tokens WHERE id = $1`, tokID).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	if got := lastUsed(); got != firstUse {
-		t.Fatalf("last_used_at moved within a minute: %s -> %s", firstUse, got)
-	}
-	env.Clock.Advance(31 * time.Second)
-	env.REST(http.MethodGet, "/api/v1/me", secret, nil)
-	if got := lastUsed(); got == firstUse {
-		t.Fatalf("last_used_at did not move after a minute: %s", got)
-	}
-
-	// Somebody else's tokens: listing and creating are refused (403), and
-	// their token is 404 like a missing one; an owner may.
+	// Somebody else's token is 404 like a missing one.
 	samID := env.World.ID("sam")
-	wantProblem(t, "alex lists sam's", env.REST(http.MethodGet, "/api/v1/principals/"+samID+"/tokens", alex, nil), 403, "forbidden", "level_insufficient")
-	wantProblem(t, "alex creates for sam", env.REST(http.MethodPost, "/api/v1/principals/"+samID+"/tokens", alex, map[string]any{}), 403, "forbidden", "level_insufficient")
 	samTok := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+samID+"/tokens", robin, map[string]any{"label": "by robin"}, 201)
 	hidden := env.REST(http.MethodDelete, "/api/v1/tokens/"+samTok["id"].(string), alex, nil)
 	missing := env.REST(http.MethodDelete, "/api/v1/tokens/01a22de8-0000-7000-8000-000000000000", alex, nil)
@@ -355,14 +332,13 @@ func TestAdminTokens(t *testing.T) {
 	if !sameAnswer(t, hidden, missing) {
 		t.Fatalf("another's token and a missing one answer differently:\n%s\n%s", hidden.Body, missing.Body)
 	}
-	// A negative TTL is refused; ttl 0 never expires.
-	wantProblem(t, "negative ttl", env.REST(http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"ttl": -5}), 400, "validation_failed", "")
+	// ttl 0 never expires: no expires_at member.
 	forever := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"ttl": 0}, 201)
 	if _, ok := forever["expires_at"]; ok {
 		t.Fatalf("ttl 0 expires: %v", forever)
 	}
 
-	// Revoked: 401 at once; revoking twice answers it unchanged.
+	// Revoked: 401 at once.
 	rev := mustRESTAs(t, env, http.MethodDelete, "/api/v1/tokens/"+tokID, alex, nil, 200)
 	if rev["revoked_at"] == nil || rev["id"] != tokID {
 		t.Fatalf("revokeToken %v", rev)
@@ -370,22 +346,6 @@ func TestAdminTokens(t *testing.T) {
 	if r := env.REST(http.MethodGet, "/api/v1/me", secret, nil); r.Status != 401 {
 		t.Fatalf("a revoked token: %d", r.Status)
 	}
-	if again := mustRESTAs(t, env, http.MethodDelete, "/api/v1/tokens/"+tokID, alex, nil, 200); again["revoked_at"] != rev["revoked_at"] {
-		t.Fatalf("second revoke changed the token: %v", again)
-	}
-	// Expired: 401 once its time has passed.
-	short := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"ttl": 60}, 201)["token"].(string)
-	if r := env.REST(http.MethodGet, "/api/v1/me", short, nil); r.Status != 200 {
-		t.Fatalf("a fresh short token: %d", r.Status)
-	}
-	env.Clock.Advance(61 * time.Second)
-	if r := env.REST(http.MethodGet, "/api/v1/me", short, nil); r.Status != 401 {
-		t.Fatalf("an expired token: %d", r.Status)
-	}
-	// Agents have no self-service: subject_kind_not_allowed.
-	lotseID := env.World.ID("lotse")
-	wantProblem(t, "agent lists", env.REST(http.MethodGet, "/api/v1/principals/"+lotseID+"/tokens", env.World.Token("lotse"), nil), 403, "forbidden", "subject_kind_not_allowed")
-
 	// GraphQL: the same token answer, typed.
 	var gq struct {
 		CreateToken struct {

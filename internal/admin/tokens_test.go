@@ -1,0 +1,123 @@
+package admin_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// TestTokenRules covers createToken, listTokens and revokeToken at the
+// service: self-service for people, refusals for somebody else's tokens
+// (their token not found like a missing one), a refused negative TTL and a
+// TTL of zero that never expires, revocation and expiry ending the token
+// at once, revoking twice answering it unchanged, last_used_at written at
+// most once a minute, and no secret stored outside its hash. The answers
+// on the wire (REST shape, same 404 bodies, GraphQL types, logs) are
+// TestAdminTokens in internal/server.
+func TestTokenRules(t *testing.T) {
+	env := newEnv(t)
+	ctx := t.Context()
+	alex, robin := env.Principal("alex"), env.Principal("robin")
+	alexID, samID := env.World.ID("alex"), env.World.ID("sam")
+	ttl := func(d time.Duration) *time.Duration { return &d }
+	wantAuth := func(what, secret string, ok bool) {
+		t.Helper()
+		p, err := env.Identity.Authenticate(ctx, secret)
+		if ok && (err != nil || p.ID != alexID) {
+			t.Fatalf("%s: %+v %v", what, p, err)
+		}
+		if !ok {
+			wantProblem(t, what, err, problem.Unauthorized, "")
+		}
+	}
+
+	made, err := env.Admin.CreateToken(ctx, alex, alexID, "laptop", ttl(time.Hour))
+	if err != nil || !strings.HasPrefix(made.Token, "bothy_s_") || made.Kind != identity.TokenSession || made.Label != "laptop" || made.ExpiresAt == nil {
+		t.Fatalf("createToken %+v %v", made, err)
+	}
+	wantAuth("the new token", made.Token, true)
+	list, err := env.Admin.ListTokens(ctx, alex, alexID)
+	if err != nil || len(list) != 2 || list[0].ID != made.ID || list[0].LastUsedAt == nil {
+		t.Fatalf("tokens %+v %v", list, err)
+	}
+	firstUse := *list[0].LastUsedAt
+
+	// last_used_at moves at most once a minute.
+	lastUsed := func() time.Time {
+		t.Helper()
+		list, err := env.Admin.ListTokens(ctx, alex, alexID)
+		if err != nil || list[0].ID != made.ID || list[0].LastUsedAt == nil {
+			t.Fatalf("tokens %+v %v", list, err)
+		}
+		return *list[0].LastUsedAt
+	}
+	env.Clock.Advance(30 * time.Second)
+	wantAuth("half a minute later", made.Token, true)
+	if got := lastUsed(); !got.Equal(firstUse) {
+		t.Fatalf("last_used_at moved within a minute: %s -> %s", firstUse, got)
+	}
+	env.Clock.Advance(31 * time.Second)
+	wantAuth("a minute later", made.Token, true)
+	if got := lastUsed(); got.Equal(firstUse) {
+		t.Fatalf("last_used_at did not move after a minute: %s", got)
+	}
+
+	// Somebody else's tokens: listing and creating are refused, and their
+	// token is not found like a missing one; an owner may.
+	_, err = env.Admin.ListTokens(ctx, alex, samID)
+	wantProblem(t, "alex lists sam's", err, problem.Forbidden, "level_insufficient")
+	_, err = env.Admin.CreateToken(ctx, alex, samID, "", nil)
+	wantProblem(t, "alex creates for sam", err, problem.Forbidden, "level_insufficient")
+	samTok, err := env.Admin.CreateToken(ctx, robin, samID, "by robin", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hidden := env.Admin.RevokeToken(ctx, alex, samTok.ID)
+	wantProblem(t, "alex revokes sam's", hidden, problem.NotFound, "")
+	_, missing := env.Admin.RevokeToken(ctx, alex, "01a22de8-0000-7000-8000-000000000000")
+	wantProblem(t, "alex revokes a missing token", missing, problem.NotFound, "")
+	if h, m := problem.From(hidden), problem.From(missing); h.Reason != m.Reason || h.Detail != m.Detail {
+		t.Fatalf("another's token and a missing one differ: %v / %v", hidden, missing)
+	}
+	// A negative TTL is refused; ttl 0 never expires.
+	_, err = env.Admin.CreateToken(ctx, alex, alexID, "", ttl(-5*time.Second))
+	wantProblem(t, "negative ttl", err, problem.ValidationFailed, "")
+	forever, err := env.Admin.CreateToken(ctx, alex, alexID, "", ttl(0))
+	if err != nil || forever.ExpiresAt != nil {
+		t.Fatalf("ttl 0 expires: %+v %v", forever, err)
+	}
+
+	// Revoked: refused at once; revoking twice answers it unchanged.
+	rev, err := env.Admin.RevokeToken(ctx, alex, made.ID)
+	if err != nil || rev.RevokedAt == nil || rev.ID != made.ID {
+		t.Fatalf("revokeToken %+v %v", rev, err)
+	}
+	wantAuth("a revoked token", made.Token, false)
+	again, err := env.Admin.RevokeToken(ctx, alex, made.ID)
+	if err != nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*rev.RevokedAt) {
+		t.Fatalf("second revoke changed the token: %+v %v", again, err)
+	}
+	// Expired: refused once its time has passed.
+	short, err := env.Admin.CreateToken(ctx, alex, alexID, "", ttl(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAuth("a fresh short token", short.Token, true)
+	env.Clock.Advance(61 * time.Second)
+	wantAuth("an expired token", short.Token, false)
+	// Agents have no self-service: subject_kind_not_allowed.
+	lotseID := env.World.ID("lotse")
+	_, err = env.Admin.ListTokens(ctx, env.Principal("lotse"), lotseID)
+	wantProblem(t, "agent lists", err, problem.Forbidden, "subject_kind_not_allowed")
+
+	// No secret is stored outside its hash.
+	for _, s := range []string{made.Token, samTok.Token, forever.Token, short.Token} {
+		if env.Count(`SELECT count(*) FROM event_log WHERE payload::text LIKE '%' || $1 || '%'`, s) != 0 ||
+			env.Count(`SELECT count(*) FROM audit_log WHERE row_to_json(audit_log)::text LIKE '%' || $1 || '%'`, s) != 0 {
+			t.Fatal("a token secret was stored outside its hash")
+		}
+	}
+}
