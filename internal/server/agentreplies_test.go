@@ -202,45 +202,6 @@ func TestReport_NewThreadPerReport(t *testing.T) {
 	}
 }
 
-func TestReport_FixedThread(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	thread := newThread(t, env, "lotse", "Support/Bulletin", "", "report one")
-	for i := 2; i <= 3; i++ {
-		if r := answer(env, "lotse", thread, fmt.Sprintf("rep-%d", i), fmt.Sprintf("report %d", i), ""); r.Status != 201 {
-			t.Fatalf("report %d: %d", i, r.Status)
-		}
-	}
-	rows, _ := env.Pool.Query(t.Context(), `SELECT thread_seq FROM messages WHERE thread_id = $1 ORDER BY thread_seq`, thread)
-	var seqs []int
-	for rows.Next() {
-		var n int
-		rows.Scan(&n)
-		seqs = append(seqs, n)
-	}
-	if fmt.Sprint(seqs) != "[1 2 3]" || env.Count(`SELECT count(*) FROM runs`) != 0 {
-		t.Fatalf("seqs %v, runs %d", seqs, env.Count(`SELECT count(*) FROM runs`))
-	}
-}
-
-func TestReport_HumanReplyTriggersNormally(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	bulletin := newThread(t, env, "lotse", "Support/Bulletin", "", "weekly bulletin")
-	say(t, env, "alex", bulletin, "thanks, one question")
-	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1 AND agent_id = $2`, bulletin, env.World.ID("lotse")); n != 1 {
-		t.Fatalf("%d runs in the bulletin thread", n)
-	}
-	reports := newThread(t, env, "lotse", "Support/Reports", "", "nightly numbers")
-	if m := say(t, env, "alex", reports, "no operator here"); m["trigger_state"] != nil {
-		t.Fatalf("trigger_state %v", m["trigger_state"])
-	}
-	if m := say(t, env, "alex", reports, "@lotse explain"); m["trigger_state"] != "failed" || m["trigger_reason"] != "agent_not_allowed_here" {
-		t.Fatalf("guest mention in Reports: %v %v", m["trigger_state"], m["trigger_reason"])
-	}
-	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1`, reports); n != 0 {
-		t.Fatalf("%d runs in Reports", n)
-	}
-}
-
 func TestAgentMessage_RateLimitClass(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"ratelimit.rl.message.burst": "2", "ratelimit.rl.message.per_minute": "1"}})
 	thread := newThread(t, env, "lotse", "Support/Reports", "", "r1") // one token
@@ -423,40 +384,6 @@ func TestAnswer_RunIDMismatch(t *testing.T) {
 	}
 }
 
-func TestAnswer_RunIDEndedRun(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	s := newStream(t, env, "lotse")
-	esk := env.Main("Support/Eskalation")
-	end := map[string]func(run string){
-		"completed": func(run string) {
-			mustRunOp(t, env, "lotse", "startRun", run)
-			finish(t, env, "lotse", run, "COMPLETED")
-		},
-		"failed": func(run string) { mustRunOp(t, env, "lotse", "startRun", run); finish(t, env, "lotse", run, "FAILED") },
-		"cancelled": func(run string) {
-			mustRunOp(t, env, "lotse", "startRun", run)
-			mustRunOp(t, env, "alex", "cancelRun", run)
-			finish(t, env, "lotse", run, "CANCELLED")
-		},
-	}
-	for _, how := range []string{"completed", "failed", "cancelled"} {
-		say(t, env, "alex", esk, "@lotse "+how)
-		run := s.nextRun()
-		end[how](run)
-		before := env.Count(`SELECT count(*) FROM messages`)
-		r := answer(env, "lotse", esk, "late-"+how, "late answer", run)
-		if p := r.Problem(t); r.Status != 409 || p.Code != "conflict" || p.Reason != "run_not_active" {
-			t.Fatalf("%s: %d %s", how, r.Status, r.Body)
-		}
-		if env.Count(`SELECT count(*) FROM messages`) != before {
-			t.Fatalf("%s: stored", how)
-		}
-		if r := answer(env, "lotse", esk, "late-"+how, "late answer", ""); r.Status != 201 {
-			t.Fatalf("%s: without run_id: %d", how, r.Status)
-		}
-	}
-}
-
 func TestAnswer_ReplayAfterRunEnded(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	s := newStream(t, env, "lotse")
@@ -553,62 +480,4 @@ func TestAnswer_ConcurrentWithFinish(t *testing.T) {
 		}
 	}
 	t.Logf("%d answers before the end, %d refused after it", won, lost)
-}
-
-// TestOnMessagePosted_AnswerBranch drives the runs subscriber directly
-// inside a real unit of work: an agent answer naming its run is checked and
-// does no trigger work; a non-agent message naming a run is an internal
-// error (messaging never builds one).
-func TestOnMessagePosted_AnswerBranch(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	s := newStream(t, env, "lotse")
-	esk := env.Main("Support/Eskalation")
-	say(t, env, "alex", esk, "@lotse a run")
-	run := s.nextRun()
-	thread, channel, err := env.Server.Chat.ThreadInfo(t.Context(), esk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lotse := mustPrincipal(t, env, "lotse")
-	alex := mustPrincipal(t, env, "alex")
-	cases := []struct {
-		name   string
-		posted messaging.Posted
-		code   string
-	}{
-		{"agent answer with its run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse, RunID: run}, ""},
-		{"agent message without run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse}, ""},
-		{"agent names an unknown run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse, RunID: ids.New()}, "validation_failed"},
-		{"human names a run", messaging.Posted{Message: messaging.Message{Origin: "human", Kind: "text"}, Author: alex, RunID: run}, "internal_error"},
-		{"anchor never checked", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "run"}, Author: lotse, RunID: run}, "internal_error"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			c.posted.Thread, c.posted.Channel = thread, channel
-			runs := env.Count(`SELECT count(*) FROM runs`)
-			var evs []events.Event
-			var err error
-			// The subscriber runs in a transaction that commits whatever it
-			// answers (a failed one commits as a rollback).
-			if txErr := env.Server.DB.InTx(t.Context(), func(ctx context.Context) error {
-				evs, err = env.Server.Runs.OnMessagePosted(ctx, &c.posted)
-				return nil
-			}); txErr != nil && err == nil {
-				t.Fatal(txErr)
-			}
-			got := ""
-			if err != nil {
-				got = string(problemCode(err))
-			}
-			if got != c.code || len(evs) != 0 {
-				t.Fatalf("got %q (%v) with %d events, want %q", got, err, len(evs), c.code)
-			}
-			if c.posted.Message.TriggerState != "" {
-				t.Fatalf("trigger_state %q", c.posted.Message.TriggerState)
-			}
-			if env.Count(`SELECT count(*) FROM runs`) != runs {
-				t.Fatal("the branch created a run")
-			}
-		})
-	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 func mustPrincipal(t *testing.T, env *apitest.Env, handle string) identity.Principal {
@@ -23,8 +22,6 @@ func mustPrincipal(t *testing.T, env *apitest.Env, handle string) identity.Princ
 
 // metricValue reads one sample of /metrics (0 when absent).
 func metricValue(t *testing.T, env *apitest.Env, series string) float64 { return env.Metric(series) }
-
-func problemCode(err error) problem.Code { return problem.From(err).Code }
 
 // sameAnswer reports whether two REST answers are equal but for what
 // differs per request: the status, the body without correlation_id and

@@ -1,0 +1,193 @@
+package runs_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs/domain"
+)
+
+// holder is the adapter that claims runs in these tests.
+const holder = "adapter-test"
+
+// runOf returns the id of the run that message triggered.
+func runOf(t *testing.T, env *moduletest.Env, m messaging.Message) string {
+	t.Helper()
+	var id string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, m.ID).Scan(&id); err != nil {
+		t.Fatalf("run of %q: %v", m.ContentMD, err)
+	}
+	return id
+}
+
+// newThread creates a thread in channel key as who with a first message
+// and returns its id.
+func newThread(t *testing.T, env *moduletest.Env, who, channel, first string) string {
+	t.Helper()
+	th, _, _, err := env.Messaging.CreateThread(t.Context(), env.Principal(who), env.World.Channel(channel).ID,
+		messaging.ThreadInput{Title: "Thread " + first, First: messaging.Input{ClientMsgID: "first-" + first, ContentMD: first}})
+	if err != nil {
+		t.Fatalf("create thread: %v", err)
+	}
+	return th.ID
+}
+
+// TestOnMessagePosted_AnswerBranch drives the runs subscriber directly
+// inside a real unit of work: an agent answer naming its run is checked and
+// does no trigger work; a non-agent message naming a run is an internal
+// error (messaging never builds one).
+func TestOnMessagePosted_AnswerBranch(t *testing.T) {
+	env := moduletest.New(t)
+	esk := env.Main("Support/Eskalation")
+	run := runOf(t, env, env.Post("alex", esk, "r1", "@lotse a run"))
+	thread, channel, err := env.Chat.ThreadInfo(t.Context(), esk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lotse, alex := env.Principal("lotse"), env.Principal("alex")
+	cases := []struct {
+		name   string
+		posted messaging.Posted
+		code   problem.Code
+	}{
+		{"agent answer with its run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse, RunID: run}, ""},
+		{"agent message without run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse}, ""},
+		{"agent names an unknown run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse, RunID: ids.New()}, problem.ValidationFailed},
+		{"human names a run", messaging.Posted{Message: messaging.Message{Origin: "human", Kind: "text"}, Author: alex, RunID: run}, problem.InternalError},
+		{"anchor never checked", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "run"}, Author: lotse, RunID: run}, problem.InternalError},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.posted.Thread, c.posted.Channel = thread, channel
+			before := env.Count(`SELECT count(*) FROM runs`)
+			var evs []events.Event
+			var err error
+			// The subscriber runs in a transaction that commits whatever it
+			// answers (a failed one commits as a rollback).
+			if txErr := env.DB.InTx(t.Context(), func(ctx context.Context) error {
+				evs, err = env.Runs.OnMessagePosted(ctx, &c.posted)
+				return nil
+			}); txErr != nil && err == nil {
+				t.Fatal(txErr)
+			}
+			var got problem.Code
+			if err != nil {
+				got = problem.From(err).Code
+			}
+			if got != c.code || len(evs) != 0 {
+				t.Fatalf("got %q (%v) with %d events, want %q", got, err, len(evs), c.code)
+			}
+			if c.posted.Message.TriggerState != "" {
+				t.Fatalf("trigger_state %q", c.posted.Message.TriggerState)
+			}
+			if env.Count(`SELECT count(*) FROM runs`) != before {
+				t.Fatal("the branch created a run")
+			}
+		})
+	}
+}
+
+// TestAnswer_RunIDEndedRun: an answer naming a run that ended (completed,
+// failed, cancelled) is refused with run_not_active and stores nothing;
+// the same answer without run_id is accepted.
+func TestAnswer_RunIDEndedRun(t *testing.T) {
+	env := moduletest.New(t)
+	ctx := t.Context()
+	esk := env.Main("Support/Eskalation")
+	lotse, alex := env.Principal("lotse"), env.Principal("alex")
+	start := func(run string) {
+		t.Helper()
+		if _, err := env.Runs.Start(ctx, lotse, run, holder); err != nil {
+			t.Fatalf("start %s: %v", run, err)
+		}
+	}
+	finish := func(run string, to domain.RunState) {
+		t.Helper()
+		if _, err := env.Runs.Finish(ctx, lotse, run, to, ""); err != nil {
+			t.Fatalf("finish %s %s: %v", run, to, err)
+		}
+	}
+	end := map[string]func(run string){
+		"completed": func(run string) { start(run); finish(run, domain.RunCompleted) },
+		"failed":    func(run string) { start(run); finish(run, domain.RunFailed) },
+		"cancelled": func(run string) {
+			start(run)
+			if _, err := env.Runs.Cancel(ctx, alex, run); err != nil {
+				t.Fatalf("cancel: %v", err)
+			}
+			finish(run, domain.RunCancelled)
+		},
+	}
+	for _, how := range []string{"completed", "failed", "cancelled"} {
+		run := runOf(t, env, env.Post("alex", esk, "ask-"+how, "@lotse "+how))
+		end[how](run)
+		before := env.Count(`SELECT count(*) FROM messages`)
+		_, _, err := env.Messaging.Create(ctx, lotse, esk, messaging.Input{ClientMsgID: "late-" + how, ContentMD: "late answer", RunID: run})
+		if p := problem.From(err); err == nil || p.Code != problem.Conflict || p.Reason != "run_not_active" {
+			t.Fatalf("%s: %v", how, err)
+		}
+		if env.Count(`SELECT count(*) FROM messages`) != before {
+			t.Fatalf("%s: stored", how)
+		}
+		if _, _, err := env.Messaging.Create(ctx, lotse, esk, messaging.Input{ClientMsgID: "late-" + how, ContentMD: "late answer"}); err != nil {
+			t.Fatalf("%s: without run_id: %v", how, err)
+		}
+	}
+}
+
+// TestReport_FixedThread: an agent's reports into a fixed thread take the
+// next thread_seq each and start no run.
+func TestReport_FixedThread(t *testing.T) {
+	env := moduletest.New(t)
+	thread := newThread(t, env, "lotse", "Support/Bulletin", "report one")
+	for i := 2; i <= 3; i++ {
+		env.Post("lotse", thread, fmt.Sprintf("rep-%d", i), fmt.Sprintf("report %d", i))
+	}
+	rows, err := env.Pool.Query(t.Context(), `SELECT thread_seq FROM messages WHERE thread_id = $1 ORDER BY thread_seq`, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(seqs) != "[1 2 3]" || env.Count(`SELECT count(*) FROM runs`) != 0 {
+		t.Fatalf("seqs %v, runs %d", seqs, env.Count(`SELECT count(*) FROM runs`))
+	}
+}
+
+// TestReport_HumanReplyTriggersNormally: a person's reply in an agent's
+// report thread triggers the channel's operator as any message does; in a
+// channel without operator it triggers nothing, and mentioning the agent
+// there fails with agent_not_allowed_here.
+func TestReport_HumanReplyTriggersNormally(t *testing.T) {
+	env := moduletest.New(t)
+	bulletin := newThread(t, env, "lotse", "Support/Bulletin", "weekly bulletin")
+	env.Post("alex", bulletin, "q1", "thanks, one question")
+	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1 AND agent_id = $2`, bulletin, env.World.ID("lotse")); n != 1 {
+		t.Fatalf("%d runs in the bulletin thread", n)
+	}
+	reports := newThread(t, env, "lotse", "Support/Reports", "nightly numbers")
+	if m := env.Post("alex", reports, "q2", "no operator here"); m.TriggerState != messaging.TriggerNone {
+		t.Fatalf("trigger_state %v", m.TriggerState)
+	}
+	if m := env.Post("alex", reports, "q3", "@lotse explain"); m.TriggerState != messaging.TriggerFailed || m.TriggerReason != "agent_not_allowed_here" {
+		t.Fatalf("guest mention in Reports: %v %v", m.TriggerState, m.TriggerReason)
+	}
+	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1`, reports); n != 0 {
+		t.Fatalf("%d runs in Reports", n)
+	}
+}
