@@ -316,67 +316,30 @@ func TestCancelRunOnTheWire(t *testing.T) {
 	}
 }
 
-func TestSessionModes(t *testing.T) {
+// TestSessionRoutesOnTheWire: the REST session routes answer reset and
+// bind (started, external_ref), refuse a person without trigger with 403,
+// and the run after a bind shows mode BIND with the bound session on
+// GraphQL. The session mode rules are TestSessionModes in internal/runs.
+func TestSessionRoutesOnTheWire(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	esk := env.Main("Support/Eskalation")
-	cursor := ""
-	next := func(content string) gqlRun {
-		t.Helper()
-		env.MustPost("alex", esk, content, "@lotse "+content)
-		evs, c := poll(t, env, "lotse", cursor, 0)
-		cursor = c
-		id := evs[len(evs)-1].Payload["run_id"].(string)
-		return getRun(t, env, "lotse", id)
-	}
-	complete := func(r gqlRun) {
-		mustRunOp(t, env, "lotse", "startRun", r.ID)
-		if _, errs := finish(t, env, "lotse", r.ID, "COMPLETED"); len(errs) > 0 {
-			t.Fatal(errs)
-		}
-	}
-	r1 := next("one")
-	if r1.Session.Mode != "NEW" {
-		t.Fatalf("first run %s", r1.Session.Mode)
-	}
-	complete(r1)
-	r2 := next("two")
-	if r2.Session.Mode != "RESUME" || *r2.Session.ID != *r1.Session.ID {
-		t.Fatalf("second run %+v", r2.Session)
-	}
-	complete(r2)
 	reset := env.REST(http.MethodPost, "/api/v1/threads/"+esk+"/agent-session/reset", env.World.Token("alex"), nil)
 	if reset.Status != 200 {
 		t.Fatalf("reset %d %s", reset.Status, reset.Body)
 	}
-	r3 := next("three")
-	if r3.Session.Mode != "NEW" || *r3.Session.ID == *r1.Session.ID {
-		t.Fatalf("after reset %+v", r3.Session)
-	}
-	complete(r3)
 	bind := env.REST(http.MethodPost, "/api/v1/threads/"+esk+"/agent-session/bind", env.World.Token("alex"), map[string]any{"external_ref": "conv-42"})
 	var b map[string]any
 	bind.JSON(t, &b)
 	if bind.Status != 200 || b["started"] != true || b["external_ref"] != "conv-42" {
 		t.Fatalf("bind %d %v", bind.Status, b)
 	}
-	r4 := next("four")
-	if r4.Session.Mode != "BIND" || *r4.Session.ID != b["id"] {
-		t.Fatalf("after bind %+v", r4.Session)
+	s := newStream(t, env, "lotse")
+	env.MustPost("alex", esk, "four", "@lotse four")
+	if r := getRun(t, env, "lotse", s.nextRun()); r.Session.Mode != "BIND" || *r.Session.ID != b["id"] {
+		t.Fatalf("after bind %+v", r.Session)
 	}
-	complete(r4)
-	if r5 := next("five"); r5.Session.Mode != "RESUME" {
-		t.Fatalf("after a bound run %+v", r5.Session)
-	}
-	// Writer has no trigger: may not reset.
 	if r := env.REST(http.MethodPost, "/api/v1/threads/"+env.Main("Support/Allgemein")+"/agent-session/reset", env.World.Token("writer"), nil); r.Status != 403 {
 		t.Fatalf("writer resets: %d", r.Status)
-	}
-	// Guest runs have no session.
-	env.MustPost("alex", env.Main("Support/Allgemein"), "g", "@texter guest")
-	var tEvs []agentEvent
-	tEvs, _ = poll(t, env, "texter", "", 0)
-	if s := tEvs[0].Payload["session"].(map[string]any); s["mode"] != "guest" || s["id"] != nil {
-		t.Fatalf("guest session %v", s)
 	}
 }
 
