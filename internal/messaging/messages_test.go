@@ -299,3 +299,65 @@ func TestCreateThreadKinds(t *testing.T) {
 		t.Fatalf("events %v %v", evs.Events[0].Type, evs.Events[1].Type)
 	}
 }
+
+// TestAgentMessage_ReopensDoneThread: an agent's message into a done
+// thread reopens it like a person's (thread.reopened, the system line by
+// the agent, then its message) and starts no run.
+func TestAgentMessage_ReopensDoneThread(t *testing.T) {
+	env := moduletest.New(t)
+	ctx := t.Context()
+	lotse := env.Principal("lotse")
+	th, _, _, err := env.Messaging.CreateThread(ctx, lotse, env.World.Channel("Support/Reports").ID,
+		messaging.ThreadInput{Title: "Thread status", First: messaging.Input{ClientMsgID: "first-status", ContentMD: "status"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chat.NewUseCases(env.Chat, env.Authz, env.Events, env.DB).Close(ctx, lotse, th.ID); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	before := env.Count(`SELECT coalesce(max(seq), 0)::int FROM event_log`)
+	env.Post("lotse", th.ID, "again", "status update")
+	rows, err := env.Pool.Query(ctx, `SELECT type, coalesce(payload->>'origin', ''), coalesce(payload->>'system_code', ''), coalesce(payload->'author'->>'handle', '')
+		FROM event_log WHERE seq > $1 ORDER BY seq`, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var a, b, c, d string
+		if err := rows.Scan(&a, &b, &c, &d); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, strings.Join(strings.Fields(a+" "+b+" "+c+" "+d), " "))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := "[thread.reopened message.created system thread.reopened lotse message.created agent lotse]"
+	if fmt.Sprint(got) != want || env.Count(`SELECT count(*) FROM runs`) != 0 {
+		t.Fatalf("events %v, want %s", got, want)
+	}
+}
+
+// TestAnswer_FirstMessageRunIDRejected: the first message of a new thread
+// may not name a run (run_mismatch at /first_message/run_id), and no thread
+// is created.
+func TestAnswer_FirstMessageRunIDRejected(t *testing.T) {
+	env := moduletest.New(t)
+	esk := env.Main("Support/Eskalation")
+	trigger := env.Post("alex", esk, "go", "@lotse go")
+	var run string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, trigger.ID).Scan(&run); err != nil {
+		t.Fatal(err)
+	}
+	threads := env.Count(`SELECT count(*) FROM threads`)
+	_, _, _, err := env.Messaging.CreateThread(t.Context(), env.Principal("lotse"), env.World.Channel("Support/Reports").ID,
+		messaging.ThreadInput{Title: "x", First: messaging.Input{ClientMsgID: "f", ContentMD: "report", RunID: run}})
+	p := problem.From(err)
+	if err == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Pointer != "/first_message/run_id" || p.Fields[0].Code != "run_mismatch" {
+		t.Fatalf("first message naming a run: %v (%+v)", err, p)
+	}
+	if env.Count(`SELECT count(*) FROM threads`) != threads {
+		t.Fatal("a thread was created")
+	}
+}

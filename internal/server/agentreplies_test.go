@@ -283,28 +283,6 @@ func TestAgentMessage_CannotForgeOriginOrKind(t *testing.T) {
 	}
 }
 
-func TestAgentMessage_ReopensDoneThread(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	thread := newThread(t, env, "lotse", "Support/Reports", "", "status")
-	env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/close", env.World.Token("lotse"), nil)
-	before := env.Count(`SELECT coalesce(max(seq), 0) FROM event_log`)
-	if r := answer(env, "lotse", thread, "again", "status update", ""); r.Status != 201 {
-		t.Fatalf("answer: %d", r.Status)
-	}
-	rows, _ := env.Pool.Query(t.Context(), `SELECT type, coalesce(payload->>'origin', ''), coalesce(payload->>'system_code', ''), coalesce(payload->'author'->>'handle', '')
-		FROM event_log WHERE seq > $1 ORDER BY seq`, before)
-	var got []string
-	for rows.Next() {
-		var a, b, c, d string
-		rows.Scan(&a, &b, &c, &d)
-		got = append(got, strings.Join(strings.Fields(a+" "+b+" "+c+" "+d), " "))
-	}
-	want := "[thread.reopened message.created system thread.reopened lotse message.created agent lotse]"
-	if fmt.Sprint(got) != want || env.Count(`SELECT count(*) FROM runs`) != 0 {
-		t.Fatalf("events %v, want %s", got, want)
-	}
-}
-
 // capture records the run ids of posted messages (a test subscriber).
 type capture struct {
 	mu   sync.Mutex
@@ -400,23 +378,6 @@ func TestAnswer_ReplayAfterRunEnded(t *testing.T) {
 	}
 	if env.Count(`SELECT count(*) FROM event_log`) != events {
 		t.Fatal("the replay published an event")
-	}
-}
-
-func TestAnswer_FirstMessageRunIDRejected(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	s := newStream(t, env, "lotse")
-	say(t, env, "alex", env.Main("Support/Eskalation"), "@lotse go")
-	run := s.nextRun()
-	threads := env.Count(`SELECT count(*) FROM threads`)
-	r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Reports").ID+"/threads", env.World.Token("lotse"),
-		map[string]any{"title": "x", "first_message": map[string]any{"client_msg_id": "f", "content_md": "report", "run_id": run}})
-	p := r.Problem(t)
-	if r.Status != 400 || len(p.Errors) != 1 || p.Errors[0].Pointer != "/first_message/run_id" || p.Errors[0].Code != "run_mismatch" {
-		t.Fatalf("%d %s", r.Status, r.Body)
-	}
-	if env.Count(`SELECT count(*) FROM threads`) != threads {
-		t.Fatal("a thread was created")
 	}
 }
 
