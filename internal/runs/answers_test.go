@@ -3,6 +3,7 @@ package runs_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"bothy.example.com/bothy/internal/events"
@@ -189,5 +190,67 @@ func TestReport_HumanReplyTriggersNormally(t *testing.T) {
 	}
 	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1`, reports); n != 0 {
 		t.Fatalf("%d runs in Reports", n)
+	}
+}
+
+// capture records the run ids of posted messages (a test subscriber).
+type capture struct {
+	mu   sync.Mutex
+	runs []string
+}
+
+func (c *capture) OnMessagePosted(_ context.Context, p *messaging.Posted) ([]events.Event, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runs = append(c.runs, p.RunID)
+	return nil, nil
+}
+
+// TestAnswer_RunIDActiveRun: an agent's answer naming its active run
+// (running, waiting for input, or queued in another thread's main thread)
+// is stored without run_id, hands the run to the subscribers, and leaves
+// the run unchanged.
+func TestAnswer_RunIDActiveRun(t *testing.T) {
+	env := moduletest.New(t)
+	ctx := t.Context()
+	sub := &capture{}
+	env.Messaging.Subscribe(sub)
+	lotse := env.Principal("lotse")
+	run := runOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "one", "@lotse one"))
+	thread := readRun(t, env, "lotse", run).ThreadID
+	if _, err := env.Runs.Start(ctx, lotse, run, holder); err != nil {
+		t.Fatal(err)
+	}
+	queued := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "two", "@lotse queued elsewhere"))
+	cases := []struct {
+		thread, run string
+		state       domain.RunState
+	}{{thread, run, domain.RunRunning}, {thread, run, domain.RunWaitingInput}, {env.Main("Support/Eskalation"), queued, domain.RunQueued}}
+	for i, c := range cases {
+		if c.state == domain.RunWaitingInput {
+			if _, err := env.Runs.AwaitInput(ctx, lotse, run); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := readRun(t, env, "lotse", c.run)
+		if before.State != c.state {
+			t.Fatalf("run %s, want %s", before.State, c.state)
+		}
+		m, _, err := env.Messaging.Create(ctx, lotse, c.thread, messaging.Input{ClientMsgID: fmt.Sprintf("a%d", i), ContentMD: "an answer", RunID: c.run})
+		if err != nil || m.RunID != "" {
+			t.Fatalf("%s: %+v %v", c.state, m, err)
+		}
+		if after := readRun(t, env, "lotse", c.run); after.State != before.State || after.Version != before.Version {
+			t.Fatalf("%s: the run changed: %+v -> %+v", c.state, before, after)
+		}
+	}
+	sub.mu.Lock()
+	seen := append([]string(nil), sub.runs...)
+	sub.mu.Unlock()
+	if len(seen) < 3 || fmt.Sprint(seen[len(seen)-3:]) != fmt.Sprint([]string{run, run, queued}) {
+		t.Fatalf("subscriber saw %v", seen)
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE origin = 'agent' AND run_id IS NOT NULL AND kind <> 'run'`); n != 0 {
+		t.Fatalf("run_id stored on %d answers", n)
 	}
 }

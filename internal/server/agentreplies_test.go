@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,8 +10,6 @@ import (
 	"testing"
 
 	"bothy.example.com/bothy/internal/apitest"
-	"bothy.example.com/bothy/internal/events"
-	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
@@ -280,54 +277,6 @@ func TestAgentMessage_CannotForgeOriginOrKind(t *testing.T) {
 	}
 	if n := env.Count(`SELECT count(*) FROM messages`); n != 0 {
 		t.Fatalf("%d messages stored", n)
-	}
-}
-
-// capture records the run ids of posted messages (a test subscriber).
-type capture struct {
-	mu   sync.Mutex
-	runs []string
-}
-
-func (c *capture) OnMessagePosted(_ context.Context, p *messaging.Posted) ([]events.Event, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.runs = append(c.runs, p.RunID)
-	return nil, nil
-}
-
-func TestAnswer_RunIDActiveRun(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	sub := &capture{}
-	env.Server.Messaging.Subscribe(sub)
-	s := newStream(t, env, "lotse")
-	say(t, env, "alex", env.Main("Support/Allgemein"), "@lotse one")
-	run := s.nextRun()
-	thread := getRun(t, env, "lotse", run).ThreadID
-	mustRunOp(t, env, "lotse", "startRun", run)
-	say(t, env, "alex", env.Main("Support/Eskalation"), "@lotse queued elsewhere")
-	queued := s.nextRun()
-	cases := []struct{ thread, run, state string }{{thread, run, "running"}, {thread, run, "waiting_input"}, {env.Main("Support/Eskalation"), queued, "queued"}}
-	for i, c := range cases {
-		if c.state == "waiting_input" {
-			mustRunOp(t, env, "lotse", "awaitRunInput", run)
-		}
-		before := getRun(t, env, "lotse", c.run)
-		r := answer(env, "lotse", c.thread, fmt.Sprintf("a%d", i), "an answer", c.run)
-		var m map[string]any
-		r.JSON(t, &m)
-		if r.Status != 201 || m["run_id"] != nil {
-			t.Fatalf("%s: %d %s", c.state, r.Status, r.Body)
-		}
-		if after := getRun(t, env, "lotse", c.run); after.State != before.State || after.Version != before.Version {
-			t.Fatalf("%s: the run changed: %+v -> %+v", c.state, before, after)
-		}
-	}
-	if fmt.Sprint(sub.runs[len(sub.runs)-3:]) != fmt.Sprint([]string{run, run, queued}) {
-		t.Fatalf("subscriber saw %v", sub.runs)
-	}
-	if n := env.Count(`SELECT count(*) FROM messages WHERE origin = 'agent' AND run_id IS NOT NULL AND kind <> 'run'`); n != 0 {
-		t.Fatalf("run_id stored on %d answers", n)
 	}
 }
 
