@@ -40,3 +40,42 @@ func TestInternalNamesItsOperation(t *testing.T) {
 		})
 	}
 }
+
+// TestCodeStatus pins every code of the closed list to its HTTP status: the
+// module tests assert codes (conflict, validation_failed, ...), and this
+// table is the one place that turns a code into what a REST client sees.
+func TestCodeStatus(t *testing.T) {
+	want := map[Code]int{
+		ValidationFailed:     400,
+		Unauthorized:         401,
+		Forbidden:            403,
+		ChannelReadOnly:      403,
+		NotFound:             404,
+		Conflict:             409,
+		PayloadTooLarge:      413,
+		RateLimited:          429,
+		InternalError:        500,
+		Unavailable:          503,
+		CursorExpired:        410,
+		MethodNotAllowed:     405,
+		UnsupportedMediaType: 415,
+	}
+	if len(Codes()) != len(want) {
+		t.Fatalf("%d codes in the closed list, %d in this table: add the new code here", len(Codes()), len(want))
+	}
+	for _, c := range Codes() {
+		status, ok := want[c]
+		if !ok {
+			t.Fatalf("code %q has no expected status here", c)
+		}
+		if got := c.Status(); got != status {
+			t.Errorf("%s: status %d, want %d", c, got, status)
+		}
+		if c.Title() == "" || !c.Known() {
+			t.Errorf("%s: no title or not known", c)
+		}
+	}
+	if Code("made_up").Known() {
+		t.Error("a code outside the list is known")
+	}
+}
