@@ -2,7 +2,6 @@ package authz_test
 
 import (
 	"context"
-	"reflect"
 	"testing"
 	"time"
 
@@ -13,27 +12,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
-// auditRows returns the audit rows of the principal with handle.
-func auditRows(t *testing.T, env *moduletest.Env, handle string) []authz.AuditRow {
-	t.Helper()
-	rows, err := env.Authz.AuditRows(context.Background(), env.World.ID(handle))
-	if err != nil {
-		t.Fatalf("audit rows of %s: %v", handle, err)
-	}
-	return rows
-}
-
-// wantAudit fails the test unless the audit rows of handle are want.
-func wantAudit(t *testing.T, env *moduletest.Env, handle string, want []authz.AuditRow) {
-	t.Helper()
-	got := auditRows(t, env, handle)
-	if len(got) == 0 && len(want) == 0 {
-		return
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("audit rows of %s:\n got %+v\nwant %+v", handle, got, want)
-	}
-}
 
 // wantRefusal fails the test unless err is a problem with status, code and
 // reason.
@@ -71,24 +49,24 @@ func TestForbiddenReasonsAndAudit(t *testing.T) {
 		return env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1`, thread)
 	}
 	for _, h := range []string{"robin", "writer", "alex"} {
-		wantAudit(t, env, h, nil)
+		env.WantAudit(h, nil)
 	}
 
 	// An owner action is audited on allow.
 	createGrant(t, env, admin.GrantInput{SubjectID: writerID, SubjectKind: "principal",
 		TargetKind: authz.KindChannel, TargetID: env.World.Channel("Support/Eskalation").ID, Level: authz.Read})
 	grantAllow := authz.AuditRow{ActorID: robinID, Action: "grant.create", Decision: "allow", ResourceKind: "channel", Count: 1}
-	wantAudit(t, env, "robin", []authz.AuditRow{grantAllow})
+	env.WantAudit("robin", []authz.AuditRow{grantAllow})
 
 	// Read but no write: level_insufficient, aggregated into one row.
 	before := countIn(eskalation)
 	wantRefusal(t, "writer posts with read", post(env, "writer", eskalation, "deny-1", "Let me in"), 403, problem.Forbidden, "level_insufficient")
 	levelRow := authz.AuditRow{ActorID: writerID, Action: "message.create", Decision: "deny", Reason: "level_insufficient", ResourceKind: "thread", Count: 1}
-	wantAudit(t, env, "writer", []authz.AuditRow{levelRow})
+	env.WantAudit("writer", []authz.AuditRow{levelRow})
 	for i, cid := range []string{"deny-2", "deny-3", "deny-gql"} {
 		wantRefusal(t, "writer posts with read again", post(env, "writer", eskalation, cid, "Let me in"), 403, problem.Forbidden, "level_insufficient")
 		levelRow.Count = i + 2
-		wantAudit(t, env, "writer", []authz.AuditRow{levelRow})
+		env.WantAudit("writer", []authz.AuditRow{levelRow})
 	}
 	if n := countIn(eskalation); n != before {
 		t.Fatalf("refused posts stored messages: %d, want %d", n, before)
@@ -99,13 +77,13 @@ func TestForbiddenReasonsAndAudit(t *testing.T) {
 	wantRefusal(t, "writer posts with read in the next window", post(env, "writer", eskalation, "deny-4", "Let me in"), 403, problem.Forbidden, "level_insufficient")
 	levelRow2 := levelRow
 	levelRow2.Count = 1
-	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2})
+	env.WantAudit("writer", []authz.AuditRow{levelRow, levelRow2})
 
 	// An allowed message is not audited.
 	if err := post(env, "writer", allgemein, "allowed-1", "Morning, everybody"); err != nil {
 		t.Fatalf("writer posts into Allgemein: %v", err)
 	}
-	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2})
+	env.WantAudit("writer", []authz.AuditRow{levelRow, levelRow2})
 
 	// A read without rights is a 404 and audited as no_grant.
 	readKampagnen := func() error {
@@ -114,21 +92,21 @@ func TestForbiddenReasonsAndAudit(t *testing.T) {
 	}
 	wantRefusal(t, "writer reads Marketing", readKampagnen(), 404, problem.NotFound, "")
 	noGrant := authz.AuditRow{ActorID: writerID, Action: "thread.read", Decision: "deny", Reason: "no_grant", ResourceKind: "thread", Count: 1}
-	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2, noGrant})
+	env.WantAudit("writer", []authz.AuditRow{levelRow, levelRow2, noGrant})
 	wantRefusal(t, "writer reads Marketing again", readKampagnen(), 404, problem.NotFound, "")
 	noGrant.Count = 2
-	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2, noGrant})
+	env.WantAudit("writer", []authz.AuditRow{levelRow, levelRow2, noGrant})
 
 	// Archived channel: a level that would suffice gives channel_read_only.
 	if ch, err := env.Admin.ArchiveChannel(t.Context(), robin, env.World.Channel("Support/Allgemein").ID); err != nil || ch.ArchivedAt == nil {
 		t.Fatalf("archive answer %+v (%v)", ch, err)
 	}
 	archiveAllow := authz.AuditRow{ActorID: robinID, Action: "channel.archive", Decision: "allow", ResourceKind: "channel", Count: 1}
-	wantAudit(t, env, "robin", []authz.AuditRow{grantAllow, archiveAllow})
+	env.WantAudit("robin", []authz.AuditRow{grantAllow, archiveAllow})
 	before = countIn(allgemein)
 	wantRefusal(t, "alex posts into archived Allgemein", post(env, "alex", allgemein, "arch-1", "Anyone here?"), 403, problem.ChannelReadOnly, "channel_archived")
 	archivedRow := authz.AuditRow{ActorID: alexID, Action: "message.create", Decision: "deny", Reason: "channel_archived", ResourceKind: "thread", Count: 1}
-	wantAudit(t, env, "alex", []authz.AuditRow{archivedRow})
+	env.WantAudit("alex", []authz.AuditRow{archivedRow})
 	wantRefusal(t, "writer posts into archived Allgemein", post(env, "writer", allgemein, "arch-2", "Anyone here?"), 403, problem.ChannelReadOnly, "channel_archived")
 	if n := countIn(allgemein); n != before {
 		t.Fatalf("posts into the archived channel stored messages: %d, want %d", n, before)
@@ -146,8 +124,8 @@ func TestForbiddenReasonsAndAudit(t *testing.T) {
 	wantRefusal(t, "writer (read) posts into archived Eskalation", post(env, "writer", eskalation, "arch-3", "Let me in"), 403, problem.Forbidden, "level_insufficient")
 	wantRefusal(t, "alex (trigger) posts into archived Eskalation", post(env, "alex", eskalation, "arch-4", "Anyone here?"), 403, problem.ChannelReadOnly, "channel_archived")
 	archivedRow.Count = 2
-	wantAudit(t, env, "alex", []authz.AuditRow{archivedRow})
+	env.WantAudit("alex", []authz.AuditRow{archivedRow})
 	writerArchived := authz.AuditRow{ActorID: writerID, Action: "message.create", Decision: "deny", Reason: "channel_archived", ResourceKind: "thread", Count: 1}
 	levelRow2.Count = 2
-	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, levelRow2, noGrant, writerArchived})
+	env.WantAudit("writer", []authz.AuditRow{levelRow, levelRow2, noGrant, writerArchived})
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -249,6 +250,29 @@ func (e *Env) Metric(series string) float64 {
 		}
 	}
 	return 0
+}
+
+// AuditRows returns the audit rows of the principal with handle h.
+func (e *Env) AuditRows(h string) []authz.AuditRow {
+	e.t.Helper()
+	rows, err := e.Authz.AuditRows(context.Background(), e.World.ID(h))
+	if err != nil {
+		e.t.Fatalf("audit rows of %s: %v", h, err)
+	}
+	return rows
+}
+
+// WantAudit fails the test unless the audit rows of the principal with
+// handle h are want (none and an empty want are equal).
+func (e *Env) WantAudit(h string, want []authz.AuditRow) {
+	e.t.Helper()
+	got := e.AuditRows(h)
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		e.t.Fatalf("audit rows of %s:\n got %+v\nwant %+v", h, got, want)
+	}
 }
 
 // TriggerFault is an authz.Faults for tests: WithTrigger fails with the

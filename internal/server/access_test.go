@@ -144,27 +144,6 @@ func wantProblem(t *testing.T, what string, r *apitest.Response, status int, cod
 	return p
 }
 
-// auditRows returns the audit rows of the principal with handle.
-func auditRows(t *testing.T, env *apitest.Env, handle string) []authz.AuditRow {
-	t.Helper()
-	rows, err := env.Server.Authz.AuditRows(context.Background(), env.World.ID(handle))
-	if err != nil {
-		t.Fatalf("audit rows of %s: %v", handle, err)
-	}
-	return rows
-}
-
-// wantAudit fails the test unless the audit rows of handle are want.
-func wantAudit(t *testing.T, env *apitest.Env, handle string, want []authz.AuditRow) {
-	t.Helper()
-	got := auditRows(t, env, handle)
-	if len(got) == 0 && len(want) == 0 {
-		return
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("audit rows of %s:\n got %+v\nwant %+v", handle, got, want)
-	}
-}
 
 // TestForbiddenSameOnBothFaces: a refusal answers the same problem on
 // REST (status, code, reason in problem+json) and GraphQL (extensions), and
@@ -186,14 +165,14 @@ func TestForbiddenSameOnBothFaces(t *testing.T) {
 	before := countIn(eskalation)
 	wantProblem(t, "writer posts with read", env.Post("writer", eskalation, "deny-1", "Let me in"), 403, "forbidden", "level_insufficient")
 	levelRow := authz.AuditRow{ActorID: writerID, Action: "message.create", Decision: "deny", Reason: "level_insufficient", ResourceKind: "thread", Count: 1}
-	wantAudit(t, env, "writer", []authz.AuditRow{levelRow})
+	env.WantAudit("writer", []authz.AuditRow{levelRow})
 	g := env.GraphQL(env.World.Token("writer"), `mutation($id: ID!) { createMessage(threadId: $id, input: {clientMsgId: "deny-gql", contentMd: "Let me in"}) { replayed } }`,
 		map[string]any{"id": eskalation}, nil)
 	if len(g.Errors) != 1 || g.Errors[0].Extensions.Code != "forbidden" || g.Errors[0].Extensions.Reason != "level_insufficient" || g.Errors[0].Extensions.Status != 403 {
 		t.Fatalf("GraphQL post with read: %+v", g.Errors)
 	}
 	levelRow.Count = 2
-	wantAudit(t, env, "writer", []authz.AuditRow{levelRow})
+	env.WantAudit("writer", []authz.AuditRow{levelRow})
 	if n := countIn(eskalation); n != before {
 		t.Fatalf("refused posts stored messages: %d, want %d", n, before)
 	}
@@ -201,7 +180,7 @@ func TestForbiddenSameOnBothFaces(t *testing.T) {
 	// A read without rights is a 404 and audited as no_grant.
 	wantProblem(t, "writer reads Marketing", env.REST(http.MethodGet, "/api/v1/threads/"+env.Main("Marketing/Kampagnen"), env.World.Token("writer"), nil), 404, "not_found", "")
 	noGrant := authz.AuditRow{ActorID: writerID, Action: "thread.read", Decision: "deny", Reason: "no_grant", ResourceKind: "thread", Count: 1}
-	wantAudit(t, env, "writer", []authz.AuditRow{levelRow, noGrant})
+	env.WantAudit("writer", []authz.AuditRow{levelRow, noGrant})
 
 	// Archived channel: channel_read_only on the wire; reading still works.
 	ch := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/archive", "robin", nil, http.StatusOK)

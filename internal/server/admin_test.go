@@ -133,7 +133,7 @@ func TestAdminDecisions(t *testing.T) {
 	}
 	// Every denial is audited (aggregated per actor, action and reason).
 	for _, who := range []string{"alex", "lotse", "feedbot"} {
-		rows := auditRows(t, env, who)
+		rows := env.AuditRows(who)
 		denied := map[string]bool{}
 		for _, r := range rows {
 			if r.Decision == "deny" {
@@ -156,7 +156,7 @@ func TestAdminDecisions(t *testing.T) {
 		}
 	}
 	allowed := map[string]int{}
-	for _, r := range auditRows(t, env, "robin") {
+	for _, r := range env.AuditRows("robin") {
 		if r.Decision == "allow" {
 			allowed[r.Action]++
 		}

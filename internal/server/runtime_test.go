@@ -481,7 +481,7 @@ func TestRunContextRateClassAndAudit(t *testing.T) {
 	if r := env.REST(http.MethodGet, "/api/v1/runs/"+run+"/context", env.World.Token("texter"), nil); r.Status != 404 {
 		t.Fatalf("other agent: %d", r.Status)
 	}
-	rows := auditRows(t, env, "texter")
+	rows := env.AuditRows("texter")
 	if len(rows) != 1 || rows[0].Action != string(authz.RunContextRead) {
 		t.Fatalf("audit rows %+v", rows)
 	}
