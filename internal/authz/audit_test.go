@@ -12,7 +12,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
-
 // wantRefusal fails the test unless err is a problem with status, code and
 // reason.
 func wantRefusal(t *testing.T, what string, err error, status int, code problem.Code, reason string) {

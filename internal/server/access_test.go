@@ -144,7 +144,6 @@ func wantProblem(t *testing.T, what string, r *apitest.Response, status int, cod
 	return p
 }
 
-
 // TestForbiddenSameOnBothFaces: a refusal answers the same problem on
 // REST (status, code, reason in problem+json) and GraphQL (extensions), and
 // both faces are decided and audited by the same function: their denials
