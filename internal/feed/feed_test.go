@@ -3,7 +3,6 @@ package feed_test
 import (
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"bothy.example.com/bothy/internal/events"
@@ -11,32 +10,12 @@ import (
 	"bothy.example.com/bothy/internal/server"
 )
 
-// leakHook is a feed.Hook that appends the events it was given, standing
-// for a faulty visibility predicate.
-type leakHook struct {
-	mu   sync.Mutex
-	leak []events.Event
-}
-
-func (h *leakHook) add(e events.Event) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.leak = append(h.leak, e)
-}
-
-// Events implements feed.Hook.
-func (h *leakHook) Events(evs []events.Event) []events.Event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append(evs, h.leak...)
-}
-
 // TestListEventsFilterModeDropsLeak: listEvents checks every event its
 // query returned in filter mode; an event of a channel the reader cannot
 // see (injected through the test hook, standing for a faulty predicate) is
 // dropped and counted as filter_mismatch.
 func TestListEventsFilterModeDropsLeak(t *testing.T) {
-	hook := &leakHook{}
+	hook := &moduletest.Leak[events.Event]{}
 	env := moduletest.Build(t, moduletest.Options{Hooks: server.Hooks{Feed: hook}})
 	env.Post("sam", env.Main("Marketing/Kampagnen"), "m", "marketing secret")
 	env.Post("writer", env.Main("Support/Allgemein"), "s", "support talk")
@@ -53,7 +32,7 @@ func TestListEventsFilterModeDropsLeak(t *testing.T) {
 	if leak.Seq == 0 {
 		t.Fatal("no Marketing event to leak")
 	}
-	hook.add(leak)
+	hook.Add(leak)
 	before := env.Metric(`bothy_authz_errors_total{reason="filter_mismatch"}`)
 	page, err := env.Feed.List(t.Context(), env.Principal("writer"), "", 0)
 	if err != nil {

@@ -13,32 +13,12 @@ import (
 	"bothy.example.com/bothy/internal/server"
 )
 
-// leakHook is a messaging.HistoryHook that appends the messages it was
-// given, standing for a faulty history query.
-type leakHook struct {
-	mu   sync.Mutex
-	leak []messaging.Message
-}
-
-func (h *leakHook) add(m messaging.Message) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.leak = append(h.leak, m)
-}
-
-// History implements messaging.HistoryHook.
-func (h *leakHook) History(ms []messaging.Message) []messaging.Message {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append(ms, h.leak...)
-}
-
 // TestFilterModeDropsLeak: a history read checks every message its query
 // returned in filter mode; a message of a thread the reader cannot see
 // (injected through the test hook) is dropped and counted as
 // filter_mismatch.
 func TestFilterModeDropsLeak(t *testing.T) {
-	hook := &leakHook{}
+	hook := &moduletest.Leak[messaging.Message]{}
 	env := moduletest.Build(t, moduletest.Options{Hooks: server.Hooks{History: hook}})
 	kampagnen := env.Main("Marketing/Kampagnen")
 	secret := env.Post("sam", kampagnen, "m1", "marketing only")
@@ -50,7 +30,7 @@ func TestFilterModeDropsLeak(t *testing.T) {
 	}
 	// The hook stands for a faulty query that returns a message of a thread
 	// the reader cannot see.
-	hook.add(leak)
+	hook.Add(leak)
 	before := env.Metric(`bothy_authz_errors_total{reason="filter_mismatch"}`)
 	page, err := env.Messaging.History(t.Context(), env.Principal("lotse"), main, 0, 0)
 	if err != nil {

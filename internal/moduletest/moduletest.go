@@ -275,6 +275,34 @@ func (e *Env) WantAudit(h string, want []authz.AuditRow) {
 	}
 }
 
+// Leak is a test hook standing for a faulty query: it appends what was
+// added to every list it is handed. Leak[events.Event] is a feed.Hook,
+// Leak[messaging.Message] a messaging.HistoryHook; pass it in
+// Options.Hooks and Add the item that must never reach the reader.
+type Leak[T any] struct {
+	mu   sync.Mutex
+	leak []T
+}
+
+// Add makes x part of every list handed to the hook from now on.
+func (l *Leak[T]) Add(x T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leak = append(l.leak, x)
+}
+
+func (l *Leak[T]) appended(xs []T) []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append(xs, l.leak...)
+}
+
+// Events implements feed.Hook (for Leak[events.Event]).
+func (l *Leak[T]) Events(xs []T) []T { return l.appended(xs) }
+
+// History implements messaging.HistoryHook (for Leak[messaging.Message]).
+func (l *Leak[T]) History(xs []T) []T { return l.appended(xs) }
+
 // TriggerFault is an authz.Faults for tests: WithTrigger fails with the
 // error last Set (none while it is nil). Pass it as Options.Hooks.Authz; it
 // may be switched while requests run.
