@@ -16,8 +16,8 @@ import (
 func TestDoors(t *testing.T) {
 	env := moduletest.New(t)
 	ctx := t.Context()
-	allgemein := channelPath(t, env, "Support/Allgemein")
-	eskalation := channelPath(t, env, "Support/Eskalation")
+	allgemein := env.ChannelPath("Support/Allgemein")
+	eskalation := env.ChannelPath("Support/Eskalation")
 	writer, sam, alex, lotse, robin := load(t, env, "writer")[0], load(t, env, "sam")[0], load(t, env, "alex")[0], load(t, env, "lotse")[0], load(t, env, "robin")[0]
 
 	t.Run("Filter decides its action", func(t *testing.T) {

@@ -52,21 +52,13 @@ func levelAt(t *testing.T, env *moduletest.Env, handle string, p authz.Path) aut
 // threadLevel is levelAt on the path of thread id.
 func threadLevel(t *testing.T, env *moduletest.Env, handle, threadID string) authz.Level {
 	t.Helper()
-	p, err := env.Chat.ThreadPath(context.Background(), threadID)
-	if err != nil {
-		t.Fatalf("thread path %s: %v", threadID, err)
-	}
-	return levelAt(t, env, handle, p)
+	return levelAt(t, env, handle, env.ThreadPath(threadID))
 }
 
 // channelLevel is levelAt on the path of the channel with key "Space/Channel".
 func channelLevel(t *testing.T, env *moduletest.Env, handle, key string) authz.Level {
 	t.Helper()
-	p, err := env.Chat.Path(context.Background(), authz.KindChannel, env.World.Channel(key).ID)
-	if err != nil {
-		t.Fatalf("channel path %s: %v", key, err)
-	}
-	return levelAt(t, env, handle, p)
+	return levelAt(t, env, handle, env.ChannelPath(key))
 }
 
 // wantLevel fails the test when got is not want.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/authz"
-	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
@@ -18,22 +17,11 @@ import (
 // an error.
 func holders(t *testing.T, env *moduletest.Env, key string, people []identity.Principal) map[string]bool {
 	t.Helper()
-	got, err := env.Server.Authz.WithTrigger(t.Context(), channelPath(t, env, key), people)
+	got, err := env.Server.Authz.WithTrigger(t.Context(), env.ChannelPath(key), people)
 	if err != nil {
 		t.Fatalf("WithTrigger: %v", err)
 	}
 	return got
-}
-
-// channelPath reads channel key as stored now (after any archiving of the
-// test) and returns its authorization path.
-func channelPath(t *testing.T, env *moduletest.Env, key string) authz.Path {
-	t.Helper()
-	c, err := env.Server.Chat.GetChannel(t.Context(), env.World.Channel(key).ID)
-	if err != nil {
-		t.Fatalf("channel %s: %v", key, err)
-	}
-	return chat.ChannelPath(c)
 }
 
 // load reads the principals with the given handles through identity, so
@@ -251,7 +239,7 @@ func TestTriggerHolders(t *testing.T) {
 		env := moduletest.Build(t, moduletest.Options{Hooks: server.Hooks{Authz: sw}})
 		fault := errors.New("trust source down")
 		sw.Set(fault)
-		got, err := env.Server.Authz.WithTrigger(t.Context(), channelPath(t, env, allgemein), load(t, env, "robin", "alex", "sam"))
+		got, err := env.Server.Authz.WithTrigger(t.Context(), env.ChannelPath(allgemein), load(t, env, "robin", "alex", "sam"))
 		if !errors.Is(err, fault) {
 			t.Fatalf("error %v, want %v", err, fault)
 		}
@@ -266,7 +254,7 @@ func TestTriggerHolders(t *testing.T) {
 
 	t.Run("path of a space is refused", func(t *testing.T) {
 		env := moduletest.New(t)
-		p := channelPath(t, env, allgemein)
+		p := env.ChannelPath(allgemein)
 		p.Kind, p.ID, p.ChannelID = authz.KindSpace, p.SpaceID, ""
 		got, err := env.Server.Authz.WithTrigger(t.Context(), p, load(t, env, "robin"))
 		if err == nil || got != nil {

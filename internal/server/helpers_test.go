@@ -8,17 +8,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/apitest"
-	"bothy.example.com/bothy/internal/identity"
 )
-
-func mustPrincipal(t *testing.T, env *apitest.Env, handle string) identity.Principal {
-	t.Helper()
-	p, err := env.Server.Identity.ByHandle(t.Context(), handle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // metricValue reads one sample of /metrics (0 when absent).
 func metricValue(t *testing.T, env *apitest.Env, series string) float64 { return env.Metric(series) }

@@ -80,10 +80,3 @@ func (o *outage) watch() {
 		}
 	}
 }
-
-// down reports whether an outage is noted.
-func (o *outage) down() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return !o.since.IsZero()
-}

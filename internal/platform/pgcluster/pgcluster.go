@@ -722,9 +722,6 @@ func (c *Cluster) URL(dbname string) string {
 // Port returns the TCP port the server listens on at 127.0.0.1.
 func (c *Cluster) Port() int { return c.port }
 
-// LogFile returns the path of the server log.
-func (c *Cluster) LogFile() string { return c.logFile }
-
 // Stop shuts the server down (pg_ctl stop -m fast: open sessions are
 // disconnected, data is kept), removes the socket directory, and with
 // Options.Ephemeral the data directory. Calling it again does nothing and
