@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	sq "github.com/Masterminds/squirrel"
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/identity"
@@ -245,45 +243,6 @@ func (m levelMap) at(p Path) Level {
 	return l
 }
 
-// liveGrants reads, in one statement, the grants in force now (not revoked,
-// not expired) of the given principals, directly or through their groups,
-// and returns one levelMap per principal. With targets set only grants on
-// those spaces or channels are read. It is the only place that says which
-// grants count. Group membership is joined here, in the statement, through
-// identity's MembershipSQL, because every decision needs it and a second
-// round trip per decision would cost more than it saves.
-func (s *Service) liveGrants(ctx context.Context, q db.Querier, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
-	b := db.SQL.Select("coalesce(g.subject_principal_id, gm.principal_id)::text", "coalesce(g.target_space_id::text, '')",
-		"coalesce(g.target_channel_id::text, '')", "g.level").
-		From("grants g").LeftJoin(identity.MembershipSQL+" gm ON gm.group_id = g.subject_group_id").
-		Where("g.revoked_at IS NULL").
-		Where(sq.Or{sq.Expr("g.expires_at IS NULL"), sq.Gt{"g.expires_at": s.clock.Now()}}).
-		Where("coalesce(g.subject_principal_id, gm.principal_id) = ANY(?::uuid[])", principals)
-	if targets != nil {
-		b = b.Where(sq.Or{sq.Expr("g.target_space_id = ANY(?::uuid[])", targets.spaces), sq.Expr("g.target_channel_id = ANY(?::uuid[])", targets.channels)})
-	}
-	sqlText, args := b.MustSql()
-	rows, err := q.Query(ctx, sqlText, args...)
-	if err != nil {
-		return nil, fmt.Errorf("grants: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]levelMap{}
-	for rows.Next() {
-		var who, space, channel, level string
-		if err := rows.Scan(&who, &space, &channel, &level); err != nil {
-			return nil, fmt.Errorf("grants: %w", err)
-		}
-		m, ok := out[who]
-		if !ok {
-			m = newLevelMap()
-			out[who] = m
-		}
-		m.raise(space, channel, ParseLevel(level))
-	}
-	return out, rows.Err()
-}
-
 // grantLevelsIn is liveGrants for one principal on the given targets.
 func (s *Service) grantLevelsIn(ctx context.Context, q db.Querier, principalID string, spaces, channels []string) (levelMap, error) {
 	all, err := s.liveGrants(ctx, q, []string{principalID}, &struct{ spaces, channels []string }{spaces, channels})
@@ -348,54 +307,10 @@ func (s *Service) mismatch(ctx context.Context, action Action, p Path) {
 		"action", string(action), "resource_kind", string(p.Kind))
 }
 
-// audit records a denial (one row per actor, action and reason per
-// audit.deny_aggregate_window, with a count) or an allow of an action whose
-// row says allows are audited. Details hold ids only, never content.
-func (s *Service) audit(ctx context.Context, actorID string, action Action, d Decision, p Path) error {
-	now := s.clock.Now()
-	var resID any
-	if ids.Valid(p.ID) {
-		resID = p.ID
-	}
-	if d.Allow {
-		if !Table[action].AuditAllow {
-			return nil
-		}
-		_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
-			VALUES ($1, $2, $3, 'allow', '', $4, $5, $6, 1, $6, $6)`, ids.New(), actorID, string(action), string(p.Kind), resID, now)
-		return err
-	}
-	start := now.Truncate(s.window)
-	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
-		VALUES ($1, $2, $3, 'deny', $4, $5, $6, $7, 1, $8, $8)
-		ON CONFLICT (actor_id, action, reason, window_start) WHERE decision = 'deny'
-		DO UPDATE SET count = audit_log.count + 1, last_at = EXCLUDED.last_at`,
-		ids.New(), actorID, string(action), d.Reason, string(p.Kind), resID, start, now)
-	return err
-}
-
 // AuditRow is one row of the audit log, for tests and operators.
 type AuditRow struct {
 	ActorID, Action, Decision, Reason, ResourceKind string
 	Count                                           int
-}
-
-// AuditRows returns the audit rows of actor (all actors when empty).
-func (s *Service) AuditRows(ctx context.Context, actorID string) ([]AuditRow, error) {
-	q := db.SQL.Select("actor_id", "action", "decision", "reason", "resource_kind", "count").From("audit_log").OrderBy("first_at", "id")
-	if actorID != "" {
-		q = q.Where(sq.Eq{"actor_id": actorID})
-	}
-	sqlText, args := q.MustSql()
-	rows, err := s.pool.Query(ctx, sqlText, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditRow, error) {
-		var a AuditRow
-		err := r.Scan(&a.ActorID, &a.Action, &a.Decision, &a.Reason, &a.ResourceKind, &a.Count)
-		return a, err
-	})
 }
 
 // spend takes one token of action's rate-limit class from actor's bucket.

@@ -13,14 +13,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	sq "github.com/Masterminds/squirrel"
 	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
-	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 // Space is a stored space.
@@ -112,22 +110,6 @@ func NewService(d *db.DB, c clock.Clock, backfillDefault, backfillMax int) *Serv
 	return &Service{db: d, pool: d.Pool(), clock: c, backfillDefault: backfillDefault, backfillMax: backfillMax}
 }
 
-// CreateSpace stores a space with an optional default operator agent. A
-// bad name is a validation error, a taken one 409 name_taken.
-func (s *Service) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
-	q := db.Q(ctx, s.pool)
-	if err := CheckName(name, "/name"); err != nil {
-		return Space{}, err
-	}
-	sp := Space{ID: ids.New(), Name: name, DefaultOperatorAgentID: defaultOperator}
-	sqlText, args := db.SQL.Insert("spaces").Columns("id", "name", "default_operator_agent_id", "created_at").
-		Values(sp.ID, name, db.Nullable(defaultOperator), s.clock.Now()).MustSql()
-	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-		return Space{}, nameConflict(err, "create space")
-	}
-	return sp, nil
-}
-
 // NewChannel describes a channel to create. Nil switch pointers take the
 // defaults (free_response and allow_mentioned_agents off, auto_thread on,
 // history_backfill_limit channel.history_backfill_limit_default).
@@ -143,68 +125,6 @@ type NewChannel struct {
 	HistoryBackfillLimit *int
 	CreatedBy            string
 }
-
-// CreateChannel stores a channel and, for a text channel, its main thread,
-// in one transaction (the caller's, when ctx carries one). A bad name, kind
-// or switch is a validation error, a name taken in the space 409 name_taken.
-func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, error) {
-	if err := CheckName(nc.Name, "/name"); err != nil {
-		return Channel{}, err
-	}
-	if nc.Kind != ChannelText && nc.Kind != ChannelForum {
-		return Channel{}, problem.Invalid(problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
-	}
-	if err := s.CheckSwitches(SwitchesPatch{HistoryBackfillLimit: nc.HistoryBackfillLimit}, "/switches"); err != nil {
-		return Channel{}, err
-	}
-	sw := Switches{AutoThread: true, HistoryBackfillLimit: s.backfillDefault}
-	if nc.FreeResponse != nil {
-		sw.FreeResponse = *nc.FreeResponse
-	}
-	if nc.AllowMentionedAgents != nil {
-		sw.AllowMentionedAgents = *nc.AllowMentionedAgents
-	}
-	if nc.AutoThread != nil {
-		sw.AutoThread = *nc.AutoThread
-	}
-	if nc.HistoryBackfillLimit != nil {
-		sw.HistoryBackfillLimit = *nc.HistoryBackfillLimit
-	}
-	if nc.OperatorMode == "" {
-		nc.OperatorMode = OperatorInherit
-	}
-	id := ids.New()
-	now := s.clock.Now()
-	// The channel and its main thread are one unit: a text channel never
-	// exists without its main thread.
-	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		q := db.Q(ctx, s.pool)
-		sqlText, args := db.SQL.Insert("channels").
-			Columns("id", "space_id", "name", "kind", "operator_mode", "operator_agent_id", "free_response", "allow_mentioned_agents", "auto_thread", "history_backfill_limit", "created_at").
-			Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, db.Nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
-		if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-			return nameConflict(err, "create channel")
-		}
-		if nc.Kind == ChannelText {
-			sqlText, args = db.SQL.Insert("threads").Columns("id", "channel_id", "kind", "created_by", "created_at").
-				Values(ids.New(), id, ThreadMain, nc.CreatedBy, now).MustSql()
-			if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-				return fmt.Errorf("create main thread: %w", err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return Channel{}, err
-	}
-	return s.GetChannel(ctx, id)
-}
-
-const channelSelect = `SELECT c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode, coalesce(c.operator_agent_id::text, ''),
-	c.free_response, c.allow_mentioned_agents, c.auto_thread, c.history_backfill_limit,
-	coalesce(s.default_operator_agent_id::text, ''), s.archived_at IS NOT NULL,
-	coalesce((SELECT t.id::text FROM threads t WHERE t.channel_id = c.id AND t.kind = 'main'), '')
-	FROM channels c JOIN spaces s ON s.id = c.space_id`
 
 func scanChannel(row pgx.Row) (Channel, error) {
 	var c Channel
@@ -226,25 +146,6 @@ func (s *Service) GetChannel(ctx context.Context, id string) (Channel, error) {
 	return scanChannel(q.QueryRow(ctx, channelSelect+` WHERE c.id = $1`, id))
 }
 
-// GetSpace returns the space with id, or ErrNotFound.
-func (s *Service) GetSpace(ctx context.Context, id string) (Space, error) {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return Space{}, ErrNotFound
-	}
-	var sp Space
-	var def *string
-	err := q.QueryRow(ctx, `SELECT id, name, default_operator_agent_id::text, archived_at FROM spaces WHERE id = $1`, id).
-		Scan(&sp.ID, &sp.Name, &def, &sp.ArchivedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Space{}, ErrNotFound
-	}
-	if def != nil {
-		sp.DefaultOperatorAgentID = *def
-	}
-	return sp, err
-}
-
 const threadColumns = `t.id, t.channel_id, t.kind, coalesce(t.parent_message_id::text, ''), coalesce(t.operator_agent_id::text, ''),
 	coalesce(t.title, ''), coalesce(t.title_source, ''), t.created_by, t.state, t.last_seq, t.created_at`
 
@@ -256,39 +157,6 @@ func scanThread(row pgx.Row) (Thread, error) {
 		return Thread{}, ErrNotFound
 	}
 	return t, err
-}
-
-// GetThread returns the thread with id, or ErrNotFound.
-func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return Thread{}, ErrNotFound
-	}
-	return scanThread(q.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1`, id))
-}
-
-// LockThread returns the thread with id locked FOR UPDATE in the transaction of ctx. Writers of
-// one thread serialise on this row lock, which keeps thread_seq gap-free.
-func (s *Service) LockThread(ctx context.Context, id string) (Thread, error) {
-	tx := db.Q(ctx, s.pool)
-	return scanThread(tx.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1 FOR UPDATE`, id))
-}
-
-// NextSeq raises the thread's last_seq by one in the transaction of ctx and returns it. The
-// caller holds the thread's row lock (LockThread); a rollback returns the
-// number, so committed messages have no gaps.
-func (s *Service) NextSeq(ctx context.Context, threadID string) (int64, error) {
-	tx := db.Q(ctx, s.pool)
-	var seq int64
-	err := tx.QueryRow(ctx, `UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq`, threadID).Scan(&seq)
-	return seq, err
-}
-
-// SetState sets the thread's state (open or done) in the transaction of ctx.
-func (s *Service) SetState(ctx context.Context, threadID string, state ThreadState) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE threads SET state = $2 WHERE id = $1`, threadID, state)
-	return err
 }
 
 // NewThread describes a thread to create inside a unit of work.
@@ -324,152 +192,12 @@ func DeriveTitle(text string) string {
 	return ""
 }
 
-// CreateThread stores a new thread (kind post in a forum, thread in a text
-// channel) with the channel's effective operator as its fixed operator.
-func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
-	tx := db.Q(ctx, s.pool)
-	kind := ThreadThread
-	if nt.Channel.Kind == ChannelForum {
-		kind = ThreadPost
-	}
-	title := strings.TrimSpace(nt.Title)
-	if title == "" {
-		title = DeriveTitle(nt.TitleFrom)
-	}
-	source := TitleByUser
-	if nt.ByAgent {
-		source = TitleAuto
-	}
-	t := Thread{ID: ids.New(), ChannelID: nt.Channel.ID, Kind: kind, ParentMessageID: nt.ParentMessageID,
-		OperatorAgentID: nt.Channel.EffectiveOperator(), Title: title, TitleSource: source, CreatedBy: nt.CreatedBy,
-		State: ThreadOpen, CreatedAt: s.clock.Now()}
-	var titleV, sourceV any
-	if title != "" {
-		titleV, sourceV = title, source
-	} else {
-		t.TitleSource = ""
-	}
-	sqlText, args := db.SQL.Insert("threads").
-		Columns("id", "channel_id", "kind", "parent_message_id", "operator_agent_id", "title", "title_source", "created_by", "state", "created_at").
-		Values(t.ID, t.ChannelID, kind, db.Nullable(t.ParentMessageID), db.Nullable(t.OperatorAgentID), titleV, sourceV, t.CreatedBy, ThreadOpen, t.CreatedAt).MustSql()
-	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
-		if db.IsUniqueViolation(err, "threads_parent_unique") {
-			return Thread{}, problem.Newf(problem.Conflict, "parent_has_thread", "the parent message already has a thread")
-		}
-		return Thread{}, fmt.Errorf("create thread: %w", err)
-	}
-	return t, nil
-}
-
-// TryLockThread locks thread id for the rest of the transaction of ctx
-// unless another transaction holds it; it reports whether it got the lock
-// (false for an unknown thread too).
-func (s *Service) TryLockThread(ctx context.Context, id string) (bool, error) {
-	var locked string
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text FROM threads WHERE id = $1 FOR UPDATE SKIP LOCKED`, id).Scan(&locked)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("try lock thread: %w", err)
-	}
-	return true, nil
-}
-
-// DropAutoTitle removes the auto title that came from message messageID,
-// which was deleted: the title of the thread whose parent it is, or, when
-// first is set (the message is the first of thread threadID), of that
-// thread when it has no parent.
-func (s *Service) DropAutoTitle(ctx context.Context, messageID, threadID string, first bool) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE threads SET title = NULL, title_source = NULL
-		WHERE title_source = 'auto' AND (parent_message_id = $1 OR (id = $2 AND parent_message_id IS NULL AND $3))`,
-		messageID, threadID, first)
-	if err != nil {
-		return fmt.Errorf("drop auto title: %w", err)
-	}
-	return nil
-}
-
-// MoveThread sets the thread's channel in the transaction of ctx. parent_message_id keeps
-// pointing into the source channel.
-func (s *Service) MoveThread(ctx context.Context, threadID, channelID string) error {
-	tx := db.Q(ctx, s.pool)
-	// An auto title taken from the parent message (a main-thread message
-	// of the source channel, which stays there) does not follow the thread:
-	// readers of the target may not read that message.
-	_, err := tx.Exec(ctx, `UPDATE threads SET channel_id = $2,
-		title = CASE WHEN title_source = 'auto' AND parent_message_id IS NOT NULL THEN NULL ELSE title END,
-		title_source = CASE WHEN title_source = 'auto' AND parent_message_id IS NOT NULL THEN NULL ELSE title_source END
-		WHERE id = $1`, threadID, channelID)
-	return err
-}
-
-// SetOperator sets the operator mode (and agent for mode agent) of a channel.
-func (s *Service) SetOperator(ctx context.Context, channelID string, mode OperatorMode, agentID string) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE channels SET operator_mode = $2, operator_agent_id = $3 WHERE id = $1`, channelID, mode, db.Nullable(agentID))
-	return err
-}
-
 // SwitchesPatch changes the named switches; nil members stay.
 type SwitchesPatch struct {
 	FreeResponse         *bool
 	AllowMentionedAgents *bool
 	AutoThread           *bool
 	HistoryBackfillLimit *int
-}
-
-// UpdateSwitches applies p to the channel in the transaction of ctx. history_backfill_limit
-// must lie between zero and channel.history_backfill_limit_max.
-func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
-	tx := db.Q(ctx, s.pool)
-	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
-		return problem.Invalid(problem.FieldError{Pointer: "/history_backfill_limit", Code: "out_of_range",
-			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
-	}
-	set := map[string]any{}
-	if p.FreeResponse != nil {
-		set["free_response"] = *p.FreeResponse
-	}
-	if p.AllowMentionedAgents != nil {
-		set["allow_mentioned_agents"] = *p.AllowMentionedAgents
-	}
-	if p.AutoThread != nil {
-		set["auto_thread"] = *p.AutoThread
-	}
-	if p.HistoryBackfillLimit != nil {
-		set["history_backfill_limit"] = *p.HistoryBackfillLimit
-	}
-	if len(set) == 0 {
-		return nil
-	}
-	sqlText, args := db.SQL.Update("channels").SetMap(set).Where(sq.Eq{"id": channelID}).MustSql()
-	_, err := tx.Exec(ctx, sqlText, args...)
-	return err
-}
-
-// ArchiveChannel sets archived_at of the channel (once).
-func (s *Service) ArchiveChannel(ctx context.Context, id string) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
-	return err
-}
-
-// ArchiveSpace sets archived_at of the space (once).
-func (s *Service) ArchiveSpace(ctx context.Context, id string) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
-	return err
-}
-
-// ChannelsOfSpace returns the ids of the channels of space id.
-func (s *Service) ChannelsOfSpace(ctx context.Context, id string) ([]string, error) {
-	q := db.Q(ctx, s.pool)
-	rows, err := q.Query(ctx, `SELECT id::text FROM channels WHERE space_id = $1 ORDER BY id`, id)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // ThreadPath returns the authorization path of thread id (Exists false for
@@ -540,133 +268,6 @@ func ThreadPayload(t Thread) map[string]any {
 		}
 	}
 	return p
-}
-
-// VisibleIn returns the channels of scope sc (authz decides it: the
-// spaces and channels its grants name, and the agent the operator rule
-// applies to): those that lie in its spaces or are named in its channels,
-// plus those whose effective operator (Channel.EffectiveOperator, the one
-// place that says who that is) is sc.Operator; and the threads whose fixed
-// operator is sc.Operator. It is the visibility predicate of list queries.
-func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads []string, err error) {
-	var agent any
-	if sc.Operator != "" {
-		agent = sc.Operator
-	}
-	// The operator columns only narrow the candidates; which of them the
-	// agent operates now is EffectiveOperator's answer.
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT c.id::text, coalesce(c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[]), false), c.operator_mode,
-		coalesce(c.operator_agent_id::text, ''), coalesce(s.default_operator_agent_id::text, '')
-		FROM channels c JOIN spaces s ON s.id = c.space_id
-		WHERE c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[])
-		OR ($3::uuid IS NOT NULL AND (c.operator_agent_id = $3 OR s.default_operator_agent_id = $3))`,
-		sc.Spaces, sc.Channels, agent)
-	if err != nil {
-		return nil, nil, fmt.Errorf("visible channels: %w", err)
-	}
-	chans = []string{}
-	for rows.Next() {
-		var c Channel
-		var named bool
-		if err := rows.Scan(&c.ID, &named, &c.OperatorMode, &c.OperatorAgentID, &c.SpaceDefaultOperator); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("visible channels: %w", err)
-		}
-		if named || (sc.Operator != "" && c.EffectiveOperator() == sc.Operator) {
-			chans = append(chans, c.ID)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("visible channels: %w", err)
-	}
-	agentID := sc.Operator
-	if agentID == "" {
-		return chans, nil, nil
-	}
-	rows, err = db.Q(ctx, s.pool).Query(ctx, `SELECT id::text FROM threads WHERE operator_agent_id = $1`, agentID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("operated threads: %w", err)
-	}
-	threads, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	return chans, threads, err
-}
-
-// PathsOf returns the paths of (channel, thread) pairs — thread empty for
-// channel-level things — in two statements, for filter mode over lists.
-func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs [][2]string) ([]authz.Path, error) {
-	chanIDs, threadIDs := map[string]bool{}, map[string]bool{}
-	for _, p := range pairs {
-		chanIDs[p[0]] = true
-		if p[1] != "" {
-			threadIDs[p[1]] = true
-		}
-	}
-	channels := map[string]Channel{}
-	rows, err := db.Q(ctx, s.pool).Query(ctx, channelSelect+` WHERE c.id = ANY($1::uuid[])`, keysOf(chanIDs))
-	if err != nil {
-		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Channel, error) { return scanChannel(r) })
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range list {
-		channels[c.ID] = c
-	}
-	ops := map[string]string{}
-	if len(threadIDs) > 0 {
-		rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, coalesce(operator_agent_id::text, '') FROM threads WHERE id = ANY($1::uuid[])`, keysOf(threadIDs))
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id, op string
-			if err := rows.Scan(&id, &op); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			ops[id] = op
-		}
-		rows.Close()
-	}
-	out := make([]authz.Path, len(pairs))
-	for i, p := range pairs {
-		c, ok := channels[p[0]]
-		if !ok {
-			out[i] = authz.Path{Kind: kind}
-			continue
-		}
-		out[i] = channelPath(c, kind, "")
-		if p[1] != "" {
-			out[i].ThreadID, out[i].ThreadOperator = p[1], ops[p[1]]
-		}
-	}
-	return out, nil
-}
-
-// ThreadInfo returns thread id with its current channel (and that channel's
-// space facts) in one statement, or ErrNotFound.
-func (s *Service) ThreadInfo(ctx context.Context, id string) (Thread, Channel, error) {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return Thread{}, Channel{}, ErrNotFound
-	}
-	var t Thread
-	var c Channel
-	err := q.QueryRow(ctx, `SELECT `+threadColumns+`, c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode,
-		coalesce(c.operator_agent_id::text, ''), c.free_response, c.allow_mentioned_agents, c.auto_thread, c.history_backfill_limit,
-		coalesce(s.default_operator_agent_id::text, ''), s.archived_at IS NOT NULL,
-		coalesce((SELECT m.id::text FROM threads m WHERE m.channel_id = c.id AND m.kind = 'main'), '')
-		FROM threads t JOIN channels c ON c.id = t.channel_id JOIN spaces s ON s.id = c.space_id WHERE t.id = $1`, id).
-		Scan(&t.ID, &t.ChannelID, &t.Kind, &t.ParentMessageID, &t.OperatorAgentID, &t.Title, &t.TitleSource, &t.CreatedBy, &t.State, &t.LastSeq, &t.CreatedAt,
-			&c.ID, &c.SpaceID, &c.Name, &c.Kind, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID,
-			&c.Switches.FreeResponse, &c.Switches.AllowMentionedAgents, &c.Switches.AutoThread, &c.Switches.HistoryBackfillLimit,
-			&c.SpaceDefaultOperator, &c.SpaceArchived, &c.MainThreadID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Thread{}, Channel{}, ErrNotFound
-	}
-	return t, c, err
 }
 
 func keysOf(m map[string]bool) []string { return slices.Collect(maps.Keys(m)) }

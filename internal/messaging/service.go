@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -263,23 +262,6 @@ func (s *Service) replayAfterRace(ctx context.Context, actor identity.Principal,
 		err = problem.Internal("messaging.replayAfterRace", errReplayRace)
 	}
 	return m, t, err
-}
-
-// checkReply requires the replied-to message to be in the same thread.
-func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string) error {
-	q := db.Q(ctx, s.pool)
-	bad := problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_reference", Detail: "must name a message of the same thread"})
-	if !ids.Valid(replyTo) {
-		return bad
-	}
-	var inThread bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1 AND thread_id = $2)`, replyTo, threadID).Scan(&inThread); err != nil {
-		return problem.Internal("messaging.checkReply", err)
-	}
-	if !inThread {
-		return bad
-	}
-	return nil
 }
 
 // reopen appends the system line thread.reopened (author: the writer) and
@@ -585,31 +567,6 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 		return s.events.Append(ctx, events.Event{Type: events.MessageDeleted, ChannelID: path.ChannelID, ThreadID: r.ThreadID, MessageID: id, Payload: Payload(out)})
 	})
 	return out, err
-}
-
-// Path implements authz.Source for messages: the message's thread path with
-// its author.
-func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
-	var threadID, authorID string
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// The thread lookup runs for a missing message too (on the nil
-		// UUID), so that a missing and a hidden message take the same
-		// statements.
-		if _, err := s.chat.ThreadPath(ctx, "00000000-0000-0000-0000-000000000000"); err != nil {
-			return authz.Path{}, err
-		}
-		return authz.Path{Kind: kind, ID: id}, nil
-	}
-	if err != nil {
-		return authz.Path{}, err
-	}
-	p, err := s.chat.ThreadPath(ctx, threadID)
-	if err != nil {
-		return authz.Path{}, err
-	}
-	p.AuthorID = authorID
-	return p, nil
 }
 
 // AppendAnchor appends the run anchor of run runID to thread t in the transaction of ctx: a

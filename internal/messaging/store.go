@@ -8,8 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 // row is a message as stored, before the author and mentions are resolved.
@@ -181,4 +184,46 @@ func (s *Service) tombstoneRow(ctx context.Context, id string) error {
 		return fmt.Errorf("delete mentions: %w", err)
 	}
 	return nil
+}
+
+// checkReply requires the replied-to message to be in the same thread.
+func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string) error {
+	q := db.Q(ctx, s.pool)
+	bad := problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_reference", Detail: "must name a message of the same thread"})
+	if !ids.Valid(replyTo) {
+		return bad
+	}
+	var inThread bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1 AND thread_id = $2)`, replyTo, threadID).Scan(&inThread); err != nil {
+		return problem.Internal("messaging.checkReply", err)
+	}
+	if !inThread {
+		return bad
+	}
+	return nil
+}
+
+// Path implements authz.Source for messages: the message's thread path with
+// its author.
+func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
+	var threadID, authorID string
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The thread lookup runs for a missing message too (on the nil
+		// UUID), so that a missing and a hidden message take the same
+		// statements.
+		if _, err := s.chat.ThreadPath(ctx, "00000000-0000-0000-0000-000000000000"); err != nil {
+			return authz.Path{}, err
+		}
+		return authz.Path{Kind: kind, ID: id}, nil
+	}
+	if err != nil {
+		return authz.Path{}, err
+	}
+	p, err := s.chat.ThreadPath(ctx, threadID)
+	if err != nil {
+		return authz.Path{}, err
+	}
+	p.AuthorID = authorID
+	return p, nil
 }

@@ -2,16 +2,12 @@ package runs
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -32,16 +28,6 @@ type Page struct {
 // commit in order. A cursor above it was never handed out.
 func (s *Service) streamEnd(ctx context.Context) (int64, error) {
 	return s.events.AgentEnd(ctx)
-}
-
-// ackedSeq returns the agent's acknowledged position (0 before its first ack).
-func (s *Service) ackedSeq(ctx context.Context, agentID string) (int64, error) {
-	var seq int64
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1`, agentID).Scan(&seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	return seq, err
 }
 
 // resolveCursor turns the after argument into a position: empty continues
@@ -164,56 +150,6 @@ func (s *Service) Poll(ctx context.Context, actor identity.Principal, after stri
 			return empty()
 		}
 	}
-}
-
-// Ack stores that actor processed its stream up to upTo
-// (agent.events.ack) and returns the stored position. Acknowledging
-// backwards changes nothing; a position beyond the end of the stream answers
-// invalid_cursor. Every agent.followup event acknowledged now delivers its
-// follow-up (pending -> delivered, with the time).
-func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string) (string, error) {
-	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsAck, authz.Own(authz.KindAgent, actor.ID)); err != nil {
-		return "", err
-	}
-	if upTo == "" || upTo == CursorNow {
-		return "", problem.Invalid(problem.FieldError{Pointer: "/up_to", Code: "invalid_cursor"})
-	}
-	to, err := s.resolveCursor(ctx, actor.ID, upTo, "/up_to")
-	if err != nil {
-		return "", err
-	}
-	var stored int64
-	err = s.db.InTx(ctx, func(ctx context.Context) error {
-		tx := s.db.Q(ctx)
-		now := s.clock.Now()
-		if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
-			actor.ID, now); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		var from int64
-		if err := tx.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1 FOR UPDATE`, actor.ID).Scan(&from); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		stored = from
-		if to <= from {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `UPDATE run_followups f SET state = 'delivered', delivered_at = $4
-			FROM `+events.AgentEventsSQL+` e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
-			AND f.run_id = e.run_id AND f.message_id = e.message_id AND f.state = 'pending'`,
-			actor.ID, from, to, now, events.AgentFollowup); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE agent_cursors SET acked_seq = $2, updated_at = $3 WHERE agent_id = $1`, actor.ID, to, now); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		stored = to
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return strconv.FormatInt(stored, 10), nil
 }
 
 // Hub returns the wake-up hub of this process: subscriptions wait on it

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
@@ -264,96 +262,4 @@ func RunPayload(r Run) map[string]any {
 		p["cancel_requested"] = true
 	}
 	return p
-}
-
-// addFollowup makes message a pending follow-up of run, tells the agent, and
-// brings a waiting run back to running.
-func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID string) ([]events.Event, error) {
-	tx := db.Q(ctx, s.pool)
-	if _, err := tx.Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
-		run.ID, messageID, s.clock.Now()); err != nil {
-		return nil, problem.Internal("runs.addFollowup", fmt.Errorf("add follow-up: %w", err))
-	}
-	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
-		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}}
-	if run.State == domain.RunWaitingInput {
-		r, err := s.transition(ctx, run, domain.RunRunning, "")
-		if err != nil {
-			return nil, err
-		}
-		evs = append(evs, s.stateChanged(r, channelID))
-	}
-	return evs, nil
-}
-
-// transition moves run to state to in the transaction of ctx, raising its version and its
-// activity time. Ending states set ended_at and end_reason.
-func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, reason string) (Run, error) {
-	tx := db.Q(ctx, s.pool)
-	now := s.clock.Now()
-	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
-	switch to {
-	case domain.RunRunning:
-		if run.StartedAt == nil {
-			run.StartedAt = &now
-		}
-	case domain.RunCompleted, domain.RunFailed, domain.RunCancelled:
-		run.EndedAt, run.EndReason = &now, reason
-	}
-	if !to.Active() || to == domain.RunQueued {
-		// A claim never survives the run's end, nor a return to queued.
-		run.Holder, run.LeaseExpiresAt = "", nil
-	}
-	var reasonV, holderV any
-	if run.EndReason != "" {
-		reasonV = run.EndReason
-	}
-	if run.Holder != "" {
-		holderV = run.Holder
-	}
-	_, err := tx.Exec(ctx, `UPDATE runs SET state = $2, version = $3, last_activity_at = $4, started_at = $5, ended_at = $6, end_reason = $7, cancel_requested = $8,
-		holder = $9, lease_expires_at = $10, attempt = $11, trigger_lost_at = $12 WHERE id = $1`,
-		run.ID, run.State, run.Version, now, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested, holderV, run.LeaseExpiresAt, run.Attempt, run.TriggerLostAt)
-	if err != nil {
-		return Run{}, problem.Internal("runs.transition", fmt.Errorf("run transition: %w", err))
-	}
-	return run, nil
-}
-
-// checkAnswer checks the run an agent's message names
-// (docs/design/replies.md#answer-check).
-// The run row is taken FOR SHARE while messaging holds the thread row: an
-// end of the run (which locks the thread, then the run) waits for this
-// answer's commit or the answer sees the end state, so every answer stored
-// with a run_id commits before its run's end event. The run is not changed.
-func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
-	tx := db.Q(ctx, s.pool)
-	var run domain.AnswerRun
-	found := true
-	if !ids.Valid(p.RunID) {
-		found = false
-	} else {
-		err := tx.QueryRow(ctx, `SELECT id::text, thread_id::text, agent_id::text, state FROM runs WHERE id = $1 FOR SHARE`, p.RunID).
-			Scan(&run.ID, &run.ThreadID, &run.AgentID, &run.State)
-		if errors.Is(err, pgx.ErrNoRows) {
-			found = false
-		} else if err != nil {
-			return problem.Internal("runs.checkAnswer", err)
-		}
-	}
-	switch err := domain.AnswerVerdict(run, found, p.Author.ID, p.Thread.ID); {
-	case err == nil:
-		// An answer is a call of the holder on the run: it renews the lease
-		// (the run row is locked FOR SHARE; this unit holds the thread row,
-		// so no other unit waits on it for the upgrade).
-		if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1 AND lease_expires_at IS NOT NULL AND state IN ('running', 'waiting_input')`,
-			run.ID, s.clock.Now().Add(s.timeouts.Lease)); err != nil {
-			return problem.Internal("runs.checkAnswer", err)
-		}
-		return nil
-	case errors.Is(err, domain.ErrAnswerRunNotActive):
-		return problem.Newf(problem.Conflict, "run_not_active", "the run has ended; send the message again without run_id")
-	default:
-		return problem.Invalid(problem.FieldError{Pointer: "/run_id", Code: "run_mismatch", Detail: messaging.RunMismatchDetail})
-	}
 }

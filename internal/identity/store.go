@@ -1,0 +1,456 @@
+package identity
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jackc/pgx/v5"
+)
+
+// CreateGroup stores a new, empty group.
+func (s *Service) CreateGroup(ctx context.Context, name string) (Group, error) {
+	q := db.Q(ctx, s.pool)
+	if err := checkGroupName(name); err != nil {
+		return Group{}, err
+	}
+	g := Group{ID: ids.New(), Name: name, CreatedAt: s.clock.Now().Truncate(time.Microsecond).UTC(), Members: []string{}}
+	if _, err := q.Exec(ctx, `INSERT INTO groups (id, name, created_at) VALUES ($1, $2, $3)`, g.ID, g.Name, g.CreatedAt); err != nil {
+		return Group{}, nameTaken(fmt.Errorf("create group: %w", err))
+	}
+	return g, nil
+}
+
+// GetGroup returns the live group with id and its members, or
+// ErrGroupNotFound.
+func (s *Service) GetGroup(ctx context.Context, id string) (Group, error) {
+	q := db.Q(ctx, s.pool)
+	if !ids.Valid(id) {
+		return Group{}, ErrGroupNotFound
+	}
+	var g Group
+	err := q.QueryRow(ctx, `SELECT id::text, name, created_at,
+		coalesce((SELECT array_agg(principal_id::text ORDER BY principal_id) FROM group_members WHERE group_id = g.id), '{}')
+		FROM groups g WHERE id = $1 AND deleted_at IS NULL`, id).Scan(&g.ID, &g.Name, &g.CreatedAt, &g.Members)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Group{}, ErrGroupNotFound
+	}
+	g.CreatedAt = g.CreatedAt.UTC()
+	return g, err
+}
+
+// RenameGroup renames the live group id.
+func (s *Service) RenameGroup(ctx context.Context, id, name string) error {
+	q := db.Q(ctx, s.pool)
+	if err := checkGroupName(name); err != nil {
+		return err
+	}
+	tag, err := q.Exec(ctx, `UPDATE groups SET name = $2 WHERE id = $1 AND deleted_at IS NULL`, id, name)
+	if err != nil {
+		return nameTaken(fmt.Errorf("rename group: %w", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrGroupNotFound
+	}
+	return nil
+}
+
+// DeleteGroup marks group id deleted and removes its members. The
+// row stays so that grants that named it remain in the history; the caller
+// revokes those grants in the same unit of work.
+func (s *Service) DeleteGroup(ctx context.Context, id string) error {
+	q := db.Q(ctx, s.pool)
+	tag, err := q.Exec(ctx, `UPDATE groups SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL`, id, s.clock.Now())
+	if err != nil {
+		return fmt.Errorf("delete group: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrGroupNotFound
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM group_members WHERE group_id = $1`, id); err != nil {
+		return fmt.Errorf("delete group members: %w", err)
+	}
+	return nil
+}
+
+// AddMember puts person principalID into group id (adding twice
+// changes nothing). Only people can be members.
+func (s *Service) AddMember(ctx context.Context, id, principalID string) error {
+	q := db.Q(ctx, s.pool)
+	p, err := s.Get(ctx, principalID)
+	if errors.Is(err, ErrNotFound) {
+		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "invalid_reference"})
+	}
+	if err != nil {
+		return err
+	}
+	if p.Kind != KindUser {
+		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "not_allowed", Detail: "only people can be members of a group"})
+	}
+	_, err = q.Exec(ctx, `INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, id, principalID)
+	if err != nil {
+		return fmt.Errorf("add group member: %w", err)
+	}
+	return nil
+}
+
+// RemoveMember takes principalID out of group id (removing a
+// non-member changes nothing).
+func (s *Service) RemoveMember(ctx context.Context, id, principalID string) error {
+	q := db.Q(ctx, s.pool)
+	if !ids.Valid(principalID) {
+		return nil
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM group_members WHERE group_id = $1 AND principal_id = $2`, id, principalID); err != nil {
+		return fmt.Errorf("remove group member: %w", err)
+	}
+	return nil
+}
+
+// CreatePrincipal stores a new principal and returns it. It fails with
+// validation_failed for a bad handle, kind or owner flag, and with conflict
+// when the handle is taken.
+func (s *Service) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
+	q := db.Q(ctx, s.pool)
+	if err := CheckNew(np); err != nil {
+		return Principal{}, err
+	}
+	status := np.Status
+	if status == "" {
+		status = StatusActive
+	}
+	p := Principal{ID: ids.New(), Kind: np.Kind, Handle: np.Handle, DisplayName: np.DisplayName,
+		Email: np.Email, Status: status, IsOwner: np.IsOwner, CreatedAt: s.clock.Now().Truncate(time.Microsecond)}
+	var email any
+	if p.Email != "" {
+		email = p.Email
+	}
+	sqlText, args := db.SQL.Insert("principals").
+		Columns("id", "kind", "handle", "display_name", "email", "status", "is_owner", "created_at").
+		Values(p.ID, p.Kind, p.Handle, p.DisplayName, email, p.Status, p.IsOwner, p.CreatedAt).MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		if db.IsUniqueViolation(err, "") {
+			return Principal{}, problem.Newf(problem.Conflict, "handle_taken", "the handle is taken")
+		}
+		return Principal{}, fmt.Errorf("create principal: %w", err)
+	}
+	return p, nil
+}
+
+// Get returns the principal with id, or ErrNotFound.
+func (s *Service) Get(ctx context.Context, id string) (Principal, error) {
+	if !ids.Valid(id) {
+		return Principal{}, ErrNotFound
+	}
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"id": id}).MustSql()
+	return scanPrincipal(db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...))
+}
+
+// ByHandle returns the principal with handle h, or ErrNotFound.
+func (s *Service) ByHandle(ctx context.Context, h string) (Principal, error) {
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"handle": strings.ToLower(h)}).MustSql()
+	return scanPrincipal(db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...))
+}
+
+// GetMany returns the principals with the given ids in one statement, keyed
+// by id; unknown ids are absent from the map. Dataloaders call it.
+func (s *Service) GetMany(ctx context.Context, idList []string) (map[string]Principal, error) {
+	q := db.Q(ctx, s.pool)
+	valid := make([]string, 0, len(idList))
+	for _, id := range idList {
+		if ids.Valid(id) {
+			valid = append(valid, id)
+		}
+	}
+	out := make(map[string]Principal, len(valid))
+	if len(valid) == 0 {
+		return out, nil
+	}
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where("id = ANY(?::uuid[])", valid).MustSql()
+	rows, err := q.Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("load principals: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p, err := scanPrincipal(rows)
+		if err != nil {
+			return nil, fmt.Errorf("load principals: %w", err)
+		}
+		out[p.ID] = p
+	}
+	return out, rows.Err()
+}
+
+// SetStatus changes the lifecycle state of principal id.
+func (s *Service) SetStatus(ctx context.Context, id string, st Status) error {
+	sqlText, args := db.SQL.Update("principals").Set("status", st).Where(sq.Eq{"id": id}).MustSql()
+	tag, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...)
+	if err != nil {
+		return fmt.Errorf("set principal status: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// CreateToken issues a new token for principal p.
+// The token has 32 random bytes after its kind prefix and is stored only as
+// a SHA-256 hash. ttl of zero means no expiry; a negative ttl is a
+// validation error.
+func (s *Service) CreateToken(ctx context.Context, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
+	q := db.Q(ctx, s.pool)
+	if err := ValidTTL(ttl, "/ttl"); err != nil {
+		return IssuedToken{}, err
+	}
+	kind, prefix := tokenKind(p.Kind)
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return IssuedToken{}, fmt.Errorf("token randomness: %w", err)
+	}
+	tok := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	now := s.clock.Now().Truncate(time.Microsecond)
+	it := IssuedToken{ID: ids.New(), Token: tok, Kind: kind, Label: label, CreatedAt: now.UTC()}
+	var expires any
+	if ttl > 0 {
+		e := now.Add(ttl)
+		it.ExpiresAt = &e
+		expires = e
+	}
+	sqlText, args := db.SQL.Insert("tokens").
+		Columns("id", "principal_id", "kind", "hash", "label", "expires_at", "created_at").
+		Values(it.ID, p.ID, kind, hashToken(tok), label, expires, now).MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		return IssuedToken{}, fmt.Errorf("create token: %w", err)
+	}
+	return it, nil
+}
+
+// RevokeToken revokes the token with the given clear text. It returns
+// ErrNotFound when no such token exists.
+func (s *Service) RevokeToken(ctx context.Context, tok string) error {
+	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).
+		Where(sq.Eq{"hash": hashToken(tok)}).Where("revoked_at IS NULL").MustSql()
+	tag, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...)
+	if err != nil {
+		return fmt.Errorf("revoke token: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Authenticate returns the active principal that holds token tok. A
+// malformed, unknown, revoked or expired token, or a principal that is not
+// active, gives unauthorized; the error never says which of these it was.
+func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, error) {
+	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) {
+		return Principal{}, problem.New(problem.Unauthorized, "")
+	}
+	cols := append(columnsOf("p"), "t.id", "t.last_used_at")
+	sqlText, args := db.SQL.Select(cols...).From("tokens t").Join("principals p ON p.id = t.principal_id").
+		Where(sq.Eq{"t.hash": hashToken(tok)}).Where("t.revoked_at IS NULL").
+		Where(sq.Or{sq.Expr("t.expires_at IS NULL"), sq.Gt{"t.expires_at": s.clock.Now()}}).MustSql()
+	var p Principal
+	var tokenID string
+	var lastUsed *time.Time
+	err := db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...).Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
+		&tokenID, &lastUsed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, problem.New(problem.Unauthorized, "")
+	}
+	if err != nil {
+		return Principal{}, problem.Internal("identity.authenticate", fmt.Errorf("authenticate: %w", err))
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	if !p.Active() {
+		return Principal{}, problem.New(problem.Unauthorized, "")
+	}
+	s.touch(ctx, tokenID, lastUsed)
+	return p, nil
+}
+
+// ByHandles returns the principals with the given handles in one
+// statement, keyed by handle; unknown handles are absent.
+func (s *Service) ByHandles(ctx context.Context, handles []string) (map[string]Principal, error) {
+	q := db.Q(ctx, s.pool)
+	out := map[string]Principal{}
+	if len(handles) == 0 {
+		return out, nil
+	}
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where("handle = ANY(?::text[])", handles).MustSql()
+	rows, err := q.Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("principals by handle: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p, err := scanPrincipal(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[p.Handle] = p
+	}
+	return out, rows.Err()
+}
+
+// UpdatePrincipal applies patch to principal id in the transaction of ctx
+// and returns the principal as it is then. It takes the owners' rows first (FOR UPDATE), so
+// that two concurrent demotions cannot both pass the last-owner rule: the
+// last active owner can be neither demoted nor disabled (409 conflict,
+// reason last_owner). ErrNotFound for an unknown id.
+func (s *Service) UpdatePrincipal(ctx context.Context, id string, patch PrincipalPatch) (before, after Principal, err error) {
+	tx := db.Q(ctx, s.pool)
+	if !ids.Valid(id) {
+		return Principal{}, Principal{}, ErrNotFound
+	}
+	rows, err := tx.Query(ctx, `SELECT id::text FROM principals WHERE kind = 'user' AND is_owner AND status = 'active' ORDER BY id FOR UPDATE`)
+	if err != nil {
+		return Principal{}, Principal{}, fmt.Errorf("lock owners: %w", err)
+	}
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return Principal{}, Principal{}, fmt.Errorf("lock owners: %w", err)
+	}
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"id": id}).Suffix("FOR UPDATE").MustSql()
+	cur, err := scanPrincipal(tx.QueryRow(ctx, sqlText, args...))
+	if err != nil {
+		return Principal{}, Principal{}, err
+	}
+	if err := patch.Check(cur); err != nil {
+		return Principal{}, Principal{}, err
+	}
+	next := cur
+	if patch.DisplayName != nil {
+		next.DisplayName = *patch.DisplayName
+	}
+	if patch.Email != nil {
+		next.Email = *patch.Email
+	}
+	if patch.Status != nil {
+		next.Status = *patch.Status
+	}
+	if patch.IsOwner != nil {
+		next.IsOwner = *patch.IsOwner
+	}
+	if cur.Owner() && !next.Owner() && len(owners) == 1 && owners[0] == cur.ID {
+		return Principal{}, Principal{}, problem.Newf(problem.Conflict, "last_owner", "the last active owner can be neither demoted nor disabled")
+	}
+	var email any
+	if next.Email != "" {
+		email = next.Email
+	}
+	sqlText, args = db.SQL.Update("principals").Set("display_name", next.DisplayName).Set("email", email).
+		Set("status", next.Status).Set("is_owner", next.IsOwner).Where(sq.Eq{"id": id}).MustSql()
+	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
+		return Principal{}, Principal{}, fmt.Errorf("update principal: %w", err)
+	}
+	return cur, next, nil
+}
+
+// ListPrincipals returns up to limit principals with ids after the cursor
+// after (empty: from the start), in id order (ids are time-ordered, so this
+// is creation order). next is the cursor of the following page, empty when
+// this page is the last.
+func (s *Service) ListPrincipals(ctx context.Context, after string, limit int) (list []Principal, next string, err error) {
+	q := db.SQL.Select(principalColumns...).From("principals").OrderBy("id").Limit(uint64(limit + 1))
+	if after != "" {
+		q = q.Where(sq.Gt{"id": after})
+	}
+	sqlText, args := q.MustSql()
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list principals: %w", err)
+	}
+	list, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Principal, error) { return scanPrincipal(r) })
+	if err != nil {
+		return nil, "", fmt.Errorf("list principals: %w", err)
+	}
+	if len(list) > limit {
+		list = list[:limit]
+		next = list[limit-1].ID
+	}
+	return list, next, nil
+}
+
+// HasOwner reports whether an active owner exists.
+func (s *Service) HasOwner(ctx context.Context) (bool, error) {
+	var ok bool
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM principals WHERE kind = 'user' AND is_owner AND status = 'active')`).Scan(&ok)
+	return ok, err
+}
+
+// CountPrincipals returns how many principals exist.
+func (s *Service) CountPrincipals(ctx context.Context) (int, error) {
+	var n int
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT count(*) FROM principals`).Scan(&n)
+	return n, err
+}
+
+func (s *Service) getToken(ctx context.Context, id string) (TokenInfo, error) {
+	q := db.Q(ctx, s.pool)
+	if !ids.Valid(id) {
+		return TokenInfo{}, ErrNotFound
+	}
+	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"id": id}).MustSql()
+	return scanTokenInfo(q.QueryRow(ctx, sqlText, args...))
+}
+
+// ListTokens returns the tokens of principal id, newest first, revoked and
+// expired ones included (so that an owner sees what was issued).
+func (s *Service) ListTokens(ctx context.Context, principalID string) ([]TokenInfo, error) {
+	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"principal_id": principalID}).
+		OrderBy("created_at DESC", "id DESC").MustSql()
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TokenInfo, error) { return scanTokenInfo(r) })
+}
+
+// RevokeTokenByID revokes the token with id and returns it. Revoking a
+// revoked token answers it unchanged.
+func (s *Service) RevokeTokenByID(ctx context.Context, id string) (TokenInfo, error) {
+	q := db.Q(ctx, s.pool)
+	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).
+		Where(sq.Eq{"id": id}).Where("revoked_at IS NULL").MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		return TokenInfo{}, fmt.Errorf("revoke token: %w", err)
+	}
+	return s.getToken(ctx, id)
+}
+
+// touch records that token id was used now, at most once per
+// LastUsedGranularity: the statement runs only when the stored time is
+// older, and the condition in SQL keeps concurrent requests from writing
+// twice.
+func (s *Service) touch(ctx context.Context, id string, last *time.Time) {
+	now := s.clock.Now()
+	if last != nil && now.Sub(*last) < LastUsedGranularity {
+		return
+	}
+	// A failure to record the use must not fail the request it belongs to.
+	_, _ = db.Q(ctx, s.pool).Exec(ctx, `UPDATE tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`,
+		id, now, now.Add(-LastUsedGranularity))
+}
+
+// DeleteOldTokens removes up to limit tokens revoked or expired before
+// cutoff and returns how many it removed (the retention module calls it).
+func (s *Service) DeleteOldTokens(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	tag, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM tokens WHERE id IN (
+		SELECT id FROM tokens WHERE revoked_at < $1 OR expires_at < $1 LIMIT $2)`, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete old tokens: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
