@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // SubjectKind says whether a grant's subject is a principal or a group (the
@@ -48,21 +46,6 @@ type NewGrant struct {
 
 // ErrGrantNotFound is returned for an unknown grant.
 var ErrGrantNotFound = errors.New("authz: grant not found")
-
-var grantColumns = []string{"id", "coalesce(subject_principal_id, subject_group_id)", "CASE WHEN subject_group_id IS NULL THEN 'principal' ELSE 'group' END",
-	"CASE WHEN target_space_id IS NULL THEN 'channel' ELSE 'space' END", "coalesce(target_space_id, target_channel_id)", "level",
-	"expires_at", "created_by", "created_at", "revoked_at"}
-
-func scanGrant(row pgx.Row) (Grant, error) {
-	var g Grant
-	var tk, lvl string
-	err := row.Scan(&g.ID, &g.SubjectID, &g.SubjectKind, &tk, &g.TargetID, &lvl, &g.ExpiresAt, &g.CreatedBy, &g.CreatedAt, &g.RevokedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Grant{}, ErrGrantNotFound
-	}
-	g.TargetKind, g.Level = ResourceKind(tk), ParseLevel(lvl)
-	return g, err
-}
 
 // GrantPath is the path of a grant: the path of its target, so that only
 // readers of the target learn that the grant exists.

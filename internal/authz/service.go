@@ -30,8 +30,7 @@ type Source interface {
 
 // Service is the authorization module: grants, decisions, audit, filter.
 type Service struct {
-	pool    db.Querier
-	clock   clock.Clock
+	store
 	limiter ratelimit.Limiter
 	window  time.Duration
 	log     *slog.Logger
@@ -56,7 +55,7 @@ func WithFaults(f Faults) Option { return func(s *Service) { s.faults = f } }
 // NewService returns the authorization service. window is
 // audit.deny_aggregate_window; reg receives bothy_authz_errors_total.
 func NewService(pool db.Querier, c clock.Clock, limiter ratelimit.Limiter, window time.Duration, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Service {
-	s := &Service{pool: pool, clock: c, limiter: limiter, window: window, log: log, sources: map[ResourceKind]Source{},
+	s := &Service{store: store{pool: pool, clock: c}, limiter: limiter, window: window, log: log, sources: map[ResourceKind]Source{},
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_authz_errors_total",
 			Help: "Authorization errors by reason (filter_mismatch: a list query returned an item the reader may not see)."}, []string{"reason"})}
 	reg.MustRegister(s.errors)
@@ -195,7 +194,7 @@ func (s *Service) grantAt(ctx context.Context, principalID string, p Path) (Leve
 	if !p.Exists || p.Global {
 		spaces, channels = []string{noTarget}, []string{noTarget}
 	}
-	levels, err := s.grantLevelsIn(ctx, s.pool, principalID, spaces, channels)
+	levels, err := s.grantLevelsIn(ctx, principalID, spaces, channels)
 	if err != nil {
 		return None, err
 	}
@@ -244,8 +243,8 @@ func (m levelMap) at(p Path) Level {
 }
 
 // grantLevelsIn is liveGrants for one principal on the given targets.
-func (s *Service) grantLevelsIn(ctx context.Context, q db.Querier, principalID string, spaces, channels []string) (levelMap, error) {
-	all, err := s.liveGrants(ctx, q, []string{principalID}, &struct{ spaces, channels []string }{spaces, channels})
+func (s *Service) grantLevelsIn(ctx context.Context, principalID string, spaces, channels []string) (levelMap, error) {
+	all, err := s.liveGrants(ctx, []string{principalID}, &struct{ spaces, channels []string }{spaces, channels})
 	if err != nil {
 		return levelMap{}, err
 	}
@@ -280,7 +279,7 @@ func (s *Service) Filter(ctx context.Context, actor identity.Principal, action A
 	levels := newLevelMap()
 	if load {
 		var err error
-		levels, err = s.grantLevelsIn(ctx, s.pool, actor.ID, slices.Collect(maps.Keys(spaces)), slices.Collect(maps.Keys(channels)))
+		levels, err = s.grantLevelsIn(ctx, actor.ID, slices.Collect(maps.Keys(spaces)), slices.Collect(maps.Keys(channels)))
 		if err != nil {
 			return nil, err
 		}
@@ -314,6 +313,9 @@ type AuditRow struct {
 }
 
 // spend takes one token of action's rate-limit class from actor's bucket.
+// Like the audit rows, the spend stays outside the transaction of any
+// context (the limiter takes no context; its shared store writes on the
+// pool): a spent token holds when the caller's unit rolls back.
 func (s *Service) spend(actor identity.Principal, action Action) error {
 	spec, ok := Table[action]
 	if !ok {
@@ -349,7 +351,7 @@ func (s *Service) readScope(ctx context.Context, actor identity.Principal) (Scop
 	if a.Owner {
 		return Scope{All: true}, nil
 	}
-	all, err := s.liveGrants(ctx, s.pool, []string{actor.ID}, nil)
+	all, err := s.liveGrants(ctx, []string{actor.ID}, nil)
 	if err != nil {
 		return Scope{}, fmt.Errorf("read scope: %w", err)
 	}
@@ -385,19 +387,15 @@ func Prepaid(ctx context.Context) context.Context {
 
 func isUnmetered(ctx context.Context) bool { v, _ := ctx.Value(unmeteredKey{}).(bool); return v }
 
-// Pool returns the querier the service reads with (for callers that create
-// grants outside a unit of work, such as the world builder).
-func (s *Service) Pool() db.Querier { return s.pool }
-
 // Allowed answers a question of the runtime rather than a request: which
 // of people the rule table (Decide) allows action on target now, such as
 // whether a message's writer may trigger a run there or a mentioned agent
 // may read the thread. Nobody asked, so it takes no token, writes no audit
-// row and logs no mismatch. Grants are read through q (pass the unit of
-// work's transaction inside one) in one statement for all people, unless
+// row and logs no mismatch. Grants are read through the transaction of ctx
+// when there is one (db.Q) in one statement for all people, unless
 // the target's grant level is known (then it must be the level of each of
 // people). Only the ids allowed are in the result.
-func (s *Service) Allowed(ctx context.Context, q db.Querier, action Action, target Facts, people ...identity.Principal) (map[string]bool, error) {
+func (s *Service) Allowed(ctx context.Context, action Action, target Facts, people ...identity.Principal) (map[string]bool, error) {
 	out := map[string]bool{}
 	var ask []string
 	for _, p := range people {
@@ -412,7 +410,7 @@ func (s *Service) Allowed(ctx context.Context, q db.Querier, action Action, targ
 	if target.Grant == nil {
 		var err error
 		p := target.Path
-		grants, err = s.liveGrants(ctx, q, ask, &struct{ spaces, channels []string }{[]string{p.SpaceID}, nonEmpty(p.ChannelID)})
+		grants, err = s.liveGrants(ctx, ask, &struct{ spaces, channels []string }{[]string{p.SpaceID}, nonEmpty(p.ChannelID)})
 		if err != nil {
 			return nil, err
 		}
@@ -453,9 +451,27 @@ func (s *Service) WithTrigger(ctx context.Context, c Path, people []identity.Pri
 	if c.Kind != KindChannel && c.ChannelID == "" {
 		return nil, fmt.Errorf("authz: trigger holders need a channel path")
 	}
-	out, err := s.Allowed(ctx, s.pool, MessageTrigger, Facts{Path: c}, people...)
+	out, err := s.Allowed(ctx, MessageTrigger, Facts{Path: c}, people...)
 	if err != nil {
 		return nil, fmt.Errorf("trigger holders: %w", err)
 	}
 	return out, nil
+}
+
+// audit records a denial (one row per actor, action and reason per
+// audit.deny_aggregate_window, with a count) or an allow of an action whose
+// row says allows are audited. Details hold ids only, never content.
+func (s *Service) audit(ctx context.Context, actorID string, action Action, d Decision, p Path) error {
+	now := s.clock.Now()
+	var resID any
+	if ids.Valid(p.ID) {
+		resID = p.ID
+	}
+	if d.Allow {
+		if !Table[action].AuditAllow {
+			return nil
+		}
+		return s.auditAllow(ctx, actorID, action, p.Kind, resID, now)
+	}
+	return s.auditDeny(ctx, actorID, action, d.Reason, p.Kind, resID, now.Truncate(s.window), now)
 }

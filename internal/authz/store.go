@@ -2,10 +2,12 @@ package authz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -13,9 +15,18 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// store holds the package's SQL: each method runs its statements on
+// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
+// returns typed values, and stamps the rows it writes with clock; the rules
+// that decide what to write live in the service, which embeds the store.
+type store struct {
+	pool  db.Querier
+	clock clock.Clock
+}
+
 // CreateGrant stores g. Agents and apps can hold at most write;
 // a higher level is a validation error on /level.
-func (s *Service) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
+func (s *store) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
 	q := db.Q(ctx, s.pool)
 	if !g.SubjectIsPersonOrGroup && g.Level > Write {
 		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_value", Detail: "agents and apps can hold at most write"})
@@ -45,7 +56,7 @@ func (s *Service) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
 }
 
 // GetGrant returns the grant with id, or ErrGrantNotFound.
-func (s *Service) GetGrant(ctx context.Context, id string) (Grant, error) {
+func (s *store) GetGrant(ctx context.Context, id string) (Grant, error) {
 	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Grant{}, ErrGrantNotFound
@@ -56,7 +67,7 @@ func (s *Service) GetGrant(ctx context.Context, id string) (Grant, error) {
 
 // RevokeGrant sets revoked_at of grant id (once; a second revoke
 // returns the grant unchanged).
-func (s *Service) RevokeGrant(ctx context.Context, id string) (Grant, error) {
+func (s *store) RevokeGrant(ctx context.Context, id string) (Grant, error) {
 	q := db.Q(ctx, s.pool)
 	sqlText, args := db.SQL.Update("grants").Set("revoked_at", s.clock.Now()).Where(sq.Eq{"id": id}).Where("revoked_at IS NULL").MustSql()
 	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
@@ -67,7 +78,7 @@ func (s *Service) RevokeGrant(ctx context.Context, id string) (Grant, error) {
 
 // GroupTargets returns, the spaces and channels named by the
 // live grants (not revoked, not expired) of group groupID, each once.
-func (s *Service) GroupTargets(ctx context.Context, groupID string) (spaces, channels []string, err error) {
+func (s *store) GroupTargets(ctx context.Context, groupID string) (spaces, channels []string, err error) {
 	q := db.Q(ctx, s.pool)
 	rows, err := q.Query(ctx, `SELECT DISTINCT coalesce(target_space_id::text, ''), coalesce(target_channel_id::text, '') FROM grants
 		WHERE subject_group_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) ORDER BY 1, 2`, groupID, s.clock.Now())
@@ -91,7 +102,7 @@ func (s *Service) GroupTargets(ctx context.Context, groupID string) (spaces, cha
 
 // RevokeGroupGrants revokes every live grant of group groupID
 // (when the group is deleted).
-func (s *Service) RevokeGroupGrants(ctx context.Context, groupID string) error {
+func (s *store) RevokeGroupGrants(ctx context.Context, groupID string) error {
 	q := db.Q(ctx, s.pool)
 	sqlText, args := db.SQL.Update("grants").Set("revoked_at", s.clock.Now()).
 		Where(sq.Eq{"subject_group_id": groupID}).Where("revoked_at IS NULL").MustSql()
@@ -103,7 +114,7 @@ func (s *Service) RevokeGroupGrants(ctx context.Context, groupID string) error {
 
 // DeleteOldAudit removes up to limit audit rows last seen before cutoff and
 // returns how many it removed (the retention module calls it).
-func (s *Service) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+func (s *store) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	tag, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM audit_log WHERE id IN (
 		SELECT id FROM audit_log WHERE last_at < $1 LIMIT $2)`, cutoff, limit)
 	if err != nil {
@@ -118,8 +129,10 @@ func (s *Service) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit in
 // those spaces or channels are read. It is the only place that says which
 // grants count. Group membership is joined here, in the statement, through
 // identity's MembershipSQL, because every decision needs it and a second
-// round trip per decision would cost more than it saves.
-func (s *Service) liveGrants(ctx context.Context, q db.Querier, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
+// round trip per decision would cost more than it saves. It reads through
+// the transaction of ctx when there is one (db.Q), so a decision inside a
+// unit of work sees the unit's own grant changes.
+func (s *store) liveGrants(ctx context.Context, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
 	b := db.SQL.Select("coalesce(g.subject_principal_id, gm.principal_id)::text", "coalesce(g.target_space_id::text, '')",
 		"coalesce(g.target_channel_id::text, '')", "g.level").
 		From("grants g").LeftJoin(identity.MembershipSQL+" gm ON gm.group_id = g.subject_group_id").
@@ -130,7 +143,7 @@ func (s *Service) liveGrants(ctx context.Context, q db.Querier, principals []str
 		b = b.Where(sq.Or{sq.Expr("g.target_space_id = ANY(?::uuid[])", targets.spaces), sq.Expr("g.target_channel_id = ANY(?::uuid[])", targets.channels)})
 	}
 	sqlText, args := b.MustSql()
-	rows, err := q.Query(ctx, sqlText, args...)
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, fmt.Errorf("grants: %w", err)
 	}
@@ -151,34 +164,28 @@ func (s *Service) liveGrants(ctx context.Context, q db.Querier, principals []str
 	return out, rows.Err()
 }
 
-// audit records a denial (one row per actor, action and reason per
-// audit.deny_aggregate_window, with a count) or an allow of an action whose
-// row says allows are audited. Details hold ids only, never content.
-func (s *Service) audit(ctx context.Context, actorID string, action Action, d Decision, p Path) error {
-	now := s.clock.Now()
-	var resID any
-	if ids.Valid(p.ID) {
-		resID = p.ID
-	}
-	if d.Allow {
-		if !Table[action].AuditAllow {
-			return nil
-		}
-		_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
-			VALUES ($1, $2, $3, 'allow', '', $4, $5, $6, 1, $6, $6)`, ids.New(), actorID, string(action), string(p.Kind), resID, now)
-		return err
-	}
-	start := now.Truncate(s.window)
+// auditAllow writes the audit row of one allow, at now. Like auditDeny it
+// runs on the pool, never in the transaction of ctx: an audit row must
+// hold when the caller's unit rolls back.
+func (s *store) auditAllow(ctx context.Context, actorID string, action Action, kind ResourceKind, resID any, now time.Time) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
+			VALUES ($1, $2, $3, 'allow', '', $4, $5, $6, 1, $6, $6)`, ids.New(), actorID, string(action), string(kind), resID, now)
+	return err
+}
+
+// auditDeny counts one denial at now in the row of its actor, action,
+// reason and window (which starts at start), on the pool (see auditAllow).
+func (s *store) auditDeny(ctx context.Context, actorID string, action Action, reason string, kind ResourceKind, resID any, start, now time.Time) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
 		VALUES ($1, $2, $3, 'deny', $4, $5, $6, $7, 1, $8, $8)
 		ON CONFLICT (actor_id, action, reason, window_start) WHERE decision = 'deny'
 		DO UPDATE SET count = audit_log.count + 1, last_at = EXCLUDED.last_at`,
-		ids.New(), actorID, string(action), d.Reason, string(p.Kind), resID, start, now)
+		ids.New(), actorID, string(action), reason, string(kind), resID, start, now)
 	return err
 }
 
 // AuditRows returns the audit rows of actor (all actors when empty).
-func (s *Service) AuditRows(ctx context.Context, actorID string) ([]AuditRow, error) {
+func (s *store) AuditRows(ctx context.Context, actorID string) ([]AuditRow, error) {
 	q := db.SQL.Select("actor_id", "action", "decision", "reason", "resource_kind", "count").From("audit_log").OrderBy("first_at", "id")
 	if actorID != "" {
 		q = q.Where(sq.Eq{"actor_id": actorID})
@@ -193,4 +200,19 @@ func (s *Service) AuditRows(ctx context.Context, actorID string) ([]AuditRow, er
 		err := r.Scan(&a.ActorID, &a.Action, &a.Decision, &a.Reason, &a.ResourceKind, &a.Count)
 		return a, err
 	})
+}
+
+var grantColumns = []string{"id", "coalesce(subject_principal_id, subject_group_id)", "CASE WHEN subject_group_id IS NULL THEN 'principal' ELSE 'group' END",
+	"CASE WHEN target_space_id IS NULL THEN 'channel' ELSE 'space' END", "coalesce(target_space_id, target_channel_id)", "level",
+	"expires_at", "created_by", "created_at", "revoked_at"}
+
+func scanGrant(row pgx.Row) (Grant, error) {
+	var g Grant
+	var tk, lvl string
+	err := row.Scan(&g.ID, &g.SubjectID, &g.SubjectKind, &tk, &g.TargetID, &lvl, &g.ExpiresAt, &g.CreatedBy, &g.CreatedAt, &g.RevokedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Grant{}, ErrGrantNotFound
+	}
+	g.TargetKind, g.Level = ResourceKind(tk), ParseLevel(lvl)
+	return g, err
 }

@@ -13,12 +13,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 // Space is a stored space.
@@ -97,9 +96,8 @@ var ErrNotFound = errors.New("chat: not found")
 
 // Service is the chat module's service.
 type Service struct {
-	db    *db.DB
-	pool  db.Querier
-	clock clock.Clock
+	db *db.DB
+	store
 	// backfillDefault and backfillMax are channel.history_backfill_limit_default
 	// and channel.history_backfill_limit_max.
 	backfillDefault, backfillMax int
@@ -107,7 +105,7 @@ type Service struct {
 
 // NewService returns the chat service over d.
 func NewService(d *db.DB, c clock.Clock, backfillDefault, backfillMax int) *Service {
-	return &Service{db: d, pool: d.Pool(), clock: c, backfillDefault: backfillDefault, backfillMax: backfillMax}
+	return &Service{db: d, store: store{pool: d.Pool(), clock: c}, backfillDefault: backfillDefault, backfillMax: backfillMax}
 }
 
 // NewChannel describes a channel to create. Nil switch pointers take the
@@ -124,39 +122,6 @@ type NewChannel struct {
 	AutoThread           *bool
 	HistoryBackfillLimit *int
 	CreatedBy            string
-}
-
-func scanChannel(row pgx.Row) (Channel, error) {
-	var c Channel
-	err := row.Scan(&c.ID, &c.SpaceID, &c.Name, &c.Kind, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID,
-		&c.Switches.FreeResponse, &c.Switches.AllowMentionedAgents, &c.Switches.AutoThread, &c.Switches.HistoryBackfillLimit,
-		&c.SpaceDefaultOperator, &c.SpaceArchived, &c.MainThreadID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Channel{}, ErrNotFound
-	}
-	return c, err
-}
-
-// GetChannel returns the channel with id, or ErrNotFound.
-func (s *Service) GetChannel(ctx context.Context, id string) (Channel, error) {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return Channel{}, ErrNotFound
-	}
-	return scanChannel(q.QueryRow(ctx, channelSelect+` WHERE c.id = $1`, id))
-}
-
-const threadColumns = `t.id, t.channel_id, t.kind, coalesce(t.parent_message_id::text, ''), coalesce(t.operator_agent_id::text, ''),
-	coalesce(t.title, ''), coalesce(t.title_source, ''), t.created_by, t.state, t.last_seq, t.created_at`
-
-func scanThread(row pgx.Row) (Thread, error) {
-	var t Thread
-	err := row.Scan(&t.ID, &t.ChannelID, &t.Kind, &t.ParentMessageID, &t.OperatorAgentID, &t.Title, &t.TitleSource,
-		&t.CreatedBy, &t.State, &t.LastSeq, &t.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Thread{}, ErrNotFound
-	}
-	return t, err
 }
 
 // NewThread describes a thread to create inside a unit of work.
@@ -271,3 +236,61 @@ func ThreadPayload(t Thread) map[string]any {
 }
 
 func keysOf(m map[string]bool) []string { return slices.Collect(maps.Keys(m)) }
+
+// CreateChannel stores a channel and, for a text channel, its main thread,
+// in one transaction (the caller's, when ctx carries one). A bad name, kind
+// or switch is a validation error, a name taken in the space 409 name_taken.
+func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, error) {
+	if err := CheckName(nc.Name, "/name"); err != nil {
+		return Channel{}, err
+	}
+	if nc.Kind != ChannelText && nc.Kind != ChannelForum {
+		return Channel{}, problem.Invalid(problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
+	}
+	if err := s.CheckSwitches(SwitchesPatch{HistoryBackfillLimit: nc.HistoryBackfillLimit}, "/switches"); err != nil {
+		return Channel{}, err
+	}
+	sw := Switches{AutoThread: true, HistoryBackfillLimit: s.backfillDefault}
+	if nc.FreeResponse != nil {
+		sw.FreeResponse = *nc.FreeResponse
+	}
+	if nc.AllowMentionedAgents != nil {
+		sw.AllowMentionedAgents = *nc.AllowMentionedAgents
+	}
+	if nc.AutoThread != nil {
+		sw.AutoThread = *nc.AutoThread
+	}
+	if nc.HistoryBackfillLimit != nil {
+		sw.HistoryBackfillLimit = *nc.HistoryBackfillLimit
+	}
+	if nc.OperatorMode == "" {
+		nc.OperatorMode = OperatorInherit
+	}
+	id := ids.New()
+	now := s.clock.Now()
+	// The channel and its main thread are one unit: a text channel never
+	// exists without its main thread.
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := s.insertChannel(ctx, id, nc, sw, now); err != nil {
+			return err
+		}
+		if nc.Kind == ChannelText {
+			return s.insertMainThread(ctx, id, nc.CreatedBy, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return Channel{}, err
+	}
+	return s.GetChannel(ctx, id)
+}
+
+// UpdateSwitches applies p to the channel in the transaction of ctx. history_backfill_limit
+// must lie between zero and channel.history_backfill_limit_max.
+func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
+	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
+		return problem.Invalid(problem.FieldError{Pointer: "/history_backfill_limit", Code: "out_of_range",
+			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
+	}
+	return s.updateSwitches(ctx, channelID, p)
+}

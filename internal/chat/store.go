@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -14,8 +16,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// store holds the package's SQL: each method runs its statements on
+// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
+// returns typed values, and stamps the rows it writes with clock; the rules
+// that decide what to write live in the service, which embeds the store.
+type store struct {
+	pool  db.Querier
+	clock clock.Clock
+}
+
 // RenameSpace renames space id in the transaction of ctx; a taken name answers 409 name_taken.
-func (s *Service) RenameSpace(ctx context.Context, id, name string) error {
+func (s *store) RenameSpace(ctx context.Context, id, name string) error {
 	tx := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
 		return err
@@ -28,7 +39,7 @@ func (s *Service) RenameSpace(ctx context.Context, id, name string) error {
 
 // SetDefaultOperator sets (or, with an empty agentID, clears) the default
 // operator agent of space id in the transaction of ctx.
-func (s *Service) SetDefaultOperator(ctx context.Context, id, agentID string) error {
+func (s *store) SetDefaultOperator(ctx context.Context, id, agentID string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE spaces SET default_operator_agent_id = $2 WHERE id = $1`, id, db.Nullable(agentID))
 	if err != nil {
@@ -38,7 +49,7 @@ func (s *Service) SetDefaultOperator(ctx context.Context, id, agentID string) er
 }
 
 // UnarchiveSpace clears archived_at of space id in the transaction of ctx.
-func (s *Service) UnarchiveSpace(ctx context.Context, id string) error {
+func (s *store) UnarchiveSpace(ctx context.Context, id string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = NULL WHERE id = $1`, id)
 	return err
@@ -46,7 +57,7 @@ func (s *Service) UnarchiveSpace(ctx context.Context, id string) error {
 
 // RenameChannel renames channel id in the transaction of ctx; a name taken in the space
 // answers 409 name_taken.
-func (s *Service) RenameChannel(ctx context.Context, id, name string) error {
+func (s *store) RenameChannel(ctx context.Context, id, name string) error {
 	tx := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
 		return err
@@ -58,7 +69,7 @@ func (s *Service) RenameChannel(ctx context.Context, id, name string) error {
 }
 
 // UnarchiveChannel clears archived_at of channel id in the transaction of ctx.
-func (s *Service) UnarchiveChannel(ctx context.Context, id string) error {
+func (s *store) UnarchiveChannel(ctx context.Context, id string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = NULL WHERE id = $1`, id)
 	return err
@@ -66,7 +77,7 @@ func (s *Service) UnarchiveChannel(ctx context.Context, id string) error {
 
 // SpaceExists reports whether a space with name exists (for scripts that
 // must not build twice).
-func (s *Service) SpaceExists(ctx context.Context, name string) (bool, error) {
+func (s *store) SpaceExists(ctx context.Context, name string) (bool, error) {
 	var ok bool
 	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM spaces WHERE name = $1)`, name).Scan(&ok)
 	return ok, err
@@ -74,7 +85,7 @@ func (s *Service) SpaceExists(ctx context.Context, name string) (bool, error) {
 
 // CreateSpace stores a space with an optional default operator agent. A
 // bad name is a validation error, a taken one 409 name_taken.
-func (s *Service) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
+func (s *store) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
 	q := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
 		return Space{}, err
@@ -88,60 +99,27 @@ func (s *Service) CreateSpace(ctx context.Context, name, defaultOperator string)
 	return sp, nil
 }
 
-// CreateChannel stores a channel and, for a text channel, its main thread,
-// in one transaction (the caller's, when ctx carries one). A bad name, kind
-// or switch is a validation error, a name taken in the space 409 name_taken.
-func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, error) {
-	if err := CheckName(nc.Name, "/name"); err != nil {
-		return Channel{}, err
+// insertChannel stores channel id of nc with switches sw, created at now.
+func (s *store) insertChannel(ctx context.Context, id string, nc NewChannel, sw Switches, now time.Time) error {
+	q := db.Q(ctx, s.pool)
+	sqlText, args := db.SQL.Insert("channels").
+		Columns("id", "space_id", "name", "kind", "operator_mode", "operator_agent_id", "free_response", "allow_mentioned_agents", "auto_thread", "history_backfill_limit", "created_at").
+		Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, db.Nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		return nameConflict(err, "create channel")
 	}
-	if nc.Kind != ChannelText && nc.Kind != ChannelForum {
-		return Channel{}, problem.Invalid(problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
+	return nil
+}
+
+// insertMainThread stores the main thread of channel channelID.
+func (s *store) insertMainThread(ctx context.Context, channelID, createdBy string, now time.Time) error {
+	q := db.Q(ctx, s.pool)
+	sqlText, args := db.SQL.Insert("threads").Columns("id", "channel_id", "kind", "created_by", "created_at").
+		Values(ids.New(), channelID, ThreadMain, createdBy, now).MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		return fmt.Errorf("create main thread: %w", err)
 	}
-	if err := s.CheckSwitches(SwitchesPatch{HistoryBackfillLimit: nc.HistoryBackfillLimit}, "/switches"); err != nil {
-		return Channel{}, err
-	}
-	sw := Switches{AutoThread: true, HistoryBackfillLimit: s.backfillDefault}
-	if nc.FreeResponse != nil {
-		sw.FreeResponse = *nc.FreeResponse
-	}
-	if nc.AllowMentionedAgents != nil {
-		sw.AllowMentionedAgents = *nc.AllowMentionedAgents
-	}
-	if nc.AutoThread != nil {
-		sw.AutoThread = *nc.AutoThread
-	}
-	if nc.HistoryBackfillLimit != nil {
-		sw.HistoryBackfillLimit = *nc.HistoryBackfillLimit
-	}
-	if nc.OperatorMode == "" {
-		nc.OperatorMode = OperatorInherit
-	}
-	id := ids.New()
-	now := s.clock.Now()
-	// The channel and its main thread are one unit: a text channel never
-	// exists without its main thread.
-	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		q := db.Q(ctx, s.pool)
-		sqlText, args := db.SQL.Insert("channels").
-			Columns("id", "space_id", "name", "kind", "operator_mode", "operator_agent_id", "free_response", "allow_mentioned_agents", "auto_thread", "history_backfill_limit", "created_at").
-			Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, db.Nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
-		if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-			return nameConflict(err, "create channel")
-		}
-		if nc.Kind == ChannelText {
-			sqlText, args = db.SQL.Insert("threads").Columns("id", "channel_id", "kind", "created_by", "created_at").
-				Values(ids.New(), id, ThreadMain, nc.CreatedBy, now).MustSql()
-			if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-				return fmt.Errorf("create main thread: %w", err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return Channel{}, err
-	}
-	return s.GetChannel(ctx, id)
+	return nil
 }
 
 const channelSelect = `SELECT c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode, coalesce(c.operator_agent_id::text, ''),
@@ -150,8 +128,17 @@ const channelSelect = `SELECT c.id, c.space_id, c.name, c.kind, c.archived_at, c
 	coalesce((SELECT t.id::text FROM threads t WHERE t.channel_id = c.id AND t.kind = 'main'), '')
 	FROM channels c JOIN spaces s ON s.id = c.space_id`
 
+// GetChannel returns the channel with id, or ErrNotFound.
+func (s *store) GetChannel(ctx context.Context, id string) (Channel, error) {
+	q := db.Q(ctx, s.pool)
+	if !ids.Valid(id) {
+		return Channel{}, ErrNotFound
+	}
+	return scanChannel(q.QueryRow(ctx, channelSelect+` WHERE c.id = $1`, id))
+}
+
 // GetSpace returns the space with id, or ErrNotFound.
-func (s *Service) GetSpace(ctx context.Context, id string) (Space, error) {
+func (s *store) GetSpace(ctx context.Context, id string) (Space, error) {
 	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Space{}, ErrNotFound
@@ -170,7 +157,7 @@ func (s *Service) GetSpace(ctx context.Context, id string) (Space, error) {
 }
 
 // GetThread returns the thread with id, or ErrNotFound.
-func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
+func (s *store) GetThread(ctx context.Context, id string) (Thread, error) {
 	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Thread{}, ErrNotFound
@@ -180,7 +167,7 @@ func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
 
 // LockThread returns the thread with id locked FOR UPDATE in the transaction of ctx. Writers of
 // one thread serialise on this row lock, which keeps thread_seq gap-free.
-func (s *Service) LockThread(ctx context.Context, id string) (Thread, error) {
+func (s *store) LockThread(ctx context.Context, id string) (Thread, error) {
 	tx := db.Q(ctx, s.pool)
 	return scanThread(tx.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1 FOR UPDATE`, id))
 }
@@ -188,7 +175,7 @@ func (s *Service) LockThread(ctx context.Context, id string) (Thread, error) {
 // NextSeq raises the thread's last_seq by one in the transaction of ctx and returns it. The
 // caller holds the thread's row lock (LockThread); a rollback returns the
 // number, so committed messages have no gaps.
-func (s *Service) NextSeq(ctx context.Context, threadID string) (int64, error) {
+func (s *store) NextSeq(ctx context.Context, threadID string) (int64, error) {
 	tx := db.Q(ctx, s.pool)
 	var seq int64
 	err := tx.QueryRow(ctx, `UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq`, threadID).Scan(&seq)
@@ -196,7 +183,7 @@ func (s *Service) NextSeq(ctx context.Context, threadID string) (int64, error) {
 }
 
 // SetState sets the thread's state (open or done) in the transaction of ctx.
-func (s *Service) SetState(ctx context.Context, threadID string, state ThreadState) error {
+func (s *store) SetState(ctx context.Context, threadID string, state ThreadState) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE threads SET state = $2 WHERE id = $1`, threadID, state)
 	return err
@@ -204,7 +191,7 @@ func (s *Service) SetState(ctx context.Context, threadID string, state ThreadSta
 
 // CreateThread stores a new thread (kind post in a forum, thread in a text
 // channel) with the channel's effective operator as its fixed operator.
-func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
+func (s *store) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
 	tx := db.Q(ctx, s.pool)
 	kind := ThreadThread
 	if nt.Channel.Kind == ChannelForum {
@@ -242,7 +229,7 @@ func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error
 // TryLockThread locks thread id for the rest of the transaction of ctx
 // unless another transaction holds it; it reports whether it got the lock
 // (false for an unknown thread too).
-func (s *Service) TryLockThread(ctx context.Context, id string) (bool, error) {
+func (s *store) TryLockThread(ctx context.Context, id string) (bool, error) {
 	var locked string
 	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text FROM threads WHERE id = $1 FOR UPDATE SKIP LOCKED`, id).Scan(&locked)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -258,7 +245,7 @@ func (s *Service) TryLockThread(ctx context.Context, id string) (bool, error) {
 // which was deleted: the title of the thread whose parent it is, or, when
 // first is set (the message is the first of thread threadID), of that
 // thread when it has no parent.
-func (s *Service) DropAutoTitle(ctx context.Context, messageID, threadID string, first bool) error {
+func (s *store) DropAutoTitle(ctx context.Context, messageID, threadID string, first bool) error {
 	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE threads SET title = NULL, title_source = NULL
 		WHERE title_source = 'auto' AND (parent_message_id = $1 OR (id = $2 AND parent_message_id IS NULL AND $3))`,
 		messageID, threadID, first)
@@ -270,7 +257,7 @@ func (s *Service) DropAutoTitle(ctx context.Context, messageID, threadID string,
 
 // MoveThread sets the thread's channel in the transaction of ctx. parent_message_id keeps
 // pointing into the source channel.
-func (s *Service) MoveThread(ctx context.Context, threadID, channelID string) error {
+func (s *store) MoveThread(ctx context.Context, threadID, channelID string) error {
 	tx := db.Q(ctx, s.pool)
 	// An auto title taken from the parent message (a main-thread message
 	// of the source channel, which stays there) does not follow the thread:
@@ -283,20 +270,15 @@ func (s *Service) MoveThread(ctx context.Context, threadID, channelID string) er
 }
 
 // SetOperator sets the operator mode (and agent for mode agent) of a channel.
-func (s *Service) SetOperator(ctx context.Context, channelID string, mode OperatorMode, agentID string) error {
+func (s *store) SetOperator(ctx context.Context, channelID string, mode OperatorMode, agentID string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE channels SET operator_mode = $2, operator_agent_id = $3 WHERE id = $1`, channelID, mode, db.Nullable(agentID))
 	return err
 }
 
-// UpdateSwitches applies p to the channel in the transaction of ctx. history_backfill_limit
-// must lie between zero and channel.history_backfill_limit_max.
-func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
+// updateSwitches writes the switches p sets (none: no statement).
+func (s *store) updateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
 	tx := db.Q(ctx, s.pool)
-	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
-		return problem.Invalid(problem.FieldError{Pointer: "/history_backfill_limit", Code: "out_of_range",
-			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
-	}
 	set := map[string]any{}
 	if p.FreeResponse != nil {
 		set["free_response"] = *p.FreeResponse
@@ -319,21 +301,21 @@ func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p Switch
 }
 
 // ArchiveChannel sets archived_at of the channel (once).
-func (s *Service) ArchiveChannel(ctx context.Context, id string) error {
+func (s *store) ArchiveChannel(ctx context.Context, id string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
 	return err
 }
 
 // ArchiveSpace sets archived_at of the space (once).
-func (s *Service) ArchiveSpace(ctx context.Context, id string) error {
+func (s *store) ArchiveSpace(ctx context.Context, id string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
 	return err
 }
 
 // ChannelsOfSpace returns the ids of the channels of space id.
-func (s *Service) ChannelsOfSpace(ctx context.Context, id string) ([]string, error) {
+func (s *store) ChannelsOfSpace(ctx context.Context, id string) ([]string, error) {
 	q := db.Q(ctx, s.pool)
 	rows, err := q.Query(ctx, `SELECT id::text FROM channels WHERE space_id = $1 ORDER BY id`, id)
 	if err != nil {
@@ -348,7 +330,7 @@ func (s *Service) ChannelsOfSpace(ctx context.Context, id string) ([]string, err
 // plus those whose effective operator (Channel.EffectiveOperator, the one
 // place that says who that is) is sc.Operator; and the threads whose fixed
 // operator is sc.Operator. It is the visibility predicate of list queries.
-func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads []string, err error) {
+func (s *store) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads []string, err error) {
 	var agent any
 	if sc.Operator != "" {
 		agent = sc.Operator
@@ -394,7 +376,7 @@ func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads
 
 // PathsOf returns the paths of (channel, thread) pairs — thread empty for
 // channel-level things — in two statements, for filter mode over lists.
-func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs [][2]string) ([]authz.Path, error) {
+func (s *store) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs [][2]string) ([]authz.Path, error) {
 	chanIDs, threadIDs := map[string]bool{}, map[string]bool{}
 	for _, p := range pairs {
 		chanIDs[p[0]] = true
@@ -447,7 +429,7 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 
 // ThreadInfo returns thread id with its current channel (and that channel's
 // space facts) in one statement, or ErrNotFound.
-func (s *Service) ThreadInfo(ctx context.Context, id string) (Thread, Channel, error) {
+func (s *store) ThreadInfo(ctx context.Context, id string) (Thread, Channel, error) {
 	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Thread{}, Channel{}, ErrNotFound
@@ -473,7 +455,7 @@ func (s *Service) ThreadInfo(ctx context.Context, id string) (Thread, Channel, e
 // (the thread's parent message), the id of that thread, in one statement.
 // Messages that started none are absent from the map. It decides nothing
 // about visibility: callers read each thread through UseCases.Thread.
-func (s *Service) StartedThreadIDs(ctx context.Context, messageIDs []string) (map[string]string, error) {
+func (s *store) StartedThreadIDs(ctx context.Context, messageIDs []string) (map[string]string, error) {
 	valid := make([]string, 0, len(messageIDs))
 	for _, id := range messageIDs {
 		if ids.Valid(id) {
@@ -497,4 +479,28 @@ func (s *Service) StartedThreadIDs(ctx context.Context, messageIDs []string) (ma
 		out[msg] = thread
 	}
 	return out, rows.Err()
+}
+
+func scanChannel(row pgx.Row) (Channel, error) {
+	var c Channel
+	err := row.Scan(&c.ID, &c.SpaceID, &c.Name, &c.Kind, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID,
+		&c.Switches.FreeResponse, &c.Switches.AllowMentionedAgents, &c.Switches.AutoThread, &c.Switches.HistoryBackfillLimit,
+		&c.SpaceDefaultOperator, &c.SpaceArchived, &c.MainThreadID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Channel{}, ErrNotFound
+	}
+	return c, err
+}
+
+const threadColumns = `t.id, t.channel_id, t.kind, coalesce(t.parent_message_id::text, ''), coalesce(t.operator_agent_id::text, ''),
+	coalesce(t.title, ''), coalesce(t.title_source, ''), t.created_by, t.state, t.last_seq, t.created_at`
+
+func scanThread(row pgx.Row) (Thread, error) {
+	var t Thread
+	err := row.Scan(&t.ID, &t.ChannelID, &t.Kind, &t.ParentMessageID, &t.OperatorAgentID, &t.Title, &t.TitleSource,
+		&t.CreatedBy, &t.State, &t.LastSeq, &t.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Thread{}, ErrNotFound
+	}
+	return t, err
 }

@@ -4,6 +4,7 @@
 package events
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -72,13 +73,12 @@ type Event struct {
 
 // Log is the event log.
 type Log struct {
-	pool     db.Querier
-	clock    clock.Clock
+	store
 	appended *prometheus.CounterVec // nil until Instrument
 }
 
 // NewLog returns the event log over pool.
-func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{pool: pool, clock: c} }
+func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{store: store{pool: pool, clock: c}} }
 
 // appendLockKey is the advisory lock that orders event writers. Held from
 // the first append until commit, it makes seq order equal commit order, so
@@ -101,3 +101,20 @@ func ParseCursor(s string) (int64, bool) {
 // delivered when an agent acknowledges them). Events owns agent_events;
 // this is the only shape others may use.
 const AgentEventsSQL = `(SELECT agent_id, seq, type, run_id, message_id FROM agent_events)`
+
+// Append writes evs in the transaction of ctx, in order: client events to the event log,
+// agent events to their agent's stream. Call it at the end of a unit of
+// work: it takes the transaction-scoped lock that serialises event writers
+// until the commit, and schedules a NOTIFY (sent at commit, so a woken
+// reader finds the events) for the client log and for agent streams.
+func (l *Log) Append(ctx context.Context, evs ...Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	nClient, nAgent, err := l.appendEvents(ctx, evs)
+	if err != nil {
+		return err
+	}
+	l.count(nClient, nAgent)
+	return nil
+}

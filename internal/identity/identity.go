@@ -10,8 +10,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 )
@@ -79,12 +77,13 @@ func ValidHandle(h string) bool { return handleRE.MatchString(h) }
 
 // Service is the identity module's service.
 type Service struct {
-	pool  db.Querier
-	clock clock.Clock
+	store
 }
 
 // NewService returns the identity service over q (a pool) with clock c.
-func NewService(q db.Querier, c clock.Clock) *Service { return &Service{pool: q, clock: c} }
+func NewService(q db.Querier, c clock.Clock) *Service {
+	return &Service{store: store{pool: q, clock: c}}
+}
 
 // NewPrincipal describes a principal to create.
 type NewPrincipal struct {
@@ -94,26 +93,6 @@ type NewPrincipal struct {
 	Email       string
 	IsOwner     bool
 	Status      Status // empty means active
-}
-
-// columnsOf lists the principal columns, qualified by alias a when given.
-func columnsOf(a string) []string {
-	if a != "" {
-		a += "."
-	}
-	return []string{a + "id", a + "kind", a + "handle", a + "display_name", "coalesce(" + a + "email, '')", a + "status", a + "is_owner", a + "created_at"}
-}
-
-var principalColumns = columnsOf("")
-
-func scanPrincipal(row pgx.Row) (Principal, error) {
-	var p Principal
-	err := row.Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Principal{}, ErrNotFound
-	}
-	p.CreatedAt = p.CreatedAt.UTC()
-	return p, err
 }
 
 // Token prefixes make a token's kind readable (and greppable by secret

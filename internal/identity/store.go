@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -16,8 +17,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// store holds the package's SQL: each method runs its statements on
+// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
+// returns typed values, and stamps the rows it writes with clock; the rules
+// that decide what to write live in the service, which embeds the store.
+type store struct {
+	pool  db.Querier
+	clock clock.Clock
+}
+
 // CreateGroup stores a new, empty group.
-func (s *Service) CreateGroup(ctx context.Context, name string) (Group, error) {
+func (s *store) CreateGroup(ctx context.Context, name string) (Group, error) {
 	q := db.Q(ctx, s.pool)
 	if err := checkGroupName(name); err != nil {
 		return Group{}, err
@@ -31,7 +41,7 @@ func (s *Service) CreateGroup(ctx context.Context, name string) (Group, error) {
 
 // GetGroup returns the live group with id and its members, or
 // ErrGroupNotFound.
-func (s *Service) GetGroup(ctx context.Context, id string) (Group, error) {
+func (s *store) GetGroup(ctx context.Context, id string) (Group, error) {
 	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Group{}, ErrGroupNotFound
@@ -48,7 +58,7 @@ func (s *Service) GetGroup(ctx context.Context, id string) (Group, error) {
 }
 
 // RenameGroup renames the live group id.
-func (s *Service) RenameGroup(ctx context.Context, id, name string) error {
+func (s *store) RenameGroup(ctx context.Context, id, name string) error {
 	q := db.Q(ctx, s.pool)
 	if err := checkGroupName(name); err != nil {
 		return err
@@ -66,7 +76,7 @@ func (s *Service) RenameGroup(ctx context.Context, id, name string) error {
 // DeleteGroup marks group id deleted and removes its members. The
 // row stays so that grants that named it remain in the history; the caller
 // revokes those grants in the same unit of work.
-func (s *Service) DeleteGroup(ctx context.Context, id string) error {
+func (s *store) DeleteGroup(ctx context.Context, id string) error {
 	q := db.Q(ctx, s.pool)
 	tag, err := q.Exec(ctx, `UPDATE groups SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL`, id, s.clock.Now())
 	if err != nil {
@@ -83,7 +93,7 @@ func (s *Service) DeleteGroup(ctx context.Context, id string) error {
 
 // AddMember puts person principalID into group id (adding twice
 // changes nothing). Only people can be members.
-func (s *Service) AddMember(ctx context.Context, id, principalID string) error {
+func (s *store) AddMember(ctx context.Context, id, principalID string) error {
 	q := db.Q(ctx, s.pool)
 	p, err := s.Get(ctx, principalID)
 	if errors.Is(err, ErrNotFound) {
@@ -104,7 +114,7 @@ func (s *Service) AddMember(ctx context.Context, id, principalID string) error {
 
 // RemoveMember takes principalID out of group id (removing a
 // non-member changes nothing).
-func (s *Service) RemoveMember(ctx context.Context, id, principalID string) error {
+func (s *store) RemoveMember(ctx context.Context, id, principalID string) error {
 	q := db.Q(ctx, s.pool)
 	if !ids.Valid(principalID) {
 		return nil
@@ -118,7 +128,7 @@ func (s *Service) RemoveMember(ctx context.Context, id, principalID string) erro
 // CreatePrincipal stores a new principal and returns it. It fails with
 // validation_failed for a bad handle, kind or owner flag, and with conflict
 // when the handle is taken.
-func (s *Service) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
+func (s *store) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
 	q := db.Q(ctx, s.pool)
 	if err := CheckNew(np); err != nil {
 		return Principal{}, err
@@ -146,7 +156,7 @@ func (s *Service) CreatePrincipal(ctx context.Context, np NewPrincipal) (Princip
 }
 
 // Get returns the principal with id, or ErrNotFound.
-func (s *Service) Get(ctx context.Context, id string) (Principal, error) {
+func (s *store) Get(ctx context.Context, id string) (Principal, error) {
 	if !ids.Valid(id) {
 		return Principal{}, ErrNotFound
 	}
@@ -155,14 +165,14 @@ func (s *Service) Get(ctx context.Context, id string) (Principal, error) {
 }
 
 // ByHandle returns the principal with handle h, or ErrNotFound.
-func (s *Service) ByHandle(ctx context.Context, h string) (Principal, error) {
+func (s *store) ByHandle(ctx context.Context, h string) (Principal, error) {
 	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"handle": strings.ToLower(h)}).MustSql()
 	return scanPrincipal(db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...))
 }
 
 // GetMany returns the principals with the given ids in one statement, keyed
 // by id; unknown ids are absent from the map. Dataloaders call it.
-func (s *Service) GetMany(ctx context.Context, idList []string) (map[string]Principal, error) {
+func (s *store) GetMany(ctx context.Context, idList []string) (map[string]Principal, error) {
 	q := db.Q(ctx, s.pool)
 	valid := make([]string, 0, len(idList))
 	for _, id := range idList {
@@ -191,7 +201,7 @@ func (s *Service) GetMany(ctx context.Context, idList []string) (map[string]Prin
 }
 
 // SetStatus changes the lifecycle state of principal id.
-func (s *Service) SetStatus(ctx context.Context, id string, st Status) error {
+func (s *store) SetStatus(ctx context.Context, id string, st Status) error {
 	sqlText, args := db.SQL.Update("principals").Set("status", st).Where(sq.Eq{"id": id}).MustSql()
 	tag, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...)
 	if err != nil {
@@ -207,7 +217,7 @@ func (s *Service) SetStatus(ctx context.Context, id string, st Status) error {
 // The token has 32 random bytes after its kind prefix and is stored only as
 // a SHA-256 hash. ttl of zero means no expiry; a negative ttl is a
 // validation error.
-func (s *Service) CreateToken(ctx context.Context, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
+func (s *store) CreateToken(ctx context.Context, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
 	q := db.Q(ctx, s.pool)
 	if err := ValidTTL(ttl, "/ttl"); err != nil {
 		return IssuedToken{}, err
@@ -237,7 +247,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, label string, tt
 
 // RevokeToken revokes the token with the given clear text. It returns
 // ErrNotFound when no such token exists.
-func (s *Service) RevokeToken(ctx context.Context, tok string) error {
+func (s *store) RevokeToken(ctx context.Context, tok string) error {
 	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).
 		Where(sq.Eq{"hash": hashToken(tok)}).Where("revoked_at IS NULL").MustSql()
 	tag, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...)
@@ -253,7 +263,7 @@ func (s *Service) RevokeToken(ctx context.Context, tok string) error {
 // Authenticate returns the active principal that holds token tok. A
 // malformed, unknown, revoked or expired token, or a principal that is not
 // active, gives unauthorized; the error never says which of these it was.
-func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, error) {
+func (s *store) Authenticate(ctx context.Context, tok string) (Principal, error) {
 	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) {
 		return Principal{}, problem.New(problem.Unauthorized, "")
 	}
@@ -282,7 +292,7 @@ func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, erro
 
 // ByHandles returns the principals with the given handles in one
 // statement, keyed by handle; unknown handles are absent.
-func (s *Service) ByHandles(ctx context.Context, handles []string) (map[string]Principal, error) {
+func (s *store) ByHandles(ctx context.Context, handles []string) (map[string]Principal, error) {
 	q := db.Q(ctx, s.pool)
 	out := map[string]Principal{}
 	if len(handles) == 0 {
@@ -309,7 +319,7 @@ func (s *Service) ByHandles(ctx context.Context, handles []string) (map[string]P
 // that two concurrent demotions cannot both pass the last-owner rule: the
 // last active owner can be neither demoted nor disabled (409 conflict,
 // reason last_owner). ErrNotFound for an unknown id.
-func (s *Service) UpdatePrincipal(ctx context.Context, id string, patch PrincipalPatch) (before, after Principal, err error) {
+func (s *store) UpdatePrincipal(ctx context.Context, id string, patch PrincipalPatch) (before, after Principal, err error) {
 	tx := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Principal{}, Principal{}, ErrNotFound
@@ -362,7 +372,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, id string, patch Principa
 // after (empty: from the start), in id order (ids are time-ordered, so this
 // is creation order). next is the cursor of the following page, empty when
 // this page is the last.
-func (s *Service) ListPrincipals(ctx context.Context, after string, limit int) (list []Principal, next string, err error) {
+func (s *store) ListPrincipals(ctx context.Context, after string, limit int) (list []Principal, next string, err error) {
 	q := db.SQL.Select(principalColumns...).From("principals").OrderBy("id").Limit(uint64(limit + 1))
 	if after != "" {
 		q = q.Where(sq.Gt{"id": after})
@@ -384,20 +394,20 @@ func (s *Service) ListPrincipals(ctx context.Context, after string, limit int) (
 }
 
 // HasOwner reports whether an active owner exists.
-func (s *Service) HasOwner(ctx context.Context) (bool, error) {
+func (s *store) HasOwner(ctx context.Context) (bool, error) {
 	var ok bool
 	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM principals WHERE kind = 'user' AND is_owner AND status = 'active')`).Scan(&ok)
 	return ok, err
 }
 
 // CountPrincipals returns how many principals exist.
-func (s *Service) CountPrincipals(ctx context.Context) (int, error) {
+func (s *store) CountPrincipals(ctx context.Context) (int, error) {
 	var n int
 	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT count(*) FROM principals`).Scan(&n)
 	return n, err
 }
 
-func (s *Service) getToken(ctx context.Context, id string) (TokenInfo, error) {
+func (s *store) getToken(ctx context.Context, id string) (TokenInfo, error) {
 	q := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return TokenInfo{}, ErrNotFound
@@ -408,7 +418,7 @@ func (s *Service) getToken(ctx context.Context, id string) (TokenInfo, error) {
 
 // ListTokens returns the tokens of principal id, newest first, revoked and
 // expired ones included (so that an owner sees what was issued).
-func (s *Service) ListTokens(ctx context.Context, principalID string) ([]TokenInfo, error) {
+func (s *store) ListTokens(ctx context.Context, principalID string) ([]TokenInfo, error) {
 	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"principal_id": principalID}).
 		OrderBy("created_at DESC", "id DESC").MustSql()
 	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
@@ -420,7 +430,7 @@ func (s *Service) ListTokens(ctx context.Context, principalID string) ([]TokenIn
 
 // RevokeTokenByID revokes the token with id and returns it. Revoking a
 // revoked token answers it unchanged.
-func (s *Service) RevokeTokenByID(ctx context.Context, id string) (TokenInfo, error) {
+func (s *store) RevokeTokenByID(ctx context.Context, id string) (TokenInfo, error) {
 	q := db.Q(ctx, s.pool)
 	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).
 		Where(sq.Eq{"id": id}).Where("revoked_at IS NULL").MustSql()
@@ -434,7 +444,7 @@ func (s *Service) RevokeTokenByID(ctx context.Context, id string) (TokenInfo, er
 // LastUsedGranularity: the statement runs only when the stored time is
 // older, and the condition in SQL keeps concurrent requests from writing
 // twice.
-func (s *Service) touch(ctx context.Context, id string, last *time.Time) {
+func (s *store) touch(ctx context.Context, id string, last *time.Time) {
 	now := s.clock.Now()
 	if last != nil && now.Sub(*last) < LastUsedGranularity {
 		return
@@ -446,11 +456,46 @@ func (s *Service) touch(ctx context.Context, id string, last *time.Time) {
 
 // DeleteOldTokens removes up to limit tokens revoked or expired before
 // cutoff and returns how many it removed (the retention module calls it).
-func (s *Service) DeleteOldTokens(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+func (s *store) DeleteOldTokens(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	tag, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM tokens WHERE id IN (
 		SELECT id FROM tokens WHERE revoked_at < $1 OR expires_at < $1 LIMIT $2)`, cutoff, limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete old tokens: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// columnsOf lists the principal columns, qualified by alias a when given.
+func columnsOf(a string) []string {
+	if a != "" {
+		a += "."
+	}
+	return []string{a + "id", a + "kind", a + "handle", a + "display_name", "coalesce(" + a + "email, '')", a + "status", a + "is_owner", a + "created_at"}
+}
+
+var principalColumns = columnsOf("")
+
+func scanPrincipal(row pgx.Row) (Principal, error) {
+	var p Principal
+	err := row.Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, ErrNotFound
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p, err
+}
+
+func scanTokenInfo(row pgx.Row) (TokenInfo, error) {
+	var t TokenInfo
+	err := row.Scan(&t.ID, &t.PrincipalID, &t.Kind, &t.Label, &t.CreatedAt, &t.ExpiresAt, &t.LastUsedAt, &t.RevokedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TokenInfo{}, ErrNotFound
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	for _, p := range []*time.Time{t.ExpiresAt, t.LastUsedAt, t.RevokedAt} {
+		if p != nil {
+			*p = p.UTC()
+		}
+	}
+	return t, err
 }

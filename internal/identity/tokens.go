@@ -2,10 +2,7 @@ package identity
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/platform/problem"
 )
@@ -27,21 +24,6 @@ type TokenInfo struct {
 }
 
 const tokenInfoColumns = "id, principal_id, kind, label, created_at, expires_at, last_used_at, revoked_at"
-
-func scanTokenInfo(row pgx.Row) (TokenInfo, error) {
-	var t TokenInfo
-	err := row.Scan(&t.ID, &t.PrincipalID, &t.Kind, &t.Label, &t.CreatedAt, &t.ExpiresAt, &t.LastUsedAt, &t.RevokedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return TokenInfo{}, ErrNotFound
-	}
-	t.CreatedAt = t.CreatedAt.UTC()
-	for _, p := range []*time.Time{t.ExpiresAt, t.LastUsedAt, t.RevokedAt} {
-		if p != nil {
-			*p = p.UTC()
-		}
-	}
-	return t, err
-}
 
 // GetToken returns the token with id (without its secret), or ErrNotFound.
 func (s *Service) GetToken(ctx context.Context, id string) (TokenInfo, error) {

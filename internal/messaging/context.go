@@ -2,8 +2,6 @@ package messaging
 
 import (
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // ContextItem is a message as a run context needs it: the representation
@@ -20,16 +18,6 @@ type ContextItem struct {
 	ReplyToMessageID string
 	Deleted          bool
 	CreatedAt        time.Time
-}
-
-const contextColumns = `m.id::text, m.thread_id::text, m.thread_seq, m.author_principal_id::text, m.origin, m.kind, m.content_md,
-	coalesce(m.reply_to_message_id::text, ''), m.deleted_at IS NOT NULL, m.created_at`
-
-func scanItem(r pgx.CollectableRow) (ContextItem, error) {
-	var x ContextItem
-	err := r.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt)
-	x.CreatedAt = x.CreatedAt.UTC()
-	return x, err
 }
 
 // ContextQuery selects messages of one thread for a run context. The caller

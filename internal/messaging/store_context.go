@@ -11,7 +11,7 @@ import (
 // ContextMessages returns the messages with the given ids (the triggering
 // message and the thread's parent message) in one statement, keyed by id,
 // tombstones as stored. The caller checks each with message.read.
-func (s *Service) ContextMessages(ctx context.Context, idList []string) (map[string]ContextItem, error) {
+func (s *store) ContextMessages(ctx context.Context, idList []string) (map[string]ContextItem, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+contextColumns+` FROM messages m WHERE m.id = ANY($1::uuid[])`, idList)
 	if err != nil {
 		return nil, fmt.Errorf("context messages: %w", err)
@@ -31,7 +31,7 @@ func (s *Service) ContextMessages(ctx context.Context, idList []string) (map[str
 // tombstones, never run anchors (UI, not conversation), never the excluded
 // author; the limit counts only selectable messages. One statement over the
 // unique index (thread_id, thread_seq), with HasOlder from an EXISTS.
-func (s *Service) ContextWindow(ctx context.Context, q ContextQuery) (ContextPage, error) {
+func (s *store) ContextWindow(ctx context.Context, q ContextQuery) (ContextPage, error) {
 	if q.BeforeSeq <= q.AfterSeq+1 {
 		return ContextPage{Items: []ContextItem{}}, nil
 	}
@@ -83,7 +83,7 @@ func (s *Service) ContextWindow(ctx context.Context, q ContextQuery) (ContextPag
 // before it, and the run row already names where the trigger lies, so the
 // window does not have to wait for the message. Where the window needs no
 // rows (an empty range, or Limit 0) the two are read as before.
-func (s *Service) ContextMessagesAndWindow(ctx context.Context, idList []string, q ContextQuery) (map[string]ContextItem, ContextPage, error) {
+func (s *store) ContextMessagesAndWindow(ctx context.Context, idList []string, q ContextQuery) (map[string]ContextItem, ContextPage, error) {
 	if q.BeforeSeq <= q.AfterSeq+1 || q.Limit <= 0 {
 		msgs, err := s.ContextMessages(ctx, idList)
 		if err != nil {
@@ -135,4 +135,14 @@ func (s *Service) ContextMessagesAndWindow(ctx context.Context, idList []string,
 		return nil, ContextPage{}, fmt.Errorf("context messages and window: %w", err)
 	}
 	return msgs, page, nil
+}
+
+const contextColumns = `m.id::text, m.thread_id::text, m.thread_seq, m.author_principal_id::text, m.origin, m.kind, m.content_md,
+	coalesce(m.reply_to_message_id::text, ''), m.deleted_at IS NOT NULL, m.created_at`
+
+func scanItem(r pgx.CollectableRow) (ContextItem, error) {
+	var x ContextItem
+	err := r.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt)
+	x.CreatedAt = x.CreatedAt.UTC()
+	return x, err
 }

@@ -20,14 +20,14 @@ import (
 // granted, so it always holds at least as many tokens as the shared one,
 // and when it is empty the shared one is too.
 type Postgres struct {
-	pool  *pgxpool.Pool
+	store
 	clock clock.Clock
 	local *Memory
 }
 
 // NewPostgres returns the shared Limiter over pool, sized like NewMemory.
 func NewPostgres(pool *pgxpool.Pool, cfg *config.Config, c clock.Clock) *Postgres {
-	return &Postgres{pool: pool, clock: c, local: NewMemory(cfg, c)}
+	return &Postgres{store: store{pool: pool}, clock: c, local: NewMemory(cfg, c)}
 }
 
 // Allow implements Limiter. When the database does not answer, the
@@ -47,8 +47,7 @@ func (p *Postgres) Allow(principal string, class Class) (bool, time.Duration) {
 	now := p.clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var left float64
-	err := p.pool.QueryRow(ctx, takeSQL, key, float64(lim.burst), now, perSecond).Scan(&left)
+	_, err := p.take(ctx, key, float64(lim.burst), now, perSecond)
 	if err == nil {
 		return true, 0
 	}
@@ -56,8 +55,8 @@ func (p *Postgres) Allow(principal string, class Class) (bool, time.Duration) {
 		return true, 0 // the local token stays taken
 	}
 	res.CancelAt(now)
-	var level float64
-	if err := p.pool.QueryRow(ctx, levelSQL, key, float64(lim.burst), now, perSecond).Scan(&level); err != nil {
+	level, err := p.level(ctx, key, float64(lim.burst), now, perSecond)
+	if err != nil {
 		level = 0
 	}
 	after := time.Duration(math.Ceil((1-level)/perSecond*1000)) * time.Millisecond

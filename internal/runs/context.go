@@ -307,7 +307,7 @@ func (s *Service) triggerElsewhere(ctx context.Context, actor identity.Principal
 		return authz.Path{}, "", false, err
 	}
 	p := chat.PathInThread(c, t, authz.KindMessage, "")
-	may, err := s.authz.Allowed(ctx, s.pool, authz.MessageRead, authz.Facts{Path: p}, actor)
+	may, err := s.authz.Allowed(ctx, authz.MessageRead, authz.Facts{Path: p}, actor)
 	if err != nil {
 		return authz.Path{}, "", false, err
 	}
@@ -340,7 +340,7 @@ func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal
 // without the mismatch log of filter mode: it is asked before a read, not
 // after. It never fails with a known grant; were it to, it answers no.
 func (s *Service) mayRead(ctx context.Context, actor identity.Principal, p authz.Path, grant authz.Level) bool {
-	may, err := s.authz.Allowed(ctx, s.pool, authz.MessageRead, authz.Known(p, grant), actor)
+	may, err := s.authz.Allowed(ctx, authz.MessageRead, authz.Known(p, grant), actor)
 	return err == nil && may[actor.ID]
 }
 
@@ -358,4 +358,32 @@ func (s *Service) readable(ctx context.Context, actor identity.Principal, paths 
 		return make([]bool, len(paths))
 	}
 	return keep
+}
+
+// FollowUps returns the follow-ups of each run in runIDs that are still
+// in play (pending or delivered), oldest first, in two statements for all
+// runs (a per-request loader batches the runs of one request).
+func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
+	pairs, err := s.followUpPairs(ctx, runIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]messaging.ContextItem{}
+	if len(pairs) == 0 {
+		return out, nil
+	}
+	want := make([]string, len(pairs))
+	for i, p := range pairs {
+		want[i] = p.message
+	}
+	msgs, err := s.messaging.ContextMessages(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pairs {
+		if m, ok := msgs[p.message]; ok {
+			out[p.run] = append(out[p.run], m)
+		}
+	}
+	return out, nil
 }

@@ -2,12 +2,16 @@ package runs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"github.com/jackc/pgx/v5"
 )
 
 // errNotActive answers an agent-self action on an ended run: 409 conflict.
@@ -29,7 +33,7 @@ func (s *Service) change(ctx context.Context, actor identity.Principal, action a
 		if _, err := s.chat.LockThread(ctx, path.ThreadID); err != nil {
 			return problem.Internal("runs.change", err)
 		}
-		r, err := s.getRun(ctx, id, "FOR UPDATE")
+		r, err := s.getRun(ctx, id, lockForUpdate)
 		if err != nil {
 			return problem.Internal("runs.change", err)
 		}
@@ -194,4 +198,158 @@ const (
 func followupEvent(run Run, messageID string) events.Event {
 	return events.Event{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
 		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}
+}
+
+// extendLease renews r's lease by run.lease_timeout without a new version
+// (a lease is not a state change).
+func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
+	until := s.clock.Now().Add(s.timeouts.Lease)
+	if err := s.setLease(ctx, r.ID, until); err != nil {
+		return Run{}, problem.Internal("runs.extendLease", fmt.Errorf("extend lease: %w", err))
+	}
+	r.LeaseExpiresAt = &until
+	return r, nil
+}
+
+// Start claims the agent's own run for holder and moves it to running
+// (run.start): from queued, or back from waiting_input. While the claim of
+// another holder lives the call answers 409 run_claimed; the same holder
+// gets the run unchanged with its lease renewed. The first start marks the
+// session started.
+func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
+	if err := checkHolder(holder); err != nil {
+		return Run{}, err
+	}
+	return s.change(ctx, actor, authz.RunStart, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
+		switch r.State {
+		case domain.RunRunning, domain.RunWaitingInput:
+			if r.Holder != holder {
+				return Run{}, nil, errClaimed()
+			}
+			if r.State == domain.RunRunning {
+				r, err := s.extendLease(ctx, r)
+				return r, nil, err
+			}
+		case domain.RunQueued:
+		default:
+			return Run{}, nil, errNotActive()
+		}
+		if r.SessionID != "" {
+			if err := s.markSessionStarted(ctx, r.SessionID); err != nil {
+				return Run{}, nil, problem.Internal("runs.start", err)
+			}
+		}
+		until := s.clock.Now().Add(s.timeouts.Lease)
+		r.Holder, r.LeaseExpiresAt = holder, &until
+		r, err := s.transition(ctx, r, domain.RunRunning, "")
+		if err != nil {
+			return Run{}, nil, err
+		}
+		return r, []events.Event{s.stateChanged(r, channelID)}, nil
+	})
+}
+
+// end moves r to an ending state and settles its follow-ups: on completion
+// the delivered ones are absorbed, otherwise dropped (delivered_at keeps
+// the fact that the session got them). The pending ones, oldest first, go
+// through the whole trigger decision again now: the first that would start
+// a run of r's agent starts the next run of the thread, the later ones that
+// would be its follow-ups become them, and every other one is dropped with
+// the decision's reason. The caller holds the thread's and the run's row
+// locks.
+func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, channelID string) (Run, []events.Event, error) {
+	r, err := s.transition(ctx, r, to, reason)
+	if err != nil {
+		return Run{}, nil, err
+	}
+	evs := []events.Event{s.stateChanged(r, channelID)}
+	settled := domain.FollowupDropped
+	if to == domain.RunCompleted {
+		settled = domain.FollowupAbsorbed
+	}
+	if err := s.settleDelivered(ctx, r.ID, settled); err != nil {
+		return Run{}, nil, problem.Internal("runs.end", err)
+	}
+	list, err := s.pendingFollowups(ctx, r.ID)
+	if err != nil {
+		return Run{}, nil, problem.Internal("runs.end", err)
+	}
+	if len(list) == 0 {
+		return r, evs, nil
+	}
+	thread, channel, err := s.chat.ThreadInfo(ctx, r.ThreadID)
+	if err != nil {
+		return Run{}, nil, problem.Internal("runs.end", err)
+	}
+	var next Run
+	for _, id := range list {
+		m, err := s.messaging.Load(ctx, id, channel.ID)
+		if err != nil {
+			return Run{}, nil, problem.Internal("runs.end", err)
+		}
+		people, err := s.ident.GetMany(ctx, []string{m.Author.ID})
+		if err != nil {
+			return Run{}, nil, problem.Internal("runs.end", err)
+		}
+		p := &messaging.Posted{Message: m, Thread: thread, Channel: channel, Author: people[m.Author.ID]}
+		facts, _, err := s.triggerFacts(ctx, p)
+		if err != nil {
+			return Run{}, nil, problem.Internal("runs.end", err)
+		}
+		facts.Human = m.Origin == messaging.OriginHuman
+		d := DecideTrigger(facts)
+		want := messaging.TriggerAccepted
+		if next.ID != "" {
+			want = messaging.TriggerFollowup
+		}
+		if d.Outcome != want || d.Agent != r.AgentID {
+			why := d.Reason
+			if why == "" {
+				why = ReasonAddresseeChanged
+			}
+			if err := s.dropFollowup(ctx, r.ID, id, why); err != nil {
+				return Run{}, nil, problem.Internal("runs.end", err)
+			}
+			continue
+		}
+		if next.ID == "" {
+			if err := s.promoteFollowup(ctx, r.ID, id); err != nil {
+				return Run{}, nil, problem.Internal("runs.end", err)
+			}
+			// The next run stays in r's thread even where auto_thread is on
+			// now: the follow-up belongs to the conversation it was written in.
+			more, err := s.startRunFor(ctx, r.AgentID, d.Guest, thread, channel.ID, trigger{m.ID, m.ThreadID, m.ThreadSeq}, m.Author.ID)
+			if err != nil {
+				return Run{}, nil, err
+			}
+			evs = append(evs, more...)
+			if next, err = s.activeRunOf(ctx, r.ThreadID); err != nil {
+				return Run{}, nil, problem.Internal("runs.end", fmt.Errorf("next run: %w", err))
+			}
+			continue
+		}
+		if err := s.moveFollowup(ctx, r.ID, id, next.ID); err != nil {
+			return Run{}, nil, problem.Internal("runs.end", err)
+		}
+		evs = append(evs, followupEvent(next, id))
+	}
+	return r, evs, nil
+}
+
+// Path implements authz.Source for runs: the run's thread, reserved to the
+// run's agent for agent-self actions.
+func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
+	threadID, agentID, err := s.runPlace(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return authz.Path{Kind: kind, ID: id}, nil
+	}
+	if err != nil {
+		return authz.Path{}, err
+	}
+	p, err := s.chat.ThreadPath(ctx, threadID)
+	if err != nil {
+		return authz.Path{}, err
+	}
+	p.OwnerID = agentID
+	return p, nil
 }

@@ -176,3 +176,45 @@ func (s *Service) StreamNext(ctx context.Context, actor identity.Principal, curs
 	}
 	return evs, nil
 }
+
+// Ack stores that actor processed its stream up to upTo
+// (agent.events.ack) and returns the stored position. Acknowledging
+// backwards changes nothing; a position beyond the end of the stream answers
+// invalid_cursor. Every agent.followup event acknowledged now delivers its
+// follow-up (pending -> delivered, with the time).
+func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string) (string, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsAck, authz.Own(authz.KindAgent, actor.ID)); err != nil {
+		return "", err
+	}
+	if upTo == "" || upTo == CursorNow {
+		return "", problem.Invalid(problem.FieldError{Pointer: "/up_to", Code: "invalid_cursor"})
+	}
+	to, err := s.resolveCursor(ctx, actor.ID, upTo, "/up_to")
+	if err != nil {
+		return "", err
+	}
+	var stored int64
+	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		now := s.clock.Now()
+		from, err := s.lockCursor(ctx, actor.ID, now)
+		if err != nil {
+			return problem.Internal("runs.ack", err)
+		}
+		stored = from
+		if to <= from {
+			return nil
+		}
+		if err := s.deliverAcked(ctx, actor.ID, from, to, now); err != nil {
+			return problem.Internal("runs.ack", err)
+		}
+		if err := s.setCursor(ctx, actor.ID, to, now); err != nil {
+			return problem.Internal("runs.ack", err)
+		}
+		stored = to
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(stored, 10), nil
+}

@@ -17,6 +17,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"github.com/jackc/pgx/v5"
 )
 
 // Timeouts are the run timeouts (run.start_timeout, run.stall_timeout,
@@ -34,9 +35,8 @@ type Timeouts struct {
 
 // Service is the runs module.
 type Service struct {
-	pool      db.Querier
+	store
 	db        *db.DB
-	clock     clock.Clock
 	log       *slog.Logger
 	ident     *identity.Service
 	chat      *chat.Service
@@ -67,7 +67,7 @@ type Deps struct {
 
 // NewService returns the runs module and subscribes it to posted messages.
 func NewService(d Deps) *Service {
-	s := &Service{pool: d.Pool, db: d.DB, clock: d.Clock, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
+	s := &Service{store: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
 		messaging: d.Messaging, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
 	d.Messaging.Subscribe(s)
 	return s
@@ -141,12 +141,11 @@ func (s *Service) setTrigger(ctx context.Context, p *messaging.Posted, state mes
 // and read right, and the thread's active run, which it returns locked (the
 // run a follow-up joins).
 func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (TriggerFacts, Run, error) {
-	tx := db.Q(ctx, s.pool)
 	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
 	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == chat.ThreadMain, ThreadOperator: p.Thread.OperatorAgentID,
 		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
 		AllowMentionedAgents: p.Channel.Switches.AllowMentionedAgents, AutoThread: p.Channel.Switches.AutoThread}
-	writer, err := s.authz.Allowed(ctx, tx, authz.MessageTrigger, authz.Facts{Path: path}, p.Author)
+	writer, err := s.authz.Allowed(ctx, authz.MessageTrigger, authz.Facts{Path: path}, p.Author)
 	if err != nil {
 		return f, Run{}, err
 	}
@@ -168,7 +167,7 @@ func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (Trigge
 		return f, Run{}, err
 	}
 	if a, ok := agents[mentioned]; ok {
-		reads, err := s.authz.Allowed(ctx, tx, authz.ThreadRead, authz.Facts{Path: path}, a)
+		reads, err := s.authz.Allowed(ctx, authz.ThreadRead, authz.Facts{Path: path}, a)
 		if err != nil {
 			return f, Run{}, err
 		}
@@ -262,4 +261,81 @@ func RunPayload(r Run) map[string]any {
 		p["cancel_requested"] = true
 	}
 	return p
+}
+
+// addFollowup makes message a pending follow-up of run, tells the agent, and
+// brings a waiting run back to running.
+func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID string) ([]events.Event, error) {
+	if err := s.insertFollowup(ctx, run.ID, messageID, s.clock.Now()); err != nil {
+		return nil, problem.Internal("runs.addFollowup", fmt.Errorf("add follow-up: %w", err))
+	}
+	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
+		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}}
+	if run.State == domain.RunWaitingInput {
+		r, err := s.transition(ctx, run, domain.RunRunning, "")
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, s.stateChanged(r, channelID))
+	}
+	return evs, nil
+}
+
+// transition moves run to state to in the transaction of ctx, raising its version and its
+// activity time. Ending states set ended_at and end_reason.
+func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, reason string) (Run, error) {
+	now := s.clock.Now()
+	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
+	switch to {
+	case domain.RunRunning:
+		if run.StartedAt == nil {
+			run.StartedAt = &now
+		}
+	case domain.RunCompleted, domain.RunFailed, domain.RunCancelled:
+		run.EndedAt, run.EndReason = &now, reason
+	}
+	if !to.Active() || to == domain.RunQueued {
+		// A claim never survives the run's end, nor a return to queued.
+		run.Holder, run.LeaseExpiresAt = "", nil
+	}
+	if err := s.writeRun(ctx, run); err != nil {
+		return Run{}, problem.Internal("runs.transition", fmt.Errorf("run transition: %w", err))
+	}
+	return run, nil
+}
+
+// checkAnswer checks the run an agent's message names
+// (docs/design/replies.md#answer-check).
+// The run row is taken FOR SHARE while messaging holds the thread row: an
+// end of the run (which locks the thread, then the run) waits for this
+// answer's commit or the answer sees the end state, so every answer stored
+// with a run_id commits before its run's end event. The run is not changed.
+func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
+	var run domain.AnswerRun
+	found := true
+	if !ids.Valid(p.RunID) {
+		found = false
+	} else {
+		var err error
+		run, err = s.answerRun(ctx, p.RunID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+		} else if err != nil {
+			return problem.Internal("runs.checkAnswer", err)
+		}
+	}
+	switch err := domain.AnswerVerdict(run, found, p.Author.ID, p.Thread.ID); {
+	case err == nil:
+		// An answer is a call of the holder on the run: it renews the lease
+		// (the run row is locked FOR SHARE; this unit holds the thread row,
+		// so no other unit waits on it for the upgrade).
+		if err := s.renewClaimedLease(ctx, run.ID, s.clock.Now().Add(s.timeouts.Lease)); err != nil {
+			return problem.Internal("runs.checkAnswer", err)
+		}
+		return nil
+	case errors.Is(err, domain.ErrAnswerRunNotActive):
+		return problem.Newf(problem.Conflict, "run_not_active", "the run has ended; send the message again without run_id")
+	default:
+		return problem.Invalid(problem.FieldError{Pointer: "/run_id", Code: "run_mismatch", Detail: messaging.RunMismatchDetail})
+	}
 }

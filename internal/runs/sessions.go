@@ -7,6 +7,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -47,4 +48,29 @@ func (s *Service) BindSession(ctx context.Context, actor identity.Principal, thr
 		return Session{}, problem.Invalid(problem.FieldError{Pointer: "/external_ref", Code: "invalid_length", Detail: "1 to 200 bytes"})
 	}
 	return s.replaceSession(ctx, actor, authz.AgentSessionBind, threadID, true, ref)
+}
+
+func (s *Service) replaceSession(ctx context.Context, actor identity.Principal, action authz.Action, threadID string, started bool, ref string) (Session, error) {
+	_, path, err := s.authz.Authorize(ctx, actor, action, authz.Resource{Kind: authz.KindThread, ID: threadID})
+	if err != nil {
+		return Session{}, err
+	}
+	agent, err := s.sessionAgent(ctx, threadID, path)
+	if err != nil {
+		return Session{}, err
+	}
+	out := Session{ID: ids.New(), ThreadID: threadID, AgentID: agent, IsCurrent: true, Started: started, ExternalRef: ref, CreatedAt: s.clock.Now()}
+	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		if _, err := s.chat.LockThread(ctx, threadID); err != nil {
+			return problem.Internal("runs.replaceSession", err)
+		}
+		if err := s.retireSessions(ctx, threadID, agent); err != nil {
+			return problem.Internal("runs.replaceSession", err)
+		}
+		if err := s.insertSession(ctx, out); err != nil {
+			return problem.Internal("runs.replaceSession", err)
+		}
+		return nil
+	})
+	return out, err
 }

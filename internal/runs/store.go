@@ -4,21 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
-	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
-	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
+
+// store holds the package's SQL: each method runs its statements on
+// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
+// returns typed values, and stamps the rows it writes with clock; the rules
+// that decide what to write live in the service, which embeds the store.
+type store struct {
+	pool  db.Querier
+	clock clock.Clock
+}
 
 // Run is a stored run.
 type Run struct {
@@ -70,17 +76,28 @@ func scanRun(r pgx.Row) (Run, error) {
 	return x, err
 }
 
-func (s *Service) getRun(ctx context.Context, id string, lock string) (Run, error) {
+// rowLock is how getRun locks the run row it reads.
+type rowLock string
+
+const (
+	// lockForUpdate locks the row for the rest of the transaction.
+	lockForUpdate rowLock = "FOR UPDATE"
+	// lockSkipLocked locks the row unless another unit holds it (then
+	// there is no row).
+	lockSkipLocked rowLock = "FOR UPDATE SKIP LOCKED"
+)
+
+func (s *store) getRun(ctx context.Context, id string, lock rowLock) (Run, error) {
 	q := db.Q(ctx, s.pool)
-	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 `+lock, id))
+	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 `+string(lock), id))
 }
 
-func (s *Service) activeRunOf(ctx context.Context, threadID string) (Run, error) {
+func (s *store) activeRunOf(ctx context.Context, threadID string) (Run, error) {
 	q := db.Q(ctx, s.pool)
 	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE thread_id = $1 AND state IN (`+domain.ActiveRunStatesSQL+`) FOR UPDATE`, threadID))
 }
 
-func (s *Service) insertRun(ctx context.Context, r Run) error {
+func (s *store) insertRun(ctx context.Context, r Run) error {
 	q := db.Q(ctx, s.pool)
 	var session any
 	if r.SessionID != "" {
@@ -125,12 +142,12 @@ func scanSession(r pgx.Row) (Session, error) {
 	return s, err
 }
 
-func (s *Service) currentSession(ctx context.Context, threadID, agentID string) (Session, error) {
+func (s *store) currentSession(ctx context.Context, threadID, agentID string) (Session, error) {
 	q := db.Q(ctx, s.pool)
 	return scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM agent_sessions WHERE thread_id = $1 AND agent_id = $2 AND is_current FOR UPDATE`, threadID, agentID))
 }
 
-func (s *Service) insertSession(ctx context.Context, sess Session) error {
+func (s *store) insertSession(ctx context.Context, sess Session) error {
 	q := db.Q(ctx, s.pool)
 	var ref any
 	if sess.ExternalRef != "" {
@@ -141,7 +158,7 @@ func (s *Service) insertSession(ctx context.Context, sess Session) error {
 	return err
 }
 
-func (s *Service) sessionRuns(ctx context.Context, sessionID string) (int, error) {
+func (s *store) sessionRuns(ctx context.Context, sessionID string) (int, error) {
 	q := db.Q(ctx, s.pool)
 	var n int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM runs WHERE agent_session_id = $1`, sessionID).Scan(&n)
@@ -153,7 +170,7 @@ func validID(id string) bool { return ids.Valid(id) }
 // OwnRuns returns those of runs ids that belong to agent agentID, in one
 // statement: an agent reads the runs named in its own stream without a
 // thread right (ids and states only; every nested field decides anew).
-func (s *Service) OwnRuns(ctx context.Context, agentID string, idList []string) (map[string]Run, error) {
+func (s *store) OwnRuns(ctx context.Context, agentID string, idList []string) (map[string]Run, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ANY($1::uuid[]) AND agent_id = $2`, idList, agentID)
 	if err != nil {
 		return nil, fmt.Errorf("own runs: %w", err)
@@ -171,7 +188,7 @@ func (s *Service) OwnRuns(ctx context.Context, agentID string, idList []string) 
 
 // CountByState counts the runs of the whole database by state, for the
 // bothy_runs gauge (one indexed GROUP BY).
-func (s *Service) CountByState(ctx context.Context) (map[domain.RunState]int64, error) {
+func (s *store) CountByState(ctx context.Context) (map[domain.RunState]int64, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT state::text, count(*) FROM runs GROUP BY state`)
 	if err != nil {
 		return nil, fmt.Errorf("count runs by state: %w", err)
@@ -199,170 +216,8 @@ func (s *Service) CountByState(ctx context.Context) (map[domain.RunState]int64, 
 // may use.
 var EndedRunsSQL = `(SELECT id FROM runs WHERE state NOT IN (` + domain.ActiveRunStatesSQL + `))`
 
-// extendLease renews r's lease by run.lease_timeout without a new version
-// (a lease is not a state change).
-func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
-	tx := db.Q(ctx, s.pool)
-	until := s.clock.Now().Add(s.timeouts.Lease)
-	if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1`, r.ID, until); err != nil {
-		return Run{}, problem.Internal("runs.extendLease", fmt.Errorf("extend lease: %w", err))
-	}
-	r.LeaseExpiresAt = &until
-	return r, nil
-}
-
-// Start claims the agent's own run for holder and moves it to running
-// (run.start): from queued, or back from waiting_input. While the claim of
-// another holder lives the call answers 409 run_claimed; the same holder
-// gets the run unchanged with its lease renewed. The first start marks the
-// session started.
-func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := checkHolder(holder); err != nil {
-		return Run{}, err
-	}
-	return s.change(ctx, actor, authz.RunStart, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
-		switch r.State {
-		case domain.RunRunning, domain.RunWaitingInput:
-			if r.Holder != holder {
-				return Run{}, nil, errClaimed()
-			}
-			if r.State == domain.RunRunning {
-				r, err := s.extendLease(ctx, r)
-				return r, nil, err
-			}
-		case domain.RunQueued:
-		default:
-			return Run{}, nil, errNotActive()
-		}
-		if r.SessionID != "" {
-			if _, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_sessions SET started = true WHERE id = $1`, r.SessionID); err != nil {
-				return Run{}, nil, problem.Internal("runs.start", err)
-			}
-		}
-		until := s.clock.Now().Add(s.timeouts.Lease)
-		r.Holder, r.LeaseExpiresAt = holder, &until
-		r, err := s.transition(ctx, r, domain.RunRunning, "")
-		if err != nil {
-			return Run{}, nil, err
-		}
-		return r, []events.Event{s.stateChanged(r, channelID)}, nil
-	})
-}
-
-// end moves r to an ending state and settles its follow-ups: on completion
-// the delivered ones are absorbed, otherwise dropped (delivered_at keeps
-// the fact that the session got them). The pending ones, oldest first, go
-// through the whole trigger decision again now: the first that would start
-// a run of r's agent starts the next run of the thread, the later ones that
-// would be its follow-ups become them, and every other one is dropped with
-// the decision's reason. The caller holds the thread's and the run's row
-// locks.
-func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, channelID string) (Run, []events.Event, error) {
-	tx := db.Q(ctx, s.pool)
-	r, err := s.transition(ctx, r, to, reason)
-	if err != nil {
-		return Run{}, nil, err
-	}
-	evs := []events.Event{s.stateChanged(r, channelID)}
-	settled := domain.FollowupDropped
-	if to == domain.RunCompleted {
-		settled = domain.FollowupAbsorbed
-	}
-	if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, r.ID, settled); err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
-	}
-	rows, err := tx.Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
-		WHERE f.run_id = $1 AND f.state = 'pending' ORDER BY m.thread_seq`, r.ID)
-	if err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
-	}
-	if len(list) == 0 {
-		return r, evs, nil
-	}
-	thread, channel, err := s.chat.ThreadInfo(ctx, r.ThreadID)
-	if err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
-	}
-	var next Run
-	for _, id := range list {
-		m, err := s.messaging.Load(ctx, id, channel.ID)
-		if err != nil {
-			return Run{}, nil, problem.Internal("runs.end", err)
-		}
-		people, err := s.ident.GetMany(ctx, []string{m.Author.ID})
-		if err != nil {
-			return Run{}, nil, problem.Internal("runs.end", err)
-		}
-		p := &messaging.Posted{Message: m, Thread: thread, Channel: channel, Author: people[m.Author.ID]}
-		facts, _, err := s.triggerFacts(ctx, p)
-		if err != nil {
-			return Run{}, nil, problem.Internal("runs.end", err)
-		}
-		facts.Human = m.Origin == messaging.OriginHuman
-		d := DecideTrigger(facts)
-		want := messaging.TriggerAccepted
-		if next.ID != "" {
-			want = messaging.TriggerFollowup
-		}
-		if d.Outcome != want || d.Agent != r.AgentID {
-			why := d.Reason
-			if why == "" {
-				why = ReasonAddresseeChanged
-			}
-			if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2`, r.ID, id, why); err != nil {
-				return Run{}, nil, problem.Internal("runs.end", err)
-			}
-			continue
-		}
-		if next.ID == "" {
-			if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'promoted' WHERE run_id = $1 AND message_id = $2`, r.ID, id); err != nil {
-				return Run{}, nil, problem.Internal("runs.end", err)
-			}
-			// The next run stays in r's thread even where auto_thread is on
-			// now: the follow-up belongs to the conversation it was written in.
-			more, err := s.startRunFor(ctx, r.AgentID, d.Guest, thread, channel.ID, trigger{m.ID, m.ThreadID, m.ThreadSeq}, m.Author.ID)
-			if err != nil {
-				return Run{}, nil, err
-			}
-			evs = append(evs, more...)
-			if next, err = s.activeRunOf(ctx, r.ThreadID); err != nil {
-				return Run{}, nil, problem.Internal("runs.end", fmt.Errorf("next run: %w", err))
-			}
-			continue
-		}
-		if _, err := tx.Exec(ctx, `UPDATE run_followups SET run_id = $3 WHERE run_id = $1 AND message_id = $2`, r.ID, id, next.ID); err != nil {
-			return Run{}, nil, problem.Internal("runs.end", err)
-		}
-		evs = append(evs, followupEvent(next, id))
-	}
-	return r, evs, nil
-}
-
-// Path implements authz.Source for runs: the run's thread, reserved to the
-// run's agent for agent-self actions.
-func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
-	var threadID, agentID string
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, agent_id::text FROM runs WHERE id = $1`, id).Scan(&threadID, &agentID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return authz.Path{Kind: kind, ID: id}, nil
-	}
-	if err != nil {
-		return authz.Path{}, err
-	}
-	p, err := s.chat.ThreadPath(ctx, threadID)
-	if err != nil {
-		return authz.Path{}, err
-	}
-	p.OwnerID = agentID
-	return p, nil
-}
-
 // ackedSeq returns the agent's acknowledged position (0 before its first ack).
-func (s *Service) ackedSeq(ctx context.Context, agentID string) (int64, error) {
+func (s *store) ackedSeq(ctx context.Context, agentID string) (int64, error) {
 	var seq int64
 	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1`, agentID).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -371,94 +226,102 @@ func (s *Service) ackedSeq(ctx context.Context, agentID string) (int64, error) {
 	return seq, err
 }
 
-// Ack stores that actor processed its stream up to upTo
-// (agent.events.ack) and returns the stored position. Acknowledging
-// backwards changes nothing; a position beyond the end of the stream answers
-// invalid_cursor. Every agent.followup event acknowledged now delivers its
-// follow-up (pending -> delivered, with the time).
-func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string) (string, error) {
-	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsAck, authz.Own(authz.KindAgent, actor.ID)); err != nil {
-		return "", err
-	}
-	if upTo == "" || upTo == CursorNow {
-		return "", problem.Invalid(problem.FieldError{Pointer: "/up_to", Code: "invalid_cursor"})
-	}
-	to, err := s.resolveCursor(ctx, actor.ID, upTo, "/up_to")
+// setLease sets the lease of run id to end at until.
+func (s *store) setLease(ctx context.Context, id string, until time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1`, id, until)
+	return err
+}
+
+// markSessionStarted records that session id has started.
+func (s *store) markSessionStarted(ctx context.Context, id string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_sessions SET started = true WHERE id = $1`, id)
+	return err
+}
+
+// settleDelivered moves run runID's delivered follow-ups to state to.
+func (s *store) settleDelivered(ctx context.Context, runID string, to domain.FollowupState) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, runID, to)
+	return err
+}
+
+// pendingFollowups returns the message ids of run runID's pending
+// follow-ups in thread order.
+func (s *store) pendingFollowups(ctx context.Context, runID string) ([]string, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
+		WHERE f.run_id = $1 AND f.state = 'pending' ORDER BY m.thread_seq`, runID)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var stored int64
-	err = s.db.InTx(ctx, func(ctx context.Context) error {
-		tx := s.db.Q(ctx)
-		now := s.clock.Now()
-		if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
-			actor.ID, now); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		var from int64
-		if err := tx.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1 FOR UPDATE`, actor.ID).Scan(&from); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		stored = from
-		if to <= from {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `UPDATE run_followups f SET state = 'delivered', delivered_at = $4
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// dropFollowup drops message messageID as a follow-up of run runID, for why.
+func (s *store) dropFollowup(ctx context.Context, runID, messageID, why string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2`, runID, messageID, why)
+	return err
+}
+
+// promoteFollowup marks message messageID, a follow-up of run runID, as
+// the trigger of the next run.
+func (s *store) promoteFollowup(ctx context.Context, runID, messageID string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'promoted' WHERE run_id = $1 AND message_id = $2`, runID, messageID)
+	return err
+}
+
+// moveFollowup makes message messageID, a follow-up of run runID, a
+// follow-up of run nextID.
+func (s *store) moveFollowup(ctx context.Context, runID, messageID, nextID string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET run_id = $3 WHERE run_id = $1 AND message_id = $2`, runID, messageID, nextID)
+	return err
+}
+
+// runPlace returns the thread and agent of run id, or pgx.ErrNoRows.
+func (s *store) runPlace(ctx context.Context, id string) (threadID, agentID string, err error) {
+	err = db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, agent_id::text FROM runs WHERE id = $1`, id).Scan(&threadID, &agentID)
+	return threadID, agentID, err
+}
+
+// lockCursor makes sure agent agentID has a cursor row (created at now),
+// locks it for the transaction of ctx, and returns its acknowledged
+// position.
+func (s *store) lockCursor(ctx context.Context, agentID string, now time.Time) (int64, error) {
+	tx := db.Q(ctx, s.pool)
+	if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
+		agentID, now); err != nil {
+		return 0, err
+	}
+	var from int64
+	if err := tx.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1 FOR UPDATE`, agentID).Scan(&from); err != nil {
+		return 0, err
+	}
+	return from, nil
+}
+
+// deliverAcked delivers (at now) the pending follow-ups whose agent.followup
+// events of agent agentID lie after from up to to.
+func (s *store) deliverAcked(ctx context.Context, agentID string, from, to int64, now time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups f SET state = 'delivered', delivered_at = $4
 			FROM `+events.AgentEventsSQL+` e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
 			AND f.run_id = e.run_id AND f.message_id = e.message_id AND f.state = 'pending'`,
-			actor.ID, from, to, now, events.AgentFollowup); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE agent_cursors SET acked_seq = $2, updated_at = $3 WHERE agent_id = $1`, actor.ID, to, now); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		stored = to
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return strconv.FormatInt(stored, 10), nil
+		agentID, from, to, now, events.AgentFollowup)
+	return err
 }
 
-// addFollowup makes message a pending follow-up of run, tells the agent, and
-// brings a waiting run back to running.
-func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID string) ([]events.Event, error) {
-	tx := db.Q(ctx, s.pool)
-	if _, err := tx.Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
-		run.ID, messageID, s.clock.Now()); err != nil {
-		return nil, problem.Internal("runs.addFollowup", fmt.Errorf("add follow-up: %w", err))
-	}
-	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
-		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}}
-	if run.State == domain.RunWaitingInput {
-		r, err := s.transition(ctx, run, domain.RunRunning, "")
-		if err != nil {
-			return nil, err
-		}
-		evs = append(evs, s.stateChanged(r, channelID))
-	}
-	return evs, nil
+// setCursor stores to as agent agentID's acknowledged position.
+func (s *store) setCursor(ctx context.Context, agentID string, to int64, now time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_cursors SET acked_seq = $2, updated_at = $3 WHERE agent_id = $1`, agentID, to, now)
+	return err
 }
 
-// transition moves run to state to in the transaction of ctx, raising its version and its
-// activity time. Ending states set ended_at and end_reason.
-func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, reason string) (Run, error) {
-	tx := db.Q(ctx, s.pool)
-	now := s.clock.Now()
-	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
-	switch to {
-	case domain.RunRunning:
-		if run.StartedAt == nil {
-			run.StartedAt = &now
-		}
-	case domain.RunCompleted, domain.RunFailed, domain.RunCancelled:
-		run.EndedAt, run.EndReason = &now, reason
-	}
-	if !to.Active() || to == domain.RunQueued {
-		// A claim never survives the run's end, nor a return to queued.
-		run.Holder, run.LeaseExpiresAt = "", nil
-	}
+// insertFollowup stores message messageID as a pending follow-up of run runID.
+func (s *store) insertFollowup(ctx context.Context, runID, messageID string, now time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
+		runID, messageID, now)
+	return err
+}
+
+// writeRun stores the state, times, claim and flags of run.
+func (s *store) writeRun(ctx context.Context, run Run) error {
 	var reasonV, holderV any
 	if run.EndReason != "" {
 		reasonV = run.EndReason
@@ -466,228 +329,100 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 	if run.Holder != "" {
 		holderV = run.Holder
 	}
-	_, err := tx.Exec(ctx, `UPDATE runs SET state = $2, version = $3, last_activity_at = $4, started_at = $5, ended_at = $6, end_reason = $7, cancel_requested = $8,
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE runs SET state = $2, version = $3, last_activity_at = $4, started_at = $5, ended_at = $6, end_reason = $7, cancel_requested = $8,
 		holder = $9, lease_expires_at = $10, attempt = $11, trigger_lost_at = $12 WHERE id = $1`,
-		run.ID, run.State, run.Version, now, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested, holderV, run.LeaseExpiresAt, run.Attempt, run.TriggerLostAt)
-	if err != nil {
-		return Run{}, problem.Internal("runs.transition", fmt.Errorf("run transition: %w", err))
-	}
-	return run, nil
+		run.ID, run.State, run.Version, run.LastActivityAt, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested, holderV, run.LeaseExpiresAt, run.Attempt, run.TriggerLostAt)
+	return err
 }
 
-// checkAnswer checks the run an agent's message names
-// (docs/design/replies.md#answer-check).
-// The run row is taken FOR SHARE while messaging holds the thread row: an
-// end of the run (which locks the thread, then the run) waits for this
-// answer's commit or the answer sees the end state, so every answer stored
-// with a run_id commits before its run's end event. The run is not changed.
-func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
-	tx := db.Q(ctx, s.pool)
+// answerRun reads run id for an answer check and takes it FOR SHARE; an
+// unknown run is pgx.ErrNoRows.
+func (s *store) answerRun(ctx context.Context, id string) (domain.AnswerRun, error) {
 	var run domain.AnswerRun
-	found := true
-	if !ids.Valid(p.RunID) {
-		found = false
-	} else {
-		err := tx.QueryRow(ctx, `SELECT id::text, thread_id::text, agent_id::text, state FROM runs WHERE id = $1 FOR SHARE`, p.RunID).
-			Scan(&run.ID, &run.ThreadID, &run.AgentID, &run.State)
-		if errors.Is(err, pgx.ErrNoRows) {
-			found = false
-		} else if err != nil {
-			return problem.Internal("runs.checkAnswer", err)
-		}
-	}
-	switch err := domain.AnswerVerdict(run, found, p.Author.ID, p.Thread.ID); {
-	case err == nil:
-		// An answer is a call of the holder on the run: it renews the lease
-		// (the run row is locked FOR SHARE; this unit holds the thread row,
-		// so no other unit waits on it for the upgrade).
-		if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1 AND lease_expires_at IS NOT NULL AND state IN ('running', 'waiting_input')`,
-			run.ID, s.clock.Now().Add(s.timeouts.Lease)); err != nil {
-			return problem.Internal("runs.checkAnswer", err)
-		}
-		return nil
-	case errors.Is(err, domain.ErrAnswerRunNotActive):
-		return problem.Newf(problem.Conflict, "run_not_active", "the run has ended; send the message again without run_id")
-	default:
-		return problem.Invalid(problem.FieldError{Pointer: "/run_id", Code: "run_mismatch", Detail: messaging.RunMismatchDetail})
-	}
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text, thread_id::text, agent_id::text, state FROM runs WHERE id = $1 FOR SHARE`, id).
+		Scan(&run.ID, &run.ThreadID, &run.AgentID, &run.State)
+	return run, err
 }
 
-func (s *Service) replaceSession(ctx context.Context, actor identity.Principal, action authz.Action, threadID string, started bool, ref string) (Session, error) {
-	_, path, err := s.authz.Authorize(ctx, actor, action, authz.Resource{Kind: authz.KindThread, ID: threadID})
-	if err != nil {
-		return Session{}, err
-	}
-	agent, err := s.sessionAgent(ctx, threadID, path)
-	if err != nil {
-		return Session{}, err
-	}
-	out := Session{ID: ids.New(), ThreadID: threadID, AgentID: agent, IsCurrent: true, Started: started, ExternalRef: ref, CreatedAt: s.clock.Now()}
-	err = s.db.InTx(ctx, func(ctx context.Context) error {
-		tx := s.db.Q(ctx)
-		if _, err := s.chat.LockThread(ctx, threadID); err != nil {
-			return problem.Internal("runs.replaceSession", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE agent_sessions SET is_current = false WHERE thread_id = $1 AND agent_id = $2 AND is_current`, threadID, agent); err != nil {
-			return problem.Internal("runs.replaceSession", err)
-		}
-		if err := s.insertSession(ctx, out); err != nil {
-			return problem.Internal("runs.replaceSession", err)
-		}
-		return nil
-	})
-	return out, err
+// renewClaimedLease renews the lease of run id to until while it is claimed
+// and running or waiting.
+func (s *store) renewClaimedLease(ctx context.Context, id string, until time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1 AND lease_expires_at IS NOT NULL AND state IN ('running', 'waiting_input')`,
+		id, until)
+	return err
 }
 
-// sweepOnce is SweepOnce that also says how many runs timed out.
-func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error) {
-	now := s.clock.Now()
+// retireSessions marks agent's sessions of thread threadID not current.
+func (s *store) retireSessions(ctx context.Context, threadID, agentID string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_sessions SET is_current = false WHERE thread_id = $1 AND agent_id = $2 AND is_current`, threadID, agentID)
+	return err
+}
+
+// dueRun is a run the sweeper looks at, with its thread.
+type dueRun struct{ run, thread string }
+
+// dueRuns lists up to 100 active runs, oldest first, that may be due: queued
+// with no activity since queuedBefore, running or waiting with no activity
+// since stalledBefore or a lease ended by now, or that lost trigger at or
+// before lostBefore.
+func (s *store) dueRuns(ctx context.Context, queuedBefore, stalledBefore, now, lostBefore time.Time) ([]dueRun, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, thread_id::text FROM runs
 		WHERE (state = 'queued' AND last_activity_at < $1)
 		   OR (state IN ('running', 'waiting_input') AND (last_activity_at < $2 OR lease_expires_at <= $3))
 		   OR (state IN (`+domain.ActiveRunStatesSQL+`) AND trigger_lost_at <= $4)
-		ORDER BY queued_at LIMIT 100`, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall), now, now.Add(-s.timeouts.CancelGrace))
+		ORDER BY queued_at LIMIT 100`, queuedBefore, stalledBefore, now, lostBefore)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	type due struct{ run, thread string }
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (due, error) {
-		var d due
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueRun, error) {
+		var d dueRun
 		err := r.Scan(&d.run, &d.thread)
 		return d, err
 	})
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, d := range list {
-		timedOut := false
-		err := s.db.InTx(ctx, func(ctx context.Context) error {
-			timedOut = false
-			// The thread first, then the run: the lock order of every unit.
-			if locked, err := s.chat.TryLockThread(ctx, d.thread); err != nil || !locked {
-				return err // not locked: another unit holds the thread; the next sweep retries
-			}
-			r, err := s.getRun(ctx, d.run, "FOR UPDATE SKIP LOCKED")
-			if err == ErrNotFound {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			action := SweepVerdict(r, s.clock.Now(), s.timeouts)
-			if action == SweepNone {
-				return nil
-			}
-			t, err := s.chat.GetThread(ctx, r.ThreadID)
-			if err != nil {
-				return err
-			}
-			var evs []events.Event
-			switch action {
-			case SweepTimeout:
-				_, evs, err = s.end(ctx, r, domain.RunFailed, "timeout", t.ChannelID)
-			case SweepRevoked:
-				_, evs, err = s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
-			case SweepLeaseExpired:
-				_, evs, err = s.end(ctx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
-			case SweepRequeue:
-				r.Attempt++
-				r, err = s.transition(ctx, r, domain.RunQueued, "")
-				evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}
-			}
-			if err != nil {
-				return problem.From(err)
-			}
-			changed++
-			timedOut = action == SweepTimeout
-			return s.events.Append(ctx, evs...)
-		})
-		if err != nil {
-			return changed, ended, err
-		}
-		if timedOut {
-			ended++
-			// Ids only: an operator follows the run through the API.
-			s.log.InfoContext(ctx, "run timed out", "run_id", d.run, "thread_id", d.thread)
-		}
-	}
-	n, err := s.RecheckTriggers(ctx, TriggerScope{})
-	return changed + n, ended, err
 }
 
-// RecheckTriggers applies loss of trigger
-// (docs/design/runs.md#loss-of-trigger) to the active
-// runs in scope: when the person who triggered a run no longer has trigger
-// on its channel (grant revoked or expired, person disabled, channel or
-// space archived), a queued run is cancelled at once (trigger_revoked) and a
-// running or waiting run gets cancel_requested, loses its context, and ends
-// cancelled after run.cancel_grace unless the adapter confirms earlier.
-// Pending and delivered follow-ups of people who lost trigger are dropped.
-// Call it after any change that can take trigger away (the admin module
-// after revoking grants, disabling principals, archiving channels or
-// spaces); the sweeper calls it with the zero scope on every sweep, which
-// also catches grants that expired. It returns how many runs it changed.
-func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int, error) {
-	const inScope = `($1 = '' OR %s::text = $1) AND ($2 = '' OR t.channel_id::text = $2) AND ($3 = '' OR t.space_id::text = $3)`
+// triggerScopeSQL restricts a statement to TriggerScope ($1 principal, $2
+// channel, $3 space); %s is the column of the person.
+const triggerScopeSQL = `($1 = '' OR %s::text = $1) AND ($2 = '' OR t.channel_id::text = $2) AND ($3 = '' OR t.space_id::text = $3)`
+
+// heldRuns lists the active runs in scope whose trigger has not been lost,
+// with the person who triggered them.
+func (s *store) heldRuns(ctx context.Context, scope TriggerScope) ([]heldBy, error) {
 	runRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT r.id::text, '', r.thread_id::text, r.triggered_by::text FROM runs r
 		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
 		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND r.trigger_lost_at IS NULL AND r.triggered_by IS NOT NULL AND `+
-		fmt.Sprintf(inScope, "r.triggered_by"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
+		fmt.Sprintf(triggerScopeSQL, "r.triggered_by"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
 	if err != nil {
-		return 0, fmt.Errorf("recheck runs: %w", err)
+		return nil, fmt.Errorf("recheck runs: %w", err)
 	}
 	runList, err := pgx.CollectRows(runRows, scanHeld)
 	if err != nil {
-		return 0, fmt.Errorf("recheck runs: %w", err)
+		return nil, fmt.Errorf("recheck runs: %w", err)
 	}
+	return runList, nil
+}
+
+// heldFollowups lists the pending and delivered follow-ups of active runs
+// in scope, with their authors.
+func (s *store) heldFollowups(ctx context.Context, scope TriggerScope) ([]heldBy, error) {
 	fRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text, r.thread_id::text, m.author_principal_id::text FROM run_followups f
 		JOIN runs r ON r.id = f.run_id JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
 		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
 		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND f.state IN ('pending', 'delivered') AND `+
-		fmt.Sprintf(inScope, "m.author_principal_id"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
+		fmt.Sprintf(triggerScopeSQL, "m.author_principal_id"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
 	if err != nil {
-		return 0, fmt.Errorf("recheck follow-ups: %w", err)
+		return nil, fmt.Errorf("recheck follow-ups: %w", err)
 	}
 	fList, err := pgx.CollectRows(fRows, scanHeld)
 	if err != nil {
-		return 0, fmt.Errorf("recheck follow-ups: %w", err)
+		return nil, fmt.Errorf("recheck follow-ups: %w", err)
 	}
-	if len(runList) == 0 && len(fList) == 0 {
-		return 0, nil
-	}
-	lost, err := s.lostTrigger(ctx, append(append([]heldBy{}, runList...), fList...))
-	if err != nil {
-		return 0, err
-	}
-	changed := 0
-	for _, h := range runList {
-		if !lost[h] {
-			continue
-		}
-		ok, err := s.revokeRun(ctx, h)
-		if err != nil {
-			return changed, err
-		}
-		if ok {
-			changed++
-		}
-	}
-	for _, h := range fList {
-		if !lost[h] {
-			continue
-		}
-		err := s.db.InTx(ctx, func(ctx context.Context) error {
-			tx := s.db.Q(ctx)
-			if _, err := s.chat.LockThread(ctx, h.threadID); err != nil {
-				return problem.Internal("runs.recheckTriggers", err)
-			}
-			_, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2 AND state IN ('pending', 'delivered')`,
-				h.runID, h.messageID, ReasonTriggerRevoked)
-			return err
-		})
-		if err != nil {
-			return changed, err
-		}
-	}
-	return changed, nil
+	return fList, nil
+}
+
+// dropHeldFollowup drops the follow-up h while it is pending or delivered.
+func (s *store) dropHeldFollowup(ctx context.Context, h heldBy, why string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2 AND state IN ('pending', 'delivered')`,
+		h.runID, h.messageID, why)
+	return err
 }

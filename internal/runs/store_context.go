@@ -14,7 +14,7 @@ import (
 
 // earlierRuns returns the earlier runs of r's session, newest first, with
 // where their triggering messages lie (one statement).
-func (s *Service) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, error) {
+func (s *store) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT triggering_message_id IS NOT NULL, coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0)
 		FROM runs WHERE agent_session_id = $1 AND (queued_at, id) < ($3, $2) ORDER BY queued_at DESC, id DESC`,
 		r.SessionID, r.ID, r.QueuedAt)
@@ -37,7 +37,7 @@ func (s *Service) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, 
 // the agent) as follow-ups to session sessionID, or, for a guest run
 // without session, to run runID: the fact outlives the follow-up's state.
 // One statement.
-func (s *Service) Delivered(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, error) {
+func (s *store) Delivered(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, error) {
 	var session, run any
 	if sessionID != "" {
 		session = sessionID
@@ -68,7 +68,7 @@ func (s *Service) Delivered(ctx context.Context, sessionID, runID string, messag
 // sessionID or, for a guest run without session, to run runID (Delivered's
 // rule), and the ids of run runID's follow-ups still in play (pending or
 // delivered), oldest first (FollowUps' rule).
-func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, []string, error) {
+func (s *store) FollowUpFacts(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, []string, error) {
 	var session, run any
 	if sessionID != "" {
 		session = sessionID
@@ -80,8 +80,10 @@ func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, me
 	if err != nil {
 		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
 	}
-	// The context read runs this beside the people lookups, on its own
-	// connection of the pool: it never joins a transaction of ctx.
+	// The one store read that bypasses db.Q on purpose: the context read
+	// runs it beside the people lookups, on its own connection of the pool,
+	// so it never joins a transaction of ctx (a transaction's connection
+	// cannot serve two statements at once).
 	rows, err := s.pool.Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
 			WHERE f.run_id = $2::uuid AND f.state IN ('pending', 'delivered'))
 		SELECT false, fu.message_id::text, fu.thread_seq FROM fu
@@ -122,40 +124,24 @@ func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, me
 	return delivered, ids, nil
 }
 
-// FollowUps returns the follow-ups of each run in runIDs that are still
-// in play (pending or delivered), oldest first, in two statements for all
-// runs (a per-request loader batches the runs of one request).
-func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
+// followUpPair is a follow-up: its run and message.
+type followUpPair struct{ run, message string }
+
+// followUpPairs lists the follow-ups still in play (pending or delivered)
+// of the runs in runIDs, in thread order.
+func (s *store) followUpPairs(ctx context.Context, runIDs []string) ([]followUpPair, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
 		WHERE f.run_id = ANY($1::uuid[]) AND f.state IN ('pending', 'delivered') ORDER BY m.thread_seq`, runIDs)
 	if err != nil {
 		return nil, fmt.Errorf("follow-ups: %w", err)
 	}
-	type pair struct{ run, message string }
-	pairs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pair, error) {
-		var p pair
+	pairs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (followUpPair, error) {
+		var p followUpPair
 		err := r.Scan(&p.run, &p.message)
 		return p, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("follow-ups: %w", err)
 	}
-	out := map[string][]messaging.ContextItem{}
-	if len(pairs) == 0 {
-		return out, nil
-	}
-	want := make([]string, len(pairs))
-	for i, p := range pairs {
-		want[i] = p.message
-	}
-	msgs, err := s.messaging.ContextMessages(ctx, want)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range pairs {
-		if m, ok := msgs[p.message]; ok {
-			out[p.run] = append(out[p.run], m)
-		}
-	}
-	return out, nil
+	return pairs, nil
 }

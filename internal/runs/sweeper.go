@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -94,4 +96,67 @@ func (s *Service) Sweep(ctx context.Context, interval time.Duration, onEnded fun
 			}
 		}
 	}
+}
+
+// sweepOnce is SweepOnce that also says how many runs timed out.
+func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error) {
+	now := s.clock.Now()
+	list, err := s.dueRuns(ctx, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall), now, now.Add(-s.timeouts.CancelGrace))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, d := range list {
+		timedOut := false
+		err := s.db.InTx(ctx, func(ctx context.Context) error {
+			timedOut = false
+			// The thread first, then the run: the lock order of every unit.
+			if locked, err := s.chat.TryLockThread(ctx, d.thread); err != nil || !locked {
+				return err // not locked: another unit holds the thread; the next sweep retries
+			}
+			r, err := s.getRun(ctx, d.run, lockSkipLocked)
+			if err == ErrNotFound {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			action := SweepVerdict(r, s.clock.Now(), s.timeouts)
+			if action == SweepNone {
+				return nil
+			}
+			t, err := s.chat.GetThread(ctx, r.ThreadID)
+			if err != nil {
+				return err
+			}
+			var evs []events.Event
+			switch action {
+			case SweepTimeout:
+				_, evs, err = s.end(ctx, r, domain.RunFailed, "timeout", t.ChannelID)
+			case SweepRevoked:
+				_, evs, err = s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
+			case SweepLeaseExpired:
+				_, evs, err = s.end(ctx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
+			case SweepRequeue:
+				r.Attempt++
+				r, err = s.transition(ctx, r, domain.RunQueued, "")
+				evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}
+			}
+			if err != nil {
+				return problem.From(err)
+			}
+			changed++
+			timedOut = action == SweepTimeout
+			return s.events.Append(ctx, evs...)
+		})
+		if err != nil {
+			return changed, ended, err
+		}
+		if timedOut {
+			ended++
+			// Ids only: an operator follows the run through the API.
+			s.log.InfoContext(ctx, "run timed out", "run_id", d.run, "thread_id", d.thread)
+		}
+	}
+	n, err := s.RecheckTriggers(ctx, TriggerScope{})
+	return changed + n, ended, err
 }
