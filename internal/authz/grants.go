@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 // SubjectKind says whether a grant's subject is a principal or a group (the
@@ -68,4 +70,16 @@ func (s *Service) GrantPath(ctx context.Context, id string) (Path, error) {
 // Path implements Source for grants.
 func (s *Service) Path(ctx context.Context, kind ResourceKind, id string) (Path, error) {
 	return s.GrantPath(ctx, id)
+}
+
+// CreateGrant stores g. Agents and apps can hold at most write;
+// a higher level is a validation error on /level.
+func (s *Service) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
+	if !g.SubjectIsPersonOrGroup && g.Level > Write {
+		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_value", Detail: "agents and apps can hold at most write"})
+	}
+	if g.Level < Read {
+		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_enum"})
+	}
+	return s.insertGrant(ctx, g)
 }

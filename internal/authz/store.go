@@ -10,7 +10,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
-	"bothy.example.com/bothy/internal/platform/problem"
 	sq "github.com/Masterminds/squirrel"
 	"github.com/jackc/pgx/v5"
 )
@@ -24,16 +23,9 @@ type store struct {
 	clock clock.Clock
 }
 
-// CreateGrant stores g. Agents and apps can hold at most write;
-// a higher level is a validation error on /level.
-func (s *store) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
+// insertGrant stores g.
+func (s *store) insertGrant(ctx context.Context, g NewGrant) (Grant, error) {
 	q := db.Q(ctx, s.pool)
-	if !g.SubjectIsPersonOrGroup && g.Level > Write {
-		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_value", Detail: "agents and apps can hold at most write"})
-	}
-	if g.Level < Read {
-		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_enum"})
-	}
 	now := s.clock.Now()
 	out := Grant{ID: ids.New(), SubjectID: g.SubjectID, SubjectKind: g.SubjectKind, TargetKind: g.TargetKind, TargetID: g.TargetID,
 		Level: g.Level, ExpiresAt: g.ExpiresAt, CreatedBy: g.CreatedBy, CreatedAt: now}

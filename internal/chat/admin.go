@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"fmt"
 
 	"bothy.example.com/bothy/internal/platform/db"
@@ -36,4 +37,21 @@ func (s *Service) CheckSwitches(p SwitchesPatch, prefix string) error {
 			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
 	}
 	return nil
+}
+
+// RenameSpace renames space id in the transaction of ctx; a taken name answers 409 name_taken.
+func (s *Service) RenameSpace(ctx context.Context, id, name string) error {
+	if err := CheckName(name, "/name"); err != nil {
+		return err
+	}
+	return s.renameSpace(ctx, id, name)
+}
+
+// RenameChannel renames channel id in the transaction of ctx; a name taken in the space
+// answers 409 name_taken.
+func (s *Service) RenameChannel(ctx context.Context, id, name string) error {
+	if err := CheckName(name, "/name"); err != nil {
+		return err
+	}
+	return s.renameChannel(ctx, id, name)
 }

@@ -294,3 +294,39 @@ func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p Switch
 	}
 	return s.updateSwitches(ctx, channelID, p)
 }
+
+// CreateSpace stores a space with an optional default operator agent. A
+// bad name is a validation error, a taken one 409 name_taken.
+func (s *Service) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
+	if err := CheckName(name, "/name"); err != nil {
+		return Space{}, err
+	}
+	return s.insertSpace(ctx, name, defaultOperator)
+}
+
+// CreateThread stores a new thread (kind post in a forum, thread in a text
+// channel) with the channel's effective operator as its fixed operator.
+func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
+	kind := ThreadThread
+	if nt.Channel.Kind == ChannelForum {
+		kind = ThreadPost
+	}
+	title := strings.TrimSpace(nt.Title)
+	if title == "" {
+		title = DeriveTitle(nt.TitleFrom)
+	}
+	source := TitleByUser
+	if nt.ByAgent {
+		source = TitleAuto
+	}
+	t := Thread{ID: ids.New(), ChannelID: nt.Channel.ID, Kind: kind, ParentMessageID: nt.ParentMessageID,
+		OperatorAgentID: nt.Channel.EffectiveOperator(), Title: title, TitleSource: source, CreatedBy: nt.CreatedBy,
+		State: ThreadOpen, CreatedAt: s.clock.Now()}
+	if title == "" {
+		t.TitleSource = ""
+	}
+	if err := s.insertThread(ctx, t); err != nil {
+		return Thread{}, err
+	}
+	return t, nil
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -25,12 +24,10 @@ type store struct {
 	clock clock.Clock
 }
 
-// RenameSpace renames space id in the transaction of ctx; a taken name answers 409 name_taken.
-func (s *store) RenameSpace(ctx context.Context, id, name string) error {
+// renameSpace stores name as the name of space id; a taken name answers
+// 409 name_taken.
+func (s *store) renameSpace(ctx context.Context, id, name string) error {
 	tx := db.Q(ctx, s.pool)
-	if err := CheckName(name, "/name"); err != nil {
-		return err
-	}
 	if _, err := tx.Exec(ctx, `UPDATE spaces SET name = $2 WHERE id = $1`, id, name); err != nil {
 		return nameConflict(err, "rename space")
 	}
@@ -55,13 +52,10 @@ func (s *store) UnarchiveSpace(ctx context.Context, id string) error {
 	return err
 }
 
-// RenameChannel renames channel id in the transaction of ctx; a name taken in the space
-// answers 409 name_taken.
-func (s *store) RenameChannel(ctx context.Context, id, name string) error {
+// renameChannel stores name as the name of channel id; a name taken in
+// the space answers 409 name_taken.
+func (s *store) renameChannel(ctx context.Context, id, name string) error {
 	tx := db.Q(ctx, s.pool)
-	if err := CheckName(name, "/name"); err != nil {
-		return err
-	}
 	if _, err := tx.Exec(ctx, `UPDATE channels SET name = $2 WHERE id = $1`, id, name); err != nil {
 		return nameConflict(err, "rename channel")
 	}
@@ -83,13 +77,10 @@ func (s *store) SpaceExists(ctx context.Context, name string) (bool, error) {
 	return ok, err
 }
 
-// CreateSpace stores a space with an optional default operator agent. A
-// bad name is a validation error, a taken one 409 name_taken.
-func (s *store) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
+// insertSpace stores a space with an optional default operator agent; a
+// taken name answers 409 name_taken.
+func (s *store) insertSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
 	q := db.Q(ctx, s.pool)
-	if err := CheckName(name, "/name"); err != nil {
-		return Space{}, err
-	}
 	sp := Space{ID: ids.New(), Name: name, DefaultOperatorAgentID: defaultOperator}
 	sqlText, args := db.SQL.Insert("spaces").Columns("id", "name", "default_operator_agent_id", "created_at").
 		Values(sp.ID, name, db.Nullable(defaultOperator), s.clock.Now()).MustSql()
@@ -189,41 +180,22 @@ func (s *store) SetState(ctx context.Context, threadID string, state ThreadState
 	return err
 }
 
-// CreateThread stores a new thread (kind post in a forum, thread in a text
-// channel) with the channel's effective operator as its fixed operator.
-func (s *store) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
-	tx := db.Q(ctx, s.pool)
-	kind := ThreadThread
-	if nt.Channel.Kind == ChannelForum {
-		kind = ThreadPost
-	}
-	title := strings.TrimSpace(nt.Title)
-	if title == "" {
-		title = DeriveTitle(nt.TitleFrom)
-	}
-	source := TitleByUser
-	if nt.ByAgent {
-		source = TitleAuto
-	}
-	t := Thread{ID: ids.New(), ChannelID: nt.Channel.ID, Kind: kind, ParentMessageID: nt.ParentMessageID,
-		OperatorAgentID: nt.Channel.EffectiveOperator(), Title: title, TitleSource: source, CreatedBy: nt.CreatedBy,
-		State: ThreadOpen, CreatedAt: s.clock.Now()}
+// insertThread stores thread t.
+func (s *store) insertThread(ctx context.Context, t Thread) error {
 	var titleV, sourceV any
-	if title != "" {
-		titleV, sourceV = title, source
-	} else {
-		t.TitleSource = ""
+	if t.Title != "" {
+		titleV, sourceV = t.Title, t.TitleSource
 	}
 	sqlText, args := db.SQL.Insert("threads").
 		Columns("id", "channel_id", "kind", "parent_message_id", "operator_agent_id", "title", "title_source", "created_by", "state", "created_at").
-		Values(t.ID, t.ChannelID, kind, db.Nullable(t.ParentMessageID), db.Nullable(t.OperatorAgentID), titleV, sourceV, t.CreatedBy, ThreadOpen, t.CreatedAt).MustSql()
-	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
+		Values(t.ID, t.ChannelID, t.Kind, db.Nullable(t.ParentMessageID), db.Nullable(t.OperatorAgentID), titleV, sourceV, t.CreatedBy, t.State, t.CreatedAt).MustSql()
+	if _, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...); err != nil {
 		if db.IsUniqueViolation(err, "threads_parent_unique") {
-			return Thread{}, problem.Newf(problem.Conflict, "parent_has_thread", "the parent message already has a thread")
+			return problem.Newf(problem.Conflict, "parent_has_thread", "the parent message already has a thread")
 		}
-		return Thread{}, fmt.Errorf("create thread: %w", err)
+		return fmt.Errorf("create thread: %w", err)
 	}
-	return t, nil
+	return nil
 }
 
 // TryLockThread locks thread id for the rest of the transaction of ctx

@@ -1,9 +1,11 @@
 package identity
 
 import (
+	"context"
 	"net/mail"
 	"strings"
 
+	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/text"
 )
@@ -89,4 +91,46 @@ func (p PrincipalPatch) Check(cur Principal) error {
 		return problem.Invalid(fields...)
 	}
 	return nil
+}
+
+// UpdatePrincipal applies patch to principal id in the transaction of ctx
+// and returns the principal as it is then. It takes the owners' rows first (FOR UPDATE), so
+// that two concurrent demotions cannot both pass the last-owner rule: the
+// last active owner can be neither demoted nor disabled (409 conflict,
+// reason last_owner). ErrNotFound for an unknown id.
+func (s *Service) UpdatePrincipal(ctx context.Context, id string, patch PrincipalPatch) (before, after Principal, err error) {
+	if !ids.Valid(id) {
+		return Principal{}, Principal{}, ErrNotFound
+	}
+	owners, err := s.lockOwners(ctx)
+	if err != nil {
+		return Principal{}, Principal{}, err
+	}
+	cur, err := s.lockPrincipal(ctx, id)
+	if err != nil {
+		return Principal{}, Principal{}, err
+	}
+	if err := patch.Check(cur); err != nil {
+		return Principal{}, Principal{}, err
+	}
+	next := cur
+	if patch.DisplayName != nil {
+		next.DisplayName = *patch.DisplayName
+	}
+	if patch.Email != nil {
+		next.Email = *patch.Email
+	}
+	if patch.Status != nil {
+		next.Status = *patch.Status
+	}
+	if patch.IsOwner != nil {
+		next.IsOwner = *patch.IsOwner
+	}
+	if cur.Owner() && !next.Owner() && len(owners) == 1 && owners[0] == cur.ID {
+		return Principal{}, Principal{}, problem.Newf(problem.Conflict, "last_owner", "the last active owner can be neither demoted nor disabled")
+	}
+	if err := s.writePrincipal(ctx, next); err != nil {
+		return Principal{}, Principal{}, err
+	}
+	return cur, next, nil
 }

@@ -2,8 +2,6 @@ package identity
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,12 +24,9 @@ type store struct {
 	clock clock.Clock
 }
 
-// CreateGroup stores a new, empty group.
-func (s *store) CreateGroup(ctx context.Context, name string) (Group, error) {
+// insertGroup stores a new, empty group named name.
+func (s *store) insertGroup(ctx context.Context, name string) (Group, error) {
 	q := db.Q(ctx, s.pool)
-	if err := checkGroupName(name); err != nil {
-		return Group{}, err
-	}
 	g := Group{ID: ids.New(), Name: name, CreatedAt: s.clock.Now().Truncate(time.Microsecond).UTC(), Members: []string{}}
 	if _, err := q.Exec(ctx, `INSERT INTO groups (id, name, created_at) VALUES ($1, $2, $3)`, g.ID, g.Name, g.CreatedAt); err != nil {
 		return Group{}, nameTaken(fmt.Errorf("create group: %w", err))
@@ -57,12 +52,9 @@ func (s *store) GetGroup(ctx context.Context, id string) (Group, error) {
 	return g, err
 }
 
-// RenameGroup renames the live group id.
-func (s *store) RenameGroup(ctx context.Context, id, name string) error {
+// renameGroup stores name as the name of the live group id.
+func (s *store) renameGroup(ctx context.Context, id, name string) error {
 	q := db.Q(ctx, s.pool)
-	if err := checkGroupName(name); err != nil {
-		return err
-	}
 	tag, err := q.Exec(ctx, `UPDATE groups SET name = $2 WHERE id = $1 AND deleted_at IS NULL`, id, name)
 	if err != nil {
 		return nameTaken(fmt.Errorf("rename group: %w", err))
@@ -91,27 +83,6 @@ func (s *store) DeleteGroup(ctx context.Context, id string) error {
 	return nil
 }
 
-// AddMember puts person principalID into group id (adding twice
-// changes nothing). Only people can be members.
-func (s *store) AddMember(ctx context.Context, id, principalID string) error {
-	q := db.Q(ctx, s.pool)
-	p, err := s.Get(ctx, principalID)
-	if errors.Is(err, ErrNotFound) {
-		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "invalid_reference"})
-	}
-	if err != nil {
-		return err
-	}
-	if p.Kind != KindUser {
-		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "not_allowed", Detail: "only people can be members of a group"})
-	}
-	_, err = q.Exec(ctx, `INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, id, principalID)
-	if err != nil {
-		return fmt.Errorf("add group member: %w", err)
-	}
-	return nil
-}
-
 // RemoveMember takes principalID out of group id (removing a
 // non-member changes nothing).
 func (s *store) RemoveMember(ctx context.Context, id, principalID string) error {
@@ -123,36 +94,6 @@ func (s *store) RemoveMember(ctx context.Context, id, principalID string) error 
 		return fmt.Errorf("remove group member: %w", err)
 	}
 	return nil
-}
-
-// CreatePrincipal stores a new principal and returns it. It fails with
-// validation_failed for a bad handle, kind or owner flag, and with conflict
-// when the handle is taken.
-func (s *store) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
-	q := db.Q(ctx, s.pool)
-	if err := CheckNew(np); err != nil {
-		return Principal{}, err
-	}
-	status := np.Status
-	if status == "" {
-		status = StatusActive
-	}
-	p := Principal{ID: ids.New(), Kind: np.Kind, Handle: np.Handle, DisplayName: np.DisplayName,
-		Email: np.Email, Status: status, IsOwner: np.IsOwner, CreatedAt: s.clock.Now().Truncate(time.Microsecond)}
-	var email any
-	if p.Email != "" {
-		email = p.Email
-	}
-	sqlText, args := db.SQL.Insert("principals").
-		Columns("id", "kind", "handle", "display_name", "email", "status", "is_owner", "created_at").
-		Values(p.ID, p.Kind, p.Handle, p.DisplayName, email, p.Status, p.IsOwner, p.CreatedAt).MustSql()
-	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-		if db.IsUniqueViolation(err, "") {
-			return Principal{}, problem.Newf(problem.Conflict, "handle_taken", "the handle is taken")
-		}
-		return Principal{}, fmt.Errorf("create principal: %w", err)
-	}
-	return p, nil
 }
 
 // Get returns the principal with id, or ErrNotFound.
@@ -213,36 +154,16 @@ func (s *store) SetStatus(ctx context.Context, id string, st Status) error {
 	return nil
 }
 
-// CreateToken issues a new token for principal p.
-// The token has 32 random bytes after its kind prefix and is stored only as
-// a SHA-256 hash. ttl of zero means no expiry; a negative ttl is a
-// validation error.
-func (s *store) CreateToken(ctx context.Context, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
-	q := db.Q(ctx, s.pool)
-	if err := ValidTTL(ttl, "/ttl"); err != nil {
-		return IssuedToken{}, err
-	}
-	kind, prefix := tokenKind(p.Kind)
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return IssuedToken{}, fmt.Errorf("token randomness: %w", err)
-	}
-	tok := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	now := s.clock.Now().Truncate(time.Microsecond)
-	it := IssuedToken{ID: ids.New(), Token: tok, Kind: kind, Label: label, CreatedAt: now.UTC()}
-	var expires any
-	if ttl > 0 {
-		e := now.Add(ttl)
-		it.ExpiresAt = &e
-		expires = e
-	}
+// insertToken stores token it of principal principalID, as the hash of
+// its clear text, created at now and expiring at expires (nil: never).
+func (s *store) insertToken(ctx context.Context, it IssuedToken, principalID string, now time.Time, expires any) error {
 	sqlText, args := db.SQL.Insert("tokens").
 		Columns("id", "principal_id", "kind", "hash", "label", "expires_at", "created_at").
-		Values(it.ID, p.ID, kind, hashToken(tok), label, expires, now).MustSql()
-	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-		return IssuedToken{}, fmt.Errorf("create token: %w", err)
+		Values(it.ID, principalID, it.Kind, hashToken(it.Token), it.Label, expires, now).MustSql()
+	if _, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...); err != nil {
+		return fmt.Errorf("create token: %w", err)
 	}
-	return it, nil
+	return nil
 }
 
 // RevokeToken revokes the token with the given clear text. It returns
@@ -258,36 +179,6 @@ func (s *store) RevokeToken(ctx context.Context, tok string) error {
 		return ErrNotFound
 	}
 	return nil
-}
-
-// Authenticate returns the active principal that holds token tok. A
-// malformed, unknown, revoked or expired token, or a principal that is not
-// active, gives unauthorized; the error never says which of these it was.
-func (s *store) Authenticate(ctx context.Context, tok string) (Principal, error) {
-	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) {
-		return Principal{}, problem.New(problem.Unauthorized, "")
-	}
-	cols := append(columnsOf("p"), "t.id", "t.last_used_at")
-	sqlText, args := db.SQL.Select(cols...).From("tokens t").Join("principals p ON p.id = t.principal_id").
-		Where(sq.Eq{"t.hash": hashToken(tok)}).Where("t.revoked_at IS NULL").
-		Where(sq.Or{sq.Expr("t.expires_at IS NULL"), sq.Gt{"t.expires_at": s.clock.Now()}}).MustSql()
-	var p Principal
-	var tokenID string
-	var lastUsed *time.Time
-	err := db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...).Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
-		&tokenID, &lastUsed)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Principal{}, problem.New(problem.Unauthorized, "")
-	}
-	if err != nil {
-		return Principal{}, problem.Internal("identity.authenticate", fmt.Errorf("authenticate: %w", err))
-	}
-	p.CreatedAt = p.CreatedAt.UTC()
-	if !p.Active() {
-		return Principal{}, problem.New(problem.Unauthorized, "")
-	}
-	s.touch(ctx, tokenID, lastUsed)
-	return p, nil
 }
 
 // ByHandles returns the principals with the given handles in one
@@ -312,60 +203,6 @@ func (s *store) ByHandles(ctx context.Context, handles []string) (map[string]Pri
 		out[p.Handle] = p
 	}
 	return out, rows.Err()
-}
-
-// UpdatePrincipal applies patch to principal id in the transaction of ctx
-// and returns the principal as it is then. It takes the owners' rows first (FOR UPDATE), so
-// that two concurrent demotions cannot both pass the last-owner rule: the
-// last active owner can be neither demoted nor disabled (409 conflict,
-// reason last_owner). ErrNotFound for an unknown id.
-func (s *store) UpdatePrincipal(ctx context.Context, id string, patch PrincipalPatch) (before, after Principal, err error) {
-	tx := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return Principal{}, Principal{}, ErrNotFound
-	}
-	rows, err := tx.Query(ctx, `SELECT id::text FROM principals WHERE kind = 'user' AND is_owner AND status = 'active' ORDER BY id FOR UPDATE`)
-	if err != nil {
-		return Principal{}, Principal{}, fmt.Errorf("lock owners: %w", err)
-	}
-	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return Principal{}, Principal{}, fmt.Errorf("lock owners: %w", err)
-	}
-	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"id": id}).Suffix("FOR UPDATE").MustSql()
-	cur, err := scanPrincipal(tx.QueryRow(ctx, sqlText, args...))
-	if err != nil {
-		return Principal{}, Principal{}, err
-	}
-	if err := patch.Check(cur); err != nil {
-		return Principal{}, Principal{}, err
-	}
-	next := cur
-	if patch.DisplayName != nil {
-		next.DisplayName = *patch.DisplayName
-	}
-	if patch.Email != nil {
-		next.Email = *patch.Email
-	}
-	if patch.Status != nil {
-		next.Status = *patch.Status
-	}
-	if patch.IsOwner != nil {
-		next.IsOwner = *patch.IsOwner
-	}
-	if cur.Owner() && !next.Owner() && len(owners) == 1 && owners[0] == cur.ID {
-		return Principal{}, Principal{}, problem.Newf(problem.Conflict, "last_owner", "the last active owner can be neither demoted nor disabled")
-	}
-	var email any
-	if next.Email != "" {
-		email = next.Email
-	}
-	sqlText, args = db.SQL.Update("principals").Set("display_name", next.DisplayName).Set("email", email).
-		Set("status", next.Status).Set("is_owner", next.IsOwner).Where(sq.Eq{"id": id}).MustSql()
-	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
-		return Principal{}, Principal{}, fmt.Errorf("update principal: %w", err)
-	}
-	return cur, next, nil
 }
 
 // ListPrincipals returns up to limit principals with ids after the cursor
@@ -498,4 +335,80 @@ func scanTokenInfo(row pgx.Row) (TokenInfo, error) {
 		}
 	}
 	return t, err
+}
+
+// insertMember puts principalID into group id (adding twice changes
+// nothing).
+func (s *store) insertMember(ctx context.Context, id, principalID string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, id, principalID)
+	if err != nil {
+		return fmt.Errorf("add group member: %w", err)
+	}
+	return nil
+}
+
+// insertPrincipal stores p; a taken handle answers 409 handle_taken.
+func (s *store) insertPrincipal(ctx context.Context, p Principal) error {
+	var email any
+	if p.Email != "" {
+		email = p.Email
+	}
+	sqlText, args := db.SQL.Insert("principals").
+		Columns("id", "kind", "handle", "display_name", "email", "status", "is_owner", "created_at").
+		Values(p.ID, p.Kind, p.Handle, p.DisplayName, email, p.Status, p.IsOwner, p.CreatedAt).MustSql()
+	if _, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...); err != nil {
+		if db.IsUniqueViolation(err, "") {
+			return problem.Newf(problem.Conflict, "handle_taken", "the handle is taken")
+		}
+		return fmt.Errorf("create principal: %w", err)
+	}
+	return nil
+}
+
+// tokenHolder returns the principal holding the live token (not revoked,
+// not expired) whose hash is hash, with the token's id and last use, or
+// pgx.ErrNoRows.
+func (s *store) tokenHolder(ctx context.Context, hash []byte) (p Principal, tokenID string, lastUsed *time.Time, err error) {
+	cols := append(columnsOf("p"), "t.id", "t.last_used_at")
+	sqlText, args := db.SQL.Select(cols...).From("tokens t").Join("principals p ON p.id = t.principal_id").
+		Where(sq.Eq{"t.hash": hash}).Where("t.revoked_at IS NULL").
+		Where(sq.Or{sq.Expr("t.expires_at IS NULL"), sq.Gt{"t.expires_at": s.clock.Now()}}).MustSql()
+	err = db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...).Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
+		&tokenID, &lastUsed)
+	return p, tokenID, lastUsed, err
+}
+
+// lockOwners locks the rows of the active owners (in id order) for the
+// transaction of ctx and returns their ids.
+func (s *store) lockOwners(ctx context.Context) ([]string, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text FROM principals WHERE kind = 'user' AND is_owner AND status = 'active' ORDER BY id FOR UPDATE`)
+	if err != nil {
+		return nil, fmt.Errorf("lock owners: %w", err)
+	}
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("lock owners: %w", err)
+	}
+	return owners, nil
+}
+
+// lockPrincipal reads principal id and locks its row for the transaction
+// of ctx.
+func (s *store) lockPrincipal(ctx context.Context, id string) (Principal, error) {
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"id": id}).Suffix("FOR UPDATE").MustSql()
+	return scanPrincipal(db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...))
+}
+
+// writePrincipal stores the name, email, status and owner flag of p.
+func (s *store) writePrincipal(ctx context.Context, p Principal) error {
+	var email any
+	if p.Email != "" {
+		email = p.Email
+	}
+	sqlText, args := db.SQL.Update("principals").Set("display_name", p.DisplayName).Set("email", email).
+		Set("status", p.Status).Set("is_owner", p.IsOwner).Where(sq.Eq{"id": p.ID}).MustSql()
+	if _, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...); err != nil {
+		return fmt.Errorf("update principal: %w", err)
+	}
+	return nil
 }

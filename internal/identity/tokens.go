@@ -2,8 +2,12 @@ package identity
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
 	"time"
 
+	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -38,4 +42,32 @@ func ValidTTL(ttl time.Duration, pointer string) error {
 		return problem.Invalid(problem.FieldError{Pointer: pointer, Code: "out_of_range", Detail: "must not be negative"})
 	}
 	return nil
+}
+
+// CreateToken issues a new token for principal p.
+// The token has 32 random bytes after its kind prefix and is stored only as
+// a SHA-256 hash. ttl of zero means no expiry; a negative ttl is a
+// validation error.
+func (s *Service) CreateToken(ctx context.Context, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
+	if err := ValidTTL(ttl, "/ttl"); err != nil {
+		return IssuedToken{}, err
+	}
+	kind, prefix := tokenKind(p.Kind)
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return IssuedToken{}, fmt.Errorf("token randomness: %w", err)
+	}
+	tok := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	now := s.clock.Now().Truncate(time.Microsecond)
+	it := IssuedToken{ID: ids.New(), Token: tok, Kind: kind, Label: label, CreatedAt: now.UTC()}
+	var expires any
+	if ttl > 0 {
+		e := now.Add(ttl)
+		it.ExpiresAt = &e
+		expires = e
+	}
+	if err := s.insertToken(ctx, it, p.ID, now, expires); err != nil {
+		return IssuedToken{}, err
+	}
+	return it, nil
 }
