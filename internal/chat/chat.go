@@ -330,3 +330,67 @@ func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error
 	}
 	return t, nil
 }
+
+// VisibleIn returns the channels of scope sc (authz decides it: the
+// spaces and channels its grants name, and the agent the operator rule
+// applies to): those that lie in its spaces or are named in its channels,
+// plus those whose effective operator (Channel.EffectiveOperator, the one
+// place that says who that is) is sc.Operator; and the threads whose fixed
+// operator is sc.Operator. It is the visibility predicate of list queries.
+func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads []string, err error) {
+	var agent any
+	if sc.Operator != "" {
+		agent = sc.Operator
+	}
+	list, err := s.scopeChannels(ctx, sc.Spaces, sc.Channels, agent)
+	if err != nil {
+		return nil, nil, err
+	}
+	chans = []string{}
+	for _, c := range list {
+		if c.named || (sc.Operator != "" && c.EffectiveOperator() == sc.Operator) {
+			chans = append(chans, c.ID)
+		}
+	}
+	agentID := sc.Operator
+	if agentID == "" {
+		return chans, nil, nil
+	}
+	threads, err = s.operatedThreads(ctx, agentID)
+	return chans, threads, err
+}
+
+// PathsOf returns the paths of (channel, thread) pairs — thread empty for
+// channel-level things — in two statements, for filter mode over lists.
+func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs [][2]string) ([]authz.Path, error) {
+	chanIDs, threadIDs := map[string]bool{}, map[string]bool{}
+	for _, p := range pairs {
+		chanIDs[p[0]] = true
+		if p[1] != "" {
+			threadIDs[p[1]] = true
+		}
+	}
+	channels, err := s.channelsByID(ctx, keysOf(chanIDs))
+	if err != nil {
+		return nil, err
+	}
+	ops := map[string]string{}
+	if len(threadIDs) > 0 {
+		if ops, err = s.threadOperators(ctx, keysOf(threadIDs)); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]authz.Path, len(pairs))
+	for i, p := range pairs {
+		c, ok := channels[p[0]]
+		if !ok {
+			out[i] = authz.Path{Kind: kind}
+			continue
+		}
+		out[i] = channelPath(c, kind, "")
+		if p[1] != "" {
+			out[i].ThreadID, out[i].ThreadOperator = p[1], ops[p[1]]
+		}
+	}
+	return out, nil
+}

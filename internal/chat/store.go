@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
@@ -296,109 +295,6 @@ func (s *store) ChannelsOfSpace(ctx context.Context, id string) ([]string, error
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// VisibleIn returns the channels of scope sc (authz decides it: the
-// spaces and channels its grants name, and the agent the operator rule
-// applies to): those that lie in its spaces or are named in its channels,
-// plus those whose effective operator (Channel.EffectiveOperator, the one
-// place that says who that is) is sc.Operator; and the threads whose fixed
-// operator is sc.Operator. It is the visibility predicate of list queries.
-func (s *store) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads []string, err error) {
-	var agent any
-	if sc.Operator != "" {
-		agent = sc.Operator
-	}
-	// The operator columns only narrow the candidates; which of them the
-	// agent operates now is EffectiveOperator's answer.
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT c.id::text, coalesce(c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[]), false), c.operator_mode,
-		coalesce(c.operator_agent_id::text, ''), coalesce(s.default_operator_agent_id::text, '')
-		FROM channels c JOIN spaces s ON s.id = c.space_id
-		WHERE c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[])
-		OR ($3::uuid IS NOT NULL AND (c.operator_agent_id = $3 OR s.default_operator_agent_id = $3))`,
-		sc.Spaces, sc.Channels, agent)
-	if err != nil {
-		return nil, nil, fmt.Errorf("visible channels: %w", err)
-	}
-	chans = []string{}
-	for rows.Next() {
-		var c Channel
-		var named bool
-		if err := rows.Scan(&c.ID, &named, &c.OperatorMode, &c.OperatorAgentID, &c.SpaceDefaultOperator); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("visible channels: %w", err)
-		}
-		if named || (sc.Operator != "" && c.EffectiveOperator() == sc.Operator) {
-			chans = append(chans, c.ID)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("visible channels: %w", err)
-	}
-	agentID := sc.Operator
-	if agentID == "" {
-		return chans, nil, nil
-	}
-	rows, err = db.Q(ctx, s.pool).Query(ctx, `SELECT id::text FROM threads WHERE operator_agent_id = $1`, agentID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("operated threads: %w", err)
-	}
-	threads, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	return chans, threads, err
-}
-
-// PathsOf returns the paths of (channel, thread) pairs — thread empty for
-// channel-level things — in two statements, for filter mode over lists.
-func (s *store) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs [][2]string) ([]authz.Path, error) {
-	chanIDs, threadIDs := map[string]bool{}, map[string]bool{}
-	for _, p := range pairs {
-		chanIDs[p[0]] = true
-		if p[1] != "" {
-			threadIDs[p[1]] = true
-		}
-	}
-	channels := map[string]Channel{}
-	rows, err := db.Q(ctx, s.pool).Query(ctx, channelSelect+` WHERE c.id = ANY($1::uuid[])`, keysOf(chanIDs))
-	if err != nil {
-		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Channel, error) { return scanChannel(r) })
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range list {
-		channels[c.ID] = c
-	}
-	ops := map[string]string{}
-	if len(threadIDs) > 0 {
-		rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, coalesce(operator_agent_id::text, '') FROM threads WHERE id = ANY($1::uuid[])`, keysOf(threadIDs))
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id, op string
-			if err := rows.Scan(&id, &op); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			ops[id] = op
-		}
-		rows.Close()
-	}
-	out := make([]authz.Path, len(pairs))
-	for i, p := range pairs {
-		c, ok := channels[p[0]]
-		if !ok {
-			out[i] = authz.Path{Kind: kind}
-			continue
-		}
-		out[i] = channelPath(c, kind, "")
-		if p[1] != "" {
-			out[i].ThreadID, out[i].ThreadOperator = p[1], ops[p[1]]
-		}
-	}
-	return out, nil
-}
-
 // ThreadInfo returns thread id with its current channel (and that channel's
 // space facts) in one statement, or ErrNotFound.
 func (s *store) ThreadInfo(ctx context.Context, id string) (Thread, Channel, error) {
@@ -475,4 +371,85 @@ func scanThread(row pgx.Row) (Thread, error) {
 		return Thread{}, ErrNotFound
 	}
 	return t, err
+}
+
+// scopedChannel is a channel that may be visible in a scope: named tells
+// whether the scope's spaces or channels name it.
+type scopedChannel struct {
+	Channel
+	named bool
+}
+
+// scopeChannels reads the channels in spaces or channels, and those whose
+// own or space default operator is agent (nil: none), with their operator
+// columns.
+func (s *store) scopeChannels(ctx context.Context, spaces, channels []string, agent any) ([]scopedChannel, error) {
+	// The operator columns only narrow the candidates; which of them the
+	// agent operates now is EffectiveOperator's answer.
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT c.id::text, coalesce(c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[]), false), c.operator_mode,
+		coalesce(c.operator_agent_id::text, ''), coalesce(s.default_operator_agent_id::text, '')
+		FROM channels c JOIN spaces s ON s.id = c.space_id
+		WHERE c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[])
+		OR ($3::uuid IS NOT NULL AND (c.operator_agent_id = $3 OR s.default_operator_agent_id = $3))`,
+		spaces, channels, agent)
+	if err != nil {
+		return nil, fmt.Errorf("visible channels: %w", err)
+	}
+	defer rows.Close()
+	var out []scopedChannel
+	for rows.Next() {
+		var c scopedChannel
+		if err := rows.Scan(&c.ID, &c.named, &c.OperatorMode, &c.OperatorAgentID, &c.SpaceDefaultOperator); err != nil {
+			return nil, fmt.Errorf("visible channels: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("visible channels: %w", err)
+	}
+	return out, nil
+}
+
+// operatedThreads lists the threads whose fixed operator is agentID.
+func (s *store) operatedThreads(ctx context.Context, agentID string) ([]string, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text FROM threads WHERE operator_agent_id = $1`, agentID)
+	if err != nil {
+		return nil, fmt.Errorf("operated threads: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// channelsByID reads the channels with the given ids, keyed by id.
+func (s *store) channelsByID(ctx context.Context, idList []string) (map[string]Channel, error) {
+	channels := map[string]Channel{}
+	rows, err := db.Q(ctx, s.pool).Query(ctx, channelSelect+` WHERE c.id = ANY($1::uuid[])`, idList)
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Channel, error) { return scanChannel(r) })
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range list {
+		channels[c.ID] = c
+	}
+	return channels, nil
+}
+
+// threadOperators reads the fixed operator of each thread in idList.
+func (s *store) threadOperators(ctx context.Context, idList []string) (map[string]string, error) {
+	ops := map[string]string{}
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, coalesce(operator_agent_id::text, '') FROM threads WHERE id = ANY($1::uuid[])`, idList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, op string
+		if err := rows.Scan(&id, &op); err != nil {
+			return nil, err
+		}
+		ops[id] = op
+	}
+	return ops, rows.Err()
 }
