@@ -426,3 +426,7 @@ func (s *store) dropHeldFollowup(ctx context.Context, h heldBy, why string) erro
 		h.runID, h.messageID, why)
 	return err
 }
+
+// listenSQL subscribes the hub's dedicated connection to the channel every
+// event commit notifies.
+const listenSQL = "LISTEN " + events.NotifyChannel
