@@ -16,8 +16,9 @@ import (
 
 // store holds the package's SQL: each method runs its statements on
 // db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
-// returns typed values, and stamps the rows it writes with clock; the rules
-// that decide what to write live in the service, which embeds the store.
+// returns typed values, and reads clock only for the time a statement
+// stamps or compares; the rules that decide what to write live in the
+// service, which embeds the store.
 type store struct {
 	pool  db.Querier
 	clock clock.Clock
@@ -183,7 +184,7 @@ func (s *store) AuditRows(ctx context.Context, actorID string) ([]AuditRow, erro
 		q = q.Where(sq.Eq{"actor_id": actorID})
 	}
 	sqlText, args := q.MustSql()
-	rows, err := s.pool.Query(ctx, sqlText, args...)
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, err
 	}

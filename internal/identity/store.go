@@ -17,8 +17,9 @@ import (
 
 // store holds the package's SQL: each method runs its statements on
 // db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
-// returns typed values, and stamps the rows it writes with clock; the rules
-// that decide what to write live in the service, which embeds the store.
+// returns typed values, and reads clock only for the time a statement
+// stamps or compares; the rules that decide what to write live in the
+// service, which embeds the store.
 type store struct {
 	pool  db.Querier
 	clock clock.Clock

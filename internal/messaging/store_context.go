@@ -99,7 +99,7 @@ func (s *store) ContextMessagesAndWindow(ctx context.Context, idList []string, q
 	// The first column tells the two parts apart: false for the window
 	// (ascending by thread_seq, with HasOlder as ContextWindow computes
 	// it), true for the messages asked by id.
-	rows, err := s.pool.Query(ctx, `WITH sel AS (
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `WITH sel AS (
 			SELECT `+contextColumns+` FROM messages m
 			WHERE m.thread_id = $1 AND m.thread_seq > $2 AND m.thread_seq < $3 AND m.deleted_at IS NULL AND m.kind <> 'run'
 			AND ($5::uuid IS NULL OR m.author_principal_id <> $5::uuid)
