@@ -49,6 +49,18 @@ type NewGrant struct {
 // ErrGrantNotFound is returned for an unknown grant.
 var ErrGrantNotFound = errors.New("authz: grant not found")
 
+// CreateGrant stores g. Agents and apps can hold at most write;
+// a higher level is a validation error on /level.
+func (s *Service) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
+	if !g.SubjectIsPersonOrGroup && g.Level > Write {
+		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_value", Detail: "agents and apps can hold at most write"})
+	}
+	if g.Level < Read {
+		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_enum"})
+	}
+	return s.insertGrant(ctx, g)
+}
+
 // GrantPath is the path of a grant: the path of its target, so that only
 // readers of the target learn that the grant exists.
 func (s *Service) GrantPath(ctx context.Context, id string) (Path, error) {
@@ -70,16 +82,4 @@ func (s *Service) GrantPath(ctx context.Context, id string) (Path, error) {
 // Path implements Source for grants.
 func (s *Service) Path(ctx context.Context, kind ResourceKind, id string) (Path, error) {
 	return s.GrantPath(ctx, id)
-}
-
-// CreateGrant stores g. Agents and apps can hold at most write;
-// a higher level is a validation error on /level.
-func (s *Service) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
-	if !g.SubjectIsPersonOrGroup && g.Level > Write {
-		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_value", Detail: "agents and apps can hold at most write"})
-	}
-	if g.Level < Read {
-		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_enum"})
-	}
-	return s.insertGrant(ctx, g)
 }

@@ -85,6 +85,8 @@ type Resource struct {
 
 func (Resource) target() {}
 
+func (Facts) target() {}
+
 // Facts is a resource the caller already read (its Path), so the door does
 // not resolve it again, with the actor's grant level there when an earlier
 // decision of the same request read it on the same space and channel
@@ -94,8 +96,6 @@ type Facts struct {
 	// Grant is the known grant level; nil makes the door read it.
 	Grant *Level
 }
-
-func (Facts) target() {}
 
 // Known returns the facts of p with a grant level already read.
 func Known(p Path, grant Level) Facts { return Facts{Path: p, Grant: &grant} }
@@ -306,6 +306,24 @@ func (s *Service) mismatch(ctx context.Context, action Action, p Path) {
 		"action", string(action), "resource_kind", string(p.Kind))
 }
 
+// audit records a denial (one row per actor, action and reason per
+// audit.deny_aggregate_window, with a count) or an allow of an action whose
+// row says allows are audited. Details hold ids only, never content.
+func (s *Service) audit(ctx context.Context, actorID string, action Action, d Decision, p Path) error {
+	now := s.clock.Now()
+	var resID any
+	if ids.Valid(p.ID) {
+		resID = p.ID
+	}
+	if d.Allow {
+		if !Table[action].AuditAllow {
+			return nil
+		}
+		return s.auditAllow(ctx, actorID, action, p.Kind, resID, now)
+	}
+	return s.auditDeny(ctx, actorID, action, d.Reason, p.Kind, resID, now.Truncate(s.window), now)
+}
+
 // AuditRow is one row of the audit log, for tests and operators.
 type AuditRow struct {
 	ActorID, Action, Decision, Reason, ResourceKind string
@@ -456,22 +474,4 @@ func (s *Service) WithTrigger(ctx context.Context, c Path, people []identity.Pri
 		return nil, fmt.Errorf("trigger holders: %w", err)
 	}
 	return out, nil
-}
-
-// audit records a denial (one row per actor, action and reason per
-// audit.deny_aggregate_window, with a count) or an allow of an action whose
-// row says allows are audited. Details hold ids only, never content.
-func (s *Service) audit(ctx context.Context, actorID string, action Action, d Decision, p Path) error {
-	now := s.clock.Now()
-	var resID any
-	if ids.Valid(p.ID) {
-		resID = p.ID
-	}
-	if d.Allow {
-		if !Table[action].AuditAllow {
-			return nil
-		}
-		return s.auditAllow(ctx, actorID, action, p.Kind, resID, now)
-	}
-	return s.auditDeny(ctx, actorID, action, d.Reason, p.Kind, resID, now.Truncate(s.window), now)
 }

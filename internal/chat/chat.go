@@ -108,6 +108,15 @@ func NewService(d *db.DB, c clock.Clock, backfillDefault, backfillMax int) *Serv
 	return &Service{db: d, store: store{pool: d.Pool(), clock: c}, backfillDefault: backfillDefault, backfillMax: backfillMax}
 }
 
+// CreateSpace stores a space with an optional default operator agent. A
+// bad name is a validation error, a taken one 409 name_taken.
+func (s *Service) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
+	if err := CheckName(name, "/name"); err != nil {
+		return Space{}, err
+	}
+	return s.insertSpace(ctx, name, defaultOperator)
+}
+
 // NewChannel describes a channel to create. Nil switch pointers take the
 // defaults (free_response and allow_mentioned_agents off, auto_thread on,
 // history_backfill_limit channel.history_backfill_limit_default).
@@ -122,6 +131,54 @@ type NewChannel struct {
 	AutoThread           *bool
 	HistoryBackfillLimit *int
 	CreatedBy            string
+}
+
+// CreateChannel stores a channel and, for a text channel, its main thread,
+// in one transaction (the caller's, when ctx carries one). A bad name, kind
+// or switch is a validation error, a name taken in the space 409 name_taken.
+func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, error) {
+	if err := CheckName(nc.Name, "/name"); err != nil {
+		return Channel{}, err
+	}
+	if nc.Kind != ChannelText && nc.Kind != ChannelForum {
+		return Channel{}, problem.Invalid(problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
+	}
+	if err := s.CheckSwitches(SwitchesPatch{HistoryBackfillLimit: nc.HistoryBackfillLimit}, "/switches"); err != nil {
+		return Channel{}, err
+	}
+	sw := Switches{AutoThread: true, HistoryBackfillLimit: s.backfillDefault}
+	if nc.FreeResponse != nil {
+		sw.FreeResponse = *nc.FreeResponse
+	}
+	if nc.AllowMentionedAgents != nil {
+		sw.AllowMentionedAgents = *nc.AllowMentionedAgents
+	}
+	if nc.AutoThread != nil {
+		sw.AutoThread = *nc.AutoThread
+	}
+	if nc.HistoryBackfillLimit != nil {
+		sw.HistoryBackfillLimit = *nc.HistoryBackfillLimit
+	}
+	if nc.OperatorMode == "" {
+		nc.OperatorMode = OperatorInherit
+	}
+	id := ids.New()
+	now := s.clock.Now()
+	// The channel and its main thread are one unit: a text channel never
+	// exists without its main thread.
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := s.insertChannel(ctx, id, nc, sw, now); err != nil {
+			return err
+		}
+		if nc.Kind == ChannelText {
+			return s.insertMainThread(ctx, id, nc.CreatedBy, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return Channel{}, err
+	}
+	return s.GetChannel(ctx, id)
 }
 
 // NewThread describes a thread to create inside a unit of work.
@@ -157,12 +214,49 @@ func DeriveTitle(text string) string {
 	return ""
 }
 
+// CreateThread stores a new thread (kind post in a forum, thread in a text
+// channel) with the channel's effective operator as its fixed operator.
+func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
+	kind := ThreadThread
+	if nt.Channel.Kind == ChannelForum {
+		kind = ThreadPost
+	}
+	title := strings.TrimSpace(nt.Title)
+	if title == "" {
+		title = DeriveTitle(nt.TitleFrom)
+	}
+	source := TitleByUser
+	if nt.ByAgent {
+		source = TitleAuto
+	}
+	t := Thread{ID: ids.New(), ChannelID: nt.Channel.ID, Kind: kind, ParentMessageID: nt.ParentMessageID,
+		OperatorAgentID: nt.Channel.EffectiveOperator(), Title: title, TitleSource: source, CreatedBy: nt.CreatedBy,
+		State: ThreadOpen, CreatedAt: s.clock.Now()}
+	if title == "" {
+		t.TitleSource = ""
+	}
+	if err := s.insertThread(ctx, t); err != nil {
+		return Thread{}, err
+	}
+	return t, nil
+}
+
 // SwitchesPatch changes the named switches; nil members stay.
 type SwitchesPatch struct {
 	FreeResponse         *bool
 	AllowMentionedAgents *bool
 	AutoThread           *bool
 	HistoryBackfillLimit *int
+}
+
+// UpdateSwitches applies p to the channel in the transaction of ctx. history_backfill_limit
+// must lie between zero and channel.history_backfill_limit_max.
+func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
+	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
+		return problem.Invalid(problem.FieldError{Pointer: "/history_backfill_limit", Code: "out_of_range",
+			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
+	}
+	return s.updateSwitches(ctx, channelID, p)
 }
 
 // ThreadPath returns the authorization path of thread id (Exists false for
@@ -235,102 +329,6 @@ func ThreadPayload(t Thread) map[string]any {
 	return p
 }
 
-func keysOf(m map[string]bool) []string { return slices.Collect(maps.Keys(m)) }
-
-// CreateChannel stores a channel and, for a text channel, its main thread,
-// in one transaction (the caller's, when ctx carries one). A bad name, kind
-// or switch is a validation error, a name taken in the space 409 name_taken.
-func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, error) {
-	if err := CheckName(nc.Name, "/name"); err != nil {
-		return Channel{}, err
-	}
-	if nc.Kind != ChannelText && nc.Kind != ChannelForum {
-		return Channel{}, problem.Invalid(problem.FieldError{Pointer: "/kind", Code: "invalid_enum"})
-	}
-	if err := s.CheckSwitches(SwitchesPatch{HistoryBackfillLimit: nc.HistoryBackfillLimit}, "/switches"); err != nil {
-		return Channel{}, err
-	}
-	sw := Switches{AutoThread: true, HistoryBackfillLimit: s.backfillDefault}
-	if nc.FreeResponse != nil {
-		sw.FreeResponse = *nc.FreeResponse
-	}
-	if nc.AllowMentionedAgents != nil {
-		sw.AllowMentionedAgents = *nc.AllowMentionedAgents
-	}
-	if nc.AutoThread != nil {
-		sw.AutoThread = *nc.AutoThread
-	}
-	if nc.HistoryBackfillLimit != nil {
-		sw.HistoryBackfillLimit = *nc.HistoryBackfillLimit
-	}
-	if nc.OperatorMode == "" {
-		nc.OperatorMode = OperatorInherit
-	}
-	id := ids.New()
-	now := s.clock.Now()
-	// The channel and its main thread are one unit: a text channel never
-	// exists without its main thread.
-	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		if err := s.insertChannel(ctx, id, nc, sw, now); err != nil {
-			return err
-		}
-		if nc.Kind == ChannelText {
-			return s.insertMainThread(ctx, id, nc.CreatedBy, now)
-		}
-		return nil
-	})
-	if err != nil {
-		return Channel{}, err
-	}
-	return s.GetChannel(ctx, id)
-}
-
-// UpdateSwitches applies p to the channel in the transaction of ctx. history_backfill_limit
-// must lie between zero and channel.history_backfill_limit_max.
-func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
-	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
-		return problem.Invalid(problem.FieldError{Pointer: "/history_backfill_limit", Code: "out_of_range",
-			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
-	}
-	return s.updateSwitches(ctx, channelID, p)
-}
-
-// CreateSpace stores a space with an optional default operator agent. A
-// bad name is a validation error, a taken one 409 name_taken.
-func (s *Service) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
-	if err := CheckName(name, "/name"); err != nil {
-		return Space{}, err
-	}
-	return s.insertSpace(ctx, name, defaultOperator)
-}
-
-// CreateThread stores a new thread (kind post in a forum, thread in a text
-// channel) with the channel's effective operator as its fixed operator.
-func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
-	kind := ThreadThread
-	if nt.Channel.Kind == ChannelForum {
-		kind = ThreadPost
-	}
-	title := strings.TrimSpace(nt.Title)
-	if title == "" {
-		title = DeriveTitle(nt.TitleFrom)
-	}
-	source := TitleByUser
-	if nt.ByAgent {
-		source = TitleAuto
-	}
-	t := Thread{ID: ids.New(), ChannelID: nt.Channel.ID, Kind: kind, ParentMessageID: nt.ParentMessageID,
-		OperatorAgentID: nt.Channel.EffectiveOperator(), Title: title, TitleSource: source, CreatedBy: nt.CreatedBy,
-		State: ThreadOpen, CreatedAt: s.clock.Now()}
-	if title == "" {
-		t.TitleSource = ""
-	}
-	if err := s.insertThread(ctx, t); err != nil {
-		return Thread{}, err
-	}
-	return t, nil
-}
-
 // VisibleIn returns the channels of scope sc (authz decides it: the
 // spaces and channels its grants name, and the agent the operator rule
 // applies to): those that lie in its spaces or are named in its channels,
@@ -394,3 +392,5 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 	}
 	return out, nil
 }
+
+func keysOf(m map[string]bool) []string { return slices.Collect(maps.Keys(m)) }

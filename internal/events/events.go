@@ -85,23 +85,6 @@ func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{store: store{pool
 // a reader that has seen seq n never later finds a smaller seq appear.
 const appendLockKey = 0x626f746879_01
 
-// ParseCursor reads a cursor ("" is the start). ok is false for a cursor
-// that is not a non-negative integer.
-func ParseCursor(s string) (int64, bool) {
-	if s == "" {
-		return 0, true
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil && n >= 0
-}
-
-// AgentEventsSQL is the relation (agent_id, seq, type, run_id, message_id)
-// of the agent stream, as a subquery for a module that must join delivered
-// events into one statement of its own (the runs module marking follow-ups
-// delivered when an agent acknowledges them). Events owns agent_events;
-// this is the only shape others may use.
-const AgentEventsSQL = `(SELECT agent_id, seq, type, run_id, message_id FROM agent_events)`
-
 // Append writes evs in the transaction of ctx, in order: client events to the event log,
 // agent events to their agent's stream. Call it at the end of a unit of
 // work: it takes the transaction-scoped lock that serialises event writers
@@ -118,3 +101,20 @@ func (l *Log) Append(ctx context.Context, evs ...Event) error {
 	l.count(nClient, nAgent)
 	return nil
 }
+
+// ParseCursor reads a cursor ("" is the start). ok is false for a cursor
+// that is not a non-negative integer.
+func ParseCursor(s string) (int64, bool) {
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// AgentEventsSQL is the relation (agent_id, seq, type, run_id, message_id)
+// of the agent stream, as a subquery for a module that must join delivered
+// events into one statement of its own (the runs module marking follow-ups
+// delivered when an agent acknowledges them). Events owns agent_events;
+// this is the only shape others may use.
+const AgentEventsSQL = `(SELECT agent_id, seq, type, run_id, message_id FROM agent_events)`

@@ -46,22 +46,6 @@ func nameTaken(err error) error {
 	return err
 }
 
-// AddMember puts person principalID into group id (adding twice
-// changes nothing). Only people can be members.
-func (s *Service) AddMember(ctx context.Context, id, principalID string) error {
-	p, err := s.Get(ctx, principalID)
-	if errors.Is(err, ErrNotFound) {
-		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "invalid_reference"})
-	}
-	if err != nil {
-		return err
-	}
-	if p.Kind != KindUser {
-		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "not_allowed", Detail: "only people can be members of a group"})
-	}
-	return s.insertMember(ctx, id, principalID)
-}
-
 // CreateGroup stores a new, empty group.
 func (s *Service) CreateGroup(ctx context.Context, name string) (Group, error) {
 	if err := checkGroupName(name); err != nil {
@@ -76,4 +60,20 @@ func (s *Service) RenameGroup(ctx context.Context, id, name string) error {
 		return err
 	}
 	return s.renameGroup(ctx, id, name)
+}
+
+// AddMember puts person principalID into group id (adding twice
+// changes nothing). Only people can be members.
+func (s *Service) AddMember(ctx context.Context, id, principalID string) error {
+	p, err := s.Get(ctx, principalID)
+	if errors.Is(err, ErrNotFound) {
+		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "invalid_reference"})
+	}
+	if err != nil {
+		return err
+	}
+	if p.Kind != KindUser {
+		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "not_allowed", Detail: "only people can be members of a group"})
+	}
+	return s.insertMember(ctx, id, principalID)
 }

@@ -100,6 +100,25 @@ type NewPrincipal struct {
 	Status      Status // empty means active
 }
 
+// CreatePrincipal stores a new principal and returns it. It fails with
+// validation_failed for a bad handle, kind or owner flag, and with conflict
+// when the handle is taken.
+func (s *Service) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
+	if err := CheckNew(np); err != nil {
+		return Principal{}, err
+	}
+	status := np.Status
+	if status == "" {
+		status = StatusActive
+	}
+	p := Principal{ID: ids.New(), Kind: np.Kind, Handle: np.Handle, DisplayName: np.DisplayName,
+		Email: np.Email, Status: status, IsOwner: np.IsOwner, CreatedAt: s.clock.Now().Truncate(time.Microsecond)}
+	if err := s.insertPrincipal(ctx, p); err != nil {
+		return Principal{}, err
+	}
+	return p, nil
+}
+
 // Token prefixes make a token's kind readable (and greppable by secret
 // scanners) without revealing anything else.
 const (
@@ -149,6 +168,28 @@ type IssuedToken struct {
 	ExpiresAt *time.Time
 }
 
+// Authenticate returns the active principal that holds token tok. A
+// malformed, unknown, revoked or expired token, or a principal that is not
+// active, gives unauthorized; the error never says which of these it was.
+func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, error) {
+	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) {
+		return Principal{}, problem.New(problem.Unauthorized, "")
+	}
+	p, tokenID, lastUsed, err := s.tokenHolder(ctx, hashToken(tok))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, problem.New(problem.Unauthorized, "")
+	}
+	if err != nil {
+		return Principal{}, problem.Internal("identity.authenticate", fmt.Errorf("authenticate: %w", err))
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	if !p.Active() {
+		return Principal{}, problem.New(problem.Unauthorized, "")
+	}
+	s.touch(ctx, tokenID, lastUsed)
+	return p, nil
+}
+
 type ctxKey struct{}
 
 // WithPrincipal returns ctx carrying the authenticated principal p.
@@ -175,45 +216,4 @@ func WithToken(ctx context.Context, tok string) context.Context {
 func TokenFromContext(ctx context.Context) (string, bool) {
 	tok, ok := ctx.Value(tokenKey{}).(string)
 	return tok, ok
-}
-
-// CreatePrincipal stores a new principal and returns it. It fails with
-// validation_failed for a bad handle, kind or owner flag, and with conflict
-// when the handle is taken.
-func (s *Service) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
-	if err := CheckNew(np); err != nil {
-		return Principal{}, err
-	}
-	status := np.Status
-	if status == "" {
-		status = StatusActive
-	}
-	p := Principal{ID: ids.New(), Kind: np.Kind, Handle: np.Handle, DisplayName: np.DisplayName,
-		Email: np.Email, Status: status, IsOwner: np.IsOwner, CreatedAt: s.clock.Now().Truncate(time.Microsecond)}
-	if err := s.insertPrincipal(ctx, p); err != nil {
-		return Principal{}, err
-	}
-	return p, nil
-}
-
-// Authenticate returns the active principal that holds token tok. A
-// malformed, unknown, revoked or expired token, or a principal that is not
-// active, gives unauthorized; the error never says which of these it was.
-func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, error) {
-	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) {
-		return Principal{}, problem.New(problem.Unauthorized, "")
-	}
-	p, tokenID, lastUsed, err := s.tokenHolder(ctx, hashToken(tok))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Principal{}, problem.New(problem.Unauthorized, "")
-	}
-	if err != nil {
-		return Principal{}, problem.Internal("identity.authenticate", fmt.Errorf("authenticate: %w", err))
-	}
-	p.CreatedAt = p.CreatedAt.UTC()
-	if !p.Active() {
-		return Principal{}, problem.New(problem.Unauthorized, "")
-	}
-	s.touch(ctx, tokenID, lastUsed)
-	return p, nil
 }

@@ -264,6 +264,22 @@ func (s *Service) replayAfterRace(ctx context.Context, actor identity.Principal,
 	return m, t, err
 }
 
+// checkReply requires the replied-to message to be in the same thread.
+func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string) error {
+	bad := problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_reference", Detail: "must name a message of the same thread"})
+	if !ids.Valid(replyTo) {
+		return bad
+	}
+	inThread, err := s.inThread(ctx, replyTo, threadID)
+	if err != nil {
+		return problem.Internal("messaging.checkReply", err)
+	}
+	if !inThread {
+		return bad
+	}
+	return nil
+}
+
 // reopen appends the system line thread.reopened (author: the writer) and
 // sets the thread open, returning its events.
 func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
@@ -569,6 +585,30 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 	return out, err
 }
 
+// Path implements authz.Source for messages: the message's thread path with
+// its author.
+func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
+	threadID, authorID, err := s.threadAndAuthor(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The thread lookup runs for a missing message too (on the nil
+		// UUID), so that a missing and a hidden message take the same
+		// statements.
+		if _, err := s.chat.ThreadPath(ctx, "00000000-0000-0000-0000-000000000000"); err != nil {
+			return authz.Path{}, err
+		}
+		return authz.Path{Kind: kind, ID: id}, nil
+	}
+	if err != nil {
+		return authz.Path{}, err
+	}
+	p, err := s.chat.ThreadPath(ctx, threadID)
+	if err != nil {
+		return authz.Path{}, err
+	}
+	p.AuthorID = authorID
+	return p, nil
+}
+
 // AppendAnchor appends the run anchor of run runID to thread t in the transaction of ctx: a
 // message of kind run, origin agent, author the run's agent, run_id set and
 // empty content, which clients render as the run's live box. It returns the
@@ -636,44 +676,4 @@ func (s *Service) Load(ctx context.Context, id, channelID string) (Message, erro
 		return Message{}, err
 	}
 	return ms[0], nil
-}
-
-// checkReply requires the replied-to message to be in the same thread.
-func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string) error {
-	bad := problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_reference", Detail: "must name a message of the same thread"})
-	if !ids.Valid(replyTo) {
-		return bad
-	}
-	inThread, err := s.inThread(ctx, replyTo, threadID)
-	if err != nil {
-		return problem.Internal("messaging.checkReply", err)
-	}
-	if !inThread {
-		return bad
-	}
-	return nil
-}
-
-// Path implements authz.Source for messages: the message's thread path with
-// its author.
-func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
-	threadID, authorID, err := s.threadAndAuthor(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// The thread lookup runs for a missing message too (on the nil
-		// UUID), so that a missing and a hidden message take the same
-		// statements.
-		if _, err := s.chat.ThreadPath(ctx, "00000000-0000-0000-0000-000000000000"); err != nil {
-			return authz.Path{}, err
-		}
-		return authz.Path{Kind: kind, ID: id}, nil
-	}
-	if err != nil {
-		return authz.Path{}, err
-	}
-	p, err := s.chat.ThreadPath(ctx, threadID)
-	if err != nil {
-		return authz.Path{}, err
-	}
-	p.AuthorID = authorID
-	return p, nil
 }

@@ -12,16 +12,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 )
 
-// store holds the package's SQL: each method runs its statements on
-// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
-// returns typed values, and reads clock only for the time a statement
-// stamps or compares; the rules that decide what to write live in the
-// service, which embeds the store.
-type store struct {
-	pool  db.Querier
-	clock clock.Clock
-}
-
 // row is a message as stored, before the author and mentions are resolved.
 type row struct {
 	Message
@@ -140,6 +130,16 @@ func (s *store) tombstoneRow(ctx context.Context, id string) error {
 		return fmt.Errorf("delete mentions: %w", err)
 	}
 	return nil
+}
+
+// store holds the package's SQL: each method runs its statements on
+// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
+// returns typed values, and reads clock only for the time a statement
+// stamps or compares; the rules that decide what to write live in the
+// service, which embeds the store.
+type store struct {
+	pool  db.Querier
+	clock clock.Clock
 }
 
 // inThread reports whether message id is in thread threadID.

@@ -314,6 +314,34 @@ func (s *Service) triggerElsewhere(ctx context.Context, actor identity.Principal
 	return p, c.ID, may[actor.ID], nil
 }
 
+// FollowUps returns the follow-ups of each run in runIDs that are still
+// in play (pending or delivered), oldest first, in two statements for all
+// runs (a per-request loader batches the runs of one request).
+func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
+	pairs, err := s.followUpPairs(ctx, runIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]messaging.ContextItem{}
+	if len(pairs) == 0 {
+		return out, nil
+	}
+	want := make([]string, len(pairs))
+	for i, p := range pairs {
+		want[i] = p.message
+	}
+	msgs, err := s.messaging.ContextMessages(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pairs {
+		if m, ok := msgs[p.message]; ok {
+			out[p.run] = append(out[p.run], m)
+		}
+	}
+	return out, nil
+}
+
 // FollowUpElements turns the follow-up messages of rc's run into context
 // elements: each passes the same read filter as the thread elements and is
 // cut like them.
@@ -358,32 +386,4 @@ func (s *Service) readable(ctx context.Context, actor identity.Principal, paths 
 		return make([]bool, len(paths))
 	}
 	return keep
-}
-
-// FollowUps returns the follow-ups of each run in runIDs that are still
-// in play (pending or delivered), oldest first, in two statements for all
-// runs (a per-request loader batches the runs of one request).
-func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
-	pairs, err := s.followUpPairs(ctx, runIDs)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]messaging.ContextItem{}
-	if len(pairs) == 0 {
-		return out, nil
-	}
-	want := make([]string, len(pairs))
-	for i, p := range pairs {
-		want[i] = p.message
-	}
-	msgs, err := s.messaging.ContextMessages(ctx, want)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range pairs {
-		if m, ok := msgs[p.message]; ok {
-			out[p.run] = append(out[p.run], m)
-		}
-	}
-	return out, nil
 }

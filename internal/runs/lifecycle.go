@@ -80,6 +80,55 @@ func errClaimed() error {
 	return problem.Newf(problem.Conflict, "run_claimed", "another adapter process holds this run")
 }
 
+// extendLease renews r's lease by run.lease_timeout without a new version
+// (a lease is not a state change).
+func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
+	until := s.clock.Now().Add(s.timeouts.Lease)
+	if err := s.setLease(ctx, r.ID, until); err != nil {
+		return Run{}, problem.Internal("runs.extendLease", fmt.Errorf("extend lease: %w", err))
+	}
+	r.LeaseExpiresAt = &until
+	return r, nil
+}
+
+// Start claims the agent's own run for holder and moves it to running
+// (run.start): from queued, or back from waiting_input. While the claim of
+// another holder lives the call answers 409 run_claimed; the same holder
+// gets the run unchanged with its lease renewed. The first start marks the
+// session started.
+func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
+	if err := checkHolder(holder); err != nil {
+		return Run{}, err
+	}
+	return s.change(ctx, actor, authz.RunStart, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
+		switch r.State {
+		case domain.RunRunning, domain.RunWaitingInput:
+			if r.Holder != holder {
+				return Run{}, nil, errClaimed()
+			}
+			if r.State == domain.RunRunning {
+				r, err := s.extendLease(ctx, r)
+				return r, nil, err
+			}
+		case domain.RunQueued:
+		default:
+			return Run{}, nil, errNotActive()
+		}
+		if r.SessionID != "" {
+			if err := s.markSessionStarted(ctx, r.SessionID); err != nil {
+				return Run{}, nil, problem.Internal("runs.start", err)
+			}
+		}
+		until := s.clock.Now().Add(s.timeouts.Lease)
+		r.Holder, r.LeaseExpiresAt = holder, &until
+		r, err := s.transition(ctx, r, domain.RunRunning, "")
+		if err != nil {
+			return Run{}, nil, err
+		}
+		return r, []events.Event{s.stateChanged(r, channelID)}, nil
+	})
+}
+
 // Renew extends holder's lease on the agent's own run (run.renew): 409
 // run_claimed when holder does not hold the run (another holder claimed it,
 // or it went back to queued after the lease lapsed), run_not_active once it
@@ -194,61 +243,6 @@ const (
 	ReasonAddresseeChanged = "addressee_changed"
 )
 
-// followupEvent is the agent.followup that hands message to run.
-func followupEvent(run Run, messageID string) events.Event {
-	return events.Event{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
-		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}
-}
-
-// extendLease renews r's lease by run.lease_timeout without a new version
-// (a lease is not a state change).
-func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
-	until := s.clock.Now().Add(s.timeouts.Lease)
-	if err := s.setLease(ctx, r.ID, until); err != nil {
-		return Run{}, problem.Internal("runs.extendLease", fmt.Errorf("extend lease: %w", err))
-	}
-	r.LeaseExpiresAt = &until
-	return r, nil
-}
-
-// Start claims the agent's own run for holder and moves it to running
-// (run.start): from queued, or back from waiting_input. While the claim of
-// another holder lives the call answers 409 run_claimed; the same holder
-// gets the run unchanged with its lease renewed. The first start marks the
-// session started.
-func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := checkHolder(holder); err != nil {
-		return Run{}, err
-	}
-	return s.change(ctx, actor, authz.RunStart, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
-		switch r.State {
-		case domain.RunRunning, domain.RunWaitingInput:
-			if r.Holder != holder {
-				return Run{}, nil, errClaimed()
-			}
-			if r.State == domain.RunRunning {
-				r, err := s.extendLease(ctx, r)
-				return r, nil, err
-			}
-		case domain.RunQueued:
-		default:
-			return Run{}, nil, errNotActive()
-		}
-		if r.SessionID != "" {
-			if err := s.markSessionStarted(ctx, r.SessionID); err != nil {
-				return Run{}, nil, problem.Internal("runs.start", err)
-			}
-		}
-		until := s.clock.Now().Add(s.timeouts.Lease)
-		r.Holder, r.LeaseExpiresAt = holder, &until
-		r, err := s.transition(ctx, r, domain.RunRunning, "")
-		if err != nil {
-			return Run{}, nil, err
-		}
-		return r, []events.Event{s.stateChanged(r, channelID)}, nil
-	})
-}
-
 // end moves r to an ending state and settles its follow-ups: on completion
 // the delivered ones are absorbed, otherwise dropped (delivered_at keeps
 // the fact that the session got them). The pending ones, oldest first, go
@@ -334,6 +328,12 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 		evs = append(evs, followupEvent(next, id))
 	}
 	return r, evs, nil
+}
+
+// followupEvent is the agent.followup that hands message to run.
+func followupEvent(run Run, messageID string) events.Event {
+	return events.Event{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
+		Payload: map[string]any{"run_id": run.ID, "message_id": messageID}}
 }
 
 // Path implements authz.Source for runs: the run's thread, reserved to the

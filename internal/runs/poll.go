@@ -152,31 +152,6 @@ func (s *Service) Poll(ctx context.Context, actor identity.Principal, after stri
 	}
 }
 
-// Hub returns the wake-up hub of this process: subscriptions wait on it
-// like long polls do.
-func (s *Service) Hub() *Hub { return s.hub }
-
-// StreamStart checks that actor may read its own stream (as Poll does, with
-// the same rate token, once per subscription) and resolves the cursor of a
-// subscription: "" after the acknowledged position, "now" the end, "0" the
-// start.
-func (s *Service) StreamStart(ctx context.Context, actor identity.Principal, after string) (int64, error) {
-	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsPoll, authz.Own(authz.KindAgent, actor.ID)); err != nil {
-		return 0, err
-	}
-	return s.resolveCursor(ctx, actor.ID, after, "after")
-}
-
-// StreamNext returns up to limit events of actor's stream after cursor,
-// without waiting: what a subscription delivers after a wake-up.
-func (s *Service) StreamNext(ctx context.Context, actor identity.Principal, cursor int64, limit int) ([]events.Event, error) {
-	evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, limit)
-	if err != nil {
-		return nil, problem.Internal("runs.streamNext", err)
-	}
-	return evs, nil
-}
-
 // Ack stores that actor processed its stream up to upTo
 // (agent.events.ack) and returns the stored position. Acknowledging
 // backwards changes nothing; a position beyond the end of the stream answers
@@ -217,4 +192,29 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 		return "", err
 	}
 	return strconv.FormatInt(stored, 10), nil
+}
+
+// Hub returns the wake-up hub of this process: subscriptions wait on it
+// like long polls do.
+func (s *Service) Hub() *Hub { return s.hub }
+
+// StreamStart checks that actor may read its own stream (as Poll does, with
+// the same rate token, once per subscription) and resolves the cursor of a
+// subscription: "" after the acknowledged position, "now" the end, "0" the
+// start.
+func (s *Service) StreamStart(ctx context.Context, actor identity.Principal, after string) (int64, error) {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsPoll, authz.Own(authz.KindAgent, actor.ID)); err != nil {
+		return 0, err
+	}
+	return s.resolveCursor(ctx, actor.ID, after, "after")
+}
+
+// StreamNext returns up to limit events of actor's stream after cursor,
+// without waiting: what a subscription delivers after a wake-up.
+func (s *Service) StreamNext(ctx context.Context, actor identity.Principal, cursor int64, limit int) ([]events.Event, error) {
+	evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, limit)
+	if err != nil {
+		return nil, problem.Internal("runs.streamNext", err)
+	}
+	return evs, nil
 }

@@ -17,16 +17,6 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
-// store holds the package's SQL: each method runs its statements on
-// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
-// returns typed values, and reads clock only for the time a statement
-// stamps or compares; the rules that decide what to write live in the
-// service, which embeds the store.
-type store struct {
-	pool  db.Querier
-	clock clock.Clock
-}
-
 // Run is a stored run.
 type Run struct {
 	ID                  string
@@ -76,17 +66,6 @@ func scanRun(r pgx.Row) (Run, error) {
 	}
 	return x, err
 }
-
-// rowLock is how getRun locks the run row it reads.
-type rowLock string
-
-const (
-	// lockForUpdate locks the row for the rest of the transaction.
-	lockForUpdate rowLock = "FOR UPDATE"
-	// lockSkipLocked locks the row unless another unit holds it (then
-	// there is no row).
-	lockSkipLocked rowLock = "FOR UPDATE SKIP LOCKED"
-)
 
 func (s *store) getRun(ctx context.Context, id string, lock rowLock) (Run, error) {
 	q := db.Q(ctx, s.pool)
@@ -216,6 +195,27 @@ func (s *store) CountByState(ctx context.Context) (map[domain.RunState]int64, er
 // retention of agent events). Runs owns runs; this is the only shape others
 // may use.
 var EndedRunsSQL = `(SELECT id FROM runs WHERE state NOT IN (` + domain.ActiveRunStatesSQL + `))`
+
+// store holds the package's SQL: each method runs its statements on
+// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
+// returns typed values, and reads clock only for the time a statement
+// stamps or compares; the rules that decide what to write live in the
+// service, which embeds the store.
+type store struct {
+	pool  db.Querier
+	clock clock.Clock
+}
+
+// rowLock is how getRun locks the run row it reads.
+type rowLock string
+
+const (
+	// lockForUpdate locks the row for the rest of the transaction.
+	lockForUpdate rowLock = "FOR UPDATE"
+	// lockSkipLocked locks the row unless another unit holds it (then
+	// there is no row).
+	lockSkipLocked rowLock = "FOR UPDATE SKIP LOCKED"
+)
 
 // ackedSeq returns the agent's acknowledged position (0 before its first ack).
 func (s *store) ackedSeq(ctx context.Context, agentID string) (int64, error) {

@@ -69,35 +69,6 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 	return changed, err
 }
 
-// Sweep runs SweepOnce every interval until ctx ends, logging failures and
-// telling onEnded (when set) how many runs each sweep failed by timeout.
-func (s *Service) Sweep(ctx context.Context, interval time.Duration, onEnded func(n int)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	// While the sweep keeps failing (a database outage) one line says so,
-	// and one more when it works again.
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_, n, err := s.sweepOnce(ctx)
-			if onEnded != nil && n > 0 {
-				onEnded(n)
-			}
-			switch {
-			case err != nil && ctx.Err() == nil && !failing:
-				s.log.ErrorContext(ctx, "run sweep failed", "error", err.Error())
-				failing = true
-			case err == nil && failing:
-				s.log.InfoContext(ctx, "run sweep works again")
-				failing = false
-			}
-		}
-	}
-}
-
 // sweepOnce is SweepOnce that also says how many runs timed out.
 func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error) {
 	now := s.clock.Now()
@@ -159,4 +130,33 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 	}
 	n, err := s.RecheckTriggers(ctx, TriggerScope{})
 	return changed + n, ended, err
+}
+
+// Sweep runs SweepOnce every interval until ctx ends, logging failures and
+// telling onEnded (when set) how many runs each sweep failed by timeout.
+func (s *Service) Sweep(ctx context.Context, interval time.Duration, onEnded func(n int)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	// While the sweep keeps failing (a database outage) one line says so,
+	// and one more when it works again.
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, n, err := s.sweepOnce(ctx)
+			if onEnded != nil && n > 0 {
+				onEnded(n)
+			}
+			switch {
+			case err != nil && ctx.Err() == nil && !failing:
+				s.log.ErrorContext(ctx, "run sweep failed", "error", err.Error())
+				failing = true
+			case err == nil && failing:
+				s.log.InfoContext(ctx, "run sweep works again")
+				failing = false
+			}
+		}
+	}
 }

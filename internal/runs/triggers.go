@@ -30,6 +30,64 @@ type heldBy struct {
 	runID, messageID, threadID, person string
 }
 
+// RecheckTriggers applies loss of trigger
+// (docs/design/runs.md#loss-of-trigger) to the active
+// runs in scope: when the person who triggered a run no longer has trigger
+// on its channel (grant revoked or expired, person disabled, channel or
+// space archived), a queued run is cancelled at once (trigger_revoked) and a
+// running or waiting run gets cancel_requested, loses its context, and ends
+// cancelled after run.cancel_grace unless the adapter confirms earlier.
+// Pending and delivered follow-ups of people who lost trigger are dropped.
+// Call it after any change that can take trigger away (the admin module
+// after revoking grants, disabling principals, archiving channels or
+// spaces); the sweeper calls it with the zero scope on every sweep, which
+// also catches grants that expired. It returns how many runs it changed.
+func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int, error) {
+	runList, err := s.heldRuns(ctx, scope)
+	if err != nil {
+		return 0, err
+	}
+	fList, err := s.heldFollowups(ctx, scope)
+	if err != nil {
+		return 0, err
+	}
+	if len(runList) == 0 && len(fList) == 0 {
+		return 0, nil
+	}
+	lost, err := s.lostTrigger(ctx, append(append([]heldBy{}, runList...), fList...))
+	if err != nil {
+		return 0, err
+	}
+	changed := 0
+	for _, h := range runList {
+		if !lost[h] {
+			continue
+		}
+		ok, err := s.revokeRun(ctx, h)
+		if err != nil {
+			return changed, err
+		}
+		if ok {
+			changed++
+		}
+	}
+	for _, h := range fList {
+		if !lost[h] {
+			continue
+		}
+		err := s.db.InTx(ctx, func(ctx context.Context) error {
+			if _, err := s.chat.LockThread(ctx, h.threadID); err != nil {
+				return problem.Internal("runs.recheckTriggers", err)
+			}
+			return s.dropHeldFollowup(ctx, h, ReasonTriggerRevoked)
+		})
+		if err != nil {
+			return changed, err
+		}
+	}
+	return changed, nil
+}
+
 func scanHeld(r pgx.CollectableRow) (heldBy, error) {
 	var h heldBy
 	err := r.Scan(&h.runID, &h.messageID, &h.threadID, &h.person)
@@ -126,62 +184,4 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 		return s.events.Append(ctx, evs...)
 	})
 	return changed, err
-}
-
-// RecheckTriggers applies loss of trigger
-// (docs/design/runs.md#loss-of-trigger) to the active
-// runs in scope: when the person who triggered a run no longer has trigger
-// on its channel (grant revoked or expired, person disabled, channel or
-// space archived), a queued run is cancelled at once (trigger_revoked) and a
-// running or waiting run gets cancel_requested, loses its context, and ends
-// cancelled after run.cancel_grace unless the adapter confirms earlier.
-// Pending and delivered follow-ups of people who lost trigger are dropped.
-// Call it after any change that can take trigger away (the admin module
-// after revoking grants, disabling principals, archiving channels or
-// spaces); the sweeper calls it with the zero scope on every sweep, which
-// also catches grants that expired. It returns how many runs it changed.
-func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int, error) {
-	runList, err := s.heldRuns(ctx, scope)
-	if err != nil {
-		return 0, err
-	}
-	fList, err := s.heldFollowups(ctx, scope)
-	if err != nil {
-		return 0, err
-	}
-	if len(runList) == 0 && len(fList) == 0 {
-		return 0, nil
-	}
-	lost, err := s.lostTrigger(ctx, append(append([]heldBy{}, runList...), fList...))
-	if err != nil {
-		return 0, err
-	}
-	changed := 0
-	for _, h := range runList {
-		if !lost[h] {
-			continue
-		}
-		ok, err := s.revokeRun(ctx, h)
-		if err != nil {
-			return changed, err
-		}
-		if ok {
-			changed++
-		}
-	}
-	for _, h := range fList {
-		if !lost[h] {
-			continue
-		}
-		err := s.db.InTx(ctx, func(ctx context.Context) error {
-			if _, err := s.chat.LockThread(ctx, h.threadID); err != nil {
-				return problem.Internal("runs.recheckTriggers", err)
-			}
-			return s.dropHeldFollowup(ctx, h, ReasonTriggerRevoked)
-		})
-		if err != nil {
-			return changed, err
-		}
-	}
-	return changed, nil
 }
