@@ -81,14 +81,14 @@ func TestDoors(t *testing.T) {
 
 	t.Run("Allowed decides by the table without a trace", func(t *testing.T) {
 		rows := env.Count(`SELECT count(*) FROM audit_log`)
-		got, err := env.Authz.Allowed(ctx, env.Authz.Pool(), authz.MessageTrigger, authz.Facts{Path: allgemein}, writer, sam, alex, lotse, robin)
+		got, err := env.Authz.Allowed(ctx, authz.MessageTrigger, authz.Facts{Path: allgemein}, writer, sam, alex, lotse, robin)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := []string{alex.ID, robin.ID, sam.ID}; fmt.Sprint(sortedKeys(t, got)) != fmt.Sprint(sorted(want)) {
 			t.Errorf("message.trigger on Allgemein: %v, want %v", sortedKeys(t, got), sorted(want))
 		}
-		got, err = env.Authz.Allowed(ctx, env.Authz.Pool(), authz.ThreadRead, authz.Facts{Path: eskalation}, writer, lotse)
+		got, err = env.Authz.Allowed(ctx, authz.ThreadRead, authz.Facts{Path: eskalation}, writer, lotse)
 		if err != nil || fmt.Sprint(sortedKeys(t, got)) != "["+lotse.ID+"]" {
 			t.Errorf("thread.read on Eskalation: %v, %v, want only lotse (its operator)", got, err)
 		}

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	sq "github.com/Masterminds/squirrel"
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/identity"
@@ -32,8 +30,7 @@ type Source interface {
 
 // Service is the authorization module: grants, decisions, audit, filter.
 type Service struct {
-	pool    db.Querier
-	clock   clock.Clock
+	store
 	limiter ratelimit.Limiter
 	window  time.Duration
 	log     *slog.Logger
@@ -58,7 +55,7 @@ func WithFaults(f Faults) Option { return func(s *Service) { s.faults = f } }
 // NewService returns the authorization service. window is
 // audit.deny_aggregate_window; reg receives bothy_authz_errors_total.
 func NewService(pool db.Querier, c clock.Clock, limiter ratelimit.Limiter, window time.Duration, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Service {
-	s := &Service{pool: pool, clock: c, limiter: limiter, window: window, log: log, sources: map[ResourceKind]Source{},
+	s := &Service{store: store{pool: pool, clock: c}, limiter: limiter, window: window, log: log, sources: map[ResourceKind]Source{},
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_authz_errors_total",
 			Help: "Authorization errors by reason (filter_mismatch: a list query returned an item the reader may not see)."}, []string{"reason"})}
 	reg.MustRegister(s.errors)
@@ -88,6 +85,8 @@ type Resource struct {
 
 func (Resource) target() {}
 
+func (Facts) target() {}
+
 // Facts is a resource the caller already read (its Path), so the door does
 // not resolve it again, with the actor's grant level there when an earlier
 // decision of the same request read it on the same space and channel
@@ -97,8 +96,6 @@ type Facts struct {
 	// Grant is the known grant level; nil makes the door read it.
 	Grant *Level
 }
-
-func (Facts) target() {}
 
 // Known returns the facts of p with a grant level already read.
 func Known(p Path, grant Level) Facts { return Facts{Path: p, Grant: &grant} }
@@ -197,7 +194,7 @@ func (s *Service) grantAt(ctx context.Context, principalID string, p Path) (Leve
 	if !p.Exists || p.Global {
 		spaces, channels = []string{noTarget}, []string{noTarget}
 	}
-	levels, err := s.grantLevelsIn(ctx, s.pool, principalID, spaces, channels)
+	levels, err := s.grantLevelsIn(ctx, principalID, spaces, channels)
 	if err != nil {
 		return None, err
 	}
@@ -245,48 +242,9 @@ func (m levelMap) at(p Path) Level {
 	return l
 }
 
-// liveGrants reads, in one statement, the grants in force now (not revoked,
-// not expired) of the given principals, directly or through their groups,
-// and returns one levelMap per principal. With targets set only grants on
-// those spaces or channels are read. It is the only place that says which
-// grants count. Group membership is joined here, in the statement, through
-// identity's MembershipSQL, because every decision needs it and a second
-// round trip per decision would cost more than it saves.
-func (s *Service) liveGrants(ctx context.Context, q db.Querier, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
-	b := db.SQL.Select("coalesce(g.subject_principal_id, gm.principal_id)::text", "coalesce(g.target_space_id::text, '')",
-		"coalesce(g.target_channel_id::text, '')", "g.level").
-		From("grants g").LeftJoin(identity.MembershipSQL+" gm ON gm.group_id = g.subject_group_id").
-		Where("g.revoked_at IS NULL").
-		Where(sq.Or{sq.Expr("g.expires_at IS NULL"), sq.Gt{"g.expires_at": s.clock.Now()}}).
-		Where("coalesce(g.subject_principal_id, gm.principal_id) = ANY(?::uuid[])", principals)
-	if targets != nil {
-		b = b.Where(sq.Or{sq.Expr("g.target_space_id = ANY(?::uuid[])", targets.spaces), sq.Expr("g.target_channel_id = ANY(?::uuid[])", targets.channels)})
-	}
-	sqlText, args := b.MustSql()
-	rows, err := q.Query(ctx, sqlText, args...)
-	if err != nil {
-		return nil, fmt.Errorf("grants: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]levelMap{}
-	for rows.Next() {
-		var who, space, channel, level string
-		if err := rows.Scan(&who, &space, &channel, &level); err != nil {
-			return nil, fmt.Errorf("grants: %w", err)
-		}
-		m, ok := out[who]
-		if !ok {
-			m = newLevelMap()
-			out[who] = m
-		}
-		m.raise(space, channel, ParseLevel(level))
-	}
-	return out, rows.Err()
-}
-
 // grantLevelsIn is liveGrants for one principal on the given targets.
-func (s *Service) grantLevelsIn(ctx context.Context, q db.Querier, principalID string, spaces, channels []string) (levelMap, error) {
-	all, err := s.liveGrants(ctx, q, []string{principalID}, &struct{ spaces, channels []string }{spaces, channels})
+func (s *Service) grantLevelsIn(ctx context.Context, principalID string, spaces, channels []string) (levelMap, error) {
+	all, err := s.liveGrants(ctx, []string{principalID}, &struct{ spaces, channels []string }{spaces, channels})
 	if err != nil {
 		return levelMap{}, err
 	}
@@ -321,7 +279,7 @@ func (s *Service) Filter(ctx context.Context, actor identity.Principal, action A
 	levels := newLevelMap()
 	if load {
 		var err error
-		levels, err = s.grantLevelsIn(ctx, s.pool, actor.ID, slices.Collect(maps.Keys(spaces)), slices.Collect(maps.Keys(channels)))
+		levels, err = s.grantLevelsIn(ctx, actor.ID, slices.Collect(maps.Keys(spaces)), slices.Collect(maps.Keys(channels)))
 		if err != nil {
 			return nil, err
 		}
@@ -361,17 +319,9 @@ func (s *Service) audit(ctx context.Context, actorID string, action Action, d De
 		if !Table[action].AuditAllow {
 			return nil
 		}
-		_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
-			VALUES ($1, $2, $3, 'allow', '', $4, $5, $6, 1, $6, $6)`, ids.New(), actorID, string(action), string(p.Kind), resID, now)
-		return err
+		return s.auditAllow(ctx, actorID, action, p.Kind, resID, now)
 	}
-	start := now.Truncate(s.window)
-	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
-		VALUES ($1, $2, $3, 'deny', $4, $5, $6, $7, 1, $8, $8)
-		ON CONFLICT (actor_id, action, reason, window_start) WHERE decision = 'deny'
-		DO UPDATE SET count = audit_log.count + 1, last_at = EXCLUDED.last_at`,
-		ids.New(), actorID, string(action), d.Reason, string(p.Kind), resID, start, now)
-	return err
+	return s.auditDeny(ctx, actorID, action, d.Reason, p.Kind, resID, now.Truncate(s.window), now)
 }
 
 // AuditRow is one row of the audit log, for tests and operators.
@@ -380,25 +330,10 @@ type AuditRow struct {
 	Count                                           int
 }
 
-// AuditRows returns the audit rows of actor (all actors when empty).
-func (s *Service) AuditRows(ctx context.Context, actorID string) ([]AuditRow, error) {
-	q := db.SQL.Select("actor_id", "action", "decision", "reason", "resource_kind", "count").From("audit_log").OrderBy("first_at", "id")
-	if actorID != "" {
-		q = q.Where(sq.Eq{"actor_id": actorID})
-	}
-	sqlText, args := q.MustSql()
-	rows, err := s.pool.Query(ctx, sqlText, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditRow, error) {
-		var a AuditRow
-		err := r.Scan(&a.ActorID, &a.Action, &a.Decision, &a.Reason, &a.ResourceKind, &a.Count)
-		return a, err
-	})
-}
-
 // spend takes one token of action's rate-limit class from actor's bucket.
+// Like the audit rows, the spend stays outside the transaction of any
+// context (the limiter takes no context; its shared store writes on the
+// pool): a spent token holds when the caller's unit rolls back.
 func (s *Service) spend(actor identity.Principal, action Action) error {
 	spec, ok := Table[action]
 	if !ok {
@@ -434,7 +369,7 @@ func (s *Service) readScope(ctx context.Context, actor identity.Principal) (Scop
 	if a.Owner {
 		return Scope{All: true}, nil
 	}
-	all, err := s.liveGrants(ctx, s.pool, []string{actor.ID}, nil)
+	all, err := s.liveGrants(ctx, []string{actor.ID}, nil)
 	if err != nil {
 		return Scope{}, fmt.Errorf("read scope: %w", err)
 	}
@@ -470,19 +405,15 @@ func Prepaid(ctx context.Context) context.Context {
 
 func isUnmetered(ctx context.Context) bool { v, _ := ctx.Value(unmeteredKey{}).(bool); return v }
 
-// Pool returns the querier the service reads with (for callers that create
-// grants outside a unit of work, such as the world builder).
-func (s *Service) Pool() db.Querier { return s.pool }
-
 // Allowed answers a question of the runtime rather than a request: which
 // of people the rule table (Decide) allows action on target now, such as
 // whether a message's writer may trigger a run there or a mentioned agent
 // may read the thread. Nobody asked, so it takes no token, writes no audit
-// row and logs no mismatch. Grants are read through q (pass the unit of
-// work's transaction inside one) in one statement for all people, unless
+// row and logs no mismatch. Grants are read through the transaction of ctx
+// when there is one (db.Q) in one statement for all people, unless
 // the target's grant level is known (then it must be the level of each of
 // people). Only the ids allowed are in the result.
-func (s *Service) Allowed(ctx context.Context, q db.Querier, action Action, target Facts, people ...identity.Principal) (map[string]bool, error) {
+func (s *Service) Allowed(ctx context.Context, action Action, target Facts, people ...identity.Principal) (map[string]bool, error) {
 	out := map[string]bool{}
 	var ask []string
 	for _, p := range people {
@@ -497,7 +428,7 @@ func (s *Service) Allowed(ctx context.Context, q db.Querier, action Action, targ
 	if target.Grant == nil {
 		var err error
 		p := target.Path
-		grants, err = s.liveGrants(ctx, q, ask, &struct{ spaces, channels []string }{[]string{p.SpaceID}, nonEmpty(p.ChannelID)})
+		grants, err = s.liveGrants(ctx, ask, &struct{ spaces, channels []string }{[]string{p.SpaceID}, nonEmpty(p.ChannelID)})
 		if err != nil {
 			return nil, err
 		}
@@ -538,7 +469,7 @@ func (s *Service) WithTrigger(ctx context.Context, c Path, people []identity.Pri
 	if c.Kind != KindChannel && c.ChannelID == "" {
 		return nil, fmt.Errorf("authz: trigger holders need a channel path")
 	}
-	out, err := s.Allowed(ctx, s.pool, MessageTrigger, Facts{Path: c}, people...)
+	out, err := s.Allowed(ctx, MessageTrigger, Facts{Path: c}, people...)
 	if err != nil {
 		return nil, fmt.Errorf("trigger holders: %w", err)
 	}

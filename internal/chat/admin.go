@@ -41,58 +41,17 @@ func (s *Service) CheckSwitches(p SwitchesPatch, prefix string) error {
 
 // RenameSpace renames space id in the transaction of ctx; a taken name answers 409 name_taken.
 func (s *Service) RenameSpace(ctx context.Context, id, name string) error {
-	tx := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE spaces SET name = $2 WHERE id = $1`, id, name); err != nil {
-		return nameConflict(err, "rename space")
-	}
-	return nil
-}
-
-// SetDefaultOperator sets (or, with an empty agentID, clears) the default
-// operator agent of space id in the transaction of ctx.
-func (s *Service) SetDefaultOperator(ctx context.Context, id, agentID string) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE spaces SET default_operator_agent_id = $2 WHERE id = $1`, id, db.Nullable(agentID))
-	if err != nil {
-		return fmt.Errorf("set default operator: %w", err)
-	}
-	return nil
-}
-
-// UnarchiveSpace clears archived_at of space id in the transaction of ctx.
-func (s *Service) UnarchiveSpace(ctx context.Context, id string) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = NULL WHERE id = $1`, id)
-	return err
+	return s.renameSpace(ctx, id, name)
 }
 
 // RenameChannel renames channel id in the transaction of ctx; a name taken in the space
 // answers 409 name_taken.
 func (s *Service) RenameChannel(ctx context.Context, id, name string) error {
-	tx := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE channels SET name = $2 WHERE id = $1`, id, name); err != nil {
-		return nameConflict(err, "rename channel")
-	}
-	return nil
-}
-
-// UnarchiveChannel clears archived_at of channel id in the transaction of ctx.
-func (s *Service) UnarchiveChannel(ctx context.Context, id string) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = NULL WHERE id = $1`, id)
-	return err
-}
-
-// SpaceExists reports whether a space with name exists (for scripts that
-// must not build twice).
-func (s *Service) SpaceExists(ctx context.Context, name string) (bool, error) {
-	var ok bool
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM spaces WHERE name = $1)`, name).Scan(&ok)
-	return ok, err
+	return s.renameChannel(ctx, id, name)
 }

@@ -13,9 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	sq "github.com/Masterminds/squirrel"
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
@@ -99,9 +96,8 @@ var ErrNotFound = errors.New("chat: not found")
 
 // Service is the chat module's service.
 type Service struct {
-	db    *db.DB
-	pool  db.Querier
-	clock clock.Clock
+	db *db.DB
+	store
 	// backfillDefault and backfillMax are channel.history_backfill_limit_default
 	// and channel.history_backfill_limit_max.
 	backfillDefault, backfillMax int
@@ -109,23 +105,16 @@ type Service struct {
 
 // NewService returns the chat service over d.
 func NewService(d *db.DB, c clock.Clock, backfillDefault, backfillMax int) *Service {
-	return &Service{db: d, pool: d.Pool(), clock: c, backfillDefault: backfillDefault, backfillMax: backfillMax}
+	return &Service{db: d, store: store{pool: d.Pool(), clock: c}, backfillDefault: backfillDefault, backfillMax: backfillMax}
 }
 
 // CreateSpace stores a space with an optional default operator agent. A
 // bad name is a validation error, a taken one 409 name_taken.
 func (s *Service) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
-	q := db.Q(ctx, s.pool)
 	if err := CheckName(name, "/name"); err != nil {
 		return Space{}, err
 	}
-	sp := Space{ID: ids.New(), Name: name, DefaultOperatorAgentID: defaultOperator}
-	sqlText, args := db.SQL.Insert("spaces").Columns("id", "name", "default_operator_agent_id", "created_at").
-		Values(sp.ID, name, db.Nullable(defaultOperator), s.clock.Now()).MustSql()
-	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-		return Space{}, nameConflict(err, "create space")
-	}
-	return sp, nil
+	return s.insertSpace(ctx, name, defaultOperator)
 }
 
 // NewChannel describes a channel to create. Nil switch pointers take the
@@ -178,19 +167,11 @@ func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, er
 	// The channel and its main thread are one unit: a text channel never
 	// exists without its main thread.
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		q := db.Q(ctx, s.pool)
-		sqlText, args := db.SQL.Insert("channels").
-			Columns("id", "space_id", "name", "kind", "operator_mode", "operator_agent_id", "free_response", "allow_mentioned_agents", "auto_thread", "history_backfill_limit", "created_at").
-			Values(id, nc.SpaceID, nc.Name, nc.Kind, nc.OperatorMode, db.Nullable(nc.OperatorAgentID), sw.FreeResponse, sw.AllowMentionedAgents, sw.AutoThread, sw.HistoryBackfillLimit, now).MustSql()
-		if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-			return nameConflict(err, "create channel")
+		if err := s.insertChannel(ctx, id, nc, sw, now); err != nil {
+			return err
 		}
 		if nc.Kind == ChannelText {
-			sqlText, args = db.SQL.Insert("threads").Columns("id", "channel_id", "kind", "created_by", "created_at").
-				Values(ids.New(), id, ThreadMain, nc.CreatedBy, now).MustSql()
-			if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-				return fmt.Errorf("create main thread: %w", err)
-			}
+			return s.insertMainThread(ctx, id, nc.CreatedBy, now)
 		}
 		return nil
 	})
@@ -198,97 +179,6 @@ func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, er
 		return Channel{}, err
 	}
 	return s.GetChannel(ctx, id)
-}
-
-const channelSelect = `SELECT c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode, coalesce(c.operator_agent_id::text, ''),
-	c.free_response, c.allow_mentioned_agents, c.auto_thread, c.history_backfill_limit,
-	coalesce(s.default_operator_agent_id::text, ''), s.archived_at IS NOT NULL,
-	coalesce((SELECT t.id::text FROM threads t WHERE t.channel_id = c.id AND t.kind = 'main'), '')
-	FROM channels c JOIN spaces s ON s.id = c.space_id`
-
-func scanChannel(row pgx.Row) (Channel, error) {
-	var c Channel
-	err := row.Scan(&c.ID, &c.SpaceID, &c.Name, &c.Kind, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID,
-		&c.Switches.FreeResponse, &c.Switches.AllowMentionedAgents, &c.Switches.AutoThread, &c.Switches.HistoryBackfillLimit,
-		&c.SpaceDefaultOperator, &c.SpaceArchived, &c.MainThreadID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Channel{}, ErrNotFound
-	}
-	return c, err
-}
-
-// GetChannel returns the channel with id, or ErrNotFound.
-func (s *Service) GetChannel(ctx context.Context, id string) (Channel, error) {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return Channel{}, ErrNotFound
-	}
-	return scanChannel(q.QueryRow(ctx, channelSelect+` WHERE c.id = $1`, id))
-}
-
-// GetSpace returns the space with id, or ErrNotFound.
-func (s *Service) GetSpace(ctx context.Context, id string) (Space, error) {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return Space{}, ErrNotFound
-	}
-	var sp Space
-	var def *string
-	err := q.QueryRow(ctx, `SELECT id, name, default_operator_agent_id::text, archived_at FROM spaces WHERE id = $1`, id).
-		Scan(&sp.ID, &sp.Name, &def, &sp.ArchivedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Space{}, ErrNotFound
-	}
-	if def != nil {
-		sp.DefaultOperatorAgentID = *def
-	}
-	return sp, err
-}
-
-const threadColumns = `t.id, t.channel_id, t.kind, coalesce(t.parent_message_id::text, ''), coalesce(t.operator_agent_id::text, ''),
-	coalesce(t.title, ''), coalesce(t.title_source, ''), t.created_by, t.state, t.last_seq, t.created_at`
-
-func scanThread(row pgx.Row) (Thread, error) {
-	var t Thread
-	err := row.Scan(&t.ID, &t.ChannelID, &t.Kind, &t.ParentMessageID, &t.OperatorAgentID, &t.Title, &t.TitleSource,
-		&t.CreatedBy, &t.State, &t.LastSeq, &t.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Thread{}, ErrNotFound
-	}
-	return t, err
-}
-
-// GetThread returns the thread with id, or ErrNotFound.
-func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return Thread{}, ErrNotFound
-	}
-	return scanThread(q.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1`, id))
-}
-
-// LockThread returns the thread with id locked FOR UPDATE in the transaction of ctx. Writers of
-// one thread serialise on this row lock, which keeps thread_seq gap-free.
-func (s *Service) LockThread(ctx context.Context, id string) (Thread, error) {
-	tx := db.Q(ctx, s.pool)
-	return scanThread(tx.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1 FOR UPDATE`, id))
-}
-
-// NextSeq raises the thread's last_seq by one in the transaction of ctx and returns it. The
-// caller holds the thread's row lock (LockThread); a rollback returns the
-// number, so committed messages have no gaps.
-func (s *Service) NextSeq(ctx context.Context, threadID string) (int64, error) {
-	tx := db.Q(ctx, s.pool)
-	var seq int64
-	err := tx.QueryRow(ctx, `UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq`, threadID).Scan(&seq)
-	return seq, err
-}
-
-// SetState sets the thread's state (open or done) in the transaction of ctx.
-func (s *Service) SetState(ctx context.Context, threadID string, state ThreadState) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE threads SET state = $2 WHERE id = $1`, threadID, state)
-	return err
 }
 
 // NewThread describes a thread to create inside a unit of work.
@@ -327,7 +217,6 @@ func DeriveTitle(text string) string {
 // CreateThread stores a new thread (kind post in a forum, thread in a text
 // channel) with the channel's effective operator as its fixed operator.
 func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
-	tx := db.Q(ctx, s.pool)
 	kind := ThreadThread
 	if nt.Channel.Kind == ChannelForum {
 		kind = ThreadPost
@@ -343,72 +232,13 @@ func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error
 	t := Thread{ID: ids.New(), ChannelID: nt.Channel.ID, Kind: kind, ParentMessageID: nt.ParentMessageID,
 		OperatorAgentID: nt.Channel.EffectiveOperator(), Title: title, TitleSource: source, CreatedBy: nt.CreatedBy,
 		State: ThreadOpen, CreatedAt: s.clock.Now()}
-	var titleV, sourceV any
-	if title != "" {
-		titleV, sourceV = title, source
-	} else {
+	if title == "" {
 		t.TitleSource = ""
 	}
-	sqlText, args := db.SQL.Insert("threads").
-		Columns("id", "channel_id", "kind", "parent_message_id", "operator_agent_id", "title", "title_source", "created_by", "state", "created_at").
-		Values(t.ID, t.ChannelID, kind, db.Nullable(t.ParentMessageID), db.Nullable(t.OperatorAgentID), titleV, sourceV, t.CreatedBy, ThreadOpen, t.CreatedAt).MustSql()
-	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
-		if db.IsUniqueViolation(err, "threads_parent_unique") {
-			return Thread{}, problem.Newf(problem.Conflict, "parent_has_thread", "the parent message already has a thread")
-		}
-		return Thread{}, fmt.Errorf("create thread: %w", err)
+	if err := s.insertThread(ctx, t); err != nil {
+		return Thread{}, err
 	}
 	return t, nil
-}
-
-// TryLockThread locks thread id for the rest of the transaction of ctx
-// unless another transaction holds it; it reports whether it got the lock
-// (false for an unknown thread too).
-func (s *Service) TryLockThread(ctx context.Context, id string) (bool, error) {
-	var locked string
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text FROM threads WHERE id = $1 FOR UPDATE SKIP LOCKED`, id).Scan(&locked)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("try lock thread: %w", err)
-	}
-	return true, nil
-}
-
-// DropAutoTitle removes the auto title that came from message messageID,
-// which was deleted: the title of the thread whose parent it is, or, when
-// first is set (the message is the first of thread threadID), of that
-// thread when it has no parent.
-func (s *Service) DropAutoTitle(ctx context.Context, messageID, threadID string, first bool) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE threads SET title = NULL, title_source = NULL
-		WHERE title_source = 'auto' AND (parent_message_id = $1 OR (id = $2 AND parent_message_id IS NULL AND $3))`,
-		messageID, threadID, first)
-	if err != nil {
-		return fmt.Errorf("drop auto title: %w", err)
-	}
-	return nil
-}
-
-// MoveThread sets the thread's channel in the transaction of ctx. parent_message_id keeps
-// pointing into the source channel.
-func (s *Service) MoveThread(ctx context.Context, threadID, channelID string) error {
-	tx := db.Q(ctx, s.pool)
-	// An auto title taken from the parent message (a main-thread message
-	// of the source channel, which stays there) does not follow the thread:
-	// readers of the target may not read that message.
-	_, err := tx.Exec(ctx, `UPDATE threads SET channel_id = $2,
-		title = CASE WHEN title_source = 'auto' AND parent_message_id IS NOT NULL THEN NULL ELSE title END,
-		title_source = CASE WHEN title_source = 'auto' AND parent_message_id IS NOT NULL THEN NULL ELSE title_source END
-		WHERE id = $1`, threadID, channelID)
-	return err
-}
-
-// SetOperator sets the operator mode (and agent for mode agent) of a channel.
-func (s *Service) SetOperator(ctx context.Context, channelID string, mode OperatorMode, agentID string) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE channels SET operator_mode = $2, operator_agent_id = $3 WHERE id = $1`, channelID, mode, db.Nullable(agentID))
-	return err
 }
 
 // SwitchesPatch changes the named switches; nil members stay.
@@ -422,54 +252,11 @@ type SwitchesPatch struct {
 // UpdateSwitches applies p to the channel in the transaction of ctx. history_backfill_limit
 // must lie between zero and channel.history_backfill_limit_max.
 func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
-	tx := db.Q(ctx, s.pool)
 	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
 		return problem.Invalid(problem.FieldError{Pointer: "/history_backfill_limit", Code: "out_of_range",
 			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
 	}
-	set := map[string]any{}
-	if p.FreeResponse != nil {
-		set["free_response"] = *p.FreeResponse
-	}
-	if p.AllowMentionedAgents != nil {
-		set["allow_mentioned_agents"] = *p.AllowMentionedAgents
-	}
-	if p.AutoThread != nil {
-		set["auto_thread"] = *p.AutoThread
-	}
-	if p.HistoryBackfillLimit != nil {
-		set["history_backfill_limit"] = *p.HistoryBackfillLimit
-	}
-	if len(set) == 0 {
-		return nil
-	}
-	sqlText, args := db.SQL.Update("channels").SetMap(set).Where(sq.Eq{"id": channelID}).MustSql()
-	_, err := tx.Exec(ctx, sqlText, args...)
-	return err
-}
-
-// ArchiveChannel sets archived_at of the channel (once).
-func (s *Service) ArchiveChannel(ctx context.Context, id string) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE channels SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
-	return err
-}
-
-// ArchiveSpace sets archived_at of the space (once).
-func (s *Service) ArchiveSpace(ctx context.Context, id string) error {
-	tx := db.Q(ctx, s.pool)
-	_, err := tx.Exec(ctx, `UPDATE spaces SET archived_at = $2 WHERE id = $1 AND archived_at IS NULL`, id, s.clock.Now())
-	return err
-}
-
-// ChannelsOfSpace returns the ids of the channels of space id.
-func (s *Service) ChannelsOfSpace(ctx context.Context, id string) ([]string, error) {
-	q := db.Q(ctx, s.pool)
-	rows, err := q.Query(ctx, `SELECT id::text FROM channels WHERE space_id = $1 ORDER BY id`, id)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return s.updateSwitches(ctx, channelID, p)
 }
 
 // ThreadPath returns the authorization path of thread id (Exists false for
@@ -553,42 +340,21 @@ func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads
 	if sc.Operator != "" {
 		agent = sc.Operator
 	}
-	// The operator columns only narrow the candidates; which of them the
-	// agent operates now is EffectiveOperator's answer.
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT c.id::text, coalesce(c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[]), false), c.operator_mode,
-		coalesce(c.operator_agent_id::text, ''), coalesce(s.default_operator_agent_id::text, '')
-		FROM channels c JOIN spaces s ON s.id = c.space_id
-		WHERE c.space_id = ANY($1::uuid[]) OR c.id = ANY($2::uuid[])
-		OR ($3::uuid IS NOT NULL AND (c.operator_agent_id = $3 OR s.default_operator_agent_id = $3))`,
-		sc.Spaces, sc.Channels, agent)
+	list, err := s.scopeChannels(ctx, sc.Spaces, sc.Channels, agent)
 	if err != nil {
-		return nil, nil, fmt.Errorf("visible channels: %w", err)
+		return nil, nil, err
 	}
 	chans = []string{}
-	for rows.Next() {
-		var c Channel
-		var named bool
-		if err := rows.Scan(&c.ID, &named, &c.OperatorMode, &c.OperatorAgentID, &c.SpaceDefaultOperator); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("visible channels: %w", err)
-		}
-		if named || (sc.Operator != "" && c.EffectiveOperator() == sc.Operator) {
+	for _, c := range list {
+		if c.named || (sc.Operator != "" && c.EffectiveOperator() == sc.Operator) {
 			chans = append(chans, c.ID)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("visible channels: %w", err)
 	}
 	agentID := sc.Operator
 	if agentID == "" {
 		return chans, nil, nil
 	}
-	rows, err = db.Q(ctx, s.pool).Query(ctx, `SELECT id::text FROM threads WHERE operator_agent_id = $1`, agentID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("operated threads: %w", err)
-	}
-	threads, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	threads, err = s.operatedThreads(ctx, agentID)
 	return chans, threads, err
 }
 
@@ -602,33 +368,15 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 			threadIDs[p[1]] = true
 		}
 	}
-	channels := map[string]Channel{}
-	rows, err := db.Q(ctx, s.pool).Query(ctx, channelSelect+` WHERE c.id = ANY($1::uuid[])`, keysOf(chanIDs))
+	channels, err := s.channelsByID(ctx, keysOf(chanIDs))
 	if err != nil {
 		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Channel, error) { return scanChannel(r) })
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range list {
-		channels[c.ID] = c
 	}
 	ops := map[string]string{}
 	if len(threadIDs) > 0 {
-		rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, coalesce(operator_agent_id::text, '') FROM threads WHERE id = ANY($1::uuid[])`, keysOf(threadIDs))
-		if err != nil {
+		if ops, err = s.threadOperators(ctx, keysOf(threadIDs)); err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var id, op string
-			if err := rows.Scan(&id, &op); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			ops[id] = op
-		}
-		rows.Close()
 	}
 	out := make([]authz.Path, len(pairs))
 	for i, p := range pairs {
@@ -643,30 +391,6 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 		}
 	}
 	return out, nil
-}
-
-// ThreadInfo returns thread id with its current channel (and that channel's
-// space facts) in one statement, or ErrNotFound.
-func (s *Service) ThreadInfo(ctx context.Context, id string) (Thread, Channel, error) {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return Thread{}, Channel{}, ErrNotFound
-	}
-	var t Thread
-	var c Channel
-	err := q.QueryRow(ctx, `SELECT `+threadColumns+`, c.id, c.space_id, c.name, c.kind, c.archived_at, c.operator_mode,
-		coalesce(c.operator_agent_id::text, ''), c.free_response, c.allow_mentioned_agents, c.auto_thread, c.history_backfill_limit,
-		coalesce(s.default_operator_agent_id::text, ''), s.archived_at IS NOT NULL,
-		coalesce((SELECT m.id::text FROM threads m WHERE m.channel_id = c.id AND m.kind = 'main'), '')
-		FROM threads t JOIN channels c ON c.id = t.channel_id JOIN spaces s ON s.id = c.space_id WHERE t.id = $1`, id).
-		Scan(&t.ID, &t.ChannelID, &t.Kind, &t.ParentMessageID, &t.OperatorAgentID, &t.Title, &t.TitleSource, &t.CreatedBy, &t.State, &t.LastSeq, &t.CreatedAt,
-			&c.ID, &c.SpaceID, &c.Name, &c.Kind, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID,
-			&c.Switches.FreeResponse, &c.Switches.AllowMentionedAgents, &c.Switches.AutoThread, &c.Switches.HistoryBackfillLimit,
-			&c.SpaceDefaultOperator, &c.SpaceArchived, &c.MainThreadID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Thread{}, Channel{}, ErrNotFound
-	}
-	return t, c, err
 }
 
 func keysOf(m map[string]bool) []string { return slices.Collect(maps.Keys(m)) }

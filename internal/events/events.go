@@ -5,12 +5,9 @@ package events
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/platform/clock"
@@ -76,13 +73,12 @@ type Event struct {
 
 // Log is the event log.
 type Log struct {
-	pool     db.Querier
-	clock    clock.Clock
+	store
 	appended *prometheus.CounterVec // nil until Instrument
 }
 
 // NewLog returns the event log over pool.
-func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{pool: pool, clock: c} }
+func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{store: store{pool: pool, clock: c}} }
 
 // appendLockKey is the advisory lock that orders event writers. Held from
 // the first append until commit, it makes seq order equal commit order, so
@@ -95,85 +91,15 @@ const appendLockKey = 0x626f746879_01
 // until the commit, and schedules a NOTIFY (sent at commit, so a woken
 // reader finds the events) for the client log and for agent streams.
 func (l *Log) Append(ctx context.Context, evs ...Event) error {
-	tx := db.Q(ctx, l.pool)
 	if len(evs) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(appendLockKey)); err != nil {
-		return fmt.Errorf("event lock: %w", err)
-	}
-	now := l.clock.Now()
-	client := db.SQL.Insert("event_log").Columns("type", "channel_id", "space_id", "thread_id", "message_id", "payload", "created_at")
-	agent := db.SQL.Insert("agent_events").Columns("agent_id", "type", "run_id", "message_id", "payload", "created_at").Suffix("RETURNING seq")
-	var nClient, nAgent int
-	for _, e := range evs {
-		payload, err := json.Marshal(e.Payload)
-		if err != nil {
-			return fmt.Errorf("event payload: %w", err)
-		}
-		if e.AgentID != "" {
-			agent = agent.Values(e.AgentID, e.Type, db.Nullable(e.RunID), db.Nullable(e.MessageID), payload, now)
-			nAgent++
-		} else {
-			client = client.Values(e.Type, db.Nullable(e.ChannelID), db.Nullable(e.SpaceID), db.Nullable(e.ThreadID), db.Nullable(e.MessageID), payload, now)
-			nClient++
-		}
-	}
-	if nClient > 0 {
-		sqlText, args := client.MustSql()
-		if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
-			return fmt.Errorf("append events: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, NotifyClientEvents); err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
-	}
-	if nAgent > 0 {
-		sqlText, args := agent.MustSql()
-		rows, err := tx.Query(ctx, sqlText, args...)
-		if err != nil {
-			return fmt.Errorf("append agent events: %w", err)
-		}
-		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return fmt.Errorf("append agent events: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, strconv.FormatInt(seqs[len(seqs)-1], 10)); err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
-	}
-	l.count(nClient, nAgent)
-	return nil
-}
-
-// AgentAfter returns up to limit events of agent's stream after seq after.
-func (l *Log) AgentAfter(ctx context.Context, agentID string, after int64, limit int) ([]Event, error) {
-	rows, err := db.Q(ctx, l.pool).Query(ctx, `SELECT seq, type, coalesce(run_id::text, ''), coalesce(message_id::text, ''), payload, created_at
-		FROM agent_events WHERE agent_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, agentID, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("agent events: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		e := Event{AgentID: agentID}
-		var payload []byte
-		if err := r.Scan(&e.Seq, &e.Type, &e.RunID, &e.MessageID, &payload, &e.CreatedAt); err != nil {
-			return e, err
-		}
-		return e, json.Unmarshal(payload, &e.Payload)
-	})
-}
-
-// Tombstone replaces the payload of every earlier event of message id with
-// payload (the tombstone representation), so that deleted content leaves
-// the event log too.
-func (l *Log) Tombstone(ctx context.Context, messageID string, payload map[string]any) error {
-	tx := db.Q(ctx, l.pool)
-	data, err := json.Marshal(payload)
+	nClient, nAgent, err := l.appendEvents(ctx, evs)
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE event_log SET payload = $2 WHERE message_id = $1`, messageID, data)
-	return err
+	l.count(nClient, nAgent)
+	return nil
 }
 
 // ParseCursor reads a cursor ("" is the start). ok is false for a cursor
@@ -186,61 +112,9 @@ func ParseCursor(s string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// AfterIn returns up to limit client events with seq above after, oldest
-// first, of the given channels or threads, or about the given spaces as a
-// whole (every event when all is set): the visibility predicate of
-// listEvents.
-func (l *Log) AfterIn(ctx context.Context, after int64, limit int, all bool, channels, threads, spaces []string) ([]Event, error) {
-	rows, err := db.Q(ctx, l.pool).Query(ctx, `SELECT seq, type, coalesce(channel_id::text, ''), coalesce(space_id::text, ''), coalesce(thread_id::text, ''), coalesce(message_id::text, ''), payload, created_at
-		FROM event_log WHERE seq > $1 AND ($3 OR channel_id = ANY($4::uuid[]) OR thread_id = ANY($5::uuid[])
-			OR (channel_id IS NULL AND space_id = ANY($6::uuid[]))) ORDER BY seq LIMIT $2`,
-		after, limit, all, channels, threads, spaces)
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var e Event
-		var payload []byte
-		if err := r.Scan(&e.Seq, &e.Type, &e.ChannelID, &e.SpaceID, &e.ThreadID, &e.MessageID, &payload, &e.CreatedAt); err != nil {
-			return e, err
-		}
-		return e, json.Unmarshal(payload, &e.Payload)
-	})
-}
-
-// End returns the highest committed client event seq (0 for an empty log):
-// where a subscription without a cursor starts.
-func (l *Log) End(ctx context.Context) (int64, error) {
-	var end int64
-	err := db.Q(ctx, l.pool).QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM event_log`).Scan(&end)
-	return end, err
-}
-
-// AgentEnd returns the highest committed agent event seq (0 for an empty
-// stream): the end of every agent's stream, since seqs are shared by all
-// agents and commit in order.
-func (l *Log) AgentEnd(ctx context.Context) (int64, error) {
-	var end int64
-	if err := db.Q(ctx, l.pool).QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM agent_events`).Scan(&end); err != nil {
-		return 0, fmt.Errorf("agent stream end: %w", err)
-	}
-	return end, nil
-}
-
 // AgentEventsSQL is the relation (agent_id, seq, type, run_id, message_id)
 // of the agent stream, as a subquery for a module that must join delivered
 // events into one statement of its own (the runs module marking follow-ups
 // delivered when an agent acknowledges them). Events owns agent_events;
 // this is the only shape others may use.
 const AgentEventsSQL = `(SELECT agent_id, seq, type, run_id, message_id FROM agent_events)`
-
-// WakeStreams schedules in the transaction of ctx a notification (sent at
-// commit) that wakes every waiting long poll and subscription on every
-// replica, with no new event: they re-check their token and principal
-// (after a revocation or a disabled principal) and answer or close.
-func (l *Log) WakeStreams(ctx context.Context) error {
-	if _, err := db.Q(ctx, l.pool).Exec(ctx, `SELECT pg_notify($1, '0')`, NotifyChannel); err != nil {
-		return fmt.Errorf("wake streams: %w", err)
-	}
-	return nil
-}

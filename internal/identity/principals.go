@@ -2,14 +2,9 @@ package identity
 
 import (
 	"context"
-	"fmt"
 	"net/mail"
 	"strings"
 
-	sq "github.com/Masterminds/squirrel"
-	"github.com/jackc/pgx/v5"
-
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/text"
@@ -104,20 +99,14 @@ func (p PrincipalPatch) Check(cur Principal) error {
 // last active owner can be neither demoted nor disabled (409 conflict,
 // reason last_owner). ErrNotFound for an unknown id.
 func (s *Service) UpdatePrincipal(ctx context.Context, id string, patch PrincipalPatch) (before, after Principal, err error) {
-	tx := db.Q(ctx, s.pool)
 	if !ids.Valid(id) {
 		return Principal{}, Principal{}, ErrNotFound
 	}
-	rows, err := tx.Query(ctx, `SELECT id::text FROM principals WHERE kind = 'user' AND is_owner AND status = 'active' ORDER BY id FOR UPDATE`)
+	owners, err := s.lockOwners(ctx)
 	if err != nil {
-		return Principal{}, Principal{}, fmt.Errorf("lock owners: %w", err)
+		return Principal{}, Principal{}, err
 	}
-	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return Principal{}, Principal{}, fmt.Errorf("lock owners: %w", err)
-	}
-	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where(sq.Eq{"id": id}).Suffix("FOR UPDATE").MustSql()
-	cur, err := scanPrincipal(tx.QueryRow(ctx, sqlText, args...))
+	cur, err := s.lockPrincipal(ctx, id)
 	if err != nil {
 		return Principal{}, Principal{}, err
 	}
@@ -140,53 +129,8 @@ func (s *Service) UpdatePrincipal(ctx context.Context, id string, patch Principa
 	if cur.Owner() && !next.Owner() && len(owners) == 1 && owners[0] == cur.ID {
 		return Principal{}, Principal{}, problem.Newf(problem.Conflict, "last_owner", "the last active owner can be neither demoted nor disabled")
 	}
-	var email any
-	if next.Email != "" {
-		email = next.Email
-	}
-	sqlText, args = db.SQL.Update("principals").Set("display_name", next.DisplayName).Set("email", email).
-		Set("status", next.Status).Set("is_owner", next.IsOwner).Where(sq.Eq{"id": id}).MustSql()
-	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
-		return Principal{}, Principal{}, fmt.Errorf("update principal: %w", err)
+	if err := s.writePrincipal(ctx, next); err != nil {
+		return Principal{}, Principal{}, err
 	}
 	return cur, next, nil
-}
-
-// ListPrincipals returns up to limit principals with ids after the cursor
-// after (empty: from the start), in id order (ids are time-ordered, so this
-// is creation order). next is the cursor of the following page, empty when
-// this page is the last.
-func (s *Service) ListPrincipals(ctx context.Context, after string, limit int) (list []Principal, next string, err error) {
-	q := db.SQL.Select(principalColumns...).From("principals").OrderBy("id").Limit(uint64(limit + 1))
-	if after != "" {
-		q = q.Where(sq.Gt{"id": after})
-	}
-	sqlText, args := q.MustSql()
-	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list principals: %w", err)
-	}
-	list, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Principal, error) { return scanPrincipal(r) })
-	if err != nil {
-		return nil, "", fmt.Errorf("list principals: %w", err)
-	}
-	if len(list) > limit {
-		list = list[:limit]
-		next = list[limit-1].ID
-	}
-	return list, next, nil
-}
-
-// HasOwner reports whether an active owner exists.
-func (s *Service) HasOwner(ctx context.Context) (bool, error) {
-	var ok bool
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM principals WHERE kind = 'user' AND is_owner AND status = 'active')`).Scan(&ok)
-	return ok, err
-}
-
-// CountPrincipals returns how many principals exist.
-func (s *Service) CountPrincipals(ctx context.Context) (int, error) {
-	var n int
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT count(*) FROM principals`).Scan(&n)
-	return n, err
 }

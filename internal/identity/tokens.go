@@ -2,14 +2,11 @@ package identity
 
 import (
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"time"
 
-	sq "github.com/Masterminds/squirrel"
-	"github.com/jackc/pgx/v5"
-
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
@@ -32,56 +29,8 @@ type TokenInfo struct {
 
 const tokenInfoColumns = "id, principal_id, kind, label, created_at, expires_at, last_used_at, revoked_at"
 
-func scanTokenInfo(row pgx.Row) (TokenInfo, error) {
-	var t TokenInfo
-	err := row.Scan(&t.ID, &t.PrincipalID, &t.Kind, &t.Label, &t.CreatedAt, &t.ExpiresAt, &t.LastUsedAt, &t.RevokedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return TokenInfo{}, ErrNotFound
-	}
-	t.CreatedAt = t.CreatedAt.UTC()
-	for _, p := range []*time.Time{t.ExpiresAt, t.LastUsedAt, t.RevokedAt} {
-		if p != nil {
-			*p = p.UTC()
-		}
-	}
-	return t, err
-}
-
 // GetToken returns the token with id (without its secret), or ErrNotFound.
 func (s *Service) GetToken(ctx context.Context, id string) (TokenInfo, error) {
-	return s.getToken(ctx, id)
-}
-
-func (s *Service) getToken(ctx context.Context, id string) (TokenInfo, error) {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(id) {
-		return TokenInfo{}, ErrNotFound
-	}
-	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"id": id}).MustSql()
-	return scanTokenInfo(q.QueryRow(ctx, sqlText, args...))
-}
-
-// ListTokens returns the tokens of principal id, newest first, revoked and
-// expired ones included (so that an owner sees what was issued).
-func (s *Service) ListTokens(ctx context.Context, principalID string) ([]TokenInfo, error) {
-	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"principal_id": principalID}).
-		OrderBy("created_at DESC", "id DESC").MustSql()
-	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list tokens: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TokenInfo, error) { return scanTokenInfo(r) })
-}
-
-// RevokeTokenByID revokes the token with id and returns it. Revoking a
-// revoked token answers it unchanged.
-func (s *Service) RevokeTokenByID(ctx context.Context, id string) (TokenInfo, error) {
-	q := db.Q(ctx, s.pool)
-	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).
-		Where(sq.Eq{"id": id}).Where("revoked_at IS NULL").MustSql()
-	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
-		return TokenInfo{}, fmt.Errorf("revoke token: %w", err)
-	}
 	return s.getToken(ctx, id)
 }
 
@@ -95,27 +44,30 @@ func ValidTTL(ttl time.Duration, pointer string) error {
 	return nil
 }
 
-// touch records that token id was used now, at most once per
-// LastUsedGranularity: the statement runs only when the stored time is
-// older, and the condition in SQL keeps concurrent requests from writing
-// twice.
-func (s *Service) touch(ctx context.Context, id string, last *time.Time) {
-	now := s.clock.Now()
-	if last != nil && now.Sub(*last) < LastUsedGranularity {
-		return
+// CreateToken issues a new token for principal p.
+// The token has 32 random bytes after its kind prefix and is stored only as
+// a SHA-256 hash. ttl of zero means no expiry; a negative ttl is a
+// validation error.
+func (s *Service) CreateToken(ctx context.Context, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
+	if err := ValidTTL(ttl, "/ttl"); err != nil {
+		return IssuedToken{}, err
 	}
-	// A failure to record the use must not fail the request it belongs to.
-	_, _ = db.Q(ctx, s.pool).Exec(ctx, `UPDATE tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`,
-		id, now, now.Add(-LastUsedGranularity))
-}
-
-// DeleteOldTokens removes up to limit tokens revoked or expired before
-// cutoff and returns how many it removed (the retention module calls it).
-func (s *Service) DeleteOldTokens(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	tag, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM tokens WHERE id IN (
-		SELECT id FROM tokens WHERE revoked_at < $1 OR expires_at < $1 LIMIT $2)`, cutoff, limit)
-	if err != nil {
-		return 0, fmt.Errorf("delete old tokens: %w", err)
+	kind, prefix := tokenKind(p.Kind)
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return IssuedToken{}, fmt.Errorf("token randomness: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	tok := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	now := s.clock.Now().Truncate(time.Microsecond)
+	it := IssuedToken{ID: ids.New(), Token: tok, Kind: kind, Label: label, CreatedAt: now.UTC()}
+	var expires any
+	if ttl > 0 {
+		e := now.Add(ttl)
+		it.ExpiresAt = &e
+		expires = e
+	}
+	if err := s.insertToken(ctx, it, p.ID, now, expires); err != nil {
+		return IssuedToken{}, err
+	}
+	return it, nil
 }

@@ -1,13 +1,7 @@
 package messaging
 
 import (
-	"context"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"bothy.example.com/bothy/internal/platform/db"
 )
 
 // ContextItem is a message as a run context needs it: the representation
@@ -24,35 +18,6 @@ type ContextItem struct {
 	ReplyToMessageID string
 	Deleted          bool
 	CreatedAt        time.Time
-}
-
-const contextColumns = `m.id::text, m.thread_id::text, m.thread_seq, m.author_principal_id::text, m.origin, m.kind, m.content_md,
-	coalesce(m.reply_to_message_id::text, ''), m.deleted_at IS NOT NULL, m.created_at`
-
-func scanItem(r pgx.CollectableRow) (ContextItem, error) {
-	var x ContextItem
-	err := r.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt)
-	x.CreatedAt = x.CreatedAt.UTC()
-	return x, err
-}
-
-// ContextMessages returns the messages with the given ids (the triggering
-// message and the thread's parent message) in one statement, keyed by id,
-// tombstones as stored. The caller checks each with message.read.
-func (s *Service) ContextMessages(ctx context.Context, idList []string) (map[string]ContextItem, error) {
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+contextColumns+` FROM messages m WHERE m.id = ANY($1::uuid[])`, idList)
-	if err != nil {
-		return nil, fmt.Errorf("context messages: %w", err)
-	}
-	items, err := pgx.CollectRows(rows, scanItem)
-	if err != nil {
-		return nil, fmt.Errorf("context messages: %w", err)
-	}
-	out := make(map[string]ContextItem, len(items))
-	for _, it := range items {
-		out[it.ID] = it
-	}
-	return out, nil
 }
 
 // ContextQuery selects messages of one thread for a run context. The caller
@@ -72,114 +37,4 @@ type ContextQuery struct {
 type ContextPage struct {
 	Items    []ContextItem
 	HasOlder bool
-}
-
-// ContextWindow returns the newest Limit selectable messages of q: never
-// tombstones, never run anchors (UI, not conversation), never the excluded
-// author; the limit counts only selectable messages. One statement over the
-// unique index (thread_id, thread_seq), with HasOlder from an EXISTS.
-func (s *Service) ContextWindow(ctx context.Context, q ContextQuery) (ContextPage, error) {
-	if q.BeforeSeq <= q.AfterSeq+1 {
-		return ContextPage{Items: []ContextItem{}}, nil
-	}
-	var exclude any
-	if q.ExcludeAuthorID != "" {
-		exclude = q.ExcludeAuthorID
-	}
-	if q.Limit <= 0 {
-		// Nothing is kept, but the caller still learns whether something
-		// older was left out (truncated_before_seq).
-		page := ContextPage{Items: []ContextItem{}}
-		err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = $1 AND o.thread_seq > $2 AND o.thread_seq < $3
-			AND o.deleted_at IS NULL AND o.kind <> 'run' AND ($4::uuid IS NULL OR o.author_principal_id <> $4::uuid))`,
-			q.ThreadID, q.AfterSeq, q.BeforeSeq, exclude).Scan(&page.HasOlder)
-		if err != nil {
-			return ContextPage{}, fmt.Errorf("context window: %w", err)
-		}
-		return page, nil
-	}
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `WITH sel AS (
-			SELECT `+contextColumns+` FROM messages m
-			WHERE m.thread_id = $1 AND m.thread_seq > $2 AND m.thread_seq < $3 AND m.deleted_at IS NULL AND m.kind <> 'run'
-			AND ($5::uuid IS NULL OR m.author_principal_id <> $5::uuid)
-			ORDER BY m.thread_seq DESC LIMIT $4)
-		SELECT sel.*, EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = $1 AND o.thread_seq > $2
-			AND o.thread_seq < coalesce((SELECT min(thread_seq) FROM sel), $3) AND o.deleted_at IS NULL AND o.kind <> 'run'
-			AND ($5::uuid IS NULL OR o.author_principal_id <> $5::uuid))
-		FROM sel ORDER BY sel.thread_seq`, q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit, exclude)
-	if err != nil {
-		return ContextPage{}, fmt.Errorf("context window: %w", err)
-	}
-	page := ContextPage{Items: []ContextItem{}}
-	for rows.Next() {
-		var x ContextItem
-		if err := rows.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt, &page.HasOlder); err != nil {
-			rows.Close()
-			return ContextPage{}, fmt.Errorf("context window: %w", err)
-		}
-		x.CreatedAt = x.CreatedAt.UTC()
-		page.Items = append(page.Items, x)
-	}
-	rows.Close()
-	return page, rows.Err()
-}
-
-// ContextMessagesAndWindow answers ContextMessages(idList) and
-// ContextWindow(q) together in one statement (one round trip instead of
-// two): a run context reads its triggering message and the thread window
-// before it, and the run row already names where the trigger lies, so the
-// window does not have to wait for the message. Where the window needs no
-// rows (an empty range, or Limit 0) the two are read as before.
-func (s *Service) ContextMessagesAndWindow(ctx context.Context, idList []string, q ContextQuery) (map[string]ContextItem, ContextPage, error) {
-	if q.BeforeSeq <= q.AfterSeq+1 || q.Limit <= 0 {
-		msgs, err := s.ContextMessages(ctx, idList)
-		if err != nil {
-			return nil, ContextPage{}, err
-		}
-		page, err := s.ContextWindow(ctx, q)
-		return msgs, page, err
-	}
-	var exclude any
-	if q.ExcludeAuthorID != "" {
-		exclude = q.ExcludeAuthorID
-	}
-	// The first column tells the two parts apart: false for the window
-	// (ascending by thread_seq, with HasOlder as ContextWindow computes
-	// it), true for the messages asked by id.
-	rows, err := s.pool.Query(ctx, `WITH sel AS (
-			SELECT `+contextColumns+` FROM messages m
-			WHERE m.thread_id = $1 AND m.thread_seq > $2 AND m.thread_seq < $3 AND m.deleted_at IS NULL AND m.kind <> 'run'
-			AND ($5::uuid IS NULL OR m.author_principal_id <> $5::uuid)
-			ORDER BY m.thread_seq DESC LIMIT $4)
-		SELECT false, sel.*, EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = $1 AND o.thread_seq > $2
-			AND o.thread_seq < coalesce((SELECT min(thread_seq) FROM sel), $3) AND o.deleted_at IS NULL AND o.kind <> 'run'
-			AND ($5::uuid IS NULL OR o.author_principal_id <> $5::uuid))
-		FROM sel
-		UNION ALL
-		SELECT true, `+contextColumns+`, false FROM messages m WHERE m.id = ANY($6::uuid[])
-		ORDER BY 1, 4`, q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit, exclude, idList)
-	if err != nil {
-		return nil, ContextPage{}, fmt.Errorf("context messages and window: %w", err)
-	}
-	defer rows.Close()
-	msgs := make(map[string]ContextItem, len(idList))
-	page := ContextPage{Items: []ContextItem{}}
-	for rows.Next() {
-		var byID, hasOlder bool
-		var x ContextItem
-		if err := rows.Scan(&byID, &x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt, &hasOlder); err != nil {
-			return nil, ContextPage{}, fmt.Errorf("context messages and window: %w", err)
-		}
-		x.CreatedAt = x.CreatedAt.UTC()
-		if byID {
-			msgs[x.ID] = x
-			continue
-		}
-		page.HasOlder = hasOlder
-		page.Items = append(page.Items, x)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, ContextPage{}, fmt.Errorf("context messages and window: %w", err)
-	}
-	return msgs, page, nil
 }

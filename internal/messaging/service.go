@@ -51,9 +51,8 @@ type Limits struct {
 
 // Service is the messaging module's service.
 type Service struct {
-	pool        db.Querier
+	store
 	db          *db.DB
-	clock       clock.Clock
 	ident       *identity.Service
 	chat        *chat.Service
 	authz       *authz.Service
@@ -79,7 +78,7 @@ func WithHistoryHook(h HistoryHook) Option { return func(s *Service) { s.history
 
 // NewService returns the messaging service.
 func NewService(pool db.Querier, txs *db.DB, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits, opts ...Option) *Service {
-	s := &Service{pool: pool, db: txs, clock: c, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
+	s := &Service{store: store{pool: pool, clock: c}, db: txs, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
 	for _, o := range opts {
 		o(s)
 	}
@@ -267,13 +266,12 @@ func (s *Service) replayAfterRace(ctx context.Context, actor identity.Principal,
 
 // checkReply requires the replied-to message to be in the same thread.
 func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string) error {
-	q := db.Q(ctx, s.pool)
 	bad := problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_reference", Detail: "must name a message of the same thread"})
 	if !ids.Valid(replyTo) {
 		return bad
 	}
-	var inThread bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1 AND thread_id = $2)`, replyTo, threadID).Scan(&inThread); err != nil {
+	inThread, err := s.inThread(ctx, replyTo, threadID)
+	if err != nil {
 		return problem.Internal("messaging.checkReply", err)
 	}
 	if !inThread {
@@ -475,7 +473,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	if after < 0 {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "out_of_range", Detail: "must not be negative"})
 	}
-	rows, err := s.loadRows(ctx, `m.thread_id = $1 AND m.thread_seq > $2 ORDER BY m.thread_seq LIMIT $3`, threadID, after, limit+1)
+	rows, err := s.threadRows(ctx, threadID, after, limit+1)
 	if err != nil {
 		return Page{}, problem.Internal("messaging.history", err)
 	}
@@ -590,8 +588,7 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 // Path implements authz.Source for messages: the message's thread path with
 // its author.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
-	var threadID, authorID string
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
+	threadID, authorID, err := s.threadAndAuthor(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The thread lookup runs for a missing message too (on the nil
 		// UUID), so that a missing and a hidden message take the same
@@ -628,4 +625,55 @@ func (s *Service) AppendAnchor(ctx context.Context, t chat.Thread, channelID str
 		return Message{}, events.Event{}, fmt.Errorf("insert anchor: %w", err)
 	}
 	return m, events.Event{Type: events.MessageCreated, ChannelID: channelID, ThreadID: t.ID, MessageID: m.ID, Payload: Payload(m)}, nil
+}
+
+// resolve fills authors and mentions of rows with one identity read, and
+// sets the channel of each message.
+func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(threadID string) string) ([]Message, error) {
+	need := map[string]bool{}
+	for _, r := range rows {
+		need[r.authorID] = true
+		for _, m := range r.mentionIDs {
+			need[m] = true
+		}
+	}
+	idList := make([]string, 0, len(need))
+	for id := range need {
+		idList = append(idList, id)
+	}
+	people, err := s.ident.GetMany(ctx, idList)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Message, len(rows))
+	for i, r := range rows {
+		m := r.Message
+		m.Author = people[r.authorID].Ref()
+		m.Mentions = make([]identity.Ref, 0, len(r.mentionIDs))
+		for _, id := range r.mentionIDs {
+			if p, ok := people[id]; ok {
+				m.Mentions = append(m.Mentions, p.Ref())
+			}
+		}
+		m.Attachments = []Attachment{}
+		m.ChannelID = channelOf(m.ThreadID)
+		out[i] = m
+	}
+	return out, nil
+}
+
+// Load returns message id as stored, with author and mentions,
+// without any authorization: for a module that decides on a message it
+// already holds (the runs module re-deciding a follow-up inside its unit of
+// work). channelID is the channel the caller knows the message's thread in.
+func (s *Service) Load(ctx context.Context, id, channelID string) (Message, error) {
+	r, err := s.loadRow(ctx, id)
+	if err != nil {
+		return Message{}, err
+	}
+	ms, err := s.resolve(ctx, []row{r}, func(string) string { return channelID })
+	if err != nil {
+		return Message{}, err
+	}
+	return ms[0], nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 )
 
@@ -44,7 +44,7 @@ func scanRow(r pgx.Row) (row, error) {
 // ErrNotFound is returned for an unknown message.
 var ErrNotFound = errors.New("messaging: not found")
 
-func (s *Service) loadRow(ctx context.Context, id string) (row, error) {
+func (s *store) loadRow(ctx context.Context, id string) (row, error) {
 	q := db.Q(ctx, s.pool)
 	x, err := scanRow(q.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -53,7 +53,7 @@ func (s *Service) loadRow(ctx context.Context, id string) (row, error) {
 	return x, err
 }
 
-func (s *Service) loadRows(ctx context.Context, where string, args ...any) ([]row, error) {
+func (s *store) loadRows(ctx context.Context, where string, args ...any) ([]row, error) {
 	q := db.Q(ctx, s.pool)
 	rows, err := q.Query(ctx, `SELECT `+messageColumns+` FROM messages m WHERE `+where, args...)
 	if err != nil {
@@ -62,43 +62,8 @@ func (s *Service) loadRows(ctx context.Context, where string, args ...any) ([]ro
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) { return scanRow(r) })
 }
 
-// resolve fills authors and mentions of rows with one identity read, and
-// sets the channel of each message.
-func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(threadID string) string) ([]Message, error) {
-	need := map[string]bool{}
-	for _, r := range rows {
-		need[r.authorID] = true
-		for _, m := range r.mentionIDs {
-			need[m] = true
-		}
-	}
-	idList := make([]string, 0, len(need))
-	for id := range need {
-		idList = append(idList, id)
-	}
-	people, err := s.ident.GetMany(ctx, idList)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Message, len(rows))
-	for i, r := range rows {
-		m := r.Message
-		m.Author = people[r.authorID].Ref()
-		m.Mentions = make([]identity.Ref, 0, len(r.mentionIDs))
-		for _, id := range r.mentionIDs {
-			if p, ok := people[id]; ok {
-				m.Mentions = append(m.Mentions, p.Ref())
-			}
-		}
-		m.Attachments = []Attachment{}
-		m.ChannelID = channelOf(m.ThreadID)
-		out[i] = m
-	}
-	return out, nil
-}
-
 // insert stores m (with its mentions) in the transaction of ctx.
-func (s *Service) insert(ctx context.Context, m Message, clientMsgID string, hash []byte) error {
+func (s *store) insert(ctx context.Context, m Message, clientMsgID string, hash []byte) error {
 	tx := db.Q(ctx, s.pool)
 	var client any
 	if clientMsgID != "" {
@@ -130,7 +95,7 @@ func (s *Service) insert(ctx context.Context, m Message, clientMsgID string, has
 }
 
 // byClientID finds the message of author with clientMsgID.
-func (s *Service) byClientID(ctx context.Context, authorID, clientMsgID string) (row, error) {
+func (s *store) byClientID(ctx context.Context, authorID, clientMsgID string) (row, error) {
 	q := db.Q(ctx, s.pool)
 	x, err := scanRow(q.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.author_principal_id = $1 AND m.client_msg_id = $2`, authorID, clientMsgID))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -140,7 +105,7 @@ func (s *Service) byClientID(ctx context.Context, authorID, clientMsgID string) 
 }
 
 // SetTrigger records the trigger decision on message id in the transaction of ctx.
-func (s *Service) SetTrigger(ctx context.Context, id string, state TriggerState, reason string) error {
+func (s *store) SetTrigger(ctx context.Context, id string, state TriggerState, reason string) error {
 	tx := db.Q(ctx, s.pool)
 	_, err := tx.Exec(ctx, `UPDATE messages SET trigger_state = $2, trigger_reason = $3 WHERE id = $1`, id, db.Nullable(string(state)), db.Nullable(reason))
 	return err
@@ -148,31 +113,15 @@ func (s *Service) SetTrigger(ctx context.Context, id string, state TriggerState,
 
 func now(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// Load returns message id as stored, with author and mentions,
-// without any authorization: for a module that decides on a message it
-// already holds (the runs module re-deciding a follow-up inside its unit of
-// work). channelID is the channel the caller knows the message's thread in.
-func (s *Service) Load(ctx context.Context, id, channelID string) (Message, error) {
-	r, err := s.loadRow(ctx, id)
-	if err != nil {
-		return Message{}, err
-	}
-	ms, err := s.resolve(ctx, []row{r}, func(string) string { return channelID })
-	if err != nil {
-		return Message{}, err
-	}
-	return ms[0], nil
-}
-
 // lockRow reads message id and locks it for the rest of the transaction of
 // ctx.
-func (s *Service) lockRow(ctx context.Context, id string) (row, error) {
+func (s *store) lockRow(ctx context.Context, id string) (row, error) {
 	return scanRow(db.Q(ctx, s.pool).QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.id = $1 FOR UPDATE`, id))
 }
 
 // tombstoneRow empties message id, sets its deletion time and removes its
 // mentions.
-func (s *Service) tombstoneRow(ctx context.Context, id string) error {
+func (s *store) tombstoneRow(ctx context.Context, id string) error {
 	q := db.Q(ctx, s.pool)
 	if _, err := q.Exec(ctx, `UPDATE messages SET deleted_at = $2, content_md = '' WHERE id = $1`, id, s.clock.Now()); err != nil {
 		return fmt.Errorf("delete message: %w", err)
@@ -181,4 +130,34 @@ func (s *Service) tombstoneRow(ctx context.Context, id string) error {
 		return fmt.Errorf("delete mentions: %w", err)
 	}
 	return nil
+}
+
+// store holds the package's SQL: each method runs its statements on
+// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
+// returns typed values, and reads clock only for the time a statement
+// stamps or compares; the rules that decide what to write live in the
+// service, which embeds the store.
+type store struct {
+	pool  db.Querier
+	clock clock.Clock
+}
+
+// inThread reports whether message id is in thread threadID.
+func (s *store) inThread(ctx context.Context, id, threadID string) (bool, error) {
+	var inThread bool
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1 AND thread_id = $2)`, id, threadID).Scan(&inThread)
+	return inThread, err
+}
+
+// threadAndAuthor returns the thread and author of message id, or
+// pgx.ErrNoRows.
+func (s *store) threadAndAuthor(ctx context.Context, id string) (threadID, authorID string, err error) {
+	err = db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
+	return threadID, authorID, err
+}
+
+// threadRows returns up to limit messages of thread threadID after
+// position after, in thread order.
+func (s *store) threadRows(ctx context.Context, threadID string, after int64, limit int) ([]row, error) {
+	return s.loadRows(ctx, `m.thread_id = $1 AND m.thread_seq > $2 ORDER BY m.thread_seq LIMIT $3`, threadID, after, limit)
 }

@@ -20,32 +20,15 @@ import (
 // granted, so it always holds at least as many tokens as the shared one,
 // and when it is empty the shared one is too.
 type Postgres struct {
-	pool  *pgxpool.Pool
+	store
 	clock clock.Clock
 	local *Memory
 }
 
 // NewPostgres returns the shared Limiter over pool, sized like NewMemory.
 func NewPostgres(pool *pgxpool.Pool, cfg *config.Config, c clock.Clock) *Postgres {
-	return &Postgres{pool: pool, clock: c, local: NewMemory(cfg, c)}
+	return &Postgres{store: store{pool: pool}, clock: c, local: NewMemory(cfg, c)}
 }
-
-// takeSQL takes one token from a bucket in one atomic statement: it inserts
-// a full bucket less one token, or refills the stored one by the elapsed
-// time (never above burst, never by negative time when replica clocks
-// differ) and takes one if a whole token is there. No row comes back when
-// the bucket is empty.
-const takeSQL = `INSERT INTO ratelimit_buckets AS b (key, tokens, updated_at)
-VALUES ($1, $2::double precision - 1, $3)
-ON CONFLICT (key) DO UPDATE SET
-    tokens = LEAST($2::double precision, b.tokens + GREATEST(EXTRACT(EPOCH FROM ($3 - b.updated_at)), 0) * $4::double precision) - 1,
-    updated_at = GREATEST(b.updated_at, $3)
-WHERE LEAST($2::double precision, b.tokens + GREATEST(EXTRACT(EPOCH FROM ($3 - b.updated_at)), 0) * $4::double precision) >= 1
-RETURNING tokens`
-
-// levelSQL reads the tokens a bucket holds now, for the wait of a refusal.
-const levelSQL = `SELECT LEAST($2::double precision, tokens + GREATEST(EXTRACT(EPOCH FROM ($3 - updated_at)), 0) * $4::double precision)
-FROM ratelimit_buckets WHERE key = $1`
 
 // Allow implements Limiter. When the database does not answer, the
 // in-process bucket decides alone: the request fails on the database
@@ -64,8 +47,7 @@ func (p *Postgres) Allow(principal string, class Class) (bool, time.Duration) {
 	now := p.clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var left float64
-	err := p.pool.QueryRow(ctx, takeSQL, key, float64(lim.burst), now, perSecond).Scan(&left)
+	_, err := p.take(ctx, key, float64(lim.burst), now, perSecond)
 	if err == nil {
 		return true, 0
 	}
@@ -73,8 +55,8 @@ func (p *Postgres) Allow(principal string, class Class) (bool, time.Duration) {
 		return true, 0 // the local token stays taken
 	}
 	res.CancelAt(now)
-	var level float64
-	if err := p.pool.QueryRow(ctx, levelSQL, key, float64(lim.burst), now, perSecond).Scan(&level); err != nil {
+	level, err := p.level(ctx, key, float64(lim.burst), now, perSecond)
+	if err != nil {
 		level = 0
 	}
 	after := time.Duration(math.Ceil((1-level)/perSecond*1000)) * time.Millisecond

@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-
-	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/platform/db"
-	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -300,27 +295,6 @@ func budgetItems(es []ContextElement) []domain.Item {
 	return out
 }
 
-// earlierRuns returns the earlier runs of r's session, newest first, with
-// where their triggering messages lie (one statement).
-func (s *Service) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, error) {
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT triggering_message_id IS NOT NULL, coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0)
-		FROM runs WHERE agent_session_id = $1 AND (queued_at, id) < ($3, $2) ORDER BY queued_at DESC, id DESC`,
-		r.SessionID, r.ID, r.QueuedAt)
-	if err != nil {
-		return nil, fmt.Errorf("earlier runs: %w", err)
-	}
-	defer rows.Close()
-	var out []domain.EarlierRun
-	for rows.Next() {
-		var e domain.EarlierRun
-		if err := rows.Scan(&e.HasTrigger, &e.TriggerThreadID, &e.TriggerSeq); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
 // triggerElsewhere returns the path and channel of a triggering message
 // that lies outside the run's thread and its channel's main thread, and
 // whether actor may read it there.
@@ -333,119 +307,20 @@ func (s *Service) triggerElsewhere(ctx context.Context, actor identity.Principal
 		return authz.Path{}, "", false, err
 	}
 	p := chat.PathInThread(c, t, authz.KindMessage, "")
-	may, err := s.authz.Allowed(ctx, s.pool, authz.MessageRead, authz.Facts{Path: p}, actor)
+	may, err := s.authz.Allowed(ctx, authz.MessageRead, authz.Facts{Path: p}, actor)
 	if err != nil {
 		return authz.Path{}, "", false, err
 	}
 	return p, c.ID, may[actor.ID], nil
 }
 
-// Delivered returns which of messageIDs were delivered (acknowledged by
-// the agent) as follow-ups to session sessionID, or, for a guest run
-// without session, to run runID: the fact outlives the follow-up's state.
-// One statement.
-func (s *Service) Delivered(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, error) {
-	var session, run any
-	if sessionID != "" {
-		session = sessionID
-	}
-	if runID != "" {
-		run = runID
-	}
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT DISTINCT f.message_id::text FROM run_followups f JOIN runs r ON r.id = f.run_id
-		WHERE (r.agent_session_id = $1::uuid OR r.id = $2::uuid) AND f.message_id = ANY($3::uuid[]) AND f.delivered_at IS NOT NULL`, session, run, messageIDs)
-	if err != nil {
-		return nil, fmt.Errorf("delivered follow-ups: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out[id] = true
-	}
-	return out, rows.Err()
-}
-
-// FollowUpFacts answers, in one statement, what a context read needs to
-// know about follow-ups: which of messageIDs and of the run's own
-// follow-ups were delivered (acknowledged by the agent) to session
-// sessionID or, for a guest run without session, to run runID (Delivered's
-// rule), and the ids of run runID's follow-ups still in play (pending or
-// delivered), oldest first (FollowUps' rule).
-func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, []string, error) {
-	var session, run any
-	if sessionID != "" {
-		session = sessionID
-	}
-	if runID != "" {
-		run = runID
-	}
-	messages, err := ids.Binary(messageIDs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
-	}
-	// The context read runs this beside the people lookups, on its own
-	// connection of the pool: it never joins a transaction of ctx.
-	rows, err := s.pool.Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
-			WHERE f.run_id = $2::uuid AND f.state IN ('pending', 'delivered'))
-		SELECT false, fu.message_id::text, fu.thread_seq FROM fu
-		UNION ALL
-		SELECT DISTINCT true, f.message_id::text, 0::bigint FROM run_followups f JOIN runs r ON r.id = f.run_id
-			WHERE (r.agent_session_id = $1::uuid OR r.id = $2::uuid) AND f.delivered_at IS NOT NULL
-			AND (f.message_id = ANY($3::uuid[]) OR f.message_id IN (SELECT message_id FROM fu))`, session, run, messages)
-	if err != nil {
-		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
-	}
-	defer rows.Close()
-	delivered := map[string]bool{}
-	type item struct {
-		id  string
-		seq int64
-	}
-	var own []item
-	for rows.Next() {
-		var isDelivered bool
-		var it item
-		if err := rows.Scan(&isDelivered, &it.id, &it.seq); err != nil {
-			return nil, nil, fmt.Errorf("follow-up facts: %w", err)
-		}
-		if isDelivered {
-			delivered[it.id] = true
-		} else {
-			own = append(own, it)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
-	}
-	sort.SliceStable(own, func(i, j int) bool { return own[i].seq < own[j].seq })
-	ids := make([]string, len(own))
-	for i, it := range own {
-		ids[i] = it.id
-	}
-	return delivered, ids, nil
-}
-
 // FollowUps returns the follow-ups of each run in runIDs that are still
 // in play (pending or delivered), oldest first, in two statements for all
 // runs (a per-request loader batches the runs of one request).
 func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
-		WHERE f.run_id = ANY($1::uuid[]) AND f.state IN ('pending', 'delivered') ORDER BY m.thread_seq`, runIDs)
+	pairs, err := s.followUpPairs(ctx, runIDs)
 	if err != nil {
-		return nil, fmt.Errorf("follow-ups: %w", err)
-	}
-	type pair struct{ run, message string }
-	pairs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pair, error) {
-		var p pair
-		err := r.Scan(&p.run, &p.message)
-		return p, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("follow-ups: %w", err)
+		return nil, err
 	}
 	out := map[string][]messaging.ContextItem{}
 	if len(pairs) == 0 {
@@ -493,7 +368,7 @@ func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal
 // without the mismatch log of filter mode: it is asked before a read, not
 // after. It never fails with a known grant; were it to, it answers no.
 func (s *Service) mayRead(ctx context.Context, actor identity.Principal, p authz.Path, grant authz.Level) bool {
-	may, err := s.authz.Allowed(ctx, s.pool, authz.MessageRead, authz.Known(p, grant), actor)
+	may, err := s.authz.Allowed(ctx, authz.MessageRead, authz.Known(p, grant), actor)
 	return err == nil && may[actor.ID]
 }
 

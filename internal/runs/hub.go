@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"bothy.example.com/bothy/internal/events"
 )
 
 // Hub wakes long polls of this process when any replica commits agent
@@ -171,7 +169,7 @@ func (h *Hub) listenOnce(ctx context.Context, connect Connect) (listened bool, e
 		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+events.NotifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, listenSQL); err != nil {
 		return false, err
 	}
 	h.connected.Store(true)

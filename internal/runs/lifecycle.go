@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"github.com/jackc/pgx/v5"
 )
 
 // errNotActive answers an agent-self action on an ended run: 409 conflict.
@@ -35,7 +33,7 @@ func (s *Service) change(ctx context.Context, actor identity.Principal, action a
 		if _, err := s.chat.LockThread(ctx, path.ThreadID); err != nil {
 			return problem.Internal("runs.change", err)
 		}
-		r, err := s.getRun(ctx, id, "FOR UPDATE")
+		r, err := s.getRun(ctx, id, lockForUpdate)
 		if err != nil {
 			return problem.Internal("runs.change", err)
 		}
@@ -85,9 +83,8 @@ func errClaimed() error {
 // extendLease renews r's lease by run.lease_timeout without a new version
 // (a lease is not a state change).
 func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
-	tx := db.Q(ctx, s.pool)
 	until := s.clock.Now().Add(s.timeouts.Lease)
-	if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1`, r.ID, until); err != nil {
+	if err := s.setLease(ctx, r.ID, until); err != nil {
 		return Run{}, problem.Internal("runs.extendLease", fmt.Errorf("extend lease: %w", err))
 	}
 	r.LeaseExpiresAt = &until
@@ -118,7 +115,7 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 			return Run{}, nil, errNotActive()
 		}
 		if r.SessionID != "" {
-			if _, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_sessions SET started = true WHERE id = $1`, r.SessionID); err != nil {
+			if err := s.markSessionStarted(ctx, r.SessionID); err != nil {
 				return Run{}, nil, problem.Internal("runs.start", err)
 			}
 		}
@@ -255,7 +252,6 @@ const (
 // the decision's reason. The caller holds the thread's and the run's row
 // locks.
 func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, channelID string) (Run, []events.Event, error) {
-	tx := db.Q(ctx, s.pool)
 	r, err := s.transition(ctx, r, to, reason)
 	if err != nil {
 		return Run{}, nil, err
@@ -265,15 +261,10 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 	if to == domain.RunCompleted {
 		settled = domain.FollowupAbsorbed
 	}
-	if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, r.ID, settled); err != nil {
+	if err := s.settleDelivered(ctx, r.ID, settled); err != nil {
 		return Run{}, nil, problem.Internal("runs.end", err)
 	}
-	rows, err := tx.Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
-		WHERE f.run_id = $1 AND f.state = 'pending' ORDER BY m.thread_seq`, r.ID)
-	if err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	list, err := s.pendingFollowups(ctx, r.ID)
 	if err != nil {
 		return Run{}, nil, problem.Internal("runs.end", err)
 	}
@@ -310,13 +301,13 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 			if why == "" {
 				why = ReasonAddresseeChanged
 			}
-			if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2`, r.ID, id, why); err != nil {
+			if err := s.dropFollowup(ctx, r.ID, id, why); err != nil {
 				return Run{}, nil, problem.Internal("runs.end", err)
 			}
 			continue
 		}
 		if next.ID == "" {
-			if _, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'promoted' WHERE run_id = $1 AND message_id = $2`, r.ID, id); err != nil {
+			if err := s.promoteFollowup(ctx, r.ID, id); err != nil {
 				return Run{}, nil, problem.Internal("runs.end", err)
 			}
 			// The next run stays in r's thread even where auto_thread is on
@@ -331,7 +322,7 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 			}
 			continue
 		}
-		if _, err := tx.Exec(ctx, `UPDATE run_followups SET run_id = $3 WHERE run_id = $1 AND message_id = $2`, r.ID, id, next.ID); err != nil {
+		if err := s.moveFollowup(ctx, r.ID, id, next.ID); err != nil {
 			return Run{}, nil, problem.Internal("runs.end", err)
 		}
 		evs = append(evs, followupEvent(next, id))
@@ -348,8 +339,7 @@ func followupEvent(run Run, messageID string) events.Event {
 // Path implements authz.Source for runs: the run's thread, reserved to the
 // run's agent for agent-self actions.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
-	var threadID, agentID string
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, agent_id::text FROM runs WHERE id = $1`, id).Scan(&threadID, &agentID)
+	threadID, agentID, err := s.runPlace(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return authz.Path{Kind: kind, ID: id}, nil
 	}

@@ -2,16 +2,12 @@ package runs
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -32,16 +28,6 @@ type Page struct {
 // commit in order. A cursor above it was never handed out.
 func (s *Service) streamEnd(ctx context.Context) (int64, error) {
 	return s.events.AgentEnd(ctx)
-}
-
-// ackedSeq returns the agent's acknowledged position (0 before its first ack).
-func (s *Service) ackedSeq(ctx context.Context, agentID string) (int64, error) {
-	var seq int64
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1`, agentID).Scan(&seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	return seq, err
 }
 
 // resolveCursor turns the after argument into a position: empty continues
@@ -184,27 +170,19 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 	}
 	var stored int64
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
-		tx := s.db.Q(ctx)
 		now := s.clock.Now()
-		if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
-			actor.ID, now); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		var from int64
-		if err := tx.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1 FOR UPDATE`, actor.ID).Scan(&from); err != nil {
+		from, err := s.lockCursor(ctx, actor.ID, now)
+		if err != nil {
 			return problem.Internal("runs.ack", err)
 		}
 		stored = from
 		if to <= from {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE run_followups f SET state = 'delivered', delivered_at = $4
-			FROM `+events.AgentEventsSQL+` e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
-			AND f.run_id = e.run_id AND f.message_id = e.message_id AND f.state = 'pending'`,
-			actor.ID, from, to, now, events.AgentFollowup); err != nil {
+		if err := s.deliverAcked(ctx, actor.ID, from, to, now); err != nil {
 			return problem.Internal("runs.ack", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE agent_cursors SET acked_seq = $2, updated_at = $3 WHERE agent_id = $1`, actor.ID, to, now); err != nil {
+		if err := s.setCursor(ctx, actor.ID, to, now); err != nil {
 			return problem.Internal("runs.ack", err)
 		}
 		stored = to

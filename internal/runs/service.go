@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
@@ -19,6 +17,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"github.com/jackc/pgx/v5"
 )
 
 // Timeouts are the run timeouts (run.start_timeout, run.stall_timeout,
@@ -36,9 +35,8 @@ type Timeouts struct {
 
 // Service is the runs module.
 type Service struct {
-	pool      db.Querier
+	store
 	db        *db.DB
-	clock     clock.Clock
 	log       *slog.Logger
 	ident     *identity.Service
 	chat      *chat.Service
@@ -69,7 +67,7 @@ type Deps struct {
 
 // NewService returns the runs module and subscribes it to posted messages.
 func NewService(d Deps) *Service {
-	s := &Service{pool: d.Pool, db: d.DB, clock: d.Clock, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
+	s := &Service{store: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
 		messaging: d.Messaging, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
 	d.Messaging.Subscribe(s)
 	return s
@@ -143,12 +141,11 @@ func (s *Service) setTrigger(ctx context.Context, p *messaging.Posted, state mes
 // and read right, and the thread's active run, which it returns locked (the
 // run a follow-up joins).
 func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (TriggerFacts, Run, error) {
-	tx := db.Q(ctx, s.pool)
 	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
 	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == chat.ThreadMain, ThreadOperator: p.Thread.OperatorAgentID,
 		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
 		AllowMentionedAgents: p.Channel.Switches.AllowMentionedAgents, AutoThread: p.Channel.Switches.AutoThread}
-	writer, err := s.authz.Allowed(ctx, tx, authz.MessageTrigger, authz.Facts{Path: path}, p.Author)
+	writer, err := s.authz.Allowed(ctx, authz.MessageTrigger, authz.Facts{Path: path}, p.Author)
 	if err != nil {
 		return f, Run{}, err
 	}
@@ -170,7 +167,7 @@ func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (Trigge
 		return f, Run{}, err
 	}
 	if a, ok := agents[mentioned]; ok {
-		reads, err := s.authz.Allowed(ctx, tx, authz.ThreadRead, authz.Facts{Path: path}, a)
+		reads, err := s.authz.Allowed(ctx, authz.ThreadRead, authz.Facts{Path: path}, a)
 		if err != nil {
 			return f, Run{}, err
 		}
@@ -269,9 +266,7 @@ func RunPayload(r Run) map[string]any {
 // addFollowup makes message a pending follow-up of run, tells the agent, and
 // brings a waiting run back to running.
 func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID string) ([]events.Event, error) {
-	tx := db.Q(ctx, s.pool)
-	if _, err := tx.Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
-		run.ID, messageID, s.clock.Now()); err != nil {
+	if err := s.insertFollowup(ctx, run.ID, messageID, s.clock.Now()); err != nil {
 		return nil, problem.Internal("runs.addFollowup", fmt.Errorf("add follow-up: %w", err))
 	}
 	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
@@ -289,7 +284,6 @@ func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID
 // transition moves run to state to in the transaction of ctx, raising its version and its
 // activity time. Ending states set ended_at and end_reason.
 func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, reason string) (Run, error) {
-	tx := db.Q(ctx, s.pool)
 	now := s.clock.Now()
 	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
 	switch to {
@@ -304,17 +298,7 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 		// A claim never survives the run's end, nor a return to queued.
 		run.Holder, run.LeaseExpiresAt = "", nil
 	}
-	var reasonV, holderV any
-	if run.EndReason != "" {
-		reasonV = run.EndReason
-	}
-	if run.Holder != "" {
-		holderV = run.Holder
-	}
-	_, err := tx.Exec(ctx, `UPDATE runs SET state = $2, version = $3, last_activity_at = $4, started_at = $5, ended_at = $6, end_reason = $7, cancel_requested = $8,
-		holder = $9, lease_expires_at = $10, attempt = $11, trigger_lost_at = $12 WHERE id = $1`,
-		run.ID, run.State, run.Version, now, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested, holderV, run.LeaseExpiresAt, run.Attempt, run.TriggerLostAt)
-	if err != nil {
+	if err := s.writeRun(ctx, run); err != nil {
 		return Run{}, problem.Internal("runs.transition", fmt.Errorf("run transition: %w", err))
 	}
 	return run, nil
@@ -327,14 +311,13 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 // answer's commit or the answer sees the end state, so every answer stored
 // with a run_id commits before its run's end event. The run is not changed.
 func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
-	tx := db.Q(ctx, s.pool)
 	var run domain.AnswerRun
 	found := true
 	if !ids.Valid(p.RunID) {
 		found = false
 	} else {
-		err := tx.QueryRow(ctx, `SELECT id::text, thread_id::text, agent_id::text, state FROM runs WHERE id = $1 FOR SHARE`, p.RunID).
-			Scan(&run.ID, &run.ThreadID, &run.AgentID, &run.State)
+		var err error
+		run, err = s.answerRun(ctx, p.RunID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
 		} else if err != nil {
@@ -346,8 +329,7 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 		// An answer is a call of the holder on the run: it renews the lease
 		// (the run row is locked FOR SHARE; this unit holds the thread row,
 		// so no other unit waits on it for the upgrade).
-		if _, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1 AND lease_expires_at IS NOT NULL AND state IN ('running', 'waiting_input')`,
-			run.ID, s.clock.Now().Add(s.timeouts.Lease)); err != nil {
+		if err := s.renewClaimedLease(ctx, run.ID, s.clock.Now().Add(s.timeouts.Lease)); err != nil {
 			return problem.Internal("runs.checkAnswer", err)
 		}
 		return nil

@@ -61,11 +61,10 @@ func (s *Service) replaceSession(ctx context.Context, actor identity.Principal, 
 	}
 	out := Session{ID: ids.New(), ThreadID: threadID, AgentID: agent, IsCurrent: true, Started: started, ExternalRef: ref, CreatedAt: s.clock.Now()}
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
-		tx := s.db.Q(ctx)
 		if _, err := s.chat.LockThread(ctx, threadID); err != nil {
 			return problem.Internal("runs.replaceSession", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE agent_sessions SET is_current = false WHERE thread_id = $1 AND agent_id = $2 AND is_current`, threadID, agent); err != nil {
+		if err := s.retireSessions(ctx, threadID, agent); err != nil {
 			return problem.Internal("runs.replaceSession", err)
 		}
 		if err := s.insertSession(ctx, out); err != nil {

@@ -8,6 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/runs/domain"
@@ -63,17 +67,17 @@ func scanRun(r pgx.Row) (Run, error) {
 	return x, err
 }
 
-func (s *Service) getRun(ctx context.Context, id string, lock string) (Run, error) {
+func (s *store) getRun(ctx context.Context, id string, lock rowLock) (Run, error) {
 	q := db.Q(ctx, s.pool)
-	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 `+lock, id))
+	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 `+string(lock), id))
 }
 
-func (s *Service) activeRunOf(ctx context.Context, threadID string) (Run, error) {
+func (s *store) activeRunOf(ctx context.Context, threadID string) (Run, error) {
 	q := db.Q(ctx, s.pool)
 	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE thread_id = $1 AND state IN (`+domain.ActiveRunStatesSQL+`) FOR UPDATE`, threadID))
 }
 
-func (s *Service) insertRun(ctx context.Context, r Run) error {
+func (s *store) insertRun(ctx context.Context, r Run) error {
 	q := db.Q(ctx, s.pool)
 	var session any
 	if r.SessionID != "" {
@@ -118,12 +122,12 @@ func scanSession(r pgx.Row) (Session, error) {
 	return s, err
 }
 
-func (s *Service) currentSession(ctx context.Context, threadID, agentID string) (Session, error) {
+func (s *store) currentSession(ctx context.Context, threadID, agentID string) (Session, error) {
 	q := db.Q(ctx, s.pool)
 	return scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM agent_sessions WHERE thread_id = $1 AND agent_id = $2 AND is_current FOR UPDATE`, threadID, agentID))
 }
 
-func (s *Service) insertSession(ctx context.Context, sess Session) error {
+func (s *store) insertSession(ctx context.Context, sess Session) error {
 	q := db.Q(ctx, s.pool)
 	var ref any
 	if sess.ExternalRef != "" {
@@ -134,7 +138,7 @@ func (s *Service) insertSession(ctx context.Context, sess Session) error {
 	return err
 }
 
-func (s *Service) sessionRuns(ctx context.Context, sessionID string) (int, error) {
+func (s *store) sessionRuns(ctx context.Context, sessionID string) (int, error) {
 	q := db.Q(ctx, s.pool)
 	var n int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM runs WHERE agent_session_id = $1`, sessionID).Scan(&n)
@@ -146,7 +150,7 @@ func validID(id string) bool { return ids.Valid(id) }
 // OwnRuns returns those of runs ids that belong to agent agentID, in one
 // statement: an agent reads the runs named in its own stream without a
 // thread right (ids and states only; every nested field decides anew).
-func (s *Service) OwnRuns(ctx context.Context, agentID string, idList []string) (map[string]Run, error) {
+func (s *store) OwnRuns(ctx context.Context, agentID string, idList []string) (map[string]Run, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ANY($1::uuid[]) AND agent_id = $2`, idList, agentID)
 	if err != nil {
 		return nil, fmt.Errorf("own runs: %w", err)
@@ -164,7 +168,7 @@ func (s *Service) OwnRuns(ctx context.Context, agentID string, idList []string) 
 
 // CountByState counts the runs of the whole database by state, for the
 // bothy_runs gauge (one indexed GROUP BY).
-func (s *Service) CountByState(ctx context.Context) (map[domain.RunState]int64, error) {
+func (s *store) CountByState(ctx context.Context) (map[domain.RunState]int64, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT state::text, count(*) FROM runs GROUP BY state`)
 	if err != nil {
 		return nil, fmt.Errorf("count runs by state: %w", err)
@@ -191,3 +195,239 @@ func (s *Service) CountByState(ctx context.Context) (map[domain.RunState]int64, 
 // retention of agent events). Runs owns runs; this is the only shape others
 // may use.
 var EndedRunsSQL = `(SELECT id FROM runs WHERE state NOT IN (` + domain.ActiveRunStatesSQL + `))`
+
+// store holds the package's SQL: each method runs its statements on
+// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
+// returns typed values, and reads clock only for the time a statement
+// stamps or compares; the rules that decide what to write live in the
+// service, which embeds the store.
+type store struct {
+	pool  db.Querier
+	clock clock.Clock
+}
+
+// rowLock is how getRun locks the run row it reads.
+type rowLock string
+
+const (
+	// lockForUpdate locks the row for the rest of the transaction.
+	lockForUpdate rowLock = "FOR UPDATE"
+	// lockSkipLocked locks the row unless another unit holds it (then
+	// there is no row).
+	lockSkipLocked rowLock = "FOR UPDATE SKIP LOCKED"
+)
+
+// ackedSeq returns the agent's acknowledged position (0 before its first ack).
+func (s *store) ackedSeq(ctx context.Context, agentID string) (int64, error) {
+	var seq int64
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1`, agentID).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return seq, err
+}
+
+// setLease sets the lease of run id to end at until.
+func (s *store) setLease(ctx context.Context, id string, until time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1`, id, until)
+	return err
+}
+
+// markSessionStarted records that session id has started.
+func (s *store) markSessionStarted(ctx context.Context, id string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_sessions SET started = true WHERE id = $1`, id)
+	return err
+}
+
+// settleDelivered moves run runID's delivered follow-ups to state to.
+func (s *store) settleDelivered(ctx context.Context, runID string, to domain.FollowupState) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = $2 WHERE run_id = $1 AND state = 'delivered'`, runID, to)
+	return err
+}
+
+// pendingFollowups returns the message ids of run runID's pending
+// follow-ups in thread order.
+func (s *store) pendingFollowups(ctx context.Context, runID string) ([]string, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
+		WHERE f.run_id = $1 AND f.state = 'pending' ORDER BY m.thread_seq`, runID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// dropFollowup drops message messageID as a follow-up of run runID, for why.
+func (s *store) dropFollowup(ctx context.Context, runID, messageID, why string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2`, runID, messageID, why)
+	return err
+}
+
+// promoteFollowup marks message messageID, a follow-up of run runID, as
+// the trigger of the next run.
+func (s *store) promoteFollowup(ctx context.Context, runID, messageID string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'promoted' WHERE run_id = $1 AND message_id = $2`, runID, messageID)
+	return err
+}
+
+// moveFollowup makes message messageID, a follow-up of run runID, a
+// follow-up of run nextID.
+func (s *store) moveFollowup(ctx context.Context, runID, messageID, nextID string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET run_id = $3 WHERE run_id = $1 AND message_id = $2`, runID, messageID, nextID)
+	return err
+}
+
+// runPlace returns the thread and agent of run id, or pgx.ErrNoRows.
+func (s *store) runPlace(ctx context.Context, id string) (threadID, agentID string, err error) {
+	err = db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, agent_id::text FROM runs WHERE id = $1`, id).Scan(&threadID, &agentID)
+	return threadID, agentID, err
+}
+
+// lockCursor makes sure agent agentID has a cursor row (created at now),
+// locks it for the transaction of ctx, and returns its acknowledged
+// position.
+func (s *store) lockCursor(ctx context.Context, agentID string, now time.Time) (int64, error) {
+	tx := db.Q(ctx, s.pool)
+	if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
+		agentID, now); err != nil {
+		return 0, err
+	}
+	var from int64
+	if err := tx.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1 FOR UPDATE`, agentID).Scan(&from); err != nil {
+		return 0, err
+	}
+	return from, nil
+}
+
+// deliverAcked delivers (at now) the pending follow-ups whose agent.followup
+// events of agent agentID lie after from up to to.
+func (s *store) deliverAcked(ctx context.Context, agentID string, from, to int64, now time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups f SET state = 'delivered', delivered_at = $4
+			FROM `+events.AgentEventsSQL+` e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
+			AND f.run_id = e.run_id AND f.message_id = e.message_id AND f.state = 'pending'`,
+		agentID, from, to, now, events.AgentFollowup)
+	return err
+}
+
+// setCursor stores to as agent agentID's acknowledged position.
+func (s *store) setCursor(ctx context.Context, agentID string, to int64, now time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_cursors SET acked_seq = $2, updated_at = $3 WHERE agent_id = $1`, agentID, to, now)
+	return err
+}
+
+// insertFollowup stores message messageID as a pending follow-up of run runID.
+func (s *store) insertFollowup(ctx context.Context, runID, messageID string, now time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `INSERT INTO run_followups (run_id, message_id, state, created_at) VALUES ($1, $2, 'pending', $3)`,
+		runID, messageID, now)
+	return err
+}
+
+// writeRun stores the state, times, claim and flags of run.
+func (s *store) writeRun(ctx context.Context, run Run) error {
+	var reasonV, holderV any
+	if run.EndReason != "" {
+		reasonV = run.EndReason
+	}
+	if run.Holder != "" {
+		holderV = run.Holder
+	}
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE runs SET state = $2, version = $3, last_activity_at = $4, started_at = $5, ended_at = $6, end_reason = $7, cancel_requested = $8,
+		holder = $9, lease_expires_at = $10, attempt = $11, trigger_lost_at = $12 WHERE id = $1`,
+		run.ID, run.State, run.Version, run.LastActivityAt, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested, holderV, run.LeaseExpiresAt, run.Attempt, run.TriggerLostAt)
+	return err
+}
+
+// answerRun reads run id for an answer check and takes it FOR SHARE; an
+// unknown run is pgx.ErrNoRows.
+func (s *store) answerRun(ctx context.Context, id string) (domain.AnswerRun, error) {
+	var run domain.AnswerRun
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text, thread_id::text, agent_id::text, state FROM runs WHERE id = $1 FOR SHARE`, id).
+		Scan(&run.ID, &run.ThreadID, &run.AgentID, &run.State)
+	return run, err
+}
+
+// renewClaimedLease renews the lease of run id to until while it is claimed
+// and running or waiting.
+func (s *store) renewClaimedLease(ctx context.Context, id string, until time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1 AND lease_expires_at IS NOT NULL AND state IN ('running', 'waiting_input')`,
+		id, until)
+	return err
+}
+
+// retireSessions marks agent's sessions of thread threadID not current.
+func (s *store) retireSessions(ctx context.Context, threadID, agentID string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_sessions SET is_current = false WHERE thread_id = $1 AND agent_id = $2 AND is_current`, threadID, agentID)
+	return err
+}
+
+// dueRun is a run the sweeper looks at, with its thread.
+type dueRun struct{ run, thread string }
+
+// dueRuns lists up to 100 active runs, oldest first, that may be due: queued
+// with no activity since queuedBefore, running or waiting with no activity
+// since stalledBefore or a lease ended by now, or that lost trigger at or
+// before lostBefore.
+func (s *store) dueRuns(ctx context.Context, queuedBefore, stalledBefore, now, lostBefore time.Time) ([]dueRun, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, thread_id::text FROM runs
+		WHERE (state = 'queued' AND last_activity_at < $1)
+		   OR (state IN ('running', 'waiting_input') AND (last_activity_at < $2 OR lease_expires_at <= $3))
+		   OR (state IN (`+domain.ActiveRunStatesSQL+`) AND trigger_lost_at <= $4)
+		ORDER BY queued_at LIMIT 100`, queuedBefore, stalledBefore, now, lostBefore)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueRun, error) {
+		var d dueRun
+		err := r.Scan(&d.run, &d.thread)
+		return d, err
+	})
+}
+
+// triggerScopeSQL restricts a statement to TriggerScope ($1 principal, $2
+// channel, $3 space); %s is the column of the person.
+const triggerScopeSQL = `($1 = '' OR %s::text = $1) AND ($2 = '' OR t.channel_id::text = $2) AND ($3 = '' OR t.space_id::text = $3)`
+
+// heldRuns lists the active runs in scope whose trigger has not been lost,
+// with the person who triggered them.
+func (s *store) heldRuns(ctx context.Context, scope TriggerScope) ([]heldBy, error) {
+	runRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT r.id::text, '', r.thread_id::text, r.triggered_by::text FROM runs r
+		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
+		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND r.trigger_lost_at IS NULL AND r.triggered_by IS NOT NULL AND `+
+		fmt.Sprintf(triggerScopeSQL, "r.triggered_by"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
+	if err != nil {
+		return nil, fmt.Errorf("recheck runs: %w", err)
+	}
+	runList, err := pgx.CollectRows(runRows, scanHeld)
+	if err != nil {
+		return nil, fmt.Errorf("recheck runs: %w", err)
+	}
+	return runList, nil
+}
+
+// heldFollowups lists the pending and delivered follow-ups of active runs
+// in scope, with their authors.
+func (s *store) heldFollowups(ctx context.Context, scope TriggerScope) ([]heldBy, error) {
+	fRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text, r.thread_id::text, m.author_principal_id::text FROM run_followups f
+		JOIN runs r ON r.id = f.run_id JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
+		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
+		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND f.state IN ('pending', 'delivered') AND `+
+		fmt.Sprintf(triggerScopeSQL, "m.author_principal_id"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
+	if err != nil {
+		return nil, fmt.Errorf("recheck follow-ups: %w", err)
+	}
+	fList, err := pgx.CollectRows(fRows, scanHeld)
+	if err != nil {
+		return nil, fmt.Errorf("recheck follow-ups: %w", err)
+	}
+	return fList, nil
+}
+
+// dropHeldFollowup drops the follow-up h while it is pending or delivered.
+func (s *store) dropHeldFollowup(ctx context.Context, h heldBy, why string) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2 AND state IN ('pending', 'delivered')`,
+		h.runID, h.messageID, why)
+	return err
+}
+
+// listenSQL subscribes the hub's dedicated connection to the channel every
+// event commit notifies.
+const listenSQL = "LISTEN " + events.NotifyChannel

@@ -4,10 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/events"
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -75,20 +72,7 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 // sweepOnce is SweepOnce that also says how many runs timed out.
 func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error) {
 	now := s.clock.Now()
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, thread_id::text FROM runs
-		WHERE (state = 'queued' AND last_activity_at < $1)
-		   OR (state IN ('running', 'waiting_input') AND (last_activity_at < $2 OR lease_expires_at <= $3))
-		   OR (state IN (`+domain.ActiveRunStatesSQL+`) AND trigger_lost_at <= $4)
-		ORDER BY queued_at LIMIT 100`, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall), now, now.Add(-s.timeouts.CancelGrace))
-	if err != nil {
-		return 0, 0, err
-	}
-	type due struct{ run, thread string }
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (due, error) {
-		var d due
-		err := r.Scan(&d.run, &d.thread)
-		return d, err
-	})
+	list, err := s.dueRuns(ctx, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall), now, now.Add(-s.timeouts.CancelGrace))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -100,7 +84,7 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 			if locked, err := s.chat.TryLockThread(ctx, d.thread); err != nil || !locked {
 				return err // not locked: another unit holds the thread; the next sweep retries
 			}
-			r, err := s.getRun(ctx, d.run, "FOR UPDATE SKIP LOCKED")
+			r, err := s.getRun(ctx, d.run, lockSkipLocked)
 			if err == ErrNotFound {
 				return nil
 			}

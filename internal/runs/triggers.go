@@ -10,8 +10,6 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -45,29 +43,13 @@ type heldBy struct {
 // spaces); the sweeper calls it with the zero scope on every sweep, which
 // also catches grants that expired. It returns how many runs it changed.
 func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int, error) {
-	const inScope = `($1 = '' OR %s::text = $1) AND ($2 = '' OR t.channel_id::text = $2) AND ($3 = '' OR t.space_id::text = $3)`
-	runRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT r.id::text, '', r.thread_id::text, r.triggered_by::text FROM runs r
-		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
-		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND r.trigger_lost_at IS NULL AND r.triggered_by IS NOT NULL AND `+
-		fmt.Sprintf(inScope, "r.triggered_by"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
+	runList, err := s.heldRuns(ctx, scope)
 	if err != nil {
-		return 0, fmt.Errorf("recheck runs: %w", err)
+		return 0, err
 	}
-	runList, err := pgx.CollectRows(runRows, scanHeld)
+	fList, err := s.heldFollowups(ctx, scope)
 	if err != nil {
-		return 0, fmt.Errorf("recheck runs: %w", err)
-	}
-	fRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text, r.thread_id::text, m.author_principal_id::text FROM run_followups f
-		JOIN runs r ON r.id = f.run_id JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
-		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
-		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND f.state IN ('pending', 'delivered') AND `+
-		fmt.Sprintf(inScope, "m.author_principal_id"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
-	if err != nil {
-		return 0, fmt.Errorf("recheck follow-ups: %w", err)
-	}
-	fList, err := pgx.CollectRows(fRows, scanHeld)
-	if err != nil {
-		return 0, fmt.Errorf("recheck follow-ups: %w", err)
+		return 0, err
 	}
 	if len(runList) == 0 && len(fList) == 0 {
 		return 0, nil
@@ -94,13 +76,10 @@ func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int,
 			continue
 		}
 		err := s.db.InTx(ctx, func(ctx context.Context) error {
-			tx := s.db.Q(ctx)
 			if _, err := s.chat.LockThread(ctx, h.threadID); err != nil {
 				return problem.Internal("runs.recheckTriggers", err)
 			}
-			_, err := tx.Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2 AND state IN ('pending', 'delivered')`,
-				h.runID, h.messageID, ReasonTriggerRevoked)
-			return err
+			return s.dropHeldFollowup(ctx, h, ReasonTriggerRevoked)
 		})
 		if err != nil {
 			return changed, err
@@ -175,7 +154,7 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 		if err != nil {
 			return problem.Internal("runs.revokeRun", err)
 		}
-		r, err := s.getRun(ctx, h.runID, "FOR UPDATE")
+		r, err := s.getRun(ctx, h.runID, lockForUpdate)
 		if err != nil {
 			return problem.Internal("runs.revokeRun", err)
 		}

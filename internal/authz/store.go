@@ -1,0 +1,211 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jackc/pgx/v5"
+)
+
+// store holds the package's SQL: each method runs its statements on
+// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
+// returns typed values, and reads clock only for the time a statement
+// stamps or compares; the rules that decide what to write live in the
+// service, which embeds the store.
+type store struct {
+	pool  db.Querier
+	clock clock.Clock
+}
+
+// insertGrant stores g.
+func (s *store) insertGrant(ctx context.Context, g NewGrant) (Grant, error) {
+	q := db.Q(ctx, s.pool)
+	now := s.clock.Now()
+	out := Grant{ID: ids.New(), SubjectID: g.SubjectID, SubjectKind: g.SubjectKind, TargetKind: g.TargetKind, TargetID: g.TargetID,
+		Level: g.Level, ExpiresAt: g.ExpiresAt, CreatedBy: g.CreatedBy, CreatedAt: now}
+	cols := map[string]any{"id": out.ID, "level": g.Level.String(), "expires_at": g.ExpiresAt, "created_by": g.CreatedBy, "created_at": now}
+	if g.SubjectKind == SubjectGroup {
+		cols["subject_group_id"] = g.SubjectID
+	} else {
+		cols["subject_principal_id"] = g.SubjectID
+	}
+	if g.TargetKind == KindSpace {
+		cols["target_space_id"] = g.TargetID
+	} else {
+		cols["target_channel_id"] = g.TargetID
+	}
+	sqlText, args := db.SQL.Insert("grants").SetMap(cols).MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		return Grant{}, fmt.Errorf("create grant: %w", err)
+	}
+	return out, nil
+}
+
+// GetGrant returns the grant with id, or ErrGrantNotFound.
+func (s *store) GetGrant(ctx context.Context, id string) (Grant, error) {
+	q := db.Q(ctx, s.pool)
+	if !ids.Valid(id) {
+		return Grant{}, ErrGrantNotFound
+	}
+	sqlText, args := db.SQL.Select(grantColumns...).From("grants").Where(sq.Eq{"id": id}).MustSql()
+	return scanGrant(q.QueryRow(ctx, sqlText, args...))
+}
+
+// RevokeGrant sets revoked_at of grant id (once; a second revoke
+// returns the grant unchanged).
+func (s *store) RevokeGrant(ctx context.Context, id string) (Grant, error) {
+	q := db.Q(ctx, s.pool)
+	sqlText, args := db.SQL.Update("grants").Set("revoked_at", s.clock.Now()).Where(sq.Eq{"id": id}).Where("revoked_at IS NULL").MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		return Grant{}, fmt.Errorf("revoke grant: %w", err)
+	}
+	return s.GetGrant(ctx, id)
+}
+
+// GroupTargets returns, the spaces and channels named by the
+// live grants (not revoked, not expired) of group groupID, each once.
+func (s *store) GroupTargets(ctx context.Context, groupID string) (spaces, channels []string, err error) {
+	q := db.Q(ctx, s.pool)
+	rows, err := q.Query(ctx, `SELECT DISTINCT coalesce(target_space_id::text, ''), coalesce(target_channel_id::text, '') FROM grants
+		WHERE subject_group_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) ORDER BY 1, 2`, groupID, s.clock.Now())
+	if err != nil {
+		return nil, nil, fmt.Errorf("group grant targets: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sp, ch string
+		if err := rows.Scan(&sp, &ch); err != nil {
+			return nil, nil, fmt.Errorf("group grant targets: %w", err)
+		}
+		if sp != "" {
+			spaces = append(spaces, sp)
+		} else {
+			channels = append(channels, ch)
+		}
+	}
+	return spaces, channels, rows.Err()
+}
+
+// RevokeGroupGrants revokes every live grant of group groupID
+// (when the group is deleted).
+func (s *store) RevokeGroupGrants(ctx context.Context, groupID string) error {
+	q := db.Q(ctx, s.pool)
+	sqlText, args := db.SQL.Update("grants").Set("revoked_at", s.clock.Now()).
+		Where(sq.Eq{"subject_group_id": groupID}).Where("revoked_at IS NULL").MustSql()
+	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
+		return fmt.Errorf("revoke group grants: %w", err)
+	}
+	return nil
+}
+
+// DeleteOldAudit removes up to limit audit rows last seen before cutoff and
+// returns how many it removed (the retention module calls it).
+func (s *store) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	tag, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM audit_log WHERE id IN (
+		SELECT id FROM audit_log WHERE last_at < $1 LIMIT $2)`, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete old audit rows: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// liveGrants reads, in one statement, the grants in force now (not revoked,
+// not expired) of the given principals, directly or through their groups,
+// and returns one levelMap per principal. With targets set only grants on
+// those spaces or channels are read. It is the only place that says which
+// grants count. Group membership is joined here, in the statement, through
+// identity's MembershipSQL, because every decision needs it and a second
+// round trip per decision would cost more than it saves. It reads through
+// the transaction of ctx when there is one (db.Q), so a decision inside a
+// unit of work sees the unit's own grant changes.
+func (s *store) liveGrants(ctx context.Context, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
+	b := db.SQL.Select("coalesce(g.subject_principal_id, gm.principal_id)::text", "coalesce(g.target_space_id::text, '')",
+		"coalesce(g.target_channel_id::text, '')", "g.level").
+		From("grants g").LeftJoin(identity.MembershipSQL+" gm ON gm.group_id = g.subject_group_id").
+		Where("g.revoked_at IS NULL").
+		Where(sq.Or{sq.Expr("g.expires_at IS NULL"), sq.Gt{"g.expires_at": s.clock.Now()}}).
+		Where("coalesce(g.subject_principal_id, gm.principal_id) = ANY(?::uuid[])", principals)
+	if targets != nil {
+		b = b.Where(sq.Or{sq.Expr("g.target_space_id = ANY(?::uuid[])", targets.spaces), sq.Expr("g.target_channel_id = ANY(?::uuid[])", targets.channels)})
+	}
+	sqlText, args := b.MustSql()
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("grants: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]levelMap{}
+	for rows.Next() {
+		var who, space, channel, level string
+		if err := rows.Scan(&who, &space, &channel, &level); err != nil {
+			return nil, fmt.Errorf("grants: %w", err)
+		}
+		m, ok := out[who]
+		if !ok {
+			m = newLevelMap()
+			out[who] = m
+		}
+		m.raise(space, channel, ParseLevel(level))
+	}
+	return out, rows.Err()
+}
+
+// auditAllow writes the audit row of one allow, at now. Like auditDeny it
+// runs on the pool, never in the transaction of ctx: an audit row must
+// hold when the caller's unit rolls back.
+func (s *store) auditAllow(ctx context.Context, actorID string, action Action, kind ResourceKind, resID any, now time.Time) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
+			VALUES ($1, $2, $3, 'allow', '', $4, $5, $6, 1, $6, $6)`, ids.New(), actorID, string(action), string(kind), resID, now)
+	return err
+}
+
+// auditDeny counts one denial at now in the row of its actor, action,
+// reason and window (which starts at start), on the pool (see auditAllow).
+func (s *store) auditDeny(ctx context.Context, actorID string, action Action, reason string, kind ResourceKind, resID any, start, now time.Time) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
+		VALUES ($1, $2, $3, 'deny', $4, $5, $6, $7, 1, $8, $8)
+		ON CONFLICT (actor_id, action, reason, window_start) WHERE decision = 'deny'
+		DO UPDATE SET count = audit_log.count + 1, last_at = EXCLUDED.last_at`,
+		ids.New(), actorID, string(action), reason, string(kind), resID, start, now)
+	return err
+}
+
+// AuditRows returns the audit rows of actor (all actors when empty).
+func (s *store) AuditRows(ctx context.Context, actorID string) ([]AuditRow, error) {
+	q := db.SQL.Select("actor_id", "action", "decision", "reason", "resource_kind", "count").From("audit_log").OrderBy("first_at", "id")
+	if actorID != "" {
+		q = q.Where(sq.Eq{"actor_id": actorID})
+	}
+	sqlText, args := q.MustSql()
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditRow, error) {
+		var a AuditRow
+		err := r.Scan(&a.ActorID, &a.Action, &a.Decision, &a.Reason, &a.ResourceKind, &a.Count)
+		return a, err
+	})
+}
+
+var grantColumns = []string{"id", "coalesce(subject_principal_id, subject_group_id)", "CASE WHEN subject_group_id IS NULL THEN 'principal' ELSE 'group' END",
+	"CASE WHEN target_space_id IS NULL THEN 'channel' ELSE 'space' END", "coalesce(target_space_id, target_channel_id)", "level",
+	"expires_at", "created_by", "created_at", "revoked_at"}
+
+func scanGrant(row pgx.Row) (Grant, error) {
+	var g Grant
+	var tk, lvl string
+	err := row.Scan(&g.ID, &g.SubjectID, &g.SubjectKind, &tk, &g.TargetID, &lvl, &g.ExpiresAt, &g.CreatedBy, &g.CreatedAt, &g.RevokedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Grant{}, ErrGrantNotFound
+	}
+	g.TargetKind, g.Level = ResourceKind(tk), ParseLevel(lvl)
+	return g, err
+}
