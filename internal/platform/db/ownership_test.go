@@ -171,35 +171,7 @@ func sqlTables(s string, builderArg bool) []string {
 func sqlTableUses(t *testing.T, root string, tables []string) []tableUse {
 	t.Helper()
 	var uses []tableUse
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case "migrations", "node_modules", "testdata", "vendor", ".git":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
-		if err != nil {
-			return err
-		}
-		if ast.IsGenerated(f) {
-			// Generated code holds no SQL of its own (gqlgen keeps the
-			// GraphQL schema text, where "runs" is a field).
-			return nil
-		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return err
-		}
-		pkg := filepath.ToSlash(rel)
+	goSources(t, root, func(string, string) bool { return false }, func(pkg string, f *ast.File, fset *token.FileSet) {
 		builderArgs := map[*ast.BasicLit]bool{}
 		ast.Inspect(f, func(n ast.Node) bool {
 			if call, ok := n.(*ast.CallExpr); ok {
@@ -226,12 +198,53 @@ func sqlTableUses(t *testing.T, root string, tables []string) []tableUse {
 			}
 			return true
 		})
+	})
+	return uses
+}
+
+// goSources parses every non-test, non-generated Go file under root
+// (migrations and tool folders skipped) whose package folder pkg (relative
+// to root) and file name skip does not refuse, and hands it to visit.
+// Generated code holds no SQL of its own (gqlgen keeps the GraphQL schema
+// text, where "runs" is a field).
+func goSources(t *testing.T, root string, skip func(pkg, name string) bool, visit func(pkg string, f *ast.File, fset *token.FileSet)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "migrations", "node_modules", "testdata", "vendor", ".git":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		name := d.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(rel)
+		if skip(pkg, name) {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		if !ast.IsGenerated(f) {
+			visit(pkg, f, fset)
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return uses
 }
 
 // repoRoot is the folder of go.mod above the working directory.

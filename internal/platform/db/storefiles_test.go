@@ -2,9 +2,7 @@ package db_test
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -97,37 +95,10 @@ type sqlUse struct {
 func sqlOutsideStores(t *testing.T, root string) []sqlUse {
 	t.Helper()
 	var uses []sqlUse
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case "migrations", "node_modules", "testdata", "vendor", ".git":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		name := d.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || isStoreFile(name) {
-			return nil
-		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return err
-		}
-		pkg := filepath.ToSlash(rel)
-		if sqlExceptions[pkg] != "" || slices.Contains(testSupport, pkg) {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
-		if err != nil {
-			return err
-		}
-		if ast.IsGenerated(f) {
-			return nil
-		}
+	skip := func(pkg, name string) bool {
+		return isStoreFile(name) || sqlExceptions[pkg] != "" || slices.Contains(testSupport, pkg)
+	}
+	goSources(t, root, skip, func(_ string, f *ast.File, fset *token.FileSet) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch x := n.(type) {
 			case *ast.CallExpr:
@@ -148,11 +119,7 @@ func sqlOutsideStores(t *testing.T, root string) []sqlUse {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return uses
 }
 
