@@ -24,9 +24,9 @@ type call struct {
 	Auth string
 }
 
-// dropConnection makes the fake close the connection without an answer,
+// errDropConnection makes the fake close the connection without an answer,
 // as a network failure would.
-var dropConnection = errors.New("drop")
+var errDropConnection = errors.New("drop")
 
 // gqlErr is an error the fake answers in the server's shape.
 type gqlErr struct {
@@ -106,7 +106,7 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	data, err := h(req.Variables)
 	var ge gqlErr
 	switch {
-	case errors.Is(err, dropConnection):
+	case errors.Is(err, errDropConnection):
 		conn, _, herr := http.NewResponseController(w).Hijack()
 		if herr != nil {
 			f.t.Errorf("hijack: %v", herr)
@@ -385,7 +385,7 @@ func TestLoopRetriesTheAnswerAfterANetworkError(t *testing.T) {
 		n := len(sent)
 		mu.Unlock()
 		if n == 1 {
-			return nil, dropConnection
+			return nil, errDropConnection
 		}
 		return map[string]any{"createMessage": map[string]any{"replayed": true, "message": map[string]any{"id": "a1", "threadId": vars["threadId"], "threadSeq": 4}}}, nil
 	})

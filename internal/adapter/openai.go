@@ -217,7 +217,7 @@ func (m *OpenAIModel) Answer(ctx context.Context, prompt Prompt) (string, error)
 	if len(m.cfg.Tools) > 0 {
 		if ToolsAllowed(prompt.Lowest) {
 			for _, t := range m.cfg.Tools {
-				req.Tools = append(req.Tools, chatTool{Type: "function", Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+				req.Tools = append(req.Tools, chatTool{Type: "function", Function: chatFunction(t)})
 			}
 		} else {
 			log.Info("tools withheld: untrusted content in the context", "lowest", strings.ToLower(string(prompt.Lowest)), "tools", len(m.cfg.Tools))

@@ -96,7 +96,7 @@ type compiled struct {
 func New(schema *ast.Schema, gql http.Handler, routes []Route) (*Shim, error) {
 	s := &Shim{schema: schema, gql: gql}
 	for _, rt := range routes {
-		doc, errs := gqlparser.LoadQuery(schema, rt.Document)
+		doc, errs := gqlparser.LoadQueryWithRules(schema, rt.Document, nil)
 		if errs != nil {
 			return nil, fmt.Errorf("route %s: %v", rt.OperationID, errs)
 		}

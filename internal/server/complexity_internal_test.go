@@ -34,7 +34,7 @@ func TestComplexityLimit(t *testing.T) {
 			fragment F on Event { channelId }`, 1 + 10*(1+2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			doc, errs := gqlparser.LoadQuery(es.Schema(), tc.query)
+			doc, errs := gqlparser.LoadQueryWithRules(es.Schema(), tc.query, nil)
 			if errs != nil {
 				t.Fatal(errs)
 			}

@@ -26,7 +26,7 @@ func TestStoredOperationsFitLimits(t *testing.T) {
 		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
 		ContextItems: contextItems, NestedItems: nestedItems})})
 	for _, rt := range rest.Table {
-		doc, errs := gqlparser.LoadQuery(es.Schema(), rt.Document)
+		doc, errs := gqlparser.LoadQueryWithRules(es.Schema(), rt.Document, nil)
 		if errs != nil {
 			t.Fatalf("%s: %v", rt.OperationID, errs)
 		}
