@@ -4,12 +4,13 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"golang.org/x/tools/go/packages"
+
+	"bothy.example.com/bothy/internal/moduletest"
 )
 
 const authzPath = "bothy.example.com/bothy/internal/authz"
@@ -21,7 +22,7 @@ const authzPath = "bothy.example.com/bothy/internal/authz"
 // doors (Authorize, Filter, Allowed), which decide by the rule table.
 // Listing levels as data (the world's grant table) is no comparison.
 func TestNoLevelComparisonOutsideAuthz(t *testing.T) {
-	root := moduleRoot(t)
+	root := moduletest.RepoRoot(t)
 	found := levelComparisons(t, root, "./...", authzPath)
 	for _, f := range found {
 		t.Errorf("%s compares authorization levels outside internal/authz; decide the right through authz.Authorize, Filter or Allowed", f)
@@ -45,25 +46,6 @@ func TestLevelComparisonCheckFindsViolations(t *testing.T) {
 		if !strings.Contains(found[i], "/bad/"+w) {
 			t.Errorf("finding %d is %s, want one at bad/%s", i, found[i], w)
 		}
-	}
-}
-
-// moduleRoot returns the directory of the module's go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -250,6 +252,26 @@ func (e *Env) Metric(series string) float64 {
 		}
 	}
 	return 0
+}
+
+// RepoRoot returns the folder of the module's go.mod above the test's
+// working directory, for tests that read the repository's own sources.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's working directory")
+		}
+		dir = parent
+	}
 }
 
 // AuditRows returns the audit rows of the principal with handle h.

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"bothy.example.com/bothy/internal/moduletest"
 )
 
 // owners maps every table of migrations/ to the one package (its folder
@@ -50,7 +52,7 @@ var testSupport = []string{"internal/apitest", "internal/moduletest", "internal/
 // no Go file outside the owning package (tests and test support excepted)
 // names the table in SQL.
 func TestTableOwnership(t *testing.T) {
-	root := repoRoot(t)
+	root := moduletest.RepoRoot(t)
 	tables := migrationTables(t, filepath.Join(root, "migrations"))
 	for _, table := range tables {
 		if owners[table] == "" {
@@ -244,24 +246,5 @@ func goSources(t *testing.T, root string, skip func(pkg, name string) bool, visi
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// repoRoot is the folder of go.mod above the working directory.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"bothy.example.com/bothy/internal/moduletest"
 )
 
 // sqlExceptions are the packages (folders from the repository root) whose
@@ -41,7 +43,7 @@ func isStoreFile(name string) bool {
 // non-generated Go file outside migrations, test support and
 // sqlExceptions.
 func TestSQLOnlyInStoreFiles(t *testing.T) {
-	for _, v := range sqlOutsideStores(t, repoRoot(t)) {
+	for _, v := range sqlOutsideStores(t, moduletest.RepoRoot(t)) {
 		t.Errorf("%s: SQL outside a store file (%s): move it to the package's store.go or store_<topic>.go", v.pos, v.what)
 	}
 }
