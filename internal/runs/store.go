@@ -196,11 +196,8 @@ func (s *store) CountByState(ctx context.Context) (map[domain.RunState]int64, er
 // may use.
 var EndedRunsSQL = `(SELECT id FROM runs WHERE state NOT IN (` + domain.ActiveRunStatesSQL + `))`
 
-// store holds the package's SQL: each method runs its statements on
-// db.Q(ctx, pool), the transaction carried in ctx or the pool, takes and
-// returns typed values, and reads clock only for the time a statement
-// stamps or compares; the rules that decide what to write live in the
-// service, which embeds the store.
+// store holds the package's SQL, embedded in the service that decides what
+// to write (the store convention: README.md#architecture).
 type store struct {
 	pool  db.Querier
 	clock clock.Clock
