@@ -7,32 +7,12 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"bothy.example.com/bothy/internal/adapter"
 	"bothy.example.com/bothy/internal/apitest"
 )
-
-// outputBuffer is a bytes.Buffer safe for a command running in a
-// goroutine while the test reads it.
-type outputBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *outputBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *outputBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // bothy runs the command line in process and returns its standard output.
 func bothy(t *testing.T, args ...string) (string, error) {
@@ -90,7 +70,7 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 
 	// bothy serve on a database without an owner says how to make one.
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr outputBuffer
+	var stdout, stderr apitest.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr) }()
 	deadline := time.Now().Add(60 * time.Second)

@@ -25,11 +25,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/internal/world"
@@ -37,41 +37,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// lineBuffer collects a process's stderr from its own goroutine.
-type lineBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lineBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lineBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// jsonLines decodes every line; a line that is not a JSON object fails t.
-func (b *lineBuffer) jsonLines(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("a log line is not JSON: %q", l)
-		}
-		out = append(out, m)
-	}
-	return out
-}
 
 // find returns the first line with message msg (nil when none).
 func find(lines []map[string]any, msg string) map[string]any {
@@ -167,7 +132,7 @@ func freeAddr(t *testing.T) string {
 type proc struct {
 	cmd    *exec.Cmd
 	base   string
-	logs   *lineBuffer
+	logs   *apitest.Buffer
 	exited chan struct{}
 }
 
@@ -175,7 +140,7 @@ type proc struct {
 func serve(t *testing.T, bin string, env []string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
-	p := &proc{cmd: exec.Command(bin, "serve", "--addr", addr), base: "http://" + addr, logs: &lineBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, "serve", "--addr", addr), base: "http://" + addr, logs: &apitest.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Env = env
 	p.cmd.Stderr = p.logs
 	p.cmd.Stdout = io.Discard
@@ -364,7 +329,7 @@ func TestBinary(t *testing.T) {
 		if code := p.wait(t, 15*time.Second); code != 0 {
 			t.Fatalf("exit %d", code)
 		}
-		lines := p.logs.jsonLines(t)
+		lines := p.logs.Lines(t)
 		if l := find(lines, "the database schema is behind this binary; /readyz answers migrations_pending until bothy migrate runs"); l == nil || l["schema_version"] != float64(0) {
 			t.Fatalf("no warning about the old schema:\n%s", p.logs.String())
 		}
@@ -414,7 +379,7 @@ func TestBinary(t *testing.T) {
 		if d := time.Since(sent); d < time.Second {
 			t.Fatalf("stopped after %s, before the drain delay", d)
 		}
-		lines := p.logs.jsonLines(t)
+		lines := p.logs.Lines(t)
 		for _, msg := range []string{"starting", "serving", "drain started: readiness answers 503 draining",
 			"drain: listener closed, waiting for requests in flight", "drain: requests in flight finished", "stopped"} {
 			if find(lines, msg) == nil {
@@ -452,7 +417,7 @@ func TestBinary(t *testing.T) {
 		if d := time.Since(sent); d < 2*time.Second || d > 3500*time.Millisecond {
 			t.Fatalf("stopped after %s, want about server.shutdown_timeout (2s)", d)
 		}
-		if find(p.logs.jsonLines(t), "drain: server.shutdown_timeout reached, requests in flight cancelled") == nil {
+		if find(p.logs.Lines(t), "drain: server.shutdown_timeout reached, requests in flight cancelled") == nil {
 			t.Fatalf("no cancellation line:\n%s", p.logs.String())
 		}
 	})
@@ -487,7 +452,7 @@ func TestBinary(t *testing.T) {
 		if code := p.wait(t, 15*time.Second); code != 0 {
 			t.Fatalf("exit %d", code)
 		}
-		p.logs.jsonLines(t)
+		p.logs.Lines(t)
 	})
 
 	t.Run("systemd unit", func(t *testing.T) {
@@ -602,7 +567,7 @@ http {
 `, dir)
 	os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main), 0o644)
 	cmd := exec.Command(nginx, "-e", "stderr", "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
-	var out lineBuffer
+	var out apitest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -644,7 +609,7 @@ http {
 	}
 	for i, p := range []*proc{p1, p2} {
 		seen := 0
-		for _, l := range p.logs.jsonLines(t) {
+		for _, l := range p.logs.Lines(t) {
 			if l["msg"] == "request" && l["operation"] == "ThroughProxy" {
 				seen++
 				if l["client"] != "127.0.0.1" {

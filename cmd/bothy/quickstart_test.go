@@ -12,10 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
 )
 
 // quickStartLines returns the command lines of the README's quick start
@@ -41,24 +42,6 @@ func quickStartLines(t *testing.T, readme string) []string {
 		}
 	}
 	return lines
-}
-
-// lockedBuffer collects a process's output for concurrent reading.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestREADMEQuickStart runs every command line of the README's quick start
@@ -111,7 +94,7 @@ func TestREADMEQuickStart(t *testing.T) {
 	base := "http://" + addr
 
 	var dev *exec.Cmd
-	var devOut lockedBuffer
+	var devOut apitest.Buffer
 	devDone := make(chan error, 1)
 	t.Cleanup(func() {
 		if dev != nil && dev.ProcessState == nil {
@@ -150,7 +133,7 @@ func TestREADMEQuickStart(t *testing.T) {
 				t.Fatal("the agent line comes before bin/bothy dev")
 			}
 			agent := command(line)
-			var agentOut lockedBuffer
+			var agentOut apitest.Buffer
 			agent.Stdout, agent.Stderr = &agentOut, &agentOut
 			if err := agent.Start(); err != nil {
 				t.Fatal(err)
@@ -209,7 +192,7 @@ func TestREADMEQuickStart(t *testing.T) {
 }
 
 // waitBanner waits until the dev server printed its whole banner.
-func waitBanner(t *testing.T, out *lockedBuffer, done chan error) {
+func waitBanner(t *testing.T, out *apitest.Buffer, done chan error) {
 	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	for !strings.Contains(out.String(), "(each clientMsgId is used once") {

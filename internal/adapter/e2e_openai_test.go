@@ -1,7 +1,6 @@
 package adapter_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 )
 
@@ -25,18 +25,7 @@ import (
 func TestAdapterEndToEndOpenAI(t *testing.T) {
 	bin := buildBinary(t)
 	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t))
-	seed := exec.CommandContext(t.Context(), bin, "seed", "--json")
-	seed.Env = env
-	var seedErr bytes.Buffer
-	seed.Stderr = &seedErr
-	out, err := seed.Output()
-	if err != nil {
-		t.Fatalf("bothy seed --json: %v\n%s", err, seedErr.String())
-	}
-	var w seedWorld
-	if err := json.Unmarshal(out, &w); err != nil {
-		t.Fatalf("seed output: %v", err)
-	}
+	w, _ := seed(t, bin, env)
 	alex, lotse, writer := w.Principals["alex"], w.Principals["lotse"], w.Principals["writer"]
 	main := w.Channels["Support/Allgemein"].MainThreadID
 	base := startServer(t, bin, env)
@@ -45,11 +34,11 @@ func TestAdapterEndToEndOpenAI(t *testing.T) {
 	const reply = "Printer 2 needs a new fuser; I have noted it."
 	fake := newFakeOpenAI(t, fakeReply{Content: reply}, fakeReply{Hang: true})
 	agentEnv := append(os.Environ(), "BOTHY_MODEL_API_KEY="+key, "BOTHY_AGENT_TOKEN="+lotse.Token)
-	agentCmd := func(ctx context.Context) (*exec.Cmd, *syncBuffer) {
+	agentCmd := func(ctx context.Context) (*exec.Cmd, *apitest.Buffer) {
 		cmd := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--once",
 			"--model", "openai", "--base-url", fake.BaseURL(), "--model-name", "test-model", "--model-timeout", "60s")
 		cmd.Env = agentEnv
-		var logs syncBuffer
+		var logs apitest.Buffer
 		cmd.Stdout, cmd.Stderr = &logs, &logs
 		return cmd, &logs
 	}

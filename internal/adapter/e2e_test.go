@@ -14,13 +14,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"bothy.example.com/bothy/internal/adapter"
 	"bothy.example.com/bothy/internal/platform/pgtest"
+
+	"bothy.example.com/bothy/internal/apitest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -63,24 +64,6 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-// syncBuffer collects a process's output for the failure message.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startServer runs `bothy serve` on a free port and returns its base URL;
 // the process gets SIGTERM when the test ends.
 func startServer(t *testing.T, bin string, env []string) string {
@@ -91,7 +74,7 @@ func startServer(t *testing.T, bin string, env []string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs apitest.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -192,23 +175,31 @@ type restRun struct {
 	TriggeringMessageID string `json:"triggering_message_id"`
 }
 
-// TestAdapterEndToEnd runs the reference adapter against a real server
-// process: once in process, once as `bothy agent run --once`.
-func TestAdapterEndToEnd(t *testing.T) {
-	bin := buildBinary(t)
-	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t))
-	seed := exec.CommandContext(t.Context(), bin, "seed", "--json")
-	seed.Env = env
-	var seedErr bytes.Buffer
-	seed.Stderr = &seedErr
-	out, err := seed.Output()
+// seed builds the example world with `bothy seed --json` on the database
+// of env and returns it with the command's output.
+func seed(t *testing.T, bin string, env []string) (seedWorld, []byte) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, "seed", "--json")
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("bothy seed --json: %v\n%s", err, seedErr.String())
+		t.Fatalf("bothy seed --json: %v\n%s", err, stderr.String())
 	}
 	var w seedWorld
 	if err := json.Unmarshal(out, &w); err != nil {
 		t.Fatalf("seed output: %v\n%s", err, out)
 	}
+	return w, out
+}
+
+// TestAdapterEndToEnd runs the reference adapter against a real server
+// process: once in process, once as `bothy agent run --once`.
+func TestAdapterEndToEnd(t *testing.T) {
+	bin := buildBinary(t)
+	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t))
+	w, out := seed(t, bin, env)
 	alex, lotse := w.Principals["alex"], w.Principals["lotse"]
 	allgemein := w.Channels["Support/Allgemein"]
 	if alex.Token == "" || lotse.Token == "" || lotse.Kind != "agent" || allgemein.MainThreadID == "" {
@@ -238,7 +229,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reports []adapter.RunReport
-	var logs syncBuffer
+	var logs apitest.Buffer
 	a, err := adapter.New(adapter.Config{Client: client, Model: adapter.EchoModel{}, Once: true, PollWait: 5 * time.Second,
 		Logger:    slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnRunDone: func(r adapter.RunReport) { reports = append(reports, r) }})
@@ -318,7 +309,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 	agentCtx, agentCancel := context.WithTimeout(t.Context(), time.Minute)
 	defer agentCancel()
 	agent := exec.CommandContext(agentCtx, bin, "agent", "run", "--token", lotse.Token, "--server", base, "--once", "--model", "echo")
-	var agentLogs syncBuffer
+	var agentLogs apitest.Buffer
 	agent.Stdout, agent.Stderr = &agentLogs, &agentLogs
 	if err := agent.Run(); err != nil {
 		t.Fatalf("bothy agent run --once: %v\n%s", err, agentLogs.String())
@@ -387,7 +378,7 @@ func TestTwoAdapterProcesses(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		agent := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--model", "echo")
 		agent.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token)
-		var logs syncBuffer
+		var logs apitest.Buffer
 		agent.Stdout, agent.Stderr = &logs, &logs
 		agent.Cancel = func() error { return agent.Process.Signal(syscall.SIGTERM) }
 		if err := agent.Start(); err != nil {

@@ -1,38 +1,18 @@
 package adapter_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"bothy.example.com/bothy/internal/adapter"
 	"bothy.example.com/bothy/internal/apitest"
 )
-
-// lockedBuffer is a log sink shared by goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // seenModel passes prompts to an inner model and hands each run id to the
 // test before the inner model works, so a test can act on a run in flight.
@@ -52,12 +32,12 @@ type flowEnv struct {
 	t    *testing.T
 	env  *apitest.Env
 	fake *fakeOpenAI
-	logs *lockedBuffer
+	logs *apitest.Buffer
 }
 
 func newFlowEnv(t *testing.T, script ...fakeReply) *flowEnv {
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"ratelimit.rl.message.burst": "500"}})
-	return &flowEnv{t: t, env: env, fake: newFakeOpenAI(t, script...), logs: &lockedBuffer{}}
+	return &flowEnv{t: t, env: env, fake: newFakeOpenAI(t, script...), logs: &apitest.Buffer{}}
 }
 
 // runOnce runs Lotse's adapter for one invocation with an OpenAIModel on

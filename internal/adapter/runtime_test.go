@@ -29,13 +29,13 @@ func runAdapterOver(t *testing.T, env *apitest.Env, agent string, model adapter.
 
 // runAdapterLogged is runAdapterOver that also returns the adapter's log,
 // whose lines are the signals a test waits for (instead of sleeping).
-func runAdapterLogged(t *testing.T, env *apitest.Env, agent string, model adapter.Model, transport string) (stop func(), logs *syncBuffer) {
+func runAdapterLogged(t *testing.T, env *apitest.Env, agent string, model adapter.Model, transport string) (stop func(), logs *apitest.Buffer) {
 	t.Helper()
 	c, err := adapter.NewClient(env.URL, env.World.Token(agent), adapter.ClientOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs = &syncBuffer{}
+	logs = &apitest.Buffer{}
 	a, err := adapter.New(adapter.Config{Client: c, Model: model, PollWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond, Transport: transport,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
@@ -99,13 +99,21 @@ func answersPerRun(t *testing.T, env *apitest.Env, agent string) map[string]int 
 // TestTwoAdaptersOneAgent: two adapter processes for one agent token and
 // 20 runs give exactly 20 answers, one per run, every run completed.
 func TestTwoAdaptersOneAgent(t *testing.T) {
+	shareTwentyRuns(t, "two", adapter.TransportPoll, adapter.TransportPoll)
+}
+
+// shareTwentyRuns runs two adapters for Lotse, over the transports a and b,
+// and has Alex ask 20 questions: every run completes with exactly one
+// answer.
+func shareTwentyRuns(t *testing.T, prefix, a, b string) {
+	t.Helper()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		"ratelimit.rl.message.burst": "200", "ratelimit.rl.agent_runtime.burst": "2000"}})
-	runAdapter(t, env, "lotse", adapter.EchoModel{})
-	runAdapter(t, env, "lotse", adapter.EchoModel{})
+	runAdapterOver(t, env, "lotse", adapter.EchoModel{}, a)
+	runAdapterOver(t, env, "lotse", adapter.EchoModel{}, b)
 	main := env.Main("Support/Allgemein")
 	for i := 0; i < 20; i++ {
-		env.MustPost("alex", main, fmt.Sprintf("two-%d", i), fmt.Sprintf("@lotse question %d", i))
+		env.MustPost("alex", main, fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("@lotse question %d", i))
 	}
 	waitFor(t, "20 completed runs", 90*time.Second, func() bool {
 		return env.Count(`SELECT count(*) FROM runs WHERE state = 'completed'`) == 20

@@ -46,26 +46,7 @@ func TestAdapterOverWebSocket(t *testing.T) {
 // TestAdaptersOverBothTransports: one adapter on the long poll and one on
 // the subscription share an agent's 20 runs: exactly one answer each.
 func TestAdaptersOverBothTransports(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{Config: map[string]string{
-		"ratelimit.rl.message.burst": "200", "ratelimit.rl.agent_runtime.burst": "2000"}})
-	runAdapterOver(t, env, "lotse", adapter.EchoModel{}, adapter.TransportPoll)
-	runAdapterOver(t, env, "lotse", adapter.EchoModel{}, adapter.TransportWS)
-	main := env.Main("Support/Allgemein")
-	for i := 0; i < 20; i++ {
-		env.MustPost("alex", main, fmt.Sprintf("both-%d", i), fmt.Sprintf("@lotse question %d", i))
-	}
-	waitFor(t, "20 completed runs", 90*time.Second, func() bool {
-		return env.Count(`SELECT count(*) FROM runs WHERE state = 'completed'`) == 20
-	})
-	got := answersPerRun(t, env, "lotse")
-	if len(got) != 20 {
-		t.Fatalf("%d runs", len(got))
-	}
-	for run, n := range got {
-		if n != 1 {
-			t.Fatalf("run %s has %d answers", run, n)
-		}
-	}
+	shareTwentyRuns(t, "both", adapter.TransportPoll, adapter.TransportWS)
 }
 
 // TestAdapterOverWebSocketRefusedToken: a revoked token stops the ws

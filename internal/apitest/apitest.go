@@ -503,3 +503,42 @@ func (e *Env) Metric(series string) float64 {
 	}
 	return 0
 }
+
+// Buffer is an output sink (a process's output, a logger's lines) that
+// other goroutines write while the test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Lines decodes every line written so far as one JSON object (the log's
+// format); a line that is not JSON fails t.
+func (b *Buffer) Lines(t testing.TB) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line is not JSON: %q", l)
+		}
+		out = append(out, m)
+	}
+	return out
+}

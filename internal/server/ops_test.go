@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,24 +18,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/config"
 )
 
-// lines decodes every line written so far; a line that is not JSON fails t.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line is not JSON: %q", l)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-func jsonLogger(b *syncBuffer, level slog.Level) *slog.Logger {
+func jsonLogger(b *apitest.Buffer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: level}))
 }
 
@@ -371,7 +353,7 @@ func TestAccessLog(t *testing.T) {
 		{"trusted proxy", "127.0.0.1/32", "203.0.113.9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var buf syncBuffer
+			var buf apitest.Buffer
 			env := apitest.Start(t, apitest.Options{Logger: jsonLogger(&buf, slog.LevelInfo),
 				Config: map[string]string{config.HTTPTrustedProxies: tc.proxies}})
 			waitReady(t, env)
@@ -380,7 +362,7 @@ func TestAccessLog(t *testing.T) {
 				t.Fatalf("getViewer %d", r.Status)
 			}
 			var seen bool
-			for _, l := range buf.lines(t) {
+			for _, l := range buf.Lines(t) {
 				if l["msg"] != "request" {
 					continue
 				}
@@ -404,7 +386,7 @@ func TestAccessLog(t *testing.T) {
 // TestRunTimeoutLoggedAndCounted: the sweeper's timeouts make one log line
 // each (ids only) and count in bothy_run_timeouts_total.
 func TestRunTimeoutLoggedAndCounted(t *testing.T) {
-	var buf syncBuffer
+	var buf apitest.Buffer
 	env := apitest.Start(t, apitest.Options{Logger: jsonLogger(&buf, slog.LevelInfo),
 		Config: map[string]string{config.RunSweepInterval: "100ms"}})
 	env.MustPost("alex", env.Main("Support/Eskalation"), "t1", "@lotse a secret question")
@@ -419,7 +401,7 @@ func TestRunTimeoutLoggedAndCounted(t *testing.T) {
 	var runID string
 	env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE end_reason = 'timeout'`).Scan(&runID)
 	var lines int
-	for _, l := range buf.lines(t) {
+	for _, l := range buf.Lines(t) {
 		if l["msg"] == "run timed out" {
 			lines++
 			if l["run_id"] != runID || l["thread_id"] == "" || l["level"] != "INFO" {

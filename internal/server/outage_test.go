@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,35 +17,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgcluster"
 )
-
-// lockedBuffer collects log lines from many goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// messages returns the msg of every JSON log line.
-func (b *lockedBuffer) messages(t *testing.T) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		var rec struct {
-			Msg string `json:"msg"`
-		}
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line is not JSON: %q", line)
-		}
-		out = append(out, rec.Msg)
-	}
-	return out
-}
 
 func countMsg(msgs []string, prefix string) int {
 	n := 0
@@ -85,7 +55,7 @@ func TestDatabaseOutage(t *testing.T) {
 	if err := db.Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &apitest.Buffer{}
 	env := apitest.Start(t, apitest.Options{DatabaseURL: url, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 		Config: map[string]string{"ratelimit.rl.message.burst": "100000", "ratelimit.rl.message.per_minute": "100000"}})
 	main := env.Main("Support/Allgemein")
@@ -192,7 +162,7 @@ func TestDatabaseOutage(t *testing.T) {
 	// The end of the outage is logged by the watcher within a second or two.
 	var msgs []string
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if msgs = logs.messages(t); countMsg(msgs, "database outage ended") > 0 {
+		if msgs = logMessages(t, logs); countMsg(msgs, "database outage ended") > 0 {
 			break
 		}
 	}
@@ -202,4 +172,15 @@ func TestDatabaseOutage(t *testing.T) {
 	if n := countMsg(msgs, "internal error"); n > 0 {
 		t.Errorf("%d internal error lines during the outage", n)
 	}
+}
+
+// logMessages returns the msg of every JSON log line written to b.
+func logMessages(t *testing.T, b *apitest.Buffer) []string {
+	t.Helper()
+	var out []string
+	for _, l := range b.Lines(t) {
+		msg, _ := l["msg"].(string)
+		out = append(out, msg)
+	}
+	return out
 }

@@ -83,7 +83,7 @@ ignore_startup_parameters = extra_float_digits
 		args = append([]string{"-u", "postgres"}, args...)
 	}
 	cmd := exec.Command(bin, args...)
-	var out syncBuffer
+	var out apitest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -533,29 +532,11 @@ func TestRunContext_RouteMetadata(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestRunContext_NoContentInLogs is also the canary: distinctive content and
 // display names appear only in the 200 body to the agent, never in the logs
 // or the audit rows, also after a denied read.
 func TestRunContext_NoContentInLogs(t *testing.T) {
-	sink := &syncBuffer{}
+	sink := &apitest.Buffer{}
 	env := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	env.Exec(`UPDATE principals SET display_name = 'Canary Kestrel' WHERE handle = 'writer'`)
 	s := newStream(t, env, "lotse")
