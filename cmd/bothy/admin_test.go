@@ -47,19 +47,6 @@ func startAdminEnv(t *testing.T, noWorld bool) *apitest.Env {
 	return env
 }
 
-func must(t *testing.T, env *apitest.Env, method, path, token string, body any, want int) map[string]any {
-	t.Helper()
-	r := env.REST(method, path, token, body)
-	if r.Status != want {
-		t.Fatalf("%s %s: %d %s, want %d", method, path, r.Status, r.Body, want)
-	}
-	var m map[string]any
-	if len(r.Body) > 0 {
-		r.JSON(t, &m)
-	}
-	return m
-}
-
 // TestInstallationFromEmptyDatabase follows an owner from an empty database
 // to an agent's answer: serve says that no owner exists, create-owner makes
 // one, and through the API the owner creates a person, an agent, a space, a
@@ -96,29 +83,29 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	if _, err := bothy(t, "admin", "create-owner", "--handle", "robin", "--display-name", "Robin"); err == nil || !strings.Contains(err.Error(), "handle_taken") {
 		t.Fatalf("a second robin: %v", err)
 	}
-	me := must(t, env, http.MethodGet, "/api/v1/me", owner.Token, nil, 200)
+	me := env.MustREST(t, http.MethodGet, "/api/v1/me", owner.Token, nil, 200)
 	if me["is_owner"] != true || me["handle"] != "robin" {
 		t.Fatalf("the owner: %v", me)
 	}
 
-	alex := must(t, env, http.MethodPost, "/api/v1/principals", owner.Token,
+	alex := env.MustREST(t, http.MethodPost, "/api/v1/principals", owner.Token,
 		map[string]any{"kind": "user", "handle": "alex", "display_name": "Alex", "email": "alex@example.com"}, 201)["principal"].(map[string]any)
-	alexTok := must(t, env, http.MethodPost, "/api/v1/principals/"+alex["id"].(string)+"/tokens", owner.Token, map[string]any{"label": "laptop"}, 201)["token"].(string)
-	agent := must(t, env, http.MethodPost, "/api/v1/principals", owner.Token,
+	alexTok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+alex["id"].(string)+"/tokens", owner.Token, map[string]any{"label": "laptop"}, 201)["token"].(string)
+	agent := env.MustREST(t, http.MethodPost, "/api/v1/principals", owner.Token,
 		map[string]any{"kind": "agent", "handle": "lotse", "display_name": "Lotse"}, 201)
 	agentTok := agent["token"].(string)
 	agentID := agent["principal"].(map[string]any)["id"].(string)
-	space := must(t, env, http.MethodPost, "/api/v1/spaces", owner.Token, map[string]any{"name": "Support", "default_operator_agent_id": agentID}, 201)
-	channel := must(t, env, http.MethodPost, "/api/v1/spaces/"+space["id"].(string)+"/channels", owner.Token,
+	space := env.MustREST(t, http.MethodPost, "/api/v1/spaces", owner.Token, map[string]any{"name": "Support", "default_operator_agent_id": agentID}, 201)
+	channel := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+space["id"].(string)+"/channels", owner.Token,
 		map[string]any{"name": "General", "kind": "text"}, 201)
 	mainID := channel["main_thread_id"].(string)
-	if th := must(t, env, http.MethodGet, "/api/v1/threads/"+mainID, owner.Token, nil, 200); th["kind"] != "main" {
+	if th := env.MustREST(t, http.MethodGet, "/api/v1/threads/"+mainID, owner.Token, nil, 200); th["kind"] != "main" {
 		t.Fatalf("main thread %v", th)
 	}
-	must(t, env, http.MethodPost, "/api/v1/grants", owner.Token, map[string]any{"subject_id": alex["id"], "subject_kind": "principal",
+	env.MustREST(t, http.MethodPost, "/api/v1/grants", owner.Token, map[string]any{"subject_id": alex["id"], "subject_kind": "principal",
 		"target_kind": "channel", "target_id": channel["id"], "level": "trigger"}, 201)
 
-	m := must(t, env, http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alexTok,
+	m := env.MustREST(t, http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alexTok,
 		map[string]any{"client_msg_id": "first-question", "content_md": "@lotse the printer is down"}, 201)
 	if m["trigger_state"] != "accepted" {
 		t.Fatalf("alex's question: %v", m)
@@ -141,7 +128,7 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	if len(reports) != 1 || reports[0].Outcome != adapter.OutcomeCompleted {
 		t.Fatalf("adapter reports %+v", reports)
 	}
-	ans := must(t, env, http.MethodGet, "/api/v1/messages/"+reports[0].AnswerMessageID, alexTok, nil, 200)
+	ans := env.MustREST(t, http.MethodGet, "/api/v1/messages/"+reports[0].AnswerMessageID, alexTok, nil, 200)
 	author := ans["author"].(map[string]any)
 	if author["handle"] != "lotse" || ans["origin"] != "agent" || !strings.Contains(ans["content_md"].(string), "the printer is down") {
 		t.Fatalf("the answer %v", ans)
@@ -158,7 +145,7 @@ func TestAdminCommandLine(t *testing.T) {
 	if !strings.HasPrefix(scout.Token, "bothy_a_") {
 		t.Fatalf("agent create printed %+v", scout)
 	}
-	if me := must(t, env, http.MethodGet, "/api/v1/me", scout.Token, nil, 200); me["handle"] != "scout" {
+	if me := env.MustREST(t, http.MethodGet, "/api/v1/me", scout.Token, nil, 200); me["handle"] != "scout" {
 		t.Fatalf("scout's token: %v", me)
 	}
 	var list []struct{ Handle, Kind, Status string }

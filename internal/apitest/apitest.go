@@ -416,6 +416,22 @@ func (e *Env) MustPost(who, thread, clientMsgID, content string) map[string]any 
 	return m
 }
 
+// MustREST sends a REST request with token and fails t unless the answer
+// has status want; it returns the answer's JSON object (nil for an empty
+// body).
+func (e *Env) MustREST(t testing.TB, method, path, token string, body any, want int) map[string]any {
+	t.Helper()
+	r := e.REST(method, path, token, body)
+	if r.Status != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, r.Status, r.Body, want)
+	}
+	var m map[string]any
+	if len(r.Body) > 0 {
+		r.JSON(t, &m)
+	}
+	return m
+}
+
 // InsertImport writes a message of origin import by the principal with
 // handle who into thread, the way import tooling does: the server's import
 // path, not the API (no client can send origin). It returns the message id.

@@ -31,7 +31,7 @@ func adminCalls(t *testing.T, env *apitest.Env) []adminCall {
 	t.Helper()
 	robin := env.World.Token("robin")
 	mk := func(path string, body any) map[string]any {
-		return mustRESTAs(t, env, http.MethodPost, path, robin, body, http.StatusCreated)
+		return env.MustREST(t, http.MethodPost, path, robin, body, http.StatusCreated)
 	}
 	group := mk("/api/v1/groups", map[string]any{"name": "Night shift"})["id"].(string)
 	group2 := mk("/api/v1/groups", map[string]any{"name": "Day shift"})["id"].(string)
@@ -71,20 +71,6 @@ func adminCalls(t *testing.T, env *apitest.Env) []adminCall {
 // minute of the fake clock (rl.admin allows 20 at once by default).
 func adminOptions() apitest.Options {
 	return apitest.Options{Config: map[string]string{"ratelimit.rl.admin.burst": "1000"}}
-}
-
-// mustRESTAs is mustREST with a token instead of a handle.
-func mustRESTAs(t *testing.T, env *apitest.Env, method, path, token string, body any, want int) map[string]any {
-	t.Helper()
-	r := env.REST(method, path, token, body)
-	if r.Status != want {
-		t.Fatalf("%s %s: %d %s, want %d", method, path, r.Status, r.Body, want)
-	}
-	var m map[string]any
-	if len(r.Body) > 0 {
-		r.JSON(t, &m)
-	}
-	return m
 }
 
 // TestAdminDecisions runs every administration action as a person who can
@@ -178,7 +164,7 @@ func TestAdminPrincipals(t *testing.T) {
 	robin := env.World.Token("robin")
 
 	// A person gets no token; an agent and an app get their first one.
-	person := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals", robin,
+	person := env.MustREST(t, http.MethodPost, "/api/v1/principals", robin,
 		map[string]any{"kind": "user", "handle": "casey", "display_name": "Casey", "email": "casey@example.com"}, http.StatusCreated)
 	if _, ok := person["token"]; ok {
 		t.Fatalf("a person got a token: %v", person)
@@ -186,7 +172,7 @@ func TestAdminPrincipals(t *testing.T) {
 	if p := person["principal"].(map[string]any); p["handle"] != "casey" || p["kind"] != "user" || p["status"] != "active" || p["is_owner"] != false || p["email"] != "casey@example.com" {
 		t.Fatalf("person %v", p)
 	}
-	agent := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals", robin,
+	agent := env.MustREST(t, http.MethodPost, "/api/v1/principals", robin,
 		map[string]any{"kind": "agent", "handle": "pilot", "display_name": "Pilot"}, http.StatusCreated)
 	agentTok, _ := agent["token"].(string)
 	if !strings.HasPrefix(agentTok, "bothy_a_") {
@@ -227,11 +213,11 @@ func TestAdminPrincipals(t *testing.T) {
 
 	// Disabling Alex: his token answers 401 at once; enabling restores it.
 	alex := env.World.Token("alex")
-	mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "disabled"}, 200)
+	env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "disabled"}, 200)
 	if r := env.REST(http.MethodGet, "/api/v1/me", alex, nil); r.Status != 401 {
 		t.Fatalf("a disabled person's token: %d", r.Status)
 	}
-	got := mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "active", "display_name": "Alex A."}, 200)
+	got := env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "active", "display_name": "Alex A."}, 200)
 	if got["status"] != "active" || got["display_name"] != "Alex A." {
 		t.Fatalf("updatePrincipal %v", got)
 	}
@@ -262,7 +248,7 @@ func TestAdminPrincipals(t *testing.T) {
 		if after != "" {
 			path += "&after=" + after
 		}
-		page := mustRESTAs(t, env, http.MethodGet, path, robin, nil, 200)
+		page := env.MustREST(t, http.MethodGet, path, robin, nil, 200)
 		for _, p := range page["principals"].([]any) {
 			all = append(all, p.(map[string]any)["handle"].(string))
 		}
@@ -303,7 +289,7 @@ func TestAdminTokens(t *testing.T) {
 	alex, robin := env.World.Token("alex"), env.World.Token("robin")
 	alexID := env.World.ID("alex")
 
-	made := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"label": "laptop", "ttl": 3600}, 201)
+	made := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"label": "laptop", "ttl": 3600}, 201)
 	secret, _ := made["token"].(string)
 	if !strings.HasPrefix(secret, "bothy_s_") || made["kind"] != "session" || made["label"] != "laptop" || made["principal_id"] != alexID || made["expires_at"] == nil {
 		t.Fatalf("createToken %v", made)
@@ -325,7 +311,7 @@ func TestAdminTokens(t *testing.T) {
 	}
 	// Somebody else's token is 404 like a missing one.
 	samID := env.World.ID("sam")
-	samTok := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+samID+"/tokens", robin, map[string]any{"label": "by robin"}, 201)
+	samTok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+samID+"/tokens", robin, map[string]any{"label": "by robin"}, 201)
 	hidden := env.REST(http.MethodDelete, "/api/v1/tokens/"+samTok["id"].(string), alex, nil)
 	missing := env.REST(http.MethodDelete, "/api/v1/tokens/01a22de8-0000-7000-8000-000000000000", alex, nil)
 	wantProblem(t, "alex revokes sam's", hidden, 404, "not_found", "")
@@ -333,13 +319,13 @@ func TestAdminTokens(t *testing.T) {
 		t.Fatalf("another's token and a missing one answer differently:\n%s\n%s", hidden.Body, missing.Body)
 	}
 	// ttl 0 never expires: no expires_at member.
-	forever := mustRESTAs(t, env, http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"ttl": 0}, 201)
+	forever := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+alexID+"/tokens", alex, map[string]any{"ttl": 0}, 201)
 	if _, ok := forever["expires_at"]; ok {
 		t.Fatalf("ttl 0 expires: %v", forever)
 	}
 
 	// Revoked: 401 at once.
-	rev := mustRESTAs(t, env, http.MethodDelete, "/api/v1/tokens/"+tokID, alex, nil, 200)
+	rev := env.MustREST(t, http.MethodDelete, "/api/v1/tokens/"+tokID, alex, nil, 200)
 	if rev["revoked_at"] == nil || rev["id"] != tokID {
 		t.Fatalf("revokeToken %v", rev)
 	}
@@ -376,7 +362,7 @@ func TestAdminTokens(t *testing.T) {
 func TestAdminSpacesAndChannels(t *testing.T) {
 	env := apitest.Start(t, adminOptions())
 	robin, alex := env.World.Token("robin"), env.World.Token("alex")
-	sp := mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Operations", "default_operator_agent_id": env.World.ID("lotse")}, 201)
+	sp := env.MustREST(t, http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Operations", "default_operator_agent_id": env.World.ID("lotse")}, 201)
 	spID := sp["id"].(string)
 	if sp["name"] != "Operations" || sp["default_operator_agent_id"] != env.World.ID("lotse") || sp["archived"] != false {
 		t.Fatalf("createSpace %v", sp)
@@ -386,7 +372,7 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 		400, "validation_failed", "")
 	wantProblem(t, "NUL in a name", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Ops\u0000"}), 400, "validation_failed", "")
 
-	text := mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin,
+	text := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin,
 		map[string]any{"name": "Incidents", "kind": "text", "switches": map[string]any{"free_response": true}}, 201)
 	mainID, _ := text["main_thread_id"].(string)
 	if mainID == "" || text["effective_operator_id"] != env.World.ID("lotse") || text["operator_mode"] != "inherit" {
@@ -395,11 +381,11 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	if sw := text["switches"].(map[string]any); sw["free_response"] != true || sw["auto_thread"] != true {
 		t.Fatalf("switches %v", sw)
 	}
-	main := mustRESTAs(t, env, http.MethodGet, "/api/v1/threads/"+mainID, robin, nil, 200)
+	main := env.MustREST(t, http.MethodGet, "/api/v1/threads/"+mainID, robin, nil, 200)
 	if main["kind"] != "main" || main["channel_id"] != text["id"] {
 		t.Fatalf("main thread %v", main)
 	}
-	forum := mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin,
+	forum := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin,
 		map[string]any{"name": "Postmortems", "kind": "forum", "operator": map[string]any{"mode": "agent", "agent_id": env.World.ID("texter")}}, 201)
 	if _, ok := forum["main_thread_id"]; ok || forum["effective_operator_id"] != env.World.ID("texter") {
 		t.Fatalf("createChannel forum %v", forum)
@@ -455,35 +441,35 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	}
 
 	// Rename and operator changes; archive and unarchive.
-	upd := mustRESTAs(t, env, http.MethodPatch, "/api/v1/spaces/"+spID, robin, map[string]any{"name": "Ops", "clear_default_operator": true}, 200)
+	upd := env.MustREST(t, http.MethodPatch, "/api/v1/spaces/"+spID, robin, map[string]any{"name": "Ops", "clear_default_operator": true}, 200)
 	if upd["name"] != "Ops" {
 		t.Fatalf("updateSpace %v", upd)
 	}
 	if _, ok := upd["default_operator_agent_id"]; ok {
 		t.Fatalf("default operator not cleared: %v", upd)
 	}
-	if c := mustRESTAs(t, env, http.MethodGet, "/api/v1/channels/"+text["id"].(string), robin, nil, 200); c["effective_operator_id"] != nil {
+	if c := env.MustREST(t, http.MethodGet, "/api/v1/channels/"+text["id"].(string), robin, nil, 200); c["effective_operator_id"] != nil {
 		t.Fatalf("the channel kept its inherited operator: %v", c)
 	}
 	wantProblem(t, "set and clear", env.REST(http.MethodPatch, "/api/v1/spaces/"+spID, robin,
 		map[string]any{"default_operator_agent_id": env.World.ID("lotse"), "clear_default_operator": true}), 400, "validation_failed", "")
-	ren := mustRESTAs(t, env, http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Outages"}, 200)
+	ren := env.MustREST(t, http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Outages"}, 200)
 	if ren["name"] != "Outages" {
 		t.Fatalf("updateChannel %v", ren)
 	}
 	wantProblem(t, "taken rename", env.REST(http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Postmortems"}), 409, "conflict", "name_taken")
-	mustRESTAs(t, env, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/archive", robin, nil, 200)
+	env.MustREST(t, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/archive", robin, nil, 200)
 	wantProblem(t, "archived", env.REST(http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alex, map[string]any{"client_msg_id": "a1", "content_md": "hello"}),
 		403, "channel_read_only", "channel_archived")
-	un := mustRESTAs(t, env, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/unarchive", robin, nil, 200)
+	un := env.MustREST(t, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/unarchive", robin, nil, 200)
 	if un["archived"] != false {
 		t.Fatalf("unarchiveChannel %v", un)
 	}
 	if r := env.REST(http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alex, map[string]any{"client_msg_id": "a1", "content_md": "hello"}); r.Status != 201 {
 		t.Fatalf("writing after unarchive: %d %s", r.Status, r.Body)
 	}
-	mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces/"+spID+"/archive", robin, nil, 200)
-	if s := mustRESTAs(t, env, http.MethodPost, "/api/v1/spaces/"+spID+"/unarchive", robin, nil, 200); s["archived"] != false {
+	env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+spID+"/archive", robin, nil, 200)
+	if s := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+spID+"/unarchive", robin, nil, 200); s["archived"] != false {
 		t.Fatalf("unarchiveSpace %v", s)
 	}
 
@@ -516,8 +502,8 @@ func TestAdminDisableEndsPollsAndRuns(t *testing.T) {
 	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, m["id"]).Scan(&runID); err != nil {
 		t.Fatal(err)
 	}
-	mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "disabled"}, 200)
-	run := mustRESTAs(t, env, http.MethodGet, "/api/v1/runs/"+runID, robin, nil, 200)
+	env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "disabled"}, 200)
+	run := env.MustREST(t, http.MethodGet, "/api/v1/runs/"+runID, robin, nil, 200)
 	if run["state"] != "cancelled" {
 		t.Fatalf("a disabled person's queued run: %v", run)
 	}
@@ -552,15 +538,15 @@ func TestAdminDisableEndsPollsAndRuns(t *testing.T) {
 	lotse := env.World.Token("lotse")
 	done := waiting(lotse)
 	awaitPolls(t, env, 1)
-	mustRESTAs(t, env, http.MethodPatch, "/api/v1/principals/"+env.World.ID("lotse"), robin, map[string]any{"status": "disabled"}, 200)
+	env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("lotse"), robin, map[string]any{"status": "disabled"}, 200)
 	waitAnswer("disabled agent", done)
 
 	// Revoking an agent's token through the API does the same.
 	texter := env.World.Token("texter")
-	list := mustRESTAs(t, env, http.MethodGet, "/api/v1/principals/"+env.World.ID("texter")+"/tokens", robin, nil, 200)
+	list := env.MustREST(t, http.MethodGet, "/api/v1/principals/"+env.World.ID("texter")+"/tokens", robin, nil, 200)
 	tokID := list["tokens"].([]any)[0].(map[string]any)["id"].(string)
 	done = waiting(texter)
 	awaitPolls(t, env, 1)
-	mustRESTAs(t, env, http.MethodDelete, "/api/v1/tokens/"+tokID, robin, nil, 200)
+	env.MustREST(t, http.MethodDelete, "/api/v1/tokens/"+tokID, robin, nil, 200)
 	waitAnswer("revoked token", done)
 }

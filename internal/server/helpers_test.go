@@ -26,7 +26,7 @@ func sameAnswer(t *testing.T, a, b *apitest.Response) bool {
 // want; it returns the decoded body object.
 func mustREST(t *testing.T, env *apitest.Env, method, path, who string, body any, want int) map[string]any {
 	t.Helper()
-	return mustRESTAs(t, env, method, path, env.World.Token(who), body, want)
+	return env.MustREST(t, method, path, env.World.Token(who), body, want)
 }
 
 // createGrantREST creates a grant as robin and returns it.
