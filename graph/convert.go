@@ -210,10 +210,10 @@ func sessionModel(s runs.Session) *model.AgentSession {
 		ExternalRef: opt(s.ExternalRef), CreatedAt: s.CreatedAt}
 }
 
-// contextMessageModel is the GraphQL model of a finished context element
-// with its author's public view.
-func contextMessageModel(e runs.FinishedElement, author *model.PrincipalRef) *model.RunContextMessage {
-	return &model.RunContextMessage{MessageID: e.ID, ThreadSeq: int(e.ThreadSeq), CreatedAt: e.CreatedAt, ChannelID: e.ChannelID,
+// contextMessageModel writes into m the GraphQL model of a finished
+// context element with its author's public view.
+func contextMessageModel(e runs.FinishedElement, author *model.PrincipalRef, m *model.RunContextMessage) {
+	*m = model.RunContextMessage{MessageID: e.ID, ThreadSeq: int(e.ThreadSeq), CreatedAt: e.CreatedAt, ChannelID: e.ChannelID,
 		Author: author, Role: e.Role, Origin: e.Origin,
 		Kind: e.Kind, ContentMd: e.ContentMD, Truncated: trueOrNil(e.Truncated),
 		Attachments: []*model.Attachment{}, ReplyToMessageID: opt(e.ReplyToMessageID), Trust: e.Trust,

@@ -366,26 +366,26 @@ func (r *Resolver) finishContext(ctx context.Context, p identity.Principal, rc *
 		return nil, warmErr
 	}
 	delivered, followUps := f.delivered, f.followUps
-	for _, id := range append(keys.Delivered, followUps...) {
+	if delivered == nil {
+		delivered = map[string]bool{}
+	}
+	// The elements' own answers are finished from the statement's answer
+	// directly; only the follow-ups, finished later through their loader
+	// when asked for, need theirs in the Delivered loader.
+	for _, id := range followUps {
 		l.Delivered.Prime(ctx, deliveredKey{Session: rc.SessionID, Run: rc.RunID, Message: id}, delivered[id])
 	}
 	if len(followUps) == 0 {
 		l.FollowUps.Prime(ctx, rc.RunID, nil)
 	}
-	finish, err := r.finisher(ctx, l, rc, keys)
+	finish, err := r.finisher(ctx, l, rc, keys, delivered)
 	if err != nil {
 		return nil, err
 	}
 	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq),
-		TriggerMessage: finish(rc.Trigger), ThreadContext: make(model.RunContextMessages, len(rc.Thread))}
-	for i, e := range rc.Thread {
-		out.ThreadContext[i] = finish(e)
-	}
+		TriggerMessage: finishAll(finish, []runs.ContextElement{rc.Trigger})[0], ThreadContext: finishAll(finish, rc.Thread)}
 	if rc.Channel != nil {
-		out.ChannelContext = make(model.RunContextMessages, len(rc.Channel))
-		for i, e := range rc.Channel {
-			out.ChannelContext[i] = finish(e)
-		}
+		out.ChannelContext = finishAll(finish, rc.Channel)
 	}
 	if rc.TruncatedBeforeSeq != nil {
 		n := int(*rc.TruncatedBeforeSeq)
@@ -397,17 +397,24 @@ func (r *Resolver) finishContext(ctx context.Context, p identity.Principal, rc *
 			return nil, err
 		}
 		elems := r.Runs.FollowUpElements(ctx, p, rc, got[0])
-		finish, err := r.finisher(ctx, l, rc, rc.KeysOf(elems))
+		finish, err := r.finisher(ctx, l, rc, rc.KeysOf(elems), nil)
 		if err != nil {
 			return nil, err
 		}
-		out := make(model.RunContextMessages, len(elems))
-		for i, e := range elems {
-			out[i] = finish(e)
-		}
-		return out, nil
+		return finishAll(finish, elems), nil
 	}
 	return out, nil
+}
+
+// finishAll finishes elems into models that share one allocation.
+func finishAll(finish func(*runs.ContextElement, *model.RunContextMessage), elems []runs.ContextElement) model.RunContextMessages {
+	ms := make([]model.RunContextMessage, len(elems))
+	out := make(model.RunContextMessages, len(elems))
+	for i := range elems {
+		finish(&elems[i], &ms[i])
+		out[i] = &ms[i]
+	}
+	return out
 }
 
 // loadPeople answers the author and trigger-holder questions of keys with
@@ -430,8 +437,10 @@ func (r *Resolver) loadPeople(ctx context.Context, l *Loaders, rc *runs.RunConte
 
 // finisher answers keys, questions of elements of rc, with one batch per
 // loader kind (answers already cached cost nothing) and returns the
-// function that finishes each of those elements.
-func (r *Resolver) finisher(ctx context.Context, l *Loaders, rc *runs.RunContext, keys runs.ContextKeys) (func(runs.ContextElement) *model.RunContextMessage, error) {
+// function that finishes each of those elements into its model. delivered,
+// when not nil, is the statement's answer to keys.Delivered (a missing id
+// was not delivered), read without the Delivered loader.
+func (r *Resolver) finisher(ctx context.Context, l *Loaders, rc *runs.RunContext, keys runs.ContextKeys, delivered map[string]bool) (func(*runs.ContextElement, *model.RunContextMessage), error) {
 	people, err := l.Principals.LoadAll(ctx, keys.Authors)
 	if err != nil {
 		return nil, problem.From(err)
@@ -454,7 +463,9 @@ func (r *Resolver) finisher(ctx context.Context, l *Loaders, rc *runs.RunContext
 			answers.Holders[id] = holds[i]
 		}
 	}
-	if len(keys.Delivered) > 0 {
+	if delivered != nil {
+		answers.Delivered = delivered
+	} else if len(keys.Delivered) > 0 {
 		dk := make([]deliveredKey, len(keys.Delivered))
 		for i, id := range keys.Delivered {
 			dk[i] = deliveredKey{Session: rc.SessionID, Run: rc.RunID, Message: id}
@@ -467,7 +478,7 @@ func (r *Resolver) finisher(ctx context.Context, l *Loaders, rc *runs.RunContext
 			answers.Delivered[id] = got[i]
 		}
 	}
-	return func(e runs.ContextElement) *model.RunContextMessage {
-		return contextMessageModel(rc.Finish(e, answers), refs[e.AuthorID])
+	return func(e *runs.ContextElement, m *model.RunContextMessage) {
+		contextMessageModel(rc.Finish(*e, answers), refs[e.AuthorID], m)
 	}, nil
 }

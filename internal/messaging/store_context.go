@@ -1,8 +1,10 @@
 package messaging
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"bothy.example.com/bothy/internal/platform/db"
 	"github.com/jackc/pgx/v5"
@@ -30,7 +32,8 @@ func (s *store) ContextMessages(ctx context.Context, idList []string) (map[strin
 // ContextWindow returns the newest Limit selectable messages of q: never
 // tombstones, never run anchors (UI, not conversation), never the excluded
 // author; the limit counts only selectable messages. One statement over the
-// unique index (thread_id, thread_seq), with HasOlder from an EXISTS.
+// unique index (thread_id, thread_seq), with HasOlder from one row more than
+// the limit.
 func (s *store) ContextWindow(ctx context.Context, q ContextQuery) (ContextPage, error) {
 	if q.BeforeSeq <= q.AfterSeq+1 {
 		return ContextPage{Items: []ContextItem{}}, nil
@@ -51,30 +54,50 @@ func (s *store) ContextWindow(ctx context.Context, q ContextQuery) (ContextPage,
 		}
 		return page, nil
 	}
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `WITH sel AS (
-			SELECT `+contextColumns+` FROM messages m
-			WHERE m.thread_id = $1 AND m.thread_seq > $2 AND m.thread_seq < $3 AND m.deleted_at IS NULL AND m.kind <> 'run'
-			AND ($5::uuid IS NULL OR m.author_principal_id <> $5::uuid)
-			ORDER BY m.thread_seq DESC LIMIT $4)
-		SELECT sel.*, EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = $1 AND o.thread_seq > $2
-			AND o.thread_seq < coalesce((SELECT min(thread_seq) FROM sel), $3) AND o.deleted_at IS NULL AND o.kind <> 'run'
-			AND ($5::uuid IS NULL OR o.author_principal_id <> $5::uuid))
-		FROM sel ORDER BY sel.thread_seq`, q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit, exclude)
+	// One row more than the limit says whether something older was left
+	// out: no second look at the index, no materialized window, no sort
+	// in the database (the rows come newest first and are turned here).
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+contextColumns+` FROM messages m
+		WHERE `+windowWhere+` ORDER BY m.thread_seq DESC LIMIT $4`, q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit+1, exclude)
 	if err != nil {
 		return ContextPage{}, fmt.Errorf("context window: %w", err)
 	}
-	page := ContextPage{Items: []ContextItem{}}
+	defer rows.Close()
+	page := ContextPage{Items: make([]ContextItem, 0, min(q.Limit+1, maxPrealloc))}
+	var x ContextItem
 	for rows.Next() {
-		var x ContextItem
-		if err := rows.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt, &page.HasOlder); err != nil {
-			rows.Close()
+		if err := rows.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt); err != nil {
 			return ContextPage{}, fmt.Errorf("context window: %w", err)
 		}
 		x.CreatedAt = x.CreatedAt.UTC()
 		page.Items = append(page.Items, x)
 	}
-	rows.Close()
-	return page, rows.Err()
+	if err := rows.Err(); err != nil {
+		return ContextPage{}, fmt.Errorf("context window: %w", err)
+	}
+	page.finish(q.Limit)
+	return page, nil
+}
+
+// maxPrealloc bounds the room a window reserves before its rows arrive
+// (a channel may allow a long backfill that its thread does not fill).
+const maxPrealloc = 1024
+
+// windowWhere selects the messages of a context window: $1 thread, $2
+// floor (exclusive), $3 ceiling (exclusive), $5 the excluded author or
+// null. Tombstones and run anchors are never selected.
+const windowWhere = `m.thread_id = $1 AND m.thread_seq > $2 AND m.thread_seq < $3 AND m.deleted_at IS NULL AND m.kind <> 'run'
+		AND ($5::uuid IS NULL OR m.author_principal_id <> $5::uuid)`
+
+// finish turns the window's rows, read with one more than limit, into the
+// page: ascending by thread_seq, at most limit items, HasOlder when the
+// extra row came back (it is the oldest, and is dropped).
+func (p *ContextPage) finish(limit int) {
+	slices.SortFunc(p.Items, func(a, b ContextItem) int { return cmp.Compare(a.ThreadSeq, b.ThreadSeq) })
+	if len(p.Items) > limit {
+		p.HasOlder = true
+		p.Items = p.Items[len(p.Items)-limit:]
+	}
 }
 
 // ContextMessagesAndWindow answers ContextMessages(idList) and
@@ -99,28 +122,23 @@ func (s *store) ContextMessagesAndWindow(ctx context.Context, idList []string, q
 	// The first column tells the two parts apart: false for the window
 	// (ascending by thread_seq, with HasOlder as ContextWindow computes
 	// it), true for the messages asked by id.
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `WITH sel AS (
-			SELECT `+contextColumns+` FROM messages m
-			WHERE m.thread_id = $1 AND m.thread_seq > $2 AND m.thread_seq < $3 AND m.deleted_at IS NULL AND m.kind <> 'run'
-			AND ($5::uuid IS NULL OR m.author_principal_id <> $5::uuid)
-			ORDER BY m.thread_seq DESC LIMIT $4)
-		SELECT false, sel.*, EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = $1 AND o.thread_seq > $2
-			AND o.thread_seq < coalesce((SELECT min(thread_seq) FROM sel), $3) AND o.deleted_at IS NULL AND o.kind <> 'run'
-			AND ($5::uuid IS NULL OR o.author_principal_id <> $5::uuid))
-		FROM sel
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `(SELECT false, `+contextColumns+` FROM messages m
+			WHERE `+windowWhere+` ORDER BY m.thread_seq DESC LIMIT $4)
 		UNION ALL
-		SELECT true, `+contextColumns+`, false FROM messages m WHERE m.id = ANY($6::uuid[])
-		ORDER BY 1, 4`, q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit, exclude, idList)
+		SELECT true, `+contextColumns+` FROM messages m WHERE m.id = ANY($6::uuid[])`,
+		q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit+1, exclude, idList)
 	if err != nil {
 		return nil, ContextPage{}, fmt.Errorf("context messages and window: %w", err)
 	}
 	defer rows.Close()
 	msgs := make(map[string]ContextItem, len(idList))
-	page := ContextPage{Items: []ContextItem{}}
+	page := ContextPage{Items: make([]ContextItem, 0, min(q.Limit+1, maxPrealloc))}
+	// One set of destinations for every row: the row's values are copied
+	// out, so nothing per row escapes but the strings themselves.
+	var byID bool
+	var x ContextItem
 	for rows.Next() {
-		var byID, hasOlder bool
-		var x ContextItem
-		if err := rows.Scan(&byID, &x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt, &hasOlder); err != nil {
+		if err := rows.Scan(&byID, &x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt); err != nil {
 			return nil, ContextPage{}, fmt.Errorf("context messages and window: %w", err)
 		}
 		x.CreatedAt = x.CreatedAt.UTC()
@@ -128,12 +146,12 @@ func (s *store) ContextMessagesAndWindow(ctx context.Context, idList []string, q
 			msgs[x.ID] = x
 			continue
 		}
-		page.HasOlder = hasOlder
 		page.Items = append(page.Items, x)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, ContextPage{}, fmt.Errorf("context messages and window: %w", err)
 	}
+	page.finish(q.Limit)
 	return msgs, page, nil
 }
 

@@ -96,8 +96,6 @@ type ContextElement struct {
 	messaging.ContextItem
 	ChannelID string
 	Truncated bool
-	// Path is the authorization path of the element's thread.
-	Path authz.Path
 }
 
 // RunContext is run_context.v1 (docs/design/trust.md#run-context) with the
@@ -217,7 +215,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 
 	out := RunContext{RunID: r.ID, Parties: domain.RunParties{AgentID: r.AgentID, TriggeredBy: r.TriggeredBy},
 		ChannelPath: chat.ChannelPath(c), SessionID: r.SessionID, Mode: plan.Mode,
-		Trigger:    ContextElement{ContextItem: m, ChannelID: triggerChannel, Path: mPath},
+		Trigger:    ContextElement{ContextItem: m, ChannelID: triggerChannel},
 		ThreadPath: threadPath, Grant: rd.Grant, MessageMaxBytes: limits.MessageMaxBytes}
 	if m.ThreadID == t.ID {
 		out.ContextFloorSeq = plan.Floor
@@ -255,17 +253,13 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	}
 
 	elems := func(items []messaging.ContextItem, path authz.Path) []ContextElement {
-		paths := make([]authz.Path, len(items))
-		for i := range items {
-			paths[i] = path
-		}
-		keep := s.readable(ctx, actor, paths, rd.Grant)
+		keep := s.readableOn(ctx, actor, path, len(items), rd.Grant)
 		out := make([]ContextElement, 0, len(items))
 		for i, it := range items {
 			if !keep[i] {
 				continue
 			}
-			e := ContextElement{ContextItem: it, ChannelID: c.ID, Path: path}
+			e := ContextElement{ContextItem: it, ChannelID: c.ID}
 			e.ContentMD, e.Truncated = domain.CutContent(it.ContentMD, limits.MessageMaxBytes)
 			out = append(out, e)
 		}
@@ -346,17 +340,13 @@ func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]
 // elements: each passes the same read filter as the thread elements and is
 // cut like them.
 func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal, rc *RunContext, items []messaging.ContextItem) []ContextElement {
-	paths := make([]authz.Path, len(items))
-	for i := range items {
-		paths[i] = rc.ThreadPath
-	}
-	keep := s.readable(ctx, actor, paths, rc.Grant)
+	keep := s.readableOn(ctx, actor, rc.ThreadPath, len(items), rc.Grant)
 	out := make([]ContextElement, 0, len(items))
 	for i, it := range items {
 		if !keep[i] {
 			continue
 		}
-		e := ContextElement{ContextItem: it, ChannelID: rc.ChannelPath.ChannelID, Path: rc.ThreadPath}
+		e := ContextElement{ContextItem: it, ChannelID: rc.ChannelPath.ChannelID}
 		e.ContentMD, e.Truncated = domain.CutContent(it.ContentMD, rc.MessageMaxBytes)
 		out = append(out, e)
 	}
@@ -384,6 +374,28 @@ func (s *Service) readable(ctx context.Context, actor identity.Principal, paths 
 	keep, err := s.authz.Filter(ctx, actor, authz.MessageRead, targets)
 	if err != nil {
 		return make([]bool, len(paths))
+	}
+	return keep
+}
+
+// readableOn is readable for n items that all lie on path p: the answer
+// is the same for each, so one decision answers all of them. Should it
+// deny, the items go through the filter one by one, so that each is
+// logged and counted as a mismatch as before.
+func (s *Service) readableOn(ctx context.Context, actor identity.Principal, p authz.Path, n int, grant authz.Level) []bool {
+	keep := make([]bool, n)
+	if n == 0 {
+		return keep
+	}
+	if !s.readable(ctx, actor, []authz.Path{p}, grant)[0] {
+		paths := make([]authz.Path, n)
+		for i := range paths {
+			paths[i] = p
+		}
+		return s.readable(ctx, actor, paths, grant)
+	}
+	for i := range keep {
+		keep[i] = true
 	}
 	return keep
 }

@@ -52,29 +52,49 @@ func (rc *RunContext) Elements() []ContextElement {
 // Keys returns what the loaders must answer to finish the elements of rc
 // (Elements).
 func (rc *RunContext) Keys() ContextKeys {
-	return rc.KeysOf(rc.Elements())
+	return rc.keysOf([]ContextElement{rc.Trigger}, rc.Thread, rc.Channel)
 }
 
 // KeysOf returns what the loaders must answer to finish elems, elements of
 // rc (its elements or its follow-ups).
 func (rc *RunContext) KeysOf(elems []ContextElement) ContextKeys {
-	var k ContextKeys
+	return rc.keysOf(elems)
+}
+
+// keysOf is KeysOf over lists of elements taken in order, without copying
+// them into one.
+func (rc *RunContext) keysOf(lists ...[]ContextElement) ContextKeys {
+	n := 0
+	for _, elems := range lists {
+		n += len(elems)
+	}
+	k := ContextKeys{Delivered: make([]string, 0, n)}
 	seen := map[string]bool{}
 	asked := map[string]bool{}
-	for _, e := range elems {
-		if !seen[e.AuthorID] {
-			seen[e.AuthorID] = true
-			k.Authors = append(k.Authors, e.AuthorID)
-		}
-		if !asked[e.AuthorID] && domain.NeedsHolders(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, rc.Parties) {
-			asked[e.AuthorID] = true
-			k.Holders = append(k.Holders, e.AuthorID)
-		}
-		if e.ID != rc.Trigger.ID {
-			k.Delivered = append(k.Delivered, e.ID)
+	for _, elems := range lists {
+		for i := range elems {
+			rc.addKeys(&k, &elems[i], seen, asked)
 		}
 	}
+	if len(k.Delivered) == 0 {
+		k.Delivered = nil
+	}
 	return k
+}
+
+// addKeys adds the questions of element e to k.
+func (rc *RunContext) addKeys(k *ContextKeys, e *ContextElement, seen, asked map[string]bool) {
+	if !seen[e.AuthorID] {
+		seen[e.AuthorID] = true
+		k.Authors = append(k.Authors, e.AuthorID)
+	}
+	if !asked[e.AuthorID] && domain.NeedsHolders(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, rc.Parties) {
+		asked[e.AuthorID] = true
+		k.Holders = append(k.Holders, e.AuthorID)
+	}
+	if e.ID != rc.Trigger.ID {
+		k.Delivered = append(k.Delivered, e.ID)
+	}
 }
 
 // Finish classifies element e of rc with the loaders' answers a
@@ -85,12 +105,9 @@ func (rc *RunContext) KeysOf(elems []ContextElement) ContextKeys {
 // follow-ups of the run's session (of the run itself for a guest run),
 // never for the run's own trigger.
 func (rc *RunContext) Finish(e ContextElement, a ContextAnswers) FinishedElement {
-	facts := domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}
-	var holders map[string]bool
-	if domain.NeedsHolders(facts, rc.Parties) && a.Holders[e.AuthorID] {
-		holders = map[string]bool{e.AuthorID: true}
-	}
-	role, trust := domain.Classify(facts, rc.Parties, holders)
+	// Classify reads the holder answer only where NeedsHolders asks for it
+	// (Keys asked the loaders exactly there), so the answers go in whole.
+	role, trust := domain.Classify(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, rc.Parties, a.Holders)
 	return FinishedElement{ContextElement: e, Role: role, Trust: trust,
 		AlreadyDelivered: e.ID != rc.Trigger.ID && a.Delivered[e.ID]}
 }
