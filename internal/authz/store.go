@@ -113,6 +113,19 @@ func (s *store) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int)
 	return tag.RowsAffected(), nil
 }
 
+// grantsSQL reads the live grants (not revoked, not expired at $1) of the
+// principals $2, held directly or through a group; grantsInSQL keeps those
+// on the spaces $3 or the channels $4. Both shapes are fixed, so they are
+// written once instead of built on every decision.
+const (
+	grantsSQL = `SELECT coalesce(g.subject_principal_id, gm.principal_id)::text, coalesce(g.target_space_id::text, ''),
+		coalesce(g.target_channel_id::text, ''), g.level
+		FROM grants g LEFT JOIN ` + identity.MembershipSQL + ` gm ON gm.group_id = g.subject_group_id
+		WHERE g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > $1)
+		AND coalesce(g.subject_principal_id, gm.principal_id) = ANY($2::uuid[])`
+	grantsInSQL = grantsSQL + ` AND (g.target_space_id = ANY($3::uuid[]) OR g.target_channel_id = ANY($4::uuid[]))`
+)
+
 // liveGrants reads, in one statement, the grants in force now (not revoked,
 // not expired) of the given principals, directly or through their groups,
 // and returns one levelMap per principal. With targets set only grants on
@@ -123,16 +136,10 @@ func (s *store) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int)
 // the transaction of ctx when there is one (db.Q), so a decision inside a
 // unit of work sees the unit's own grant changes.
 func (s *store) liveGrants(ctx context.Context, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
-	b := db.SQL.Select("coalesce(g.subject_principal_id, gm.principal_id)::text", "coalesce(g.target_space_id::text, '')",
-		"coalesce(g.target_channel_id::text, '')", "g.level").
-		From("grants g").LeftJoin(identity.MembershipSQL+" gm ON gm.group_id = g.subject_group_id").
-		Where("g.revoked_at IS NULL").
-		Where(sq.Or{sq.Expr("g.expires_at IS NULL"), sq.Gt{"g.expires_at": s.clock.Now()}}).
-		Where("coalesce(g.subject_principal_id, gm.principal_id) = ANY(?::uuid[])", principals)
+	sqlText, args := grantsSQL, []any{s.clock.Now(), principals}
 	if targets != nil {
-		b = b.Where(sq.Or{sq.Expr("g.target_space_id = ANY(?::uuid[])", targets.spaces), sq.Expr("g.target_channel_id = ANY(?::uuid[])", targets.channels)})
+		sqlText, args = grantsInSQL, append(args, targets.spaces, targets.channels)
 	}
-	sqlText, args := b.MustSql()
 	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, fmt.Errorf("grants: %w", err)

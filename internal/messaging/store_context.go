@@ -63,7 +63,7 @@ func (s *store) ContextWindow(ctx context.Context, q ContextQuery) (ContextPage,
 		return ContextPage{}, fmt.Errorf("context window: %w", err)
 	}
 	defer rows.Close()
-	page := ContextPage{Items: make([]ContextItem, 0, min(q.Limit+1, maxPrealloc))}
+	page := ContextPage{Items: make([]ContextItem, 0, q.room())}
 	var x ContextItem
 	for rows.Next() {
 		if err := rows.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt); err != nil {
@@ -79,9 +79,12 @@ func (s *store) ContextWindow(ctx context.Context, q ContextQuery) (ContextPage,
 	return page, nil
 }
 
-// maxPrealloc bounds the room a window reserves before its rows arrive
-// (a channel may allow a long backfill that its thread does not fill).
-const maxPrealloc = 1024
+// room is how many rows the window statement of q can return at most
+// (one more than the limit, no more than the range holds, and no more
+// than 1024 reserved before the rows arrive).
+func (q ContextQuery) room() int {
+	return int(min(int64(q.Limit)+1, q.BeforeSeq-q.AfterSeq-1, 1024))
+}
 
 // windowWhere selects the messages of a context window: $1 thread, $2
 // floor (exclusive), $3 ceiling (exclusive), $5 the excluded author or
@@ -132,7 +135,7 @@ func (s *store) ContextMessagesAndWindow(ctx context.Context, idList []string, q
 	}
 	defer rows.Close()
 	msgs := make(map[string]ContextItem, len(idList))
-	page := ContextPage{Items: make([]ContextItem, 0, min(q.Limit+1, maxPrealloc))}
+	page := ContextPage{Items: make([]ContextItem, 0, q.room())}
 	// One set of destinations for every row: the row's values are copied
 	// out, so nothing per row escapes but the strings themselves.
 	var byID bool

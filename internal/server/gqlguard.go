@@ -123,11 +123,11 @@ func (TextCheck) MutateOperationContext(_ context.Context, oc *graphql.Operation
 		checkValue(v, "/variables/"+pointerEscape(name), &fields)
 	}
 	if oc.Operation != nil {
-		checkLiterals(oc.Operation.SelectionSet, "", &fields)
+		checkLiterals(oc.Operation.SelectionSet, nil, &fields)
 	}
 	if oc.Doc != nil {
 		for _, f := range oc.Doc.Fragments {
-			checkLiterals(f.SelectionSet, "/"+f.Name, &fields)
+			checkLiterals(f.SelectionSet, []string{f.Name}, &fields)
 		}
 	}
 	if len(fields) == 0 {
@@ -157,7 +157,12 @@ func checkValue(v any, ptr string, out *[]problem.FieldError) {
 	}
 }
 
-func checkLiterals(set ast.SelectionSet, at string, out *[]problem.FieldError) {
+// checkLiterals checks the literals of the arguments in set, whose
+// fields lie at path (names from the operation or fragment down). The
+// pointer of a literal is only spelled out for a field with arguments:
+// most fields have none, and a large selection would otherwise build a
+// string per field on every request.
+func checkLiterals(set ast.SelectionSet, path []string, out *[]problem.FieldError) {
 	for _, sel := range set {
 		switch s := sel.(type) {
 		case *ast.Field:
@@ -165,12 +170,15 @@ func checkLiterals(set ast.SelectionSet, at string, out *[]problem.FieldError) {
 			if name == "" {
 				name = s.Name
 			}
+			// Siblings reuse the slot after path: each is done with it
+			// before the next one writes it.
+			at := append(path, name)
 			for _, a := range s.Arguments {
-				checkLiteral(a.Value, at+"/"+name+"/"+a.Name, out)
+				checkLiteral(a.Value, "/"+strings.Join(at, "/")+"/"+a.Name, out)
 			}
-			checkLiterals(s.SelectionSet, at+"/"+name, out)
-		case *ast.InlineFragment:
 			checkLiterals(s.SelectionSet, at, out)
+		case *ast.InlineFragment:
+			checkLiterals(s.SelectionSet, path, out)
 		}
 	}
 }

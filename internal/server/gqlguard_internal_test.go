@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,9 +11,12 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
 
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/rest"
 )
 
@@ -64,5 +69,49 @@ func TestSelectionLimitCounts(t *testing.T) {
 	}
 	if n, ok := l.Counts.Get(t.Context(), big); !ok || n != 4 {
 		t.Fatalf("cached count %d %v, want 4", n, ok)
+	}
+}
+
+// TestLiteralPointers: a string literal that cannot be stored is refused
+// at the pointer of its argument, spelled from the operation (or the
+// fragment) down by field alias or name, inline fragments adding nothing;
+// a field after a nested one does not inherit the nested path.
+func TestLiteralPointers(t *testing.T) {
+	const bad = `"a\u0000b"`
+	cases := []struct {
+		name, query string
+		want        []string
+	}{
+		{"root argument", `{ message(id: ` + bad + `) { id } }`, []string{"/message/id"}},
+		{"nested argument by alias", `{ run(id: "x") { ctx: context { thread(q: ` + bad + `) { id } } } }`, []string{"/run/ctx/thread/q"}},
+		{"sibling after a nested field", `{ a { b { c } } d(x: ` + bad + `) }`, []string{"/d/x"}},
+		{"deep siblings", `{ a { b(x: ` + bad + `) { c } e(y: ` + bad + `) } f(z: ` + bad + `) }`, []string{"/a/b/x", "/a/e/y", "/f/z"}},
+		{"inline fragment adds nothing", `{ a { ... on T { b(x: ` + bad + `) } } }`, []string{"/a/b/x"}},
+		{"list literal", `{ a(xs: ["ok", ` + bad + `]) }`, []string{"/a/xs/1"}},
+		{"fragment from its name", `query { ...F } fragment F on Query { a { b(x: ` + bad + `) } }`, []string{"/F/a/b/x"}},
+		{"storable literals pass", `{ a(x: "fine") { b(y: "also fine") } }`, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			doc, err := parser.ParseQuery(&ast.Source{Input: tc.query})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gerr := TextCheck{}.MutateOperationContext(context.Background(), &graphql.OperationContext{Doc: doc, Operation: doc.Operations[0]})
+			var got []string
+			if gerr != nil {
+				var p *problem.Error
+				if !errors.As(gerr, &p) {
+					t.Fatalf("error %v is not a problem", gerr)
+				}
+				for _, f := range p.Fields {
+					got = append(got, f.Pointer)
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("pointers %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
