@@ -8,6 +8,7 @@ import (
 
 	"bothy.example.com/bothy/internal/platform/db"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // ContextMessages returns the messages with the given ids (the triggering
@@ -64,13 +65,13 @@ func (s *store) ContextWindow(ctx context.Context, q ContextQuery) (ContextPage,
 	}
 	defer rows.Close()
 	page := ContextPage{Items: make([]ContextItem, 0, q.room())}
-	var x ContextItem
+	var sc itemScan
+	dest := sc.dest()
 	for rows.Next() {
-		if err := rows.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return ContextPage{}, fmt.Errorf("context window: %w", err)
 		}
-		x.CreatedAt = x.CreatedAt.UTC()
-		page.Items = append(page.Items, x)
+		page.Items = append(page.Items, sc.item(q.ThreadID))
 	}
 	if err := rows.Err(); err != nil {
 		return ContextPage{}, fmt.Errorf("context window: %w", err)
@@ -136,15 +137,14 @@ func (s *store) ContextMessagesAndWindow(ctx context.Context, idList []string, q
 	defer rows.Close()
 	msgs := make(map[string]ContextItem, len(idList))
 	page := ContextPage{Items: make([]ContextItem, 0, q.room())}
-	// One set of destinations for every row: the row's values are copied
-	// out, so nothing per row escapes but the strings themselves.
 	var byID bool
-	var x ContextItem
+	var sc itemScan
+	dest := append([]any{&byID}, sc.dest()...)
 	for rows.Next() {
-		if err := rows.Scan(&byID, &x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, ContextPage{}, fmt.Errorf("context messages and window: %w", err)
 		}
-		x.CreatedAt = x.CreatedAt.UTC()
+		x := sc.item(q.ThreadID)
 		if byID {
 			msgs[x.ID] = x
 			continue
@@ -160,6 +160,47 @@ func (s *store) ContextMessagesAndWindow(ctx context.Context, idList []string, q
 
 const contextColumns = `m.id::text, m.thread_id::text, m.thread_seq, m.author_principal_id::text, m.origin, m.kind, m.content_md,
 	coalesce(m.reply_to_message_id::text, ''), m.deleted_at IS NOT NULL, m.created_at`
+
+// itemScan is one set of destinations for every row of a context
+// statement (contextColumns): the row's values are copied out by item, so
+// nothing per row escapes but the strings themselves. The columns that
+// repeat across a window (its thread, the origin, the kind) are read as
+// the driver's bytes and turned into shared strings: a window of 200 rows
+// does not make 600 copies of a few words.
+type itemScan struct {
+	x                    ContextItem
+	thread, origin, kind pgtype.DriverBytes
+}
+
+// dest returns the scan destinations of contextColumns.
+func (s *itemScan) dest() []any {
+	return []any{&s.x.ID, &s.thread, &s.x.ThreadSeq, &s.x.AuthorID, &s.origin, &s.kind, &s.x.ContentMD, &s.x.ReplyToMessageID, &s.x.Deleted, &s.x.CreatedAt}
+}
+
+// item returns the row just scanned; threadID is the thread most rows lie
+// in, whose string they share.
+func (s *itemScan) item(threadID string) ContextItem {
+	x := s.x
+	x.CreatedAt = x.CreatedAt.UTC()
+	if string(s.thread) == threadID {
+		x.ThreadID = threadID
+	} else {
+		x.ThreadID = string(s.thread)
+	}
+	x.Origin = Origin(word(s.origin, string(OriginHuman), string(OriginAgent), string(OriginApp), string(OriginImport), string(OriginSystem)))
+	x.Kind = Kind(word(s.kind, string(KindText), string(KindVoice), string(KindCard), string(KindRun), string(KindSystem)))
+	return x
+}
+
+// word returns the one of known that b spells (no copy), or a copy of b.
+func word(b []byte, known ...string) string {
+	for _, k := range known {
+		if string(b) == k {
+			return k
+		}
+	}
+	return string(b)
+}
 
 func scanItem(r pgx.CollectableRow) (ContextItem, error) {
 	var x ContextItem

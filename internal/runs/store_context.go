@@ -76,7 +76,7 @@ func (s *store) FollowUpFacts(ctx context.Context, sessionID, runID string, mess
 	if runID != "" {
 		run = runID
 	}
-	messages, err := ids.Binary(messageIDs)
+	messages, err := ids.ArrayText(messageIDs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
 	}

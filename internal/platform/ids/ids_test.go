@@ -1,40 +1,61 @@
 package ids_test
 
 import (
+	"strings"
 	"testing"
-
-	"github.com/google/uuid"
 
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
-func TestBinary(t *testing.T) {
+func TestValid(t *testing.T) {
 	id := ids.New()
+	for _, tc := range []struct {
+		name string
+		in   string
+		want bool
+	}{
+		{"new id", id, true},
+		{"nil uuid", "00000000-0000-0000-0000-000000000000", true},
+		{"upper case", strings.ToUpper(id), false},
+		{"braces", "{" + id + "}", false},
+		{"urn", "urn:uuid:" + id, false},
+		{"no hyphens", strings.ReplaceAll(id, "-", ""), false},
+		{"hyphen moved", id[:7] + "-" + id[7:8] + id[9:], false},
+		{"not hex", "g" + id[1:], false},
+		{"array syntax", id[:35] + ",", false},
+		{"empty", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ids.Valid(tc.in); got != tc.want {
+				t.Errorf("Valid(%q) = %v, want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestArrayText(t *testing.T) {
+	a, b := ids.New(), "00000000-0000-0000-0000-000000000000"
 	for _, tc := range []struct {
 		name    string
 		in      []string
+		want    string
 		wantErr bool
 	}{
-		{"none", nil, false},
-		{"some", []string{id, "00000000-0000-0000-0000-000000000000"}, false},
-		{"not a uuid", []string{id, "not-a-uuid"}, true},
-		{"empty", []string{""}, true},
+		{"none", nil, "{}", false},
+		{"one", []string{a}, "{" + a + "}", false},
+		{"some", []string{a, b}, "{" + a + "," + b + "}", false},
+		{"not a uuid", []string{a, "not-a-uuid"}, "", true},
+		{"array syntax smuggled in", []string{a[:35] + "}"}, "", true},
+		{"upper case", []string{strings.ToUpper(a)}, "", true},
+		{"empty", []string{""}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ids.Binary(tc.in)
+			got, err := ids.ArrayText(tc.in)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err %v, want error %v", err, tc.wantErr)
 			}
-			if tc.wantErr {
-				return
-			}
-			if len(got) != len(tc.in) {
-				t.Fatalf("%d values for %d ids", len(got), len(tc.in))
-			}
-			for i, b := range got {
-				if s := uuid.UUID(b).String(); s != tc.in[i] {
-					t.Errorf("value %d is %s, want %s", i, s, tc.in[i])
-				}
+			if got != tc.want {
+				t.Errorf("ArrayText = %q, want %q", got, tc.want)
 			}
 		})
 	}
