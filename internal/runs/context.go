@@ -35,7 +35,7 @@ type Read struct {
 }
 
 // Read returns run id for actor (run.read: read on the run's thread) in
-// three statements: the run, its thread with channel, the actor's grants.
+// two statements: the run with its thread and channel, the actor's grants.
 // Unknown and invisible runs give the same 404.
 func (s *Service) Read(ctx context.Context, actor identity.Principal, id string) (Read, error) {
 	return s.read(ctx, actor, id, authz.RunRead)
@@ -64,20 +64,12 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 	if !validID(id) {
 		return notFound()
 	}
-	r, err := s.getRun(ctx, id, "")
+	// The run comes with its thread and channel in one statement, the
+	// same one for a missing run as for a hidden one.
+	r, t, c, err := s.getRunInThread(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		// The thread lookup of a visible run runs for a missing one too
-		// (on the nil UUID): a hidden and a missing run take the same
-		// statements.
-		if _, _, err := s.chat.ThreadInfo(ctx, "00000000-0000-0000-0000-000000000000"); err != nil && !errors.Is(err, chat.ErrNotFound) {
-			return Read{}, problem.Internal("runs.read", err)
-		}
 		return notFound()
 	}
-	if err != nil {
-		return Read{}, problem.Internal("runs.read", err)
-	}
-	t, c, err := s.chat.ThreadInfo(ctx, r.ThreadID)
 	if err != nil {
 		return Read{}, problem.Internal("runs.read", err)
 	}

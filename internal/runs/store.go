@@ -56,11 +56,16 @@ const runColumns = `id, thread_id, agent_id, coalesce(agent_session_id::text, ''
 	coalesce(end_reason, ''), version, queued_at, started_at, ended_at, last_activity_at,
 	coalesce(holder, ''), lease_expires_at, attempt, trigger_lost_at`
 
+// runDest returns the scan destinations of runColumns into x.
+func runDest(x *Run) []any {
+	return []any{&x.ID, &x.ThreadID, &x.AgentID, &x.SessionID, &x.SessionMode, &x.TriggerKind, &x.TriggeringMessageID,
+		&x.TriggerThreadID, &x.TriggerSeq, &x.TriggeredBy, &x.State, &x.CancelRequested, &x.EndReason, &x.Version, &x.QueuedAt, &x.StartedAt, &x.EndedAt, &x.LastActivityAt,
+		&x.Holder, &x.LeaseExpiresAt, &x.Attempt, &x.TriggerLostAt}
+}
+
 func scanRun(r pgx.Row) (Run, error) {
 	var x Run
-	err := r.Scan(&x.ID, &x.ThreadID, &x.AgentID, &x.SessionID, &x.SessionMode, &x.TriggerKind, &x.TriggeringMessageID,
-		&x.TriggerThreadID, &x.TriggerSeq, &x.TriggeredBy, &x.State, &x.CancelRequested, &x.EndReason, &x.Version, &x.QueuedAt, &x.StartedAt, &x.EndedAt, &x.LastActivityAt,
-		&x.Holder, &x.LeaseExpiresAt, &x.Attempt, &x.TriggerLostAt)
+	err := r.Scan(runDest(&x)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
@@ -70,6 +75,24 @@ func scanRun(r pgx.Row) (Run, error) {
 func (s *store) getRun(ctx context.Context, id string, lock rowLock) (Run, error) {
 	q := db.Q(ctx, s.pool)
 	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 `+string(lock), id))
+}
+
+// getRunInThread reads run id with its thread and the thread's channel
+// (chat's ThreadInfoSQL) in one statement, or ErrNotFound: a run read
+// takes one round trip for both, and a missing run the same one as a
+// visible one.
+func (s *store) getRunInThread(ctx context.Context, id string) (Run, chat.Thread, chat.Channel, error) {
+	q := db.Q(ctx, s.pool)
+	var x Run
+	var t chat.Thread
+	var c chat.Channel
+	dest := append(runDest(&x), chat.ThreadInfoDest(&t, &c)...)
+	err := q.QueryRow(ctx, `SELECT `+runColumns+`, ti.* FROM runs JOIN `+chat.ThreadInfoSQL+` ti ON ti.ti_thread_id = runs.thread_id
+		WHERE runs.id = $1`, id).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, chat.Thread{}, chat.Channel{}, ErrNotFound
+	}
+	return x, t, c, err
 }
 
 func (s *store) activeRunOf(ctx context.Context, threadID string) (Run, error) {
