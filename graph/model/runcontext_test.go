@@ -154,6 +154,56 @@ func TestAppendString(t *testing.T) {
 	}
 }
 
+// TestAppendStringEveryOffset: each byte that needs escaping (and each
+// multi-byte rune) is found at every offset of a long plain text, where
+// the writer steps eight bytes at a time, and at its very end.
+func TestAppendStringEveryOffset(t *testing.T) {
+	specials := []string{"\x00", "\x1f", "\n", `"`, `\\`, "\x7f", "ü", "👋", "\xff", " ", "~"}
+	plain := strings.Repeat("Alex asked Sam and Robin. ", 3)
+	for _, sp := range specials {
+		for at := 0; at <= len(plain); at++ {
+			in := plain[:at] + sp + plain[at:]
+			want := strings.ToValidUTF8(in, "\ufffd")
+			var got string
+			raw := appendString(nil, in)
+			if err := json.Unmarshal(raw, &got); err != nil || got != want {
+				t.Fatalf("%q at %d: got %q (%v), want %q", sp, at, got, err, want)
+			}
+		}
+	}
+}
+
+// TestPlainWord: a word is plain only when all eight bytes are printable
+// ASCII other than a quote and a backslash.
+func TestPlainWord(t *testing.T) {
+	word := func(s string) uint64 {
+		var w uint64
+		for i := 7; i >= 0; i-- {
+			w = w<<8 | uint64(s[i])
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"abcdefgh", true},
+		{"  ~~!#$%", true},
+		{"abc\"defg", false},
+		{"abcdefg\\", false},
+		{"\x00bcdefgh"[:8], false},
+		{"abcdefg\x1f", false},
+		{"abcdefg\x80", false},
+		{"\xffbcdefgh", false},
+		{"abc\ndefg", false},
+		{"abcdef\x7f ", true},
+	} {
+		if got := plainWord(word(tc.in)); got != tc.want {
+			t.Errorf("plainWord(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
 // TestRunContextMessagesList: a list is one JSON array of the elements
 // with the selected fields in selection order; nil elements are null.
 func TestRunContextMessagesList(t *testing.T) {
