@@ -2,7 +2,6 @@ package rest
 
 import (
 	"errors"
-	"sync"
 
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -17,16 +16,35 @@ import (
 // errSyntax reports an answer that is not the JSON the executor writes.
 var errSyntax = errors.New("rest: the GraphQL answer is not valid JSON")
 
-// snakeNames caches Snake of GraphQL field names (a fixed set).
-var snakeNames sync.Map
+// typeInfo is what rendering needs of one type: its definition and, for
+// an object or interface, each field's type and REST name by field name.
+// The table is built once from the schema (a fixed set), so that rendering
+// a member costs one lookup that allocates nothing.
+type typeInfo struct {
+	def    *ast.Definition
+	fields map[string]fieldInfo
+}
 
-func snakeName(name string) string {
-	if v, ok := snakeNames.Load(name); ok {
-		return v.(string)
+type fieldInfo struct {
+	typ   *ast.Type
+	snake string
+}
+
+// typeTable returns the typeInfo of every type of schema.
+func typeTable(schema *ast.Schema) map[string]*typeInfo {
+	out := map[string]*typeInfo{}
+	for name, def := range schema.Types {
+		ti := &typeInfo{def: def}
+		out[name] = ti
+		if def.Kind != ast.Object && def.Kind != ast.Interface {
+			continue
+		}
+		ti.fields = make(map[string]fieldInfo, len(def.Fields))
+		for _, f := range def.Fields {
+			ti.fields[f.Name] = fieldInfo{typ: f.Type, snake: Snake(f.Name)}
+		}
 	}
-	s := Snake(name)
-	snakeNames.Store(name, s)
-	return s
+	return out
 }
 
 // scanner walks one JSON document.
@@ -82,44 +100,17 @@ func (s *scanner) str() ([]byte, error) {
 }
 
 // key returns an object member name; names the executor writes are field
-// names and aliases, which never need escapes.
-func (s *scanner) key() (string, error) {
+// names and aliases, which never need escapes. The bytes are the answer's
+// own: compared and looked up, never kept.
+func (s *scanner) key() ([]byte, error) {
 	raw, err := s.str()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := s.expect(':'); err != nil {
-		return "", err
+		return nil, err
 	}
-	return keyName(raw[1 : len(raw)-1]), nil
-}
-
-// keyNames interns member names: the answers of stored operations repeat
-// the same few names on every element (a run context of 200 elements has
-// thousands of members), and a lookup with a converted byte slice does not
-// allocate where a new string for each member would. The set is bounded,
-// so that odd names cannot grow it without end.
-var keyNames = struct {
-	sync.RWMutex
-	m map[string]string
-}{m: map[string]string{}}
-
-const maxKeyNames = 4096
-
-func keyName(b []byte) string {
-	keyNames.RLock()
-	k, ok := keyNames.m[string(b)]
-	keyNames.RUnlock()
-	if ok {
-		return k
-	}
-	k = string(b)
-	keyNames.Lock()
-	if len(keyNames.m) < maxKeyNames {
-		keyNames.m[k] = k
-	}
-	keyNames.Unlock()
-	return k
+	return raw[1 : len(raw)-1], nil
 }
 
 // skip passes over one value and returns its raw bytes.
@@ -192,7 +183,7 @@ func (s scanner) member(name string) (*scanner, error) {
 		if err != nil {
 			return nil, err
 		}
-		if k == name {
+		if string(k) == name {
 			s.ws()
 			return &s, nil
 		}
@@ -248,22 +239,22 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 			}
 		}
 	}
-	def := sh.schema.Types[t.NamedType]
-	if def != nil && def.Kind == ast.Interface {
+	info := sh.types[t.NamedType]
+	if info != nil && info.def.Kind == ast.Interface {
 		// An interface value renders as its object type when the stored
 		// operation asked for __typename, so that members selected in
 		// fragments on that type are kept. member looks ahead on a copy:
 		// the scanner stays where it is.
 		if tn, err := sc.member("__typename"); err == nil && tn != nil {
 			if raw, err := tn.str(); err == nil {
-				if obj := sh.schema.Types[string(raw[1:len(raw)-1])]; obj != nil && obj.Kind == ast.Object {
-					def = obj
+				if obj := sh.types[string(raw[1:len(raw)-1])]; obj != nil && obj.def.Kind == ast.Object {
+					info = obj
 				}
 			}
 		}
 	}
 	switch {
-	case def != nil && (def.Kind == ast.Object || def.Kind == ast.Interface):
+	case info != nil && (info.def.Kind == ast.Object || info.def.Kind == ast.Interface):
 		if err := sc.expect('{'); err != nil {
 			return nil, err
 		}
@@ -278,10 +269,10 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 			if err != nil {
 				return nil, err
 			}
-			f := def.Fields.ForName(k)
+			f, known := info.fields[string(k)]
 			switch {
 			case sc.isNull():
-			case f == nil || len(k) > 1 && k[0] == '_' && k[1] == '_' || omitted(omit, k):
+			case !known || len(k) > 1 && k[0] == '_' && k[1] == '_' || omitted(omit, k):
 				if _, err := sc.skip(); err != nil {
 					return nil, err
 				}
@@ -291,9 +282,9 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 				}
 				first = false
 				out = append(out, '"')
-				out = append(out, snakeName(k)...)
+				out = append(out, f.snake...)
 				out = append(out, '"', ':')
-				if out, err = sh.renderJSON(out, sc, f.Type, nil); err != nil {
+				if out, err = sh.renderJSON(out, sc, f.typ, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -307,7 +298,7 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 				return nil, errSyntax
 			}
 		}
-	case def != nil && def.Kind == ast.Enum:
+	case info != nil && info.def.Kind == ast.Enum:
 		raw, err := sc.str()
 		if err != nil {
 			return nil, err
@@ -328,9 +319,9 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 	}
 }
 
-func omitted(omit []string, k string) bool {
+func omitted(omit []string, k []byte) bool {
 	for _, o := range omit {
-		if o == k {
+		if o == string(k) {
 			return true
 		}
 	}

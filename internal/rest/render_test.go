@@ -30,7 +30,7 @@ func renderShim(t *testing.T) *Shim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Shim{schema: s}
+	return &Shim{schema: s, types: typeTable(s)}
 }
 
 func sameJSON(t *testing.T, got []byte, want string) {
@@ -150,17 +150,31 @@ func containsCode(err error, code string) bool {
 	return errors.As(err, &p) && string(p.Code) == code
 }
 
-// TestKeyName: member names come back as they are, and a name seen before
-// costs no allocation.
-func TestKeyName(t *testing.T) {
-	for _, name := range []string{"threadSeq", "", "__typename", `a\"b`} {
-		if got := keyName([]byte(name)); got != name {
-			t.Fatalf("keyName(%q) = %q", name, got)
+// TestTypeTable: every type of the schema is in the table, objects and
+// interfaces with each field's type and REST name.
+func TestTypeTable(t *testing.T) {
+	sh := renderShim(t)
+	for name, def := range sh.schema.Types {
+		ti, ok := sh.types[name]
+		if !ok || ti.def != def {
+			t.Fatalf("type %s (%s) not in the table", name, def.Kind)
+		}
+		if def.Kind != ast.Object && def.Kind != ast.Interface {
+			if ti.fields != nil {
+				t.Fatalf("type %s (%s) has fields in the table", name, def.Kind)
+			}
+			continue
+		}
+		if len(ti.fields) != len(def.Fields) {
+			t.Fatalf("type %s: %d fields, want %d", name, len(ti.fields), len(def.Fields))
+		}
+		for _, f := range def.Fields {
+			if got := ti.fields[f.Name]; got.typ != f.Type || got.snake != Snake(f.Name) {
+				t.Fatalf("%s.%s: %+v", name, f.Name, got)
+			}
 		}
 	}
-	b := []byte("contentMd")
-	keyName(b)
-	if n := testing.AllocsPerRun(100, func() { keyName(b) }); n != 0 {
-		t.Fatalf("%v allocations for a known name", n)
+	if ti := sh.types["Ref"]; ti == nil || ti.fields["displayName"].snake != "display_name" {
+		t.Fatalf("Ref.displayName not rendered as display_name")
 	}
 }

@@ -79,6 +79,7 @@ type Route struct {
 // Shim serves the routes of its table.
 type Shim struct {
 	schema *ast.Schema
+	types  map[string]*typeInfo
 	gql    http.Handler
 	routes []*compiled
 }
@@ -94,7 +95,7 @@ type compiled struct {
 // gql (the GraphQL HTTP handler). A stored operation that does not validate
 // is a programming error and fails New.
 func New(schema *ast.Schema, gql http.Handler, routes []Route) (*Shim, error) {
-	s := &Shim{schema: schema, gql: gql}
+	s := &Shim{schema: schema, types: typeTable(schema), gql: gql}
 	for _, rt := range routes {
 		doc, errs := gqlparser.LoadQueryWithRules(schema, rt.Document, nil)
 		if errs != nil {
@@ -198,7 +199,7 @@ func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled) ([]byte,
 	}
 	if first, err := top.key(); err != nil {
 		return nil, 0, undecodable
-	} else if first == "errors" {
+	} else if string(first) == "errors" {
 		// Error answers are small: decode them whole.
 		var resp gqlResponse
 		dec := json.NewDecoder(bytes.NewReader(gql))
