@@ -1,8 +1,10 @@
 package rest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"testing"
@@ -127,7 +129,9 @@ func TestRestBody(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := httptest.NewRecorder()
-			out, status, err := sh.restBody(w, []byte(tc.in), tc.c)
+			// A buffer that held an earlier answer: the body starts anew.
+			stale := append(make([]byte, 0, 64), `{"stale":true}`...)[:0]
+			out, status, err := sh.restBody(w, []byte(tc.in), tc.c, stale)
 			if tc.problem != "" {
 				if err == nil || !containsCode(err, tc.problem) {
 					t.Fatalf("got %v, want problem %s", err, tc.problem)
@@ -176,5 +180,59 @@ func TestTypeTable(t *testing.T) {
 	}
 	if ti := sh.types["Ref"]; ti == nil || ti.fields["displayName"].snake != "display_name" {
 		t.Fatalf("Ref.displayName not rendered as display_name")
+	}
+}
+
+// TestRecorderGrowsOnce: the recorder takes a declared length as the
+// answer's size, and records what is written whatever was declared.
+func TestRecorderGrowsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, length string
+		minCap       int
+	}{
+		{"declared", "5000", 5000},
+		{"undeclared", "", 0},
+		{"declared too large to hold", "2000000", 0},
+		{"not a number", "many", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{header: http.Header{}, body: &bytes.Buffer{}}
+			if tc.length != "" {
+				rec.header.Set("Content-Length", tc.length)
+			}
+			rec.Write([]byte(`{"data":`))
+			if rec.body.Cap() < tc.minCap {
+				t.Fatalf("capacity %d after the first write, want at least %d", rec.body.Cap(), tc.minCap)
+			}
+			if tc.minCap == 0 && rec.body.Cap() > 1024 {
+				t.Fatalf("capacity %d without a usable declared length", rec.body.Cap())
+			}
+			rec.Write([]byte(`null}`))
+			if got := rec.body.String(); got != `{"data":null}` || rec.status != http.StatusOK {
+				t.Fatalf("recorded %q status %d", got, rec.status)
+			}
+		})
+	}
+}
+
+// TestBufferPool: buffers come back empty, and a buffer grown past the
+// limit is not kept.
+func TestBufferPool(t *testing.T) {
+	b := getBuffers()
+	b.answer.WriteString("answer")
+	b.out = append(b.out, "out"...)
+	putBuffers(b)
+	for i := 0; i < 10; i++ {
+		got := getBuffers()
+		if got.answer.Len() != 0 || len(got.out) != 0 {
+			t.Fatalf("pooled buffers not empty: %q %q", got.answer.String(), got.out)
+		}
+	}
+	big := &buffers{out: make([]byte, 0, maxPooled+1)}
+	putBuffers(big)
+	for i := 0; i < 10; i++ {
+		if got := getBuffers(); cap(got.out) > maxPooled {
+			t.Fatalf("a buffer over the limit came back from the pool")
+		}
 	}
 }

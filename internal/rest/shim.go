@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vektah/gqlparser/v2"
@@ -175,23 +176,53 @@ func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
 	inner, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, "/graphql", bytes.NewReader(body))
 	inner.Header.Set("Content-Type", "application/json")
 	inner.Header.Set("Accept", "application/json")
-	rec := &recorder{header: http.Header{}}
+	bufs := getBuffers()
+	defer putBuffers(bufs)
+	rec := &recorder{header: http.Header{}, body: &bufs.answer}
 	s.gql.ServeHTTP(rec, inner)
 
-	out, status, err := s.restBody(w, rec.body.Bytes(), c)
+	out, status, err := s.restBody(w, rec.body.Bytes(), c, bufs.out[:0])
 	if err != nil {
 		httpx.WriteProblem(w, r, err)
 		return
 	}
+	bufs.out = out
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(out)
 }
 
+// buffers are the two buffers a REST call needs: the GraphQL answer and
+// its REST rendering. Both are dead once the body is written (every writer
+// on the way copies or writes through, none keeps the slice), so they go
+// back to a pool: a large answer (a run context is about 160 kB) then
+// costs no new allocation, and no garbage, per call.
+type buffers struct {
+	answer bytes.Buffer
+	out    []byte
+}
+
+var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
+
+// maxPooled is the largest buffer kept for the next call: a rare huge
+// answer is left to the collector instead of being held.
+const maxPooled = 1 << 20
+
+func getBuffers() *buffers { return bufferPool.Get().(*buffers) }
+
+func putBuffers(b *buffers) {
+	if b.answer.Cap() > maxPooled || cap(b.out) > maxPooled {
+		return
+	}
+	b.answer.Reset()
+	b.out = b.out[:0]
+	bufferPool.Put(b)
+}
+
 // restBody renders the GraphQL answer gql of route c as the REST body in
-// one pass (renderJSON) and returns it with its status; an answer with
+// one pass (renderJSON), appended to out, and returns it with its status; an answer with
 // errors becomes the problem of its first error.
-func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled) ([]byte, int, error) {
+func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled, out []byte) ([]byte, int, error) {
 	undecodable := problem.Internal("rest.body", fmt.Errorf("route %s: undecodable GraphQL response", c.OperationID))
 	top := scanner{in: gql}
 	if err := top.expect('{'); err != nil {
@@ -248,7 +279,10 @@ func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled) ([]byte,
 		}
 		value, typ = inner, f.Type
 	}
-	out, err := s.renderJSON(make([]byte, 0, len(gql)), value, typ, c.Omit)
+	if cap(out) < len(gql) {
+		out = make([]byte, 0, len(gql))
+	}
+	out, err = s.renderJSON(out, value, typ, c.Omit)
 	if err != nil {
 		return nil, 0, undecodable
 	}
