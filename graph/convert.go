@@ -211,11 +211,16 @@ func sessionModel(s runs.Session) *model.AgentSession {
 }
 
 // contextMessageModel writes into m the GraphQL model of a finished
-// context element with its author's public view.
-func contextMessageModel(e runs.FinishedElement, author *model.PrincipalRef, m *model.RunContextMessage) {
+// context element with its author's public view. replyTo is the element's
+// own reply-to id where it lives on (the context's element), so that the
+// model points at it instead of a copy.
+func contextMessageModel(e runs.FinishedElement, author *model.PrincipalRef, replyTo *string, m *model.RunContextMessage) {
 	*m = model.RunContextMessage{MessageID: e.ID, ThreadSeq: int(e.ThreadSeq), CreatedAt: e.CreatedAt, ChannelID: e.ChannelID,
 		Author: author, Role: e.Role, Origin: e.Origin,
 		Kind: e.Kind, ContentMd: e.ContentMD, Truncated: trueOrNil(e.Truncated),
-		Attachments: []*model.Attachment{}, ReplyToMessageID: opt(e.ReplyToMessageID), Trust: e.Trust,
+		Attachments: []*model.Attachment{}, Trust: e.Trust,
 		AlreadyDelivered: trueOrNil(e.AlreadyDelivered)}
+	if *replyTo != "" {
+		m.ReplyToMessageID = replyTo
+	}
 }

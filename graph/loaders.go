@@ -479,6 +479,6 @@ func (r *Resolver) finisher(ctx context.Context, l *Loaders, rc *runs.RunContext
 		}
 	}
 	return func(e *runs.ContextElement, m *model.RunContextMessage) {
-		contextMessageModel(rc.Finish(*e, answers), refs[e.AuthorID], m)
+		contextMessageModel(rc.Finish(*e, answers), refs[e.AuthorID], &e.ReplyToMessageID, m)
 	}, nil
 }

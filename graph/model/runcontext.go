@@ -12,6 +12,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
+	"bothy.example.com/bothy/internal/platform/answerbuf"
+
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
@@ -120,7 +122,9 @@ func (m *RunContextMessage) MarshalGQLContext(ctx context.Context, w io.Writer) 
 // The list is written straight into the executor's answer buffer, grown
 // once to the list's size (estimated from the first element: every
 // element has the same fields, only its content differs), so that the
-// answer is not built twice.
+// answer is not built twice. A large list takes that room from
+// answerbuf's pool; the transport hands it back once the answer is
+// written.
 func (l RunContextMessages) MarshalGQLContext(ctx context.Context, w io.Writer) error {
 	sel := selectionOf(ctx)
 	if len(l) == 0 {
@@ -136,7 +140,7 @@ func (l RunContextMessages) MarshalGQLContext(ctx context.Context, w io.Writer) 
 	var buf []byte
 	bw, direct := w.(*bytes.Buffer)
 	if direct {
-		bw.Grow(size)
+		answerbuf.Grow(bw, size)
 		buf = bw.AvailableBuffer()
 	} else {
 		buf = make([]byte, 0, size)

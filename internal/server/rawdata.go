@@ -9,6 +9,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"bothy.example.com/bothy/internal/platform/answerbuf"
 )
 
 // rawDataPOST is gqlgen's POST transport without its second pass over the
@@ -80,7 +82,12 @@ func (s *spliceWriter) Write(p []byte) (int, error) {
 	if _, err := s.ResponseWriter.Write(p[:i]); err != nil {
 		return 0, err
 	}
-	if _, err := s.ResponseWriter.Write(data); err != nil {
+	_, err := s.ResponseWriter.Write(data)
+	// The data is written (every writer below copies or writes through)
+	// and was the executor's alone: its array goes back for the next
+	// large answer (answerbuf). This is the only place that releases one.
+	answerbuf.Release(data)
+	if err != nil {
 		return 0, err
 	}
 	if _, err := s.ResponseWriter.Write(p[i+len(dataMarker):]); err != nil {
