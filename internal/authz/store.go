@@ -126,6 +126,16 @@ const (
 	grantsInSQL = grantsSQL + ` AND (g.target_space_id = ANY($3::uuid[]) OR g.target_channel_id = ANY($4::uuid[]))`
 )
 
+// uuidArray is list as a uuid[] parameter: one array literal (no encoding
+// step per element) when every id is canonical, else the list as it is,
+// which the statement then refuses as before.
+func uuidArray(list []string) any {
+	if a, err := ids.ArrayText(list); err == nil {
+		return a
+	}
+	return list
+}
+
 // liveGrants reads, in one statement, the grants in force now (not revoked,
 // not expired) of the given principals, directly or through their groups,
 // and returns one levelMap per principal. With targets set only grants on
@@ -136,9 +146,9 @@ const (
 // the transaction of ctx when there is one (db.Q), so a decision inside a
 // unit of work sees the unit's own grant changes.
 func (s *store) liveGrants(ctx context.Context, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
-	sqlText, args := grantsSQL, []any{s.clock.Now(), principals}
+	sqlText, args := grantsSQL, []any{s.clock.Now(), uuidArray(principals)}
 	if targets != nil {
-		sqlText, args = grantsInSQL, append(args, targets.spaces, targets.channels)
+		sqlText, args = grantsInSQL, append(args, uuidArray(targets.spaces), uuidArray(targets.channels))
 	}
 	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
 	if err != nil {

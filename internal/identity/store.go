@@ -123,8 +123,11 @@ func (s *store) GetMany(ctx context.Context, idList []string) (map[string]Princi
 	if len(valid) == 0 {
 		return out, nil
 	}
-	sqlText, args := db.SQL.Select(principalColumns...).From("principals").Where("id = ANY(?::uuid[])", valid).MustSql()
-	rows, err := q.Query(ctx, sqlText, args...)
+	list, err := ids.ArrayText(valid)
+	if err != nil {
+		return nil, fmt.Errorf("load principals: %w", err)
+	}
+	rows, err := q.Query(ctx, principalsByIDSQL, list)
 	if err != nil {
 		return nil, fmt.Errorf("load principals: %w", err)
 	}
@@ -309,6 +312,10 @@ func columnsOf(a string) []string {
 }
 
 var principalColumns = columnsOf("")
+
+// principalsByIDSQL reads the principals with the ids of the array $1: a
+// fixed shape, written once (a context read asks it for every author).
+var principalsByIDSQL = `SELECT ` + strings.Join(principalColumns, ", ") + ` FROM principals WHERE id = ANY($1::uuid[])`
 
 func scanPrincipal(row pgx.Row) (Principal, error) {
 	var p Principal
