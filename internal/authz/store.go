@@ -116,15 +116,23 @@ func (s *store) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int)
 // grantsSQL reads the live grants (not revoked, not expired at $1) of the
 // principals $2, held directly or through a group; grantsInSQL keeps those
 // on the spaces $3 or the channels $4. Both shapes are fixed, so they are
-// written once instead of built on every decision.
-const (
-	grantsSQL = `SELECT coalesce(g.subject_principal_id, gm.principal_id)::text, coalesce(g.target_space_id::text, ''),
-		coalesce(g.target_channel_id::text, ''), g.level
-		FROM grants g LEFT JOIN ` + identity.MembershipSQL + ` gm ON gm.group_id = g.subject_group_id
-		WHERE g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > $1)
-		AND coalesce(g.subject_principal_id, gm.principal_id) = ANY($2::uuid[])`
-	grantsInSQL = grantsSQL + ` AND (g.target_space_id = ANY($3::uuid[]) OR g.target_channel_id = ANY($4::uuid[]))`
-)
+// written once instead of built on every decision. Direct and group grants
+// are read in two branches (a grant has exactly one subject), each through
+// its index (grants_principal; group_members_principal, then grants_group),
+// so that a decision reads the grants of its principals, not every live
+// grant of the installation.
+var grantsSQL, grantsInSQL = grantsStatement(""),
+	grantsStatement(` AND (g.target_space_id = ANY($3::uuid[]) OR g.target_channel_id = ANY($4::uuid[]))`)
+
+func grantsStatement(targets string) string {
+	const cols = `coalesce(g.target_space_id::text, ''), coalesce(g.target_channel_id::text, ''), g.level`
+	const live = `g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > $1)`
+	return `SELECT g.subject_principal_id::text, ` + cols + ` FROM grants g
+		WHERE g.subject_principal_id = ANY($2::uuid[]) AND ` + live + targets + `
+		UNION ALL
+		SELECT gm.principal_id::text, ` + cols + ` FROM ` + identity.MembershipSQL + ` gm JOIN grants g ON g.subject_group_id = gm.group_id
+		WHERE gm.principal_id = ANY($2::uuid[]) AND ` + live + targets
+}
 
 // uuidArray is list as a uuid[] parameter: one array literal (no encoding
 // step per element) when every id is canonical, else the list as it is,
