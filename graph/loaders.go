@@ -417,22 +417,30 @@ func finishAll(finish func(*runs.ContextElement, *model.RunContextMessage), elem
 	return out
 }
 
-// loadPeople answers the author and trigger-holder questions of keys with
-// one batch each, leaving the answers in the request's loaders for
-// finisher.
+// loadPeople answers the author and trigger-holder questions of keys,
+// leaving the answers in the request's loaders for finisher. Where some
+// authors' trust needs the trigger-holder answer, one statement reads the
+// authors and that answer together (authz.TriggerHolders.PeopleWithTrigger)
+// and primes both loaders; authors it does not find are left to the
+// Principals loader, which fails the context for them as before.
 func (r *Resolver) loadPeople(ctx context.Context, l *Loaders, rc *runs.RunContext, keys runs.ContextKeys) error {
+	if len(keys.Holders) > 0 {
+		people, holders, err := r.Holders.PeopleWithTrigger(ctx, rc.ChannelPath, keys.Authors, keys.Holders)
+		if err != nil {
+			// Fail closed: no answer is ever read as "has trigger".
+			return problem.From(err)
+		}
+		for id, p := range people {
+			l.Principals.Prime(ctx, id, p)
+		}
+		for _, id := range keys.Holders {
+			l.TriggerHolders.Prime(ctx, holderKey{Channel: rc.ChannelPath, Person: id}, holders[id])
+		}
+	}
 	if _, err := l.Principals.LoadAll(ctx, keys.Authors); err != nil {
 		return problem.From(err)
 	}
-	if len(keys.Holders) == 0 {
-		return nil
-	}
-	hk := make([]holderKey, len(keys.Holders))
-	for i, id := range keys.Holders {
-		hk[i] = holderKey{Channel: rc.ChannelPath, Person: id}
-	}
-	_, err := l.TriggerHolders.LoadAll(ctx, hk)
-	return err
+	return nil
 }
 
 // finisher answers keys, questions of elements of rc, with one batch per

@@ -452,6 +452,49 @@ type TriggerHolders interface {
 	// effective level trigger on channel path c. It writes no audit entry;
 	// an error never means "has trigger".
 	WithTrigger(ctx context.Context, c Path, people []identity.Principal) (map[string]bool, error)
+	// PeopleWithTrigger reads the principals ids and answers WithTrigger
+	// for those of them in ask, in one statement: a run context reads its
+	// authors and their trust together. Unknown ids are left out of the
+	// principals (and have no trigger).
+	PeopleWithTrigger(ctx context.Context, c Path, ids, ask []string) (map[string]identity.Principal, map[string]bool, error)
+}
+
+// PeopleWithTrigger implements TriggerHolders: identity's principals ids
+// beside their live grants on c's channel and space in one statement, then
+// for each of ask the same decision as WithTrigger (Allowed for
+// message.trigger: an inactive principal's grants count for nothing).
+// Faults, when installed (tests only), can make it fail like WithTrigger.
+func (s *Service) PeopleWithTrigger(ctx context.Context, c Path, ids, ask []string) (map[string]identity.Principal, map[string]bool, error) {
+	if s.faults != nil {
+		if err := s.faults.TriggerHolders(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if c.Kind != KindChannel && c.ChannelID == "" {
+		return nil, nil, fmt.Errorf("authz: trigger holders need a channel path")
+	}
+	people, grants, err := s.peopleWithGrants(ctx, ids, []string{c.SpaceID}, nonEmpty(c.ChannelID))
+	if err != nil {
+		return nil, nil, fmt.Errorf("trigger holders: %w", err)
+	}
+	out := map[string]bool{}
+	if !c.Exists {
+		return people, out, nil
+	}
+	for _, id := range ask {
+		p, ok := people[id]
+		if !ok {
+			continue
+		}
+		grant := None
+		if p.Active() {
+			grant = grants[id].at(c)
+		}
+		if Decide(MessageTrigger, ActorOf(p), grant, c).Allow {
+			out[id] = true
+		}
+	}
+	return people, out, nil
 }
 
 // WithTrigger implements TriggerHolders: Allowed for message.trigger on

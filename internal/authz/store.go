@@ -121,17 +121,69 @@ func (s *store) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int)
 // its index (grants_principal; group_members_principal, then grants_group),
 // so that a decision reads the grants of its principals, not every live
 // grant of the installation.
-var grantsSQL, grantsInSQL = grantsStatement(""),
-	grantsStatement(` AND (g.target_space_id = ANY($3::uuid[]) OR g.target_channel_id = ANY($4::uuid[]))`)
+var grantsSQL, grantsInSQL = grantsStatement(""), grantsStatement(onTargets)
+
+// The parts of every grant statement: the columns of a grant and what
+// keeps a grant live at $1.
+const (
+	grantCols = `coalesce(g.target_space_id::text, ''), coalesce(g.target_channel_id::text, ''), g.level`
+	grantLive = `g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > $1)`
+	onTargets = ` AND (g.target_space_id = ANY($3::uuid[]) OR g.target_channel_id = ANY($4::uuid[]))`
+)
 
 func grantsStatement(targets string) string {
-	const cols = `coalesce(g.target_space_id::text, ''), coalesce(g.target_channel_id::text, ''), g.level`
-	const live = `g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > $1)`
-	return `SELECT g.subject_principal_id::text, ` + cols + ` FROM grants g
-		WHERE g.subject_principal_id = ANY($2::uuid[]) AND ` + live + targets + `
+	return `SELECT g.subject_principal_id::text, ` + grantCols + ` FROM grants g
+		WHERE g.subject_principal_id = ANY($2::uuid[]) AND ` + grantLive + targets + `
 		UNION ALL
-		SELECT gm.principal_id::text, ` + cols + ` FROM ` + identity.MembershipSQL + ` gm JOIN grants g ON g.subject_group_id = gm.group_id
-		WHERE gm.principal_id = ANY($2::uuid[]) AND ` + live + targets
+		SELECT gm.principal_id::text, ` + grantCols + ` FROM ` + identity.MembershipSQL + ` gm JOIN grants g ON g.subject_group_id = gm.group_id
+		WHERE gm.principal_id = ANY($2::uuid[]) AND ` + grantLive + targets
+}
+
+// peopleSQL reads the principals $2 (identity's relation) each beside its
+// live grants on the spaces $3 or the channels $4, direct or through a
+// group: one row per grant, or one row with no grant.
+var peopleSQL = `SELECT p.*, g.space, g.channel, g.level FROM ` + identity.PrincipalsSQL + ` p
+	LEFT JOIN LATERAL (
+		SELECT ` + grantCols + ` FROM grants g WHERE g.subject_principal_id = p.p_id AND ` + grantLive + onTargets + `
+		UNION ALL
+		SELECT ` + grantCols + ` FROM ` + identity.MembershipSQL + ` gm JOIN grants g ON g.subject_group_id = gm.group_id
+		WHERE gm.principal_id = p.p_id AND ` + grantLive + onTargets + `) g (space, channel, level) ON true
+	WHERE p.p_id = ANY($2::uuid[])`
+
+// peopleWithGrants reads the principals ids in one statement, each with
+// its live grants on spaces or channels (one levelMap per principal).
+// Unknown ids are left out.
+func (s *store) peopleWithGrants(ctx context.Context, ids []string, spaces, channels []string) (map[string]identity.Principal, map[string]levelMap, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, peopleSQL, s.clock.Now(), uuidArray(ids), uuidArray(spaces), uuidArray(channels))
+	if err != nil {
+		return nil, nil, fmt.Errorf("people with grants: %w", err)
+	}
+	defer rows.Close()
+	people := make(map[string]identity.Principal, len(ids))
+	grants := map[string]levelMap{}
+	var r identity.PrincipalRow
+	var space, channel, level *string
+	dest := append(r.Dest(), &space, &channel, &level)
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, nil, fmt.Errorf("people with grants: %w", err)
+		}
+		p := r.Principal()
+		people[p.ID] = p
+		if level == nil {
+			continue
+		}
+		m, ok := grants[p.ID]
+		if !ok {
+			m = newLevelMap()
+			grants[p.ID] = m
+		}
+		m.raise(*space, *channel, ParseLevel(*level))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("people with grants: %w", err)
+	}
+	return people, grants, nil
 }
 
 // uuidArray is list as a uuid[] parameter: one array literal (no encoding

@@ -2,6 +2,7 @@ package authz_test
 
 import (
 	"errors"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -231,8 +232,28 @@ func TestTriggerHolders(t *testing.T) {
 			if n := env.Count(`SELECT count(*) FROM audit_log`); n != audits {
 				t.Errorf("WithTrigger wrote %d audit rows; it must write none", n-audits)
 			}
+			samePeopleWithTrigger(t, env, tc.channel, people, want)
 		})
 	}
+
+	t.Run("people with trigger asked about some", func(t *testing.T) {
+		env := moduletest.New(t)
+		all := load(t, env, "robin", "alex", "sam", "writer", "lotse")
+		idList := make([]string, len(all))
+		for i, p := range all {
+			idList[i] = p.ID
+		}
+		people, got, err := env.Server.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), idList, []string{env.World.ID("sam"), env.World.ID("writer")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids := sortedKeys(t, got); len(ids) != 1 || ids[0] != env.World.ID("sam") {
+			t.Fatalf("holders %v, want only Sam (Robin and Alex were not asked about)", ids)
+		}
+		if len(people) != len(all) {
+			t.Fatalf("%d principals, want %d", len(people), len(all))
+		}
+	})
 
 	t.Run("source error", func(t *testing.T) {
 		sw := &moduletest.TriggerFault{}
@@ -245,6 +266,9 @@ func TestTriggerHolders(t *testing.T) {
 		}
 		if got != nil {
 			t.Fatalf("result %v with an error, want nil", got)
+		}
+		if people, got, err := env.Server.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), []string{env.World.ID("sam")}, []string{env.World.ID("sam")}); !errors.Is(err, fault) || got != nil || people != nil {
+			t.Fatalf("PeopleWithTrigger: %v %v %v, want the fault and no result", people, got, err)
 		}
 		sw.Set(nil)
 		if got := sortedKeys(t, holders(t, env, allgemein, load(t, env, "sam"))); len(got) != 1 || got[0] != env.World.ID("sam") {
@@ -261,6 +285,40 @@ func TestTriggerHolders(t *testing.T) {
 			t.Fatalf("got %v, %v; want an error and no result", got, err)
 		}
 	})
+}
+
+// samePeopleWithTrigger checks that PeopleWithTrigger, asked about people
+// on channel key, reads each stored one as identity does and finds the
+// holders want, and leaves unknown ids out.
+func samePeopleWithTrigger(t *testing.T, env *moduletest.Env, key string, people []identity.Principal, want []string) {
+	t.Helper()
+	idList := make([]string, len(people))
+	for i, p := range people {
+		idList[i] = p.ID
+	}
+	got, holders, err := env.Server.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(key), idList, idList)
+	if err != nil {
+		t.Fatalf("PeopleWithTrigger: %v", err)
+	}
+	if ids := sortedKeys(t, holders); len(ids) != len(want) || !slices.Equal(ids, want) {
+		t.Fatalf("PeopleWithTrigger holders %v, want %v", ids, want)
+	}
+	for _, p := range people {
+		stored, err := env.Server.Identity.Get(t.Context(), p.ID)
+		switch {
+		case errors.Is(err, identity.ErrNotFound):
+			if _, ok := got[p.ID]; ok {
+				t.Errorf("PeopleWithTrigger read %s, which is not stored", p.Handle)
+			}
+		case err != nil:
+			t.Fatal(err)
+		case got[p.ID] != stored:
+			t.Errorf("PeopleWithTrigger read %+v, identity reads %+v", got[p.ID], stored)
+		}
+	}
+	if len(got) > len(people) {
+		t.Errorf("PeopleWithTrigger read %d principals for %d ids", len(got), len(people))
+	}
 }
 
 func handlesOf(idList []string, names map[string]string) []string {

@@ -313,18 +313,47 @@ func columnsOf(a string) []string {
 
 var principalColumns = columnsOf("")
 
+// PrincipalsSQL is the relation of every principal, with the columns
+// PrincipalRow reads (p_id first), as a subquery for a module that must
+// read principals beside its own rows in one statement (authz reading the
+// authors of a run context beside their grants). Identity owns principals;
+// this is the only shape others may use.
+var PrincipalsSQL = func() string {
+	names := []string{"p_id", "p_kind", "p_handle", "p_display_name", "p_email", "p_status", "p_is_owner", "p_created_at"}
+	cols := make([]string, len(principalColumns))
+	for i, c := range principalColumns {
+		cols[i] = c + " AS " + names[i]
+	}
+	return `(SELECT ` + strings.Join(cols, ", ") + ` FROM principals)`
+}()
+
+// PrincipalRow scans the columns of PrincipalsSQL.
+type PrincipalRow struct{ p Principal }
+
+// Dest returns the scan destinations of the columns of PrincipalsSQL, in
+// their order.
+func (r *PrincipalRow) Dest() []any {
+	return []any{&r.p.ID, &r.p.Kind, &r.p.Handle, &r.p.DisplayName, &r.p.Email, &r.p.Status, &r.p.IsOwner, &r.p.CreatedAt}
+}
+
+// Principal returns the principal just scanned, as GetMany returns it.
+func (r *PrincipalRow) Principal() Principal {
+	p := r.p
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p
+}
+
 // principalsByIDSQL reads the principals with the ids of the array $1: a
 // fixed shape, written once (a context read asks it for every author).
 var principalsByIDSQL = `SELECT ` + strings.Join(principalColumns, ", ") + ` FROM principals WHERE id = ANY($1::uuid[])`
 
 func scanPrincipal(row pgx.Row) (Principal, error) {
-	var p Principal
-	err := row.Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt)
+	var r PrincipalRow
+	err := row.Scan(r.Dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrNotFound
 	}
-	p.CreatedAt = p.CreatedAt.UTC()
-	return p, err
+	return r.Principal(), err
 }
 
 func scanTokenInfo(row pgx.Row) (TokenInfo, error) {
