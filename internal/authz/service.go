@@ -434,15 +434,40 @@ func (s *Service) Allowed(ctx context.Context, action Action, target Facts, peop
 		}
 	}
 	for _, p := range people {
-		grant := grants[p.ID].at(target.Path)
-		if target.Grant != nil {
-			grant = *target.Grant
-		}
-		if Decide(action, ActorOf(p), grant, target.Path).Allow {
+		if allowedWith(action, target, p, grants[p.ID]) {
 			out[p.ID] = true
 		}
 	}
 	return out, nil
+}
+
+// allowedWith is the rule-table answer for p on target with p's live
+// grants (the target's known grant, when set, instead): the decision of
+// Allowed and PeopleWithTrigger for one person. An inactive person's
+// grants count for nothing.
+func allowedWith(action Action, target Facts, p identity.Principal, grants levelMap) bool {
+	grant := None
+	switch {
+	case target.Grant != nil:
+		grant = *target.Grant
+	case p.Active():
+		grant = grants.at(target.Path)
+	}
+	return Decide(action, ActorOf(p), grant, target.Path).Allow
+}
+
+// triggerPath checks what both trigger-holder questions share: the fault
+// hook (tests only) and a channel path.
+func (s *Service) triggerPath(c Path) error {
+	if s.faults != nil {
+		if err := s.faults.TriggerHolders(); err != nil {
+			return err
+		}
+	}
+	if c.Kind != KindChannel && c.ChannelID == "" {
+		return fmt.Errorf("authz: trigger holders need a channel path")
+	}
+	return nil
 }
 
 // TriggerHolders answers which people have effective trigger on a channel
@@ -465,13 +490,8 @@ type TriggerHolders interface {
 // message.trigger: an inactive principal's grants count for nothing).
 // Faults, when installed (tests only), can make it fail like WithTrigger.
 func (s *Service) PeopleWithTrigger(ctx context.Context, c Path, ids, ask []string) (map[string]identity.Principal, map[string]bool, error) {
-	if s.faults != nil {
-		if err := s.faults.TriggerHolders(); err != nil {
-			return nil, nil, err
-		}
-	}
-	if c.Kind != KindChannel && c.ChannelID == "" {
-		return nil, nil, fmt.Errorf("authz: trigger holders need a channel path")
+	if err := s.triggerPath(c); err != nil {
+		return nil, nil, err
 	}
 	people, grants, err := s.peopleWithGrants(ctx, ids, []string{c.SpaceID}, nonEmpty(c.ChannelID))
 	if err != nil {
@@ -482,15 +502,7 @@ func (s *Service) PeopleWithTrigger(ctx context.Context, c Path, ids, ask []stri
 		return people, out, nil
 	}
 	for _, id := range ask {
-		p, ok := people[id]
-		if !ok {
-			continue
-		}
-		grant := None
-		if p.Active() {
-			grant = grants[id].at(c)
-		}
-		if Decide(MessageTrigger, ActorOf(p), grant, c).Allow {
+		if p, ok := people[id]; ok && allowedWith(MessageTrigger, Facts{Path: c}, p, grants[id]) {
 			out[id] = true
 		}
 	}
@@ -504,13 +516,8 @@ func (s *Service) PeopleWithTrigger(ctx context.Context, c Path, ids, ask []stri
 // leaves nobody with trigger in an archived channel or space; agents and
 // apps never count. Faults, when installed (tests only), can make it fail.
 func (s *Service) WithTrigger(ctx context.Context, c Path, people []identity.Principal) (map[string]bool, error) {
-	if s.faults != nil {
-		if err := s.faults.TriggerHolders(); err != nil {
-			return nil, err
-		}
-	}
-	if c.Kind != KindChannel && c.ChannelID == "" {
-		return nil, fmt.Errorf("authz: trigger holders need a channel path")
+	if err := s.triggerPath(c); err != nil {
+		return nil, err
 	}
 	out, err := s.Allowed(ctx, MessageTrigger, Facts{Path: c}, people...)
 	if err != nil {

@@ -131,23 +131,26 @@ const (
 	onTargets = ` AND (g.target_space_id = ANY($3::uuid[]) OR g.target_channel_id = ANY($4::uuid[]))`
 )
 
-func grantsStatement(targets string) string {
-	return `SELECT g.subject_principal_id::text, ` + grantCols + ` FROM grants g
-		WHERE g.subject_principal_id = ANY($2::uuid[]) AND ` + grantLive + targets + `
+// grantRows is the relation (who, space, channel, level) of the live
+// grants of the principals whose id matches match (for example
+// "= ANY($2::uuid[])"), direct and through a group, filtered by targets.
+func grantRows(match, targets string) string {
+	return `SELECT g.subject_principal_id AS who, ` + grantCols + ` FROM grants g
+		WHERE g.subject_principal_id ` + match + ` AND ` + grantLive + targets + `
 		UNION ALL
-		SELECT gm.principal_id::text, ` + grantCols + ` FROM ` + identity.MembershipSQL + ` gm JOIN grants g ON g.subject_group_id = gm.group_id
-		WHERE gm.principal_id = ANY($2::uuid[]) AND ` + grantLive + targets
+		SELECT gm.principal_id, ` + grantCols + ` FROM ` + identity.MembershipSQL + ` gm JOIN grants g ON g.subject_group_id = gm.group_id
+		WHERE gm.principal_id ` + match + ` AND ` + grantLive + targets
+}
+
+func grantsStatement(targets string) string {
+	return `SELECT gr.who::text, gr.space, gr.channel, gr.level FROM (` + grantRows("= ANY($2::uuid[])", targets) + `) gr (who, space, channel, level)`
 }
 
 // peopleSQL reads the principals $2 (identity's relation) each beside its
 // live grants on the spaces $3 or the channels $4, direct or through a
 // group: one row per grant, or one row with no grant.
 var peopleSQL = `SELECT p.*, g.space, g.channel, g.level FROM ` + identity.PrincipalsSQL + ` p
-	LEFT JOIN LATERAL (
-		SELECT ` + grantCols + ` FROM grants g WHERE g.subject_principal_id = p.p_id AND ` + grantLive + onTargets + `
-		UNION ALL
-		SELECT ` + grantCols + ` FROM ` + identity.MembershipSQL + ` gm JOIN grants g ON g.subject_group_id = gm.group_id
-		WHERE gm.principal_id = p.p_id AND ` + grantLive + onTargets + `) g (space, channel, level) ON true
+	LEFT JOIN (` + grantRows("= ANY($2::uuid[])", onTargets) + `) g (who, space, channel, level) ON g.who = p.p_id
 	WHERE p.p_id = ANY($2::uuid[])`
 
 // peopleWithGrants reads the principals ids in one statement, each with

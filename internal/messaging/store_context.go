@@ -203,8 +203,7 @@ func word(b []byte, known ...string) string {
 }
 
 func scanItem(r pgx.CollectableRow) (ContextItem, error) {
-	var x ContextItem
-	err := r.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.AuthorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID, &x.Deleted, &x.CreatedAt)
-	x.CreatedAt = x.CreatedAt.UTC()
-	return x, err
+	var s itemScan
+	err := r.Scan(s.dest()...)
+	return s.item(""), err
 }

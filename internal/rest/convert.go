@@ -12,6 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"bothy.example.com/bothy/graph/scalars"
+	"bothy.example.com/bothy/internal/platform/answerbuf"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/text"
 )
@@ -176,7 +177,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.body.Len() == 0 {
 		// The GraphQL transport declares the answer's length: the buffer
 		// grows once to it instead of doubling on the way.
-		if n, err := strconv.Atoi(r.header.Get("Content-Length")); err == nil && n > 0 && n <= maxPooled {
+		if n, err := strconv.Atoi(r.header.Get("Content-Length")); err == nil && n > 0 && n <= answerbuf.MaxPooled {
 			r.body.Grow(n)
 		}
 	}

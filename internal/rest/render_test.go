@@ -12,6 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"bothy.example.com/bothy/internal/platform/answerbuf"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -228,10 +229,10 @@ func TestBufferPool(t *testing.T) {
 			t.Fatalf("pooled buffers not empty: %q %q", got.answer.String(), got.out)
 		}
 	}
-	big := &buffers{out: make([]byte, 0, maxPooled+1)}
+	big := &buffers{out: make([]byte, 0, answerbuf.MaxPooled+1)}
 	putBuffers(big)
 	for i := 0; i < 10; i++ {
-		if got := getBuffers(); cap(got.out) > maxPooled {
+		if got := getBuffers(); cap(got.out) > answerbuf.MaxPooled {
 			t.Fatalf("a buffer over the limit came back from the pool")
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/platform/answerbuf"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/text"
@@ -196,7 +197,8 @@ func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
 // its REST rendering. Both are dead once the body is written (every writer
 // on the way copies or writes through, none keeps the slice), so they go
 // back to a pool: a large answer (a run context is about 160 kB) then
-// costs no new allocation, and no garbage, per call.
+// costs no new allocation, and no garbage, per call. Buffers above
+// answerbuf.MaxPooled are left to the collector, as answerbuf does.
 type buffers struct {
 	answer bytes.Buffer
 	out    []byte
@@ -204,14 +206,10 @@ type buffers struct {
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
 
-// maxPooled is the largest buffer kept for the next call: a rare huge
-// answer is left to the collector instead of being held.
-const maxPooled = 1 << 20
-
 func getBuffers() *buffers { return bufferPool.Get().(*buffers) }
 
 func putBuffers(b *buffers) {
-	if b.answer.Cap() > maxPooled || cap(b.out) > maxPooled {
+	if b.answer.Cap() > answerbuf.MaxPooled || cap(b.out) > answerbuf.MaxPooled {
 		return
 	}
 	b.answer.Reset()
