@@ -85,6 +85,17 @@ type Resource struct {
 
 func (Resource) target() {}
 
+// Lookup is a target the caller reads itself, at the door: the door calls
+// it, on the caller's goroutine and ctx, while the token of the action is
+// being taken from a shared bucket, so that the two round trips overlap. It
+// returns the facts of the resource (with the actor's grant level when the
+// same statement read it; a missing resource as a Path with Exists false).
+// A rate-limit refusal still wins over what it returns; its error fails the
+// decision (internal).
+type Lookup func(ctx context.Context) (Facts, error)
+
+func (Lookup) target() {}
+
 func (Facts) target() {}
 
 // Facts is a resource the caller already read (its Path), so the door does
@@ -140,36 +151,30 @@ func (s *Service) PathOf(ctx context.Context, r Resource) (Path, error) {
 // unreadable resource alike), a rate limit, or a failure to decide
 // (internal).
 func (s *Service) Authorize(ctx context.Context, actor identity.Principal, action Action, target Target) (Decision, Path, error) {
+	// The token is taken first; a refusal the process decides alone
+	// returns before any statement. A token that a shared bucket must
+	// grant is taken meanwhile the target is read, and its answer is
+	// awaited before anything is decided or written.
+	var spend *ratelimit.Spend
 	if !isUnmetered(ctx) {
-		if err := s.spend(actor, action); err != nil {
+		spend = s.beginSpend(actor, action)
+		if spend.Known() {
+			if err := spent(spend); err != nil {
+				return Decision{Code: problem.RateLimited}, Path{}, err
+			}
+			spend = nil
+		}
+	}
+	p, grant, err := s.factsOf(ctx, actor, target)
+	if spend != nil {
+		if err := spent(spend); err != nil {
 			return Decision{Code: problem.RateLimited}, Path{}, err
 		}
 	}
-	var p Path
-	var grant *Level
-	switch t := target.(type) {
-	case Resource:
-		var err error
-		if p, err = s.PathOf(ctx, t); err != nil {
-			return Decision{}, Path{}, problem.Internal("authz.authorize", err)
-		}
-	case Facts:
-		p, grant = t.Path, t.Grant
-	default:
-		return Decision{}, Path{}, problem.Internal("authz.authorize", fmt.Errorf("authz: unknown target %T", target))
+	if err != nil {
+		return Decision{}, p, problem.Internal("authz.authorize", err)
 	}
-	a := ActorOf(actor)
-	g := None
-	switch {
-	case grant != nil:
-		g = *grant
-	case a.Active:
-		var err error
-		if g, err = s.grantAt(ctx, actor.ID, p); err != nil {
-			return Decision{}, p, problem.Internal("authz.authorize", err)
-		}
-	}
-	d := Decide(action, a, g, p)
+	d := Decide(action, ActorOf(actor), grant, p)
 	if d.Allow && scoped[action] {
 		sc, err := s.readScope(ctx, actor)
 		if err != nil {
@@ -181,6 +186,38 @@ func (s *Service) Authorize(ctx context.Context, actor identity.Principal, actio
 		return Decision{}, p, problem.Internal("authz.authorize", err)
 	}
 	return d, p, d.Err()
+}
+
+// factsOf reads what the door decides on: the path of target and the
+// actor's grant level there (None for an inactive actor, who has no
+// rights whatever the grants say).
+func (s *Service) factsOf(ctx context.Context, actor identity.Principal, target Target) (Path, Level, error) {
+	var f Facts
+	switch t := target.(type) {
+	case Resource:
+		p, err := s.PathOf(ctx, t)
+		if err != nil {
+			return Path{}, None, err
+		}
+		f = Facts{Path: p}
+	case Facts:
+		f = t
+	case Lookup:
+		var err error
+		if f, err = t(ctx); err != nil {
+			return Path{}, None, err
+		}
+	default:
+		return Path{}, None, fmt.Errorf("authz: unknown target %T", target)
+	}
+	switch {
+	case f.Grant != nil:
+		return f.Path, *f.Grant, nil
+	case ActorOf(actor).Active:
+		g, err := s.grantAt(ctx, actor.ID, f.Path)
+		return f.Path, g, err
+	}
+	return f.Path, None, nil
 }
 
 // grantAt loads the highest live grant level of principal on the space and
@@ -334,12 +371,20 @@ type AuditRow struct {
 // Like the audit rows, the spend stays outside the transaction of any
 // context (the limiter takes no context; its shared store writes on the
 // pool): a spent token holds when the caller's unit rolls back.
-func (s *Service) spend(actor identity.Principal, action Action) error {
+// beginSpend starts taking the token of action's rate-limit class from
+// actor's bucket. An action without a row in Table takes none (Decide
+// refuses it).
+func (s *Service) beginSpend(actor identity.Principal, action Action) *ratelimit.Spend {
 	spec, ok := Table[action]
 	if !ok {
-		return nil // Decide refuses an action without a row
+		return ratelimit.Decided(true, 0)
 	}
-	if allowed, after := s.limiter.Allow(actor.ID, spec.Class); !allowed {
+	return s.limiter.Begin(actor.ID, spec.Class)
+}
+
+// spent waits for sp and returns the rate-limit problem of a refusal.
+func spent(sp *ratelimit.Spend) error {
+	if ok, after := sp.Wait(); !ok {
 		return problem.RateLimit(after)
 	}
 	return nil

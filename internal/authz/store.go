@@ -123,34 +123,64 @@ func (s *store) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int)
 // grant of the installation.
 var grantsSQL, grantsInSQL = grantsStatement(""), grantsStatement(onTargets)
 
-// The parts of every grant statement: the columns of a grant and what
-// keeps a grant live at $1.
+// The parts of every grant statement: the columns of a grant, and the
+// targets $3 (spaces) and $4 (channels) of the statements of this file.
 const (
 	grantCols = `coalesce(g.target_space_id::text, ''), coalesce(g.target_channel_id::text, ''), g.level`
-	grantLive = `g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > $1)`
 	onTargets = ` AND (g.target_space_id = ANY($3::uuid[]) OR g.target_channel_id = ANY($4::uuid[]))`
 )
 
-// grantRows is the relation (who, space, channel, level) of the live
-// grants of the principals whose id matches match (for example
-// "= ANY($2::uuid[])"), direct and through a group, filtered by targets.
-func grantRows(match, targets string) string {
+// grantRows is the relation (who, space, channel, level) of the grants
+// live at now (a parameter, "$1" in this file's statements) of the
+// principals whose id matches match (for example "= ANY($2::uuid[])"),
+// direct and through a group, filtered by targets.
+func grantRows(now, match, targets string) string {
+	live := `g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > ` + now + `)`
 	return `SELECT g.subject_principal_id AS who, ` + grantCols + ` FROM grants g
-		WHERE g.subject_principal_id ` + match + ` AND ` + grantLive + targets + `
+		WHERE g.subject_principal_id ` + match + ` AND ` + live + targets + `
 		UNION ALL
 		SELECT gm.principal_id, ` + grantCols + ` FROM ` + identity.MembershipSQL + ` gm JOIN grants g ON g.subject_group_id = gm.group_id
-		WHERE gm.principal_id ` + match + ` AND ` + grantLive + targets
+		WHERE gm.principal_id ` + match + ` AND ` + live + targets
 }
 
 func grantsStatement(targets string) string {
-	return `SELECT gr.who::text, gr.space, gr.channel, gr.level FROM (` + grantRows("= ANY($2::uuid[])", targets) + `) gr (who, space, channel, level)`
+	return `SELECT gr.who::text, gr.space, gr.channel, gr.level FROM (` + grantRows("$1", "= ANY($2::uuid[])", targets) + `) gr (who, space, channel, level)`
+}
+
+// GrantLevelsSQL is a scalar subquery for a module that reads a resource
+// and its reader's grant level there in one statement (the runs module
+// reading a run with its thread): the levels (text[], possibly empty) of
+// the grants live at the timestamptz parameter now that the principal
+// (a uuid parameter) holds, directly or through a group, on the space or
+// the channel (uuid expressions of the outer statement, such as columns).
+// Turn its value into a level with GrantLevelOf; decide with Known. It is
+// the grant rule of every decision (liveGrants), not a copy of it.
+func GrantLevelsSQL(now, principal, space, channel string) string {
+	return `(SELECT coalesce(array_agg(gl.level), '{}') FROM (` +
+		grantRows(now+`::timestamptz`, `= `+principal+`::uuid`, ` AND (g.target_space_id = `+space+` OR g.target_channel_id = `+channel+`)`) +
+		`) gl (who, space, channel, level))`
+}
+
+// GrantLevelOf is the grant level of actor on a resource from the levels
+// GrantLevelsSQL read there: the highest of them, None for an inactive
+// actor (who has no rights whatever the grants say; the door would not
+// read them).
+func GrantLevelOf(actor identity.Principal, levels []string) Level {
+	l := None
+	if !ActorOf(actor).Active {
+		return l
+	}
+	for _, s := range levels {
+		l = max(l, ParseLevel(s))
+	}
+	return l
 }
 
 // peopleSQL reads the principals $2 (identity's relation) each beside its
 // live grants on the spaces $3 or the channels $4, direct or through a
 // group: one row per grant, or one row with no grant.
 var peopleSQL = `SELECT p.*, g.space, g.channel, g.level FROM ` + identity.PrincipalsSQL + ` p
-	LEFT JOIN (` + grantRows("= ANY($2::uuid[])", onTargets) + `) g (who, space, channel, level) ON g.who = p.p_id
+	LEFT JOIN (` + grantRows("$1", "= ANY($2::uuid[])", onTargets) + `) g (who, space, channel, level) ON g.who = p.p_id
 	WHERE p.p_id = ANY($2::uuid[])`
 
 // peopleWithGrants reads the principals ids in one statement, each with

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
 
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
@@ -30,18 +31,33 @@ func NewPostgres(pool *pgxpool.Pool, cfg *config.Config, c clock.Clock) *Postgre
 	return &Postgres{store: store{pool: pool}, clock: c, local: NewMemory(cfg, c)}
 }
 
-// Allow implements Limiter. When the database does not answer, the
-// in-process bucket decides alone: the request fails on the database
-// anyway, and a limiter must not turn an outage into errors of its own.
-func (p *Postgres) Allow(principal string, class Class) (bool, time.Duration) {
+// Begin implements Limiter. The in-process bucket answers at once: its
+// refusal costs no statement (a flood beyond the limit never reaches the
+// database). A token it grants is then taken from the shared bucket on its
+// own goroutine, on the pool (never the caller's transaction), while the
+// caller goes on; Spend.Wait gives the shared bucket's answer. When the
+// database does not answer, the in-process bucket decides alone: the
+// request fails on the database anyway, and a limiter must not turn an
+// outage into errors of its own.
+func (p *Postgres) Begin(principal string, class Class) *Spend {
 	lim, ok := p.local.limits[class]
 	if !ok {
-		return false, time.Minute
+		return Decided(false, time.Minute)
 	}
 	res, wait := p.local.reserve(principal, class)
 	if res == nil {
-		return false, wait
+		return Decided(false, wait)
 	}
+	s, finish := Pending()
+	go func() {
+		finish(p.takeShared(res, principal, class, lim))
+	}()
+	return s
+}
+
+// takeShared takes the token that res took locally from the shared bucket
+// and gives res back when the shared bucket is empty.
+func (p *Postgres) takeShared(res *rate.Reservation, principal string, class Class, lim limits) (bool, time.Duration) {
 	perSecond := float64(lim.perMinute) / 60.0
 	key := string(class) + "|" + principal
 	now := p.clock.Now()

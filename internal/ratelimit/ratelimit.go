@@ -27,9 +27,67 @@ const (
 // shared store (PostgreSQL) can implement it when buckets must be shared
 // across replicas.
 type Limiter interface {
-	// Allow takes one token of class from principal's bucket. When the bucket
-	// is empty it returns false and how long until a token is available.
-	Allow(principal string, class Class) (ok bool, retryAfter time.Duration)
+	// Begin starts taking one token of class from principal's bucket and
+	// returns at once: a refusal this process can decide alone is already
+	// in the Spend; a spend that must ask a shared store runs meanwhile, so
+	// that the caller can read what its decision needs at the same time.
+	// Spend.Wait gives the answer.
+	Begin(principal string, class Class) *Spend
+}
+
+// Spend is one token being taken (Limiter.Begin).
+type Spend struct {
+	done    chan struct{} // nil when the answer was known at Begin
+	ok      bool
+	after   time.Duration
+	refused func()
+}
+
+// Decided returns a Spend whose answer is known: ok, or refused with a
+// wait of retryAfter.
+func Decided(ok bool, retryAfter time.Duration) *Spend {
+	return &Spend{ok: ok, after: retryAfter}
+}
+
+// Pending returns a Spend whose answer comes later, and the function that
+// gives it (call it once): what a Limiter that asks a shared store returns
+// from Begin.
+func Pending() (*Spend, func(ok bool, retryAfter time.Duration)) {
+	s := &Spend{done: make(chan struct{})}
+	return s, func(ok bool, after time.Duration) {
+		s.ok, s.after = ok, after
+		close(s.done)
+	}
+}
+
+// OnRefusal makes Wait call f once when the token is refused (a counter of
+// refusals, for example) and returns s. Call it before Wait.
+func (s *Spend) OnRefusal(f func()) *Spend {
+	s.refused = f
+	return s
+}
+
+// Known reports whether the answer was known at Begin (Wait does not
+// block).
+func (s *Spend) Known() bool { return s.done == nil }
+
+// Wait blocks until the token is taken or refused and returns whether it
+// was taken and, when not, how long until one is available. Call it once.
+func (s *Spend) Wait() (ok bool, retryAfter time.Duration) {
+	if s.done != nil {
+		<-s.done
+	}
+	if !s.ok && s.refused != nil {
+		s.refused()
+	}
+	return s.ok, s.after
+}
+
+// Allow takes one token of class from principal's bucket in l and waits
+// for the answer: false and how long until a token is available when the
+// bucket is empty.
+func Allow(l Limiter, principal string, class Class) (ok bool, retryAfter time.Duration) {
+	return l.Begin(principal, class).Wait()
 }
 
 type limits struct {
@@ -56,16 +114,17 @@ func NewMemory(cfg *config.Config, c clock.Clock) *Memory {
 	return &Memory{clock: c, limits: l, bucket: map[string]*rate.Limiter{}}
 }
 
-// Allow implements Limiter. An unknown class is refused, so that a missing
-// class in an action table cannot open an unlimited door.
-func (m *Memory) Allow(principal string, class Class) (bool, time.Duration) {
+// Begin implements Limiter; the answer is always known at once. An unknown
+// class is refused, so that a missing class in an action table cannot open
+// an unlimited door.
+func (m *Memory) Begin(principal string, class Class) *Spend {
 	if _, ok := m.limits[class]; !ok {
-		return false, time.Minute
+		return Decided(false, time.Minute)
 	}
 	if r, wait := m.reserve(principal, class); r == nil {
-		return false, wait
+		return Decided(false, wait)
 	}
-	return true, 0
+	return Decided(true, 0)
 }
 
 // bucketOf returns the bucket of principal and class, making it full.

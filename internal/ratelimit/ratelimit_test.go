@@ -13,26 +13,26 @@ func TestMemoryBuckets(t *testing.T) {
 	fc := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	m := NewMemory(cfg, fc)
 	for i := range 2 {
-		if ok, _ := m.Allow("alex", Message); !ok {
+		if ok, _ := Allow(m, "alex", Message); !ok {
 			t.Fatalf("token %d refused within the burst", i)
 		}
 	}
-	ok, wait := m.Allow("alex", Message)
+	ok, wait := Allow(m, "alex", Message)
 	if ok || wait != time.Second {
 		t.Fatalf("over the burst: %v %v, want refused with 1s", ok, wait)
 	}
-	if ok, _ := m.Allow("sam", Message); !ok {
+	if ok, _ := Allow(m, "sam", Message); !ok {
 		t.Fatal("another principal shares the bucket")
 	}
 	// A refusal takes nothing: one second later exactly one token is there.
 	fc.Advance(time.Second)
-	if ok, _ := m.Allow("alex", Message); !ok {
+	if ok, _ := Allow(m, "alex", Message); !ok {
 		t.Fatal("no token after the refill")
 	}
-	if ok, _ := m.Allow("alex", Message); ok {
+	if ok, _ := Allow(m, "alex", Message); ok {
 		t.Fatal("two tokens after one second")
 	}
-	if ok, wait := m.Allow("alex", Class("rl.unknown")); ok || wait != time.Minute {
+	if ok, wait := Allow(m, "alex", Class("rl.unknown")); ok || wait != time.Minute {
 		t.Fatal("an unknown class is not refused")
 	}
 }
@@ -49,7 +49,62 @@ func TestReservationCancel(t *testing.T) {
 		t.Fatal("first reservation refused")
 	}
 	r.CancelAt(fc.Now())
-	if ok, _ := m.Allow("alex", Message); !ok {
+	if ok, _ := Allow(m, "alex", Message); !ok {
 		t.Fatal("the given-back token is not there")
+	}
+}
+
+// TestSpend checks the answers of a Spend: known at Begin or given later,
+// with the refusal hook called only for a refusal.
+func TestSpend(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		later     bool
+		ok        bool
+		after     time.Duration
+		wantKnown bool
+	}{
+		{"taken at once", false, true, 0, true},
+		{"refused at once", false, false, 3 * time.Second, true},
+		{"taken later", true, true, 0, false},
+		{"refused later", true, false, time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s *Spend
+			if tc.later {
+				var finish func(bool, time.Duration)
+				s, finish = Pending()
+				go finish(tc.ok, tc.after)
+			} else {
+				s = Decided(tc.ok, tc.after)
+			}
+			if s.Known() != tc.wantKnown {
+				t.Fatalf("Known = %v, want %v", s.Known(), tc.wantKnown)
+			}
+			refusals := 0
+			ok, after := s.OnRefusal(func() { refusals++ }).Wait()
+			if ok != tc.ok || after != tc.after {
+				t.Fatalf("Wait = %v %v, want %v %v", ok, after, tc.ok, tc.after)
+			}
+			if want := map[bool]int{true: 0, false: 1}[tc.ok]; refusals != want {
+				t.Fatalf("refusal hook called %d times, want %d", refusals, want)
+			}
+		})
+	}
+}
+
+// TestMemoryAnswersAtOnce: the in-process buckets never leave a spend
+// pending, so the door never waits on them.
+func TestMemoryAnswersAtOnce(t *testing.T) {
+	cfg := config.Defaults().MustWith(config.RateMessageBurst, "1")
+	m := NewMemory(cfg, clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)))
+	for i, want := range []bool{true, false} {
+		s := m.Begin("alex", Message)
+		if !s.Known() {
+			t.Fatalf("spend %d pending", i)
+		}
+		if ok, _ := s.Wait(); ok != want {
+			t.Fatalf("spend %d: %v, want %v", i, ok, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"errors"
 
 	"github.com/vektah/gqlparser/v2/ast"
@@ -17,16 +18,19 @@ import (
 var errSyntax = errors.New("rest: the GraphQL answer is not valid JSON")
 
 // typeInfo is what rendering needs of one type: its definition and, for
-// an object or interface, each field's type and REST name by field name.
-// The table is built once from the schema (a fixed set), so that rendering
-// a member costs one lookup that allocates nothing.
+// an object or interface, each field's type, the typeInfo of the named type
+// under its list wrappers, and its REST name, by field name. The table is
+// built once from the schema (a fixed set), so that rendering a member costs
+// at most one lookup that allocates nothing, and a member's value none.
 type typeInfo struct {
 	def    *ast.Definition
-	fields map[string]fieldInfo
+	fields map[string]*fieldInfo
 }
 
 type fieldInfo struct {
+	name  string
 	typ   *ast.Type
+	named *typeInfo // nil for a type the schema does not define
 	snake string
 }
 
@@ -34,17 +38,35 @@ type fieldInfo struct {
 func typeTable(schema *ast.Schema) map[string]*typeInfo {
 	out := map[string]*typeInfo{}
 	for name, def := range schema.Types {
-		ti := &typeInfo{def: def}
-		out[name] = ti
-		if def.Kind != ast.Object && def.Kind != ast.Interface {
+		out[name] = &typeInfo{def: def}
+	}
+	for _, ti := range out {
+		if ti.def.Kind != ast.Object && ti.def.Kind != ast.Interface {
 			continue
 		}
-		ti.fields = make(map[string]fieldInfo, len(def.Fields))
-		for _, f := range def.Fields {
-			ti.fields[f.Name] = fieldInfo{typ: f.Type, snake: Snake(f.Name)}
+		ti.fields = make(map[string]*fieldInfo, len(ti.def.Fields))
+		for _, f := range ti.def.Fields {
+			ti.fields[f.Name] = &fieldInfo{name: f.Name, typ: f.Type, named: out[namedType(f.Type)], snake: Snake(f.Name)}
 		}
 	}
 	return out
+}
+
+// namedType is the name of the type under t's list wrappers.
+func namedType(t *ast.Type) string {
+	for t.Elem != nil {
+		t = t.Elem
+	}
+	return t.NamedType
+}
+
+// memberHint is one member of the last element of a list: the elements of
+// one list are written by one selection, so the next element's member at
+// the same place is almost always the same field; comparing its name with
+// the hint's spares the lookup.
+type memberHint struct {
+	owner *typeInfo
+	f     *fieldInfo
 }
 
 // scanner walks one JSON document.
@@ -81,22 +103,30 @@ func (s *scanner) expect(c byte) error {
 	return nil
 }
 
-// str returns the raw bytes of the string at pos, quotes included.
+// str returns the raw bytes of the string at pos, quotes included. It
+// jumps from quote to quote (bytes.IndexByte): a quote is escaped when an
+// odd number of backslashes stands right before it.
 func (s *scanner) str() ([]byte, error) {
 	if s.peek() != '"' {
 		return nil, errSyntax
 	}
 	start := s.pos
-	for i := s.pos + 1; i < len(s.in); i++ {
-		switch s.in[i] {
-		case '\\':
-			i++
-		case '"':
-			s.pos = i + 1
+	for i := start + 1; ; {
+		j := bytes.IndexByte(s.in[i:], '"')
+		if j < 0 {
+			return nil, errSyntax
+		}
+		q := i + j
+		n := 0
+		for b := q - 1; b > start && s.in[b] == '\\'; b-- {
+			n++
+		}
+		if n%2 == 0 {
+			s.pos = q + 1
 			return s.in[start:s.pos], nil
 		}
+		i = q + 1
 	}
-	return nil, errSyntax
 }
 
 // key returns an object member name; names the executor writes are field
@@ -204,6 +234,13 @@ func (s scanner) member(name string) (*scanner, error) {
 // renderJSON appends the REST rendering of the value at sc, of GraphQL
 // type t, to out; omit names members of the outermost object to leave out.
 func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) ([]byte, error) {
+	return sh.render(out, sc, t, sh.types[namedType(t)], omit, nil)
+}
+
+// render is renderJSON with the typeInfo of t's named type (nil when the
+// schema has none) and, for the elements of a list, the hint of the
+// members of the element before.
+func (sh *Shim) render(out []byte, sc *scanner, t *ast.Type, info *typeInfo, omit []string, hint *[]memberHint) ([]byte, error) {
 	if sc.isNull() {
 		return append(out, "null"...), nil
 	}
@@ -217,6 +254,7 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 			sc.pos++
 			return append(out, ']'), nil
 		}
+		elems := make([]memberHint, 0, 16)
 		for {
 			if !sc.isNull() {
 				if !first {
@@ -224,7 +262,7 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 				}
 				first = false
 				var err error
-				if out, err = sh.renderJSON(out, sc, t.Elem, nil); err != nil {
+				if out, err = sh.render(out, sc, t.Elem, info, nil, &elems); err != nil {
 					return nil, err
 				}
 			}
@@ -239,7 +277,6 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 			}
 		}
 	}
-	info := sh.types[t.NamedType]
 	if info != nil && info.def.Kind == ast.Interface {
 		// An interface value renders as its object type when the stored
 		// operation asked for __typename, so that members selected in
@@ -264,15 +301,15 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 			return append(out, '}'), nil
 		}
 		first := true
-		for {
+		for i := 0; ; i++ {
 			k, err := sc.key()
 			if err != nil {
 				return nil, err
 			}
-			f, known := info.fields[string(k)]
+			f := memberOf(info, k, hint, i)
 			switch {
 			case sc.isNull():
-			case !known || len(k) > 1 && k[0] == '_' && k[1] == '_' || omitted(omit, k):
+			case f == nil || len(k) > 1 && k[0] == '_' && k[1] == '_' || omitted(omit, k):
 				if _, err := sc.skip(); err != nil {
 					return nil, err
 				}
@@ -284,7 +321,7 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 				out = append(out, '"')
 				out = append(out, f.snake...)
 				out = append(out, '"', ':')
-				if out, err = sh.renderJSON(out, sc, f.typ, nil); err != nil {
+				if out, err = sh.render(out, sc, f.typ, f.named, nil, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -317,6 +354,26 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 		}
 		return append(out, raw...), nil
 	}
+}
+
+// memberOf returns the field of info named k, the i-th member of its
+// object (nil for an unknown name), asking hint first and keeping the
+// answer there for the next element of the same list.
+func memberOf(info *typeInfo, k []byte, hint *[]memberHint, i int) *fieldInfo {
+	if hint == nil {
+		return info.fields[string(k)]
+	}
+	h := *hint
+	if i < len(h) && h[i].owner == info && h[i].f != nil && h[i].f.name == string(k) {
+		return h[i].f
+	}
+	f := info.fields[string(k)]
+	if i < len(h) {
+		h[i] = memberHint{info, f}
+	} else {
+		*hint = append(h, memberHint{info, f})
+	}
+	return f
 }
 
 func omitted(omit []string, k []byte) bool {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/vektah/gqlparser/v2"
@@ -174,7 +175,8 @@ func TestTypeTable(t *testing.T) {
 			t.Fatalf("type %s: %d fields, want %d", name, len(ti.fields), len(def.Fields))
 		}
 		for _, f := range def.Fields {
-			if got := ti.fields[f.Name]; got.typ != f.Type || got.snake != Snake(f.Name) {
+			got := ti.fields[f.Name]
+			if got == nil || got.name != f.Name || got.typ != f.Type || got.snake != Snake(f.Name) || got.named != sh.types[namedType(f.Type)] || got.named == nil {
 				t.Fatalf("%s.%s: %+v", name, f.Name, got)
 			}
 		}
@@ -236,4 +238,72 @@ func TestBufferPool(t *testing.T) {
 			t.Fatalf("a buffer over the limit came back from the pool")
 		}
 	}
+}
+
+// TestScannerStr: a string ends at the first quote after an even number
+// of backslashes, wherever the quotes and backslashes fall.
+func TestScannerStr(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string // want "" for a syntax error
+	}{
+		{`"plain",`, `"plain"`},
+		{`""`, `""`},
+		{`"a\"b"`, `"a\"b"`},
+		{`"a\\"b"`, `"a\\"`},
+		{`"a\\\"b"`, `"a\\\"b"`},
+		{`"\\"`, `"\\"`},
+		{`"\"`, ``},
+		{`"no end`, ``},
+		{`"` + strings.Repeat("x", 100) + `\"` + strings.Repeat("y", 50) + `"]`, `"` + strings.Repeat("x", 100) + `\"` + strings.Repeat("y", 50) + `"`},
+	} {
+		s := scanner{in: []byte(tc.in)}
+		got, err := s.str()
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("%s: %s, want a syntax error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || string(got) != tc.want || s.pos != len(tc.want) {
+			t.Errorf("%s: %s (pos %d), %v; want %s", tc.in, got, s.pos, err, tc.want)
+		}
+	}
+}
+
+// TestMemberHints: the elements of a list whose members come in other
+// orders, with other or unknown members, or as other object types, render
+// as each one alone does.
+func TestMemberHints(t *testing.T) {
+	sh := renderShim(t)
+	item := &ast.Type{NamedType: "Item"}
+	elems := []string{
+		`{"itemId":"1","color":"BLUE","count":1}`,
+		`{"itemId":"2","color":"RED","count":2}`,
+		`{"count":3,"itemId":"3","color":"BLUE"}`,
+		`{"itemId":"4","nope":1,"color":"BLUE"}`,
+		`{"itemId":"5"}`,
+		`{"itemId":"6","color":"BLUE","count":6,"tags":["x"]}`,
+		`{"itemId":"7","color":"BLUE","count":7}`,
+	}
+	var want []string
+	for _, e := range elems {
+		out, err := sh.renderJSON(nil, &scanner{in: []byte(e)}, item, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, string(out))
+	}
+	out, err := sh.renderJSON(nil, &scanner{in: []byte("[" + strings.Join(elems, ",") + "]")}, &ast.Type{Elem: item}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, w := string(out), "["+strings.Join(want, ",")+"]"; got != w {
+		t.Fatalf("list:\n got %s\nwant %s", got, w)
+	}
+	events := `[{"__typename":"SpaceEvent","type":"a","spaceId":"s1"},{"type":"b","spaceId":"s2"},{"__typename":"SpaceEvent","type":"c","spaceId":"s3"}]`
+	out, err = sh.renderJSON(nil, &scanner{in: []byte(events)}, &ast.Type{Elem: &ast.Type{NamedType: "Event"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, out, `[{"type":"a","space_id":"s1"},{"type":"b"},{"type":"c","space_id":"s3"}]`)
 }

@@ -35,8 +35,9 @@ type Read struct {
 }
 
 // Read returns run id for actor (run.read: read on the run's thread) in
-// two statements: the run with its thread and channel, the actor's grants.
-// Unknown and invisible runs give the same 404.
+// one statement: the run with its thread, channel and the actor's grants
+// there, read while the door takes the token. Unknown and invisible runs
+// give the same 404.
 func (s *Service) Read(ctx context.Context, actor identity.Principal, id string) (Read, error) {
 	return s.read(ctx, actor, id, authz.RunRead)
 }
@@ -54,32 +55,36 @@ func (s *Service) ReadForContext(ctx context.Context, actor identity.Principal, 
 func (s *Service) read(ctx context.Context, actor identity.Principal, id string, action authz.Action) (Read, error) {
 	// Every way out goes through the door once: it takes the token of
 	// action's class and decides (and audits) also an unknown or invisible
-	// run, both with the same 404.
-	notFound := func() (Read, error) {
-		if _, _, err := s.authz.Authorize(ctx, actor, action, authz.Facts{Path: authz.Path{Kind: authz.KindRun, ID: id}}); err != nil {
-			return Read{}, err
+	// run, both with the same 404. The run is read at the door (a Lookup),
+	// while the token is taken.
+	var rd Read
+	d, _, err := s.authz.Authorize(ctx, actor, action, authz.Lookup(func(ctx context.Context) (authz.Facts, error) {
+		missing := authz.Path{Kind: authz.KindRun, ID: id}
+		if !validID(id) {
+			// No statement can find it: the door reads the grants of a
+			// missing resource, as for any other.
+			return authz.Facts{Path: missing}, nil
 		}
-		return Read{}, problem.New(problem.NotFound, "")
-	}
-	if !validID(id) {
-		return notFound()
-	}
-	// The run comes with its thread and channel in one statement, the
-	// same one for a missing run as for a hidden one.
-	r, t, c, err := s.getRunInThread(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return notFound()
-	}
-	if err != nil {
-		return Read{}, problem.Internal("runs.read", err)
-	}
-	path := chat.PathInThread(c, t, authz.KindRun, r.ID)
-	path.OwnerID = r.AgentID
-	d, _, err := s.authz.Authorize(ctx, actor, action, authz.Facts{Path: path})
+		// The run comes with its thread, channel and the actor's grants
+		// there in one statement, the same one for a missing run as for a
+		// hidden one.
+		r, t, c, levels, err := s.getRunInThread(ctx, id, actor.ID)
+		if errors.Is(err, ErrNotFound) {
+			return authz.Known(missing, authz.None), nil
+		}
+		if err != nil {
+			return authz.Facts{}, fmt.Errorf("runs.read: %w", err)
+		}
+		path := chat.PathInThread(c, t, authz.KindRun, r.ID)
+		path.OwnerID = r.AgentID
+		rd = Read{Run: r, Thread: t, Channel: c, Path: path}
+		return authz.Known(path, authz.GrantLevelOf(actor, levels)), nil
+	}))
 	if err != nil {
 		return Read{}, err
 	}
-	return Read{Run: r, Thread: t, Channel: c, Path: path, Grant: d.Grant}, nil
+	rd.Grant = d.Grant
+	return rd, nil
 }
 
 // ContextElement is one element of a run context before the GraphQL face

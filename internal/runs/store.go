@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/messaging"
@@ -77,22 +78,29 @@ func (s *store) getRun(ctx context.Context, id string, lock rowLock) (Run, error
 	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 `+string(lock), id))
 }
 
-// getRunInThread reads run id with its thread and the thread's channel
-// (chat's ThreadInfoSQL) in one statement, or ErrNotFound: a run read
-// takes one round trip for both, and a missing run the same one as a
-// visible one.
-func (s *store) getRunInThread(ctx context.Context, id string) (Run, chat.Thread, chat.Channel, error) {
+// runInThreadSQL reads run $1 with its thread and the thread's channel
+// (chat's ThreadInfoSQL) and the grant levels of principal $2 on that
+// channel and its space, live at $3 (authz's GrantLevelsSQL).
+var runInThreadSQL = `SELECT ` + runColumns + `, ti.*, ` + authz.GrantLevelsSQL("$3", "$2", "ti.ti_space_id", "ti.ti_cid") + `
+	FROM runs JOIN ` + chat.ThreadInfoSQL + ` ti ON ti.ti_thread_id = runs.thread_id
+	WHERE runs.id = $1`
+
+// getRunInThread reads run id with its thread, the thread's channel and
+// the grant levels of principal readerID there in one statement, or
+// ErrNotFound: a run read takes one round trip for all, and a missing run
+// the same one as a visible one.
+func (s *store) getRunInThread(ctx context.Context, id, readerID string) (Run, chat.Thread, chat.Channel, []string, error) {
 	q := db.Q(ctx, s.pool)
 	var x Run
 	var t chat.Thread
 	var c chat.Channel
-	dest := append(runDest(&x), chat.ThreadInfoDest(&t, &c)...)
-	err := q.QueryRow(ctx, `SELECT `+runColumns+`, ti.* FROM runs JOIN `+chat.ThreadInfoSQL+` ti ON ti.ti_thread_id = runs.thread_id
-		WHERE runs.id = $1`, id).Scan(dest...)
+	var levels []string
+	dest := append(append(runDest(&x), chat.ThreadInfoDest(&t, &c)...), &levels)
+	err := q.QueryRow(ctx, runInThreadSQL, id, readerID, s.clock.Now()).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{}, chat.Thread{}, chat.Channel{}, ErrNotFound
+		return Run{}, chat.Thread{}, chat.Channel{}, nil, ErrNotFound
 	}
-	return x, t, c, err
+	return x, t, c, levels, err
 }
 
 func (s *store) activeRunOf(ctx context.Context, threadID string) (Run, error) {

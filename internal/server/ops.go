@@ -106,12 +106,10 @@ type countingLimiter struct {
 	rejected *prometheus.CounterVec
 }
 
-func (c countingLimiter) Allow(principal string, class ratelimit.Class) (bool, time.Duration) {
-	ok, after := c.Limiter.Allow(principal, class)
-	if !ok {
-		c.rejected.WithLabelValues(string(class)).Inc()
-	}
-	return ok, after
+// Begin implements ratelimit.Limiter: a refusal is counted when the
+// spend's answer is read.
+func (c countingLimiter) Begin(principal string, class ratelimit.Class) *ratelimit.Spend {
+	return c.Limiter.Begin(principal, class).OnRefusal(func() { c.rejected.WithLabelValues(string(class)).Inc() })
 }
 
 // poolCollector exports the pgx pool statistics at scrape time.
