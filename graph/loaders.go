@@ -345,18 +345,25 @@ func (r *Resolver) finishContext(ctx context.Context, p identity.Principal, rc *
 	// does not depend on the authors and their trigger, so it runs on its
 	// own pool connection while those two are read: three round trips
 	// one after another become two. Both are awaited before anything is
-	// answered, and either error fails the context (fail closed).
+	// answered, and either error fails the context (fail closed). When no
+	// follow-up of the run or its session was on record as the run was
+	// read (rc.FollowUpsOnRecord), the answer is known without it: nothing
+	// delivered, no follow-ups.
 	type facts struct {
 		delivered map[string]bool
 		followUps []string
 		err       error
 	}
 	factsDone := make(chan facts, 1)
-	go func() {
-		var f facts
-		f.delivered, f.followUps, f.err = r.Runs.FollowUpFacts(ctx, rc.SessionID, rc.RunID, keys.Delivered)
-		factsDone <- f
-	}()
+	if rc.FollowUpsOnRecord {
+		go func() {
+			var f facts
+			f.delivered, f.followUps, f.err = r.Runs.FollowUpFacts(ctx, rc.SessionID, rc.RunID, keys.Delivered)
+			factsDone <- f
+		}()
+	} else {
+		factsDone <- facts{}
+	}
 	warmErr := r.loadPeople(ctx, l, rc, keys)
 	f := <-factsDone
 	if f.err != nil {

@@ -32,6 +32,9 @@ type Read struct {
 	// ForContext is set by ReadForContext: run.context.read was already
 	// decided (and its token spent) on this read.
 	ForContext bool
+	// FollowUpsOnRecord is false when neither the run nor another run of
+	// its session had a follow-up when it was read (RunContext has it).
+	FollowUpsOnRecord bool
 }
 
 // Read returns run id for actor (run.read: read on the run's thread) in
@@ -68,17 +71,17 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 		// The run comes with its thread, channel and the actor's grants
 		// there in one statement, the same one for a missing run as for a
 		// hidden one.
-		r, t, c, levels, err := s.getRunInThread(ctx, id, actor.ID)
+		x, err := s.getRunInThread(ctx, id, actor.ID)
 		if errors.Is(err, ErrNotFound) {
 			return authz.Known(missing, authz.None), nil
 		}
 		if err != nil {
 			return authz.Facts{}, fmt.Errorf("runs.read: %w", err)
 		}
-		path := chat.PathInThread(c, t, authz.KindRun, r.ID)
-		path.OwnerID = r.AgentID
-		rd = Read{Run: r, Thread: t, Channel: c, Path: path}
-		return authz.Known(path, authz.GrantLevelOf(actor, levels)), nil
+		path := chat.PathInThread(x.channel, x.thread, authz.KindRun, x.run.ID)
+		path.OwnerID = x.run.AgentID
+		rd = Read{Run: x.run, Thread: x.thread, Channel: x.channel, Path: path, FollowUpsOnRecord: x.followUps}
+		return authz.Known(path, authz.GrantLevelOf(actor, x.levels)), nil
 	}))
 	if err != nil {
 		return Read{}, err
@@ -116,6 +119,13 @@ type RunContext struct {
 	ThreadPath      authz.Path
 	Grant           authz.Level
 	MessageMaxBytes int
+	// FollowUpsOnRecord is false when neither the run nor another run of
+	// its session had a follow-up when the run was read: then no element
+	// is a delivered follow-up and the run has no follow-ups in play, and
+	// the follow-up facts need no statement. A follow-up recorded after
+	// that is a message after the trigger, outside every window, so the
+	// answer is the one a read at that moment would give.
+	FollowUpsOnRecord bool
 }
 
 // Context builds the run context of rd for actor (run.context.read: the
@@ -213,7 +223,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	out := RunContext{RunID: r.ID, Parties: domain.RunParties{AgentID: r.AgentID, TriggeredBy: r.TriggeredBy},
 		ChannelPath: chat.ChannelPath(c), SessionID: r.SessionID, Mode: plan.Mode,
 		Trigger:    ContextElement{ContextItem: m, ChannelID: triggerChannel},
-		ThreadPath: threadPath, Grant: rd.Grant, MessageMaxBytes: limits.MessageMaxBytes}
+		ThreadPath: threadPath, Grant: rd.Grant, MessageMaxBytes: limits.MessageMaxBytes, FollowUpsOnRecord: rd.FollowUpsOnRecord}
 	if m.ThreadID == t.ID {
 		out.ContextFloorSeq = plan.Floor
 		if !speculated || m.ThreadSeq != r.TriggerSeq {

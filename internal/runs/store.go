@@ -79,28 +79,41 @@ func (s *store) getRun(ctx context.Context, id string, lock rowLock) (Run, error
 }
 
 // runInThreadSQL reads run $1 with its thread and the thread's channel
-// (chat's ThreadInfoSQL) and the grant levels of principal $2 on that
-// channel and its space, live at $3 (authz's GrantLevelsSQL).
-var runInThreadSQL = `SELECT ` + runColumns + `, ti.*, ` + authz.GrantLevelsSQL("$3", "$2", "ti.ti_space_id", "ti.ti_cid") + `
+// (chat's ThreadInfoSQL), the grant levels of principal $2 on that channel
+// and its space, live at $3 (authz's GrantLevelsSQL), and whether the run
+// or another run of its session has any follow-up on record.
+var runInThreadSQL = `SELECT ` + runColumns + `, ti.*, ` + authz.GrantLevelsSQL("$3", "$2", "ti.ti_space_id", "ti.ti_cid") + `,
+		EXISTS (SELECT 1 FROM run_followups f WHERE f.run_id = runs.id)
+		OR EXISTS (SELECT 1 FROM runs s JOIN run_followups f ON f.run_id = s.id WHERE s.agent_session_id = runs.agent_session_id)
 	FROM runs JOIN ` + chat.ThreadInfoSQL + ` ti ON ti.ti_thread_id = runs.thread_id
 	WHERE runs.id = $1`
 
-// getRunInThread reads run id with its thread, the thread's channel and
-// the grant levels of principal readerID there in one statement, or
-// ErrNotFound: a run read takes one round trip for all, and a missing run
-// the same one as a visible one.
-func (s *store) getRunInThread(ctx context.Context, id, readerID string) (Run, chat.Thread, chat.Channel, []string, error) {
+// runInThread is a run as getRunInThread reads it.
+type runInThread struct {
+	run     Run
+	thread  chat.Thread
+	channel chat.Channel
+	// levels are the reader's grant levels on the channel and its space.
+	levels []string
+	// followUps is false when neither the run nor another run of its
+	// session has a follow-up on record: no message of the run's context
+	// can then be a delivered follow-up, and the run has none in play.
+	followUps bool
+}
+
+// getRunInThread reads run id with its thread, the thread's channel, the
+// grant levels of principal readerID there and whether follow-ups are on
+// record, in one statement, or ErrNotFound: a run read takes one round
+// trip for all, and a missing run the same one as a visible one.
+func (s *store) getRunInThread(ctx context.Context, id, readerID string) (runInThread, error) {
 	q := db.Q(ctx, s.pool)
-	var x Run
-	var t chat.Thread
-	var c chat.Channel
-	var levels []string
-	dest := append(append(runDest(&x), chat.ThreadInfoDest(&t, &c)...), &levels)
+	var x runInThread
+	dest := append(append(runDest(&x.run), chat.ThreadInfoDest(&x.thread, &x.channel)...), &x.levels, &x.followUps)
 	err := q.QueryRow(ctx, runInThreadSQL, id, readerID, s.clock.Now()).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{}, chat.Thread{}, chat.Channel{}, nil, ErrNotFound
+		return runInThread{}, ErrNotFound
 	}
-	return x, t, c, levels, err
+	return x, err
 }
 
 func (s *store) activeRunOf(ctx context.Context, threadID string) (Run, error) {

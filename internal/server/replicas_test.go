@@ -45,3 +45,26 @@ func TestRateLimitHoldsAcrossReplicas(t *testing.T) {
 		t.Fatalf("alex has %d messages, want 21", n)
 	}
 }
+
+// TestRateLimitBucketsAreUnlogged: the shared buckets are working state in
+// an unlogged table (migration 00008), so a spend writes no WAL and its
+// commit waits for no disk; a crash of PostgreSQL empties the table, which
+// leaves every bucket full, as a first request finds it.
+func TestRateLimitBucketsAreUnlogged(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	var persistence string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT relpersistence::text FROM pg_class WHERE relname = 'ratelimit_buckets'`).Scan(&persistence); err != nil {
+		t.Fatal(err)
+	}
+	if persistence != "u" {
+		t.Fatalf("ratelimit_buckets has persistence %q, want u (unlogged)", persistence)
+	}
+	main := env.Main("Support/Allgemein")
+	env.Exec(`TRUNCATE ratelimit_buckets`)
+	if r := env.Post("sam", main, "rl-empty", "an empty table is a full bucket"); r.Status != http.StatusCreated {
+		t.Fatalf("post on an empty table: %d %s", r.Status, r.Body)
+	}
+	if n := env.Count(`SELECT count(*) FROM ratelimit_buckets WHERE key = $1`, "rl.message|"+env.World.ID("sam")); n != 1 {
+		t.Fatalf("%d bucket rows for sam, want 1", n)
+	}
+}

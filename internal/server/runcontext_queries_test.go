@@ -145,3 +145,38 @@ func TestRunContext_ConstantQueries(t *testing.T) {
 	}
 	t.Logf("statements per context read: %v", counts)
 }
+
+// TestRunContext_FollowUpFactsOnlyOnRecord: a context read reads the
+// follow-up facts only when the run or its session has a follow-up on
+// record; without one it answers no follow-ups and nothing delivered with
+// one statement fewer, and once a follow-up exists it reads and shows it.
+func TestRunContext_FollowUpFactsOnlyOnRecord(t *testing.T) {
+	counter := &apitest.StatementCounter{}
+	env := apitest.Start(t, apitest.Options{Tracer: counter})
+	s := newStream(t, env, "lotse")
+	thread := newThread(t, env, "writer", "Support/Allgemein", "", "writer opens")
+	say(t, env, "alex", thread, "@lotse first question")
+	run := s.nextRun()
+	mustRunOp(t, env, "lotse", "startRun", run)
+	factsReads := func(from int64) int {
+		n := 0
+		for _, q := range counter.Since(from) {
+			if strings.HasPrefix(q, "WITH fu AS") { // runs' FollowUpFacts
+				n++
+			}
+		}
+		return n
+	}
+	before := counter.Count()
+	c, _ := readContext(t, env, "lotse", run)
+	if n := factsReads(before); n != 0 || len(c.FollowUps) != 0 || c.TriggerMessage.AlreadyDelivered {
+		t.Fatalf("without follow-ups: %d follow-up statements, follow-ups %+v", n, c.FollowUps)
+	}
+	f := say(t, env, "alex", thread, "a follow-up while running")
+	before = counter.Count()
+	c, _ = readContext(t, env, "lotse", run)
+	// readContext reads through both faces: one facts statement each.
+	if n := factsReads(before); n != 2 || len(c.FollowUps) != 1 || c.FollowUps[0].MessageID != f["id"] {
+		t.Fatalf("with a follow-up: %d follow-up statements, follow-ups %+v", n, c.FollowUps)
+	}
+}
