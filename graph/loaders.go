@@ -429,10 +429,33 @@ func finishAll(finish func(*runs.ContextElement, *model.RunContextMessage), elem
 // authors' trust needs the trigger-holder answer, one statement reads the
 // authors and that answer together (authz.TriggerHolders.PeopleWithTrigger)
 // and primes both loaders; authors it does not find are left to the
-// Principals loader, which fails the context for them as before.
+// Principals loader, which fails the context for them as before. When the
+// runs module read the people beside the window (rc.People), their
+// answers are primed and only what that read did not answer is asked.
 func (r *Resolver) loadPeople(ctx context.Context, l *Loaders, rc *runs.RunContext, keys runs.ContextKeys) error {
-	if len(keys.Holders) > 0 {
-		people, holders, err := r.Holders.PeopleWithTrigger(ctx, rc.ChannelPath, keys.Authors, keys.Holders)
+	authors, ask := keys.Authors, keys.Holders
+	if rc.People != nil {
+		// Read beside the window: primed, and only what that read could
+		// not answer is asked.
+		authors, ask = nil, nil
+		for id, p := range rc.People {
+			l.Principals.Prime(ctx, id, p)
+		}
+		for _, id := range keys.Authors {
+			if _, ok := rc.People[id]; !ok {
+				authors = append(authors, id)
+			}
+		}
+		for _, id := range keys.Holders {
+			if _, ok := rc.People[id]; ok {
+				l.TriggerHolders.Prime(ctx, holderKey{Channel: rc.ChannelPath, Person: id}, rc.Holders[id])
+			} else {
+				ask = append(ask, id)
+			}
+		}
+	}
+	if len(ask) > 0 {
+		people, holders, err := r.Holders.PeopleWithTrigger(ctx, rc.ChannelPath, authors, ask)
 		if err != nil {
 			// Fail closed: no answer is ever read as "has trigger".
 			return problem.From(err)
@@ -440,7 +463,7 @@ func (r *Resolver) loadPeople(ctx context.Context, l *Loaders, rc *runs.RunConte
 		for id, p := range people {
 			l.Principals.Prime(ctx, id, p)
 		}
-		for _, id := range keys.Holders {
+		for _, id := range ask {
 			l.TriggerHolders.Prime(ctx, holderKey{Channel: rc.ChannelPath, Person: id}, holders[id])
 		}
 	}

@@ -554,6 +554,34 @@ func (s *Service) PeopleWithTrigger(ctx context.Context, c Path, ids, ask []stri
 	return people, out, nil
 }
 
+// PeopleWithTriggerIn is PeopleWithTrigger for the principals a relation
+// names instead of a list, every one of them asked: rel returns the SQL of
+// a relation of one uuid column whose placeholders start at first, and
+// their values (messaging.ContextAuthors gives the authors of a context
+// read). It reads on the pool, never through the transaction of ctx, so
+// that it can run beside the statement that reads those messages. Faults,
+// when installed (tests only), can make it fail like WithTrigger.
+func (s *Service) PeopleWithTriggerIn(ctx context.Context, c Path, rel func(first int) (string, []any)) (map[string]identity.Principal, map[string]bool, error) {
+	if err := s.triggerPath(c); err != nil {
+		return nil, nil, err
+	}
+	relSQL, args := rel(4)
+	people, grants, err := s.peopleNamedWithGrants(ctx, relSQL, args, []string{c.SpaceID}, nonEmpty(c.ChannelID))
+	if err != nil {
+		return nil, nil, fmt.Errorf("trigger holders: %w", err)
+	}
+	out := map[string]bool{}
+	if !c.Exists {
+		return people, out, nil
+	}
+	for id, p := range people {
+		if allowedWith(MessageTrigger, Facts{Path: c}, p, grants[id]) {
+			out[id] = true
+		}
+	}
+	return people, out, nil
+}
+
 // WithTrigger implements TriggerHolders: Allowed for message.trigger on
 // channel path c, in one statement for all people. By the rule table active
 // owners count on every channel, other active persons through their grants

@@ -124,11 +124,16 @@ func (s *store) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int)
 var grantsSQL, grantsInSQL = grantsStatement(""), grantsStatement(onTargets)
 
 // The parts of every grant statement: the columns of a grant, and the
-// targets $3 (spaces) and $4 (channels) of the statements of this file.
-const (
-	grantCols = `coalesce(g.target_space_id::text, ''), coalesce(g.target_channel_id::text, ''), g.level`
-	onTargets = ` AND (g.target_space_id = ANY($3::uuid[]) OR g.target_channel_id = ANY($4::uuid[]))`
-)
+// targets $3 (spaces) and $4 (channels) of most statements of this file.
+const grantCols = `coalesce(g.target_space_id::text, ''), coalesce(g.target_channel_id::text, ''), g.level`
+
+var onTargets = targetsAt("$3", "$4")
+
+// targetsAt keeps the grants on the spaces or the channels of two uuid[]
+// placeholders.
+func targetsAt(spaces, channels string) string {
+	return ` AND (g.target_space_id = ANY(` + spaces + `::uuid[]) OR g.target_channel_id = ANY(` + channels + `::uuid[]))`
+}
 
 // grantRows is the relation (who, space, channel, level) of the grants
 // live at now (a parameter, "$1" in this file's statements) of the
@@ -183,16 +188,40 @@ var peopleSQL = `SELECT p.*, g.space, g.channel, g.level FROM ` + identity.Princ
 	LEFT JOIN (` + grantRows("$1", "= ANY($2::uuid[])", onTargets) + `) g (who, space, channel, level) ON g.who = p.p_id
 	WHERE p.p_id = ANY($2::uuid[])`
 
+// peopleInSQL is peopleSQL for the principals a relation of one uuid
+// column names (rel, whose placeholders start at $4) instead of a list:
+// grants at $1 on the spaces $2 or the channels $3. The relation is read
+// once (a CTE named three times is materialized).
+func peopleInSQL(rel string) string {
+	return `WITH named (id) AS (` + rel + `)
+	SELECT p.*, g.space, g.channel, g.level FROM ` + identity.PrincipalsSQL + ` p
+	LEFT JOIN (` + grantRows("$1", "IN (SELECT id FROM named)", targetsAt("$2", "$3")) + `) g (who, space, channel, level) ON g.who = p.p_id
+	WHERE p.p_id IN (SELECT id FROM named)`
+}
+
 // peopleWithGrants reads the principals ids in one statement, each with
 // its live grants on spaces or channels (one levelMap per principal).
 // Unknown ids are left out.
 func (s *store) peopleWithGrants(ctx context.Context, ids []string, spaces, channels []string) (map[string]identity.Principal, map[string]levelMap, error) {
-	rows, err := db.Q(ctx, s.pool).Query(ctx, peopleSQL, s.clock.Now(), uuidArray(ids), uuidArray(spaces), uuidArray(channels))
+	return s.scanPeople(ctx, db.Q(ctx, s.pool), peopleSQL, s.clock.Now(), uuidArray(ids), uuidArray(spaces), uuidArray(channels))
+}
+
+// peopleNamedWithGrants is peopleWithGrants for the principals the
+// relation rel names (its placeholders from $4, its values args), on the
+// pool: it runs beside another statement of the same request, so it never
+// joins a transaction of ctx.
+func (s *store) peopleNamedWithGrants(ctx context.Context, rel string, args []any, spaces, channels []string) (map[string]identity.Principal, map[string]levelMap, error) {
+	return s.scanPeople(ctx, s.pool, peopleInSQL(rel), append([]any{s.clock.Now(), uuidArray(spaces), uuidArray(channels)}, args...)...)
+}
+
+// scanPeople runs a people statement (peopleSQL's columns) on q.
+func (s *store) scanPeople(ctx context.Context, q db.Querier, sql string, args ...any) (map[string]identity.Principal, map[string]levelMap, error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("people with grants: %w", err)
 	}
 	defer rows.Close()
-	people := make(map[string]identity.Principal, len(ids))
+	people := map[string]identity.Principal{}
 	grants := map[string]levelMap{}
 	var r identity.PrincipalRow
 	var space, channel, level *string

@@ -2,6 +2,8 @@ package authz_test
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -270,6 +272,9 @@ func TestTriggerHolders(t *testing.T) {
 		if people, got, err := env.Server.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), []string{env.World.ID("sam")}, []string{env.World.ID("sam")}); !errors.Is(err, fault) || got != nil || people != nil {
 			t.Fatalf("PeopleWithTrigger: %v %v %v, want the fault and no result", people, got, err)
 		}
+		if people, got, err := env.Server.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(allgemein), idRelation([]string{env.World.ID("sam")})); !errors.Is(err, fault) || got != nil || people != nil {
+			t.Fatalf("PeopleWithTriggerIn: %v %v %v, want the fault and no result", people, got, err)
+		}
 		sw.Set(nil)
 		if got := sortedKeys(t, holders(t, env, allgemein, load(t, env, "sam"))); len(got) != 1 || got[0] != env.World.ID("sam") {
 			t.Fatalf("after the fault is cleared: %v", got)
@@ -318,6 +323,23 @@ func samePeopleWithTrigger(t *testing.T, env *moduletest.Env, key string, people
 	}
 	if len(got) > len(people) {
 		t.Errorf("PeopleWithTrigger read %d principals for %d ids", len(got), len(people))
+	}
+	// The same people named by a relation instead of a list give the same
+	// answers.
+	in, inHolders, err := env.Server.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(key), idRelation(idList))
+	if err != nil {
+		t.Fatalf("PeopleWithTriggerIn: %v", err)
+	}
+	if !maps.Equal(in, got) || !maps.Equal(inHolders, holders) {
+		t.Errorf("PeopleWithTriggerIn read %v with holders %v; PeopleWithTrigger %v and %v", in, inHolders, got, holders)
+	}
+}
+
+// idRelation names idList as a relation of one uuid column, as
+// PeopleWithTriggerIn takes it.
+func idRelation(idList []string) func(first int) (string, []any) {
+	return func(first int) (string, []any) {
+		return fmt.Sprintf("SELECT unnest($%d::uuid[])", first), []any{idList}
 	}
 }
 

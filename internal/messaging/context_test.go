@@ -212,6 +212,39 @@ func TestContextWindow(t *testing.T) {
 				if !reflect.DeepEqual(gotMsgs, msgs) {
 					t.Errorf("combined messages %+v, want %+v", gotMsgs, msgs)
 				}
+				// ContextAuthors names the authors of the rows the
+				// combined read reads: the window with its extra row
+				// (a window one longer) and the messages asked by id.
+				wider := q
+				wider.Limit++
+				widerPage, err := env.Server.Messaging.ContextWindow(ctx, wider)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantAuthors := map[string]bool{}
+				for _, it := range widerPage.Items {
+					wantAuthors[it.AuthorID] = true
+				}
+				for _, m := range msgs {
+					wantAuthors[m.AuthorID] = true
+				}
+				rel, args := messaging.ContextAuthors(1, want, q)
+				rows, err := env.Pool.Query(ctx, `SELECT a.id::text FROM (`+rel+`) a (id)`, args...)
+				if err != nil {
+					t.Fatalf("ContextAuthors: %v", err)
+				}
+				gotAuthors := map[string]bool{}
+				for rows.Next() {
+					var id string
+					if err := rows.Scan(&id); err != nil {
+						t.Fatal(err)
+					}
+					gotAuthors[id] = true
+				}
+				rows.Close()
+				if !reflect.DeepEqual(gotAuthors, wantAuthors) {
+					t.Errorf("ContextAuthors %v, want %v", gotAuthors, wantAuthors)
+				}
 			})
 		}
 	})

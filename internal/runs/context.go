@@ -126,6 +126,23 @@ type RunContext struct {
 	// that is a message after the trigger, outside every window, so the
 	// answer is the one a read at that moment would give.
 	FollowUpsOnRecord bool
+	// People, when not nil, are the principals named by the elements'
+	// authors, read beside the thread window (authz's PeopleWithTriggerIn
+	// over messaging's ContextAuthors), and Holders which of them hold
+	// trigger on ChannelPath: the answers of the context's people
+	// questions, so that the face primes them instead of asking after the
+	// window. An author missing from People (a message changed between
+	// the two statements) is asked as before.
+	People  map[string]identity.Principal
+	Holders map[string]bool
+}
+
+// peopleAnswer is what the read of a context's people beside its window
+// answers.
+type peopleAnswer struct {
+	people  map[string]identity.Principal
+	holders map[string]bool
+	err     error
 }
 
 // Context builds the run context of rd for actor (run.context.read: the
@@ -180,6 +197,27 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	var threadPage messaging.ContextPage
 	var err error
 	speculated := r.TriggerThreadID == t.ID
+	// Where the context's elements are the window and the trigger alone
+	// (no channel context), their authors and trigger rights are read on
+	// another connection while the window is read: one round trip instead
+	// of two. The answer is awaited before Context returns, whatever it
+	// returns, and used only when the window is used as read.
+	var people chan peopleAnswer
+	if speculated && !(plan.WantChannel && t.ParentMessageID != "") {
+		people = make(chan peopleAnswer, 1)
+		go func() {
+			var a peopleAnswer
+			a.people, a.holders, a.err = s.authz.PeopleWithTriggerIn(ctx, chat.ChannelPath(c), func(first int) (string, []any) {
+				return messaging.ContextAuthors(first, want, window)
+			})
+			people <- a
+		}()
+		defer func() {
+			if people != nil {
+				<-people
+			}
+		}()
+	}
 	if speculated {
 		msgs, threadPage, err = s.messaging.ContextMessagesAndWindow(ctx, want, window)
 	} else {
@@ -224,6 +262,14 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		ChannelPath: chat.ChannelPath(c), SessionID: r.SessionID, Mode: plan.Mode,
 		Trigger:    ContextElement{ContextItem: m, ChannelID: triggerChannel},
 		ThreadPath: threadPath, Grant: rd.Grant, MessageMaxBytes: limits.MessageMaxBytes, FollowUpsOnRecord: rd.FollowUpsOnRecord}
+	if people != nil && m.ThreadID == t.ID && m.ThreadSeq == r.TriggerSeq {
+		a := <-people
+		people = nil
+		if a.err != nil {
+			return RunContext{}, problem.Internal("runs.context", a.err)
+		}
+		out.People, out.Holders = a.people, a.holders
+	}
 	if m.ThreadID == t.ID {
 		out.ContextFloorSeq = plan.Floor
 		if !speculated || m.ThreadSeq != r.TriggerSeq {

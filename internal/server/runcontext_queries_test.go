@@ -180,3 +180,45 @@ func TestRunContext_FollowUpFactsOnlyOnRecord(t *testing.T) {
 		t.Fatalf("with a follow-up: %d follow-up statements, follow-ups %+v", n, c.FollowUps)
 	}
 }
+
+// TestRunContext_PeopleBesideWindow: the authors of a context and their
+// trigger right are read once, beside the window (authz's
+// PeopleWithTriggerIn over messaging's ContextAuthors), and nothing asks
+// for people after it; the answers are those the trust rule needs: half
+// of the fixture's authors hold trigger (their elements are authorized),
+// the others do not (unverified).
+func TestRunContext_PeopleBesideWindow(t *testing.T) {
+	counter := &apitest.StatementCounter{}
+	env := apitest.Start(t, apitest.Options{Tracer: counter, Config: map[string]string{"run.sweep_interval": "1h", "agent.context_max_bytes": "1000000"}})
+	run := contextFixture(t, env, 40, 8)
+	before := counter.Count()
+	c, _ := readContext(t, env, "lotse", run)
+	var beside, after int
+	for _, q := range counter.Since(before) {
+		switch {
+		case strings.HasPrefix(q, "WITH named (id) AS"):
+			beside++
+		case strings.HasPrefix(q, "SELECT p.*, g.space"), strings.Contains(q, "FROM principals"):
+			after++
+		}
+	}
+	// readContext reads through both faces.
+	if beside != 2 || after != 0 {
+		t.Fatalf("people read beside the window %d times, after it %d times; want 2 and 0:\n%s", beside, after, strings.Join(counter.Since(before), "\n"))
+	}
+	trust := map[string]map[string]bool{}
+	for _, e := range c.ThreadContext {
+		h := e.Author["handle"].(string)
+		if trust[h] == nil {
+			trust[h] = map[string]bool{}
+		}
+		trust[h][e.Trust] = true
+	}
+	for i := range 8 {
+		h := fmt.Sprintf("author%02d", i)
+		want := map[bool]string{true: "authorized", false: "unverified"}[i%2 == 0]
+		if len(trust[h]) != 1 || !trust[h][want] {
+			t.Errorf("%s: trust %v, want only %s", h, trust[h], want)
+		}
+	}
+}
