@@ -83,13 +83,6 @@ func (s *Spend) Wait() (ok bool, retryAfter time.Duration) {
 	return s.ok, s.after
 }
 
-// Allow takes one token of class from principal's bucket in l and waits
-// for the answer: false and how long until a token is available when the
-// bucket is empty.
-func Allow(l Limiter, principal string, class Class) (ok bool, retryAfter time.Duration) {
-	return l.Begin(principal, class).Wait()
-}
-
 type limits struct {
 	perMinute, burst int
 }

@@ -8,31 +8,37 @@ import (
 	"bothy.example.com/bothy/internal/platform/config"
 )
 
+// allow takes one token of class from principal's bucket in l and waits
+// for the answer.
+func allow(l Limiter, principal string, class Class) (bool, time.Duration) {
+	return l.Begin(principal, class).Wait()
+}
+
 func TestMemoryBuckets(t *testing.T) {
 	cfg := config.Defaults().MustWith(config.RateMessageBurst, "2").MustWith(config.RateMessagePerMinute, "60")
 	fc := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	m := NewMemory(cfg, fc)
 	for i := range 2 {
-		if ok, _ := Allow(m, "alex", Message); !ok {
+		if ok, _ := allow(m, "alex", Message); !ok {
 			t.Fatalf("token %d refused within the burst", i)
 		}
 	}
-	ok, wait := Allow(m, "alex", Message)
+	ok, wait := allow(m, "alex", Message)
 	if ok || wait != time.Second {
 		t.Fatalf("over the burst: %v %v, want refused with 1s", ok, wait)
 	}
-	if ok, _ := Allow(m, "sam", Message); !ok {
+	if ok, _ := allow(m, "sam", Message); !ok {
 		t.Fatal("another principal shares the bucket")
 	}
 	// A refusal takes nothing: one second later exactly one token is there.
 	fc.Advance(time.Second)
-	if ok, _ := Allow(m, "alex", Message); !ok {
+	if ok, _ := allow(m, "alex", Message); !ok {
 		t.Fatal("no token after the refill")
 	}
-	if ok, _ := Allow(m, "alex", Message); ok {
+	if ok, _ := allow(m, "alex", Message); ok {
 		t.Fatal("two tokens after one second")
 	}
-	if ok, wait := Allow(m, "alex", Class("rl.unknown")); ok || wait != time.Minute {
+	if ok, wait := allow(m, "alex", Class("rl.unknown")); ok || wait != time.Minute {
 		t.Fatal("an unknown class is not refused")
 	}
 }
@@ -49,7 +55,7 @@ func TestReservationCancel(t *testing.T) {
 		t.Fatal("first reservation refused")
 	}
 	r.CancelAt(fc.Now())
-	if ok, _ := Allow(m, "alex", Message); !ok {
+	if ok, _ := allow(m, "alex", Message); !ok {
 		t.Fatal("the given-back token is not there")
 	}
 }

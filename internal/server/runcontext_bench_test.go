@@ -163,25 +163,24 @@ func processCPU() time.Duration {
 // BenchmarkRunContext reads the context of a run whose thread holds 200
 // earlier messages of 400 bytes by 20 authors, over GraphQL and over REST,
 // and, in the same run, the one raw SQL statement that fetches the same 200
-// rows with every column decoded. It reports median and p99 latency,
-// statements and allocations per read (targets: GraphQL within 5x of the
+// rows with every column decoded: each face alone (median and p99
+// latency, statements, allocations and CPU per read), then the three
+// interleaved, which reports the targets' ratios (GraphQL within 5x of the
 // raw statement, REST within 1.1x of GraphQL; docs/performance.md).
 func BenchmarkRunContext(b *testing.B) {
 	cb := newContextBench(b, 200)
 	for _, f := range cb.faces {
 		b.Run(f.name, func(b *testing.B) { cb.measure(b, f) })
 	}
+	b.Run("interleaved", cb.interleave)
 }
 
-// BenchmarkRunContextInterleaved reads the 200-element context over
-// GraphQL, over REST and with the raw statement in turn, b.N times each in
-// one loop, and reports each median and the two ratios of the targets
-// (GraphQL / raw, REST / GraphQL). The three run side by side, so a
-// machine whose speed drifts between sub-benchmarks (a shared VM) moves
-// all three alike, which BenchmarkRunContext's one face after another
-// cannot promise.
-func BenchmarkRunContextInterleaved(b *testing.B) {
-	cb := newContextBench(b, 200)
+// interleave reads every face in turn, b.N times each in one loop, and
+// reports each median and the two ratios of the targets (GraphQL / raw,
+// REST / GraphQL). The faces run side by side, so a machine whose speed
+// drifts from one sub-benchmark to the next (a shared VM) moves all of
+// them alike, which the faces measured one after another cannot promise.
+func (cb *contextBench) interleave(b *testing.B) {
 	lat := make([][]time.Duration, len(cb.faces))
 	for _, f := range cb.faces {
 		f.read(b) // warm up
