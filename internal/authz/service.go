@@ -542,16 +542,23 @@ func (s *Service) PeopleWithTrigger(ctx context.Context, c Path, ids, ask []stri
 	if err != nil {
 		return nil, nil, fmt.Errorf("trigger holders: %w", err)
 	}
+	return people, holdersAmong(c, people, grants, ask), nil
+}
+
+// holdersAmong is the decision of both people questions: which of ask
+// hold trigger on channel c now, WithTrigger's rule on the grants read
+// beside people.
+func holdersAmong(c Path, people map[string]identity.Principal, grants map[string]levelMap, ask []string) map[string]bool {
 	out := map[string]bool{}
 	if !c.Exists {
-		return people, out, nil
+		return out
 	}
 	for _, id := range ask {
 		if p, ok := people[id]; ok && allowedWith(MessageTrigger, Facts{Path: c}, p, grants[id]) {
 			out[id] = true
 		}
 	}
-	return people, out, nil
+	return out
 }
 
 // PeopleWithTriggerIn is PeopleWithTrigger for the principals a relation
@@ -570,16 +577,7 @@ func (s *Service) PeopleWithTriggerIn(ctx context.Context, c Path, rel func(firs
 	if err != nil {
 		return nil, nil, fmt.Errorf("trigger holders: %w", err)
 	}
-	out := map[string]bool{}
-	if !c.Exists {
-		return people, out, nil
-	}
-	for id, p := range people {
-		if allowedWith(MessageTrigger, Facts{Path: c}, p, grants[id]) {
-			out[id] = true
-		}
-	}
-	return people, out, nil
+	return people, holdersAmong(c, people, grants, slices.Collect(maps.Keys(people))), nil
 }
 
 // WithTrigger implements TriggerHolders: Allowed for message.trigger on
