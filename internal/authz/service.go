@@ -153,8 +153,8 @@ func (s *Service) PathOf(ctx context.Context, r Resource) (Path, error) {
 func (s *Service) Authorize(ctx context.Context, actor identity.Principal, action Action, target Target) (Decision, Path, error) {
 	// The token is taken first; a refusal the process decides alone
 	// returns before any statement. A token that a shared bucket must
-	// grant is taken meanwhile the target is read, and its answer is
-	// awaited before anything is decided or written.
+	// grant is taken while the target is read, and its answer is awaited
+	// before anything is decided or written.
 	var spend *ratelimit.Spend
 	if !isUnmetered(ctx) {
 		spend = s.beginSpend(actor, action)
@@ -367,13 +367,12 @@ type AuditRow struct {
 	Count                                           int
 }
 
-// spend takes one token of action's rate-limit class from actor's bucket.
-// Like the audit rows, the spend stays outside the transaction of any
-// context (the limiter takes no context; its shared store writes on the
-// pool): a spent token holds when the caller's unit rolls back.
 // beginSpend starts taking the token of action's rate-limit class from
 // actor's bucket. An action without a row in Table takes none (Decide
-// refuses it).
+// refuses it). Like the audit rows, the spend stays outside the
+// transaction of any context (the limiter takes no context; its shared
+// store writes on the pool): a spent token holds when the caller's unit
+// rolls back.
 func (s *Service) beginSpend(actor identity.Principal, action Action) *ratelimit.Spend {
 	spec, ok := Table[action]
 	if !ok {

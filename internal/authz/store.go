@@ -123,10 +123,11 @@ func (s *store) DeleteOldAudit(ctx context.Context, cutoff time.Time, limit int)
 // grant of the installation.
 var grantsSQL, grantsInSQL = grantsStatement(""), grantsStatement(onTargets)
 
-// The parts of every grant statement: the columns of a grant, and the
-// targets $3 (spaces) and $4 (channels) of most statements of this file.
+// grantCols are the columns of a grant in every grant statement.
 const grantCols = `coalesce(g.target_space_id::text, ''), coalesce(g.target_channel_id::text, ''), g.level`
 
+// onTargets keeps the grants on the spaces $3 or the channels $4, where
+// most statements of this file take their targets.
 var onTargets = targetsAt("$3", "$4")
 
 // targetsAt keeps the grants on the spaces or the channels of two uuid[]
@@ -199,11 +200,11 @@ func peopleInSQL(rel string) string {
 	WHERE p.p_id IN (SELECT id FROM named)`
 }
 
-// peopleWithGrants reads the principals ids in one statement, each with
+// peopleWithGrants reads the principals idList in one statement, each with
 // its live grants on spaces or channels (one levelMap per principal).
 // Unknown ids are left out.
-func (s *store) peopleWithGrants(ctx context.Context, ids []string, spaces, channels []string) (map[string]identity.Principal, map[string]levelMap, error) {
-	return s.scanPeople(ctx, db.Q(ctx, s.pool), peopleSQL, s.clock.Now(), uuidArray(ids), uuidArray(spaces), uuidArray(channels))
+func (s *store) peopleWithGrants(ctx context.Context, idList []string, spaces, channels []string) (map[string]identity.Principal, map[string]levelMap, error) {
+	return s.scanPeople(ctx, db.Q(ctx, s.pool), peopleSQL, s.clock.Now(), ids.ArrayParam(idList), ids.ArrayParam(spaces), ids.ArrayParam(channels))
 }
 
 // peopleNamedWithGrants is peopleWithGrants for the principals the
@@ -211,7 +212,7 @@ func (s *store) peopleWithGrants(ctx context.Context, ids []string, spaces, chan
 // pool: it runs beside another statement of the same request, so it never
 // joins a transaction of ctx.
 func (s *store) peopleNamedWithGrants(ctx context.Context, rel string, args []any, spaces, channels []string) (map[string]identity.Principal, map[string]levelMap, error) {
-	return s.scanPeople(ctx, s.pool, peopleInSQL(rel), append([]any{s.clock.Now(), uuidArray(spaces), uuidArray(channels)}, args...)...)
+	return s.scanPeople(ctx, s.pool, peopleInSQL(rel), append([]any{s.clock.Now(), ids.ArrayParam(spaces), ids.ArrayParam(channels)}, args...)...)
 }
 
 // scanPeople runs a people statement (peopleSQL's columns) on q.
@@ -248,16 +249,6 @@ func (s *store) scanPeople(ctx context.Context, q db.Querier, sql string, args .
 	return people, grants, nil
 }
 
-// uuidArray is list as a uuid[] parameter: one array literal (no encoding
-// step per element) when every id is canonical, else the list as it is,
-// which the statement then refuses as before.
-func uuidArray(list []string) any {
-	if a, err := ids.ArrayText(list); err == nil {
-		return a
-	}
-	return list
-}
-
 // liveGrants reads, in one statement, the grants in force now (not revoked,
 // not expired) of the given principals, directly or through their groups,
 // and returns one levelMap per principal. With targets set only grants on
@@ -268,9 +259,9 @@ func uuidArray(list []string) any {
 // the transaction of ctx when there is one (db.Q), so a decision inside a
 // unit of work sees the unit's own grant changes.
 func (s *store) liveGrants(ctx context.Context, principals []string, targets *struct{ spaces, channels []string }) (map[string]levelMap, error) {
-	sqlText, args := grantsSQL, []any{s.clock.Now(), uuidArray(principals)}
+	sqlText, args := grantsSQL, []any{s.clock.Now(), ids.ArrayParam(principals)}
 	if targets != nil {
-		sqlText, args = grantsInSQL, append(args, uuidArray(targets.spaces), uuidArray(targets.channels))
+		sqlText, args = grantsInSQL, append(args, ids.ArrayParam(targets.spaces), ids.ArrayParam(targets.channels))
 	}
 	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
 	if err != nil {

@@ -115,14 +115,10 @@ func ContextAuthors(first int, idList []string, q ContextQuery) (string, []any) 
 	if q.ExcludeAuthorID != "" {
 		exclude = q.ExcludeAuthorID
 	}
-	var list any = idList
-	if a, err := ids.ArrayText(idList); err == nil {
-		list = a
-	}
 	return `SELECT w.author_principal_id FROM (SELECT m.author_principal_id FROM messages m
 			WHERE ` + windowPredicate(n(0), n(1), n(2), n(4)) + ` ORDER BY m.thread_seq DESC LIMIT ` + n(3) + `) w
 		UNION SELECT m.author_principal_id FROM messages m WHERE m.id = ANY(` + n(5) + `::uuid[])`,
-		[]any{q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit + 1, exclude, list}
+		[]any{q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit + 1, exclude, ids.ArrayParam(idList)}
 }
 
 // finish turns the window's rows, read with one more than limit, into the

@@ -46,18 +46,10 @@ func typeTable(schema *ast.Schema) map[string]*typeInfo {
 		}
 		ti.fields = make(map[string]*fieldInfo, len(ti.def.Fields))
 		for _, f := range ti.def.Fields {
-			ti.fields[f.Name] = &fieldInfo{name: f.Name, typ: f.Type, named: out[namedType(f.Type)], snake: Snake(f.Name)}
+			ti.fields[f.Name] = &fieldInfo{name: f.Name, typ: f.Type, named: out[f.Type.Name()], snake: Snake(f.Name)}
 		}
 	}
 	return out
-}
-
-// namedType is the name of the type under t's list wrappers.
-func namedType(t *ast.Type) string {
-	for t.Elem != nil {
-		t = t.Elem
-	}
-	return t.NamedType
 }
 
 // memberHint is one member of the last element of a list: the elements of
@@ -234,7 +226,7 @@ func (s scanner) member(name string) (*scanner, error) {
 // renderJSON appends the REST rendering of the value at sc, of GraphQL
 // type t, to out; omit names members of the outermost object to leave out.
 func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) ([]byte, error) {
-	return sh.render(out, sc, t, sh.types[namedType(t)], omit, nil)
+	return sh.render(out, sc, t, sh.types[t.Name()], omit, nil)
 }
 
 // render is renderJSON with the typeInfo of t's named type (nil when the

@@ -176,7 +176,7 @@ func TestTypeTable(t *testing.T) {
 		}
 		for _, f := range def.Fields {
 			got := ti.fields[f.Name]
-			if got == nil || got.name != f.Name || got.typ != f.Type || got.snake != Snake(f.Name) || got.named != sh.types[namedType(f.Type)] || got.named == nil {
+			if got == nil || got.name != f.Name || got.typ != f.Type || got.snake != Snake(f.Name) || got.named != sh.types[f.Type.Name()] || got.named == nil {
 				t.Fatalf("%s.%s: %+v", name, f.Name, got)
 			}
 		}

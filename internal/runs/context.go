@@ -197,13 +197,16 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	var threadPage messaging.ContextPage
 	var err error
 	speculated := r.TriggerThreadID == t.ID
+	// The first run of a session in a thread with a parent message also
+	// reads the channel's main thread before that parent.
+	wantChannel := plan.WantChannel && t.ParentMessageID != ""
 	// Where the context's elements are the window and the trigger alone
 	// (no channel context), their authors and trigger rights are read on
 	// another connection while the window is read: one round trip instead
 	// of two. The answer is awaited before Context returns, whatever it
 	// returns, and used only when the window is used as read.
 	var people chan peopleAnswer
-	if speculated && !(plan.WantChannel && t.ParentMessageID != "") {
+	if speculated && !wantChannel {
 		people = make(chan peopleAnswer, 1)
 		go func() {
 			var a peopleAnswer
@@ -283,7 +286,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		threadPage = messaging.ContextPage{}
 	}
 	var channelPage *messaging.ContextPage
-	if plan.WantChannel && t.ParentMessageID != "" {
+	if wantChannel {
 		var p messaging.ContextItem
 		if t.ParentMessageID == m.ID {
 			p, ok = m, true

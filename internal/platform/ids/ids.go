@@ -60,3 +60,14 @@ func ArrayText(list []string) (string, error) {
 	b.WriteByte('}')
 	return b.String(), nil
 }
+
+// ArrayParam is list as the value of a $n::uuid[] placeholder: its
+// ArrayText literal when every id is canonical, else the list as it is,
+// which pgx encodes element by element and the statement then refuses
+// like any malformed uuid (a caller need not check the ids first).
+func ArrayParam(list []string) any {
+	if a, err := ArrayText(list); err == nil {
+		return a
+	}
+	return list
+}

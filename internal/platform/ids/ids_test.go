@@ -1,6 +1,7 @@
 package ids_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,6 +57,36 @@ func TestArrayText(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("ArrayText = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestArrayParam: canonical ids go out as one array literal; a list with
+// any other id goes out as it is, so the statement refuses it as before.
+func TestArrayParam(t *testing.T) {
+	a, b := "01a22f15-66c5-7d35-8dc6-1e991ea5bc89", "00000000-0000-0000-0000-000000000000"
+	for _, tc := range []struct {
+		name string
+		in   []string
+		want any
+	}{
+		{"none", nil, "{}"},
+		{"canonical", []string{a, b}, "{" + a + "," + b + "}"},
+		{"not canonical", []string{a, "A-B"}, []string{a, "A-B"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			switch got := ids.ArrayParam(tc.in).(type) {
+			case string:
+				if got != tc.want {
+					t.Errorf("got %q, want %v", got, tc.want)
+				}
+			case []string:
+				if w, ok := tc.want.([]string); !ok || !slices.Equal(got, w) {
+					t.Errorf("got %q, want %v", got, tc.want)
+				}
+			default:
+				t.Errorf("got %T", got)
 			}
 		})
 	}
