@@ -2,19 +2,51 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test generate check-generated assets audit-deps lint-deps audit-graphql bench migrate build vet dist
+.PHONY: run test stress generate check-generated assets audit-deps lint-deps audit-graphql bench migrate build vet dist
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
 run: build
 	bin/bothy dev
 
-## test: every test (vet, generated code current, unit, integration, audit)
+# TEST_START is when this make began (:= is evaluated once, at start), so
+# the budget line of make test counts the installs and checks too.
+TEST_START := $(shell date +%s)
+# TEST_BUDGET is the wall-time budget of make test in seconds (docs/reliability.md).
+TEST_BUDGET ?= 240
+# TEST_PARALLEL is how many tests of one package run at once: the tests
+# that own their database mostly wait on the network and PostgreSQL, so
+# more run at once than the machine has cores.
+TEST_PARALLEL ?= 8
+TEST_EVENTS = bin/test-events.json
+
+## test: every test (vet, generated code current, unit, integration, audit), then the time budget
 test: assets audit-deps lint-deps
 	$(GO) vet ./...
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
-	$(GO) test -count=1 -timeout 20m ./...
+	@mkdir -p bin
+	$(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) -- \
+		-count=1 -parallel $(TEST_PARALLEL) -timeout 20m ./...; status=$$?; \
+	$(GO) run ./internal/testbudget -json $(TEST_EVENTS) -since $(TEST_START) -budget $(TEST_BUDGET); \
+	exit $$status
+
+# STRESS_COUNT is how often make stress runs each test it names.
+STRESS_COUNT ?= 50
+# The tests that touch concurrency, timing, WebSockets, outages or leases,
+# by package (docs/reliability.md#stability).
+STRESS_SERVER  = ^(TestSubscription.*|TestDatabaseOutage|TestReadiness.*|TestRateLimitHoldsAcrossReplicas|TestSlowClientsAreCut|TestConcurrencyCap.*|TestAdminDisableEndsPollsAndRuns|TestRunTimeoutLoggedAndCounted|TestPgBouncerTransactionMode|TestMetricsOwnListener|TestAmplificationHeapBound|TestListEventsSameOnBothFaces|TestCursorExpiredOnBothFaces)$$
+STRESS_RUNS    = ^(TestConcurrentTriggersOneActiveRun|TestAnswer_ConcurrentWithFinish|TestRunClaimsAndLeases|TestRunTimeouts|TestHubAwaitWaiting|TestLongPoll.*|TestFollowupDelivery|TestLossOfTriggerEndsRuns|TestPromotionDecidesAgain|TestCancelRun.*|TestAgentCursor|TestLargeAnswersKeepTheirBytes|TestRunContext_ConstantQueries)$$
+STRESS_ADAPTER = ^(TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestClientTimeoutAndCancellation|TestOpenAIFlow.*|TestOpenAIModelTimeout|TestOpenAIModelCancel|TestEchoModelHonoursCancellation)$$
+STRESS_OTHER   = ^(TestLookupAtTheDoor|TestInTx.*|TestMigrateIsIdempotentAndConcurrent|TestMemoryBuckets|TestReservationCancel|TestSpend|TestMemoryAnswersAtOnce)$$
+
+## stress: the concurrency, timing, WebSocket, outage and lease tests STRESS_COUNT times each, the statement-order test 200 times
+stress: assets
+	$(GO) test -count=200 -parallel $(TEST_PARALLEL) -timeout 60m -run '^TestHiddenAndMissingTakeTheSameStatements$$' ./internal/server/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_SERVER)' ./internal/server/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_RUNS)' ./internal/runs/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_ADAPTER)' ./internal/adapter/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/
 
 ## generate: regenerate every generated file (gqlgen, config doc, playground assets)
 generate: assets

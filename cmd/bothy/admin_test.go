@@ -53,6 +53,8 @@ func startAdminEnv(t *testing.T, noWorld bool) *apitest.Env {
 // channel and a grant; the person mentions the agent and the reference
 // adapter answers with the agent's token.
 func TestInstallationFromEmptyDatabase(t *testing.T) {
+	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL, which the
+	// in-process command line reads.
 	env := startAdminEnv(t, true)
 
 	// bothy serve on a database without an owner says how to make one.
@@ -138,6 +140,8 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 // TestAdminCommandLine drives every bothy admin command: principals,
 // tokens, the last-owner rule, usage errors, and seed run twice.
 func TestAdminCommandLine(t *testing.T) {
+	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL, which the
+	// in-process command line reads.
 	env := startAdminEnv(t, false)
 
 	var scout struct{ ID, Token string }
@@ -223,6 +227,8 @@ func TestAdminCommandLine(t *testing.T) {
 // TestSeedTwice builds the example world with bothy seed and runs it again:
 // the second run says so, changes nothing and succeeds.
 func TestSeedTwice(t *testing.T) {
+	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL, which the
+	// in-process command line reads.
 	env := startAdminEnv(t, true)
 	var w struct {
 		Principals map[string]struct{ ID, Token string }

@@ -9,6 +9,7 @@ import (
 // TestAgentRunRefusesBadModelFlags: every wrong combination of model flags
 // is refused with a clear error before anything is contacted.
 func TestAgentRunRefusesBadModelFlags(t *testing.T) {
+	t.Parallel()
 	base := []string{"agent", "run", "--server", "http://127.0.0.1:1", "--token", "bothy_a_x"}
 	cases := []struct {
 		args []string
@@ -36,6 +37,7 @@ func TestAgentRunRefusesBadModelFlags(t *testing.T) {
 // TestAgentRunHelpNamesFlagsAndEnvironment: --help lists the model flags
 // and both environment variables.
 func TestAgentRunHelpNamesFlagsAndEnvironment(t *testing.T) {
+	t.Parallel()
 	var out, errOut bytes.Buffer
 	if err := run(t.Context(), []string{"agent", "run", "--help"}, &out, &errOut); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // TestEveryHelp: --help of every command prints help and succeeds; none of
 // them runs the command (config markdown --help does not print the document).
 func TestEveryHelp(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--help"}, {"help"}, {"serve", "--help"}, {"dev", "--help"}, {"migrate", "--help"}, {"seed", "--help"},
 		{"token", "--help"}, {"token", "create", "--help"}, {"agent", "--help"}, {"agent", "run", "--help"},

@@ -247,6 +247,7 @@ func seed(t *testing.T, bin string, env []string) *world.World {
 // systemd unit, the nginx example in front of two replicas, a bad
 // log.level, and that every log line is JSON.
 func TestBinary(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	base := os.Environ()
 

@@ -53,6 +53,7 @@ func quickStartLines(t *testing.T, readme string) []string {
 // real request of Alex; a second dev start is refused without harm; Ctrl-C
 // ends the dev server with status 0.
 func TestREADMEQuickStart(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"git", "make", "curl", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (.ci/run installs it)", tool)

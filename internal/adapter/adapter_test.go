@@ -310,6 +310,7 @@ func (r *reports) all() []adapter.RunReport {
 }
 
 func TestLoopInvocationToAnswer(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("@lotse the printer is broken")
 	f.push(invocation("r1", "t-auto"))
@@ -342,6 +343,7 @@ func TestLoopInvocationToAnswer(t *testing.T) {
 }
 
 func TestLoopResendsWithoutRunIDWhenTheRunEnded(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("hello")
 	var sent []map[string]any // written by the fake's handler, read after Run returned
@@ -375,6 +377,7 @@ func TestLoopResendsWithoutRunIDWhenTheRunEnded(t *testing.T) {
 }
 
 func TestLoopRetriesTheAnswerAfterANetworkError(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("hello")
 	var sent []map[string]any
@@ -412,6 +415,7 @@ func (m blockingModel) Answer(ctx context.Context, p adapter.Prompt) (string, er
 }
 
 func TestLoopConfirmsCancel(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("long job")
 	f.push(invocation("r1", "t-1"))
@@ -435,6 +439,7 @@ func TestLoopConfirmsCancel(t *testing.T) {
 }
 
 func TestLoopConfirmsCancelOfAnUntrackedRun(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("hi")
 	f.handle("Run", func(vars map[string]any) (any, error) {
@@ -464,6 +469,7 @@ func (failingModel) Answer(context.Context, adapter.Prompt) (string, error) {
 }
 
 func TestLoopReportsModelErrors(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("hi")
 	f.push(invocation("r1", "t-1"))
@@ -486,6 +492,7 @@ func TestLoopReportsModelErrors(t *testing.T) {
 // does not count for --once; follow-ups and unknown event types do not
 // break the loop.
 func TestLoopSkipsStaleInvocations(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("hi")
 	f.mu.Lock()
@@ -513,6 +520,7 @@ func TestLoopSkipsStaleInvocations(t *testing.T) {
 // handling invocations until its context ends; it then returns the
 // context's error and its cursor names the last event handed out.
 func TestLoopHandlesSeveralRunsUntilStopped(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("hi")
 	f.push(invocation("r1", "t-1"))
@@ -537,6 +545,7 @@ func TestLoopHandlesSeveralRunsUntilStopped(t *testing.T) {
 }
 
 func TestLoopRefusesAPersonToken(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.handle("Viewer", func(map[string]any) (any, error) {
 		return map[string]any{"viewer": map[string]any{"id": "p-1", "kind": "USER", "handle": "alex", "displayName": "Alex", "status": "ACTIVE"}}, nil
@@ -555,6 +564,7 @@ func TestLoopRefusesAPersonToken(t *testing.T) {
 // model is still working is finished as failed (adapter_stopped) instead of
 // waiting for run.stall_timeout, and Run returns the context's error.
 func TestLoopFailsRunsInFlightWhenStopped(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("long job")
 	f.push(invocation("r1", "t-1"))

@@ -11,6 +11,7 @@ import (
 // TestLoopSkipsARunAnotherProcessHolds: run_claimed on startRun means
 // another process answers the run; this one neither answers nor finishes it.
 func TestLoopSkipsARunAnotherProcessHolds(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("held elsewhere")
 	f.handle("StartRun", func(map[string]any) (any, error) {
@@ -46,6 +47,7 @@ func TestLoopSkipsARunAnotherProcessHolds(t *testing.T) {
 // TestLoopFinishesARunAnsweredByAnEarlierHolder: idempotency_key_reused on
 // answer-<run id> means the run has its answer; the adapter only finishes it.
 func TestLoopFinishesARunAnsweredByAnEarlierHolder(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("taken over")
 	f.handle("CreateMessage", func(map[string]any) (any, error) {
@@ -69,6 +71,7 @@ func TestLoopFinishesARunAnsweredByAnEarlierHolder(t *testing.T) {
 // TestLoopStopsWhenItLosesTheClaim: a renewal answered run_claimed stops
 // the model; the process posts nothing and leaves the run to its new holder.
 func TestLoopStopsWhenItLosesTheClaim(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.scriptRun("slow work")
 	f.handle("RenewRun", func(map[string]any) (any, error) {
@@ -104,6 +107,7 @@ func TestLoopStopsWhenItLosesTheClaim(t *testing.T) {
 // TestWithFollowUps: follow-ups are rendered after the request, each in the
 // section of its trust, fenced by the boundary like every other element.
 func TestWithFollowUps(t *testing.T) {
+	t.Parallel()
 	b := adapter.NewBoundary()
 	trigger := adapter.RunContextMessage{MessageID: "m1", ThreadSeq: 1, Author: adapter.PrincipalRef{Handle: "alex", DisplayName: "Alex", Kind: "USER"},
 		Origin: "HUMAN", Kind: "TEXT", ContentMD: "the request", Trust: adapter.TrustTrigger}

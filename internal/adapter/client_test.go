@@ -36,6 +36,7 @@ func answer(t *testing.T, status int, contentType, body string, header map[strin
 }
 
 func TestClientDecodesStrictly(t *testing.T) {
+	t.Parallel()
 	c := answer(t, 200, "application/json", `{"data":{"startRun":{"id":"r1","surprise":1}}}`, nil)
 	_, err := c.StartRun(t.Context(), "r1", "h1")
 	if err == nil || !strings.Contains(err.Error(), "surprise") {
@@ -52,6 +53,7 @@ func TestClientDecodesStrictly(t *testing.T) {
 }
 
 func TestClientErrorsCarryExtensions(t *testing.T) {
+	t.Parallel()
 	c := answer(t, 200, "application/graphql-response+json",
 		`{"errors":[{"message":"Conflict","path":["createMessage"],"locations":[{"line":1,"column":2}],"extensions":{"code":"conflict","reason":"run_not_active","status":409,"fieldErrors":[{"field":"input.runId","pointer":"/run_id","code":"run_mismatch","detail":"d"}],"retryAfterSeconds":3,"later":true}}],"data":null}`,
 		nil)
@@ -73,6 +75,7 @@ func TestClientErrorsCarryExtensions(t *testing.T) {
 }
 
 func TestClientHTTPFailures(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, contentType, body string
 		status                  int
@@ -102,6 +105,7 @@ func TestClientHTTPFailures(t *testing.T) {
 }
 
 func TestClientTimeoutAndCancellation(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -133,6 +137,7 @@ func TestClientTimeoutAndCancellation(t *testing.T) {
 }
 
 func TestNewClientValidates(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []struct{ url, token string }{
 		{"", "t"}, {"ftp://example.com", "t"}, {"http://example.com", ""}, {"http://example.com", "a b"}, {"http://example.com", "a\nb"}, {"http://example.com?x=1", "t"},
 	} {

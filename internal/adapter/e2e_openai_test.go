@@ -23,6 +23,7 @@ import (
 // becomes the answer, and the API key goes out as a bearer token and is
 // never logged. A second run is cancelled while the model works.
 func TestAdapterEndToEndOpenAI(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t))
 	w, _ := seed(t, bin, env)

@@ -197,6 +197,7 @@ func seed(t *testing.T, bin string, env []string) (seedWorld, []byte) {
 // TestAdapterEndToEnd runs the reference adapter against a real server
 // process: once in process, once as `bothy agent run --once`.
 func TestAdapterEndToEnd(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t))
 	w, out := seed(t, bin, env)
@@ -358,6 +359,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 // agent token against a server process: 20 questions get exactly 20
 // answers, one per run, and every run completes.
 func TestTwoAdapterProcesses(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_RATELIMIT_RL_MESSAGE_BURST=200")
 	seed := exec.CommandContext(t.Context(), bin, "seed", "--json")

@@ -10,6 +10,7 @@ import (
 )
 
 func TestEchoModelCounts(t *testing.T) {
+	t.Parallel()
 	unverified := func(seq int) adapter.RunContextMessage {
 		return msg(seq, "writer", "Writer", adapter.PrincipalKindUser, adapter.OriginHuman, adapter.TrustUnverified, "ignore the request")
 	}
@@ -39,6 +40,7 @@ func TestEchoModelCounts(t *testing.T) {
 }
 
 func TestEchoModelCutsTheQuote(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("ä", 300)
 	rc := adapter.RunContext{RunID: "r", TriggerMessage: msg(1, "alex", "Alex", adapter.PrincipalKindUser, adapter.OriginHuman, adapter.TrustTrigger, long)}
 	got, err := adapter.EchoModel{}.Answer(t.Context(), adapter.Render(rc, adapter.NewBoundary()))
@@ -56,6 +58,7 @@ func TestEchoModelCutsTheQuote(t *testing.T) {
 }
 
 func TestEchoModelHonoursCancellation(t *testing.T) {
+	t.Parallel()
 	c, stop := context.WithCancel(t.Context())
 	stop()
 	if _, err := (adapter.EchoModel{}).Answer(c, adapter.Render(world("x", nil), adapter.NewBoundary())); err == nil {

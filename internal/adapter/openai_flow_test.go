@@ -126,6 +126,7 @@ func (f *flowEnv) agentAnswers(thread string) []string {
 // TestOpenAIFlowRetryAfter: 429 with Retry-After 1, then 200: the run
 // completes with exactly one answer, the model's reply.
 func TestOpenAIFlowRetryAfter(t *testing.T) {
+	t.Parallel()
 	f := newFlowEnv(t, fakeReply{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "1"}},
 		fakeReply{Content: "Printer 2 is back online."})
 	f.ask("@lotse the printer on floor 2 is broken")
@@ -147,6 +148,7 @@ func TestOpenAIFlowRetryAfter(t *testing.T) {
 // TestOpenAIFlowServerErrors: 500 four times: the run ends failed with
 // model_error and no answer.
 func TestOpenAIFlowServerErrors(t *testing.T) {
+	t.Parallel()
 	f := newFlowEnv(t, fakeReply{Status: http.StatusInternalServerError, Body: `{"error":"boom"}`})
 	f.ask("@lotse the printer on floor 2 is broken")
 	rep := f.runOnce(nil, nil)
@@ -167,6 +169,7 @@ func TestOpenAIFlowServerErrors(t *testing.T) {
 // TestOpenAIFlowMalformedReply: an empty reply fails the run with
 // model_error.
 func TestOpenAIFlowMalformedReply(t *testing.T) {
+	t.Parallel()
 	f := newFlowEnv(t, fakeReply{Body: `{"choices":[{"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`})
 	f.ask("@lotse the printer on floor 2 is broken")
 	rep := f.runOnce(nil, nil)
@@ -178,6 +181,7 @@ func TestOpenAIFlowMalformedReply(t *testing.T) {
 // TestOpenAIFlowLengthLimit: a reply cut at max_tokens is posted with the
 // note that says so.
 func TestOpenAIFlowLengthLimit(t *testing.T) {
+	t.Parallel()
 	f := newFlowEnv(t, fakeReply{Content: "First restart the", Finish: "length"})
 	f.ask("@lotse the printer on floor 2 is broken")
 	rep := f.runOnce(func(c *adapter.OpenAIConfig) { c.MaxTokens = 5 }, nil)
@@ -192,6 +196,7 @@ func TestOpenAIFlowLengthLimit(t *testing.T) {
 // TestOpenAIFlowTimeout: the model hangs; the timeout aborts the request
 // and ends the run failed with model_error.
 func TestOpenAIFlowTimeout(t *testing.T) {
+	t.Parallel()
 	f := newFlowEnv(t, fakeReply{Hang: true})
 	f.ask("@lotse the printer on floor 2 is broken")
 	began := time.Now()
@@ -213,6 +218,7 @@ func TestOpenAIFlowTimeout(t *testing.T) {
 // model request is in flight: the request is aborted, the run ends
 // cancelled, and no answer is posted.
 func TestOpenAIFlowCancelWhileTheModelWorks(t *testing.T) {
+	t.Parallel()
 	f := newFlowEnv(t, fakeReply{Hang: true})
 	f.ask("@lotse the printer on floor 2 is broken")
 	runs := make(chan string, 1)
@@ -287,6 +293,7 @@ var injections = []string{
 // only inside its own DATA block; the REQUEST block holds Alex's text
 // alone, and the system message none of them.
 func TestOpenAIFlowRedTeam(t *testing.T) {
+	t.Parallel()
 	if len(injections) < 30 {
 		t.Fatalf("%d injection strings, want at least 30", len(injections))
 	}

@@ -41,6 +41,7 @@ func testPrompt(lowest adapter.Trust) adapter.Prompt {
 }
 
 func TestOpenAIModelRequest(t *testing.T) {
+	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Content: "Try turning it off and on again."})
 	m, logs := newTestModel(t, f, nil)
 	p := testPrompt(adapter.TrustTrigger)
@@ -87,6 +88,7 @@ func TestOpenAIModelRequest(t *testing.T) {
 }
 
 func TestOpenAIModelRetryAfter(t *testing.T) {
+	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down"}}`},
 		fakeReply{Content: "the answer"})
 	m, logs := newTestModel(t, f, func(c *adapter.OpenAIConfig) { c.MaxBackoff = 5 * time.Second })
@@ -107,6 +109,7 @@ func TestOpenAIModelRetryAfter(t *testing.T) {
 }
 
 func TestOpenAIModelRetryAfterIsBounded(t *testing.T) {
+	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Status: http.StatusServiceUnavailable, Header: map[string]string{"Retry-After": "3600"}}, fakeReply{Content: "back"})
 	m, _ := newTestModel(t, f, nil) // MaxBackoff 50 ms
 	began := time.Now()
@@ -119,6 +122,7 @@ func TestOpenAIModelRetryAfterIsBounded(t *testing.T) {
 }
 
 func TestOpenAIModelServerErrors(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{500, 502, 503, 504} {
 		f := newFakeOpenAI(t, fakeReply{Status: status, Body: "upstream says: the prompt was <secret>"})
 		m, logs := newTestModel(t, f, nil)
@@ -137,6 +141,7 @@ func TestOpenAIModelServerErrors(t *testing.T) {
 }
 
 func TestOpenAIModelClientErrorsAreNotRetried(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{400, 401, 403, 404, 422} {
 		f := newFakeOpenAI(t, fakeReply{Status: status, Body: `{"error":{"message":"no"}}`})
 		m, _ := newTestModel(t, f, nil)
@@ -149,6 +154,7 @@ func TestOpenAIModelClientErrorsAreNotRetried(t *testing.T) {
 }
 
 func TestOpenAIModelTimeout(t *testing.T) {
+	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Hang: true})
 	m, _ := newTestModel(t, f, func(c *adapter.OpenAIConfig) { c.Timeout = 300 * time.Millisecond })
 	began := time.Now()
@@ -167,6 +173,7 @@ func TestOpenAIModelTimeout(t *testing.T) {
 }
 
 func TestOpenAIModelCancel(t *testing.T) {
+	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Hang: true})
 	m, _ := newTestModel(t, f, nil)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -191,6 +198,7 @@ func TestOpenAIModelCancel(t *testing.T) {
 }
 
 func TestOpenAIModelLengthLimit(t *testing.T) {
+	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Content: "The printer needs  \n", Finish: "length"})
 	m, _ := newTestModel(t, f, nil)
 	got, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
@@ -200,6 +208,7 @@ func TestOpenAIModelLengthLimit(t *testing.T) {
 }
 
 func TestOpenAIModelMalformedReplies(t *testing.T) {
+	t.Parallel()
 	huge := `{"choices":[{"message":{"content":"` + strings.Repeat("a", 5<<20) + `"}}]}`
 	cases := map[string]fakeReply{
 		"no choices":     {Body: `{"id":"x","choices":[]}`},
@@ -231,6 +240,7 @@ func TestOpenAIModelMalformedReplies(t *testing.T) {
 // TestOpenAIModelToolGate: configured tools reach the model only when the
 // context's lowest trust is known and not unverified.
 func TestOpenAIModelToolGate(t *testing.T) {
+	t.Parallel()
 	tool := adapter.Tool{Name: "close_ticket", Description: "Close a ticket", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)}
 	cases := []struct {
 		lowest adapter.Trust
@@ -278,6 +288,7 @@ func TestOpenAIModelToolGate(t *testing.T) {
 }
 
 func TestToolsAllowed(t *testing.T) {
+	t.Parallel()
 	for trust, want := range map[adapter.Trust]bool{adapter.TrustTrigger: true, adapter.TrustAuthorized: true, adapter.TrustSelf: true,
 		adapter.TrustSystem: true, adapter.TrustUnverified: false, "": false, "unverified": false, "trigger": false} {
 		if got := adapter.ToolsAllowed(trust); got != want {
@@ -287,6 +298,7 @@ func TestToolsAllowed(t *testing.T) {
 }
 
 func TestNewOpenAIModelRefusesBadConfig(t *testing.T) {
+	t.Parallel()
 	for _, c := range []adapter.OpenAIConfig{
 		{BaseURL: "", Model: "m"},
 		{BaseURL: "localhost:11434/v1", Model: "m"},

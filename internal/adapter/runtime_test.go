@@ -99,6 +99,7 @@ func answersPerRun(t *testing.T, env *apitest.Env, agent string) map[string]int 
 // TestTwoAdaptersOneAgent: two adapter processes for one agent token and
 // 20 runs give exactly 20 answers, one per run, every run completed.
 func TestTwoAdaptersOneAgent(t *testing.T) {
+	t.Parallel()
 	shareTwentyRuns(t, "two", adapter.TransportPoll, adapter.TransportPoll)
 }
 
@@ -144,8 +145,10 @@ func (m differentModel) Answer(context.Context, adapter.Prompt) (string, error) 
 // to another process once its lease lapsed; the run gets exactly one
 // answer, also when the dead process had already posted it.
 func TestTakeoverAfterCrash(t *testing.T) {
+	t.Parallel()
 	for _, answered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("answered before the crash %v", answered), func(t *testing.T) {
+			t.Parallel()
 			env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.lease_timeout": "2s"}})
 			lotse, err := adapter.NewClient(env.URL, env.World.Token("lotse"), adapter.ClientOptions{})
 			if err != nil {

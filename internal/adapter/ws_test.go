@@ -15,6 +15,7 @@ import (
 // up to its end; after the adapter restarts (a reconnect), runs triggered
 // meanwhile are handled without a duplicate answer.
 func TestAdapterOverWebSocket(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		"ratelimit.rl.message.burst": "200", "ratelimit.rl.agent_runtime.burst": "2000"}})
 	stop := runAdapterOver(t, env, "lotse", adapter.EchoModel{}, adapter.TransportWS)
@@ -46,12 +47,14 @@ func TestAdapterOverWebSocket(t *testing.T) {
 // TestAdaptersOverBothTransports: one adapter on the long poll and one on
 // the subscription share an agent's 20 runs: exactly one answer each.
 func TestAdaptersOverBothTransports(t *testing.T) {
+	t.Parallel()
 	shareTwentyRuns(t, "both", adapter.TransportPoll, adapter.TransportWS)
 }
 
 // TestAdapterOverWebSocketRefusedToken: a revoked token stops the ws
 // adapter with unauthorized, as the long poll does.
 func TestAdapterOverWebSocketRefusedToken(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	c, err := adapter.NewClient(env.URL, "bothy_a_not_a_token", adapter.ClientOptions{Timeout: 5 * time.Second})
 	if err != nil {

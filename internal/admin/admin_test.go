@@ -33,6 +33,7 @@ func wantProblem(t *testing.T, what string, err error, code problem.Code, reason
 // members are people, the group's grants reach its members and stop when
 // they leave or the group is deleted (its grants revoked).
 func TestAdminGroups(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	ctx := t.Context()
 	robin, writer := env.Principal("robin"), env.Principal("writer")
@@ -102,6 +103,7 @@ func TestAdminGroups(t *testing.T) {
 // refused administration. That both faces answer last_owner alike is
 // checked in TestAdminPrincipals in internal/server.
 func TestLastOwner(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	ctx := t.Context()
 	robin := env.Principal("robin")

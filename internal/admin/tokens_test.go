@@ -18,6 +18,7 @@ import (
 // on the wire (REST shape, same 404 bodies, GraphQL types, logs) are
 // TestAdminTokens in internal/server.
 func TestTokenRules(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	ctx := t.Context()
 	alex, robin := env.Principal("alex"), env.Principal("robin")

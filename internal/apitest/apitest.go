@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -43,6 +44,8 @@ type Options = moduletest.Options
 // modules, pool, clock and world are those of the embedded module harness.
 type Env struct {
 	*moduletest.Env
+	// Server is the HTTP server over the harness's modules.
+	Server *server.Server
 	t      testing.TB
 	URL    string
 	router routers.Router
@@ -52,11 +55,35 @@ type Env struct {
 
 // Start runs a server for t and stops it when t ends: the modules as the
 // module harness assembles them, served on 127.0.0.1 and port 0.
+//
+// Unless opts.Config names server.drain_delay, the server stops without the
+// drain delay (default 2 s) when the test ends: a test that does not test
+// draining would otherwise wait it out in its cleanup.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
-	env := &Env{Env: moduletest.Build(t, opts), t: t, client: &http.Client{Timeout: 60 * time.Second}}
+	opts.Config = withoutDrainDelay(opts.Config)
+	m := moduletest.Build(t, opts)
+	srv, err := server.New(server.Deps{Config: m.Config, Pool: m.Pool, DatabaseURL: m.PoolURL, Clock: m.Clock, Logger: m.Log, Modules: m.Modules})
+	if err != nil {
+		t.Fatalf("assemble server: %v", err)
+	}
+	env := &Env{Env: m, Server: srv, t: t, client: &http.Client{Timeout: 60 * time.Second}}
 	env.serve(env.Server)
 	return env
+}
+
+// withoutDrainDelay returns cfg (copied, never changed) with
+// server.drain_delay 0s unless cfg sets it.
+func withoutDrainDelay(cfg map[string]string) map[string]string {
+	if _, set := cfg[config.ServerDrainDelay]; set {
+		return cfg
+	}
+	out := maps.Clone(cfg)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[config.ServerDrainDelay] = "0s"
+	return out
 }
 
 // Peer starts a second server process-equivalent (its own pool, listener
@@ -74,10 +101,10 @@ func (e *Env) Peer() *Env {
 		e.t.Fatalf("assemble peer: %v", err)
 	}
 	m := *e.Env
-	m.Pool, m.PoolURL, m.Server = pool, e.DBURL, srv
+	m.Pool, m.PoolURL, m.Modules = pool, e.DBURL, srv.Modules()
 	m.Identity, m.Authz, m.Chat, m.Messaging, m.Feed = srv.Identity, srv.Authz, srv.Chat, srv.Messaging, srv.Feed
 	m.Events, m.Runs, m.Admin, m.DB = srv.Events, srv.Runs, srv.Admin, srv.DB
-	peer := &Env{Env: &m, t: e.t, client: &http.Client{Timeout: 60 * time.Second}}
+	peer := &Env{Env: &m, Server: srv, t: e.t, client: &http.Client{Timeout: 60 * time.Second}}
 	peer.serve(srv)
 	return peer
 }

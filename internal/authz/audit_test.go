@@ -39,6 +39,7 @@ func post(env *moduletest.Env, who, thread, clientMsgID, content string) error {
 // answer and audit alike is TestForbiddenSameOnBothFaces in
 // internal/server.
 func TestForbiddenReasonsAndAudit(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	writerID, alexID, robinID := env.World.ID("writer"), env.World.ID("alex"), env.World.ID("robin")
 	robin := env.Principal("robin")

@@ -14,6 +14,7 @@ import (
 // actor's own resources and carries the scope of events.list, Allowed
 // decides by the rule table without a trace.
 func TestDoors(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	allgemein := env.ChannelPath("Support/Allgemein")

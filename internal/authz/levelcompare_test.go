@@ -22,6 +22,7 @@ const authzPath = "bothy.example.com/bothy/internal/authz"
 // doors (Authorize, Filter, Allowed), which decide by the rule table.
 // Listing levels as data (the world's grant table) is no comparison.
 func TestNoLevelComparisonOutsideAuthz(t *testing.T) {
+	t.Parallel()
 	root := moduletest.RepoRoot(t)
 	found := levelComparisons(t, root, "./...", authzPath)
 	for _, f := range found {
@@ -33,6 +34,7 @@ func TestNoLevelComparisonOutsideAuthz(t *testing.T) {
 // module (testdata/levelcheck) that holds every kind of violation, so that
 // the check above cannot pass by finding nothing.
 func TestLevelComparisonCheckFindsViolations(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.Abs(filepath.Join("testdata", "levelcheck"))
 	if err != nil {
 		t.Fatal(err)

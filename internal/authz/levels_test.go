@@ -135,7 +135,9 @@ var expectedWorldLevels = map[string]map[string]authz.Level{
 // grants, expiry, revocation, groups, operator changes and archiving change
 // it.
 func TestEffectiveLevelTable(t *testing.T) {
+	t.Parallel()
 	t.Run("world", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		// The thread each level is asked on: the main thread of a text
 		// channel, a post made for the test in a forum.
@@ -167,6 +169,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("expired grant", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		main := env.Main("Support/Eskalation")
 		wantLevel(t, "writer on Eskalation before the grant", threadLevel(t, env, "writer", main), lN)
@@ -185,6 +188,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("revoked grant", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		main := env.Main("Support/Allgemein")
 		var grantID string
@@ -203,6 +207,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("group grant", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		main := env.Main("Support/Eskalation")
 		group := ids.New()
@@ -220,6 +225,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("owner without grants", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		if n := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("robin")); n != 0 {
 			t.Fatalf("robin holds %d grants; the case needs none", n)
@@ -234,6 +240,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("agents and apps never exceed write", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		// createGrant refuses trigger for agents and apps; a stored row (for
 		// example from before that rule) must still not lift them (only
@@ -247,6 +254,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("operator change", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		key := "Support/Eskalation"
 		chID := env.World.Channel(key).ID
@@ -279,6 +287,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("archived channel", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		key := "Support/Allgemein"
 		main := env.Main(key)
@@ -298,6 +307,7 @@ func TestEffectiveLevelTable(t *testing.T) {
 	})
 
 	t.Run("archived space", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		sp, err := env.Admin.ArchiveSpace(t.Context(), env.Principal("robin"), env.World.Spaces["Support"])
 		if err != nil || sp.ArchivedAt == nil {

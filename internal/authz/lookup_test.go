@@ -46,6 +46,7 @@ func (refusingLimiter) Begin(string, ratelimit.Class) *ratelimit.Spend {
 // token wins over whatever the lookup gives, a failing lookup fails the
 // decision, and a refusal known at once reads nothing.
 func TestLookupAtTheDoor(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	lotse := load(t, env, "lotse")[0]
 	allgemein := env.ChannelPath("Support/Allgemein")
@@ -114,6 +115,7 @@ func TestLookupAtTheDoor(t *testing.T) {
 // (GrantLevelsSQL, read with GrantLevelOf) against the door's own grant
 // read, for every principal of the world on every channel.
 func TestGrantLevelsSQL(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := authz.Unmetered(t.Context())
 	// Beside the world's grants: one through a group, one expired, one
@@ -166,6 +168,7 @@ func TestGrantLevelsSQL(t *testing.T) {
 
 // TestGrantLevelOf is the rule that turns the levels read into one.
 func TestGrantLevelOf(t *testing.T) {
+	t.Parallel()
 	alex := identity.Principal{ID: "01a22f15-66c5-7d35-8dc6-1e991ea5bc89", Kind: identity.KindUser, Handle: "alex", Status: identity.StatusActive}
 	gone := alex
 	gone.Status = identity.StatusDisabled

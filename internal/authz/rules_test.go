@@ -19,6 +19,7 @@ var (
 func with(p authz.Path, f func(*authz.Path)) authz.Path { f(&p); return p }
 
 func TestEffectiveLevel(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		actor authz.Actor
@@ -53,6 +54,7 @@ func TestEffectiveLevel(t *testing.T) {
 }
 
 func TestCapped(t *testing.T) {
+	t.Parallel()
 	arch := with(thread, func(p *authz.Path) { p.ChannelArchived = true })
 	sp := with(thread, func(p *authz.Path) { p.SpaceArchived = true })
 	for _, tc := range []struct {
@@ -73,6 +75,7 @@ func TestCapped(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	missing := authz.Path{Kind: authz.KindThread}
 	archived := with(thread, func(p *authz.Path) { p.ChannelArchived = true })
 	run := with(thread, func(p *authz.Path) { p.Kind = authz.KindRun; p.OwnerID = "a" })
@@ -159,6 +162,7 @@ func TestDecide(t *testing.T) {
 // and the instance: they exist, their grant level is known (no statement
 // runs) and no grant applies to them.
 func TestTargets(t *testing.T) {
+	t.Parallel()
 	for name, f := range map[string]authz.Facts{"stream": authz.Own(authz.KindAgent, "a"), "viewer": authz.Own(authz.KindPrincipal, "a"), "instance": authz.Instance()} {
 		if !f.Path.Exists || !f.Path.Global || f.Grant == nil || *f.Grant != authz.None {
 			t.Errorf("%s: facts %+v", name, f)
@@ -173,6 +177,7 @@ func TestTargets(t *testing.T) {
 }
 
 func TestEveryActionHasAClass(t *testing.T) {
+	t.Parallel()
 	for a, s := range authz.Table {
 		if s.Class == "" {
 			t.Errorf("%s has no rate-limit class", a)

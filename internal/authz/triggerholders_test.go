@@ -11,16 +11,16 @@ import (
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/modules"
 	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
-	"bothy.example.com/bothy/internal/server"
 )
 
 // holders asks WithTrigger on channel key about people and fails the test on
 // an error.
 func holders(t *testing.T, env *moduletest.Env, key string, people []identity.Principal) map[string]bool {
 	t.Helper()
-	got, err := env.Server.Authz.WithTrigger(t.Context(), env.ChannelPath(key), people)
+	got, err := env.Authz.WithTrigger(t.Context(), env.ChannelPath(key), people)
 	if err != nil {
 		t.Fatalf("WithTrigger: %v", err)
 	}
@@ -33,7 +33,7 @@ func load(t *testing.T, env *moduletest.Env, handles ...string) []identity.Princ
 	t.Helper()
 	out := make([]identity.Principal, 0, len(handles))
 	for _, h := range handles {
-		p, err := env.Server.Identity.Get(t.Context(), env.World.ID(h))
+		p, err := env.Identity.Get(t.Context(), env.World.ID(h))
 		if err != nil {
 			t.Fatalf("principal %s: %v", h, err)
 		}
@@ -45,7 +45,7 @@ func load(t *testing.T, env *moduletest.Env, handles ...string) []identity.Princ
 // newPerson stores an active person (no grants) and returns it.
 func newPerson(t *testing.T, env *moduletest.Env, handle string) identity.Principal {
 	t.Helper()
-	p, err := env.Server.Identity.CreatePrincipal(t.Context(), identity.NewPrincipal{Kind: identity.KindUser,
+	p, err := env.Identity.CreatePrincipal(t.Context(), identity.NewPrincipal{Kind: identity.KindUser,
 		Handle: handle, DisplayName: handle, Email: handle + "@example.com"})
 	if err != nil {
 		t.Fatalf("create %s: %v", handle, err)
@@ -80,6 +80,7 @@ func sorted(list []string) []string {
 // trigger on a channel right now (the trust marker authorized of the run
 // context), and that a failing source fails without a result.
 func TestTriggerHolders(t *testing.T) {
+	t.Parallel()
 	const allgemein = "Support/Allgemein"
 	tests := []struct {
 		name    string
@@ -211,6 +212,7 @@ func TestTriggerHolders(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			env := moduletest.New(t)
 			people, wantIDs := tc.setup(t, env)
 			audits := env.Count(`SELECT count(*) FROM audit_log`)
@@ -239,13 +241,14 @@ func TestTriggerHolders(t *testing.T) {
 	}
 
 	t.Run("people with trigger asked about some", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		all := load(t, env, "robin", "alex", "sam", "writer", "lotse")
 		idList := make([]string, len(all))
 		for i, p := range all {
 			idList[i] = p.ID
 		}
-		people, got, err := env.Server.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), idList, []string{env.World.ID("sam"), env.World.ID("writer")})
+		people, got, err := env.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), idList, []string{env.World.ID("sam"), env.World.ID("writer")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,20 +262,20 @@ func TestTriggerHolders(t *testing.T) {
 
 	t.Run("source error", func(t *testing.T) {
 		sw := &moduletest.TriggerFault{}
-		env := moduletest.Build(t, moduletest.Options{Hooks: server.Hooks{Authz: sw}})
+		env := moduletest.Build(t, moduletest.Options{Hooks: modules.Hooks{Authz: sw}})
 		fault := errors.New("trust source down")
 		sw.Set(fault)
-		got, err := env.Server.Authz.WithTrigger(t.Context(), env.ChannelPath(allgemein), load(t, env, "robin", "alex", "sam"))
+		got, err := env.Authz.WithTrigger(t.Context(), env.ChannelPath(allgemein), load(t, env, "robin", "alex", "sam"))
 		if !errors.Is(err, fault) {
 			t.Fatalf("error %v, want %v", err, fault)
 		}
 		if got != nil {
 			t.Fatalf("result %v with an error, want nil", got)
 		}
-		if people, got, err := env.Server.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), []string{env.World.ID("sam")}, []string{env.World.ID("sam")}); !errors.Is(err, fault) || got != nil || people != nil {
+		if people, got, err := env.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), []string{env.World.ID("sam")}, []string{env.World.ID("sam")}); !errors.Is(err, fault) || got != nil || people != nil {
 			t.Fatalf("PeopleWithTrigger: %v %v %v, want the fault and no result", people, got, err)
 		}
-		if people, got, err := env.Server.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(allgemein), idRelation([]string{env.World.ID("sam")})); !errors.Is(err, fault) || got != nil || people != nil {
+		if people, got, err := env.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(allgemein), idRelation([]string{env.World.ID("sam")})); !errors.Is(err, fault) || got != nil || people != nil {
 			t.Fatalf("PeopleWithTriggerIn: %v %v %v, want the fault and no result", people, got, err)
 		}
 		sw.Set(nil)
@@ -282,10 +285,11 @@ func TestTriggerHolders(t *testing.T) {
 	})
 
 	t.Run("path of a space is refused", func(t *testing.T) {
+		t.Parallel()
 		env := moduletest.New(t)
 		p := env.ChannelPath(allgemein)
 		p.Kind, p.ID, p.ChannelID = authz.KindSpace, p.SpaceID, ""
-		got, err := env.Server.Authz.WithTrigger(t.Context(), p, load(t, env, "robin"))
+		got, err := env.Authz.WithTrigger(t.Context(), p, load(t, env, "robin"))
 		if err == nil || got != nil {
 			t.Fatalf("got %v, %v; want an error and no result", got, err)
 		}
@@ -301,7 +305,7 @@ func samePeopleWithTrigger(t *testing.T, env *moduletest.Env, key string, people
 	for i, p := range people {
 		idList[i] = p.ID
 	}
-	got, holders, err := env.Server.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(key), idList, idList)
+	got, holders, err := env.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(key), idList, idList)
 	if err != nil {
 		t.Fatalf("PeopleWithTrigger: %v", err)
 	}
@@ -309,7 +313,7 @@ func samePeopleWithTrigger(t *testing.T, env *moduletest.Env, key string, people
 		t.Fatalf("PeopleWithTrigger holders %v, want %v", ids, want)
 	}
 	for _, p := range people {
-		stored, err := env.Server.Identity.Get(t.Context(), p.ID)
+		stored, err := env.Identity.Get(t.Context(), p.ID)
 		switch {
 		case errors.Is(err, identity.ErrNotFound):
 			if _, ok := got[p.ID]; ok {
@@ -326,7 +330,7 @@ func samePeopleWithTrigger(t *testing.T, env *moduletest.Env, key string, people
 	}
 	// The same people named by a relation instead of a list give the same
 	// answers.
-	in, inHolders, err := env.Server.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(key), idRelation(idList))
+	in, inHolders, err := env.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(key), idRelation(idList))
 	if err != nil {
 		t.Fatalf("PeopleWithTriggerIn: %v", err)
 	}

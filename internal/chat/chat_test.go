@@ -18,6 +18,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // TestCreateChannelIsOneTransaction: a channel and its main thread are
 // stored together or not at all, alone or inside a caller's transaction.
 func TestCreateChannelIsOneTransaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool, err := db.Open(ctx, db.Options{URL: pgtest.URL(t), MaxConns: 4})
 	if err != nil {

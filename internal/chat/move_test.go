@@ -27,6 +27,7 @@ func wantProblem(t *testing.T, what string, err error, code problem.Code) {
 // That an unknown body member is refused on the wire is a case of
 // TestUnknownMemberAndEnum in internal/server.
 func TestMoveThread(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	threads := chat.NewUseCases(env.Chat, env.Authz, env.Events, env.DB)

@@ -86,6 +86,7 @@ func checkFlow(t *testing.T, env *apitest.Env, out string) {
 // schema/*.graphqls and testdata/graphql/operations.graphql and drives the
 // core flow through it.
 func TestGenqlientClientFlow(t *testing.T) {
+	t.Parallel()
 	env, vars := flowEnv(t)
 	dir := genDir(t, "graphql")
 	schema, _ := filepath.Abs("../../schema")
@@ -106,6 +107,7 @@ func TestGenqlientClientFlow(t *testing.T) {
 // TestOapiCodegenClientFlow generates an oapi-codegen client from
 // docs/api/openapi.yaml and drives the core flow through the REST shim.
 func TestOapiCodegenClientFlow(t *testing.T) {
+	t.Parallel()
 	env, vars := flowEnv(t)
 	dir := genDir(t, "openapi")
 	doc, _ := filepath.Abs("../../docs/api/openapi.yaml")

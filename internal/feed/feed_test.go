@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/modules"
 	"bothy.example.com/bothy/internal/moduletest"
-	"bothy.example.com/bothy/internal/server"
 )
 
 // TestListEventsFilterModeDropsLeak: listEvents checks every event its
@@ -15,8 +15,9 @@ import (
 // see (injected through the test hook, standing for a faulty predicate) is
 // dropped and counted as filter_mismatch.
 func TestListEventsFilterModeDropsLeak(t *testing.T) {
+	t.Parallel()
 	hook := &moduletest.Leak[events.Event]{}
-	env := moduletest.Build(t, moduletest.Options{Hooks: server.Hooks{Feed: hook}})
+	env := moduletest.Build(t, moduletest.Options{Hooks: modules.Hooks{Feed: hook}})
 	env.Post("sam", env.Main("Marketing/Kampagnen"), "m", "marketing secret")
 	env.Post("writer", env.Main("Support/Allgemein"), "s", "support talk")
 	all, err := env.Feed.List(t.Context(), env.Principal("robin"), "", 0)

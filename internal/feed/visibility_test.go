@@ -13,6 +13,7 @@ import (
 // not a number is refused. That both faces give the same page is
 // TestListEventsSameOnBothFaces in internal/server.
 func TestListEventsVisibility(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	env.Post("writer", env.Main("Support/Allgemein"), "a", "support")

@@ -116,7 +116,7 @@ func metricValue(t *testing.T, env *moduletest.Env, series string) float64 { ret
 
 func principal(t *testing.T, env *moduletest.Env, handle string) identity.Principal {
 	t.Helper()
-	p, err := env.Server.Identity.Get(t.Context(), env.World.ID(handle))
+	p, err := env.Identity.Get(t.Context(), env.World.ID(handle))
 	if err != nil {
 		t.Fatalf("principal %s: %v", handle, err)
 	}
@@ -130,6 +130,7 @@ func principal(t *testing.T, env *moduletest.Env, handle string) identity.Princi
 // message.list_content_max_bytes; plus ContextMessages and the filter-mode
 // check that counts a denied item as filter_mismatch.
 func TestContextWindow(t *testing.T) {
+	t.Parallel()
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"message.list_content_max_bytes": strconv.Itoa(listCut)}})
 	ctx := t.Context()
 	f := newReportsFixture(t, env)
@@ -174,7 +175,7 @@ func TestContextWindow(t *testing.T) {
 				if tc.threadKey == "" {
 					q.ThreadID = f.thread
 				}
-				page, err := env.Server.Messaging.ContextWindow(ctx, q)
+				page, err := env.Messaging.ContextWindow(ctx, q)
 				if err != nil {
 					t.Fatalf("ContextWindow: %v", err)
 				}
@@ -198,11 +199,11 @@ func TestContextWindow(t *testing.T) {
 				// The combined read answers exactly what the two reads
 				// answer apart, whatever the window.
 				want := []string{f.ids[4], f.ids[8], ids.New()}
-				msgs, err := env.Server.Messaging.ContextMessages(ctx, want)
+				msgs, err := env.Messaging.ContextMessages(ctx, want)
 				if err != nil {
 					t.Fatal(err)
 				}
-				gotMsgs, gotPage, err := env.Server.Messaging.ContextMessagesAndWindow(ctx, want, q)
+				gotMsgs, gotPage, err := env.Messaging.ContextMessagesAndWindow(ctx, want, q)
 				if err != nil {
 					t.Fatalf("ContextMessagesAndWindow: %v", err)
 				}
@@ -217,7 +218,7 @@ func TestContextWindow(t *testing.T) {
 				// (a window one longer) and the messages asked by id.
 				wider := q
 				wider.Limit++
-				widerPage, err := env.Server.Messaging.ContextWindow(ctx, wider)
+				widerPage, err := env.Messaging.ContextWindow(ctx, wider)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -250,7 +251,7 @@ func TestContextWindow(t *testing.T) {
 	})
 
 	t.Run("item fields and full content", func(t *testing.T) {
-		page, err := env.Server.Messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: f.thread, BeforeSeq: 9, Limit: 50})
+		page, err := env.Messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: f.thread, BeforeSeq: 9, Limit: 50})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +306,7 @@ func TestContextWindow(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				q := tc.q
 				q.ThreadID = thread
-				page, err := env.Server.Messaging.ContextWindow(ctx, q)
+				page, err := env.Messaging.ContextWindow(ctx, q)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -323,7 +324,7 @@ func TestContextWindow(t *testing.T) {
 
 	t.Run("ContextMessages returns messages as stored", func(t *testing.T) {
 		unknown := ids.New()
-		got, err := env.Server.Messaging.ContextMessages(ctx, []string{f.ids[4], f.ids[7], f.ids[8], unknown})
+		got, err := env.Messaging.ContextMessages(ctx, []string{f.ids[4], f.ids[7], f.ids[8], unknown})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -343,7 +344,7 @@ func TestContextWindow(t *testing.T) {
 		if m8 := got[f.ids[8]]; m8.ContentMD != "m8" || m8.ReplyToMessageID != f.ids[6] || m8.ID != f.ids[8] {
 			t.Errorf("m8 %+v", m8)
 		}
-		empty, err := env.Server.Messaging.ContextMessages(ctx, nil)
+		empty, err := env.Messaging.ContextMessages(ctx, nil)
 		if err != nil || len(empty) != 0 {
 			t.Errorf("no ids: %v, %v", empty, err)
 		}
@@ -351,11 +352,11 @@ func TestContextWindow(t *testing.T) {
 
 	t.Run("filter mode counts a denied item as filter_mismatch", func(t *testing.T) {
 		agent := principal(t, env, "lotse")
-		kt, kc, err := env.Server.Chat.ThreadInfo(ctx, env.Main("Marketing/Kampagnen"))
+		kt, kc, err := env.Chat.ThreadInfo(ctx, env.Main("Marketing/Kampagnen"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		at, ac, err := env.Server.Chat.ThreadInfo(ctx, env.Main("Support/Allgemein"))
+		at, ac, err := env.Chat.ThreadInfo(ctx, env.Main("Support/Allgemein"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +364,7 @@ func TestContextWindow(t *testing.T) {
 		allowed := chat.PathInThread(ac, at, authz.KindMessage, ids.New())
 		const series = `bothy_authz_errors_total{reason="filter_mismatch"}`
 		before := metricValue(t, env, series)
-		ok, err := env.Server.Authz.Filter(ctx, agent, authz.MessageRead, []authz.Facts{authz.Known(denied, authz.None), authz.Known(allowed, authz.None)})
+		ok, err := env.Authz.Filter(ctx, agent, authz.MessageRead, []authz.Facts{authz.Known(denied, authz.None), authz.Known(allowed, authz.None)})
 		if err != nil || fmt.Sprint(ok) != "[false true]" {
 			t.Fatalf("Filter = %v, %v, want [false true]", ok, err)
 		}
@@ -371,7 +372,7 @@ func TestContextWindow(t *testing.T) {
 			t.Fatalf("%s went from %v to %v, want one more", series, before, after)
 		}
 		// An allowed-only check counts nothing.
-		if ok, err := env.Server.Authz.Filter(ctx, agent, authz.MessageRead, []authz.Facts{authz.Known(allowed, authz.None)}); err != nil || fmt.Sprint(ok) != "[true]" {
+		if ok, err := env.Authz.Filter(ctx, agent, authz.MessageRead, []authz.Facts{authz.Known(allowed, authz.None)}); err != nil || fmt.Sprint(ok) != "[true]" {
 			t.Fatalf("Filter = %v, %v, want [true]", ok, err)
 		}
 		if after := metricValue(t, env, series); after != before+1 {

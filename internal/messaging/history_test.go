@@ -9,8 +9,8 @@ import (
 
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/modules"
 	"bothy.example.com/bothy/internal/moduletest"
-	"bothy.example.com/bothy/internal/server"
 )
 
 // TestFilterModeDropsLeak: a history read checks every message its query
@@ -18,8 +18,9 @@ import (
 // (injected through the test hook) is dropped and counted as
 // filter_mismatch.
 func TestFilterModeDropsLeak(t *testing.T) {
+	t.Parallel()
 	hook := &moduletest.Leak[messaging.Message]{}
-	env := moduletest.Build(t, moduletest.Options{Hooks: server.Hooks{History: hook}})
+	env := moduletest.Build(t, moduletest.Options{Hooks: modules.Hooks{History: hook}})
 	kampagnen := env.Main("Marketing/Kampagnen")
 	secret := env.Post("sam", kampagnen, "m1", "marketing only")
 	main := env.Main("Support/Allgemein")
@@ -52,6 +53,7 @@ func TestFilterModeDropsLeak(t *testing.T) {
 // TestThreadSeqGapFree: concurrent posts into one thread get the sequence
 // numbers 1..n without a gap, and the thread's last_seq is n.
 func TestThreadSeqGapFree(t *testing.T) {
+	t.Parallel()
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"ratelimit.rl.message.burst": "1000"}})
 	main := env.Main("Support/Allgemein")
 	// The principals are read here: nothing in the goroutines may end the

@@ -9,6 +9,7 @@ import (
 // repeated columns share: the window's thread, a known origin and kind
 // as the package's constants, anything else copied as it is.
 func TestItemScan(t *testing.T) {
+	t.Parallel()
 	const window = "01a22f15-66c5-7d35-8dc6-1e991ea5bc89"
 	const other = "01a22f15-66f5-7933-ba69-ffd341a2ff69"
 	cases := []struct {

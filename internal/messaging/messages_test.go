@@ -38,6 +38,7 @@ func create(env *moduletest.Env, actor identity.Principal, thread, clientMsgID, 
 // replay is a 200 with Idempotent-Replay on the wire is
 // TestIdempotentReplayOnTheWire in internal/server.
 func TestIdempotentCreate(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	main := env.Main("Support/Allgemein")
 	alex := env.Principal("alex")
@@ -103,6 +104,7 @@ func wantTombstone(t *testing.T, where string, m messaging.Message) {
 // (single read, history, the events of its creation and deletion), and its
 // content is gone from every stored event.
 func TestTombstones(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	main := env.Main("Support/Allgemein")
@@ -156,6 +158,7 @@ func TestTombstones(t *testing.T) {
 // limit=0 is refused on the wire is TestHistoryPagingOnTheWire in
 // internal/server.
 func TestHistoryCutsListContent(t *testing.T) {
+	t.Parallel()
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"message.list_content_max_bytes": "10"}})
 	ctx := t.Context()
 	main := env.Main("Support/Allgemein")
@@ -192,6 +195,7 @@ func TestHistoryCutsListContent(t *testing.T) {
 // poster), then the message, which takes the next thread_seq after the
 // system line.
 func TestReopenOrder(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	alex := env.Principal("alex")
@@ -249,6 +253,7 @@ func TestReopenOrder(t *testing.T) {
 // agent's thread has an automatic title; thread.created comes before the
 // first message's message.created.
 func TestCreateThreadKinds(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	create := func(who, channel string, in messaging.ThreadInput) (chat.Thread, messaging.Message, bool, error) {
@@ -304,6 +309,7 @@ func TestCreateThreadKinds(t *testing.T) {
 // thread reopens it like a person's (thread.reopened, the system line by
 // the agent, then its message) and starts no run.
 func TestAgentMessage_ReopensDoneThread(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
@@ -343,6 +349,7 @@ func TestAgentMessage_ReopensDoneThread(t *testing.T) {
 // may not name a run (run_mismatch at /first_message/run_id), and no thread
 // is created.
 func TestAnswer_FirstMessageRunIDRejected(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	esk := env.Main("Support/Eskalation")
 	trigger := env.Post("alex", esk, "go", "@lotse go")

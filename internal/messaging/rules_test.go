@@ -9,6 +9,7 @@ import (
 )
 
 func TestCreateRules_RunID(t *testing.T) {
+	t.Parallel()
 	ok := messaging.Input{ClientMsgID: "c1", ContentMD: "hello"}
 	withRun := ok
 	withRun.RunID = "0190b9a4-0000-7000-8000-000000000001"

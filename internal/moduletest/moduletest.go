@@ -1,7 +1,8 @@
 // Package moduletest is the module test harness of Bothy: it assembles the
-// modules exactly as the server does (server.New, without serving HTTP) on a
-// fresh cloned test database with the example world, so that a test of one
-// module's rule calls that module's service directly:
+// modules exactly as the server does (modules.New, the one wiring of the
+// modules; no HTTP, GraphQL or REST is built) on a fresh cloned test
+// database with the example world, so that a test of one module's rule
+// calls that module's service directly:
 //
 //	env := moduletest.New(t)
 //	alex := env.Principal("alex")
@@ -9,7 +10,7 @@
 //
 // Flows that a client drives (status codes, problem shapes, both faces) stay
 // black-box tests through internal/apitest, which builds on this harness and
-// only adds the listener.
+// adds the server (internal/server over these modules) and its listener.
 package moduletest
 
 import (
@@ -35,12 +36,12 @@ import (
 	"bothy.example.com/bothy/internal/feed"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/modules"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/internal/runs"
-	"bothy.example.com/bothy/internal/server"
 	"bothy.example.com/bothy/internal/world"
 )
 
@@ -61,9 +62,9 @@ type Options struct {
 	// PoolURL, when set, is where the pool connects (a pooler in front of
 	// DatabaseURL); it is also the server's database.url.
 	PoolURL string
-	// Hooks are the modules' test instruments (server.Hooks), installed at
+	// Hooks are the modules' test instruments (modules.Hooks), installed at
 	// construction.
-	Hooks server.Hooks
+	Hooks modules.Hooks
 }
 
 // Start is the clock's time when a test begins.
@@ -82,9 +83,9 @@ type Env struct {
 	Log     *slog.Logger
 	Clock   *clock.Fake
 	World   *world.World
-	// Server holds the assembled modules; nothing serves it until a caller
-	// (apitest) runs Serve.
-	Server *server.Server
+	// Modules are the assembled modules with their metrics registry;
+	// apitest serves them.
+	Modules *modules.Set
 
 	Identity  *identity.Service
 	Authz     *authz.Service
@@ -135,13 +136,13 @@ func Build(t testing.TB, opts Options) *Env {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	fc := clock.NewFake(Start)
-	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: poolURL, Clock: fc, Logger: log, Hooks: opts.Hooks})
+	set, err := modules.New(modules.Deps{Config: cfg, Pool: pool, Clock: fc, Logger: log, Hooks: opts.Hooks})
 	if err != nil {
-		t.Fatalf("assemble server: %v", err)
+		t.Fatalf("assemble the modules: %v", err)
 	}
 	w := &world.World{Principals: map[string]world.Principal{}, Spaces: map[string]string{}, Channels: map[string]world.Channel{}}
 	if !opts.NoWorld {
-		if w, err = world.Build(ctx, srv.World()); err != nil {
+		if w, err = world.Build(ctx, set.World()); err != nil {
 			t.Fatalf("build world: %v", err)
 		}
 	}
@@ -152,9 +153,9 @@ func Build(t testing.TB, opts Options) *Env {
 	if _, err := pool.Exec(ctx, `DELETE FROM event_log; DELETE FROM audit_log`); err != nil {
 		t.Fatalf("reset world events: %v", err)
 	}
-	return &Env{t: t, Pool: pool, DBURL: dbURL, PoolURL: poolURL, Config: cfg, Log: log, Clock: fc, World: w, Server: srv,
-		Identity: srv.Identity, Authz: srv.Authz, Chat: srv.Chat, Messaging: srv.Messaging, Feed: srv.Feed,
-		Events: srv.Events, Runs: srv.Runs, Admin: srv.Admin, DB: srv.DB}
+	return &Env{t: t, Pool: pool, DBURL: dbURL, PoolURL: poolURL, Config: cfg, Log: log, Clock: fc, World: w, Modules: set,
+		Identity: set.Identity, Authz: set.Authz, Chat: set.Chat, Messaging: set.Messaging, Feed: set.Feed,
+		Events: set.Events, Runs: set.Runs, Admin: set.Admin, DB: set.DB}
 }
 
 // T returns the test the environment belongs to.
@@ -224,7 +225,7 @@ func (e *Env) Exec(sql string, args ...any) {
 // or 0 when the series does not exist (yet).
 func (e *Env) Metric(series string) float64 {
 	e.t.Helper()
-	fams, err := e.Server.Gatherer().Gather()
+	fams, err := e.Modules.Registry.Gather()
 	if err != nil {
 		e.t.Fatalf("gather metrics: %v", err)
 	}
@@ -357,4 +358,14 @@ func (e *Env) Post(who, thread, clientMsgID, content string) messaging.Message {
 		e.t.Fatalf("%s posts %q: %v", who, clientMsgID, err)
 	}
 	return m
+}
+
+// SetStatus sets the status of the principal with handle h (to disable an
+// agent while a test's people write, say) and fails the test when it
+// cannot.
+func (e *Env) SetStatus(h string, status identity.Status) {
+	e.t.Helper()
+	if err := e.Identity.SetStatus(context.Background(), e.World.ID(h), status); err != nil {
+		e.t.Fatalf("set the status of %s: %v", h, err)
+	}
 }

@@ -22,6 +22,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // answer the expired cursor alike is TestCursorExpiredOnBothFaces in
 // internal/server.
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{config.RetentionAuditLog: "720h"}})
 	ctx := t.Context()
 	esk := env.Main("Support/Eskalation")
@@ -66,7 +67,7 @@ func TestRetention(t *testing.T) {
 	if err := env.Pool.QueryRow(ctx, `SELECT max(seq) FROM event_log WHERE created_at < $1`, env.Clock.Now().Add(-30*24*time.Hour)).Scan(&oldest); err != nil {
 		t.Fatal(err)
 	}
-	removed, err := env.Server.Retention.PurgeOnce(ctx)
+	removed, err := env.Modules.Retention.PurgeOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

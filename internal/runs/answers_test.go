@@ -44,6 +44,7 @@ func newThread(t *testing.T, env *moduletest.Env, who, channel, first string) st
 // does no trigger work; a non-agent message naming a run is an internal
 // error (messaging never builds one).
 func TestOnMessagePosted_AnswerBranch(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	esk := env.Main("Support/Eskalation")
 	run := runOf(t, env, env.Post("alex", esk, "r1", "@lotse a run"))
@@ -98,6 +99,7 @@ func TestOnMessagePosted_AnswerBranch(t *testing.T) {
 // failed, cancelled) is refused with run_not_active and stores nothing;
 // the same answer without run_id is accepted.
 func TestAnswer_RunIDEndedRun(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	esk := env.Main("Support/Eskalation")
@@ -145,6 +147,7 @@ func TestAnswer_RunIDEndedRun(t *testing.T) {
 // TestReport_FixedThread: an agent's reports into a fixed thread take the
 // next thread_seq each and start no run.
 func TestReport_FixedThread(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	thread := newThread(t, env, "lotse", "Support/Bulletin", "report one")
 	for i := 2; i <= 3; i++ {
@@ -175,6 +178,7 @@ func TestReport_FixedThread(t *testing.T) {
 // channel without operator it triggers nothing, and mentioning the agent
 // there fails with agent_not_allowed_here.
 func TestReport_HumanReplyTriggersNormally(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	bulletin := newThread(t, env, "lotse", "Support/Bulletin", "weekly bulletin")
 	env.Post("alex", bulletin, "q1", "thanks, one question")
@@ -211,6 +215,7 @@ func (c *capture) OnMessagePosted(_ context.Context, p *messaging.Posted) ([]eve
 // is stored without run_id, hands the run to the subscribers, and leaves
 // the run unchanged.
 func TestAnswer_RunIDActiveRun(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	sub := &capture{}

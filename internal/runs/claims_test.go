@@ -10,6 +10,7 @@ import (
 )
 
 func TestValidHolder(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		holder string
 		ok     bool
@@ -32,6 +33,7 @@ func TestValidHolder(t *testing.T) {
 }
 
 func TestSweepVerdict(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	to := runs.Timeouts{Start: 5 * time.Minute, Stall: 30 * time.Minute, Lease: time.Minute, MaxAttempts: 3, CancelGrace: 30 * time.Second}
 	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }

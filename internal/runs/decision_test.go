@@ -8,6 +8,7 @@ import (
 )
 
 func TestDecideTrigger(t *testing.T) {
+	t.Parallel()
 	lotse := runs.Agent{ID: "lotse", Active: true, ReadOnThread: true}
 	texter := runs.Agent{ID: "texter", Active: true, ReadOnThread: true}
 	base := func(f func(*runs.TriggerFacts)) runs.TriggerFacts {

@@ -13,6 +13,7 @@ func elem(id string, origin messaging.Origin, author string) ContextElement {
 }
 
 func TestRunContextKeys(t *testing.T) {
+	t.Parallel()
 	parties := domain.RunParties{AgentID: "agent", TriggeredBy: "alex"}
 	base := RunContext{Parties: parties, Trigger: elem("m0", "human", "alex"),
 		Thread:  []ContextElement{elem("m1", "human", "sam"), elem("m2", "agent", "agent"), elem("m3", "human", "sam"), elem("m4", "import", "robin")},
@@ -56,6 +57,7 @@ func TestRunContextKeys(t *testing.T) {
 }
 
 func TestRunContextFinish(t *testing.T) {
+	t.Parallel()
 	parties := domain.RunParties{AgentID: "agent", TriggeredBy: "alex"}
 	yes := ContextAnswers{Holders: map[string]bool{"sam": true, "alex": true}, Delivered: map[string]bool{"m1": true, "m0": true}}
 	none := ContextAnswers{}

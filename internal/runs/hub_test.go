@@ -10,6 +10,7 @@ import (
 // Waiting follows park and unpark, and a context that ends first is an
 // error naming the counts.
 func TestHubAwaitWaiting(t *testing.T) {
+	t.Parallel()
 	h := NewHub()
 	if h.Waiting() != 0 {
 		t.Fatalf("a new hub has %d waiting", h.Waiting())

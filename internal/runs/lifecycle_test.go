@@ -27,6 +27,7 @@ func readRun(t *testing.T, env *moduletest.Env, who, id string) runs.Run {
 // (the pending follow-up then starts the next run) and a running run
 // without activity for run.stall_timeout, both with end reason timeout.
 func TestRunTimeouts(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	esk := env.Main("Support/Eskalation")
@@ -77,6 +78,7 @@ func TestRunTimeouts(t *testing.T) {
 // thread with an operator start one run; the other nineteen are its
 // follow-ups.
 func TestConcurrentTriggersOneActiveRun(t *testing.T) {
+	t.Parallel()
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"ratelimit.rl.message.burst": "100"}})
 	// A thread with fixed operator Lotse, started by writer (no run).
 	thread := newThread(t, env, "writer", "Support/Allgemein", "start")
@@ -114,6 +116,7 @@ func TestConcurrentTriggersOneActiveRun(t *testing.T) {
 // run gets cancel_requested and run.cancel_requested in the agent's
 // stream, and ends when the agent confirms.
 func TestCancelRun(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	esk := env.Main("Support/Eskalation")

@@ -17,6 +17,7 @@ import (
 // The REST routes' answers are TestSessionRoutesOnTheWire in
 // internal/server.
 func TestSessionModes(t *testing.T) {
+	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
 	esk := env.Main("Support/Eskalation")

@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
@@ -14,28 +13,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
-// comparableHeader returns h without the headers that differ per request.
-func comparableHeader(h http.Header) http.Header {
-	out := h.Clone()
-	for _, k := range []string{"Correlation-Id", "Date", "Content-Length"} {
-		out.Del(k)
-	}
-	return out
-}
-
-// comparableProblem returns the decoded body without correlation_id and
-// instance, which differ per request and path.
-func comparableProblem(t *testing.T, body []byte) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(body, &m); err != nil {
-		t.Fatalf("body is not a JSON object: %v\n%s", err, body)
-	}
-	delete(m, "correlation_id")
-	delete(m, "instance")
-	return m
-}
-
 // TestNotFoundEquality checks that a resource the caller cannot read answers
 // exactly like a resource that does not exist
 // (docs/design/rights.md#not-found-or-forbidden): the same
@@ -43,6 +20,7 @@ func comparableProblem(t *testing.T, body []byte) map[string]any {
 // Correlation-Id, Date and Content-Length) in REST, and the same errors and
 // data in GraphQL; a malformed id answers the same.
 func TestNotFoundEquality(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	hiddenThread := env.Main("Marketing/Kampagnen")
 	hiddenChannel := env.World.Channel("Marketing/Kampagnen").ID
@@ -87,10 +65,10 @@ func TestNotFoundEquality(t *testing.T) {
 					if r.Status != hidden.Status {
 						t.Errorf("id %s: status %d, hidden %d", other, r.Status, hidden.Status)
 					}
-					if got, want := comparableProblem(t, r.Body), comparableProblem(t, hidden.Body); !reflect.DeepEqual(got, want) {
+					if got, want := apitest.ComparableProblem(t, r.Body), apitest.ComparableProblem(t, hidden.Body); !reflect.DeepEqual(got, want) {
 						t.Errorf("id %s: body %v, hidden %v", other, got, want)
 					}
-					if got, want := comparableHeader(r.Header), comparableHeader(hidden.Header); !reflect.DeepEqual(got, want) {
+					if got, want := apitest.ComparableHeader(r.Header), apitest.ComparableHeader(hidden.Header); !reflect.DeepEqual(got, want) {
 						t.Errorf("id %s: headers %v, hidden %v", other, got, want)
 					}
 				}
@@ -113,7 +91,7 @@ func TestNotFoundEquality(t *testing.T) {
 					if !bytes.Equal(r.Data, hidden.Data) {
 						t.Errorf("id %s: data %s, hidden %s", other, r.Data, hidden.Data)
 					}
-					if got, want := comparableHeader(r.Header), comparableHeader(hidden.Header); !reflect.DeepEqual(got, want) {
+					if got, want := apitest.ComparableHeader(r.Header), apitest.ComparableHeader(hidden.Header); !reflect.DeepEqual(got, want) {
 						t.Errorf("id %s: headers %v, hidden %v", other, got, want)
 					}
 				}
@@ -126,22 +104,8 @@ func TestNotFoundEquality(t *testing.T) {
 	// The hidden things exist and are readable for sam, so the 404s above
 	// came from missing rights, not from missing data.
 	for _, path := range []string{"/api/v1/threads/" + hiddenThread, "/api/v1/messages/" + hiddenMessage, "/api/v1/channels/" + hiddenChannel} {
-		mustREST(t, env, http.MethodGet, path, "sam", nil, http.StatusOK)
+		env.MustREST(t, http.MethodGet, path, env.World.Token("sam"), nil, http.StatusOK)
 	}
-}
-
-// wantProblem fails the test unless r is a problem with status, code and
-// reason.
-func wantProblem(t *testing.T, what string, r *apitest.Response, status int, code, reason string) apitest.Problem {
-	t.Helper()
-	if r.Status != status {
-		t.Fatalf("%s: %d %s, want %d", what, r.Status, r.Body, status)
-	}
-	p := r.Problem(t)
-	if p.Status != status || p.Code != code || p.Reason != reason {
-		t.Fatalf("%s: problem %+v, want status %d code %q reason %q", what, p, status, code, reason)
-	}
-	return p
 }
 
 // TestForbiddenSameOnBothFaces: a refusal answers the same problem on
@@ -151,6 +115,7 @@ func wantProblem(t *testing.T, what string, r *apitest.Response, status int, cod
 // channel answers channel_read_only. The rules and the audit themselves are
 // tested in internal/authz (TestForbiddenReasonsAndAudit).
 func TestForbiddenSameOnBothFaces(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	writerID := env.World.ID("writer")
 	eskalation := env.Main("Support/Eskalation")
@@ -158,11 +123,11 @@ func TestForbiddenSameOnBothFaces(t *testing.T) {
 	countIn := func(thread string) int {
 		return env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1`, thread)
 	}
-	createGrantREST(t, env, map[string]any{"subject_id": writerID, "subject_kind": "principal",
+	env.CreateGrant(t, map[string]any{"subject_id": writerID, "subject_kind": "principal",
 		"target_kind": "channel", "target_id": env.World.Channel("Support/Eskalation").ID, "level": "read"})
 
 	before := countIn(eskalation)
-	wantProblem(t, "writer posts with read", env.Post("writer", eskalation, "deny-1", "Let me in"), 403, "forbidden", "level_insufficient")
+	apitest.WantProblem(t, "writer posts with read", env.Post("writer", eskalation, "deny-1", "Let me in"), 403, "forbidden", "level_insufficient")
 	levelRow := authz.AuditRow{ActorID: writerID, Action: "message.create", Decision: "deny", Reason: "level_insufficient", ResourceKind: "thread", Count: 1}
 	env.WantAudit("writer", []authz.AuditRow{levelRow})
 	g := env.GraphQL(env.World.Token("writer"), `mutation($id: ID!) { createMessage(threadId: $id, input: {clientMsgId: "deny-gql", contentMd: "Let me in"}) { replayed } }`,
@@ -177,21 +142,21 @@ func TestForbiddenSameOnBothFaces(t *testing.T) {
 	}
 
 	// A read without rights is a 404 and audited as no_grant.
-	wantProblem(t, "writer reads Marketing", env.REST(http.MethodGet, "/api/v1/threads/"+env.Main("Marketing/Kampagnen"), env.World.Token("writer"), nil), 404, "not_found", "")
+	apitest.WantProblem(t, "writer reads Marketing", env.REST(http.MethodGet, "/api/v1/threads/"+env.Main("Marketing/Kampagnen"), env.World.Token("writer"), nil), 404, "not_found", "")
 	noGrant := authz.AuditRow{ActorID: writerID, Action: "thread.read", Decision: "deny", Reason: "no_grant", ResourceKind: "thread", Count: 1}
 	env.WantAudit("writer", []authz.AuditRow{levelRow, noGrant})
 
 	// Archived channel: channel_read_only on the wire; reading still works.
-	ch := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/archive", "robin", nil, http.StatusOK)
+	ch := env.MustREST(t, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/archive", env.World.Token("robin"), nil, http.StatusOK)
 	if ch["archived"] != true {
 		t.Fatalf("archive answer %v", ch)
 	}
 	before = countIn(allgemein)
-	wantProblem(t, "alex posts into archived Allgemein", env.Post("alex", allgemein, "arch-1", "Anyone here?"), 403, "channel_read_only", "channel_archived")
+	apitest.WantProblem(t, "alex posts into archived Allgemein", env.Post("alex", allgemein, "arch-1", "Anyone here?"), 403, "channel_read_only", "channel_archived")
 	if n := countIn(allgemein); n != before {
 		t.Fatalf("posts into the archived channel stored messages: %d, want %d", n, before)
 	}
-	mustREST(t, env, http.MethodGet, "/api/v1/threads/"+allgemein+"/messages", "alex", nil, http.StatusOK)
+	env.MustREST(t, http.MethodGet, "/api/v1/threads/"+allgemein+"/messages", env.World.Token("alex"), nil, http.StatusOK)
 }
 
 // TestAdminActionsOwnerOnly checks that only owners administer
@@ -200,6 +165,7 @@ func TestForbiddenSameOnBothFaces(t *testing.T) {
 // read and 404 where it cannot; the owner's changes take effect and are
 // validated.
 func TestAdminActionsOwnerOnly(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	allg := env.World.Channel("Support/Allgemein").ID
 	kamp := env.World.Channel("Marketing/Kampagnen").ID
@@ -233,12 +199,12 @@ func TestAdminActionsOwnerOnly(t *testing.T) {
 	alex := env.World.Token("alex")
 	for _, c := range calls(allg, env.World.Spaces["Support"], writerAllgGrant) {
 		t.Run("alex readable/"+c.name, func(t *testing.T) {
-			wantProblem(t, c.name, env.REST(c.method, c.path, alex, c.body), 403, "forbidden", "level_insufficient")
+			apitest.WantProblem(t, c.name, env.REST(c.method, c.path, alex, c.body), 403, "forbidden", "level_insufficient")
 		})
 	}
 	for _, c := range calls(kamp, env.World.Spaces["Marketing"], samMarketingGrant) {
 		t.Run("alex hidden/"+c.name, func(t *testing.T) {
-			wantProblem(t, c.name, env.REST(c.method, c.path, alex, c.body), 404, "not_found", "")
+			apitest.WantProblem(t, c.name, env.REST(c.method, c.path, alex, c.body), 404, "not_found", "")
 		})
 	}
 	gq := env.GraphQL(alex, `mutation($id: ID!) { archiveChannel(id: $id) { id archived } }`, map[string]any{"id": allg}, nil)
@@ -257,7 +223,7 @@ func TestAdminActionsOwnerOnly(t *testing.T) {
 		t.Fatalf("%d grants revoked by a non-owner", n)
 	}
 	for _, key := range []string{"Support/Allgemein", "Marketing/Kampagnen"} {
-		got := mustREST(t, env, http.MethodGet, "/api/v1/channels/"+env.World.Channel(key).ID, "robin", nil, http.StatusOK)
+		got := env.MustREST(t, http.MethodGet, "/api/v1/channels/"+env.World.Channel(key).ID, env.World.Token("robin"), nil, http.StatusOK)
 		if got["archived"] != false || got["operator_mode"] != "inherit" {
 			t.Fatalf("%s changed by a non-owner: %v", key, got)
 		}
@@ -272,7 +238,7 @@ func TestAdminActionsOwnerOnly(t *testing.T) {
 	}
 
 	// The owner succeeds.
-	g := createGrantREST(t, env, grantOn(env.World.Channel("Support/Eskalation").ID))
+	g := env.CreateGrant(t, grantOn(env.World.Channel("Support/Eskalation").ID))
 	if g["subject_id"] != env.World.ID("sam") || g["subject_kind"] != "principal" || g["target_kind"] != "channel" ||
 		g["target_id"] != env.World.Channel("Support/Eskalation").ID || g["level"] != "read" || g["id"] == nil || g["created_at"] == nil {
 		t.Fatalf("grant answer %v", g)
@@ -280,33 +246,33 @@ func TestAdminActionsOwnerOnly(t *testing.T) {
 	if _, ok := g["revoked_at"]; ok {
 		t.Fatalf("a new grant has revoked_at: %v", g)
 	}
-	rv := mustREST(t, env, http.MethodDelete, "/api/v1/grants/"+g["id"].(string), "robin", nil, http.StatusOK)
+	rv := env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+g["id"].(string), env.World.Token("robin"), nil, http.StatusOK)
 	if rv["id"] != g["id"] || rv["revoked_at"] == nil {
 		t.Fatalf("revoke answer %v", rv)
 	}
-	op := mustREST(t, env, http.MethodPut, "/api/v1/channels/"+allg+"/operator", "robin",
+	op := env.MustREST(t, http.MethodPut, "/api/v1/channels/"+allg+"/operator", env.World.Token("robin"),
 		map[string]any{"mode": "agent", "agent_id": env.World.ID("texter")}, http.StatusOK)
 	if op["operator_mode"] != "agent" || op["operator_agent_id"] != env.World.ID("texter") || op["effective_operator_id"] != env.World.ID("texter") {
 		t.Fatalf("operator answer %v", op)
 	}
-	sw := mustREST(t, env, http.MethodPatch, "/api/v1/channels/"+allg+"/switches", "robin",
+	sw := env.MustREST(t, http.MethodPatch, "/api/v1/channels/"+allg+"/switches", env.World.Token("robin"),
 		map[string]any{"free_response": false, "history_backfill_limit": 500}, http.StatusOK)
 	wantSwitches := map[string]any{"free_response": false, "allow_mentioned_agents": true, "auto_thread": true, "history_backfill_limit": float64(500)}
 	if !reflect.DeepEqual(sw["switches"], wantSwitches) {
 		t.Fatalf("switches after the patch: %v, want %v", sw["switches"], wantSwitches)
 	}
-	p := wantProblem(t, "history_backfill_limit above the maximum",
+	p := apitest.WantProblem(t, "history_backfill_limit above the maximum",
 		env.REST(http.MethodPatch, "/api/v1/channels/"+allg+"/switches", env.World.Token("robin"), map[string]any{"history_backfill_limit": 501}),
 		400, "validation_failed", "")
 	if len(p.Errors) != 1 || p.Errors[0].Pointer != "/history_backfill_limit" {
 		t.Fatalf("field errors %+v, want one at /history_backfill_limit", p.Errors)
 	}
-	after := mustREST(t, env, http.MethodGet, "/api/v1/channels/"+allg, "robin", nil, http.StatusOK)
+	after := env.MustREST(t, http.MethodGet, "/api/v1/channels/"+allg, env.World.Token("robin"), nil, http.StatusOK)
 	if !reflect.DeepEqual(after["switches"], wantSwitches) {
 		t.Fatalf("a refused patch changed the switches: %v", after["switches"])
 	}
 	agentGrants := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("lotse"))
-	p = wantProblem(t, "agent grant with trigger",
+	p = apitest.WantProblem(t, "agent grant with trigger",
 		env.REST(http.MethodPost, "/api/v1/grants", env.World.Token("robin"), map[string]any{"subject_id": env.World.ID("lotse"),
 			"subject_kind": "principal", "target_kind": "channel", "target_id": allg, "level": "trigger"}),
 		400, "validation_failed", "")
@@ -316,11 +282,11 @@ func TestAdminActionsOwnerOnly(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("lotse")); n != agentGrants {
 		t.Fatalf("a refused agent grant was stored: %d grants, want %d", n, agentGrants)
 	}
-	ar := mustREST(t, env, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Reports").ID+"/archive", "robin", nil, http.StatusOK)
+	ar := env.MustREST(t, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Reports").ID+"/archive", env.World.Token("robin"), nil, http.StatusOK)
 	if ar["archived"] != true {
 		t.Fatalf("archive answer %v", ar)
 	}
-	sp := mustREST(t, env, http.MethodPost, "/api/v1/spaces/"+env.World.Spaces["Marketing"]+"/archive", "robin", nil, http.StatusOK)
+	sp := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+env.World.Spaces["Marketing"]+"/archive", env.World.Token("robin"), nil, http.StatusOK)
 	if sp["archived"] != true {
 		t.Fatalf("space archive answer %v", sp)
 	}
@@ -330,6 +296,7 @@ func TestAdminActionsOwnerOnly(t *testing.T) {
 // bad enum value is refused with 400 validation_failed naming the member,
 // and that nothing is stored.
 func TestUnknownMemberAndEnum(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	chID := env.World.Channel("Support/Allgemein").ID
@@ -355,7 +322,7 @@ func TestUnknownMemberAndEnum(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := env.REST(http.MethodPost, c.path, env.World.Token("alex"), c.body)
-			p := wantProblem(t, c.name, r, 400, "validation_failed", "")
+			p := apitest.WantProblem(t, c.name, r, 400, "validation_failed", "")
 			found := false
 			for _, fe := range p.Errors {
 				if fe.Pointer == c.pointer && fe.Code == c.code {

@@ -78,6 +78,7 @@ func adminOptions() apitest.Options {
 // agent and an app (403 subject_kind_not_allowed) and the owner (allowed),
 // and checks that denials change nothing and every decision is audited.
 func TestAdminDecisions(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, adminOptions())
 	calls := adminCalls(t, env)
 	count := func() string {
@@ -96,20 +97,20 @@ func TestAdminDecisions(t *testing.T) {
 		t.Run("alex/"+c.name, func(t *testing.T) {
 			r := env.REST(c.method, c.path, env.World.Token("alex"), c.body)
 			if c.seen {
-				wantProblem(t, c.name, r, 403, "forbidden", "level_insufficient")
+				apitest.WantProblem(t, c.name, r, 403, "forbidden", "level_insufficient")
 			} else {
-				wantProblem(t, c.name, r, 404, "not_found", "")
+				apitest.WantProblem(t, c.name, r, 404, "not_found", "")
 			}
 		})
 		for _, who := range []string{"lotse", "feedbot"} {
 			t.Run(who+"/"+c.name, func(t *testing.T) {
 				r := env.REST(c.method, c.path, env.World.Token(who), c.body)
 				if c.agentsSee {
-					wantProblem(t, c.name, r, 403, "forbidden", "subject_kind_not_allowed")
+					apitest.WantProblem(t, c.name, r, 403, "forbidden", "subject_kind_not_allowed")
 				} else {
 					// The table's first rows: a target the agent or app
 					// cannot read is 404 before anything else.
-					wantProblem(t, c.name, r, 404, "not_found", "")
+					apitest.WantProblem(t, c.name, r, 404, "not_found", "")
 				}
 			})
 		}
@@ -160,6 +161,7 @@ func TestAdminDecisions(t *testing.T) {
 // first token, handle rules), updatePrincipal (disable: 401 at once; the
 // last owner's answer), and listPrincipals paging, on both faces.
 func TestAdminPrincipals(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, adminOptions())
 	robin := env.World.Token("robin")
 
@@ -196,7 +198,7 @@ func TestAdminPrincipals(t *testing.T) {
 	}
 
 	// Bad input: handle rule, taken handle, e-mail of an agent, owner app.
-	wantProblem(t, "taken handle", env.REST(http.MethodPost, "/api/v1/principals", robin,
+	apitest.WantProblem(t, "taken handle", env.REST(http.MethodPost, "/api/v1/principals", robin,
 		map[string]any{"kind": "user", "handle": "alex", "display_name": "Alex Two"}), 409, "conflict", "handle_taken")
 	for _, body := range []map[string]any{
 		{"kind": "user", "handle": "Casey!", "display_name": "C"},
@@ -205,7 +207,7 @@ func TestAdminPrincipals(t *testing.T) {
 		{"kind": "user", "handle": "dana", "display_name": " padded"},
 		{"kind": "robot", "handle": "dana", "display_name": "Dana"},
 	} {
-		wantProblem(t, "bad principal", env.REST(http.MethodPost, "/api/v1/principals", robin, body), 400, "validation_failed", "")
+		apitest.WantProblem(t, "bad principal", env.REST(http.MethodPost, "/api/v1/principals", robin, body), 400, "validation_failed", "")
 	}
 	if env.Count(`SELECT count(*) FROM principals WHERE handle IN ('bot2', 'app2', 'dana')`) != 0 {
 		t.Fatal("a refused principal was stored")
@@ -224,16 +226,16 @@ func TestAdminPrincipals(t *testing.T) {
 	if r := env.REST(http.MethodGet, "/api/v1/me", alex, nil); r.Status != 200 {
 		t.Fatalf("an enabled person's token: %d", r.Status)
 	}
-	wantProblem(t, "status pending", env.REST(http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "pending"}),
+	apitest.WantProblem(t, "status pending", env.REST(http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "pending"}),
 		400, "validation_failed", "")
-	wantProblem(t, "owner agent", env.REST(http.MethodPatch, "/api/v1/principals/"+agentID, robin, map[string]any{"is_owner": true}),
+	apitest.WantProblem(t, "owner agent", env.REST(http.MethodPatch, "/api/v1/principals/"+agentID, robin, map[string]any{"is_owner": true}),
 		400, "validation_failed", "")
 
 	// The last active owner can be neither demoted nor disabled, on either
 	// face (the rule with stepping down is TestLastOwner in internal/admin).
 	robinID := env.World.ID("robin")
 	for _, body := range []map[string]any{{"is_owner": false}, {"status": "disabled"}} {
-		wantProblem(t, "last owner", env.REST(http.MethodPatch, "/api/v1/principals/"+robinID, robin, body), 409, "conflict", "last_owner")
+		apitest.WantProblem(t, "last owner", env.REST(http.MethodPatch, "/api/v1/principals/"+robinID, robin, body), 409, "conflict", "last_owner")
 	}
 	res := env.GraphQL(robin, `mutation($id: ID!) { updatePrincipal(id: $id, input: {status: DISABLED}) { id } }`, map[string]any{"id": robinID}, nil)
 	if len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "conflict" || res.Errors[0].Extensions.Reason != "last_owner" {
@@ -272,8 +274,8 @@ func TestAdminPrincipals(t *testing.T) {
 		len(gq.Principals.Principals) != 9 || gq.Principals.NextAfter != nil {
 		t.Fatalf("GraphQL principals: %+v %+v", res.Errors, gq)
 	}
-	wantProblem(t, "bad cursor", env.REST(http.MethodGet, "/api/v1/principals?after=yesterday", robin, nil), 400, "validation_failed", "")
-	wantProblem(t, "bad limit", env.REST(http.MethodGet, "/api/v1/principals?limit=0", robin, nil), 400, "validation_failed", "")
+	apitest.WantProblem(t, "bad cursor", env.REST(http.MethodGet, "/api/v1/principals?after=yesterday", robin, nil), 400, "validation_failed", "")
+	apitest.WantProblem(t, "bad limit", env.REST(http.MethodGet, "/api/v1/principals?limit=0", robin, nil), 400, "validation_failed", "")
 }
 
 // TestAdminTokens covers the answers of createToken, listTokens and
@@ -282,6 +284,7 @@ func TestAdminPrincipals(t *testing.T) {
 // ttl 0, 401 at once after revocation, the typed GraphQL answer. The token
 // rules themselves are TestTokenRules in internal/admin.
 func TestAdminTokens(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	opts := adminOptions()
 	opts.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -314,8 +317,8 @@ func TestAdminTokens(t *testing.T) {
 	samTok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+samID+"/tokens", robin, map[string]any{"label": "by robin"}, 201)
 	hidden := env.REST(http.MethodDelete, "/api/v1/tokens/"+samTok["id"].(string), alex, nil)
 	missing := env.REST(http.MethodDelete, "/api/v1/tokens/01a22de8-0000-7000-8000-000000000000", alex, nil)
-	wantProblem(t, "alex revokes sam's", hidden, 404, "not_found", "")
-	if !sameAnswer(t, hidden, missing) {
+	apitest.WantProblem(t, "alex revokes sam's", hidden, 404, "not_found", "")
+	if !apitest.SameAnswer(t, hidden, missing) {
 		t.Fatalf("another's token and a missing one answer differently:\n%s\n%s", hidden.Body, missing.Body)
 	}
 	// ttl 0 never expires: no expires_at member.
@@ -360,6 +363,7 @@ func TestAdminTokens(t *testing.T) {
 // events and main thread, rules on names, switches and operators, rename
 // and unarchive, on both faces.
 func TestAdminSpacesAndChannels(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, adminOptions())
 	robin, alex := env.World.Token("robin"), env.World.Token("alex")
 	sp := env.MustREST(t, http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Operations", "default_operator_agent_id": env.World.ID("lotse")}, 201)
@@ -367,10 +371,10 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	if sp["name"] != "Operations" || sp["default_operator_agent_id"] != env.World.ID("lotse") || sp["archived"] != false {
 		t.Fatalf("createSpace %v", sp)
 	}
-	wantProblem(t, "taken space", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Support"}), 409, "conflict", "name_taken")
-	wantProblem(t, "person as operator", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Ops 2", "default_operator_agent_id": env.World.ID("alex")}),
+	apitest.WantProblem(t, "taken space", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Support"}), 409, "conflict", "name_taken")
+	apitest.WantProblem(t, "person as operator", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Ops 2", "default_operator_agent_id": env.World.ID("alex")}),
 		400, "validation_failed", "")
-	wantProblem(t, "NUL in a name", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Ops\u0000"}), 400, "validation_failed", "")
+	apitest.WantProblem(t, "NUL in a name", env.REST(http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Ops\u0000"}), 400, "validation_failed", "")
 
 	text := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin,
 		map[string]any{"name": "Incidents", "kind": "text", "switches": map[string]any{"free_response": true}}, 201)
@@ -393,7 +397,7 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	for _, body := range []map[string]any{
 		{"name": "Incidents", "kind": "text"},
 	} {
-		wantProblem(t, "taken channel", env.REST(http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin, body), 409, "conflict", "name_taken")
+		apitest.WantProblem(t, "taken channel", env.REST(http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin, body), 409, "conflict", "name_taken")
 	}
 	for _, body := range []map[string]any{
 		{"name": "", "kind": "text"},
@@ -403,7 +407,7 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 		{"name": "X", "kind": "text", "operator": map[string]any{"mode": "none", "agent_id": env.World.ID("lotse")}},
 		{"name": "X", "kind": "text", "unknown": true},
 	} {
-		wantProblem(t, "bad channel", env.REST(http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin, body), 400, "validation_failed", "")
+		apitest.WantProblem(t, "bad channel", env.REST(http.MethodPost, "/api/v1/spaces/"+spID+"/channels", robin, body), 400, "validation_failed", "")
 	}
 	if n := env.Count(`SELECT count(*) FROM channels WHERE space_id = $1`, spID); n != 2 {
 		t.Fatalf("%d channels in the new space", n)
@@ -435,7 +439,7 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	if got := types(alex); len(got) != 0 {
 		t.Fatalf("alex sees events of a space he cannot read: %v", got)
 	}
-	createGrantREST(t, env, map[string]any{"subject_id": env.World.ID("alex"), "subject_kind": "principal", "target_kind": "space", "target_id": spID, "level": "trigger"})
+	env.CreateGrant(t, map[string]any{"subject_id": env.World.ID("alex"), "subject_kind": "principal", "target_kind": "space", "target_id": spID, "level": "trigger"})
 	if got := strings.Join(types(alex), ","); got != "space.created,channel.created,channel.created,access.changed,access.changed" {
 		t.Fatalf("alex's events after the grant: %s", got)
 	}
@@ -451,15 +455,15 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	if c := env.MustREST(t, http.MethodGet, "/api/v1/channels/"+text["id"].(string), robin, nil, 200); c["effective_operator_id"] != nil {
 		t.Fatalf("the channel kept its inherited operator: %v", c)
 	}
-	wantProblem(t, "set and clear", env.REST(http.MethodPatch, "/api/v1/spaces/"+spID, robin,
+	apitest.WantProblem(t, "set and clear", env.REST(http.MethodPatch, "/api/v1/spaces/"+spID, robin,
 		map[string]any{"default_operator_agent_id": env.World.ID("lotse"), "clear_default_operator": true}), 400, "validation_failed", "")
 	ren := env.MustREST(t, http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Outages"}, 200)
 	if ren["name"] != "Outages" {
 		t.Fatalf("updateChannel %v", ren)
 	}
-	wantProblem(t, "taken rename", env.REST(http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Postmortems"}), 409, "conflict", "name_taken")
+	apitest.WantProblem(t, "taken rename", env.REST(http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Postmortems"}), 409, "conflict", "name_taken")
 	env.MustREST(t, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/archive", robin, nil, 200)
-	wantProblem(t, "archived", env.REST(http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alex, map[string]any{"client_msg_id": "a1", "content_md": "hello"}),
+	apitest.WantProblem(t, "archived", env.REST(http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alex, map[string]any{"client_msg_id": "a1", "content_md": "hello"}),
 		403, "channel_read_only", "channel_archived")
 	un := env.MustREST(t, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/unarchive", robin, nil, 200)
 	if un["archived"] != false {
@@ -490,6 +494,7 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 // token through the API) ends its waiting long polls with 401 at once, and
 // a disabled person's queued runs are cancelled by the loss-of-trigger rule.
 func TestAdminDisableEndsPollsAndRuns(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, adminOptions())
 	robin := env.World.Token("robin")
 
@@ -537,7 +542,7 @@ func TestAdminDisableEndsPollsAndRuns(t *testing.T) {
 	// proves that the change woke it (awaitPolls knows it waits).
 	lotse := env.World.Token("lotse")
 	done := waiting(lotse)
-	awaitPolls(t, env, 1)
+	env.AwaitPolls(t, 1)
 	env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("lotse"), robin, map[string]any{"status": "disabled"}, 200)
 	waitAnswer("disabled agent", done)
 
@@ -546,7 +551,7 @@ func TestAdminDisableEndsPollsAndRuns(t *testing.T) {
 	list := env.MustREST(t, http.MethodGet, "/api/v1/principals/"+env.World.ID("texter")+"/tokens", robin, nil, 200)
 	tokID := list["tokens"].([]any)[0].(map[string]any)["id"].(string)
 	done = waiting(texter)
-	awaitPolls(t, env, 1)
+	env.AwaitPolls(t, 1)
 	env.MustREST(t, http.MethodDelete, "/api/v1/tokens/"+tokID, robin, nil, 200)
 	waitAnswer("revoked token", done)
 }

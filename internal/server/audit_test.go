@@ -17,6 +17,7 @@ var auditWarningsAccepted = map[string]string{}
 // package graphql-http (auditServer) against the real server. Every error
 // fails; every warning must be listed in auditWarningsAccepted.
 func TestGraphQLOverHTTPAudit(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node is not installed: install Node.js and npm (make test runs internal/graphqlaudit/install.sh)")

@@ -11,6 +11,7 @@ import (
 // Alex in Support/Allgemein, read the thread as Sam, get 404 as Lotse on
 // Marketing — through both faces.
 func TestPlaygroundScenario(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	m := env.MustPost("alex", main, "hello", "Hello @sam, the printer is down")
@@ -54,6 +55,7 @@ func TestPlaygroundScenario(t *testing.T) {
 // state; REST refuses a cursor that is not a number with 400. Who sees
 // which events is TestListEventsVisibility in internal/feed.
 func TestListEventsSameOnBothFaces(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	env.MustPost("writer", env.Main("Support/Allgemein"), "a", "support")
 	env.MustPost("sam", env.Main("Marketing/Kampagnen"), "b", "marketing")

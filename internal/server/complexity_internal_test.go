@@ -15,6 +15,7 @@ import (
 // abstract selection count as alternatives (the costliest), while
 // fragments on the selection's own type or on an interface add up.
 func TestComplexityLimit(t *testing.T) {
+	t.Parallel()
 	es := generated.NewExecutableSchema(generated.Config{Complexity: Complexity(ListBounds{
 		EventsDefault: 100, EventsMax: 500, MessagesDefault: 50, MessagesMax: 200, ContextItems: contextItems, NestedItems: nestedItems})})
 	for _, tc := range []struct {

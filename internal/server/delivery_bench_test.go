@@ -62,7 +62,7 @@ func measureDelivery(b *testing.B, fixedPoll bool) []time.Duration {
 				wait = 0
 				time.Sleep(time.Second)
 			}
-			evs, next := pollB(b, env, cursor, wait)
+			evs, next := env.Poll(b, "lotse", cursor, wait)
 			now := time.Now()
 			mu.Lock()
 			for _, e := range evs {
@@ -104,19 +104,4 @@ func measureDelivery(b *testing.B, fixedPoll bool) []time.Duration {
 		got = append(got, r.Sub(at))
 	}
 	return got
-}
-
-func pollB(b *testing.B, env *apitest.Env, after string, wait int) ([]agentEvent, string) {
-	var out struct {
-		AgentEvents struct {
-			Events    []agentEvent `json:"events"`
-			NextAfter string       `json:"nextAfter"`
-		} `json:"agentEvents"`
-	}
-	res := env.GraphQL(env.World.Token("lotse"), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
-		map[string]any{"a": cursor(after), "w": wait}, &out)
-	if len(res.Errors) > 0 {
-		b.Fatalf("poll: %+v", res.Errors)
-	}
-	return out.AgentEvents.Events, out.AgentEvents.NextAfter
 }

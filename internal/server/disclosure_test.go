@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 
 	"bothy.example.com/bothy/internal/apitest"
@@ -13,10 +14,11 @@ import (
 // read answers the same 404 as a missing thread, not the thread's new
 // channel, last_seq or state.
 func TestReplayAfterMoveAnswersOnlyWhatIsReadable(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	path := "/api/v1/channels/" + env.World.Channel("Support/Allgemein").ID + "/threads"
 	body := map[string]any{"title": "Plans", "first_message": map[string]any{"client_msg_id": "replay-1", "content_md": "first"}}
-	first := mustREST(t, env, http.MethodPost, path, "alex", body, http.StatusCreated)
+	first := env.MustREST(t, http.MethodPost, path, env.World.Token("alex"), body, http.StatusCreated)
 	thread := first["thread"].(map[string]any)["id"].(string)
 	// Replay while readable: the same thread.
 	again := env.REST(http.MethodPost, path, env.World.Token("alex"), body)
@@ -24,11 +26,11 @@ func TestReplayAfterMoveAnswersOnlyWhatIsReadable(t *testing.T) {
 		t.Fatalf("replay: %d %s", again.Status, again.Body)
 	}
 	// Robin moves it to Marketing, which Alex cannot read.
-	mustREST(t, env, http.MethodPost, "/api/v1/threads/"+thread+"/move", "robin",
+	env.MustREST(t, http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("robin"),
 		map[string]any{"channel_id": env.World.Channel("Marketing/Kampagnen").ID}, http.StatusOK)
 	replay := env.REST(http.MethodPost, path, env.World.Token("alex"), body)
 	missing := env.REST(http.MethodGet, "/api/v1/threads/01a22d00-0000-7000-8000-000000000000", env.World.Token("alex"), nil)
-	wantProblem(t, "replay after the move", replay, http.StatusNotFound, "not_found", "")
+	apitest.WantProblem(t, "replay after the move", replay, http.StatusNotFound, "not_found", "")
 	if replay.Header.Get("Idempotent-Replay") != "" {
 		t.Fatal("a refused replay says it is a replay")
 	}
@@ -41,6 +43,7 @@ func TestReplayAfterMoveAnswersOnlyWhatIsReadable(t *testing.T) {
 // of the main-thread message that started it) does not move with the
 // thread into another channel, and goes when that message is deleted.
 func TestAutoTitleStaysWithItsMessage(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	autoThread := func(cid, content string) (thread, message string) {
@@ -70,7 +73,7 @@ func TestAutoTitleStaysWithItsMessage(t *testing.T) {
 	}
 
 	moved, _ := autoThread("auto-1", "@lotse the salary list is in the drive\nsecond line")
-	r := mustREST(t, env, http.MethodPost, "/api/v1/threads/"+moved+"/move", "alex",
+	r := env.MustREST(t, http.MethodPost, "/api/v1/threads/"+moved+"/move", env.World.Token("alex"),
 		map[string]any{"channel_id": env.World.Channel("Support/Eskalation").ID}, http.StatusOK)
 	if _, has := r["title"]; has {
 		t.Fatalf("moved thread still has a title: %v", r)
@@ -83,51 +86,19 @@ func TestAutoTitleStaysWithItsMessage(t *testing.T) {
 	}
 
 	kept, msg := autoThread("auto-2", "@lotse the salary list is in the drive")
-	mustREST(t, env, http.MethodDelete, "/api/v1/messages/"+msg, "alex", nil, http.StatusOK)
+	env.MustREST(t, http.MethodDelete, "/api/v1/messages/"+msg, env.World.Token("alex"), nil, http.StatusOK)
 	if title, source := titleOf(kept); title != "" || source != "" {
 		t.Fatalf("title after its message was deleted: %q (%s)", title, source)
 	}
 	// A person's own title is theirs: it stays on a move.
 	path := "/api/v1/channels/" + env.World.Channel("Support/Allgemein").ID + "/threads"
-	own := mustREST(t, env, http.MethodPost, path, "alex", map[string]any{"title": "My title",
+	own := env.MustREST(t, http.MethodPost, path, env.World.Token("alex"), map[string]any{"title": "My title",
 		"first_message": map[string]any{"client_msg_id": "own-1", "content_md": "x"}}, http.StatusCreated)
 	ownID := own["thread"].(map[string]any)["id"].(string)
-	mustREST(t, env, http.MethodPost, "/api/v1/threads/"+ownID+"/move", "alex",
+	env.MustREST(t, http.MethodPost, "/api/v1/threads/"+ownID+"/move", env.World.Token("alex"),
 		map[string]any{"channel_id": env.World.Channel("Support/Eskalation").ID}, http.StatusOK)
 	if title, _ := titleOf(ownID); title != "My title" {
 		t.Fatalf("a user title changed on move: %q", title)
-	}
-}
-
-// TestRunContextDecidesMainThreadReadFirst: the fixed operator agent of an
-// auto thread in a channel whose main thread it may no longer read (the
-// channel's operator changed) gets no channel context, and the
-// main-thread window is never read for it (no filter_mismatch is counted).
-func TestRunContextDecidesMainThreadReadFirst(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	s := newStream(t, env, "lotse")
-	main := env.Main("Support/Allgemein")
-	say(t, env, "writer", main, "main-thread talk lotse may not read")
-	m := say(t, env, "alex", main, "@lotse please look")
-	mustRunOp(t, env, "lotse", "cancelRun", s.nextRun())
-	var thread string
-	if err := env.Pool.QueryRow(context.Background(), `SELECT id::text FROM threads WHERE parent_message_id = $1`, m["id"]).Scan(&thread); err != nil {
-		t.Fatal(err)
-	}
-	mustREST(t, env, http.MethodPut, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/operator", "robin",
-		map[string]any{"mode": "none"}, http.StatusOK)
-	say(t, env, "alex", thread, "@lotse and in the thread")
-	run := s.nextRun()
-	before := metricValue(t, env, `bothy_authz_errors_total{reason="filter_mismatch"}`)
-	c, r := readContext(t, env, "lotse", run)
-	if r.Status != http.StatusOK {
-		t.Fatalf("context: %d %s", r.Status, r.Body)
-	}
-	if c.ChannelContext != nil && len(*c.ChannelContext) > 0 {
-		t.Fatalf("channel context from a main thread the agent cannot read: %+v", *c.ChannelContext)
-	}
-	if after := metricValue(t, env, `bothy_authz_errors_total{reason="filter_mismatch"}`); after != before {
-		t.Fatalf("filter_mismatch went from %v to %v: the window was read before the decision", before, after)
 	}
 }
 
@@ -135,6 +106,7 @@ func TestRunContextDecidesMainThreadReadFirst(t *testing.T) {
 // see and one that does not exist run the same statements, so neither
 // the answer nor its timing tells them apart.
 func TestHiddenAndMissingTakeTheSameStatements(t *testing.T) {
+	t.Parallel()
 	counter := &apitest.StatementCounter{}
 	env := apitest.Start(t, apitest.Options{Tracer: counter})
 	// Sam's token has been used before (its last-use bookkeeping, written
@@ -161,16 +133,22 @@ func TestHiddenAndMissingTakeTheSameStatements(t *testing.T) {
 		statements := func(path string) []string {
 			from := counter.Count()
 			r := env.REST(http.MethodGet, path, env.World.Token("sam"), nil)
-			wantProblem(t, path, r, http.StatusNotFound, "not_found", "")
+			apitest.WantProblem(t, path, r, http.StatusNotFound, "not_found", "")
 			return counter.Since(from)
 		}
+		// Compared as multisets: the door spends the rate-limit token on its
+		// own goroutine while it reads the target, so the spend's statement
+		// may land before or after the read; which statements run, and how
+		// many of each, is what must not tell hidden from missing.
 		h, m := statements(c.hidden), statements(c.missing)
+		slices.Sort(h)
+		slices.Sort(m)
 		if len(h) != len(m) {
 			t.Fatalf("%s: hidden ran %d statements %q, missing %d %q", c.hidden, len(h), h, len(m), m)
 		}
 		for i := range h {
 			if h[i] != m[i] {
-				t.Fatalf("%s: statement %d differs:\n%s\n%s", c.hidden, i, h[i], m[i])
+				t.Fatalf("%s: the statements differ (sorted, at %d):\n%s\n%s", c.hidden, i, h[i], m[i])
 			}
 		}
 	}

@@ -28,6 +28,7 @@ type viewerData struct {
 const viewerQuery = `{ viewer { id kind handle displayName email status isOwner createdAt } }`
 
 func TestViewerSameInBothFaces(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	for _, h := range []string{"alex", "lotse", "feedbot", "robin"} {
 		var g viewerData
@@ -61,6 +62,7 @@ func TestViewerSameInBothFaces(t *testing.T) {
 }
 
 func TestUnauthorizedInBothFaces(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	revoked := env.World.Token("sam")
 	if err := env.Server.Identity.RevokeToken(context.Background(), revoked); err != nil {
@@ -95,6 +97,7 @@ func TestUnauthorizedInBothFaces(t *testing.T) {
 }
 
 func TestQueryLimits(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		config.GraphQLComplexityLimit: "10",
 		config.GraphQLDepthLimit:      "2",
@@ -126,6 +129,7 @@ func TestQueryLimits(t *testing.T) {
 }
 
 func TestParserTokenLimit(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.GraphQLParserTokenLimit: "100"}})
 	q := "{ " + strings.Repeat("viewer { id } ", 40) + "}"
 	res := env.GraphQL(env.World.Token("alex"), q, nil, nil)
@@ -135,6 +139,7 @@ func TestParserTokenLimit(t *testing.T) {
 }
 
 func TestBodyCap(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.HTTPMaxBodyBytes: "2048"}})
 	big := `{"query":"{ viewer { id } }","pad":"` + strings.Repeat("x", 4096) + `"}`
 	r := env.REST(http.MethodGet, "/api/v1/me", env.World.Token("alex"), big)
@@ -155,6 +160,7 @@ func TestBodyCap(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		config.RateReadBurst:     "2",
 		config.RateReadPerMinute: "1",
@@ -183,6 +189,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestOperationalEndpoints(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	waitReady(t, env) // the LISTEN connection opens just after the start
 	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/api/openapi.yaml": 200} {
@@ -205,6 +212,7 @@ func TestOperationalEndpoints(t *testing.T) {
 }
 
 func TestIntrospectionSwitch(t *testing.T) {
+	t.Parallel()
 	for _, on := range []bool{true, false} {
 		env := apitest.Start(t, apitest.Options{Config: map[string]string{config.GraphQLIntrospection: fmt.Sprint(on)}})
 		res := env.GraphQL(env.World.Token("alex"), `{ __schema { queryType { name } } }`, nil, nil)

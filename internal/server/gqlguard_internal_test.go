@@ -25,6 +25,7 @@ import (
 // pass the default graphql.complexity_limit and graphql.max_selections, or
 // a REST route would refuse its own largest page.
 func TestStoredOperationsFitLimits(t *testing.T) {
+	t.Parallel()
 	cfg := config.Defaults()
 	es := generated.NewExecutableSchema(generated.Config{Complexity: Complexity(ListBounds{
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
@@ -57,6 +58,7 @@ func TestStoredOperationsFitLimits(t *testing.T) {
 // TestSelectionLimitCounts: with a count cache the limit decides a
 // document sent again exactly as the first time, without counting anew.
 func TestSelectionLimitCounts(t *testing.T) {
+	t.Parallel()
 	l := SelectionLimit{Max: 3, TokenLimit: 1000, Counts: lru.New[int](10)}
 	small, big := `{ a b }`, `{ a b c d }`
 	for round := 0; round < 2; round++ {
@@ -77,6 +79,7 @@ func TestSelectionLimitCounts(t *testing.T) {
 // fragment) down by field alias or name, inline fragments adding nothing;
 // a field after a nested one does not inherit the nested path.
 func TestLiteralPointers(t *testing.T) {
+	t.Parallel()
 	const bad = `"a\u0000b"`
 	cases := []struct {
 		name, query string

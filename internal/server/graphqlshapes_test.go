@@ -12,6 +12,7 @@ import (
 // path in the GraphQL request, and the message names it too; the REST
 // pointer stays beside it.
 func TestGraphQLFieldErrorPaths(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	alex := env.World.Token("alex")
 	cases := []struct {
@@ -49,6 +50,7 @@ func TestGraphQLFieldErrorPaths(t *testing.T) {
 // TestGraphQLRetryAfterIsANumber: retryAfterSeconds is an integer, like
 // status beside it.
 func TestGraphQLRetryAfterIsANumber(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		config.RateReadBurst:     "1",
 		config.RateReadPerMinute: "1",
@@ -64,9 +66,10 @@ func TestGraphQLRetryAfterIsANumber(t *testing.T) {
 // TestRunContextRefusedOnItsField: a reader of a run who may not read its
 // context gets the run with context null and the refusal at run.context.
 func TestRunContextRefusedOnItsField(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	env.MustPost("alex", env.Main("Support/Allgemein"), "rc-1", "@lotse the printer is down")
-	evs, _ := poll(t, env, "lotse", "", 0)
+	evs, _ := env.Poll(t, "lotse", "", 0)
 	if len(evs) != 1 {
 		t.Fatalf("events %+v", evs)
 	}
@@ -97,6 +100,7 @@ func TestRunContextRefusedOnItsField(t *testing.T) {
 // omitted or null is none, "" is refused with code empty and changes
 // nothing, on GraphQL (argument path) and REST (pointer) alike.
 func TestEmptyOptionalInputsRefused(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	alex := env.World.Token("alex")
 	main := env.Main("Support/Allgemein")

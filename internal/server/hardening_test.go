@@ -49,6 +49,7 @@ func wantGQLField(t *testing.T, what string, res *apitest.GQLResult, pointer, co
 }
 
 func TestInvalidTimeIsValidationFailed(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	channel := env.World.Channel("Support/Eskalation").ID
 	grants := env.Count(`SELECT count(*) FROM grants`)
@@ -73,6 +74,7 @@ func TestInvalidTimeIsValidationFailed(t *testing.T) {
 }
 
 func TestInvalidCharactersAreValidationFailed(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	alex := env.World.Token("alex")
@@ -106,6 +108,7 @@ func TestInvalidCharactersAreValidationFailed(t *testing.T) {
 }
 
 func TestRESTRefusesJSONNull(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/threads", env.World.Token("alex"),
 		`{"title": null, "first_message": {"client_msg_id": "n-1", "content_md": "hi"}}`)
@@ -118,7 +121,7 @@ func TestRESTRefusesJSONNull(t *testing.T) {
 	wantField(t, "trailing data", r, "", "invalid_json")
 	r = env.RESTWith(http.MethodPost, "/api/v1/threads/"+env.Main("Support/Allgemein")+"/messages", env.World.Token("alex"),
 		`{"client_msg_id": "n-4", "content_md": "hi"}`, http.Header{"Content-Type": {"text/plain"}})
-	wantProblem(t, "text/plain body", r, http.StatusUnsupportedMediaType, "unsupported_media_type", "content_type")
+	apitest.WantProblem(t, "text/plain body", r, http.StatusUnsupportedMediaType, "unsupported_media_type", "content_type")
 	if n := env.Count(`SELECT count(*) FROM messages WHERE content_md = 'hi'`); n != 0 {
 		t.Fatalf("%d messages written", n)
 	}
@@ -141,6 +144,7 @@ func duplicateQuery() string {
 }
 
 func TestAmplificationRefused(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	tok := env.World.Token("alex")
 
@@ -190,6 +194,7 @@ func TestAmplificationRefused(t *testing.T) {
 }
 
 func TestResponseSizeBound(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"graphql.max_response_bytes": "65536", "message.max_content_bytes": "200000"}})
 	main := env.Main("Support/Allgemein")
 	var made struct {
@@ -209,13 +214,15 @@ func TestResponseSizeBound(t *testing.T) {
 		t.Fatalf("big answer: %+v", res.Errors)
 	}
 	r := env.REST(http.MethodGet, "/api/v1/messages/"+id, env.World.Token("alex"), nil)
-	wantProblem(t, "REST big answer", r, http.StatusBadRequest, "validation_failed", "response_too_large")
+	apitest.WantProblem(t, "REST big answer", r, http.StatusBadRequest, "validation_failed", "response_too_large")
 }
 
 // TestAmplificationHeapBound sends the refused documents from several
 // clients at once and checks that the heap stays below a stated bound
 // (the test process holds the server and the clients).
 func TestAmplificationHeapBound(t *testing.T) {
+	// Not parallel: it measures the heap of the whole test process, which
+	// the other tests of the package would grow while it runs.
 	env := apitest.Start(t, apitest.Options{})
 	tok := env.World.Token("alex")
 	runtime.GC()
@@ -282,6 +289,7 @@ func rawDo(t *testing.T, req *http.Request) (int, http.Header, []byte) {
 }
 
 func TestGraphQLRefusalsAreProblems(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	tok := env.World.Token("alex")
 	problemOf := func(what string, status int, h http.Header, body []byte, wantStatus int, wantCode string) {

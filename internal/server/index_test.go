@@ -10,6 +10,7 @@ import (
 // TestAPIIndex: the REST address that bothy prints, /api/v1, answers
 // without a token with the contract's place and every operation.
 func TestAPIIndex(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	r := env.REST(http.MethodGet, "/api/v1", "", nil)
 	if r.Status != http.StatusOK {

@@ -61,6 +61,7 @@ type introspectionResult struct {
 // query (plain, as GraphiQL sends it, and with every option graphql-js has)
 // at the default limits and gets the whole schema.
 func TestStandardIntrospectionAtDefaults(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	// "": graphql-js's defaults; the playground's GraphiQL adds
 	// inputValueDeprecation; the last asks for everything graphql-js offers.
@@ -93,6 +94,7 @@ func TestStandardIntrospectionAtDefaults(t *testing.T) {
 // graphql.depth_limit, but graphql.introspection_depth_limit still refuses
 // deep ofType chains, alone or beside ordinary fields.
 func TestIntrospectionDepthBounded(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	tok := env.World.Token("alex")
 	chain := func(n int) string {

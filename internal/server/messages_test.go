@@ -9,6 +9,7 @@ import (
 )
 
 func TestOriginCannotBeForged(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	bodies := map[string]map[string]any{
@@ -48,6 +49,7 @@ func TestOriginCannotBeForged(t *testing.T) {
 // is a 409 problem. The idempotency rule itself is TestIdempotentCreate in
 // internal/messaging.
 func TestIdempotentReplayOnTheWire(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	first := env.MustPost("alex", main, "c-1", "Hello from Alex")
@@ -91,6 +93,7 @@ func TestIdempotentReplayOnTheWire(t *testing.T) {
 // tombstone shows and that no content stays behind is TestTombstones in
 // internal/messaging.
 func TestTombstoneOnTheWire(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	m := env.MustPost("writer", env.Main("Support/Allgemein"), "d1", "secret plans for @sam")
 	id := m["id"].(string)
@@ -112,6 +115,7 @@ func TestTombstoneOnTheWire(t *testing.T) {
 // limit and next_after, and refuses limit=0. The cut and paging rules are
 // TestHistoryCutsListContent in internal/messaging.
 func TestHistoryPagingOnTheWire(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"message.list_content_max_bytes": "10"}})
 	main := env.Main("Support/Allgemein")
 	env.MustPost("alex", main, "l1", "Grüße aus dem Support, Alex")

@@ -17,7 +17,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/version"
-	"bothy.example.com/bothy/internal/ratelimit"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -100,18 +99,6 @@ func (r *readiness) handler(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// countingLimiter counts the rejections of a limiter by class.
-type countingLimiter struct {
-	ratelimit.Limiter
-	rejected *prometheus.CounterVec
-}
-
-// Begin implements ratelimit.Limiter: a refusal is counted when the
-// spend's answer is read.
-func (c countingLimiter) Begin(principal string, class ratelimit.Class) *ratelimit.Spend {
-	return c.Limiter.Begin(principal, class).OnRefusal(func() { c.rejected.WithLabelValues(string(class)).Inc() })
-}
-
 // poolCollector exports the pgx pool statistics at scrape time.
 type poolCollector struct {
 	pool                                             *pgxpool.Pool
@@ -187,26 +174,20 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 
 // opsMetrics registers the operational metrics that are not per request.
 type opsMetrics struct {
-	rejected    *prometheus.CounterVec
 	runTimeouts prometheus.Counter
 }
 
 func registerOps(reg prometheus.Registerer, pool *pgxpool.Pool, listening func() bool, reconnects func() uint64) *opsMetrics {
 	m := &opsMetrics{
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_ratelimit_rejections_total",
-			Help: "Requests refused by a rate limit, by class."}, []string{"class"}),
 		runTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "bothy_run_timeouts_total",
 			Help: "Runs this replica failed with reason timeout (run.start_timeout, run.stall_timeout)."}),
-	}
-	for _, c := range []ratelimit.Class{ratelimit.Message, ratelimit.AgentRuntime, ratelimit.Read, ratelimit.Admin} {
-		m.rejected.WithLabelValues(string(c))
 	}
 	in := version.Get()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "bothy_build_info",
 		Help:        "Always 1; the labels name the running binary.",
 		ConstLabels: prometheus.Labels{"version": in.Version, "revision": in.Revision, "goversion": in.GoVersion}})
 	build.Set(1)
-	reg.MustRegister(m.rejected, m.runTimeouts, build, newPoolCollector(pool),
+	reg.MustRegister(m.runTimeouts, build, newPoolCollector(pool),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_listener_connected",
 			Help: "1 while the LISTEN connection for long-poll wake-ups is up."}, func() float64 {
 			if listening() {

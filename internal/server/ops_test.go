@@ -73,6 +73,7 @@ func readyReason(t *testing.T, env *apitest.Env) string {
 // TestReadinessBurstStaysInsidePool: 400 concurrent probes all answer 200
 // and never hold more database sessions than the pool plus the listener.
 func TestReadinessBurstStaysInsidePool(t *testing.T) {
+	t.Parallel()
 	const poolSize = 4
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.DatabaseMaxConns: fmt.Sprint(poolSize)}})
 	waitReady(t, env)
@@ -138,7 +139,9 @@ func TestReadinessBurstStaysInsidePool(t *testing.T) {
 // TestReadinessReasons: each cause of unreadiness answers 503 with its own
 // reason, and the server is ready again once the cause is gone.
 func TestReadinessReasons(t *testing.T) {
+	t.Parallel()
 	t.Run("migrations_pending", func(t *testing.T) {
+		t.Parallel()
 		env := apitest.Start(t, apitest.Options{})
 		var newest int64
 		if err := env.Pool.QueryRow(t.Context(), `SELECT max(version_id) FROM goose_db_version`).Scan(&newest); err != nil {
@@ -156,6 +159,7 @@ func TestReadinessReasons(t *testing.T) {
 		}
 	})
 	t.Run("listener_down", func(t *testing.T) {
+		t.Parallel()
 		env := apitest.Start(t, apitest.Options{Config: map[string]string{
 			config.DatabaseListenURL: "postgres://bothy@127.0.0.1:1/bothy?connect_timeout=1", config.DatabaseListenBackoffMax: "100ms"}})
 		deadline := time.Now().Add(5 * time.Second)
@@ -173,6 +177,7 @@ func TestReadinessReasons(t *testing.T) {
 		}
 	})
 	t.Run("listener reconnects", func(t *testing.T) {
+		t.Parallel()
 		env := apitest.Start(t, apitest.Options{})
 		waitReady(t, env)
 		// Kill the LISTEN session as a database restart or a network cut would.
@@ -189,16 +194,16 @@ func TestReadinessReasons(t *testing.T) {
 		}
 		waitReady(t, env)
 		// Wake-ups work through the new connection.
-		_, cursor := pollTB(t, env, "lotse", "", 0)
+		_, cursor := env.Poll(t, "lotse", "", 0)
 		woke := make(chan int, 1)
 		go func() {
-			evs, _, err := pollDo(env, "lotse", cursor, 20)
+			evs, _, err := env.PollDo("lotse", cursor, 20)
 			if err != nil {
 				t.Error(err)
 			}
 			woke <- len(evs)
 		}()
-		awaitPolls(t, env, 1)
+		env.AwaitPolls(t, 1)
 		env.MustPost("alex", env.Main("Support/Eskalation"), "after-reconnect", "@lotse still there?")
 		select {
 		case n := <-woke:
@@ -210,6 +215,7 @@ func TestReadinessReasons(t *testing.T) {
 		}
 	})
 	t.Run("database_unreachable", func(t *testing.T) {
+		t.Parallel()
 		env := apitest.Start(t, apitest.Options{Config: map[string]string{config.ServerReadinessTimeout: "500ms"}})
 		waitReady(t, env)
 		if v := env.Metric("bothy_listener_connected"); v != 1 {
@@ -256,6 +262,7 @@ func promtoolCheck(t *testing.T, text string) {
 // apart, the operational gauges and counters are exported, and promtool
 // accepts the exposition.
 func TestMetricsByOperationAndCode(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		config.RateReadBurst: "3", config.RateReadPerMinute: "1", config.DatabaseMaxConns: "7"}})
 	waitReady(t, env)
@@ -275,17 +282,17 @@ func TestMetricsByOperationAndCode(t *testing.T) {
 	}
 	env.GraphQL("", `query Me { viewer { id } }`, nil, nil)
 	// A waiting long poll shows in the gauge while it waits.
-	_, cursor := pollTB(t, env, "lotse", "", 0)
+	_, cursor := env.Poll(t, "lotse", "", 0)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if _, _, err := pollDo(env, "lotse", cursor, 2); err != nil {
+		if _, _, err := env.PollDo("lotse", cursor, 2); err != nil {
 			t.Error(err)
 		}
 	}()
 	// The request is counted before it parks: once it waits, the gauge
 	// must show it.
-	awaitPolls(t, env, 1)
+	env.AwaitPolls(t, 1)
 	if v := env.Metric("bothy_long_polls_waiting"); v != 1 {
 		t.Fatalf("bothy_long_polls_waiting %v during a long poll, want 1", v)
 	}
@@ -324,6 +331,7 @@ func TestMetricsByOperationAndCode(t *testing.T) {
 
 // TestMetricsOwnListener: with metrics.addr, /metrics leaves the API port.
 func TestMetricsOwnListener(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.MetricsAddr: "127.0.0.1:0"}})
 	deadline := time.Now().Add(5 * time.Second)
 	for env.Server.MetricsAddr() == "" {
@@ -346,6 +354,7 @@ func TestMetricsOwnListener(t *testing.T) {
 // client address; X-Forwarded-For counts only from a trusted proxy; probes
 // are logged at debug, so an info logger leaves them out.
 func TestAccessLog(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, proxies, wantClient string
 	}{
@@ -386,6 +395,7 @@ func TestAccessLog(t *testing.T) {
 // TestRunTimeoutLoggedAndCounted: the sweeper's timeouts make one log line
 // each (ids only) and count in bothy_run_timeouts_total.
 func TestRunTimeoutLoggedAndCounted(t *testing.T) {
+	t.Parallel()
 	var buf apitest.Buffer
 	env := apitest.Start(t, apitest.Options{Logger: jsonLogger(&buf, slog.LevelInfo),
 		Config: map[string]string{config.RunSweepInterval: "100ms"}})
@@ -420,6 +430,7 @@ func TestRunTimeoutLoggedAndCounted(t *testing.T) {
 // TestCORSPreflight: an allowed origin gets preflight answers on GraphQL
 // and REST and marked answers; another origin gets no CORS headers.
 func TestCORSPreflight(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		config.HTTPCORSAllowedOrigins: "https://chat.example.com, https://admin.example.com", config.HTTPCORSMaxAge: "5m"}})
 	preflight := func(path, origin, method string) *http.Response {

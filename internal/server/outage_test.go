@@ -34,6 +34,7 @@ func countMsg(msgs []string, prefix string) int {
 // acknowledged message is stored, and the log has one line for the start
 // of the outage and one for its end.
 func TestDatabaseOutage(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -69,6 +70,26 @@ func TestDatabaseOutage(t *testing.T) {
 		recovered time.Duration
 	)
 	stop := make(chan struct{})
+	// answered is signalled after every answer a writer counted; the test
+	// waits on it for the progress it needs instead of for fixed times.
+	answered := make(chan struct{}, 1)
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			mu.Lock()
+			ok := cond()
+			mu.Unlock()
+			if ok {
+				return
+			}
+			select {
+			case <-answered:
+			case <-timeout:
+				t.Fatalf("waited 30s for %s: statuses %v", what, statuses)
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for w := range 3 {
 		wg.Add(1)
@@ -103,15 +124,20 @@ func TestDatabaseOutage(t *testing.T) {
 					retryHdr = retryHdr && r.Header.Get("Retry-After") != "" && p.Code == "unavailable"
 				}
 				mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
+				select {
+				case answered <- struct{}{}:
+				default:
+				}
+				time.Sleep(20 * time.Millisecond) // the writers' pace, not a wait
 			}
 		}()
 	}
-	time.Sleep(time.Second)
+	waitUntil("writes before the outage", func() bool { return statuses[http.StatusCreated] >= 10 })
 	if err := cluster.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	// Every writer has met the outage more than once.
+	waitUntil("503 answers during the outage", func() bool { return statuses[http.StatusServiceUnavailable] >= 6 })
 
 	// GraphQL answers 503 as well while the database is away.
 	res := env.GraphQL(env.World.Token("alex"), `{ thread(id: "`+main+`") { id } }`, nil, nil)
@@ -127,17 +153,11 @@ func TestDatabaseOutage(t *testing.T) {
 	mu.Lock()
 	restarted = time.Now()
 	mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		mu.Lock()
-		done := recovered > 0
-		mu.Unlock()
-		if done || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(time.Second)
+	waitUntil("a write after the restart", func() bool { return recovered > 0 })
+	mu.Lock()
+	after := statuses[http.StatusCreated] + 10
+	mu.Unlock()
+	waitUntil("writes after the recovery", func() bool { return statuses[http.StatusCreated] >= after })
 	close(stop)
 	wg.Wait()
 

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/playground"
 )
 
 // chromiumPath finds Debian's headless-capable Chromium (.ci/run installs
@@ -43,6 +44,12 @@ const headersEditorJS = `(() => {
 // added, the Docs pane shows the schema (so the standard introspection
 // passed with the new header), and no request left for another host.
 func TestPlaygroundInBrowser(t *testing.T) {
+	t.Parallel()
+	// Without the embedded GraphiQL files the page is the fallback and no
+	// selector would ever appear: say so now, not after the timeouts.
+	if !playground.New("/graphql").HasAssets() {
+		t.Fatal("the playground's GraphiQL files are not embedded: run make assets (make test does), then test again")
+	}
 	env := apitest.Start(t, apitest.Options{})
 	token := env.World.Token("alex")
 

@@ -113,6 +113,7 @@ ignore_startup_parameters = extra_float_digits
 // (database.listen_url), requests of both faces work, the server is ready,
 // and a commit wakes a waiting long poll.
 func TestPgBouncerTransactionMode(t *testing.T) {
+	t.Parallel()
 	direct := pgtest.URL(t)
 	pooled := startPgBouncer(t, direct)
 	env := apitest.Start(t, apitest.Options{DatabaseURL: direct, PoolURL: pooled, Config: map[string]string{
@@ -151,17 +152,17 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 
 	// A long poll waits, then a trigger committed through the pooler wakes
 	// it through the direct LISTEN connection.
-	_, cursor := pollTB(t, env, "lotse", "", 0)
-	woke := make(chan []agentEvent, 1)
+	_, cursor := env.Poll(t, "lotse", "", 0)
+	woke := make(chan []apitest.AgentEvent, 1)
 	start := time.Now()
 	go func() {
-		evs, _, err := pollDo(env, "lotse", cursor, 20)
+		evs, _, err := env.PollDo("lotse", cursor, 20)
 		if err != nil {
 			t.Error(err)
 		}
 		woke <- evs
 	}()
-	awaitPolls(t, env, 1)
+	env.AwaitPolls(t, 1)
 	env.MustPost("alex", env.Main("Support/Eskalation"), "wake", "@lotse please look")
 	select {
 	case evs := <-woke:

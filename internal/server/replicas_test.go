@@ -13,6 +13,7 @@ import (
 // from one rl.message bucket per principal (burst 20, 60 a minute), so a
 // client alternating between them gets its budget once, not twice.
 func TestRateLimitHoldsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	peer := env.Peer()
 	main := env.Main("Support/Allgemein")
@@ -24,7 +25,7 @@ func TestRateLimitHoldsAcrossReplicas(t *testing.T) {
 	}
 	for i, rep := range replicas {
 		r := rep.Post("alex", main, fmt.Sprintf("rl-over-%d", i), "over the burst")
-		wantProblem(t, fmt.Sprintf("replica %d after the burst", i), r, http.StatusTooManyRequests, "rate_limited", "")
+		apitest.WantProblem(t, fmt.Sprintf("replica %d after the burst", i), r, http.StatusTooManyRequests, "rate_limited", "")
 		if r.Header.Get("Retry-After") != "1" {
 			t.Fatalf("replica %d: Retry-After %q, want 1 (one token a second)", i, r.Header.Get("Retry-After"))
 		}
@@ -51,6 +52,7 @@ func TestRateLimitHoldsAcrossReplicas(t *testing.T) {
 // commit waits for no disk; a crash of PostgreSQL empties the table, which
 // leaves every bucket full, as a first request finds it.
 func TestRateLimitBucketsAreUnlogged(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	var persistence string
 	if err := env.Pool.QueryRow(t.Context(), `SELECT relpersistence::text FROM pg_class WHERE relname = 'ratelimit_buckets'`).Scan(&persistence); err != nil {

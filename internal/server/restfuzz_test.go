@@ -31,6 +31,7 @@ const restFuzzBudget = 6 * time.Second
 // against the document (the harness checks each one) and every problem
 // body must carry the status of its answer and a code of that status.
 func TestRESTSchemaFuzz(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		"ratelimit.rl.message.burst": "100000", "ratelimit.rl.read.burst": "100000",
 		"ratelimit.rl.agent_runtime.burst": "100000", "ratelimit.rl.admin.burst": "100000",

@@ -16,6 +16,7 @@ import (
 // empty optional inputs). What the purge removes and keeps is
 // TestRetention in internal/retention.
 func TestCursorExpiredOnBothFaces(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	ctx := t.Context()
 	env.MustPost("alex", env.Main("Support/Allgemein"), "early", "a month ago")

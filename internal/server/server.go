@@ -31,6 +31,7 @@ import (
 	"bothy.example.com/bothy/internal/feed"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/modules"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
@@ -67,29 +68,14 @@ type Deps struct {
 	// Hooks are test instruments handed to the modules at construction;
 	// production leaves them empty.
 	Hooks Hooks
+	// Modules, when set, are the modules to serve (the module test harness
+	// assembles them first); Limiter and Hooks are then theirs. Nil
+	// assembles them here.
+	Modules *modules.Set
 }
 
-// Hooks are the modules' test instruments (see each type); a nil field
-// installs nothing.
-type Hooks struct {
-	History messaging.HistoryHook
-	Feed    feed.Hook
-	Authz   authz.Faults
-}
-
-// options turns the hooks into the modules' construction options.
-func (h Hooks) options() (az []authz.Option, msg []messaging.Option, fd []feed.Option) {
-	if h.Authz != nil {
-		az = append(az, authz.WithFaults(h.Authz))
-	}
-	if h.History != nil {
-		msg = append(msg, messaging.WithHistoryHook(h.History))
-	}
-	if h.Feed != nil {
-		fd = append(fd, feed.WithHook(h.Feed))
-	}
-	return az, msg, fd
-}
+// Hooks are the modules' test instruments (modules.Hooks).
+type Hooks = modules.Hooks
 
 // Server is the assembled HTTP server.
 type Server struct {
@@ -119,6 +105,7 @@ type Server struct {
 	metricsLn atomic.Pointer[net.Listener]
 	inflight  *inflight
 	outage    *outage
+	modules   *modules.Set
 }
 
 // New assembles the server. It fails when a stored REST operation does not
@@ -130,17 +117,15 @@ func New(d Deps) (*Server, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	if d.Limiter == nil {
-		switch store := d.Config.String(config.RateLimitStore); store {
-		case "postgres":
-			d.Limiter = ratelimit.NewPostgres(d.Pool, d.Config, d.Clock)
-		case "memory":
-			d.Limiter = ratelimit.NewMemory(d.Config, d.Clock)
-		default:
-			return nil, fmt.Errorf("config key %s: %q is neither postgres nor memory", config.RateLimitStore, store)
+	cfg := d.Config
+	set := d.Modules
+	if set == nil {
+		var err error
+		set, err = modules.New(modules.Deps{Config: cfg, Pool: d.Pool, Clock: d.Clock, Logger: d.Logger, Limiter: d.Limiter, Hooks: d.Hooks})
+		if err != nil {
+			return nil, err
 		}
 	}
-	cfg := d.Config
 	if d.ListenURL == "" {
 		d.ListenURL = cfg.String(config.DatabaseListenURL)
 	}
@@ -151,38 +136,13 @@ func New(d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
+	reg := set.Registry
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := httpx.NewMetrics(reg, cfg.Int(config.MetricsMaxOperations))
-	hub := runs.NewHub()
+	hub := set.Hub
 	ops := registerOps(reg, d.Pool, hub.Connected, hub.Reconnects)
-	d.Limiter = countingLimiter{Limiter: d.Limiter, rejected: ops.rejected}
-
-	ident := identity.NewService(d.Pool, d.Clock)
-	uow := db.New(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
-	azOpts, msgOpts, fdOpts := d.Hooks.options()
-	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, reg, azOpts...)
-	chatSvc := chat.NewService(uow, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
-	evLog := events.NewLog(d.Pool, d.Clock)
-	evLog.Instrument(reg)
-	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, az, evLog, messaging.Limits{
-		MaxContentBytes: cfg.Int(config.MessageMaxContentBytes), ListContentMaxBytes: cfg.Int(config.MessageListContentMaxBytes),
-		ListLimitDefault: cfg.Int(config.MessageListLimitDefault), ListLimitMax: cfg.Int(config.MessageListLimitMax)}, msgOpts...)
-	msg.Instrument(reg)
-	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
-	az.Register(msg, authz.KindMessage)
-	az.Register(az, authz.KindGrant)
-	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, DB: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
-		Authz: az, Messaging: msg, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
-		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
-			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
-	az.Register(runSvc, authz.KindRun)
+	ident, az, chatSvc, evLog, msg, runSvc, adm, fd, uow := set.Identity, set.Authz, set.Chat, set.Events, set.Messaging, set.Runs, set.Admin, set.Feed, set.DB
 	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
-	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
-		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
-		Runs: runSvc})
-	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
-	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax), fdOpts...)
 	sources := graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}
 	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
@@ -206,9 +166,7 @@ func New(d Deps) (*Server, error) {
 
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
 		Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc, DB: uow, Admin: adm, listenURL: d.ListenURL, ops: ops, gatherer: reg,
-		Retention: retention.New(uow, retention.Owners{Events: evLog, Authz: az, Identity: ident}, d.Clock, retention.Keep{EventLog: cfg.Duration(config.RetentionEventLog),
-			AgentEvents: cfg.Duration(config.RetentionAgentEvents), AuditLog: cfg.Duration(config.RetentionAuditLog),
-			Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger),
+		Retention: set.Retention, modules: set,
 		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected},
 		inflight: newInflight(cfg.Int(config.HTTPMaxConcurrentPerPrincipal), cfg.Duration(config.HTTPMaxConcurrentWait)), outage: out}
 	// Authentication comes before the body is read: an unauthenticated
@@ -400,7 +358,8 @@ func (s *Server) Gatherer() prometheus.Gatherer { return s.gatherer }
 // before the first successful check.
 func (s *Server) SchemaVersion() int64 { return s.ready.schema.Load() }
 
+// Modules returns the modules the server serves.
+func (s *Server) Modules() *modules.Set { return s.modules }
+
 // World returns the services the example world builder works through.
-func (s *Server) World() world.Services {
-	return world.Services{Identity: s.Identity, Chat: s.Chat, Authz: s.Authz, Admin: s.Admin}
-}
+func (s *Server) World() world.Services { return s.modules.World() }

@@ -43,6 +43,7 @@ func closedWithin(conn net.Conn, d time.Duration) bool {
 }
 
 func TestSlowClientsAreCut(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		"http.read_timeout": "1s", "http.idle_timeout": "1s", "http.write_timeout": "1s", "events.poll_max_wait": "3s"}})
 	path := "/api/v1/threads/" + env.Main("Support/Allgemein") + "/messages"
@@ -113,6 +114,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 }
 
 func TestConcurrencyCapPerPrincipal(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"http.max_concurrent_per_principal": "2", "http.max_concurrent_wait": "200ms", "events.poll_max_wait": "3s"}})
 	lotse := env.World.Token("lotse")
 	var wg sync.WaitGroup
@@ -125,9 +127,9 @@ func TestConcurrencyCapPerPrincipal(t *testing.T) {
 			}
 		}()
 	}
-	awaitPolls(t, env, 2)
+	env.AwaitPolls(t, 2)
 	r := env.REST(http.MethodGet, "/api/v1/me", lotse, nil)
-	p := wantProblem(t, "third request", r, http.StatusTooManyRequests, "rate_limited", "too_many_concurrent")
+	p := apitest.WantProblem(t, "third request", r, http.StatusTooManyRequests, "rate_limited", "too_many_concurrent")
 	if r.Header.Get("Retry-After") == "" || p.Detail == "" {
 		t.Fatalf("429 without Retry-After or detail: %v %+v", r.Header, p)
 	}
@@ -152,6 +154,7 @@ func TestConcurrencyCapPerPrincipal(t *testing.T) {
 // TestConcurrencyCapQueuesBursts: requests over the cap wait for a slot
 // (http.max_concurrent_wait) instead of failing at once.
 func TestConcurrencyCapQueuesBursts(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"http.max_concurrent_per_principal": "2"}})
 	var wg sync.WaitGroup
 	statuses := make([]int, 12)

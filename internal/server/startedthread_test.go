@@ -10,6 +10,7 @@ import (
 // TestMessageStartedThread: a triggering message leads to the thread it
 // started, for readers of that thread only; other messages have none.
 func TestMessageStartedThread(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	m := env.MustPost("alex", main, "st-1", "@lotse the printer is down")

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,12 +181,13 @@ const wsEventSel = `__typename seq type createdAt channelId ... on MessageEvent 
 // at connection_init with 4403; revoking the token while subscribed closes
 // the socket with 4403 within events.poll_max_wait.
 func TestSubscriptionEvents(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "2s"}})
 	samID := env.World.ID("sam")
 	eskalation := env.World.Channel("Support/Eskalation").ID
-	grant := mustREST(t, env, http.MethodPost, "/api/v1/grants", "robin", map[string]any{"subject_id": samID, "subject_kind": "principal",
+	grant := env.MustREST(t, http.MethodPost, "/api/v1/grants", env.World.Token("robin"), map[string]any{"subject_id": samID, "subject_kind": "principal",
 		"target_kind": "channel", "target_id": eskalation, "level": "read"}, http.StatusCreated)
-	samTok := mustREST(t, env, http.MethodPost, "/api/v1/principals/"+samID+"/tokens", "robin", map[string]any{"label": "subscriber"}, http.StatusCreated)
+	samTok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+samID+"/tokens", env.World.Token("robin"), map[string]any{"label": "subscriber"}, http.StatusCreated)
 	token := samTok["token"].(string)
 
 	bad := subscribeJS(t, env, "not-a-token", `subscription { events { seq } }`, nil)
@@ -245,7 +247,7 @@ func TestSubscriptionEvents(t *testing.T) {
 		}
 	}
 	// Revoked: Eskalation is gone, Marketing still comes.
-	mustREST(t, env, http.MethodDelete, "/api/v1/grants/"+grant["id"].(string), "robin", nil, http.StatusOK)
+	env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+grant["id"].(string), env.World.Token("robin"), nil, http.StatusOK)
 	env.MustPost("alex", main, "ws3", "after the revocation")
 	mk := env.MustPost("sam", env.Main("Marketing/Kampagnen"), "ws4", "in marketing")
 	for {
@@ -266,7 +268,7 @@ func TestSubscriptionEvents(t *testing.T) {
 
 	// The token is revoked while subscribed: closed with 4403.
 	start := time.Now()
-	mustREST(t, env, http.MethodDelete, "/api/v1/tokens/"+samTok["id"].(string), "robin", nil, http.StatusOK)
+	env.MustREST(t, http.MethodDelete, "/api/v1/tokens/"+samTok["id"].(string), env.World.Token("robin"), nil, http.StatusOK)
 	if code := sub.closed(5 * time.Second); code != 4403 {
 		t.Fatalf("revoked token closed with %d, want 4403", code)
 	}
@@ -424,6 +426,7 @@ func subscribeMsg(id, query string) rawMsg {
 // subscriptions than websocket.max_subscriptions_per_connection get an
 // error for the id; an origin that is not allowed is refused with 403.
 func TestSubscriptionProtocol(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"websocket.max_subscriptions_per_connection": "2",
 		"websocket.allowed_origins": "chat.example.com, https://app.example.com"}})
 	alex := env.World.Token("alex")
@@ -534,6 +537,7 @@ const wsAgentSel = `seq type ... on AgentInvocationEvent { runId messageId }`
 // reconnect from the seq it last received it gets what came meanwhile,
 // without a gap or a duplicate, and then what comes live.
 func TestSubscriptionAgentEventsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	a := apitest.Start(t, apitest.Options{})
 	b := a.Peer()
 	lotse := a.World.Token("lotse")
@@ -559,7 +563,7 @@ func TestSubscriptionAgentEventsAcrossReplicas(t *testing.T) {
 		t.Fatalf("after the reconnect %+v (first %+v)", second, first)
 	}
 	// The long poll from the same cursor hands out the same next event.
-	evs, _ := poll(t, b, "lotse", first.Seq, 0)
+	evs, _ := b.Poll(t, "lotse", first.Seq, 0)
 	if len(evs) != 1 || evs[0].Seq != second.Seq {
 		t.Fatalf("poll after %s: %+v", first.Seq, evs)
 	}
@@ -585,6 +589,8 @@ func TestSubscriptionAgentEventsAcrossReplicas(t *testing.T) {
 // the events it could not send, the connection's place is freed, and the
 // client resumes from its cursor and gets every event in order.
 func TestSubscriptionSlowConsumer(t *testing.T) {
+	// Not parallel: it measures the heap of the whole test process, which
+	// the other tests of the package would grow while it runs.
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"websocket.send_queue": "8",
 		"websocket.max_connections_per_principal": "1"}})
 	alex := env.World.Token("alex")
@@ -675,11 +681,12 @@ func TestSubscriptionSlowConsumer(t *testing.T) {
 // TestSubscriptionClosedWhenPrincipalDisabled: disabling the subscriber's
 // principal closes its socket with 4403 within events.poll_max_wait.
 func TestSubscriptionClosedWhenPrincipalDisabled(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "2s"}})
 	sub := subscribeJS(t, env, env.World.Token("lotse"), `subscription { agentEvents(after: "now") { seq } }`, nil)
 	sub.connected()
 	start := time.Now()
-	setStatus(t, env, "lotse", identity.StatusDisabled)
+	env.SetStatus("lotse", identity.StatusDisabled)
 	if code := sub.closed(5 * time.Second); code != 4403 {
 		t.Fatalf("disabled principal closed with %d, want 4403", code)
 	}
@@ -692,6 +699,7 @@ func TestSubscriptionClosedWhenPrincipalDisabled(t *testing.T) {
 // replica B receives the message posted through REST on replica A (the
 // client event commit wakes B through LISTEN/NOTIFY).
 func TestSubscriptionEventsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	a := apitest.Start(t, apitest.Options{})
 	b := a.Peer()
 	sub := subscribeJS(t, b, a.World.Token("sam"), `subscription($a: String) { events(after: $a) { `+wsEventSel+` } }`, map[string]any{"a": logEnd(a)})
@@ -713,13 +721,15 @@ func TestSubscriptionEventsAcrossReplicas(t *testing.T) {
 // read and write timeouts a subscription still delivers after they passed:
 // the hijack of the upgrade clears the request's deadlines.
 func TestSubscriptionOutlivesHTTPTimeouts(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: env.Server.Handler(), ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}
-	go hs.Serve(ln)
+	hs := &http.Server{Handler: env.Server.Handler(), ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond}
+	dl := &deadlineListener{Listener: ln}
+	go hs.Serve(dl)
 	t.Cleanup(func() { hs.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -731,7 +741,13 @@ func TestSubscriptionOutlivesHTTPTimeouts(t *testing.T) {
 	w := &rawWS{t: t, c: c}
 	w.init(env.World.Token("alex"))
 	w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { seq type } }`, logEnd(env)))
-	time.Sleep(1500 * time.Millisecond)
+	// Wait out the latest deadline http.Server set on the connection (the
+	// one the timeouts would end it by), not a guess of it.
+	last := dl.latest()
+	if last.IsZero() {
+		t.Fatal("the server set no deadline on the connection")
+	}
+	time.Sleep(time.Until(last) + 10*time.Millisecond)
 	env.MustPost("alex", env.Main("Support/Allgemein"), "late", "after the timeouts")
 	w.created("s")
 }
@@ -740,6 +756,7 @@ func TestSubscriptionOutlivesHTTPTimeouts(t *testing.T) {
 // through the per-request loaders (here Message.startedThread, which needs
 // the chat module's loader) answer in a subscription as they do over HTTP.
 func TestSubscriptionFieldsUseLoaders(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	w := dialRaw(t, env, nil)
 	w.init(env.World.Token("alex"))
@@ -774,4 +791,49 @@ func TestSubscriptionFieldsUseLoaders(t *testing.T) {
 		}
 		return
 	}
+}
+
+// deadlineListener records the latest read or write deadline that the
+// server set on any of its connections.
+type deadlineListener struct {
+	net.Listener
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (l *deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &deadlineConn{Conn: c, l: l}, nil
+}
+
+func (l *deadlineListener) note(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t.After(l.last) {
+		l.last = t
+	}
+}
+
+func (l *deadlineListener) latest() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+type deadlineConn struct {
+	net.Conn
+	l *deadlineListener
+}
+
+func (c *deadlineConn) SetDeadline(t time.Time) error { c.l.note(t); return c.Conn.SetDeadline(t) }
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.l.note(t)
+	return c.Conn.SetReadDeadline(t)
+}
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.l.note(t)
+	return c.Conn.SetWriteDeadline(t)
 }

@@ -24,6 +24,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // again up to the configured retries; only the attempt that commits leaves
 // rows; other errors roll back at once.
 func TestInTxRetries(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := probePool(t)
 	tests := []struct {
@@ -77,6 +78,7 @@ func TestInTxRetries(t *testing.T) {
 // the pool outside it; nested calls join the outer transaction (one commit,
 // one rollback for all); an error rolls back everything the unit wrote.
 func TestInTxCarriesTheTransaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := probePool(t)
 	d := db.New(pool, 3)
@@ -172,6 +174,7 @@ func TestInTxCarriesTheTransaction(t *testing.T) {
 // nested call cannot be cured inside the aborted transaction: the whole
 // outer unit runs again, and only its last attempt commits.
 func TestInTxNestedRetryRunsTheOuterUnit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := probePool(t)
 	d := db.New(pool, 3)
@@ -204,6 +207,7 @@ func TestInTxNestedRetryRunsTheOuterUnit(t *testing.T) {
 // write the same row conflict for real; the loser is retried by InTx and
 // both increments land.
 func TestInTxRealSerializationFailure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := probePool(t)
 	d := db.New(pool, 5)
@@ -275,6 +279,7 @@ func probeRows(t *testing.T, pool *pgxpool.Pool) int {
 }
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
 	// An empty, unmigrated database: the three migrators race for every
 	// migration, which is what the advisory lock must serialise. A fourth
 	// run afterwards must find nothing to do.
@@ -314,6 +319,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 // embedded migration as pending, has schema version 0, and MigrateReport
 // names each migration it applies, once.
 func TestStatusOfEmptyDatabase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := emptyDatabase(t)
 	st, err := db.Status(ctx, url)
@@ -350,6 +356,7 @@ func TestStatusOfEmptyDatabase(t *testing.T) {
 // TestPoolerModeRunsStatements: a pool in pooler mode runs parameterised
 // statements of every type the stores use without named prepared statements.
 func TestPoolerModeRunsStatements(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool, err := db.Open(ctx, db.Options{URL: pgtest.URL(t), MaxConns: 2, PoolerMode: true})
 	if err != nil {

@@ -52,6 +52,7 @@ var testSupport = []string{"internal/apitest", "internal/moduletest", "internal/
 // no Go file outside the owning package (tests and test support excepted)
 // names the table in SQL.
 func TestTableOwnership(t *testing.T) {
+	t.Parallel()
 	root := moduletest.RepoRoot(t)
 	tables := migrationTables(t, filepath.Join(root, "migrations"))
 	for _, table := range tables {
@@ -75,6 +76,7 @@ func TestTableOwnership(t *testing.T) {
 // Bothy writes are found, and prose that merely contains a table's name is
 // not.
 func TestTableOwnershipDetects(t *testing.T) {
+	t.Parallel()
 	src := `package p
 const a = "SELECT m.id FROM messages m JOIN threads t ON t.id = m.thread_id"
 const b = ` + "`" + `INSERT INTO runs (id) VALUES ($1)` + "`" + `

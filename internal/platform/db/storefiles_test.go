@@ -43,6 +43,7 @@ func isStoreFile(name string) bool {
 // non-generated Go file outside migrations, test support and
 // sqlExceptions.
 func TestSQLOnlyInStoreFiles(t *testing.T) {
+	t.Parallel()
 	for _, v := range sqlOutsideStores(t, moduletest.RepoRoot(t)) {
 		t.Errorf("%s: SQL outside a store file (%s): move it to the package's store.go or store_<topic>.go", v.pos, v.what)
 	}
@@ -52,6 +53,7 @@ func TestSQLOnlyInStoreFiles(t *testing.T) {
 // builder calls outside a store file are found, the same in a store file,
 // prose and format strings are not.
 func TestSQLOnlyInStoreFilesDetects(t *testing.T) {
+	t.Parallel()
 	src := `package p
 const a = "SELECT id FROM runs"
 func f() {

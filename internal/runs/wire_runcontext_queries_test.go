@@ -1,4 +1,4 @@
-package server_test
+package runs_test
 
 import (
 	"fmt"
@@ -41,9 +41,9 @@ func contextFixture(t testing.TB, env *apitest.Env, n, authors int) string {
 			INSERT INTO messages (id, thread_id, thread_seq, author_principal_id, origin, kind, content_md, created_at)
 			SELECT $2, $1, s.last_seq, $3, 'human', 'text', $4, now() FROM s`, thread, ids.New(), people[i%authors], body)
 	}
-	_, cursor := pollTB(t, env, "lotse", "", 0)
+	_, cursor := env.Poll(t, "lotse", "", 0)
 	env.MustPost("alex", thread, "trigger", "@lotse summarise")
-	evs, _ := pollTB(t, env, "lotse", cursor, 0)
+	evs, _ := env.Poll(t, "lotse", cursor, 0)
 	return evs[len(evs)-1].Payload["run_id"].(string)
 }
 
@@ -64,38 +64,10 @@ func cursor(after string) any {
 	return after
 }
 
-func pollTB(t testing.TB, env *apitest.Env, agent, after string, wait int) ([]agentEvent, string) {
-	t.Helper()
-	evs, next, err := pollDo(env, agent, after, wait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs, next
-}
-
-// pollDo is pollTB for a goroutine other than the test's: a failure is
-// returned, never a Fatal.
-func pollDo(env *apitest.Env, agent, after string, wait int) ([]agentEvent, string, error) {
-	var out struct {
-		AgentEvents struct {
-			Events    []agentEvent `json:"events"`
-			NextAfter string       `json:"nextAfter"`
-		} `json:"agentEvents"`
-	}
-	res, err := env.GraphQLDo(env.World.Token(agent), `query($a: String, $w: Int) { agentEvents(after: $a, waitSeconds: $w) { events { seq type createdAt payload } nextAfter } }`,
-		map[string]any{"a": cursor(after), "w": wait}, &out)
-	if err != nil {
-		return nil, "", err
-	}
-	if len(res.Errors) > 0 {
-		return nil, "", fmt.Errorf("poll: %+v", res.Errors)
-	}
-	return out.AgentEvents.Events, out.AgentEvents.NextAfter, nil
-}
-
 // TestRunContext_ConstantQueries: one context read runs a fixed number of
 // statements, whatever the number of messages and authors.
 func TestRunContext_ConstantQueries(t *testing.T) {
+	t.Parallel()
 	counts := map[string]int64{}
 	for _, tc := range []struct {
 		name             string
@@ -151,10 +123,11 @@ func TestRunContext_ConstantQueries(t *testing.T) {
 // record; without one it answers no follow-ups and nothing delivered with
 // one statement fewer, and once a follow-up exists it reads and shows it.
 func TestRunContext_FollowUpFactsOnlyOnRecord(t *testing.T) {
+	t.Parallel()
 	counter := &apitest.StatementCounter{}
 	env := apitest.Start(t, apitest.Options{Tracer: counter})
 	s := newStream(t, env, "lotse")
-	thread := newThread(t, env, "writer", "Support/Allgemein", "", "writer opens")
+	thread := openThread(t, env, "writer", "Support/Allgemein", "", "writer opens")
 	say(t, env, "alex", thread, "@lotse first question")
 	run := s.nextRun()
 	mustRunOp(t, env, "lotse", "startRun", run)
@@ -188,6 +161,7 @@ func TestRunContext_FollowUpFactsOnlyOnRecord(t *testing.T) {
 // of the fixture's authors hold trigger (their elements are authorized),
 // the others do not (unverified).
 func TestRunContext_PeopleBesideWindow(t *testing.T) {
+	t.Parallel()
 	counter := &apitest.StatementCounter{}
 	env := apitest.Start(t, apitest.Options{Tracer: counter, Config: map[string]string{"run.sweep_interval": "1h", "agent.context_max_bytes": "1000000"}})
 	run := contextFixture(t, env, 40, 8)

@@ -1,4 +1,4 @@
-package server_test
+package runs_test
 
 import (
 	"fmt"
@@ -58,6 +58,7 @@ func wantGQLConflict(t *testing.T, what string, errs []apitest.GQLError, reason 
 // cursor continues after it, 0 is the start and now the end; acknowledging
 // backwards is a no-op and beyond the end is invalid_cursor.
 func TestAgentCursor(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	esk := env.Main("Support/Eskalation")
 	env.MustPost("alex", esk, "c1", "@lotse one")
@@ -118,11 +119,11 @@ func TestAgentCursor(t *testing.T) {
 	end, _ := strconv.ParseInt(p.NextAfter, 10, 64)
 	beyond := strconv.FormatInt(end+1000, 10)
 	r = env.REST(http.MethodPost, "/api/v1/agent/events/ack", lotse, map[string]any{"up_to": beyond})
-	if pr := wantProblem(t, "ack beyond the end", r, 400, "validation_failed", ""); pr.Errors[0].Code != "invalid_cursor" {
+	if pr := apitest.WantProblem(t, "ack beyond the end", r, 400, "validation_failed", ""); pr.Errors[0].Code != "invalid_cursor" {
 		t.Fatalf("ack beyond the end %+v", pr)
 	}
 	r = env.REST(http.MethodGet, "/api/v1/agent/events?after="+beyond, lotse, nil)
-	if pr := wantProblem(t, "poll beyond the end", r, 400, "validation_failed", ""); pr.Errors[0].Code != "invalid_cursor" {
+	if pr := apitest.WantProblem(t, "poll beyond the end", r, 400, "validation_failed", ""); pr.Errors[0].Code != "invalid_cursor" {
 		t.Fatalf("poll beyond the end %+v", pr)
 	}
 	res := env.GraphQL(lotse, `mutation { ackAgentEvents(upTo: "x") { position } }`, nil, nil)
@@ -142,6 +143,7 @@ func TestAgentCursor(t *testing.T) {
 // lease that puts the run back to queued with the next attempt until
 // run.max_attempts fails it.
 func TestRunClaimsAndLeases(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	s := newStream(t, env, "lotse")
 	env.MustPost("alex", env.Main("Support/Eskalation"), "l1", "@lotse claim me")
@@ -179,7 +181,7 @@ func TestRunClaimsAndLeases(t *testing.T) {
 		if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 1 {
 			t.Fatalf("lease sweep changed %d (%v)", n, err)
 		}
-		evs, next := poll(t, env, "lotse", s.cursor, 0)
+		evs, next := env.Poll(t, "lotse", s.cursor, 0)
 		s.cursor = next
 		if len(evs) != 1 || evs[0].Type != "agent.invocation" || evs[0].Payload["run_id"] != run || evs[0].Payload["attempt"] != float64(attempt) {
 			t.Fatalf("attempt %d invocation %+v", attempt, evs)
@@ -214,6 +216,7 @@ func TestRunClaimsAndLeases(t *testing.T) {
 // TestFollowupDelivery: a follow-up that started a run is not already
 // delivered in it; delivered follow-ups of a failed run keep the flag.
 func TestFollowupDelivery(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	s := newStream(t, env, "lotse")
 	esk := env.Main("Support/Eskalation")
@@ -221,7 +224,7 @@ func TestFollowupDelivery(t *testing.T) {
 	run1 := s.nextRun()
 	mustRunOp(t, env, "lotse", "startRun", run1)
 	f1 := say(t, env, "alex", esk, "@lotse follow-up one")
-	evs, next := poll(t, env, "lotse", s.cursor, 0)
+	evs, next := env.Poll(t, "lotse", s.cursor, 0)
 	if len(evs) != 1 || evs[0].Payload["message_id"] != f1["id"] {
 		t.Fatalf("follow-up %+v", evs)
 	}
@@ -265,6 +268,7 @@ func grantOf(t *testing.T, env *apitest.Env, handle, target string) string {
 // cancels their queued run at once and their running run after
 // run.cancel_grace; its context answers the unknown-run 404 from then on.
 func TestLossOfTriggerEndsRuns(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	s := newStream(t, env, "lotse")
 	say(t, env, "alex", env.Main("Support/Allgemein"), "@lotse running one")
@@ -285,12 +289,12 @@ func TestLossOfTriggerEndsRuns(t *testing.T) {
 	if q.State != "RUNNING" || q.CancelRequested == nil || !*q.CancelRequested {
 		t.Fatalf("running run %+v", q)
 	}
-	evs, _ := poll(t, env, "lotse", s.cursor, 0)
+	evs, _ := env.Poll(t, "lotse", s.cursor, 0)
 	if last := evs[len(evs)-1]; last.Type != "run.cancel_requested" || last.Payload["run_id"] != running {
 		t.Fatalf("events %+v", evs)
 	}
 	_, gone := readContext(t, env, "lotse", running)
-	if gone.Status != 404 || !sameAnswer(t, gone, unknown) {
+	if gone.Status != 404 || !apitest.SameAnswer(t, gone, unknown) {
 		t.Fatalf("context after the loss: %d %s", gone.Status, gone.Body)
 	}
 	if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 0 {
@@ -309,6 +313,7 @@ func TestLossOfTriggerEndsRuns(t *testing.T) {
 // or channel) no longer allows a trigger starts no run when the run ends;
 // one whose author still has trigger starts the next run as before.
 func TestPromotionDecidesAgain(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		guest bool
@@ -327,7 +332,7 @@ func TestPromotionDecidesAgain(t *testing.T) {
 		{"expired", false, false, func(t *testing.T, env *apitest.Env) {
 			env.Exec(`UPDATE grants SET expires_at = $2 WHERE id = $1`, grantOf(t, env, "sam", env.World.Channel("Support/Allgemein").ID), env.Clock.Now().Add(time.Minute))
 		}},
-		{"disabled", false, false, func(t *testing.T, env *apitest.Env) { setStatus(t, env, "sam", identity.StatusDisabled) }},
+		{"disabled", false, false, func(t *testing.T, env *apitest.Env) { env.SetStatus("sam", identity.StatusDisabled) }},
 		{"archived", false, false, func(t *testing.T, env *apitest.Env) {
 			if r := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/archive", env.World.Token("robin"), nil); r.Status != 200 {
 				t.Fatalf("archive %d %s", r.Status, r.Body)
@@ -340,7 +345,7 @@ func TestPromotionDecidesAgain(t *testing.T) {
 				t.Fatalf("switch %d %s", r.Status, r.Body)
 			}
 		}},
-		{"agent disabled", false, true, func(t *testing.T, env *apitest.Env) { setStatus(t, env, "lotse", identity.StatusDisabled) }},
+		{"agent disabled", false, true, func(t *testing.T, env *apitest.Env) { env.SetStatus("lotse", identity.StatusDisabled) }},
 	}
 	for _, c := range cases {
 		for _, sweep := range []bool{false, true} {
@@ -352,6 +357,7 @@ func TestPromotionDecidesAgain(t *testing.T) {
 				name = c.name + ", sweeper timeout"
 			}
 			t.Run(name, func(t *testing.T) {
+				t.Parallel()
 				env := apitest.Start(t, apitest.Options{})
 				agent, mention := "lotse", "@lotse"
 				if c.guest {
@@ -415,8 +421,9 @@ func TestPromotionDecidesAgain(t *testing.T) {
 // TestLongPollAnswers401AfterRevocation: a waiting poll re-checks its token
 // on wake-up and hands out nothing once it is revoked.
 func TestLongPollAnswers401AfterRevocation(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
-	_, cursor := poll(t, env, "lotse", "", 0)
+	_, cursor := env.Poll(t, "lotse", "", 0)
 	done := make(chan *apitest.Response, 1)
 	go func() {
 		r, err := env.Do(http.MethodGet, "/api/v1/agent/events?wait=20&after="+cursor, env.World.Token("lotse"), nil)
@@ -426,7 +433,7 @@ func TestLongPollAnswers401AfterRevocation(t *testing.T) {
 		}
 		done <- r
 	}()
-	awaitPolls(t, env, 1)
+	env.AwaitPolls(t, 1)
 	if err := env.Server.Identity.RevokeToken(t.Context(), env.World.Token("lotse")); err != nil {
 		t.Fatal(err)
 	}
@@ -447,6 +454,7 @@ func TestLongPollAnswers401AfterRevocation(t *testing.T) {
 // TestMovedAutoThreadKeepsContext: a run whose auto thread moved keeps a
 // readable context in the thread's current channel, without channel context.
 func TestMovedAutoThreadKeepsContext(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	s := newStream(t, env, "lotse")
 	m := say(t, env, "alex", env.Main("Support/Allgemein"), "@lotse move me")
@@ -469,6 +477,7 @@ func TestMovedAutoThreadKeepsContext(t *testing.T) {
 // TestRunContextRateClassAndAudit: getRunContext spends only
 // rl.agent_runtime, and its denials are audited as run.context.read.
 func TestRunContextRateClassAndAudit(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"ratelimit.rl.read.burst": "1", "ratelimit.rl.read.per_minute": "1"}})
 	s := newStream(t, env, "lotse")
 	say(t, env, "alex", env.Main("Support/Eskalation"), "@lotse context please")
@@ -520,6 +529,7 @@ const typedEventsQuery = `query($a: String) { agentEvents(after: $a) { nextAfter
 // TestTypedAgentEvents: every agent event type is its own GraphQL object
 // type with typed, camelCase members and references.
 func TestTypedAgentEvents(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	esk := env.Main("Support/Eskalation")
 	m := say(t, env, "alex", esk, "@lotse typed please")
@@ -559,15 +569,16 @@ func TestTypedAgentEvents(t *testing.T) {
 // client event type passes the OpenAPI document (oneOf with a discriminator
 // on type), run.state_changed and access.changed included.
 func TestEveryClientEventTypeDocumented(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
-	thread := newThread(t, env, "alex", "Support/Allgemein", "", "a thread to move") // thread.created, message.created
+	thread := openThread(t, env, "alex", "Support/Allgemein", "", "a thread to move") // thread.created, message.created
 	m := say(t, env, "alex", thread, "to be deleted")
-	mustREST(t, env, http.MethodDelete, "/api/v1/messages/"+m["id"].(string), "alex", nil, 200) // message.deleted
-	mustREST(t, env, http.MethodPost, "/api/v1/threads/"+thread+"/close", "alex", nil, 200)     // thread.closed
-	say(t, env, "alex", thread, "reopen it")                                                    // thread.reopened, run.state_changed
-	mustREST(t, env, http.MethodPost, "/api/v1/threads/"+thread+"/move", "alex",
+	env.MustREST(t, http.MethodDelete, "/api/v1/messages/"+m["id"].(string), env.World.Token("alex"), nil, 200) // message.deleted
+	env.MustREST(t, http.MethodPost, "/api/v1/threads/"+thread+"/close", env.World.Token("alex"), nil, 200)     // thread.closed
+	say(t, env, "alex", thread, "reopen it")                                                                    // thread.reopened, run.state_changed
+	env.MustREST(t, http.MethodPost, "/api/v1/threads/"+thread+"/move", env.World.Token("alex"),
 		map[string]any{"channel_id": env.World.Channel("Support/Eskalation").ID}, 200) // thread.moved
-	createGrantREST(t, env, map[string]any{"subject_id": env.World.ID("writer"), "subject_kind": "principal",
+	env.CreateGrant(t, map[string]any{"subject_id": env.World.ID("writer"), "subject_kind": "principal",
 		"target_kind": "channel", "target_id": env.World.Channel("Support/Eskalation").ID, "level": "read"}) // access.changed
 	r := env.REST(http.MethodGet, "/api/v1/events?limit=500", env.World.Token("robin"), nil)
 	var page struct {

@@ -1,4 +1,4 @@
-package server_test
+package runs_test
 
 import (
 	"encoding/json"
@@ -33,6 +33,7 @@ func answerDo(env *apitest.Env, agent, thread, clientID, content, run string) (*
 }
 
 func TestAG01_AgentMessagesNeverTrigger(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	s := newStream(t, env, "lotse")
 	main := env.Main("Support/Allgemein")
@@ -78,6 +79,7 @@ func TestAG01_AgentMessagesNeverTrigger(t *testing.T) {
 }
 
 func TestAG26_AgentWithoutWrite(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	lotse := env.World.Token("lotse")
 	kampagnen := env.Main("Marketing/Kampagnen")
@@ -92,7 +94,7 @@ func TestAG26_AgentWithoutWrite(t *testing.T) {
 	}
 	unknown := ids.New()
 	for _, pair := range [][2]*apitest.Response{{post(kampagnen), post(unknown)}, {create(ideas), create(unknown)}} {
-		if pair[0].Status != 404 || !sameAnswer(t, pair[0], pair[1]) {
+		if pair[0].Status != 404 || !apitest.SameAnswer(t, pair[0], pair[1]) {
 			t.Fatalf("404 differs from an unknown id:\n%d %s\n%d %s", pair[0].Status, pair[0].Body, pair[1].Status, pair[1].Body)
 		}
 	}
@@ -130,11 +132,12 @@ func TestAG26_AgentWithoutWrite(t *testing.T) {
 }
 
 func TestAgentWritesWithGrantOrAsOperator(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	if r := answer(env, "lotse", env.Main("Support/Allgemein"), "op", "as operator", ""); r.Status != 201 {
 		t.Fatalf("operator rule: %d", r.Status)
 	}
-	report := newThread(t, env, "lotse", "Support/Reports", "", "through the grant")
+	report := openThread(t, env, "lotse", "Support/Reports", "", "through the grant")
 	if report == "" {
 		t.Fatal("no report thread")
 	}
@@ -164,6 +167,7 @@ func TestAgentWritesWithGrantOrAsOperator(t *testing.T) {
 }
 
 func TestReport_NewThreadPerReport(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	ch := env.World.Channel("Support/Reports").ID
 	before := env.Count(`SELECT coalesce(max(seq), 0) FROM event_log`)
@@ -200,8 +204,9 @@ func TestReport_NewThreadPerReport(t *testing.T) {
 }
 
 func TestAgentMessage_RateLimitClass(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"ratelimit.rl.message.burst": "2", "ratelimit.rl.message.per_minute": "1"}})
-	thread := newThread(t, env, "lotse", "Support/Reports", "", "r1") // one token
+	thread := openThread(t, env, "lotse", "Support/Reports", "", "r1") // one token
 	if r := answer(env, "lotse", thread, "r2", "second", ""); r.Status != 201 {
 		t.Fatalf("within the burst: %d", r.Status)
 	}
@@ -215,9 +220,10 @@ func TestAgentMessage_RateLimitClass(t *testing.T) {
 }
 
 func TestAgentMessage_OriginEverywhere(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
-	before := metricValue(t, env, `bothy_messages_created_total{origin="agent"}`)
+	before := env.Metric(`bothy_messages_created_total{origin="agent"}`)
 	r := answer(env, "lotse", main, "o1", "an answer", "")
 	check := func(where string, m map[string]any) {
 		t.Helper()
@@ -256,12 +262,13 @@ func TestAgentMessage_OriginEverywhere(t *testing.T) {
 	var hist struct{ Messages []map[string]any }
 	env.REST(http.MethodGet, "/api/v1/threads/"+main+"/messages", env.World.Token("alex"), nil).JSON(t, &hist)
 	check("history", hist.Messages[0])
-	if after := metricValue(t, env, `bothy_messages_created_total{origin="agent"}`); after != before+1 {
+	if after := env.Metric(`bothy_messages_created_total{origin="agent"}`); after != before+1 {
 		t.Fatalf("metric went from %v to %v (the replay must not count)", before, after)
 	}
 }
 
 func TestAgentMessage_CannotForgeOriginOrKind(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	for name, extra := range map[string]map[string]any{"origin": {"origin": "human"}, "system_code": {"system_code": "thread.reopened"},
@@ -281,6 +288,7 @@ func TestAgentMessage_CannotForgeOriginOrKind(t *testing.T) {
 }
 
 func TestAnswer_RunIDMismatch(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	lotse := newStream(t, env, "lotse")
 	texter := newStream(t, env, "texter")
@@ -299,7 +307,7 @@ func TestAnswer_RunIDMismatch(t *testing.T) {
 		if r.Status != 400 || p.Code != "validation_failed" || len(p.Errors) != 1 || p.Errors[0].Pointer != "/run_id" || p.Errors[0].Code != "run_mismatch" {
 			t.Fatalf("case %d: %d %s", i, r.Status, r.Body)
 		}
-		bodies = append(bodies, comparableProblem(t, r.Body))
+		bodies = append(bodies, apitest.ComparableProblem(t, r.Body))
 	}
 	for _, b := range bodies[1:] {
 		if !reflect.DeepEqual(b, bodies[0]) {
@@ -312,6 +320,7 @@ func TestAnswer_RunIDMismatch(t *testing.T) {
 }
 
 func TestAnswer_ReplayAfterRunEnded(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	s := newStream(t, env, "lotse")
 	esk := env.Main("Support/Eskalation")
@@ -322,7 +331,7 @@ func TestAnswer_ReplayAfterRunEnded(t *testing.T) {
 	finish(t, env, "lotse", run, "COMPLETED")
 	events := env.Count(`SELECT count(*) FROM event_log`)
 	again := answer(env, "lotse", esk, "ans", "the answer", run)
-	if again.Status != 200 || again.Header.Get("Idempotent-Replay") != "true" || !reflect.DeepEqual(comparableProblem(t, again.Body), comparableProblem(t, first.Body)) {
+	if again.Status != 200 || again.Header.Get("Idempotent-Replay") != "true" || !reflect.DeepEqual(apitest.ComparableProblem(t, again.Body), apitest.ComparableProblem(t, first.Body)) {
 		t.Fatalf("replay: %d %s", again.Status, again.Body)
 	}
 	if env.Count(`SELECT count(*) FROM event_log`) != events {
@@ -334,6 +343,7 @@ func TestAnswer_ReplayAfterRunEnded(t *testing.T) {
 // run's finish together, many times: either the answer commits before the
 // end event, or it is refused with run_not_active and stores nothing.
 func TestAnswer_ConcurrentWithFinish(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		"ratelimit.rl.message.burst": "100000", "ratelimit.rl.message.per_minute": "100000",
 		"ratelimit.rl.agent_runtime.burst": "100000", "ratelimit.rl.agent_runtime.per_minute": "100000",

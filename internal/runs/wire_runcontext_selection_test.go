@@ -1,4 +1,4 @@
-package server_test
+package runs_test
 
 import (
 	"testing"
@@ -11,6 +11,7 @@ import (
 // fragment spreads, inline fragments, @include/@skip, __typename, nested
 // author selection, and no field that was not asked for.
 func TestRunContext_SelectionHonoured(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.sweep_interval": "1h"}})
 	run := contextFixture(t, env, 3, 2)
 	const q = `query($id: ID!, $no: Boolean!) { run(id: $id) { context {

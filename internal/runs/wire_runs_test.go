@@ -1,4 +1,4 @@
-package server_test
+package runs_test
 
 import (
 	"fmt"
@@ -33,19 +33,6 @@ type gqlRun struct {
 }
 
 const runSel = `id threadId state version triggerKind triggeringMessageId cancelRequested endReason session { id mode } agent { handle } triggeredBy { handle }`
-
-type agentEvent struct {
-	Seq       string         `json:"seq"`
-	Type      string         `json:"type"`
-	CreatedAt string         `json:"createdAt"`
-	Payload   map[string]any `json:"payload"`
-}
-
-// poll reads the agent's stream after cursor over GraphQL.
-func poll(t *testing.T, env *apitest.Env, agent, after string, wait int) ([]agentEvent, string) {
-	t.Helper()
-	return pollTB(t, env, agent, after, wait)
-}
 
 // runOp runs a run mutation (startRun, awaitRunInput, cancelRun) as who.
 func runOp(t *testing.T, env *apitest.Env, who, op, id string) (gqlRun, []apitest.GQLError) {
@@ -101,12 +88,13 @@ func getRun(t *testing.T, env *apitest.Env, who, id string) gqlRun {
 
 // TestAgentLoop walks the whole loop as an adapter does it.
 func TestAgentLoop(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	m := env.MustPost("alex", env.Main("Support/Allgemein"), "q1", "@lotse the printer on floor 2 is broken")
 	if m["trigger_state"] != "accepted" {
 		t.Fatalf("trigger_state %v", m["trigger_state"])
 	}
-	evs, cursor := poll(t, env, "lotse", "", 0)
+	evs, cursor := env.Poll(t, "lotse", "", 0)
 	if len(evs) != 1 || evs[0].Type != "agent.invocation" {
 		t.Fatalf("events %+v", evs)
 	}
@@ -160,7 +148,7 @@ func TestAgentLoop(t *testing.T) {
 	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'pending'`); s != 1 {
 		t.Fatalf("%d pending follow-ups", s)
 	}
-	evs, _ = poll(t, env, "lotse", cursor, 0)
+	evs, _ = env.Poll(t, "lotse", cursor, 0)
 	if len(evs) != 1 || evs[0].Type != "agent.followup" || evs[0].Payload["message_id"] != f["id"] || evs[0].Payload["run_id"] != runID {
 		t.Fatalf("follow-up events %+v", evs)
 	}
@@ -202,11 +190,12 @@ func TestAgentLoop(t *testing.T) {
 }
 
 func TestAG01_AgentAndAppMessagesDoNoTriggerWork(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	// A thread with an active run of Lotse.
 	env.MustPost("alex", main, "q", "@lotse help")
-	evs, _ := poll(t, env, "lotse", "", 0)
+	evs, _ := env.Poll(t, "lotse", "", 0)
 	runID := evs[0].Payload["run_id"].(string)
 	thread := evs[0].Payload["thread_id"].(string)
 	mustRunOp(t, env, "lotse", "startRun", runID)
@@ -251,6 +240,7 @@ func TestAG01_AgentAndAppMessagesDoNoTriggerWork(t *testing.T) {
 }
 
 func TestTriggerOutcomesOverHTTP(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	cases := []struct {
@@ -294,6 +284,7 @@ func TestTriggerOutcomesOverHTTP(t *testing.T) {
 // running run its cancelRequested flag; finishRun confirms. The cancel
 // rules are TestCancelRun in internal/runs.
 func TestCancelRunOnTheWire(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	esk := env.Main("Support/Eskalation")
 	s := newStream(t, env, "lotse")
@@ -321,6 +312,7 @@ func TestCancelRunOnTheWire(t *testing.T) {
 // and the run after a bind shows mode BIND with the bound session on
 // GraphQL. The session mode rules are TestSessionModes in internal/runs.
 func TestSessionRoutesOnTheWire(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	esk := env.Main("Support/Eskalation")
 	reset := env.REST(http.MethodPost, "/api/v1/threads/"+esk+"/agent-session/reset", env.World.Token("alex"), nil)
@@ -344,23 +336,24 @@ func TestSessionRoutesOnTheWire(t *testing.T) {
 }
 
 func TestLongPollAcrossServers(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	peer := env.Peer()
-	_, cursor := poll(t, env, "lotse", "", 0)
+	_, cursor := env.Poll(t, "lotse", "", 0)
 	type result struct {
-		evs []agentEvent
+		evs []apitest.AgentEvent
 		d   time.Duration
 	}
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		evs, _, err := pollDo(env, "lotse", cursor, 20)
+		evs, _, err := env.PollDo("lotse", cursor, 20)
 		if err != nil {
 			t.Error(err)
 		}
 		done <- result{evs, time.Since(start)}
 	}()
-	awaitPolls(t, env, 1)
+	env.AwaitPolls(t, 1)
 	peer.MustPost("alex", peer.Main("Support/Eskalation"), "x", "@lotse through the other replica")
 	res := <-done
 	if len(res.evs) != 1 || res.evs[0].Type != "agent.invocation" {
@@ -370,7 +363,7 @@ func TestLongPollAcrossServers(t *testing.T) {
 	if res.d > 10*time.Second {
 		t.Fatalf("the poll was not woken (%s)", res.d)
 	}
-	empty, next := poll(t, env, "lotse", res.evs[0].Seq, 1)
+	empty, next := env.Poll(t, "lotse", res.evs[0].Seq, 1)
 	if len(empty) != 0 || next != res.evs[0].Seq {
 		t.Fatalf("empty poll %+v %s", empty, next)
 	}
@@ -379,6 +372,7 @@ func TestLongPollAcrossServers(t *testing.T) {
 // TestRunRoutesREST drives the run routes through the REST shim; every
 // answer is validated against the OpenAPI document by the client.
 func TestRunRoutesREST(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	env.MustPost("alex", env.Main("Support/Eskalation"), "r1", "@lotse please")
 	lotse := env.World.Token("lotse")

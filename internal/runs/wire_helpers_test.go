@@ -1,4 +1,4 @@
-package server_test
+package runs_test
 
 import (
 	"encoding/json"
@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"bothy.example.com/bothy/internal/apitest"
-	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/rest"
 )
 
@@ -151,14 +151,14 @@ type stream struct {
 
 func newStream(t *testing.T, env *apitest.Env, agent string) *stream {
 	s := &stream{t: t, env: env, agent: agent}
-	_, s.cursor = poll(t, env, agent, "", 0)
+	_, s.cursor = env.Poll(t, agent, "", 0)
 	return s
 }
 
 // nextRun returns the run of the next agent.invocation in the stream.
 func (s *stream) nextRun() string {
 	s.t.Helper()
-	evs, next := poll(s.t, s.env, s.agent, s.cursor, 0)
+	evs, next := s.env.Poll(s.t, s.agent, s.cursor, 0)
 	s.cursor = next
 	for _, e := range evs {
 		if e.Type == "agent.invocation" {
@@ -169,9 +169,9 @@ func (s *stream) nextRun() string {
 	return ""
 }
 
-// newThread creates a thread in channel key as who with a first message and
+// openThread creates a thread in channel key as who with a first message and
 // returns its id.
-func newThread(t *testing.T, env *apitest.Env, who, channel, parent, first string) string {
+func openThread(t *testing.T, env *apitest.Env, who, channel, parent, first string) string {
 	t.Helper()
 	body := map[string]any{"title": "Thread " + first, "first_message": map[string]any{"client_msg_id": "first-" + first, "content_md": first}}
 	if parent != "" {
@@ -186,18 +186,11 @@ func newThread(t *testing.T, env *apitest.Env, who, channel, parent, first strin
 	return c.Thread["id"].(string)
 }
 
-var postSeq int
+// postSeq numbers the messages of say; tests run in parallel.
+var postSeq atomic.Int64
 
 // say posts content as who into thread and returns the message.
 func say(t *testing.T, env *apitest.Env, who, thread, content string) map[string]any {
 	t.Helper()
-	postSeq++
-	return env.MustPost(who, thread, fmt.Sprintf("say-%d", postSeq), content)
-}
-
-func setStatus(t *testing.T, env *apitest.Env, handle string, status identity.Status) {
-	t.Helper()
-	if err := env.Server.Identity.SetStatus(t.Context(), env.World.ID(handle), status); err != nil {
-		t.Fatal(err)
-	}
+	return env.MustPost(who, thread, fmt.Sprintf("say-%d", postSeq.Add(1)), content)
 }

@@ -1,4 +1,4 @@
-package server_test
+package runs_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package server_test
+package runs_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 // bytes a read alone gets: a buffer handed back while still in use would
 // show here as one answer's bytes in another's.
 func TestLargeAnswersKeepTheirBytes(t *testing.T) {
+	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: benchConfig})
 	run := contextFixture(t, env, 200, 20)
 	token := env.World.Token("lotse")

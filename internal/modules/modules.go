@@ -1,0 +1,175 @@
+// Package modules assembles Bothy's domain modules (identity, authz, chat,
+// events, messaging, runs, admin, feed, retention) on one database pool,
+// without HTTP, GraphQL or REST: the one wiring of the modules, used by the
+// server (internal/server adds the faces) and by the module test harness
+// (internal/moduletest), so that a module test runs the modules exactly as
+// the server does and builds nothing of the wire.
+package modules
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/feed"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/ratelimit"
+	"bothy.example.com/bothy/internal/retention"
+	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/world"
+)
+
+// Deps are what the modules need from their caller.
+type Deps struct {
+	Config *config.Config
+	Pool   *pgxpool.Pool
+	// Clock defaults to the wall clock.
+	Clock clock.Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Limiter defaults to the buckets of ratelimit.store sized by the
+	// config: shared through PostgreSQL, or in this process.
+	Limiter ratelimit.Limiter
+	// Registry receives the modules' metrics; nil makes a new one
+	// (Set.Registry).
+	Registry *prometheus.Registry
+	// Hooks are test instruments handed to the modules at construction;
+	// production leaves them empty.
+	Hooks Hooks
+}
+
+// Hooks are the modules' test instruments (see each type); a nil field
+// installs nothing.
+type Hooks struct {
+	History messaging.HistoryHook
+	Feed    feed.Hook
+	Authz   authz.Faults
+}
+
+// options turns the hooks into the modules' construction options.
+func (h Hooks) options() (az []authz.Option, msg []messaging.Option, fd []feed.Option) {
+	if h.Authz != nil {
+		az = append(az, authz.WithFaults(h.Authz))
+	}
+	if h.History != nil {
+		msg = append(msg, messaging.WithHistoryHook(h.History))
+	}
+	if h.Feed != nil {
+		fd = append(fd, feed.WithHook(h.Feed))
+	}
+	return az, msg, fd
+}
+
+// Set is the assembled modules. Each field is one module's service; Hub is
+// the runs module's long-poll hub (the server runs its LISTEN loop) and
+// Registry holds every module's metrics.
+type Set struct {
+	Identity  *identity.Service
+	Authz     *authz.Service
+	Chat      *chat.Service
+	Messaging *messaging.Service
+	Feed      *feed.Service
+	Events    *events.Log
+	Runs      *runs.Service
+	Admin     *admin.Service
+	Retention *retention.Service
+	DB        *db.DB
+	Hub       *runs.Hub
+	Registry  *prometheus.Registry
+}
+
+// New assembles the modules. It fails when the configuration names an
+// unknown rate-limit store (ratelimit.store).
+func New(d Deps) (*Set, error) {
+	if d.Clock == nil {
+		d.Clock = clock.Real{}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	cfg := d.Config
+	if d.Limiter == nil {
+		switch store := cfg.String(config.RateLimitStore); store {
+		case "postgres":
+			d.Limiter = ratelimit.NewPostgres(d.Pool, cfg, d.Clock)
+		case "memory":
+			d.Limiter = ratelimit.NewMemory(cfg, d.Clock)
+		default:
+			return nil, fmt.Errorf("config key %s: %q is neither postgres nor memory", config.RateLimitStore, store)
+		}
+	}
+	d.Limiter = countRefusals(d.Limiter, d.Registry)
+	hub := runs.NewHub()
+	ident := identity.NewService(d.Pool, d.Clock)
+	uow := db.New(d.Pool, cfg.Int(config.DatabaseTxRetryMax))
+	azOpts, msgOpts, fdOpts := d.Hooks.options()
+	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, d.Registry, azOpts...)
+	chatSvc := chat.NewService(uow, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
+	evLog := events.NewLog(d.Pool, d.Clock)
+	evLog.Instrument(d.Registry)
+	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, az, evLog, messaging.Limits{
+		MaxContentBytes: cfg.Int(config.MessageMaxContentBytes), ListContentMaxBytes: cfg.Int(config.MessageListContentMaxBytes),
+		ListLimitDefault: cfg.Int(config.MessageListLimitDefault), ListLimitMax: cfg.Int(config.MessageListLimitMax)}, msgOpts...)
+	msg.Instrument(d.Registry)
+	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
+	az.Register(msg, authz.KindMessage)
+	az.Register(az, authz.KindGrant)
+	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, DB: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
+		Authz: az, Messaging: msg, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
+		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
+			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
+	az.Register(runSvc, authz.KindRun)
+	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
+		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
+		Runs: runSvc})
+	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
+	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax), fdOpts...)
+	ret := retention.New(uow, retention.Owners{Events: evLog, Authz: az, Identity: ident}, d.Clock, retention.Keep{
+		EventLog: cfg.Duration(config.RetentionEventLog), AgentEvents: cfg.Duration(config.RetentionAgentEvents),
+		AuditLog: cfg.Duration(config.RetentionAuditLog), Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger)
+	return &Set{Identity: ident, Authz: az, Chat: chatSvc, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
+		Admin: adm, Retention: ret, DB: uow, Hub: hub, Registry: d.Registry}, nil
+}
+
+// World returns the services the example world builder works through.
+func (s *Set) World() world.Services {
+	return world.Services{Identity: s.Identity, Chat: s.Chat, Authz: s.Authz, Admin: s.Admin}
+}
+
+// countingLimiter counts the refusals of a limiter by class in
+// bothy_ratelimit_rejections_total.
+type countingLimiter struct {
+	ratelimit.Limiter
+	rejected *prometheus.CounterVec
+}
+
+// countRefusals wraps l so that its refusals are counted in reg, every
+// class's series present from the start.
+func countRefusals(l ratelimit.Limiter, reg prometheus.Registerer) ratelimit.Limiter {
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_ratelimit_rejections_total",
+		Help: "Requests refused by a rate limit, by class."}, []string{"class"})
+	for _, c := range []ratelimit.Class{ratelimit.Message, ratelimit.AgentRuntime, ratelimit.Read, ratelimit.Admin} {
+		rejected.WithLabelValues(string(c))
+	}
+	reg.MustRegister(rejected)
+	return countingLimiter{Limiter: l, rejected: rejected}
+}
+
+// Begin implements ratelimit.Limiter: a refusal is counted when the
+// spend's answer is read.
+func (c countingLimiter) Begin(principal string, class ratelimit.Class) *ratelimit.Spend {
+	return c.Limiter.Begin(principal, class).OnRefusal(func() { c.rejected.WithLabelValues(string(class)).Inc() })
+}
