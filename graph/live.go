@@ -9,6 +9,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -35,6 +36,31 @@ type connKey struct{}
 // WithSubscriptionConn returns ctx carrying the connection c.
 func WithSubscriptionConn(ctx context.Context, c SubscriptionConn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
+}
+
+// livePrincipal returns how a subscription of the caller start learns who
+// its caller is now: it authenticates the connection's token again
+// (identity.WithToken, as the WebSocket transport's connection_init put
+// it), so that every page and every event is decided with the principal's
+// current status and owner flag, and nothing is handed out once the token
+// is revoked or expired or the principal disabled (ok false; the
+// connection's watcher closes it with 4403). It costs one token statement
+// per call. Without a token in the context it answers start.
+func (r *Resolver) livePrincipal(start identity.Principal) func(context.Context) (p identity.Principal, ok bool, err error) {
+	return func(ctx context.Context) (identity.Principal, bool, error) {
+		tok, has := identity.TokenFromContext(ctx)
+		if !has {
+			return start, true, nil
+		}
+		p, err := r.Identity.Authenticate(ctx, tok)
+		if err != nil {
+			if problem.From(err).Code == problem.Unauthorized {
+				return identity.Principal{}, false, nil
+			}
+			return identity.Principal{}, false, err
+		}
+		return p, p.ID == start.ID, nil
+	}
 }
 
 // stream are the parts of one subscription.

@@ -26,8 +26,15 @@ func (r *subscriptionResolver) Events(ctx context.Context, after *string) (<-cha
 	if err != nil {
 		return nil, err
 	}
+	// Every page and every event is decided with the caller as it is now
+	// (docs/design/rights.md#live-rights), not as connection_init read it.
+	now := r.livePrincipal(p)
 	return pump(ctx, r.Resolver, stream[model.Event]{
 		fetch: func(ctx context.Context, max int) ([]events.Event, bool, error) {
+			p, ok, err := now(ctx)
+			if err != nil || !ok {
+				return nil, false, err
+			}
 			page, err := r.Feed.Next(ctx, p, cursor, min(max, r.Feed.LimitMax()))
 			if err != nil {
 				return nil, false, err
@@ -39,8 +46,14 @@ func (r *subscriptionResolver) Events(ctx context.Context, after *string) (<-cha
 			cursor = page.NextAfter
 			return page.Events, more, nil
 		},
-		visible: func(ctx context.Context, e events.Event) (bool, error) { return r.Feed.Visible(ctx, p, e) },
-		model:   func(e events.Event) (model.Event, error) { return eventModel(e), nil },
+		visible: func(ctx context.Context, e events.Event) (bool, error) {
+			p, ok, err := now(ctx)
+			if err != nil || !ok {
+				return false, err
+			}
+			return r.Feed.Visible(ctx, p, e)
+		},
+		model: func(e events.Event) (model.Event, error) { return eventModel(e), nil },
 	}), nil
 }
 
@@ -55,6 +68,7 @@ func (r *subscriptionResolver) AgentEvents(ctx context.Context, after *string) (
 	if err != nil {
 		return nil, err
 	}
+	now := r.livePrincipal(p)
 	return pump(ctx, r.Resolver, stream[model.AgentEvent]{
 		fetch: func(ctx context.Context, max int) ([]events.Event, bool, error) {
 			max = min(max, runs.PollLimit)
@@ -66,6 +80,12 @@ func (r *subscriptionResolver) AgentEvents(ctx context.Context, after *string) (
 				cursor = evs[len(evs)-1].Seq
 			}
 			return evs, len(evs) == max, nil
+		},
+		// The agent's own events, handed out only while its token still
+		// authenticates it.
+		visible: func(ctx context.Context, _ events.Event) (bool, error) {
+			_, ok, err := now(ctx)
+			return ok, err
 		},
 		model: agentEventModel,
 	}), nil

@@ -2775,17 +2775,25 @@ var sources = []*ast.Source{
 
 "The kind of a token, which follows the kind of its holder."
 enum TokenKind {
+  "A person's token (secret prefix bothy_s_)."
   SESSION
+  "An agent's token (secret prefix bothy_a_)."
   AGENT
+  "An app's token (secret prefix bothy_p_)."
   APP
 }
 
 "A token as listed: never its secret or its hash."
 type Token {
+  "The token's id (what revokeToken takes), not its secret."
   id: ID!
+  "The principal that holds the token."
   principalId: ID!
+  "The token's kind, fixed by its holder's kind."
   kind: TokenKind!
+  "The holder's note on the token; empty when none was given."
   label: String!
+  "When the token was issued."
   createdAt: Time!
   "Null for a token without expiry."
   expiresAt: Time
@@ -2797,22 +2805,29 @@ type Token {
 
 "A new token. The secret in ` + "`" + `token` + "`" + ` is shown in this answer only."
 type TokenCreated {
+  "The token's id (what revokeToken takes), not its secret."
   id: ID!
   "The secret: send it as ` + "`" + `Authorization: Bearer <token>` + "`" + `. It is not stored and never shown again."
   token: String!
+  "The principal that holds the token."
   principalId: ID!
+  "The token's kind, fixed by its holder's kind."
   kind: TokenKind!
+  "The holder's note on the token; empty when none was given."
   label: String!
+  "When the token was issued."
   createdAt: Time!
   "Null for a token without expiry."
   expiresAt: Time
 }
 
+"The tokens of one principal."
 type TokenList {
   "Newest first, revoked and expired ones included."
   tokens: [Token!]!
 }
 
+"A token to issue (createToken)."
 input TokenCreate {
   "A note for the holder, at most 100 characters."
   label: String
@@ -2820,10 +2835,13 @@ input TokenCreate {
   ttl: Int
 }
 
+"A person, agent or app to create (createPrincipal)."
 input PrincipalCreate {
+  "What the principal is."
   kind: PrincipalKind!
   "Unique, lowercase: [a-z0-9][a-z0-9_-]{1,31}."
   handle: String!
+  "The name shown to others: 1 to 80 characters, no surrounding white space or control characters."
   displayName: String!
   "People only."
   email: String
@@ -2833,12 +2851,15 @@ input PrincipalCreate {
 
 "A new principal. Agents and apps get their first token here; its secret is shown in this answer only. People get none (create one with createToken)."
 type PrincipalCreated {
+  "The principal as stored."
   principal: Principal!
   "The first token of an agent or app; null for a person."
   token: String
 }
 
+"A change of a principal (updatePrincipal): absent members stay as they are."
 input PrincipalPatch {
+  "The new display name: 1 to 80 characters, no surrounding white space or control characters."
   displayName: String
   "People only; an empty string removes the address."
   email: String
@@ -2848,7 +2869,9 @@ input PrincipalPatch {
   isOwner: Boolean
 }
 
+"A page of principals in creation order."
 type PrincipalPage {
+  "The principals of this page, oldest first."
   principals: [Principal!]!
   "The cursor for the next page; null when this page is the last."
   nextAfter: String
@@ -2856,20 +2879,27 @@ type PrincipalPage {
 
 "A named set of people that grants can name."
 type Group {
+  "The group's id."
   id: ID!
+  "The group's name, unique among groups: 1 to 80 characters."
   name: String!
+  "When the group was created."
   createdAt: Time!
   "The people in the group, in id order."
   memberIds: [ID!]!
 }
 
+"A space to create (createSpace)."
 input SpaceCreate {
+  "The space's name, unique on the instance: 1 to 80 characters, no surrounding white space or control characters."
   name: String!
   "The agent that operates the space's channels in mode inherit."
   defaultOperatorAgentId: ID
 }
 
+"A change of a space (updateSpace): absent members stay as they are."
 input SpacePatch {
+  "The new name, unique on the instance: 1 to 80 characters, no surrounding white space or control characters."
   name: String
   "Sets the default operator (an active agent)."
   defaultOperatorAgentId: ID
@@ -2877,8 +2907,11 @@ input SpacePatch {
   clearDefaultOperator: Boolean
 }
 
+"A channel to create (createChannel)."
 input ChannelCreate {
+  "The channel's name, unique in its space: 1 to 80 characters, no surrounding white space or control characters."
   name: String!
+  "TEXT (a main thread and threads) or FORUM (posts); it cannot change later."
   kind: ChannelKind!
   "Switches that differ from the defaults."
   switches: ChannelSwitchesPatch
@@ -2886,38 +2919,143 @@ input ChannelCreate {
   operator: OperatorSet
 }
 
+"A change of a channel (updateChannel): absent members stay as they are."
 input ChannelPatch {
+  "The new name, unique in the channel's space: 1 to 80 characters, no surrounding white space or control characters."
   name: String
 }
 
 extend type Query {
   "People, agents and apps in creation order (owners only)."
-  principals(after: String, limit: Int): PrincipalPage!
+  principals(
+    "The nextAfter of the previous page; absent for the first page."
+    after: String
+    "Principals per page, 1 to admin.principal_list_limit_max; absent takes admin.principal_list_limit_default."
+    limit: Int
+  ): PrincipalPage!
   "The tokens of a principal, without secrets (the person themselves, or an owner)."
-  tokens(principalId: ID!): TokenList!
+  tokens(
+    "The principal whose tokens to list."
+    principalId: ID!
+  ): TokenList!
   "A group with its members (owners only)."
-  group(id: ID!): Group
+  group(
+    "The group's id."
+    id: ID!
+  ): Group
 }
 
 extend type Mutation {
-  createPrincipal(input: PrincipalCreate!): PrincipalCreated!
-  updatePrincipal(id: ID!, input: PrincipalPatch!): Principal!
-  createToken(principalId: ID!, input: TokenCreate!): TokenCreated!
-  revokeToken(id: ID!): Token!
-  createGroup(name: String!): Group!
-  updateGroup(id: ID!, name: String!): Group!
+  """
+  Creates a person, agent or app (owners only). A handle that is taken
+  answers conflict handle_taken.
+  """
+  createPrincipal(
+    "The principal to create."
+    input: PrincipalCreate!
+  ): PrincipalCreated!
+  """
+  Changes a principal (owners only). The last active owner can be neither
+  demoted nor disabled (conflict last_owner). When disabling or demoting
+  takes trigger away from a person, their runs end as on any loss of
+  trigger.
+  """
+  updatePrincipal(
+    "The principal to change."
+    id: ID!
+    "The members to change."
+    input: PrincipalPatch!
+  ): Principal!
+  """
+  Issues a token for a principal: a person for themselves, an owner for
+  anybody. Agents and apps cannot call it.
+  """
+  createToken(
+    "The principal that will hold the token."
+    principalId: ID!
+    "Label and lifetime."
+    input: TokenCreate!
+  ): TokenCreated!
+  """
+  Revokes a token: a person their own, an owner anybody's. Someone else's
+  token answers not_found like a missing one; revoking twice answers the
+  token unchanged. A long poll waiting with the token answers unauthorized;
+  a subscription socket opened with it closes within events.poll_max_wait.
+  """
+  revokeToken(
+    "The token's id (not its secret)."
+    id: ID!
+  ): Token!
+  "Creates an empty group (owners only); a name that is taken answers conflict name_taken."
+  createGroup(
+    "The group's name, unique among groups: 1 to 80 characters, no surrounding white space or control characters."
+    name: String!
+  ): Group!
+  "Renames a group (owners only); a name that is taken answers conflict name_taken."
+  updateGroup(
+    "The group to rename."
+    id: ID!
+    "The new name: 1 to 80 characters, no surrounding white space or control characters."
+    name: String!
+  ): Group!
   "Deletes the group, revokes its grants and answers the group as it was."
-  deleteGroup(id: ID!): Group!
+  deleteGroup(
+    "The group to delete."
+    id: ID!
+  ): Group!
   "People only."
-  addGroupMember(groupId: ID!, principalId: ID!): Group!
-  removeGroupMember(groupId: ID!, principalId: ID!): Group!
-  createSpace(input: SpaceCreate!): Space!
-  updateSpace(id: ID!, input: SpacePatch!): Space!
-  unarchiveSpace(id: ID!): Space!
+  addGroupMember(
+    "The group."
+    groupId: ID!
+    "The person to add; adding a member again changes nothing."
+    principalId: ID!
+  ): Group!
+  "Takes a person out of a group (owners only); they lose the rights that only the group's grants gave them."
+  removeGroupMember(
+    "The group."
+    groupId: ID!
+    "The person to remove; removing a non-member changes nothing."
+    principalId: ID!
+  ): Group!
+  "Creates a space (owners only); a name that is taken answers conflict name_taken."
+  createSpace(
+    "The space to create."
+    input: SpaceCreate!
+  ): Space!
+  "Renames a space or sets or clears its default operator (owners only)."
+  updateSpace(
+    "The space to change."
+    id: ID!
+    "The members to change."
+    input: SpacePatch!
+  ): Space!
+  "Lifts the archive of a space (owners only): rights come back as the grants say."
+  unarchiveSpace(
+    "The space to unarchive."
+    id: ID!
+  ): Space!
   "Creates the channel and, for a text channel, its main thread."
-  createChannel(spaceId: ID!, input: ChannelCreate!): Channel!
-  updateChannel(id: ID!, input: ChannelPatch!): Channel!
-  unarchiveChannel(id: ID!): Channel!
+  createChannel(
+    "The space the channel belongs to."
+    spaceId: ID!
+    "The channel to create."
+    input: ChannelCreate!
+  ): Channel!
+  "Renames a channel (owners only); without a name it changes nothing and answers the channel."
+  updateChannel(
+    "The channel to change."
+    id: ID!
+    "The members to change."
+    input: ChannelPatch!
+  ): Channel!
+  """
+  Lifts the archive of a channel (owners only). A channel of an archived
+  space stays read-only until the space is unarchived.
+  """
+  unarchiveChannel(
+    "The channel to unarchive."
+    id: ID!
+  ): Channel!
 }
 `, BuiltIn: false},
 	{Name: "../../schema/base.graphqls", Input: `"An RFC 3339 timestamp with milliseconds, in UTC."
@@ -2925,40 +3063,67 @@ scalar Time
 
 "The kind of a principal."
 enum PrincipalKind {
+  "A person: the only kind that can trigger agents or own the instance."
   USER
+  "An AI agent that answers in the chat through an adapter."
   AGENT
+  "An integration that writes messages; its messages never trigger agents."
   APP
 }
 
 "The lifecycle state of a principal; only active principals act."
 enum PrincipalStatus {
+  "May sign in with its tokens and act within its rights."
   ACTIVE
+  "Not active yet: its tokens do not authenticate and it holds no rights."
   PENDING
+  "Switched off by an owner: its tokens do not authenticate and it holds no rights."
   DISABLED
+  "Deleted: its tokens do not authenticate and it holds no rights."
   DELETED
 }
 
-"A person, agent or app as the authenticated caller sees itself."
+"""
+A person, agent or app with its private details (e-mail address, status,
+owner flag): the caller's view of itself (viewer), and what owners see in
+administration.
+"""
 type Principal {
+  "The principal's id."
   id: ID!
+  "Person, agent or app."
   kind: PrincipalKind!
+  "The unique, lowercase name others mention it by (@handle)."
   handle: String!
+  "The name shown to others."
   displayName: String!
-  "The caller's own e-mail address; people only."
+  "The person's e-mail address; null for agents and apps and for a person without one."
   email: String
+  "Whether the principal may act (ACTIVE) or not."
   status: PrincipalStatus!
+  "True for a person who owns (administers) the instance; always false for agents and apps."
   isOwner: Boolean!
+  "When the principal was created."
   createdAt: Time!
 }
 
 "How a principal is shown to others: never with an e-mail address."
 type PrincipalRef {
+  "The principal's id."
   id: ID!
+  "Person, agent or app."
   kind: PrincipalKind!
+  "The unique, lowercase name others mention it by (@handle)."
   handle: String!
+  "The name shown to others."
   displayName: String!
 }
 
+"""
+The reads of the API, each decided with the caller's rights at the time of
+the request. A space, channel, thread, message or run the caller may not read
+answers not_found, exactly like one that does not exist.
+"""
 type Query {
   "The authenticated caller."
   viewer: Principal!
@@ -2969,129 +3134,221 @@ scalar JSON
 
 "Rights levels, ordered NONE < READ < WRITE < TRIGGER."
 enum GrantLevel {
+  "See the space or channel and read its threads, messages and runs."
   READ
+  "READ, and post messages and create and close threads."
   WRITE
+  "WRITE, and address agents (start runs), cancel runs, move threads and reset or bind agent sessions. Only people hold it: agents and apps get at most WRITE."
   TRIGGER
 }
 
+"What a channel holds."
 enum ChannelKind {
+  "A chat channel: one main thread, and threads started from its messages or on their own."
   TEXT
+  "A forum: posts (threads without parent), no main thread."
   FORUM
 }
 
+"Where a channel's operator (the agent that answers in it) comes from."
 enum OperatorMode {
+  "The space's default operator, when the space has one."
   INHERIT
+  "The channel's own agent (operatorAgentId)."
   AGENT
+  "The channel has no operator."
   NONE
 }
 
+"The kind of a thread."
 enum ThreadKind {
+  "The one main thread of a text channel."
   MAIN
+  "A thread of a text channel, started from a main-thread message (its parent) or on its own."
   THREAD
+  "A post of a forum channel."
   POST
 }
 
+"Whether a thread is open."
 enum ThreadState {
+  "Open for messages."
   OPEN
+  "Closed with closeThread; the next message reopens it (a system line thread.reopened first)."
   DONE
 }
 
+"Who gave a thread its title."
 enum TitleSource {
+  "A person or app created the thread (the title it gave, or the first line of the first message)."
   USER
+  """
+  An agent created the thread, or the server did for a run (an auto thread).
+  The title goes when the message that started the thread (its parent, or
+  the first message of a thread without one) is deleted, and when a thread
+  with a parent moves.
+  """
   AUTO
 }
 
+"Who wrote a message, set by the server from the writer's token (never by the client)."
 enum MessageOrigin {
+  "A person. Only messages of this origin can trigger agents."
   HUMAN
+  "An agent (its answers, and the anchors of its runs)."
   AGENT
+  "An app."
   APP
+  "Import tooling, on behalf of the author; never trusted as an instruction."
   IMPORT
+  "The server itself (system lines such as thread.reopened)."
   SYSTEM
 }
 
+"What a message is."
 enum MessageKind {
+  "Markdown text."
   TEXT
+  "A voice message (its transcript is on the attachment)."
   VOICE
+  "A card."
   CARD
+  "A run's anchor: written by the server when a run is accepted, with runId set and empty content; clients render it as the run's live box."
   RUN
+  "A system line written by the server (systemCode says which)."
   SYSTEM
 }
 
 "The kinds a client may send; system and run messages are written only by the server."
 enum MessageCreateKind {
+  "Markdown text (the default)."
   TEXT
+  "A voice message: refused for now (validation_failed, not_enabled)."
   VOICE
+  "A card: refused for now (validation_failed, not_enabled)."
   CARD
 }
 
+"What a person's message set in motion (the trigger decision)."
 enum TriggerState {
+  "The message started a run of its addressee."
   ACCEPTED
+  "The message joined the active run of its addressee as a follow-up."
   FOLLOWUP
+  "The message addressed an agent that may not answer it; triggerReason says why."
   FAILED
 }
 
+"Whether a grant names one principal or a group."
 enum SubjectKind {
+  "A person, agent or app."
   PRINCIPAL
+  "A group of people."
   GROUP
 }
 
+"What a grant applies to."
 enum TargetKind {
+  "A space: the grant reaches every channel of the space."
   SPACE
+  "One channel."
   CHANNEL
 }
 
+"A space: a set of channels with an optional default operator."
 type Space {
+  "The space's id."
   id: ID!
+  "The space's name, unique on the instance."
   name: String!
   "The agent that answers in channels of mode inherit; null when the space has none."
   defaultOperatorAgentId: ID
+  "True while the space is archived: nobody exceeds READ in any of its channels."
   archived: Boolean!
 }
 
+"The behaviour switches of a channel."
 type ChannelSwitches {
+  "The operator answers main-thread messages that do not mention it. Default false."
   freeResponse: Boolean!
+  "Agents other than the thread's operator may be invoked by mention (as guests) when they can read the thread. Default false."
   allowMentionedAgents: Boolean!
+  "A run started from a main-thread message gets a new thread under that message. Default true."
   autoThread: Boolean!
+  """
+  How many earlier messages a run context takes from the run's thread (and
+  from the main thread before the thread's parent): 0 to
+  channel.history_backfill_limit_max; a new channel gets
+  channel.history_backfill_limit_default.
+  """
   historyBackfillLimit: Int!
 }
 
+"A channel of a space: a text channel (main thread and threads) or a forum (posts)."
 type Channel {
+  "The channel's id."
   id: ID!
+  "The space the channel belongs to."
   spaceId: ID!
+  "The channel's name, unique in its space."
   name: String!
+  "Text channel or forum."
   kind: ChannelKind!
+  "True while the channel or its space is archived: nobody exceeds READ in it."
   archived: Boolean!
+  "Where the channel's operator comes from."
   operatorMode: OperatorMode!
   "The agent named by operatorMode AGENT; null for the other modes."
   operatorAgentId: ID
   "The agent that answers in this channel now (mode, or the space's default for inherit)."
   effectiveOperatorId: ID
+  "The channel's behaviour switches."
   switches: ChannelSwitches!
   "The main thread of a text channel; null for a forum."
   mainThreadId: ID
 }
 
+"A thread: the main thread of a text channel, a thread, or a forum post."
 type Thread {
+  "The thread's id."
   id: ID!
+  "The channel the thread is in now (moveThread changes it)."
   channelId: ID!
+  "Main thread, thread or post."
   kind: ThreadKind!
   "The message this thread was started on; null for a main thread and a thread started without one."
   parentMessageId: ID
-  "The agent fixed as this thread's operator (a trigger's new thread); null when the channel's operator applies."
+  """
+  The thread's fixed operator: the channel's effective operator when the
+  thread was created. Null for a main thread, whose operator is always the
+  channel's effective operator, and for a thread created while the channel
+  had none (it then has no operator).
+  """
   operatorAgentId: ID
   "Null when the thread has no title."
   title: String
   "How the title came about; null when there is no title."
   titleSource: TitleSource
+  "The principal that created the thread (for an auto thread, the person whose message started the run)."
   createdBy: ID!
+  "Open or done."
   state: ThreadState!
+  "The threadSeq of the newest message; 0 while the thread has none."
   lastSeq: Int!
+  "When the thread was created."
   createdAt: Time!
   "History by thread_seq, oldest first; content is cut at message.list_content_max_bytes."
-  messages(after: Int, limit: Int): MessagePage!
+  messages(
+    "Return the messages with threadSeq above this (a previous nextAfter); absent or 0 from the start. Negative values are refused."
+    after: Int
+    "Messages per page, 1 to message.list_limit_max; absent takes message.list_limit_default."
+    limit: Int
+  ): MessagePage!
 }
 
+"A page of a thread's history."
 type MessagePage {
+  "The messages of this page, oldest first, each one the caller may read."
   messages: [Message!]!
   "The cursor for the next page (the last thread_seq returned); null when this page is the last."
   nextAfter: Int
@@ -3099,37 +3356,57 @@ type MessagePage {
 
 "Where the malware scan of a file stands."
 enum ScanStatus {
+  "Not scanned yet."
   PENDING
+  "Scanned, nothing found."
   CLEAN
+  "Scanned, malware found."
   INFECTED
+  "The scan could not be done."
   FAILED
 }
 
 "A file attached to a message (none exist yet; the list is always present)."
 type Attachment {
+  "The file's id."
   fileId: ID!
+  "The file's name."
   name: String!
+  "The file's media (MIME) type."
   mimeType: String!
+  "The file's size in bytes."
   size: Int!
+  "Where the file's malware scan stands."
   scanStatus: ScanStatus!
   "The transcript of a voice message, when there is one; it carries the trust of its message."
   transcript: String
 }
 
+"A message of a thread, in the one representation every read and event shares."
 type Message {
+  "The message's id."
   id: ID!
+  "The thread the message belongs to."
   threadId: ID!
+  "The channel the message's thread is in now."
   channelId: ID!
+  "The message's position in its thread: 1, 2, ... without gaps."
   threadSeq: Int!
+  "Who wrote the message (for a system line, the principal whose action caused it)."
   author: PrincipalRef!
+  "Who wrote it, as the server recorded it from the writer's token."
   origin: MessageOrigin!
+  "What the message is."
   kind: MessageKind!
+  "The content as Markdown; empty for a tombstone and a run anchor."
   contentMd: String!
   "True only when a history list cut the content."
   contentTruncated: Boolean
   "The message this one answers; null when it answers none."
   replyToMessageId: ID
+  "The principals named by @handle in the content; empty for a tombstone."
   mentions: [PrincipalRef!]!
+  "The message's files; always an empty list for now."
   attachments: [Attachment!]!
   "What this message set in motion; null when it addressed no agent (and always for agents' and apps' messages)."
   triggerState: TriggerState
@@ -3141,6 +3418,7 @@ type Message {
   runId: ID
   "True only for a tombstone."
   deleted: Boolean
+  "When the message was stored."
   createdAt: Time!
   """
   The thread this message started: the new thread of a trigger, or a thread
@@ -3150,9 +3428,18 @@ type Message {
   startedThread: Thread
 }
 
+"A message to post (createMessage, or the first message of createThread)."
 input MessageCreate {
+  """
+  The client's id of this message, 1 to 128 characters, unique per author:
+  repeating a create with the same clientMsgId and the same request answers
+  the original (replayed true) instead of posting twice; the same clientMsgId
+  with another request answers conflict idempotency_key_reused.
+  """
   clientMsgId: String!
+  "The content as Markdown: not blank, at most message.max_content_bytes bytes."
   contentMd: String!
+  "TEXT when absent; VOICE and CARD are refused for now."
   kind: MessageCreateKind
   "The message this one answers; omit it or send null for none (an empty string is refused)."
   replyToMessageId: ID
@@ -3160,60 +3447,92 @@ input MessageCreate {
   runId: ID
 }
 
+"The answer of createMessage."
 type MessageResult {
+  "The message as stored (the original one for a replay)."
   message: Message!
   "True when this answer is an idempotent replay of an earlier create."
   replayed: Boolean!
 }
 
+"A thread or forum post to create, with its first message (createThread)."
 input ThreadCreate {
-  "Omit it or send null for no title (an empty string is refused)."
+  """
+  The thread's title. Omit it or send null to take the first non-empty line
+  of the first message, cut to 120 characters; an empty string is refused.
+  """
   title: String
   "The message to start the thread on; omit it or send null for none."
   parentMessageId: ID
+  "The thread's first message; its clientMsgId makes the whole create idempotent. It cannot reply to a message."
   firstMessage: MessageCreate!
 }
 
+"The answer of createThread."
 type ThreadCreatedResult {
+  "The new thread (the original one for a replay)."
   thread: Thread!
+  "The thread's first message."
   firstMessage: Message!
+  "True when this answer is an idempotent replay of an earlier create."
   replayed: Boolean!
 }
 
+"A right of a principal or group on a space or channel."
 type Grant {
+  "The grant's id."
   id: ID!
+  "The principal or group that holds the right."
   subjectId: ID!
+  "Whether subjectId names a principal or a group."
   subjectKind: SubjectKind!
+  "Whether the grant is on a space or a channel."
   targetKind: TargetKind!
+  "The space or channel the grant is on."
   targetId: ID!
+  "The level the grant gives."
   level: GrantLevel!
   "When the grant ends by itself; null for no end."
   expiresAt: Time
+  "When the grant was made."
   createdAt: Time!
   "When the grant was revoked; null while it is not."
   revokedAt: Time
 }
 
+"A grant to make (createGrant)."
 input GrantCreate {
+  "The existing principal or group that gets the right."
   subjectId: ID!
+  "Whether subjectId names a principal or a group."
   subjectKind: SubjectKind!
+  "Whether the grant is on a space or a channel."
   targetKind: TargetKind!
+  "The space or channel the grant is on."
   targetId: ID!
+  "The level to give; agents and apps can hold at most WRITE."
   level: GrantLevel!
   "When the grant ends by itself; omit it or send null for no end."
   expiresAt: Time
 }
 
+"A channel's operator mode, with its agent for mode AGENT."
 input OperatorSet {
+  "The operator mode."
   mode: OperatorMode!
   "The agent, with mode AGENT only; omit it or send null for the other modes."
   agentId: ID
 }
 
+"A change of a channel's switches: absent members stay as they are."
 input ChannelSwitchesPatch {
+  "The operator answers main-thread messages that do not mention it."
   freeResponse: Boolean
+  "Agents other than the thread's operator may be invoked by mention (as guests)."
   allowMentionedAgents: Boolean
+  "A run started from a main-thread message gets a new thread under that message."
   autoThread: Boolean
+  "0 to channel.history_backfill_limit_max."
   historyBackfillLimit: Int
 }
 
@@ -3229,6 +3548,7 @@ interface Event {
   seq: String!
   "The event type, for example message.created."
   type: String!
+  "When the event was written."
   createdAt: Time!
   "The channel the event is listed in; null only for events about a space as a whole (SpaceEvent)."
   channelId: ID
@@ -3238,12 +3558,19 @@ interface Event {
 
 "message.created and message.deleted."
 type MessageEvent implements Event {
+  "The event's global position; pass it as after to continue behind it."
   seq: String!
+  "message.created or message.deleted."
   type: String!
+  "When the event was written."
   createdAt: Time!
+  "The channel the event is listed in: the message's channel when it happened."
   channelId: ID!
+  "The message in the REST shape (a tombstone once it was deleted)."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The message the event is about."
   messageId: ID!
+  "The message's thread."
   threadId: ID!
   "The message as the caller may read it now (a tombstone once deleted)."
   message: Message
@@ -3251,11 +3578,17 @@ type MessageEvent implements Event {
 
 "thread.created, thread.reopened and thread.closed."
 type ThreadEvent implements Event {
+  "The event's global position; pass it as after to continue behind it."
   seq: String!
+  "thread.created, thread.reopened or thread.closed."
   type: String!
+  "When the event was written."
   createdAt: Time!
+  "The channel the event is listed in: the thread's channel when it happened."
   channelId: ID!
+  "The thread in the REST shape as it was then."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The thread the event is about."
   threadId: ID!
   "The thread as the caller may read it now."
   thread: Thread
@@ -3263,28 +3596,47 @@ type ThreadEvent implements Event {
 
 "thread.moved: listed in the channel the thread left and in the one it entered."
 type ThreadMovedEvent implements Event {
+  "The event's global position; pass it as after to continue behind it."
   seq: String!
+  "thread.moved."
   type: String!
+  "When the event was written."
   createdAt: Time!
+  "The channel this copy of the event is listed in: fromChannelId or toChannelId."
   channelId: ID!
+  "The thread in the REST shape after the move, with from_channel_id."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The thread that moved."
   threadId: ID!
+  "The channel the thread left."
   fromChannelId: ID!
+  "The channel the thread entered."
   toChannelId: ID!
+  "The thread as the caller may read it now; null when the caller may not read it."
   thread: Thread
 }
 
 "run.state_changed: ids and state, never content."
 type RunStateChangedEvent implements Event {
+  "The event's global position; pass it as after to continue behind it."
   seq: String!
+  "run.state_changed."
   type: String!
+  "When the event was written."
   createdAt: Time!
+  "The channel of the run's thread when it happened."
   channelId: ID!
+  "The run's ids and state in the REST shape."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The run that changed."
   runId: ID!
+  "The run's thread."
   threadId: ID!
+  "The run's state after the change."
   state: RunState!
+  "The run's version after the change: a higher version is a later change."
   version: Int!
+  "Why the run ended, once it ended; null before and when no reason was given."
   endReason: String
   "The run as the caller may read it now."
   run: Run
@@ -3292,26 +3644,37 @@ type RunStateChangedEvent implements Event {
 
 "access.changed: rights in the channel changed; read what you may see again."
 type AccessChangedEvent implements Event {
+  "The event's global position; pass it as after to continue behind it."
   seq: String!
+  "access.changed."
   type: String!
+  "When the event was written."
   createdAt: Time!
+  "The channel whose rights changed."
   channelId: ID!
+  "The change in the REST shape (names and ids only)."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
   "What changed, for example grant.revoked or channel.archived."
   change: String!
-  "channel or space."
+  "What the change was made on: channel, space or group."
   targetKind: String!
+  "The channel, space or group the change was made on."
   targetId: ID!
-  "The grant, channel or space the change names."
+  "The grant the change names (grant.created, grant.revoked); for other changes the channel, space or group of targetId."
   subjectId: ID
 }
 
 "channel.created and channel.updated: a channel was created, renamed or unarchived."
 type ChannelEvent implements Event {
+  "The event's global position; pass it as after to continue behind it."
   seq: String!
+  "channel.created or channel.updated."
   type: String!
+  "When the event was written."
   createdAt: Time!
+  "The channel that was created or changed."
   channelId: ID!
+  "The channel in the REST shape as it was then."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
   "The channel as the caller may read it now."
   channel: Channel
@@ -3319,43 +3682,163 @@ type ChannelEvent implements Event {
 
 "space.created and space.updated: a space as a whole was created or changed (listed in no channel)."
 type SpaceEvent implements Event {
+  "The event's global position; pass it as after to continue behind it."
   seq: String!
+  "space.created or space.updated."
   type: String!
+  "When the event was written."
   createdAt: Time!
   "Always null: the event belongs to the space, not to a channel."
   channelId: ID
+  "The space in the REST shape as it was then."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The space that was created or changed."
   spaceId: ID!
   "The space as the caller may read it now."
   space: Space
 }
 
+"A page of client events."
 type EventPage {
+  "The events of this page the caller may see, oldest first."
   events: [Event!]!
+  """
+  The cursor for the next call: the seq of the last event this page read
+  (events the caller may not see are skipped, so it can lie beyond the last
+  listed one), or the given cursor ("0" without one) when none came.
+  """
   nextAfter: String!
 }
 
 extend type Query {
-  space(id: ID!): Space
-  channel(id: ID!): Channel
-  thread(id: ID!): Thread
-  message(id: ID!): Message
+  "A space the caller may read."
+  space(
+    "The space's id."
+    id: ID!
+  ): Space
+  "A channel the caller may read."
+  channel(
+    "The channel's id."
+    id: ID!
+  ): Channel
+  "A thread the caller may read."
+  thread(
+    "The thread's id."
+    id: ID!
+  ): Thread
+  "A message the caller may read, its content never cut."
+  message(
+    "The message's id."
+    id: ID!
+  ): Message
   "Client events after the cursor that the caller may see (listEvents)."
-  events(after: String, limit: Int): EventPage!
+  events(
+    """
+    The seq to continue behind (a previous nextAfter); absent or "0" starts
+    at the oldest event kept. A cursor older than what retention kept answers
+    cursor_expired; an empty string is refused.
+    """
+    after: String
+    "Events to read, 1 to events.list_limit_max; absent takes events.list_limit_default."
+    limit: Int
+  ): EventPage!
 }
 
+"""
+The changes of the API, each decided with the caller's rights at the time of
+the request and written in one unit of work with its events.
+"""
 type Mutation {
-  createMessage(threadId: ID!, input: MessageCreate!): MessageResult!
-  createThread(channelId: ID!, input: ThreadCreate!): ThreadCreatedResult!
-  deleteMessage(id: ID!): Message!
-  closeThread(id: ID!): Thread!
-  moveThread(id: ID!, channelId: ID!): Thread!
-  createGrant(input: GrantCreate!): Grant!
-  revokeGrant(id: ID!): Grant!
-  setChannelOperator(channelId: ID!, input: OperatorSet!): Channel!
-  updateChannelSwitches(channelId: ID!, input: ChannelSwitchesPatch!): Channel!
-  archiveChannel(id: ID!): Channel!
-  archiveSpace(id: ID!): Space!
+  """
+  Posts a message in a thread (WRITE on the thread). A message in a done
+  thread reopens it first. A person's message goes through the trigger
+  decision (triggerState); an agent's or app's never does.
+  """
+  createMessage(
+    "The thread to post in."
+    threadId: ID!
+    "The message."
+    input: MessageCreate!
+  ): MessageResult!
+  """
+  Creates a thread with its first message (WRITE on the channel): a thread in
+  a text channel, optionally on a main-thread message of that channel
+  (parentMessageId), or a post in a forum (without parent).
+  """
+  createThread(
+    "The channel to create the thread in."
+    channelId: ID!
+    "The thread and its first message."
+    input: ThreadCreate!
+  ): ThreadCreatedResult!
+  """
+  Turns a message into a tombstone (its author with WRITE, or an owner):
+  content and mentions emptied, also in earlier events. System lines and run
+  anchors answer conflict not_deletable; deleting a tombstone answers it
+  unchanged.
+  """
+  deleteMessage(
+    "The message to delete."
+    id: ID!
+  ): Message!
+  """
+  Sets a thread DONE (WRITE on the thread). A main thread answers conflict
+  main_thread; closing a done thread answers it unchanged.
+  """
+  closeThread(
+    "The thread to close."
+    id: ID!
+  ): Thread!
+  """
+  Moves a thread into another channel of the same kind (a person with TRIGGER
+  on both channels; audited). A main thread answers conflict main_thread. The
+  thread keeps its parentMessageId, which still points into the source
+  channel.
+  """
+  moveThread(
+    "The thread to move."
+    id: ID!
+    "The channel to move it into."
+    channelId: ID!
+  ): Thread!
+  "Gives a principal or group a level on a space or channel (owners only; audited)."
+  createGrant(
+    "The grant to make."
+    input: GrantCreate!
+  ): Grant!
+  """
+  Revokes a grant (owners only; audited); revoking twice answers it
+  unchanged. Runs of people who lose trigger by it end as on any loss of
+  trigger.
+  """
+  revokeGrant(
+    "The grant to revoke."
+    id: ID!
+  ): Grant!
+  "Sets a channel's operator mode (owners only; audited); mode AGENT names an agent, the other modes none."
+  setChannelOperator(
+    "The channel."
+    channelId: ID!
+    "The mode and, for mode AGENT, the agent."
+    input: OperatorSet!
+  ): Channel!
+  "Changes a channel's switches (owners only; audited)."
+  updateChannelSwitches(
+    "The channel."
+    channelId: ID!
+    "The switches to change."
+    input: ChannelSwitchesPatch!
+  ): Channel!
+  "Archives a channel (owners only; audited): from then on nobody exceeds READ in it."
+  archiveChannel(
+    "The channel to archive."
+    id: ID!
+  ): Channel!
+  "Archives a space (owners only; audited): from then on nobody exceeds READ in any of its channels."
+  archiveSpace(
+    "The space to archive."
+    id: ID!
+  ): Space!
 }
 `, BuiltIn: false},
 	{Name: "../../schema/runcontext.graphqls", Input: `"How far an element of a run context may instruct the agent; computed by the server from live rights on each read."
@@ -3372,14 +3855,19 @@ enum Trust {
   SYSTEM
 }
 
+"The conversational role of a run context element for a model runtime."
 enum Role {
+  "A person's message."
   USER
+  "A message of the run's own agent."
   ASSISTANT
+  "Everything else: other agents, apps, imports and system lines."
   OTHER
 }
 
 "run_context.v1: what an adapter hands to its runtime for one run."
 type RunContext {
+  "The run this context belongs to."
   runId: ID!
   "thread_seq of the trigger of the session's previous run in this thread (mode resume), else 0."
   contextFloorSeq: Int!
@@ -3407,25 +3895,39 @@ type TrustSummary {
 
 "How many elements of a run context carry one trust level."
 type TrustCount {
+  "The trust level."
   trust: Trust!
+  "How many elements carry it (0 or more)."
   count: Int!
 }
 
+"One element of a run context: a message with its role and trust for this run."
 type RunContextMessage {
+  "The message's id."
   messageId: ID!
+  "The message's position in its thread."
   threadSeq: Int!
+  "When the message was stored."
   createdAt: Time!
   "The channel of the message, so that an adapter can show where a text came from."
   channelId: ID!
+  "Who wrote the message (never with an e-mail address)."
   author: PrincipalRef!
+  "The message's role for a model runtime."
   role: Role!
+  "Who wrote the message, as the server recorded it."
   origin: MessageOrigin!
+  "What the message is."
   kind: MessageKind!
+  "The content as Markdown, cut at agent.context_message_max_bytes (truncated says so); the trigger message is never cut."
   contentMd: String!
   "True only when content_md was cut at agent.context_message_max_bytes."
   truncated: Boolean
+  "The message's files; always an empty list for now."
   attachments: [Attachment!]!
+  "The message this one answers; null when it answers none."
   replyToMessageId: ID
+  "How far this element may instruct the agent, from its author's rights now."
   trust: Trust!
   "True only when the agent acknowledged this message as a follow-up of its session (or, for a guest run, of this run); never for the run's own trigger."
   alreadyDelivered: Boolean
@@ -3440,70 +3942,112 @@ extend type Run {
   context: RunContext
 }
 `, BuiltIn: false},
-	{Name: "../../schema/runs.graphqls", Input: `enum RunState {
+	{Name: "../../schema/runs.graphqls", Input: `"The state of a run. QUEUED, RUNNING and WAITING_INPUT are active; at most one run per thread is active."
+enum RunState {
+  "Accepted, waiting for its agent's adapter to start it (startRun)."
   QUEUED
+  "Started by the adapter that holds it."
   RUNNING
+  "The agent waits for a person (awaitRunInput); a follow-up or startRun takes it back to RUNNING."
   WAITING_INPUT
+  "Ended: the agent finished it."
   COMPLETED
+  "Ended without success: finishRun FAILED, a timeout, or too many expired leases (endReason says which)."
   FAILED
+  "Ended by a cancel: a person's (confirmed by the adapter), the agent's own, or the loss of its person's trigger."
   CANCELLED
 }
 
+"What started a run."
 enum TriggerKind {
+  "A person's message (triggeringMessageId). The only kind in use today."
   MESSAGE
+  "A command (not in use yet)."
   COMMAND
+  "An interaction (not in use yet)."
   INTERACTION
 }
 
 "How a run relates to the agent's conversation in the thread."
 enum SessionMode {
+  "The agent is not the thread's operator but was mentioned into it: the run has no session."
   GUEST
+  "A session with nothing to resume: the runtime starts a new conversation."
   NEW
+  "The first run of a session bound with bindAgentSession: the runtime continues the bound conversation (externalRef)."
   BIND
+  "The runtime continues the session's earlier conversation: the run context starts after the previous run's trigger and leaves out the agent's own messages."
   RESUME
 }
 
+"The end states an adapter may give finishRun."
 enum RunOutcome {
+  "The run did its work."
   COMPLETED
+  "The run failed; give a reason."
   FAILED
+  "The adapter confirms a cancel (after run.cancel_requested) or gives up the run."
   CANCELLED
 }
 
 "The agent's conversation in a thread."
 type AgentSession {
+  "The session's id."
   id: ID!
+  "The thread the session belongs to."
   threadId: ID!
+  "The agent whose conversation it is (the thread's operator)."
   agentId: ID!
+  "True for the current session of its thread and agent (at most one is); new operator runs join it."
   isCurrent: Boolean!
+  "True once a run of the session was started, or when it was made by bindAgentSession."
   started: Boolean!
   "The adapter's own reference bound with bindAgentSession; null until one is bound."
   externalRef: String
+  "When the session was made."
   createdAt: Time!
 }
 
 "A run's session as the run sees it: null id for a guest run."
 type RunSession {
+  "The session's id; null for a guest run."
   id: ID
+  "How the run relates to the session."
   mode: SessionMode!
 }
 
+"One invocation of an agent in a thread, started by a person's message."
 type Run {
+  "The run's id."
   id: ID!
+  "The run's thread: where its anchor and answers go (the new thread, when the trigger got one)."
   threadId: ID!
+  "The run's state."
   state: RunState!
+  "Starts at 1 and rises by one with every change of state or cancel request; lease renewals do not count."
   version: Int!
+  "What started the run."
   triggerKind: TriggerKind!
+  "The run's thread, read with the caller's rights."
   thread: Thread!
+  "The agent that runs."
   agent: PrincipalRef!
   "The person whose message or action started the run; null when no person did."
   triggeredBy: PrincipalRef
   "The message that started the run; null for a run not started by a message."
   triggeringMessageId: ID
-  "The message that started the run, when the reader may read it; null otherwise."
+  """
+  The message that started the run, as the reader may read it now (a
+  tombstone once deleted). Null for a run not started by a message; when the
+  reader may not read the message, null with a not_found error at this
+  field's path.
+  """
   triggeringMessage: Message
+  "The run's session and mode."
   session: RunSession!
   "True only while a cancel waits for the adapter's confirmation."
   cancelRequested: Boolean
+  "When the run was accepted."
   queuedAt: Time!
   "Null until the agent started the run."
   startedAt: Time
@@ -3519,7 +4063,9 @@ type Run {
   leaseExpiresAt: Time
 }
 
+"How an adapter ends a run (finishRun)."
 input RunFinish {
+  "The end state."
   outcome: RunOutcome!
   "Why a run failed (free text without content, at most 200 bytes)."
   reason: String
@@ -3536,6 +4082,7 @@ interface AgentEvent {
   seq: String!
   "The event type: agent.invocation, agent.followup or run.cancel_requested."
   type: String!
+  "When the event was written."
   createdAt: Time!
   "The event's ids in the REST shape (snake_case members)."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
@@ -3543,18 +4090,25 @@ interface AgentEvent {
 
 "agent.invocation: a run of the agent was accepted, or went back to queued after its holder's lease lapsed."
 type AgentInvocationEvent implements AgentEvent {
+  "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
   seq: String!
+  "agent.invocation."
   type: String!
+  "When the event was written."
   createdAt: Time!
+  "The event's ids in the REST shape (snake_case members)."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
   "The run (the agent's own)."
   run: Run!
+  "The run to start."
   runId: ID!
   "1 for the first invocation, one more for each after an expired lease."
   attempt: Int!
   "The run's session as the invocation saw it."
   session: RunSession!
+  "The run's thread."
   threadId: ID!
+  "The channel of the run's thread when the run was invoked."
   channelId: ID!
   "The triggering message."
   messageId: ID!
@@ -3562,47 +4116,75 @@ type AgentInvocationEvent implements AgentEvent {
 
 "agent.followup: a new message for an active run; its content is in the run context's followUps."
 type AgentFollowupEvent implements AgentEvent {
+  "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
   seq: String!
+  "agent.followup."
   type: String!
+  "When the event was written."
   createdAt: Time!
+  "The event's ids in the REST shape (snake_case members)."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
   "The run (the agent's own)."
   run: Run!
+  "The run the follow-up joined."
   runId: ID!
   "The follow-up message (message.read)."
   message: Message!
+  "The follow-up message; acknowledging this event (ackAgentEvents) delivers it."
   messageId: ID!
 }
 
 "run.cancel_requested: a person asked to cancel the run, or its person lost trigger; confirm with finishRun(CANCELLED)."
 type RunCancelRequestedEvent implements AgentEvent {
+  "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
   seq: String!
+  "run.cancel_requested."
   type: String!
+  "When the event was written."
   createdAt: Time!
+  "The event's ids in the REST shape (snake_case members)."
   payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
   "The run (the agent's own)."
   run: Run!
+  "The run to cancel."
   runId: ID!
 }
 
+"A page of the caller's agent stream."
 type AgentEventPage {
+  "The events after the cursor, oldest first: at most 100, possibly none when the wait ended."
   events: [AgentEvent!]!
+  "The cursor for the next call: the seq of the last event handed out, or the position the call started from when none came."
   nextAfter: String!
 }
 
 "The agent's acknowledged position in its stream."
 type AgentCursor {
+  "The stored position: the seq up to which the agent has processed its stream."
   position: String!
 }
 
 extend type Query {
-  run(id: ID!): Run
+  "A run the caller may read (READ on its thread)."
+  run(
+    "The run's id."
+    id: ID!
+  ): Run
   """
   The caller's agent stream after the cursor, waiting up to waitSeconds (at most events.poll_max_wait) for the first event.
   Without after it continues after the acknowledged position (ackAgentEvents); "0" is the start, "now" the end of the stream.
   A cursor beyond the end answers invalid_cursor.
   """
-  agentEvents(after: String, waitSeconds: Int): AgentEventPage!
+  agentEvents(
+    """
+    The seq to continue behind (a previous nextAfter), "0" for the start or
+    "now" for the end; absent for the acknowledged position. An empty string
+    is refused.
+    """
+    after: String
+    "Seconds to wait for the first event when none is there; absent or 0 answers at once, more than events.poll_max_wait waits that long, negative values are refused."
+    waitSeconds: Int
+  ): AgentEventPage!
 }
 
 extend type Mutation {
@@ -3610,16 +4192,77 @@ extend type Mutation {
   Claims the run for holder (an opaque id of 1 to 128 letters, digits, '.', '_', ':' or '-' per adapter process) and starts it.
   While another holder's lease lives the call answers conflict run_claimed; the same holder gets the run unchanged.
   """
-  startRun(id: ID!, holder: String): Run!
+  startRun(
+    "The run to start (the caller's own)."
+    id: ID!
+    "The adapter process claiming the run; absent for the anonymous holder of adapters without claims."
+    holder: String
+  ): Run!
   "Extends holder's lease on the run by run.lease_timeout (conflict run_claimed when holder does not hold it)."
-  renewRun(id: ID!, holder: String!): Run!
+  renewRun(
+    "The run (the caller's own)."
+    id: ID!
+    "The adapter process that holds the run."
+    holder: String!
+  ): Run!
   "Stores how far the caller has processed its stream; backwards is a no-op. Acknowledging an agent.followup delivers its follow-up."
-  ackAgentEvents(upTo: String!): AgentCursor!
-  awaitRunInput(id: ID!): Run!
-  finishRun(id: ID!, input: RunFinish!): Run!
-  cancelRun(id: ID!): Run!
-  resetAgentSession(threadId: ID!): AgentSession!
-  bindAgentSession(threadId: ID!, externalRef: String!): AgentSession!
+  ackAgentEvents(
+    "A seq of the caller's stream (an event's seq or a nextAfter); \"now\", an empty string and a seq beyond the end answer invalid_cursor."
+    upTo: String!
+  ): AgentCursor!
+  """
+  Moves the caller's own running run to WAITING_INPUT: it waits for a person;
+  a follow-up or startRun takes it back to RUNNING. A queued run answers
+  conflict run_not_started, an ended one run_not_active; a waiting run only
+  gets its lease renewed.
+  """
+  awaitRunInput(
+    "The run (the caller's own)."
+    id: ID!
+  ): Run!
+  """
+  Ends the caller's own active run with the given outcome; an ended run
+  answers conflict run_not_active. FAILED without a reason records
+  runtime_error, CANCELLED without one cancelled.
+  """
+  finishRun(
+    "The run (the caller's own)."
+    id: ID!
+    "Outcome and reason."
+    input: RunFinish!
+  ): Run!
+  """
+  Cancels a run. A person with TRIGGER on the channel cancels a queued run at
+  once and asks the agent to cancel a running or waiting one
+  (cancelRequested, run.cancel_requested): it ends when the adapter confirms
+  with finishRun(CANCELLED). The run's own agent cancels it at once. An ended
+  run answers conflict run_not_active.
+  """
+  cancelRun(
+    "The run to cancel."
+    id: ID!
+  ): Run!
+  """
+  Ends the current session of the thread's operator agent and makes a new
+  one, so that its next run starts anew (mode NEW). A person with TRIGGER on
+  the thread; a thread without operator answers conflict no_operator.
+  """
+  resetAgentSession(
+    "The thread."
+    threadId: ID!
+  ): AgentSession!
+  """
+  Makes a new current session of the thread's operator agent bound to the
+  adapter's externalRef, so that its next run continues that conversation
+  (mode BIND). A person with TRIGGER on the thread; a thread without
+  operator answers conflict no_operator.
+  """
+  bindAgentSession(
+    "The thread."
+    threadId: ID!
+    "The adapter's reference of the conversation: 1 to 200 bytes after trimming surrounding white space."
+    externalRef: String!
+  ): AgentSession!
 }
 `, BuiltIn: false},
 	{Name: "../../schema/subscription.graphqls", Input: `"""
@@ -3633,14 +4276,26 @@ type Subscription {
   checked for visibility when delivered. after: the seq to continue behind;
   without it (or with "now") from the current end of the log.
   """
-  events(after: String): Event!
+  events(
+    """
+    The seq of the last event received; absent or "now" for the current end
+    of the log.
+    """
+    after: String
+  ): Event!
   """
   The calling agent's own stream (agents only), like agentEvents of Query:
   without after it continues after the acknowledged position, "now" from the
   end, "0" from the start. Acknowledge with ackAgentEvents as with the long
   poll.
   """
-  agentEvents(after: String): AgentEvent!
+  agentEvents(
+    """
+    The seq of the last event received, "0" for the start or "now" for the
+    end; absent for the acknowledged position.
+    """
+    after: String
+  ): AgentEvent!
 }
 `, BuiltIn: false},
 }

@@ -32,55 +32,81 @@ type Event interface {
 
 // The agent's acknowledged position in its stream.
 type AgentCursor struct {
+	// The stored position: the seq up to which the agent has processed its stream.
 	Position string `json:"position"`
 }
 
+// A page of the caller's agent stream.
 type AgentEventPage struct {
-	Events    []AgentEvent `json:"events"`
-	NextAfter string       `json:"nextAfter"`
+	// The events after the cursor, oldest first: at most 100, possibly none when the wait ended.
+	Events []AgentEvent `json:"events"`
+	// The cursor for the next call: the seq of the last event handed out, or the position the call started from when none came.
+	NextAfter string `json:"nextAfter"`
 }
 
 // The agent's conversation in a thread.
 type AgentSession struct {
-	ID        string `json:"id"`
-	ThreadID  string `json:"threadId"`
-	AgentID   string `json:"agentId"`
-	IsCurrent bool   `json:"isCurrent"`
-	Started   bool   `json:"started"`
+	// The session's id.
+	ID string `json:"id"`
+	// The thread the session belongs to.
+	ThreadID string `json:"threadId"`
+	// The agent whose conversation it is (the thread's operator).
+	AgentID string `json:"agentId"`
+	// True for the current session of its thread and agent (at most one is); new operator runs join it.
+	IsCurrent bool `json:"isCurrent"`
+	// True once a run of the session was started, or when it was made by bindAgentSession.
+	Started bool `json:"started"`
 	// The adapter's own reference bound with bindAgentSession; null until one is bound.
-	ExternalRef *string   `json:"externalRef,omitempty"`
-	CreatedAt   time.Time `json:"createdAt"`
+	ExternalRef *string `json:"externalRef,omitempty"`
+	// When the session was made.
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // A file attached to a message (none exist yet; the list is always present).
 type Attachment struct {
-	FileID     string               `json:"fileId"`
-	Name       string               `json:"name"`
-	MimeType   string               `json:"mimeType"`
-	Size       int                  `json:"size"`
+	// The file's id.
+	FileID string `json:"fileId"`
+	// The file's name.
+	Name string `json:"name"`
+	// The file's media (MIME) type.
+	MimeType string `json:"mimeType"`
+	// The file's size in bytes.
+	Size int `json:"size"`
+	// Where the file's malware scan stands.
 	ScanStatus messaging.ScanStatus `json:"scanStatus"`
 	// The transcript of a voice message, when there is one; it carries the trust of its message.
 	Transcript *string `json:"transcript,omitempty"`
 }
 
+// A channel of a space: a text channel (main thread and threads) or a forum (posts).
 type Channel struct {
-	ID           string            `json:"id"`
-	SpaceID      string            `json:"spaceId"`
-	Name         string            `json:"name"`
-	Kind         chat.ChannelKind  `json:"kind"`
-	Archived     bool              `json:"archived"`
+	// The channel's id.
+	ID string `json:"id"`
+	// The space the channel belongs to.
+	SpaceID string `json:"spaceId"`
+	// The channel's name, unique in its space.
+	Name string `json:"name"`
+	// Text channel or forum.
+	Kind chat.ChannelKind `json:"kind"`
+	// True while the channel or its space is archived: nobody exceeds READ in it.
+	Archived bool `json:"archived"`
+	// Where the channel's operator comes from.
 	OperatorMode chat.OperatorMode `json:"operatorMode"`
 	// The agent named by operatorMode AGENT; null for the other modes.
 	OperatorAgentID *string `json:"operatorAgentId,omitempty"`
 	// The agent that answers in this channel now (mode, or the space's default for inherit).
-	EffectiveOperatorID *string          `json:"effectiveOperatorId,omitempty"`
-	Switches            *ChannelSwitches `json:"switches"`
+	EffectiveOperatorID *string `json:"effectiveOperatorId,omitempty"`
+	// The channel's behaviour switches.
+	Switches *ChannelSwitches `json:"switches"`
 	// The main thread of a text channel; null for a forum.
 	MainThreadID *string `json:"mainThreadId,omitempty"`
 }
 
+// A channel to create (createChannel).
 type ChannelCreate struct {
-	Name string           `json:"name"`
+	// The channel's name, unique in its space: 1 to 80 characters, no surrounding white space or control characters.
+	Name string `json:"name"`
+	// TEXT (a main thread and threads) or FORUM (posts); it cannot change later.
 	Kind chat.ChannelKind `json:"kind"`
 	// Switches that differ from the defaults.
 	Switches *ChannelSwitchesPatch `json:"switches,omitempty"`
@@ -88,77 +114,125 @@ type ChannelCreate struct {
 	Operator *OperatorSet `json:"operator,omitempty"`
 }
 
+// A change of a channel (updateChannel): absent members stay as they are.
 type ChannelPatch struct {
+	// The new name, unique in the channel's space: 1 to 80 characters, no surrounding white space or control characters.
 	Name *string `json:"name,omitempty"`
 }
 
+// The behaviour switches of a channel.
 type ChannelSwitches struct {
-	FreeResponse         bool `json:"freeResponse"`
+	// The operator answers main-thread messages that do not mention it. Default false.
+	FreeResponse bool `json:"freeResponse"`
+	// Agents other than the thread's operator may be invoked by mention (as guests) when they can read the thread. Default false.
 	AllowMentionedAgents bool `json:"allowMentionedAgents"`
-	AutoThread           bool `json:"autoThread"`
-	HistoryBackfillLimit int  `json:"historyBackfillLimit"`
+	// A run started from a main-thread message gets a new thread under that message. Default true.
+	AutoThread bool `json:"autoThread"`
+	// How many earlier messages a run context takes from the run's thread (and
+	// from the main thread before the thread's parent): 0 to
+	// channel.history_backfill_limit_max; a new channel gets
+	// channel.history_backfill_limit_default.
+	HistoryBackfillLimit int `json:"historyBackfillLimit"`
 }
 
+// A change of a channel's switches: absent members stay as they are.
 type ChannelSwitchesPatch struct {
-	FreeResponse         *bool `json:"freeResponse,omitempty"`
+	// The operator answers main-thread messages that do not mention it.
+	FreeResponse *bool `json:"freeResponse,omitempty"`
+	// Agents other than the thread's operator may be invoked by mention (as guests).
 	AllowMentionedAgents *bool `json:"allowMentionedAgents,omitempty"`
-	AutoThread           *bool `json:"autoThread,omitempty"`
-	HistoryBackfillLimit *int  `json:"historyBackfillLimit,omitempty"`
+	// A run started from a main-thread message gets a new thread under that message.
+	AutoThread *bool `json:"autoThread,omitempty"`
+	// 0 to channel.history_backfill_limit_max.
+	HistoryBackfillLimit *int `json:"historyBackfillLimit,omitempty"`
 }
 
+// A page of client events.
 type EventPage struct {
-	Events    []Event `json:"events"`
-	NextAfter string  `json:"nextAfter"`
+	// The events of this page the caller may see, oldest first.
+	Events []Event `json:"events"`
+	// The cursor for the next call: the seq of the last event this page read
+	// (events the caller may not see are skipped, so it can lie beyond the last
+	// listed one), or the given cursor ("0" without one) when none came.
+	NextAfter string `json:"nextAfter"`
 }
 
+// A right of a principal or group on a space or channel.
 type Grant struct {
-	ID          string             `json:"id"`
-	SubjectID   string             `json:"subjectId"`
-	SubjectKind authz.SubjectKind  `json:"subjectKind"`
-	TargetKind  authz.ResourceKind `json:"targetKind"`
-	TargetID    string             `json:"targetId"`
-	Level       authz.Level        `json:"level"`
+	// The grant's id.
+	ID string `json:"id"`
+	// The principal or group that holds the right.
+	SubjectID string `json:"subjectId"`
+	// Whether subjectId names a principal or a group.
+	SubjectKind authz.SubjectKind `json:"subjectKind"`
+	// Whether the grant is on a space or a channel.
+	TargetKind authz.ResourceKind `json:"targetKind"`
+	// The space or channel the grant is on.
+	TargetID string `json:"targetId"`
+	// The level the grant gives.
+	Level authz.Level `json:"level"`
 	// When the grant ends by itself; null for no end.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
-	CreatedAt time.Time  `json:"createdAt"`
+	// When the grant was made.
+	CreatedAt time.Time `json:"createdAt"`
 	// When the grant was revoked; null while it is not.
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
+// A grant to make (createGrant).
 type GrantCreate struct {
-	SubjectID   string             `json:"subjectId"`
-	SubjectKind authz.SubjectKind  `json:"subjectKind"`
-	TargetKind  authz.ResourceKind `json:"targetKind"`
-	TargetID    string             `json:"targetId"`
-	Level       authz.Level        `json:"level"`
+	// The existing principal or group that gets the right.
+	SubjectID string `json:"subjectId"`
+	// Whether subjectId names a principal or a group.
+	SubjectKind authz.SubjectKind `json:"subjectKind"`
+	// Whether the grant is on a space or a channel.
+	TargetKind authz.ResourceKind `json:"targetKind"`
+	// The space or channel the grant is on.
+	TargetID string `json:"targetId"`
+	// The level to give; agents and apps can hold at most WRITE.
+	Level authz.Level `json:"level"`
 	// When the grant ends by itself; omit it or send null for no end.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
 // A named set of people that grants can name.
 type Group struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
+	// The group's id.
+	ID string `json:"id"`
+	// The group's name, unique among groups: 1 to 80 characters.
+	Name string `json:"name"`
+	// When the group was created.
 	CreatedAt time.Time `json:"createdAt"`
 	// The people in the group, in id order.
 	MemberIds []string `json:"memberIds"`
 }
 
+// A message of a thread, in the one representation every read and event shares.
 type Message struct {
-	ID        string           `json:"id"`
-	ThreadID  string           `json:"threadId"`
-	ChannelID string           `json:"channelId"`
-	ThreadSeq int              `json:"threadSeq"`
-	Author    *PrincipalRef    `json:"author"`
-	Origin    messaging.Origin `json:"origin"`
-	Kind      messaging.Kind   `json:"kind"`
-	ContentMd string           `json:"contentMd"`
+	// The message's id.
+	ID string `json:"id"`
+	// The thread the message belongs to.
+	ThreadID string `json:"threadId"`
+	// The channel the message's thread is in now.
+	ChannelID string `json:"channelId"`
+	// The message's position in its thread: 1, 2, ... without gaps.
+	ThreadSeq int `json:"threadSeq"`
+	// Who wrote the message (for a system line, the principal whose action caused it).
+	Author *PrincipalRef `json:"author"`
+	// Who wrote it, as the server recorded it from the writer's token.
+	Origin messaging.Origin `json:"origin"`
+	// What the message is.
+	Kind messaging.Kind `json:"kind"`
+	// The content as Markdown; empty for a tombstone and a run anchor.
+	ContentMd string `json:"contentMd"`
 	// True only when a history list cut the content.
 	ContentTruncated *bool `json:"contentTruncated,omitempty"`
 	// The message this one answers; null when it answers none.
-	ReplyToMessageID *string         `json:"replyToMessageId,omitempty"`
-	Mentions         []*PrincipalRef `json:"mentions"`
-	Attachments      []*Attachment   `json:"attachments"`
+	ReplyToMessageID *string `json:"replyToMessageId,omitempty"`
+	// The principals named by @handle in the content; empty for a tombstone.
+	Mentions []*PrincipalRef `json:"mentions"`
+	// The message's files; always an empty list for now.
+	Attachments []*Attachment `json:"attachments"`
 	// What this message set in motion; null when it addressed no agent (and always for agents' and apps' messages).
 	TriggerState *messaging.TriggerState `json:"triggerState,omitempty"`
 	// Why a trigger failed (with triggerState FAILED); null otherwise.
@@ -168,58 +242,86 @@ type Message struct {
 	// The run of a run message (kind RUN, a run's anchor in its thread); null for every other message (a trigger leads to its run's thread through startedThread).
 	RunID *string `json:"runId,omitempty"`
 	// True only for a tombstone.
-	Deleted   *bool     `json:"deleted,omitempty"`
+	Deleted *bool `json:"deleted,omitempty"`
+	// When the message was stored.
 	CreatedAt time.Time `json:"createdAt"`
 }
 
+// A message to post (createMessage, or the first message of createThread).
 type MessageCreate struct {
-	ClientMsgID string          `json:"clientMsgId"`
-	ContentMd   string          `json:"contentMd"`
-	Kind        *messaging.Kind `json:"kind,omitempty"`
+	// The client's id of this message, 1 to 128 characters, unique per author:
+	// repeating a create with the same clientMsgId and the same request answers
+	// the original (replayed true) instead of posting twice; the same clientMsgId
+	// with another request answers conflict idempotency_key_reused.
+	ClientMsgID string `json:"clientMsgId"`
+	// The content as Markdown: not blank, at most message.max_content_bytes bytes.
+	ContentMd string `json:"contentMd"`
+	// TEXT when absent; VOICE and CARD are refused for now.
+	Kind *messaging.Kind `json:"kind,omitempty"`
 	// The message this one answers; omit it or send null for none (an empty string is refused).
 	ReplyToMessageID *string `json:"replyToMessageId,omitempty"`
 	// Agents only: the run this answer belongs to.
 	RunID *string `json:"runId,omitempty"`
 }
 
+// A page of a thread's history.
 type MessagePage struct {
+	// The messages of this page, oldest first, each one the caller may read.
 	Messages []*Message `json:"messages"`
 	// The cursor for the next page (the last thread_seq returned); null when this page is the last.
 	NextAfter *int `json:"nextAfter,omitempty"`
 }
 
+// The answer of createMessage.
 type MessageResult struct {
+	// The message as stored (the original one for a replay).
 	Message *Message `json:"message"`
 	// True when this answer is an idempotent replay of an earlier create.
 	Replayed bool `json:"replayed"`
 }
 
+// The changes of the API, each decided with the caller's rights at the time of
+// the request and written in one unit of work with its events.
 type Mutation struct {
 }
 
+// A channel's operator mode, with its agent for mode AGENT.
 type OperatorSet struct {
+	// The operator mode.
 	Mode chat.OperatorMode `json:"mode"`
 	// The agent, with mode AGENT only; omit it or send null for the other modes.
 	AgentID *string `json:"agentId,omitempty"`
 }
 
-// A person, agent or app as the authenticated caller sees itself.
+// A person, agent or app with its private details (e-mail address, status,
+// owner flag): the caller's view of itself (viewer), and what owners see in
+// administration.
 type Principal struct {
-	ID          string        `json:"id"`
-	Kind        identity.Kind `json:"kind"`
-	Handle      string        `json:"handle"`
-	DisplayName string        `json:"displayName"`
-	// The caller's own e-mail address; people only.
-	Email     *string         `json:"email,omitempty"`
-	Status    identity.Status `json:"status"`
-	IsOwner   bool            `json:"isOwner"`
-	CreatedAt time.Time       `json:"createdAt"`
+	// The principal's id.
+	ID string `json:"id"`
+	// Person, agent or app.
+	Kind identity.Kind `json:"kind"`
+	// The unique, lowercase name others mention it by (@handle).
+	Handle string `json:"handle"`
+	// The name shown to others.
+	DisplayName string `json:"displayName"`
+	// The person's e-mail address; null for agents and apps and for a person without one.
+	Email *string `json:"email,omitempty"`
+	// Whether the principal may act (ACTIVE) or not.
+	Status identity.Status `json:"status"`
+	// True for a person who owns (administers) the instance; always false for agents and apps.
+	IsOwner bool `json:"isOwner"`
+	// When the principal was created.
+	CreatedAt time.Time `json:"createdAt"`
 }
 
+// A person, agent or app to create (createPrincipal).
 type PrincipalCreate struct {
+	// What the principal is.
 	Kind identity.Kind `json:"kind"`
 	// Unique, lowercase: [a-z0-9][a-z0-9_-]{1,31}.
-	Handle      string `json:"handle"`
+	Handle string `json:"handle"`
+	// The name shown to others: 1 to 80 characters, no surrounding white space or control characters.
 	DisplayName string `json:"displayName"`
 	// People only.
 	Email *string `json:"email,omitempty"`
@@ -229,18 +331,23 @@ type PrincipalCreate struct {
 
 // A new principal. Agents and apps get their first token here; its secret is shown in this answer only. People get none (create one with createToken).
 type PrincipalCreated struct {
+	// The principal as stored.
 	Principal *Principal `json:"principal"`
 	// The first token of an agent or app; null for a person.
 	Token *string `json:"token,omitempty"`
 }
 
+// A page of principals in creation order.
 type PrincipalPage struct {
+	// The principals of this page, oldest first.
 	Principals []*Principal `json:"principals"`
 	// The cursor for the next page; null when this page is the last.
 	NextAfter *string `json:"nextAfter,omitempty"`
 }
 
+// A change of a principal (updatePrincipal): absent members stay as they are.
 type PrincipalPatch struct {
+	// The new display name: 1 to 80 characters, no surrounding white space or control characters.
 	DisplayName *string `json:"displayName,omitempty"`
 	// People only; an empty string removes the address.
 	Email *string `json:"email,omitempty"`
@@ -252,27 +359,42 @@ type PrincipalPatch struct {
 
 // How a principal is shown to others: never with an e-mail address.
 type PrincipalRef struct {
-	ID          string        `json:"id"`
-	Kind        identity.Kind `json:"kind"`
-	Handle      string        `json:"handle"`
-	DisplayName string        `json:"displayName"`
+	// The principal's id.
+	ID string `json:"id"`
+	// Person, agent or app.
+	Kind identity.Kind `json:"kind"`
+	// The unique, lowercase name others mention it by (@handle).
+	Handle string `json:"handle"`
+	// The name shown to others.
+	DisplayName string `json:"displayName"`
 }
 
+// The reads of the API, each decided with the caller's rights at the time of
+// the request. A space, channel, thread, message or run the caller may not read
+// answers not_found, exactly like one that does not exist.
 type Query struct {
 }
 
+// One invocation of an agent in a thread, started by a person's message.
 type Run struct {
-	ID          string             `json:"id"`
-	ThreadID    string             `json:"threadId"`
-	State       domain.RunState    `json:"state"`
-	Version     int                `json:"version"`
+	// The run's id.
+	ID string `json:"id"`
+	// The run's thread: where its anchor and answers go (the new thread, when the trigger got one).
+	ThreadID string `json:"threadId"`
+	// The run's state.
+	State domain.RunState `json:"state"`
+	// Starts at 1 and rises by one with every change of state or cancel request; lease renewals do not count.
+	Version int `json:"version"`
+	// What started the run.
 	TriggerKind domain.TriggerKind `json:"triggerKind"`
 	// The message that started the run; null for a run not started by a message.
-	TriggeringMessageID *string     `json:"triggeringMessageId,omitempty"`
-	Session             *RunSession `json:"session"`
+	TriggeringMessageID *string `json:"triggeringMessageId,omitempty"`
+	// The run's session and mode.
+	Session *RunSession `json:"session"`
 	// True only while a cancel waits for the adapter's confirmation.
-	CancelRequested *bool     `json:"cancelRequested,omitempty"`
-	QueuedAt        time.Time `json:"queuedAt"`
+	CancelRequested *bool `json:"cancelRequested,omitempty"`
+	// When the run was accepted.
+	QueuedAt time.Time `json:"queuedAt"`
 	// Null until the agent started the run.
 	StartedAt *time.Time `json:"startedAt,omitempty"`
 	// Null while the run has not ended.
@@ -293,7 +415,9 @@ type Run struct {
 	TriggeredByID string `json:"-"`
 }
 
+// How an adapter ends a run (finishRun).
 type RunFinish struct {
+	// The end state.
 	Outcome domain.RunState `json:"outcome"`
 	// Why a run failed (free text without content, at most 200 bytes).
 	Reason *string `json:"reason,omitempty"`
@@ -301,25 +425,35 @@ type RunFinish struct {
 
 // A run's session as the run sees it: null id for a guest run.
 type RunSession struct {
-	ID   *string     `json:"id,omitempty"`
+	// The session's id; null for a guest run.
+	ID *string `json:"id,omitempty"`
+	// How the run relates to the session.
 	Mode domain.Mode `json:"mode"`
 }
 
+// A space: a set of channels with an optional default operator.
 type Space struct {
-	ID   string `json:"id"`
+	// The space's id.
+	ID string `json:"id"`
+	// The space's name, unique on the instance.
 	Name string `json:"name"`
 	// The agent that answers in channels of mode inherit; null when the space has none.
 	DefaultOperatorAgentID *string `json:"defaultOperatorAgentId,omitempty"`
-	Archived               bool    `json:"archived"`
+	// True while the space is archived: nobody exceeds READ in any of its channels.
+	Archived bool `json:"archived"`
 }
 
+// A space to create (createSpace).
 type SpaceCreate struct {
+	// The space's name, unique on the instance: 1 to 80 characters, no surrounding white space or control characters.
 	Name string `json:"name"`
 	// The agent that operates the space's channels in mode inherit.
 	DefaultOperatorAgentID *string `json:"defaultOperatorAgentId,omitempty"`
 }
 
+// A change of a space (updateSpace): absent members stay as they are.
 type SpacePatch struct {
+	// The new name, unique on the instance: 1 to 80 characters, no surrounding white space or control characters.
 	Name *string `json:"name,omitempty"`
 	// Sets the default operator (an active agent).
 	DefaultOperatorAgentID *string `json:"defaultOperatorAgentId,omitempty"`
@@ -333,45 +467,68 @@ type SpacePatch struct {
 type Subscription struct {
 }
 
+// A thread: the main thread of a text channel, a thread, or a forum post.
 type Thread struct {
-	ID        string          `json:"id"`
-	ChannelID string          `json:"channelId"`
-	Kind      chat.ThreadKind `json:"kind"`
+	// The thread's id.
+	ID string `json:"id"`
+	// The channel the thread is in now (moveThread changes it).
+	ChannelID string `json:"channelId"`
+	// Main thread, thread or post.
+	Kind chat.ThreadKind `json:"kind"`
 	// The message this thread was started on; null for a main thread and a thread started without one.
 	ParentMessageID *string `json:"parentMessageId,omitempty"`
-	// The agent fixed as this thread's operator (a trigger's new thread); null when the channel's operator applies.
+	// The thread's fixed operator: the channel's effective operator when the
+	// thread was created. Null for a main thread, whose operator is always the
+	// channel's effective operator, and for a thread created while the channel
+	// had none (it then has no operator).
 	OperatorAgentID *string `json:"operatorAgentId,omitempty"`
 	// Null when the thread has no title.
 	Title *string `json:"title,omitempty"`
 	// How the title came about; null when there is no title.
 	TitleSource *chat.TitleSource `json:"titleSource,omitempty"`
-	CreatedBy   string            `json:"createdBy"`
-	State       chat.ThreadState  `json:"state"`
-	LastSeq     int               `json:"lastSeq"`
-	CreatedAt   time.Time         `json:"createdAt"`
+	// The principal that created the thread (for an auto thread, the person whose message started the run).
+	CreatedBy string `json:"createdBy"`
+	// Open or done.
+	State chat.ThreadState `json:"state"`
+	// The threadSeq of the newest message; 0 while the thread has none.
+	LastSeq int `json:"lastSeq"`
+	// When the thread was created.
+	CreatedAt time.Time `json:"createdAt"`
 }
 
+// A thread or forum post to create, with its first message (createThread).
 type ThreadCreate struct {
-	// Omit it or send null for no title (an empty string is refused).
+	// The thread's title. Omit it or send null to take the first non-empty line
+	// of the first message, cut to 120 characters; an empty string is refused.
 	Title *string `json:"title,omitempty"`
 	// The message to start the thread on; omit it or send null for none.
-	ParentMessageID *string        `json:"parentMessageId,omitempty"`
-	FirstMessage    *MessageCreate `json:"firstMessage"`
+	ParentMessageID *string `json:"parentMessageId,omitempty"`
+	// The thread's first message; its clientMsgId makes the whole create idempotent. It cannot reply to a message.
+	FirstMessage *MessageCreate `json:"firstMessage"`
 }
 
+// The answer of createThread.
 type ThreadCreatedResult struct {
-	Thread       *Thread  `json:"thread"`
+	// The new thread (the original one for a replay).
+	Thread *Thread `json:"thread"`
+	// The thread's first message.
 	FirstMessage *Message `json:"firstMessage"`
-	Replayed     bool     `json:"replayed"`
+	// True when this answer is an idempotent replay of an earlier create.
+	Replayed bool `json:"replayed"`
 }
 
 // A token as listed: never its secret or its hash.
 type Token struct {
-	ID          string             `json:"id"`
-	PrincipalID string             `json:"principalId"`
-	Kind        identity.TokenKind `json:"kind"`
-	Label       string             `json:"label"`
-	CreatedAt   time.Time          `json:"createdAt"`
+	// The token's id (what revokeToken takes), not its secret.
+	ID string `json:"id"`
+	// The principal that holds the token.
+	PrincipalID string `json:"principalId"`
+	// The token's kind, fixed by its holder's kind.
+	Kind identity.TokenKind `json:"kind"`
+	// The holder's note on the token; empty when none was given.
+	Label string `json:"label"`
+	// When the token was issued.
+	CreatedAt time.Time `json:"createdAt"`
 	// Null for a token without expiry.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// When the token last authenticated a request (written at most once a minute); null when never used.
@@ -380,6 +537,7 @@ type Token struct {
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
+// A token to issue (createToken).
 type TokenCreate struct {
 	// A note for the holder, at most 100 characters.
 	Label *string `json:"label,omitempty"`
@@ -389,17 +547,23 @@ type TokenCreate struct {
 
 // A new token. The secret in `token` is shown in this answer only.
 type TokenCreated struct {
+	// The token's id (what revokeToken takes), not its secret.
 	ID string `json:"id"`
 	// The secret: send it as `Authorization: Bearer <token>`. It is not stored and never shown again.
-	Token       string             `json:"token"`
-	PrincipalID string             `json:"principalId"`
-	Kind        identity.TokenKind `json:"kind"`
-	Label       string             `json:"label"`
-	CreatedAt   time.Time          `json:"createdAt"`
+	Token string `json:"token"`
+	// The principal that holds the token.
+	PrincipalID string `json:"principalId"`
+	// The token's kind, fixed by its holder's kind.
+	Kind identity.TokenKind `json:"kind"`
+	// The holder's note on the token; empty when none was given.
+	Label string `json:"label"`
+	// When the token was issued.
+	CreatedAt time.Time `json:"createdAt"`
 	// Null for a token without expiry.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
+// The tokens of one principal.
 type TokenList struct {
 	// Newest first, revoked and expired ones included.
 	Tokens []*Token `json:"tokens"`
@@ -407,8 +571,10 @@ type TokenList struct {
 
 // How many elements of a run context carry one trust level.
 type TrustCount struct {
+	// The trust level.
 	Trust domain.Trust `json:"trust"`
-	Count int          `json:"count"`
+	// How many elements carry it (0 or more).
+	Count int `json:"count"`
 }
 
 // How much trust the elements of a run context carry.

@@ -112,9 +112,11 @@ func (s *Service) UpdatePrincipal(ctx context.Context, actor identity.Principal,
 		if before, after, err = s.ident.UpdatePrincipal(ctx, id, patch); err != nil {
 			return err
 		}
-		if before.Active() && !after.Active() {
-			// Wake every replica's waiting long polls, so that a poll of
-			// this principal re-checks its token and answers.
+		if before.Active() && !after.Active() || before.IsOwner != after.IsOwner {
+			// Wake every replica's waiting long polls and subscriptions,
+			// so that a poll of this principal re-checks its token and
+			// answers, and a subscription decides its next event with the
+			// principal as it is now.
 			return s.events.WakeStreams(ctx)
 		}
 		return nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
@@ -44,6 +45,10 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	if cfg.Bool(config.GraphQLIntrospection) {
 		srv.Use(extension.Introspection{})
 	}
+	// A subscription sent by POST or GET is refused before any other rule:
+	// it would wait for its first event without the WebSocket transport's
+	// revocation watcher and connection limit.
+	srv.Use(WebSocketSubscriptions{})
 	// Depth before cost: an over-deep operation is refused for its depth,
 	// the more specific reason, whatever its cost.
 	srv.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit), IntrospectionMax: cfg.Int(config.GraphQLIntrospectionDepthLimit)})
@@ -101,6 +106,39 @@ var requestErrorReasons = map[string]string{
 	depthLimitCode:              "depth_limit_exceeded",
 	introspectionDepthLimitCode: "introspection_depth_limit_exceeded",
 	"PERSISTED_QUERY_NOT_FOUND": "persisted_query_not_found",
+	subscriptionOverHTTPCode:    "subscription_over_http",
+}
+
+// subscriptionOverHTTPCode is the error code of a subscription operation
+// sent by HTTP POST or GET.
+const subscriptionOverHTTPCode = "SUBSCRIPTION_OVER_HTTP"
+
+// WebSocketSubscriptions refuses subscription operations that did not come
+// over the WebSocket transport: a subscription by POST or GET answers 400
+// validation_failed (reason subscription_over_http) at once and never runs.
+// Over plain HTTP it would hang until its first event, outside the
+// WebSocket transport's per-principal connection limit and its watch of
+// the token and the principal.
+type WebSocketSubscriptions struct{}
+
+var _ graphql.OperationContextMutator = WebSocketSubscriptions{}
+
+// ExtensionName implements graphql.HandlerExtension.
+func (WebSocketSubscriptions) ExtensionName() string { return "WebSocketSubscriptions" }
+
+// Validate implements graphql.HandlerExtension.
+func (WebSocketSubscriptions) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationContext refuses a subscription of a plain HTTP request.
+func (WebSocketSubscriptions) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	h := httpx.HintsFrom(ctx)
+	if oc.Operation == nil || oc.Operation.Operation != ast.Subscription || !h.PlainHTTP {
+		return nil
+	}
+	h.Refused = true
+	err := gqlerror.Errorf("subscriptions are served over WebSocket only: open ws://…/graphql with the graphql-transport-ws protocol")
+	err.Extensions = map[string]any{"code": subscriptionOverHTTPCode}
+	return err
 }
 
 // presenter maps every error to the shared vocabulary: extensions carry
@@ -172,6 +210,15 @@ const (
 	depthLimitCode              = "DEPTH_LIMIT_EXCEEDED"
 	introspectionDepthLimitCode = "INTROSPECTION_DEPTH_LIMIT_EXCEEDED"
 )
+
+// The refusals of this package's extensions are request errors: gqlgen's
+// transports answer them like a failed validation (no data, 400 or 422),
+// not like an error of execution.
+func init() {
+	for _, code := range []string{depthLimitCode, introspectionDepthLimitCode, complexityLimitCode, subscriptionOverHTTPCode} {
+		errcode.RegisterErrorType(code, errcode.KindProtocol)
+	}
+}
 
 // withPathPointers returns p with every empty field pointer set to the
 // GraphQL path of the error (a scalar such as Time knows its rule, not
@@ -287,6 +334,8 @@ func (w *depthWalk) walk(set ast.SelectionSet, level int, inIntro bool) {
 // is 160 kB; a copy of it per read was a third of its garbage).
 func overHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hints := httpx.HintsFrom(r.Context())
+		hints.PlainHTTP = true
 		buf := &bufferedWriter{w: w, r: r, header: w.Header(), status: http.StatusOK}
 		next.ServeHTTP(buf, r)
 		if buf.passed {
@@ -296,26 +345,42 @@ func overHTTP(next http.Handler) http.Handler {
 		ct := w.Header().Get("Content-Type")
 		status := buf.status
 		switch {
-		case httpx.HintsFrom(r.Context()).Unavailable:
+		case hints.Unavailable:
 			// The database does not answer: 503 like REST, whatever the
 			// media type (the errors say unavailable, with Retry-After).
 			status = http.StatusServiceUnavailable
+		case hints.Refused:
+			status = http.StatusBadRequest
+			body = withoutData(body)
 		case strings.HasPrefix(ct, "application/json") && (status == http.StatusUnprocessableEntity ||
 			(status == http.StatusBadRequest && !bytes.Contains(body, []byte(`"reason":"invalid_json"`)))):
 			status = http.StatusOK
+			body = withoutData(body)
 		case strings.HasPrefix(ct, "application/graphql-response+json") && status >= 400:
-			var doc map[string]json.RawMessage
-			if json.Unmarshal(body, &doc) == nil {
-				if _, has := doc["data"]; has {
-					delete(doc, "data")
-					body, _ = json.Marshal(doc)
-				}
-			}
+			body = withoutData(body)
 		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(status)
 		w.Write(body)
 	})
+}
+
+// withoutData returns a GraphQL answer without its data entry: an answer to
+// a request refused before execution has none (GraphQL over HTTP).
+func withoutData(body []byte) []byte {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil {
+		return body
+	}
+	if _, has := doc["data"]; !has {
+		return body
+	}
+	delete(doc, "data")
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // bufferedWriter holds an answer for overHTTP unless it is one that
@@ -340,7 +405,7 @@ func (b *bufferedWriter) Write(p []byte) (int, error) {
 	if b.passed {
 		return b.w.Write(p)
 	}
-	if b.body.Len() == 0 && b.status == http.StatusOK && !httpx.HintsFrom(b.r.Context()).Unavailable {
+	if h := httpx.HintsFrom(b.r.Context()); b.body.Len() == 0 && b.status == http.StatusOK && !h.Unavailable && !h.Refused {
 		// overHTTP changes nothing of a 200 answer while the database
 		// answers; the hint is set during execution, before the answer
 		// is written.

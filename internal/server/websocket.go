@@ -401,7 +401,17 @@ func (c *wsConn) watch(ctx context.Context, tok, principal string) {
 			c.closeWith(1001, "server shutting down")
 			return
 		case <-changed:
-			if time.Since(last) < time.Second {
+			if wait := time.Second - time.Since(last); wait > 0 {
+				// At most one check a second: this wake-up is checked when
+				// the second is over, not dropped (a revocation would wait
+				// for the next timer otherwise).
+				if !t.Stop() {
+					select {
+					case <-t.C:
+					default:
+					}
+				}
+				t.Reset(wait)
 				continue
 			}
 		case <-t.C:

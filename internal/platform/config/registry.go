@@ -144,7 +144,7 @@ var Registry = []Key{
 	{EventsListLimitDefault, TypeInt, "100", "1", "events per listEvents page when the request names no limit"},
 	{EventsListLimitMax, TypeInt, "500", "1", "most events one listEvents page may ask for"},
 	{AuditDenyAggregateWindow, TypeDuration, "60s", "1s", "one audit row per actor, action and reason in this window"},
-	{EventsPollMaxWait, TypeDuration, "30s", "0s", "longest wait of pollAgentEvents; also the longest a GraphQL subscription socket stays open after its token was revoked or expired or its principal disabled"},
+	{EventsPollMaxWait, TypeDuration, "30s", "0s", "longest wait of pollAgentEvents; a GraphQL subscription socket whose token expired closes within half of it (a revoked token or a disabled principal closes it within a second); no event is handed out after any of them"},
 	{WebsocketMaxSubscriptions, TypeInt, "10", "1", "subscriptions one GraphQL WebSocket connection may run at once; one more is refused with an error for its id"},
 	{WebsocketMaxConnections, TypeInt, "8", "1", "GraphQL WebSocket connections one principal may hold open on one replica; one more is closed with 4429"},
 	{WebsocketSendQueue, TypeInt, "256", "1", "events queued per subscription for a consumer that reads slowly; when full the socket closes with 4413 and the client resumes from its cursor"},

@@ -58,6 +58,13 @@ type Hints struct {
 	// Unavailable marks an answer that failed because a dependency (the
 	// database) does not answer: /graphql then answers 503 too.
 	Unavailable bool
+	// PlainHTTP marks a GraphQL request that came by HTTP POST or GET on
+	// /graphql (not over the WebSocket transport).
+	PlainHTTP bool
+	// Refused marks a GraphQL request refused before it ran for what it
+	// asks, not how it is written (a subscription over plain HTTP): /graphql
+	// answers 400 whatever the media type.
+	Refused bool
 }
 
 // NoteOperation records the operation name of the request of ctx unless one
