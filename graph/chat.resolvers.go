@@ -13,6 +13,7 @@ import (
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
 )
 
 // Channel is the resolver for the channel field: null when the caller may
@@ -70,15 +71,20 @@ func (r *messageEventResolver) Message(ctx context.Context, obj *model.MessageEv
 }
 
 // CreateMessage is the resolver for the createMessage field.
-func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, input model.MessageCreate) (*model.MessageResult, error) {
+func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, input model.MessageCreate, holder *string) (*model.MessageResult, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := noEmpty(messageOptionals("", &input)...); err != nil {
+	if err := noEmpty(append(messageOptionals("", &input), optionalMember{"holder", holder})...); err != nil {
 		return nil, err
 	}
-	m, replayed, err := r.Messaging.Create(ctx, p, threadID, messageInput(input))
+	if holder != nil && !runs.ValidHolder(*holder) {
+		return nil, problem.Invalid(problem.FieldError{Pointer: "holder", Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
+	}
+	in := messageInput(input)
+	in.Holder = deref(holder)
+	m, replayed, err := r.Messaging.Create(ctx, p, threadID, in)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,9 @@ type Loaders struct {
 	// StartedThreads loads, by message id, the id of the thread the message
 	// started ("" for none): one statement for a page of messages.
 	StartedThreads *Batch[string, string]
+	// Answers loads the answers of runs (Run.answers): one statement for
+	// all runs asked at once.
+	Answers *Batch[string, []runs.Answer]
 }
 
 // Batch is one kind of per-request loader: a graph-gophers dataloader for
@@ -226,6 +229,18 @@ func NewLoaders(src Sources) *Loaders {
 				out[i] = &dataloader.Result[[]messaging.ContextItem]{Error: problem.Internal("graph.NewLoaders", err)}
 			} else {
 				out[i] = &dataloader.Result[[]messaging.ContextItem]{Data: got[k]}
+			}
+		}
+		return out
+	})
+	l.Answers = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[[]runs.Answer] {
+		got, err := src.Runs.Answers(ctx, keys)
+		out := make([]*dataloader.Result[[]runs.Answer], len(keys))
+		for i, k := range keys {
+			if err != nil {
+				out[i] = &dataloader.Result[[]runs.Answer]{Error: err}
+			} else {
+				out[i] = &dataloader.Result[[]runs.Answer]{Data: got[k]}
 			}
 		}
 		return out

@@ -75,12 +75,15 @@ func (r *mutationResolver) AckAgentEvents(ctx context.Context, upTo string) (*mo
 }
 
 // AwaitRunInput is the resolver for the awaitRunInput field.
-func (r *mutationResolver) AwaitRunInput(ctx context.Context, id string) (*model.Run, error) {
+func (r *mutationResolver) AwaitRunInput(ctx context.Context, id string, holder *string) (*model.Run, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.AwaitInput(ctx, p, id)
+	if err := noEmpty(optionalMember{"holder", holder}); err != nil {
+		return nil, err
+	}
+	run, err := r.Runs.AwaitInput(ctx, p, id, deref(holder))
 	if err != nil {
 		return nil, err
 	}
@@ -88,15 +91,15 @@ func (r *mutationResolver) AwaitRunInput(ctx context.Context, id string) (*model
 }
 
 // FinishRun is the resolver for the finishRun field.
-func (r *mutationResolver) FinishRun(ctx context.Context, id string, input model.RunFinish) (*model.Run, error) {
+func (r *mutationResolver) FinishRun(ctx context.Context, id string, input model.RunFinish, holder *string) (*model.Run, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := noEmpty(optionalMember{"/reason", input.Reason}); err != nil {
+	if err := noEmpty(optionalMember{"/reason", input.Reason}, optionalMember{"holder", holder}); err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Finish(ctx, p, id, input.Outcome, deref(input.Reason))
+	run, err := r.Runs.Finish(ctx, p, id, deref(holder), input.Outcome, deref(input.Reason))
 	if err != nil {
 		return nil, err
 	}
@@ -104,12 +107,15 @@ func (r *mutationResolver) FinishRun(ctx context.Context, id string, input model
 }
 
 // CancelRun is the resolver for the cancelRun field.
-func (r *mutationResolver) CancelRun(ctx context.Context, id string) (*model.Run, error) {
+func (r *mutationResolver) CancelRun(ctx context.Context, id string, holder *string) (*model.Run, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Cancel(ctx, p, id)
+	if err := noEmpty(optionalMember{"holder", holder}); err != nil {
+		return nil, err
+	}
+	run, err := r.Runs.Cancel(ctx, p, id, deref(holder))
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +244,24 @@ func (r *runResolver) TriggeringMessage(ctx context.Context, obj *model.Run) (*m
 		return nil, err
 	}
 	return messageModel(m), nil
+}
+
+// Answers is the resolver for the answers field: the run's answers through
+// the per-response loader (one statement for all runs of the answer).
+func (r *runResolver) Answers(ctx context.Context, obj *model.Run) ([]*model.RunAnswer, error) {
+	l, err := LoadersFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := l.Answers.Load(ctx, obj.ID)()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.RunAnswer, len(list))
+	for i, a := range list {
+		out[i] = &model.RunAnswer{MessageID: a.MessageID, ClientMsgID: a.ClientMsgID}
+	}
+	return out, nil
 }
 
 // Run is the resolver for the run field.

@@ -223,21 +223,21 @@ type ComplexityRoot struct {
 		AddGroupMember        func(childComplexity int, groupID string, principalID string) int
 		ArchiveChannel        func(childComplexity int, id string) int
 		ArchiveSpace          func(childComplexity int, id string) int
-		AwaitRunInput         func(childComplexity int, id string) int
+		AwaitRunInput         func(childComplexity int, id string, holder *string) int
 		BindAgentSession      func(childComplexity int, threadID string, externalRef string) int
-		CancelRun             func(childComplexity int, id string) int
+		CancelRun             func(childComplexity int, id string, holder *string) int
 		CloseThread           func(childComplexity int, id string) int
 		CreateChannel         func(childComplexity int, spaceID string, input model.ChannelCreate) int
 		CreateGrant           func(childComplexity int, input model.GrantCreate) int
 		CreateGroup           func(childComplexity int, name string) int
-		CreateMessage         func(childComplexity int, threadID string, input model.MessageCreate) int
+		CreateMessage         func(childComplexity int, threadID string, input model.MessageCreate, holder *string) int
 		CreatePrincipal       func(childComplexity int, input model.PrincipalCreate) int
 		CreateSpace           func(childComplexity int, input model.SpaceCreate) int
 		CreateThread          func(childComplexity int, channelID string, input model.ThreadCreate) int
 		CreateToken           func(childComplexity int, principalID string, input model.TokenCreate) int
 		DeleteGroup           func(childComplexity int, id string) int
 		DeleteMessage         func(childComplexity int, id string) int
-		FinishRun             func(childComplexity int, id string, input model.RunFinish) int
+		FinishRun             func(childComplexity int, id string, input model.RunFinish, holder *string) int
 		MoveThread            func(childComplexity int, id string, channelID string) int
 		RemoveGroupMember     func(childComplexity int, groupID string, principalID string) int
 		RenewRun              func(childComplexity int, id string, holder string) int
@@ -299,6 +299,7 @@ type ComplexityRoot struct {
 
 	Run struct {
 		Agent               func(childComplexity int) int
+		Answers             func(childComplexity int) int
 		Attempt             func(childComplexity int) int
 		CancelRequested     func(childComplexity int) int
 		Context             func(childComplexity int) int
@@ -318,6 +319,11 @@ type ComplexityRoot struct {
 		TriggeringMessage   func(childComplexity int) int
 		TriggeringMessageID func(childComplexity int) int
 		Version             func(childComplexity int) int
+	}
+
+	RunAnswer struct {
+		ClientMsgID func(childComplexity int) int
+		MessageID   func(childComplexity int) int
 	}
 
 	RunCancelRequestedEvent struct {
@@ -499,7 +505,7 @@ type MessageEventResolver interface {
 	Message(ctx context.Context, obj *model.MessageEvent) (*model.Message, error)
 }
 type MutationResolver interface {
-	CreateMessage(ctx context.Context, threadID string, input model.MessageCreate) (*model.MessageResult, error)
+	CreateMessage(ctx context.Context, threadID string, input model.MessageCreate, holder *string) (*model.MessageResult, error)
 	CreateThread(ctx context.Context, channelID string, input model.ThreadCreate) (*model.ThreadCreatedResult, error)
 	DeleteMessage(ctx context.Context, id string) (*model.Message, error)
 	CloseThread(ctx context.Context, id string) (*model.Thread, error)
@@ -528,9 +534,9 @@ type MutationResolver interface {
 	StartRun(ctx context.Context, id string, holder *string) (*model.Run, error)
 	RenewRun(ctx context.Context, id string, holder string) (*model.Run, error)
 	AckAgentEvents(ctx context.Context, upTo string) (*model.AgentCursor, error)
-	AwaitRunInput(ctx context.Context, id string) (*model.Run, error)
-	FinishRun(ctx context.Context, id string, input model.RunFinish) (*model.Run, error)
-	CancelRun(ctx context.Context, id string) (*model.Run, error)
+	AwaitRunInput(ctx context.Context, id string, holder *string) (*model.Run, error)
+	FinishRun(ctx context.Context, id string, input model.RunFinish, holder *string) (*model.Run, error)
+	CancelRun(ctx context.Context, id string, holder *string) (*model.Run, error)
 	ResetAgentSession(ctx context.Context, threadID string) (*model.AgentSession, error)
 	BindAgentSession(ctx context.Context, threadID string, externalRef string) (*model.AgentSession, error)
 }
@@ -554,6 +560,7 @@ type RunResolver interface {
 
 	TriggeringMessage(ctx context.Context, obj *model.Run) (*model.Message, error)
 
+	Answers(ctx context.Context, obj *model.Run) ([]*model.RunAnswer, error)
 	Context(ctx context.Context, obj *model.Run) (*model.RunContext, error)
 }
 type RunCancelRequestedEventResolver interface {
@@ -1331,7 +1338,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.AwaitRunInput(childComplexity, args["id"].(string)), true
+		return e.ComplexityRoot.Mutation.AwaitRunInput(childComplexity, args["id"].(string), args["holder"].(*string)), true
 	case "Mutation.bindAgentSession":
 		if e.ComplexityRoot.Mutation.BindAgentSession == nil {
 			break
@@ -1353,7 +1360,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CancelRun(childComplexity, args["id"].(string)), true
+		return e.ComplexityRoot.Mutation.CancelRun(childComplexity, args["id"].(string), args["holder"].(*string)), true
 	case "Mutation.closeThread":
 		if e.ComplexityRoot.Mutation.CloseThread == nil {
 			break
@@ -1408,7 +1415,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreateMessage(childComplexity, args["threadId"].(string), args["input"].(model.MessageCreate)), true
+		return e.ComplexityRoot.Mutation.CreateMessage(childComplexity, args["threadId"].(string), args["input"].(model.MessageCreate), args["holder"].(*string)), true
 	case "Mutation.createPrincipal":
 		if e.ComplexityRoot.Mutation.CreatePrincipal == nil {
 			break
@@ -1485,7 +1492,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.FinishRun(childComplexity, args["id"].(string), args["input"].(model.RunFinish)), true
+		return e.ComplexityRoot.Mutation.FinishRun(childComplexity, args["id"].(string), args["input"].(model.RunFinish), args["holder"].(*string)), true
 	case "Mutation.moveThread":
 		if e.ComplexityRoot.Mutation.MoveThread == nil {
 			break
@@ -1876,6 +1883,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.Agent(childComplexity), true
+	case "Run.answers":
+		if e.ComplexityRoot.Run.Answers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Answers(childComplexity), true
 	case "Run.attempt":
 		if e.ComplexityRoot.Run.Attempt == nil {
 			break
@@ -1990,6 +2003,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.Version(childComplexity), true
+
+	case "RunAnswer.clientMsgId":
+		if e.ComplexityRoot.RunAnswer.ClientMsgID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunAnswer.ClientMsgID(childComplexity), true
+	case "RunAnswer.messageId":
+		if e.ComplexityRoot.RunAnswer.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunAnswer.MessageID(childComplexity), true
 
 	case "RunCancelRequestedEvent.createdAt":
 		if e.ComplexityRoot.RunCancelRequestedEvent.CreatedAt == nil {
@@ -3759,6 +3785,8 @@ type Mutation {
     threadId: ID!
     "The message."
     input: MessageCreate!
+    "With input.runId: the adapter process that holds that run (the holder of startRun); absent for the anonymous holder. Another holder, or none on a claimed run, answers conflict run_claimed and stores nothing. Not part of the request's idempotency: a replay of a stored answer answers the replay."
+    holder: String
   ): MessageResult!
   """
   Creates a thread with its first message (WRITE on the channel): a thread in
@@ -4016,6 +4044,14 @@ type RunSession {
   mode: SessionMode!
 }
 
+"An answer of a run: a message its agent posted naming the run in runId."
+type RunAnswer {
+  "The answer's message."
+  messageId: ID!
+  "The clientMsgId the answer was sent with (the reference adapter's key is answer-<run id>-<message id of the request answered>)."
+  clientMsgId: String!
+}
+
 "One invocation of an agent in a thread, started by a person's message."
 type Run {
   "The run's id."
@@ -4061,6 +4097,12 @@ type Run {
   holder: String
   "When the holder's claim lapses unless renewed (run.lease_timeout after its last call on the run)."
   leaseExpiresAt: Time
+  """
+  The text messages the run's agent posted naming this run (run_id), oldest
+  first: what an adapter taking the run over reads to see what the previous
+  holder already said. The run's anchor and cards are not answers.
+  """
+  answers: [RunAnswer!]!
 }
 
 "How an adapter ends a run (finishRun)."
@@ -4198,7 +4240,7 @@ extend type Mutation {
     "The adapter process claiming the run; absent for the anonymous holder of adapters without claims."
     holder: String
   ): Run!
-  "Extends holder's lease on the run by run.lease_timeout (conflict run_claimed when holder does not hold it)."
+  "Extends holder's lease on the run by run.lease_timeout (conflict run_claimed when holder does not hold it; an empty holder is refused with validation_failed)."
   renewRun(
     "The run (the caller's own)."
     id: ID!
@@ -4219,6 +4261,8 @@ extend type Mutation {
   awaitRunInput(
     "The run (the caller's own)."
     id: ID!
+    "The adapter process that holds the run (the holder of startRun); absent for the anonymous holder. Another holder, or none on a claimed run, answers conflict run_claimed."
+    holder: String
   ): Run!
   """
   Ends the caller's own active run with the given outcome; an ended run
@@ -4230,6 +4274,8 @@ extend type Mutation {
     id: ID!
     "Outcome and reason."
     input: RunFinish!
+    "The adapter process that holds the run (the holder of startRun); absent for the anonymous holder. Another holder, or none on a claimed run, answers conflict run_claimed and changes nothing."
+    holder: String
   ): Run!
   """
   Cancels a run. A person with TRIGGER on the channel cancels a queued run at
@@ -4241,6 +4287,8 @@ extend type Mutation {
   cancelRun(
     "The run to cancel."
     id: ID!
+    "When the run's own agent cancels: the adapter process that holds the run (absent for the anonymous holder; another holder, or none on a claimed run, answers conflict run_claimed). Ignored for a person's cancel."
+    holder: String
   ): Run!
   """
   Ends the current session of the thread's operator agent and makes a new
@@ -4609,10 +4657,22 @@ func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.C
 		return ec.fieldContext_Run_holder(ctx, field)
 	case "leaseExpiresAt":
 		return ec.fieldContext_Run_leaseExpiresAt(ctx, field)
+	case "answers":
+		return ec.fieldContext_Run_answers(ctx, field)
 	case "context":
 		return ec.fieldContext_Run_context(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Run", field.Name)
+}
+
+func (ec *executionContext) childFields_RunAnswer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "messageId":
+		return ec.fieldContext_RunAnswer_messageId(ctx, field)
+	case "clientMsgId":
+		return ec.fieldContext_RunAnswer_clientMsgId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RunAnswer", field.Name)
 }
 
 func (ec *executionContext) childFields_RunContext(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4998,6 +5058,14 @@ func (ec *executionContext) field_Mutation_awaitRunInput_args(ctx context.Contex
 		return nil, err
 	}
 	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg1
 	return args, nil
 }
 
@@ -5034,6 +5102,14 @@ func (ec *executionContext) field_Mutation_cancelRun_args(ctx context.Context, r
 		return nil, err
 	}
 	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg1
 	return args, nil
 }
 
@@ -5120,6 +5196,14 @@ func (ec *executionContext) field_Mutation_createMessage_args(ctx context.Contex
 		return nil, err
 	}
 	args["input"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg2
 	return args, nil
 }
 
@@ -5242,6 +5326,14 @@ func (ec *executionContext) field_Mutation_finishRun_args(ctx context.Context, r
 		return nil, err
 	}
 	args["input"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg2
 	return args, nil
 }
 
@@ -8512,7 +8604,7 @@ func (ec *executionContext) _Mutation_createMessage(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreateMessage(ctx, fc.Args["threadId"].(string), fc.Args["input"].(model.MessageCreate))
+			return ec.Resolvers.Mutation().CreateMessage(ctx, fc.Args["threadId"].(string), fc.Args["input"].(model.MessageCreate), fc.Args["holder"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.MessageResult) graphql.Marshaler {
@@ -9788,7 +9880,7 @@ func (ec *executionContext) _Mutation_awaitRunInput(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().AwaitRunInput(ctx, fc.Args["id"].(string))
+			return ec.Resolvers.Mutation().AwaitRunInput(ctx, fc.Args["id"].(string), fc.Args["holder"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
@@ -9832,7 +9924,7 @@ func (ec *executionContext) _Mutation_finishRun(ctx context.Context, field graph
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().FinishRun(ctx, fc.Args["id"].(string), fc.Args["input"].(model.RunFinish))
+			return ec.Resolvers.Mutation().FinishRun(ctx, fc.Args["id"].(string), fc.Args["input"].(model.RunFinish), fc.Args["holder"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
@@ -9876,7 +9968,7 @@ func (ec *executionContext) _Mutation_cancelRun(ctx context.Context, field graph
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CancelRun(ctx, fc.Args["id"].(string))
+			return ec.Resolvers.Mutation().CancelRun(ctx, fc.Args["id"].(string), fc.Args["holder"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
@@ -11414,6 +11506,38 @@ func (ec *executionContext) fieldContext_Run_leaseExpiresAt(_ context.Context, f
 	return graphql.NewScalarFieldContext("Run", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Run_answers(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_answers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().Answers(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunAnswer) graphql.Marshaler {
+			return ec.marshalNRunAnswer2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunAnswerᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_answers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunAnswer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Run_context(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11444,6 +11568,52 @@ func (ec *executionContext) fieldContext_Run_context(_ context.Context, field gr
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RunAnswer_messageId(ctx context.Context, field graphql.CollectedField, obj *model.RunAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunAnswer_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunAnswer_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunAnswer", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunAnswer_clientMsgId(ctx context.Context, field graphql.CollectedField, obj *model.RunAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunAnswer_clientMsgId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ClientMsgID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunAnswer_clientMsgId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunAnswer", field, false, false, "String")
 }
 
 func (ec *executionContext) _RunCancelRequestedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
@@ -17725,12 +17895,56 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "answers":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Run_answers(ctx, field, obj)
+				})
 		case "context":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Run_context(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runAnswerImplementors = []string{"RunAnswer"}
+
+func (ec *executionContext) _RunAnswer(ctx context.Context, sel ast.SelectionSet, obj *model.RunAnswer) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runAnswerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunAnswer")
+		case "messageId":
+			out.Values[i] = ec._RunAnswer_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "clientMsgId":
+			out.Values[i] = ec._RunAnswer_clientMsgId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -19715,6 +19929,30 @@ func (ec *executionContext) marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraph
 		return graphql.Null
 	}
 	return ec._Run(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRunAnswer2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunAnswerᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunAnswer) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRunAnswer2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunAnswer(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRunAnswer2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunAnswer(ctx context.Context, sel ast.SelectionSet, v *model.RunAnswer) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RunAnswer!")
+		return graphql.Null
+	}
+	return ec._RunAnswer(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNRunContextMessage2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessagesᚄ(ctx context.Context, sel ast.SelectionSet, v model.RunContextMessages) graphql.Marshaler {

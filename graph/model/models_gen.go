@@ -415,6 +415,14 @@ type Run struct {
 	TriggeredByID string `json:"-"`
 }
 
+// An answer of a run: a message its agent posted naming the run in runId.
+type RunAnswer struct {
+	// The answer's message.
+	MessageID string `json:"messageId"`
+	// The clientMsgId the answer was sent with (the reference adapter's key is answer-<run id>-<message id of the request answered>).
+	ClientMsgID string `json:"clientMsgId"`
+}
+
 // How an adapter ends a run (finishRun).
 type RunFinish struct {
 	// The end state.

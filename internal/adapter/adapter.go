@@ -49,6 +49,21 @@ type Config struct {
 	// RetryBackoff is the first pause between attempts (default 500 ms);
 	// it doubles up to 10 s, or follows the server's Retry-After.
 	RetryBackoff time.Duration
+	// FollowUpRounds bounds how often, per run, the model is asked again
+	// for follow-ups that arrived while it worked (default 3; negative:
+	// never). After each answer of the model, before posting, the adapter
+	// reads the run context again; with new follow-ups it asks again, with
+	// all of them, until none came or the rounds are used up. Then it posts
+	// what it has; follow-ups the model has not seen stay pending and the
+	// server promotes them to the next run.
+	FollowUpRounds int
+	// DeliveryWait bounds the wait, before posting, for the
+	// acknowledgement that delivers the follow-ups the answer covers
+	// (default 2 min). The position waits for events of other runs (see
+	// acks); when it does not get there in time the answer is posted
+	// anyway and the log says which follow-ups the server may answer again
+	// in a next run.
+	DeliveryWait time.Duration
 	// OnRunDone, when set, is called once per handled run after the
 	// adapter is done with it (from the run's goroutine).
 	OnRunDone func(RunReport)
@@ -64,6 +79,16 @@ type RunReport struct {
 	// AnswerMessageID is the id of the posted answer; "" when none was
 	// posted.
 	AnswerMessageID string
+	// AnswerKey is the clientMsgId of the answer (AnswerKey of the last
+	// request it covers); "" when the model gave none.
+	AnswerKey string
+	// Rounds counts the model's answers for the run: 1, plus one per round
+	// for follow-ups that arrived while it worked.
+	Rounds int
+	// Dropped says why a reply the model gave was not posted (the run's
+	// end reason or state, such as trigger_revoked or cancelled, or
+	// answered when the request had an answer already); "" otherwise.
+	Dropped string
 	// Err is why the run did not complete; nil on success.
 	Err error
 }
@@ -82,11 +107,17 @@ type RunReport struct {
 // answers it; the others skip it (run_claimed). While the model works the
 // holder renews its lease; a process that dies stops renewing, the server
 // puts the run back to queued with the next attempt, and another process
-// takes it over. The answer's clientMsgId is derived from the run, so a
-// takeover never posts a second answer: an answer an earlier holder stored
-// is recognised (replay or idempotency_key_reused) and the run is only
-// finished. After handling a page the adapter acknowledges it, so a
-// restarted process continues where it left off.
+// takes it over. Every answer's clientMsgId names the run and the request
+// it answers (AnswerKey), and a takeover reads the run's answers first, so
+// no request gets a second answer.
+//
+// Follow-ups that arrive while the model works reach it: before posting,
+// the adapter reads the context again and asks the model again with the
+// new ones (Config.FollowUpRounds). The stream is acknowledged as it is
+// handled, but never past a follow-up the model has not seen (see acks),
+// so a follow-up is answered by its run or promoted to the next, never both
+// and never neither. A restarted process continues behind the acknowledged
+// position.
 type Adapter struct {
 	cfg    Config
 	log    *slog.Logger
@@ -94,16 +125,21 @@ type Adapter struct {
 	cursor string
 	active map[string]*activeRun
 	wg     sync.WaitGroup
+	acks   *acks
+	// ackMu makes acknowledgements one at a time (the acknowledger and
+	// the flush when Run ends).
+	ackMu sync.Mutex
 }
 
 // activeRun is a run this process has started and not yet left.
 type activeRun struct {
 	cancelModel     context.CancelFunc
 	cancelRequested atomic.Bool
-	followups       atomic.Int32
 	// lost is set when the server says this process no longer holds the
 	// run (its lease lapsed and another process took it over).
 	lost atomic.Bool
+	// ended is set once the server said the run has ended.
+	ended atomic.Bool
 }
 
 // NewHolder returns a fresh holder id for one adapter process.
@@ -135,11 +171,17 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Holder == "" {
 		cfg.Holder = NewHolder()
 	}
+	if cfg.FollowUpRounds == 0 {
+		cfg.FollowUpRounds = 3
+	}
+	if cfg.DeliveryWait <= 0 {
+		cfg.DeliveryWait = 2 * time.Minute
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Adapter{cfg: cfg, log: log, cursor: cfg.After, active: map[string]*activeRun{}}, nil
+	return &Adapter{cfg: cfg, log: log, cursor: cfg.After, active: map[string]*activeRun{}, acks: newAcks()}, nil
 }
 
 // Cursor returns the cursor after the last event the adapter has read;
@@ -204,7 +246,22 @@ func (a *Adapter) Run(ctx context.Context) error {
 			return stream.Next(ctx, after, a.cfg.PollWait)
 		}
 	}
-	claimed, held := false, false
+	ackerDone := make(chan struct{})
+	go func() {
+		defer close(ackerDone)
+		a.ackLoop(loop)
+	}()
+	defer func() {
+		// Runs that ended while the loop stopped released their
+		// follow-ups: acknowledge what is dealt with, so that the next
+		// process does not read it again.
+		stopLoop()
+		<-ackerDone
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+		defer cancel()
+		a.ackOnce(fctx, false)
+	}()
+	claimed := false
 	backoff := a.cfg.RetryBackoff
 	for loop.Err() == nil {
 		began := time.Now()
@@ -232,27 +289,17 @@ func (a *Adapter) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = a.cfg.RetryBackoff
-		ackUpTo := ""
 		for _, ev := range page.Events {
-			if a.handle(loop, ctx, ev, &claimed, stopLoop) && !held {
-				ackUpTo = ev.Seq
-			} else {
-				// An event left for a later process (--once has its run):
-				// nothing from here on is acknowledged.
-				held = true
-			}
+			dealt := a.handle(loop, ctx, ev, &claimed, stopLoop)
+			// The ledger decides how far the stream may be acknowledged:
+			// up to the first event not dealt with (an invocation --once
+			// leaves to a later process, a follow-up the model has not
+			// seen).
+			a.acks.add(ev, dealt, followupRef(ev), time.Now())
 			a.setCursor(ev.Seq)
 		}
 		a.setCursor(page.NextAfter)
-		if ackUpTo != "" {
-			// Handled (every invocation claimed or skipped, every cancel
-			// and follow-up noted): acknowledge, so a restart continues
-			// behind it. A failed ack only means a restart sees the events
-			// again, which every handler tolerates.
-			if _, err := a.cfg.Client.AckAgentEvents(loop, ackUpTo); err != nil && loop.Err() == nil {
-				a.log.Warn("ack failed", errAttrs(err)...)
-			}
-		}
+		a.acks.poke()
 		if len(page.Events) == 0 {
 			sleep(loop, minPollInterval-time.Since(began))
 		}
@@ -262,6 +309,84 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// followupRef returns the run and message of an agent.followup event (the
+// zero RunRef for other events).
+func followupRef(ev AgentEvent) RunRef {
+	var ref RunRef
+	if ev.Type == EventFollowup {
+		_ = json.Unmarshal(ev.Payload, &ref)
+	}
+	return ref
+}
+
+// ackEvery is how often the acknowledger acts without being asked: it
+// repeats a failed acknowledgement and checks the runs of other processes
+// whose follow-ups hold the position.
+const ackEvery = time.Second
+
+// blockerCheckEvery is how often the run of a follow-up that holds the
+// position, in a run this process does not hold, is read to see whether it
+// ended.
+const blockerCheckEvery = 3 * time.Second
+
+// ackLoop acknowledges the stream as far as the ledger allows, whenever
+// the ledger changes and every ackEvery, until ctx ends.
+func (a *Adapter) ackLoop(ctx context.Context) {
+	t := time.NewTicker(ackEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.acks.kick:
+		case <-t.C:
+		}
+		a.ackOnce(ctx, true)
+	}
+}
+
+// ackOnce sends one acknowledgement up to the ledger's target when it
+// moved. With check, a follow-up of another process's run that holds the
+// position has its run read when due: an ended run releases it, and a run
+// still active makes the acknowledgement go out even unmoved, because its
+// answer says whether the other process's acknowledgement has passed the
+// follow-up meanwhile. A failed acknowledgement only means that it is
+// repeated, or that a restart reads the events again, which every handler
+// tolerates.
+func (a *Adapter) ackOnce(ctx context.Context, check bool) {
+	a.ackMu.Lock()
+	defer a.ackMu.Unlock()
+	learn := false
+	head, report, due := a.acks.head(time.Now(), blockerCheckEvery)
+	if report {
+		a.log.Debug("acknowledgement held at a follow-up its run's model has not seen", "seq", head.seq, "run_id", head.runID, "message_id", head.message)
+	}
+	if check && due {
+		state, err := a.cfg.Client.runState(ctx, head.runID)
+		switch {
+		case ErrorCode(err) == "not_found" || (err == nil && !state.Active()):
+			a.acks.runEnded(head.runID)
+		case err == nil:
+			learn = true
+		}
+	}
+	upTo, last := a.acks.target(), a.acks.last()
+	if upTo == "" || upTo == last {
+		if !learn || last == "" {
+			return
+		}
+		upTo = last
+	}
+	pos, err := a.cfg.Client.AckAgentEvents(ctx, upTo)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("ack failed", errAttrs(err)...)
+		}
+		return
+	}
+	a.acks.acked(upTo, pos)
 }
 
 // handle acts on one event. Invocations are prepared here, in stream
@@ -286,7 +411,7 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 		if a.tracked(inv.RunID) != nil {
 			return true
 		}
-		rc, ok := a.prepare(loop, log, inv)
+		rc, started, ok := a.prepare(loop, log, inv)
 		if !ok {
 			return true
 		}
@@ -296,14 +421,18 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 		a.mu.Lock()
 		a.active[inv.RunID] = run
 		a.mu.Unlock()
+		// Tracked before the next event is handled: the run's follow-up
+		// events, which come after its invocation, wait for its model.
+		a.acks.track(inv.RunID)
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
 			defer cancelModel()
-			rep := a.answer(runCtx, modelCtx, log, run, inv, rc)
+			rep := a.answer(runCtx, modelCtx, log, run, inv, rc, started)
 			a.mu.Lock()
 			delete(a.active, inv.RunID)
 			a.mu.Unlock()
+			a.acks.release(inv.RunID, run.ended.Load())
 			if a.cfg.OnRunDone != nil {
 				a.cfg.OnRunDone(rep)
 			}
@@ -312,14 +441,12 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 			}
 		}()
 	case EventFollowup:
-		var ref RunRef
-		_ = json.Unmarshal(ev.Payload, &ref)
-		// The echo model answers from the context read before the start;
-		// a follow-up (content not in that context) is noted, not answered.
-		if run := a.tracked(ref.RunID); run != nil {
-			run.followups.Add(1)
-		}
-		log.Debug("follow-up noted", "run_id", ref.RunID, "message_id", ref.MessageID)
+		// The run's goroutine reads the follow-up's content from the run
+		// context after the model's answer; the ledger keeps the
+		// acknowledgement in front of the event until the model has seen
+		// it (acks).
+		ref := followupRef(ev)
+		log.Debug("follow-up noted", "run_id", ref.RunID, "message_id", ref.MessageID, "held_here", a.tracked(ref.RunID) != nil)
 	case EventCancelRequested:
 		var ref RunRef
 		if err := json.Unmarshal(ev.Payload, &ref); err != nil || ref.RunID == "" {
@@ -348,10 +475,10 @@ func (a *Adapter) tracked(runID string) *activeRun {
 
 // prepare reads the run's context and then starts the run: the adapter
 // commits to a run only once it holds what it needs to answer (the context
-// is read before run.start, docs/design/trust.md#who-may-read-it). ok is
-// false when the run is skipped.
-func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation) (RunContext, bool) {
-	var rc RunContext
+// is read before run.start, docs/design/trust.md#who-may-read-it). It
+// returns the context and the started run (with its answers); ok is false
+// when the run is skipped.
+func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation) (rc RunContext, started Run, ok bool) {
 	err := a.retry(ctx, "RunContext", func(ctx context.Context) (err error) {
 		rc, err = a.cfg.Client.RunContext(ctx, inv.RunID)
 		return err
@@ -360,36 +487,40 @@ func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation)
 		// An own run that is no longer active answers not_found, like an
 		// unknown one: an old invocation, read again from the stream.
 		log.Info("invocation skipped: the run is no longer active")
-		return rc, false
+		return rc, started, false
 	}
 	if err != nil {
 		log.Error("run context unreadable", errAttrs(err)...)
-		a.finish(ctx, log, inv.RunID, OutcomeFailed, "context_unavailable")
-		return rc, false
+		a.finish(ctx, log, nil, inv.RunID, OutcomeFailed, "context_unavailable")
+		return rc, started, false
 	}
-	var started Run
 	err = a.retry(ctx, "StartRun", func(ctx context.Context) (err error) {
 		started, err = a.cfg.Client.StartRun(ctx, inv.RunID, a.cfg.Holder)
 		return err
 	})
-	if ErrorReason(err) == "run_not_active" {
+	switch ErrorReason(err) {
+	case "run_not_active":
 		log.Info("invocation skipped: the run ended before its start")
-		return rc, false
-	}
-	if ErrorReason(err) == "run_claimed" {
+		return rc, started, false
+	case "run_claimed":
 		log.Info("invocation skipped: another adapter process holds the run")
-		return rc, false
+		return rc, started, false
+	case endReasonRevoked:
+		// The person who asked lost trigger; the server cancels the run.
+		log.Info("invocation skipped: the run's person lost trigger")
+		return rc, started, false
 	}
 	if err != nil {
 		log.Error("run start refused", errAttrs(err)...)
-		a.finish(ctx, log, inv.RunID, OutcomeFailed, "start_failed")
-		return rc, false
+		a.finish(ctx, log, nil, inv.RunID, OutcomeFailed, "start_failed")
+		return rc, started, false
 	}
 	if started.LeaseExpiresAt != nil {
 		rc.leaseUntil = *started.LeaseExpiresAt
 	}
-	log.Info("run started", "session_mode", strings.ToLower(inv.Session.Mode), "elements", len(rc.Elements()), "attempt", inv.Attempt, trustAttr(rc.TrustSummary))
-	return rc, true
+	log.Info("run started", "session_mode", strings.ToLower(inv.Session.Mode), "elements", len(rc.Elements()), "attempt", inv.Attempt,
+		"answers", len(started.Answers), trustAttr(rc.TrustSummary))
+	return rc, started, true
 }
 
 // minRenewInterval keeps renewals of a very short lease from flooding the
@@ -397,9 +528,12 @@ func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation)
 const minRenewInterval = 200 * time.Millisecond
 
 // keepLease renews the claim on the run while the model works: every third
-// of the lease the server granted. When the server says this process no
-// longer holds the run (run_claimed, run_not_active) it marks the run lost
-// and stops the model. It returns when ctx ends.
+// of the lease the server granted. When the server says another process
+// holds the run now (run_claimed), or the run ended in a way that took its
+// request away (run_not_active, then a read of the run), it marks the run
+// lost and stops the model; when it says the run's person lost trigger
+// (trigger_revoked) it stops the model and has the cancel confirmed. It
+// returns then, or when ctx ends.
 func (a *Adapter) keepLease(ctx context.Context, log *slog.Logger, run *activeRun, runID string, until time.Time) {
 	every := time.Until(until) / 3
 	if every < minRenewInterval {
@@ -416,7 +550,33 @@ func (a *Adapter) keepLease(ctx context.Context, log *slog.Logger, run *activeRu
 		_, err := a.cfg.Client.RenewRun(ctx, runID, a.cfg.Holder)
 		switch reason := ErrorReason(err); {
 		case err == nil:
-		case reason == "run_claimed" || reason == "run_not_active":
+		case reason == endReasonRevoked:
+			// The run's person lost trigger: the request is gone, and the
+			// run waits for this holder to confirm its cancel.
+			log.Info("the run's person lost trigger while the model worked")
+			run.cancelRequested.Store(true)
+			run.cancelModel()
+			return
+		case reason == "run_not_active":
+			// The run ended without this holder. After an ending that left
+			// the request standing (a timeout) the model goes on, and its
+			// answer goes out without run id (afterEnd); after any other
+			// the answer would be dropped, so the model stops now.
+			r, rerr := a.cfg.Client.Run(ctx, runID)
+			endReason := ""
+			if rerr == nil && r.EndReason != nil {
+				endReason = *r.EndReason
+			}
+			if rerr == nil && requestStands(r.State, endReason) {
+				log.Info("the run ended while the model worked; its answer will go out without run id", "state", strings.ToLower(string(r.State)), "end_reason", endReason)
+				return
+			}
+			log.Info("the run ended while the model worked; stopping the model", "state", strings.ToLower(string(r.State)), "end_reason", endReason)
+			run.ended.Store(true)
+			run.lost.Store(true)
+			run.cancelModel()
+			return
+		case reason == "run_claimed":
 			log.Warn("claim lost while the model worked", "reason", reason)
 			run.lost.Store(true)
 			run.cancelModel()
@@ -429,119 +589,373 @@ func (a *Adapter) keepLease(ctx context.Context, log *slog.Logger, run *activeRu
 }
 
 // answer asks the model, posts the answer and finishes the run. ctx is the
-// adapter's; modelCtx also ends when a person cancels the run.
-func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rc RunContext) RunReport {
+// adapter's; modelCtx also ends when a person cancels the run. started is
+// the run as startRun gave it, with the answers earlier holders posted.
+//
+// After every answer of the model, and before posting, it reads the run
+// context again: follow-ups that came meanwhile go to the model in a new
+// round (with everything else, so that its answer covers them all), up to
+// Config.FollowUpRounds rounds. The final answer covers the trigger and the
+// follow-ups of its prompt and is posted under the key of the last of
+// them, once those follow-ups are delivered.
+func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rc RunContext, started Run) RunReport {
 	rep := RunReport{RunID: inv.RunID, ThreadID: inv.ThreadID}
 	began := time.Now()
 	leaseCtx, stopLease := context.WithCancel(modelCtx)
 	defer stopLease()
 	go a.keepLease(leaseCtx, log, run, inv.RunID, rc.leaseUntil)
-	text, err := a.cfg.Model.Answer(modelCtx, WithFollowUps(Render(rc, NewBoundary()), rc.FollowUps))
-	switch {
-	case run.lost.Load():
-		// Another process holds the run now and answers it.
-		rep.Err = errors.New("adapter: the claim on the run was lost")
-		return rep
-	case run.cancelRequested.Load():
-		rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeCancelled, "")
-		rep.Err = errors.New("adapter: the run was cancelled")
-		return rep
-	case ctx.Err() != nil:
-		return a.stopped(ctx, log, rep)
-	case err == nil && strings.TrimSpace(text) == "":
-		err = errors.New("adapter: the model gave an empty answer")
-	}
-	if err != nil {
-		// The model's error text may quote the prompt: log only its kind.
-		log.Warn("model failed", "error_type", fmt.Sprintf("%T", err), "model_ms", time.Since(began).Milliseconds())
-		rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeFailed, "model_error")
-		rep.Err = fmt.Errorf("adapter: model: %w", err)
+
+	trigger := triggerOf(inv, rc, started)
+	if reqs := requestsOf(trigger, rc.FollowUps); answeredUpTo(inv.RunID, reqs, started.Answers) == len(reqs) {
+		// A takeover of a run whose earlier holder answered every request
+		// and died before finishing: nothing is answered twice.
+		log.Info("every request of the run has an answer of an earlier holder; finishing it", "answers", len(started.Answers))
+		a.acks.cover(inv.RunID, messageIDs(rc.FollowUps))
+		if r, stop := a.deliver(ctx, modelCtx, log, run, rep, rc.FollowUps, rc); stop {
+			return r
+		}
+		rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
 		return rep
 	}
 
-	msg, ended, err := a.post(ctx, log, inv, text)
-	if ErrorReason(err) == "idempotency_key_reused" {
-		// An earlier holder stored this run's answer before it died; the
-		// model's new reply differs, so the key answers "used": the run
-		// has its answer and is only finished.
-		log.Info("the run was answered by an earlier holder; finishing it")
-		rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeCompleted, "")
-		return rep
+	boundary := NewBoundary()
+	var text string
+	var shown []RunContextMessage // the follow-ups of the prompt text answers
+	latest := rc                  // the latest context read
+	gone := false                 // the context read after an answer found no active run
+	for {
+		rep.Rounds++
+		t, err := a.cfg.Model.Answer(modelCtx, WithFollowUps(Render(rc, boundary), rc.FollowUps))
+		if r, stop := a.interrupted(ctx, log, run, rep); stop {
+			return r
+		}
+		if err == nil && strings.TrimSpace(t) == "" {
+			err = errors.New("adapter: the model gave an empty answer")
+		}
+		if err != nil {
+			// The model's error text may quote the prompt: log only its kind.
+			log.Warn("model failed", "error_type", fmt.Sprintf("%T", err), "round", rep.Rounds, "model_ms", time.Since(began).Milliseconds())
+			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeFailed, "model_error")
+			rep.Err = fmt.Errorf("adapter: model: %w", err)
+			return rep
+		}
+		text, shown = t, rc.FollowUps
+		// The model has seen these follow-ups: their events may be
+		// acknowledged (delivered) now.
+		a.acks.cover(inv.RunID, messageIDs(shown))
+
+		next, err := a.readContext(ctx, inv.RunID)
+		if r, stop := a.interrupted(ctx, log, run, rep); stop {
+			return r
+		}
+		if ErrorCode(err) == "not_found" {
+			// The run ended, or its person lost trigger, while the model
+			// worked: afterEnd reads which, before anything is posted.
+			gone = true
+			break
+		}
+		if err != nil {
+			log.Warn("run context unreadable after the model's answer; posting the answer without looking for follow-ups", errAttrs(err)...)
+			break
+		}
+		latest = next
+		fresh := newFollowUps(next.FollowUps, shown)
+		if len(fresh) == 0 {
+			break
+		}
+		if rep.Rounds > a.cfg.FollowUpRounds {
+			// What the model has is answered; the server promotes the
+			// follow-ups it has not seen to the next run.
+			log.Info("follow-ups left to the next run: the rounds for follow-ups are used up", "rounds", rep.Rounds, "left", len(fresh), "message_ids", fresh)
+			break
+		}
+		log.Info("follow-ups arrived while the model worked; asking it again", "round", rep.Rounds+1, "message_ids", fresh)
+		rc = next
 	}
-	if err != nil {
+
+	// One answer covers the trigger and every follow-up of its prompt; its
+	// key is that of the last of them (AnswerKey, answeredUpTo).
+	reqs := requestsOf(trigger, shown)
+	rep.AnswerKey = AnswerKey(inv.RunID, reqs[len(reqs)-1])
+	if gone {
+		return a.afterEnd(ctx, log, run, inv, rep, reqs, text)
+	}
+	// Delivered before posting: a follow-up still pending when the run
+	// completes would start the next run and be answered twice.
+	if r, stop := a.deliver(ctx, modelCtx, log, run, rep, shown, latest); stop {
+		return r
+	}
+
+	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, inv.RunID)
+	switch reason := ErrorReason(err); {
+	case err == nil:
+	case reason == "idempotency_key_reused":
+		// The key holds another text: an earlier holder answered this
+		// request (an adapter's runless repeat is not among Run.answers).
+		log.Info("the request has an answer under its key already; finishing the run")
+		rep.Dropped = droppedAnswered
+		rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
+		return rep
+	case reason == "run_not_active":
+		return a.afterEnd(ctx, log, run, inv, rep, reqs, text)
+	case reason == endReasonRevoked:
+		// The person who asked lost trigger: nothing was stored, and the
+		// run waits for this holder to confirm its cancel.
+		log.Info("reply dropped: the run's person lost trigger", "reason", reason)
+		rep.Dropped = endReasonRevoked
+		rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCancelled, "")
+		rep.Err = errors.New("adapter: the run's person lost trigger; the reply was dropped")
+		return rep
+	case reason == "run_claimed":
+		log.Warn("answer refused: another adapter process holds the run now")
+		run.lost.Store(true)
+		rep.Err = errors.New("adapter: the claim on the run was lost")
+		return rep
+	default:
 		if ctx.Err() != nil {
-			return a.stopped(ctx, log, rep)
+			return a.stopped(ctx, log, run, rep)
 		}
 		log.Error("answer refused", errAttrs(err)...)
 		if run.cancelRequested.Load() {
-			rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeCancelled, "")
+			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCancelled, "")
 		} else {
-			rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeFailed, "answer_rejected")
+			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeFailed, "answer_rejected")
 		}
 		rep.Err = err
 		return rep
 	}
 	rep.AnswerMessageID = msg.Message.ID
-	if ended {
-		// The run ended without this adapter; finishRun would only be
-		// refused with run_not_active again.
-		log.Info("answer posted after the run ended", "message_id", msg.Message.ID)
-		return rep
-	}
 	// A cancel that arrived while the answer was being posted is answered
 	// by completing: the answer is visible, the work is done.
-	rep.Outcome = a.finish(ctx, log, inv.RunID, OutcomeCompleted, "")
-	log.Info("run answered", "message_id", msg.Message.ID, "replayed", msg.Replayed, "followups", run.followups.Load(),
-		"outcome", strings.ToLower(string(rep.Outcome)), "ms", time.Since(began).Milliseconds())
+	rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
+	log.Info("run answered", "message_id", msg.Message.ID, "client_msg_id", rep.AnswerKey, "replayed", msg.Replayed, "rounds", rep.Rounds,
+		"followups", len(shown), "outcome", strings.ToLower(string(rep.Outcome)), "ms", time.Since(began).Milliseconds())
+	return rep
+}
+
+// droppedAnswered is RunReport.Dropped for a reply whose request had an
+// answer already.
+const droppedAnswered = "answered"
+
+// interrupted checks, after a step that may have taken long, whether the
+// run is still this process's to answer: a lost claim leaves it to its new
+// holder, a cancel request is confirmed, a stopping adapter fails it.
+// stop is true when the run is done with; r is then its report.
+func (a *Adapter) interrupted(ctx context.Context, log *slog.Logger, run *activeRun, rep RunReport) (r RunReport, stop bool) {
+	switch {
+	case run.lost.Load() && run.ended.Load():
+		rep.Err = errors.New("adapter: the run ended while the model worked")
+		return rep, true
+	case run.lost.Load():
+		// Another process holds the run now and answers it.
+		rep.Err = errors.New("adapter: the claim on the run was lost")
+		return rep, true
+	case run.cancelRequested.Load():
+		// Whatever the model has is dropped: the person cancelled, or lost
+		// trigger and with it the request.
+		log.Info("run cancelled before its answer; nothing is posted")
+		rep.Outcome = a.finish(ctx, log, run, rep.RunID, OutcomeCancelled, "")
+		rep.Err = errors.New("adapter: the run was cancelled")
+		return rep, true
+	case ctx.Err() != nil:
+		return a.stopped(ctx, log, run, rep), true
+	}
+	return rep, false
+}
+
+// deliver waits until the follow-ups an answer covers (covered) are
+// delivered, so that the run's end absorbs them instead of promoting them
+// to a next run. latest is the latest context read: a follow-up it shows
+// delivered already (by an earlier holder) or no longer lists (dropped by
+// the server) is not waited for. After Config.DeliveryWait it goes on and
+// says so in the log. stop and r as for interrupted.
+func (a *Adapter) deliver(ctx, modelCtx context.Context, log *slog.Logger, run *activeRun, rep RunReport, covered []RunContextMessage, latest RunContext) (r RunReport, stop bool) {
+	state := make(map[string]bool, len(latest.FollowUps))
+	for _, f := range latest.FollowUps {
+		state[f.MessageID] = f.AlreadyDelivered
+	}
+	var wait []string
+	for _, f := range covered {
+		if delivered, listed := state[f.MessageID]; listed && !delivered {
+			wait = append(wait, f.MessageID)
+		}
+	}
+	if len(wait) > 0 {
+		wctx, cancel := context.WithTimeout(modelCtx, a.cfg.DeliveryWait)
+		err := a.acks.awaitDelivered(wctx, rep.RunID, wait)
+		cancel()
+		if err != nil && modelCtx.Err() == nil {
+			log.Warn("follow-ups not delivered in time; answering anyway, the server may answer them again in a next run", "message_ids", wait,
+				"waited", a.cfg.DeliveryWait.String())
+		}
+	}
+	return a.interrupted(ctx, log, run, rep)
+}
+
+// afterEnd decides about a reply whose run was found ended, or its context
+// gone, before the reply was posted with the run's id. It reads the run:
+// a run still active whose context is gone lost its person's trigger; an
+// ending that took the request away drops the reply; after one that left
+// it standing (requestStands) the reply goes out without runId under the
+// same key, unless an answer of the run covers its requests already. Logs
+// carry ids, states and reasons, never content.
+func (a *Adapter) afterEnd(ctx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rep RunReport, reqs []string, text string) RunReport {
+	var r Run
+	err := a.retry(ctx, "Run", func(ctx context.Context) (err error) {
+		r, err = a.cfg.Client.Run(ctx, inv.RunID)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return a.stopped(ctx, log, run, rep)
+		}
+		log.Warn("reply dropped: the run is unreadable, so how it ended is unknown", errAttrs(err)...)
+		rep.Dropped = "run_unreadable"
+		rep.Err = err
+		return rep
+	}
+	if r.State.Active() {
+		// The context of an active run is gone only when its person lost
+		// trigger; the run waits for this holder to confirm the cancel.
+		log.Info("reply dropped: the run's person lost trigger")
+		rep.Dropped = endReasonRevoked
+		rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCancelled, "")
+		rep.Err = errors.New("adapter: the run's person lost trigger; the reply was dropped")
+		return rep
+	}
+	run.ended.Store(true)
+	state, reason := strings.ToLower(string(r.State)), ""
+	if r.EndReason != nil {
+		reason = *r.EndReason
+	}
+	if !requestStands(r.State, reason) {
+		log.Info("reply dropped: the run ended and took the request away", "state", state, "end_reason", reason)
+		rep.Dropped = reason
+		if rep.Dropped == "" {
+			rep.Dropped = state
+		}
+		rep.Err = fmt.Errorf("adapter: the run ended %s (%s) before its answer; the reply was dropped", state, reason)
+		return rep
+	}
+	if answeredUpTo(inv.RunID, reqs, r.Answers) == len(reqs) || answeredBeyond(inv.RunID, reqs, r.Answers) {
+		log.Info("reply dropped: the run ended and its requests have answers", "state", state, "end_reason", reason)
+		rep.Dropped = droppedAnswered
+		return rep
+	}
+	// Nothing was stored with the run's id, so the key is free: the reply
+	// reaches the people as a plain agent message
+	// (docs/design/replies.md#answers-survive-lost-connections).
+	log.Info("run ended before the answer; sending it without run id", "state", state, "end_reason", reason)
+	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, "")
+	if err != nil {
+		log.Error("answer without run id refused", errAttrs(err)...)
+		rep.Err = err
+		return rep
+	}
+	rep.AnswerMessageID = msg.Message.ID
+	log.Info("answer posted after the run ended", "message_id", msg.Message.ID, "client_msg_id", rep.AnswerKey, "replayed", msg.Replayed)
 	return rep
 }
 
 // stopped finishes a run whose adapter is stopping, with a context of its
 // own because the adapter's has ended.
-func (a *Adapter) stopped(ctx context.Context, log *slog.Logger, rep RunReport) RunReport {
+func (a *Adapter) stopped(ctx context.Context, log *slog.Logger, run *activeRun, rep RunReport) RunReport {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
-	rep.Outcome = a.finish(fctx, log, rep.RunID, OutcomeFailed, "adapter_stopped")
+	rep.Outcome = a.finish(fctx, log, run, rep.RunID, OutcomeFailed, "adapter_stopped")
 	rep.Err = ctx.Err()
 	return rep
 }
 
-// post sends the answer into the invocation's thread, naming the run. The
-// clientMsgId is derived from the run id, so every retry and a restarted
-// adapter send the same request and the server stores the answer once.
-// When the run has ended meanwhile (conflict run_not_active), nothing was
-// stored and the same clientMsgId goes again without runId
-// (docs/design/replies.md#answers-survive-lost-connections): the answer
-// still reaches the people, as a plain agent message;
-// ended is then true.
-func (a *Adapter) post(ctx context.Context, log *slog.Logger, inv Invocation, text string) (res MessageResult, ended bool, err error) {
-	in := MessageCreate{ClientMsgID: "answer-" + inv.RunID, ContentMD: text, RunID: inv.RunID}
-	send := func(ctx context.Context) (err error) {
-		res, err = a.cfg.Client.CreateMessage(ctx, inv.ThreadID, in)
+// readContext reads the run's context again (with retries).
+func (a *Adapter) readContext(ctx context.Context, runID string) (rc RunContext, err error) {
+	err = a.retry(ctx, "RunContext", func(ctx context.Context) (err error) {
+		rc, err = a.cfg.Client.RunContext(ctx, runID)
 		return err
-	}
-	err = a.retry(ctx, "CreateMessage", send)
-	if ErrorCode(err) == "conflict" && ErrorReason(err) == "run_not_active" {
-		log.Info("run ended before the answer; sending it without run id")
-		in.RunID = ""
-		ended = true
-		err = a.retry(ctx, "CreateMessage", send)
-	}
-	return res, ended, err
+	})
+	return rc, err
 }
 
-// finish ends a run with outcome and returns the outcome set, or "" when
-// the run had ended already or the call failed.
-func (a *Adapter) finish(ctx context.Context, log *slog.Logger, runID string, outcome Outcome, reason string) Outcome {
-	err := a.retry(ctx, "FinishRun", func(ctx context.Context) error {
-		_, err := a.cfg.Client.FinishRun(ctx, runID, RunFinish{Outcome: outcome, Reason: reason})
+// triggerOf returns the run's triggering message: the run's
+// triggeringMessageId, else the invocation's, else the context's trigger.
+func triggerOf(inv Invocation, rc RunContext, started Run) string {
+	switch {
+	case started.TriggeringMessageID != nil && *started.TriggeringMessageID != "":
+		return *started.TriggeringMessageID
+	case inv.MessageID != "":
+		return inv.MessageID
+	}
+	return rc.TriggerMessage.MessageID
+}
+
+// messageIDs returns the ids of msgs.
+func messageIDs(msgs []RunContextMessage) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.MessageID
+	}
+	return out
+}
+
+// newFollowUps returns the ids of the follow-ups in now that are not in
+// shown.
+func newFollowUps(now, shown []RunContextMessage) []string {
+	seen := make(map[string]bool, len(shown))
+	for _, m := range shown {
+		seen[m.MessageID] = true
+	}
+	var out []string
+	for _, m := range now {
+		if !seen[m.MessageID] {
+			out = append(out, m.MessageID)
+		}
+	}
+	return out
+}
+
+// post sends text into thread threadID under the clientMsgId key, naming
+// run runID ("" names none). Every retry sends the identical request, so
+// the server stores the message once and a repeat answers replayed.
+func (a *Adapter) post(ctx context.Context, threadID, key, text, runID string) (res MessageResult, err error) {
+	in := MessageCreate{ClientMsgID: key, ContentMD: text, RunID: runID}
+	err = a.retry(ctx, "CreateMessage", func(ctx context.Context) (err error) {
+		res, err = a.cfg.Client.CreateMessage(ctx, threadID, a.cfg.Holder, in)
+		return err
+	})
+	return res, err
+}
+
+// finish ends a run with outcome and returns the end state the server
+// set (it may differ: finishing a run whose person lost trigger ends it
+// cancelled), or "" when the run had ended already or the call failed.
+// run (nil for a run this process does not hold) learns that the run
+// ended.
+func (a *Adapter) finish(ctx context.Context, log *slog.Logger, run *activeRun, runID string, outcome Outcome, reason string) Outcome {
+	var ended Run
+	err := a.retry(ctx, "FinishRun", func(ctx context.Context) (err error) {
+		ended, err = a.cfg.Client.FinishRun(ctx, runID, a.cfg.Holder, RunFinish{Outcome: outcome, Reason: reason})
 		return err
 	})
 	switch {
 	case err == nil:
-		log.Info("run finished", "outcome", strings.ToLower(string(outcome)), "reason", reason)
-		return outcome
+		if run != nil {
+			run.ended.Store(true)
+		}
+		got := outcome
+		switch ended.State {
+		case RunStateCompleted, RunStateFailed, RunStateCancelled:
+			got = Outcome(ended.State)
+		}
+		endReason := ""
+		if ended.EndReason != nil {
+			endReason = *ended.EndReason
+		}
+		log.Info("run finished", "outcome", strings.ToLower(string(got)), "wanted", strings.ToLower(string(outcome)), "reason", endReason)
+		return got
 	case ErrorReason(err) == "run_not_active":
+		if run != nil {
+			run.ended.Store(true)
+		}
 		log.Info("run had ended already", "wanted", strings.ToLower(string(outcome)))
 	default:
 		log.Error("finish refused", append(errAttrs(err), "wanted", strings.ToLower(string(outcome)))...)
@@ -568,7 +982,7 @@ func (a *Adapter) confirmUntrackedCancel(ctx context.Context, log *slog.Logger, 
 		log.Debug("cancel request needs nothing", "state", strings.ToLower(string(run.State)))
 		return
 	}
-	a.finish(ctx, log, runID, OutcomeCancelled, "")
+	a.finish(ctx, log, nil, runID, OutcomeCancelled, "")
 }
 
 // retry runs fn until it succeeds, fails with an error that is not

@@ -153,12 +153,13 @@ func (f *fake) allCalls() []call {
 	return append([]call(nil), f.calls...)
 }
 
-// ops returns the recorded operations except polls, acks and lease
-// renewals (bookkeeping of the stream and the claim), in order.
+// ops returns the recorded operations except polls, acks, the
+// acknowledger's run checks and lease renewals (bookkeeping of the stream
+// and the claim), in order.
 func (f *fake) ops() []call {
 	var out []call
 	for _, c := range f.allCalls() {
-		if c.Op != "AgentEvents" && c.Op != "Viewer" && c.Op != "AckAgentEvents" && c.Op != "RenewRun" {
+		if c.Op != "AgentEvents" && c.Op != "Viewer" && c.Op != "AckAgentEvents" && c.Op != "RenewRun" && c.Op != "RunState" {
 			out = append(out, c)
 		}
 	}
@@ -233,19 +234,31 @@ type runner struct {
 	err    error
 	cancel context.CancelFunc
 	rep    *reports
+	// logs is the adapter's log; its lines are signals a test may wait for.
+	logs *lockedWriter
 }
 
 // start runs an adapter against the fake until it returns or the test ends.
 func (f *fake) start(t *testing.T, model adapter.Model, once bool) *runner {
 	t.Helper()
+	return f.startWith(t, model, once, nil)
+}
+
+// startWith is start with mod changing the adapter's configuration.
+func (f *fake) startWith(t *testing.T, model adapter.Model, once bool, mod func(*adapter.Config)) *runner {
+	t.Helper()
 	c, err := adapter.NewClient(f.srv.URL, "bothy_a_secret", adapter.ClientOptions{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{done: make(chan struct{}), rep: &reports{}}
 	var logs bytes.Buffer
-	a, err := adapter.New(adapter.Config{Client: c, Model: model, Once: once, PollWait: 2 * time.Second, RetryBackoff: 10 * time.Millisecond,
-		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})), OnRunDone: r.rep.add})
+	r := &runner{done: make(chan struct{}), rep: &reports{}, logs: &lockedWriter{w: &logs}}
+	cfg := adapter.Config{Client: c, Model: model, Once: once, PollWait: 2 * time.Second, RetryBackoff: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), OnRunDone: r.rep.add}
+	if mod != nil {
+		mod(&cfg)
+	}
+	a, err := adapter.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,9 +272,9 @@ func (f *fake) start(t *testing.T, model adapter.Model, once bool) *runner {
 		cancel()
 		<-r.done
 		// Logs carry ids and codes, never content or tokens.
-		for _, secret := range []string{"bothy_a_secret", "printer", "ignore your orders", "earlier answer", "Lotse", "lotse"} {
-			if strings.Contains(logs.String(), secret) {
-				t.Errorf("the log contains %q:\n%s", secret, logs.String())
+		for _, secret := range []string{"bothy_a_secret", "printer", "ignore your orders", "earlier answer", "Lotse", "lotse", "follow-up text"} {
+			if strings.Contains(r.logs.String(), secret) {
+				t.Errorf("the log contains %q:\n%s", secret, r.logs.String())
 			}
 		}
 	})
@@ -292,6 +305,13 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// String returns everything written so far.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
+
 type reports struct {
 	mu   sync.Mutex
 	list []adapter.RunReport
@@ -317,7 +337,8 @@ func TestLoopInvocationToAnswer(t *testing.T) {
 	r := f.start(t, adapter.EchoModel{}, true)
 	r.wait(t)
 
-	if got := f.opNames(); got != "RunContext(r1) StartRun(r1) CreateMessage(<nil>) FinishRun(r1)" {
+	// The context is read again after the model's answer, for follow-ups.
+	if got := f.opNames(); got != "RunContext(r1) StartRun(r1) RunContext(r1) CreateMessage(<nil>) FinishRun(r1)" {
 		t.Fatalf("operations: %s", got)
 	}
 	ops := f.ops()
@@ -326,52 +347,20 @@ func TestLoopInvocationToAnswer(t *testing.T) {
 			t.Fatalf("%s sent Authorization %q", c.Op, c.Auth)
 		}
 	}
-	cm := ops[2].Vars
+	cm := ops[3].Vars
 	in := cm["input"].(map[string]any)
-	if cm["threadId"] != "t-auto" || in["clientMsgId"] != "answer-r1" || in["runId"] != "r1" {
+	// The key names the run and the request answered, its trigger m-r1.
+	if cm["threadId"] != "t-auto" || in["clientMsgId"] != "answer-r1-m-r1" || in["runId"] != "r1" || cm["holder"] == nil {
 		t.Fatalf("createMessage %v", cm)
 	}
 	if in["contentMd"] != `Context: 3 elements (trigger 1, authorized 0, self 1, unverified 1, system 0). You asked: "@lotse the printer is broken"` {
 		t.Fatalf("answer %q", in["contentMd"])
 	}
-	if fin := ops[3].Vars["input"].(map[string]any); fin["outcome"] != "COMPLETED" {
+	if fin := ops[4].Vars["input"].(map[string]any); fin["outcome"] != "COMPLETED" {
 		t.Fatalf("finish %v", fin)
 	}
-	if r := r.rep.all(); len(r) != 1 || r[0].RunID != "r1" || r[0].Outcome != adapter.OutcomeCompleted || r[0].AnswerMessageID != "answer-msg" || r[0].Err != nil {
-		t.Fatalf("reports %+v", r)
-	}
-}
-
-func TestLoopResendsWithoutRunIDWhenTheRunEnded(t *testing.T) {
-	t.Parallel()
-	f := newFake(t)
-	f.scriptRun("hello")
-	var sent []map[string]any // written by the fake's handler, read after Run returned
-	var mu sync.Mutex
-	f.handle("CreateMessage", func(vars map[string]any) (any, error) {
-		in := vars["input"].(map[string]any)
-		mu.Lock()
-		sent = append(sent, in)
-		mu.Unlock()
-		if _, has := in["runId"]; has {
-			return nil, gqlErr{"conflict", "run_not_active", 409}
-		}
-		return map[string]any{"createMessage": map[string]any{"replayed": false, "message": map[string]any{"id": "late", "threadId": vars["threadId"], "threadSeq": 4}}}, nil
-	})
-	f.push(invocation("r1", "t-1"))
-	r := f.start(t, adapter.EchoModel{}, true)
-	r.wait(t)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(sent) != 2 || sent[0]["clientMsgId"] != "answer-r1" || sent[1]["clientMsgId"] != "answer-r1" || sent[0]["runId"] != "r1" || sent[1]["runId"] != nil ||
-		sent[0]["contentMd"] != sent[1]["contentMd"] {
-		t.Fatalf("sent %v", sent)
-	}
-	// The run has ended without the adapter: no finishRun.
-	if got := f.opNames(); got != "RunContext(r1) StartRun(r1) CreateMessage(<nil>) CreateMessage(<nil>)" {
-		t.Fatalf("operations: %s", got)
-	}
-	if r := r.rep.all(); len(r) != 1 || r[0].Outcome != "" || r[0].AnswerMessageID != "late" {
+	if r := r.rep.all(); len(r) != 1 || r[0].RunID != "r1" || r[0].Outcome != adapter.OutcomeCompleted || r[0].AnswerMessageID != "answer-msg" ||
+		r[0].AnswerKey != "answer-r1-m-r1" || r[0].Rounds != 1 || r[0].Err != nil {
 		t.Fatalf("reports %+v", r)
 	}
 }
@@ -454,7 +443,7 @@ func TestLoopConfirmsCancelOfAnUntrackedRun(t *testing.T) {
 	f.push(event("run.cancel_requested", "r9"), event("run.cancel_requested", "r-old"), invocation("r1", "t-1"))
 	r := f.start(t, adapter.EchoModel{}, true)
 	r.wait(t)
-	if got := f.opNames(); got != "Run(r9) FinishRun(r9) Run(r-old) RunContext(r1) StartRun(r1) CreateMessage(<nil>) FinishRun(r1)" {
+	if got := f.opNames(); got != "Run(r9) FinishRun(r9) Run(r-old) RunContext(r1) StartRun(r1) RunContext(r1) CreateMessage(<nil>) FinishRun(r1)" {
 		t.Fatalf("operations: %s", got)
 	}
 	if fin := f.ops()[1].Vars["input"].(map[string]any); fin["outcome"] != "CANCELLED" {
@@ -508,7 +497,7 @@ func TestLoopSkipsStaleInvocations(t *testing.T) {
 	f.push(invocation("r1", "t-1"))
 	r := f.start(t, adapter.EchoModel{}, true)
 	r.wait(t)
-	if got := f.opNames(); got != "RunContext(r0) RunContext(r1) StartRun(r1) CreateMessage(<nil>) FinishRun(r1)" {
+	if got := f.opNames(); got != "RunContext(r0) RunContext(r1) StartRun(r1) RunContext(r1) CreateMessage(<nil>) FinishRun(r1)" {
 		t.Fatalf("operations: %s", got)
 	}
 	if r := r.rep.all(); len(r) != 1 || r[0].RunID != "r1" {

@@ -45,7 +45,9 @@ func TestLoopSkipsARunAnotherProcessHolds(t *testing.T) {
 }
 
 // TestLoopFinishesARunAnsweredByAnEarlierHolder: idempotency_key_reused on
-// answer-<run id> means the run has its answer; the adapter only finishes it.
+// the request's key means the request has its answer (an earlier holder's
+// runless repeat, which Run.answers does not list); the adapter only
+// finishes the run.
 func TestLoopFinishesARunAnsweredByAnEarlierHolder(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
@@ -57,13 +59,13 @@ func TestLoopFinishesARunAnsweredByAnEarlierHolder(t *testing.T) {
 	r := f.start(t, adapter.EchoModel{}, true)
 	r.wait(t)
 	ops := f.ops()
-	if got := f.opNames(); got != "RunContext(r1) StartRun(r1) CreateMessage(<nil>) FinishRun(r1)" {
+	if got := f.opNames(); got != "RunContext(r1) StartRun(r1) RunContext(r1) CreateMessage(<nil>) FinishRun(r1)" {
 		t.Fatalf("operations: %s", got)
 	}
-	if fin := ops[3].Vars["input"].(map[string]any); fin["outcome"] != "COMPLETED" {
+	if fin := ops[4].Vars["input"].(map[string]any); fin["outcome"] != "COMPLETED" {
 		t.Fatalf("finish %v", fin)
 	}
-	if rep := r.rep.all(); len(rep) != 1 || rep[0].Outcome != adapter.OutcomeCompleted || rep[0].AnswerMessageID != "" || rep[0].Err != nil {
+	if rep := r.rep.all(); len(rep) != 1 || rep[0].Outcome != adapter.OutcomeCompleted || rep[0].AnswerMessageID != "" || rep[0].Dropped != "answered" || rep[0].Err != nil {
 		t.Fatalf("reports %+v", rep)
 	}
 }

@@ -378,17 +378,25 @@ const (
 
 	queryRunContext = `query RunContext($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ...ContextMessage } threadContext { ...ContextMessage } channelContext { ...ContextMessage } truncatedBeforeSeq followUps { ...ContextMessage } trustSummary { lowest counts { trust count } } } } } ` + ctxFields
 
-	queryRun = `query Run($id: ID!) { run(id: $id) { ...RunFields } } ` + runFields
+	// Run and StartRun also select the run's answers: what a takeover
+	// reads before it answers, and what the adapter reads to decide about
+	// a reply after the run ended. The other calls leave them out, so that
+	// lease renewals stay cheap.
+	queryRun = `query Run($id: ID!) { run(id: $id) { ...RunFields answers { messageId clientMsgId } } } ` + runFields
 
-	mutationStartRun = `mutation StartRun($id: ID!, $holder: String) { startRun(id: $id, holder: $holder) { ...RunFields } } ` + runFields
+	// RunState is the acknowledger's look at a run another process holds:
+	// only whether it is still active.
+	queryRunState = `query RunState($id: ID!) { run(id: $id) { id state } }`
+
+	mutationStartRun = `mutation StartRun($id: ID!, $holder: String) { startRun(id: $id, holder: $holder) { ...RunFields answers { messageId clientMsgId } } } ` + runFields
 
 	mutationRenewRun = `mutation RenewRun($id: ID!, $holder: String!) { renewRun(id: $id, holder: $holder) { ...RunFields } } ` + runFields
 
 	mutationAckAgentEvents = `mutation AckAgentEvents($upTo: String!) { ackAgentEvents(upTo: $upTo) { position } }`
 
-	mutationFinishRun = `mutation FinishRun($id: ID!, $input: RunFinish!) { finishRun(id: $id, input: $input) { ...RunFields } } ` + runFields
+	mutationFinishRun = `mutation FinishRun($id: ID!, $input: RunFinish!, $holder: String) { finishRun(id: $id, input: $input, holder: $holder) { ...RunFields } } ` + runFields
 
-	mutationCreateMessage = `mutation CreateMessage($threadId: ID!, $input: MessageCreate!) { createMessage(threadId: $threadId, input: $input) { replayed message { id threadId threadSeq } } }`
+	mutationCreateMessage = `mutation CreateMessage($threadId: ID!, $input: MessageCreate!, $holder: String) { createMessage(threadId: $threadId, input: $input, holder: $holder) { replayed message { id threadId threadSeq } } }`
 )
 
 // Viewer returns the authenticated principal. The adapter calls it first
@@ -404,7 +412,8 @@ func (c *Client) Viewer(ctx context.Context) (Principal, error) {
 }
 
 // AgentEvents long-polls the caller's agent stream: the events after the
-// cursor after ("" continues after the agent's acknowledged position, "0"
+// cursor after ("" sends no cursor, which continues after the agent's
+// acknowledged position; the server refuses an empty string itself. "0"
 // is the start of the stream, "now" its end), waiting up to wait (the
 // server caps it at events.poll_max_wait, and counts whole seconds) for the
 // first one.
@@ -445,7 +454,7 @@ func (c *Client) RunContext(ctx context.Context, runID string) (RunContext, erro
 	return out.Run.Context, nil
 }
 
-// Run reads run runID.
+// Run reads run runID, its answers included.
 //
 // Errors: as Do; not_found when the run is unknown or invisible.
 func (c *Client) Run(ctx context.Context, runID string) (Run, error) {
@@ -461,12 +470,33 @@ func (c *Client) Run(ctx context.Context, runID string) (Run, error) {
 	return *out.Run, nil
 }
 
+// runState reads the state of run runID.
+//
+// Errors: as Do; not_found when the run is unknown or invisible.
+func (c *Client) runState(ctx context.Context, runID string) (RunState, error) {
+	var out struct {
+		Run *struct {
+			ID    string   `json:"id"`
+			State RunState `json:"state"`
+		} `json:"run"`
+	}
+	if err := c.Do(ctx, "RunState", queryRunState, map[string]any{"id": runID}, &out, 0); err != nil {
+		return "", err
+	}
+	if out.Run == nil {
+		return "", notFound("RunState")
+	}
+	return out.Run.State, nil
+}
+
 // StartRun claims the caller's own run runID for holder (this adapter
 // process) and moves it to running (from queued or waiting_input; the same
-// holder gets a running run unchanged, so a repeat is safe).
+// holder gets a running run unchanged, so a repeat is safe). The run comes
+// back with its answers: after a takeover, what earlier holders posted.
 //
 // Errors: as Do; conflict with reason run_claimed while another holder's
-// lease lives, run_not_active when the run ended.
+// lease lives, run_not_active when the run ended, trigger_revoked when its
+// person lost trigger.
 func (c *Client) StartRun(ctx context.Context, runID, holder string) (Run, error) {
 	var out struct {
 		StartRun Run `json:"startRun"`
@@ -479,7 +509,8 @@ func (c *Client) StartRun(ctx context.Context, runID, holder string) (Run, error
 // server's run.lease_timeout.
 //
 // Errors: as Do; conflict with reason run_claimed when holder no longer
-// holds the run, run_not_active when it ended.
+// holds the run, run_not_active when it ended, trigger_revoked when its
+// person lost trigger (the run is then cancelled).
 func (c *Client) RenewRun(ctx context.Context, runID, holder string) (Run, error) {
 	var out struct {
 		RenewRun Run `json:"renewRun"`
@@ -503,32 +534,43 @@ func (c *Client) AckAgentEvents(ctx context.Context, upTo string) (string, error
 	return out.AckAgentEvents.Position, err
 }
 
-// CreateMessage posts a text message into thread threadID. The server
-// deduplicates by (author, ClientMsgID), so repeating a call with the same
-// input is safe and answers Replayed.
+// CreateMessage posts a text message into thread threadID as holder (the
+// process that holds in.RunID; "" for the anonymous holder, and ignored
+// without RunID). The server deduplicates by (author, ClientMsgID), so
+// repeating a call with the same input is safe and answers Replayed.
 //
 // Errors: as Do; with RunID set, validation_failed (fieldErrors run_mismatch)
 // when RunID is no own active run of this thread, conflict with reason
-// run_not_active when that run ended.
-func (c *Client) CreateMessage(ctx context.Context, threadID string, in MessageCreate) (MessageResult, error) {
+// run_not_active when that run ended, run_claimed when another process
+// holds it, trigger_revoked when its person lost trigger (nothing is stored
+// in all three cases).
+func (c *Client) CreateMessage(ctx context.Context, threadID, holder string, in MessageCreate) (MessageResult, error) {
 	var out struct {
 		CreateMessage MessageResult `json:"createMessage"`
 	}
-	err := c.Do(ctx, "CreateMessage", mutationCreateMessage, map[string]any{"threadId": threadID, "input": in}, &out, 0)
+	err := c.Do(ctx, "CreateMessage", mutationCreateMessage, map[string]any{"threadId": threadID, "input": in, "holder": optional(holder)}, &out, 0)
 	return out.CreateMessage, err
 }
 
 // FinishRun ends the caller's own run runID with in.Outcome (and a reason
-// without content).
+// without content) as holder ("" for the anonymous holder).
 //
 // Errors: as Do; conflict with reason run_not_active when the run ended
-// already.
-func (c *Client) FinishRun(ctx context.Context, runID string, in RunFinish) (Run, error) {
+// already, run_claimed when another process holds it.
+func (c *Client) FinishRun(ctx context.Context, runID, holder string, in RunFinish) (Run, error) {
 	var out struct {
 		FinishRun Run `json:"finishRun"`
 	}
-	err := c.Do(ctx, "FinishRun", mutationFinishRun, map[string]any{"id": runID, "input": in}, &out, 0)
+	err := c.Do(ctx, "FinishRun", mutationFinishRun, map[string]any{"id": runID, "input": in, "holder": optional(holder)}, &out, 0)
 	return out.FinishRun, err
+}
+
+// optional is s as an optional GraphQL argument: null when empty.
+func optional(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // notFound is the error of a nullable field answered null without error.

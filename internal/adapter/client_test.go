@@ -57,7 +57,7 @@ func TestClientErrorsCarryExtensions(t *testing.T) {
 	c := answer(t, 200, "application/graphql-response+json",
 		`{"errors":[{"message":"Conflict","path":["createMessage"],"locations":[{"line":1,"column":2}],"extensions":{"code":"conflict","reason":"run_not_active","status":409,"fieldErrors":[{"field":"input.runId","pointer":"/run_id","code":"run_mismatch","detail":"d"}],"retryAfterSeconds":3,"later":true}}],"data":null}`,
 		nil)
-	_, err := c.CreateMessage(t.Context(), "t1", adapter.MessageCreate{ClientMsgID: "a", ContentMD: "x", RunID: "r1"})
+	_, err := c.CreateMessage(t.Context(), "t1", "", adapter.MessageCreate{ClientMsgID: "a", ContentMD: "x", RunID: "r1"})
 	var e *adapter.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("want *adapter.Error, got %T %v", err, err)

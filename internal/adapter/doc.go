@@ -9,11 +9,15 @@
 //     refusals are *Error values carrying extensions code, reason and
 //     status; every call is bounded by a timeout and by its context.
 //   - Adapter: the event loop. It long-polls agentEvents; for each
-//     agent.invocation it reads the run's context, then starts the run
-//     (the context is read before run.start: docs/design/trust.md), renders
-//     the context, asks its Model, posts the answer into the run's thread with
-//     the run id and a clientMsgId derived from it, and finishes the run.
-//     run.cancel_requested is confirmed with finishRun(CANCELLED).
+//     agent.invocation it reads the run's context, then claims and starts
+//     the run (the context is read before run.start: docs/design/trust.md),
+//     renders the context, asks its Model, reads the context again and
+//     asks again for follow-ups that came meanwhile, posts the answer into
+//     the run's thread with the run id and a clientMsgId naming the request
+//     answered (AnswerKey), and finishes the run. It acknowledges the
+//     stream as it goes, but never past a follow-up the model has not seen.
+//     run.cancel_requested is confirmed with finishRun(CANCELLED); a reply
+//     to a request its author lost is never posted.
 //   - Model: the pluggable answerer; EchoModel needs no model service,
 //     OpenAIModel asks any OpenAI-compatible chat completions server
 //     (bounded retries on 429 and 5xx, a timeout, cancellation of the

@@ -31,13 +31,24 @@ func runAdapterOver(t *testing.T, env *apitest.Env, agent string, model adapter.
 // whose lines are the signals a test waits for (instead of sleeping).
 func runAdapterLogged(t *testing.T, env *apitest.Env, agent string, model adapter.Model, transport string) (stop func(), logs *apitest.Buffer) {
 	t.Helper()
+	return runAdapterWith(t, env, agent, model, func(c *adapter.Config) { c.Transport = transport })
+}
+
+// runAdapterWith is runAdapterLogged with mod changing the adapter's
+// configuration.
+func runAdapterWith(t *testing.T, env *apitest.Env, agent string, model adapter.Model, mod func(*adapter.Config)) (stop func(), logs *apitest.Buffer) {
+	t.Helper()
 	c, err := adapter.NewClient(env.URL, env.World.Token(agent), adapter.ClientOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs = &apitest.Buffer{}
-	a, err := adapter.New(adapter.Config{Client: c, Model: model, PollWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond, Transport: transport,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	cfg := adapter.Config{Client: c, Model: model, PollWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if mod != nil {
+		mod(&cfg)
+	}
+	a, err := adapter.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,19 +153,44 @@ func (m differentModel) Answer(context.Context, adapter.Prompt) (string, error) 
 }
 
 // TestTakeoverAfterCrash: an adapter that claimed a run and died leaves it
-// to another process once its lease lapsed; the run gets exactly one
-// answer, also when the dead process had already posted it.
+// to another process once its lease lapsed; every request of the run gets
+// exactly one answer, also when the dead process had already answered
+// some: the survivor reads the run's answers and answers only the open
+// requests, each under its own key.
 func TestTakeoverAfterCrash(t *testing.T) {
 	t.Parallel()
-	for _, answered := range []bool{false, true} {
-		t.Run(fmt.Sprintf("answered before the crash %v", answered), func(t *testing.T) {
+	type answer struct{ key, content string }
+	cases := []struct {
+		name string
+		// deadKey is the key the dead process answered the trigger under
+		// ("" for no answer); %s is the run id, %s the trigger's id.
+		deadKey  string
+		followUp bool
+		want     func(run, trigger, followUp string) []answer
+	}{
+		{"nothing answered", "", false, func(run, trigger, _ string) []answer {
+			return []answer{{"answer-" + run + "-" + trigger, "reply number 1"}}
+		}},
+		{"trigger answered", "answer-%s-%s", false, func(run, trigger, _ string) []answer {
+			return []answer{{"answer-" + run + "-" + trigger, "the first holder's reply"}}
+		}},
+		{"trigger answered under the key of older adapters", "answer-%s", false, func(run, _, _ string) []answer {
+			return []answer{{"answer-" + run, "the first holder's reply"}}
+		}},
+		{"trigger answered, follow-up open", "answer-%s-%s", true, func(run, trigger, followUp string) []answer {
+			return []answer{{"answer-" + run + "-" + trigger, "the first holder's reply"}, {"answer-" + run + "-" + followUp, "reply number 1"}}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.lease_timeout": "2s"}})
 			lotse, err := adapter.NewClient(env.URL, env.World.Token("lotse"), adapter.ClientOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			env.MustPost("alex", env.Main("Support/Eskalation"), "crash", "@lotse survive a crash")
+			thread := env.Main("Support/Eskalation")
+			env.MustPost("alex", thread, "crash", "@lotse survive a crash")
 			page, err := lotse.AgentEvents(t.Context(), "", 0)
 			if err != nil || len(page.Events) != 1 {
 				t.Fatalf("events %+v %v", page, err)
@@ -167,11 +203,23 @@ func TestTakeoverAfterCrash(t *testing.T) {
 			if _, err := lotse.StartRun(t.Context(), inv.RunID, "dead-process"); err != nil {
 				t.Fatal(err)
 			}
-			if answered {
-				if _, err := lotse.CreateMessage(t.Context(), inv.ThreadID, adapter.MessageCreate{ClientMsgID: "answer-" + inv.RunID,
+			if tc.deadKey != "" {
+				key := fmt.Sprintf(tc.deadKey, inv.RunID, inv.MessageID)
+				if strings.Count(tc.deadKey, "%s") == 1 {
+					key = fmt.Sprintf(tc.deadKey, inv.RunID)
+				}
+				if _, err := lotse.CreateMessage(t.Context(), inv.ThreadID, "dead-process", adapter.MessageCreate{ClientMsgID: key,
 					ContentMD: "the first holder's reply", RunID: inv.RunID}); err != nil {
 					t.Fatal(err)
 				}
+			}
+			followUp := ""
+			if tc.followUp {
+				m := env.MustPost("alex", thread, "crash-2", "@lotse and the second printer?")
+				if m["trigger_state"] != "followup" {
+					t.Fatalf("follow-up %+v", m)
+				}
+				followUp = m["id"].(string)
 			}
 			n := 0
 			_, logs := runAdapterLogged(t, env, "lotse", differentModel{&n}, adapter.TransportPoll)
@@ -189,21 +237,29 @@ func TestTakeoverAfterCrash(t *testing.T) {
 			waitFor(t, "the run to complete", 30*time.Second, func() bool {
 				return env.Count(`SELECT count(*) FROM runs WHERE id = $1 AND state = 'completed' AND attempt = 2`, inv.RunID) == 1
 			})
-			var contents []string
-			rows, _ := env.Pool.Query(t.Context(), `SELECT content_md FROM messages WHERE thread_id = $1 AND author_principal_id = $2 AND kind = 'text'`,
-				env.Main("Support/Eskalation"), env.World.ID("lotse"))
+			var got []answer
+			rows, err := env.Pool.Query(t.Context(), `SELECT client_msg_id, content_md FROM messages WHERE thread_id = $1 AND author_principal_id = $2 AND kind = 'text'
+				ORDER BY thread_seq`, thread, env.World.ID("lotse"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			for rows.Next() {
-				var c string
-				rows.Scan(&c)
-				contents = append(contents, c)
+				var a answer
+				if err := rows.Scan(&a.key, &a.content); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, a)
 			}
 			rows.Close()
-			want := "reply number 1"
-			if answered {
-				want = "the first holder's reply"
+			if want := tc.want(inv.RunID, inv.MessageID, followUp); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("answers %q, want exactly %q", got, want)
 			}
-			if len(contents) != 1 || contents[0] != want {
-				t.Fatalf("answers %q, want exactly %q", contents, want)
+			if tc.followUp {
+				// Answered in this run, so absorbed by it: no next run.
+				if env.Count(`SELECT count(*) FROM run_followups WHERE message_id = $1 AND state = 'absorbed'`, followUp) != 1 ||
+					env.Count(`SELECT count(*) FROM runs`) != 1 {
+					t.Fatal("the answered follow-up was not absorbed by its run")
+				}
 			}
 		})
 	}

@@ -239,6 +239,18 @@ type Run struct {
 	Attempt        int        `json:"attempt"`
 	Holder         *string    `json:"holder"`
 	LeaseExpiresAt *time.Time `json:"leaseExpiresAt"`
+	// Answers are the text messages the agent posted naming the run,
+	// oldest first; only Client.StartRun and Client.Run select them (nil
+	// from the other calls).
+	Answers []RunAnswer `json:"answers"`
+}
+
+// RunAnswer is one answer of a run (Run.answers): a message the run's
+// agent posted naming the run, with the clientMsgId it was sent with. The
+// reference adapter's clientMsgId is AnswerKey of the request answered.
+type RunAnswer struct {
+	MessageID   string `json:"messageId"`
+	ClientMsgID string `json:"clientMsgId"`
 }
 
 // AgentEvent is one event of the agent's stream. Payload is the JSON object

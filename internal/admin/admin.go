@@ -10,6 +10,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -43,6 +44,8 @@ type Options struct {
 	// take trigger away (revoked grants, archived channels and spaces,
 	// disabled or demoted people, group changes).
 	Runs TriggerRechecker
+	// Log receives the failures of those re-checks (nil: discarded).
+	Log *slog.Logger
 }
 
 // TriggerRechecker is the part of the runs module that ends the runs and
@@ -60,7 +63,11 @@ func (s *Service) recheck(ctx context.Context, scope runs.TriggerScope) {
 	if s.opts.Runs == nil {
 		return
 	}
-	_, _ = s.opts.Runs.RecheckTriggers(context.WithoutCancel(ctx), scope)
+	if _, err := s.opts.Runs.RecheckTriggers(context.WithoutCancel(ctx), scope); err != nil && s.opts.Log != nil {
+		// Ids only; the sweeper's next pass applies what this one could not.
+		s.opts.Log.ErrorContext(ctx, "trigger re-check after a change failed; the sweeper retries it",
+			"principal_id", scope.PrincipalID, "channel_id", scope.ChannelID, "space_id", scope.SpaceID, "error", err.Error())
+	}
 }
 
 // scopeOf is the recheck scope of a grant target.

@@ -368,6 +368,23 @@ type GQLResult struct {
 	Header http.Header
 	Errors []GQLError
 	Data   json.RawMessage
+	// Extensions are the answer's extensions; nil when it has none.
+	Extensions *GQLExtensions
+}
+
+// GQLExtensions are the members Bothy puts in the extensions of a GraphQL
+// answer over HTTP. Decoding is strict: a member the server adds without
+// this type knowing it fails the test.
+type GQLExtensions struct {
+	// Cost is the operation's complexity against graphql.complexity_limit;
+	// nil when the request was refused before its cost was counted.
+	Cost *GQLCost `json:"cost"`
+}
+
+// GQLCost is extensions.cost.
+type GQLCost struct {
+	Requested int `json:"requested"`
+	Limit     int `json:"limit"`
 }
 
 // GraphQL posts query with vars as token and decodes data strictly into out
@@ -400,8 +417,9 @@ func (e *Env) GraphQLDo(token, query string, vars map[string]any, out any) (*GQL
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	var env struct {
-		Data   json.RawMessage `json:"data"`
-		Errors []GQLError      `json:"errors"`
+		Data       json.RawMessage `json:"data"`
+		Errors     []GQLError      `json:"errors"`
+		Extensions *GQLExtensions  `json:"extensions"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -411,7 +429,13 @@ func (e *Env) GraphQLDo(token, query string, vars map[string]any, out any) (*GQL
 	if resp.Header.Get("Correlation-Id") == "" {
 		e.t.Errorf("graphql: no Correlation-Id header")
 	}
-	res := &GQLResult{Status: resp.StatusCode, Header: resp.Header, Errors: env.Errors, Data: env.Data}
+	// An answer with data (not null) ran, so its cost was counted and is
+	// reported. A null data may come from a refusal before the count (the
+	// selection limit) as well as from an error during execution.
+	if len(env.Data) > 0 && string(env.Data) != "null" && (env.Extensions == nil || env.Extensions.Cost == nil) {
+		e.t.Errorf("graphql: an answer with data has no extensions.cost: %s", data)
+	}
+	res := &GQLResult{Status: resp.StatusCode, Header: resp.Header, Errors: env.Errors, Data: env.Data, Extensions: env.Extensions}
 	if out != nil && len(env.Data) > 0 && string(env.Data) != "null" {
 		d := json.NewDecoder(bytes.NewReader(env.Data))
 		d.DisallowUnknownFields()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,13 +26,34 @@ func WantProblem(t testing.TB, what string, r *Response, status int, code, reaso
 }
 
 // ComparableHeader returns h without the headers that differ per request
-// (Correlation-Id, Date, Content-Length).
+// (Correlation-Id, Date, Content-Length) and without the remaining count of
+// the RateLimit header (its r parameter), which goes down with every
+// request; the rate-limit class and policy stay and must be equal.
 func ComparableHeader(h http.Header) http.Header {
 	out := h.Clone()
 	for _, k := range []string{"Correlation-Id", "Date", "Content-Length"} {
 		out.Del(k)
 	}
+	if v := out.Values("RateLimit"); len(v) > 0 {
+		kept := make([]string, len(v))
+		for i, f := range v {
+			kept[i] = withoutRemaining(f)
+		}
+		out[http.CanonicalHeaderKey("RateLimit")] = kept
+	}
 	return out
+}
+
+// withoutRemaining returns a RateLimit field value without its r
+// parameters ("rl.read";r=4;t=1 becomes "rl.read";t=1).
+func withoutRemaining(field string) string {
+	var kept []string
+	for _, p := range strings.Split(field, ";") {
+		if !strings.HasPrefix(strings.TrimSpace(p), "r=") {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ";")
 }
 
 // ComparableProblem returns the decoded body without correlation_id and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 
 	"fmt"
 	"log/slog"
@@ -156,10 +157,10 @@ func (s *Service) Authorize(ctx context.Context, actor identity.Principal, actio
 	// grant is taken while the target is read, and its answer is awaited
 	// before anything is decided or written.
 	var spend *ratelimit.Spend
-	if !isUnmetered(ctx) {
+	if !isUnmetered(ctx) && firstOfOperation(ctx, action) {
 		spend = s.beginSpend(actor, action)
 		if spend.Known() {
-			if err := spent(spend); err != nil {
+			if err := spent(ctx, spend); err != nil {
 				return Decision{Code: problem.RateLimited}, Path{}, err
 			}
 			spend = nil
@@ -167,7 +168,7 @@ func (s *Service) Authorize(ctx context.Context, actor identity.Principal, actio
 	}
 	p, grant, err := s.factsOf(ctx, actor, target)
 	if spend != nil {
-		if err := spent(spend); err != nil {
+		if err := spent(ctx, spend); err != nil {
 			return Decision{Code: problem.RateLimited}, Path{}, err
 		}
 	}
@@ -381,9 +382,13 @@ func (s *Service) beginSpend(actor identity.Principal, action Action) *ratelimit
 	return s.limiter.Begin(actor.ID, spec.Class)
 }
 
-// spent waits for sp and returns the rate-limit problem of a refusal.
-func spent(sp *ratelimit.Spend) error {
-	if ok, after := sp.Wait(); !ok {
+// spent waits for sp, records what it left in the bucket in the request's
+// meter (the answer's RateLimit header fields, for refusals too), and
+// returns the rate-limit problem of a refusal.
+func spent(ctx context.Context, sp *ratelimit.Spend) error {
+	ok, after := sp.Wait()
+	ratelimit.Observe(ctx, sp)
+	if !ok {
 		return problem.RateLimit(after)
 	}
 	return nil
@@ -448,6 +453,42 @@ func Prepaid(ctx context.Context) context.Context {
 }
 
 func isUnmetered(ctx context.Context) bool { v, _ := ctx.Value(unmeteredKey{}).(bool); return v }
+
+// operation is the rate-limit classes one operation took a token of.
+type operation struct {
+	mu    sync.Mutex
+	spent map[ratelimit.Class]bool
+}
+
+type operationKey struct{}
+
+// Operation returns ctx as the context of one operation of a client: one
+// REST call, or one root field of a GraphQL document (aliased root fields
+// are operations of their own). However many decisions the operation needs
+// (a move decides on the thread and on the target channel), it takes at
+// most one token of each class (docs/design/rights.md#rate-limits).
+// Decisions outside an operation take a token each.
+func Operation(ctx context.Context) context.Context {
+	return context.WithValue(ctx, operationKey{}, &operation{spent: map[ratelimit.Class]bool{}})
+}
+
+// firstOfOperation reports whether a decision of action is the first of
+// its class in the operation of ctx (always, outside an operation), and
+// records it: only the first takes a token.
+func firstOfOperation(ctx context.Context, action Action) bool {
+	op, ok := ctx.Value(operationKey{}).(*operation)
+	if !ok {
+		return true
+	}
+	class := Table[action].Class
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if op.spent[class] {
+		return false
+	}
+	op.spent[class] = true
+	return true
+}
 
 // Allowed answers a question of the runtime rather than a request: which
 // of people the rule table (Decide) allows action on target now, such as

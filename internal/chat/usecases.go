@@ -17,12 +17,19 @@ type UseCases struct {
 	authz  *authz.Service
 	events *events.Log
 	db     *db.DB
+	moved  func(ctx context.Context, channelID string)
 }
 
 // NewUseCases returns the chat use cases.
 func NewUseCases(c *Service, az *authz.Service, ev *events.Log, txs *db.DB) *UseCases {
 	return &UseCases{chat: c, authz: az, events: ev, db: txs}
 }
+
+// OnMoved sets fn to run after a thread move committed, with the channel
+// the thread entered: the runs module re-checks the trigger of the runs
+// there, so that a run whose person has no trigger in the new channel is
+// told at once. fn must not fail the move (it has committed).
+func (u *UseCases) OnMoved(fn func(ctx context.Context, channelID string)) { u.moved = fn }
 
 // Space returns space id (space.read).
 func (u *UseCases) Space(ctx context.Context, actor identity.Principal, id string) (Space, error) {
@@ -130,6 +137,9 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 			events.Event{Type: events.ThreadMoved, ChannelID: src.ChannelID, ThreadID: id, Payload: payload},
 			events.Event{Type: events.ThreadMoved, ChannelID: target, ThreadID: id, Payload: payload})
 	})
+	if err == nil && u.moved != nil && out.ChannelID != src.ChannelID {
+		u.moved(context.WithoutCancel(ctx), target)
+	}
 	return out, err
 }
 

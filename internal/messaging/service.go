@@ -31,6 +31,10 @@ type Posted struct {
 	// RunID is the run a client named in run_id (agents only), after the
 	// body rules; empty otherwise.
 	RunID string
+	// Holder is the adapter process the answer came from (Input.Holder).
+	Holder string
+	// ClientMsgID is the key the message was sent with.
+	ClientMsgID string
 }
 
 // Subscriber reacts to a posted message inside its unit of work (the
@@ -113,6 +117,11 @@ type Input struct {
 	Kind             Kind // text (default), voice or card
 	ReplyToMessageID string
 	RunID            string
+	// Holder is the adapter process that sends an answer naming RunID (the
+	// Bothy-Run-Holder header, the holder argument; "" for the anonymous
+	// holder). It is not part of the request hash: a replay of a stored
+	// answer is a replay whoever holds the run now.
+	Holder string
 }
 
 // RunMismatchDetail is the one detail of every run_mismatch answer, so that
@@ -332,7 +341,7 @@ func (s *Service) post(ctx context.Context, actor identity.Principal, thread cha
 		return Message{}, nil, problem.Internal("messaging.post", fmt.Errorf("insert message: %w", err))
 	}
 	thread.LastSeq = seq
-	posted := &Posted{Message: m, Thread: thread, Channel: channel, Author: actor, RunID: in.RunID}
+	posted := &Posted{Message: m, Thread: thread, Channel: channel, Author: actor, RunID: in.RunID, Holder: in.Holder, ClientMsgID: in.ClientMsgID}
 	var evs []events.Event
 	for _, sub := range s.subscribers {
 		more, err := sub.OnMessagePosted(ctx, posted)

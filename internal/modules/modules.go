@@ -7,6 +7,7 @@
 package modules
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
@@ -74,18 +75,21 @@ func (h Hooks) options() (az []authz.Option, msg []messaging.Option, fd []feed.O
 // the runs module's long-poll hub (the server runs its LISTEN loop) and
 // Registry holds every module's metrics.
 type Set struct {
-	Identity  *identity.Service
-	Authz     *authz.Service
-	Chat      *chat.Service
-	Messaging *messaging.Service
-	Feed      *feed.Service
-	Events    *events.Log
-	Runs      *runs.Service
-	Admin     *admin.Service
-	Retention *retention.Service
-	DB        *db.DB
-	Hub       *runs.Hub
-	Registry  *prometheus.Registry
+	Identity *identity.Service
+	Authz    *authz.Service
+	Chat     *chat.Service
+	// ChatUseCases are chat's checked use cases (the resolvers' door to
+	// chat), wired to re-check triggers after a move.
+	ChatUseCases *chat.UseCases
+	Messaging    *messaging.Service
+	Feed         *feed.Service
+	Events       *events.Log
+	Runs         *runs.Service
+	Admin        *admin.Service
+	Retention    *retention.Service
+	DB           *db.DB
+	Hub          *runs.Hub
+	Registry     *prometheus.Registry
 }
 
 // New assembles the modules. It fails when the configuration names an
@@ -134,13 +138,20 @@ func New(d Deps) (*Set, error) {
 	az.Register(runSvc, authz.KindRun)
 	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
-		Runs: runSvc})
+		Runs: runSvc, Log: d.Logger})
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax), fdOpts...)
 	ret := retention.New(uow, retention.Owners{Events: evLog, Authz: az, Identity: ident}, d.Clock, retention.Keep{
 		EventLog: cfg.Duration(config.RetentionEventLog), AgentEvents: cfg.Duration(config.RetentionAgentEvents),
 		AuditLog: cfg.Duration(config.RetentionAuditLog), Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger)
-	return &Set{Identity: ident, Authz: az, Chat: chatSvc, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
+	chatUC := chat.NewUseCases(chatSvc, az, evLog, uow)
+	log := d.Logger
+	chatUC.OnMoved(func(ctx context.Context, channelID string) {
+		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{ChannelID: channelID}); err != nil {
+			log.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
+		}
+	})
+	return &Set{Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
 		Admin: adm, Retention: ret, DB: uow, Hub: hub, Registry: d.Registry}, nil
 }
 

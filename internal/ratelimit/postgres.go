@@ -44,37 +44,41 @@ func (p *Postgres) Begin(principal string, class Class) *Spend {
 	if !ok {
 		return Decided(false, time.Minute)
 	}
-	res, wait := p.local.reserve(principal, class)
+	res, wait, local := p.local.reserve(principal, class)
 	if res == nil {
-		return Decided(false, wait)
+		return Decided(false, wait).WithUsage(local)
 	}
 	s, finish := Pending()
 	go func() {
-		finish(p.takeShared(res, principal, class, lim))
+		ok, after, u := p.takeShared(res, principal, class, lim, local)
+		s.WithUsage(u)
+		finish(ok, after)
 	}()
 	return s
 }
 
 // takeShared takes the token that res took locally from the shared bucket
-// and gives res back when the shared bucket is empty.
-func (p *Postgres) takeShared(res *rate.Reservation, principal string, class Class, lim limits) (bool, time.Duration) {
-	perSecond := float64(lim.perMinute) / 60.0
+// and gives res back when the shared bucket is empty. The usage is the
+// shared bucket's, which decided; local is the in-process bucket's, which
+// decides alone when the database does not answer.
+func (p *Postgres) takeShared(res *rate.Reservation, principal string, class Class, lim limits, local Usage) (bool, time.Duration, Usage) {
+	perSecond := lim.perSecond()
 	key := string(class) + "|" + principal
 	now := p.clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := p.take(ctx, key, float64(lim.burst), now, perSecond)
+	left, err := p.take(ctx, key, float64(lim.burst), now, perSecond)
 	if err == nil {
-		return true, 0
+		return true, 0, lim.granted(class, left)
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return true, 0 // the local token stays taken
+		return true, 0, local // the local token stays taken
 	}
 	res.CancelAt(now)
 	level, err := p.level(ctx, key, float64(lim.burst), now, perSecond)
 	if err != nil {
 		level = 0
 	}
-	after := time.Duration(math.Ceil((1-level)/perSecond*1000)) * time.Millisecond
-	return false, max(after, time.Millisecond)
+	after := max(time.Duration(math.Ceil((1-level)/perSecond*1000))*time.Millisecond, time.Millisecond)
+	return false, after, lim.refused(class, after)
 }

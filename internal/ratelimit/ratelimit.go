@@ -41,6 +41,10 @@ type Spend struct {
 	ok      bool
 	after   time.Duration
 	refused func()
+	// usage is what the deciding bucket holds after the spend, when
+	// hasUsage (a value, not a pointer: no extra allocation per spend).
+	usage    Usage
+	hasUsage bool
 }
 
 // Decided returns a Spend whose answer is known: ok, or refused with a
@@ -66,6 +70,20 @@ func (s *Spend) OnRefusal(f func()) *Spend {
 	s.refused = f
 	return s
 }
+
+// WithUsage records what the bucket that decides s holds after it and
+// returns s. A Limiter calls it before it hands s out, or, for a pending
+// Spend, before it calls the function that gives the answer: Wait's
+// channel then publishes it to the waiter.
+func (s *Spend) WithUsage(u Usage) *Spend {
+	s.usage, s.hasUsage = u, true
+	return s
+}
+
+// Usage returns what the bucket that decided the spend holds after it, for
+// the RateLimit header fields of the answer; false when the Limiter did not
+// say (an action without a class). Call it after Wait.
+func (s *Spend) Usage() (Usage, bool) { return s.usage, s.hasUsage }
 
 // Known reports whether the answer was known at Begin (Wait does not
 // block).
@@ -114,10 +132,8 @@ func (m *Memory) Begin(principal string, class Class) *Spend {
 	if _, ok := m.limits[class]; !ok {
 		return Decided(false, time.Minute)
 	}
-	if r, wait := m.reserve(principal, class); r == nil {
-		return Decided(false, wait)
-	}
-	return Decided(true, 0)
+	r, wait, u := m.reserve(principal, class)
+	return Decided(r != nil, wait).WithUsage(u)
 }
 
 // bucketOf returns the bucket of principal and class, making it full.
@@ -133,15 +149,18 @@ func (m *Memory) bucketOf(principal string, class Class) *rate.Limiter {
 }
 
 // reserve takes one token of a known class and returns its reservation
-// (to give it back), or nil and the wait.
-func (m *Memory) reserve(principal string, class Class) (*rate.Reservation, time.Duration) {
+// (to give it back), or nil and the wait, with what the bucket holds
+// afterwards.
+func (m *Memory) reserve(principal string, class Class) (*rate.Reservation, time.Duration, Usage) {
+	lim := m.limits[class]
 	now := m.clock.Now()
 	m.mu.Lock()
-	r := m.bucketOf(principal, class).ReserveN(now, 1)
+	b := m.bucketOf(principal, class)
+	r := b.ReserveN(now, 1)
 	m.mu.Unlock()
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		return nil, d
+		return nil, d, lim.refused(class, d)
 	}
-	return r, 0
+	return r, 0, lim.granted(class, b.TokensAt(now))
 }

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func TestReservationCancel(t *testing.T) {
 	cfg := config.Defaults().MustWith(config.RateMessageBurst, "1")
 	fc := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	m := NewMemory(cfg, fc)
-	r, _ := m.reserve("alex", Message)
+	r, _, _ := m.reserve("alex", Message)
 	if r == nil {
 		t.Fatal("first reservation refused")
 	}
@@ -112,5 +113,73 @@ func TestMemoryAnswersAtOnce(t *testing.T) {
 		if ok, _ := s.Wait(); ok != want {
 			t.Fatalf("spend %d: %v, want %v", i, ok, want)
 		}
+	}
+}
+
+// TestUsage: every answer of the in-process buckets says what the bucket
+// holds after it: whole tokens left, the time until the next one, and for
+// a refusal nothing left until its wait has passed.
+func TestUsage(t *testing.T) {
+	cfg := config.Defaults().MustWith(config.RateMessageBurst, "3").MustWith(config.RateMessagePerMinute, "60")
+	fc := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	m := NewMemory(cfg, fc)
+	steps := []struct {
+		advance time.Duration
+		ok      bool
+		want    Usage
+	}{
+		{0, true, Usage{Remaining: 2, Reset: time.Second}},
+		{500 * time.Millisecond, true, Usage{Remaining: 1, Reset: 500 * time.Millisecond}},
+		{0, true, Usage{Remaining: 0, Reset: 500 * time.Millisecond}},
+		{0, false, Usage{Remaining: 0, Reset: 500 * time.Millisecond}},
+		{500 * time.Millisecond, true, Usage{Remaining: 0, Reset: time.Second}},
+	}
+	for i, st := range steps {
+		fc.Advance(st.advance)
+		s := m.Begin("alex", Message)
+		ok, wait := s.Wait()
+		u, has := s.Usage()
+		if !has {
+			t.Fatalf("step %d: no usage", i)
+		}
+		st.want.Class, st.want.Burst, st.want.Window = Message, 3, 3*time.Second
+		if ok != st.ok || u != st.want {
+			t.Fatalf("step %d: %v %+v, want %v %+v", i, ok, u, st.ok, st.want)
+		}
+		if !ok && wait != u.Reset {
+			t.Fatalf("step %d: refused with wait %v but reset %v", i, wait, u.Reset)
+		}
+	}
+	if _, has := Decided(true, 0).Usage(); has {
+		t.Fatal("a spend without a bucket has a usage")
+	}
+}
+
+// TestMeter: a request's meter keeps the usage with the fewest tokens left
+// (on a tie the longer wait), whatever the order of the spends; a context
+// without a meter and a spend without a usage record nothing.
+func TestMeter(t *testing.T) {
+	spend := func(class Class, left int, reset time.Duration) *Spend {
+		return Decided(true, 0).WithUsage(Usage{Class: class, Burst: 10, Remaining: left, Reset: reset})
+	}
+	ctx, m := WithMeter(context.Background())
+	if _, ok := m.Lowest(); ok {
+		t.Fatal("an empty meter has a usage")
+	}
+	Observe(ctx, Decided(true, 0))
+	if _, ok := m.Lowest(); ok {
+		t.Fatal("a spend without a usage was recorded")
+	}
+	Observe(ctx, spend(Read, 7, time.Second))
+	Observe(ctx, spend(Message, 3, time.Second))
+	Observe(ctx, spend(Read, 5, time.Second))
+	Observe(ctx, spend(Admin, 3, 2*time.Second))
+	Observe(ctx, spend(AgentRuntime, 3, time.Second))
+	if u, _ := m.Lowest(); u.Class != Admin || u.Remaining != 3 {
+		t.Fatalf("lowest %+v, want rl.admin with 3 left", u)
+	}
+	Observe(context.Background(), spend(Read, 0, time.Second)) // no meter: nothing happens
+	if u, _ := m.Lowest(); u.Class != Admin {
+		t.Fatalf("a spend of another request changed the meter: %+v", u)
 	}
 }

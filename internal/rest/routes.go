@@ -19,13 +19,21 @@ const (
 	principalFields    = `id kind handle displayName email status isOwner createdAt`
 	tokenFields        = `id principalId kind label createdAt expiresAt lastUsedAt revokedAt`
 	groupFields        = `id name createdAt memberIds`
-	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt`
+	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt answers { messageId clientMsgId }`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
 	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust alreadyDelivered`
 	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq followUps { ` + contextMsgFields + ` } trustSummary { lowest counts { trust count } }`
 )
 
 func path(name string) Param { return Param{Name: name, In: InPath, Var: "id"} }
+
+// HolderHeader is the request header that names the adapter process
+// acting on a claimed run (the holder argument of the GraphQL mutations;
+// docs/design/runs.md#fencing).
+const HolderHeader = "Bothy-Run-Holder"
+
+// holderParam maps HolderHeader onto the variable holder.
+var holderParam = Param{Name: HolderHeader, In: InHeader, Var: "holder"}
 
 // Table is the route table of the REST shim: one stored GraphQL operation
 // per OpenAPI operationId of docs/api/openapi.yaml.
@@ -64,8 +72,8 @@ var coreRoutes = []Route{
 	},
 	{
 		OperationID: "createMessage", Action: authz.MessageCreate, Method: http.MethodPost, Path: "/api/v1/threads/{thread_id}/messages", Result: "createMessage",
-		Params: []Param{path("thread_id")}, BodyVar: "input", Created: true, ReplayFlag: "replayed", Unwrap: "message",
-		Document: `mutation createMessage($id: ID!, $input: MessageCreate!) { createMessage(threadId: $id, input: $input) { replayed message { ` + messageFields + ` } } }`,
+		Params: []Param{path("thread_id"), holderParam}, BodyVar: "input", Created: true, ReplayFlag: "replayed", Unwrap: "message",
+		Document: `mutation createMessage($id: ID!, $input: MessageCreate!, $holder: String) { createMessage(threadId: $id, input: $input, holder: $holder) { replayed message { ` + messageFields + ` } } }`,
 	},
 	{
 		OperationID: "deleteMessage", Action: authz.MessageDelete, Method: http.MethodDelete, Path: "/api/v1/messages/{message_id}", Result: "deleteMessage",
@@ -134,18 +142,18 @@ var coreRoutes = []Route{
 	},
 	{
 		OperationID: "awaitRunInput", Action: authz.RunAwaitInput, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/await-input", Result: "awaitRunInput",
-		Params:   []Param{path("run_id")},
-		Document: `mutation awaitRunInput($id: ID!) { awaitRunInput(id: $id) { ` + runFields + ` } }`,
+		Params:   []Param{path("run_id"), holderParam},
+		Document: `mutation awaitRunInput($id: ID!, $holder: String) { awaitRunInput(id: $id, holder: $holder) { ` + runFields + ` } }`,
 	},
 	{
 		OperationID: "finishRun", Action: authz.RunFinish, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/finish", Result: "finishRun",
-		Params: []Param{path("run_id")}, BodyVar: "input",
-		Document: `mutation finishRun($id: ID!, $input: RunFinish!) { finishRun(id: $id, input: $input) { ` + runFields + ` } }`,
+		Params: []Param{path("run_id"), holderParam}, BodyVar: "input",
+		Document: `mutation finishRun($id: ID!, $input: RunFinish!, $holder: String) { finishRun(id: $id, input: $input, holder: $holder) { ` + runFields + ` } }`,
 	},
 	{
 		OperationID: "cancelRun", Action: authz.RunCancel, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/cancel", Result: "cancelRun",
-		Params:   []Param{path("run_id")},
-		Document: `mutation cancelRun($id: ID!) { cancelRun(id: $id) { ` + runFields + ` } }`,
+		Params:   []Param{path("run_id"), holderParam},
+		Document: `mutation cancelRun($id: ID!, $holder: String) { cancelRun(id: $id, holder: $holder) { ` + runFields + ` } }`,
 	},
 	{
 		OperationID: "pollAgentEvents", Action: authz.AgentEventsPoll, Method: http.MethodGet, Path: "/api/v1/agent/events", Result: "agentEvents",

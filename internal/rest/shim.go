@@ -32,11 +32,12 @@ type In string
 
 // Parameter sources.
 const (
-	InPath  In = "path"
-	InQuery In = "query"
+	InPath   In = "path"
+	InQuery  In = "query"
+	InHeader In = "header"
 )
 
-// Param maps one path or query parameter onto a GraphQL variable.
+// Param maps one path, query or header parameter onto a GraphQL variable.
 type Param struct {
 	Name string // name in the path pattern or query string
 	In   In
@@ -326,9 +327,13 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 	for _, p := range c.Params {
 		var raw string
 		var present bool
-		if p.In == InPath {
+		switch p.In {
+		case InPath:
 			raw, present = r.PathValue(p.Name), true
-		} else {
+		case InHeader:
+			_, present = r.Header[http.CanonicalHeaderKey(p.Name)]
+			raw = r.Header.Get(p.Name)
+		default:
 			present = r.URL.Query().Has(p.Name)
 			raw = r.URL.Query().Get(p.Name)
 		}

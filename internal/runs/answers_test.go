@@ -53,12 +53,15 @@ func TestOnMessagePosted_AnswerBranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	lotse, alex := env.Principal("lotse"), env.Principal("alex")
+	// An accepted answer is recorded against its message (Run.answers), so
+	// the case names a stored message of the agent.
+	stored := env.Post("lotse", esk, "r1-answer", "a stored agent message")
 	cases := []struct {
 		name   string
 		posted messaging.Posted
 		code   problem.Code
 	}{
-		{"agent answer with its run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse, RunID: run}, ""},
+		{"agent answer with its run", messaging.Posted{Message: messaging.Message{ID: stored.ID, Origin: "agent", Kind: "text"}, Author: lotse, RunID: run, ClientMsgID: "r1-answer"}, ""},
 		{"agent message without run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse}, ""},
 		{"agent names an unknown run", messaging.Posted{Message: messaging.Message{Origin: "agent", Kind: "text"}, Author: lotse, RunID: ids.New()}, problem.ValidationFailed},
 		{"human names a run", messaging.Posted{Message: messaging.Message{Origin: "human", Kind: "text"}, Author: alex, RunID: run}, problem.InternalError},
@@ -112,7 +115,7 @@ func TestAnswer_RunIDEndedRun(t *testing.T) {
 	}
 	finish := func(run string, to domain.RunState) {
 		t.Helper()
-		if _, err := env.Runs.Finish(ctx, lotse, run, to, ""); err != nil {
+		if _, err := env.Runs.Finish(ctx, lotse, run, holder, to, ""); err != nil {
 			t.Fatalf("finish %s %s: %v", run, to, err)
 		}
 	}
@@ -121,7 +124,7 @@ func TestAnswer_RunIDEndedRun(t *testing.T) {
 		"failed":    func(run string) { start(run); finish(run, domain.RunFailed) },
 		"cancelled": func(run string) {
 			start(run)
-			if _, err := env.Runs.Cancel(ctx, alex, run); err != nil {
+			if _, err := env.Runs.Cancel(ctx, alex, run, ""); err != nil {
 				t.Fatalf("cancel: %v", err)
 			}
 			finish(run, domain.RunCancelled)
@@ -233,7 +236,7 @@ func TestAnswer_RunIDActiveRun(t *testing.T) {
 	}{{thread, run, domain.RunRunning}, {thread, run, domain.RunWaitingInput}, {env.Main("Support/Eskalation"), queued, domain.RunQueued}}
 	for i, c := range cases {
 		if c.state == domain.RunWaitingInput {
-			if _, err := env.Runs.AwaitInput(ctx, lotse, run); err != nil {
+			if _, err := env.Runs.AwaitInput(ctx, lotse, run, holder); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -241,7 +244,12 @@ func TestAnswer_RunIDActiveRun(t *testing.T) {
 		if before.State != c.state {
 			t.Fatalf("run %s, want %s", before.State, c.state)
 		}
-		m, _, err := env.Messaging.Create(ctx, lotse, c.thread, messaging.Input{ClientMsgID: fmt.Sprintf("a%d", i), ContentMD: "an answer", RunID: c.run})
+		// The holder answers in its run; a queued run is held by nobody.
+		h := holder
+		if c.state == domain.RunQueued {
+			h = ""
+		}
+		m, _, err := env.Messaging.Create(ctx, lotse, c.thread, messaging.Input{ClientMsgID: fmt.Sprintf("a%d", i), ContentMD: "an answer", RunID: c.run, Holder: h})
 		if err != nil || m.RunID != "" {
 			t.Fatalf("%s: %+v %v", c.state, m, err)
 		}

@@ -64,6 +64,16 @@ func TestSweepVerdict(t *testing.T) {
 		{"trigger lost, grace over", base(func(r *runs.Run) { r.TriggerLostAt = at(-30 * time.Second) }), runs.SweepRevoked},
 		{"revocation before lease", base(func(r *runs.Run) { r.TriggerLostAt = at(-time.Minute); r.LeaseExpiresAt = at(-time.Second) }), runs.SweepRevoked},
 		{"ended", base(func(r *runs.Run) { r.State = domain.RunCompleted; r.LeaseExpiresAt = at(-time.Hour) }), runs.SweepNone},
+		{"cancel requested, lease lapsed: never back to queued", base(func(r *runs.Run) { r.CancelRequested = true; r.LeaseExpiresAt = at(-time.Second) }), runs.SweepCancelled},
+		{"cancel requested on the last attempt", base(func(r *runs.Run) {
+			r.CancelRequested, r.Attempt = true, 3
+			r.LeaseExpiresAt = at(-time.Second)
+		}), runs.SweepCancelled},
+		{"cancel requested within the lease", base(func(r *runs.Run) { r.CancelRequested = true }), runs.SweepNone},
+		{"trigger lost, lease lapsed within the grace", base(func(r *runs.Run) {
+			r.TriggerLostAt, r.CancelRequested = at(-5*time.Second), true
+			r.LeaseExpiresAt = at(-time.Second)
+		}), runs.SweepRevoked},
 	}
 	for _, tc := range tests {
 		if got := runs.SweepVerdict(tc.run, now, to); got != tc.want {

@@ -273,6 +273,23 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 		}
 		out.People, out.Holders = a.people, a.holders
 	}
+	// The run has a context only while its person may still ask for it
+	// now: a move into a channel where they have no trigger, an expired
+	// grant, ... answer 404 at once, before any sweep marks the run.
+	if r.TriggeredBy != "" {
+		held, known := false, false
+		if _, in := out.People[r.TriggeredBy]; in {
+			held, known = out.Holders[r.TriggeredBy], true
+		}
+		if !known {
+			if held, err = s.personHoldsTrigger(ctx, r.TriggeredBy, chat.ChannelPath(c)); err != nil {
+				return RunContext{}, problem.Internal("runs.context", err)
+			}
+		}
+		if !held {
+			return RunContext{}, problem.New(problem.NotFound, "")
+		}
+	}
 	if m.ThreadID == t.ID {
 		out.ContextFloorSeq = plan.Floor
 		if !speculated || m.ThreadSeq != r.TriggerSeq {

@@ -21,7 +21,11 @@ func errNotActive() error {
 
 // change authorizes action on run id, then runs fn on the locked run in
 // one unit of work (thread row first, then run row, the lock order of every
-// unit that touches both) and appends fn's events.
+// unit that touches both) and appends fn's events. A call of the run's own
+// agent on an active run first decides whether the run's person still
+// holds trigger now; when not, the loss is applied and committed instead
+// of fn (applyLoss), whoever holds the run: trigger_revoked wins over
+// run_claimed.
 func (s *Service) change(ctx context.Context, actor identity.Principal, action authz.Action, id string,
 	fn func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error)) (Run, error) {
 	_, path, err := s.authz.Authorize(ctx, actor, action, authz.Resource{Kind: authz.KindRun, ID: id})
@@ -29,7 +33,9 @@ func (s *Service) change(ctx context.Context, actor identity.Principal, action a
 		return Run{}, err
 	}
 	var out Run
+	var refusal error
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		refusal = nil
 		if _, err := s.chat.LockThread(ctx, path.ThreadID); err != nil {
 			return problem.Internal("runs.change", err)
 		}
@@ -37,14 +43,36 @@ func (s *Service) change(ctx context.Context, actor identity.Principal, action a
 		if err != nil {
 			return problem.Internal("runs.change", err)
 		}
-		r, evs, err := fn(ctx, r, path.ChannelID)
+		lost, err := s.agentCallLost(ctx, actor, r)
+		if err != nil {
+			return problem.Internal("runs.change", err)
+		}
+		var evs []events.Event
+		if lost {
+			r, evs, refusal, err = s.applyLoss(ctx, r, action, path.ChannelID)
+		} else {
+			r, evs, err = fn(ctx, r, path.ChannelID)
+		}
 		if err != nil {
 			return err
 		}
 		out = r
 		return s.events.Append(ctx, evs...)
 	})
+	if err == nil && refusal != nil {
+		return Run{}, refusal
+	}
 	return out, err
+}
+
+// agentCallLost reports whether a call of actor on run r meets a run whose
+// person lost trigger: only calls of the run's own agent on an active run
+// are decided (a person's cancel goes its own way).
+func (s *Service) agentCallLost(ctx context.Context, actor identity.Principal, r Run) (bool, error) {
+	if actor.ID != r.AgentID || !r.State.Active() {
+		return false, nil
+	}
+	return s.triggerLostNow(ctx, r)
 }
 
 // HolderMaxLen bounds a holder name.
@@ -66,11 +94,12 @@ func ValidHolder(h string) bool {
 	return true
 }
 
-// checkHolder validates an optional holder: absent is the anonymous
-// holder "" of adapters that predate claims.
-func checkHolder(h string) error {
+// checkHolder validates an optional holder at pointer ptr ("/holder" in a
+// body, "holder" for an argument or the Bothy-Run-Holder header): absent is
+// the anonymous holder "" of adapters that predate claims.
+func checkHolder(h, ptr string) error {
 	if h != "" && !ValidHolder(h) {
-		return problem.Invalid(problem.FieldError{Pointer: "/holder", Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
+		return problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
 	}
 	return nil
 }
@@ -78,6 +107,19 @@ func checkHolder(h string) error {
 // errClaimed answers a call on a run that another holder claimed.
 func errClaimed() error {
 	return problem.Newf(problem.Conflict, "run_claimed", "another adapter process holds this run")
+}
+
+// fence refuses a call of holder on active run r unless holder holds it
+// (docs/design/runs.md#fencing): a running or waiting run is held by the
+// holder that started it (the anonymous holder "" when it started without
+// one), a queued run by nobody but the anonymous holder. A process that
+// lost its claim (its lease lapsed, another holder took the run over)
+// changes nothing.
+func fence(r Run, holder string) error {
+	if r.State.Active() && r.Holder != holder {
+		return errClaimed()
+	}
+	return nil
 }
 
 // extendLease renews r's lease by run.lease_timeout without a new version
@@ -97,7 +139,7 @@ func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
 // gets the run unchanged with its lease renewed. The first start marks the
 // session started.
 func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := checkHolder(holder); err != nil {
+	if err := checkHolder(holder, "/holder"); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, authz.RunStart, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
@@ -134,7 +176,11 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 // or it went back to queued after the lease lapsed), run_not_active once it
 // ended.
 func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := checkHolder(holder); err != nil {
+	if holder == "" {
+		// Only a claim can be renewed: the anonymous holder has no lease.
+		return Run{}, problem.Invalid(problem.FieldError{Pointer: "/holder", Code: "required", Detail: "the holder that started the run"})
+	}
+	if err := checkHolder(holder, "/holder"); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, authz.RunRenew, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
@@ -150,9 +196,17 @@ func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holde
 }
 
 // AwaitInput moves the agent's own running run to waiting_input
-// (run.await_input).
-func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id string) (Run, error) {
+// (run.await_input) for holder, the process that holds it (fence).
+func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
+	if err := checkHolder(holder, "holder"); err != nil {
+		return Run{}, err
+	}
 	return s.change(ctx, actor, authz.RunAwaitInput, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
+		if r.State == domain.RunRunning || r.State == domain.RunWaitingInput {
+			if err := fence(r, holder); err != nil {
+				return Run{}, nil, err
+			}
+		}
 		switch r.State {
 		case domain.RunWaitingInput:
 			r, err := s.extendLease(ctx, r)
@@ -180,8 +234,12 @@ var outcomes = map[domain.RunState]bool{domain.RunCompleted: true, domain.RunFai
 const ReasonMaxLen = 200
 
 // Finish ends the agent's own active run with outcome completed, failed
-// (with a reason) or cancelled (the adapter's confirmation of a cancel).
-func (s *Service) Finish(ctx context.Context, actor identity.Principal, id string, to domain.RunState, reason string) (Run, error) {
+// (with a reason) or cancelled (the adapter's confirmation of a cancel),
+// for holder, the process that holds it (fence).
+func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, holder string, to domain.RunState, reason string) (Run, error) {
+	if err := checkHolder(holder, "holder"); err != nil {
+		return Run{}, err
+	}
 	if !outcomes[to] {
 		return Run{}, problem.Invalid(problem.FieldError{Pointer: "/outcome", Code: "invalid_enum"})
 	}
@@ -198,6 +256,9 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id strin
 		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
 		}
+		if err := fence(r, holder); err != nil {
+			return Run{}, nil, err
+		}
 		if to == domain.RunCancelled && r.TriggerLostAt != nil {
 			// The adapter confirms the cancel that loss of trigger asked for.
 			reason = ReasonTriggerRevoked
@@ -209,11 +270,21 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id strin
 // Cancel cancels a run (run.cancel). A person with trigger cancels a queued
 // run at once; a running or waiting run gets cancel_requested and
 // run.cancel_requested in the agent's stream, and ends when the adapter
-// confirms with finishRun(cancelled). The run's own agent cancels at once.
-func (s *Service) Cancel(ctx context.Context, actor identity.Principal, id string) (Run, error) {
+// confirms with finishRun(cancelled). The run's own agent cancels at once,
+// as holder, the process that holds it (fence); a person's holder is
+// ignored.
+func (s *Service) Cancel(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
+	if err := checkHolder(holder, "holder"); err != nil {
+		return Run{}, err
+	}
 	return s.change(ctx, actor, authz.RunCancel, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
 		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
+		}
+		if actor.ID == r.AgentID {
+			if err := fence(r, holder); err != nil {
+				return Run{}, nil, err
+			}
 		}
 		if r.State == domain.RunQueued || actor.ID == r.AgentID {
 			return s.end(ctx, r, domain.RunCancelled, "cancelled", channelID)

@@ -124,11 +124,11 @@ func TestCancelRun(t *testing.T) {
 	first := runOf(t, env, env.Post("alex", esk, "c1", "@lotse first"))
 	// Writer has no trigger: may not cancel (but Eskalation is invisible to
 	// writer: not found).
-	_, err := env.Runs.Cancel(ctx, env.Principal("writer"), first)
+	_, err := env.Runs.Cancel(ctx, env.Principal("writer"), first, "")
 	if p := problem.From(err); err == nil || p.Code != problem.NotFound {
 		t.Fatalf("writer cancels: %v", err)
 	}
-	if r, err := env.Runs.Cancel(ctx, alex, first); err != nil || r.State != domain.RunCancelled || r.Version != 2 {
+	if r, err := env.Runs.Cancel(ctx, alex, first, ""); err != nil || r.State != domain.RunCancelled || r.Version != 2 {
 		t.Fatalf("queued cancel %+v %v", r, err)
 	}
 	page, err := env.Runs.Poll(ctx, lotse, "", 0)
@@ -144,7 +144,7 @@ func TestCancelRun(t *testing.T) {
 	if _, err := env.Runs.Start(ctx, lotse, second, holder); err != nil {
 		t.Fatal(err)
 	}
-	r, err := env.Runs.Cancel(ctx, alex, second)
+	r, err := env.Runs.Cancel(ctx, alex, second, "")
 	if err != nil || r.State != domain.RunRunning || !r.CancelRequested {
 		t.Fatalf("running cancel %+v %v", r, err)
 	}
@@ -152,7 +152,7 @@ func TestCancelRun(t *testing.T) {
 	if err != nil || len(page.Events) != 1 || page.Events[0].Type != "run.cancel_requested" || page.Events[0].Payload["run_id"] != second {
 		t.Fatalf("cancel events %+v %v", page.Events, err)
 	}
-	done, err := env.Runs.Finish(ctx, lotse, second, domain.RunCancelled, "")
+	done, err := env.Runs.Finish(ctx, lotse, second, holder, domain.RunCancelled, "")
 	if err != nil || done.State != domain.RunCancelled {
 		t.Fatalf("confirm %+v %v", done, err)
 	}

@@ -179,6 +179,13 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 		if to <= from {
 			return nil
 		}
+		// Delivery and a run's end serialise on the run row: a follow-up
+		// is either delivered in its run or promoted after it, never both
+		// (docs/design/runs.md#fencing). The lock is its own statement, so
+		// that the delivery below reads the follow-ups as the end left them.
+		if err := s.lockAckedRuns(ctx, actor.ID, from, to); err != nil {
+			return problem.Internal("runs.ack", err)
+		}
 		if err := s.deliverAcked(ctx, actor.ID, from, to, now); err != nil {
 			return problem.Internal("runs.ack", err)
 		}

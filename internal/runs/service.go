@@ -312,19 +312,33 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 // with a run_id commits before its run's end event. The run is not changed.
 func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 	var run domain.AnswerRun
+	var full Run
 	found := true
 	if !ids.Valid(p.RunID) {
 		found = false
 	} else {
 		var err error
-		run, err = s.answerRun(ctx, p.RunID)
+		run, full, err = s.answerRun(ctx, p.RunID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
 		} else if err != nil {
 			return problem.Internal("runs.checkAnswer", err)
 		}
 	}
-	switch err := domain.AnswerVerdict(run, found, p.Author.ID, p.Thread.ID); {
+	verdict := domain.AnswerVerdict(run, found, p.Author.ID, p.Thread.ID, p.Holder)
+	if verdict == nil || errors.Is(verdict, domain.ErrAnswerRunClaimed) {
+		// An own active run: before the claim, whether its person may still
+		// ask for it now (trigger_revoked wins over run_claimed). Nothing
+		// is stored either way.
+		lost, err := s.triggerLostNow(ctx, full)
+		if err != nil {
+			return problem.Internal("runs.checkAnswer", err)
+		}
+		if lost {
+			return errTriggerRevoked()
+		}
+	}
+	switch err := verdict; {
 	case err == nil:
 		// An answer is a call of the holder on the run: it renews the lease
 		// (the run row is locked FOR SHARE; this unit holds the thread row,
@@ -332,9 +346,14 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 		if err := s.renewClaimedLease(ctx, run.ID, s.clock.Now().Add(s.timeouts.Lease)); err != nil {
 			return problem.Internal("runs.checkAnswer", err)
 		}
+		if err := s.recordAnswer(ctx, run.ID, p.Message.ID, p.ClientMsgID, s.clock.Now()); err != nil {
+			return problem.Internal("runs.checkAnswer", err)
+		}
 		return nil
 	case errors.Is(err, domain.ErrAnswerRunNotActive):
 		return problem.Newf(problem.Conflict, "run_not_active", "the run has ended; send the message again without run_id")
+	case errors.Is(err, domain.ErrAnswerRunClaimed):
+		return errClaimed()
 	default:
 		return problem.Invalid(problem.FieldError{Pointer: "/run_id", Code: "run_mismatch", Detail: messaging.RunMismatchDetail})
 	}

@@ -33,7 +33,7 @@ func TestSessionModes(t *testing.T) {
 		if _, err := env.Runs.Start(ctx, lotse, r.ID, holder); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := env.Runs.Finish(ctx, lotse, r.ID, domain.RunCompleted, ""); err != nil {
+		if _, err := env.Runs.Finish(ctx, lotse, r.ID, holder, domain.RunCompleted, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -299,21 +299,21 @@ func (s *store) pendingFollowups(ctx context.Context, runID string) ([]string, e
 
 // dropFollowup drops message messageID as a follow-up of run runID, for why.
 func (s *store) dropFollowup(ctx context.Context, runID, messageID, why string) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2`, runID, messageID, why)
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'dropped', drop_reason = $3 WHERE run_id = $1 AND message_id = $2 AND state = 'pending'`, runID, messageID, why)
 	return err
 }
 
 // promoteFollowup marks message messageID, a follow-up of run runID, as
 // the trigger of the next run.
 func (s *store) promoteFollowup(ctx context.Context, runID, messageID string) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'promoted' WHERE run_id = $1 AND message_id = $2`, runID, messageID)
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET state = 'promoted' WHERE run_id = $1 AND message_id = $2 AND state = 'pending'`, runID, messageID)
 	return err
 }
 
 // moveFollowup makes message messageID, a follow-up of run runID, a
 // follow-up of run nextID.
 func (s *store) moveFollowup(ctx context.Context, runID, messageID, nextID string) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET run_id = $3 WHERE run_id = $1 AND message_id = $2`, runID, messageID, nextID)
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups SET run_id = $3 WHERE run_id = $1 AND message_id = $2 AND state = 'pending'`, runID, messageID, nextID)
 	return err
 }
 
@@ -337,6 +337,18 @@ func (s *store) lockCursor(ctx context.Context, agentID string, now time.Time) (
 		return 0, err
 	}
 	return from, nil
+}
+
+// lockAckedRuns takes FOR SHARE, in id order, the runs of the
+// agent.followup events of agent agentID after from up to to: a run's end
+// holds its row FOR UPDATE while it settles and promotes its follow-ups,
+// so a delivery waits for it (and then finds them settled) or the end
+// waits for the delivery (and then finds them delivered).
+func (s *store) lockAckedRuns(ctx context.Context, agentID string, from, to int64) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `SELECT r.id FROM runs r WHERE r.id IN (
+			SELECT e.run_id FROM `+events.AgentEventsSQL+` e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $4)
+		ORDER BY r.id FOR SHARE OF r`, agentID, from, to, events.AgentFollowup)
+	return err
 }
 
 // deliverAcked delivers (at now) the pending follow-ups whose agent.followup
@@ -378,12 +390,46 @@ func (s *store) writeRun(ctx context.Context, run Run) error {
 }
 
 // answerRun reads run id for an answer check and takes it FOR SHARE; an
-// unknown run is pgx.ErrNoRows.
-func (s *store) answerRun(ctx context.Context, id string) (domain.AnswerRun, error) {
+// unknown run is pgx.ErrNoRows. The Run carries what the trigger check of
+// the answer needs (its person and loss mark) besides the AnswerRun.
+func (s *store) answerRun(ctx context.Context, id string) (domain.AnswerRun, Run, error) {
 	var run domain.AnswerRun
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text, thread_id::text, agent_id::text, state FROM runs WHERE id = $1 FOR SHARE`, id).
-		Scan(&run.ID, &run.ThreadID, &run.AgentID, &run.State)
-	return run, err
+	var r Run
+	var by *string
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text, thread_id::text, agent_id::text, state, coalesce(holder, ''),
+			triggered_by::text, trigger_lost_at FROM runs WHERE id = $1 FOR SHARE`, id).
+		Scan(&run.ID, &run.ThreadID, &run.AgentID, &run.State, &run.Holder, &by, &r.TriggerLostAt)
+	r.ID, r.ThreadID, r.AgentID, r.State, r.Holder = run.ID, run.ThreadID, run.AgentID, run.State, run.Holder
+	if by != nil {
+		r.TriggeredBy = *by
+	}
+	return run, r, err
+}
+
+// recordAnswer records message messageID, sent with clientMsgID, as an
+// answer of run runID.
+func (s *store) recordAnswer(ctx context.Context, runID, messageID, clientMsgID string, at time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `INSERT INTO run_answers (run_id, message_id, client_msg_id, created_at) VALUES ($1, $2, $3, $4)`,
+		runID, messageID, clientMsgID, at)
+	return err
+}
+
+// answersOf returns the answers of the runs runIDs, each run's oldest
+// first.
+func (s *store) answersOf(ctx context.Context, runIDs []string) (map[string][]Answer, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT run_id::text, message_id::text, client_msg_id FROM run_answers
+		WHERE run_id = ANY($1::uuid[]) ORDER BY created_at, message_id`, ids.ArrayParam(runIDs))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]Answer{}
+	var runID string
+	var a Answer
+	_, err = pgx.ForEachRow(rows, []any{&runID, &a.MessageID, &a.ClientMsgID}, func() error {
+		out[runID] = append(out[runID], a)
+		return nil
+	})
+	return out, err
 }
 
 // renewClaimedLease renews the lease of run id to until while it is claimed

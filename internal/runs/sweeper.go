@@ -28,6 +28,10 @@ const (
 	// SweepLeaseExpired fails the run with reason lease_expired: its lease
 	// lapsed on the last allowed attempt.
 	SweepLeaseExpired
+	// SweepCancelled ends the run cancelled with reason cancelled: a person
+	// asked to cancel it and its holder's lease lapsed before the adapter
+	// confirmed. A run asked to cancel never goes back to queued.
+	SweepCancelled
 )
 
 // SweepVerdict decides what the sweeper does with active run r at now. It
@@ -50,6 +54,13 @@ func SweepVerdict(r Run, now time.Time, t Timeouts) SweepAction {
 		return SweepTimeout
 	}
 	if r.LeaseExpiresAt != nil && !now.Before(*r.LeaseExpiresAt) {
+		switch {
+		case r.TriggerLostAt != nil:
+			// Within the cancel grace, but nobody is left to confirm.
+			return SweepRevoked
+		case r.CancelRequested:
+			return SweepCancelled
+		}
 		if r.Attempt >= t.MaxAttempts {
 			return SweepLeaseExpired
 		}
@@ -62,8 +73,10 @@ func SweepVerdict(r Run, now time.Time, t Timeouts) SweepAction {
 // cancel grace and applies SweepVerdict, one unit of work per run; then it
 // re-checks the trigger of every active run (expired grants and anything
 // else that took trigger away). Rows are taken with SKIP LOCKED, so several
-// replicas can sweep at once without doing a run twice. It returns how
-// many runs it changed.
+// replicas can sweep at once without doing a run twice. A run it cannot
+// settle is logged and left for the next sweep; the others are settled.
+// It returns how many runs it changed (each once, however often its unit
+// of work was retried) and the first error met.
 func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 	changed, _, err := s.sweepOnce(ctx)
 	return changed, err
@@ -76,10 +89,12 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 	if err != nil {
 		return 0, 0, err
 	}
+	var firstErr error
 	for _, d := range list {
-		timedOut := false
+		timedOut, done := false, false
 		err := s.db.InTx(ctx, func(ctx context.Context) error {
-			timedOut = false
+			// A retried unit starts over: nothing of an earlier try counts.
+			timedOut, done = false, false
 			// The thread first, then the run: the lock order of every unit.
 			if locked, err := s.chat.TryLockThread(ctx, d.thread); err != nil || !locked {
 				return err // not locked: another unit holds the thread; the next sweep retries
@@ -107,6 +122,8 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 				_, evs, err = s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
 			case SweepLeaseExpired:
 				_, evs, err = s.end(ctx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
+			case SweepCancelled:
+				_, evs, err = s.end(ctx, r, domain.RunCancelled, "cancelled", t.ChannelID)
 			case SweepRequeue:
 				r.Attempt++
 				r, err = s.transition(ctx, r, domain.RunQueued, "")
@@ -115,12 +132,24 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 			if err != nil {
 				return problem.From(err)
 			}
-			changed++
-			timedOut = action == SweepTimeout
+			done, timedOut = true, action == SweepTimeout
 			return s.events.Append(ctx, evs...)
 		})
 		if err != nil {
-			return changed, ended, err
+			// One run that cannot be settled must not hold up the others
+			// (nor the trigger re-check below): log it, go on, retry it on
+			// the next sweep.
+			if ctx.Err() != nil {
+				return changed, ended, err
+			}
+			s.log.ErrorContext(ctx, "sweep: a run could not be settled", "run_id", d.run, "thread_id", d.thread, "error", err.Error())
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		if done {
+			changed++
 		}
 		if timedOut {
 			ended++
@@ -129,6 +158,9 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 		}
 	}
 	n, err := s.RecheckTriggers(ctx, TriggerScope{})
+	if err == nil {
+		err = firstErr
+	}
 	return changed + n, ended, err
 }
 

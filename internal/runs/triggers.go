@@ -185,3 +185,78 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 	})
 	return changed, err
 }
+
+// personHoldsTrigger reports whether principal id holds trigger on the
+// channel of path c now (false for an unknown or inactive principal).
+func (s *Service) personHoldsTrigger(ctx context.Context, id string, c authz.Path) (bool, error) {
+	found, err := s.ident.GetMany(ctx, []string{id})
+	if err != nil {
+		return false, fmt.Errorf("trigger person: %w", err)
+	}
+	p, ok := found[id]
+	if !ok {
+		return false, nil
+	}
+	holders, err := s.authz.WithTrigger(ctx, c, []identity.Principal{p})
+	if err != nil {
+		return false, err
+	}
+	return holders[id], nil
+}
+
+// triggerLostNow reports whether the person who triggered active run r no
+// longer holds trigger on the run's channel: the run's mark says so, or
+// the rights of now do (a move, an expiry, a revoke not yet re-checked).
+// A run no person triggered never loses it.
+func (s *Service) triggerLostNow(ctx context.Context, r Run) (bool, error) {
+	if r.TriggeredBy == "" {
+		return false, nil
+	}
+	if r.TriggerLostAt != nil {
+		return true, nil
+	}
+	_, c, err := s.chat.ThreadInfo(ctx, r.ThreadID)
+	if err != nil {
+		return false, fmt.Errorf("trigger channel: %w", err)
+	}
+	held, err := s.personHoldsTrigger(ctx, r.TriggeredBy, chat.ChannelPath(c))
+	return !held, err
+}
+
+// errTriggerRevoked answers a call on a run whose person lost trigger.
+func errTriggerRevoked() error {
+	return problem.Newf(problem.Conflict, ReasonTriggerRevoked, "the person who asked for this run can no longer ask for it")
+}
+
+// applyLoss applies loss of trigger to active run r, locked with its
+// thread, for a call of its agent with action (docs/design/runs.md#loss-of-trigger):
+// a queued run ends cancelled and the call answers like any ended run
+// (run_not_active); a running or waiting run is marked (cancel_requested,
+// trigger lost now) and then ended cancelled by finishRun and the agent's
+// cancelRun, whatever outcome was asked, while every other call answers
+// trigger_revoked. refusal is the answer to give once the unit committed.
+func (s *Service) applyLoss(ctx context.Context, r Run, action authz.Action, channelID string) (Run, []events.Event, error, error) {
+	if r.State == domain.RunQueued {
+		ended, evs, err := s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, channelID)
+		return ended, evs, errNotActive(), err
+	}
+	var evs []events.Event
+	if r.TriggerLostAt == nil {
+		now := s.clock.Now()
+		asked := r.CancelRequested
+		r.CancelRequested, r.TriggerLostAt = true, &now
+		var err error
+		if r, err = s.transition(ctx, r, r.State, ""); err != nil {
+			return Run{}, nil, nil, err
+		}
+		evs = append(evs, s.stateChanged(r, channelID))
+		if !asked {
+			evs = append(evs, events.Event{AgentID: r.AgentID, RunID: r.ID, Type: events.RunCancelRequested, Payload: map[string]any{"run_id": r.ID}})
+		}
+	}
+	if action == authz.RunFinish || action == authz.RunCancel {
+		ended, more, err := s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, channelID)
+		return ended, append(evs, more...), nil, err
+	}
+	return r, evs, errTriggerRevoked(), nil
+}

@@ -17,8 +17,9 @@ import (
 // exactly like a resource that does not exist
 // (docs/design/rights.md#not-found-or-forbidden): the same
 // status, body (but for correlation_id and instance) and headers (but for
-// Correlation-Id, Date and Content-Length) in REST, and the same errors and
-// data in GraphQL; a malformed id answers the same.
+// Correlation-Id, Date, Content-Length and the remaining count of
+// RateLimit) in REST, and the same errors, data, extensions and headers in
+// GraphQL; a malformed id answers the same.
 func TestNotFoundEquality(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
@@ -90,6 +91,9 @@ func TestNotFoundEquality(t *testing.T) {
 					}
 					if !bytes.Equal(r.Data, hidden.Data) {
 						t.Errorf("id %s: data %s, hidden %s", other, r.Data, hidden.Data)
+					}
+					if !reflect.DeepEqual(r.Extensions, hidden.Extensions) {
+						t.Errorf("id %s: extensions %+v, hidden %+v", other, r.Extensions, hidden.Extensions)
 					}
 					if got, want := apitest.ComparableHeader(r.Header), apitest.ComparableHeader(hidden.Header); !reflect.DeepEqual(got, want) {
 						t.Errorf("id %s: headers %v, hidden %v", other, got, want)

@@ -13,16 +13,21 @@ import (
 // gqlgen's own, so that the presenter maps it as before.
 const complexityLimitCode = "COMPLEXITY_LIMIT_EXCEEDED"
 
-// ComplexityLimit refuses operations whose complexity exceeds Max. It
-// counts as gqlgen's extension.FixedComplexityLimit does (a field costs
-// what the schema's complexity function says, else one plus its
-// children; an interface field its costliest implementation), with one
-// difference: fragments on different object types inside a selection of
-// an interface or union are alternatives, not additions. Every value of
-// such a selection has exactly one type, so it costs the fields common to
-// all plus the fragments of its own type, at most those of the costliest
-// type; summing all types would refuse a typed page of events whose cost
-// is far below the limit.
+// costStat names the operation's complexity among the extensions of its
+// Stats, where reportCost reads it.
+const costStat = "bothy.complexity"
+
+// ComplexityLimit refuses operations whose complexity exceeds Max and
+// keeps every operation's cost for its answer (reportCost). It counts as
+// gqlgen's extension.FixedComplexityLimit does (a field costs what the
+// schema's complexity function says, else one plus its children; an
+// interface field its costliest implementation), with one difference:
+// fragments on different object types inside a selection of an interface
+// or union are alternatives, not additions. Every value of such a
+// selection has exactly one type, so it costs the fields common to all
+// plus the fragments of its own type, at most those of the costliest type;
+// summing all types would refuse a typed page of events whose cost is far
+// below the limit.
 type ComplexityLimit struct {
 	Max int
 	es  graphql.ExecutableSchema
@@ -42,7 +47,9 @@ func (c *ComplexityLimit) Validate(es graphql.ExecutableSchema) error {
 	return nil
 }
 
-// MutateOperationContext implements graphql.OperationContextMutator.
+// MutateOperationContext implements graphql.OperationContextMutator: it
+// counts the operation's cost, keeps it in the operation's Stats for the
+// answer's extensions.cost, and refuses an operation over Max.
 func (c *ComplexityLimit) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	op := oc.Doc.Operations.ForName(oc.OperationName)
 	if op == nil {
@@ -50,6 +57,9 @@ func (c *ComplexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	}
 	w := complexityWalker{ctx: ctx, es: c.es, schema: c.es.Schema(), vars: oc.Variables}
 	n := w.selection(op.SelectionSet, "")
+	// The answer reports the cost (reportCost), a refused one too: a
+	// client learns by how much it is over.
+	oc.Stats.SetExtension(costStat, n)
 	if n > c.Max {
 		err := gqlerror.Errorf("operation has complexity %d, which exceeds the limit of %d", n, c.Max)
 		errcode.Set(err, complexityLimitCode)

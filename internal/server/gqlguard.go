@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -65,8 +66,20 @@ func (l SelectionLimit) MutateOperationParameters(ctx context.Context, raw *grap
 	if n <= l.Max {
 		return nil
 	}
-	return gqlerror.WrapIfUnwrapped(problem.Newf(problem.ValidationFailed, "selection_limit_exceeded",
+	return requestError(problem.Newf(problem.ValidationFailed, "selection_limit_exceeded",
 		"the document has %d selections, more than the limit of %d (graphql.max_selections)", n, l.Max))
+}
+
+// requestError wraps p, a refusal of the request before it runs, so that
+// gqlgen's transports answer it as a request error (no data; 400 or 422
+// by media type) while the presenter still answers p's code and reason.
+func requestError(p *problem.Error) *gqlerror.Error {
+	err := gqlerror.WrapIfUnwrapped(p)
+	if err.Extensions == nil {
+		err.Extensions = map[string]any{}
+	}
+	err.Extensions["code"] = errcode.ValidationFailed
+	return err
 }
 
 // CountSelections returns the number of selections written in the GraphQL
@@ -133,7 +146,7 @@ func (TextCheck) MutateOperationContext(_ context.Context, oc *graphql.Operation
 	if len(fields) == 0 {
 		return nil
 	}
-	return gqlerror.WrapIfUnwrapped(problem.Invalid(fields...))
+	return requestError(problem.Invalid(fields...))
 }
 
 func checkValue(v any, ptr string, out *[]problem.FieldError) {

@@ -20,6 +20,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -53,8 +54,15 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	// the more specific reason, whatever its cost.
 	srv.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit), IntrospectionMax: cfg.Int(config.GraphQLIntrospectionDepthLimit)})
 	srv.Use(&ComplexityLimit{Max: cfg.Int(config.GraphQLComplexityLimit)})
+	srv.AroundResponses(reportCost(cfg.Int(config.GraphQLComplexityLimit)))
 	srv.Use(TextCheck{})
 	srv.SetErrorPresenter(presenter(log, es.Schema(), out))
+	// Each root field is one operation: however many decisions it needs
+	// (a move decides on the thread and on the target channel), it takes
+	// one rate-limit token of its class; aliased root fields take one each.
+	srv.AroundRootFields(func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+		return next(authz.Operation(ctx))
+	})
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		noteOperation(ctx)
 		return next(ctx)
@@ -71,6 +79,32 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 		return problem.Internal("server.newGraphQL", fmt.Errorf("panic: %v", err))
 	})
 	return srv
+}
+
+// costReport is the extensions.cost member of a GraphQL answer over HTTP:
+// the operation's complexity as ComplexityLimit counts it and the limit
+// (graphql.complexity_limit), so that a client sees how close a query is
+// to being refused before it is.
+type costReport struct {
+	Requested int `json:"requested"`
+	Limit     int `json:"limit"`
+}
+
+// reportCost adds extensions.cost to every answer of a GraphQL request
+// that came by HTTP POST or GET and whose cost was counted (a request
+// refused before, for its syntax, validity or depth, has none). It leaves
+// out the answers of the WebSocket transport, which are a subscription's
+// events, and those of the REST shim, which never show the GraphQL
+// envelope: neither passes overHTTP, which marks plain HTTP requests.
+func reportCost(limit int) graphql.ResponseMiddleware {
+	return func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+		if httpx.HintsFrom(ctx).PlainHTTP && graphql.HasOperationContext(ctx) {
+			if n, ok := graphql.GetOperationContext(ctx).Stats.GetExtension(costStat).(int); ok {
+				graphql.RegisterExtension(ctx, "cost", costReport{Requested: n, Limit: limit})
+			}
+		}
+		return next(ctx)
+	}
 }
 
 // longPollFields are root fields that wait for events by design.

@@ -227,8 +227,8 @@ func newCORS(list string, maxAge time.Duration) *cors {
 
 const (
 	corsMethods = "GET, POST, PUT, PATCH, DELETE"
-	corsHeaders = "Authorization, Content-Type, Accept, Correlation-Id"
-	corsExpose  = "Correlation-Id, Retry-After, Idempotent-Replay, WWW-Authenticate"
+	corsHeaders = "Authorization, Content-Type, Accept, Correlation-Id, Bothy-Run-Holder"
+	corsExpose  = "Correlation-Id, Retry-After, RateLimit, RateLimit-Policy, Idempotent-Replay, WWW-Authenticate"
 )
 
 func (c *cors) wrap(next http.Handler) http.Handler {

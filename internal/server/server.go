@@ -144,7 +144,7 @@ func New(d Deps) (*Server, error) {
 	ident, az, chatSvc, evLog, msg, runSvc, adm, fd, uow := set.Identity, set.Authz, set.Chat, set.Events, set.Messaging, set.Runs, set.Admin, set.Feed, set.DB
 	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
 	sources := graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}
-	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: chat.NewUseCases(chatSvc, az, evLog, uow),
+	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: set.ChatUseCases,
 		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}
@@ -170,11 +170,13 @@ func New(d Deps) (*Server, error) {
 		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected},
 		inflight: newInflight(cfg.Int(config.HTTPMaxConcurrentPerPrincipal), cfg.Duration(config.HTTPMaxConcurrentWait)), outage: out}
 	// Authentication comes before the body is read: an unauthenticated
-	// client cannot make the server buffer http.max_body_bytes.
+	// client cannot make the server buffer http.max_body_bytes. The meter
+	// of rate-limit tokens wraps it all, so that every answer of a request
+	// that spent one says what is left.
 	maxBody := int64(cfg.Int(config.HTTPMaxBodyBytes))
 	authed := func(h http.Handler) http.Handler {
-		return s.authenticate(s.capConcurrency(httpx.LimitBody(maxBody,
-			writeDeadlines(cfg.Duration(config.HTTPWriteTimeout), cfg.Duration(config.EventsPollMaxWait), h))))
+		return meterRateLimit(s.authenticate(s.capConcurrency(httpx.LimitBody(maxBody,
+			writeDeadlines(cfg.Duration(config.HTTPWriteTimeout), cfg.Duration(config.EventsPollMaxWait), h)))))
 	}
 	mux := http.NewServeMux()
 	// WebSocket upgrades authenticate in connection_init; subscriptions

@@ -39,6 +39,7 @@ var owners = map[string]string{
 	"agent_sessions":    "internal/runs",
 	"runs":              "internal/runs",
 	"run_followups":     "internal/runs",
+	"run_answers":       "internal/runs",
 	"agent_cursors":     "internal/runs",
 	"ratelimit_buckets": "internal/ratelimit",
 }

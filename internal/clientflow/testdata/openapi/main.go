@@ -37,7 +37,7 @@ func main() {
 	thread := uuid.MustParse(os.Getenv("BOTHY_THREAD"))
 	const ask = "@lotse the printer is down (oapi-codegen)"
 
-	posted, err := c.CreateMessageWithResponse(ctx, thread, CreateMessageJSONRequestBody{ClientMsgId: "openapi-ask", ContentMd: ask}, alex)
+	posted, err := c.CreateMessageWithResponse(ctx, thread, nil, CreateMessageJSONRequestBody{ClientMsgId: "openapi-ask", ContentMd: ask}, alex)
 	if err != nil || posted.JSON201 == nil {
 		fail("alex posts", fmt.Sprint(err, " ", string(posted.Body)))
 	}
@@ -88,12 +88,14 @@ func main() {
 
 	answer := "Lotse here: " + strings.TrimPrefix(ask, "@lotse ")
 	rid := runID
-	a, err := c.CreateMessageWithResponse(ctx, inv.ThreadId, CreateMessageJSONRequestBody{ClientMsgId: "answer-" + runID.String(), ContentMd: answer, RunId: &rid}, lotse)
+	// Every call on the claimed run names its holder (fencing).
+	held := &CreateMessageParams{BothyRunHolder: &holder}
+	a, err := c.CreateMessageWithResponse(ctx, inv.ThreadId, held, CreateMessageJSONRequestBody{ClientMsgId: "answer-" + runID.String(), ContentMd: answer, RunId: &rid}, lotse)
 	if err != nil || a.JSON201 == nil {
 		fail("lotse answers", fmt.Sprint(err, " ", string(a.Body)))
 	}
 
-	done, err := c.FinishRunWithResponse(ctx, runID, FinishRunJSONRequestBody{Outcome: RunOutcomeCompleted}, lotse)
+	done, err := c.FinishRunWithResponse(ctx, runID, &FinishRunParams{BothyRunHolder: &holder}, FinishRunJSONRequestBody{Outcome: RunOutcomeCompleted}, lotse)
 	if err != nil || done.JSON200 == nil || done.JSON200.State != RunStateCompleted {
 		fail("lotse finishes", fmt.Sprint(err, " ", string(done.Body)))
 	}

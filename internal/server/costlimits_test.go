@@ -1,0 +1,251 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/config"
+)
+
+// TestGraphQLCostExtension: every GraphQL answer over HTTP reports the
+// operation's cost as ComplexityLimit counts it and the limit
+// (extensions.cost), a refusal for the cost too; subscription events over
+// WebSocket and REST bodies carry no cost (issue 24 item 4).
+func TestGraphQLCostExtension(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.GraphQLComplexityLimit: "100"}})
+	alex := env.World.Token("alex")
+	main := env.Main("Support/Allgemein")
+	env.MustPost("alex", main, "cost-1", "a message to read back")
+
+	// The rule of complexity.go: a field costs one plus its selection, a
+	// list with a limit its item times the limit plus one.
+	//   viewer { id handle }                      1 + (1 + 1)               = 3
+	//   MessagePage { messages { id author { handle } } nextAfter }
+	//     messages: 1 + (id 1 + author (1 + handle 1))                      = 4
+	//     nextAfter                                                         = 1
+	//   Thread.messages(limit: n)                 1 + 5·n
+	//   thread(id) { id messages(limit: n) {…} }  1 + (1 + 1 + 5·n)        = 3 + 5·n
+	const page = `messages { id author { handle } } nextAfter`
+	threadQuery := func(n int) string {
+		return fmt.Sprintf(`query($t: ID!) { thread(id: $t) { id messages(limit: %d) { %s } } }`, n, page)
+	}
+	for _, c := range []struct {
+		name  string
+		query string
+		want  int
+	}{
+		{"viewer", `{ viewer { id handle } }`, 3},
+		{"thread with 7 messages", threadQuery(7), 38},
+		{"two root fields add up", `query($t: ID!) { viewer { id handle } thread(id: $t) { id messages(limit: 7) { ` + page + ` } } }`, 41},
+	} {
+		res := env.GraphQL(alex, c.query, map[string]any{"t": main}, nil)
+		if len(res.Errors) > 0 {
+			t.Fatalf("%s: %+v", c.name, res.Errors)
+		}
+		if res.Extensions == nil || res.Extensions.Cost == nil || *res.Extensions.Cost != (apitest.GQLCost{Requested: c.want, Limit: 100}) {
+			t.Fatalf("%s: extensions %+v, want cost %d of 100", c.name, res.Extensions, c.want)
+		}
+	}
+	// Over the limit (3 + 5·20 = 103): refused before it runs, without
+	// data, and the answer says by how much.
+	over := env.GraphQL(alex, threadQuery(20), map[string]any{"t": main}, nil)
+	if len(over.Errors) != 1 || over.Errors[0].Extensions.Reason != "complexity_limit_exceeded" || over.Data != nil {
+		t.Fatalf("over the limit: %+v %s", over.Errors, over.Data)
+	}
+	if over.Extensions == nil || over.Extensions.Cost == nil || *over.Extensions.Cost != (apitest.GQLCost{Requested: 103, Limit: 100}) {
+		t.Fatalf("over the limit: extensions %+v, want cost 103 of 100", over.Extensions)
+	}
+	// A document that does not parse has no cost to report.
+	if bad := env.GraphQL(alex, `{ viewer { id `, nil, nil); bad.Extensions != nil {
+		t.Fatalf("parse error: extensions %+v", bad.Extensions)
+	}
+
+	// REST runs the same executor; its bodies never show the envelope.
+	for _, path := range []string{"/api/v1/threads/" + main + "/messages?limit=7", "/api/v1/me", "/api/v1/threads/not-a-thread"} {
+		r := env.REST(http.MethodGet, path, alex, nil)
+		var top map[string]json.RawMessage
+		r.JSON(t, &top)
+		for _, member := range []string{"extensions", "cost"} {
+			if _, has := top[member]; has {
+				t.Fatalf("GET %s: the REST body has %q: %s", path, member, r.Body)
+			}
+		}
+	}
+
+	// Over WebSocket: neither a subscription's events nor a query's
+	// answer carry a cost.
+	w := dialRaw(t, env, nil)
+	w.init(alex)
+	w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { seq type } }`, logEnd(env)))
+	env.MustPost("alex", main, "cost-2", "a live message")
+	w.send(subscribeMsg("q", `{ viewer { id } }`))
+	for seen := map[string]bool{}; !seen["s"] || !seen["q"]; {
+		m, code := w.read(10 * time.Second)
+		if code != 0 {
+			t.Fatalf("closed with %d", code)
+		}
+		if m.Type == "complete" {
+			continue
+		}
+		if m.Type != "next" {
+			t.Fatalf("want next, got %+v", m)
+		}
+		var payload map[string]json.RawMessage
+		if err := json.Unmarshal(m.Payload, &payload); err != nil {
+			t.Fatalf("next %s: %v", m.Payload, err)
+		}
+		if _, has := payload["extensions"]; has {
+			t.Fatalf("a WebSocket answer for %s has extensions: %s", m.ID, m.Payload)
+		}
+		seen[m.ID] = true
+	}
+}
+
+// rateLimitRE splits a RateLimit field value: class, r, t.
+var rateLimitRE = regexp.MustCompile(`^"(rl\.[a-z_]+)";r=([0-9]+);t=([0-9]+)$`)
+
+// TestRateLimitHeaders: REST and GraphQL answers of a request that took a
+// rate-limit token carry RateLimit-Policy (the class, its burst and the
+// seconds to fill it) and RateLimit (tokens left, seconds until the next
+// one), counting down by one per request across both faces, the lowest of
+// several spends, and r=0 with t equal to Retry-After on a 429; answers
+// that took no token carry neither. Both bucket stores report alike.
+func TestRateLimitHeaders(t *testing.T) {
+	t.Parallel()
+	for _, store := range []string{"postgres", "memory"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			env := apitest.Start(t, apitest.Options{Config: map[string]string{
+				config.RateLimitStore:    store,
+				config.RateReadBurst:     "5",
+				config.RateReadPerMinute: "1",
+			}})
+			alex := env.World.Token("alex")
+			// Five tokens refilled at one a minute: the bucket fills in 300 s.
+			const readPolicy = `"rl.read";q=5;w=300`
+			check := func(what string, h http.Header, wantLeft int) int {
+				t.Helper()
+				if got := h.Get("RateLimit-Policy"); got != readPolicy {
+					t.Fatalf("%s: RateLimit-Policy %q, want %q", what, got, readPolicy)
+				}
+				m := rateLimitRE.FindStringSubmatch(h.Get("RateLimit"))
+				if m == nil || m[1] != "rl.read" || m[2] != strconv.Itoa(wantLeft) {
+					t.Fatalf("%s: RateLimit %q, want rl.read with r=%d", what, h.Get("RateLimit"), wantLeft)
+				}
+				secs, _ := strconv.Atoi(m[3])
+				// One token comes back a minute after the last was taken.
+				if secs < 1 || secs > 60 {
+					t.Fatalf("%s: t=%d, want 1 to 60 seconds", what, secs)
+				}
+				return secs
+			}
+			me := func() *apitest.Response {
+				return env.REST(http.MethodGet, "/api/v1/me", alex, nil)
+			}
+			if r := me(); r.Status != http.StatusOK {
+				t.Fatalf("first read: %d %s", r.Status, r.Body)
+			} else {
+				check("REST 1", r.Header, 4)
+			}
+			check("REST 2", me().Header, 3)
+			if g := env.GraphQL(alex, `{ viewer { id } }`, nil, nil); len(g.Errors) > 0 {
+				t.Fatalf("GraphQL read: %+v", g.Errors)
+			} else {
+				check("GraphQL", g.Header, 2)
+			}
+			// Two root fields take two tokens; the answer reports the lower.
+			if g := env.GraphQL(alex, `{ a: viewer { id } b: viewer { id } }`, nil, nil); len(g.Errors) > 0 {
+				t.Fatalf("two root fields: %+v", g.Errors)
+			} else {
+				check("two root fields", g.Header, 0)
+			}
+			// The bucket is empty: both faces answer 429 with r=0 and t
+			// equal to Retry-After.
+			r := me()
+			apitest.WantProblem(t, "REST beyond the burst", r, http.StatusTooManyRequests, "rate_limited", "")
+			if secs := check("REST 429", r.Header, 0); strconv.Itoa(secs) != r.Header.Get("Retry-After") {
+				t.Fatalf("REST 429: t=%d, Retry-After %q", secs, r.Header.Get("Retry-After"))
+			}
+			g := env.GraphQL(alex, `{ viewer { id } }`, nil, nil)
+			if len(g.Errors) != 1 || g.Errors[0].Extensions.Code != "rate_limited" {
+				t.Fatalf("GraphQL beyond the burst: %+v", g.Errors)
+			}
+			if secs := check("GraphQL 429", g.Header, 0); strconv.Itoa(secs) != g.Header.Get("Retry-After") {
+				t.Fatalf("GraphQL 429: t=%d, Retry-After %q", secs, g.Header.Get("Retry-After"))
+			}
+			// Another class has its own policy and bucket (the defaults: 20
+			// tokens, 60 a minute, so one is back within a second).
+			post := env.Post("alex", env.Main("Support/Allgemein"), "rl-headers", "counted apart")
+			if post.Status != http.StatusCreated || post.Header.Get("RateLimit-Policy") != `"rl.message";q=20;w=20` ||
+				post.Header.Get("RateLimit") != `"rl.message";r=19;t=1` {
+				t.Fatalf("createMessage: %d RateLimit-Policy %q RateLimit %q", post.Status,
+					post.Header.Get("RateLimit-Policy"), post.Header.Get("RateLimit"))
+			}
+
+			// Requests that took no token: without a token, refused before
+			// execution, the index, the playground, the operational
+			// endpoints.
+			none := map[string]http.Header{
+				"REST without token":    env.REST(http.MethodGet, "/api/v1/me", "", nil).Header,
+				"GraphQL without token": env.GraphQL("", `{ viewer { id } }`, nil, nil).Header,
+				"GraphQL parse error":   env.GraphQL(env.World.Token("sam"), `{ viewer { id `, nil, nil).Header,
+				"REST index":            env.REST(http.MethodGet, "/api/v1", "", nil).Header,
+			}
+			for _, path := range []string{"/", "/healthz", "/readyz", "/api/openapi.yaml"} {
+				resp, err := http.Get(env.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				none["GET "+path] = resp.Header
+			}
+			for what, h := range none {
+				if h.Get("RateLimit") != "" || h.Get("RateLimit-Policy") != "" {
+					t.Errorf("%s: RateLimit %q, RateLimit-Policy %q, want neither", what, h.Get("RateLimit"), h.Get("RateLimit-Policy"))
+				}
+			}
+		})
+	}
+}
+
+// TestMoveSpendsOneToken: moveThread decides on the thread and on the
+// target channel but is one operation: it takes one rl.message token, on
+// both faces.
+func TestMoveSpendsOneToken(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	alex := env.World.Token("alex")
+	left := func(h http.Header) string {
+		t.Helper()
+		v := h.Get("RateLimit")
+		if !strings.HasPrefix(v, `"rl.message";`) {
+			t.Fatalf("RateLimit %q, want the rl.message class", v)
+		}
+		return v
+	}
+	created := env.REST(http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/threads", alex,
+		map[string]any{"title": "Moving", "first_message": map[string]any{"client_msg_id": "mv-1", "content_md": "a thread to move"}})
+	if created.Status != http.StatusCreated || !strings.Contains(left(created.Header), "r=19;") {
+		t.Fatalf("create: %d %s %v", created.Status, created.Body, created.Header)
+	}
+	var c struct{ Thread map[string]any }
+	created.JSON(t, &c)
+	id := c.Thread["id"].(string)
+	moved := env.REST(http.MethodPost, "/api/v1/threads/"+id+"/move", alex, map[string]any{"channel_id": env.World.Channel("Support/Eskalation").ID})
+	if moved.Status != http.StatusOK || !strings.Contains(left(moved.Header), "r=18;") {
+		t.Fatalf("REST move took other than one token: %d %v", moved.Status, moved.Header.Get("RateLimit"))
+	}
+	res := env.GraphQL(alex, `mutation($id: ID!, $c: ID!) { moveThread(id: $id, channelId: $c) { id } }`,
+		map[string]any{"id": id, "c": env.World.Channel("Support/Allgemein").ID}, nil)
+	if len(res.Errors) > 0 || !strings.Contains(left(res.Header), "r=17;") {
+		t.Fatalf("GraphQL move took other than one token: %+v %v", res.Errors, res.Header.Get("RateLimit"))
+	}
+}
