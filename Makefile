@@ -35,10 +35,10 @@ test: assets audit-deps lint-deps
 STRESS_COUNT ?= 50
 # The tests that touch concurrency, timing, WebSockets, outages or leases,
 # by package (docs/reliability.md#stability).
-STRESS_SERVER  = ^(TestSubscription.*|TestDatabaseOutage|TestReadiness.*|TestRateLimitHoldsAcrossReplicas|TestSlowClientsAreCut|TestConcurrencyCap.*|TestAdminDisableEndsPollsAndRuns|TestRunTimeoutLoggedAndCounted|TestPgBouncerTransactionMode|TestMetricsOwnListener|TestAmplificationHeapBound|TestListEventsSameOnBothFaces|TestCursorExpiredOnBothFaces)$$
-STRESS_RUNS    = ^(TestConcurrentTriggersOneActiveRun|TestAnswer_ConcurrentWithFinish|TestRunClaimsAndLeases|TestRunTimeouts|TestHubAwaitWaiting|TestLongPoll.*|TestFollowupDelivery|TestLossOfTriggerEndsRuns|TestPromotionDecidesAgain|TestCancelRun.*|TestAgentCursor|TestLargeAnswersKeepTheirBytes|TestRunContext_ConstantQueries)$$
-STRESS_ADAPTER = ^(TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestClientTimeoutAndCancellation|TestOpenAIFlow.*|TestOpenAIModelTimeout|TestOpenAIModelCancel|TestEchoModelHonoursCancellation)$$
-STRESS_OTHER   = ^(TestLookupAtTheDoor|TestInTx.*|TestMigrateIsIdempotentAndConcurrent|TestMemoryBuckets|TestReservationCancel|TestSpend|TestMemoryAnswersAtOnce)$$
+STRESS_SERVER  = ^(TestSubscription.*|TestSubscriptionsStopAtRevocation|TestMoveSpendsOneToken|TestRateLimitHeaders|TestDatabaseOutage|TestReadiness.*|TestRateLimitHoldsAcrossReplicas|TestSlowClientsAreCut|TestConcurrencyCap.*|TestAdminDisableEndsPollsAndRuns|TestRunTimeoutLoggedAndCounted|TestPgBouncerTransactionMode|TestMetricsOwnListener|TestAmplificationHeapBound|TestListEventsSameOnBothFaces|TestCursorExpiredOnBothFaces)$$
+STRESS_RUNS    = ^(TestFencing_.*|TestDeliveryWaitsForTheRunsEnd|TestLossOfTriggerIsImmediate|TestCancelRequestedRunNeverRequeued|TestSweepSettlesPastARunItCannot|TestConcurrentTriggersOneActiveRun|TestAnswer_ConcurrentWithFinish|TestRunClaimsAndLeases|TestRunTimeouts|TestHubAwaitWaiting|TestLongPoll.*|TestFollowupDelivery|TestLossOfTriggerEndsRuns|TestPromotionDecidesAgain|TestCancelRun.*|TestAgentCursor|TestLargeAnswersKeepTheirBytes|TestRunContext_ConstantQueries)$$
+STRESS_ADAPTER = ^(TestFollowUp.*|TestReply.*|TestAcks.*|TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestClientTimeoutAndCancellation|TestOpenAIFlow.*|TestOpenAIModelTimeout|TestOpenAIModelCancel|TestEchoModelHonoursCancellation)$$
+STRESS_OTHER   = ^(TestOneTokenPerOperation|TestLookupAtTheDoor|TestInTx.*|TestMigrateIsIdempotentAndConcurrent|TestMemoryBuckets|TestReservationCancel|TestSpend|TestMemoryAnswersAtOnce)$$
 
 ## stress: the concurrency, timing, WebSocket, outage and lease tests STRESS_COUNT times each, the statement-order test 200 times
 stress: assets
