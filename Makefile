@@ -41,7 +41,7 @@ STRESS_ADAPTER = ^(TestFollowUp.*|TestReply.*|TestAcks.*|TestTwoAdapterProcesses
 STRESS_OTHER   = ^(TestOneTokenPerOperation|TestLookupAtTheDoor|TestInTx.*|TestMigrateIsIdempotentAndConcurrent|TestMemoryBuckets|TestReservationCancel|TestSpend|TestMemoryAnswersAtOnce)$$
 
 ## stress: the concurrency, timing, WebSocket, outage and lease tests STRESS_COUNT times each, the statement-order test 200 times
-stress: assets
+stress: assets audit-deps
 	$(GO) test -count=200 -parallel $(TEST_PARALLEL) -timeout 60m -run '^TestHiddenAndMissingTakeTheSameStatements$$' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_SERVER)' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_RUNS)' ./internal/runs/
