@@ -29,6 +29,13 @@ type SubscriptionConn interface {
 	// fell behind by more than its queue: the client resumes from the
 	// cursor of the last event it received.
 	QueueFull()
+	// Restarting closes the connection because the server drains: the
+	// client reconnects (to another replica) and resumes from its cursor.
+	Restarting()
+	// TryAgainLater closes the connection because a subscription met a
+	// database error: the client reconnects after a pause and resumes
+	// from its cursor.
+	TryAgainLater()
 }
 
 type connKey struct{}
@@ -95,11 +102,23 @@ func pump[T any](ctx context.Context, r *Resolver, s stream[T]) <-chan T {
 	hub := r.Runs.Hub()
 	go func() {
 		defer close(out)
+		conn, _ := ctx.Value(connKey{}).(SubscriptionConn)
 		fail := func(err error) {
 			if ctx.Err() != nil {
 				return
 			}
 			p := problem.From(err)
+			if (p.Code == problem.InternalError || p.Code == problem.Unavailable) && conn != nil {
+				// A database error is temporary: no error message and
+				// complete (which would end the client's subscription for
+				// good), but a close that asks it to come back and resume
+				// from its cursor, losing and repeating nothing.
+				if p.Cause() != nil && r.Live.Log != nil {
+					r.Live.Log.WarnContext(ctx, "subscription stopped: try again later", "error", p.Cause().Error())
+				}
+				conn.TryAgainLater()
+				return
+			}
 			if p.Code == problem.InternalError && p.Cause() != nil && r.Live.Log != nil {
 				r.Live.Log.ErrorContext(ctx, "subscription failed", "error", p.Cause().Error())
 			}
@@ -133,8 +152,8 @@ func pump[T any](ctx context.Context, r *Resolver, s stream[T]) <-chan T {
 					return
 				}
 				if len(evs) > free {
-					if c, ok := ctx.Value(connKey{}).(SubscriptionConn); ok {
-						c.QueueFull()
+					if conn != nil {
+						conn.QueueFull()
 					}
 					return
 				}
@@ -181,6 +200,11 @@ func pump[T any](ctx context.Context, r *Resolver, s stream[T]) <-chan T {
 				case <-tick.C:
 					ready = false
 				case <-hub.Stopping():
+					// Draining: the connection closes with 1012, never a
+					// complete, so the client resumes elsewhere.
+					if conn != nil {
+						conn.Restarting()
+					}
 					return
 				case <-ctx.Done():
 					return

@@ -14,7 +14,7 @@ import (
 func TestEveryHelp(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"--help"}, {"help"}, {"serve", "--help"}, {"dev", "--help"}, {"migrate", "--help"}, {"seed", "--help"},
+		{"--help"}, {"help"}, {"serve", "--help"}, {"dev", "--help"}, {"migrate", "--help"}, {"migrate", "status", "--help"}, {"seed", "--help"},
 		{"token", "--help"}, {"token", "create", "--help"}, {"agent", "--help"}, {"agent", "run", "--help"},
 		{"config", "--help"}, {"config", "markdown", "--help"}, {"config", "markdown", "-h"},
 	} {

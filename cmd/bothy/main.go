@@ -1,7 +1,8 @@
 // Command bothy is the Bothy server: a team chat in which AI agents are
 // members like people. Subcommands: serve, dev, migrate, migrate status,
 // seed, token create, agent run, config markdown, version. main only parses flags and calls
-// internal/server (or internal/adapter for agent run).
+// internal/server (or internal/adapter for agent run). Every command first
+// warns about BOTHY_ environment variables that nothing reads.
 package main
 
 import (
@@ -36,11 +37,14 @@ import (
 const usage = `bothy: the Bothy team chat server
 
 Usage:
-  bothy serve   [--config FILE] [--addr HOST:PORT]     run the server on database.url
+  bothy serve   [--config FILE] [--addr HOST:PORT] [--metrics-addr HOST:PORT]
+                                                        run the server on database.url
   bothy dev     [--config FILE] [--addr HOST:PORT] [--data DIR]
                                                         run the server on the embedded development database
   bothy migrate [--config FILE] [--data DIR]            apply pending migrations to database.url
-  bothy migrate status [--config FILE] [--data DIR]     list applied and pending migrations of database.url
+  bothy migrate status [--check] [--config FILE] [--data DIR]
+                                                        list applied and pending migrations of database.url;
+                                                        --check: exit status 3 while migrations are pending
   bothy seed    [--config FILE] [--data DIR] [--json]   build the example world on database.url
   bothy admin ...                                       administer on database.url: create-owner, principal create|disable|enable|list,
                                                         token create|list|revoke (bothy admin --help)
@@ -61,8 +65,12 @@ func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	var usageErr usageError
 	var logged loggedError
+	var status exitStatus
 	switch {
 	case err == nil:
+	case errors.As(err, &status):
+		fmt.Fprintln(os.Stderr, "bothy:", err)
+		os.Exit(status.code)
 	case errors.As(err, &logged):
 		// serve already wrote the error as a JSON log line.
 		os.Exit(1)
@@ -81,6 +89,20 @@ type loggedError struct{ error }
 
 func (e loggedError) Unwrap() error { return e.error }
 
+// exitStatus is an outcome that is no failure but that scripts tell apart
+// by the exit status code (migrate status --check: 3, migrations pending).
+type exitStatus struct {
+	code int
+	msg  string
+}
+
+func (e exitStatus) Error() string { return e.msg }
+
+// exitPending is the exit status of migrate status --check while
+// migrations are pending; 1 stays "failed" (no database, for example) and
+// 2 a usage error.
+const exitPending = 3
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	defer func() {
 		// --help printed the command's help: that is a success.
@@ -88,6 +110,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			err = nil
 		}
 	}()
+	// Before anything else, so that even a command that fails to start
+	// names the variable that was meant to configure it.
+	warnUnknownEnv(stderr, os.Environ())
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -193,6 +218,9 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newFlags("serve", "Runs the server on the database of database.url, applying pending migrations first\n(unless database.auto_migrate is false). SIGTERM or SIGINT drains and stops it; SIGHUP is logged and ignored.", stderr)
 	addr := c.fs.String("addr", "", "listen address HOST:PORT (default: server.addr)")
+	// A flag, like --addr, so that the instances of one systemd template
+	// (contrib/bothy@.service) each get their own from the instance name.
+	metricsAddr := c.fs.String("metrics-addr", "", "listen address HOST:PORT of /metrics (default: metrics.addr)")
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
 	}
@@ -202,6 +230,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *addr != "" {
 		if cfg, err = cfg.With(config.ServerAddr, *addr); err != nil {
+			return err
+		}
+	}
+	if *metricsAddr != "" {
+		if cfg, err = cfg.With(config.MetricsAddr, *metricsAddr); err != nil {
 			return err
 		}
 	}
@@ -424,10 +457,16 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	name, summary := "migrate", "Applies pending migrations to the database of database.url (safe with several replicas)."
 	if status {
-		name, summary = "migrate status", "Lists the migrations of this binary, applied or pending, on the database of database.url."
+		name, summary = "migrate status", "Lists the migrations of this binary, applied or pending, on the database of database.url.\n"+
+			"With --check the exit status says whether the schema is current: 0 current, 3 migrations\n"+
+			"pending (run bothy migrate), 1 the status could not be read, 2 a usage error."
 	}
 	c := newFlags(name, summary+"\nWhen database.url is empty it uses the database of the bothy dev running on --data.", stderr)
 	data := c.withDevData()
+	check := new(bool)
+	if status {
+		check = c.fs.Bool("check", false, "exit with status 3 while migrations are pending (0 when the schema is current)")
+	}
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -474,6 +513,9 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	fmt.Fprintf(stdout, "%d applied, %d pending\n", len(list)-pending, pending)
+	if *check && pending > 0 {
+		return exitStatus{code: exitPending, msg: fmt.Sprintf("%d migrations pending: run bothy migrate (exit status %d)", pending, exitPending)}
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -23,11 +24,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/db"
@@ -242,14 +247,17 @@ func seed(t *testing.T, bin string, env []string) *world.World {
 }
 
 // TestBinary runs the release binary of make dist: static and stamped, the
-// version command, the migrate commands and their usage errors, serving
+// version command, the migrate commands and their usage errors, migrate
+// status --check, the warning about unknown BOTHY_ variables, serving
 // without DDL, the drain on SIGTERM (also past its hard bound), SIGHUP, the
-// systemd unit, the nginx example in front of two replicas, a bad
-// log.level, and that every log line is JSON.
+// systemd units and their documented install, the nginx example in front
+// of two replicas (subscriptions included), a bad log.level, and that every
+// log line is JSON. Its subtests set the environment of the binary only,
+// never the test process's.
 func TestBinary(t *testing.T) {
 	t.Parallel()
 	bin := build(t)
-	base := os.Environ()
+	base := withoutBothyEnv(os.Environ())
 
 	t.Run("version", func(t *testing.T) {
 		// make dist stamps the version of git describe and the revision.
@@ -303,6 +311,57 @@ func TestBinary(t *testing.T) {
 		out, _, code := runCmd(t, bin, env, "migrate", "status")
 		if code != 0 || !strings.Contains(out, fmt.Sprintf("0 applied, %d pending", embedded(t))) {
 			t.Fatalf("status after usage errors: %d %q", code, out)
+		}
+	})
+
+	t.Run("migrate status --check", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t))
+		// Pending migrations: the list, a line on stderr, exit status 3.
+		out, stderr, code := runCmd(t, bin, env, "migrate", "status", "--check")
+		if code != 3 || !strings.Contains(out, fmt.Sprintf("0 applied, %d pending", embedded(t))) || !strings.Contains(stderr, "bothy migrate") {
+			t.Fatalf("status --check of an empty database: exit %d, want 3\n%s%s", code, out, stderr)
+		}
+		if _, stderr, code := runCmd(t, bin, env, "migrate"); code != 0 {
+			t.Fatalf("migrate: %d %s", code, stderr)
+		}
+		out, stderr, code = runCmd(t, bin, env, "migrate", "status", "--check")
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("%d applied, 0 pending", embedded(t))) {
+			t.Fatalf("status --check of a current database: exit %d, want 0\n%s%s", code, out, stderr)
+		}
+		// No database is neither current nor pending: 1.
+		unreachable := append(base, "BOTHY_DATABASE_URL=postgres://bothy@127.0.0.1:1/bothy?connect_timeout=5")
+		if _, stderr, code := runCmd(t, bin, unreachable, "migrate", "status", "--check"); code != 1 {
+			t.Fatalf("status --check without a database: exit %d, want 1\n%s", code, stderr)
+		}
+		// --check belongs to status; plain migrate must not take it for a
+		// dry run and migrate.
+		if _, stderr, code := runCmd(t, bin, env, "migrate", "--check"); code != 2 {
+			t.Fatalf("migrate --check: exit %d, want a usage error (2)\n%s", code, stderr)
+		}
+		_, help, code := runCmd(t, bin, env, "migrate", "status", "--help")
+		if code != 0 || !strings.Contains(help, "-check") || !strings.Contains(help, "status 3") {
+			t.Fatalf("migrate status --help does not document --check and its exit status 3:\n%s", help)
+		}
+	})
+
+	t.Run("unknown BOTHY_ variables warn", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABSE_URL=postgres://bothy:hunter2@db.example.com/bothy", "BOTHY_AGENT_TOKEN=bothy_a_x",
+			"BOTHY_MODEL_API_KEY=k", "BOTHY_LOG_LEVEL=info")
+		for _, args := range [][]string{{"version"}, {"--help"}, {"config", "markdown"}, {"migrate", "status"}, {"agent", "run", "--help"}} {
+			_, stderr, _ := runCmd(t, bin, env, args...)
+			if strings.Contains(stderr, "hunter2") {
+				t.Fatalf("bothy %v showed the value of the variable:\n%s", args, stderr)
+			}
+			var warned []map[string]any
+			for _, l := range strings.Split(stderr, "\n") {
+				var m map[string]any
+				if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == unknownEnvMsg {
+					warned = append(warned, m)
+				}
+			}
+			if len(warned) != 1 || warned[0]["variable"] != "BOTHY_DATABSE_URL" || warned[0]["nearest"] != "BOTHY_DATABASE_URL" || warned[0]["level"] != "WARN" {
+				t.Fatalf("bothy %v: warnings %v, want one JSON line for BOTHY_DATABSE_URL naming BOTHY_DATABASE_URL\n%s", args, warned, stderr)
+			}
 		}
 	})
 
@@ -424,7 +483,8 @@ func TestBinary(t *testing.T) {
 	})
 
 	t.Run("SIGHUP is ignored", func(t *testing.T) {
-		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s")
+		// BOTHY_LOG_LEVLE: serve warns first, in JSON like its other lines.
+		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s", "BOTHY_LOG_LEVLE=debug")
 		p := serve(t, bin, env)
 		p.ready(t, http.StatusOK)
 		p.cmd.Process.Signal(syscall.SIGHUP)
@@ -453,25 +513,18 @@ func TestBinary(t *testing.T) {
 		if code := p.wait(t, 15*time.Second); code != 0 {
 			t.Fatalf("exit %d", code)
 		}
-		p.logs.Lines(t)
+		lines := p.logs.Lines(t)
+		if len(lines) == 0 || lines[0]["msg"] != unknownEnvMsg || lines[0]["variable"] != "BOTHY_LOG_LEVLE" || lines[0]["nearest"] != "BOTHY_LOG_LEVEL" {
+			t.Fatalf("serve did not warn first about BOTHY_LOG_LEVLE:\n%s", p.logs.String())
+		}
 	})
 
-	t.Run("systemd unit", func(t *testing.T) {
-		analyze, err := exec.LookPath("systemd-analyze")
-		if err != nil {
-			t.Fatal("systemd-analyze is missing: install the Debian package systemd (.ci/run does) to check contrib/bothy.service")
-		}
-		unit, err := os.ReadFile(filepath.Join("..", "..", "contrib", "bothy.service"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The unit names the installed path; verify checks that it exists.
-		path := filepath.Join(t.TempDir(), "bothy.service")
-		os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/local/bin/bothy"), []byte(bin)), 0o644)
-		out, err := exec.Command(analyze, "verify", path).CombinedOutput()
-		if err != nil || len(bytes.TrimSpace(out)) > 0 {
-			t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
-		}
+	t.Run("systemd units", func(t *testing.T) {
+		systemdUnits(t, bin)
+	})
+
+	t.Run("systemd install as documented", func(t *testing.T) {
+		systemdInstall(t, bin, pgtest.URL(t))
 	})
 
 	t.Run("nginx TLS proxy in front of two replicas", func(t *testing.T) {
@@ -486,6 +539,18 @@ func TestBinary(t *testing.T) {
 			t.Fatalf("exit %d %q, want 1 naming log.level", code, stderr)
 		}
 	})
+}
+
+// withoutBothyEnv returns environ without BOTHY_ variables: the binary's
+// tests set their own, and count the warnings about unknown ones.
+func withoutBothyEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "BOTHY_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // selfSigned writes a certificate and key for 127.0.0.1 into dir and returns
@@ -523,13 +588,7 @@ func selfSigned(t *testing.T, dir string) (string, string, *x509.CertPool) {
 // address in the access log (nginx connects from 127.0.0.2, the trusted
 // proxy, and forwards the client 127.0.0.1).
 func nginxProxy(t *testing.T, bin string, env []string) {
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		if _, statErr := os.Stat("/usr/sbin/nginx"); statErr != nil {
-			t.Fatal("nginx is missing: install the Debian package nginx (.ci/run does) to test contrib/nginx-bothy.conf")
-		}
-		nginx = "/usr/sbin/nginx"
-	}
+	nginx := tool(t, "nginx", "nginx")
 	p1, p2 := serve(t, bin, env), serve(t, bin, env)
 	w := seed(t, bin, env)
 	dir := t.TempDir()
@@ -608,6 +667,8 @@ http {
 	if resp, err := client.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("/metrics through nginx: %v %v", resp, err)
 	}
+	cids := nginxCorrelation(t, client, base, w.Principals["alex"].Token)
+	nginxSubscription(t, client, base, w)
 	for i, p := range []*proc{p1, p2} {
 		seen := 0
 		for _, l := range p.logs.Lines(t) {
@@ -620,6 +681,139 @@ http {
 		}
 		if seen == 0 {
 			t.Fatalf("replica %d served no request through nginx", i+1)
+		}
+	}
+	// The replicas name each request by the id the client or nginx gave it.
+	for _, cid := range cids {
+		logged := false
+		for _, p := range []*proc{p1, p2} {
+			for _, l := range p.logs.Lines(t) {
+				logged = logged || l["msg"] == "request" && l["correlation_id"] == cid
+			}
+		}
+		if !logged {
+			t.Fatalf("no replica logged a request with correlation_id %s", cid)
+		}
+	}
+}
+
+// nginxCorrelation checks that nginx forwards the correlation id Bothy
+// honours (Correlation-Id): a valid one of the client's is kept; without
+// one, or with one Bothy would not keep, nginx's $request_id (32 hex
+// digits) names the request, so that nginx's and Bothy's logs agree. It
+// returns the ids the replicas must have logged.
+func nginxCorrelation(t *testing.T, client *http.Client, base, token string) []string {
+	t.Helper()
+	requestID := regexp.MustCompile(`^[0-9a-f]{32}$`)
+	var ids []string
+	for _, sent := range []string{"", "client-trace-0001", "bad id!"} {
+		req, _ := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(`{"query":"query Correlated { viewer { handle } }"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		if sent != "" {
+			req.Header.Set("Correlation-Id", sent)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		got := resp.Header.Get("Correlation-Id")
+		switch {
+		case sent == "client-trace-0001" && got != sent:
+			t.Fatalf("Correlation-Id %q sent through nginx came back as %q", sent, got)
+		case sent != "client-trace-0001" && !requestID.MatchString(got):
+			t.Fatalf("Correlation-Id %q sent through nginx came back as %q, want nginx's $request_id", sent, got)
+		}
+		ids = append(ids, got)
+	}
+	return ids
+}
+
+// nginxSubscription opens a GraphQL subscription over WebSocket through
+// nginx, as a browser on the proxy's port would (with its Origin, port
+// included: nginx must pass the Host with its port, or Bothy refuses the
+// origin), and waits for the event of a message posted through nginx.
+func nginxSubscription(t *testing.T, client *http.Client, base string, w *world.World) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(base, "https")+"/graphql", &websocket.DialOptions{
+		HTTPClient: client, Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Origin": {base}}})
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("WebSocket through nginx with Origin %s: %v (HTTP %d)", base, err, status)
+	}
+	defer ws.CloseNow()
+	type msg struct {
+		ID      string          `json:"id,omitempty"`
+		Type    string          `json:"type"`
+		Payload json.RawMessage `json:"payload,omitempty"`
+	}
+	send := func(m msg) {
+		if err := wsjson.Write(ctx, ws, m); err != nil {
+			t.Fatalf("send %s: %v", m.Type, err)
+		}
+	}
+	// One reader for the connection's life: coder/websocket closes the
+	// connection when a read's context ends, so reads never time out.
+	msgs := make(chan msg, 16)
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			var m msg
+			if err := wsjson.Read(ctx, ws, &m); err != nil {
+				readErr <- err
+				return
+			}
+			msgs <- m
+		}
+	}()
+	read := func(limit time.Duration) (msg, error) {
+		select {
+		case m := <-msgs:
+			return m, nil
+		case err := <-readErr:
+			return msg{}, err
+		case <-time.After(limit):
+			return msg{}, context.DeadlineExceeded
+		}
+	}
+	send(msg{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer ` + w.Principals["alex"].Token + `"}`)})
+	if m, err := read(10 * time.Second); err != nil || m.Type != "connection_ack" {
+		t.Fatalf("connection_init through nginx: %+v %v", m, err)
+	}
+	send(msg{ID: "e", Type: "subscribe", Payload: json.RawMessage(`{"query":"subscription { events(after: \"now\") { seq } }"}`)})
+	// The protocol does not say when a subscription is live: post until
+	// an event arrives (the first post may commit before "now" is taken).
+	thread := w.Channel("Support/Allgemein").MainThreadID
+	for i := 0; ; i++ {
+		body := fmt.Sprintf(`{"client_msg_id":"through-nginx-%d","content_md":"through nginx"}`, i)
+		req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/threads/"+thread+"/messages", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+w.Principals["alex"].Token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("post through nginx: %d", resp.StatusCode)
+		}
+		m, err := read(3 * time.Second)
+		if err == nil {
+			if m.Type != "next" || m.ID != "e" || !strings.Contains(string(m.Payload), `"seq"`) {
+				t.Fatalf("want a next for the subscription, got %+v", m)
+			}
+			return
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || i == 5 {
+			t.Fatalf("no event through nginx after %d posts: %v", i+1, err)
 		}
 	}
 }

@@ -289,11 +289,20 @@ func angleWeight(r rune) int {
 	return 0
 }
 
-// looksLikeMarker reports whether line, after leading white space and
-// invisible format characters, begins with angle brackets (or lookalikes)
-// worth two or more "<", with spaces between them allowed. The real
-// markers start with three; escaping from two on leaves no near miss a
-// model might still take for structure.
+// letterLookalikes are letters that look like an angle bracket; every
+// other rune that may pass for one is a symbol or punctuation.
+var letterLookalikes = map[rune]bool{'\u1438': true, '\u1433': true, '\u02C2': true, '\u02C3': true}
+
+// looksLikeMarker reports whether line, after leading white space,
+// invisible format characters (tag characters U+E0000 to U+E007F among
+// them) and combining marks, begins like a marker: with angle brackets
+// worth two or more "<" (spaces between them allowed; the real markers
+// start with three, and escaping from two on leaves no near miss), or with
+// any rune outside ASCII that is no letter or digit, or with a letter that
+// looks like an angle bracket. The second rule makes the escape complete
+// without a list of every lookalike Unicode has (U+27EA, U+276C, U+2770,
+// U+29FC, U+2A79, U+22D6, U+226E, ...): a content line rarely starts with
+// such a symbol, and escaping it costs one backslash.
 func looksLikeMarker(line string) bool {
 	weight := 0
 	for _, r := range line {
@@ -303,7 +312,9 @@ func looksLikeMarker(line string) bool {
 			if weight >= 2 {
 				return true
 			}
-		case unicode.IsSpace(r) || unicode.Is(unicode.Cf, r):
+		case unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Mn, r):
+		case weight == 0 && (letterLookalikes[r] || r >= utf8.RuneSelf && !unicode.IsLetter(r) && !unicode.IsDigit(r)):
+			return true
 		default:
 			return false
 		}

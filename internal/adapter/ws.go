@@ -240,14 +240,20 @@ func graphQLError(errs []GraphQLError) error {
 	return &Error{Op: "AgentEvents", HTTPStatus: errs[0].Extensions.Status, Errors: errs}
 }
 
-// closeError maps how the socket ended to the client's errors: 4403 (the
-// token no longer authenticates) is unauthorized, which the adapter does
-// not retry; everything else is temporary and reconnects from the cursor.
+// closeError maps how the socket ended to the client's errors: 4401 and
+// 4403 (the token no longer authenticates) are unauthorized, 4406 (no
+// common subprotocol) and 4429 (too many connections) are refusals, none
+// of which the adapter retries; everything else, 1012 (the server
+// restarts) and 1013 (try again later: a database outage) included, is
+// temporary and reconnects with backoff from the cursor.
 func closeError(err error) error {
 	switch code := websocket.CloseStatus(err); code {
 	case 4403, 4401:
 		return &Error{Op: "AgentEvents", HTTPStatus: http.StatusUnauthorized,
 			Errors: []GraphQLError{{Message: "the server closed the subscription: the token does not authenticate", Extensions: ErrorExtensions{Code: "unauthorized", Status: http.StatusUnauthorized}}}}
+	case 4406, 4429:
+		return &Error{Op: "AgentEvents", HTTPStatus: http.StatusBadRequest,
+			Errors: []GraphQLError{{Message: fmt.Sprintf("the server refused the subscription (%d)", code), Extensions: ErrorExtensions{Code: "forbidden", Status: http.StatusForbidden}}}}
 	case -1:
 		return &callError{op: "AgentEvents", err: err, temporary: true}
 	default:

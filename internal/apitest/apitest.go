@@ -51,7 +51,13 @@ type Env struct {
 	router routers.Router
 	doc    *openapi3.T
 	client *http.Client
+	stop   func()
 }
+
+// Stop drains and stops the server as a SIGTERM does (server.drain_delay,
+// then the listener closes and requests in flight finish) and returns once
+// it stopped. The test's cleanup does the same when Stop was not called.
+func (e *Env) Stop() { e.stop() }
 
 // Start runs a server for t and stops it when t ends: the modules as the
 // module harness assembles them, served on 127.0.0.1 and port 0.
@@ -121,7 +127,9 @@ func (e *Env) serve(srv *server.Server) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); srv.Serve(sctx, ln) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	var once sync.Once
+	e.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(e.stop)
 
 	e.URL = "http://" + ln.Addr().String()
 	e.doc, e.router = openAPI(t, e.URL)

@@ -139,8 +139,10 @@ func (s *Shim) Routes() []Route {
 	return out
 }
 
-// Register adds every route to mux, plus a catch-all that answers unknown
-// paths under /api/v1/ with a not_found problem.
+// Register adds every route to mux, each under its method. A request that
+// no route takes is left to mux's catch-all: a subtree pattern of the shim's
+// own (as /api/v1/ was) would take every method of a known path and hide
+// that the path exists, which a 405 with Allow must tell.
 func (s *Shim) Register(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
 	for _, c := range s.routes {
 		c := c
@@ -148,9 +150,6 @@ func (s *Shim) Register(mux *http.ServeMux, wrap func(http.Handler) http.Handler
 			s.serve(w, r, c)
 		})))
 	}
-	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
-	}))
 }
 
 type gqlRequest struct {

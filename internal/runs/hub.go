@@ -28,6 +28,14 @@ type Hub struct {
 
 	connected  atomic.Bool
 	reconnects atomic.Uint64
+	// retry cuts the listener's pause short (RetryNow); attempting, ended
+	// and listenerMoved (under mu) let RetryNow wait for the outcome of
+	// the attempt it asked for: listenerMoved is closed (and replaced)
+	// whenever the listener connects or an attempt ends.
+	retry         chan struct{}
+	attempting    bool
+	ended         uint64
+	listenerMoved chan struct{}
 }
 
 // Waiters is what a test observes of the long polls of one process: how
@@ -39,7 +47,8 @@ type Waiters interface {
 
 // NewHub returns a hub with no listener yet (see Listen).
 func NewHub() *Hub {
-	return &Hub{change: make(chan struct{}), stopping: make(chan struct{}), waitingMoved: make(chan struct{})}
+	return &Hub{change: make(chan struct{}), stopping: make(chan struct{}), waitingMoved: make(chan struct{}),
+		retry: make(chan struct{}, 1), listenerMoved: make(chan struct{})}
 }
 
 // park counts a poll that waits for the next change until the returned
@@ -119,13 +128,79 @@ func (h *Hub) Connected() bool { return h.connected.Load() }
 // Reconnects counts the connections the listener opened after losing one.
 func (h *Hub) Reconnects() uint64 { return h.reconnects.Load() }
 
+// RetryNow has a listener that is down try to connect at once instead of
+// after the rest of its pause, and waits until it is connected, or until
+// the attempt it asked for failed, or ctx ends; it reports whether the
+// listener is connected. Readiness calls it once it has seen the database
+// answer: the pause exists to spare a database that does not answer, and
+// without the call /readyz would say listener_down for up to
+// database.listen_backoff_max after the database is back.
+func (h *Hub) RetryNow(ctx context.Context) bool {
+	h.mu.Lock()
+	if h.connected.Load() {
+		h.mu.Unlock()
+		return true
+	}
+	// An attempt already under way may have started before the database
+	// came back: wait for the one after it too.
+	want := h.ended + 1
+	if h.attempting {
+		want++
+	}
+	moved := h.listenerMoved
+	h.mu.Unlock()
+	select {
+	case h.retry <- struct{}{}:
+	default: // a retry is already asked for
+	}
+	for {
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return h.connected.Load()
+		}
+		h.mu.Lock()
+		connected, ended := h.connected.Load(), h.ended
+		moved = h.listenerMoved
+		h.mu.Unlock()
+		if connected {
+			return true
+		}
+		if ended >= want {
+			return false
+		}
+	}
+}
+
+// listenerState records that an attempt starts (attempting), that the
+// listener connected (connected) or that an attempt or connection ended
+// (neither), and wakes RetryNow.
+func (h *Hub) listenerState(attempting, connected bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !attempting && !connected {
+		h.ended++
+	}
+	if connected {
+		// A retry asked for while the listener was down is answered.
+		select {
+		case <-h.retry:
+		default:
+		}
+	}
+	h.attempting = attempting
+	h.connected.Store(connected)
+	close(h.listenerMoved)
+	h.listenerMoved = make(chan struct{})
+}
+
 // Listen holds one connection of connect in LISTEN until ctx ends, waking
 // the hub on every notification. The connection is its own, not one of the
 // pool's, so that the pool may go through a transaction-mode pooler (which
 // cannot keep a LISTEN) while this one connects directly. A lost connection
 // is replaced after a pause that doubles from 100ms up to backoffMax and
-// starts again after a connection that worked; waiters are woken at once so
-// that none waits on a dead listener.
+// starts again after a connection that worked, or at once when RetryNow
+// asks; waiters are woken at once so that none waits on a dead listener.
 func (h *Hub) Listen(ctx context.Context, connect Connect, backoffMax time.Duration, log *slog.Logger) {
 	const backoffMin = 100 * time.Millisecond
 	pause := backoffMin
@@ -133,8 +208,9 @@ func (h *Hub) Listen(ctx context.Context, connect Connect, backoffMax time.Durat
 		if attempt > 0 {
 			h.reconnects.Add(1)
 		}
+		h.listenerState(true, false)
 		listened, err := h.listenOnce(ctx, connect)
-		h.connected.Store(false)
+		h.listenerState(false, false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -147,6 +223,7 @@ func (h *Hub) Listen(ctx context.Context, connect Connect, backoffMax time.Durat
 		case <-ctx.Done():
 			return
 		case <-time.After(pause):
+		case <-h.retry:
 		}
 		if pause *= 2; pause > backoffMax {
 			pause = backoffMax
@@ -172,7 +249,7 @@ func (h *Hub) listenOnce(ctx context.Context, connect Connect) (listened bool, e
 	if _, err := conn.Exec(ctx, listenSQL); err != nil {
 		return false, err
 	}
-	h.connected.Store(true)
+	h.listenerState(false, true)
 	// Commits made before LISTEN took effect are picked up by waiters that
 	// re-read after this wake.
 	h.Wake()

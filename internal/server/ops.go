@@ -37,6 +37,12 @@ type readiness struct {
 	timeout   time.Duration
 	want      int64
 	listening func() bool
+	// retry, when set, has a listener that is down connect at once and
+	// reports whether it did (runs.Hub.RetryNow). A probe that has just
+	// seen the database answer calls it, so that readiness follows the
+	// database within the probe instead of after the listener's backoff
+	// (up to database.listen_backoff_max).
+	retry func(ctx context.Context) bool
 
 	draining atomic.Bool
 	schema   atomic.Int64 // the schema version once it is current; 0 before
@@ -79,7 +85,7 @@ func (r *readiness) run(ctx context.Context) string {
 		}
 		r.schema.Store(v)
 	}
-	if !r.listening() {
+	if !r.listening() && (r.retry == nil || !r.retry(ctx)) {
 		return ReasonListenerDown
 	}
 	return ""

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgcluster"
 )
@@ -33,16 +35,38 @@ func countMsg(msgs []string, prefix string) int {
 // (never 500), writes succeed again without restarting Bothy, every
 // acknowledged message is stored, and the log has one line for the start
 // of the outage and one for its end.
-func TestDatabaseOutage(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+// stopCluster stops the cluster and returns once nothing answers on its
+// port any more: a restart on the same data folder and port before the old
+// server is gone would meet it shutting down.
+func stopCluster(t *testing.T, c *pgcluster.Cluster, port int) {
+	t.Helper()
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err != nil {
+			return
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("PostgreSQL still answers on port %d after its stop", port)
+		}
+		time.Sleep(10 * time.Millisecond) // the poll's pace, not a wait that decides
+	}
+}
+
+// outageCluster starts a durable cluster of the test's own (to stop and
+// start again), with a migrated database bothy, and returns it with its
+// data folder, port and the database's URL.
+func outageCluster(t *testing.T, ctx context.Context) (*pgcluster.Cluster, string, int, string) {
+	t.Helper()
 	dir := t.TempDir()
 	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := cluster.Port()
 	t.Cleanup(func() { cluster.Stop() })
 	admin, err := pgx.Connect(ctx, cluster.URL("postgres"))
 	if err != nil {
@@ -56,6 +80,14 @@ func TestDatabaseOutage(t *testing.T) {
 	if err := db.Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
+	return cluster, dir, cluster.Port(), url
+}
+
+func TestDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cluster, dir, port, url := outageCluster(t, ctx)
 	logs := &apitest.Buffer{}
 	env := apitest.Start(t, apitest.Options{DatabaseURL: url, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 		Config: map[string]string{"ratelimit.rl.message.burst": "100000", "ratelimit.rl.message.per_minute": "100000"}})
@@ -133,9 +165,7 @@ func TestDatabaseOutage(t *testing.T) {
 		}()
 	}
 	waitUntil("writes before the outage", func() bool { return statuses[http.StatusCreated] >= 10 })
-	if err := cluster.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	stopCluster(t, cluster, port)
 	// Every writer has met the outage more than once.
 	waitUntil("503 answers during the outage", func() bool { return statuses[http.StatusServiceUnavailable] >= 6 })
 
@@ -146,10 +176,13 @@ func TestDatabaseOutage(t *testing.T) {
 		t.Errorf("GraphQL during the outage: %d %+v %v", res.Status, res.Errors, res.Header)
 	}
 
-	cluster, err = pgcluster.Start(ctx, pgcluster.Options{DataDir: dir, Port: port})
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dir, Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cleanup also keeps the cluster reachable: a Cluster the garbage
+	// collector takes closes its watchdog's pipe, which stops the server.
+	t.Cleanup(func() { cluster.Stop() })
 	mu.Lock()
 	restarted = time.Now()
 	mu.Unlock()
@@ -175,7 +208,16 @@ func TestDatabaseOutage(t *testing.T) {
 	if statuses[http.StatusServiceUnavailable] == 0 || !retryHdr {
 		t.Errorf("503 answers %d, all with Retry-After and code unavailable: %v", statuses[http.StatusServiceUnavailable], retryHdr)
 	}
-	stored := env.Count(`SELECT count(*) FROM messages WHERE id = ANY($1::uuid[])`, acked)
+	// A fresh connection: the pool may still hold one the restart ended.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var stored int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM messages WHERE id = ANY($1::uuid[])`, acked).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
 	if stored != len(acked) {
 		t.Errorf("lost writes: %d acknowledged, %d stored", len(acked), stored)
 	}
@@ -203,4 +245,70 @@ func logMessages(t *testing.T, b *apitest.Buffer) []string {
 		out = append(out, msg)
 	}
 	return out
+}
+
+// TestOutageIsTemporaryOnWebSockets: while the database is away, a new
+// WebSocket connection closes 1013 (try again later), not 4403, and an
+// open subscription is never completed; after the restart a subscription
+// (the same, or one reopened from the last cursor received) delivers the
+// next event, and nothing is lost or repeated.
+func TestOutageIsTemporaryOnWebSockets(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cluster, dir, port, url := outageCluster(t, ctx)
+	env := apitest.Start(t, apitest.Options{DatabaseURL: url, Config: map[string]string{config.DatabaseListenBackoffMax: "100ms"}})
+	alex := env.World.Token("alex")
+	main := env.Main("Support/Allgemein")
+	const query = `subscription($a: String) { events(after: $a) { seq type } }`
+	open := func(after string) *rawWS {
+		w := dialRaw(t, env, nil)
+		w.init(alex)
+		w.send(subscribeAfter("s", query, after))
+		return w
+	}
+	sub := open(logEnd(env))
+	env.MustPost("alex", main, "out-1", "before the outage")
+	var last string
+	for {
+		m := sub.want("next")
+		last = nextSeq(m)
+		if strings.Contains(string(m.Payload), "message.created") {
+			break
+		}
+	}
+
+	stopCluster(t, cluster, port)
+	w := dialRaw(t, env, nil)
+	w.send(rawMsg{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer ` + alex + `"}`)})
+	if _, code := w.read(10 * time.Second); code != 1013 {
+		t.Fatalf("a connection during the outage closed with %d, want 1013", code)
+	}
+
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dir, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cluster.Stop() })
+	waitReady(t, env)
+	env.MustPost("alex", main, "out-2", "after the outage")
+	// The open subscription either delivers, or it was closed 1013 and is
+	// reopened from the last cursor received; never a complete or an error.
+	// The post after the outage is the only message.created to come.
+	var got []string
+	for len(got) == 0 || !strings.Contains(got[len(got)-1], "message.created") {
+		m, code := sub.read(10 * time.Second)
+		switch {
+		case code == 1013:
+			sub = open(last)
+			continue
+		case code != 0 || m.Type != "next":
+			t.Fatalf("the subscription got %+v (close %d) across the outage", m, code)
+		}
+		if seq := nextSeq(m); seqNum(seq) <= seqNum(last) {
+			t.Fatalf("event %s repeated (last %s)", seq, last)
+		}
+		last = nextSeq(m)
+		got = append(got, string(m.Payload))
+	}
 }

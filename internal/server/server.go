@@ -111,9 +111,8 @@ type Server struct {
 // New assembles the server. It fails when a stored REST operation does not
 // validate against the schema, which is a programming error.
 func New(d Deps) (*Server, error) {
-	if d.Clock == nil {
-		d.Clock = clock.Real{}
-	}
+	// The clock is the modules' (modules.New defaults it); the logger is
+	// the faces' too.
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -154,10 +153,13 @@ func New(d Deps) (*Server, error) {
 		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
 		ContextItems: contextItems, NestedItems: nestedItems})})
 	ws := newLive(cfg, ident, hub, d.Logger)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_websocket_connections",
+		Help: "WebSocket connections this replica serves now (GraphQL subscriptions)."}, func() float64 { return float64(ws.Open()) }))
 	exec := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())
 	// Every response, and every event of a subscription, resolves with its
 	// own loaders.
 	exec.Use(graph.PerResponse{Sources: sources})
+	exec.Use(SingleRootSubscription{})
 	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes), exec)
 	shim, err := rest.New(es.Schema(), gql, rest.Table)
 	if err != nil {
@@ -191,16 +193,24 @@ func New(d Deps) (*Server, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	// A probe retries a listener that is down once it has seen the
+	// database answer (runs.Hub.RetryNow).
+	s.ready.retry = hub.RetryNow
 	mux.HandleFunc("GET /readyz", s.ready.handler)
 	if promh := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(d.Logger.Handler(), slog.LevelError)}); cfg.String(config.MetricsAddr) == "" {
 		mux.Handle("GET /metrics", promh)
 	} else {
-		s.metrics = httpx.ChainWith(promh, httpx.Options{Log: d.Logger, Proxies: proxies})
+		// The metrics listener answers every path with the metrics, as it
+		// always did, and refuses other methods like the API listener.
+		mm := http.NewServeMux()
+		mm.Handle("GET /", promh)
+		mm.Handle("/", unmatched(mm))
+		s.metrics = httpx.ChainWith(mm, httpx.Options{Log: d.Logger, Proxies: proxies})
 	}
 	playground.New("/graphql", playground.Options{ActAs: d.PlaygroundActAs}).Register(mux)
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteProblem(w, r, problem.New(problem.NotFound, ""))
-	}))
+	// Every request no route takes, under /api/v1/ too: 405 with Allow for
+	// a known path, 404 otherwise.
+	mux.Handle("/", unmatched(mux))
 
 	// No body limit out here: authed reads the body only after the token
 	// is checked, so an unauthenticated client cannot make it buffer one.
@@ -320,6 +330,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	deadline := time.Now().Add(s.cfg.Duration(config.ServerShutdownTimeout))
 	delay := min(s.cfg.Duration(config.ServerDrainDelay), time.Until(deadline))
 	s.ready.draining.Store(true)
+	// No new request on a kept-alive connection from now on: a proxy that
+	// reuses an idle connection just as the listener closes would get an
+	// error.
+	hs.SetKeepAlivesEnabled(false)
 	s.log.Info("drain started: readiness answers 503 draining", "phase", "not_ready", "drain_delay_ms", delay.Milliseconds())
 	time.Sleep(delay)
 	s.log.Info("drain: listener closed, waiting for requests in flight", "phase", "closing")

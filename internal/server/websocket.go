@@ -29,14 +29,23 @@ import (
 // 4406, 4409 and 4429 are those of the graphql-transport-ws protocol; 4413
 // is Bothy's own.
 const (
-	closeInvalidMessage  = 4400
-	closeUnauthorized    = 4401
-	closeForbidden       = 4403
-	closeBadSubprotocol  = 4406
-	closeDuplicateID     = 4409
-	closeTooManyInits    = 4429
-	closeTooManySockets  = 4429
-	closeSendQueueFull   = 4413
+	closeInvalidMessage = 4400
+	closeUnauthorized   = 4401
+	closeForbidden      = 4403
+	closeBadSubprotocol = 4406
+	closeDuplicateID    = 4409
+	closeTooManyInits   = 4429
+	closeTooManySockets = 4429
+	closeSendQueueFull  = 4413
+	// closeRestart (1012, service restart) ends every connection of a
+	// draining server: the client reconnects, to another replica, and
+	// resumes from its cursor; never a complete, which clients take for
+	// the normal end.
+	closeRestart = 1012
+	// closeTryAgain (1013, try again later) ends a connection whose
+	// authentication or subscription met a database error: an outage is
+	// temporary, not a refusal of the token.
+	closeTryAgain        = 1013
 	transportWSProtocol  = "graphql-transport-ws"
 	reasonSendQueueFull  = "send queue full: resume from the last cursor received"
 	reasonTooManySockets = "too many connections for this principal"
@@ -63,6 +72,16 @@ type live struct {
 
 	mu    sync.Mutex
 	conns map[string]int
+	// open counts the connections being served (upgraded or not yet
+	// refused), for bothy_websocket_connections.
+	open int
+}
+
+// Open returns how many WebSocket connections are being served now.
+func (l *live) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
 }
 
 func newLive(cfg *config.Config, ident *identity.Service, hub *runs.Hub, log *slog.Logger) *live {
@@ -109,7 +128,15 @@ func (l *live) route(exec http.Handler, rest http.Handler) http.Handler {
 		c := &wsConn{live: l, active: map[string]bool{}}
 		ctx, cancel := context.WithCancel(r.Context())
 		c.cancel = cancel
-		defer c.finish()
+		l.mu.Lock()
+		l.open++
+		l.mu.Unlock()
+		defer func() {
+			c.finish()
+			l.mu.Lock()
+			l.open--
+			l.mu.Unlock()
+		}()
 		exec.ServeHTTP(w, r.WithContext(context.WithValue(ctx, wsConnKey{}, c)))
 	})
 }
@@ -164,8 +191,13 @@ func (l *live) initConn(ctx context.Context, payload transport.InitPayload) (con
 	}
 	p, err := l.ident.Authenticate(ctx, tok)
 	if err != nil {
-		if pe := problem.From(err); pe.Code == problem.InternalError && pe.Cause() != nil {
-			l.log.ErrorContext(ctx, "websocket authentication failed", "error", pe.Cause().Error())
+		if pe := problem.From(err); pe.Code == problem.InternalError || pe.Code == problem.Unavailable {
+			// The database did not answer: not a verdict on the token.
+			// 1013 tells the client to come back; 4403 would make it stop.
+			if pe.Cause() != nil {
+				l.log.WarnContext(ctx, "websocket authentication failed: try again later", "error", pe.Cause().Error())
+			}
+			return transport.WithWebsocketCloseCode(transport.AppendCloseReason(ctx, "Try again later"), closeTryAgain), nil, errors.New("try again later")
 		}
 		return transport.WithWebsocketCloseCode(transport.AppendCloseReason(ctx, "Forbidden"), closeForbidden), nil, errors.New("forbidden")
 	}
@@ -268,8 +300,16 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		refuse := false
 		switch m.Type {
 		case "connection_init":
-			if c.inited {
+			switch {
+			case c.inited:
 				code, reason = closeTooManyInits, "Too many initialisation requests"
+			case !objectOrAbsent(m.Payload):
+				// A payload that is no object (a string, a number, an
+				// array, a boolean) is no valid init: gqlgen's transport
+				// would stop on it without a close and leave the socket
+				// open. Absent (or null) is allowed: the token may come
+				// from the upgrade request's header.
+				code, reason = closeInvalidMessage, "Invalid message received"
 			}
 			c.inited = true
 		case "ping", "pong":
@@ -306,6 +346,13 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		}
 		return typ, bytes.NewReader(data), nil
 	}
+}
+
+// objectOrAbsent reports whether a message payload is absent, null or a
+// JSON object.
+func objectOrAbsent(p json.RawMessage) bool {
+	p = bytes.TrimSpace(p)
+	return len(p) == 0 || bytes.Equal(p, []byte("null")) || p[0] == '{'
 }
 
 // WriteJSON writes a server message; complete and error end their id. A
@@ -361,6 +408,17 @@ func (c *wsConn) SetReadDeadline(t time.Time) error {
 // behind by websocket.send_queue events.
 func (c *wsConn) QueueFull() { c.closeWith(closeSendQueueFull, reasonSendQueueFull) }
 
+// Restarting closes the connection with 1012: the server drains.
+func (c *wsConn) Restarting() {
+	c.closeWith(closeRestart, "server restarting: reconnect and resume from the last cursor received")
+}
+
+// TryAgainLater closes the connection with 1013: a subscription met a
+// database error.
+func (c *wsConn) TryAgainLater() {
+	c.closeWith(closeTryAgain, "try again later: reconnect and resume from the last cursor received")
+}
+
 // closeWith sends the close frame with code and ends the connection (once):
 // gqlgen's read loop then ends and the route cleans up.
 func (c *wsConn) closeWith(code int, reason string) {
@@ -398,7 +456,7 @@ func (c *wsConn) watch(ctx context.Context, tok, principal string) {
 		case <-ctx.Done():
 			return
 		case <-c.live.hub.Stopping():
-			c.closeWith(1001, "server shutting down")
+			c.Restarting()
 			return
 		case <-changed:
 			if wait := time.Second - time.Since(last); wait > 0 {

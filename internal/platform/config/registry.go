@@ -89,6 +89,7 @@ const (
 	GraphQLIntrospectionDepthLimit     = "graphql.introspection_depth_limit"
 	GraphQLMaxSelections               = "graphql.max_selections"
 	GraphQLMaxResponseBytes            = "graphql.max_response_bytes"
+	GraphQLQueryCacheBytes             = "graphql.query_cache_bytes"
 	HTTPMaxBodyBytes                   = "http.max_body_bytes"
 	HTTPReadTimeout                    = "http.read_timeout"
 	HTTPWriteTimeout                   = "http.write_timeout"
@@ -172,6 +173,7 @@ var Registry = []Key{
 	{GraphQLIntrospection, TypeBool, "true", "", "whether GraphQL introspection (and so the playground's schema view) is on"},
 	{GraphQLMaxSelections, TypeInt, "500", "10", "most selections (fields, aliases, fragment spreads, inline fragments) written in one GraphQL document, checked before validation"},
 	{GraphQLMaxResponseBytes, TypeInt, "8388608", "65536", "largest GraphQL (and REST) response body; a larger one answers validation_failed response_too_large"},
+	{GraphQLQueryCacheBytes, TypeInt, "16777216", "0", "memory budget of the cache of parsed and validated GraphQL documents, estimated per document as its source text plus 256 bytes per syntax node; least recently used documents leave first, a document estimated above a sixteenth of the budget is never cached (parsed on every request); 0 caches none"},
 	{HTTPMaxBodyBytes, TypeInt, "1048576", "1024", "larger request bodies get 413 payload_too_large"},
 	{HTTPReadTimeout, TypeDuration, "30s", "1s", "longest time to read a request, headers and body; a slower client is disconnected"},
 	{HTTPWriteTimeout, TypeDuration, "30s", "1s", "longest time to answer a request (a long poll gets events.poll_max_wait on top)"},

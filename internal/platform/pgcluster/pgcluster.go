@@ -157,7 +157,9 @@ type Options struct {
 }
 
 // Cluster is a running PostgreSQL server started by Start. Its methods are
-// safe for concurrent use.
+// safe for concurrent use. Keep it reachable until Stop: a Cluster the
+// garbage collector takes closes the pipe its watchdog waits on, and the
+// watchdog then stops the server.
 type Cluster struct {
 	binDir    string
 	dataDir   string

@@ -1,0 +1,103 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"bothy.example.com/bothy/internal/apitest"
+)
+
+// waitConnections waits until the server serves n WebSocket connections
+// (bothy_websocket_connections): the server's own count, which a socket
+// left open on its side keeps up.
+func waitConnections(t *testing.T, env *apitest.Env, n float64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for env.Metric("bothy_websocket_connections") != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server serves %v WebSocket connections, want %v", env.Metric("bothy_websocket_connections"), n)
+		}
+		time.Sleep(10 * time.Millisecond) // the poll's pace, not a wait that decides
+	}
+}
+
+// TestMalformedInitCloses4400: a connection_init whose payload is present
+// but no object closes 4400, and the server lets go of the connection
+// (its count of connections returns to zero once the client is gone); an
+// absent or null payload still initialises.
+func TestMalformedInitCloses4400(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	for _, payload := range []string{`"x"`, `42`, `[]`, `true`, `false`} {
+		w := dialRaw(t, env, nil)
+		w.send(rawMsg{Type: "connection_init", Payload: json.RawMessage(payload)})
+		w.wantClose(4400)
+		w.c.CloseNow()
+		waitConnections(t, env, 0)
+	}
+	for _, payload := range []string{``, `null`} {
+		header := map[string][]string{"Authorization": {"Bearer " + env.World.Token("alex")}}
+		w := dialRaw(t, env, header)
+		m := rawMsg{Type: "connection_init"}
+		if payload != "" {
+			m.Payload = json.RawMessage(payload)
+		}
+		w.send(m)
+		w.want("connection_ack")
+		w.c.CloseNow()
+		waitConnections(t, env, 0)
+	}
+}
+
+// TestDrainClosesSubscriptions1012: when the server drains, an open
+// subscription's connection closes with 1012 (service restart), never
+// with a complete for its subscription.
+func TestDrainClosesSubscriptions1012(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	// A second server of its own, on the same database, to stop while the
+	// test's runs on.
+	peer := env.Peer()
+	w := &rawWS{t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+peer.URL[len("http"):]+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	w.c = c
+	w.init(env.World.Token("alex"))
+	w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { seq type } }`, logEnd(env)))
+	env.MustPost("alex", env.Main("Support/Allgemein"), "drain-1", "before the drain")
+	w.created("s")
+	var stopped sync.WaitGroup
+	stopped.Add(1)
+	go func() { defer stopped.Done(); peer.Stop() }()
+	w.wantClose(1012)
+	stopped.Wait()
+}
+
+// TestSubscriptionWithTwoRootFieldsIsInvalid: a subscription selects
+// exactly one root field; two (aliased) are a validation error on the
+// WebSocket transport, never an internal error.
+func TestSubscriptionWithTwoRootFieldsIsInvalid(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	w := dialRaw(t, env, nil)
+	w.init(env.World.Token("alex"))
+	w.send(subscribeMsg("s", `subscription { a: events { seq } b: events { seq } }`))
+	m := w.want("error")
+	var errs []apitest.GQLError
+	if err := json.Unmarshal(m.Payload, &errs); err != nil || len(errs) == 0 {
+		t.Fatalf("error payload %s", m.Payload)
+	}
+	if e := errs[0].Extensions; e.Code != "validation_failed" {
+		t.Fatalf("two root fields: %+v", errs)
+	}
+}
