@@ -15,6 +15,14 @@ import (
 // and finishRun(COMPLETED) ends the run cancelled with trigger_revoked.
 func wantLostOnEveryPath(t *testing.T, env *apitest.Env, agent, run, holder string) {
 	t.Helper()
+	wantLost(t, env, agent, run, holder, "trigger_revoked")
+}
+
+// wantLost is wantLostOnEveryPath where an answer may be refused with
+// another reason first (an archived channel refuses every write with
+// channel_read_only before the run is asked).
+func wantLost(t *testing.T, env *apitest.Env, agent, run, holder string, answerReasons ...string) {
+	t.Helper()
 	if _, r := readContextAs(t, env, agent, run); r.Status != http.StatusNotFound {
 		t.Fatalf("context after the loss: %d %s", r.Status, r.Body)
 	}
@@ -23,9 +31,18 @@ func wantLostOnEveryPath(t *testing.T, env *apitest.Env, agent, run, holder stri
 	_, errs = heldOp(t, env, agent, "awaitRunInput", run, holder, "")
 	wantGQLConflict(t, "await after the loss", errs, "trigger_revoked")
 	thread := getRun(t, env, agent, run).ThreadID
-	wantGQLConflict(t, "answer after the loss", answerAs(t, env, agent, thread, run, holder, "lost-answer", "a reply to a request its author lost"), "trigger_revoked")
+	refused := func(what string, errs []apitest.GQLError) {
+		t.Helper()
+		for _, reason := range answerReasons {
+			if len(errs) == 1 && (errs[0].Extensions.Reason == reason || errs[0].Extensions.Code == reason) {
+				return
+			}
+		}
+		t.Fatalf("%s: %+v, want one of %v", what, errs, answerReasons)
+	}
+	refused("answer after the loss", answerAs(t, env, agent, thread, run, holder, "lost-answer", "a reply to a request its author lost"))
 	// trigger_revoked wins over run_claimed.
-	wantGQLConflict(t, "another holder's answer after the loss", answerAs(t, env, agent, thread, run, "someone-else", "lost-answer-2", "x"), "trigger_revoked")
+	refused("another holder's answer after the loss", answerAs(t, env, agent, thread, run, "someone-else", "lost-answer-2", "x"))
 	if n := env.Count(`SELECT count(*) FROM messages WHERE client_msg_id LIKE 'lost-answer%'`); n != 0 {
 		t.Fatalf("%d answers stored after the loss", n)
 	}
@@ -92,4 +109,97 @@ func TestLossOfTriggerIsImmediate(t *testing.T) {
 		env.Clock.Advance(2 * time.Hour)
 		wantLostOnEveryPath(t, env, "texter", run, "proc-a")
 	})
+}
+
+// TestLossOfTriggerOnEveryPath is the table of the ways a person loses
+// trigger on a running run's channel (grant revoke, disable, owner
+// demotion, group removal, channel and space archive; the move and the
+// expiry are TestLossOfTriggerIsImmediate's) against every path of the run:
+// right after the change has answered, with no sweep in between, the
+// context, renew, await and an answer are refused and a finish ends the
+// run cancelled with trigger_revoked.
+func TestLossOfTriggerOnEveryPath(t *testing.T) {
+	t.Parallel()
+	robin := func(env *apitest.Env) string { return env.World.Token("robin") }
+	grantOf := func(t *testing.T, env *apitest.Env, who, target string) string {
+		t.Helper()
+		var id string
+		if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM grants WHERE subject_principal_id = $1 AND (target_space_id = $2 OR target_channel_id = $2) AND revoked_at IS NULL`,
+			env.World.ID(who), target).Scan(&id); err != nil {
+			t.Fatalf("grant of %s on %s: %v", who, target, err)
+		}
+		return id
+	}
+	cases := []struct {
+		name string
+		// who triggers which agent in which channel
+		person, agent, channel string
+		// before, when set, prepares the world (before the trigger) and
+		// returns what loss needs of it
+		before func(t *testing.T, env *apitest.Env) string
+		loss   func(t *testing.T, env *apitest.Env, prepared string)
+		// answerReasons are the refusals an answer may get after the loss
+		answerReasons []string
+	}{
+		{name: "grant revoked", person: "alex", agent: "lotse", channel: "Support/Eskalation",
+			loss: func(t *testing.T, env *apitest.Env, _ string) {
+				env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+grantOf(t, env, "alex", env.World.Spaces["Support"]), robin(env), nil, http.StatusOK)
+			}},
+		{name: "person disabled", person: "alex", agent: "lotse", channel: "Support/Eskalation",
+			loss: func(t *testing.T, env *apitest.Env, _ string) {
+				env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin(env), map[string]any{"status": "disabled"}, http.StatusOK)
+			}},
+		{name: "owner demoted", person: "robin", agent: "lotse", channel: "Support/Eskalation",
+			before: func(t *testing.T, env *apitest.Env) string {
+				env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("sam"), robin(env), map[string]any{"is_owner": true}, http.StatusOK)
+				return ""
+			},
+			loss: func(t *testing.T, env *apitest.Env, _ string) {
+				env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("robin"), env.World.Token("sam"), map[string]any{"is_owner": false}, http.StatusOK)
+			}},
+		{name: "group removal", person: "writer", agent: "lotse", channel: "Support/Eskalation",
+			before: func(t *testing.T, env *apitest.Env) string {
+				g := env.MustREST(t, http.MethodPost, "/api/v1/groups", robin(env), map[string]any{"name": "Escalation desk"}, http.StatusCreated)
+				env.MustREST(t, http.MethodPost, "/api/v1/groups/"+g["id"].(string)+"/members", robin(env), map[string]any{"principal_id": env.World.ID("writer")}, http.StatusOK)
+				env.CreateGrant(t, map[string]any{"subject_id": g["id"], "subject_kind": "group", "target_kind": "channel",
+					"target_id": env.World.Channel("Support/Eskalation").ID, "level": "trigger"})
+				return g["id"].(string)
+			},
+			loss: func(t *testing.T, env *apitest.Env, group string) {
+				env.MustREST(t, http.MethodDelete, "/api/v1/groups/"+group+"/members/"+env.World.ID("writer"), robin(env), nil, http.StatusOK)
+			}},
+		{name: "channel archived", person: "alex", agent: "lotse", channel: "Support/Eskalation",
+			loss: func(t *testing.T, env *apitest.Env, _ string) {
+				env.MustREST(t, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Eskalation").ID+"/archive", robin(env), nil, http.StatusOK)
+			}, answerReasons: []string{"trigger_revoked", "channel_read_only"}},
+		{name: "space archived", person: "alex", agent: "lotse", channel: "Support/Eskalation",
+			loss: func(t *testing.T, env *apitest.Env, _ string) {
+				env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+env.World.Spaces["Support"]+"/archive", robin(env), nil, http.StatusOK)
+			}, answerReasons: []string{"trigger_revoked", "channel_read_only"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.sweep_interval": "1h"}})
+			prepared := ""
+			if tc.before != nil {
+				prepared = tc.before(t, env)
+			}
+			s := newStream(t, env, tc.agent)
+			env.MustPost(tc.person, env.Main(tc.channel), "loss-1", "@"+tc.agent+" please look into this")
+			run := s.nextRun()
+			if _, errs := claim(t, env, tc.agent, "startRun", run, "proc-a"); len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			if _, r := readContextAs(t, env, tc.agent, run); r.Status != http.StatusOK {
+				t.Fatalf("context before the loss: %d %s", r.Status, r.Body)
+			}
+			tc.loss(t, env, prepared)
+			reasons := tc.answerReasons
+			if reasons == nil {
+				reasons = []string{"trigger_revoked"}
+			}
+			wantLost(t, env, tc.agent, run, "proc-a", reasons...)
+		})
+	}
 }
