@@ -20,11 +20,11 @@ import (
 	"bothy.example.com/bothy/internal/rest"
 )
 
-// TestStoredOperationsFitLimits computes the complexity and selection count
+// testStoredOperationsFitLimits computes the complexity and selection count
 // of every stored REST operation with its limits at their maxima: each must
 // pass the default graphql.complexity_limit and graphql.max_selections, or
 // a REST route would refuse its own largest page.
-func TestStoredOperationsFitLimits(t *testing.T) {
+func testStoredOperationsFitLimits(t *testing.T) {
 	t.Parallel()
 	cfg := config.Defaults()
 	es := generated.NewExecutableSchema(generated.Config{Complexity: Complexity(ListBounds{
@@ -55,9 +55,9 @@ func TestStoredOperationsFitLimits(t *testing.T) {
 	}
 }
 
-// TestSelectionLimitCounts: with a count cache the limit decides a
+// testSelectionLimitCounts: with a count cache the limit decides a
 // document sent again exactly as the first time, without counting anew.
-func TestSelectionLimitCounts(t *testing.T) {
+func testSelectionLimitCounts(t *testing.T) {
 	t.Parallel()
 	l := SelectionLimit{Max: 3, TokenLimit: 1000, Counts: lru.New[int](10)}
 	small, big := `{ a b }`, `{ a b c d }`
@@ -74,11 +74,11 @@ func TestSelectionLimitCounts(t *testing.T) {
 	}
 }
 
-// TestLiteralPointers: a string literal that cannot be stored is refused
+// testLiteralPointers: a string literal that cannot be stored is refused
 // at the pointer of its argument, spelled from the operation (or the
 // fragment) down by field alias or name, inline fragments adding nothing;
 // a field after a nested one does not inherit the nested path.
-func TestLiteralPointers(t *testing.T) {
+func testLiteralPointers(t *testing.T) {
 	t.Parallel()
 	const bad = `"a\u0000b"`
 	cases := []struct {
@@ -117,4 +117,12 @@ func TestLiteralPointers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGraphQLGuards runs the cases of the executor's guards.
+func TestGraphQLGuards(t *testing.T) {
+	t.Parallel()
+	t.Run("stored operations fit the limits", testStoredOperationsFitLimits)
+	t.Run("selection counts", testSelectionLimitCounts)
+	t.Run("literal pointers", testLiteralPointers)
 }

@@ -24,12 +24,12 @@ func untilMessage(t *testing.T, sub *jsClient, id string) []wsMessageEvent {
 	}
 }
 
-// TestSubscriptionFollowsLiveRights: an open events subscription decides
+// testSubscriptionFollowsLiveRights: an open events subscription decides
 // every event with the principal as it is when the event is handed out,
 // not as it was at connection_init: a demoted owner stops receiving the
 // channels only the owner flag let them read, and a disabled principal
 // receives nothing more before the socket closes with 4403.
-func TestSubscriptionFollowsLiveRights(t *testing.T) {
+func testSubscriptionFollowsLiveRights(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "2s"}})
 	robin, samID := env.World.Token("robin"), env.World.ID("sam")
@@ -72,11 +72,11 @@ func TestSubscriptionFollowsLiveRights(t *testing.T) {
 	}
 }
 
-// TestSubscriptionsStopAtRevocation: once a token revoke has answered, an
+// testSubscriptionsStopAtRevocation: once a token revoke has answered, an
 // events and an agentEvents subscription of that token hand out nothing
 // more (a message and an invocation that follow are withheld) and close
 // with 4403.
-func TestSubscriptionsStopAtRevocation(t *testing.T) {
+func testSubscriptionsStopAtRevocation(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "2s"}})
 	robin := env.World.Token("robin")
@@ -121,4 +121,11 @@ func TestSubscriptionsStopAtRevocation(t *testing.T) {
 			t.Fatalf("%s closed with %s, want 4403", name, m["closed"])
 		}
 	}
+}
+
+// TestLiveRightsOnSubscriptions runs the live-rights cases of open subscriptions.
+func TestLiveRightsOnSubscriptions(t *testing.T) {
+	t.Parallel()
+	t.Run("demotion and disable", testSubscriptionFollowsLiveRights)
+	t.Run("token revoked", testSubscriptionsStopAtRevocation)
 }

@@ -50,11 +50,11 @@ func wantMethodNotAllowed(t *testing.T, what string, status int, h http.Header, 
 	}
 }
 
-// TestMethodNotAllowed: a method a known path does not serve answers 405
+// testMethodNotAllowed: a method a known path does not serve answers 405
 // method_not_allowed with Allow listing the methods it does serve, on the
 // REST routes, the REST index, the contract, /graphql and the operational
 // endpoints, before any token is asked for; unknown paths stay 404.
-func TestMethodNotAllowed(t *testing.T) {
+func testMethodNotAllowed(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 
@@ -154,10 +154,10 @@ func TestMethodNotAllowed(t *testing.T) {
 	})
 }
 
-// TestMethodNotAllowedOnTheMetricsListener: the separate metrics listener
+// testMethodNotAllowedOnTheMetricsListener: the separate metrics listener
 // (metrics.addr) refuses other methods than GET the same way, and still
 // serves the metrics on GET.
-func TestMethodNotAllowedOnTheMetricsListener(t *testing.T) {
+func testMethodNotAllowedOnTheMetricsListener(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.MetricsAddr: "127.0.0.1:0"}})
 	deadline := time.Now().Add(5 * time.Second)
@@ -179,4 +179,11 @@ func TestMethodNotAllowedOnTheMetricsListener(t *testing.T) {
 	if st, h, _ := plainDo(t, http.MethodPost, env.URL+"/metrics"); st != http.StatusNotFound || h.Get("Allow") != "" {
 		t.Fatalf("POST /metrics on the API port with metrics.addr: %d Allow %q, want 404", st, h.Get("Allow"))
 	}
+}
+
+// TestMethodNotAllowed runs the cases of unsupported methods on known paths.
+func TestMethodNotAllowed(t *testing.T) {
+	t.Parallel()
+	t.Run("api listener", testMethodNotAllowed)
+	t.Run("metrics listener", testMethodNotAllowedOnTheMetricsListener)
 }

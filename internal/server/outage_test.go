@@ -30,7 +30,7 @@ func countMsg(msgs []string, prefix string) int {
 	return n
 }
 
-// TestDatabaseOutage stops the server's PostgreSQL under a bounded write
+// testDatabaseOutage stops the server's PostgreSQL under a bounded write
 // load and starts it again: clients get 503 unavailable with Retry-After
 // (never 500), writes succeed again without restarting Bothy, every
 // acknowledged message is stored, and the log has one line for the start
@@ -83,7 +83,7 @@ func outageCluster(t *testing.T, ctx context.Context) (*pgcluster.Cluster, strin
 	return cluster, dir, cluster.Port(), url
 }
 
-func TestDatabaseOutage(t *testing.T) {
+func testDatabaseOutage(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -247,12 +247,12 @@ func logMessages(t *testing.T, b *apitest.Buffer) []string {
 	return out
 }
 
-// TestOutageIsTemporaryOnWebSockets: while the database is away, a new
+// testOutageIsTemporaryOnWebSockets: while the database is away, a new
 // WebSocket connection closes 1013 (try again later), not 4403, and an
 // open subscription is never completed; after the restart a subscription
 // (the same, or one reopened from the last cursor received) delivers the
 // next event, and nothing is lost or repeated.
-func TestOutageIsTemporaryOnWebSockets(t *testing.T) {
+func testOutageIsTemporaryOnWebSockets(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -311,4 +311,11 @@ func TestOutageIsTemporaryOnWebSockets(t *testing.T) {
 		last = nextSeq(m)
 		got = append(got, string(m.Payload))
 	}
+}
+
+// TestDatabaseOutage runs the database outage cases, each on a cluster of its own.
+func TestDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	t.Run("REST and GraphQL", testDatabaseOutage)
+	t.Run("WebSockets", testOutageIsTemporaryOnWebSockets)
 }

@@ -39,10 +39,10 @@ func graphQLRaw(t *testing.T, env *apitest.Env, method, token, query, accept str
 	return resp.StatusCode, doc
 }
 
-// TestSubscriptionOverHTTPRefused: a subscription sent by POST or GET
+// testSubscriptionOverHTTPRefused: a subscription sent by POST or GET
 // answers 400 validation_failed (reason subscription_over_http) at once,
 // without data, in both media types; it never waits for an event.
-func TestSubscriptionOverHTTPRefused(t *testing.T) {
+func testSubscriptionOverHTTPRefused(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	for _, method := range []string{http.MethodPost, http.MethodGet} {
@@ -70,10 +70,10 @@ func TestSubscriptionOverHTTPRefused(t *testing.T) {
 	}
 }
 
-// TestRequestErrorsHaveNoData: an answer to a request refused before it ran
+// testRequestErrorsHaveNoData: an answer to a request refused before it ran
 // (a parse error, a validation error, a limit) has no data entry, in both
 // media types (GraphQL over HTTP); an error during execution keeps data.
-func TestRequestErrorsHaveNoData(t *testing.T) {
+func testRequestErrorsHaveNoData(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	for _, accept := range []string{"application/json", "application/graphql-response+json"} {
@@ -90,4 +90,11 @@ func TestRequestErrorsHaveNoData(t *testing.T) {
 			t.Errorf("%s execution error: %d data %s errors %s", accept, status, doc["data"], doc["errors"])
 		}
 	}
+}
+
+// TestRequestsRefusedBeforeTheyRun runs the cases of GraphQL requests refused before they run.
+func TestRequestsRefusedBeforeTheyRun(t *testing.T) {
+	t.Parallel()
+	t.Run("subscription over plain HTTP", testSubscriptionOverHTTPRefused)
+	t.Run("no data on request errors", testRequestErrorsHaveNoData)
 }

@@ -26,11 +26,11 @@ func waitConnections(t *testing.T, env *apitest.Env, n float64) {
 	}
 }
 
-// TestMalformedInitCloses4400: a connection_init whose payload is present
+// testMalformedInitCloses4400: a connection_init whose payload is present
 // but no object closes 4400, and the server lets go of the connection
 // (its count of connections returns to zero once the client is gone); an
 // absent or null payload still initialises.
-func TestMalformedInitCloses4400(t *testing.T) {
+func testMalformedInitCloses4400(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	for _, payload := range []string{`"x"`, `42`, `[]`, `true`, `false`} {
@@ -54,10 +54,10 @@ func TestMalformedInitCloses4400(t *testing.T) {
 	}
 }
 
-// TestDrainClosesSubscriptions1012: when the server drains, an open
+// testDrainClosesSubscriptions1012: when the server drains, an open
 // subscription's connection closes with 1012 (service restart), never
 // with a complete for its subscription.
-func TestDrainClosesSubscriptions1012(t *testing.T) {
+func testDrainClosesSubscriptions1012(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	// A second server of its own, on the same database, to stop while the
@@ -83,10 +83,10 @@ func TestDrainClosesSubscriptions1012(t *testing.T) {
 	stopped.Wait()
 }
 
-// TestSubscriptionWithTwoRootFieldsIsInvalid: a subscription selects
+// testSubscriptionWithTwoRootFieldsIsInvalid: a subscription selects
 // exactly one root field; two (aliased) are a validation error on the
 // WebSocket transport, never an internal error.
-func TestSubscriptionWithTwoRootFieldsIsInvalid(t *testing.T) {
+func testSubscriptionWithTwoRootFieldsIsInvalid(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	w := dialRaw(t, env, nil)
@@ -100,4 +100,12 @@ func TestSubscriptionWithTwoRootFieldsIsInvalid(t *testing.T) {
 	if e := errs[0].Extensions; e.Code != "validation_failed" {
 		t.Fatalf("two root fields: %+v", errs)
 	}
+}
+
+// TestWebSocketCloseCodes runs the cases of the close codes and refusals of the WebSocket transport.
+func TestWebSocketCloseCodes(t *testing.T) {
+	t.Parallel()
+	t.Run("malformed init 4400", testMalformedInitCloses4400)
+	t.Run("drain 1012", testDrainClosesSubscriptions1012)
+	t.Run("two root fields", testSubscriptionWithTwoRootFieldsIsInvalid)
 }

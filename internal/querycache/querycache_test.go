@@ -1,4 +1,4 @@
-package server
+package querycache
 
 import (
 	"context"
@@ -21,10 +21,10 @@ type sized int
 
 func sizedCost(_ string, v sized) int { return int(v) }
 
-// TestByteLRU: the cache holds at most its budget in bytes, evicts the least
+// TestLRU: the cache holds at most its budget in bytes, evicts the least
 // recently used entries first (a Get counts as a use), never caches an entry
 // above a sixteenth of the budget, and counts an entry added twice once.
-func TestByteLRU(t *testing.T) {
+func TestLRU(t *testing.T) {
 	t.Parallel()
 	type step struct {
 		op   string // "add" or "get"
@@ -67,7 +67,7 @@ func TestByteLRU(t *testing.T) {
 		{"nothing costs nothing", 1600, []step{{"add", "a", 0}}, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newByteLRU(tc.budget, sizedCost)
+			c := NewLRU(tc.budget, sizedCost)
 			ctx := context.Background()
 			for _, s := range tc.steps {
 				switch s.op {
@@ -94,13 +94,13 @@ func TestByteLRU(t *testing.T) {
 	}
 }
 
-// TestByteLRUConcurrent: many goroutines getting and adding at once (run
+// TestLRUConcurrent: many goroutines getting and adding at once (run
 // it with -race) leave the cache within its budget, with its count of bytes
 // equal to the sum of the entries it holds.
-func TestByteLRUConcurrent(t *testing.T) {
+func TestLRUConcurrent(t *testing.T) {
 	t.Parallel()
 	const budget = 16 * 1024
-	c := newByteLRU(budget, sizedCost)
+	c := NewLRU(budget, sizedCost)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -152,12 +152,12 @@ func TestQueryCacheHoldsDocuments(t *testing.T) {
 		return doc
 	}
 	smallDoc, bigDoc := parse(small), parse(big)
-	smallCost, bigCost := documentCost(small, smallDoc), documentCost(big, bigDoc)
+	smallCost, bigCost := DocumentCost(small, smallDoc), DocumentCost(big, bigDoc)
 	if smallCost <= len(small) || bigCost <= len(big) {
 		t.Fatalf("costs %d and %d do not exceed the source text", smallCost, bigCost)
 	}
 	budget := 16 * (bigCost - 1) // the big document is just above a sixteenth
-	c := newQueryCache(budget)
+	c := New(budget)
 	ctx := context.Background()
 	c.Add(ctx, small, smallDoc)
 	c.Add(ctx, big, bigDoc)
@@ -172,7 +172,7 @@ func TestQueryCacheHoldsDocuments(t *testing.T) {
 	}
 }
 
-// TestDocumentCostEstimatesMemory: documentCost stays within a factor of
+// TestDocumentCostEstimatesMemory: DocumentCost stays within a factor of
 // the heap a parsed and validated document really keeps, for documents of
 // very different shapes (the REST routes' stored operations, a compact and
 // a whitespace-padded wide selection, a long string literal, comments,
@@ -227,7 +227,7 @@ func TestDocumentCostEstimatesMemory(t *testing.T) {
 			kept = append(kept, parsed)
 		}
 		measured := float64(heap()-before) / n
-		estimate := float64(documentCost(d.src, kept[0]))
+		estimate := float64(DocumentCost(d.src, kept[0]))
 		runtime.KeepAlive(kept)
 		t.Logf("%-20s source %6d B, kept %8.0f B, estimate %8.0f B (%.2f)", d.name, len(d.src), measured, estimate, estimate/measured)
 		if estimate < 0.7*measured || estimate > 1.5*measured {
