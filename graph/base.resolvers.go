@@ -25,6 +25,12 @@ func (r *queryResolver) Viewer(ctx context.Context) (*model.Principal, error) {
 	return principalModel(p), nil
 }
 
+// Node is the resolver for the node field: the object the id names, read
+// by the reader of its kind with the caller's rights (graph/node.go).
+func (r *queryResolver) Node(ctx context.Context, id string) (model.Node, error) {
+	return r.node(ctx, id)
+}
+
 func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 
 type queryResolver struct{ *Resolver }

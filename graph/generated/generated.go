@@ -16,6 +16,7 @@ import (
 	"bothy.example.com/bothy/graph/scalars"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/runs/domain"
@@ -61,6 +62,8 @@ type ComplexityRoot struct {
 		Change     func(childComplexity int) int
 		ChannelID  func(childComplexity int) int
 		CreatedAt  func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Kind       func(childComplexity int) int
 		Payload    func(childComplexity int) int
 		Seq        func(childComplexity int) int
 		SubjectID  func(childComplexity int) int
@@ -80,6 +83,8 @@ type ComplexityRoot struct {
 
 	AgentFollowupEvent struct {
 		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
 		Message   func(childComplexity int) int
 		MessageID func(childComplexity int) int
 		Payload   func(childComplexity int) int
@@ -93,6 +98,8 @@ type ComplexityRoot struct {
 		Attempt   func(childComplexity int) int
 		ChannelID func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
 		MessageID func(childComplexity int) int
 		Payload   func(childComplexity int) int
 		Run       func(childComplexity int) int
@@ -139,6 +146,8 @@ type ComplexityRoot struct {
 		Channel   func(childComplexity int) int
 		ChannelID func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
 		Payload   func(childComplexity int) int
 		Seq       func(childComplexity int) int
 		Type      func(childComplexity int) int
@@ -200,6 +209,8 @@ type ComplexityRoot struct {
 	MessageEvent struct {
 		ChannelID func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
 		Message   func(childComplexity int) int
 		MessageID func(childComplexity int) int
 		Payload   func(childComplexity int) int
@@ -289,6 +300,7 @@ type ComplexityRoot struct {
 		Events      func(childComplexity int, after *string, limit *int) int
 		Group       func(childComplexity int, id string) int
 		Message     func(childComplexity int, id string) int
+		Node        func(childComplexity int, id string) int
 		Principals  func(childComplexity int, after *string, limit *int) int
 		Run         func(childComplexity int, id string) int
 		Space       func(childComplexity int, id string) int
@@ -328,6 +340,8 @@ type ComplexityRoot struct {
 
 	RunCancelRequestedEvent struct {
 		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
 		Payload   func(childComplexity int) int
 		Run       func(childComplexity int) int
 		RunID     func(childComplexity int) int
@@ -372,6 +386,8 @@ type ComplexityRoot struct {
 		ChannelID func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
 		EndReason func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
 		Payload   func(childComplexity int) int
 		Run       func(childComplexity int) int
 		RunID     func(childComplexity int) int
@@ -392,6 +408,8 @@ type ComplexityRoot struct {
 	SpaceEvent struct {
 		ChannelID func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
 		Payload   func(childComplexity int) int
 		Seq       func(childComplexity int) int
 		Space     func(childComplexity int) int
@@ -428,6 +446,8 @@ type ComplexityRoot struct {
 	ThreadEvent struct {
 		ChannelID func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
 		Payload   func(childComplexity int) int
 		Seq       func(childComplexity int) int
 		Thread    func(childComplexity int) int
@@ -439,6 +459,8 @@ type ComplexityRoot struct {
 		ChannelID     func(childComplexity int) int
 		CreatedAt     func(childComplexity int) int
 		FromChannelID func(childComplexity int) int
+		ID            func(childComplexity int) int
+		Kind          func(childComplexity int) int
 		Payload       func(childComplexity int) int
 		Seq           func(childComplexity int) int
 		Thread        func(childComplexity int) int
@@ -542,6 +564,7 @@ type MutationResolver interface {
 }
 type QueryResolver interface {
 	Viewer(ctx context.Context) (*model.Principal, error)
+	Node(ctx context.Context, id string) (model.Node, error)
 	Principals(ctx context.Context, after *string, limit *int) (*model.PrincipalPage, error)
 	Tokens(ctx context.Context, principalID string) (*model.TokenList, error)
 	Group(ctx context.Context, id string) (*model.Group, error)
@@ -625,6 +648,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AccessChangedEvent.CreatedAt(childComplexity), true
+	case "AccessChangedEvent.id":
+		if e.ComplexityRoot.AccessChangedEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.ID(childComplexity), true
+	case "AccessChangedEvent.kind":
+		if e.ComplexityRoot.AccessChangedEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccessChangedEvent.Kind(childComplexity), true
 	case "AccessChangedEvent.payload":
 		if e.ComplexityRoot.AccessChangedEvent.Payload == nil {
 			break
@@ -688,6 +723,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentFollowupEvent.CreatedAt(childComplexity), true
+	case "AgentFollowupEvent.id":
+		if e.ComplexityRoot.AgentFollowupEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.ID(childComplexity), true
+	case "AgentFollowupEvent.kind":
+		if e.ComplexityRoot.AgentFollowupEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentFollowupEvent.Kind(childComplexity), true
 	case "AgentFollowupEvent.message":
 		if e.ComplexityRoot.AgentFollowupEvent.Message == nil {
 			break
@@ -749,6 +796,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentInvocationEvent.CreatedAt(childComplexity), true
+	case "AgentInvocationEvent.id":
+		if e.ComplexityRoot.AgentInvocationEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.ID(childComplexity), true
+	case "AgentInvocationEvent.kind":
+		if e.ComplexityRoot.AgentInvocationEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentInvocationEvent.Kind(childComplexity), true
 	case "AgentInvocationEvent.messageId":
 		if e.ComplexityRoot.AgentInvocationEvent.MessageID == nil {
 			break
@@ -957,6 +1016,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ChannelEvent.CreatedAt(childComplexity), true
+	case "ChannelEvent.id":
+		if e.ComplexityRoot.ChannelEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEvent.ID(childComplexity), true
+	case "ChannelEvent.kind":
+		if e.ComplexityRoot.ChannelEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEvent.Kind(childComplexity), true
 	case "ChannelEvent.payload":
 		if e.ComplexityRoot.ChannelEvent.Payload == nil {
 			break
@@ -1221,6 +1292,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MessageEvent.CreatedAt(childComplexity), true
+	case "MessageEvent.id":
+		if e.ComplexityRoot.MessageEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.ID(childComplexity), true
+	case "MessageEvent.kind":
+		if e.ComplexityRoot.MessageEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEvent.Kind(childComplexity), true
 	case "MessageEvent.message":
 		if e.ComplexityRoot.MessageEvent.Message == nil {
 			break
@@ -1815,6 +1898,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Message(childComplexity, args["id"].(string)), true
+	case "Query.node":
+		if e.ComplexityRoot.Query.Node == nil {
+			break
+		}
+
+		args, err := ec.field_Query_node_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Node(childComplexity, args["id"].(string)), true
 	case "Query.principals":
 		if e.ComplexityRoot.Query.Principals == nil {
 			break
@@ -2023,6 +2117,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunCancelRequestedEvent.CreatedAt(childComplexity), true
+	case "RunCancelRequestedEvent.id":
+		if e.ComplexityRoot.RunCancelRequestedEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.ID(childComplexity), true
+	case "RunCancelRequestedEvent.kind":
+		if e.ComplexityRoot.RunCancelRequestedEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunCancelRequestedEvent.Kind(childComplexity), true
 	case "RunCancelRequestedEvent.payload":
 		if e.ComplexityRoot.RunCancelRequestedEvent.Payload == nil {
 			break
@@ -2219,6 +2325,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunStateChangedEvent.EndReason(childComplexity), true
+	case "RunStateChangedEvent.id":
+		if e.ComplexityRoot.RunStateChangedEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.ID(childComplexity), true
+	case "RunStateChangedEvent.kind":
+		if e.ComplexityRoot.RunStateChangedEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunStateChangedEvent.Kind(childComplexity), true
 	case "RunStateChangedEvent.payload":
 		if e.ComplexityRoot.RunStateChangedEvent.Payload == nil {
 			break
@@ -2305,6 +2423,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SpaceEvent.CreatedAt(childComplexity), true
+	case "SpaceEvent.id":
+		if e.ComplexityRoot.SpaceEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpaceEvent.ID(childComplexity), true
+	case "SpaceEvent.kind":
+		if e.ComplexityRoot.SpaceEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpaceEvent.Kind(childComplexity), true
 	case "SpaceEvent.payload":
 		if e.ComplexityRoot.SpaceEvent.Payload == nil {
 			break
@@ -2468,6 +2598,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ThreadEvent.CreatedAt(childComplexity), true
+	case "ThreadEvent.id":
+		if e.ComplexityRoot.ThreadEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.ID(childComplexity), true
+	case "ThreadEvent.kind":
+		if e.ComplexityRoot.ThreadEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadEvent.Kind(childComplexity), true
 	case "ThreadEvent.payload":
 		if e.ComplexityRoot.ThreadEvent.Payload == nil {
 			break
@@ -2517,6 +2659,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ThreadMovedEvent.FromChannelID(childComplexity), true
+	case "ThreadMovedEvent.id":
+		if e.ComplexityRoot.ThreadMovedEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.ID(childComplexity), true
+	case "ThreadMovedEvent.kind":
+		if e.ComplexityRoot.ThreadMovedEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMovedEvent.Kind(childComplexity), true
 	case "ThreadMovedEvent.payload":
 		if e.ComplexityRoot.ThreadMovedEvent.Payload == nil {
 			break
@@ -3110,11 +3264,22 @@ enum PrincipalStatus {
 }
 
 """
+An object that node(id:) reads again by its id alone (Space, Channel,
+Thread, Message, Run, and Principal for the caller itself). Its id is the
+UUID the object has everywhere else in the API, so it names one object
+across all kinds.
+"""
+interface Node {
+  "The object's id: a UUID, the same the object's own reader (space, thread, message, ...) takes."
+  id: ID!
+}
+
+"""
 A person, agent or app with its private details (e-mail address, status,
 owner flag): the caller's view of itself (viewer), and what owners see in
 administration.
 """
-type Principal {
+type Principal implements Node {
   "The principal's id."
   id: ID!
   "Person, agent or app."
@@ -3153,6 +3318,17 @@ answers not_found, exactly like one that does not exist.
 type Query {
   "The authenticated caller."
   viewer: Principal!
+  """
+  The object with this id that the caller may read, as the reader of its
+  kind answers it: space, channel, thread, message, run, or the caller
+  itself (viewer; other principals are not read by id). An id the caller
+  may not read answers exactly like one that names nothing: null with a
+  not_found error. Takes one rl.read token, found or not.
+  """
+  node(
+    "The object's id (a UUID, as every reader takes it)."
+    id: ID!
+  ): Node
 }
 `, BuiltIn: false},
 	{Name: "../../schema/chat.graphqls", Input: `"An arbitrary JSON object (event payloads)."
@@ -3282,7 +3458,7 @@ enum TargetKind {
 }
 
 "A space: a set of channels with an optional default operator."
-type Space {
+type Space implements Node {
   "The space's id."
   id: ID!
   "The space's name, unique on the instance."
@@ -3311,7 +3487,7 @@ type ChannelSwitches {
 }
 
 "A channel of a space: a text channel (main thread and threads) or a forum (posts)."
-type Channel {
+type Channel implements Node {
   "The channel's id."
   id: ID!
   "The space the channel belongs to."
@@ -3335,7 +3511,7 @@ type Channel {
 }
 
 "A thread: the main thread of a text channel, a thread, or a forum post."
-type Thread {
+type Thread implements Node {
   "The thread's id."
   id: ID!
   "The channel the thread is in now (moveThread changes it)."
@@ -3409,7 +3585,7 @@ type Attachment {
 }
 
 "A message of a thread, in the one representation every read and event shares."
-type Message {
+type Message implements Node {
   "The message's id."
   id: ID!
   "The thread the message belongs to."
@@ -3563,6 +3739,39 @@ input ChannelSwitchesPatch {
 }
 
 """
+The type of a client event as an enum value: the type string in capitals
+with dots as underscores (message.created is MESSAGE_CREATED). Every type
+the server writes has its value; like every enum of the API it may gain
+values, so a switch over it needs a default branch.
+"""
+enum EventKind {
+  "message.created: a message was posted (MessageEvent)."
+  MESSAGE_CREATED
+  "message.deleted: a message became a tombstone (MessageEvent)."
+  MESSAGE_DELETED
+  "thread.created: a thread or forum post was created (ThreadEvent)."
+  THREAD_CREATED
+  "thread.reopened: a done thread was opened again by a new message (ThreadEvent)."
+  THREAD_REOPENED
+  "thread.closed: a thread was set done (ThreadEvent)."
+  THREAD_CLOSED
+  "thread.moved: a thread moved into another channel (ThreadMovedEvent)."
+  THREAD_MOVED
+  "run.state_changed: a run was accepted or changed (RunStateChangedEvent)."
+  RUN_STATE_CHANGED
+  "access.changed: rights in a channel changed (AccessChangedEvent)."
+  ACCESS_CHANGED
+  "channel.created: a channel was created (ChannelEvent)."
+  CHANNEL_CREATED
+  "channel.updated: a channel was renamed or unarchived (ChannelEvent)."
+  CHANNEL_UPDATED
+  "space.created: a space was created (SpaceEvent)."
+  SPACE_CREATED
+  "space.updated: a space was changed (SpaceEvent)."
+  SPACE_UPDATED
+}
+
+"""
 A client event (listEvents). Every event type has its own object type:
 MessageEvent, ThreadEvent, ThreadMovedEvent, RunStateChangedEvent,
 AccessChangedEvent, ChannelEvent, SpaceEvent. References (message, thread,
@@ -3570,10 +3779,14 @@ run, channel, space) are read with the caller's rights and are null when
 the caller may not read them now.
 """
 interface Event {
+  "The event's id: \"event:\" and its seq, unique among all events and the same wherever the event is read (listEvents, the events subscription). Opaque: compare it, never parse it; continue a stream with seq."
+  id: ID!
   "The event's global position; pass it as after to continue behind it."
   seq: String!
   "The event type, for example message.created."
   type: String!
+  "The event type as an enum value: the same as type (MESSAGE_CREATED for message.created)."
+  kind: EventKind!
   "When the event was written."
   createdAt: Time!
   "The channel the event is listed in; null only for events about a space as a whole (SpaceEvent)."
@@ -3584,10 +3797,14 @@ interface Event {
 
 "message.created and message.deleted."
 type MessageEvent implements Event {
+  "The event's id: \"event:\" and its seq (see Event.id)."
+  id: ID!
   "The event's global position; pass it as after to continue behind it."
   seq: String!
   "message.created or message.deleted."
   type: String!
+  "MESSAGE_CREATED or MESSAGE_DELETED."
+  kind: EventKind!
   "When the event was written."
   createdAt: Time!
   "The channel the event is listed in: the message's channel when it happened."
@@ -3604,10 +3821,14 @@ type MessageEvent implements Event {
 
 "thread.created, thread.reopened and thread.closed."
 type ThreadEvent implements Event {
+  "The event's id: \"event:\" and its seq (see Event.id)."
+  id: ID!
   "The event's global position; pass it as after to continue behind it."
   seq: String!
   "thread.created, thread.reopened or thread.closed."
   type: String!
+  "THREAD_CREATED, THREAD_REOPENED or THREAD_CLOSED."
+  kind: EventKind!
   "When the event was written."
   createdAt: Time!
   "The channel the event is listed in: the thread's channel when it happened."
@@ -3622,10 +3843,14 @@ type ThreadEvent implements Event {
 
 "thread.moved: listed in the channel the thread left and in the one it entered."
 type ThreadMovedEvent implements Event {
+  "The event's id: \"event:\" and its seq (see Event.id)."
+  id: ID!
   "The event's global position; pass it as after to continue behind it."
   seq: String!
   "thread.moved."
   type: String!
+  "THREAD_MOVED."
+  kind: EventKind!
   "When the event was written."
   createdAt: Time!
   "The channel this copy of the event is listed in: fromChannelId or toChannelId."
@@ -3644,10 +3869,14 @@ type ThreadMovedEvent implements Event {
 
 "run.state_changed: ids and state, never content."
 type RunStateChangedEvent implements Event {
+  "The event's id: \"event:\" and its seq (see Event.id)."
+  id: ID!
   "The event's global position; pass it as after to continue behind it."
   seq: String!
   "run.state_changed."
   type: String!
+  "RUN_STATE_CHANGED."
+  kind: EventKind!
   "When the event was written."
   createdAt: Time!
   "The channel of the run's thread when it happened."
@@ -3670,10 +3899,14 @@ type RunStateChangedEvent implements Event {
 
 "access.changed: rights in the channel changed; read what you may see again."
 type AccessChangedEvent implements Event {
+  "The event's id: \"event:\" and its seq (see Event.id)."
+  id: ID!
   "The event's global position; pass it as after to continue behind it."
   seq: String!
   "access.changed."
   type: String!
+  "ACCESS_CHANGED."
+  kind: EventKind!
   "When the event was written."
   createdAt: Time!
   "The channel whose rights changed."
@@ -3692,10 +3925,14 @@ type AccessChangedEvent implements Event {
 
 "channel.created and channel.updated: a channel was created, renamed or unarchived."
 type ChannelEvent implements Event {
+  "The event's id: \"event:\" and its seq (see Event.id)."
+  id: ID!
   "The event's global position; pass it as after to continue behind it."
   seq: String!
   "channel.created or channel.updated."
   type: String!
+  "CHANNEL_CREATED or CHANNEL_UPDATED."
+  kind: EventKind!
   "When the event was written."
   createdAt: Time!
   "The channel that was created or changed."
@@ -3708,10 +3945,14 @@ type ChannelEvent implements Event {
 
 "space.created and space.updated: a space as a whole was created or changed (listed in no channel)."
 type SpaceEvent implements Event {
+  "The event's id: \"event:\" and its seq (see Event.id)."
+  id: ID!
   "The event's global position; pass it as after to continue behind it."
   seq: String!
   "space.created or space.updated."
   type: String!
+  "SPACE_CREATED or SPACE_UPDATED."
+  kind: EventKind!
   "When the event was written."
   createdAt: Time!
   "Always null: the event belongs to the space, not to a channel."
@@ -4053,7 +4294,7 @@ type RunAnswer {
 }
 
 "One invocation of an agent in a thread, started by a person's message."
-type Run {
+type Run implements Node {
   "The run's id."
   id: ID!
   "The run's thread: where its anchor and answers go (the new thread, when the trigger got one)."
@@ -4114,16 +4355,35 @@ input RunFinish {
 }
 
 """
+The type of an agent event as an enum value: the type string in capitals
+with dots as underscores (agent.invocation is AGENT_INVOCATION). Every type
+the server writes has its value; like every enum of the API it may gain
+values, so a switch over it needs a default branch.
+"""
+enum AgentEventKind {
+  "agent.invocation: a run of the agent is to start (AgentInvocationEvent)."
+  AGENT_INVOCATION
+  "agent.followup: a new message for an active run (AgentFollowupEvent)."
+  AGENT_FOLLOWUP
+  "run.cancel_requested: the run is to be cancelled (RunCancelRequestedEvent)."
+  RUN_CANCEL_REQUESTED
+}
+
+"""
 An event of the caller's agent stream. Every event type is its own object
 type (AgentInvocationEvent, AgentFollowupEvent, RunCancelRequestedEvent);
 events carry ids and typed references, never content: the adapter reads
 content through the run context.
 """
 interface AgentEvent {
+  "The event's id: \"agent-event:\" and its seq, unique among the agent events of all agents and the same wherever the event is read (agentEvents, the agentEvents subscription). Opaque: compare it, never parse it; continue a stream with seq."
+  id: ID!
   "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
   seq: String!
   "The event type: agent.invocation, agent.followup or run.cancel_requested."
   type: String!
+  "The event type as an enum value: the same as type (AGENT_INVOCATION for agent.invocation)."
+  kind: AgentEventKind!
   "When the event was written."
   createdAt: Time!
   "The event's ids in the REST shape (snake_case members)."
@@ -4132,10 +4392,14 @@ interface AgentEvent {
 
 "agent.invocation: a run of the agent was accepted, or went back to queued after its holder's lease lapsed."
 type AgentInvocationEvent implements AgentEvent {
+  "The event's id: \"agent-event:\" and its seq (see AgentEvent.id)."
+  id: ID!
   "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
   seq: String!
   "agent.invocation."
   type: String!
+  "AGENT_INVOCATION."
+  kind: AgentEventKind!
   "When the event was written."
   createdAt: Time!
   "The event's ids in the REST shape (snake_case members)."
@@ -4158,10 +4422,14 @@ type AgentInvocationEvent implements AgentEvent {
 
 "agent.followup: a new message for an active run; its content is in the run context's followUps."
 type AgentFollowupEvent implements AgentEvent {
+  "The event's id: \"agent-event:\" and its seq (see AgentEvent.id)."
+  id: ID!
   "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
   seq: String!
   "agent.followup."
   type: String!
+  "AGENT_FOLLOWUP."
+  kind: AgentEventKind!
   "When the event was written."
   createdAt: Time!
   "The event's ids in the REST shape (snake_case members)."
@@ -4178,10 +4446,14 @@ type AgentFollowupEvent implements AgentEvent {
 
 "run.cancel_requested: a person asked to cancel the run, or its person lost trigger; confirm with finishRun(CANCELLED)."
 type RunCancelRequestedEvent implements AgentEvent {
+  "The event's id: \"agent-event:\" and its seq (see AgentEvent.id)."
+  id: ID!
   "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
   seq: String!
   "run.cancel_requested."
   type: String!
+  "RUN_CANCEL_REQUESTED."
+  kind: AgentEventKind!
   "When the event was written."
   createdAt: Time!
   "The event's ids in the REST shape (snake_case members)."
@@ -5727,6 +5999,20 @@ func (ec *executionContext) field_Query_message_args(ctx context.Context, rawArg
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_node_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_principals_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5929,6 +6215,29 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 
 // region    **************************** field.gotpl *****************************
 
+func (ec *executionContext) _AccessChangedEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _AccessChangedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5973,6 +6282,29 @@ func (ec *executionContext) _AccessChangedEvent_type(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_AccessChangedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AccessChangedEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccessChangedEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccessChangedEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccessChangedEvent", field, true, false, "EventKind")
 }
 
 func (ec *executionContext) _AccessChangedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AccessChangedEvent) (ret graphql.Marshaler) {
@@ -6214,6 +6546,29 @@ func (ec *executionContext) fieldContext_AgentEventPage_nextAfter(_ context.Cont
 	return graphql.NewScalarFieldContext("AgentEventPage", field, false, false, "String")
 }
 
+func (ec *executionContext) _AgentFollowupEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _AgentFollowupEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6258,6 +6613,29 @@ func (ec *executionContext) _AgentFollowupEvent_type(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_AgentFollowupEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentFollowupEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentFollowupEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentFollowupEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, true, false, "AgentEventKind")
 }
 
 func (ec *executionContext) _AgentFollowupEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
@@ -6416,6 +6794,29 @@ func (ec *executionContext) fieldContext_AgentFollowupEvent_messageId(_ context.
 	return graphql.NewScalarFieldContext("AgentFollowupEvent", field, false, false, "ID")
 }
 
+func (ec *executionContext) _AgentInvocationEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _AgentInvocationEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6460,6 +6861,29 @@ func (ec *executionContext) _AgentInvocationEvent_type(ctx context.Context, fiel
 }
 func (ec *executionContext) fieldContext_AgentInvocationEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentInvocationEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentInvocationEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentInvocationEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentInvocationEvent", field, true, false, "AgentEventKind")
 }
 
 func (ec *executionContext) _AgentInvocationEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentInvocationEvent) (ret graphql.Marshaler) {
@@ -7225,6 +7649,29 @@ func (ec *executionContext) fieldContext_Channel_mainThreadId(_ context.Context,
 	return graphql.NewScalarFieldContext("Channel", field, false, false, "ID")
 }
 
+func (ec *executionContext) _ChannelEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _ChannelEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7269,6 +7716,29 @@ func (ec *executionContext) _ChannelEvent_type(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_ChannelEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ChannelEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ChannelEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelEvent", field, true, false, "EventKind")
 }
 
 func (ec *executionContext) _ChannelEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
@@ -8291,6 +8761,29 @@ func (ec *executionContext) fieldContext_Message_startedThread(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _MessageEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _MessageEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8335,6 +8828,29 @@ func (ec *executionContext) _MessageEvent_type(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_MessageEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MessageEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _MessageEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEvent", field, true, false, "EventKind")
 }
 
 func (ec *executionContext) _MessageEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.MessageEvent) (ret graphql.Marshaler) {
@@ -10508,6 +11024,50 @@ func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field g
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_node(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Node(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Node) graphql.Marshaler {
+			return ec.marshalONode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐNode(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_node(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_node_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_principals(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11616,6 +12176,29 @@ func (ec *executionContext) fieldContext_RunAnswer_clientMsgId(_ context.Context
 	return graphql.NewScalarFieldContext("RunAnswer", field, false, false, "String")
 }
 
+func (ec *executionContext) _RunCancelRequestedEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _RunCancelRequestedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11660,6 +12243,29 @@ func (ec *executionContext) _RunCancelRequestedEvent_type(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_RunCancelRequestedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunCancelRequestedEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunCancelRequestedEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunCancelRequestedEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, true, false, "AgentEventKind")
 }
 
 func (ec *executionContext) _RunCancelRequestedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.RunCancelRequestedEvent) (ret graphql.Marshaler) {
@@ -12378,6 +12984,29 @@ func (ec *executionContext) fieldContext_RunSession_mode(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("RunSession", field, false, false, "SessionMode")
 }
 
+func (ec *executionContext) _RunStateChangedEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _RunStateChangedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12422,6 +13051,29 @@ func (ec *executionContext) _RunStateChangedEvent_type(ctx context.Context, fiel
 }
 func (ec *executionContext) fieldContext_RunStateChangedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunStateChangedEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunStateChangedEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunStateChangedEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunStateChangedEvent", field, true, false, "EventKind")
 }
 
 func (ec *executionContext) _RunStateChangedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.RunStateChangedEvent) (ret graphql.Marshaler) {
@@ -12732,6 +13384,29 @@ func (ec *executionContext) fieldContext_Space_archived(_ context.Context, field
 	return graphql.NewScalarFieldContext("Space", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _SpaceEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpaceEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpaceEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpaceEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _SpaceEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12776,6 +13451,29 @@ func (ec *executionContext) _SpaceEvent_type(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_SpaceEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SpaceEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpaceEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpaceEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpaceEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpaceEvent", field, true, false, "EventKind")
 }
 
 func (ec *executionContext) _SpaceEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.SpaceEvent) (ret graphql.Marshaler) {
@@ -13374,6 +14072,29 @@ func (ec *executionContext) fieldContext_ThreadCreatedResult_replayed(_ context.
 	return graphql.NewScalarFieldContext("ThreadCreatedResult", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _ThreadEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _ThreadEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13418,6 +14139,29 @@ func (ec *executionContext) _ThreadEvent_type(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_ThreadEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ThreadEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadEvent", field, true, false, "EventKind")
 }
 
 func (ec *executionContext) _ThreadEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ThreadEvent) (ret graphql.Marshaler) {
@@ -13544,6 +14288,29 @@ func (ec *executionContext) fieldContext_ThreadEvent_thread(_ context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _ThreadMovedEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, true, false, "ID")
+}
+
 func (ec *executionContext) _ThreadMovedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13588,6 +14355,29 @@ func (ec *executionContext) _ThreadMovedEvent_type(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_ThreadMovedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadMovedEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMovedEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMovedEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMovedEvent", field, true, false, "EventKind")
 }
 
 func (ec *executionContext) _ThreadMovedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMovedEvent) (ret graphql.Marshaler) {
@@ -16167,6 +16957,61 @@ func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, ob
 	}
 }
 
+func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj model.Node) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case model.Thread:
+		return ec._Thread(ctx, sel, &obj)
+	case *model.Thread:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Thread(ctx, sel, obj)
+	case model.Space:
+		return ec._Space(ctx, sel, &obj)
+	case *model.Space:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Space(ctx, sel, obj)
+	case model.Run:
+		return ec._Run(ctx, sel, &obj)
+	case *model.Run:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Run(ctx, sel, obj)
+	case model.Principal:
+		return ec._Principal(ctx, sel, &obj)
+	case *model.Principal:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Principal(ctx, sel, obj)
+	case model.Message:
+		return ec._Message(ctx, sel, &obj)
+	case *model.Message:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Message(ctx, sel, obj)
+	case model.Channel:
+		return ec._Channel(ctx, sel, &obj)
+	case *model.Channel:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Channel(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of Node must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
@@ -16182,6 +17027,11 @@ func (ec *executionContext) _AccessChangedEvent(ctx context.Context, sel ast.Sel
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("AccessChangedEvent")
+		case "id":
+			out.Values[i] = ec._AccessChangedEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "seq":
 			out.Values[i] = ec._AccessChangedEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -16189,6 +17039,11 @@ func (ec *executionContext) _AccessChangedEvent(ctx context.Context, sel ast.Sel
 			}
 		case "type":
 			out.Values[i] = ec._AccessChangedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._AccessChangedEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -16326,6 +17181,11 @@ func (ec *executionContext) _AgentFollowupEvent(ctx context.Context, sel ast.Sel
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("AgentFollowupEvent")
+		case "id":
+			out.Values[i] = ec._AgentFollowupEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "seq":
 			out.Values[i] = ec._AgentFollowupEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -16333,6 +17193,11 @@ func (ec *executionContext) _AgentFollowupEvent(ctx context.Context, sel ast.Sel
 			}
 		case "type":
 			out.Values[i] = ec._AgentFollowupEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._AgentFollowupEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -16396,6 +17261,11 @@ func (ec *executionContext) _AgentInvocationEvent(ctx context.Context, sel ast.S
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("AgentInvocationEvent")
+		case "id":
+			out.Values[i] = ec._AgentInvocationEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "seq":
 			out.Values[i] = ec._AgentInvocationEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -16403,6 +17273,11 @@ func (ec *executionContext) _AgentInvocationEvent(ctx context.Context, sel ast.S
 			}
 		case "type":
 			out.Values[i] = ec._AgentInvocationEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._AgentInvocationEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -16590,7 +17465,7 @@ func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
-var channelImplementors = []string{"Channel"}
+var channelImplementors = []string{"Channel", "Node"}
 
 func (ec *executionContext) _Channel(ctx context.Context, sel ast.SelectionSet, obj *model.Channel) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, channelImplementors)
@@ -16679,6 +17554,11 @@ func (ec *executionContext) _ChannelEvent(ctx context.Context, sel ast.Selection
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("ChannelEvent")
+		case "id":
+			out.Values[i] = ec._ChannelEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "seq":
 			out.Values[i] = ec._ChannelEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -16686,6 +17566,11 @@ func (ec *executionContext) _ChannelEvent(ctx context.Context, sel ast.Selection
 			}
 		case "type":
 			out.Values[i] = ec._ChannelEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._ChannelEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -16934,7 +17819,7 @@ func (ec *executionContext) _Group(ctx context.Context, sel ast.SelectionSet, ob
 	return out
 }
 
-var messageImplementors = []string{"Message"}
+var messageImplementors = []string{"Message", "Node"}
 
 func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, obj *model.Message) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, messageImplementors)
@@ -17069,6 +17954,11 @@ func (ec *executionContext) _MessageEvent(ctx context.Context, sel ast.Selection
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("MessageEvent")
+		case "id":
+			out.Values[i] = ec._MessageEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "seq":
 			out.Values[i] = ec._MessageEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -17076,6 +17966,11 @@ func (ec *executionContext) _MessageEvent(ctx context.Context, sel ast.Selection
 			}
 		case "type":
 			out.Values[i] = ec._MessageEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._MessageEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -17477,7 +18372,7 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 	return out
 }
 
-var principalImplementors = []string{"Principal"}
+var principalImplementors = []string{"Principal", "Node"}
 
 func (ec *executionContext) _Principal(ctx context.Context, sel ast.SelectionSet, obj *model.Principal) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, principalImplementors)
@@ -17694,6 +18589,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_viewer(ctx, field)
 				})
+		case "node":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_node(ctx, field)
+				})
 		case "principals":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -17785,7 +18686,7 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 	return out
 }
 
-var runImplementors = []string{"Run"}
+var runImplementors = []string{"Run", "Node"}
 
 func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj *model.Run) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, runImplementors)
@@ -17973,6 +18874,11 @@ func (ec *executionContext) _RunCancelRequestedEvent(ctx context.Context, sel as
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("RunCancelRequestedEvent")
+		case "id":
+			out.Values[i] = ec._RunCancelRequestedEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "seq":
 			out.Values[i] = ec._RunCancelRequestedEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -17980,6 +18886,11 @@ func (ec *executionContext) _RunCancelRequestedEvent(ctx context.Context, sel as
 			}
 		case "type":
 			out.Values[i] = ec._RunCancelRequestedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._RunCancelRequestedEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -18238,6 +19149,11 @@ func (ec *executionContext) _RunStateChangedEvent(ctx context.Context, sel ast.S
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("RunStateChangedEvent")
+		case "id":
+			out.Values[i] = ec._RunStateChangedEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "seq":
 			out.Values[i] = ec._RunStateChangedEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -18245,6 +19161,11 @@ func (ec *executionContext) _RunStateChangedEvent(ctx context.Context, sel ast.S
 			}
 		case "type":
 			out.Values[i] = ec._RunStateChangedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._RunStateChangedEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -18311,7 +19232,7 @@ func (ec *executionContext) _RunStateChangedEvent(ctx context.Context, sel ast.S
 	return out
 }
 
-var spaceImplementors = []string{"Space"}
+var spaceImplementors = []string{"Space", "Node"}
 
 func (ec *executionContext) _Space(ctx context.Context, sel ast.SelectionSet, obj *model.Space) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, spaceImplementors)
@@ -18370,6 +19291,11 @@ func (ec *executionContext) _SpaceEvent(ctx context.Context, sel ast.SelectionSe
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("SpaceEvent")
+		case "id":
+			out.Values[i] = ec._SpaceEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "seq":
 			out.Values[i] = ec._SpaceEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -18377,6 +19303,11 @@ func (ec *executionContext) _SpaceEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "type":
 			out.Values[i] = ec._SpaceEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._SpaceEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -18445,7 +19376,7 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	}
 }
 
-var threadImplementors = []string{"Thread"}
+var threadImplementors = []string{"Thread", "Node"}
 
 func (ec *executionContext) _Thread(ctx context.Context, sel ast.SelectionSet, obj *model.Thread) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, threadImplementors)
@@ -18588,6 +19519,11 @@ func (ec *executionContext) _ThreadEvent(ctx context.Context, sel ast.SelectionS
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("ThreadEvent")
+		case "id":
+			out.Values[i] = ec._ThreadEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "seq":
 			out.Values[i] = ec._ThreadEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -18595,6 +19531,11 @@ func (ec *executionContext) _ThreadEvent(ctx context.Context, sel ast.SelectionS
 			}
 		case "type":
 			out.Values[i] = ec._ThreadEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._ThreadEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -18652,6 +19593,11 @@ func (ec *executionContext) _ThreadMovedEvent(ctx context.Context, sel ast.Selec
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("ThreadMovedEvent")
+		case "id":
+			out.Values[i] = ec._ThreadMovedEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "seq":
 			out.Values[i] = ec._ThreadMovedEvent_seq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -18659,6 +19605,11 @@ func (ec *executionContext) _ThreadMovedEvent(ctx context.Context, sel ast.Selec
 			}
 		case "type":
 			out.Values[i] = ec._ThreadMovedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._ThreadMovedEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -19349,6 +20300,34 @@ func (ec *executionContext) marshalNAgentEvent2ᚕbothyᚗexampleᚗcomᚋbothy�
 	return ret
 }
 
+func (ec *executionContext) unmarshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx context.Context, v any) (events.Type, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx context.Context, sel ast.SelectionSet, v events.Type) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "AgentEventKind!")
+	}
+	return res
+}
+
+var (
+	unmarshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType = map[string]events.Type{
+		"AGENT_INVOCATION":     events.AgentInvocation,
+		"AGENT_FOLLOWUP":       events.AgentFollowup,
+		"RUN_CANCEL_REQUESTED": events.RunCancelRequested,
+	}
+	marshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType = map[events.Type]string{
+		events.AgentInvocation:    "AGENT_INVOCATION",
+		events.AgentFollowup:      "AGENT_FOLLOWUP",
+		events.RunCancelRequested: "RUN_CANCEL_REQUESTED",
+	}
+)
+
 func (ec *executionContext) marshalNAgentEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventPage(ctx context.Context, sel ast.SelectionSet, v *model.AgentEventPage) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AgentEventPage!")
@@ -19483,6 +20462,52 @@ func (ec *executionContext) marshalNEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgra
 
 	return ret
 }
+
+func (ec *executionContext) unmarshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx context.Context, v any) (events.Type, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx context.Context, sel ast.SelectionSet, v events.Type) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "EventKind!")
+	}
+	return res
+}
+
+var (
+	unmarshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType = map[string]events.Type{
+		"MESSAGE_CREATED":   events.MessageCreated,
+		"MESSAGE_DELETED":   events.MessageDeleted,
+		"THREAD_CREATED":    events.ThreadCreated,
+		"THREAD_REOPENED":   events.ThreadReopened,
+		"THREAD_CLOSED":     events.ThreadClosed,
+		"THREAD_MOVED":      events.ThreadMoved,
+		"RUN_STATE_CHANGED": events.RunStateChanged,
+		"ACCESS_CHANGED":    events.AccessChanged,
+		"CHANNEL_CREATED":   events.ChannelCreated,
+		"CHANNEL_UPDATED":   events.ChannelUpdated,
+		"SPACE_CREATED":     events.SpaceCreated,
+		"SPACE_UPDATED":     events.SpaceUpdated,
+	}
+	marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType = map[events.Type]string{
+		events.MessageCreated:  "MESSAGE_CREATED",
+		events.MessageDeleted:  "MESSAGE_DELETED",
+		events.ThreadCreated:   "THREAD_CREATED",
+		events.ThreadReopened:  "THREAD_REOPENED",
+		events.ThreadClosed:    "THREAD_CLOSED",
+		events.ThreadMoved:     "THREAD_MOVED",
+		events.RunStateChanged: "RUN_STATE_CHANGED",
+		events.AccessChanged:   "ACCESS_CHANGED",
+		events.ChannelCreated:  "CHANNEL_CREATED",
+		events.ChannelUpdated:  "CHANNEL_UPDATED",
+		events.SpaceCreated:    "SPACE_CREATED",
+		events.SpaceUpdated:    "SPACE_UPDATED",
+	}
+)
 
 func (ec *executionContext) marshalNEventPage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventPage(ctx context.Context, sel ast.SelectionSet, v *model.EventPage) graphql.Marshaler {
 	if v == nil {
@@ -20712,6 +21737,13 @@ var (
 		messaging.KindCard:  "CARD",
 	}
 )
+
+func (ec *executionContext) marshalONode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐNode(ctx context.Context, sel ast.SelectionSet, v model.Node) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Node(ctx, sel, v)
+}
 
 func (ec *executionContext) unmarshalOOperatorSet2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐOperatorSet(ctx context.Context, v any) (*model.OperatorSet, error) {
 	if v == nil {

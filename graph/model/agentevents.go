@@ -1,6 +1,16 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"bothy.example.com/bothy/internal/events"
+)
+
+// agentEventIDPrefix starts the id of every agent event; the seq follows.
+// Agent seqs are shared by the streams of all agents (one sequence), so the
+// id is unique across agents; the prefix keeps it apart from the ids of
+// client events, which count their own seqs.
+const agentEventIDPrefix = "agent-event:"
 
 // AgentEventBase holds the members every agent event has.
 type AgentEventBase struct {
@@ -53,3 +63,10 @@ func (e AgentEventBase) GetCreatedAt() time.Time { return e.CreatedAt }
 
 // GetPayload returns the event's REST-shaped payload.
 func (e AgentEventBase) GetPayload() map[string]any { return e.Payload }
+
+// ID is the event's id (the id field): the seq with the agent prefix, so
+// that it is the same in the long poll and the subscription.
+func (e AgentEventBase) ID() string { return agentEventIDPrefix + e.Seq }
+
+// Kind is the event's type as the AgentEventKind enum (the kind field).
+func (e AgentEventBase) Kind() events.Type { return events.Type(e.Type) }

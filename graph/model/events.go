@@ -3,8 +3,18 @@ package model
 import (
 	"time"
 
+	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
+
+// clientEventIDPrefix starts the id of every client event; the seq follows.
+// The seq alone is no id: agent events count seqs of their own, and a
+// client cache keys objects by type and id, so the prefix keeps the two
+// logs apart and clear of the UUIDs of Node objects.
+const clientEventIDPrefix = "event:"
+
+// clientEventID is the id of the client event with seq.
+func clientEventID(seq string) string { return clientEventIDPrefix + seq }
 
 // EventBase holds the members every client event has.
 type EventBase struct {
@@ -32,6 +42,13 @@ func (e EventBase) GetChannelID() string { return e.ChannelID }
 
 // GetPayload returns the event's REST-shaped payload.
 func (e EventBase) GetPayload() map[string]any { return e.Payload }
+
+// ID is the event's id (the id field): the seq with the client prefix, so
+// that it is the same wherever the event is read.
+func (e EventBase) ID() string { return clientEventID(e.Seq) }
+
+// Kind is the event's type as the EventKind enum (the kind field).
+func (e EventBase) Kind() events.Type { return events.Type(e.Type) }
 
 // MessageEvent is message.created or message.deleted.
 type MessageEvent struct {
@@ -91,3 +108,9 @@ type SpaceEvent struct {
 
 // IsEvent marks SpaceEvent as a client event.
 func (SpaceEvent) IsEvent() {}
+
+// ID is the event's id, as for every client event (EventBase.ID).
+func (e SpaceEvent) ID() string { return clientEventID(e.Seq) }
+
+// Kind is the event's type as the EventKind enum.
+func (e SpaceEvent) Kind() events.Type { return events.Type(e.Type) }

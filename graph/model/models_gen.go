@@ -30,6 +30,14 @@ type Event interface {
 	IsEvent()
 }
 
+// An object that node(id:) reads again by its id alone (Space, Channel,
+// Thread, Message, Run, and Principal for the caller itself). Its id is the
+// UUID the object has everywhere else in the API, so it names one object
+// across all kinds.
+type Node interface {
+	IsNode()
+}
+
 // The agent's acknowledged position in its stream.
 type AgentCursor struct {
 	// The stored position: the seq up to which the agent has processed its stream.
@@ -101,6 +109,8 @@ type Channel struct {
 	// The main thread of a text channel; null for a forum.
 	MainThreadID *string `json:"mainThreadId,omitempty"`
 }
+
+func (Channel) IsNode() {}
 
 // A channel to create (createChannel).
 type ChannelCreate struct {
@@ -247,6 +257,8 @@ type Message struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
+func (Message) IsNode() {}
+
 // A message to post (createMessage, or the first message of createThread).
 type MessageCreate struct {
 	// The client's id of this message, 1 to 128 characters, unique per author:
@@ -314,6 +326,8 @@ type Principal struct {
 	// When the principal was created.
 	CreatedAt time.Time `json:"createdAt"`
 }
+
+func (Principal) IsNode() {}
 
 // A person, agent or app to create (createPrincipal).
 type PrincipalCreate struct {
@@ -415,6 +429,8 @@ type Run struct {
 	TriggeredByID string `json:"-"`
 }
 
+func (Run) IsNode() {}
+
 // An answer of a run: a message its agent posted naming the run in runId.
 type RunAnswer struct {
 	// The answer's message.
@@ -450,6 +466,8 @@ type Space struct {
 	// True while the space is archived: nobody exceeds READ in any of its channels.
 	Archived bool `json:"archived"`
 }
+
+func (Space) IsNode() {}
 
 // A space to create (createSpace).
 type SpaceCreate struct {
@@ -503,6 +521,8 @@ type Thread struct {
 	// When the thread was created.
 	CreatedAt time.Time `json:"createdAt"`
 }
+
+func (Thread) IsNode() {}
 
 // A thread or forum post to create, with its first message (createThread).
 type ThreadCreate struct {

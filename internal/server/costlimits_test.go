@@ -13,11 +13,11 @@ import (
 	"bothy.example.com/bothy/internal/platform/config"
 )
 
-// TestGraphQLCostExtension: every GraphQL answer over HTTP reports the
+// testGraphQLCostExtension: every GraphQL answer over HTTP reports the
 // operation's cost as ComplexityLimit counts it and the limit
 // (extensions.cost), a refusal for the cost too; subscription events over
 // WebSocket and REST bodies carry no cost (issue 24 item 4).
-func TestGraphQLCostExtension(t *testing.T) {
+func testGraphQLCostExtension(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.GraphQLComplexityLimit: "100"}})
 	alex := env.World.Token("alex")
@@ -111,13 +111,13 @@ func TestGraphQLCostExtension(t *testing.T) {
 // rateLimitRE splits a RateLimit field value: class, r, t.
 var rateLimitRE = regexp.MustCompile(`^"(rl\.[a-z_]+)";r=([0-9]+);t=([0-9]+)$`)
 
-// TestRateLimitHeaders: REST and GraphQL answers of a request that took a
+// testRateLimitHeaders: REST and GraphQL answers of a request that took a
 // rate-limit token carry RateLimit-Policy (the class, its burst and the
 // seconds to fill it) and RateLimit (tokens left, seconds until the next
 // one), counting down by one per request across both faces, the lowest of
 // several spends, and r=0 with t equal to Retry-After on a 429; answers
 // that took no token carry neither. Both bucket stores report alike.
-func TestRateLimitHeaders(t *testing.T) {
+func testRateLimitHeaders(t *testing.T) {
 	t.Parallel()
 	for _, store := range []string{"postgres", "memory"} {
 		t.Run(store, func(t *testing.T) {
@@ -213,4 +213,11 @@ func TestRateLimitHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCostsAndLimitsVisible runs the cases of costs and rate limits reported to clients.
+func TestCostsAndLimitsVisible(t *testing.T) {
+	t.Parallel()
+	t.Run("cost extension", testGraphQLCostExtension)
+	t.Run("RateLimit headers", testRateLimitHeaders)
 }

@@ -117,7 +117,11 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 	direct := pgtest.URL(t)
 	pooled := startPgBouncer(t, direct)
 	env := apitest.Start(t, apitest.Options{DatabaseURL: direct, PoolURL: pooled, Config: map[string]string{
-		config.DatabasePoolerMode: "true", config.DatabaseListenURL: direct, config.DatabaseMaxConns: "8"}})
+		config.DatabasePoolerMode: "true", config.DatabaseListenURL: direct, config.DatabaseMaxConns: "8",
+		// The 40 requests below are one test's load, not a client to
+		// throttle: on a busy machine they would wait out the
+		// per-principal cap and be refused.
+		config.HTTPMaxConcurrentPerPrincipal: "64"}})
 	waitReady(t, env)
 
 	// Many requests in parallel, so that statements of one connection of
