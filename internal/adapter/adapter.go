@@ -374,10 +374,17 @@ func (a *Adapter) ackOnce(ctx context.Context, check bool) {
 	}
 	upTo, last := a.acks.target(), a.acks.last()
 	if upTo == "" || upTo == last {
-		if !learn || last == "" {
+		if !learn {
 			return
 		}
 		upTo = last
+		if upTo == "" {
+			// A process that never acknowledged learns the stored position
+			// too: acknowledging the start of the stream changes nothing
+			// and answers it. Without it a fresh process waited for a
+			// follow-up another process had delivered long ago.
+			upTo = "0"
+		}
 	}
 	pos, err := a.cfg.Client.AckAgentEvents(ctx, upTo)
 	if err != nil {

@@ -189,6 +189,12 @@ func Unreachable(err error) bool {
 	if err == nil {
 		return false
 	}
+	if errors.Is(err, context.Canceled) {
+		// The request's own context ended (its client went away): pgx
+		// reports it as a "timeout" that is safe to retry, but the
+		// database answered nothing because nothing was asked of it.
+		return false
+	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {
 		return true
