@@ -671,6 +671,25 @@ func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(thread
 	return out, nil
 }
 
+// LoadMany is Load for several messages of one channel at once (two
+// statements whatever their number); an unknown id is missing from the
+// map.
+func (s *Service) LoadMany(ctx context.Context, list []string, channelID string) (map[string]Message, error) {
+	rows, err := s.loadByIDs(ctx, list)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := s.resolve(ctx, rows, func(string) string { return channelID })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Message, len(ms))
+	for _, m := range ms {
+		out[m.ID] = m
+	}
+	return out, nil
+}
+
 // Load returns message id as stored, with author and mentions,
 // without any authorization: for a module that decides on a message it
 // already holds (the runs module re-deciding a follow-up inside its unit of

@@ -10,6 +10,7 @@ import (
 
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
 )
 
 // row is a message as stored, before the author and mentions are resolved.
@@ -51,6 +52,12 @@ func (s *store) loadRow(ctx context.Context, id string) (row, error) {
 		return row{}, ErrNotFound
 	}
 	return x, err
+}
+
+// loadByIDs returns the stored messages of ids (the unknown ones are
+// missing), in one statement.
+func (s *store) loadByIDs(ctx context.Context, list []string) ([]row, error) {
+	return s.loadRows(ctx, `m.id = ANY($1::uuid[])`, ids.ArrayParam(list))
 }
 
 func (s *store) loadRows(ctx context.Context, where string, args ...any) ([]row, error) {

@@ -2,12 +2,16 @@ package runs_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // TestDeliveryWaitsForTheRunsEnd: the acknowledgement that delivers a
@@ -78,5 +82,43 @@ func TestDeliveryWaitsForTheRunsEnd(t *testing.T) {
 	}
 	if n := env.Count(`SELECT count(*) FROM run_followups WHERE message_id = $1 AND state = 'promoted' AND delivered_at IS NULL`, followUp.ID); n != 1 {
 		t.Fatal("the promoted follow-up was delivered as well")
+	}
+}
+
+// TestEndReadsFollowUpFactsOnce: a run that ends with pending follow-ups
+// reads their trigger facts once for all of them: the reads of the end are
+// as many with five follow-ups as with one (only the writes of moving each
+// follow-up grow).
+func TestEndReadsFollowUpFactsOnce(t *testing.T) {
+	t.Parallel()
+	reads := map[int]int{}
+	for _, n := range []int{1, 5} {
+		counter := &apitest.StatementCounter{}
+		env := moduletest.Build(t, moduletest.Options{Tracer: counter})
+		ctx := t.Context()
+		lotse := env.Principal("lotse")
+		run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "f0", "@lotse first"))
+		if _, err := env.Runs.Start(ctx, lotse, run, holder); err != nil {
+			t.Fatal(err)
+		}
+		thread := readRun(t, env, "lotse", run).ThreadID
+		for i := range n {
+			env.Post("alex", thread, fmt.Sprintf("f%d", i+1), fmt.Sprintf("@lotse and point %d", i+1))
+		}
+		from := counter.Count()
+		if _, err := env.Runs.Finish(ctx, lotse, run, holder, domain.RunCompleted, ""); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range counter.Since(from) {
+			if strings.HasPrefix(strings.TrimSpace(strings.ToUpper(q)), "SELECT") {
+				reads[n]++
+			}
+		}
+		if n := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'promoted'`); n != 1 {
+			t.Fatalf("%d follow-ups promoted, want 1", n)
+		}
+	}
+	if reads[1] != reads[5] {
+		t.Fatalf("the end read %d statements with one follow-up and %d with five", reads[1], reads[5])
 	}
 }

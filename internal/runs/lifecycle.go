@@ -346,22 +346,25 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 	if err != nil {
 		return Run{}, nil, problem.Internal("runs.end", err)
 	}
+	// The facts of every pending follow-up are read once, for all of them,
+	// inside this locked unit (not five statements per follow-up).
+	allFacts, msgs, err := s.followupFacts(ctx, list, thread, channel)
+	if err != nil {
+		return Run{}, nil, problem.Internal("runs.end", err)
+	}
 	var next Run
 	for _, id := range list {
-		m, err := s.messaging.Load(ctx, id, channel.ID)
-		if err != nil {
-			return Run{}, nil, problem.Internal("runs.end", err)
+		m, known := msgs[id]
+		facts, decided := allFacts[id]
+		if !known || !decided {
+			if err := s.dropFollowup(ctx, r.ID, id, ReasonAddresseeChanged); err != nil {
+				return Run{}, nil, problem.Internal("runs.end", err)
+			}
+			continue
 		}
-		people, err := s.ident.GetMany(ctx, []string{m.Author.ID})
-		if err != nil {
-			return Run{}, nil, problem.Internal("runs.end", err)
-		}
-		p := &messaging.Posted{Message: m, Thread: thread, Channel: channel, Author: people[m.Author.ID]}
-		facts, _, err := s.triggerFacts(ctx, p)
-		if err != nil {
-			return Run{}, nil, problem.Internal("runs.end", err)
-		}
-		facts.Human = m.Origin == messaging.OriginHuman
+		// The thread has no active run until the first promotion starts
+		// the next one.
+		facts.ActiveRunAgent = next.AgentID
 		d := DecideTrigger(facts)
 		want := messaging.TriggerAccepted
 		if next.ID != "" {

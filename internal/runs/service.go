@@ -184,6 +184,87 @@ func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (Trigge
 	return f, active, nil
 }
 
+// followupFacts reads the trigger facts of the pending follow-ups list of
+// a run that ends in thread t of channel c, for all of them at once: their
+// messages, their authors, the authors' trigger right, the mentioned agents
+// and the operator, and the agents' read right, each one read for the
+// whole list (docs/design/runs.md#follow-ups). ActiveRunAgent is left
+// empty: the caller knows the next run it starts. A follow-up whose
+// message or author is gone is missing from the answer.
+func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Thread, c chat.Channel) (map[string]TriggerFacts, map[string]messaging.Message, error) {
+	msgs, err := s.messaging.LoadMany(ctx, list, c.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	path := chat.PathInThread(c, t, authz.KindThread, t.ID)
+	base := TriggerFacts{Human: true, MainThread: t.Kind == chat.ThreadMain, ThreadOperator: t.OperatorAgentID,
+		ChannelOperator: c.EffectiveOperator(), FreeResponse: c.Switches.FreeResponse,
+		AllowMentionedAgents: c.Switches.AllowMentionedAgents, AutoThread: c.Switches.AutoThread}
+	operator := base.ThreadOperator
+	if base.MainThread {
+		operator = base.ChannelOperator
+	}
+	ask := map[string]bool{operator: true}
+	mentioned := map[string]string{} // message id to its first mentioned agent
+	for _, m := range msgs {
+		ask[m.Author.ID] = true
+		for _, r := range m.Mentions {
+			if r.Kind == identity.KindAgent {
+				mentioned[m.ID] = r.ID
+				ask[r.ID] = true
+				break
+			}
+		}
+	}
+	idList := make([]string, 0, len(ask))
+	for id := range ask {
+		if id != "" {
+			idList = append(idList, id)
+		}
+	}
+	people, err := s.ident.GetMany(ctx, idList)
+	if err != nil {
+		return nil, nil, err
+	}
+	var authors, agents []identity.Principal
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if p, ok := people[m.Author.ID]; ok && !seen[p.ID] {
+			seen[p.ID] = true
+			authors = append(authors, p)
+		}
+		if a, ok := people[mentioned[m.ID]]; ok && !seen["agent:"+a.ID] {
+			seen["agent:"+a.ID] = true
+			agents = append(agents, a)
+		}
+	}
+	writers, err := s.authz.Allowed(ctx, authz.MessageTrigger, authz.Facts{Path: path}, authors...)
+	if err != nil {
+		return nil, nil, err
+	}
+	reads, err := s.authz.Allowed(ctx, authz.ThreadRead, authz.Facts{Path: path}, agents...)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string]TriggerFacts, len(msgs))
+	for id, m := range msgs {
+		if _, ok := people[m.Author.ID]; !ok {
+			continue
+		}
+		f := base
+		f.Human = m.Origin == messaging.OriginHuman
+		f.WriterTrigger = writers[m.Author.ID]
+		if a, ok := people[mentioned[id]]; ok {
+			f.Mentioned = []Agent{{ID: a.ID, Active: a.Active(), ReadOnThread: reads[a.ID]}}
+		}
+		if op, ok := people[operator]; ok {
+			f.OperatorActive = op.Active()
+		}
+		out[id] = f
+	}
+	return out, msgs, nil
+}
+
 // trigger locates a triggering message.
 type trigger struct {
 	messageID, threadID string
