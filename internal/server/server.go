@@ -106,6 +106,7 @@ type Server struct {
 	inflight  *inflight
 	outage    *outage
 	modules   *modules.Set
+	live      *live
 }
 
 // New assembles the server. It fails when a stored REST operation does not
@@ -166,7 +167,7 @@ func New(d Deps) (*Server, error) {
 		return nil, err
 	}
 
-	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, Identity: ident, Authz: az, Chat: chatSvc,
+	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, live: ws, Identity: ident, Authz: az, Chat: chatSvc,
 		Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc, DB: uow, Admin: adm, listenURL: d.ListenURL, ops: ops, gatherer: reg,
 		Retention: set.Retention, modules: set,
 		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected},
@@ -340,7 +341,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.hub.Stop()
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
+	err := hs.Shutdown(sctx)
+	if err == nil {
+		// Shutdown does not wait for hijacked connections: the WebSockets
+		// close themselves with 1012 once the hub stopped, and the
+		// requests' context must outlive their close frames (its end
+		// makes gqlgen close with 1000, which clients take for the end).
+		err = s.live.drained(sctx)
+	}
+	if err != nil {
 		cancelRequests()
 		hs.Close()
 		s.log.Warn("drain: server.shutdown_timeout reached, requests in flight cancelled", "phase", "cancelled")

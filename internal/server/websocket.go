@@ -73,8 +73,23 @@ type live struct {
 	mu    sync.Mutex
 	conns map[string]int
 	// open counts the connections being served (upgraded or not yet
-	// refused), for bothy_websocket_connections.
-	open int
+	// refused), for bothy_websocket_connections; served is the same as a
+	// WaitGroup, for the drain.
+	open   int
+	served sync.WaitGroup
+}
+
+// drained waits until every WebSocket connection ended, or ctx ended
+// (its error then).
+func (l *live) drained(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { l.served.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Open returns how many WebSocket connections are being served now.
@@ -125,17 +140,19 @@ func (l *live) route(exec http.Handler, rest http.Handler) http.Handler {
 		// A subscription lives for hours: net/http clears the request's
 		// read and write deadlines (server timeouts) when the upgrade
 		// hijacks the connection (TestSubscriptionOutlivesHTTPTimeouts).
-		c := &wsConn{live: l, active: map[string]bool{}}
+		c := &wsConn{live: l, active: map[string]bool{}, closeDone: make(chan struct{})}
 		ctx, cancel := context.WithCancel(r.Context())
 		c.cancel = cancel
 		l.mu.Lock()
 		l.open++
 		l.mu.Unlock()
+		l.served.Add(1)
 		defer func() {
 			c.finish()
 			l.mu.Lock()
 			l.open--
 			l.mu.Unlock()
+			l.served.Done()
 		}()
 		exec.ServeHTTP(w, r.WithContext(context.WithValue(ctx, wsConnKey{}, c)))
 	})
@@ -255,6 +272,9 @@ type wsConn struct {
 	principal string
 	inited    bool
 	closed    bool
+	// closeDone is closed once the close frame of the first closeWith
+	// went out (or gave up) and the connection was dropped.
+	closeDone chan struct{}
 	// active are the ids of running subscriptions (subscribe seen, neither
 	// side completed yet).
 	active map[string]bool
@@ -425,10 +445,16 @@ func (c *wsConn) closeWith(code int, reason string) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		// A second caller (the pump and the watcher both see a drain)
+		// returns only once the first one's close went out: returning at
+		// once let the pump end its subscription, and gqlgen's own close
+		// (1000) could overtake the 1012 still being written.
+		<-c.closeDone
 		return
 	}
 	c.closed = true
 	c.mu.Unlock()
+	defer close(c.closeDone)
 	// The close frame waits behind a write blocked on a consumer that
 	// does not read; give it a moment, then drop the connection.
 	done := make(chan struct{})
