@@ -74,21 +74,7 @@ func TestLoopFinishesARunAnsweredByAnEarlierHolder(t *testing.T) {
 // the model; the process posts nothing and leaves the run to its new holder.
 func TestLoopStopsWhenItLosesTheClaim(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.scriptRun("slow work")
-	f.handle("RenewRun", func(map[string]any) (any, error) {
-		return nil, gqlErr{code: "conflict", reason: "run_claimed", status: 409}
-	})
-	f.handle("StartRun", func(vars map[string]any) (any, error) {
-		run := runJSON(vars["id"].(string), "RUNNING", false)
-		run["leaseExpiresAt"] = time.Now().Add(900 * time.Millisecond).UTC().Format(time.RFC3339Nano)
-		return map[string]any{"startRun": run}, nil
-	})
-	f.push(invocation("r1", "t-1"))
-	m := blockingModel{began: make(chan string, 1)}
-	r := f.start(t, m, true)
-	<-m.began
-	r.wait(t)
+	f, r := renewalRefused(t, "run_claimed")
 	if got := f.opNames(); got != "RunContext(r1) StartRun(r1)" {
 		t.Fatalf("operations: %s", got)
 	}
@@ -131,4 +117,28 @@ func TestWithFollowUps(t *testing.T) {
 	if len(p.Context.FollowUps) != 2 {
 		t.Fatalf("prompt context %+v", p.Context.FollowUps)
 	}
+}
+
+// renewalRefused runs one invocation (run r1) on a fake server whose
+// renewals of the lease answer 409 conflict with reason while the model
+// works, and returns once the loop ended.
+func renewalRefused(t *testing.T, reason string) (*fake, *runner) {
+	t.Helper()
+	f := newFake(t)
+	f.scriptRun("slow work")
+	f.handle("RenewRun", func(map[string]any) (any, error) {
+		return nil, gqlErr{code: "conflict", reason: reason, status: 409}
+	})
+	f.handle("StartRun", func(vars map[string]any) (any, error) {
+		run := runJSON(vars["id"].(string), "RUNNING", false)
+		// A short lease, so that a renewal comes while the model blocks.
+		run["leaseExpiresAt"] = time.Now().Add(600 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		return map[string]any{"startRun": run}, nil
+	})
+	f.push(invocation("r1", "t-1"))
+	m := blockingModel{began: make(chan string, 1)}
+	r := f.start(t, m, true)
+	<-m.began
+	r.wait(t)
+	return f, r
 }

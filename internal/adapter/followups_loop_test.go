@@ -406,21 +406,7 @@ func TestLoopDropsTheReplyWhenItsPersonLostTrigger(t *testing.T) {
 // trigger_revoked stops the model and confirms the cancel.
 func TestLoopStopsTheModelWhenItsPersonLostTrigger(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.scriptRun("slow work")
-	f.handle("RenewRun", func(map[string]any) (any, error) {
-		return nil, gqlErr{code: "conflict", reason: "trigger_revoked", status: 409}
-	})
-	f.handle("StartRun", func(vars map[string]any) (any, error) {
-		run := runJSON(vars["id"].(string), "RUNNING", false)
-		run["leaseExpiresAt"] = time.Now().Add(600 * time.Millisecond).UTC().Format(time.RFC3339Nano)
-		return map[string]any{"startRun": run}, nil
-	})
-	f.push(invocation("r1", "t-1"))
-	m := blockingModel{began: make(chan string, 1)}
-	r := f.start(t, m, true)
-	<-m.began
-	r.wait(t)
+	f, _ := renewalRefused(t, "trigger_revoked")
 	if got := f.opNames(); got != "RunContext(r1) StartRun(r1) FinishRun(r1)" {
 		t.Fatalf("operations: %s", got)
 	}

@@ -142,9 +142,7 @@ func (s *Service) setTrigger(ctx context.Context, p *messaging.Posted, state mes
 // run a follow-up joins).
 func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (TriggerFacts, Run, error) {
 	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
-	f := TriggerFacts{Human: true, MainThread: p.Thread.Kind == chat.ThreadMain, ThreadOperator: p.Thread.OperatorAgentID,
-		ChannelOperator: p.Channel.EffectiveOperator(), FreeResponse: p.Channel.Switches.FreeResponse,
-		AllowMentionedAgents: p.Channel.Switches.AllowMentionedAgents, AutoThread: p.Channel.Switches.AutoThread}
+	f := placeFacts(p.Thread, p.Channel)
 	writer, err := s.authz.Allowed(ctx, authz.MessageTrigger, authz.Facts{Path: path}, p.Author)
 	if err != nil {
 		return f, Run{}, err
@@ -158,10 +156,7 @@ func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (Trigge
 			break
 		}
 	}
-	operator := f.ThreadOperator
-	if f.MainThread {
-		operator = f.ChannelOperator
-	}
+	operator := f.operator()
 	agents, err := s.ident.GetMany(ctx, []string{mentioned, operator})
 	if err != nil {
 		return f, Run{}, err
@@ -184,6 +179,24 @@ func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (Trigge
 	return f, active, nil
 }
 
+// placeFacts are the facts of a message's place, thread t of channel c:
+// the thread's kind and operator, the channel's operator and switches.
+func placeFacts(t chat.Thread, c chat.Channel) TriggerFacts {
+	return TriggerFacts{Human: true, MainThread: t.Kind == chat.ThreadMain, ThreadOperator: t.OperatorAgentID,
+		ChannelOperator: c.EffectiveOperator(), FreeResponse: c.Switches.FreeResponse,
+		AllowMentionedAgents: c.Switches.AllowMentionedAgents, AutoThread: c.Switches.AutoThread}
+}
+
+// operator is the agent that answers a message of the place without a
+// mention: the channel's operator in a main thread, the thread's own
+// operator elsewhere.
+func (f TriggerFacts) operator() string {
+	if f.MainThread {
+		return f.ChannelOperator
+	}
+	return f.ThreadOperator
+}
+
 // followupFacts reads the trigger facts of the pending follow-ups list of
 // a run that ends in thread t of channel c, for all of them at once: their
 // messages, their authors, the authors' trigger right, the mentioned agents
@@ -197,13 +210,8 @@ func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Threa
 		return nil, nil, err
 	}
 	path := chat.PathInThread(c, t, authz.KindThread, t.ID)
-	base := TriggerFacts{Human: true, MainThread: t.Kind == chat.ThreadMain, ThreadOperator: t.OperatorAgentID,
-		ChannelOperator: c.EffectiveOperator(), FreeResponse: c.Switches.FreeResponse,
-		AllowMentionedAgents: c.Switches.AllowMentionedAgents, AutoThread: c.Switches.AutoThread}
-	operator := base.ThreadOperator
-	if base.MainThread {
-		operator = base.ChannelOperator
-	}
+	base := placeFacts(t, c)
+	operator := base.operator()
 	ask := map[string]bool{operator: true}
 	mentioned := map[string]string{} // message id to its first mentioned agent
 	for _, m := range msgs {
@@ -227,14 +235,14 @@ func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Threa
 		return nil, nil, err
 	}
 	var authors, agents []identity.Principal
-	seen := map[string]bool{}
+	seenAuthor, seenAgent := map[string]bool{}, map[string]bool{}
 	for _, m := range msgs {
-		if p, ok := people[m.Author.ID]; ok && !seen[p.ID] {
-			seen[p.ID] = true
+		if p, ok := people[m.Author.ID]; ok && !seenAuthor[p.ID] {
+			seenAuthor[p.ID] = true
 			authors = append(authors, p)
 		}
-		if a, ok := people[mentioned[m.ID]]; ok && !seen["agent:"+a.ID] {
-			seen["agent:"+a.ID] = true
+		if a, ok := people[mentioned[m.ID]]; ok && !seenAgent[a.ID] {
+			seenAgent[a.ID] = true
 			agents = append(agents, a)
 		}
 	}

@@ -167,18 +167,8 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 			if err != nil {
 				return err
 			}
-		} else {
-			now := s.clock.Now()
-			asked := r.CancelRequested
-			r.CancelRequested, r.TriggerLostAt = true, &now
-			r, err = s.transition(ctx, r, r.State, "")
-			if err != nil {
-				return err
-			}
-			evs = []events.Event{s.stateChanged(r, t.ChannelID)}
-			if !asked {
-				evs = append(evs, events.Event{AgentID: r.AgentID, RunID: r.ID, Type: events.RunCancelRequested, Payload: map[string]any{"run_id": r.ID}})
-			}
+		} else if _, evs, err = s.markLost(ctx, r, t.ChannelID); err != nil {
+			return err
 		}
 		changed = true
 		return s.events.Append(ctx, evs...)
@@ -234,24 +224,16 @@ func errTriggerRevoked() error {
 // (run_not_active); a running or waiting run is marked (cancel_requested,
 // trigger lost now) and then ended cancelled by finishRun and the agent's
 // cancelRun, whatever outcome was asked, while every other call answers
-// trigger_revoked. refusal is the answer to give once the unit committed.
-func (s *Service) applyLoss(ctx context.Context, r Run, action authz.Action, channelID string) (Run, []events.Event, error, error) {
+// trigger_revoked. refusal is the answer to give once the unit committed
+// (nil when the call's answer is the ended run); err fails the unit.
+func (s *Service) applyLoss(ctx context.Context, r Run, action authz.Action, channelID string) (out Run, evs []events.Event, refusal, err error) {
 	if r.State == domain.RunQueued {
 		ended, evs, err := s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, channelID)
 		return ended, evs, errNotActive(), err
 	}
-	var evs []events.Event
 	if r.TriggerLostAt == nil {
-		now := s.clock.Now()
-		asked := r.CancelRequested
-		r.CancelRequested, r.TriggerLostAt = true, &now
-		var err error
-		if r, err = s.transition(ctx, r, r.State, ""); err != nil {
+		if r, evs, err = s.markLost(ctx, r, channelID); err != nil {
 			return Run{}, nil, nil, err
-		}
-		evs = append(evs, s.stateChanged(r, channelID))
-		if !asked {
-			evs = append(evs, events.Event{AgentID: r.AgentID, RunID: r.ID, Type: events.RunCancelRequested, Payload: map[string]any{"run_id": r.ID}})
 		}
 	}
 	if action == authz.RunFinish || action == authz.RunCancel {
@@ -259,4 +241,23 @@ func (s *Service) applyLoss(ctx context.Context, r Run, action authz.Action, cha
 		return ended, append(evs, more...), nil, err
 	}
 	return r, evs, errTriggerRevoked(), nil
+}
+
+// markLost marks running or waiting run r as one whose person lost
+// trigger now (cancel requested, trigger lost at now) and returns it with
+// its events: the state change, and run.cancel_requested unless a cancel
+// was asked for already.
+func (s *Service) markLost(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
+	now := s.clock.Now()
+	asked := r.CancelRequested
+	r.CancelRequested, r.TriggerLostAt = true, &now
+	r, err := s.transition(ctx, r, r.State, "")
+	if err != nil {
+		return Run{}, nil, err
+	}
+	evs := []events.Event{s.stateChanged(r, channelID)}
+	if !asked {
+		evs = append(evs, events.Event{AgentID: r.AgentID, RunID: r.ID, Type: events.RunCancelRequested, Payload: map[string]any{"run_id": r.ID}})
+	}
+	return r, evs, nil
 }

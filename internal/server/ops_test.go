@@ -194,25 +194,7 @@ func TestReadinessReasons(t *testing.T) {
 		}
 		waitReady(t, env)
 		// Wake-ups work through the new connection.
-		_, cursor := env.Poll(t, "lotse", "", 0)
-		woke := make(chan int, 1)
-		go func() {
-			evs, _, err := env.PollDo("lotse", cursor, 20)
-			if err != nil {
-				t.Error(err)
-			}
-			woke <- len(evs)
-		}()
-		env.AwaitPolls(t, 1)
-		env.MustPost("alex", env.Main("Support/Eskalation"), "after-reconnect", "@lotse still there?")
-		select {
-		case n := <-woke:
-			if n == 0 {
-				t.Fatal("the long poll ended without events")
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("the long poll was not woken after the reconnect")
-		}
+		wantLongPollWoken(t, env, "after-reconnect")
 	})
 	t.Run("database_unreachable", func(t *testing.T) {
 		t.Parallel()
@@ -471,5 +453,31 @@ func TestCORSPreflight(t *testing.T) {
 	g := env.GraphQL(env.World.Token("alex"), `{ viewer { id } }`, nil, nil)
 	if g.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatal("a same-origin request was marked")
+	}
+}
+
+// wantLongPollWoken parks a long poll of lotse, posts a trigger for it
+// (client_msg_id key) and fails unless the poll is woken with events: the
+// proof that wake-ups reach this server through its LISTEN connection.
+func wantLongPollWoken(t *testing.T, env *apitest.Env, key string) {
+	t.Helper()
+	_, cursor := env.Poll(t, "lotse", "", 0)
+	woke := make(chan int, 1)
+	go func() {
+		evs, _, err := env.PollDo("lotse", cursor, 20)
+		if err != nil {
+			t.Error(err)
+		}
+		woke <- len(evs)
+	}()
+	env.AwaitPolls(t, 1)
+	env.MustPost("alex", env.Main("Support/Eskalation"), key, "@lotse still there?")
+	select {
+	case n := <-woke:
+		if n == 0 {
+			t.Fatal("the long poll ended without events")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long poll was not woken through the LISTEN connection")
 	}
 }

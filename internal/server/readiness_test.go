@@ -135,25 +135,7 @@ func TestReadinessFollowsTheListenerAtOnce(t *testing.T) {
 	}
 
 	// Wake-ups run through the new connection.
-	_, cursor := env.Poll(t, "lotse", "", 0)
-	woke := make(chan int, 1)
-	go func() {
-		evs, _, err := env.PollDo("lotse", cursor, 20)
-		if err != nil {
-			t.Error(err)
-		}
-		woke <- len(evs)
-	}()
-	env.AwaitPolls(t, 1)
-	env.MustPost("alex", env.Main("Support/Eskalation"), "after-listener-outage", "@lotse still there?")
-	select {
-	case n := <-woke:
-		if n == 0 {
-			t.Fatal("the long poll ended without events")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the long poll was not woken through the new LISTEN connection")
-	}
+	wantLongPollWoken(t, env, "after-listener-outage")
 }
 
 // listenerPausing reports whether the listener logged a pause of at least
