@@ -236,7 +236,7 @@ func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled, out []by
 		if err := dec.Decode(&resp); err != nil || len(resp.Errors) == 0 {
 			return nil, 0, undecodable
 		}
-		return nil, 0, problemOf(resp.Errors[0].Message, resp.Errors[0].Extensions)
+		return nil, 0, c.problemOf(resp.Errors[0].Message, resp.Errors[0].Extensions)
 	}
 	data, err := scanner{in: gql}.member("data")
 	if err != nil || data == nil {
@@ -287,8 +287,9 @@ func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled, out []by
 	return out, status, nil
 }
 
-// problemOf rebuilds a problem from a GraphQL error's extensions.
-func problemOf(msg string, ext map[string]any) *problem.Error {
+// problemOf rebuilds a problem from a GraphQL error's extensions, with
+// each field error's pointer in the REST form of route c (restPointer).
+func (c *compiled) problemOf(msg string, ext map[string]any) *problem.Error {
 	code, _ := ext["code"].(string)
 	if !problem.Code(code).Known() {
 		return problem.Internal("rest.problemOf", errors.New("GraphQL error without a known code"))
@@ -305,6 +306,7 @@ func problemOf(msg string, ext map[string]any) *problem.Error {
 		m, _ := fe.(map[string]any)
 		f := problem.FieldError{}
 		f.Pointer, _ = m["pointer"].(string)
+		f.Pointer = c.restPointer(f.Pointer)
 		f.Code, _ = m["code"].(string)
 		f.Detail, _ = m["detail"].(string)
 		p.Fields = append(p.Fields, f)
@@ -317,6 +319,33 @@ func problemOf(msg string, ext map[string]any) *problem.Error {
 		}
 	}
 	return p
+}
+
+// ParamPointer is the pointer of a field error that names a parameter
+// rather than a body member: its place and name, "query:limit",
+// "path:thread_id" or "header:Bothy-Run-Holder" (docs/clients.md#problems).
+// A JSON pointer always starts with "/" or is empty, so the two forms
+// never meet.
+func ParamPointer(p Param) string { return string(p.In) + ":" + p.Name }
+
+// restPointer turns a pointer of the modules' vocabulary (a JSON pointer
+// into the body, or the bare name of an argument: "limit", "holder") into
+// the REST form of route c: a bare name becomes the JSON pointer of the
+// body member of that name, or ParamPointer of the parameter whose name or
+// variable it is. A pointer the route does not know stays as it is.
+func (c *compiled) restPointer(ptr string) string {
+	if ptr == "" || strings.HasPrefix(ptr, "/") || strings.Contains(ptr, ":") {
+		return ptr
+	}
+	if _, ok := c.BodyFields[ptr]; ok {
+		return "/" + ptr
+	}
+	for _, p := range c.Params {
+		if p.Name == ptr || p.Var == ptr {
+			return ParamPointer(p)
+		}
+	}
+	return ptr
 }
 
 // variables builds the operation's variables from path, query and body.
@@ -342,11 +371,11 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 		if p.Int {
 			n, err := strconv.ParseInt(raw, 10, 32)
 			if err != nil {
-				fields = append(fields, problem.FieldError{Pointer: p.Name, Code: "invalid_type", Detail: "must be a 32-bit integer"})
+				fields = append(fields, problem.FieldError{Pointer: ParamPointer(p), Code: "invalid_type", Detail: "must be a 32-bit integer"})
 				continue
 			}
 			vars[p.Var] = n
-		} else if fe := text.Check(raw, p.Name); fe != nil {
+		} else if fe := text.Check(raw, ParamPointer(p)); fe != nil {
 			fields = append(fields, *fe)
 		} else {
 			vars[p.Var] = raw

@@ -344,6 +344,30 @@ func TestUnknownMemberAndEnum(t *testing.T) {
 	if n := threads(); n != threadsBefore {
 		t.Fatalf("refused bodies stored threads: %d, want %d", n, threadsBefore)
 	}
+	// A parameter is named by its place and name (docs/clients.md#problems),
+	// whether the shim or a module found the fault; a body member by its
+	// JSON pointer, also when a module names it by its bare name.
+	params := []struct {
+		name, method, path string
+		header             http.Header
+		body               map[string]any
+		pointer, code      string
+	}{
+		{"query integer", http.MethodGet, "/api/v1/threads/" + main + "/messages?limit=many", nil, nil, "query:limit", "invalid_type"},
+		{"query range", http.MethodGet, "/api/v1/threads/" + main + "/messages?limit=0", nil, nil, "query:limit", "out_of_range"},
+		{"query cursor", http.MethodGet, "/api/v1/events?after=yesterday", nil, nil, "query:after", "invalid_cursor"},
+		{"header", http.MethodPost, "/api/v1/threads/" + main + "/messages", http.Header{"Bothy-Run-Holder": {"no spaces"}},
+			map[string]any{"client_msg_id": "h", "content_md": "hi"}, "header:Bothy-Run-Holder", "invalid_format"},
+	}
+	for _, c := range params {
+		t.Run(c.name, func(t *testing.T) {
+			r := env.RESTWith(c.method, c.path, env.World.Token("alex"), c.body, c.header)
+			p := apitest.WantProblem(t, c.name, r, 400, "validation_failed", "")
+			if len(p.Errors) != 1 || p.Errors[0].Pointer != c.pointer || p.Errors[0].Code != c.code {
+				t.Fatalf("errors %+v, want {pointer %s, code %s}", p.Errors, c.pointer, c.code)
+			}
+		})
+	}
 	// The same body without the faults is accepted (the refusals were about
 	// the faults).
 	env.MustPost("alex", main, "x", "hi")

@@ -91,8 +91,8 @@ func TestInvalidCharactersAreValidationFailed(t *testing.T) {
 		map[string]any{"external_ref": "ref\x00"}), "/external_ref", "invalid_characters")
 	wantField(t, "finish reason NUL", env.REST(http.MethodPost, "/api/v1/runs/0190a0a0-0000-7000-8000-000000000000/finish", env.World.Token("lotse"),
 		map[string]any{"outcome": "failed", "reason": "r\x00"}), "/reason", "invalid_characters")
-	wantField(t, "path parameter invalid UTF-8", env.REST(http.MethodGet, "/api/v1/threads/%FF%00", alex, nil), "thread_id", "invalid_characters")
-	wantField(t, "query parameter NUL", env.REST(http.MethodGet, "/api/v1/events?after=%00", alex, nil), "after", "invalid_characters")
+	wantField(t, "path parameter invalid UTF-8", env.REST(http.MethodGet, "/api/v1/threads/%FF%00", alex, nil), "path:thread_id", "invalid_characters")
+	wantField(t, "query parameter NUL", env.REST(http.MethodGet, "/api/v1/events?after=%00", alex, nil), "query:after", "invalid_characters")
 
 	res := env.GraphQL(alex, `mutation($t: ID!, $in: MessageCreate!) { createMessage(threadId: $t, input: $in) { replayed } }`,
 		map[string]any{"t": main, "in": map[string]any{"clientMsgId": "g-1", "contentMd": "a\x00b"}}, nil)
