@@ -149,7 +149,7 @@ func New(d Deps) (*Server, error) {
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}
 	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
-	es := generated.NewExecutableSchema(generated.Config{Resolvers: resolver, Complexity: Complexity(ListBounds{
+	es := generated.NewExecutableSchema(generated.Config{Schema: graph.Schema(), Resolvers: resolver, Complexity: Complexity(ListBounds{
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
 		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
 		ContextItems: contextItems, NestedItems: nestedItems})})

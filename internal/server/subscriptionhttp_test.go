@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"bothy.example.com/bothy/internal/apitest"
@@ -97,4 +98,35 @@ func TestRequestsRefusedBeforeTheyRun(t *testing.T) {
 	t.Parallel()
 	t.Run("subscription over plain HTTP", testSubscriptionOverHTTPRefused)
 	t.Run("no data on request errors", testRequestErrorsHaveNoData)
+	t.Run("defer neither advertised nor ignored", testDeferRefused)
+}
+
+// testDeferRefused: introspection lists no @defer (Bothy answers every
+// operation in one response) and an operation using it is refused by
+// validation rather than answered without its deferred fragment; @skip and
+// @include, which Bothy honours, stay.
+func testDeferRefused(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	alex := env.World.Token("alex")
+	_, doc := graphQLRaw(t, env, http.MethodPost, alex, `{ __schema { directives { name } } }`, "application/json")
+	var data struct {
+		Schema struct {
+			Directives []struct{ Name string }
+		} `json:"__schema"`
+	}
+	if err := json.Unmarshal(doc["data"], &data); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, d := range data.Schema.Directives {
+		names[d.Name] = true
+	}
+	if names["defer"] || !names["skip"] || !names["include"] || !names["deprecated"] {
+		t.Fatalf("advertised directives %v", names)
+	}
+	_, doc = graphQLRaw(t, env, http.MethodPost, alex, `{ viewer { id ... @defer { handle } } }`, "application/json")
+	if _, has := doc["data"]; has || !strings.Contains(string(doc["errors"]), `"validation_failed"`) {
+		t.Fatalf("@defer answered data %s errors %s", doc["data"], doc["errors"])
+	}
 }
