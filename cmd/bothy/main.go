@@ -51,6 +51,8 @@ Usage:
   bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H (= bothy admin token create)
   bothy config markdown                                 print docs/configuration.md
+  bothy documents hashes FILE|DIR...                    print the trusted-documents file (graphql.trusted_documents)
+                                                        of a client's .graphql operations
   bothy version                                         print the version and VCS revision (also --version)
   bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]
                                                         run the reference agent adapter for the agent of token T
@@ -152,6 +154,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return errors.New("usage: bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]")
 		}
 		return cmdAgentRun(ctx, args[2:], stderr)
+	case "documents":
+		return cmdDocuments(args[1:], stdout)
 	case "config":
 		if len(args) >= 2 && isHelp(args[1]) || len(args) >= 3 && args[1] == "markdown" && isHelp(args[2]) {
 			fmt.Fprint(stdout, "Usage: bothy config markdown\n\nPrints the reference of every configuration key (docs/configuration.md) as Markdown.\n")

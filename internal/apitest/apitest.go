@@ -411,7 +411,24 @@ func (e *Env) GraphQL(token, query string, vars map[string]any, out any) *GQLRes
 // request that fails or an answer that does not decode is returned as an
 // error.
 func (e *Env) GraphQLDo(token, query string, vars map[string]any, out any) (*GQLResult, error) {
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	return e.GraphQLRequestDo(token, map[string]any{"query": query, "variables": vars}, out)
+}
+
+// GraphQLRequest posts request (the members of a GraphQL-over-HTTP request:
+// query, variables, operationName, extensions; any may be left out) as
+// token and decodes the answer as GraphQL does.
+func (e *Env) GraphQLRequest(token string, request map[string]any, out any) *GQLResult {
+	e.t.Helper()
+	res, err := e.GraphQLRequestDo(token, request, out)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+// GraphQLRequestDo is GraphQLRequest for a goroutine other than the test's.
+func (e *Env) GraphQLRequestDo(token string, request map[string]any, out any) (*GQLResult, error) {
+	body, _ := json.Marshal(request)
 	req, _ := http.NewRequest(http.MethodPost, e.URL+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/graphql-response+json, application/json")

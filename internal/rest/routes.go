@@ -281,3 +281,14 @@ var adminRoutes = []Route{
 		Document: `mutation unarchiveChannel($id: ID!) { unarchiveChannel(id: $id) { ` + channelFields + ` } }`,
 	},
 }
+
+// Documents returns the stored GraphQL operation of every route of Table:
+// the operations the shim runs, which an instance that runs trusted
+// documents only (graphql.trusted_documents) trusts without a listing.
+func Documents() []string {
+	out := make([]string, len(Table))
+	for i, rt := range Table {
+		out[i] = rt.Document
+	}
+	return out
+}

@@ -25,13 +25,18 @@ import (
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/querycache"
+	"bothy.example.com/bothy/internal/rest"
+	"bothy.example.com/bothy/internal/trusteddocs"
 )
 
 // newGraphQL builds the one GraphQL executor of the process over es with the
 // limits of cfg. The REST shim runs its stored operations on this same
 // handler, so both faces share limits, presenter and recovery. first are
 // transports tried before the HTTP ones (the WebSocket upgrade is a GET).
-func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logger, m *httpx.Metrics, out *outage, first ...graphql.Transport) *handler.Server {
+//
+// Errors: the trusted-documents file (graphql.trusted_documents) cannot be
+// read or is malformed.
+func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logger, m *httpx.Metrics, out *outage, first ...graphql.Transport) (*handler.Server, error) {
 	srv := handler.New(es)
 	for _, t := range first {
 		srv.AddTransport(t)
@@ -41,6 +46,13 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	srv.AddTransport(rawDataPOST{})
 	srv.SetQueryCache(querycache.New(cfg.Int(config.GraphQLQueryCacheBytes)))
 	srv.SetParserTokenLimit(cfg.Int(config.GraphQLParserTokenLimit))
+	// Automatic persisted queries come first: a request that sends only a
+	// query's hash gets its text from the cache before anything counts it.
+	if budget := cfg.Int(config.GraphQLAPQCacheBytes); budget > 0 {
+		srv.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: querycache.NewLRU(budget, func(hash, query string) int { return len(hash) + len(query) })}})
+	} else {
+		srv.Use(persistedQueriesOff{})
+	}
 	// The linear selection count runs before parsing and validation.
 	srv.Use(SelectionLimit{Max: cfg.Int(config.GraphQLMaxSelections), TokenLimit: cfg.Int(config.GraphQLParserTokenLimit),
 		Counts: lru.New[int](1000)})
@@ -51,6 +63,19 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	// it would wait for its first event without the WebSocket transport's
 	// revocation watcher and connection limit.
 	srv.Use(WebSocketSubscriptions{})
+	// The allow-list comes right after: an untrusted operation is refused
+	// before its depth and cost are weighed.
+	if path := cfg.String(config.GraphQLTrustedDocuments); path != "" {
+		set, err := trusteddocs.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		guard, err := trusteddocs.NewGuard(set, rest.Documents()...)
+		if err != nil {
+			return nil, err
+		}
+		srv.Use(guard)
+	}
 	// Depth before cost: an over-deep operation is refused for its depth,
 	// the more specific reason, whatever its cost.
 	srv.Use(DepthLimit{Max: cfg.Int(config.GraphQLDepthLimit), IntrospectionMax: cfg.Int(config.GraphQLIntrospectionDepthLimit)})
@@ -79,8 +104,59 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 		log.ErrorContext(ctx, "panic in resolver", "correlation_id", httpx.CorrelationID(ctx), "panic", fmt.Sprint(err))
 		return problem.Internal("server.newGraphQL", fmt.Errorf("panic: %v", err))
 	})
-	return srv
+	return srv, nil
 }
+
+// persistedQueries is gqlgen's automatic persisted queries with a code on
+// each of its refusals: a hash that does not match the text, an unknown
+// version or malformed extension data answer validation_failed reason
+// persisted_query_invalid as request errors (no data), like
+// PersistedQueryNotFound.
+type persistedQueries struct {
+	extension.AutomaticPersistedQuery
+}
+
+// persistedQueryInvalidCode is the code of a malformed persistedQuery
+// extension.
+const persistedQueryInvalidCode = "PERSISTED_QUERY_INVALID"
+
+// MutateOperationParameters runs gqlgen's extension and codes its refusals.
+func (p persistedQueries) MutateOperationParameters(ctx context.Context, raw *graphql.RawParams) *gqlerror.Error {
+	err := p.AutomaticPersistedQuery.MutateOperationParameters(ctx, raw)
+	if err != nil && err.Extensions["code"] == nil {
+		errcode.Set(err, persistedQueryInvalidCode)
+	}
+	return err
+}
+
+// persistedQueriesOff answers a request that sends only a query's hash
+// (Apollo's persistedQuery extension without a query) with
+// PersistedQueryNotSupported when graphql.apq_cache_bytes is 0, so that a
+// client stops sending hashes; a request that sends the text too runs as
+// usual.
+type persistedQueriesOff struct{}
+
+var _ graphql.OperationParameterMutator = persistedQueriesOff{}
+
+// ExtensionName implements graphql.HandlerExtension.
+func (persistedQueriesOff) ExtensionName() string { return "PersistedQueriesOff" }
+
+// Validate implements graphql.HandlerExtension.
+func (persistedQueriesOff) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationParameters refuses a hash without its query.
+func (persistedQueriesOff) MutateOperationParameters(_ context.Context, p *graphql.RawParams) *gqlerror.Error {
+	if p.Extensions["persistedQuery"] == nil || p.Query != "" {
+		return nil
+	}
+	err := gqlerror.Errorf("PersistedQueryNotSupported")
+	errcode.Set(err, persistedQueryNotSupportedCode)
+	return err
+}
+
+// persistedQueryNotSupportedCode is the code Apollo's persisted-query link
+// reads to stop sending hashes.
+const persistedQueryNotSupportedCode = "PERSISTED_QUERY_NOT_SUPPORTED"
 
 // costReport is the extensions.cost member of a GraphQL answer over HTTP:
 // the operation's complexity as ComplexityLimit counts it and the limit
@@ -135,13 +211,16 @@ func noteOperation(ctx context.Context) {
 // GraphQL error codes of gqlgen and gqlparser that mean the request itself is
 // invalid; they answer validation_failed with a reason naming the rule.
 var requestErrorReasons = map[string]string{
-	"GRAPHQL_PARSE_FAILED":      "parse_failed",
-	"GRAPHQL_VALIDATION_FAILED": "graphql_validation_failed",
-	"COMPLEXITY_LIMIT_EXCEEDED": "complexity_limit_exceeded",
-	depthLimitCode:              "depth_limit_exceeded",
-	introspectionDepthLimitCode: "introspection_depth_limit_exceeded",
-	"PERSISTED_QUERY_NOT_FOUND": "persisted_query_not_found",
-	subscriptionOverHTTPCode:    "subscription_over_http",
+	"GRAPHQL_PARSE_FAILED":         "parse_failed",
+	"GRAPHQL_VALIDATION_FAILED":    "graphql_validation_failed",
+	"COMPLEXITY_LIMIT_EXCEEDED":    "complexity_limit_exceeded",
+	depthLimitCode:                 "depth_limit_exceeded",
+	introspectionDepthLimitCode:    "introspection_depth_limit_exceeded",
+	"PERSISTED_QUERY_NOT_FOUND":    "persisted_query_not_found",
+	persistedQueryNotSupportedCode: "persisted_query_not_supported",
+	persistedQueryInvalidCode:      "persisted_query_invalid",
+	trusteddocs.Code:               "untrusted_document",
+	subscriptionOverHTTPCode:       "subscription_over_http",
 }
 
 // subscriptionOverHTTPCode is the error code of a subscription operation
@@ -255,7 +334,7 @@ const (
 // transports answer them like a failed validation (no data, 400 or 422),
 // not like an error of execution.
 func init() {
-	for _, code := range []string{depthLimitCode, introspectionDepthLimitCode, complexityLimitCode, subscriptionOverHTTPCode} {
+	for _, code := range []string{depthLimitCode, introspectionDepthLimitCode, complexityLimitCode, subscriptionOverHTTPCode, persistedQueryNotSupportedCode, persistedQueryInvalidCode, "PERSISTED_QUERY_NOT_FOUND"} {
 		errcode.RegisterErrorType(code, errcode.KindProtocol)
 	}
 }

@@ -156,7 +156,10 @@ func New(d Deps) (*Server, error) {
 	ws := newLive(cfg, ident, hub, d.Logger)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_websocket_connections",
 		Help: "WebSocket connections this replica serves now (GraphQL subscriptions)."}, func() float64 { return float64(ws.Open()) }))
-	exec := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())
+	exec, err := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())
+	if err != nil {
+		return nil, err
+	}
 	// Every response, and every event of a subscription, resolves with its
 	// own loaders.
 	exec.Use(graph.PerResponse{Sources: sources})

@@ -90,6 +90,8 @@ const (
 	GraphQLMaxSelections               = "graphql.max_selections"
 	GraphQLMaxResponseBytes            = "graphql.max_response_bytes"
 	GraphQLQueryCacheBytes             = "graphql.query_cache_bytes"
+	GraphQLAPQCacheBytes               = "graphql.apq_cache_bytes"
+	GraphQLTrustedDocuments            = "graphql.trusted_documents"
 	HTTPMaxBodyBytes                   = "http.max_body_bytes"
 	HTTPReadTimeout                    = "http.read_timeout"
 	HTTPWriteTimeout                   = "http.write_timeout"
@@ -174,6 +176,8 @@ var Registry = []Key{
 	{GraphQLMaxSelections, TypeInt, "500", "10", "most selections (fields, aliases, fragment spreads, inline fragments) written in one GraphQL document, checked before validation"},
 	{GraphQLMaxResponseBytes, TypeInt, "8388608", "65536", "largest GraphQL (and REST) response body; a larger one answers validation_failed response_too_large"},
 	{GraphQLQueryCacheBytes, TypeInt, "16777216", "0", "memory budget of the cache of parsed and validated GraphQL documents, estimated per document as its source text plus 256 bytes per syntax node; least recently used documents leave first, a document estimated above a sixteenth of the budget is never cached (parsed on every request); 0 caches none"},
+	{GraphQLAPQCacheBytes, TypeInt, "4194304", "0", "memory budget of the automatic persisted queries (a client sends a query's SHA-256 instead of its text once the server knows it), counted as text and hash bytes; least recently used leave first; 0 turns automatic persisted queries off (a hash alone answers PersistedQueryNotSupported)"},
+	{GraphQLTrustedDocuments, TypeString, "", "", "path of a trusted-documents file: one SHA-256 per line of an operation in canonical form (bothy documents hashes writes it from a client's .graphql files); when set, /graphql runs only those operations (and the REST shim its own) and refuses every other with validation_failed untrusted_document; empty runs any operation"},
 	{HTTPMaxBodyBytes, TypeInt, "1048576", "1024", "larger request bodies get 413 payload_too_large"},
 	{HTTPReadTimeout, TypeDuration, "30s", "1s", "longest time to read a request, headers and body; a slower client is disconnected"},
 	{HTTPWriteTimeout, TypeDuration, "30s", "1s", "longest time to answer a request (a long poll gets events.poll_max_wait on top)"},
