@@ -162,29 +162,59 @@ func (r *mutationResolver) UnarchiveChannel(ctx context.Context, id string) (*mo
 }
 
 // Principals is the resolver for the principals field.
-func (r *queryResolver) Principals(ctx context.Context, after *string, limit *int) (*model.PrincipalPage, error) {
+func (r *queryResolver) Principals(ctx context.Context, after *string, limit *int, first *int) (*model.PrincipalPage, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	page, err := r.Admin.ListPrincipals(ctx, p, deref(after), limit)
-	if err != nil {
+	if first != nil && limit != nil {
+		_, _, err := sizeArgument(first, limit)
 		return nil, err
+	}
+	size, sizeName := limit, "limit"
+	if first != nil {
+		size, sizeName = first, "first"
+	}
+	page, err := r.Admin.ListPrincipals(ctx, p, deref(after), size)
+	if err != nil {
+		return nil, renameSize(err, sizeName)
 	}
 	out := &model.PrincipalPage{Principals: make([]*model.Principal, len(page.Principals)), NextAfter: opt(page.NextAfter)}
 	for i, x := range page.Principals {
 		out.Principals[i] = principalModel(x)
 	}
+	out.Edges, out.Nodes = edgesOf(out.Principals, func(i int) string { return out.Principals[i].ID },
+		func(c string, n *model.Principal) *model.PrincipalEdge {
+			return &model.PrincipalEdge{Cursor: c, Node: n}
+		})
+	last := ""
+	if n := len(out.Principals); n > 0 {
+		last = out.Principals[n-1].ID
+	}
+	out.PageInfo = pageInfo(last, after, page.NextAfter != "")
 	return out, nil
 }
 
 // Tokens is the resolver for the tokens field.
-func (r *queryResolver) Tokens(ctx context.Context, principalID string) (*model.TokenList, error) {
+func (r *queryResolver) Tokens(ctx context.Context, principalID string, first *int, after *string) (*model.TokenList, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
+	size := 0
+	if first != nil {
+		if size = *first; size < 1 {
+			size = -1
+		}
+	}
+	if err := noEmpty(optionalMember{"after", after}); err != nil {
+		return nil, err
+	}
 	list, err := r.Admin.ListTokens(ctx, p, principalID)
+	if err != nil {
+		return nil, err
+	}
+	page, more, err := admin.PageTokens(list, deref(after), size)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +222,17 @@ func (r *queryResolver) Tokens(ctx context.Context, principalID string) (*model.
 	for i, t := range list {
 		out.Tokens[i] = tokenModel(t)
 	}
+	nodes := make([]*model.Token, len(page))
+	for i, t := range page {
+		nodes[i] = tokenModel(t)
+	}
+	out.Edges, out.Nodes = edgesOf(nodes, func(i int) string { return page[i].ID },
+		func(c string, n *model.Token) *model.TokenEdge { return &model.TokenEdge{Cursor: c, Node: n} })
+	last := ""
+	if len(page) > 0 {
+		last = page[len(page)-1].ID
+	}
+	out.PageInfo = pageInfo(last, after, more)
 	return out, nil
 }
 

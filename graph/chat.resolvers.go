@@ -7,6 +7,7 @@ package graph
 
 import (
 	"context"
+	"strconv"
 
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
@@ -283,7 +284,7 @@ func (r *queryResolver) Message(ctx context.Context, id string) (*model.Message,
 }
 
 // Events is the resolver for the events field.
-func (r *queryResolver) Events(ctx context.Context, after *string, limit *int) (*model.EventPage, error) {
+func (r *queryResolver) Events(ctx context.Context, after *string, limit *int, first *int) (*model.EventPage, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
@@ -291,21 +292,22 @@ func (r *queryResolver) Events(ctx context.Context, after *string, limit *int) (
 	if err := noEmpty(optionalMember{"after", after}); err != nil {
 		return nil, err
 	}
-	lim := 0
-	if limit != nil {
-		lim = *limit
-		if lim < 1 {
-			lim = -1
-		}
+	lim, sizeName, err := sizeArgument(first, limit)
+	if err != nil {
+		return nil, err
 	}
 	page, err := r.Feed.List(ctx, p, deref(after), lim)
 	if err != nil {
-		return nil, err
+		return nil, renameSize(err, sizeName)
 	}
 	out := &model.EventPage{Events: make([]model.Event, len(page.Events)), NextAfter: page.NextAfter}
 	for i, e := range page.Events {
 		out.Events[i] = eventModel(e)
 	}
+	out.Edges, out.Nodes = edgesOf(out.Events, func(i int) string { return strconv.FormatInt(page.Events[i].Seq, 10) },
+		func(c string, n model.Event) *model.EventEdge { return &model.EventEdge{Cursor: c, Node: n} })
+	// The cursor reads on behind the last event read, seen or not.
+	out.PageInfo = &model.PageInfo{EndCursor: &out.NextAfter, HasNextPage: page.More}
 	return out, nil
 }
 
@@ -347,12 +349,9 @@ func (r *threadResolver) Messages(ctx context.Context, obj *model.Thread, after 
 	if after != nil {
 		a = int64(*after)
 	}
-	lim := 0
-	if limit != nil {
-		lim = *limit
-		if lim < 1 {
-			lim = -1
-		}
+	lim, _, err := sizeArgument(nil, limit)
+	if err != nil {
+		return nil, err
 	}
 	page, err := r.Messaging.History(ctx, p, obj.ID, a, lim)
 	if err != nil {
@@ -366,6 +365,38 @@ func (r *threadResolver) Messages(ctx context.Context, obj *model.Thread, after 
 		n := int(*page.NextAfter)
 		out.NextAfter = &n
 	}
+	return out, nil
+}
+
+func (r *threadResolver) History(ctx context.Context, obj *model.Thread, first *int, after *string) (*model.MessageConnection, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, err := threadSeqCursor(after)
+	if err != nil {
+		return nil, err
+	}
+	lim, sizeName, err := sizeArgument(first, nil)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Messaging.History(ctx, p, obj.ID, a, lim)
+	if err != nil {
+		return nil, renameSize(err, sizeName)
+	}
+	msgs := make([]*model.Message, len(page.Messages))
+	for i, m := range page.Messages {
+		msgs[i] = messageModel(m)
+	}
+	out := &model.MessageConnection{}
+	out.Edges, out.Nodes = edgesOf(msgs, func(i int) string { return strconv.FormatInt(page.Messages[i].ThreadSeq, 10) },
+		func(c string, n *model.Message) *model.MessageEdge { return &model.MessageEdge{Cursor: c, Node: n} })
+	last := ""
+	if len(msgs) > 0 {
+		last = out.Edges[len(msgs)-1].Cursor
+	}
+	out.PageInfo = pageInfo(last, after, page.NextAfter != nil)
 	return out, nil
 }
 

@@ -7,11 +7,13 @@ package graph
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/platform/httpx"
+	"bothy.example.com/bothy/internal/runs"
 )
 
 // Run is the resolver for the run field.
@@ -168,7 +170,7 @@ func (r *queryResolver) Run(ctx context.Context, id string) (*model.Run, error) 
 }
 
 // AgentEvents is the resolver for the agentEvents field.
-func (r *queryResolver) AgentEvents(ctx context.Context, after *string, waitSeconds *int) (*model.AgentEventPage, error) {
+func (r *queryResolver) AgentEvents(ctx context.Context, after *string, waitSeconds *int, first *int) (*model.AgentEventPage, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
@@ -183,7 +185,11 @@ func (r *queryResolver) AgentEvents(ctx context.Context, after *string, waitSeco
 	// The poll may wait: its answer may come that much after
 	// http.write_timeout.
 	httpx.ExtendWriteDeadline(ctx, wait)
-	page, err := r.Runs.Poll(ctx, p, deref(after), wait)
+	size := runs.PollLimit
+	if first != nil {
+		size = *first
+	}
+	page, err := r.Runs.PollFirst(ctx, p, deref(after), wait, size)
 	if err != nil {
 		return nil, err
 	}
@@ -193,6 +199,11 @@ func (r *queryResolver) AgentEvents(ctx context.Context, after *string, waitSeco
 			return nil, err
 		}
 	}
+	out.Edges, out.Nodes = edgesOf(out.Events, func(i int) string { return strconv.FormatInt(page.Events[i].Seq, 10) },
+		func(c string, n model.AgentEvent) *model.AgentEventEdge {
+			return &model.AgentEventEdge{Cursor: c, Node: n}
+		})
+	out.PageInfo = &model.PageInfo{EndCursor: &out.NextAfter, HasNextPage: page.More}
 	return out, nil
 }
 

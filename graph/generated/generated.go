@@ -76,9 +76,17 @@ type ComplexityRoot struct {
 		Position func(childComplexity int) int
 	}
 
+	AgentEventEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	AgentEventPage struct {
+		Edges     func(childComplexity int) int
 		Events    func(childComplexity int) int
 		NextAfter func(childComplexity int) int
+		Nodes     func(childComplexity int) int
+		PageInfo  func(childComplexity int) int
 	}
 
 	AgentFollowupEvent struct {
@@ -160,9 +168,17 @@ type ComplexityRoot struct {
 		HistoryBackfillLimit func(childComplexity int) int
 	}
 
+	EventEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	EventPage struct {
+		Edges     func(childComplexity int) int
 		Events    func(childComplexity int) int
 		NextAfter func(childComplexity int) int
+		Nodes     func(childComplexity int) int
+		PageInfo  func(childComplexity int) int
 	}
 
 	Grant struct {
@@ -204,6 +220,17 @@ type ComplexityRoot struct {
 		ThreadSeq        func(childComplexity int) int
 		TriggerReason    func(childComplexity int) int
 		TriggerState     func(childComplexity int) int
+	}
+
+	MessageConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	MessageEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 
 	MessageEvent struct {
@@ -266,6 +293,11 @@ type ComplexityRoot struct {
 		UpdateSpace           func(childComplexity int, id string, input model.SpacePatch) int
 	}
 
+	PageInfo struct {
+		EndCursor   func(childComplexity int) int
+		HasNextPage func(childComplexity int) int
+	}
+
 	Principal struct {
 		CreatedAt   func(childComplexity int) int
 		DisplayName func(childComplexity int) int
@@ -282,8 +314,16 @@ type ComplexityRoot struct {
 		Token     func(childComplexity int) int
 	}
 
+	PrincipalEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	PrincipalPage struct {
+		Edges      func(childComplexity int) int
 		NextAfter  func(childComplexity int) int
+		Nodes      func(childComplexity int) int
+		PageInfo   func(childComplexity int) int
 		Principals func(childComplexity int) int
 	}
 
@@ -295,17 +335,17 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		AgentEvents func(childComplexity int, after *string, waitSeconds *int) int
+		AgentEvents func(childComplexity int, after *string, waitSeconds *int, first *int) int
 		Channel     func(childComplexity int, id string) int
-		Events      func(childComplexity int, after *string, limit *int) int
+		Events      func(childComplexity int, after *string, limit *int, first *int) int
 		Group       func(childComplexity int, id string) int
 		Message     func(childComplexity int, id string) int
 		Node        func(childComplexity int, id string) int
-		Principals  func(childComplexity int, after *string, limit *int) int
+		Principals  func(childComplexity int, after *string, limit *int, first *int) int
 		Run         func(childComplexity int, id string) int
 		Space       func(childComplexity int, id string) int
 		Thread      func(childComplexity int, id string) int
-		Tokens      func(childComplexity int, principalID string) int
+		Tokens      func(childComplexity int, principalID string, first *int, after *string) int
 		Viewer      func(childComplexity int) int
 	}
 
@@ -426,6 +466,7 @@ type ComplexityRoot struct {
 		ChannelID       func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
 		CreatedBy       func(childComplexity int) int
+		History         func(childComplexity int, first *int, after *string) int
 		ID              func(childComplexity int) int
 		Kind            func(childComplexity int) int
 		LastSeq         func(childComplexity int) int
@@ -490,8 +531,16 @@ type ComplexityRoot struct {
 		Token       func(childComplexity int) int
 	}
 
+	TokenEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	TokenList struct {
-		Tokens func(childComplexity int) int
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+		Tokens   func(childComplexity int) int
 	}
 
 	TrustCount struct {
@@ -565,16 +614,16 @@ type MutationResolver interface {
 type QueryResolver interface {
 	Viewer(ctx context.Context) (*model.Principal, error)
 	Node(ctx context.Context, id string) (model.Node, error)
-	Principals(ctx context.Context, after *string, limit *int) (*model.PrincipalPage, error)
-	Tokens(ctx context.Context, principalID string) (*model.TokenList, error)
+	Principals(ctx context.Context, after *string, limit *int, first *int) (*model.PrincipalPage, error)
+	Tokens(ctx context.Context, principalID string, first *int, after *string) (*model.TokenList, error)
 	Group(ctx context.Context, id string) (*model.Group, error)
 	Space(ctx context.Context, id string) (*model.Space, error)
 	Channel(ctx context.Context, id string) (*model.Channel, error)
 	Thread(ctx context.Context, id string) (*model.Thread, error)
 	Message(ctx context.Context, id string) (*model.Message, error)
-	Events(ctx context.Context, after *string, limit *int) (*model.EventPage, error)
+	Events(ctx context.Context, after *string, limit *int, first *int) (*model.EventPage, error)
 	Run(ctx context.Context, id string) (*model.Run, error)
-	AgentEvents(ctx context.Context, after *string, waitSeconds *int) (*model.AgentEventPage, error)
+	AgentEvents(ctx context.Context, after *string, waitSeconds *int, first *int) (*model.AgentEventPage, error)
 }
 type RunResolver interface {
 	Thread(ctx context.Context, obj *model.Run) (*model.Thread, error)
@@ -604,6 +653,7 @@ type SubscriptionResolver interface {
 }
 type ThreadResolver interface {
 	Messages(ctx context.Context, obj *model.Thread, after *int, limit *int) (*model.MessagePage, error)
+	History(ctx context.Context, obj *model.Thread, first *int, after *string) (*model.MessageConnection, error)
 }
 type ThreadEventResolver interface {
 	Thread(ctx context.Context, obj *model.ThreadEvent) (*model.Thread, error)
@@ -704,6 +754,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AgentCursor.Position(childComplexity), true
 
+	case "AgentEventEdge.cursor":
+		if e.ComplexityRoot.AgentEventEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEventEdge.Cursor(childComplexity), true
+	case "AgentEventEdge.node":
+		if e.ComplexityRoot.AgentEventEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEventEdge.Node(childComplexity), true
+
+	case "AgentEventPage.edges":
+		if e.ComplexityRoot.AgentEventPage.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEventPage.Edges(childComplexity), true
 	case "AgentEventPage.events":
 		if e.ComplexityRoot.AgentEventPage.Events == nil {
 			break
@@ -716,6 +785,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentEventPage.NextAfter(childComplexity), true
+	case "AgentEventPage.nodes":
+		if e.ComplexityRoot.AgentEventPage.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEventPage.Nodes(childComplexity), true
+	case "AgentEventPage.pageInfo":
+		if e.ComplexityRoot.AgentEventPage.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentEventPage.PageInfo(childComplexity), true
 
 	case "AgentFollowupEvent.createdAt":
 		if e.ComplexityRoot.AgentFollowupEvent.CreatedAt == nil {
@@ -1072,6 +1153,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ChannelSwitches.HistoryBackfillLimit(childComplexity), true
 
+	case "EventEdge.cursor":
+		if e.ComplexityRoot.EventEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventEdge.Cursor(childComplexity), true
+	case "EventEdge.node":
+		if e.ComplexityRoot.EventEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventEdge.Node(childComplexity), true
+
+	case "EventPage.edges":
+		if e.ComplexityRoot.EventPage.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventPage.Edges(childComplexity), true
 	case "EventPage.events":
 		if e.ComplexityRoot.EventPage.Events == nil {
 			break
@@ -1084,6 +1184,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.EventPage.NextAfter(childComplexity), true
+	case "EventPage.nodes":
+		if e.ComplexityRoot.EventPage.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventPage.Nodes(childComplexity), true
+	case "EventPage.pageInfo":
+		if e.ComplexityRoot.EventPage.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventPage.PageInfo(childComplexity), true
 
 	case "Grant.createdAt":
 		if e.ComplexityRoot.Grant.CreatedAt == nil {
@@ -1279,6 +1391,38 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Message.TriggerState(childComplexity), true
+
+	case "MessageConnection.edges":
+		if e.ComplexityRoot.MessageConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageConnection.Edges(childComplexity), true
+	case "MessageConnection.nodes":
+		if e.ComplexityRoot.MessageConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageConnection.Nodes(childComplexity), true
+	case "MessageConnection.pageInfo":
+		if e.ComplexityRoot.MessageConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageConnection.PageInfo(childComplexity), true
+
+	case "MessageEdge.cursor":
+		if e.ComplexityRoot.MessageEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEdge.Cursor(childComplexity), true
+	case "MessageEdge.node":
+		if e.ComplexityRoot.MessageEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MessageEdge.Node(childComplexity), true
 
 	case "MessageEvent.channelId":
 		if e.ComplexityRoot.MessageEvent.ChannelID == nil {
@@ -1742,6 +1886,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mutation.UpdateSpace(childComplexity, args["id"].(string), args["input"].(model.SpacePatch)), true
 
+	case "PageInfo.endCursor":
+		if e.ComplexityRoot.PageInfo.EndCursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.EndCursor(childComplexity), true
+	case "PageInfo.hasNextPage":
+		if e.ComplexityRoot.PageInfo.HasNextPage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
+
 	case "Principal.createdAt":
 		if e.ComplexityRoot.Principal.CreatedAt == nil {
 			break
@@ -1804,12 +1961,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PrincipalCreated.Token(childComplexity), true
 
+	case "PrincipalEdge.cursor":
+		if e.ComplexityRoot.PrincipalEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PrincipalEdge.Cursor(childComplexity), true
+	case "PrincipalEdge.node":
+		if e.ComplexityRoot.PrincipalEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PrincipalEdge.Node(childComplexity), true
+
+	case "PrincipalPage.edges":
+		if e.ComplexityRoot.PrincipalPage.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PrincipalPage.Edges(childComplexity), true
 	case "PrincipalPage.nextAfter":
 		if e.ComplexityRoot.PrincipalPage.NextAfter == nil {
 			break
 		}
 
 		return e.ComplexityRoot.PrincipalPage.NextAfter(childComplexity), true
+	case "PrincipalPage.nodes":
+		if e.ComplexityRoot.PrincipalPage.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PrincipalPage.Nodes(childComplexity), true
+	case "PrincipalPage.pageInfo":
+		if e.ComplexityRoot.PrincipalPage.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PrincipalPage.PageInfo(childComplexity), true
 	case "PrincipalPage.principals":
 		if e.ComplexityRoot.PrincipalPage.Principals == nil {
 			break
@@ -1852,7 +2040,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.AgentEvents(childComplexity, args["after"].(*string), args["waitSeconds"].(*int)), true
+		return e.ComplexityRoot.Query.AgentEvents(childComplexity, args["after"].(*string), args["waitSeconds"].(*int), args["first"].(*int)), true
 	case "Query.channel":
 		if e.ComplexityRoot.Query.Channel == nil {
 			break
@@ -1874,7 +2062,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.Events(childComplexity, args["after"].(*string), args["limit"].(*int)), true
+		return e.ComplexityRoot.Query.Events(childComplexity, args["after"].(*string), args["limit"].(*int), args["first"].(*int)), true
 	case "Query.group":
 		if e.ComplexityRoot.Query.Group == nil {
 			break
@@ -1919,7 +2107,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.Principals(childComplexity, args["after"].(*string), args["limit"].(*int)), true
+		return e.ComplexityRoot.Query.Principals(childComplexity, args["after"].(*string), args["limit"].(*int), args["first"].(*int)), true
 	case "Query.run":
 		if e.ComplexityRoot.Query.Run == nil {
 			break
@@ -1963,7 +2151,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.Tokens(childComplexity, args["principalId"].(string)), true
+		return e.ComplexityRoot.Query.Tokens(childComplexity, args["principalId"].(string), args["first"].(*int), args["after"].(*string)), true
 	case "Query.viewer":
 		if e.ComplexityRoot.Query.Viewer == nil {
 			break
@@ -2507,6 +2695,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Thread.CreatedBy(childComplexity), true
+	case "Thread.history":
+		if e.ComplexityRoot.Thread.History == nil {
+			break
+		}
+
+		args, err := ec.field_Thread_history_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Thread.History(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Thread.id":
 		if e.ComplexityRoot.Thread.ID == nil {
 			break
@@ -2800,6 +2999,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TokenCreated.Token(childComplexity), true
 
+	case "TokenEdge.cursor":
+		if e.ComplexityRoot.TokenEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenEdge.Cursor(childComplexity), true
+	case "TokenEdge.node":
+		if e.ComplexityRoot.TokenEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenEdge.Node(childComplexity), true
+
+	case "TokenList.edges":
+		if e.ComplexityRoot.TokenList.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenList.Edges(childComplexity), true
+	case "TokenList.nodes":
+		if e.ComplexityRoot.TokenList.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenList.Nodes(childComplexity), true
+	case "TokenList.pageInfo":
+		if e.ComplexityRoot.TokenList.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenList.PageInfo(childComplexity), true
 	case "TokenList.tokens":
 		if e.ComplexityRoot.TokenList.Tokens == nil {
 			break
@@ -3001,10 +3231,24 @@ type TokenCreated {
   expiresAt: Time
 }
 
-"The tokens of one principal."
+"The tokens of one principal, newest first, revoked and expired ones included."
 type TokenList {
-  "Newest first, revoked and expired ones included."
-  tokens: [Token!]!
+  "Every token of the principal, whatever first and after say."
+  tokens: [Token!]! @deprecated(reason: "Use nodes or edges with first and after (since 2026-12-01).")
+  "The tokens of this page with their cursors."
+  edges: [TokenEdge!]!
+  "The tokens of this page."
+  nodes: [Token!]!
+  "Where this page ends."
+  pageInfo: PageInfo!
+}
+
+"A token with its cursor."
+type TokenEdge {
+  "Pass it as after to continue behind this token."
+  cursor: String!
+  "The token."
+  node: Token!
 }
 
 "A token to issue (createToken)."
@@ -3052,9 +3296,23 @@ input PrincipalPatch {
 "A page of principals in creation order."
 type PrincipalPage {
   "The principals of this page, oldest first."
-  principals: [Principal!]!
+  principals: [Principal!]! @deprecated(reason: "Use nodes or edges (since 2026-12-01).")
   "The cursor for the next page; null when this page is the last."
-  nextAfter: String
+  nextAfter: String @deprecated(reason: "Use pageInfo { endCursor hasNextPage } (since 2026-12-01).")
+  "The principals of this page with their cursors, oldest first."
+  edges: [PrincipalEdge!]!
+  "The principals of this page, oldest first."
+  nodes: [Principal!]!
+  "Where this page ends."
+  pageInfo: PageInfo!
+}
+
+"A principal with its cursor."
+type PrincipalEdge {
+  "Pass it as after to continue behind this principal."
+  cursor: String!
+  "The principal."
+  node: Principal!
 }
 
 "A named set of people that grants can name."
@@ -3108,15 +3366,21 @@ input ChannelPatch {
 extend type Query {
   "People, agents and apps in creation order (owners only)."
   principals(
-    "The nextAfter of the previous page; absent for the first page."
+    "The endCursor of the previous page (or an edge's cursor); absent for the first page."
     after: String
     "Principals per page, 1 to admin.principal_list_limit_max; absent takes admin.principal_list_limit_default."
-    limit: Int
+    limit: Int @deprecated(reason: "Use first (since 2026-12-01).")
+    "Principals per page, 1 to admin.principal_list_limit_max; absent takes admin.principal_list_limit_default. Give first or limit, not both."
+    first: Int
   ): PrincipalPage!
   "The tokens of a principal, without secrets (the person themselves, or an owner)."
   tokens(
     "The principal whose tokens to list."
     principalId: ID!
+    "Tokens per page, 1 to 100; absent takes 100."
+    first: Int
+    "The endCursor of the previous page (or an edge's cursor); absent for the first page."
+    after: String
   ): TokenList!
   "A group with its members (owners only)."
   group(
@@ -3330,6 +3594,20 @@ type Query {
     id: ID!
   ): Node
 }
+
+"""
+Where a page of a list ends. Every list that pages has this shape: the
+field takes first (how many) and after (an endCursor or an edge's cursor),
+and its answer has edges (cursor and node), nodes and pageInfo. Cursors are
+opaque strings: pass them back as they came.
+"""
+type PageInfo {
+  "The cursor to pass as after for the page behind this one. Null only when the page is empty and no after was given; otherwise the given after when the page is empty."
+  endCursor: String
+  "Whether more elements followed this page when it was read (for the event streams: events of the log, which the caller may not all see, so the next page may be empty)."
+  hasNextPage: Boolean!
+}
+
 `, BuiltIn: false},
 	{Name: "../../schema/chat.graphqls", Input: `"An arbitrary JSON object (event payloads)."
 scalar JSON
@@ -3545,10 +3823,35 @@ type Thread implements Node {
     after: Int
     "Messages per page, 1 to message.list_limit_max; absent takes message.list_limit_default."
     limit: Int
-  ): MessagePage!
+  ): MessagePage! @deprecated(reason: "Use history(first, after), which pages with cursors (since 2026-12-01).")
+  "History by thread_seq, oldest first, a page at a time; content is cut at message.list_content_max_bytes."
+  history(
+    "Messages per page, 1 to message.list_limit_max; absent takes message.list_limit_default."
+    first: Int
+    "The endCursor of the previous page (or an edge's cursor); absent from the start. A malformed cursor answers invalid_cursor."
+    after: String
+  ): MessageConnection!
 }
 
-"A page of a thread's history."
+"A page of a thread's history (Thread.history)."
+type MessageConnection {
+  "The messages of this page with their cursors, oldest first, each one the caller may read."
+  edges: [MessageEdge!]!
+  "The messages of this page, oldest first."
+  nodes: [Message!]!
+  "Where this page ends."
+  pageInfo: PageInfo!
+}
+
+"A message with its cursor."
+type MessageEdge {
+  "Pass it as after to continue behind this message."
+  cursor: String!
+  "The message."
+  node: Message!
+}
+
+"A page of a thread's history (the deprecated Thread.messages)."
 type MessagePage {
   "The messages of this page, oldest first, each one the caller may read."
   messages: [Message!]!
@@ -3968,13 +4271,27 @@ type SpaceEvent implements Event {
 "A page of client events."
 type EventPage {
   "The events of this page the caller may see, oldest first."
-  events: [Event!]!
+  events: [Event!]! @deprecated(reason: "Use nodes or edges (since 2026-12-01).")
   """
   The cursor for the next call: the seq of the last event this page read
   (events the caller may not see are skipped, so it can lie beyond the last
   listed one), or the given cursor ("0" without one) when none came.
   """
-  nextAfter: String!
+  nextAfter: String! @deprecated(reason: "Use pageInfo.endCursor, the same value (since 2026-12-01).")
+  "The events of this page the caller may see with their cursors, oldest first."
+  edges: [EventEdge!]!
+  "The events of this page the caller may see, oldest first."
+  nodes: [Event!]!
+  "Where this page ends: endCursor is what nextAfter is, never null."
+  pageInfo: PageInfo!
+}
+
+"A client event with its cursor."
+type EventEdge {
+  "The event's seq: pass it as after to continue behind this event."
+  cursor: String!
+  "The event."
+  node: Event!
 }
 
 extend type Query {
@@ -4007,7 +4324,9 @@ extend type Query {
     """
     after: String
     "Events to read, 1 to events.list_limit_max; absent takes events.list_limit_default."
-    limit: Int
+    limit: Int @deprecated(reason: "Use first (since 2026-12-01).")
+    "Events to read, 1 to events.list_limit_max; absent takes events.list_limit_default. Give first or limit, not both."
+    first: Int
   ): EventPage!
 }
 
@@ -4467,9 +4786,23 @@ type RunCancelRequestedEvent implements AgentEvent {
 "A page of the caller's agent stream."
 type AgentEventPage {
   "The events after the cursor, oldest first: at most 100, possibly none when the wait ended."
-  events: [AgentEvent!]!
+  events: [AgentEvent!]! @deprecated(reason: "Use nodes or edges (since 2026-12-01).")
   "The cursor for the next call: the seq of the last event handed out, or the position the call started from when none came."
-  nextAfter: String!
+  nextAfter: String! @deprecated(reason: "Use pageInfo.endCursor, the same value (since 2026-12-01).")
+  "The events of this page with their cursors, oldest first."
+  edges: [AgentEventEdge!]!
+  "The events of this page, oldest first."
+  nodes: [AgentEvent!]!
+  "Where this page ends: endCursor is what nextAfter is, never null; hasNextPage says whether more events were already waiting."
+  pageInfo: PageInfo!
+}
+
+"An agent event with its cursor."
+type AgentEventEdge {
+  "The event's seq: pass it as after (or to ackAgentEvents) to continue behind this event."
+  cursor: String!
+  "The event."
+  node: AgentEvent!
 }
 
 "The agent's acknowledged position in its stream."
@@ -4498,6 +4831,8 @@ extend type Query {
     after: String
     "Seconds to wait for the first event when none is there; absent or 0 answers at once, more than events.poll_max_wait waits that long, negative values are refused."
     waitSeconds: Int
+    "Most events to hand out, 1 to 100; absent takes 100."
+    first: Int
   ): AgentEventPage!
 }
 
@@ -4633,12 +4968,28 @@ func (ec *executionContext) childFields_AgentCursor(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type AgentCursor", field.Name)
 }
 
+func (ec *executionContext) childFields_AgentEventEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_AgentEventEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_AgentEventEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AgentEventEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_AgentEventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "events":
 		return ec.fieldContext_AgentEventPage_events(ctx, field)
 	case "nextAfter":
 		return ec.fieldContext_AgentEventPage_nextAfter(ctx, field)
+	case "edges":
+		return ec.fieldContext_AgentEventPage_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_AgentEventPage_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_AgentEventPage_pageInfo(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentEventPage", field.Name)
 }
@@ -4721,12 +5072,28 @@ func (ec *executionContext) childFields_ChannelSwitches(ctx context.Context, fie
 	return nil, fmt.Errorf("no field named %q was found under type ChannelSwitches", field.Name)
 }
 
+func (ec *executionContext) childFields_EventEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_EventEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_EventEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type EventEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_EventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "events":
 		return ec.fieldContext_EventPage_events(ctx, field)
 	case "nextAfter":
 		return ec.fieldContext_EventPage_nextAfter(ctx, field)
+	case "edges":
+		return ec.fieldContext_EventPage_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_EventPage_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_EventPage_pageInfo(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type EventPage", field.Name)
 }
@@ -4813,6 +5180,28 @@ func (ec *executionContext) childFields_Message(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type Message", field.Name)
 }
 
+func (ec *executionContext) childFields_MessageConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_MessageConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_MessageConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_MessageConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MessageConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_MessageEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_MessageEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_MessageEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MessageEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_MessagePage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "messages":
@@ -4831,6 +5220,16 @@ func (ec *executionContext) childFields_MessageResult(ctx context.Context, field
 		return ec.fieldContext_MessageResult_replayed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type MessageResult", field.Name)
+}
+
+func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "endCursor":
+		return ec.fieldContext_PageInfo_endCursor(ctx, field)
+	case "hasNextPage":
+		return ec.fieldContext_PageInfo_hasNextPage(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
 
 func (ec *executionContext) childFields_Principal(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4865,12 +5264,28 @@ func (ec *executionContext) childFields_PrincipalCreated(ctx context.Context, fi
 	return nil, fmt.Errorf("no field named %q was found under type PrincipalCreated", field.Name)
 }
 
+func (ec *executionContext) childFields_PrincipalEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_PrincipalEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_PrincipalEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PrincipalEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_PrincipalPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "principals":
 		return ec.fieldContext_PrincipalPage_principals(ctx, field)
 	case "nextAfter":
 		return ec.fieldContext_PrincipalPage_nextAfter(ctx, field)
+	case "edges":
+		return ec.fieldContext_PrincipalPage_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_PrincipalPage_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_PrincipalPage_pageInfo(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PrincipalPage", field.Name)
 }
@@ -5053,6 +5468,8 @@ func (ec *executionContext) childFields_Thread(ctx context.Context, field graphq
 		return ec.fieldContext_Thread_createdAt(ctx, field)
 	case "messages":
 		return ec.fieldContext_Thread_messages(ctx, field)
+	case "history":
+		return ec.fieldContext_Thread_history(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Thread", field.Name)
 }
@@ -5111,10 +5528,26 @@ func (ec *executionContext) childFields_TokenCreated(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type TokenCreated", field.Name)
 }
 
+func (ec *executionContext) childFields_TokenEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_TokenEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_TokenEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TokenEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_TokenList(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "tokens":
 		return ec.fieldContext_TokenList_tokens(ctx, field)
+	case "edges":
+		return ec.fieldContext_TokenList_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_TokenList_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_TokenList_pageInfo(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TokenList", field.Name)
 }
@@ -5932,6 +6365,14 @@ func (ec *executionContext) field_Query_agentEvents_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["waitSeconds"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg2
 	return args, nil
 }
 
@@ -5968,6 +6409,14 @@ func (ec *executionContext) field_Query_events_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["limit"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg2
 	return args, nil
 }
 
@@ -6032,6 +6481,14 @@ func (ec *executionContext) field_Query_principals_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["limit"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg2
 	return args, nil
 }
 
@@ -6088,6 +6545,22 @@ func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["principalId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg2
 	return args, nil
 }
 
@@ -6116,6 +6589,28 @@ func (ec *executionContext) field_Subscription_events_args(ctx context.Context, 
 		return nil, err
 	}
 	args["after"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Thread_history_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -6491,6 +6986,61 @@ func (ec *executionContext) fieldContext_AgentCursor_position(_ context.Context,
 	return graphql.NewScalarFieldContext("AgentCursor", field, false, false, "String")
 }
 
+func (ec *executionContext) _AgentEventEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEventEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEventEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentEventEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentEventEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEventEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AgentEvent) graphql.Marshaler {
+			return ec.marshalNAgentEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEventEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentEventEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _AgentEventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6544,6 +7094,102 @@ func (ec *executionContext) _AgentEventPage_nextAfter(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_AgentEventPage_nextAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentEventPage", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentEventPage_edges(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEventPage_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AgentEventEdge) graphql.Marshaler {
+			return ec.marshalNAgentEventEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEventPage_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentEventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentEventEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentEventPage_nodes(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEventPage_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.AgentEvent) graphql.Marshaler {
+			return ec.marshalNAgentEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEventPage_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentEventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentEventPage_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.AgentEventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentEventPage_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentEventPage_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentEventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _AgentFollowupEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentFollowupEvent) (ret graphql.Marshaler) {
@@ -7934,6 +8580,61 @@ func (ec *executionContext) fieldContext_ChannelSwitches_historyBackfillLimit(_ 
 	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Int")
 }
 
+func (ec *executionContext) _EventEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.EventEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _EventEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.EventEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Event) graphql.Marshaler {
+			return ec.marshalNEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EventEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _EventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7987,6 +8688,102 @@ func (ec *executionContext) _EventPage_nextAfter(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_EventPage_nextAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("EventPage", field, false, false, "String")
+}
+
+func (ec *executionContext) _EventPage_edges(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventPage_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.EventEdge) graphql.Marshaler {
+			return ec.marshalNEventEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventPage_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _EventPage_nodes(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventPage_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Event) graphql.Marshaler {
+			return ec.marshalNEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventPage_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _EventPage_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventPage_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventPage_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Grant_id(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
@@ -8756,6 +9553,157 @@ func (ec *executionContext) fieldContext_Message_startedThread(_ context.Context
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MessageConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.MessageConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.MessageEdge) graphql.Marshaler {
+			return ec.marshalNMessageEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MessageConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MessageEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MessageConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.MessageConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MessageConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MessageConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.MessageConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MessageConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MessageEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.MessageEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MessageEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _MessageEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.MessageEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MessageEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MessageEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MessageEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
 		},
 	}
 	return fc, nil
@@ -10606,6 +11554,52 @@ func (ec *executionContext) fieldContext_Mutation_bindAgentSession(ctx context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PageInfo_endCursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndCursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
+}
+
+func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PageInfo_hasNextPage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HasNextPage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PageInfo_hasNextPage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _Principal_id(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10845,6 +11839,61 @@ func (ec *executionContext) fieldContext_PrincipalCreated_token(_ context.Contex
 	return graphql.NewScalarFieldContext("PrincipalCreated", field, false, false, "String")
 }
 
+func (ec *executionContext) _PrincipalEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PrincipalEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PrincipalEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PrincipalEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _PrincipalEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PrincipalEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Principal) graphql.Marshaler {
+			return ec.marshalNPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PrincipalEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PrincipalEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PrincipalPage_principals(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10898,6 +11947,102 @@ func (ec *executionContext) _PrincipalPage_nextAfter(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_PrincipalPage_nextAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PrincipalPage", field, false, false, "String")
+}
+
+func (ec *executionContext) _PrincipalPage_edges(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PrincipalPage_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PrincipalEdge) graphql.Marshaler {
+			return ec.marshalNPrincipalEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PrincipalPage_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PrincipalPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PrincipalPage_nodes(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PrincipalPage_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Principal) graphql.Marshaler {
+			return ec.marshalNPrincipal2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PrincipalPage_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PrincipalPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PrincipalPage_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PrincipalPage_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PrincipalPage_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PrincipalPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _PrincipalRef_id(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalRef) (ret graphql.Marshaler) {
@@ -11078,7 +12223,7 @@ func (ec *executionContext) _Query_principals(ctx context.Context, field graphql
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().Principals(ctx, fc.Args["after"].(*string), fc.Args["limit"].(*int))
+			return ec.Resolvers.Query().Principals(ctx, fc.Args["after"].(*string), fc.Args["limit"].(*int), fc.Args["first"].(*int))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalPage) graphql.Marshaler {
@@ -11122,7 +12267,7 @@ func (ec *executionContext) _Query_tokens(ctx context.Context, field graphql.Col
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().Tokens(ctx, fc.Args["principalId"].(string))
+			return ec.Resolvers.Query().Tokens(ctx, fc.Args["principalId"].(string), fc.Args["first"].(*int), fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.TokenList) graphql.Marshaler {
@@ -11386,7 +12531,7 @@ func (ec *executionContext) _Query_events(ctx context.Context, field graphql.Col
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().Events(ctx, fc.Args["after"].(*string), fc.Args["limit"].(*int))
+			return ec.Resolvers.Query().Events(ctx, fc.Args["after"].(*string), fc.Args["limit"].(*int), fc.Args["first"].(*int))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.EventPage) graphql.Marshaler {
@@ -11474,7 +12619,7 @@ func (ec *executionContext) _Query_agentEvents(ctx context.Context, field graphq
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().AgentEvents(ctx, fc.Args["after"].(*string), fc.Args["waitSeconds"].(*int))
+			return ec.Resolvers.Query().AgentEvents(ctx, fc.Args["after"].(*string), fc.Args["waitSeconds"].(*int), fc.Args["first"].(*int))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentEventPage) graphql.Marshaler {
@@ -13985,6 +15130,50 @@ func (ec *executionContext) fieldContext_Thread_messages(ctx context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Thread_history(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_history(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Thread().History(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MessageConnection) graphql.Marshaler {
+			return ec.marshalNMessageConnection2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_history(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Thread",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MessageConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Thread_history_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ThreadCreatedResult_thread(ctx context.Context, field graphql.CollectedField, obj *model.ThreadCreatedResult) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14895,6 +16084,61 @@ func (ec *executionContext) fieldContext_TokenCreated_expiresAt(_ context.Contex
 	return graphql.NewScalarFieldContext("TokenCreated", field, false, false, "Time")
 }
 
+func (ec *executionContext) _TokenEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.TokenEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _TokenEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.TokenEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Token) graphql.Marshaler {
+			return ec.marshalNToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐToken(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TokenEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Token(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _TokenList_tokens(ctx context.Context, field graphql.CollectedField, obj *model.TokenList) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14922,6 +16166,102 @@ func (ec *executionContext) fieldContext_TokenList_tokens(_ context.Context, fie
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Token(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TokenList_edges(ctx context.Context, field graphql.CollectedField, obj *model.TokenList) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenList_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.TokenEdge) graphql.Marshaler {
+			return ec.marshalNTokenEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenList_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TokenList",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TokenEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TokenList_nodes(ctx context.Context, field graphql.CollectedField, obj *model.TokenList) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenList_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Token) graphql.Marshaler {
+			return ec.marshalNToken2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenList_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TokenList",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Token(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TokenList_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.TokenList) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenList_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenList_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TokenList",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
 		},
 	}
 	return fc, nil
@@ -17132,6 +18472,44 @@ func (ec *executionContext) _AgentCursor(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var agentEventEdgeImplementors = []string{"AgentEventEdge"}
+
+func (ec *executionContext) _AgentEventEdge(ctx context.Context, sel ast.SelectionSet, obj *model.AgentEventEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentEventEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentEventEdge")
+		case "cursor":
+			out.Values[i] = ec._AgentEventEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._AgentEventEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var agentEventPageImplementors = []string{"AgentEventPage"}
 
 func (ec *executionContext) _AgentEventPage(ctx context.Context, sel ast.SelectionSet, obj *model.AgentEventPage) graphql.Marshaler {
@@ -17150,6 +18528,21 @@ func (ec *executionContext) _AgentEventPage(ctx context.Context, sel ast.Selecti
 			}
 		case "nextAfter":
 			out.Values[i] = ec._AgentEventPage_nextAfter(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "edges":
+			out.Values[i] = ec._AgentEventPage_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._AgentEventPage_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._AgentEventPage_pageInfo(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -17660,6 +19053,44 @@ func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.Select
 	return out
 }
 
+var eventEdgeImplementors = []string{"EventEdge"}
+
+func (ec *executionContext) _EventEdge(ctx context.Context, sel ast.SelectionSet, obj *model.EventEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, eventEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("EventEdge")
+		case "cursor":
+			out.Values[i] = ec._EventEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._EventEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var eventPageImplementors = []string{"EventPage"}
 
 func (ec *executionContext) _EventPage(ctx context.Context, sel ast.SelectionSet, obj *model.EventPage) graphql.Marshaler {
@@ -17678,6 +19109,21 @@ func (ec *executionContext) _EventPage(ctx context.Context, sel ast.SelectionSet
 			}
 		case "nextAfter":
 			out.Values[i] = ec._EventPage_nextAfter(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "edges":
+			out.Values[i] = ec._EventPage_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._EventPage_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._EventPage_pageInfo(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -17926,6 +19372,87 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Message_startedThread(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var messageConnectionImplementors = []string{"MessageConnection"}
+
+func (ec *executionContext) _MessageConnection(ctx context.Context, sel ast.SelectionSet, obj *model.MessageConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, messageConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MessageConnection")
+		case "edges":
+			out.Values[i] = ec._MessageConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._MessageConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._MessageConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var messageEdgeImplementors = []string{"MessageEdge"}
+
+func (ec *executionContext) _MessageEdge(ctx context.Context, sel ast.SelectionSet, obj *model.MessageEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, messageEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MessageEdge")
+		case "cursor":
+			out.Values[i] = ec._MessageEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._MessageEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -18372,6 +19899,44 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 	return out
 }
 
+var pageInfoImplementors = []string{"PageInfo"}
+
+func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet, obj *model.PageInfo) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, pageInfoImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PageInfo")
+		case "endCursor":
+			out.Values[i] = ec._PageInfo_endCursor(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "hasNextPage":
+			out.Values[i] = ec._PageInfo_hasNextPage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var principalImplementors = []string{"Principal", "Node"}
 
 func (ec *executionContext) _Principal(ctx context.Context, sel ast.SelectionSet, obj *model.Principal) graphql.Marshaler {
@@ -18478,6 +20043,44 @@ func (ec *executionContext) _PrincipalCreated(ctx context.Context, sel ast.Selec
 	return out
 }
 
+var principalEdgeImplementors = []string{"PrincipalEdge"}
+
+func (ec *executionContext) _PrincipalEdge(ctx context.Context, sel ast.SelectionSet, obj *model.PrincipalEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, principalEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PrincipalEdge")
+		case "cursor":
+			out.Values[i] = ec._PrincipalEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._PrincipalEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var principalPageImplementors = []string{"PrincipalPage"}
 
 func (ec *executionContext) _PrincipalPage(ctx context.Context, sel ast.SelectionSet, obj *model.PrincipalPage) graphql.Marshaler {
@@ -18497,6 +20100,21 @@ func (ec *executionContext) _PrincipalPage(ctx context.Context, sel ast.Selectio
 		case "nextAfter":
 			out.Values[i] = ec._PrincipalPage_nextAfter(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "edges":
+			out.Values[i] = ec._PrincipalPage_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._PrincipalPage_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._PrincipalPage_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -19448,6 +21066,12 @@ func (ec *executionContext) _Thread(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Thread_messages(ctx, field, obj)
 				})
+		case "history":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Thread_history(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -19797,6 +21421,44 @@ func (ec *executionContext) _TokenCreated(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var tokenEdgeImplementors = []string{"TokenEdge"}
+
+func (ec *executionContext) _TokenEdge(ctx context.Context, sel ast.SelectionSet, obj *model.TokenEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TokenEdge")
+		case "cursor":
+			out.Values[i] = ec._TokenEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._TokenEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var tokenListImplementors = []string{"TokenList"}
 
 func (ec *executionContext) _TokenList(ctx context.Context, sel ast.SelectionSet, obj *model.TokenList) graphql.Marshaler {
@@ -19810,6 +21472,21 @@ func (ec *executionContext) _TokenList(ctx context.Context, sel ast.SelectionSet
 			out.Values[i] = graphql.MarshalString("TokenList")
 		case "tokens":
 			out.Values[i] = ec._TokenList_tokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "edges":
+			out.Values[i] = ec._TokenList_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._TokenList_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._TokenList_pageInfo(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -20300,6 +21977,30 @@ func (ec *executionContext) marshalNAgentEvent2ᚕbothyᚗexampleᚗcomᚋbothy�
 	return ret
 }
 
+func (ec *executionContext) marshalNAgentEventEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AgentEventEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAgentEventEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAgentEventEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEventEdge(ctx context.Context, sel ast.SelectionSet, v *model.AgentEventEdge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentEventEdge!")
+		return graphql.Null
+	}
+	return ec._AgentEventEdge(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx context.Context, v any) (events.Type, error) {
 	tmp, err := graphql.UnmarshalString(v)
 	res := unmarshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType[tmp]
@@ -20461,6 +22162,30 @@ func (ec *executionContext) marshalNEvent2ᚕbothyᚗexampleᚗcomᚋbothyᚋgra
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNEventEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.EventEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNEventEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNEventEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐEventEdge(ctx context.Context, sel ast.SelectionSet, v *model.EventEdge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "EventEdge!")
+		return graphql.Null
+	}
+	return ec._EventEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx context.Context, v any) (events.Type, error) {
@@ -20665,6 +22390,14 @@ func (ec *executionContext) marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋg
 	return ec._Message(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNMessageConnection2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageConnection(ctx context.Context, sel ast.SelectionSet, v *model.MessageConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MessageConnection!")
+		return graphql.Null
+	}
+	return ec._MessageConnection(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNMessageCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreate(ctx context.Context, v any) (model.MessageCreate, error) {
 	res, err := ec.unmarshalInputMessageCreate(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -20673,6 +22406,30 @@ func (ec *executionContext) unmarshalNMessageCreate2bothyᚗexampleᚗcomᚋboth
 func (ec *executionContext) unmarshalNMessageCreate2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageCreate(ctx context.Context, v any) (*model.MessageCreate, error) {
 	res, err := ec.unmarshalInputMessageCreate(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMessageEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MessageEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMessageEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMessageEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageEdge(ctx context.Context, sel ast.SelectionSet, v *model.MessageEdge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MessageEdge!")
+		return graphql.Null
+	}
+	return ec._MessageEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNMessageKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐKind(ctx context.Context, v any) (messaging.Kind, error) {
@@ -20788,6 +22545,14 @@ func (ec *executionContext) unmarshalNOperatorSet2bothyᚗexampleᚗcomᚋbothy�
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNPageInfo2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PageInfo!")
+		return graphql.Null
+	}
+	return ec._PageInfo(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNPrincipal2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Principal) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -20823,6 +22588,30 @@ func (ec *executionContext) marshalNPrincipalCreated2ᚖbothyᚗexampleᚗcomᚋ
 		return graphql.Null
 	}
 	return ec._PrincipalCreated(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPrincipalEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PrincipalEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPrincipalEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPrincipalEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalEdge(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalEdge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PrincipalEdge!")
+		return graphql.Null
+	}
+	return ec._PrincipalEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNPrincipalKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐKind(ctx context.Context, v any) (identity.Kind, error) {
@@ -21339,6 +23128,30 @@ func (ec *executionContext) marshalNTokenCreated2ᚖbothyᚗexampleᚗcomᚋboth
 		return graphql.Null
 	}
 	return ec._TokenCreated(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTokenEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TokenEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTokenEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTokenEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenEdge(ctx context.Context, sel ast.SelectionSet, v *model.TokenEdge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TokenEdge!")
+		return graphql.Null
+	}
+	return ec._TokenEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNTokenKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋidentityᚐTokenKind(ctx context.Context, v any) (identity.TokenKind, error) {

@@ -44,12 +44,26 @@ type AgentCursor struct {
 	Position string `json:"position"`
 }
 
+// An agent event with its cursor.
+type AgentEventEdge struct {
+	// The event's seq: pass it as after (or to ackAgentEvents) to continue behind this event.
+	Cursor string `json:"cursor"`
+	// The event.
+	Node AgentEvent `json:"node"`
+}
+
 // A page of the caller's agent stream.
 type AgentEventPage struct {
 	// The events after the cursor, oldest first: at most 100, possibly none when the wait ended.
 	Events []AgentEvent `json:"events"`
 	// The cursor for the next call: the seq of the last event handed out, or the position the call started from when none came.
 	NextAfter string `json:"nextAfter"`
+	// The events of this page with their cursors, oldest first.
+	Edges []*AgentEventEdge `json:"edges"`
+	// The events of this page, oldest first.
+	Nodes []AgentEvent `json:"nodes"`
+	// Where this page ends: endCursor is what nextAfter is, never null; hasNextPage says whether more events were already waiting.
+	PageInfo *PageInfo `json:"pageInfo"`
 }
 
 // The agent's conversation in a thread.
@@ -157,6 +171,14 @@ type ChannelSwitchesPatch struct {
 	HistoryBackfillLimit *int `json:"historyBackfillLimit,omitempty"`
 }
 
+// A client event with its cursor.
+type EventEdge struct {
+	// The event's seq: pass it as after to continue behind this event.
+	Cursor string `json:"cursor"`
+	// The event.
+	Node Event `json:"node"`
+}
+
 // A page of client events.
 type EventPage struct {
 	// The events of this page the caller may see, oldest first.
@@ -165,6 +187,12 @@ type EventPage struct {
 	// (events the caller may not see are skipped, so it can lie beyond the last
 	// listed one), or the given cursor ("0" without one) when none came.
 	NextAfter string `json:"nextAfter"`
+	// The events of this page the caller may see with their cursors, oldest first.
+	Edges []*EventEdge `json:"edges"`
+	// The events of this page the caller may see, oldest first.
+	Nodes []Event `json:"nodes"`
+	// Where this page ends: endCursor is what nextAfter is, never null.
+	PageInfo *PageInfo `json:"pageInfo"`
 }
 
 // A right of a principal or group on a space or channel.
@@ -259,6 +287,16 @@ type Message struct {
 
 func (Message) IsNode() {}
 
+// A page of a thread's history (Thread.history).
+type MessageConnection struct {
+	// The messages of this page with their cursors, oldest first, each one the caller may read.
+	Edges []*MessageEdge `json:"edges"`
+	// The messages of this page, oldest first.
+	Nodes []*Message `json:"nodes"`
+	// Where this page ends.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
 // A message to post (createMessage, or the first message of createThread).
 type MessageCreate struct {
 	// The client's id of this message, 1 to 128 characters, unique per author:
@@ -276,7 +314,15 @@ type MessageCreate struct {
 	RunID *string `json:"runId,omitempty"`
 }
 
-// A page of a thread's history.
+// A message with its cursor.
+type MessageEdge struct {
+	// Pass it as after to continue behind this message.
+	Cursor string `json:"cursor"`
+	// The message.
+	Node *Message `json:"node"`
+}
+
+// A page of a thread's history (the deprecated Thread.messages).
 type MessagePage struct {
 	// The messages of this page, oldest first, each one the caller may read.
 	Messages []*Message `json:"messages"`
@@ -303,6 +349,17 @@ type OperatorSet struct {
 	Mode chat.OperatorMode `json:"mode"`
 	// The agent, with mode AGENT only; omit it or send null for the other modes.
 	AgentID *string `json:"agentId,omitempty"`
+}
+
+// Where a page of a list ends. Every list that pages has this shape: the
+// field takes first (how many) and after (an endCursor or an edge's cursor),
+// and its answer has edges (cursor and node), nodes and pageInfo. Cursors are
+// opaque strings: pass them back as they came.
+type PageInfo struct {
+	// The cursor to pass as after for the page behind this one. Null only when the page is empty and no after was given; otherwise the given after when the page is empty.
+	EndCursor *string `json:"endCursor,omitempty"`
+	// Whether more elements followed this page when it was read (for the event streams: events of the log, which the caller may not all see, so the next page may be empty).
+	HasNextPage bool `json:"hasNextPage"`
 }
 
 // A person, agent or app with its private details (e-mail address, status,
@@ -351,12 +408,26 @@ type PrincipalCreated struct {
 	Token *string `json:"token,omitempty"`
 }
 
+// A principal with its cursor.
+type PrincipalEdge struct {
+	// Pass it as after to continue behind this principal.
+	Cursor string `json:"cursor"`
+	// The principal.
+	Node *Principal `json:"node"`
+}
+
 // A page of principals in creation order.
 type PrincipalPage struct {
 	// The principals of this page, oldest first.
 	Principals []*Principal `json:"principals"`
 	// The cursor for the next page; null when this page is the last.
 	NextAfter *string `json:"nextAfter,omitempty"`
+	// The principals of this page with their cursors, oldest first.
+	Edges []*PrincipalEdge `json:"edges"`
+	// The principals of this page, oldest first.
+	Nodes []*Principal `json:"nodes"`
+	// Where this page ends.
+	PageInfo *PageInfo `json:"pageInfo"`
 }
 
 // A change of a principal (updatePrincipal): absent members stay as they are.
@@ -591,10 +662,24 @@ type TokenCreated struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
-// The tokens of one principal.
+// A token with its cursor.
+type TokenEdge struct {
+	// Pass it as after to continue behind this token.
+	Cursor string `json:"cursor"`
+	// The token.
+	Node *Token `json:"node"`
+}
+
+// The tokens of one principal, newest first, revoked and expired ones included.
 type TokenList struct {
-	// Newest first, revoked and expired ones included.
+	// Every token of the principal, whatever first and after say.
 	Tokens []*Token `json:"tokens"`
+	// The tokens of this page with their cursors.
+	Edges []*TokenEdge `json:"edges"`
+	// The tokens of this page.
+	Nodes []*Token `json:"nodes"`
+	// Where this page ends.
+	PageInfo *PageInfo `json:"pageInfo"`
 }
 
 // How many elements of a run context carry one trust level.

@@ -218,6 +218,40 @@ func (s *Service) ListTokens(ctx context.Context, actor identity.Principal, prin
 	return list, nil
 }
 
+// TokenPageMax is the most tokens one page of a token list holds, and the
+// page size when none is asked for.
+const TokenPageMax = 100
+
+// PageTokens returns the page of list (newest first, as ListTokens answers)
+// behind the token with id after ("" from the start), at most first
+// tokens (0 takes TokenPageMax), and whether tokens follow it. A principal
+// holds few tokens, so the page is cut from the whole list.
+//
+// Errors: first outside 0 to TokenPageMax (pointer "first", out_of_range);
+// after naming no token of list (pointer "after", invalid_cursor).
+func PageTokens(list []identity.TokenInfo, after string, first int) ([]identity.TokenInfo, bool, error) {
+	if first == 0 {
+		first = TokenPageMax
+	}
+	if first < 1 || first > TokenPageMax {
+		return nil, false, problem.Invalid(problem.FieldError{Pointer: "first", Code: "out_of_range", Detail: "must lie between 1 and 100"})
+	}
+	start := 0
+	if after != "" {
+		start = -1
+		for i, t := range list {
+			if t.ID == after {
+				start = i + 1
+			}
+		}
+		if start < 0 {
+			return nil, false, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
+		}
+	}
+	end := min(start+first, len(list))
+	return list[start:end], end < len(list), nil
+}
+
 // RevokeToken revokes token id (token.revoke: its holder if a person, or an
 // owner). Someone else's token is 404, like a missing one. Waiting long
 // polls are woken so that one holding this token answers 401.

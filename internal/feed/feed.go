@@ -53,6 +53,9 @@ func (s *Service) LimitMax() int { return s.limitMax }
 type Page struct {
 	Events    []events.Event
 	NextAfter string
+	// More says whether events of the log followed this page when it was
+	// read (visible to the caller or not).
+	More bool
 }
 
 // List returns up to limit events after the cursor after that actor may
@@ -129,9 +132,14 @@ func (s *Service) page(ctx context.Context, actor identity.Principal, scope auth
 			return Page{}, problem.Internal("feed.page", err)
 		}
 	}
-	evs, err := s.log.AfterIn(ctx, cursor, limit, scope.All, chans, threads, scope.Spaces)
+	// One event more than the page tells whether more follow.
+	evs, err := s.log.AfterIn(ctx, cursor, limit+1, scope.All, chans, threads, scope.Spaces)
 	if err != nil {
 		return Page{}, problem.Internal("feed.page", err)
+	}
+	more := len(evs) > limit
+	if more {
+		evs = evs[:limit]
 	}
 	next := after
 	if next == "" {
@@ -147,7 +155,7 @@ func (s *Service) page(ctx context.Context, actor identity.Principal, scope auth
 	if err != nil {
 		return Page{}, err
 	}
-	return Page{Events: out, NextAfter: next}, nil
+	return Page{Events: out, NextAfter: next, More: more}, nil
 }
 
 // Visible says whether actor may see e now, in filter mode as listEvents

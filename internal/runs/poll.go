@@ -21,6 +21,9 @@ const CursorNow = "now"
 type Page struct {
 	Events    []events.Event
 	NextAfter string
+	// More says whether more events of the caller's stream were waiting
+	// behind this page when it was read.
+	More bool
 }
 
 // streamEnd returns the highest committed agent event seq (0 for an empty
@@ -98,6 +101,14 @@ func (s *Service) stillAuthorized(ctx context.Context, actor identity.Principal)
 // caller's token and status. Handing out events delivers nothing: a
 // follow-up is delivered when the agent acknowledges its event (Ack).
 func (s *Service) Poll(ctx context.Context, actor identity.Principal, after string, wait time.Duration) (Page, error) {
+	return s.PollFirst(ctx, actor, after, wait, PollLimit)
+}
+
+// PollFirst is Poll handing out at most first events (1 to PollLimit).
+//
+// Errors: those of Poll; first outside 1 to PollLimit answers
+// validation_failed (pointer "first").
+func (s *Service) PollFirst(ctx context.Context, actor identity.Principal, after string, wait time.Duration, first int) (Page, error) {
 	// An agent's own stream: only agents pass (the decision is audited on
 	// denial like any other, and takes the rl.agent_runtime token).
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsPoll, authz.Own(authz.KindAgent, actor.ID)); err != nil {
@@ -105,6 +116,9 @@ func (s *Service) Poll(ctx context.Context, actor identity.Principal, after stri
 	}
 	if wait < 0 {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "wait", Code: "out_of_range", Detail: "must not be negative"})
+	}
+	if first < 1 || first > PollLimit {
+		return Page{}, problem.Invalid(problem.FieldError{Pointer: "first", Code: "out_of_range", Detail: "must lie between 1 and 100"})
 	}
 	cursor, err := s.resolveCursor(ctx, actor.ID, after, "after")
 	if err != nil {
@@ -125,12 +139,17 @@ func (s *Service) Poll(ctx context.Context, actor identity.Principal, after stri
 				return Page{}, err
 			}
 		}
-		evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, PollLimit)
+		// One event more than the page tells whether more are waiting.
+		evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, first+1)
 		if err != nil {
 			return Page{}, problem.Internal("runs.poll", err)
 		}
 		if len(evs) > 0 {
-			return Page{Events: evs, NextAfter: strconv.FormatInt(evs[len(evs)-1].Seq, 10)}, nil
+			more := len(evs) > first
+			if more {
+				evs = evs[:first]
+			}
+			return Page{Events: evs, NextAfter: strconv.FormatInt(evs[len(evs)-1].Seq, 10), More: more}, nil
 		}
 		unpark := s.hub.park()
 		select {

@@ -250,13 +250,26 @@ func Complexity(b ListBounds) generated.ComplexityRoot {
 		}
 		return n
 	}
-	c.Query.Events = func(child int, _ *string, limit *int) int {
-		return 1 + child*items(limit, b.EventsDefault, b.EventsMax)
+	// first and limit (deprecated) say the same; a request giving both is
+	// refused by the resolver, so the larger is the bound that counts.
+	either := func(limit, first *int) *int {
+		if first == nil || limit != nil && *limit > *first {
+			return limit
+		}
+		return first
+	}
+	c.Query.Events = func(child int, _ *string, limit, first *int) int {
+		return 1 + child*items(either(limit, first), b.EventsDefault, b.EventsMax)
 	}
 	c.Thread.Messages = func(child int, _ *int, limit *int) int {
 		return 1 + child*items(limit, b.MessagesDefault, b.MessagesMax)
 	}
-	c.Query.AgentEvents = func(child int, _ *string, _ *int) int { return 1 + child*runs.PollLimit }
+	c.Thread.History = func(child int, first *int, _ *string) int {
+		return 1 + child*items(first, b.MessagesDefault, b.MessagesMax)
+	}
+	c.Query.AgentEvents = func(child int, _ *string, _, first *int) int {
+		return 1 + child*items(first, runs.PollLimit, runs.PollLimit)
+	}
 	ctxList := func(child int) int { return 1 + child*b.ContextItems }
 	c.RunContext.ThreadContext = ctxList
 	c.RunContext.ChannelContext = ctxList

@@ -1,0 +1,262 @@
+package graph_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"bothy.example.com/bothy/internal/apitest"
+)
+
+// pageInfo is PageInfo as a client decodes it.
+type pageInfo struct {
+	EndCursor   *string `json:"endCursor"`
+	HasNextPage bool    `json:"hasNextPage"`
+}
+
+// connection is the common shape of every paged list: edges with cursors
+// and the ids of their nodes, nodes, pageInfo.
+type connection struct {
+	Edges []struct {
+		Cursor string `json:"cursor"`
+		Node   struct {
+			ID string `json:"id"`
+		} `json:"node"`
+	} `json:"edges"`
+	Nodes []struct {
+		ID string `json:"id"`
+	} `json:"nodes"`
+	PageInfo pageInfo `json:"pageInfo"`
+}
+
+// walk reads a list page by page through read (which takes the after
+// argument, nil first) and returns the node ids in order, checking on
+// every page that edges and nodes agree, that endCursor is the last edge's
+// cursor (or the given after on an empty page) and that the walk ends.
+// The page behind the last answers empty, ending where it began.
+func walk(t *testing.T, what string, read func(after *string) connection) []string {
+	t.Helper()
+	var ids []string
+	var after *string
+	for pages := 0; ; pages++ {
+		if pages > 200 {
+			t.Fatalf("%s: no end after 200 pages", what)
+		}
+		c := read(after)
+		if len(c.Edges) != len(c.Nodes) {
+			t.Fatalf("%s: %d edges, %d nodes", what, len(c.Edges), len(c.Nodes))
+		}
+		for i, e := range c.Edges {
+			if e.Node.ID != c.Nodes[i].ID || e.Cursor == "" {
+				t.Fatalf("%s: edge %d %+v against node %s", what, i, e, c.Nodes[i].ID)
+			}
+			ids = append(ids, e.Node.ID)
+		}
+		if n := len(c.Edges); n > 0 && (c.PageInfo.EndCursor == nil || *c.PageInfo.EndCursor != c.Edges[n-1].Cursor) {
+			t.Fatalf("%s: endCursor %v, last edge's cursor %s", what, c.PageInfo.EndCursor, c.Edges[n-1].Cursor)
+		}
+		if !c.PageInfo.HasNextPage {
+			if c.PageInfo.EndCursor == nil {
+				return ids
+			}
+			behind := read(c.PageInfo.EndCursor)
+			if len(behind.Edges) != 0 || behind.PageInfo.HasNextPage || behind.PageInfo.EndCursor == nil || *behind.PageInfo.EndCursor != *c.PageInfo.EndCursor {
+				t.Fatalf("%s: the page behind the last: %+v", what, behind)
+			}
+			return ids
+		}
+		if c.PageInfo.EndCursor == nil {
+			t.Fatalf("%s: hasNextPage without endCursor", what)
+		}
+		after = c.PageInfo.EndCursor
+	}
+}
+
+// afterArg renders after as a GraphQL argument.
+func afterArg(after *string) string {
+	if after == nil {
+		return ""
+	}
+	return fmt.Sprintf(", after: %q", *after)
+}
+
+// TestListsPageAsConnections: every paged list (a thread's history, the
+// client events, the agent stream, principals, tokens) answers edges,
+// nodes and pageInfo and takes first and after; paging through it with a
+// small first yields exactly what one read of the deprecated shape lists.
+// Refusals name the argument the caller sent.
+func TestListsPageAsConnections(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	alex, robin, lotse := env.World.Token("alex"), env.World.Token("robin"), env.World.Token("lotse")
+	main := env.Main("Support/Allgemein")
+	for i := range 5 {
+		env.MustPost("alex", main, fmt.Sprintf("page-%d", i), fmt.Sprintf("@lotse question %d", i))
+	}
+	for i := range 2 {
+		env.GraphQL(alex, `mutation($p: ID!, $l: String!) { createToken(principalId: $p, input: {label: $l}) { token } }`,
+			map[string]any{"p": env.World.ID("alex"), "l": fmt.Sprintf("extra %d", i)}, nil)
+	}
+	const fields = `edges { cursor node { id } } nodes { id } pageInfo { endCursor hasNextPage }`
+
+	t.Run("history", func(t *testing.T) {
+		var old struct {
+			Thread struct {
+				Messages struct {
+					Messages []struct{ ID string } `json:"messages"`
+				} `json:"messages"`
+			} `json:"thread"`
+		}
+		env.GraphQL(alex, `query($t: ID!) { thread(id: $t) { messages(limit: 100) { messages { id } } } }`, map[string]any{"t": main}, &old)
+		var want []string
+		for _, m := range old.Thread.Messages.Messages {
+			want = append(want, m.ID)
+		}
+		got := walk(t, "history", func(after *string) connection {
+			var out struct {
+				Thread struct {
+					History connection `json:"history"`
+				} `json:"thread"`
+			}
+			res := env.GraphQL(alex, `query($t: ID!) { thread(id: $t) { history(first: 2`+afterArg(after)+`) { `+fields+` } } }`, map[string]any{"t": main}, &out)
+			if len(res.Errors) != 0 {
+				t.Fatalf("history: %+v", res.Errors)
+			}
+			return out.Thread.History
+		})
+		if len(want) < 5 || !slices.Equal(got, want) {
+			t.Fatalf("paged %v, listed %v", got, want)
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		var old struct {
+			Events struct {
+				Events []struct{ ID string } `json:"events"`
+			} `json:"events"`
+		}
+		env.GraphQL(alex, `{ events(limit: 100) { events { id } } }`, nil, &old)
+		var want []string
+		for _, e := range old.Events.Events {
+			want = append(want, e.ID)
+		}
+		got := walk(t, "events", func(after *string) connection {
+			var out struct {
+				Events connection `json:"events"`
+			}
+			q := `{ events(first: 4` + afterArg(after) + `) { ` + fields + ` } }`
+			if res := env.GraphQL(alex, q, nil, &out); len(res.Errors) != 0 {
+				t.Fatalf("events: %+v", res.Errors)
+			}
+			return out.Events
+		})
+		if len(want) < 5 || !slices.Equal(got, want) {
+			t.Fatalf("paged %v, listed %v", got, want)
+		}
+	})
+
+	t.Run("agent stream", func(t *testing.T) {
+		var old struct {
+			AgentEvents struct {
+				Events []struct{ ID string } `json:"events"`
+			} `json:"agentEvents"`
+		}
+		env.GraphQL(lotse, `{ agentEvents(after: "0") { events { id } } }`, nil, &old)
+		var want []string
+		for _, e := range old.AgentEvents.Events {
+			want = append(want, e.ID)
+		}
+		got := walk(t, "agentEvents", func(after *string) connection {
+			if after == nil {
+				zero := "0"
+				after = &zero
+			}
+			var out struct {
+				AgentEvents connection `json:"agentEvents"`
+			}
+			if res := env.GraphQL(lotse, `{ agentEvents(first: 2`+afterArg(after)+`) { `+fields+` } }`, nil, &out); len(res.Errors) != 0 {
+				t.Fatalf("agentEvents: %+v", res.Errors)
+			}
+			return out.AgentEvents
+		})
+		if len(want) < 2 || !slices.Equal(got, want) {
+			t.Fatalf("paged %v, listed %v", got, want)
+		}
+	})
+
+	t.Run("principals", func(t *testing.T) {
+		var old struct {
+			Principals struct {
+				Principals []struct{ ID string } `json:"principals"`
+			} `json:"principals"`
+		}
+		env.GraphQL(robin, `{ principals(limit: 100) { principals { id } } }`, nil, &old)
+		var want []string
+		for _, p := range old.Principals.Principals {
+			want = append(want, p.ID)
+		}
+		got := walk(t, "principals", func(after *string) connection {
+			var out struct {
+				Principals connection `json:"principals"`
+			}
+			if res := env.GraphQL(robin, `{ principals(first: 2`+afterArg(after)+`) { `+fields+` } }`, nil, &out); len(res.Errors) != 0 {
+				t.Fatalf("principals: %+v", res.Errors)
+			}
+			return out.Principals
+		})
+		if len(want) < 4 || !slices.Equal(got, want) {
+			t.Fatalf("paged %v, listed %v", got, want)
+		}
+	})
+
+	t.Run("tokens", func(t *testing.T) {
+		var old struct {
+			Tokens struct {
+				Tokens []struct{ ID string } `json:"tokens"`
+			} `json:"tokens"`
+		}
+		vars := map[string]any{"p": env.World.ID("alex")}
+		env.GraphQL(alex, `query($p: ID!) { tokens(principalId: $p) { tokens { id } } }`, vars, &old)
+		var want []string
+		for _, x := range old.Tokens.Tokens {
+			want = append(want, x.ID)
+		}
+		got := walk(t, "tokens", func(after *string) connection {
+			var out struct {
+				Tokens connection `json:"tokens"`
+			}
+			if res := env.GraphQL(alex, `query($p: ID!) { tokens(principalId: $p, first: 1`+afterArg(after)+`) { `+fields+` } }`, vars, &out); len(res.Errors) != 0 {
+				t.Fatalf("tokens: %+v", res.Errors)
+			}
+			return out.Tokens
+		})
+		if len(want) < 3 || !slices.Equal(got, want) {
+			t.Fatalf("paged %v, listed %v", got, want)
+		}
+	})
+
+	t.Run("refusals name the argument", func(t *testing.T) {
+		cases := []struct {
+			token, query, field, code string
+		}{
+			{alex, `{ events(first: 0) { nodes { id } } }`, "first", "out_of_range"},
+			{alex, `{ events(limit: 0) { nodes { id } } }`, "limit", "out_of_range"},
+			{alex, `{ events(first: 2, limit: 2) { nodes { id } } }`, "first", "exclusive"},
+			{robin, `{ principals(first: 2, limit: 2) { nodes { id } } }`, "first", "exclusive"},
+			{robin, `{ principals(first: 0) { nodes { id } } }`, "first", "out_of_range"},
+			{lotse, `{ agentEvents(first: 101) { nodes { id } } }`, "first", "out_of_range"},
+			{alex, `query { thread(id: "` + main + `") { history(after: "seven") { nodes { id } } } }`, "after", "invalid_cursor"},
+			{alex, `query { thread(id: "` + main + `") { history(first: 0) { nodes { id } } } }`, "first", "out_of_range"},
+			{alex, `query { tokens(principalId: "` + env.World.ID("alex") + `", after: "` + main + `") { nodes { id } } }`, "after", "invalid_cursor"},
+			{alex, `query { tokens(principalId: "` + env.World.ID("alex") + `", first: 101) { nodes { id } } }`, "first", "out_of_range"},
+		}
+		for _, c := range cases {
+			res := env.GraphQL(c.token, c.query, nil, nil)
+			if len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "validation_failed" || len(res.Errors[0].Extensions.FieldErrors) != 1 ||
+				res.Errors[0].Extensions.FieldErrors[0].Field != c.field || res.Errors[0].Extensions.FieldErrors[0].Code != c.code {
+				t.Errorf("%s: errors %+v, want %s at %s", strings.TrimSpace(c.query), res.Errors, c.code, c.field)
+			}
+		}
+	})
+}
