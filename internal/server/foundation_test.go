@@ -3,9 +3,13 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/identity"
@@ -211,6 +215,10 @@ func TestOperationalEndpoints(t *testing.T) {
 	}
 }
 
+// TestIntrospectionSwitch: graphql.introspection switches introspection
+// and the schema document (GET /api/schema.graphql, for client
+// generators) on and off together. The document is the schema served: it
+// loads, has what introspection shows, and no @defer.
 func TestIntrospectionSwitch(t *testing.T) {
 	t.Parallel()
 	for _, on := range []bool{true, false} {
@@ -221,6 +229,28 @@ func TestIntrospectionSwitch(t *testing.T) {
 		}
 		if !on && (len(res.Errors) == 0 || res.Errors[0].Extensions.Code != "forbidden" || res.Errors[0].Extensions.Reason != "introspection_disabled") {
 			t.Fatalf("introspection off: %+v %s", res.Errors, res.Data)
+		}
+		resp, err := http.Get(env.URL + "/api/schema.graphql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sdl, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !on {
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("schema document with introspection off: %d", resp.StatusCode)
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/graphql") {
+			t.Fatalf("schema document: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		schema, gerr := gqlparser.LoadSchema(&ast.Source{Name: "schema.graphql", Input: string(sdl)})
+		if gerr != nil {
+			t.Fatalf("the schema document does not load: %v", gerr)
+		}
+		if schema.Query.Fields.ForName("node") == nil || schema.Types["Thread"].Fields.ForName("history") == nil || strings.Contains(string(sdl), "@defer") {
+			t.Fatalf("the schema document is not the served schema")
 		}
 	}
 }

@@ -1,12 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"net/http"
 	"strings"
 
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/rest"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/formatter"
 )
 
 // apiIndex answers GET /api/v1/ (the REST address that bothy prints) with
@@ -63,4 +66,13 @@ func unmatched(mux *http.ServeMux) http.Handler {
 		w.Header().Set("Allow", list)
 		httpx.WriteProblem(w, r, problem.Newf(problem.MethodNotAllowed, "", "this path answers %s", list))
 	})
+}
+
+// schemaSDL prints the schema Bothy serves (graph.Schema: without the
+// directives it does not honour) as SDL, without the built-in types and
+// directives a GraphQL tool knows already.
+func schemaSDL(schema *ast.Schema) []byte {
+	var b bytes.Buffer
+	formatter.NewFormatter(&b).FormatSchema(schema)
+	return b.Bytes()
 }

@@ -194,6 +194,15 @@ func New(d Deps) (*Server, error) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(apidoc.OpenAPI)
 	})
+	// The schema as SDL for client generators (docs/clients.md), where
+	// introspection would show it anyway.
+	if cfg.Bool(config.GraphQLIntrospection) {
+		sdl := schemaSDL(es.Schema())
+		mux.HandleFunc("GET /api/schema.graphql", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/graphql; charset=utf-8")
+			w.Write(sdl)
+		})
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
