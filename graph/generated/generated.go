@@ -3397,7 +3397,7 @@ extend type Mutation {
   createPrincipal(
     "The principal to create."
     input: PrincipalCreate!
-  ): PrincipalCreated!
+  ): PrincipalCreated
   """
   Changes a principal (owners only). The last active owner can be neither
   demoted nor disabled (conflict last_owner). When disabling or demoting
@@ -3409,7 +3409,7 @@ extend type Mutation {
     id: ID!
     "The members to change."
     input: PrincipalPatch!
-  ): Principal!
+  ): Principal
   """
   Issues a token for a principal: a person for themselves, an owner for
   anybody. Agents and apps cannot call it.
@@ -3419,7 +3419,7 @@ extend type Mutation {
     principalId: ID!
     "Label and lifetime."
     input: TokenCreate!
-  ): TokenCreated!
+  ): TokenCreated
   """
   Revokes a token: a person their own, an owner anybody's. Someone else's
   token answers not_found like a missing one; revoking twice answers the
@@ -3429,69 +3429,69 @@ extend type Mutation {
   revokeToken(
     "The token's id (not its secret)."
     id: ID!
-  ): Token!
+  ): Token
   "Creates an empty group (owners only); a name that is taken answers conflict name_taken."
   createGroup(
     "The group's name, unique among groups: 1 to 80 characters, no surrounding white space or control characters."
     name: String!
-  ): Group!
+  ): Group
   "Renames a group (owners only); a name that is taken answers conflict name_taken."
   updateGroup(
     "The group to rename."
     id: ID!
     "The new name: 1 to 80 characters, no surrounding white space or control characters."
     name: String!
-  ): Group!
+  ): Group
   "Deletes the group, revokes its grants and answers the group as it was."
   deleteGroup(
     "The group to delete."
     id: ID!
-  ): Group!
+  ): Group
   "People only."
   addGroupMember(
     "The group."
     groupId: ID!
     "The person to add; adding a member again changes nothing."
     principalId: ID!
-  ): Group!
+  ): Group
   "Takes a person out of a group (owners only); they lose the rights that only the group's grants gave them."
   removeGroupMember(
     "The group."
     groupId: ID!
     "The person to remove; removing a non-member changes nothing."
     principalId: ID!
-  ): Group!
+  ): Group
   "Creates a space (owners only); a name that is taken answers conflict name_taken."
   createSpace(
     "The space to create."
     input: SpaceCreate!
-  ): Space!
+  ): Space
   "Renames a space or sets or clears its default operator (owners only)."
   updateSpace(
     "The space to change."
     id: ID!
     "The members to change."
     input: SpacePatch!
-  ): Space!
+  ): Space
   "Lifts the archive of a space (owners only): rights come back as the grants say."
   unarchiveSpace(
     "The space to unarchive."
     id: ID!
-  ): Space!
+  ): Space
   "Creates the channel and, for a text channel, its main thread."
   createChannel(
     "The space the channel belongs to."
     spaceId: ID!
     "The channel to create."
     input: ChannelCreate!
-  ): Channel!
+  ): Channel
   "Renames a channel (owners only); without a name it changes nothing and answers the channel."
   updateChannel(
     "The channel to change."
     id: ID!
     "The members to change."
     input: ChannelPatch!
-  ): Channel!
+  ): Channel
   """
   Lifts the archive of a channel (owners only). A channel of an archived
   space stays read-only until the space is unarchived.
@@ -3499,7 +3499,7 @@ extend type Mutation {
   unarchiveChannel(
     "The channel to unarchive."
     id: ID!
-  ): Channel!
+  ): Channel
 }
 `, BuiltIn: false},
 	{Name: "../../schema/base.graphqls", Input: `"An RFC 3339 timestamp with milliseconds, in UTC."
@@ -4347,7 +4347,7 @@ type Mutation {
     input: MessageCreate!
     "With input.runId: the adapter process that holds that run (the holder of startRun); absent for the anonymous holder. Another holder, or none on a claimed run, answers conflict run_claimed and stores nothing. Not part of the request's idempotency: a replay of a stored answer answers the replay."
     holder: String
-  ): MessageResult!
+  ): MessageResult
   """
   Creates a thread with its first message (WRITE on the channel): a thread in
   a text channel, optionally on a main-thread message of that channel
@@ -4358,7 +4358,7 @@ type Mutation {
     channelId: ID!
     "The thread and its first message."
     input: ThreadCreate!
-  ): ThreadCreatedResult!
+  ): ThreadCreatedResult
   """
   Turns a message into a tombstone (its author with WRITE, or an owner):
   content and mentions emptied, also in earlier events. System lines and run
@@ -4368,7 +4368,7 @@ type Mutation {
   deleteMessage(
     "The message to delete."
     id: ID!
-  ): Message!
+  ): Message
   """
   Sets a thread DONE (WRITE on the thread). A main thread answers conflict
   main_thread; closing a done thread answers it unchanged.
@@ -4376,7 +4376,7 @@ type Mutation {
   closeThread(
     "The thread to close."
     id: ID!
-  ): Thread!
+  ): Thread
   """
   Moves a thread into another channel of the same kind (a person with TRIGGER
   on both channels; audited). A main thread answers conflict main_thread. The
@@ -4388,12 +4388,12 @@ type Mutation {
     id: ID!
     "The channel to move it into."
     channelId: ID!
-  ): Thread!
+  ): Thread
   "Gives a principal or group a level on a space or channel (owners only; audited)."
   createGrant(
     "The grant to make."
     input: GrantCreate!
-  ): Grant!
+  ): Grant
   """
   Revokes a grant (owners only; audited); revoking twice answers it
   unchanged. Runs of people who lose trigger by it end as on any loss of
@@ -4402,31 +4402,31 @@ type Mutation {
   revokeGrant(
     "The grant to revoke."
     id: ID!
-  ): Grant!
+  ): Grant
   "Sets a channel's operator mode (owners only; audited); mode AGENT names an agent, the other modes none."
   setChannelOperator(
     "The channel."
     channelId: ID!
     "The mode and, for mode AGENT, the agent."
     input: OperatorSet!
-  ): Channel!
+  ): Channel
   "Changes a channel's switches (owners only; audited)."
   updateChannelSwitches(
     "The channel."
     channelId: ID!
     "The switches to change."
     input: ChannelSwitchesPatch!
-  ): Channel!
+  ): Channel
   "Archives a channel (owners only; audited): from then on nobody exceeds READ in it."
   archiveChannel(
     "The channel to archive."
     id: ID!
-  ): Channel!
+  ): Channel
   "Archives a space (owners only; audited): from then on nobody exceeds READ in any of its channels."
   archiveSpace(
     "The space to archive."
     id: ID!
-  ): Space!
+  ): Space
 }
 `, BuiltIn: false},
 	{Name: "../../schema/runcontext.graphqls", Input: `"How far an element of a run context may instruct the agent; computed by the server from live rights on each read."
@@ -4846,19 +4846,19 @@ extend type Mutation {
     id: ID!
     "The adapter process claiming the run; absent for the anonymous holder of adapters without claims."
     holder: String
-  ): Run!
+  ): Run
   "Extends holder's lease on the run by run.lease_timeout (conflict run_claimed when holder does not hold it; an empty holder is refused with validation_failed)."
   renewRun(
     "The run (the caller's own)."
     id: ID!
     "The adapter process that holds the run."
     holder: String!
-  ): Run!
+  ): Run
   "Stores how far the caller has processed its stream; backwards is a no-op. Acknowledging an agent.followup delivers its follow-up."
   ackAgentEvents(
     "A seq of the caller's stream (an event's seq or a nextAfter); \"now\", an empty string and a seq beyond the end answer invalid_cursor."
     upTo: String!
-  ): AgentCursor!
+  ): AgentCursor
   """
   Moves the caller's own running run to WAITING_INPUT: it waits for a person;
   a follow-up or startRun takes it back to RUNNING. A queued run answers
@@ -4870,7 +4870,7 @@ extend type Mutation {
     id: ID!
     "The adapter process that holds the run (the holder of startRun); absent for the anonymous holder. Another holder, or none on a claimed run, answers conflict run_claimed."
     holder: String
-  ): Run!
+  ): Run
   """
   Ends the caller's own active run with the given outcome; an ended run
   answers conflict run_not_active. FAILED without a reason records
@@ -4883,7 +4883,7 @@ extend type Mutation {
     input: RunFinish!
     "The adapter process that holds the run (the holder of startRun); absent for the anonymous holder. Another holder, or none on a claimed run, answers conflict run_claimed and changes nothing."
     holder: String
-  ): Run!
+  ): Run
   """
   Cancels a run. A person with TRIGGER on the channel cancels a queued run at
   once and asks the agent to cancel a running or waiting one
@@ -4896,7 +4896,7 @@ extend type Mutation {
     id: ID!
     "When the run's own agent cancels: the adapter process that holds the run (absent for the anonymous holder; another holder, or none on a claimed run, answers conflict run_claimed). Ignored for a person's cancel."
     holder: String
-  ): Run!
+  ): Run
   """
   Ends the current session of the thread's operator agent and makes a new
   one, so that its next run starts anew (mode NEW). A person with TRIGGER on
@@ -4905,7 +4905,7 @@ extend type Mutation {
   resetAgentSession(
     "The thread."
     threadId: ID!
-  ): AgentSession!
+  ): AgentSession
   """
   Makes a new current session of the thread's operator agent bound to the
   adapter's externalRef, so that its next run continues that conversation
@@ -4917,7 +4917,7 @@ extend type Mutation {
     threadId: ID!
     "The adapter's reference of the conversation: 1 to 200 bytes after trimming surrounding white space."
     externalRef: String!
-  ): AgentSession!
+  ): AgentSession
 }
 `, BuiltIn: false},
 	{Name: "../../schema/subscription.graphqls", Input: `"""
@@ -10072,10 +10072,10 @@ func (ec *executionContext) _Mutation_createMessage(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.MessageResult) graphql.Marshaler {
-			return ec.marshalNMessageResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageResult(ctx, selections, v)
+			return ec.marshalOMessageResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageResult(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createMessage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10116,10 +10116,10 @@ func (ec *executionContext) _Mutation_createThread(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ThreadCreatedResult) graphql.Marshaler {
-			return ec.marshalNThreadCreatedResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadCreatedResult(ctx, selections, v)
+			return ec.marshalOThreadCreatedResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadCreatedResult(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createThread(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10160,10 +10160,10 @@ func (ec *executionContext) _Mutation_deleteMessage(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Message) graphql.Marshaler {
-			return ec.marshalNMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
+			return ec.marshalOMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteMessage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10204,10 +10204,10 @@ func (ec *executionContext) _Mutation_closeThread(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
-			return ec.marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+			return ec.marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_closeThread(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10248,10 +10248,10 @@ func (ec *executionContext) _Mutation_moveThread(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
-			return ec.marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
+			return ec.marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_moveThread(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10292,10 +10292,10 @@ func (ec *executionContext) _Mutation_createGrant(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Grant) graphql.Marshaler {
-			return ec.marshalNGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx, selections, v)
+			return ec.marshalOGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createGrant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10336,10 +10336,10 @@ func (ec *executionContext) _Mutation_revokeGrant(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Grant) graphql.Marshaler {
-			return ec.marshalNGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx, selections, v)
+			return ec.marshalOGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_revokeGrant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10380,10 +10380,10 @@ func (ec *executionContext) _Mutation_setChannelOperator(ctx context.Context, fi
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
-			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+			return ec.marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_setChannelOperator(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10424,10 +10424,10 @@ func (ec *executionContext) _Mutation_updateChannelSwitches(ctx context.Context,
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
-			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+			return ec.marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_updateChannelSwitches(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10468,10 +10468,10 @@ func (ec *executionContext) _Mutation_archiveChannel(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
-			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+			return ec.marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_archiveChannel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10512,10 +10512,10 @@ func (ec *executionContext) _Mutation_archiveSpace(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
-			return ec.marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+			return ec.marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_archiveSpace(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10556,10 +10556,10 @@ func (ec *executionContext) _Mutation_createPrincipal(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalCreated) graphql.Marshaler {
-			return ec.marshalNPrincipalCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalCreated(ctx, selections, v)
+			return ec.marshalOPrincipalCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalCreated(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createPrincipal(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10600,10 +10600,10 @@ func (ec *executionContext) _Mutation_updatePrincipal(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Principal) graphql.Marshaler {
-			return ec.marshalNPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx, selections, v)
+			return ec.marshalOPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_updatePrincipal(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10644,10 +10644,10 @@ func (ec *executionContext) _Mutation_createToken(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.TokenCreated) graphql.Marshaler {
-			return ec.marshalNTokenCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenCreated(ctx, selections, v)
+			return ec.marshalOTokenCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenCreated(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10688,10 +10688,10 @@ func (ec *executionContext) _Mutation_revokeToken(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Token) graphql.Marshaler {
-			return ec.marshalNToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐToken(ctx, selections, v)
+			return ec.marshalOToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐToken(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_revokeToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10732,10 +10732,10 @@ func (ec *executionContext) _Mutation_createGroup(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
-			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+			return ec.marshalOGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createGroup(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10776,10 +10776,10 @@ func (ec *executionContext) _Mutation_updateGroup(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
-			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+			return ec.marshalOGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_updateGroup(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10820,10 +10820,10 @@ func (ec *executionContext) _Mutation_deleteGroup(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
-			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+			return ec.marshalOGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteGroup(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10864,10 +10864,10 @@ func (ec *executionContext) _Mutation_addGroupMember(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
-			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+			return ec.marshalOGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_addGroupMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10908,10 +10908,10 @@ func (ec *executionContext) _Mutation_removeGroupMember(ctx context.Context, fie
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
-			return ec.marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
+			return ec.marshalOGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_removeGroupMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10952,10 +10952,10 @@ func (ec *executionContext) _Mutation_createSpace(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
-			return ec.marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+			return ec.marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createSpace(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10996,10 +10996,10 @@ func (ec *executionContext) _Mutation_updateSpace(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
-			return ec.marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+			return ec.marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_updateSpace(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11040,10 +11040,10 @@ func (ec *executionContext) _Mutation_unarchiveSpace(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Space) graphql.Marshaler {
-			return ec.marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
+			return ec.marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_unarchiveSpace(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11084,10 +11084,10 @@ func (ec *executionContext) _Mutation_createChannel(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
-			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+			return ec.marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createChannel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11128,10 +11128,10 @@ func (ec *executionContext) _Mutation_updateChannel(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
-			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+			return ec.marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_updateChannel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11172,10 +11172,10 @@ func (ec *executionContext) _Mutation_unarchiveChannel(ctx context.Context, fiel
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
-			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+			return ec.marshalOChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_unarchiveChannel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11216,10 +11216,10 @@ func (ec *executionContext) _Mutation_startRun(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_startRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11260,10 +11260,10 @@ func (ec *executionContext) _Mutation_renewRun(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_renewRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11304,10 +11304,10 @@ func (ec *executionContext) _Mutation_ackAgentEvents(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentCursor) graphql.Marshaler {
-			return ec.marshalNAgentCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentCursor(ctx, selections, v)
+			return ec.marshalOAgentCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentCursor(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_ackAgentEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11348,10 +11348,10 @@ func (ec *executionContext) _Mutation_awaitRunInput(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_awaitRunInput(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11392,10 +11392,10 @@ func (ec *executionContext) _Mutation_finishRun(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_finishRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11436,10 +11436,10 @@ func (ec *executionContext) _Mutation_cancelRun(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_cancelRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11480,10 +11480,10 @@ func (ec *executionContext) _Mutation_resetAgentSession(ctx context.Context, fie
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentSession) graphql.Marshaler {
-			return ec.marshalNAgentSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentSession(ctx, selections, v)
+			return ec.marshalOAgentSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentSession(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_resetAgentSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11524,10 +11524,10 @@ func (ec *executionContext) _Mutation_bindAgentSession(ctx context.Context, fiel
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentSession) graphql.Marshaler {
-			return ec.marshalNAgentSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentSession(ctx, selections, v)
+			return ec.marshalOAgentSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentSession(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_bindAgentSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -19648,238 +19648,238 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createMessage(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createThread":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createThread(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteMessage":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteMessage(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "closeThread":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_closeThread(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "moveThread":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_moveThread(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createGrant":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createGrant(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "revokeGrant":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_revokeGrant(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "setChannelOperator":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_setChannelOperator(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updateChannelSwitches":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updateChannelSwitches(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "archiveChannel":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_archiveChannel(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "archiveSpace":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_archiveSpace(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createPrincipal":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createPrincipal(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updatePrincipal":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updatePrincipal(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createToken":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createToken(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "revokeToken":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_revokeToken(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createGroup":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createGroup(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updateGroup":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updateGroup(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteGroup":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteGroup(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "addGroupMember":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_addGroupMember(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "removeGroupMember":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_removeGroupMember(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createSpace":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createSpace(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updateSpace":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updateSpace(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "unarchiveSpace":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_unarchiveSpace(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createChannel":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createChannel(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updateChannel":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updateChannel(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "unarchiveChannel":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_unarchiveChannel(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "startRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startRun(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "renewRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_renewRun(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "ackAgentEvents":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_ackAgentEvents(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "awaitRunInput":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_awaitRunInput(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "finishRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_finishRun(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "cancelRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_cancelRun(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "resetAgentSession":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resetAgentSession(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "bindAgentSession":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_bindAgentSession(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -21945,14 +21945,6 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
-func (ec *executionContext) marshalNAgentCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentCursor(ctx context.Context, sel ast.SelectionSet, v *model.AgentCursor) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "AgentCursor!")
-		return graphql.Null
-	}
-	return ec._AgentCursor(ctx, sel, v)
-}
-
 func (ec *executionContext) marshalNAgentEvent2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentEvent(ctx context.Context, sel ast.SelectionSet, v model.AgentEvent) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AgentEvent!")
@@ -22037,14 +22029,6 @@ func (ec *executionContext) marshalNAgentEventPage2ᚖbothyᚗexampleᚗcomᚋbo
 	return ec._AgentEventPage(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNAgentSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentSession(ctx context.Context, sel ast.SelectionSet, v *model.AgentSession) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "AgentSession!")
-		return graphql.Null
-	}
-	return ec._AgentSession(ctx, sel, v)
-}
-
 func (ec *executionContext) marshalNAttachment2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAttachmentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Attachment) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -22081,14 +22065,6 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 		graphql.AddInvalidNullFromMarshaler(ctx, "Boolean!")
 	}
 	return res
-}
-
-func (ec *executionContext) marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx context.Context, sel ast.SelectionSet, v *model.Channel) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "Channel!")
-		return graphql.Null
-	}
-	return ec._Channel(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNChannelCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelCreate(ctx context.Context, v any) (model.ChannelCreate, error) {
@@ -22242,14 +22218,6 @@ func (ec *executionContext) marshalNEventPage2ᚖbothyᚗexampleᚗcomᚋbothy�
 	return ec._EventPage(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx context.Context, sel ast.SelectionSet, v *model.Grant) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "Grant!")
-		return graphql.Null
-	}
-	return ec._Grant(ctx, sel, v)
-}
-
 func (ec *executionContext) unmarshalNGrantCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrantCreate(ctx context.Context, v any) (model.GrantCreate, error) {
 	res, err := ec.unmarshalInputGrantCreate(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -22282,14 +22250,6 @@ var (
 		authz.Trigger: "TRIGGER",
 	}
 )
-
-func (ec *executionContext) marshalNGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "Group!")
-		return graphql.Null
-	}
-	return ec._Group(ctx, sel, v)
-}
 
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
@@ -22504,14 +22464,6 @@ func (ec *executionContext) marshalNMessagePage2ᚖbothyᚗexampleᚗcomᚋbothy
 	return ec._MessagePage(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNMessageResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageResult(ctx context.Context, sel ast.SelectionSet, v *model.MessageResult) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "MessageResult!")
-		return graphql.Null
-	}
-	return ec._MessageResult(ctx, sel, v)
-}
-
 func (ec *executionContext) unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode(ctx context.Context, v any) (chat.OperatorMode, error) {
 	tmp, err := graphql.UnmarshalString(v)
 	res := unmarshalNOperatorMode2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐOperatorMode[tmp]
@@ -22580,14 +22532,6 @@ func (ec *executionContext) marshalNPrincipal2ᚖbothyᚗexampleᚗcomᚋbothy�
 func (ec *executionContext) unmarshalNPrincipalCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalCreate(ctx context.Context, v any) (model.PrincipalCreate, error) {
 	res, err := ec.unmarshalInputPrincipalCreate(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNPrincipalCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalCreated(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalCreated) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "PrincipalCreated!")
-		return graphql.Null
-	}
-	return ec._PrincipalCreated(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPrincipalEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PrincipalEdge) graphql.Marshaler {
@@ -22920,14 +22864,6 @@ var (
 	}
 )
 
-func (ec *executionContext) marshalNSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx context.Context, sel ast.SelectionSet, v *model.Space) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "Space!")
-		return graphql.Null
-	}
-	return ec._Space(ctx, sel, v)
-}
-
 func (ec *executionContext) unmarshalNSpaceCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpaceCreate(ctx context.Context, v any) (model.SpaceCreate, error) {
 	res, err := ec.unmarshalInputSpaceCreate(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -23015,14 +22951,6 @@ func (ec *executionContext) marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgr
 func (ec *executionContext) unmarshalNThreadCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadCreate(ctx context.Context, v any) (model.ThreadCreate, error) {
 	res, err := ec.unmarshalInputThreadCreate(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNThreadCreatedResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadCreatedResult(ctx context.Context, sel ast.SelectionSet, v *model.ThreadCreatedResult) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "ThreadCreatedResult!")
-		return graphql.Null
-	}
-	return ec._ThreadCreatedResult(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNThreadKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐThreadKind(ctx context.Context, v any) (chat.ThreadKind, error) {
@@ -23120,14 +23048,6 @@ func (ec *executionContext) marshalNToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgra
 func (ec *executionContext) unmarshalNTokenCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenCreate(ctx context.Context, v any) (model.TokenCreate, error) {
 	res, err := ec.unmarshalInputTokenCreate(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNTokenCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenCreated(ctx context.Context, sel ast.SelectionSet, v *model.TokenCreated) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "TokenCreated!")
-		return graphql.Null
-	}
-	return ec._TokenCreated(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNTokenEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TokenEdge) graphql.Marshaler {
@@ -23424,6 +23344,20 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) marshalOAgentCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentCursor(ctx context.Context, sel ast.SelectionSet, v *model.AgentCursor) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AgentCursor(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOAgentSession2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAgentSession(ctx context.Context, sel ast.SelectionSet, v *model.AgentSession) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AgentSession(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -23467,6 +23401,13 @@ func (ec *executionContext) unmarshalOChannelSwitchesPatch2ᚖbothyᚗexampleᚗ
 	}
 	res, err := ec.unmarshalInputChannelSwitchesPatch(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx context.Context, sel ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Grant(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
@@ -23551,6 +23492,13 @@ var (
 	}
 )
 
+func (ec *executionContext) marshalOMessageResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageResult(ctx context.Context, sel ast.SelectionSet, v *model.MessageResult) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._MessageResult(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalONode2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐNode(ctx context.Context, sel ast.SelectionSet, v model.Node) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -23564,6 +23512,20 @@ func (ec *executionContext) unmarshalOOperatorSet2ᚖbothyᚗexampleᚗcomᚋbot
 	}
 	res, err := ec.unmarshalInputOperatorSet(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *model.Principal) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Principal(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOPrincipalCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalCreated(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalCreated) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._PrincipalCreated(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx context.Context, sel ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
@@ -23660,6 +23622,13 @@ func (ec *executionContext) marshalOThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgr
 	return ec._Thread(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOThreadCreatedResult2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThreadCreatedResult(ctx context.Context, sel ast.SelectionSet, v *model.ThreadCreatedResult) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ThreadCreatedResult(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {
 	if v == nil {
 		return nil, nil
@@ -23707,6 +23676,20 @@ var (
 		chat.TitleAuto:   "AUTO",
 	}
 )
+
+func (ec *executionContext) marshalOToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐToken(ctx context.Context, sel ast.SelectionSet, v *model.Token) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Token(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOTokenCreated2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTokenCreated(ctx context.Context, sel ast.SelectionSet, v *model.TokenCreated) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TokenCreated(ctx, sel, v)
+}
 
 func (ec *executionContext) unmarshalOTriggerState2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐTriggerState(ctx context.Context, v any) (*messaging.TriggerState, error) {
 	if v == nil {

@@ -220,4 +220,60 @@ func TestCostsAndLimitsVisible(t *testing.T) {
 	t.Parallel()
 	t.Run("cost extension", testGraphQLCostExtension)
 	t.Run("RateLimit headers", testRateLimitHeaders)
+	t.Run("aliased mutations answer partial data", testAliasedMutationsPartialData)
+}
+
+// testAliasedMutationsPartialData: four aliased createToken in one request
+// against a bucket of two: the two that ran answer their tokens, secrets
+// included, and the two refused answer null with one rate_limited error
+// each at their path; exactly the two answered tokens were stored, and
+// their secrets work (issue 25 point 6).
+func testAliasedMutationsPartialData(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.RateAdminBurst: "2", config.RateAdminPerMinute: "1"}})
+	alex, alexID := env.World.Token("alex"), env.World.ID("alex")
+	before := env.Count(`SELECT count(*) FROM tokens WHERE principal_id = $1`, alexID)
+	var data map[string]*struct {
+		Token string `json:"token"`
+	}
+	q := `mutation($p: ID!) {
+		a: createToken(principalId: $p, input: {label: "a"}) { token }
+		b: createToken(principalId: $p, input: {label: "b"}) { token }
+		c: createToken(principalId: $p, input: {label: "c"}) { token }
+		d: createToken(principalId: $p, input: {label: "d"}) { token }
+	}`
+	res := env.GraphQL(alex, q, map[string]any{"p": alexID}, &data)
+	var made []string
+	refused := map[string]bool{}
+	for _, e := range res.Errors {
+		if e.Extensions.Code != "rate_limited" || len(e.Path) != 1 {
+			t.Fatalf("error %+v", e)
+		}
+		refused[fmt.Sprint(e.Path[0])] = true
+	}
+	for _, alias := range []string{"a", "b", "c", "d"} {
+		switch {
+		case data[alias] != nil && data[alias].Token != "" && !refused[alias]:
+			made = append(made, data[alias].Token)
+		case data[alias] == nil && refused[alias]:
+		default:
+			t.Fatalf("%s: data %+v, refused %v", alias, data[alias], refused[alias])
+		}
+	}
+	if len(made) != 2 || len(refused) != 2 {
+		t.Fatalf("%d tokens answered, %d refused; want 2 and 2 (data %s)", len(made), len(refused), res.Data)
+	}
+	if n := env.Count(`SELECT count(*) FROM tokens WHERE principal_id = $1`, alexID); n != before+2 {
+		t.Fatalf("%d tokens stored, want %d", n-before, 2)
+	}
+	for _, tok := range made {
+		var v struct {
+			Viewer struct {
+				Handle string `json:"handle"`
+			} `json:"viewer"`
+		}
+		if r := env.GraphQL(tok, `{ viewer { handle } }`, nil, &v); len(r.Errors) != 0 || v.Viewer.Handle != "alex" {
+			t.Fatalf("an answered secret does not work: %+v %+v", r.Errors, v)
+		}
+	}
 }
