@@ -172,23 +172,37 @@ type IssuedToken struct {
 // malformed, unknown, revoked or expired token, or a principal that is not
 // active, gives unauthorized; the error never says which of these it was.
 func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, error) {
+	p, _, err := s.AuthenticateUntil(ctx, tok)
+	return p, err
+}
+
+// AuthenticateUntil is Authenticate that also answers when the token
+// expires (nil for a token without expiry), so that a connection that
+// lives on after its request can end at that moment (clock.At) instead of
+// learning it from a later check.
+//
+// Errors: those of Authenticate.
+func (s *Service) AuthenticateUntil(ctx context.Context, tok string) (Principal, *time.Time, error) {
 	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) {
-		return Principal{}, problem.New(problem.Unauthorized, "")
+		return Principal{}, nil, problem.New(problem.Unauthorized, "")
 	}
-	p, tokenID, lastUsed, err := s.tokenHolder(ctx, hashToken(tok))
+	p, tokenID, lastUsed, expires, err := s.tokenHolder(ctx, hashToken(tok))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Principal{}, problem.New(problem.Unauthorized, "")
+		return Principal{}, nil, problem.New(problem.Unauthorized, "")
 	}
 	if err != nil {
-		return Principal{}, problem.Internal("identity.authenticate", fmt.Errorf("authenticate: %w", err))
+		return Principal{}, nil, problem.Internal("identity.authenticate", fmt.Errorf("authenticate: %w", err))
 	}
 	p.CreatedAt = p.CreatedAt.UTC()
 	if !p.Active() {
-		return Principal{}, problem.New(problem.Unauthorized, "")
+		return Principal{}, nil, problem.New(problem.Unauthorized, "")
 	}
 	s.touch(ctx, tokenID, lastUsed)
-	return p, nil
+	return p, expires, nil
 }
+
+// Clock returns the clock the service decides expiries by.
+func (s *Service) Clock() clock.Clock { return s.clock }
 
 type ctxKey struct{}
 

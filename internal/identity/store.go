@@ -402,14 +402,14 @@ func (s *store) insertPrincipal(ctx context.Context, p Principal) error {
 // tokenHolder returns the principal holding the live token (not revoked,
 // not expired) whose hash is hash, with the token's id and last use, or
 // pgx.ErrNoRows.
-func (s *store) tokenHolder(ctx context.Context, hash []byte) (p Principal, tokenID string, lastUsed *time.Time, err error) {
-	cols := append(columnsOf("p"), "t.id", "t.last_used_at")
+func (s *store) tokenHolder(ctx context.Context, hash []byte) (p Principal, tokenID string, lastUsed, expires *time.Time, err error) {
+	cols := append(columnsOf("p"), "t.id", "t.last_used_at", "t.expires_at")
 	sqlText, args := db.SQL.Select(cols...).From("tokens t").Join("principals p ON p.id = t.principal_id").
 		Where(sq.Eq{"t.hash": hash}).Where("t.revoked_at IS NULL").
 		Where(sq.Or{sq.Expr("t.expires_at IS NULL"), sq.Gt{"t.expires_at": s.clock.Now()}}).MustSql()
 	err = db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...).Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
-		&tokenID, &lastUsed)
-	return p, tokenID, lastUsed, err
+		&tokenID, &lastUsed, &expires)
+	return p, tokenID, lastUsed, expires, err
 }
 
 // lockOwners locks the rows of the active owners (in id order) for the

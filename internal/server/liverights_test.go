@@ -123,9 +123,33 @@ func testSubscriptionsStopAtRevocation(t *testing.T) {
 	}
 }
 
+// testSubscriptionClosesAtTokenExpiry: a connection whose token expires
+// closes with 4403 when the clock reaches the expiry, by a timer set at
+// connection_init: nothing commits after the clock moves and the periodic
+// re-check is 30 s away (events.poll_max_wait 60s), so only the expiry can
+// close it within the test's wait.
+func testSubscriptionClosesAtTokenExpiry(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "60s"}})
+	tok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+env.World.ID("alex")+"/tokens", env.World.Token("robin"),
+		map[string]any{"label": "expiring", "ttl": 3600}, http.StatusCreated)
+	sub := subscribeJS(t, env, tok["token"].(string), `subscription($a: String) { events(after: $a) { `+wsEventSel+` } }`, map[string]any{"a": logEnd(env)})
+	sub.connected()
+	seen := env.MustPost("alex", env.Main("Support/Eskalation"), "exp-1", "before the expiry")
+	untilMessage(t, sub, seen["id"].(string))
+
+	env.Clock.Advance(3601 * time.Second)
+	if m := sub.next(10 * time.Second); m["closed"] == nil {
+		t.Fatalf("the connection of an expired token received %s", dump(m))
+	} else if string(m["closed"]) != "4403" {
+		t.Fatalf("closed with %s, want 4403", m["closed"])
+	}
+}
+
 // TestLiveRightsOnSubscriptions runs the live-rights cases of open subscriptions.
 func TestLiveRightsOnSubscriptions(t *testing.T) {
 	t.Parallel()
 	t.Run("demotion and disable", testSubscriptionFollowsLiveRights)
 	t.Run("token revoked", testSubscriptionsStopAtRevocation)
+	t.Run("token expired", testSubscriptionClosesAtTokenExpiry)
 }

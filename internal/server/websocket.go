@@ -19,6 +19,7 @@ import (
 
 	"bothy.example.com/bothy/graph"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -206,7 +207,7 @@ func (l *live) initConn(ctx context.Context, payload transport.InitPayload) (con
 	if !ok {
 		return transport.WithWebsocketCloseCode(transport.AppendCloseReason(ctx, "Forbidden"), closeForbidden), nil, errors.New("forbidden")
 	}
-	p, err := l.ident.Authenticate(ctx, tok)
+	p, expires, err := l.ident.AuthenticateUntil(ctx, tok)
 	if err != nil {
 		if pe := problem.From(err); pe.Code == problem.InternalError || pe.Code == problem.Unavailable {
 			// The database did not answer: not a verdict on the token.
@@ -229,7 +230,7 @@ func (l *live) initConn(ctx context.Context, payload transport.InitPayload) (con
 	c.principal = p.ID
 	c.mu.Unlock()
 	httpx.NotePrincipal(ctx, p.ID)
-	go c.watch(ctx, tok, p.ID)
+	go c.watch(ctx, tok, p.ID, expires)
 	ctx = identity.WithToken(identity.WithPrincipal(ctx, p), tok)
 	return graph.WithSubscriptionConn(ctx, c), nil, nil
 }
@@ -471,15 +472,24 @@ func (c *wsConn) closeWith(code int, reason string) {
 
 // watch re-authenticates the connection's token at every wake-up of the hub
 // (at most once a second) and on a timer, and closes the connection with
-// 4403 once the token is revoked or expired or the principal disabled.
-func (c *wsConn) watch(ctx context.Context, tok, principal string) {
+// 4403 once the token is revoked or expired or the principal disabled. A
+// token that expires (expires, nil for none) closes the connection at that
+// moment by the clock, not at the next check.
+func (c *wsConn) watch(ctx context.Context, tok, principal string, expires *time.Time) {
 	t := time.NewTimer(c.live.recheck)
 	defer t.Stop()
+	var expiry <-chan time.Time
+	if expires != nil {
+		expiry = clock.At(c.live.ident.Clock(), *expires)
+	}
 	var last time.Time
 	for {
 		changed := c.live.hub.Changed()
 		select {
 		case <-ctx.Done():
+			return
+		case <-expiry:
+			c.closeWith(closeForbidden, "Forbidden")
 			return
 		case <-c.live.hub.Stopping():
 			c.Restarting()

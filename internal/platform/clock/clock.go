@@ -19,10 +19,40 @@ type Real struct{}
 // Now returns the wall-clock time in UTC.
 func (Real) Now() time.Time { return time.Now().UTC() }
 
+// At returns a channel that receives once c reaches t: a timer of the wall
+// clock for Real (and any other clock), and for a Fake the moment Advance
+// moves it to t or beyond. A t already reached fires at once.
+func At(c Clock, t time.Time) <-chan time.Time {
+	if f, ok := c.(*Fake); ok {
+		return f.at(t)
+	}
+	return time.After(t.Sub(c.Now()))
+}
+
 // Fake is a clock that moves only when told to. It is safe for concurrent use.
 type Fake struct {
-	mu  sync.Mutex
-	now time.Time
+	mu      sync.Mutex
+	now     time.Time
+	waiters []waiter
+}
+
+// waiter is a channel of At waiting for the fake clock to reach its time.
+type waiter struct {
+	t  time.Time
+	ch chan time.Time
+}
+
+// at registers a waiter for t, firing it at once when t is reached.
+func (f *Fake) at(t time.Time) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.now.Before(t) {
+		ch <- f.now
+		return ch
+	}
+	f.waiters = append(f.waiters, waiter{t: t, ch: ch})
+	return ch
 }
 
 // NewFake returns a Fake clock standing at start.
@@ -39,5 +69,14 @@ func (f *Fake) Now() time.Time {
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
 	f.now = f.now.Add(d)
+	kept := f.waiters[:0]
+	for _, w := range f.waiters {
+		if f.now.Before(w.t) {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- f.now
+	}
+	f.waiters = kept
 	f.mu.Unlock()
 }
