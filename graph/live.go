@@ -51,13 +51,24 @@ func WithSubscriptionConn(ctx context.Context, c SubscriptionConn) context.Conte
 // it), so that every page and every event is decided with the principal's
 // current status and owner flag, and nothing is handed out once the token
 // is revoked or expired or the principal disabled (ok false; the
-// connection's watcher closes it with 4403). It costs one token statement
-// per call. Without a token in the context it answers start.
+// connection's watcher closes it with 4403). With Resolver.Tokens the
+// tokens of all connections are checked together once per commit;
+// without, it costs one token statement per call. Without a token in the
+// context it answers start.
 func (r *Resolver) livePrincipal(start identity.Principal) func(context.Context) (p identity.Principal, ok bool, err error) {
 	return func(ctx context.Context) (identity.Principal, bool, error) {
 		tok, has := identity.TokenFromContext(ctx)
 		if !has {
 			return start, true, nil
+		}
+		// A batch stands for a generation only while commits reach this
+		// replica (docs/design/rights.md#live-rights).
+		if hub := r.Runs.Hub(); r.Tokens != nil && hub.Connected() {
+			p, ok, err := r.Tokens.Check(ctx, hub.Changed(), tok)
+			if err != nil || !ok {
+				return identity.Principal{}, false, err
+			}
+			return p, p.ID == start.ID, nil
 		}
 		p, err := r.Identity.Authenticate(ctx, tok)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
 )
@@ -308,6 +309,12 @@ func (PerResponse) Validate(graphql.ExecutableSchema) error { return nil }
 // InterceptResponse implements graphql.ResponseInterceptor: gqlgen calls it
 // once per response, with the context the response's fields resolve in.
 func (e PerResponse) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	if _, ws := ctx.Value(connKey{}).(SubscriptionConn); ws {
+		// A response of a WebSocket operation runs beside the connection's
+		// request, several at once: it notes its outcome in hints of its
+		// own.
+		ctx = httpx.WithOwnHints(ctx)
+	}
 	return next(context.WithValue(ctx, loadersKey{}, NewLoaders(e.Sources)))
 }
 

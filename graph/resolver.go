@@ -30,7 +30,13 @@ type Resolver struct {
 	Messaging *messaging.Service
 	Admin     *admin.Service
 	Feed      *feed.Service
-	Runs      *runs.Service
+	// Fanout decides the events subscription for all its listeners at
+	// once; nil decides each alone.
+	Fanout *feed.Fanout
+	// Tokens re-authenticates the connections' tokens together, once per
+	// commit; nil authenticates each alone.
+	Tokens *identity.LiveTokens
+	Runs   *runs.Service
 	// Holders answers the trust question of run contexts.
 	Holders authz.TriggerHolders
 	// ContextLimits are agent.context_max_bytes and

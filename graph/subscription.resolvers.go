@@ -11,6 +11,8 @@ import (
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/feed"
+	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/runs"
 )
 
@@ -27,15 +29,38 @@ func (r *subscriptionResolver) Events(ctx context.Context, after *string) (<-cha
 		return nil, err
 	}
 	// Every page and every event is decided with the caller as it is now
-	// (docs/design/rights.md#live-rights), not as connection_init read it.
+	// (docs/design/rights.md#live-rights), not as connection_init read it:
+	// by the replica's fan-out for every listener at once, or alone when
+	// the fan-out cannot answer (a cursor behind its window, no commits
+	// reaching this replica).
 	now := r.livePrincipal(p)
+	var l *feed.Listener
+	if r.Fanout != nil {
+		tok, _ := identity.TokenFromContext(ctx)
+		l = r.Fanout.Listen(p, tok)
+		go func() {
+			<-ctx.Done()
+			l.Close()
+		}()
+	}
 	return pump(ctx, r.Resolver, stream[model.Event]{
 		fetch: func(ctx context.Context, max int) ([]events.Event, bool, error) {
+			max = min(max, r.Feed.LimitMax())
+			if l != nil {
+				evs, next, more, ok, err := l.Next(ctx, cursor, max)
+				if err != nil {
+					return nil, false, err
+				}
+				if ok {
+					cursor = next
+					return evs, more, nil
+				}
+			}
 			p, ok, err := now(ctx)
 			if err != nil || !ok {
 				return nil, false, err
 			}
-			page, err := r.Feed.Next(ctx, p, cursor, min(max, r.Feed.LimitMax()))
+			page, err := r.Feed.Next(ctx, p, cursor, max)
 			if err != nil {
 				return nil, false, err
 			}
@@ -47,6 +72,12 @@ func (r *subscriptionResolver) Events(ctx context.Context, after *string) (<-cha
 			return page.Events, more, nil
 		},
 		visible: func(ctx context.Context, e events.Event) (bool, error) {
+			if l != nil {
+				visible, ok, err := l.Visible(ctx, e)
+				if err != nil || ok {
+					return visible, err
+				}
+			}
 			p, ok, err := now(ctx)
 			if err != nil || !ok {
 				return false, err

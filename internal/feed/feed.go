@@ -167,44 +167,25 @@ func (s *Service) Visible(ctx context.Context, actor identity.Principal, e event
 
 // filter keeps the events of evs that actor may read now.
 func (s *Service) filter(ctx context.Context, actor identity.Principal, evs []events.Event) ([]events.Event, error) {
-	// Channel events are checked as message reads on their channel or
-	// thread, space events as space reads, each in filter mode.
-	var pairs [][2]string
-	var inChannel, ofSpace []int
-	var spacePaths []authz.Path
-	for i, e := range evs {
-		if e.ChannelID == "" {
-			ofSpace = append(ofSpace, i)
-			spacePaths = append(spacePaths, authz.Path{})
-			continue
-		}
-		inChannel = append(inChannel, i)
-		pairs = append(pairs, [2]string{e.ChannelID, e.ThreadID})
+	t, err := s.targetsOf(ctx, evs)
+	if err != nil {
+		return nil, err
 	}
-	paths, err := s.chat.PathsOf(ctx, authz.KindMessage, pairs)
+	keepChan, err := s.authz.Filter(ctx, actor, authz.MessageRead, t.channel)
 	if err != nil {
 		return nil, problem.Internal("feed.filter", err)
-	}
-	keepChan, err := s.authz.Filter(ctx, actor, authz.MessageRead, facts(paths))
-	if err != nil {
-		return nil, problem.Internal("feed.filter", err)
-	}
-	for j, i := range ofSpace {
-		if spacePaths[j], err = s.authz.PathOf(ctx, authz.Resource{Kind: authz.KindSpace, ID: evs[i].SpaceID}); err != nil {
-			return nil, problem.Internal("feed.filter", err)
-		}
 	}
 	var keepSpace []bool
-	if len(spacePaths) > 0 {
-		if keepSpace, err = s.authz.Filter(ctx, actor, authz.SpaceRead, facts(spacePaths)); err != nil {
+	if len(t.space) > 0 {
+		if keepSpace, err = s.authz.Filter(ctx, actor, authz.SpaceRead, t.space); err != nil {
 			return nil, problem.Internal("feed.filter", err)
 		}
 	}
 	keep := make([]bool, len(evs))
-	for j, i := range inChannel {
+	for j, i := range t.inChannel {
 		keep[i] = keepChan[j]
 	}
-	for j, i := range ofSpace {
+	for j, i := range t.ofSpace {
 		keep[i] = keepSpace[j]
 	}
 	out := make([]events.Event, 0, len(evs))
@@ -214,6 +195,44 @@ func (s *Service) filter(ctx context.Context, actor identity.Principal, evs []ev
 		}
 	}
 	return out, nil
+}
+
+// targets are the questions filter mode asks about a list of events:
+// channel events are checked as message reads on their channel or thread
+// (channel, the events at inChannel), space events as space reads (space,
+// the events at ofSpace).
+type targets struct {
+	channel, space     []authz.Facts
+	inChannel, ofSpace []int
+}
+
+// targetsOf reads the paths of evs: one statement for the channel events,
+// one per space event.
+func (s *Service) targetsOf(ctx context.Context, evs []events.Event) (targets, error) {
+	var t targets
+	var pairs [][2]string
+	var spacePaths []authz.Path
+	for i, e := range evs {
+		if e.ChannelID == "" {
+			t.ofSpace = append(t.ofSpace, i)
+			continue
+		}
+		t.inChannel = append(t.inChannel, i)
+		pairs = append(pairs, [2]string{e.ChannelID, e.ThreadID})
+	}
+	paths, err := s.chat.PathsOf(ctx, authz.KindMessage, pairs)
+	if err != nil {
+		return targets{}, problem.Internal("feed.filter", err)
+	}
+	for _, i := range t.ofSpace {
+		p, err := s.authz.PathOf(ctx, authz.Resource{Kind: authz.KindSpace, ID: evs[i].SpaceID})
+		if err != nil {
+			return targets{}, problem.Internal("feed.filter", err)
+		}
+		spacePaths = append(spacePaths, p)
+	}
+	t.channel, t.space = facts(paths), facts(spacePaths)
+	return t, nil
 }
 
 // facts returns paths as targets of filter mode whose grants authz reads.

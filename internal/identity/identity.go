@@ -201,6 +201,33 @@ func (s *Service) AuthenticateUntil(ctx context.Context, tok string) (Principal,
 	return p, expires, nil
 }
 
+// AuthenticateMany authenticates every token of toks in one statement, as
+// Authenticate decides each (live, held by an active principal), and
+// returns the principals of those that authenticate, keyed by the token;
+// a token missing from the answer does not. It records no use (last_used_at
+// is the business of requests): it serves the fan-out of subscriptions,
+// which re-authenticates every listening connection at each commit.
+//
+// Errors: a database error (internal_error).
+func (s *Service) AuthenticateMany(ctx context.Context, toks []string) (map[string]Principal, error) {
+	hashes := make([][]byte, 0, len(toks))
+	for _, tok := range toks {
+		hashes = append(hashes, hashToken(tok))
+	}
+	held, err := s.tokenHolders(ctx, hashes)
+	if err != nil {
+		return nil, problem.Internal("identity.authenticateMany", fmt.Errorf("authenticate: %w", err))
+	}
+	out := make(map[string]Principal, len(held))
+	for _, tok := range toks {
+		if p, ok := held[string(hashToken(tok))]; ok && p.Active() {
+			p.CreatedAt = p.CreatedAt.UTC()
+			out[tok] = p
+		}
+	}
+	return out, nil
+}
+
 // Clock returns the clock the service decides expiries by.
 func (s *Service) Clock() clock.Clock { return s.clock }
 

@@ -412,6 +412,31 @@ func (s *store) tokenHolder(ctx context.Context, hash []byte) (p Principal, toke
 	return p, tokenID, lastUsed, expires, err
 }
 
+// tokenHolders returns the principals holding the live tokens among hashes
+// (not revoked, not expired), keyed by the hash as a string, in one
+// statement.
+func (s *store) tokenHolders(ctx context.Context, hashes [][]byte) (map[string]Principal, error) {
+	cols := append(columnsOf("p"), "t.hash")
+	sqlText, args := db.SQL.Select(cols...).From("tokens t").Join("principals p ON p.id = t.principal_id").
+		Where("t.hash = ANY(?)", hashes).Where("t.revoked_at IS NULL").
+		Where(sq.Or{sq.Expr("t.expires_at IS NULL"), sq.Gt{"t.expires_at": s.clock.Now()}}).MustSql()
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]Principal{}
+	for rows.Next() {
+		var p Principal
+		var hash []byte
+		if err := rows.Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt, &hash); err != nil {
+			return nil, err
+		}
+		out[string(hash)] = p
+	}
+	return out, rows.Err()
+}
+
 // lockOwners locks the rows of the active owners (in id order) for the
 // transaction of ctx and returns their ids.
 func (s *store) lockOwners(ctx context.Context) ([]string, error) {

@@ -83,13 +83,19 @@ type Set struct {
 	ChatUseCases *chat.UseCases
 	Messaging    *messaging.Service
 	Feed         *feed.Service
-	Events       *events.Log
-	Runs         *runs.Service
-	Admin        *admin.Service
-	Retention    *retention.Service
-	DB           *db.DB
-	Hub          *runs.Hub
-	Registry     *prometheus.Registry
+	// Fanout is the replica's shared reader and decider of the events
+	// subscription.
+	Fanout *feed.Fanout
+	// Tokens re-authenticates the tokens of the replica's open
+	// connections together, once per commit.
+	Tokens    *identity.LiveTokens
+	Events    *events.Log
+	Runs      *runs.Service
+	Admin     *admin.Service
+	Retention *retention.Service
+	DB        *db.DB
+	Hub       *runs.Hub
+	Registry  *prometheus.Registry
 }
 
 // New assembles the modules. It fails when the configuration names an
@@ -140,6 +146,7 @@ func New(d Deps) (*Set, error) {
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc, Log: d.Logger})
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
+	tokens := ident.NewLiveTokens()
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax), fdOpts...)
 	ret := retention.New(uow, retention.Owners{Events: evLog, Authz: az, Identity: ident}, d.Clock, retention.Keep{
 		EventLog: cfg.Duration(config.RetentionEventLog), AgentEvents: cfg.Duration(config.RetentionAgentEvents),
@@ -152,7 +159,7 @@ func New(d Deps) (*Set, error) {
 		}
 	})
 	return &Set{Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
-		Admin: adm, Retention: ret, DB: uow, Hub: hub, Registry: d.Registry}, nil
+		Admin: adm, Retention: ret, DB: uow, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens)}, nil
 }
 
 // World returns the services the example world builder works through.

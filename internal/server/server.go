@@ -145,7 +145,7 @@ func New(d Deps) (*Server, error) {
 	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
 	sources := graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}
 	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: set.ChatUseCases,
-		Messaging: msg, Admin: adm, Feed: fd, Runs: runSvc, Holders: az,
+		Messaging: msg, Admin: adm, Feed: fd, Fanout: set.Fanout, Tokens: set.Tokens, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}
 	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
@@ -153,7 +153,7 @@ func New(d Deps) (*Server, error) {
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
 		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
 		ContextItems: contextItems, NestedItems: nestedItems})})
-	ws := newLive(cfg, ident, hub, d.Logger)
+	ws := newLive(cfg, ident, set.Tokens, hub, d.Logger)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_websocket_connections",
 		Help: "WebSocket connections this replica serves now (GraphQL subscriptions)."}, func() float64 { return float64(ws.Open()) }))
 	exec, err := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())

@@ -59,7 +59,10 @@ const (
 // rules gqlgen's transport leaves open (duplicate ids, unknown messages,
 // subscriptions per connection).
 type live struct {
-	ident   *identity.Service
+	ident *identity.Service
+	// tokens re-authenticates the tokens of all connections together, once
+	// per commit.
+	tokens  *identity.LiveTokens
 	hub     *runs.Hub
 	log     *slog.Logger
 	origins []string
@@ -100,8 +103,8 @@ func (l *live) Open() int {
 	return l.open
 }
 
-func newLive(cfg *config.Config, ident *identity.Service, hub *runs.Hub, log *slog.Logger) *live {
-	l := &live{ident: ident, hub: hub, log: log, conns: map[string]int{},
+func newLive(cfg *config.Config, ident *identity.Service, tokens *identity.LiveTokens, hub *runs.Hub, log *slog.Logger) *live {
+	l := &live{ident: ident, tokens: tokens, hub: hub, log: log, conns: map[string]int{},
 		recheck: cfg.Duration(config.EventsPollMaxWait) / 2, maxSubs: cfg.Int(config.WebsocketMaxSubscriptions),
 		maxConns: cfg.Int(config.WebsocketMaxConnections), ping: cfg.Duration(config.WebsocketPingInterval),
 		init: cfg.Duration(config.WebsocketInitTimeout)}
@@ -227,8 +230,9 @@ func (l *live) initConn(ctx context.Context, payload transport.InitPayload) (con
 	l.conns[p.ID]++
 	l.mu.Unlock()
 	c.mu.Lock()
-	c.principal = p.ID
+	c.principal, c.token = p.ID, tok
 	c.mu.Unlock()
+	l.tokens.Add(tok)
 	httpx.NotePrincipal(ctx, p.ID)
 	go c.watch(ctx, tok, p.ID, expires)
 	ctx = identity.WithToken(identity.WithPrincipal(ctx, p), tok)
@@ -271,8 +275,11 @@ type wsConn struct {
 
 	mu        sync.Mutex
 	principal string
-	inited    bool
-	closed    bool
+	// token is the connection's token, registered in live.tokens while
+	// the connection lives.
+	token  string
+	inited bool
+	closed bool
 	// closeDone is closed once the close frame of the first closeWith
 	// went out (or gave up) and the connection was dropped.
 	closeDone chan struct{}
@@ -512,18 +519,27 @@ func (c *wsConn) watch(ctx context.Context, tok, principal string, expires *time
 			t.Reset(c.live.recheck)
 		}
 		last = time.Now()
-		p, err := c.live.ident.Authenticate(ctx, tok)
+		// One statement for all connections of the replica per commit
+		// (identity.LiveTokens), whatever their number; alone while
+		// commits do not reach this replica, since no generation then
+		// tells a batch is stale.
+		var p identity.Principal
+		ok := false
+		var err error
+		if c.live.hub.Connected() {
+			p, ok, err = c.live.tokens.Check(ctx, c.live.hub.Changed(), tok)
+		} else if p, err = c.live.ident.Authenticate(ctx, tok); err == nil {
+			ok = true
+		} else if problem.From(err).Code == problem.Unauthorized {
+			err = nil
+		}
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			if pe := problem.From(err); pe.Code == problem.InternalError {
-				continue
-			}
-			c.closeWith(closeForbidden, "Forbidden")
-			return
+			continue
 		}
-		if p.ID != principal {
+		if !ok || p.ID != principal {
 			c.closeWith(closeForbidden, "Forbidden")
 			return
 		}
@@ -535,13 +551,14 @@ func (c *wsConn) watch(ctx context.Context, tok, principal string, expires *time
 func (c *wsConn) finish() {
 	c.cancel()
 	c.mu.Lock()
-	id := c.principal
-	c.principal = ""
+	id, tok := c.principal, c.token
+	c.principal, c.token = "", ""
 	c.mu.Unlock()
 	if id == "" {
 		return
 	}
 	l := c.live
+	l.tokens.Remove(tok)
 	l.mu.Lock()
 	if l.conns[id]--; l.conns[id] <= 0 {
 		delete(l.conns, id)

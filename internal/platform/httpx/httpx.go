@@ -83,6 +83,14 @@ func NoteCode(ctx context.Context, code problem.Code) {
 	}
 }
 
+// WithOwnHints returns ctx with hints of its own, for work that runs
+// beside its request rather than as part of it: each event of a WebSocket
+// subscription resolves in its own goroutine, and writing the connection
+// request's hints from there would race its access log.
+func WithOwnHints(ctx context.Context) context.Context {
+	return context.WithValue(ctx, keyHints, &Hints{})
+}
+
 // HintsFrom returns the mutable hints of the request of ctx (a throwaway
 // value outside a request).
 func HintsFrom(ctx context.Context) *Hints {
