@@ -23,13 +23,13 @@ type wsMsg struct {
 
 // listener is one WebSocket connection with one events subscription.
 type listener struct {
-	t *testing.T
+	t testing.TB
 	c *websocket.Conn
 }
 
 // listen connects as token and subscribes to the events after the end of
 // the log.
-func listen(t *testing.T, env *apitest.Env, token string) *listener {
+func listen(t testing.TB, env *apitest.Env, token string) *listener {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

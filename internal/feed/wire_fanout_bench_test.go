@@ -1,0 +1,49 @@
+package feed_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/config"
+)
+
+// BenchmarkFanout posts messages in Support/Allgemein while 1, 10 or 100
+// WebSocket connections of three people listen to the events, and waits
+// for each message at every listener. It reports the statements per
+// posted message (the post and its delivery to all listeners) and the wall
+// time per delivered event; client and server share the process, so the
+// time includes the clients' reading (docs/performance.md "Fan-out").
+func BenchmarkFanout(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("listeners=%d", n), func(b *testing.B) {
+			counter := &apitest.StatementCounter{}
+			env := apitest.Start(b, apitest.Options{Tracer: counter, Config: map[string]string{
+				config.WebsocketMaxConnections: "1000", config.RateMessagePerMinute: "100000", config.RateMessageBurst: "100000"}})
+			people := []string{"alex", "sam", "robin"}
+			ls := make([]*listener, n)
+			for i := range ls {
+				ls[i] = listen(b, env, env.World.Token(people[i%len(people)]))
+			}
+			allgemein := env.Main("Support/Allgemein")
+			post := func(key string) {
+				m := env.MustPost("writer", allgemein, key, "for everybody listening")
+				for _, l := range ls {
+					l.until(m["id"].(string))
+				}
+			}
+			post("warm")
+			before := counter.Count()
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				post(fmt.Sprintf("bench-%d", i))
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(counter.Count()-before)/float64(b.N), "statements/msg")
+			b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N*n), "µs/delivery")
+		})
+	}
+}
