@@ -4,10 +4,12 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -56,6 +58,7 @@ type Fanout struct {
 	svc    *Service
 	hub    Waker
 	tokens Tokens
+	clock  clock.Clock
 
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
@@ -71,15 +74,16 @@ type Fanout struct {
 
 	// decideMu serializes decisions: the listeners of one commit wait for
 	// one batch instead of each deciding alone.
-	decideMu sync.Mutex
-	decided  <-chan struct{} // the generation of verdicts
-	verdicts map[int64]map[*Listener]bool
+	decideMu  sync.Mutex
+	decided   <-chan struct{} // the generation of verdicts
+	decidedAt time.Time       // when they were first decided (clock)
+	verdicts  map[int64]map[*Listener]bool
 }
 
 // NewFanout returns the fan-out of svc's events, woken by hub, with the
-// listeners' tokens checked by tokens.
-func NewFanout(svc *Service, hub Waker, tokens Tokens) *Fanout {
-	return &Fanout{svc: svc, hub: hub, tokens: tokens, listeners: map[*Listener]struct{}{}}
+// listeners' tokens checked by tokens and the age of verdicts told by c.
+func NewFanout(svc *Service, hub Waker, tokens Tokens, c clock.Clock) *Fanout {
+	return &Fanout{svc: svc, hub: hub, tokens: tokens, clock: c, listeners: map[*Listener]struct{}{}}
 }
 
 // Listener is one events subscription in the fan-out.
@@ -283,8 +287,11 @@ func eventBytes(e events.Event) int {
 func (f *Fanout) decide(ctx context.Context, gen <-chan struct{}, evs []events.Event) ([]map[*Listener]bool, error) {
 	f.decideMu.Lock()
 	defer f.decideMu.Unlock()
-	if f.decided != gen {
-		f.decided, f.verdicts = gen, map[int64]map[*Listener]bool{}
+	// Verdicts answer for their generation, and for at most
+	// identity.VerdictTTL of the clock: a grant's expiry passes without a
+	// commit.
+	if now := f.clock.Now(); f.decided != gen || now.Sub(f.decidedAt) >= identity.VerdictTTL || now.Before(f.decidedAt) {
+		f.decided, f.verdicts, f.decidedAt = gen, map[int64]map[*Listener]bool{}, now
 	}
 	f.mu.Lock()
 	listeners := make([]*Listener, 0, len(f.listeners))

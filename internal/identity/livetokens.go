@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // LiveTokens re-authenticates the tokens of a replica's open connections
@@ -20,9 +21,16 @@ type LiveTokens struct {
 
 	batchMu sync.Mutex
 	gen     <-chan struct{} // the generation of held
+	at      time.Time       // when the batch of gen began (the service's clock)
 	held    map[string]Principal
 	checked map[string]bool // the tokens the batch of gen asked about
 }
+
+// VerdictTTL is the longest a verdict of a batch (LiveTokens, the
+// subscriptions' fan-out) is used within one generation: expiries of
+// tokens and grants pass by the clock, without a commit that would start a
+// new generation.
+const VerdictTTL = time.Second
 
 // NewLiveTokens returns an empty set of live tokens of s.
 func (s *Service) NewLiveTokens() *LiveTokens {
@@ -54,8 +62,10 @@ func (t *LiveTokens) Remove(tok string) {
 func (t *LiveTokens) Check(ctx context.Context, gen <-chan struct{}, tok string) (Principal, bool, error) {
 	t.batchMu.Lock()
 	defer t.batchMu.Unlock()
-	if t.gen != gen {
-		t.gen, t.held, t.checked = gen, nil, nil
+	// A batch answers for its generation, and for at most VerdictTTL of
+	// the clock: an expiry passes without a commit.
+	if now := t.s.clock.Now(); t.gen != gen || now.Sub(t.at) >= VerdictTTL || now.Before(t.at) {
+		t.gen, t.held, t.checked, t.at = gen, nil, nil, now
 	}
 	if !t.checked[tok] {
 		t.mu.Lock()

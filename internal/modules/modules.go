@@ -159,7 +159,7 @@ func New(d Deps) (*Set, error) {
 		}
 	})
 	return &Set{Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
-		Admin: adm, Retention: ret, DB: uow, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens)}, nil
+		Admin: adm, Retention: ret, DB: uow, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens, d.Clock)}, nil
 }
 
 // World returns the services the example world builder works through.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,10 +147,175 @@ func testSubscriptionClosesAtTokenExpiry(t *testing.T) {
 	}
 }
 
+// readerLoss is a way for sam, the reader, to lose the right to read the
+// thread of the loss × path table.
+type readerLoss struct {
+	name string
+	// give prepares sam's right (before the subscription opens); it may
+	// return a new token for sam, "" to keep the world's.
+	give func(t *testing.T, env *apitest.Env, thread string) (token string, take func())
+	// ends says the loss ends the token or the principal: the socket
+	// closes 4403 and requests answer 401; otherwise reads answer 404 and
+	// the subscription stays, withholding the thread's events.
+	ends bool
+}
+
+// testReaderLossOnEveryPath is the table of the ways a reader loses the
+// right to read a thread (token revoke, token expiry, disable, owner
+// demotion, grant revoke, grant expiry, group removal, thread move)
+// against the paths that show its content: a REST read, a GraphQL read and
+// an open events subscription. Right after the change has answered (or the
+// clock passed the expiry), with nothing in between, the reads are refused
+// and a message posted in the thread is not delivered. The run paths are
+// internal/runs' TestLossOfTriggerOnEveryPath; the agent's stream, the
+// revocation cases of testSubscriptionsStopAtRevocation and
+// TestAdminDisableEndsPollsAndRuns.
+func testReaderLossOnEveryPath(t *testing.T) {
+	t.Parallel()
+	robin := func(env *apitest.Env) string { return env.World.Token("robin") }
+	grant := func(env *apitest.Env, extra map[string]any) map[string]any {
+		body := map[string]any{"subject_id": env.World.ID("sam"), "subject_kind": "principal", "target_kind": "channel",
+			"target_id": env.World.Channel("Support/Eskalation").ID, "level": "read"}
+		for k, v := range extra {
+			body[k] = v
+		}
+		return env.CreateGrant(t, body)
+	}
+	newToken := func(env *apitest.Env, ttl int) (id, secret string) {
+		body := map[string]any{"label": "loss"}
+		if ttl > 0 {
+			body["ttl"] = ttl
+		}
+		tok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+env.World.ID("sam")+"/tokens", robin(env), body, http.StatusCreated)
+		return tok["id"].(string), tok["token"].(string)
+	}
+	losses := []readerLoss{
+		{name: "token revoke", ends: true, give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
+			grant(env, nil)
+			id, secret := newToken(env, 0)
+			return secret, func() { env.MustREST(t, http.MethodDelete, "/api/v1/tokens/"+id, robin(env), nil, http.StatusOK) }
+		}},
+		{name: "token expiry", ends: true, give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
+			grant(env, nil)
+			_, secret := newToken(env, 3600)
+			return secret, func() { env.Clock.Advance(3601 * time.Second) }
+		}},
+		{name: "disable", ends: true, give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
+			grant(env, nil)
+			return "", func() {
+				env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("sam"), robin(env), map[string]any{"status": "disabled"}, http.StatusOK)
+			}
+		}},
+		{name: "owner demotion", give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
+			env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("sam"), robin(env), map[string]any{"is_owner": true}, http.StatusOK)
+			return "", func() {
+				env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("sam"), robin(env), map[string]any{"is_owner": false}, http.StatusOK)
+			}
+		}},
+		{name: "grant revoke", give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
+			g := grant(env, nil)
+			return "", func() {
+				env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+g["id"].(string), robin(env), nil, http.StatusOK)
+			}
+		}},
+		{name: "grant expiry", give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
+			grant(env, map[string]any{"expires_at": env.Clock.Now().Add(time.Hour).Format(time.RFC3339)})
+			return "", func() { env.Clock.Advance(time.Hour + time.Second) }
+		}},
+		{name: "group removal", give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
+			g := env.MustREST(t, http.MethodPost, "/api/v1/groups", robin(env), map[string]any{"name": "Escalation readers"}, http.StatusCreated)
+			gid := g["id"].(string)
+			env.MustREST(t, http.MethodPost, "/api/v1/groups/"+gid+"/members", robin(env), map[string]any{"principal_id": env.World.ID("sam")}, http.StatusOK)
+			env.CreateGrant(t, map[string]any{"subject_id": gid, "subject_kind": "group", "target_kind": "channel",
+				"target_id": env.World.Channel("Support/Eskalation").ID, "level": "read"})
+			return "", func() {
+				env.MustREST(t, http.MethodDelete, "/api/v1/groups/"+gid+"/members/"+env.World.ID("sam"), robin(env), nil, http.StatusOK)
+			}
+		}},
+		{name: "thread move", give: func(t *testing.T, env *apitest.Env, thread string) (string, func()) {
+			grant(env, nil)
+			// A text channel sam has no right on.
+			intern := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+env.World.Spaces["Support"]+"/channels", robin(env),
+				map[string]any{"name": "Intern", "kind": "text"}, http.StatusCreated)
+			return "", func() {
+				env.MustREST(t, http.MethodPost, "/api/v1/threads/"+thread+"/move", robin(env),
+					map[string]any{"channel_id": intern["id"]}, http.StatusOK)
+			}
+		}},
+	}
+	for _, loss := range losses {
+		t.Run(loss.name, func(t *testing.T) {
+			t.Parallel()
+			env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "60s"}})
+			created := env.MustREST(t, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Eskalation").ID+"/threads", robin(env),
+				map[string]any{"title": "Incident", "first_message": map[string]any{"client_msg_id": "loss-0", "content_md": "the incident"}}, http.StatusCreated)
+			thread := created["thread"].(map[string]any)["id"].(string)
+			tok, take := loss.give(t, env, thread)
+			if tok == "" {
+				tok = env.World.Token("sam")
+			}
+			// Before: every path shows the thread.
+			env.MustREST(t, http.MethodGet, "/api/v1/threads/"+thread, tok, nil, http.StatusOK)
+			w := dialRaw(t, env, nil)
+			w.init(tok)
+			w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { seq type ... on MessageEvent { messageId threadId } } }`, logEnd(env)))
+			seen := env.MustPost("robin", thread, "loss-1", "before the loss")
+			for !strings.Contains(string(w.want("next").Payload), seen["id"].(string)) {
+			}
+
+			take()
+
+			// REST and GraphQL reads are refused at once.
+			wantRead := http.StatusNotFound
+			if loss.ends {
+				wantRead = http.StatusUnauthorized
+			}
+			if r := env.REST(http.MethodGet, "/api/v1/threads/"+thread, tok, nil); r.Status != wantRead {
+				t.Fatalf("REST read after the loss: %d, want %d", r.Status, wantRead)
+			}
+			var g struct {
+				Thread *struct{ ID string } `json:"thread"`
+			}
+			res, err := env.GraphQLDo(tok, `query($t: ID!) { thread(id: $t) { id } }`, map[string]any{"t": thread}, &g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status == http.StatusOK && (g.Thread != nil || len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "not_found") ||
+				res.Status != http.StatusOK && res.Status != wantRead {
+				t.Fatalf("GraphQL read after the loss: %d %s %+v", res.Status, res.Data, res.Errors)
+			}
+			// The subscription withholds the thread's next message: it
+			// closes (4403) or delivers the barrier, in sam's own space,
+			// without it.
+			hidden := env.MustPost("robin", thread, "loss-2", "after the loss")
+			barrier := env.MustPost("robin", env.Main("Marketing/Kampagnen"), "loss-3", "barrier")
+			for {
+				m, code := w.read(10 * time.Second)
+				if code != 0 {
+					if !loss.ends || code != 4403 {
+						t.Fatalf("subscription closed with %d", code)
+					}
+					return
+				}
+				if strings.Contains(string(m.Payload), hidden["id"].(string)) {
+					t.Fatalf("the subscription delivered the thread's message after the loss: %s", m.Payload)
+				}
+				if strings.Contains(string(m.Payload), barrier["id"].(string)) {
+					if loss.ends {
+						t.Fatalf("a subscription of an ended token or principal delivered %s", m.Payload)
+					}
+					return
+				}
+			}
+		})
+	}
+}
+
 // TestLiveRightsOnSubscriptions runs the live-rights cases of open subscriptions.
 func TestLiveRightsOnSubscriptions(t *testing.T) {
 	t.Parallel()
 	t.Run("demotion and disable", testSubscriptionFollowsLiveRights)
 	t.Run("token revoked", testSubscriptionsStopAtRevocation)
 	t.Run("token expired", testSubscriptionClosesAtTokenExpiry)
+	t.Run("reader loss on every path", testReaderLossOnEveryPath)
 }
