@@ -13,6 +13,7 @@ import (
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
 )
@@ -63,6 +64,22 @@ func (r *messageEventResolver) Message(ctx context.Context, obj *model.MessageEv
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if obj.Delivery != nil {
+		// Delivered by the fan-out: its verdict decided the read, and the
+		// message is read once for every listener of the event.
+		v, handled, err := obj.Delivery.Shared(ctx, "message:"+obj.MessageID, func(ctx context.Context) (any, error) {
+			return r.Messaging.GetDecided(ctx, obj.MessageID)
+		})
+		if handled {
+			if err != nil {
+				return nil, unreadable(err)
+			}
+			if v == nil {
+				return nil, nil
+			}
+			return messageModel(v.(messaging.Message)), nil
+		}
 	}
 	m, err := r.Messaging.Get(ctx, p, obj.MessageID)
 	if err != nil {

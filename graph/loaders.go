@@ -7,6 +7,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/graph-gophers/dataloader/v7"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/authz"
@@ -314,6 +315,14 @@ func (e PerResponse) InterceptResponse(ctx context.Context, next graphql.Respons
 		// request, several at once: it notes its outcome in hints of its
 		// own.
 		ctx = httpx.WithOwnHints(ctx)
+		// An event of a subscription is no request of its listener: the
+		// subscription took its rate-limit token when it started, and the
+		// reads of the event's fields (message, thread, run) take none, as
+		// the pages it delivers take none. Others post the events; a
+		// listener cannot make them come faster.
+		if oc := graphql.GetOperationContext(ctx); oc.Operation != nil && oc.Operation.Operation == ast.Subscription {
+			ctx = authz.Prepaid(ctx)
+		}
 	}
 	return next(context.WithValue(ctx, loadersKey{}, NewLoaders(e.Sources)))
 }

@@ -84,7 +84,13 @@ func (r *subscriptionResolver) Events(ctx context.Context, after *string) (<-cha
 			}
 			return r.Feed.Visible(ctx, p, e)
 		},
-		model: func(e events.Event) (model.Event, error) { return eventModel(e), nil },
+		model: func(e events.Event) (model.Event, error) {
+			m := eventModel(e)
+			if me, ok := m.(*model.MessageEvent); ok && l != nil {
+				me.Delivery = l.Deliver(e)
+			}
+			return m, nil
+		},
 	}), nil
 }
 

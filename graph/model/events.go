@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/feed"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -55,6 +56,10 @@ type MessageEvent struct {
 	EventBase
 	MessageID string `json:"messageId"`
 	ThreadID  string `json:"threadId"`
+	// Delivery is set when the replica's fan-out delivers the event to a
+	// subscription: its fields then read what every listener reads once
+	// (feed.Delivery.Shared).
+	Delivery *feed.Delivery `json:"-"`
 }
 
 // ThreadEvent is thread.created, thread.reopened or thread.closed.

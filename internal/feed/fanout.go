@@ -78,6 +78,9 @@ type Fanout struct {
 	decided   <-chan struct{} // the generation of verdicts
 	decidedAt time.Time       // when they were first decided (clock)
 	verdicts  map[int64]map[*Listener]bool
+	// shared are the reads of the generation that every listener of an
+	// event shares (Delivery.Shared), by key.
+	shared map[string]*sharedRead
 }
 
 // NewFanout returns the fan-out of svc's events, woken by hub, with the
@@ -291,7 +294,7 @@ func (f *Fanout) decide(ctx context.Context, gen <-chan struct{}, evs []events.E
 	// identity.VerdictTTL of the clock: a grant's expiry passes without a
 	// commit.
 	if now := f.clock.Now(); f.decided != gen || now.Sub(f.decidedAt) >= identity.VerdictTTL || now.Before(f.decidedAt) {
-		f.decided, f.verdicts, f.decidedAt = gen, map[int64]map[*Listener]bool{}, now
+		f.decided, f.verdicts, f.decidedAt, f.shared = gen, map[int64]map[*Listener]bool{}, now, map[string]*sharedRead{}
 	}
 	f.mu.Lock()
 	listeners := make([]*Listener, 0, len(f.listeners))
@@ -395,3 +398,64 @@ func (s *Service) decideMany(ctx context.Context, actors []identity.Principal, e
 	}
 	return out, nil
 }
+
+// Delivery is an event as the fan-out hands it to one listener.
+type Delivery struct {
+	Listener *Listener
+	Event    events.Event
+}
+
+// Deliver returns e as the fan-out hands it to l.
+func (l *Listener) Deliver(e events.Event) *Delivery { return &Delivery{Listener: l, Event: e} }
+
+// sharedRead is one read of a generation that its listeners share.
+type sharedRead struct {
+	done chan struct{}
+	v    any
+	err  error
+}
+
+// Shared returns the value of key for the listener, read once by load for
+// every listener of the event in this generation, when the listener may
+// see the event now (the fan-out's verdict is the decision of the read);
+// nil when it may not. handled is false when the fan-out cannot answer
+// (commits do not reach this replica): the caller reads alone, with its
+// own decision. load runs without the caller's cancellation, since other
+// listeners wait for it.
+//
+// Errors: a database error of the verdict or of load.
+func (d *Delivery) Shared(ctx context.Context, key string, load func(context.Context) (any, error)) (v any, handled bool, err error) {
+	visible, ok, err := d.Listener.Visible(ctx, d.Event)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	if !visible {
+		return nil, true, nil
+	}
+	f := d.Listener.f
+	f.decideMu.Lock()
+	r := f.shared[key]
+	if r == nil {
+		r = &sharedRead{done: make(chan struct{})}
+		f.shared[key] = r
+		f.decideMu.Unlock()
+		r.v, r.err = load(context.WithoutCancel(ctx))
+		if r.err != nil {
+			f.decideMu.Lock()
+			if f.shared[key] == r {
+				delete(f.shared, key)
+			}
+			f.decideMu.Unlock()
+		}
+		close(r.done)
+	} else {
+		f.decideMu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
+		}
+	}
+	return r.v, true, r.err
+}
+

@@ -458,6 +458,32 @@ func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) 
 	return ms[0], nil
 }
 
+// GetDecided is Get for a caller that has already decided the read: the
+// subscriptions' fan-out, whose verdict on a message event for a listener
+// is the decision to read its message (docs/design/rights.md#live-rights),
+// and which reads it once for all listeners. It takes no token and decides
+// nothing; a message that no longer exists answers not_found.
+//
+// Errors: not_found; a database error (internal_error).
+func (s *Service) GetDecided(ctx context.Context, id string) (Message, error) {
+	path, err := s.authz.PathOf(ctx, authz.Resource{Kind: authz.KindMessage, ID: id})
+	if err != nil {
+		return Message{}, problem.Internal("messaging.getDecided", err)
+	}
+	if !path.Exists {
+		return Message{}, problem.New(problem.NotFound, "")
+	}
+	r, err := s.loadRow(ctx, id)
+	if err != nil {
+		return Message{}, problem.Internal("messaging.getDecided", err)
+	}
+	ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
+	if err != nil {
+		return Message{}, problem.Internal("messaging.getDecided", err)
+	}
+	return ms[0], nil
+}
+
 // Page is a page of history.
 type Page struct {
 	Messages  []Message
