@@ -458,4 +458,3 @@ func (d *Delivery) Shared(ctx context.Context, key string, load func(context.Con
 	}
 	return r.v, true, r.err
 }
-
