@@ -45,7 +45,7 @@ stress: assets audit-deps
 	$(GO) test -count=200 -parallel $(TEST_PARALLEL) -timeout 60m -run '^TestHiddenAndMissingTakeTheSameStatements$$' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_SERVER)' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_RUNS)' ./internal/runs/
-	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_ADAPTER)' ./internal/adapter/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_ADAPTER)' ./sdk/agent/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/ ./internal/chat/
 
 ## chaos: the chaos test of runs (internal/chaos, build tag chaos, not in make test): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)

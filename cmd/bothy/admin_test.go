@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
 )
 
@@ -93,10 +93,10 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	alex := env.MustREST(t, http.MethodPost, "/api/v1/principals", owner.Token,
 		map[string]any{"kind": "user", "handle": "alex", "display_name": "Alex", "email": "alex@example.com"}, 201)["principal"].(map[string]any)
 	alexTok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+alex["id"].(string)+"/tokens", owner.Token, map[string]any{"label": "laptop"}, 201)["token"].(string)
-	agent := env.MustREST(t, http.MethodPost, "/api/v1/principals", owner.Token,
+	agentP := env.MustREST(t, http.MethodPost, "/api/v1/principals", owner.Token,
 		map[string]any{"kind": "agent", "handle": "lotse", "display_name": "Lotse"}, 201)
-	agentTok := agent["token"].(string)
-	agentID := agent["principal"].(map[string]any)["id"].(string)
+	agentTok := agentP["token"].(string)
+	agentID := agentP["principal"].(map[string]any)["id"].(string)
 	space := env.MustREST(t, http.MethodPost, "/api/v1/spaces", owner.Token, map[string]any{"name": "Support", "default_operator_agent_id": agentID}, 201)
 	channel := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+space["id"].(string)+"/channels", owner.Token,
 		map[string]any{"name": "General", "kind": "text"}, 201)
@@ -112,13 +112,13 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	if m["trigger_state"] != "accepted" {
 		t.Fatalf("alex's question: %v", m)
 	}
-	client, err := adapter.NewClient(env.URL, agentTok, adapter.ClientOptions{})
+	client, err := agent.NewClient(env.URL, agentTok, agent.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reports []adapter.RunReport
-	a, err := adapter.New(adapter.Config{Client: client, Model: adapter.EchoModel{}, Once: true, PollWait: 5 * time.Second,
-		OnRunDone: func(r adapter.RunReport) { reports = append(reports, r) }})
+	var reports []agent.RunReport
+	a, err := agent.New(agent.Config{Client: client, Model: agent.EchoModel{}, Once: true, PollWait: 5 * time.Second,
+		OnRunDone: func(r agent.RunReport) { reports = append(reports, r) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	if err := a.Run(actx); err != nil {
 		t.Fatalf("adapter: %v", err)
 	}
-	if len(reports) != 1 || reports[0].Outcome != adapter.OutcomeCompleted {
+	if len(reports) != 1 || reports[0].Outcome != agent.OutcomeCompleted {
 		t.Fatalf("adapter reports %+v", reports)
 	}
 	ans := env.MustREST(t, http.MethodGet, "/api/v1/messages/"+reports[0].AnswerMessageID, alexTok, nil, 200)

@@ -1,7 +1,7 @@
 // Command bothy is the Bothy server: a team chat in which AI agents are
 // members like people. Subcommands: serve, dev, migrate, migrate status,
 // seed, token create, agent run, config markdown, version. main only parses flags and calls
-// internal/server (or internal/adapter for agent run). Every command first
+// internal/server (or sdk/agent for agent run). Every command first
 // warns about BOTHY_ environment variables that nothing reads.
 package main
 
@@ -22,7 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
@@ -574,7 +574,7 @@ const agentTokenEnv = "BOTHY_AGENT_TOKEN"
 // shell histories.
 const modelKeyEnv = "BOTHY_MODEL_API_KEY"
 
-// cmdAgentRun runs the reference agent adapter (internal/adapter) against a
+// cmdAgentRun runs the reference agent adapter (sdk/agent) against a
 // server over its public GraphQL API until a signal arrives, or for one
 // invocation with --once. It logs JSON to stderr: ids, event types, outcomes,
 // trust counts and error codes, never content or tokens.
@@ -584,7 +584,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	token := fs.String("token", "", "API token of the agent (default: $"+agentTokenEnv+")")
 	serverURL := fs.String("server", "", "base URL of the Bothy server, e.g. http://127.0.0.1:8080 (required)")
 	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
-	transport := fs.String("transport", adapter.TransportPoll, "how to read the agent stream: poll (long poll over HTTP) or ws (the agentEvents subscription over WebSocket)")
+	transport := fs.String("transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP) or ws (the agentEvents subscription over WebSocket)")
 	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service) or\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)")
 	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama)")
 	modelName := fs.String("model-name", "", "--model openai: the model to ask, e.g. gpt-4o-mini or llama3.2")
@@ -614,13 +614,13 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 		return errors.New("agent run needs --server and --token (or $" + agentTokenEnv + ")")
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var m adapter.Model
+	var m agent.Model
 	switch *model {
 	case "echo":
 		if *baseURL != "" || *modelName != "" {
 			return errors.New("--base-url and --model-name belong to --model openai")
 		}
-		m = adapter.EchoModel{}
+		m = agent.EchoModel{}
 	case "openai":
 		if *baseURL == "" || *modelName == "" {
 			return errors.New("--model openai needs --base-url and --model-name")
@@ -628,7 +628,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 		if *modelTimeout <= 0 || *maxTokens < 0 {
 			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 		}
-		om, err := adapter.NewOpenAIModel(adapter.OpenAIConfig{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
+		om, err := agent.NewOpenAIModel(agent.OpenAIConfig{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
 			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model")})
 		if err != nil {
 			return err
@@ -637,11 +637,11 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("--model %q is unknown; built in: echo, openai", *model)
 	}
-	client, err := adapter.NewClient(*serverURL, *token, adapter.ClientOptions{})
+	client, err := agent.NewClient(*serverURL, *token, agent.ClientOptions{})
 	if err != nil {
 		return err
 	}
-	a, err := adapter.New(adapter.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport})
+	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport})
 	if err != nil {
 		return err
 	}

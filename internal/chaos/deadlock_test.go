@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
 )
 
@@ -106,11 +106,11 @@ func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
 type heldModel struct{ calls chan *heldCall }
 
 type heldCall struct {
-	prompt  adapter.Prompt
+	prompt  agent.Prompt
 	release chan struct{}
 }
 
-func (m *heldModel) Answer(ctx context.Context, p adapter.Prompt) (string, error) {
+func (m *heldModel) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 	c := &heldCall{prompt: p, release: make(chan struct{})}
 	select {
 	case m.calls <- c:
@@ -168,11 +168,11 @@ func TestFreshAdapterLearnsTheAcknowledgedPosition(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	const deliveryWait = 20 * time.Second
 	start := func(name string, g *gate, m *heldModel, logs *apitest.Buffer) {
-		client, err := adapter.NewClient(b.URL, b.World.Token("lotse"), adapter.ClientOptions{HTTPClient: &http.Client{Transport: g}})
+		client, err := agent.NewClient(b.URL, b.World.Token("lotse"), agent.ClientOptions{HTTPClient: &http.Client{Transport: g}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := adapter.New(adapter.Config{Client: client, Model: m, Holder: "adapter-" + name, DeliveryWait: deliveryWait,
+		a, err := agent.New(agent.Config{Client: client, Model: m, Holder: "adapter-" + name, DeliveryWait: deliveryWait,
 			Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 
 	"bothy.example.com/bothy/internal/apitest"
@@ -225,15 +225,15 @@ func TestAdapterEndToEnd(t *testing.T) {
 	}
 
 	// 2. The in-process adapter handles exactly one invocation.
-	client, err := adapter.NewClient(base, lotse.Token, adapter.ClientOptions{})
+	client, err := agent.NewClient(base, lotse.Token, agent.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reports []adapter.RunReport
+	var reports []agent.RunReport
 	var logs apitest.Buffer
-	a, err := adapter.New(adapter.Config{Client: client, Model: adapter.EchoModel{}, Once: true, PollWait: 5 * time.Second,
+	a, err := agent.New(agent.Config{Client: client, Model: agent.EchoModel{}, Once: true, PollWait: 5 * time.Second,
 		Logger:    slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		OnRunDone: func(r adapter.RunReport) { reports = append(reports, r) }})
+		OnRunDone: func(r agent.RunReport) { reports = append(reports, r) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 	if err := a.Run(ctx); err != nil {
 		t.Fatalf("adapter: %v\n%s", err, logs.String())
 	}
-	if len(reports) != 1 || reports[0].Outcome != adapter.OutcomeCompleted || reports[0].Err != nil {
+	if len(reports) != 1 || reports[0].Outcome != agent.OutcomeCompleted || reports[0].Err != nil {
 		t.Fatalf("reports %+v\n%s", reports, logs.String())
 	}
 	for _, secret := range []string{lotse.Token, "printer", "lotse", "Lotse", "Ignore Alex", "Writer"} {
@@ -309,10 +309,10 @@ func TestAdapterEndToEnd(t *testing.T) {
 	// second invocation.
 	agentCtx, agentCancel := context.WithTimeout(t.Context(), time.Minute)
 	defer agentCancel()
-	agent := exec.CommandContext(agentCtx, bin, "agent", "run", "--token", lotse.Token, "--server", base, "--once", "--model", "echo")
+	agentProc := exec.CommandContext(agentCtx, bin, "agent", "run", "--token", lotse.Token, "--server", base, "--once", "--model", "echo")
 	var agentLogs apitest.Buffer
-	agent.Stdout, agent.Stderr = &agentLogs, &agentLogs
-	if err := agent.Run(); err != nil {
+	agentProc.Stdout, agentProc.Stderr = &agentLogs, &agentLogs
+	if err := agentProc.Run(); err != nil {
 		t.Fatalf("bothy agent run --once: %v\n%s", err, agentLogs.String())
 	}
 	t.Logf("bothy agent run --once logged:\n%s", agentLogs.String())
@@ -348,9 +348,9 @@ func TestAdapterEndToEnd(t *testing.T) {
 	}
 
 	// The same second run over GraphQL, as the brief of the adapter reads it.
-	alexClient, _ := adapter.NewClient(base, alex.Token, adapter.ClientOptions{})
+	alexClient, _ := agent.NewClient(base, alex.Token, agent.ClientOptions{})
 	r2, err := alexClient.Run(t.Context(), anchors[1])
-	if err != nil || r2.State != adapter.RunStateCompleted || r2.Session.Mode != adapter.SessionModeResume || r2.Session.ID == nil || *r2.Session.ID != run1.Session.ID {
+	if err != nil || r2.State != agent.RunStateCompleted || r2.Session.Mode != agent.SessionModeResume || r2.Session.ID == nil || *r2.Session.ID != run1.Session.ID {
 		t.Fatalf("run over GraphQL %+v %v", r2, err)
 	}
 }
@@ -378,17 +378,17 @@ func TestTwoAdapterProcesses(t *testing.T) {
 
 	for i := 0; i < 2; i++ {
 		ctx, cancel := context.WithCancel(t.Context())
-		agent := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--model", "echo")
-		agent.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token)
+		agentProc := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--model", "echo")
+		agentProc.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token)
 		var logs apitest.Buffer
-		agent.Stdout, agent.Stderr = &logs, &logs
-		agent.Cancel = func() error { return agent.Process.Signal(syscall.SIGTERM) }
-		if err := agent.Start(); err != nil {
+		agentProc.Stdout, agentProc.Stderr = &logs, &logs
+		agentProc.Cancel = func() error { return agentProc.Process.Signal(syscall.SIGTERM) }
+		if err := agentProc.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
 			cancel()
-			_ = agent.Wait()
+			_ = agentProc.Wait()
 			if t.Failed() {
 				t.Logf("adapter process %d logged:\n%s", i, logs.String())
 			}

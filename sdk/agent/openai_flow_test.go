@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"context"
@@ -10,18 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
 )
 
 // seenModel passes prompts to an inner model and hands each run id to the
 // test before the inner model works, so a test can act on a run in flight.
 type seenModel struct {
-	inner adapter.Model
+	inner agent.Model
 	runs  chan string
 }
 
-func (m seenModel) Answer(ctx context.Context, p adapter.Prompt) (string, error) {
+func (m seenModel) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 	m.runs <- p.Context.RunID
 	return m.inner.Answer(ctx, p)
 }
@@ -43,29 +43,29 @@ func newFlowEnv(t *testing.T, script ...fakeReply) *flowEnv {
 // runOnce runs Lotse's adapter for one invocation with an OpenAIModel on
 // the fake; mod changes the model's configuration. runs receives the run
 // id when the model starts.
-func (f *flowEnv) runOnce(mod func(*adapter.OpenAIConfig), runs chan string) adapter.RunReport {
+func (f *flowEnv) runOnce(mod func(*agent.OpenAIConfig), runs chan string) agent.RunReport {
 	f.t.Helper()
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := adapter.OpenAIConfig{BaseURL: f.fake.BaseURL(), Model: "test-model", APIKey: testKey, Timeout: 20 * time.Second,
+	cfg := agent.OpenAIConfig{BaseURL: f.fake.BaseURL(), Model: "test-model", APIKey: testKey, Timeout: 20 * time.Second,
 		RetryBackoff: 20 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: log}
 	if mod != nil {
 		mod(&cfg)
 	}
-	om, err := adapter.NewOpenAIModel(cfg)
+	om, err := agent.NewOpenAIModel(cfg)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var m adapter.Model = om
+	var m agent.Model = om
 	if runs != nil {
 		m = seenModel{inner: om, runs: runs}
 	}
-	client, err := adapter.NewClient(f.env.URL, f.env.World.Token("lotse"), adapter.ClientOptions{})
+	client, err := agent.NewClient(f.env.URL, f.env.World.Token("lotse"), agent.ClientOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var reports []adapter.RunReport
-	a, err := adapter.New(adapter.Config{Client: client, Model: m, Once: true, PollWait: 5 * time.Second, Logger: log,
-		OnRunDone: func(r adapter.RunReport) { reports = append(reports, r) }})
+	var reports []agent.RunReport
+	a, err := agent.New(agent.Config{Client: client, Model: m, Once: true, PollWait: 5 * time.Second, Logger: log,
+		OnRunDone: func(r agent.RunReport) { reports = append(reports, r) }})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestOpenAIFlowRetryAfter(t *testing.T) {
 		fakeReply{Content: "Printer 2 is back online."})
 	f.ask("@lotse the printer on floor 2 is broken")
 	rep := f.runOnce(nil, nil)
-	if rep.Outcome != adapter.OutcomeCompleted || rep.Err != nil || rep.AnswerMessageID == "" {
+	if rep.Outcome != agent.OutcomeCompleted || rep.Err != nil || rep.AnswerMessageID == "" {
 		t.Fatalf("report %+v\n%s", rep, f.logs.String())
 	}
 	if n := len(f.fake.requests()); n != 2 {
@@ -155,7 +155,7 @@ func TestOpenAIFlowServerErrors(t *testing.T) {
 	if n := len(f.fake.requests()); n != 4 {
 		t.Fatalf("%d model requests, want 4", n)
 	}
-	if rep.Outcome != adapter.OutcomeFailed || rep.AnswerMessageID != "" {
+	if rep.Outcome != agent.OutcomeFailed || rep.AnswerMessageID != "" {
 		t.Fatalf("report %+v", rep)
 	}
 	if s, reason := f.runState(rep.RunID); s != "failed" || reason != "model_error" {
@@ -184,8 +184,8 @@ func TestOpenAIFlowLengthLimit(t *testing.T) {
 	t.Parallel()
 	f := newFlowEnv(t, fakeReply{Content: "First restart the", Finish: "length"})
 	f.ask("@lotse the printer on floor 2 is broken")
-	rep := f.runOnce(func(c *adapter.OpenAIConfig) { c.MaxTokens = 5 }, nil)
-	if got := f.agentAnswers(rep.ThreadID); len(got) != 1 || got[0] != "First restart the"+adapter.LengthNote {
+	rep := f.runOnce(func(c *agent.OpenAIConfig) { c.MaxTokens = 5 }, nil)
+	if got := f.agentAnswers(rep.ThreadID); len(got) != 1 || got[0] != "First restart the"+agent.LengthNote {
 		t.Fatalf("answers %q", got)
 	}
 	if r := f.fake.requests()[0]; r.Body.MaxTokens != 5 {
@@ -200,7 +200,7 @@ func TestOpenAIFlowTimeout(t *testing.T) {
 	f := newFlowEnv(t, fakeReply{Hang: true})
 	f.ask("@lotse the printer on floor 2 is broken")
 	began := time.Now()
-	rep := f.runOnce(func(c *adapter.OpenAIConfig) { c.Timeout = time.Second }, nil)
+	rep := f.runOnce(func(c *agent.OpenAIConfig) { c.Timeout = time.Second }, nil)
 	if d := time.Since(began); d > 30*time.Second {
 		t.Fatalf("the run took %s", d)
 	}
@@ -222,7 +222,7 @@ func TestOpenAIFlowCancelWhileTheModelWorks(t *testing.T) {
 	f := newFlowEnv(t, fakeReply{Hang: true})
 	f.ask("@lotse the printer on floor 2 is broken")
 	runs := make(chan string, 1)
-	done := make(chan adapter.RunReport, 1)
+	done := make(chan agent.RunReport, 1)
 	go func() { done <- f.runOnce(nil, runs) }()
 	runID := <-runs
 	req := f.fake.next(30 * time.Second)
@@ -235,7 +235,7 @@ func TestOpenAIFlowCancelWhileTheModelWorks(t *testing.T) {
 		t.Fatal("the model request was not aborted by the cancel")
 	}
 	rep := <-done
-	if rep.Outcome != adapter.OutcomeCancelled || rep.AnswerMessageID != "" {
+	if rep.Outcome != agent.OutcomeCancelled || rep.AnswerMessageID != "" {
 		t.Fatalf("report %+v\n%s", rep, f.logs.String())
 	}
 	if s, _ := f.runState(runID); s != "cancelled" {
@@ -319,7 +319,7 @@ func TestOpenAIFlowRedTeam(t *testing.T) {
 			}
 			before := len(f.fake.requests())
 			rep := f.runOnce(nil, nil)
-			if rep.Outcome != adapter.OutcomeCompleted {
+			if rep.Outcome != agent.OutcomeCompleted {
 				t.Fatalf("report %+v\n%s", rep, f.logs.String())
 			}
 			reqs := f.fake.requests()
@@ -332,7 +332,7 @@ func TestOpenAIFlowRedTeam(t *testing.T) {
 			if bm == nil {
 				t.Fatalf("the user message does not start with a block:\n%s", user)
 			}
-			blocks := parsePrompt(t, adapter.Prompt{User: user, Boundary: bm[1]})
+			blocks := parsePrompt(t, agent.Prompt{User: user, Boundary: bm[1]})
 			var request []block
 			for _, b := range blocks {
 				if b.kind == "REQUEST" {

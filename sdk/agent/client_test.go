@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 // answer serves one fixed response to every request.
-func answer(t *testing.T, status int, contentType, body string, header map[string]string) *adapter.Client {
+func answer(t *testing.T, status int, contentType, body string, header map[string]string) *agent.Client {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -28,7 +28,7 @@ func answer(t *testing.T, status int, contentType, body string, header map[strin
 		io.WriteString(w, body)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := adapter.NewClient(srv.URL, "bothy_a_secret", adapter.ClientOptions{Timeout: 2 * time.Second})
+	c, err := agent.NewClient(srv.URL, "bothy_a_secret", agent.ClientOptions{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,16 +57,16 @@ func TestClientErrorsCarryExtensions(t *testing.T) {
 	c := answer(t, 200, "application/graphql-response+json",
 		`{"errors":[{"message":"Conflict","path":["createMessage"],"locations":[{"line":1,"column":2}],"extensions":{"code":"conflict","reason":"run_not_active","status":409,"fieldErrors":[{"field":"input.runId","pointer":"/run_id","code":"run_mismatch","detail":"d"}],"retryAfterSeconds":3,"later":true}}],"data":null}`,
 		nil)
-	_, err := c.CreateMessage(t.Context(), "t1", "", adapter.MessageCreate{ClientMsgID: "a", ContentMD: "x", RunID: "r1"})
-	var e *adapter.Error
+	_, err := c.CreateMessage(t.Context(), "t1", "", agent.MessageCreate{ClientMsgID: "a", ContentMD: "x", RunID: "r1"})
+	var e *agent.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("want *adapter.Error, got %T %v", err, err)
+		t.Fatalf("want *agent.Error, got %T %v", err, err)
 	}
 	if e.Code() != "conflict" || e.Reason() != "run_not_active" || e.Status() != 409 || e.HTTPStatus != 200 || e.Op != "CreateMessage" ||
 		len(e.Errors[0].Extensions.FieldErrors) != 1 || e.Errors[0].Extensions.FieldErrors[0].Code != "run_mismatch" || e.RetryAfter != 3*time.Second {
 		t.Fatalf("error %+v", e)
 	}
-	if adapter.ErrorCode(err) != "conflict" || adapter.ErrorReason(err) != "run_not_active" || adapter.IsTemporary(err) {
+	if agent.ErrorCode(err) != "conflict" || agent.ErrorReason(err) != "run_not_active" || agent.IsTemporary(err) {
 		t.Fatalf("helpers on %v", err)
 	}
 	if strings.Contains(err.Error(), "bothy_a_secret") {
@@ -93,8 +93,8 @@ func TestClientHTTPFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cl := answer(t, c.status, c.contentType, c.body, c.header)
 			_, err := cl.Run(t.Context(), "r1")
-			var e *adapter.Error
-			if !errors.As(err, &e) || e.Code() != c.code || e.HTTPStatus != c.status || adapter.IsTemporary(err) != c.temporary {
+			var e *agent.Error
+			if !errors.As(err, &e) || e.Code() != c.code || e.HTTPStatus != c.status || agent.IsTemporary(err) != c.temporary {
 				t.Fatalf("got %T %v (%+v)", err, err, e)
 			}
 			if c.header != nil && e.RetryAfter != 7*time.Second {
@@ -114,21 +114,21 @@ func TestClientTimeoutAndCancellation(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(release); srv.Close() })
-	c, _ := adapter.NewClient(srv.URL, "tok", adapter.ClientOptions{Timeout: 200 * time.Millisecond})
+	c, _ := agent.NewClient(srv.URL, "tok", agent.ClientOptions{Timeout: 200 * time.Millisecond})
 	start := time.Now()
 	_, err := c.Run(t.Context(), "r1")
-	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !adapter.IsTemporary(err) || time.Since(start) > 2*time.Second {
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !agent.IsTemporary(err) || time.Since(start) > 2*time.Second {
 		t.Fatalf("timeout: %v after %s", err, time.Since(start))
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-	c, _ = adapter.NewClient(srv.URL, "tok", adapter.ClientOptions{Timeout: time.Minute})
+	c, _ = agent.NewClient(srv.URL, "tok", agent.ClientOptions{Timeout: time.Minute})
 	_, err = c.Run(ctx, "r1")
-	if !errors.Is(err, context.Canceled) || adapter.IsTemporary(err) {
+	if !errors.Is(err, context.Canceled) || agent.IsTemporary(err) {
 		t.Fatalf("cancel: %v", err)
 	}
 	// A long poll may take its wait on top of the timeout.
-	c, _ = adapter.NewClient(srv.URL, "tok", adapter.ClientOptions{Timeout: 200 * time.Millisecond})
+	c, _ = agent.NewClient(srv.URL, "tok", agent.ClientOptions{Timeout: 200 * time.Millisecond})
 	start = time.Now()
 	_, err = c.AgentEvents(t.Context(), "", time.Second)
 	if d := time.Since(start); err == nil || d < time.Second {
@@ -141,12 +141,12 @@ func TestNewClientValidates(t *testing.T) {
 	for _, bad := range []struct{ url, token string }{
 		{"", "t"}, {"ftp://example.com", "t"}, {"http://example.com", ""}, {"http://example.com", "a b"}, {"http://example.com", "a\nb"}, {"http://example.com?x=1", "t"},
 	} {
-		if _, err := adapter.NewClient(bad.url, bad.token, adapter.ClientOptions{}); err == nil {
+		if _, err := agent.NewClient(bad.url, bad.token, agent.ClientOptions{}); err == nil {
 			t.Fatalf("NewClient(%q, %q) accepted", bad.url, bad.token)
 		}
 	}
 	for _, good := range []string{"http://127.0.0.1:8080", "https://chat.example.com/", "https://chat.example.com/graphql"} {
-		c, err := adapter.NewClient(good, "t", adapter.ClientOptions{})
+		c, err := agent.NewClient(good, "t", agent.ClientOptions{})
 		if err != nil || !strings.HasSuffix(c.Endpoint(), "/graphql") || strings.HasSuffix(c.Endpoint(), "/graphql/graphql") {
 			t.Fatalf("NewClient(%q): %v %v", good, c, err)
 		}

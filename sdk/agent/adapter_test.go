@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 // call is one request the fake GraphQL endpoint received.
@@ -239,26 +239,26 @@ type runner struct {
 }
 
 // start runs an adapter against the fake until it returns or the test ends.
-func (f *fake) start(t *testing.T, model adapter.Model, once bool) *runner {
+func (f *fake) start(t *testing.T, model agent.Model, once bool) *runner {
 	t.Helper()
 	return f.startWith(t, model, once, nil)
 }
 
 // startWith is start with mod changing the adapter's configuration.
-func (f *fake) startWith(t *testing.T, model adapter.Model, once bool, mod func(*adapter.Config)) *runner {
+func (f *fake) startWith(t *testing.T, model agent.Model, once bool, mod func(*agent.Config)) *runner {
 	t.Helper()
-	c, err := adapter.NewClient(f.srv.URL, "bothy_a_secret", adapter.ClientOptions{Timeout: 5 * time.Second})
+	c, err := agent.NewClient(f.srv.URL, "bothy_a_secret", agent.ClientOptions{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
 	r := &runner{done: make(chan struct{}), rep: &reports{}, logs: &lockedWriter{w: &logs}}
-	cfg := adapter.Config{Client: c, Model: model, Once: once, PollWait: 2 * time.Second, RetryBackoff: 10 * time.Millisecond,
+	cfg := agent.Config{Client: c, Model: model, Once: once, PollWait: 2 * time.Second, RetryBackoff: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), OnRunDone: r.rep.add}
 	if mod != nil {
 		mod(&cfg)
 	}
-	a, err := adapter.New(cfg)
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,19 +314,19 @@ func (l *lockedWriter) String() string {
 
 type reports struct {
 	mu   sync.Mutex
-	list []adapter.RunReport
+	list []agent.RunReport
 }
 
-func (r *reports) add(x adapter.RunReport) {
+func (r *reports) add(x agent.RunReport) {
 	r.mu.Lock()
 	r.list = append(r.list, x)
 	r.mu.Unlock()
 }
 
-func (r *reports) all() []adapter.RunReport {
+func (r *reports) all() []agent.RunReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]adapter.RunReport(nil), r.list...)
+	return append([]agent.RunReport(nil), r.list...)
 }
 
 func TestLoopInvocationToAnswer(t *testing.T) {
@@ -334,7 +334,7 @@ func TestLoopInvocationToAnswer(t *testing.T) {
 	f := newFake(t)
 	f.scriptRun("@lotse the printer is broken")
 	f.push(invocation("r1", "t-auto"))
-	r := f.start(t, adapter.EchoModel{}, true)
+	r := f.start(t, agent.EchoModel{}, true)
 	r.wait(t)
 
 	// The context is read again after the model's answer, for follow-ups.
@@ -359,7 +359,7 @@ func TestLoopInvocationToAnswer(t *testing.T) {
 	if fin := ops[4].Vars["input"].(map[string]any); fin["outcome"] != "COMPLETED" {
 		t.Fatalf("finish %v", fin)
 	}
-	if r := r.rep.all(); len(r) != 1 || r[0].RunID != "r1" || r[0].Outcome != adapter.OutcomeCompleted || r[0].AnswerMessageID != "answer-msg" ||
+	if r := r.rep.all(); len(r) != 1 || r[0].RunID != "r1" || r[0].Outcome != agent.OutcomeCompleted || r[0].AnswerMessageID != "answer-msg" ||
 		r[0].AnswerKey != "answer-r1-m-r1" || r[0].Rounds != 1 || r[0].Err != nil {
 		t.Fatalf("reports %+v", r)
 	}
@@ -382,7 +382,7 @@ func TestLoopRetriesTheAnswerAfterANetworkError(t *testing.T) {
 		return map[string]any{"createMessage": map[string]any{"replayed": true, "message": map[string]any{"id": "a1", "threadId": vars["threadId"], "threadSeq": 4}}}, nil
 	})
 	f.push(invocation("r1", "t-1"))
-	r := f.start(t, adapter.EchoModel{}, true)
+	r := f.start(t, agent.EchoModel{}, true)
 	r.wait(t)
 	mu.Lock()
 	defer mu.Unlock()
@@ -397,7 +397,7 @@ func TestLoopRetriesTheAnswerAfterANetworkError(t *testing.T) {
 // blockingModel answers only when its context ends, and says when it began.
 type blockingModel struct{ began chan string }
 
-func (m blockingModel) Answer(ctx context.Context, p adapter.Prompt) (string, error) {
+func (m blockingModel) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 	m.began <- p.Context.RunID
 	<-ctx.Done()
 	return "", ctx.Err()
@@ -422,7 +422,7 @@ func TestLoopConfirmsCancel(t *testing.T) {
 	if fin := ops[2].Vars["input"].(map[string]any); fin["outcome"] != "CANCELLED" {
 		t.Fatalf("finish %v", fin)
 	}
-	if r := r.rep.all(); len(r) != 1 || r[0].Outcome != adapter.OutcomeCancelled {
+	if r := r.rep.all(); len(r) != 1 || r[0].Outcome != agent.OutcomeCancelled {
 		t.Fatalf("reports %+v", r)
 	}
 }
@@ -441,7 +441,7 @@ func TestLoopConfirmsCancelOfAnUntrackedRun(t *testing.T) {
 	// r9 is in progress but unknown to this process (an earlier process
 	// started it); r-old has ended already.
 	f.push(event("run.cancel_requested", "r9"), event("run.cancel_requested", "r-old"), invocation("r1", "t-1"))
-	r := f.start(t, adapter.EchoModel{}, true)
+	r := f.start(t, agent.EchoModel{}, true)
 	r.wait(t)
 	if got := f.opNames(); got != "Run(r9) FinishRun(r9) Run(r-old) RunContext(r1) StartRun(r1) RunContext(r1) CreateMessage(<nil>) FinishRun(r1)" {
 		t.Fatalf("operations: %s", got)
@@ -453,7 +453,7 @@ func TestLoopConfirmsCancelOfAnUntrackedRun(t *testing.T) {
 
 type failingModel struct{}
 
-func (failingModel) Answer(context.Context, adapter.Prompt) (string, error) {
+func (failingModel) Answer(context.Context, agent.Prompt) (string, error) {
 	return "", errors.New("model service down")
 }
 
@@ -471,7 +471,7 @@ func TestLoopReportsModelErrors(t *testing.T) {
 	if fin := ops[2].Vars["input"].(map[string]any); fin["outcome"] != "FAILED" || fin["reason"] != "model_error" {
 		t.Fatalf("finish %v", fin)
 	}
-	if r := r.rep.all(); len(r) != 1 || r[0].Outcome != adapter.OutcomeFailed || r[0].Err == nil {
+	if r := r.rep.all(); len(r) != 1 || r[0].Outcome != agent.OutcomeFailed || r[0].Err == nil {
 		t.Fatalf("reports %+v", r)
 	}
 }
@@ -495,7 +495,7 @@ func TestLoopSkipsStaleInvocations(t *testing.T) {
 	})
 	f.push(invocation("r0", "t-0"), event("agent.followup", "r0"), map[string]any{"type": "agent.something_new", "payload": map[string]any{}})
 	f.push(invocation("r1", "t-1"))
-	r := f.start(t, adapter.EchoModel{}, true)
+	r := f.start(t, agent.EchoModel{}, true)
 	r.wait(t)
 	if got := f.opNames(); got != "RunContext(r0) RunContext(r1) StartRun(r1) RunContext(r1) CreateMessage(<nil>) FinishRun(r1)" {
 		t.Fatalf("operations: %s", got)
@@ -514,7 +514,7 @@ func TestLoopHandlesSeveralRunsUntilStopped(t *testing.T) {
 	f.scriptRun("hi")
 	f.push(invocation("r1", "t-1"))
 	f.push(invocation("r2", "t-2"))
-	r := f.start(t, adapter.EchoModel{}, false)
+	r := f.start(t, agent.EchoModel{}, false)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(r.rep.all()) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -539,8 +539,8 @@ func TestLoopRefusesAPersonToken(t *testing.T) {
 	f.handle("Viewer", func(map[string]any) (any, error) {
 		return map[string]any{"viewer": map[string]any{"id": "p-1", "kind": "USER", "handle": "alex", "displayName": "Alex", "status": "ACTIVE"}}, nil
 	})
-	c, _ := adapter.NewClient(f.srv.URL, "bothy_s_x", adapter.ClientOptions{})
-	a, err := adapter.New(adapter.Config{Client: c, Model: adapter.EchoModel{}})
+	c, _ := agent.NewClient(f.srv.URL, "bothy_s_x", agent.ClientOptions{})
+	a, err := agent.New(agent.Config{Client: c, Model: agent.EchoModel{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +576,7 @@ func TestLoopFailsRunsInFlightWhenStopped(t *testing.T) {
 	if fin := ops[2].Vars["input"].(map[string]any); fin["outcome"] != "FAILED" || fin["reason"] != "adapter_stopped" {
 		t.Fatalf("finish %v", fin)
 	}
-	if rep := r.rep.all(); len(rep) != 1 || rep[0].Outcome != adapter.OutcomeFailed || !errors.Is(rep[0].Err, context.Canceled) {
+	if rep := r.rep.all(); len(rep) != 1 || rep[0].Outcome != agent.OutcomeFailed || !errors.Is(rep[0].Err, context.Canceled) {
 		t.Fatalf("reports %+v", rep)
 	}
 }

@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"encoding/json"

@@ -1,11 +1,11 @@
-package adapter_test
+package agent_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
 )
 
@@ -18,7 +18,7 @@ func TestAdapterOverWebSocket(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		"ratelimit.rl.message.burst": "200", "ratelimit.rl.agent_runtime.burst": "2000"}})
-	stop := runAdapterOver(t, env, "lotse", adapter.EchoModel{}, adapter.TransportWS)
+	stop := runAdapterOver(t, env, "lotse", agent.EchoModel{}, agent.TransportWS)
 	main := env.Main("Support/Allgemein")
 	for i := 0; i < 5; i++ {
 		env.MustPost("alex", main, fmt.Sprintf("ws-%d", i), fmt.Sprintf("@lotse question %d", i))
@@ -30,7 +30,7 @@ func TestAdapterOverWebSocket(t *testing.T) {
 	for i := 5; i < 8; i++ {
 		env.MustPost("alex", main, fmt.Sprintf("ws-%d", i), fmt.Sprintf("@lotse question %d", i))
 	}
-	runAdapterOver(t, env, "lotse", adapter.EchoModel{}, adapter.TransportWS)
+	runAdapterOver(t, env, "lotse", agent.EchoModel{}, agent.TransportWS)
 	waitFor(t, "8 completed runs", 60*time.Second, func() bool {
 		return env.Count(`SELECT count(*) FROM runs WHERE state = 'completed'`) == 8
 	})
@@ -48,7 +48,7 @@ func TestAdapterOverWebSocket(t *testing.T) {
 // the subscription share an agent's 20 runs: exactly one answer each.
 func TestAdaptersOverBothTransports(t *testing.T) {
 	t.Parallel()
-	shareTwentyRuns(t, "both", adapter.TransportPoll, adapter.TransportWS)
+	shareTwentyRuns(t, "both", agent.TransportPoll, agent.TransportWS)
 }
 
 // TestAdapterOverWebSocketRefusedToken: a revoked token stops the ws
@@ -56,14 +56,14 @@ func TestAdaptersOverBothTransports(t *testing.T) {
 func TestAdapterOverWebSocketRefusedToken(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
-	c, err := adapter.NewClient(env.URL, "bothy_a_not_a_token", adapter.ClientOptions{Timeout: 5 * time.Second})
+	c, err := agent.NewClient(env.URL, "bothy_a_not_a_token", agent.ClientOptions{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := c.AgentStream()
 	defer s.Close()
 	_, err = s.Next(t.Context(), "", time.Second)
-	if adapter.ErrorCode(err) != "unauthorized" {
+	if agent.ErrorCode(err) != "unauthorized" {
 		t.Fatalf("Next with a bad token: %v", err)
 	}
 }

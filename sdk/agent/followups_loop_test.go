@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"context"
@@ -9,21 +9,21 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 // roundModel hands every prompt to the test and answers what the test
 // replies: the test decides when each round of the model ends.
 type roundModel struct {
-	prompts chan adapter.Prompt
+	prompts chan agent.Prompt
 	replies chan string
 }
 
 func newRoundModel() roundModel {
-	return roundModel{prompts: make(chan adapter.Prompt, 8), replies: make(chan string)}
+	return roundModel{prompts: make(chan agent.Prompt, 8), replies: make(chan string)}
 }
 
-func (m roundModel) Answer(ctx context.Context, p adapter.Prompt) (string, error) {
+func (m roundModel) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 	m.prompts <- p
 	select {
 	case r := <-m.replies:
@@ -34,14 +34,14 @@ func (m roundModel) Answer(ctx context.Context, p adapter.Prompt) (string, error
 }
 
 // next waits for the model's next prompt.
-func (m roundModel) next(t *testing.T) adapter.Prompt {
+func (m roundModel) next(t *testing.T) agent.Prompt {
 	t.Helper()
 	select {
 	case p := <-m.prompts:
 		return p
 	case <-time.After(15 * time.Second):
 		t.Fatal("the model got no prompt")
-		return adapter.Prompt{}
+		return agent.Prompt{}
 	}
 }
 
@@ -166,7 +166,7 @@ func TestLoopAsksAgainForAFollowUp(t *testing.T) {
 	if ack < 0 || ack > post || post > fin {
 		t.Fatalf("want the acknowledgement past the follow-up (%d) before the answer (%d) before the finish (%d)", ack, post, fin)
 	}
-	if rep := r.rep.all(); len(rep) != 1 || rep[0].Rounds != 2 || rep[0].AnswerKey != "answer-r1-m-follow" || rep[0].Outcome != adapter.OutcomeCompleted {
+	if rep := r.rep.all(); len(rep) != 1 || rep[0].Rounds != 2 || rep[0].AnswerKey != "answer-r1-m-follow" || rep[0].Outcome != agent.OutcomeCompleted {
 		t.Fatalf("reports %+v", rep)
 	}
 	if !strings.Contains(r.logs.String(), "follow-ups arrived while the model worked; asking it again") {
@@ -185,7 +185,7 @@ func TestLoopLeavesFollowUpsToTheNextRunAfterTheRounds(t *testing.T) {
 	setFollowUps := f.scriptFollowUps("@lotse hello")
 	f.push(invocation("r1", "t-1"))
 	m := newRoundModel()
-	r := f.startWith(t, m, true, func(c *adapter.Config) { c.FollowUpRounds = -1 })
+	r := f.startWith(t, m, true, func(c *agent.Config) { c.FollowUpRounds = -1 })
 	m.next(t)
 	setFollowUps(followUpJSON("m-follow", "follow-up text", false))
 	f.push(event("agent.followup", "r1")) // seq 2
@@ -245,7 +245,7 @@ func TestLoopTakeoverAnswersOnlyOpenRequests(t *testing.T) {
 				return map[string]any{"startRun": run}, nil
 			})
 			f.push(invocation("r1", "t-1"), event("agent.followup", "r1"))
-			var model adapter.Model = adapter.EchoModel{}
+			var model agent.Model = agent.EchoModel{}
 			if tc.wantKey == "" {
 				model = failingModel{} // it must not be asked
 			}
@@ -253,7 +253,7 @@ func TestLoopTakeoverAnswersOnlyOpenRequests(t *testing.T) {
 			r.wait(t)
 			ins := f.createInputs()
 			rep := r.rep.all()
-			if len(rep) != 1 || rep[0].Outcome != adapter.OutcomeCompleted {
+			if len(rep) != 1 || rep[0].Outcome != agent.OutcomeCompleted {
 				t.Fatalf("reports %+v", rep)
 			}
 			if tc.wantKey == "" {
@@ -320,7 +320,7 @@ func TestLoopRepliesAfterTheRunEnded(t *testing.T) {
 				return map[string]any{"run": run}, nil
 			})
 			f.push(invocation("r1", "t-1"))
-			r := f.start(t, adapter.EchoModel{}, true)
+			r := f.start(t, agent.EchoModel{}, true)
 			r.wait(t)
 			ins := f.createInputs()
 			want := "RunContext(r1) StartRun(r1) RunContext(r1) CreateMessage(<nil>) Run(r1)"
@@ -387,7 +387,7 @@ func TestLoopDropsTheReplyWhenItsPersonLostTrigger(t *testing.T) {
 				want = "RunContext(r1) StartRun(r1) RunContext(r1) Run(r1) FinishRun(r1)"
 			}
 			f.push(invocation("r1", "t-1"))
-			r := f.start(t, adapter.EchoModel{}, true)
+			r := f.start(t, agent.EchoModel{}, true)
 			r.wait(t)
 			if got := f.opNames(); got != want {
 				t.Fatalf("operations: %s, want %s", got, want)
@@ -395,7 +395,7 @@ func TestLoopDropsTheReplyWhenItsPersonLostTrigger(t *testing.T) {
 			if fin := f.ops()[4].Vars["input"].(map[string]any); fin["outcome"] != "CANCELLED" {
 				t.Fatalf("finish %v", fin)
 			}
-			if rep := r.rep.all(); len(rep) != 1 || rep[0].Dropped != "trigger_revoked" || rep[0].Outcome != adapter.OutcomeCancelled || rep[0].AnswerMessageID != "" {
+			if rep := r.rep.all(); len(rep) != 1 || rep[0].Dropped != "trigger_revoked" || rep[0].Outcome != agent.OutcomeCancelled || rep[0].AnswerMessageID != "" {
 				t.Fatalf("reports %+v", rep)
 			}
 		})
@@ -418,7 +418,7 @@ func TestLoopStopsTheModelWhenItsPersonLostTrigger(t *testing.T) {
 // TestAnswerKey: the key names the run and the request.
 func TestAnswerKey(t *testing.T) {
 	t.Parallel()
-	if got := adapter.AnswerKey("r1", "m1"); got != "answer-r1-m1" {
+	if got := agent.AnswerKey("r1", "m1"); got != "answer-r1-m1" {
 		t.Fatalf("AnswerKey = %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"bytes"
@@ -11,40 +11,40 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 const testKey = "sk-test-0123456789abcdef"
 
 // newTestModel returns an OpenAIModel for the fake with short pauses and
 // a logger whose output the test can search.
-func newTestModel(t *testing.T, f *fakeOpenAI, mod func(*adapter.OpenAIConfig)) (*adapter.OpenAIModel, *bytes.Buffer) {
+func newTestModel(t *testing.T, f *fakeOpenAI, mod func(*agent.OpenAIConfig)) (*agent.OpenAIModel, *bytes.Buffer) {
 	t.Helper()
 	var logs bytes.Buffer
-	cfg := adapter.OpenAIConfig{BaseURL: f.BaseURL(), Model: "llama3.2", APIKey: testKey, Timeout: 10 * time.Second,
+	cfg := agent.OpenAIConfig{BaseURL: f.BaseURL(), Model: "llama3.2", APIKey: testKey, Timeout: 10 * time.Second,
 		RetryBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mod != nil {
 		mod(&cfg)
 	}
-	m, err := adapter.NewOpenAIModel(cfg)
+	m, err := agent.NewOpenAIModel(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m, &logs
 }
 
-func testPrompt(lowest adapter.Trust) adapter.Prompt {
+func testPrompt(lowest agent.Trust) agent.Prompt {
 	rc := world("@lotse the printer on floor 2 is broken", nil)
 	rc.TrustSummary.Lowest = lowest
-	return adapter.Render(rc, adapter.NewBoundary())
+	return agent.Render(rc, agent.NewBoundary())
 }
 
 func TestOpenAIModelRequest(t *testing.T) {
 	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Content: "Try turning it off and on again."})
 	m, logs := newTestModel(t, f, nil)
-	p := testPrompt(adapter.TrustTrigger)
+	p := testPrompt(agent.TrustTrigger)
 	got, err := m.Answer(t.Context(), p)
 	if err != nil || got != "Try turning it off and on again." {
 		t.Fatalf("answer %q %v", got, err)
@@ -78,7 +78,7 @@ func TestOpenAIModelRequest(t *testing.T) {
 	// Without a key no Authorization header goes out (Ollama needs none);
 	// max_tokens goes out when configured.
 	f2 := newFakeOpenAI(t)
-	m2, _ := newTestModel(t, f2, func(c *adapter.OpenAIConfig) { c.APIKey = ""; c.MaxTokens = 256; c.BaseURL += "/" })
+	m2, _ := newTestModel(t, f2, func(c *agent.OpenAIConfig) { c.APIKey = ""; c.MaxTokens = 256; c.BaseURL += "/" })
 	if _, err := m2.Answer(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +91,9 @@ func TestOpenAIModelRetryAfter(t *testing.T) {
 	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down"}}`},
 		fakeReply{Content: "the answer"})
-	m, logs := newTestModel(t, f, func(c *adapter.OpenAIConfig) { c.MaxBackoff = 5 * time.Second })
+	m, logs := newTestModel(t, f, func(c *agent.OpenAIConfig) { c.MaxBackoff = 5 * time.Second })
 	began := time.Now()
-	got, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
+	got, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
 	if err != nil || got != "the answer" {
 		t.Fatalf("answer %q %v", got, err)
 	}
@@ -113,7 +113,7 @@ func TestOpenAIModelRetryAfterIsBounded(t *testing.T) {
 	f := newFakeOpenAI(t, fakeReply{Status: http.StatusServiceUnavailable, Header: map[string]string{"Retry-After": "3600"}}, fakeReply{Content: "back"})
 	m, _ := newTestModel(t, f, nil) // MaxBackoff 50 ms
 	began := time.Now()
-	if got, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger)); err != nil || got != "back" {
+	if got, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger)); err != nil || got != "back" {
 		t.Fatalf("answer %q %v", got, err)
 	}
 	if d := time.Since(began); d > 5*time.Second {
@@ -126,8 +126,8 @@ func TestOpenAIModelServerErrors(t *testing.T) {
 	for _, status := range []int{500, 502, 503, 504} {
 		f := newFakeOpenAI(t, fakeReply{Status: status, Body: "upstream says: the prompt was <secret>"})
 		m, logs := newTestModel(t, f, nil)
-		_, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
-		var he *adapter.ModelHTTPError
+		_, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
+		var he *agent.ModelHTTPError
 		if !errors.As(err, &he) || he.Status != status || he.Attempts != 4 {
 			t.Fatalf("status %d: error %v", status, err)
 		}
@@ -145,8 +145,8 @@ func TestOpenAIModelClientErrorsAreNotRetried(t *testing.T) {
 	for _, status := range []int{400, 401, 403, 404, 422} {
 		f := newFakeOpenAI(t, fakeReply{Status: status, Body: `{"error":{"message":"no"}}`})
 		m, _ := newTestModel(t, f, nil)
-		_, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
-		var he *adapter.ModelHTTPError
+		_, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
+		var he *agent.ModelHTTPError
 		if !errors.As(err, &he) || he.Status != status || he.Attempts != 1 || len(f.requests()) != 1 {
 			t.Fatalf("status %d: %v after %d requests", status, err, len(f.requests()))
 		}
@@ -156,9 +156,9 @@ func TestOpenAIModelClientErrorsAreNotRetried(t *testing.T) {
 func TestOpenAIModelTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Hang: true})
-	m, _ := newTestModel(t, f, func(c *adapter.OpenAIConfig) { c.Timeout = 300 * time.Millisecond })
+	m, _ := newTestModel(t, f, func(c *agent.OpenAIConfig) { c.Timeout = 300 * time.Millisecond })
 	began := time.Now()
-	_, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
+	_, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v, want the deadline", err)
 	}
@@ -179,7 +179,7 @@ func TestOpenAIModelCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		_, err := m.Answer(ctx, testPrompt(adapter.TrustTrigger))
+		_, err := m.Answer(ctx, testPrompt(agent.TrustTrigger))
 		done <- err
 	}()
 	r := f.next(5 * time.Second)
@@ -201,8 +201,8 @@ func TestOpenAIModelLengthLimit(t *testing.T) {
 	t.Parallel()
 	f := newFakeOpenAI(t, fakeReply{Content: "The printer needs  \n", Finish: "length"})
 	m, _ := newTestModel(t, f, nil)
-	got, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
-	if err != nil || got != "The printer needs"+adapter.LengthNote {
+	got, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
+	if err != nil || got != "The printer needs"+agent.LengthNote {
 		t.Fatalf("answer %q %v", got, err)
 	}
 }
@@ -226,8 +226,8 @@ func TestOpenAIModelMalformedReplies(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeOpenAI(t, reply)
 			m, _ := newTestModel(t, f, nil)
-			got, err := m.Answer(t.Context(), testPrompt(adapter.TrustTrigger))
-			if !errors.Is(err, adapter.ErrModelReply) || got != "" {
+			got, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
+			if !errors.Is(err, agent.ErrModelReply) || got != "" {
 				t.Fatalf("answer %q error %v, want ErrModelReply", got, err)
 			}
 			if n := len(f.requests()); n != 1 {
@@ -241,27 +241,27 @@ func TestOpenAIModelMalformedReplies(t *testing.T) {
 // context's lowest trust is known and not unverified.
 func TestOpenAIModelToolGate(t *testing.T) {
 	t.Parallel()
-	tool := adapter.Tool{Name: "close_ticket", Description: "Close a ticket", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)}
+	tool := agent.Tool{Name: "close_ticket", Description: "Close a ticket", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)}
 	cases := []struct {
-		lowest adapter.Trust
+		lowest agent.Trust
 		tools  bool
 	}{
-		{adapter.TrustTrigger, true},
-		{adapter.TrustAuthorized, true},
-		{adapter.TrustSystem, true},
-		{adapter.TrustSelf, true},
-		{adapter.TrustUnverified, false},
+		{agent.TrustTrigger, true},
+		{agent.TrustAuthorized, true},
+		{agent.TrustSystem, true},
+		{agent.TrustSelf, true},
+		{agent.TrustUnverified, false},
 		{"", false},
 		{"SOMETHING_NEW", false},
 	}
 	for _, c := range cases {
 		f := newFakeOpenAI(t)
-		m, logs := newTestModel(t, f, func(cfg *adapter.OpenAIConfig) { cfg.Tools = []adapter.Tool{tool} })
+		m, logs := newTestModel(t, f, func(cfg *agent.OpenAIConfig) { cfg.Tools = []agent.Tool{tool} })
 		p := testPrompt(c.lowest)
 		if _, err := m.Answer(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
-		if got := adapter.ToolsAllowed(p.Lowest); got != c.tools {
+		if got := agent.ToolsAllowed(p.Lowest); got != c.tools {
 			t.Fatalf("lowest %q: ToolsAllowed %v", c.lowest, got)
 		}
 		r := f.requests()[0]
@@ -289,9 +289,9 @@ func TestOpenAIModelToolGate(t *testing.T) {
 
 func TestToolsAllowed(t *testing.T) {
 	t.Parallel()
-	for trust, want := range map[adapter.Trust]bool{adapter.TrustTrigger: true, adapter.TrustAuthorized: true, adapter.TrustSelf: true,
-		adapter.TrustSystem: true, adapter.TrustUnverified: false, "": false, "unverified": false, "trigger": false} {
-		if got := adapter.ToolsAllowed(trust); got != want {
+	for trust, want := range map[agent.Trust]bool{agent.TrustTrigger: true, agent.TrustAuthorized: true, agent.TrustSelf: true,
+		agent.TrustSystem: true, agent.TrustUnverified: false, "": false, "unverified": false, "trigger": false} {
+		if got := agent.ToolsAllowed(trust); got != want {
 			t.Errorf("ToolsAllowed(%q) = %v", trust, got)
 		}
 	}
@@ -299,7 +299,7 @@ func TestToolsAllowed(t *testing.T) {
 
 func TestNewOpenAIModelRefusesBadConfig(t *testing.T) {
 	t.Parallel()
-	for _, c := range []adapter.OpenAIConfig{
+	for _, c := range []agent.OpenAIConfig{
 		{BaseURL: "", Model: "m"},
 		{BaseURL: "localhost:11434/v1", Model: "m"},
 		{BaseURL: "ftp://example.com/v1", Model: "m"},
@@ -307,11 +307,11 @@ func TestNewOpenAIModelRefusesBadConfig(t *testing.T) {
 		{BaseURL: "http://example.com/v1?x=1", Model: "m"},
 		{BaseURL: "http://example.com/v1", Model: " "},
 	} {
-		if _, err := adapter.NewOpenAIModel(c); err == nil {
+		if _, err := agent.NewOpenAIModel(c); err == nil {
 			t.Errorf("config %+v accepted", c)
 		}
 	}
-	m, err := adapter.NewOpenAIModel(adapter.OpenAIConfig{BaseURL: "https://api.example.com/v1/", Model: "m"})
+	m, err := agent.NewOpenAIModel(agent.OpenAIConfig{BaseURL: "https://api.example.com/v1/", Model: "m"})
 	if err != nil || m.Endpoint() != "https://api.example.com/v1/chat/completions" {
 		t.Fatalf("endpoint %v %v", m, err)
 	}

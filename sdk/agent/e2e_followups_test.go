@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
 )
 
@@ -15,7 +15,7 @@ import (
 // a model whose answer is ready although the run was cancelled meanwhile.
 type stubbornModel struct{ roundModel }
 
-func (m stubbornModel) Answer(_ context.Context, p adapter.Prompt) (string, error) {
+func (m stubbornModel) Answer(_ context.Context, p agent.Prompt) (string, error) {
 	m.prompts <- p
 	return <-m.replies, nil
 }
@@ -32,10 +32,10 @@ func runThread(t *testing.T, env *apitest.Env, id string) string {
 
 // agentAnswers returns the keys and contents of the agent's text messages
 // in thread, oldest first.
-func agentAnswers(t *testing.T, env *apitest.Env, agent, thread string) (keys, contents []string) {
+func agentAnswers(t *testing.T, env *apitest.Env, handle, thread string) (keys, contents []string) {
 	t.Helper()
 	rows, err := env.Pool.Query(t.Context(), `SELECT client_msg_id, content_md FROM messages WHERE thread_id = $1 AND author_principal_id = $2 AND kind = 'text'
-		ORDER BY thread_seq`, thread, env.World.ID(agent))
+		ORDER BY thread_seq`, thread, env.World.ID(handle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestFollowUpWhileTheModelWorks(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	m := newRoundModel()
-	_, logs := runAdapterLogged(t, env, "lotse", m, adapter.TransportPoll)
+	_, logs := runAdapterLogged(t, env, "lotse", m, agent.TransportPoll)
 	env.MustPost("alex", env.Main("Support/Allgemein"), "fu-1", "@lotse the printer on floor 2 is broken")
 	p := m.next(t)
 	run := p.Context.RunID
@@ -118,17 +118,17 @@ func TestFollowUpWhileTheModelWorks(t *testing.T) {
 		t.Fatalf("%d runs: the answered follow-up started another", n)
 	}
 	keys, contents := agentAnswers(t, env, "lotse", thread)
-	if len(keys) != 1 || keys[0] != adapter.AnswerKey(run, fuID) || contents[0] != "the second answer" {
+	if len(keys) != 1 || keys[0] != agent.AnswerKey(run, fuID) || contents[0] != "the second answer" {
 		t.Fatalf("answers %q %q", keys, contents)
 	}
 	// The run lists its answer for a later holder.
 	var out struct {
 		Run struct {
-			Answers []adapter.RunAnswer `json:"answers"`
+			Answers []agent.RunAnswer `json:"answers"`
 		} `json:"run"`
 	}
 	env.GraphQL(env.World.Token("lotse"), `query($id: ID!) { run(id: $id) { answers { messageId clientMsgId } } }`, map[string]any{"id": run}, &out)
-	if len(out.Run.Answers) != 1 || out.Run.Answers[0].ClientMsgID != adapter.AnswerKey(run, fuID) {
+	if len(out.Run.Answers) != 1 || out.Run.Answers[0].ClientMsgID != agent.AnswerKey(run, fuID) {
 		t.Fatalf("Run.answers %+v", out.Run.Answers)
 	}
 }
@@ -143,11 +143,11 @@ func TestFollowUpWithTwoAdapters(t *testing.T) {
 	models := []roundModel{newRoundModel(), newRoundModel()}
 	var logs [2]*apitest.Buffer
 	for i, m := range models {
-		_, logs[i] = runAdapterLogged(t, env, "lotse", m, adapter.TransportPoll)
+		_, logs[i] = runAdapterLogged(t, env, "lotse", m, agent.TransportPoll)
 	}
 	env.MustPost("alex", env.Main("Support/Allgemein"), "two-1", "@lotse the printer on floor 2 is broken")
 	var holder roundModel
-	var p adapter.Prompt
+	var p agent.Prompt
 	select {
 	case p = <-models[0].prompts:
 		holder = models[0]
@@ -177,7 +177,7 @@ func TestFollowUpWithTwoAdapters(t *testing.T) {
 		t.Fatalf("the follow-up is %s, want absorbed", state)
 	}
 	keys, _ := agentAnswers(t, env, "lotse", thread)
-	if n := env.Count(`SELECT count(*) FROM runs`); n != 1 || len(keys) != 1 || keys[0] != adapter.AnswerKey(p.Context.RunID, fuID) {
+	if n := env.Count(`SELECT count(*) FROM runs`); n != 1 || len(keys) != 1 || keys[0] != agent.AnswerKey(p.Context.RunID, fuID) {
 		t.Fatalf("%d runs, answers %q", n, keys)
 	}
 }
@@ -191,7 +191,7 @@ func TestFollowUpAfterTheRoundsStartsTheNextRun(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	m := newRoundModel()
-	_, logs := runAdapterWith(t, env, "lotse", m, func(c *adapter.Config) { c.FollowUpRounds = -1 })
+	_, logs := runAdapterWith(t, env, "lotse", m, func(c *agent.Config) { c.FollowUpRounds = -1 })
 	trigger := env.MustPost("alex", env.Main("Support/Allgemein"), "nx-1", "@lotse the printer on floor 2 is broken")
 	p := m.next(t)
 	run := p.Context.RunID
@@ -214,7 +214,7 @@ func TestFollowUpAfterTheRoundsStartsTheNextRun(t *testing.T) {
 		t.Fatalf("the follow-up is %s (delivered %v), want promoted and never delivered", state, delivered)
 	}
 	keys, contents := agentAnswers(t, env, "lotse", thread)
-	want := []string{adapter.AnswerKey(run, trigger["id"].(string)), adapter.AnswerKey(next, fuID)}
+	want := []string{agent.AnswerKey(run, trigger["id"].(string)), agent.AnswerKey(next, fuID)}
 	if len(keys) != 2 || keys[0] != want[0] || keys[1] != want[1] || contents[0] != "the answer to the first" {
 		t.Fatalf("answers %q %q, want keys %q", keys, contents, want)
 	}
@@ -242,7 +242,7 @@ func TestReplyAfterATimeoutGoesOutWithoutRunID(t *testing.T) {
 		return strings.Contains(logs.String(), `"msg":"answer posted after the run ended"`)
 	})
 	keys, contents := agentAnswers(t, env, "lotse", env.Main("Support/Eskalation"))
-	if len(keys) != 1 || keys[0] != adapter.AnswerKey(run, trigger["id"].(string)) || contents[0] != "the late answer" {
+	if len(keys) != 1 || keys[0] != agent.AnswerKey(run, trigger["id"].(string)) || contents[0] != "the late answer" {
 		t.Fatalf("answers %q %q", keys, contents)
 	}
 	if n := env.Count(`SELECT count(*) FROM run_answers WHERE run_id = $1`, run); n != 0 {

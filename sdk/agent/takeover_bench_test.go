@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
 )
 
@@ -34,7 +34,7 @@ func BenchmarkLeaseTakeover(b *testing.B) {
 func measureTakeover(b *testing.B) []time.Duration {
 	env := apitest.Start(b, apitest.Options{Config: map[string]string{"run.lease_timeout": "2s",
 		"ratelimit.rl.message.burst": "1000", "ratelimit.rl.agent_runtime.burst": "100000", "ratelimit.rl.read.burst": "100000"}})
-	dead, err := adapter.NewClient(env.URL, env.World.Token("lotse"), adapter.ClientOptions{})
+	dead, err := agent.NewClient(env.URL, env.World.Token("lotse"), agent.ClientOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func measureTakeover(b *testing.B) []time.Duration {
 		if err != nil || len(page.Events) == 0 {
 			b.Fatalf("events %+v %v", page, err)
 		}
-		var inv adapter.Invocation
+		var inv agent.Invocation
 		if err := json.Unmarshal(page.Events[len(page.Events)-1].Payload, &inv); err != nil {
 			b.Fatal(err)
 		}
@@ -55,8 +55,8 @@ func measureTakeover(b *testing.B) []time.Duration {
 			b.Fatal(err)
 		}
 		// A live process that skips the claimed run and waits in its poll.
-		c, _ := adapter.NewClient(env.URL, env.World.Token("lotse"), adapter.ClientOptions{})
-		a, _ := adapter.New(adapter.Config{Client: c, Model: adapter.EchoModel{}, PollWait: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		c, _ := agent.NewClient(env.URL, env.World.Token("lotse"), agent.ClientOptions{})
+		a, _ := agent.New(agent.Config{Client: c, Model: agent.EchoModel{}, PollWait: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		ctx, cancel := context.WithCancel(b.Context())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = a.Run(ctx) }()

@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"context"
@@ -9,46 +9,46 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
 )
 
 // runAdapter runs a reference adapter of agent against env until the test
 // ends or stop is called; it returns stop, which waits for the adapter.
-func runAdapter(t *testing.T, env *apitest.Env, agent string, model adapter.Model) (stop func()) {
+func runAdapter(t *testing.T, env *apitest.Env, handle string, model agent.Model) (stop func()) {
 	t.Helper()
-	return runAdapterOver(t, env, agent, model, adapter.TransportPoll)
+	return runAdapterOver(t, env, handle, model, agent.TransportPoll)
 }
 
 // runAdapterOver is runAdapter with the stream read over transport.
-func runAdapterOver(t *testing.T, env *apitest.Env, agent string, model adapter.Model, transport string) (stop func()) {
+func runAdapterOver(t *testing.T, env *apitest.Env, handle string, model agent.Model, transport string) (stop func()) {
 	t.Helper()
-	stop, _ = runAdapterLogged(t, env, agent, model, transport)
+	stop, _ = runAdapterLogged(t, env, handle, model, transport)
 	return stop
 }
 
 // runAdapterLogged is runAdapterOver that also returns the adapter's log,
 // whose lines are the signals a test waits for (instead of sleeping).
-func runAdapterLogged(t *testing.T, env *apitest.Env, agent string, model adapter.Model, transport string) (stop func(), logs *apitest.Buffer) {
+func runAdapterLogged(t *testing.T, env *apitest.Env, handle string, model agent.Model, transport string) (stop func(), logs *apitest.Buffer) {
 	t.Helper()
-	return runAdapterWith(t, env, agent, model, func(c *adapter.Config) { c.Transport = transport })
+	return runAdapterWith(t, env, handle, model, func(c *agent.Config) { c.Transport = transport })
 }
 
 // runAdapterWith is runAdapterLogged with mod changing the adapter's
 // configuration.
-func runAdapterWith(t *testing.T, env *apitest.Env, agent string, model adapter.Model, mod func(*adapter.Config)) (stop func(), logs *apitest.Buffer) {
+func runAdapterWith(t *testing.T, env *apitest.Env, handle string, model agent.Model, mod func(*agent.Config)) (stop func(), logs *apitest.Buffer) {
 	t.Helper()
-	c, err := adapter.NewClient(env.URL, env.World.Token(agent), adapter.ClientOptions{Timeout: 10 * time.Second})
+	c, err := agent.NewClient(env.URL, env.World.Token(handle), agent.ClientOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs = &apitest.Buffer{}
-	cfg := adapter.Config{Client: c, Model: model, PollWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond,
+	cfg := agent.Config{Client: c, Model: model, PollWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mod != nil {
 		mod(&cfg)
 	}
-	a, err := adapter.New(cfg)
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +86,11 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 }
 
 // answersIn counts the agent's answers (text messages) per thread of runs.
-func answersPerRun(t *testing.T, env *apitest.Env, agent string) map[string]int {
+func answersPerRun(t *testing.T, env *apitest.Env, handle string) map[string]int {
 	t.Helper()
 	rows, err := env.Pool.Query(t.Context(), `SELECT r.id::text, count(m.id) FROM runs r
 		LEFT JOIN messages m ON m.thread_id = r.thread_id AND m.author_principal_id = r.agent_id AND m.kind = 'text'
-		WHERE r.agent_id = $1 GROUP BY r.id`, env.World.ID(agent))
+		WHERE r.agent_id = $1 GROUP BY r.id`, env.World.ID(handle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func answersPerRun(t *testing.T, env *apitest.Env, agent string) map[string]int 
 // 20 runs give exactly 20 answers, one per run, every run completed.
 func TestTwoAdaptersOneAgent(t *testing.T) {
 	t.Parallel()
-	shareTwentyRuns(t, "two", adapter.TransportPoll, adapter.TransportPoll)
+	shareTwentyRuns(t, "two", agent.TransportPoll, agent.TransportPoll)
 }
 
 // shareTwentyRuns runs two adapters for Lotse, over the transports a and b,
@@ -121,8 +121,8 @@ func shareTwentyRuns(t *testing.T, prefix, a, b string) {
 	t.Helper()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		"ratelimit.rl.message.burst": "200", "ratelimit.rl.agent_runtime.burst": "2000"}})
-	runAdapterOver(t, env, "lotse", adapter.EchoModel{}, a)
-	runAdapterOver(t, env, "lotse", adapter.EchoModel{}, b)
+	runAdapterOver(t, env, "lotse", agent.EchoModel{}, a)
+	runAdapterOver(t, env, "lotse", agent.EchoModel{}, b)
 	main := env.Main("Support/Allgemein")
 	for i := 0; i < 20; i++ {
 		env.MustPost("alex", main, fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("@lotse question %d", i))
@@ -147,7 +147,7 @@ func shareTwentyRuns(t *testing.T, prefix, a, b string) {
 // differentModel answers differently on every call, as a language model does.
 type differentModel struct{ n *int }
 
-func (m differentModel) Answer(context.Context, adapter.Prompt) (string, error) {
+func (m differentModel) Answer(context.Context, agent.Prompt) (string, error) {
 	*m.n++
 	return fmt.Sprintf("reply number %d", *m.n), nil
 }
@@ -185,7 +185,7 @@ func TestTakeoverAfterCrash(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.lease_timeout": "2s"}})
-			lotse, err := adapter.NewClient(env.URL, env.World.Token("lotse"), adapter.ClientOptions{})
+			lotse, err := agent.NewClient(env.URL, env.World.Token("lotse"), agent.ClientOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +195,7 @@ func TestTakeoverAfterCrash(t *testing.T) {
 			if err != nil || len(page.Events) != 1 {
 				t.Fatalf("events %+v %v", page, err)
 			}
-			var inv adapter.Invocation
+			var inv agent.Invocation
 			if err := json.Unmarshal(page.Events[0].Payload, &inv); err != nil {
 				t.Fatal(err)
 			}
@@ -208,7 +208,7 @@ func TestTakeoverAfterCrash(t *testing.T) {
 				if strings.Count(tc.deadKey, "%s") == 1 {
 					key = fmt.Sprintf(tc.deadKey, inv.RunID)
 				}
-				if _, err := lotse.CreateMessage(t.Context(), inv.ThreadID, "dead-process", adapter.MessageCreate{ClientMsgID: key,
+				if _, err := lotse.CreateMessage(t.Context(), inv.ThreadID, "dead-process", agent.MessageCreate{ClientMsgID: key,
 					ContentMD: "the first holder's reply", RunID: inv.RunID}); err != nil {
 					t.Fatal(err)
 				}
@@ -222,7 +222,7 @@ func TestTakeoverAfterCrash(t *testing.T) {
 				followUp = m["id"].(string)
 			}
 			n := 0
-			_, logs := runAdapterLogged(t, env, "lotse", differentModel{&n}, adapter.TransportPoll)
+			_, logs := runAdapterLogged(t, env, "lotse", differentModel{&n}, agent.TransportPoll)
 			// The survivor meets the claimed run and says that it skips it.
 			waitFor(t, "the survivor to skip the claimed run", 10*time.Second, func() bool {
 				return strings.Contains(logs.String(), "invocation skipped: another adapter process holds the run")

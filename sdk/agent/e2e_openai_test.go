@@ -1,4 +1,4 @@
-package adapter_test
+package agent_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/adapter"
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 )
@@ -79,7 +79,7 @@ func TestAdapterEndToEndOpenAI(t *testing.T) {
 	if bm == nil {
 		t.Fatalf("user message:\n%s", user)
 	}
-	blocks := parsePrompt(t, adapter.Prompt{User: user, Boundary: bm[1]})
+	blocks := parsePrompt(t, agent.Prompt{User: user, Boundary: bm[1]})
 	last := blocks[len(blocks)-1]
 	if last.kind != "REQUEST" || strings.Join(last.body, "\n") != question || !strings.Contains(last.header, "author=@alex") {
 		t.Fatalf("REQUEST block %+v", last)
@@ -170,7 +170,7 @@ func TestAdapterEndToEndOpenAI(t *testing.T) {
 // agent's token, as an adapter would).
 func runOfMessage(t *testing.T, base, agentToken, messageID string) (thread, runID string) {
 	t.Helper()
-	c, err := adapter.NewClient(base, agentToken, adapter.ClientOptions{})
+	c, err := agent.NewClient(base, agentToken, agent.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,8 +179,8 @@ func runOfMessage(t *testing.T, base, agentToken, messageID string) (thread, run
 		t.Fatal(err)
 	}
 	for _, ev := range page.Events {
-		var inv adapter.Invocation
-		if ev.Type == adapter.EventInvocation && json.Unmarshal(ev.Payload, &inv) == nil && inv.MessageID == messageID {
+		var inv agent.Invocation
+		if ev.Type == agent.EventInvocation && json.Unmarshal(ev.Payload, &inv) == nil && inv.MessageID == messageID {
 			return inv.ThreadID, inv.RunID
 		}
 	}

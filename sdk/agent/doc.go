@@ -1,4 +1,4 @@
-// Package adapter is Bothy's reference agent adapter: a small, real client
+// Package agent is Bothy's agent SDK and reference agent adapter: a small, real client
 // that connects an agent to a Bothy server using only the public GraphQL
 // API (POST /graphql with the agent's bearer token), as an adapter outside
 // the server would.
@@ -44,4 +44,4 @@
 // Logs carry ids, event types, outcomes, error codes and trust counts, never
 // message content, handles, display names, tokens or model keys
 // (docs/design/model.md#privacy).
-package adapter
+package agent
