@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 // bothy runs the command line in process and returns its standard output.

@@ -22,7 +22,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
@@ -32,6 +31,7 @@ import (
 	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/server"
 	"bothy.example.com/bothy/internal/world"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 const usage = `bothy: the Bothy team chat server

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 // gate is an http.RoundTripper for an adapter's client that can hold its

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 // stubbornModel is a roundModel that does not stop when its context ends:

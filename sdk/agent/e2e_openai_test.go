@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/pgtest"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 // TestAdapterEndToEndOpenAI runs `bothy serve` and `bothy agent run

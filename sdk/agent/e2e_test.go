@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/platform/pgtest"
+	"bothy.example.com/bothy/sdk/agent"
 
 	"bothy.example.com/bothy/internal/apitest"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 // seenModel passes prompts to an inner model and hands each run id to the

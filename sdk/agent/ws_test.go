@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/sdk/agent"
 )
 
 // TestAdapterOverWebSocket: with --transport ws the adapter reads its
