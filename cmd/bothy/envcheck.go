@@ -22,6 +22,10 @@ const unknownEnvMsg = "unknown BOTHY_ environment variable ignored: no configura
 var otherEnv = []string{
 	agentTokenEnv,
 	modelKeyEnv,
+	serverEnv,
+	modelEnv,
+	modelBaseURLEnv,
+	modelNameEnv,
 	"BOTHY_TEST_DATABASE_URL",
 	"BOTHY_AUDIT_URL",
 	"BOTHY_AUDIT_TOKEN",

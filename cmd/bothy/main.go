@@ -574,6 +574,14 @@ const agentTokenEnv = "BOTHY_AGENT_TOKEN"
 // shell histories.
 const modelKeyEnv = "BOTHY_MODEL_API_KEY"
 
+// The variables that bothy agent run reads for a flag that is absent.
+const (
+	serverEnv       = "BOTHY_SERVER"
+	modelEnv        = "BOTHY_MODEL"
+	modelBaseURLEnv = "BOTHY_MODEL_BASE_URL"
+	modelNameEnv    = "BOTHY_MODEL_NAME"
+)
+
 // cmdAgentRun runs the reference agent adapter (sdk/agent) against a
 // server over its public GraphQL API until a signal arrives, or for one
 // invocation with --once. It logs JSON to stderr: ids, event types, outcomes,
@@ -594,11 +602,15 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]\n\n"+
 			"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
 			"starts the run, answers with the model and finishes the run.\n\n"+
-			"Environment:\n"+
-			"  %-21s the agent's API token when --token is not given\n"+
+			"Environment (each flag that is absent takes its variable):\n"+
+			"  %-21s --server\n"+
+			"  %-21s --token, the agent's API token\n"+
+			"  %-21s --model\n"+
+			"  %-21s --base-url\n"+
+			"  %-21s --model-name\n"+
 			"  %-21s the API key of the model server (--model openai), sent as a bearer token;\n"+
 			"  %-21s unset sends none (local servers such as Ollama need none); there is no flag for it\n\nFlags:\n",
-			agentTokenEnv, modelKeyEnv, "")
+			serverEnv, agentTokenEnv, modelEnv, modelBaseURLEnv, modelNameEnv, modelKeyEnv, "")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -607,11 +619,20 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("agent run takes no arguments, got %q", fs.Arg(0))
 	}
-	if *token == "" {
-		*token = os.Getenv(agentTokenEnv)
+	// A flag that is absent takes its environment variable.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, v := range []struct {
+		flag, env string
+		to        *string
+	}{{"token", agentTokenEnv, token}, {"server", serverEnv, serverURL}, {"model", modelEnv, model},
+		{"base-url", modelBaseURLEnv, baseURL}, {"model-name", modelNameEnv, modelName}} {
+		if e := os.Getenv(v.env); !given[v.flag] && e != "" {
+			*v.to = e
+		}
 	}
 	if *token == "" || *serverURL == "" {
-		return errors.New("agent run needs --server and --token (or $" + agentTokenEnv + ")")
+		return errors.New("agent run needs --server (or $" + serverEnv + ") and --token (or $" + agentTokenEnv + ")")
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var m agent.Model

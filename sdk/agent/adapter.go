@@ -14,7 +14,11 @@ import (
 
 // Config configures an Adapter. Client and Model are required.
 type Config struct {
-	// Client talks to the server with the agent's token.
+	// Server is the server's address (https://chat.example.com) and Token
+	// the agent's token, from which Run makes Client.
+	Server, Token string
+	// Client talks to the server with the agent's token; Run makes it from
+	// Server and Token when it is nil.
 	Client *Client
 	// Model answers the rendered contexts.
 	Model Model
@@ -485,7 +489,7 @@ func (a *Adapter) tracked(runID string) *activeRun {
 // is read before run.start, docs/design/trust.md#who-may-read-it). It
 // returns the context and the started run (with its answers); ok is false
 // when the run is skipped.
-func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation) (rc RunContext, started Run, ok bool) {
+func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation) (rc RunContext, started RunInfo, ok bool) {
 	err := a.retry(ctx, "RunContext", func(ctx context.Context) (err error) {
 		rc, err = a.cfg.Client.RunContext(ctx, inv.RunID)
 		return err
@@ -605,7 +609,7 @@ func (a *Adapter) keepLease(ctx context.Context, log *slog.Logger, run *activeRu
 // Config.FollowUpRounds rounds. The final answer covers the trigger and the
 // follow-ups of its prompt and is posted under the key of the last of
 // them, once those follow-ups are delivered.
-func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rc RunContext, started Run) RunReport {
+func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rc RunContext, started RunInfo) RunReport {
 	rep := RunReport{RunID: inv.RunID, ThreadID: inv.ThreadID}
 	began := time.Now()
 	leaseCtx, stopLease := context.WithCancel(modelCtx)
@@ -637,12 +641,18 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 			return r
 		}
 		if err == nil && strings.TrimSpace(t) == "" {
-			err = errors.New("adapter: the model gave an empty answer")
+			err = &BadAnswerError{Detail: "empty answer"}
 		}
 		if err != nil {
 			// The model's error text may quote the prompt: log only its kind.
-			log.Warn("model failed", "error_type", fmt.Sprintf("%T", err), "round", rep.Rounds, "model_ms", time.Since(began).Milliseconds())
-			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeFailed, "model_error")
+			reason := "model_error"
+			var fe *FailError
+			if errors.As(err, &fe) {
+				reason = fe.Reason
+			}
+			log.Warn("model failed", "error_kind", ErrorKind(err), "error_type", fmt.Sprintf("%T", err), "reason", reason,
+				"round", rep.Rounds, "model_ms", time.Since(began).Milliseconds())
+			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeFailed, reason)
 			rep.Err = fmt.Errorf("adapter: model: %w", err)
 			return rep
 		}
@@ -807,7 +817,7 @@ func (a *Adapter) deliver(ctx, modelCtx context.Context, log *slog.Logger, run *
 // same key, unless an answer of the run covers its requests already. Logs
 // carry ids, states and reasons, never content.
 func (a *Adapter) afterEnd(ctx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rep RunReport, reqs []string, text string) RunReport {
-	var r Run
+	var r RunInfo
 	err := a.retry(ctx, "Run", func(ctx context.Context) (err error) {
 		r, err = a.cfg.Client.Run(ctx, inv.RunID)
 		return err
@@ -885,7 +895,7 @@ func (a *Adapter) readContext(ctx context.Context, runID string) (rc RunContext,
 
 // triggerOf returns the run's triggering message: the run's
 // triggeringMessageId, else the invocation's, else the context's trigger.
-func triggerOf(inv Invocation, rc RunContext, started Run) string {
+func triggerOf(inv Invocation, rc RunContext, started RunInfo) string {
 	switch {
 	case started.TriggeringMessageID != nil && *started.TriggeringMessageID != "":
 		return *started.TriggeringMessageID
@@ -938,7 +948,7 @@ func (a *Adapter) post(ctx context.Context, threadID, key, text, runID string) (
 // run (nil for a run this process does not hold) learns that the run
 // ended.
 func (a *Adapter) finish(ctx context.Context, log *slog.Logger, run *activeRun, runID string, outcome Outcome, reason string) Outcome {
-	var ended Run
+	var ended RunInfo
 	err := a.retry(ctx, "FinishRun", func(ctx context.Context) (err error) {
 		ended, err = a.cfg.Client.FinishRun(ctx, runID, a.cfg.Holder, RunFinish{Outcome: outcome, Reason: reason})
 		return err
@@ -974,7 +984,7 @@ func (a *Adapter) finish(ctx context.Context, log *slog.Logger, run *activeRun, 
 // not hold: one an earlier adapter process started. Nobody works on it, so
 // it is confirmed when it is still in progress with a pending cancel.
 func (a *Adapter) confirmUntrackedCancel(ctx context.Context, log *slog.Logger, runID string) {
-	var run Run
+	var run RunInfo
 	err := a.retry(ctx, "Run", func(ctx context.Context) (err error) {
 		run, err = a.cfg.Client.Run(ctx, runID)
 		return err

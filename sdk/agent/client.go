@@ -457,15 +457,15 @@ func (c *Client) RunContext(ctx context.Context, runID string) (RunContext, erro
 // Run reads run runID, its answers included.
 //
 // Errors: as Do; not_found when the run is unknown or invisible.
-func (c *Client) Run(ctx context.Context, runID string) (Run, error) {
+func (c *Client) Run(ctx context.Context, runID string) (RunInfo, error) {
 	var out struct {
-		Run *Run `json:"run"`
+		Run *RunInfo `json:"run"`
 	}
 	if err := c.Do(ctx, "Run", queryRun, map[string]any{"id": runID}, &out, 0); err != nil {
-		return Run{}, err
+		return RunInfo{}, err
 	}
 	if out.Run == nil {
-		return Run{}, notFound("Run")
+		return RunInfo{}, notFound("Run")
 	}
 	return *out.Run, nil
 }
@@ -497,9 +497,9 @@ func (c *Client) runState(ctx context.Context, runID string) (RunState, error) {
 // Errors: as Do; conflict with reason run_claimed while another holder's
 // lease lives, run_not_active when the run ended, trigger_revoked when its
 // person lost trigger.
-func (c *Client) StartRun(ctx context.Context, runID, holder string) (Run, error) {
+func (c *Client) StartRun(ctx context.Context, runID, holder string) (RunInfo, error) {
 	var out struct {
-		StartRun Run `json:"startRun"`
+		StartRun RunInfo `json:"startRun"`
 	}
 	err := c.Do(ctx, "StartRun", mutationStartRun, map[string]any{"id": runID, "holder": holder}, &out, 0)
 	return out.StartRun, err
@@ -511,9 +511,9 @@ func (c *Client) StartRun(ctx context.Context, runID, holder string) (Run, error
 // Errors: as Do; conflict with reason run_claimed when holder no longer
 // holds the run, run_not_active when it ended, trigger_revoked when its
 // person lost trigger (the run is then cancelled).
-func (c *Client) RenewRun(ctx context.Context, runID, holder string) (Run, error) {
+func (c *Client) RenewRun(ctx context.Context, runID, holder string) (RunInfo, error) {
 	var out struct {
-		RenewRun Run `json:"renewRun"`
+		RenewRun RunInfo `json:"renewRun"`
 	}
 	err := c.Do(ctx, "RenewRun", mutationRenewRun, map[string]any{"id": runID, "holder": holder}, &out, 0)
 	return out.RenewRun, err
@@ -557,9 +557,9 @@ func (c *Client) CreateMessage(ctx context.Context, threadID, holder string, in 
 //
 // Errors: as Do; conflict with reason run_not_active when the run ended
 // already, run_claimed when another process holds it.
-func (c *Client) FinishRun(ctx context.Context, runID, holder string, in RunFinish) (Run, error) {
+func (c *Client) FinishRun(ctx context.Context, runID, holder string, in RunFinish) (RunInfo, error) {
 	var out struct {
-		FinishRun Run `json:"finishRun"`
+		FinishRun RunInfo `json:"finishRun"`
 	}
 	err := c.Do(ctx, "FinishRun", mutationFinishRun, map[string]any{"id": runID, "input": in, "holder": optional(holder)}, &out, 0)
 	return out.FinishRun, err

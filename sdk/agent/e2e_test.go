@@ -356,8 +356,9 @@ func TestAdapterEndToEnd(t *testing.T) {
 }
 
 // TestTwoAdapterProcesses runs two `bothy agent run` processes for one
-// agent token against a server process: 20 questions get exactly 20
-// answers, one per run, and every run completes.
+// agent token against a server process, one configured by flags, one by
+// environment variables: 20 questions get exactly 20 answers, one per run,
+// and every run completes.
 func TestTwoAdapterProcesses(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
@@ -376,19 +377,29 @@ func TestTwoAdapterProcesses(t *testing.T) {
 	main := w.Channels["Support/Allgemein"].MainThreadID
 	base := startServer(t, bin, env)
 
+	var exits []chan struct{}
 	for i := 0; i < 2; i++ {
 		ctx, cancel := context.WithCancel(t.Context())
+		// The first process takes its server, token and model from the
+		// environment (the variables of absent flags), the second its token.
 		agentProc := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--model", "echo")
 		agentProc.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token)
+		if i == 0 {
+			agentProc = exec.CommandContext(ctx, bin, "agent", "run")
+			agentProc.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token, "BOTHY_SERVER="+base, "BOTHY_MODEL=echo")
+		}
 		var logs apitest.Buffer
 		agentProc.Stdout, agentProc.Stderr = &logs, &logs
 		agentProc.Cancel = func() error { return agentProc.Process.Signal(syscall.SIGTERM) }
 		if err := agentProc.Start(); err != nil {
 			t.Fatal(err)
 		}
+		exited := make(chan struct{})
+		go func() { _ = agentProc.Wait(); close(exited) }()
+		exits = append(exits, exited)
 		t.Cleanup(func() {
 			cancel()
-			_ = agentProc.Wait()
+			<-exited
 			if t.Failed() {
 				t.Logf("adapter process %d logged:\n%s", i, logs.String())
 			}
@@ -420,6 +431,15 @@ func TestTwoAdapterProcesses(t *testing.T) {
 			if e.Type == "run.state_changed" && e.Payload["state"] == "completed" {
 				completed[e.Payload["id"].(string)] = e.Payload["thread_id"].(string)
 			}
+		}
+	}
+	// Both processes served to the end: neither stopped on its
+	// configuration.
+	for i, exited := range exits {
+		select {
+		case <-exited:
+			t.Fatalf("adapter process %d exited", i)
+		default:
 		}
 	}
 	for run, thread := range completed {

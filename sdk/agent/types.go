@@ -218,9 +218,9 @@ type RunSession struct {
 	Mode SessionMode `json:"mode"`
 }
 
-// Run is the part of a run an adapter reads. Optional fields are nil when
+// RunInfo is the part of a run an adapter reads. Optional fields are nil when
 // absent.
-type Run struct {
+type RunInfo struct {
 	ID                  string       `json:"id"`
 	ThreadID            string       `json:"threadId"`
 	State               RunState     `json:"state"`

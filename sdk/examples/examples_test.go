@@ -1,0 +1,72 @@
+// Package examples_test builds the SDK's examples and runs each against a
+// real server, as their users would.
+package examples_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
+)
+
+// build compiles the example in folder dir and returns its binary.
+func build(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
+	out, err := exec.Command("go", "build", "-o", bin, "./"+dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./%s: %v\n%s", dir, err, out)
+	}
+	return bin
+}
+
+// answerIn returns the text of Lotse's answers in thread, oldest first.
+func answersIn(env *apitest.Env, thread string) []string {
+	var out []string
+	rows, err := env.Pool.Query(context.Background(), `SELECT m.content_md FROM messages m JOIN principals p ON p.id = m.author_principal_id
+		WHERE m.thread_id = $1 AND p.handle = 'lotse' AND m.kind = 'text' ORDER BY m.thread_seq`, thread)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if rows.Scan(&s) == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestEchoExample: the forty-line echo agent, built and run with -once
+// against a server, answers a person's question in the run's thread and
+// exits once the run has ended.
+func TestEchoExample(t *testing.T) {
+	t.Parallel()
+	bin := build(t, "echo")
+	env := apitest.Start(t, apitest.Options{})
+	m := env.MustPost("alex", env.Main("Support/Eskalation"), "echo-1", "@lotse is the printer fixed?")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-once")
+	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+env.URL, "BOTHY_AGENT_TOKEN="+env.World.Token("lotse"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("echo -once: %v\n%s", err, out)
+	}
+	thread := env.Main("Support/Eskalation")
+	if started, ok := m["started_thread"].(map[string]any); ok {
+		thread = started["id"].(string)
+	}
+	got := answersIn(env, thread)
+	if len(got) != 1 || !strings.HasPrefix(got[0], `You asked: "@lotse is the printer fixed?"`) || !strings.Contains(got[0], "least trusted element: ") {
+		t.Fatalf("answers %q", got)
+	}
+	if n := env.Count(`SELECT count(*) FROM runs WHERE state = 'completed'`); n != 1 {
+		t.Fatalf("%d completed runs", n)
+	}
+}
