@@ -28,7 +28,8 @@ func TestUnknownEnvNamesTheNearest(t *testing.T) {
 		"BOTHY_LOGLEVEL=debug",                // a typo
 		"BOTHY_AGENT_TOKN=bothy_a_y",          // a typo of a variable that is no key
 		"BOTHY_METRICS_ADDRESS=:9090",         // a guess
-		"BOTHY_SERVER=http://127.0.0.1:8080",  // a flag taken for a variable
+		"BOTHY_SERVER=http://127.0.0.1:8080",  // known: bothy agent run's --server
+		"BOTHY_SERVR=http://127.0.0.1:8080",   // a typo of it
 		"BOTHY_=",
 	}
 	got := map[string]string{}
@@ -40,7 +41,7 @@ func TestUnknownEnvNamesTheNearest(t *testing.T) {
 		"BOTHY_LOGLEVEL":        "BOTHY_LOG_LEVEL",
 		"BOTHY_AGENT_TOKN":      "BOTHY_AGENT_TOKEN",
 		"BOTHY_METRICS_ADDRESS": "BOTHY_METRICS_ADDR",
-		"BOTHY_SERVER":          "BOTHY_SERVER_ADDR",
+		"BOTHY_SERVR":           "BOTHY_SERVER",
 		"BOTHY_":                "",
 	}
 	delete(got, "BOTHY_") // nearest of an empty name: any short one
