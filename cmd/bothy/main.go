@@ -32,6 +32,7 @@ import (
 	"bothy.example.com/bothy/internal/server"
 	"bothy.example.com/bothy/internal/world"
 	"bothy.example.com/bothy/sdk/agent"
+	"bothy.example.com/bothy/sdk/model/anthropic"
 )
 
 const usage = `bothy: the Bothy team chat server
@@ -593,11 +594,11 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	serverURL := fs.String("server", "", "base URL of the Bothy server, e.g. http://127.0.0.1:8080 (required)")
 	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
 	transport := fs.String("transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP) or ws (the agentEvents subscription over WebSocket)")
-	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service) or\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)")
-	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama)")
-	modelName := fs.String("model-name", "", "--model openai: the model to ask, e.g. gpt-4o-mini or llama3.2")
-	modelTimeout := fs.Duration("model-timeout", 120*time.Second, "--model openai: longest time for one answer, retries included")
-	maxTokens := fs.Int("model-max-tokens", 0, "--model openai: max_tokens of each request (0: the server's default)")
+	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service),\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)\nor anthropic (Anthropic's Messages API, streamed)")
+	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama);\n--model anthropic: API root, default https://api.anthropic.com")
+	modelName := fs.String("model-name", "", "--model openai or anthropic: the model to ask, e.g. gpt-4o-mini, llama3.2 or claude-sonnet-4-5")
+	modelTimeout := fs.Duration("model-timeout", 120*time.Second, "--model openai or anthropic: longest time for one answer, retries included")
+	maxTokens := fs.Int("model-max-tokens", 0, "--model openai or anthropic: max tokens of each answer (0: the server's default for openai, 1024 for anthropic)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]\n\n"+
 			"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
@@ -639,7 +640,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	switch *model {
 	case "echo":
 		if *baseURL != "" || *modelName != "" {
-			return errors.New("--base-url and --model-name belong to --model openai")
+			return errors.New("--base-url and --model-name belong to --model openai and anthropic")
 		}
 		m = agent.EchoModel{}
 	case "openai":
@@ -655,8 +656,21 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		m = om
+	case "anthropic":
+		if *modelName == "" {
+			return errors.New("--model anthropic needs --model-name")
+		}
+		if *modelTimeout <= 0 || *maxTokens < 0 {
+			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
+		}
+		am, err := anthropic.New(anthropic.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
+			Timeout: *modelTimeout, MaxTokens: *maxTokens, Stream: true})
+		if err != nil {
+			return err
+		}
+		m = am
 	default:
-		return fmt.Errorf("--model %q is unknown; built in: echo, openai", *model)
+		return fmt.Errorf("--model %q is unknown; built in: echo, openai, anthropic", *model)
 	}
 	client, err := agent.NewClient(*serverURL, *token, agent.ClientOptions{})
 	if err != nil {

@@ -1,0 +1,176 @@
+// Package anthropic is a model backend of the agent SDK on Anthropic's Go
+// library (github.com/anthropics/anthropic-sdk-go/v2): it answers a run's
+// rendered prompt with the Messages API, the system text as the system
+// prompt and the user text as the one user message, streaming or not.
+// Retries of 429 and 5xx (honouring Retry-After), timeouts and cancellation
+// are the library's and the context's.
+//
+//	m, err := anthropic.New(anthropic.Config{APIKey: os.Getenv("BOTHY_MODEL_API_KEY"), Model: "claude-sonnet-4-5"})
+//	...
+//	agent.Run(ctx, cfg, func(ctx context.Context, t *agent.Task) error {
+//		text, err := m.Answer(ctx, t.Prompt())
+//		if err != nil {
+//			return err
+//		}
+//		return t.Answer(ctx, text)
+//	})
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"bothy.example.com/bothy/sdk/agent"
+)
+
+// Config configures the model.
+type Config struct {
+	// APIKey is sent as x-api-key. Required unless BaseURL names a server
+	// that needs none.
+	APIKey string
+	// Model names the model, for example claude-sonnet-4-5. Required.
+	Model string
+	// BaseURL is the API root (default https://api.anthropic.com); a
+	// gateway or a test server may stand in.
+	BaseURL string
+	// MaxTokens bounds each answer (default 1024). An answer cut there
+	// ends with agent.LengthNote.
+	MaxTokens int
+	// Timeout bounds one answer, retries included (default 120 s).
+	Timeout time.Duration
+	// MaxRetries is how often a 429, a 5xx or a network failure is retried
+	// (default 2; the library waits as the server's Retry-After says).
+	MaxRetries int
+	// Stream asks for the answer as server-sent events and assembles it;
+	// the answer is the same, but long answers do not meet the idle
+	// timeouts of proxies on the way.
+	Stream bool
+	// HTTPClient sends the requests (default http.DefaultClient).
+	HTTPClient *http.Client
+}
+
+// Model answers prompts with Anthropic's Messages API. It implements
+// agent.Model.
+type Model struct {
+	cfg    Config
+	client sdk.Client
+}
+
+var _ agent.Model = (*Model)(nil)
+
+// New checks cfg and returns the model.
+//
+// Errors: Model is empty, BaseURL is no absolute http or https URL, or a
+// bound is negative.
+func New(cfg Config) (*Model, error) {
+	if strings.TrimSpace(cfg.Model) == "" {
+		return nil, errors.New("anthropic: the model name is empty")
+	}
+	if cfg.MaxTokens < 0 || cfg.Timeout < 0 || cfg.MaxRetries < 0 {
+		return nil, errors.New("anthropic: MaxTokens, Timeout and MaxRetries must not be negative")
+	}
+	if cfg.MaxTokens == 0 {
+		cfg.MaxTokens = 1024
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 120 * time.Second
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 2
+	}
+	// The library reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL by
+	// default; every option is given here so that the configuration is
+	// only what the caller passed.
+	opts := []option.RequestOption{option.WithAPIKey(cfg.APIKey), option.WithMaxRetries(cfg.MaxRetries)}
+	if cfg.BaseURL != "" {
+		u, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return nil, errors.New("anthropic: the base URL must be an absolute http or https URL without query")
+		}
+		opts = append(opts, option.WithBaseURL(strings.TrimRight(u.String(), "/")+"/"))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &Model{cfg: cfg, client: sdk.NewClient(opts...)}, nil
+}
+
+// Answer asks the model for an answer to p: p.System as the system prompt,
+// p.User as the user message. An answer cut at MaxTokens ends with
+// agent.LengthNote.
+//
+// Errors: *agent.ModelHTTPError for a status the retries did not cure
+// (agent.ErrorKind tells a refusal from an outage); an error wrapping
+// context.DeadlineExceeded after Timeout; *agent.BadAnswerError for an
+// answer without text; the context's error when it ended.
+func (m *Model) Answer(ctx context.Context, p agent.Prompt) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	params := sdk.MessageNewParams{
+		Model:     sdk.Model(m.cfg.Model),
+		MaxTokens: int64(m.cfg.MaxTokens),
+		System:    []sdk.TextBlockParam{{Text: p.System}},
+		Messages:  []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(p.User))},
+	}
+	var msg *sdk.Message
+	if m.cfg.Stream {
+		stream := m.client.Messages.NewStreaming(ctx, params)
+		acc := sdk.Message{}
+		for stream.Next() {
+			if err := acc.Accumulate(stream.Current()); err != nil {
+				stream.Close()
+				return "", &agent.BadAnswerError{Detail: "a stream event out of order"}
+			}
+		}
+		if err := stream.Err(); err != nil {
+			return "", m.failure(ctx, err)
+		}
+		stream.Close()
+		msg = &acc
+	} else {
+		var err error
+		if msg, err = m.client.Messages.New(ctx, params); err != nil {
+			return "", m.failure(ctx, err)
+		}
+	}
+	var b strings.Builder
+	for _, c := range msg.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	text := strings.TrimSpace(b.String())
+	if text == "" {
+		return "", &agent.BadAnswerError{Detail: "no text in the answer"}
+	}
+	if msg.StopReason == sdk.StopReasonMaxTokens {
+		text += agent.LengthNote
+	}
+	return text, nil
+}
+
+// failure turns an error of the library into the SDK's kinds. The
+// library's message may quote the request: only the status goes on.
+func (m *Model) failure(ctx context.Context, err error) error {
+	var apiErr *sdk.Error
+	switch {
+	case errors.As(err, &apiErr):
+		attempts := 1
+		if apiErr.StatusCode == http.StatusTooManyRequests || apiErr.StatusCode >= 500 {
+			attempts = m.cfg.MaxRetries + 1
+		}
+		return &agent.ModelHTTPError{Status: apiErr.StatusCode, Attempts: attempts}
+	case ctx.Err() != nil:
+		return fmt.Errorf("anthropic: %w", ctx.Err())
+	default:
+		return fmt.Errorf("anthropic: the request failed: %w", err)
+	}
+}

@@ -1,0 +1,138 @@
+package anthropic_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/sdk/agent"
+	"bothy.example.com/bothy/sdk/model/anthropic"
+	"bothy.example.com/bothy/sdk/model/anthropic/anthropictest"
+)
+
+func newModel(t *testing.T, f *anthropictest.Server, stream bool) *anthropic.Model {
+	t.Helper()
+	m, err := anthropic.New(anthropic.Config{APIKey: "test-key", Model: "claude-test", BaseURL: f.URL, Stream: stream, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+var prompt = agent.Prompt{System: "You are Lotse.", User: "The printer is down."}
+
+// TestAnswer: with and without streaming, the prompt goes out as the
+// Messages API takes it (the system text as system, the user text as the
+// one user message, the model, max_tokens, the key and the API version)
+// and the answer is the text the model sent, assembled from its pieces.
+func TestAnswer(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			t.Parallel()
+			f := anthropictest.New(t, "Restart ", "the printer", ".")
+			got, err := newModel(t, f, stream).Answer(context.Background(), prompt)
+			if err != nil || got != "Restart the printer." {
+				t.Fatalf("answer %q, %v", got, err)
+			}
+			req, h := f.Requests[0], f.Headers[0]
+			sys, _ := json.Marshal(req["system"])
+			msgs, _ := json.Marshal(req["messages"])
+			if req["model"] != "claude-test" || req["max_tokens"] != float64(1024) || (req["stream"] == true) != stream ||
+				string(sys) != `[{"text":"You are Lotse.","type":"text"}]` ||
+				string(msgs) != `[{"content":[{"text":"The printer is down.","type":"text"}],"role":"user"}]` {
+				t.Fatalf("request %v", req)
+			}
+			// The library sends the key as x-api-key or as a bearer token,
+			// by its version.
+			if (h.Get("X-Api-Key") != "test-key" && h.Get("Authorization") != "Bearer test-key") || h.Get("Anthropic-Version") == "" {
+				t.Fatalf("headers %v", h)
+			}
+		})
+	}
+}
+
+// TestFailures: a 429 is retried as Retry-After says and then answered; a
+// 400 is not retried and is a refusal; a 5xx that stays is an outage; an
+// answer cut at max_tokens ends with agent.LengthNote; an empty answer is
+// a bad answer; a model that hangs meets the timeout.
+func TestFailures(t *testing.T) {
+	t.Parallel()
+	t.Run("429 then 200", func(t *testing.T) {
+		t.Parallel()
+		f := anthropictest.New(t, "fine")
+		f.Statuses = []int{429}
+		got, err := newModel(t, f, false).Answer(context.Background(), prompt)
+		if err != nil || got != "fine" || f.Count() != 2 {
+			t.Fatalf("answer %q, %v after %d requests", got, err, f.Count())
+		}
+	})
+	t.Run("400 refused", func(t *testing.T) {
+		t.Parallel()
+		f := anthropictest.New(t, "never")
+		f.Statuses = []int{400}
+		_, err := newModel(t, f, true).Answer(context.Background(), prompt)
+		var he *agent.ModelHTTPError
+		if !errors.As(err, &he) || he.Status != 400 || agent.ErrorKind(err) != agent.KindModelRefused || f.Count() != 1 {
+			t.Fatalf("err %v (%s) after %d requests", err, agent.ErrorKind(err), f.Count())
+		}
+	})
+	t.Run("5xx stays", func(t *testing.T) {
+		t.Parallel()
+		f := anthropictest.New(t, "never")
+		f.Statuses = []int{529, 529, 529, 529}
+		_, err := newModel(t, f, false).Answer(context.Background(), prompt)
+		if agent.ErrorKind(err) != agent.KindModelUnavailable || f.Count() != 3 {
+			t.Fatalf("err %v (%s) after %d requests", err, agent.ErrorKind(err), f.Count())
+		}
+	})
+	t.Run("cut at max_tokens", func(t *testing.T) {
+		t.Parallel()
+		f := anthropictest.New(t, "The first half")
+		f.Stop = "max_tokens"
+		got, err := newModel(t, f, true).Answer(context.Background(), prompt)
+		if err != nil || got != "The first half"+agent.LengthNote {
+			t.Fatalf("answer %q, %v", got, err)
+		}
+	})
+	t.Run("empty", func(t *testing.T) {
+		t.Parallel()
+		f := anthropictest.New(t, "  ")
+		_, err := newModel(t, f, false).Answer(context.Background(), prompt)
+		if agent.ErrorKind(err) != agent.KindBadModelAnswer {
+			t.Fatalf("err %v (%s)", err, agent.ErrorKind(err))
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		t.Parallel()
+		f := anthropictest.New(t)
+		f.Hang = true
+		m, err := anthropic.New(anthropic.Config{Model: "claude-test", BaseURL: f.URL, Timeout: 200 * time.Millisecond, MaxRetries: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = m.Answer(context.Background(), prompt)
+		if !errors.Is(err, context.DeadlineExceeded) || agent.ErrorKind(err) != agent.KindModelTimeout {
+			t.Fatalf("err %v (%s)", err, agent.ErrorKind(err))
+		}
+	})
+}
+
+// TestNewRefusesBadConfig: no model name, a base URL that is no absolute
+// http(s) URL, negative bounds.
+func TestNewRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, c := range []anthropic.Config{
+		{},
+		{Model: "m", BaseURL: "ftp://example.com"},
+		{Model: "m", BaseURL: "https://example.com/?x=1"},
+		{Model: "m", MaxTokens: -1},
+	} {
+		if _, err := anthropic.New(c); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}

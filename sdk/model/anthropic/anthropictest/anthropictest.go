@@ -1,0 +1,109 @@
+// Package anthropictest is a recorded-protocol fake of Anthropic's
+// Messages API for tests of agents built on sdk/model/anthropic: it
+// answers as the service does, plain or streamed, and records what it was
+// asked.
+package anthropictest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Server is a recorded-protocol stand-in of Anthropic's Messages API
+// (POST /v1/messages): it answers as the service does, as one JSON
+// message or as the server-sent events of a stream (message_start,
+// content_block_start, content_block_delta per piece, content_block_stop,
+// message_delta with the stop reason, message_stop), and records what it
+// was asked. Scripted statuses come first.
+type Server struct {
+	// URL is the server's address: pass it as the model's base URL.
+	URL string
+	srv *httptest.Server
+	mu  sync.Mutex
+	// Requests are the bodies of the requests, in order; Headers their
+	// headers.
+	Requests []map[string]any
+	Headers  []http.Header
+	// Statuses are answered (with an error body and retry-after-ms 10)
+	// before the reply, one per request.
+	Statuses []int
+	// Pieces are the text of the reply, one content_block_delta each when
+	// streamed.
+	Pieces []string
+	// Stop is the stop reason (default end_turn).
+	Stop string
+	// Hang makes every request wait until its client gives up.
+	Hang bool
+}
+
+// New starts a server that replies pieces, on 127.0.0.1 and a free
+// port, closed when t ends.
+func New(t testing.TB, pieces ...string) *Server {
+	f := &Server{Pieces: pieces, Stop: "end_turn"}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.URL = f.srv.URL
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	var body map[string]any
+	raw, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(raw, &body); err != nil {
+		http.Error(w, "bad json", http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.Requests = append(f.Requests, body)
+	f.Headers = append(f.Headers, r.Header.Clone())
+	var status int
+	if len(f.Statuses) > 0 {
+		status, f.Statuses = f.Statuses[0], f.Statuses[1:]
+	}
+	f.mu.Unlock()
+	if f.Hang {
+		<-r.Context().Done()
+		return
+	}
+	if status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("retry-after-ms", "10")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"type":"error","error":{"type":"overloaded_error","message":"try later"}}`)
+		return
+	}
+	if body["stream"] == true {
+		w.Header().Set("Content-Type", "text/event-stream")
+		event := func(name, data string) { fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data) }
+		event("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`)
+		event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+		for _, p := range f.Pieces {
+			d, _ := json.Marshal(p)
+			event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(d)+`}}`)
+		}
+		event("content_block_stop", `{"type":"content_block_stop","index":0}`)
+		event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+f.Stop+`","stop_sequence":null},"usage":{"output_tokens":7}}`)
+		event("message_stop", `{"type":"message_stop"}`)
+		return
+	}
+	text, _ := json.Marshal(strings.Join(f.Pieces, ""))
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":%s}],"stop_reason":"%s","stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":7}}`, text, f.Stop)
+}
+
+// Count returns how many requests came.
+func (f *Server) Count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.Requests)
+}
