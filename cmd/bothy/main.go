@@ -33,6 +33,7 @@ import (
 	"bothy.example.com/bothy/internal/world"
 	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/sdk/model/anthropic"
+	"bothy.example.com/bothy/sdk/model/openai"
 )
 
 const usage = `bothy: the Bothy team chat server
@@ -650,7 +651,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 		if *modelTimeout <= 0 || *maxTokens < 0 {
 			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 		}
-		om, err := agent.NewOpenAIModel(agent.OpenAIConfig{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
+		om, err := openai.New(openai.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
 			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model")})
 		if err != nil {
 			return err

@@ -18,11 +18,14 @@
 //     stream as it goes, but never past a follow-up the model has not seen.
 //     run.cancel_requested is confirmed with finishRun(CANCELLED); a reply
 //     to a request its author lost is never posted.
-//   - Model: the pluggable answerer; EchoModel needs no model service,
-//     OpenAIModel asks any OpenAI-compatible chat completions server
-//     (bounded retries on 429 and 5xx, a timeout, cancellation of the
-//     request in flight) and offers tools only when ToolsAllowed holds for
-//     the context's lowest trust (RunContext.TrustSummary).
+//   - Run and Handler: the SDK's entry point, agent.Run(ctx, Config{Server,
+//     Token}, handler), which calls the handler with a Task (Context,
+//     Prompt, FollowUps, Answer, Fail) per run and does all of the above.
+//   - Model: the pluggable answerer of the reference adapter; EchoModel
+//     needs no model service; sdk/model/openai (any OpenAI-compatible chat
+//     completions server) and sdk/model/anthropic are backends on the
+//     providers' libraries, which offer tools only when ToolsAllowed holds
+//     for the context's lowest trust (RunContext.TrustSummary).
 //   - Render and NewBoundary: the formatting helper that turns a run
 //     context into a Prompt, fencing every unverified element into a data
 //     block delimited by a per-run random boundary, so that instructions

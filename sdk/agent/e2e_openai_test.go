@@ -14,6 +14,7 @@ import (
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/sdk/agent"
+	"bothy.example.com/bothy/sdk/model/openai/openaitest"
 )
 
 // TestAdapterEndToEndOpenAI runs `bothy serve` and `bothy agent run
@@ -33,7 +34,7 @@ func TestAdapterEndToEndOpenAI(t *testing.T) {
 
 	const key = "sk-e2e-5f0c9a7d3b1e"
 	const reply = "Printer 2 needs a new fuser; I have noted it."
-	fake := newFakeOpenAI(t, fakeReply{Content: reply}, fakeReply{Hang: true})
+	fake := openaitest.New(t, openaitest.Reply{Content: reply}, openaitest.Reply{Hang: true})
 	agentEnv := append(os.Environ(), "BOTHY_MODEL_API_KEY="+key, "BOTHY_AGENT_TOKEN="+lotse.Token)
 	agentCmd := func(ctx context.Context) (*exec.Cmd, *apitest.Buffer) {
 		cmd := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--once",
@@ -66,7 +67,7 @@ func TestAdapterEndToEndOpenAI(t *testing.T) {
 	}
 
 	// What the model received.
-	reqs := fake.requests()
+	reqs := fake.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d model requests\n%s", len(reqs), logs.String())
 	}
@@ -132,8 +133,8 @@ func TestAdapterEndToEndOpenAI(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd2.Wait() }()
-	<-fake.got // the first run's request, already answered
-	hung := fake.next(time.Minute)
+	fake.Next(time.Minute) // the first run's request, already answered
+	hung := fake.Next(time.Minute)
 	_, run2ID := runOfMessage(t, base, lotse.Token, m2.ID)
 	var cancelled restRun
 	if s := rest(t, base, alex.Token, http.MethodPost, "/api/v1/runs/"+run2ID+"/cancel", nil, &cancelled); s != http.StatusOK {
@@ -160,8 +161,8 @@ func TestAdapterEndToEndOpenAI(t *testing.T) {
 	if got := agentTexts(t, base, alex.Token, autoThread); len(got) != 1 {
 		t.Fatalf("%d answers after the cancelled run", len(got))
 	}
-	if len(fake.requests()) != 2 || strings.Contains(logs2.String(), key) {
-		t.Fatalf("%d model requests; logs:\n%s", len(fake.requests()), logs2.String())
+	if len(fake.Requests()) != 2 || strings.Contains(logs2.String(), key) {
+		t.Fatalf("%d model requests; logs:\n%s", len(fake.Requests()), logs2.String())
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/sdk/agent"
+	"bothy.example.com/bothy/sdk/model/openai"
+	"bothy.example.com/bothy/sdk/model/openai/openaitest"
 )
 
 // seenModel passes prompts to an inner model and hands each run id to the
@@ -27,31 +29,34 @@ func (m seenModel) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 }
 
 // flowEnv is a real server (apitest: real PostgreSQL, real HTTP stack)
-// with Lotse's adapter answering through an OpenAIModel on a fake server.
+// with Lotse's adapter answering through sdk/model/openai on a fake server.
 type flowEnv struct {
 	t    *testing.T
 	env  *apitest.Env
-	fake *fakeOpenAI
+	fake *openaitest.Server
 	logs *apitest.Buffer
 }
 
-func newFlowEnv(t *testing.T, script ...fakeReply) *flowEnv {
+// testKey is the model key of the flows; it must never be logged.
+const testKey = "sk-test-0123456789abcdef"
+
+func newFlowEnv(t *testing.T, script ...openaitest.Reply) *flowEnv {
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"ratelimit.rl.message.burst": "500"}})
-	return &flowEnv{t: t, env: env, fake: newFakeOpenAI(t, script...), logs: &apitest.Buffer{}}
+	return &flowEnv{t: t, env: env, fake: openaitest.New(t, script...), logs: &apitest.Buffer{}}
 }
 
-// runOnce runs Lotse's adapter for one invocation with an OpenAIModel on
+// runOnce runs Lotse's adapter for one invocation with sdk/model/openai on
 // the fake; mod changes the model's configuration. runs receives the run
 // id when the model starts.
-func (f *flowEnv) runOnce(mod func(*agent.OpenAIConfig), runs chan string) agent.RunReport {
+func (f *flowEnv) runOnce(mod func(*openai.Config), runs chan string) agent.RunReport {
 	f.t.Helper()
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := agent.OpenAIConfig{BaseURL: f.fake.BaseURL(), Model: "test-model", APIKey: testKey, Timeout: 20 * time.Second,
+	cfg := openai.Config{BaseURL: f.fake.BaseURL(), Model: "test-model", APIKey: testKey, Timeout: 20 * time.Second,
 		RetryBackoff: 20 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: log}
 	if mod != nil {
 		mod(&cfg)
 	}
-	om, err := agent.NewOpenAIModel(cfg)
+	om, err := openai.New(cfg)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -127,14 +132,14 @@ func (f *flowEnv) agentAnswers(thread string) []string {
 // completes with exactly one answer, the model's reply.
 func TestOpenAIFlowRetryAfter(t *testing.T) {
 	t.Parallel()
-	f := newFlowEnv(t, fakeReply{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "1"}},
-		fakeReply{Content: "Printer 2 is back online."})
+	f := newFlowEnv(t, openaitest.Reply{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "1"}},
+		openaitest.Reply{Content: "Printer 2 is back online."})
 	f.ask("@lotse the printer on floor 2 is broken")
 	rep := f.runOnce(nil, nil)
 	if rep.Outcome != agent.OutcomeCompleted || rep.Err != nil || rep.AnswerMessageID == "" {
 		t.Fatalf("report %+v\n%s", rep, f.logs.String())
 	}
-	if n := len(f.fake.requests()); n != 2 {
+	if n := len(f.fake.Requests()); n != 2 {
 		t.Fatalf("%d model requests, want 2", n)
 	}
 	if got := f.agentAnswers(rep.ThreadID); len(got) != 1 || got[0] != "Printer 2 is back online." {
@@ -149,10 +154,10 @@ func TestOpenAIFlowRetryAfter(t *testing.T) {
 // model_error and no answer.
 func TestOpenAIFlowServerErrors(t *testing.T) {
 	t.Parallel()
-	f := newFlowEnv(t, fakeReply{Status: http.StatusInternalServerError, Body: `{"error":"boom"}`})
+	f := newFlowEnv(t, openaitest.Reply{Status: http.StatusInternalServerError, Body: `{"error":"boom"}`})
 	f.ask("@lotse the printer on floor 2 is broken")
 	rep := f.runOnce(nil, nil)
-	if n := len(f.fake.requests()); n != 4 {
+	if n := len(f.fake.Requests()); n != 4 {
 		t.Fatalf("%d model requests, want 4", n)
 	}
 	if rep.Outcome != agent.OutcomeFailed || rep.AnswerMessageID != "" {
@@ -170,7 +175,7 @@ func TestOpenAIFlowServerErrors(t *testing.T) {
 // model_error.
 func TestOpenAIFlowMalformedReply(t *testing.T) {
 	t.Parallel()
-	f := newFlowEnv(t, fakeReply{Body: `{"choices":[{"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`})
+	f := newFlowEnv(t, openaitest.Reply{Body: `{"choices":[{"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`})
 	f.ask("@lotse the printer on floor 2 is broken")
 	rep := f.runOnce(nil, nil)
 	if s, reason := f.runState(rep.RunID); s != "failed" || reason != "model_error" || len(f.agentAnswers(rep.ThreadID)) != 0 {
@@ -182,13 +187,13 @@ func TestOpenAIFlowMalformedReply(t *testing.T) {
 // note that says so.
 func TestOpenAIFlowLengthLimit(t *testing.T) {
 	t.Parallel()
-	f := newFlowEnv(t, fakeReply{Content: "First restart the", Finish: "length"})
+	f := newFlowEnv(t, openaitest.Reply{Content: "First restart the", Finish: "length"})
 	f.ask("@lotse the printer on floor 2 is broken")
-	rep := f.runOnce(func(c *agent.OpenAIConfig) { c.MaxTokens = 5 }, nil)
+	rep := f.runOnce(func(c *openai.Config) { c.MaxTokens = 5 }, nil)
 	if got := f.agentAnswers(rep.ThreadID); len(got) != 1 || got[0] != "First restart the"+agent.LengthNote {
 		t.Fatalf("answers %q", got)
 	}
-	if r := f.fake.requests()[0]; r.Body.MaxTokens != 5 {
+	if r := f.fake.Requests()[0]; r.Body.MaxTokens != 5 {
 		t.Fatalf("max_tokens %d", r.Body.MaxTokens)
 	}
 }
@@ -197,15 +202,15 @@ func TestOpenAIFlowLengthLimit(t *testing.T) {
 // and ends the run failed with model_error.
 func TestOpenAIFlowTimeout(t *testing.T) {
 	t.Parallel()
-	f := newFlowEnv(t, fakeReply{Hang: true})
+	f := newFlowEnv(t, openaitest.Reply{Hang: true})
 	f.ask("@lotse the printer on floor 2 is broken")
 	began := time.Now()
-	rep := f.runOnce(func(c *agent.OpenAIConfig) { c.Timeout = time.Second }, nil)
+	rep := f.runOnce(func(c *openai.Config) { c.Timeout = time.Second }, nil)
 	if d := time.Since(began); d > 30*time.Second {
 		t.Fatalf("the run took %s", d)
 	}
 	select {
-	case <-f.fake.requests()[0].Aborted:
+	case <-f.fake.Requests()[0].Aborted:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the hanging request was not aborted")
 	}
@@ -219,13 +224,13 @@ func TestOpenAIFlowTimeout(t *testing.T) {
 // cancelled, and no answer is posted.
 func TestOpenAIFlowCancelWhileTheModelWorks(t *testing.T) {
 	t.Parallel()
-	f := newFlowEnv(t, fakeReply{Hang: true})
+	f := newFlowEnv(t, openaitest.Reply{Hang: true})
 	f.ask("@lotse the printer on floor 2 is broken")
 	runs := make(chan string, 1)
 	done := make(chan agent.RunReport, 1)
 	go func() { done <- f.runOnce(nil, runs) }()
 	runID := <-runs
-	req := f.fake.next(30 * time.Second)
+	req := f.fake.Next(30 * time.Second)
 	if r := f.env.REST(http.MethodPost, "/api/v1/runs/"+runID+"/cancel", f.env.World.Token("alex"), nil); r.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
 	}
@@ -244,7 +249,7 @@ func TestOpenAIFlowCancelWhileTheModelWorks(t *testing.T) {
 	if got := f.agentAnswers(rep.ThreadID); len(got) != 0 {
 		t.Fatalf("answers %q", got)
 	}
-	if n := len(f.fake.requests()); n != 1 {
+	if n := len(f.fake.Requests()); n != 1 {
 		t.Fatalf("%d model requests", n)
 	}
 }
@@ -297,7 +302,7 @@ func TestOpenAIFlowRedTeam(t *testing.T) {
 	if len(injections) < 30 {
 		t.Fatalf("%d injection strings, want at least 30", len(injections))
 	}
-	f := newFlowEnv(t, fakeReply{Content: "Summary: nothing to do."})
+	f := newFlowEnv(t, openaitest.Reply{Content: "Summary: nothing to do."})
 	authors := []struct{ name, handle string }{{"person without trigger", "writer"}, {"agent", "texter"}, {"app", "feedbot"}, {"import", "sam"}}
 	for ai, au := range authors {
 		t.Run(au.name, func(t *testing.T) {
@@ -317,12 +322,12 @@ func TestOpenAIFlowRedTeam(t *testing.T) {
 			if m := f.env.MustPost("alex", thread, fmt.Sprintf("rt-ask-%d", ai), ask); m["trigger_state"] != "accepted" {
 				t.Fatalf("Alex's request started no run: %v", m)
 			}
-			before := len(f.fake.requests())
+			before := len(f.fake.Requests())
 			rep := f.runOnce(nil, nil)
 			if rep.Outcome != agent.OutcomeCompleted {
 				t.Fatalf("report %+v\n%s", rep, f.logs.String())
 			}
-			reqs := f.fake.requests()
+			reqs := f.fake.Requests()
 			if len(reqs) != before+1 {
 				t.Fatalf("%d model requests for one run", len(reqs)-before)
 			}

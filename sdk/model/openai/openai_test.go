@@ -1,4 +1,4 @@
-package agent_test
+package openai_test
 
 import (
 	"bytes"
@@ -12,22 +12,24 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/sdk/agent"
+	"bothy.example.com/bothy/sdk/model/openai"
+	"bothy.example.com/bothy/sdk/model/openai/openaitest"
 )
 
 const testKey = "sk-test-0123456789abcdef"
 
 // newTestModel returns an OpenAIModel for the fake with short pauses and
 // a logger whose output the test can search.
-func newTestModel(t *testing.T, f *fakeOpenAI, mod func(*agent.OpenAIConfig)) (*agent.OpenAIModel, *bytes.Buffer) {
+func newTestModel(t *testing.T, f *openaitest.Server, mod func(*openai.Config)) (*openai.Model, *bytes.Buffer) {
 	t.Helper()
 	var logs bytes.Buffer
-	cfg := agent.OpenAIConfig{BaseURL: f.BaseURL(), Model: "llama3.2", APIKey: testKey, Timeout: 10 * time.Second,
+	cfg := openai.Config{BaseURL: f.BaseURL(), Model: "llama3.2", APIKey: testKey, Timeout: 10 * time.Second,
 		RetryBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mod != nil {
 		mod(&cfg)
 	}
-	m, err := agent.NewOpenAIModel(cfg)
+	m, err := openai.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,21 +37,23 @@ func newTestModel(t *testing.T, f *fakeOpenAI, mod func(*agent.OpenAIConfig)) (*
 }
 
 func testPrompt(lowest agent.Trust) agent.Prompt {
-	rc := world("@lotse the printer on floor 2 is broken", nil)
+	trigger := agent.RunContextMessage{MessageID: "m-20", ThreadSeq: 20, Author: agent.PrincipalRef{Handle: "alex", DisplayName: "Alex", Kind: agent.PrincipalKindUser},
+		Origin: agent.OriginHuman, Kind: agent.MessageKindText, Trust: agent.TrustTrigger, ContentMD: "@lotse the printer on floor 2 is broken"}
+	rc := agent.RunContext{RunID: "r-1", TriggerMessage: trigger}
 	rc.TrustSummary.Lowest = lowest
 	return agent.Render(rc, agent.NewBoundary())
 }
 
 func TestOpenAIModelRequest(t *testing.T) {
 	t.Parallel()
-	f := newFakeOpenAI(t, fakeReply{Content: "Try turning it off and on again."})
+	f := openaitest.New(t, openaitest.Reply{Content: "Try turning it off and on again."})
 	m, logs := newTestModel(t, f, nil)
 	p := testPrompt(agent.TrustTrigger)
 	got, err := m.Answer(t.Context(), p)
 	if err != nil || got != "Try turning it off and on again." {
 		t.Fatalf("answer %q %v", got, err)
 	}
-	reqs := f.requests()
+	reqs := f.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
 	}
@@ -57,7 +61,8 @@ func TestOpenAIModelRequest(t *testing.T) {
 	if r.Method != http.MethodPost || r.Path != "/v1/chat/completions" || r.Authorization != "Bearer "+testKey {
 		t.Fatalf("request %s %s auth %q", r.Method, r.Path, r.Authorization)
 	}
-	if r.Body.Model != "llama3.2" || r.Body.Stream == nil || *r.Body.Stream || len(r.Body.Messages) != 2 ||
+	// Not streamed: stream absent or false (the library leaves it out).
+	if r.Body.Model != "llama3.2" || (r.Body.Stream != nil && *r.Body.Stream) || len(r.Body.Messages) != 2 ||
 		r.Body.Messages[0].Role != "system" || r.Body.Messages[0].Content != p.System ||
 		r.Body.Messages[1].Role != "user" || r.Body.Messages[1].Content != p.User {
 		t.Fatalf("body %+v", r.Body)
@@ -77,27 +82,27 @@ func TestOpenAIModelRequest(t *testing.T) {
 
 	// Without a key no Authorization header goes out (Ollama needs none);
 	// max_tokens goes out when configured.
-	f2 := newFakeOpenAI(t)
-	m2, _ := newTestModel(t, f2, func(c *agent.OpenAIConfig) { c.APIKey = ""; c.MaxTokens = 256; c.BaseURL += "/" })
+	f2 := openaitest.New(t)
+	m2, _ := newTestModel(t, f2, func(c *openai.Config) { c.APIKey = ""; c.MaxTokens = 256; c.BaseURL += "/" })
 	if _, err := m2.Answer(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	if r := f2.requests()[0]; r.Authorization != "" || r.Body.MaxTokens != 256 || r.Path != "/v1/chat/completions" {
+	if r := f2.Requests()[0]; r.Authorization != "" || r.Body.MaxTokens != 256 || r.Path != "/v1/chat/completions" {
 		t.Fatalf("request without key: %+v", r)
 	}
 }
 
 func TestOpenAIModelRetryAfter(t *testing.T) {
 	t.Parallel()
-	f := newFakeOpenAI(t, fakeReply{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down"}}`},
-		fakeReply{Content: "the answer"})
-	m, logs := newTestModel(t, f, func(c *agent.OpenAIConfig) { c.MaxBackoff = 5 * time.Second })
+	f := openaitest.New(t, openaitest.Reply{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down"}}`},
+		openaitest.Reply{Content: "the answer"})
+	m, logs := newTestModel(t, f, func(c *openai.Config) { c.MaxBackoff = 5 * time.Second })
 	began := time.Now()
 	got, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
 	if err != nil || got != "the answer" {
 		t.Fatalf("answer %q %v", got, err)
 	}
-	if n := len(f.requests()); n != 2 {
+	if n := len(f.Requests()); n != 2 {
 		t.Fatalf("%d requests, want 2", n)
 	}
 	if d := time.Since(began); d < 900*time.Millisecond {
@@ -110,7 +115,7 @@ func TestOpenAIModelRetryAfter(t *testing.T) {
 
 func TestOpenAIModelRetryAfterIsBounded(t *testing.T) {
 	t.Parallel()
-	f := newFakeOpenAI(t, fakeReply{Status: http.StatusServiceUnavailable, Header: map[string]string{"Retry-After": "3600"}}, fakeReply{Content: "back"})
+	f := openaitest.New(t, openaitest.Reply{Status: http.StatusServiceUnavailable, Header: map[string]string{"Retry-After": "3600"}}, openaitest.Reply{Content: "back"})
 	m, _ := newTestModel(t, f, nil) // MaxBackoff 50 ms
 	began := time.Now()
 	if got, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger)); err != nil || got != "back" {
@@ -124,14 +129,14 @@ func TestOpenAIModelRetryAfterIsBounded(t *testing.T) {
 func TestOpenAIModelServerErrors(t *testing.T) {
 	t.Parallel()
 	for _, status := range []int{500, 502, 503, 504} {
-		f := newFakeOpenAI(t, fakeReply{Status: status, Body: "upstream says: the prompt was <secret>"})
+		f := openaitest.New(t, openaitest.Reply{Status: status, Body: "upstream says: the prompt was <secret>"})
 		m, logs := newTestModel(t, f, nil)
 		_, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
 		var he *agent.ModelHTTPError
 		if !errors.As(err, &he) || he.Status != status || he.Attempts != 4 {
 			t.Fatalf("status %d: error %v", status, err)
 		}
-		if n := len(f.requests()); n != 4 {
+		if n := len(f.Requests()); n != 4 {
 			t.Fatalf("status %d: %d requests, want 4", status, n)
 		}
 		if strings.Contains(err.Error(), "secret") || strings.Contains(logs.String(), "secret") {
@@ -143,20 +148,20 @@ func TestOpenAIModelServerErrors(t *testing.T) {
 func TestOpenAIModelClientErrorsAreNotRetried(t *testing.T) {
 	t.Parallel()
 	for _, status := range []int{400, 401, 403, 404, 422} {
-		f := newFakeOpenAI(t, fakeReply{Status: status, Body: `{"error":{"message":"no"}}`})
+		f := openaitest.New(t, openaitest.Reply{Status: status, Body: `{"error":{"message":"no"}}`})
 		m, _ := newTestModel(t, f, nil)
 		_, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
 		var he *agent.ModelHTTPError
-		if !errors.As(err, &he) || he.Status != status || he.Attempts != 1 || len(f.requests()) != 1 {
-			t.Fatalf("status %d: %v after %d requests", status, err, len(f.requests()))
+		if !errors.As(err, &he) || he.Status != status || he.Attempts != 1 || len(f.Requests()) != 1 {
+			t.Fatalf("status %d: %v after %d requests", status, err, len(f.Requests()))
 		}
 	}
 }
 
 func TestOpenAIModelTimeout(t *testing.T) {
 	t.Parallel()
-	f := newFakeOpenAI(t, fakeReply{Hang: true})
-	m, _ := newTestModel(t, f, func(c *agent.OpenAIConfig) { c.Timeout = 300 * time.Millisecond })
+	f := openaitest.New(t, openaitest.Reply{Hang: true})
+	m, _ := newTestModel(t, f, func(c *openai.Config) { c.Timeout = 300 * time.Millisecond })
 	began := time.Now()
 	_, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -166,7 +171,7 @@ func TestOpenAIModelTimeout(t *testing.T) {
 		t.Fatalf("the timeout ended the answer after %s", d)
 	}
 	select {
-	case <-f.requests()[0].Aborted:
+	case <-f.Requests()[0].Aborted:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the request in flight was not aborted")
 	}
@@ -174,7 +179,7 @@ func TestOpenAIModelTimeout(t *testing.T) {
 
 func TestOpenAIModelCancel(t *testing.T) {
 	t.Parallel()
-	f := newFakeOpenAI(t, fakeReply{Hang: true})
+	f := openaitest.New(t, openaitest.Reply{Hang: true})
 	m, _ := newTestModel(t, f, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -182,7 +187,7 @@ func TestOpenAIModelCancel(t *testing.T) {
 		_, err := m.Answer(ctx, testPrompt(agent.TrustTrigger))
 		done <- err
 	}()
-	r := f.next(5 * time.Second)
+	r := f.Next(5 * time.Second)
 	cancel()
 	select {
 	case <-r.Aborted:
@@ -192,14 +197,14 @@ func TestOpenAIModelCancel(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v", err)
 	}
-	if n := len(f.requests()); n != 1 {
+	if n := len(f.Requests()); n != 1 {
 		t.Fatalf("%d requests after a cancel", n)
 	}
 }
 
 func TestOpenAIModelLengthLimit(t *testing.T) {
 	t.Parallel()
-	f := newFakeOpenAI(t, fakeReply{Content: "The printer needs  \n", Finish: "length"})
+	f := openaitest.New(t, openaitest.Reply{Content: "The printer needs  \n", Finish: "length"})
 	m, _ := newTestModel(t, f, nil)
 	got, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
 	if err != nil || got != "The printer needs"+agent.LengthNote {
@@ -210,7 +215,7 @@ func TestOpenAIModelLengthLimit(t *testing.T) {
 func TestOpenAIModelMalformedReplies(t *testing.T) {
 	t.Parallel()
 	huge := `{"choices":[{"message":{"content":"` + strings.Repeat("a", 5<<20) + `"}}]}`
-	cases := map[string]fakeReply{
+	cases := map[string]openaitest.Reply{
 		"no choices":     {Body: `{"id":"x","choices":[]}`},
 		"empty content":  {Body: `{"choices":[{"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`},
 		"blank content":  {Body: `{"choices":[{"message":{"role":"assistant","content":" \n\t"},"finish_reason":"stop"}]}`},
@@ -224,13 +229,13 @@ func TestOpenAIModelMalformedReplies(t *testing.T) {
 	}
 	for name, reply := range cases {
 		t.Run(name, func(t *testing.T) {
-			f := newFakeOpenAI(t, reply)
+			f := openaitest.New(t, reply)
 			m, _ := newTestModel(t, f, nil)
 			got, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
 			if !errors.Is(err, agent.ErrModelReply) || got != "" {
 				t.Fatalf("answer %q error %v, want ErrModelReply", got, err)
 			}
-			if n := len(f.requests()); n != 1 {
+			if n := len(f.Requests()); n != 1 {
 				t.Fatalf("a malformed reply was repeated %d times", n)
 			}
 		})
@@ -255,8 +260,8 @@ func TestOpenAIModelToolGate(t *testing.T) {
 		{"SOMETHING_NEW", false},
 	}
 	for _, c := range cases {
-		f := newFakeOpenAI(t)
-		m, logs := newTestModel(t, f, func(cfg *agent.OpenAIConfig) { cfg.Tools = []agent.Tool{tool} })
+		f := openaitest.New(t)
+		m, logs := newTestModel(t, f, func(cfg *openai.Config) { cfg.Tools = []agent.Tool{tool} })
 		p := testPrompt(c.lowest)
 		if _, err := m.Answer(t.Context(), p); err != nil {
 			t.Fatal(err)
@@ -264,7 +269,7 @@ func TestOpenAIModelToolGate(t *testing.T) {
 		if got := agent.ToolsAllowed(p.Lowest); got != c.tools {
 			t.Fatalf("lowest %q: ToolsAllowed %v", c.lowest, got)
 		}
-		r := f.requests()[0]
+		r := f.Requests()[0]
 		if c.tools {
 			var sent []struct {
 				Type     string `json:"type"`
@@ -297,9 +302,9 @@ func TestToolsAllowed(t *testing.T) {
 	}
 }
 
-func TestNewOpenAIModelRefusesBadConfig(t *testing.T) {
+func TestNewRefusesBadConfig(t *testing.T) {
 	t.Parallel()
-	for _, c := range []agent.OpenAIConfig{
+	for _, c := range []openai.Config{
 		{BaseURL: "", Model: "m"},
 		{BaseURL: "localhost:11434/v1", Model: "m"},
 		{BaseURL: "ftp://example.com/v1", Model: "m"},
@@ -307,11 +312,11 @@ func TestNewOpenAIModelRefusesBadConfig(t *testing.T) {
 		{BaseURL: "http://example.com/v1?x=1", Model: "m"},
 		{BaseURL: "http://example.com/v1", Model: " "},
 	} {
-		if _, err := agent.NewOpenAIModel(c); err == nil {
+		if _, err := openai.New(c); err == nil {
 			t.Errorf("config %+v accepted", c)
 		}
 	}
-	m, err := agent.NewOpenAIModel(agent.OpenAIConfig{BaseURL: "https://api.example.com/v1/", Model: "m"})
+	m, err := openai.New(openai.Config{BaseURL: "https://api.example.com/v1/", Model: "m"})
 	if err != nil || m.Endpoint() != "https://api.example.com/v1/chat/completions" {
 		t.Fatalf("endpoint %v %v", m, err)
 	}

@@ -1,4 +1,9 @@
-package agent_test
+// Package openaitest is a recorded-protocol fake of the OpenAI chat
+// completions API (POST /v1/chat/completions) for tests of agents built on
+// sdk/model/openai: it answers from a script (a completion, a status with
+// headers and a body, or nothing until the client gives up) and records
+// every request.
+package openaitest
 
 import (
 	"encoding/json"
@@ -10,8 +15,8 @@ import (
 	"time"
 )
 
-// fakeRequest is one request the fake OpenAI-compatible server received.
-type fakeRequest struct {
+// Request is one request the fake received.
+type Request struct {
 	Method        string
 	Path          string
 	Authorization string
@@ -30,9 +35,10 @@ type fakeRequest struct {
 	Aborted chan struct{}
 }
 
-// fakeReply is what the fake answers to one request: a status with
-// headers and a body, or, with Hang, nothing until the client gives up.
-type fakeReply struct {
+// Reply is what the fake answers to one request: a completion with
+// Content, a status with headers and a body, or, with Hang, nothing until
+// the client gives up.
+type Reply struct {
 	Status  int
 	Header  map[string]string
 	Body    string
@@ -41,36 +47,38 @@ type fakeReply struct {
 	Finish  string // finish_reason of Content (default stop)
 }
 
-// fakeOpenAI is an OpenAI-compatible chat completions server that records
+// Server is an OpenAI-compatible chat completions server that records
 // every request and answers from a script; after the script it repeats the
-// last reply.
-type fakeOpenAI struct {
-	t      *testing.T
+// last reply (without a script: a completion "ok").
+type Server struct {
+	t      testing.TB
 	srv    *httptest.Server
 	mu     sync.Mutex
-	reqs   []*fakeRequest
-	script []fakeReply
-	got    chan *fakeRequest
+	reqs   []*Request
+	script []Reply
+	got    chan *Request
 }
 
-func newFakeOpenAI(t *testing.T, script ...fakeReply) *fakeOpenAI {
-	f := &fakeOpenAI{t: t, script: script, got: make(chan *fakeRequest, 100)}
+// New starts the fake on 127.0.0.1 and a free port, closed when t ends.
+func New(t testing.TB, script ...Reply) *Server {
+	f := &Server{t: t, script: script, got: make(chan *Request, 100)}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
 // BaseURL is the API root to configure, ending in /v1 like real servers.
-func (f *fakeOpenAI) BaseURL() string { return f.srv.URL + "/v1" }
+func (f *Server) BaseURL() string { return f.srv.URL + "/v1" }
 
-func (f *fakeOpenAI) requests() []*fakeRequest {
+// Requests returns the requests received so far.
+func (f *Server) Requests() []*Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]*fakeRequest(nil), f.reqs...)
+	return append([]*Request(nil), f.reqs...)
 }
 
-// next waits for the next request.
-func (f *fakeOpenAI) next(d time.Duration) *fakeRequest {
+// Next waits up to d for the next request.
+func (f *Server) Next(d time.Duration) *Request {
 	f.t.Helper()
 	select {
 	case r := <-f.got:
@@ -81,9 +89,9 @@ func (f *fakeOpenAI) next(d time.Duration) *fakeRequest {
 	}
 }
 
-func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	data, _ := io.ReadAll(r.Body)
-	rec := &fakeRequest{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), Aborted: make(chan struct{})}
+	rec := &Request{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), Aborted: make(chan struct{})}
 	if err := json.Unmarshal(data, &rec.Body); err != nil {
 		f.t.Errorf("the model request is no JSON: %v", err)
 	}
@@ -91,7 +99,7 @@ func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	n := len(f.reqs)
 	f.reqs = append(f.reqs, rec)
-	reply := fakeReply{Content: "ok"}
+	reply := Reply{Content: "ok"}
 	if len(f.script) > 0 {
 		reply = f.script[min(n, len(f.script)-1)]
 	}
@@ -102,6 +110,8 @@ func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		close(rec.Aborted)
 		return
 	}
+	// Like real servers, the answer is JSON unless the script says so.
+	w.Header().Set("Content-Type", "application/json")
 	for k, v := range reply.Header {
 		w.Header().Set(k, v)
 	}

@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// What model backends share (sdk/model/openai, sdk/model/anthropic, a
+// backend of one's own): the tool gate, the note on a cut answer, and the
+// errors ErrorKind tells apart.
+
+// Tool is a function tool in the OpenAI chat completions format.
+type Tool struct {
+	// Name is the function name the model calls.
+	Name string
+	// Description tells the model what the tool does.
+	Description string
+	// Parameters is the JSON Schema of the arguments.
+	Parameters json.RawMessage
+}
+
+// ToolsAllowed reports whether a model backend may expose tools to a run
+// whose context has the lowest trust lowest (RunContext.trustSummary):
+// never when untrusted content is in play, and never for a level this code
+// does not know. Adapters written in other languages should apply the same
+// gate.
+func ToolsAllowed(lowest Trust) bool {
+	switch lowest {
+	case TrustTrigger, TrustAuthorized, TrustSelf, TrustSystem:
+		return true
+	}
+	return false
+}
+
+// LengthNote ends an answer the server cut at its token limit
+// (finish_reason length), so the people in the thread know it is
+// incomplete.
+const LengthNote = "\n\n_(This answer was cut off at the model's length limit.)_"
+
+// ErrModelReply is wrapped by the errors of a reply that holds no usable
+// answer: no choices, empty content, or a body that is no chat completion.
+var ErrModelReply = errors.New("adapter: the model server's reply holds no answer")
+
+// ModelHTTPError is an error status of the model server after the last
+// attempt. It holds the status only: the body may quote the prompt.
+type ModelHTTPError struct {
+	Status   int
+	Attempts int
+}
+
+// Error names the status and the attempts.
+func (e *ModelHTTPError) Error() string {
+	return fmt.Sprintf("adapter: the model server answered status %d (after %d attempts)", e.Status, e.Attempts)
+}
