@@ -599,6 +599,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama);\n--model anthropic: API root, default https://api.anthropic.com")
 	modelName := fs.String("model-name", "", "--model openai or anthropic: the model to ask, e.g. gpt-4o-mini, llama3.2 or claude-sonnet-4-5")
 	modelTimeout := fs.Duration("model-timeout", 120*time.Second, "--model openai or anthropic: longest time for one answer, retries included")
+	outbox := fs.String("outbox", "", "a folder where each answer is kept from before it is sent until the server has it;\nanswers a stopped process left there are sent again at the next start (default: none)")
 	maxTokens := fs.Int("model-max-tokens", 0, "--model openai or anthropic: max tokens of each answer (0: the server's default for openai, 1024 for anthropic)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]\n\n"+
@@ -677,7 +678,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport})
+	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport, Outbox: *outbox})
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,11 @@ type Config struct {
 	// OnRunDone, when set, is called once per handled run after the
 	// adapter is done with it (from the run's goroutine).
 	OnRunDone func(RunReport)
+	// Outbox, when set, is a folder where every answer is written before
+	// it is sent and removed once the server has it (or refused it for
+	// good); answers left there by a process that died while sending are
+	// sent again, under the same key, when Run starts (OpenOutbox).
+	Outbox string
 }
 
 // RunReport says how the adapter left one run.
@@ -124,6 +129,7 @@ type RunReport struct {
 // position.
 type Adapter struct {
 	cfg    Config
+	box    *Outbox // nil without Config.Outbox
 	log    *slog.Logger
 	mu     sync.Mutex
 	cursor string
@@ -185,7 +191,15 @@ func New(cfg Config) (*Adapter, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Adapter{cfg: cfg, log: log, cursor: cfg.After, active: map[string]*activeRun{}, acks: newAcks()}, nil
+	a := &Adapter{cfg: cfg, log: log, cursor: cfg.After, active: map[string]*activeRun{}, acks: newAcks()}
+	if cfg.Outbox != "" {
+		box, err := OpenOutbox(cfg.Outbox)
+		if err != nil {
+			return nil, err
+		}
+		a.box = box
+	}
+	return a, nil
 }
 
 // Cursor returns the cursor after the last event the adapter has read;
@@ -235,6 +249,11 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return fmt.Errorf("adapter: the token belongs to a principal of kind %s, not to an agent", strings.ToLower(string(me.Kind)))
 	}
 	a.log.Info("adapter started", "agent_id", me.ID, "once", a.cfg.Once, "holder", a.cfg.Holder)
+	if a.box != nil {
+		// Answers a process before this one wrote and did not see
+		// confirmed go first, before any run of this process.
+		a.replayOutbox(ctx)
+	}
 
 	// The loop context ends the polls; runs use ctx, so that in Once mode
 	// ending the loop does not end the run that ends it.
@@ -935,10 +954,22 @@ func newFollowUps(now, shown []RunContextMessage) []string {
 // the server stores the message once and a repeat answers replayed.
 func (a *Adapter) post(ctx context.Context, threadID, key, text, runID string) (res MessageResult, err error) {
 	in := MessageCreate{ClientMsgID: key, ContentMD: text, RunID: runID}
+	if a.box != nil {
+		// On disk before it leaves: a process that dies now sends it at
+		// its next start.
+		if err := a.box.Put(OutboxEntry{Key: key, ThreadID: threadID, RunID: runID, Holder: a.cfg.Holder, Text: text, Written: time.Now().UTC()}); err != nil {
+			return MessageResult{}, err
+		}
+	}
 	err = a.retry(ctx, "CreateMessage", func(ctx context.Context) (err error) {
 		res, err = a.cfg.Client.CreateMessage(ctx, threadID, a.cfg.Holder, in)
 		return err
 	})
+	if a.box != nil && settled(ctx, err) {
+		if rerr := a.box.Remove(key); rerr != nil {
+			a.log.Error("outbox: entry not removed", errAttrs(rerr)...)
+		}
+	}
 	return res, err
 }
 

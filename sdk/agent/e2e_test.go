@@ -357,8 +357,8 @@ func TestAdapterEndToEnd(t *testing.T) {
 
 // TestTwoAdapterProcesses runs two `bothy agent run` processes for one
 // agent token against a server process, one configured by flags, one by
-// environment variables: 20 questions get exactly 20 answers, one per run,
-// and every run completes.
+// environment variables (and with an answer outbox): 20 questions get
+// exactly 20 answers, one per run, and every run completes.
 func TestTwoAdapterProcesses(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
@@ -385,7 +385,7 @@ func TestTwoAdapterProcesses(t *testing.T) {
 		agentProc := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--model", "echo")
 		agentProc.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token)
 		if i == 0 {
-			agentProc = exec.CommandContext(ctx, bin, "agent", "run")
+			agentProc = exec.CommandContext(ctx, bin, "agent", "run", "--outbox", t.TempDir())
 			agentProc.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token, "BOTHY_SERVER="+base, "BOTHY_MODEL=echo")
 		}
 		var logs apitest.Buffer
