@@ -594,7 +594,8 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	token := fs.String("token", "", "API token of the agent (default: $"+agentTokenEnv+")")
 	serverURL := fs.String("server", "", "base URL of the Bothy server, e.g. http://127.0.0.1:8080 (required)")
 	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
-	transport := fs.String("transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP) or ws (the agentEvents subscription over WebSocket)")
+	transport := fs.String("transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP), ws (the agentEvents subscription over WebSocket)\nor auto (WebSocket, falling back to the long poll where the server or a proxy does not upgrade)")
+	maxConcurrent := fs.Int("max-concurrent", 0, "most runs the model works on at once (0: no bound); further runs are claimed and wait their turn")
 	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service),\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)\nor anthropic (Anthropic's Messages API, streamed)")
 	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama);\n--model anthropic: API root, default https://api.anthropic.com")
 	modelName := fs.String("model-name", "", "--model openai or anthropic: the model to ask, e.g. gpt-4o-mini, llama3.2 or claude-sonnet-4-5")
@@ -678,7 +679,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport, Outbox: *outbox})
+	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport, Outbox: *outbox, MaxConcurrent: *maxConcurrent})
 	if err != nil {
 		return err
 	}

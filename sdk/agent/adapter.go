@@ -27,9 +27,11 @@ type Config struct {
 	// (docs/design/model.md#privacy). nil
 	// discards.
 	Logger *slog.Logger
-	// Transport is how the stream is read: TransportPoll (default, the
-	// agentEvents long poll) or TransportWS (the agentEvents subscription
-	// over WebSocket). Both hand the loop the same pages.
+	// Transport is how the stream is read: TransportPoll (default of New,
+	// the agentEvents long poll), TransportAuto (default of Run: WebSocket,
+	// falling back to the long poll where there is none) or TransportWS
+	// (the agentEvents subscription over WebSocket). All hand the loop the
+	// same pages.
 	Transport string
 	// PollWait is the long-poll wait of agentEvents (default 25 s; the
 	// server caps it at events.poll_max_wait and counts whole seconds).
@@ -71,6 +73,11 @@ type Config struct {
 	// OnRunDone, when set, is called once per handled run after the
 	// adapter is done with it (from the run's goroutine).
 	OnRunDone func(RunReport)
+	// MaxConcurrent bounds how many runs the model (or the handler of Run)
+	// works on at once (0: no bound). Runs beyond it are claimed and
+	// their leases kept while they wait for their turn, so the stream,
+	// cancellations and acknowledgements go on meanwhile.
+	MaxConcurrent int
 	// Outbox, when set, is a folder where every answer is written before
 	// it is sent and removed once the server has it (or refused it for
 	// good); answers left there by a process that died while sending are
@@ -165,9 +172,9 @@ func New(cfg Config) (*Adapter, error) {
 	switch cfg.Transport {
 	case "":
 		cfg.Transport = TransportPoll
-	case TransportPoll, TransportWS:
+	case TransportPoll, TransportWS, TransportAuto:
 	default:
-		return nil, fmt.Errorf("adapter: unknown transport %q (poll or ws)", cfg.Transport)
+		return nil, fmt.Errorf("adapter: unknown transport %q (poll, ws or auto)", cfg.Transport)
 	}
 	if cfg.PollWait <= 0 {
 		cfg.PollWait = 25 * time.Second
@@ -186,6 +193,9 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.DeliveryWait <= 0 {
 		cfg.DeliveryWait = 2 * time.Minute
+	}
+	if cfg.MaxConcurrent > 0 {
+		cfg.Model = limitedModel{inner: cfg.Model, slots: make(chan struct{}, cfg.MaxConcurrent)}
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -262,11 +272,21 @@ func (a *Adapter) Run(ctx context.Context) error {
 	next := func(ctx context.Context, after string) (EventPage, error) {
 		return a.cfg.Client.AgentEvents(ctx, after, a.cfg.PollWait)
 	}
-	if a.cfg.Transport == TransportWS {
+	if a.cfg.Transport == TransportWS || a.cfg.Transport == TransportAuto {
 		stream := a.cfg.Client.AgentStream()
 		defer stream.Close()
+		polling := false
 		next = func(ctx context.Context, after string) (EventPage, error) {
-			return stream.Next(ctx, after, a.cfg.PollWait)
+			if polling {
+				return a.cfg.Client.AgentEvents(ctx, after, a.cfg.PollWait)
+			}
+			page, err := stream.Next(ctx, after, a.cfg.PollWait)
+			if a.cfg.Transport == TransportAuto && errors.Is(err, ErrNoWebSocket) {
+				a.log.Warn("no WebSocket at the server: reading the stream by long poll from now on", errAttrs(err)...)
+				polling = true
+				return a.cfg.Client.AgentEvents(ctx, after, a.cfg.PollWait)
+			}
+			return page, err
 		}
 	}
 	ackerDone := make(chan struct{})
@@ -1080,4 +1100,23 @@ func errAttrs(err error) []any {
 		return []any{"code", e.Code(), "reason", e.Reason(), "status", e.Status()}
 	}
 	return []any{"error", err.Error()}
+}
+
+// limitedModel lets at most cap(slots) answers of inner run at once
+// (Config.MaxConcurrent); a run waiting for a slot gives up when its
+// context ends (a cancel, a lost claim, the adapter stopping).
+type limitedModel struct {
+	inner Model
+	slots chan struct{}
+}
+
+// Answer waits for a slot, then asks inner.
+func (m limitedModel) Answer(ctx context.Context, p Prompt) (string, error) {
+	select {
+	case m.slots <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-m.slots }()
+	return m.inner.Answer(ctx, p)
 }

@@ -158,6 +158,9 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		}
 		cfg.Client = c
 	}
+	if cfg.Transport == "" {
+		cfg.Transport = TransportAuto
+	}
 	m := &handlerModel{h: h, shown: map[string]map[string]bool{}}
 	cfg.Model = m
 	done := cfg.OnRunDone

@@ -18,6 +18,10 @@ import (
 const (
 	// TransportPoll long-polls agentEvents over HTTP (the default).
 	TransportPoll = "poll"
+	// TransportAuto subscribes over WebSocket and falls back to the long
+	// poll for the rest of the process when the server (or a proxy before
+	// it) does not upgrade the connection; agent.Run's default.
+	TransportAuto = "auto"
 	// TransportWS subscribes to agentEvents over WebSocket
 	// (graphql-transport-ws).
 	TransportWS = "ws"
@@ -127,6 +131,9 @@ func (s *AgentStream) open(ctx context.Context, after string) error {
 	conn, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPClient: s.c.http, Subprotocols: []string{"graphql-transport-ws"},
 		HTTPHeader: http.Header{"User-Agent": {s.c.agent}}})
 	if err != nil {
+		if resp != nil && noWebSocket(resp.StatusCode) {
+			return fmt.Errorf("%w (status %d)", ErrNoWebSocket, resp.StatusCode)
+		}
 		if resp != nil && resp.StatusCode >= 400 {
 			return statusError("AgentEvents", resp, codeForStatus(resp.StatusCode), "websocket upgrade refused")
 		}
@@ -259,4 +266,22 @@ func closeError(err error) error {
 	default:
 		return &callError{op: "AgentEvents", err: fmt.Errorf("the server closed the subscription (%d)", code), temporary: true}
 	}
+}
+
+// ErrNoWebSocket says the server, or a proxy before it, answered the
+// WebSocket upgrade with something else than a switch of protocols and
+// than a verdict on the token or the load: the stream can only be long
+// polled there (TransportAuto falls back).
+var ErrNoWebSocket = errors.New("agent: the server does not upgrade to WebSocket")
+
+// noWebSocket reports whether an answer of status to the upgrade request
+// means no WebSocket is to be had there: anything but 101, 401, 403, 429
+// and the 5xx of a server that is away for now.
+func noWebSocket(status int) bool {
+	switch {
+	case status == http.StatusSwitchingProtocols, status == http.StatusUnauthorized, status == http.StatusForbidden,
+		status == http.StatusTooManyRequests, status >= 500:
+		return false
+	}
+	return true
 }
