@@ -1,9 +1,30 @@
-// Package agent is Bothy's agent SDK and reference agent adapter: a small, real client
-// that connects an agent to a Bothy server using only the public GraphQL
-// API (POST /graphql with the agent's bearer token), as an adapter outside
-// the server would.
+// Package agent is Bothy's Go SDK for agents. An agent answers the runs a
+// Bothy server starts for it when a person with the right to addresses it:
 //
-// It has four parts:
+//	err := agent.Run(ctx, agent.Config{Server: "https://chat.example.com", Token: token},
+//		func(ctx context.Context, t *agent.Task) error {
+//			// t.Context(): the run's elements, each with its trust;
+//			// t.Prompt(): the same rendered for a model, the request apart from data;
+//			// t.FollowUps(): messages the person sent since, not shown before.
+//			return t.Answer(ctx, "...") // or t.Fail("reason")
+//		})
+//
+// Run owns the protocol: the event stream (WebSocket, falling back to the
+// long poll), reading the context before claiming the run, the claim and
+// its renewals at a third of the lease, fencing with a holder per process,
+// acknowledgements that deliver follow-ups only once they were shown,
+// answer keys that survive takeovers, an optional answer outbox on disk
+// (Config.Outbox), a bound on runs answered at once (Config.MaxConcurrent),
+// retries with backoff and logs with a kind per failure (ErrorKind). The
+// handler's ctx ends when a person cancels the run, when the person who
+// asked loses the right to, or when another process took the run over.
+// Model backends live in sdk/model/openai and sdk/model/anthropic;
+// sdk/examples holds an echo agent and a model agent of forty lines each;
+// docs/adapter.md is the tutorial and the protocol for other languages.
+// It uses only the public GraphQL API, as any client outside the server.
+//
+// Underneath, for adapters that need more control, the package has four
+// parts:
 //
 //   - Client: GraphQL over HTTP with typed, strictly decoded answers;
 //     refusals are *Error values carrying extensions code, reason and
@@ -34,13 +55,12 @@
 //     (docs/design/trust.md#rendering-for-a-model).
 //
 // The command `bothy agent run --token T --server URL [--once] [--model
-// echo|openai --base-url URL --model-name NAME]` runs an Adapter;
-// docs/adapter.md describes the API flow and the prompt layout for adapters
-// in other languages. Minimal use in Go:
+// echo|openai|anthropic --base-url URL --model-name NAME]` runs an Adapter
+// with a Model:
 //
-//	c, err := adapter.NewClient("http://127.0.0.1:8080", token, adapter.ClientOptions{})
+//	c, err := agent.NewClient("http://127.0.0.1:8080", token, agent.ClientOptions{})
 //	if err != nil { ... }
-//	a, err := adapter.New(adapter.Config{Client: c, Model: adapter.EchoModel{}})
+//	a, err := agent.New(agent.Config{Client: c, Model: agent.EchoModel{}})
 //	if err != nil { ... }
 //	err = a.Run(ctx) // until ctx ends
 //

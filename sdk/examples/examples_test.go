@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/sdk/model/openai/openaitest"
 )
 
 // build compiles the example in folder dir and returns its binary.
@@ -68,5 +69,33 @@ func TestEchoExample(t *testing.T) {
 	}
 	if n := env.Count(`SELECT count(*) FROM runs WHERE state = 'completed'`); n != 1 {
 		t.Fatalf("%d completed runs", n)
+	}
+}
+
+// TestModelExample: the forty-line model agent, built and run with -once
+// against a server and the recorded-protocol fake of a chat completions
+// server, sends the run's rendered prompt (the request in its REQUEST
+// block) with the key, and posts the model's reply as the answer.
+func TestModelExample(t *testing.T) {
+	t.Parallel()
+	bin := build(t, "model")
+	env := apitest.Start(t, apitest.Options{})
+	fake := openaitest.New(t, openaitest.Reply{Content: "Printer 2 needs a new fuser."})
+	env.MustPost("alex", env.Main("Support/Eskalation"), "model-1", "@lotse the printer on floor 2 is broken")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-once")
+	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+env.URL, "BOTHY_AGENT_TOKEN="+env.World.Token("lotse"),
+		"BOTHY_MODEL_BASE_URL="+fake.BaseURL(), "BOTHY_MODEL_NAME=test-model", "BOTHY_MODEL_API_KEY=sk-example")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("model -once: %v\n%s", err, out)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 1 || reqs[0].Authorization != "Bearer sk-example" || len(reqs[0].Body.Messages) != 2 ||
+		!strings.Contains(reqs[0].Body.Messages[1].Content, "<<<REQUEST") || !strings.Contains(reqs[0].Body.Messages[1].Content, "the printer on floor 2 is broken") {
+		t.Fatalf("model requests %+v", reqs)
+	}
+	if got := answersIn(env, env.Main("Support/Eskalation")); len(got) != 1 || got[0] != "Printer 2 needs a new fuser." {
+		t.Fatalf("answers %q", got)
 	}
 }
