@@ -595,6 +595,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	serverURL := fs.String("server", "", "base URL of the Bothy server, e.g. http://127.0.0.1:8080 (required)")
 	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
 	transport := fs.String("transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP), ws (the agentEvents subscription over WebSocket)\nor auto (WebSocket, falling back to the long poll where the server or a proxy does not upgrade)")
+	modelStream := fs.Bool("model-stream", false, "--model openai or anthropic: ask for the answer as server-sent events (a long answer then meets no idle timeout of a proxy)")
 	maxConcurrent := fs.Int("max-concurrent", 0, "most runs the model works on at once (0: no bound); further runs are claimed and wait their turn")
 	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service),\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)\nor anthropic (Anthropic's Messages API, streamed)")
 	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama);\n--model anthropic: API root, default https://api.anthropic.com")
@@ -654,7 +655,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 		}
 		om, err := openai.New(openai.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
-			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model")})
+			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model"), Stream: *modelStream})
 		if err != nil {
 			return err
 		}
@@ -667,7 +668,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 		}
 		am, err := anthropic.New(anthropic.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
-			Timeout: *modelTimeout, MaxTokens: *maxTokens, Stream: true})
+			Timeout: *modelTimeout, MaxTokens: *maxTokens, Stream: *modelStream})
 		if err != nil {
 			return err
 		}

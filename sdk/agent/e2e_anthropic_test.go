@@ -11,11 +11,13 @@ import (
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/pgtest"
+	"bothy.example.com/bothy/sdk/agent"
+	"bothy.example.com/bothy/sdk/model/anthropic"
 	"bothy.example.com/bothy/sdk/model/anthropic/anthropictest"
 )
 
 // TestAdapterEndToEndAnthropic runs `bothy serve` and `bothy agent run
-// --model anthropic` as processes, with the recorded-protocol fake of
+// --model anthropic --model-stream` as processes, with the recorded-protocol fake of
 // Anthropic's Messages API as the model: the run's prompt goes out as the
 // system prompt and one user message with Alex's request in its REQUEST
 // block, streamed; the pieces of the streamed reply become the answer, the
@@ -40,7 +42,7 @@ func TestAdapterEndToEndAnthropic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--once",
-		"--model", "anthropic", "--base-url", fake.URL, "--model-name", "claude-test")
+		"--model", "anthropic", "--base-url", fake.URL, "--model-name", "claude-test", "--model-stream")
 	cmd.Env = append(os.Environ(), "BOTHY_MODEL_API_KEY="+key, "BOTHY_AGENT_TOKEN="+lotse.Token)
 	var logs apitest.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -71,5 +73,38 @@ func TestAdapterEndToEndAnthropic(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), key) || strings.Contains(logs.String(), lotse.Token) {
 		t.Fatalf("the adapter logged a secret:\n%s", logs.String())
+	}
+}
+
+// TestAnthropicFlowNotStreamed: the adapter with sdk/model/anthropic
+// asking for one JSON answer (no stream) posts the model's text as the run's
+// answer and completes the run.
+func TestAnthropicFlowNotStreamed(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	fake := anthropictest.New(t, "Restart the spooler.")
+	thread := env.Main("Support/Eskalation")
+	env.MustPost("alex", thread, "an-flow-1", "@lotse the printer queue is stuck")
+	m, err := anthropic.New(anthropic.Config{BaseURL: fake.URL, Model: "claude-test", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := agent.NewClient(env.URL, env.World.Token("lotse"), agent.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{Client: client, Model: m, Once: true, PollWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if fake.Count() != 1 || fake.Requests[0]["stream"] == true {
+		t.Fatalf("model requests %v", fake.Requests)
+	}
+	if env.Count(`SELECT count(*) FROM messages WHERE thread_id = $1 AND content_md = 'Restart the spooler.'`, thread) != 1 ||
+		env.Count(`SELECT count(*) FROM runs WHERE state = 'completed'`) != 1 {
+		t.Fatal("the run was not answered and completed")
 	}
 }

@@ -198,6 +198,22 @@ func TestOpenAIFlowLengthLimit(t *testing.T) {
 	}
 }
 
+// TestOpenAIFlowStreamed: with Stream the model's answer comes as
+// server-sent events; the pieces, assembled, are the answer posted, and the
+// run completes.
+func TestOpenAIFlowStreamed(t *testing.T) {
+	t.Parallel()
+	f := newFlowEnv(t, openaitest.Reply{Content: "Printer 2 needs a new fuser."})
+	f.ask("@lotse the printer on floor 2 is broken")
+	rep := f.runOnce(func(c *openai.Config) { c.Stream = true }, nil)
+	if got := f.agentAnswers(rep.ThreadID); len(got) != 1 || got[0] != "Printer 2 needs a new fuser." || rep.Outcome != agent.OutcomeCompleted {
+		t.Fatalf("answers %q, report %+v", got, rep)
+	}
+	if r := f.fake.Requests()[0]; r.Body.Stream == nil || !*r.Body.Stream {
+		t.Fatal("the request did not ask for a stream")
+	}
+}
+
 // TestOpenAIFlowTimeout: the model hangs; the timeout aborts the request
 // and ends the run failed with model_error.
 func TestOpenAIFlowTimeout(t *testing.T) {

@@ -62,6 +62,10 @@ type Config struct {
 	// only when agent.ToolsAllowed(prompt.Lowest) holds: never while
 	// untrusted content is in the context.
 	Tools []agent.Tool
+	// Stream asks for the answer as server-sent events and assembles it:
+	// the same answer, but a long one does not meet the idle timeouts of
+	// proxies on the way.
+	Stream bool
 	// MaxResponseBytes bounds the body read from the server (default
 	// 4 MiB); a larger answer is malformed.
 	MaxResponseBytes int64
@@ -225,7 +229,12 @@ func (m *Model) attempt(ctx context.Context, log *slog.Logger, params sdk.ChatCo
 	// The answer's status decides, whether or not the library could read
 	// its error body (servers word errors in their own shapes).
 	var raw *http.Response
-	out, err := m.client.Chat.Completions.New(ctx, params, option.WithResponseInto(&raw))
+	var out *sdk.ChatCompletion
+	if m.cfg.Stream {
+		out, err = m.stream(ctx, params, &raw)
+	} else {
+		out, err = m.client.Chat.Completions.New(ctx, params, option.WithResponseInto(&raw))
+	}
 	var apiErr *sdk.Error
 	status := 0
 	if errors.As(err, &apiErr) {
@@ -276,6 +285,22 @@ func (m *Model) attempt(ctx context.Context, log *slog.Logger, params sdk.ChatCo
 		text = strings.TrimRight(text, " \t\n") + agent.LengthNote
 	}
 	return text, 0, nil
+}
+
+// stream asks for the answer as server-sent events and assembles the
+// chunks into one completion (the library's accumulator).
+func (m *Model) stream(ctx context.Context, params sdk.ChatCompletionNewParams, raw **http.Response) (*sdk.ChatCompletion, error) {
+	params.StreamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)}
+	s := m.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(raw))
+	defer s.Close()
+	acc := sdk.ChatCompletionAccumulator{}
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	return &acc.ChatCompletion, nil
 }
 
 // isDecodeError reports whether err is the library failing to read a

@@ -321,3 +321,26 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Fatalf("endpoint %v %v", m, err)
 	}
 }
+
+// TestOpenAIModelStream: with Stream the request asks for server-sent
+// events (stream true, usage included) and the answer is assembled from
+// the pieces, the length note included when the stream ends at the limit.
+func TestOpenAIModelStream(t *testing.T) {
+	t.Parallel()
+	for _, finish := range []string{"stop", "length"} {
+		f := openaitest.New(t, openaitest.Reply{Content: "Turn it off and on again.", Finish: finish})
+		m, _ := newTestModel(t, f, func(c *openai.Config) { c.Stream = true })
+		got, err := m.Answer(t.Context(), testPrompt(agent.TrustTrigger))
+		want := "Turn it off and on again."
+		if finish == "length" {
+			want += agent.LengthNote
+		}
+		if err != nil || got != want {
+			t.Fatalf("%s: answer %q %v", finish, got, err)
+		}
+		r := f.Requests()[0]
+		if r.Body.Stream == nil || !*r.Body.Stream || !strings.Contains(string(r.Raw["stream_options"]), `"include_usage":true`) {
+			t.Fatalf("%s: request %s", finish, r.Raw["stream"])
+		}
+	}
+}

@@ -7,9 +7,11 @@ package openaitest
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,6 +118,10 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(k, v)
 	}
 	body := reply.Body
+	if reply.Content != "" && rec.Body.Stream != nil && *rec.Body.Stream {
+		f.streamReply(w, rec.Body.Model, reply)
+		return
+	}
 	if reply.Content != "" {
 		finish := reply.Finish
 		if finish == "" {
@@ -133,4 +139,32 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, body)
+}
+
+// streamReply answers a streamed request as the API does: server-sent
+// events of chat.completion.chunk objects, the content in pieces of a
+// word, then a chunk with the finish reason, one with the usage (asked
+// for with stream_options.include_usage) and [DONE].
+func (f *Server) streamReply(w http.ResponseWriter, model string, reply Reply) {
+	finish := reply.Finish
+	if finish == "" {
+		finish = "stop"
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	event := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+	}
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+	}
+	event(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	for _, piece := range strings.SplitAfter(reply.Content, " ") {
+		event(chunk(map[string]any{"content": piece}, nil))
+	}
+	event(chunk(map[string]any{}, finish))
+	event(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": []any{},
+		"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+	fmt.Fprint(w, "data: [DONE]\n\n")
 }
