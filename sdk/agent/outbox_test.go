@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -27,23 +26,8 @@ func TestOutboxSendsAnAnswerLostInACrash(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.lease_timeout": "2s"}})
-			lotse, err := agent.NewClient(env.URL, env.World.Token("lotse"), agent.ClientOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			thread := env.Main("Support/Eskalation")
-			env.MustPost("alex", thread, "outbox-1", "@lotse survive a crash while sending")
-			page, err := lotse.AgentEvents(t.Context(), "", 0)
-			if err != nil || len(page.Events) != 1 {
-				t.Fatalf("events %+v %v", page, err)
-			}
-			var inv agent.Invocation
-			if err := json.Unmarshal(page.Events[0].Payload, &inv); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := lotse.StartRun(t.Context(), inv.RunID, "dead-process"); err != nil {
-				t.Fatal(err)
-			}
+			_, inv := claimedByTheDead(t, env, thread, "@lotse survive a crash while sending")
 			dir := t.TempDir()
 			box, err := agent.OpenOutbox(dir)
 			if err != nil {

@@ -152,6 +152,31 @@ func (m differentModel) Answer(context.Context, agent.Prompt) (string, error) {
 	return fmt.Sprintf("reply number %d", *m.n), nil
 }
 
+// claimedByTheDead has Alex ask Lotse in thread and a process with the
+// holder "dead-process" read the invocation and start the run, as a
+// process that then dies would; it returns Lotse's client and the
+// invocation.
+func claimedByTheDead(t *testing.T, env *apitest.Env, thread, question string) (*agent.Client, agent.Invocation) {
+	t.Helper()
+	lotse, err := agent.NewClient(env.URL, env.World.Token("lotse"), agent.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.MustPost("alex", thread, "dead-1", question)
+	page, err := lotse.AgentEvents(t.Context(), "", 0)
+	if err != nil || len(page.Events) != 1 {
+		t.Fatalf("events %+v %v", page, err)
+	}
+	var inv agent.Invocation
+	if err := json.Unmarshal(page.Events[0].Payload, &inv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lotse.StartRun(t.Context(), inv.RunID, "dead-process"); err != nil {
+		t.Fatal(err)
+	}
+	return lotse, inv
+}
+
 // TestTakeoverAfterCrash: an adapter that claimed a run and died leaves it
 // to another process once its lease lapsed; every request of the run gets
 // exactly one answer, also when the dead process had already answered
@@ -185,24 +210,9 @@ func TestTakeoverAfterCrash(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.lease_timeout": "2s"}})
-			lotse, err := agent.NewClient(env.URL, env.World.Token("lotse"), agent.ClientOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			thread := env.Main("Support/Eskalation")
-			env.MustPost("alex", thread, "crash", "@lotse survive a crash")
-			page, err := lotse.AgentEvents(t.Context(), "", 0)
-			if err != nil || len(page.Events) != 1 {
-				t.Fatalf("events %+v %v", page, err)
-			}
-			var inv agent.Invocation
-			if err := json.Unmarshal(page.Events[0].Payload, &inv); err != nil {
-				t.Fatal(err)
-			}
 			// The first process claims the run (and maybe answers), then dies.
-			if _, err := lotse.StartRun(t.Context(), inv.RunID, "dead-process"); err != nil {
-				t.Fatal(err)
-			}
+			lotse, inv := claimedByTheDead(t, env, thread, "@lotse survive a crash")
 			if tc.deadKey != "" {
 				key := fmt.Sprintf(tc.deadKey, inv.RunID, inv.MessageID)
 				if strings.Count(tc.deadKey, "%s") == 1 {
