@@ -53,6 +53,8 @@ Usage:
   bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H (= bothy admin token create)
   bothy config markdown                                 print docs/configuration.md
+  bothy conformance --adapter "COMMAND" [--json] [--only NAME]
+                                                        check an agent adapter against the run contract on a private server
   bothy documents hashes FILE|DIR...                    print the trusted-documents file (graphql.trusted_documents)
                                                         of a client's .graphql operations
   bothy version                                         print the version and VCS revision (also --version)
@@ -158,6 +160,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return cmdAgentRun(ctx, args[2:], stderr)
 	case "documents":
 		return cmdDocuments(args[1:], stdout)
+	case "conformance":
+		return cmdConformance(ctx, args[1:], stdout, stderr)
 	case "config":
 		if len(args) >= 2 && isHelp(args[1]) || len(args) >= 3 && args[1] == "markdown" && isHelp(args[2]) {
 			fmt.Fprint(stdout, "Usage: bothy config markdown\n\nPrints the reference of every configuration key (docs/configuration.md) as Markdown.\n")

@@ -1,0 +1,54 @@
+package conformance_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"bothy.example.com/bothy/internal/conformance"
+)
+
+// build compiles the package at pkg into dir and returns the binary.
+func build(t *testing.T, dir, pkg, name string) string {
+	t.Helper()
+	bin := filepath.Join(dir, name)
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// TestKit: the reference adapter (`bothy agent run --model openai`,
+// configured by the kit's environment) passes every scenario; adapters
+// that each break one rule fail exactly the scenario about that rule, and
+// every other one passes.
+func TestKit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bothy := build(t, dir, "bothy.example.com/bothy/cmd/bothy", "bothy")
+	broken := build(t, dir, "./testdata/broken", "broken")
+	cases := []struct {
+		name, adapter, fails string
+	}{
+		{"reference adapter", bothy + " agent run --model openai", ""},
+		{"untrusted text in the system message", broken + " -break untrusted", "untrusted_not_in_system"},
+		{"cancel ignored", broken + " -break ignore-cancel", "cancel_stops"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: c.adapter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Scenarios) != len(conformance.Names()) {
+				t.Fatalf("%d verdicts", len(rep.Scenarios))
+			}
+			for _, r := range rep.Scenarios {
+				if want := r.Name != c.fails; r.Passed != want {
+					t.Errorf("%s: passed %v (%s), want %v", r.Name, r.Passed, r.Detail, want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,214 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// modelCall is one request the fake model received: which API, the texts
+// of its system and user messages, whether it asked for a stream, and a
+// channel closed when its client went away before the reply.
+type modelCall struct {
+	API     string
+	System  []string
+	User    []string
+	Stream  bool
+	Aborted chan struct{}
+}
+
+// step is how the fake answers one request: with Text (a completion), a
+// Status (an error, Retry-After 1 on 429), a Garbage body, or Hold (wait
+// until released or until the client goes away).
+type step struct {
+	Text    string
+	Status  int
+	Garbage bool
+	Hold    bool
+}
+
+// fakeModel speaks the OpenAI chat completions API (POST
+// /v1/chat/completions) and Anthropic's Messages API (POST /v1/messages, or
+// /v1/v1/messages for a base URL ending in /v1), plain and streamed,
+// answering from a script and recording every prompt.
+type fakeModel struct {
+	mu      sync.Mutex
+	calls   []*modelCall
+	script  []step
+	arrived chan *modelCall
+	release chan struct{}
+}
+
+func newFakeModel() *fakeModel {
+	return &fakeModel{arrived: make(chan *modelCall, 100), release: make(chan struct{})}
+}
+
+// reset empties the record and sets the script of the next requests
+// (after it: a completion).
+func (f *fakeModel) reset(script ...step) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls, f.script = nil, script
+	f.arrived = make(chan *modelCall, 100)
+	f.release = make(chan struct{})
+}
+
+// releaseHeld lets requests that wait on Hold answer.
+func (f *fakeModel) releaseHeld() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.release:
+	default:
+		close(f.release)
+	}
+}
+
+// recorded returns the calls so far.
+func (f *fakeModel) recorded() []*modelCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*modelCall(nil), f.calls...)
+}
+
+// next waits for the next request.
+func (f *fakeModel) next(ctx context.Context) (*modelCall, error) {
+	f.mu.Lock()
+	ch := f.arrived
+	f.mu.Unlock()
+	select {
+	case c := <-ch:
+		return c, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the adapter asked the model nothing")
+	}
+}
+
+func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var api string
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		api = "openai"
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
+		api = "anthropic"
+	default:
+		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
+		return
+	}
+	raw, _ := io.ReadAll(r.Body)
+	var body struct {
+		Model    string          `json:"model"`
+		Stream   bool            `json:"stream"`
+		System   json.RawMessage `json:"system"`
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(raw, &body)
+	call := &modelCall{API: api, Stream: body.Stream, Aborted: make(chan struct{})}
+	if len(body.System) > 0 {
+		call.System = append(call.System, texts(body.System)...)
+	}
+	for _, m := range body.Messages {
+		if m.Role == "system" || m.Role == "developer" {
+			call.System = append(call.System, texts(m.Content)...)
+		} else {
+			call.User = append(call.User, texts(m.Content)...)
+		}
+	}
+	f.mu.Lock()
+	n := len(f.calls)
+	f.calls = append(f.calls, call)
+	s := step{Text: fmt.Sprintf("Conformance answer %d.", n+1)}
+	if n < len(f.script) {
+		s = f.script[n]
+	}
+	arrived, release := f.arrived, f.release
+	f.mu.Unlock()
+	arrived <- call
+	if s.Hold {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			close(call.Aborted)
+			return
+		}
+		if s.Text == "" {
+			s.Text = fmt.Sprintf("Conformance answer %d.", n+1)
+		}
+	}
+	switch {
+	case s.Status != 0:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(s.Status)
+		fmt.Fprint(w, `{"error":{"type":"rate_limit_error","message":"slow down"}}`)
+	case s.Garbage:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"nothing": "a model would answer"`)
+	case api == "openai":
+		openAIReply(w, body.Model, body.Stream, s.Text)
+	default:
+		anthropicReply(w, body.Model, body.Stream, s.Text)
+	}
+}
+
+// texts reads a message content: a string, or a list of text blocks.
+func texts(raw json.RawMessage) []string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []string{s}
+	}
+	var blocks []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &blocks)
+	out := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		out = append(out, b.Text)
+	}
+	return out
+}
+
+func openAIReply(w http.ResponseWriter, model string, stream bool, text string) {
+	if !stream {
+		w.Header().Set("Content-Type", "application/json")
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}},
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+		w.Write(b)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunk := func(delta map[string]any, finish any) {
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+		fmt.Fprintf(w, "data: %s\n\n", b)
+	}
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	chunk(map[string]any{"content": text}, nil)
+	chunk(map[string]any{}, "stop")
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func anthropicReply(w http.ResponseWriter, model string, stream bool, text string) {
+	t, _ := json.Marshal(text)
+	if !stream {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":%s}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":3}}`, model, t)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	event := func(name, data string) { fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data) }
+	event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}`, model))
+	event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(t)+`}}`)
+	event("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}`)
+	event("message_stop", `{"type":"message_stop"}`)
+}

@@ -1,0 +1,321 @@
+// Package conformance is the kit behind `bothy conformance`: it starts a
+// private Bothy server (an embedded database, the example world, short
+// leases) and a scripted fake model that speaks the OpenAI chat
+// completions and Anthropic Messages APIs, starts the adapter under test as
+// a shell command with the kit's addresses in its environment, and runs
+// scenarios of the run contract against it, each passed or failed with a
+// reason (docs/adapter.md#checking-an-adapter).
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/pgcluster"
+	"bothy.example.com/bothy/internal/server"
+	"bothy.example.com/bothy/internal/world"
+)
+
+// Options configure a run of the kit.
+type Options struct {
+	// Adapter is the shell command that runs the adapter under test. It
+	// reads BOTHY_SERVER, BOTHY_AGENT_TOKEN (the agent Lotse's),
+	// BOTHY_MODEL_BASE_URL, BOTHY_MODEL_API_KEY and BOTHY_MODEL_NAME.
+	Adapter string
+	// Only names the one scenario to run; empty runs them all.
+	Only string
+	// Progress receives a line per scenario as it ends (nil: none).
+	Progress io.Writer
+}
+
+// Result is the verdict on one scenario.
+type Result struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail"`
+}
+
+// Report is the verdict on every scenario run.
+type Report struct {
+	Scenarios []Result `json:"scenarios"`
+	Passed    int      `json:"passed"`
+	Failed    int      `json:"failed"`
+}
+
+// leaseTimeout is the kit server's run.lease_timeout: short, so that
+// renewals and takeovers happen within a scenario.
+const leaseTimeout = 4 * time.Second
+
+// kit is the private server, the fake model and the adapter process.
+type kit struct {
+	base  string // the server's address
+	model *fakeModel
+	mbase string // the fake model's address
+	pool  *pgxpool.Pool
+	world *world.World
+	cmd   string
+	http  *http.Client
+
+	mu   sync.Mutex
+	proc *exec.Cmd
+	logs bytes.Buffer
+	exit chan struct{}
+}
+
+// Names are the scenarios in the order they run.
+func Names() []string {
+	out := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		out[i] = s.name
+	}
+	return out
+}
+
+// Run starts the kit, runs the scenarios of opts against the adapter and
+// returns the verdicts.
+//
+// Errors: the kit itself cannot start (no PostgreSQL server binaries, no
+// free port) or Only names no scenario; a failing scenario is a verdict,
+// not an error.
+func Run(ctx context.Context, opts Options) (Report, error) {
+	var chosen []scenario
+	for _, s := range scenarios {
+		if opts.Only == "" || opts.Only == s.name {
+			chosen = append(chosen, s)
+		}
+	}
+	if len(chosen) == 0 {
+		return Report{}, fmt.Errorf("conformance: no scenario %q (there are %v)", opts.Only, Names())
+	}
+	dir, err := os.MkdirTemp("", "bothy-conformance-")
+	if err != nil {
+		return Report{}, err
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(dir, "postgres"), Ephemeral: true})
+	if err != nil {
+		return Report{}, err
+	}
+	defer cluster.Stop()
+	url := cluster.URL("postgres")
+	if err := db.Migrate(ctx, url); err != nil {
+		return Report{}, err
+	}
+	cfg, err := config.Load("", nil)
+	if err != nil {
+		return Report{}, err
+	}
+	for k, v := range map[string]string{
+		config.RunLeaseTimeout: leaseTimeout.String(), config.RunSweepInterval: "200ms", config.ServerDrainDelay: "0s",
+		config.RateMessageBurst: "10000", config.RateMessagePerMinute: "10000", config.RateReadBurst: "10000", config.RateReadPerMinute: "10000",
+		config.RateAgentRuntimeBurst: "10000", config.RateAgentRuntimePerMinute: "10000", config.RateAdminBurst: "10000", config.RateAdminPerMinute: "10000",
+	} {
+		if cfg, err = cfg.With(k, v); err != nil {
+			return Report{}, err
+		}
+	}
+	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: 20})
+	if err != nil {
+		return Report{}, err
+	}
+	defer pool.Close()
+	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return Report{}, err
+	}
+	w, err := world.Build(ctx, srv.World())
+	if err != nil {
+		return Report{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Report{}, err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-served }()
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Report{}, err
+	}
+	model := newFakeModel()
+	msrv := &http.Server{Handler: model}
+	go msrv.Serve(mln)
+	defer msrv.Close()
+
+	k := &kit{base: "http://" + ln.Addr().String(), model: model, mbase: "http://" + mln.Addr().String(), pool: pool, world: w,
+		cmd: opts.Adapter, http: &http.Client{Timeout: 30 * time.Second}}
+	defer k.stop()
+	var rep Report
+	for _, s := range chosen {
+		if err := k.ensureRunning(); err != nil {
+			return rep, err
+		}
+		k.model.reset()
+		sctx, scancel := context.WithTimeout(ctx, 45*time.Second)
+		err := s.run(sctx, k)
+		scancel()
+		k.model.releaseHeld()
+		r := Result{Name: s.name, Passed: err == nil, Detail: "ok"}
+		if err != nil {
+			r.Detail = err.Error()
+			rep.Failed++
+		} else {
+			rep.Passed++
+		}
+		rep.Scenarios = append(rep.Scenarios, r)
+		if opts.Progress != nil {
+			verdict := "passed"
+			if !r.Passed {
+				verdict = "FAILED: " + r.Detail
+			}
+			fmt.Fprintf(opts.Progress, "%-28s %s\n", s.name, verdict)
+		}
+		// A scenario's leftovers (a run still active) must not reach the
+		// next one.
+		k.settle(ctx)
+	}
+	return rep, nil
+}
+
+// ensureRunning starts the adapter unless it runs.
+func (k *kit) ensureRunning() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.proc != nil {
+		select {
+		case <-k.exit:
+		default:
+			return nil
+		}
+	}
+	cmd := exec.Command("sh", "-c", k.cmd)
+	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+k.base, "BOTHY_AGENT_TOKEN="+k.world.Token("lotse"),
+		"BOTHY_MODEL_BASE_URL="+k.mbase+"/v1", "BOTHY_MODEL_API_KEY=conformance-key", "BOTHY_MODEL_NAME=conformance-model")
+	cmd.Stdout, cmd.Stderr = &k.logs, &k.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("conformance: start the adapter: %w", err)
+	}
+	exit := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exit) }()
+	k.proc, k.exit = cmd, exit
+	return nil
+}
+
+// stop ends the adapter and its children.
+func (k *kit) stop() {
+	k.mu.Lock()
+	proc, exit := k.proc, k.exit
+	k.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	_ = syscall.Kill(-proc.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exit:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-proc.Process.Pid, syscall.SIGKILL)
+		<-exit
+	}
+}
+
+// settle waits until no run is active, cancelling those left (the kit's
+// owner cancels them), so that scenarios do not see each other's runs.
+func (k *kit) settle(ctx context.Context) {
+	deadline := time.Now().Add(3 * leaseTimeout)
+	for time.Now().Before(deadline) {
+		var active []string
+		rows, err := k.pool.Query(ctx, `SELECT id::text FROM runs WHERE state IN ('queued', 'running', 'waiting_input')`)
+		if err != nil {
+			return
+		}
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				active = append(active, id)
+			}
+		}
+		rows.Close()
+		if len(active) == 0 {
+			return
+		}
+		for _, id := range active {
+			_, _ = k.rest(ctx, http.MethodPost, "/api/v1/runs/"+id+"/cancel", "robin", nil, nil)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// rest calls the kit server as the world's principal who and decodes the
+// answer into out; it returns the status.
+func (k *kit) rest(ctx context.Context, method, path, who string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, k.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+k.world.Token(who))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := k.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, err
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// count runs a count(*) statement on the kit's database.
+func (k *kit) count(ctx context.Context, sql string, args ...any) int {
+	var n int
+	if err := k.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// until polls cond every 100 ms until it holds or ctx ends.
+func until(ctx context.Context, what string, cond func() bool) error {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return errors.New("timed out waiting for " + what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
