@@ -33,6 +33,9 @@ func TestKit(t *testing.T) {
 		{"reference adapter", bothy + " agent run --model openai", ""},
 		{"untrusted text in the system message", broken + " -break untrusted", "untrusted_not_in_system"},
 		{"cancel ignored", broken + " -break ignore-cancel", "cancel_stops"},
+		{"answered twice", broken + " -break answer-twice", "answers_once"},
+		{"posted after the loss of trigger", broken + " -break post-after-loss", "trigger_loss_posts_nothing"},
+		{"never renewed", broken + " -break no-renew", "long_call_renews"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,6 +29,8 @@ type step struct {
 	Status  int
 	Garbage bool
 	Hold    bool
+	// AfterReply runs once the reply was written and flushed.
+	AfterReply func()
 }
 
 // fakeModel speaks the OpenAI chat completions API (POST
@@ -155,6 +157,12 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		openAIReply(w, body.Model, body.Stream, s.Text)
 	default:
 		anthropicReply(w, body.Model, body.Stream, s.Text)
+	}
+	if s.AfterReply != nil {
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		s.AfterReply()
 	}
 }
 

@@ -61,7 +61,7 @@ type Report struct {
 
 // leaseTimeout is the kit server's run.lease_timeout: short, so that
 // renewals and takeovers happen within a scenario.
-const leaseTimeout = 4 * time.Second
+const leaseTimeout = 2 * time.Second
 
 // kit is the private server, the fake model and the adapter process.
 type kit struct {
@@ -73,10 +73,12 @@ type kit struct {
 	cmd   string
 	http  *http.Client
 
-	mu   sync.Mutex
-	proc *exec.Cmd
-	logs bytes.Buffer
-	exit chan struct{}
+	mu      sync.Mutex
+	proc    *exec.Cmd
+	logs    bytes.Buffer
+	exit    chan struct{}
+	cluster *pgcluster.Cluster
+	pgDir   string
 }
 
 // Names are the scenarios in the order they run.
@@ -111,11 +113,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(dir, "postgres"), Ephemeral: true})
+	// Durable, not ephemeral: db_outage_recovers stops it and starts it
+	// again on the same folder and port; the folder goes with dir.
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(dir, "postgres")})
 	if err != nil {
 		return Report{}, err
 	}
-	defer cluster.Stop()
 	url := cluster.URL("postgres")
 	if err := db.Migrate(ctx, url); err != nil {
 		return Report{}, err
@@ -163,7 +166,13 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	defer msrv.Close()
 
 	k := &kit{base: "http://" + ln.Addr().String(), model: model, mbase: "http://" + mln.Addr().String(), pool: pool, world: w,
-		cmd: opts.Adapter, http: &http.Client{Timeout: 30 * time.Second}}
+		cmd: opts.Adapter, http: &http.Client{Timeout: 30 * time.Second}, cluster: cluster, pgDir: filepath.Join(dir, "postgres")}
+	defer func() {
+		k.mu.Lock()
+		c := k.cluster
+		k.mu.Unlock()
+		c.Stop()
+	}()
 	defer k.stop()
 	var rep Report
 	for _, s := range chosen {
@@ -171,7 +180,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			return rep, err
 		}
 		k.model.reset()
-		sctx, scancel := context.WithTimeout(ctx, 45*time.Second)
+		sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
 		err := s.run(sctx, k)
 		scancel()
 		k.model.releaseHeld()
@@ -208,18 +217,63 @@ func (k *kit) ensureRunning() error {
 			return nil
 		}
 	}
+	cmd, exit, err := k.spawn()
+	if err != nil {
+		return err
+	}
+	k.proc, k.exit = cmd, exit
+	return nil
+}
+
+// spawn starts one more process of the adapter in a process group of its
+// own and returns it with a channel closed when it exited.
+func (k *kit) spawn() (*exec.Cmd, chan struct{}, error) {
 	cmd := exec.Command("sh", "-c", k.cmd)
 	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+k.base, "BOTHY_AGENT_TOKEN="+k.world.Token("lotse"),
 		"BOTHY_MODEL_BASE_URL="+k.mbase+"/v1", "BOTHY_MODEL_API_KEY=conformance-key", "BOTHY_MODEL_NAME=conformance-model")
 	cmd.Stdout, cmd.Stderr = &k.logs, &k.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("conformance: start the adapter: %w", err)
+		return nil, nil, fmt.Errorf("conformance: start the adapter: %w", err)
 	}
 	exit := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exit) }()
-	k.proc, k.exit = cmd, exit
-	return nil
+	return cmd, exit, nil
+}
+
+// waitExit waits until the adapter's process exited.
+func (k *kit) waitExit(ctx context.Context) error {
+	k.mu.Lock()
+	exit := k.exit
+	k.mu.Unlock()
+	select {
+	case <-exit:
+		return nil
+	case <-ctx.Done():
+		return errors.New("the adapter did not exit after SIGKILL")
+	}
+}
+
+// signal sends sig to the adapter's process group.
+func (k *kit) signal(sig syscall.Signal) {
+	k.mu.Lock()
+	proc := k.proc
+	k.mu.Unlock()
+	if proc != nil {
+		_ = syscall.Kill(-proc.Process.Pid, sig)
+	}
+}
+
+// end stops a process group: SIGTERM, then SIGKILL after 5 s.
+func end(cmd *exec.Cmd, exit chan struct{}) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exit:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exit
+	}
 }
 
 // stop ends the adapter and its children.
@@ -227,16 +281,40 @@ func (k *kit) stop() {
 	k.mu.Lock()
 	proc, exit := k.proc, k.exit
 	k.mu.Unlock()
-	if proc == nil {
-		return
+	if proc != nil {
+		end(proc, exit)
 	}
-	_ = syscall.Kill(-proc.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-exit:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-proc.Process.Pid, syscall.SIGKILL)
-		<-exit
+}
+
+// outage stops the database for d and starts it again on the same folder
+// and port.
+func (k *kit) outage(ctx context.Context, d time.Duration) error {
+	k.mu.Lock()
+	c := k.cluster
+	k.mu.Unlock()
+	port := c.Port()
+	if err := c.Stop(); err != nil {
+		return err
 	}
+	// Until nothing answers on the port: a start before the old server is
+	// gone would meet it shutting down.
+	for i := 0; i < 300; i++ {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err != nil {
+			break
+		}
+		conn.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(d)
+	next, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: k.pgDir, Port: port})
+	if err != nil {
+		return fmt.Errorf("conformance: start the database again: %w", err)
+	}
+	k.mu.Lock()
+	k.cluster = next
+	k.mu.Unlock()
+	return nil
 }
 
 // settle waits until no run is active, cancelling those left (the kit's

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -23,8 +24,13 @@ var scenarios = []scenario{
 	{"followup_reaches_model", followUpReachesModel},
 	{"cancel_stops", cancelStops},
 	{"trigger_loss_posts_nothing", triggerLossPostsNothing},
+	{"crash_during_model", crashDuringModel},
+	{"stall_is_fenced", stallIsFenced},
+	{"db_outage_recovers", dbOutageRecovers},
 	{"model_429_retried", model429Retried},
 	{"model_garbage_fails_run", modelGarbageFailsRun},
+	{"long_call_renews", longCallRenews},
+	{"crash_before_post", crashBeforePost},
 }
 
 // seq makes the texts of each question unique across scenarios.
@@ -318,4 +324,133 @@ func modelGarbageFailsRun(ctx context.Context, k *kit) error {
 		return fmt.Errorf("the run ended %s (%q) with %d answers; want failed with a reason and none", state, reason, len(k.answers(ctx, a.thread)))
 	}
 	return nil
+}
+
+// endedOnce checks that the run ended exactly once, completed, with one
+// answer: its state changes in the event log name one ending.
+func (k *kit) endedOnce(ctx context.Context, a asked) error {
+	if err := k.answeredOnce(ctx, a); err != nil {
+		return err
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := len(k.answers(ctx, a.thread)); n != 1 {
+		return fmt.Errorf("%d answers", n)
+	}
+	endings := k.count(ctx, `SELECT count(*) FROM event_log WHERE type = 'run.state_changed' AND payload->>'id' = $1
+		AND payload->>'state' IN ('completed', 'failed', 'cancelled')`, a.run)
+	if endings != 1 {
+		return fmt.Errorf("the run ended %d times", endings)
+	}
+	return nil
+}
+
+func crashDuringModel(ctx context.Context, k *kit) error {
+	k.model.reset(step{Hold: true})
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse survive a crash")
+	if err != nil {
+		return err
+	}
+	if _, err := k.model.next(ctx); err != nil {
+		return err
+	}
+	k.signal(syscall.SIGKILL)
+	if err := k.waitExit(ctx); err != nil {
+		return err
+	}
+	if err := k.ensureRunning(); err != nil {
+		return err
+	}
+	return k.endedOnce(ctx, a)
+}
+
+func stallIsFenced(ctx context.Context, k *kit) error {
+	k.model.reset(step{Hold: true, Text: "The stale answer."})
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse survive a stall")
+	if err != nil {
+		return err
+	}
+	if _, err := k.model.next(ctx); err != nil {
+		return err
+	}
+	k.signal(syscall.SIGSTOP)
+	second, exit, err := k.spawn()
+	if err != nil {
+		return err
+	}
+	defer end(second, exit)
+	// The lease lapses, the second instance takes the run over and answers.
+	if err := until(ctx, "a takeover by the second instance", func() bool {
+		return k.count(ctx, `SELECT count(*) FROM runs WHERE id = $1 AND state = 'completed'`, a.run) == 1
+	}); err != nil {
+		k.signal(syscall.SIGCONT)
+		return err
+	}
+	// The stale instance wakes with its model's answer.
+	k.model.releaseHeld()
+	k.signal(syscall.SIGCONT)
+	time.Sleep(2 * time.Second)
+	got := k.answers(ctx, a.thread)
+	if len(got) != 1 || strings.Contains(got[0], "stale") {
+		return fmt.Errorf("answers after the stale instance woke: %q", got)
+	}
+	if n := k.count(ctx, `SELECT count(*) FROM runs WHERE id = $1 AND state = 'completed'`, a.run); n != 1 {
+		return fmt.Errorf("the stale instance changed the run")
+	}
+	return nil
+}
+
+func dbOutageRecovers(ctx context.Context, k *kit) error {
+	if err := k.outage(ctx, 3*time.Second); err != nil {
+		return err
+	}
+	var a asked
+	// The server answers again once its pool reconnected.
+	if err := until(ctx, "the server after the outage", func() bool {
+		var err error
+		a, err = k.ask(ctx, "alex", "Support/Eskalation", "@lotse are you back?")
+		return err == nil
+	}); err != nil {
+		return err
+	}
+	return k.answeredOnce(ctx, a)
+}
+
+func longCallRenews(ctx context.Context, k *kit) error {
+	k.model.reset(step{Hold: true})
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse think about it for a while")
+	if err != nil {
+		return err
+	}
+	if _, err := k.model.next(ctx); err != nil {
+		return err
+	}
+	time.Sleep(leaseTimeout + leaseTimeout/2)
+	k.model.releaseHeld()
+	if err := k.endedOnce(ctx, a); err != nil {
+		return err
+	}
+	if n := k.count(ctx, `SELECT count(*) FROM runs WHERE id = $1 AND attempt = 1`, a.run); n != 1 {
+		return fmt.Errorf("the run was taken over: its lease was not renewed")
+	}
+	if n := len(k.model.recorded()); n != 1 {
+		return fmt.Errorf("%d model calls for one request", n)
+	}
+	return nil
+}
+
+func crashBeforePost(ctx context.Context, k *kit) error {
+	// The fake kills the adapter right after its answer went out, before
+	// the adapter could post it.
+	k.model.reset(step{Text: "The answer that was in flight.", AfterReply: func() { k.signal(syscall.SIGKILL) }})
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse answer before you die")
+	if err != nil {
+		return err
+	}
+	if err := k.waitExit(ctx); err != nil {
+		return err
+	}
+	if err := k.ensureRunning(); err != nil {
+		return err
+	}
+	return k.endedOnce(ctx, a)
 }

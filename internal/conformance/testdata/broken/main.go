@@ -1,23 +1,48 @@
 // Command broken is an adapter on the SDK that breaks one rule of the run
 // contract on purpose (-break), for the conformance kit's proof that it can
-// fail: untrusted puts the whole rendered context in the system message;
-// ignore-cancel keeps the model call going after the run's context ended.
+// fail exactly the scenario about that rule:
+//
+//   - untrusted: the whole rendered context goes in the system message;
+//   - ignore-cancel: the model call goes on after the run's context ended;
+//   - answer-twice: the request of answers_once gets a second answer;
+//   - post-after-loss: the answer of trigger_loss_posts_nothing is posted
+//     without its run once the run refused it;
+//   - no-renew: the claim on a run is never renewed.
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
+	"io"
 	"log"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/sdk/model/openai"
 )
 
+// noRenew fails every renewRun call as a network error would.
+type noRenew struct{}
+
+func (noRenew) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if bytes.Contains(b, []byte("renewRun")) {
+			return nil, errors.New("renewals are switched off")
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
 func main() {
-	rule := flag.String("break", "", "untrusted or ignore-cancel")
+	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss or no-renew")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -25,8 +50,15 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg := agent.Config{Server: os.Getenv("BOTHY_SERVER"), Token: os.Getenv("BOTHY_AGENT_TOKEN")}
-	err = agent.Run(ctx, cfg, func(ctx context.Context, t *agent.Task) error {
+	opts := agent.ClientOptions{}
+	if *rule == "no-renew" {
+		opts.HTTPClient = &http.Client{Transport: noRenew{}}
+	}
+	client, err := agent.NewClient(os.Getenv("BOTHY_SERVER"), os.Getenv("BOTHY_AGENT_TOKEN"), opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = agent.Run(ctx, agent.Config{Client: client}, func(ctx context.Context, t *agent.Task) error {
 		p := t.Prompt()
 		mctx := ctx
 		switch *rule {
@@ -39,9 +71,26 @@ func main() {
 		if err != nil {
 			return err
 		}
+		c := t.Context()
+		asked := c.TriggerMessage.ContentMD
+		switch {
+		case *rule == "answer-twice" && strings.Contains(asked, "printer on floor 2"):
+			_, _ = client.CreateMessage(ctx, threadOf(ctx, client, c.RunID), "", agent.MessageCreate{ClientMsgID: "twice-" + c.RunID, ContentMD: "Once more: " + text})
+		case *rule == "post-after-loss" && strings.Contains(asked, "summarise the incident"):
+			_, _ = client.CreateMessage(context.WithoutCancel(ctx), threadOf(ctx, client, c.RunID), "", agent.MessageCreate{ClientMsgID: "lost-" + c.RunID, ContentMD: text})
+		}
 		return t.Answer(ctx, text)
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// threadOf is the thread of run, where it answers.
+func threadOf(ctx context.Context, client *agent.Client, run string) string {
+	r, err := client.Run(context.WithoutCancel(ctx), run)
+	if err != nil {
+		return ""
+	}
+	return r.ThreadID
 }
