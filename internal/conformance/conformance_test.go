@@ -21,7 +21,8 @@ func build(t *testing.T, dir, pkg, name string) string {
 // TestKit: the reference adapter (`bothy agent run --model openai`,
 // configured by the kit's environment) passes every scenario; adapters
 // that each break one rule fail exactly the scenario about that rule, and
-// every other one passes.
+// every other one passes; the Python adapter of contrib passes the rules
+// it keeps.
 func TestKit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -37,6 +38,26 @@ func TestKit(t *testing.T) {
 		{"posted after the loss of trigger", broken + " -break post-after-loss", "trigger_loss_posts_nothing"},
 		{"never renewed", broken + " -break no-renew", "long_call_renews"},
 	}
+	t.Run("python adapter", func(t *testing.T) {
+		// contrib/adapters/python/adapter.py, standard library only and
+		// without renewals or an outbox, keeps the rules it claims to keep.
+		t.Parallel()
+		py, err := filepath.Abs("../../contrib/adapters/python/adapter.py")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "python3 " + py})
+		if err != nil {
+			t.Fatal(err)
+		}
+		must := map[string]bool{"answers_once": true, "trigger_reaches_model": true, "untrusted_not_in_system": true,
+			"cancel_stops": true, "trigger_loss_posts_nothing": true}
+		for _, r := range rep.Scenarios {
+			if must[r.Name] && !r.Passed {
+				t.Errorf("%s: %s", r.Name, r.Detail)
+			}
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
