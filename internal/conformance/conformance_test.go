@@ -38,6 +38,18 @@ func TestKit(t *testing.T) {
 		{"posted after the loss of trigger", broken + " -break post-after-loss", "trigger_loss_posts_nothing"},
 		{"never renewed", broken + " -break no-renew", "long_call_renews"},
 	}
+	t.Run("Anthropic's API, streamed", func(t *testing.T) {
+		// The fake model speaks Anthropic's Messages API too, under the
+		// same base URL.
+		t.Parallel()
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: bothy + " agent run --model anthropic --model-stream", Only: "trigger_reaches_model"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Scenarios) != 1 || !rep.Scenarios[0].Passed {
+			t.Fatalf("%+v", rep)
+		}
+	})
 	t.Run("python adapter", func(t *testing.T) {
 		// contrib/adapters/python/adapter.py, standard library only and
 		// without renewals or an outbox, keeps the rules it claims to keep.

@@ -20,11 +20,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
@@ -68,7 +67,6 @@ type kit struct {
 	base  string // the server's address
 	model *fakeModel
 	mbase string // the fake model's address
-	pool  *pgxpool.Pool
 	world *world.World
 	cmd   string
 	http  *http.Client
@@ -165,7 +163,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	go msrv.Serve(mln)
 	defer msrv.Close()
 
-	k := &kit{base: "http://" + ln.Addr().String(), model: model, mbase: "http://" + mln.Addr().String(), pool: pool, world: w,
+	k := &kit{base: "http://" + ln.Addr().String(), model: model, mbase: "http://" + mln.Addr().String(), world: w,
 		cmd: opts.Adapter, http: &http.Client{Timeout: 30 * time.Second}, cluster: cluster, pgDir: filepath.Join(dir, "postgres")}
 	defer func() {
 		k.mu.Lock()
@@ -322,18 +320,17 @@ func (k *kit) outage(ctx context.Context, d time.Duration) error {
 func (k *kit) settle(ctx context.Context) {
 	deadline := time.Now().Add(3 * leaseTimeout)
 	for time.Now().Before(deadline) {
-		var active []string
-		rows, err := k.pool.Query(ctx, `SELECT id::text FROM runs WHERE state IN ('queued', 'running', 'waiting_input')`)
+		runs, err := k.runStates(ctx)
 		if err != nil {
 			return
 		}
-		for rows.Next() {
-			var id string
-			if rows.Scan(&id) == nil {
+		var active []string
+		for id, states := range runs {
+			switch states[len(states)-1] {
+			case "queued", "running", "waiting_input":
 				active = append(active, id)
 			}
 		}
-		rows.Close()
 		if len(active) == 0 {
 			return
 		}
@@ -342,6 +339,114 @@ func (k *kit) settle(ctx context.Context) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// gql runs a GraphQL operation as the world's principal who and decodes
+// its data into out.
+func (k *kit) gql(ctx context.Context, who, query string, vars map[string]any, out any) error {
+	var env struct {
+		Data   json.RawMessage `json:"data"`
+		Errors []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if _, err := k.rest(ctx, http.MethodPost, "/graphql", who, map[string]any{"query": query, "variables": vars}, &env); err != nil {
+		return err
+	}
+	if len(env.Errors) > 0 {
+		return errors.New(env.Errors[0].Message)
+	}
+	return json.Unmarshal(env.Data, out)
+}
+
+// runEvent is a change of a run's state as the event log tells it.
+type runEvent struct {
+	RunID, ThreadID, State string
+}
+
+// runEvents reads every change of a run's state from the event log, as the
+// owner sees it, oldest first.
+func (k *kit) runEvents(ctx context.Context) ([]runEvent, error) {
+	var out []runEvent
+	var after any
+	for {
+		var page struct {
+			Events struct {
+				Nodes []struct {
+					Kind     string `json:"kind"`
+					RunID    string `json:"runId"`
+					ThreadID string `json:"threadId"`
+					State    string `json:"state"`
+				} `json:"nodes"`
+				PageInfo struct {
+					EndCursor   string `json:"endCursor"`
+					HasNextPage bool   `json:"hasNextPage"`
+				} `json:"pageInfo"`
+			} `json:"events"`
+		}
+		if err := k.gql(ctx, "robin", `query($a: String) { events(first: 100, after: $a) { nodes { kind ... on RunStateChangedEvent { runId threadId state } }
+			pageInfo { endCursor hasNextPage } } }`, map[string]any{"a": after}, &page); err != nil {
+			return nil, err
+		}
+		for _, e := range page.Events.Nodes {
+			if e.Kind == "RUN_STATE_CHANGED" {
+				out = append(out, runEvent{RunID: e.RunID, ThreadID: e.ThreadID, State: strings.ToLower(e.State)})
+			}
+		}
+		if !page.Events.PageInfo.HasNextPage {
+			return out, nil
+		}
+		after = page.Events.PageInfo.EndCursor
+	}
+}
+
+// runStates returns the states each run went through, oldest first.
+func (k *kit) runStates(ctx context.Context) (map[string][]string, error) {
+	evs, err := k.runEvents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, e := range evs {
+		out[e.RunID] = append(out[e.RunID], e.State)
+	}
+	return out, nil
+}
+
+// runOf returns the run started in thread, "" while there is none.
+func (k *kit) runOf(ctx context.Context, thread string) string {
+	evs, err := k.runEvents(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, e := range evs {
+		if e.ThreadID == thread {
+			return e.RunID
+		}
+	}
+	return ""
+}
+
+// runView is a run as the owner reads it.
+type runView struct {
+	State     string  `json:"state"`
+	EndReason *string `json:"endReason"`
+	Attempt   int     `json:"attempt"`
+}
+
+// run reads run as the owner.
+func (k *kit) run(ctx context.Context, run string) (runView, error) {
+	var out struct {
+		Run *runView `json:"run"`
+	}
+	if err := k.gql(ctx, "robin", `query($id: ID!) { run(id: $id) { state endReason attempt } }`, map[string]any{"id": run}, &out); err != nil {
+		return runView{}, err
+	}
+	if out.Run == nil {
+		return runView{}, errors.New("the run is unreadable")
+	}
+	out.Run.State = strings.ToLower(out.Run.State)
+	return *out.Run, nil
 }
 
 // rest calls the kit server as the world's principal who and decodes the
@@ -375,15 +480,6 @@ func (k *kit) rest(ctx context.Context, method, path, who string, body, out any)
 		}
 	}
 	return resp.StatusCode, nil
-}
-
-// count runs a count(*) statement on the kit's database.
-func (k *kit) count(ctx context.Context, sql string, args ...any) int {
-	var n int
-	if err := k.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		return -1
-	}
-	return n
 }
 
 // until polls cond every 100 ms until it holds or ctx ends.

@@ -66,6 +66,12 @@ func main() {
 			p.System += "\n" + p.User
 		case "ignore-cancel":
 			mctx = context.WithoutCancel(ctx)
+		case "post-after-loss":
+			// Deaf to the end of trigger_loss_posts_nothing's run, so that
+			// the answer comes whatever happened first.
+			if strings.Contains(t.Context().TriggerMessage.ContentMD, "summarise the incident") {
+				mctx = context.WithoutCancel(ctx)
+			}
 		}
 		text, err := m.Answer(mctx, p)
 		if err != nil {
