@@ -42,8 +42,8 @@ STRESS_COUNT ?= 50
 # by package (docs/reliability.md#stability).
 STRESS_SERVER  = ^(TestSubscription.*|TestLiveRightsOnSubscriptions|TestWebSocketCloseCodes|TestRequestsRefusedBeforeTheyRun|TestCostsAndLimitsVisible|TestDatabaseOutage|TestReadiness.*|TestRateLimitHoldsAcrossReplicas|TestSlowClientsAreCut|TestConcurrencyCap.*|TestAdminDisableEndsPollsAndRuns|TestRunTimeoutLoggedAndCounted|TestPgBouncerTransactionMode|TestMetricsOwnListener|TestAmplificationHeapBound|TestListEventsSameOnBothFaces|TestCursorExpiredOnBothFaces)$$
 STRESS_RUNS    = ^(TestFencing_.*|TestDeliveryWaitsForTheRunsEnd|TestLossOfTrigger.*|TestCancelRequestedRunNeverRequeued|TestSweepSettlesPastARunItCannot|TestConcurrentTriggersOneActiveRun|TestAnswer_ConcurrentWithFinish|TestRunClaimsAndLeases|TestRunTimeouts|TestHubAwaitWaiting|TestLongPoll.*|TestFollowupDelivery|TestLossOfTriggerEndsRuns|TestPromotionDecidesAgain|TestCancelRun.*|TestAgentCursor|TestLargeAnswersKeepTheirBytes|TestRunContext_ConstantQueries)$$
-STRESS_ADAPTER = ^(TestFollowUp.*|TestReply.*|TestAcks.*|TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestClientTimeoutAndCancellation|TestOpenAIFlow.*|TestOpenAIModelTimeout|TestOpenAIModelCancel|TestEchoModelHonoursCancellation)$$
-STRESS_OTHER   = ^(TestMoveSpendsOneToken|TestOneTokenPerOperation|TestLookupAtTheDoor|TestInTx.*|TestMigrateIsIdempotentAndConcurrent|TestMemoryBuckets|TestReservationCancel|TestSpend|TestMemoryAnswersAtOnce)$$
+STRESS_ADAPTER = ^(TestFollowUp.*|TestReply.*|TestAcks.*|TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestClientTimeoutAndCancellation|TestOpenAIFlow.*|TestOpenAIModelTimeout|TestOpenAIModelCancel|TestEchoModelHonoursCancellation|TestOutbox.*|TestMaxConcurrent|TestAutoTransportFallsBackToThePoll|TestRunWithHandler)$$
+STRESS_OTHER   = ^(TestMoveSpendsOneToken|TestOneTokenPerOperation|TestLookupAtTheDoor|TestInTx.*|TestMigrateIsIdempotentAndConcurrent|TestMemoryBuckets|TestReservationCancel|TestSpend|TestMemoryAnswersAtOnce|TestFanoutStatementsDoNotGrowWithListeners)$$
 
 ## stress: the concurrency, timing, WebSocket, outage and lease tests STRESS_COUNT times each, the statement-order test 200 times
 stress: assets audit-deps
@@ -51,7 +51,7 @@ stress: assets audit-deps
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_SERVER)' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_RUNS)' ./internal/runs/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_ADAPTER)' ./sdk/agent/
-	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/ ./internal/chat/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/ ./internal/chat/ ./internal/feed/
 
 ## chaos: the chaos test of runs (internal/chaos, build tag chaos, not in make test): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
 chaos: assets
