@@ -33,6 +33,11 @@ const (
 // CorrelationHeader is the response header that names the request.
 const CorrelationHeader = "Correlation-Id"
 
+// RequestIDHeader is the request id header that proxies and load balancers
+// send (nginx's $request_id, AWS, Heroku); a request without
+// Correlation-Id takes its id from it.
+const RequestIDHeader = "X-Request-Id"
+
 var correlationRE = regexp.MustCompile(`^[A-Za-z0-9._-]{8,64}$`)
 
 // CorrelationID returns the correlation id of the request of ctx.
@@ -328,7 +333,13 @@ func ChainWith(next http.Handler, o Options) http.Handler {
 	log, m := o.Log, o.Metrics
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// The client's own id first, then a proxy's, else a new one; an id
+		// outside 8 to 64 of [A-Za-z0-9._-] is not kept (it would reach
+		// the logs as it came).
 		cid := r.Header.Get(CorrelationHeader)
+		if !correlationRE.MatchString(cid) {
+			cid = r.Header.Get(RequestIDHeader)
+		}
 		if !correlationRE.MatchString(cid) {
 			cid = ids.New()
 		}

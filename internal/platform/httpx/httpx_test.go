@@ -52,3 +52,40 @@ func TestExtendWriteDeadline(t *testing.T) {
 		t.Fatalf("extender got %d", got)
 	}
 }
+
+// TestCorrelationID: a request's id is the client's Correlation-Id, else a
+// proxy's X-Request-Id, else a new one; an id outside 8 to 64 of
+// [A-Za-z0-9._-] is never kept. The answer names it in Correlation-Id.
+func TestCorrelationID(t *testing.T) {
+	t.Parallel()
+	var seen string
+	h := Chain(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = CorrelationID(r.Context()) }),
+		slog.New(slog.DiscardHandler), nil)
+	cases := []struct {
+		name          string
+		corr, request string
+		want          string // "" for a new id
+	}{
+		{"client's own", "client-id-1", "proxy-id-1", "client-id-1"},
+		{"proxy's", "", "proxy-id-1", "proxy-id-1"},
+		{"client's unusable, proxy's kept", "no", "proxy-id-1", "proxy-id-1"},
+		{"both unusable", "x", strings.Repeat("r", 65), ""},
+		{"none", "", "", ""},
+		{"injection", "", "id\nforged: 1", ""},
+	}
+	for _, c := range cases {
+		req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+		if c.corr != "" {
+			req.Header.Set(CorrelationHeader, c.corr)
+		}
+		if c.request != "" {
+			req.Header.Set(RequestIDHeader, c.request)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		got := rec.Header().Get(CorrelationHeader)
+		if got != seen || (c.want != "" && got != c.want) || (c.want == "" && (got == c.corr || got == c.request || len(got) < 8)) {
+			t.Errorf("%s: id %q (context %q), want %q", c.name, got, seen, c.want)
+		}
+	}
+}
