@@ -16,7 +16,7 @@ func TestEveryHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"help"}, {"serve", "--help"}, {"dev", "--help"}, {"migrate", "--help"}, {"migrate", "status", "--help"}, {"seed", "--help"},
 		{"token", "--help"}, {"token", "create", "--help"}, {"agent", "--help"}, {"agent", "run", "--help"},
-		{"config", "--help"}, {"config", "markdown", "--help"}, {"config", "markdown", "-h"}, {"documents", "--help"},
+		{"config", "--help"}, {"config", "markdown", "--help"}, {"config", "markdown", "-h"}, {"documents", "--help"}, {"conformance", "--help"},
 	} {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, &out, &errOut); err != nil {
