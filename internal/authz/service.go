@@ -60,6 +60,8 @@ func NewService(pool db.Querier, c clock.Clock, limiter ratelimit.Limiter, windo
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_authz_errors_total",
 			Help: "Authorization errors by reason (filter_mismatch: a list query returned an item the reader may not see)."}, []string{"reason"})}
 	reg.MustRegister(s.errors)
+	// At zero from the start, so that the documented alert sees the first.
+	s.errors.WithLabelValues("filter_mismatch").Add(0)
 	for _, o := range opts {
 		o(s)
 	}

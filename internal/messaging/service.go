@@ -96,6 +96,9 @@ func (s *Service) Instrument(reg prometheus.Registerer) {
 	s.created = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_messages_created_total",
 		Help: "Messages stored, by origin."}, []string{"origin"})
 	reg.MustRegister(s.created)
+	for _, o := range []Origin{OriginHuman, OriginAgent, OriginApp, OriginImport, OriginSystem} {
+		s.created.WithLabelValues(string(o)).Add(0)
+	}
 }
 
 func (s *Service) count(ms ...Message) {

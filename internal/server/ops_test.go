@@ -5,7 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -328,6 +330,24 @@ func TestMetricsOwnListener(t *testing.T) {
 	text := metricsText(t, "http://"+env.Server.MetricsAddr())
 	if !strings.Contains(text, "bothy_build_info") {
 		t.Fatalf("the metrics listener serves no bothy metrics")
+	}
+	// Every family of docs/operations.md's table is exported before any
+	// request reached the server, at zero where nothing happened yet.
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	families := 0
+	for _, row := range regexp.MustCompile("(?m)^\\| (`bothy_[^|]*)\\|").FindAllStringSubmatch(string(doc), -1) {
+		for _, m := range regexp.MustCompile("`(bothy_[a-z_]+[a-z])[`{]").FindAllStringSubmatch(row[1], -1) {
+			families++
+			if !strings.Contains(text, "# TYPE "+m[1]+" ") {
+				t.Errorf("%s is documented but not exported on a fresh server", m[1])
+			}
+		}
+	}
+	if families < 15 {
+		t.Fatalf("%d documented metric families found; the table of docs/operations.md moved?", families)
 	}
 	promtoolCheck(t, text)
 }

@@ -215,6 +215,10 @@ type Metrics struct {
 	maxOps int
 }
 
+// otherOperation is the operation label of the operations beyond the
+// bound of distinct names.
+const otherOperation = "other"
+
 // NewMetrics registers the HTTP request metrics in reg. At most maxOps
 // distinct operation names become label values; later ones count as
 // "other", because GraphQL operation names are chosen by clients.
@@ -240,6 +244,17 @@ func NewMetrics(reg prometheus.Registerer, maxOps int) *Metrics {
 		maxOps: maxOps,
 	}
 	reg.MustRegister(m.requests, m.duration, m.operations, m.opDuration, m.longPolls, m.longPollTime, m.waiting)
+	// Every family is exported from the start, at zero: an alert on a
+	// rate sees the first request, not only the second.
+	for _, face := range []string{"graphql", "rest", "ops", "static"} {
+		m.requests.WithLabelValues(face, "200").Add(0)
+		m.duration.WithLabelValues(face)
+	}
+	for _, face := range []string{"graphql", "rest"} {
+		m.operations.WithLabelValues(face, otherOperation, "ok").Add(0)
+		m.opDuration.WithLabelValues(face, otherOperation)
+	}
+	m.longPolls.WithLabelValues("ok").Add(0)
 	return m
 }
 
@@ -257,7 +272,7 @@ func (m *Metrics) opLabel(name string) string {
 		return name
 	}
 	if len(m.names) >= m.maxOps {
-		return "other"
+		return otherOperation
 	}
 	m.names[name] = true
 	return name
