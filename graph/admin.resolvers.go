@@ -167,13 +167,9 @@ func (r *queryResolver) Principals(ctx context.Context, after *string, limit *in
 	if err != nil {
 		return nil, err
 	}
-	if first != nil && limit != nil {
-		_, _, err := sizeArgument(first, limit)
+	size, sizeName, err := sizePointer(first, limit)
+	if err != nil {
 		return nil, err
-	}
-	size, sizeName := limit, "limit"
-	if first != nil {
-		size, sizeName = first, "first"
 	}
 	page, err := r.Admin.ListPrincipals(ctx, p, deref(after), size)
 	if err != nil {

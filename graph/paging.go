@@ -58,6 +58,21 @@ func sizeArgument(first, limit *int) (int, string, error) {
 	return *v, name, nil
 }
 
+// sizePointer is sizeArgument for a module that takes the size as a
+// pointer (nil for its default): the one of first and limit given, and its
+// name for renameSize.
+//
+// Errors: both given answers validation_failed.
+func sizePointer(first, limit *int) (*int, string, error) {
+	if _, _, err := sizeArgument(first, limit); err != nil {
+		return nil, "", err
+	}
+	if first != nil {
+		return first, "first", nil
+	}
+	return limit, "limit", nil
+}
+
 // renameSize names the caller's size argument in a refusal whose field
 // error points at the module's "limit".
 func renameSize(err error, name string) error {

@@ -58,7 +58,7 @@ Usage:
   bothy documents hashes FILE|DIR...                    print the trusted-documents file (graphql.trusted_documents)
                                                         of a client's .graphql operations
   bothy version                                         print the version and VCS revision (also --version)
-  bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]
+  bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--model echo|openai|anthropic --base-url URL --model-name NAME]
                                                         run the reference agent adapter for the agent of token T
 
 migrate, seed and token create use the database of a running bothy dev (found
@@ -155,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return nil
 		}
 		if len(args) < 2 || args[1] != "run" {
-			return errors.New("usage: bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]")
+			return errors.New("usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--model echo|openai|anthropic --base-url URL --model-name NAME]")
 		}
 		return cmdAgentRun(ctx, args[2:], stderr)
 	case "documents":
@@ -608,7 +608,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	outbox := fs.String("outbox", "", "a folder where each answer is kept from before it is sent until the server has it;\nanswers a stopped process left there are sent again at the next start (default: none)")
 	maxTokens := fs.Int("model-max-tokens", 0, "--model openai or anthropic: max tokens of each answer (0: the server's default for openai, 1024 for anthropic)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws] [--model echo|openai --base-url URL --model-name NAME]\n\n"+
+		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--model echo|openai|anthropic --base-url URL --model-name NAME]\n\n"+
 			"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
 			"starts the run, answers with the model and finishes the run.\n\n"+
 			"Environment (each flag that is absent takes its variable):\n"+

@@ -158,22 +158,10 @@ func outputFits(old, cur *ast.Type) bool {
 
 // inputFits reports whether every value a client sends for type old is a
 // valid value of type cur: the same named type and list depth, each level
-// as loose or looser (nullable where old required a value).
-func inputFits(old, cur *ast.Type) bool {
-	if old == nil || cur == nil {
-		return old == cur
-	}
-	if !old.NonNull && cur.NonNull {
-		return false
-	}
-	if (old.Elem == nil) != (cur.Elem == nil) {
-		return false
-	}
-	if old.Elem != nil {
-		return inputFits(old.Elem, cur.Elem)
-	}
-	return old.NamedType == cur.NamedType
-}
+// as loose or looser (nullable where old required a value). It is
+// outputFits read the other way: the server now reads what the client
+// writes.
+func inputFits(old, cur *ast.Type) bool { return outputFits(cur, old) }
 
 // required reports whether an argument or input field must be sent: a
 // non-null type without a default.

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"bothy.example.com/bothy/sdk/model/anthropic/anthropictest"
+	"bothy.example.com/bothy/sdk/model/openai/openaitest"
 )
 
 // modelCall is one request the fake model received: which API, the texts
@@ -154,9 +157,9 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"nothing": "a model would answer"`)
 	case api == "openai":
-		openAIReply(w, body.Model, body.Stream, s.Text)
+		openaitest.WriteCompletion(w, body.Model, s.Text, "", body.Stream)
 	default:
-		anthropicReply(w, body.Model, body.Stream, s.Text)
+		anthropictest.WriteMessage(w, body.Model, []string{s.Text}, "", body.Stream)
 	}
 	if s.AfterReply != nil {
 		if fl, ok := w.(http.Flusher); ok {
@@ -181,42 +184,4 @@ func texts(raw json.RawMessage) []string {
 		out = append(out, b.Text)
 	}
 	return out
-}
-
-func openAIReply(w http.ResponseWriter, model string, stream bool, text string) {
-	if !stream {
-		w.Header().Set("Content-Type", "application/json")
-		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
-			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}},
-			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
-		w.Write(b)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	chunk := func(delta map[string]any, finish any) {
-		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
-		fmt.Fprintf(w, "data: %s\n\n", b)
-	}
-	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
-	chunk(map[string]any{"content": text}, nil)
-	chunk(map[string]any{}, "stop")
-	fmt.Fprint(w, "data: [DONE]\n\n")
-}
-
-func anthropicReply(w http.ResponseWriter, model string, stream bool, text string) {
-	t, _ := json.Marshal(text)
-	if !stream {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":%s}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":3}}`, model, t)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	event := func(name, data string) { fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data) }
-	event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}`, model))
-	event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
-	event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(t)+`}}`)
-	event("content_block_stop", `{"type":"content_block_stop","index":0}`)
-	event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}`)
-	event("message_stop", `{"type":"message_stop"}`)
 }

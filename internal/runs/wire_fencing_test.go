@@ -49,6 +49,20 @@ func answerREST(env *apitest.Env, agent, thread, run, holder, clientMsgID, conte
 		map[string]any{"client_msg_id": clientMsgID, "content_md": content, "run_id": run}, h)
 }
 
+// startedByProcA has Alex ask Lotse in Support/Eskalation (clientMsgID,
+// question) and the holder proc-a start the run; it returns the run's id
+// and Lotse's stream, read up to the run's invocation.
+func startedByProcA(t *testing.T, env *apitest.Env, clientMsgID, question string) (string, *stream) {
+	t.Helper()
+	s := newStream(t, env, "lotse")
+	env.MustPost("alex", env.Main("Support/Eskalation"), clientMsgID, question)
+	run := s.nextRun()
+	if _, errs := claim(t, env, "lotse", "startRun", run, "proc-a"); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return run, s
+}
+
 // TestFencing_OnlyTheHolderActs: on a run that holder proc-a started, no
 // other holder and no call without a holder may answer in it, make it wait
 // or finish it (409 run_claimed on both faces, nothing stored or changed);
@@ -56,12 +70,7 @@ func answerREST(env *apitest.Env, agent, thread, run, holder, clientMsgID, conte
 func TestFencing_OnlyTheHolderActs(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
-	s := newStream(t, env, "lotse")
-	env.MustPost("alex", env.Main("Support/Eskalation"), "f1", "@lotse check the printer")
-	run := s.nextRun()
-	if _, errs := claim(t, env, "lotse", "startRun", run, "proc-a"); len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	run, _ := startedByProcA(t, env, "f1", "@lotse check the printer")
 	thread := getRun(t, env, "lotse", run).ThreadID
 	stored := func(clientMsgID string) int {
 		return env.Count(`SELECT count(*) FROM messages WHERE client_msg_id = $1`, clientMsgID)
@@ -122,12 +131,7 @@ func TestFencing_OnlyTheHolderActs(t *testing.T) {
 func TestFencing_Takeover(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
-	s := newStream(t, env, "lotse")
-	env.MustPost("alex", env.Main("Support/Eskalation"), "t1", "@lotse two questions")
-	run := s.nextRun()
-	if _, errs := claim(t, env, "lotse", "startRun", run, "proc-a"); len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	run, _ := startedByProcA(t, env, "t1", "@lotse two questions")
 	thread := getRun(t, env, "lotse", run).ThreadID
 	if r := answerREST(env, "lotse", thread, run, "proc-a", "a-1", "first part"); r.Status != http.StatusCreated {
 		t.Fatalf("answer before the takeover: %d %s", r.Status, r.Body)
@@ -197,12 +201,7 @@ func TestFencing_Takeover(t *testing.T) {
 func TestCancelRequestedRunNeverRequeued(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
-	s := newStream(t, env, "lotse")
-	env.MustPost("alex", env.Main("Support/Eskalation"), "c1", "@lotse a long job")
-	run := s.nextRun()
-	if _, errs := claim(t, env, "lotse", "startRun", run, "proc-a"); len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	run, s := startedByProcA(t, env, "c1", "@lotse a long job")
 	if r := mustRunOp(t, env, "alex", "cancelRun", run); r.CancelRequested == nil || !*r.CancelRequested {
 		t.Fatalf("cancel: %+v", r)
 	}

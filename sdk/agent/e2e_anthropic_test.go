@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/apitest"
-	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/sdk/model/anthropic"
 	"bothy.example.com/bothy/sdk/model/anthropic/anthropictest"
@@ -24,12 +23,9 @@ import (
 // run completes, and the API key is sent and never logged.
 func TestAdapterEndToEndAnthropic(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
-	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t))
-	w, _ := seed(t, bin, env)
+	bin, w, base := servedWorld(t)
 	alex, lotse := w.Principals["alex"], w.Principals["lotse"]
 	main := w.Channels["Support/Allgemein"].MainThreadID
-	base := startServer(t, bin, env)
 
 	const key = "sk-ant-e2e-7c1d"
 	fake := anthropictest.New(t, "Printer 2 needs ", "a new fuser.")

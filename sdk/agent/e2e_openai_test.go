@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/apitest"
-	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/sdk/model/openai/openaitest"
 )
@@ -25,12 +24,9 @@ import (
 // never logged. A second run is cancelled while the model works.
 func TestAdapterEndToEndOpenAI(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
-	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t))
-	w, _ := seed(t, bin, env)
+	bin, w, base := servedWorld(t)
 	alex, lotse, writer := w.Principals["alex"], w.Principals["lotse"], w.Principals["writer"]
 	main := w.Channels["Support/Allgemein"].MainThreadID
-	base := startServer(t, bin, env)
 
 	const key = "sk-e2e-5f0c9a7d3b1e"
 	const reply = "Printer 2 needs a new fuser; I have noted it."

@@ -177,6 +177,17 @@ type restRun struct {
 
 // seed builds the example world with `bothy seed --json` on the database
 // of env and returns it with the command's output.
+// servedWorld builds the binary, seeds the example world into a database of
+// its own and starts `bothy serve` on it; it returns the binary, the seeded
+// world and the server's address.
+func servedWorld(t *testing.T) (bin string, w seedWorld, base string) {
+	t.Helper()
+	bin = buildBinary(t)
+	env := append(os.Environ(), "BOTHY_DATABASE_URL="+pgtest.URL(t))
+	w, _ = seed(t, bin, env)
+	return bin, w, startServer(t, bin, env)
+}
+
 func seed(t *testing.T, bin string, env []string) (seedWorld, []byte) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), bin, "seed", "--json")

@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 )
 
 // Server is a recorded-protocol stand-in of Anthropic's Messages API
@@ -44,7 +43,7 @@ type Server struct {
 
 // New starts a server that replies pieces, on 127.0.0.1 and a free
 // port, closed when t ends.
-func New(t testing.TB, pieces ...string) *Server {
+func New(t T, pieces ...string) *Server {
 	f := &Server{Pieces: pieces, Stop: "end_turn"}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	f.URL = f.srv.URL
@@ -82,23 +81,45 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"type":"error","error":{"type":"overloaded_error","message":"try later"}}`)
 		return
 	}
-	if body["stream"] == true {
-		w.Header().Set("Content-Type", "text/event-stream")
-		event := func(name, data string) { fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data) }
-		event("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`)
-		event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
-		for _, p := range f.Pieces {
-			d, _ := json.Marshal(p)
-			event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(d)+`}}`)
-		}
-		event("content_block_stop", `{"type":"content_block_stop","index":0}`)
-		event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+f.Stop+`","stop_sequence":null},"usage":{"output_tokens":7}}`)
-		event("message_stop", `{"type":"message_stop"}`)
+	model, _ := body["model"].(string)
+	WriteMessage(w, model, f.Pieces, f.Stop, body["stream"] == true)
+}
+
+// WriteMessage answers a Messages API request for model as the service
+// does: one message whose text is the pieces joined, or with stream the
+// server-sent events (message_start, content_block_start, a
+// content_block_delta per piece, content_block_stop, message_delta with
+// the stop reason, message_stop). stop is the stop reason (default
+// end_turn). The conformance kit's fake model answers with it too.
+func WriteMessage(w http.ResponseWriter, model string, pieces []string, stop string, stream bool) {
+	if stop == "" {
+		stop = "end_turn"
+	}
+	m, _ := json.Marshal(model)
+	if !stream {
+		text, _ := json.Marshal(strings.Join(pieces, ""))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%s,"content":[{"type":"text","text":%s}],"stop_reason":%q,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":7}}`, m, text, stop)
 		return
 	}
-	text, _ := json.Marshal(strings.Join(f.Pieces, ""))
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":%s}],"stop_reason":"%s","stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":7}}`, text, f.Stop)
+	w.Header().Set("Content-Type", "text/event-stream")
+	event := func(name, data string) { fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data) }
+	event("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":`+string(m)+`,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`)
+	event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	for _, p := range pieces {
+		d, _ := json.Marshal(p)
+		event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(d)+`}}`)
+	}
+	event("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+stop+`","stop_sequence":null},"usage":{"output_tokens":7}}`)
+	event("message_stop", `{"type":"message_stop"}`)
+}
+
+// T is the part of *testing.T the fake uses; the package does not link the
+// testing package, so that a command (bothy conformance) can use
+// WriteMessage.
+type T interface {
+	Cleanup(func())
 }
 
 // Count returns how many requests came.

@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -53,7 +52,7 @@ type Reply struct {
 // every request and answers from a script; after the script it repeats the
 // last reply (without a script: a completion "ok").
 type Server struct {
-	t      testing.TB
+	t      T
 	srv    *httptest.Server
 	mu     sync.Mutex
 	reqs   []*Request
@@ -62,7 +61,7 @@ type Server struct {
 }
 
 // New starts the fake on 127.0.0.1 and a free port, closed when t ends.
-func New(t testing.TB, script ...Reply) *Server {
+func New(t T, script ...Reply) *Server {
 	f := &Server{t: t, script: script, got: make(chan *Request, 100)}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
@@ -117,22 +116,11 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	for k, v := range reply.Header {
 		w.Header().Set(k, v)
 	}
-	body := reply.Body
-	if reply.Content != "" && rec.Body.Stream != nil && *rec.Body.Stream {
-		f.streamReply(w, rec.Body.Model, reply)
+	if reply.Content != "" {
+		WriteCompletion(w, rec.Body.Model, reply.Content, reply.Finish, rec.Body.Stream != nil && *rec.Body.Stream)
 		return
 	}
-	if reply.Content != "" {
-		finish := reply.Finish
-		if finish == "" {
-			finish = "stop"
-		}
-		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "model": rec.Body.Model,
-			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": reply.Content}, "finish_reason": finish}},
-			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
-		body = string(b)
-		w.Header().Set("Content-Type", "application/json")
-	}
+	body := reply.Body
 	status := reply.Status
 	if status == 0 {
 		status = http.StatusOK
@@ -141,14 +129,24 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, body)
 }
 
-// streamReply answers a streamed request as the API does: server-sent
-// events of chat.completion.chunk objects, the content in pieces of a
-// word, then a chunk with the finish reason, one with the usage (asked
-// for with stream_options.include_usage) and [DONE].
-func (f *Server) streamReply(w http.ResponseWriter, model string, reply Reply) {
-	finish := reply.Finish
+// WriteCompletion answers a chat completions request for model with
+// content as the API does: one chat.completion, or with stream the
+// server-sent events of chat.completion.chunk objects (the content in
+// pieces of a word, a chunk with the finish reason, one with the usage,
+// and [DONE]). finish is the finish reason (default stop). The
+// conformance kit's fake model answers with it too.
+func WriteCompletion(w http.ResponseWriter, model, content, finish string, stream bool) {
 	if finish == "" {
 		finish = "stop"
+	}
+	usage := map[string]any{"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+	if !stream {
+		w.Header().Set("Content-Type", "application/json")
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": finish}},
+			"usage":   usage})
+		_, _ = w.Write(b)
+		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	event := func(v any) {
@@ -160,11 +158,20 @@ func (f *Server) streamReply(w http.ResponseWriter, model string, reply Reply) {
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
 	event(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	for _, piece := range strings.SplitAfter(reply.Content, " ") {
+	for _, piece := range strings.SplitAfter(content, " ") {
 		event(chunk(map[string]any{"content": piece}, nil))
 	}
 	event(chunk(map[string]any{}, finish))
-	event(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": []any{},
-		"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+	event(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": []any{}, "usage": usage})
 	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// T is the part of *testing.T the fake uses; the package does not link the
+// testing package, so that a command (bothy conformance) can use
+// WriteCompletion.
+type T interface {
+	Helper()
+	Cleanup(func())
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
 }
