@@ -58,6 +58,23 @@ func (r *messageResolver) StartedThread(ctx context.Context, obj *model.Message)
 	return threadModel(t), nil
 }
 
+// Live is the resolver for the live field: the box of the run a run
+// anchor shows; null for every other message.
+func (r *messageResolver) Live(ctx context.Context, obj *model.Message) (*model.RunLive, error) {
+	if obj.Kind != messaging.KindRun || obj.RunID == nil {
+		return nil, nil
+	}
+	l, err := LoadersFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lv, err := l.Lives.Load(ctx, *obj.RunID)()
+	if err != nil {
+		return nil, err
+	}
+	return liveModel(lv), nil
+}
+
 // Message is the resolver for the message field: null when the caller may
 // not read the message now.
 func (r *messageEventResolver) Message(ctx context.Context, obj *model.MessageEvent) (*model.Message, error) {

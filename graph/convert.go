@@ -224,3 +224,13 @@ func contextMessageModel(e runs.FinishedElement, author *model.PrincipalRef, rep
 		m.ReplyToMessageID = replyTo
 	}
 }
+
+// liveModel is the GraphQL shape of a run's live box.
+func liveModel(lv runs.Live) *model.RunLive {
+	m := &model.RunLive{RunID: lv.RunID, Version: lv.Version, Text: lv.Text, Status: lv.Status, Done: lv.Done}
+	if !lv.UpdatedAt.IsZero() {
+		at := lv.UpdatedAt
+		m.UpdatedAt = &at
+	}
+	return m
+}

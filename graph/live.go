@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -20,6 +21,9 @@ type Live struct {
 	SendQueue int
 	// Log receives internal errors of subscriptions.
 	Log *slog.Logger
+	// Verdicts shares the decisions on live boxes among the subscriptions
+	// of the replica; nil decides each subscription alone.
+	Verdicts *LiveVerdicts
 }
 
 // SubscriptionConn is the connection a subscription runs on, as the
@@ -91,6 +95,16 @@ type stream[T any] struct {
 	visible func(context.Context, events.Event) (bool, error)
 	// model turns an event into its GraphQL object.
 	model func(events.Event) (T, error)
+	// start is the cursor the subscription started from.
+	start string
+	// side, when set, delivers objects that are not rows of the log (the
+	// changes of live boxes) between the log's events: each is built with
+	// the seq of the last log event delivered, or skipped (ok false).
+	side <-chan func(lastSeq string) (T, bool)
+	// sideFull is closed when the side source dropped objects because the
+	// consumer fell behind: the connection closes (4413) and the client
+	// reads again.
+	sideFull <-chan struct{}
 }
 
 // pump runs a subscription. Events wait in a queue of at most
@@ -141,6 +155,7 @@ func pump[T any](ctx context.Context, r *Resolver, s stream[T]) <-chan T {
 		tick := time.NewTicker(time.Minute)
 		defer tick.Stop()
 		var queue []events.Event
+		last := s.start
 		var head T
 		ready := false  // head is the checked model of queue[0]
 		backlog := true // not yet caught up with the end of the stream
@@ -202,8 +217,23 @@ func pump[T any](ctx context.Context, r *Resolver, s stream[T]) <-chan T {
 				}
 				select {
 				case send <- head:
+					last = strconv.FormatInt(queue[0].Seq, 10)
 					queue, ready = queue[1:], false
 					continue
+				case build := <-s.side:
+					if m, ok := build(last); ok {
+						select {
+						case out <- m:
+						case <-ctx.Done():
+							return
+						}
+					}
+					continue
+				case <-s.sideFull:
+					if conn != nil {
+						conn.QueueFull()
+					}
+					return
 				case <-changed:
 					// Something committed: read on, and check the head again
 					// (a revoked grant commits an event too).

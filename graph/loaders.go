@@ -43,6 +43,9 @@ type Loaders struct {
 	// Answers loads the answers of runs (Run.answers): one statement for
 	// all runs asked at once.
 	Answers *Batch[string, []runs.Answer]
+	// Lives loads the live boxes of runs (Run.live, Message.live): the
+	// replica's latest version, or one statement for the stored copies.
+	Lives *Batch[string, runs.Live]
 }
 
 // Batch is one kind of per-request loader: a graph-gophers dataloader for
@@ -243,6 +246,24 @@ func NewLoaders(src Sources) *Loaders {
 				out[i] = &dataloader.Result[[]runs.Answer]{Error: err}
 			} else {
 				out[i] = &dataloader.Result[[]runs.Answer]{Data: got[k]}
+			}
+		}
+		return out
+	})
+	l.Lives = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[runs.Live] {
+		got, err := src.Runs.Lives(ctx, keys)
+		out := make([]*dataloader.Result[runs.Live], len(keys))
+		for i, k := range keys {
+			switch {
+			case err != nil:
+				out[i] = &dataloader.Result[runs.Live]{Error: err}
+			default:
+				// A run without a stored box (none exists) shows an empty one.
+				lv, ok := got[k]
+				if !ok {
+					lv = runs.Live{RunID: k}
+				}
+				out[i] = &dataloader.Result[runs.Live]{Data: lv}
 			}
 		}
 		return out

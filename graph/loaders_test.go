@@ -18,7 +18,7 @@ import (
 // evs and ends.
 type stubStream struct{ evs []model.AgentEvent }
 
-func (stubStream) Events(context.Context, *string) (<-chan model.Event, error) {
+func (stubStream) Events(context.Context, *string, []*model.LiveCursor) (<-chan model.Event, error) {
 	return nil, errors.New("not used by this test")
 }
 

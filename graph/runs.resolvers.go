@@ -76,6 +76,21 @@ func (r *mutationResolver) AckAgentEvents(ctx context.Context, upTo string) (*mo
 	return &model.AgentCursor{Position: pos}, nil
 }
 
+// UpdateRunLive is the resolver for the updateRunLive field.
+func (r *mutationResolver) UpdateRunLive(ctx context.Context, runID string, holder *string, input model.RunLiveUpdate) (*model.RunLive, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	done := input.Done != nil && *input.Done
+	lv, err := r.Runs.UpdateLive(ctx, p, runID, deref(holder), runs.LiveUpdate{BaseVersion: input.BaseVersion, Append: deref(input.Append),
+		Replace: input.Replace, Status: input.Status, Done: done})
+	if err != nil {
+		return nil, err
+	}
+	return liveModel(lv), nil
+}
+
 // AwaitRunInput is the resolver for the awaitRunInput field.
 func (r *mutationResolver) AwaitRunInput(ctx context.Context, id string, holder *string) (*model.Run, error) {
 	p, err := caller(ctx)
@@ -273,6 +288,20 @@ func (r *runResolver) Answers(ctx context.Context, obj *model.Run) ([]*model.Run
 		out[i] = &model.RunAnswer{MessageID: a.MessageID, ClientMsgID: a.ClientMsgID}
 	}
 	return out, nil
+}
+
+// Live is the resolver for the live field: the run's box, the latest
+// version this replica holds (the run was read with the reader's rights).
+func (r *runResolver) Live(ctx context.Context, obj *model.Run) (*model.RunLive, error) {
+	l, err := LoadersFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lv, err := l.Lives.Load(ctx, obj.ID)()
+	if err != nil {
+		return nil, err
+	}
+	return liveModel(lv), nil
 }
 
 // Run is the resolver for the run field.

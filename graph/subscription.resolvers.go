@@ -19,7 +19,7 @@ import (
 // Events is the resolver for the events field: the caller's client event
 // stream from the cursor, each page selected and filtered as listEvents
 // does when it is read, and each event checked again when it is delivered.
-func (r *subscriptionResolver) Events(ctx context.Context, after *string) (<-chan model.Event, error) {
+func (r *subscriptionResolver) Events(ctx context.Context, after *string, liveFrom []*model.LiveCursor) (<-chan model.Event, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
@@ -43,7 +43,12 @@ func (r *subscriptionResolver) Events(ctx context.Context, after *string) (<-cha
 			l.Close()
 		}()
 	}
+	side, sideFull, err := r.liveSide(ctx, now, liveFrom)
+	if err != nil {
+		return nil, err
+	}
 	return pump(ctx, r.Resolver, stream[model.Event]{
+		start: cursor, side: side, sideFull: sideFull,
 		fetch: func(ctx context.Context, max int) ([]events.Event, bool, error) {
 			max = min(max, r.Feed.LimitMax())
 			if l != nil {

@@ -18,9 +18,9 @@ func cmdConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.SetOutput(stderr)
 	adapter := fs.String("adapter", "", "the shell command that runs the adapter under test (required); it reads BOTHY_SERVER,\nBOTHY_AGENT_TOKEN, BOTHY_MODEL_BASE_URL, BOTHY_MODEL_API_KEY and BOTHY_MODEL_NAME")
 	asJSON := fs.Bool("json", false, "print the verdicts as one JSON document")
-	only := fs.String("only", "", "run this scenario only: "+strings.Join(conformance.Names(), ", "))
+	only := fs.String("only", "", "run these scenarios only (comma-separated): "+strings.Join(conformance.Names(), ", "))
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: bothy conformance --adapter \"COMMAND\" [--json] [--only NAME]\n\n"+
+		fmt.Fprintf(stderr, "Usage: bothy conformance --adapter \"COMMAND\" [--json] [--only NAME[,NAME...]]\n\n"+
 			"Starts a private Bothy server (embedded database, example world, short leases) and a fake model\n"+
 			"that speaks the OpenAI chat completions and Anthropic Messages APIs, runs COMMAND as the agent\n"+
 			"Lotse and checks the run contract, one scenario after the other. The exit status is 0 only\n"+
@@ -31,7 +31,7 @@ func cmdConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		return flagErr(err)
 	}
 	if *adapter == "" || fs.NArg() > 0 {
-		return usageError{"usage: bothy conformance --adapter \"COMMAND\" [--json] [--only NAME]"}
+		return usageError{"usage: bothy conformance --adapter \"COMMAND\" [--json] [--only NAME[,NAME...]]"}
 	}
 	ctx, stop := signalContext(ctx)
 	defer stop()

@@ -600,6 +600,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
 	transport := fs.String("transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP), ws (the agentEvents subscription over WebSocket)\nor auto (WebSocket, falling back to the long poll where the server or a proxy does not upgrade)")
 	modelStream := fs.Bool("model-stream", false, "--model openai or anthropic: ask for the answer as server-sent events (a long answer then meets no idle timeout of a proxy)")
+	live := fs.Bool("live", true, "write the model's answer into the run's live box as it streams, so readers see it grow\n(--model openai and anthropic then stream their answers); --live=false turns it off")
 	maxConcurrent := fs.Int("max-concurrent", 0, "most runs the model works on at once (0: no bound); further runs are claimed and wait their turn")
 	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service),\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)\nor anthropic (Anthropic's Messages API, streamed)")
 	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama);\n--model anthropic: API root, default https://api.anthropic.com")
@@ -608,7 +609,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	outbox := fs.String("outbox", "", "a folder where each answer is kept from before it is sent until the server has it;\nanswers a stopped process left there are sent again at the next start (default: none)")
 	maxTokens := fs.Int("model-max-tokens", 0, "--model openai or anthropic: max tokens of each answer (0: the server's default for openai, 1024 for anthropic)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--model echo|openai|anthropic --base-url URL --model-name NAME]\n\n"+
+		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--live=false] [--model echo|openai|anthropic --base-url URL --model-name NAME]\n\n"+
 			"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
 			"starts the run, answers with the model and finishes the run.\n\n"+
 			"Environment (each flag that is absent takes its variable):\n"+
@@ -659,7 +660,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 		}
 		om, err := openai.New(openai.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
-			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model"), Stream: *modelStream})
+			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model"), Stream: *modelStream || *live})
 		if err != nil {
 			return err
 		}
@@ -672,7 +673,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 		}
 		am, err := anthropic.New(anthropic.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
-			Timeout: *modelTimeout, MaxTokens: *maxTokens, Stream: *modelStream})
+			Timeout: *modelTimeout, MaxTokens: *maxTokens, Stream: *modelStream || *live})
 		if err != nil {
 			return err
 		}
@@ -684,7 +685,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport, Outbox: *outbox, MaxConcurrent: *maxConcurrent})
+	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport, Outbox: *outbox, MaxConcurrent: *maxConcurrent, Live: *live})
 	if err != nil {
 		return err
 	}

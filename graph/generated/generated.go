@@ -210,6 +210,7 @@ type ComplexityRoot struct {
 		Deleted          func(childComplexity int) int
 		ID               func(childComplexity int) int
 		Kind             func(childComplexity int) int
+		Live             func(childComplexity int) int
 		Mentions         func(childComplexity int) int
 		Origin           func(childComplexity int) int
 		ReplyToMessageID func(childComplexity int) int
@@ -290,6 +291,7 @@ type ComplexityRoot struct {
 		UpdateChannelSwitches func(childComplexity int, channelID string, input model.ChannelSwitchesPatch) int
 		UpdateGroup           func(childComplexity int, id string, name string) int
 		UpdatePrincipal       func(childComplexity int, id string, input model.PrincipalPatch) int
+		UpdateRunLive         func(childComplexity int, runID string, holder *string, input model.RunLiveUpdate) int
 		UpdateSpace           func(childComplexity int, id string, input model.SpacePatch) int
 	}
 
@@ -360,6 +362,7 @@ type ComplexityRoot struct {
 		Holder              func(childComplexity int) int
 		ID                  func(childComplexity int) int
 		LeaseExpiresAt      func(childComplexity int) int
+		Live                func(childComplexity int) int
 		QueuedAt            func(childComplexity int) int
 		Session             func(childComplexity int) int
 		StartedAt           func(childComplexity int) int
@@ -417,6 +420,33 @@ type ComplexityRoot struct {
 		Trust            func(childComplexity int) int
 	}
 
+	RunLive struct {
+		Done      func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Status    func(childComplexity int) int
+		Text      func(childComplexity int) int
+		UpdatedAt func(childComplexity int) int
+		Version   func(childComplexity int) int
+	}
+
+	RunLiveUpdatedEvent struct {
+		Append    func(childComplexity int) int
+		ChannelID func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Done      func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
+		MessageID func(childComplexity int) int
+		Payload   func(childComplexity int) int
+		Replace   func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Seq       func(childComplexity int) int
+		Status    func(childComplexity int) int
+		ThreadID  func(childComplexity int) int
+		Type      func(childComplexity int) int
+		Version   func(childComplexity int) int
+	}
+
 	RunSession struct {
 		ID   func(childComplexity int) int
 		Mode func(childComplexity int) int
@@ -459,7 +489,7 @@ type ComplexityRoot struct {
 
 	Subscription struct {
 		AgentEvents func(childComplexity int, after *string) int
-		Events      func(childComplexity int, after *string) int
+		Events      func(childComplexity int, after *string, liveFrom []*model.LiveCursor) int
 	}
 
 	Thread struct {
@@ -571,6 +601,7 @@ type ChannelEventResolver interface {
 }
 type MessageResolver interface {
 	StartedThread(ctx context.Context, obj *model.Message) (*model.Thread, error)
+	Live(ctx context.Context, obj *model.Message) (*model.RunLive, error)
 }
 type MessageEventResolver interface {
 	Message(ctx context.Context, obj *model.MessageEvent) (*model.Message, error)
@@ -605,6 +636,7 @@ type MutationResolver interface {
 	StartRun(ctx context.Context, id string, holder *string) (*model.Run, error)
 	RenewRun(ctx context.Context, id string, holder string) (*model.Run, error)
 	AckAgentEvents(ctx context.Context, upTo string) (*model.AgentCursor, error)
+	UpdateRunLive(ctx context.Context, runID string, holder *string, input model.RunLiveUpdate) (*model.RunLive, error)
 	AwaitRunInput(ctx context.Context, id string, holder *string) (*model.Run, error)
 	FinishRun(ctx context.Context, id string, input model.RunFinish, holder *string) (*model.Run, error)
 	CancelRun(ctx context.Context, id string, holder *string) (*model.Run, error)
@@ -633,6 +665,7 @@ type RunResolver interface {
 	TriggeringMessage(ctx context.Context, obj *model.Run) (*model.Message, error)
 
 	Answers(ctx context.Context, obj *model.Run) ([]*model.RunAnswer, error)
+	Live(ctx context.Context, obj *model.Run) (*model.RunLive, error)
 	Context(ctx context.Context, obj *model.Run) (*model.RunContext, error)
 }
 type RunCancelRequestedEventResolver interface {
@@ -648,7 +681,7 @@ type SpaceEventResolver interface {
 	Space(ctx context.Context, obj *model.SpaceEvent) (*model.Space, error)
 }
 type SubscriptionResolver interface {
-	Events(ctx context.Context, after *string) (<-chan model.Event, error)
+	Events(ctx context.Context, after *string, liveFrom []*model.LiveCursor) (<-chan model.Event, error)
 	AgentEvents(ctx context.Context, after *string) (<-chan model.AgentEvent, error)
 }
 type ThreadResolver interface {
@@ -1331,6 +1364,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Message.Kind(childComplexity), true
+	case "Message.live":
+		if e.ComplexityRoot.Message.Live == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Live(childComplexity), true
 	case "Message.mentions":
 		if e.ComplexityRoot.Message.Mentions == nil {
 			break
@@ -1874,6 +1913,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdatePrincipal(childComplexity, args["id"].(string), args["input"].(model.PrincipalPatch)), true
+	case "Mutation.updateRunLive":
+		if e.ComplexityRoot.Mutation.UpdateRunLive == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateRunLive_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateRunLive(childComplexity, args["runId"].(string), args["holder"].(*string), args["input"].(model.RunLiveUpdate)), true
 	case "Mutation.updateSpace":
 		if e.ComplexityRoot.Mutation.UpdateSpace == nil {
 			break
@@ -2219,6 +2269,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.LeaseExpiresAt(childComplexity), true
+	case "Run.live":
+		if e.ComplexityRoot.Run.Live == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Live(childComplexity), true
 	case "Run.queuedAt":
 		if e.ComplexityRoot.Run.QueuedAt == nil {
 			break
@@ -2482,6 +2538,134 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RunContextMessage.Trust(childComplexity), true
 
+	case "RunLive.done":
+		if e.ComplexityRoot.RunLive.Done == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLive.Done(childComplexity), true
+	case "RunLive.runId":
+		if e.ComplexityRoot.RunLive.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLive.RunID(childComplexity), true
+	case "RunLive.status":
+		if e.ComplexityRoot.RunLive.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLive.Status(childComplexity), true
+	case "RunLive.text":
+		if e.ComplexityRoot.RunLive.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLive.Text(childComplexity), true
+	case "RunLive.updatedAt":
+		if e.ComplexityRoot.RunLive.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLive.UpdatedAt(childComplexity), true
+	case "RunLive.version":
+		if e.ComplexityRoot.RunLive.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLive.Version(childComplexity), true
+
+	case "RunLiveUpdatedEvent.append":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.Append == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.Append(childComplexity), true
+	case "RunLiveUpdatedEvent.channelId":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.ChannelID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.ChannelID(childComplexity), true
+	case "RunLiveUpdatedEvent.createdAt":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.CreatedAt(childComplexity), true
+	case "RunLiveUpdatedEvent.done":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.Done == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.Done(childComplexity), true
+	case "RunLiveUpdatedEvent.id":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.ID(childComplexity), true
+	case "RunLiveUpdatedEvent.kind":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.Kind(childComplexity), true
+	case "RunLiveUpdatedEvent.messageId":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.MessageID(childComplexity), true
+	case "RunLiveUpdatedEvent.payload":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.Payload(childComplexity), true
+	case "RunLiveUpdatedEvent.replace":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.Replace == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.Replace(childComplexity), true
+	case "RunLiveUpdatedEvent.runId":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.RunID(childComplexity), true
+	case "RunLiveUpdatedEvent.seq":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.Seq(childComplexity), true
+	case "RunLiveUpdatedEvent.status":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.Status(childComplexity), true
+	case "RunLiveUpdatedEvent.threadId":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.ThreadID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.ThreadID(childComplexity), true
+	case "RunLiveUpdatedEvent.type":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.Type(childComplexity), true
+	case "RunLiveUpdatedEvent.version":
+		if e.ComplexityRoot.RunLiveUpdatedEvent.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunLiveUpdatedEvent.Version(childComplexity), true
+
 	case "RunSession.id":
 		if e.ComplexityRoot.RunSession.ID == nil {
 			break
@@ -2675,7 +2859,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.Events(childComplexity, args["after"].(*string)), true
+		return e.ComplexityRoot.Subscription.Events(childComplexity, args["after"].(*string), args["liveFrom"].([]*model.LiveCursor)), true
 
 	case "Thread.channelId":
 		if e.ComplexityRoot.Thread.ChannelID == nil {
@@ -3076,11 +3260,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ChannelPatch", ec.unmarshalInputChannelPatch),
 			graphql.NewInputUnmarshaler("ChannelSwitchesPatch", ec.unmarshalInputChannelSwitchesPatch),
 			graphql.NewInputUnmarshaler("GrantCreate", ec.unmarshalInputGrantCreate),
+			graphql.NewInputUnmarshaler("LiveCursor", ec.unmarshalInputLiveCursor),
 			graphql.NewInputUnmarshaler("MessageCreate", ec.unmarshalInputMessageCreate),
 			graphql.NewInputUnmarshaler("OperatorSet", ec.unmarshalInputOperatorSet),
 			graphql.NewInputUnmarshaler("PrincipalCreate", ec.unmarshalInputPrincipalCreate),
 			graphql.NewInputUnmarshaler("PrincipalPatch", ec.unmarshalInputPrincipalPatch),
 			graphql.NewInputUnmarshaler("RunFinish", ec.unmarshalInputRunFinish),
+			graphql.NewInputUnmarshaler("RunLiveUpdate", ec.unmarshalInputRunLiveUpdate),
 			graphql.NewInputUnmarshaler("SpaceCreate", ec.unmarshalInputSpaceCreate),
 			graphql.NewInputUnmarshaler("SpacePatch", ec.unmarshalInputSpacePatch),
 			graphql.NewInputUnmarshaler("ThreadCreate", ec.unmarshalInputThreadCreate),
@@ -3931,6 +4117,8 @@ type Message implements Node {
   none, or when the reader may not read that thread.
   """
   startedThread: Thread
+  "The run's live box on a run's anchor (kind RUN): what the agent writes before its answer. Null for every other message."
+  live: RunLive
 }
 
 "A message to post (createMessage, or the first message of createThread)."
@@ -4072,6 +4260,8 @@ enum EventKind {
   SPACE_CREATED
   "space.updated: a space was changed (SpaceEvent)."
   SPACE_UPDATED
+  "run.live_updated: a run's live box changed (RunLiveUpdatedEvent); delivered by the events subscription only, never listed."
+  RUN_LIVE_UPDATED
 }
 
 """
@@ -4198,6 +4388,45 @@ type RunStateChangedEvent implements Event {
   endReason: String
   "The run as the caller may read it now."
   run: Run
+}
+
+"""
+run.live_updated: a run's live box changed. Delivered at once to the
+events subscriptions of everyone who may read the run's thread, in order;
+not a row of the log, so never listed and never replayed by cursor: a
+reader that lost track reads Run.live and subscribes with liveFrom.
+"""
+type RunLiveUpdatedEvent implements Event {
+  "The event's id: \"live:\", the run's id, \":\" and the box's version."
+  id: ID!
+  "The seq of the last log event the subscription delivered before this change (resuming from it repeats no log event)."
+  seq: String!
+  "run.live_updated."
+  type: String!
+  "RUN_LIVE_UPDATED."
+  kind: EventKind!
+  "When the box changed."
+  createdAt: Time!
+  "The channel of the run's thread now."
+  channelId: ID!
+  "The change in the REST shape (run_id, message_id, version, append, replace, status, done)."
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The run whose box changed."
+  runId: ID!
+  "The run's anchor, the message that shows the box."
+  messageId: ID!
+  "The run's thread."
+  threadId: ID!
+  "The box's version after the change: one more than the version before."
+  version: Int!
+  "The text added at the end (after replace, when both are set); empty when none."
+  append: String!
+  "When set, the whole text before append: drop what you show and start from it. Null when the text was only appended to."
+  replace: String
+  "The box's status line after the change."
+  status: String!
+  "Whether the box is done after the change."
+  done: Boolean!
 }
 
 "access.changed: rights in the channel changed; read what you may see again."
@@ -4663,6 +4892,54 @@ type Run implements Node {
   holder already said. The run's anchor and cards are not answers.
   """
   answers: [RunAnswer!]!
+  """
+  The run's live box: what its agent writes before the answer
+  (updateRunLive), the latest version even between two writes to the
+  database. Empty (version 0) until the agent writes.
+  """
+  live: RunLive!
+}
+
+"""
+A run's live box, shown by its anchor (the run's message of kind RUN):
+what the agent writes while it works. Readers get every change on the
+events subscription (RunLiveUpdatedEvent).
+"""
+type RunLive {
+  "The run whose box it is."
+  runId: ID!
+  "0 while empty; one more per change."
+  version: Int!
+  "The markdown shown so far (at most run.live_max_bytes). Empty once the answer is posted: the answer holds the text."
+  text: String!
+  "A short line such as \"searching the wiki\" (at most 200 bytes); empty when there is none."
+  status: String!
+  "When the box last changed; null while it never did."
+  updatedAt: Time
+  "True once the box is finished: an answer was posted, the run ended, or the holder said so. A later update of an active run opens it again."
+  done: Boolean!
+}
+
+"A holder's change of its run's live box (updateRunLive)."
+input RunLiveUpdate {
+  "The version the change is written against: the box's current version, or the update answers conflict live_version with currentVersion."
+  baseVersion: Int!
+  "Text to add at the end (after replace, when both are set)."
+  append: String
+  "Text that replaces the whole text."
+  replace: String
+  "A new status line (at most 200 bytes); absent keeps the current one."
+  status: String
+  "True when the box is finished; absent or false keeps it open."
+  done: Boolean
+}
+
+"Where a reader's copy of a live box stands (the events subscription's liveFrom)."
+input LiveCursor {
+  "The run."
+  runId: ID!
+  "The version the reader holds (Run.live.version)."
+  version: Int!
 }
 
 "How an adapter ends a run (finishRun)."
@@ -4860,6 +5137,24 @@ extend type Mutation {
     upTo: String!
   ): AgentCursor
   """
+  Changes the live box of the caller's own running or waiting run, as the
+  adapter process that holds it: only the run's agent, only its holder
+  (conflict run_claimed otherwise), only while the run is active
+  (run_not_active once it ended, run_not_started while queued), only while
+  the run's person still holds trigger (trigger_revoked), and only against
+  the current version (conflict live_version with currentVersion in the
+  error's extensions). Every reader of the thread gets the change at once
+  (RunLiveUpdatedEvent). Rate class rl.agent_runtime.
+  """
+  updateRunLive(
+    "The run (the caller's own)."
+    runId: ID!
+    "The adapter process that holds the run (absent for the anonymous holder)."
+    holder: String
+    "The change."
+    input: RunLiveUpdate!
+  ): RunLive
+  """
   Moves the caller's own running run to WAITING_INPUT: it waits for a person;
   a follow-up or startRun takes it back to RUNNING. A queued run answers
   conflict run_not_started, an ended one run_not_active; a waiting run only
@@ -4937,6 +5232,13 @@ type Subscription {
     of the log.
     """
     after: String
+    """
+    The live boxes the reader holds (Run.live read before subscribing):
+    each box's changes after that version are delivered first, then every
+    change as it happens, none twice. Changes of other boxes the reader may
+    see are delivered from now on.
+    """
+    liveFrom: [LiveCursor!]
   ): Event!
   """
   The calling agent's own stream (agents only), like agentEvents of Query:
@@ -5176,6 +5478,8 @@ func (ec *executionContext) childFields_Message(ctx context.Context, field graph
 		return ec.fieldContext_Message_createdAt(ctx, field)
 	case "startedThread":
 		return ec.fieldContext_Message_startedThread(ctx, field)
+	case "live":
+		return ec.fieldContext_Message_live(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Message", field.Name)
 }
@@ -5346,6 +5650,8 @@ func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.C
 		return ec.fieldContext_Run_leaseExpiresAt(ctx, field)
 	case "answers":
 		return ec.fieldContext_Run_answers(ctx, field)
+	case "live":
+		return ec.fieldContext_Run_live(ctx, field)
 	case "context":
 		return ec.fieldContext_Run_context(ctx, field)
 	}
@@ -5416,6 +5722,24 @@ func (ec *executionContext) childFields_RunContextMessage(ctx context.Context, f
 		return ec.fieldContext_RunContextMessage_alreadyDelivered(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RunContextMessage", field.Name)
+}
+
+func (ec *executionContext) childFields_RunLive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "runId":
+		return ec.fieldContext_RunLive_runId(ctx, field)
+	case "version":
+		return ec.fieldContext_RunLive_version(ctx, field)
+	case "text":
+		return ec.fieldContext_RunLive_text(ctx, field)
+	case "status":
+		return ec.fieldContext_RunLive_status(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_RunLive_updatedAt(ctx, field)
+	case "done":
+		return ec.fieldContext_RunLive_done(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RunLive", field.Name)
 }
 
 func (ec *executionContext) childFields_RunSession(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6310,6 +6634,36 @@ func (ec *executionContext) field_Mutation_updatePrincipal_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_updateRunLive_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "runId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["runId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.RunLiveUpdate, error) {
+			return ec.unmarshalNRunLiveUpdate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunLiveUpdate(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_updateSpace_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6589,6 +6943,14 @@ func (ec *executionContext) field_Subscription_events_args(ctx context.Context, 
 		return nil, err
 	}
 	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "liveFrom",
+		func(ctx context.Context, v any) ([]*model.LiveCursor, error) {
+			return ec.unmarshalOLiveCursor2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐLiveCursorᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["liveFrom"] = arg1
 	return args, nil
 }
 
@@ -9558,6 +9920,38 @@ func (ec *executionContext) fieldContext_Message_startedThread(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _Message_live(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_live(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Message().Live(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunLive) graphql.Marshaler {
+			return ec.marshalORunLive2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunLive(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_live(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Message",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunLive(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _MessageConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.MessageConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11328,6 +11722,50 @@ func (ec *executionContext) fieldContext_Mutation_ackAgentEvents(ctx context.Con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_ackAgentEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateRunLive(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateRunLive(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateRunLive(ctx, fc.Args["runId"].(string), fc.Args["holder"].(*string), fc.Args["input"].(model.RunLiveUpdate))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunLive) graphql.Marshaler {
+			return ec.marshalORunLive2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunLive(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateRunLive(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunLive(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateRunLive_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -13243,6 +13681,38 @@ func (ec *executionContext) fieldContext_Run_answers(_ context.Context, field gr
 	return fc, nil
 }
 
+func (ec *executionContext) _Run_live(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_live(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().Live(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunLive) graphql.Marshaler {
+			return ec.marshalNRunLive2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunLive(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_live(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunLive(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Run_context(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14083,6 +14553,489 @@ func (ec *executionContext) fieldContext_RunContextMessage_alreadyDelivered(_ co
 	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _RunLive_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunLive) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLive_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLive_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLive", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunLive_version(ctx context.Context, field graphql.CollectedField, obj *model.RunLive) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLive_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLive_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLive", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RunLive_text(ctx context.Context, field graphql.CollectedField, obj *model.RunLive) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLive_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLive_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLive", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunLive_status(ctx context.Context, field graphql.CollectedField, obj *model.RunLive) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLive_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLive_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLive", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunLive_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.RunLive) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLive_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunLive_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLive", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RunLive_done(ctx context.Context, field graphql.CollectedField, obj *model.RunLive) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLive_done(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Done, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLive_done(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLive", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, true, false, "ID")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, true, false, "EventKind")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_channelId(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_channelId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChannelID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_channelId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_messageId(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_threadId(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_threadId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ThreadID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_threadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_version(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_append(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_append(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Append, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_append(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_replace(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_replace(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replace, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_replace(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_status(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunLiveUpdatedEvent_done(ctx context.Context, field graphql.CollectedField, obj *model.RunLiveUpdatedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunLiveUpdatedEvent_done(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Done, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunLiveUpdatedEvent_done(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunLiveUpdatedEvent", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _RunSession_id(ctx context.Context, field graphql.CollectedField, obj *model.RunSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14755,7 +15708,7 @@ func (ec *executionContext) _Subscription_events(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().Events(ctx, fc.Args["after"].(*string))
+			return ec.Resolvers.Subscription().Events(ctx, fc.Args["after"].(*string), fc.Args["liveFrom"].([]*model.LiveCursor))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.Event) graphql.Marshaler {
@@ -17686,6 +18639,55 @@ func UnmarshalGrantCreate(ctx context.Context, raw any) (model.GrantCreate, erro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputLiveCursor(ctx context.Context, obj any) (model.LiveCursor, error) {
+	var it model.LiveCursor
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"runId", "version"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "runId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("runId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RunID = data
+		case "version":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("version"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Version = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLiveCursor unmarshals raw into the LiveCursor input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLiveCursor(ctx context.Context, raw any) (model.LiveCursor, error) {
+	var out model.LiveCursor
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LiveCursor", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputMessageCreate(ctx context.Context, obj any) (model.MessageCreate, error) {
 	var it model.MessageCreate
 	if obj == nil {
@@ -17987,6 +18989,76 @@ func UnmarshalRunFinish(ctx context.Context, raw any) (model.RunFinish, error) {
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputRunLiveUpdate(ctx context.Context, obj any) (model.RunLiveUpdate, error) {
+	var it model.RunLiveUpdate
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"baseVersion", "append", "replace", "status", "done"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "baseVersion":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("baseVersion"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BaseVersion = data
+		case "append":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("append"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Append = data
+		case "replace":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("replace"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Replace = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "done":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("done"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Done = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRunLiveUpdate unmarshals raw into the RunLiveUpdate input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRunLiveUpdate(ctx context.Context, raw any) (model.RunLiveUpdate, error) {
+	var out model.RunLiveUpdate
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RunLiveUpdate", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputSpaceCreate(ctx context.Context, obj any) (model.SpaceCreate, error) {
 	var it model.SpaceCreate
 	if obj == nil {
@@ -18267,6 +19339,13 @@ func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, ob
 			return graphql.Null
 		}
 		return ec._RunStateChangedEvent(ctx, sel, obj)
+	case model.RunLiveUpdatedEvent:
+		return ec._RunLiveUpdatedEvent(ctx, sel, &obj)
+	case *model.RunLiveUpdatedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._RunLiveUpdatedEvent(ctx, sel, obj)
 	case model.MessageEvent:
 		return ec._MessageEvent(ctx, sel, &obj)
 	case *model.MessageEvent:
@@ -19372,6 +20451,12 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Message_startedThread(ctx, field, obj)
 				})
+		case "live":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Message_live(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -19843,6 +20928,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "ackAgentEvents":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_ackAgentEvents(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "updateRunLive":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateRunLive(ctx, field)
 			})
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
@@ -20420,6 +21512,12 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Run_answers(ctx, field, obj)
 				})
+		case "live":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Run_live(ctx, field, obj)
+				})
 		case "context":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
@@ -20699,6 +21797,167 @@ func (ec *executionContext) _RunContextMessage(ctx context.Context, sel ast.Sele
 		case "alreadyDelivered":
 			out.Values[i] = ec._RunContextMessage_alreadyDelivered(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runLiveImplementors = []string{"RunLive"}
+
+func (ec *executionContext) _RunLive(ctx context.Context, sel ast.SelectionSet, obj *model.RunLive) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runLiveImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunLive")
+		case "runId":
+			out.Values[i] = ec._RunLive_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "version":
+			out.Values[i] = ec._RunLive_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._RunLive_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._RunLive_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._RunLive_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "done":
+			out.Values[i] = ec._RunLive_done(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runLiveUpdatedEventImplementors = []string{"RunLiveUpdatedEvent", "Event"}
+
+func (ec *executionContext) _RunLiveUpdatedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.RunLiveUpdatedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runLiveUpdatedEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunLiveUpdatedEvent")
+		case "id":
+			out.Values[i] = ec._RunLiveUpdatedEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "seq":
+			out.Values[i] = ec._RunLiveUpdatedEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "type":
+			out.Values[i] = ec._RunLiveUpdatedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._RunLiveUpdatedEvent_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._RunLiveUpdatedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "channelId":
+			out.Values[i] = ec._RunLiveUpdatedEvent_channelId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "payload":
+			out.Values[i] = ec._RunLiveUpdatedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "runId":
+			out.Values[i] = ec._RunLiveUpdatedEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "messageId":
+			out.Values[i] = ec._RunLiveUpdatedEvent_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "threadId":
+			out.Values[i] = ec._RunLiveUpdatedEvent_threadId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "version":
+			out.Values[i] = ec._RunLiveUpdatedEvent_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "append":
+			out.Values[i] = ec._RunLiveUpdatedEvent_append(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replace":
+			out.Values[i] = ec._RunLiveUpdatedEvent_replace(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._RunLiveUpdatedEvent_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "done":
+			out.Values[i] = ec._RunLiveUpdatedEvent_done(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -22193,6 +23452,7 @@ var (
 		"CHANNEL_UPDATED":   events.ChannelUpdated,
 		"SPACE_CREATED":     events.SpaceCreated,
 		"SPACE_UPDATED":     events.SpaceUpdated,
+		"RUN_LIVE_UPDATED":  events.RunLiveUpdated,
 	}
 	marshalNEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType = map[events.Type]string{
 		events.MessageCreated:  "MESSAGE_CREATED",
@@ -22207,6 +23467,7 @@ var (
 		events.ChannelUpdated:  "CHANNEL_UPDATED",
 		events.SpaceCreated:    "SPACE_CREATED",
 		events.SpaceUpdated:    "SPACE_UPDATED",
+		events.RunLiveUpdated:  "RUN_LIVE_UPDATED",
 	}
 )
 
@@ -22324,6 +23585,11 @@ func (ec *executionContext) marshalNJSON2map(ctx context.Context, sel ast.Select
 		graphql.AddInvalidNullFromMarshaler(ctx, "JSON!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNLiveCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐLiveCursor(ctx context.Context, v any) (*model.LiveCursor, error) {
+	res, err := ec.unmarshalInputLiveCursor(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNMessage2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Message) graphql.Marshaler {
@@ -22731,6 +23997,19 @@ func (ec *executionContext) marshalNRunContextMessage2ᚖbothyᚗexampleᚗcom�
 
 func (ec *executionContext) unmarshalNRunFinish2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunFinish(ctx context.Context, v any) (model.RunFinish, error) {
 	res, err := ec.unmarshalInputRunFinish(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRunLive2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunLive(ctx context.Context, sel ast.SelectionSet, v *model.RunLive) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RunLive!")
+		return graphql.Null
+	}
+	return ec._RunLive(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRunLiveUpdate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunLiveUpdate(ctx context.Context, v any) (model.RunLiveUpdate, error) {
+	res, err := ec.unmarshalInputRunLiveUpdate(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -23453,6 +24732,23 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	return res
 }
 
+func (ec *executionContext) unmarshalOLiveCursor2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐLiveCursorᚄ(ctx context.Context, v any) ([]*model.LiveCursor, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.LiveCursor, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNLiveCursor2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐLiveCursor(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 func (ec *executionContext) marshalOMessage2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐMessage(ctx context.Context, sel ast.SelectionSet, v *model.Message) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -23588,6 +24884,13 @@ func (ec *executionContext) marshalORunContextMessage2bothyᚗexampleᚗcomᚋbo
 		return graphql.Null
 	}
 	return graphql.WrapContextMarshaler(ctx, v)
+}
+
+func (ec *executionContext) marshalORunLive2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunLive(ctx context.Context, sel ast.SelectionSet, v *model.RunLive) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RunLive(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOSpace2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐSpace(ctx context.Context, sel ast.SelectionSet, v *model.Space) graphql.Marshaler {

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strconv"
 	"time"
 
 	"bothy.example.com/bothy/internal/events"
@@ -119,3 +120,23 @@ func (e SpaceEvent) ID() string { return clientEventID(e.Seq) }
 
 // Kind is the event's type as the EventKind enum.
 func (e SpaceEvent) Kind() events.Type { return events.Type(e.Type) }
+
+// RunLiveUpdatedEvent is run.live_updated: a change of a run's live box,
+// delivered by the events subscription only (never a row of the log).
+type RunLiveUpdatedEvent struct {
+	EventBase
+	RunID     string  `json:"runId"`
+	MessageID string  `json:"messageId"`
+	ThreadID  string  `json:"threadId"`
+	Version   int     `json:"version"`
+	Append    string  `json:"append"`
+	Replace   *string `json:"replace"`
+	Status    string  `json:"status"`
+	Done      bool    `json:"done"`
+}
+
+// ID is the event's id: the run and the box's version, since the change
+// has no seq of its own.
+func (e RunLiveUpdatedEvent) ID() string {
+	return "live:" + e.RunID + ":" + strconv.Itoa(e.Version)
+}

@@ -245,6 +245,14 @@ type Group struct {
 	MemberIds []string `json:"memberIds"`
 }
 
+// Where a reader's copy of a live box stands (the events subscription's liveFrom).
+type LiveCursor struct {
+	// The run.
+	RunID string `json:"runId"`
+	// The version the reader holds (Run.live.version).
+	Version int `json:"version"`
+}
+
 // A message of a thread, in the one representation every read and event shares.
 type Message struct {
 	// The message's id.
@@ -516,6 +524,38 @@ type RunFinish struct {
 	Outcome domain.RunState `json:"outcome"`
 	// Why a run failed (free text without content, at most 200 bytes).
 	Reason *string `json:"reason,omitempty"`
+}
+
+// A run's live box, shown by its anchor (the run's message of kind RUN):
+// what the agent writes while it works. Readers get every change on the
+// events subscription (RunLiveUpdatedEvent).
+type RunLive struct {
+	// The run whose box it is.
+	RunID string `json:"runId"`
+	// 0 while empty; one more per change.
+	Version int `json:"version"`
+	// The markdown shown so far (at most run.live_max_bytes). Empty once the answer is posted: the answer holds the text.
+	Text string `json:"text"`
+	// A short line such as "searching the wiki" (at most 200 bytes); empty when there is none.
+	Status string `json:"status"`
+	// When the box last changed; null while it never did.
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+	// True once the box is finished: an answer was posted, the run ended, or the holder said so. A later update of an active run opens it again.
+	Done bool `json:"done"`
+}
+
+// A holder's change of its run's live box (updateRunLive).
+type RunLiveUpdate struct {
+	// The version the change is written against: the box's current version, or the update answers conflict live_version with currentVersion.
+	BaseVersion int `json:"baseVersion"`
+	// Text to add at the end (after replace, when both are set).
+	Append *string `json:"append,omitempty"`
+	// Text that replaces the whole text.
+	Replace *string `json:"replace,omitempty"`
+	// A new status line (at most 200 bytes); absent keeps the current one.
+	Status *string `json:"status,omitempty"`
+	// True when the box is finished; absent or false keeps it open.
+	Done *bool `json:"done,omitempty"`
 }
 
 // A run's session as the run sees it: null id for a guest run.

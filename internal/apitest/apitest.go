@@ -184,16 +184,18 @@ func (r *Response) Problem(t testing.TB) Problem {
 
 // Problem is the problem+json body.
 type Problem struct {
-	Type          string       `json:"type"`
-	Title         string       `json:"title"`
-	Status        int          `json:"status"`
-	Code          string       `json:"code"`
-	Reason        string       `json:"reason"`
-	Detail        string       `json:"detail"`
-	Errors        []FieldError `json:"errors"`
-	OldestCursor  string       `json:"oldest_cursor"`
-	CorrelationID string       `json:"correlation_id"`
-	Instance      string       `json:"instance"`
+	Type         string       `json:"type"`
+	Title        string       `json:"title"`
+	Status       int          `json:"status"`
+	Code         string       `json:"code"`
+	Reason       string       `json:"reason"`
+	Detail       string       `json:"detail"`
+	Errors       []FieldError `json:"errors"`
+	OldestCursor string       `json:"oldest_cursor"`
+	// CurrentVersion is a live_version conflict's current version.
+	CurrentVersion *int   `json:"current_version"`
+	CorrelationID  string `json:"correlation_id"`
+	Instance       string `json:"instance"`
 }
 
 // FieldError is one entry of Problem.Errors.
@@ -368,6 +370,7 @@ type GQLErrExt struct {
 	FieldErrors       []GQLFieldError `json:"fieldErrors"`
 	RetryAfterSeconds int             `json:"retryAfterSeconds"`
 	OldestCursor      string          `json:"oldestCursor"`
+	CurrentVersion    *int            `json:"currentVersion"`
 }
 
 // GQLResult is a raw GraphQL answer.

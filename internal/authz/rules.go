@@ -182,6 +182,7 @@ const (
 	RunContextRead       Action = "run.context.read"
 	RunStart             Action = "run.start"
 	RunRenew             Action = "run.renew"
+	RunLiveUpdate        Action = "run.live.update"
 	RunAwaitInput        Action = "run.await_input"
 	RunFinish            Action = "run.finish"
 	RunCancel            Action = "run.cancel"
@@ -268,6 +269,7 @@ var Table = map[Action]Spec{
 	RunContextRead:       {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunStart:             {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunRenew:             {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunLiveUpdate:        {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunAwaitInput:        {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunFinish:            {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunCancel:            {needTriggerOrAgentSelf, ratelimit.AgentRuntime, false},

@@ -32,6 +32,10 @@ type step struct {
 	Status  int
 	Garbage bool
 	Hold    bool
+	// Streamed, for a request that asked for a stream, is streamed first;
+	// then the reply waits as with Hold and streams Text to its end. A
+	// request without a stream gets Streamed and Text at once.
+	Streamed string
 	// AfterReply runs once the reply was written and flushed.
 	AfterReply func()
 }
@@ -136,6 +140,11 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrived, release := f.arrived, f.release
 	f.mu.Unlock()
 	arrived <- call
+	if s.Streamed != "" && body.Stream {
+		f.streamHeld(w, r, api, body.Model, s, call)
+		return
+	}
+	s.Text = s.Streamed + s.Text
 	if s.Hold {
 		select {
 		case <-release:
@@ -167,6 +176,33 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.AfterReply()
 	}
+}
+
+// streamHeld streams s.Streamed, waits until released (or until the client
+// went away, recorded in call.Aborted), then streams s.Text and ends.
+func (f *fakeModel) streamHeld(w http.ResponseWriter, r *http.Request, api, model string, s step, call *modelCall) {
+	f.mu.Lock()
+	release := f.release
+	f.mu.Unlock()
+	piece, end := func(string) {}, func() {}
+	if api == "openai" {
+		st := openaitest.StartStream(w, model)
+		piece, end = st.Piece, func() { st.End("") }
+	} else {
+		st := anthropictest.StartStream(w, model)
+		piece, end = st.Piece, func() { st.End("") }
+	}
+	piece(s.Streamed)
+	select {
+	case <-release:
+	case <-r.Context().Done():
+		close(call.Aborted)
+		return
+	}
+	if s.Text != "" {
+		piece(s.Text)
+	}
+	end()
 }
 
 // texts reads a message content: a string, or a list of text blocks.

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +39,8 @@ type Options struct {
 	// reads BOTHY_SERVER, BOTHY_AGENT_TOKEN (the agent Lotse's),
 	// BOTHY_MODEL_BASE_URL, BOTHY_MODEL_API_KEY and BOTHY_MODEL_NAME.
 	Adapter string
-	// Only names the one scenario to run; empty runs them all.
+	// Only names the scenarios to run, separated by commas, in the kit's
+	// order whatever the order here; empty runs them all.
 	Only string
 	// Progress receives a line per scenario as it ends (nil: none).
 	Progress io.Writer
@@ -96,13 +98,16 @@ func Names() []string {
 // not an error.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	var chosen []scenario
+	names := strings.Split(opts.Only, ",")
 	for _, s := range scenarios {
-		if opts.Only == "" || opts.Only == s.name {
+		if opts.Only == "" || slices.Contains(names, s.name) {
 			chosen = append(chosen, s)
 		}
 	}
-	if len(chosen) == 0 {
-		return Report{}, fmt.Errorf("conformance: no scenario %q (there are %v)", opts.Only, Names())
+	for _, n := range names {
+		if opts.Only != "" && !slices.Contains(Names(), n) {
+			return Report{}, fmt.Errorf("conformance: no scenario %q (there are %v)", n, Names())
+		}
 	}
 	dir, err := os.MkdirTemp("", "bothy-conformance-")
 	if err != nil {

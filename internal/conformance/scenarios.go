@@ -31,6 +31,8 @@ var scenarios = []scenario{
 	{"model_garbage_fails_run", modelGarbageFailsRun},
 	{"long_call_renews", longCallRenews},
 	{"crash_before_post", crashBeforePost},
+	{"streams_live_box", streamsLiveBox},
+	{"stop_during_stream", stopDuringStream},
 }
 
 // seq makes the texts of each question unique across scenarios.
@@ -497,4 +499,122 @@ func crashBeforePost(ctx context.Context, k *kit) error {
 		return err
 	}
 	return k.endedOnce(ctx, a)
+}
+
+// liveBox is a run's live box as a reader of the thread reads it.
+type liveBox struct {
+	Version int    `json:"version"`
+	Text    string `json:"text"`
+	Status  string `json:"status"`
+	Done    bool   `json:"done"`
+}
+
+// live reads run's live box as Alex.
+func (k *kit) live(ctx context.Context, run string) (liveBox, error) {
+	var out struct {
+		Run *struct {
+			Live liveBox `json:"live"`
+		} `json:"run"`
+	}
+	if err := k.gql(ctx, "alex", `query($id: ID!) { run(id: $id) { live { version text status done } } }`, map[string]any{"id": run}, &out); err != nil {
+		return liveBox{}, err
+	}
+	if out.Run == nil {
+		return liveBox{}, fmt.Errorf("run %s not readable", run)
+	}
+	return out.Run.Live, nil
+}
+
+// streamedShown waits until run's box shows text (what the model streamed
+// before it paused).
+func (k *kit) streamedShown(ctx context.Context, run, text string) error {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var last liveBox
+	if err := until(wctx, "the streamed text in the live box", func() bool {
+		b, err := k.live(ctx, run)
+		last = b
+		return err == nil && strings.Contains(b.Text, text)
+	}); err != nil {
+		return fmt.Errorf("the model streamed %q and paused, but the run's live box shows %q (version %d): the adapter does not stream into the box", text, last.Text, last.Version)
+	}
+	return nil
+}
+
+func streamsLiveBox(ctx context.Context, k *kit) error {
+	k.model.reset(step{Streamed: "The printer on floor 2 ", Text: "is back online."})
+	defer k.model.releaseHeld()
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse is the printer on floor 2 back?")
+	if err != nil {
+		return err
+	}
+	if _, err := k.model.next(ctx); err != nil {
+		return err
+	}
+	// Before the answer: readers see what the model wrote so far.
+	if err := k.streamedShown(ctx, a.run, "The printer on floor 2"); err != nil {
+		return err
+	}
+	k.model.releaseHeld()
+	if err := k.answeredOnce(ctx, a); err != nil {
+		return err
+	}
+	// The answer holds the text now: the box is done and empty.
+	b, err := k.live(ctx, a.run)
+	if err != nil {
+		return err
+	}
+	if !b.Done || b.Text != "" {
+		return fmt.Errorf("after the answer the live box is done %v with %d bytes of text; want done and empty", b.Done, len(b.Text))
+	}
+	return nil
+}
+
+func stopDuringStream(ctx context.Context, k *kit) error {
+	k.model.reset(step{Streamed: "Let me look through the logs ", Text: "and here is everything."})
+	defer k.model.releaseHeld()
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse write me the whole incident report")
+	if err != nil {
+		return err
+	}
+	call, err := k.model.next(ctx)
+	if err != nil {
+		return err
+	}
+	if err := k.streamedShown(ctx, a.run, "Let me look"); err != nil {
+		return err
+	}
+	// Alex says stop while the model streams.
+	var cancelled struct {
+		CancelRun *struct{ ID string } `json:"cancelRun"`
+	}
+	if err := k.gql(ctx, "alex", `mutation($id: ID!) { cancelRun(id: $id) { id } }`, map[string]any{"id": a.run}, &cancelled); err != nil {
+		return err
+	}
+	// The stream stops at once.
+	select {
+	case <-call.Aborted:
+	case <-time.After(15 * time.Second):
+		return fmt.Errorf("the model's stream went on after the stop")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	state, reason, err := k.ended(wctx, a.run)
+	if err != nil {
+		return fmt.Errorf("the run did not end after the stop: %w", err)
+	}
+	if state != "cancelled" {
+		return fmt.Errorf("the run ended %s (%s) after the stop; want cancelled", state, reason)
+	}
+	if n := len(k.answers(ctx, a.thread)); n != 0 {
+		return fmt.Errorf("%d answers after the stop; want none", n)
+	}
+	b, err := k.live(ctx, a.run)
+	if err != nil {
+		return err
+	}
+	if !b.Done {
+		return fmt.Errorf("the live box is not done after the stop")
+	}
+	return nil
 }

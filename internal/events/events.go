@@ -34,6 +34,10 @@ const (
 	SpaceUpdated   Type = "space.updated"
 	ChannelCreated Type = "channel.created"
 	ChannelUpdated Type = "channel.updated"
+	// RunLiveUpdated is a change of a run's live box: delivered to the
+	// events subscriptions of the thread's readers at once, never a row
+	// of the log (docs/design/runs.md#live-box).
+	RunLiveUpdated Type = "run.live_updated"
 )
 
 // The agent event types (docs/design/model.md#events); they go to one agent's

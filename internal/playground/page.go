@@ -43,6 +43,18 @@ query Viewer {
     displayName
   }
 }
+
+# Watch an agent write: run LiveAnswers (the run button lists both
+# operations), then mention @lotse in a channel you read. The run's live
+# box arrives as it grows; replace, when set, is the whole text before
+# append, and the answer ends it (done, text empty: the answer holds it).
+subscription LiveAnswers {
+  events {
+    __typename
+    ... on RunLiveUpdatedEvent { runId version append replace status done }
+    ... on MessageEvent { message { kind author { handle } contentMd } }
+  }
+}
 `
 
 // pageData is what the page template renders.

@@ -19,7 +19,8 @@ const (
 	principalFields    = `id kind handle displayName email status isOwner createdAt`
 	tokenFields        = `id principalId kind label createdAt expiresAt lastUsedAt revokedAt`
 	groupFields        = `id name createdAt memberIds`
-	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt answers { messageId clientMsgId }`
+	liveFields         = `runId version text status updatedAt done`
+	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt answers { messageId clientMsgId } live { ` + liveFields + ` }`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
 	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust alreadyDelivered`
 	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq followUps { ` + contextMsgFields + ` } trustSummary { lowest counts { trust count } }`
@@ -149,6 +150,11 @@ var coreRoutes = []Route{
 		OperationID: "finishRun", Action: authz.RunFinish, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/finish", Result: "finishRun",
 		Params: []Param{path("run_id"), holderParam}, BodyVar: "input",
 		Document: `mutation finishRun($id: ID!, $input: RunFinish!, $holder: String) { finishRun(id: $id, input: $input, holder: $holder) { ` + runFields + ` } }`,
+	},
+	{
+		OperationID: "updateRunLive", Action: authz.RunLiveUpdate, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/live", Result: "updateRunLive",
+		Params: []Param{path("run_id"), holderParam}, BodyVar: "input",
+		Document: `mutation updateRunLive($id: ID!, $input: RunLiveUpdate!, $holder: String) { updateRunLive(runId: $id, input: $input, holder: $holder) { ` + liveFields + ` } }`,
 	},
 	{
 		OperationID: "cancelRun", Action: authz.RunCancel, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/cancel", Result: "cancelRun",

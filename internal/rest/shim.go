@@ -312,6 +312,12 @@ func (c *compiled) problemOf(msg string, ext map[string]any) *problem.Error {
 		p.Fields = append(p.Fields, f)
 	}
 	p.OldestCursor, _ = ext["oldestCursor"].(string)
+	if v, ok := ext["currentVersion"].(json.Number); ok {
+		if n, err := v.Int64(); err == nil {
+			cur := int(n)
+			p.CurrentVersion = &cur
+		}
+	}
 	// The answer is decoded with UseNumber.
 	if ra, ok := ext["retryAfterSeconds"].(json.Number); ok {
 		if n, err := ra.Int64(); err == nil && n > 0 {

@@ -36,6 +36,10 @@ type Hub struct {
 	attempting    bool
 	ended         uint64
 	listenerMoved chan struct{}
+
+	// live receives the notifications of LiveChannel (set by the runs
+	// module's service).
+	live *liveHub
 }
 
 // Waiters is what a test observes of the long polls of one process: how
@@ -249,13 +253,29 @@ func (h *Hub) listenOnce(ctx context.Context, connect Connect) (listened bool, e
 	if _, err := conn.Exec(ctx, listenSQL); err != nil {
 		return false, err
 	}
+	if h.live != nil {
+		if _, err := conn.Exec(ctx, listenLiveSQL); err != nil {
+			return false, err
+		}
+		if err := h.live.connected(ctx, conn); err != nil {
+			return false, err
+		}
+		defer h.live.disconnected()
+	}
 	h.listenerState(false, true)
 	// Commits made before LISTEN took effect are picked up by waiters that
 	// re-read after this wake.
 	h.Wake()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return true, err
+		}
+		if n.Channel == LiveChannel {
+			if h.live != nil {
+				h.live.receive(ctx, n.Payload)
+			}
+			continue
 		}
 		h.Wake()
 	}

@@ -9,8 +9,10 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/runs/livebox"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -326,6 +328,13 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 	r, err := s.transition(ctx, r, to, reason)
 	if err != nil {
 		return Run{}, nil, err
+	}
+	// The box ends with the run, in the same commit (docs/design/runs.md#live-box).
+	if err := s.endLive(ctx, r.ID); err != nil {
+		return Run{}, nil, problem.Internal("runs.end", err)
+	}
+	if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Ended), At: s.clock.Now().UnixMicro()}); err != nil {
+		return Run{}, nil, problem.Internal("runs.end", err)
 	}
 	evs := []events.Event{s.stateChanged(r, channelID)}
 	settled := domain.FollowupDropped

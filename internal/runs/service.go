@@ -17,6 +17,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/runs/livebox"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -46,6 +47,7 @@ type Service struct {
 	timeouts  Timeouts
 	hub       *Hub
 	pollMax   time.Duration
+	live      *liveHub
 }
 
 // Deps are the collaborators of the runs module.
@@ -63,12 +65,20 @@ type Deps struct {
 	Hub       *Hub
 	// PollMaxWait is events.poll_max_wait.
 	PollMaxWait time.Duration
+	// LiveMaxBytes is run.live_max_bytes and LiveFlushInterval
+	// run.live_flush_interval.
+	LiveMaxBytes      int
+	LiveFlushInterval time.Duration
 }
 
 // NewService returns the runs module and subscribes it to posted messages.
 func NewService(d Deps) *Service {
 	s := &Service{store: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
 		messaging: d.Messaging, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
+	s.live = newLiveHub(&s.store, d.Log, d.Clock, d.LiveMaxBytes, d.LiveFlushInterval)
+	if d.Hub != nil {
+		d.Hub.live = s.live
+	}
 	d.Messaging.Subscribe(s)
 	return s
 }
@@ -312,8 +322,11 @@ func (s *Service) startRunFor(ctx context.Context, agentID string, guest bool, t
 	if err != nil {
 		return nil, problem.Internal("runs.startRunFor", err)
 	}
-	_, anchorEv, err := s.messaging.AppendAnchor(ctx, t, channelID, agents[agentID].Ref(), r.ID)
+	anchor, anchorEv, err := s.messaging.AppendAnchor(ctx, t, channelID, agents[agentID].Ref(), r.ID)
 	if err != nil {
+		return nil, problem.Internal("runs.startRunFor", err)
+	}
+	if err := s.insertLive(ctx, r.ID, anchor.ID); err != nil {
 		return nil, problem.Internal("runs.startRunFor", err)
 	}
 	r.Attempt = 1
@@ -437,6 +450,13 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 		}
 		if err := s.recordAnswer(ctx, run.ID, p.Message.ID, p.ClientMsgID, s.clock.Now()); err != nil {
 			return problem.Internal("runs.checkAnswer", err)
+		}
+		// The answer holds the text now: the box drops it in the answer's
+		// commit, so no reader shows it twice.
+		if p.Message.Kind == messaging.KindText {
+			if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: run.ID, Kind: string(livebox.Answered), At: s.clock.Now().UnixMicro()}); err != nil {
+				return problem.Internal("runs.checkAnswer", err)
+			}
 		}
 		return nil
 	case errors.Is(err, domain.ErrAnswerRunNotActive):

@@ -318,6 +318,9 @@ func presenter(log *slog.Logger, schema *ast.Schema, out *outage) graphql.ErrorP
 		if p.OldestCursor != "" {
 			ext["oldestCursor"] = p.OldestCursor
 		}
+		if p.CurrentVersion != nil {
+			ext["currentVersion"] = *p.CurrentVersion
+		}
 		if p.RetryAfter > 0 {
 			ext["retryAfterSeconds"] = httpx.RetrySecondsInt(p.RetryAfter)
 		}

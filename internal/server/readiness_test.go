@@ -105,7 +105,7 @@ func TestReadinessFollowsTheListenerAtOnce(t *testing.T) {
 	// session ends as a restart would end it.
 	gate.open.Store(false)
 	if n := env.Count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND query LIKE 'LISTEN %'`); n != 1 {
+		WHERE datname = current_database() AND (query LIKE 'LISTEN %' OR query LIKE 'SELECT pg_current_snapshot()%')`); n != 1 {
 		t.Fatalf("%d LISTEN sessions terminated, want 1", n)
 	}
 	// Wait until the listener has failed often enough to pause 1.6 s

@@ -147,7 +147,7 @@ func New(d Deps) (*Server, error) {
 	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: set.ChatUseCases,
 		Messaging: msg, Admin: adm, Feed: fd, Fanout: set.Fanout, Tokens: set.Tokens, Runs: runSvc, Holders: az,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
-		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger}}
+		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger, Verdicts: graph.NewLiveVerdicts()}}
 	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
 	es := generated.NewExecutableSchema(generated.Config{Schema: graph.Schema(), Resolvers: resolver, Complexity: Complexity(ListBounds{
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
@@ -293,7 +293,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	connect := func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, s.listenURL) }
 	go func() {
 		defer wg.Done()
@@ -304,6 +304,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.Runs.Sweep(bg, s.cfg.Duration(config.RunSweepInterval), func(n int) { s.ops.runTimeouts.Add(float64(n)) })
 	}()
 	go func() { defer wg.Done(); s.Retention.Run(bg, s.cfg.Duration(config.RetentionInterval)) }()
+	go func() { defer wg.Done(); s.Runs.RunLive(bg) }()
 	defer func() { stopBG(); wg.Wait() }()
 
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))

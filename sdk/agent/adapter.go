@@ -83,6 +83,14 @@ type Config struct {
 	// good); answers left there by a process that died while sending are
 	// sent again, under the same key, when Run starts (OpenOutbox).
 	Outbox string
+	// Live writes what the model streams (Stream, Task.Stream) into the
+	// run's live box, so every reader of the thread sees the answer grow;
+	// the answer replaces it. A person's stop marks the box done with
+	// StoppedStatus. Off by default; the reference adapter turns it on.
+	Live bool
+	// LiveInterval is the least time between two updates of a live box
+	// (default 100 ms): streamed pieces are sent together.
+	LiveInterval time.Duration
 }
 
 // RunReport says how the adapter left one run.
@@ -668,6 +676,15 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		return rep
 	}
 
+	var lw *liveWriter
+	mctx := modelCtx
+	if a.cfg.Live {
+		lw = newLiveWriter(a.cfg.Client, inv.RunID, a.cfg.Holder, a.cfg.LiveInterval, log)
+		go lw.run(modelCtx)
+		defer lw.close()
+		mctx = lw.with(modelCtx)
+	}
+
 	boundary := NewBoundary()
 	var text string
 	var shown []RunContextMessage // the follow-ups of the prompt text answers
@@ -675,7 +692,15 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 	gone := false                 // the context read after an answer found no active run
 	for {
 		rep.Rounds++
-		t, err := a.cfg.Model.Answer(modelCtx, WithFollowUps(Render(rc, boundary), rc.FollowUps))
+		if lw != nil && rep.Rounds > 1 {
+			lw.restart()
+		}
+		t, err := a.cfg.Model.Answer(mctx, WithFollowUps(Render(rc, boundary), rc.FollowUps))
+		if lw != nil && run.cancelRequested.Load() && !run.lost.Load() {
+			// Stopped by a person: the box says so before the cancel is
+			// confirmed.
+			lw.stopped(ctx)
+		}
 		if r, stop := a.interrupted(ctx, log, run, rep); stop {
 			return r
 		}
@@ -729,6 +754,11 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		rc = next
 	}
 
+	if lw != nil {
+		// The answer holds the text now; what the box still gathers is
+		// dropped.
+		lw.close()
+	}
 	// One answer covers the trigger and every follow-up of its prompt; its
 	// key is that of the last of them (AnswerKey, answeredUpTo).
 	reqs := requestsOf(trigger, shown)

@@ -104,6 +104,8 @@ type ErrorExtensions struct {
 	Status            int          `json:"status"`
 	FieldErrors       []FieldError `json:"fieldErrors"`
 	RetryAfterSeconds int          `json:"retryAfterSeconds"`
+	// CurrentVersion is the live box's version of a live_version conflict.
+	CurrentVersion *int `json:"currentVersion"`
 }
 
 // GraphQLError is one entry of a response's errors.
@@ -576,4 +578,81 @@ func optional(s string) any {
 // notFound is the error of a nullable field answered null without error.
 func notFound(op string) *Error {
 	return &Error{Op: op, HTTPStatus: http.StatusOK, Errors: []GraphQLError{{Message: "Not found", Extensions: ErrorExtensions{Code: "not_found", Status: http.StatusNotFound}}}}
+}
+
+// RunLive is a run's live box: what its anchor shows while the agent writes.
+type RunLive struct {
+	RunID   string `json:"runId"`
+	Version int    `json:"version"`
+	Text    string `json:"text"`
+	Status  string `json:"status"`
+	Done    bool   `json:"done"`
+}
+
+// LiveUpdate is a change of a run's live box (updateRunLive): Append is
+// added after the text (after Replace when it is set); Status, when set,
+// replaces the status line; Done finishes the box.
+type LiveUpdate struct {
+	BaseVersion int
+	Append      string
+	Replace     *string
+	Status      *string
+	Done        bool
+}
+
+const liveSel = `runId version text status done`
+
+const (
+	mutationUpdateRunLive = `mutation UpdateRunLive($id: ID!, $holder: String, $input: RunLiveUpdate!) { updateRunLive(runId: $id, holder: $holder, input: $input) { ` + liveSel + ` } }`
+	queryRunLive          = `query RunLive($id: ID!) { run(id: $id) { live { ` + liveSel + ` } } }`
+)
+
+// UpdateRunLive changes the live box of the caller's own run runID as
+// holder; every reader of the thread sees the change at once.
+//
+// Errors: as Do; conflict with reason live_version when u.BaseVersion is
+// not the box's version (read it with RunLive and continue from there),
+// run_claimed, run_not_active, run_not_started, trigger_revoked as for the
+// other calls on a run.
+func (c *Client) UpdateRunLive(ctx context.Context, runID, holder string, u LiveUpdate) (RunLive, error) {
+	in := map[string]any{"baseVersion": u.BaseVersion}
+	if u.Append != "" {
+		in["append"] = u.Append
+	}
+	if u.Replace != nil {
+		in["replace"] = *u.Replace
+	}
+	if u.Status != nil {
+		in["status"] = *u.Status
+	}
+	if u.Done {
+		in["done"] = true
+	}
+	vars := map[string]any{"id": runID, "input": in}
+	if holder != "" {
+		vars["holder"] = holder
+	}
+	var out struct {
+		UpdateRunLive RunLive `json:"updateRunLive"`
+	}
+	err := c.Do(ctx, "UpdateRunLive", mutationUpdateRunLive, vars, &out, 0)
+	return out.UpdateRunLive, err
+}
+
+// RunLive reads the live box of run runID.
+//
+// Errors: as Do; not_found when the caller may not read the run.
+func (c *Client) RunLive(ctx context.Context, runID string) (RunLive, error) {
+	var out struct {
+		Run *struct {
+			Live RunLive `json:"live"`
+		} `json:"run"`
+	}
+	if err := c.Do(ctx, "RunLive", queryRunLive, map[string]any{"id": runID}, &out, 0); err != nil {
+		return RunLive{}, err
+	}
+	if out.Run == nil {
+		return RunLive{}, &Error{Op: "RunLive", HTTPStatus: 200, Errors: []GraphQLError{{Message: "Not found", Extensions: ErrorExtensions{Code: "not_found", Status: 404}}}}
+	}
+	return out.Run.Live, nil
 }

@@ -76,7 +76,7 @@ func TestAdapterDocOperations(t *testing.T) {
 		}
 		ops[m[2]] = b
 	}
-	for _, name := range []string{"Viewer", "Events", "Context", "Start", "Renew", "Ack", "Answer", "Finish"} {
+	for _, name := range []string{"Viewer", "Events", "Context", "Start", "Renew", "Ack", "Live", "Answer", "Finish"} {
 		if ops[name] == "" {
 			t.Fatalf("docs/adapter.md lacks the operation %s", name)
 		}
@@ -157,6 +157,13 @@ func TestAdapterDocOperations(t *testing.T) {
 	run("Ack", map[string]any{"upTo": events.AgentEvents.PageInfo.EndCursor}, &ack)
 	if ack.AckAgentEvents.Position != events.AgentEvents.PageInfo.EndCursor {
 		t.Fatalf("ack %+v", ack)
+	}
+	var live struct {
+		UpdateRunLive struct{ Version int } `json:"updateRunLive"`
+	}
+	run("Live", map[string]any{"run": inv.RunID, "holder": holder, "base": 0, "piece": "Restart "}, &live)
+	if live.UpdateRunLive.Version != 1 {
+		t.Fatalf("live %+v", live)
 	}
 	var answer struct {
 		CreateMessage struct {

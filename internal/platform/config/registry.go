@@ -74,6 +74,8 @@ const (
 	RunLeaseTimeout                    = "run.lease_timeout"
 	RunMaxAttempts                     = "run.max_attempts"
 	RunCancelGrace                     = "run.cancel_grace"
+	RunLiveMaxBytes                    = "run.live_max_bytes"
+	RunLiveFlushInterval               = "run.live_flush_interval"
 	RateMessagePerMinute               = "ratelimit.rl.message.per_minute"
 	RateMessageBurst                   = "ratelimit.rl.message.burst"
 	RateAgentRuntimePerMinute          = "ratelimit.rl.agent_runtime.per_minute"
@@ -160,6 +162,8 @@ var Registry = []Key{
 	{RunLeaseTimeout, TypeDuration, "60s", "1s", "how long an adapter's claim on a run lives after its last call on the run (startRun, renewRun, awaitRunInput, an answer)"},
 	{RunMaxAttempts, TypeInt, "3", "1", "invocations of a run before an expired lease fails it with reason lease_expired"},
 	{RunCancelGrace, TypeDuration, "30s", "0s", "how long a running run whose triggering person lost trigger waits for the adapter's confirmation before it ends cancelled (trigger_revoked)"},
+	{RunLiveMaxBytes, TypeInt, "65536", "1", "longest text of a run's live box (updateRunLive)"},
+	{RunLiveFlushInterval, TypeDuration, "250ms", "10ms", "how often a replica writes the live boxes it changed to the database; readers on every replica get each update at once, and Run.live answers the latest version between writes"},
 	{RateMessagePerMinute, TypeInt, "60", "1", "refill of the rl.message bucket per principal and minute"},
 	{RateMessageBurst, TypeInt, "20", "1", "size of the rl.message bucket per principal"},
 	{RateAgentRuntimePerMinute, TypeInt, "1200", "1", "refill of the rl.agent_runtime bucket per principal and minute"},

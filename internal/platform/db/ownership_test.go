@@ -41,6 +41,8 @@ var owners = map[string]string{
 	"run_followups":     "internal/runs",
 	"run_answers":       "internal/runs",
 	"agent_cursors":     "internal/runs",
+	"run_live":          "internal/runs",
+	"run_live_ops":      "internal/runs",
 	"ratelimit_buckets": "internal/ratelimit",
 }
 

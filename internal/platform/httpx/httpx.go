@@ -107,23 +107,25 @@ func HintsFrom(ctx context.Context) *Hints {
 
 // Problem is the RFC 9457 body of every REST error.
 type Problem struct {
-	Type          string               `json:"type"`
-	Title         string               `json:"title"`
-	Status        int                  `json:"status"`
-	Code          string               `json:"code"`
-	Reason        string               `json:"reason,omitempty"`
-	Detail        string               `json:"detail,omitempty"`
-	Errors        []problem.FieldError `json:"errors,omitempty"`
-	OldestCursor  string               `json:"oldest_cursor,omitempty"`
-	CorrelationID string               `json:"correlation_id"`
-	Instance      string               `json:"instance"`
+	Type         string               `json:"type"`
+	Title        string               `json:"title"`
+	Status       int                  `json:"status"`
+	Code         string               `json:"code"`
+	Reason       string               `json:"reason,omitempty"`
+	Detail       string               `json:"detail,omitempty"`
+	Errors       []problem.FieldError `json:"errors,omitempty"`
+	OldestCursor string               `json:"oldest_cursor,omitempty"`
+	// CurrentVersion is the live box's version of a live_version conflict.
+	CurrentVersion *int   `json:"current_version,omitempty"`
+	CorrelationID  string `json:"correlation_id"`
+	Instance       string `json:"instance"`
 }
 
 // ProblemOf renders p for the request r.
 func ProblemOf(r *http.Request, p *problem.Error) Problem {
 	return Problem{
 		Type: p.Code.TypeURI(), Title: p.Code.Title(), Status: p.Code.Status(), Code: string(p.Code),
-		Reason: p.Reason, Detail: p.Detail, Errors: p.Fields, OldestCursor: p.OldestCursor,
+		Reason: p.Reason, Detail: p.Detail, Errors: p.Fields, OldestCursor: p.OldestCursor, CurrentVersion: p.CurrentVersion,
 		CorrelationID: CorrelationID(r.Context()), Instance: r.URL.Path,
 	}
 }

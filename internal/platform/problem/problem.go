@@ -101,6 +101,9 @@ type Error struct {
 	RetryAfter time.Duration
 	// OldestCursor names the oldest valid cursor of a cursor_expired error.
 	OldestCursor string
+	// CurrentVersion names the current version of a live box in a
+	// conflict live_version error (nil otherwise).
+	CurrentVersion *int
 	// Op names the operation that failed ("runs.finish"), for logs only:
 	// an internal error says where it happened without a stack trace.
 	Op    string

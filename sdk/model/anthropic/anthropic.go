@@ -125,7 +125,12 @@ func (m *Model) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 		stream := m.client.Messages.NewStreaming(ctx, params)
 		acc := sdk.Message{}
 		for stream.Next() {
-			if err := acc.Accumulate(stream.Current()); err != nil {
+			ev := stream.Current()
+			if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+				// Readers of the thread see the answer grow (Config.Live).
+				agent.Stream(ctx, ev.Delta.Text)
+			}
+			if err := acc.Accumulate(ev); err != nil {
 				stream.Close()
 				return "", &agent.BadAnswerError{Detail: "a stream event out of order"}
 			}

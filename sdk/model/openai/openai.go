@@ -295,7 +295,12 @@ func (m *Model) stream(ctx context.Context, params sdk.ChatCompletionNewParams, 
 	defer s.Close()
 	acc := sdk.ChatCompletionAccumulator{}
 	for s.Next() {
-		acc.AddChunk(s.Current())
+		chunk := s.Current()
+		acc.AddChunk(chunk)
+		if len(chunk.Choices) > 0 {
+			// Readers of the thread see the answer grow (Config.Live).
+			agent.Stream(ctx, chunk.Choices[0].Delta.Content)
+		}
 	}
 	if err := s.Err(); err != nil {
 		return nil, err

@@ -7,7 +7,8 @@
 //   - answer-twice: the request of answers_once gets a second answer;
 //   - post-after-loss: the answer of trigger_loss_posts_nothing is posted
 //     without its run once the run refused it;
-//   - no-renew: the claim on a run is never renewed.
+//   - no-renew: the claim on a run is never renewed;
+//   - no-live: nothing the model streams reaches the run's live box.
 package main
 
 import (
@@ -42,11 +43,11 @@ func (noRenew) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func main() {
-	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss or no-renew")
+	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss, no-renew or no-live")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m, err := openai.New(openai.Config{BaseURL: os.Getenv("BOTHY_MODEL_BASE_URL"), Model: os.Getenv("BOTHY_MODEL_NAME"), APIKey: os.Getenv("BOTHY_MODEL_API_KEY")})
+	m, err := openai.New(openai.Config{BaseURL: os.Getenv("BOTHY_MODEL_BASE_URL"), Model: os.Getenv("BOTHY_MODEL_NAME"), APIKey: os.Getenv("BOTHY_MODEL_API_KEY"), Stream: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = agent.Run(ctx, agent.Config{Client: client}, func(ctx context.Context, t *agent.Task) error {
+	err = agent.Run(ctx, agent.Config{Client: client, Live: *rule != "no-live"}, func(ctx context.Context, t *agent.Task) error {
 		p := t.Prompt()
 		mctx := ctx
 		switch *rule {

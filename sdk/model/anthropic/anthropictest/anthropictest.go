@@ -102,17 +102,52 @@ func WriteMessage(w http.ResponseWriter, model string, pieces []string, stop str
 		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%s,"content":[{"type":"text","text":%s}],"stop_reason":%q,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":7}}`, m, text, stop)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	event := func(name, data string) { fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data) }
-	event("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":`+string(m)+`,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`)
-	event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	s := StartStream(w, model)
 	for _, p := range pieces {
-		d, _ := json.Marshal(p)
-		event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(d)+`}}`)
+		s.Piece(p)
 	}
-	event("content_block_stop", `{"type":"content_block_stop","index":0}`)
-	event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+stop+`","stop_sequence":null},"usage":{"output_tokens":7}}`)
-	event("message_stop", `{"type":"message_stop"}`)
+	s.End(stop)
+}
+
+// Stream is a streamed message being written: text deltas as they come
+// (each flushed), then its end.
+type Stream struct {
+	w http.ResponseWriter
+}
+
+// StartStream begins a streamed message of model on w: the headers,
+// message_start and content_block_start.
+func StartStream(w http.ResponseWriter, model string) *Stream {
+	m, _ := json.Marshal(model)
+	w.Header().Set("Content-Type", "text/event-stream")
+	s := &Stream{w: w}
+	s.event("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":`+string(m)+`,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`)
+	s.event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	return s
+}
+
+// Piece writes one text delta and flushes it to the client.
+func (s *Stream) Piece(text string) {
+	d, _ := json.Marshal(text)
+	s.event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(d)+`}}`)
+}
+
+// End writes content_block_stop, message_delta with the stop reason
+// (default end_turn) and message_stop.
+func (s *Stream) End(stop string) {
+	if stop == "" {
+		stop = "end_turn"
+	}
+	s.event("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	s.event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+stop+`","stop_sequence":null},"usage":{"output_tokens":7}}`)
+	s.event("message_stop", `{"type":"message_stop"}`)
+}
+
+func (s *Stream) event(name, data string) {
+	fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, data)
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // T is the part of *testing.T the fake uses; the package does not link the

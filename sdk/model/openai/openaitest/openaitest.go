@@ -148,22 +148,60 @@ func WriteCompletion(w http.ResponseWriter, model, content, finish string, strea
 		_, _ = w.Write(b)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	event := func(v any) {
-		b, _ := json.Marshal(v)
-		fmt.Fprintf(w, "data: %s\n\n", b)
-	}
-	chunk := func(delta map[string]any, finish any) map[string]any {
-		return map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
-	}
-	event(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	s := StartStream(w, model)
 	for _, piece := range strings.SplitAfter(content, " ") {
-		event(chunk(map[string]any{"content": piece}, nil))
+		s.Piece(piece)
 	}
-	event(chunk(map[string]any{}, finish))
-	event(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": []any{}, "usage": usage})
-	fmt.Fprint(w, "data: [DONE]\n\n")
+	s.End(finish)
+}
+
+// Stream is a streamed chat completion being written: pieces of content
+// as they come (each flushed), then its end.
+type Stream struct {
+	w     http.ResponseWriter
+	model string
+}
+
+// StartStream begins a streamed chat completion for model on w: the
+// headers and the first chunk (the assistant's role).
+func StartStream(w http.ResponseWriter, model string) *Stream {
+	w.Header().Set("Content-Type", "text/event-stream")
+	s := &Stream{w: w, model: model}
+	s.event(s.chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	return s
+}
+
+// Piece writes one chunk of content and flushes it to the client.
+func (s *Stream) Piece(text string) { s.event(s.chunk(map[string]any{"content": text}, nil)) }
+
+// End writes the chunk with the finish reason (default stop), the usage
+// and [DONE].
+func (s *Stream) End(finish string) {
+	if finish == "" {
+		finish = "stop"
+	}
+	s.event(s.chunk(map[string]any{}, finish))
+	s.event(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": s.model, "choices": []any{},
+		"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+	fmt.Fprint(s.w, "data: [DONE]\n\n")
+	s.flush()
+}
+
+func (s *Stream) chunk(delta map[string]any, finish any) map[string]any {
+	return map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": s.model,
+		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+}
+
+func (s *Stream) event(v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(s.w, "data: %s\n\n", b)
+	s.flush()
+}
+
+func (s *Stream) flush() {
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // T is the part of *testing.T the fake uses; the package does not link the

@@ -1,0 +1,204 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
+	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/runs/livebox"
+)
+
+// LiveUpdate is a holder's change of its run's live box (updateRunLive).
+type LiveUpdate struct {
+	// BaseVersion must be the box's current version.
+	BaseVersion int
+	// Append is added after the text (after Replace when both are set).
+	Append string
+	// Replace, when set, replaces the text.
+	Replace *string
+	// Status, when set, replaces the status line (at most 200 bytes).
+	Status *string
+	// Done marks the box done.
+	Done bool
+}
+
+// Live is a run's live box with the anchor that shows it.
+type Live struct {
+	RunID, AnchorID string
+	livebox.Box
+}
+
+// liveDecideWait bounds how long an update waits for its own notification
+// to come back; past it the update answers unavailable (the box may or may
+// not have taken it: the caller reads live).
+const liveDecideWait = 5 * time.Second
+
+// UpdateLive applies a holder's update to the live box of the agent's own
+// run id (run.live.update): only while the run runs or waits, only for the
+// process that holds it (run_claimed otherwise), only while the run's
+// person still holds trigger (trigger_revoked), and only against the
+// current version (conflict live_version naming it). Nothing is written to
+// the database: the update is ordered by a notification and applied by
+// every replica (docs/design/runs.md#live-box).
+func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id, holder string, u LiveUpdate) (Live, error) {
+	if err := checkHolder(holder, "holder"); err != nil {
+		return Live{}, err
+	}
+	if err := s.checkLiveUpdate(u); err != nil {
+		return Live{}, err
+	}
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.RunLiveUpdate, authz.Resource{Kind: authz.KindRun, ID: id}); err != nil {
+		return Live{}, err
+	}
+	m := liveMsg{ID: ids.New(), Run: id, Kind: string(livebox.Update), Base: u.BaseVersion, Append: u.Append, Replace: u.Replace,
+		Status: u.Status, Done: u.Done, At: s.clock.Now().UnixMicro()}
+	wait := s.live.expect(m.ID)
+	defer s.live.forget(m.ID)
+	var refusal error
+	lost := false
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		refusal, lost = nil, false
+		r, err := s.runForLive(ctx, id)
+		if err != nil {
+			return problem.Internal("runs.UpdateLive", err)
+		}
+		switch {
+		case !r.State.Active():
+			refusal = errNotActive()
+			return nil
+		case r.State == domain.RunQueued:
+			refusal = problem.Newf(problem.Conflict, "run_not_started", "start the run first")
+			return nil
+		}
+		if lost, err = s.agentCallLost(ctx, actor, r); err != nil || lost {
+			return err
+		}
+		if refusal = fence(r, holder); refusal != nil {
+			return nil
+		}
+		return s.live.publish(ctx, m)
+	})
+	if err != nil {
+		return Live{}, problem.Internal("runs.UpdateLive", err)
+	}
+	if lost {
+		// The loss is applied the way every call of the agent applies it.
+		_, err := s.change(ctx, actor, authz.RunLiveUpdate, id, func(context.Context, Run, string) (Run, []events.Event, error) {
+			return Run{}, nil, errTriggerRevoked()
+		})
+		if err == nil {
+			err = errTriggerRevoked()
+		}
+		return Live{}, err
+	}
+	if refusal != nil {
+		return Live{}, refusal
+	}
+	timer := time.NewTimer(liveDecideWait)
+	defer timer.Stop()
+	var res liveResult
+	select {
+	case res = <-wait:
+	case <-timer.C:
+		return Live{}, problem.Newf(problem.Unavailable, "", "the live box did not answer in time: read the run's live box and continue from there")
+	case <-ctx.Done():
+		return Live{}, problem.Internal("runs.UpdateLive", ctx.Err())
+	}
+	switch {
+	case errors.Is(res.err, livebox.ErrVersion):
+		p := problem.Newf(problem.Conflict, "live_version", "the live box is at another version: continue from currentVersion")
+		v := res.box.Version
+		p.CurrentVersion = &v
+		return Live{}, p
+	case errors.Is(res.err, livebox.ErrEnded):
+		return Live{}, errNotActive()
+	case errors.Is(res.err, livebox.ErrTooLong):
+		return Live{}, problem.Invalid(problem.FieldError{Pointer: "/append", Code: "too_long", Detail: "the live box's text would exceed run.live_max_bytes"})
+	case res.err != nil:
+		return Live{}, problem.Newf(problem.Unavailable, "", "the live box is being recovered: read the run's live box and continue from there")
+	}
+	anchor := ""
+	if b := s.live.current([]string{id})[id]; b.anchor != "" {
+		anchor = b.anchor
+	}
+	return Live{RunID: id, AnchorID: anchor, Box: res.box}, nil
+}
+
+// checkLiveUpdate validates an update's members.
+func (s *Service) checkLiveUpdate(u LiveUpdate) error {
+	var fields []problem.FieldError
+	if u.BaseVersion < 0 {
+		fields = append(fields, problem.FieldError{Pointer: "/base_version", Code: "out_of_range", Detail: "0 or more"})
+	}
+	if fe := text.Check(u.Append, "/append"); fe != nil {
+		fields = append(fields, *fe)
+	} else if len(u.Append) > s.live.maxBytes {
+		fields = append(fields, problem.FieldError{Pointer: "/append", Code: "too_long", Detail: "at most run.live_max_bytes"})
+	}
+	if u.Replace != nil {
+		if fe := text.Check(*u.Replace, "/replace"); fe != nil {
+			fields = append(fields, *fe)
+		} else if len(*u.Replace) > s.live.maxBytes {
+			fields = append(fields, problem.FieldError{Pointer: "/replace", Code: "too_long", Detail: "at most run.live_max_bytes"})
+		}
+	}
+	if u.Status != nil {
+		if fe := text.Check(*u.Status, "/status"); fe != nil {
+			fields = append(fields, *fe)
+		} else if len(*u.Status) > livebox.StatusMaxBytes {
+			fields = append(fields, problem.FieldError{Pointer: "/status", Code: "too_long", Detail: "at most 200 bytes"})
+		}
+	}
+	if len(fields) > 0 {
+		return problem.Invalid(fields...)
+	}
+	return nil
+}
+
+// Lives returns the live boxes of the runs runIDs: the latest version this
+// replica holds, or the stored copy. It decides nothing: the caller read
+// the runs with the reader's rights. Runs without a box are left out.
+func (s *Service) Lives(ctx context.Context, runIDs []string) (map[string]Live, error) {
+	out := map[string]Live{}
+	held := s.live.current(runIDs)
+	var rest []string
+	for _, id := range runIDs {
+		if b, ok := held[id]; ok {
+			out[id] = Live{RunID: id, AnchorID: b.anchor, Box: b.box}
+		} else if ids.Valid(id) {
+			rest = append(rest, id)
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	stored, err := s.livesOf(ctx, rest)
+	if err != nil {
+		return nil, problem.Internal("runs.Lives", err)
+	}
+	for id, b := range stored {
+		out[id] = Live{RunID: id, AnchorID: b.anchorID, Box: b.box}
+	}
+	return out, nil
+}
+
+// RunLive writes the live boxes this replica changed, every
+// run.live_flush_interval and at once at an answer or an end, until ctx
+// ends (then it writes what is left).
+func (s *Service) RunLive(ctx context.Context) { s.live.run(ctx) }
+
+// LiveWrites returns how many box writes this replica made, and a channel
+// closed at its next write (tests and benchmarks wait on it instead of
+// sleeping).
+func (s *Service) LiveWrites() (int, <-chan struct{}) {
+	s.live.mu.Lock()
+	defer s.live.mu.Unlock()
+	return s.live.stored, s.live.announced
+}
