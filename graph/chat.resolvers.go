@@ -75,6 +75,32 @@ func (r *messageResolver) Live(ctx context.Context, obj *model.Message) (*model.
 	return liveModel(lv), nil
 }
 
+// Approval is the resolver for the approval field: the approval a card
+// asks for, its private fields only for its person and the run's agent
+// (the card's author); null for every other message.
+func (r *messageResolver) Approval(ctx context.Context, obj *model.Message) (*model.Approval, error) {
+	if obj.Kind != messaging.KindCard {
+		return nil, nil
+	}
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, err := LoadersFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, err := l.Approvals.Load(ctx, obj.ID)()
+	if err != nil || a.ID == "" {
+		return nil, err
+	}
+	agentID := ""
+	if obj.Author != nil {
+		agentID = obj.Author.ID
+	}
+	return approvalModel(a, agentID, a.Private(p.ID, agentID)), nil
+}
+
 // Message is the resolver for the message field: null when the caller may
 // not read the message now.
 func (r *messageEventResolver) Message(ctx context.Context, obj *model.MessageEvent) (*model.Message, error) {

@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/authz"
@@ -174,6 +175,9 @@ func agentEventModel(e events.Event) (model.AgentEvent, error) {
 		return &model.AgentFollowupEvent{AgentEventBase: base, MessageID: str("message_id")}, nil
 	case events.RunCancelRequested:
 		return &model.RunCancelRequestedEvent{AgentEventBase: base}, nil
+	case events.AgentApprovalDecided:
+		return &model.AgentApprovalDecidedEvent{AgentEventBase: base, ApprovalID: str("approval_id"), OptionID: opt(str("option_id")),
+			State: str("state")}, nil
 	}
 	return nil, problem.Internal("graph.agentEventModel", fmt.Errorf("agent event %d has unknown type %q", e.Seq, e.Type))
 }
@@ -231,6 +235,27 @@ func liveModel(lv runs.Live) *model.RunLive {
 	if !lv.UpdatedAt.IsZero() {
 		at := lv.UpdatedAt
 		m.UpdatedAt = &at
+	}
+	return m
+}
+
+// approvalModel is the GraphQL shape of approval a; private says whether
+// the reader may see its detail, options and chosen option. agentID is
+// the run's agent when known.
+func approvalModel(a runs.Approval, agentID string, private bool) *model.Approval {
+	m := &model.Approval{ID: a.ID, RunID: a.RunID, MessageID: a.MessageID, State: model.ApprovalState(strings.ToUpper(a.State)),
+		Title: a.Title, ExpiresAt: a.ExpiresAt, DecidedAt: a.DecidedAt, CreatedAt: a.CreatedAt,
+		AgentID: agentID, RestrictedToID: a.RestrictedTo, DecidedByID: a.DecidedBy}
+	if !private {
+		return m
+	}
+	m.Detail = &a.Detail
+	m.Options = make([]*model.ApprovalOption, len(a.Options))
+	for i, o := range a.Options {
+		m.Options[i] = &model.ApprovalOption{ID: o.ID, Label: o.Label}
+		if o.ID == a.OptionID {
+			m.Option = m.Options[i]
+		}
 	}
 	return m
 }

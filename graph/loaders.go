@@ -46,6 +46,9 @@ type Loaders struct {
 	// Lives loads the live boxes of runs (Run.live, Message.live): the
 	// replica's latest version, or one statement for the stored copies.
 	Lives *Batch[string, runs.Live]
+	// Approvals loads the approvals of cards by message (Message.approval):
+	// one statement for the cards of a response.
+	Approvals *Batch[string, runs.Approval]
 }
 
 // Batch is one kind of per-request loader: a graph-gophers dataloader for
@@ -264,6 +267,18 @@ func NewLoaders(src Sources) *Loaders {
 					lv = runs.Live{RunID: k}
 				}
 				out[i] = &dataloader.Result[runs.Live]{Data: lv}
+			}
+		}
+		return out
+	})
+	l.Approvals = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[runs.Approval] {
+		got, err := src.Runs.ApprovalsOfCards(ctx, keys)
+		out := make([]*dataloader.Result[runs.Approval], len(keys))
+		for i, k := range keys {
+			if err != nil {
+				out[i] = &dataloader.Result[runs.Approval]{Error: err}
+			} else {
+				out[i] = &dataloader.Result[runs.Approval]{Data: got[k]}
 			}
 		}
 		return out

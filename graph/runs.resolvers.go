@@ -13,8 +13,14 @@ import (
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/platform/httpx"
+	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
 )
+
+// Run is the resolver for the run field.
+func (r *agentApprovalDecidedEventResolver) Run(ctx context.Context, obj *model.AgentApprovalDecidedEvent) (*model.Run, error) {
+	return r.ownRun(ctx, obj.RunID)
+}
 
 // Run is the resolver for the run field.
 func (r *agentFollowupEventResolver) Run(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Run, error) {
@@ -37,6 +43,27 @@ func (r *agentFollowupEventResolver) Message(ctx context.Context, obj *model.Age
 // Run is the resolver for the run field.
 func (r *agentInvocationEventResolver) Run(ctx context.Context, obj *model.AgentInvocationEvent) (*model.Run, error) {
 	return r.ownRun(ctx, obj.RunID)
+}
+
+// RestrictedTo is the resolver for the restrictedTo field.
+func (r *approvalResolver) RestrictedTo(ctx context.Context, obj *model.Approval) (*model.PrincipalRef, error) {
+	ref, err := r.principalRef(ctx, obj.RestrictedToID)
+	if err != nil {
+		return nil, err
+	}
+	return refModel(*ref), nil
+}
+
+// DecidedBy is the resolver for the decidedBy field.
+func (r *approvalResolver) DecidedBy(ctx context.Context, obj *model.Approval) (*model.PrincipalRef, error) {
+	if obj.DecidedByID == "" {
+		return nil, nil
+	}
+	ref, err := r.principalRef(ctx, obj.DecidedByID)
+	if err != nil {
+		return nil, err
+	}
+	return refModel(*ref), nil
 }
 
 // StartRun is the resolver for the startRun field.
@@ -165,6 +192,42 @@ func (r *mutationResolver) BindAgentSession(ctx context.Context, threadID string
 	return sessionModel(s), nil
 }
 
+// RequestApproval is the resolver for the requestApproval field.
+func (r *mutationResolver) RequestApproval(ctx context.Context, runID string, holder *string, input model.ApprovalRequest) (*model.Approval, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := runs.ApprovalRequest{Title: input.Title, Detail: deref(input.Detail)}
+	for _, o := range input.Options {
+		req.Options = append(req.Options, runs.ApprovalOption{ID: o.ID, Label: o.Label})
+	}
+	if input.ExpiresIn != nil {
+		if *input.ExpiresIn <= 0 {
+			return nil, problem.Invalid(problem.FieldError{Pointer: "/expires_in", Code: "out_of_range", Detail: "1 to 86400 seconds"})
+		}
+		req.ExpiresIn = *input.ExpiresIn
+	}
+	a, err := r.Runs.RequestApproval(ctx, p, runID, deref(holder), req)
+	if err != nil {
+		return nil, err
+	}
+	return approvalModel(a, p.ID, true), nil
+}
+
+// RespondToApproval is the resolver for the respondToApproval field.
+func (r *mutationResolver) RespondToApproval(ctx context.Context, id string, optionID string) (*model.Approval, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, err := r.Runs.RespondToApproval(ctx, p, id, optionID)
+	if err != nil {
+		return nil, err
+	}
+	return approvalModel(a, "", true), nil
+}
+
 // Run is the resolver for the run field.
 func (r *queryResolver) Run(ctx context.Context, id string) (*model.Run, error) {
 	p, err := caller(ctx)
@@ -220,6 +283,19 @@ func (r *queryResolver) AgentEvents(ctx context.Context, after *string, waitSeco
 		})
 	out.PageInfo = &model.PageInfo{EndCursor: &out.NextAfter, HasNextPage: page.More}
 	return out, nil
+}
+
+// Approval is the resolver for the approval field.
+func (r *queryResolver) Approval(ctx context.Context, id string) (*model.Approval, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, private, err := r.Runs.ReadApproval(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	return approvalModel(a, "", private), nil
 }
 
 // Thread is the resolver for the thread field.
@@ -309,6 +385,10 @@ func (r *runCancelRequestedEventResolver) Run(ctx context.Context, obj *model.Ru
 	return r.ownRun(ctx, obj.RunID)
 }
 
+func (r *Resolver) AgentApprovalDecidedEvent() generated.AgentApprovalDecidedEventResolver {
+	return &agentApprovalDecidedEventResolver{r}
+}
+
 func (r *Resolver) AgentFollowupEvent() generated.AgentFollowupEventResolver {
 	return &agentFollowupEventResolver{r}
 }
@@ -317,6 +397,8 @@ func (r *Resolver) AgentInvocationEvent() generated.AgentInvocationEventResolver
 	return &agentInvocationEventResolver{r}
 }
 
+func (r *Resolver) Approval() generated.ApprovalResolver { return &approvalResolver{r} }
+
 func (r *Resolver) Run() generated.RunResolver { return &runResolver{r} }
 
 func (r *Resolver) RunCancelRequestedEvent() generated.RunCancelRequestedEventResolver {
@@ -324,8 +406,10 @@ func (r *Resolver) RunCancelRequestedEvent() generated.RunCancelRequestedEventRe
 }
 
 type (
-	agentFollowupEventResolver      struct{ *Resolver }
-	agentInvocationEventResolver    struct{ *Resolver }
-	runResolver                     struct{ *Resolver }
-	runCancelRequestedEventResolver struct{ *Resolver }
+	agentApprovalDecidedEventResolver struct{ *Resolver }
+	agentFollowupEventResolver        struct{ *Resolver }
+	agentInvocationEventResolver      struct{ *Resolver }
+	approvalResolver                  struct{ *Resolver }
+	runResolver                       struct{ *Resolver }
+	runCancelRequestedEventResolver   struct{ *Resolver }
 )

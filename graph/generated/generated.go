@@ -36,8 +36,10 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	AgentApprovalDecidedEvent() AgentApprovalDecidedEventResolver
 	AgentFollowupEvent() AgentFollowupEventResolver
 	AgentInvocationEvent() AgentInvocationEventResolver
+	Approval() ApprovalResolver
 	ChannelEvent() ChannelEventResolver
 	Message() MessageResolver
 	MessageEvent() MessageEventResolver
@@ -69,6 +71,20 @@ type ComplexityRoot struct {
 		SubjectID  func(childComplexity int) int
 		TargetID   func(childComplexity int) int
 		TargetKind func(childComplexity int) int
+		Type       func(childComplexity int) int
+	}
+
+	AgentApprovalDecidedEvent struct {
+		ApprovalID func(childComplexity int) int
+		CreatedAt  func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Kind       func(childComplexity int) int
+		OptionID   func(childComplexity int) int
+		Payload    func(childComplexity int) int
+		Run        func(childComplexity int) int
+		RunID      func(childComplexity int) int
+		Seq        func(childComplexity int) int
+		State      func(childComplexity int) int
 		Type       func(childComplexity int) int
 	}
 
@@ -126,6 +142,27 @@ type ComplexityRoot struct {
 		IsCurrent   func(childComplexity int) int
 		Started     func(childComplexity int) int
 		ThreadID    func(childComplexity int) int
+	}
+
+	Approval struct {
+		CreatedAt    func(childComplexity int) int
+		DecidedAt    func(childComplexity int) int
+		DecidedBy    func(childComplexity int) int
+		Detail       func(childComplexity int) int
+		ExpiresAt    func(childComplexity int) int
+		ID           func(childComplexity int) int
+		MessageID    func(childComplexity int) int
+		Option       func(childComplexity int) int
+		Options      func(childComplexity int) int
+		RestrictedTo func(childComplexity int) int
+		RunID        func(childComplexity int) int
+		State        func(childComplexity int) int
+		Title        func(childComplexity int) int
+	}
+
+	ApprovalOption struct {
+		ID    func(childComplexity int) int
+		Label func(childComplexity int) int
 	}
 
 	Attachment struct {
@@ -201,6 +238,7 @@ type ComplexityRoot struct {
 	}
 
 	Message struct {
+		Approval         func(childComplexity int) int
 		Attachments      func(childComplexity int) int
 		Author           func(childComplexity int) int
 		ChannelID        func(childComplexity int) int
@@ -280,7 +318,9 @@ type ComplexityRoot struct {
 		MoveThread            func(childComplexity int, id string, channelID string) int
 		RemoveGroupMember     func(childComplexity int, groupID string, principalID string) int
 		RenewRun              func(childComplexity int, id string, holder string) int
+		RequestApproval       func(childComplexity int, runID string, holder *string, input model.ApprovalRequest) int
 		ResetAgentSession     func(childComplexity int, threadID string) int
+		RespondToApproval     func(childComplexity int, id string, optionID string) int
 		RevokeGrant           func(childComplexity int, id string) int
 		RevokeToken           func(childComplexity int, id string) int
 		SetChannelOperator    func(childComplexity int, channelID string, input model.OperatorSet) int
@@ -338,6 +378,7 @@ type ComplexityRoot struct {
 
 	Query struct {
 		AgentEvents func(childComplexity int, after *string, waitSeconds *int, first *int) int
+		Approval    func(childComplexity int, id string) int
 		Channel     func(childComplexity int, id string) int
 		Events      func(childComplexity int, after *string, limit *int, first *int) int
 		Group       func(childComplexity int, id string) int
@@ -588,6 +629,9 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type AgentApprovalDecidedEventResolver interface {
+	Run(ctx context.Context, obj *model.AgentApprovalDecidedEvent) (*model.Run, error)
+}
 type AgentFollowupEventResolver interface {
 	Run(ctx context.Context, obj *model.AgentFollowupEvent) (*model.Run, error)
 
@@ -596,12 +640,18 @@ type AgentFollowupEventResolver interface {
 type AgentInvocationEventResolver interface {
 	Run(ctx context.Context, obj *model.AgentInvocationEvent) (*model.Run, error)
 }
+type ApprovalResolver interface {
+	RestrictedTo(ctx context.Context, obj *model.Approval) (*model.PrincipalRef, error)
+
+	DecidedBy(ctx context.Context, obj *model.Approval) (*model.PrincipalRef, error)
+}
 type ChannelEventResolver interface {
 	Channel(ctx context.Context, obj *model.ChannelEvent) (*model.Channel, error)
 }
 type MessageResolver interface {
 	StartedThread(ctx context.Context, obj *model.Message) (*model.Thread, error)
 	Live(ctx context.Context, obj *model.Message) (*model.RunLive, error)
+	Approval(ctx context.Context, obj *model.Message) (*model.Approval, error)
 }
 type MessageEventResolver interface {
 	Message(ctx context.Context, obj *model.MessageEvent) (*model.Message, error)
@@ -642,6 +692,8 @@ type MutationResolver interface {
 	CancelRun(ctx context.Context, id string, holder *string) (*model.Run, error)
 	ResetAgentSession(ctx context.Context, threadID string) (*model.AgentSession, error)
 	BindAgentSession(ctx context.Context, threadID string, externalRef string) (*model.AgentSession, error)
+	RequestApproval(ctx context.Context, runID string, holder *string, input model.ApprovalRequest) (*model.Approval, error)
+	RespondToApproval(ctx context.Context, id string, optionID string) (*model.Approval, error)
 }
 type QueryResolver interface {
 	Viewer(ctx context.Context) (*model.Principal, error)
@@ -656,6 +708,7 @@ type QueryResolver interface {
 	Events(ctx context.Context, after *string, limit *int, first *int) (*model.EventPage, error)
 	Run(ctx context.Context, id string) (*model.Run, error)
 	AgentEvents(ctx context.Context, after *string, waitSeconds *int, first *int) (*model.AgentEventPage, error)
+	Approval(ctx context.Context, id string) (*model.Approval, error)
 }
 type RunResolver interface {
 	Thread(ctx context.Context, obj *model.Run) (*model.Thread, error)
@@ -779,6 +832,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AccessChangedEvent.Type(childComplexity), true
+
+	case "AgentApprovalDecidedEvent.approvalId":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.ApprovalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.ApprovalID(childComplexity), true
+	case "AgentApprovalDecidedEvent.createdAt":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.CreatedAt(childComplexity), true
+	case "AgentApprovalDecidedEvent.id":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.ID(childComplexity), true
+	case "AgentApprovalDecidedEvent.kind":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.Kind(childComplexity), true
+	case "AgentApprovalDecidedEvent.optionId":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.OptionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.OptionID(childComplexity), true
+	case "AgentApprovalDecidedEvent.payload":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.Payload(childComplexity), true
+	case "AgentApprovalDecidedEvent.run":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.Run(childComplexity), true
+	case "AgentApprovalDecidedEvent.runId":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.RunID(childComplexity), true
+	case "AgentApprovalDecidedEvent.seq":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.Seq(childComplexity), true
+	case "AgentApprovalDecidedEvent.state":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.State(childComplexity), true
+	case "AgentApprovalDecidedEvent.type":
+		if e.ComplexityRoot.AgentApprovalDecidedEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentApprovalDecidedEvent.Type(childComplexity), true
 
 	case "AgentCursor.position":
 		if e.ComplexityRoot.AgentCursor.Position == nil {
@@ -1013,6 +1133,98 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentSession.ThreadID(childComplexity), true
+
+	case "Approval.createdAt":
+		if e.ComplexityRoot.Approval.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.CreatedAt(childComplexity), true
+	case "Approval.decidedAt":
+		if e.ComplexityRoot.Approval.DecidedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.DecidedAt(childComplexity), true
+	case "Approval.decidedBy":
+		if e.ComplexityRoot.Approval.DecidedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.DecidedBy(childComplexity), true
+	case "Approval.detail":
+		if e.ComplexityRoot.Approval.Detail == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Detail(childComplexity), true
+	case "Approval.expiresAt":
+		if e.ComplexityRoot.Approval.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.ExpiresAt(childComplexity), true
+	case "Approval.id":
+		if e.ComplexityRoot.Approval.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.ID(childComplexity), true
+	case "Approval.messageId":
+		if e.ComplexityRoot.Approval.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.MessageID(childComplexity), true
+	case "Approval.option":
+		if e.ComplexityRoot.Approval.Option == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Option(childComplexity), true
+	case "Approval.options":
+		if e.ComplexityRoot.Approval.Options == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Options(childComplexity), true
+	case "Approval.restrictedTo":
+		if e.ComplexityRoot.Approval.RestrictedTo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.RestrictedTo(childComplexity), true
+	case "Approval.runId":
+		if e.ComplexityRoot.Approval.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.RunID(childComplexity), true
+	case "Approval.state":
+		if e.ComplexityRoot.Approval.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.State(childComplexity), true
+	case "Approval.title":
+		if e.ComplexityRoot.Approval.Title == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Title(childComplexity), true
+
+	case "ApprovalOption.id":
+		if e.ComplexityRoot.ApprovalOption.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalOption.ID(childComplexity), true
+	case "ApprovalOption.label":
+		if e.ComplexityRoot.ApprovalOption.Label == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalOption.Label(childComplexity), true
 
 	case "Attachment.fileId":
 		if e.ComplexityRoot.Attachment.FileID == nil {
@@ -1310,6 +1522,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Group.Name(childComplexity), true
 
+	case "Message.approval":
+		if e.ComplexityRoot.Message.Approval == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Approval(childComplexity), true
 	case "Message.attachments":
 		if e.ComplexityRoot.Message.Attachments == nil {
 			break
@@ -1792,6 +2010,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RenewRun(childComplexity, args["id"].(string), args["holder"].(string)), true
+	case "Mutation.requestApproval":
+		if e.ComplexityRoot.Mutation.RequestApproval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_requestApproval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RequestApproval(childComplexity, args["runId"].(string), args["holder"].(*string), args["input"].(model.ApprovalRequest)), true
 	case "Mutation.resetAgentSession":
 		if e.ComplexityRoot.Mutation.ResetAgentSession == nil {
 			break
@@ -1803,6 +2032,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ResetAgentSession(childComplexity, args["threadId"].(string)), true
+	case "Mutation.respondToApproval":
+		if e.ComplexityRoot.Mutation.RespondToApproval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_respondToApproval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RespondToApproval(childComplexity, args["id"].(string), args["optionId"].(string)), true
 	case "Mutation.revokeGrant":
 		if e.ComplexityRoot.Mutation.RevokeGrant == nil {
 			break
@@ -2091,6 +2331,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.AgentEvents(childComplexity, args["after"].(*string), args["waitSeconds"].(*int), args["first"].(*int)), true
+	case "Query.approval":
+		if e.ComplexityRoot.Query.Approval == nil {
+			break
+		}
+
+		args, err := ec.field_Query_approval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Approval(childComplexity, args["id"].(string)), true
 	case "Query.channel":
 		if e.ComplexityRoot.Query.Channel == nil {
 			break
@@ -3256,6 +3507,8 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("ApprovalOptionInput", ec.unmarshalInputApprovalOptionInput),
+			graphql.NewInputUnmarshaler("ApprovalRequest", ec.unmarshalInputApprovalRequest),
 			graphql.NewInputUnmarshaler("ChannelCreate", ec.unmarshalInputChannelCreate),
 			graphql.NewInputUnmarshaler("ChannelPatch", ec.unmarshalInputChannelPatch),
 			graphql.NewInputUnmarshaler("ChannelSwitchesPatch", ec.unmarshalInputChannelSwitchesPatch),
@@ -4119,6 +4372,8 @@ type Message implements Node {
   startedThread: Thread
   "The run's live box on a run's anchor (kind RUN): what the agent writes before its answer. Null for every other message."
   live: RunLive
+  "The approval a card (kind CARD) asks for; null for every other message."
+  approval: Approval
 }
 
 "A message to post (createMessage, or the first message of createThread)."
@@ -4963,6 +5218,8 @@ enum AgentEventKind {
   AGENT_FOLLOWUP
   "run.cancel_requested: the run is to be cancelled (RunCancelRequestedEvent)."
   RUN_CANCEL_REQUESTED
+  "agent.approval_decided: the person answered an approval of the run, or it expired (AgentApprovalDecidedEvent)."
+  AGENT_APPROVAL_DECIDED
 }
 
 """
@@ -5214,6 +5471,150 @@ extend type Mutation {
     externalRef: String!
   ): AgentSession
 }
+
+"agent.approval_decided: the person answered an approval of the run (state DECIDED, optionId their answer), or it expired (EXPIRED); the run is running again."
+type AgentApprovalDecidedEvent implements AgentEvent {
+  "The event's id: \"agent-event:\" and its seq (see AgentEvent.id)."
+  id: ID!
+  "The event's position in the stream; pass it as after (or to ackAgentEvents) to continue behind it."
+  seq: String!
+  "agent.approval_decided."
+  type: String!
+  "AGENT_APPROVAL_DECIDED."
+  kind: AgentEventKind!
+  "When the event was written."
+  createdAt: Time!
+  "The event's ids in the REST shape (snake_case members)."
+  payload: JSON! @deprecated(reason: "Read the typed fields of the event's object type; payload keeps the REST shape for the REST shim.")
+  "The run (the agent's own)."
+  run: Run!
+  "The run that asked."
+  runId: ID!
+  "The approval."
+  approvalId: ID!
+  "The option the person chose; null when the approval expired."
+  optionId: String
+  "How it was decided: decided or expired."
+  state: String!
+}
+
+"Where an approval stands."
+enum ApprovalState {
+  "Waiting for the person's answer."
+  PENDING
+  "The person answered (option)."
+  DECIDED
+  "Nobody answered before expiresAt."
+  EXPIRED
+  "The run ended, or went back to queued, before an answer."
+  WITHDRAWN
+}
+
+"An answer a person may give to an approval."
+type ApprovalOption {
+  "The option's id (a-z, 0-9, '_' and '-'), what respondToApproval names."
+  id: String!
+  "What the person reads."
+  label: String!
+}
+
+"""
+An approval: a run's holder asks the person who triggered the run before a
+consequential action (requestApproval). Its card is a message of kind CARD
+in the run's thread (authored by the run's agent) whose content is the
+title; Message.approval leads from the card to the approval. Every reader of the thread
+reads the title and the state; the detail, the options and the option
+chosen only the approval's person and the run's agent (null for others).
+"""
+type Approval {
+  "The approval's id."
+  id: ID!
+  "The run that asked."
+  runId: ID!
+  "The card in the run's thread."
+  messageId: ID!
+  "Where it stands."
+  state: ApprovalState!
+  "What the run asks, for every reader of the thread."
+  title: String!
+  "The action and its arguments; null for readers other than the person and the agent."
+  detail: String
+  "The answers the person may give; null for readers other than the person and the agent."
+  options: [ApprovalOption!]
+  "The only person who may answer: the run's triggering person."
+  restrictedTo: PrincipalRef!
+  "When the approval expires unanswered."
+  expiresAt: Time!
+  "Who answered; null until then."
+  decidedBy: PrincipalRef
+  "When it was answered, expired or withdrawn; null while pending."
+  decidedAt: Time
+  "The option chosen; null until answered, and for readers other than the person and the agent."
+  option: ApprovalOption
+  "When it was asked."
+  createdAt: Time!
+}
+
+"An answer a person may give (requestApproval)."
+input ApprovalOptionInput {
+  "1 to 64 of a-z, 0-9, '_' and '-', unique within the request."
+  id: String!
+  "One line of 1 to 100 characters."
+  label: String!
+}
+
+"What a run's holder asks its person (requestApproval)."
+input ApprovalRequest {
+  "What every reader of the thread sees: one line of 1 to 200 characters."
+  title: String!
+  "The action and its arguments, for the person only (at most 8192 bytes)."
+  detail: String
+  "1 to 10 answers."
+  options: [ApprovalOptionInput!]!
+  "Seconds the person has: default 600, at most 86400."
+  expiresIn: Int
+}
+
+extend type Query {
+  "An approval of a run the caller may read (the detail and options only for its person and the run's agent); null with not_found otherwise."
+  approval(
+    "The approval's id."
+    id: ID!
+  ): Approval
+}
+
+extend type Mutation {
+  """
+  Asks the person who triggered the caller's own running run before a
+  consequential action: posts a card (kind CARD, the title as content) in
+  the run's thread, restricted to that person, and moves the run to
+  WAITING_INPUT until they answer or the approval expires (its stall timer
+  paused meanwhile). As the process that holds the run (run_claimed
+  otherwise); run_not_started, run_not_active, trigger_revoked as for
+  every call on a run; approval_pending while it waits for another.
+  """
+  requestApproval(
+    "The run (the caller's own)."
+    runId: ID!
+    "The adapter process that holds the run (absent for the anonymous holder)."
+    holder: String
+    "The question."
+    input: ApprovalRequest!
+  ): Approval
+  """
+  Answers an approval: only its person (anyone else gets the not_found of a
+  missing approval), only while they hold trigger on the run's channel,
+  only once (conflict already_decided), before it expires
+  (approval_expired) and while the run is active (run_not_active). The run
+  is running again and its agent gets agent.approval_decided. Audited.
+  """
+  respondToApproval(
+    "The approval."
+    id: ID!
+    "One of its options."
+    optionId: String!
+  ): Approval
+}
 `, BuiltIn: false},
 	{Name: "../../schema/subscription.graphqls", Input: `"""
 Live streams over WebSocket (graphql-transport-ws protocol on /graphql).
@@ -5314,6 +5715,48 @@ func (ec *executionContext) childFields_AgentSession(ctx context.Context, field 
 		return ec.fieldContext_AgentSession_createdAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentSession", field.Name)
+}
+
+func (ec *executionContext) childFields_Approval(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Approval_id(ctx, field)
+	case "runId":
+		return ec.fieldContext_Approval_runId(ctx, field)
+	case "messageId":
+		return ec.fieldContext_Approval_messageId(ctx, field)
+	case "state":
+		return ec.fieldContext_Approval_state(ctx, field)
+	case "title":
+		return ec.fieldContext_Approval_title(ctx, field)
+	case "detail":
+		return ec.fieldContext_Approval_detail(ctx, field)
+	case "options":
+		return ec.fieldContext_Approval_options(ctx, field)
+	case "restrictedTo":
+		return ec.fieldContext_Approval_restrictedTo(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Approval_expiresAt(ctx, field)
+	case "decidedBy":
+		return ec.fieldContext_Approval_decidedBy(ctx, field)
+	case "decidedAt":
+		return ec.fieldContext_Approval_decidedAt(ctx, field)
+	case "option":
+		return ec.fieldContext_Approval_option(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Approval_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Approval", field.Name)
+}
+
+func (ec *executionContext) childFields_ApprovalOption(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ApprovalOption_id(ctx, field)
+	case "label":
+		return ec.fieldContext_ApprovalOption_label(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApprovalOption", field.Name)
 }
 
 func (ec *executionContext) childFields_Attachment(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5480,6 +5923,8 @@ func (ec *executionContext) childFields_Message(ctx context.Context, field graph
 		return ec.fieldContext_Message_startedThread(ctx, field)
 	case "live":
 		return ec.fieldContext_Message_live(ctx, field)
+	case "approval":
+		return ec.fieldContext_Message_approval(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Message", field.Name)
 }
@@ -6432,6 +6877,36 @@ func (ec *executionContext) field_Mutation_renewRun_args(ctx context.Context, ra
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_requestApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "runId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["runId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ApprovalRequest, error) {
+			return ec.unmarshalNApprovalRequest2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalRequest(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resetAgentSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6443,6 +6918,28 @@ func (ec *executionContext) field_Mutation_resetAgentSession_args(ctx context.Co
 		return nil, err
 	}
 	args["threadId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_respondToApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "optionId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["optionId"] = arg1
 	return args, nil
 }
 
@@ -6727,6 +7224,20 @@ func (ec *executionContext) field_Query_agentEvents_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["first"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_approval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -7323,6 +7834,268 @@ func (ec *executionContext) _AccessChangedEvent_subjectId(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_AccessChangedEvent_subjectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AccessChangedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, true, false, "ID")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v events.Type) graphql.Marshaler {
+			return ec.marshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, true, false, "AgentEventKind")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_payload(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentApprovalDecidedEvent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentApprovalDecidedEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_approvalId(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_approvalId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_approvalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_optionId(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_optionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OptionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_optionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent_state(ctx context.Context, field graphql.CollectedField, obj *model.AgentApprovalDecidedEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentApprovalDecidedEvent_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentApprovalDecidedEvent_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentApprovalDecidedEvent", field, false, false, "String")
 }
 
 func (ec *executionContext) _AgentCursor_position(ctx context.Context, field graphql.CollectedField, obj *model.AgentCursor) (ret graphql.Marshaler) {
@@ -8278,6 +9051,387 @@ func (ec *executionContext) _AgentSession_createdAt(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_AgentSession_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentSession", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Approval_id(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Approval_runId(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Approval_messageId(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Approval_state(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ApprovalState) graphql.Marshaler {
+			return ec.marshalNApprovalState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "ApprovalState")
+}
+
+func (ec *executionContext) _Approval_title(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_title(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Title, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_title(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "String")
+}
+
+func (ec *executionContext) _Approval_detail(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_detail(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Detail, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_detail(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "String")
+}
+
+func (ec *executionContext) _Approval_options(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_options(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Options, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ApprovalOption) graphql.Marshaler {
+			return ec.marshalOApprovalOption2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOptionᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_options(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Approval",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalOption(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Approval_restrictedTo(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_restrictedTo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Approval().RestrictedTo(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
+			return ec.marshalNPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_restrictedTo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Approval",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalRef(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Approval_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Approval_decidedBy(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_decidedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Approval().DecidedBy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PrincipalRef) graphql.Marshaler {
+			return ec.marshalOPrincipalRef2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipalRef(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_decidedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Approval",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PrincipalRef(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Approval_decidedAt(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_decidedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_decidedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Approval_option(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_option(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Option, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ApprovalOption) graphql.Marshaler {
+			return ec.marshalOApprovalOption2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOption(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_option(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Approval",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalOption(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Approval_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ApprovalOption_id(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalOption) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalOption_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalOption_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalOption", field, false, false, "String")
+}
+
+func (ec *executionContext) _ApprovalOption_label(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalOption) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalOption_label(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Label, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalOption_label(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalOption", field, false, false, "String")
 }
 
 func (ec *executionContext) _Attachment_fileId(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
@@ -9947,6 +11101,38 @@ func (ec *executionContext) fieldContext_Message_live(_ context.Context, field g
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_RunLive(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Message_approval(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_approval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Message().Approval(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalOApproval2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_approval(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Message",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
 		},
 	}
 	return fc, nil
@@ -11992,6 +13178,94 @@ func (ec *executionContext) fieldContext_Mutation_bindAgentSession(ctx context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_requestApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_requestApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RequestApproval(ctx, fc.Args["runId"].(string), fc.Args["holder"].(*string), fc.Args["input"].(model.ApprovalRequest))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalOApproval2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_requestApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_requestApproval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_respondToApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_respondToApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RespondToApproval(ctx, fc.Args["id"].(string), fc.Args["optionId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalOApproval2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_respondToApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_respondToApproval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13085,6 +14359,50 @@ func (ec *executionContext) fieldContext_Query_agentEvents(ctx context.Context, 
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_agentEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_approval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_approval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Approval(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalOApproval2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_approval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_approval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -18394,6 +19712,118 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputApprovalOptionInput(ctx context.Context, obj any) (model.ApprovalOptionInput, error) {
+	var it model.ApprovalOptionInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"id", "label"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "label":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("label"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Label = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalApprovalOptionInput unmarshals raw into the ApprovalOptionInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalApprovalOptionInput(ctx context.Context, raw any) (model.ApprovalOptionInput, error) {
+	var out model.ApprovalOptionInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ApprovalOptionInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputApprovalRequest(ctx context.Context, obj any) (model.ApprovalRequest, error) {
+	var it model.ApprovalRequest
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"title", "detail", "options", "expiresIn"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "title":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("title"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Title = data
+		case "detail":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("detail"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Detail = data
+		case "options":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("options"))
+			data, err := ec.unmarshalNApprovalOptionInput2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOptionInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Options = data
+		case "expiresIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresIn"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresIn = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalApprovalRequest unmarshals raw into the ApprovalRequest input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalApprovalRequest(ctx context.Context, raw any) (model.ApprovalRequest, error) {
+	var out model.ApprovalRequest
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ApprovalRequest", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputChannelCreate(ctx context.Context, obj any) (model.ChannelCreate, error) {
 	var it model.ChannelCreate
 	if obj == nil {
@@ -19298,6 +20728,13 @@ func (ec *executionContext) _AgentEvent(ctx context.Context, sel ast.SelectionSe
 			return graphql.Null
 		}
 		return ec._AgentFollowupEvent(ctx, sel, obj)
+	case model.AgentApprovalDecidedEvent:
+		return ec._AgentApprovalDecidedEvent(ctx, sel, &obj)
+	case *model.AgentApprovalDecidedEvent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AgentApprovalDecidedEvent(ctx, sel, obj)
 	default:
 		if typedObj, ok := obj.(graphql.Marshaler); ok {
 			return typedObj
@@ -19500,6 +20937,90 @@ func (ec *executionContext) _AccessChangedEvent(ctx context.Context, sel ast.Sel
 			out.Values[i] = ec._AccessChangedEvent_subjectId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentApprovalDecidedEventImplementors = []string{"AgentApprovalDecidedEvent", "AgentEvent"}
+
+func (ec *executionContext) _AgentApprovalDecidedEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AgentApprovalDecidedEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentApprovalDecidedEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentApprovalDecidedEvent")
+		case "id":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "seq":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payload":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentApprovalDecidedEvent_run(ctx, field, obj)
+				})
+		case "runId":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "approvalId":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_approvalId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "optionId":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_optionId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "state":
+			out.Values[i] = ec._AgentApprovalDecidedEvent_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -19859,6 +21380,139 @@ func (ec *executionContext) _AgentSession(ctx context.Context, sel ast.Selection
 			}
 		case "createdAt":
 			out.Values[i] = ec._AgentSession_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var approvalImplementors = []string{"Approval"}
+
+func (ec *executionContext) _Approval(ctx context.Context, sel ast.SelectionSet, obj *model.Approval) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Approval")
+		case "id":
+			out.Values[i] = ec._Approval_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "runId":
+			out.Values[i] = ec._Approval_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "messageId":
+			out.Values[i] = ec._Approval_messageId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "state":
+			out.Values[i] = ec._Approval_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "title":
+			out.Values[i] = ec._Approval_title(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "detail":
+			out.Values[i] = ec._Approval_detail(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "options":
+			out.Values[i] = ec._Approval_options(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "restrictedTo":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Approval_restrictedTo(ctx, field, obj)
+				})
+		case "expiresAt":
+			out.Values[i] = ec._Approval_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "decidedBy":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Approval_decidedBy(ctx, field, obj)
+				})
+		case "decidedAt":
+			out.Values[i] = ec._Approval_decidedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "option":
+			out.Values[i] = ec._Approval_option(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Approval_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var approvalOptionImplementors = []string{"ApprovalOption"}
+
+func (ec *executionContext) _ApprovalOption(ctx context.Context, sel ast.SelectionSet, obj *model.ApprovalOption) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalOptionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ApprovalOption")
+		case "id":
+			out.Values[i] = ec._ApprovalOption_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "label":
+			out.Values[i] = ec._ApprovalOption_label(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -20457,6 +22111,12 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Message_live(ctx, field, obj)
 				})
+		case "approval":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Message_approval(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -20974,6 +22634,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "requestApproval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_requestApproval(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "respondToApproval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_respondToApproval(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -21364,6 +23038,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_agentEvents(ctx, field)
+				})
+		case "approval":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_approval(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -23269,14 +24949,16 @@ func (ec *executionContext) marshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothy
 
 var (
 	unmarshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType = map[string]events.Type{
-		"AGENT_INVOCATION":     events.AgentInvocation,
-		"AGENT_FOLLOWUP":       events.AgentFollowup,
-		"RUN_CANCEL_REQUESTED": events.RunCancelRequested,
+		"AGENT_INVOCATION":       events.AgentInvocation,
+		"AGENT_FOLLOWUP":         events.AgentFollowup,
+		"RUN_CANCEL_REQUESTED":   events.RunCancelRequested,
+		"AGENT_APPROVAL_DECIDED": events.AgentApprovalDecided,
 	}
 	marshalNAgentEventKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋeventsᚐType = map[events.Type]string{
-		events.AgentInvocation:    "AGENT_INVOCATION",
-		events.AgentFollowup:      "AGENT_FOLLOWUP",
-		events.RunCancelRequested: "RUN_CANCEL_REQUESTED",
+		events.AgentInvocation:      "AGENT_INVOCATION",
+		events.AgentFollowup:        "AGENT_FOLLOWUP",
+		events.RunCancelRequested:   "RUN_CANCEL_REQUESTED",
+		events.AgentApprovalDecided: "AGENT_APPROVAL_DECIDED",
 	}
 )
 
@@ -23286,6 +24968,48 @@ func (ec *executionContext) marshalNAgentEventPage2ᚖbothyᚗexampleᚗcomᚋbo
 		return graphql.Null
 	}
 	return ec._AgentEventPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNApprovalOption2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOption(ctx context.Context, sel ast.SelectionSet, v *model.ApprovalOption) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ApprovalOption!")
+		return graphql.Null
+	}
+	return ec._ApprovalOption(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNApprovalOptionInput2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOptionInputᚄ(ctx context.Context, v any) ([]*model.ApprovalOptionInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.ApprovalOptionInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNApprovalOptionInput2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOptionInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNApprovalOptionInput2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOptionInput(ctx context.Context, v any) (*model.ApprovalOptionInput, error) {
+	res, err := ec.unmarshalInputApprovalOptionInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNApprovalRequest2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalRequest(ctx context.Context, v any) (model.ApprovalRequest, error) {
+	res, err := ec.unmarshalInputApprovalRequest(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNApprovalState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalState(ctx context.Context, v any) (model.ApprovalState, error) {
+	var res model.ApprovalState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNApprovalState2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalState(ctx context.Context, sel ast.SelectionSet, v model.ApprovalState) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNAttachment2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐAttachmentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Attachment) graphql.Marshaler {
@@ -24635,6 +26359,39 @@ func (ec *executionContext) marshalOAgentSession2ᚖbothyᚗexampleᚗcomᚋboth
 		return graphql.Null
 	}
 	return ec._AgentSession(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOApproval2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApproval(ctx context.Context, sel ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Approval(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOApprovalOption2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOptionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ApprovalOption) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNApprovalOption2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOption(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalOApprovalOption2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐApprovalOption(ctx context.Context, sel ast.SelectionSet, v *model.ApprovalOption) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ApprovalOption(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {

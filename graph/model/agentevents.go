@@ -43,6 +43,17 @@ type RunCancelRequestedEvent struct {
 	AgentEventBase
 }
 
+// AgentApprovalDecidedEvent is agent.approval_decided.
+type AgentApprovalDecidedEvent struct {
+	AgentEventBase
+	ApprovalID string  `json:"approvalId"`
+	OptionID   *string `json:"optionId"`
+	State      string  `json:"state"`
+}
+
+// IsAgentEvent marks the agent event types.
+func (AgentApprovalDecidedEvent) IsAgentEvent() {}
+
 // IsAgentEvent marks the agent event types.
 func (AgentInvocationEvent) IsAgentEvent() {}
 

@@ -3,6 +3,10 @@
 package model
 
 import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -82,6 +86,71 @@ type AgentSession struct {
 	ExternalRef *string `json:"externalRef,omitempty"`
 	// When the session was made.
 	CreatedAt time.Time `json:"createdAt"`
+}
+
+// An approval: a run's holder asks the person who triggered the run before a
+// consequential action (requestApproval). Its card is a message of kind CARD
+// in the run's thread (authored by the run's agent) whose content is the
+// title; Message.approval leads from the card to the approval. Every reader of the thread
+// reads the title and the state; the detail, the options and the option
+// chosen only the approval's person and the run's agent (null for others).
+type Approval struct {
+	// The approval's id.
+	ID string `json:"id"`
+	// The run that asked.
+	RunID string `json:"runId"`
+	// The card in the run's thread.
+	MessageID string `json:"messageId"`
+	// Where it stands.
+	State ApprovalState `json:"state"`
+	// What the run asks, for every reader of the thread.
+	Title string `json:"title"`
+	// The action and its arguments; null for readers other than the person and the agent.
+	Detail *string `json:"detail,omitempty"`
+	// The answers the person may give; null for readers other than the person and the agent.
+	Options []*ApprovalOption `json:"options,omitempty"`
+	// When the approval expires unanswered.
+	ExpiresAt time.Time `json:"expiresAt"`
+	// When it was answered, expired or withdrawn; null while pending.
+	DecidedAt *time.Time `json:"decidedAt,omitempty"`
+	// The option chosen; null until answered, and for readers other than the person and the agent.
+	Option *ApprovalOption `json:"option,omitempty"`
+	// When it was asked.
+	CreatedAt time.Time `json:"createdAt"`
+	// AgentID is the run's agent (who besides the person sees the private fields).
+	AgentID string `json:"-"`
+	// DecidedByID is who answered, when someone did (decidedBy field).
+	DecidedByID string `json:"-"`
+	// RestrictedToID is the approval's person (restrictedTo field).
+	RestrictedToID string `json:"-"`
+}
+
+// An answer a person may give to an approval.
+type ApprovalOption struct {
+	// The option's id (a-z, 0-9, '_' and '-'), what respondToApproval names.
+	ID string `json:"id"`
+	// What the person reads.
+	Label string `json:"label"`
+}
+
+// An answer a person may give (requestApproval).
+type ApprovalOptionInput struct {
+	// 1 to 64 of a-z, 0-9, '_' and '-', unique within the request.
+	ID string `json:"id"`
+	// One line of 1 to 100 characters.
+	Label string `json:"label"`
+}
+
+// What a run's holder asks its person (requestApproval).
+type ApprovalRequest struct {
+	// What every reader of the thread sees: one line of 1 to 200 characters.
+	Title string `json:"title"`
+	// The action and its arguments, for the person only (at most 8192 bytes).
+	Detail *string `json:"detail,omitempty"`
+	// 1 to 10 answers.
+	Options []*ApprovalOptionInput `json:"options"`
+	// Seconds the person has: default 600, at most 86400.
+	ExpiresIn *int `json:"expiresIn,omitempty"`
 }
 
 // A file attached to a message (none exist yet; the list is always present).
@@ -736,4 +805,68 @@ type TrustSummary struct {
 	Lowest domain.Trust `json:"lowest"`
 	// One entry per trust level, lowest first, zero counts included.
 	Counts []*TrustCount `json:"counts"`
+}
+
+// Where an approval stands.
+type ApprovalState string
+
+const (
+	// Waiting for the person's answer.
+	ApprovalStatePending ApprovalState = "PENDING"
+	// The person answered (option).
+	ApprovalStateDecided ApprovalState = "DECIDED"
+	// Nobody answered before expiresAt.
+	ApprovalStateExpired ApprovalState = "EXPIRED"
+	// The run ended, or went back to queued, before an answer.
+	ApprovalStateWithdrawn ApprovalState = "WITHDRAWN"
+)
+
+var AllApprovalState = []ApprovalState{
+	ApprovalStatePending,
+	ApprovalStateDecided,
+	ApprovalStateExpired,
+	ApprovalStateWithdrawn,
+}
+
+func (e ApprovalState) IsValid() bool {
+	switch e {
+	case ApprovalStatePending, ApprovalStateDecided, ApprovalStateExpired, ApprovalStateWithdrawn:
+		return true
+	}
+	return false
+}
+
+func (e ApprovalState) String() string {
+	return string(e)
+}
+
+func (e *ApprovalState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ApprovalState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ApprovalState", str)
+	}
+	return nil
+}
+
+func (e ApprovalState) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ApprovalState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ApprovalState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }

@@ -169,20 +169,24 @@ type Action string
 
 // The actions.
 const (
-	ThreadRead           Action = "thread.read"
-	MessageRead          Action = "message.read"
-	RunRead              Action = "run.read"
-	ChannelRead          Action = "channel.read"
-	SpaceRead            Action = "space.read"
-	MessageCreate        Action = "message.create"
-	MessageDelete        Action = "message.delete"
-	ThreadCreate         Action = "thread.create"
-	ThreadClose          Action = "thread.close"
-	ThreadMove           Action = "thread.move"
-	RunContextRead       Action = "run.context.read"
-	RunStart             Action = "run.start"
-	RunRenew             Action = "run.renew"
-	RunLiveUpdate        Action = "run.live.update"
+	ThreadRead         Action = "thread.read"
+	MessageRead        Action = "message.read"
+	RunRead            Action = "run.read"
+	ChannelRead        Action = "channel.read"
+	SpaceRead          Action = "space.read"
+	MessageCreate      Action = "message.create"
+	MessageDelete      Action = "message.delete"
+	ThreadCreate       Action = "thread.create"
+	ThreadClose        Action = "thread.close"
+	ThreadMove         Action = "thread.move"
+	RunContextRead     Action = "run.context.read"
+	RunStart           Action = "run.start"
+	RunRenew           Action = "run.renew"
+	RunLiveUpdate      Action = "run.live.update"
+	RunApprovalRequest Action = "run.approval.request"
+	// ApprovalRespond is a person's answer to an approval: trigger on the
+	// run's channel (the service also requires the approval's person).
+	ApprovalRespond      Action = "approval.respond"
 	RunAwaitInput        Action = "run.await_input"
 	RunFinish            Action = "run.finish"
 	RunCancel            Action = "run.cancel"
@@ -270,6 +274,8 @@ var Table = map[Action]Spec{
 	RunStart:             {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunRenew:             {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunLiveUpdate:        {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunApprovalRequest:   {needAgentSelf, ratelimit.AgentRuntime, false},
+	ApprovalRespond:      {needTrigger, ratelimit.Message, true},
 	RunAwaitInput:        {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunFinish:            {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunCancel:            {needTriggerOrAgentSelf, ratelimit.AgentRuntime, false},

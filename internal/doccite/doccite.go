@@ -10,6 +10,7 @@ package doccite
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"go/parser"
 	"go/token"
@@ -67,9 +68,11 @@ var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 var pathCite = regexp.MustCompile(`(?:\.\.?/)*(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*\.md(?:#[A-Za-z0-9_-]+)?\b|\bdocs/[A-Za-z0-9_./-]*[A-Za-z0-9_](?:#[A-Za-z0-9_-]+)?`)
 
 // skipDir reports whether a directory is outside the repository's own
-// text: version control, installed npm packages, build output, local data.
+// text: version control, installed npm packages, build output, local data,
+// and folders the go tool ignores ("_" first: tests make scratch modules
+// there while other tests run).
 func skipDir(name string) bool {
-	return strings.HasPrefix(name, ".") || name == "node_modules" || name == "bin" || name == "dist" || name == "testdata"
+	return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "node_modules" || name == "bin" || name == "dist" || name == "testdata"
 }
 
 // Check scans the repository at root and returns every citation that does
@@ -77,6 +80,9 @@ func skipDir(name string) bool {
 func Check(root string) ([]Problem, error) {
 	c := &checker{root: root, anchors: map[string][]string{}}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed while the walk ran: another test's scratch file
+		}
 		if err != nil {
 			return err
 		}
@@ -93,11 +99,14 @@ func Check(root string) ([]Problem, error) {
 		rel = filepath.ToSlash(rel)
 		switch {
 		case strings.HasSuffix(rel, ".go"):
-			return c.goFile(rel)
+			err = c.goFile(rel)
 		case strings.HasSuffix(rel, ".md"), strings.HasSuffix(rel, ".graphqls"), strings.HasSuffix(rel, ".sql"), rel == "docs/api/openapi.yaml":
-			return c.textFile(rel)
+			err = c.textFile(rel)
 		}
-		return nil
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
 	})
 	slices.SortFunc(c.problems, func(a, b Problem) int {
 		if a.File != b.File {

@@ -46,6 +46,9 @@ const (
 	AgentInvocation    Type = "agent.invocation"
 	AgentFollowup      Type = "agent.followup"
 	RunCancelRequested Type = "run.cancel_requested"
+	// AgentApprovalDecided: the person answered an approval of the run, or
+	// it expired (docs/design/trust.md#approvals).
+	AgentApprovalDecided Type = "agent.approval_decided"
 )
 
 // NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel that wakes long

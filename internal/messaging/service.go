@@ -665,6 +665,26 @@ func (s *Service) AppendAnchor(ctx context.Context, t chat.Thread, channelID str
 	return m, events.Event{Type: events.MessageCreated, ChannelID: channelID, ThreadID: t.ID, MessageID: m.ID, Payload: Payload(m)}, nil
 }
 
+// AppendCard appends the card of an approval to thread t in the
+// transaction of ctx: a message of kind card, origin agent, author the
+// run's agent and the approval's title as its content (what every reader
+// of the thread sees; the detail and options are the approval's, shown
+// only to its person, and the approval names its run: run_id stays the
+// anchor's). It returns the card and its message.created event. The
+// caller holds t's row lock.
+func (s *Service) AppendCard(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, title string) (Message, events.Event, error) {
+	seq, err := s.chat.NextSeq(ctx, t.ID)
+	if err != nil {
+		return Message{}, events.Event{}, fmt.Errorf("card seq: %w", err)
+	}
+	m := Message{ID: ids.New(), ThreadID: t.ID, ChannelID: channelID, ThreadSeq: seq, Author: agent, Origin: OriginAgent,
+		Kind: KindCard, ContentMD: title, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
+	if err := s.insert(ctx, m, "", nil); err != nil {
+		return Message{}, events.Event{}, fmt.Errorf("insert card: %w", err)
+	}
+	return m, events.Event{Type: events.MessageCreated, ChannelID: channelID, ThreadID: t.ID, MessageID: m.ID, Payload: Payload(m)}, nil
+}
+
 // resolve fills authors and mentions of rows with one identity read, and
 // sets the channel of each message.
 func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(threadID string) string) ([]Message, error) {

@@ -52,8 +52,19 @@ subscription LiveAnswers {
   events {
     __typename
     ... on RunLiveUpdatedEvent { runId version append replace status done }
-    ... on MessageEvent { message { kind author { handle } contentMd } }
+    ... on MessageEvent { message { kind author { handle } contentMd approval { id state } } }
   }
+}
+
+# When an agent asks you before a consequential action (a card of kind
+# CARD in the thread), read what it wants to do and answer with one of its
+# options: only you, the person who asked the agent, see the detail.
+query Approval($approval: ID!) {
+  approval(id: $approval) { state title detail options { id label } expiresAt }
+}
+
+mutation Answer($approval: ID!, $option: String!) {
+  respondToApproval(id: $approval, optionId: $option) { state decidedAt option { label } }
 }
 `
 

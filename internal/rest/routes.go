@@ -20,6 +20,7 @@ const (
 	tokenFields        = `id principalId kind label createdAt expiresAt lastUsedAt revokedAt`
 	groupFields        = `id name createdAt memberIds`
 	liveFields         = `runId version text status updatedAt done`
+	approvalFields     = `id runId messageId state title detail options { id label } restrictedTo { ` + principalRefFields + ` } expiresAt decidedBy { ` + principalRefFields + ` } decidedAt option { id label } createdAt`
 	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt answers { messageId clientMsgId } live { ` + liveFields + ` }`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
 	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust alreadyDelivered`
@@ -155,6 +156,21 @@ var coreRoutes = []Route{
 		OperationID: "updateRunLive", Action: authz.RunLiveUpdate, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/live", Result: "updateRunLive",
 		Params: []Param{path("run_id"), holderParam}, BodyVar: "input",
 		Document: `mutation updateRunLive($id: ID!, $input: RunLiveUpdate!, $holder: String) { updateRunLive(runId: $id, input: $input, holder: $holder) { ` + liveFields + ` } }`,
+	},
+	{
+		OperationID: "requestApproval", Action: authz.RunApprovalRequest, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/approvals", Result: "requestApproval",
+		Params: []Param{path("run_id"), holderParam}, BodyVar: "input", Created: true,
+		Document: `mutation requestApproval($id: ID!, $input: ApprovalRequest!, $holder: String) { requestApproval(runId: $id, input: $input, holder: $holder) { ` + approvalFields + ` } }`,
+	},
+	{
+		OperationID: "getApproval", Action: authz.RunRead, Method: http.MethodGet, Path: "/api/v1/approvals/{approval_id}", Result: "approval",
+		Params:   []Param{path("approval_id")},
+		Document: `query getApproval($id: ID!) { approval(id: $id) { ` + approvalFields + ` } }`,
+	},
+	{
+		OperationID: "respondToApproval", Action: authz.ApprovalRespond, Method: http.MethodPost, Path: "/api/v1/approvals/{approval_id}/response", Result: "respondToApproval",
+		Params: []Param{path("approval_id")}, BodyFields: map[string]string{"option_id": "optionId"},
+		Document: `mutation respondToApproval($id: ID!, $optionId: String!) { respondToApproval(id: $id, optionId: $optionId) { ` + approvalFields + ` } }`,
 	},
 	{
 		OperationID: "cancelRun", Action: authz.RunCancel, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/cancel", Result: "cancelRun",

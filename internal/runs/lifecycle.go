@@ -124,6 +124,20 @@ func fence(r Run, holder string) error {
 	return nil
 }
 
+// withdrawPending withdraws the approval run r waits for, if any (it ends
+// or goes back to queued): a pending approval is one whose run has
+// ApprovalUntil, so a run without one costs no statement.
+func (s *Service) withdrawPending(ctx context.Context, r *Run) error {
+	if r.ApprovalUntil == nil {
+		return nil
+	}
+	if err := s.withdrawApprovals(ctx, r.ID, s.clock.Now()); err != nil {
+		return problem.Internal("runs.withdrawPending", err)
+	}
+	r.ApprovalUntil = nil
+	return nil
+}
+
 // extendLease renews r's lease by run.lease_timeout without a new version
 // (a lease is not a state change).
 func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
@@ -325,6 +339,9 @@ const (
 // the decision's reason. The caller holds the thread's and the run's row
 // locks.
 func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, channelID string) (Run, []events.Event, error) {
+	if err := s.withdrawPending(ctx, &r); err != nil {
+		return Run{}, nil, err
+	}
 	r, err := s.transition(ctx, r, to, reason)
 	if err != nil {
 		return Run{}, nil, err

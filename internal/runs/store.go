@@ -47,6 +47,9 @@ type Run struct {
 	Attempt int
 	// TriggerLostAt is when the triggering person lost trigger.
 	TriggerLostAt *time.Time
+	// ApprovalUntil is the expiry of the approval the run waits for (nil
+	// when it waits for none): its stall timer is paused meanwhile.
+	ApprovalUntil *time.Time
 }
 
 // ErrNotFound is returned for an unknown run.
@@ -55,13 +58,13 @@ var ErrNotFound = errors.New("runs: not found")
 const runColumns = `id, thread_id, agent_id, coalesce(agent_session_id::text, ''), session_mode, trigger_kind,
 	coalesce(triggering_message_id::text, ''), coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0), coalesce(triggered_by::text, ''), state, cancel_requested,
 	coalesce(end_reason, ''), version, queued_at, started_at, ended_at, last_activity_at,
-	coalesce(holder, ''), lease_expires_at, attempt, trigger_lost_at`
+	coalesce(holder, ''), lease_expires_at, attempt, trigger_lost_at, approval_until`
 
 // runDest returns the scan destinations of runColumns into x.
 func runDest(x *Run) []any {
 	return []any{&x.ID, &x.ThreadID, &x.AgentID, &x.SessionID, &x.SessionMode, &x.TriggerKind, &x.TriggeringMessageID,
 		&x.TriggerThreadID, &x.TriggerSeq, &x.TriggeredBy, &x.State, &x.CancelRequested, &x.EndReason, &x.Version, &x.QueuedAt, &x.StartedAt, &x.EndedAt, &x.LastActivityAt,
-		&x.Holder, &x.LeaseExpiresAt, &x.Attempt, &x.TriggerLostAt}
+		&x.Holder, &x.LeaseExpiresAt, &x.Attempt, &x.TriggerLostAt, &x.ApprovalUntil}
 }
 
 func scanRun(r pgx.Row) (Run, error) {
@@ -384,8 +387,9 @@ func (s *store) writeRun(ctx context.Context, run Run) error {
 		holderV = run.Holder
 	}
 	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE runs SET state = $2, version = $3, last_activity_at = $4, started_at = $5, ended_at = $6, end_reason = $7, cancel_requested = $8,
-		holder = $9, lease_expires_at = $10, attempt = $11, trigger_lost_at = $12 WHERE id = $1`,
-		run.ID, run.State, run.Version, run.LastActivityAt, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested, holderV, run.LeaseExpiresAt, run.Attempt, run.TriggerLostAt)
+		holder = $9, lease_expires_at = $10, attempt = $11, trigger_lost_at = $12, approval_until = $13 WHERE id = $1`,
+		run.ID, run.State, run.Version, run.LastActivityAt, run.StartedAt, run.EndedAt, reasonV, run.CancelRequested, holderV, run.LeaseExpiresAt, run.Attempt, run.TriggerLostAt,
+		run.ApprovalUntil)
 	return err
 }
 
@@ -456,7 +460,7 @@ type dueRun struct{ run, thread string }
 func (s *store) dueRuns(ctx context.Context, queuedBefore, stalledBefore, now, lostBefore time.Time) ([]dueRun, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, thread_id::text FROM runs
 		WHERE (state = 'queued' AND last_activity_at < $1)
-		   OR (state IN ('running', 'waiting_input') AND (last_activity_at < $2 OR lease_expires_at <= $3))
+		   OR (state IN ('running', 'waiting_input') AND ((last_activity_at < $2 AND approval_until IS NULL) OR lease_expires_at <= $3 OR approval_until <= $3))
 		   OR (state IN (`+domain.ActiveRunStatesSQL+`) AND trigger_lost_at <= $4)
 		ORDER BY queued_at LIMIT 100`, queuedBefore, stalledBefore, now, lostBefore)
 	if err != nil {

@@ -32,6 +32,10 @@ const (
 	// asked to cancel it and its holder's lease lapsed before the adapter
 	// confirmed. A run asked to cancel never goes back to queued.
 	SweepCancelled
+	// SweepApprovalExpired decides the approval the run waits for expired
+	// and takes the run back to running (the agent learns it from
+	// agent.approval_decided).
+	SweepApprovalExpired
 )
 
 // SweepVerdict decides what the sweeper does with active run r at now. It
@@ -50,7 +54,13 @@ func SweepVerdict(r Run, now time.Time, t Timeouts) SweepAction {
 		}
 		return SweepNone
 	}
-	if r.LastActivityAt.Before(now.Add(-t.Stall)) {
+	if r.ApprovalUntil != nil {
+		// Waiting for a person's approval pauses the stall timer; the
+		// approval's expiry bounds the wait.
+		if !now.Before(*r.ApprovalUntil) {
+			return SweepApprovalExpired
+		}
+	} else if r.LastActivityAt.Before(now.Add(-t.Stall)) {
 		return SweepTimeout
 	}
 	if r.LeaseExpiresAt != nil && !now.Before(*r.LeaseExpiresAt) {
@@ -124,7 +134,12 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 				_, evs, err = s.end(ctx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
 			case SweepCancelled:
 				_, evs, err = s.end(ctx, r, domain.RunCancelled, "cancelled", t.ChannelID)
+			case SweepApprovalExpired:
+				r, evs, err = s.expireApproval(ctx, r, t.ChannelID)
 			case SweepRequeue:
+				if err = s.withdrawPending(ctx, &r); err != nil {
+					return err
+				}
 				r.Attempt++
 				r, err = s.transition(ctx, r, domain.RunQueued, "")
 				evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}

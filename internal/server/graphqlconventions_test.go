@@ -175,6 +175,13 @@ func testEveryEventHasIDAndKind(t *testing.T) {
 		t.Fatal("no invocation for alex's trigger")
 	}
 	mustGQL(t, env, "lotse", `mutation($id: ID!) { startRun(id: $id) { id } }`, map[string]any{"id": run}, nil)
+	// Lotse asks Alex, who answers (agent.approval_decided).
+	var asked struct {
+		RequestApproval struct{ ID string } `json:"requestApproval"`
+	}
+	mustGQL(t, env, "lotse", `mutation($id: ID!) { requestApproval(runId: $id, input: {title: "Go on?", options: [{id: "yes", label: "Yes"}]}) { id } }`,
+		map[string]any{"id": run}, &asked)
+	mustGQL(t, env, "alex", `mutation($id: ID!) { respondToApproval(id: $id, optionId: "yes") { id } }`, map[string]any{"id": asked.RequestApproval.ID}, nil)
 	mustGQL(t, env, "alex", `mutation($id: ID!) { cancelRun(id: $id) { id } }`, map[string]any{"id": run}, nil)
 
 	var client []conventionEvent

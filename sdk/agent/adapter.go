@@ -165,6 +165,9 @@ type activeRun struct {
 	lost atomic.Bool
 	// ended is set once the server said the run has ended.
 	ended atomic.Bool
+	// approver asks the run's person (Ask, RunTool) and receives the
+	// decisions of the stream.
+	approver *approver
 }
 
 // NewHolder returns a fresh holder id for one adapter process.
@@ -475,7 +478,7 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 		}
 		*claimed = true
 		modelCtx, cancelModel := context.WithCancel(runCtx)
-		run := &activeRun{cancelModel: cancelModel}
+		run := &activeRun{cancelModel: cancelModel, approver: newApprover(a.cfg.Client, inv.RunID, a.cfg.Holder)}
 		a.mu.Lock()
 		a.active[inv.RunID] = run
 		a.mu.Unlock()
@@ -505,6 +508,24 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 		// it (acks).
 		ref := followupRef(ev)
 		log.Debug("follow-up noted", "run_id", ref.RunID, "message_id", ref.MessageID, "held_here", a.tracked(ref.RunID) != nil)
+	case EventApprovalDecided:
+		var d struct {
+			RunID      string `json:"run_id"`
+			ApprovalID string `json:"approval_id"`
+			OptionID   string `json:"option_id"`
+			State      string `json:"state"`
+		}
+		if err := json.Unmarshal(ev.Payload, &d); err != nil || d.RunID == "" {
+			log.Error("approval payload without run id")
+			return true
+		}
+		if run := a.tracked(d.RunID); run != nil {
+			ap := Approval{ID: d.ApprovalID, State: strings.ToUpper(d.State)}
+			if d.OptionID != "" {
+				ap.Option = &ApprovalOption{ID: d.OptionID}
+			}
+			run.approver.decided(d.ApprovalID, ap)
+		}
 	case EventCancelRequested:
 		var ref RunRef
 		if err := json.Unmarshal(ev.Payload, &ref); err != nil || ref.RunID == "" {
@@ -678,6 +699,9 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 
 	var lw *liveWriter
 	mctx := modelCtx
+	if run.approver != nil {
+		mctx = run.approver.with(mctx)
+	}
 	if a.cfg.Live {
 		lw = newLiveWriter(a.cfg.Client, inv.RunID, a.cfg.Holder, a.cfg.LiveInterval, log)
 		go lw.run(modelCtx)

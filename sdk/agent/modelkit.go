@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -10,21 +9,12 @@ import (
 // backend of one's own): the tool gate, the note on a cut answer, and the
 // errors ErrorKind tells apart.
 
-// Tool is a function tool in the OpenAI chat completions format.
-type Tool struct {
-	// Name is the function name the model calls.
-	Name string
-	// Description tells the model what the tool does.
-	Description string
-	// Parameters is the JSON Schema of the arguments.
-	Parameters json.RawMessage
-}
-
-// ToolsAllowed reports whether a model backend may expose tools to a run
-// whose context has the lowest trust lowest (RunContext.trustSummary):
-// never when untrusted content is in play, and never for a level this code
-// does not know. Adapters written in other languages should apply the same
-// gate.
+// ToolsAllowed reports whether a consequential tool may run without asking
+// in a run whose context has the lowest trust lowest
+// (RunContext.trustSummary): only when every element is trigger,
+// authorized, self or system, never for a level this code does not know
+// (RunTool asks the person then). Adapters written in other languages
+// should apply the same gate.
 func ToolsAllowed(lowest Trust) bool {
 	switch lowest {
 	case TrustTrigger, TrustAuthorized, TrustSelf, TrustSystem:

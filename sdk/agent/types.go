@@ -267,6 +267,9 @@ const (
 	EventInvocation      = "agent.invocation"
 	EventFollowup        = "agent.followup"
 	EventCancelRequested = "run.cancel_requested"
+	// EventApprovalDecided: the person answered an approval of the run,
+	// or it expired (Ask receives it).
+	EventApprovalDecided = "agent.approval_decided"
 )
 
 // EventPage is one answer of agentEvents; NextAfter is the cursor for the

@@ -43,6 +43,7 @@ var owners = map[string]string{
 	"agent_cursors":     "internal/runs",
 	"run_live":          "internal/runs",
 	"run_live_ops":      "internal/runs",
+	"run_approvals":     "internal/runs",
 	"ratelimit_buckets": "internal/ratelimit",
 }
 

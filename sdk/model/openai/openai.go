@@ -58,10 +58,14 @@ type Config struct {
 	// MaxTokens is sent as max_tokens when positive; 0 leaves the limit to
 	// the server.
 	MaxTokens int
-	// Tools are the function tools offered to the model. They are sent
-	// only when agent.ToolsAllowed(prompt.Lowest) holds: never while
-	// untrusted content is in the context.
+	// Tools are the function tools offered to the model. The model's calls
+	// run through agent.RunTool: a consequential tool runs at once only
+	// while every element of the context is trusted, and otherwise only
+	// after the run's person approved the call.
 	Tools []agent.Tool
+	// MaxToolRounds bounds the requests of one answer that end in tool
+	// calls (default 8); the next one is sent without tools.
+	MaxToolRounds int
 	// Stream asks for the answer as server-sent events and assembles it:
 	// the same answer, but a long one does not meet the idle timeouts of
 	// proxies on the way.
@@ -166,32 +170,67 @@ func (m *Model) Answer(ctx context.Context, prompt agent.Prompt) (string, error)
 	if m.cfg.MaxTokens > 0 {
 		params.MaxTokens = sdk.Int(int64(m.cfg.MaxTokens))
 	}
-	if len(m.cfg.Tools) > 0 {
-		if agent.ToolsAllowed(prompt.Lowest) {
-			for _, t := range m.cfg.Tools {
-				def := shared.FunctionDefinitionParam{Name: t.Name}
-				if t.Description != "" {
-					def.Description = sdk.String(t.Description)
-				}
-				if len(t.Parameters) > 0 {
-					var p shared.FunctionParameters
-					if err := json.Unmarshal(t.Parameters, &p); err != nil {
-						return "", fmt.Errorf("openai: the parameters of tool %s are no JSON object", t.Name)
-					}
-					def.Parameters = p
-				}
-				params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(def))
+	for _, t := range m.cfg.Tools {
+		def := shared.FunctionDefinitionParam{Name: t.Name}
+		if t.Description != "" {
+			def.Description = sdk.String(t.Description)
+		}
+		if len(t.Parameters) > 0 {
+			var p shared.FunctionParameters
+			if err := json.Unmarshal(t.Parameters, &p); err != nil {
+				return "", fmt.Errorf("openai: the parameters of tool %s are no JSON object", t.Name)
 			}
-		} else {
-			log.Info("tools withheld: untrusted content in the context", "lowest", strings.ToLower(string(prompt.Lowest)), "tools", len(m.cfg.Tools))
+			def.Parameters = p
+		}
+		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(def))
+	}
+	rounds := m.cfg.MaxToolRounds
+	if rounds <= 0 {
+		rounds = 8
+	}
+	for round := 0; ; round++ {
+		if round == rounds {
+			params.Tools = nil // the last word is text
+		}
+		msg, text, err := m.complete(ctx, log, params)
+		if err != nil || msg == nil || len(msg.ToolCalls) == 0 {
+			return text, err
+		}
+		params.Messages = append(params.Messages, msg.ToParam())
+		for _, call := range msg.ToolCalls {
+			params.Messages = append(params.Messages, sdk.ToolMessage(m.runTool(ctx, log, call, prompt.Lowest), call.ID))
 		}
 	}
+}
+
+// runTool runs one tool call of the model behind the gate (agent.RunTool)
+// and returns what the model reads back; a failure is text for the model,
+// never the end of the answer, unless the run itself ended.
+func (m *Model) runTool(ctx context.Context, log *slog.Logger, call sdk.ChatCompletionMessageToolCallUnion, lowest agent.Trust) string {
+	for _, t := range m.cfg.Tools {
+		if t.Name != call.Function.Name {
+			continue
+		}
+		out, err := agent.RunTool(ctx, t, json.RawMessage(call.Function.Arguments), lowest)
+		if err != nil {
+			log.Warn("tool failed", "tool", t.Name, "error_kind", agent.ErrorKind(err))
+			return "The tool " + t.Name + " failed."
+		}
+		log.Info("tool ran", "tool", t.Name, "consequential", t.Consequential)
+		return out
+	}
+	return "There is no tool named " + safeWord(call.Function.Name) + "."
+}
+
+// complete asks for one completion, retrying 429, 5xx and network
+// failures: the message (with its tool calls) and its text.
+func (m *Model) complete(ctx context.Context, log *slog.Logger, params sdk.ChatCompletionNewParams) (*sdk.ChatCompletionMessage, string, error) {
 	delay := m.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		began := time.Now()
-		text, wait, err := m.attempt(ctx, log, params)
+		msg, text, wait, err := m.attempt(ctx, log, params)
 		if err == nil {
-			return text, nil
+			return msg, text, nil
 		}
 		if wait < 0 || attempt >= m.cfg.MaxAttempts || ctx.Err() != nil {
 			var he *agent.ModelHTTPError
@@ -199,9 +238,9 @@ func (m *Model) Answer(ctx context.Context, prompt agent.Prompt) (string, error)
 				he.Attempts = attempt
 			}
 			if ctx.Err() != nil {
-				return "", fmt.Errorf("openai: model request: %w", context.Cause(ctx))
+				return nil, "", fmt.Errorf("openai: model request: %w", context.Cause(ctx))
 			}
-			return "", err
+			return nil, "", err
 		}
 		pause := wait
 		if pause == 0 {
@@ -217,7 +256,7 @@ func (m *Model) Answer(ctx context.Context, prompt agent.Prompt) (string, error)
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return "", fmt.Errorf("openai: model request: %w", context.Cause(ctx))
+			return nil, "", fmt.Errorf("openai: model request: %w", context.Cause(ctx))
 		}
 	}
 }
@@ -225,7 +264,7 @@ func (m *Model) Answer(ctx context.Context, prompt agent.Prompt) (string, error)
 // attempt sends one request. wait is the pause the server asked for
 // (Retry-After), 0 for a retryable failure without one, and -1 when
 // repeating cannot help.
-func (m *Model) attempt(ctx context.Context, log *slog.Logger, params sdk.ChatCompletionNewParams) (text string, wait time.Duration, err error) {
+func (m *Model) attempt(ctx context.Context, log *slog.Logger, params sdk.ChatCompletionNewParams) (msg *sdk.ChatCompletionMessage, text string, wait time.Duration, err error) {
 	// The answer's status decides, whether or not the library could read
 	// its error body (servers word errors in their own shapes).
 	var raw *http.Response
@@ -252,39 +291,43 @@ func (m *Model) attempt(ctx context.Context, log *slog.Logger, params sdk.ChatCo
 			} else if apiErr != nil && apiErr.Response != nil {
 				after = apiErr.Response.Header.Get("Retry-After")
 			}
-			return "", parseRetryAfter(after), &agent.ModelHTTPError{Status: status}
+			return nil, "", parseRetryAfter(after), &agent.ModelHTTPError{Status: status}
 		}
 		// 400 (context too long, unknown model), 401, 403, 404: a repeat
 		// gets the same answer.
-		return "", -1, &agent.ModelHTTPError{Status: status}
+		return nil, "", -1, &agent.ModelHTTPError{Status: status}
 	case errors.Is(err, errTooLarge):
-		return "", -1, fmt.Errorf("%w: larger than %d bytes", agent.ErrModelReply, m.cfg.MaxResponseBytes)
+		return nil, "", -1, fmt.Errorf("%w: larger than %d bytes", agent.ErrModelReply, m.cfg.MaxResponseBytes)
 	case ctx.Err() != nil:
-		return "", -1, fmt.Errorf("openai: model request: %w", ctx.Err())
+		return nil, "", -1, fmt.Errorf("openai: model request: %w", ctx.Err())
 	case isDecodeError(err):
-		return "", -1, fmt.Errorf("%w: no chat completion document", agent.ErrModelReply)
+		return nil, "", -1, fmt.Errorf("%w: no chat completion document", agent.ErrModelReply)
 	default:
 		// A transport failure; the library's text names the URL, never
 		// the key or the body.
-		return "", 0, fmt.Errorf("openai: model request: %w", err)
+		return nil, "", 0, fmt.Errorf("openai: model request: %w", err)
 	}
 	if len(out.Choices) == 0 {
-		return "", -1, fmt.Errorf("%w: no choices", agent.ErrModelReply)
+		return nil, "", -1, fmt.Errorf("%w: no choices", agent.ErrModelReply)
 	}
 	c := out.Choices[0]
 	if !c.Message.JSON.Content.Valid() && c.Message.JSON.Content.Raw() != "null" && c.Message.JSON.Content.Raw() != "" {
 		// content that is no string (an array of parts) was not decoded.
-		return "", -1, fmt.Errorf("%w: content is no text", agent.ErrModelReply)
+		return nil, "", -1, fmt.Errorf("%w: content is no text", agent.ErrModelReply)
+	}
+	if len(c.Message.ToolCalls) > 0 {
+		log.Info("model called tools", "calls", len(c.Message.ToolCalls), "prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
+		return &c.Message, "", 0, nil
 	}
 	if strings.TrimSpace(c.Message.Content) == "" {
-		return "", -1, fmt.Errorf("%w: empty content (finish_reason %q)", agent.ErrModelReply, safeWord(c.FinishReason))
+		return nil, "", -1, fmt.Errorf("%w: empty content (finish_reason %q)", agent.ErrModelReply, safeWord(c.FinishReason))
 	}
 	log.Info("model answered", "finish_reason", safeWord(c.FinishReason), "prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
 	text = c.Message.Content
 	if c.FinishReason == "length" {
 		text = strings.TrimRight(text, " \t\n") + agent.LengthNote
 	}
-	return text, 0, nil
+	return &c.Message, text, 0, nil
 }
 
 // stream asks for the answer as server-sent events and assembles the

@@ -1,0 +1,313 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
+	"bothy.example.com/bothy/internal/runs/domain"
+)
+
+// ApprovalRequest is what a run's holder asks its person
+// (requestApproval).
+type ApprovalRequest struct {
+	// Title is what every reader of the thread sees (1 to 200 characters,
+	// one line).
+	Title string
+	// Detail is the action and its arguments, for the person only (at most
+	// ApprovalDetailMaxBytes).
+	Detail string
+	// Options are the answers, 1 to ApprovalOptionsMax, ids unique.
+	Options []ApprovalOption
+	// ExpiresIn is the time the person has, in seconds: 0 takes
+	// ApprovalDefaultExpiry, at most ApprovalMaxExpiry.
+	ExpiresIn int
+}
+
+// Bounds of an approval request.
+const (
+	ApprovalTitleMaxChars  = 200
+	ApprovalDetailMaxBytes = 8192
+	ApprovalOptionsMax     = 10
+	ApprovalLabelMaxChars  = 100
+	ApprovalOptionIDMax    = 64
+	ApprovalDefaultExpiry  = 600
+	ApprovalMaxExpiry      = 86400
+)
+
+// checkApprovalRequest validates req; pointers name the REST members.
+func checkApprovalRequest(req ApprovalRequest) error {
+	var fields []problem.FieldError
+	if !text.Line(req.Title, 1, ApprovalTitleMaxChars) {
+		fields = append(fields, problem.FieldError{Pointer: "/title", Code: "invalid_format", Detail: "one line of 1 to 200 characters"})
+	}
+	if fe := text.Check(req.Detail, "/detail"); fe != nil {
+		fields = append(fields, *fe)
+	} else if len(req.Detail) > ApprovalDetailMaxBytes {
+		fields = append(fields, problem.FieldError{Pointer: "/detail", Code: "too_long", Detail: "at most 8192 bytes"})
+	}
+	if len(req.Options) < 1 || len(req.Options) > ApprovalOptionsMax {
+		fields = append(fields, problem.FieldError{Pointer: "/options", Code: "out_of_range", Detail: "1 to 10 options"})
+	}
+	seen := map[string]bool{}
+	for i, o := range req.Options {
+		if !validOptionID(o.ID) || seen[o.ID] {
+			fields = append(fields, problem.FieldError{Pointer: fmt.Sprintf("/options/%d/id", i), Code: "invalid_format",
+				Detail: "1 to 64 of a-z, 0-9, '_' and '-', unique"})
+		}
+		seen[o.ID] = true
+		if !text.Line(o.Label, 1, ApprovalLabelMaxChars) {
+			fields = append(fields, problem.FieldError{Pointer: fmt.Sprintf("/options/%d/label", i), Code: "invalid_format", Detail: "one line of 1 to 100 characters"})
+		}
+	}
+	if req.ExpiresIn < 0 || req.ExpiresIn > ApprovalMaxExpiry {
+		fields = append(fields, problem.FieldError{Pointer: "/expires_in", Code: "out_of_range", Detail: "1 to 86400 seconds"})
+	}
+	if len(fields) > 0 {
+		return problem.Invalid(fields...)
+	}
+	return nil
+}
+
+func validOptionID(id string) bool {
+	if len(id) == 0 || len(id) > ApprovalOptionIDMax {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// RequestApproval has the holder of the agent's own running run ask the
+// run's triggering person (run.approval.request): it posts a card in the
+// run's thread (kind card, naming the run, the title as its content),
+// stores the approval restricted to that person, and moves the run to
+// waiting_input with its stall timer paused until the approval expires.
+// Refusals as for every call on a run (run_claimed, run_not_started,
+// run_not_active, trigger_revoked), and conflict approval_pending while
+// the run waits for another approval.
+func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal, runID, holder string, req ApprovalRequest) (Approval, error) {
+	if err := checkHolder(holder, "holder"); err != nil {
+		return Approval{}, err
+	}
+	if err := checkApprovalRequest(req); err != nil {
+		return Approval{}, err
+	}
+	if req.ExpiresIn == 0 {
+		req.ExpiresIn = ApprovalDefaultExpiry
+	}
+	var out Approval
+	_, err := s.change(ctx, actor, authz.RunApprovalRequest, runID, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
+		switch {
+		case !r.State.Active():
+			return Run{}, nil, errNotActive()
+		case r.State == domain.RunQueued:
+			return Run{}, nil, problem.Newf(problem.Conflict, "run_not_started", "start the run first")
+		}
+		if err := fence(r, holder); err != nil {
+			return Run{}, nil, err
+		}
+		if r.ApprovalUntil != nil {
+			return Run{}, nil, problem.Newf(problem.Conflict, "approval_pending", "the run waits for an answer to another approval")
+		}
+		if r.TriggeredBy == "" {
+			return Run{}, nil, problem.Newf(problem.Conflict, "no_trigger_person", "no person started this run")
+		}
+		agents, err := s.ident.GetMany(ctx, []string{r.AgentID})
+		if err != nil {
+			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
+		}
+		card, cardEv, err := s.messaging.AppendCard(ctx, chat.Thread{ID: r.ThreadID}, channelID, agents[r.AgentID].Ref(), req.Title)
+		if err != nil {
+			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
+		}
+		now := s.clock.Now()
+		a := Approval{ID: ids.New(), RunID: r.ID, MessageID: card.ID, RestrictedTo: r.TriggeredBy, Title: req.Title, Detail: req.Detail,
+			Options: req.Options, State: ApprovalPending, ExpiresAt: now.Add(time.Duration(req.ExpiresIn) * time.Second).Truncate(time.Microsecond),
+			CreatedAt: now}
+		if err := s.insertApproval(ctx, a); err != nil {
+			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
+		}
+		// A call of the holder renews its lease; the SDK keeps renewing
+		// while it waits.
+		until := now.Add(s.timeouts.Lease)
+		r.ApprovalUntil, r.LeaseExpiresAt = &a.ExpiresAt, &until
+		r, err = s.transition(ctx, r, domain.RunWaitingInput, "")
+		if err != nil {
+			return Run{}, nil, err
+		}
+		out = a
+		return r, []events.Event{s.stateChanged(r, channelID), cardEv}, nil
+	})
+	return out, err
+}
+
+// errNoApproval answers an approval that is missing or not the caller's:
+// the same 404 for both.
+func errNoApproval() error { return problem.New(problem.NotFound, "") }
+
+// RespondToApproval records the answer of actor to approval id with
+// optionID (approval.respond): only the approval's person (anyone else
+// gets the 404 of a missing approval), only while they hold trigger on the
+// run's channel now (403 otherwise; the door audits the answer), only once
+// (conflict already_decided), before its expiry (approval_expired) and
+// while the run is active (run_not_active). The run goes back to running
+// and its agent gets agent.approval_decided.
+func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principal, id, optionID string) (Approval, error) {
+	if !ids.Valid(id) {
+		return Approval{}, errNoApproval()
+	}
+	a, err := s.getApproval(ctx, id, false)
+	if errors.Is(err, ErrNotFound) || (err == nil && a.RestrictedTo != actor.ID) {
+		return Approval{}, errNoApproval()
+	}
+	if err != nil {
+		return Approval{}, problem.Internal("runs.RespondToApproval", err)
+	}
+	known := false
+	for _, o := range a.Options {
+		known = known || o.ID == optionID
+	}
+	if !known {
+		return Approval{}, problem.Invalid(problem.FieldError{Pointer: "/option_id", Code: "unknown_option", Detail: "one of the approval's options"})
+	}
+	_, path, err := s.authz.Authorize(ctx, actor, authz.ApprovalRespond, authz.Resource{Kind: authz.KindRun, ID: a.RunID})
+	if err != nil {
+		return Approval{}, err
+	}
+	var out Approval
+	err = s.db.InTx(ctx, func(ctx context.Context) error {
+		if _, err := s.chat.LockThread(ctx, path.ThreadID); err != nil {
+			return problem.Internal("runs.RespondToApproval", err)
+		}
+		r, err := s.getRun(ctx, a.RunID, lockForUpdate)
+		if err != nil {
+			return problem.Internal("runs.RespondToApproval", err)
+		}
+		cur, err := s.getApproval(ctx, id, true)
+		if err != nil {
+			return problem.Internal("runs.RespondToApproval", err)
+		}
+		now := s.clock.Now()
+		switch {
+		case cur.State == ApprovalDecided:
+			return problem.Newf(problem.Conflict, "already_decided", "the approval was answered already")
+		case cur.State == ApprovalExpired || (cur.State == ApprovalPending && !now.Before(cur.ExpiresAt)):
+			return problem.Newf(problem.Conflict, "approval_expired", "the approval expired")
+		case cur.State == ApprovalWithdrawn || !r.State.Active():
+			return errNotActive()
+		}
+		if err := s.decideApproval(ctx, id, ApprovalDecided, optionID, actor.ID, now); err != nil {
+			return problem.Internal("runs.RespondToApproval", err)
+		}
+		cur.State, cur.OptionID, cur.DecidedBy, cur.DecidedAt = ApprovalDecided, optionID, actor.ID, &now
+		out = cur
+		r, evs, err := s.resumeAfterApproval(ctx, r, cur, path.ChannelID)
+		if err != nil {
+			return err
+		}
+		_ = r
+		return s.events.Append(ctx, evs...)
+	})
+	return out, err
+}
+
+// resumeAfterApproval takes run r, which waited for approval a (decided or
+// expired now), back to running and tells its agent.
+func (s *Service) resumeAfterApproval(ctx context.Context, r Run, a Approval, channelID string) (Run, []events.Event, error) {
+	payload := map[string]any{"run_id": r.ID, "approval_id": a.ID, "state": a.State}
+	if a.OptionID != "" {
+		payload["option_id"] = a.OptionID
+	}
+	evs := []events.Event{{AgentID: r.AgentID, RunID: r.ID, Type: events.AgentApprovalDecided, Payload: payload}}
+	if r.ApprovalUntil == nil {
+		return r, evs, nil
+	}
+	r.ApprovalUntil = nil
+	to := r.State
+	if to == domain.RunWaitingInput {
+		to = domain.RunRunning
+	}
+	r, err := s.transition(ctx, r, to, "")
+	if err != nil {
+		return Run{}, nil, err
+	}
+	return r, append([]events.Event{s.stateChanged(r, channelID)}, evs...), nil
+}
+
+// expireApproval decides the approval run r waits for expired (the
+// sweeper, at its expiry) and takes the run back to running. The caller
+// holds the thread's and the run's locks.
+func (s *Service) expireApproval(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
+	a, err := s.pendingApprovalOf(ctx, r.ID)
+	if errors.Is(err, ErrNotFound) {
+		// Nothing to decide: the run only stops waiting.
+		r.ApprovalUntil = nil
+		r, err := s.transition(ctx, r, domain.RunRunning, "")
+		if err != nil {
+			return Run{}, nil, err
+		}
+		return r, []events.Event{s.stateChanged(r, channelID)}, nil
+	}
+	if err != nil {
+		return Run{}, nil, problem.Internal("runs.expireApproval", err)
+	}
+	if err := s.decideApproval(ctx, a.ID, ApprovalExpired, "", "", s.clock.Now()); err != nil {
+		return Run{}, nil, problem.Internal("runs.expireApproval", err)
+	}
+	a.State = ApprovalExpired
+	return s.resumeAfterApproval(ctx, r, a, channelID)
+}
+
+// ReadApproval returns approval id as actor may read it: anyone who may
+// read the run reads its title and state; the detail, the options and the
+// option chosen only the approval's person and the run's agent (Private).
+// A missing approval and one actor may not read answer the same 404.
+func (s *Service) ReadApproval(ctx context.Context, actor identity.Principal, id string) (Approval, bool, error) {
+	if !ids.Valid(id) {
+		return Approval{}, false, errNoApproval()
+	}
+	a, err := s.getApproval(ctx, id, false)
+	if errors.Is(err, ErrNotFound) {
+		return Approval{}, false, errNoApproval()
+	}
+	if err != nil {
+		return Approval{}, false, problem.Internal("runs.ReadApproval", err)
+	}
+	r, err := s.Read(ctx, actor, a.RunID)
+	if err != nil {
+		if problem.From(err).Code == problem.NotFound {
+			return Approval{}, false, errNoApproval()
+		}
+		return Approval{}, false, err
+	}
+	return a, a.RestrictedTo == actor.ID || r.Run.AgentID == actor.ID, nil
+}
+
+// ApprovalsOfCards returns the approvals whose cards are the messages
+// messageIDs, keyed by message. It decides nothing: the caller read the
+// messages with the reader's rights (who sees what of them: Private).
+func (s *Service) ApprovalsOfCards(ctx context.Context, messageIDs []string) (map[string]Approval, error) {
+	out, err := s.approvalsOf(ctx, messageIDs)
+	if err != nil {
+		return nil, problem.Internal("runs.ApprovalsOfCards", err)
+	}
+	return out, nil
+}
+
+// Private reports whether reader may see a's detail, options and chosen
+// option: its person and the run's agent (agentID).
+func (a Approval) Private(readerID, agentID string) bool {
+	return readerID == a.RestrictedTo || readerID == agentID
+}
