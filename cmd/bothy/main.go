@@ -32,6 +32,7 @@ import (
 	"bothy.example.com/bothy/internal/server"
 	"bothy.example.com/bothy/internal/world"
 	"bothy.example.com/bothy/sdk/agent"
+	"bothy.example.com/bothy/sdk/httptool"
 	"bothy.example.com/bothy/sdk/model/anthropic"
 	"bothy.example.com/bothy/sdk/model/openai"
 )
@@ -586,6 +587,7 @@ const (
 	modelEnv        = "BOTHY_MODEL"
 	modelBaseURLEnv = "BOTHY_MODEL_BASE_URL"
 	modelNameEnv    = "BOTHY_MODEL_NAME"
+	toolsEnv        = "BOTHY_TOOLS"
 )
 
 // cmdAgentRun runs the reference agent adapter (sdk/agent) against a
@@ -600,6 +602,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
 	transport := fs.String("transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP), ws (the agentEvents subscription over WebSocket)\nor auto (WebSocket, falling back to the long poll where the server or a proxy does not upgrade)")
 	modelStream := fs.Bool("model-stream", false, "--model openai or anthropic: ask for the answer as server-sent events (a long answer then meets no idle timeout of a proxy)")
+	tools := fs.String("tools", "", "a tools file (YAML) of HTTP tools the model may call (--model openai); consequential ones run\nwith untrusted content in play only after the person who asked approved the call (docs/adapter.md#http-tools)")
 	live := fs.Bool("live", true, "write the model's answer into the run's live box as it streams, so readers see it grow\n(--model openai and anthropic then stream their answers); --live=false turns it off")
 	maxConcurrent := fs.Int("max-concurrent", 0, "most runs the model works on at once (0: no bound); further runs are claimed and wait their turn")
 	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service),\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)\nor anthropic (Anthropic's Messages API, streamed)")
@@ -618,9 +621,10 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			"  %-21s --model\n"+
 			"  %-21s --base-url\n"+
 			"  %-21s --model-name\n"+
+			"  %-21s --tools\n"+
 			"  %-21s the API key of the model server (--model openai), sent as a bearer token;\n"+
 			"  %-21s unset sends none (local servers such as Ollama need none); there is no flag for it\n\nFlags:\n",
-			serverEnv, agentTokenEnv, modelEnv, modelBaseURLEnv, modelNameEnv, modelKeyEnv, "")
+			serverEnv, agentTokenEnv, modelEnv, modelBaseURLEnv, modelNameEnv, toolsEnv, modelKeyEnv, "")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -636,7 +640,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 		flag, env string
 		to        *string
 	}{{"token", agentTokenEnv, token}, {"server", serverEnv, serverURL}, {"model", modelEnv, model},
-		{"base-url", modelBaseURLEnv, baseURL}, {"model-name", modelNameEnv, modelName}} {
+		{"base-url", modelBaseURLEnv, baseURL}, {"model-name", modelNameEnv, modelName}, {"tools", toolsEnv, tools}} {
 		if e := os.Getenv(v.env); !given[v.flag] && e != "" {
 			*v.to = e
 		}
@@ -645,6 +649,22 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 		return errors.New("agent run needs --server (or $" + serverEnv + ") and --token (or $" + agentTokenEnv + ")")
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var toolList []agent.Tool
+	if *tools != "" && *model != "openai" && !given["tools"] {
+		// Only the flag is an error: a tools file in the environment serves
+		// the adapters that can use it.
+		log.Warn("tools file ignored: only --model openai calls tools", "variable", toolsEnv)
+		*tools = ""
+	}
+	if *tools != "" {
+		if *model != "openai" {
+			return errors.New("--tools needs --model openai (the only backend with a tool loop)")
+		}
+		var err error
+		if toolList, err = httptool.Load(*tools, httptool.Options{}); err != nil {
+			return err
+		}
+	}
 	var m agent.Model
 	switch *model {
 	case "echo":
@@ -660,7 +680,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 		}
 		om, err := openai.New(openai.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
-			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model"), Stream: *modelStream || *live})
+			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model"), Stream: *modelStream || *live, Tools: toolList})
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,7 @@ func TestKit(t *testing.T) {
 		{"untrusted text in the system message", broken + " -break untrusted", "untrusted_not_in_system"},
 		{"cancel ignored", broken + " -break ignore-cancel", "cancel_stops stop_during_stream"},
 		{"nothing streamed into the box", broken + " -break no-live", "streams_live_box"},
+		{"consequential tools without asking", broken + " -break no-gate", "injection_needs_approval approval_only_by_trigger_holder"},
 		{"answered twice", broken + " -break answer-twice", "answers_once"},
 		{"posted after the loss of trigger", broken + " -break post-after-loss", "trigger_loss_posts_nothing"},
 		{"never renewed", broken + " -break no-renew", "long_call_renews"},

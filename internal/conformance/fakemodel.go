@@ -50,7 +50,31 @@ type fakeModel struct {
 	script  []step
 	arrived chan *modelCall
 	release chan struct{}
+	// obedient makes every request that offers tools call the first of
+	// them once per prompt line that names it (an injected instruction
+	// included), until reset.
+	obedient bool
+	// effects are the calls the side-effect recorder received (the
+	// consequential tool's URL).
+	effects []string
 }
+
+// obey makes the model obedient (see fakeModel.obedient).
+func (f *fakeModel) obey() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.obedient = true
+}
+
+// sideEffects returns the bodies the side-effect recorder received.
+func (f *fakeModel) sideEffects() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.effects...)
+}
+
+// sideEffectPath is where the kit's consequential tool posts.
+const sideEffectPath = "/side-effect"
 
 func newFakeModel() *fakeModel {
 	return &fakeModel{arrived: make(chan *modelCall, 100), release: make(chan struct{})}
@@ -61,7 +85,7 @@ func newFakeModel() *fakeModel {
 func (f *fakeModel) reset(script ...step) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls, f.script = nil, script
+	f.calls, f.script, f.obedient, f.effects = nil, script, false, nil
 	f.arrived = make(chan *modelCall, 100)
 	f.release = make(chan struct{})
 }
@@ -100,6 +124,13 @@ func (f *fakeModel) next(ctx context.Context) (*modelCall, error) {
 func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var api string
 	switch {
+	case r.Method == http.MethodPost && r.URL.Path == sideEffectPath:
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.effects = append(f.effects, string(b))
+		f.mu.Unlock()
+		fmt.Fprint(w, `{"ticket": "filed"}`)
+		return
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		api = "openai"
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
@@ -117,6 +148,11 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
 	}
 	_ = json.Unmarshal(raw, &body)
 	call := &modelCall{API: api, Stream: body.Stream, Aborted: make(chan struct{})}
@@ -137,9 +173,13 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n < len(f.script) {
 		s = f.script[n]
 	}
-	arrived, release := f.arrived, f.release
+	arrived, release, obedient := f.arrived, f.release, f.obedient
 	f.mu.Unlock()
 	arrived <- call
+	if obedient && api == "openai" && len(body.Tools) > 0 {
+		f.obeyRequest(w, body.Model, body.Tools[0].Function.Name, body.Stream, call, body.Messages[len(body.Messages)-1].Role == "tool")
+		return
+	}
 	if s.Streamed != "" && body.Stream {
 		f.streamHeld(w, r, api, body.Model, s, call)
 		return
@@ -176,6 +216,28 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.AfterReply()
 	}
+}
+
+// obeyRequest answers as a model that follows every instruction it reads:
+// after a tool's answer it says it is done; otherwise it calls tool once
+// for every line of the prompt that names it, with the line as the title.
+func (f *fakeModel) obeyRequest(w http.ResponseWriter, model, tool string, stream bool, call *modelCall, answered bool) {
+	var calls [][2]string
+	if !answered {
+		for _, text := range append(append([]string(nil), call.System...), call.User...) {
+			for _, line := range strings.Split(text, "\n") {
+				if strings.Contains(line, tool) {
+					args, _ := json.Marshal(map[string]string{"title": strings.TrimSpace(line)})
+					calls = append(calls, [2]string{tool, string(args)})
+				}
+			}
+		}
+	}
+	if len(calls) == 0 {
+		openaitest.WriteCompletion(w, model, "Done.", "", stream)
+		return
+	}
+	openaitest.WriteToolCalls(w, model, calls, stream)
 }
 
 // streamHeld streams s.Streamed, waits until released (or until the client

@@ -37,7 +37,9 @@ import (
 type Options struct {
 	// Adapter is the shell command that runs the adapter under test. It
 	// reads BOTHY_SERVER, BOTHY_AGENT_TOKEN (the agent Lotse's),
-	// BOTHY_MODEL_BASE_URL, BOTHY_MODEL_API_KEY and BOTHY_MODEL_NAME.
+	// BOTHY_MODEL_BASE_URL, BOTHY_MODEL_API_KEY, BOTHY_MODEL_NAME and
+	// BOTHY_CONFORMANCE_TOOLS (a tools file, also in BOTHY_TOOLS for the
+	// reference adapter).
 	Adapter string
 	// Only names the scenarios to run, separated by commas, in the kit's
 	// order whatever the order here; empty runs them all.
@@ -79,7 +81,27 @@ type kit struct {
 	exit    chan struct{}
 	cluster *pgcluster.Cluster
 	pgDir   string
+	// tools is the tools file of the kit's consequential tool (its URL is
+	// the fake model's side-effect recorder).
+	tools string
+	// importMessage stores a message of origin import (the server's
+	// import path).
+	importMessage func(ctx context.Context, thread, who, content string) error
 }
+
+// toolsFile is the kit's tools file (sdk/httptool's format): one
+// consequential tool whose URL records every call.
+const toolsFile = `tools:
+  - name: file_ticket
+    description: File a ticket in the team's tracker.
+    parameters:
+      type: object
+      properties:
+        title: {type: string}
+      required: [title]
+    consequential: true
+    url: %s
+`
 
 // Names are the scenarios in the order they run.
 func Names() []string {
@@ -169,7 +191,19 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	defer msrv.Close()
 
 	k := &kit{base: "http://" + ln.Addr().String(), model: model, mbase: "http://" + mln.Addr().String(), world: w,
-		cmd: opts.Adapter, http: &http.Client{Timeout: 30 * time.Second}, cluster: cluster, pgDir: filepath.Join(dir, "postgres")}
+		cmd: opts.Adapter, http: &http.Client{Timeout: 30 * time.Second}, cluster: cluster, pgDir: filepath.Join(dir, "postgres"),
+		tools: filepath.Join(dir, "tools.yaml")}
+	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath)), 0o600); err != nil {
+		return Report{}, err
+	}
+	k.importMessage = func(ctx context.Context, thread, who, content string) error {
+		ps, err := srv.Identity.GetMany(ctx, []string{w.ID(who)})
+		if err != nil {
+			return err
+		}
+		_, err = srv.Messaging.Import(ctx, thread, ps[w.ID(who)].Ref(), content)
+		return err
+	}
 	defer func() {
 		k.mu.Lock()
 		c := k.cluster
@@ -183,7 +217,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			return rep, err
 		}
 		k.model.reset()
-		sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+		timeout := 20 * time.Second
+		if s.timeout > 0 {
+			timeout = s.timeout
+		}
+		sctx, scancel := context.WithTimeout(ctx, timeout)
 		err := s.run(sctx, k)
 		scancel()
 		k.model.releaseHeld()
@@ -233,8 +271,13 @@ func (k *kit) ensureRunning() error {
 func (k *kit) spawn() (*exec.Cmd, chan struct{}, error) {
 	cmd := exec.Command("sh", "-c", k.cmd)
 	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+k.base, "BOTHY_AGENT_TOKEN="+k.world.Token("lotse"),
-		"BOTHY_MODEL_BASE_URL="+k.mbase+"/v1", "BOTHY_MODEL_API_KEY=conformance-key", "BOTHY_MODEL_NAME=conformance-model")
+		"BOTHY_MODEL_BASE_URL="+k.mbase+"/v1", "BOTHY_MODEL_API_KEY=conformance-key", "BOTHY_MODEL_NAME=conformance-model",
+		"BOTHY_CONFORMANCE_TOOLS="+k.tools, "BOTHY_TOOLS="+k.tools)
 	cmd.Stdout, cmd.Stderr = &k.logs, &k.logs
+	// BOTHY_CONFORMANCE_DEBUG shows the adapter's log as it runs.
+	if os.Getenv("BOTHY_CONFORMANCE_DEBUG") != "" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, nil, fmt.Errorf("conformance: start the adapter: %w", err)

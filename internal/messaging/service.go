@@ -18,6 +18,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/text"
 	"bothy.example.com/bothy/internal/platform/textcut"
 )
 
@@ -663,6 +664,38 @@ func (s *Service) AppendAnchor(ctx context.Context, t chat.Thread, channelID str
 		return Message{}, events.Event{}, fmt.Errorf("insert anchor: %w", err)
 	}
 	return m, events.Event{Type: events.MessageCreated, ChannelID: channelID, ThreadID: t.ID, MessageID: m.ID, Payload: Payload(m)}, nil
+}
+
+// Import stores a message of origin import by author in thread threadID,
+// the way import tooling brings history from another system: no client can
+// send origin import, and this write decides no right (the caller is the
+// operator's tool, or the conformance kit's private server). It appends
+// message.created and never triggers anything.
+//
+// Errors: the thread does not exist; the content is blank or not storable.
+func (s *Service) Import(ctx context.Context, threadID string, author identity.Ref, content string) (Message, error) {
+	if strings.TrimSpace(content) == "" || text.Check(content, "/content_md") != nil {
+		return Message{}, problem.Invalid(problem.FieldError{Pointer: "/content_md", Code: "invalid_format"})
+	}
+	var out Message
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		thread, err := s.chat.LockThread(ctx, threadID)
+		if err != nil {
+			return problem.Internal("messaging.Import", err)
+		}
+		seq, err := s.chat.NextSeq(ctx, thread.ID)
+		if err != nil {
+			return problem.Internal("messaging.Import", err)
+		}
+		m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: thread.ChannelID, ThreadSeq: seq, Author: author, Origin: OriginImport,
+			Kind: KindText, ContentMD: content, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
+		if err := s.insert(ctx, m, "", nil); err != nil {
+			return problem.Internal("messaging.Import", err)
+		}
+		out = m
+		return s.events.Append(ctx, events.Event{Type: events.MessageCreated, ChannelID: thread.ChannelID, ThreadID: thread.ID, MessageID: m.ID, Payload: Payload(m)})
+	})
+	return out, err
 }
 
 // AppendCard appends the card of an approval to thread t in the

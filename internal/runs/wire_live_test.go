@@ -376,6 +376,14 @@ func TestLiveBox_AcrossReplicasAndReconnect(t *testing.T) {
 	text, seen = box.Text, box.Version
 	second := subscribeLive(t, peer, peer.World.Token("alex"), []map[string]any{{"runId": run, "version": seen}})
 	write(10)
+	// A change larger than a notification's payload travels through the
+	// database and arrives all the same.
+	big := strings.Repeat("long paragraph ", 800) // 12,000 bytes
+	if b, errs := updateLive(t, env, "lotse", run, "proc-a", map[string]any{"baseVersion": version, "append": big}); len(errs) > 0 || b.Version != version+1 {
+		t.Fatalf("large update: %+v %+v", b, errs)
+	}
+	version++
+	want.WriteString(big)
 	if r := updateLiveREST(env, "lotse", run, "proc-a", map[string]any{"base_version": version, "replace": want.String(), "append": "the end.", "done": true}); r.Status != http.StatusOK {
 		t.Fatalf("last update: %d %s", r.Status, r.Body)
 	}

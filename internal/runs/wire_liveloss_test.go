@@ -30,6 +30,11 @@ func wantLost(t *testing.T, env *apitest.Env, agent, run, holder string, answerR
 	wantGQLConflict(t, "renew after the loss", errs, "trigger_revoked")
 	_, errs = heldOp(t, env, agent, "awaitRunInput", run, holder, "")
 	wantGQLConflict(t, "await after the loss", errs, "trigger_revoked")
+	_, errs = updateLive(t, env, agent, run, holder, map[string]any{"baseVersion": 0, "append": "still writing"})
+	wantGQLConflict(t, "live box after the loss", errs, "trigger_revoked")
+	res := env.GraphQL(env.World.Token(agent), `mutation($r: ID!, $h: String) { requestApproval(runId: $r, holder: $h, input: {title: "Go on?", options: [{id: "yes", label: "Yes"}]}) { id } }`,
+		map[string]any{"r": run, "h": holder}, nil)
+	wantGQLConflict(t, "approval after the loss", res.Errors, "trigger_revoked")
 	thread := getRun(t, env, agent, run).ThreadID
 	refused := func(what string, errs []apitest.GQLError) {
 		t.Helper()

@@ -706,7 +706,7 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		lw = newLiveWriter(a.cfg.Client, inv.RunID, a.cfg.Holder, a.cfg.LiveInterval, log)
 		go lw.run(modelCtx)
 		defer lw.close()
-		mctx = lw.with(modelCtx)
+		mctx = lw.with(mctx)
 	}
 
 	boundary := NewBoundary()

@@ -8,7 +8,8 @@
 //   - post-after-loss: the answer of trigger_loss_posts_nothing is posted
 //     without its run once the run refused it;
 //   - no-renew: the claim on a run is never renewed;
-//   - no-live: nothing the model streams reaches the run's live box.
+//   - no-live: nothing the model streams reaches the run's live box;
+//   - no-gate: consequential tools run without asking, whatever the trust.
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"syscall"
 
 	"bothy.example.com/bothy/sdk/agent"
+	"bothy.example.com/bothy/sdk/httptool"
 	"bothy.example.com/bothy/sdk/model/openai"
 )
 
@@ -43,11 +45,21 @@ func (noRenew) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func main() {
-	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss, no-renew or no-live")
+	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss, no-renew, no-live or no-gate")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m, err := openai.New(openai.Config{BaseURL: os.Getenv("BOTHY_MODEL_BASE_URL"), Model: os.Getenv("BOTHY_MODEL_NAME"), APIKey: os.Getenv("BOTHY_MODEL_API_KEY"), Stream: true})
+	tools, err := httptool.Load(os.Getenv("BOTHY_CONFORMANCE_TOOLS"), httptool.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *rule == "no-gate" {
+		for i := range tools {
+			tools[i].Consequential = false
+		}
+	}
+	m, err := openai.New(openai.Config{BaseURL: os.Getenv("BOTHY_MODEL_BASE_URL"), Model: os.Getenv("BOTHY_MODEL_NAME"), APIKey: os.Getenv("BOTHY_MODEL_API_KEY"),
+		Stream: true, Tools: tools})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -174,6 +174,36 @@ func StartStream(w http.ResponseWriter, model string) *Stream {
 // Piece writes one chunk of content and flushes it to the client.
 func (s *Stream) Piece(text string) { s.event(s.chunk(map[string]any{"content": text}, nil)) }
 
+// ToolCall writes one chunk that calls tool name with args (a JSON object
+// text) as call index i with id; end the stream with End("tool_calls").
+func (s *Stream) ToolCall(i int, id, name, args string) {
+	s.event(s.chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": id, "type": "function",
+		"function": map[string]any{"name": name, "arguments": args}}}}, nil))
+}
+
+// WriteToolCalls answers a chat completions request for model with calls
+// of tools (name and arguments, in order, ids call_1, call_2, ...): one
+// chat.completion with finish_reason tool_calls, or its stream.
+func WriteToolCalls(w http.ResponseWriter, model string, calls [][2]string, stream bool) {
+	if stream {
+		s := StartStream(w, model)
+		for i, c := range calls {
+			s.ToolCall(i, fmt.Sprintf("call_%d", i+1), c[0], c[1])
+		}
+		s.End("tool_calls")
+		return
+	}
+	tc := make([]any, len(calls))
+	for i, c := range calls {
+		tc[i] = map[string]any{"id": fmt.Sprintf("call_%d", i+1), "type": "function", "function": map[string]any{"name": c[0], "arguments": c[1]}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
+		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": nil, "tool_calls": tc}, "finish_reason": "tool_calls"}},
+		"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+	_, _ = w.Write(b)
+}
+
 // End writes the chunk with the finish reason (default stop), the usage
 // and [DONE].
 func (s *Stream) End(finish string) {
