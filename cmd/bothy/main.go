@@ -602,7 +602,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
 	transport := fs.String("transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP), ws (the agentEvents subscription over WebSocket)\nor auto (WebSocket, falling back to the long poll where the server or a proxy does not upgrade)")
 	modelStream := fs.Bool("model-stream", false, "--model openai or anthropic: ask for the answer as server-sent events (a long answer then meets no idle timeout of a proxy)")
-	tools := fs.String("tools", "", "a tools file (YAML) of HTTP tools the model may call (--model openai); consequential ones run\nwith untrusted content in play only after the person who asked approved the call (docs/adapter.md#http-tools)")
+	tools := fs.String("tools", "", "a tools file (YAML) of HTTP tools the model may call (--model openai or anthropic); consequential ones run\nwith untrusted content in play only after the person who asked approved the call (docs/adapter.md#http-tools)")
 	live := fs.Bool("live", true, "write the model's answer into the run's live box as it streams, so readers see it grow\n(--model openai and anthropic then stream their answers); --live=false turns it off")
 	maxConcurrent := fs.Int("max-concurrent", 0, "most runs the model works on at once (0: no bound); further runs are claimed and wait their turn")
 	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service),\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)\nor anthropic (Anthropic's Messages API, streamed)")
@@ -650,15 +650,15 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var toolList []agent.Tool
-	if *tools != "" && *model != "openai" && !given["tools"] {
+	if *tools != "" && *model == "echo" && !given["tools"] {
 		// Only the flag is an error: a tools file in the environment serves
 		// the adapters that can use it.
-		log.Warn("tools file ignored: only --model openai calls tools", "variable", toolsEnv)
+		log.Warn("tools file ignored: the echo model calls no tools", "variable", toolsEnv)
 		*tools = ""
 	}
 	if *tools != "" {
-		if *model != "openai" {
-			return errors.New("--tools needs --model openai (the only backend with a tool loop)")
+		if *model == "echo" {
+			return errors.New("--tools needs --model openai or anthropic (the echo model calls no tools)")
 		}
 		var err error
 		if toolList, err = httptool.Load(*tools, httptool.Options{}); err != nil {
@@ -693,7 +693,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 		}
 		am, err := anthropic.New(anthropic.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
-			Timeout: *modelTimeout, MaxTokens: *maxTokens, Stream: *modelStream || *live})
+			Timeout: *modelTimeout, MaxTokens: *maxTokens, Stream: *modelStream || *live, Tools: toolList})
 		if err != nil {
 			return err
 		}

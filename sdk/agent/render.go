@@ -24,8 +24,8 @@ import (
 //
 // Lowest is the lowest trust of the context, from the server's
 // trustSummary (unverified when the server sent none or a level this code
-// does not know). A model backend gates side effects on it: sdk/model/openai
-// offers tools only when ToolsAllowed(Lowest).
+// does not know). A model backend gates side effects on it: RunTool runs a
+// consequential tool without asking only when ToolsAllowed(Lowest).
 type Prompt struct {
 	System   string
 	User     string

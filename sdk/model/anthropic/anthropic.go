@@ -18,6 +18,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -55,6 +56,13 @@ type Config struct {
 	Stream bool
 	// HTTPClient sends the requests (default http.DefaultClient).
 	HTTPClient *http.Client
+	// Tools are offered to the model; its calls run through agent.RunTool
+	// (a consequential tool with untrusted content in play only after the
+	// run's person approved the call).
+	Tools []agent.Tool
+	// MaxToolRounds bounds the answers of one run that end in tool calls
+	// (default 8); the next request is sent without tools.
+	MaxToolRounds int
 }
 
 // Model answers prompts with Anthropic's Messages API. It implements
@@ -120,31 +128,34 @@ func (m *Model) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 		System:    []sdk.TextBlockParam{{Text: p.System}},
 		Messages:  []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(p.User))},
 	}
+	tools, err := toolParams(m.cfg.Tools)
+	if err != nil {
+		return "", err
+	}
+	params.Tools = tools
+	rounds := m.cfg.MaxToolRounds
+	if rounds <= 0 {
+		rounds = 8
+	}
 	var msg *sdk.Message
-	if m.cfg.Stream {
-		stream := m.client.Messages.NewStreaming(ctx, params)
-		acc := sdk.Message{}
-		for stream.Next() {
-			ev := stream.Current()
-			if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
-				// Readers of the thread see the answer grow (Config.Live).
-				agent.Stream(ctx, ev.Delta.Text)
+	for round := 0; ; round++ {
+		if round == rounds {
+			params.Tools = nil // the last word is text
+		}
+		if msg, err = m.once(ctx, params); err != nil {
+			return "", err
+		}
+		var results []sdk.ContentBlockParamUnion
+		for _, c := range msg.Content {
+			if c.Type == "tool_use" {
+				u := c.AsToolUse()
+				results = append(results, sdk.NewToolResultBlock(u.ID, m.runTool(ctx, u, p.Lowest), false))
 			}
-			if err := acc.Accumulate(ev); err != nil {
-				stream.Close()
-				return "", &agent.BadAnswerError{Detail: "a stream event out of order"}
-			}
 		}
-		if err := stream.Err(); err != nil {
-			return "", m.failure(ctx, err)
+		if len(results) == 0 || params.Tools == nil {
+			break
 		}
-		stream.Close()
-		msg = &acc
-	} else {
-		var err error
-		if msg, err = m.client.Messages.New(ctx, params); err != nil {
-			return "", m.failure(ctx, err)
-		}
+		params.Messages = append(params.Messages, msg.ToParam(), sdk.NewUserMessage(results...))
 	}
 	var b strings.Builder
 	for _, c := range msg.Content {
@@ -160,6 +171,76 @@ func (m *Model) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 		text += agent.LengthNote
 	}
 	return text, nil
+}
+
+// once sends one request, streamed or not, and returns the message.
+func (m *Model) once(ctx context.Context, params sdk.MessageNewParams) (*sdk.Message, error) {
+	if !m.cfg.Stream {
+		msg, err := m.client.Messages.New(ctx, params)
+		if err != nil {
+			return nil, m.failure(ctx, err)
+		}
+		return msg, nil
+	}
+	stream := m.client.Messages.NewStreaming(ctx, params)
+	defer stream.Close()
+	acc := sdk.Message{}
+	for stream.Next() {
+		ev := stream.Current()
+		if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+			// Readers of the thread see the answer grow (Config.Live).
+			agent.Stream(ctx, ev.Delta.Text)
+		}
+		if err := acc.Accumulate(ev); err != nil {
+			return nil, &agent.BadAnswerError{Detail: "a stream event out of order"}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, m.failure(ctx, err)
+	}
+	return &acc, nil
+}
+
+// toolParams declares tools in the Messages API's shape.
+func toolParams(tools []agent.Tool) ([]sdk.ToolUnionParam, error) {
+	var out []sdk.ToolUnionParam
+	for _, t := range tools {
+		schema := map[string]any{}
+		if len(t.Parameters) > 0 {
+			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
+				return nil, fmt.Errorf("anthropic: the parameters of tool %s are no JSON object", t.Name)
+			}
+		}
+		in := sdk.ToolInputSchemaParam{Properties: schema["properties"]}
+		if req, ok := schema["required"].([]any); ok {
+			for _, r := range req {
+				if s, ok := r.(string); ok {
+					in.Required = append(in.Required, s)
+				}
+			}
+		}
+		tp := sdk.ToolParam{Name: t.Name, InputSchema: in}
+		if t.Description != "" {
+			tp.Description = sdk.String(t.Description)
+		}
+		out = append(out, sdk.ToolUnionParam{OfTool: &tp})
+	}
+	return out, nil
+}
+
+// runTool runs one tool use of the model behind the gate (agent.RunTool)
+// and returns what the model reads back.
+func (m *Model) runTool(ctx context.Context, u sdk.ToolUseBlock, lowest agent.Trust) string {
+	for _, t := range m.cfg.Tools {
+		if t.Name == u.Name {
+			out, err := agent.RunTool(ctx, t, u.Input, lowest)
+			if err != nil {
+				return "The tool " + t.Name + " failed."
+			}
+			return out
+		}
+	}
+	return "There is no such tool."
 }
 
 // failure turns an error of the library into the SDK's kinds. The

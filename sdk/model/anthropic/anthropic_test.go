@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +137,52 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	} {
 		if _, err := anthropic.New(c); err == nil {
 			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+// TestToolGate: the model's tool uses run through the gate: a
+// consequential tool runs with every element trusted and not without an
+// approval when untrusted content is in play; the tool's answer goes back
+// as a tool_result and the next reply is the answer.
+func TestToolGate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		lowest agent.Trust
+		runs   bool
+	}{{agent.TrustTrigger, true}, {agent.TrustUnverified, false}} {
+		ran := 0
+		var bodies []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			bodies = append(bodies, string(b))
+			w.Header().Set("Content-Type", "application/json")
+			if len(bodies) == 1 {
+				fmt.Fprint(w, `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"toolu_1","name":"close_ticket","input":{"id":"T-1"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}`)
+				return
+			}
+			fmt.Fprint(w, `{"id":"msg_2","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"Done."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}`)
+		}))
+		tool := agent.Tool{Name: "close_ticket", Consequential: true, Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
+			Call: func(ctx context.Context, args json.RawMessage) (string, error) {
+				ran++
+				return "closed " + string(args), nil
+			}}
+		m, err := anthropic.New(anthropic.Config{BaseURL: srv.URL, Model: "m", APIKey: "k", Tools: []agent.Tool{tool}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := m.Answer(t.Context(), agent.Prompt{System: "s", User: "u", Lowest: c.lowest})
+		srv.Close()
+		if err != nil || got != "Done." || len(bodies) != 2 {
+			t.Fatalf("lowest %s: %q %v after %d requests", c.lowest, got, err, len(bodies))
+		}
+		if want := map[bool]int{true: 1, false: 0}[c.runs]; ran != want {
+			t.Fatalf("lowest %s: the tool ran %d times, want %d", c.lowest, ran, want)
+		}
+		if !strings.Contains(bodies[0], `"name":"close_ticket"`) || !strings.Contains(bodies[1], `"tool_use_id":"toolu_1"`) ||
+			c.runs != strings.Contains(bodies[1], `closed {\"id\":\"T-1\"}`) {
+			t.Fatalf("lowest %s: requests %s", c.lowest, bodies)
 		}
 	}
 }

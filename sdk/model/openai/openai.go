@@ -5,8 +5,8 @@
 // rendered prompt as one system and one user message, retries 429, 5xx and
 // network failures with bounded backoff (the server's Retry-After first),
 // marks a reply cut at the length limit, refuses an empty or malformed
-// reply, and offers function tools only while the context holds nothing
-// unverified (agent.ToolsAllowed).
+// reply, and runs the model's tool calls behind the approval gate
+// (agent.RunTool).
 package openai
 
 import (
@@ -151,8 +151,10 @@ func (m *Model) Endpoint() string { return m.endpoint }
 
 // Answer sends prompt.System and prompt.User and returns the first
 // choice's content; a reply cut at the length limit ends with
-// agent.LengthNote. Tools are offered only when
-// agent.ToolsAllowed(prompt.Lowest).
+// agent.LengthNote. The model's tool calls run through agent.RunTool (a
+// consequential one with untrusted content in play only after the run's
+// person approved it), and their answers go back to the model until it
+// answers in text.
 //
 // Errors: ctx.Err() (wrapped) when ctx ends, which aborts a request in
 // flight; context.DeadlineExceeded (wrapped) when Timeout passes;
