@@ -58,6 +58,9 @@ const (
 	liveSync  = "sync"
 	liveSnap  = "snap"
 	liveReset = "reset"
+	// liveBarrier marks a point of the order: once a replica receives its
+	// own barrier it has applied everything committed before it was sent.
+	liveBarrier = "barrier"
 )
 
 // liveMsg is one notification on LiveChannel.
@@ -263,6 +266,8 @@ func (h *liveHub) receive(ctx context.Context, payload string) {
 		}
 	}
 	switch m.Kind {
+	case liveBarrier:
+		h.resolve(m.ID, liveResult{})
 	case liveSync:
 		h.answerSync(ctx, m)
 	case liveSnap:
@@ -458,6 +463,30 @@ func (h *liveHub) adopt(m liveMsg, reset bool) {
 	}
 	for _, k := range kept {
 		h.apply(m.Run, b, k)
+	}
+}
+
+// liveBarrierWait bounds a read's wait for its barrier; past it the read
+// answers what the replica holds.
+const liveBarrierWait = 2 * time.Second
+
+// catchUp returns once this replica has applied every operation committed
+// before the call (its own barrier came back through the listener), so a
+// read after a commit (an answer, an end) sees it; at most
+// liveBarrierWait.
+func (h *liveHub) catchUp(ctx context.Context) {
+	id := ids.New()
+	w := h.expect(id)
+	defer h.forget(id)
+	if err := h.publish(ctx, liveMsg{ID: id, Kind: liveBarrier}); err != nil {
+		return
+	}
+	t := time.NewTimer(liveBarrierWait)
+	defer t.Stop()
+	select {
+	case <-w:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 

@@ -168,6 +168,12 @@ func (s *Service) checkLiveUpdate(u LiveUpdate) error {
 func (s *Service) Lives(ctx context.Context, runIDs []string) (map[string]Live, error) {
 	out := map[string]Live{}
 	held := s.live.current(runIDs)
+	if len(held) > 0 {
+		// Read after write: what committed before this read (an answer,
+		// an end, an update through another replica) is applied first.
+		s.live.catchUp(ctx)
+		held = s.live.current(runIDs)
+	}
 	var rest []string
 	for _, id := range runIDs {
 		if b, ok := held[id]; ok {

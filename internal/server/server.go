@@ -30,6 +30,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/feed"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/mcpface"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/modules"
 	"bothy.example.com/bothy/internal/platform/clock"
@@ -220,6 +221,10 @@ func New(d Deps) (*Server, error) {
 		mm.Handle("/", unmatched(mm))
 		s.metrics = httpx.ChainWith(mm, httpx.Options{Log: d.Logger, Proxies: proxies})
 	}
+	// The MCP face calls the API through the whole handler, as any client
+	// (docs/mcp.md).
+	mcpface.Register(mux, mcpface.Deps{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }),
+		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody})
 	playground.New("/graphql", playground.Options{ActAs: d.PlaygroundActAs}).Register(mux)
 	// Every request no route takes, under /api/v1/ too: 405 with Allow for
 	// a known path, 404 otherwise.

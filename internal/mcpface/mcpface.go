@@ -1,0 +1,168 @@
+// Package mcpface is Bothy's Model Context Protocol face (docs/mcp.md): a
+// Streamable HTTP MCP server on /mcp, authenticated by Bothy bearer
+// tokens, whose tools run the API's own GraphQL operations as the caller
+// through the same door as every request (rights, rate classes, audit,
+// non-disclosure). An agent's token gets the run tools (wait for a run,
+// claim it, read its trust-marked context, answer, stream into the live
+// box, ask for approval, finish); a person's or an app's token gets the
+// people's tools, with exactly that principal's rights.
+package mcpface
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/version"
+	"bothy.example.com/bothy/sdk/agent"
+)
+
+// Path is where the MCP server answers; MetadataPath the protected
+// resource metadata (RFC 9728) that a 401 names.
+const (
+	Path         = "/mcp"
+	MetadataPath = "/.well-known/oauth-protected-resource"
+)
+
+// Deps are what the face needs of the server.
+type Deps struct {
+	// API answers the API's own requests in-process (the server's handler
+	// chain: authentication, rate limits, the door); the tools call
+	// /graphql through it with the caller's token.
+	API http.Handler
+	// Authenticate resolves a bearer token to its principal.
+	Authenticate func(ctx context.Context, token string) (identity.Principal, error)
+	// MaxWait bounds wait_for_run (events.poll_max_wait).
+	MaxWait time.Duration
+	// MaxBody bounds a request's body (http.max_body_bytes).
+	MaxBody int64
+}
+
+// Register mounts /mcp and the protected resource metadata on mux.
+func Register(mux *http.ServeMux, d Deps) {
+	agents := newServer("bothy-agent")
+	addAgentTools(agents, d)
+	people := newServer("bothy")
+	addPeopleTools(people, d)
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil && ti.Extra["kind"] == string(identity.KindAgent) {
+			return agents
+		}
+		return people
+	}, &mcp.StreamableHTTPOptions{
+		// One request, one answer: any replica serves any call, and no
+		// session outlives a request.
+		Stateless:    true,
+		JSONResponse: true,
+		// Every call needs a bearer token (no cookie rides along), so a
+		// rebound DNS name gains nothing; requests through the
+		// documented reverse proxy carry its Host.
+		DisableLocalhostProtection: true,
+	})
+	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		p, err := d.Authenticate(ctx, token)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the token is unknown, revoked or expired", auth.ErrInvalidToken)
+		}
+		return &auth.TokenInfo{UserID: p.ID, Extra: map[string]any{"token": token, "kind": string(p.Kind)}}, nil
+	}
+	mux.Handle(Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The metadata's address follows the address the client used.
+		if d.MaxBody > 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, d.MaxBody)
+		}
+		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: baseURL(r) + MetadataPath,
+			AllowMissingExpiration: true})(h).ServeHTTP(w, r)
+	}))
+	mux.HandleFunc("GET "+MetadataPath, func(w http.ResponseWriter, r *http.Request) {
+		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			Resource:               baseURL(r) + Path,
+			BearerMethodsSupported: []string{"header"},
+			ResourceName:           "Bothy",
+			ResourceDocumentation:  baseURL(r) + "/api/v1",
+		}).ServeHTTP(w, r)
+	})
+}
+
+// baseURL is the scheme and host the request came to (behind a proxy:
+// X-Forwarded-Proto, which the server's chain trusts only from its
+// proxies).
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func newServer(name string) *mcp.Server {
+	return mcp.NewServer(&mcp.Implementation{Name: name, Version: version.Get().Version}, nil)
+}
+
+// callerClient returns an SDK client that speaks to the API in-process
+// with the caller's token, and the holder name of the caller's claims.
+func callerClient(d Deps, req *mcp.CallToolRequest) (*agent.Client, string, error) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return nil, "", errors.New("no bearer token")
+	}
+	token, _ := req.Extra.TokenInfo.Extra["token"].(string)
+	c, err := agent.NewClient("http://bothy.internal", token, agent.ClientOptions{
+		HTTPClient: &http.Client{Transport: inProcess{d.API}}, UserAgent: "bothy-mcp"})
+	if err != nil {
+		return nil, "", err
+	}
+	// One holder per token: an MCP runtime has no process id of its own,
+	// and its calls come one request at a time.
+	sum := sha256.Sum256([]byte(token))
+	return c, "mcp-" + hex.EncodeToString(sum[:8]), nil
+}
+
+// inProcess serves a request with the server's own handler.
+type inProcess struct{ h http.Handler }
+
+// RoundTrip answers r in-process.
+func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	r.RemoteAddr = "127.0.0.1:0"
+	t.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// toolError is what a tool answers for a refused or failed call: the API's
+// code and reason, never content, and the same for a hidden and a missing
+// thing (the API answers both not_found).
+func toolError(err error) error {
+	if code := agent.ErrorCode(err); code != "" {
+		if reason := agent.ErrorReason(err); reason != "" {
+			return fmt.Errorf("%s (%s)", code, reason)
+		}
+		return errors.New(code)
+	}
+	return errors.New("the call failed")
+}
+
+// jsonText renders v as the text content of a tool result.
+func jsonText(v any) *mcp.CallToolResult {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
+}
+
+// firstLine cuts s at its first line break (for descriptions).
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
