@@ -78,7 +78,7 @@ func (c *Client) Approval(ctx context.Context, id string) (Approval, error) {
 		return Approval{}, err
 	}
 	if out.Approval == nil {
-		return Approval{}, &Error{Op: "Approval", HTTPStatus: 200, Errors: []GraphQLError{{Message: "Not found", Extensions: ErrorExtensions{Code: "not_found", Status: 404}}}}
+		return Approval{}, notFound("Approval")
 	}
 	return *out.Approval, nil
 }

@@ -652,7 +652,7 @@ func (c *Client) RunLive(ctx context.Context, runID string) (RunLive, error) {
 		return RunLive{}, err
 	}
 	if out.Run == nil {
-		return RunLive{}, &Error{Op: "RunLive", HTTPStatus: 200, Errors: []GraphQLError{{Message: "Not found", Extensions: ErrorExtensions{Code: "not_found", Status: 404}}}}
+		return RunLive{}, notFound("RunLive")
 	}
 	return out.Run.Live, nil
 }

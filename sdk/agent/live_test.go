@@ -26,22 +26,30 @@ func waitBox(t *testing.T, ctx context.Context, reader *agent.Client, runID stri
 	}
 }
 
+// liveRun has Alex ask Lotse in Support/Eskalation and returns the thread
+// and a client that reads as Alex.
+func liveRun(t *testing.T, env *apitest.Env, key, question string) (string, *agent.Client) {
+	t.Helper()
+	thread := env.Main("Support/Eskalation")
+	env.MustPost("alex", thread, key, question)
+	reader, err := agent.NewClient(env.URL, env.World.Token("alex"), agent.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return thread, reader
+}
+
 // TestLiveStreamsIntoTheBox: with Config.Live, what a handler streams
 // reaches the run's live box before the answer, in pieces sent together;
 // the answer then empties the box, done, keeping the status.
 func TestLiveStreamsIntoTheBox(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
-	thread := env.Main("Support/Eskalation")
-	env.MustPost("alex", thread, "live-1", "@lotse stream it")
-	reader, err := agent.NewClient(env.URL, env.World.Token("alex"), agent.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, reader := liveRun(t, env, "live-1", "@lotse stream it")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var runID string
-	err = agent.Run(ctx, agent.Config{Server: env.URL, Token: env.World.Token("lotse"), Once: true, Live: true, LiveInterval: 10 * time.Millisecond},
+	err := agent.Run(ctx, agent.Config{Server: env.URL, Token: env.World.Token("lotse"), Once: true, Live: true, LiveInterval: 10 * time.Millisecond},
 		func(ctx context.Context, task *agent.Task) error {
 			runID = task.RunID()
 			task.Status(ctx, "looking")
@@ -70,16 +78,11 @@ func TestLiveStreamsIntoTheBox(t *testing.T) {
 func TestLiveStopDuringStream(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
-	thread := env.Main("Support/Eskalation")
-	env.MustPost("alex", thread, "live-stop", "@lotse write a lot")
-	reader, err := agent.NewClient(env.URL, env.World.Token("alex"), agent.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	thread, reader := liveRun(t, env, "live-stop", "@lotse write a lot")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var runID string
-	err = agent.Run(ctx, agent.Config{Server: env.URL, Token: env.World.Token("lotse"), Once: true, Live: true, LiveInterval: 10 * time.Millisecond},
+	err := agent.Run(ctx, agent.Config{Server: env.URL, Token: env.World.Token("lotse"), Once: true, Live: true, LiveInterval: 10 * time.Millisecond},
 		func(hctx context.Context, task *agent.Task) error {
 			runID = task.RunID()
 			task.Stream(hctx, "a partial ")
