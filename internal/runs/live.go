@@ -315,16 +315,26 @@ func (h *liveHub) receiveOp(ctx context.Context, m liveMsg) {
 	b.touched = h.clock.Now()
 	if !b.synced {
 		b.kept = append(b.kept, m)
-		ask := b.asked.IsZero() || h.clock.Now().Sub(b.asked) > liveSyncWait
-		reset := !b.asked.IsZero() && h.clock.Now().Sub(b.asked) > liveSyncWait
+		// Real time, not the service's clock: this waits on the network.
+		ask := b.asked.IsZero()
 		if ask {
-			b.asked = h.clock.Now()
+			b.asked = time.Now()
 		}
 		h.mu.Unlock()
-		if reset {
-			h.sendReset(ctx, m.Run)
-		} else if ask {
+		if ask {
 			h.send(ctx, liveMsg{ID: ids.New(), Run: m.Run, Kind: liveSync})
+			// Nobody holds the box when no snap came in time: reset it
+			// from its stored copy.
+			run, asked := m.Run, b.asked
+			time.AfterFunc(liveSyncWait, func() {
+				h.mu.Lock()
+				cur := h.boxes[run]
+				due := cur != nil && !cur.synced && cur.asked.Equal(asked)
+				h.mu.Unlock()
+				if due {
+					h.sendReset(context.WithoutCancel(ctx), run)
+				}
+			})
 		}
 		return
 	}

@@ -57,6 +57,51 @@ func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id, 
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.RunLiveUpdate, authz.Resource{Kind: authz.KindRun, ID: id}); err != nil {
 		return Live{}, err
 	}
+	if s.hub != nil && !s.hub.Connected() {
+		// An update sent while this replica does not listen would not
+		// come back to it: wait for the listener a moment.
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		connected := s.hub.RetryNow(wctx)
+		cancel()
+		if !connected {
+			return Live{}, problem.Newf(problem.Unavailable, "", "the live box is not reachable now: try again")
+		}
+	}
+	res, err := s.sendLive(ctx, actor, id, holder, u)
+	if errors.Is(err, errLiveUnsure) {
+		// This replica took the box over while the update travelled (it
+		// joined late or reconnected): send it once more against the
+		// box everyone holds now; a version conflict then says it was
+		// taken the first time.
+		res, err = s.sendLive(ctx, actor, id, holder, u)
+	}
+	if err != nil {
+		if errors.Is(err, errLiveUnsure) {
+			return Live{}, problem.Newf(problem.Unavailable, "", "the live box is being recovered: read the run's live box and continue from there")
+		}
+		return Live{}, err
+	}
+	switch {
+	case errors.Is(res.err, livebox.ErrVersion):
+		p := problem.Newf(problem.Conflict, "live_version", "the live box is at another version: continue from currentVersion")
+		v := res.box.Version
+		p.CurrentVersion = &v
+		return Live{}, p
+	case errors.Is(res.err, livebox.ErrEnded):
+		return Live{}, errNotActive()
+	case errors.Is(res.err, livebox.ErrTooLong):
+		return Live{}, problem.Invalid(problem.FieldError{Pointer: "/append", Code: "too_long", Detail: "the live box's text would exceed run.live_max_bytes"})
+	}
+	anchor := ""
+	if b := s.live.current([]string{id})[id]; b.anchor != "" {
+		anchor = b.anchor
+	}
+	return Live{RunID: id, AnchorID: anchor, Box: res.box}, nil
+}
+
+// sendLive checks the run and sends one update, and returns what this
+// replica decided of it; errLiveUnsure when it cannot know.
+func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id, holder string, u LiveUpdate) (liveResult, error) {
 	m := liveMsg{ID: ids.New(), Run: id, Kind: string(livebox.Update), Base: u.BaseVersion, Append: u.Append, Replace: u.Replace,
 		Status: u.Status, Done: u.Done, At: s.clock.Now().UnixMicro()}
 	wait := s.live.expect(m.ID)
@@ -86,7 +131,7 @@ func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id, 
 		return s.live.publish(ctx, m)
 	})
 	if err != nil {
-		return Live{}, problem.Internal("runs.UpdateLive", err)
+		return liveResult{}, problem.Internal("runs.UpdateLive", err)
 	}
 	if lost {
 		// The loss is applied the way every call of the agent applies it.
@@ -96,39 +141,24 @@ func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id, 
 		if err == nil {
 			err = errTriggerRevoked()
 		}
-		return Live{}, err
+		return liveResult{}, err
 	}
 	if refusal != nil {
-		return Live{}, refusal
+		return liveResult{}, refusal
 	}
 	timer := time.NewTimer(liveDecideWait)
 	defer timer.Stop()
-	var res liveResult
 	select {
-	case res = <-wait:
+	case res := <-wait:
+		if res.err != nil && errors.Is(res.err, errLiveUnsure) {
+			return liveResult{}, errLiveUnsure
+		}
+		return res, nil
 	case <-timer.C:
-		return Live{}, problem.Newf(problem.Unavailable, "", "the live box did not answer in time: read the run's live box and continue from there")
+		return liveResult{}, problem.Newf(problem.Unavailable, "", "the live box did not answer in time: read the run's live box and continue from there")
 	case <-ctx.Done():
-		return Live{}, problem.Internal("runs.UpdateLive", ctx.Err())
+		return liveResult{}, problem.Internal("runs.UpdateLive", ctx.Err())
 	}
-	switch {
-	case errors.Is(res.err, livebox.ErrVersion):
-		p := problem.Newf(problem.Conflict, "live_version", "the live box is at another version: continue from currentVersion")
-		v := res.box.Version
-		p.CurrentVersion = &v
-		return Live{}, p
-	case errors.Is(res.err, livebox.ErrEnded):
-		return Live{}, errNotActive()
-	case errors.Is(res.err, livebox.ErrTooLong):
-		return Live{}, problem.Invalid(problem.FieldError{Pointer: "/append", Code: "too_long", Detail: "the live box's text would exceed run.live_max_bytes"})
-	case res.err != nil:
-		return Live{}, problem.Newf(problem.Unavailable, "", "the live box is being recovered: read the run's live box and continue from there")
-	}
-	anchor := ""
-	if b := s.live.current([]string{id})[id]; b.anchor != "" {
-		anchor = b.anchor
-	}
-	return Live{RunID: id, AnchorID: anchor, Box: res.box}, nil
 }
 
 // checkLiveUpdate validates an update's members.
