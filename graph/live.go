@@ -22,7 +22,7 @@ type Live struct {
 	// Log receives internal errors of subscriptions.
 	Log *slog.Logger
 	// Verdicts shares the decisions on live boxes among the subscriptions
-	// of the replica; nil decides each subscription alone.
+	// of the replica; nil gives each subscription a cache of its own.
 	Verdicts *LiveVerdicts
 }
 

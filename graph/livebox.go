@@ -110,15 +110,15 @@ func (r *Resolver) liveSide(ctx context.Context, now func(context.Context) (iden
 	sub := r.Runs.SubscribeLive(queue)
 	out := make(chan func(string) (model.Event, bool))
 	hub := r.Runs.Hub()
-	verdicts := map[string]liveVerdict{}
+	verdicts := r.Live.Verdicts
+	if verdicts == nil {
+		verdicts = NewLiveVerdicts()
+	}
 	// sent is the last version delivered per run: a change the
 	// subscription receives again (it came in while the catch-up was
 	// read) is not delivered twice.
 	sent := map[string]int{}
 	visible := func(ctx context.Context, runID string) (liveVerdict, error) {
-		if v, ok := verdicts[runID]; ok && v.fresh() {
-			return v, nil
-		}
 		gen := hub.Changed()
 		p, ok, err := now(ctx)
 		if err != nil || !ok {
@@ -136,17 +136,7 @@ func (r *Resolver) liveSide(ctx context.Context, now func(context.Context) (iden
 			}
 			return v, nil
 		}
-		var v liveVerdict
-		if r.Live.Verdicts != nil {
-			v, err = r.Live.Verdicts.decide(p, runID, gen, decide)
-		} else {
-			v, err = decide()
-		}
-		if err != nil {
-			return liveVerdict{}, err
-		}
-		verdicts[runID] = v
-		return v, nil
+		return verdicts.decide(p, runID, gen, decide)
 	}
 	// stop closes the connection (4413: the client resumes and reads the
 	// boxes again) when the reader fell behind or a change could not be

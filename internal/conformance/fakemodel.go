@@ -246,7 +246,8 @@ func (f *fakeModel) streamHeld(w http.ResponseWriter, r *http.Request, api, mode
 	f.mu.Lock()
 	release := f.release
 	f.mu.Unlock()
-	piece, end := func(string) {}, func() {}
+	var piece func(string)
+	var end func()
 	if api == "openai" {
 		st := openaitest.StartStream(w, model)
 		piece, end = st.Piece, func() { st.End("") }

@@ -530,6 +530,22 @@ func (k *kit) live(ctx context.Context, run string) (liveBox, error) {
 	return out.Run.Live, nil
 }
 
+// askWhileStreaming has Alex ask question in Support/Eskalation while the
+// model streams streamed and pauses (the kit releases it after every
+// scenario), and returns once the run's box shows what was streamed.
+func (k *kit) askWhileStreaming(ctx context.Context, question, streamed, rest string) (asked, *modelCall, error) {
+	k.model.reset(step{Streamed: streamed, Text: rest})
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", question)
+	if err != nil {
+		return asked{}, nil, err
+	}
+	call, err := k.model.next(ctx)
+	if err != nil {
+		return asked{}, nil, err
+	}
+	return a, call, k.streamedShown(ctx, a.run, strings.TrimSpace(streamed))
+}
+
 // streamedShown waits until run's box shows text (what the model streamed
 // before it paused).
 func (k *kit) streamedShown(ctx context.Context, run, text string) error {
@@ -547,17 +563,9 @@ func (k *kit) streamedShown(ctx context.Context, run, text string) error {
 }
 
 func streamsLiveBox(ctx context.Context, k *kit) error {
-	k.model.reset(step{Streamed: "The printer on floor 2 ", Text: "is back online."})
-	defer k.model.releaseHeld()
-	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse is the printer on floor 2 back?")
-	if err != nil {
-		return err
-	}
-	if _, err := k.model.next(ctx); err != nil {
-		return err
-	}
 	// Before the answer: readers see what the model wrote so far.
-	if err := k.streamedShown(ctx, a.run, "The printer on floor 2"); err != nil {
+	a, _, err := k.askWhileStreaming(ctx, "@lotse is the printer on floor 2 back?", "The printer on floor 2 ", "is back online.")
+	if err != nil {
 		return err
 	}
 	k.model.releaseHeld()
@@ -576,17 +584,8 @@ func streamsLiveBox(ctx context.Context, k *kit) error {
 }
 
 func stopDuringStream(ctx context.Context, k *kit) error {
-	k.model.reset(step{Streamed: "Let me look through the logs ", Text: "and here is everything."})
-	defer k.model.releaseHeld()
-	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse write me the whole incident report")
+	a, call, err := k.askWhileStreaming(ctx, "@lotse write me the whole incident report", "Let me look through the logs ", "and here is everything.")
 	if err != nil {
-		return err
-	}
-	call, err := k.model.next(ctx)
-	if err != nil {
-		return err
-	}
-	if err := k.streamedShown(ctx, a.run, "Let me look"); err != nil {
 		return err
 	}
 	// Alex says stop while the model streams.

@@ -213,11 +213,10 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 		}
 		cur.State, cur.OptionID, cur.DecidedBy, cur.DecidedAt = ApprovalDecided, optionID, actor.ID, &now
 		out = cur
-		r, evs, err := s.resumeAfterApproval(ctx, r, cur, path.ChannelID)
+		_, evs, err := s.resumeAfterApproval(ctx, r, cur, path.ChannelID)
 		if err != nil {
 			return err
 		}
-		_ = r
 		return s.events.Append(ctx, evs...)
 	})
 	return out, err

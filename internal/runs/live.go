@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/runs/livebox"
 )
@@ -123,10 +122,12 @@ type LiveEvent struct {
 	Delta                      livebox.Delta
 }
 
-// liveResult is what a replica learned of its own update.
+// liveResult is what a replica learned of its own update: the box after
+// it (with the anchor that shows it), or why it was refused.
 type liveResult struct {
-	box livebox.Box
-	err error
+	box    livebox.Box
+	anchor string
+	err    error
 }
 
 // errLiveUnsure answers an own update that was decided while this replica
@@ -139,7 +140,7 @@ type replicaBox struct {
 	box            livebox.Box
 	synced         bool
 	// kept are the operations received while not synced; asked is when
-	// this replica last asked for the box.
+	// this replica asked for the box (zero until it did).
 	kept  []liveMsg
 	asked time.Time
 	// history are the last deltas, for readers that resume.
@@ -148,6 +149,8 @@ type replicaBox struct {
 	last string
 	// dirty says the stored copy is behind a change this replica must
 	// write; endedAt when the box ended (evicted liveKeepEnded later).
+	// These times, like asked and touched, are the replica's own clock:
+	// they pace memory and the network, not the run.
 	dirty   bool
 	endedAt time.Time
 	// touched is when an operation last reached the box.
@@ -158,7 +161,6 @@ type replicaBox struct {
 type liveHub struct {
 	st       *store
 	log      *slog.Logger
-	clock    clock.Clock
 	replica  string
 	maxBytes int
 	flush    time.Duration
@@ -175,14 +177,14 @@ type liveHub struct {
 	announced chan struct{}
 }
 
-func newLiveHub(st *store, log *slog.Logger, c clock.Clock, maxBytes int, flush time.Duration) *liveHub {
+func newLiveHub(st *store, log *slog.Logger, maxBytes int, flush time.Duration) *liveHub {
 	if maxBytes <= 0 {
 		maxBytes = 64 << 10
 	}
 	if flush <= 0 {
 		flush = 250 * time.Millisecond
 	}
-	return &liveHub{st: st, log: log, clock: c, replica: ids.New(), maxBytes: maxBytes, flush: flush, kick: make(chan struct{}, 1),
+	return &liveHub{st: st, log: log, replica: ids.New(), maxBytes: maxBytes, flush: flush, kick: make(chan struct{}, 1),
 		boxes: map[string]*replicaBox{}, waiters: map[string]chan liveResult{}, subs: map[*LiveSubscription]struct{}{},
 		announced: make(chan struct{})}
 }
@@ -312,7 +314,7 @@ func (h *liveHub) receiveOp(ctx context.Context, m liveMsg) {
 		h.mu.Unlock()
 	}
 	h.mu.Lock()
-	b.touched = h.clock.Now()
+	b.touched = time.Now()
 	if !b.synced {
 		b.kept = append(b.kept, m)
 		// Real time, not the service's clock: this waits on the network.
@@ -369,10 +371,10 @@ func (h *liveHub) apply(run string, b *replicaBox, m liveMsg) {
 		}
 	}
 	if nb.Ended && b.endedAt.IsZero() {
-		b.endedAt = h.clock.Now()
+		b.endedAt = time.Now()
 	}
 	if w := h.waiters[m.ID]; w != nil {
-		w <- liveResult{box: b.box, err: err}
+		w <- liveResult{box: b.box, anchor: b.anchor, err: err}
 		delete(h.waiters, m.ID)
 	}
 }
@@ -529,7 +531,7 @@ func (h *liveHub) run(ctx context.Context) {
 		case <-tick.C:
 		case <-h.kick:
 		case <-purge.C:
-			if err := h.st.purgeLiveOps(ctx, h.clock.Now().Add(-time.Minute)); err != nil && ctx.Err() == nil {
+			if err := h.st.purgeLiveOps(ctx, time.Minute); err != nil && ctx.Err() == nil {
 				h.log.WarnContext(ctx, "purging live box operations failed", "error", err.Error())
 			}
 			continue
@@ -545,7 +547,7 @@ func (h *liveHub) write(ctx context.Context) {
 		box livebox.Box
 	}
 	var todo []item
-	now := h.clock.Now()
+	now := time.Now()
 	h.mu.Lock()
 	for run, b := range h.boxes {
 		if b.dirty && b.synced {

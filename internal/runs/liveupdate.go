@@ -92,11 +92,7 @@ func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id, 
 	case errors.Is(res.err, livebox.ErrTooLong):
 		return Live{}, problem.Invalid(problem.FieldError{Pointer: "/append", Code: "too_long", Detail: "the live box's text would exceed run.live_max_bytes"})
 	}
-	anchor := ""
-	if b := s.live.current([]string{id})[id]; b.anchor != "" {
-		anchor = b.anchor
-	}
-	return Live{RunID: id, AnchorID: anchor, Box: res.box}, nil
+	return Live{RunID: id, AnchorID: res.anchor, Box: res.box}, nil
 }
 
 // sendLive checks the run and sends one update, and returns what this
@@ -128,10 +124,13 @@ func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id, ho
 		if refusal = fence(r, holder); refusal != nil {
 			return nil
 		}
-		return s.live.publish(ctx, m)
+		if err := s.live.publish(ctx, m); err != nil {
+			return problem.Internal("runs.UpdateLive", err)
+		}
+		return nil
 	})
 	if err != nil {
-		return liveResult{}, problem.Internal("runs.UpdateLive", err)
+		return liveResult{}, err
 	}
 	if lost {
 		// The loss is applied the way every call of the agent applies it.
@@ -150,7 +149,7 @@ func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id, ho
 	defer timer.Stop()
 	select {
 	case res := <-wait:
-		if res.err != nil && errors.Is(res.err, errLiveUnsure) {
+		if errors.Is(res.err, errLiveUnsure) {
 			return liveResult{}, errLiveUnsure
 		}
 		return res, nil

@@ -75,7 +75,7 @@ type Deps struct {
 func NewService(d Deps) *Service {
 	s := &Service{store: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
 		messaging: d.Messaging, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
-	s.live = newLiveHub(&s.store, d.Log, d.Clock, d.LiveMaxBytes, d.LiveFlushInterval)
+	s.live = newLiveHub(&s.store, d.Log, d.LiveMaxBytes, d.LiveFlushInterval)
 	if d.Hub != nil {
 		d.Hub.live = s.live
 	}

@@ -125,10 +125,11 @@ func (s *store) liveOp(ctx context.Context, id string) (string, error) {
 	return body, err
 }
 
-// purgeLiveOps deletes the large operations stored before before (every
-// replica read them long ago).
-func (s *store) purgeLiveOps(ctx context.Context, before time.Time) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM run_live_ops WHERE created_at < $1`, before)
+// purgeLiveOps deletes the large operations stored longer than age ago by
+// the database's clock, which stamped them (every replica read them long
+// ago).
+func (s *store) purgeLiveOps(ctx context.Context, age time.Duration) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM run_live_ops WHERE created_at < now() - make_interval(secs => $1)`, age.Seconds())
 	return err
 }
 

@@ -123,7 +123,7 @@ func subscribeLive(t testing.TB, env *apitest.Env, token string, liveFrom []map[
 	// reaches the subscription, however late it starts.
 	end := env.Count(`SELECT coalesce(max(seq), 0)::int FROM event_log`)
 	vars := map[string]any{"lf": liveFrom, "a": fmt.Sprint(end)}
-	l.send(map[string]any{"id": "s", "type": "subscribe", "payload": map[string]any{"query": `subscription($lf: [LiveCursor!], $a: String) { events(after: $a, liveFrom: $lf) { __typename seq channelId ... on RunLiveUpdatedEvent { runId messageId version append replace status done } } }`,
+	l.send(map[string]any{"id": "s", "type": "subscribe", "payload": map[string]any{"query": `subscription($lf: [LiveCursor!], $a: String) { events(after: $a, liveFrom: $lf) { __typename seq channelId ... on MessageEvent { messageId } ... on RunLiveUpdatedEvent { runId messageId version append replace status done } } }`,
 		"variables": vars}})
 	return l
 }
@@ -329,11 +329,12 @@ func TestLiveBox_OnlyReadersOfTheThreadReceive(t *testing.T) {
 		if strings.Contains(string(s), "RunLiveUpdatedEvent") || strings.Contains(string(s), "secret draft") {
 			t.Fatalf("sam received a change of a box he may not read: %s", s)
 		}
-		if strings.Contains(string(s), `"MessageEvent"`) {
+		// Sam's stream stands after the box's change once his own
+		// message arrives.
+		if strings.Contains(string(s), `"messageId":"`+marker["id"].(string)+`"`) {
 			break
 		}
 	}
-	_ = marker
 }
 
 // TestLiveBox_AcrossReplicasAndReconnect: the holder writes through one

@@ -39,6 +39,11 @@ func liveRun(t *testing.T, env *apitest.Env, key, question string) (string, *age
 	return thread, reader
 }
 
+// runLive runs Lotse with Config.Live for one run handled by h.
+func runLive(ctx context.Context, env *apitest.Env, h agent.Handler) error {
+	return agent.Run(ctx, agent.Config{Server: env.URL, Token: env.World.Token("lotse"), Once: true, Live: true, LiveInterval: 10 * time.Millisecond}, h)
+}
+
 // TestLiveStreamsIntoTheBox: with Config.Live, what a handler streams
 // reaches the run's live box before the answer, in pieces sent together;
 // the answer then empties the box, done, keeping the status.
@@ -49,7 +54,7 @@ func TestLiveStreamsIntoTheBox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var runID string
-	err := agent.Run(ctx, agent.Config{Server: env.URL, Token: env.World.Token("lotse"), Once: true, Live: true, LiveInterval: 10 * time.Millisecond},
+	err := runLive(ctx, env,
 		func(ctx context.Context, task *agent.Task) error {
 			runID = task.RunID()
 			task.Status(ctx, "looking")
@@ -82,7 +87,7 @@ func TestLiveStopDuringStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var runID string
-	err := agent.Run(ctx, agent.Config{Server: env.URL, Token: env.World.Token("lotse"), Once: true, Live: true, LiveInterval: 10 * time.Millisecond},
+	err := runLive(ctx, env,
 		func(hctx context.Context, task *agent.Task) error {
 			runID = task.RunID()
 			task.Stream(hctx, "a partial ")
