@@ -144,7 +144,7 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 		return nil, problem.Invalid(problem.FieldError{Pointer: "holder", Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
 	}
 	in := messageInput(input)
-	in.Holder = deref(holder)
+	in.Holder = holderOf(p, holder)
 	m, replayed, err := r.Messaging.Create(ctx, p, threadID, in)
 	if err != nil {
 		return nil, err
@@ -289,6 +289,33 @@ func (r *mutationResolver) ArchiveSpace(ctx context.Context, id string) (*model.
 		return nil, err
 	}
 	return spaceModel(s), nil
+}
+
+func (r *queryResolver) Channels(ctx context.Context, first *int, after *string) (*model.ChannelConnection, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := noEmpty(optionalMember{"after", after}); err != nil {
+		return nil, err
+	}
+	page, err := r.Chat.Channels(ctx, p, deref(after), listSize(first))
+	if err != nil {
+		return nil, err
+	}
+	list := make([]*model.Channel, len(page.Channels))
+	for i, c := range page.Channels {
+		list[i] = channelModel(c)
+	}
+	out := &model.ChannelConnection{}
+	out.Edges, out.Nodes = edgesOf(list, func(i int) string { return list[i].ID },
+		func(c string, n *model.Channel) *model.ChannelEdge { return &model.ChannelEdge{Cursor: c, Node: n} })
+	last := ""
+	if n := len(list); n > 0 {
+		last = list[n-1].ID
+	}
+	out.PageInfo = pageInfo(last, after, page.More)
+	return out, nil
 }
 
 // Space is the resolver for the space field.

@@ -259,3 +259,13 @@ func approvalModel(a runs.Approval, agentID string, private bool) *model.Approva
 	}
 	return m
 }
+
+// holderOf is the holder argument of a run operation: the one given, or,
+// when none is, the holder a run token was minted for (the runner's
+// process, whose claim the token's child acts under).
+func holderOf(p identity.Principal, holder *string) string {
+	if holder == nil || *holder == "" {
+		return p.RunHolder
+	}
+	return *holder
+}

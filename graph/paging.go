@@ -102,3 +102,12 @@ func threadSeqCursor(after *string) (int64, error) {
 	}
 	return n, nil
 }
+
+// listSize is the page size of a list whose first defaults to 50: the
+// value given (a module refuses one outside its bounds), or 50.
+func listSize(first *int) int {
+	if first == nil {
+		return 50
+	}
+	return *first
+}

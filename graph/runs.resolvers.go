@@ -72,7 +72,7 @@ func (r *mutationResolver) StartRun(ctx context.Context, id string, holder *stri
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Start(ctx, p, id, deref(holder))
+	run, err := r.Runs.Start(ctx, p, id, holderOf(p, holder))
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +89,18 @@ func (r *mutationResolver) RenewRun(ctx context.Context, id string, holder strin
 		return nil, err
 	}
 	return runModel(run), nil
+}
+
+func (r *mutationResolver) CreateRunToken(ctx context.Context, runID string, holder string) (*model.RunToken, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := r.Runs.CreateRunToken(ctx, p, runID, holder)
+	if err != nil {
+		return nil, err
+	}
+	return &model.RunToken{Token: tok.Token, RunID: runID, Holder: holder}, nil
 }
 
 func (r *mutationResolver) AckAgentEvents(ctx context.Context, upTo string) (*model.AgentCursor, error) {
@@ -110,7 +122,7 @@ func (r *mutationResolver) UpdateRunLive(ctx context.Context, runID string, hold
 		return nil, err
 	}
 	done := input.Done != nil && *input.Done
-	lv, err := r.Runs.UpdateLive(ctx, p, runID, deref(holder), runs.LiveUpdate{BaseVersion: input.BaseVersion, Append: deref(input.Append),
+	lv, err := r.Runs.UpdateLive(ctx, p, runID, holderOf(p, holder), runs.LiveUpdate{BaseVersion: input.BaseVersion, Append: deref(input.Append),
 		Replace: input.Replace, Status: input.Status, Done: done})
 	if err != nil {
 		return nil, err
@@ -127,7 +139,7 @@ func (r *mutationResolver) AwaitRunInput(ctx context.Context, id string, holder 
 	if err := noEmpty(optionalMember{"holder", holder}); err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.AwaitInput(ctx, p, id, deref(holder))
+	run, err := r.Runs.AwaitInput(ctx, p, id, holderOf(p, holder))
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +155,7 @@ func (r *mutationResolver) FinishRun(ctx context.Context, id string, input model
 	if err := noEmpty(optionalMember{"/reason", input.Reason}, optionalMember{"holder", holder}); err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Finish(ctx, p, id, deref(holder), input.Outcome, deref(input.Reason))
+	run, err := r.Runs.Finish(ctx, p, id, holderOf(p, holder), input.Outcome, deref(input.Reason))
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +171,7 @@ func (r *mutationResolver) CancelRun(ctx context.Context, id string, holder *str
 	if err := noEmpty(optionalMember{"holder", holder}); err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Cancel(ctx, p, id, deref(holder))
+	run, err := r.Runs.Cancel(ctx, p, id, holderOf(p, holder))
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +220,7 @@ func (r *mutationResolver) RequestApproval(ctx context.Context, runID string, ho
 		}
 		req.ExpiresIn = *input.ExpiresIn
 	}
-	a, err := r.Runs.RequestApproval(ctx, p, runID, deref(holder), req)
+	a, err := r.Runs.RequestApproval(ctx, p, runID, holderOf(p, holder), req)
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +238,33 @@ func (r *mutationResolver) RespondToApproval(ctx context.Context, id string, opt
 		return nil, err
 	}
 	return approvalModel(a, "", true), nil
+}
+
+func (r *queryResolver) TriggeredRuns(ctx context.Context, first *int, after *string) (*model.RunConnection, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := noEmpty(optionalMember{"after", after}); err != nil {
+		return nil, err
+	}
+	page, err := r.Runs.Triggered(ctx, p, deref(after), listSize(first))
+	if err != nil {
+		return nil, err
+	}
+	list := make([]*model.Run, len(page.Runs))
+	for i, x := range page.Runs {
+		list[i] = runModel(x)
+	}
+	out := &model.RunConnection{}
+	out.Edges, out.Nodes = edgesOf(list, func(i int) string { return list[i].ID },
+		func(c string, n *model.Run) *model.RunEdge { return &model.RunEdge{Cursor: c, Node: n} })
+	last := ""
+	if n := len(list); n > 0 {
+		last = list[n-1].ID
+	}
+	out.PageInfo = pageInfo(last, after, page.More)
+	return out, nil
 }
 
 // Run is the resolver for the run field.

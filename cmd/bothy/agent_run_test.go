@@ -43,7 +43,7 @@ func TestAgentRunHelpNamesFlagsAndEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	help := errOut.String()
-	for _, want := range []string{"--model", "-base-url", "-model-name", "-model-timeout", "-model-max-tokens", "(default 2m0s)", "BOTHY_AGENT_TOKEN", "BOTHY_MODEL_API_KEY", "openai"} {
+	for _, want := range []string{"--model", "-base-url", "-model-name", "-model-timeout", "-model-max-tokens", "(default 2m0s)", "BOTHY_AGENT_TOKEN", "BOTHY_MODEL_API_KEY", "openai", "-runner", "BOTHY_MCP_TOKEN"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("agent run --help lacks %q:\n%s", want, help)
 		}

@@ -27,6 +27,10 @@ var otherEnv = []string{
 	modelBaseURLEnv,
 	modelNameEnv,
 	toolsEnv,
+	// What bothy agent run --runner hands to its command (sdk/runner).
+	"BOTHY_MCP_URL",
+	"BOTHY_MCP_TOKEN",
+	"BOTHY_RUN_ID",
 	"BOTHY_CONFORMANCE_TOOLS",
 	"BOTHY_CONFORMANCE_DEBUG",
 	"BOTHY_TEST_DATABASE_URL",

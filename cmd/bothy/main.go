@@ -35,6 +35,7 @@ import (
 	"bothy.example.com/bothy/sdk/httptool"
 	"bothy.example.com/bothy/sdk/model/anthropic"
 	"bothy.example.com/bothy/sdk/model/openai"
+	"bothy.example.com/bothy/sdk/runner"
 )
 
 const usage = `bothy: the Bothy team chat server
@@ -610,9 +611,12 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	modelName := fs.String("model-name", "", "--model openai or anthropic: the model to ask, e.g. gpt-4o-mini, llama3.2 or claude-sonnet-4-5")
 	modelTimeout := fs.Duration("model-timeout", 120*time.Second, "--model openai or anthropic: longest time for one answer, retries included")
 	outbox := fs.String("outbox", "", "a folder where each answer is kept from before it is sent until the server has it;\nanswers a stopped process left there are sent again at the next start (default: none)")
+	runnerCmd := fs.String("runner", "", "a shell command started once per run instead of a model: an MCP-capable agent runtime that answers\nthrough "+
+		"the server's /mcp with the run token it finds in $BOTHY_MCP_TOKEN (URL in $BOTHY_MCP_URL, run in $BOTHY_RUN_ID,\nthe trust-aware prompt on its stdin); "+
+		"exit 0 having answered completes the run (docs/mcp.md#runner)")
 	maxTokens := fs.Int("model-max-tokens", 0, "--model openai or anthropic: max tokens of each answer (0: the server's default for openai, 1024 for anthropic)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--live=false] [--model echo|openai|anthropic --base-url URL --model-name NAME]\n\n"+
+		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--live=false] [--model echo|openai|anthropic --base-url URL --model-name NAME | --runner COMMAND]\n\n"+
 			"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
 			"starts the run, answers with the model and finishes the run.\n\n"+
 			"Environment (each flag that is absent takes its variable):\n"+
@@ -665,6 +669,12 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
+	if *runnerCmd != "" {
+		if given["model"] || *tools != "" || *baseURL != "" || *modelName != "" {
+			return errors.New("--runner answers with its command: --model, --tools, --base-url and --model-name do not apply")
+		}
+		return runRunner(ctx, log, *serverURL, *token, *runnerCmd, agent.Config{Once: *once, Logger: log, Transport: *transport, MaxConcurrent: *maxConcurrent}, stderr)
+	}
 	var m agent.Model
 	switch *model {
 	case "echo":
@@ -712,6 +722,26 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// runRunner runs the adapter with a runner (sdk/runner): each run goes to
+// command, which answers through /mcp on a run token.
+func runRunner(ctx context.Context, log *slog.Logger, serverURL, token, command string, cfg agent.Config, stderr io.Writer) error {
+	client, err := agent.NewClient(serverURL, token, agent.ClientOptions{})
+	if err != nil {
+		return err
+	}
+	cfg.Client, cfg.Token, cfg.Server, cfg.Holder = client, token, serverURL, agent.NewHolder()
+	h, err := runner.Handler(runner.Config{Command: command, Client: client, Server: serverURL, Holder: cfg.Holder, Output: stderr})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	if err := agent.Run(ctx, cfg, h); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil

@@ -33,6 +33,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/db"
@@ -669,6 +670,7 @@ http {
 	}
 	cids := nginxCorrelation(t, client, base, w.Principals["alex"].Token)
 	nginxSubscription(t, client, base, w)
+	nginxMCP(t, client, base, w)
 	for i, p := range []*proc{p1, p2} {
 		seen := 0
 		for _, l := range p.logs.Lines(t) {
@@ -735,6 +737,52 @@ func nginxCorrelation(t *testing.T, client *http.Client, base, token string) []s
 // nginx, as a browser on the proxy's port would (with its Origin, port
 // included: nginx must pass the Host with its port, or Bothy refuses the
 // origin), and waits for the event of a message posted through nginx.
+// mcpBearer adds a bearer token to the requests of an MCP client.
+type mcpBearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b mcpBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// nginxMCP checks /mcp through the proxy: the Go SDK's client lists and
+// calls Alex's tools over the proxy's TLS address (the SDK's localhost
+// protection must not refuse the proxy's Host), and the protected resource
+// metadata names the address the client used, with https.
+func nginxMCP(t *testing.T, client *http.Client, base string, w *world.World) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "through-nginx", Version: "1"}, nil)
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
+		HTTPClient: &http.Client{Transport: mcpBearer{w.Principals["alex"].Token, client.Transport}}}, nil)
+	if err != nil {
+		t.Fatalf("MCP through nginx: %v", err)
+	}
+	defer s.Close()
+	tools, err := s.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 6 {
+		t.Fatalf("MCP tools through nginx: %v %v", tools, err)
+	}
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "list_channels", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_channels through nginx: %v %+v", err, res)
+	}
+	resp, err := client.Get(base + "/.well-known/oauth-protected-resource")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"resource":"`+base+`/mcp"`) {
+		t.Fatalf("protected resource metadata through nginx: %s", body)
+	}
+}
+
 func nginxSubscription(t *testing.T, client *http.Client, base string, w *world.World) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

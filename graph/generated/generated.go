@@ -187,6 +187,17 @@ type ComplexityRoot struct {
 		Switches            func(childComplexity int) int
 	}
 
+	ChannelConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	ChannelEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	ChannelEvent struct {
 		Channel   func(childComplexity int) int
 		ChannelID func(childComplexity int) int
@@ -309,6 +320,7 @@ type ComplexityRoot struct {
 		CreateGroup           func(childComplexity int, name string) int
 		CreateMessage         func(childComplexity int, threadID string, input model.MessageCreate, holder *string) int
 		CreatePrincipal       func(childComplexity int, input model.PrincipalCreate) int
+		CreateRunToken        func(childComplexity int, runID string, holder string) int
 		CreateSpace           func(childComplexity int, input model.SpaceCreate) int
 		CreateThread          func(childComplexity int, channelID string, input model.ThreadCreate) int
 		CreateToken           func(childComplexity int, principalID string, input model.TokenCreate) int
@@ -377,19 +389,21 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		AgentEvents func(childComplexity int, after *string, waitSeconds *int, first *int) int
-		Approval    func(childComplexity int, id string) int
-		Channel     func(childComplexity int, id string) int
-		Events      func(childComplexity int, after *string, limit *int, first *int) int
-		Group       func(childComplexity int, id string) int
-		Message     func(childComplexity int, id string) int
-		Node        func(childComplexity int, id string) int
-		Principals  func(childComplexity int, after *string, limit *int, first *int) int
-		Run         func(childComplexity int, id string) int
-		Space       func(childComplexity int, id string) int
-		Thread      func(childComplexity int, id string) int
-		Tokens      func(childComplexity int, principalID string, first *int, after *string) int
-		Viewer      func(childComplexity int) int
+		AgentEvents   func(childComplexity int, after *string, waitSeconds *int, first *int) int
+		Approval      func(childComplexity int, id string) int
+		Channel       func(childComplexity int, id string) int
+		Channels      func(childComplexity int, first *int, after *string) int
+		Events        func(childComplexity int, after *string, limit *int, first *int) int
+		Group         func(childComplexity int, id string) int
+		Message       func(childComplexity int, id string) int
+		Node          func(childComplexity int, id string) int
+		Principals    func(childComplexity int, after *string, limit *int, first *int) int
+		Run           func(childComplexity int, id string) int
+		Space         func(childComplexity int, id string) int
+		Thread        func(childComplexity int, id string) int
+		Tokens        func(childComplexity int, principalID string, first *int, after *string) int
+		TriggeredRuns func(childComplexity int, first *int, after *string) int
+		Viewer        func(childComplexity int) int
 	}
 
 	Run struct {
@@ -433,6 +447,12 @@ type ComplexityRoot struct {
 		Type      func(childComplexity int) int
 	}
 
+	RunConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
 	RunContext struct {
 		ChannelContext     func(childComplexity int) int
 		ContextFloorSeq    func(childComplexity int) int
@@ -459,6 +479,11 @@ type ComplexityRoot struct {
 		ThreadSeq        func(childComplexity int) int
 		Truncated        func(childComplexity int) int
 		Trust            func(childComplexity int) int
+	}
+
+	RunEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 
 	RunLive struct {
@@ -507,6 +532,12 @@ type ComplexityRoot struct {
 		ThreadID  func(childComplexity int) int
 		Type      func(childComplexity int) int
 		Version   func(childComplexity int) int
+	}
+
+	RunToken struct {
+		Holder func(childComplexity int) int
+		RunID  func(childComplexity int) int
+		Token  func(childComplexity int) int
 	}
 
 	Space struct {
@@ -685,6 +716,7 @@ type MutationResolver interface {
 	UnarchiveChannel(ctx context.Context, id string) (*model.Channel, error)
 	StartRun(ctx context.Context, id string, holder *string) (*model.Run, error)
 	RenewRun(ctx context.Context, id string, holder string) (*model.Run, error)
+	CreateRunToken(ctx context.Context, runID string, holder string) (*model.RunToken, error)
 	AckAgentEvents(ctx context.Context, upTo string) (*model.AgentCursor, error)
 	UpdateRunLive(ctx context.Context, runID string, holder *string, input model.RunLiveUpdate) (*model.RunLive, error)
 	AwaitRunInput(ctx context.Context, id string, holder *string) (*model.Run, error)
@@ -701,11 +733,13 @@ type QueryResolver interface {
 	Principals(ctx context.Context, after *string, limit *int, first *int) (*model.PrincipalPage, error)
 	Tokens(ctx context.Context, principalID string, first *int, after *string) (*model.TokenList, error)
 	Group(ctx context.Context, id string) (*model.Group, error)
+	Channels(ctx context.Context, first *int, after *string) (*model.ChannelConnection, error)
 	Space(ctx context.Context, id string) (*model.Space, error)
 	Channel(ctx context.Context, id string) (*model.Channel, error)
 	Thread(ctx context.Context, id string) (*model.Thread, error)
 	Message(ctx context.Context, id string) (*model.Message, error)
 	Events(ctx context.Context, after *string, limit *int, first *int) (*model.EventPage, error)
+	TriggeredRuns(ctx context.Context, first *int, after *string) (*model.RunConnection, error)
 	Run(ctx context.Context, id string) (*model.Run, error)
 	AgentEvents(ctx context.Context, after *string, waitSeconds *int, first *int) (*model.AgentEventPage, error)
 	Approval(ctx context.Context, id string) (*model.Approval, error)
@@ -1324,6 +1358,38 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Channel.Switches(childComplexity), true
 
+	case "ChannelConnection.edges":
+		if e.ComplexityRoot.ChannelConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelConnection.Edges(childComplexity), true
+	case "ChannelConnection.nodes":
+		if e.ComplexityRoot.ChannelConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelConnection.Nodes(childComplexity), true
+	case "ChannelConnection.pageInfo":
+		if e.ComplexityRoot.ChannelConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelConnection.PageInfo(childComplexity), true
+
+	case "ChannelEdge.cursor":
+		if e.ComplexityRoot.ChannelEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEdge.Cursor(childComplexity), true
+	case "ChannelEdge.node":
+		if e.ComplexityRoot.ChannelEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelEdge.Node(childComplexity), true
+
 	case "ChannelEvent.channel":
 		if e.ComplexityRoot.ChannelEvent.Channel == nil {
 			break
@@ -1911,6 +1977,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreatePrincipal(childComplexity, args["input"].(model.PrincipalCreate)), true
+	case "Mutation.createRunToken":
+		if e.ComplexityRoot.Mutation.CreateRunToken == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createRunToken_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateRunToken(childComplexity, args["runId"].(string), args["holder"].(string)), true
 	case "Mutation.createSpace":
 		if e.ComplexityRoot.Mutation.CreateSpace == nil {
 			break
@@ -2353,6 +2430,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Channel(childComplexity, args["id"].(string)), true
+	case "Query.channels":
+		if e.ComplexityRoot.Query.Channels == nil {
+			break
+		}
+
+		args, err := ec.field_Query_channels_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Channels(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.events":
 		if e.ComplexityRoot.Query.Events == nil {
 			break
@@ -2453,6 +2541,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tokens(childComplexity, args["principalId"].(string), args["first"].(*int), args["after"].(*string)), true
+	case "Query.triggeredRuns":
+		if e.ComplexityRoot.Query.TriggeredRuns == nil {
+			break
+		}
+
+		args, err := ec.field_Query_triggeredRuns_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.TriggeredRuns(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.viewer":
 		if e.ComplexityRoot.Query.Viewer == nil {
 			break
@@ -2655,6 +2754,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RunCancelRequestedEvent.Type(childComplexity), true
 
+	case "RunConnection.edges":
+		if e.ComplexityRoot.RunConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunConnection.Edges(childComplexity), true
+	case "RunConnection.nodes":
+		if e.ComplexityRoot.RunConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunConnection.Nodes(childComplexity), true
+	case "RunConnection.pageInfo":
+		if e.ComplexityRoot.RunConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunConnection.PageInfo(childComplexity), true
+
 	case "RunContext.channelContext":
 		if e.ComplexityRoot.RunContext.ChannelContext == nil {
 			break
@@ -2788,6 +2906,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunContextMessage.Trust(childComplexity), true
+
+	case "RunEdge.cursor":
+		if e.ComplexityRoot.RunEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunEdge.Cursor(childComplexity), true
+	case "RunEdge.node":
+		if e.ComplexityRoot.RunEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunEdge.Node(childComplexity), true
 
 	case "RunLive.done":
 		if e.ComplexityRoot.RunLive.Done == nil {
@@ -3008,6 +3139,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunStateChangedEvent.Version(childComplexity), true
+
+	case "RunToken.holder":
+		if e.ComplexityRoot.RunToken.Holder == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunToken.Holder(childComplexity), true
+	case "RunToken.runId":
+		if e.ComplexityRoot.RunToken.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunToken.RunID(childComplexity), true
+	case "RunToken.token":
+		if e.ComplexityRoot.RunToken.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunToken.Token(childComplexity), true
 
 	case "Space.archived":
 		if e.ComplexityRoot.Space.Archived == nil {
@@ -4778,7 +4928,37 @@ type EventEdge {
   node: Event!
 }
 
+"A page of channels."
+type ChannelConnection {
+  "The channels of this page with their cursors, in creation order."
+  edges: [ChannelEdge!]!
+  "The channels of this page, in creation order."
+  nodes: [Channel!]!
+  "Where this page ends."
+  pageInfo: PageInfo!
+}
+
+"A channel of a page."
+type ChannelEdge {
+  "Pass it as after to continue behind this channel."
+  cursor: String!
+  "The channel."
+  node: Channel!
+}
+
 extend type Query {
+  """
+  The channels the caller may read, in creation order: those of the spaces
+  and channels its grants name, those it operates as an agent; every
+  channel for an owner. Archived ones are listed (archived: true). Takes one
+  rl.read token.
+  """
+  channels(
+    "Channels per page, 1 to 100; absent takes 50."
+    first: Int
+    "The endCursor of the previous page (or an edge's cursor); absent for the first page."
+    after: String
+  ): ChannelConnection!
   "A space the caller may read."
   space(
     "The space's id."
@@ -5345,7 +5525,47 @@ type AgentCursor {
   position: String!
 }
 
+"A run token as minted (createRunToken): its secret is shown only here."
+type RunToken {
+  "The token (bothy_r_...): pass it as a bearer token."
+  token: String!
+  "The run it is bound to."
+  runId: ID!
+  "The holder it acts as when a call names none."
+  holder: String!
+}
+
+"A page of runs."
+type RunConnection {
+  "The runs of this page with their cursors, newest first."
+  edges: [RunEdge!]!
+  "The runs of this page, newest first."
+  nodes: [Run!]!
+  "Where this page ends."
+  pageInfo: PageInfo!
+}
+
+"A run of a page."
+type RunEdge {
+  "Pass it as after to continue behind this run."
+  cursor: String!
+  "The run."
+  node: Run!
+}
+
 extend type Query {
+  """
+  The runs the caller started (its message triggered them) whose thread it
+  may read now, newest first: what a person's own assistant asked for.
+  Agents and apps trigger no runs and get an empty list. Takes one rl.read
+  token.
+  """
+  triggeredRuns(
+    "Runs per page, 1 to 100; absent takes 50."
+    first: Int
+    "The endCursor of the previous page (or an edge's cursor); absent for the first page."
+    after: String
+  ): RunConnection!
   "A run the caller may read (READ on its thread)."
   run(
     "The run's id."
@@ -5388,6 +5608,22 @@ extend type Mutation {
     "The adapter process that holds the run."
     holder: String!
   ): Run
+  """
+  Mints a run token for holder, the process that holds the caller's own run
+  (run.token.create, audited; renews the lease): a token of kind run that
+  may call only this run's operations (read it, its context and its thread;
+  renew, update the live box, request approvals, answer, await input,
+  finish) as that holder, on GraphQL, REST and /mcp alike, and dies when the
+  run ends. Anything else answers forbidden run_token_scope, another run or
+  thread not_found. conflict run_claimed when holder does not hold the run,
+  run_not_active once it ended. A run token cannot mint one.
+  """
+  createRunToken(
+    "The run (the caller's own)."
+    runId: ID!
+    "The adapter process that holds the run (the holder of startRun)."
+    holder: String!
+  ): RunToken!
   "Stores how far the caller has processed its stream; backwards is a no-op. Acknowledging an agent.followup delivers its follow-up."
   ackAgentEvents(
     "A seq of the caller's stream (an event's seq or a nextAfter); \"now\", an empty string and a seq beyond the end answer invalid_cursor."
@@ -5803,6 +6039,28 @@ func (ec *executionContext) childFields_Channel(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type Channel", field.Name)
 }
 
+func (ec *executionContext) childFields_ChannelConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_ChannelConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_ChannelConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_ChannelConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ChannelConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_ChannelEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_ChannelEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_ChannelEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ChannelEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_ChannelSwitches(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "freeResponse":
@@ -6113,6 +6371,18 @@ func (ec *executionContext) childFields_RunAnswer(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type RunAnswer", field.Name)
 }
 
+func (ec *executionContext) childFields_RunConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_RunConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_RunConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_RunConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RunConnection", field.Name)
+}
+
 func (ec *executionContext) childFields_RunContext(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "runId":
@@ -6169,6 +6439,16 @@ func (ec *executionContext) childFields_RunContextMessage(ctx context.Context, f
 	return nil, fmt.Errorf("no field named %q was found under type RunContextMessage", field.Name)
 }
 
+func (ec *executionContext) childFields_RunEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_RunEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_RunEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RunEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_RunLive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "runId":
@@ -6195,6 +6475,18 @@ func (ec *executionContext) childFields_RunSession(ctx context.Context, field gr
 		return ec.fieldContext_RunSession_mode(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RunSession", field.Name)
+}
+
+func (ec *executionContext) childFields_RunToken(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "token":
+		return ec.fieldContext_RunToken_token(ctx, field)
+	case "runId":
+		return ec.fieldContext_RunToken_runId(ctx, field)
+	case "holder":
+		return ec.fieldContext_RunToken_holder(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RunToken", field.Name)
 }
 
 func (ec *executionContext) childFields_Space(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6692,6 +6984,28 @@ func (ec *executionContext) field_Mutation_createPrincipal_args(ctx context.Cont
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createRunToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "runId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["runId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "holder",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["holder"] = arg1
 	return args, nil
 }
 
@@ -7255,6 +7569,28 @@ func (ec *executionContext) field_Query_channel_args(ctx context.Context, rawArg
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_channels_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_events_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7426,6 +7762,28 @@ func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_triggeredRuns_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -9809,6 +10167,157 @@ func (ec *executionContext) _Channel_mainThreadId(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_Channel_mainThreadId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Channel", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ChannelConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.ChannelConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ChannelEdge) graphql.Marshaler {
+			return ec.marshalNChannelEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ChannelConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ChannelEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ChannelConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ChannelConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Channel) graphql.Marshaler {
+			return ec.marshalNChannel2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ChannelConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ChannelConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.ChannelConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ChannelConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ChannelEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _ChannelEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+			return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ChannelEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Channel(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ChannelEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.ChannelEvent) (ret graphql.Marshaler) {
@@ -12870,6 +13379,50 @@ func (ec *executionContext) fieldContext_Mutation_renewRun(ctx context.Context, 
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createRunToken(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createRunToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateRunToken(ctx, fc.Args["runId"].(string), fc.Args["holder"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunToken) graphql.Marshaler {
+			return ec.marshalNRunToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunToken(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createRunToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunToken(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createRunToken_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_ackAgentEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14057,6 +14610,50 @@ func (ec *executionContext) fieldContext_Query_group(ctx context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_channels(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_channels(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Channels(ctx, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ChannelConnection) graphql.Marshaler {
+			return ec.marshalNChannelConnection2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_channels(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ChannelConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_channels_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_space(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14271,6 +14868,50 @@ func (ec *executionContext) fieldContext_Query_events(ctx context.Context, field
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_events_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_triggeredRuns(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_triggeredRuns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().TriggeredRuns(ctx, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunConnection) graphql.Marshaler {
+			return ec.marshalNRunConnection2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_triggeredRuns(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_triggeredRuns_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -15302,6 +15943,102 @@ func (ec *executionContext) fieldContext_RunCancelRequestedEvent_runId(_ context
 	return graphql.NewScalarFieldContext("RunCancelRequestedEvent", field, false, false, "ID")
 }
 
+func (ec *executionContext) _RunConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.RunConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunEdge) graphql.Marshaler {
+			return ec.marshalNRunEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.RunConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RunConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.RunConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _RunContext_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunContext) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -15869,6 +16606,61 @@ func (ec *executionContext) _RunContextMessage_alreadyDelivered(ctx context.Cont
 }
 func (ec *executionContext) fieldContext_RunContextMessage_alreadyDelivered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RunEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.RunEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.RunEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _RunLive_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunLive) (ret graphql.Marshaler) {
@@ -16706,6 +17498,75 @@ func (ec *executionContext) fieldContext_RunStateChangedEvent_run(_ context.Cont
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RunToken_token(ctx context.Context, field graphql.CollectedField, obj *model.RunToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunToken_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunToken_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunToken", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunToken_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunToken_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunToken_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunToken", field, false, false, "ID")
+}
+
+func (ec *executionContext) _RunToken_holder(ctx context.Context, field graphql.CollectedField, obj *model.RunToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunToken_holder(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Holder, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunToken_holder(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunToken", field, false, false, "String")
 }
 
 func (ec *executionContext) _Space_id(ctx context.Context, field graphql.CollectedField, obj *model.Space) (ret graphql.Marshaler) {
@@ -21669,6 +22530,87 @@ func (ec *executionContext) _Channel(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var channelConnectionImplementors = []string{"ChannelConnection"}
+
+func (ec *executionContext) _ChannelConnection(ctx context.Context, sel ast.SelectionSet, obj *model.ChannelConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, channelConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ChannelConnection")
+		case "edges":
+			out.Values[i] = ec._ChannelConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._ChannelConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._ChannelConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var channelEdgeImplementors = []string{"ChannelEdge"}
+
+func (ec *executionContext) _ChannelEdge(ctx context.Context, sel ast.SelectionSet, obj *model.ChannelEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, channelEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ChannelEdge")
+		case "cursor":
+			out.Values[i] = ec._ChannelEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._ChannelEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var channelEventImplementors = []string{"ChannelEvent", "Event"}
 
 func (ec *executionContext) _ChannelEvent(ctx context.Context, sel ast.SelectionSet, obj *model.ChannelEvent) graphql.Marshaler {
@@ -22585,6 +23527,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "createRunToken":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createRunToken(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "ackAgentEvents":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_ackAgentEvents(ctx, field)
@@ -22997,6 +23946,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_group(ctx, field)
 				})
+		case "channels":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_channels(ctx, field)
+				})
 		case "space":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, false,
@@ -23026,6 +23981,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_events(ctx, field)
+				})
+		case "triggeredRuns":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_triggeredRuns(ctx, field)
 				})
 		case "run":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -23328,6 +24289,49 @@ func (ec *executionContext) _RunCancelRequestedEvent(ctx context.Context, sel as
 	return out
 }
 
+var runConnectionImplementors = []string{"RunConnection"}
+
+func (ec *executionContext) _RunConnection(ctx context.Context, sel ast.SelectionSet, obj *model.RunConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunConnection")
+		case "edges":
+			out.Values[i] = ec._RunConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._RunConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._RunConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var runContextImplementors = []string{"RunContext"}
 
 func (ec *executionContext) _RunContext(ctx context.Context, sel ast.SelectionSet, obj *model.RunContext) graphql.Marshaler {
@@ -23477,6 +24481,44 @@ func (ec *executionContext) _RunContextMessage(ctx context.Context, sel ast.Sele
 		case "alreadyDelivered":
 			out.Values[i] = ec._RunContextMessage_alreadyDelivered(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runEdgeImplementors = []string{"RunEdge"}
+
+func (ec *executionContext) _RunEdge(ctx context.Context, sel ast.SelectionSet, obj *model.RunEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunEdge")
+		case "cursor":
+			out.Values[i] = ec._RunEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._RunEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -23772,6 +24814,49 @@ func (ec *executionContext) _RunStateChangedEvent(ctx context.Context, sel ast.S
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._RunStateChangedEvent_run(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runTokenImplementors = []string{"RunToken"}
+
+func (ec *executionContext) _RunToken(ctx context.Context, sel ast.SelectionSet, obj *model.RunToken) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runTokenImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunToken")
+		case "token":
+			out.Values[i] = ec._RunToken_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "runId":
+			out.Values[i] = ec._RunToken_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "holder":
+			out.Values[i] = ec._RunToken_holder(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -25050,9 +26135,65 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNChannel2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Channel) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNChannel2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannel(ctx context.Context, sel ast.SelectionSet, v *model.Channel) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Channel!")
+		return graphql.Null
+	}
+	return ec._Channel(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNChannelConnection2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelConnection(ctx context.Context, sel ast.SelectionSet, v *model.ChannelConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ChannelConnection!")
+		return graphql.Null
+	}
+	return ec._ChannelConnection(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNChannelCreate2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelCreate(ctx context.Context, v any) (model.ChannelCreate, error) {
 	res, err := ec.unmarshalInputChannelCreate(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNChannelEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ChannelEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNChannelEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNChannelEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelEdge(ctx context.Context, sel ast.SelectionSet, v *model.ChannelEdge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ChannelEdge!")
+		return graphql.Null
+	}
+	return ec._ChannelEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNChannelKind2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋchatᚐChannelKind(ctx context.Context, v any) (chat.ChannelKind, error) {
@@ -25671,6 +26812,22 @@ var (
 	}
 )
 
+func (ec *executionContext) marshalNRun2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Run) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNRun2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Run!")
@@ -25703,6 +26860,14 @@ func (ec *executionContext) marshalNRunAnswer2ᚖbothyᚗexampleᚗcomᚋbothy�
 	return ec._RunAnswer(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNRunConnection2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunConnection(ctx context.Context, sel ast.SelectionSet, v *model.RunConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RunConnection!")
+		return graphql.Null
+	}
+	return ec._RunConnection(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNRunContextMessage2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunContextMessagesᚄ(ctx context.Context, sel ast.SelectionSet, v model.RunContextMessages) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "[RunContextMessage!]!")
@@ -25717,6 +26882,30 @@ func (ec *executionContext) marshalNRunContextMessage2ᚖbothyᚗexampleᚗcom�
 		return graphql.Null
 	}
 	return graphql.WrapContextMarshaler(ctx, v)
+}
+
+func (ec *executionContext) marshalNRunEdge2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRunEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRunEdge2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunEdge(ctx context.Context, sel ast.SelectionSet, v *model.RunEdge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RunEdge!")
+		return graphql.Null
+	}
+	return ec._RunEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNRunFinish2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunFinish(ctx context.Context, v any) (model.RunFinish, error) {
@@ -25806,6 +26995,14 @@ var (
 		domain.RunCancelled:    "CANCELLED",
 	}
 )
+
+func (ec *executionContext) marshalNRunToken2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐRunToken(ctx context.Context, sel ast.SelectionSet, v *model.RunToken) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RunToken!")
+		return graphql.Null
+	}
+	return ec._RunToken(ctx, sel, v)
+}
 
 func (ec *executionContext) unmarshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus(ctx context.Context, v any) (messaging.ScanStatus, error) {
 	tmp, err := graphql.UnmarshalString(v)

@@ -195,6 +195,16 @@ type Channel struct {
 
 func (Channel) IsNode() {}
 
+// A page of channels.
+type ChannelConnection struct {
+	// The channels of this page with their cursors, in creation order.
+	Edges []*ChannelEdge `json:"edges"`
+	// The channels of this page, in creation order.
+	Nodes []*Channel `json:"nodes"`
+	// Where this page ends.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
 // A channel to create (createChannel).
 type ChannelCreate struct {
 	// The channel's name, unique in its space: 1 to 80 characters, no surrounding white space or control characters.
@@ -205,6 +215,14 @@ type ChannelCreate struct {
 	Switches *ChannelSwitchesPatch `json:"switches,omitempty"`
 	// The operator mode; INHERIT when absent.
 	Operator *OperatorSet `json:"operator,omitempty"`
+}
+
+// A channel of a page.
+type ChannelEdge struct {
+	// Pass it as after to continue behind this channel.
+	Cursor string `json:"cursor"`
+	// The channel.
+	Node *Channel `json:"node"`
 }
 
 // A change of a channel (updateChannel): absent members stay as they are.
@@ -587,6 +605,24 @@ type RunAnswer struct {
 	ClientMsgID string `json:"clientMsgId"`
 }
 
+// A page of runs.
+type RunConnection struct {
+	// The runs of this page with their cursors, newest first.
+	Edges []*RunEdge `json:"edges"`
+	// The runs of this page, newest first.
+	Nodes []*Run `json:"nodes"`
+	// Where this page ends.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// A run of a page.
+type RunEdge struct {
+	// Pass it as after to continue behind this run.
+	Cursor string `json:"cursor"`
+	// The run.
+	Node *Run `json:"node"`
+}
+
 // How an adapter ends a run (finishRun).
 type RunFinish struct {
 	// The end state.
@@ -633,6 +669,16 @@ type RunSession struct {
 	ID *string `json:"id,omitempty"`
 	// How the run relates to the session.
 	Mode domain.Mode `json:"mode"`
+}
+
+// A run token as minted (createRunToken): its secret is shown only here.
+type RunToken struct {
+	// The token (bothy_r_...): pass it as a bearer token.
+	Token string `json:"token"`
+	// The run it is bound to.
+	RunID string `json:"runId"`
+	// The holder it acts as when a call names none.
+	Holder string `json:"holder"`
 }
 
 // A space: a set of channels with an optional default operator.

@@ -109,11 +109,45 @@ type Actor struct {
 	Kind   identity.Kind
 	Active bool
 	Owner  bool
+	// Run and RunThread narrow an actor authenticated by a run token to
+	// the run-bound actions of that run and the reads of its thread
+	// (RunBound); empty for every other token.
+	Run, RunThread string
 }
 
 // ActorOf returns the Actor view of p.
 func ActorOf(p identity.Principal) Actor {
-	return Actor{ID: p.ID, Kind: p.Kind, Active: p.Active(), Owner: p.Owner()}
+	return Actor{ID: p.ID, Kind: p.Kind, Active: p.Active(), Owner: p.Owner(), Run: p.RunID, RunThread: p.RunThreadID}
+}
+
+// RunBound are the actions a run token may take, on its run (the run
+// actions) or its thread (reads, and the run's answer: the service
+// refuses any other message, messaging.ErrRunTokenScope): what a runner's
+// child needs to read the context and answer, and nothing that reaches
+// beyond the run (no claim, no stream, no token, no other thread).
+var RunBound = map[Action]bool{
+	RunRead: true, RunContextRead: true, RunRenew: true, RunLiveUpdate: true, RunApprovalRequest: true,
+	RunAwaitInput: true, RunFinish: true, ThreadRead: true, MessageRead: true, MessageCreate: true, ViewerRead: true,
+}
+
+// runTokenScope decides the narrowing of a run token (a.Run set) before
+// the rules: a resource of the chat outside its run and thread is
+// refused like a missing one (not_found), so a run token learns nothing
+// of other runs; an action outside RunBound is forbidden. ok is true
+// when the rules decide on.
+func runTokenScope(action Action, a Actor, p Path) (Decision, bool) {
+	switch {
+	case p.Kind == KindRun && p.ID == a.Run, (p.Kind == KindThread || p.Kind == KindMessage) && p.ThreadID == a.RunThread:
+	case p.Kind == KindPrincipal && p.ID == a.ID && action == ViewerRead:
+	case p.Kind == KindSpace || p.Kind == KindChannel || p.Kind == KindThread || p.Kind == KindMessage || p.Kind == KindRun || p.Kind == KindGrant:
+		return deny(problem.NotFound, ReasonNoGrant, None), false
+	default:
+		return deny(problem.Forbidden, ReasonRunToken, None), false
+	}
+	if !RunBound[action] {
+		return deny(problem.Forbidden, ReasonRunToken, None), false
+	}
+	return Decision{}, true
 }
 
 // EffectiveLevel is the level of actor on the resource at p before the
@@ -169,19 +203,22 @@ type Action string
 
 // The actions.
 const (
-	ThreadRead         Action = "thread.read"
-	MessageRead        Action = "message.read"
-	RunRead            Action = "run.read"
-	ChannelRead        Action = "channel.read"
-	SpaceRead          Action = "space.read"
-	MessageCreate      Action = "message.create"
-	MessageDelete      Action = "message.delete"
-	ThreadCreate       Action = "thread.create"
-	ThreadClose        Action = "thread.close"
-	ThreadMove         Action = "thread.move"
-	RunContextRead     Action = "run.context.read"
-	RunStart           Action = "run.start"
-	RunRenew           Action = "run.renew"
+	ThreadRead     Action = "thread.read"
+	MessageRead    Action = "message.read"
+	RunRead        Action = "run.read"
+	ChannelRead    Action = "channel.read"
+	SpaceRead      Action = "space.read"
+	MessageCreate  Action = "message.create"
+	MessageDelete  Action = "message.delete"
+	ThreadCreate   Action = "thread.create"
+	ThreadClose    Action = "thread.close"
+	ThreadMove     Action = "thread.move"
+	RunContextRead Action = "run.context.read"
+	RunStart       Action = "run.start"
+	RunRenew       Action = "run.renew"
+	// RunTokenCreate mints a run token for the run's holder (the agent
+	// itself; audited).
+	RunTokenCreate     Action = "run.token.create"
 	RunLiveUpdate      Action = "run.live.update"
 	RunApprovalRequest Action = "run.approval.request"
 	// ApprovalRespond is a person's answer to an approval: trigger on the
@@ -201,6 +238,10 @@ const (
 	ChannelArchive       Action = "channel.archive"
 	SpaceArchive         Action = "space.archive"
 	EventsList           Action = "events.list"
+	// ChannelsList lists the channels the caller may read; RunsList the
+	// runs the caller started (both across the instance, with a Scope).
+	ChannelsList Action = "channel.list"
+	RunsList     Action = "run.list"
 	// Administration (owners only, audited): people, agents, apps, tokens,
 	// groups, spaces and channels.
 	PrincipalCreate   Action = "principal.create"
@@ -263,6 +304,8 @@ var Table = map[Action]Spec{
 	ChannelRead:          {needRead, ratelimit.Read, false},
 	SpaceRead:            {needRead, ratelimit.Read, false},
 	EventsList:           {needRead, ratelimit.Read, false},
+	ChannelsList:         {needRead, ratelimit.Read, false},
+	RunsList:             {needRead, ratelimit.Read, false},
 	ViewerRead:           {needRead, ratelimit.Read, false},
 	MessageTrigger:       {needTrigger, ratelimit.Message, false},
 	MessageCreate:        {needWrite, ratelimit.Message, false},
@@ -273,6 +316,7 @@ var Table = map[Action]Spec{
 	RunContextRead:       {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunStart:             {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunRenew:             {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunTokenCreate:       {needAgentSelf, ratelimit.AgentRuntime, true},
 	RunLiveUpdate:        {needAgentSelf, ratelimit.AgentRuntime, false},
 	RunApprovalRequest:   {needAgentSelf, ratelimit.AgentRuntime, false},
 	ApprovalRespond:      {needTrigger, ratelimit.Message, true},
@@ -311,11 +355,14 @@ var Table = map[Action]Spec{
 
 // scoped are the list actions across the instance: an allow carries the
 // reader's Scope, the predicate the list selects by.
-var scoped = map[Action]bool{EventsList: true}
+var scoped = map[Action]bool{EventsList: true, ChannelsList: true, RunsList: true}
 
 // Reasons of denials (audit and body).
 const (
-	ReasonNoGrant         = "no_grant"
+	ReasonNoGrant = "no_grant"
+	// ReasonRunToken refuses a run token an action outside its run's
+	// operations (RunBound).
+	ReasonRunToken        = "run_token_scope"
 	ReasonNotSelf         = "not_self"
 	ReasonSubjectKind     = "subject_kind_not_allowed"
 	ReasonChannelArchived = "channel_archived"
@@ -375,6 +422,11 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 	}
 	if !p.Exists {
 		return deny(problem.NotFound, ReasonNotFound, None)
+	}
+	if a.Run != "" {
+		if d, ok := runTokenScope(action, a, p); !ok {
+			return d
+		}
 	}
 	raw := EffectiveLevel(a, grant, p)
 	level := Capped(raw, p)

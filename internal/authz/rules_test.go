@@ -80,6 +80,8 @@ func TestDecide(t *testing.T) {
 	archived := with(thread, func(p *authz.Path) { p.ChannelArchived = true })
 	run := with(thread, func(p *authz.Path) { p.Kind = authz.KindRun; p.OwnerID = "a" })
 	msg := with(thread, func(p *authz.Path) { p.Kind = authz.KindMessage; p.AuthorID = "p" })
+	runToken := authz.Actor{ID: "a", Kind: identity.KindAgent, Active: true, Run: "r1", RunThread: "t"}
+	runR := with(run, func(p *authz.Path) { p.ID = "r1" })
 	tests := []struct {
 		name   string
 		action authz.Action
@@ -142,6 +144,23 @@ func TestDecide(t *testing.T) {
 		{"events list by agent", authz.EventsList, agent, authz.None, authz.Instance().Path, true, "", ""},
 		{"events list by person", authz.EventsList, person, authz.None, authz.Instance().Path, true, "", ""},
 		{"events list by inactive person", authz.EventsList, authz.Actor{ID: "p", Kind: identity.KindUser}, authz.None, authz.Instance().Path, false, problem.NotFound, authz.ReasonNoGrant},
+		// A run token (Actor.Run): its run and thread, the run-bound actions.
+		{"run token reads its run", authz.RunRead, runToken, authz.Read, runR, true, "", ""},
+		{"run token finishes its run", authz.RunFinish, runToken, authz.Read, runR, true, "", ""},
+		{"run token reads its thread", authz.ThreadRead, runToken, authz.Read, thread, true, "", ""},
+		{"run token answers in its thread", authz.MessageCreate, runToken, authz.Write, thread, true, "", ""},
+		{"run token reads a message of its thread", authz.MessageRead, runToken, authz.Read, msg, true, "", ""},
+		{"run token reads itself", authz.ViewerRead, runToken, authz.None, authz.Own(authz.KindPrincipal, "a").Path, true, "", ""},
+		{"run token claims", authz.RunStart, runToken, authz.Read, runR, false, problem.Forbidden, authz.ReasonRunToken},
+		{"run token mints", authz.RunTokenCreate, runToken, authz.Read, runR, false, problem.Forbidden, authz.ReasonRunToken},
+		{"run token cancels", authz.RunCancel, runToken, authz.Read, runR, false, problem.Forbidden, authz.ReasonRunToken},
+		{"run token on another run", authz.RunRead, runToken, authz.Read, with(runR, func(p *authz.Path) { p.ID = "r2" }), false, problem.NotFound, authz.ReasonNoGrant},
+		{"run token in another thread", authz.ThreadRead, runToken, authz.Trigger, with(thread, func(p *authz.Path) { p.ThreadID = "t2" }), false, problem.NotFound, authz.ReasonNoGrant},
+		{"run token on the channel", authz.ChannelRead, runToken, authz.Trigger, with(thread, func(p *authz.Path) { p.Kind = authz.KindChannel; p.ThreadID = "" }), false, problem.NotFound, authz.ReasonNoGrant},
+		{"run token on a missing run", authz.RunRead, runToken, authz.Read, authz.Path{Kind: authz.KindRun}, false, problem.NotFound, authz.ReasonNotFound},
+		{"run token lists events", authz.EventsList, runToken, authz.None, authz.Instance().Path, false, problem.Forbidden, authz.ReasonRunToken},
+		{"run token polls", authz.AgentEventsPoll, runToken, authz.None, authz.Own(authz.KindAgent, "a").Path, false, problem.Forbidden, authz.ReasonRunToken},
+		{"run token without the grant", authz.RunRead, runToken, authz.None, runR, false, problem.NotFound, authz.ReasonNoGrant},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

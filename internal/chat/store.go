@@ -453,6 +453,22 @@ func (s *store) channelsByID(ctx context.Context, idList []string) (map[string]C
 	return channels, nil
 }
 
+// channelPage reads at most limit channels after the channel id after
+// (empty: from the first), in id order (creation order): every channel
+// when all, else those of idList.
+func (s *store) channelPage(ctx context.Context, all bool, idList []string, after string, limit int) ([]Channel, error) {
+	var afterID any
+	if after != "" {
+		afterID = after
+	}
+	rows, err := db.Q(ctx, s.pool).Query(ctx, channelSelect+` WHERE ($1 OR c.id = ANY($2::uuid[])) AND ($3::uuid IS NULL OR c.id > $3)
+		ORDER BY c.id LIMIT $4`, all, idList, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("channel page: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Channel, error) { return scanChannel(r) })
+}
+
 // threadOperators reads the fixed operator of each thread in idList.
 func (s *store) threadOperators(ctx context.Context, idList []string) (map[string]string, error) {
 	ops := map[string]string{}

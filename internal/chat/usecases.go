@@ -7,6 +7,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -148,4 +149,46 @@ func internal(err error) error {
 		return nil
 	}
 	return problem.Internal("chat.internal", err)
+}
+
+// ChannelPage is a page of channels, in creation order.
+type ChannelPage struct {
+	Channels []Channel
+	// More says whether channels follow the page.
+	More bool
+}
+
+// Channels returns the channels actor may read (channels.list across the
+// instance: those of the spaces and channels its grants name, those it
+// operates as an agent; every channel for an owner), in creation order
+// after the channel id after (empty for the first page), at most limit.
+//
+// Errors: rate_limited; invalid for a limit outside 1 to 100 or an after
+// that is no channel id (invalid_cursor); not_found for an inactive actor.
+func (u *UseCases) Channels(ctx context.Context, actor identity.Principal, after string, limit int) (ChannelPage, error) {
+	if limit < 1 || limit > 100 {
+		return ChannelPage{}, problem.Invalid(problem.FieldError{Pointer: "first", Code: "out_of_range", Detail: "must lie between 1 and 100"})
+	}
+	if after != "" && !ids.Valid(after) {
+		return ChannelPage{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
+	}
+	d, _, err := u.authz.Authorize(ctx, actor, authz.ChannelsList, authz.Instance())
+	if err != nil {
+		return ChannelPage{}, err
+	}
+	var chans []string
+	if !d.Scope.All {
+		if chans, _, err = u.chat.VisibleIn(ctx, *d.Scope); err != nil {
+			return ChannelPage{}, internal(err)
+		}
+	}
+	list, err := u.chat.channelPage(ctx, d.Scope.All, chans, after, limit+1)
+	if err != nil {
+		return ChannelPage{}, internal(err)
+	}
+	page := ChannelPage{Channels: list}
+	if len(list) > limit {
+		page.Channels, page.More = list[:limit], true
+	}
+	return page, nil
 }

@@ -50,6 +50,11 @@ type Principal struct {
 	Status      Status
 	IsOwner     bool
 	CreatedAt   time.Time
+	// RunID, RunThreadID and RunHolder are set when the principal was
+	// authenticated by a run token (CreateRunToken): it acts only on that
+	// run, as that holder, and reads only that run's thread (the door
+	// narrows it: authz.Actor.Run). Empty for every other token.
+	RunID, RunThreadID, RunHolder string
 }
 
 // Active reports whether p may act.
@@ -125,6 +130,8 @@ const (
 	PrefixSession = "bothy_s_"
 	PrefixAgent   = "bothy_a_"
 	PrefixApp     = "bothy_p_"
+	// PrefixRun starts a run token (CreateRunToken).
+	PrefixRun = "bothy_r_"
 )
 
 // TokenKind is the kind of a token, fixed by its principal's kind (the
@@ -139,6 +146,9 @@ const (
 	TokenAgent TokenKind = "agent"
 	// TokenApp is an app's token.
 	TokenApp TokenKind = "app"
+	// TokenRun is an agent's token for one run (CreateRunToken): never
+	// listed, it lives while its run is active.
+	TokenRun TokenKind = "run"
 )
 
 // tokenKind maps a principal kind to the kind and prefix of its tokens.
@@ -183,7 +193,7 @@ func (s *Service) Authenticate(ctx context.Context, tok string) (Principal, erro
 //
 // Errors: those of Authenticate.
 func (s *Service) AuthenticateUntil(ctx context.Context, tok string) (Principal, *time.Time, error) {
-	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) {
+	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) && !IsRunToken(tok) {
 		return Principal{}, nil, problem.New(problem.Unauthorized, "")
 	}
 	p, tokenID, lastUsed, expires, err := s.tokenHolder(ctx, hashToken(tok))

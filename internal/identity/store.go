@@ -158,9 +158,15 @@ func (s *store) SetStatus(ctx context.Context, id string, st Status) error {
 // insertToken stores token it of principal principalID, as the hash of
 // its clear text, created at now and expiring at expires (nil: never).
 func (s *store) insertToken(ctx context.Context, it IssuedToken, principalID string, now time.Time, expires any) error {
+	return s.insertBoundToken(ctx, it, principalID, now, expires, nil, nil)
+}
+
+// insertBoundToken stores it, bound to runID and holder when they are not
+// nil (a run token).
+func (s *store) insertBoundToken(ctx context.Context, it IssuedToken, principalID string, now time.Time, expires, runID, holder any) error {
 	sqlText, args := db.SQL.Insert("tokens").
-		Columns("id", "principal_id", "kind", "hash", "label", "expires_at", "created_at").
-		Values(it.ID, principalID, it.Kind, hashToken(it.Token), it.Label, expires, now).MustSql()
+		Columns("id", "principal_id", "kind", "hash", "label", "expires_at", "created_at", "run_id", "run_holder").
+		Values(it.ID, principalID, it.Kind, hashToken(it.Token), it.Label, expires, now, runID, holder).MustSql()
 	if _, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...); err != nil {
 		return fmt.Errorf("create token: %w", err)
 	}
@@ -250,14 +256,14 @@ func (s *store) getToken(ctx context.Context, id string) (TokenInfo, error) {
 	if !ids.Valid(id) {
 		return TokenInfo{}, ErrNotFound
 	}
-	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"id": id}).MustSql()
+	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"id": id}).Where(sq.NotEq{"kind": TokenRun}).MustSql()
 	return scanTokenInfo(q.QueryRow(ctx, sqlText, args...))
 }
 
 // ListTokens returns the tokens of principal id, newest first, revoked and
 // expired ones included (so that an owner sees what was issued).
 func (s *store) ListTokens(ctx context.Context, principalID string) ([]TokenInfo, error) {
-	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"principal_id": principalID}).
+	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"principal_id": principalID}).Where(sq.NotEq{"kind": TokenRun}).
 		OrderBy("created_at DESC", "id DESC").MustSql()
 	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
 	if err != nil {
@@ -400,26 +406,43 @@ func (s *store) insertPrincipal(ctx context.Context, p Principal) error {
 }
 
 // tokenHolder returns the principal holding the live token (not revoked,
-// not expired) whose hash is hash, with the token's id and last use, or
-// pgx.ErrNoRows.
+// not expired, and for a run token: its run active) whose hash is hash,
+// with the token's id and last use, or pgx.ErrNoRows. A run token's
+// principal carries its run, thread and holder.
 func (s *store) tokenHolder(ctx context.Context, hash []byte) (p Principal, tokenID string, lastUsed, expires *time.Time, err error) {
-	cols := append(columnsOf("p"), "t.id", "t.last_used_at", "t.expires_at")
-	sqlText, args := db.SQL.Select(cols...).From("tokens t").Join("principals p ON p.id = t.principal_id").
-		Where(sq.Eq{"t.hash": hash}).Where("t.revoked_at IS NULL").
-		Where(sq.Or{sq.Expr("t.expires_at IS NULL"), sq.Gt{"t.expires_at": s.clock.Now()}}).MustSql()
+	cols := append(append(columnsOf("p"), runTokenColumns...), "t.id", "t.last_used_at", "t.expires_at")
+	sqlText, args := liveTokens(cols).Where(sq.Eq{"t.hash": hash}).Where(s.unexpired()).MustSql()
 	err = db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...).Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
-		&tokenID, &lastUsed, &expires)
+		&p.RunID, &p.RunThreadID, &p.RunHolder, &tokenID, &lastUsed, &expires)
 	return p, tokenID, lastUsed, expires, err
 }
 
+// runTokenColumns are a run token's run, thread and holder (empty for
+// every other token).
+var runTokenColumns = []string{"coalesce(ar.id::text, '')", "coalesce(ar.thread_id::text, '')", "coalesce(t.run_holder, '')"}
+
+// liveTokens selects cols from the tokens that are not revoked, with their
+// principals; a run token only while its run is active. active_runs is the
+// runs module's view of the active runs (migrations/00012_run_tokens.sql):
+// the one place identity learns of runs.
+func liveTokens(cols []string) sq.SelectBuilder {
+	return db.SQL.Select(cols...).From("tokens t").Join("principals p ON p.id = t.principal_id").
+		LeftJoin("active_runs ar ON ar.id = t.run_id").
+		Where("t.revoked_at IS NULL").Where("(t.run_id IS NULL OR ar.id IS NOT NULL)")
+}
+
+// unexpired is the predicate of a token that has not expired by the
+// service's clock.
+func (s *store) unexpired() sq.Sqlizer {
+	return sq.Or{sq.Expr("t.expires_at IS NULL"), sq.Gt{"t.expires_at": s.clock.Now()}}
+}
+
 // tokenHolders returns the principals holding the live tokens among hashes
-// (not revoked, not expired), keyed by the hash as a string, in one
+// (as tokenHolder decides each), keyed by the hash as a string, in one
 // statement.
 func (s *store) tokenHolders(ctx context.Context, hashes [][]byte) (map[string]Principal, error) {
-	cols := append(columnsOf("p"), "t.hash")
-	sqlText, args := db.SQL.Select(cols...).From("tokens t").Join("principals p ON p.id = t.principal_id").
-		Where("t.hash = ANY(?)", hashes).Where("t.revoked_at IS NULL").
-		Where(sq.Or{sq.Expr("t.expires_at IS NULL"), sq.Gt{"t.expires_at": s.clock.Now()}}).MustSql()
+	cols := append(append(columnsOf("p"), runTokenColumns...), "t.hash")
+	sqlText, args := liveTokens(cols).Where("t.hash = ANY(?)", hashes).Where(s.unexpired()).MustSql()
 	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, err
@@ -429,7 +452,8 @@ func (s *store) tokenHolders(ctx context.Context, hashes [][]byte) (map[string]P
 	for rows.Next() {
 		var p Principal
 		var hash []byte
-		if err := rows.Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt, &hash); err != nil {
+		if err := rows.Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
+			&p.RunID, &p.RunThreadID, &p.RunHolder, &hash); err != nil {
 			return nil, err
 		}
 		out[string(hash)] = p

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"strings"
 	"time"
 
 	"bothy.example.com/bothy/internal/platform/ids"
@@ -53,13 +54,10 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, label string, tt
 		return IssuedToken{}, err
 	}
 	kind, prefix := tokenKind(p.Kind)
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return IssuedToken{}, fmt.Errorf("token randomness: %w", err)
+	it, now, err := s.newToken(kind, prefix, label)
+	if err != nil {
+		return IssuedToken{}, err
 	}
-	tok := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	now := s.clock.Now().Truncate(time.Microsecond)
-	it := IssuedToken{ID: ids.New(), Token: tok, Kind: kind, Label: label, CreatedAt: now.UTC()}
 	var expires any
 	if ttl > 0 {
 		e := now.Add(ttl)
@@ -67,6 +65,42 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, label string, tt
 		expires = e
 	}
 	if err := s.insertToken(ctx, it, p.ID, now, expires); err != nil {
+		return IssuedToken{}, err
+	}
+	return it, nil
+}
+
+// newToken draws a token of kind: prefix and 32 random bytes.
+func (s *Service) newToken(kind TokenKind, prefix, label string) (IssuedToken, time.Time, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return IssuedToken{}, time.Time{}, fmt.Errorf("token randomness: %w", err)
+	}
+	tok := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	now := s.clock.Now().Truncate(time.Microsecond)
+	return IssuedToken{ID: ids.New(), Token: tok, Kind: kind, Label: label, CreatedAt: now.UTC()}, now, nil
+}
+
+// IsRunToken reports whether tok has the form of a run token (it says
+// nothing of whether it authenticates).
+func IsRunToken(tok string) bool { return strings.HasPrefix(tok, PrefixRun) }
+
+// CreateRunToken issues a run token of agent for the run runID and the
+// holder that claimed it: a principal it authenticates carries RunID,
+// RunThreadID and RunHolder, and it authenticates only while the run is
+// active. The runs module decides who may have one (runs.Service.CreateRunToken)
+// and calls this after; nothing is checked here but the agent's kind.
+//
+// Errors: a principal that is not an agent (invalid); a database error.
+func (s *Service) CreateRunToken(ctx context.Context, agent Principal, runID, holder string) (IssuedToken, error) {
+	if agent.Kind != KindAgent {
+		return IssuedToken{}, problem.Invalid(problem.FieldError{Pointer: "/runId", Code: "invalid", Detail: "run tokens belong to agents"})
+	}
+	it, now, err := s.newToken(TokenRun, PrefixRun, "run "+runID)
+	if err != nil {
+		return IssuedToken{}, err
+	}
+	if err := s.insertBoundToken(ctx, it, agent.ID, now, nil, runID, holder); err != nil {
 		return IssuedToken{}, err
 	}
 	return it, nil

@@ -4,7 +4,8 @@
 // through the same door as every request (rights, rate classes, audit,
 // non-disclosure). An agent's token gets the run tools (wait for a run,
 // claim it, read its trust-marked context, answer, stream into the live
-// box, ask for approval, finish); a person's or an app's token gets the
+// box, ask for approval, finish); a run token (createRunToken) gets the
+// six tools of its claimed run; a person's or an app's token gets the
 // people's tools, with exactly that principal's rights.
 package mcpface
 
@@ -53,10 +54,19 @@ type Deps struct {
 func Register(mux *http.ServeMux, d Deps) {
 	agents := newServer("bothy-agent")
 	addAgentTools(agents, d)
+	runners := newServer("bothy-run")
+	addRunTools(runners, d)
 	people := newServer("bothy")
 	addPeopleTools(people, d)
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil && ti.Extra["kind"] == string(identity.KindAgent) {
+		ti := auth.TokenInfoFromContext(r.Context())
+		if ti == nil {
+			return people
+		}
+		switch run, _ := ti.Extra["run"].(string); {
+		case run != "":
+			return runners
+		case ti.Extra["kind"] == string(identity.KindAgent):
 			return agents
 		}
 		return people
@@ -75,7 +85,7 @@ func Register(mux *http.ServeMux, d Deps) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: the token is unknown, revoked or expired", auth.ErrInvalidToken)
 		}
-		return &auth.TokenInfo{UserID: p.ID, Extra: map[string]any{"token": token, "kind": string(p.Kind)}}, nil
+		return &auth.TokenInfo{UserID: p.ID, Extra: map[string]any{"token": token, "kind": string(p.Kind), "run": p.RunID, "holder": p.RunHolder}}, nil
 	}
 	mux.Handle(Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The metadata's address follows the address the client used.
@@ -121,6 +131,11 @@ func callerClient(d Deps, req *mcp.CallToolRequest) (*agent.Client, string, erro
 		HTTPClient: &http.Client{Transport: inProcess{d.API}}, UserAgent: "bothy-mcp"})
 	if err != nil {
 		return nil, "", err
+	}
+	// A run token acts as the holder it was minted for (the runner that
+	// claimed the run).
+	if h, _ := req.Extra.TokenInfo.Extra["holder"].(string); h != "" {
+		return c, h, nil
 	}
 	// One holder per token: an MCP runtime has no process id of its own,
 	// and its calls come one request at a time.

@@ -27,14 +27,23 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // over Streamable HTTP).
 func connect(t *testing.T, env *apitest.Env, who string) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "bothy-test", Version: "1"}, nil)
-	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: env.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{env.World.Token(who)}}}, nil)
+	s, err := connectToken(t, env, env.World.Token(who))
 	if err != nil {
 		t.Fatalf("connect as %s: %v", who, err)
 	}
-	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// connectToken opens an MCP session to env's /mcp with token.
+func connectToken(t *testing.T, env *apitest.Env, token string) (*mcp.ClientSession, error) {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "bothy-test", Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: env.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+	if err == nil {
+		t.Cleanup(func() { s.Close() })
+	}
+	return s, err
 }
 
 // call calls tool with args and returns its structured content and
@@ -124,6 +133,46 @@ func TestMCPAgentAnswersARun(t *testing.T) {
 	}
 }
 
+// TestMCPRunToken: a run token minted by the run's holder gets the six
+// tools of its run, acts as that holder, reaches no other run (the tool
+// error of a missing one) and dies with its run.
+func TestMCPRunToken(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	agentSession := connect(t, env, "lotse")
+	env.MustPost("alex", env.Main("Support/Allgemein"), "mcp-o", "@lotse the other question")
+	env.MustPost("alex", env.Main("Support/Eskalation"), "mcp-r", "@lotse is the printer back?")
+	var ids []string
+	for range 2 {
+		got, _, _ := call(t, agentSession, "wait_for_run", map[string]any{"wait_seconds": 5})
+		ids = append(ids, got["run"].(map[string]any)["run_id"].(string))
+	}
+	other, id := ids[0], ids[1]
+	env.MustREST(t, http.MethodPost, "/api/v1/runs/"+id+"/start", env.World.Token("lotse"), map[string]any{"holder": "proc-r"}, http.StatusOK)
+	tok := env.MustREST(t, http.MethodPost, "/api/v1/runs/"+id+"/tokens", env.World.Token("lotse"), map[string]any{"holder": "proc-r"}, http.StatusCreated)["token"].(string)
+	s, err := connectToken(t, env, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(toolNames(t, s), ","); got != "await_approval,finish_run,post_answer,read_run_context,request_approval,update_live" {
+		t.Fatalf("run token tools: %s", got)
+	}
+	_, hidden, isErr := call(t, s, "read_run_context", map[string]any{"run_id": other})
+	_, missing, isErr2 := call(t, s, "read_run_context", map[string]any{"run_id": "01a23b18-0000-7000-8000-000000000000"})
+	if !isErr || !isErr2 || hidden != missing || !strings.Contains(hidden, "not_found") {
+		t.Fatalf("another run %q, a missing one %q", hidden, missing)
+	}
+	if out, text, isErr := call(t, s, "post_answer", map[string]any{"run_id": id, "text": "Yes."}); isErr || out["message_id"] == "" {
+		t.Fatalf("post_answer: %s", text)
+	}
+	if out, text, isErr := call(t, s, "finish_run", map[string]any{"run_id": id, "outcome": "completed"}); isErr || out["state"] != "completed" {
+		t.Fatalf("finish_run as the token's holder: %s", text)
+	}
+	if _, err := connectToken(t, env, tok); err == nil || !strings.Contains(err.Error(), "401") && !strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
+		t.Fatalf("the run token after its run: %v", err)
+	}
+}
+
 // TestMCPApproval: the run's holder asks through request_approval; Alex
 // answers on the API; await_approval says approved.
 func TestMCPApproval(t *testing.T) {
@@ -156,8 +205,17 @@ func TestMCPPeopleSeeWhatTheySee(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	alex, sam := connect(t, env, "alex"), connect(t, env, "sam")
-	if got := strings.Join(toolNames(t, alex), ","); got != "get_run,mention_agent,post_message,read_thread" {
+	if got := strings.Join(toolNames(t, alex), ","); got != "get_run,list_channels,list_runs,mention_agent,post_message,read_thread" {
 		t.Fatalf("people's tools: %s", got)
+	}
+	// list_channels lists what the API lists for each.
+	for who, s := range map[string]*mcp.ClientSession{"alex": alex, "sam": sam} {
+		out, text, isErr := call(t, s, "list_channels", map[string]any{})
+		rest := env.MustREST(t, http.MethodGet, "/api/v1/channels", env.World.Token(who), nil, http.StatusOK)
+		chans, _ := out["channels"].([]any)
+		if isErr || len(chans) == 0 || len(chans) != len(rest["nodes"].([]any)) {
+			t.Fatalf("%s list_channels: %s", who, text)
+		}
 	}
 	esk := env.Main("Support/Eskalation")
 	if out, text, isErr := call(t, alex, "read_thread", map[string]any{"thread_id": esk}); isErr || out["id"] != esk {
@@ -174,6 +232,12 @@ func TestMCPPeopleSeeWhatTheySee(t *testing.T) {
 	}
 	if r, text, isErr := call(t, alex, "get_run", map[string]any{"run_id": out["run_id"]}); isErr || r["state"] != "QUEUED" {
 		t.Fatalf("get_run: %s", text)
+	}
+	if l, text, isErr := call(t, alex, "list_runs", map[string]any{}); isErr || len(l["runs"].([]any)) != 1 || l["runs"].([]any)[0].(map[string]any)["id"] != out["run_id"] {
+		t.Fatalf("alex list_runs: %s", text)
+	}
+	if l, text, isErr := call(t, sam, "list_runs", map[string]any{}); isErr || len(l["runs"].([]any)) != 0 {
+		t.Fatalf("sam list_runs: %s", text)
 	}
 	if _, text, isErr := call(t, sam, "get_run", map[string]any{"run_id": out["run_id"]}); !isErr || !strings.Contains(text, "not_found") {
 		t.Fatalf("sam reads alex's run: %s", text)

@@ -191,6 +191,11 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.MessageCreate, authz.Resource{Kind: authz.KindThread, ID: threadID}); err != nil {
 		return Message{}, false, err
 	}
+	// A run token writes its run's answers and nothing else: the door let
+	// it write in its thread, and only the answer is run-bound.
+	if actor.RunID != "" && in.RunID != actor.RunID {
+		return Message{}, false, problem.Newf(problem.Forbidden, authz.ReasonRunToken, "a run token posts only its run's answers (input.runId)")
+	}
 	if err := s.validate(actor, in, "", false); err != nil {
 		return Message{}, false, err
 	}

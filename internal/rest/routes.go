@@ -53,6 +53,16 @@ var coreRoutes = []Route{
 		Document: `query listEvents($after: String, $limit: Int) { events(after: $after, limit: $limit) { events { ` + eventFields + ` } nextAfter } }`,
 	},
 	{
+		OperationID: "listChannels", Action: authz.ChannelsList, Method: http.MethodGet, Path: "/api/v1/channels", Result: "channels",
+		Params:   []Param{{Name: "first", In: InQuery, Var: "first", Int: true}, {Name: "after", In: InQuery, Var: "after"}},
+		Document: `query listChannels($first: Int, $after: String) { channels(first: $first, after: $after) { nodes { ` + channelFields + ` } pageInfo { endCursor hasNextPage } } }`,
+	},
+	{
+		OperationID: "listTriggeredRuns", Action: authz.RunsList, Method: http.MethodGet, Path: "/api/v1/me/runs", Result: "triggeredRuns",
+		Params:   []Param{{Name: "first", In: InQuery, Var: "first", Int: true}, {Name: "after", In: InQuery, Var: "after"}},
+		Document: `query listTriggeredRuns($first: Int, $after: String) { triggeredRuns(first: $first, after: $after) { nodes { ` + runFields + ` } pageInfo { endCursor hasNextPage } } }`,
+	},
+	{
 		OperationID: "getChannel", Action: authz.ChannelRead, Method: http.MethodGet, Path: "/api/v1/channels/{channel_id}", Result: "channel",
 		Params:   []Param{path("channel_id")},
 		Document: `query getChannel($id: ID!) { channel(id: $id) { ` + channelFields + ` } }`,
@@ -141,6 +151,11 @@ var coreRoutes = []Route{
 		OperationID: "renewRun", Action: authz.RunRenew, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/renew", Result: "renewRun",
 		Params: []Param{path("run_id")}, BodyFields: map[string]string{"holder": "holder"},
 		Document: `mutation renewRun($id: ID!, $holder: String!) { renewRun(id: $id, holder: $holder) { ` + runFields + ` } }`,
+	},
+	{
+		OperationID: "createRunToken", Action: authz.RunTokenCreate, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/tokens", Result: "createRunToken",
+		Params: []Param{path("run_id")}, BodyFields: map[string]string{"holder": "holder"}, Created: true,
+		Document: `mutation createRunToken($id: ID!, $holder: String!) { createRunToken(runId: $id, holder: $holder) { token runId holder } }`,
 	},
 	{
 		OperationID: "awaitRunInput", Action: authz.RunAwaitInput, Method: http.MethodPost, Path: "/api/v1/runs/{run_id}/await-input", Result: "awaitRunInput",

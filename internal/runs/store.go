@@ -81,6 +81,32 @@ func (s *store) getRun(ctx context.Context, id string, lock rowLock) (Run, error
 	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 `+string(lock), id))
 }
 
+// triggeredRuns reads at most limit runs triggered by principal, newest
+// first, before the run id after (empty: from the newest), whose thread
+// lies in one of chans or is one of threads (every run when all).
+func (s *store) triggeredRuns(ctx context.Context, principal string, all bool, chans, threads []string, after string, limit int) ([]Run, error) {
+	var afterID any
+	if after != "" {
+		afterID = after
+	}
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+runColumns+` FROM runs JOIN `+chat.ThreadInfoSQL+` ti ON ti.ti_thread_id = runs.thread_id
+		WHERE runs.triggered_by = $1 AND ($2 OR ti.ti_cid = ANY($3::uuid[]) OR ti.ti_thread_id = ANY($4::uuid[]))
+		AND ($5::uuid IS NULL OR runs.id < $5) ORDER BY runs.id DESC LIMIT $6`, principal, all, chans, threads, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("triggered runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("triggered runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
 // runInThreadSQL reads run $1 with its thread and the thread's channel
 // (chat's ThreadInfoSQL), the grant levels of principal $2 on that channel
 // and its space, live at $3 (authz's GrantLevelsSQL), and whether the run

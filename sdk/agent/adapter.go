@@ -728,6 +728,17 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		if r, stop := a.interrupted(ctx, log, run, rep); stop {
 			return r
 		}
+		if errors.Is(err, ErrAnswered) {
+			// Answered through the run's own operations by the process the
+			// handler gave the run to: the follow-ups it read are covered.
+			a.acks.cover(inv.RunID, messageIDs(rc.FollowUps))
+			if r, stop := a.deliver(ctx, modelCtx, log, run, rep, rc.FollowUps, rc); stop {
+				return r
+			}
+			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
+			log.Info("run answered on its behalf", "rounds", rep.Rounds, "ms", time.Since(began).Milliseconds())
+			return rep
+		}
 		if err == nil && strings.TrimSpace(t) == "" {
 			err = &BadAnswerError{Detail: "empty answer"}
 		}

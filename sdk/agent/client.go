@@ -394,6 +394,8 @@ const (
 
 	mutationRenewRun = `mutation RenewRun($id: ID!, $holder: String!) { renewRun(id: $id, holder: $holder) { ...RunFields } } ` + runFields
 
+	mutationCreateRunToken = `mutation CreateRunToken($runId: ID!, $holder: String!) { createRunToken(runId: $runId, holder: $holder) { token runId holder } }`
+
 	mutationAckAgentEvents = `mutation AckAgentEvents($upTo: String!) { ackAgentEvents(upTo: $upTo) { position } }`
 
 	mutationFinishRun = `mutation FinishRun($id: ID!, $input: RunFinish!, $holder: String) { finishRun(id: $id, input: $input, holder: $holder) { ...RunFields } } ` + runFields
@@ -519,6 +521,27 @@ func (c *Client) RenewRun(ctx context.Context, runID, holder string) (RunInfo, e
 	}
 	err := c.Do(ctx, "RenewRun", mutationRenewRun, map[string]any{"id": runID, "holder": holder}, &out, 0)
 	return out.RenewRun, err
+}
+
+// CreateRunToken mints a run token for the agent's own run, held by
+// holder: a bearer token that may call only that run's operations (as
+// holder when a call names none) and read its thread, and that dies when
+// the run ends. bothy agent run --runner hands one to each child process.
+// It renews holder's lease.
+//
+// Errors: as Do; conflict run_claimed when holder does not hold the run,
+// run_not_active once it ended; forbidden run_token_scope when the client
+// itself holds a run token.
+func (c *Client) CreateRunToken(ctx context.Context, runID, holder string) (string, error) {
+	var out struct {
+		CreateRunToken struct {
+			Token  string `json:"token"`
+			RunID  string `json:"runId"`
+			Holder string `json:"holder"`
+		} `json:"createRunToken"`
+	}
+	err := c.Do(ctx, "CreateRunToken", mutationCreateRunToken, map[string]any{"runId": runID, "holder": holder}, &out, 0)
+	return out.CreateRunToken.Token, err
 }
 
 // AckAgentEvents stores that the agent handled its stream up to upTo; a

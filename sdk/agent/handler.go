@@ -79,6 +79,13 @@ func (t *Task) Fail(reason string) {
 	t.failed, t.answer, t.done = reason, "", true
 }
 
+// ErrAnswered is what a Handler (or a Model) returns when the run's answer
+// was posted on the run's behalf by another process the adapter handed
+// the run to (a runner's child answering through /mcp with a run token,
+// sdk/runner): the adapter posts nothing and finishes the run completed
+// (a child that finished the run itself leaves nothing to finish).
+var ErrAnswered = errors.New("agent: the run was answered on its behalf")
+
 // FailError is the error a Model returns to fail a run with a reason of its
 // own (Task.Fail); other errors fail it with model_error.
 type FailError struct {
