@@ -76,10 +76,11 @@ GENERATED = graph/generated/generated.go graph/model/models_gen.go internal/gqlf
 assets:
 	internal/playground/fetch-assets.sh
 
-## audit-deps: the graphql-http audit tool and the graphql-ws test client (npm, pinned)
+## audit-deps: the graphql-http audit tool, the graphql-ws test client and the MCP clients (TypeScript SDK, Inspector CLI, conformance suite) (npm, pinned)
 audit-deps:
 	internal/graphqlaudit/install.sh
 	internal/graphqlws/install.sh
+	internal/mcpface/js/install.sh
 
 ## lint-deps: the OpenAPI linters redocly and spectral (npm, pinned), run by internal/apilint's tests
 lint-deps:

@@ -117,7 +117,11 @@ func baseURL(r *http.Request) string {
 }
 
 func newServer(name string) *mcp.Server {
-	return mcp.NewServer(&mcp.Implementation{Name: name, Version: version.Get().Version}, nil)
+	return mcp.NewServer(&mcp.Implementation{Name: name, Version: version.Get().Version}, &mcp.ServerOptions{
+		// Which tools a list holds depends on the caller's token: no
+		// intermediary may cache it for another caller.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = 0, "private" },
+	})
 }
 
 // callerClient returns an SDK client that speaks to the API in-process
