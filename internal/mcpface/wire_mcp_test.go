@@ -268,3 +268,71 @@ func TestMCPAuthentication(t *testing.T) {
 		t.Fatalf("metadata %s", b)
 	}
 }
+
+// TestMCPNonDisclosurePairs: every tool that takes an id answers a thing
+// its caller may not see exactly as one that does not exist (the REST
+// tests' pairs, through /mcp): Sam's tools on Alex's Support/Eskalation
+// and her run there, Lotse's run tools on Texter's run in Marketing (where
+// Lotse has no grant) and on an approval of it.
+func TestMCPNonDisclosurePairs(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	missing := "01a23b18-0000-7000-8000-000000000000"
+	esk := env.Main("Support/Eskalation")
+	env.MustPost("alex", esk, "nd-1", "@lotse hidden question")
+	var alexRunID string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggered_by = $1`, env.World.ID("alex")).Scan(&alexRunID); err != nil {
+		t.Fatal(err)
+	}
+	kamp := env.Main("Marketing/Kampagnen")
+	env.MustPost("sam", kamp, "nd-2", "@texter write the slogan")
+	var texterRun string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggered_by = $1`, env.World.ID("sam")).Scan(&texterRun); err != nil {
+		t.Fatal(err)
+	}
+	env.MustREST(t, http.MethodPost, "/api/v1/runs/"+texterRun+"/start", env.World.Token("texter"), map[string]any{"holder": "proc-t"}, http.StatusOK)
+	h := http.Header{"Bothy-Run-Holder": {"proc-t"}}
+	ar := env.RESTWith(http.MethodPost, "/api/v1/runs/"+texterRun+"/approvals", env.World.Token("texter"),
+		map[string]any{"title": "Publish?", "options": []map[string]any{{"id": "approve", "label": "Approve"}, {"id": "deny", "label": "Deny"}}}, h)
+	var approval map[string]any
+	ar.JSON(t, &approval)
+	approvalID, _ := approval["id"].(string)
+	if approvalID == "" {
+		t.Fatalf("approval: %d %s", ar.Status, ar.Body)
+	}
+	sam, lotse := connect(t, env, "sam"), connect(t, env, "lotse")
+	for _, c := range []struct {
+		who          *mcp.ClientSession
+		tool, idName string
+		hidden       string
+		extra        map[string]any
+	}{
+		{sam, "read_thread", "thread_id", esk, nil},
+		{sam, "post_message", "thread_id", esk, map[string]any{"text": "hello"}},
+		{sam, "mention_agent", "thread_id", esk, map[string]any{"text": "@lotse hello"}},
+		{sam, "get_run", "run_id", alexRunID, nil},
+		{lotse, "claim_run", "run_id", texterRun, nil},
+		{lotse, "read_run_context", "run_id", texterRun, nil},
+		{lotse, "post_answer", "run_id", texterRun, map[string]any{"text": "x"}},
+		{lotse, "update_live", "run_id", texterRun, map[string]any{"base_version": 0, "append": "x"}},
+		{lotse, "request_approval", "run_id", texterRun, map[string]any{"title": "x"}},
+		{lotse, "finish_run", "run_id", texterRun, map[string]any{"outcome": "completed"}},
+		{lotse, "await_approval", "approval_id", approvalID, map[string]any{"wait_seconds": 1}},
+	} {
+		args := func(id string) map[string]any {
+			a := map[string]any{c.idName: id}
+			for k, v := range c.extra {
+				a[k] = v
+			}
+			return a
+		}
+		_, hidden, isErr := call(t, c.who, c.tool, args(c.hidden))
+		_, gone, isErr2 := call(t, c.who, c.tool, args(missing))
+		if !isErr || !isErr2 || hidden != gone || !strings.Contains(hidden, "not_found") {
+			t.Errorf("%s: hidden %q (error %v), missing %q (error %v)", c.tool, hidden, isErr, gone, isErr2)
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM messages WHERE content_md IN ('hello', '@lotse hello', 'x')`); n != 0 {
+		t.Fatalf("%d messages written through refused calls", n)
+	}
+}
