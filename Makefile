@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test stress chaos generate check-generated assets audit-deps lint-deps audit-graphql bench migrate build vet dist
+.PHONY: run test stress chaos generate check-generated assets audit-deps lint-deps audit-graphql bench migrate build vet dist image
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
@@ -112,6 +112,25 @@ dist: assets
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false \
 		-ldflags "-s -w -X $(VERSION_PKG).Stamp=$(VERSION) -X $(VERSION_PKG).StampRevision=$(REVISION)" \
 		-o $(DISTDIR)/bothy-$(VERSION)-$$($(GO) env GOOS)-$$($(GO) env GOARCH) ./cmd/bothy
+
+## image: an OCI image of the static linux binary of make dist, without a Docker daemon: the OCI layout dist/image/ and dist/bothy-image.tar for docker load (deploy/kubernetes/README.md)
+# IMAGE_REPOSITORY:VERSION names the image (deploy/kubernetes uses the
+# same repository). IMAGE_ARCH is the architecture of the binary and the
+# image. IMAGE_CA_CERTIFICATES is the build machine's CA bundle, copied into
+# the image when it exists (IMAGE_CA_CERTIFICATES= leaves it out).
+# SOURCE_DATE_EPOCH is the commit time, so a rebuild of one commit on one
+# machine gives the same digest.
+IMAGE_REPOSITORY      ?= registry.example.com/bothy
+IMAGE_ARCH            ?= $(shell $(GO) env GOARCH)
+IMAGE_CA_CERTIFICATES ?= /etc/ssl/certs/ca-certificates.crt
+SOURCE_DATE_EPOCH     ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 1)
+image:
+	GOOS=linux GOARCH=$(IMAGE_ARCH) $(MAKE) --no-print-directory dist VERSION=$(VERSION) REVISION=$(REVISION)
+	rm -rf $(DISTDIR)/image $(DISTDIR)/bothy-image.tar
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/ociimage/cmd/ociimage \
+		-binary $(DISTDIR)/bothy-$(VERSION)-linux-$(IMAGE_ARCH) -version $(VERSION) -revision $(REVISION) \
+		-repository $(IMAGE_REPOSITORY) -ca-certificates "$(wildcard $(IMAGE_CA_CERTIFICATES))" \
+		-out $(DISTDIR)/image -tar $(DISTDIR)/bothy-image.tar
 
 vet:
 	$(GO) vet ./...

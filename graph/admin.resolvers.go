@@ -7,13 +7,25 @@ package graph
 
 import (
 	"context"
+	"strings"
 	"time"
 
+	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 )
+
+// Actor is the resolver for the actor field.
+func (r *auditEntryResolver) Actor(ctx context.Context, obj *model.AuditEntry) (*model.PrincipalRef, error) {
+	ref, err := r.principalRef(ctx, obj.ActorID)
+	if err != nil {
+		return nil, err
+	}
+	return refModel(*ref), nil
+}
 
 // CreatePrincipal is the resolver for the createPrincipal field.
 func (r *mutationResolver) CreatePrincipal(ctx context.Context, input model.PrincipalCreate) (*model.PrincipalCreated, error) {
@@ -161,6 +173,45 @@ func (r *mutationResolver) UnarchiveChannel(ctx context.Context, id string) (*mo
 	return r.channel(ctx, func(p identity.Principal) (chat.Channel, error) { return r.Admin.UnarchiveChannel(ctx, p, id) })
 }
 
+func (r *queryResolver) AuditEntries(ctx context.Context, filter *model.AuditFilter, after *string, limit *int) (*model.AuditEntryConnection, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := noEmpty(optionalMember{"after", after}); err != nil {
+		return nil, err
+	}
+	var f authz.AuditFilter
+	if filter != nil {
+		f = authz.AuditFilter{ActorID: deref(filter.Actor), Action: deref(filter.Action), Since: filter.Since, Until: filter.Until}
+		if filter.Decision != nil {
+			f.Decision = strings.ToLower(string(*filter.Decision))
+		}
+	}
+	size := 100
+	if limit != nil {
+		size = *limit
+	}
+	page, err := r.Authz.AuditList(ctx, p, f, deref(after), size)
+	if err != nil {
+		return nil, err
+	}
+	list := make([]*model.AuditEntry, len(page.Entries))
+	cursors := make([]string, len(page.Entries))
+	for i, e := range page.Entries {
+		list[i] = &model.AuditEntry{ID: e.ID, ActorID: e.ActorID, Action: e.Action, Decision: model.AuditDecision(strings.ToUpper(e.Decision)),
+			Reason: opt(e.Reason), ResourceKind: e.ResourceKind, ResourceID: opt(e.ResourceID), Count: e.Count, FirstAt: e.FirstAt, LastAt: e.LastAt}
+		cursors[i] = authz.AuditCursor(e)
+	}
+	out := &model.AuditEntryConnection{}
+	out.Edges, out.Nodes = edgesOf(list, func(i int) string { return cursors[i] },
+		func(c string, n *model.AuditEntry) *model.AuditEntryEdge {
+			return &model.AuditEntryEdge{Cursor: c, Node: n}
+		})
+	out.PageInfo = &model.PageInfo{EndCursor: opt(page.EndCursor), HasNextPage: page.More}
+	return out, nil
+}
+
 // Principals is the resolver for the principals field.
 func (r *queryResolver) Principals(ctx context.Context, after *string, limit *int, first *int) (*model.PrincipalPage, error) {
 	p, err := caller(ctx)
@@ -244,3 +295,7 @@ func (r *queryResolver) Group(ctx context.Context, id string) (*model.Group, err
 	}
 	return groupModel(g), nil
 }
+
+func (r *Resolver) AuditEntry() generated.AuditEntryResolver { return &auditEntryResolver{r} }
+
+type auditEntryResolver struct{ *Resolver }

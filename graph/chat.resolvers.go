@@ -12,6 +12,7 @@ import (
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -56,6 +57,20 @@ func (r *messageResolver) StartedThread(ctx context.Context, obj *model.Message)
 		return nil, err
 	}
 	return threadModel(t), nil
+}
+
+// StartedThreadID is the resolver for the startedThreadId field: the id
+// of StartedThread, decided the same way (null for a thread the reader
+// may not read), without a rate-limit token of its own.
+func (r *messageResolver) StartedThreadID(ctx context.Context, obj *model.Message) (*string, error) {
+	// A member of the message the operation already paid for (REST
+	// renders it on every message): the visibility check takes no token
+	// of another class.
+	t, err := r.StartedThread(authz.Prepaid(ctx), obj)
+	if err != nil || t == nil {
+		return nil, err
+	}
+	return &t.ID, nil
 }
 
 // Live is the resolver for the live field: the box of the run a run

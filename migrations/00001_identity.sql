@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 1
 -- Principals are people (user), agents and apps. Handles are unique and
 -- lowercase; the check mirrors the rule of docs/design/model.md#principals.
 CREATE TABLE principals (

@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 2
 CREATE TABLE spaces (
     id                         uuid PRIMARY KEY,
     name                       text NOT NULL UNIQUE,

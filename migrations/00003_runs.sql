@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 3
 CREATE TABLE agent_sessions (
     id            uuid PRIMARY KEY,
     thread_id     uuid NOT NULL REFERENCES threads (id),

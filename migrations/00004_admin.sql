@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 4
 -- Administration (issue 9): token bookkeeping, deletable groups and events
 -- about a space as a whole.
 

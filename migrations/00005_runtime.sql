@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 5
 -- Run claims (issue 10): the holder that claimed a running or waiting run,
 -- until when its lease lives, and the attempt (1 for the first invocation,
 -- raised each time an expired lease puts the run back to queued).

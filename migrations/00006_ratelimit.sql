@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 6
 -- Token buckets of the rate-limit classes, shared by every replica: one row
 -- per class and principal holding the tokens left at updated_at. Refill is
 -- computed from the elapsed time when a token is taken; nothing sweeps.

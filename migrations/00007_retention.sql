@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 7
 -- Retention (issue 13): what the purge removed from each cursor stream, so
 -- that an older cursor answers cursor_expired instead of silently skipping
 -- events, and indexes for the age predicates of the purge.

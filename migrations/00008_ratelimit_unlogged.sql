@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 8
 -- The buckets are working state, not records: every request writes its
 -- bucket, and a logged table made each of those writes a WAL record whose
 -- commit waits for the log to reach the disk. Unlogged, a spend writes no

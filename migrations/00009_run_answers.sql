@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 9
 -- The answers an agent posted naming a run (run_id): the record an adapter
 -- taking over reads (Run.answers) to see what the previous holder already
 -- said. The anchor and cards are not answers. client_msg_id is the key the

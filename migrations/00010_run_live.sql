@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 10
 -- A run's live box (docs/design/runs.md#live-box): what its anchor shows
 -- while the agent writes. Every replica holds the current box in memory
 -- (updates travel as notifications in one order); this row is its stored

@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 11
 -- Approvals (docs/design/trust.md#approvals): a run's holder asks the
 -- person who triggered the run before a consequential action. The card in
 -- the thread is a message of kind card naming the run; its detail and

@@ -1,4 +1,5 @@
 -- +goose Up
+-- bothy:requires 12
 -- Run tokens (docs/mcp.md#token-kinds): a token of kind run is minted by a
 -- run's agent for one run and one holder (createRunToken) and hands a
 -- runner's child process exactly that run: the door narrows it to the

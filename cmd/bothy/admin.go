@@ -29,6 +29,7 @@ const adminUsage = `Usage:
   bothy admin token create --handle H [--label L] [--ttl D] [--json]
   bothy admin token list --handle H [--json]
   bothy admin token revoke --id ID
+  bothy admin audit export --since T [--until T] [--actor HANDLE] [--action A] [--decision allow|deny] [--format jsonl]
 
 Every command also takes --config FILE and works on database.url through the
 same services as the API, as the local operator (audited, not rate-limited).
@@ -89,6 +90,8 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return adminTokenList(ctx, args[2:], stdout, stderr)
 	case "token revoke":
 		return adminTokenRevoke(ctx, args[2:], stdout, stderr)
+	case "audit export":
+		return adminAuditExport(ctx, args[2:], stdout, stderr)
 	}
 	return usagef("unknown command %q\n\n%s", "admin "+word+" "+args[1], adminUsage)
 }
@@ -96,6 +99,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // adminEnv is the admin service on database.url for one command.
 type adminEnv struct {
 	svc   *admin.Service
+	authz *authz.Service
 	close func()
 }
 
@@ -137,7 +141,7 @@ func openAdmin(ctx context.Context, c *adminFlags) (*adminEnv, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &adminEnv{svc: srv.Admin, close: pool.Close}, nil
+	return &adminEnv{svc: srv.Admin, authz: srv.Authz, close: pool.Close}, nil
 }
 
 // explain turns a problem into a sentence for the terminal (no content,
@@ -157,7 +161,7 @@ func explain(err error) error {
 		msg += " (" + p.Reason + ")"
 	}
 	for _, f := range p.Fields {
-		flagName := "--" + strings.ReplaceAll(strings.TrimPrefix(f.Pointer, "/"), "_", "-")
+		flagName := "--" + strings.ReplaceAll(strings.TrimPrefix(strings.TrimPrefix(f.Pointer, "/"), "filter/"), "_", "-")
 		msg += fmt.Sprintf("; %s: %s", flagName, f.Code)
 		if f.Detail != "" {
 			msg += " (" + f.Detail + ")"
@@ -435,4 +439,83 @@ func adminTokenRevoke(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	fmt.Fprintf(stdout, "token %s revoked at %s\n", t.ID, t.RevokedAt.Format(time.RFC3339))
 	return nil
+}
+
+// auditLine is one entry of bothy admin audit export: the REST shape of
+// GET /api/v1/audit, with the actor's id (a deleted or local operator
+// actor has no handle to show).
+type auditLine struct {
+	ID           string    `json:"id"`
+	ActorID      string    `json:"actor_id"`
+	Action       string    `json:"action"`
+	Decision     string    `json:"decision"`
+	Reason       string    `json:"reason,omitempty"`
+	ResourceKind string    `json:"resource_kind"`
+	ResourceID   string    `json:"resource_id,omitempty"`
+	Count        int       `json:"count"`
+	FirstAt      time.Time `json:"first_at"`
+	LastAt       time.Time `json:"last_at"`
+}
+
+// adminAuditExport writes the audit log from --since (to --until) as JSON
+// lines, oldest first, paging through the same read as GET /api/v1/audit.
+func adminAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newAdminFlags("admin audit export", "Writes the audit log's entries from --since as JSON lines (one entry per line), oldest first:\n"+
+		"every audited allow, and the refusals of one actor, action and reason per aggregation window, counted.", stderr)
+	since := c.fs.String("since", "", "RFC 3339 time: entries whose last decision is at or after it (required)")
+	until := c.fs.String("until", "", "RFC 3339 time: entries whose first decision is before it (default: no bound)")
+	handle := c.fs.String("actor", "", "handle of the principal whose decisions to export (default: everybody)")
+	action := c.fs.String("action", "", "an action of the action table, such as grant.create (default: every action)")
+	decision := c.fs.String("decision", "", "allow or deny (default: both)")
+	format := c.fs.String("format", "jsonl", "the output format; jsonl is the only one")
+	if err := parseStrict(c.fs, args); err != nil {
+		return err
+	}
+	if *format != "jsonl" {
+		return usagef("--format %q is unknown; jsonl is the only format", *format)
+	}
+	if *since == "" {
+		return usagef("admin audit export needs --since (an RFC 3339 time such as 2026-12-01T00:00:00Z)")
+	}
+	f := authz.AuditFilter{Action: *action, Decision: *decision}
+	from, err := time.Parse(time.RFC3339, *since)
+	if err != nil {
+		return usagef("--since: %q is no RFC 3339 time", *since)
+	}
+	f.Since = &from
+	if *until != "" {
+		to, err := time.Parse(time.RFC3339, *until)
+		if err != nil {
+			return usagef("--until: %q is no RFC 3339 time", *until)
+		}
+		f.Until = &to
+	}
+	var env *adminEnv
+	if *handle != "" {
+		var p identity.Principal
+		if env, p, err = openFor(ctx, c, *handle); err != nil {
+			return err
+		}
+		f.ActorID = p.ID
+	} else if env, err = openAdmin(ctx, c); err != nil {
+		return err
+	}
+	defer env.close()
+	enc := json.NewEncoder(stdout)
+	after := ""
+	for {
+		page, err := env.authz.AuditList(authz.Unmetered(ctx), admin.Operator, f, after, 1000)
+		if err != nil {
+			return explain(err)
+		}
+		for _, e := range page.Entries {
+			if err := enc.Encode(auditLine{e.ID, e.ActorID, e.Action, e.Decision, e.Reason, e.ResourceKind, e.ResourceID, e.Count, e.FirstAt, e.LastAt}); err != nil {
+				return err
+			}
+		}
+		if !page.More {
+			return nil
+		}
+		after = page.EndCursor
+	}
 }

@@ -226,6 +226,80 @@ func TestAdminCommandLine(t *testing.T) {
 
 // TestSeedTwice builds the example world with bothy seed and runs it again:
 // the second run says so, changes nothing and succeeds.
+// TestAdminAuditExport: bothy admin audit export writes the audit log as
+// JSON lines, oldest first, narrowed by --since, --actor, --action and
+// --decision; bad flags are usage errors.
+func TestAdminAuditExport(t *testing.T) {
+	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL.
+	env := startAdminEnv(t, false)
+	grant := map[string]any{"subject_id": env.World.ID("writer"), "subject_kind": "principal", "target_kind": "channel",
+		"target_id": env.World.Channel("Support/Allgemein").ID, "level": "read"}
+	env.MustREST(t, http.MethodPost, "/api/v1/grants", env.World.Token("robin"), grant, http.StatusCreated)
+	for range 3 {
+		env.REST(http.MethodPost, "/api/v1/grants", env.World.Token("sam"), grant)
+	}
+	since := env.Clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	lines := func(out string) []map[string]any {
+		var all []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var m map[string]any
+			decode(t, l, &m)
+			all = append(all, m)
+		}
+		return all
+	}
+	all := lines(mustBothy(t, "admin", "audit", "export", "--since", since, "--action", "grant.create"))
+	if len(all) != 2 || all[0]["decision"] != "allow" || all[1]["decision"] != "deny" || all[1]["count"] != float64(3) || all[1]["actor_id"] != env.World.ID("sam") {
+		t.Fatalf("export: %+v", all)
+	}
+	sam := lines(mustBothy(t, "admin", "audit", "export", "--since", since, "--actor", "sam", "--decision", "deny", "--format", "jsonl"))
+	if len(sam) != 1 || sam[0]["reason"] != "level_insufficient" {
+		t.Fatalf("sam's refusals: %+v", sam)
+	}
+	if out := mustBothy(t, "admin", "audit", "export", "--since", env.Clock.Now().Add(time.Hour).UTC().Format(time.RFC3339), "--action", "grant.create"); out != "" {
+		t.Fatalf("entries from an hour ahead: %q", out)
+	}
+	for _, args := range [][]string{{"--since", "yesterday"}, {}, {"--since", since, "--format", "csv"}} {
+		var ue usageError
+		if _, err := bothy(t, append([]string{"admin", "audit", "export"}, args...)...); !errors.As(err, &ue) {
+			t.Fatalf("%v: %v, want a usage error", args, err)
+		}
+	}
+	if _, err := bothy(t, "admin", "audit", "export", "--since", since, "--decision", "maybe"); err == nil || !strings.Contains(err.Error(), "--decision") {
+		t.Fatalf("a bad decision: %v", err)
+	}
+}
+
+// TestMigrateStatusSaysWhichCase: migrate status says whether this binary
+// serves the schema; with --check a schema newer by a step this binary
+// cannot serve exits 4, one newer by expand steps only exits 0.
+func TestMigrateStatusSaysWhichCase(t *testing.T) {
+	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL.
+	env := startAdminEnv(t, true)
+	if out := mustBothy(t, "migrate", "status", "--check"); !strings.Contains(out, "the schema is current: this binary serves it") {
+		t.Fatalf("current:\n%s", out)
+	}
+	var newest int64
+	if err := env.Pool.QueryRow(t.Context(), `SELECT max(version_id) FROM goose_db_version`).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	env.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, true)`)
+	env.Exec(`INSERT INTO schema_compat (version, requires) VALUES (99, 99)`)
+	out, err := bothy(t, "migrate", "status", "--check")
+	var st exitStatus
+	if !errors.As(err, &st) || st.code != 4 || !strings.Contains(out, "by migrations it cannot serve ([99])") {
+		t.Fatalf("a contract step ahead: %v\n%s", err, out)
+	}
+	// This binary's migrate leaves a newer schema alone.
+	if out := mustBothy(t, "migrate"); !strings.Contains(out, "nothing to apply: the schema (99) is newer than this binary") {
+		t.Fatalf("migrate on a newer schema:\n%s", out)
+	}
+	env.Exec(`UPDATE schema_compat SET requires = $1 WHERE version = 99`, newest)
+	if out := mustBothy(t, "migrate", "status", "--check"); !strings.Contains(out, "by expand steps only: this binary serves it") {
+		t.Fatalf("an expand step ahead:\n%s", out)
+	}
+}
+
 func TestSeedTwice(t *testing.T) {
 	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL, which the
 	// in-process command line reads.

@@ -27,6 +27,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgcluster"
+	"bothy.example.com/bothy/internal/platform/tracing"
 	"bothy.example.com/bothy/internal/platform/version"
 	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/server"
@@ -48,10 +49,12 @@ Usage:
   bothy migrate [--config FILE] [--data DIR]            apply pending migrations to database.url
   bothy migrate status [--check] [--config FILE] [--data DIR]
                                                         list applied and pending migrations of database.url;
-                                                        --check: exit status 3 while migrations are pending
+                                                        and whether this binary serves the schema; --check: exit
+                                                        status 3 while migrations are pending, 4 when the schema
+                                                        is newer than this binary can serve
   bothy seed    [--config FILE] [--data DIR] [--json]   build the example world on database.url
   bothy admin ...                                       administer on database.url: create-owner, principal create|disable|enable|list,
-                                                        token create|list|revoke (bothy admin --help)
+                                                        token create|list|revoke, audit export (bothy admin --help)
   bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H (= bothy admin token create)
   bothy config markdown                                 print docs/configuration.md
@@ -60,8 +63,9 @@ Usage:
   bothy documents hashes FILE|DIR...                    print the trusted-documents file (graphql.trusted_documents)
                                                         of a client's .graphql operations
   bothy version                                         print the version and VCS revision (also --version)
-  bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--model echo|openai|anthropic --base-url URL --model-name NAME]
+  bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--model echo|openai|anthropic --base-url URL --model-name NAME | --runner COMMAND]
                                                         run the reference agent adapter for the agent of token T
+                                                        (--runner: each run goes to COMMAND through /mcp on a run token)
 
 migrate, seed and token create use the database of a running bothy dev (found
 through its data folder, --data, default .bothy-dev) when database.url is empty.
@@ -110,6 +114,10 @@ func (e exitStatus) Error() string { return e.msg }
 // migrations are pending; 1 stays "failed" (no database, for example) and
 // 2 a usage error.
 const exitPending = 3
+
+// exitSchemaNewer is the exit status of migrate status --check when the
+// schema is newer than this binary can serve (db.SchemaNewer).
+const exitSchemaNewer = 4
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	defer func() {
@@ -313,18 +321,28 @@ func serveLogged(ctx context.Context, cfg *config.Config, url string, log *slog.
 			log.Info("migration applied", "version", m.Version, "name", m.Name, "duration_ms", m.Duration.Milliseconds())
 		}
 	}
-	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: cfg.Int(config.DatabaseMaxConns), PoolerMode: cfg.Bool(config.DatabasePoolerMode)})
+	// Statement spans only when tracing is on: off, the pool has no tracer.
+	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: cfg.Int(config.DatabaseMaxConns), PoolerMode: cfg.Bool(config.DatabasePoolerMode),
+		Spans: tracing.Enabled(cfg)})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	schema, err := db.SchemaVersion(ctx, pool)
+	compat, err := db.Compat(ctx, pool)
 	if err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
 	}
-	if need := db.EmbeddedVersion(); schema < need {
+	schema := compat.Schema
+	switch compat.Case {
+	case db.SchemaBehind:
 		log.Warn("the database schema is behind this binary; /readyz answers migrations_pending until bothy migrate runs",
-			"schema_version", schema, "needed_version", need)
+			"schema_version", schema, "needed_version", compat.Binary)
+	case db.SchemaNewer:
+		log.Error("the database schema is newer than this binary can serve; /readyz answers schema_newer: upgrade this binary",
+			"schema_version", schema, "binary_version", compat.Binary, "blocking_migrations", compat.Blocking)
+	case db.SchemaNewerServable:
+		log.Info("the database schema is newer than this binary by expand steps only; serving it",
+			"schema_version", schema, "binary_version", compat.Binary)
 	}
 	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: log, PlaygroundActAs: actAs})
 	if err != nil {
@@ -470,8 +488,10 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	name, summary := "migrate", "Applies pending migrations to the database of database.url (safe with several replicas)."
 	if status {
 		name, summary = "migrate status", "Lists the migrations of this binary, applied or pending, on the database of database.url.\n"+
-			"With --check the exit status says whether the schema is current: 0 current, 3 migrations\n"+
-			"pending (run bothy migrate), 1 the status could not be read, 2 a usage error."
+			"It says whether this binary serves the schema (current, behind, newer by expand steps only, or\n"+
+			"newer by steps it cannot serve). With --check the exit status says it: 0 served, 3 migrations\n"+
+			"pending (run bothy migrate), 4 the schema is newer than this binary can serve, 1 the status\n"+
+			"could not be read, 2 a usage error."
 	}
 	c := newFlags(name, summary+"\nWhen database.url is empty it uses the database of the bothy dev running on --data.", stderr)
 	data := c.withDevData()
@@ -506,7 +526,20 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		for _, m := range applied {
 			fmt.Fprintf(stdout, "applied %05d %s (%s)\n", m.Version, m.Name, m.Duration.Round(time.Millisecond))
 		}
-		if len(applied) == 0 {
+		if len(applied) > 0 {
+			return nil
+		}
+		compat, err := compatOf(ctx, url)
+		if err != nil {
+			return err
+		}
+		switch compat.Case {
+		case db.SchemaNewer:
+			fmt.Fprintf(stdout, "nothing to apply: the schema (%d) is newer than this binary (%d) and has migrations it cannot serve (%v)\n",
+				compat.Schema, compat.Binary, compat.Blocking)
+		case db.SchemaNewerServable:
+			fmt.Fprintf(stdout, "nothing to apply: the schema (%d) is newer than this binary (%d) by expand steps only\n", compat.Schema, compat.Binary)
+		default:
 			fmt.Fprintln(stdout, "the schema is current")
 		}
 		return nil
@@ -525,10 +558,39 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	fmt.Fprintf(stdout, "%d applied, %d pending\n", len(list)-pending, pending)
+	compat, err := compatOf(ctx, url)
+	if err != nil {
+		return err
+	}
+	switch compat.Case {
+	case db.SchemaCurrent:
+		fmt.Fprintln(stdout, "the schema is current: this binary serves it")
+	case db.SchemaBehind:
+		fmt.Fprintln(stdout, "the schema is behind this binary: run bothy migrate (until then /readyz answers migrations_pending)")
+	case db.SchemaNewerServable:
+		fmt.Fprintf(stdout, "the schema (%d) is newer than this binary (%d) by expand steps only: this binary serves it\n", compat.Schema, compat.Binary)
+	case db.SchemaNewer:
+		fmt.Fprintf(stdout, "the schema (%d) is newer than this binary (%d) by migrations it cannot serve (%v): it refuses (/readyz schema_newer); upgrade it\n",
+			compat.Schema, compat.Binary, compat.Blocking)
+	}
 	if *check && pending > 0 {
 		return exitStatus{code: exitPending, msg: fmt.Sprintf("%d migrations pending: run bothy migrate (exit status %d)", pending, exitPending)}
 	}
+	if *check && compat.Case == db.SchemaNewer {
+		return exitStatus{code: exitSchemaNewer, msg: fmt.Sprintf("the schema is newer than this binary can serve (exit status %d)", exitSchemaNewer)}
+	}
 	return nil
+}
+
+// compatOf opens a short connection to url and decides how this binary
+// stands to its schema (db.Compat).
+func compatOf(ctx context.Context, url string) (db.CompatState, error) {
+	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
+	if err != nil {
+		return db.CompatState{}, err
+	}
+	defer pool.Close()
+	return db.Compat(ctx, pool)
 }
 
 func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {

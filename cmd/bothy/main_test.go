@@ -252,7 +252,8 @@ func seed(t *testing.T, bin string, env []string) *world.World {
 // status --check, the warning about unknown BOTHY_ variables, serving
 // without DDL, the drain on SIGTERM (also past its hard bound), SIGHUP, the
 // systemd units and their documented install, the nginx example in front
-// of two replicas (subscriptions included), a bad log.level, and that every
+// of two replicas (subscriptions and /mcp included), README.md's own
+// installation run as written, a bad log.level, and that every
 // log line is JSON. Its subtests set the environment of the binary only,
 // never the test process's.
 func TestBinary(t *testing.T) {
@@ -533,6 +534,9 @@ func TestBinary(t *testing.T) {
 			"BOTHY_HTTP_TRUSTED_PROXIES=127.0.0.2"))
 	})
 
+	t.Run("README's own installation", func(t *testing.T) {
+		installation(t, bin, base)
+	})
 	t.Run("invalid log.level stops the start", func(t *testing.T) {
 		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_LOG_LEVEL=verbose")
 		_, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")

@@ -169,6 +169,64 @@ type Attachment struct {
 	Transcript *string `json:"transcript,omitempty"`
 }
 
+// One entry of the audit log: one audited allow, or the refusals of one
+// actor, action and reason within one aggregation window
+// (audit.deny_aggregate_window), counted. Entries follow retention.audit_log.
+type AuditEntry struct {
+	// The entry's id.
+	ID string `json:"id"`
+	// The action, such as grant.create.
+	Action string `json:"action"`
+	// What the door decided.
+	Decision AuditDecision `json:"decision"`
+	// Why it refused (no_grant, level_insufficient, ...); null for an allow.
+	Reason *string `json:"reason,omitempty"`
+	// The kind of resource decided on (space, channel, thread, message, run, principal, token, group, instance, ...).
+	ResourceKind string `json:"resourceKind"`
+	// The resource decided on; null for the instance.
+	ResourceID *string `json:"resourceId,omitempty"`
+	// How many decisions the entry counts (1 for an allow).
+	Count int `json:"count"`
+	// When its first decision was taken.
+	FirstAt time.Time `json:"firstAt"`
+	// When its last decision was taken.
+	LastAt time.Time `json:"lastAt"`
+	// ActorID is the entry's actor (resolved by the actor field).
+	ActorID string `json:"-"`
+}
+
+// A page of the audit log, oldest first.
+type AuditEntryConnection struct {
+	// The entries of this page with their cursors, oldest first.
+	Edges []*AuditEntryEdge `json:"edges"`
+	// The entries of this page, oldest first.
+	Nodes []*AuditEntry `json:"nodes"`
+	// Where this page ends.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// An audit entry of a page.
+type AuditEntryEdge struct {
+	// Pass it as after to continue behind this entry.
+	Cursor string `json:"cursor"`
+	// The entry.
+	Node *AuditEntry `json:"node"`
+}
+
+// Narrows a read of the audit log; an absent member does not narrow.
+type AuditFilter struct {
+	// The principal whose decisions to read.
+	Actor *string `json:"actor,omitempty"`
+	// An action of the action table, such as grant.create (docs/design/rights.md).
+	Action *string `json:"action,omitempty"`
+	// Allowed or refused decisions only.
+	Decision *AuditDecision `json:"decision,omitempty"`
+	// Entries whose last decision is at or after this time.
+	Since *time.Time `json:"since,omitempty"`
+	// Entries whose first decision is before this time.
+	Until *time.Time `json:"until,omitempty"`
+}
+
 // A channel of a space: a text channel (main thread and threads) or a forum (posts).
 type Channel struct {
 	// The channel's id.
@@ -912,6 +970,64 @@ func (e *ApprovalState) UnmarshalJSON(b []byte) error {
 }
 
 func (e ApprovalState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What the door decided.
+type AuditDecision string
+
+const (
+	// Allowed (audited allows: administration, moves, approvals, run tokens).
+	AuditDecisionAllow AuditDecision = "ALLOW"
+	// Refused (every refusal, counted per actor, action, reason and window).
+	AuditDecisionDeny AuditDecision = "DENY"
+)
+
+var AllAuditDecision = []AuditDecision{
+	AuditDecisionAllow,
+	AuditDecisionDeny,
+}
+
+func (e AuditDecision) IsValid() bool {
+	switch e {
+	case AuditDecisionAllow, AuditDecisionDeny:
+		return true
+	}
+	return false
+}
+
+func (e AuditDecision) String() string {
+	return string(e)
+}
+
+func (e *AuditDecision) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AuditDecision(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AuditDecision", str)
+	}
+	return nil
+}
+
+func (e AuditDecision) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AuditDecision) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AuditDecision) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

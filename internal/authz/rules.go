@@ -262,6 +262,8 @@ const (
 	ChannelCreate     Action = "channel.create"
 	ChannelUpdate     Action = "channel.update"
 	ChannelUnarchive  Action = "channel.unarchive"
+	// AuditList reads the audit log (owners only; audited itself).
+	AuditList Action = "audit.list"
 	// ViewerRead reads the caller itself (target Own(KindPrincipal, id)).
 	ViewerRead Action = "viewer.read"
 	// MessageTrigger is a person's message triggering an agent run: trigger
@@ -351,6 +353,7 @@ var Table = map[Action]Spec{
 	ChannelCreate:        {needOwner, ratelimit.Admin, true},
 	ChannelUpdate:        {needOwner, ratelimit.Admin, true},
 	ChannelUnarchive:     {needOwner, ratelimit.Admin, true},
+	AuditList:            {needOwner, ratelimit.Admin, true},
 }
 
 // scoped are the list actions across the instance: an allow carries the

@@ -11,12 +11,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/tracing"
 	"bothy.example.com/bothy/internal/ratelimit"
 )
 
@@ -152,8 +156,42 @@ func (s *Service) PathOf(ctx context.Context, r Resource) (Path, error) {
 // a list action across the instance carries the reader's Scope. The error
 // is non-nil for a denial (the decision's error: 404 for a missing or
 // unreadable resource alike), a rate limit, or a failure to decide
-// (internal).
+// (internal). Inside a traced request each call is a span (authz.authorize)
+// carrying the action and the decision.
 func (s *Service) Authorize(ctx context.Context, actor identity.Principal, action Action, target Target) (Decision, Path, error) {
+	ctx, span := tracing.Start(ctx, "authz.authorize", trace.SpanKindInternal)
+	if !span.IsRecording() {
+		return s.authorize(ctx, actor, action, target)
+	}
+	defer span.End()
+	d, p, err := s.authorize(ctx, actor, action, target)
+	span.SetAttributes(spanAction.String(string(action)))
+	switch {
+	case d.Allow:
+		span.SetAttributes(spanDecision.String("allow"))
+	case d.Code != "":
+		span.SetAttributes(spanDecision.String("deny"), spanCode.String(string(d.Code)), spanReason.String(d.Reason))
+	default:
+		// No decision was reached: reading the facts or writing the audit
+		// failed. The error's text stays out of the span.
+		span.SetAttributes(spanDecision.String("error"))
+		span.SetStatus(codes.Error, "authorization failed")
+	}
+	return d, p, err
+}
+
+// The attributes of the door's span: the action, the decision (allow, deny
+// or error) and a denial's problem code and reason. Never the actor's
+// token or any content.
+const (
+	spanAction   = attribute.Key("bothy.authz.action")
+	spanDecision = attribute.Key("bothy.authz.decision")
+	spanCode     = attribute.Key("bothy.authz.code")
+	spanReason   = attribute.Key("bothy.authz.reason")
+)
+
+// authorize is Authorize without its span.
+func (s *Service) authorize(ctx context.Context, actor identity.Principal, action Action, target Target) (Decision, Path, error) {
 	// The token is taken first; a refusal the process decides alone
 	// returns before any statement. A token that a shared bucket must
 	// grant is taken while the target is read, and its answer is awaited

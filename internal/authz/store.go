@@ -304,6 +304,42 @@ func (s *store) auditDeny(ctx context.Context, actorID string, action Action, re
 	return err
 }
 
+// auditPage reads at most limit audit rows matching f after the row
+// (at, id) in (first_at, id) order (from the start when id is empty).
+func (s *store) auditPage(ctx context.Context, f AuditFilter, at time.Time, id string, limit int) ([]AuditEntry, error) {
+	q := db.SQL.Select("id::text", "actor_id::text", "action", "decision", "reason", "resource_kind", "coalesce(resource_id::text, '')",
+		"count", "first_at", "last_at").From("audit_log").OrderBy("first_at", "id").Limit(uint64(limit))
+	if id != "" {
+		q = q.Where("(first_at, id) > (?, ?)", at, id)
+	}
+	if f.ActorID != "" {
+		q = q.Where(sq.Eq{"actor_id": f.ActorID})
+	}
+	if f.Action != "" {
+		q = q.Where(sq.Eq{"action": f.Action})
+	}
+	if f.Decision != "" {
+		q = q.Where(sq.Eq{"decision": f.Decision})
+	}
+	if f.Since != nil {
+		q = q.Where(sq.GtOrEq{"last_at": *f.Since})
+	}
+	if f.Until != nil {
+		q = q.Where(sq.Lt{"first_at": *f.Until})
+	}
+	sqlText, args := q.MustSql()
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
+		var e AuditEntry
+		err := r.Scan(&e.ID, &e.ActorID, &e.Action, &e.Decision, &e.Reason, &e.ResourceKind, &e.ResourceID, &e.Count, &e.FirstAt, &e.LastAt)
+		e.FirstAt, e.LastAt = e.FirstAt.UTC(), e.LastAt.UTC()
+		return e, err
+	})
+}
+
 // AuditRows returns the audit rows of actor (all actors when empty).
 func (s *store) AuditRows(ctx context.Context, actorID string) ([]AuditRow, error) {
 	q := db.SQL.Select("actor_id", "action", "decision", "reason", "resource_kind", "count").From("audit_log").OrderBy("first_at", "id")

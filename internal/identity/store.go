@@ -299,10 +299,13 @@ func (s *store) touch(ctx context.Context, id string, last *time.Time) {
 }
 
 // DeleteOldTokens removes up to limit tokens revoked or expired before
-// cutoff and returns how many it removed (the retention module calls it).
+// cutoff, and run tokens minted before cutoff whose run is no longer
+// active (they authenticate no more), and returns how many it removed
+// (the retention module calls it).
 func (s *store) DeleteOldTokens(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	tag, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM tokens WHERE id IN (
-		SELECT id FROM tokens WHERE revoked_at < $1 OR expires_at < $1 LIMIT $2)`, cutoff, limit)
+		SELECT id FROM tokens t WHERE t.revoked_at < $1 OR t.expires_at < $1
+		OR (t.run_id IS NOT NULL AND t.created_at < $1 AND NOT EXISTS (SELECT 1 FROM active_runs ar WHERE ar.id = t.run_id)) LIMIT $2)`, cutoff, limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete old tokens: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 // docs/api/openapi.yaml (the shim renders camelCase as snake_case).
 const (
 	principalRefFields = `id kind handle displayName`
-	messageFields      = `id threadId channelId threadSeq author { ` + principalRefFields + ` } origin kind contentMd contentTruncated replyToMessageId mentions { ` + principalRefFields + ` } attachments { fileId name mimeType size scanStatus transcript } triggerState triggerReason systemCode runId deleted createdAt`
+	messageFields      = `id threadId channelId threadSeq author { ` + principalRefFields + ` } origin kind contentMd contentTruncated replyToMessageId mentions { ` + principalRefFields + ` } attachments { fileId name mimeType size scanStatus transcript } triggerState triggerReason systemCode runId deleted createdAt startedThreadId`
 	threadFields       = `id channelId kind parentMessageId operatorAgentId title titleSource createdBy state lastSeq createdAt`
 	channelFields      = `id spaceId name kind archived operatorMode operatorAgentId effectiveOperatorId mainThreadId switches { freeResponse allowMentionedAgents autoThread historyBackfillLimit }`
 	grantFields        = `id subjectId subjectKind targetKind targetId level expiresAt createdAt revokedAt`
@@ -20,6 +20,7 @@ const (
 	tokenFields        = `id principalId kind label createdAt expiresAt lastUsedAt revokedAt`
 	groupFields        = `id name createdAt memberIds`
 	liveFields         = `runId version text status updatedAt done`
+	auditFields        = `id actor { ` + principalRefFields + ` } action decision reason resourceKind resourceId count firstAt lastAt`
 	approvalFields     = `id runId messageId state title detail options { id label } restrictedTo { ` + principalRefFields + ` } expiresAt decidedBy { ` + principalRefFields + ` } decidedAt option { id label } createdAt`
 	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt answers { messageId clientMsgId } live { ` + liveFields + ` }`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
@@ -222,6 +223,15 @@ var coreRoutes = []Route{
 // adminRoutes are the routes of administration (owners; a person on their
 // own tokens).
 var adminRoutes = []Route{
+	{
+		OperationID: "listAuditEntries", Action: authz.AuditList, Method: http.MethodGet, Path: "/api/v1/audit", Result: "auditEntries",
+		Params: []Param{{Name: "actor", In: InQuery, Var: "actor"}, {Name: "action", In: InQuery, Var: "action"}, {Name: "decision", In: InQuery, Var: "decision", Enum: []string{"allow", "deny"}},
+			{Name: "since", In: InQuery, Var: "since"}, {Name: "until", In: InQuery, Var: "until"}, {Name: "after", In: InQuery, Var: "after"},
+			{Name: "limit", In: InQuery, Var: "limit", Int: true}},
+		Document: `query listAuditEntries($actor: ID, $action: String, $decision: AuditDecision, $since: Time, $until: Time, $after: String, $limit: Int) {
+			auditEntries(filter: {actor: $actor, action: $action, decision: $decision, since: $since, until: $until}, after: $after, limit: $limit) {
+			nodes { ` + auditFields + ` } pageInfo { endCursor hasNextPage } } }`,
+	},
 	{
 		OperationID: "listPrincipals", Action: authz.PrincipalList, Method: http.MethodGet, Path: "/api/v1/principals", Result: "principals",
 		Params:   []Param{{Name: "after", In: InQuery, Var: "after"}, {Name: "limit", In: InQuery, Var: "limit", Int: true}},

@@ -12,6 +12,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,10 @@ type Param struct {
 	In   In
 	Var  string // GraphQL variable name
 	Int  bool   // the variable is an Int
+	// Enum lists the values of a variable of a GraphQL enum type as REST
+	// spells them, in lower case (allow); GraphQL takes them in upper case
+	// (ALLOW). Any other value is refused (invalid).
+	Enum []string
 }
 
 // Route is one REST operation of the OpenAPI document.
@@ -383,6 +388,12 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 			vars[p.Var] = n
 		} else if fe := text.Check(raw, ParamPointer(p)); fe != nil {
 			fields = append(fields, *fe)
+		} else if p.Enum != nil {
+			if !slices.Contains(p.Enum, raw) {
+				fields = append(fields, problem.FieldError{Pointer: ParamPointer(p), Code: "invalid", Detail: "one of " + strings.Join(p.Enum, ", ")})
+				continue
+			}
+			vars[p.Var] = strings.ToUpper(raw)
 		} else {
 			vars[p.Var] = raw
 		}

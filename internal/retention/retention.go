@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
@@ -46,22 +48,36 @@ type Service struct {
 	clock  clock.Clock
 	keep   Keep
 	log    *slog.Logger
+	// purged counts the rows removed, by kind (bothy_retention_purged_total).
+	purged *prometheus.CounterVec
 }
 
-// New returns the purge over d, removing rows through their owners.
-func New(d *db.DB, owners Owners, c clock.Clock, keep Keep, log *slog.Logger) *Service {
-	return &Service{db: d, owners: owners, clock: c, keep: keep, log: log}
+// New returns the purge over d, removing rows through their owners; reg
+// receives bothy_retention_purged_total{kind}, every kind at zero from the
+// start.
+func New(d *db.DB, owners Owners, c clock.Clock, keep Keep, log *slog.Logger, reg prometheus.Registerer) *Service {
+	purged := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_retention_purged_total",
+		Help: "Rows the retention purge removed, by kind (event_log, agent_events, audit_log, tokens)."}, []string{"kind"})
+	for _, k := range []string{"event_log", "agent_events", "audit_log", "tokens"} {
+		purged.WithLabelValues(k).Add(0)
+	}
+	reg.MustRegister(purged)
+	return &Service{db: d, owners: owners, clock: c, keep: keep, log: log, purged: purged}
 }
 
 // batch bounds the rows one statement removes, so that no purge holds long
 // locks or a long transaction on a busy table.
 const batch = 5000
 
-// PurgeOnce removes every row past its retention at the clock's now.
-func (s *Service) PurgeOnce(ctx context.Context) (Removed, error) {
+// PurgeOnce removes every row past its retention at the clock's now and
+// counts what it removed, also when a later kind fails.
+func (s *Service) PurgeOnce(ctx context.Context) (r Removed, err error) {
+	defer func() {
+		for k, n := range map[string]int64{"event_log": r.EventLog, "agent_events": r.AgentEvents, "audit_log": r.AuditLog, "tokens": r.Tokens} {
+			s.purged.WithLabelValues(k).Add(float64(n))
+		}
+	}()
 	now := s.clock.Now()
-	var r Removed
-	var err error
 	if s.keep.EventLog > 0 {
 		if r.EventLog, err = s.purgeEventLog(ctx, now.Add(-s.keep.EventLog)); err != nil {
 			return r, err

@@ -58,6 +58,15 @@ func TestRetention(t *testing.T) {
 	audit(oldAudit, now)
 	robinID := env.World.ID("robin")
 	env.Exec(`UPDATE tokens SET revoked_at = $2 WHERE principal_id = $1`, robinID, now)
+	// Run tokens: one of the ended run (it no longer authenticates), one
+	// of the open run.
+	runToken := func(run string) string {
+		id := ids.New()
+		env.Exec(`INSERT INTO tokens (id, principal_id, kind, hash, label, created_at, run_id, run_holder)
+			VALUES ($1::uuid, $2, 'run', sha256(convert_to($1::text, 'UTF8')), 'run', $3, $4, 'proc')`, id, env.World.ID("lotse"), now, run)
+		return id
+	}
+	endedToken, openToken := runToken(ended), runToken(open)
 
 	// A month and more later, one new message; then the purge.
 	env.Clock.Advance(31 * 24 * time.Hour)
@@ -94,6 +103,12 @@ func TestRetention(t *testing.T) {
 	}
 	if n := env.Count(`SELECT count(*) FROM tokens WHERE principal_id = $1`, env.World.ID("alex")); n == 0 {
 		t.Fatal("a live token was removed")
+	}
+	if n := env.Count(`SELECT count(*) FROM tokens WHERE id = $1`, endedToken); n != 0 {
+		t.Fatal("the run token of the ended run was kept")
+	}
+	if n := env.Count(`SELECT count(*) FROM tokens WHERE id = $1`, openToken); n != 1 {
+		t.Fatal("the run token of the open run was removed")
 	}
 	// The agent still receives the open run's invocation.
 	stream, err := env.Runs.Poll(ctx, env.Principal("lotse"), "", 0)

@@ -28,6 +28,9 @@ type Hub struct {
 
 	connected  atomic.Bool
 	reconnects atomic.Uint64
+	// notifications counts the notifications the listener heard (proof
+	// that it hears anything: bothy_listener_notifications_total).
+	notifications atomic.Uint64
 	// retry cuts the listener's pause short (RetryNow); attempting, ended
 	// and listenerMoved (under mu) let RetryNow wait for the outcome of
 	// the attempt it asked for: listenerMoved is closed (and replaced)
@@ -131,6 +134,10 @@ func (h *Hub) Connected() bool { return h.connected.Load() }
 
 // Reconnects counts the connections the listener opened after losing one.
 func (h *Hub) Reconnects() uint64 { return h.reconnects.Load() }
+
+// Notifications is how many notifications the listener has heard since
+// the hub began.
+func (h *Hub) Notifications() uint64 { return h.notifications.Load() }
 
 // RetryNow has a listener that is down try to connect at once instead of
 // after the rest of its pause, and waits until it is connected, or until
@@ -271,6 +278,7 @@ func (h *Hub) listenOnce(ctx context.Context, connect Connect) (listened bool, e
 		if err != nil {
 			return true, err
 		}
+		h.notifications.Add(1)
 		if n.Channel == LiveChannel {
 			if h.live != nil {
 				h.live.receive(ctx, n.Payload)

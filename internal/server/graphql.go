@@ -24,6 +24,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/tracing"
 	"bothy.example.com/bothy/internal/querycache"
 	"bothy.example.com/bothy/internal/rest"
 	"bothy.example.com/bothy/internal/trusteddocs"
@@ -89,6 +90,11 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	srv.AroundRootFields(func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
 		return next(authz.Operation(ctx))
 	})
+	// The operation's span wraps the rest of the operation's work; with
+	// tracing off the extension is not even installed.
+	if tracing.Enabled(cfg) {
+		srv.Use(OperationSpans{})
+	}
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		noteOperation(ctx)
 		return next(ctx)

@@ -25,7 +25,10 @@ const (
 	ReasonDraining            = "draining"
 	ReasonDatabaseUnreachable = "database_unreachable"
 	ReasonMigrationsPending   = "migrations_pending"
-	ReasonListenerDown        = "listener_down"
+	// ReasonSchemaNewer: the schema is newer than this binary can serve
+	// (a contract migration it does not know; db.SchemaNewer).
+	ReasonSchemaNewer  = "schema_newer"
+	ReasonListenerDown = "listener_down"
 )
 
 // readiness answers /readyz cheaply: one check at a time runs through the
@@ -35,7 +38,6 @@ const (
 type readiness struct {
 	pool      *pgxpool.Pool
 	timeout   time.Duration
-	want      int64
 	listening func() bool
 	// retry, when set, has a listener that is down connect at once and
 	// reports whether it did (runs.Hub.RetryNow). A probe that has just
@@ -76,14 +78,19 @@ func (r *readiness) run(ctx context.Context) string {
 		return ReasonDatabaseUnreachable
 	}
 	if r.schema.Load() == 0 {
-		v, err := db.SchemaVersion(ctx, r.pool)
+		st, err := db.Compat(ctx, r.pool)
 		if err != nil {
 			return ReasonDatabaseUnreachable
 		}
-		if v < r.want {
+		switch st.Case {
+		case db.SchemaBehind:
 			return ReasonMigrationsPending
+		case db.SchemaNewer:
+			// Asked again at every probe: the answer only changes by an
+			// upgrade of this binary, but an operator may fix the record.
+			return ReasonSchemaNewer
 		}
-		r.schema.Store(v)
+		r.schema.Store(st.Schema)
 	}
 	if !r.listening() && (r.retry == nil || !r.retry(ctx)) {
 		return ReasonListenerDown
@@ -97,6 +104,7 @@ func (r *readiness) handler(w http.ResponseWriter, req *http.Request) {
 			ReasonDraining:            "the server is shutting down",
 			ReasonDatabaseUnreachable: "the database does not answer",
 			ReasonMigrationsPending:   "the database schema is older than this binary needs: run bothy migrate",
+			ReasonSchemaNewer:         "the database schema is newer than this binary can serve: upgrade this binary",
 			ReasonListenerDown:        "the LISTEN connection for long-poll wake-ups is down",
 		}[reason]
 		httpx.WriteProblem(w, req, problem.Newf(problem.Unavailable, reason, "%s", detail))
@@ -183,7 +191,7 @@ type opsMetrics struct {
 	runTimeouts prometheus.Counter
 }
 
-func registerOps(reg prometheus.Registerer, pool *pgxpool.Pool, listening func() bool, reconnects func() uint64) *opsMetrics {
+func registerOps(reg prometheus.Registerer, pool *pgxpool.Pool, listening func() bool, reconnects, notifications func() uint64) *opsMetrics {
 	m := &opsMetrics{
 		runTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "bothy_run_timeouts_total",
 			Help: "Runs this replica failed with reason timeout (run.start_timeout, run.stall_timeout)."}),
@@ -203,6 +211,8 @@ func registerOps(reg prometheus.Registerer, pool *pgxpool.Pool, listening func()
 		}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bothy_listener_reconnects_total",
 			Help: "Reconnects of the LISTEN connection."}, func() float64 { return float64(reconnects()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bothy_listener_notifications_total",
+			Help: "Notifications the LISTEN connection heard (wake-ups and live-box updates)."}, func() float64 { return float64(notifications()) }),
 	)
 	return m
 }

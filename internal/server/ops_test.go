@@ -160,6 +160,28 @@ func TestReadinessReasons(t *testing.T) {
 			t.Fatalf("cached schema version %d, want %d", got, newest)
 		}
 	})
+	t.Run("schema_newer", func(t *testing.T) {
+		t.Parallel()
+		env := apitest.Start(t, apitest.Options{})
+		var newest int64
+		if err := env.Pool.QueryRow(t.Context(), `SELECT max(version_id) FROM goose_db_version`).Scan(&newest); err != nil {
+			t.Fatal(err)
+		}
+		// A newer binary applied migration 99, a contract step: this
+		// binary refuses to serve.
+		env.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, true)`)
+		env.Exec(`INSERT INTO schema_compat (version, requires) VALUES (99, 99)`)
+		if got := readyReason(t, env); got != "schema_newer" {
+			t.Fatalf("reason %q, want schema_newer", got)
+		}
+		// Recorded as an expand step that binaries of this one's newest
+		// migration serve: ready, on schema 99.
+		env.Exec(`UPDATE schema_compat SET requires = $1 WHERE version = 99`, newest)
+		waitReady(t, env)
+		if got := env.Server.SchemaVersion(); got != 99 {
+			t.Fatalf("cached schema version %d, want 99", got)
+		}
+	})
 	t.Run("listener_down", func(t *testing.T) {
 		t.Parallel()
 		env := apitest.Start(t, apitest.Options{Config: map[string]string{

@@ -38,6 +38,8 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/tracing"
+	"bothy.example.com/bothy/internal/platform/version"
 	"bothy.example.com/bothy/internal/playground"
 	"bothy.example.com/bothy/internal/ratelimit"
 	"bothy.example.com/bothy/internal/rest"
@@ -108,6 +110,9 @@ type Server struct {
 	outage    *outage
 	modules   *modules.Set
 	live      *live
+	// tracing exports the spans of requests (tracing.otlp_endpoint); Serve
+	// shuts it down, exporting what is queued.
+	tracing *tracing.Provider
 }
 
 // New assembles the server. It fails when a stored REST operation does not
@@ -141,7 +146,7 @@ func New(d Deps) (*Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := httpx.NewMetrics(reg, cfg.Int(config.MetricsMaxOperations))
 	hub := set.Hub
-	ops := registerOps(reg, d.Pool, hub.Connected, hub.Reconnects)
+	ops := registerOps(reg, d.Pool, hub.Connected, hub.Reconnects, hub.Notifications)
 	ident, az, chatSvc, evLog, msg, runSvc, adm, fd, uow := set.Identity, set.Authz, set.Chat, set.Events, set.Messaging, set.Runs, set.Admin, set.Feed, set.DB
 	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
 	sources := graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc}
@@ -156,7 +161,9 @@ func New(d Deps) (*Server, error) {
 		ContextItems: contextItems, NestedItems: nestedItems})})
 	ws := newLive(cfg, ident, set.Tokens, hub, d.Logger)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_websocket_connections",
-		Help: "WebSocket connections this replica serves now (GraphQL subscriptions)."}, func() float64 { return float64(ws.Open()) }))
+		Help: "WebSocket connections this replica serves now (GraphQL subscriptions)."}, func() float64 { return float64(ws.Open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_websocket_subscriptions",
+			Help: "Subscriptions running on this replica's WebSocket connections now."}, func() float64 { return float64(ws.Subscriptions()) }))
 	exec, err := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())
 	if err != nil {
 		return nil, err
@@ -174,7 +181,7 @@ func New(d Deps) (*Server, error) {
 	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, live: ws, Identity: ident, Authz: az, Chat: chatSvc,
 		Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc, DB: uow, Admin: adm, listenURL: d.ListenURL, ops: ops, gatherer: reg,
 		Retention: set.Retention, modules: set,
-		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), want: db.EmbeddedVersion(), listening: hub.Connected},
+		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), listening: hub.Connected},
 		inflight: newInflight(cfg.Int(config.HTTPMaxConcurrentPerPrincipal), cfg.Duration(config.HTTPMaxConcurrentWait)), outage: out}
 	// Authentication comes before the body is read: an unauthenticated
 	// client cannot make the server buffer http.max_body_bytes. The meter
@@ -230,10 +237,23 @@ func New(d Deps) (*Server, error) {
 	// a known path, 404 otherwise.
 	mux.Handle("/", unmatched(mux))
 
+	// The request span is outermost, so that it times the whole request
+	// and every log line of the request has it in its context; the mux
+	// notes its route on it.
+	tp, err := tracing.New(tracing.OptionsFrom(cfg, version.Get().Version, d.Logger))
+	if err != nil {
+		return nil, err
+	}
+	s.tracing = tp
+	var routed http.Handler = mux
+	if tp.Enabled() {
+		routed = tracing.Route(mux)
+		d.Logger.Info("tracing on: spans go to the OpenTelemetry collector", "otlp_url", tp.URL)
+	}
 	// No body limit out here: authed reads the body only after the token
 	// is checked, so an unauthenticated client cannot make it buffer one.
-	s.handler = httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(mux),
-		httpx.Options{Log: d.Logger, Metrics: metrics, Proxies: proxies})
+	s.handler = tracing.Handler(tp, httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(routed),
+		httpx.Options{Log: d.Logger, Metrics: metrics, Proxies: proxies}))
 	return s, nil
 }
 
@@ -311,6 +331,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); s.Retention.Run(bg, s.cfg.Duration(config.RetentionInterval)) }()
 	go func() { defer wg.Done(); s.Runs.RunLive(bg) }()
 	defer func() { stopBG(); wg.Wait() }()
+	// The spans still queued go out before Serve returns, within what is
+	// left of server.shutdown_timeout once draining started (a failed
+	// start gives them the whole timeout).
+	var deadline time.Time
+	defer func() { s.stopTracing(deadline) }()
 
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
@@ -346,7 +371,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 
-	deadline := time.Now().Add(s.cfg.Duration(config.ServerShutdownTimeout))
+	deadline = time.Now().Add(s.cfg.Duration(config.ServerShutdownTimeout))
 	delay := min(s.cfg.Duration(config.ServerDrainDelay), time.Until(deadline))
 	s.ready.draining.Store(true)
 	// No new request on a kept-alive connection from now on: a proxy that
@@ -378,6 +403,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ms.Close()
 	}
 	return nil
+}
+
+// stopTracing shuts the tracing exporter down by deadline (zero: within
+// server.shutdown_timeout from now), exporting the spans still queued.
+func (s *Server) stopTracing(deadline time.Time) {
+	if !s.tracing.Enabled() {
+		return
+	}
+	if deadline.IsZero() {
+		deadline = time.Now().Add(s.cfg.Duration(config.ServerShutdownTimeout))
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := s.tracing.Shutdown(ctx); err != nil {
+		s.log.Warn("tracing: spans still queued at server.shutdown_timeout were dropped", "error", err.Error())
+	}
 }
 
 // MetricsAddr returns the address of the separate /metrics listener once

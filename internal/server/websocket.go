@@ -79,7 +79,9 @@ type live struct {
 	// open counts the connections being served (upgraded or not yet
 	// refused), for bothy_websocket_connections; served is the same as a
 	// WaitGroup, for the drain.
-	open   int
+	open int
+	// subs counts the running subscriptions of all connections.
+	subs   int
 	served sync.WaitGroup
 }
 
@@ -101,6 +103,21 @@ func (l *live) Open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.open
+}
+
+// Subscriptions is the number of subscriptions running on this replica's
+// connections now (bothy_websocket_subscriptions).
+func (l *live) Subscriptions() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.subs
+}
+
+// countSubs adds n (negative at an end) to the running subscriptions.
+func (l *live) countSubs(n int) {
+	l.mu.Lock()
+	l.subs += n
+	l.mu.Unlock()
 }
 
 func newLive(cfg *config.Config, ident *identity.Service, tokens *identity.LiveTokens, hub *runs.Hub, log *slog.Logger) *live {
@@ -153,8 +170,13 @@ func (l *live) route(exec http.Handler, rest http.Handler) http.Handler {
 		l.served.Add(1)
 		defer func() {
 			c.finish()
+			c.mu.Lock()
+			left := len(c.active)
+			clear(c.active)
+			c.mu.Unlock()
 			l.mu.Lock()
 			l.open--
+			l.subs -= left
 			l.mu.Unlock()
 			l.served.Done()
 		}()
@@ -348,13 +370,17 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 			case m.ID == "":
 				code, reason = closeInvalidMessage, "Invalid message received"
 			case m.Type == "complete":
-				delete(c.active, m.ID)
+				if c.active[m.ID] {
+					delete(c.active, m.ID)
+					c.live.countSubs(-1)
+				}
 			case c.active[m.ID]:
 				code, reason = closeDuplicateID, "Subscriber for "+m.ID+" already exists"
 			case len(c.active) >= c.live.maxSubs:
 				refuse = true
 			default:
 				c.active[m.ID] = true
+				c.live.countSubs(1)
 			}
 		default:
 			code, reason = closeInvalidMessage, "Invalid message received"
@@ -395,8 +421,9 @@ func (c *wsConn) WriteJSON(v any) error {
 	if json.Unmarshal(b, &m) == nil && (m.Type == "complete" || m.Type == "error" || m.Type == "next") {
 		c.mu.Lock()
 		running := c.active[m.ID]
-		if m.Type != "next" {
+		if m.Type != "next" && running {
 			delete(c.active, m.ID)
+			c.live.countSubs(-1)
 		}
 		c.mu.Unlock()
 		if !running {

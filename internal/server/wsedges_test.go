@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,4 +109,44 @@ func TestWebSocketCloseCodes(t *testing.T) {
 	t.Run("malformed init 4400", testMalformedInitCloses4400)
 	t.Run("drain 1012", testDrainClosesSubscriptions1012)
 	t.Run("two root fields", testSubscriptionWithTwoRootFieldsIsInvalid)
+}
+
+// TestSubscriptionAndListenerMetrics: bothy_websocket_subscriptions counts
+// the subscriptions running on the replica (up at subscribe, down at the
+// client's complete and when the connection goes), and
+// bothy_listener_notifications_total grows with what the LISTEN
+// connection hears: a message's commit reaches the subscriber through it.
+func TestSubscriptionAndListenerMetrics(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	heard := env.Metric("bothy_listener_notifications_total")
+	w := dialRaw(t, env, nil)
+	w.init(env.World.Token("alex"))
+	q := `subscription($a: String) { events(after: $a) { seq type } }`
+	w.send(subscribeAfter("s1", q, logEnd(env)))
+	w.send(subscribeAfter("s2", q, logEnd(env)))
+	env.MustPost("alex", env.Main("Support/Eskalation"), "metric-1", "hello")
+	for seen := map[string]bool{}; !seen["s1"] || !seen["s2"]; {
+		if m := w.want("next"); strings.Contains(string(m.Payload), "message.created") {
+			seen[m.ID] = true
+		}
+	}
+	if got := env.Metric("bothy_websocket_subscriptions"); got != 2 {
+		t.Fatalf("%v subscriptions, want 2", got)
+	}
+	if got := env.Metric("bothy_listener_notifications_total"); got <= heard {
+		t.Fatalf("the listener heard %v notifications, %v before the message", got, heard)
+	}
+	w.send(rawMsg{ID: "s1", Type: "complete"})
+	// s2 still delivers after s1's complete was read: the count followed it.
+	env.MustPost("alex", env.Main("Support/Eskalation"), "metric-2", "again")
+	w.skipTo("s2", "s1")
+	if got := env.Metric("bothy_websocket_subscriptions"); got != 1 {
+		t.Fatalf("%v subscriptions after a complete, want 1", got)
+	}
+	w.c.Close(websocket.StatusNormalClosure, "")
+	waitConnections(t, env, 0)
+	if got := env.Metric("bothy_websocket_subscriptions"); got != 0 {
+		t.Fatalf("%v subscriptions after the connection went, want 0", got)
+	}
 }

@@ -1,10 +1,10 @@
 package runner_test
 
 import (
-	"log/slog"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"

@@ -112,6 +112,8 @@ const (
 	WebsocketPingInterval              = "websocket.ping_interval"
 	WebsocketInitTimeout               = "websocket.init_timeout"
 	WebsocketAllowedOrigins            = "websocket.allowed_origins"
+	TracingOTLPEndpoint                = "tracing.otlp_endpoint"
+	TracingServiceName                 = "tracing.service_name"
 )
 
 // Registry lists every key with its type, default, minimum and meaning. It
@@ -194,6 +196,8 @@ var Registry = []Key{
 	{TokenDefaultTTL, TypeDuration, "0s", "0s", "lifetime of tokens issued without an explicit ttl (createToken, createPrincipal's first token, the command line); 0s means no expiry"},
 	{AdminPrincipalListLimitDefault, TypeInt, "50", "1", "page size of listPrincipals when the request names none"},
 	{AdminPrincipalListLimitMax, TypeInt, "200", "1", "largest page of listPrincipals"},
+	{TracingOTLPEndpoint, TypeString, "", "", "base URL of an OpenTelemetry collector's OTLP/HTTP receiver, such as http://collector.example.com:4318: spans of requests, GraphQL operations, authorization decisions and statements are posted to it with /v1/traces appended; empty turns tracing off"},
+	{TracingServiceName, TypeString, "bothy", "", "service.name of the exported spans"},
 }
 
 // choices lists the accepted values of string keys with a fixed set.

@@ -16,6 +16,7 @@ import (
 
 	sq "github.com/Masterminds/squirrel"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -32,6 +33,10 @@ type Options struct {
 	MaxConns int
 	// Tracer, when set, sees every statement (tests count statements with it).
 	Tracer pgx.QueryTracer
+	// Spans adds StatementSpans beside Tracer: one span per statement of a
+	// traced request (tracing.otlp_endpoint is set). Without it the pool
+	// has no tracer of its own, so tracing off costs nothing per statement.
+	Spans bool
 	// PoolerMode is for a URL that goes through a transaction-mode pooler
 	// (config key database.pooler_mode): consecutive statements may reach
 	// different server sessions, so the pool keeps no named prepared
@@ -53,7 +58,12 @@ func Open(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = int32(opts.MaxConns)
 	}
-	if opts.Tracer != nil {
+	switch {
+	case opts.Spans && opts.Tracer != nil:
+		cfg.ConnConfig.Tracer = multitracer.New(opts.Tracer, StatementSpans{})
+	case opts.Spans:
+		cfg.ConnConfig.Tracer = StatementSpans{}
+	case opts.Tracer != nil:
 		cfg.ConnConfig.Tracer = opts.Tracer
 	}
 	if opts.PoolerMode {

@@ -39,14 +39,22 @@ type Applied struct {
 // order (none when the schema was current), for the start-up log.
 func MigrateReport(ctx context.Context, url string) ([]Applied, error) {
 	var out []Applied
-	err := withProvider(url, func(p *goose.Provider) error {
+	err := withProvider(url, func(p *goose.Provider, sqlDB *sql.DB) error {
 		res, err := p.Up(ctx)
 		for _, r := range res {
 			if r.Error == nil && !r.Empty {
 				out = append(out, Applied{Version: r.Source.Version, Name: path.Base(r.Source.Path), Duration: r.Duration})
 			}
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		// What each migration requires of a binary goes where an older
+		// binary, which lacks the newer files, can read it.
+		return recordRequirements(ctx, func(ctx context.Context, q string, args ...any) error {
+			_, err := sqlDB.ExecContext(ctx, q, args...)
+			return err
+		})
 	})
 	return out, err
 }
@@ -64,7 +72,7 @@ type MigrationState struct {
 // version table, as goose does for every command.
 func Status(ctx context.Context, url string) ([]MigrationState, error) {
 	var out []MigrationState
-	err := withProvider(url, func(p *goose.Provider) error {
+	err := withProvider(url, func(p *goose.Provider, _ *sql.DB) error {
 		st, err := p.Status(ctx)
 		if err != nil {
 			return err
@@ -108,7 +116,7 @@ func SchemaVersion(ctx context.Context, q Querier) (int64, error) {
 	return v, err
 }
 
-func withProvider(url string, fn func(*goose.Provider) error) error {
+func withProvider(url string, fn func(*goose.Provider, *sql.DB) error) error {
 	sqlDB, err := sql.Open("pgx", url)
 	if err != nil {
 		return fmt.Errorf("migrations: open database: %w", err)
@@ -123,7 +131,7 @@ func withProvider(url string, fn func(*goose.Provider) error) error {
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	if err := fn(p); err != nil {
+	if err := fn(p, sqlDB); err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	return nil

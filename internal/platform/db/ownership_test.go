@@ -45,6 +45,7 @@ var owners = map[string]string{
 	"run_live_ops":      "internal/runs",
 	"run_approvals":     "internal/runs",
 	"ratelimit_buckets": "internal/ratelimit",
+	"schema_compat":     "internal/platform/db",
 }
 
 // testSupport are packages that only tests import: harnesses that set up

@@ -1,0 +1,706 @@
+package kubernetes
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"bothy.example.com/bothy/internal/ociimage"
+	"bothy.example.com/bothy/internal/platform/config"
+)
+
+// manifests is every object of the folder, by kind.
+type manifests struct {
+	files       []string
+	namespaces  []corev1.Namespace
+	configMaps  []corev1.ConfigMap
+	secrets     []corev1.Secret
+	services    []corev1.Service
+	deployments []appsv1.Deployment
+	jobs        []batchv1.Job
+	pdbs        []policyv1.PodDisruptionBudget
+}
+
+// documentSeparator splits a multi-document YAML file.
+var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+// decode decodes one YAML document strictly into the API type its
+// apiVersion and kind name, and adds it to m. A field the type does not
+// have (a typo, a field of another API version) or a kind this test does
+// not know is an error.
+func (m *manifests) decode(doc []byte) error {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(doc, &tm); err != nil {
+		return err
+	}
+	strict := func(into any) error { return yaml.UnmarshalStrict(doc, into) }
+	switch tm.APIVersion + " " + tm.Kind {
+	case "v1 Namespace":
+		var o corev1.Namespace
+		if err := strict(&o); err != nil {
+			return err
+		}
+		m.namespaces = append(m.namespaces, o)
+	case "v1 ConfigMap":
+		var o corev1.ConfigMap
+		if err := strict(&o); err != nil {
+			return err
+		}
+		m.configMaps = append(m.configMaps, o)
+	case "v1 Secret":
+		var o corev1.Secret
+		if err := strict(&o); err != nil {
+			return err
+		}
+		m.secrets = append(m.secrets, o)
+	case "v1 Service":
+		var o corev1.Service
+		if err := strict(&o); err != nil {
+			return err
+		}
+		m.services = append(m.services, o)
+	case "apps/v1 Deployment":
+		var o appsv1.Deployment
+		if err := strict(&o); err != nil {
+			return err
+		}
+		m.deployments = append(m.deployments, o)
+	case "batch/v1 Job":
+		var o batchv1.Job
+		if err := strict(&o); err != nil {
+			return err
+		}
+		m.jobs = append(m.jobs, o)
+	case "policy/v1 PodDisruptionBudget":
+		var o policyv1.PodDisruptionBudget
+		if err := strict(&o); err != nil {
+			return err
+		}
+		m.pdbs = append(m.pdbs, o)
+	default:
+		return fmt.Errorf("unknown kind %q of apiVersion %q", tm.Kind, tm.APIVersion)
+	}
+	return nil
+}
+
+// decodeFile decodes every document of one file.
+func (m *manifests) decodeFile(name string, data []byte) error {
+	for i, doc := range documentSeparator.Split(string(data), -1) {
+		if isEmptyDocument(doc) {
+			continue
+		}
+		if err := m.decode([]byte(doc)); err != nil {
+			return fmt.Errorf("%s, document %d: %w", name, i+1, err)
+		}
+	}
+	return nil
+}
+
+// isEmptyDocument reports whether doc holds only comments and blank lines.
+func isEmptyDocument(doc string) bool {
+	for _, line := range strings.Split(doc, "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
+}
+
+// load decodes every YAML file under the folder, the example Secret's
+// subfolder included.
+func load(t *testing.T) *manifests {
+	t.Helper()
+	m := &manifests{}
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !(strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		m.files = append(m.files, p)
+		return m.decodeFile(p, data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// show renders an optional field: its value, or "unset".
+func show[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
+}
+
+// one returns the single element of list, failing the test otherwise.
+func one[T any](t *testing.T, what string, list []T) T {
+	t.Helper()
+	if len(list) != 1 {
+		t.Fatalf("%d %s, want 1", len(list), what)
+	}
+	return list[0]
+}
+
+// TestStrictDecoding proves the decoding strict: a misspelt field and an
+// unknown kind fail, so the other tests see every field as Kubernetes
+// would.
+func TestStrictDecoding(t *testing.T) {
+	var m manifests
+	typo := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  replica: 2\n"
+	if err := m.decodeFile("typo.yaml", []byte(typo)); err == nil || !strings.Contains(err.Error(), "replica") {
+		t.Errorf("a misspelt field decoded: %v", err)
+	}
+	kind := "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: x\n"
+	if err := m.decodeFile("kind.yaml", []byte(kind)); err == nil {
+		t.Error("an unknown kind decoded")
+	}
+	two := "# a comment\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: b\n---\n"
+	if err := m.decodeFile("two.yaml", []byte(two)); err != nil || len(m.namespaces) != 2 {
+		t.Errorf("two documents: %v, %d namespaces", err, len(m.namespaces))
+	}
+}
+
+// TestManifests decodes every manifest of the folder and checks the
+// properties the deployment relies on.
+func TestManifests(t *testing.T) {
+	m := load(t)
+	if len(m.files) < 6 {
+		t.Fatalf("only %d manifests: %v", len(m.files), m.files)
+	}
+	ns := one(t, "namespaces", m.namespaces)
+	dep := one(t, "deployments", m.deployments)
+	job := one(t, "jobs", m.jobs)
+	pdb := one(t, "disruption budgets", m.pdbs)
+	secret := one(t, "secrets", m.secrets)
+
+	// One namespace for all.
+	for _, o := range allObjects(m) {
+		if o.Namespace != ns.Name {
+			t.Errorf("%s is in namespace %q, not %q", o.Name, o.Namespace, ns.Name)
+		}
+	}
+
+	// The Deployment: two replicas, rolled one at a time without losing
+	// one, its selector its pods.
+	podLabels := labels.Set(dep.Spec.Template.Labels)
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Errorf("replicas %s, want 2", show(dep.Spec.Replicas))
+	}
+	if sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector); err != nil || !sel.Matches(podLabels) {
+		t.Errorf("the Deployment's selector %v does not select its pods %v (%v)", dep.Spec.Selector, podLabels, err)
+	}
+	if ru := dep.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+		t.Error("the rollout may take a replica away before its successor is ready: want maxUnavailable 0")
+	}
+	pod := dep.Spec.Template.Spec
+	checkPodSecurity(t, "Deployment", pod)
+	c := one(t, "containers in the Deployment", pod.Containers)
+
+	// The image is the one make image names, in the Deployment and the
+	// Job alike.
+	checkImage(t, c.Image)
+	if jc := one(t, "containers in the Job", job.Spec.Template.Spec.Containers); jc.Image != c.Image {
+		t.Errorf("the Job runs %s, the Deployment %s: migrations must come from the release that serves", jc.Image, c.Image)
+	}
+
+	// The configuration the replicas run on: the image's environment,
+	// then the container's, on the file of --config.
+	if len(c.Args) == 0 || c.Args[0] != "serve" {
+		t.Fatalf("args %q, want serve first", c.Args)
+	}
+	file, fileKeys := configFile(t, m, pod, c)
+	env := environment(t, m, c)
+	cfg, err := config.Load(file, env)
+	if err != nil {
+		t.Fatalf("the replicas' configuration does not load: %v", err)
+	}
+	// A key of bothy.yaml that the environment overrides would be ignored
+	// in silence.
+	for _, k := range fileKeys {
+		if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, config.EnvName(k)+"=") }) {
+			t.Errorf("bothy.yaml sets %s, which %s overrides", k, config.EnvName(k))
+		}
+	}
+	apiPort := listenPort(t, cfg.String(config.ServerAddr))
+	metricsPort := listenPort(t, cfg.String(config.MetricsAddr))
+	if apiPort != ociimage.APIPort || metricsPort != ociimage.MetricsPort {
+		t.Errorf("the replicas listen on %d and %d, the image exposes %d and %d", apiPort, metricsPort, ociimage.APIPort, ociimage.MetricsPort)
+	}
+	if got, ok := containerPort(c, intstr.FromString("http")); !ok || got != apiPort {
+		t.Errorf("container port http is %d (%v), server.addr's port %d", got, ok, apiPort)
+	}
+	if got, ok := containerPort(c, intstr.FromString("metrics")); !ok || got != metricsPort {
+		t.Errorf("container port metrics is %d (%v), metrics.addr's port %d", got, ok, metricsPort)
+	}
+
+	// The pooled URL and the direct one: PgBouncer in transaction mode for
+	// the pool, PostgreSQL itself for LISTEN and for migrations.
+	if !cfg.Bool(config.DatabasePoolerMode) {
+		t.Error("database.pooler_mode is false, but database.url goes through PgBouncer")
+	}
+	pooled, direct := cfg.String(config.DatabaseURL), cfg.String(config.DatabaseListenURL)
+	if pooled == "" || direct == "" || pooled == direct {
+		t.Errorf("database.url %q and database.listen_url %q: want two different URLs", pooled, direct)
+	}
+	if cfg.Bool(config.DatabaseAutoMigrate) {
+		t.Error("database.auto_migrate is true: replicas would migrate through the pooler; the Job migrates")
+	}
+	checkSecretURLs(t, secret)
+
+	// Probes on the API port: readiness /readyz, liveness and startup
+	// /healthz.
+	for _, p := range []struct {
+		name, path string
+		probe      *corev1.Probe
+	}{
+		{"readiness", "/readyz", c.ReadinessProbe},
+		{"liveness", "/healthz", c.LivenessProbe},
+		{"startup", "/healthz", c.StartupProbe},
+	} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("no HTTP %s probe", p.name)
+			continue
+		}
+		if p.probe.HTTPGet.Path != p.path {
+			t.Errorf("%s probe on %s, want %s", p.name, p.probe.HTTPGet.Path, p.path)
+		}
+		if got, ok := containerPort(c, p.probe.HTTPGet.Port); !ok || got != apiPort {
+			t.Errorf("%s probe on port %v, which is not the API port %d", p.name, p.probe.HTTPGet.Port.String(), apiPort)
+		}
+	}
+
+	// The drain: readiness notices it before the listener closes, the
+	// kubelet waits for it to end, Bothy answers a probe before the kubelet
+	// gives up on it.
+	drain := cfg.Duration(config.ServerDrainDelay)
+	shutdown := cfg.Duration(config.ServerShutdownTimeout)
+	if rp := c.ReadinessProbe; rp != nil {
+		if notice := int64(rp.PeriodSeconds) * int64(rp.FailureThreshold); notice >= int64(drain.Seconds()) {
+			t.Errorf("readiness period x failures = %ds, not below server.drain_delay %s", notice, drain)
+		}
+		if float64(rp.TimeoutSeconds) <= cfg.Duration(config.ServerReadinessTimeout).Seconds() {
+			t.Errorf("readiness timeout %ds, not above server.readiness_timeout %s", rp.TimeoutSeconds, cfg.Duration(config.ServerReadinessTimeout))
+		}
+	}
+	if drain >= shutdown {
+		t.Errorf("server.drain_delay %s is not below server.shutdown_timeout %s", drain, shutdown)
+	}
+	if g := pod.TerminationGracePeriodSeconds; g == nil || float64(*g) <= shutdown.Seconds() {
+		t.Errorf("terminationGracePeriodSeconds %s, want above server.shutdown_timeout %s", show(g), shutdown)
+	}
+	checkResources(t, "Deployment", c)
+	checkMemoryLimit(t, c, env)
+
+	// The migration Job: bothy migrate on the direct URL, once, bounded.
+	jpod := job.Spec.Template.Spec
+	checkPodSecurity(t, "Job", jpod)
+	jc := jpod.Containers[0]
+	if !slices.Equal(jc.Args, []string{"migrate"}) {
+		t.Errorf("the Job runs %q, want [migrate]", jc.Args)
+	}
+	if jpod.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("the Job's restartPolicy %q, want Never", jpod.RestartPolicy)
+	}
+	if b := job.Spec.BackoffLimit; b == nil || *b < 1 || *b > 6 {
+		t.Errorf("the Job's backoffLimit %s, want a few retries", show(b))
+	}
+	if job.Spec.ActiveDeadlineSeconds == nil {
+		t.Error("the Job has no activeDeadlineSeconds: a migration stuck on a lock would wait for ever")
+	}
+	jcfg, err := config.Load("", environment(t, m, jc))
+	if err != nil {
+		t.Fatalf("the Job's configuration does not load: %v", err)
+	}
+	if jcfg.String(config.DatabaseURL) != direct {
+		t.Errorf("the Job migrates on %q, not the direct URL of the replicas' LISTEN connection %q", jcfg.String(config.DatabaseURL), direct)
+	}
+	checkResources(t, "Job", jc)
+	jobLabels := labels.Set(job.Spec.Template.Labels)
+
+	// The disruption budget keeps one replica and leaves room to evict
+	// the other.
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.Type != intstr.Int || pdb.Spec.MinAvailable.IntVal != 1 {
+		t.Errorf("minAvailable %v, want 1", pdb.Spec.MinAvailable)
+	}
+	if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(podLabels) || sel.Matches(jobLabels) {
+		t.Errorf("the budget's selector %v must select the replicas %v and not the Job's pod %v (%v)", pdb.Spec.Selector, podLabels, jobLabels, err)
+	}
+
+	// The Services: the API without the metrics, the metrics apart.
+	ports := map[string]int32{}
+	for _, s := range m.services {
+		sel := labels.SelectorFromSet(s.Spec.Selector)
+		if len(s.Spec.Selector) == 0 || !sel.Matches(podLabels) || sel.Matches(jobLabels) {
+			t.Errorf("Service %s selects %v: want the replicas %v, not the Job's pod", s.Name, s.Spec.Selector, podLabels)
+		}
+		for _, p := range s.Spec.Ports {
+			target, ok := containerPort(c, p.TargetPort)
+			if !ok {
+				t.Errorf("Service %s port %s targets %s, which the container does not have", s.Name, p.Name, p.TargetPort.String())
+			}
+			ports[s.Name+"/"+p.Name] = target
+		}
+	}
+	if ports["bothy/http"] != apiPort || len(ports) != 2 || ports["bothy-metrics/metrics"] != metricsPort {
+		t.Errorf("Service ports %v: want bothy/http on %d and bothy-metrics/metrics on %d, nothing else", ports, apiPort, metricsPort)
+	}
+}
+
+// allObjects returns the metadata of every namespaced object.
+func allObjects(m *manifests) []metav1.ObjectMeta {
+	var out []metav1.ObjectMeta
+	for _, o := range m.configMaps {
+		out = append(out, o.ObjectMeta)
+	}
+	for _, o := range m.secrets {
+		out = append(out, o.ObjectMeta)
+	}
+	for _, o := range m.services {
+		out = append(out, o.ObjectMeta)
+	}
+	for _, o := range m.deployments {
+		out = append(out, o.ObjectMeta)
+	}
+	for _, o := range m.jobs {
+		out = append(out, o.ObjectMeta)
+	}
+	for _, o := range m.pdbs {
+		out = append(out, o.ObjectMeta)
+	}
+	return out
+}
+
+// checkImage checks that ref names the repository of make image with a
+// fixed tag, and that the Makefile still tags with that repository.
+func checkImage(t *testing.T, ref string) {
+	t.Helper()
+	i := strings.LastIndex(ref, ":")
+	if i < 0 || strings.Contains(ref[i:], "/") {
+		t.Errorf("image %q has no tag", ref)
+		return
+	}
+	repo, tag := ref[:i], ref[i+1:]
+	if repo != ociimage.DefaultRepository {
+		t.Errorf("image repository %q, make image builds %q", repo, ociimage.DefaultRepository)
+	}
+	if tag == "" || tag == "latest" {
+		t.Errorf("image tag %q: name a release, so that a rollout changes something", tag)
+	}
+	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := regexp.MustCompile(`(?m)^IMAGE_REPOSITORY\s*\?=\s*(\S+)`).FindSubmatch(mk)
+	if got == nil || string(got[1]) != ociimage.DefaultRepository {
+		t.Errorf("the Makefile's IMAGE_REPOSITORY is %q, not %q", got, ociimage.DefaultRepository)
+	}
+}
+
+// checkPodSecurity checks what the "restricted" Pod Security Standard
+// asks and what the image allows: non-root as the image's user, a
+// read-only root filesystem with no writable volume, no privilege, the
+// runtime's seccomp profile; and no API token or service-link variables,
+// which Bothy does not use.
+func checkPodSecurity(t *testing.T, what string, pod corev1.PodSpec) {
+	t.Helper()
+	psc := pod.SecurityContext
+	if psc == nil {
+		psc = &corev1.PodSecurityContext{}
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("%s: automountServiceAccountToken not false", what)
+	}
+	// A Service named bothy gives every pod with service links the
+	// variables BOTHY plus _SERVICE_HOST, _PORT, ..., which Bothy warns
+	// about at every start.
+	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+		t.Errorf("%s: enableServiceLinks not false", what)
+	}
+	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
+		t.Errorf("%s: shares a host namespace", what)
+	}
+	mounts := map[string]bool{}
+	for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Errorf("%s %s: no securityContext", what, c.Name)
+			continue
+		}
+		nonRoot, user, group, seccomp := psc.RunAsNonRoot, psc.RunAsUser, psc.RunAsGroup, psc.SeccompProfile
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+		if sc.RunAsUser != nil {
+			user = sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			group = sc.RunAsGroup
+		}
+		if sc.SeccompProfile != nil {
+			seccomp = sc.SeccompProfile
+		}
+		if nonRoot == nil || !*nonRoot {
+			t.Errorf("%s %s: runAsNonRoot not true", what, c.Name)
+		}
+		if user == nil || *user != ociimage.UID || group == nil || *group != ociimage.GID {
+			t.Errorf("%s %s: runs as %s:%s, not the image's user %d:%d", what, c.Name, show(user), show(group), ociimage.UID, ociimage.GID)
+		}
+		if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s %s: seccompProfile %v, want RuntimeDefault", what, c.Name, seccomp)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s %s: allowPrivilegeEscalation not false", what, c.Name)
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("%s %s: privileged", what, c.Name)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s %s: readOnlyRootFilesystem not true", what, c.Name)
+		}
+		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+			t.Errorf("%s %s: capabilities %v, want drop [ALL] and nothing added", what, c.Name, sc.Capabilities)
+		}
+		for _, vm := range c.VolumeMounts {
+			if !vm.ReadOnly {
+				t.Errorf("%s %s: volume %s mounted writable; the image needs no writable path", what, c.Name, vm.Name)
+			}
+			mounts[vm.Name] = true
+		}
+		if c.ImagePullPolicy == corev1.PullAlways {
+			t.Errorf("%s %s: imagePullPolicy Always with a fixed tag", what, c.Name)
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			t.Errorf("%s: volume %s is a hostPath", what, v.Name)
+		}
+		if !mounts[v.Name] {
+			t.Errorf("%s: volume %s is mounted nowhere", what, v.Name)
+		}
+	}
+}
+
+// configFile follows the container's --config to the ConfigMap mounted
+// there, writes the file into a temporary folder and returns its path and
+// its keys (dotted, as in docs/configuration.md).
+func configFile(t *testing.T, m *manifests, pod corev1.PodSpec, c corev1.Container) (string, []string) {
+	t.Helper()
+	i := slices.Index(c.Args, "--config")
+	if i < 0 || i+1 >= len(c.Args) {
+		t.Fatalf("args %q have no --config FILE", c.Args)
+	}
+	path := c.Args[i+1]
+	var volume string
+	for _, vm := range c.VolumeMounts {
+		if vm.MountPath == filepath.Dir(path) {
+			volume = vm.Name
+		}
+	}
+	var cmName string
+	for _, v := range pod.Volumes {
+		if v.Name == volume && v.ConfigMap != nil {
+			cmName = v.ConfigMap.Name
+		}
+	}
+	for _, cm := range m.configMaps {
+		if cm.Name != cmName {
+			continue
+		}
+		data, ok := cm.Data[filepath.Base(path)]
+		if !ok {
+			t.Fatalf("ConfigMap %s has no key %s", cm.Name, filepath.Base(path))
+		}
+		file := filepath.Join(t.TempDir(), "bothy.yaml")
+		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var tree map[string]any
+		if err := yaml.Unmarshal([]byte(data), &tree); err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		flattenKeys("", tree, &keys)
+		return file, keys
+	}
+	t.Fatalf("--config %s is on no ConfigMap (volume %q, ConfigMap %q)", path, volume, cmName)
+	return "", nil
+}
+
+// flattenKeys appends the dotted keys of the leaves of tree to keys.
+func flattenKeys(prefix string, tree map[string]any, keys *[]string) {
+	for k, v := range tree {
+		if sub, ok := v.(map[string]any); ok {
+			flattenKeys(prefix+k+".", sub, keys)
+			continue
+		}
+		*keys = append(*keys, prefix+k)
+	}
+}
+
+// environment returns the environment of container c as the server sees
+// it: the image's (ociimage.Env), then the container's, with each Secret
+// reference read from the example Secret. Every BOTHY_ variable must be a
+// configuration key: others are ignored, with a warning, at every start.
+func environment(t *testing.T, m *manifests, c corev1.Container) []string {
+	t.Helper()
+	known := map[string]bool{}
+	for _, k := range config.Registry {
+		known[config.EnvName(k.Name)] = true
+	}
+	if len(c.EnvFrom) > 0 {
+		t.Errorf("container %s takes envFrom: its variable names cannot be checked", c.Name)
+	}
+	env := slices.Clone(ociimage.Env)
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "BOTHY_") && !known[e.Name] {
+			t.Errorf("container %s sets %s, which is no configuration key", c.Name, e.Name)
+		}
+		value := e.Value
+		if e.ValueFrom != nil {
+			ref := e.ValueFrom.SecretKeyRef
+			if ref == nil {
+				t.Errorf("container %s: %s comes from something other than a Secret", c.Name, e.Name)
+				continue
+			}
+			v, ok := secretValue(m, ref.Name, ref.Key)
+			if !ok {
+				t.Errorf("container %s: %s names key %q of Secret %q, which the example Secret does not have", c.Name, e.Name, ref.Key, ref.Name)
+			}
+			value = v
+		}
+		env = append(env, e.Name+"="+value)
+	}
+	return env
+}
+
+// secretValue returns key of the Secret named name.
+func secretValue(m *manifests, name, key string) (string, bool) {
+	for _, s := range m.secrets {
+		if s.Name != name {
+			continue
+		}
+		if v, ok := s.StringData[key]; ok {
+			return v, true
+		}
+		if v, ok := s.Data[key]; ok {
+			return string(v), true
+		}
+	}
+	return "", false
+}
+
+// checkSecretURLs checks that the example Secret holds placeholders on
+// example.com hosts, never a real password.
+func checkSecretURLs(t *testing.T, s corev1.Secret) {
+	t.Helper()
+	if len(s.Data) > 0 {
+		t.Error("the example Secret has data: keep the placeholders readable in stringData")
+	}
+	for k, v := range s.StringData {
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme != "postgres" {
+			t.Errorf("Secret key %s: %q is no postgres URL (%v)", k, v, err)
+			continue
+		}
+		if pw, _ := u.User.Password(); pw != "CHANGE-ME" {
+			t.Errorf("Secret key %s: the password is not the placeholder CHANGE-ME", k)
+		}
+		if !strings.HasSuffix(u.Hostname(), ".example.com") {
+			t.Errorf("Secret key %s: host %q is not an example.com host", k, u.Hostname())
+		}
+	}
+}
+
+// listenPort returns the port of a host:port listen address.
+func listenPort(t *testing.T, addr string) int32 {
+	t.Helper()
+	i := strings.LastIndex(addr, ":")
+	p, err := strconv.ParseInt(addr[i+1:], 10, 32)
+	if i < 0 || err != nil {
+		t.Fatalf("listen address %q has no port", addr)
+	}
+	return int32(p)
+}
+
+// containerPort resolves a port by name or number among c's ports.
+func containerPort(c corev1.Container, port intstr.IntOrString) (int32, bool) {
+	for _, p := range c.Ports {
+		if port.Type == intstr.String && p.Name == port.StrVal || port.Type == intstr.Int && p.ContainerPort == port.IntVal {
+			return p.ContainerPort, true
+		}
+	}
+	return 0, false
+}
+
+// checkResources checks that c requests CPU and memory and is limited in
+// memory, each request at most its limit.
+func checkResources(t *testing.T, what string, c corev1.Container) {
+	t.Helper()
+	r := c.Resources
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, ok := r.Requests[name]
+		if !ok || req.IsZero() {
+			t.Errorf("%s %s: no %s request", what, c.Name, name)
+		}
+		lim, ok := r.Limits[name]
+		if !ok || lim.IsZero() {
+			t.Errorf("%s %s: no %s limit", what, c.Name, name)
+		} else if req.Cmp(lim) > 0 {
+			t.Errorf("%s %s: %s request %s above its limit %s", what, c.Name, name, req.String(), lim.String())
+		}
+	}
+}
+
+// checkMemoryLimit checks that GOMEMLIMIT, when set, lies below the
+// container's memory limit: the Go runtime then collects harder before
+// the kernel kills the process.
+func checkMemoryLimit(t *testing.T, c corev1.Container, env []string) {
+	t.Helper()
+	var raw string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GOMEMLIMIT="); ok {
+			raw = v
+		}
+	}
+	if raw == "" {
+		t.Error("GOMEMLIMIT is not set")
+		return
+	}
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}}
+	var bytes int64 = -1
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(raw, u.suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err == nil {
+				bytes = v * u.mult
+			}
+			break
+		}
+	}
+	limit := c.Resources.Limits[corev1.ResourceMemory]
+	if bytes <= 0 || bytes >= limit.Value() || bytes < limit.Value()*7/10 {
+		t.Errorf("GOMEMLIMIT %q (%d bytes): want 70%% to 100%% of the memory limit %s", raw, bytes, limit.String())
+	}
+}

@@ -1,0 +1,88 @@
+package authz_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
+)
+
+// TestAuditEntries_OwnersReadTheLog: an owner reads the audit log on both
+// faces, filtered by actor, action, decision and time, page by page; Sam's
+// two refused grants are one entry counting two; people and agents are
+// refused; bad filters and cursors are validation errors; the read is
+// audited itself.
+func TestAuditEntries_OwnersReadTheLog(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	robin := env.World.Token("robin")
+	grant := map[string]any{"subject_id": env.World.ID("writer"), "subject_kind": "principal", "target_kind": "channel",
+		"target_id": env.World.Channel("Support/Allgemein").ID, "level": "read"}
+	env.MustREST(t, http.MethodPost, "/api/v1/grants", robin, grant, http.StatusCreated)
+	for range 2 {
+		apitest.WantProblem(t, "sam grants", env.REST(http.MethodPost, "/api/v1/grants", env.World.Token("sam"), grant), http.StatusForbidden, "forbidden", "level_insufficient")
+	}
+	list := func(query url.Values) []map[string]any {
+		t.Helper()
+		out := env.MustREST(t, http.MethodGet, "/api/v1/audit?"+query.Encode(), robin, nil, http.StatusOK)
+		var entries []map[string]any
+		for _, e := range out["nodes"].([]any) {
+			entries = append(entries, e.(map[string]any))
+		}
+		return entries
+	}
+	denied := list(url.Values{"action": {"grant.create"}, "decision": {"deny"}})
+	if len(denied) != 1 || denied[0]["count"] != float64(2) || denied[0]["reason"] != "level_insufficient" ||
+		denied[0]["actor"].(map[string]any)["handle"] != "sam" || denied[0]["resource_kind"] != "instance" && denied[0]["resource_kind"] != "channel" {
+		t.Fatalf("sam's refusals: %+v", denied)
+	}
+	allowed := list(url.Values{"action": {"grant.create"}, "actor": {env.World.ID("robin")}})
+	if len(allowed) != 1 || allowed[0]["decision"] != "allow" || allowed[0]["count"] != float64(1) {
+		t.Fatalf("robin's grant: %+v", allowed)
+	}
+	if future := list(url.Values{"action": {"grant.create"}, "since": {env.Clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)}}); len(future) != 0 {
+		t.Fatalf("entries since an hour ahead: %+v", future)
+	}
+	if past := list(url.Values{"action": {"grant.create"}, "until": {env.Clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}}); len(past) != 0 {
+		t.Fatalf("entries until an hour ago: %+v", past)
+	}
+	// Page by page: the two grant.create entries, one at a time.
+	first := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=grant.create&limit=1", robin, nil, http.StatusOK)
+	info := first["page_info"].(map[string]any)
+	if len(first["nodes"].([]any)) != 1 || info["has_next_page"] != true {
+		t.Fatalf("first page: %+v", first)
+	}
+	second := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=grant.create&limit=1&after="+url.QueryEscape(info["end_cursor"].(string)), robin, nil, http.StatusOK)
+	if n := second["nodes"].([]any); len(n) != 1 || n[0].(map[string]any)["id"] == first["nodes"].([]any)[0].(map[string]any)["id"] ||
+		second["page_info"].(map[string]any)["has_next_page"] != false {
+		t.Fatalf("second page: %+v", second)
+	}
+	// GraphQL answers the same entries.
+	var gql struct {
+		AuditEntries struct {
+			Nodes []struct {
+				Decision string
+				Count    int
+				Actor    struct{ Handle string }
+			}
+		} `json:"auditEntries"`
+	}
+	if res := env.GraphQL(robin, `{ auditEntries(filter: {action: "grant.create", decision: DENY}) { nodes { decision count actor { handle } } } }`, nil, &gql); len(res.Errors) > 0 ||
+		len(gql.AuditEntries.Nodes) != 1 || gql.AuditEntries.Nodes[0].Count != 2 || gql.AuditEntries.Nodes[0].Actor.Handle != "sam" {
+		t.Fatalf("over GraphQL: %+v %+v", res.Errors, gql)
+	}
+	// Owners only.
+	apitest.WantProblem(t, "alex reads", env.REST(http.MethodGet, "/api/v1/audit", env.World.Token("alex"), nil), http.StatusForbidden, "forbidden", "level_insufficient")
+	apitest.WantProblem(t, "lotse reads", env.REST(http.MethodGet, "/api/v1/audit", env.World.Token("lotse"), nil), http.StatusForbidden, "forbidden", "subject_kind_not_allowed")
+	// Bad input.
+	for _, q := range []string{"decision=maybe", "limit=0", "limit=1001", "after=nope", "action=no.such.action", "actor=alex",
+		"since=2026-12-02T00:00:00Z&until=2026-12-01T00:00:00Z"} {
+		apitest.WantProblem(t, q, env.REST(http.MethodGet, "/api/v1/audit?"+q, robin, nil), http.StatusBadRequest, "validation_failed", "")
+	}
+	// Reading the log is audited: robin's reads are there.
+	if reads := list(url.Values{"action": {"audit.list"}}); len(reads) < 5 || reads[0]["decision"] != "allow" {
+		t.Fatalf("audited reads: %d", len(reads))
+	}
+}

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/tracing"
+)
+
+// OperationSpans is the gqlgen extension that makes one span per GraphQL
+// operation, a child of the request's span: named "query Name" (the type,
+// then the operation name when there is one) with graphql.operation.type
+// and graphql.operation.name. The REST shim runs its stored operations
+// through the same executor, so a REST request has one too, named by its
+// operationId. The document and the variables are not recorded: a literal
+// in a document may be content. The span ends with the answer (for a
+// subscription: when its stream ends) and carries the number of errors
+// and the code of the first; a code of a 5xx answer marks it an error.
+//
+// An operation refused before it runs (it does not parse or validate) has
+// no span; its request span has the status. Outside a traced request the
+// extension costs one context lookup.
+type OperationSpans struct{}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationInterceptor
+} = OperationSpans{}
+
+// The attributes of an operation span besides the semantic conventions'.
+const (
+	graphQLErrorsKey    = attribute.Key("bothy.graphql.errors")
+	graphQLErrorCodeKey = attribute.Key("bothy.graphql.error_code")
+)
+
+// ExtensionName implements graphql.HandlerExtension.
+func (OperationSpans) ExtensionName() string { return "OperationSpans" }
+
+// Validate implements graphql.HandlerExtension; every schema is fine.
+func (OperationSpans) Validate(graphql.ExecutableSchema) error { return nil }
+
+// InterceptOperation starts the operation's span and ends it with the
+// operation's last answer.
+func (OperationSpans) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return next(ctx)
+	}
+	oc := graphql.GetOperationContext(ctx)
+	kind, name := "query", oc.OperationName
+	if oc.Operation != nil {
+		kind = string(oc.Operation.Operation)
+		if name == "" {
+			name = oc.Operation.Name
+		}
+	}
+	spanName := kind
+	if name != "" {
+		spanName += " " + name
+	}
+	ctx, span := tracing.Start(ctx, spanName, trace.SpanKindInternal)
+	span.SetAttributes(semconv.GraphQLOperationTypeKey.String(kind))
+	if name != "" {
+		span.SetAttributes(semconv.GraphQLOperationName(name))
+	}
+	responses := next(ctx)
+	stream := kind == "subscription"
+	errs, firstCode, ended := 0, "", false
+	// The transport calls the handler from one goroutine: once for a query
+	// or mutation, once per event and a last time (nil) for a
+	// subscription.
+	return func(ctx context.Context) *graphql.Response {
+		resp := responses(ctx)
+		if ended {
+			return resp
+		}
+		if resp != nil {
+			for _, e := range resp.Errors {
+				if code, ok := e.Extensions["code"].(string); ok && firstCode == "" {
+					firstCode = code
+				}
+			}
+			errs += len(resp.Errors)
+		}
+		if resp == nil || !stream {
+			ended = true
+			if errs > 0 {
+				span.SetAttributes(graphQLErrorsKey.Int(errs), graphQLErrorCodeKey.String(firstCode))
+				if firstCode != "" && problem.Code(firstCode).Status() >= 500 {
+					span.SetStatus(codes.Error, firstCode)
+				}
+			}
+			span.End()
+		}
+		return resp
+	}
+}

@@ -1,0 +1,198 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/tracing/tracingtest"
+)
+
+// TestTracesOfRequests: with tracing.otlp_endpoint set, a GraphQL request
+// and a REST request each export one trace to the collector: the request's
+// span with its correlation id, the GraphQL operation's span as its child
+// (the REST shim runs a stored operation), the door's decision and the
+// statements below it. A request that brings a traceparent continues the
+// caller's trace, over a WebSocket too. Stopping the server exports what
+// is queued.
+func TestTracesOfRequests(t *testing.T) {
+	t.Parallel()
+	recv := tracingtest.NewReceiver(t)
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.TracingOTLPEndpoint: recv.URL},
+		Tracer: db.StatementSpans{}})
+	token := env.World.Token("alex")
+	thread := env.Main("Support/Allgemein")
+
+	// GraphQL, named by the client's operation name.
+	body, _ := json.Marshal(map[string]any{"query": `query TraceThread($id: ID!) { thread(id: $id) { id } }`,
+		"operationName": "TraceThread", "variables": map[string]any{"id": thread}})
+	req, _ := http.NewRequest(http.MethodPost, env.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Correlation-Id", "trace-graphql-0001")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), thread) {
+		t.Fatalf("graphql: %d %s", resp.StatusCode, answer)
+	}
+	// REST, with a proxy's request id as the correlation id.
+	if r := env.RESTWith(http.MethodGet, "/api/v1/threads/"+thread+"/messages", token, nil,
+		http.Header{"X-Request-Id": {"trace-rest-0001"}}); r.Status != http.StatusOK {
+		t.Fatalf("rest: %d %s", r.Status, r.Body)
+	}
+	// A caller's trace, continued.
+	const callerTrace, callerSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	if r := env.RESTWith(http.MethodGet, "/api/v1/threads/"+thread, token, nil, http.Header{
+		"Traceparent": {"00-" + callerTrace + "-" + callerSpan + "-01"}, "Correlation-Id": {"trace-parent-0001"}}); r.Status != http.StatusOK {
+		t.Fatalf("rest with traceparent: %d %s", r.Status, r.Body)
+	}
+	// A WebSocket connection with the caller's trace: the upgrade passes
+	// the request layer, and the statements of its work (connection_init's
+	// authentication, the subscription's events) are in that trace; they
+	// ended before the event was sent, so they are exported below.
+	const socketTrace = "5b8efff798038103d269b633813fc60c"
+	w := dialRaw(t, env, http.Header{"Traceparent": {"00-" + socketTrace + "-eee19b7ec3c1b174-01"}})
+	w.init(token)
+	w.send(subscribeAfter("s", `subscription TraceEvents($a: String) { events(after: $a) { seq type } }`, logEnd(env)))
+	env.MustPost("alex", thread, "trace-socket-1", "traced over the socket")
+	w.created("s")
+	// Closed by the client first: the server's own close at stop would wait
+	// for an answer this test does not read.
+	w.c.Close(websocket.StatusNormalClosure, "")
+	env.Stop()
+
+	if rej := recv.Rejected(); len(rej) > 0 {
+		t.Fatalf("the collector rejected %v", rej)
+	}
+	spans := recv.Spans()
+	for _, s := range spans {
+		for k, v := range s.Attributes {
+			if strings.Contains(v, token) {
+				t.Errorf("span %q carries the bearer token in %s", s.Name, k)
+			}
+		}
+	}
+	socketStatements := 0
+	for _, s := range spans {
+		if s.TraceID == socketTrace && s.Attributes["db.system.name"] == "postgresql" {
+			socketStatements++
+		}
+	}
+	if socketStatements == 0 {
+		t.Errorf("no statement of the WebSocket connection in the caller's trace %s", socketTrace)
+	}
+	cases := []struct {
+		correlationID, name, route, operation string
+	}{
+		{"trace-graphql-0001", "POST /graphql", "/graphql", "TraceThread"},
+		{"trace-rest-0001", "GET /api/v1/threads/{thread_id}/messages", "/api/v1/threads/{thread_id}/messages", "listThreadMessages"},
+		{"trace-parent-0001", "GET /api/v1/threads/{thread_id}", "/api/v1/threads/{thread_id}", "getThread"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.operation, func(t *testing.T) {
+			tree := traceOf(t, spans, tc.correlationID)
+			root := tree.root
+			if root.Name != tc.name || root.Kind != tracepb.Span_SPAN_KIND_SERVER || root.Attributes["http.route"] != tc.route ||
+				root.Attributes["http.response.status_code"] != "200" || root.Resource["service.name"] != "bothy" {
+				t.Errorf("request span %q kind %v, attributes %v, resource %v", root.Name, root.Kind, root.Attributes, root.Resource)
+			}
+			op := tree.find(func(s tracingtest.Span) bool {
+				return s.ParentSpanID == root.SpanID && s.Attributes["graphql.operation.name"] == tc.operation
+			})
+			if op == nil || op.Name != "query "+tc.operation || op.Attributes["graphql.operation.type"] != "query" {
+				t.Fatalf("no GraphQL operation span %s below the request span; trace: %s", tc.operation, tree)
+			}
+			door := tree.find(func(s tracingtest.Span) bool {
+				return s.Name == "authz.authorize" && tree.below(s, op.SpanID)
+			})
+			if door == nil || door.Attributes["bothy.authz.action"] != "thread.read" || door.Attributes["bothy.authz.decision"] != "allow" {
+				t.Fatalf("no door's span allowing thread.read below the operation; trace: %s", tree)
+			}
+			stmt := tree.find(func(s tracingtest.Span) bool {
+				return s.Kind == tracepb.Span_SPAN_KIND_CLIENT && s.Attributes["db.system.name"] == "postgresql" &&
+					s.Attributes["db.query.text"] != "" && tree.below(s, op.SpanID)
+			})
+			if stmt == nil {
+				t.Fatalf("no statement span below the operation; trace: %s", tree)
+			}
+			if tc.correlationID == "trace-parent-0001" && (root.TraceID != callerTrace || root.ParentSpanID != callerSpan) {
+				t.Errorf("request span in trace %s under %s, want the caller's trace %s under %s", root.TraceID, root.ParentSpanID, callerTrace, callerSpan)
+			}
+		})
+	}
+}
+
+// spanTree is the spans of one trace with its request span.
+type spanTree struct {
+	root  tracingtest.Span
+	spans map[string]tracingtest.Span
+}
+
+// traceOf returns the trace whose server span carries correlationID,
+// failing the test unless there is exactly one such span.
+func traceOf(t *testing.T, spans []tracingtest.Span, correlationID string) spanTree {
+	t.Helper()
+	var roots []tracingtest.Span
+	for _, s := range spans {
+		if s.Attributes["bothy.correlation_id"] == correlationID {
+			roots = append(roots, s)
+		}
+	}
+	if len(roots) != 1 {
+		t.Fatalf("%d spans carry correlation id %s, want the request's one (of %d spans)", len(roots), correlationID, len(spans))
+	}
+	tree := spanTree{root: roots[0], spans: map[string]tracingtest.Span{}}
+	for _, s := range spans {
+		if s.TraceID == tree.root.TraceID {
+			tree.spans[s.SpanID] = s
+		}
+	}
+	return tree
+}
+
+// find returns a span of the trace that ok accepts, or nil.
+func (tr spanTree) find(ok func(tracingtest.Span) bool) *tracingtest.Span {
+	for _, s := range tr.spans {
+		if ok(s) {
+			return &s
+		}
+	}
+	return nil
+}
+
+// below reports whether ancestor is among the ancestors of s.
+func (tr spanTree) below(s tracingtest.Span, ancestor string) bool {
+	for hops := 0; s.ParentSpanID != "" && hops < len(tr.spans); hops++ {
+		if s.ParentSpanID == ancestor {
+			return true
+		}
+		parent, ok := tr.spans[s.ParentSpanID]
+		if !ok {
+			return false
+		}
+		s = parent
+	}
+	return false
+}
+
+// String lists the trace's spans for a failure message.
+func (tr spanTree) String() string {
+	var b strings.Builder
+	for _, s := range tr.spans {
+		b.WriteString("\n  " + s.SpanID + " < " + s.ParentSpanID + " " + s.Name)
+	}
+	return b.String()
+}
