@@ -63,7 +63,7 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr) }()
 	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(stdout.String(), "Bothy listens on") {
+	for !strings.Contains(stderr.String(), `"msg":"serving"`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not start:\n%s", stderr.String())
 		}

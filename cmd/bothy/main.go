@@ -246,25 +246,33 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg, err := c.load()
 	if err != nil {
-		return err
+		return startFailed(stderr, err)
 	}
 	if *addr != "" {
 		if cfg, err = cfg.With(config.ServerAddr, *addr); err != nil {
-			return err
+			return startFailed(stderr, err)
 		}
 	}
 	if *metricsAddr != "" {
 		if cfg, err = cfg.With(config.MetricsAddr, *metricsAddr); err != nil {
-			return err
+			return startFailed(stderr, err)
 		}
 	}
 	url, err := needURL(cfg)
 	if err != nil {
-		return err
+		return startFailed(stderr, err)
 	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	return serveOn(ctx, cfg, url, stdout, stderr, nil, nil)
+}
+
+// startFailed writes a start that failed before the configured logger
+// existed (the configuration itself was wrong) as the JSON stopped line
+// every other end of serve writes, and returns the error as logged.
+func startFailed(stderr io.Writer, err error) error {
+	slog.New(slog.NewJSONHandler(stderr, nil)).Error("stopped", "error", err.Error(), "exit_code", 1)
+	return loggedError{err}
 }
 
 // serveOn migrates the database at url (unless database.auto_migrate is
@@ -276,7 +284,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func serveOn(ctx context.Context, cfg *config.Config, url string, stdout, stderr io.Writer, announce func(base string), actAs []playground.Principal) error {
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
-		return err
+		return startFailed(stderr, err)
 	}
 	slog.SetDefault(log)
 	stopHUP := ignoreHangup(log)
@@ -356,12 +364,13 @@ func serveLogged(ctx context.Context, cfg *config.Config, url string, log *slog.
 		return fmt.Errorf("server.addr: %w", err)
 	}
 	base := "http://" + ln.Addr().String()
-	log.Info("serving", "version", in.Version, "address", ln.Addr().String(), "schema_version", schema,
+	// The one start-up line of a server is this JSON line on stderr (url
+	// is where the playground, /graphql and /api/v1 are); only bothy dev
+	// prints a banner for a person at a terminal (announce).
+	log.Info("serving", "version", in.Version, "address", ln.Addr().String(), "url", base, "schema_version", schema,
 		"metrics_address", cfg.String(config.MetricsAddr))
 	if announce != nil {
 		announce(base)
-	} else {
-		fmt.Fprintf(stdout, "Bothy listens on %s\n  playground  %s/\n  GraphQL     %s/graphql\n  REST        %s/api/v1 (OpenAPI: %s/api/openapi.yaml)\n", base, base, base, base, base)
 	}
 	return srv.Serve(ctx, ln)
 }

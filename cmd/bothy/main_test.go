@@ -539,9 +539,16 @@ func TestBinary(t *testing.T) {
 	})
 	t.Run("invalid log.level stops the start", func(t *testing.T) {
 		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_LOG_LEVEL=verbose")
-		_, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
-		if code != 1 || !strings.Contains(stderr, "log.level") {
-			t.Fatalf("exit %d %q, want 1 naming log.level", code, stderr)
+		stdout, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
+		var line struct {
+			Msg, Error string
+			ExitCode   int `json:"exit_code"`
+		}
+		// Like every other line of serve: the JSON stopped line, nothing on
+		// stdout.
+		if code != 1 || stdout != "" || json.Unmarshal([]byte(strings.TrimSpace(stderr)), &line) != nil || line.Msg != "stopped" ||
+			line.ExitCode != 1 || !strings.Contains(line.Error, "log.level") {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want 1 and one JSON stopped line naming log.level", code, stdout, stderr)
 		}
 	})
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,26 +69,27 @@ func startServer(t *testing.T, bin string, env []string) string {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs apitest.Buffer
-	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	found := make(chan string, 1)
 	go func() {
-		re := regexp.MustCompile(`Bothy listens on (http://\S+)`)
-		sc := bufio.NewScanner(stdout)
+		// The server's start-up line: {"msg":"serving", "url": ...}.
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
+			logs.Write(append(sc.Bytes(), '\n'))
+			var line struct{ Msg, URL string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+				found <- line.URL
 			}
 		}
-		io.Copy(io.Discard, stdout)
 		exited <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
