@@ -526,7 +526,17 @@ func (s *Service) readScope(ctx context.Context, actor identity.Principal) (Scop
 	return sc, nil
 }
 
-type unmeteredKey struct{}
+// tokenFree says why the decisions of a context take no rate-limit token.
+type tokenFree int
+
+// The reasons: a local operator tool (Unmetered), or a later step of a
+// request whose token the door already took (Prepaid).
+const (
+	freeOperator tokenFree = iota + 1
+	freePrepaid
+)
+
+type tokenFreeKey struct{}
 
 // Unmetered returns ctx marked as the work of a local operator tool (the
 // command line and the example-world script), whose decisions take no
@@ -534,18 +544,23 @@ type unmeteredKey struct{}
 // to throttle. Decisions and audit are unchanged. Never set it from a
 // request path.
 func Unmetered(ctx context.Context) context.Context {
-	return context.WithValue(ctx, unmeteredKey{}, true)
+	return context.WithValue(ctx, tokenFreeKey{}, freeOperator)
 }
 
 // Prepaid returns ctx marked as a later step of a request whose rate-limit
 // token the door already took (the pages a subscription delivers after its
-// start): decisions in it take no token and are decided and audited as
-// always.
+// start, a member of an answer the operation paid for): decisions in it
+// take no token and are decided and audited as always.
 func Prepaid(ctx context.Context) context.Context {
-	return context.WithValue(ctx, unmeteredKey{}, true)
+	return context.WithValue(ctx, tokenFreeKey{}, freePrepaid)
 }
 
-func isUnmetered(ctx context.Context) bool { v, _ := ctx.Value(unmeteredKey{}).(bool); return v }
+// isUnmetered reports whether the decisions of ctx take no token, for
+// either reason.
+func isUnmetered(ctx context.Context) bool {
+	v, _ := ctx.Value(tokenFreeKey{}).(tokenFree)
+	return v != 0
+}
 
 // operation is the rate-limit classes one operation took a token of.
 type operation struct {
