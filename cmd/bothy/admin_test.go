@@ -290,6 +290,26 @@ func TestMigrateStatusSaysWhichCase(t *testing.T) {
 	if !errors.As(err, &st) || st.code != 4 || !strings.Contains(out, "by migrations it cannot serve ([99])") {
 		t.Fatalf("a contract step ahead: %v\n%s", err, out)
 	}
+	// serve says so in its log and keeps the replica out of traffic.
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr apitest.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), `"msg":"serving"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond) // the pace of reading a log, not a wait that decides
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if !strings.Contains(stderr.String(), `"level":"ERROR","msg":"the database schema is newer than this binary can serve; /readyz answers schema_newer: upgrade this binary"`) ||
+		!strings.Contains(stderr.String(), `"blocking_migrations":[99]`) {
+		t.Fatalf("serve on a schema it cannot serve logged:\n%s", stderr.String())
+	}
 	// This binary's migrate leaves a newer schema alone.
 	if out := mustBothy(t, "migrate"); !strings.Contains(out, "nothing to apply: the schema (99) is newer than this binary") {
 		t.Fatalf("migrate on a newer schema:\n%s", out)
