@@ -98,9 +98,13 @@ bench: assets
 migrate: build
 	bin/bothy migrate
 
+# bin/bothy is built like make dist (static, -trimpath) but without the
+# version stamps: the same compiled packages serve both, whatever folder the
+# clone is in (TestREADMEQuickStart builds in a fresh clone beside
+# TestBinary's dist).
 ## build: the binary bin/bothy, with the playground assets embedded
 build: assets
-	$(GO) build -o bin/bothy ./cmd/bothy
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/bothy ./cmd/bothy
 
 ## dist: a static, version-stamped release binary dist/bothy-VERSION-GOOS-GOARCH (bothy version prints both stamps)
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)

@@ -62,14 +62,18 @@ func TestKit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "python3 " + py})
+		// Only those: the others it does not claim (and the kit's matrix
+		// of every scenario is bothy conformance's, not this test's).
+		must := []string{"answers_once", "trigger_reaches_model", "untrusted_not_in_system", "cancel_stops", "trigger_loss_posts_nothing"}
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "python3 " + py, Only: strings.Join(must, ",")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		must := map[string]bool{"answers_once": true, "trigger_reaches_model": true, "untrusted_not_in_system": true,
-			"cancel_stops": true, "trigger_loss_posts_nothing": true}
+		if len(rep.Scenarios) != len(must) {
+			t.Fatalf("%d verdicts, want %d", len(rep.Scenarios), len(must))
+		}
 		for _, r := range rep.Scenarios {
-			if must[r.Name] && !r.Passed {
+			if !r.Passed {
 				t.Errorf("%s: %s", r.Name, r.Detail)
 			}
 		}

@@ -138,9 +138,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Durable, not ephemeral: db_outage_recovers stops it and starts it
-	// again on the same folder and port; the folder goes with dir.
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(dir, "postgres")})
+	// Not ephemeral: db_outage_recovers stops it and starts it again on
+	// the same folder and port; the folder goes with dir. Without fsync:
+	// the cluster is thrown away after the run, and its stops are clean
+	// (pgcluster.NoSync).
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(dir, "postgres"), NoSync: true})
 	if err != nil {
 		return Report{}, err
 	}
@@ -353,7 +355,7 @@ func (k *kit) outage(ctx context.Context, d time.Duration) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(d)
-	next, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: k.pgDir, Port: port})
+	next, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: k.pgDir, Port: port, NoSync: true})
 	if err != nil {
 		return fmt.Errorf("conformance: start the database again: %w", err)
 	}
