@@ -173,6 +173,7 @@ func (r *mutationResolver) UnarchiveChannel(ctx context.Context, id string) (*mo
 	return r.channel(ctx, func(p identity.Principal) (chat.Channel, error) { return r.Admin.UnarchiveChannel(ctx, p, id) })
 }
 
+// AuditEntries is the resolver for the auditEntries field.
 func (r *queryResolver) AuditEntries(ctx context.Context, filter *model.AuditFilter, after *string, limit *int) (*model.AuditEntryConnection, error) {
 	p, err := caller(ctx)
 	if err != nil {

@@ -306,6 +306,7 @@ func (r *mutationResolver) ArchiveSpace(ctx context.Context, id string) (*model.
 	return spaceModel(s), nil
 }
 
+// Channels is the resolver for the channels field.
 func (r *queryResolver) Channels(ctx context.Context, first *int, after *string) (*model.ChannelConnection, error) {
 	p, err := caller(ctx)
 	if err != nil {
@@ -318,18 +319,9 @@ func (r *queryResolver) Channels(ctx context.Context, first *int, after *string)
 	if err != nil {
 		return nil, err
 	}
-	list := make([]*model.Channel, len(page.Channels))
-	for i, c := range page.Channels {
-		list[i] = channelModel(c)
-	}
 	out := &model.ChannelConnection{}
-	out.Edges, out.Nodes = edgesOf(list, func(i int) string { return list[i].ID },
-		func(c string, n *model.Channel) *model.ChannelEdge { return &model.ChannelEdge{Cursor: c, Node: n} })
-	last := ""
-	if n := len(list); n > 0 {
-		last = list[n-1].ID
-	}
-	out.PageInfo = pageInfo(last, after, page.More)
+	out.Edges, out.Nodes, out.PageInfo = idConnection(page.Channels, channelModel, func(n *model.Channel) string { return n.ID },
+		func(c string, n *model.Channel) *model.ChannelEdge { return &model.ChannelEdge{Cursor: c, Node: n} }, after, page.More)
 	return out, nil
 }
 

@@ -111,3 +111,20 @@ func listSize(first *int) int {
 	}
 	return *first
 }
+
+// idConnection maps a module's page to a connection whose cursors are the
+// nodes' ids: its edges, its nodes and where it ends (after is the
+// request's, more whether items follow).
+func idConnection[T any, N any, E any](items []T, node func(T) N, id func(N) string, edge func(cursor string, node N) E,
+	after *string, more bool) ([]E, []N, *model.PageInfo) {
+	nodes := make([]N, len(items))
+	for i, x := range items {
+		nodes[i] = node(x)
+	}
+	edges, nodes := edgesOf(nodes, func(i int) string { return id(nodes[i]) }, edge)
+	last := ""
+	if n := len(nodes); n > 0 {
+		last = id(nodes[n-1])
+	}
+	return edges, nodes, pageInfo(last, after, more)
+}

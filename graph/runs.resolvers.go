@@ -91,6 +91,7 @@ func (r *mutationResolver) RenewRun(ctx context.Context, id string, holder strin
 	return runModel(run), nil
 }
 
+// CreateRunToken is the resolver for the createRunToken field.
 func (r *mutationResolver) CreateRunToken(ctx context.Context, runID string, holder string) (*model.RunToken, error) {
 	p, err := caller(ctx)
 	if err != nil {
@@ -240,6 +241,7 @@ func (r *mutationResolver) RespondToApproval(ctx context.Context, id string, opt
 	return approvalModel(a, "", true), nil
 }
 
+// TriggeredRuns is the resolver for the triggeredRuns field.
 func (r *queryResolver) TriggeredRuns(ctx context.Context, first *int, after *string) (*model.RunConnection, error) {
 	p, err := caller(ctx)
 	if err != nil {
@@ -252,18 +254,9 @@ func (r *queryResolver) TriggeredRuns(ctx context.Context, first *int, after *st
 	if err != nil {
 		return nil, err
 	}
-	list := make([]*model.Run, len(page.Runs))
-	for i, x := range page.Runs {
-		list[i] = runModel(x)
-	}
 	out := &model.RunConnection{}
-	out.Edges, out.Nodes = edgesOf(list, func(i int) string { return list[i].ID },
-		func(c string, n *model.Run) *model.RunEdge { return &model.RunEdge{Cursor: c, Node: n} })
-	last := ""
-	if n := len(list); n > 0 {
-		last = list[n-1].ID
-	}
-	out.PageInfo = pageInfo(last, after, page.More)
+	out.Edges, out.Nodes, out.PageInfo = idConnection(page.Runs, runModel, func(n *model.Run) string { return n.ID },
+		func(c string, n *model.Run) *model.RunEdge { return &model.RunEdge{Cursor: c, Node: n} }, after, page.More)
 	return out, nil
 }
 

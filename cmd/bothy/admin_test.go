@@ -47,6 +47,29 @@ func startAdminEnv(t *testing.T, noWorld bool) *apitest.Env {
 	return env
 }
 
+// serveBriefly runs bothy serve in process on BOTHY_DATABASE_URL until it
+// logs that it serves, stops it, and returns its log.
+func serveBriefly(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr apitest.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), `"msg":"serving"`) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve did not start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond) // the pace of reading a log, not a wait that decides
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	return stderr.String()
+}
+
 // TestInstallationFromEmptyDatabase follows an owner from an empty database
 // to an agent's answer: serve says that no owner exists, create-owner makes
 // one, and through the API the owner creates a person, an agent, a space, a
@@ -58,23 +81,9 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	env := startAdminEnv(t, true)
 
 	// bothy serve on a database without an owner says how to make one.
-	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr apitest.Buffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(stderr.String(), `"msg":"serving"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("serve: %v", err)
-	}
-	if !strings.Contains(stderr.String(), "no owner exists yet: create one with bothy admin create-owner") {
-		t.Fatalf("serve did not say how to create an owner:\n%s", stderr.String())
+	stderr := serveBriefly(t)
+	if !strings.Contains(stderr, "no owner exists yet: create one with bothy admin create-owner") {
+		t.Fatalf("serve did not say how to create an owner:\n%s", stderr)
 	}
 
 	var owner struct{ ID, Token string }
@@ -291,24 +300,9 @@ func TestMigrateStatusSaysWhichCase(t *testing.T) {
 		t.Fatalf("a contract step ahead: %v\n%s", err, out)
 	}
 	// serve says so in its log and keeps the replica out of traffic.
-	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr apitest.Buffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(stderr.String(), `"msg":"serving"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond) // the pace of reading a log, not a wait that decides
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("serve: %v", err)
-	}
-	if !strings.Contains(stderr.String(), `"level":"ERROR","msg":"the database schema is newer than this binary can serve; /readyz answers schema_newer: upgrade this binary"`) ||
-		!strings.Contains(stderr.String(), `"blocking_migrations":[99]`) {
-		t.Fatalf("serve on a schema it cannot serve logged:\n%s", stderr.String())
+	if stderr := serveBriefly(t); !strings.Contains(stderr, `"level":"ERROR","msg":"the database schema is newer than this binary can serve; /readyz answers schema_newer: upgrade this binary"`) ||
+		!strings.Contains(stderr, `"blocking_migrations":[99]`) {
+		t.Fatalf("serve on a schema it cannot serve logged:\n%s", stderr)
 	}
 	// This binary's migrate leaves a newer schema alone.
 	if out := mustBothy(t, "migrate"); !strings.Contains(out, "nothing to apply: the schema (99) is newer than this binary") {

@@ -7,7 +7,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/db"
-	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/paging"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -166,11 +166,8 @@ type ChannelPage struct {
 // Errors: rate_limited; invalid for a limit outside 1 to 100 or an after
 // that is no channel id (invalid_cursor); not_found for an inactive actor.
 func (u *UseCases) Channels(ctx context.Context, actor identity.Principal, after string, limit int) (ChannelPage, error) {
-	if limit < 1 || limit > 100 {
-		return ChannelPage{}, problem.Invalid(problem.FieldError{Pointer: "first", Code: "out_of_range", Detail: "must lie between 1 and 100"})
-	}
-	if after != "" && !ids.Valid(after) {
-		return ChannelPage{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
+	if err := paging.Check(limit, 100, after); err != nil {
+		return ChannelPage{}, err
 	}
 	d, _, err := u.authz.Authorize(ctx, actor, authz.ChannelsList, authz.Instance())
 	if err != nil {
@@ -186,9 +183,7 @@ func (u *UseCases) Channels(ctx context.Context, actor identity.Principal, after
 	if err != nil {
 		return ChannelPage{}, internal(err)
 	}
-	page := ChannelPage{Channels: list}
-	if len(list) > limit {
-		page.Channels, page.More = list[:limit], true
-	}
+	page := ChannelPage{}
+	page.Channels, page.More = paging.Cut(list, limit)
 	return page, nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/paging"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -26,11 +26,8 @@ type RunPage struct {
 // Errors: rate_limited; invalid for a limit outside 1 to 100 or an after
 // that is no run id (invalid_cursor); not_found for an inactive actor.
 func (s *Service) Triggered(ctx context.Context, actor identity.Principal, after string, limit int) (RunPage, error) {
-	if limit < 1 || limit > 100 {
-		return RunPage{}, problem.Invalid(problem.FieldError{Pointer: "first", Code: "out_of_range", Detail: "must lie between 1 and 100"})
-	}
-	if after != "" && !ids.Valid(after) {
-		return RunPage{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
+	if err := paging.Check(limit, 100, after); err != nil {
+		return RunPage{}, err
 	}
 	d, _, err := s.authz.Authorize(ctx, actor, authz.RunsList, authz.Instance())
 	if err != nil {
@@ -46,9 +43,7 @@ func (s *Service) Triggered(ctx context.Context, actor identity.Principal, after
 	if err != nil {
 		return RunPage{}, problem.Internal("runs.triggered", err)
 	}
-	page := RunPage{Runs: list}
-	if len(list) > limit {
-		page.Runs, page.More = list[:limit], true
-	}
+	page := RunPage{}
+	page.Runs, page.More = paging.Cut(list, limit)
 	return page, nil
 }
