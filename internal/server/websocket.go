@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -413,16 +414,25 @@ func objectOrAbsent(p json.RawMessage) bool {
 // subscription the client completed itself gets no complete back (the
 // protocol's complete goes one way for an id).
 func (c *wsConn) WriteJSON(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+	typ, id, ok := messageHead(v)
+	if !ok {
+		// Not a message of the transport's shape: read its head from its
+		// encoding (never on the transport's own path).
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var m wsMessage
+		if json.Unmarshal(b, &m) == nil {
+			typ, id = m.Type, m.ID
+		}
+		v = json.RawMessage(b)
 	}
-	var m wsMessage
-	if json.Unmarshal(b, &m) == nil && (m.Type == "complete" || m.Type == "error" || m.Type == "next") {
+	if typ == "complete" || typ == "error" || typ == "next" {
 		c.mu.Lock()
-		running := c.active[m.ID]
-		if m.Type != "next" && running {
-			delete(c.active, m.ID)
+		running := c.active[id]
+		if typ != "next" && running {
+			delete(c.active, id)
 			c.live.countSubs(-1)
 		}
 		c.mu.Unlock()
@@ -430,7 +440,26 @@ func (c *wsConn) WriteJSON(v any) error {
 			return nil
 		}
 	}
-	return c.inner.WriteJSON(json.RawMessage(b))
+	return c.inner.WriteJSON(v)
+}
+
+// messageHead reads the type and id of a message the transport writes
+// without encoding it: gqlgen's graphql-transport-ws message is a struct
+// (unexported, so no type switch reaches it) with the string fields Type
+// and ID. ok is false for any other value.
+func messageHead(v any) (typ, id string, ok bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return "", "", false
+	}
+	t, i := rv.FieldByName("Type"), rv.FieldByName("ID")
+	if !t.IsValid() || !i.IsValid() || t.Kind() != reflect.String || i.Kind() != reflect.String {
+		return "", "", false
+	}
+	return t.String(), i.String(), true
 }
 
 // WriteClose sends a close frame.
