@@ -3,6 +3,7 @@ package authz
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -47,7 +48,7 @@ type NewGrant struct {
 }
 
 // ErrGrantNotFound is returned for an unknown grant.
-var ErrGrantNotFound = errors.New("authz: grant not found")
+var ErrGrantNotFound = fmt.Errorf("authz: grant %w", problem.ErrMissing)
 
 // CreateGrant stores g. Agents and apps can hold at most write;
 // a higher level is a validation error on /level.

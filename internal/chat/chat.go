@@ -92,7 +92,7 @@ type Thread struct {
 const ThreadPlacesSQL = `(SELECT t.id, t.channel_id, c.space_id FROM threads t JOIN channels c ON c.id = t.channel_id)`
 
 // ErrNotFound is returned for an unknown space, channel or thread.
-var ErrNotFound = errors.New("chat: not found")
+var ErrNotFound = fmt.Errorf("chat: %w", problem.ErrMissing)
 
 // Service is the chat module's service.
 type Service struct {

@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"bothy.example.com/bothy/internal/platform/db"
@@ -23,7 +24,7 @@ type Group struct {
 }
 
 // ErrGroupNotFound is returned for an unknown or deleted group.
-var ErrGroupNotFound = errors.New("identity: group not found")
+var ErrGroupNotFound = fmt.Errorf("identity: group %w", problem.ErrMissing)
 
 // MembershipSQL is the membership relation (group_id, principal_id) as a
 // subquery, for a module that must join membership into its own statement:

@@ -78,7 +78,7 @@ func (p Principal) Ref() Ref {
 }
 
 // ErrNotFound is returned when a principal or token does not exist.
-var ErrNotFound = errors.New("identity: not found")
+var ErrNotFound = fmt.Errorf("identity: %w", problem.ErrMissing)
 
 var handleRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{1,31}$`)
 

@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 // row is a message as stored, before the author and mentions are resolved.
@@ -43,7 +44,7 @@ func scanRow(r pgx.Row) (row, error) {
 }
 
 // ErrNotFound is returned for an unknown message.
-var ErrNotFound = errors.New("messaging: not found")
+var ErrNotFound = fmt.Errorf("messaging: %w", problem.ErrMissing)
 
 func (s *store) loadRow(ctx context.Context, id string) (row, error) {
 	q := db.Q(ctx, s.pool)

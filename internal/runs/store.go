@@ -15,6 +15,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -53,7 +54,7 @@ type Run struct {
 }
 
 // ErrNotFound is returned for an unknown run.
-var ErrNotFound = errors.New("runs: not found")
+var ErrNotFound = fmt.Errorf("runs: %w", problem.ErrMissing)
 
 const runColumns = `id, thread_id, agent_id, coalesce(agent_session_id::text, ''), session_mode, trigger_kind,
 	coalesce(triggering_message_id::text, ''), coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0), coalesce(triggered_by::text, ''), state, cancel_requested,

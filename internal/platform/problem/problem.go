@@ -181,6 +181,14 @@ func From(err error) *Error {
 	return Internal("", err)
 }
 
+// ErrMissing is the one kind of "no such thing" below the API: every
+// module's lookup that finds nothing returns an error that wraps it (its
+// own ErrNotFound names the module), so a caller that asks another module
+// tests one kind, errors.Is(err, problem.ErrMissing), whichever module
+// answered. At the door a missing and a hidden thing become the same
+// not_found problem; this error never reaches a client as it is.
+var ErrMissing = errors.New("not found")
+
 // Is reports whether err carries the given code.
 func Is(err error, code Code) bool {
 	var p *Error
