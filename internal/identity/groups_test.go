@@ -1,0 +1,128 @@
+package identity_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/platform/problem"
+)
+
+// groups (TestPrincipals): a group is created empty with a one-line name unique among
+// live groups; only people become members (adding twice changes nothing,
+// removing a non-member too), members are listed in id order and are what
+// MembershipSQL, the shape other modules join, holds; renaming keeps the
+// rule on names; a deleted group loses its members, is not found any more
+// and frees its name.
+func groups(t *testing.T, env *moduletest.Env) {
+	ctx := t.Context()
+	alexID, samID, robinID := env.World.ID("alex"), env.World.ID("sam"), env.World.ID("robin")
+	members := func(id string) []string {
+		t.Helper()
+		g, err := env.Identity.GetGroup(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// MembershipSQL holds the same members.
+		var joined []string
+		rows, err := env.Pool.Query(ctx, `SELECT m.principal_id::text FROM `+identity.MembershipSQL+` m WHERE m.group_id = $1 ORDER BY 1`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var p string
+			if err := rows.Scan(&p); err != nil {
+				t.Fatal(err)
+			}
+			joined = append(joined, p)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(joined, g.Members) {
+			t.Fatalf("MembershipSQL holds %v, GetGroup %v", joined, g.Members)
+		}
+		return g.Members
+	}
+
+	g, err := env.Identity.CreateGroup(ctx, "Support team")
+	if err != nil || !ids.Valid(g.ID) || g.Name != "Support team" || g.Members == nil || len(g.Members) != 0 || !g.CreatedAt.Equal(env.Clock.Now()) {
+		t.Fatalf("created %+v %v", g, err)
+	}
+	for _, name := range []string{"", " Support", "Support\tteam", strings.Repeat("g", identity.MaxGroupName+1)} {
+		_, err := env.Identity.CreateGroup(ctx, name)
+		wantProblem(t, "name "+name, err, problem.ValidationFailed, "")
+	}
+	_, err = env.Identity.CreateGroup(ctx, "Support team")
+	wantProblem(t, "a taken name", err, problem.Conflict, "name_taken")
+
+	for _, id := range []string{samID, alexID, alexID, robinID} {
+		if err := env.Identity.AddMember(ctx, g.ID, id); err != nil {
+			t.Fatalf("add %s: %v", id, err)
+		}
+	}
+	want := []string{alexID, samID, robinID}
+	slices.Sort(want)
+	if got := members(g.ID); !slices.Equal(got, want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+	for _, who := range []string{"lotse", "feedbot"} {
+		if got := fieldsOf(t, env.Identity.AddMember(ctx, g.ID, env.World.ID(who))); got != "/principal_id not_allowed" {
+			t.Fatalf("%s as a member: %q", who, got)
+		}
+	}
+	for _, id := range []string{ids.New(), "junk"} {
+		if got := fieldsOf(t, env.Identity.AddMember(ctx, g.ID, id)); got != "/principal_id invalid_reference" {
+			t.Fatalf("unknown member %q: %q", id, got)
+		}
+	}
+	for _, id := range []string{samID, samID, env.World.ID("lotse"), "junk"} {
+		if err := env.Identity.RemoveMember(ctx, g.ID, id); err != nil {
+			t.Fatalf("remove %s: %v", id, err)
+		}
+	}
+	want = slices.DeleteFunc(want, func(id string) bool { return id == samID })
+	if got := members(g.ID); !slices.Equal(got, want) {
+		t.Fatalf("members after removing Sam %v, want %v", got, want)
+	}
+
+	other, err := env.Identity.CreateGroup(ctx, "Owners")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, "rename to a taken name", env.Identity.RenameGroup(ctx, other.ID, "Support team"), problem.Conflict, "name_taken")
+	wantProblem(t, "rename to an empty name", env.Identity.RenameGroup(ctx, other.ID, ""), problem.ValidationFailed, "")
+	if err := env.Identity.RenameGroup(ctx, g.ID, "Support"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := env.Identity.GetGroup(ctx, g.ID); err != nil || got.Name != "Support" {
+		t.Fatalf("renamed %+v %v", got, err)
+	}
+	if err := env.Identity.RenameGroup(ctx, ids.New(), "Nobody"); !errors.Is(err, identity.ErrGroupNotFound) {
+		t.Fatalf("rename an unknown group: %v", err)
+	}
+
+	if err := env.Identity.DeleteGroup(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.Count(`SELECT count(*) FROM group_members WHERE group_id = $1`, g.ID); n != 0 {
+		t.Fatalf("a deleted group keeps %d members", n)
+	}
+	for what, err := range map[string]error{
+		"get":          func() error { _, err := env.Identity.GetGroup(ctx, g.ID); return err }(),
+		"get junk":     func() error { _, err := env.Identity.GetGroup(ctx, "junk"); return err }(),
+		"delete again": env.Identity.DeleteGroup(ctx, g.ID),
+		"rename":       env.Identity.RenameGroup(ctx, g.ID, "Support again"),
+	} {
+		if !errors.Is(err, identity.ErrGroupNotFound) {
+			t.Fatalf("%s a deleted group: %v, want ErrGroupNotFound", what, err)
+		}
+	}
+	if again, err := env.Identity.CreateGroup(ctx, "Support"); err != nil || again.ID == g.ID {
+		t.Fatalf("the deleted group's name is not free: %+v %v", again, err)
+	}
+}
