@@ -52,6 +52,13 @@ func TestRunTokens(t *testing.T) {
 	if _, err := env.Identity.GetToken(ctx, it.ID); !errors.Is(err, identity.ErrNotFound) {
 		t.Fatalf("GetToken of a run token: %v, want ErrNotFound", err)
 	}
+	// Nor revoked by id: it is nobody's to revoke, and stays as it was.
+	if _, err := env.Identity.RevokeTokenByID(ctx, it.ID); !errors.Is(err, identity.ErrNotFound) {
+		t.Fatalf("RevokeTokenByID of a run token: %v, want ErrNotFound", err)
+	}
+	if _, err := env.Identity.RevokeTokenByID(ctx, "not-an-id"); !errors.Is(err, identity.ErrNotFound) {
+		t.Fatalf("RevokeTokenByID of a malformed id: %v, want ErrNotFound", err)
+	}
 	list, err := env.Identity.ListTokens(ctx, lotse.ID)
 	if err != nil || len(list) != 1 || list[0].Kind != identity.TokenAgent {
 		t.Fatalf("Lotse's tokens %+v %v, want only the agent token", list, err)

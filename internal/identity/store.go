@@ -275,9 +275,14 @@ func (s *store) ListTokens(ctx context.Context, principalID string) ([]TokenInfo
 // RevokeTokenByID revokes the token with id and returns it. Revoking a
 // revoked token answers it unchanged.
 func (s *store) RevokeTokenByID(ctx context.Context, id string) (TokenInfo, error) {
+	if !ids.Valid(id) {
+		return TokenInfo{}, ErrNotFound
+	}
 	q := db.Q(ctx, s.pool)
+	// A run token is nobody's to revoke by id (it is never listed and ends
+	// with its run): like getToken, the statement does not see it.
 	sqlText, args := db.SQL.Update("tokens").Set("revoked_at", s.clock.Now()).
-		Where(sq.Eq{"id": id}).Where("revoked_at IS NULL").MustSql()
+		Where(sq.Eq{"id": id}).Where(sq.NotEq{"kind": TokenRun}).Where("revoked_at IS NULL").MustSql()
 	if _, err := q.Exec(ctx, sqlText, args...); err != nil {
 		return TokenInfo{}, fmt.Errorf("revoke token: %w", err)
 	}
