@@ -12,7 +12,6 @@ import (
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
-	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -60,17 +59,23 @@ func (r *messageResolver) StartedThread(ctx context.Context, obj *model.Message)
 }
 
 // StartedThreadID is the resolver for the startedThreadId field: the id
-// of StartedThread, decided the same way (null for a thread the reader
-// may not read), without a rate-limit token of its own.
+// of the thread the message started when the caller may read it now (null
+// otherwise, like startedThread). REST renders it on every message, so it
+// is decided in one batch for all messages of the answer (ReadableThreads).
 func (r *messageResolver) StartedThreadID(ctx context.Context, obj *model.Message) (*string, error) {
-	// A member of the message the operation already paid for (REST
-	// renders it on every message): the visibility check takes no token
-	// of another class.
-	t, err := r.StartedThread(authz.Prepaid(ctx), obj)
-	if err != nil || t == nil {
+	l, err := LoadersFor(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return &t.ID, nil
+	tid, err := l.StartedThreads.Load(ctx, obj.ID)()
+	if err != nil || tid == "" {
+		return nil, err
+	}
+	readable, err := l.ReadableThreads.Load(ctx, tid)()
+	if err != nil || !readable {
+		return nil, err
+	}
+	return &tid, nil
 }
 
 // Live is the resolver for the live field: the box of the run a run

@@ -40,6 +40,11 @@ type Loaders struct {
 	// StartedThreads loads, by message id, the id of the thread the message
 	// started ("" for none): one statement for a page of messages.
 	StartedThreads *Batch[string, string]
+	// ReadableThreads loads, by thread id, whether the request's caller
+	// may read the thread now: one batched decision (paths and grants in a
+	// few statements) however many messages ask, without a rate-limit
+	// token or an audit row of its own.
+	ReadableThreads *Batch[string, bool]
 	// Answers loads the answers of runs (Run.answers): one statement for
 	// all runs asked at once.
 	Answers *Batch[string, []runs.Answer]
@@ -134,6 +139,8 @@ type Sources struct {
 	Holders  authz.TriggerHolders
 	Runs     *runs.Service
 	Chat     *chat.Service
+	// Authz decides the batched reads (ReadableThreads).
+	Authz *authz.Service
 }
 
 type loadersKey struct{}
@@ -197,6 +204,37 @@ func NewLoaders(src Sources) *Loaders {
 				continue
 			}
 			out[i] = &dataloader.Result[string]{Data: found[k]}
+		}
+		return out
+	})
+	l.ReadableThreads = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[bool] {
+		out := make([]*dataloader.Result[bool], len(keys))
+		fail := func(err error) []*dataloader.Result[bool] {
+			for i := range out {
+				out[i] = &dataloader.Result[bool]{Error: problem.Internal("graph.NewLoaders", err)}
+			}
+			return out
+		}
+		p, ok := identity.FromContext(ctx)
+		if !ok {
+			return fail(errors.New("no caller"))
+		}
+		paths, err := src.Chat.ThreadPaths(ctx, keys)
+		if err != nil {
+			return fail(err)
+		}
+		facts := make([]authz.Facts, len(keys))
+		for i, k := range keys {
+			facts[i] = authz.Facts{Path: paths[k]}
+		}
+		// FilterMany: a thread the caller may not read is an answer here,
+		// not a bug of a list's query (Filter would count it as one).
+		ok2, err := src.Authz.FilterMany(ctx, []identity.Principal{p}, authz.ThreadRead, facts)
+		if err != nil {
+			return fail(err)
+		}
+		for i := range keys {
+			out[i] = &dataloader.Result[bool]{Data: ok2[0][i]}
 		}
 		return out
 	})

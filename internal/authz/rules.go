@@ -238,8 +238,9 @@ const (
 	ChannelArchive       Action = "channel.archive"
 	SpaceArchive         Action = "space.archive"
 	EventsList           Action = "events.list"
-	// ChannelsList lists the channels the caller may read; RunsList the
-	// runs the caller started (both across the instance, with a Scope).
+	// ChannelsList lists the channels the caller may read (across the
+	// instance, with a Scope); RunsList the runs the caller started (each
+	// kept when its thread is readable, decided in a batch).
 	ChannelsList Action = "channel.list"
 	RunsList     Action = "run.list"
 	// Administration (owners only, audited): people, agents, apps, tokens,
@@ -358,7 +359,7 @@ var Table = map[Action]Spec{
 
 // scoped are the list actions across the instance: an allow carries the
 // reader's Scope, the predicate the list selects by.
-var scoped = map[Action]bool{EventsList: true, ChannelsList: true, RunsList: true}
+var scoped = map[Action]bool{EventsList: true, ChannelsList: true}
 
 // Reasons of denials (audit and body).
 const (

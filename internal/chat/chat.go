@@ -393,4 +393,33 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 	return out, nil
 }
 
+// ThreadPaths returns the paths of the threads ids, keyed by id, in three
+// statements whatever their number (a thread that does not exist has a
+// path that does not exist), for the batched read checks of loaders.
+func (s *Service) ThreadPaths(ctx context.Context, ids []string) (map[string]authz.Path, error) {
+	chans, err := s.threadChannels(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	pairs := make([][2]string, 0, len(chans))
+	for _, id := range ids {
+		if c, ok := chans[id]; ok {
+			pairs = append(pairs, [2]string{c, id})
+		}
+	}
+	paths, err := s.PathsOf(ctx, authz.KindThread, pairs)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]authz.Path, len(ids))
+	for _, id := range ids {
+		out[id] = authz.Path{Kind: authz.KindThread}
+	}
+	for i, pr := range pairs {
+		paths[i].ID = pr[1]
+		out[pr[1]] = paths[i]
+	}
+	return out, nil
+}
+
 func keysOf(m map[string]bool) []string { return slices.Collect(maps.Keys(m)) }

@@ -469,6 +469,25 @@ func (s *store) channelPage(ctx context.Context, all bool, idList []string, afte
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Channel, error) { return scanChannel(r) })
 }
 
+// threadChannels reads the channel of each thread in idList (threads that
+// do not exist are absent).
+func (s *store) threadChannels(ctx context.Context, idList []string) (map[string]string, error) {
+	out := map[string]string{}
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, channel_id::text FROM threads WHERE id = ANY($1::uuid[])`, idList)
+	if err != nil {
+		return nil, fmt.Errorf("thread channels: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, ch string
+		if err := rows.Scan(&id, &ch); err != nil {
+			return nil, fmt.Errorf("thread channels: %w", err)
+		}
+		out[id] = ch
+	}
+	return out, rows.Err()
+}
+
 // threadOperators reads the fixed operator of each thread in idList.
 func (s *store) threadOperators(ctx context.Context, idList []string) (map[string]string, error) {
 	ops := map[string]string{}

@@ -158,7 +158,7 @@ type ChannelPage struct {
 	More bool
 }
 
-// Channels returns the channels actor may read (channels.list across the
+// Channels returns the channels actor may read (channel.list across the
 // instance: those of the spaces and channels its grants name, those it
 // operates as an agent; every channel for an owner), in creation order
 // after the channel id after (empty for the first page), at most limit.

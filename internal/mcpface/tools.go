@@ -271,10 +271,10 @@ type PageArgs struct {
 	After string `json:"after,omitempty" jsonschema:"the end_cursor of the previous call, to continue behind it"`
 }
 
-// page runs a list query (its connection selected as list { nodes {...}
-// pageInfo {...} }) and answers items and end_cursor (empty when none
-// follow).
-func page(ctx context.Context, c *agent.Client, op, field, query string, in PageArgs) (map[string]any, error) {
+// page runs a list query (its connection selected as field { nodes {...}
+// pageInfo {...} }) and answers {key: the nodes} with end_cursor when more
+// follow.
+func page(ctx context.Context, c *agent.Client, op, field, key, query string, in PageArgs) (map[string]any, error) {
 	first := in.First
 	if first <= 0 || first > 100 {
 		first = 50
@@ -294,9 +294,9 @@ func page(ctx context.Context, c *agent.Client, op, field, query string, in Page
 		return nil, toolError(err)
 	}
 	p := out[field]
-	res := map[string]any{field: p.Nodes}
+	res := map[string]any{key: p.Nodes}
 	if p.Nodes == nil {
-		res[field] = []map[string]any{}
+		res[key] = []map[string]any{}
 	}
 	if p.PageInfo.HasNextPage && p.PageInfo.EndCursor != nil {
 		res["end_cursor"] = *p.PageInfo.EndCursor
@@ -314,7 +314,7 @@ func addPeopleTools(s *mcp.Server, d Deps) {
 			if err != nil {
 				return nil, nil, err
 			}
-			out, err := page(ctx, c, "ListChannels", "channels", `query ListChannels($first: Int, $after: String) { channels(first: $first, after: $after) {
+			out, err := page(ctx, c, "ListChannels", "channels", "channels", `query ListChannels($first: Int, $after: String) { channels(first: $first, after: $after) {
 				nodes { id name kind archived spaceId mainThreadId effectiveOperatorId } pageInfo { endCursor hasNextPage } } }`, in)
 			if err != nil {
 				return nil, nil, err
@@ -349,10 +349,10 @@ func addPeopleTools(s *mcp.Server, d Deps) {
 			}
 			return jsonText(out.Thread), out.Thread, nil
 		})
-	post := func(ctx context.Context, req *mcp.CallToolRequest, in PostArgs) (map[string]any, error) {
+	post := func(ctx context.Context, req *mcp.CallToolRequest, in PostArgs) (map[string]any, *agent.Client, error) {
 		c, _, err := callerClient(d, req)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		key := in.Key
 		if key == "" {
@@ -371,10 +371,10 @@ func addPeopleTools(s *mcp.Server, d Deps) {
 		}
 		if err := c.Do(ctx, "PostMessage", `mutation PostMessage($t: ID!, $in: MessageCreate!) { createMessage(threadId: $t, input: $in) { message { id triggerState startedThread { id } } } }`,
 			map[string]any{"t": in.ThreadID, "in": map[string]any{"clientMsgId": key, "contentMd": in.Text}}, &out, 0); err != nil {
-			return nil, toolError(err)
+			return nil, nil, toolError(err)
 		}
 		if out.CreateMessage == nil {
-			return nil, errors.New("the call failed")
+			return nil, nil, errors.New("the call failed")
 		}
 		m := out.CreateMessage.Message
 		res := map[string]any{"message_id": m.ID}
@@ -387,11 +387,11 @@ func addPeopleTools(s *mcp.Server, d Deps) {
 			res["started_thread_id"] = thread
 		}
 		res["thread_id"] = thread
-		return res, nil
+		return res, c, nil
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "post_message", Description: "Post a message in a thread you may write in, as yourself."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in PostArgs) (*mcp.CallToolResult, any, error) {
-			out, err := post(ctx, req, in)
+			out, _, err := post(ctx, req, in)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -400,11 +400,7 @@ func addPeopleTools(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{Name: "mention_agent", Description: "Ask an agent: post a message that names it (@handle) in a thread where you may ask, and " +
 		"return the run it started (run_id; read it with get_run). trigger_state says why no run started."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in PostArgs) (*mcp.CallToolResult, any, error) {
-			out, err := post(ctx, req, in)
-			if err != nil {
-				return nil, nil, err
-			}
-			c, _, err := callerClient(d, req)
+			out, c, err := post(ctx, req, in)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -454,13 +450,11 @@ func addPeopleTools(s *mcp.Server, d Deps) {
 			if err != nil {
 				return nil, nil, err
 			}
-			out, err := page(ctx, c, "ListRuns", "triggeredRuns", `query ListRuns($first: Int, $after: String) { triggeredRuns(first: $first, after: $after) {
+			out, err := page(ctx, c, "ListRuns", "triggeredRuns", "runs", `query ListRuns($first: Int, $after: String) { triggeredRuns(first: $first, after: $after) {
 				nodes { id threadId state endReason queuedAt endedAt triggeringMessageId agent { handle } } pageInfo { endCursor hasNextPage } } }`, in)
 			if err != nil {
 				return nil, nil, err
 			}
-			out["runs"] = out["triggeredRuns"]
-			delete(out, "triggeredRuns")
 			return jsonText(out), out, nil
 		})
 }

@@ -11,7 +11,8 @@ import (
 // TestStartedThreadOnREST: a REST client finds the thread a trigger's
 // answer lands in: the created message names started_thread_id, the run's
 // thread, when the trigger opened one (Support/Allgemein has auto threads),
-// and names none when the run works in the same thread (Eskalation).
+// names none once that thread moved where the reader may not read, and
+// none when the run works in the same thread (Eskalation).
 func TestStartedThreadOnREST(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
@@ -26,6 +27,16 @@ func TestStartedThreadOnREST(t *testing.T) {
 	again := env.MustREST(t, http.MethodGet, "/api/v1/messages/"+m["id"].(string), env.World.Token("alex"), nil, http.StatusOK)
 	if again["started_thread_id"] != runThread {
 		t.Fatalf("read back: %v", again["started_thread_id"])
+	}
+	// Moved where Alex may not read: her message no longer names it (like
+	// a missing thread); Robin, an owner, still sees it.
+	env.MustREST(t, http.MethodPost, "/api/v1/threads/"+runThread+"/move", env.World.Token("robin"),
+		map[string]any{"channel_id": env.World.Channel("Marketing/Kampagnen").ID}, http.StatusOK)
+	if hidden := env.MustREST(t, http.MethodGet, "/api/v1/messages/"+m["id"].(string), env.World.Token("alex"), nil, http.StatusOK); hidden["started_thread_id"] != nil {
+		t.Fatalf("a thread Alex may not read: %v", hidden["started_thread_id"])
+	}
+	if seen := env.MustREST(t, http.MethodGet, "/api/v1/messages/"+m["id"].(string), env.World.Token("robin"), nil, http.StatusOK); seen["started_thread_id"] != runThread {
+		t.Fatalf("robin reads %v", seen["started_thread_id"])
 	}
 	same := env.MustPost("alex", env.Main("Support/Eskalation"), "st-2", "@lotse and the toner?")
 	if _, has := same["started_thread_id"]; has {

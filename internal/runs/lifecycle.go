@@ -192,14 +192,23 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 // or it went back to queued after the lease lapsed), run_not_active once it
 // ended.
 func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
+	return s.asHolder(ctx, actor, authz.RunRenew, id, holder, nil)
+}
+
+// asHolder decides action on the agent's own run for holder, the process
+// that must hold its claim (run_claimed otherwise, run_not_active once it
+// ended, validation_failed without a holder: the anonymous holder has no
+// lease), extends the lease and then runs also (when set) in the same
+// unit of work. Renew and CreateRunToken are this step.
+func (s *Service) asHolder(ctx context.Context, actor identity.Principal, action authz.Action, id, holder string,
+	also func(ctx context.Context) error) (Run, error) {
 	if holder == "" {
-		// Only a claim can be renewed: the anonymous holder has no lease.
 		return Run{}, problem.Invalid(problem.FieldError{Pointer: "/holder", Code: "required", Detail: "the holder that started the run"})
 	}
 	if err := checkHolder(holder, "/holder"); err != nil {
 		return Run{}, err
 	}
-	return s.change(ctx, actor, authz.RunRenew, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
+	return s.change(ctx, actor, action, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
 		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
 		}
@@ -207,6 +216,9 @@ func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holde
 			return Run{}, nil, errClaimed()
 		}
 		r, err := s.extendLease(ctx, r)
+		if err == nil && also != nil {
+			err = also(ctx)
+		}
 		return r, nil, err
 	})
 }

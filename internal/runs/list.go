@@ -17,8 +17,8 @@ type RunPage struct {
 }
 
 // Triggered returns the runs actor started (its message triggered them)
-// that it may read now (runs.list across the instance: the run's thread
-// lies in a channel of its read scope), newest first, before the run id
+// that it may read now (run.list; READ on the run's thread as the door
+// decides it), newest first, before the run id
 // after (empty for the first page), at most limit. A person's own
 // assistant lists what it asked for; agents and apps never trigger runs
 // and get an empty list.
@@ -29,21 +29,56 @@ func (s *Service) Triggered(ctx context.Context, actor identity.Principal, after
 	if err := paging.Check(limit, 100, after); err != nil {
 		return RunPage{}, err
 	}
-	d, _, err := s.authz.Authorize(ctx, actor, authz.RunsList, authz.Instance())
-	if err != nil {
+	if _, _, err := s.authz.Authorize(ctx, actor, authz.RunsList, authz.Instance()); err != nil {
 		return RunPage{}, err
 	}
-	var chans, threads []string
-	if !d.Scope.All {
-		if chans, threads, err = s.chat.VisibleIn(ctx, *d.Scope); err != nil {
+	// The caller's own runs, newest first, kept when it may read the run's
+	// thread now (one batched decision per batch read); a batch with
+	// unreadable runs is followed by the next until the page is full.
+	var page []Run
+	cursor := after
+	for {
+		batch, err := s.triggeredRuns(ctx, actor.ID, cursor, limit+1)
+		if err != nil {
 			return RunPage{}, problem.Internal("runs.triggered", err)
 		}
+		readable, err := s.readableThreads(ctx, actor, batch)
+		if err != nil {
+			return RunPage{}, problem.Internal("runs.triggered", err)
+		}
+		for i, r := range batch {
+			if readable[i] {
+				page = append(page, r)
+			}
+		}
+		if len(page) > limit || len(batch) <= limit {
+			out := RunPage{}
+			out.Runs, out.More = paging.Cut(page, limit)
+			return out, nil
+		}
+		cursor = batch[len(batch)-1].ID
 	}
-	list, err := s.triggeredRuns(ctx, actor.ID, d.Scope.All, chans, threads, after, limit+1)
+}
+
+// readableThreads decides for each run of list whether actor may read its
+// thread now, in one batch (chat's paths, authz's grants), without a
+// rate-limit token or an audit row.
+func (s *Service) readableThreads(ctx context.Context, actor identity.Principal, list []Run) ([]bool, error) {
+	ids := make([]string, len(list))
+	for i, r := range list {
+		ids[i] = r.ThreadID
+	}
+	paths, err := s.chat.ThreadPaths(ctx, ids)
 	if err != nil {
-		return RunPage{}, problem.Internal("runs.triggered", err)
+		return nil, err
 	}
-	page := RunPage{}
-	page.Runs, page.More = paging.Cut(list, limit)
-	return page, nil
+	facts := make([]authz.Facts, len(list))
+	for i, r := range list {
+		facts[i] = authz.Facts{Path: paths[r.ThreadID]}
+	}
+	ok, err := s.authz.FilterMany(ctx, []identity.Principal{actor}, authz.ThreadRead, facts)
+	if err != nil {
+		return nil, err
+	}
+	return ok[0], nil
 }

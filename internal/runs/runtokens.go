@@ -4,10 +4,8 @@ import (
 	"context"
 
 	"bothy.example.com/bothy/internal/authz"
-	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
-	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // CreateRunToken mints a run token for the agent's own run and holder
@@ -22,28 +20,12 @@ import (
 // run_claimed when holder does not hold the run, run_not_active once it
 // ended; trigger_revoked when the run's person lost trigger.
 func (s *Service) CreateRunToken(ctx context.Context, actor identity.Principal, id, holder string) (identity.IssuedToken, error) {
-	if holder == "" {
-		return identity.IssuedToken{}, problem.Invalid(problem.FieldError{Pointer: "/holder", Code: "required", Detail: "the holder that started the run"})
-	}
-	if err := checkHolder(holder, "/holder"); err != nil {
-		return identity.IssuedToken{}, err
-	}
 	var tok identity.IssuedToken
-	_, err := s.change(ctx, actor, authz.RunTokenCreate, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
-		if !r.State.Active() {
-			return Run{}, nil, errNotActive()
-		}
-		if r.State == domain.RunQueued || r.Holder != holder {
-			return Run{}, nil, errClaimed()
-		}
-		r, err := s.extendLease(ctx, r)
-		if err != nil {
-			return Run{}, nil, err
-		}
+	_, err := s.asHolder(ctx, actor, authz.RunTokenCreate, id, holder, func(ctx context.Context) (err error) {
 		if tok, err = s.ident.CreateRunToken(ctx, actor, id, holder); err != nil {
-			return Run{}, nil, problem.Internal("runs.createRunToken", err)
+			return problem.Internal("runs.createRunToken", err)
 		}
-		return r, nil, nil
+		return nil
 	})
 	if err != nil {
 		return identity.IssuedToken{}, err

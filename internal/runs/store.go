@@ -83,16 +83,14 @@ func (s *store) getRun(ctx context.Context, id string, lock rowLock) (Run, error
 }
 
 // triggeredRuns reads at most limit runs triggered by principal, newest
-// first, before the run id after (empty: from the newest), whose thread
-// lies in one of chans or is one of threads (every run when all).
-func (s *store) triggeredRuns(ctx context.Context, principal string, all bool, chans, threads []string, after string, limit int) ([]Run, error) {
+// first, before the run id after (empty: from the newest).
+func (s *store) triggeredRuns(ctx context.Context, principal, after string, limit int) ([]Run, error) {
 	var afterID any
 	if after != "" {
 		afterID = after
 	}
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+runColumns+` FROM runs JOIN `+chat.ThreadInfoSQL+` ti ON ti.ti_thread_id = runs.thread_id
-		WHERE runs.triggered_by = $1 AND ($2 OR ti.ti_cid = ANY($3::uuid[]) OR ti.ti_thread_id = ANY($4::uuid[]))
-		AND ($5::uuid IS NULL OR runs.id < $5) ORDER BY runs.id DESC LIMIT $6`, principal, all, chans, threads, afterID, limit)
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE triggered_by = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3`, principal, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("triggered runs: %w", err)
 	}

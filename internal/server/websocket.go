@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -81,8 +82,9 @@ type live struct {
 	// refused), for bothy_websocket_connections; served is the same as a
 	// WaitGroup, for the drain.
 	open int
-	// subs counts the running subscriptions of all connections.
-	subs   int
+	// subs counts the running subscriptions of all connections (an
+	// atomic: it changes under a connection's lock, never under mu).
+	subs   atomic.Int64
 	served sync.WaitGroup
 }
 
@@ -108,18 +110,10 @@ func (l *live) Open() int {
 
 // Subscriptions is the number of subscriptions running on this replica's
 // connections now (bothy_websocket_subscriptions).
-func (l *live) Subscriptions() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.subs
-}
+func (l *live) Subscriptions() int { return int(l.subs.Load()) }
 
 // countSubs adds n (negative at an end) to the running subscriptions.
-func (l *live) countSubs(n int) {
-	l.mu.Lock()
-	l.subs += n
-	l.mu.Unlock()
-}
+func (l *live) countSubs(n int) { l.subs.Add(int64(n)) }
 
 func newLive(cfg *config.Config, ident *identity.Service, tokens *identity.LiveTokens, hub *runs.Hub, log *slog.Logger) *live {
 	l := &live{ident: ident, tokens: tokens, hub: hub, log: log, conns: map[string]int{},
@@ -175,9 +169,9 @@ func (l *live) route(exec http.Handler, rest http.Handler) http.Handler {
 			left := len(c.active)
 			clear(c.active)
 			c.mu.Unlock()
+			l.countSubs(-left)
 			l.mu.Lock()
 			l.open--
-			l.subs -= left
 			l.mu.Unlock()
 			l.served.Done()
 		}()

@@ -167,18 +167,21 @@ func Compat(ctx context.Context, q Querier) (CompatState, error) {
 
 // recordRequirements writes the requirement of every embedded migration
 // the database has applied into schema_compat (kept when recorded before),
-// through the migration's own connection.
+// in one statement through the migration's own connection.
 func recordRequirements(ctx context.Context, exec func(ctx context.Context, sql string, args ...any) error) error {
 	reqs, err := EmbeddedRequirements()
 	if err != nil {
 		return err
 	}
-	for _, r := range reqs {
-		if err := exec(ctx, `INSERT INTO schema_compat (version, requires) SELECT $1::bigint, $2::bigint
-			WHERE EXISTS (SELECT 1 FROM goose_db_version WHERE version_id = $1 AND is_applied)
-			ON CONFLICT (version) DO NOTHING`, r.Version, r.Requires); err != nil {
-			return fmt.Errorf("record the requirement of migration %d: %w", r.Version, err)
-		}
+	versions, requires := make([]int64, len(reqs)), make([]int64, len(reqs))
+	for i, r := range reqs {
+		versions[i], requires[i] = r.Version, r.Requires
+	}
+	if err := exec(ctx, `INSERT INTO schema_compat (version, requires)
+		SELECT r.version, r.requires FROM unnest($1::bigint[], $2::bigint[]) AS r (version, requires)
+		WHERE EXISTS (SELECT 1 FROM goose_db_version g WHERE g.version_id = r.version AND g.is_applied)
+		ON CONFLICT (version) DO NOTHING`, versions, requires); err != nil {
+		return fmt.Errorf("record the migrations' requirements: %w", err)
 	}
 	return nil
 }
