@@ -111,10 +111,13 @@ func TestLookupAtTheDoor(t *testing.T) {
 	})
 }
 
-// TestGrantLevelsSQL checks the grant relation other modules join
-// (GrantLevelsSQL, read with GrantLevelOf) against the door's own grant
-// read, for every principal of the world on every channel.
-func TestGrantLevelsSQL(t *testing.T) {
+// TestGrantLevels checks authz's shared SQL function grant_levels
+// (migrations/00015_module_views.sql), which other modules read in their
+// own statements (the runs module: its column level, aggregated and read
+// with GrantLevelOf), against the door's own grant read, for every
+// principal of the world on every channel. A renamed column or parameter,
+// or a rule that drifts from liveGrants, fails here.
+func TestGrantLevels(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := authz.Unmetered(t.Context())
@@ -141,7 +144,8 @@ func TestGrantLevelsSQL(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	stmt := `SELECT ` + authz.GrantLevelsSQL("$1", "$2", "$3::uuid", "$4::uuid")
+	// The shape of the runs module's read (runInThreadSQL).
+	stmt := `SELECT (SELECT coalesce(array_agg(gl.level), '{}') FROM grant_levels($1::timestamptz, $2::uuid, $3::uuid, $4::uuid) gl)`
 	seen := map[authz.Level]bool{}
 	for _, p := range load(t, env, handles...) {
 		for _, k := range keys {
@@ -152,7 +156,7 @@ func TestGrantLevelsSQL(t *testing.T) {
 			}
 			d, _, _ := env.Authz.Authorize(ctx, p, authz.MessageRead, authz.Facts{Path: path})
 			if got := authz.GrantLevelOf(p, levels); got != d.Grant {
-				t.Errorf("%s on %s: GrantLevelsSQL gives %v (%v), the door read %v", p.Handle, k, got, levels, d.Grant)
+				t.Errorf("%s on %s: grant_levels gives %v (%v), the door read %v", p.Handle, k, got, levels, d.Grant)
 			}
 			seen[d.Grant] = true
 		}

@@ -145,7 +145,7 @@ func grantRows(now, match, targets string) string {
 	return `SELECT g.subject_principal_id AS who, ` + grantCols + ` FROM grants g
 		WHERE g.subject_principal_id ` + match + ` AND ` + live + targets + `
 		UNION ALL
-		SELECT gm.principal_id, ` + grantCols + ` FROM ` + identity.MembershipSQL + ` gm JOIN grants g ON g.subject_group_id = gm.group_id
+		SELECT gm.principal_id, ` + grantCols + ` FROM group_memberships gm JOIN grants g ON g.subject_group_id = gm.group_id
 		WHERE gm.principal_id ` + match + ` AND ` + live + targets
 }
 
@@ -153,22 +153,12 @@ func grantsStatement(targets string) string {
 	return `SELECT gr.who::text, gr.space, gr.channel, gr.level FROM (` + grantRows("$1", "= ANY($2::uuid[])", targets) + `) gr (who, space, channel, level)`
 }
 
-// GrantLevelsSQL is a scalar subquery for a module that reads a resource
-// and its reader's grant level there in one statement (the runs module
-// reading a run with its thread): the levels (text[], possibly empty) of
-// the grants live at the timestamptz parameter now that the principal
-// (a uuid parameter) holds, directly or through a group, on the space or
-// the channel (uuid expressions of the outer statement, such as columns).
-// Turn its value into a level with GrantLevelOf; decide with Known. It is
-// the grant rule of every decision (liveGrants), not a copy of it.
-func GrantLevelsSQL(now, principal, space, channel string) string {
-	return `(SELECT coalesce(array_agg(gl.level), '{}') FROM (` +
-		grantRows(now+`::timestamptz`, `= `+principal+`::uuid`, ` AND (g.target_space_id = `+space+` OR g.target_channel_id = `+channel+`)`) +
-		`) gl (who, space, channel, level))`
-}
-
 // GrantLevelOf is the grant level of actor on a resource from the levels
-// GrantLevelsSQL read there: the highest of them, None for an inactive
+// read there with authz's shared SQL function grant_levels
+// (migrations/00015_module_views.sql: the levels of the grants live at a
+// time that a principal holds, directly or through a group, on a space or
+// a channel; the rule of liveGrants, which TestGrantLevels compares with
+// the door's own read): the highest of them, None for an inactive
 // actor (who has no rights whatever the grants say; the door would not
 // read them).
 func GrantLevelOf(actor identity.Principal, levels []string) Level {
@@ -182,12 +172,13 @@ func GrantLevelOf(actor identity.Principal, levels []string) Level {
 	return l
 }
 
-// peopleSQL reads the principals $2 (identity's relation) each beside its
+// peopleSQL reads the principals $2 (identity's shared view
+// principal_facts, scanned with identity.PrincipalRow) each beside its
 // live grants on the spaces $3 or the channels $4, direct or through a
 // group: one row per grant, or one row with no grant.
-var peopleSQL = `SELECT p.*, g.space, g.channel, g.level FROM ` + identity.PrincipalsSQL + ` p
-	LEFT JOIN (` + grantRows("$1", "= ANY($2::uuid[])", onTargets) + `) g (who, space, channel, level) ON g.who = p.p_id
-	WHERE p.p_id = ANY($2::uuid[])`
+var peopleSQL = `SELECT p.*, g.space, g.channel, g.level FROM principal_facts p
+	LEFT JOIN (` + grantRows("$1", "= ANY($2::uuid[])", onTargets) + `) g (who, space, channel, level) ON g.who = p.id
+	WHERE p.id = ANY($2::uuid[])`
 
 // peopleInSQL is peopleSQL for the principals a relation of one uuid
 // column names (rel, whose placeholders start at $4) instead of a list:
@@ -195,9 +186,9 @@ var peopleSQL = `SELECT p.*, g.space, g.channel, g.level FROM ` + identity.Princ
 // once (a CTE named three times is materialized).
 func peopleInSQL(rel string) string {
 	return `WITH named (id) AS (` + rel + `)
-	SELECT p.*, g.space, g.channel, g.level FROM ` + identity.PrincipalsSQL + ` p
-	LEFT JOIN (` + grantRows("$1", "IN (SELECT id FROM named)", targetsAt("$2", "$3")) + `) g (who, space, channel, level) ON g.who = p.p_id
-	WHERE p.p_id IN (SELECT id FROM named)`
+	SELECT p.*, g.space, g.channel, g.level FROM principal_facts p
+	LEFT JOIN (` + grantRows("$1", "IN (SELECT id FROM named)", targetsAt("$2", "$3")) + `) g (who, space, channel, level) ON g.who = p.id
+	WHERE p.id IN (SELECT id FROM named)`
 }
 
 // peopleWithGrants reads the principals idList in one statement, each with
@@ -254,7 +245,7 @@ func (s *store) scanPeople(ctx context.Context, q db.Querier, sql string, args .
 // and returns one levelMap per principal. With targets set only grants on
 // those spaces or channels are read. It is the only place that says which
 // grants count. Group membership is joined here, in the statement, through
-// identity's MembershipSQL, because every decision needs it and a second
+// identity's shared view group_memberships, because every decision needs it and a second
 // round trip per decision would cost more than it saves. It reads through
 // the transaction of ctx when there is one (db.Q), so a decision inside a
 // unit of work sees the unit's own grant changes.

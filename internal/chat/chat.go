@@ -84,13 +84,6 @@ type Thread struct {
 	CreatedAt       time.Time
 }
 
-// ThreadPlacesSQL is the relation (id, channel_id, space_id) of every
-// thread with its channel and space, as a subquery for a module that must
-// join a thread's place into one statement of its own (the runs module
-// scoping active runs by channel or space). Chat owns threads and channels;
-// this is the only shape others may use.
-const ThreadPlacesSQL = `(SELECT t.id, t.channel_id, c.space_id FROM threads t JOIN channels c ON c.id = t.channel_id)`
-
 // ErrNotFound is returned for an unknown space, channel or thread.
 var ErrNotFound = fmt.Errorf("chat: %w", problem.ErrMissing)
 

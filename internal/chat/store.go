@@ -302,33 +302,20 @@ func (s *store) ThreadInfo(ctx context.Context, id string) (Thread, Channel, err
 	}
 	var t Thread
 	var c Channel
-	err := q.QueryRow(ctx, `SELECT ti.* FROM `+ThreadInfoSQL+` ti WHERE ti.ti_thread_id = $1`, id).Scan(ThreadInfoDest(&t, &c)...)
+	err := q.QueryRow(ctx, `SELECT ti.* FROM thread_info ti WHERE ti.ti_thread_id = $1`, id).Scan(ThreadInfoDest(&t, &c)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Thread{}, Channel{}, ErrNotFound
 	}
 	return t, c, err
 }
 
-// ThreadInfoSQL is the relation of every thread with its current channel
-// and that channel's space facts, as a subquery whose columns are named
-// ti_* (ti_thread_id is the thread's id): what ThreadInfo reads, for a
-// module that must read a thread's place in one statement of its own (the
-// runs module reading a run with its thread). Scan its columns, in order,
-// with ThreadInfoDest. Chat owns threads, channels and spaces; this is the
-// only shape others may use.
-const ThreadInfoSQL = `(SELECT t.id AS ti_thread_id, t.channel_id AS ti_channel_id, t.kind AS ti_kind,
-		coalesce(t.parent_message_id::text, '') AS ti_parent_message_id, coalesce(t.operator_agent_id::text, '') AS ti_thread_operator,
-		coalesce(t.title, '') AS ti_title, coalesce(t.title_source, '') AS ti_title_source, t.created_by AS ti_created_by,
-		t.state AS ti_state, t.last_seq AS ti_last_seq, t.created_at AS ti_created_at,
-		c.id AS ti_cid, c.space_id AS ti_space_id, c.name AS ti_channel_name, c.kind AS ti_channel_kind, c.archived_at AS ti_archived_at,
-		c.operator_mode AS ti_operator_mode, coalesce(c.operator_agent_id::text, '') AS ti_channel_operator, c.free_response AS ti_free_response,
-		c.allow_mentioned_agents AS ti_allow_mentioned_agents, c.auto_thread AS ti_auto_thread, c.history_backfill_limit AS ti_history_backfill_limit,
-		coalesce(s.default_operator_agent_id::text, '') AS ti_space_default_operator, s.archived_at IS NOT NULL AS ti_space_archived,
-		coalesce((SELECT m.id::text FROM threads m WHERE m.channel_id = c.id AND m.kind = 'main'), '') AS ti_main_thread_id
-	FROM threads t JOIN channels c ON c.id = t.channel_id JOIN spaces s ON s.id = c.space_id)`
-
 // ThreadInfoDest returns the scan destinations, into t and c, of the
-// columns of ThreadInfoSQL in their order.
+// columns of chat's shared view thread_info (SELECT ti.*), in their order:
+// every thread with its current channel and that channel's space facts
+// (migrations/00015_module_views.sql), which ThreadInfo reads and a module
+// reads in one statement of its own (the runs module reading a run with
+// its thread). Chat owns threads, channels and spaces; the view is the
+// only shape others may use.
 func ThreadInfoDest(t *Thread, c *Channel) []any {
 	return []any{&t.ID, &t.ChannelID, &t.Kind, &t.ParentMessageID, &t.OperatorAgentID, &t.Title, &t.TitleSource, &t.CreatedBy, &t.State, &t.LastSeq, &t.CreatedAt,
 		&c.ID, &c.SpaceID, &c.Name, &c.Kind, &c.ArchivedAt, &c.OperatorMode, &c.OperatorAgentID,

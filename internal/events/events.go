@@ -118,10 +118,3 @@ func ParseCursor(s string) (int64, bool) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil && n >= 0
 }
-
-// AgentEventsSQL is the relation (agent_id, seq, type, run_id, message_id)
-// of the agent stream, as a subquery for a module that must join delivered
-// events into one statement of its own (the runs module marking follow-ups
-// delivered when an agent acknowledges them). Events owns agent_events;
-// this is the only shape others may use.
-const AgentEventsSQL = `(SELECT agent_id, seq, type, run_id, message_id FROM agent_events)`

@@ -193,12 +193,13 @@ func (l *store) DeleteClientEvents(ctx context.Context, upto int64, limit int) (
 }
 
 // DeleteAgentEvents removes up to limit agent events created before cutoff
-// whose run is in endedRuns, a subquery of run ids that the runs module
-// owns (runs.EndedRunsSQL): an agent never loses an event it may still act
-// on. Events without a run are kept.
-func (l *store) DeleteAgentEvents(ctx context.Context, cutoff time.Time, limit int, endedRuns string) (int64, error) {
+// whose run has ended (the runs module's shared view ended_runs,
+// migrations/00015_module_views.sql): an agent never loses an event it may
+// still act on. Events without a run, or of a run that does not exist, are
+// kept.
+func (l *store) DeleteAgentEvents(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	tag, err := db.Q(ctx, l.pool).Exec(ctx, `DELETE FROM agent_events WHERE seq IN (
-		SELECT e.seq FROM agent_events e WHERE e.created_at < $1 AND e.run_id IN `+endedRuns+` LIMIT $2)`, cutoff, limit)
+		SELECT e.seq FROM agent_events e WHERE e.created_at < $1 AND e.run_id IN (SELECT id FROM ended_runs) LIMIT $2)`, cutoff, limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete agent events: %w", err)
 	}

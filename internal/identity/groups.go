@@ -26,13 +26,6 @@ type Group struct {
 // ErrGroupNotFound is returned for an unknown or deleted group.
 var ErrGroupNotFound = fmt.Errorf("identity: group %w", problem.ErrMissing)
 
-// MembershipSQL is the membership relation (group_id, principal_id) as a
-// subquery, for a module that must join membership into its own statement:
-// authz reads grants to groups with it in the one statement of a decision,
-// where a second round trip per decision would cost more than it saves.
-// Identity owns group_members; this is the only shape others may use.
-const MembershipSQL = `(SELECT group_id, principal_id FROM group_members)`
-
 func checkGroupName(name string) error {
 	if !text.Line(name, 1, MaxGroupName) {
 		return problem.Invalid(problem.FieldError{Pointer: "/name", Code: "invalid_format", Detail: "1 to 80 characters without surrounding spaces or control characters"})

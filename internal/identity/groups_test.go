@@ -15,7 +15,7 @@ import (
 // groups (TestPrincipals): a group is created empty with a one-line name unique among
 // live groups; only people become members (adding twice changes nothing,
 // removing a non-member too), members are listed in id order and are what
-// MembershipSQL, the shape other modules join, holds; renaming keeps the
+// group_memberships, identity's shared view that other modules join, holds; renaming keeps the
 // rule on names; a deleted group loses its members, is not found any more
 // and frees its name.
 func groups(t *testing.T, env *moduletest.Env) {
@@ -27,9 +27,10 @@ func groups(t *testing.T, env *moduletest.Env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// MembershipSQL holds the same members.
+		// The shared view group_memberships (group_id, principal_id)
+		// holds the same members.
 		var joined []string
-		rows, err := env.Pool.Query(ctx, `SELECT m.principal_id::text FROM `+identity.MembershipSQL+` m WHERE m.group_id = $1 ORDER BY 1`, id)
+		rows, err := env.Pool.Query(ctx, `SELECT m.principal_id::text FROM group_memberships m WHERE m.group_id = $1 ORDER BY 1`, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +45,7 @@ func groups(t *testing.T, env *moduletest.Env) {
 			t.Fatal(err)
 		}
 		if !slices.Equal(joined, g.Members) {
-			t.Fatalf("MembershipSQL holds %v, GetGroup %v", joined, g.Members)
+			t.Fatalf("group_memberships holds %v, GetGroup %v", joined, g.Members)
 		}
 		return g.Members
 	}

@@ -327,25 +327,16 @@ func columnsOf(a string) []string {
 
 var principalColumns = columnsOf("")
 
-// PrincipalsSQL is the relation of every principal, with the columns
-// PrincipalRow reads (p_id first), as a subquery for a module that must
-// read principals beside its own rows in one statement (authz reading the
-// authors of a run context beside their grants). Identity owns principals;
-// this is the only shape others may use.
-var PrincipalsSQL = func() string {
-	names := []string{"p_id", "p_kind", "p_handle", "p_display_name", "p_email", "p_status", "p_is_owner", "p_created_at"}
-	cols := make([]string, len(principalColumns))
-	for i, c := range principalColumns {
-		cols[i] = c + " AS " + names[i]
-	}
-	return `(SELECT ` + strings.Join(cols, ", ") + ` FROM principals)`
-}()
-
-// PrincipalRow scans the columns of PrincipalsSQL.
+// PrincipalRow scans the columns of identity's shared view
+// principal_facts (migrations/00015_module_views.sql), which a module
+// reads beside its own rows in one statement (authz reading the authors of
+// a run context beside their grants), and of identity's own principal
+// reads. Identity owns principals; the view is the only shape others may
+// use.
 type PrincipalRow struct{ p Principal }
 
-// Dest returns the scan destinations of the columns of PrincipalsSQL, in
-// their order.
+// Dest returns the scan destinations of the columns of principal_facts
+// (SELECT *), in their order.
 func (r *PrincipalRow) Dest() []any {
 	return []any{&r.p.ID, &r.p.Kind, &r.p.Handle, &r.p.DisplayName, &r.p.Email, &r.p.Status, &r.p.IsOwner, &r.p.CreatedAt}
 }

@@ -22,13 +22,6 @@ type row struct {
 	hash       []byte
 }
 
-// FactsSQL is the relation (id, thread_id, thread_seq, author_principal_id)
-// of every message, as a subquery for a module that must join a message's
-// place and author into one statement of its own (the runs module ordering
-// follow-ups by their place in the thread, or scoping them by author).
-// Messaging owns messages; this is the only shape others may use.
-const FactsSQL = `(SELECT id, thread_id, thread_seq, author_principal_id FROM messages)`
-
 const messageColumns = `m.id, m.thread_id, m.thread_seq, m.author_principal_id, m.origin, m.kind, m.content_md,
 	coalesce(m.reply_to_message_id::text, ''), coalesce(m.trigger_state, ''), coalesce(m.trigger_reason, ''),
 	coalesce(m.system_code, ''), coalesce(m.run_id::text, ''), m.deleted_at IS NOT NULL, m.created_at,

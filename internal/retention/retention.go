@@ -18,7 +18,6 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
-	"bothy.example.com/bothy/internal/runs"
 )
 
 // Keep says how long each kind of row lives; zero keeps it forever.
@@ -89,7 +88,7 @@ func (s *Service) PurgeOnce(ctx context.Context) (r Removed, err error) {
 		// run are kept.)
 		cutoff := now.Add(-s.keep.AgentEvents)
 		if r.AgentEvents, err = s.batched(ctx, func(ctx context.Context) (int64, error) {
-			return s.owners.Events.DeleteAgentEvents(ctx, cutoff, batch, runs.EndedRunsSQL)
+			return s.owners.Events.DeleteAgentEvents(ctx, cutoff, batch)
 		}); err != nil {
 			return r, err
 		}

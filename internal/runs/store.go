@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
-	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
@@ -107,13 +106,16 @@ func (s *store) triggeredRuns(ctx context.Context, principal, after string, limi
 }
 
 // runInThreadSQL reads run $1 with its thread and the thread's channel
-// (chat's ThreadInfoSQL), the grant levels of principal $2 on that channel
-// and its space, live at $3 (authz's GrantLevelsSQL), and whether the run
-// or another run of its session has any follow-up on record.
-var runInThreadSQL = `SELECT ` + runColumns + `, ti.*, ` + authz.GrantLevelsSQL("$3", "$2", "ti.ti_space_id", "ti.ti_cid") + `,
+// (chat's shared view thread_info, scanned with chat.ThreadInfoDest), the
+// grant levels of principal $2 on that channel and its space, live at $3
+// (authz's shared function grant_levels, read with authz.GrantLevelOf),
+// and whether the run or another run of its session has any follow-up on
+// record.
+var runInThreadSQL = `SELECT ` + runColumns + `, ti.*,
+		(SELECT coalesce(array_agg(gl.level), '{}') FROM grant_levels($3::timestamptz, $2::uuid, ti.ti_space_id, ti.ti_cid) gl),
 		EXISTS (SELECT 1 FROM run_followups f WHERE f.run_id = runs.id)
 		OR EXISTS (SELECT 1 FROM runs s JOIN run_followups f ON f.run_id = s.id WHERE s.agent_session_id = runs.agent_session_id)
-	FROM runs JOIN ` + chat.ThreadInfoSQL + ` ti ON ti.ti_thread_id = runs.thread_id
+	FROM runs JOIN thread_info ti ON ti.ti_thread_id = runs.thread_id
 	WHERE runs.id = $1`
 
 // runInThread is a run as getRunInThread reads it.
@@ -146,7 +148,7 @@ func (s *store) getRunInThread(ctx context.Context, id, readerID string) (runInT
 
 func (s *store) activeRunOf(ctx context.Context, threadID string) (Run, error) {
 	q := db.Q(ctx, s.pool)
-	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE thread_id = $1 AND state IN (`+domain.ActiveRunStatesSQL+`) FOR UPDATE`, threadID))
+	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE thread_id = $1 AND state IN (`+activeStatesSQL+`) FOR UPDATE`, threadID))
 }
 
 func (s *store) insertRun(ctx context.Context, r Run) error {
@@ -262,11 +264,19 @@ func (s *store) CountByState(ctx context.Context) (map[domain.RunState]int64, er
 	return counts, nil
 }
 
-// EndedRunsSQL is the set of ids of runs that have ended, as a subquery for
-// a module that must restrict one statement of its own to them (the
-// retention of agent events). Runs owns runs; this is the only shape others
-// may use.
-var EndedRunsSQL = `(SELECT id FROM runs WHERE state NOT IN (` + domain.ActiveRunStatesSQL + `))`
+// activeStatesSQL is domain.ActiveRunStates as an SQL list of literals,
+// for a `state IN (...)` filter of this file's statements (the values are
+// constants, never input; the partial indexes on active runs and the views
+// active_runs and ended_runs list the same, which a test of
+// internal/runs/domain checks). Other modules read the runs module's views
+// instead (migrations/00015_module_views.sql).
+var activeStatesSQL = func() string {
+	parts := make([]string, len(domain.ActiveRunStates))
+	for i, s := range domain.ActiveRunStates {
+		parts[i] = "'" + string(s) + "'"
+	}
+	return strings.Join(parts, ", ")
+}()
 
 // store holds the package's SQL, embedded in the service that decides what
 // to write (the store convention: README.md#architecture).
@@ -317,7 +327,7 @@ func (s *store) settleDelivered(ctx context.Context, runID string, to domain.Fol
 // pendingFollowups returns the message ids of run runID's pending
 // follow-ups in thread order.
 func (s *store) pendingFollowups(ctx context.Context, runID string) ([]string, error) {
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.message_id::text FROM run_followups f JOIN message_facts m ON m.id = f.message_id
 		WHERE f.run_id = $1 AND f.state = 'pending' ORDER BY m.thread_seq`, runID)
 	if err != nil {
 		return nil, err
@@ -374,7 +384,7 @@ func (s *store) lockCursor(ctx context.Context, agentID string, now time.Time) (
 // waits for the delivery (and then finds them delivered).
 func (s *store) lockAckedRuns(ctx context.Context, agentID string, from, to int64) error {
 	_, err := db.Q(ctx, s.pool).Exec(ctx, `SELECT r.id FROM runs r WHERE r.id IN (
-			SELECT e.run_id FROM `+events.AgentEventsSQL+` e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $4)
+			SELECT e.run_id FROM agent_event_facts e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $4)
 		ORDER BY r.id FOR SHARE OF r`, agentID, from, to, events.AgentFollowup)
 	return err
 }
@@ -383,7 +393,7 @@ func (s *store) lockAckedRuns(ctx context.Context, agentID string, from, to int6
 // events of agent agentID lie after from up to to.
 func (s *store) deliverAcked(ctx context.Context, agentID string, from, to int64, now time.Time) error {
 	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_followups f SET state = 'delivered', delivered_at = $4
-			FROM `+events.AgentEventsSQL+` e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
+			FROM agent_event_facts e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
 			AND f.run_id = e.run_id AND f.message_id = e.message_id AND f.state = 'pending'`,
 		agentID, from, to, now, events.AgentFollowup)
 	return err
@@ -486,7 +496,7 @@ func (s *store) dueRuns(ctx context.Context, queuedBefore, stalledBefore, now, l
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT id::text, thread_id::text FROM runs
 		WHERE (state = 'queued' AND last_activity_at < $1)
 		   OR (state IN ('running', 'waiting_input') AND ((last_activity_at < $2 AND approval_until IS NULL) OR lease_expires_at <= $3 OR approval_until <= $3))
-		   OR (state IN (`+domain.ActiveRunStatesSQL+`) AND trigger_lost_at <= $4)
+		   OR (state IN (`+activeStatesSQL+`) AND trigger_lost_at <= $4)
 		ORDER BY queued_at LIMIT 100`, queuedBefore, stalledBefore, now, lostBefore)
 	if err != nil {
 		return nil, err
@@ -506,8 +516,8 @@ const triggerScopeSQL = `($1 = '' OR %s::text = $1) AND ($2 = '' OR t.channel_id
 // with the person who triggered them.
 func (s *store) heldRuns(ctx context.Context, scope TriggerScope) ([]heldBy, error) {
 	runRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT r.id::text, '', r.thread_id::text, r.triggered_by::text FROM runs r
-		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
-		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND r.trigger_lost_at IS NULL AND r.triggered_by IS NOT NULL AND `+
+		JOIN thread_places t ON t.id = r.thread_id
+		WHERE r.state IN (`+activeStatesSQL+`) AND r.trigger_lost_at IS NULL AND r.triggered_by IS NOT NULL AND `+
 		fmt.Sprintf(triggerScopeSQL, "r.triggered_by"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
 	if err != nil {
 		return nil, fmt.Errorf("recheck runs: %w", err)
@@ -523,9 +533,9 @@ func (s *store) heldRuns(ctx context.Context, scope TriggerScope) ([]heldBy, err
 // in scope, with their authors.
 func (s *store) heldFollowups(ctx context.Context, scope TriggerScope) ([]heldBy, error) {
 	fRows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text, r.thread_id::text, m.author_principal_id::text FROM run_followups f
-		JOIN runs r ON r.id = f.run_id JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
-		JOIN `+chat.ThreadPlacesSQL+` t ON t.id = r.thread_id
-		WHERE r.state IN (`+domain.ActiveRunStatesSQL+`) AND f.state IN ('pending', 'delivered') AND `+
+		JOIN runs r ON r.id = f.run_id JOIN message_facts m ON m.id = f.message_id
+		JOIN thread_places t ON t.id = r.thread_id
+		WHERE r.state IN (`+activeStatesSQL+`) AND f.state IN ('pending', 'delivered') AND `+
 		fmt.Sprintf(triggerScopeSQL, "m.author_principal_id"), scope.PrincipalID, scope.ChannelID, scope.SpaceID)
 	if err != nil {
 		return nil, fmt.Errorf("recheck follow-ups: %w", err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/runs/domain"
@@ -84,7 +83,7 @@ func (s *store) FollowUpFacts(ctx context.Context, sessionID, runID string, mess
 	// runs it beside the people lookups, on its own connection of the pool,
 	// so it never joins a transaction of ctx (a transaction's connection
 	// cannot serve two statements at once).
-	rows, err := s.pool.Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
+	rows, err := s.pool.Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN message_facts m ON m.id = f.message_id
 			WHERE f.run_id = $2::uuid AND f.state IN ('pending', 'delivered'))
 		SELECT false, fu.message_id::text, fu.thread_seq FROM fu
 		UNION ALL
@@ -130,7 +129,7 @@ type followUpPair struct{ run, message string }
 // followUpPairs lists the follow-ups still in play (pending or delivered)
 // of the runs in runIDs, in thread order.
 func (s *store) followUpPairs(ctx context.Context, runIDs []string) ([]followUpPair, error) {
-	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text FROM run_followups f JOIN `+messaging.FactsSQL+` m ON m.id = f.message_id
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT f.run_id::text, f.message_id::text FROM run_followups f JOIN message_facts m ON m.id = f.message_id
 		WHERE f.run_id = ANY($1::uuid[]) AND f.state IN ('pending', 'delivered') ORDER BY m.thread_seq`, runIDs)
 	if err != nil {
 		return nil, fmt.Errorf("follow-ups: %w", err)

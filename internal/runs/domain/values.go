@@ -1,7 +1,5 @@
 package domain
 
-import "strings"
-
 // RunState is the state of a run. The values are the stored ones; the
 // GraphQL enums RunState and RunOutcome (the end states an adapter may ask
 // for) bind to this type.
@@ -33,19 +31,6 @@ func (s RunState) Active() bool {
 		}
 	}
 	return false
-}
-
-// ActiveRunStatesSQL is ActiveRunStates as an SQL list of literals, for an
-// `state IN (...)` filter written into a statement's text (the values are
-// constants, never input).
-var ActiveRunStatesSQL = sqlList(ActiveRunStates)
-
-func sqlList(states []RunState) string {
-	parts := make([]string, len(states))
-	for i, s := range states {
-		parts[i] = "'" + string(s) + "'"
-	}
-	return strings.Join(parts, ", ")
 }
 
 // TriggerKind is what started a run. Only messages trigger runs today; the
