@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,9 +18,11 @@ import (
 	"bothy.example.com/bothy/internal/moduletest"
 )
 
-// owners maps every table of migrations/ to the one package (its folder
-// from the repository root) whose SQL may name it. Any other package asks
-// the owner through a function. A new table needs a line here, or
+// owners maps every table, view and function of migrations/ to the one
+// package (its folder from the repository root) whose SQL may name it, and
+// whose migration comment says so. Any other package asks the owner
+// through a function, or reads one of the owner's shared views or
+// functions (shared). A new table, view or function needs a line here, or
 // TestTableOwnership fails.
 var owners = map[string]string{
 	"principals":        "internal/identity",
@@ -46,6 +49,35 @@ var owners = map[string]string{
 	"run_approvals":     "internal/runs",
 	"ratelimit_buckets": "internal/ratelimit",
 	"schema_compat":     "internal/platform/db",
+	// Views and functions (migrations 00012 and 00015).
+	"active_runs":       "internal/runs",
+	"ended_runs":        "internal/runs",
+	"principal_facts":   "internal/identity",
+	"group_memberships": "internal/identity",
+	"thread_places":     "internal/chat",
+	"thread_info":       "internal/chat",
+	"message_facts":     "internal/messaging",
+	"agent_event_facts": "internal/events",
+	"grant_levels":      "internal/authz",
+}
+
+// shared are the views and functions that modules other than their owner
+// may read, each with its owner (as in owners): module boundaries in the
+// schema, whose columns the owner's own tests read from rows they wrote
+// (TestPrincipalFacts and the groups test of internal/identity,
+// TestSharedThreadViews, TestMessageFacts, TestAgentEventFacts,
+// TestSharedRunViews, TestGrantLevels). A table is never shared: its owner
+// shares a view or function of it instead.
+var shared = map[string]string{
+	"active_runs":       "internal/runs",
+	"ended_runs":        "internal/runs",
+	"principal_facts":   "internal/identity",
+	"group_memberships": "internal/identity",
+	"thread_places":     "internal/chat",
+	"thread_info":       "internal/chat",
+	"message_facts":     "internal/messaging",
+	"agent_event_facts": "internal/events",
+	"grant_levels":      "internal/authz",
 }
 
 // testSupport are packages that only tests import: harnesses that set up
@@ -53,28 +85,142 @@ var owners = map[string]string{
 // does not cover.
 var testSupport = []string{"internal/apitest", "internal/moduletest", "internal/platform/pgtest"}
 
-// TestTableOwnership: every table created in migrations/ has an owner, and
-// no Go file outside the owning package (tests and test support excepted)
-// names the table in SQL.
+// TestTableOwnership: every table, view and function created in
+// migrations/ has an owner; only views and functions are shared, each
+// with its owner; no Go file outside the owning package (tests and test
+// support excepted) names a relation in SQL unless it is shared; and the
+// body of a view or function names only its owner's relations and shared
+// ones.
 func TestTableOwnership(t *testing.T) {
 	t.Parallel()
 	root := moduletest.RepoRoot(t)
-	tables := migrationTables(t, filepath.Join(root, "migrations"))
-	for _, table := range tables {
-		if owners[table] == "" {
-			t.Errorf("table %s (migrations/) has no owning package: add it to owners in internal/platform/db/ownership_test.go", table)
+	rels := migrationRelations(t, filepath.Join(root, "migrations"))
+	names := slices.Sorted(maps.Keys(rels))
+	for _, name := range names {
+		if owners[name] == "" {
+			t.Errorf("%s %s (migrations/) has no owning package: add it to owners in internal/platform/db/ownership_test.go", rels[name].kind, name)
 		}
 	}
-	for table := range owners {
-		if !slices.Contains(tables, table) {
-			t.Errorf("owners names table %s that no migration creates", table)
+	for name := range owners {
+		if _, ok := rels[name]; !ok {
+			t.Errorf("owners names %s that no migration creates", name)
 		}
 	}
-	for _, v := range sqlTableUses(t, root, tables) {
-		if owner := owners[v.table]; owner != "" && owner != v.pkg && !slices.Contains(testSupport, v.pkg) {
-			t.Errorf("%s names table %s in SQL, which belongs to %s: call a function of %s instead", v.pos, v.table, owner, owner)
+	for name, owner := range shared {
+		switch r, ok := rels[name]; {
+		case !ok:
+			t.Errorf("shared names %s that no migration creates", name)
+		case r.kind == kindTable:
+			t.Errorf("shared names table %s: a table stays private to its owner, which shares a view or function of it", name)
+		case owner != owners[name]:
+			t.Errorf("shared says %s belongs to %s, owners says %s", name, owner, owners[name])
 		}
 	}
+	for _, v := range sqlTableUses(t, root, rels) {
+		if owner := owners[v.table]; owner != "" && owner != v.pkg && shared[v.table] == "" && !slices.Contains(testSupport, v.pkg) {
+			t.Errorf("%s names %s %s in SQL, which belongs to %s: call a function of %s, or read a view or function %s shares", v.pos, rels[v.table].kind, v.table, owner, owner, owner)
+		}
+	}
+	for _, name := range names {
+		r := rels[name]
+		if r.kind == kindTable {
+			continue
+		}
+		for _, used := range slices.Compact(slices.Sorted(slices.Values(sqlTables(r.body, false)))) {
+			if _, ok := rels[used]; ok && owners[used] != owners[name] && shared[used] == "" {
+				t.Errorf("%s %s (owned by %s) names %s of %s: read a view or function %s shares", r.kind, name, owners[name], used, owners[used], owners[used])
+			}
+		}
+	}
+}
+
+// TestNoExportedSQL: no SQL text crosses a module in Go. A non-test Go file
+// of internal/ declares no exported identifier ending in SQL (a fragment
+// such as the former identity.PrincipalsSQL, pasted into another module's
+// statement): a module reads a neighbour's rows through a Go function of
+// the neighbour or through a view or function the neighbour shares
+// (shared). The statement builder db.SQL is the one exception: it holds no
+// SQL text.
+func TestNoExportedSQL(t *testing.T) {
+	t.Parallel()
+	for _, d := range exportedSQL(t, moduletest.RepoRoot(t)) {
+		t.Errorf("%s declares %s: share a view or function in a migration, or a Go function, instead of SQL text", d.pos, d.name)
+	}
+}
+
+// TestNoExportedSQLDetects keeps TestNoExportedSQL honest: exported
+// constants, variables, types, functions and methods ending in SQL are
+// found, unexported ones and db.SQL are not.
+func TestNoExportedSQLDetects(t *testing.T) {
+	t.Parallel()
+	src := `package p
+const FactsSQL = "(SELECT 1)"
+var (
+	a, EndedRunsSQL = 1, "x"
+	privateSQL = "y"
+)
+type RowSQL struct{}
+func GrantLevelsSQL(now string) string { return now }
+func (RowSQL) ColumnsSQL() string { return "" }
+func (RowSQL) columnsSQL() string { return "" }
+var SQLish, SQL = 1, 2
+`
+	dir := t.TempDir()
+	for _, pkg := range []string{"internal/p", "internal/platform/db", "cmd/p"} {
+		if err := os.MkdirAll(filepath.Join(dir, pkg), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, pkg, "p.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, d := range exportedSQL(t, dir) {
+		got = append(got, d.name)
+	}
+	sort.Strings(got)
+	want := []string{"ColumnsSQL", "ColumnsSQL", "EndedRunsSQL", "EndedRunsSQL", "FactsSQL", "FactsSQL", "GrantLevelsSQL", "GrantLevelsSQL", "RowSQL", "RowSQL", "SQL"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("found %v, want %v", got, want)
+	}
+}
+
+// sqlDecl is one exported declaration whose name ends in SQL.
+type sqlDecl struct{ pos, name string }
+
+// exportedSQL lists the exported top-level identifiers and methods ending
+// in SQL in the non-test Go files under root/internal, db.SQL excepted.
+func exportedSQL(t *testing.T, root string) []sqlDecl {
+	t.Helper()
+	var out []sqlDecl
+	goSources(t, root, func(string, string) bool { return false }, func(pkg string, f *ast.File, fset *token.FileSet) {
+		if !strings.HasPrefix(pkg, "internal/") {
+			return
+		}
+		check := func(id *ast.Ident) {
+			if id.IsExported() && strings.HasSuffix(id.Name, "SQL") && (pkg != "internal/platform/db" || id.Name != "SQL") {
+				out = append(out, sqlDecl{pos: fset.Position(id.Pos()).String(), name: id.Name})
+			}
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				check(d.Name)
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch sp := spec.(type) {
+					case *ast.ValueSpec:
+						for _, n := range sp.Names {
+							check(n)
+						}
+					case *ast.TypeSpec:
+						check(sp.Name)
+					}
+				}
+			}
+		}
+	})
+	return out
 }
 
 // TestTableOwnershipDetects keeps the detector honest: the SQL shapes that
@@ -94,32 +240,59 @@ func f() {
 	_ = "DELETE FROM event_log WHERE seq IN (SELECT e.seq FROM event_log e, audit_log AS a, principals)"
 	_ = "ON CONFLICT (stream) DO UPDATE SET seq = greatest(groups.seq, excluded.seq)"
 	_ = "UPDATE buckets b SET tokens = b.tokens - 1, at = EXTRACT(EPOCH FROM (now() - b.at))"
+	_ = "SELECT ti.*, (SELECT coalesce(array_agg(level), '{}') FROM unnest(grant_levels ($1, $2, $3, $4))) FROM thread_info ti"
+	_ = "the grant_levels of a thread_info row"
 }
 `
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "p.go"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tables := []string{"messages", "threads", "runs", "grants", "channels", "spaces", "tokens", "agent_cursors", "event_log", "audit_log", "groups", "principals"}
+	rels := map[string]relation{"grant_levels": {kind: kindFunction}, "thread_info": {kind: kindView}}
+	for _, name := range []string{"messages", "threads", "runs", "grants", "channels", "spaces", "tokens", "agent_cursors", "event_log", "audit_log", "groups", "principals"} {
+		rels[name] = relation{kind: kindTable}
+	}
 	var got []string
-	for _, v := range sqlTableUses(t, dir, tables) {
+	for _, v := range sqlTableUses(t, dir, rels) {
 		got = append(got, v.table)
 	}
 	sort.Strings(got)
 	got = slices.Compact(got)
-	want := []string{"agent_cursors", "audit_log", "channels", "event_log", "grants", "groups", "messages", "principals", "runs", "spaces", "threads", "tokens"}
+	want := []string{"agent_cursors", "audit_log", "channels", "event_log", "grant_levels", "grants", "groups", "messages", "principals", "runs", "spaces", "thread_info", "threads", "tokens"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("found %v, want %v", got, want)
 	}
 }
 
-// tableUse is one string literal of a package that names a table in SQL.
+// tableUse is one string literal of a package that names a relation (a
+// table, view or function) in SQL.
 type tableUse struct {
 	pkg, table, pos string
 }
 
+// The kinds of relation a migration creates.
+const (
+	kindTable    = "table"
+	kindView     = "view"
+	kindFunction = "function"
+)
+
+// relation is a table, view or function that a migration creates, with
+// the SQL text of a view's or function's body.
+type relation struct {
+	kind, body string
+}
+
 var (
 	createTable = regexp.MustCompile(`(?i)\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)`)
+	// createView finds a view and its body up to the statement's end;
+	// createFunction a function and its body (BEGIN ATOMIC ... END or
+	// $$ ... $$).
+	createView     = regexp.MustCompile(`(?is)\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:MATERIALIZED\s+)?VIEW\s+([a-z_][a-z0-9_]*)\b(.*?);`)
+	createFunction = regexp.MustCompile(`(?is)\bCREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([a-z_][a-z0-9_]*)\s*(\(.*?(?:\bEND\s*;|\$\$\s*;))`)
+	// callPlace finds where SQL calls a function: a name before a
+	// parenthesis (only the migrations' functions count).
+	callPlace = regexp.MustCompile(`\b([a-z_][a-z0-9_]*)\s*\(`)
 	// tablePlace finds where SQL names tables: after FROM (a comma list
 	// of tables with optional aliases), JOIN, INTO, UPDATE, TABLE and
 	// TRUNCATE. Bothy writes SQL keywords in capitals, which tells SQL from
@@ -133,24 +306,31 @@ var (
 	builderCalls = []string{"Insert", "Into", "Update", "Delete", "From", "Join", "LeftJoin", "RightJoin", "InnerJoin", "CrossJoin", "FullJoin", "Replace"}
 )
 
-// migrationTables lists the tables the migrations in dir create.
-func migrationTables(t *testing.T, dir string) []string {
+// migrationRelations lists the tables, views and functions the
+// migrations in dir create.
+func migrationRelations(t *testing.T, dir string) map[string]relation {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no migrations in %s (%v)", dir, err)
 	}
-	var tables []string
+	rels := map[string]relation{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range createTable.FindAllStringSubmatch(string(b), -1) {
-			tables = append(tables, strings.ToLower(m[1]))
+			rels[strings.ToLower(m[1])] = relation{kind: kindTable}
+		}
+		for _, m := range createView.FindAllStringSubmatch(string(b), -1) {
+			rels[strings.ToLower(m[1])] = relation{kind: kindView, body: m[2]}
+		}
+		for _, m := range createFunction.FindAllStringSubmatch(string(b), -1) {
+			rels[strings.ToLower(m[1])] = relation{kind: kindFunction, body: m[2]}
 		}
 	}
-	return tables
+	return rels
 }
 
 // sqlTables lists the names that literal s uses as tables in SQL: after a
@@ -175,9 +355,9 @@ func sqlTables(s string, builderArg bool) []string {
 }
 
 // sqlTableUses finds, in the non-test Go files under root (migrations and
-// tool folders skipped), the string literals that name one of tables in
-// SQL (see sqlTables).
-func sqlTableUses(t *testing.T, root string, tables []string) []tableUse {
+// tool folders skipped), the string literals that name one of rels in SQL
+// (see sqlTables) or call one of its functions.
+func sqlTableUses(t *testing.T, root string, rels map[string]relation) []tableUse {
 	t.Helper()
 	var uses []tableUse
 	goSources(t, root, func(string, string) bool { return false }, func(pkg string, f *ast.File, fset *token.FileSet) {
@@ -200,8 +380,14 @@ func sqlTableUses(t *testing.T, root string, tables []string) []tableUse {
 			if err != nil {
 				return true
 			}
-			for _, name := range slices.Compact(slices.Sorted(slices.Values(sqlTables(s, builderArgs[lit])))) {
-				if slices.Contains(tables, name) {
+			names := sqlTables(s, builderArgs[lit])
+			for _, m := range callPlace.FindAllStringSubmatch(s, -1) {
+				if rels[m[1]].kind == kindFunction {
+					names = append(names, m[1])
+				}
+			}
+			for _, name := range slices.Compact(slices.Sorted(slices.Values(names))) {
+				if _, ok := rels[name]; ok {
 					uses = append(uses, tableUse{pkg: pkg, table: name, pos: fset.Position(lit.Pos()).String()})
 				}
 			}

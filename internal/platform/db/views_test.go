@@ -1,0 +1,44 @@
+package db_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/pgtest"
+)
+
+// TestSharedViewsHoldTheirColumns: a later migration cannot drop a column
+// that a shared view or function (migrations/00015_module_views.sql)
+// reads: PostgreSQL refuses (dependent_objects_still_exist), so the
+// migration fails where it is written, not a request of another module
+// later. grant_levels counts too, because its body is BEGIN ATOMIC.
+func TestSharedViewsHoldTheirColumns(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	if err := db.Migrate(t.Context(), url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := db.Open(t.Context(), db.Options{URL: url, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, stmt := range []string{
+		`ALTER TABLE messages DROP COLUMN thread_seq`,
+		`ALTER TABLE threads DROP COLUMN title`,
+		`ALTER TABLE principals DROP COLUMN handle`,
+		`ALTER TABLE group_members DROP COLUMN principal_id`,
+		`ALTER TABLE agent_events DROP COLUMN message_id`,
+		`ALTER TABLE runs DROP COLUMN state`,
+		`ALTER TABLE grants DROP COLUMN expires_at`,
+	} {
+		_, err := pool.Exec(t.Context(), stmt)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "2BP01" {
+			t.Errorf("%s: %v, want dependent_objects_still_exist (2BP01)", stmt, err)
+		}
+	}
+}
