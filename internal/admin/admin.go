@@ -30,7 +30,17 @@ type Service struct {
 	chat   *chat.Service
 	ident  *identity.Service
 	events *events.Log
+	w      Writers
 	opts   Options
+}
+
+// Writers are the raw writes admin makes once it decided the owner's (or
+// the grant holder's) right itself: chat's, identity's and authz's, handed
+// over at wiring (internal/modules).
+type Writers struct {
+	Chat     *chat.Writer
+	Identity *identity.Writer
+	Authz    *authz.Writer
 }
 
 // Options are the admin module's settings.
@@ -79,14 +89,14 @@ func scopeOf(kind authz.ResourceKind, id string) runs.TriggerScope {
 }
 
 // NewService returns the admin service.
-func NewService(txs *db.DB, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log, opts Options) *Service {
+func NewService(txs *db.DB, az *authz.Service, c *chat.Service, ident *identity.Service, ev *events.Log, w Writers, opts Options) *Service {
 	if opts.PrincipalListDefault == 0 {
 		opts.PrincipalListDefault = 50
 	}
 	if opts.PrincipalListMax == 0 {
 		opts.PrincipalListMax = 200
 	}
-	return &Service{db: txs, authz: az, chat: c, ident: ident, events: ev, opts: opts}
+	return &Service{db: txs, authz: az, chat: c, ident: ident, events: ev, w: w, opts: opts}
 }
 
 // accessLost applies loss of trigger to the runs and follow-ups of the
@@ -135,7 +145,7 @@ func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in 
 	}
 	var out authz.Grant
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		g, err := s.authz.CreateGrant(ctx, authz.NewGrant{SubjectID: in.SubjectID, SubjectKind: in.SubjectKind,
+		g, err := s.w.Authz.CreateGrant(ctx, authz.NewGrant{SubjectID: in.SubjectID, SubjectKind: in.SubjectKind,
 			SubjectIsPersonOrGroup: personOrGroup, TargetKind: in.TargetKind, TargetID: in.TargetID, Level: in.Level,
 			ExpiresAt: in.ExpiresAt, CreatedBy: actor.ID})
 		if err != nil {
@@ -159,7 +169,7 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 		if err != nil {
 			return problem.Internal("admin.revokeGrant", err)
 		}
-		g, err := s.authz.RevokeGrant(ctx, id)
+		g, err := s.w.Authz.RevokeGrant(ctx, id)
 		if err != nil {
 			return problem.Internal("admin.revokeGrant", err)
 		}
@@ -195,7 +205,7 @@ func (s *Service) SetOperator(ctx context.Context, actor identity.Principal, id 
 		return chat.Channel{}, problem.Invalid(problem.FieldError{Pointer: "/mode", Code: "invalid_enum"})
 	}
 	return s.changeChannel(ctx, id, "channel.operator_set", func(ctx context.Context) error {
-		return s.chat.SetOperator(ctx, id, mode, agentID)
+		return s.w.Chat.SetOperator(ctx, id, mode, agentID)
 	})
 }
 
@@ -206,7 +216,7 @@ func (s *Service) UpdateSwitches(ctx context.Context, actor identity.Principal, 
 		return chat.Channel{}, err
 	}
 	return s.changeChannel(ctx, id, "channel.switches_updated", func(ctx context.Context) error {
-		return s.chat.UpdateSwitches(ctx, id, p)
+		return s.w.Chat.UpdateSwitches(ctx, id, p)
 	})
 }
 
@@ -217,7 +227,7 @@ func (s *Service) ArchiveChannel(ctx context.Context, actor identity.Principal, 
 		return chat.Channel{}, err
 	}
 	return s.changeChannel(ctx, id, "channel.archived", func(ctx context.Context) error {
-		return s.chat.ArchiveChannel(ctx, id)
+		return s.w.Chat.ArchiveChannel(ctx, id)
 	})
 }
 
@@ -227,7 +237,7 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 		return chat.Space{}, err
 	}
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		if err := s.chat.ArchiveSpace(ctx, id); err != nil {
+		if err := s.w.Chat.ArchiveSpace(ctx, id); err != nil {
 			return problem.Internal("admin.archiveSpace", err)
 		}
 		return s.accessChanged(ctx, authz.KindSpace, id, "space.archived", id)

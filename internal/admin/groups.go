@@ -17,7 +17,7 @@ func (s *Service) CreateGroup(ctx context.Context, actor identity.Principal, nam
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupCreate, instance); err != nil {
 		return identity.Group{}, err
 	}
-	g, err := s.ident.CreateGroup(ctx, name)
+	g, err := s.w.Identity.CreateGroup(ctx, name)
 	if err != nil {
 		return identity.Group{}, problem.From(err)
 	}
@@ -41,7 +41,7 @@ func (s *Service) RenameGroup(ctx context.Context, actor identity.Principal, id,
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupUpdate, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	return s.groupChange(ctx, id, "", func(ctx context.Context) error { return s.ident.RenameGroup(ctx, id, name) })
+	return s.groupChange(ctx, id, "", func(ctx context.Context) error { return s.w.Identity.RenameGroup(ctx, id, name) })
 }
 
 // AddMember puts person principalID into group id (group.member.add:
@@ -51,7 +51,7 @@ func (s *Service) AddMember(ctx context.Context, actor identity.Principal, id, p
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupMemberAdd, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	return s.groupChange(ctx, id, "group.member_added", func(ctx context.Context) error { return s.ident.AddMember(ctx, id, principalID) })
+	return s.groupChange(ctx, id, "group.member_added", func(ctx context.Context) error { return s.w.Identity.AddMember(ctx, id, principalID) })
 }
 
 // RemoveMember takes principalID out of group id (group.member.remove:
@@ -60,7 +60,7 @@ func (s *Service) RemoveMember(ctx context.Context, actor identity.Principal, id
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.GroupMemberRemove, authz.Resource{Kind: authz.KindGroup, ID: id}); err != nil {
 		return identity.Group{}, err
 	}
-	g, err := s.groupChange(ctx, id, "group.member_removed", func(ctx context.Context) error { return s.ident.RemoveMember(ctx, id, principalID) })
+	g, err := s.groupChange(ctx, id, "group.member_removed", func(ctx context.Context) error { return s.w.Identity.RemoveMember(ctx, id, principalID) })
 	if err == nil {
 		s.accessLost(ctx, principalID)
 	}
@@ -83,10 +83,10 @@ func (s *Service) DeleteGroup(ctx context.Context, actor identity.Principal, id 
 		if err := s.groupAccessChanged(ctx, id, "group.deleted"); err != nil {
 			return err
 		}
-		if err := s.authz.RevokeGroupGrants(ctx, id); err != nil {
+		if err := s.w.Authz.RevokeGroupGrants(ctx, id); err != nil {
 			return err
 		}
-		return s.ident.DeleteGroup(ctx, id)
+		return s.w.Identity.DeleteGroup(ctx, id)
 	})
 	if err != nil {
 		return identity.Group{}, groupErr(err)

@@ -64,13 +64,13 @@ func (s *Service) create(ctx context.Context, np identity.NewPrincipal, tokenLab
 	}
 	var out CreatedPrincipal
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		p, err := s.ident.CreatePrincipal(ctx, np)
+		p, err := s.w.Identity.CreatePrincipal(ctx, np)
 		if err != nil {
 			return err
 		}
 		out = CreatedPrincipal{Principal: p}
 		if tokenLabel != "" {
-			tok, err := s.ident.CreateToken(ctx, p, tokenLabel, s.opts.TokenTTL)
+			tok, err := s.w.Identity.CreateToken(ctx, p, tokenLabel, s.opts.TokenTTL)
 			if err != nil {
 				return err
 			}
@@ -109,7 +109,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, actor identity.Principal,
 	var before, after identity.Principal
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		var err error
-		if before, after, err = s.ident.UpdatePrincipal(ctx, id, patch); err != nil {
+		if before, after, err = s.w.Identity.UpdatePrincipal(ctx, id, patch); err != nil {
 			return err
 		}
 		if before.Active() && !after.Active() || before.IsOwner != after.IsOwner {
@@ -198,7 +198,7 @@ func (s *Service) CreateToken(ctx context.Context, actor identity.Principal, pri
 	if err != nil {
 		return identity.IssuedToken{}, problem.Internal("admin.createToken", err)
 	}
-	tok, err := s.ident.CreateToken(ctx, p, label, life)
+	tok, err := s.w.Identity.CreateToken(ctx, p, label, life)
 	if err != nil {
 		return identity.IssuedToken{}, problem.From(err)
 	}
@@ -262,7 +262,7 @@ func (s *Service) RevokeToken(ctx context.Context, actor identity.Principal, id 
 	var out identity.TokenInfo
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		var err error
-		if out, err = s.ident.RevokeTokenByID(ctx, id); err != nil {
+		if out, err = s.w.Identity.RevokeTokenByID(ctx, id); err != nil {
 			return err
 		}
 		return s.events.WakeStreams(ctx)

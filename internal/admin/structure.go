@@ -55,7 +55,7 @@ func (s *Service) CreateSpace(ctx context.Context, actor identity.Principal, nam
 	}
 	var out chat.Space
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		sp, err := s.chat.CreateSpace(ctx, name, defaultOperator)
+		sp, err := s.w.Chat.CreateSpace(ctx, name, defaultOperator)
 		if err != nil {
 			return err
 		}
@@ -95,7 +95,7 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 	var out chat.Space
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		if patch.Name != nil {
-			if err := s.chat.RenameSpace(ctx, id, *patch.Name); err != nil {
+			if err := s.w.Chat.RenameSpace(ctx, id, *patch.Name); err != nil {
 				return err
 			}
 		}
@@ -105,7 +105,7 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 			if patch.DefaultOperator != nil {
 				agent = *patch.DefaultOperator
 			}
-			if err := s.chat.SetDefaultOperator(ctx, id, agent); err != nil {
+			if err := s.w.Chat.SetDefaultOperator(ctx, id, agent); err != nil {
 				return err
 			}
 		}
@@ -137,7 +137,7 @@ func (s *Service) UnarchiveSpace(ctx context.Context, actor identity.Principal, 
 	}
 	var out chat.Space
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		if err := s.chat.UnarchiveSpace(ctx, id); err != nil {
+		if err := s.w.Chat.UnarchiveSpace(ctx, id); err != nil {
 			return err
 		}
 		sp, err := s.chat.GetSpace(ctx, id)
@@ -189,7 +189,7 @@ func (s *Service) CreateChannel(ctx context.Context, actor identity.Principal, s
 	}
 	var out chat.Channel
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		c, err := s.chat.CreateChannel(ctx, chat.NewChannel{SpaceID: spaceID, Name: in.Name, Kind: in.Kind,
+		c, err := s.w.Chat.CreateChannel(ctx, chat.NewChannel{SpaceID: spaceID, Name: in.Name, Kind: in.Kind,
 			OperatorMode: in.OperatorMode, OperatorAgentID: in.OperatorID, FreeResponse: in.Switches.FreeResponse,
 			AllowMentionedAgents: in.Switches.AllowMentionedAgents, AutoThread: in.Switches.AutoThread,
 			HistoryBackfillLimit: in.Switches.HistoryBackfillLimit, CreatedBy: actor.ID})
@@ -211,7 +211,7 @@ func (s *Service) RenameChannel(ctx context.Context, actor identity.Principal, i
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelUpdate, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.channelChange(ctx, id, func(ctx context.Context) error { return s.chat.RenameChannel(ctx, id, name) }, "")
+	return s.channelChange(ctx, id, func(ctx context.Context) error { return s.w.Chat.RenameChannel(ctx, id, name) }, "")
 }
 
 // UnarchiveChannel lifts the archive of channel id (channel.unarchive:
@@ -220,7 +220,7 @@ func (s *Service) UnarchiveChannel(ctx context.Context, actor identity.Principal
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.ChannelUnarchive, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return chat.Channel{}, err
 	}
-	return s.channelChange(ctx, id, func(ctx context.Context) error { return s.chat.UnarchiveChannel(ctx, id) }, "channel.unarchived")
+	return s.channelChange(ctx, id, func(ctx context.Context) error { return s.w.Chat.UnarchiveChannel(ctx, id) }, "channel.unarchived")
 }
 
 // channelChange runs fn and emits channel.updated (and access.changed with

@@ -91,7 +91,7 @@ func (s *Service) AuditList(ctx context.Context, actor identity.Principal, f Aud
 	if _, _, err := s.Authorize(ctx, actor, AuditList, Instance()); err != nil {
 		return AuditPage{}, err
 	}
-	list, err := s.auditPage(ctx, f, at, id, limit+1)
+	list, err := s.st.auditPage(ctx, f, at, id, limit+1)
 	if err != nil {
 		return AuditPage{}, problem.Internal("authz.auditList", err)
 	}

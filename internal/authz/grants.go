@@ -52,20 +52,21 @@ var ErrGrantNotFound = fmt.Errorf("authz: grant %w", problem.ErrMissing)
 
 // CreateGrant stores g. Agents and apps can hold at most write;
 // a higher level is a validation error on /level.
-func (s *Service) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
+func (w *Writer) CreateGrant(ctx context.Context, g NewGrant) (Grant, error) {
+	s := w.s
 	if !g.SubjectIsPersonOrGroup && g.Level > Write {
 		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_value", Detail: "agents and apps can hold at most write"})
 	}
 	if g.Level < Read {
 		return Grant{}, problem.Invalid(problem.FieldError{Pointer: "/level", Code: "invalid_enum"})
 	}
-	return s.insertGrant(ctx, g)
+	return s.st.insertGrant(ctx, g)
 }
 
 // GrantPath is the path of a grant: the path of its target, so that only
 // readers of the target learn that the grant exists.
 func (s *Service) GrantPath(ctx context.Context, id string) (Path, error) {
-	g, err := s.GetGrant(ctx, id)
+	g, err := s.st.GetGrant(ctx, id)
 	if errors.Is(err, ErrGrantNotFound) {
 		return Path{Kind: KindGrant, ID: id}, nil
 	}

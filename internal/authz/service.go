@@ -35,7 +35,7 @@ type Source interface {
 
 // Service is the authorization module: grants, decisions, audit, filter.
 type Service struct {
-	store
+	st      store
 	limiter ratelimit.Limiter
 	window  time.Duration
 	log     *slog.Logger
@@ -60,7 +60,7 @@ func WithFaults(f Faults) Option { return func(s *Service) { s.faults = f } }
 // NewService returns the authorization service. window is
 // audit.deny_aggregate_window; reg receives bothy_authz_errors_total.
 func NewService(pool db.Querier, c clock.Clock, limiter ratelimit.Limiter, window time.Duration, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Service {
-	s := &Service{store: store{pool: pool, clock: c}, limiter: limiter, window: window, log: log, sources: map[ResourceKind]Source{},
+	s := &Service{st: store{pool: pool, clock: c}, limiter: limiter, window: window, log: log, sources: map[ResourceKind]Source{},
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_authz_errors_total",
 			Help: "Authorization errors by reason (filter_mismatch: a list query returned an item the reader may not see)."}, []string{"reason"})}
 	reg.MustRegister(s.errors)
@@ -322,7 +322,7 @@ func (m levelMap) at(p Path) Level {
 
 // grantLevelsIn is liveGrants for one principal on the given targets.
 func (s *Service) grantLevelsIn(ctx context.Context, principalID string, spaces, channels []string) (levelMap, error) {
-	all, err := s.liveGrants(ctx, []string{principalID}, &struct{ spaces, channels []string }{spaces, channels})
+	all, err := s.st.liveGrants(ctx, []string{principalID}, &struct{ spaces, channels []string }{spaces, channels})
 	if err != nil {
 		return levelMap{}, err
 	}
@@ -405,7 +405,7 @@ func (s *Service) FilterMany(ctx context.Context, actors []identity.Principal, a
 			ids[i] = a.ID
 		}
 		var err error
-		all, err = s.liveGrants(ctx, ids, &struct{ spaces, channels []string }{slices.Collect(maps.Keys(spaces)), slices.Collect(maps.Keys(channels))})
+		all, err = s.st.liveGrants(ctx, ids, &struct{ spaces, channels []string }{slices.Collect(maps.Keys(spaces)), slices.Collect(maps.Keys(channels))})
 		if err != nil {
 			return nil, err
 		}
@@ -441,7 +441,7 @@ func (s *Service) mismatch(ctx context.Context, action Action, p Path) {
 // audit.deny_aggregate_window, with a count) or an allow of an action whose
 // row says allows are audited. Details hold ids only, never content.
 func (s *Service) audit(ctx context.Context, actorID string, action Action, d Decision, p Path) error {
-	now := s.clock.Now()
+	now := s.st.clock.Now()
 	var resID any
 	if ids.Valid(p.ID) {
 		resID = p.ID
@@ -450,9 +450,9 @@ func (s *Service) audit(ctx context.Context, actorID string, action Action, d De
 		if !Table[action].AuditAllow {
 			return nil
 		}
-		return s.auditAllow(ctx, actorID, action, p.Kind, resID, now)
+		return s.st.auditAllow(ctx, actorID, action, p.Kind, resID, now)
 	}
-	return s.auditDeny(ctx, actorID, action, d.Reason, p.Kind, resID, now.Truncate(s.window), now)
+	return s.st.auditDeny(ctx, actorID, action, d.Reason, p.Kind, resID, now.Truncate(s.window), now)
 }
 
 // AuditRow is one row of the audit log, for tests and operators.
@@ -511,7 +511,7 @@ func (s *Service) readScope(ctx context.Context, actor identity.Principal) (Scop
 	if a.Owner {
 		return Scope{All: true}, nil
 	}
-	all, err := s.liveGrants(ctx, []string{actor.ID}, nil)
+	all, err := s.st.liveGrants(ctx, []string{actor.ID}, nil)
 	if err != nil {
 		return Scope{}, fmt.Errorf("read scope: %w", err)
 	}
@@ -621,7 +621,7 @@ func (s *Service) Allowed(ctx context.Context, action Action, target Facts, peop
 	if target.Grant == nil {
 		var err error
 		p := target.Path
-		grants, err = s.liveGrants(ctx, ask, &struct{ spaces, channels []string }{[]string{p.SpaceID}, nonEmpty(p.ChannelID)})
+		grants, err = s.st.liveGrants(ctx, ask, &struct{ spaces, channels []string }{[]string{p.SpaceID}, nonEmpty(p.ChannelID)})
 		if err != nil {
 			return nil, err
 		}
@@ -686,7 +686,7 @@ func (s *Service) PeopleWithTrigger(ctx context.Context, c Path, ids, ask []stri
 	if err := s.triggerPath(c); err != nil {
 		return nil, nil, err
 	}
-	people, grants, err := s.peopleWithGrants(ctx, ids, []string{c.SpaceID}, nonEmpty(c.ChannelID))
+	people, grants, err := s.st.peopleWithGrants(ctx, ids, []string{c.SpaceID}, nonEmpty(c.ChannelID))
 	if err != nil {
 		return nil, nil, fmt.Errorf("trigger holders: %w", err)
 	}
@@ -721,7 +721,7 @@ func (s *Service) PeopleWithTriggerIn(ctx context.Context, c Path, rel func(firs
 		return nil, nil, err
 	}
 	relSQL, args := rel(4)
-	people, grants, err := s.peopleNamedWithGrants(ctx, relSQL, args, []string{c.SpaceID}, nonEmpty(c.ChannelID))
+	people, grants, err := s.st.peopleNamedWithGrants(ctx, relSQL, args, []string{c.SpaceID}, nonEmpty(c.ChannelID))
 	if err != nil {
 		return nil, nil, fmt.Errorf("trigger holders: %w", err)
 	}

@@ -45,7 +45,7 @@ func load(t *testing.T, env *moduletest.Env, handles ...string) []identity.Princ
 // newPerson stores an active person (no grants) and returns it.
 func newPerson(t *testing.T, env *moduletest.Env, handle string) identity.Principal {
 	t.Helper()
-	p, err := env.Identity.CreatePrincipal(t.Context(), identity.NewPrincipal{Kind: identity.KindUser,
+	p, err := env.Writers.Identity.CreatePrincipal(t.Context(), identity.NewPrincipal{Kind: identity.KindUser,
 		Handle: handle, DisplayName: handle, Email: handle + "@example.com"})
 	if err != nil {
 		t.Fatalf("create %s: %v", handle, err)

@@ -40,18 +40,20 @@ func (s *Service) CheckSwitches(p SwitchesPatch, prefix string) error {
 }
 
 // RenameSpace renames space id in the transaction of ctx; a taken name answers 409 name_taken.
-func (s *Service) RenameSpace(ctx context.Context, id, name string) error {
+func (w *Writer) RenameSpace(ctx context.Context, id, name string) error {
+	s := w.s
 	if err := CheckName(name, "/name"); err != nil {
 		return err
 	}
-	return s.renameSpace(ctx, id, name)
+	return s.st.renameSpace(ctx, id, name)
 }
 
 // RenameChannel renames channel id in the transaction of ctx; a name taken in the space
 // answers 409 name_taken.
-func (s *Service) RenameChannel(ctx context.Context, id, name string) error {
+func (w *Writer) RenameChannel(ctx context.Context, id, name string) error {
+	s := w.s
 	if err := CheckName(name, "/name"); err != nil {
 		return err
 	}
-	return s.renameChannel(ctx, id, name)
+	return s.st.renameChannel(ctx, id, name)
 }

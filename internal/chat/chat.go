@@ -90,7 +90,7 @@ var ErrNotFound = fmt.Errorf("chat: %w", problem.ErrMissing)
 // Service is the chat module's service.
 type Service struct {
 	db *db.DB
-	store
+	st store
 	// backfillDefault and backfillMax are channel.history_backfill_limit_default
 	// and channel.history_backfill_limit_max.
 	backfillDefault, backfillMax int
@@ -98,16 +98,17 @@ type Service struct {
 
 // NewService returns the chat service over d.
 func NewService(d *db.DB, c clock.Clock, backfillDefault, backfillMax int) *Service {
-	return &Service{db: d, store: store{pool: d.Pool(), clock: c}, backfillDefault: backfillDefault, backfillMax: backfillMax}
+	return &Service{db: d, st: store{pool: d.Pool(), clock: c}, backfillDefault: backfillDefault, backfillMax: backfillMax}
 }
 
 // CreateSpace stores a space with an optional default operator agent. A
 // bad name is a validation error, a taken one 409 name_taken.
-func (s *Service) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
+func (w *Writer) CreateSpace(ctx context.Context, name, defaultOperator string) (Space, error) {
+	s := w.s
 	if err := CheckName(name, "/name"); err != nil {
 		return Space{}, err
 	}
-	return s.insertSpace(ctx, name, defaultOperator)
+	return s.st.insertSpace(ctx, name, defaultOperator)
 }
 
 // NewChannel describes a channel to create. Nil switch pointers take the
@@ -129,7 +130,8 @@ type NewChannel struct {
 // CreateChannel stores a channel and, for a text channel, its main thread,
 // in one transaction (the caller's, when ctx carries one). A bad name, kind
 // or switch is a validation error, a name taken in the space 409 name_taken.
-func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, error) {
+func (w *Writer) CreateChannel(ctx context.Context, nc NewChannel) (Channel, error) {
+	s := w.s
 	if err := CheckName(nc.Name, "/name"); err != nil {
 		return Channel{}, err
 	}
@@ -156,22 +158,22 @@ func (s *Service) CreateChannel(ctx context.Context, nc NewChannel) (Channel, er
 		nc.OperatorMode = OperatorInherit
 	}
 	id := ids.New()
-	now := s.clock.Now()
+	now := s.st.clock.Now()
 	// The channel and its main thread are one unit: a text channel never
 	// exists without its main thread.
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		if err := s.insertChannel(ctx, id, nc, sw, now); err != nil {
+		if err := s.st.insertChannel(ctx, id, nc, sw, now); err != nil {
 			return err
 		}
 		if nc.Kind == ChannelText {
-			return s.insertMainThread(ctx, id, nc.CreatedBy, now)
+			return s.st.insertMainThread(ctx, id, nc.CreatedBy, now)
 		}
 		return nil
 	})
 	if err != nil {
 		return Channel{}, err
 	}
-	return s.GetChannel(ctx, id)
+	return s.st.GetChannel(ctx, id)
 }
 
 // NewThread describes a thread to create inside a unit of work.
@@ -209,7 +211,8 @@ func DeriveTitle(text string) string {
 
 // CreateThread stores a new thread (kind post in a forum, thread in a text
 // channel) with the channel's effective operator as its fixed operator.
-func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
+func (w *Writer) CreateThread(ctx context.Context, nt NewThread) (Thread, error) {
+	s := w.s
 	kind := ThreadThread
 	if nt.Channel.Kind == ChannelForum {
 		kind = ThreadPost
@@ -224,11 +227,11 @@ func (s *Service) CreateThread(ctx context.Context, nt NewThread) (Thread, error
 	}
 	t := Thread{ID: ids.New(), ChannelID: nt.Channel.ID, Kind: kind, ParentMessageID: nt.ParentMessageID,
 		OperatorAgentID: nt.Channel.EffectiveOperator(), Title: title, TitleSource: source, CreatedBy: nt.CreatedBy,
-		State: ThreadOpen, CreatedAt: s.clock.Now()}
+		State: ThreadOpen, CreatedAt: s.st.clock.Now()}
 	if title == "" {
 		t.TitleSource = ""
 	}
-	if err := s.insertThread(ctx, t); err != nil {
+	if err := s.st.insertThread(ctx, t); err != nil {
 		return Thread{}, err
 	}
 	return t, nil
@@ -244,18 +247,19 @@ type SwitchesPatch struct {
 
 // UpdateSwitches applies p to the channel in the transaction of ctx. history_backfill_limit
 // must lie between zero and channel.history_backfill_limit_max.
-func (s *Service) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
+func (w *Writer) UpdateSwitches(ctx context.Context, channelID string, p SwitchesPatch) error {
+	s := w.s
 	if l := p.HistoryBackfillLimit; l != nil && (*l < 0 || *l > s.backfillMax) {
 		return problem.Invalid(problem.FieldError{Pointer: "/history_backfill_limit", Code: "out_of_range",
 			Detail: "must lie between 0 and channel.history_backfill_limit_max"})
 	}
-	return s.updateSwitches(ctx, channelID, p)
+	return s.st.updateSwitches(ctx, channelID, p)
 }
 
 // ThreadPath returns the authorization path of thread id (Exists false for
 // an unknown id), in one statement.
 func (s *Service) ThreadPath(ctx context.Context, id string) (authz.Path, error) {
-	t, c, err := s.ThreadInfo(ctx, id)
+	t, c, err := s.st.ThreadInfo(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return authz.Path{Kind: authz.KindThread, ID: id}, nil
 	}
@@ -280,7 +284,7 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 	case authz.KindThread:
 		return s.ThreadPath(ctx, id)
 	case authz.KindChannel:
-		c, err := s.GetChannel(ctx, id)
+		c, err := s.st.GetChannel(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			return authz.Path{Kind: kind, ID: id}, nil
 		}
@@ -289,7 +293,7 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 		}
 		return ChannelPath(c), nil
 	case authz.KindSpace:
-		sp, err := s.GetSpace(ctx, id)
+		sp, err := s.st.GetSpace(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			return authz.Path{Kind: kind, ID: id}, nil
 		}
@@ -333,7 +337,7 @@ func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads
 	if sc.Operator != "" {
 		agent = sc.Operator
 	}
-	list, err := s.scopeChannels(ctx, sc.Spaces, sc.Channels, agent)
+	list, err := s.st.scopeChannels(ctx, sc.Spaces, sc.Channels, agent)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -347,7 +351,7 @@ func (s *Service) VisibleIn(ctx context.Context, sc authz.Scope) (chans, threads
 	if agentID == "" {
 		return chans, nil, nil
 	}
-	threads, err = s.operatedThreads(ctx, agentID)
+	threads, err = s.st.operatedThreads(ctx, agentID)
 	return chans, threads, err
 }
 
@@ -361,13 +365,13 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 			threadIDs[p[1]] = true
 		}
 	}
-	channels, err := s.channelsByID(ctx, keysOf(chanIDs))
+	channels, err := s.st.channelsByID(ctx, keysOf(chanIDs))
 	if err != nil {
 		return nil, err
 	}
 	ops := map[string]string{}
 	if len(threadIDs) > 0 {
-		if ops, err = s.threadOperators(ctx, keysOf(threadIDs)); err != nil {
+		if ops, err = s.st.threadOperators(ctx, keysOf(threadIDs)); err != nil {
 			return nil, err
 		}
 	}
@@ -390,7 +394,7 @@ func (s *Service) PathsOf(ctx context.Context, kind authz.ResourceKind, pairs []
 // statements whatever their number (a thread that does not exist has a
 // path that does not exist), for the batched read checks of loaders.
 func (s *Service) ThreadPaths(ctx context.Context, ids []string) (map[string]authz.Path, error) {
-	chans, err := s.threadChannels(ctx, ids)
+	chans, err := s.st.threadChannels(ctx, ids)
 	if err != nil {
 		return nil, err
 	}

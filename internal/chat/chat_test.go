@@ -27,12 +27,13 @@ func TestCreateChannelIsOneTransaction(t *testing.T) {
 	t.Cleanup(pool.Close)
 	d := db.New(pool, 3)
 	svc := chat.NewService(d, clock.Real{}, 50, 200)
-	robin, err := identity.NewService(pool, clock.Real{}).CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser,
+	w := chat.NewWriter(svc)
+	robin, err := identity.NewWriter(identity.NewService(pool, clock.Real{})).CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser,
 		Handle: "robin", DisplayName: "Robin", Email: "robin@example.com", IsOwner: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	space, err := svc.CreateSpace(ctx, "Support", "")
+	space, err := w.CreateSpace(ctx, "Support", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestCreateChannelIsOneTransaction(t *testing.T) {
 			name := "channel-" + string(rune('a'+i))
 			var made chat.Channel
 			create := func(ctx context.Context) error {
-				made, err = svc.CreateChannel(ctx, chat.NewChannel{SpaceID: space.ID, Name: name, Kind: tc.kind, CreatedBy: tc.createdBy})
+				made, err = w.CreateChannel(ctx, chat.NewChannel{SpaceID: space.ID, Name: name, Kind: tc.kind, CreatedBy: tc.createdBy})
 				return err
 			}
 			if tc.outerFails {

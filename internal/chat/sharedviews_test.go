@@ -24,12 +24,12 @@ func TestSharedThreadViews(t *testing.T) {
 	env := moduletest.New(t)
 	ctx := t.Context()
 	robin, lotse := env.Principal("robin"), env.World.ID("lotse")
-	space, err := env.Chat.CreateSpace(ctx, "Views", lotse)
+	space, err := env.Writers.Chat.CreateSpace(ctx, "Views", lotse)
 	if err != nil {
 		t.Fatal(err)
 	}
 	backfill, on, off := 7, true, false
-	c, err := env.Chat.CreateChannel(ctx, chat.NewChannel{SpaceID: space.ID, Name: "facts", Kind: chat.ChannelText, OperatorMode: chat.OperatorAgent,
+	c, err := env.Writers.Chat.CreateChannel(ctx, chat.NewChannel{SpaceID: space.ID, Name: "facts", Kind: chat.ChannelText, OperatorMode: chat.OperatorAgent,
 		OperatorAgentID: lotse, FreeResponse: &on, AllowMentionedAgents: &on, AutoThread: &off, HistoryBackfillLimit: &backfill, CreatedBy: robin.ID})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestSharedThreadViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := env.Chat.CreateThread(ctx, chat.NewThread{Channel: c, ParentMessageID: parent.ID, Title: "A thread", CreatedBy: robin.ID})
+	th, err := env.Writers.Chat.CreateThread(ctx, chat.NewThread{Channel: c, ParentMessageID: parent.ID, Title: "A thread", CreatedBy: robin.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

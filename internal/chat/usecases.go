@@ -37,7 +37,7 @@ func (u *UseCases) Space(ctx context.Context, actor identity.Principal, id strin
 	if _, _, err := u.authz.Authorize(ctx, actor, authz.SpaceRead, authz.Resource{Kind: authz.KindSpace, ID: id}); err != nil {
 		return Space{}, err
 	}
-	sp, err := u.chat.GetSpace(ctx, id)
+	sp, err := u.chat.st.GetSpace(ctx, id)
 	return sp, internal(err)
 }
 
@@ -46,7 +46,7 @@ func (u *UseCases) Channel(ctx context.Context, actor identity.Principal, id str
 	if _, _, err := u.authz.Authorize(ctx, actor, authz.ChannelRead, authz.Resource{Kind: authz.KindChannel, ID: id}); err != nil {
 		return Channel{}, err
 	}
-	c, err := u.chat.GetChannel(ctx, id)
+	c, err := u.chat.st.GetChannel(ctx, id)
 	return c, internal(err)
 }
 
@@ -55,7 +55,7 @@ func (u *UseCases) Thread(ctx context.Context, actor identity.Principal, id stri
 	if _, _, err := u.authz.Authorize(ctx, actor, authz.ThreadRead, authz.Resource{Kind: authz.KindThread, ID: id}); err != nil {
 		return Thread{}, err
 	}
-	t, err := u.chat.GetThread(ctx, id)
+	t, err := u.chat.st.GetThread(ctx, id)
 	return t, internal(err)
 }
 
@@ -68,7 +68,7 @@ func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id strin
 	}
 	var out Thread
 	err := u.db.InTx(ctx, func(ctx context.Context) error {
-		t, err := u.chat.LockThread(ctx, id)
+		t, err := u.chat.st.LockThread(ctx, id)
 		if err != nil {
 			return internal(err)
 		}
@@ -79,7 +79,7 @@ func (u *UseCases) Close(ctx context.Context, actor identity.Principal, id strin
 		if t.State == ThreadDone {
 			return nil
 		}
-		if err := u.chat.SetState(ctx, id, ThreadDone); err != nil {
+		if err := u.chat.st.SetState(ctx, id, ThreadDone); err != nil {
 			return internal(err)
 		}
 		out.State = ThreadDone
@@ -103,18 +103,18 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 	}
 	var out Thread
 	err = u.db.InTx(ctx, func(ctx context.Context) error {
-		t, err := u.chat.LockThread(ctx, id)
+		t, err := u.chat.st.LockThread(ctx, id)
 		if err != nil {
 			return internal(err)
 		}
 		if t.Kind == ThreadMain {
 			return problem.Newf(problem.Conflict, "main_thread", "the main thread of a channel cannot move")
 		}
-		from, err := u.chat.GetChannel(ctx, t.ChannelID)
+		from, err := u.chat.st.GetChannel(ctx, t.ChannelID)
 		if err != nil {
 			return internal(err)
 		}
-		to, err := u.chat.GetChannel(ctx, target)
+		to, err := u.chat.st.GetChannel(ctx, target)
 		if err != nil {
 			return internal(err)
 		}
@@ -125,7 +125,7 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		if t.ChannelID == target {
 			return nil
 		}
-		if err := u.chat.MoveThread(ctx, id, target); err != nil {
+		if err := u.chat.st.MoveThread(ctx, id, target); err != nil {
 			return internal(err)
 		}
 		out.ChannelID = target
@@ -179,7 +179,7 @@ func (u *UseCases) Channels(ctx context.Context, actor identity.Principal, after
 			return ChannelPage{}, internal(err)
 		}
 	}
-	list, err := u.chat.channelPage(ctx, d.Scope.All, chans, after, limit+1)
+	list, err := u.chat.st.channelPage(ctx, d.Scope.All, chans, after, limit+1)
 	if err != nil {
 		return ChannelPage{}, internal(err)
 	}

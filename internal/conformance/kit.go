@@ -203,7 +203,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		if err != nil {
 			return err
 		}
-		_, err = srv.Messaging.Import(ctx, thread, ps[w.ID(who)].Ref(), content)
+		_, err = srv.Modules().Writers.Messaging.Import(ctx, thread, ps[w.ID(who)].Ref(), content)
 		return err
 	}
 	defer func() {

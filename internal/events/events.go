@@ -80,12 +80,12 @@ type Event struct {
 
 // Log is the event log.
 type Log struct {
-	store
+	st       store
 	appended *prometheus.CounterVec // nil until Instrument
 }
 
 // NewLog returns the event log over pool.
-func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{store: store{pool: pool, clock: c}} }
+func NewLog(pool db.Querier, c clock.Clock) *Log { return &Log{st: store{pool: pool, clock: c}} }
 
 // appendLockKey is the advisory lock that orders event writers. Held from
 // the first append until commit, it makes seq order equal commit order, so
@@ -101,7 +101,7 @@ func (l *Log) Append(ctx context.Context, evs ...Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	nClient, nAgent, err := l.appendEvents(ctx, evs)
+	nClient, nAgent, err := l.st.appendEvents(ctx, evs)
 	if err != nil {
 		return err
 	}

@@ -41,25 +41,28 @@ func nameTaken(err error) error {
 }
 
 // CreateGroup stores a new, empty group.
-func (s *Service) CreateGroup(ctx context.Context, name string) (Group, error) {
+func (w *Writer) CreateGroup(ctx context.Context, name string) (Group, error) {
+	s := w.s
 	if err := checkGroupName(name); err != nil {
 		return Group{}, err
 	}
-	return s.insertGroup(ctx, name)
+	return s.st.insertGroup(ctx, name)
 }
 
 // RenameGroup renames the live group id.
-func (s *Service) RenameGroup(ctx context.Context, id, name string) error {
+func (w *Writer) RenameGroup(ctx context.Context, id, name string) error {
+	s := w.s
 	if err := checkGroupName(name); err != nil {
 		return err
 	}
-	return s.renameGroup(ctx, id, name)
+	return s.st.renameGroup(ctx, id, name)
 }
 
 // AddMember puts person principalID into group id (adding twice
 // changes nothing). Only people can be members.
-func (s *Service) AddMember(ctx context.Context, id, principalID string) error {
-	p, err := s.Get(ctx, principalID)
+func (w *Writer) AddMember(ctx context.Context, id, principalID string) error {
+	s := w.s
+	p, err := s.st.Get(ctx, principalID)
 	if errors.Is(err, ErrNotFound) {
 		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "invalid_reference"})
 	}
@@ -69,5 +72,5 @@ func (s *Service) AddMember(ctx context.Context, id, principalID string) error {
 	if p.Kind != KindUser {
 		return problem.Invalid(problem.FieldError{Pointer: "/principal_id", Code: "not_allowed", Detail: "only people can be members of a group"})
 	}
-	return s.insertMember(ctx, id, principalID)
+	return s.st.insertMember(ctx, id, principalID)
 }

@@ -50,19 +50,19 @@ func groups(t *testing.T, env *moduletest.Env) {
 		return g.Members
 	}
 
-	g, err := env.Identity.CreateGroup(ctx, "Support team")
+	g, err := env.Writers.Identity.CreateGroup(ctx, "Support team")
 	if err != nil || !ids.Valid(g.ID) || g.Name != "Support team" || g.Members == nil || len(g.Members) != 0 || !g.CreatedAt.Equal(env.Clock.Now()) {
 		t.Fatalf("created %+v %v", g, err)
 	}
 	for _, name := range []string{"", " Support", "Support\tteam", strings.Repeat("g", identity.MaxGroupName+1)} {
-		_, err := env.Identity.CreateGroup(ctx, name)
+		_, err := env.Writers.Identity.CreateGroup(ctx, name)
 		wantProblem(t, "name "+name, err, problem.ValidationFailed, "")
 	}
-	_, err = env.Identity.CreateGroup(ctx, "Support team")
+	_, err = env.Writers.Identity.CreateGroup(ctx, "Support team")
 	wantProblem(t, "a taken name", err, problem.Conflict, "name_taken")
 
 	for _, id := range []string{samID, alexID, alexID, robinID} {
-		if err := env.Identity.AddMember(ctx, g.ID, id); err != nil {
+		if err := env.Writers.Identity.AddMember(ctx, g.ID, id); err != nil {
 			t.Fatalf("add %s: %v", id, err)
 		}
 	}
@@ -72,17 +72,17 @@ func groups(t *testing.T, env *moduletest.Env) {
 		t.Fatalf("members %v, want %v", got, want)
 	}
 	for _, who := range []string{"lotse", "feedbot"} {
-		if got := fieldsOf(t, env.Identity.AddMember(ctx, g.ID, env.World.ID(who))); got != "/principal_id not_allowed" {
+		if got := fieldsOf(t, env.Writers.Identity.AddMember(ctx, g.ID, env.World.ID(who))); got != "/principal_id not_allowed" {
 			t.Fatalf("%s as a member: %q", who, got)
 		}
 	}
 	for _, id := range []string{ids.New(), "junk"} {
-		if got := fieldsOf(t, env.Identity.AddMember(ctx, g.ID, id)); got != "/principal_id invalid_reference" {
+		if got := fieldsOf(t, env.Writers.Identity.AddMember(ctx, g.ID, id)); got != "/principal_id invalid_reference" {
 			t.Fatalf("unknown member %q: %q", id, got)
 		}
 	}
 	for _, id := range []string{samID, samID, env.World.ID("lotse"), "junk"} {
-		if err := env.Identity.RemoveMember(ctx, g.ID, id); err != nil {
+		if err := env.Writers.Identity.RemoveMember(ctx, g.ID, id); err != nil {
 			t.Fatalf("remove %s: %v", id, err)
 		}
 	}
@@ -91,23 +91,23 @@ func groups(t *testing.T, env *moduletest.Env) {
 		t.Fatalf("members after removing Sam %v, want %v", got, want)
 	}
 
-	other, err := env.Identity.CreateGroup(ctx, "Owners")
+	other, err := env.Writers.Identity.CreateGroup(ctx, "Owners")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProblem(t, "rename to a taken name", env.Identity.RenameGroup(ctx, other.ID, "Support team"), problem.Conflict, "name_taken")
-	wantProblem(t, "rename to an empty name", env.Identity.RenameGroup(ctx, other.ID, ""), problem.ValidationFailed, "")
-	if err := env.Identity.RenameGroup(ctx, g.ID, "Support"); err != nil {
+	wantProblem(t, "rename to a taken name", env.Writers.Identity.RenameGroup(ctx, other.ID, "Support team"), problem.Conflict, "name_taken")
+	wantProblem(t, "rename to an empty name", env.Writers.Identity.RenameGroup(ctx, other.ID, ""), problem.ValidationFailed, "")
+	if err := env.Writers.Identity.RenameGroup(ctx, g.ID, "Support"); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := env.Identity.GetGroup(ctx, g.ID); err != nil || got.Name != "Support" {
 		t.Fatalf("renamed %+v %v", got, err)
 	}
-	if err := env.Identity.RenameGroup(ctx, ids.New(), "Nobody"); !errors.Is(err, identity.ErrGroupNotFound) {
+	if err := env.Writers.Identity.RenameGroup(ctx, ids.New(), "Nobody"); !errors.Is(err, identity.ErrGroupNotFound) {
 		t.Fatalf("rename an unknown group: %v", err)
 	}
 
-	if err := env.Identity.DeleteGroup(ctx, g.ID); err != nil {
+	if err := env.Writers.Identity.DeleteGroup(ctx, g.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := env.Count(`SELECT count(*) FROM group_members WHERE group_id = $1`, g.ID); n != 0 {
@@ -116,14 +116,14 @@ func groups(t *testing.T, env *moduletest.Env) {
 	for what, err := range map[string]error{
 		"get":          func() error { _, err := env.Identity.GetGroup(ctx, g.ID); return err }(),
 		"get junk":     func() error { _, err := env.Identity.GetGroup(ctx, "junk"); return err }(),
-		"delete again": env.Identity.DeleteGroup(ctx, g.ID),
-		"rename":       env.Identity.RenameGroup(ctx, g.ID, "Support again"),
+		"delete again": env.Writers.Identity.DeleteGroup(ctx, g.ID),
+		"rename":       env.Writers.Identity.RenameGroup(ctx, g.ID, "Support again"),
 	} {
 		if !errors.Is(err, identity.ErrGroupNotFound) {
 			t.Fatalf("%s a deleted group: %v, want ErrGroupNotFound", what, err)
 		}
 	}
-	if again, err := env.Identity.CreateGroup(ctx, "Support"); err != nil || again.ID == g.ID {
+	if again, err := env.Writers.Identity.CreateGroup(ctx, "Support"); err != nil || again.ID == g.ID {
 		t.Fatalf("the deleted group's name is not free: %+v %v", again, err)
 	}
 }

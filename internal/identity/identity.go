@@ -87,12 +87,12 @@ func ValidHandle(h string) bool { return handleRE.MatchString(h) }
 
 // Service is the identity module's service.
 type Service struct {
-	store
+	st store
 }
 
 // NewService returns the identity service over q (a pool) with clock c.
 func NewService(q db.Querier, c clock.Clock) *Service {
-	return &Service{store: store{pool: q, clock: c}}
+	return &Service{st: store{pool: q, clock: c}}
 }
 
 // NewPrincipal describes a principal to create.
@@ -108,7 +108,8 @@ type NewPrincipal struct {
 // CreatePrincipal stores a new principal and returns it. It fails with
 // validation_failed for a bad handle, kind or owner flag, and with conflict
 // when the handle is taken.
-func (s *Service) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
+func (w *Writer) CreatePrincipal(ctx context.Context, np NewPrincipal) (Principal, error) {
+	s := w.s
 	if err := CheckNew(np); err != nil {
 		return Principal{}, err
 	}
@@ -117,8 +118,8 @@ func (s *Service) CreatePrincipal(ctx context.Context, np NewPrincipal) (Princip
 		status = StatusActive
 	}
 	p := Principal{ID: ids.New(), Kind: np.Kind, Handle: np.Handle, DisplayName: np.DisplayName,
-		Email: np.Email, Status: status, IsOwner: np.IsOwner, CreatedAt: s.clock.Now().Truncate(time.Microsecond)}
-	if err := s.insertPrincipal(ctx, p); err != nil {
+		Email: np.Email, Status: status, IsOwner: np.IsOwner, CreatedAt: s.st.clock.Now().Truncate(time.Microsecond)}
+	if err := s.st.insertPrincipal(ctx, p); err != nil {
 		return Principal{}, err
 	}
 	return p, nil
@@ -196,7 +197,7 @@ func (s *Service) AuthenticateUntil(ctx context.Context, tok string) (Principal,
 	if !strings.HasPrefix(tok, PrefixSession) && !strings.HasPrefix(tok, PrefixAgent) && !strings.HasPrefix(tok, PrefixApp) && !IsRunToken(tok) {
 		return Principal{}, nil, problem.New(problem.Unauthorized, "")
 	}
-	p, tokenID, lastUsed, expires, err := s.tokenHolder(ctx, hashToken(tok))
+	p, tokenID, lastUsed, expires, err := s.st.tokenHolder(ctx, hashToken(tok))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, nil, problem.New(problem.Unauthorized, "")
 	}
@@ -207,7 +208,7 @@ func (s *Service) AuthenticateUntil(ctx context.Context, tok string) (Principal,
 	if !p.Active() {
 		return Principal{}, nil, problem.New(problem.Unauthorized, "")
 	}
-	s.touch(ctx, tokenID, lastUsed)
+	s.st.touch(ctx, tokenID, lastUsed)
 	return p, expires, nil
 }
 
@@ -224,7 +225,7 @@ func (s *Service) AuthenticateMany(ctx context.Context, toks []string) (map[stri
 	for _, tok := range toks {
 		hashes = append(hashes, hashToken(tok))
 	}
-	held, err := s.tokenHolders(ctx, hashes)
+	held, err := s.st.tokenHolders(ctx, hashes)
 	if err != nil {
 		return nil, problem.Internal("identity.authenticateMany", fmt.Errorf("authenticate: %w", err))
 	}
@@ -239,7 +240,7 @@ func (s *Service) AuthenticateMany(ctx context.Context, toks []string) (map[stri
 }
 
 // Clock returns the clock the service decides expiries by.
-func (s *Service) Clock() clock.Clock { return s.clock }
+func (s *Service) Clock() clock.Clock { return s.st.clock }
 
 type ctxKey struct{}
 

@@ -64,7 +64,7 @@ func (t *LiveTokens) Check(ctx context.Context, gen <-chan struct{}, tok string)
 	defer t.batchMu.Unlock()
 	// A batch answers for its generation, and for at most VerdictTTL of
 	// the clock: an expiry passes without a commit.
-	if now := t.s.clock.Now(); t.gen != gen || now.Sub(t.at) >= VerdictTTL || now.Before(t.at) {
+	if now := t.s.st.clock.Now(); t.gen != gen || now.Sub(t.at) >= VerdictTTL || now.Before(t.at) {
 		t.gen, t.held, t.checked, t.at = gen, nil, nil, now
 	}
 	if !t.checked[tok] {

@@ -61,7 +61,7 @@ func liveTokens(t *testing.T, env *moduletest.Env, counter *batchCounter) {
 	check(gen1, alexTok, "alex", true)
 	statements(1)
 	// Sam's token was in the batch: revoked now, it holds for gen1.
-	if err := env.Identity.RevokeToken(ctx, samTok); err != nil {
+	if err := env.Writers.Identity.RevokeToken(ctx, samTok); err != nil {
 		t.Fatal(err)
 	}
 	setStatus(t, env, alexP.ID, identity.StatusDisabled)

@@ -98,15 +98,16 @@ func (p PrincipalPatch) Check(cur Principal) error {
 // that two concurrent demotions cannot both pass the last-owner rule: the
 // last active owner can be neither demoted nor disabled (409 conflict,
 // reason last_owner). ErrNotFound for an unknown id.
-func (s *Service) UpdatePrincipal(ctx context.Context, id string, patch PrincipalPatch) (before, after Principal, err error) {
+func (w *Writer) UpdatePrincipal(ctx context.Context, id string, patch PrincipalPatch) (before, after Principal, err error) {
+	s := w.s
 	if !ids.Valid(id) {
 		return Principal{}, Principal{}, ErrNotFound
 	}
-	owners, err := s.lockOwners(ctx)
+	owners, err := s.st.lockOwners(ctx)
 	if err != nil {
 		return Principal{}, Principal{}, err
 	}
-	cur, err := s.lockPrincipal(ctx, id)
+	cur, err := s.st.lockPrincipal(ctx, id)
 	if err != nil {
 		return Principal{}, Principal{}, err
 	}
@@ -129,7 +130,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, id string, patch Principa
 	if cur.Owner() && !next.Owner() && len(owners) == 1 && owners[0] == cur.ID {
 		return Principal{}, Principal{}, problem.Newf(problem.Conflict, "last_owner", "the last active owner can be neither demoted nor disabled")
 	}
-	if err := s.writePrincipal(ctx, next); err != nil {
+	if err := s.st.writePrincipal(ctx, next); err != nil {
 		return Principal{}, Principal{}, err
 	}
 	return cur, next, nil

@@ -31,7 +31,7 @@ func createPrincipal(t *testing.T, env *moduletest.Env) {
 	count := func() int { return env.Count(`SELECT count(*) FROM principals`) }
 	before := count()
 
-	p, err := env.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser, Handle: "alex-2", DisplayName: "Alex Zwei", Email: "alex2@example.com"})
+	p, err := env.Writers.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser, Handle: "alex-2", DisplayName: "Alex Zwei", Email: "alex2@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,16 +45,16 @@ func createPrincipal(t *testing.T, env *moduletest.Env) {
 	if byHandle, err := env.Identity.ByHandle(ctx, "Alex-2"); err != nil || byHandle.ID != p.ID {
 		t.Fatalf("by handle: %+v %v", byHandle, err)
 	}
-	pending, err := env.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindAgent, Handle: "lotse-2", DisplayName: "Lotse Zwei", Status: identity.StatusPending})
+	pending, err := env.Writers.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindAgent, Handle: "lotse-2", DisplayName: "Lotse Zwei", Status: identity.StatusPending})
 	if err != nil || pending.Status != identity.StatusPending || pending.Active() {
 		t.Fatalf("pending agent %+v %v", pending, err)
 	}
 
 	for _, h := range []string{"alex", "lotse", "feedbot", "alex-2"} {
-		_, err := env.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser, Handle: h, DisplayName: "Somebody"})
+		_, err := env.Writers.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser, Handle: h, DisplayName: "Somebody"})
 		wantProblem(t, "taken handle "+h, err, problem.Conflict, "handle_taken")
 	}
-	_, err = env.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindApp, Handle: "sam-app", DisplayName: "Sam's app", Email: "sam@example.com"})
+	_, err = env.Writers.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindApp, Handle: "sam-app", DisplayName: "Sam's app", Email: "sam@example.com"})
 	wantProblem(t, "an app with an address", err, problem.ValidationFailed, "")
 	if n := count(); n != before+2 {
 		t.Fatalf("%d principals, want %d: a refused principal was stored", n, before+2)
@@ -102,34 +102,34 @@ func updatePrincipal(t *testing.T, env *moduletest.Env) {
 	removed := ""
 
 	for _, patch := range []identity.PrincipalPatch{{Status: &disabled}, {IsOwner: &no}} {
-		_, _, err := env.Identity.UpdatePrincipal(ctx, robinID, patch)
+		_, _, err := env.Writers.Identity.UpdatePrincipal(ctx, robinID, patch)
 		wantProblem(t, "the last owner", err, problem.Conflict, "last_owner")
 	}
 	if !env.Principal("robin").Owner() {
 		t.Fatal("the refused patch changed Robin")
 	}
 
-	before, after, err := env.Identity.UpdatePrincipal(ctx, alexID, identity.PrincipalPatch{IsOwner: &yes, Email: &removed})
+	before, after, err := env.Writers.Identity.UpdatePrincipal(ctx, alexID, identity.PrincipalPatch{IsOwner: &yes, Email: &removed})
 	if err != nil || before.IsOwner || before.Email != "alex@example.com" || !after.Owner() || after.Email != "" {
 		t.Fatalf("make Alex owner: before %+v after %+v %v", before, after, err)
 	}
 	if stored := env.Principal("alex"); !reflect.DeepEqual(stored, after) {
 		t.Fatalf("stored %+v, returned %+v", stored, after)
 	}
-	if _, after, err := env.Identity.UpdatePrincipal(ctx, robinID, identity.PrincipalPatch{Status: &disabled}); err != nil || after.Owner() {
+	if _, after, err := env.Writers.Identity.UpdatePrincipal(ctx, robinID, identity.PrincipalPatch{Status: &disabled}); err != nil || after.Owner() {
 		t.Fatalf("disable Robin beside a second owner: %+v %v", after, err)
 	}
-	_, _, err = env.Identity.UpdatePrincipal(ctx, alexID, identity.PrincipalPatch{IsOwner: &no})
+	_, _, err = env.Writers.Identity.UpdatePrincipal(ctx, alexID, identity.PrincipalPatch{IsOwner: &no})
 	wantProblem(t, "Alex, now the last active owner", err, problem.Conflict, "last_owner")
 
-	if _, _, err := env.Identity.UpdatePrincipal(ctx, ids.New(), identity.PrincipalPatch{Status: &disabled}); !errors.Is(err, identity.ErrNotFound) {
+	if _, _, err := env.Writers.Identity.UpdatePrincipal(ctx, ids.New(), identity.PrincipalPatch{Status: &disabled}); !errors.Is(err, identity.ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
 	}
-	if _, _, err := env.Identity.UpdatePrincipal(ctx, "junk", identity.PrincipalPatch{Status: &disabled}); !errors.Is(err, identity.ErrNotFound) {
+	if _, _, err := env.Writers.Identity.UpdatePrincipal(ctx, "junk", identity.PrincipalPatch{Status: &disabled}); !errors.Is(err, identity.ErrNotFound) {
 		t.Fatalf("malformed id: %v", err)
 	}
 	pending := identity.StatusPending
-	_, _, err = env.Identity.UpdatePrincipal(ctx, env.World.ID("sam"), identity.PrincipalPatch{Status: &pending})
+	_, _, err = env.Writers.Identity.UpdatePrincipal(ctx, env.World.ID("sam"), identity.PrincipalPatch{Status: &pending})
 	wantProblem(t, "pending", err, problem.ValidationFailed, "")
 	if env.Principal("sam").Status != identity.StatusActive {
 		t.Fatal("the refused patch changed Sam")

@@ -39,10 +39,10 @@ func TestRunTokens(t *testing.T) {
 	thread := env.Main("Support/Eskalation")
 
 	for _, who := range []string{"alex", "feedbot"} {
-		_, err := env.Identity.CreateRunToken(ctx, env.Principal(who), run, "proc-a")
+		_, err := env.Writers.Identity.CreateRunToken(ctx, env.Principal(who), run, "proc-a")
 		wantProblem(t, who+"'s run token", err, problem.ValidationFailed, "")
 	}
-	it, err := env.Identity.CreateRunToken(ctx, lotse, run, "proc-a")
+	it, err := env.Writers.Identity.CreateRunToken(ctx, lotse, run, "proc-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +53,10 @@ func TestRunTokens(t *testing.T) {
 		t.Fatalf("GetToken of a run token: %v, want ErrNotFound", err)
 	}
 	// Nor revoked by id: it is nobody's to revoke, and stays as it was.
-	if _, err := env.Identity.RevokeTokenByID(ctx, it.ID); !errors.Is(err, identity.ErrNotFound) {
+	if _, err := env.Writers.Identity.RevokeTokenByID(ctx, it.ID); !errors.Is(err, identity.ErrNotFound) {
 		t.Fatalf("RevokeTokenByID of a run token: %v, want ErrNotFound", err)
 	}
-	if _, err := env.Identity.RevokeTokenByID(ctx, "not-an-id"); !errors.Is(err, identity.ErrNotFound) {
+	if _, err := env.Writers.Identity.RevokeTokenByID(ctx, "not-an-id"); !errors.Is(err, identity.ErrNotFound) {
 		t.Fatalf("RevokeTokenByID of a malformed id: %v, want ErrNotFound", err)
 	}
 	list, err := env.Identity.ListTokens(ctx, lotse.ID)
@@ -86,7 +86,7 @@ func TestRunTokens(t *testing.T) {
 	if _, err := env.Runs.Finish(ctx, lotse, run, "proc-a", domain.RunCompleted, ""); err != nil {
 		t.Fatal(err)
 	}
-	late, err := env.Identity.CreateRunToken(ctx, lotse, run, "proc-b")
+	late, err := env.Writers.Identity.CreateRunToken(ctx, lotse, run, "proc-b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +111,14 @@ func TestDeleteOldTokens(t *testing.T) {
 	alex, lotse := env.Principal("alex"), env.Principal("lotse")
 	revoke := func(it identity.IssuedToken) identity.IssuedToken {
 		t.Helper()
-		if _, err := env.Identity.RevokeTokenByID(ctx, it.ID); err != nil {
+		if _, err := env.Writers.Identity.RevokeTokenByID(ctx, it.ID); err != nil {
 			t.Fatal(err)
 		}
 		return it
 	}
 	runToken := func(run string) identity.IssuedToken {
 		t.Helper()
-		it, err := env.Identity.CreateRunToken(ctx, lotse, run, "proc-a")
+		it, err := env.Writers.Identity.CreateRunToken(ctx, lotse, run, "proc-a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestDeleteOldTokens(t *testing.T) {
 
 	var removed []int64
 	for {
-		n, err := env.Identity.DeleteOldTokens(ctx, cutoff, 2)
+		n, err := env.Writers.Identity.DeleteOldTokens(ctx, cutoff, 2)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,7 +32,7 @@ const tokenInfoColumns = "id, principal_id, kind, label, created_at, expires_at,
 
 // GetToken returns the token with id (without its secret), or ErrNotFound.
 func (s *Service) GetToken(ctx context.Context, id string) (TokenInfo, error) {
-	return s.getToken(ctx, id)
+	return s.st.getToken(ctx, id)
 }
 
 // ValidTTL checks a requested token lifetime: zero means "no expiry",
@@ -49,7 +49,8 @@ func ValidTTL(ttl time.Duration, pointer string) error {
 // The token has 32 random bytes after its kind prefix and is stored only as
 // a SHA-256 hash. ttl of zero means no expiry; a negative ttl is a
 // validation error.
-func (s *Service) CreateToken(ctx context.Context, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
+func (w *Writer) CreateToken(ctx context.Context, p Principal, label string, ttl time.Duration) (IssuedToken, error) {
+	s := w.s
 	if err := ValidTTL(ttl, "/ttl"); err != nil {
 		return IssuedToken{}, err
 	}
@@ -64,7 +65,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, label string, tt
 		it.ExpiresAt = &e
 		expires = e
 	}
-	if err := s.insertToken(ctx, it, p.ID, now, expires); err != nil {
+	if err := s.st.insertToken(ctx, it, p.ID, now, expires); err != nil {
 		return IssuedToken{}, err
 	}
 	return it, nil
@@ -77,7 +78,7 @@ func (s *Service) newToken(kind TokenKind, prefix, label string) (IssuedToken, t
 		return IssuedToken{}, time.Time{}, fmt.Errorf("token randomness: %w", err)
 	}
 	tok := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	now := s.clock.Now().Truncate(time.Microsecond)
+	now := s.st.clock.Now().Truncate(time.Microsecond)
 	return IssuedToken{ID: ids.New(), Token: tok, Kind: kind, Label: label, CreatedAt: now.UTC()}, now, nil
 }
 
@@ -92,7 +93,8 @@ func IsRunToken(tok string) bool { return strings.HasPrefix(tok, PrefixRun) }
 // and calls this after; nothing is checked here but the agent's kind.
 //
 // Errors: a principal that is not an agent (invalid); a database error.
-func (s *Service) CreateRunToken(ctx context.Context, agent Principal, runID, holder string) (IssuedToken, error) {
+func (w *Writer) CreateRunToken(ctx context.Context, agent Principal, runID, holder string) (IssuedToken, error) {
+	s := w.s
 	if agent.Kind != KindAgent {
 		return IssuedToken{}, problem.Invalid(problem.FieldError{Pointer: "/runId", Code: "invalid", Detail: "run tokens belong to agents"})
 	}
@@ -100,7 +102,7 @@ func (s *Service) CreateRunToken(ctx context.Context, agent Principal, runID, ho
 	if err != nil {
 		return IssuedToken{}, err
 	}
-	if err := s.insertBoundToken(ctx, it, agent.ID, now, nil, runID, holder); err != nil {
+	if err := s.st.insertBoundToken(ctx, it, agent.ID, now, nil, runID, holder); err != nil {
 		return IssuedToken{}, err
 	}
 	return it, nil

@@ -16,7 +16,7 @@ import (
 // issue creates a token of p with ttl and fails the test when it cannot.
 func issue(t *testing.T, env *moduletest.Env, p identity.Principal, label string, ttl time.Duration) identity.IssuedToken {
 	t.Helper()
-	it, err := env.Identity.CreateToken(t.Context(), p, label, ttl)
+	it, err := env.Writers.Identity.CreateToken(t.Context(), p, label, ttl)
 	if err != nil {
 		t.Fatalf("token %q of %s: %v", label, p.Handle, err)
 	}
@@ -53,7 +53,7 @@ func TestTokens(t *testing.T) {
 // person creates an active person with handle h and a token for them.
 func person(t *testing.T, env *moduletest.Env, h string) (identity.Principal, string) {
 	t.Helper()
-	p, err := env.Identity.CreatePrincipal(t.Context(), identity.NewPrincipal{Kind: identity.KindUser, Handle: h, DisplayName: "Somebody"})
+	p, err := env.Writers.Identity.CreatePrincipal(t.Context(), identity.NewPrincipal{Kind: identity.KindUser, Handle: h, DisplayName: "Somebody"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func person(t *testing.T, env *moduletest.Env, h string) (identity.Principal, st
 // setStatus sets the status of principal id.
 func setStatus(t *testing.T, env *moduletest.Env, id string, st identity.Status) {
 	t.Helper()
-	if err := env.Identity.SetStatus(t.Context(), id, st); err != nil {
+	if err := env.Writers.Identity.SetStatus(t.Context(), id, st); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -107,7 +107,7 @@ func tokenKindFollowsPrincipalKind(t *testing.T, env *moduletest.Env) {
 		}
 	}
 	before := env.Count(`SELECT count(*) FROM tokens`)
-	_, err := env.Identity.CreateToken(ctx, env.Principal("alex"), "", -time.Second)
+	_, err := env.Writers.Identity.CreateToken(ctx, env.Principal("alex"), "", -time.Second)
 	wantProblem(t, "a negative lifetime", err, problem.ValidationFailed, "")
 	if env.Count(`SELECT count(*) FROM tokens`) != before {
 		t.Fatal("a refused token was stored")
@@ -123,11 +123,11 @@ func refusalsAreAlike(t *testing.T, env *moduletest.Env) {
 	ctx := t.Context()
 	alex := env.Principal("alex")
 	revoked := issue(t, env, alex, "revoked", 0)
-	if err := env.Identity.RevokeToken(ctx, revoked.Token); err != nil {
+	if err := env.Writers.Identity.RevokeToken(ctx, revoked.Token); err != nil {
 		t.Fatal(err)
 	}
 	expiring := issue(t, env, alex, "expiring", time.Minute)
-	pendingP, err := env.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser, Handle: "sam-pending", DisplayName: "Sam", Status: identity.StatusPending})
+	pendingP, err := env.Writers.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser, Handle: "sam-pending", DisplayName: "Sam", Status: identity.StatusPending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func authenticateMany(t *testing.T, env *moduletest.Env) {
 	ctx := t.Context()
 	alex := env.Principal("alex")
 	revoked := issue(t, env, alex, "revoked", 0)
-	if _, err := env.Identity.RevokeTokenByID(ctx, revoked.ID); err != nil {
+	if _, err := env.Writers.Identity.RevokeTokenByID(ctx, revoked.ID); err != nil {
 		t.Fatal(err)
 	}
 	expired := issue(t, env, alex, "expired", time.Second)
@@ -296,20 +296,20 @@ func tokenBookkeeping(t *testing.T, env *moduletest.Env) {
 		t.Fatalf("tokens listed %q, want newest first with the expired one", got)
 	}
 
-	rev, err := env.Identity.RevokeTokenByID(ctx, newer.ID)
+	rev, err := env.Writers.Identity.RevokeTokenByID(ctx, newer.ID)
 	if err != nil || rev.ID != newer.ID || rev.RevokedAt == nil || !rev.RevokedAt.Equal(env.Clock.Now()) {
 		t.Fatalf("revoked %+v %v", rev, err)
 	}
 	env.Clock.Advance(time.Minute)
-	again, err := env.Identity.RevokeTokenByID(ctx, newer.ID)
+	again, err := env.Writers.Identity.RevokeTokenByID(ctx, newer.ID)
 	if err != nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*rev.RevokedAt) {
 		t.Fatalf("revoked again %+v %v, want unchanged", again, err)
 	}
-	if err := env.Identity.RevokeToken(ctx, older.Token); err != nil {
+	if err := env.Writers.Identity.RevokeToken(ctx, older.Token); err != nil {
 		t.Fatal(err)
 	}
 	for what, tok := range map[string]string{"twice": older.Token, "unknown": identity.PrefixSession + "nothing"} {
-		if err := env.Identity.RevokeToken(ctx, tok); !errors.Is(err, identity.ErrNotFound) {
+		if err := env.Writers.Identity.RevokeToken(ctx, tok); !errors.Is(err, identity.ErrNotFound) {
 			t.Fatalf("revoke %s: %v, want ErrNotFound", what, err)
 		}
 	}

@@ -56,10 +56,13 @@ type Limits struct {
 
 // Service is the messaging module's service.
 type Service struct {
-	store
-	db          *db.DB
-	ident       *identity.Service
-	chat        *chat.Service
+	st    store
+	db    *db.DB
+	ident *identity.Service
+	chat  *chat.Service
+	// chatW numbers and locks the threads messaging writes into (its door
+	// call decided the right).
+	chatW       *chat.Writer
 	authz       *authz.Service
 	events      *events.Log
 	limits      Limits
@@ -82,8 +85,8 @@ type Option func(*Service)
 func WithHistoryHook(h HistoryHook) Option { return func(s *Service) { s.history = h } }
 
 // NewService returns the messaging service.
-func NewService(pool db.Querier, txs *db.DB, c clock.Clock, ident *identity.Service, ch *chat.Service, az *authz.Service, ev *events.Log, limits Limits, opts ...Option) *Service {
-	s := &Service{store: store{pool: pool, clock: c}, db: txs, ident: ident, chat: ch, authz: az, events: ev, limits: limits}
+func NewService(pool db.Querier, txs *db.DB, c clock.Clock, ident *identity.Service, ch *chat.Service, chatW *chat.Writer, az *authz.Service, ev *events.Log, limits Limits, opts ...Option) *Service {
+	s := &Service{st: store{pool: pool, clock: c}, db: txs, ident: ident, chat: ch, chatW: chatW, authz: az, events: ev, limits: limits}
 	for _, o := range opts {
 		o(s)
 	}
@@ -205,7 +208,7 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 	}
 	var out Message
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		thread, err := s.chat.LockThread(ctx, threadID)
+		thread, err := s.chatW.LockThread(ctx, threadID)
 		if err != nil {
 			return problem.Internal("messaging.create", err)
 		}
@@ -250,7 +253,7 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 // original message and its thread when the hash matches, a conflict
 // otherwise; ok is false when the id is new.
 func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMsgID string, hash []byte) (Message, chat.Thread, bool, error) {
-	r, err := s.byClientID(ctx, actor.ID, clientMsgID)
+	r, err := s.st.byClientID(ctx, actor.ID, clientMsgID)
 	if errors.Is(err, ErrNotFound) {
 		return Message{}, chat.Thread{}, false, nil
 	}
@@ -288,7 +291,7 @@ func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string)
 	if !ids.Valid(replyTo) {
 		return bad
 	}
-	inThread, err := s.inThread(ctx, replyTo, threadID)
+	inThread, err := s.st.inThread(ctx, replyTo, threadID)
 	if err != nil {
 		return problem.Internal("messaging.checkReply", err)
 	}
@@ -301,17 +304,17 @@ func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string)
 // reopen appends the system line thread.reopened (author: the writer) and
 // sets the thread open, returning its events.
 func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, thread.ID)
+	seq, err := s.chatW.NextSeq(ctx, thread.ID)
 	if err != nil {
 		return nil, problem.Internal("messaging.reopen", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
 		Origin: OriginSystem, Kind: KindSystem, SystemCode: "thread.reopened", Mentions: []identity.Ref{},
-		Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, m, "", nil); err != nil {
+		Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
+	if err := s.st.insert(ctx, m, "", nil); err != nil {
 		return nil, problem.Internal("messaging.reopen", err)
 	}
-	if err := s.chat.SetState(ctx, thread.ID, chat.ThreadOpen); err != nil {
+	if err := s.chatW.SetState(ctx, thread.ID, chat.ThreadOpen); err != nil {
 		return nil, problem.Internal("messaging.reopen", err)
 	}
 	thread.State, thread.LastSeq = chat.ThreadOpen, seq
@@ -324,7 +327,7 @@ func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread c
 // post stores one message by actor in the locked thread, runs the
 // subscribers and returns the message with its events.
 func (s *Service) post(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, thread.ID)
+	seq, err := s.chatW.NextSeq(ctx, thread.ID)
 	if err != nil {
 		return Message{}, nil, problem.Internal("messaging.post", err)
 	}
@@ -342,8 +345,8 @@ func (s *Service) post(ctx context.Context, actor identity.Principal, thread cha
 	}
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
 		Origin: OriginOf(actor), Kind: KindText, ContentMD: in.ContentMD, ReplyToMessageID: in.ReplyToMessageID,
-		Mentions: mentions, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, m, in.ClientMsgID, hash); err != nil {
+		Mentions: mentions, Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
+	if err := s.st.insert(ctx, m, in.ClientMsgID, hash); err != nil {
 		if db.IsUniqueViolation(err, "messages_author_principal_id_client_msg_id_key") {
 			return Message{}, nil, errReplayRace
 		}
@@ -408,7 +411,7 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 		if in.First.ReplyToMessageID != "" {
 			return problem.Invalid(problem.FieldError{Pointer: "/first_message/reply_to_message_id", Code: "invalid_reference", Detail: "the first message of a thread cannot reply"})
 		}
-		t, err := s.chat.CreateThread(ctx, chat.NewThread{Channel: channel, ParentMessageID: in.ParentMessageID, Title: in.Title,
+		t, err := s.chatW.CreateThread(ctx, chat.NewThread{Channel: channel, ParentMessageID: in.ParentMessageID, Title: in.Title,
 			ByAgent: actor.Kind == identity.KindAgent, CreatedBy: actor.ID, TitleFrom: in.First.ContentMD})
 		if err != nil {
 			return err
@@ -456,7 +459,7 @@ func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) 
 	if err != nil {
 		return Message{}, err
 	}
-	r, err := s.loadRow(ctx, id)
+	r, err := s.st.loadRow(ctx, id)
 	if err != nil {
 		return Message{}, problem.Internal("messaging.get", err)
 	}
@@ -482,7 +485,7 @@ func (s *Service) GetDecided(ctx context.Context, id string) (Message, error) {
 	if !path.Exists {
 		return Message{}, problem.New(problem.NotFound, "")
 	}
-	r, err := s.loadRow(ctx, id)
+	r, err := s.st.loadRow(ctx, id)
 	if err != nil {
 		return Message{}, problem.Internal("messaging.getDecided", err)
 	}
@@ -517,7 +520,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	if after < 0 {
 		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "out_of_range", Detail: "must not be negative"})
 	}
-	rows, err := s.threadRows(ctx, threadID, after, limit+1)
+	rows, err := s.st.threadRows(ctx, threadID, after, limit+1)
 	if err != nil {
 		return Page{}, problem.Internal("messaging.history", err)
 	}
@@ -597,7 +600,7 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 	}
 	var out Message
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
-		r, err := s.lockRow(ctx, id)
+		r, err := s.st.lockRow(ctx, id)
 		if err != nil {
 			return problem.Internal("messaging.delete", err)
 		}
@@ -605,14 +608,14 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 			return problem.Newf(problem.Conflict, "not_deletable", "system lines and run anchors cannot be deleted")
 		}
 		if !r.Deleted {
-			if err := s.tombstoneRow(ctx, id); err != nil {
+			if err := s.st.tombstoneRow(ctx, id); err != nil {
 				return problem.Internal("messaging.delete", err)
 			}
 			r.Deleted, r.ContentMD, r.mentionIDs = true, "", nil
 			// An auto title is the first line of the message that started
 			// the thread (its parent, or its first message for a post
 			// without one): it goes with that message.
-			if err := s.chat.DropAutoTitle(ctx, id, r.ThreadID, r.ThreadSeq == 1); err != nil {
+			if err := s.chatW.DropAutoTitle(ctx, id, r.ThreadID, r.ThreadSeq == 1); err != nil {
 				return problem.Internal("messaging.delete", err)
 			}
 		}
@@ -632,7 +635,7 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 // Path implements authz.Source for messages: the message's thread path with
 // its author.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
-	threadID, authorID, err := s.threadAndAuthor(ctx, id)
+	threadID, authorID, err := s.st.threadAndAuthor(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The thread lookup runs for a missing message too (on the nil
 		// UUID), so that a missing and a hidden message take the same
@@ -658,14 +661,15 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 // empty content, which clients render as the run's live box. It returns the
 // anchor and its message.created event. The caller holds t's row lock or
 // created t in the transaction of ctx.
-func (s *Service) AppendAnchor(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, t.ID)
+func (w *Writer) AppendAnchor(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
+	s := w.s
+	seq, err := s.chatW.NextSeq(ctx, t.ID)
 	if err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("anchor seq: %w", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: t.ID, ChannelID: channelID, ThreadSeq: seq, Author: agent, Origin: OriginAgent,
-		Kind: KindRun, RunID: runID, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, m, "", nil); err != nil {
+		Kind: KindRun, RunID: runID, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
+	if err := s.st.insert(ctx, m, "", nil); err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("insert anchor: %w", err)
 	}
 	return m, events.Event{Type: events.MessageCreated, ChannelID: channelID, ThreadID: t.ID, MessageID: m.ID, Payload: Payload(m)}, nil
@@ -678,23 +682,24 @@ func (s *Service) AppendAnchor(ctx context.Context, t chat.Thread, channelID str
 // message.created and never triggers anything.
 //
 // Errors: the thread does not exist; the content is blank or not storable.
-func (s *Service) Import(ctx context.Context, threadID string, author identity.Ref, content string) (Message, error) {
+func (w *Writer) Import(ctx context.Context, threadID string, author identity.Ref, content string) (Message, error) {
+	s := w.s
 	if strings.TrimSpace(content) == "" || text.Check(content, "/content_md") != nil {
 		return Message{}, problem.Invalid(problem.FieldError{Pointer: "/content_md", Code: "invalid_format"})
 	}
 	var out Message
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		thread, err := s.chat.LockThread(ctx, threadID)
+		thread, err := s.chatW.LockThread(ctx, threadID)
 		if err != nil {
 			return problem.Internal("messaging.Import", err)
 		}
-		seq, err := s.chat.NextSeq(ctx, thread.ID)
+		seq, err := s.chatW.NextSeq(ctx, thread.ID)
 		if err != nil {
 			return problem.Internal("messaging.Import", err)
 		}
 		m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: thread.ChannelID, ThreadSeq: seq, Author: author, Origin: OriginImport,
-			Kind: KindText, ContentMD: content, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-		if err := s.insert(ctx, m, "", nil); err != nil {
+			Kind: KindText, ContentMD: content, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
+		if err := s.st.insert(ctx, m, "", nil); err != nil {
 			return problem.Internal("messaging.Import", err)
 		}
 		out = m
@@ -710,14 +715,15 @@ func (s *Service) Import(ctx context.Context, threadID string, author identity.R
 // only to its person, and the approval names its run: run_id stays the
 // anchor's). It returns the card and its message.created event. The
 // caller holds t's row lock.
-func (s *Service) AppendCard(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, title string) (Message, events.Event, error) {
-	seq, err := s.chat.NextSeq(ctx, t.ID)
+func (w *Writer) AppendCard(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, title string) (Message, events.Event, error) {
+	s := w.s
+	seq, err := s.chatW.NextSeq(ctx, t.ID)
 	if err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("card seq: %w", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: t.ID, ChannelID: channelID, ThreadSeq: seq, Author: agent, Origin: OriginAgent,
-		Kind: KindCard, ContentMD: title, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.clock.Now())}
-	if err := s.insert(ctx, m, "", nil); err != nil {
+		Kind: KindCard, ContentMD: title, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
+	if err := s.st.insert(ctx, m, "", nil); err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("insert card: %w", err)
 	}
 	return m, events.Event{Type: events.MessageCreated, ChannelID: channelID, ThreadID: t.ID, MessageID: m.ID, Payload: Payload(m)}, nil
@@ -762,7 +768,7 @@ func (s *Service) resolve(ctx context.Context, rows []row, channelOf func(thread
 // statements whatever their number); an unknown id is missing from the
 // map.
 func (s *Service) LoadMany(ctx context.Context, list []string, channelID string) (map[string]Message, error) {
-	rows, err := s.loadByIDs(ctx, list)
+	rows, err := s.st.loadByIDs(ctx, list)
 	if err != nil {
 		return nil, err
 	}
@@ -782,7 +788,7 @@ func (s *Service) LoadMany(ctx context.Context, list []string, channelID string)
 // already holds (the runs module re-deciding a follow-up inside its unit of
 // work). channelID is the channel the caller knows the message's thread in.
 func (s *Service) Load(ctx context.Context, id, channelID string) (Message, error) {
-	r, err := s.loadRow(ctx, id)
+	r, err := s.st.loadRow(ctx, id)
 	if err != nil {
 		return Message{}, err
 	}

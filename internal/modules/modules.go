@@ -93,9 +93,12 @@ type Set struct {
 	Runs      *runs.Service
 	Admin     *admin.Service
 	Retention *retention.Service
-	DB        *db.DB
-	Hub       *runs.Hub
-	Registry  *prometheus.Registry
+	// Writers are the raw writers, for the example world's and the tests'
+	// setup; no face or use case reaches them through the set.
+	Writers  Writers
+	DB       *db.DB
+	Hub      *runs.Hub
+	Registry *prometheus.Registry
 }
 
 // New assembles the modules. It fails when the configuration names an
@@ -129,27 +132,31 @@ func New(d Deps) (*Set, error) {
 	az := authz.NewService(d.Pool, d.Clock, d.Limiter, cfg.Duration(config.AuditDenyAggregateWindow), d.Logger, d.Registry, azOpts...)
 	chatSvc := chat.NewService(uow, d.Clock, cfg.Int(config.ChannelHistoryBackfillLimitDefault), cfg.Int(config.ChannelHistoryBackfillLimitMax))
 	evLog := events.NewLog(d.Pool, d.Clock)
+	// The raw writers are made here and only here: each goes to the modules
+	// that decide a right before they write through it (README.md#architecture).
+	chatW, identW, azW := chat.NewWriter(chatSvc), identity.NewWriter(ident), authz.NewWriter(az)
 	evLog.Instrument(d.Registry)
-	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, az, evLog, messaging.Limits{
+	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, chatW, az, evLog, messaging.Limits{
 		MaxContentBytes: cfg.Int(config.MessageMaxContentBytes), ListContentMaxBytes: cfg.Int(config.MessageListContentMaxBytes),
 		ListLimitDefault: cfg.Int(config.MessageListLimitDefault), ListLimitMax: cfg.Int(config.MessageListLimitMax)}, msgOpts...)
 	msg.Instrument(d.Registry)
+	msgW := messaging.NewWriter(msg)
 	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
 	az.Register(msg, authz.KindMessage)
 	az.Register(az, authz.KindGrant)
 	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, DB: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
-		Authz: az, Messaging: msg, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
+		Authz: az, Messaging: msg, ChatWriter: chatW, MessagingWriter: msgW, IdentityWriter: identW, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
 		LiveMaxBytes: cfg.Int(config.RunLiveMaxBytes), LiveFlushInterval: cfg.Duration(config.RunLiveFlushInterval),
 		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
 			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
 	az.Register(runSvc, authz.KindRun)
-	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
+	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Writers{Chat: chatW, Identity: identW, Authz: azW}, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc, Log: d.Logger})
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
 	tokens := ident.NewLiveTokens()
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax), fdOpts...)
-	ret := retention.New(uow, retention.Owners{Events: evLog, Authz: az, Identity: ident}, d.Clock, retention.Keep{
+	ret := retention.New(uow, retention.Owners{Events: evLog, Authz: azW, Identity: identW}, d.Clock, retention.Keep{
 		EventLog: cfg.Duration(config.RetentionEventLog), AgentEvents: cfg.Duration(config.RetentionAgentEvents),
 		AuditLog: cfg.Duration(config.RetentionAuditLog), Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger, d.Registry)
 	chatUC := chat.NewUseCases(chatSvc, az, evLog, uow)
@@ -160,7 +167,15 @@ func New(d Deps) (*Set, error) {
 		}
 	})
 	return &Set{Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
-		Admin: adm, Retention: ret, DB: uow, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens, d.Clock)}, nil
+		Admin: adm, Retention: ret, DB: uow, Writers: Writers{Chat: chatW, Identity: identW, Authz: azW, Messaging: msgW}, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens, d.Clock)}, nil
+}
+
+// Writers are the modules' raw writers (chat.Writer and its peers).
+type Writers struct {
+	Chat      *chat.Writer
+	Identity  *identity.Writer
+	Authz     *authz.Writer
+	Messaging *messaging.Writer
 }
 
 // World returns the services the example world builder works through.

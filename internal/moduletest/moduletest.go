@@ -95,7 +95,9 @@ type Env struct {
 	Events    *events.Log
 	Runs      *runs.Service
 	Admin     *admin.Service
-	DB        *db.DB
+	// Writers are the modules' raw writers, for a test's setup.
+	Writers modules.Writers
+	DB      *db.DB
 }
 
 // New assembles the modules for t with the default configuration and the
@@ -155,7 +157,7 @@ func Build(t testing.TB, opts Options) *Env {
 	}
 	return &Env{t: t, Pool: pool, DBURL: dbURL, PoolURL: poolURL, Config: cfg, Log: log, Clock: fc, World: w, Modules: set,
 		Identity: set.Identity, Authz: set.Authz, Chat: set.Chat, Messaging: set.Messaging, Feed: set.Feed,
-		Events: set.Events, Runs: set.Runs, Admin: set.Admin, DB: set.DB}
+		Events: set.Events, Runs: set.Runs, Admin: set.Admin, Writers: set.Writers, DB: set.DB}
 }
 
 // T returns the test the environment belongs to.
@@ -365,7 +367,7 @@ func (e *Env) Post(who, thread, clientMsgID, content string) messaging.Message {
 // cannot.
 func (e *Env) SetStatus(h string, status identity.Status) {
 	e.t.Helper()
-	if err := e.Identity.SetStatus(context.Background(), e.World.ID(h), status); err != nil {
+	if err := e.Writers.Identity.SetStatus(context.Background(), e.World.ID(h), status); err != nil {
 		e.t.Fatalf("set the status of %s: %v", h, err)
 	}
 }

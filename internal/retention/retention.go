@@ -33,11 +33,13 @@ type Removed struct {
 	EventLog, AgentEvents, AuditLog, Tokens int64
 }
 
-// Owners are the modules whose tables retention purges.
+// Owners are the modules whose tables retention purges: the events log
+// and the raw writers of authz and identity (retention decides by age
+// alone; no right is involved).
 type Owners struct {
 	Events   *events.Log
-	Authz    *authz.Service
-	Identity *identity.Service
+	Authz    *authz.Writer
+	Identity *identity.Writer
 }
 
 // Service purges.

@@ -17,7 +17,7 @@ type Answer struct {
 // (a run without answers has none in the map). It decides nothing: the
 // caller read the runs with the reader's rights.
 func (s *Service) Answers(ctx context.Context, runIDs []string) (map[string][]Answer, error) {
-	out, err := s.answersOf(ctx, runIDs)
+	out, err := s.st.answersOf(ctx, runIDs)
 	if err != nil {
 		return nil, problem.Internal("runs.Answers", err)
 	}

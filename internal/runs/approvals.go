@@ -128,15 +128,15 @@ func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal,
 		if err != nil {
 			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
 		}
-		card, cardEv, err := s.messaging.AppendCard(ctx, chat.Thread{ID: r.ThreadID}, channelID, agents[r.AgentID].Ref(), req.Title)
+		card, cardEv, err := s.msgW.AppendCard(ctx, chat.Thread{ID: r.ThreadID}, channelID, agents[r.AgentID].Ref(), req.Title)
 		if err != nil {
 			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
 		}
-		now := s.clock.Now()
+		now := s.st.clock.Now()
 		a := Approval{ID: ids.New(), RunID: r.ID, MessageID: card.ID, RestrictedTo: r.TriggeredBy, Title: req.Title, Detail: req.Detail,
 			Options: req.Options, State: ApprovalPending, ExpiresAt: now.Add(time.Duration(req.ExpiresIn) * time.Second).Truncate(time.Microsecond),
 			CreatedAt: now}
-		if err := s.insertApproval(ctx, a); err != nil {
+		if err := s.st.insertApproval(ctx, a); err != nil {
 			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
 		}
 		// A call of the holder renews its lease; the SDK keeps renewing
@@ -168,7 +168,7 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 	if !ids.Valid(id) {
 		return Approval{}, errNoApproval()
 	}
-	a, err := s.getApproval(ctx, id, false)
+	a, err := s.st.getApproval(ctx, id, false)
 	if errors.Is(err, ErrNotFound) || (err == nil && a.RestrictedTo != actor.ID) {
 		return Approval{}, errNoApproval()
 	}
@@ -188,18 +188,18 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 	}
 	var out Approval
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
-		if _, err := s.chat.LockThread(ctx, path.ThreadID); err != nil {
+		if _, err := s.chatW.LockThread(ctx, path.ThreadID); err != nil {
 			return problem.Internal("runs.RespondToApproval", err)
 		}
-		r, err := s.getRun(ctx, a.RunID, lockForUpdate)
+		r, err := s.st.getRun(ctx, a.RunID, lockForUpdate)
 		if err != nil {
 			return problem.Internal("runs.RespondToApproval", err)
 		}
-		cur, err := s.getApproval(ctx, id, true)
+		cur, err := s.st.getApproval(ctx, id, true)
 		if err != nil {
 			return problem.Internal("runs.RespondToApproval", err)
 		}
-		now := s.clock.Now()
+		now := s.st.clock.Now()
 		switch {
 		case cur.State == ApprovalDecided:
 			return problem.Newf(problem.Conflict, "already_decided", "the approval was answered already")
@@ -208,7 +208,7 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 		case cur.State == ApprovalWithdrawn || !r.State.Active():
 			return errNotActive()
 		}
-		if err := s.decideApproval(ctx, id, ApprovalDecided, optionID, actor.ID, now); err != nil {
+		if err := s.st.decideApproval(ctx, id, ApprovalDecided, optionID, actor.ID, now); err != nil {
 			return problem.Internal("runs.RespondToApproval", err)
 		}
 		cur.State, cur.OptionID, cur.DecidedBy, cur.DecidedAt = ApprovalDecided, optionID, actor.ID, &now
@@ -249,7 +249,7 @@ func (s *Service) resumeAfterApproval(ctx context.Context, r Run, a Approval, ch
 // sweeper, at its expiry) and takes the run back to running. The caller
 // holds the thread's and the run's locks.
 func (s *Service) expireApproval(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
-	a, err := s.pendingApprovalOf(ctx, r.ID)
+	a, err := s.st.pendingApprovalOf(ctx, r.ID)
 	if errors.Is(err, ErrNotFound) {
 		// Nothing to decide: the run only stops waiting.
 		r.ApprovalUntil = nil
@@ -262,7 +262,7 @@ func (s *Service) expireApproval(ctx context.Context, r Run, channelID string) (
 	if err != nil {
 		return Run{}, nil, problem.Internal("runs.expireApproval", err)
 	}
-	if err := s.decideApproval(ctx, a.ID, ApprovalExpired, "", "", s.clock.Now()); err != nil {
+	if err := s.st.decideApproval(ctx, a.ID, ApprovalExpired, "", "", s.st.clock.Now()); err != nil {
 		return Run{}, nil, problem.Internal("runs.expireApproval", err)
 	}
 	a.State = ApprovalExpired
@@ -277,7 +277,7 @@ func (s *Service) ReadApproval(ctx context.Context, actor identity.Principal, id
 	if !ids.Valid(id) {
 		return Approval{}, false, errNoApproval()
 	}
-	a, err := s.getApproval(ctx, id, false)
+	a, err := s.st.getApproval(ctx, id, false)
 	if errors.Is(err, ErrNotFound) {
 		return Approval{}, false, errNoApproval()
 	}
@@ -298,7 +298,7 @@ func (s *Service) ReadApproval(ctx context.Context, actor identity.Principal, id
 // messageIDs, keyed by message. It decides nothing: the caller read the
 // messages with the reader's rights (who sees what of them: Private).
 func (s *Service) ApprovalsOfCards(ctx context.Context, messageIDs []string) (map[string]Approval, error) {
-	out, err := s.approvalsOf(ctx, messageIDs)
+	out, err := s.st.approvalsOf(ctx, messageIDs)
 	if err != nil {
 		return nil, problem.Internal("runs.ApprovalsOfCards", err)
 	}

@@ -71,7 +71,7 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 		// The run comes with its thread, channel and the actor's grants
 		// there in one statement, the same one for a missing run as for a
 		// hidden one.
-		x, err := s.getRunInThread(ctx, id, actor.ID)
+		x, err := s.st.getRunInThread(ctx, id, actor.ID)
 		if errors.Is(err, ErrNotFound) {
 			return authz.Known(missing, authz.None), nil
 		}
@@ -169,7 +169,7 @@ func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read
 	}
 	facts := domain.PlanFacts{Mode: r.SessionMode, ThreadID: t.ID}
 	if r.SessionMode == domain.ModeResume {
-		earlier, err := s.earlierRuns(ctx, r)
+		earlier, err := s.st.earlierRuns(ctx, r)
 		if err != nil {
 			return RunContext{}, problem.Internal("runs.context", err)
 		}
@@ -385,7 +385,7 @@ func (s *Service) triggerElsewhere(ctx context.Context, actor identity.Principal
 // in play (pending or delivered), oldest first, in two statements for all
 // runs (a per-request loader batches the runs of one request).
 func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
-	pairs, err := s.followUpPairs(ctx, runIDs)
+	pairs, err := s.st.followUpPairs(ctx, runIDs)
 	if err != nil {
 		return nil, err
 	}

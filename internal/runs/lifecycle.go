@@ -38,10 +38,10 @@ func (s *Service) change(ctx context.Context, actor identity.Principal, action a
 	var refusal error
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
 		refusal = nil
-		if _, err := s.chat.LockThread(ctx, path.ThreadID); err != nil {
+		if _, err := s.chatW.LockThread(ctx, path.ThreadID); err != nil {
 			return problem.Internal("runs.change", err)
 		}
-		r, err := s.getRun(ctx, id, lockForUpdate)
+		r, err := s.st.getRun(ctx, id, lockForUpdate)
 		if err != nil {
 			return problem.Internal("runs.change", err)
 		}
@@ -131,7 +131,7 @@ func (s *Service) withdrawPending(ctx context.Context, r *Run) error {
 	if r.ApprovalUntil == nil {
 		return nil
 	}
-	if err := s.withdrawApprovals(ctx, r.ID, s.clock.Now()); err != nil {
+	if err := s.st.withdrawApprovals(ctx, r.ID, s.st.clock.Now()); err != nil {
 		return problem.Internal("runs.withdrawPending", err)
 	}
 	r.ApprovalUntil = nil
@@ -141,8 +141,8 @@ func (s *Service) withdrawPending(ctx context.Context, r *Run) error {
 // extendLease renews r's lease by run.lease_timeout without a new version
 // (a lease is not a state change).
 func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
-	until := s.clock.Now().Add(s.timeouts.Lease)
-	if err := s.setLease(ctx, r.ID, until); err != nil {
+	until := s.st.clock.Now().Add(s.timeouts.Lease)
+	if err := s.st.setLease(ctx, r.ID, until); err != nil {
 		return Run{}, problem.Internal("runs.extendLease", fmt.Errorf("extend lease: %w", err))
 	}
 	r.LeaseExpiresAt = &until
@@ -173,11 +173,11 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 			return Run{}, nil, errNotActive()
 		}
 		if r.SessionID != "" {
-			if err := s.markSessionStarted(ctx, r.SessionID); err != nil {
+			if err := s.st.markSessionStarted(ctx, r.SessionID); err != nil {
 				return Run{}, nil, problem.Internal("runs.start", err)
 			}
 		}
-		until := s.clock.Now().Add(s.timeouts.Lease)
+		until := s.st.clock.Now().Add(s.timeouts.Lease)
 		r.Holder, r.LeaseExpiresAt = holder, &until
 		r, err := s.transition(ctx, r, domain.RunRunning, "")
 		if err != nil {
@@ -245,7 +245,7 @@ func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id, 
 		default:
 			return Run{}, nil, errNotActive()
 		}
-		until := s.clock.Now().Add(s.timeouts.Lease)
+		until := s.st.clock.Now().Add(s.timeouts.Lease)
 		r.LeaseExpiresAt = &until
 		r, err := s.transition(ctx, r, domain.RunWaitingInput, "")
 		if err != nil {
@@ -359,10 +359,10 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 		return Run{}, nil, err
 	}
 	// The box ends with the run, in the same commit (docs/design/runs.md#live-box).
-	if err := s.endLive(ctx, r.ID); err != nil {
+	if err := s.st.endLive(ctx, r.ID); err != nil {
 		return Run{}, nil, problem.Internal("runs.end", err)
 	}
-	if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Ended), At: s.clock.Now().UnixMicro()}); err != nil {
+	if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Ended), At: s.st.clock.Now().UnixMicro()}); err != nil {
 		return Run{}, nil, problem.Internal("runs.end", err)
 	}
 	evs := []events.Event{s.stateChanged(r, channelID)}
@@ -370,10 +370,10 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 	if to == domain.RunCompleted {
 		settled = domain.FollowupAbsorbed
 	}
-	if err := s.settleDelivered(ctx, r.ID, settled); err != nil {
+	if err := s.st.settleDelivered(ctx, r.ID, settled); err != nil {
 		return Run{}, nil, problem.Internal("runs.end", err)
 	}
-	list, err := s.pendingFollowups(ctx, r.ID)
+	list, err := s.st.pendingFollowups(ctx, r.ID)
 	if err != nil {
 		return Run{}, nil, problem.Internal("runs.end", err)
 	}
@@ -395,7 +395,7 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 		m, known := msgs[id]
 		facts, decided := allFacts[id]
 		if !known || !decided {
-			if err := s.dropFollowup(ctx, r.ID, id, ReasonAddresseeChanged); err != nil {
+			if err := s.st.dropFollowup(ctx, r.ID, id, ReasonAddresseeChanged); err != nil {
 				return Run{}, nil, problem.Internal("runs.end", err)
 			}
 			continue
@@ -413,13 +413,13 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 			if why == "" {
 				why = ReasonAddresseeChanged
 			}
-			if err := s.dropFollowup(ctx, r.ID, id, why); err != nil {
+			if err := s.st.dropFollowup(ctx, r.ID, id, why); err != nil {
 				return Run{}, nil, problem.Internal("runs.end", err)
 			}
 			continue
 		}
 		if next.ID == "" {
-			if err := s.promoteFollowup(ctx, r.ID, id); err != nil {
+			if err := s.st.promoteFollowup(ctx, r.ID, id); err != nil {
 				return Run{}, nil, problem.Internal("runs.end", err)
 			}
 			// The next run stays in r's thread even where auto_thread is on
@@ -429,12 +429,12 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 				return Run{}, nil, err
 			}
 			evs = append(evs, more...)
-			if next, err = s.activeRunOf(ctx, r.ThreadID); err != nil {
+			if next, err = s.st.activeRunOf(ctx, r.ThreadID); err != nil {
 				return Run{}, nil, problem.Internal("runs.end", fmt.Errorf("next run: %w", err))
 			}
 			continue
 		}
-		if err := s.moveFollowup(ctx, r.ID, id, next.ID); err != nil {
+		if err := s.st.moveFollowup(ctx, r.ID, id, next.ID); err != nil {
 			return Run{}, nil, problem.Internal("runs.end", err)
 		}
 		evs = append(evs, followupEvent(next, id))
@@ -451,7 +451,7 @@ func followupEvent(run Run, messageID string) events.Event {
 // Path implements authz.Source for runs: the run's thread, reserved to the
 // run's agent for agent-self actions.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
-	threadID, agentID, err := s.runPlace(ctx, id)
+	threadID, agentID, err := s.st.runPlace(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return authz.Path{Kind: kind, ID: id}, nil
 	}

@@ -38,7 +38,7 @@ func (s *Service) Triggered(ctx context.Context, actor identity.Principal, after
 	var page []Run
 	cursor := after
 	for {
-		batch, err := s.triggeredRuns(ctx, actor.ID, cursor, limit+1)
+		batch, err := s.st.triggeredRuns(ctx, actor.ID, cursor, limit+1)
 		if err != nil {
 			return RunPage{}, problem.Internal("runs.triggered", err)
 		}

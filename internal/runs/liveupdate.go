@@ -99,14 +99,14 @@ func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id, 
 // replica decided of it; errLiveUnsure when it cannot know.
 func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id, holder string, u LiveUpdate) (liveResult, error) {
 	m := liveMsg{ID: ids.New(), Run: id, Kind: string(livebox.Update), Base: u.BaseVersion, Append: u.Append, Replace: u.Replace,
-		Status: u.Status, Done: u.Done, At: s.clock.Now().UnixMicro()}
+		Status: u.Status, Done: u.Done, At: s.st.clock.Now().UnixMicro()}
 	wait := s.live.expect(m.ID)
 	defer s.live.forget(m.ID)
 	var refusal error
 	lost := false
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		refusal, lost = nil, false
-		r, err := s.runForLive(ctx, id)
+		r, err := s.st.runForLive(ctx, id)
 		if err != nil {
 			return problem.Internal("runs.UpdateLive", err)
 		}
@@ -214,7 +214,7 @@ func (s *Service) Lives(ctx context.Context, runIDs []string) (map[string]Live, 
 	if len(rest) == 0 {
 		return out, nil
 	}
-	stored, err := s.livesOf(ctx, rest)
+	stored, err := s.st.livesOf(ctx, rest)
 	if err != nil {
 		return nil, problem.Internal("runs.Lives", err)
 	}

@@ -40,7 +40,7 @@ func (s *Service) resolveCursor(ctx context.Context, agentID, after, pointer str
 	invalid := problem.Invalid(problem.FieldError{Pointer: pointer, Code: "invalid_cursor"})
 	switch after {
 	case "":
-		seq, err := s.ackedSeq(ctx, agentID)
+		seq, err := s.st.ackedSeq(ctx, agentID)
 		if err != nil {
 			return 0, problem.Internal("runs.resolveCursor", err)
 		}
@@ -189,8 +189,8 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 	}
 	var stored int64
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
-		now := s.clock.Now()
-		from, err := s.lockCursor(ctx, actor.ID, now)
+		now := s.st.clock.Now()
+		from, err := s.st.lockCursor(ctx, actor.ID, now)
 		if err != nil {
 			return problem.Internal("runs.ack", err)
 		}
@@ -202,13 +202,13 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 		// is either delivered in its run or promoted after it, never both
 		// (docs/design/runs.md#fencing). The lock is its own statement, so
 		// that the delivery below reads the follow-ups as the end left them.
-		if err := s.lockAckedRuns(ctx, actor.ID, from, to); err != nil {
+		if err := s.st.lockAckedRuns(ctx, actor.ID, from, to); err != nil {
 			return problem.Internal("runs.ack", err)
 		}
-		if err := s.deliverAcked(ctx, actor.ID, from, to, now); err != nil {
+		if err := s.st.deliverAcked(ctx, actor.ID, from, to, now); err != nil {
 			return problem.Internal("runs.ack", err)
 		}
-		if err := s.setCursor(ctx, actor.ID, to, now); err != nil {
+		if err := s.st.setCursor(ctx, actor.ID, to, now); err != nil {
 			return problem.Internal("runs.ack", err)
 		}
 		stored = to

@@ -22,7 +22,7 @@ import (
 func (s *Service) CreateRunToken(ctx context.Context, actor identity.Principal, id, holder string) (identity.IssuedToken, error) {
 	var tok identity.IssuedToken
 	_, err := s.asHolder(ctx, actor, authz.RunTokenCreate, id, holder, func(ctx context.Context) (err error) {
-		if tok, err = s.ident.CreateRunToken(ctx, actor, id, holder); err != nil {
+		if tok, err = s.identW.CreateRunToken(ctx, actor, id, holder); err != nil {
 			return problem.Internal("runs.createRunToken", err)
 		}
 		return nil

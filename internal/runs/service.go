@@ -36,18 +36,24 @@ type Timeouts struct {
 
 // Service is the runs module.
 type Service struct {
-	store
+	st        store
 	db        *db.DB
 	log       *slog.Logger
 	ident     *identity.Service
 	chat      *chat.Service
 	authz     *authz.Service
 	messaging *messaging.Service
-	events    *events.Log
-	timeouts  Timeouts
-	hub       *Hub
-	pollMax   time.Duration
-	live      *liveHub
+	// chatW, msgW and identW are the raw writers runs uses after its own
+	// decision: thread locks, a run's anchor and card, trigger states and
+	// run tokens.
+	chatW    *chat.Writer
+	msgW     *messaging.Writer
+	identW   *identity.Writer
+	events   *events.Log
+	timeouts Timeouts
+	hub      *Hub
+	pollMax  time.Duration
+	live     *liveHub
 }
 
 // Deps are the collaborators of the runs module.
@@ -60,9 +66,14 @@ type Deps struct {
 	Chat      *chat.Service
 	Authz     *authz.Service
 	Messaging *messaging.Service
-	Events    *events.Log
-	Timeouts  Timeouts
-	Hub       *Hub
+	// ChatWriter, MessagingWriter and IdentityWriter are the raw writes runs
+	// makes once its own rules decided (internal/modules hands them over).
+	ChatWriter      *chat.Writer
+	MessagingWriter *messaging.Writer
+	IdentityWriter  *identity.Writer
+	Events          *events.Log
+	Timeouts        Timeouts
+	Hub             *Hub
 	// PollMaxWait is events.poll_max_wait.
 	PollMaxWait time.Duration
 	// LiveMaxBytes is run.live_max_bytes and LiveFlushInterval
@@ -73,9 +84,9 @@ type Deps struct {
 
 // NewService returns the runs module and subscribes it to posted messages.
 func NewService(d Deps) *Service {
-	s := &Service{store: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
-		messaging: d.Messaging, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
-	s.live = newLiveHub(&s.store, d.Log, d.LiveMaxBytes, d.LiveFlushInterval)
+	s := &Service{st: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
+		messaging: d.Messaging, chatW: d.ChatWriter, msgW: d.MessagingWriter, identW: d.IdentityWriter, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
+	s.live = newLiveHub(&s.st, d.Log, d.LiveMaxBytes, d.LiveFlushInterval)
 	if d.Hub != nil {
 		d.Hub.live = s.live
 	}
@@ -123,7 +134,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 	var evs []events.Event
 	runThread := p.Thread
 	if d.AutoThread {
-		t, err := s.chat.CreateThread(ctx, chat.NewThread{Channel: p.Channel, ParentMessageID: p.Message.ID,
+		t, err := s.chatW.CreateThread(ctx, chat.NewThread{Channel: p.Channel, ParentMessageID: p.Message.ID,
 			ByAgent: true, CreatedBy: p.Author.ID, TitleFrom: p.Message.ContentMD})
 		if err != nil {
 			return nil, problem.From(err)
@@ -139,7 +150,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 }
 
 func (s *Service) setTrigger(ctx context.Context, p *messaging.Posted, state messaging.TriggerState, reason string) error {
-	if err := s.messaging.SetTrigger(ctx, p.Message.ID, state, reason); err != nil {
+	if err := s.msgW.SetTrigger(ctx, p.Message.ID, state, reason); err != nil {
 		return problem.Internal("runs.setTrigger", err)
 	}
 	p.Message.TriggerState, p.Message.TriggerReason = state, reason
@@ -181,7 +192,7 @@ func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (Trigge
 	if op, ok := agents[operator]; ok {
 		f.OperatorActive = op.Active()
 	}
-	active, err := s.activeRunOf(ctx, p.Thread.ID)
+	active, err := s.st.activeRunOf(ctx, p.Thread.ID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return f, Run{}, err
 	}
@@ -293,40 +304,40 @@ type trigger struct {
 // unit holds, or which it created), joining the current session of an
 // operator run, with its anchor and the events that announce it.
 func (s *Service) startRunFor(ctx context.Context, agentID string, guest bool, t chat.Thread, channelID string, m trigger, by string) ([]events.Event, error) {
-	now := s.clock.Now()
+	now := s.st.clock.Now()
 	messageID := m.messageID
 	r := Run{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, TriggerKind: domain.TriggerKindMessage, TriggeringMessageID: messageID,
 		TriggerThreadID: m.threadID, TriggerSeq: m.seq,
 		TriggeredBy: by, State: domain.RunQueued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: domain.SessionMode(nil)}
 	if !guest {
-		sess, err := s.currentSession(ctx, t.ID, agentID)
+		sess, err := s.st.currentSession(ctx, t.ID, agentID)
 		if errors.Is(err, ErrNotFound) {
 			sess = Session{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, IsCurrent: true, CreatedAt: now}
-			if err := s.insertSession(ctx, sess); err != nil {
+			if err := s.st.insertSession(ctx, sess); err != nil {
 				return nil, problem.Internal("runs.startRunFor", fmt.Errorf("create session: %w", err))
 			}
 		} else if err != nil {
 			return nil, problem.Internal("runs.startRunFor", err)
 		}
-		n, err := s.sessionRuns(ctx, sess.ID)
+		n, err := s.st.sessionRuns(ctx, sess.ID)
 		if err != nil {
 			return nil, problem.Internal("runs.startRunFor", err)
 		}
 		r.SessionID = sess.ID
 		r.SessionMode = domain.SessionMode(&domain.SessionFacts{Started: sess.Started, Bound: sess.ExternalRef != "", Runs: n})
 	}
-	if err := s.insertRun(ctx, r); err != nil {
+	if err := s.st.insertRun(ctx, r); err != nil {
 		return nil, problem.Internal("runs.startRunFor", err)
 	}
 	agents, err := s.ident.GetMany(ctx, []string{agentID})
 	if err != nil {
 		return nil, problem.Internal("runs.startRunFor", err)
 	}
-	anchor, anchorEv, err := s.messaging.AppendAnchor(ctx, t, channelID, agents[agentID].Ref(), r.ID)
+	anchor, anchorEv, err := s.msgW.AppendAnchor(ctx, t, channelID, agents[agentID].Ref(), r.ID)
 	if err != nil {
 		return nil, problem.Internal("runs.startRunFor", err)
 	}
-	if err := s.insertLive(ctx, r.ID, anchor.ID); err != nil {
+	if err := s.st.insertLive(ctx, r.ID, anchor.ID); err != nil {
 		return nil, problem.Internal("runs.startRunFor", err)
 	}
 	r.Attempt = 1
@@ -368,7 +379,7 @@ func RunPayload(r Run) map[string]any {
 // addFollowup makes message a pending follow-up of run, tells the agent, and
 // brings a waiting run back to running.
 func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID string) ([]events.Event, error) {
-	if err := s.insertFollowup(ctx, run.ID, messageID, s.clock.Now()); err != nil {
+	if err := s.st.insertFollowup(ctx, run.ID, messageID, s.st.clock.Now()); err != nil {
 		return nil, problem.Internal("runs.addFollowup", fmt.Errorf("add follow-up: %w", err))
 	}
 	evs := []events.Event{{AgentID: run.AgentID, RunID: run.ID, MessageID: messageID, Type: events.AgentFollowup,
@@ -386,7 +397,7 @@ func (s *Service) addFollowup(ctx context.Context, run Run, messageID, channelID
 // transition moves run to state to in the transaction of ctx, raising its version and its
 // activity time. Ending states set ended_at and end_reason.
 func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, reason string) (Run, error) {
-	now := s.clock.Now()
+	now := s.st.clock.Now()
 	run.State, run.Version, run.LastActivityAt = to, run.Version+1, now
 	switch to {
 	case domain.RunRunning:
@@ -400,7 +411,7 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 		// A claim never survives the run's end, nor a return to queued.
 		run.Holder, run.LeaseExpiresAt = "", nil
 	}
-	if err := s.writeRun(ctx, run); err != nil {
+	if err := s.st.writeRun(ctx, run); err != nil {
 		return Run{}, problem.Internal("runs.transition", fmt.Errorf("run transition: %w", err))
 	}
 	return run, nil
@@ -420,7 +431,7 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 		found = false
 	} else {
 		var err error
-		run, full, err = s.answerRun(ctx, p.RunID)
+		run, full, err = s.st.answerRun(ctx, p.RunID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
 		} else if err != nil {
@@ -445,16 +456,16 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 		// An answer is a call of the holder on the run: it renews the lease
 		// (the run row is locked FOR SHARE; this unit holds the thread row,
 		// so no other unit waits on it for the upgrade).
-		if err := s.renewClaimedLease(ctx, run.ID, s.clock.Now().Add(s.timeouts.Lease)); err != nil {
+		if err := s.st.renewClaimedLease(ctx, run.ID, s.st.clock.Now().Add(s.timeouts.Lease)); err != nil {
 			return problem.Internal("runs.checkAnswer", err)
 		}
-		if err := s.recordAnswer(ctx, run.ID, p.Message.ID, p.ClientMsgID, s.clock.Now()); err != nil {
+		if err := s.st.recordAnswer(ctx, run.ID, p.Message.ID, p.ClientMsgID, s.st.clock.Now()); err != nil {
 			return problem.Internal("runs.checkAnswer", err)
 		}
 		// The answer holds the text now: the box drops it in the answer's
 		// commit, so no reader shows it twice.
 		if p.Message.Kind == messaging.KindText {
-			if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: run.ID, Kind: string(livebox.Answered), At: s.clock.Now().UnixMicro()}); err != nil {
+			if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: run.ID, Kind: string(livebox.Answered), At: s.st.clock.Now().UnixMicro()}); err != nil {
 				return problem.Internal("runs.checkAnswer", err)
 			}
 		}

@@ -59,15 +59,15 @@ func (s *Service) replaceSession(ctx context.Context, actor identity.Principal, 
 	if err != nil {
 		return Session{}, err
 	}
-	out := Session{ID: ids.New(), ThreadID: threadID, AgentID: agent, IsCurrent: true, Started: started, ExternalRef: ref, CreatedAt: s.clock.Now()}
+	out := Session{ID: ids.New(), ThreadID: threadID, AgentID: agent, IsCurrent: true, Started: started, ExternalRef: ref, CreatedAt: s.st.clock.Now()}
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
-		if _, err := s.chat.LockThread(ctx, threadID); err != nil {
+		if _, err := s.chatW.LockThread(ctx, threadID); err != nil {
 			return problem.Internal("runs.replaceSession", err)
 		}
-		if err := s.retireSessions(ctx, threadID, agent); err != nil {
+		if err := s.st.retireSessions(ctx, threadID, agent); err != nil {
 			return problem.Internal("runs.replaceSession", err)
 		}
-		if err := s.insertSession(ctx, out); err != nil {
+		if err := s.st.insertSession(ctx, out); err != nil {
 			return problem.Internal("runs.replaceSession", err)
 		}
 		return nil

@@ -94,8 +94,8 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 
 // sweepOnce is SweepOnce that also says how many runs timed out.
 func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error) {
-	now := s.clock.Now()
-	list, err := s.dueRuns(ctx, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall), now, now.Add(-s.timeouts.CancelGrace))
+	now := s.st.clock.Now()
+	list, err := s.st.dueRuns(ctx, now.Add(-s.timeouts.Start), now.Add(-s.timeouts.Stall), now, now.Add(-s.timeouts.CancelGrace))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -106,17 +106,17 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 			// A retried unit starts over: nothing of an earlier try counts.
 			timedOut, done = false, false
 			// The thread first, then the run: the lock order of every unit.
-			if locked, err := s.chat.TryLockThread(ctx, d.thread); err != nil || !locked {
+			if locked, err := s.chatW.TryLockThread(ctx, d.thread); err != nil || !locked {
 				return err // not locked: another unit holds the thread; the next sweep retries
 			}
-			r, err := s.getRun(ctx, d.run, lockSkipLocked)
+			r, err := s.st.getRun(ctx, d.run, lockSkipLocked)
 			if err == ErrNotFound {
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-			action := SweepVerdict(r, s.clock.Now(), s.timeouts)
+			action := SweepVerdict(r, s.st.clock.Now(), s.timeouts)
 			if action == SweepNone {
 				return nil
 			}

@@ -43,11 +43,11 @@ type heldBy struct {
 // spaces); the sweeper calls it with the zero scope on every sweep, which
 // also catches grants that expired. It returns how many runs it changed.
 func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int, error) {
-	runList, err := s.heldRuns(ctx, scope)
+	runList, err := s.st.heldRuns(ctx, scope)
 	if err != nil {
 		return 0, err
 	}
-	fList, err := s.heldFollowups(ctx, scope)
+	fList, err := s.st.heldFollowups(ctx, scope)
 	if err != nil {
 		return 0, err
 	}
@@ -76,10 +76,10 @@ func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int,
 			continue
 		}
 		err := s.db.InTx(ctx, func(ctx context.Context) error {
-			if _, err := s.chat.LockThread(ctx, h.threadID); err != nil {
+			if _, err := s.chatW.LockThread(ctx, h.threadID); err != nil {
 				return problem.Internal("runs.recheckTriggers", err)
 			}
-			return s.dropHeldFollowup(ctx, h, ReasonTriggerRevoked)
+			return s.st.dropHeldFollowup(ctx, h, ReasonTriggerRevoked)
 		})
 		if err != nil {
 			return changed, err
@@ -150,11 +150,11 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 	changed := false
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		changed = false
-		t, err := s.chat.LockThread(ctx, h.threadID)
+		t, err := s.chatW.LockThread(ctx, h.threadID)
 		if err != nil {
 			return problem.Internal("runs.revokeRun", err)
 		}
-		r, err := s.getRun(ctx, h.runID, lockForUpdate)
+		r, err := s.st.getRun(ctx, h.runID, lockForUpdate)
 		if err != nil {
 			return problem.Internal("runs.revokeRun", err)
 		}
@@ -248,7 +248,7 @@ func (s *Service) applyLoss(ctx context.Context, r Run, action authz.Action, cha
 // its events: the state change, and run.cancel_requested unless a cancel
 // was asked for already.
 func (s *Service) markLost(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
-	now := s.clock.Now()
+	now := s.st.clock.Now()
 	asked := r.CancelRequested
 	r.CancelRequested, r.TriggerLostAt = true, &now
 	r, err := s.transition(ctx, r, r.State, "")

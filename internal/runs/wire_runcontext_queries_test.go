@@ -19,7 +19,7 @@ func contextFixture(t testing.TB, env *apitest.Env, n, authors int) string {
 	ctx := t.Context()
 	people := make([]string, authors)
 	for i := range people {
-		p, err := env.Server.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser,
+		p, err := env.Server.Modules().Writers.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser,
 			Handle: fmt.Sprintf("author%02d", i), DisplayName: fmt.Sprintf("Author %d", i), Email: fmt.Sprintf("author%02d@example.com", i)})
 		if err != nil {
 			t.Fatal(err)

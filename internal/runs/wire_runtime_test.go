@@ -434,7 +434,7 @@ func TestLongPollAnswers401AfterRevocation(t *testing.T) {
 		done <- r
 	}()
 	env.AwaitPolls(t, 1)
-	if err := env.Server.Identity.RevokeToken(t.Context(), env.World.Token("lotse")); err != nil {
+	if err := env.Server.Modules().Writers.Identity.RevokeToken(t.Context(), env.World.Token("lotse")); err != nil {
 		t.Fatal(err)
 	}
 	env.MustPost("alex", env.Main("Support/Eskalation"), "w", "@lotse wake the poll")

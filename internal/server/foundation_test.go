@@ -69,11 +69,11 @@ func TestUnauthorizedInBothFaces(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	revoked := env.World.Token("sam")
-	if err := env.Server.Identity.RevokeToken(context.Background(), revoked); err != nil {
+	if err := env.Server.Modules().Writers.Identity.RevokeToken(context.Background(), revoked); err != nil {
 		t.Fatal(err)
 	}
 	disabled := env.World.Token("writer")
-	if err := env.Server.Identity.SetStatus(context.Background(), env.World.ID("writer"), identity.StatusDisabled); err != nil {
+	if err := env.Server.Modules().Writers.Identity.SetStatus(context.Background(), env.World.ID("writer"), identity.StatusDisabled); err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string]string{
