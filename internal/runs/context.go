@@ -91,7 +91,7 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 }
 
 // ContextElement is one element of a run context before the GraphQL face
-// adds author, role, trust and already_delivered through its loaders.
+// adds author, role, trust and already_delivered (FinishContext).
 type ContextElement struct {
 	messaging.ContextItem
 	ChannelID string
@@ -114,7 +114,7 @@ type RunContext struct {
 	ChannelPath authz.Path
 	SessionID   string
 	Mode        domain.Mode
-	// ThreadPath and Grant let the follow-ups (read through a loader) pass
+	// ThreadPath and Grant let the follow-ups (ContextFollowUps) pass
 	// the same filter as the other elements; MessageMaxBytes cuts them.
 	ThreadPath      authz.Path
 	Grant           authz.Level

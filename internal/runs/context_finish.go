@@ -238,7 +238,7 @@ func (s *Service) answerDelivered(ctx context.Context, fc *FinishedContext, ids 
 
 // FollowUps returns the follow-ups of each run in runIDs that are still
 // in play (pending or delivered), oldest first, in two statements for all
-// runs (a per-request loader batches the runs of one request).
+// runs.
 func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
 	pairs, err := s.followUpPairs(ctx, runIDs)
 	if err != nil {
