@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -268,4 +269,61 @@ func holderOf(p identity.Principal, holder *string) string {
 		return p.RunHolder
 	}
 	return *holder
+}
+
+// runContextModel maps the finished run context fc to its GraphQL model:
+// every element finished by the runs module's rule
+// (runs.FinishedContext.Finish) into models that share one allocation per
+// list, and the follow-ups read and finished (runs.Service.ContextFollowUps)
+// only when followUps or trustSummary asks for them.
+func runContextModel(svc *runs.Service, fc *runs.FinishedContext) *model.RunContext {
+	rc := fc.Context
+	m := contextModels{fc: fc, refs: make(map[string]*model.PrincipalRef, len(fc.Authors))}
+	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq),
+		TriggerMessage: m.finishAll([]runs.ContextElement{rc.Trigger})[0], ThreadContext: m.finishAll(rc.Thread)}
+	if rc.Channel != nil {
+		out.ChannelContext = m.finishAll(rc.Channel)
+	}
+	if rc.TruncatedBeforeSeq != nil {
+		n := int(*rc.TruncatedBeforeSeq)
+		out.TruncatedBeforeSeq = &n
+	}
+	out.LoadFollowUps = func(ctx context.Context) (model.RunContextMessages, error) {
+		elems, err := svc.ContextFollowUps(ctx, fc)
+		if err != nil {
+			return nil, err
+		}
+		return m.finishAll(elems), nil
+	}
+	return out
+}
+
+// contextModels finishes the elements of one run context into models,
+// each author's ref built once.
+type contextModels struct {
+	fc   *runs.FinishedContext
+	refs map[string]*model.PrincipalRef
+}
+
+// finishAll finishes elems into models that share one allocation.
+func (c contextModels) finishAll(elems []runs.ContextElement) model.RunContextMessages {
+	ms := make([]model.RunContextMessage, len(elems))
+	out := make(model.RunContextMessages, len(elems))
+	for i := range elems {
+		e := &elems[i]
+		contextMessageModel(c.fc.Finish(*e), c.ref(e.AuthorID), &e.ReplyToMessageID, &ms[i])
+		out[i] = &ms[i]
+	}
+	return out
+}
+
+// ref returns the shared ref of author id (FinishContext read every
+// author of the elements it finishes).
+func (c contextModels) ref(id string) *model.PrincipalRef {
+	r, ok := c.refs[id]
+	if !ok {
+		r = refModel(c.fc.Authors[id].Ref())
+		c.refs[id] = r
+	}
+	return r
 }

@@ -12,6 +12,7 @@ import (
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
 )
 
 // Live are the settings of subscriptions.
@@ -123,136 +124,202 @@ func pump[T any](ctx context.Context, r *Resolver, s stream[T]) <-chan T {
 	if limit < 1 {
 		limit = 1
 	}
-	out := make(chan T)
-	hub := r.Runs.Hub()
-	go func() {
-		defer close(out)
-		conn, _ := ctx.Value(connKey{}).(SubscriptionConn)
-		fail := func(err error) {
-			if ctx.Err() != nil {
-				return
-			}
-			p := problem.From(err)
-			if (p.Code == problem.InternalError || p.Code == problem.Unavailable) && conn != nil {
-				// A database error is temporary: no error message and
-				// complete (which would end the client's subscription for
-				// good), but a close that asks it to come back and resume
-				// from its cursor, losing and repeating nothing.
-				if p.Cause() != nil && r.Live.Log != nil {
-					r.Live.Log.WarnContext(ctx, "subscription stopped: try again later", "error", p.Cause().Error())
-				}
-				conn.TryAgainLater()
-				return
-			}
-			if p.Code == problem.InternalError && p.Cause() != nil && r.Live.Log != nil {
-				r.Live.Log.ErrorContext(ctx, "subscription failed", "error", p.Cause().Error())
-			}
-			transport.AddSubscriptionError(ctx, &gqlerror.Error{Message: p.Code.Title(),
-				Extensions: map[string]any{"code": string(p.Code), "status": p.Code.Status()}})
+	conn, _ := ctx.Value(connKey{}).(SubscriptionConn)
+	p := &pumping[T]{ctx: ctx, r: r, s: s, out: make(chan T), hub: r.Runs.Hub(), conn: conn,
+		limit: limit, last: s.start, backlog: true}
+	go p.run()
+	return p.out
+}
+
+// pumping is the state of one running subscription (pump).
+type pumping[T any] struct {
+	ctx   context.Context
+	r     *Resolver
+	s     stream[T]
+	out   chan T
+	hub   *runs.Hub
+	conn  SubscriptionConn // nil outside a WebSocket connection
+	limit int
+	// queue are the events read and not yet delivered, in commit order;
+	// head is the checked model of queue[0] when ready.
+	queue []events.Event
+	head  T
+	ready bool
+	// last is the cursor of the last log event delivered.
+	last string
+	// backlog: not yet caught up with the end of the stream.
+	backlog bool
+	// tick re-reads periodically: it covers a notification lost with a
+	// listener connection between its loss and the hub's wake-up.
+	tick *time.Ticker
+}
+
+// run alternates fill and deliver until the subscription ends.
+func (p *pumping[T]) run() {
+	defer close(p.out)
+	p.tick = time.NewTicker(time.Minute)
+	defer p.tick.Stop()
+	for {
+		changed := p.hub.Changed()
+		if !p.fill() || !p.deliver(changed) {
+			return
 		}
-		// A periodic re-read covers a notification lost with a listener
-		// connection between its loss and the hub's wake-up.
-		tick := time.NewTicker(time.Minute)
-		defer tick.Stop()
-		var queue []events.Event
-		last := s.start
-		var head T
-		ready := false  // head is the checked model of queue[0]
-		backlog := true // not yet caught up with the end of the stream
-		for {
-			changed := hub.Changed()
-			for more := true; more; {
-				free := limit - len(queue)
-				if backlog && free == 0 {
-					break // read on when the consumer took some
-				}
-				// Caught up, one event more than fits tells that the
-				// consumer fell behind.
-				max := free
-				if !backlog {
-					max = free + 1
-				}
-				evs, m, err := s.fetch(ctx, max)
-				if err != nil {
-					fail(err)
-					return
-				}
-				if len(evs) > free {
-					if conn != nil {
-						conn.QueueFull()
-					}
-					return
-				}
-				queue = append(queue, evs...)
-				if more = m; !more {
-					backlog = false
-				}
+	}
+}
+
+// fill reads events into the queue: the backlog while the queue has
+// room, and, once caught up, everything new, one event more than fits
+// telling that the consumer fell behind (its connection closes with
+// 4413). It answers false when the subscription ends.
+func (p *pumping[T]) fill() bool {
+	for more := true; more; {
+		free := p.limit - len(p.queue)
+		if p.backlog && free == 0 {
+			return true // read on when the consumer took some
+		}
+		max := free
+		if !p.backlog {
+			max = free + 1
+		}
+		evs, m, err := p.s.fetch(p.ctx, max)
+		if err != nil {
+			p.fail(err)
+			return false
+		}
+		if len(evs) > free {
+			p.queueFull()
+			return false
+		}
+		p.queue = append(p.queue, evs...)
+		if more = m; !more {
+			p.backlog = false
+		}
+	}
+	return true
+}
+
+// deliver hands the queue's events to the transport one by one, each
+// checked right before, and the side source's objects between them,
+// until the backlog needs its next part or a commit (changed), the
+// periodic tick or the end of the queue's room asks fill to read on. It
+// answers false when the subscription ends.
+func (p *pumping[T]) deliver(changed <-chan struct{}) bool {
+	for {
+		if !p.prepareHead() {
+			return false
+		}
+		var send chan<- T
+		if p.ready {
+			send = p.out
+		}
+		if p.backlog && len(p.queue) == 0 {
+			return true // read the next part of the backlog
+		}
+		select {
+		case send <- p.head:
+			p.last = strconv.FormatInt(p.queue[0].Seq, 10)
+			p.queue, p.ready = p.queue[1:], false
+		case build := <-p.s.side:
+			if !p.sendSide(build) {
+				return false
 			}
-			for {
-				var send chan<- T
-				if !ready && len(queue) > 0 {
-					if s.visible != nil {
-						ok, err := s.visible(ctx, queue[0])
-						if err != nil {
-							fail(err)
-							return
-						}
-						if !ok {
-							queue = queue[1:]
-							continue
-						}
-					}
-					m, err := s.model(queue[0])
-					if err != nil {
-						fail(err)
-						return
-					}
-					head, ready = m, true
-				}
-				if ready {
-					send = out
-				}
-				if backlog && len(queue) == 0 {
-					break // read the next part of the backlog
-				}
-				select {
-				case send <- head:
-					last = strconv.FormatInt(queue[0].Seq, 10)
-					queue, ready = queue[1:], false
-					continue
-				case build := <-s.side:
-					if m, ok := build(last); ok {
-						select {
-						case out <- m:
-						case <-ctx.Done():
-							return
-						}
-					}
-					continue
-				case <-s.sideFull:
-					if conn != nil {
-						conn.QueueFull()
-					}
-					return
-				case <-changed:
-					// Something committed: read on, and check the head again
-					// (a revoked grant commits an event too).
-					ready = false
-				case <-tick.C:
-					ready = false
-				case <-hub.Stopping():
-					// Draining: the connection closes with 1012, never a
-					// complete, so the client resumes elsewhere.
-					if conn != nil {
-						conn.Restarting()
-					}
-					return
-				case <-ctx.Done():
-					return
-				}
-				break
+		case <-p.s.sideFull:
+			p.queueFull()
+			return false
+		case <-changed:
+			// Something committed: read on, and check the head again
+			// (a revoked grant commits an event too).
+			p.ready = false
+			return true
+		case <-p.tick.C:
+			p.ready = false
+			return true
+		case <-p.hub.Stopping():
+			p.restarting()
+			return false
+		case <-p.ctx.Done():
+			return false
+		}
+	}
+}
+
+// prepareHead makes head the model of the first queued event the caller
+// may still see, dropping those it may no longer see. It answers false
+// when the subscription ends.
+func (p *pumping[T]) prepareHead() bool {
+	for !p.ready && len(p.queue) > 0 {
+		if p.s.visible != nil {
+			ok, err := p.s.visible(p.ctx, p.queue[0])
+			if err != nil {
+				p.fail(err)
+				return false
+			}
+			if !ok {
+				p.queue = p.queue[1:]
+				continue
 			}
 		}
-	}()
-	return out
+		m, err := p.s.model(p.queue[0])
+		if err != nil {
+			p.fail(err)
+			return false
+		}
+		p.head, p.ready = m, true
+	}
+	return true
+}
+
+// sendSide builds a side object after the last log event delivered and
+// hands it over; it answers false when the subscription ends meanwhile.
+func (p *pumping[T]) sendSide(build func(lastSeq string) (T, bool)) bool {
+	m, ok := build(p.last)
+	if !ok {
+		return true
+	}
+	select {
+	case p.out <- m:
+		return true
+	case <-p.ctx.Done():
+		return false
+	}
+}
+
+// restarting closes the connection of a subscription whose server
+// drains: with 1012, never a complete, so the client resumes elsewhere.
+func (p *pumping[T]) restarting() {
+	if p.conn != nil {
+		p.conn.Restarting()
+	}
+}
+
+// queueFull closes the connection of a consumer that fell behind.
+func (p *pumping[T]) queueFull() {
+	if p.conn != nil {
+		p.conn.QueueFull()
+	}
+}
+
+// fail ends the subscription on err. A database error is temporary: no
+// error message and complete (which would end the client's subscription
+// for good), but a close that asks it to come back and resume from its
+// cursor, losing and repeating nothing. Any other error ends it with an
+// error message.
+func (p *pumping[T]) fail(err error) {
+	ctx, log := p.ctx, p.r.Live.Log
+	if ctx.Err() != nil {
+		return
+	}
+	e := problem.From(err)
+	if (e.Code == problem.InternalError || e.Code == problem.Unavailable) && p.conn != nil {
+		if e.Cause() != nil && log != nil {
+			log.WarnContext(ctx, "subscription stopped: try again later", "error", e.Cause().Error())
+		}
+		p.conn.TryAgainLater()
+		return
+	}
+	if e.Code == problem.InternalError && e.Cause() != nil && log != nil {
+		log.ErrorContext(ctx, "subscription failed", "error", e.Cause().Error())
+	}
+	transport.AddSubscriptionError(ctx, &gqlerror.Error{Message: e.Code.Title(),
+		Extensions: map[string]any{"code": string(e.Code), "status": e.Code.Status()}})
 }

@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/graph-gophers/dataloader/v7"
@@ -13,7 +12,6 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
@@ -25,15 +23,6 @@ type Loaders struct {
 	// Principals loads principals by id (authors, agents, triggering people),
 	// cached for the request.
 	Principals *Batch[string, identity.Principal]
-	// TriggerHolders answers whether a person has trigger on a channel now:
-	// one TriggerHolders call per channel for all authors of a context.
-	TriggerHolders *Batch[holderKey, bool]
-	// Delivered answers whether a message was delivered to a session (or a
-	// guest run) as a follow-up: one statement per session.
-	Delivered *Batch[deliveredKey, bool]
-	// FollowUps loads the follow-up messages of runs: one batch for all
-	// runs asked at once.
-	FollowUps *Batch[string, []messaging.ContextItem]
 	// OwnRuns loads runs of the calling agent named in its stream: one
 	// statement for a page of events.
 	OwnRuns *Batch[string, runs.Run]
@@ -56,87 +45,9 @@ type Loaders struct {
 	Approvals *Batch[string, runs.Approval]
 }
 
-// Batch is one kind of per-request loader: a graph-gophers dataloader for
-// resolvers that ask one key at a time (Load, batched over a short wait),
-// plus LoadAll for a resolver that knows every key at once.
-type Batch[K comparable, V any] struct {
-	*dataloader.Loader[K, V]
-	fetch dataloader.BatchFunc[K, V]
-	cache *dataloader.InMemoryCache[K, V]
-}
-
-// newBatch returns a loader over fetch with a request-scoped cache shared
-// by Load and LoadAll.
-func newBatch[K comparable, V any](fetch dataloader.BatchFunc[K, V]) *Batch[K, V] {
-	cache := dataloader.NewCache[K, V]()
-	return &Batch[K, V]{Loader: dataloader.NewBatchedLoader(fetch, dataloader.WithWait[K, V](time.Millisecond),
-		dataloader.WithCache[K, V](cache)), fetch: fetch, cache: cache}
-}
-
-// LoadAll answers keys in order with exactly one call of the batch
-// function for the keys not yet cached (none when all are), and caches the
-// answers for later Loads. Unlike dataloader's LoadMany, which starts one
-// goroutine per key and lets its timer decide where a batch ends, the
-// batch does not depend on timing. The first error of any key is returned
-// and fails the caller.
-func (b *Batch[K, V]) LoadAll(ctx context.Context, keys []K) ([]V, error) {
-	out := make([]V, len(keys))
-	cached := make(map[int]dataloader.Thunk[V])
-	var missing []K
-	var missingAt []int
-	seen := make(map[K]int)
-	for i, k := range keys {
-		if t, ok := b.cache.Get(ctx, k); ok {
-			cached[i] = t
-			continue
-		}
-		if _, dup := seen[k]; !dup {
-			seen[k] = len(missing)
-			missing = append(missing, k)
-		}
-		missingAt = append(missingAt, i)
-	}
-	if len(missing) > 0 {
-		results := b.fetch(ctx, missing)
-		if len(results) != len(missing) {
-			return nil, problem.Internal("graph.LoadAll", errors.New("loader answered a different number of keys"))
-		}
-		for j, res := range results {
-			if res.Error != nil {
-				return nil, res.Error
-			}
-			b.Prime(ctx, missing[j], res.Data)
-		}
-		for _, i := range missingAt {
-			out[i] = results[seen[keys[i]]].Data
-		}
-	}
-	for i, t := range cached {
-		v, err := t()
-		if err != nil {
-			return nil, err
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
-// holderKey asks whether Person has trigger on the channel path Channel.
-type holderKey struct {
-	Channel authz.Path
-	Person  string
-}
-
-// deliveredKey asks whether Message was delivered to Session (or, for a
-// guest run without session, to Run).
-type deliveredKey struct {
-	Session, Run, Message string
-}
-
 // Sources are what the loaders read from.
 type Sources struct {
 	Identity *identity.Service
-	Holders  authz.TriggerHolders
 	Runs     *runs.Service
 	Chat     *chat.Service
 	// Authz decides the batched reads (ReadableThreads).
@@ -147,14 +58,77 @@ type loadersKey struct{}
 
 // NewLoaders returns fresh loaders for one request.
 func NewLoaders(src Sources) *Loaders {
-	l := &Loaders{}
-	l.Principals = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[identity.Principal] {
+	return &Loaders{
+		Principals:      newBatch(principalsBatch(src)),
+		StartedThreads:  newBatch(byKey(src.startedThreads, internalError, nil)),
+		ReadableThreads: newBatch(readableThreadsBatch(src)),
+		OwnRuns:         newBatch(ownRunsBatch(src)),
+		Answers:         newBatch(byKey(src.answers, nil, nil)),
+		Lives: newBatch(byKey(src.lives, nil, func(k string) runs.Live {
+			// A run without a stored box (none exists) shows an empty one.
+			return runs.Live{RunID: k}
+		})),
+		Approvals: newBatch(byKey(src.approvals, nil, nil)),
+	}
+}
+
+// The sources' reads as batch sources of byKey, bound when a batch runs
+// (a loader of a test without sources is built but never asked).
+func (src Sources) answers(ctx context.Context, ids []string) (map[string][]runs.Answer, error) {
+	return src.Runs.Answers(ctx, ids)
+}
+
+func (src Sources) lives(ctx context.Context, ids []string) (map[string]runs.Live, error) {
+	return src.Runs.Lives(ctx, ids)
+}
+
+func (src Sources) approvals(ctx context.Context, ids []string) (map[string]runs.Approval, error) {
+	return src.Runs.ApprovalsOfCards(ctx, ids)
+}
+
+func (src Sources) startedThreads(ctx context.Context, ids []string) (map[string]string, error) {
+	return src.Chat.StartedThreadIDs(ctx, ids)
+}
+
+// byKey is the batch function of a source that answers a map for all keys
+// in one call: each key gets its value (or, when absent and missing is
+// set, missing(key), else the zero value), and a failing call fails every
+// key, with wrap(err) when wrap is set.
+func byKey[V any](get func(context.Context, []string) (map[string]V, error), wrap func(error) error, missing func(string) V) dataloader.BatchFunc[string, V] {
+	return func(ctx context.Context, keys []string) []*dataloader.Result[V] {
+		got, err := get(ctx, keys)
+		if err != nil && wrap != nil {
+			err = wrap(err)
+		}
+		out := make([]*dataloader.Result[V], len(keys))
+		for i, k := range keys {
+			if err != nil {
+				out[i] = &dataloader.Result[V]{Error: err}
+				continue
+			}
+			v, ok := got[k]
+			if !ok && missing != nil {
+				v = missing(k)
+			}
+			out[i] = &dataloader.Result[V]{Data: v}
+		}
+		return out
+	}
+}
+
+// internalError wraps a source's error as the loaders' internal error.
+func internalError(err error) error { return problem.Internal("graph.NewLoaders", err) }
+
+// principalsBatch loads principals by id; an unknown id is
+// identity.ErrNotFound.
+func principalsBatch(src Sources) dataloader.BatchFunc[string, identity.Principal] {
+	return func(ctx context.Context, keys []string) []*dataloader.Result[identity.Principal] {
 		found, err := src.Identity.GetMany(ctx, keys)
 		out := make([]*dataloader.Result[identity.Principal], len(keys))
 		for i, k := range keys {
 			switch p, ok := found[k]; {
 			case err != nil:
-				out[i] = &dataloader.Result[identity.Principal]{Error: problem.Internal("graph.NewLoaders", err)}
+				out[i] = &dataloader.Result[identity.Principal]{Error: internalError(err)}
 			case !ok:
 				out[i] = &dataloader.Result[identity.Principal]{Error: identity.ErrNotFound}
 			default:
@@ -162,166 +136,55 @@ func NewLoaders(src Sources) *Loaders {
 			}
 		}
 		return out
-	})
-	l.TriggerHolders = newBatch(func(ctx context.Context, keys []holderKey) []*dataloader.Result[bool] {
+	}
+}
+
+// readableThreadsBatch loads, by thread id, whether the request's caller
+// may read the thread now: one FilterMany over the threads' paths.
+func readableThreadsBatch(src Sources) dataloader.BatchFunc[string, bool] {
+	return func(ctx context.Context, keys []string) []*dataloader.Result[bool] {
+		may, err := readableThreads(ctx, src, keys)
 		out := make([]*dataloader.Result[bool], len(keys))
-		byChannel := map[authz.Path][]int{}
-		var order []authz.Path
-		for i, k := range keys {
-			if _, ok := byChannel[k.Channel]; !ok {
-				order = append(order, k.Channel)
-			}
-			byChannel[k.Channel] = append(byChannel[k.Channel], i)
-		}
-		for _, path := range order {
-			idx := byChannel[path]
-			ids := make([]string, len(idx))
-			for j, i := range idx {
-				ids[j] = keys[i].Person
-			}
-			people, err := l.Principals.LoadAll(ctx, ids)
-			var holders map[string]bool
-			if err == nil {
-				holders, err = src.Holders.WithTrigger(ctx, path, people)
-			}
-			for _, i := range idx {
-				if err != nil {
-					// Fail closed: no answer is ever read as "has trigger".
-					out[i] = &dataloader.Result[bool]{Error: problem.From(err)}
-				} else {
-					out[i] = &dataloader.Result[bool]{Data: holders[keys[i].Person]}
-				}
-			}
-		}
-		return out
-	})
-	l.StartedThreads = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[string] {
-		found, err := src.Chat.StartedThreadIDs(ctx, keys)
-		out := make([]*dataloader.Result[string], len(keys))
-		for i, k := range keys {
-			if err != nil {
-				out[i] = &dataloader.Result[string]{Error: problem.Internal("graph.NewLoaders", err)}
-				continue
-			}
-			out[i] = &dataloader.Result[string]{Data: found[k]}
-		}
-		return out
-	})
-	l.ReadableThreads = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[bool] {
-		out := make([]*dataloader.Result[bool], len(keys))
-		fail := func(err error) []*dataloader.Result[bool] {
-			for i := range out {
-				out[i] = &dataloader.Result[bool]{Error: problem.Internal("graph.NewLoaders", err)}
-			}
-			return out
-		}
-		p, ok := identity.FromContext(ctx)
-		if !ok {
-			return fail(errors.New("no caller"))
-		}
-		paths, err := src.Chat.ThreadPaths(ctx, keys)
-		if err != nil {
-			return fail(err)
-		}
-		facts := make([]authz.Facts, len(keys))
-		for i, k := range keys {
-			facts[i] = authz.Facts{Path: paths[k]}
-		}
-		// FilterMany: a thread the caller may not read is an answer here,
-		// not a bug of a list's query (Filter would count it as one).
-		ok2, err := src.Authz.FilterMany(ctx, []identity.Principal{p}, authz.ThreadRead, facts)
-		if err != nil {
-			return fail(err)
-		}
 		for i := range keys {
-			out[i] = &dataloader.Result[bool]{Data: ok2[0][i]}
-		}
-		return out
-	})
-	l.Delivered = newBatch(func(ctx context.Context, keys []deliveredKey) []*dataloader.Result[bool] {
-		out := make([]*dataloader.Result[bool], len(keys))
-		type scope struct{ session, run string }
-		bySession := map[scope][]int{}
-		var order []scope
-		for i, k := range keys {
-			sc := scope{k.Session, k.Run}
-			if _, ok := bySession[sc]; !ok {
-				order = append(order, sc)
-			}
-			bySession[sc] = append(bySession[sc], i)
-		}
-		for _, sc := range order {
-			idx := bySession[sc]
-			msgs := make([]string, len(idx))
-			for j, i := range idx {
-				msgs[j] = keys[i].Message
-			}
-			got, err := src.Runs.Delivered(ctx, sc.session, sc.run, msgs)
-			for _, i := range idx {
-				if err != nil {
-					out[i] = &dataloader.Result[bool]{Error: problem.From(err)}
-				} else {
-					out[i] = &dataloader.Result[bool]{Data: got[keys[i].Message]}
-				}
-			}
-		}
-		return out
-	})
-	l.FollowUps = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[[]messaging.ContextItem] {
-		got, err := src.Runs.FollowUps(ctx, keys)
-		out := make([]*dataloader.Result[[]messaging.ContextItem], len(keys))
-		for i, k := range keys {
 			if err != nil {
-				out[i] = &dataloader.Result[[]messaging.ContextItem]{Error: problem.Internal("graph.NewLoaders", err)}
+				out[i] = &dataloader.Result[bool]{Error: internalError(err)}
 			} else {
-				out[i] = &dataloader.Result[[]messaging.ContextItem]{Data: got[k]}
+				out[i] = &dataloader.Result[bool]{Data: may[i]}
 			}
 		}
 		return out
-	})
-	l.Answers = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[[]runs.Answer] {
-		got, err := src.Runs.Answers(ctx, keys)
-		out := make([]*dataloader.Result[[]runs.Answer], len(keys))
-		for i, k := range keys {
-			if err != nil {
-				out[i] = &dataloader.Result[[]runs.Answer]{Error: err}
-			} else {
-				out[i] = &dataloader.Result[[]runs.Answer]{Data: got[k]}
-			}
-		}
-		return out
-	})
-	l.Lives = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[runs.Live] {
-		got, err := src.Runs.Lives(ctx, keys)
-		out := make([]*dataloader.Result[runs.Live], len(keys))
-		for i, k := range keys {
-			switch {
-			case err != nil:
-				out[i] = &dataloader.Result[runs.Live]{Error: err}
-			default:
-				// A run without a stored box (none exists) shows an empty one.
-				lv, ok := got[k]
-				if !ok {
-					lv = runs.Live{RunID: k}
-				}
-				out[i] = &dataloader.Result[runs.Live]{Data: lv}
-			}
-		}
-		return out
-	})
-	l.Approvals = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[runs.Approval] {
-		got, err := src.Runs.ApprovalsOfCards(ctx, keys)
-		out := make([]*dataloader.Result[runs.Approval], len(keys))
-		for i, k := range keys {
-			if err != nil {
-				out[i] = &dataloader.Result[runs.Approval]{Error: err}
-			} else {
-				out[i] = &dataloader.Result[runs.Approval]{Data: got[k]}
-			}
-		}
-		return out
-	})
-	l.OwnRuns = newBatch(func(ctx context.Context, keys []string) []*dataloader.Result[runs.Run] {
+	}
+}
+
+// readableThreads decides thread.read on threads ids for the caller of
+// ctx, in the order of ids.
+func readableThreads(ctx context.Context, src Sources, ids []string) ([]bool, error) {
+	p, ok := identity.FromContext(ctx)
+	if !ok {
+		return nil, errors.New("no caller")
+	}
+	paths, err := src.Chat.ThreadPaths(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	facts := make([]authz.Facts, len(ids))
+	for i, id := range ids {
+		facts[i] = authz.Facts{Path: paths[id]}
+	}
+	// FilterMany: a thread the caller may not read is an answer here,
+	// not a bug of a list's query (Filter would count it as one).
+	may, err := src.Authz.FilterMany(ctx, []identity.Principal{p}, authz.ThreadRead, facts)
+	if err != nil {
+		return nil, err
+	}
+	return may[0], nil
+}
+
+// ownRunsBatch loads runs of the calling agent named in its stream: an
+// unknown run or one of another agent is not found, and without a caller
+// every key is unauthorized, without a statement.
+func ownRunsBatch(src Sources) dataloader.BatchFunc[string, runs.Run] {
+	return func(ctx context.Context, keys []string) []*dataloader.Result[runs.Run] {
 		out := make([]*dataloader.Result[runs.Run], len(keys))
 		p, ok := identity.FromContext(ctx)
 		var got map[string]runs.Run
@@ -329,7 +192,7 @@ func NewLoaders(src Sources) *Loaders {
 		if ok {
 			got, err = src.Runs.OwnRuns(ctx, p.ID, keys)
 			if err != nil {
-				err = problem.Internal("graph.NewLoaders", err)
+				err = internalError(err)
 			}
 		}
 		for i, k := range keys {
@@ -344,8 +207,7 @@ func NewLoaders(src Sources) *Loaders {
 			}
 		}
 		return out
-	})
-	return l
+	}
 }
 
 // ownRun loads run id of the calling agent's stream through the loader.
@@ -428,200 +290,4 @@ func (r *Resolver) principalRef(ctx context.Context, id string) (*identity.Ref, 
 	}
 	ref := p.Ref()
 	return &ref, nil
-}
-
-// finishContext asks the request's loaders every question of rc at once
-// (runs.RunContext.Keys: one batch per kind, whatever the number of
-// elements and authors), turns the answers into finished elements with the
-// runs module's rule (runs.RunContext.Finish) and returns the GraphQL
-// model. Its follow-ups are read through their loader only when asked
-// for, and finished the same way. Any failing source fails the whole
-// context (fail closed): an error is never read as "no trigger" or "not
-// delivered".
-func (r *Resolver) finishContext(ctx context.Context, p identity.Principal, rc *runs.RunContext) (*model.RunContext, error) {
-	l, err := LoadersFor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	keys := rc.Keys()
-	// One statement answers already_delivered for every element and names
-	// the run's follow-ups (whose own delivery it answers too), so that
-	// the read costs the same statements with or without followUps. It
-	// does not depend on the authors and their trigger, so it runs on its
-	// own pool connection while those two are read: three round trips
-	// one after another become two. Both are awaited before anything is
-	// answered, and either error fails the context (fail closed). When no
-	// follow-up of the run or its session was on record as the run was
-	// read (rc.FollowUpsOnRecord), the answer is known without it: nothing
-	// delivered, no follow-ups.
-	type facts struct {
-		delivered map[string]bool
-		followUps []string
-		err       error
-	}
-	factsDone := make(chan facts, 1)
-	if rc.FollowUpsOnRecord {
-		go func() {
-			var f facts
-			f.delivered, f.followUps, f.err = r.Runs.FollowUpFacts(ctx, rc.SessionID, rc.RunID, keys.Delivered)
-			factsDone <- f
-		}()
-	} else {
-		factsDone <- facts{}
-	}
-	warmErr := r.loadPeople(ctx, l, rc, keys)
-	f := <-factsDone
-	if f.err != nil {
-		return nil, problem.From(f.err)
-	}
-	if warmErr != nil {
-		return nil, warmErr
-	}
-	delivered, followUps := f.delivered, f.followUps
-	if delivered == nil {
-		delivered = map[string]bool{}
-	}
-	// The elements' own answers are finished from the statement's answer
-	// directly; only the follow-ups, finished later through their loader
-	// when asked for, need theirs in the Delivered loader.
-	for _, id := range followUps {
-		l.Delivered.Prime(ctx, deliveredKey{Session: rc.SessionID, Run: rc.RunID, Message: id}, delivered[id])
-	}
-	if len(followUps) == 0 {
-		l.FollowUps.Prime(ctx, rc.RunID, nil)
-	}
-	finish, err := r.finisher(ctx, l, rc, keys, delivered)
-	if err != nil {
-		return nil, err
-	}
-	out := &model.RunContext{RunID: rc.RunID, ContextFloorSeq: int(rc.ContextFloorSeq),
-		TriggerMessage: finishAll(finish, []runs.ContextElement{rc.Trigger})[0], ThreadContext: finishAll(finish, rc.Thread)}
-	if rc.Channel != nil {
-		out.ChannelContext = finishAll(finish, rc.Channel)
-	}
-	if rc.TruncatedBeforeSeq != nil {
-		n := int(*rc.TruncatedBeforeSeq)
-		out.TruncatedBeforeSeq = &n
-	}
-	out.LoadFollowUps = func(ctx context.Context) (model.RunContextMessages, error) {
-		got, err := l.FollowUps.LoadAll(ctx, []string{rc.RunID})
-		if err != nil {
-			return nil, err
-		}
-		elems := r.Runs.FollowUpElements(ctx, p, rc, got[0])
-		finish, err := r.finisher(ctx, l, rc, rc.KeysOf(elems), nil)
-		if err != nil {
-			return nil, err
-		}
-		return finishAll(finish, elems), nil
-	}
-	return out, nil
-}
-
-// finishAll finishes elems into models that share one allocation.
-func finishAll(finish func(*runs.ContextElement, *model.RunContextMessage), elems []runs.ContextElement) model.RunContextMessages {
-	ms := make([]model.RunContextMessage, len(elems))
-	out := make(model.RunContextMessages, len(elems))
-	for i := range elems {
-		finish(&elems[i], &ms[i])
-		out[i] = &ms[i]
-	}
-	return out
-}
-
-// loadPeople answers the author and trigger-holder questions of keys,
-// leaving the answers in the request's loaders for finisher. Where some
-// authors' trust needs the trigger-holder answer, one statement reads the
-// authors and that answer together (authz.TriggerHolders.PeopleWithTrigger)
-// and primes both loaders; authors it does not find are left to the
-// Principals loader, which fails the context for them as before. When the
-// runs module read the people beside the window (rc.People), their
-// answers are primed and only what that read did not answer is asked.
-func (r *Resolver) loadPeople(ctx context.Context, l *Loaders, rc *runs.RunContext, keys runs.ContextKeys) error {
-	authors, ask := keys.Authors, keys.Holders
-	if rc.People != nil {
-		// Read beside the window: primed, and only what that read could
-		// not answer is asked.
-		authors, ask = nil, nil
-		for id, p := range rc.People {
-			l.Principals.Prime(ctx, id, p)
-		}
-		for _, id := range keys.Authors {
-			if _, ok := rc.People[id]; !ok {
-				authors = append(authors, id)
-			}
-		}
-		for _, id := range keys.Holders {
-			if _, ok := rc.People[id]; ok {
-				l.TriggerHolders.Prime(ctx, holderKey{Channel: rc.ChannelPath, Person: id}, rc.Holders[id])
-			} else {
-				ask = append(ask, id)
-			}
-		}
-	}
-	if len(ask) > 0 {
-		people, holders, err := r.Holders.PeopleWithTrigger(ctx, rc.ChannelPath, authors, ask)
-		if err != nil {
-			// Fail closed: no answer is ever read as "has trigger".
-			return problem.From(err)
-		}
-		for id, p := range people {
-			l.Principals.Prime(ctx, id, p)
-		}
-		for _, id := range ask {
-			l.TriggerHolders.Prime(ctx, holderKey{Channel: rc.ChannelPath, Person: id}, holders[id])
-		}
-	}
-	if _, err := l.Principals.LoadAll(ctx, keys.Authors); err != nil {
-		return problem.From(err)
-	}
-	return nil
-}
-
-// finisher answers keys, questions of elements of rc, with one batch per
-// loader kind (answers already cached cost nothing) and returns the
-// function that finishes each of those elements into its model. delivered,
-// when not nil, is the statement's answer to keys.Delivered (a missing id
-// was not delivered), read without the Delivered loader.
-func (r *Resolver) finisher(ctx context.Context, l *Loaders, rc *runs.RunContext, keys runs.ContextKeys, delivered map[string]bool) (func(*runs.ContextElement, *model.RunContextMessage), error) {
-	people, err := l.Principals.LoadAll(ctx, keys.Authors)
-	if err != nil {
-		return nil, problem.From(err)
-	}
-	refs := make(map[string]*model.PrincipalRef, len(people))
-	for i, id := range keys.Authors {
-		refs[id] = refModel(people[i].Ref())
-	}
-	answers := runs.ContextAnswers{Holders: map[string]bool{}, Delivered: map[string]bool{}}
-	if len(keys.Holders) > 0 {
-		hk := make([]holderKey, len(keys.Holders))
-		for i, id := range keys.Holders {
-			hk[i] = holderKey{Channel: rc.ChannelPath, Person: id}
-		}
-		holds, err := l.TriggerHolders.LoadAll(ctx, hk)
-		if err != nil {
-			return nil, err
-		}
-		for i, id := range keys.Holders {
-			answers.Holders[id] = holds[i]
-		}
-	}
-	if delivered != nil {
-		answers.Delivered = delivered
-	} else if len(keys.Delivered) > 0 {
-		dk := make([]deliveredKey, len(keys.Delivered))
-		for i, id := range keys.Delivered {
-			dk[i] = deliveredKey{Session: rc.SessionID, Run: rc.RunID, Message: id}
-		}
-		got, err := l.Delivered.LoadAll(ctx, dk)
-		if err != nil {
-			return nil, err
-		}
-		for i, id := range keys.Delivered {
-			answers.Delivered[id] = got[i]
-		}
-	}
-	return func(e *runs.ContextElement, m *model.RunContextMessage) {
-		contextMessageModel(rc.Finish(*e, answers), refs[e.AuthorID], &e.ReplyToMessageID, m)
-	}, nil
 }

@@ -37,8 +37,6 @@ type Resolver struct {
 	// commit; nil authenticates each alone.
 	Tokens *identity.LiveTokens
 	Runs   *runs.Service
-	// Holders answers the trust question of run contexts.
-	Holders authz.TriggerHolders
 	// ContextLimits are agent.context_max_bytes and
 	// agent.context_message_max_bytes.
 	ContextLimits runs.ContextLimits

@@ -13,10 +13,10 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
-// Context is the resolver for the context field: it builds the context,
-// asks the request's loaders every question of it at once (one batch per
-// kind) and hands GraphQL finished elements. Any failing source fails the
-// context (fail closed).
+// Context is the resolver for the context field: the runs module builds
+// the context (runs.Service.Context) and finishes it
+// (runs.Service.FinishContext); the resolver only maps the finished
+// elements. Any failing source fails the context (fail closed).
 func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunContext, error) {
 	p, err := caller(ctx)
 	if err != nil {
@@ -34,7 +34,11 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 	if err != nil {
 		return nil, err
 	}
-	return r.finishContext(ctx, p, &rc)
+	fc, err := r.Runs.FinishContext(ctx, p, &rc)
+	if err != nil {
+		return nil, err
+	}
+	return runContextModel(r.Runs, fc), nil
 }
 
 // TrustSummary is the resolver for the trustSummary field: the trust of

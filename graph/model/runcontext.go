@@ -54,7 +54,7 @@ func (rc *RunContext) FollowUps(ctx context.Context) (RunContextMessages, error)
 
 // RunContextMessage is one finished element of a run context: author,
 // role, trust and alreadyDelivered are plain values, computed by the runs
-// module's rule from one batch per loader kind, so nothing is left for the
+// module's rule (runs.Service.FinishContext), so nothing is left for the
 // executor to resolve. It marshals itself (MarshalGQLContext): gqlgen
 // hands the whole element, and a RunContextMessages list, to one writer
 // instead of running a field context per field and a goroutine per

@@ -231,120 +231,161 @@ func (sh *Shim) renderJSON(out []byte, sc *scanner, t *ast.Type, omit []string) 
 
 // render is renderJSON with the typeInfo of t's named type (nil when the
 // schema has none) and, for the elements of a list, the hint of the
-// members of the element before.
+// members of the element before: a null as is, then a list, an object
+// (or interface), an enum value, or any other value copied as it is.
 func (sh *Shim) render(out []byte, sc *scanner, t *ast.Type, info *typeInfo, omit []string, hint *[]memberHint) ([]byte, error) {
 	if sc.isNull() {
 		return append(out, "null"...), nil
 	}
 	if t.Elem != nil {
-		if err := sc.expect('['); err != nil {
-			return nil, err
-		}
-		out = append(out, '[')
-		first := true
-		if sc.peek() == ']' {
-			sc.pos++
-			return append(out, ']'), nil
-		}
-		elems := make([]memberHint, 0, 16)
-		for {
-			if !sc.isNull() {
-				if !first {
-					out = append(out, ',')
-				}
-				first = false
-				var err error
-				if out, err = sh.render(out, sc, t.Elem, info, nil, &elems); err != nil {
-					return nil, err
-				}
-			}
-			switch sc.peek() {
-			case ',':
-				sc.pos++
-			case ']':
-				sc.pos++
-				return append(out, ']'), nil
-			default:
-				return nil, errSyntax
-			}
-		}
+		return sh.renderList(out, sc, t.Elem, info)
 	}
 	if info != nil && info.def.Kind == ast.Interface {
-		// An interface value renders as its object type when the stored
-		// operation asked for __typename, so that members selected in
-		// fragments on that type are kept. member looks ahead on a copy:
-		// the scanner stays where it is.
-		if tn, err := sc.member("__typename"); err == nil && tn != nil {
-			if raw, err := tn.str(); err == nil {
-				if obj := sh.types[string(raw[1:len(raw)-1])]; obj != nil && obj.def.Kind == ast.Object {
-					info = obj
-				}
-			}
-		}
+		info = sh.concrete(sc, info)
 	}
 	switch {
 	case info != nil && (info.def.Kind == ast.Object || info.def.Kind == ast.Interface):
-		if err := sc.expect('{'); err != nil {
-			return nil, err
-		}
-		out = append(out, '{')
-		if sc.peek() == '}' {
-			sc.pos++
-			return append(out, '}'), nil
-		}
-		first := true
-		for i := 0; ; i++ {
-			k, err := sc.key()
-			if err != nil {
-				return nil, err
-			}
-			f := memberOf(info, k, hint, i)
-			switch {
-			case sc.isNull():
-			case f == nil || len(k) > 1 && k[0] == '_' && k[1] == '_' || omitted(omit, k):
-				if _, err := sc.skip(); err != nil {
-					return nil, err
-				}
-			default:
-				if !first {
-					out = append(out, ',')
-				}
-				first = false
-				out = append(out, '"')
-				out = append(out, f.snake...)
-				out = append(out, '"', ':')
-				if out, err = sh.render(out, sc, f.typ, f.named, nil, nil); err != nil {
-					return nil, err
-				}
-			}
-			switch sc.peek() {
-			case ',':
-				sc.pos++
-			case '}':
-				sc.pos++
-				return append(out, '}'), nil
-			default:
-				return nil, errSyntax
-			}
-		}
+		return sh.renderObject(out, sc, info, omit, hint)
 	case info != nil && info.def.Kind == ast.Enum:
-		raw, err := sc.str()
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range raw {
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			out = append(out, c)
-		}
-		return out, nil
+		return renderEnum(out, sc)
 	default:
 		raw, err := sc.skip()
 		if err != nil {
 			return nil, err
 		}
 		return append(out, raw...), nil
+	}
+}
+
+// renderList renders the list at sc whose elements are of type elem
+// (named type info), leaving out null elements; the elements share one
+// hint of their members.
+func (sh *Shim) renderList(out []byte, sc *scanner, elem *ast.Type, info *typeInfo) ([]byte, error) {
+	if err := sc.expect('['); err != nil {
+		return nil, err
+	}
+	out = append(out, '[')
+	if sc.peek() == ']' {
+		sc.pos++
+		return append(out, ']'), nil
+	}
+	first := true
+	elems := make([]memberHint, 0, 16)
+	for {
+		if !sc.isNull() {
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			var err error
+			if out, err = sh.render(out, sc, elem, info, nil, &elems); err != nil {
+				return nil, err
+			}
+		}
+		end, err := sc.next(']')
+		if err != nil {
+			return nil, err
+		}
+		if end {
+			return append(out, ']'), nil
+		}
+	}
+}
+
+// concrete returns the object type an interface value at sc renders as
+// when the stored operation asked for __typename, so that members
+// selected in fragments on that type are kept, else info. member looks
+// ahead on a copy: the scanner stays where it is.
+func (sh *Shim) concrete(sc *scanner, info *typeInfo) *typeInfo {
+	tn, err := sc.member("__typename")
+	if err != nil || tn == nil {
+		return info
+	}
+	raw, err := tn.str()
+	if err != nil {
+		return info
+	}
+	if obj := sh.types[string(raw[1:len(raw)-1])]; obj != nil && obj.def.Kind == ast.Object {
+		return obj
+	}
+	return info
+}
+
+// renderObject renders the object at sc of type info with snake_case
+// member names, leaving out null members, __ members, members the schema
+// does not know and those named in omit.
+func (sh *Shim) renderObject(out []byte, sc *scanner, info *typeInfo, omit []string, hint *[]memberHint) ([]byte, error) {
+	if err := sc.expect('{'); err != nil {
+		return nil, err
+	}
+	out = append(out, '{')
+	if sc.peek() == '}' {
+		sc.pos++
+		return append(out, '}'), nil
+	}
+	first := true
+	for i := 0; ; i++ {
+		k, err := sc.key()
+		if err != nil {
+			return nil, err
+		}
+		f := memberOf(info, k, hint, i)
+		switch {
+		case sc.isNull():
+		case !kept(f, k, omit):
+			if _, err := sc.skip(); err != nil {
+				return nil, err
+			}
+		default:
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			out = append(out, '"')
+			out = append(out, f.snake...)
+			out = append(out, '"', ':')
+			if out, err = sh.render(out, sc, f.typ, f.named, nil, nil); err != nil {
+				return nil, err
+			}
+		}
+		end, err := sc.next('}')
+		if err != nil {
+			return nil, err
+		}
+		if end {
+			return append(out, '}'), nil
+		}
+	}
+}
+
+// renderEnum renders the enum value at sc lowercased.
+func renderEnum(out []byte, sc *scanner) ([]byte, error) {
+	raw, err := sc.str()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range raw {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// next passes the separator after a list element or object member: a
+// comma (end false) or the closing byte closer (end true); anything else
+// is a syntax error.
+func (s *scanner) next(closer byte) (end bool, err error) {
+	switch s.peek() {
+	case ',':
+		s.pos++
+		return false, nil
+	case closer:
+		s.pos++
+		return true, nil
+	default:
+		return false, errSyntax
 	}
 }
 
@@ -366,6 +407,12 @@ func memberOf(info *typeInfo, k []byte, hint *[]memberHint, i int) *fieldInfo {
 		*hint = append(h, memberHint{info, f})
 	}
 	return f
+}
+
+// kept reports whether member k (field f, nil when the schema does not
+// know it) is rendered: not a __ member and not named in omit.
+func kept(f *fieldInfo, k []byte, omit []string) bool {
+	return f != nil && !(len(k) > 1 && k[0] == '_' && k[1] == '_') && !omitted(omit, k)
 }
 
 func omitted(omit []string, k []byte) bool {

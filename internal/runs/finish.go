@@ -4,8 +4,8 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
-// ContextKeys are the questions a run context leaves to the per-request
-// loaders: every author, the people whose trust needs the live
+// ContextKeys are the questions a run context leaves to its finish step
+// (FinishContext): every author, the people whose trust needs the live
 // trigger-holder answer, and the messages whose delivery to the session
 // (or, for a guest run, to the run) decides already_delivered. Each list is
 // free of duplicates and in the order of first appearance, so that one
@@ -21,7 +21,7 @@ type ContextKeys struct {
 	Delivered []string
 }
 
-// ContextAnswers are the loaders' answers to ContextKeys. A key without an
+// ContextAnswers are the finish step's answers to ContextKeys. A key without an
 // answer reads as "no": no trigger (trust unverified), not delivered. The
 // caller never builds answers from a failed source: a failed source fails
 // the whole context (fail closed).
@@ -49,13 +49,13 @@ func (rc *RunContext) Elements() []ContextElement {
 	return append(out, rc.Channel...)
 }
 
-// Keys returns what the loaders must answer to finish the elements of rc
+// Keys returns what the finish step must answer to finish the elements of rc
 // (Elements).
 func (rc *RunContext) Keys() ContextKeys {
 	return rc.keysOf([]ContextElement{rc.Trigger}, rc.Thread, rc.Channel)
 }
 
-// KeysOf returns what the loaders must answer to finish elems, elements of
+// KeysOf returns what the finish step must answer to finish elems, elements of
 // rc (its elements or its follow-ups).
 func (rc *RunContext) KeysOf(elems []ContextElement) ContextKeys {
 	return rc.keysOf(elems)
@@ -97,7 +97,7 @@ func (rc *RunContext) addKeys(k *ContextKeys, e *ContextElement, seen, asked map
 	}
 }
 
-// Finish classifies element e of rc with the loaders' answers a
+// Finish classifies element e of rc with the finish step's answers a
 // (docs/design/trust.md#live-permissions): role and trust by domain.Classify,
 // where only a person's
 // message other than the trigger person's reads the live trigger-holder
@@ -106,7 +106,7 @@ func (rc *RunContext) addKeys(k *ContextKeys, e *ContextElement, seen, asked map
 // never for the run's own trigger.
 func (rc *RunContext) Finish(e ContextElement, a ContextAnswers) FinishedElement {
 	// Classify reads the holder answer only where NeedsHolders asks for it
-	// (Keys asked the loaders exactly there), so the answers go in whole.
+	// (Keys asked exactly there), so the answers go in whole.
 	role, trust := domain.Classify(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, rc.Parties, a.Holders)
 	return FinishedElement{ContextElement: e, Role: role, Trust: trust,
 		AlreadyDelivered: e.ID != rc.Trigger.ID && a.Delivered[e.ID]}

@@ -149,9 +149,9 @@ func New(d Deps) (*Server, error) {
 	ops := registerOps(reg, d.Pool, hub.Connected, hub.Reconnects, hub.Notifications)
 	ident, az, chatSvc, evLog, msg, runSvc, adm, fd, uow := set.Identity, set.Authz, set.Chat, set.Events, set.Messaging, set.Runs, set.Admin, set.Feed, set.DB
 	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
-	sources := graph.Sources{Identity: ident, Holders: az, Runs: runSvc, Chat: chatSvc, Authz: az}
+	sources := graph.Sources{Identity: ident, Runs: runSvc, Chat: chatSvc, Authz: az}
 	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: set.ChatUseCases,
-		Messaging: msg, Admin: adm, Feed: fd, Fanout: set.Fanout, Tokens: set.Tokens, Runs: runSvc, Holders: az,
+		Messaging: msg, Admin: adm, Feed: fd, Fanout: set.Fanout, Tokens: set.Tokens, Runs: runSvc,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger, Verdicts: graph.NewLiveVerdicts()}}
 	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
