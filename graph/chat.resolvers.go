@@ -50,7 +50,7 @@ func (r *messageResolver) StartedThread(ctx context.Context, obj *model.Message)
 	if err != nil {
 		// A thread the reader may not read is null, like one that is not
 		// there: the answer does not tell them apart.
-		if code := problem.From(err).Code; code == problem.NotFound || code == problem.Forbidden {
+		if code := problem.CodeOf(err); code == problem.NotFound || code == problem.Forbidden {
 			return nil, nil
 		}
 		return nil, err

@@ -120,7 +120,7 @@ func eventModel(e events.Event) model.Event {
 // unreadable turns a refused read of an event's reference into null: the
 // caller may not read it now. Other failures stay errors.
 func unreadable(err error) error {
-	switch problem.From(err).Code {
+	switch problem.CodeOf(err) {
 	case problem.NotFound, problem.Forbidden:
 		return nil
 	}

@@ -77,7 +77,7 @@ func (r *Resolver) livePrincipal(start identity.Principal) func(context.Context)
 		}
 		p, err := r.Identity.Authenticate(ctx, tok)
 		if err != nil {
-			if problem.From(err).Code == problem.Unauthorized {
+			if problem.CodeOf(err) == problem.Unauthorized {
 				return identity.Principal{}, false, nil
 			}
 			return identity.Principal{}, false, err
@@ -309,7 +309,7 @@ func (p *pumping[T]) fail(err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	e := problem.From(err)
+	e := problem.From("graph.fail", err)
 	if (e.Code == problem.InternalError || e.Code == problem.Unavailable) && p.conn != nil {
 		if e.Cause() != nil && log != nil {
 			log.WarnContext(ctx, "subscription stopped: try again later", "error", e.Cause().Error())

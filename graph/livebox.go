@@ -130,7 +130,7 @@ func (r *Resolver) liveSide(ctx context.Context, now func(context.Context) (iden
 			_, path, err := r.Authz.Authorize(authz.Prepaid(context.WithoutCancel(ctx)), p, authz.RunRead, authz.Resource{Kind: authz.KindRun, ID: runID})
 			v := liveVerdict{ok: err == nil, channelID: path.ChannelID, gen: gen, at: time.Now()}
 			if err != nil {
-				if c := problem.From(err).Code; c != problem.NotFound && c != problem.Forbidden {
+				if c := problem.CodeOf(err); c != problem.NotFound && c != problem.Forbidden {
 					return liveVerdict{}, err
 				}
 			}

@@ -218,7 +218,7 @@ func (r *Resolver) ownRun(ctx context.Context, id string) (*model.Run, error) {
 	}
 	run, err := l.OwnRuns.Load(ctx, id)()
 	if err != nil {
-		return nil, problem.From(err)
+		return nil, problem.From("graph.ownRun", err)
 	}
 	return runModel(run), nil
 }
@@ -286,7 +286,7 @@ func (r *Resolver) principalRef(ctx context.Context, id string) (*identity.Ref, 
 	}
 	p, err := l.Principals.Load(ctx, id)()
 	if err != nil {
-		return nil, problem.From(err)
+		return nil, problem.From("graph.principalRef", err)
 	}
 	ref := p.Ref()
 	return &ref, nil

@@ -92,7 +92,7 @@ func subscribe(t *testing.T, withLoaders bool) (seen []*Loaders, presented []err
 // naming the missing extension (the server's presenter logs every internal
 // error with its cause) instead of quietly building loaders per call.
 func TestLoadersForFailsLoudly(t *testing.T) {
-	if _, err := LoadersFor(context.Background()); err == nil || problem.From(err).Code != problem.InternalError || !errors.Is(problem.From(err).Cause(), errNoLoaders) {
+	if _, err := LoadersFor(context.Background()); err == nil || problem.CodeOf(err) != problem.InternalError || !errors.Is(problem.From("graph.testLoadersForFailsLoudly", err).Cause(), errNoLoaders) {
 		t.Fatalf("LoadersFor without loaders: %v, want internal_error caused by %v", err, errNoLoaders)
 	}
 	seen, presented := subscribe(t, false)
@@ -105,7 +105,7 @@ func TestLoadersForFailsLoudly(t *testing.T) {
 		t.Fatalf("%d errors presented, want one per event: %v", len(presented), presented)
 	}
 	for _, err := range presented {
-		if p := problem.From(err); p.Code != problem.InternalError || !errors.Is(p.Cause(), errNoLoaders) {
+		if p := problem.From("graph.testLoadersForFailsLoudly", err); p.Code != problem.InternalError || !errors.Is(p.Cause(), errNoLoaders) {
 			t.Fatalf("presented %v, want internal_error caused by %v", err, errNoLoaders)
 		}
 	}
@@ -125,7 +125,7 @@ func TestPerResponseLoadersPerSubscriptionEvent(t *testing.T) {
 		t.Fatalf("%d errors presented, want one per event: %v", len(presented), presented)
 	}
 	for _, err := range presented {
-		if p := problem.From(err); p.Code != problem.Unauthorized {
+		if p := problem.From("graph.testPerResponseLoadersPerSubscriptionEvent", err); p.Code != problem.Unauthorized {
 			t.Fatalf("presented %v, want unauthorized from the loader", err)
 		}
 	}

@@ -256,7 +256,7 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 func (s *Service) changeChannel(ctx context.Context, id, change string, fn func(ctx context.Context) error) (chat.Channel, error) {
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		if err := fn(ctx); err != nil {
-			return problem.From(err)
+			return problem.From("admin.changeChannel", err)
 		}
 		return s.accessChanged(ctx, authz.KindChannel, id, change, id)
 	})

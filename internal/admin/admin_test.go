@@ -24,7 +24,7 @@ func wantProblem(t *testing.T, what string, err error, code problem.Code, reason
 	if err == nil {
 		t.Fatalf("%s: no error, want %s", what, code)
 	}
-	if p := problem.From(err); p.Code != code || (reason != "" && p.Reason != reason) {
+	if p := problem.From("admin.wantProblem", err); p.Code != code || (reason != "" && p.Reason != reason) {
 		t.Fatalf("%s: %v, want %s (%s)", what, err, code, reason)
 	}
 }

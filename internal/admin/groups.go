@@ -19,7 +19,7 @@ func (s *Service) CreateGroup(ctx context.Context, actor identity.Principal, nam
 	}
 	g, err := s.w.Identity.CreateGroup(ctx, name)
 	if err != nil {
-		return identity.Group{}, problem.From(err)
+		return identity.Group{}, problem.From("admin.createGroup", err)
 	}
 	return g, nil
 }
@@ -99,7 +99,7 @@ func groupErr(err error) error {
 	if errors.Is(err, identity.ErrGroupNotFound) {
 		return problem.New(problem.NotFound, "")
 	}
-	return problem.From(err)
+	return problem.From("admin.groupErr", err)
 }
 
 // groupChange runs fn on group id in one unit of work and answers the

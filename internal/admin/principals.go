@@ -79,7 +79,7 @@ func (s *Service) create(ctx context.Context, np identity.NewPrincipal, tokenLab
 		return nil
 	})
 	if err != nil {
-		return CreatedPrincipal{}, problem.From(err)
+		return CreatedPrincipal{}, problem.From("admin.create", err)
 	}
 	return out, nil
 }
@@ -125,7 +125,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, actor identity.Principal,
 		return identity.Principal{}, problem.New(problem.NotFound, "")
 	}
 	if err != nil {
-		return identity.Principal{}, problem.From(err)
+		return identity.Principal{}, problem.From("admin.updatePrincipal", err)
 	}
 	if (before.Active() && !after.Active()) || (before.Owner() && !after.Owner()) {
 		s.accessLost(ctx, id)
@@ -200,7 +200,7 @@ func (s *Service) CreateToken(ctx context.Context, actor identity.Principal, pri
 	}
 	tok, err := s.w.Identity.CreateToken(ctx, p, label, life)
 	if err != nil {
-		return identity.IssuedToken{}, problem.From(err)
+		return identity.IssuedToken{}, problem.From("admin.createToken", err)
 	}
 	return tok, nil
 }
@@ -268,7 +268,7 @@ func (s *Service) RevokeToken(ctx context.Context, actor identity.Principal, id 
 		return s.events.WakeStreams(ctx)
 	})
 	if err != nil {
-		return identity.TokenInfo{}, problem.From(err)
+		return identity.TokenInfo{}, problem.From("admin.revokeToken", err)
 	}
 	return out, nil
 }

@@ -63,7 +63,7 @@ func (s *Service) CreateSpace(ctx context.Context, actor identity.Principal, nam
 		return s.events.Append(ctx, events.Event{Type: events.SpaceCreated, SpaceID: sp.ID, Payload: spacePayload(sp)})
 	})
 	if err != nil {
-		return chat.Space{}, problem.From(err)
+		return chat.Space{}, problem.From("admin.createSpace", err)
 	}
 	return out, nil
 }
@@ -123,7 +123,7 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 		return nil
 	})
 	if err != nil {
-		return chat.Space{}, problem.From(err)
+		return chat.Space{}, problem.From("admin.updateSpace", err)
 	}
 	return out, nil
 }
@@ -151,7 +151,7 @@ func (s *Service) UnarchiveSpace(ctx context.Context, actor identity.Principal, 
 		return s.accessChanged(ctx, authz.KindSpace, id, "space.unarchived", id)
 	})
 	if err != nil {
-		return chat.Space{}, problem.From(err)
+		return chat.Space{}, problem.From("admin.unarchiveSpace", err)
 	}
 	return out, nil
 }
@@ -200,7 +200,7 @@ func (s *Service) CreateChannel(ctx context.Context, actor identity.Principal, s
 		return s.events.Append(ctx, events.Event{Type: events.ChannelCreated, ChannelID: c.ID, Payload: channelPayload(c)})
 	})
 	if err != nil {
-		return chat.Channel{}, problem.From(err)
+		return chat.Channel{}, problem.From("admin.createChannel", err)
 	}
 	return out, nil
 }
@@ -245,7 +245,7 @@ func (s *Service) channelChange(ctx context.Context, id string, fn func(ctx cont
 		return nil
 	})
 	if err != nil {
-		return chat.Channel{}, problem.From(err)
+		return chat.Channel{}, problem.From("admin.channelChange", err)
 	}
 	return out, nil
 }

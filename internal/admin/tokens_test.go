@@ -80,7 +80,7 @@ func TestTokenRules(t *testing.T) {
 	wantProblem(t, "alex revokes sam's", hidden, problem.NotFound, "")
 	_, missing := env.Admin.RevokeToken(ctx, alex, "01a22de8-0000-7000-8000-000000000000")
 	wantProblem(t, "alex revokes a missing token", missing, problem.NotFound, "")
-	if h, m := problem.From(hidden), problem.From(missing); h.Reason != m.Reason || h.Detail != m.Detail {
+	if h, m := problem.From("admin.testTokenRules", hidden), problem.From("admin.testTokenRules", missing); h.Reason != m.Reason || h.Detail != m.Detail {
 		t.Fatalf("another's token and a missing one differ: %v / %v", hidden, missing)
 	}
 	// A negative TTL is refused; ttl 0 never expires.

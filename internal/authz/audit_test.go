@@ -19,7 +19,7 @@ func wantRefusal(t *testing.T, what string, err error, status int, code problem.
 	if err == nil {
 		t.Fatalf("%s: allowed, want %d %s", what, status, code)
 	}
-	p := problem.From(err)
+	p := problem.From("authz.wantRefusal", err)
 	if p.Code.Status() != status || p.Code != code || p.Reason != reason {
 		t.Fatalf("%s: problem %v, want status %d code %q reason %q", what, err, status, code, reason)
 	}

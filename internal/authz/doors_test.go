@@ -47,7 +47,7 @@ func TestDoors(t *testing.T) {
 	t.Run("Authorize audits a denial on an own resource", func(t *testing.T) {
 		before := env.Count(`SELECT count(*) FROM audit_log WHERE actor_id = $1 AND action = 'agent.events.poll' AND reason = 'subject_kind_not_allowed' AND resource_kind = 'agent_stream'`, sam.ID)
 		d, _, err := env.Authz.Authorize(ctx, sam, authz.AgentEventsPoll, authz.Own(authz.KindAgent, sam.ID))
-		if p := problem.From(err); d.Allow || p.Code != problem.Forbidden || p.Reason != authz.ReasonSubjectKind {
+		if p := problem.From("authz.testDoors", err); d.Allow || p.Code != problem.Forbidden || p.Reason != authz.ReasonSubjectKind {
 			t.Fatalf("poll by a person: %+v, %v", d, err)
 		}
 		if n := env.Count(`SELECT count(*) FROM audit_log WHERE actor_id = $1 AND action = 'agent.events.poll' AND reason = 'subject_kind_not_allowed' AND resource_kind = 'agent_stream'`, sam.ID); n != before+1 {

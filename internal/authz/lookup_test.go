@@ -93,7 +93,7 @@ func TestLookupAtTheDoor(t *testing.T) {
 				}
 				return
 			}
-			if p := problem.From(a.err); a.d.Allow || p.Code != tc.want {
+			if p := problem.From("authz.testLookupAtTheDoor", a.err); a.d.Allow || p.Code != tc.want {
 				t.Fatalf("Authorize = %+v, %v; want %s", a.d, a.err, tc.want)
 			}
 		})
@@ -105,7 +105,7 @@ func TestLookupAtTheDoor(t *testing.T) {
 			called = true
 			return authz.Known(allgemein, authz.Read), nil
 		}))
-		if p := problem.From(err); p.Code != problem.RateLimited || called {
+		if p := problem.From("authz.testLookupAtTheDoor", err); p.Code != problem.RateLimited || called {
 			t.Fatalf("Authorize = %v, lookup called %v; want 429 without the lookup", err, called)
 		}
 	})

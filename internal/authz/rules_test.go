@@ -169,7 +169,7 @@ func TestDecide(t *testing.T) {
 				t.Fatalf("Decide = %+v, want allow=%v code=%s reason=%s", d, tc.allow, tc.code, tc.reason)
 			}
 			if !d.Allow && d.Code == problem.NotFound {
-				if p := problem.From(d.Err()); p.Reason != "" || p.Code != problem.NotFound {
+				if p := problem.From("authz.testDecide", d.Err()); p.Reason != "" || p.Code != problem.NotFound {
 					t.Fatalf("404 error carries %+v", p)
 				}
 			}

@@ -15,7 +15,7 @@ func wantProblem(t *testing.T, what string, err error, code problem.Code) {
 	if err == nil {
 		t.Fatalf("%s: no error, want %s", what, code)
 	}
-	if p := problem.From(err); p.Code != code {
+	if p := problem.From("chat.wantProblem", err); p.Code != code {
 		t.Fatalf("%s: %v, want %s", what, err, code)
 	}
 }

@@ -95,7 +95,7 @@ func TestHorizon(t *testing.T) {
 		if err == nil {
 			t.Fatalf("cursor %d below the horizon %d: no error, want cursor_expired", below, upto)
 		}
-		if p := problem.From(err); p.Code != problem.CursorExpired || p.OldestCursor != strconv.FormatInt(upto, 10) {
+		if p := problem.From("events.testHorizon", err); p.Code != problem.CursorExpired || p.OldestCursor != strconv.FormatInt(upto, 10) {
 			t.Fatalf("cursor %d below the horizon %d: %v (oldest %q), want cursor_expired naming %d", below, upto, err, p.OldestCursor, upto)
 		}
 	}

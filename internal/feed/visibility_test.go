@@ -40,7 +40,7 @@ func TestListEventsVisibility(t *testing.T) {
 		t.Fatalf("after the end: %+v %v", page, err)
 	}
 	_, err = env.Feed.List(ctx, robin, "abc", 0)
-	if p := problem.From(err); err == nil || p.Code != problem.ValidationFailed {
+	if p := problem.From("feed.testListEventsVisibility", err); err == nil || p.Code != problem.ValidationFailed {
 		t.Fatalf("bad cursor: %v", err)
 	}
 }

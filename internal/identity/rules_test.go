@@ -19,7 +19,7 @@ func wantProblem(t *testing.T, what string, err error, code problem.Code, reason
 	if err == nil {
 		t.Fatalf("%s: no error, want %s", what, code)
 	}
-	if p := problem.From(err); p.Code != code || (reason != "" && p.Reason != reason) {
+	if p := problem.From("identity.wantProblem", err); p.Code != code || (reason != "" && p.Reason != reason) {
 		t.Fatalf("%s: %v, want %s (%s)", what, err, code, reason)
 	}
 }
@@ -31,7 +31,7 @@ func fieldsOf(t *testing.T, err error) string {
 	if err == nil {
 		return ""
 	}
-	p := problem.From(err)
+	p := problem.From("identity.fieldsOf", err)
 	if p.Code != problem.ValidationFailed {
 		t.Fatalf("%v: want validation_failed", err)
 	}

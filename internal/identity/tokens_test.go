@@ -150,7 +150,7 @@ func refusalsAreAlike(t *testing.T, env *moduletest.Env) {
 	var first string
 	for _, r := range refused {
 		_, until, err := env.Identity.AuthenticateUntil(ctx, r.tok)
-		p := problem.From(err)
+		p := problem.From("identity.refusalsAreAlike", err)
 		if err == nil || p.Code != problem.Unauthorized || p.Reason != "" || p.Detail != "" || len(p.Fields) != 0 || until != nil {
 			t.Fatalf("%s token: %#v (until %v), want a bare unauthorized", r.what, p, until)
 		}

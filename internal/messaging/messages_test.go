@@ -20,7 +20,7 @@ func wantProblem(t *testing.T, what string, err error, code problem.Code, reason
 	if err == nil {
 		t.Fatalf("%s: no error, want %s", what, code)
 	}
-	p := problem.From(err)
+	p := problem.From("messaging.wantProblem", err)
 	if p.Code != code || (reason != "" && p.Reason != reason) {
 		t.Fatalf("%s: %v, want %s (%s)", what, err, code, reason)
 	}
@@ -360,7 +360,7 @@ func TestAnswer_FirstMessageRunIDRejected(t *testing.T) {
 	threads := env.Count(`SELECT count(*) FROM threads`)
 	_, _, _, err := env.Messaging.CreateThread(t.Context(), env.Principal("lotse"), env.World.Channel("Support/Reports").ID,
 		messaging.ThreadInput{Title: "x", First: messaging.Input{ClientMsgID: "f", ContentMD: "report", RunID: run}})
-	p := problem.From(err)
+	p := problem.From("messaging.testAnswer_FirstMessageRunIDRejected", err)
 	if err == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Pointer != "/first_message/run_id" || p.Fields[0].Code != "run_mismatch" {
 		t.Fatalf("first message naming a run: %v (%+v)", err, p)
 	}

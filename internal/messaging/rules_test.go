@@ -45,7 +45,7 @@ func TestCreateRules_RunID(t *testing.T) {
 				}
 				return
 			}
-			p := problem.From(err)
+			p := problem.From("messaging.testCreateRules_RunID", err)
 			if p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Pointer != tc.pointer || p.Fields[0].Code != tc.code {
 				t.Fatalf("got %+v, want %s at %s", p, tc.code, tc.pointer)
 			}

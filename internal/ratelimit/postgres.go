@@ -21,14 +21,14 @@ import (
 // granted, so it always holds at least as many tokens as the shared one,
 // and when it is empty the shared one is too.
 type Postgres struct {
-	store
+	st store
 	clock clock.Clock
 	local *Memory
 }
 
 // NewPostgres returns the shared Limiter over pool, sized like NewMemory.
 func NewPostgres(pool *pgxpool.Pool, cfg *config.Config, c clock.Clock) *Postgres {
-	return &Postgres{store: store{pool: pool}, clock: c, local: NewMemory(cfg, c)}
+	return &Postgres{st: store{pool: pool}, clock: c, local: NewMemory(cfg, c)}
 }
 
 // Begin implements Limiter. The in-process bucket answers at once: its
@@ -67,7 +67,7 @@ func (p *Postgres) takeShared(res *rate.Reservation, principal string, class Cla
 	now := p.clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	left, err := p.take(ctx, key, float64(lim.burst), now, perSecond)
+	left, err := p.st.take(ctx, key, float64(lim.burst), now, perSecond)
 	if err == nil {
 		return true, 0, lim.granted(class, left)
 	}
@@ -75,7 +75,7 @@ func (p *Postgres) takeShared(res *rate.Reservation, principal string, class Cla
 		return true, 0, local // the local token stays taken
 	}
 	res.CancelAt(now)
-	level, err := p.level(ctx, key, float64(lim.burst), now, perSecond)
+	level, err := p.st.level(ctx, key, float64(lim.burst), now, perSecond)
 	if err != nil {
 		level = 0
 	}

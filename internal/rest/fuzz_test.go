@@ -52,7 +52,7 @@ func FuzzBodyDecoding(f *testing.F) {
 		}
 		vars, err := s.variables(r, c)
 		if err != nil {
-			p := problem.From(err)
+			p := problem.From("rest.fuzzBodyDecoding", err)
 			if p.Code != problem.ValidationFailed || len(p.Fields) == 0 {
 				t.Fatalf("%s: refusal %v", c.OperationID, err)
 			}

@@ -128,7 +128,7 @@ func TestRetention(t *testing.T) {
 
 	alex := env.Principal("alex")
 	_, err = env.Feed.List(ctx, alex, "1", 0)
-	p := problem.From(err)
+	p := problem.From("retention.testRetention", err)
 	if err == nil || p.Code != problem.CursorExpired || p.OldestCursor != strconv.FormatInt(oldest, 10) {
 		t.Fatalf("expired cursor: %v (oldest cursor %q, want %d)", err, p.OldestCursor, oldest)
 	}

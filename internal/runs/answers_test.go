@@ -83,7 +83,7 @@ func TestOnMessagePosted_AnswerBranch(t *testing.T) {
 			}
 			var got problem.Code
 			if err != nil {
-				got = problem.From(err).Code
+				got = problem.CodeOf(err)
 			}
 			if got != c.code || len(evs) != 0 {
 				t.Fatalf("got %q (%v) with %d events, want %q", got, err, len(evs), c.code)
@@ -135,7 +135,7 @@ func TestAnswer_RunIDEndedRun(t *testing.T) {
 		end[how](run)
 		before := env.Count(`SELECT count(*) FROM messages`)
 		_, _, err := env.Messaging.Create(ctx, lotse, esk, messaging.Input{ClientMsgID: "late-" + how, ContentMD: "late answer", RunID: run})
-		if p := problem.From(err); err == nil || p.Code != problem.Conflict || p.Reason != "run_not_active" {
+		if p := problem.From("runs.testAnswer_RunIDEndedRun", err); err == nil || p.Code != problem.Conflict || p.Reason != "run_not_active" {
 			t.Fatalf("%s: %v", how, err)
 		}
 		if env.Count(`SELECT count(*) FROM messages`) != before {

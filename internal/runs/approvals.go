@@ -286,7 +286,7 @@ func (s *Service) ReadApproval(ctx context.Context, actor identity.Principal, id
 	}
 	r, err := s.Read(ctx, actor, a.RunID)
 	if err != nil {
-		if problem.From(err).Code == problem.NotFound {
+		if problem.CodeOf(err) == problem.NotFound {
 			return Approval{}, false, errNoApproval()
 		}
 		return Approval{}, false, err

@@ -72,7 +72,7 @@ func (s *Service) FinishContext(ctx context.Context, actor identity.Principal, r
 	peopleErr := s.answerPeople(ctx, fc, keys)
 	f := <-facts
 	if f.err != nil {
-		return nil, problem.From(f.err)
+		return nil, problem.From("runs.finishContext", f.err)
 	}
 	if peopleErr != nil {
 		return nil, peopleErr
@@ -115,7 +115,7 @@ func (s *Service) answerPeople(ctx context.Context, fc *FinishedContext, keys Co
 		people, holders, err := s.authz.PeopleWithTrigger(ctx, rc.ChannelPath, authors, ask)
 		if err != nil {
 			// Fail closed: no answer is ever read as "has trigger".
-			return problem.From(err)
+			return problem.From("runs.answerPeople", err)
 		}
 		for id, p := range people {
 			if _, known := fc.Authors[id]; !known {
@@ -149,7 +149,7 @@ func (s *Service) loadAuthors(ctx context.Context, fc *FinishedContext, ids []st
 	for _, id := range missing {
 		p, ok := found[id]
 		if !ok {
-			return problem.From(identity.ErrNotFound)
+			return problem.From("runs.loadAuthors", identity.ErrNotFound)
 		}
 		fc.Authors[id] = p
 	}
@@ -200,7 +200,7 @@ func (s *Service) answerHolders(ctx context.Context, fc *FinishedContext, ids []
 	holders, err := s.authz.WithTrigger(ctx, fc.Context.ChannelPath, people)
 	if err != nil {
 		// Fail closed: no answer is ever read as "has trigger".
-		return problem.From(err)
+		return problem.From("runs.answerHolders", err)
 	}
 	for _, p := range people {
 		fc.answers.Holders[p.ID] = holders[p.ID]
@@ -228,7 +228,7 @@ func (s *Service) answerDelivered(ctx context.Context, fc *FinishedContext, ids 
 	rc := fc.Context
 	got, err := s.Delivered(ctx, rc.SessionID, rc.RunID, ask)
 	if err != nil {
-		return problem.From(err)
+		return problem.From("runs.answerDelivered", err)
 	}
 	for _, id := range ask {
 		fc.answers.Delivered[id] = got[id]

@@ -125,7 +125,7 @@ func TestCancelRun(t *testing.T) {
 	// Writer has no trigger: may not cancel (but Eskalation is invisible to
 	// writer: not found).
 	_, err := env.Runs.Cancel(ctx, env.Principal("writer"), first, "")
-	if p := problem.From(err); err == nil || p.Code != problem.NotFound {
+	if p := problem.From("runs.testCancelRun", err); err == nil || p.Code != problem.NotFound {
 		t.Fatalf("writer cancels: %v", err)
 	}
 	if r, err := env.Runs.Cancel(ctx, alex, first, ""); err != nil || r.State != domain.RunCancelled || r.Version != 2 {

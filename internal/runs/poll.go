@@ -82,7 +82,7 @@ func (s *Service) stillAuthorized(ctx context.Context, actor identity.Principal)
 	}
 	p, err := s.ident.Authenticate(ctx, tok)
 	if err != nil {
-		if pe := problem.From(err); pe.Code == problem.InternalError {
+		if pe := problem.From("runs.stillAuthorized", err); pe.Code == problem.InternalError {
 			return pe
 		}
 		return problem.New(problem.Unauthorized, "")

@@ -137,7 +137,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 		t, err := s.chatW.CreateThread(ctx, chat.NewThread{Channel: p.Channel, ParentMessageID: p.Message.ID,
 			ByAgent: true, CreatedBy: p.Author.ID, TitleFrom: p.Message.ContentMD})
 		if err != nil {
-			return nil, problem.From(err)
+			return nil, problem.From("runs.onMessagePosted", err)
 		}
 		runThread = t
 		evs = append(evs, events.Event{Type: events.ThreadCreated, ChannelID: p.Channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)})

@@ -69,7 +69,7 @@ func TestSessionModes(t *testing.T) {
 	}
 	// Writer has no trigger: may not reset.
 	_, err = env.Runs.ResetSession(ctx, env.Principal("writer"), env.Main("Support/Allgemein"))
-	if p := problem.From(err); err == nil || p.Code != problem.Forbidden {
+	if p := problem.From("runs.testSessionModes", err); err == nil || p.Code != problem.Forbidden {
 		t.Fatalf("writer resets: %v", err)
 	}
 	// Guest runs have no session.

@@ -145,7 +145,7 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 				evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}
 			}
 			if err != nil {
-				return problem.From(err)
+				return problem.From("runs.sweepOnce", err)
 			}
 			done, timedOut = true, action == SweepTimeout
 			return s.events.Append(ctx, evs...)

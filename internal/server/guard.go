@@ -126,7 +126,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		httpx.WriteProblem(w, r, err)
 		return
 	}
-	pe := problem.From(err)
+	pe := problem.From("server.refuse", err)
 	httpx.NoteCode(r.Context(), pe.Code)
 	if pe.Code == problem.InternalError && pe.Cause() != nil {
 		s.log.ErrorContext(r.Context(), "internal error", "correlation_id", httpx.CorrelationID(r.Context()), "error", pe.Cause().Error())

@@ -37,7 +37,7 @@ func newOutage(pool *pgxpool.Pool, log *slog.Logger, retryAfter time.Duration) *
 // database_unreachable) and notes the outage. The request's hints carry the
 // wait so that both faces send Retry-After.
 func (o *outage) classify(ctx context.Context, err error) error {
-	p := problem.From(err)
+	p := problem.From("server.classify", err)
 	if p == nil || p.Code != problem.InternalError || !db.Unreachable(p.Cause()) {
 		return err
 	}

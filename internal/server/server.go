@@ -275,7 +275,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if ok {
 			var authErr error
 			p, authErr = s.Identity.Authenticate(r.Context(), tok)
-			err = problem.From(s.outage.classify(r.Context(), authErr))
+			err = problem.From("server.authenticate", s.outage.classify(r.Context(), authErr))
 		}
 		if err != nil {
 			if err.Code == problem.Unauthorized {

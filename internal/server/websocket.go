@@ -229,7 +229,7 @@ func (l *live) initConn(ctx context.Context, payload transport.InitPayload) (con
 	}
 	p, expires, err := l.ident.AuthenticateUntil(ctx, tok)
 	if err != nil {
-		if pe := problem.From(err); pe.Code == problem.InternalError || pe.Code == problem.Unavailable {
+		if pe := problem.From("server.initConn", err); pe.Code == problem.InternalError || pe.Code == problem.Unavailable {
 			// The database did not answer: not a verdict on the token.
 			// 1013 tells the client to come back; 4403 would make it stop.
 			if pe.Cause() != nil {
@@ -580,7 +580,7 @@ func (c *wsConn) watch(ctx context.Context, tok, principal string, expires *time
 			p, ok, err = c.live.tokens.Check(ctx, c.live.hub.Changed(), tok)
 		} else if p, err = c.live.ident.Authenticate(ctx, tok); err == nil {
 			ok = true
-		} else if problem.From(err).Code == problem.Unauthorized {
+		} else if problem.CodeOf(err) == problem.Unauthorized {
 			err = nil
 		}
 		if ctx.Err() != nil {

@@ -134,7 +134,7 @@ func ProblemOf(r *http.Request, p *problem.Error) Problem {
 // problems become internal_error; their cause is logged with the correlation
 // id and never shown.
 func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
-	p := problem.From(err)
+	p := problem.From("httpx.writeProblem", err)
 	NoteCode(r.Context(), p.Code)
 	if p.Code == problem.InternalError && p.Cause() != nil {
 		loggerFrom(r.Context()).ErrorContext(r.Context(), "internal error", "correlation_id", CorrelationID(r.Context()), "error", p.Cause().Error())

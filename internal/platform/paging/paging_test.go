@@ -23,7 +23,7 @@ func TestCheck(t *testing.T) {
 		err := paging.Check(c.first, 100, c.after)
 		got := ""
 		if err != nil {
-			for _, f := range problem.From(err).Fields {
+			for _, f := range problem.From("paging.testCheck", err).Fields {
 				if got != "" {
 					got += " "
 				}

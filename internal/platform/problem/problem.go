@@ -167,18 +167,40 @@ func RateLimit(after time.Duration) *Error {
 	return &Error{Code: RateLimited, RetryAfter: after}
 }
 
-// From returns err as an *Error: itself when it is one (anywhere in its
-// chain), otherwise an internal_error that keeps err as cause. From(nil) is
-// nil.
-func From(err error) *Error {
+// From returns err as an *Error of the operation op (a "package.operation"
+// name such as "admin.createSpace"), like upspin's E(op, err): an *Error
+// anywhere in err's chain keeps its code, reason and details and gets op
+// when it names no operation yet (a copy: errors are shared values);
+// any other error becomes an internal_error of op that keeps err as
+// cause. The operation is for logs only. From(op, nil) is nil.
+func From(op string, err error) *Error {
 	if err == nil {
 		return nil
 	}
 	var p *Error
 	if errors.As(err, &p) {
-		return p
+		if p.Op != "" || op == "" {
+			return p
+		}
+		c := *p
+		c.Op = op
+		return &c
 	}
-	return Internal("", err)
+	return Internal(op, err)
+}
+
+// CodeOf returns the code of err: its *Error's code, internal_error for
+// any other error, and "" for nil. It is the way to ask which kind of
+// failure err is (errors.Is(err, ErrMissing) below the API).
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var p *Error
+	if errors.As(err, &p) {
+		return p.Code
+	}
+	return InternalError
 }
 
 // ErrMissing is the one kind of "no such thing" below the API: every

@@ -16,7 +16,7 @@ func TestInternalNamesItsOperation(t *testing.T) {
 		wantCause string
 	}{
 		{"named operation", Internal("runs.finish", driver), "runs.finish: connection reset by peer"},
-		{"wrapped by From", From(driver), "connection reset by peer"},
+		{"wrapped by From", From("admin.createSpace", driver), "admin.createSpace: connection reset by peer"},
 		{"no cause", Internal("runs.finish", nil), ""},
 	}
 	for _, tc := range cases {
@@ -38,6 +38,44 @@ func TestInternalNamesItsOperation(t *testing.T) {
 				t.Fatalf("logged cause %q, want %q", got, tc.wantCause)
 			}
 		})
+	}
+}
+
+// TestFromNamesItsOperation: From keeps a problem's kind and adds the
+// operation it crossed when it names none, without changing the shared
+// error it was given; anything else is an internal error of the operation.
+func TestFromNamesItsOperation(t *testing.T) {
+	shared := New(NotFound, "")
+	named := Internal("runs.finish", errors.New("reset"))
+	cases := []struct {
+		name     string
+		err      error
+		op       string
+		wantCode Code
+		wantOp   string
+	}{
+		{"problem without op gets it", shared, "admin.createSpace", NotFound, "admin.createSpace"},
+		{"problem wrapped by fmt", errors.Join(errors.New("ctx"), shared), "admin.createSpace", NotFound, "admin.createSpace"},
+		{"problem with op keeps it", named, "admin.createSpace", InternalError, "runs.finish"},
+		{"plain error becomes internal", errors.New("boom"), "graph.ownRun", InternalError, "graph.ownRun"},
+		{"missing wraps stay missing below the API", ErrMissing, "chat.getThread", InternalError, "chat.getThread"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := From(tc.op, tc.err)
+			if got.Code != tc.wantCode || got.Op != tc.wantOp {
+				t.Fatalf("From(%q, %v) = code %q op %q, want %q %q", tc.op, tc.err, got.Code, got.Op, tc.wantCode, tc.wantOp)
+			}
+			if CodeOf(tc.err) != tc.wantCode {
+				t.Fatalf("CodeOf(%v) = %q, want %q", tc.err, CodeOf(tc.err), tc.wantCode)
+			}
+		})
+	}
+	if shared.Op != "" {
+		t.Fatalf("From changed the shared error: op %q", shared.Op)
+	}
+	if From("x.y", nil) != nil || CodeOf(nil) != "" {
+		t.Fatal("nil is not an error")
 	}
 }
 
