@@ -21,7 +21,7 @@ import (
 // granted, so it always holds at least as many tokens as the shared one,
 // and when it is empty the shared one is too.
 type Postgres struct {
-	st store
+	st    store
 	clock clock.Clock
 	local *Memory
 }
