@@ -93,7 +93,32 @@ BEGIN ATOMIC
 END;
 -- +goose StatementEnd
 
+-- context_authors: the authors of what a run context reads in one
+-- statement (messaging.ContextMessagesAndWindow): the rows of the thread
+-- window of thread between floor and ceiling (exclusive), newest first,
+-- at most lim of them (the extra row that tells has_older included), not
+-- deleted, no run anchors, without the author exclude; and the messages
+-- wanted by id. Owner: messaging (its window rule; TestContextWindow
+-- compares the function with the window read). Read by: authz (the people
+-- of a run context and their grants, read beside the window, through
+-- authz.Relation). SQL, STABLE, BEGIN ATOMIC: inlined like a view, and
+-- its uses recorded.
+-- +goose StatementBegin
+CREATE FUNCTION context_authors(thread uuid, floor bigint, ceiling bigint, lim int, exclude uuid, wanted uuid[])
+    RETURNS TABLE (author_principal_id uuid) LANGUAGE sql STABLE
+BEGIN ATOMIC
+    SELECT w.author_principal_id FROM (SELECT m.author_principal_id, m.thread_seq FROM messages m
+        WHERE m.thread_id = context_authors.thread AND m.thread_seq > context_authors.floor AND m.thread_seq < context_authors.ceiling
+        AND m.deleted_at IS NULL AND m.kind <> 'run'
+        AND (context_authors.exclude IS NULL OR m.author_principal_id <> context_authors.exclude)
+        ORDER BY m.thread_seq DESC LIMIT context_authors.lim) w
+    UNION
+    SELECT m.author_principal_id FROM messages m WHERE m.id = ANY (context_authors.wanted);
+END;
+-- +goose StatementEnd
+
 -- +goose Down
+DROP FUNCTION context_authors(uuid, bigint, bigint, int, uuid, uuid[]);
 DROP FUNCTION grant_levels(timestamptz, uuid, uuid, uuid);
 DROP VIEW ended_runs;
 DROP VIEW agent_event_facts;

@@ -709,23 +709,52 @@ func holdersAmong(c Path, people map[string]identity.Principal, grants map[strin
 	return out
 }
 
+// Relation names the principals of another module's rows by a shared
+// set-returning SQL function of one uuid column that the module owns (a
+// migration creates it; internal/platform/db/ownership_test.go lists it as
+// shared) and the values of its parameters, in order. No SQL text crosses
+// the modules: authz numbers the parameters inside its own statement.
+type Relation struct {
+	// Func is the function's name: lower-case letters, digits and '_'.
+	Func string
+	// Args are the function's arguments, in order.
+	Args []any
+}
+
 // PeopleWithTriggerIn is PeopleWithTrigger for the principals a relation
-// names instead of a list, every one of them asked: rel returns the SQL of
-// a relation of one uuid column whose placeholders start at first, and
-// their values (messaging.ContextAuthors gives the authors of a context
-// read). It reads on the pool, never through the transaction of ctx, so
-// that it can run beside the statement that reads those messages. Faults,
-// when installed (tests only), can make it fail like WithTrigger.
-func (s *Service) PeopleWithTriggerIn(ctx context.Context, c Path, rel func(first int) (string, []any)) (map[string]identity.Principal, map[string]bool, error) {
+// names instead of a list, every one of them asked (messaging.ContextAuthors
+// names the authors of a context read). It reads on the pool, never
+// through the transaction of ctx, so that it can run beside the statement
+// that reads those messages. A relation whose Func is not a plain name is
+// an internal error. Faults, when installed (tests only), can make it fail
+// like WithTrigger.
+func (s *Service) PeopleWithTriggerIn(ctx context.Context, c Path, rel Relation) (map[string]identity.Principal, map[string]bool, error) {
 	if err := s.triggerPath(c); err != nil {
 		return nil, nil, err
 	}
-	relSQL, args := rel(4)
-	people, grants, err := s.st.peopleNamedWithGrants(ctx, relSQL, args, []string{c.SpaceID}, nonEmpty(c.ChannelID))
+	if !plainName(rel.Func) {
+		return nil, nil, fmt.Errorf("trigger holders: relation %q is not a function name", rel.Func)
+	}
+	people, grants, err := s.st.peopleNamedWithGrants(ctx, rel.Func, rel.Args, []string{c.SpaceID}, nonEmpty(c.ChannelID))
 	if err != nil {
 		return nil, nil, fmt.Errorf("trigger holders: %w", err)
 	}
 	return people, holdersAmong(c, people, grants, slices.Collect(maps.Keys(people))), nil
+}
+
+// plainName reports whether name is a plain SQL function name (lower-case
+// letters, digits and '_', starting with a letter), safe to write into a
+// statement.
+func plainName(name string) bool {
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for _, r := range name {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // WithTrigger implements TriggerHolders: Allowed for message.trigger on

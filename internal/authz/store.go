@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"bothy.example.com/bothy/internal/identity"
@@ -14,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// store holds the package's SQL, embedded in the service that decides what
-// to write (the store convention: README.md#architecture).
+// store holds the package's SQL, kept in an unexported field (st) of
+// the service that decides what to write (the store convention: README.md#architecture).
 type store struct {
 	pool  db.Querier
 	clock clock.Clock
@@ -180,12 +182,16 @@ var peopleSQL = `SELECT p.*, g.space, g.channel, g.level FROM principal_facts p
 	LEFT JOIN (` + grantRows("$1", "= ANY($2::uuid[])", onTargets) + `) g (who, space, channel, level) ON g.who = p.id
 	WHERE p.id = ANY($2::uuid[])`
 
-// peopleInSQL is peopleSQL for the principals a relation of one uuid
-// column names (rel, whose placeholders start at $4) instead of a list:
-// grants at $1 on the spaces $2 or the channels $3. The relation is read
-// once (a CTE named three times is materialized).
-func peopleInSQL(rel string) string {
-	return `WITH named (id) AS (` + rel + `)
+// peopleInSQL is peopleSQL for the principals a shared function of one
+// uuid column names (fn, called with nargs parameters from $4) instead of
+// a list: grants at $1 on the spaces $2 or the channels $3. The relation is
+// read once (a CTE named three times is materialized).
+func peopleInSQL(fn string, nargs int) string {
+	params := make([]string, nargs)
+	for i := range params {
+		params[i] = "$" + strconv.Itoa(4+i)
+	}
+	return `WITH named (id) AS (SELECT * FROM ` + fn + `(` + strings.Join(params, ", ") + `))
 	SELECT p.*, g.space, g.channel, g.level FROM principal_facts p
 	LEFT JOIN (` + grantRows("$1", "IN (SELECT id FROM named)", targetsAt("$2", "$3")) + `) g (who, space, channel, level) ON g.who = p.id
 	WHERE p.id IN (SELECT id FROM named)`
@@ -199,11 +205,11 @@ func (s *store) peopleWithGrants(ctx context.Context, idList []string, spaces, c
 }
 
 // peopleNamedWithGrants is peopleWithGrants for the principals the
-// relation rel names (its placeholders from $4, its values args), on the
+// shared function fn names (called with args from $4), on the
 // pool: it runs beside another statement of the same request, so it never
 // joins a transaction of ctx.
-func (s *store) peopleNamedWithGrants(ctx context.Context, rel string, args []any, spaces, channels []string) (map[string]identity.Principal, map[string]levelMap, error) {
-	return s.scanPeople(ctx, s.pool, peopleInSQL(rel), append([]any{s.clock.Now(), ids.ArrayParam(spaces), ids.ArrayParam(channels)}, args...)...)
+func (s *store) peopleNamedWithGrants(ctx context.Context, fn string, args []any, spaces, channels []string) (map[string]identity.Principal, map[string]levelMap, error) {
+	return s.scanPeople(ctx, s.pool, peopleInSQL(fn, len(args)), append([]any{s.clock.Now(), ids.ArrayParam(spaces), ids.ArrayParam(channels)}, args...)...)
 }
 
 // scanPeople runs a people statement (peopleSQL's columns) on q.

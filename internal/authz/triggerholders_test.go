@@ -2,7 +2,6 @@ package authz_test
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -275,7 +274,7 @@ func TestTriggerHolders(t *testing.T) {
 		if people, got, err := env.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), []string{env.World.ID("sam")}, []string{env.World.ID("sam")}); !errors.Is(err, fault) || got != nil || people != nil {
 			t.Fatalf("PeopleWithTrigger: %v %v %v, want the fault and no result", people, got, err)
 		}
-		if people, got, err := env.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(allgemein), idRelation([]string{env.World.ID("sam")})); !errors.Is(err, fault) || got != nil || people != nil {
+		if people, got, err := env.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(allgemein), idRelation(t, env, []string{env.World.ID("sam")})); !errors.Is(err, fault) || got != nil || people != nil {
 			t.Fatalf("PeopleWithTriggerIn: %v %v %v, want the fault and no result", people, got, err)
 		}
 		sw.Set(nil)
@@ -330,7 +329,7 @@ func samePeopleWithTrigger(t *testing.T, env *moduletest.Env, key string, people
 	}
 	// The same people named by a relation instead of a list give the same
 	// answers.
-	in, inHolders, err := env.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(key), idRelation(idList))
+	in, inHolders, err := env.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(key), idRelation(t, env, idList))
 	if err != nil {
 		t.Fatalf("PeopleWithTriggerIn: %v", err)
 	}
@@ -340,11 +339,16 @@ func samePeopleWithTrigger(t *testing.T, env *moduletest.Env, key string, people
 }
 
 // idRelation names idList as a relation of one uuid column, as
-// PeopleWithTriggerIn takes it.
-func idRelation(idList []string) func(first int) (string, []any) {
-	return func(first int) (string, []any) {
-		return fmt.Sprintf("SELECT unnest($%d::uuid[])", first), []any{idList}
+// PeopleWithTriggerIn takes it: a set-returning function of the test's own
+// database (the shape of a module's shared function such as messaging's
+// context_authors) with the list as its argument.
+func idRelation(t *testing.T, env *moduletest.Env, idList []string) authz.Relation {
+	t.Helper()
+	if _, err := env.Pool.Exec(t.Context(), `CREATE OR REPLACE FUNCTION test_principal_ids(wanted uuid[])
+		RETURNS TABLE (id uuid) LANGUAGE sql STABLE AS 'SELECT unnest(wanted)'`); err != nil {
+		t.Fatal(err)
 	}
+	return authz.Relation{Func: "test_principal_ids", Args: []any{idList}}
 }
 
 func handlesOf(idList []string, names map[string]string) []string {
@@ -357,4 +361,20 @@ func handlesOf(idList []string, names map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// TestPeopleWithTriggerInTakesOnlyFunctionNames: a relation is a shared
+// function's name, never SQL text; anything else fails before a statement.
+func TestPeopleWithTriggerInTakesOnlyFunctionNames(t *testing.T) {
+	t.Parallel()
+	env := moduletest.New(t)
+	for _, fn := range []string{"", "Context_authors", "1fn", "context_authors(1); DROP TABLE grants; --", "unnest ", "x.y"} {
+		people, holders, err := env.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath("Support/Allgemein"), authz.Relation{Func: fn})
+		if err == nil || people != nil || holders != nil {
+			t.Errorf("relation %q: %v %v %v, want an error and nothing read", fn, people, holders, err)
+		}
+	}
+	if _, err := env.Pool.Exec(t.Context(), `SELECT 1 FROM grants LIMIT 1`); err != nil {
+		t.Fatalf("grants are gone: %v", err)
+	}
 }

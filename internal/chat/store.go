@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// store holds the package's SQL, embedded in the service that decides what
-// to write (the store convention: README.md#architecture).
+// store holds the package's SQL, kept in an unexported field (st) of
+// the service that decides what to write (the store convention: README.md#architecture).
 type store struct {
 	pool  db.Querier
 	clock clock.Clock

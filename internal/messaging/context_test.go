@@ -229,8 +229,11 @@ func TestContextWindow(t *testing.T) {
 				for _, m := range msgs {
 					wantAuthors[m.AuthorID] = true
 				}
-				rel, args := messaging.ContextAuthors(1, want, q)
-				rows, err := env.Pool.Query(ctx, `SELECT a.id::text FROM (`+rel+`) a (id)`, args...)
+				rel := messaging.ContextAuthors(want, q)
+				if rel.Func != "context_authors" || len(rel.Args) != 6 {
+					t.Fatalf("ContextAuthors = %+v, want context_authors with six arguments", rel)
+				}
+				rows, err := env.Pool.Query(ctx, `SELECT a.id::text FROM context_authors($1, $2, $3, $4, $5, $6) a (id)`, rel.Args...)
 				if err != nil {
 					t.Fatalf("ContextAuthors: %v", err)
 				}

@@ -133,8 +133,8 @@ func (s *store) tombstoneRow(ctx context.Context, id string) error {
 	return nil
 }
 
-// store holds the package's SQL, embedded in the service that decides what
-// to write (the store convention: README.md#architecture).
+// store holds the package's SQL, kept in an unexported field (st) of
+// the service that decides what to write (the store convention: README.md#architecture).
 type store struct {
 	pool  db.Querier
 	clock clock.Clock

@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 
+	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"github.com/jackc/pgx/v5"
@@ -91,34 +91,24 @@ func (q ContextQuery) room() int {
 
 // windowWhere selects the messages of a context window: $1 thread, $2
 // floor (exclusive), $3 ceiling (exclusive), $5 the excluded author or
-// null. Tombstones and run anchors are never selected.
-var windowWhere = windowPredicate("$1", "$2", "$3", "$5")
+// null. Tombstones and run anchors are never selected. The shared function
+// context_authors (migrations/00015_module_views.sql) selects the same
+// rows; TestContextWindow compares the two.
+const windowWhere = `m.thread_id = $1 AND m.thread_seq > $2 AND m.thread_seq < $3 AND m.deleted_at IS NULL AND m.kind <> 'run'
+		AND ($5::uuid IS NULL OR m.author_principal_id <> $5::uuid)`
 
-// windowPredicate is windowWhere with its placeholders named: thread,
-// floor, ceiling, excluded author.
-func windowPredicate(thread, floor, ceiling, exclude string) string {
-	return `m.thread_id = ` + thread + ` AND m.thread_seq > ` + floor + ` AND m.thread_seq < ` + ceiling + ` AND m.deleted_at IS NULL AND m.kind <> 'run'
-		AND (` + exclude + `::uuid IS NULL OR m.author_principal_id <> ` + exclude + `::uuid)`
-}
-
-// ContextAuthors is the relation (one uuid column) of the authors of what
-// ContextMessagesAndWindow(idList, q) reads: the rows of q's window (the
-// extra row that tells has_older included) and the messages asked by id.
-// It is for a module that reads the people of a context in a statement of
-// its own beside that read instead of after it (authz's
-// PeopleWithTriggerIn). Its placeholders start at $first; args are their
-// values in order. Messaging owns messages; this is the only shape others
-// may use.
-func ContextAuthors(first int, idList []string, q ContextQuery) (string, []any) {
-	n := func(i int) string { return "$" + strconv.Itoa(first+i) }
+// ContextAuthors names the authors of what ContextMessagesAndWindow(idList,
+// q) reads (the rows of q's window, the extra row that tells has_older
+// included, and the messages asked by id) as messaging's shared function
+// context_authors (migrations/00015_module_views.sql) with its arguments:
+// for a module that reads the people of a context in a statement of its
+// own beside that read (authz's PeopleWithTriggerIn).
+func ContextAuthors(idList []string, q ContextQuery) authz.Relation {
 	var exclude any
 	if q.ExcludeAuthorID != "" {
 		exclude = q.ExcludeAuthorID
 	}
-	return `SELECT w.author_principal_id FROM (SELECT m.author_principal_id FROM messages m
-			WHERE ` + windowPredicate(n(0), n(1), n(2), n(4)) + ` ORDER BY m.thread_seq DESC LIMIT ` + n(3) + `) w
-		UNION SELECT m.author_principal_id FROM messages m WHERE m.id = ANY(` + n(5) + `::uuid[])`,
-		[]any{q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit + 1, exclude, ids.ArrayParam(idList)}
+	return authz.Relation{Func: "context_authors", Args: []any{q.ThreadID, q.AfterSeq, q.BeforeSeq, q.Limit + 1, exclude, ids.ArrayParam(idList)}}
 }
 
 // finish turns the window's rows, read with one more than limit, into the

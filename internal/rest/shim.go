@@ -54,7 +54,9 @@ type Param struct {
 type Route struct {
 	OperationID string
 	// Action is the authorization action the route's operation decides
-	// (its rate-limit class follows from authz.Table).
+	// (its rate-limit class follows from authz.Table). The access log names
+	// it for each request of the route (httpx.NoteAction), and
+	// TestRouteActions checks it against the door's audit.
 	Action   authz.Action
 	Method   string
 	Path     string // Go ServeMux pattern path, e.g. /api/v1/runs/{run_id}
@@ -173,6 +175,7 @@ type gqlResponse struct {
 
 func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
 	httpx.NoteOperation(r.Context(), c.OperationID)
+	httpx.NoteAction(r.Context(), string(c.Action))
 	vars, err := s.variables(r, c)
 	if err != nil {
 		httpx.WriteProblem(w, r, err)

@@ -90,9 +90,7 @@ func (s *Service) peopleBeside(ctx context.Context, p *contextPlan) *besideRead 
 	b := &besideRead{answer: make(chan peopleAnswer, 1)}
 	go func() {
 		var a peopleAnswer
-		a.people, a.holders, a.err = s.authz.PeopleWithTriggerIn(ctx, chat.ChannelPath(p.rd.Channel), func(first int) (string, []any) {
-			return messaging.ContextAuthors(first, p.want, p.window)
-		})
+		a.people, a.holders, a.err = s.authz.PeopleWithTriggerIn(ctx, chat.ChannelPath(p.rd.Channel), messaging.ContextAuthors(p.want, p.window))
 		b.answer <- a
 	}()
 	return b

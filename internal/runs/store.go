@@ -278,8 +278,8 @@ var activeStatesSQL = func() string {
 	return strings.Join(parts, ", ")
 }()
 
-// store holds the package's SQL, embedded in the service that decides what
-// to write (the store convention: README.md#architecture).
+// store holds the package's SQL, kept in an unexported field (st) of
+// the service that decides what to write (the store convention: README.md#architecture).
 type store struct {
 	pool  db.Querier
 	clock clock.Clock

@@ -404,7 +404,7 @@ func TestAccessLog(t *testing.T) {
 				}
 				if l["operation"] == "getViewer" {
 					seen = true
-					if l["client"] != tc.wantClient || l["code"] != "ok" || l["status"] != float64(200) || l["principal_id"] == "" {
+					if l["client"] != tc.wantClient || l["code"] != "ok" || l["status"] != float64(200) || l["principal_id"] == "" || l["action"] != "viewer.read" {
 						t.Fatalf("access line %v", l)
 					}
 				}

@@ -59,6 +59,7 @@ var owners = map[string]string{
 	"message_facts":     "internal/messaging",
 	"agent_event_facts": "internal/events",
 	"grant_levels":      "internal/authz",
+	"context_authors":   "internal/messaging",
 }
 
 // shared are the views and functions that modules other than their owner
@@ -66,7 +67,8 @@ var owners = map[string]string{
 // schema, whose columns the owner's own tests read from rows they wrote
 // (TestPrincipalFacts and the groups test of internal/identity,
 // TestSharedThreadViews, TestMessageFacts, TestAgentEventFacts,
-// TestSharedRunViews, TestGrantLevels). A table is never shared: its owner
+// TestSharedRunViews, TestGrantLevels, TestContextWindow for
+// context_authors). A table is never shared: its owner
 // shares a view or function of it instead.
 var shared = map[string]string{
 	"active_runs":       "internal/runs",
@@ -78,6 +80,7 @@ var shared = map[string]string{
 	"message_facts":     "internal/messaging",
 	"agent_event_facts": "internal/events",
 	"grant_levels":      "internal/authz",
+	"context_authors":   "internal/messaging",
 }
 
 // testSupport are packages that only tests import: harnesses that set up

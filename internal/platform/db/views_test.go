@@ -14,7 +14,8 @@ import (
 // that a shared view or function (migrations/00015_module_views.sql)
 // reads: PostgreSQL refuses (dependent_objects_still_exist), so the
 // migration fails where it is written, not a request of another module
-// later. grant_levels counts too, because its body is BEGIN ATOMIC.
+// later. grant_levels and context_authors count too, because their
+// bodies are BEGIN ATOMIC.
 func TestSharedViewsHoldTheirColumns(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
@@ -34,6 +35,7 @@ func TestSharedViewsHoldTheirColumns(t *testing.T) {
 		`ALTER TABLE agent_events DROP COLUMN message_id`,
 		`ALTER TABLE runs DROP COLUMN state`,
 		`ALTER TABLE grants DROP COLUMN expires_at`,
+		`ALTER TABLE messages DROP COLUMN deleted_at`, // only context_authors reads it
 	} {
 		_, err := pool.Exec(t.Context(), stmt)
 		var pgErr *pgconn.PgError

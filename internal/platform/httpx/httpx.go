@@ -54,6 +54,10 @@ type Hints struct {
 	// Operation names the GraphQL operation or REST operationId of the
 	// request, for the access log and the request metrics.
 	Operation string
+	// Action is the authorization action a REST route decides (its entry
+	// in the route table), for the access log; empty for GraphQL, whose
+	// one request may decide several.
+	Action string
 	// Code is the problem code of the first error of the answer (a REST
 	// problem or a GraphQL error), empty when the answer has none.
 	Code string
@@ -77,6 +81,14 @@ type Hints struct {
 func NoteOperation(ctx context.Context, name string) {
 	if h := HintsFrom(ctx); h.Operation == "" {
 		h.Operation = name
+	}
+}
+
+// NoteAction records the authorization action of the request of ctx
+// unless one is recorded already.
+func NoteAction(ctx context.Context, action string) {
+	if h := HintsFrom(ctx); h.Action == "" {
+		h.Action = action
 	}
 }
 
@@ -388,7 +400,7 @@ func ChainWith(next http.Handler, o Options) http.Handler {
 			if face == "ops" {
 				level = slog.LevelDebug
 			}
-			log.Log(ctx, level, "request", "face", face, "operation", hints.Operation, "method", r.Method,
+			log.Log(ctx, level, "request", "face", face, "operation", hints.Operation, "action", hints.Action, "method", r.Method,
 				"status", sw.status, "code", Outcome(sw.status, hints.Code), "duration_ms", d.Milliseconds(),
 				"correlation_id", cid, "client", o.Proxies.Client(r), "principal_id", holder.id)
 		}()
