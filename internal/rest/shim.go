@@ -6,6 +6,7 @@ package rest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 
@@ -91,7 +93,10 @@ type Shim struct {
 	schema *ast.Schema
 	types  map[string]*typeInfo
 	gql    http.Handler
-	routes []*compiled
+	// maxResponse is graphql.max_response_bytes: a larger answer is refused
+	// (response_too_large), as the GraphQL face refuses it.
+	maxResponse int
+	routes      []*compiled
 }
 
 type compiled struct {
@@ -102,10 +107,12 @@ type compiled struct {
 }
 
 // New compiles routes against schema and returns a shim that runs them on
-// gql (the GraphQL HTTP handler). A stored operation that does not validate
-// is a programming error and fails New.
-func New(schema *ast.Schema, gql http.Handler, routes []Route) (*Shim, error) {
-	s := &Shim{schema: schema, types: typeTable(schema), gql: gql}
+// gql (the GraphQL HTTP handler, with Transport installed first), refusing
+// answers whose data is over maxResponse bytes (graphql.max_response_bytes;
+// 0: no limit). A stored operation that does not validate is a programming
+// error and fails New.
+func New(schema *ast.Schema, gql http.Handler, routes []Route, maxResponse int) (*Shim, error) {
+	s := &Shim{schema: schema, types: typeTable(schema), gql: gql, maxResponse: maxResponse}
 	for _, rt := range routes {
 		doc, errs := gqlparser.LoadQueryWithRules(schema, rt.Document, nil)
 		if errs != nil {
@@ -159,12 +166,6 @@ func (s *Shim) Register(mux *http.ServeMux, wrap func(http.Handler) http.Handler
 	}
 }
 
-type gqlRequest struct {
-	Query         string         `json:"query"`
-	OperationName string         `json:"operationName"`
-	Variables     map[string]any `json:"variables"`
-}
-
 type gqlResponse struct {
 	Data   map[string]json.RawMessage `json:"data"`
 	Errors []struct {
@@ -181,16 +182,9 @@ func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
 		httpx.WriteProblem(w, r, err)
 		return
 	}
-	body, _ := json.Marshal(gqlRequest{Query: c.Document, OperationName: c.OperationID, Variables: vars})
-	inner, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, "/graphql", bytes.NewReader(body))
-	inner.Header.Set("Content-Type", "application/json")
-	inner.Header.Set("Accept", "application/json")
 	bufs := getBuffers()
 	defer putBuffers(bufs)
-	rec := &recorder{header: http.Header{}, body: &bufs.answer}
-	s.gql.ServeHTTP(rec, inner)
-
-	out, status, err := s.restBody(w, rec.body.Bytes(), c, bufs.out[:0])
+	out, status, err := s.execute(w, r, c, vars, bufs)
 	if err != nil {
 		httpx.WriteProblem(w, r, err)
 		return
@@ -199,6 +193,22 @@ func (s *Shim) serve(w http.ResponseWriter, r *http.Request, c *compiled) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(out)
+}
+
+// execute runs route c's stored operation with vars on the GraphQL
+// handler, in process: the call rides in the request's context to the
+// handler's Transport, which hands the executor's answer back as it is (no
+// variables encoded, no request body parsed, no answer envelope written
+// and read again), and renders it into bufs.out. Whatever the handler
+// answers itself instead (a recovered panic) is read from what it wrote.
+func (s *Shim) execute(w http.ResponseWriter, r *http.Request, c *compiled, vars map[string]any, bufs *buffers) ([]byte, int, error) {
+	call := &call{params: graphql.RawParams{Query: c.Document, OperationName: c.OperationID, Variables: vars}}
+	rec := &recorder{header: http.Header{}, body: &bufs.answer}
+	s.gql.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), callKey{}, call)))
+	if call.resp == nil {
+		return s.restBody(w, rec.body.Bytes(), c, bufs.out[:0])
+	}
+	return s.restAnswer(w, call.resp, c, bufs.out[:0])
 }
 
 // buffers are the two buffers a REST call needs: the GraphQL answer and
@@ -225,9 +235,9 @@ func putBuffers(b *buffers) {
 	bufferPool.Put(b)
 }
 
-// restBody renders the GraphQL answer gql of route c as the REST body in
-// one pass (renderJSON), appended to out, and returns it with its status; an answer with
-// errors becomes the problem of its first error.
+// restBody renders the GraphQL answer envelope gql of route c (as the
+// handler wrote it) as the REST body, appended to out, and returns it with
+// its status; an answer with errors becomes the problem of its first error.
 func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled, out []byte) ([]byte, int, error) {
 	undecodable := problem.Internal("rest.body", fmt.Errorf("route %s: undecodable GraphQL response", c.OperationID))
 	top := scanner{in: gql}
@@ -250,6 +260,51 @@ func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled, out []by
 	if err != nil || data == nil {
 		return nil, 0, undecodable
 	}
+	return s.renderData(w, *data, c, out, len(gql))
+}
+
+// restAnswer renders the executor's answer resp of route c as the REST
+// body, appended to out, like restBody; the data's array goes back to
+// answerbuf once rendered (the answer was the executor's alone and is
+// referenced nowhere else).
+func (s *Shim) restAnswer(w http.ResponseWriter, resp *graphql.Response, c *compiled, out []byte) ([]byte, int, error) {
+	if len(resp.Errors) > 0 {
+		return nil, 0, c.problemOf(resp.Errors[0].Message, wireExtensions(resp.Errors[0].Extensions))
+	}
+	if s.maxResponse > 0 && len(resp.Data) > s.maxResponse {
+		return nil, 0, problem.Newf(problem.ValidationFailed, "response_too_large",
+			"the response exceeds %d bytes (graphql.max_response_bytes): ask for fewer items or fields", s.maxResponse)
+	}
+	if len(resp.Data) == 0 {
+		return nil, 0, problem.Internal("rest.body", fmt.Errorf("route %s: no data", c.OperationID))
+	}
+	body, status, err := s.renderData(w, scanner{in: resp.Data}, c, out, len(resp.Data))
+	answerbuf.Release(resp.Data)
+	return body, status, err
+}
+
+// wireExtensions returns a GraphQL error's extensions as a client decodes
+// them (JSON numbers as json.Number, lists as []any, objects as maps):
+// problemOf reads one shape whichever way the answer came. Error answers
+// are small and rare.
+func wireExtensions(ext map[string]any) map[string]any {
+	raw, err := json.Marshal(ext)
+	if err != nil {
+		return nil
+	}
+	var out map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&out) != nil {
+		return nil
+	}
+	return out
+}
+
+// renderData renders data, the data member of route c's answer (size
+// bytes long), as the REST body appended to out, with its status.
+func (s *Shim) renderData(w http.ResponseWriter, data scanner, c *compiled, out []byte, size int) ([]byte, int, error) {
+	undecodable := problem.Internal("rest.body", fmt.Errorf("route %s: undecodable GraphQL response", c.OperationID))
 	value, err := data.member(c.Result)
 	if err != nil || data.isNull() {
 		return nil, 0, problem.Internal("rest.body", fmt.Errorf("route %s: no data", c.OperationID))
@@ -285,8 +340,8 @@ func (s *Shim) restBody(w http.ResponseWriter, gql []byte, c *compiled, out []by
 		}
 		value, typ = inner, f.Type
 	}
-	if cap(out) < len(gql) {
-		out = make([]byte, 0, len(gql))
+	if cap(out) < size {
+		out = make([]byte, 0, size)
 	}
 	out, err = s.renderJSON(out, value, typ, c.Omit)
 	if err != nil {
@@ -388,7 +443,9 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 				fields = append(fields, problem.FieldError{Pointer: ParamPointer(p), Code: "invalid_type", Detail: "must be a 32-bit integer"})
 				continue
 			}
-			vars[p.Var] = n
+			// As a JSON body would carry it: the handler's checks and
+			// unmarshalers see what they see from a client.
+			vars[p.Var] = json.Number(strconv.FormatInt(n, 10))
 		} else if fe := text.Check(raw, ParamPointer(p)); fe != nil {
 			fields = append(fields, *fe)
 		} else if p.Enum != nil {

@@ -164,7 +164,9 @@ func New(d Deps) (*Server, error) {
 		Help: "WebSocket connections this replica serves now (GraphQL subscriptions)."}, func() float64 { return float64(ws.Open()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_websocket_subscriptions",
 			Help: "Subscriptions running on this replica's WebSocket connections now."}, func() float64 { return float64(ws.Subscriptions()) }))
-	exec, err := newGraphQL(es, d.Config, d.Logger, metrics, out, ws.transport())
+	// The REST shim's calls come first: they ride in the context and
+	// never reach a client's transport.
+	exec, err := newGraphQL(es, d.Config, d.Logger, metrics, out, rest.Transport{}, ws.transport())
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +175,7 @@ func New(d Deps) (*Server, error) {
 	exec.Use(graph.PerResponse{Sources: sources})
 	exec.Use(SingleRootSubscription{})
 	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes), exec)
-	shim, err := rest.New(es.Schema(), gql, rest.Table)
+	shim, err := rest.New(es.Schema(), exec, rest.Table, cfg.Int(config.GraphQLMaxResponseBytes))
 	if err != nil {
 		return nil, err
 	}
