@@ -85,7 +85,8 @@ func (s *spliceWriter) Write(p []byte) (int, error) {
 	_, err := s.ResponseWriter.Write(data)
 	// The data is written (every writer below copies or writes through)
 	// and was the executor's alone: its array goes back for the next
-	// large answer (answerbuf). This is the only place that releases one.
+	// large answer (answerbuf). The REST shim releases the arrays of its
+	// own answers likewise.
 	answerbuf.Release(data)
 	if err != nil {
 		return 0, err

@@ -4,9 +4,10 @@
 //
 // The contract is narrow on purpose: a writer that knows an answer will
 // be large asks Grow for room in the executor's answer buffer, and only
-// the one place that writes a finished answer to the client (the POST
-// transport's splice in internal/server) hands the array back with
-// Release, after the last byte is written. Nothing else may call Release:
+// the places that finish an answer for the client hand the array back
+// with Release, after its last byte is used: the POST transport's splice
+// in internal/server once written, and the REST shim (internal/rest) once
+// rendered. Nothing else may call Release:
 // an array released while still referenced would let the next answer
 // overwrite it.
 package answerbuf
