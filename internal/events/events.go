@@ -110,11 +110,17 @@ func (l *Log) Append(ctx context.Context, evs ...Event) error {
 }
 
 // ParseCursor reads a cursor ("" is the start). ok is false for a cursor
-// that is not a non-negative integer.
+// that is not plain decimal digits fitting an int64 (a sign, "+5" or
+// "-0", is refused: strconv alone would take it).
 func ParseCursor(s string) (int64, bool) {
 	if s == "" {
 		return 0, true
 	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil && n >= 0
+	return n, err == nil
 }

@@ -46,8 +46,9 @@ func seqs(evs []events.Event) []int64 {
 	return out
 }
 
-// TestParseCursor: a cursor is a non-negative decimal integer and "" is
-// the start (0); anything else is refused.
+// TestParseCursor: a cursor is plain decimal digits (0-9 only, no sign,
+// so neither "+5" nor "-0") that fit an int64, and "" is the start (0);
+// anything else is refused.
 func TestParseCursor(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -68,6 +69,12 @@ func TestParseCursor(t *testing.T) {
 		{"1 ", 0, false},
 		{"0x10", 0, false},
 		{"now", 0, false},
+		{"+5", 0, false},
+		{"+0", 0, false},
+		{"-0", 0, false},
+		{"1_000", 0, false},
+		{"\u0661", 0, false},
+		{"5\n", 0, false},
 	}
 	for _, c := range cases {
 		got, ok := events.ParseCursor(c.in)

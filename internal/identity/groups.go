@@ -59,7 +59,8 @@ func (w *Writer) RenameGroup(ctx context.Context, id, name string) error {
 }
 
 // AddMember puts person principalID into group id (adding twice
-// changes nothing). Only people can be members.
+// changes nothing). Only people can be members; a deleted, unknown or
+// malformed group is ErrGroupNotFound and nothing is written.
 func (w *Writer) AddMember(ctx context.Context, id, principalID string) error {
 	s := w.s
 	p, err := s.st.Get(ctx, principalID)

@@ -53,6 +53,9 @@ func (s *store) GetGroup(ctx context.Context, id string) (Group, error) {
 // renameGroup stores name as the name of the live group id.
 func (s *store) renameGroup(ctx context.Context, id, name string) error {
 	q := db.Q(ctx, s.pool)
+	if !ids.Valid(id) {
+		return ErrGroupNotFound
+	}
 	tag, err := q.Exec(ctx, `UPDATE groups SET name = $2 WHERE id = $1 AND deleted_at IS NULL`, id, name)
 	if err != nil {
 		return nameTaken(fmt.Errorf("rename group: %w", err))
@@ -68,6 +71,9 @@ func (s *store) renameGroup(ctx context.Context, id, name string) error {
 // revokes those grants in the same unit of work.
 func (s *store) DeleteGroup(ctx context.Context, id string) error {
 	q := db.Q(ctx, s.pool)
+	if !ids.Valid(id) {
+		return ErrGroupNotFound
+	}
 	tag, err := q.Exec(ctx, `UPDATE groups SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL`, id, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("delete group: %w", err)
@@ -81,15 +87,28 @@ func (s *store) DeleteGroup(ctx context.Context, id string) error {
 	return nil
 }
 
-// RemoveMember takes principalID out of group id (removing a
-// non-member changes nothing).
+// RemoveMember takes principalID out of the live group id (removing a
+// non-member changes nothing); a group that is not live, or a malformed
+// id, is ErrGroupNotFound.
 func (s *store) RemoveMember(ctx context.Context, id, principalID string) error {
-	q := db.Q(ctx, s.pool)
-	if !ids.Valid(principalID) {
-		return nil
+	if !ids.Valid(id) {
+		return ErrGroupNotFound
 	}
-	if _, err := q.Exec(ctx, `DELETE FROM group_members WHERE group_id = $1 AND principal_id = $2`, id, principalID); err != nil {
+	if !ids.Valid(principalID) {
+		// Nobody holds a malformed id: no member to remove, but the
+		// group must still be live.
+		_, err := s.GetGroup(ctx, id)
+		return err
+	}
+	var live bool
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `WITH g AS (SELECT id FROM groups WHERE id = $1 AND deleted_at IS NULL FOR SHARE),
+		d AS (DELETE FROM group_members m USING g WHERE m.group_id = g.id AND m.principal_id = $2)
+		SELECT EXISTS (SELECT 1 FROM g)`, id, principalID).Scan(&live)
+	if err != nil {
 		return fmt.Errorf("remove group member: %w", err)
+	}
+	if !live {
+		return ErrGroupNotFound
 	}
 	return nil
 }
@@ -144,6 +163,9 @@ func (s *store) GetMany(ctx context.Context, idList []string) (map[string]Princi
 
 // SetStatus changes the lifecycle state of principal id.
 func (s *store) SetStatus(ctx context.Context, id string, st Status) error {
+	if !ids.Valid(id) {
+		return ErrNotFound
+	}
 	sqlText, args := db.SQL.Update("principals").Set("status", st).Where(sq.Eq{"id": id}).MustSql()
 	tag, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...)
 	if err != nil {
@@ -261,8 +283,12 @@ func (s *store) getToken(ctx context.Context, id string) (TokenInfo, error) {
 }
 
 // ListTokens returns the tokens of principal id, newest first, revoked and
-// expired ones included (so that an owner sees what was issued).
+// expired ones included (so that an owner sees what was issued). A
+// malformed id holds no tokens, like an unknown one.
 func (s *store) ListTokens(ctx context.Context, principalID string) ([]TokenInfo, error) {
+	if !ids.Valid(principalID) {
+		return []TokenInfo{}, nil
+	}
 	sqlText, args := db.SQL.Select(tokenInfoColumns).From("tokens").Where(sq.Eq{"principal_id": principalID}).Where(sq.NotEq{"kind": TokenRun}).
 		OrderBy("created_at DESC", "id DESC").MustSql()
 	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
@@ -376,12 +402,24 @@ func scanTokenInfo(row pgx.Row) (TokenInfo, error) {
 	return t, err
 }
 
-// insertMember puts principalID into group id (adding twice changes
-// nothing).
+// insertMember puts principalID into the live group id (adding twice
+// changes nothing); a group that is not live, or a malformed id, is
+// ErrGroupNotFound. The group's row is share-locked by the same statement,
+// so a concurrent DeleteGroup either waits for the member (and removes it)
+// or has already made the group not live.
 func (s *store) insertMember(ctx context.Context, id, principalID string) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, id, principalID)
+	if !ids.Valid(id) {
+		return ErrGroupNotFound
+	}
+	var live bool
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `WITH g AS (SELECT id FROM groups WHERE id = $1 AND deleted_at IS NULL FOR SHARE),
+		ins AS (INSERT INTO group_members (group_id, principal_id) SELECT g.id, $2 FROM g ON CONFLICT DO NOTHING)
+		SELECT EXISTS (SELECT 1 FROM g)`, id, principalID).Scan(&live)
 	if err != nil {
 		return fmt.Errorf("add group member: %w", err)
+	}
+	if !live {
+		return ErrGroupNotFound
 	}
 	return nil
 }

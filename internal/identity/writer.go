@@ -25,7 +25,8 @@ func (w *Writer) DeleteGroup(ctx context.Context, id string) error {
 }
 
 // RemoveMember takes principalID out of group id (removing a
-// non-member changes nothing).
+// non-member changes nothing); a deleted, unknown or malformed group is
+// ErrGroupNotFound.
 func (w *Writer) RemoveMember(ctx context.Context, id, principalID string) error {
 	return w.s.st.RemoveMember(ctx, id, principalID)
 }

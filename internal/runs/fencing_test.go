@@ -1,0 +1,108 @@
+package runs_test
+
+import (
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs/domain"
+)
+
+// wantClaimed fails the test unless err is conflict run_claimed.
+func wantClaimed(t *testing.T, what string, err error) {
+	t.Helper()
+	if p := problem.From("runs.wantClaimed", err); p == nil || p.Code != problem.Conflict || p.Reason != "run_claimed" {
+		t.Fatalf("%s: %v, want conflict run_claimed", what, err)
+	}
+}
+
+// TestFencing pins the holder fence of the runs module without HTTP: on a
+// run that holder proc-a started, another holder or no holder may not
+// answer in it, make it wait, finish it or cancel it as its agent
+// (conflict run_claimed; nothing stored, the run unchanged), renew needs
+// a holder (validation_failed) and a malformed holder is invalid input;
+// proc-a answers and waits. Once proc-a's lease lapsed (the sweeper
+// requeues the run) nobody may act on the queued run, proc-b takes it over
+// as attempt 2, and proc-a's late answer, wait, finish and renew are
+// refused while proc-b finishes it.
+func TestFencing(t *testing.T) {
+	t.Parallel()
+	env := moduletest.New(t)
+	ctx := t.Context()
+	lotse := env.Principal("lotse")
+	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "f1", "@lotse check the printer"))
+	r, err := env.Runs.Start(ctx, lotse, run, "proc-a")
+	if err != nil || r.State != domain.RunRunning || r.Attempt != 1 {
+		t.Fatalf("proc-a starts: %+v %v", r, err)
+	}
+	thread := r.ThreadID
+	answer := func(holder, clientMsgID string) error {
+		_, _, err := env.Messaging.Create(ctx, lotse, thread, messaging.Input{ClientMsgID: clientMsgID, ContentMD: "an answer", RunID: run, Holder: holder})
+		return err
+	}
+	stored := func(clientMsgID string) int {
+		return env.Count(`SELECT count(*) FROM messages WHERE client_msg_id = $1`, clientMsgID)
+	}
+
+	for _, h := range []string{"proc-b", ""} {
+		wantClaimed(t, "answer by "+h, answer(h, "ans-"+h))
+		if n := stored("ans-" + h); n != 0 {
+			t.Fatalf("a refused answer by %q is stored", h)
+		}
+		_, err := env.Runs.AwaitInput(ctx, lotse, run, h)
+		wantClaimed(t, "await by "+h, err)
+		_, err = env.Runs.Finish(ctx, lotse, run, h, domain.RunCompleted, "")
+		wantClaimed(t, "finish by "+h, err)
+		_, err = env.Runs.Cancel(ctx, lotse, run, h)
+		wantClaimed(t, "the agent's cancel by "+h, err)
+	}
+	_, err = env.Runs.Renew(ctx, lotse, run, "")
+	if p := problem.From("runs.TestFencing", err); p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Code != "required" {
+		t.Fatalf("renew without a holder: %v", err)
+	}
+	if _, err := env.Runs.AwaitInput(ctx, lotse, run, "bad holder!"); problem.CodeOf(err) != problem.ValidationFailed {
+		t.Fatalf("a malformed holder: %v", err)
+	}
+	if got := readRun(t, env, "lotse", run); got.State != domain.RunRunning || got.Version != 2 || got.Holder != "proc-a" {
+		t.Fatalf("the refused calls changed the run: %+v", got)
+	}
+
+	if err := answer("proc-a", "a-1"); err != nil {
+		t.Fatalf("the holder's answer: %v", err)
+	}
+	if w, err := env.Runs.AwaitInput(ctx, lotse, run, "proc-a"); err != nil || w.State != domain.RunWaitingInput {
+		t.Fatalf("the holder's await: %+v %v", w, err)
+	}
+
+	// The lease lapses: the sweeper requeues the run for another process.
+	env.Clock.Advance(2 * time.Minute)
+	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("lease sweep changed %d (%v)", n, err)
+	}
+	if got := readRun(t, env, "lotse", run); got.State != domain.RunQueued {
+		t.Fatalf("after the lapse: %+v", got)
+	}
+	wantClaimed(t, "late answer on the queued run", answer("proc-a", "a-q"))
+	b, err := env.Runs.Start(ctx, lotse, run, "proc-b")
+	if err != nil || b.Attempt != 2 || b.Holder != "proc-b" {
+		t.Fatalf("takeover %+v %v", b, err)
+	}
+	wantClaimed(t, "late answer", answer("proc-a", "a-2"))
+	_, err = env.Runs.AwaitInput(ctx, lotse, run, "proc-a")
+	wantClaimed(t, "late await", err)
+	_, err = env.Runs.Finish(ctx, lotse, run, "proc-a", domain.RunCompleted, "")
+	wantClaimed(t, "late finish", err)
+	_, err = env.Runs.Renew(ctx, lotse, run, "proc-a")
+	wantClaimed(t, "late renew", err)
+	if n := stored("a-2") + stored("a-q"); n != 0 {
+		t.Fatalf("%d late answers stored", n)
+	}
+	if n := stored("a-1"); n != 1 {
+		t.Fatalf("the answer before the takeover: %d stored", n)
+	}
+	if done, err := env.Runs.Finish(ctx, lotse, run, "proc-b", domain.RunCompleted, ""); err != nil || done.State != domain.RunCompleted {
+		t.Fatalf("the new holder's finish: %+v %v", done, err)
+	}
+}
