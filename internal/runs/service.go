@@ -424,6 +424,11 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 // answer's commit or the answer sees the end state, so every answer stored
 // with a run_id commits before its run's end event. The run is not changed.
 func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
+	// A holder that is no holder name is bad input, whichever face sent
+	// it, before any run is looked at.
+	if p.Holder != "" && !ValidHolder(p.Holder) {
+		return problem.Invalid(problem.FieldError{Pointer: "holder", Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
+	}
 	var run domain.AnswerRun
 	var full Run
 	found := true
