@@ -417,23 +417,31 @@ func (c *compiled) restPointer(ptr string) string {
 	return ptr
 }
 
-// variables builds the operation's variables from path, query and body.
+// variables builds the operation's variables from path, query and body;
+// every invalid parameter and member is listed in one validation error.
 func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 	vars := map[string]any{}
+	fields := paramVars(r, c, vars)
+	if c.BodyVar != "" || c.BodyFields != nil {
+		bad, err := s.bodyVars(r, c, vars)
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, bad...)
+	}
+	if len(fields) > 0 {
+		return nil, problem.Invalid(fields...)
+	}
+	return vars, nil
+}
+
+// paramVars sets the variables of route c's path, query and header
+// parameters present in r, and returns the field errors of those that are
+// malformed.
+func paramVars(r *http.Request, c *compiled, vars map[string]any) []problem.FieldError {
 	var fields []problem.FieldError
 	for _, p := range c.Params {
-		var raw string
-		var present bool
-		switch p.In {
-		case InPath:
-			raw, present = r.PathValue(p.Name), true
-		case InHeader:
-			_, present = r.Header[http.CanonicalHeaderKey(p.Name)]
-			raw = r.Header.Get(p.Name)
-		default:
-			present = r.URL.Query().Has(p.Name)
-			raw = r.URL.Query().Get(p.Name)
-		}
+		raw, present := paramOf(r, p)
 		if !present {
 			continue
 		}
@@ -446,65 +454,84 @@ func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 			// As a JSON body would carry it: the handler's checks and
 			// unmarshalers see what they see from a client.
 			vars[p.Var] = json.Number(strconv.FormatInt(n, 10))
-		} else if fe := text.Check(raw, ParamPointer(p)); fe != nil {
+			continue
+		}
+		if fe := text.Check(raw, ParamPointer(p)); fe != nil {
 			fields = append(fields, *fe)
-		} else if p.Enum != nil {
-			if !slices.Contains(p.Enum, raw) {
-				fields = append(fields, problem.FieldError{Pointer: ParamPointer(p), Code: "invalid", Detail: "one of " + strings.Join(p.Enum, ", ")})
-				continue
-			}
+			continue
+		}
+		if p.Enum == nil {
+			vars[p.Var] = raw
+		} else if slices.Contains(p.Enum, raw) {
 			vars[p.Var] = strings.ToUpper(raw)
 		} else {
-			vars[p.Var] = raw
+			fields = append(fields, problem.FieldError{Pointer: ParamPointer(p), Code: "invalid", Detail: "one of " + strings.Join(p.Enum, ", ")})
 		}
 	}
-	if c.BodyVar != "" || c.BodyFields != nil {
-		// The document declares application/json bodies; another declared
-		// type is refused rather than guessed at.
-		if ct := r.Header.Get("Content-Type"); ct != "" {
-			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-				return nil, problem.Newf(problem.UnsupportedMediaType, "content_type", "the body must be application/json")
-			}
-		}
-		var body any
-		dec := json.NewDecoder(r.Body)
-		dec.UseNumber()
-		if err := dec.Decode(&body); errors.Is(err, io.EOF) && c.OptionalBody {
-			body = map[string]any{}
-		} else if err != nil {
-			return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_json", Detail: "the body is not a JSON document"})
-		}
-		if dec.More() {
-			return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_json", Detail: "the body holds more than one JSON document"})
-		}
-		if c.BodyVar != "" {
-			v, errs := s.input(body, &ast.Type{NamedType: c.bodyDef.Name, NonNull: true}, "")
-			fields = append(fields, errs...)
-			vars[c.BodyVar] = v
-		} else {
-			obj, ok := body.(map[string]any)
-			if !ok {
-				return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_type", Detail: "must be an object"})
-			}
-			for k, val := range obj {
-				name, ok := c.BodyFields[k]
-				if !ok {
-					fields = append(fields, problem.FieldError{Pointer: "/" + escapePointer(k), Code: "unknown_member"})
-					continue
-				}
-				v, errs := s.input(val, c.op.VariableDefinitions.ForName(name).Type, "/"+k)
-				fields = append(fields, errs...)
-				vars[name] = v
-			}
-			for k, name := range c.BodyFields {
-				if _, ok := obj[k]; !ok && c.op.VariableDefinitions.ForName(name).Type.NonNull {
-					fields = append(fields, problem.FieldError{Pointer: "/" + k, Code: "required"})
-				}
-			}
+	return fields
+}
+
+// paramOf returns parameter p of r and whether r has it (a path
+// parameter always).
+func paramOf(r *http.Request, p Param) (string, bool) {
+	switch p.In {
+	case InPath:
+		return r.PathValue(p.Name), true
+	case InHeader:
+		_, present := r.Header[http.CanonicalHeaderKey(p.Name)]
+		return r.Header.Get(p.Name), present
+	default:
+		return r.URL.Query().Get(p.Name), r.URL.Query().Has(p.Name)
+	}
+}
+
+// bodyVars reads route c's JSON body into vars: the whole body as c.BodyVar,
+// or its members as the variables c.BodyFields names. It returns the field
+// errors of invalid members, or an error for a body that is no JSON
+// document of the declared media type.
+func (s *Shim) bodyVars(r *http.Request, c *compiled, vars map[string]any) ([]problem.FieldError, error) {
+	// The document declares application/json bodies; another declared
+	// type is refused rather than guessed at.
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return nil, problem.Newf(problem.UnsupportedMediaType, "content_type", "the body must be application/json")
 		}
 	}
-	if len(fields) > 0 {
-		return nil, problem.Invalid(fields...)
+	var body any
+	dec := json.NewDecoder(r.Body)
+	dec.UseNumber()
+	if err := dec.Decode(&body); errors.Is(err, io.EOF) && c.OptionalBody {
+		body = map[string]any{}
+	} else if err != nil {
+		return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_json", Detail: "the body is not a JSON document"})
 	}
-	return vars, nil
+	if dec.More() {
+		return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_json", Detail: "the body holds more than one JSON document"})
+	}
+	if c.BodyVar != "" {
+		v, errs := s.input(body, &ast.Type{NamedType: c.bodyDef.Name, NonNull: true}, "")
+		vars[c.BodyVar] = v
+		return errs, nil
+	}
+	obj, ok := body.(map[string]any)
+	if !ok {
+		return nil, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_type", Detail: "must be an object"})
+	}
+	var fields []problem.FieldError
+	for k, val := range obj {
+		name, ok := c.BodyFields[k]
+		if !ok {
+			fields = append(fields, problem.FieldError{Pointer: "/" + escapePointer(k), Code: "unknown_member"})
+			continue
+		}
+		v, errs := s.input(val, c.op.VariableDefinitions.ForName(name).Type, "/"+k)
+		fields = append(fields, errs...)
+		vars[name] = v
+	}
+	for k, name := range c.BodyFields {
+		if _, ok := obj[k]; !ok && c.op.VariableDefinitions.ForName(name).Type.NonNull {
+			fields = append(fields, problem.FieldError{Pointer: "/" + k, Code: "required"})
+		}
+	}
+	return fields, nil
 }
