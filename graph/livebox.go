@@ -107,95 +107,118 @@ func (r *Resolver) liveSide(ctx context.Context, now func(context.Context) (iden
 	if queue < 1 {
 		queue = 1
 	}
-	sub := r.Runs.SubscribeLive(queue)
-	out := make(chan func(string) (model.Event, bool))
-	hub := r.Runs.Hub()
 	verdicts := r.Live.Verdicts
 	if verdicts == nil {
 		verdicts = NewLiveVerdicts()
 	}
+	ls := &liveStream{r: r, now: now, sub: r.Runs.SubscribeLive(queue), hub: r.Runs.Hub(), verdicts: verdicts,
+		out: make(chan func(string) (model.Event, bool)), stop: make(chan struct{}), sent: map[string]int{}}
+	go ls.run(ctx, from)
+	return ls.out, ls.stop, nil
+}
+
+// liveStream is one subscription's stream of box changes: what it has
+// delivered, and how it decides and stops.
+type liveStream struct {
+	r        *Resolver
+	now      func(context.Context) (identity.Principal, bool, error)
+	sub      *runs.LiveSubscription
+	hub      *runs.Hub
+	verdicts *LiveVerdicts
+	out      chan func(string) (model.Event, bool)
+	// stop is closed (the connection then closes with 4413: the client
+	// resumes and reads the boxes again) when the reader fell behind or a
+	// change could not be decided: a reader never silently misses a change.
+	stop chan struct{}
+	once sync.Once
 	// sent is the last version delivered per run: a change the
 	// subscription receives again (it came in while the catch-up was
 	// read) is not delivered twice.
-	sent := map[string]int{}
-	visible := func(ctx context.Context, runID string) (liveVerdict, error) {
-		gen := hub.Changed()
-		p, ok, err := now(ctx)
-		if err != nil || !ok {
-			return liveVerdict{}, err
+	sent map[string]int
+}
+
+// run delivers the changes after the cursors of from, then each change as
+// it comes, until the reader falls behind or leaves.
+func (ls *liveStream) run(ctx context.Context, from []*model.LiveCursor) {
+	defer ls.sub.Close()
+	for _, c := range from {
+		if c == nil {
+			continue
 		}
-		decide := func() (liveVerdict, error) {
-			// Shared by the subscriptions waiting for it: one leaving
-			// must not cancel the others' decision.
-			_, path, err := r.Authz.Authorize(authz.Prepaid(context.WithoutCancel(ctx)), p, authz.RunRead, authz.Resource{Kind: authz.KindRun, ID: runID})
-			v := liveVerdict{ok: err == nil, channelID: path.ChannelID, gen: gen, at: time.Now()}
-			if err != nil {
-				if c := problem.CodeOf(err); c != problem.NotFound && c != problem.Forbidden {
-					return liveVerdict{}, err
-				}
+		ls.sent[c.RunID] = c.Version
+		for _, ev := range ls.sub.Since(c.RunID, c.Version) {
+			if !ls.deliver(ctx, ev) {
+				return
 			}
-			return v, nil
 		}
-		return verdicts.decide(p, runID, gen, decide)
 	}
-	// stop closes the connection (4413: the client resumes and reads the
-	// boxes again) when the reader fell behind or a change could not be
-	// decided: a reader never silently misses a change.
-	stop := make(chan struct{})
-	var once sync.Once
-	halt := func() { once.Do(func() { close(stop) }) }
-	deliver := func(ev runs.LiveEvent) bool {
-		if ev.Delta.Version <= sent[ev.RunID] {
-			return true
-		}
-		v, err := visible(ctx, ev.RunID)
-		if err != nil {
-			if ctx.Err() == nil && r.Live.Log != nil {
-				r.Live.Log.WarnContext(ctx, "live box change not decided; the reader reads the box again", "error", err.Error())
-			}
-			halt()
-			return false
-		}
-		if !v.ok {
-			return true
-		}
-		sent[ev.RunID] = ev.Delta.Version
-		build := func(seq string) (model.Event, bool) { return liveEventModel(ev, v.channelID, seq), true }
+	for {
 		select {
-		case out <- build:
-			return true
+		case ev := <-ls.sub.Events():
+			if !ls.deliver(ctx, ev) {
+				return
+			}
+		case <-ls.sub.Full():
+			ls.halt()
+			return
 		case <-ctx.Done():
-			return false
+			return
 		}
 	}
-	go func() {
-		defer sub.Close()
-		for _, c := range from {
-			if c == nil {
-				continue
-			}
-			sent[c.RunID] = c.Version
-			for _, ev := range sub.Since(c.RunID, c.Version) {
-				if !deliver(ev) {
-					return
-				}
+}
+
+// halt closes stop once.
+func (ls *liveStream) halt() { ls.once.Do(func() { close(ls.stop) }) }
+
+// deliver sends ev to the reader when it is new to it and the reader may
+// read its run now; it reports whether the stream goes on.
+func (ls *liveStream) deliver(ctx context.Context, ev runs.LiveEvent) bool {
+	if ev.Delta.Version <= ls.sent[ev.RunID] {
+		return true
+	}
+	v, err := ls.visible(ctx, ev.RunID)
+	if err != nil {
+		if ctx.Err() == nil && ls.r.Live.Log != nil {
+			ls.r.Live.Log.WarnContext(ctx, "live box change not decided; the reader reads the box again", "error", err.Error())
+		}
+		ls.halt()
+		return false
+	}
+	if !v.ok {
+		return true
+	}
+	ls.sent[ev.RunID] = ev.Delta.Version
+	build := func(seq string) (model.Event, bool) { return liveEventModel(ev, v.channelID, seq), true }
+	select {
+	case ls.out <- build:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// visible decides whether the reader, as it is now, may read run runID:
+// one decision shared by the subscriptions of the same principal for the
+// same run and generation (LiveVerdicts).
+func (ls *liveStream) visible(ctx context.Context, runID string) (liveVerdict, error) {
+	gen := ls.hub.Changed()
+	p, ok, err := ls.now(ctx)
+	if err != nil || !ok {
+		return liveVerdict{}, err
+	}
+	decide := func() (liveVerdict, error) {
+		// Shared by the subscriptions waiting for it: one leaving must not
+		// cancel the others' decision.
+		_, path, err := ls.r.Authz.Authorize(authz.Prepaid(context.WithoutCancel(ctx)), p, authz.RunRead, authz.Resource{Kind: authz.KindRun, ID: runID})
+		v := liveVerdict{ok: err == nil, channelID: path.ChannelID, gen: gen, at: time.Now()}
+		if err != nil {
+			if c := problem.CodeOf(err); c != problem.NotFound && c != problem.Forbidden {
+				return liveVerdict{}, err
 			}
 		}
-		for {
-			select {
-			case ev := <-sub.Events():
-				if !deliver(ev) {
-					return
-				}
-			case <-sub.Full():
-				halt()
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out, stop, nil
+		return v, nil
+	}
+	return ls.verdicts.decide(p, runID, gen, decide)
 }
 
 // liveEventModel is the GraphQL object of a box change delivered after the
