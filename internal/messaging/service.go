@@ -607,7 +607,10 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 		if r.Kind == KindSystem || r.Kind == KindRun {
 			return problem.Newf(problem.Conflict, "not_deletable", "system lines and run anchors cannot be deleted")
 		}
-		if !r.Deleted {
+		// Deleting a tombstone answers it as it is, and tells nobody
+		// anything new: no second message.deleted.
+		already := r.Deleted
+		if !already {
 			if err := s.st.tombstoneRow(ctx, id); err != nil {
 				return problem.Internal("messaging.delete", err)
 			}
@@ -624,6 +627,9 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 			return problem.Internal("messaging.delete", err)
 		}
 		out = ms[0]
+		if already {
+			return nil
+		}
 		if err := s.events.Tombstone(ctx, id, Payload(out)); err != nil {
 			return problem.Internal("messaging.delete", err)
 		}

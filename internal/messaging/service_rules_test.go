@@ -170,7 +170,7 @@ func TestCreateRefusals(t *testing.T) {
 // forbidden level_insufficient and a reader who cannot see the message
 // gets the not_found of a missing one; system lines and run anchors are
 // not deletable (conflict not_deletable); deleting a tombstone answers it
-// unchanged, also to its author; in an archived channel even the
+// unchanged, also to its author, and emits no second message.deleted; in an archived channel even the
 // author is refused (channel_read_only). Every refusal leaves the message
 // as it was. The tombstone itself is TestTombstones.
 func TestDeleteRules(t *testing.T) {
@@ -203,9 +203,18 @@ func TestDeleteRules(t *testing.T) {
 	if err != nil || !del.Deleted || del.ContentMD != "" || del.Author.Handle != "writer" {
 		t.Fatalf("robin deletes writer's message: %+v %v", del, err)
 	}
+	deletedEvents := func() int {
+		return env.Count(`SELECT count(*) FROM event_log WHERE type = 'message.deleted' AND message_id = $1`, m.ID)
+	}
+	if n := deletedEvents(); n != 1 {
+		t.Fatalf("%d message.deleted events after the delete, want 1", n)
+	}
 	again, err := env.Messaging.Delete(ctx, writer, m.ID)
 	if err != nil || !again.Deleted || again.ContentMD != "" || again.ID != m.ID || !again.CreatedAt.Equal(del.CreatedAt) || len(again.Mentions) != 0 {
 		t.Fatalf("deleting a tombstone: %+v %v", again, err)
+	}
+	if n := deletedEvents(); n != 1 {
+		t.Fatalf("%d message.deleted events after deleting the tombstone, want still 1", n)
 	}
 
 	// A system line (the reopen of a done thread) and a run anchor.
