@@ -32,9 +32,18 @@ func TestReadsRefuseHiddenLikeMissing(t *testing.T) {
 	}
 	missingID := ids.New()
 	type read func(ctx context.Context, actor identity.Principal, id string) error
-	space := func(ctx context.Context, a identity.Principal, id string) error { _, err := uc.Space(ctx, a, id); return err }
-	channel := func(ctx context.Context, a identity.Principal, id string) error { _, err := uc.Channel(ctx, a, id); return err }
-	thread := func(ctx context.Context, a identity.Principal, id string) error { _, err := uc.Thread(ctx, a, id); return err }
+	space := func(ctx context.Context, a identity.Principal, id string) error {
+		_, err := uc.Space(ctx, a, id)
+		return err
+	}
+	channel := func(ctx context.Context, a identity.Principal, id string) error {
+		_, err := uc.Channel(ctx, a, id)
+		return err
+	}
+	thread := func(ctx context.Context, a identity.Principal, id string) error {
+		_, err := uc.Thread(ctx, a, id)
+		return err
+	}
 	// likeMissing fails unless reading id as actor is refused exactly as
 	// reading an id that does not exist.
 	likeMissing := func(what string, actor identity.Principal, r read, id string) {
