@@ -130,7 +130,7 @@ func (u *UseCases) Move(ctx context.Context, actor identity.Principal, id, targe
 		}
 		out.ChannelID = target
 		if out.TitleSource == TitleAuto && out.ParentMessageID != "" {
-			out.Title, out.TitleSource = "", "" // see Service.MoveThread
+			out.Title, out.TitleSource = "", "" // see Writer.MoveThread
 		}
 		payload := ThreadPayload(out)
 		payload["from_channel_id"] = src.ChannelID
