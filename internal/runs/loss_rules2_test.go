@@ -1,0 +1,257 @@
+package runs_test
+
+import (
+	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/runs/domain"
+)
+
+// activeRunIn returns the id of the active run of thread.
+func activeRunIn(t *testing.T, env *moduletest.Env, thread string) string {
+	t.Helper()
+	var id string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE thread_id = $1 AND state IN ('queued', 'running', 'waiting_input')`, thread).Scan(&id); err != nil {
+		t.Fatalf("active run of thread %s: %v", thread, err)
+	}
+	return id
+}
+
+// lossOnEveryPath checks every path of agent's running run (held by the
+// test's holder) right after its person lost trigger, with no sweep in
+// between: the context is not found, start, renew, await, a live box update, an
+// approval request and an answer naming the run are conflict
+// trigger_revoked (an answer may be refused with one of answerCodes first:
+// an archived channel is read-only before the run is asked), and so is an
+// answer from another holder (trigger_revoked wins over run_claimed);
+// nothing is stored. end then ends the run (finish COMPLETED, or the
+// agent's own cancel), which is cancelled with trigger_revoked.
+func lossOnEveryPath(t *testing.T, env *moduletest.Env, agent, run string, end func() (runs.Run, error), answerCodes ...problem.Code) {
+	t.Helper()
+	ctx := t.Context()
+	p := env.Principal(agent)
+	if _, err := contextOf(t, env, agent, run); problem.CodeOf(err) != problem.NotFound {
+		t.Fatalf("context after the loss: %v", err)
+	}
+	_, err := env.Runs.Start(ctx, p, run, holder)
+	wantConflict(t, "start after the loss", err, "trigger_revoked")
+	_, err = env.Runs.Renew(ctx, p, run, holder)
+	wantConflict(t, "renew after the loss", err, "trigger_revoked")
+	_, err = env.Runs.AwaitInput(ctx, p, run, holder)
+	wantConflict(t, "await after the loss", err, "trigger_revoked")
+	_, err = env.Runs.UpdateLive(ctx, p, run, holder, runs.LiveUpdate{Append: "still writing"})
+	wantConflict(t, "live box after the loss", err, "trigger_revoked")
+	_, err = env.Runs.RequestApproval(ctx, p, run, holder, approvalReq)
+	wantConflict(t, "approval after the loss", err, "trigger_revoked")
+	thread := readRun(t, env, agent, run).ThreadID
+	before := env.Count(`SELECT count(*) FROM messages`)
+	for _, h := range []string{holder, "someone-else"} {
+		_, _, err = env.Messaging.Create(ctx, p, thread, messaging.Input{ClientMsgID: "lost-" + h, ContentMD: "an answer to a request its author lost", RunID: run, Holder: h})
+		ok := false
+		if q := problem.From("runs.lossOnEveryPath", err); q != nil {
+			ok = q.Code == problem.Conflict && q.Reason == "trigger_revoked"
+			for _, c := range answerCodes {
+				ok = ok || q.Code == c
+			}
+		}
+		if !ok {
+			t.Fatalf("answer by %s after the loss: %v", h, err)
+		}
+	}
+	if after := env.Count(`SELECT count(*) FROM messages`); after != before {
+		t.Fatalf("%d messages stored after the loss", after-before)
+	}
+	r, err := end()
+	if err != nil || r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
+		t.Fatalf("the end of the lost run: %+v %v", r, err)
+	}
+}
+
+// TestLossRules2_EveryPath pins docs/design/runs.md#loss-of-trigger for the
+// administration paths and the move on the module services: disabling the
+// person (admin.UpdatePrincipal), archiving the run's channel or its space
+// (admin) and moving the run's thread into a channel where the person has
+// no trigger (chat's Move, which re-checks through the wiring) each mark
+// the person's running run at once (cancel requested, trigger lost; the
+// agent is told run.cancel_requested) and every path of it then answers
+// the loss (lossOnEveryPath): the finish, and the agent's own cancel,
+// end it cancelled trigger_revoked. A run of the same person elsewhere
+// keeps its context until its own loss, and Sam, whose space was
+// archived, cannot answer the approval of his waiting run
+// (channel_read_only channel_archived; it stays pending).
+func TestLossRules2_EveryPath(t *testing.T) {
+	t.Parallel()
+	env := moduletest.New(t)
+	listenLive(t, env)
+	ctx := t.Context()
+	robin := env.Principal("robin")
+	lotse, texter := env.Principal("lotse"), env.Principal("texter")
+	started := func(agent, run string) string {
+		t.Helper()
+		startAs(t, env, agent, run)
+		return run
+	}
+	alexIn := func(name string) string {
+		t.Helper()
+		th := newThread(t, env, "writer", "Support/Allgemein", "loss2 "+name)
+		return started("lotse", runOf(t, env, env.Post("alex", th, "loss2-"+name, "@lotse "+name)))
+	}
+	moved := alexIn("moved")
+	disabled := alexIn("disabled")
+	archivedChan := started("lotse", runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "loss2-chan", "@lotse escalation")))
+	archivedSpace := started("texter", activeRunIn(t, env, newThread(t, env, "sam", "Marketing/Kampagnen", "@texter a campaign")))
+	approval, err := env.Runs.RequestApproval(ctx, texter, archivedSpace, holder, approvalReq)
+	if err != nil {
+		t.Fatalf("approval: %v", err)
+	}
+	if _, err := env.Runs.Poll(ctx, lotse, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	told := func(agent, run string) {
+		t.Helper()
+		page, err := env.Runs.Poll(ctx, env.Principal(agent), "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Events {
+			if e.Type == events.RunCancelRequested && e.Payload["run_id"] == run {
+				return
+			}
+		}
+		t.Fatalf("%s was not told run.cancel_requested for %s", agent, run)
+	}
+	marked := func(agent, run string) {
+		t.Helper()
+		if r := readRun(t, env, agent, run); r.State != domain.RunRunning || !r.CancelRequested || r.TriggerLostAt == nil {
+			t.Fatalf("run %s right after the loss: %+v", run, r)
+		}
+		told(agent, run)
+	}
+	unaffected := func() {
+		t.Helper()
+		if r := readRun(t, env, "lotse", disabled); r.CancelRequested || r.TriggerLostAt != nil {
+			t.Fatalf("the run of the person elsewhere was touched: %+v", r)
+		}
+		mustContext(t, env, "lotse", disabled)
+	}
+	finish := func(agent, run string) func() (runs.Run, error) {
+		return func() (runs.Run, error) {
+			return env.Runs.Finish(ctx, env.Principal(agent), run, holder, domain.RunCompleted, "")
+		}
+	}
+	cancel := func(agent, run string) func() (runs.Run, error) {
+		return func() (runs.Run, error) { return env.Runs.Cancel(ctx, env.Principal(agent), run, holder) }
+	}
+
+	t.Run("thread moved", func(t *testing.T) {
+		thread := readRun(t, env, "lotse", moved).ThreadID
+		if _, err := env.Modules.ChatUseCases.Move(ctx, robin, thread, env.World.Channel("Marketing/Kampagnen").ID); err != nil {
+			t.Fatalf("move: %v", err)
+		}
+		marked("lotse", moved)
+		unaffected()
+		lossOnEveryPath(t, env, "lotse", moved, finish("lotse", moved))
+	})
+	t.Run("channel archived", func(t *testing.T) {
+		if _, err := env.Admin.ArchiveChannel(ctx, robin, env.World.Channel("Support/Eskalation").ID); err != nil {
+			t.Fatalf("archive: %v", err)
+		}
+		marked("lotse", archivedChan)
+		unaffected()
+		lossOnEveryPath(t, env, "lotse", archivedChan, cancel("lotse", archivedChan), problem.ChannelReadOnly)
+	})
+	t.Run("space archived", func(t *testing.T) {
+		if _, err := env.Admin.ArchiveSpace(ctx, robin, env.World.Spaces["Marketing"]); err != nil {
+			t.Fatalf("archive: %v", err)
+		}
+		if r := readRun(t, env, "texter", archivedSpace); r.State != domain.RunWaitingInput || !r.CancelRequested || r.TriggerLostAt == nil {
+			t.Fatalf("the waiting run right after the loss: %+v", r)
+		}
+		told("texter", archivedSpace)
+		unaffected()
+		// Sam's answer to the approval is refused (the archive caps every
+		// level at read): the approval stays pending.
+		_, err := env.Runs.RespondToApproval(ctx, env.Principal("sam"), approval.ID, "yes")
+		if p := problem.From("runs.TestLossRules2_EveryPath", err); p == nil || p.Code != problem.ChannelReadOnly || p.Reason != "channel_archived" {
+			t.Fatalf("sam answers the approval after the loss: %v", err)
+		}
+		if n := env.Count(`SELECT count(*) FROM run_approvals WHERE id = $1 AND state = 'pending'`, approval.ID); n != 1 {
+			t.Fatal("the refused answer decided the approval")
+		}
+		lossOnEveryPath(t, env, "texter", archivedSpace, finish("texter", archivedSpace), problem.ChannelReadOnly)
+	})
+	t.Run("person disabled", func(t *testing.T) {
+		st := identity.StatusDisabled
+		if _, err := env.Admin.UpdatePrincipal(ctx, robin, env.World.ID("alex"), identity.PrincipalPatch{Status: &st}); err != nil {
+			t.Fatalf("disable: %v", err)
+		}
+		marked("lotse", disabled)
+		lossOnEveryPath(t, env, "lotse", disabled, cancel("lotse", disabled))
+	})
+}
+
+// TestLossRules2_GrantExpiry pins that the expiry of the grant that gave
+// trigger is a loss decided live (docs/design/runs.md#loss-of-trigger):
+// nothing re-checks when the clock passes expires_at, yet right after it
+// startRun of the person's queued run cancels it with trigger_revoked and
+// answers like any ended run (run_not_active, again on a second start),
+// their running
+// run answers the loss on every path (the first call marks it), and the
+// person can no longer answer the approval of a third run (not found: the
+// grant was their only way into the channel), which stays pending.
+func TestLossRules2_GrantExpiry(t *testing.T) {
+	t.Parallel()
+	env := moduletest.New(t)
+	listenLive(t, env)
+	ctx := t.Context()
+	texter := env.Principal("texter")
+	expires := env.Clock.Now().Add(time.Hour)
+	if _, err := env.Admin.CreateGrant(ctx, env.Principal("robin"), admin.GrantInput{SubjectID: env.World.ID("alex"), SubjectKind: authz.SubjectPrincipal,
+		TargetKind: authz.KindChannel, TargetID: env.World.Channel("Marketing/Kampagnen").ID, Level: authz.Trigger, ExpiresAt: &expires}); err != nil {
+		t.Fatalf("grant: %v", err)
+	}
+	kampagnen := env.Main("Marketing/Kampagnen")
+	running := runOf(t, env, env.Post("alex", kampagnen, "ex2-run", "@texter draft the newsletter"))
+	waiting := runOf(t, env, env.Post("alex", kampagnen, "ex2-wait", "@texter file the ticket"))
+	queued := runOf(t, env, env.Post("alex", kampagnen, "ex2-queued", "@texter later"))
+	startAs(t, env, "texter", running)
+	startAs(t, env, "texter", waiting)
+	approval, err := env.Runs.RequestApproval(ctx, texter, waiting, holder, approvalReq)
+	if err != nil {
+		t.Fatalf("approval: %v", err)
+	}
+
+	env.Clock.Advance(2 * time.Hour)
+	if r := readRun(t, env, "texter", running); r.CancelRequested || r.TriggerLostAt != nil {
+		t.Fatalf("something re-checked at the expiry: %+v", r)
+	}
+	_, err = env.Runs.Start(ctx, texter, queued, holder)
+	wantConflict(t, "start of the queued run after the expiry", err, "run_not_active")
+	if r := readRun(t, env, "texter", queued); r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
+		t.Fatalf("the queued run after its start was refused: %+v", r)
+	}
+	_, err = env.Runs.Start(ctx, texter, queued, holder)
+	wantConflict(t, "start of the cancelled run", err, "run_not_active")
+
+	if _, err := env.Runs.RespondToApproval(ctx, env.Principal("alex"), approval.ID, "yes"); problem.CodeOf(err) != problem.NotFound {
+		t.Fatalf("alex answers the approval after the expiry: %v", err)
+	}
+	if n := env.Count(`SELECT count(*) FROM run_approvals WHERE id = $1 AND state = 'pending'`, approval.ID); n != 1 {
+		t.Fatal("the refused answer decided the approval")
+	}
+
+	lossOnEveryPath(t, env, "texter", running, func() (runs.Run, error) {
+		return env.Runs.Finish(ctx, texter, running, holder, domain.RunCompleted, "")
+	})
+	if r := readRun(t, env, "texter", running); r.TriggerLostAt == nil {
+		t.Fatalf("the first call after the expiry did not mark the run: %+v", r)
+	}
+}
