@@ -15,7 +15,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
-// TestReplyRules2_AgentWithoutWrite pins
+// TestAgentWrites_AgentWithoutWrite pins
 // docs/design/replies.md#agents-write-with-their-own-rights for an agent
 // without write: Lotse posting into Kampagnen or creating a thread in
 // Ideas, which it cannot see, gets the not_found of an unknown id; given
@@ -23,7 +23,7 @@ import (
 // stored, and each refusal is audited once per action and reason. In an
 // archived channel even the operator is read-only (channel_read_only
 // channel_archived).
-func TestReplyRules2_AgentWithoutWrite(t *testing.T) {
+func TestAgentWrites_AgentWithoutWrite(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
@@ -38,7 +38,7 @@ func TestReplyRules2_AgentWithoutWrite(t *testing.T) {
 	}
 	kampagnen, ideas, unknown := env.Main("Marketing/Kampagnen"), env.World.Channel("Marketing/Ideas").ID, ids.New()
 	for what, pair := range map[string][2]error{"post": {post(kampagnen), post(unknown)}, "create": {create(ideas), create(unknown)}} {
-		want := problem.From("runs.TestReplyRules2_AgentWithoutWrite", pair[1])
+		want := problem.From("runs.TestAgentWrites_AgentWithoutWrite", pair[1])
 		if want == nil || want.Code != problem.NotFound {
 			t.Fatalf("%s into an unknown id: %v", what, pair[1])
 		}
@@ -49,7 +49,7 @@ func TestReplyRules2_AgentWithoutWrite(t *testing.T) {
 		t.Fatalf("grant: %v", err)
 	}
 	for what, err := range map[string]error{"post": post(kampagnen), "create": create(ideas)} {
-		if p := problem.From("runs.TestReplyRules2_AgentWithoutWrite", err); p == nil || p.Code != problem.Forbidden || p.Reason != "level_insufficient" {
+		if p := problem.From("runs.TestAgentWrites_AgentWithoutWrite", err); p == nil || p.Code != problem.Forbidden || p.Reason != "level_insufficient" {
 			t.Fatalf("%s with read only: %v", what, err)
 		}
 	}
@@ -69,12 +69,12 @@ func TestReplyRules2_AgentWithoutWrite(t *testing.T) {
 		t.Fatalf("archive: %v", err)
 	}
 	err := post(env.Main("Support/Allgemein"))
-	if p := problem.From("runs.TestReplyRules2_AgentWithoutWrite", err); p == nil || p.Code != problem.ChannelReadOnly || p.Reason != "channel_archived" {
+	if p := problem.From("runs.TestAgentWrites_AgentWithoutWrite", err); p == nil || p.Code != problem.ChannelReadOnly || p.Reason != "channel_archived" {
 		t.Fatalf("the operator in an archived channel: %v", err)
 	}
 }
 
-// TestReplyRules2_GrantOrOperator pins
+// TestAgentWrites_GrantOrOperator pins
 // docs/design/replies.md#agents-write-with-their-own-rights and the
 // operator rule (docs/design/rights.md#operator-rule) on the messaging
 // service: Lotse writes in Allgemein's main thread as its operator and
@@ -82,7 +82,7 @@ func TestReplyRules2_AgentWithoutWrite(t *testing.T) {
 // guest run while it holds its grant and gets not_found once it is
 // revoked; once Eskalation's operator becomes Texter, Lotse's answer in
 // Eskalation's main thread (which has no fixed operator) is not_found.
-func TestReplyRules2_GrantOrOperator(t *testing.T) {
+func TestAgentWrites_GrantOrOperator(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
@@ -126,14 +126,14 @@ func TestReplyRules2_GrantOrOperator(t *testing.T) {
 	}
 }
 
-// TestReplyRules2_NewThreadPerReport pins
+// TestAgentWrites_NewThreadPerReport pins
 // docs/design/replies.md#announcements: an agent's report as a new thread
 // in a forum it may write to is a thread with title_source auto, created
 // by the agent, without a fixed operator, whose first message is the
 // agent's (origin agent, thread_seq 1); it emits thread.created and
 // message.created and nothing else, starts no run and no agent event; the
 // same create again is a replay of the same thread.
-func TestReplyRules2_NewThreadPerReport(t *testing.T) {
+func TestAgentWrites_NewThreadPerReport(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()

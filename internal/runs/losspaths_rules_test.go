@@ -75,7 +75,7 @@ func lossOnEveryPath(t *testing.T, env *moduletest.Env, agent, run string, end f
 	}
 }
 
-// TestLossRules2_EveryPath pins docs/design/runs.md#loss-of-trigger for the
+// TestLossPaths_EveryPath pins docs/design/runs.md#loss-of-trigger for the
 // administration paths and the move on the module services: disabling the
 // person (admin.UpdatePrincipal), archiving the run's channel or its space
 // (admin) and moving the run's thread into a channel where the person has
@@ -87,7 +87,7 @@ func lossOnEveryPath(t *testing.T, env *moduletest.Env, agent, run string, end f
 // keeps its context until its own loss, and Sam, whose space was
 // archived, cannot answer the approval of his waiting run
 // (channel_read_only channel_archived; it stays pending).
-func TestLossRules2_EveryPath(t *testing.T) {
+func TestLossPaths_EveryPath(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	listenLive(t, env)
@@ -180,7 +180,7 @@ func TestLossRules2_EveryPath(t *testing.T) {
 		// Sam's answer to the approval is refused (the archive caps every
 		// level at read): the approval stays pending.
 		_, err := env.Runs.RespondToApproval(ctx, env.Principal("sam"), approval.ID, "yes")
-		if p := problem.From("runs.TestLossRules2_EveryPath", err); p == nil || p.Code != problem.ChannelReadOnly || p.Reason != "channel_archived" {
+		if p := problem.From("runs.TestLossPaths_EveryPath", err); p == nil || p.Code != problem.ChannelReadOnly || p.Reason != "channel_archived" {
 			t.Fatalf("sam answers the approval after the loss: %v", err)
 		}
 		if n := env.Count(`SELECT count(*) FROM run_approvals WHERE id = $1 AND state = 'pending'`, approval.ID); n != 1 {
@@ -198,7 +198,7 @@ func TestLossRules2_EveryPath(t *testing.T) {
 	})
 }
 
-// TestLossRules2_GrantExpiry pins that the expiry of the grant that gave
+// TestLossPaths_GrantExpiry pins that the expiry of the grant that gave
 // trigger is a loss decided live (docs/design/runs.md#loss-of-trigger):
 // nothing re-checks when the clock passes expires_at, yet right after it
 // startRun of the person's queued run cancels it with trigger_revoked and
@@ -207,7 +207,7 @@ func TestLossRules2_EveryPath(t *testing.T) {
 // run answers the loss on every path (the first call marks it), and the
 // person can no longer answer the approval of a third run (not found: the
 // grant was their only way into the channel), which stays pending.
-func TestLossRules2_GrantExpiry(t *testing.T) {
+func TestLossPaths_GrantExpiry(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	listenLive(t, env)

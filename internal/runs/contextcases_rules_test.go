@@ -33,13 +33,13 @@ func contents(es []runs.FinishedElement) []string {
 	return out
 }
 
-// TestContextRules2_GuestRun pins the plan of a guest run
+// TestContextCases_GuestRun pins the plan of a guest run
 // (docs/design/trust.md#context-plan): a person mentions Texter in a main
 // thread where it may answer as a guest; the run has session mode guest
 // and no session, its context starts at the thread's beginning (floor 0),
 // holds the main thread before the trigger as channel context, and the
 // trigger is trigger/user.
-func TestContextRules2_GuestRun(t *testing.T) {
+func TestContextCases_GuestRun(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	main := env.Main("Support/Allgemein")
@@ -57,7 +57,7 @@ func TestContextRules2_GuestRun(t *testing.T) {
 	}
 }
 
-// TestContextRules2_AutoThreadAndFacts pins the first and the next run of
+// TestContextCases_AutoThreadAndFacts pins the first and the next run of
 // an auto thread (docs/design/trust.md#context-plan) and the facts of
 // every element (docs/design/trust.md#run-context): the first run's
 // context is its trigger with no thread context and the main thread
@@ -66,7 +66,7 @@ func TestContextRules2_GuestRun(t *testing.T) {
 // (one that replies to nothing names none). The next run resumes the
 // session: no channel context, and the thread context without the
 // agent's own reply.
-func TestContextRules2_AutoThreadAndFacts(t *testing.T) {
+func TestContextCases_AutoThreadAndFacts(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
@@ -112,13 +112,13 @@ func TestContextRules2_AutoThreadAndFacts(t *testing.T) {
 	}
 }
 
-// TestContextRules2_MovedAndDeletedTrigger pins that a thread moved out of
+// TestContextCases_MovedAndDeletedTrigger pins that a thread moved out of
 // its channel has no channel context any more
 // (docs/design/trust.md#context-plan): after the move into Eskalation, the
 // run's context holds nothing of the source channel and every element
 // names Eskalation. A trigger deleted after the run was accepted stays the
 // context's trigger, as a tombstone without content.
-func TestContextRules2_MovedAndDeletedTrigger(t *testing.T) {
+func TestContextCases_MovedAndDeletedTrigger(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
@@ -162,13 +162,13 @@ func TestContextRules2_MovedAndDeletedTrigger(t *testing.T) {
 	}
 }
 
-// TestContextRules2_MainThreadUnreadable pins that the channel context is
+// TestContextCases_MainThreadUnreadable pins that the channel context is
 // decided before the main thread is read
 // (docs/design/trust.md#context-plan): the fixed operator of an auto
 // thread whose channel no longer has it as operator may not read the main
 // thread, so its run gets no channel context and the main-thread window is
 // never read for it (no filter_mismatch is counted).
-func TestContextRules2_MainThreadUnreadable(t *testing.T) {
+func TestContextCases_MainThreadUnreadable(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
@@ -194,13 +194,13 @@ func TestContextRules2_MainThreadUnreadable(t *testing.T) {
 	}
 }
 
-// TestContextRules2_TrustSummaryLowest pins the trust summary when no
+// TestContextCases_TrustSummaryLowest pins the trust summary when no
 // element is unverified (docs/design/trust.md#trust-summary): a thread
 // opened by Sam (trigger on the channel) and Alex's trigger sum up to
 // lowest authorized with one authorized and one trigger; a fresh thread
 // whose first message is the trigger sums up to lowest trigger, one
 // element.
-func TestContextRules2_TrustSummaryLowest(t *testing.T) {
+func TestContextCases_TrustSummaryLowest(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	summary := func(c modCtx) (domain.Trust, map[domain.Trust]int) {

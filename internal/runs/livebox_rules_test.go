@@ -75,7 +75,7 @@ func wantFieldError(t *testing.T, what string, err error, pointer, code string) 
 	}
 }
 
-// TestLiveRules2_Update pins the updates of a run's live box on the runs
+// TestLiveBoxRules_Update pins the updates of a run's live box on the runs
 // service (docs/design/runs.md#live-box): a new box is version 0 and
 // empty; a queued run takes no update (run_not_started); the holder's
 // updates each add one version (replace, then append; status replaced);
@@ -89,7 +89,7 @@ func wantFieldError(t *testing.T, what string, err error, pointer, code string) 
 // it again; none of the refusals changes the box. An answer naming the
 // run empties the box (done, status kept); once the run ended the box
 // takes no update (run_not_active) and the stored copy holds the final box.
-func TestLiveRules2_Update(t *testing.T) {
+func TestLiveBoxRules_Update(t *testing.T) {
 	t.Parallel()
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"run.live_flush_interval": "1h", "run.live_max_bytes": "40"}})
 	listenLive(t, env)
@@ -125,7 +125,7 @@ func TestLiveRules2_Update(t *testing.T) {
 	}
 
 	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 1, Append: "again"})
-	if p := problem.From("runs.TestLiveRules2_Update", err); p == nil || p.Code != problem.Conflict || p.Reason != "live_version" || p.CurrentVersion == nil || *p.CurrentVersion != 2 {
+	if p := problem.From("runs.TestLiveBoxRules_Update", err); p == nil || p.Code != problem.Conflict || p.Reason != "live_version" || p.CurrentVersion == nil || *p.CurrentVersion != 2 {
 		t.Fatalf("stale version: %v", err)
 	}
 	for _, h := range []string{"proc-b", ""} {
@@ -136,7 +136,7 @@ func TestLiveRules2_Update(t *testing.T) {
 		t.Fatalf("another agent: %v", err)
 	}
 	_, err = update("alex", holder, runs.LiveUpdate{BaseVersion: 2, Append: "x"})
-	if p := problem.From("runs.TestLiveRules2_Update", err); p == nil || p.Code != problem.Forbidden || p.Reason != "subject_kind_not_allowed" {
+	if p := problem.From("runs.TestLiveBoxRules_Update", err); p == nil || p.Code != problem.Forbidden || p.Reason != "subject_kind_not_allowed" {
 		t.Fatalf("a person: %v", err)
 	}
 	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 2, Status: str(strings.Repeat("s", 201))})
@@ -179,13 +179,13 @@ func TestLiveRules2_Update(t *testing.T) {
 	}
 }
 
-// TestLiveRules2_SubscribeOrder pins the readers' side of the live box on
+// TestLiveBoxRules_SubscribeOrder pins the readers' side of the live box on
 // the runs service (docs/design/runs.md#live-box): a subscription gets
 // every change of the box in version order, each once, with the run, the
 // anchor and the thread; Since(run, V) hands a reader that read version V
 // the changes after it (none when it is current); the answer's change
 // replaces the text with nothing and is done.
-func TestLiveRules2_SubscribeOrder(t *testing.T) {
+func TestLiveBoxRules_SubscribeOrder(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	listenLive(t, env)
