@@ -29,14 +29,16 @@ TEST_EVENTS = bin/test-events.json
 # The three npm installs run side by side. go vet only reads the tree, so
 # it runs beside the tests (its compiles are the tests' too); generated
 # code is checked before them, because make generate rewrites files the
-# tests compile. A vet finding fails make test like a failing test.
+# tests compile. A vet finding fails make test like a failing test. The
+# test processes share one PostgreSQL cluster (internal/testcluster), so
+# that the template is migrated once, not once per package.
 test:
 	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	@mkdir -p bin
 	@$(GO) vet ./... > bin/vet.log 2>&1 & vet=$$!; \
-	$(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) -- \
+	$(GO) run ./internal/testcluster -- $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) -- \
 		-count=1 -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 20m ./...; status=$$?; \
 	if wait $$vet; then echo "go vet ./...: no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \
 	$(GO) run ./internal/testbudget -json $(TEST_EVENTS) -since $(TEST_START) -budget $(TEST_BUDGET); \

@@ -17,18 +17,6 @@ func newEnv(t *testing.T) *moduletest.Env {
 	return moduletest.Build(t, moduletest.Options{Config: map[string]string{"ratelimit.rl.admin.burst": "1000"}})
 }
 
-// wantProblem fails the test unless err is a problem with code (and, when
-// reason is not empty, that reason).
-func wantProblem(t *testing.T, what string, err error, code problem.Code, reason string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: no error, want %s", what, code)
-	}
-	if p := problem.From("admin.wantProblem", err); p.Code != code || (reason != "" && p.Reason != reason) {
-		t.Fatalf("%s: %v, want %s (%s)", what, err, code, reason)
-	}
-}
-
 // TestAdminGroups covers groups: names are unique among live groups,
 // members are people, the group's grants reach its members and stop when
 // they leave or the group is deleted (its grants revoked).
@@ -43,9 +31,9 @@ func TestAdminGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = env.Admin.CreateGroup(ctx, robin, "Night shift")
-	wantProblem(t, "taken name", err, problem.Conflict, "name_taken")
+	moduletest.WantProblem(t, "taken name", err, problem.Conflict, "name_taken")
 	_, err = env.Admin.AddMember(ctx, robin, g.ID, env.World.ID("lotse"))
-	wantProblem(t, "agent member", err, problem.ValidationFailed, "")
+	moduletest.WantProblem(t, "agent member", err, problem.ValidationFailed, "")
 	kamp := env.World.Channel("Marketing/Kampagnen")
 	if _, err := env.Admin.CreateGrant(ctx, robin, admin.GrantInput{SubjectID: g.ID, SubjectKind: authz.SubjectGroup,
 		TargetKind: authz.KindChannel, TargetID: kamp.ID, Level: authz.Read}); err != nil {
@@ -59,7 +47,7 @@ func TestAdminGroups(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		if !wantSeen {
-			wantProblem(t, what, err, problem.NotFound, "")
+			moduletest.WantProblem(t, what, err, problem.NotFound, "")
 		}
 	}
 	readKamp("writer before joining", false)
@@ -91,7 +79,7 @@ func TestAdminGroups(t *testing.T) {
 		t.Fatalf("%d live grants of a deleted group", n)
 	}
 	_, err = env.Admin.Group(ctx, robin, g.ID)
-	wantProblem(t, "deleted group", err, problem.NotFound, "")
+	moduletest.WantProblem(t, "deleted group", err, problem.NotFound, "")
 	// The name is free again.
 	if _, err := env.Admin.CreateGroup(ctx, robin, "Night crew"); err != nil {
 		t.Fatal(err)
@@ -111,7 +99,7 @@ func TestLastOwner(t *testing.T) {
 	no, yes, disabled := false, true, identity.StatusDisabled
 	for name, patch := range map[string]identity.PrincipalPatch{"demote": {IsOwner: &no}, "disable": {Status: &disabled}} {
 		_, err := env.Admin.UpdatePrincipal(ctx, robin, robinID, patch)
-		wantProblem(t, "last owner: "+name, err, problem.Conflict, "last_owner")
+		moduletest.WantProblem(t, "last owner: "+name, err, problem.Conflict, "last_owner")
 	}
 	if got := env.Principal("robin"); !got.IsOwner || got.Status != identity.StatusActive {
 		t.Fatalf("a refused change changed robin: %+v", got)
@@ -125,7 +113,7 @@ func TestLastOwner(t *testing.T) {
 	}
 	// Robin is no owner now: administration is refused to him.
 	_, err = env.Admin.ListPrincipals(ctx, env.Principal("robin"), "", nil)
-	wantProblem(t, "former owner", err, problem.Forbidden, "level_insufficient")
+	moduletest.WantProblem(t, "former owner", err, problem.Forbidden, "level_insufficient")
 	_, err = env.Admin.UpdatePrincipal(ctx, env.Principal("sam"), samID, identity.PrincipalPatch{IsOwner: &no})
-	wantProblem(t, "last owner sam", err, problem.Conflict, "last_owner")
+	moduletest.WantProblem(t, "last owner sam", err, problem.Conflict, "last_owner")
 }

@@ -163,10 +163,10 @@ func TestAdminDecisionsAtTheService(t *testing.T) {
 	for _, c := range calls {
 		err := c.call(alex)
 		if c.seen {
-			wantProblem(t, "alex "+c.name, err, problem.Forbidden, authz.ReasonLevel)
+			moduletest.WantProblem(t, "alex "+c.name, err, problem.Forbidden, authz.ReasonLevel)
 			add(wantAlex, c.action, authz.ReasonLevel)
 		} else {
-			wantProblem(t, "alex "+c.name, err, problem.NotFound, "")
+			moduletest.WantProblem(t, "alex "+c.name, err, problem.NotFound, "")
 			if p := problem.From("admin.test", err); p.Reason != "" {
 				t.Fatalf("alex %s: a hidden target's not_found names a reason: %+v", c.name, p)
 			}
@@ -175,12 +175,12 @@ func TestAdminDecisionsAtTheService(t *testing.T) {
 		for _, agent := range []identity.Principal{lotse, feedbot} {
 			err := c.call(agent)
 			if c.agentsSee {
-				wantProblem(t, agent.Handle+" "+c.name, err, problem.Forbidden, authz.ReasonSubjectKind)
+				moduletest.WantProblem(t, agent.Handle+" "+c.name, err, problem.Forbidden, authz.ReasonSubjectKind)
 				add(wantAgents, c.action, authz.ReasonSubjectKind)
 			} else {
 				// The table's first rows: a target the agent or app cannot
 				// read is not found before anything else.
-				wantProblem(t, agent.Handle+" "+c.name, err, problem.NotFound, "")
+				moduletest.WantProblem(t, agent.Handle+" "+c.name, err, problem.NotFound, "")
 				add(wantAgents, c.action, authz.ReasonNoGrant)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -46,11 +47,11 @@ func TestGroupEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = env.Admin.RenameGroup(ctx, robin, other.ID, "Night shift")
-	wantProblem(t, "rename to a taken name", err, problem.Conflict, "name_taken")
+	moduletest.WantProblem(t, "rename to a taken name", err, problem.Conflict, "name_taken")
 	_, err = env.Admin.AddMember(ctx, robin, g.ID, "01a22de8-0000-7000-8000-000000000000")
 	wantField(t, "unknown member", err, "/principal_id invalid_reference")
 	_, err = env.Admin.AddMember(ctx, robin, "01a22de8-0000-7000-8000-000000000000", writerID)
-	wantProblem(t, "unknown group", err, problem.NotFound, "")
+	moduletest.WantProblem(t, "unknown group", err, problem.NotFound, "")
 	if _, err := env.Admin.AddMember(ctx, robin, g.ID, alexID); err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +105,6 @@ func TestGroupEvents(t *testing.T) {
 		t.Fatalf("%d members left in a deleted group", m)
 	}
 	_, err = env.Admin.DeleteGroup(ctx, robin, g.ID)
-	wantProblem(t, "delete twice", err, problem.NotFound, "")
+	moduletest.WantProblem(t, "delete twice", err, problem.NotFound, "")
 	wantEvents(t, "refused delete", log.next(), nil)
 }

@@ -100,7 +100,7 @@ func TestCreatePrincipalRules(t *testing.T) {
 
 	principals := env.Count(`SELECT count(*) FROM principals`)
 	_, err = create(admin.PrincipalInput{Kind: identity.KindUser, Handle: "alex", DisplayName: "Alex Two"})
-	wantProblem(t, "taken handle", err, problem.Conflict, "handle_taken")
+	moduletest.WantProblem(t, "taken handle", err, problem.Conflict, "handle_taken")
 	for _, c := range []struct {
 		in   admin.PrincipalInput
 		want []string
@@ -182,7 +182,7 @@ func TestUpdatePrincipalRules(t *testing.T) {
 		t.Fatalf("disabling woke the streams with %q, want 0", n)
 	}
 	_, err = env.Identity.Authenticate(ctx, secret.Token)
-	wantProblem(t, "a disabled person's token", err, problem.Unauthorized, "")
+	moduletest.WantProblem(t, "a disabled person's token", err, problem.Unauthorized, "")
 	name := "Alex A."
 	got, err = env.Admin.UpdatePrincipal(ctx, robin, alexID, identity.PrincipalPatch{Status: &active, DisplayName: &name})
 	if err != nil || got.Status != identity.StatusActive || got.DisplayName != "Alex A." {
@@ -216,7 +216,7 @@ func TestUpdatePrincipalRules(t *testing.T) {
 		t.Fatalf("a refused patch changed alex: %+v", p)
 	}
 	_, err = env.Admin.UpdatePrincipal(ctx, robin, "01a22de8-0000-7000-8000-000000000000", identity.PrincipalPatch{DisplayName: &name})
-	wantProblem(t, "unknown principal", err, problem.NotFound, "")
+	moduletest.WantProblem(t, "unknown principal", err, problem.NotFound, "")
 }
 
 // TestDisableEndsRuns pins the loss-of-trigger rule of updatePrincipal:
@@ -373,7 +373,7 @@ func TestTokenDefaultTTLAndRunTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = env.Admin.RevokeToken(ctx, robin, rt.ID)
-	wantProblem(t, "robin revokes a run token", err, problem.NotFound, "")
+	moduletest.WantProblem(t, "robin revokes a run token", err, problem.NotFound, "")
 	if env.Count(`SELECT count(*) FROM tokens WHERE id = $1 AND revoked_at IS NULL`, rt.ID) != 1 {
 		t.Fatal("the run token was revoked")
 	}

@@ -86,13 +86,13 @@ func TestSpacesAndChannels(t *testing.T) {
 
 	// Refusals change nothing.
 	_, err := env.Admin.CreateSpace(ctx, alex, "Operations", "")
-	wantProblem(t, "alex creates a space", err, problem.Forbidden, "")
+	moduletest.WantProblem(t, "alex creates a space", err, problem.Forbidden, "")
 	_, err = env.Admin.CreateSpace(ctx, lotse, "Operations", "")
-	wantProblem(t, "lotse creates a space", err, problem.Forbidden, "")
+	moduletest.WantProblem(t, "lotse creates a space", err, problem.Forbidden, "")
 	_, err = env.Admin.CreateChannel(ctx, alex, env.World.Spaces["Marketing"], admin.ChannelInput{Name: "Leaks", Kind: chat.ChannelText})
-	wantProblem(t, "alex creates a channel in a space he cannot see", err, problem.NotFound, "")
+	moduletest.WantProblem(t, "alex creates a channel in a space he cannot see", err, problem.NotFound, "")
 	_, err = env.Admin.RenameChannel(ctx, alex, env.World.Channel("Support/Allgemein").ID, "General")
-	wantProblem(t, "alex renames a channel", err, problem.Forbidden, "")
+	moduletest.WantProblem(t, "alex renames a channel", err, problem.Forbidden, "")
 	wantEvents(t, "refusals", log.next(), nil)
 
 	// Spaces.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -31,7 +32,7 @@ func TestTokenRules(t *testing.T) {
 			t.Fatalf("%s: %+v %v", what, p, err)
 		}
 		if !ok {
-			wantProblem(t, what, err, problem.Unauthorized, "")
+			moduletest.WantProblem(t, what, err, problem.Unauthorized, "")
 		}
 	}
 
@@ -69,23 +70,23 @@ func TestTokenRules(t *testing.T) {
 	// Somebody else's tokens: listing and creating are refused, and their
 	// token is not found like a missing one; an owner may.
 	_, err = env.Admin.ListTokens(ctx, alex, samID)
-	wantProblem(t, "alex lists sam's", err, problem.Forbidden, "level_insufficient")
+	moduletest.WantProblem(t, "alex lists sam's", err, problem.Forbidden, "level_insufficient")
 	_, err = env.Admin.CreateToken(ctx, alex, samID, "", nil)
-	wantProblem(t, "alex creates for sam", err, problem.Forbidden, "level_insufficient")
+	moduletest.WantProblem(t, "alex creates for sam", err, problem.Forbidden, "level_insufficient")
 	samTok, err := env.Admin.CreateToken(ctx, robin, samID, "by robin", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, hidden := env.Admin.RevokeToken(ctx, alex, samTok.ID)
-	wantProblem(t, "alex revokes sam's", hidden, problem.NotFound, "")
+	moduletest.WantProblem(t, "alex revokes sam's", hidden, problem.NotFound, "")
 	_, missing := env.Admin.RevokeToken(ctx, alex, "01a22de8-0000-7000-8000-000000000000")
-	wantProblem(t, "alex revokes a missing token", missing, problem.NotFound, "")
+	moduletest.WantProblem(t, "alex revokes a missing token", missing, problem.NotFound, "")
 	if h, m := problem.From("admin.testTokenRules", hidden), problem.From("admin.testTokenRules", missing); h.Reason != m.Reason || h.Detail != m.Detail {
 		t.Fatalf("another's token and a missing one differ: %v / %v", hidden, missing)
 	}
 	// A negative TTL is refused; ttl 0 never expires.
 	_, err = env.Admin.CreateToken(ctx, alex, alexID, "", ttl(-5*time.Second))
-	wantProblem(t, "negative ttl", err, problem.ValidationFailed, "")
+	moduletest.WantProblem(t, "negative ttl", err, problem.ValidationFailed, "")
 	forever, err := env.Admin.CreateToken(ctx, alex, alexID, "", ttl(0))
 	if err != nil || forever.ExpiresAt != nil {
 		t.Fatalf("ttl 0 expires: %+v %v", forever, err)
@@ -112,7 +113,7 @@ func TestTokenRules(t *testing.T) {
 	// Agents have no self-service: subject_kind_not_allowed.
 	lotseID := env.World.ID("lotse")
 	_, err = env.Admin.ListTokens(ctx, env.Principal("lotse"), lotseID)
-	wantProblem(t, "agent lists", err, problem.Forbidden, "subject_kind_not_allowed")
+	moduletest.WantProblem(t, "agent lists", err, problem.Forbidden, "subject_kind_not_allowed")
 
 	// No secret is stored outside its hash.
 	for _, s := range []string{made.Token, samTok.Token, forever.Token, short.Token} {

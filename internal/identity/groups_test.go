@@ -56,10 +56,10 @@ func groups(t *testing.T, env *moduletest.Env) {
 	}
 	for _, name := range []string{"", " Support", "Support\tteam", strings.Repeat("g", identity.MaxGroupName+1)} {
 		_, err := env.Writers.Identity.CreateGroup(ctx, name)
-		wantProblem(t, "name "+name, err, problem.ValidationFailed, "")
+		moduletest.WantProblem(t, "name "+name, err, problem.ValidationFailed, "")
 	}
 	_, err = env.Writers.Identity.CreateGroup(ctx, "Support team")
-	wantProblem(t, "a taken name", err, problem.Conflict, "name_taken")
+	moduletest.WantProblem(t, "a taken name", err, problem.Conflict, "name_taken")
 
 	for _, id := range []string{samID, alexID, alexID, robinID} {
 		if err := env.Writers.Identity.AddMember(ctx, g.ID, id); err != nil {
@@ -95,8 +95,8 @@ func groups(t *testing.T, env *moduletest.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProblem(t, "rename to a taken name", env.Writers.Identity.RenameGroup(ctx, other.ID, "Support team"), problem.Conflict, "name_taken")
-	wantProblem(t, "rename to an empty name", env.Writers.Identity.RenameGroup(ctx, other.ID, ""), problem.ValidationFailed, "")
+	moduletest.WantProblem(t, "rename to a taken name", env.Writers.Identity.RenameGroup(ctx, other.ID, "Support team"), problem.Conflict, "name_taken")
+	moduletest.WantProblem(t, "rename to an empty name", env.Writers.Identity.RenameGroup(ctx, other.ID, ""), problem.ValidationFailed, "")
 	if err := env.Writers.Identity.RenameGroup(ctx, g.ID, "Support"); err != nil {
 		t.Fatal(err)
 	}

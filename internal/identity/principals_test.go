@@ -52,10 +52,10 @@ func createPrincipal(t *testing.T, env *moduletest.Env) {
 
 	for _, h := range []string{"alex", "lotse", "feedbot", "alex-2"} {
 		_, err := env.Writers.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser, Handle: h, DisplayName: "Somebody"})
-		wantProblem(t, "taken handle "+h, err, problem.Conflict, "handle_taken")
+		moduletest.WantProblem(t, "taken handle "+h, err, problem.Conflict, "handle_taken")
 	}
 	_, err = env.Writers.Identity.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindApp, Handle: "sam-app", DisplayName: "Sam's app", Email: "sam@example.com"})
-	wantProblem(t, "an app with an address", err, problem.ValidationFailed, "")
+	moduletest.WantProblem(t, "an app with an address", err, problem.ValidationFailed, "")
 	if n := count(); n != before+2 {
 		t.Fatalf("%d principals, want %d: a refused principal was stored", n, before+2)
 	}
@@ -103,7 +103,7 @@ func updatePrincipal(t *testing.T, env *moduletest.Env) {
 
 	for _, patch := range []identity.PrincipalPatch{{Status: &disabled}, {IsOwner: &no}} {
 		_, _, err := env.Writers.Identity.UpdatePrincipal(ctx, robinID, patch)
-		wantProblem(t, "the last owner", err, problem.Conflict, "last_owner")
+		moduletest.WantProblem(t, "the last owner", err, problem.Conflict, "last_owner")
 	}
 	if !env.Principal("robin").Owner() {
 		t.Fatal("the refused patch changed Robin")
@@ -120,7 +120,7 @@ func updatePrincipal(t *testing.T, env *moduletest.Env) {
 		t.Fatalf("disable Robin beside a second owner: %+v %v", after, err)
 	}
 	_, _, err = env.Writers.Identity.UpdatePrincipal(ctx, alexID, identity.PrincipalPatch{IsOwner: &no})
-	wantProblem(t, "Alex, now the last active owner", err, problem.Conflict, "last_owner")
+	moduletest.WantProblem(t, "Alex, now the last active owner", err, problem.Conflict, "last_owner")
 
 	if _, _, err := env.Writers.Identity.UpdatePrincipal(ctx, ids.New(), identity.PrincipalPatch{Status: &disabled}); !errors.Is(err, identity.ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
@@ -130,7 +130,7 @@ func updatePrincipal(t *testing.T, env *moduletest.Env) {
 	}
 	pending := identity.StatusPending
 	_, _, err = env.Writers.Identity.UpdatePrincipal(ctx, env.World.ID("sam"), identity.PrincipalPatch{Status: &pending})
-	wantProblem(t, "pending", err, problem.ValidationFailed, "")
+	moduletest.WantProblem(t, "pending", err, problem.ValidationFailed, "")
 	if env.Principal("sam").Status != identity.StatusActive {
 		t.Fatal("the refused patch changed Sam")
 	}

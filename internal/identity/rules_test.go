@@ -8,21 +8,10 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
-
-// wantProblem fails the test unless err is a problem with code and, when
-// reason is not empty, that reason.
-func wantProblem(t *testing.T, what string, err error, code problem.Code, reason string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: no error, want %s", what, code)
-	}
-	if p := problem.From("identity.wantProblem", err); p.Code != code || (reason != "" && p.Reason != reason) {
-		t.Fatalf("%s: %v, want %s (%s)", what, err, code, reason)
-	}
-}
 
 // fieldsOf renders the field errors of a validation problem as
 // "pointer code" items, in their order ("" for no error).
@@ -238,7 +227,7 @@ func TestTokenForm(t *testing.T) {
 	svc := identity.NewService(nil, clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)))
 	for _, tok := range []string{"", "secret", "Bearer bothy_s_abc", strings.ToUpper("bothy_s_abc"), "bothy_x_abc", "bothy_s", " bothy_s_abc"} {
 		_, err := svc.Authenticate(context.Background(), tok)
-		wantProblem(t, fmt.Sprintf("token %q", tok), err, problem.Unauthorized, "")
+		moduletest.WantProblem(t, fmt.Sprintf("token %q", tok), err, problem.Unauthorized, "")
 	}
 }
 

@@ -40,7 +40,7 @@ func TestRunTokens(t *testing.T) {
 
 	for _, who := range []string{"alex", "feedbot"} {
 		_, err := env.Writers.Identity.CreateRunToken(ctx, env.Principal(who), run, "proc-a")
-		wantProblem(t, who+"'s run token", err, problem.ValidationFailed, "")
+		moduletest.WantProblem(t, who+"'s run token", err, problem.ValidationFailed, "")
 	}
 	it, err := env.Writers.Identity.CreateRunToken(ctx, lotse, run, "proc-a")
 	if err != nil {
@@ -92,7 +92,7 @@ func TestRunTokens(t *testing.T) {
 	}
 	for what, tok := range map[string]string{"ended run": it.Token, "minted after the end": late.Token} {
 		_, err := env.Identity.Authenticate(ctx, tok)
-		wantProblem(t, what, err, problem.Unauthorized, "")
+		moduletest.WantProblem(t, what, err, problem.Unauthorized, "")
 		if held, err := env.Identity.AuthenticateMany(ctx, []string{tok}); err != nil || len(held) != 0 {
 			t.Fatalf("%s: AuthenticateMany %+v %v", what, held, err)
 		}

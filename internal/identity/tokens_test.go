@@ -108,7 +108,7 @@ func tokenKindFollowsPrincipalKind(t *testing.T, env *moduletest.Env) {
 	}
 	before := env.Count(`SELECT count(*) FROM tokens`)
 	_, err := env.Writers.Identity.CreateToken(ctx, env.Principal("alex"), "", -time.Second)
-	wantProblem(t, "a negative lifetime", err, problem.ValidationFailed, "")
+	moduletest.WantProblem(t, "a negative lifetime", err, problem.ValidationFailed, "")
 	if env.Count(`SELECT count(*) FROM tokens`) != before {
 		t.Fatal("a refused token was stored")
 	}
@@ -185,7 +185,7 @@ func tokenExpiry(t *testing.T, env *moduletest.Env) {
 	}
 	env.Clock.Advance(time.Microsecond)
 	_, err = env.Identity.Authenticate(ctx, short.Token)
-	wantProblem(t, "at its end", err, problem.Unauthorized, "")
+	moduletest.WantProblem(t, "at its end", err, problem.Unauthorized, "")
 	env.Clock.Advance(10 * 365 * 24 * time.Hour)
 	wantAuth(t, env, "ten years on", forever.Token, alex.ID)
 }

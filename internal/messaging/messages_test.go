@@ -13,19 +13,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
-// wantProblem fails the test unless err is a problem with code (and, when
-// reason is not empty, that reason).
-func wantProblem(t *testing.T, what string, err error, code problem.Code, reason string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: no error, want %s", what, code)
-	}
-	p := problem.From("messaging.wantProblem", err)
-	if p.Code != code || (reason != "" && p.Reason != reason) {
-		t.Fatalf("%s: %v, want %s (%s)", what, err, code, reason)
-	}
-}
-
 // create writes as actor into thread through the messaging service.
 func create(env *moduletest.Env, actor identity.Principal, thread, clientMsgID, content string) (messaging.Message, bool, error) {
 	return env.Messaging.Create(env.T().Context(), actor, thread, messaging.Input{ClientMsgID: clientMsgID, ContentMD: content})
@@ -60,7 +47,7 @@ func TestIdempotentCreate(t *testing.T) {
 	}
 
 	_, _, err = create(env, alex, main, "c-1", "Something else")
-	wantProblem(t, "reuse with another body", err, problem.Conflict, "idempotency_key_reused")
+	moduletest.WantProblem(t, "reuse with another body", err, problem.Conflict, "idempotency_key_reused")
 	// Another author may use the same client_msg_id.
 	env.Post("sam", main, "c-1", "Hello from Sam")
 
@@ -114,7 +101,7 @@ func TestTombstones(t *testing.T) {
 	m := env.Post("writer", main, "d1", "secret plans for @sam")
 	// Sam may not delete Writer's message; Writer may.
 	_, err := env.Messaging.Delete(ctx, sam, m.ID)
-	wantProblem(t, "sam deletes writer's message", err, problem.Forbidden, "")
+	moduletest.WantProblem(t, "sam deletes writer's message", err, problem.Forbidden, "")
 	del, err := env.Messaging.Delete(ctx, env.Principal("writer"), m.ID)
 	if err != nil {
 		t.Fatalf("delete: %v", err)
@@ -282,9 +269,9 @@ func TestCreateThreadKinds(t *testing.T) {
 	// A second thread from the same parent is a conflict; a parent outside
 	// the channel's main thread is invalid.
 	_, _, _, err = create("sam", "Support/Allgemein", messaging.ThreadInput{ParentMessageID: parent.ID, First: first("t2", "Again")})
-	wantProblem(t, "second thread from one parent", err, problem.Conflict, "")
+	moduletest.WantProblem(t, "second thread from one parent", err, problem.Conflict, "")
 	_, _, _, err = create("alex", "Support/Eskalation", messaging.ThreadInput{ParentMessageID: parent.ID, First: first("t3", "x")})
-	wantProblem(t, "parent in another channel", err, problem.ValidationFailed, "")
+	moduletest.WantProblem(t, "parent in another channel", err, problem.ValidationFailed, "")
 	// Replay of the whole create.
 	again, _, replayed, err := create("alex", "Support/Bulletin", messaging.ThreadInput{First: first("p1", "Weekly report\nAll good.")})
 	if err != nil || !replayed || again.ID != post.ID {

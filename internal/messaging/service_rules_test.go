@@ -125,7 +125,7 @@ func TestCreateRefusals(t *testing.T) {
 		wantField(t, "reply to "+reply, err, "/reply_to_message_id invalid_reference")
 	}
 	_, _, err = create(env, alex, env.Main("Marketing/Kampagnen"), "hidden", "let me in")
-	wantProblem(t, "a thread alex cannot read", err, problem.NotFound, "")
+	moduletest.WantProblem(t, "a thread alex cannot read", err, problem.NotFound, "")
 	_, _, _, err = env.Messaging.CreateThread(ctx, alex, env.World.Channel("Support/Bulletin").ID, messaging.ThreadInput{Title: "x",
 		First: messaging.Input{ClientMsgID: "fr", ContentMD: "first", ReplyToMessageID: first.ID}})
 	wantField(t, "a first message that replies", err, "/first_message/reply_to_message_id invalid_reference")
@@ -152,10 +152,10 @@ func TestCreateRefusals(t *testing.T) {
 	before = stored(env)
 	for _, who := range []string{"alex", "robin"} {
 		_, _, err := create(env, env.Principal(who), main, "arch-"+who, "anyone here?")
-		wantProblem(t, who+" posts into an archived channel", err, problem.ChannelReadOnly, authz.ReasonChannelArchived)
+		moduletest.WantProblem(t, who+" posts into an archived channel", err, problem.ChannelReadOnly, authz.ReasonChannelArchived)
 		_, _, _, err = env.Messaging.CreateThread(ctx, env.Principal(who), allg, messaging.ThreadInput{ParentMessageID: first.ID,
 			First: messaging.Input{ClientMsgID: "arch-t-" + who, ContentMD: "thread"}})
-		wantProblem(t, who+" opens a thread in an archived channel", err, problem.ChannelReadOnly, authz.ReasonChannelArchived)
+		moduletest.WantProblem(t, who+" opens a thread in an archived channel", err, problem.ChannelReadOnly, authz.ReasonChannelArchived)
 	}
 	if after := stored(env); after != before {
 		t.Fatalf("creates in an archived channel stored: %s -> %s", before, after)
@@ -190,11 +190,11 @@ func TestDeleteRules(t *testing.T) {
 	}
 
 	_, err := env.Messaging.Delete(ctx, sam, m.ID)
-	wantProblem(t, "sam deletes writer's message", err, problem.Forbidden, authz.ReasonLevel)
+	moduletest.WantProblem(t, "sam deletes writer's message", err, problem.Forbidden, authz.ReasonLevel)
 	_, err = env.Messaging.Delete(ctx, env.Principal("lotse"), env.Post("sam", env.Main("Marketing/Kampagnen"), "k1", "marketing").ID)
-	wantProblem(t, "lotse deletes a message it cannot see", err, problem.NotFound, "")
+	moduletest.WantProblem(t, "lotse deletes a message it cannot see", err, problem.NotFound, "")
 	_, err = env.Messaging.Delete(ctx, sam, "01a22de8-0000-7000-8000-000000000000")
-	wantProblem(t, "a missing message", err, problem.NotFound, "")
+	moduletest.WantProblem(t, "a missing message", err, problem.NotFound, "")
 	if c := content(m.ID); c != "a note for @sam" {
 		t.Fatalf("a refused delete changed the message: %q", c)
 	}
@@ -237,7 +237,7 @@ func TestDeleteRules(t *testing.T) {
 	}
 	for what, id := range map[string]string{"system line": system, "run anchor": anchor} {
 		_, err := env.Messaging.Delete(ctx, robin, id)
-		wantProblem(t, "robin deletes a "+what, err, problem.Conflict, "not_deletable")
+		moduletest.WantProblem(t, "robin deletes a "+what, err, problem.Conflict, "not_deletable")
 		if n := env.Count(`SELECT count(*) FROM messages WHERE id = $1 AND deleted_at IS NULL`, id); n != 1 {
 			t.Fatalf("the %s was deleted", what)
 		}
@@ -249,7 +249,7 @@ func TestDeleteRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = env.Messaging.Delete(ctx, writer, kept.ID)
-	wantProblem(t, "writer deletes in an archived channel", err, problem.ChannelReadOnly, authz.ReasonChannelArchived)
+	moduletest.WantProblem(t, "writer deletes in an archived channel", err, problem.ChannelReadOnly, authz.ReasonChannelArchived)
 	if c := content(kept.ID); c != "keep me" {
 		t.Fatalf("a refused delete changed the message: %q", c)
 	}
@@ -359,7 +359,7 @@ func TestHistoryAndGetRules(t *testing.T) {
 			return err
 		}(),
 	} {
-		wantProblem(t, what, err, problem.NotFound, "")
+		moduletest.WantProblem(t, what, err, problem.NotFound, "")
 		if p := problem.From("messaging.test", err); p.Reason != "" || p.Detail != problem.From("messaging.test", problem.New(problem.NotFound, "")).Detail {
 			t.Fatalf("%s tells more than a missing one: %+v", what, p)
 		}

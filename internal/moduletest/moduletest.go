@@ -41,6 +41,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgtest"
+	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/world"
 )
@@ -369,5 +370,18 @@ func (e *Env) SetStatus(h string, status identity.Status) {
 	e.t.Helper()
 	if err := e.Writers.Identity.SetStatus(context.Background(), e.World.ID(h), status); err != nil {
 		e.t.Fatalf("set the status of %s: %v", h, err)
+	}
+}
+
+// WantProblem fails the test unless err is a problem with code and, when
+// reason is not empty, that reason: the one check of a refusal that the
+// module tests share.
+func WantProblem(t testing.TB, what string, err error, code problem.Code, reason string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error, want %s", what, code)
+	}
+	if p := problem.From("moduletest.WantProblem", err); p.Code != code || (reason != "" && p.Reason != reason) {
+		t.Fatalf("%s: %v, want %s (%s)", what, err, code, reason)
 	}
 }

@@ -154,6 +154,10 @@ type Options struct {
 	// for throw-away test clusters; `bothy dev` keeps its data and never
 	// sets it.
 	NoSync bool
+	// MaxConnections is the server's max_connections; 0 is 200, enough for
+	// the pools of one test process. A cluster that several test processes
+	// share needs more.
+	MaxConnections int
 }
 
 // Cluster is a running PostgreSQL server started by Start. Its methods are
@@ -169,6 +173,7 @@ type Cluster struct {
 	port      int
 	ephemeral bool
 	noSync    bool
+	maxConns  int
 	cred      *syscall.Credential // non-nil when running as root
 	env       []string
 	log       *slog.Logger
@@ -218,7 +223,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		logFile:   filepath.Join(dataDir, "postgres.log"),
 		ephemeral: opts.Ephemeral,
 		noSync:    opts.NoSync,
+		maxConns:  opts.MaxConnections,
 		log:       logger.With("component", "pgcluster"),
+	}
+	if c.maxConns <= 0 {
+		c.maxConns = 200
 	}
 	if os.Geteuid() == 0 {
 		if c.cred, err = postgresUser(); err != nil {
@@ -614,8 +623,8 @@ func (c *Cluster) start(ctx context.Context, port int) error {
 		"-k", shellQuote(c.sockDir),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_permissions=0700",
-		// Parallel test packages each open pools of their own.
-		"-c", "max_connections=200",
+		// Parallel tests each open pools of their own.
+		"-c", "max_connections=" + strconv.Itoa(c.maxConns),
 	}
 	settings = append(settings, c.durability()...)
 	out, err := c.command(ctx, "pg_ctl", "start",
