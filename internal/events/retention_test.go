@@ -213,17 +213,7 @@ func deleteAgentEvents(t *testing.T, env *moduletest.Env) {
 	cutoff := env.Clock.Now()
 	appendInUnit(t, env, ev(ended, "at the cutoff"))
 
-	var removed []int64
-	for {
-		n, err := env.Events.DeleteAgentEvents(ctx, cutoff, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		removed = append(removed, n)
-		if n == 0 {
-			break
-		}
-	}
+	removed := moduletest.Batches(t, 2, func(limit int) (int64, error) { return env.Events.DeleteAgentEvents(ctx, cutoff, limit) })
 	if !slices.Equal(removed, []int64{2, 1, 0}) {
 		t.Fatalf("batches removed %v, want [2 1 0]", removed)
 	}

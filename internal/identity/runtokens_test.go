@@ -149,17 +149,7 @@ func TestDeleteOldTokens(t *testing.T) {
 	env.Clock.Advance(time.Hour)
 	kept = append(kept, revoke(issue(t, env, alex, "revoked after the cutoff", 0)))
 
-	var removed []int64
-	for {
-		n, err := env.Writers.Identity.DeleteOldTokens(ctx, cutoff, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		removed = append(removed, n)
-		if n == 0 {
-			break
-		}
-	}
+	removed := moduletest.Batches(t, 2, func(limit int) (int64, error) { return env.Writers.Identity.DeleteOldTokens(ctx, cutoff, limit) })
 	if !slices.Equal(removed, []int64{2, 1, 0}) {
 		t.Fatalf("batches removed %v, want [2 1 0]", removed)
 	}

@@ -385,3 +385,21 @@ func WantProblem(t testing.TB, what string, err error, code problem.Code, reason
 		t.Fatalf("%s: %v, want %s (%s)", what, err, code, reason)
 	}
 }
+
+// Batches calls purge with limit until it removes nothing and returns what
+// each call removed, the last 0 included: the purges of retention work in
+// batches, and a test asserts the batches themselves.
+func Batches(t testing.TB, limit int, purge func(limit int) (int64, error)) []int64 {
+	t.Helper()
+	var removed []int64
+	for {
+		n, err := purge(limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed = append(removed, n)
+		if n == 0 {
+			return removed
+		}
+	}
+}

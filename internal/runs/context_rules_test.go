@@ -39,6 +39,23 @@ func (c modCtx) all() []runs.FinishedElement {
 	return append(out, c.channel...)
 }
 
+// summary sums up the trust of all(), as the faces' trust summary does,
+// and returns the counts that are not zero by marker.
+func (c modCtx) summary() (domain.TrustSummary, map[domain.Trust]int) {
+	var trusts []domain.Trust
+	for _, e := range c.all() {
+		trusts = append(trusts, e.Trust)
+	}
+	sum := domain.SummarizeTrust(trusts)
+	counts := map[domain.Trust]int{}
+	for _, tc := range sum.Counts {
+		if tc.Count > 0 {
+			counts[tc.Trust] = tc.Count
+		}
+	}
+	return sum, counts
+}
+
 // byContent returns the element (follow-ups included) whose content starts
 // with prefix.
 func (c modCtx) byContent(t *testing.T, prefix string) runs.FinishedElement {
@@ -221,15 +238,7 @@ func TestContextRules_TrustMarkers(t *testing.T) {
 	if c.rc.ContextFloorSeq != 0 || c.channel != nil || c.rc.TruncatedBeforeSeq != nil || len(c.followUps) != 0 {
 		t.Fatalf("floor %d channel %v truncated %v follow-ups %v", c.rc.ContextFloorSeq, c.channel, c.rc.TruncatedBeforeSeq, c.followUps)
 	}
-	var trusts []domain.Trust
-	for _, e := range c.all() {
-		trusts = append(trusts, e.Trust)
-	}
-	sum := domain.SummarizeTrust(trusts)
-	counts := map[domain.Trust]int{}
-	for _, tc := range sum.Counts {
-		counts[tc.Trust] = tc.Count
-	}
+	sum, counts := c.summary()
 	if sum.Lowest != domain.TrustUnverified || len(sum.Counts) != 5 || !reflect.DeepEqual(counts, map[domain.Trust]int{
 		domain.TrustUnverified: 5, domain.TrustSelf: 1, domain.TrustSystem: 1, domain.TrustAuthorized: 2, domain.TrustTrigger: 1}) {
 		t.Fatalf("summary %+v", sum)

@@ -203,31 +203,17 @@ func TestContextCases_MainThreadUnreadable(t *testing.T) {
 func TestContextCases_TrustSummaryLowest(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
-	summary := func(c modCtx) (domain.Trust, map[domain.Trust]int) {
-		var trusts []domain.Trust
-		for _, e := range c.all() {
-			trusts = append(trusts, e.Trust)
-		}
-		sum := domain.SummarizeTrust(trusts)
-		counts := map[domain.Trust]int{}
-		for _, tc := range sum.Counts {
-			if tc.Count > 0 {
-				counts[tc.Trust] = tc.Count
-			}
-		}
-		return sum.Lowest, counts
-	}
 	env.SetStatus("lotse", identity.StatusDisabled)
 	thread := newThread(t, env, "sam", "Support/Allgemein", "sam opens the thread")
 	env.SetStatus("lotse", identity.StatusActive)
 	run := runOf(t, env, env.Post("alex", thread, "ts-alex", "@lotse what does sam mean?"))
-	lowest, counts := summary(mustContext(t, env, "lotse", run))
-	if want := map[domain.Trust]int{domain.TrustAuthorized: 1, domain.TrustTrigger: 1}; lowest != domain.TrustAuthorized || !maps.Equal(counts, want) {
-		t.Fatalf("sam and alex: lowest %s counts %v", lowest, counts)
+	sum, counts := mustContext(t, env, "lotse", run).summary()
+	if want := map[domain.Trust]int{domain.TrustAuthorized: 1, domain.TrustTrigger: 1}; sum.Lowest != domain.TrustAuthorized || !maps.Equal(counts, want) {
+		t.Fatalf("sam and alex: lowest %s counts %v", sum.Lowest, counts)
 	}
 	fresh := activeRunIn(t, env, newThread(t, env, "alex", "Support/Allgemein", "@lotse a fresh question"))
-	lowest, counts = summary(mustContext(t, env, "lotse", fresh))
-	if want := map[domain.Trust]int{domain.TrustTrigger: 1}; lowest != domain.TrustTrigger || !maps.Equal(counts, want) {
-		t.Fatalf("the trigger alone: lowest %s counts %v", lowest, counts)
+	sum, counts = mustContext(t, env, "lotse", fresh).summary()
+	if want := map[domain.Trust]int{domain.TrustTrigger: 1}; sum.Lowest != domain.TrustTrigger || !maps.Equal(counts, want) {
+		t.Fatalf("the trigger alone: lowest %s counts %v", sum.Lowest, counts)
 	}
 }

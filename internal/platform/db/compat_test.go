@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 )
@@ -58,11 +60,11 @@ func TestMigrationRequirements(t *testing.T) {
 	}
 }
 
-// TestMigrateRecordsRequirements: bothy migrate records every migration's
-// requirement where an older binary reads it, and Compat finds the schema
-// current for this binary.
-func TestMigrateRecordsRequirements(t *testing.T) {
-	t.Parallel()
+// migratedPool returns a one-connection pool on a fresh test database
+// after bothy migrate ran on it (which records the requirements too),
+// closed when t ends.
+func migratedPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
 	url := pgtest.URL(t)
 	if err := db.Migrate(t.Context(), url); err != nil {
 		t.Fatal(err)
@@ -71,7 +73,16 @@ func TestMigrateRecordsRequirements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TestMigrateRecordsRequirements: bothy migrate records every migration's
+// requirement where an older binary reads it, and Compat finds the schema
+// current for this binary.
+func TestMigrateRecordsRequirements(t *testing.T) {
+	t.Parallel()
+	pool := migratedPool(t)
 	var n int64
 	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM schema_compat`).Scan(&n); err != nil || n != db.EmbeddedVersion() {
 		t.Fatalf("%d recorded requirements (%v)", n, err)

@@ -5,9 +5,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"bothy.example.com/bothy/internal/platform/db"
-	"bothy.example.com/bothy/internal/platform/pgtest"
 )
 
 // TestSharedViewsHoldTheirColumns: a later migration cannot drop a column
@@ -18,15 +15,7 @@ import (
 // bodies are BEGIN ATOMIC.
 func TestSharedViewsHoldTheirColumns(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
-	if err := db.Migrate(t.Context(), url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := db.Open(t.Context(), db.Options{URL: url, MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := migratedPool(t)
 	for _, stmt := range []string{
 		`ALTER TABLE messages DROP COLUMN thread_seq`,
 		`ALTER TABLE threads DROP COLUMN title`,
