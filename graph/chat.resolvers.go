@@ -32,27 +32,21 @@ func (r *channelEventResolver) Channel(ctx context.Context, obj *model.ChannelEv
 	return channelModel(c), nil
 }
 
-// StartedThread is the resolver for the startedThread field.
+// StartedThread is the resolver for the startedThread field: the thread
+// the message started when the caller may read it now, null otherwise,
+// decided and read in one batch for all messages of the answer.
 func (r *messageResolver) StartedThread(ctx context.Context, obj *model.Message) (*model.Thread, error) {
-	p, err := caller(ctx)
-	if err != nil {
+	tid, err := readableStartedThread(ctx, obj.ID)
+	if err != nil || tid == "" {
 		return nil, err
 	}
 	l, err := LoadersFor(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tid, err := l.StartedThreads.Load(ctx, obj.ID)()
-	if err != nil || tid == "" {
-		return nil, err
-	}
-	t, err := r.Chat.Thread(ctx, p, tid)
-	if err != nil {
-		// A thread the reader may not read is null, like one that is not
-		// there: the answer does not tell them apart.
-		if code := problem.CodeOf(err); code == problem.NotFound || code == problem.Forbidden {
-			return nil, nil
-		}
+	t, err := l.Threads.Load(ctx, tid)()
+	if err != nil || t.ID == "" {
+		// Gone between the two reads: null, like a thread that is not there.
 		return nil, err
 	}
 	return threadModel(t), nil
@@ -63,16 +57,8 @@ func (r *messageResolver) StartedThread(ctx context.Context, obj *model.Message)
 // otherwise, like startedThread). REST renders it on every message, so it
 // is decided in one batch for all messages of the answer (ReadableThreads).
 func (r *messageResolver) StartedThreadID(ctx context.Context, obj *model.Message) (*string, error) {
-	l, err := LoadersFor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tid, err := l.StartedThreads.Load(ctx, obj.ID)()
+	tid, err := readableStartedThread(ctx, obj.ID)
 	if err != nil || tid == "" {
-		return nil, err
-	}
-	readable, err := l.ReadableThreads.Load(ctx, tid)()
-	if err != nil || !readable {
 		return nil, err
 	}
 	return &tid, nil

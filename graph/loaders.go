@@ -34,6 +34,9 @@ type Loaders struct {
 	// few statements) however many messages ask, without a rate-limit
 	// token or an audit row of its own.
 	ReadableThreads *Batch[string, bool]
+	// Threads loads threads by id, deciding nothing: a field asks
+	// ReadableThreads first. One statement for all threads asked.
+	Threads *Batch[string, chat.Thread]
 	// Answers loads the answers of runs (Run.answers): one statement for
 	// all runs asked at once.
 	Answers *Batch[string, []runs.Answer]
@@ -62,6 +65,7 @@ func NewLoaders(src Sources) *Loaders {
 		Principals:      newBatch(principalsBatch(src)),
 		StartedThreads:  newBatch(byKey(src.startedThreads, internalError, nil)),
 		ReadableThreads: newBatch(readableThreadsBatch(src)),
+		Threads:         newBatch(byKey(src.threads, internalError, nil)),
 		OwnRuns:         newBatch(ownRunsBatch(src)),
 		Answers:         newBatch(byKey(src.answers, nil, nil)),
 		Lives: newBatch(byKey(src.lives, nil, func(k string) runs.Live {
@@ -84,10 +88,6 @@ func (src Sources) lives(ctx context.Context, ids []string) (map[string]runs.Liv
 
 func (src Sources) approvals(ctx context.Context, ids []string) (map[string]runs.Approval, error) {
 	return src.Runs.ApprovalsOfCards(ctx, ids)
-}
-
-func (src Sources) startedThreads(ctx context.Context, ids []string) (map[string]string, error) {
-	return src.Chat.StartedThreadIDs(ctx, ids)
 }
 
 // byKey is the batch function of a source that answers a map for all keys
@@ -137,47 +137,6 @@ func principalsBatch(src Sources) dataloader.BatchFunc[string, identity.Principa
 		}
 		return out
 	}
-}
-
-// readableThreadsBatch loads, by thread id, whether the request's caller
-// may read the thread now: one FilterMany over the threads' paths.
-func readableThreadsBatch(src Sources) dataloader.BatchFunc[string, bool] {
-	return func(ctx context.Context, keys []string) []*dataloader.Result[bool] {
-		may, err := readableThreads(ctx, src, keys)
-		out := make([]*dataloader.Result[bool], len(keys))
-		for i := range keys {
-			if err != nil {
-				out[i] = &dataloader.Result[bool]{Error: internalError(err)}
-			} else {
-				out[i] = &dataloader.Result[bool]{Data: may[i]}
-			}
-		}
-		return out
-	}
-}
-
-// readableThreads decides thread.read on threads ids for the caller of
-// ctx, in the order of ids.
-func readableThreads(ctx context.Context, src Sources, ids []string) ([]bool, error) {
-	p, ok := identity.FromContext(ctx)
-	if !ok {
-		return nil, errors.New("no caller")
-	}
-	paths, err := src.Chat.ThreadPaths(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	facts := make([]authz.Facts, len(ids))
-	for i, id := range ids {
-		facts[i] = authz.Facts{Path: paths[id]}
-	}
-	// FilterMany: a thread the caller may not read is an answer here,
-	// not a bug of a list's query (Filter would count it as one).
-	may, err := src.Authz.FilterMany(ctx, []identity.Principal{p}, authz.ThreadRead, facts)
-	if err != nil {
-		return nil, err
-	}
-	return may[0], nil
 }
 
 // ownRunsBatch loads runs of the calling agent named in its stream: an

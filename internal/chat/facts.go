@@ -46,3 +46,9 @@ func (s *Service) ThreadInfo(ctx context.Context, id string) (Thread, Channel, e
 func (s *Service) StartedThreadIDs(ctx context.Context, messageIDs []string) (map[string]string, error) {
 	return s.st.StartedThreadIDs(ctx, messageIDs)
 }
+
+// Threads returns the threads with the given ids in one statement, keyed
+// by id; unknown and malformed ids are absent.
+func (s *Service) Threads(ctx context.Context, idList []string) (map[string]Thread, error) {
+	return s.st.GetThreads(ctx, idList)
+}

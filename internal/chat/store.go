@@ -153,6 +153,25 @@ func (s *store) GetThread(ctx context.Context, id string) (Thread, error) {
 	return scanThread(q.QueryRow(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = $1`, id))
 }
 
+// GetThreads returns the threads with the given ids in one statement,
+// keyed by id; unknown and malformed ids are absent.
+func (s *store) GetThreads(ctx context.Context, idList []string) (map[string]Thread, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+threadColumns+` FROM threads t WHERE t.id = ANY($1::uuid[])`, validIDs(idList))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]Thread, len(idList))
+	for rows.Next() {
+		t, err := scanThread(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[t.ID] = t
+	}
+	return out, rows.Err()
+}
+
 // LockThread returns the thread with id locked FOR UPDATE in the transaction of ctx. Writers of
 // one thread serialise on this row lock, which keeps thread_seq gap-free.
 func (s *store) LockThread(ctx context.Context, id string) (Thread, error) {
@@ -326,14 +345,9 @@ func ThreadInfoDest(t *Thread, c *Channel) []any {
 // StartedThreadIDs returns, for each of messageIDs that started a thread
 // (the thread's parent message), the id of that thread, in one statement.
 // Messages that started none are absent from the map. It decides nothing
-// about visibility: callers read each thread through UseCases.Thread.
+// about visibility: callers decide thread.read on each thread.
 func (s *store) StartedThreadIDs(ctx context.Context, messageIDs []string) (map[string]string, error) {
-	valid := make([]string, 0, len(messageIDs))
-	for _, id := range messageIDs {
-		if ids.Valid(id) {
-			valid = append(valid, id)
-		}
-	}
+	valid := validIDs(messageIDs)
 	out := make(map[string]string, len(valid))
 	if len(valid) == 0 {
 		return out, nil
@@ -351,6 +365,18 @@ func (s *store) StartedThreadIDs(ctx context.Context, messageIDs []string) (map[
 		out[msg] = thread
 	}
 	return out, rows.Err()
+}
+
+// validIDs returns the well-formed ids of list: a malformed one names
+// nothing, and would fail the whole statement.
+func validIDs(list []string) []string {
+	out := make([]string, 0, len(list))
+	for _, id := range list {
+		if ids.Valid(id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func scanChannel(row pgx.Row) (Channel, error) {

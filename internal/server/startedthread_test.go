@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -54,5 +55,65 @@ func TestMessageStartedThread(t *testing.T) {
 	got = answer{}
 	if res := env.GraphQL(env.World.Token("alex"), q, vars, &got); len(res.Errors) > 0 || got.A.StartedThread == nil || got.A.StartedThread.ChannelID != target {
 		t.Fatalf("alex after move: %+v %+v", res.Errors, got)
+	}
+}
+
+// TestStartedThreadsInOneBatch: a page of messages asks for the threads
+// they started in one batch, whatever its length: selecting the whole
+// thread costs exactly one statement more than selecting its id (the
+// threads read; the decision is the same batch), and both name the same
+// threads.
+func TestStartedThreadsInOneBatch(t *testing.T) {
+	t.Parallel()
+	counter := &apitest.StatementCounter{}
+	env := apitest.Start(t, apitest.Options{Tracer: counter})
+	main := env.Main("Support/Allgemein")
+	for i := range 4 {
+		env.MustPost("alex", main, fmt.Sprintf("batch-%d", i), fmt.Sprintf("@lotse question %d", i))
+	}
+	type page struct {
+		Thread struct {
+			History struct {
+				Nodes []struct {
+					StartedThreadID *string `json:"startedThreadId"`
+					StartedThread   *struct {
+						ID string `json:"id"`
+					} `json:"startedThread"`
+				} `json:"nodes"`
+			} `json:"history"`
+		} `json:"thread"`
+	}
+	read := func(selection string) (page, int64) {
+		t.Helper()
+		var got page
+		before := counter.Count()
+		if res := env.GraphQL(env.World.Token("alex"), `query($id: ID!) { thread(id: $id) { history(first: 50) { nodes { `+selection+` } } } }`,
+			map[string]any{"id": main}, &got); len(res.Errors) > 0 {
+			t.Fatalf("%s: %+v", selection, res.Errors)
+		}
+		return got, counter.Count() - before
+	}
+	ids, idStatements := read("startedThreadId")
+	threads, threadStatements := read("startedThread { id }")
+	started := 0
+	for i, n := range ids.Thread.History.Nodes {
+		got := threads.Thread.History.Nodes[i].StartedThread
+		if n.StartedThreadID == nil {
+			if got != nil {
+				t.Fatalf("message %d: startedThread %+v without a startedThreadId", i, got)
+			}
+			continue
+		}
+		started++
+		if got == nil || got.ID != *n.StartedThreadID {
+			t.Fatalf("message %d: startedThread %+v, startedThreadId %s", i, got, *n.StartedThreadID)
+		}
+	}
+	if started != 4 {
+		t.Fatalf("%d messages name a started thread, want 4", started)
+	}
+	if threadStatements != idStatements+1 {
+		t.Fatalf("startedThread took %d statements, startedThreadId %d: want exactly one more (%v)",
+			threadStatements, idStatements, counter.Since(counter.Count()-threadStatements))
 	}
 }
