@@ -14,7 +14,6 @@ import (
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
 )
 
@@ -146,8 +145,10 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 	if err := noEmpty(append(messageOptionals("", &input), optionalMember{"holder", holder})...); err != nil {
 		return nil, err
 	}
-	if holder != nil && !runs.ValidHolder(*holder) {
-		return nil, problem.Invalid(problem.FieldError{Pointer: "holder", Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
+	if holder != nil {
+		if err := runs.CheckHolder(*holder, "holder"); err != nil {
+			return nil, err
+		}
 	}
 	in := messageInput(input)
 	in.Holder = holderOf(p, holder)

@@ -98,7 +98,7 @@ func validOptionID(id string) bool {
 // run_not_active, trigger_revoked), and conflict approval_pending while
 // the run waits for another approval.
 func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal, runID, holder string, req ApprovalRequest) (Approval, error) {
-	if err := checkHolder(holder, "holder"); err != nil {
+	if err := CheckHolder(holder, "holder"); err != nil {
 		return Approval{}, err
 	}
 	if err := checkApprovalRequest(req); err != nil {

@@ -96,10 +96,11 @@ func ValidHolder(h string) bool {
 	return true
 }
 
-// checkHolder validates an optional holder at pointer ptr ("/holder" in a
+// CheckHolder validates an optional holder at pointer ptr ("/holder" in a
 // body, "holder" for an argument or the Bothy-Run-Holder header): absent is
-// the anonymous holder "" of adapters that predate claims.
-func checkHolder(h, ptr string) error {
+// the anonymous holder "" of adapters that predate claims. A malformed one
+// is validation_failed invalid_format at ptr.
+func CheckHolder(h, ptr string) error {
 	if h != "" && !ValidHolder(h) {
 		return problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
 	}
@@ -155,7 +156,7 @@ func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
 // gets the run unchanged with its lease renewed. The first start marks the
 // session started.
 func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := checkHolder(holder, "/holder"); err != nil {
+	if err := CheckHolder(holder, "/holder"); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, authz.RunStart, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
@@ -205,7 +206,7 @@ func (s *Service) asHolder(ctx context.Context, actor identity.Principal, action
 	if holder == "" {
 		return Run{}, problem.Invalid(problem.FieldError{Pointer: "/holder", Code: "required", Detail: "the holder that started the run"})
 	}
-	if err := checkHolder(holder, "/holder"); err != nil {
+	if err := CheckHolder(holder, "/holder"); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, action, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
@@ -226,7 +227,7 @@ func (s *Service) asHolder(ctx context.Context, actor identity.Principal, action
 // AwaitInput moves the agent's own running run to waiting_input
 // (run.await_input) for holder, the process that holds it (fence).
 func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := checkHolder(holder, "holder"); err != nil {
+	if err := CheckHolder(holder, "holder"); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, authz.RunAwaitInput, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
@@ -265,7 +266,7 @@ const ReasonMaxLen = 200
 // (with a reason) or cancelled (the adapter's confirmation of a cancel),
 // for holder, the process that holds it (fence).
 func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, holder string, to domain.RunState, reason string) (Run, error) {
-	if err := checkHolder(holder, "holder"); err != nil {
+	if err := CheckHolder(holder, "holder"); err != nil {
 		return Run{}, err
 	}
 	if !outcomes[to] {
@@ -302,7 +303,7 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, hold
 // as holder, the process that holds it (fence); a person's holder is
 // ignored.
 func (s *Service) Cancel(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := checkHolder(holder, "holder"); err != nil {
+	if err := CheckHolder(holder, "holder"); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, authz.RunCancel, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {

@@ -48,7 +48,7 @@ const liveDecideWait = 5 * time.Second
 // the database: the update is ordered by a notification and applied by
 // every replica (docs/design/runs.md#live-box).
 func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id, holder string, u LiveUpdate) (Live, error) {
-	if err := checkHolder(holder, "holder"); err != nil {
+	if err := CheckHolder(holder, "holder"); err != nil {
 		return Live{}, err
 	}
 	if err := s.checkLiveUpdate(u); err != nil {

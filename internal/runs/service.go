@@ -426,8 +426,8 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 	// A holder that is no holder name is bad input, whichever face sent
 	// it, before any run is looked at.
-	if p.Holder != "" && !ValidHolder(p.Holder) {
-		return problem.Invalid(problem.FieldError{Pointer: "holder", Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
+	if err := CheckHolder(p.Holder, "holder"); err != nil {
+		return err
 	}
 	var run domain.AnswerRun
 	var full Run
