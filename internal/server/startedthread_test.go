@@ -62,7 +62,9 @@ func TestMessageStartedThread(t *testing.T) {
 // they started in one batch, whatever its length: selecting the whole
 // thread costs exactly one statement more than selecting its id (the
 // threads read; the decision is the same batch), and both name the same
-// threads.
+// threads. The server's background work (the sweeper, the listener) can
+// only add statements to a read, so each selection's count is the least
+// of three reads.
 func TestStartedThreadsInOneBatch(t *testing.T) {
 	t.Parallel()
 	counter := &apitest.StatementCounter{}
@@ -86,12 +88,18 @@ func TestStartedThreadsInOneBatch(t *testing.T) {
 	read := func(selection string) (page, int64) {
 		t.Helper()
 		var got page
-		before := counter.Count()
-		if res := env.GraphQL(env.World.Token("alex"), `query($id: ID!) { thread(id: $id) { history(first: 50) { nodes { `+selection+` } } } }`,
-			map[string]any{"id": main}, &got); len(res.Errors) > 0 {
-			t.Fatalf("%s: %+v", selection, res.Errors)
+		least := int64(-1)
+		for range 3 {
+			before := counter.Count()
+			if res := env.GraphQL(env.World.Token("alex"), `query($id: ID!) { thread(id: $id) { history(first: 50) { nodes { `+selection+` } } } }`,
+				map[string]any{"id": main}, &got); len(res.Errors) > 0 {
+				t.Fatalf("%s: %+v", selection, res.Errors)
+			}
+			if n := counter.Count() - before; least < 0 || n < least {
+				least = n
+			}
 		}
-		return got, counter.Count() - before
+		return got, least
 	}
 	ids, idStatements := read("startedThreadId")
 	threads, threadStatements := read("startedThread { id }")
@@ -113,7 +121,6 @@ func TestStartedThreadsInOneBatch(t *testing.T) {
 		t.Fatalf("%d messages name a started thread, want 4", started)
 	}
 	if threadStatements != idStatements+1 {
-		t.Fatalf("startedThread took %d statements, startedThreadId %d: want exactly one more (%v)",
-			threadStatements, idStatements, counter.Since(counter.Count()-threadStatements))
+		t.Fatalf("startedThread took %d statements, startedThreadId %d: want exactly one more", threadStatements, idStatements)
 	}
 }
