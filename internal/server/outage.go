@@ -71,6 +71,11 @@ func (o *outage) watch() {
 			return // the server is gone
 		}
 		if err == nil {
+			// Connections opened before the outage may be dead (a restart
+			// ends them) while the pool still holds them idle: drop them all,
+			// so that the next request does not take one, fail and start a
+			// second outage. Connections in use close when they come back.
+			o.pool.Reset()
 			o.mu.Lock()
 			took := time.Since(o.since)
 			o.since = time.Time{}
