@@ -308,6 +308,13 @@ type MessageCreate struct {
 	ClientMsgID string `json:"clientMsgId"`
 	ContentMD   string `json:"contentMd"`
 	RunID       string `json:"runId,omitempty"`
+	// InputTrust declares the lowest trust of what the message was derived
+	// from (agents only; empty declares nothing). The server stores the
+	// message's provenance as the lowest of the run context's lowest, SELF
+	// and this, so a declaration can only lower it. The SDK sends the
+	// run's in-play trust (Task.InPlay) with every answer. It is not part
+	// of the clientMsgId's idempotency.
+	InputTrust Trust `json:"inputTrust,omitempty"`
 }
 
 // Message is the part of a created message the adapter reads.
