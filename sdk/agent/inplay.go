@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -100,7 +101,7 @@ func (p *inPlay) lowerTool(name string, t Trust) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.level = lowerTrust(p.level, t)
-	if !ToolsAllowed(t) && !contains(p.tools, name) {
+	if !ToolsAllowed(t) && !slices.Contains(p.tools, name) {
 		p.tools = append(p.tools, name)
 	}
 }
@@ -132,21 +133,13 @@ func (p *inPlay) inputs() []string {
 	return out
 }
 
-// joinAnd joins names as "a", "a and b", "a, b and c".
+// joinAnd joins names (one at least) as "a", "a and b", "a, b and c".
 func joinAnd(names []string) string {
-	if len(names) < 2 {
-		return strings.Join(names, "")
+	last := len(names) - 1
+	if last == 0 {
+		return names[0]
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return strings.Join(names[:last], ", ") + " and " + names[last]
 }
 
 // InPlay is the run's in-play trust: the lowest trust of everything the

@@ -128,7 +128,8 @@ func Render(rc RunContext, boundary string) Prompt {
 // counts provenance in its summary already gives the same; one that does
 // not still cannot start a run above what an element was derived from.
 func contextLowest(summary Trust, elems []RunContextMessage) Trust {
-	l := lowestTrust(summary)
+	// A missing summary closes the gate: knownTrust makes it UNVERIFIED.
+	l := knownTrust(summary)
 	for _, m := range elems {
 		if m.Provenance != "" {
 			l = lowerTrust(l, m.Provenance)
@@ -145,16 +146,6 @@ func triggerSection(t Trust) string {
 		return sectionRequest
 	}
 	return sectionFor(t)
-}
-
-// lowestTrust keeps a known level and turns anything else into
-// unverified: a missing summary must close the gate, not open it.
-func lowestTrust(t Trust) Trust {
-	switch t {
-	case TrustTrigger, TrustAuthorized, TrustSelf, TrustSystem:
-		return t
-	}
-	return TrustUnverified
 }
 
 // sectionFor maps a trust level to its section. Unknown levels are data:
@@ -396,7 +387,7 @@ func safeWord(s string) string {
 // trustAttr is the trust summary as a log attribute: the lowest level and
 // the count per level, never content.
 func trustAttr(ts TrustSummary) slog.Attr {
-	attrs := []any{"lowest", strings.ToLower(string(lowestTrust(ts.Lowest)))}
+	attrs := []any{"lowest", strings.ToLower(string(knownTrust(ts.Lowest)))}
 	for _, c := range ts.Counts {
 		attrs = append(attrs, safeWord(string(c.Trust)), c.Count)
 	}
