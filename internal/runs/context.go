@@ -201,6 +201,7 @@ func (s *Service) planContext(ctx context.Context, actor identity.Principal, rd 
 	if err := s.contextAllowed(ctx, actor, rd); err != nil {
 		return nil, err
 	}
+	actor = contextReader(actor)
 	r, t, c := rd.Run, rd.Thread, rd.Channel
 	facts := domain.PlanFacts{Mode: r.SessionMode, ThreadID: t.ID}
 	if r.SessionMode == domain.ModeResume {
@@ -246,6 +247,19 @@ func (s *Service) contextAllowed(ctx context.Context, actor identity.Principal, 
 		return problem.Internal("runs.context", fmt.Errorf("run %s has trigger kind %s", r.ID, r.TriggerKind))
 	}
 	return nil
+}
+
+// contextReader is who the elements of a run context are read as, once
+// run.context.read was decided for actor: the actor itself, or, for a run
+// token, its agent without the token's narrowing to the run's thread. The
+// token may read its own run's context (the door decided that on the
+// run), and that context lies wherever the run's trigger and channel
+// context lie: in the main thread of an auto thread's channel, in a thread
+// the run was moved from (issue 45 item 4). Its elements pass the agent's
+// own read right, as they would for the agent's token.
+func contextReader(actor identity.Principal) identity.Principal {
+	actor.RunID, actor.RunThreadID, actor.RunHolder = "", "", ""
+	return actor
 }
 
 // pathOf returns where a message of thread threadID is decided, when that

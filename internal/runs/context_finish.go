@@ -67,7 +67,7 @@ func (s *Service) FinishContext(ctx context.Context, actor identity.Principal, r
 	} else {
 		facts <- followUpFacts{}
 	}
-	fc := &FinishedContext{Context: rc, actor: actor, Authors: make(map[string]identity.Principal, len(keys.Authors)),
+	fc := &FinishedContext{Context: rc, actor: contextReader(actor), Authors: make(map[string]identity.Principal, len(keys.Authors)),
 		answers: ContextAnswers{Holders: map[string]bool{}}}
 	peopleErr := s.answerPeople(ctx, fc, keys)
 	f := <-facts

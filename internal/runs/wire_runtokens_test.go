@@ -2,6 +2,7 @@ package runs_test
 
 import (
 	"net/http"
+	"reflect"
 	"testing"
 
 	"bothy.example.com/bothy/internal/apitest"
@@ -92,5 +93,57 @@ func TestRunTokens_OnlyTheirRun(t *testing.T) {
 	}
 	if n := env.Count(`SELECT coalesce(sum(count), 0) FROM audit_log WHERE action = 'run.token.create' AND decision = 'deny' AND reason = 'run_token_scope'`); n != 1 {
 		t.Fatalf("%d audited refusals of a run token", n)
+	}
+}
+
+// TestRunTokens_ReadTheirContextWhereverTheRunLives: a mention in the main
+// thread of a text channel starts the run in a new thread, so the run's
+// trigger and channel context lie in the main thread, outside the thread
+// the token reads. The token still reads its run's context, on both
+// faces, exactly as the agent's own token does, and its answer's
+// provenance is decided from that same context.
+func TestRunTokens_ReadTheirContextWhereverTheRunLives(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	s := newStream(t, env, "lotse")
+	say(t, env, "writer", env.Main("Support/Allgemein"), "writer: the printer on floor 2 is jammed")
+	say(t, env, "alex", env.Main("Support/Allgemein"), "@lotse is the printer fixed?")
+	run := s.nextRun()
+	thread := getRun(t, env, "lotse", run).ThreadID
+	if thread == env.Main("Support/Allgemein") {
+		t.Fatal("the run did not start a thread of its own")
+	}
+	if _, errs := claim(t, env, "lotse", "startRun", run, "proc-a"); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	tok := mintRunToken(t, env, run, "proc-a")
+	want := env.MustREST(t, http.MethodGet, "/api/v1/runs/"+run+"/context", env.World.Token("lotse"), nil, http.StatusOK)
+	got := env.MustREST(t, http.MethodGet, "/api/v1/runs/"+run+"/context", tok, nil, http.StatusOK)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the run token reads\n%v\nthe agent reads\n%v", got, want)
+	}
+	if tm := got["trigger_message"].(map[string]any); tm["content_md"] != "@lotse is the printer fixed?" {
+		t.Fatalf("trigger %v", tm)
+	}
+	var gq struct {
+		Run *struct {
+			Context *struct {
+				TriggerMessage struct{ ContentMd string } `json:"triggerMessage"`
+			} `json:"context"`
+		} `json:"run"`
+	}
+	if res := env.GraphQL(tok, `query($id: ID!) { run(id: $id) { context { triggerMessage { contentMd } } } }`, map[string]any{"id": run}, &gq); len(res.Errors) > 0 ||
+		gq.Run == nil || gq.Run.Context == nil || gq.Run.Context.TriggerMessage.ContentMd != "@lotse is the printer fixed?" {
+		t.Fatalf("GraphQL with the run token: %+v %+v", res.Errors, gq)
+	}
+	if n := env.Metric(`bothy_authz_errors_total{reason="filter_mismatch"}`); n != 0 {
+		t.Fatalf("%v filter mismatches", n)
+	}
+	// The answer's provenance comes from the context the token reads: the
+	// writer's message in the channel context makes it unverified.
+	out := env.MustREST(t, http.MethodPost, "/api/v1/threads/"+thread+"/messages", tok,
+		map[string]any{"client_msg_id": "rt-auto", "content_md": "It is fixed.", "run_id": run}, http.StatusCreated)
+	if lowest := want["trust_summary"].(map[string]any)["lowest"]; lowest != "unverified" || out["provenance"] != "unverified" {
+		t.Fatalf("context lowest %v, answer provenance %v", lowest, out["provenance"])
 	}
 }
