@@ -5879,8 +5879,9 @@ extend type Mutation {
   renew, update the live box, request approvals, answer, await input,
   finish) as that holder, on GraphQL, REST and /mcp alike, and dies when the
   run ends. Anything else answers forbidden run_token_scope, another run or
-  thread not_found. conflict run_claimed when holder does not hold the run,
-  run_not_active once it ended. A run token cannot mint one.
+  thread not_found. conflict run_not_started while the run is queued (claim
+  it first), run_claimed when another holder holds it, run_not_active once
+  it ended. A run token cannot mint one.
   """
   createRunToken(
     "The run (the caller's own)."

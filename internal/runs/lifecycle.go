@@ -200,16 +200,19 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 // or it went back to queued after the lease lapsed), run_not_active once it
 // ended.
 func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	return s.asHolder(ctx, actor, authz.RunRenew, id, holder, nil)
+	// A queued run is run_claimed here: a holder that renews a run it no
+	// longer holds lost it (its lease lapsed), whoever claims it next.
+	return s.asHolder(ctx, actor, authz.RunRenew, id, holder, errClaimed, nil)
 }
 
 // asHolder decides action on the agent's own run for holder, the process
 // that must hold its claim (run_claimed otherwise, run_not_active once it
 // ended, validation_failed without a holder: the anonymous holder has no
-// lease), extends the lease and then runs also (when set) in the same
-// unit of work. Renew and CreateRunToken are this step.
+// lease; queued's error for a run still queued), extends the lease and
+// then runs also (when set) in the same unit of work. Renew and
+// CreateRunToken are this step.
 func (s *Service) asHolder(ctx context.Context, actor identity.Principal, action authz.Action, id, holder string,
-	also func(ctx context.Context) error) (Run, error) {
+	queued func() error, also func(ctx context.Context) error) (Run, error) {
 	if holder == "" {
 		return Run{}, problem.Invalid(problem.FieldError{Pointer: "/holder", Code: "required", Detail: "the holder that started the run"})
 	}
@@ -220,7 +223,10 @@ func (s *Service) asHolder(ctx context.Context, actor identity.Principal, action
 		if !r.State.Active() {
 			return Run{}, nil, errNotActive()
 		}
-		if r.State == domain.RunQueued || r.Holder != holder {
+		if r.State == domain.RunQueued {
+			return Run{}, nil, queued()
+		}
+		if r.Holder != holder {
 			return Run{}, nil, errClaimed()
 		}
 		r, err := s.extendLease(ctx, r)

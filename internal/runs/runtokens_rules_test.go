@@ -21,8 +21,8 @@ func wantForbidden(t *testing.T, what string, err error, reason string) {
 
 // TestRunTokenRules_Mint pins who mints a run token
 // (runs.Service.CreateRunToken; docs/design/runs.md#fencing): only the
-// run's agent as the holder that claimed it; another holder is
-// run_claimed, no holder validation_failed, a person who sees the run
+// run's agent as the holder that claimed it; a queued run is
+// run_not_started, another holder is run_claimed, no holder validation_failed, a person who sees the run
 // forbidden subject_kind_not_allowed, one who does not the not_found of an
 // unknown run; an ended run is run_not_active. The minted token
 // authenticates as the agent bound to its run, thread and holder.
@@ -32,8 +32,12 @@ func TestRunTokenRules_Mint(t *testing.T) {
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
 	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "rtm-1", "@lotse check the printer"))
+	// Queued, nobody holds it: claim it first (not run_claimed, which
+	// would say another process holds it).
+	_, err := env.Runs.CreateRunToken(ctx, lotse, run, holder)
+	wantConflict(t, "a queued run", err, "run_not_started")
 	startAs(t, env, "lotse", run)
-	_, err := env.Runs.CreateRunToken(ctx, lotse, run, "proc-b")
+	_, err = env.Runs.CreateRunToken(ctx, lotse, run, "proc-b")
 	wantClaimed(t, "another holder", err)
 	if _, err := env.Runs.CreateRunToken(ctx, lotse, run, ""); problem.CodeOf(err) != problem.ValidationFailed {
 		t.Fatalf("no holder: %v", err)
