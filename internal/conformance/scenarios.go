@@ -68,7 +68,7 @@ func (k *kit) ask(ctx context.Context, who, key, text string) (asked, error) {
 func (k *kit) openThread(ctx context.Context, who, key, text string) (thread, message string, err error) {
 	var out struct {
 		Thread  struct{ ID string } `json:"thread"`
-		Message struct{ ID string } `json:"message"`
+		Message struct{ ID string } `json:"first_message"`
 	}
 	body := map[string]any{"title": "Conformance", "first_message": map[string]any{
 		"client_msg_id": fmt.Sprintf("conformance-%d", seq.Add(1)), "content_md": text}}
