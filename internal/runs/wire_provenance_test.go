@@ -229,3 +229,30 @@ func TestProvenance_DecidedLive(t *testing.T) {
 		t.Fatalf("after sam lost trigger: %q", p)
 	}
 }
+
+// TestProvenance_AnswerCostDoesNotGrow: deciding an answer's provenance
+// reads the run's context once, in a number of statements that does not
+// depend on how long the context is (docs/performance.md#provenance).
+func TestProvenance_AnswerCostDoesNotGrow(t *testing.T) {
+	t.Parallel()
+	counter := &apitest.StatementCounter{}
+	env := apitest.Start(t, apitest.Options{Tracer: counter, Config: benchConfig})
+	s := newStream(t, env, "lotse")
+	cost := func(earlier int) int64 {
+		thread := quietThread(t, env, "writer", fmt.Sprintf("writer opens %d", earlier))
+		for i := 0; i < earlier; i++ {
+			say(t, env, "writer", thread, fmt.Sprintf("writer's note %d", i))
+		}
+		run := startedRun(t, env, s, thread, "@lotse please answer")
+		before := counter.Count()
+		if p, _ := provenanceOf(t, env, "lotse", thread, map[string]any{"client_msg_id": fmt.Sprintf("cost-%d", earlier), "content_md": "an answer", "run_id": run}); p != "unverified" {
+			t.Fatalf("provenance %q", p)
+		}
+		return counter.Count() - before
+	}
+	short, long := cost(1), cost(40)
+	if short != long {
+		t.Fatalf("an answer over 2 elements took %d statements, over 41 elements %d", short, long)
+	}
+	t.Logf("an answer takes %d statements", short)
+}
