@@ -190,25 +190,7 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw, _ := io.ReadAll(r.Body)
-	var body struct {
-		Model    string          `json:"model"`
-		Stream   bool            `json:"stream"`
-		System   json.RawMessage `json:"system"`
-		Messages []chatMessage   `json:"messages"`
-		Tools    []offeredTool   `json:"tools"`
-	}
-	_ = json.Unmarshal(raw, &body)
-	call := &modelCall{API: api, Stream: body.Stream, Aborted: make(chan struct{})}
-	if len(body.System) > 0 {
-		call.System = append(call.System, texts(body.System)...)
-	}
-	for _, m := range body.Messages {
-		if m.Role == "system" || m.Role == "developer" {
-			call.System = append(call.System, texts(m.Content)...)
-		} else {
-			call.User = append(call.User, texts(m.Content)...)
-		}
-	}
+	body, call := parseCall(api, raw)
 	f.mu.Lock()
 	n := len(f.calls)
 	f.calls = append(f.calls, call)
@@ -259,6 +241,34 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.AfterReply()
 	}
+}
+
+// chatRequest is the part of a request of either API the fake reads.
+type chatRequest struct {
+	Model    string          `json:"model"`
+	Stream   bool            `json:"stream"`
+	System   json.RawMessage `json:"system"`
+	Messages []chatMessage   `json:"messages"`
+	Tools    []offeredTool   `json:"tools"`
+}
+
+// parseCall reads a request of api and the call it records: the texts of
+// its system and user messages (tool results count as user text).
+func parseCall(api string, raw []byte) (chatRequest, *modelCall) {
+	var body chatRequest
+	_ = json.Unmarshal(raw, &body)
+	call := &modelCall{API: api, Stream: body.Stream, Aborted: make(chan struct{})}
+	if len(body.System) > 0 {
+		call.System = append(call.System, texts(body.System)...)
+	}
+	for _, m := range body.Messages {
+		if m.Role == "system" || m.Role == "developer" {
+			call.System = append(call.System, texts(m.Content)...)
+		} else {
+			call.User = append(call.User, texts(m.Content)...)
+		}
+	}
+	return body, call
 }
 
 // serveTool answers the URLs of the kit's tools: the side-effect

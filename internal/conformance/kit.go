@@ -91,8 +91,8 @@ type kit struct {
 // toolsFile is the kit's tools file (sdk/httptool's format): two
 // consequential tools whose URLs record every call (the fake model's
 // side-effect recorder), and a read-only one whose URL serves the page a
-// scenario sets. The page tool declares no output trust: what it returns
-// is anyone's words, which is the default.
+// scenario sets. The page tool declares no output_trust: what it returns
+// is anyone's words, and unverified is the default an adapter must keep.
 const toolsFile = `tools:
   - name: file_ticket
     description: File a ticket in the team's tracker.

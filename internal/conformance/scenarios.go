@@ -38,6 +38,9 @@ var scenarios = []scenario{
 	{"injection_needs_approval", injectionNeedsApproval, 90 * time.Second},
 	{"benign_runs_without_card", benignRunsWithoutCard, 0},
 	{"approval_only_by_trigger_holder", approvalOnlyByTriggerHolder, 30 * time.Second},
+	{"tool_output_needs_approval", toolOutputNeedsApproval, 30 * time.Second},
+	{"laundered_self_needs_approval", launderedSelfNeedsApproval, 45 * time.Second},
+	{"answer_declares_input_trust", answerDeclaresInputTrust, 0},
 }
 
 // seq makes the texts of each question unique across scenarios.
