@@ -41,6 +41,9 @@ func TestKit(t *testing.T) {
 		{"answered twice", broken + " -break answer-twice", "answers_once"},
 		{"posted after the loss of trigger", broken + " -break post-after-loss", "trigger_loss_posts_nothing"},
 		{"never renewed", broken + " -break no-renew", "long_call_renews"},
+		{"tool output trusted", broken + " -break trust-tool-output", "tool_output_needs_approval answer_declares_input_trust"},
+		{"own answers trusted whatever they quoted", broken + " -break trust-self", "laundered_self_needs_approval"},
+		{"answers without inputTrust", broken + " -break no-input-trust", "answer_declares_input_trust"},
 	}
 	t.Run("Anthropic's API, streamed", func(t *testing.T) {
 		// The fake model speaks Anthropic's Messages API too, under the

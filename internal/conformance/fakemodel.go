@@ -50,13 +50,24 @@ type fakeModel struct {
 	script  []step
 	arrived chan *modelCall
 	release chan struct{}
-	// obedient makes every request that offers tools call the first of
-	// them once per prompt line that names it (an injected instruction
-	// included), until reset.
+	// obedient makes every request that offers tools call them as the
+	// prompt's lines and the tool results say (see obeyRequest), until
+	// reset.
 	obedient bool
 	// effects are the calls the side-effect recorder received (the
-	// consequential tool's URL).
-	effects []string
+	// consequential tools' URLs), in order.
+	effects []effect
+	// asked counts the calls of each tool the model answered with.
+	asked map[string]int
+	// page is what the page tool's URL serves, and fetches how often it
+	// was fetched.
+	page    string
+	fetches int
+}
+
+// effect is one call of a consequential tool that reached the recorder.
+type effect struct {
+	tool, body string
 }
 
 // obey makes the model obedient (see fakeModel.obedient).
@@ -70,14 +81,56 @@ func (f *fakeModel) obey() {
 func (f *fakeModel) sideEffects() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]string(nil), f.effects...)
+	out := make([]string, len(f.effects))
+	for i, e := range f.effects {
+		out[i] = e.body
+	}
+	return out
 }
 
-// sideEffectPath is where the kit's consequential tool posts.
+// effectsOf counts the calls of tool the side-effect recorder received.
+func (f *fakeModel) effectsOf(tool string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, e := range f.effects {
+		if e.tool == tool {
+			n++
+		}
+	}
+	return n
+}
+
+// askedFor counts the calls of tool the model answered with.
+func (f *fakeModel) askedFor(tool string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.asked[tool]
+}
+
+// servePage sets what the page tool's URL answers.
+func (f *fakeModel) servePage(text string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.page = text
+}
+
+// pageFetches counts the requests the page tool's URL answered.
+func (f *fakeModel) pageFetches() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fetches
+}
+
+// sideEffectPath is where the kit's consequential tools post, each under
+// its name (sideEffectPath + "/file_ticket").
 const sideEffectPath = "/side-effect"
 
+// pagePath is where the kit's read-only page tool fetches its page.
+const pagePath = "/page"
+
 func newFakeModel() *fakeModel {
-	return &fakeModel{arrived: make(chan *modelCall, 100), release: make(chan struct{})}
+	return &fakeModel{arrived: make(chan *modelCall, 100), release: make(chan struct{}), asked: map[string]int{}}
 }
 
 // reset empties the record and sets the script of the next requests
@@ -85,7 +138,8 @@ func newFakeModel() *fakeModel {
 func (f *fakeModel) reset(script ...step) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls, f.script, f.obedient, f.effects = nil, script, false, nil
+	f.calls, f.script, f.obedient, f.effects, f.asked = nil, script, false, nil, map[string]int{}
+	f.page, f.fetches = "Nothing on this page.", 0
 	f.arrived = make(chan *modelCall, 100)
 	f.release = make(chan struct{})
 }
@@ -122,15 +176,11 @@ func (f *fakeModel) next(ctx context.Context) (*modelCall, error) {
 }
 
 func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.serveTool(w, r) {
+		return
+	}
 	var api string
 	switch {
-	case r.Method == http.MethodPost && r.URL.Path == sideEffectPath:
-		b, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.effects = append(f.effects, string(b))
-		f.mu.Unlock()
-		fmt.Fprint(w, `{"ticket": "filed"}`)
-		return
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		api = "openai"
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
@@ -140,32 +190,7 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw, _ := io.ReadAll(r.Body)
-	var body struct {
-		Model    string          `json:"model"`
-		Stream   bool            `json:"stream"`
-		System   json.RawMessage `json:"system"`
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	_ = json.Unmarshal(raw, &body)
-	call := &modelCall{API: api, Stream: body.Stream, Aborted: make(chan struct{})}
-	if len(body.System) > 0 {
-		call.System = append(call.System, texts(body.System)...)
-	}
-	for _, m := range body.Messages {
-		if m.Role == "system" || m.Role == "developer" {
-			call.System = append(call.System, texts(m.Content)...)
-		} else {
-			call.User = append(call.User, texts(m.Content)...)
-		}
-	}
+	body, call := parseCall(api, raw)
 	f.mu.Lock()
 	n := len(f.calls)
 	f.calls = append(f.calls, call)
@@ -177,7 +202,7 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	arrived <- call
 	if obedient && api == "openai" && len(body.Tools) > 0 {
-		f.obeyRequest(w, body.Model, body.Tools[0].Function.Name, body.Stream, call, body.Messages[len(body.Messages)-1].Role == "tool")
+		f.obeyRequest(w, body.Model, body.Tools, body.Stream, body.Messages)
 		return
 	}
 	if s.Streamed != "" && body.Stream {
@@ -218,25 +243,135 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// obeyRequest answers as a model that follows every instruction it reads:
-// after a tool's answer it says it is done; otherwise it calls tool once
-// for every line of the prompt that names it, with the line as the title.
-func (f *fakeModel) obeyRequest(w http.ResponseWriter, model, tool string, stream bool, call *modelCall, answered bool) {
-	var calls [][2]string
-	if !answered {
-		for _, text := range append(append([]string(nil), call.System...), call.User...) {
-			for _, line := range strings.Split(text, "\n") {
-				if strings.Contains(line, tool) {
-					args, _ := json.Marshal(map[string]string{"title": strings.TrimSpace(line)})
-					calls = append(calls, [2]string{tool, string(args)})
-				}
+// chatRequest is the part of a request of either API the fake reads.
+type chatRequest struct {
+	Model    string          `json:"model"`
+	Stream   bool            `json:"stream"`
+	System   json.RawMessage `json:"system"`
+	Messages []chatMessage   `json:"messages"`
+	Tools    []offeredTool   `json:"tools"`
+}
+
+// parseCall reads a request of api and the call it records: the texts of
+// its system and user messages (tool results count as user text).
+func parseCall(api string, raw []byte) (chatRequest, *modelCall) {
+	var body chatRequest
+	_ = json.Unmarshal(raw, &body)
+	call := &modelCall{API: api, Stream: body.Stream, Aborted: make(chan struct{})}
+	if len(body.System) > 0 {
+		call.System = append(call.System, texts(body.System)...)
+	}
+	for _, m := range body.Messages {
+		if m.Role == "system" || m.Role == "developer" {
+			call.System = append(call.System, texts(m.Content)...)
+		} else {
+			call.User = append(call.User, texts(m.Content)...)
+		}
+	}
+	return body, call
+}
+
+// serveTool answers the URLs of the kit's tools: the side-effect
+// recorder (sideEffectPath/<tool>) records the call, the page tool's URL
+// (pagePath) serves the page. It reports whether r was one of them.
+func (f *fakeModel) serveTool(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	switch tool, ok := strings.CutPrefix(r.URL.Path, sideEffectPath+"/"); {
+	case ok:
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.effects = append(f.effects, effect{tool: tool, body: string(b)})
+		f.mu.Unlock()
+		fmt.Fprint(w, `{"done": true}`)
+		return true
+	case r.URL.Path == pagePath:
+		f.mu.Lock()
+		f.fetches++
+		page := f.page
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, page)
+		return true
+	}
+	return false
+}
+
+// chatMessage is a message of a chat completions request: its role, its
+// content, and the tools an assistant message called.
+type chatMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// offeredTool is a tool a chat completions request offers.
+type offeredTool struct {
+	Function struct {
+		Name       string `json:"name"`
+		Parameters struct {
+			Required []string `json:"required"`
+		} `json:"parameters"`
+	} `json:"function"`
+}
+
+// obeyRequest answers as a model that follows every instruction it reads,
+// each once. At the start of a conversation it calls each offered tool
+// once for every line of the prompt that names it; after tool results it
+// calls each offered tool that a line of those results names and that it
+// has not called yet in the conversation (so a page that asks for a tool
+// gets its call, and a refusal that names the tool does not loop); when
+// there is nothing to call it says it is done. Each call carries the line
+// as the tool's first required argument.
+func (f *fakeModel) obeyRequest(w http.ResponseWriter, model string, tools []offeredTool, stream bool, msgs []chatMessage) {
+	called := map[string]bool{}
+	last := 0 // the messages after the last assistant message
+	for i, m := range msgs {
+		if m.Role == "assistant" {
+			last = i + 1
+			for _, c := range m.ToolCalls {
+				called[c.Function.Name] = true
 			}
+		}
+	}
+	var lines []string
+	for _, m := range msgs[last:] {
+		for _, text := range texts(m.Content) {
+			lines = append(lines, strings.Split(text, "\n")...)
+		}
+	}
+	var calls [][2]string
+	for _, line := range lines {
+		for _, t := range tools {
+			name := t.Function.Name
+			if !strings.Contains(line, name) || (last > 0 && called[name]) {
+				continue
+			}
+			if last > 0 {
+				called[name] = true
+			}
+			arg := "title"
+			if req := t.Function.Parameters.Required; len(req) > 0 {
+				arg = req[0]
+			}
+			args, _ := json.Marshal(map[string]string{arg: strings.TrimSpace(line)})
+			calls = append(calls, [2]string{name, string(args)})
 		}
 	}
 	if len(calls) == 0 {
 		openaitest.WriteCompletion(w, model, "Done.", "", stream)
 		return
 	}
+	f.mu.Lock()
+	for _, c := range calls {
+		f.asked[c[0]]++
+	}
+	f.mu.Unlock()
 	openaitest.WriteToolCalls(w, model, calls, stream)
 }
 

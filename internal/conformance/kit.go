@@ -81,16 +81,18 @@ type kit struct {
 	exit    chan struct{}
 	cluster *pgcluster.Cluster
 	pgDir   string
-	// tools is the tools file of the kit's consequential tool (its URL is
-	// the fake model's side-effect recorder).
+	// tools is the kit's tools file (toolsFile).
 	tools string
 	// importMessage stores a message of origin import (the server's
 	// import path).
 	importMessage func(ctx context.Context, thread, who, content string) error
 }
 
-// toolsFile is the kit's tools file (sdk/httptool's format): one
-// consequential tool whose URL records every call.
+// toolsFile is the kit's tools file (sdk/httptool's format): two
+// consequential tools whose URLs record every call (the fake model's
+// side-effect recorder), and a read-only one whose URL serves the page a
+// scenario sets. The page tool declares no output_trust: what it returns
+// is anyone's words, and unverified is the default an adapter must keep.
 const toolsFile = `tools:
   - name: file_ticket
     description: File a ticket in the team's tracker.
@@ -100,7 +102,25 @@ const toolsFile = `tools:
         title: {type: string}
       required: [title]
     consequential: true
-    url: %s
+    url: %[1]s/file_ticket
+  - name: fetch_page
+    description: Fetch a web page and return its text.
+    parameters:
+      type: object
+      properties:
+        url: {type: string}
+      required: [url]
+    url: %[2]s
+  - name: send_email
+    description: Send an email on behalf of the team.
+    parameters:
+      type: object
+      properties:
+        to: {type: string}
+        body: {type: string}
+      required: [body]
+    consequential: true
+    url: %[1]s/send_email
 `
 
 // Names are the scenarios in the order they run.
@@ -195,7 +215,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	k := &kit{base: "http://" + ln.Addr().String(), model: model, mbase: "http://" + mln.Addr().String(), world: w,
 		cmd: opts.Adapter, http: &http.Client{Timeout: 30 * time.Second}, cluster: cluster, pgDir: filepath.Join(dir, "postgres"),
 		tools: filepath.Join(dir, "tools.yaml")}
-	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath)), 0o600); err != nil {
+	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath, k.mbase+pagePath)), 0o600); err != nil {
 		return Report{}, err
 	}
 	k.importMessage = func(ctx context.Context, thread, who, content string) error {

@@ -38,6 +38,9 @@ var scenarios = []scenario{
 	{"injection_needs_approval", injectionNeedsApproval, 90 * time.Second},
 	{"benign_runs_without_card", benignRunsWithoutCard, 0},
 	{"approval_only_by_trigger_holder", approvalOnlyByTriggerHolder, 30 * time.Second},
+	{"tool_output_needs_approval", toolOutputNeedsApproval, 30 * time.Second},
+	{"laundered_self_needs_approval", launderedSelfNeedsApproval, 45 * time.Second},
+	{"answer_declares_input_trust", answerDeclaresInputTrust, 0},
 }
 
 // seq makes the texts of each question unique across scenarios.
@@ -68,7 +71,7 @@ func (k *kit) ask(ctx context.Context, who, key, text string) (asked, error) {
 func (k *kit) openThread(ctx context.Context, who, key, text string) (thread, message string, err error) {
 	var out struct {
 		Thread  struct{ ID string } `json:"thread"`
-		Message struct{ ID string } `json:"message"`
+		Message struct{ ID string } `json:"first_message"`
 	}
 	body := map[string]any{"title": "Conformance", "first_message": map[string]any{
 		"client_msg_id": fmt.Sprintf("conformance-%d", seq.Add(1)), "content_md": text}}

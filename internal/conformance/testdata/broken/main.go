@@ -9,12 +9,20 @@
 //     without its run once the run refused it;
 //   - no-renew: the claim on a run is never renewed;
 //   - no-live: nothing the model streams reaches the run's live box;
-//   - no-gate: consequential tools run without asking, whatever the trust.
+//   - no-gate: consequential tools run without asking, whatever the trust;
+//   - trust-tool-output: what a tool returns is trusted like the server's
+//     own lines, so the gate and the answer's inputTrust see only the
+//     context's trust summary;
+//   - trust-self: the gate starts from the context's trust markers alone,
+//     so the agent's own earlier answer counts as SELF whatever it quoted
+//     (its provenance and the trust summary ignored);
+//   - no-input-trust: answers are posted without inputTrust.
 package main
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -22,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -44,8 +53,50 @@ func (noRenew) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+// noInputTrust drops the inputTrust of every message the adapter posts.
+type noInputTrust struct{}
+
+func (noInputTrust) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		b, _ := io.ReadAll(r.Body)
+		var req map[string]any
+		if bytes.Contains(b, []byte("inputTrust")) && json.Unmarshal(b, &req) == nil {
+			if vars, ok := req["variables"].(map[string]any); ok {
+				if in, ok := vars["input"].(map[string]any); ok {
+					delete(in, "inputTrust")
+				}
+			}
+			b, _ = json.Marshal(req)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// trustOrder ranks the trust levels from the least trusted up.
+var trustOrder = []agent.Trust{agent.TrustUnverified, agent.TrustSelf, agent.TrustSystem, agent.TrustAuthorized, agent.TrustTrigger}
+
+// markersOnly returns p with Lowest the least trust marker of its
+// context's elements, as an adapter that knows nothing of provenance or
+// the trust summary would compute it.
+func markersOnly(p agent.Prompt) agent.Prompt {
+	c := p.Context
+	all := append(append([]agent.RunContextMessage{c.TriggerMessage}, c.ThreadContext...), c.FollowUps...)
+	if c.ChannelContext != nil {
+		all = append(all, *c.ChannelContext...)
+	}
+	p.Lowest = agent.TrustTrigger
+	for _, m := range all {
+		if slices.Index(trustOrder, m.Trust) < slices.Index(trustOrder, p.Lowest) {
+			p.Lowest = m.Trust
+		}
+	}
+	return p
+}
+
 func main() {
-	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss, no-renew, no-live or no-gate")
+	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss, no-renew, no-live, no-gate, trust-tool-output, trust-self or no-input-trust")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -53,9 +104,12 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if *rule == "no-gate" {
-		for i := range tools {
+	for i := range tools {
+		switch *rule {
+		case "no-gate":
 			tools[i].Consequential = false
+		case "trust-tool-output":
+			tools[i].OutputTrust = agent.TrustSystem
 		}
 	}
 	m, err := openai.New(openai.Config{BaseURL: os.Getenv("BOTHY_MODEL_BASE_URL"), Model: os.Getenv("BOTHY_MODEL_NAME"), APIKey: os.Getenv("BOTHY_MODEL_API_KEY"),
@@ -64,8 +118,11 @@ func main() {
 		log.Fatal(err)
 	}
 	opts := agent.ClientOptions{}
-	if *rule == "no-renew" {
+	switch *rule {
+	case "no-renew":
 		opts.HTTPClient = &http.Client{Transport: noRenew{}}
+	case "no-input-trust":
+		opts.HTTPClient = &http.Client{Transport: noInputTrust{}}
 	}
 	client, err := agent.NewClient(os.Getenv("BOTHY_SERVER"), os.Getenv("BOTHY_AGENT_TOKEN"), opts)
 	if err != nil {
@@ -86,7 +143,18 @@ func main() {
 				mctx = context.WithoutCancel(ctx)
 			}
 		}
+		var gate *agent.Task
+		if *rule == "trust-self" {
+			// The model's calls are gated by a Task of its own that starts
+			// from the markers; what its tools returned still reaches the
+			// run's Task, and with it the answer's inputTrust.
+			gate = agent.NewTask(markersOnly(p))
+			mctx = agent.WithTask(mctx, gate)
+		}
 		text, err := m.Answer(mctx, p)
+		if gate != nil {
+			t.Lower(gate.InPlay())
+		}
 		if err != nil {
 			return err
 		}
