@@ -294,7 +294,7 @@ func testNode(t *testing.T) {
 		kamp := env.Main("Marketing/Kampagnen")
 		msg := env.MustPost("sam", kamp, "hidden-1", "campaign plans")["id"].(string)
 		run := runOf(t, env, env.MustPost("sam", kamp, "hidden-2", "@texter a run alex cannot see")["id"].(string))
-		node := func(id string) (*apitest.GQLResult, []string) {
+		nodeOnce := func(id string) (*apitest.GQLResult, []string) {
 			t.Helper()
 			from := counter.Count()
 			res := env.GraphQL(env.World.Token("alex"), `query($id: ID!) { node(id: $id) { __typename id } }`, map[string]any{"id": id}, nil)
@@ -306,6 +306,19 @@ func testNode(t *testing.T) {
 			statements := counter.Since(from)
 			slices.Sort(statements)
 			return res, statements
+		}
+		// The counter sees the whole server: background work (the run's
+		// invocation, a sweep) may add statements to one read, never take
+		// any away, so the fewest of three reads is what the read runs.
+		node := func(id string) (*apitest.GQLResult, []string) {
+			t.Helper()
+			res, least := nodeOnce(id)
+			for range 2 {
+				if _, s := nodeOnce(id); len(s) < len(least) {
+					least = s
+				}
+			}
+			return res, least
 		}
 		want, wantStatements := node(missing)
 		if len(want.Errors) != 1 || want.Errors[0].Extensions.Code != "not_found" || want.Errors[0].Extensions.Status != 404 ||
