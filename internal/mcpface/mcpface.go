@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/version"
 	"bothy.example.com/bothy/sdk/agent"
 )
@@ -48,6 +50,11 @@ type Deps struct {
 	MaxWait time.Duration
 	// MaxBody bounds a request's body (http.max_body_bytes).
 	MaxBody int64
+	// Client names the address a request came from (the trusted proxies'
+	// rule of the access log), so that the API calls a tool makes
+	// in-process are logged and limited as the client's, not as
+	// 127.0.0.1; nil takes the peer's address.
+	Client func(r *http.Request) string
 }
 
 // Register mounts /mcp and the protected resource metadata on mux.
@@ -80,12 +87,14 @@ func Register(mux *http.ServeMux, d Deps) {
 		// documented reverse proxy carry its Host.
 		DisableLocalhostProtection: true,
 	})
-	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		p, err := d.Authenticate(ctx, token)
 		if err != nil {
 			return nil, fmt.Errorf("%w: the token is unknown, revoked or expired", auth.ErrInvalidToken)
 		}
-		return &auth.TokenInfo{UserID: p.ID, Extra: map[string]any{"token": token, "kind": string(p.Kind), "run": p.RunID, "holder": p.RunHolder}}, nil
+		httpx.NotePrincipal(ctx, p.ID)
+		return &auth.TokenInfo{UserID: p.ID, Extra: map[string]any{"token": token, "kind": string(p.Kind), "run": p.RunID, "holder": p.RunHolder,
+			"client": clientOf(d, r)}}, nil
 	}
 	mux.Handle(Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The metadata's address follows the address the client used.
@@ -93,7 +102,7 @@ func Register(mux *http.ServeMux, d Deps) {
 			r.Body = http.MaxBytesReader(w, r.Body, d.MaxBody)
 		}
 		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: baseURL(r) + MetadataPath,
-			AllowMissingExpiration: true})(h).ServeHTTP(w, r)
+			AllowMissingExpiration: true})(guard(h)).ServeHTTP(w, r)
 	}))
 	mux.HandleFunc("GET "+MetadataPath, func(w http.ResponseWriter, r *http.Request) {
 		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
@@ -103,6 +112,18 @@ func Register(mux *http.ServeMux, d Deps) {
 			ResourceDocumentation:  baseURL(r) + "/api/v1",
 		}).ServeHTTP(w, r)
 	})
+}
+
+// clientOf is the address r came from, without its port.
+func clientOf(d Deps, r *http.Request) string {
+	if d.Client != nil {
+		return d.Client(r)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // baseURL is the scheme and host the request came to (behind a proxy:
@@ -131,8 +152,9 @@ func callerClient(d Deps, req *mcp.CallToolRequest) (*agent.Client, string, erro
 		return nil, "", errors.New("no bearer token")
 	}
 	token, _ := req.Extra.TokenInfo.Extra["token"].(string)
+	client, _ := req.Extra.TokenInfo.Extra["client"].(string)
 	c, err := agent.NewClient("http://bothy.internal", token, agent.ClientOptions{
-		HTTPClient: &http.Client{Transport: inProcess{d.API}}, UserAgent: "bothy-mcp"})
+		HTTPClient: &http.Client{Transport: inProcess{h: d.API, client: client}}, UserAgent: "bothy-mcp"})
 	if err != nil {
 		return nil, "", err
 	}
@@ -147,13 +169,21 @@ func callerClient(d Deps, req *mcp.CallToolRequest) (*agent.Client, string, erro
 	return c, "mcp-" + hex.EncodeToString(sum[:8]), nil
 }
 
-// inProcess serves a request with the server's own handler.
-type inProcess struct{ h http.Handler }
+// inProcess serves a request with the server's own handler, as coming
+// from client, the MCP request's client (its access log line and its
+// limits are the client's).
+type inProcess struct {
+	h      http.Handler
+	client string
+}
 
 // RoundTrip answers r in-process.
 func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
-	r.RemoteAddr = "127.0.0.1:0"
+	r.RemoteAddr = net.JoinHostPort(t.client, "0")
+	if t.client == "" {
+		r.RemoteAddr = "127.0.0.1:0"
+	}
 	t.h.ServeHTTP(rec, r)
 	return rec.Result(), nil
 }

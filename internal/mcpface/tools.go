@@ -125,6 +125,14 @@ func addClaimTools(s *mcp.Server, d Deps) {
 					if _, err := c.AckAgentEvents(ctx, ev.Seq); err != nil {
 						return nil, nil, toolError(err)
 					}
+					// An invocation of a run that ended meanwhile (its
+					// person cancelled, another process finished it) is no
+					// work: only an active run is handed out.
+					if active, err := runActive(ctx, c, inv.RunID); err != nil {
+						return nil, nil, toolError(err)
+					} else if !active {
+						continue
+					}
 					out := map[string]any{"run": map[string]any{"run_id": inv.RunID, "thread_id": inv.ThreadID, "message_id": inv.MessageID, "attempt": inv.Attempt}}
 					return jsonText(out), out, nil
 				}
@@ -150,9 +158,24 @@ func addClaimTools(s *mcp.Server, d Deps) {
 			if err != nil {
 				return nil, nil, toolError(err)
 			}
-			out := map[string]any{"run_id": r.ID, "thread_id": r.ThreadID, "state": strings.ToLower(string(r.State))}
+			// The holder is the claim's name: a runtime mints a run token
+			// for its own claim with it (createRunToken).
+			out := map[string]any{"run_id": r.ID, "thread_id": r.ThreadID, "state": strings.ToLower(string(r.State)), "holder": holder}
 			return jsonText(out), out, nil
 		})
+}
+
+// runActive reports whether run id is still active for c; a run c may no
+// longer read counts as ended.
+func runActive(ctx context.Context, c *agent.Client, id string) (bool, error) {
+	r, err := c.Run(ctx, id)
+	if agent.ErrorCode(err) == "not_found" {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return r.State.Active(), nil
 }
 
 // addRunTools adds the six tools that act on one run: those of an agent's

@@ -233,7 +233,7 @@ func New(d Deps) (*Server, error) {
 	// The MCP face calls the API through the whole handler, as any client
 	// (docs/mcp.md).
 	mcpface.Register(mux, mcpface.Deps{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }),
-		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody})
+		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody, Client: proxies.Client})
 	playground.New("/graphql", playground.Options{ActAs: d.PlaygroundActAs}).Register(mux)
 	// Every request no route takes, under /api/v1/ too: 405 with Allow for
 	// a known path, 404 otherwise.

@@ -52,6 +52,7 @@ func lowerTrust(a, b Trust) Trust {
 // The untrusted inputs an approval card names, beside the tools read.
 const (
 	inputContext = "with untrusted messages in the conversation"
+	inputOthers  = "with requests of other people in the conversation"
 	inputOther   = "after reading other untrusted input"
 	inputUnknown = "with untrusted input in play"
 )
@@ -62,10 +63,12 @@ const (
 type inPlay struct {
 	mu    sync.Mutex
 	level Trust
-	// context is set when the run's context itself held untrusted
-	// elements; tools are the tools whose untrusted output the model read,
-	// in the order first read; other is set by Task.Lower below the gate.
-	context bool
+	// context is the lowest level of the run's contexts when it is below
+	// the gate (untrusted elements, or another person's request), "" when
+	// every context was within it; tools are the tools whose untrusted
+	// output the model read, in the order first read; other is set by
+	// Task.Lower below the gate.
+	context Trust
 	tools   []string
 	other   bool
 }
@@ -74,7 +77,7 @@ type inPlay struct {
 // lowest trust (Prompt.Lowest).
 func newInPlay(lowest Trust) *inPlay {
 	p := &inPlay{level: knownTrust(lowest)}
-	p.context = !ToolsAllowed(p.level)
+	p.noteContext(p.level)
 	return p
 }
 
@@ -91,8 +94,17 @@ func (p *inPlay) lowerContext(lowest Trust) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.level = lowerTrust(p.level, lowest)
-	if !ToolsAllowed(lowest) {
-		p.context = true
+	p.noteContext(knownTrust(lowest))
+}
+
+// noteContext records a context's lowest level when it is below the gate;
+// the caller holds p.mu (or owns p).
+func (p *inPlay) noteContext(lowest Trust) {
+	if ToolsAllowed(lowest) {
+		return
+	}
+	if p.context == "" || trustRank(lowest) < trustRank(p.context) {
+		p.context = lowest
 	}
 }
 
@@ -121,7 +133,10 @@ func (p *inPlay) inputs() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []string
-	if p.context {
+	switch {
+	case p.context == TrustAuthorized:
+		out = append(out, inputOthers)
+	case p.context != "":
 		out = append(out, inputContext)
 	}
 	if len(p.tools) > 0 {

@@ -138,8 +138,10 @@ func TestApprovalCardNamesTheInputs(t *testing.T) {
 		{"both, tools once each", TrustUnverified, []Tool{{Name: "fetch_page"}, {Name: "wiki", OutputTrust: TrustSystem}, {Name: "read_inbox"}, {Name: "fetch_page"}}, "",
 			"The agent wants to call send_email with untrusted messages in the conversation, after reading the output of fetch_page and read_inbox. Arguments:",
 			[]string{"wiki"}},
-		{"reported by a handler", TrustAuthorized, nil, TrustUnverified,
+		{"reported by a handler", TrustTrigger, nil, TrustUnverified,
 			"The agent wants to call send_email after reading other untrusted input. Arguments:", nil},
+		{"another person's request", TrustAuthorized, nil, "",
+			"The agent wants to call send_email with requests of other people in the conversation. Arguments:", []string{"untrusted"}},
 	} {
 		task := NewTask(Prompt{Lowest: c.start})
 		for _, tool := range c.read {

@@ -12,12 +12,17 @@ import (
 // ToolsAllowed reports whether a consequential tool may run without asking
 // in a run whose in-play trust is lowest (Task.InPlay: the context's
 // lowest, lowered by every tool result the model read): only when all of
-// it is trigger, authorized, self or system, never for a level this code
-// does not know (RunTool asks the person then). Adapters written in other
-// languages should apply the same gate.
+// it is the request of the person who triggered the run, the agent's own
+// words or system lines (trigger, self, system). Not for authorized:
+// another person with trigger may instruct the agent, but a consequential
+// action in this run is taken for the person who triggered it, so a
+// colleague's request (a follow-up in someone else's run, an earlier
+// message of the thread) is put to that person first. Never for
+// unverified or a level this code does not know (RunTool asks the person
+// then). Adapters written in other languages should apply the same gate.
 func ToolsAllowed(lowest Trust) bool {
 	switch lowest {
-	case TrustTrigger, TrustAuthorized, TrustSelf, TrustSystem:
+	case TrustTrigger, TrustSelf, TrustSystem:
 		return true
 	}
 	return false

@@ -260,7 +260,7 @@ func NewMetrics(reg prometheus.Registerer, maxOps int) *Metrics {
 	reg.MustRegister(m.requests, m.duration, m.operations, m.opDuration, m.longPolls, m.longPollTime, m.waiting)
 	// Every family is exported from the start, at zero: an alert on a
 	// rate sees the first request, not only the second.
-	for _, face := range []string{"graphql", "rest", "ops", "static"} {
+	for _, face := range []string{"graphql", "rest", "mcp", "ops", "static"} {
 		m.requests.WithLabelValues(face, "200").Add(0)
 		m.duration.WithLabelValues(face)
 	}
@@ -333,6 +333,8 @@ func Face(path string) string {
 		return "rest"
 	case path == "/healthz" || path == "/readyz" || path == "/metrics":
 		return "ops"
+	case path == "/mcp" || path == "/.well-known/oauth-protected-resource":
+		return "mcp"
 	default:
 		return "static"
 	}

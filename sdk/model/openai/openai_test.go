@@ -265,7 +265,8 @@ func TestOpenAIModelToolGate(t *testing.T) {
 		runs          bool
 	}{
 		{"trusted, consequential", agent.TrustTrigger, true, true},
-		{"authorized, consequential", agent.TrustAuthorized, true, true},
+		{"authorized, consequential: another person's request asks first", agent.TrustAuthorized, true, false},
+		{"authorized, read-only", agent.TrustAuthorized, false, true},
 		{"untrusted, read-only", agent.TrustUnverified, false, true},
 		{"untrusted, consequential", agent.TrustUnverified, true, false},
 		{"unknown trust, consequential", "SOMETHING_NEW", true, false},
@@ -303,7 +304,7 @@ func TestOpenAIModelToolGate(t *testing.T) {
 
 func TestToolsAllowed(t *testing.T) {
 	t.Parallel()
-	for trust, want := range map[agent.Trust]bool{agent.TrustTrigger: true, agent.TrustAuthorized: true, agent.TrustSelf: true,
+	for trust, want := range map[agent.Trust]bool{agent.TrustTrigger: true, agent.TrustAuthorized: false, agent.TrustSelf: true,
 		agent.TrustSystem: true, agent.TrustUnverified: false, "": false, "unverified": false, "trigger": false} {
 		if got := agent.ToolsAllowed(trust); got != want {
 			t.Errorf("ToolsAllowed(%q) = %v", trust, got)
