@@ -157,13 +157,13 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(raw, &body)
 	call := &modelCall{API: api, Stream: body.Stream, Aborted: make(chan struct{})}
 	if len(body.System) > 0 {
-		call.System = append(call.System, texts(body.System)...)
+		call.System = append(call.System, openaitest.ContentTexts(body.System)...)
 	}
 	for _, m := range body.Messages {
 		if m.Role == "system" || m.Role == "developer" {
-			call.System = append(call.System, texts(m.Content)...)
+			call.System = append(call.System, openaitest.ContentTexts(m.Content)...)
 		} else {
-			call.User = append(call.User, texts(m.Content)...)
+			call.User = append(call.User, openaitest.ContentTexts(m.Content)...)
 		}
 	}
 	f.mu.Lock()
@@ -266,21 +266,4 @@ func (f *fakeModel) streamHeld(w http.ResponseWriter, r *http.Request, api, mode
 		piece(s.Text)
 	}
 	end()
-}
-
-// texts reads a message content: a string, or a list of text blocks.
-func texts(raw json.RawMessage) []string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []string{s}
-	}
-	var blocks []struct {
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(raw, &blocks)
-	out := make([]string, 0, len(blocks))
-	for _, b := range blocks {
-		out = append(out, b.Text)
-	}
-	return out
 }

@@ -65,7 +65,7 @@ func (obedientModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var texts []string
 	var made []Call
 	for _, m := range req.Messages {
-		texts = append(texts, contentTexts(m.Content)...)
+		texts = append(texts, openaitest.ContentTexts(m.Content)...)
 		for _, tc := range m.ToolCalls {
 			if c, ok := parseCall(tc.Function.Name, tc.Function.Arguments); ok {
 				made = append(made, c)
@@ -135,21 +135,3 @@ func parseCall(tool, args string) (Call, bool) {
 
 // key identifies a call by its tool and arguments.
 func (c Call) key() string { return c.Line() }
-
-// contentTexts reads a message content: a string, or a list of text
-// parts.
-func contentTexts(raw json.RawMessage) []string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []string{s}
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(raw, &parts)
-	out := make([]string, 0, len(parts))
-	for _, p := range parts {
-		out = append(out, p.Text)
-	}
-	return out
-}
