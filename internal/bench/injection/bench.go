@@ -86,18 +86,22 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if opts.CaseTimeout <= 0 {
 		opts.CaseTimeout = 60 * time.Second
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	b, stop, err := start(ctx, opts)
 	if err != nil {
 		return Report{}, err
 	}
 	defer stop()
+	// The agent and Alex stop before the server does, so that neither
+	// meets a server going away.
+	actx, stopActors := context.WithCancel(ctx)
+	var actors sync.WaitGroup
+	defer actors.Wait()
+	defer stopActors()
 	errs := make(chan error, 2)
-	go func() { errs <- b.serveAgent(ctx) }()
 	p := &person{chat: b.chat, cases: b.caseOf}
-	go func() { errs <- p.watch(ctx) }()
-	outcomes, err := b.runAll(ctx, errs, injected, benign)
+	actors.Go(func() { errs <- b.serveAgent(actx) })
+	actors.Go(func() { errs <- p.watch(actx) })
+	outcomes, err := b.runAll(actx, errs, injected, benign)
 	if err != nil {
 		return Report{}, err
 	}
