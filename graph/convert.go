@@ -58,6 +58,10 @@ func messageModel(m messaging.Message) *model.Message {
 		ts := m.TriggerState
 		out.TriggerState = &ts
 	}
+	if m.Provenance != "" {
+		p := m.Provenance
+		out.Provenance = &p
+	}
 	return out
 }
 
@@ -137,6 +141,9 @@ func messageInput(in model.MessageCreate) messaging.Input {
 	}
 	if in.RunID != nil {
 		out.RunID = *in.RunID
+	}
+	if in.InputTrust != nil {
+		out.InputTrust = *in.InputTrust
 	}
 	return out
 }
@@ -223,7 +230,7 @@ func contextMessageModel(e runs.FinishedElement, author *model.PrincipalRef, rep
 	*m = model.RunContextMessage{MessageID: e.ID, ThreadSeq: int(e.ThreadSeq), CreatedAt: e.CreatedAt, ChannelID: e.ChannelID,
 		Author: author, Role: e.Role, Origin: e.Origin,
 		Kind: e.Kind, ContentMd: e.ContentMD, Truncated: trueOrNil(e.Truncated),
-		Attachments: []*model.Attachment{}, Trust: e.Trust,
+		Attachments: []*model.Attachment{}, Trust: e.Trust, Provenance: e.Provenance,
 		AlreadyDelivered: trueOrNil(e.AlreadyDelivered)}
 	if *replyTo != "" {
 		m.ReplyToMessageID = replyTo

@@ -41,9 +41,11 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 	return runContextModel(r.Runs, fc), nil
 }
 
-// TrustSummary is the resolver for the trustSummary field: the trust of
-// every finished element, follow-ups included, summarised by
-// domain.SummarizeTrust. The trusts come from the same answers as the
+// TrustSummary is the resolver for the trustSummary field: what every
+// finished element puts in play (domain.InPlay, the lower of its trust
+// and its provenance), follow-ups included, summarised by
+// domain.SummarizeTrust, as runs.FinishedContext.Lowest does for an
+// answer's provenance. The trusts come from the same answers as the
 // elements' trust fields, so the two never disagree; a failing source
 // fails the field, and with it the context (fail closed).
 func (r *runContextResolver) TrustSummary(ctx context.Context, obj *model.RunContext) (*model.TrustSummary, error) {
@@ -54,7 +56,7 @@ func (r *runContextResolver) TrustSummary(ctx context.Context, obj *model.RunCon
 	elems := append(obj.Elements(), followUps...)
 	trusts := make([]domain.Trust, len(elems))
 	for i, e := range elems {
-		trusts[i] = e.Trust
+		trusts[i] = domain.InPlay(e.Trust, e.Provenance)
 	}
 	sum := domain.SummarizeTrust(trusts)
 	out := &model.TrustSummary{Lowest: sum.Lowest, Counts: make([]*model.TrustCount, len(sum.Counts))}

@@ -20,6 +20,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/trust"
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
 	gqlparser "github.com/vektah/gqlparser/v2"
@@ -287,6 +288,7 @@ type ComplexityRoot struct {
 		Live             func(childComplexity int) int
 		Mentions         func(childComplexity int) int
 		Origin           func(childComplexity int) int
+		Provenance       func(childComplexity int) int
 		ReplyToMessageID func(childComplexity int) int
 		RunID            func(childComplexity int) int
 		StartedThread    func(childComplexity int) int
@@ -501,6 +503,7 @@ type ComplexityRoot struct {
 		Kind             func(childComplexity int) int
 		MessageID        func(childComplexity int) int
 		Origin           func(childComplexity int) int
+		Provenance       func(childComplexity int) int
 		ReplyToMessageID func(childComplexity int) int
 		Role             func(childComplexity int) int
 		ThreadSeq        func(childComplexity int) int
@@ -1791,6 +1794,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Message.Origin(childComplexity), true
+	case "Message.provenance":
+		if e.ComplexityRoot.Message.Provenance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Provenance(childComplexity), true
 	case "Message.replyToMessageId":
 		if e.ComplexityRoot.Message.ReplyToMessageID == nil {
 			break
@@ -3018,6 +3027,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunContextMessage.Origin(childComplexity), true
+	case "RunContextMessage.provenance":
+		if e.ComplexityRoot.RunContextMessage.Provenance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunContextMessage.Provenance(childComplexity), true
 	case "RunContextMessage.replyToMessageId":
 		if e.ComplexityRoot.RunContextMessage.ReplyToMessageID == nil {
 			break
@@ -4738,6 +4753,14 @@ type Message implements Node {
   "When the message was stored."
   createdAt: Time!
   """
+  Agents' messages only: the least trust of what the message was derived
+  from (docs/design/trust.md#provenance). For an answer in a run, the
+  lowest of the run context's trustSummary.lowest when it was posted, SELF
+  and the answer's inputTrust; UNVERIFIED for anything an agent wrote
+  outside a run. Null for messages of people, apps, imports and the system.
+  """
+  provenance: Trust
+  """
   The thread this message started: the new thread of a trigger, or a thread
   opened on the message (parentMessageId). Null when the message started
   none, or when the reader may not read that thread.
@@ -4768,6 +4791,14 @@ input MessageCreate {
   replyToMessageId: ID
   "Agents only: the run this answer belongs to."
   runId: ID
+  """
+  Agents only: the least trust of what this message was derived from, as
+  the writer knows it (the output of a tool it read, for example). It can
+  only lower the message's provenance, never raise it; it is not part of
+  the clientMsgId request. From a person or an app it is refused
+  (validation_failed on input_trust).
+  """
+  inputTrust: Trust
 }
 
 "The answer of createMessage."
@@ -5364,9 +5395,9 @@ type RunContext {
 
 "How much trust the elements of a run context carry."
 type TrustSummary {
-  "The lowest trust of any element (order: UNVERIFIED < SELF < SYSTEM < AUTHORIZED < TRIGGER)."
+  "The lowest of what any element puts in play, the lower of its trust and its provenance (order: UNVERIFIED < SELF < SYSTEM < AUTHORIZED < TRIGGER)."
   lowest: Trust!
-  "One entry per trust level, lowest first, zero counts included."
+  "One entry per trust level, lowest first, zero counts included; each element counts once, at the lower of its trust and its provenance."
   counts: [TrustCount!]!
 }
 
@@ -5406,6 +5437,14 @@ type RunContextMessage {
   replyToMessageId: ID
   "How far this element may instruct the agent, from its author's rights now."
   trust: Trust!
+  """
+  The least trust of what this element was derived from: for a message of
+  the run's own agent the provenance stored with it (Message.provenance),
+  for every other element its trust. trustSummary counts the lower of
+  trust and provenance; an adapter renders an element whose provenance is
+  below SELF as data, like any unverified element.
+  """
+  provenance: Trust!
   "True only when the agent acknowledged this message as a follow-up of its session (or, for a guest run, of this run); never for the run's own trigger."
   alreadyDelivered: Boolean
 }
@@ -6450,6 +6489,8 @@ func (ec *executionContext) childFields_Message(ctx context.Context, field graph
 		return ec.fieldContext_Message_deleted(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Message_createdAt(ctx, field)
+	case "provenance":
+		return ec.fieldContext_Message_provenance(ctx, field)
 	case "startedThread":
 		return ec.fieldContext_Message_startedThread(ctx, field)
 	case "startedThreadId":
@@ -6708,6 +6749,8 @@ func (ec *executionContext) childFields_RunContextMessage(ctx context.Context, f
 		return ec.fieldContext_RunContextMessage_replyToMessageId(ctx, field)
 	case "trust":
 		return ec.fieldContext_RunContextMessage_trust(ctx, field)
+	case "provenance":
+		return ec.fieldContext_RunContextMessage_provenance(ctx, field)
 	case "alreadyDelivered":
 		return ec.fieldContext_RunContextMessage_alreadyDelivered(ctx, field)
 	}
@@ -12246,6 +12289,29 @@ func (ec *executionContext) fieldContext_Message_createdAt(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Message", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Message_provenance(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_provenance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Provenance, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *trust.Level) graphql.Marshaler {
+			return ec.marshalOTrust2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_provenance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, "Trust")
+}
+
 func (ec *executionContext) _Message_startedThread(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17336,14 +17402,37 @@ func (ec *executionContext) _RunContextMessage_trust(ctx context.Context, field 
 			return obj.Trust, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v domain.Trust) graphql.Marshaler {
-			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v trust.Level) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_RunContextMessage_trust(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Trust")
+}
+
+func (ec *executionContext) _RunContextMessage_provenance(ctx context.Context, field graphql.CollectedField, obj *model.RunContextMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunContextMessage_provenance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Provenance, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v trust.Level) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunContextMessage_provenance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunContextMessage", field, false, false, "Trust")
 }
 
@@ -20173,8 +20262,8 @@ func (ec *executionContext) _TrustCount_trust(ctx context.Context, field graphql
 			return obj.Trust, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v domain.Trust) graphql.Marshaler {
-			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v trust.Level) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx, selections, v)
 		},
 		true,
 		true,
@@ -20219,8 +20308,8 @@ func (ec *executionContext) _TrustSummary_lowest(ctx context.Context, field grap
 			return obj.Lowest, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v domain.Trust) graphql.Marshaler {
-			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v trust.Level) graphql.Marshaler {
+			return ec.marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx, selections, v)
 		},
 		true,
 		true,
@@ -21822,7 +21911,7 @@ func (ec *executionContext) unmarshalInputMessageCreate(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"clientMsgId", "contentMd", "kind", "replyToMessageId", "runId"}
+	fieldsInOrder := [...]string{"clientMsgId", "contentMd", "kind", "replyToMessageId", "runId", "inputTrust"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -21864,6 +21953,13 @@ func (ec *executionContext) unmarshalInputMessageCreate(ctx context.Context, obj
 				return it, err
 			}
 			it.RunID = data
+		case "inputTrust":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("inputTrust"))
+			data, err := ec.unmarshalOTrust2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.InputTrust = data
 		}
 	}
 	return it, nil
@@ -24033,6 +24129,11 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "provenance":
+			out.Values[i] = ec._Message_provenance(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "startedThread":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
@@ -25479,6 +25580,11 @@ func (ec *executionContext) _RunContextMessage(ctx context.Context, sel ast.Sele
 			}
 		case "trust":
 			out.Values[i] = ec._RunContextMessage_trust(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "provenance":
+			out.Values[i] = ec._RunContextMessage_provenance(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -28408,15 +28514,15 @@ var (
 	}
 )
 
-func (ec *executionContext) unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx context.Context, v any) (domain.Trust, error) {
+func (ec *executionContext) unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx context.Context, v any) (trust.Level, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust[tmp]
+	res := unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust(ctx context.Context, sel ast.SelectionSet, v domain.Trust) graphql.Marshaler {
+func (ec *executionContext) marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx context.Context, sel ast.SelectionSet, v trust.Level) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust[v])
+	res := graphql.MarshalString(marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Trust!")
 	}
@@ -28424,19 +28530,19 @@ func (ec *executionContext) marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋintern
 }
 
 var (
-	unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust = map[string]domain.Trust{
-		"TRIGGER":    domain.TrustTrigger,
-		"AUTHORIZED": domain.TrustAuthorized,
-		"SELF":       domain.TrustSelf,
-		"UNVERIFIED": domain.TrustUnverified,
-		"SYSTEM":     domain.TrustSystem,
+	unmarshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel = map[string]trust.Level{
+		"TRIGGER":    trust.Trigger,
+		"AUTHORIZED": trust.Authorized,
+		"SELF":       trust.Self,
+		"UNVERIFIED": trust.Unverified,
+		"SYSTEM":     trust.System,
 	}
-	marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋrunsᚋdomainᚐTrust = map[domain.Trust]string{
-		domain.TrustTrigger:    "TRIGGER",
-		domain.TrustAuthorized: "AUTHORIZED",
-		domain.TrustSelf:       "SELF",
-		domain.TrustUnverified: "UNVERIFIED",
-		domain.TrustSystem:     "SYSTEM",
+	marshalNTrust2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel = map[trust.Level]string{
+		trust.Trigger:    "TRIGGER",
+		trust.Authorized: "AUTHORIZED",
+		trust.Self:       "SELF",
+		trust.Unverified: "UNVERIFIED",
+		trust.System:     "SYSTEM",
 	}
 )
 
@@ -29071,6 +29177,42 @@ var (
 		messaging.TriggerAccepted: "ACCEPTED",
 		messaging.TriggerFollowup: "FOLLOWUP",
 		messaging.TriggerFailed:   "FAILED",
+	}
+)
+
+func (ec *executionContext) unmarshalOTrust2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx context.Context, v any) (*trust.Level, error) {
+	if v == nil {
+		return nil, nil
+	}
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOTrust2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTrust2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel(ctx context.Context, sel ast.SelectionSet, v *trust.Level) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOTrust2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel[*v])
+	return res
+}
+
+var (
+	unmarshalOTrust2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel = map[string]trust.Level{
+		"TRIGGER":    trust.Trigger,
+		"AUTHORIZED": trust.Authorized,
+		"SELF":       trust.Self,
+		"UNVERIFIED": trust.Unverified,
+		"SYSTEM":     trust.System,
+	}
+	marshalOTrust2ᚖbothyᚗexampleᚗcomᚋbothyᚋinternalᚋtrustᚐLevel = map[trust.Level]string{
+		trust.Trigger:    "TRIGGER",
+		trust.Authorized: "AUTHORIZED",
+		trust.Self:       "SELF",
+		trust.Unverified: "UNVERIFIED",
+		trust.System:     "SYSTEM",
 	}
 )
 

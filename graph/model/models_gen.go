@@ -15,6 +15,7 @@ import (
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/trust"
 )
 
 // An event of the caller's agent stream. Every event type is its own object
@@ -436,6 +437,12 @@ type Message struct {
 	Deleted *bool `json:"deleted,omitempty"`
 	// When the message was stored.
 	CreatedAt time.Time `json:"createdAt"`
+	// Agents' messages only: the least trust of what the message was derived
+	// from (docs/design/trust.md#provenance). For an answer in a run, the
+	// lowest of the run context's trustSummary.lowest when it was posted, SELF
+	// and the answer's inputTrust; UNVERIFIED for anything an agent wrote
+	// outside a run. Null for messages of people, apps, imports and the system.
+	Provenance *trust.Level `json:"provenance,omitempty"`
 }
 
 func (Message) IsNode() {}
@@ -465,6 +472,12 @@ type MessageCreate struct {
 	ReplyToMessageID *string `json:"replyToMessageId,omitempty"`
 	// Agents only: the run this answer belongs to.
 	RunID *string `json:"runId,omitempty"`
+	// Agents only: the least trust of what this message was derived from, as
+	// the writer knows it (the output of a tool it read, for example). It can
+	// only lower the message's provenance, never raise it; it is not part of
+	// the clientMsgId request. From a person or an app it is refused
+	// (validation_failed on input_trust).
+	InputTrust *trust.Level `json:"inputTrust,omitempty"`
 }
 
 // A message with its cursor.
@@ -898,16 +911,16 @@ type TokenList struct {
 // How many elements of a run context carry one trust level.
 type TrustCount struct {
 	// The trust level.
-	Trust domain.Trust `json:"trust"`
+	Trust trust.Level `json:"trust"`
 	// How many elements carry it (0 or more).
 	Count int `json:"count"`
 }
 
 // How much trust the elements of a run context carry.
 type TrustSummary struct {
-	// The lowest trust of any element (order: UNVERIFIED < SELF < SYSTEM < AUTHORIZED < TRIGGER).
-	Lowest domain.Trust `json:"lowest"`
-	// One entry per trust level, lowest first, zero counts included.
+	// The lowest of what any element puts in play, the lower of its trust and its provenance (order: UNVERIFIED < SELF < SYSTEM < AUTHORIZED < TRIGGER).
+	Lowest trust.Level `json:"lowest"`
+	// One entry per trust level, lowest first, zero counts included; each element counts once, at the lower of its trust and its provenance.
 	Counts []*TrustCount `json:"counts"`
 }
 

@@ -74,6 +74,7 @@ type RunContextMessage struct {
 	Attachments      []*Attachment    `json:"attachments"`
 	ReplyToMessageID *string          `json:"replyToMessageId,omitempty"`
 	Trust            domain.Trust     `json:"trust"`
+	Provenance       domain.Trust     `json:"provenance"`
 	AlreadyDelivered *bool            `json:"alreadyDelivered,omitempty"`
 }
 
@@ -245,6 +246,8 @@ func (s *selection) appendMessage(buf []byte, m *RunContextMessage) []byte {
 			}
 		case "trust":
 			buf = appendEnum(buf, string(m.Trust))
+		case "provenance":
+			buf = appendEnum(buf, string(m.Provenance))
 		case "alreadyDelivered":
 			buf = appendBool(buf, m.AlreadyDelivered)
 		default:

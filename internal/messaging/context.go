@@ -2,6 +2,8 @@ package messaging
 
 import (
 	"time"
+
+	"bothy.example.com/bothy/internal/trust"
 )
 
 // ContextItem is a message as a run context needs it: the representation
@@ -18,6 +20,9 @@ type ContextItem struct {
 	ReplyToMessageID string
 	Deleted          bool
 	CreatedAt        time.Time
+	// Provenance is the stored provenance of an agent's message
+	// (Message.Provenance); empty for every other origin.
+	Provenance trust.Level
 }
 
 // ContextQuery selects messages of one thread for a run context. The caller

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/trust"
 )
 
 // Message is the one representation of a message, used by every response,
@@ -31,8 +32,12 @@ type Message struct {
 	TriggerReason    string
 	SystemCode       string
 	RunID            string
-	Deleted          bool
-	CreatedAt        time.Time
+	// Provenance is the least trust of what an agent's message was derived
+	// from (docs/design/trust.md#provenance): set for every message of
+	// origin agent, empty for every other.
+	Provenance trust.Level
+	Deleted    bool
+	CreatedAt  time.Time
 }
 
 // Attachment is a file attached to a message. Files do not exist yet, so
@@ -137,7 +142,7 @@ func Payload(m Message) map[string]any {
 		"mentions": mentions, "attachments": []any{}, "created_at": m.CreatedAt.UTC().Format(timeLayout),
 	}
 	opt := map[string]string{"reply_to_message_id": m.ReplyToMessageID, "trigger_state": string(m.TriggerState),
-		"trigger_reason": m.TriggerReason, "system_code": m.SystemCode, "run_id": m.RunID}
+		"trigger_reason": m.TriggerReason, "system_code": m.SystemCode, "run_id": m.RunID, "provenance": string(m.Provenance)}
 	for k, v := range opt {
 		if v != "" {
 			p[k] = v

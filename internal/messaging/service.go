@@ -20,6 +20,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/text"
 	"bothy.example.com/bothy/internal/platform/textcut"
+	"bothy.example.com/bothy/internal/trust"
 )
 
 // Posted describes a message just stored, handed to subscribers inside the
@@ -67,6 +68,7 @@ type Service struct {
 	events      *events.Log
 	limits      Limits
 	subscribers []Subscriber
+	provenance  ProvenanceDecider
 	created     *prometheus.CounterVec
 	history     HistoryHook // nil in production
 }
@@ -129,7 +131,29 @@ type Input struct {
 	// holder). It is not part of the request hash: a replay of a stored
 	// answer is a replay whoever holds the run now.
 	Holder string
+	// InputTrust is what an agent declares it derived the message from
+	// (input_trust; "" when it declares nothing). It can only lower the
+	// message's provenance, and like RunID it is not part of the request
+	// hash.
+	InputTrust trust.Level
+
+	// provenance is the answer's provenance, decided before the unit of
+	// work (Service.Create) by the ProvenanceDecider.
+	provenance trust.Level
 }
+
+// ProvenanceDecider decides the provenance of what an agent writes in one
+// of its runs (the runs module: the lowest of the run context's live trust
+// summary, self and what the agent declares; docs/design/trust.md#provenance).
+// It runs before the unit of work that stores the message, since the
+// decision reads the run's context on connections of its own.
+type ProvenanceDecider interface {
+	AnswerProvenance(ctx context.Context, agent identity.Principal, runID string, declared trust.Level) (trust.Level, error)
+}
+
+// DecideProvenanceWith installs the decider of answers' provenance (the
+// wiring does, once). Without one, every agent message is unverified.
+func (s *Service) DecideProvenanceWith(d ProvenanceDecider) { s.provenance = d }
 
 // RunMismatchDetail is the one detail of every run_mismatch answer, so that
 // the answer tells nothing about runs outside the thread.
@@ -174,6 +198,15 @@ func ValidateCreate(kind identity.Kind, in Input, ptr string, firstMessage bool,
 	if in.RunID != "" && (firstMessage || kind != identity.KindAgent) {
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/run_id", Code: "run_mismatch", Detail: RunMismatchDetail})
 	}
+	// input_trust is an agent's declaration about its own inputs: a person
+	// or an app has no provenance to declare.
+	switch {
+	case in.InputTrust == "":
+	case kind != identity.KindAgent:
+		fields = append(fields, problem.FieldError{Pointer: ptr + "/input_trust", Code: "not_allowed", Detail: "only agents declare input_trust"})
+	case !trust.Known(in.InputTrust):
+		fields = append(fields, problem.FieldError{Pointer: ptr + "/input_trust", Code: "invalid_enum"})
+	}
 	if len(fields) > 0 {
 		return problem.Invalid(fields...)
 	}
@@ -205,6 +238,13 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 	hash := RequestHash([]string{"thread", threadID}, in.ContentMD, in.ReplyToMessageID, nil)
 	if m, _, ok, err := s.replay(ctx, actor, in.ClientMsgID, hash); ok || err != nil {
 		return m, ok, err
+	}
+	if in.RunID != "" && s.provenance != nil {
+		p, err := s.provenance.AnswerProvenance(ctx, actor, in.RunID, in.InputTrust)
+		if err != nil {
+			return Message{}, false, err
+		}
+		in.provenance = p
 	}
 	var out Message
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
@@ -346,6 +386,9 @@ func (s *Service) post(ctx context.Context, actor identity.Principal, thread cha
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
 		Origin: OriginOf(actor), Kind: KindText, ContentMD: in.ContentMD, ReplyToMessageID: in.ReplyToMessageID,
 		Mentions: mentions, Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
+	if m.Origin == OriginAgent {
+		m.Provenance = agentProvenance(in)
+	}
 	if err := s.st.insert(ctx, m, in.ClientMsgID, hash); err != nil {
 		if db.IsUniqueViolation(err, "messages_author_principal_id_client_msg_id_key") {
 			return Message{}, nil, errReplayRace
@@ -365,6 +408,18 @@ func (s *Service) post(ctx context.Context, actor identity.Principal, thread cha
 	m = posted.Message
 	created := events.Event{Type: events.MessageCreated, ChannelID: channel.ID, ThreadID: thread.ID, MessageID: m.ID, Payload: Payload(m)}
 	return m, append([]events.Event{created}, evs...), nil
+}
+
+// agentProvenance is the provenance of an agent's message with body in:
+// for an answer in a run, what the decider decided (the lowest of the
+// context, self and the declaration); for anything written outside a run
+// (an announcement, a reply by grant) unverified, since nothing vouches
+// for what it was derived from, and no declaration can raise that.
+func agentProvenance(in Input) trust.Level {
+	if in.RunID != "" && in.provenance != "" {
+		return trust.Lowest(in.provenance, trust.Self)
+	}
+	return trust.Unverified
 }
 
 // ThreadInput is the body of a thread create.
@@ -664,7 +719,8 @@ func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) 
 
 // AppendAnchor appends the run anchor of run runID to thread t in the transaction of ctx: a
 // message of kind run, origin agent, author the run's agent, run_id set and
-// empty content, which clients render as the run's live box. It returns the
+// empty content, which clients render as the run's live box; its
+// provenance is self, since it holds nothing derived from anything. It returns the
 // anchor and its message.created event. The caller holds t's row lock or
 // created t in the transaction of ctx.
 func (w *Writer) AppendAnchor(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, runID string) (Message, events.Event, error) {
@@ -674,7 +730,7 @@ func (w *Writer) AppendAnchor(ctx context.Context, t chat.Thread, channelID stri
 		return Message{}, events.Event{}, fmt.Errorf("anchor seq: %w", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: t.ID, ChannelID: channelID, ThreadSeq: seq, Author: agent, Origin: OriginAgent,
-		Kind: KindRun, RunID: runID, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
+		Kind: KindRun, RunID: runID, Provenance: trust.Self, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
 	if err := s.st.insert(ctx, m, "", nil); err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("insert anchor: %w", err)
 	}
@@ -719,16 +775,18 @@ func (w *Writer) Import(ctx context.Context, threadID string, author identity.Re
 // run's agent and the approval's title as its content (what every reader
 // of the thread sees; the detail and options are the approval's, shown
 // only to its person, and the approval names its run: run_id stays the
-// anchor's). It returns the card and its message.created event. The
-// caller holds t's row lock.
-func (w *Writer) AppendCard(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, title string) (Message, events.Event, error) {
+// anchor's). provenance is the card's, decided like an answer's (the title
+// comes from the agent). It returns the card and its message.created
+// event. The caller holds t's row lock.
+func (w *Writer) AppendCard(ctx context.Context, t chat.Thread, channelID string, agent identity.Ref, title string, provenance trust.Level) (Message, events.Event, error) {
 	s := w.s
 	seq, err := s.chatW.NextSeq(ctx, t.ID)
 	if err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("card seq: %w", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: t.ID, ChannelID: channelID, ThreadSeq: seq, Author: agent, Origin: OriginAgent,
-		Kind: KindCard, ContentMD: title, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
+		Kind: KindCard, ContentMD: title, Provenance: trust.Lowest(provenance, trust.Self), Mentions: []identity.Ref{}, Attachments: []Attachment{},
+		CreatedAt: now(s.st.clock.Now())}
 	if err := s.st.insert(ctx, m, "", nil); err != nil {
 		return Message{}, events.Event{}, fmt.Errorf("insert card: %w", err)
 	}

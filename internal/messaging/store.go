@@ -24,17 +24,22 @@ type row struct {
 
 const messageColumns = `m.id, m.thread_id, m.thread_seq, m.author_principal_id, m.origin, m.kind, m.content_md,
 	coalesce(m.reply_to_message_id::text, ''), coalesce(m.trigger_state, ''), coalesce(m.trigger_reason, ''),
-	coalesce(m.system_code, ''), coalesce(m.run_id::text, ''), m.deleted_at IS NOT NULL, m.created_at,
+	coalesce(m.system_code, ''), coalesce(m.run_id::text, ''), ` + provenanceColumn + `, m.deleted_at IS NOT NULL, m.created_at,
 	coalesce(m.client_payload_sha256, ''::bytea),
 	coalesce((SELECT array_agg(mm.principal_id::text ORDER BY mm.ordinal) FROM message_mentions mm WHERE mm.message_id = m.id), '{}')`
 
 func scanRow(r pgx.Row) (row, error) {
 	var x row
 	err := r.Scan(&x.ID, &x.ThreadID, &x.ThreadSeq, &x.authorID, &x.Origin, &x.Kind, &x.ContentMD, &x.ReplyToMessageID,
-		&x.TriggerState, &x.TriggerReason, &x.SystemCode, &x.RunID, &x.Deleted, &x.CreatedAt, &x.hash, &x.mentionIDs)
+		&x.TriggerState, &x.TriggerReason, &x.SystemCode, &x.RunID, &x.Provenance, &x.Deleted, &x.CreatedAt, &x.hash, &x.mentionIDs)
 	x.CreatedAt = x.CreatedAt.UTC()
 	return x, err
 }
+
+// provenanceColumn reads a message's provenance: as stored for an agent's
+// message, unverified for one an older binary wrote without it (fail
+// closed), empty for every other origin.
+const provenanceColumn = `CASE WHEN m.origin = 'agent' THEN coalesce(m.provenance, 'unverified') ELSE '' END`
 
 // ErrNotFound is returned for an unknown message.
 var ErrNotFound = fmt.Errorf("messaging: %w", problem.ErrMissing)
@@ -76,9 +81,10 @@ func (s *store) insert(ctx context.Context, m Message, clientMsgID string, hash 
 	}
 	sqlText, args := db.SQL.Insert("messages").
 		Columns("id", "thread_id", "thread_seq", "author_principal_id", "origin", "kind", "content_md", "reply_to_message_id",
-			"client_msg_id", "client_payload_sha256", "trigger_state", "trigger_reason", "system_code", "run_id", "created_at").
+			"client_msg_id", "client_payload_sha256", "trigger_state", "trigger_reason", "system_code", "run_id", "provenance", "created_at").
 		Values(m.ID, m.ThreadID, m.ThreadSeq, m.Author.ID, m.Origin, m.Kind, m.ContentMD, db.Nullable(m.ReplyToMessageID),
-			client, hashV, db.Nullable(string(m.TriggerState)), db.Nullable(m.TriggerReason), db.Nullable(m.SystemCode), db.Nullable(m.RunID), m.CreatedAt).MustSql()
+			client, hashV, db.Nullable(string(m.TriggerState)), db.Nullable(m.TriggerReason), db.Nullable(m.SystemCode), db.Nullable(m.RunID),
+			db.Nullable(string(m.Provenance)), m.CreatedAt).MustSql()
 	if _, err := tx.Exec(ctx, sqlText, args...); err != nil {
 		return err
 	}

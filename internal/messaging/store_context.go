@@ -9,6 +9,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
+	"bothy.example.com/bothy/internal/trust"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -177,7 +178,7 @@ func (s *store) ContextMessagesAndWindow(ctx context.Context, idList []string, q
 }
 
 const contextColumns = `m.id::text, m.thread_id::text, m.thread_seq, m.author_principal_id::text, m.origin, m.kind, m.content_md,
-	coalesce(m.reply_to_message_id::text, ''), m.deleted_at IS NOT NULL, m.created_at`
+	coalesce(m.reply_to_message_id::text, ''), m.deleted_at IS NOT NULL, m.created_at, ` + provenanceColumn
 
 // itemScan is one set of destinations for every row of a context
 // statement (contextColumns): the row's values are copied out by item, so
@@ -186,13 +187,13 @@ const contextColumns = `m.id::text, m.thread_id::text, m.thread_seq, m.author_pr
 // the driver's bytes and turned into shared strings: a window of 200 rows
 // does not make 600 copies of a few words.
 type itemScan struct {
-	x                    ContextItem
-	thread, origin, kind pgtype.DriverBytes
+	x                                ContextItem
+	thread, origin, kind, provenance pgtype.DriverBytes
 }
 
 // dest returns the scan destinations of contextColumns.
 func (s *itemScan) dest() []any {
-	return []any{&s.x.ID, &s.thread, &s.x.ThreadSeq, &s.x.AuthorID, &s.origin, &s.kind, &s.x.ContentMD, &s.x.ReplyToMessageID, &s.x.Deleted, &s.x.CreatedAt}
+	return []any{&s.x.ID, &s.thread, &s.x.ThreadSeq, &s.x.AuthorID, &s.origin, &s.kind, &s.x.ContentMD, &s.x.ReplyToMessageID, &s.x.Deleted, &s.x.CreatedAt, &s.provenance}
 }
 
 // item returns the row just scanned; threadID is the thread most rows lie
@@ -207,6 +208,8 @@ func (s *itemScan) item(threadID string) ContextItem {
 	}
 	x.Origin = Origin(word(s.origin, string(OriginHuman), string(OriginAgent), string(OriginApp), string(OriginImport), string(OriginSystem)))
 	x.Kind = Kind(word(s.kind, string(KindText), string(KindVoice), string(KindCard), string(KindRun), string(KindSystem)))
+	x.Provenance = trust.Level(word(s.provenance, "", string(trust.Unverified), string(trust.Self), string(trust.System),
+		string(trust.Authorized), string(trust.Trigger)))
 	return x
 }
 

@@ -147,6 +147,7 @@ func New(d Deps) (*Set, error) {
 	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, DB: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
 		Authz: az, Messaging: msg, ChatWriter: chatW, MessagingWriter: msgW, IdentityWriter: identW, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
 		LiveMaxBytes: cfg.Int(config.RunLiveMaxBytes), LiveFlushInterval: cfg.Duration(config.RunLiveFlushInterval),
+		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
 			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
 	az.Register(runSvc, authz.KindRun)

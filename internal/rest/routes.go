@@ -10,7 +10,7 @@ import (
 // docs/api/openapi.yaml (the shim renders camelCase as snake_case).
 const (
 	principalRefFields = `id kind handle displayName`
-	messageFields      = `id threadId channelId threadSeq author { ` + principalRefFields + ` } origin kind contentMd contentTruncated replyToMessageId mentions { ` + principalRefFields + ` } attachments { fileId name mimeType size scanStatus transcript } triggerState triggerReason systemCode runId deleted createdAt startedThreadId`
+	messageFields      = `id threadId channelId threadSeq author { ` + principalRefFields + ` } origin kind contentMd contentTruncated replyToMessageId mentions { ` + principalRefFields + ` } attachments { fileId name mimeType size scanStatus transcript } triggerState triggerReason systemCode runId deleted createdAt startedThreadId provenance`
 	threadFields       = `id channelId kind parentMessageId operatorAgentId title titleSource createdBy state lastSeq createdAt`
 	channelFields      = `id spaceId name kind archived operatorMode operatorAgentId effectiveOperatorId mainThreadId switches { freeResponse allowMentionedAgents autoThread historyBackfillLimit }`
 	grantFields        = `id subjectId subjectKind targetKind targetId level expiresAt createdAt revokedAt`
@@ -24,7 +24,7 @@ const (
 	approvalFields     = `id runId messageId state title detail options { id label } restrictedTo { ` + principalRefFields + ` } expiresAt decidedBy { ` + principalRefFields + ` } decidedAt option { id label } createdAt`
 	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt answers { messageId clientMsgId } live { ` + liveFields + ` }`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
-	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust alreadyDelivered`
+	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust provenance alreadyDelivered`
 	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq followUps { ` + contextMsgFields + ` } trustSummary { lowest counts { trust count } }`
 )
 

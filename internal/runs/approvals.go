@@ -107,8 +107,14 @@ func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal,
 	if req.ExpiresIn == 0 {
 		req.ExpiresIn = ApprovalDefaultExpiry
 	}
+	// The card's title comes from the agent: its provenance is decided
+	// like an answer's, before the unit of work (it reads the context).
+	provenance, err := s.AnswerProvenance(ctx, actor, runID, "")
+	if err != nil {
+		return Approval{}, err
+	}
 	var out Approval
-	_, err := s.change(ctx, actor, authz.RunApprovalRequest, runID, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
+	_, err = s.change(ctx, actor, authz.RunApprovalRequest, runID, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
 		switch {
 		case !r.State.Active():
 			return Run{}, nil, errNotActive()
@@ -128,7 +134,7 @@ func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal,
 		if err != nil {
 			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
 		}
-		card, cardEv, err := s.msgW.AppendCard(ctx, chat.Thread{ID: r.ThreadID}, channelID, agents[r.AgentID].Ref(), req.Title)
+		card, cardEv, err := s.msgW.AppendCard(ctx, chat.Thread{ID: r.ThreadID}, channelID, agents[r.AgentID].Ref(), req.Title, provenance)
 		if err != nil {
 			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
 		}
@@ -272,27 +278,42 @@ func (s *Service) expireApproval(ctx context.Context, r Run, channelID string) (
 // ReadApproval returns approval id as actor may read it: anyone who may
 // read the run reads its title and state; the detail, the options and the
 // option chosen only the approval's person and the run's agent (Private).
-// A missing approval and one actor may not read answer the same 404.
+// A missing approval and one actor may not read answer the same 404 after
+// the same way through the door: a missing one reads a run no approval
+// names (noRun), so that both spend the same token, carry the same rate
+// limit headers and run the same statements.
 func (s *Service) ReadApproval(ctx context.Context, actor identity.Principal, id string) (Approval, bool, error) {
-	if !ids.Valid(id) {
-		return Approval{}, false, errNoApproval()
+	var a Approval
+	runID := noRun
+	if ids.Valid(id) {
+		var err error
+		a, err = s.st.getApproval(ctx, id, false)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return Approval{}, false, problem.Internal("runs.ReadApproval", err)
+		default:
+			runID = a.RunID
+		}
 	}
-	a, err := s.st.getApproval(ctx, id, false)
-	if errors.Is(err, ErrNotFound) {
-		return Approval{}, false, errNoApproval()
-	}
-	if err != nil {
-		return Approval{}, false, problem.Internal("runs.ReadApproval", err)
-	}
-	r, err := s.Read(ctx, actor, a.RunID)
+	r, err := s.Read(ctx, actor, runID)
 	if err != nil {
 		if problem.CodeOf(err) == problem.NotFound {
 			return Approval{}, false, errNoApproval()
 		}
 		return Approval{}, false, err
 	}
+	if runID == noRun {
+		// No run has the nil id; were one to answer, the approval is
+		// still missing.
+		return Approval{}, false, errNoApproval()
+	}
 	return a, a.RestrictedTo == actor.ID || r.Run.AgentID == actor.ID, nil
 }
+
+// noRun is a run id no run has (ids are random, never nil): what a read
+// of a missing approval asks the door for.
+const noRun = "00000000-0000-0000-0000-000000000000"
 
 // ApprovalsOfCards returns the approvals whose cards are the messages
 // messageIDs, keyed by message. It decides nothing: the caller read the

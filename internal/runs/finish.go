@@ -34,8 +34,12 @@ type ContextAnswers struct {
 // role, trust and already_delivered computed, nothing left to resolve.
 type FinishedElement struct {
 	ContextElement
-	Role             domain.Role
-	Trust            domain.Trust
+	Role  domain.Role
+	Trust domain.Trust
+	// Provenance is the least trust of what the element was derived from
+	// (domain.ElementProvenance); the trust summary counts the lower of
+	// Trust and Provenance (domain.InPlay).
+	Provenance       domain.Trust
 	AlreadyDelivered bool
 }
 
@@ -107,7 +111,9 @@ func (rc *RunContext) addKeys(k *ContextKeys, e *ContextElement, seen, asked map
 func (rc *RunContext) Finish(e ContextElement, a ContextAnswers) FinishedElement {
 	// Classify reads the holder answer only where NeedsHolders asks for it
 	// (Keys asked exactly there), so the answers go in whole.
-	role, trust := domain.Classify(domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}, rc.Parties, a.Holders)
+	facts := domain.AuthorFacts{Origin: e.Origin, AuthorID: e.AuthorID}
+	role, trust := domain.Classify(facts, rc.Parties, a.Holders)
 	return FinishedElement{ContextElement: e, Role: role, Trust: trust,
+		Provenance:       domain.ElementProvenance(facts, rc.Parties, trust, e.Provenance),
 		AlreadyDelivered: e.ID != rc.Trigger.ID && a.Delivered[e.ID]}
 }

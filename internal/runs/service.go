@@ -54,6 +54,9 @@ type Service struct {
 	hub      *Hub
 	pollMax  time.Duration
 	live     *liveHub
+	// contextLimits build the context an answer's provenance is decided
+	// on (AnswerProvenance), the same limits a context read has.
+	contextLimits ContextLimits
 }
 
 // Deps are the collaborators of the runs module.
@@ -80,17 +83,23 @@ type Deps struct {
 	// run.live_flush_interval.
 	LiveMaxBytes      int
 	LiveFlushInterval time.Duration
+	// ContextLimits are agent.context_max_bytes and
+	// agent.context_message_max_bytes (the context an answer's provenance
+	// is decided on).
+	ContextLimits ContextLimits
 }
 
 // NewService returns the runs module and subscribes it to posted messages.
 func NewService(d Deps) *Service {
 	s := &Service{st: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
-		messaging: d.Messaging, chatW: d.ChatWriter, msgW: d.MessagingWriter, identW: d.IdentityWriter, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait}
+		messaging: d.Messaging, chatW: d.ChatWriter, msgW: d.MessagingWriter, identW: d.IdentityWriter, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait,
+		contextLimits: d.ContextLimits}
 	s.live = newLiveHub(&s.st, d.Log, d.LiveMaxBytes, d.LiveFlushInterval)
 	if d.Hub != nil {
 		d.Hub.live = s.live
 	}
 	d.Messaging.Subscribe(s)
+	d.Messaging.DecideProvenanceWith(s)
 	return s
 }
 

@@ -2,6 +2,7 @@ package runs_test
 
 import (
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -207,4 +208,49 @@ func TestApprovals_ExpiryAndEnd(t *testing.T) {
 		t.Fatalf("approval of an ended run: %+v", w)
 	}
 	apitest.WantProblem(t, "ended", respondREST(env, "alex", b.ID, "yes"), http.StatusConflict, "conflict", "run_not_active")
+}
+
+// TestApprovals_HiddenReadsLikeMissing: reading an approval of a run the
+// reader may not see answers exactly like reading one that does not
+// exist, on both faces, headers included: both pass the door and are
+// charged alike (the RateLimit header is there for both), and a malformed
+// id answers the same too.
+func TestApprovals_HiddenReadsLikeMissing(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	run, _ := startedByProcA(t, env, "appr-hidden", "@lotse file a ticket for the printer")
+	r := requestApprovalREST(env, run, "proc-a", approvalBody)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("request: %d %s", r.Status, r.Body)
+	}
+	var a approvalREST
+	r.JSON(t, &a)
+	// Writer may not read Support/Eskalation.
+	if g := env.REST(http.MethodGet, "/api/v1/runs/"+run, env.World.Token("writer"), nil); g.Status != http.StatusNotFound {
+		t.Fatalf("writer reads the run: %d", g.Status)
+	}
+	hidden := env.REST(http.MethodGet, "/api/v1/approvals/"+a.ID, env.World.Token("writer"), nil)
+	apitest.WantProblem(t, "hidden", hidden, http.StatusNotFound, "not_found", "")
+	if hidden.Header.Get("RateLimit") == "" {
+		t.Fatalf("a hidden approval's read carries no RateLimit header: %v", hidden.Header)
+	}
+	for _, id := range []string{"01a23b18-0000-7000-8000-000000000000", "not-an-id"} {
+		missing := env.REST(http.MethodGet, "/api/v1/approvals/"+id, env.World.Token("writer"), nil)
+		if !apitest.SameAnswer(t, hidden, missing) {
+			t.Fatalf("missing %s answers %d %v %s, hidden %d %v %s", id, missing.Status, missing.Header, missing.Body, hidden.Status, hidden.Header, hidden.Body)
+		}
+	}
+	q := `query($id: ID!) { approval(id: $id) { id state } }`
+	var out struct {
+		Approval *struct{ ID, State string } `json:"approval"`
+	}
+	gh := env.GraphQL(env.World.Token("writer"), q, map[string]any{"id": a.ID}, &out)
+	gm := env.GraphQL(env.World.Token("writer"), q, map[string]any{"id": "01a23b18-0000-7000-8000-000000000000"}, &out)
+	if len(gh.Errors) != 1 || len(gm.Errors) != 1 || gh.Errors[0].Extensions.Status != http.StatusNotFound ||
+		gh.Errors[0].Message != gm.Errors[0].Message || gh.Status != gm.Status {
+		t.Fatalf("GraphQL: hidden %+v, missing %+v", gh.Errors, gm.Errors)
+	}
+	if hh, mh := apitest.ComparableHeader(gh.Header), apitest.ComparableHeader(gm.Header); hh.Get("RateLimit") == "" || !reflect.DeepEqual(hh, mh) {
+		t.Fatalf("GraphQL headers differ: hidden %v, missing %v", hh, mh)
+	}
 }

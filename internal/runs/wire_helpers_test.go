@@ -28,6 +28,7 @@ type ctxMsg struct {
 	Attachments      []any          `json:"attachments"`
 	ReplyToMessageID string         `json:"reply_to_message_id"`
 	Trust            string         `json:"trust"`
+	Provenance       string         `json:"provenance"`
 	AlreadyDelivered bool           `json:"already_delivered"`
 }
 
@@ -70,7 +71,7 @@ func (c runCtx) byContent(t *testing.T, prefix string) ctxMsg {
 	return ctxMsg{}
 }
 
-const ctxMsgSel = `messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust alreadyDelivered`
+const ctxMsgSel = `messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust provenance alreadyDelivered`
 
 const contextQuery = `query($id: ID!) { run(id: $id) { context { runId contextFloorSeq triggerMessage { ` + ctxMsgSel + ` } threadContext { ` + ctxMsgSel + ` } channelContext { ` + ctxMsgSel + ` } truncatedBeforeSeq followUps { ` + ctxMsgSel + ` } trustSummary { lowest counts { trust count } } } } }`
 
@@ -111,7 +112,7 @@ func readContext(t *testing.T, env *apitest.Env, who, id string) (runCtx, *apite
 	return c, r
 }
 
-var enumMembers = map[string]bool{"role": true, "origin": true, "kind": true, "trust": true, "lowest": true}
+var enumMembers = map[string]bool{"role": true, "origin": true, "kind": true, "trust": true, "lowest": true, "provenance": true}
 
 // toREST renders a GraphQL context map in the REST conventions (the shim's
 // rules), to compare the two faces.

@@ -604,8 +604,8 @@ func TestRunContext_FailClosed(t *testing.T) {
 	}
 }
 
-// TestRunContext_TrustSummary: trust_summary counts every element by its
-// trust and names the lowest, the same through REST and GraphQL
+// TestRunContext_TrustSummary: trust_summary counts every element at the
+// lower of its trust and its provenance and names the lowest, the same through REST and GraphQL
 // (readContext compares the two faces), for contexts whose lowest level is
 // unverified, authorized and trigger.
 func TestRunContext_TrustSummary(t *testing.T) {
@@ -622,7 +622,11 @@ func TestRunContext_TrustSummary(t *testing.T) {
 		}
 		perElement := map[string]int{}
 		for _, e := range c.all() {
-			perElement[e.Trust]++
+			if e.Provenance == "unverified" {
+				perElement["unverified"]++
+			} else {
+				perElement[e.Trust]++
+			}
 		}
 		for i, tc := range c.TrustSummary.Counts {
 			if tc.Trust != order[i] || tc.Count != want[tc.Trust] || tc.Count != perElement[tc.Trust] {
@@ -631,10 +635,15 @@ func TestRunContext_TrustSummary(t *testing.T) {
 		}
 	}
 
-	// Every level at once (the thread of ag20World).
+	// Every level at once (the thread of ag20World). Lotse's message there
+	// was written outside a run: self by trust, unverified by provenance,
+	// so it counts as unverified.
 	_, runID := ag20World(t, env)
 	c, _ := readContext(t, env, "lotse", runID)
-	check("ag20", c, "unverified", map[string]int{"unverified": 5, "self": 1, "system": 1, "authorized": 2, "trigger": 1})
+	check("ag20", c, "unverified", map[string]int{"unverified": 6, "self": 0, "system": 1, "authorized": 2, "trigger": 1})
+	if e := c.byContent(t, "lotse noted"); e.Trust != "self" || e.Provenance != "unverified" {
+		t.Fatalf("lotse's message outside a run: %+v", e)
+	}
 	finish(t, env, "lotse", runID, "CANCELLED")
 
 	// Only people who may instruct the agent. Lotse is disabled while Sam

@@ -8,24 +8,27 @@ package domain
 import (
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/textcut"
+	"bothy.example.com/bothy/internal/trust"
 )
 
-// Trust says how far an element of a run context may instruct the agent.
-type Trust string
+// Trust says how far an element of a run context may instruct the agent:
+// the one type of internal/trust, named here for the run context's rules
+// and the GraphQL enum Trust that binds to it.
+type Trust = trust.Level
 
-// The trust markers.
+// The trust markers (trust.Levels).
 const (
 	// TrustTrigger marks the request of the person who triggered the run.
-	TrustTrigger Trust = "trigger"
+	TrustTrigger = trust.Trigger
 	// TrustAuthorized marks another active person with trigger on the channel.
-	TrustAuthorized Trust = "authorized"
+	TrustAuthorized = trust.Authorized
 	// TrustSelf marks the agent's own earlier messages.
-	TrustSelf Trust = "self"
+	TrustSelf = trust.Self
 	// TrustUnverified marks everything that may not instruct the agent:
 	// people without trigger, other agents, apps and imports.
-	TrustUnverified Trust = "unverified"
+	TrustUnverified = trust.Unverified
 	// TrustSystem marks system lines.
-	TrustSystem Trust = "system"
+	TrustSystem = trust.System
 )
 
 // Role is the conversational role of an element for a model runtime.
@@ -79,6 +82,26 @@ func Classify(m AuthorFacts, p RunParties, holders map[string]bool) (Role, Trust
 	// An origin this code does not know can never instruct the agent.
 	return RoleOther, TrustUnverified
 }
+
+// ElementProvenance returns the provenance of a context element of trust
+// t (docs/design/trust.md#provenance): for a message of the run's own
+// agent the provenance stored with it (stored; empty, from a binary that
+// did not record it, or unknown counts as unverified), never above self;
+// for every other element its trust.
+func ElementProvenance(m AuthorFacts, p RunParties, t Trust, stored Trust) Trust {
+	if m.Origin == messaging.OriginAgent && m.AuthorID == p.AgentID {
+		if stored == "" {
+			return TrustUnverified
+		}
+		return trust.Lowest(stored, TrustSelf)
+	}
+	return t
+}
+
+// InPlay is what an element puts in play for the trust summary: the lower
+// of its trust and its provenance, so that a laundered self message (the
+// agent quoting untrusted data) lowers the run as the data itself would.
+func InPlay(t, provenance Trust) Trust { return trust.Lowest(t, provenance) }
 
 // NeedsHolders reports whether classifying m needs to know whether its
 // author has trigger now: only a person's message other than one of the
@@ -233,14 +256,9 @@ func TruncatedBeforeSeq(hasOlder, budgetDropped bool, keptThread []Item, trigger
 	return triggerSeq, true
 }
 
-// trustRank orders the trust levels from least to most trusted. Self sits
-// below system because an agent's own earlier answer may repeat data it
-// was shown; system lines are written by the server alone.
-var trustRank = map[Trust]int{TrustUnverified: 0, TrustSelf: 1, TrustSystem: 2, TrustAuthorized: 3, TrustTrigger: 4}
-
 // TrustLevels lists every trust level from least to most trusted, the
 // order of TrustSummary.Counts.
-var TrustLevels = []Trust{TrustUnverified, TrustSelf, TrustSystem, TrustAuthorized, TrustTrigger}
+var TrustLevels = trust.Levels
 
 // TrustCount is how many elements of a run context carry one trust level.
 type TrustCount struct {
@@ -266,11 +284,11 @@ func SummarizeTrust(trusts []Trust) TrustSummary {
 	counts := make(map[Trust]int, len(TrustLevels))
 	lowest := TrustUnverified
 	for i, t := range trusts {
-		if _, known := trustRank[t]; !known {
+		if !trust.Known(t) {
 			t = TrustUnverified
 		}
 		counts[t]++
-		if i == 0 || trustRank[t] < trustRank[lowest] {
+		if i == 0 || trust.Rank(t) < trust.Rank(lowest) {
 			lowest = t
 		}
 	}
