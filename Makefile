@@ -43,10 +43,12 @@ test:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	@mkdir -p bin
-	@$(GO) vet ./... > bin/vet.log 2>&1 & vet=$$!; \
+	@{ $(GO) vet ./... && $(GO) vet -tags chaos ./internal/chaos/; } > bin/vet.log 2>&1 & vet=$$!; \
+	CHAOS_RUNS=2 $(GO) test -tags chaos -count=1 -timeout 5m -run '^TestChaos$$' ./internal/chaos/ > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
 	$(GO) run ./internal/testcluster -- $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) -- \
 		-count=1 -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 20m ./...; status=$$?; \
-	if wait $$vet; then echo "go vet ./...: no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \
+	if wait $$vet; then echo "go vet ./... (and -tags chaos): no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \
+	if wait $$chaos; then echo "chaos smoke (CHAOS_RUNS=2): passed"; else cat bin/chaos-smoke.log; echo "chaos smoke failed: make chaos would fail too"; status=1; fi; \
 	$(GO) run ./internal/testbudget -json $(TEST_EVENTS) -since $(TEST_START) -budget $(TEST_BUDGET); \
 	exit $$status
 
@@ -56,7 +58,8 @@ STRESS_COUNT ?= 50
 # by package (docs/reliability.md#stability).
 STRESS_SERVER  = ^(TestSubscription.*|TestLiveRightsOnSubscriptions|TestWebSocketCloseCodes|TestRequestsRefusedBeforeTheyRun|TestCostsAndLimitsVisible|TestDatabaseOutage|TestReadiness.*|TestRateLimitHoldsAcrossReplicas|TestSlowClientsAreCut|TestConcurrencyCap.*|TestAdminDisableEndsPollsAndRuns|TestRunTimeoutLoggedAndCounted|TestPgBouncerTransactionMode|TestMetricsOwnListener|TestAmplificationHeapBound|TestListEventsSameOnBothFaces|TestCursorExpiredOnBothFaces)$$
 STRESS_RUNS    = ^(TestFencing_.*|TestDeliveryWaitsForTheRunsEnd|TestLossOfTrigger.*|TestCancelRequestedRunNeverRequeued|TestSweepSettlesPastARunItCannot|TestConcurrentTriggersOneActiveRun|TestAnswer_ConcurrentWithFinish|TestRunClaimsAndLeases|TestRunTimeouts|TestHubAwaitWaiting|TestLongPoll.*|TestFollowupDelivery|TestLossOfTriggerEndsRuns|TestPromotionDecidesAgain|TestCancelRun.*|TestAgentCursor|TestLargeAnswersKeepTheirBytes|TestRunContext_ConstantQueries|TestLiveBox_.*|TestApprovals_.*)$$
-STRESS_ADAPTER = ^(TestFollowUp.*|TestReply.*|TestAcks.*|TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestClientTimeoutAndCancellation|TestOpenAIFlow.*|TestOpenAIModelTimeout|TestOpenAIModelCancel|TestEchoModelHonoursCancellation|TestOutbox.*|TestMaxConcurrent|TestAutoTransportFallsBackToThePoll|TestRunWithHandler|TestLiveStreamsIntoTheBox|TestLiveStopDuringStream)$$
+STRESS_ADAPTER = ^(TestFollowUp.*|TestReply.*|TestAcks.*|TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestClientTimeoutAndCancellation|TestOpenAIFlow.*|TestEchoModelHonoursCancellation|TestOutbox.*|TestMaxConcurrent|TestAutoTransportFallsBackToThePoll|TestRunWithHandler|TestLiveStreamsIntoTheBox|TestLiveStopDuringStream)$$
+STRESS_MODEL   = ^(TestOpenAIModelTimeout|TestOpenAIModelCancel)$$
 STRESS_OTHER   = ^(TestMoveSpendsOneToken|TestOneTokenPerOperation|TestLookupAtTheDoor|TestInTx.*|TestMigrateIsIdempotentAndConcurrent|TestMemoryBuckets|TestReservationCancel|TestSpend|TestMemoryAnswersAtOnce|TestFanoutStatementsDoNotGrowWithListeners)$$
 
 ## stress: the concurrency, timing, WebSocket, outage and lease tests STRESS_COUNT times each, the statement-order test 200 times
@@ -65,9 +68,10 @@ stress: assets audit-deps
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_SERVER)' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_RUNS)' ./internal/runs/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_ADAPTER)' ./sdk/agent/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_MODEL)' ./sdk/model/openai/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/ ./internal/chat/ ./internal/feed/
 
-## chaos: the chaos test of runs (internal/chaos, build tag chaos, not in make test): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
+## chaos: the chaos test of runs (internal/chaos, build tag chaos; make test runs a smoke of it with CHAOS_RUNS=2): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
 chaos: assets
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '^(TestChaos|TestFreshAdapterLearnsTheAcknowledgedPosition)$$' ./internal/chaos/
 

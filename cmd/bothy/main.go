@@ -780,7 +780,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 		}
 		am, err := anthropic.New(anthropic.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
-			Timeout: *modelTimeout, MaxTokens: *maxTokens, Stream: *modelStream || *live, Tools: toolList})
+			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model"), Stream: *modelStream || *live, Tools: toolList})
 		if err != nil {
 			return err
 		}

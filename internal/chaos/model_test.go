@@ -4,7 +4,6 @@ package chaos
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"bothy.example.com/bothy/sdk/model/openai/openaitest"
 )
 
 // tagPattern matches the tag every request of the test carries (q0001,
@@ -74,6 +75,7 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	var body struct {
 		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
 		Messages []struct {
 			Role    string `json:"role"`
 			Content string `json:"content"`
@@ -106,12 +108,10 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	if p.Aborted {
 		return
 	}
-	text := "answer to " + strings.Join(p.Requests, " ")
-	out, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", m.n.Load()), "object": "chat.completion", "model": body.Model,
-		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}},
-		"usage":   map[string]any{"prompt_tokens": len(user) / 4, "completion_tokens": 8, "total_tokens": len(user)/4 + 8}})
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
+	// The reference adapter streams by default (its live box): the answer
+	// comes as server-sent events when the request asks for a stream, as a
+	// real chat completions server sends it.
+	openaitest.WriteCompletion(w, body.Model, "answer to "+strings.Join(p.Requests, " "), "stop", body.Stream)
 }
 
 // requestTags returns the tags in the request blocks of a rendered prompt:

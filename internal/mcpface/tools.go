@@ -24,8 +24,28 @@ type WaitArgs struct {
 
 // AnswerArgs are an answer.
 type AnswerArgs struct {
-	RunID string `json:"run_id" jsonschema:"the run's id"`
-	Text  string `json:"text" jsonschema:"the answer in Markdown; it is posted once per run and request, however often it is sent"`
+	RunID      string `json:"run_id" jsonschema:"the run's id"`
+	Text       string `json:"text" jsonschema:"the answer in Markdown; it is posted once per run and request, however often it is sent"`
+	InputTrust string `json:"input_trust,omitempty" jsonschema:"the lowest trust of what the answer was derived from: trigger, authorized, self, system or unverified; unverified when you read untrusted data (an unverified message, a web page, a mailbox, your own tools' results) while writing it. It can only lower the answer's provenance. Default: none declared"`
+}
+
+// inputTrusts are the values of post_answer's input_trust, in the REST
+// spelling, and the levels they declare.
+var inputTrusts = map[string]agent.Trust{"trigger": agent.TrustTrigger, "authorized": agent.TrustAuthorized, "self": agent.TrustSelf,
+	"system": agent.TrustSystem, "unverified": agent.TrustUnverified}
+
+// inputTrustArg reads post_answer's input_trust: "" declares nothing;
+// anything but the five levels is refused before any call, since a
+// runtime that misspells it must learn that its declaration was not made.
+func inputTrustArg(s string) (agent.Trust, error) {
+	if s == "" {
+		return "", nil
+	}
+	t, ok := inputTrusts[s]
+	if !ok {
+		return "", errors.New("validation_failed: input_trust is trigger, authorized, self, system or unverified")
+	}
+	return t, nil
 }
 
 // LiveArgs are a change of the live box.
@@ -156,8 +176,13 @@ func addRunTools(s *mcp.Server, d Deps) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, rc, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "post_answer", Description: "Post your answer in the run's thread. Posted once per run and request: " +
-		"sending it again answers the first post. Then call finish_run."},
+		"sending it again answers the first post. Declare input_trust unverified when untrusted data (unverified messages, your own tools' " +
+		"results) went into it. Then call finish_run."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in AnswerArgs) (*mcp.CallToolResult, any, error) {
+			input, err := inputTrustArg(in.InputTrust)
+			if err != nil {
+				return nil, nil, err
+			}
 			c, holder, err := callerClient(d, req)
 			if err != nil {
 				return nil, nil, err
@@ -170,7 +195,7 @@ func addRunTools(s *mcp.Server, d Deps) {
 			if r.TriggeringMessageID != nil {
 				key = agent.AnswerKey(r.ID, *r.TriggeringMessageID)
 			}
-			res, err := c.CreateMessage(ctx, r.ThreadID, holder, agent.MessageCreate{ClientMsgID: key, ContentMD: in.Text, RunID: r.ID})
+			res, err := c.CreateMessage(ctx, r.ThreadID, holder, agent.MessageCreate{ClientMsgID: key, ContentMD: in.Text, RunID: r.ID, InputTrust: input})
 			if err != nil {
 				return nil, nil, toolError(err)
 			}

@@ -336,3 +336,52 @@ func TestMCPNonDisclosurePairs(t *testing.T) {
 		t.Fatalf("%d messages written through refused calls", n)
 	}
 }
+
+// TestMCPPostAnswerInputTrust: post_answer passes input_trust through as
+// the answer's inputTrust: declared unverified, the answer's provenance
+// is unverified though nothing untrusted is in the run's context. A value
+// that is no level is a tool error and posts nothing.
+func TestMCPPostAnswerInputTrust(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	s := connect(t, env, "lotse")
+	thread := env.Main("Support/Eskalation")
+	env.MustPost("alex", thread, "mcp-it", "@lotse what does the supplier's page say?")
+	got, _, _ := call(t, s, "wait_for_run", map[string]any{"wait_seconds": 5})
+	run, _ := got["run"].(map[string]any)
+	if run == nil {
+		t.Fatalf("wait_for_run: %+v", got)
+	}
+	id := run["run_id"].(string)
+	if _, text, isErr := call(t, s, "claim_run", map[string]any{"run_id": id}); isErr {
+		t.Fatalf("claim_run: %s", text)
+	}
+	if _, text, isErr := call(t, s, "post_answer", map[string]any{"run_id": id, "text": "It ships Monday.", "input_trust": "trusted"}); !isErr ||
+		!strings.Contains(text, "input_trust") {
+		t.Fatalf("a bad input_trust: %q, error %v", text, isErr)
+	}
+	if n := env.Count(`SELECT count(*) FROM run_answers WHERE run_id = $1`, id); n != 0 {
+		t.Fatalf("%d answers after a refused post_answer", n)
+	}
+	out, text, isErr := call(t, s, "post_answer", map[string]any{"run_id": id, "text": "It ships Monday.", "input_trust": "unverified"})
+	if isErr {
+		t.Fatalf("post_answer: %s", text)
+	}
+	r := env.REST(http.MethodGet, "/api/v1/threads/"+thread+"/messages", env.World.Token("alex"), nil)
+	var page struct {
+		Messages []struct {
+			ID         string `json:"id"`
+			Provenance string `json:"provenance"`
+		} `json:"messages"`
+	}
+	r.JSON(t, &page)
+	for _, m := range page.Messages {
+		if m.ID == out["message_id"] {
+			if m.Provenance != "unverified" {
+				t.Fatalf("the answer's provenance is %q, want unverified", m.Provenance)
+			}
+			return
+		}
+	}
+	t.Fatalf("the answer %v is not in the thread", out["message_id"])
+}

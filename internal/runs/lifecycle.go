@@ -178,6 +178,13 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 				return Run{}, nil, problem.Internal("runs.start", err)
 			}
 		}
+		if r.Attempt > 1 {
+			// A takeover: the lost attempt's partial text leaves the box
+			// in the claim's commit (docs/design/runs.md#live-box).
+			if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Takeover), At: s.st.clock.Now().UnixMicro()}); err != nil {
+				return Run{}, nil, problem.Internal("runs.start", err)
+			}
+		}
 		until := s.st.clock.Now().Add(s.timeouts.Lease)
 		r.Holder, r.LeaseExpiresAt = holder, &until
 		r, err := s.transition(ctx, r, domain.RunRunning, "")

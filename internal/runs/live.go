@@ -361,7 +361,7 @@ func (h *liveHub) apply(run string, b *replicaBox, m liveMsg) {
 			s.offer(ev)
 		}
 	}
-	if m.Kind == string(livebox.Answered) || m.Kind == string(livebox.Ended) {
+	if m.Kind == string(livebox.Answered) || m.Kind == string(livebox.Ended) || m.Kind == string(livebox.Takeover) {
 		// The final box is written by every replica that holds it at once:
 		// no single sender may be trusted to be there.
 		b.dirty = true

@@ -404,3 +404,43 @@ func TestLiveBox_AcrossReplicasAndReconnect(t *testing.T) {
 		t.Fatalf("the peer's box: %+v", b)
 	}
 }
+
+// TestLiveBox_TakeoverEmptiesTheBox: when proc-a's lease lapses and proc-b
+// claims the run, the half-written text of the lost attempt leaves the
+// box in the claim (version bumped, a change with the empty text), so no
+// reader shows it until proc-b's answer; proc-b writes from the new
+// version.
+func TestLiveBox_TakeoverEmptiesTheBox(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.live_flush_interval": "1h"}})
+	run, _ := startedByProcA(t, env, "live-takeover", "@lotse is the printer back?")
+	reader := subscribeLive(t, env, env.World.Token("alex"), []map[string]any{{"runId": run, "version": 0}})
+	if _, errs := updateLive(t, env, "lotse", run, "proc-a", map[string]any{"baseVersion": 0, "append": "The printer is", "status": "checking"}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if c := reader.next(); c.Version != 1 || c.Append != "The printer is" {
+		t.Fatalf("first change %+v", c)
+	}
+	env.Clock.Advance(2 * time.Minute)
+	if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("lease sweep changed %d (%v)", n, err)
+	}
+	// Lapsed but not yet claimed: the box still shows what was written.
+	if got := readLive(t, env, "alex", run); got.Version != 1 || got.Text != "The printer is" {
+		t.Fatalf("box before the takeover: %+v", got)
+	}
+	if b, errs := claim(t, env, "lotse", "startRun", run, "proc-b"); len(errs) > 0 || b.Attempt != 2 {
+		t.Fatalf("takeover %+v %+v", b, errs)
+	}
+	c := reader.next()
+	if c.Version != 2 || c.Replace == nil || *c.Replace != "" || c.Append != "" || c.Status != "" || c.Done {
+		t.Fatalf("change at the takeover: %+v", c)
+	}
+	if got := readLive(t, env, "alex", run); got.Version != 2 || got.Text != "" || got.Status != "" || got.Done {
+		t.Fatalf("box after the takeover: %+v", got)
+	}
+	b, errs := updateLive(t, env, "lotse", run, "proc-b", map[string]any{"baseVersion": 2, "append": "Yes, it is back."})
+	if len(errs) > 0 || b.Version != 3 || b.Text != "Yes, it is back." {
+		t.Fatalf("the new holder's update: %+v %+v", b, errs)
+	}
+}

@@ -232,7 +232,7 @@ func TestProvenance_DecidedLive(t *testing.T) {
 
 // TestProvenance_AnswerCostDoesNotGrow: deciding an answer's provenance
 // reads the run's context once, in a number of statements that does not
-// depend on how long the context is (docs/performance.md#provenance).
+// depend on how long the context is (docs/performance.md#provenance-what-an-answer-costs-2026-12-03).
 func TestProvenance_AnswerCostDoesNotGrow(t *testing.T) {
 	t.Parallel()
 	counter := &apitest.StatementCounter{}

@@ -710,6 +710,7 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 	}
 
 	boundary := NewBoundary()
+	var play *inPlay // the run's in-play trust, made by the first round
 	var text string
 	var shown []RunContextMessage // the follow-ups of the prompt text answers
 	latest := rc                  // the latest context read
@@ -719,7 +720,8 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		if lw != nil && rep.Rounds > 1 {
 			lw.restart()
 		}
-		t, err := a.cfg.Model.Answer(mctx, WithFollowUps(Render(rc, boundary), rc.FollowUps))
+		task := roundTask(rc, boundary, &play)
+		t, err := a.cfg.Model.Answer(WithTask(mctx, task), task.prompt)
 		if lw != nil && run.cancelRequested.Load() && !run.lost.Load() {
 			// Stopped by a person: the box says so before the cancel is
 			// confirmed.
@@ -799,7 +801,7 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 	reqs := requestsOf(trigger, shown)
 	rep.AnswerKey = AnswerKey(inv.RunID, reqs[len(reqs)-1])
 	if gone {
-		return a.afterEnd(ctx, log, run, inv, rep, reqs, text)
+		return a.afterEnd(ctx, log, run, inv, rep, reqs, text, play.get())
 	}
 	// Delivered before posting: a follow-up still pending when the run
 	// completes would start the next run and be answered twice.
@@ -807,7 +809,10 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		return r
 	}
 
-	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, inv.RunID)
+	// The answer declares what it was derived from: everything the model
+	// read in the run, tool results included (docs/design/trust.md).
+	input := play.get()
+	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, inv.RunID, input)
 	switch reason := ErrorReason(err); {
 	case err == nil:
 	case reason == "idempotency_key_reused":
@@ -818,7 +823,7 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
 		return rep
 	case reason == "run_not_active":
-		return a.afterEnd(ctx, log, run, inv, rep, reqs, text)
+		return a.afterEnd(ctx, log, run, inv, rep, reqs, text, input)
 	case reason == endReasonRevoked:
 		// The person who asked lost trigger: nothing was stored, and the
 		// run waits for this holder to confirm its cancel.
@@ -850,8 +855,22 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 	// by completing: the answer is visible, the work is done.
 	rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
 	log.Info("run answered", "message_id", msg.Message.ID, "client_msg_id", rep.AnswerKey, "replayed", msg.Replayed, "rounds", rep.Rounds,
-		"followups", len(shown), "outcome", strings.ToLower(string(rep.Outcome)), "ms", time.Since(began).Milliseconds())
+		"followups", len(shown), "input_trust", strings.ToLower(string(input)), "outcome", strings.ToLower(string(rep.Outcome)), "ms", time.Since(began).Milliseconds())
 	return rep
+}
+
+// roundTask renders rc for one round of the model and returns the round's
+// Task. Its in-play trust is the run's (*play, made by the first round),
+// lowered by the context as read now: a follow-up may bring untrusted
+// text, and nothing a round read is forgotten by the next.
+func roundTask(rc RunContext, boundary string, play **inPlay) *Task {
+	p := WithFollowUps(Render(rc, boundary), rc.FollowUps)
+	if *play == nil {
+		*play = newInPlay(p.Lowest)
+	} else {
+		(*play).lowerContext(p.Lowest)
+	}
+	return &Task{prompt: p, play: *play}
 }
 
 // droppedAnswered is RunReport.Dropped for a reply whose request had an
@@ -918,9 +937,10 @@ func (a *Adapter) deliver(ctx, modelCtx context.Context, log *slog.Logger, run *
 // a run still active whose context is gone lost its person's trigger; an
 // ending that took the request away drops the reply; after one that left
 // it standing (requestStands) the reply goes out without runId under the
-// same key, unless an answer of the run covers its requests already. Logs
-// carry ids, states and reasons, never content.
-func (a *Adapter) afterEnd(ctx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rep RunReport, reqs []string, text string) RunReport {
+// same key, declaring input (the run's in-play trust), unless an answer of
+// the run covers its requests already. Logs carry ids, states and reasons,
+// never content.
+func (a *Adapter) afterEnd(ctx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rep RunReport, reqs []string, text string, input Trust) RunReport {
 	var r RunInfo
 	err := a.retry(ctx, "Run", func(ctx context.Context) (err error) {
 		r, err = a.cfg.Client.Run(ctx, inv.RunID)
@@ -967,7 +987,7 @@ func (a *Adapter) afterEnd(ctx context.Context, log *slog.Logger, run *activeRun
 	// reaches the people as a plain agent message
 	// (docs/design/replies.md#answers-survive-lost-connections).
 	log.Info("run ended before the answer; sending it without run id", "state", state, "end_reason", reason)
-	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, "")
+	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, "", input)
 	if err != nil {
 		log.Error("answer without run id refused", errAttrs(err)...)
 		rep.Err = err
@@ -1035,14 +1055,16 @@ func newFollowUps(now, shown []RunContextMessage) []string {
 }
 
 // post sends text into thread threadID under the clientMsgId key, naming
-// run runID ("" names none). Every retry sends the identical request, so
-// the server stores the message once and a repeat answers replayed.
-func (a *Adapter) post(ctx context.Context, threadID, key, text, runID string) (res MessageResult, err error) {
-	in := MessageCreate{ClientMsgID: key, ContentMD: text, RunID: runID}
+// run runID ("" names none) and declaring input as its inputTrust. Every
+// retry sends the identical request, so the server stores the message once
+// and a repeat answers replayed.
+func (a *Adapter) post(ctx context.Context, threadID, key, text, runID string, input Trust) (res MessageResult, err error) {
+	in := MessageCreate{ClientMsgID: key, ContentMD: text, RunID: runID, InputTrust: input}
 	if a.box != nil {
 		// On disk before it leaves: a process that dies now sends it at
 		// its next start.
-		if err := a.box.Put(OutboxEntry{Key: key, ThreadID: threadID, RunID: runID, Holder: a.cfg.Holder, Text: text, Written: time.Now().UTC()}); err != nil {
+		e := OutboxEntry{Key: key, ThreadID: threadID, RunID: runID, Holder: a.cfg.Holder, Text: text, InputTrust: input, Written: time.Now().UTC()}
+		if err := a.box.Put(e); err != nil {
 			return MessageResult{}, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -181,8 +182,16 @@ type Tool struct {
 	Parameters json.RawMessage
 	// Consequential marks a tool with effects outside the conversation
 	// (filing a ticket, deploying, sending mail): it runs without asking
-	// only while every element of the context is trusted (see RunTool).
+	// only while the run's in-play trust is trusted (see RunTool).
 	Consequential bool
+	// OutputTrust is how far what the tool returns may be trusted. The
+	// model reads it, so it lowers the run's in-play trust (Task.InPlay)
+	// like an element of the context. The zero value is UNVERIFIED: a web
+	// page, a mailbox or a ticket's text may hold anyone's words. Declare
+	// SYSTEM only for an internal source the operator trusts as much as
+	// the server's own lines; a level this code does not know counts as
+	// UNVERIFIED.
+	OutputTrust Trust
 	// Call runs the tool with the model's arguments and returns what the
 	// model reads back; nil for a tool the backend only declares.
 	Call func(ctx context.Context, args json.RawMessage) (string, error)
@@ -194,33 +203,64 @@ const (
 	OptionDeny    = "deny"
 )
 
-// RunTool runs tool t with args for a model whose context has the lowest
-// trust lowest (Prompt.Lowest), behind the gate of
-// docs/design/trust.md#approvals: a read-only tool runs; a consequential
-// one runs at once only when ToolsAllowed(lowest) (every element trigger,
-// authorized, self or system), and otherwise only after the run's person
-// approved this call (Ask, with the tool's name and arguments as the
-// detail). A refused or unanswered approval is no error: the model reads
-// that the person did not approve.
+// ErrNotApproved is what RunTool returns, together with the text the
+// model reads back, when the person who asked did not approve a
+// consequential call (they denied it, or the approval expired or was
+// withdrawn): the tool did not run. A backend hands the text to the model
+// like any tool answer and logs the call as denied.
+var ErrNotApproved = errors.New("agent: the person who asked did not approve the call")
+
+// RunTool runs tool t with args for the model of ctx's run, behind the
+// gate of docs/design/trust.md#approvals. The run's in-play trust
+// (TaskFrom(ctx).InPlay) decides: a read-only tool runs; a consequential
+// one runs at once only when ToolsAllowed(in play), and otherwise only
+// after the run's person approved this call (Ask, with a card naming the
+// untrusted inputs in play, the tool and its arguments). Whatever the
+// tool returns then lowers the in-play trust by t.OutputTrust, because
+// the model reads it next.
 //
-// Errors: t has no Call; Ask's errors (the run was cancelled, the server
-// refused the request); the tool's own error.
-func RunTool(ctx context.Context, t Tool, args json.RawMessage, lowest Trust) (string, error) {
+// Outside a run (ctx has no Task) nothing is on record of what the model
+// read, so in play is UNVERIFIED: read-only tools run, consequential ones
+// need an approval that nobody can give (ErrNoApprover). Code that calls
+// RunTool on its own puts a Task on ctx (WithTask, NewTask) to keep the
+// rule for its conversation.
+//
+// Errors: t has no Call; ErrNotApproved (with the model's text) when the
+// person did not approve; Ask's errors (no run to ask for, the run was
+// cancelled, the server refused the request); the tool's own error.
+func RunTool(ctx context.Context, t Tool, args json.RawMessage) (string, error) {
 	if t.Call == nil {
 		return "", fmt.Errorf("agent: tool %s cannot be called", t.Name)
 	}
-	if t.Consequential && !ToolsAllowed(lowest) {
-		opt, err := Ask(ctx, ApprovalRequest{
-			Title:   cutBytes("Run "+t.Name+"?", 200),
-			Detail:  cutBytes("Untrusted text is in this conversation. The agent wants to call "+t.Name+" with:\n"+string(args), 8000),
-			Options: []ApprovalOption{{ID: OptionApprove, Label: "Approve"}, {ID: OptionDeny, Label: "Deny"}},
-		})
+	task := TaskFrom(ctx)
+	if t.Consequential && !ToolsAllowed(task.InPlay()) {
+		opt, err := Ask(ctx, approvalFor(t, args, task.untrustedInputs()))
 		if err != nil {
 			return "", err
 		}
 		if opt != OptionApprove {
-			return "The person who asked did not approve " + t.Name + "; it was not run.", nil
+			return "The person who asked did not approve " + t.Name + "; it was not run.", ErrNotApproved
 		}
 	}
-	return t.Call(ctx, args)
+	out, err := t.Call(ctx, args)
+	// Lowered even when the call failed: a backend may show part of it,
+	// and lowering too far only costs a question.
+	task.lowerTool(t)
+	return out, err
+}
+
+// approvalFor is the card RunTool asks with: a short title every reader
+// of the thread sees, and for the person a detail naming the untrusted
+// inputs in play (inputs; a generic line when none is on record), then the
+// tool and its arguments, cut to what the server takes.
+func approvalFor(t Tool, args json.RawMessage, inputs []string) ApprovalRequest {
+	why := inputUnknown
+	if len(inputs) > 0 {
+		why = strings.Join(inputs, ", ")
+	}
+	return ApprovalRequest{
+		Title:   cutBytes("Run "+t.Name+"?", 200),
+		Detail:  cutBytes("The agent wants to call "+t.Name+" "+why+". Arguments:\n"+string(args), 8000),
+		Options: []ApprovalOption{{ID: OptionApprove, Label: "Approve"}, {ID: OptionDeny, Label: "Deny"}},
+	}
 }

@@ -372,7 +372,7 @@ func retryAfter(resp *http.Response, e GraphQLError) time.Duration {
 const (
 	runFields = `fragment RunFields on Run { id threadId state version triggerKind triggeringMessageId cancelRequested queuedAt startedAt endedAt endReason session { id mode } agent { id kind handle displayName } attempt holder leaseExpiresAt }`
 
-	ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust alreadyDelivered }`
+	ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust provenance alreadyDelivered }`
 
 	queryViewer = `query Viewer { viewer { id kind handle displayName status } }`
 

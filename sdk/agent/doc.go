@@ -41,18 +41,26 @@
 //     to a request its author lost is never posted.
 //   - Run and Handler: the SDK's entry point, agent.Run(ctx, Config{Server,
 //     Token}, handler), which calls the handler with a Task (Context,
-//     Prompt, FollowUps, Answer, Fail) per run and does all of the above.
+//     Prompt, FollowUps, InPlay, Lower, Answer, Fail) per run and does all
+//     of the above.
 //   - Model: the pluggable answerer of the reference adapter; EchoModel
 //     needs no model service; sdk/model/openai (any OpenAI-compatible chat
 //     completions server) and sdk/model/anthropic are backends on the
-//     providers' libraries, which offer tools only when ToolsAllowed holds
-//     for the context's lowest trust (RunContext.TrustSummary).
+//     providers' libraries, which run the model's tool calls through
+//     RunTool: a consequential call runs without asking only while the
+//     run's in-play trust (Task.InPlay: the context's lowest, lowered by
+//     every tool result the model read, per Tool.OutputTrust) passes
+//     ToolsAllowed, and otherwise after the person approved it (Ask).
+//     Every answer declares the in-play trust (MessageCreate.InputTrust),
+//     so the label follows the data.
 //   - Render and NewBoundary: the formatting helper that turns a run
 //     context into a Prompt, fencing every unverified element into a data
 //     block delimited by a per-run random boundary, so that instructions
 //     hidden in messages of people without trigger, other agents, apps or
 //     imports cannot pass as the request
-//     (docs/design/trust.md#rendering-for-a-model).
+//     (docs/design/trust.md#rendering-for-a-model). An element is placed
+//     by the lower of its trust and its provenance, so the agent's own
+//     answer derived from untrusted text is data too.
 //
 // The command `bothy agent run --token T --server URL [--once] [--model
 // echo|openai|anthropic --base-url URL --model-name NAME]` runs an Adapter

@@ -122,15 +122,15 @@ func TestAdapterDocOperations(t *testing.T) {
 		Run struct {
 			State   string `json:"state"`
 			Context struct {
-				TriggerMessage struct{ MessageID, ContentMd, Trust string }   `json:"triggerMessage"`
-				ThreadContext  []struct{ MessageID, ContentMd, Trust string } `json:"threadContext"`
-				FollowUps      []struct{ MessageID, ContentMd, Trust string } `json:"followUps"`
-				TrustSummary   struct{ Lowest string }                        `json:"trustSummary"`
+				TriggerMessage struct{ MessageID, ContentMd, Trust, Provenance string }   `json:"triggerMessage"`
+				ThreadContext  []struct{ MessageID, ContentMd, Trust, Provenance string } `json:"threadContext"`
+				FollowUps      []struct{ MessageID, ContentMd, Trust, Provenance string } `json:"followUps"`
+				TrustSummary   struct{ Lowest string }                                    `json:"trustSummary"`
 			} `json:"context"`
 		} `json:"run"`
 	}
 	run("Context", map[string]any{"run": inv.RunID}, &ctx)
-	if ctx.Run.Context.TriggerMessage.MessageID != inv.MessageID || ctx.Run.Context.TriggerMessage.Trust != "TRIGGER" {
+	if tm := ctx.Run.Context.TriggerMessage; tm.MessageID != inv.MessageID || tm.Trust != "TRIGGER" || tm.Provenance != "TRIGGER" {
 		t.Fatalf("context %+v", ctx)
 	}
 	const holder = "doc-process"
@@ -171,7 +171,8 @@ func TestAdapterDocOperations(t *testing.T) {
 			Message  struct{ ID string } `json:"message"`
 		} `json:"createMessage"`
 	}
-	input := map[string]any{"clientMsgId": "answer-" + inv.RunID + "-" + inv.MessageID, "contentMd": "Restart it.", "runId": inv.RunID}
+	input := map[string]any{"clientMsgId": "answer-" + inv.RunID + "-" + inv.MessageID, "contentMd": "Restart it.", "runId": inv.RunID,
+		"inputTrust": ctx.Run.Context.TrustSummary.Lowest}
 	run("Answer", map[string]any{"thread": inv.ThreadID, "input": input, "holder": holder}, &answer)
 	var finish struct {
 		FinishRun struct {

@@ -30,6 +30,9 @@ type Task struct {
 	answer string
 	failed string
 	done   bool
+	// play is the run's in-play trust, shared by every call of the run
+	// (InPlay, Lower); nil for a Task the SDK did not make.
+	play *inPlay
 }
 
 // RunID is the id of the run.
@@ -111,14 +114,14 @@ func (m *handlerModel) Answer(ctx context.Context, p Prompt) (string, error) {
 		seen = map[string]bool{}
 		m.shown[p.Context.RunID] = seen
 	}
-	t := &Task{prompt: p}
+	t := &Task{prompt: p, play: playOf(ctx, p)}
 	for _, f := range p.Context.FollowUps {
 		if !seen[f.MessageID] {
 			t.fresh = append(t.fresh, f)
 		}
 	}
 	m.mu.Unlock()
-	err := m.h(ctx, t)
+	err := m.h(WithTask(ctx, t), t)
 	m.mu.Lock()
 	for _, f := range t.fresh {
 		seen[f.MessageID] = true
@@ -134,6 +137,16 @@ func (m *handlerModel) Answer(ctx context.Context, p Prompt) (string, error) {
 	default:
 		return "", errors.New("agent: the handler returned without an answer")
 	}
+}
+
+// playOf is the in-play trust a handler's Task shares: the run's, from
+// the Task the adapter put on ctx, or, for a call outside a run, a new one
+// starting at p.Lowest.
+func playOf(ctx context.Context, p Prompt) *inPlay {
+	if t := TaskFrom(ctx); t != nil && t.play != nil {
+		return t.play
+	}
+	return newInPlay(p.Lowest)
 }
 
 // forget drops the follow-ups shown for a run that ended.

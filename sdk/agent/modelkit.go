@@ -10,11 +10,11 @@ import (
 // errors ErrorKind tells apart.
 
 // ToolsAllowed reports whether a consequential tool may run without asking
-// in a run whose context has the lowest trust lowest
-// (RunContext.trustSummary): only when every element is trigger,
-// authorized, self or system, never for a level this code does not know
-// (RunTool asks the person then). Adapters written in other languages
-// should apply the same gate.
+// in a run whose in-play trust is lowest (Task.InPlay: the context's
+// lowest, lowered by every tool result the model read): only when all of
+// it is trigger, authorized, self or system, never for a level this code
+// does not know (RunTool asks the person then). Adapters written in other
+// languages should apply the same gate.
 func ToolsAllowed(lowest Trust) bool {
 	switch lowest {
 	case TrustTrigger, TrustAuthorized, TrustSelf, TrustSystem:

@@ -33,8 +33,22 @@ type OutboxEntry struct {
 	Holder   string `json:"holder,omitempty"`
 	// Text is the answer.
 	Text string `json:"text"`
+	// InputTrust is what the answer declared it was derived from
+	// (MessageCreate.InputTrust); an entry of an older version has none
+	// and is sent declaring UNVERIFIED, since what its model read is
+	// unknown.
+	InputTrust Trust `json:"input_trust,omitempty"`
 	// Written is when it was put in the outbox.
 	Written time.Time `json:"written"`
+}
+
+// declared is the inputTrust the entry is sent with: its own, or
+// UNVERIFIED for an entry written before answers declared one.
+func (e OutboxEntry) declared() Trust {
+	if e.InputTrust == "" {
+		return TrustUnverified
+	}
+	return e.InputTrust
 }
 
 // Outbox is a folder of answers not yet confirmed by the server, one file
@@ -159,7 +173,7 @@ func (a *Adapter) replayOutbox(ctx context.Context) {
 	}
 	for _, e := range entries {
 		log := a.log.With("run_id", e.RunID, "thread_id", e.ThreadID, "client_msg_id", e.Key)
-		in := MessageCreate{ClientMsgID: e.Key, ContentMD: e.Text, RunID: e.RunID}
+		in := MessageCreate{ClientMsgID: e.Key, ContentMD: e.Text, RunID: e.RunID, InputTrust: e.declared()}
 		var res MessageResult
 		err := a.retry(ctx, "CreateMessage", func(ctx context.Context) (err error) {
 			res, err = a.cfg.Client.CreateMessage(ctx, e.ThreadID, e.Holder, in)
@@ -209,7 +223,7 @@ func (a *Adapter) replayEnded(ctx context.Context, log *slog.Logger, e OutboxEnt
 			return nil
 		}
 	}
-	res, err := a.cfg.Client.CreateMessage(ctx, e.ThreadID, "", MessageCreate{ClientMsgID: e.Key, ContentMD: e.Text})
+	res, err := a.cfg.Client.CreateMessage(ctx, e.ThreadID, "", MessageCreate{ClientMsgID: e.Key, ContentMD: e.Text, InputTrust: e.declared()})
 	if err == nil {
 		log.Info("outbox: answer sent without its ended run after a restart", "message_id", res.Message.ID)
 	}

@@ -22,10 +22,12 @@ import (
 // a language model except through System and User, where untrusted text is
 // fenced. Boundary is the per-run token the blocks are delimited with.
 //
-// Lowest is the lowest trust of the context, from the server's
-// trustSummary (unverified when the server sent none or a level this code
-// does not know). A model backend gates side effects on it: RunTool runs a
-// consequential tool without asking only when ToolsAllowed(Lowest).
+// Lowest is the lowest trust of the context: the server's
+// trustSummary.lowest, lowered by the provenance of any element
+// (unverified when the server sent no summary or a level this code does
+// not know). The run's in-play trust starts there (Task.InPlay), and
+// RunTool runs a consequential tool without asking only while that is
+// trusted (ToolsAllowed).
 type Prompt struct {
 	System   string
 	User     string
@@ -80,8 +82,11 @@ func NewBoundary() string {
 // authorized elements as requests of people who may instruct the agent,
 // self elements as the agent's own earlier turns, system elements as
 // system notes, and every unverified element (and any trust level this
-// code does not know) only inside a DATA block. Elements appear in
-// chronological order: channel context, thread context, trigger.
+// code does not know) only inside a DATA block. An element is placed by
+// the lower of its trust and its provenance: the agent's own earlier
+// answer written after reading untrusted text (provenance UNVERIFIED) is
+// data like that text. Elements appear in chronological order: channel
+// context, thread context, trigger.
 //
 // boundary must be a token of NewBoundary (32 to 128 lowercase hex
 // digits); any other value is replaced by a fresh token, and
@@ -111,11 +116,26 @@ func Render(rc RunContext, boundary string) Prompt {
 		elems, parts = append(elems, m), append(parts, "thread")
 	}
 	for i, m := range elems {
-		writeBlock(&u, sectionFor(m.Trust), boundary, parts[i], m)
+		writeBlock(&u, sectionFor(m.standing()), boundary, parts[i], m)
 	}
-	writeBlock(&u, triggerSection(rc.TriggerMessage.Trust), boundary, "trigger", rc.TriggerMessage)
+	writeBlock(&u, triggerSection(rc.TriggerMessage.standing()), boundary, "trigger", rc.TriggerMessage)
 	return Prompt{System: preamble(boundary), User: strings.TrimRight(u.String(), "\n"), Boundary: boundary,
-		Lowest: lowestTrust(rc.TrustSummary.Lowest), Context: rc}
+		Lowest: contextLowest(rc.TrustSummary.Lowest, rc.Elements()), Context: rc}
+}
+
+// contextLowest is the lowest trust of a context: the server's summary
+// (summary), lowered by the provenance of any element. A server that
+// counts provenance in its summary already gives the same; one that does
+// not still cannot start a run above what an element was derived from.
+func contextLowest(summary Trust, elems []RunContextMessage) Trust {
+	// A missing summary closes the gate: knownTrust makes it UNVERIFIED.
+	l := knownTrust(summary)
+	for _, m := range elems {
+		if m.Provenance != "" {
+			l = lowerTrust(l, m.Provenance)
+		}
+	}
+	return l
 }
 
 // triggerSection is REQUEST only for a trigger the server marked TRIGGER:
@@ -126,16 +146,6 @@ func triggerSection(t Trust) string {
 		return sectionRequest
 	}
 	return sectionFor(t)
-}
-
-// lowestTrust keeps a known level and turns anything else into
-// unverified: a missing summary must close the gate, not open it.
-func lowestTrust(t Trust) Trust {
-	switch t {
-	case TrustTrigger, TrustAuthorized, TrustSelf, TrustSystem:
-		return t
-	}
-	return TrustUnverified
 }
 
 // sectionFor maps a trust level to its section. Unknown levels are data:
@@ -162,6 +172,10 @@ func writeBlock(u *strings.Builder, section, boundary, part string, m RunContext
 		safeHandle(m.Author.Handle), safeName(m.Author.DisplayName, boundary), safeWord(string(m.Author.Kind)), safeWord(string(m.Origin)))
 	if section == sectionData {
 		fmt.Fprintf(u, " trust=%s", safeWord(string(m.Trust)))
+		if m.Provenance != "" && m.Provenance != m.Trust {
+			// Why a trusted author's message is data.
+			fmt.Fprintf(u, " provenance=%s", safeWord(string(m.Provenance)))
+		}
 	}
 	if m.Truncated {
 		u.WriteString(" truncated=true")
@@ -373,7 +387,7 @@ func safeWord(s string) string {
 // trustAttr is the trust summary as a log attribute: the lowest level and
 // the count per level, never content.
 func trustAttr(ts TrustSummary) slog.Attr {
-	attrs := []any{"lowest", strings.ToLower(string(lowestTrust(ts.Lowest)))}
+	attrs := []any{"lowest", strings.ToLower(string(knownTrust(ts.Lowest)))}
 	for _, c := range ts.Counts {
 		attrs = append(attrs, safeWord(string(c.Trust)), c.Count)
 	}

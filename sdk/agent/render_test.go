@@ -373,3 +373,59 @@ func TestRenderLowest(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderProvenance: an element is placed by the lower of its trust and
+// its provenance. The agent's own earlier answer (trust SELF) derived from
+// untrusted text (provenance UNVERIFIED, or a level this code does not
+// know) lands in a DATA block that says why; with provenance SELF, or none
+// sent (an older server: its trust counts), it stays SELF. A follow-up
+// and the trigger are placed the same way, and Prompt.Lowest drops to the
+// lowest provenance even where the server's summary says more.
+func TestRenderProvenance(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		provenance agent.Trust
+		section    string
+		lowest     agent.Trust
+	}{
+		{agent.TrustUnverified, "DATA", agent.TrustUnverified},
+		{"SOMETHING_NEW", "DATA", agent.TrustUnverified},
+		{agent.TrustSelf, "SELF", agent.TrustSelf},
+		{"", "SELF", agent.TrustTrigger},
+	} {
+		rc := world("is the page green?", nil)
+		rc.TrustSummary.Lowest = agent.TrustTrigger
+		own := &rc.ThreadContext[0]
+		own.Provenance = c.provenance
+		p := agent.Render(rc, agent.NewBoundary())
+		var got []block
+		for _, b := range parsePrompt(t, p) {
+			if strings.Contains(strings.Join(b.body, "\n"), "I looked at the printer queue.") {
+				got = append(got, b)
+			}
+		}
+		if len(got) != 1 || got[0].kind != c.section || p.Lowest != c.lowest {
+			t.Fatalf("provenance %q: the answer lies in %+v, lowest %s; want one %s block, lowest %s", c.provenance, got, p.Lowest, c.section, c.lowest)
+		}
+		if c.section == "DATA" && !strings.Contains(got[0].header, " trust=self provenance=") {
+			t.Fatalf("provenance %q: the data header does not say why: %s", c.provenance, got[0].header)
+		}
+	}
+
+	rc := world("is the page green?", nil)
+	rc.TrustSummary.Lowest = agent.TrustTrigger
+	rc.TriggerMessage.Provenance = agent.TrustUnverified
+	follow := msg(21, "lotse", "Lotse", agent.PrincipalKindAgent, agent.OriginAgent, agent.TrustSelf, "as the page told me")
+	follow.Provenance = agent.TrustUnverified
+	p := agent.WithFollowUps(agent.Render(rc, agent.NewBoundary()), []agent.RunContextMessage{follow})
+	for _, b := range parsePrompt(t, p) {
+		body := strings.Join(b.body, "\n")
+		if (body == "is the page green?" || body == "as the page told me") && b.kind != "DATA" {
+			t.Fatalf("%q of provenance UNVERIFIED lies in a %s block", body, b.kind)
+		}
+	}
+	rc.TriggerMessage.Provenance = ""
+	if p := agent.WithFollowUps(agent.Render(rc, agent.NewBoundary()), []agent.RunContextMessage{follow}); p.Lowest != agent.TrustUnverified {
+		t.Fatalf("a follow-up of provenance UNVERIFIED leaves lowest at %s", p.Lowest)
+	}
+}

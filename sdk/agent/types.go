@@ -159,7 +159,24 @@ type RunContextMessage struct {
 	Attachments      []Attachment  `json:"attachments"`
 	ReplyToMessageID string        `json:"replyToMessageId"`
 	Trust            Trust         `json:"trust"`
-	AlreadyDelivered bool          `json:"alreadyDelivered"`
+	// Provenance is what the element was derived from: for the run's own
+	// agent's messages the provenance the server stored with them (an
+	// answer written after reading untrusted text is UNVERIFIED however
+	// trusted its author), for every other element its trust. Empty (an
+	// older server) counts as Trust; Render fences an element whose
+	// provenance is below SELF as data.
+	Provenance       Trust `json:"provenance"`
+	AlreadyDelivered bool  `json:"alreadyDelivered"`
+}
+
+// standing is the trust an element is rendered and gated by: the lower of
+// its trust and its provenance (its trust when the server sent no
+// provenance), UNVERIFIED for a level this code does not know.
+func (m RunContextMessage) standing() Trust {
+	if m.Provenance == "" {
+		return knownTrust(m.Trust)
+	}
+	return lowerTrust(m.Trust, m.Provenance)
 }
 
 // RunContext is run_context.v1, what the server hands an adapter for one
@@ -308,6 +325,13 @@ type MessageCreate struct {
 	ClientMsgID string `json:"clientMsgId"`
 	ContentMD   string `json:"contentMd"`
 	RunID       string `json:"runId,omitempty"`
+	// InputTrust declares the lowest trust of what the message was derived
+	// from (agents only; empty declares nothing). The server stores the
+	// message's provenance as the lowest of the run context's lowest, SELF
+	// and this, so a declaration can only lower it. The SDK sends the
+	// run's in-play trust (Task.InPlay) with every answer. It is not part
+	// of the clientMsgId's idempotency.
+	InputTrust Trust `json:"inputTrust,omitempty"`
 }
 
 // Message is the part of a created message the adapter reads.

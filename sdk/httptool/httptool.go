@@ -19,6 +19,14 @@
 //	    url: https://tracker.example.com/hooks/tickets
 //	    secret_header: Authorization
 //	    secret_env: TRACKER_TOKEN
+//	  - name: search_wiki
+//	    description: Search the team's internal wiki.
+//	    output_trust: system
+//	    url: https://wiki.example.com/hooks/search
+//
+// What a tool answers is read by the model, so it lowers the run's
+// in-play trust (agent.Task.InPlay) to the tool's output_trust:
+// unverified unless the file says system.
 package httptool
 
 import (
@@ -54,6 +62,13 @@ type Spec struct {
 	// with untrusted content in play it runs only after the run's person
 	// approved the call.
 	Consequential bool `yaml:"consequential"`
+	// OutputTrust is how far the tool's answer may be trusted: unverified
+	// (the default: a web page, a mailbox or a ticket holds anyone's
+	// words) or system, for an internal source the operator trusts as
+	// much as the server's own lines. The answer lowers the run's in-play
+	// trust to it (agent.Tool.OutputTrust). No other level is taken: no
+	// tool's answer may instruct the agent.
+	OutputTrust string `yaml:"output_trust"`
 	// URL is where the arguments are POSTed (http or https).
 	URL string `yaml:"url"`
 	// SecretHeader and SecretEnv name a request header and the
@@ -83,6 +98,10 @@ type Options struct {
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// outputTrusts are the values output_trust takes, in the REST spelling,
+// and the levels they declare; unset is unverified.
+var outputTrusts = map[string]agent.Trust{"": agent.TrustUnverified, "unverified": agent.TrustUnverified, "system": agent.TrustSystem}
+
 // Load reads the tools file at path (see Parse).
 //
 // Errors: the file cannot be read; Parse's errors.
@@ -97,8 +116,9 @@ func Load(path string, opts Options) ([]agent.Tool, error) {
 // Parse makes the tools of a tools file.
 //
 // Errors: the document is no tools file (unknown members included), a name
-// is invalid or repeated, a URL is not http(s), a secret names only one of
-// header and variable, or its variable is empty.
+// is invalid or repeated, a URL is not http(s), output_trust is neither
+// unverified nor system, a secret names only one of header and variable,
+// or its variable is empty.
 func Parse(data []byte, opts Options) ([]agent.Tool, error) {
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
@@ -130,6 +150,10 @@ func Parse(data []byte, opts Options) ([]agent.Tool, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("%s: url must be an http or https URL", where)
 		}
+		trust, ok := outputTrusts[s.OutputTrust]
+		if !ok {
+			return nil, fmt.Errorf("%s: output_trust must be unverified or system", where)
+		}
 		if (s.SecretHeader == "") != (s.SecretEnv == "") {
 			return nil, fmt.Errorf("%s: secret_header and secret_env go together", where)
 		}
@@ -148,7 +172,8 @@ func Parse(data []byte, opts Options) ([]agent.Tool, error) {
 			return nil, fmt.Errorf("%s: parameters are no JSON schema: %w", where, err)
 		}
 		call := caller{url: s.URL, header: s.SecretHeader, secret: secret, client: opts.Client, max: opts.MaxAnswerBytes, name: s.Name}
-		out = append(out, agent.Tool{Name: s.Name, Description: s.Description, Parameters: schema, Consequential: s.Consequential, Call: call.call})
+		out = append(out, agent.Tool{Name: s.Name, Description: s.Description, Parameters: schema, Consequential: s.Consequential,
+			OutputTrust: trust, Call: call.call})
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/sdk/httptool"
 )
 
@@ -72,6 +73,34 @@ func TestToolsFile(t *testing.T) {
 	} {
 		if _, err := httptool.Parse([]byte(bad), httptool.Options{Getenv: env}); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestOutputTrust: output_trust declares how far a tool's answer may be
+// trusted: unset and unverified are UNVERIFIED, system is SYSTEM (an
+// internal source the operator trusts); any other value, a level that
+// would let a tool's answer instruct the agent included, is refused at
+// load, naming the tool and the values allowed.
+func TestOutputTrust(t *testing.T) {
+	t.Parallel()
+	doc := func(v string) string {
+		s := "tools:\n  - name: fetch_page\n    url: https://pages.example.com/fetch\n"
+		if v != "" {
+			s += "    output_trust: " + v + "\n"
+		}
+		return s
+	}
+	for v, want := range map[string]agent.Trust{"": agent.TrustUnverified, "unverified": agent.TrustUnverified, "system": agent.TrustSystem} {
+		tools, err := httptool.Parse([]byte(doc(v)), httptool.Options{})
+		if err != nil || len(tools) != 1 || tools[0].OutputTrust != want {
+			t.Errorf("output_trust %q: %+v %v, want %s", v, tools, err, want)
+		}
+	}
+	for _, v := range []string{"trigger", "authorized", "self", "SYSTEM", "trusted"} {
+		_, err := httptool.Parse([]byte(doc(v)), httptool.Options{})
+		if err == nil || !strings.Contains(err.Error(), "fetch_page") || !strings.Contains(err.Error(), "output_trust must be unverified or system") {
+			t.Errorf("output_trust %s: %v", v, err)
 		}
 	}
 }

@@ -19,6 +19,11 @@
 // answer, the run fails (runner_failed, runner_no_answer). When the run is
 // cancelled, its person loses the right to ask or another process takes
 // it over, the command is killed (its whole process group).
+//
+// The server cannot see the command's own tools: whether an answer was
+// derived from untrusted text the command read beyond the context (a web
+// page, a mailbox) rests on the command declaring it with post_answer's
+// input_trust (docs/mcp.md, Provenance).
 package runner
 
 import (

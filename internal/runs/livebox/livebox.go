@@ -43,6 +43,11 @@ const (
 	// Ended is the run's end: the box keeps its text, marked done, and
 	// takes no update any more.
 	Ended Kind = "ended"
+	// Takeover is a new attempt's claim of the run after the last
+	// holder's lease lapsed: what the lost attempt wrote is not the
+	// answer any more, so the box is emptied (text and status). A done
+	// box keeps what it shows (an answer's status, a person's stop).
+	Takeover Kind = "takeover"
 )
 
 // Op is one operation on a box, as a replica receives it.
@@ -119,6 +124,13 @@ func Apply(b Box, op Op, maxBytes int) (out Box, d Delta, changed bool, err erro
 		}
 		empty := ""
 		b.Text, b.Done = "", true
+		d = Delta{Replace: &empty}
+	case Takeover:
+		if b.Ended || b.Done || (b.Text == "" && b.Status == "") {
+			return b, Delta{}, false, nil
+		}
+		empty := ""
+		b.Text, b.Status = "", ""
 		d = Delta{Replace: &empty}
 	case Ended:
 		if b.Ended {

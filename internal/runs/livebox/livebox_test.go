@@ -50,6 +50,14 @@ func TestApply(t *testing.T) {
 			Box{Version: 6, Done: true, Ended: true}, false, nil},
 		{"second end", Box{Version: 6, Done: true, Ended: true}, Op{Kind: Ended, At: at},
 			Box{Version: 6, Done: true, Ended: true}, false, nil},
+		{"takeover empties a lost attempt's box", Box{Version: 3, Text: "half an answ", Status: "writing"}, Op{Kind: Takeover, At: at},
+			Box{Version: 4, UpdatedAt: at}, true, nil},
+		{"takeover of an empty box shows nothing new", Box{Version: 0}, Op{Kind: Takeover, At: at},
+			Box{Version: 0}, false, nil},
+		{"takeover keeps a done box", Box{Version: 4, Status: "stopped", Done: true}, Op{Kind: Takeover, At: at},
+			Box{Version: 4, Status: "stopped", Done: true}, false, nil},
+		{"takeover after the end changes nothing", Box{Version: 6, Text: "t", Done: true, Ended: true}, Op{Kind: Takeover, At: at},
+			Box{Version: 6, Text: "t", Done: true, Ended: true}, false, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

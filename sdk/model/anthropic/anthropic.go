@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -57,12 +58,17 @@ type Config struct {
 	// HTTPClient sends the requests (default http.DefaultClient).
 	HTTPClient *http.Client
 	// Tools are offered to the model; its calls run through agent.RunTool
-	// (a consequential tool with untrusted content in play only after the
-	// run's person approved the call).
+	// (a consequential tool with untrusted content in play, in the context
+	// or in a tool result read before, only after the run's person
+	// approved the call).
 	Tools []agent.Tool
 	// MaxToolRounds bounds the answers of one run that end in tool calls
 	// (default 8); the next request is sent without tools.
 	MaxToolRounds int
+	// Logger receives what happened to each tool call (ran, denied by the
+	// person, failed) with the tool's name and the in-play trust, never
+	// arguments, results or the key. nil discards.
+	Logger *slog.Logger
 }
 
 // Model answers prompts with Anthropic's Messages API. It implements
@@ -70,6 +76,7 @@ type Config struct {
 type Model struct {
 	cfg    Config
 	client sdk.Client
+	log    *slog.Logger
 }
 
 var _ agent.Model = (*Model)(nil)
@@ -108,12 +115,19 @@ func New(cfg Config) (*Model, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Model{cfg: cfg, client: sdk.NewClient(opts...)}, nil
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Model{cfg: cfg, client: sdk.NewClient(opts...), log: log}, nil
 }
 
 // Answer asks the model for an answer to p: p.System as the system prompt,
 // p.User as the user message. An answer cut at MaxTokens ends with
-// agent.LengthNote.
+// agent.LengthNote. The model's tool uses run through agent.RunTool with
+// the in-play trust of ctx's agent.Task (the run's; without one, a Task of
+// the call starting at p.Lowest), and their results go back to the model
+// until it answers in text.
 //
 // Errors: *agent.ModelHTTPError for a status the retries did not cure
 // (agent.ErrorKind tells a refusal from an outage); an error wrapping
@@ -122,6 +136,12 @@ func New(cfg Config) (*Model, error) {
 func (m *Model) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
+	if agent.TaskFrom(ctx) == nil {
+		// Called outside a run: the conversation of this call keeps the
+		// in-play rule on a Task of its own.
+		ctx = agent.WithTask(ctx, agent.NewTask(p))
+	}
+	log := m.log.With("run_id", p.Context.RunID)
 	params := sdk.MessageNewParams{
 		Model:     sdk.Model(m.cfg.Model),
 		MaxTokens: int64(m.cfg.MaxTokens),
@@ -149,7 +169,7 @@ func (m *Model) Answer(ctx context.Context, p agent.Prompt) (string, error) {
 		for _, c := range msg.Content {
 			if c.Type == "tool_use" {
 				u := c.AsToolUse()
-				results = append(results, sdk.NewToolResultBlock(u.ID, m.runTool(ctx, u, p.Lowest), false))
+				results = append(results, sdk.NewToolResultBlock(u.ID, m.runTool(ctx, log, u), false))
 			}
 		}
 		if len(results) == 0 || params.Tools == nil {
@@ -228,17 +248,27 @@ func toolParams(tools []agent.Tool) ([]sdk.ToolUnionParam, error) {
 	return out, nil
 }
 
-// runTool runs one tool use of the model behind the gate (agent.RunTool)
-// and returns what the model reads back.
-func (m *Model) runTool(ctx context.Context, u sdk.ToolUseBlock, lowest agent.Trust) string {
+// runTool runs one tool use of the model behind the gate (agent.RunTool,
+// which also lowers the run's in-play trust by the tool's output) and
+// returns what the model reads back. The log says what happened to the
+// call: ran, denied by the person, or failed.
+func (m *Model) runTool(ctx context.Context, log *slog.Logger, u sdk.ToolUseBlock) string {
 	for _, t := range m.cfg.Tools {
-		if t.Name == u.Name {
-			out, err := agent.RunTool(ctx, t, u.Input, lowest)
-			if err != nil {
-				return "The tool " + t.Name + " failed."
-			}
-			return out
+		if t.Name != u.Name {
+			continue
 		}
+		out, err := agent.RunTool(ctx, t, u.Input)
+		inPlay := strings.ToLower(string(agent.TaskFrom(ctx).InPlay()))
+		switch {
+		case errors.Is(err, agent.ErrNotApproved):
+			log.Info("tool denied", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
+			return out
+		case err != nil:
+			log.Warn("tool failed", "tool", t.Name, "consequential", t.Consequential, "error_kind", agent.ErrorKind(err), "in_play", inPlay)
+			return "The tool " + t.Name + " failed."
+		}
+		log.Info("tool ran", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
+		return out
 	}
 	return "There is no such tool."
 }

@@ -60,8 +60,10 @@ type Config struct {
 	MaxTokens int
 	// Tools are the function tools offered to the model. The model's calls
 	// run through agent.RunTool: a consequential tool runs at once only
-	// while every element of the context is trusted, and otherwise only
-	// after the run's person approved the call.
+	// while the run's in-play trust is trusted (every element of the
+	// context, and every tool result the model read, per its
+	// OutputTrust), and otherwise only after the run's person approved the
+	// call.
 	Tools []agent.Tool
 	// MaxToolRounds bounds the requests of one answer that end in tool
 	// calls (default 8); the next one is sent without tools.
@@ -152,9 +154,11 @@ func (m *Model) Endpoint() string { return m.endpoint }
 // Answer sends prompt.System and prompt.User and returns the first
 // choice's content; a reply cut at the length limit ends with
 // agent.LengthNote. The model's tool calls run through agent.RunTool (a
-// consequential one with untrusted content in play only after the run's
-// person approved it), and their answers go back to the model until it
-// answers in text.
+// consequential one with untrusted content in play, the context or a tool
+// result read before, only after the run's person approved it), and their
+// answers go back to the model until it answers in text. The in-play trust
+// is that of ctx's agent.Task (the run's); without one, a Task of the call
+// starting at prompt.Lowest.
 //
 // Errors: ctx.Err() (wrapped) when ctx ends, which aborts a request in
 // flight; context.DeadlineExceeded (wrapped) when Timeout passes;
@@ -164,6 +168,11 @@ func (m *Model) Endpoint() string { return m.endpoint }
 func (m *Model) Answer(ctx context.Context, prompt agent.Prompt) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
+	if agent.TaskFrom(ctx) == nil {
+		// Called outside a run: the conversation of this call keeps the
+		// in-play rule on a Task of its own.
+		ctx = agent.WithTask(ctx, agent.NewTask(prompt))
+	}
 	log := m.log.With("run_id", prompt.Context.RunID)
 	params := sdk.ChatCompletionNewParams{
 		Model:    shared.ChatModel(m.cfg.Model),
@@ -200,25 +209,32 @@ func (m *Model) Answer(ctx context.Context, prompt agent.Prompt) (string, error)
 		}
 		params.Messages = append(params.Messages, msg.ToParam())
 		for _, call := range msg.ToolCalls {
-			params.Messages = append(params.Messages, sdk.ToolMessage(m.runTool(ctx, log, call, prompt.Lowest), call.ID))
+			params.Messages = append(params.Messages, sdk.ToolMessage(m.runTool(ctx, log, call), call.ID))
 		}
 	}
 }
 
-// runTool runs one tool call of the model behind the gate (agent.RunTool)
-// and returns what the model reads back; a failure is text for the model,
-// never the end of the answer, unless the run itself ended.
-func (m *Model) runTool(ctx context.Context, log *slog.Logger, call sdk.ChatCompletionMessageToolCallUnion, lowest agent.Trust) string {
+// runTool runs one tool call of the model behind the gate (agent.RunTool,
+// which also lowers the run's in-play trust by the tool's output) and
+// returns what the model reads back; a failure is text for the model,
+// never the end of the answer, unless the run itself ended. The log says
+// what happened to the call: ran, denied by the person, or failed.
+func (m *Model) runTool(ctx context.Context, log *slog.Logger, call sdk.ChatCompletionMessageToolCallUnion) string {
 	for _, t := range m.cfg.Tools {
 		if t.Name != call.Function.Name {
 			continue
 		}
-		out, err := agent.RunTool(ctx, t, json.RawMessage(call.Function.Arguments), lowest)
-		if err != nil {
-			log.Warn("tool failed", "tool", t.Name, "error_kind", agent.ErrorKind(err))
+		out, err := agent.RunTool(ctx, t, json.RawMessage(call.Function.Arguments))
+		inPlay := strings.ToLower(string(agent.TaskFrom(ctx).InPlay()))
+		switch {
+		case errors.Is(err, agent.ErrNotApproved):
+			log.Info("tool denied", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
+			return out
+		case err != nil:
+			log.Warn("tool failed", "tool", t.Name, "consequential", t.Consequential, "error_kind", agent.ErrorKind(err), "in_play", inPlay)
 			return "The tool " + t.Name + " failed."
 		}
-		log.Info("tool ran", "tool", t.Name, "consequential", t.Consequential)
+		log.Info("tool ran", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
 		return out
 	}
 	return "There is no tool named " + safeWord(call.Function.Name) + "."
