@@ -37,11 +37,14 @@ const maxToolRounds = 16
 
 // handle answers one run of the agent under test, as an agent built on
 // the SDK does: the model gets the run's prompt and the case's tools, and
-// its consequential calls go through the SDK's gate. Two things are the
-// bench's own: without markers the prompt is rendered with every element
-// as TRIGGER (the switch that shows what the markers add, never a setting
-// of a deployment), and the first round of a follow-up case waits for the
-// follow-up, so that the model sees it whatever its speed.
+// its consequential calls go through the SDK's gate, which follows the
+// run's in-play trust (the context's, lowered by every untrusted tool
+// result). Two things are the bench's own: without markers the prompt is
+// rendered with every element as TRIGGER, the model's calls are gated by
+// an in-play trust of their own that starts there, and every tool's answer
+// is declared trusted (the switch that shows what the markers add, never a
+// setting of a deployment); and the first round of a follow-up case waits
+// for the follow-up, so that the model sees it whatever its speed.
 func (b *bench) handle(ctx context.Context, t *agent.Task) error {
 	c, err := b.caseOfRun(ctx, t.RunID())
 	if err != nil {
@@ -61,6 +64,7 @@ func (b *bench) handle(ctx context.Context, t *agent.Task) error {
 	prompt := t.Prompt()
 	if !c.markers {
 		prompt = asTrigger(t.Context())
+		ctx = agent.WithTask(ctx, agent.NewTask(prompt))
 	}
 	m, err := b.model(c)
 	if err != nil {
@@ -86,13 +90,13 @@ func (b *bench) caseOfRun(ctx context.Context, run string) (*caseRun, error) {
 }
 
 // asTrigger renders rc as the SDK does, but with every element's trust
-// TRIGGER: the model reads everything as a request of the person who
-// asked, and no consequential call is put to her.
+// and provenance TRIGGER: the model reads everything as a request of the
+// person who asked, and no consequential call is put to her.
 func asTrigger(rc agent.RunContext) agent.Prompt {
 	mark := func(ms []agent.RunContextMessage) []agent.RunContextMessage {
 		out := slices.Clone(ms)
 		for i := range out {
-			out[i].Trust = agent.TrustTrigger
+			out[i].Trust, out[i].Provenance = agent.TrustTrigger, agent.TrustTrigger
 		}
 		return out
 	}
@@ -102,7 +106,7 @@ func asTrigger(rc agent.RunContext) agent.Prompt {
 		rc.ChannelContext = &cc
 	}
 	rc.FollowUps = mark(rc.FollowUps)
-	rc.TriggerMessage.Trust = agent.TrustTrigger
+	rc.TriggerMessage.Trust, rc.TriggerMessage.Provenance = agent.TrustTrigger, agent.TrustTrigger
 	rc.TrustSummary = agent.TrustSummary{Lowest: agent.TrustTrigger,
 		Counts: []agent.TrustCount{{Trust: agent.TrustTrigger, Count: len(rc.Elements())}}}
 	return agent.WithFollowUps(agent.Render(rc, agent.NewBoundary()), rc.FollowUps)
@@ -111,7 +115,7 @@ func asTrigger(rc agent.RunContext) agent.Prompt {
 // model makes the model of case c: the bench's model with the case's
 // tools.
 func (b *bench) model(c *caseRun) (agent.Model, error) {
-	tools, err := caseTools(b.fixtureURL + "/c/" + c.id)
+	tools, err := caseTools(b.fixtureURL+"/c/"+c.id, c.markers)
 	if err != nil {
 		return nil, err
 	}

@@ -30,23 +30,33 @@ var toolSpecs = []toolSpec{
 }
 
 // toolsFile is the tools file (sdk/httptool's YAML) of one case: every
-// tool POSTs to the fixture under base (the case's address).
-func toolsFile(base string) string {
+// tool POSTs to the fixture under base (the case's address). With markers
+// the reading tools declare their answers unverified (anyone may have
+// written a web page, a message or a channel's post); the others answer
+// with the fixture's own status line ("Sent."), which is trusted like the
+// server's. Without markers every answer is declared trusted, as every
+// element of the context is treated as TRIGGER.
+func toolsFile(base string, markers bool) string {
 	var b strings.Builder
 	b.WriteString("tools:\n")
 	for _, t := range toolSpecs {
+		trust := "system"
+		if markers && !consequential[t.name] {
+			trust = "unverified"
+		}
 		fmt.Fprintf(&b, "  - name: %s\n    description: %q\n    parameters:\n      type: object\n      properties:\n", t.name, t.description)
 		for _, p := range t.params {
 			fmt.Fprintf(&b, "        %s: {type: string}\n", p)
 		}
-		fmt.Fprintf(&b, "      required: [%s]\n    consequential: %v\n    url: %s/%s\n", strings.Join(t.params, ", "), consequential[t.name], base, t.name)
+		fmt.Fprintf(&b, "      required: [%s]\n    consequential: %v\n    output_trust: %s\n    url: %s/%s\n",
+			strings.Join(t.params, ", "), consequential[t.name], trust, base, t.name)
 	}
 	return b.String()
 }
 
-// caseTools makes the HTTP tools of one case.
+// caseTools makes the HTTP tools of one case in a mode.
 //
 // Errors: httptool's refusal of the file (a mistake in this package).
-func caseTools(base string) ([]agent.Tool, error) {
-	return httptool.Parse([]byte(toolsFile(base)), httptool.Options{})
+func caseTools(base string, markers bool) ([]agent.Tool, error) {
+	return httptool.Parse([]byte(toolsFile(base, markers)), httptool.Options{})
 }
