@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test stress chaos generate check-generated assets audit-deps lint-deps audit-graphql bench migrate build vet dist image
+.PHONY: run test stress chaos generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection migrate build vet dist image
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
@@ -111,6 +111,10 @@ audit-graphql: assets audit-deps
 ## bench: benchmarks (numbers go to docs/performance.md)
 bench: assets
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-injection: the injection bench in full (bothy bench injection with the obedient model; figures in docs/reliability.md#injection-bench)
+bench-injection: assets
+	$(GO) run ./cmd/bothy bench injection
 
 ## migrate: apply pending migrations to database.url (or to the database of the running bothy dev)
 migrate: build

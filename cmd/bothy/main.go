@@ -1,6 +1,7 @@
 // Command bothy is the Bothy server: a team chat in which AI agents are
 // members like people. Subcommands: serve, dev, migrate, migrate status,
-// seed, token create, agent run, config markdown, version. main only parses flags and calls
+// seed, token create, agent run, conformance, bench injection, config
+// markdown, version. main only parses flags and calls
 // internal/server (or sdk/agent for agent run). Every command first
 // warns about BOTHY_ environment variables that nothing reads.
 package main
@@ -60,6 +61,9 @@ Usage:
   bothy config markdown                                 print docs/configuration.md
   bothy conformance --adapter "COMMAND" [--json] [--only NAME]
                                                         check an agent adapter against the run contract on a private server
+  bothy bench injection [--json] [--model obedient|openai|anthropic] [--cases N] [--only ORIGIN]
+                                                        how far planted instructions drive an agent's tools, with and
+                                                        without trust markers, on a private server
   bothy documents hashes FILE|DIR...                    print the trusted-documents file (graphql.trusted_documents)
                                                         of a client's .graphql operations
   bothy version                                         print the version and VCS revision (also --version)
@@ -172,6 +176,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return cmdDocuments(args[1:], stdout)
 	case "conformance":
 		return cmdConformance(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return cmdBench(ctx, args[1:], stdout, stderr)
 	case "config":
 		if len(args) >= 2 && isHelp(args[1]) || len(args) >= 3 && args[1] == "markdown" && isHelp(args[2]) {
 			fmt.Fprint(stdout, "Usage: bothy config markdown\n\nPrints the reference of every configuration key (docs/configuration.md) as Markdown.\n")

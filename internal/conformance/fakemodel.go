@@ -259,13 +259,13 @@ func parseCall(api string, raw []byte) (chatRequest, *modelCall) {
 	_ = json.Unmarshal(raw, &body)
 	call := &modelCall{API: api, Stream: body.Stream, Aborted: make(chan struct{})}
 	if len(body.System) > 0 {
-		call.System = append(call.System, texts(body.System)...)
+		call.System = append(call.System, openaitest.ContentTexts(body.System)...)
 	}
 	for _, m := range body.Messages {
 		if m.Role == "system" || m.Role == "developer" {
-			call.System = append(call.System, texts(m.Content)...)
+			call.System = append(call.System, openaitest.ContentTexts(m.Content)...)
 		} else {
-			call.User = append(call.User, texts(m.Content)...)
+			call.User = append(call.User, openaitest.ContentTexts(m.Content)...)
 		}
 	}
 	return body, call
@@ -341,7 +341,7 @@ func (f *fakeModel) obeyRequest(w http.ResponseWriter, model string, tools []off
 	}
 	var lines []string
 	for _, m := range msgs[last:] {
-		for _, text := range texts(m.Content) {
+		for _, text := range openaitest.ContentTexts(m.Content) {
 			lines = append(lines, strings.Split(text, "\n")...)
 		}
 	}
@@ -401,21 +401,4 @@ func (f *fakeModel) streamHeld(w http.ResponseWriter, r *http.Request, api, mode
 		piece(s.Text)
 	}
 	end()
-}
-
-// texts reads a message content: a string, or a list of text blocks.
-func texts(raw json.RawMessage) []string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []string{s}
-	}
-	var blocks []struct {
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(raw, &blocks)
-	out := make([]string, 0, len(blocks))
-	for _, b := range blocks {
-		out = append(out, b.Text)
-	}
-	return out
 }

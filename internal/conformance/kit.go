@@ -10,11 +10,9 @@ package conformance
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -26,10 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"bothy.example.com/bothy/internal/localserver"
 	"bothy.example.com/bothy/internal/platform/config"
-	"bothy.example.com/bothy/internal/platform/db"
-	"bothy.example.com/bothy/internal/platform/pgcluster"
-	"bothy.example.com/bothy/internal/server"
 	"bothy.example.com/bothy/internal/world"
 )
 
@@ -68,24 +64,18 @@ const leaseTimeout = 2 * time.Second
 
 // kit is the private server, the fake model and the adapter process.
 type kit struct {
-	base  string // the server's address
+	srv   *localserver.Server
 	model *fakeModel
 	mbase string // the fake model's address
 	world *world.World
 	cmd   string
-	http  *http.Client
 
-	mu      sync.Mutex
-	proc    *exec.Cmd
-	logs    bytes.Buffer
-	exit    chan struct{}
-	cluster *pgcluster.Cluster
-	pgDir   string
+	mu   sync.Mutex
+	proc *exec.Cmd
+	logs bytes.Buffer
+	exit chan struct{}
 	// tools is the kit's tools file (toolsFile).
 	tools string
-	// importMessage stores a message of origin import (the server's
-	// import path).
-	importMessage func(ctx context.Context, thread, who, content string) error
 }
 
 // toolsFile is the kit's tools file (sdk/httptool's format): two
@@ -158,51 +148,20 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Not ephemeral: db_outage_recovers stops it and starts it again on
-	// the same folder and port; the folder goes with dir. Without fsync:
-	// the cluster is thrown away after the run, and its stops are clean
-	// (pgcluster.NoSync).
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(dir, "postgres"), NoSync: true})
+	settings := localserver.Unmetered()
+	settings[config.RunLeaseTimeout] = leaseTimeout.String()
+	settings[config.RunSweepInterval] = "200ms"
+	// A cluster of its own, not a database of the caller's:
+	// db_outage_recovers stops it and starts it again.
+	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, Settings: settings})
 	if err != nil {
 		return Report{}, err
 	}
-	url := cluster.URL("postgres")
-	if err := db.Migrate(ctx, url); err != nil {
-		return Report{}, err
-	}
-	cfg, err := config.Load("", nil)
+	defer srv.Close()
+	w, err := world.Build(ctx, srv.Server.World())
 	if err != nil {
 		return Report{}, err
 	}
-	for k, v := range map[string]string{
-		config.RunLeaseTimeout: leaseTimeout.String(), config.RunSweepInterval: "200ms", config.ServerDrainDelay: "0s",
-		config.RateMessageBurst: "10000", config.RateMessagePerMinute: "10000", config.RateReadBurst: "10000", config.RateReadPerMinute: "10000",
-		config.RateAgentRuntimeBurst: "10000", config.RateAgentRuntimePerMinute: "10000", config.RateAdminBurst: "10000", config.RateAdminPerMinute: "10000",
-	} {
-		if cfg, err = cfg.With(k, v); err != nil {
-			return Report{}, err
-		}
-	}
-	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: 20})
-	if err != nil {
-		return Report{}, err
-	}
-	defer pool.Close()
-	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return Report{}, err
-	}
-	w, err := world.Build(ctx, srv.World())
-	if err != nil {
-		return Report{}, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return Report{}, err
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	defer func() { cancel(); <-served }()
 	mln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return Report{}, err
@@ -212,26 +171,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	go msrv.Serve(mln)
 	defer msrv.Close()
 
-	k := &kit{base: "http://" + ln.Addr().String(), model: model, mbase: "http://" + mln.Addr().String(), world: w,
-		cmd: opts.Adapter, http: &http.Client{Timeout: 30 * time.Second}, cluster: cluster, pgDir: filepath.Join(dir, "postgres"),
-		tools: filepath.Join(dir, "tools.yaml")}
+	k := &kit{srv: srv, model: model, mbase: "http://" + mln.Addr().String(), world: w,
+		cmd: opts.Adapter, tools: filepath.Join(dir, "tools.yaml")}
 	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath, k.mbase+pagePath)), 0o600); err != nil {
 		return Report{}, err
 	}
-	k.importMessage = func(ctx context.Context, thread, who, content string) error {
-		ps, err := srv.Identity.GetMany(ctx, []string{w.ID(who)})
-		if err != nil {
-			return err
-		}
-		_, err = srv.Modules().Writers.Messaging.Import(ctx, thread, ps[w.ID(who)].Ref(), content)
-		return err
-	}
-	defer func() {
-		k.mu.Lock()
-		c := k.cluster
-		k.mu.Unlock()
-		c.Stop()
-	}()
 	defer k.stop()
 	var rep Report
 	for _, s := range chosen {
@@ -292,7 +236,7 @@ func (k *kit) ensureRunning() error {
 // own and returns it with a channel closed when it exited.
 func (k *kit) spawn() (*exec.Cmd, chan struct{}, error) {
 	cmd := exec.Command("sh", "-c", k.cmd)
-	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+k.base, "BOTHY_AGENT_TOKEN="+k.world.Token("lotse"),
+	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+k.srv.URL, "BOTHY_AGENT_TOKEN="+k.world.Token("lotse"),
 		"BOTHY_MODEL_BASE_URL="+k.mbase+"/v1", "BOTHY_MODEL_API_KEY=conformance-key", "BOTHY_MODEL_NAME=conformance-model",
 		"BOTHY_CONFORMANCE_TOOLS="+k.tools, "BOTHY_TOOLS="+k.tools)
 	cmd.Stdout, cmd.Stderr = &k.logs, &k.logs
@@ -356,33 +300,12 @@ func (k *kit) stop() {
 
 // outage stops the database for d and starts it again on the same folder
 // and port.
-func (k *kit) outage(ctx context.Context, d time.Duration) error {
-	k.mu.Lock()
-	c := k.cluster
-	k.mu.Unlock()
-	port := c.Port()
-	if err := c.Stop(); err != nil {
-		return err
-	}
-	// Until nothing answers on the port: a start before the old server is
-	// gone would meet it shutting down.
-	for i := 0; i < 300; i++ {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err != nil {
-			break
-		}
-		conn.Close()
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(d)
-	next, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: k.pgDir, Port: port, NoSync: true})
-	if err != nil {
-		return fmt.Errorf("conformance: start the database again: %w", err)
-	}
-	k.mu.Lock()
-	k.cluster = next
-	k.mu.Unlock()
-	return nil
+func (k *kit) outage(ctx context.Context, d time.Duration) error { return k.srv.Outage(ctx, d) }
+
+// importMessage stores a message of origin import in thread, attributed to
+// the world's principal who (the server's import path).
+func (k *kit) importMessage(ctx context.Context, thread, who, content string) error {
+	return k.srv.Import(ctx, thread, k.world.ID(who), content)
 }
 
 // settle waits until no run is active, cancelling those left (the kit's
@@ -414,19 +337,7 @@ func (k *kit) settle(ctx context.Context) {
 // gql runs a GraphQL operation as the world's principal who and decodes
 // its data into out.
 func (k *kit) gql(ctx context.Context, who, query string, vars map[string]any, out any) error {
-	var env struct {
-		Data   json.RawMessage `json:"data"`
-		Errors []struct {
-			Message string `json:"message"`
-		} `json:"errors"`
-	}
-	if _, err := k.rest(ctx, http.MethodPost, "/graphql", who, map[string]any{"query": query, "variables": vars}, &env); err != nil {
-		return err
-	}
-	if len(env.Errors) > 0 {
-		return errors.New(env.Errors[0].Message)
-	}
-	return json.Unmarshal(env.Data, out)
+	return k.srv.GQL(ctx, k.world.Token(who), query, vars, out)
 }
 
 // runEvent is a change of a run's state as the event log tells it.
@@ -522,34 +433,7 @@ func (k *kit) run(ctx context.Context, run string) (runView, error) {
 // rest calls the kit server as the world's principal who and decodes the
 // answer into out; it returns the status.
 func (k *kit) rest(ctx context.Context, method, path, who string, body, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, k.base+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+k.world.Token(who))
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := k.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, err
-		}
-	}
-	return resp.StatusCode, nil
+	return k.srv.REST(ctx, method, path, k.world.Token(who), body, out)
 }
 
 // until polls cond every 100 ms until it holds or ctx ends.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"bothy.example.com/bothy/internal/admin"
@@ -64,14 +65,18 @@ func (w *World) must(h string) Principal {
 	return p
 }
 
-type person struct {
-	handle, name string
-	kind         identity.Kind
-	owner        bool
+// Person is a principal of a world: a person (KindUser, with the address
+// handle@example.com), an agent or an app. Owner makes a person an owner;
+// the first owner of a Spec is made with the bootstrap and acts for the
+// rest of the build.
+type Person struct {
+	Handle, Name string
+	Kind         identity.Kind
+	Owner        bool
 }
 
 // people are the principals of the example world.
-var people = []person{
+var people = []Person{
 	{"robin", "Robin", identity.KindUser, true},
 	{"alex", "Alex", identity.KindUser, false},
 	{"sam", "Sam", identity.KindUser, false},
@@ -91,31 +96,42 @@ type Services struct {
 	Admin    *admin.Service
 }
 
-type channelSpec struct {
-	space, name   string
-	kind          chat.ChannelKind
-	mode          chat.OperatorMode
-	free, guests  bool
-	autoThreadOff bool
+// Space is a space of a world with its default operator agent (a handle;
+// empty for none).
+type Space struct {
+	Name, Operator string
+}
+
+// ChannelSpec is a channel of a world: its space, name, kind, operator
+// mode and the switches that differ from the defaults (free response,
+// mentioned agents as guests, automatic threads off).
+type ChannelSpec struct {
+	Space, Name   string
+	Kind          chat.ChannelKind
+	Mode          chat.OperatorMode
+	Free, Guests  bool
+	AutoThreadOff bool
 }
 
 // channels of the example world; every switch not named has its default.
-var channels = []channelSpec{
-	{space: "Support", name: "Allgemein", kind: chat.ChannelText, mode: chat.OperatorInherit, free: true, guests: true},
-	{space: "Support", name: "Eskalation", kind: chat.ChannelText, mode: chat.OperatorInherit, autoThreadOff: true},
-	{space: "Support", name: "Reports", kind: chat.ChannelForum, mode: chat.OperatorNone},
-	{space: "Support", name: "Bulletin", kind: chat.ChannelForum, mode: chat.OperatorInherit},
-	{space: "Marketing", name: "Kampagnen", kind: chat.ChannelText, mode: chat.OperatorInherit},
-	{space: "Marketing", name: "Ideas", kind: chat.ChannelForum, mode: chat.OperatorInherit},
+var channels = []ChannelSpec{
+	{Space: "Support", Name: "Allgemein", Kind: chat.ChannelText, Mode: chat.OperatorInherit, Free: true, Guests: true},
+	{Space: "Support", Name: "Eskalation", Kind: chat.ChannelText, Mode: chat.OperatorInherit, AutoThreadOff: true},
+	{Space: "Support", Name: "Reports", Kind: chat.ChannelForum, Mode: chat.OperatorNone},
+	{Space: "Support", Name: "Bulletin", Kind: chat.ChannelForum, Mode: chat.OperatorInherit},
+	{Space: "Marketing", Name: "Kampagnen", Kind: chat.ChannelText, Mode: chat.OperatorInherit},
+	{Space: "Marketing", Name: "Ideas", Kind: chat.ChannelForum, Mode: chat.OperatorInherit},
 }
 
-type grantSpec struct {
-	subject, target string // target: a space name or "Space/Channel"
-	level           authz.Level
+// GrantSpec is a grant of a world: a principal's handle, its target (a
+// space's name or "Space/Channel") and the level.
+type GrantSpec struct {
+	Subject, Target string
+	Level           authz.Level
 }
 
 // grants of the example world.
-var grants = []grantSpec{
+var grants = []GrantSpec{
 	{"alex", "Support", authz.Trigger},
 	{"sam", "Support/Allgemein", authz.Trigger},
 	{"sam", "Marketing", authz.Trigger},
@@ -125,92 +141,149 @@ var grants = []grantSpec{
 	{"lotse", "Support/Reports", authz.Write},
 }
 
+// Spec describes a world: its principals, spaces, channels and grants.
+type Spec struct {
+	People   []Person
+	Spaces   []Space
+	Channels []ChannelSpec
+	Grants   []GrantSpec
+}
+
+// Example is the example world (docs/design/model.md#example-world).
+var Example = Spec{People: people, Spaces: []Space{{"Support", "lotse"}, {"Marketing", "texter"}}, Channels: channels, Grants: grants}
+
 // ErrExists is returned by Build when the example world is already there.
 var ErrExists = errors.New("world: the example world already exists")
 
 // Build creates the example world (docs/design/model.md#example-world)
-// through the admin
-// operations (Robin is made the owner with the bootstrap, then acts as
-// owner for everything else) and returns its ids and tokens. It answers
-// ErrExists when the world is already there, and fails when a part of it
-// exists without the rest.
+// through the admin operations (Robin is made the owner with the
+// bootstrap, then acts as owner for everything else) and returns its ids
+// and tokens. It answers ErrExists when the world is already there, and
+// fails when a part of it exists without the rest.
 func Build(ctx context.Context, svc Services) (*World, error) {
-	// A script at the database's side, not a client: it takes no
-	// rate-limit tokens; decisions and audit are as for any owner.
-	ctx = authz.Unmetered(ctx)
-	if _, err := svc.Identity.ByHandle(ctx, "robin"); err == nil {
-		if ok, err := svc.Chat.SpaceExists(ctx, "Support"); err == nil && ok {
+	if _, err := svc.Identity.ByHandle(authz.Unmetered(ctx), "robin"); err == nil {
+		if ok, err := svc.Chat.SpaceExists(authz.Unmetered(ctx), "Support"); err == nil && ok {
 			return nil, ErrExists
 		}
 		return nil, fmt.Errorf("world: a principal robin exists but the example world does not: build it on an empty database")
 	} else if !errors.Is(err, identity.ErrNotFound) {
 		return nil, err
 	}
+	return BuildSpec(ctx, svc, Example)
+}
+
+// BuildSpec creates the world of spec through the admin operations, on a
+// database without principals (its first owner is made with the
+// bootstrap, then acts as owner for everything else), and returns its ids
+// and tokens. Every person's address is handle@example.com; every
+// principal gets a token without expiry.
+//
+// Errors: spec names no owner; any admin operation's refusal (a handle
+// taken, a name invalid).
+func BuildSpec(ctx context.Context, svc Services, spec Spec) (*World, error) {
+	// A script at the database's side, not a client: it takes no
+	// rate-limit tokens; decisions and audit are as for any owner.
+	ctx = authz.Unmetered(ctx)
 	w := &World{Principals: map[string]Principal{}, Spaces: map[string]string{}, Channels: map[string]Channel{}}
-	owner, err := svc.Admin.CreateOwner(ctx, "robin", "Robin", "robin@example.com")
+	owner, err := buildPeople(ctx, svc, spec.People, w)
 	if err != nil {
-		return nil, fmt.Errorf("world: owner robin: %w", err)
+		return nil, err
 	}
-	robin := owner.Principal
-	w.Principals["robin"] = Principal{ID: robin.ID, Kind: string(robin.Kind), Token: owner.Token.Token}
-	noExpiry := time.Duration(0)
-	for _, p := range people {
-		if p.handle == "robin" {
-			continue
+	for _, sp := range spec.Spaces {
+		op := ""
+		if sp.Operator != "" {
+			op = w.ID(sp.Operator)
 		}
-		in := admin.PrincipalInput{Kind: p.kind, Handle: p.handle, DisplayName: p.name, IsOwner: p.owner}
-		if p.kind == identity.KindUser {
-			in.Email = p.handle + "@example.com"
-		}
-		made, err := svc.Admin.CreatePrincipal(ctx, robin, in)
+		made, err := svc.Admin.CreateSpace(ctx, owner, sp.Name, op)
 		if err != nil {
-			return nil, fmt.Errorf("world: principal %s: %w", p.handle, err)
+			return nil, fmt.Errorf("world: space %s: %w", sp.Name, err)
 		}
-		tok := made.Token
-		if tok == nil {
-			t, err := svc.Admin.CreateToken(ctx, robin, made.Principal.ID, "example world", &noExpiry)
-			if err != nil {
-				return nil, fmt.Errorf("world: token of %s: %w", p.handle, err)
-			}
-			tok = &t
-		}
-		w.Principals[p.handle] = Principal{ID: made.Principal.ID, Kind: string(made.Principal.Kind), Token: tok.Token}
+		w.Spaces[sp.Name] = made.ID
 	}
-	for _, sp := range []struct{ name, operator string }{{"Support", "lotse"}, {"Marketing", "texter"}} {
-		made, err := svc.Admin.CreateSpace(ctx, robin, sp.name, w.ID(sp.operator))
-		if err != nil {
-			return nil, fmt.Errorf("world: space %s: %w", sp.name, err)
-		}
-		w.Spaces[sp.name] = made.ID
+	if err := buildChannels(ctx, svc, owner, spec.Channels, w); err != nil {
+		return nil, err
 	}
-	for _, c := range channels {
-		on, off := true, false
-		in := admin.ChannelInput{Name: c.name, Kind: c.kind, OperatorMode: c.mode}
-		if c.free {
-			in.Switches.FreeResponse = &on
-		}
-		if c.guests {
-			in.Switches.AllowMentionedAgents = &on
-		}
-		if c.autoThreadOff {
-			in.Switches.AutoThread = &off
-		}
-		made, err := svc.Admin.CreateChannel(ctx, robin, w.Spaces[c.space], in)
-		if err != nil {
-			return nil, fmt.Errorf("world: channel %s/%s: %w", c.space, c.name, err)
-		}
-		w.Channels[c.space+"/"+c.name] = Channel{ID: made.ID, MainThreadID: made.MainThreadID}
-	}
-	for _, g := range grants {
-		in := admin.GrantInput{SubjectID: w.ID(g.subject), SubjectKind: authz.SubjectPrincipal, Level: g.level}
-		if id, ok := w.Spaces[g.target]; ok {
-			in.TargetKind, in.TargetID = authz.KindSpace, id
-		} else {
-			in.TargetKind, in.TargetID = authz.KindChannel, w.Channel(g.target).ID
-		}
-		if _, err := svc.Admin.CreateGrant(ctx, robin, in); err != nil {
-			return nil, fmt.Errorf("world: grant %s on %s: %w", g.subject, g.target, err)
+	for _, g := range spec.Grants {
+		if err := grant(ctx, svc, owner, w, g); err != nil {
+			return nil, err
 		}
 	}
 	return w, nil
+}
+
+// buildPeople creates the principals of a spec, the first owner with the
+// bootstrap, and returns that owner.
+func buildPeople(ctx context.Context, svc Services, ps []Person, w *World) (identity.Principal, error) {
+	first := slices.IndexFunc(ps, func(p Person) bool { return p.Owner })
+	if first < 0 {
+		return identity.Principal{}, errors.New("world: the spec names no owner")
+	}
+	o := ps[first]
+	made, err := svc.Admin.CreateOwner(ctx, o.Handle, o.Name, o.Handle+"@example.com")
+	if err != nil {
+		return identity.Principal{}, fmt.Errorf("world: owner %s: %w", o.Handle, err)
+	}
+	owner := made.Principal
+	w.Principals[o.Handle] = Principal{ID: owner.ID, Kind: string(owner.Kind), Token: made.Token.Token}
+	noExpiry := time.Duration(0)
+	for i, p := range ps {
+		if i == first {
+			continue
+		}
+		in := admin.PrincipalInput{Kind: p.Kind, Handle: p.Handle, DisplayName: p.Name, IsOwner: p.Owner}
+		if p.Kind == identity.KindUser {
+			in.Email = p.Handle + "@example.com"
+		}
+		made, err := svc.Admin.CreatePrincipal(ctx, owner, in)
+		if err != nil {
+			return identity.Principal{}, fmt.Errorf("world: principal %s: %w", p.Handle, err)
+		}
+		tok := made.Token
+		if tok == nil {
+			t, err := svc.Admin.CreateToken(ctx, owner, made.Principal.ID, "example world", &noExpiry)
+			if err != nil {
+				return identity.Principal{}, fmt.Errorf("world: token of %s: %w", p.Handle, err)
+			}
+			tok = &t
+		}
+		w.Principals[p.Handle] = Principal{ID: made.Principal.ID, Kind: string(made.Principal.Kind), Token: tok.Token}
+	}
+	return owner, nil
+}
+
+// buildChannels creates the channels of a spec in their spaces.
+func buildChannels(ctx context.Context, svc Services, owner identity.Principal, cs []ChannelSpec, w *World) error {
+	for _, c := range cs {
+		on, off := true, false
+		in := admin.ChannelInput{Name: c.Name, Kind: c.Kind, OperatorMode: c.Mode}
+		if c.Free {
+			in.Switches.FreeResponse = &on
+		}
+		if c.Guests {
+			in.Switches.AllowMentionedAgents = &on
+		}
+		if c.AutoThreadOff {
+			in.Switches.AutoThread = &off
+		}
+		made, err := svc.Admin.CreateChannel(ctx, owner, w.Spaces[c.Space], in)
+		if err != nil {
+			return fmt.Errorf("world: channel %s/%s: %w", c.Space, c.Name, err)
+		}
+		w.Channels[c.Space+"/"+c.Name] = Channel{ID: made.ID, MainThreadID: made.MainThreadID}
+	}
+	return nil
+}
+
+// grant gives g in world w as owner.
+func grant(ctx context.Context, svc Services, owner identity.Principal, w *World, g GrantSpec) error {
+	in := admin.GrantInput{SubjectID: w.ID(g.Subject), SubjectKind: authz.SubjectPrincipal, Level: g.Level}
+	if id, ok := w.Spaces[g.Target]; ok {
+		in.TargetKind, in.TargetID = authz.KindSpace, id
+	} else {
+		in.TargetKind, in.TargetID = authz.KindChannel, w.Channel(g.Target).ID
+	}
+	if _, err := svc.Admin.CreateGrant(ctx, owner, in); err != nil {
+		return fmt.Errorf("world: grant %s on %s: %w", g.Subject, g.Target, err)
+	}
+	return nil
 }

@@ -243,3 +243,22 @@ type T interface {
 	Errorf(format string, args ...any)
 	Fatalf(format string, args ...any)
 }
+
+// ContentTexts reads the content of a message of a request (a chat
+// completions message, or an Anthropic message or system prompt): a
+// string, or a list of parts whose texts it returns in order.
+func ContentTexts(raw json.RawMessage) []string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []string{s}
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		out = append(out, p.Text)
+	}
+	return out
+}
