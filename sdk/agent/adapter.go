@@ -866,9 +866,10 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 func roundTask(rc RunContext, boundary string, play **inPlay) *Task {
 	p := WithFollowUps(Render(rc, boundary), rc.FollowUps)
 	if *play == nil {
-		*play = newInPlay(p.Lowest)
+		*play = promptInPlay(p)
 	} else {
 		(*play).lowerContext(p.Lowest)
+		(*play).noteElements(p.Context.Elements())
 	}
 	return &Task{prompt: p, play: *play}
 }

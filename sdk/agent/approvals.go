@@ -213,7 +213,8 @@ var ErrNotApproved = errors.New("agent: the person who asked did not approve the
 // RunTool runs tool t with args for the model of ctx's run, behind the
 // gate of docs/design/trust.md#approvals. The run's in-play trust
 // (TaskFrom(ctx).InPlay) decides: a read-only tool runs; a consequential
-// one runs at once only when ToolsAllowed(in play), and otherwise only
+// one runs at once only when ToolsAllowed(in play) and no other person's
+// request (an AUTHORIZED element) is in play, and otherwise only
 // after the run's person approved this call (Ask, with a card naming the
 // untrusted inputs in play, the tool and its arguments). Whatever the
 // tool returns then lowers the in-play trust by t.OutputTrust, because
@@ -233,7 +234,7 @@ func RunTool(ctx context.Context, t Tool, args json.RawMessage) (string, error) 
 		return "", fmt.Errorf("agent: tool %s cannot be called", t.Name)
 	}
 	task := TaskFrom(ctx)
-	if t.Consequential && !ToolsAllowed(task.InPlay()) {
+	if t.Consequential && !task.toolsAllowed() {
 		opt, err := Ask(ctx, approvalFor(t, args, task.untrustedInputs()))
 		if err != nil {
 			return "", err

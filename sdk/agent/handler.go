@@ -146,7 +146,7 @@ func playOf(ctx context.Context, p Prompt) *inPlay {
 	if t := TaskFrom(ctx); t != nil && t.play != nil {
 		return t.play
 	}
-	return newInPlay(p.Lowest)
+	return promptInPlay(p)
 }
 
 // forget drops the follow-ups shown for a run that ended.

@@ -71,6 +71,31 @@ type inPlay struct {
 	context Trust
 	tools   []string
 	other   bool
+	// others is set once an element of another person who may instruct
+	// the agent (AUTHORIZED) is in play: the level alone cannot tell, since
+	// SYSTEM ranks below AUTHORIZED, so a context of both has the lowest
+	// SYSTEM and would pass the gate.
+	others bool
+}
+
+// noteElements records what the elements of a context put in play beside
+// the level: an AUTHORIZED one sets others.
+func (p *inPlay) noteElements(elems []RunContextMessage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range elems {
+		if m.standing() == TrustAuthorized {
+			p.others = true
+		}
+	}
+}
+
+// allowed reports whether a consequential call may run without asking:
+// the level passes ToolsAllowed and no other person's request is in play.
+func (p *inPlay) allowed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ToolsAllowed(p.level) && !p.others
 }
 
 // newInPlay starts the in-play trust of a run at lowest, the context's
@@ -134,10 +159,10 @@ func (p *inPlay) inputs() []string {
 	defer p.mu.Unlock()
 	var out []string
 	switch {
-	case p.context == TrustAuthorized:
-		out = append(out, inputOthers)
-	case p.context != "":
+	case p.context != "" && p.context != TrustAuthorized:
 		out = append(out, inputContext)
+	case p.context == TrustAuthorized || p.others:
+		out = append(out, inputOthers)
 	}
 	if len(p.tools) > 0 {
 		out = append(out, "after reading the output of "+joinAnd(p.tools))
@@ -193,6 +218,15 @@ func (t *Task) lowerTool(tool Tool) {
 	t.play.lowerTool(tool.Name, tool.OutputTrust)
 }
 
+// toolsAllowed reports whether a consequential tool may run without
+// asking (inPlay.allowed); never for a Task the SDK did not make.
+func (t *Task) toolsAllowed() bool {
+	if t == nil || t.play == nil {
+		return false
+	}
+	return t.play.allowed()
+}
+
 // untrustedInputs names the untrusted inputs in play, for an approval
 // card; empty when nothing is on record (a Task the SDK did not make).
 func (t *Task) untrustedInputs() []string {
@@ -209,7 +243,15 @@ func (t *Task) untrustedInputs() []string {
 // backends do so themselves when ctx has no Task). Answer and Fail of
 // such a Task post nothing.
 func NewTask(p Prompt) *Task {
-	return &Task{prompt: p, play: newInPlay(p.Lowest)}
+	return &Task{prompt: p, play: promptInPlay(p)}
+}
+
+// promptInPlay starts the in-play trust of a run at prompt p: its lowest,
+// and the requests of other people among its elements.
+func promptInPlay(p Prompt) *inPlay {
+	play := newInPlay(p.Lowest)
+	play.noteElements(p.Context.Elements())
+	return play
 }
 
 type taskKey struct{}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -185,5 +186,45 @@ func TestRunToolOutsideARunFailsClosed(t *testing.T) {
 	trusted := WithTask(t.Context(), NewTask(Prompt{Lowest: TrustTrigger}))
 	if out, err := RunTool(trusted, Tool{Name: "send_email", Consequential: true, Call: call}, nil); err != nil || out != "ok" || ran != 2 {
 		t.Fatalf("consequential tool on a trusted Task: %q %v, ran %d", out, err, ran)
+	}
+}
+
+// TestAnotherPersonsRequestAsks: a consequential call asks the person who
+// triggered the run while another person's request (AUTHORIZED) is in
+// play, also when a system line ranks the context's lowest below it; the
+// trigger alone, and the trigger with a system line, run it at once.
+func TestAnotherPersonsRequestAsks(t *testing.T) {
+	t.Parallel()
+	msg := func(trust Trust) RunContextMessage { return RunContextMessage{Trust: trust, Provenance: trust} }
+	for _, c := range []struct {
+		name   string
+		lowest Trust
+		thread []RunContextMessage
+		follow []RunContextMessage
+		asks   bool
+	}{
+		{"the trigger alone", TrustTrigger, nil, nil, false},
+		{"the trigger and a system line", TrustSystem, []RunContextMessage{msg(TrustSystem)}, nil, false},
+		{"a colleague in the thread", TrustAuthorized, []RunContextMessage{msg(TrustAuthorized)}, nil, true},
+		{"a colleague and a system line", TrustSystem, []RunContextMessage{msg(TrustSystem), msg(TrustAuthorized)}, nil, true},
+		{"a colleague's follow-up beside a system line", TrustSystem, []RunContextMessage{msg(TrustSystem)}, []RunContextMessage{msg(TrustAuthorized)}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rc := RunContext{TriggerMessage: msg(TrustTrigger), ThreadContext: c.thread, FollowUps: c.follow}
+			task := NewTask(Prompt{Lowest: c.lowest, Context: rc})
+			ran := 0
+			send := Tool{Name: "send_email", Consequential: true, Call: func(context.Context, json.RawMessage) (string, error) { ran++; return "sent", nil }}
+			_, err := RunTool(WithTask(t.Context(), task), send, json.RawMessage(`{}`))
+			// Outside an adapter's run there is nobody to ask: asking
+			// shows as ErrNoApprover, and the tool does not run.
+			if asked := errors.Is(err, ErrNoApprover); asked != c.asks || (ran == 1) == c.asks {
+				t.Fatalf("asked %v (err %v), ran %d; want asked %v", asked, err, ran, c.asks)
+			}
+			if c.asks {
+				if in := task.untrustedInputs(); len(in) != 1 || in[0] != inputOthers {
+					t.Fatalf("the card would name %q", in)
+				}
+			}
+		})
 	}
 }

@@ -10,11 +10,8 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // smokeOrigins are the origins of make test's smoke of the bench, one case
-// from each: every origin whose text may not instruct the agent. A
-// follow-up of another person is left out: it comes from someone who may
-// trigger the agent, and may instruct it by design
-// (docs/reliability.md#injection-bench).
-var smokeOrigins = []Origin{OriginPerson, OriginAgent, OriginApp, OriginImport, OriginWebPage, OriginOwnAnswer}
+// from each of the seven (docs/reliability.md#injection-bench).
+var smokeOrigins = Origins
 
 // TestInjectionBenchSmoke runs a few cases of `bothy bench injection`
 // with the obedient model, in both modes. With the trust markers and
