@@ -1,0 +1,158 @@
+package mcpface_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/config"
+)
+
+// rawMCP posts body to /mcp with token and an X-Forwarded-For client, and
+// returns the status, the content type and the body.
+func rawMCP(t *testing.T, env *apitest.Env, token, body string) (int, string, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, env.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), b
+}
+
+// rpcError decodes a JSON-RPC error response.
+func rpcError(t *testing.T, b []byte) (id any, code int, message string) {
+	t.Helper()
+	var out struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      any    `json:"id"`
+		Error   *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || out.JSONRPC != "2.0" || out.Error == nil {
+		t.Fatalf("no JSON-RPC error: %s (%v)", b, err)
+	}
+	return out.ID, out.Error.Code, out.Error.Message
+}
+
+// TestMCPBoundedAndHonest: a JSON-RPC batch is refused whole with one
+// JSON-RPC error before anything of it runs (a batch of posts stores no
+// message); a method the specification does not define answers -32601
+// with HTTP 200 and the request's id, an unknown notification 202; a
+// known method still works. The access log names the face mcp, the
+// principal and the client (behind a trusted proxy), for the request and
+// for the API calls its tools make in-process.
+func TestMCPBoundedAndHonest(t *testing.T) {
+	t.Parallel()
+	var logs apitest.Buffer
+	env := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		Config: map[string]string{config.HTTPTrustedProxies: "127.0.0.1/32"}})
+	alex := env.World.Token("alex")
+	call := func(id int, text string) string {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
+			"params": map[string]any{"name": "post_message", "arguments": map[string]any{"thread_id": env.Main("Support/Allgemein"), "text": text}}})
+		return string(b)
+	}
+	before := env.Count(`SELECT count(*) FROM messages`)
+	var batch bytes.Buffer
+	batch.WriteString("[")
+	for i := 0; i < 50; i++ {
+		if i > 0 {
+			batch.WriteString(",")
+		}
+		batch.WriteString(call(i, "batched"))
+	}
+	batch.WriteString("]")
+	status, ctype, body := rawMCP(t, env, alex, " \n"+batch.String())
+	if status != http.StatusBadRequest || !strings.HasPrefix(ctype, "application/json") {
+		t.Fatalf("a batch: %d %s %s", status, ctype, body)
+	}
+	if id, code, _ := rpcError(t, body); id != nil || code != -32600 {
+		t.Fatalf("a batch: id %v code %d", id, code)
+	}
+	if n := env.Count(`SELECT count(*) FROM messages`); n != before {
+		t.Fatalf("a refused batch stored %d messages", n-before)
+	}
+
+	status, _, body = rawMCP(t, env, alex, `{"jsonrpc":"2.0","id":7,"method":"bogus/method"}`)
+	if id, code, _ := rpcError(t, body); status != http.StatusOK || id != float64(7) || code != -32601 {
+		t.Fatalf("an unknown method: %d, id %v, code %d", status, id, code)
+	}
+	if status, _, body = rawMCP(t, env, alex, `{"jsonrpc":"2.0","method":"notifications/bogus"}`); status != http.StatusAccepted || len(body) != 0 {
+		t.Fatalf("an unknown notification: %d %s", status, body)
+	}
+	status, _, body = rawMCP(t, env, alex, `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+	if status != http.StatusOK || !strings.Contains(string(body), `"result"`) {
+		t.Fatalf("ping: %d %s", status, body)
+	}
+
+	// One tool call: its request and the API call it makes are logged as
+	// Alex's, from the client behind the proxy.
+	status, _, body = rawMCP(t, env, alex, call(9, "one post"))
+	if status != http.StatusOK || strings.Contains(string(body), `"isError":true`) {
+		t.Fatalf("post_message: %d %s", status, body)
+	}
+	var mcpLine, innerLine bool
+	for _, l := range logs.Lines(t) {
+		if l["msg"] != "request" || l["principal_id"] != env.World.ID("alex") || l["client"] != "203.0.113.7" {
+			continue
+		}
+		switch l["face"] {
+		case "mcp":
+			mcpLine = true
+		case "graphql":
+			innerLine = true
+		}
+	}
+	if !mcpLine || !innerLine {
+		t.Fatalf("access log: mcp line %v, in-process API line %v:\n%s", mcpLine, innerLine, logs.String())
+	}
+	if v := env.Metric(`bothy_http_requests_total{face="mcp",status="200"}`); v < 1 {
+		t.Fatalf("requests of face mcp counted %v", v)
+	}
+}
+
+// TestMCPWaitHandsOutActiveRunsOnly: wait_for_run skips the invocation of a
+// run that ended before it was handed out (Alex cancelled it while it was
+// queued) and hands out the next one; claim_run answers the holder of the
+// claim, with which the runtime mints a run token for its own claim, and a
+// token for a run still queued is refused run_not_started.
+func TestMCPWaitHandsOutActiveRunsOnly(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	s := connect(t, env, "lotse")
+	first := env.MustPost("alex", env.Main("Support/Eskalation"), "mcp-c1", "@lotse never mind this one")
+	var cancelled string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, first["id"]).Scan(&cancelled); err != nil {
+		t.Fatal(err)
+	}
+	apitest.WantProblem(t, "a token for a queued run", env.REST(http.MethodPost, "/api/v1/runs/"+cancelled+"/tokens", env.World.Token("lotse"),
+		map[string]any{"holder": "proc-q"}), http.StatusConflict, "conflict", "run_not_started")
+	env.MustREST(t, http.MethodPost, "/api/v1/runs/"+cancelled+"/cancel", env.World.Token("alex"), nil, http.StatusOK)
+	env.MustPost("alex", env.Main("Support/Eskalation"), "mcp-c2", "@lotse is the printer back?")
+	got, _, isErr := call(t, s, "wait_for_run", map[string]any{"wait_seconds": 5})
+	run, _ := got["run"].(map[string]any)
+	if isErr || run == nil || run["run_id"] == cancelled || run["run_id"] == "" {
+		t.Fatalf("wait_for_run handed out %+v (the cancelled run is %s)", got, cancelled)
+	}
+	id := run["run_id"].(string)
+	out, text, isErr := call(t, s, "claim_run", map[string]any{"run_id": id})
+	holder, _ := out["holder"].(string)
+	if isErr || out["state"] != "running" || !strings.HasPrefix(holder, "mcp-") {
+		t.Fatalf("claim_run: %s", text)
+	}
+	env.MustREST(t, http.MethodPost, "/api/v1/runs/"+id+"/tokens", env.World.Token("lotse"), map[string]any{"holder": holder}, http.StatusCreated)
+}
