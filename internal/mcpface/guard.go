@@ -30,7 +30,7 @@ var specMethods = map[string]bool{
 	"notifications/roots/list_changed": true,
 }
 
-// guard stands before the MCP SDK (docs/mcp.md#limits): a JSON-RPC batch
+// guard stands before the MCP SDK (docs/mcp.md#protocol-revisions-and-clients): a JSON-RPC batch
 // is refused whole with one error before anything of it runs (the
 // specification dropped batches, and a batch fanned out into in-process
 // API calls is work no single request should buy), and a method the
