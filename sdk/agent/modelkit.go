@@ -1,8 +1,12 @@
 package agent
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 )
 
 // What model backends share (sdk/model/openai, sdk/model/anthropic, a
@@ -47,4 +51,27 @@ type ModelHTTPError struct {
 // Error names the status and the attempts.
 func (e *ModelHTTPError) Error() string {
 	return fmt.Sprintf("adapter: the model server answered status %d (after %d attempts)", e.Status, e.Attempts)
+}
+
+// ToolAnswer runs the model's call of tool t with args behind the gate
+// (RunTool, which also lowers the run's in-play trust by the tool's
+// output) and returns what the model reads back: the tool's answer, the
+// note that the person did not approve, or a line that the tool failed (a
+// failure is text for the model, never the end of the answer). log says
+// what happened to the call: "tool ran", "tool denied" or "tool failed",
+// with the in-play trust after it and never the arguments or the output.
+// Both backends use it; a backend of one's own should too.
+func ToolAnswer(ctx context.Context, log *slog.Logger, t Tool, args json.RawMessage) string {
+	out, err := RunTool(ctx, t, args)
+	inPlay := strings.ToLower(string(TaskFrom(ctx).InPlay()))
+	switch {
+	case errors.Is(err, ErrNotApproved):
+		log.Info("tool denied", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
+		return out
+	case err != nil:
+		log.Warn("tool failed", "tool", t.Name, "consequential", t.Consequential, "error_kind", ErrorKind(err), "in_play", inPlay)
+		return "The tool " + t.Name + " failed."
+	}
+	log.Info("tool ran", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
+	return out
 }

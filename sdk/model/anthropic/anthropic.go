@@ -257,18 +257,7 @@ func (m *Model) runTool(ctx context.Context, log *slog.Logger, u sdk.ToolUseBloc
 		if t.Name != u.Name {
 			continue
 		}
-		out, err := agent.RunTool(ctx, t, u.Input)
-		inPlay := strings.ToLower(string(agent.TaskFrom(ctx).InPlay()))
-		switch {
-		case errors.Is(err, agent.ErrNotApproved):
-			log.Info("tool denied", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
-			return out
-		case err != nil:
-			log.Warn("tool failed", "tool", t.Name, "consequential", t.Consequential, "error_kind", agent.ErrorKind(err), "in_play", inPlay)
-			return "The tool " + t.Name + " failed."
-		}
-		log.Info("tool ran", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
-		return out
+		return agent.ToolAnswer(ctx, log, t, u.Input)
 	}
 	return "There is no such tool."
 }

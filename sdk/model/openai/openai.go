@@ -224,18 +224,7 @@ func (m *Model) runTool(ctx context.Context, log *slog.Logger, call sdk.ChatComp
 		if t.Name != call.Function.Name {
 			continue
 		}
-		out, err := agent.RunTool(ctx, t, json.RawMessage(call.Function.Arguments))
-		inPlay := strings.ToLower(string(agent.TaskFrom(ctx).InPlay()))
-		switch {
-		case errors.Is(err, agent.ErrNotApproved):
-			log.Info("tool denied", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
-			return out
-		case err != nil:
-			log.Warn("tool failed", "tool", t.Name, "consequential", t.Consequential, "error_kind", agent.ErrorKind(err), "in_play", inPlay)
-			return "The tool " + t.Name + " failed."
-		}
-		log.Info("tool ran", "tool", t.Name, "consequential", t.Consequential, "in_play", inPlay)
-		return out
+		return agent.ToolAnswer(ctx, log, t, json.RawMessage(call.Function.Arguments))
 	}
 	return "There is no tool named " + safeWord(call.Function.Name) + "."
 }
