@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/identity"
 )
 
 // TestAuditEntries_OwnersReadTheLog: an owner reads the audit log on both
@@ -84,5 +86,54 @@ func TestAuditEntries_OwnersReadTheLog(t *testing.T) {
 	// Reading the log is audited: robin's reads are there.
 	if reads := list(url.Values{"action": {"audit.list"}}); len(reads) < 5 || reads[0]["decision"] != "allow" {
 		t.Fatalf("audited reads: %d", len(reads))
+	}
+}
+
+// TestAuditEntries_LocalOperatorIsAnActor: what the command line does
+// (bothy admin, the seed of bothy dev) is audited under the local
+// operator, which is no stored principal; an unfiltered read of the log
+// answers it on both faces as the actor "operator" instead of failing.
+func TestAuditEntries_LocalOperatorIsAnActor(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	if _, err := env.Server.Admin.CreatePrincipal(t.Context(), admin.Operator, admin.PrincipalInput{Kind: identity.KindUser,
+		Handle: "dana", DisplayName: "Dana", Email: "dana@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	robin := env.World.Token("robin")
+	var found bool
+	for after := ""; ; {
+		q := url.Values{"limit": {"1000"}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		out := env.MustREST(t, http.MethodGet, "/api/v1/audit?"+q.Encode(), robin, nil, http.StatusOK)
+		for _, e := range out["nodes"].([]any) {
+			a := e.(map[string]any)["actor"].(map[string]any)
+			if a["id"] == admin.Operator.ID {
+				found = found || (a["handle"] == "operator" && a["kind"] == "user" && a["display_name"] == "Operator")
+			}
+		}
+		info := out["page_info"].(map[string]any)
+		if info["has_next_page"] != true {
+			break
+		}
+		after = info["end_cursor"].(string)
+	}
+	if !found {
+		t.Fatal("the operator's entry is not in the unfiltered log")
+	}
+	var gq struct {
+		AuditEntries struct {
+			Edges []struct {
+				Node struct {
+					Actor struct{ ID, Handle string } `json:"actor"`
+				} `json:"node"`
+			} `json:"edges"`
+		} `json:"auditEntries"`
+	}
+	res := env.GraphQL(robin, `{ auditEntries(limit: 1000, filter: {actor: "`+admin.Operator.ID+`"}) { edges { node { actor { id handle } } } } }`, nil, &gq)
+	if len(res.Errors) > 0 || len(gq.AuditEntries.Edges) == 0 || gq.AuditEntries.Edges[0].Node.Actor.Handle != "operator" {
+		t.Fatalf("GraphQL: %+v %+v", res.Errors, gq)
 	}
 }
