@@ -12,7 +12,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -21,6 +20,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/text"
+	"bothy.example.com/bothy/internal/querycache"
 	"bothy.example.com/bothy/internal/runs"
 )
 
@@ -35,8 +35,22 @@ type SelectionLimit struct {
 	// Counts, when set, keeps the counts of recent documents by their
 	// text, so that a document sent again (an agent's context query, every
 	// REST route) is not parsed a second time per request on top of
-	// gqlgen's cached parse.
-	Counts *lru.LRU[int]
+	// gqlgen's cached parse (NewSelectionCounts).
+	Counts *querycache.LRU[int]
+}
+
+// selectionCountOverhead is what one cached count costs beside its text:
+// the map and list entries and the count.
+const selectionCountOverhead = 96
+
+// NewSelectionCounts returns the cache of selection counts for a parse
+// cache of budget bytes (graphql.query_cache_bytes): a quarter of it,
+// charged by the text of each document, so that the texts it keeps are
+// bounded in bytes, not in number (a thousand documents near the body
+// limit would keep almost a gigabyte); a document above a sixteenth of
+// that is counted on every request. 0 caches none.
+func NewSelectionCounts(budget int) *querycache.LRU[int] {
+	return querycache.NewLRU(budget/4, func(query string, _ int) int { return len(query) + selectionCountOverhead })
 }
 
 var _ interface {

@@ -3,13 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/99designs/gqlgen/complexity"
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -59,7 +59,7 @@ func testStoredOperationsFitLimits(t *testing.T) {
 // document sent again exactly as the first time, without counting anew.
 func testSelectionLimitCounts(t *testing.T) {
 	t.Parallel()
-	l := SelectionLimit{Max: 3, TokenLimit: 1000, Counts: lru.New[int](10)}
+	l := SelectionLimit{Max: 3, TokenLimit: 1000, Counts: NewSelectionCounts(1 << 20)}
 	small, big := `{ a b }`, `{ a b c d }`
 	for round := 0; round < 2; round++ {
 		if err := l.MutateOperationParameters(t.Context(), &graphql.RawParams{Query: small}); err != nil {
@@ -71,6 +71,33 @@ func testSelectionLimitCounts(t *testing.T) {
 	}
 	if n, ok := l.Counts.Get(t.Context(), big); !ok || n != 4 {
 		t.Fatalf("cached count %d %v, want 4", n, ok)
+	}
+}
+
+// testSelectionCountsBoundedInBytes: the count cache keeps texts within a
+// quarter of the parse cache's budget, however many distinct documents
+// come (it kept the last 1,000 texts whatever their size); a document
+// above a sixteenth of that is counted but never kept.
+func testSelectionCountsBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	const budget = 4 << 20 // the counts get 1 MiB, 64 KiB at most per text
+	l := SelectionLimit{Max: 1 << 20, TokenLimit: 1 << 20, Counts: NewSelectionCounts(budget)}
+	pad := strings.Repeat(" ", 40<<10)
+	for i := 0; i < 300; i++ {
+		q := fmt.Sprintf("{ a%d }%s", i, pad)
+		if err := l.MutateOperationParameters(t.Context(), &graphql.RawParams{Query: q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if used := l.Counts.Used(); used > budget/4 || l.Counts.Len() >= 300 || l.Counts.Len() == 0 {
+		t.Fatalf("%d texts kept in %d bytes, want at most %d bytes", l.Counts.Len(), used, budget/4)
+	}
+	huge := "{ b }" + strings.Repeat(" ", 70<<10)
+	if err := l.MutateOperationParameters(t.Context(), &graphql.RawParams{Query: huge}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Counts.Get(t.Context(), huge); ok {
+		t.Fatal("a text above a sixteenth of the counts' budget was kept")
 	}
 }
 
@@ -124,5 +151,6 @@ func TestGraphQLGuards(t *testing.T) {
 	t.Parallel()
 	t.Run("stored operations fit the limits", testStoredOperationsFitLimits)
 	t.Run("selection counts", testSelectionLimitCounts)
+	t.Run("selection counts bounded in bytes", testSelectionCountsBoundedInBytes)
 	t.Run("literal pointers", testLiteralPointers)
 }

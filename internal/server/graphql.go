@@ -15,7 +15,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -56,7 +55,7 @@ func newGraphQL(es graphql.ExecutableSchema, cfg *config.Config, log *slog.Logge
 	}
 	// The linear selection count runs before parsing and validation.
 	srv.Use(SelectionLimit{Max: cfg.Int(config.GraphQLMaxSelections), TokenLimit: cfg.Int(config.GraphQLParserTokenLimit),
-		Counts: lru.New[int](1000)})
+		Counts: NewSelectionCounts(cfg.Int(config.GraphQLQueryCacheBytes))})
 	if cfg.Bool(config.GraphQLIntrospection) {
 		srv.Use(extension.Introspection{})
 	}
