@@ -551,6 +551,15 @@ func TestBinary(t *testing.T) {
 			t.Fatalf("exit %d, stdout %q, stderr %q; want 1 and one JSON stopped line naming log.level", code, stdout, stderr)
 		}
 	})
+	t.Run("metrics.pprof without metrics.addr stops the start", func(t *testing.T) {
+		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_METRICS_PPROF=true")
+		_, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		var last struct{ Msg, Error string }
+		if code != 1 || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil || last.Msg != "stopped" || !strings.Contains(last.Error, "metrics.pprof needs metrics.addr") {
+			t.Fatalf("exit %d, stderr %q; want 1 and a stopped line naming metrics.pprof", code, stderr)
+		}
+	})
 }
 
 // withoutBothyEnv returns environ without BOTHY_ variables: the binary's

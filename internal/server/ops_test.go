@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -521,5 +522,30 @@ func wantLongPollWoken(t *testing.T, env *apitest.Env, key string) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long poll was not woken through the LISTEN connection")
+	}
+}
+
+// TestPprofOnTheMetricsListenerOnly: with metrics.pprof the metrics
+// listener serves Go's profiles under /debug/pprof/, the API's address
+// never does; without it the metrics listener serves no profile.
+func TestPprofOnTheMetricsListenerOnly(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{true, false} {
+		env := apitest.Start(t, apitest.Options{Config: map[string]string{config.MetricsAddr: "127.0.0.1:0", config.MetricsPprof: strconv.FormatBool(on)}})
+		deadline := time.Now().Add(5 * time.Second)
+		for env.Server.MetricsAddr() == "" {
+			if time.Now().After(deadline) {
+				t.Fatal("no metrics listener")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		metrics := "http://" + env.Server.MetricsAddr()
+		status, _, body := get(t, metrics+"/debug/pprof/goroutine?debug=1", nil)
+		if profiled := status == http.StatusOK && strings.Contains(string(body), "goroutine profile:"); profiled != on {
+			t.Fatalf("metrics.pprof %v: /debug/pprof/goroutine answered %d %.80q", on, status, body)
+		}
+		if status, _, _ := get(t, env.URL+"/debug/pprof/goroutine?debug=1", nil); status != http.StatusNotFound {
+			t.Fatalf("metrics.pprof %v: the API's address answered /debug/pprof/ with %d", on, status)
+		}
 	}
 }

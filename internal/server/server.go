@@ -6,10 +6,12 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,6 +144,10 @@ func New(d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Bool(config.MetricsPprof) && cfg.String(config.MetricsAddr) == "" {
+		// Profiles show the process's insides: never on the API's address.
+		return nil, errors.New("metrics.pprof needs metrics.addr: profiles are served on the separate metrics listener only")
+	}
 	reg := set.Registry
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := httpx.NewMetrics(reg, cfg.Int(config.MetricsMaxOperations))
@@ -227,6 +233,16 @@ func New(d Deps) (*Server, error) {
 		// always did, and refuses other methods like the API listener.
 		mm := http.NewServeMux()
 		mm.Handle("GET /", promh)
+		if cfg.Bool(config.MetricsPprof) {
+			// Profiles (CPU, heap, goroutines, traces) on the metrics
+			// listener alone, which the operator keeps off the network
+			// clients reach (docs/operations.md#profiles).
+			mm.HandleFunc("GET /debug/pprof/", pprof.Index)
+			mm.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+			mm.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+			mm.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+			mm.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		}
 		mm.Handle("/", unmatched(mm))
 		s.metrics = httpx.ChainWith(mm, httpx.Options{Log: d.Logger, Proxies: proxies})
 	}

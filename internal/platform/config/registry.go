@@ -40,6 +40,7 @@ const (
 	ServerDrainDelay                   = "server.drain_delay"
 	ServerReadinessTimeout             = "server.readiness_timeout"
 	MetricsAddr                        = "metrics.addr"
+	MetricsPprof                       = "metrics.pprof"
 	MetricsMaxOperations               = "metrics.max_operations"
 	DatabaseAutoMigrate                = "database.auto_migrate"
 	DatabaseListenURL                  = "database.listen_url"
@@ -124,6 +125,7 @@ var Registry = []Key{
 	{ServerDrainDelay, TypeDuration, "2s", "0s", "after SIGTERM, how long /readyz answers 503 draining before the listener stops accepting"},
 	{ServerReadinessTimeout, TypeDuration, "2s", "100ms", "longest database check of one /readyz probe"},
 	{MetricsAddr, TypeString, "", "", "listen address (host:port) of a separate /metrics listener; empty serves /metrics on server.addr"},
+	{MetricsPprof, TypeBool, "false", "", "whether the metrics listener also serves Go's runtime profiles under /debug/pprof/ (net/http/pprof); needs metrics.addr, never on the API's address"},
 	{MetricsMaxOperations, TypeInt, "200", "1", "distinct operation names labelled in the request metrics; later names count as other"},
 	{DatabaseAutoMigrate, TypeBool, "true", "", "whether serve applies pending migrations at start; false serves without DDL rights and /readyz answers migrations_pending while the schema is behind"},
 	{DatabaseListenURL, TypeString, "", "", "PostgreSQL connection string of the LISTEN connection (direct, not through a transaction-mode pooler); empty uses database.url"},
