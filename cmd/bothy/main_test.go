@@ -610,6 +610,10 @@ func selfSigned(t *testing.T, dir string) (string, string, *x509.CertPool) {
 // proxy, and forwards the client 127.0.0.1).
 func nginxProxy(t *testing.T, bin string, env []string) {
 	nginx := tool(t, "nginx", "nginx")
+	// Behind the proxy the replicas name the proxy's URL as theirs
+	// (http.public_url), as docs/operations.md says to set it.
+	listen := freeAddr(t)
+	env = append(env, "BOTHY_HTTP_PUBLIC_URL=https://"+listen)
 	p1, p2 := serve(t, bin, env), serve(t, bin, env)
 	w := seed(t, bin, env)
 	dir := t.TempDir()
@@ -618,7 +622,6 @@ func nginxProxy(t *testing.T, bin string, env []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listen := freeAddr(t)
 	conf := strings.NewReplacer(
 		"127.0.0.1:8080", strings.TrimPrefix(p1.base, "http://"),
 		"127.0.0.1:8081", strings.TrimPrefix(p2.base, "http://"),

@@ -55,6 +55,12 @@ type Deps struct {
 	// in-process are logged and limited as the client's, not as
 	// 127.0.0.1; nil takes the peer's address.
 	Client func(r *http.Request) string
+	// PublicURL is the URL clients use to reach the server
+	// (http.public_url, or the listen address): the protected resource the
+	// metadata and a 401 name. Never the request's Host, which a client
+	// chooses. nil takes the request's scheme and Host (tests of the face
+	// alone).
+	PublicURL func() string
 }
 
 // Register mounts /mcp and the protected resource metadata on mux.
@@ -97,19 +103,18 @@ func Register(mux *http.ServeMux, d Deps) {
 			"client": clientOf(d, r)}}, nil
 	}
 	mux.Handle(Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The metadata's address follows the address the client used.
 		if d.MaxBody > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, d.MaxBody)
 		}
-		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: baseURL(r) + MetadataPath,
+		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: baseURL(d, r) + MetadataPath,
 			AllowMissingExpiration: true})(guard(h)).ServeHTTP(w, r)
 	}))
 	mux.HandleFunc("GET "+MetadataPath, func(w http.ResponseWriter, r *http.Request) {
 		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-			Resource:               baseURL(r) + Path,
+			Resource:               baseURL(d, r) + Path,
 			BearerMethodsSupported: []string{"header"},
 			ResourceName:           "Bothy",
-			ResourceDocumentation:  baseURL(r) + "/api/v1",
+			ResourceDocumentation:  baseURL(d, r) + "/api/v1",
 		}).ServeHTTP(w, r)
 	})
 }
@@ -126,10 +131,14 @@ func clientOf(d Deps, r *http.Request) string {
 	return host
 }
 
-// baseURL is the scheme and host the request came to (behind a proxy:
+// baseURL is the URL clients reach the server at: d.PublicURL, or without
+// it the scheme and host the request came to (behind a proxy:
 // X-Forwarded-Proto, which the server's chain trusts only from its
 // proxies).
-func baseURL(r *http.Request) string {
+func baseURL(d Deps, r *http.Request) string {
+	if d.PublicURL != nil {
+		return d.PublicURL()
+	}
 	scheme := "http"
 	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
 		scheme = "https"

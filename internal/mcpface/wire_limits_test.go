@@ -156,3 +156,48 @@ func TestMCPWaitHandsOutActiveRunsOnly(t *testing.T) {
 	}
 	env.MustREST(t, http.MethodPost, "/api/v1/runs/"+id+"/tokens", env.World.Token("lotse"), map[string]any{"holder": holder}, http.StatusCreated)
 }
+
+// TestMCPMetadataNeverEchoesTheHost: the protected resource metadata and
+// the WWW-Authenticate of a 401 name http.public_url, or without it the
+// listen address, never the Host a client sent (a forged one would point
+// clients elsewhere for their tokens).
+func TestMCPMetadataNeverEchoesTheHost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ public, want string }{
+		{"", ""}, // the listen address: env.URL
+		{"https://chat.example.com/", "https://chat.example.com"},
+	} {
+		cfg := map[string]string{}
+		if c.public != "" {
+			cfg[config.HTTPPublicURL] = c.public
+		}
+		env := apitest.Start(t, apitest.Options{Config: cfg})
+		want := c.want
+		if want == "" {
+			want = env.URL
+		}
+		req, _ := http.NewRequest(http.MethodGet, env.URL+"/.well-known/oauth-protected-resource", nil)
+		req.Host = "evil.example.com"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var m map[string]any
+		if json.Unmarshal(b, &m) != nil || m["resource"] != want+"/mcp" || strings.Contains(string(b), "evil") {
+			t.Fatalf("public_url %q: metadata %s", c.public, b)
+		}
+		req, _ = http.NewRequest(http.MethodPost, env.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Host = "evil.example.com"
+		req.Header.Set("Content-Type", "application/json")
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if h := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(h, `resource_metadata="`+want+`/.well-known/oauth-protected-resource"`) {
+			t.Fatalf("public_url %q: 401 %d %q", c.public, resp.StatusCode, h)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,9 @@ type Server struct {
 	metrics   http.Handler // nil when /metrics is on the API listener
 	gatherer  prometheus.Gatherer
 	metricsLn atomic.Pointer[net.Listener]
+	// apiAddr is the address Serve listens on: what the MCP face names
+	// when http.public_url is empty (publicURL).
+	apiAddr atomic.Pointer[string]
 	inflight  *inflight
 	outage    *outage
 	modules   *modules.Set
@@ -142,6 +146,9 @@ func New(d Deps) (*Server, error) {
 	}
 	proxies, err := httpx.ParseProxies(cfg.String(config.HTTPTrustedProxies))
 	if err != nil {
+		return nil, err
+	}
+	if err := checkPublicURL(cfg.String(config.HTTPPublicURL)); err != nil {
 		return nil, err
 	}
 	if cfg.Bool(config.MetricsPprof) && cfg.String(config.MetricsAddr) == "" {
@@ -249,7 +256,8 @@ func New(d Deps) (*Server, error) {
 	// The MCP face calls the API through the whole handler, as any client
 	// (docs/mcp.md).
 	mcpface.Register(mux, mcpface.Deps{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }),
-		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody, Client: proxies.Client})
+		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody, Client: proxies.Client,
+		PublicURL: s.publicURL})
 	playground.New("/graphql", playground.Options{ActAs: d.PlaygroundActAs}).Register(mux)
 	// Every request no route takes, under /api/v1/ too: 405 with Allow for
 	// a known path, 404 otherwise.
@@ -334,6 +342,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 //
 // A drain that had to cancel is still a clean stop: Serve returns nil.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	addr := ln.Addr().String()
+	s.apiAddr.Store(&addr)
+	if s.cfg.String(config.HTTPPublicURL) == "" {
+		s.log.Warn("http.public_url is not set: the MCP face names the listen address as its resource; set it to the URL clients use",
+			"listen_url", "http://"+addr)
+	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(4)
@@ -465,3 +479,30 @@ func (s *Server) Modules() *modules.Set { return s.modules }
 
 // World returns the services the example world builder works through.
 func (s *Server) World() world.Services { return s.modules.World() }
+
+// publicURL is the URL clients use to reach the server: http.public_url,
+// or the address Serve listens on. Never a request's Host, which a client
+// chooses (docs/operations.md#the-public-url).
+func (s *Server) publicURL() string {
+	if u := s.cfg.String(config.HTTPPublicURL); u != "" {
+		return strings.TrimSuffix(u, "/")
+	}
+	if a := s.apiAddr.Load(); a != nil {
+		return "http://" + *a
+	}
+	return "http://" + s.cfg.String(config.ServerAddr)
+}
+
+// checkPublicURL accepts an empty http.public_url or an absolute http or
+// https URL with a host and no path, query or fragment.
+func checkPublicURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") ||
+		u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("http.public_url %q: want scheme://host[:port] with scheme http or https and no path", raw)
+	}
+	return nil
+}

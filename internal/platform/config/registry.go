@@ -47,6 +47,7 @@ const (
 	DatabasePoolerMode                 = "database.pooler_mode"
 	DatabaseListenBackoffMax           = "database.listen_backoff_max"
 	HTTPTrustedProxies                 = "http.trusted_proxies"
+	HTTPPublicURL                      = "http.public_url"
 	HTTPCORSAllowedOrigins             = "http.cors_allowed_origins"
 	HTTPCORSMaxAge                     = "http.cors_max_age"
 	RetentionInterval                  = "retention.interval"
@@ -131,6 +132,7 @@ var Registry = []Key{
 	{DatabaseListenURL, TypeString, "", "", "PostgreSQL connection string of the LISTEN connection (direct, not through a transaction-mode pooler); empty uses database.url"},
 	{DatabasePoolerMode, TypeBool, "false", "", "whether database.url goes through a transaction-mode pooler such as PgBouncer: the pool then keeps no prepared statements"},
 	{DatabaseListenBackoffMax, TypeDuration, "10s", "100ms", "longest pause between reconnects of the LISTEN connection (the pause doubles from 100ms)"},
+	{HTTPPublicURL, TypeString, "", "", "the URL clients use to reach the server (scheme://host[:port], no path), behind a proxy the proxy's; names the MCP face's protected resource (its metadata and the WWW-Authenticate of a 401); empty: the listen address, with a warning at start, never a request's Host"},
 	{HTTPTrustedProxies, TypeString, "", "", "comma-separated IP addresses or CIDR ranges of reverse proxies whose X-Forwarded-For names the client"},
 	{HTTPCORSAllowedOrigins, TypeString, "", "", "comma-separated browser origins (scheme://host[:port]) allowed to call the API cross-origin; empty allows none"},
 	{HTTPCORSMaxAge, TypeDuration, "10m", "0s", "how long a browser may cache a CORS preflight answer"},
