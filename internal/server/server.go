@@ -111,11 +111,11 @@ type Server struct {
 	metricsLn atomic.Pointer[net.Listener]
 	// apiAddr is the address Serve listens on: what the MCP face names
 	// when http.public_url is empty (publicURL).
-	apiAddr atomic.Pointer[string]
-	inflight  *inflight
-	outage    *outage
-	modules   *modules.Set
-	live      *live
+	apiAddr  atomic.Pointer[string]
+	inflight *inflight
+	outage   *outage
+	modules  *modules.Set
+	live     *live
 	// tracing exports the spans of requests (tracing.otlp_endpoint); Serve
 	// shuts it down, exporting what is queued.
 	tracing *tracing.Provider
