@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/config"
@@ -160,14 +159,7 @@ func testMethodNotAllowed(t *testing.T) {
 func testMethodNotAllowedOnTheMetricsListener(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.MetricsAddr: "127.0.0.1:0"}})
-	deadline := time.Now().Add(5 * time.Second)
-	for env.Server.MetricsAddr() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("no metrics listener")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	base := "http://" + env.Server.MetricsAddr()
+	base := metricsBase(t, env)
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
 		st, h, body := plainDo(t, m, base+"/metrics")
 		wantMethodNotAllowed(t, m+" /metrics on metrics.addr", st, h, body, "GET")

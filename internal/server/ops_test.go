@@ -340,13 +340,7 @@ func TestMetricsByOperationAndCode(t *testing.T) {
 func TestMetricsOwnListener(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.MetricsAddr: "127.0.0.1:0"}})
-	deadline := time.Now().Add(5 * time.Second)
-	for env.Server.MetricsAddr() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("no metrics listener")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	metricsBase(t, env)
 	if status, _, _ := get(t, env.URL+"/metrics", nil); status != http.StatusNotFound {
 		t.Fatalf("/metrics on the API port = %d, want 404", status)
 	}
@@ -532,14 +526,7 @@ func TestPprofOnTheMetricsListenerOnly(t *testing.T) {
 	t.Parallel()
 	for _, on := range []bool{true, false} {
 		env := apitest.Start(t, apitest.Options{Config: map[string]string{config.MetricsAddr: "127.0.0.1:0", config.MetricsPprof: strconv.FormatBool(on)}})
-		deadline := time.Now().Add(5 * time.Second)
-		for env.Server.MetricsAddr() == "" {
-			if time.Now().After(deadline) {
-				t.Fatal("no metrics listener")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		metrics := "http://" + env.Server.MetricsAddr()
+		metrics := metricsBase(t, env)
 		status, _, body := get(t, metrics+"/debug/pprof/goroutine?debug=1", nil)
 		if profiled := status == http.StatusOK && strings.Contains(string(body), "goroutine profile:"); profiled != on {
 			t.Fatalf("metrics.pprof %v: /debug/pprof/goroutine answered %d %.80q", on, status, body)
@@ -548,4 +535,18 @@ func TestPprofOnTheMetricsListenerOnly(t *testing.T) {
 			t.Fatalf("metrics.pprof %v: the API's address answered /debug/pprof/ with %d", on, status)
 		}
 	}
+}
+
+// metricsBase waits until env's separate metrics listener is up (it
+// starts with Serve, after apitest.Start returned) and returns its URL.
+func metricsBase(t *testing.T, env *apitest.Env) string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for env.Server.MetricsAddr() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no metrics listener")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return "http://" + env.Server.MetricsAddr()
 }
