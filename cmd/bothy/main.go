@@ -59,7 +59,7 @@ Usage:
   bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H (= bothy admin token create)
   bothy config markdown                                 print docs/configuration.md
-  bothy conformance --adapter "COMMAND" [--json] [--only NAME]
+  bothy conformance --adapter "COMMAND" [--json] [--capabilities CAP,...] [--only NAME]
                                                         check an agent adapter against the run contract on a private server
   bothy bench injection [--json] [--model obedient|openai|anthropic] [--cases N] [--only ORIGIN]
                                                         how far planted instructions drive an agent's tools, with and

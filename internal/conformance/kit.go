@@ -40,15 +40,41 @@ type Options struct {
 	// Only names the scenarios to run, separated by commas, in the kit's
 	// order whatever the order here; empty runs them all.
 	Only string
+	// Capabilities are what the adapter declares it does, separated by
+	// commas: model (it asks a model), live (it streams into the run's
+	// live box), tools (it runs the tools of BOTHY_TOOLS), files (it reads
+	// attachments). Empty is DefaultCapabilities. A scenario that needs a
+	// capability the adapter does not declare is not applicable: reported
+	// apart, never passed.
+	Capabilities string
 	// Progress receives a line per scenario as it ends (nil: none).
 	Progress io.Writer
 }
+
+// The capabilities an adapter may declare (Options.Capabilities).
+const (
+	capModel = "model"
+	capLive  = "live"
+	capTools = "tools"
+	capFiles = "files"
+)
+
+// DefaultCapabilities are the capabilities of an adapter that declares
+// none: every one but files.
+const DefaultCapabilities = capModel + "," + capLive + "," + capTools
+
+// Capabilities are the capabilities the kit knows, in the order the
+// documentation lists them.
+func Capabilities() []string { return []string{capModel, capLive, capTools, capFiles} }
 
 // Result is the verdict on one scenario.
 type Result struct {
 	Name   string `json:"name"`
 	Passed bool   `json:"passed"`
-	Detail string `json:"detail"`
+	// NotApplicable is set when the scenario needs a capability the
+	// adapter did not declare; it did not run and is not passed.
+	NotApplicable bool   `json:"not_applicable,omitempty"`
+	Detail        string `json:"detail"`
 }
 
 // Report is the verdict on every scenario run.
@@ -56,6 +82,40 @@ type Report struct {
 	Scenarios []Result `json:"scenarios"`
 	Passed    int      `json:"passed"`
 	Failed    int      `json:"failed"`
+	// NotApplicable counts the scenarios left out for a capability the
+	// adapter did not declare.
+	NotApplicable int `json:"not_applicable"`
+}
+
+// missing returns the capabilities of needs that declared lacks.
+func missing(needs, declared []string) []string {
+	var out []string
+	for _, n := range needs {
+		if !slices.Contains(declared, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// parseCapabilities splits a declaration (Options.Capabilities) and checks
+// every name; empty is DefaultCapabilities.
+func parseCapabilities(decl string) ([]string, error) {
+	if strings.TrimSpace(decl) == "" {
+		decl = DefaultCapabilities
+	}
+	var out []string
+	for _, c := range strings.Split(decl, ",") {
+		c = strings.TrimSpace(c)
+		if c == "none" {
+			continue
+		}
+		if !slices.Contains(Capabilities(), c) {
+			return nil, fmt.Errorf("conformance: no capability %q (there are %s, or none)", c, strings.Join(Capabilities(), ", "))
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // leaseTimeout is the kit server's run.lease_timeout: short, so that
@@ -141,6 +201,10 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			return Report{}, fmt.Errorf("conformance: no scenario %q (there are %v)", n, Names())
 		}
 	}
+	declared, err := parseCapabilities(opts.Capabilities)
+	if err != nil {
+		return Report{}, err
+	}
 	dir, err := os.MkdirTemp("", "bothy-conformance-")
 	if err != nil {
 		return Report{}, err
@@ -179,6 +243,15 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	defer k.stop()
 	var rep Report
 	for _, s := range chosen {
+		if lack := missing(s.needs, declared); len(lack) > 0 {
+			r := Result{Name: s.name, NotApplicable: true, Detail: "not applicable: needs " + strings.Join(lack, ", ")}
+			rep.NotApplicable++
+			rep.Scenarios = append(rep.Scenarios, r)
+			if opts.Progress != nil {
+				fmt.Fprintf(opts.Progress, "%-31s %s\n", s.name, r.Detail)
+			}
+			continue
+		}
 		if err := k.ensureRunning(); err != nil {
 			return rep, err
 		}
@@ -204,7 +277,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			if !r.Passed {
 				verdict = "FAILED: " + r.Detail
 			}
-			fmt.Fprintf(opts.Progress, "%-28s %s\n", s.name, verdict)
+			fmt.Fprintf(opts.Progress, "%-31s %s\n", s.name, verdict)
 		}
 		// A scenario's leftovers (a run still active) must not reach the
 		// next one.

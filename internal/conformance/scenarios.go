@@ -16,31 +16,35 @@ type scenario struct {
 	run  func(ctx context.Context, k *kit) error
 	// timeout bounds the scenario (default 20 s).
 	timeout time.Duration
+	// needs are the capabilities an adapter must declare for the scenario
+	// to apply (capModel, capLive, capTools, capFiles); none: every
+	// adapter.
+	needs []string
 }
 
 // scenarios are the kit's checks, in the order they run.
 var scenarios = []scenario{
-	{"answers_once", answersOnce, 0},
-	{"trigger_reaches_model", triggerReachesModel, 0},
-	{"untrusted_not_in_system", untrustedNotInSystem, 0},
-	{"followup_reaches_model", followUpReachesModel, 0},
-	{"cancel_stops", cancelStops, 0},
-	{"trigger_loss_posts_nothing", triggerLossPostsNothing, 0},
-	{"crash_during_model", crashDuringModel, 0},
-	{"stall_is_fenced", stallIsFenced, 0},
-	{"db_outage_recovers", dbOutageRecovers, 0},
-	{"model_429_retried", model429Retried, 0},
-	{"model_garbage_fails_run", modelGarbageFailsRun, 0},
-	{"long_call_renews", longCallRenews, 0},
-	{"crash_before_post", crashBeforePost, 0},
-	{"streams_live_box", streamsLiveBox, 0},
-	{"stop_during_stream", stopDuringStream, 0},
-	{"injection_needs_approval", injectionNeedsApproval, 90 * time.Second},
-	{"benign_runs_without_card", benignRunsWithoutCard, 0},
-	{"approval_only_by_trigger_holder", approvalOnlyByTriggerHolder, 30 * time.Second},
-	{"tool_output_needs_approval", toolOutputNeedsApproval, 30 * time.Second},
-	{"laundered_self_needs_approval", launderedSelfNeedsApproval, 45 * time.Second},
-	{"answer_declares_input_trust", answerDeclaresInputTrust, 0},
+	{name: "answers_once", run: answersOnce},
+	{name: "trigger_reaches_model", run: triggerReachesModel, needs: []string{capModel}},
+	{name: "untrusted_not_in_system", run: untrustedNotInSystem, needs: []string{capModel}},
+	{name: "followup_reaches_model", run: followUpReachesModel, needs: []string{capModel}},
+	{name: "cancel_stops", run: cancelStops, needs: []string{capModel}},
+	{name: "trigger_loss_posts_nothing", run: triggerLossPostsNothing, needs: []string{capModel}},
+	{name: "crash_during_model", run: crashDuringModel, needs: []string{capModel}},
+	{name: "stall_is_fenced", run: stallIsFenced, needs: []string{capModel}},
+	{name: "db_outage_recovers", run: dbOutageRecovers},
+	{name: "model_429_retried", run: model429Retried, needs: []string{capModel}},
+	{name: "model_garbage_fails_run", run: modelGarbageFailsRun, needs: []string{capModel}},
+	{name: "long_call_renews", run: longCallRenews, needs: []string{capModel}},
+	{name: "crash_before_post", run: crashBeforePost, needs: []string{capModel}},
+	{name: "streams_live_box", run: streamsLiveBox, needs: []string{capModel, capLive}},
+	{name: "stop_during_stream", run: stopDuringStream, needs: []string{capModel, capLive}},
+	{name: "injection_needs_approval", run: injectionNeedsApproval, needs: []string{capModel, capTools}, timeout: 90 * time.Second},
+	{name: "benign_runs_without_card", run: benignRunsWithoutCard, needs: []string{capModel, capTools}},
+	{name: "approval_only_by_trigger_holder", run: approvalOnlyByTriggerHolder, needs: []string{capModel, capTools}, timeout: 30 * time.Second},
+	{name: "tool_output_needs_approval", run: toolOutputNeedsApproval, needs: []string{capModel, capTools}, timeout: 30 * time.Second},
+	{name: "laundered_self_needs_approval", run: launderedSelfNeedsApproval, needs: []string{capModel, capTools}, timeout: 45 * time.Second},
+	{name: "answer_declares_input_trust", run: answerDeclaresInputTrust, needs: []string{capModel, capTools}},
 }
 
 // seq makes the texts of each question unique across scenarios.
