@@ -136,6 +136,9 @@ type kit struct {
 	exit chan struct{}
 	// tools is the kit's tools file (toolsFile).
 	tools string
+	// proxy is the adapter's way to the server (its BOTHY_SERVER).
+	proxy    *proxy
+	proxyURL string
 }
 
 // toolsFile is the kit's tools file (sdk/httptool's format): two
@@ -235,8 +238,20 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	go msrv.Serve(mln)
 	defer msrv.Close()
 
+	px, err := newProxy(srv.URL)
+	if err != nil {
+		return Report{}, err
+	}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Report{}, err
+	}
+	psrv := &http.Server{Handler: px}
+	go psrv.Serve(pln)
+	defer psrv.Close()
+
 	k := &kit{srv: srv, model: model, mbase: "http://" + mln.Addr().String(), world: w,
-		cmd: opts.Adapter, tools: filepath.Join(dir, "tools.yaml")}
+		cmd: opts.Adapter, tools: filepath.Join(dir, "tools.yaml"), proxy: px, proxyURL: "http://" + pln.Addr().String()}
 	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath, k.mbase+pagePath)), 0o600); err != nil {
 		return Report{}, err
 	}
@@ -309,7 +324,7 @@ func (k *kit) ensureRunning() error {
 // own and returns it with a channel closed when it exited.
 func (k *kit) spawn() (*exec.Cmd, chan struct{}, error) {
 	cmd := exec.Command("sh", "-c", k.cmd)
-	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+k.srv.URL, "BOTHY_AGENT_TOKEN="+k.world.Token("lotse"),
+	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+k.proxyURL, "BOTHY_AGENT_TOKEN="+k.world.Token("lotse"),
 		"BOTHY_MODEL_BASE_URL="+k.mbase+"/v1", "BOTHY_MODEL_API_KEY=conformance-key", "BOTHY_MODEL_NAME=conformance-model",
 		"BOTHY_CONFORMANCE_TOOLS="+k.tools, "BOTHY_TOOLS="+k.tools)
 	cmd.Stdout, cmd.Stderr = &k.logs, &k.logs
