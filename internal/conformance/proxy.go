@@ -16,6 +16,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
 
+	"bothy.example.com/bothy/internal/mcpface"
 	"bothy.example.com/bothy/internal/rest"
 )
 
@@ -53,6 +54,11 @@ type hook struct {
 // (the poll, REST's GET /api/v1/agent/events) and WebSocket (the
 // subscription).
 const agentEventsOp = "agentEvents"
+
+// mcpWaitOp is the MCP face's tool that waits for the agent's next run: an
+// adapter on MCP reads its event stream through it (the proxy names an MCP
+// tools/call by its tool).
+const mcpWaitOp = "wait_for_run"
 
 // newProxy returns a proxy that forwards to target.
 func newProxy(target string) (*proxy, error) {
@@ -148,10 +154,33 @@ func (p *proxy) operations(r *http.Request) []string {
 		}
 		return rootFields(query)
 	}
+	if r.URL.Path == mcpface.Path && r.Method == http.MethodPost && r.Body != nil {
+		return mcpTools(r)
+	}
 	if _, pattern := p.routes.Handler(r); p.fields[pattern] != "" {
 		return []string{p.fields[pattern]}
 	}
 	return nil
+}
+
+// mcpTools names the tool an MCP request (JSON-RPC, one message: the
+// face refuses batches) calls, none for other methods.
+func mcpTools(r *http.Request) []string {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name == "" {
+		return nil
+	}
+	return []string{msg.Params.Name}
 }
 
 // rootFields returns the root fields of the operations of a GraphQL
@@ -205,8 +234,10 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	done := make(chan struct{}, 2)
-	go func() { pipe(ctx, up, down, nil); cancel(); done <- struct{}{} }()
-	go func() { pipe(ctx, down, up, p.noteSubscribe); cancel(); done <- struct{}{} }()
+	// The adapter's messages (down) go up, noted: its subscribe messages
+	// are its reads of the stream. The server's come down as they are.
+	go func() { pipe(ctx, up, down, p.noteSubscribe); cancel(); done <- struct{}{} }()
+	go func() { pipe(ctx, down, up, nil); cancel(); done <- struct{}{} }()
 	<-done
 	<-done
 }
@@ -276,6 +307,26 @@ func (p *proxy) waitCalls(ctx context.Context, op string, n int) error {
 	for {
 		p.mu.Lock()
 		got, changed := p.counts[op], p.changed
+		p.mu.Unlock()
+		if got > n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitTotal waits until the adapter's calls of ops add up to more than n.
+func (p *proxy) waitTotal(ctx context.Context, n int, ops ...string) error {
+	for {
+		p.mu.Lock()
+		got, changed := 0, p.changed
+		for _, op := range ops {
+			got += p.counts[op]
+		}
 		p.mu.Unlock()
 		if got > n {
 			return nil

@@ -27,6 +27,8 @@ func TestProxyNamesOperations(t *testing.T) {
 		{"GET", "/api/v1/agent/events?wait=10", "", []string{"agentEvents"}},
 		{"POST", "/api/v1/threads/0b0b/messages", `{}`, []string{"createMessage"}},
 		{"GET", "/api/v1/nowhere", "", nil},
+		{"POST", "/mcp", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait_for_run","arguments":{"wait_seconds":25}}}`, []string{"wait_for_run"}},
+		{"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil},
 	} {
 		r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
 		if got := p.operations(r); !slices.Equal(got, c.want) {

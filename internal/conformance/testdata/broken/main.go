@@ -17,6 +17,11 @@
 //     so the agent's own earlier answer counts as SELF whatever it quoted
 //     (its provenance and the trust summary ignored);
 //   - no-input-trust: answers are posted without inputTrust.
+//
+// -after and -once are the SDK's Config.After and Config.Once, for the
+// kit's tests of itself: an adapter that reads its stream from its end
+// ("now") misses a mention made before its first read, and one that stops
+// after one run exits in the middle of the kit's run.
 package main
 
 import (
@@ -97,6 +102,8 @@ func markersOnly(p agent.Prompt) agent.Prompt {
 
 func main() {
 	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss, no-renew, no-live, no-gate, trust-tool-output, trust-self or no-input-trust")
+	after := flag.String("after", "", "the cursor to read the event stream from (Config.After): empty, 0 or now")
+	once := flag.Bool("once", false, "stop after the first run (Config.Once)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -128,7 +135,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = agent.Run(ctx, agent.Config{Client: client, Live: *rule != "no-live"}, func(ctx context.Context, t *agent.Task) error {
+	err = agent.Run(ctx, agent.Config{Client: client, Live: *rule != "no-live", After: *after, Once: *once}, func(ctx context.Context, t *agent.Task) error {
 		p := t.Prompt()
 		mctx := ctx
 		switch *rule {
