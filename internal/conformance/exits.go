@@ -243,7 +243,7 @@ func (k *kit) streamReads() int {
 }
 
 // awaitFirstRead waits until the adapter process of exit read its event
-// stream (more than reads reads in all), at most firstReadWait, so that
+// stream (more than reads reads in all), at most k.readWait, so that
 // no scenario's mention comes before the adapter listens. An exit first
 // is an ExitedError. After the first start an adapter that made no read
 // in time is let be with a note (it may reach its runs another way) and
@@ -251,7 +251,11 @@ func (k *kit) streamReads() int {
 // an error.
 func (k *kit) awaitFirstRead(exit chan struct{}, reads int, first bool) error {
 	started := time.Now()
-	ctx, cancel := context.WithTimeout(k.ctx, firstReadWait)
+	wait := k.readWait
+	if wait == 0 {
+		wait = firstReadWait
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, wait)
 	defer cancel()
 	go func() {
 		select {
@@ -287,10 +291,10 @@ func (k *kit) awaitFirstRead(exit chan struct{}, reads int, first bool) error {
 	}
 	if first {
 		k.note(fmt.Sprintf("the adapter made no read of its event stream (agentEvents by poll, REST or subscription, or MCP's wait_for_run) within %s of its start; "+
-			"the kit went on without one and does not wait for one after restarts", firstReadWait))
+			"the kit went on without one and does not wait for one after restarts", wait))
 		return nil
 	}
-	return fmt.Errorf("the adapter, started again, made no read of its event stream within %s (it did after its first start)", firstReadWait)
+	return fmt.Errorf("the adapter, started again, made no read of its event stream within %s (it did after its first start)", wait)
 }
 
 // note records a remark on the run as a whole, for the report and the

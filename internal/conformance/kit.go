@@ -161,6 +161,9 @@ type kit struct {
 	started, readsStream bool
 	// starts counts the adapter's starts by ensureRunning.
 	starts int
+	// readWait bounds the wait for the first read after a start
+	// (awaitFirstRead); 0 is firstReadWait.
+	readWait time.Duration
 	// scenario is the scenario that runs, to which exits are attributed.
 	scenario string
 	// exits are the adapter's exits so far; notes the kit's remarks;

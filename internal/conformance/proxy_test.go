@@ -1,10 +1,15 @@
 package conformance
 
 import (
+	"context"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 )
 
 // TestProxyNamesOperations: the kit's proxy names a call by its GraphQL
@@ -34,5 +39,55 @@ func TestProxyNamesOperations(t *testing.T) {
 		if got := p.operations(r); !slices.Equal(got, c.want) {
 			t.Errorf("%s %s %s: %v, want %v", c.method, c.path, c.body, got, c.want)
 		}
+	}
+}
+
+// TestProxyCountsSubscriptions: the adapter's subscribe messages over
+// WebSocket count as calls of their root fields; the server's messages
+// do not, whatever they look like.
+func TestProxyCountsSubscriptions(t *testing.T) {
+	t.Parallel()
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"graphql-transport-ws"}})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		// A message shaped like a subscribe, going down: no call.
+		if err := c.Write(r.Context(), websocket.MessageText, []byte(`{"type":"subscribe","payload":{"query":"subscription { events { seq } }"}}`)); err != nil {
+			return
+		}
+		for {
+			if _, _, err := c.Read(r.Context()); err != nil {
+				return
+			}
+		}
+	}))
+	defer server.Close()
+	p, err := newProxy(server.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := httptest.NewServer(p)
+	defer ps.Close()
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(ps.URL, "http")+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if _, _, err := c.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sub := `{"id":"1","type":"subscribe","payload":{"query":"subscription AgentEvents($after: String) { agentEvents(after: $after) { seq } }"}}`
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(sub)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := p.waitCalls(ctx, agentEventsOp, 0); err != nil {
+		t.Fatalf("the subscription was not counted: %v", err)
+	}
+	if n := p.calls("events"); n != 0 {
+		t.Fatalf("the server's message counted %d times", n)
 	}
 }
