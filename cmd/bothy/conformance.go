@@ -68,8 +68,8 @@ func cmdConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "%d passed, %d failed, %d not applicable; the adapter exited %d times, %d of them not caused by the kit\n",
-			rep.Passed, rep.Failed, rep.NotApplicable, len(rep.Exits), rep.UnexpectedExits)
+		fmt.Fprintf(stdout, "%d passed, %d failed, %d not applicable; the adapter exited %s, %d of them not caused by the kit\n",
+			rep.Passed, rep.Failed, rep.NotApplicable, countTimes(len(rep.Exits)), rep.UnexpectedExits)
 	}
 	if rep.Failed > 0 {
 		return exitStatus{code: 1, msg: fmt.Sprintf("%d of %d scenarios failed", rep.Failed, rep.Passed+rep.Failed)}
@@ -86,4 +86,12 @@ func describe(w io.Writer, ds []conformance.Described) {
 	for _, d := range ds {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, d.Name, d.Line)
 	}
+}
+
+// countTimes says n as a count of occurrences.
+func countTimes(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }

@@ -1,11 +1,14 @@
 package conformance_test
 
 import (
+	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"bothy.example.com/bothy/internal/conformance"
 )
@@ -111,4 +114,66 @@ func TestKit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKitSaysWhatHappened: an adapter that cannot start stops the kit at
+// once with its exit status and its last line, before any scenario; an
+// adapter that starts late and reads its stream from the end still gets
+// the mention (the kit waited for its first read), and its exit of its
+// own, mid-run, is reported with its status and its last line.
+func TestKitSaysWhatHappened(t *testing.T) {
+	t.Parallel()
+	t.Run("cannot start", func(t *testing.T) {
+		t.Parallel()
+		started := time.Now()
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "nonexistent-adapter-of-robin", Only: "answers_once"})
+		var ex *conformance.ExitedError
+		if !errors.As(err, &ex) || ex.Exit.Code != 127 {
+			t.Fatalf("Run = %v; want an ExitedError with status 127", err)
+		}
+		for _, want := range []string{"exit status 127", "nonexistent-adapter-of-robin: not found"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q lacks %q", err, want)
+			}
+		}
+		// No scenario ran into its timeout: none ran.
+		if len(rep.Scenarios) != 0 || rep.Error != err.Error() || len(rep.Exits) != 1 || rep.UnexpectedExits != 1 {
+			t.Fatalf("%+v", rep)
+		}
+		if d := time.Since(started); d > 20*time.Second {
+			t.Errorf("the failure took %s", d)
+		}
+	})
+	t.Run("late, then gone", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		broken := build(t, dir, "./testdata/broken", "broken")
+		mark := filepath.Join(dir, "started")
+		// The first process starts 2 s late, reads from the stream's end
+		// ("now": a mention made before misses it), answers one run and
+		// exits 3 with a line; any later one just reads from the end.
+		script := fmt.Sprintf(`if [ -e %[1]s ]; then exec %[2]s -after now; fi
+touch %[1]s; sleep 2; %[2]s -after now -once
+echo "adapter of Robin: one run is enough" >&2; exit 3`, mark, broken)
+		var progress strings.Builder
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: script, Only: "answers_once", Progress: &progress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Scenarios) != 1 || !rep.Scenarios[0].Passed {
+			t.Fatalf("%+v\n%s", rep, progress.String())
+		}
+		i := slices.IndexFunc(rep.Exits, func(e conformance.Exit) bool { return e.Code == 3 })
+		if i < 0 || rep.Exits[i].ByKit || rep.Exits[i].Status != "exit status 3" ||
+			!slices.Contains(rep.Exits[i].Tail, "adapter of Robin: one run is enough") || rep.UnexpectedExits != 1 {
+			t.Fatalf("exits %+v", rep.Exits)
+		}
+		out := progress.String()
+		for _, want := range []string{"adapter start 1: its first read of the event stream came 2", "exit status 3, not caused by the kit",
+			"| adapter of Robin: one run is enough"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the progress lacks %q:\n%s", want, out)
+			}
+		}
+	})
 }
