@@ -294,7 +294,16 @@ func (k *kit) awaitFirstRead(exit chan struct{}, reads int, first bool) error {
 			"the kit went on without one and does not wait for one after restarts", wait))
 		return nil
 	}
-	return fmt.Errorf("the adapter, started again, made no read of its event stream within %s (it did after its first start)", wait)
+	return noReadError{wait}
+}
+
+// noReadError is the failure of an adapter that read its event stream
+// after its first start and made no read within wait of a restart: the
+// scenario that restarted it fails, the next one may pass.
+type noReadError struct{ wait time.Duration }
+
+func (e noReadError) Error() string {
+	return fmt.Sprintf("the adapter, started again, made no read of its event stream within %s (it did after its first start)", e.wait)
 }
 
 // note records a remark on the run as a whole, for the report and the
@@ -306,8 +315,8 @@ func (k *kit) note(text string) {
 	k.events = append(k.events, "note: "+text)
 }
 
-// errExitedBeforeRead tells an ExitedError apart.
-func exitedBeforeRead(err error) bool {
-	var e *ExitedError
+// noRead tells a noReadError apart.
+func noRead(err error) bool {
+	var e noReadError
 	return errors.As(err, &e)
 }

@@ -226,3 +226,23 @@ func TestEnvironmentDocumented(t *testing.T) {
 		t.Fatalf("capability lines %v, capabilities %v", caps, Capabilities())
 	}
 }
+
+// TestRestartWithoutRead: an adapter that read after its first start and
+// makes no read after a restart fails the scenario that restarted it,
+// after the wait.
+func TestRestartWithoutRead(t *testing.T) {
+	t.Parallel()
+	k := helperKit(t, helperCommand(t), helperEnv+"=wait")
+	if err := k.ensureRunning(); err != nil {
+		t.Fatal(err)
+	}
+	k.signal(syscall.SIGKILL)
+	if err := k.waitExit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	k.cmd, k.readWait = "exec sleep 3600", 300*time.Millisecond
+	err := k.ensureRunning()
+	if !noRead(err) || !strings.Contains(err.Error(), "made no read of its event stream within 300ms") {
+		t.Fatalf("ensureRunning = %v; want a noReadError", err)
+	}
+}

@@ -323,8 +323,10 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		k.setScenario(s.name)
 		if err := k.ensureRunning(); err != nil {
 			// An adapter that exits before it reads its stream cannot
-			// start: every scenario would time out the same way.
-			if exitedBeforeRead(err) || ctx.Err() != nil {
+			// start (and one that cannot be started at all): every
+			// scenario would time out the same way. A restart that is
+			// only slow to read fails this scenario alone.
+			if !noRead(err) {
 				return stopped(err)
 			}
 			rep.Failed++
