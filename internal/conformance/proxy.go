@@ -291,7 +291,11 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request) {
 	done := make(chan struct{}, 2)
 	subs := &subscriptions{ops: map[string][]string{}}
 	go func() { pipe(ctx, down, up, func(msg []byte) { p.noteNext(subs, msg) }); cancel(); done <- struct{}{} }()
-	go func() { pipe(ctx, up, down, func(msg []byte) { p.noteSubscribe(subs, msg) }); cancel(); done <- struct{}{} }()
+	go func() {
+		pipe(ctx, up, down, func(msg []byte) { p.noteSubscribe(subs, msg) })
+		cancel()
+		done <- struct{}{}
+	}()
 	<-done
 	<-done
 }
