@@ -28,15 +28,20 @@ const matrixVar = "BOTHY_CONFORMANCE_MATRIX"
 
 // singleFaults are the adapters of testdata/broken, one per rule of the
 // run contract (docs/adapter.md#checking-an-adapter), each with the
-// scenarios it must fail: exactly those of its rule.
+// scenarios it must fail: exactly those of its rule. A rule may be checked
+// by several scenarios: the live box by streams_live_box and
+// stop_during_stream, the approval gate by every scenario where untrusted
+// data asks for a consequential tool, the holder by stall_is_fenced and by
+// long_call_renews (a lease is renewed by its holder; the anonymous one
+// has none to renew).
 var singleFaults = []struct {
 	name, rule string
 	fails      []string
 }{
 	{"untrusted text in the system message", "untrusted", []string{"untrusted_not_in_system"}},
 	{"cancel ignored", "ignore-cancel", []string{"cancel_stops", "stop_during_stream"}},
-	{"nothing streamed into the box", "no-live", []string{"streams_live_box"}},
-	{"consequential tools without asking", "no-gate", []string{"injection_needs_approval", "approval_only_by_trigger_holder"}},
+	{"nothing streamed into the box", "no-live", []string{"streams_live_box", "stop_during_stream"}},
+	{"consequential tools without asking", "no-gate", []string{"injection_needs_approval", "approval_only_by_trigger_holder", "tool_output_needs_approval", "laundered_self_needs_approval"}},
 	{"answered twice", "answer-twice", []string{"answers_once"}},
 	{"posted after the loss of trigger", "post-after-loss", []string{"trigger_loss_posts_nothing"}},
 	{"never renewed", "no-renew", []string{"long_call_renews"}},
@@ -46,7 +51,7 @@ var singleFaults = []struct {
 	{"pages acknowledged before they are handled", "ack-before-handling", []string{"ack_after_handling"}},
 	{"posted as a plain message once the post was refused trigger_revoked", "post-plain-after-revoke", []string{"trigger_loss_at_post"}},
 	{"a clientMsgId of its own per post", "random-client-msg-id", []string{"crash_after_post"}},
-	{"no holder named", "no-holder", []string{"stall_is_fenced"}},
+	{"no holder named", "no-holder", []string{"stall_is_fenced", "long_call_renews"}},
 }
 
 // TestKit: the reference adapter (`bothy agent run --model openai`,

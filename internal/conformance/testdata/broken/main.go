@@ -4,7 +4,8 @@
 //
 //   - untrusted: the whole rendered context goes in the system message;
 //   - ignore-cancel: the model call goes on after the run's context ended;
-//   - answer-twice: the request of answers_once gets a second answer;
+//   - answer-twice: the request of answers_once gets a second answer
+//     (keyed to its question, which no other scenario asks);
 //   - post-after-loss: the answer of trigger_loss_posts_nothing is posted
 //     without its run once the run refused it;
 //   - no-renew: the claim on a run is never renewed;
@@ -280,7 +281,10 @@ func main() {
 		mctx := ctx
 		switch *rule {
 		case "untrusted":
+			// Moved, not copied: the obedient model reads every line once,
+			// as it would from the user message.
 			p.System += "\n" + p.User
+			p.User = "Answer the request above."
 		case "ignore-cancel":
 			mctx = context.WithoutCancel(ctx)
 		case "post-after-loss":
@@ -308,7 +312,7 @@ func main() {
 		c := t.Context()
 		asked := c.TriggerMessage.ContentMD
 		switch {
-		case *rule == "answer-twice" && strings.Contains(asked, "printer on floor 2"):
+		case *rule == "answer-twice" && strings.Contains(asked, "printer on floor 2 is broken"):
 			_, _ = client.CreateMessage(ctx, threadOf(ctx, client, c.RunID), "", agent.MessageCreate{ClientMsgID: "twice-" + c.RunID, ContentMD: "Once more: " + text})
 		case *rule == "post-after-loss" && strings.Contains(asked, "summarise the incident"):
 			_, _ = client.CreateMessage(context.WithoutCancel(ctx), threadOf(ctx, client, c.RunID), "", agent.MessageCreate{ClientMsgID: "lost-" + c.RunID, ContentMD: text})
