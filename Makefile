@@ -35,9 +35,12 @@ TEST_EVENTS = bin/test-events.json
 # Tests compile like make build (static, -trimpath), so the binaries the
 # tests build (make build in the README's quick start, make dist, the
 # kit's and the clients' go build) reuse the tests' compiles instead of
-# compiling everything a second way.
+# compiling everything a second way. They link without DWARF (-w: stack
+# traces keep their files and lines): linking some seventy test binaries
+# and a dozen of bothy is a good part of make test's time on two cores, and
+# DWARF is a good part of a link (docs/reliability.md#stability).
 test: export CGO_ENABLED := 0
-test: export GOFLAGS := -trimpath $(GOFLAGS)
+test: export GOFLAGS := -trimpath -ldflags=-w $(GOFLAGS)
 test:
 	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }

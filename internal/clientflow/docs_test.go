@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/trusteddocs"
@@ -62,7 +63,9 @@ func TestClientsDocCommands(t *testing.T) {
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", b[1])
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), vars...)
+		start := time.Now()
 		got, err := cmd.CombinedOutput()
+		t.Logf("block %d: %v", i+1, time.Since(start).Round(time.Millisecond))
 		if err != nil {
 			t.Fatalf("block %d of docs/clients.md failed: %v\n%s\n--- output:\n%s", i+1, err, b[1], got)
 		}

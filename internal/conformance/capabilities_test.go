@@ -47,3 +47,23 @@ func TestCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// TestNeeds: Needs answers a scenario's capabilities as the table declares
+// them, a copy the caller may change, and false for a name the kit lacks.
+func TestNeeds(t *testing.T) {
+	t.Parallel()
+	if got, ok := Needs("answers_once"); !ok || len(got) != 0 {
+		t.Errorf("Needs(answers_once) = %v, %v; want none, true", got, ok)
+	}
+	got, ok := Needs("streams_live_box")
+	if !ok || !slices.Equal(got, []string{capModel, capLive}) {
+		t.Fatalf("Needs(streams_live_box) = %v, %v; want [model live], true", got, ok)
+	}
+	got[0] = capFiles
+	if again, _ := Needs("streams_live_box"); again[0] != capModel {
+		t.Errorf("changing Needs' answer changed the kit's table: %v", again)
+	}
+	if got, ok := Needs("answers_twice"); ok || got != nil {
+		t.Errorf("Needs(answers_twice) = %v, %v; want nil, false", got, ok)
+	}
+}

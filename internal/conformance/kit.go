@@ -185,6 +185,19 @@ func Names() []string {
 	return out
 }
 
+// Needs returns the capabilities scenario name needs to apply (none for a
+// scenario every adapter runs), so that a caller can tell which verdicts
+// a declaration (Options.Capabilities) leaves out; false when the kit has
+// no such scenario.
+func Needs(name string) ([]string, bool) {
+	for _, s := range scenarios {
+		if s.name == name {
+			return slices.Clone(s.needs), true
+		}
+	}
+	return nil, false
+}
+
 // Run starts the kit, runs the scenarios of opts against the adapter and
 // returns the verdicts.
 //

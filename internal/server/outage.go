@@ -26,6 +26,10 @@ type outage struct {
 
 	mu    sync.Mutex
 	since time.Time // zero while the database answers
+	// ended is when the last outage ended: a request that came in before
+	// it and fails for the database belongs to that outage (it may hold a
+	// connection the restart ended), not to a new one.
+	ended time.Time
 }
 
 func newOutage(pool *pgxpool.Pool, log *slog.Logger, retryAfter time.Duration) *outage {
@@ -41,18 +45,21 @@ func (o *outage) classify(ctx context.Context, err error) error {
 	if p == nil || p.Code != problem.InternalError || !db.Unreachable(p.Cause()) {
 		return err
 	}
-	o.begin(p.Cause())
+	h := httpx.HintsFrom(ctx)
+	o.begin(p.Cause(), h.Started)
 	u := problem.Newf(problem.Unavailable, "database_unreachable", "the database does not answer; retry later")
 	u.RetryAfter = o.retryAfter
-	h := httpx.HintsFrom(ctx)
 	h.RetryAfter, h.Unavailable = o.retryAfter, true
 	return u
 }
 
-func (o *outage) begin(cause error) {
+// begin notes an outage seen by a request that came in at started (zero:
+// unknown) unless one is noted already or the request came in before the
+// last outage ended: its failure is a late echo of that outage.
+func (o *outage) begin(cause error, started time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.since.IsZero() {
+	if !o.since.IsZero() || (!started.IsZero() && started.Before(o.ended)) {
 		return
 	}
 	o.since = time.Now()
@@ -78,7 +85,7 @@ func (o *outage) watch() {
 			o.pool.Reset()
 			o.mu.Lock()
 			took := time.Since(o.since)
-			o.since = time.Time{}
+			o.since, o.ended = time.Time{}, time.Now()
 			o.mu.Unlock()
 			o.log.Info("database outage ended", "duration_ms", took.Milliseconds())
 			return

@@ -230,6 +230,11 @@ func testDatabaseOutage(t *testing.T) {
 	}
 	if s, e := countMsg(msgs, "database outage started"), countMsg(msgs, "database outage ended"); s != 1 || e != 1 {
 		t.Errorf("outage log lines: %d started, %d ended; want 1 and 1", s, e)
+		for _, l := range logs.Lines(t) {
+			if msg, _ := l["msg"].(string); strings.Contains(msg, "outage") {
+				t.Logf("%v %s error=%v", l["time"], msg, l["error"])
+			}
+		}
 	}
 	if n := countMsg(msgs, "internal error"); n > 0 {
 		t.Errorf("%d internal error lines during the outage", n)

@@ -19,7 +19,9 @@
 // handler's ctx ends when a person cancels the run, when the person who
 // asked loses the right to, or when another process took the run over.
 // Model backends live in sdk/model/openai and sdk/model/anthropic;
-// sdk/examples holds an echo agent and a model agent of forty lines each;
+// sdk/examples holds an echo agent of forty lines and a model agent, with
+// a live box and HTTP tools, of under sixty, each passing the conformance
+// kit (bothy conformance);
 // docs/adapter.md is the tutorial and the protocol for other languages.
 // It uses only the public GraphQL API, as any client outside the server.
 //

@@ -72,7 +72,7 @@ func TestEchoExample(t *testing.T) {
 	}
 }
 
-// TestModelExample: the forty-line model agent, built and run with -once
+// TestModelExample: the model agent, built and run with -once
 // against a server and the recorded-protocol fake of a chat completions
 // server, sends the run's rendered prompt (the request in its REQUEST
 // block) with the key, and posts the model's reply as the answer.

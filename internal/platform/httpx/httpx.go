@@ -74,6 +74,9 @@ type Hints struct {
 	// asks, not how it is written (a subscription over plain HTTP): /graphql
 	// answers 400 whatever the media type.
 	Refused bool
+	// Started is when the request came in (zero outside an HTTP request,
+	// as for a subscription's events).
+	Started time.Time
 }
 
 // NoteOperation records the operation name of the request of ctx unless one
@@ -374,7 +377,7 @@ func ChainWith(next http.Handler, o Options) http.Handler {
 		if !correlationRE.MatchString(cid) {
 			cid = ids.New()
 		}
-		hints := &Hints{}
+		hints := &Hints{Started: start}
 		ctx := context.WithValue(r.Context(), keyCorrelation, cid)
 		ctx = context.WithValue(ctx, keyHints, hints)
 		ctx = context.WithValue(ctx, keyLogger, log)

@@ -1,0 +1,89 @@
+package examples_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"bothy.example.com/bothy/internal/conformance"
+)
+
+// TestExamplesPassTheKit: every example, built as its users build it and
+// run by the conformance kit with the capabilities it declares (the model
+// example model, live and tools; the echo example none), passes every
+// scenario that applies to it and fails none; the kit reports exactly the
+// others not applicable (for the echo example, every scenario that needs
+// a capability). The examples are where adapters start, so they keep the
+// whole run contract, not just the happy path.
+func TestExamplesPassTheKit(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		dir, capabilities string
+	}{
+		{"model", "model,live,tools"},
+		{"echo", "none"},
+	} {
+		// Each is a full run of the kit, mostly waiting on leases and
+		// processes: side by side, and beside the package's other tests.
+		t.Run(c.dir, func(t *testing.T) {
+			t.Parallel()
+			bin := build(t, c.dir)
+			declared := strings.Split(c.capabilities, ",")
+			notApplicable := map[string]bool{}
+			for _, name := range conformance.Names() {
+				needs, _ := conformance.Needs(name)
+				for _, n := range needs {
+					if !slices.Contains(declared, n) {
+						notApplicable[name] = true
+					}
+				}
+			}
+			rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "'" + bin + "'", Capabilities: c.capabilities})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Scenarios) != len(conformance.Names()) {
+				t.Fatalf("%d verdicts, want one for each of the %d scenarios", len(rep.Scenarios), len(conformance.Names()))
+			}
+			for _, r := range rep.Scenarios {
+				switch {
+				case notApplicable[r.Name] && (!r.NotApplicable || r.Passed):
+					t.Errorf("%s: passed %v, not applicable %v (%s); want not applicable to %s", r.Name, r.Passed, r.NotApplicable, r.Detail, c.capabilities)
+				case !notApplicable[r.Name] && !r.Passed:
+					t.Errorf("%s failed: %s", r.Name, r.Detail)
+				}
+			}
+			if rep.Failed != 0 || rep.NotApplicable != len(notApplicable) || rep.Passed != len(conformance.Names())-len(notApplicable) {
+				t.Errorf("%d passed, %d failed, %d not applicable; want %d, 0, %d",
+					rep.Passed, rep.Failed, rep.NotApplicable, len(conformance.Names())-len(notApplicable), len(notApplicable))
+			}
+			if c.dir == "echo" && !slices.Equal(notApplicableNames(rep), scenariosNeedingACapability()) {
+				t.Errorf("not applicable to echo: %v; want every scenario that needs a capability, %v", notApplicableNames(rep), scenariosNeedingACapability())
+			}
+		})
+	}
+}
+
+// notApplicableNames are the scenarios rep reports not applicable, in the
+// kit's order.
+func notApplicableNames(rep conformance.Report) []string {
+	var out []string
+	for _, r := range rep.Scenarios {
+		if r.NotApplicable {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// scenariosNeedingACapability are the kit's scenarios that need any
+// capability, in the kit's order.
+func scenariosNeedingACapability() []string {
+	var out []string
+	for _, name := range conformance.Names() {
+		if needs, _ := conformance.Needs(name); len(needs) > 0 {
+			out = append(out, name)
+		}
+	}
+	return out
+}
