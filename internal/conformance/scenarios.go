@@ -28,8 +28,10 @@ var scenarios = []scenario{
 	{name: "trigger_reaches_model", run: triggerReachesModel, needs: []string{capModel}},
 	{name: "untrusted_not_in_system", run: untrustedNotInSystem, needs: []string{capModel}},
 	{name: "followup_reaches_model", run: followUpReachesModel, needs: []string{capModel}},
+	{name: "ack_after_handling", run: ackAfterHandling, needs: []string{capModel}},
 	{name: "cancel_stops", run: cancelStops, needs: []string{capModel}},
 	{name: "trigger_loss_posts_nothing", run: triggerLossPostsNothing, needs: []string{capModel}},
+	{name: "trigger_loss_at_post", run: triggerLossAtPost},
 	{name: "crash_during_model", run: crashDuringModel, needs: []string{capModel}},
 	{name: "stall_is_fenced", run: stallIsFenced, needs: []string{capModel}},
 	{name: "db_outage_recovers", run: dbOutageRecovers},
@@ -37,6 +39,7 @@ var scenarios = []scenario{
 	{name: "model_garbage_fails_run", run: modelGarbageFailsRun, needs: []string{capModel}},
 	{name: "long_call_renews", run: longCallRenews, needs: []string{capModel}},
 	{name: "crash_before_post", run: crashBeforePost, needs: []string{capModel}},
+	{name: "crash_after_post", run: crashAfterPost},
 	{name: "streams_live_box", run: streamsLiveBox, needs: []string{capModel, capLive}},
 	{name: "stop_during_stream", run: stopDuringStream, needs: []string{capModel, capLive}},
 	{name: "injection_needs_approval", run: injectionNeedsApproval, needs: []string{capModel, capTools}, timeout: 90 * time.Second},
@@ -418,43 +421,6 @@ func crashDuringModel(ctx context.Context, k *kit) error {
 		return err
 	}
 	return k.endedOnce(ctx, a)
-}
-
-func stallIsFenced(ctx context.Context, k *kit) error {
-	k.model.reset(step{Hold: true, Text: "The stale answer."})
-	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse survive a stall")
-	if err != nil {
-		return err
-	}
-	if _, err := k.model.next(ctx); err != nil {
-		return err
-	}
-	k.signal(syscall.SIGSTOP)
-	second, exit, err := k.spawn()
-	if err != nil {
-		return err
-	}
-	defer end(second, exit)
-	// The lease lapses, the second instance takes the run over and answers.
-	if err := until(ctx, "a takeover by the second instance", func() bool {
-		r, err := k.run(ctx, a.run)
-		return err == nil && r.State == "completed"
-	}); err != nil {
-		k.signal(syscall.SIGCONT)
-		return err
-	}
-	// The stale instance wakes with its model's answer.
-	k.model.releaseHeld()
-	k.signal(syscall.SIGCONT)
-	time.Sleep(2 * time.Second)
-	got := k.answers(ctx, a.thread)
-	if len(got) != 1 || strings.Contains(got[0], "stale") {
-		return fmt.Errorf("answers after the stale instance woke: %q", got)
-	}
-	if r, err := k.run(ctx, a.run); err != nil || r.State != "completed" {
-		return fmt.Errorf("the stale instance changed the run")
-	}
-	return nil
 }
 
 func dbOutageRecovers(ctx context.Context, k *kit) error {
