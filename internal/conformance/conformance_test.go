@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -23,30 +24,59 @@ func build(t *testing.T, dir, pkg, name string) string {
 	return bin
 }
 
+// matrixVar, set to 1, makes TestKit run every single-fault adapter
+// against every scenario (make conformance-matrix) instead of its own
+// scenarios and a control.
+const matrixVar = "BOTHY_CONFORMANCE_MATRIX"
+
+// singleFaults are the adapters of testdata/broken, one per rule of the
+// run contract (docs/adapter.md#checking-an-adapter), each with the
+// scenarios it must fail: exactly those of its rule. A rule may be checked
+// by several scenarios: the live box by streams_live_box and
+// stop_during_stream, the approval gate by every scenario where untrusted
+// data asks for a consequential tool, the holder by stall_is_fenced and by
+// long_call_renews (a lease is renewed by its holder; the anonymous one
+// has none to renew).
+var singleFaults = []struct {
+	name, rule string
+	fails      []string
+}{
+	{"untrusted text in the system message", "untrusted", []string{"untrusted_not_in_system"}},
+	{"cancel ignored", "ignore-cancel", []string{"cancel_stops", "stop_during_stream"}},
+	{"nothing streamed into the box", "no-live", []string{"streams_live_box", "stop_during_stream"}},
+	{"consequential tools without asking", "no-gate", []string{"injection_needs_approval", "approval_only_by_trigger_holder", "tool_output_needs_approval", "laundered_self_needs_approval"}},
+	{"answered twice", "answer-twice", []string{"answers_once"}},
+	{"posted after the loss of trigger", "post-after-loss", []string{"trigger_loss_posts_nothing"}},
+	{"never renewed", "no-renew", []string{"long_call_renews"}},
+	{"tool output trusted", "trust-tool-output", []string{"tool_output_needs_approval", "answer_declares_input_trust"}},
+	{"own answers trusted whatever they quoted", "trust-self", []string{"laundered_self_needs_approval"}},
+	{"answers without inputTrust", "no-input-trust", []string{"answer_declares_input_trust"}},
+	{"pages acknowledged before they are handled", "ack-before-handling", []string{"ack_after_handling"}},
+	{"posted as a plain message once the post was refused trigger_revoked", "post-plain-after-revoke", []string{"trigger_loss_at_post"}},
+	{"a clientMsgId of its own per post", "random-client-msg-id", []string{"crash_after_post"}},
+	{"no holder named", "no-holder", []string{"stall_is_fenced", "long_call_renews"}},
+}
+
 // TestKit: the reference adapter (`bothy agent run --model openai`,
 // configured by the kit's environment) passes every scenario; adapters
 // that each break one rule fail exactly the scenarios about that rule and
-// pass the control; the Python adapter of contrib passes the rules
-// it keeps.
+// pass the control (answers_once, or trigger_reaches_model for the
+// adapter whose rule answers_once checks) or, with BOTHY_CONFORMANCE_MATRIX=1
+// (make conformance-matrix), every other scenario; the Python adapter of
+// contrib passes the rules it keeps.
 func TestKit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bothy := build(t, dir, "bothy.example.com/bothy/cmd/bothy", "bothy")
 	broken := build(t, dir, "./testdata/broken", "broken")
-	cases := []struct {
-		name, adapter, fails string
-	}{
-		{"reference adapter", bothy + " agent run --model openai", ""},
-		{"untrusted text in the system message", broken + " -break untrusted", "untrusted_not_in_system"},
-		{"cancel ignored", broken + " -break ignore-cancel", "cancel_stops stop_during_stream"},
-		{"nothing streamed into the box", broken + " -break no-live", "streams_live_box"},
-		{"consequential tools without asking", broken + " -break no-gate", "injection_needs_approval approval_only_by_trigger_holder"},
-		{"answered twice", broken + " -break answer-twice", "answers_once"},
-		{"posted after the loss of trigger", broken + " -break post-after-loss", "trigger_loss_posts_nothing"},
-		{"never renewed", broken + " -break no-renew", "long_call_renews"},
-		{"tool output trusted", broken + " -break trust-tool-output", "tool_output_needs_approval answer_declares_input_trust"},
-		{"own answers trusted whatever they quoted", broken + " -break trust-self", "laundered_self_needs_approval"},
-		{"answers without inputTrust", broken + " -break no-input-trust", "answer_declares_input_trust"},
+	matrix := os.Getenv(matrixVar) == "1"
+	type kitCase struct {
+		name, adapter string
+		fails         []string
+	}
+	cases := []kitCase{{"reference adapter", bothy + " agent run --model openai", nil}}
+	for _, f := range singleFaults {
+		cases = append(cases, kitCase{f.name, broken + " -break " + f.rule, f.fails})
 	}
 	t.Run("Anthropic's API, streamed", func(t *testing.T) {
 		// The fake model speaks Anthropic's Messages API too, under the
@@ -88,17 +118,17 @@ func TestKit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			// The reference adapter runs every scenario; a broken one the
-			// scenarios of its rule and a control that it works otherwise
-			// (the whole matrix: bothy conformance).
+			// scenarios of its rule and a control that it works otherwise,
+			// or every scenario in the matrix.
 			opts := conformance.Options{Adapter: c.adapter}
 			want := len(conformance.Names())
-			if c.fails != "" {
+			if len(c.fails) > 0 && !matrix {
 				control := "answers_once"
-				if slices.Contains(strings.Fields(c.fails), control) {
+				if slices.Contains(c.fails, control) {
 					control = "trigger_reaches_model"
 				}
-				opts.Only = strings.ReplaceAll(c.fails, " ", ",") + "," + control
-				want = len(strings.Fields(c.fails)) + 1
+				opts.Only = strings.Join(c.fails, ",") + "," + control
+				want = len(c.fails) + 1
 			}
 			rep, err := conformance.Run(t.Context(), opts)
 			if err != nil {
@@ -108,7 +138,7 @@ func TestKit(t *testing.T) {
 				t.Fatalf("%d verdicts, want %d", len(rep.Scenarios), want)
 			}
 			for _, r := range rep.Scenarios {
-				if want := !slices.Contains(strings.Fields(c.fails), r.Name); r.Passed != want {
+				if want := !slices.Contains(c.fails, r.Name); r.Passed != want {
 					t.Errorf("%s: passed %v (%s), want %v", r.Name, r.Passed, r.Detail, want)
 				}
 			}
@@ -176,4 +206,29 @@ echo "adapter of Robin: one run is enough" >&2; exit 3`, mark, broken)
 			}
 		}
 	})
+}
+
+// TestSingleFaultsCoverTheKit: every scenario a single-fault adapter must
+// fail is one of the kit's, and the adapters are at least twelve, each
+// with a rule of its own.
+func TestSingleFaultsCoverTheKit(t *testing.T) {
+	t.Parallel()
+	rules := map[string]bool{}
+	for _, f := range singleFaults {
+		if rules[f.rule] {
+			t.Errorf("-break %s twice", f.rule)
+		}
+		rules[f.rule] = true
+		if len(f.fails) == 0 {
+			t.Errorf("-break %s fails no scenario", f.rule)
+		}
+		for _, s := range f.fails {
+			if !slices.Contains(conformance.Names(), s) {
+				t.Errorf("-break %s: no scenario %q", f.rule, s)
+			}
+		}
+	}
+	if len(rules) < 12 {
+		t.Errorf("%d single-fault adapters; want one per rule, at least twelve", len(rules))
+	}
 }

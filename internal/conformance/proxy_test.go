@@ -36,8 +36,40 @@ func TestProxyNamesOperations(t *testing.T) {
 		{"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil},
 	} {
 		r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
-		if got := p.operations(r); !slices.Equal(got, c.want) {
+		if got, _ := p.operations(r); !slices.Equal(got, c.want) {
 			t.Errorf("%s %s %s: %v, want %v", c.method, c.path, c.body, got, c.want)
+		}
+	}
+	// The holder of a call: GraphQL's variable, REST's header, or the
+	// body of REST's start and renew.
+	for _, c := range []struct {
+		method, path, header, body, want string
+	}{
+		{"POST", "/graphql", "", `{"query":"mutation($h: String!) { renewRun(id: \"r\", holder: $h) { id } }","variables":{"h":"x","holder":"adapter-1"}}`, "adapter-1"},
+		{"POST", "/graphql", "", `{"query":"mutation { finishRun(id: \"r\", input: {outcome: COMPLETED}) { id } }"}`, ""},
+		{"POST", "/api/v1/threads/0b0b/messages", "adapter-2", `{}`, "adapter-2"},
+		{"POST", "/api/v1/runs/0b0b/renew", "", `{"holder":"adapter-3"}`, "adapter-3"},
+	} {
+		r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		if c.header != "" {
+			r.Header.Set("Bothy-Run-Holder", c.header)
+		}
+		if _, got := p.operations(r); got != c.want {
+			t.Errorf("%s %s %s: holder %q, want %q", c.method, c.path, c.body, got, c.want)
+		}
+	}
+	// A refusal's reason, in either face's shape.
+	for _, c := range []struct {
+		c      call
+		reason string
+		ref    bool
+	}{
+		{call{status: 200, body: []byte(`{"errors":[{"message":"no","extensions":{"code":"conflict","reason":"run_claimed"}}]}`)}, "run_claimed", true},
+		{call{status: 409, body: []byte(`{"code":"conflict","reason":"trigger_revoked"}`)}, "trigger_revoked", true},
+		{call{status: 200, body: []byte(`{"data":{"finishRun":{"id":"r"}}}`)}, "", false},
+	} {
+		if c.c.reason() != c.reason || c.c.refused() != c.ref {
+			t.Errorf("%s: reason %q refused %v, want %q %v", c.c.body, c.c.reason(), c.c.refused(), c.reason, c.ref)
 		}
 	}
 }

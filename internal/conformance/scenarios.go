@@ -32,8 +32,10 @@ var scenarios = []scenario{
 	{name: "trigger_reaches_model", run: triggerReachesModel, needs: []string{capModel}, fix: "give the model the run context's triggerMessage (run(id) { context }, GET /api/v1/runs/{id}/context, read before startRun): with the SDK hand Task.Prompt() to the model"},
 	{name: "untrusted_not_in_system", run: untrustedNotInSystem, needs: []string{capModel}, fix: "keep the context out of the system message: rules in the system message, every element as a fenced block of the user message (docs/adapter.md#the-prompt-layout); the SDK's Task.Prompt() renders it so"},
 	{name: "followup_reaches_model", run: followUpReachesModel, needs: []string{capModel}, fix: "read the context again before posting and ask the model again with its followUps (Config.FollowUpRounds, default 3; a negative value turns the rounds off); acknowledge agent.followup events (ackAgentEvents) only once the model saw them"},
+	{name: "ack_after_handling", run: ackAfterHandling, needs: []string{capModel}, fix: "acknowledge the stream (ackAgentEvents) only up to events the adapter has dealt with: never past an agent.followup whose follow-up the run's model has not seen (docs/adapter.md#acknowledging-the-stream); the SDK's agent.Run acknowledges so"},
 	{name: "cancel_stops", run: cancelStops, needs: []string{capModel}, fix: "on run.cancel_requested abort the model call and confirm with finishRun(outcome: CANCELLED): with the SDK pass the handler's ctx, which ends on a cancel, to the model call"},
 	{name: "trigger_loss_posts_nothing", run: triggerLossPostsNothing, needs: []string{capModel}, fix: "drop the reply when the context read answers not_found or createMessage answers conflict trigger_revoked, confirm with finishRun(outcome: CANCELLED), and never post it again without runId (docs/adapter.md#when-the-run-ended-first); the SDK's Task.Answer does this"},
+	{name: "trigger_loss_at_post", run: triggerLossAtPost, fix: "on createMessage answering conflict trigger_revoked drop the reply, post it neither again nor without runId, and confirm with finishRun(outcome: CANCELLED) (docs/adapter.md#when-the-run-ended-first); the SDK's Task.Answer does this"},
 	{name: "crash_during_model", run: crashDuringModel, needs: []string{capModel}, fix: "after a restart read the stream from the acknowledged position (agentEvents without a cursor; Config.After empty) and claim the run of its new agent.invocation with startRun under a fresh holder (the SDK's default Config.Holder), reading Run.answers first"},
 	{name: "stall_is_fenced", run: stallIsFenced, needs: []string{capModel}, fix: "name the holder on every call on a claimed run (holder argument of createMessage and finishRun, REST header Bothy-Run-Holder; the SDK sends Config.Holder, random per process) and stop the model on conflict run_claimed"},
 	{name: "db_outage_recovers", run: dbOutageRecovers, fix: "repeat idempotent calls on unavailable, internal_error and network errors after Retry-After or a backoff, and keep reading the stream after errors (Config.MaxAttempts, Config.RetryBackoff; the SDK's agent.Run does this)"},
@@ -41,6 +43,7 @@ var scenarios = []scenario{
 	{name: "model_garbage_fails_run", run: modelGarbageFailsRun, needs: []string{capModel}, fix: "end the run with finishRun(outcome: FAILED, reason model_error) and post nothing when the model's answer is no completion: with the SDK return the backend's error from the handler (or Task.Fail)"},
 	{name: "long_call_renews", run: longCallRenews, needs: []string{capModel}, fix: "renew the claim with renewRun(id, holder) every third of the lease while the model works (POST /api/v1/runs/{id}/renew); the SDK's agent.Run does this"},
 	{name: "crash_before_post", run: crashBeforePost, needs: []string{capModel}, fix: "after a takeover read Run.answers with startRun and post under the same key, answer-<run>-<message> (agent.AnswerKey), so the request is answered once; Config.Outbox keeps an answer across a crash"},
+	{name: "crash_after_post", run: crashAfterPost, fix: "post under the request's key, answer-<run>-<message> (agent.AnswerKey), never a key of its own, so that the repeat after a restart is the stored answer, and only finish a run whose answers (Run.answers with startRun) cover every request; the SDK does this"},
 	{name: "streams_live_box", run: streamsLiveBox, needs: []string{capModel, capLive}, fix: "no live box: set Config.Live (bothy agent run streams by default, --live) and stream the model's answer (agent.Stream, Task.Stream), or call updateRunLive (POST /api/v1/runs/{id}/live) as the model streams"},
 	{name: "stop_during_stream", run: stopDuringStream, needs: []string{capModel, capLive}, fix: "on run.cancel_requested abort the model's stream at once, mark the box done (updateRunLive with done: true, status stopped) and confirm with finishRun(outcome: CANCELLED); the SDK does this with Config.Live"},
 	{name: "injection_needs_approval", run: injectionNeedsApproval, needs: []string{capModel, capTools}, timeout: 90 * time.Second, fix: "run a consequential tool only while agent.ToolsAllowed(Task.InPlay()), and otherwise ask the person who asked (requestApproval; the SDK's agent.RunTool and agent.Ask) and run nothing on a denial"},
@@ -422,43 +425,6 @@ func crashDuringModel(ctx context.Context, k *kit) error {
 		return err
 	}
 	return k.endedOnce(ctx, a)
-}
-
-func stallIsFenced(ctx context.Context, k *kit) error {
-	k.model.reset(step{Hold: true, Text: "The stale answer."})
-	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse survive a stall")
-	if err != nil {
-		return err
-	}
-	if _, err := k.model.next(ctx); err != nil {
-		return err
-	}
-	k.signal(syscall.SIGSTOP)
-	second, exit, err := k.spawn()
-	if err != nil {
-		return err
-	}
-	defer end(second, exit)
-	// The lease lapses, the second instance takes the run over and answers.
-	if err := until(ctx, "a takeover by the second instance", func() bool {
-		r, err := k.run(ctx, a.run)
-		return err == nil && r.State == "completed"
-	}); err != nil {
-		k.signal(syscall.SIGCONT)
-		return err
-	}
-	// The stale instance wakes with its model's answer.
-	k.model.releaseHeld()
-	k.signal(syscall.SIGCONT)
-	time.Sleep(2 * time.Second)
-	got := k.answers(ctx, a.thread)
-	if len(got) != 1 || strings.Contains(got[0], "stale") {
-		return fmt.Errorf("answers after the stale instance woke: %q", got)
-	}
-	if r, err := k.run(ctx, a.run); err != nil || r.State != "completed" {
-		return fmt.Errorf("the stale instance changed the run")
-	}
-	return nil
 }
 
 func dbOutageRecovers(ctx context.Context, k *kit) error {

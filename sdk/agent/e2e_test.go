@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +24,23 @@ import (
 	"bothy.example.com/bothy/internal/apitest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	pgtest.Main(m, func() {
+		if built.dir != "" {
+			os.RemoveAll(built.dir)
+		}
+	})
+}
+
+// built is the binary of cmd/bothy that buildBinary made for every test of
+// the package: linking it takes seconds of CPU, and the end-to-end tests
+// run side by side on two cores.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+	out      []byte
+}
 
 // seedWorld is the part of `bothy seed --json` this test reads.
 type seedWorld struct {
@@ -38,29 +55,37 @@ type seedWorld struct {
 	} `json:"channels"`
 }
 
-// buildBinary builds cmd/bothy of this repository into a temporary folder.
+// buildBinary builds cmd/bothy of this repository, once for the package's
+// tests (built), and returns the binary. The tests only run it.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
+	built.once.Do(func() {
+		root, err := filepath.Abs(filepath.Join("..", ".."))
+		if err == nil {
+			_, err = os.Stat(filepath.Join(root, "cmd", "bothy", "main.go"))
+		}
+		if err != nil {
+			built.err = fmt.Errorf("repository root not found from the test folder: %w", err)
+			return
+		}
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		}
+		if built.dir, built.err = os.MkdirTemp("", "bothy-e2e-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "bothy")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, goTool, "build", "-o", built.bin, "./cmd/bothy")
+		cmd.Dir = root
+		built.out, built.err = cmd.CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build ./cmd/bothy: %v\n%s", built.err, built.out)
 	}
-	if _, err := os.Stat(filepath.Join(root, "cmd", "bothy", "main.go")); err != nil {
-		t.Fatalf("repository root not found from the test folder: %v", err)
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "bothy")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./cmd/bothy")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/bothy: %v\n%s", err, out)
-	}
-	return bin
+	return built.bin
 }
 
 // startServer runs `bothy serve` on a free port and returns its base URL;

@@ -81,11 +81,16 @@ var (
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
-// in every test package that calls URL.
-func Main(m *testing.M) {
+// in every test package that calls URL. The functions of after run once the
+// tests ended, before the database stops (to remove what the package's
+// tests shared, such as a binary built once).
+func Main(m *testing.M, after ...func()) {
 	mainRunning.Store(true)
 	code := m.Run()
 	mainRunning.Store(false)
+	for _, f := range after {
+		f()
+	}
 	if srv != nil {
 		srv.admin.Close()
 		if srv.stop != nil {
