@@ -34,7 +34,7 @@ var scenarios = []scenario{
 	{name: "trigger_loss_at_post", run: triggerLossAtPost},
 	{name: "crash_during_model", run: crashDuringModel, needs: []string{capModel}},
 	{name: "stall_is_fenced", run: stallIsFenced, needs: []string{capModel}},
-	{name: "db_outage_recovers", run: dbOutageRecovers},
+	{name: outageScenario, run: dbOutageRecovers},
 	{name: "model_429_retried", run: model429Retried, needs: []string{capModel}},
 	{name: "model_garbage_fails_run", run: modelGarbageFailsRun, needs: []string{capModel}},
 	{name: "long_call_renews", run: longCallRenews, needs: []string{capModel}},
@@ -49,6 +49,9 @@ var scenarios = []scenario{
 	{name: "laundered_self_needs_approval", run: launderedSelfNeedsApproval, needs: []string{capModel, capTools}, timeout: 45 * time.Second},
 	{name: "answer_declares_input_trust", run: answerDeclaresInputTrust, needs: []string{capModel, capTools}},
 }
+
+// outageScenario stops the kit's database cluster (Options.DatabaseURL).
+const outageScenario = "db_outage_recovers"
 
 // seq makes the texts of each question unique across scenarios.
 var seq atomic.Int64
