@@ -12,7 +12,11 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/conformance"
+	"bothy.example.com/bothy/internal/platform/pgtest"
 )
+
+// TestMain stops the tests' database cluster after the tests.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // build compiles the package at pkg into dir and returns the binary.
 func build(t *testing.T, dir, pkg, name string) string {
@@ -31,7 +35,9 @@ const matrixVar = "BOTHY_CONFORMANCE_MATRIX"
 
 // singleFaults are the adapters of testdata/broken, one per rule of the
 // run contract (docs/adapter.md#checking-an-adapter), each with the
-// scenarios it must fail: exactly those of its rule. A rule may be checked
+// scenarios it must fail: exactly those of its rule. The first is the one
+// make test runs (its own scenario, the quickest to fail where there are
+// several); make conformance-matrix runs them all. A rule may be checked
 // by several scenarios: the live box by streams_live_box and
 // stop_during_stream, the approval gate by every scenario where untrusted
 // data asks for a consequential tool, the holder by stall_is_fenced and by
@@ -44,7 +50,7 @@ var singleFaults = []struct {
 	{"untrusted text in the system message", "untrusted", []string{"untrusted_not_in_system"}},
 	{"cancel ignored", "ignore-cancel", []string{"cancel_stops", "stop_during_stream"}},
 	{"nothing streamed into the box", "no-live", []string{"streams_live_box", "stop_during_stream"}},
-	{"consequential tools without asking", "no-gate", []string{"injection_needs_approval", "approval_only_by_trigger_holder", "tool_output_needs_approval", "laundered_self_needs_approval"}},
+	{"consequential tools without asking", "no-gate", []string{"tool_output_needs_approval", "injection_needs_approval", "approval_only_by_trigger_holder", "laundered_self_needs_approval"}},
 	{"answered twice", "answer-twice", []string{"answers_once"}},
 	{"posted after the loss of trigger", "post-after-loss", []string{"trigger_loss_posts_nothing"}},
 	{"never renewed", "no-renew", []string{"long_call_renews"}},
@@ -61,8 +67,9 @@ var singleFaults = []struct {
 // configured by the kit's environment) passes every scenario; adapters
 // that each break one rule fail exactly the scenarios about that rule and
 // pass the control (answers_once, or trigger_reaches_model for the
-// adapter whose rule answers_once checks) or, with BOTHY_CONFORMANCE_MATRIX=1
-// (make conformance-matrix), every other scenario; the Python adapter of
+// adapter whose rule answers_once checks): in make test the first
+// scenario of the rule and the control, with BOTHY_CONFORMANCE_MATRIX=1
+// (make conformance-matrix) every scenario; the Python adapter of
 // contrib passes the rules it keeps.
 func TestKit(t *testing.T) {
 	t.Parallel()
@@ -82,7 +89,8 @@ func TestKit(t *testing.T) {
 		// The fake model speaks Anthropic's Messages API too, under the
 		// same base URL.
 		t.Parallel()
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: bothy + " agent run --model anthropic --model-stream", Only: "trigger_reaches_model"})
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: bothy + " agent run --model anthropic --model-stream", Only: "trigger_reaches_model",
+			DatabaseURL: pgtest.URL(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +109,7 @@ func TestKit(t *testing.T) {
 		// Only those: the others it does not claim (and the kit's matrix
 		// of every scenario is bothy conformance's, not this test's).
 		must := []string{"answers_once", "trigger_reaches_model", "untrusted_not_in_system", "cancel_stops", "trigger_loss_posts_nothing"}
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "python3 " + py, Only: strings.Join(must, ",")})
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "python3 " + py, Only: strings.Join(must, ","), DatabaseURL: pgtest.URL(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,8 +126,10 @@ func TestKit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			// The reference adapter runs every scenario; a broken one the
-			// scenarios of its rule and a control that it works otherwise,
-			// or every scenario in the matrix.
+			// first scenario of its rule and a control that it works
+			// otherwise, on a clone of the tests' template (no cluster of
+			// its own: the outage scenario is not among them), or every
+			// scenario in the matrix.
 			opts := conformance.Options{Adapter: c.adapter}
 			want := len(conformance.Names())
 			if len(c.fails) > 0 && !matrix {
@@ -127,8 +137,9 @@ func TestKit(t *testing.T) {
 				if slices.Contains(c.fails, control) {
 					control = "trigger_reaches_model"
 				}
-				opts.Only = strings.Join(c.fails, ",") + "," + control
-				want = len(c.fails) + 1
+				opts.Only = c.fails[0] + "," + control
+				opts.DatabaseURL = pgtest.URL(t)
+				want = 2
 			}
 			rep, err := conformance.Run(t.Context(), opts)
 			if err != nil {
@@ -230,5 +241,17 @@ func TestSingleFaultsCoverTheKit(t *testing.T) {
 	}
 	if len(rules) < 12 {
 		t.Errorf("%d single-fault adapters; want one per rule, at least twelve", len(rules))
+	}
+}
+
+// TestOutageNeedsTheKitsCluster: db_outage_recovers stops the kit's own
+// cluster, so a run on a database of the caller's refuses it before it
+// starts anything.
+func TestOutageNeedsTheKitsCluster(t *testing.T) {
+	t.Parallel()
+	_, err := conformance.Run(t.Context(), conformance.Options{Adapter: "true", Only: "answers_once,db_outage_recovers",
+		DatabaseURL: "postgres://bothy@127.0.0.1:1/none"})
+	if err == nil || !strings.Contains(err.Error(), "db_outage_recovers") {
+		t.Fatalf("Run on a database of the caller's with the outage scenario: %v", err)
 	}
 }

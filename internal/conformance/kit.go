@@ -51,6 +51,12 @@ type Options struct {
 	// exits (with the last lines of its output when the kit did not cause
 	// them) and the kit's notes (nil: none).
 	Progress io.Writer
+	// DatabaseURL names a migrated database for the kit's server instead
+	// of a PostgreSQL cluster of the kit's own (its tests pass clones of
+	// their shared template: a cluster per run is most of a short run's
+	// work). db_outage_recovers stops the kit's cluster, so it cannot run
+	// on such a database.
+	DatabaseURL string
 }
 
 // The capabilities an adapter may declare (Options.Capabilities).
@@ -258,6 +264,13 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	if opts.DatabaseURL != "" {
+		for _, s := range chosen {
+			if s.name == outageScenario {
+				return Report{}, fmt.Errorf("conformance: %s stops the kit's own database cluster; it cannot run on Options.DatabaseURL", outageScenario)
+			}
+		}
+	}
 	dir, err := os.MkdirTemp("", "bothy-conformance-")
 	if err != nil {
 		return Report{}, err
@@ -270,7 +283,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	settings[config.RunSweepInterval] = "200ms"
 	// A cluster of its own, not a database of the caller's:
 	// db_outage_recovers stops it and starts it again.
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, Settings: settings})
+	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, DatabaseURL: opts.DatabaseURL, Settings: settings})
 	if err != nil {
 		return Report{}, err
 	}

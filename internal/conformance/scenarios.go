@@ -38,7 +38,7 @@ var scenarios = []scenario{
 	{name: "trigger_loss_at_post", run: triggerLossAtPost, fix: "on createMessage answering conflict trigger_revoked drop the reply, post it neither again nor without runId, and confirm with finishRun(outcome: CANCELLED) (docs/adapter.md#when-the-run-ended-first); the SDK's Task.Answer does this"},
 	{name: "crash_during_model", run: crashDuringModel, needs: []string{capModel}, fix: "after a restart read the stream from the acknowledged position (agentEvents without a cursor; Config.After empty) and claim the run of its new agent.invocation with startRun under a fresh holder (the SDK's default Config.Holder), reading Run.answers first"},
 	{name: "stall_is_fenced", run: stallIsFenced, needs: []string{capModel}, fix: "name the holder on every call on a claimed run (holder argument of createMessage and finishRun, REST header Bothy-Run-Holder; the SDK sends Config.Holder, random per process) and stop the model on conflict run_claimed"},
-	{name: "db_outage_recovers", run: dbOutageRecovers, fix: "repeat idempotent calls on unavailable, internal_error and network errors after Retry-After or a backoff, and keep reading the stream after errors (Config.MaxAttempts, Config.RetryBackoff; the SDK's agent.Run does this)"},
+	{name: outageScenario, run: dbOutageRecovers, fix: "repeat idempotent calls on unavailable, internal_error and network errors after Retry-After or a backoff, and keep reading the stream after errors (Config.MaxAttempts, Config.RetryBackoff; the SDK's agent.Run does this)"},
 	{name: "model_429_retried", run: model429Retried, needs: []string{capModel}, fix: "repeat the model request on 429 after its Retry-After (openai.Config.MaxAttempts, default 4, and RetryBackoff; the anthropic backend repeats twice)"},
 	{name: "model_garbage_fails_run", run: modelGarbageFailsRun, needs: []string{capModel}, fix: "end the run with finishRun(outcome: FAILED, reason model_error) and post nothing when the model's answer is no completion: with the SDK return the backend's error from the handler (or Task.Fail)"},
 	{name: "long_call_renews", run: longCallRenews, needs: []string{capModel}, fix: "renew the claim with renewRun(id, holder) every third of the lease while the model works (POST /api/v1/runs/{id}/renew); the SDK's agent.Run does this"},
@@ -53,6 +53,9 @@ var scenarios = []scenario{
 	{name: "laundered_self_needs_approval", run: launderedSelfNeedsApproval, needs: []string{capModel, capTools}, timeout: 45 * time.Second, fix: "start the in-play trust at the context's trustSummary.lowest, which counts the agent's own answers at their provenance (the SDK's Task.InPlay does): an own answer of provenance UNVERIFIED is data, not SELF"},
 	{name: "answer_declares_input_trust", run: answerDeclaresInputTrust, needs: []string{capModel, capTools}, fix: "post every answer with inputTrust (REST input_trust) set to the run's in-play trust, tool results included (Task.InPlay(); the SDK's Task.Answer sends it)"},
 }
+
+// outageScenario stops the kit's database cluster (Options.DatabaseURL).
+const outageScenario = "db_outage_recovers"
 
 // seq makes the texts of each question unique across scenarios.
 var seq atomic.Int64
