@@ -33,6 +33,10 @@ var otherEnv = []string{
 	"BOTHY_RUN_ID",
 	"BOTHY_CONFORMANCE_TOOLS",
 	"BOTHY_CONFORMANCE_DEBUG",
+	// The kit's own tests: the whole matrix (make conformance-matrix) and
+	// the test binary run as an adapter.
+	"BOTHY_CONFORMANCE_MATRIX",
+	"BOTHY_CONFORMANCE_HELPER",
 	"BOTHY_TEST_DATABASE_URL",
 	"BOTHY_AUDIT_URL",
 	"BOTHY_AUDIT_TOKEN",
