@@ -69,7 +69,7 @@ type timeoutError struct {
 	err   error
 }
 
-func (e *timeoutError) Error() string  { return fmt.Sprintf("%v: %v", e.cause, e.err) }
+func (e *timeoutError) Error() string   { return fmt.Sprintf("%v: %v", e.cause, e.err) }
 func (e *timeoutError) Unwrap() []error { return []error{e.cause, e.err} }
 
 // timedOut returns err marked as a deadline of ours when ctx ended because
