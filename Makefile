@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test stress chaos generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection migrate build vet dist image
+.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection migrate build vet dist image
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
@@ -77,6 +77,10 @@ stress: assets audit-deps
 ## chaos: the chaos test of runs (internal/chaos, build tag chaos; make test runs a smoke of it with CHAOS_RUNS=2): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
 chaos: assets
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '^(TestChaos|TestFreshAdapterLearnsTheAcknowledgedPosition)$$' ./internal/chaos/
+
+## conformance-matrix: every single-fault adapter of internal/conformance/testdata/broken against every scenario of the conformance kit (make test runs each against its own scenarios and a control): each must fail exactly the scenarios of its rule, the reference adapter none
+conformance-matrix:
+	BOTHY_CONFORMANCE_MATRIX=1 $(GO) test -count=1 -v -timeout 60m -run '^TestKit$$' ./internal/conformance/
 
 ## generate: regenerate every generated file (gqlgen, config doc, playground assets)
 generate: assets

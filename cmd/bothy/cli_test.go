@@ -37,6 +37,34 @@ func TestEveryHelp(t *testing.T) {
 	}
 }
 
+// TestConformanceHelp: bothy conformance --help lists every variable the
+// kit sets for the adapter and the one it reads itself, each with its
+// line, and every capability an adapter may declare.
+func TestConformanceHelp(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"conformance", "--help"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	help := out.String() + errOut.String()
+	for _, want := range []string{
+		"BOTHY_SERVER             the kit's server",
+		"BOTHY_AGENT_TOKEN        the API token of the agent Lotse",
+		"BOTHY_MODEL_BASE_URL     the fake model's API root",
+		"BOTHY_MODEL_API_KEY      a key for the fake model",
+		"BOTHY_MODEL_NAME         the model to ask for",
+		"BOTHY_TOOLS              the kit's tools file",
+		"BOTHY_CONFORMANCE_TOOLS  the same tools file",
+		"Read by the kit itself:\n  BOTHY_CONFORMANCE_DEBUG  when set, the adapter's output goes to the kit's stderr",
+		"Capabilities (--capabilities):\n  model  it asks a model at BOTHY_MODEL_BASE_URL\n  live   it streams",
+		"\n  tools  it runs the tools of BOTHY_TOOLS", "\n  files  it reads attachments",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("the help lacks %q:\n%s", want, help)
+		}
+	}
+}
+
 // TestDevDataFolder: while a bothy dev holds its data folder, a second start
 // refuses with what to do, and migrate/seed/token find the running dev
 // database there; without a running dev they say how to get one.

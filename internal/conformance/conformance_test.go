@@ -1,14 +1,22 @@
 package conformance_test
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"bothy.example.com/bothy/internal/conformance"
+	"bothy.example.com/bothy/internal/platform/pgtest"
 )
+
+// TestMain stops the tests' database cluster after the tests.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // build compiles the package at pkg into dir and returns the binary.
 func build(t *testing.T, dir, pkg, name string) string {
@@ -20,36 +28,69 @@ func build(t *testing.T, dir, pkg, name string) string {
 	return bin
 }
 
+// matrixVar, set to 1, makes TestKit run every single-fault adapter
+// against every scenario (make conformance-matrix) instead of its own
+// scenarios and a control.
+const matrixVar = "BOTHY_CONFORMANCE_MATRIX"
+
+// singleFaults are the adapters of testdata/broken, one per rule of the
+// run contract (docs/adapter.md#checking-an-adapter), each with the
+// scenarios it must fail: exactly those of its rule. The first is the one
+// make test runs (its own scenario, the quickest to fail where there are
+// several); make conformance-matrix runs them all. A rule may be checked
+// by several scenarios: the live box by streams_live_box and
+// stop_during_stream, the approval gate by every scenario where untrusted
+// data asks for a consequential tool, the holder by stall_is_fenced and by
+// long_call_renews (a lease is renewed by its holder; the anonymous one
+// has none to renew).
+var singleFaults = []struct {
+	name, rule string
+	fails      []string
+}{
+	{"untrusted text in the system message", "untrusted", []string{"untrusted_not_in_system"}},
+	{"cancel ignored", "ignore-cancel", []string{"cancel_stops", "stop_during_stream"}},
+	{"nothing streamed into the box", "no-live", []string{"streams_live_box", "stop_during_stream"}},
+	{"consequential tools without asking", "no-gate", []string{"tool_output_needs_approval", "injection_needs_approval", "approval_only_by_trigger_holder", "laundered_self_needs_approval"}},
+	{"answered twice", "answer-twice", []string{"answers_once"}},
+	{"posted after the loss of trigger", "post-after-loss", []string{"trigger_loss_posts_nothing"}},
+	{"never renewed", "no-renew", []string{"long_call_renews"}},
+	{"tool output trusted", "trust-tool-output", []string{"tool_output_needs_approval", "answer_declares_input_trust"}},
+	{"own answers trusted whatever they quoted", "trust-self", []string{"laundered_self_needs_approval"}},
+	{"answers without inputTrust", "no-input-trust", []string{"answer_declares_input_trust"}},
+	{"pages acknowledged before they are handled", "ack-before-handling", []string{"ack_after_handling"}},
+	{"posted as a plain message once the post was refused trigger_revoked", "post-plain-after-revoke", []string{"trigger_loss_at_post"}},
+	{"a clientMsgId of its own per post", "random-client-msg-id", []string{"crash_after_post"}},
+	{"no holder named", "no-holder", []string{"stall_is_fenced", "long_call_renews"}},
+}
+
 // TestKit: the reference adapter (`bothy agent run --model openai`,
 // configured by the kit's environment) passes every scenario; adapters
 // that each break one rule fail exactly the scenarios about that rule and
-// pass the control; the Python adapter of contrib passes the rules
-// it keeps.
+// pass the control (answers_once, or trigger_reaches_model for the
+// adapter whose rule answers_once checks): in make test the first
+// scenario of the rule and the control, with BOTHY_CONFORMANCE_MATRIX=1
+// (make conformance-matrix) every scenario; the Python adapter of
+// contrib passes the rules it keeps.
 func TestKit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bothy := build(t, dir, "bothy.example.com/bothy/cmd/bothy", "bothy")
 	broken := build(t, dir, "./testdata/broken", "broken")
-	cases := []struct {
-		name, adapter, fails string
-	}{
-		{"reference adapter", bothy + " agent run --model openai", ""},
-		{"untrusted text in the system message", broken + " -break untrusted", "untrusted_not_in_system"},
-		{"cancel ignored", broken + " -break ignore-cancel", "cancel_stops stop_during_stream"},
-		{"nothing streamed into the box", broken + " -break no-live", "streams_live_box"},
-		{"consequential tools without asking", broken + " -break no-gate", "injection_needs_approval approval_only_by_trigger_holder"},
-		{"answered twice", broken + " -break answer-twice", "answers_once"},
-		{"posted after the loss of trigger", broken + " -break post-after-loss", "trigger_loss_posts_nothing"},
-		{"never renewed", broken + " -break no-renew", "long_call_renews"},
-		{"tool output trusted", broken + " -break trust-tool-output", "tool_output_needs_approval answer_declares_input_trust"},
-		{"own answers trusted whatever they quoted", broken + " -break trust-self", "laundered_self_needs_approval"},
-		{"answers without inputTrust", broken + " -break no-input-trust", "answer_declares_input_trust"},
+	matrix := os.Getenv(matrixVar) == "1"
+	type kitCase struct {
+		name, adapter string
+		fails         []string
+	}
+	cases := []kitCase{{"reference adapter", bothy + " agent run --model openai", nil}}
+	for _, f := range singleFaults {
+		cases = append(cases, kitCase{f.name, broken + " -break " + f.rule, f.fails})
 	}
 	t.Run("Anthropic's API, streamed", func(t *testing.T) {
 		// The fake model speaks Anthropic's Messages API too, under the
 		// same base URL.
 		t.Parallel()
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: bothy + " agent run --model anthropic --model-stream", Only: "trigger_reaches_model"})
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: bothy + " agent run --model anthropic --model-stream", Only: "trigger_reaches_model",
+			DatabaseURL: pgtest.URL(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +109,7 @@ func TestKit(t *testing.T) {
 		// Only those: the others it does not claim (and the kit's matrix
 		// of every scenario is bothy conformance's, not this test's).
 		must := []string{"answers_once", "trigger_reaches_model", "untrusted_not_in_system", "cancel_stops", "trigger_loss_posts_nothing"}
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "python3 " + py, Only: strings.Join(must, ",")})
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "python3 " + py, Only: strings.Join(must, ","), DatabaseURL: pgtest.URL(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,17 +126,20 @@ func TestKit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			// The reference adapter runs every scenario; a broken one the
-			// scenarios of its rule and a control that it works otherwise
-			// (the whole matrix: bothy conformance).
+			// first scenario of its rule and a control that it works
+			// otherwise, on a clone of the tests' template (no cluster of
+			// its own: the outage scenario is not among them), or every
+			// scenario in the matrix.
 			opts := conformance.Options{Adapter: c.adapter}
 			want := len(conformance.Names())
-			if c.fails != "" {
+			if len(c.fails) > 0 && !matrix {
 				control := "answers_once"
-				if slices.Contains(strings.Fields(c.fails), control) {
+				if slices.Contains(c.fails, control) {
 					control = "trigger_reaches_model"
 				}
-				opts.Only = strings.ReplaceAll(c.fails, " ", ",") + "," + control
-				want = len(strings.Fields(c.fails)) + 1
+				opts.Only = c.fails[0] + "," + control
+				opts.DatabaseURL = pgtest.URL(t)
+				want = 2
 			}
 			rep, err := conformance.Run(t.Context(), opts)
 			if err != nil {
@@ -105,10 +149,109 @@ func TestKit(t *testing.T) {
 				t.Fatalf("%d verdicts, want %d", len(rep.Scenarios), want)
 			}
 			for _, r := range rep.Scenarios {
-				if want := !slices.Contains(strings.Fields(c.fails), r.Name); r.Passed != want {
+				if want := !slices.Contains(c.fails, r.Name); r.Passed != want {
 					t.Errorf("%s: passed %v (%s), want %v", r.Name, r.Passed, r.Detail, want)
 				}
 			}
 		})
+	}
+}
+
+// TestKitSaysWhatHappened: an adapter that cannot start stops the kit at
+// once with its exit status and its last line, before any scenario; an
+// adapter that starts late and reads its stream from the end still gets
+// the mention (the kit waited for its first read), and its exit of its
+// own, mid-run, is reported with its status and its last line.
+func TestKitSaysWhatHappened(t *testing.T) {
+	t.Parallel()
+	t.Run("cannot start", func(t *testing.T) {
+		t.Parallel()
+		started := time.Now()
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "nonexistent-adapter-of-robin", Only: "answers_once"})
+		var ex *conformance.ExitedError
+		if !errors.As(err, &ex) || ex.Exit.Code != 127 {
+			t.Fatalf("Run = %v; want an ExitedError with status 127", err)
+		}
+		for _, want := range []string{"exit status 127", "nonexistent-adapter-of-robin: not found"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q lacks %q", err, want)
+			}
+		}
+		// No scenario ran into its timeout: none ran.
+		if len(rep.Scenarios) != 0 || rep.Error != err.Error() || len(rep.Exits) != 1 || rep.UnexpectedExits != 1 {
+			t.Fatalf("%+v", rep)
+		}
+		if d := time.Since(started); d > 20*time.Second {
+			t.Errorf("the failure took %s", d)
+		}
+	})
+	t.Run("late, then gone", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		broken := build(t, dir, "./testdata/broken", "broken")
+		mark := filepath.Join(dir, "started")
+		// The first process starts 2 s late, reads from the stream's end
+		// ("now": a mention made before misses it), answers one run and
+		// exits 3 with a line; any later one just reads from the end.
+		script := fmt.Sprintf(`if [ -e %[1]s ]; then exec %[2]s -after now; fi
+touch %[1]s; sleep 2; %[2]s -after now -once
+echo "adapter of Robin: one run is enough" >&2; exit 3`, mark, broken)
+		var progress strings.Builder
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: script, Only: "answers_once", Progress: &progress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Scenarios) != 1 || !rep.Scenarios[0].Passed {
+			t.Fatalf("%+v\n%s", rep, progress.String())
+		}
+		i := slices.IndexFunc(rep.Exits, func(e conformance.Exit) bool { return e.Code == 3 })
+		if i < 0 || rep.Exits[i].ByKit || rep.Exits[i].Status != "exit status 3" ||
+			!slices.Contains(rep.Exits[i].Tail, "adapter of Robin: one run is enough") || rep.UnexpectedExits != 1 {
+			t.Fatalf("exits %+v", rep.Exits)
+		}
+		out := progress.String()
+		for _, want := range []string{"adapter start 1: its first read of the event stream came 2", "exit status 3, not caused by the kit",
+			"| adapter of Robin: one run is enough"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the progress lacks %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
+// TestSingleFaultsCoverTheKit: every scenario a single-fault adapter must
+// fail is one of the kit's, and the adapters are at least twelve, each
+// with a rule of its own.
+func TestSingleFaultsCoverTheKit(t *testing.T) {
+	t.Parallel()
+	rules := map[string]bool{}
+	for _, f := range singleFaults {
+		if rules[f.rule] {
+			t.Errorf("-break %s twice", f.rule)
+		}
+		rules[f.rule] = true
+		if len(f.fails) == 0 {
+			t.Errorf("-break %s fails no scenario", f.rule)
+		}
+		for _, s := range f.fails {
+			if !slices.Contains(conformance.Names(), s) {
+				t.Errorf("-break %s: no scenario %q", f.rule, s)
+			}
+		}
+	}
+	if len(rules) < 12 {
+		t.Errorf("%d single-fault adapters; want one per rule, at least twelve", len(rules))
+	}
+}
+
+// TestOutageNeedsTheKitsCluster: db_outage_recovers stops the kit's own
+// cluster, so a run on a database of the caller's refuses it before it
+// starts anything.
+func TestOutageNeedsTheKitsCluster(t *testing.T) {
+	t.Parallel()
+	_, err := conformance.Run(t.Context(), conformance.Options{Adapter: "true", Only: "answers_once,db_outage_recovers",
+		DatabaseURL: "postgres://bothy@127.0.0.1:1/none"})
+	if err == nil || !strings.Contains(err.Error(), "db_outage_recovers") {
+		t.Fatalf("Run on a database of the caller's with the outage scenario: %v", err)
 	}
 }

@@ -38,6 +38,10 @@ type step struct {
 	Streamed string
 	// AfterReply runs once the reply was written and flushed.
 	AfterReply func()
+	// Gate, when set, releases a held request on its own, before
+	// releaseHeld releases every held one: a scenario lets one process's
+	// model call answer while another's still holds.
+	Gate <-chan struct{}
 }
 
 // fakeModel speaks the OpenAI chat completions API (POST
@@ -213,6 +217,7 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.Hold {
 		select {
 		case <-release:
+		case <-s.Gate:
 		case <-r.Context().Done():
 			close(call.Aborted)
 			return

@@ -8,7 +8,6 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +34,7 @@ type Options struct {
 	// reads BOTHY_SERVER, BOTHY_AGENT_TOKEN (the agent Lotse's),
 	// BOTHY_MODEL_BASE_URL, BOTHY_MODEL_API_KEY, BOTHY_MODEL_NAME and
 	// BOTHY_CONFORMANCE_TOOLS (a tools file, also in BOTHY_TOOLS for the
-	// reference adapter).
+	// reference adapter): AdapterEnvironment.
 	Adapter string
 	// Only names the scenarios to run, separated by commas, in the kit's
 	// order whatever the order here; empty runs them all.
@@ -47,8 +46,17 @@ type Options struct {
 	// capability the adapter does not declare is not applicable: reported
 	// apart, never passed.
 	Capabilities string
-	// Progress receives a line per scenario as it ends (nil: none).
+	// Progress receives a line per scenario as it ends, and indented
+	// below it what happened to the adapter meanwhile: its starts, its
+	// exits (with the last lines of its output when the kit did not cause
+	// them) and the kit's notes (nil: none).
 	Progress io.Writer
+	// DatabaseURL names a migrated database for the kit's server instead
+	// of a PostgreSQL cluster of the kit's own (its tests pass clones of
+	// their shared template: a cluster per run is most of a short run's
+	// work). db_outage_recovers stops the kit's cluster, so it cannot run
+	// on such a database.
+	DatabaseURL string
 }
 
 // The capabilities an adapter may declare (Options.Capabilities).
@@ -73,8 +81,13 @@ type Result struct {
 	Passed bool   `json:"passed"`
 	// NotApplicable is set when the scenario needs a capability the
 	// adapter did not declare; it did not run and is not passed.
-	NotApplicable bool   `json:"not_applicable,omitempty"`
-	Detail        string `json:"detail"`
+	NotApplicable bool `json:"not_applicable,omitempty"`
+	// Detail is "ok", or why the scenario failed, ending with what fixes
+	// it ("fix: ...").
+	Detail string `json:"detail"`
+	// Fix, for a failed scenario, is the configuration or call that
+	// fixes it, as the end of Detail says.
+	Fix string `json:"fix,omitempty"`
 }
 
 // Report is the verdict on every scenario run.
@@ -85,6 +98,17 @@ type Report struct {
 	// NotApplicable counts the scenarios left out for a capability the
 	// adapter did not declare.
 	NotApplicable int `json:"not_applicable"`
+	// Exits are the exits of the adapter's processes, in order: those the
+	// kit caused (ByKit) and those it did not.
+	Exits []Exit `json:"exits"`
+	// UnexpectedExits counts the Exits the kit did not cause.
+	UnexpectedExits int `json:"unexpected_exits"`
+	// Notes are the kit's remarks on the run as a whole (an adapter that
+	// never read its event stream).
+	Notes []string `json:"notes,omitempty"`
+	// Error is why the kit stopped before the end (Run's error), empty
+	// when it ran every scenario.
+	Error string `json:"error,omitempty"`
 }
 
 // missing returns the capabilities of needs that declared lacks.
@@ -129,11 +153,30 @@ type kit struct {
 	mbase string // the fake model's address
 	world *world.World
 	cmd   string
+	// ctx is Run's: the kit's waits end with it.
+	ctx context.Context
+	// env is the adapter's part of its environment (adapterEnv).
+	env []string
 
 	mu   sync.Mutex
 	proc *exec.Cmd
-	logs bytes.Buffer
 	exit chan struct{}
+	// started is set once the adapter was started; readsStream once it
+	// was seen reading its event stream, after which every restart waits
+	// for its read again.
+	started, readsStream bool
+	// starts counts the adapter's starts by ensureRunning.
+	starts int
+	// readWait bounds the wait for the first read after a start
+	// (awaitFirstRead); 0 is firstReadWait.
+	readWait time.Duration
+	// scenario is the scenario that runs, to which exits are attributed.
+	scenario string
+	// exits are the adapter's exits so far; notes the kit's remarks;
+	// events the lines Run's progress tells next.
+	exits  []Exit
+	notes  []string
+	events []string
 	// tools is the kit's tools file (toolsFile).
 	tools string
 	// proxy is the adapter's way to the server (its BOTHY_SERVER).
@@ -221,6 +264,13 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	if opts.DatabaseURL != "" {
+		for _, s := range chosen {
+			if s.name == outageScenario {
+				return Report{}, fmt.Errorf("conformance: %s stops the kit's own database cluster; it cannot run on Options.DatabaseURL", outageScenario)
+			}
+		}
+	}
 	dir, err := os.MkdirTemp("", "bothy-conformance-")
 	if err != nil {
 		return Report{}, err
@@ -233,7 +283,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	settings[config.RunSweepInterval] = "200ms"
 	// A cluster of its own, not a database of the caller's:
 	// db_outage_recovers stops it and starts it again.
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, Settings: settings})
+	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, DatabaseURL: opts.DatabaseURL, Settings: settings})
 	if err != nil {
 		return Report{}, err
 	}
@@ -263,13 +313,29 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	go psrv.Serve(pln)
 	defer psrv.Close()
 
-	k := &kit{srv: srv, model: model, mbase: "http://" + mln.Addr().String(), world: w,
+	k := &kit{srv: srv, model: model, mbase: "http://" + mln.Addr().String(), world: w, ctx: ctx,
 		cmd: opts.Adapter, tools: filepath.Join(dir, "tools.yaml"), proxy: px, proxyURL: "http://" + pln.Addr().String()}
+	k.env = adapterEnv(k.proxyURL, w.Token("lotse"), k.mbase, k.tools)
 	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath, k.mbase+pagePath)), 0o600); err != nil {
 		return Report{}, err
 	}
-	defer k.stop()
+	defer k.stop("the kit's stop")
 	var rep Report
+	// tell writes what happened to the adapter since the last line.
+	tell := func() {
+		for _, e := range k.takeEvents() {
+			if opts.Progress != nil {
+				fmt.Fprintf(opts.Progress, "  %s\n", e)
+			}
+		}
+	}
+	// stopped ends the report of a run the kit could not finish.
+	stopped := func(err error) (Report, error) {
+		tell()
+		k.fill(&rep)
+		rep.Error = err.Error()
+		return rep, err
+	}
 	for _, s := range chosen {
 		if lack := missing(s.needs, declared); len(lack) > 0 {
 			r := Result{Name: s.name, NotApplicable: true, Detail: "not applicable: needs " + strings.Join(lack, ", ")}
@@ -280,9 +346,26 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			}
 			continue
 		}
+		k.setScenario(s.name)
 		if err := k.ensureRunning(); err != nil {
-			return rep, err
+			// An adapter that exits before it reads its stream cannot
+			// start (and one that cannot be started at all): every
+			// scenario would time out the same way. A restart that is
+			// only slow to read fails this scenario alone.
+			if !noRead(err) {
+				return stopped(err)
+			}
+			rep.Failed++
+			rep.Scenarios = append(rep.Scenarios, Result{Name: s.name, Detail: err.Error()})
+			if opts.Progress != nil {
+				fmt.Fprintf(opts.Progress, "%-31s FAILED: %s\n", s.name, err)
+			}
+			tell()
+			continue
 		}
+		// The start's lines come before the scenario's: they happened
+		// before its mention.
+		tell()
 		k.model.reset()
 		timeout := 20 * time.Second
 		if s.timeout > 0 {
@@ -294,7 +377,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		k.model.releaseHeld()
 		r := Result{Name: s.name, Passed: err == nil, Detail: "ok"}
 		if err != nil {
-			r.Detail = err.Error()
+			r.Detail = err.Error() + k.exitsDuring(s.name)
+			if s.fix != "" {
+				r.Detail += "; fix: " + s.fix
+				r.Fix = s.fix
+			}
 			rep.Failed++
 		} else {
 			rep.Passed++
@@ -310,47 +397,113 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		// A scenario's leftovers (a run still active) must not reach the
 		// next one.
 		k.settle(ctx)
+		k.setScenario("")
+		tell()
 	}
+	k.stop("the kit's stop at the end")
+	tell()
+	k.fill(&rep)
 	return rep, nil
 }
 
-// ensureRunning starts the adapter unless it runs.
-func (k *kit) ensureRunning() error {
+// setScenario names the scenario that runs ("" between them).
+func (k *kit) setScenario(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.scenario = name
+}
+
+// fill copies the adapter's exits and the kit's notes into rep.
+func (k *kit) fill(rep *Report) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	rep.Exits = append([]Exit{}, k.exits...)
+	rep.UnexpectedExits = 0
+	for _, e := range k.exits {
+		if !e.ByKit {
+			rep.UnexpectedExits++
+		}
+	}
+	rep.Notes = append([]string(nil), k.notes...)
+}
+
+// exitsDuring says, for a failure's detail, how the adapter exited during
+// scenario without the kit causing it ("" when it did not).
+func (k *kit) exitsDuring(scenario string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var st []string
+	for _, e := range k.exits {
+		if e.Scenario == scenario && !e.ByKit {
+			st = append(st, e.Status)
+		}
+	}
+	if len(st) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the adapter exited %s during the scenario, not by the kit: %s)", times(len(st)), strings.Join(st, ", "))
+}
+
+// ensureRunning starts the adapter unless it runs, and then waits for its
+// first read of the event stream (awaitFirstRead): an exit before it is an
+// ExitedError.
+func (k *kit) ensureRunning() error {
+	k.mu.Lock()
 	if k.proc != nil {
 		select {
 		case <-k.exit:
 		default:
+			k.mu.Unlock()
 			return nil
 		}
 	}
+	// Counted before the start: any read after it is the new process's,
+	// the old one has exited.
+	reads := k.streamReads()
 	cmd, exit, err := k.spawn()
 	if err != nil {
+		k.mu.Unlock()
 		return err
 	}
 	k.proc, k.exit = cmd, exit
-	return nil
+	first, wait := !k.started, !k.started || k.readsStream
+	k.started = true
+	k.starts++
+	k.mu.Unlock()
+	if !wait {
+		return nil
+	}
+	return k.awaitFirstRead(exit, reads, first)
 }
 
 // spawn starts one more process of the adapter in a process group of its
-// own and returns it with a channel closed when it exited.
+// own and returns it with a channel closed when it exited; the exit is
+// recorded (noteExit) before the channel closes.
 func (k *kit) spawn() (*exec.Cmd, chan struct{}, error) {
 	cmd := exec.Command("sh", "-c", k.cmd)
-	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+k.proxyURL, "BOTHY_AGENT_TOKEN="+k.world.Token("lotse"),
-		"BOTHY_MODEL_BASE_URL="+k.mbase+"/v1", "BOTHY_MODEL_API_KEY=conformance-key", "BOTHY_MODEL_NAME=conformance-model",
-		"BOTHY_CONFORMANCE_TOOLS="+k.tools, "BOTHY_TOOLS="+k.tools)
-	cmd.Stdout, cmd.Stderr = &k.logs, &k.logs
+	cmd.Env = append(os.Environ(), k.env...)
+	p := &adapterProc{}
+	var out io.Writer = &p.out
 	// BOTHY_CONFORMANCE_DEBUG shows the adapter's log as it runs.
-	if os.Getenv("BOTHY_CONFORMANCE_DEBUG") != "" {
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if os.Getenv(envKitDebug) != "" {
+		out = io.MultiWriter(&p.out, os.Stderr)
 	}
+	cmd.Stdout, cmd.Stderr = out, out
+	// A child that outlives the shell and keeps its output open must not
+	// hide the exit: Wait gives up on the output a second after it.
+	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, nil, fmt.Errorf("conformance: start the adapter: %w", err)
 	}
+	procs.Store(cmd, p)
 	exit := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exit) }()
+	go func() {
+		_ = cmd.Wait()
+		procs.Delete(cmd)
+		k.noteExit(exitOf(cmd, p))
+		close(exit)
+	}()
 	return cmd, exit, nil
 }
 
@@ -367,34 +520,46 @@ func (k *kit) waitExit(ctx context.Context) error {
 	}
 }
 
-// signal sends sig to the adapter's process group.
+// signal sends sig to the adapter's process group; an exit after the
+// kit's SIGKILL or SIGTERM is the kit's doing.
 func (k *kit) signal(sig syscall.Signal) {
 	k.mu.Lock()
 	proc := k.proc
 	k.mu.Unlock()
 	if proc != nil {
+		switch sig {
+		case syscall.SIGKILL:
+			blame(proc, "the kit's SIGKILL")
+		case syscall.SIGTERM:
+			blame(proc, "the kit's SIGTERM")
+		}
 		_ = syscall.Kill(-proc.Process.Pid, sig)
 	}
 }
 
-// end stops a process group: SIGTERM, then SIGKILL after 5 s.
+// end stops a process group: SIGTERM, then SIGKILL after 5 s. The exit
+// is the kit's doing.
 func end(cmd *exec.Cmd, exit chan struct{}) {
+	blame(cmd, "the kit's stop")
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-exit:
 	case <-time.After(5 * time.Second):
+		addCause(cmd, "; SIGTERM did not end it within 5 s, the kit's SIGKILL did")
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exit
 	}
 }
 
-// stop ends the adapter and its children.
-func (k *kit) stop() {
+// stop ends the adapter and its children; cause says why, for the
+// report of its exit.
+func (k *kit) stop(cause string) {
 	k.mu.Lock()
 	proc, exit := k.proc, k.exit
 	k.mu.Unlock()
 	if proc != nil {
+		blame(proc, cause)
 		end(proc, exit)
 	}
 }

@@ -20,32 +20,42 @@ type scenario struct {
 	// to apply (capModel, capLive, capTools, capFiles); none: every
 	// adapter.
 	needs []string
+	// fix says what fixes a failure: the Go SDK's setting or call and the
+	// protocol's (docs/adapter.md), as far as the kit can know. A failed
+	// scenario's detail ends with it.
+	fix string
 }
 
 // scenarios are the kit's checks, in the order they run.
 var scenarios = []scenario{
-	{name: "answers_once", run: answersOnce},
-	{name: "trigger_reaches_model", run: triggerReachesModel, needs: []string{capModel}},
-	{name: "untrusted_not_in_system", run: untrustedNotInSystem, needs: []string{capModel}},
-	{name: "followup_reaches_model", run: followUpReachesModel, needs: []string{capModel}},
-	{name: "cancel_stops", run: cancelStops, needs: []string{capModel}},
-	{name: "trigger_loss_posts_nothing", run: triggerLossPostsNothing, needs: []string{capModel}},
-	{name: "crash_during_model", run: crashDuringModel, needs: []string{capModel}},
-	{name: "stall_is_fenced", run: stallIsFenced, needs: []string{capModel}},
-	{name: "db_outage_recovers", run: dbOutageRecovers},
-	{name: "model_429_retried", run: model429Retried, needs: []string{capModel}},
-	{name: "model_garbage_fails_run", run: modelGarbageFailsRun, needs: []string{capModel}},
-	{name: "long_call_renews", run: longCallRenews, needs: []string{capModel}},
-	{name: "crash_before_post", run: crashBeforePost, needs: []string{capModel}},
-	{name: "streams_live_box", run: streamsLiveBox, needs: []string{capModel, capLive}},
-	{name: "stop_during_stream", run: stopDuringStream, needs: []string{capModel, capLive}},
-	{name: "injection_needs_approval", run: injectionNeedsApproval, needs: []string{capModel, capTools}, timeout: 90 * time.Second},
-	{name: "benign_runs_without_card", run: benignRunsWithoutCard, needs: []string{capModel, capTools}},
-	{name: "approval_only_by_trigger_holder", run: approvalOnlyByTriggerHolder, needs: []string{capModel, capTools}, timeout: 30 * time.Second},
-	{name: "tool_output_needs_approval", run: toolOutputNeedsApproval, needs: []string{capModel, capTools}, timeout: 30 * time.Second},
-	{name: "laundered_self_needs_approval", run: launderedSelfNeedsApproval, needs: []string{capModel, capTools}, timeout: 45 * time.Second},
-	{name: "answer_declares_input_trust", run: answerDeclaresInputTrust, needs: []string{capModel, capTools}},
+	{name: "answers_once", run: answersOnce, fix: "answer each request once: post with clientMsgId answer-<run>-<message> (agent.AnswerKey; the SDK's Task.Answer) and end the run once with finishRun(outcome: COMPLETED) (the SDK does it when the handler returns)"},
+	{name: "trigger_reaches_model", run: triggerReachesModel, needs: []string{capModel}, fix: "give the model the run context's triggerMessage (run(id) { context }, GET /api/v1/runs/{id}/context, read before startRun): with the SDK hand Task.Prompt() to the model"},
+	{name: "untrusted_not_in_system", run: untrustedNotInSystem, needs: []string{capModel}, fix: "keep the context out of the system message: rules in the system message, every element as a fenced block of the user message (docs/adapter.md#the-prompt-layout); the SDK's Task.Prompt() renders it so"},
+	{name: "followup_reaches_model", run: followUpReachesModel, needs: []string{capModel}, fix: "read the context again before posting and ask the model again with its followUps (Config.FollowUpRounds, default 3; a negative value turns the rounds off); acknowledge agent.followup events (ackAgentEvents) only once the model saw them"},
+	{name: "ack_after_handling", run: ackAfterHandling, needs: []string{capModel}, fix: "acknowledge the stream (ackAgentEvents) only up to events the adapter has dealt with: never past an agent.followup whose follow-up the run's model has not seen (docs/adapter.md#acknowledging-the-stream); the SDK's agent.Run acknowledges so"},
+	{name: "cancel_stops", run: cancelStops, needs: []string{capModel}, fix: "on run.cancel_requested abort the model call and confirm with finishRun(outcome: CANCELLED): with the SDK pass the handler's ctx, which ends on a cancel, to the model call"},
+	{name: "trigger_loss_posts_nothing", run: triggerLossPostsNothing, needs: []string{capModel}, fix: "drop the reply when the context read answers not_found or createMessage answers conflict trigger_revoked, confirm with finishRun(outcome: CANCELLED), and never post it again without runId (docs/adapter.md#when-the-run-ended-first); the SDK's Task.Answer does this"},
+	{name: "trigger_loss_at_post", run: triggerLossAtPost, fix: "on createMessage answering conflict trigger_revoked drop the reply, post it neither again nor without runId, and confirm with finishRun(outcome: CANCELLED) (docs/adapter.md#when-the-run-ended-first); the SDK's Task.Answer does this"},
+	{name: "crash_during_model", run: crashDuringModel, needs: []string{capModel}, fix: "after a restart read the stream from the acknowledged position (agentEvents without a cursor; Config.After empty) and claim the run of its new agent.invocation with startRun under a fresh holder (the SDK's default Config.Holder), reading Run.answers first"},
+	{name: "stall_is_fenced", run: stallIsFenced, needs: []string{capModel}, fix: "name the holder on every call on a claimed run (holder argument of createMessage and finishRun, REST header Bothy-Run-Holder; the SDK sends Config.Holder, random per process) and stop the model on conflict run_claimed"},
+	{name: outageScenario, run: dbOutageRecovers, fix: "repeat idempotent calls on unavailable, internal_error and network errors after Retry-After or a backoff, and keep reading the stream after errors (Config.MaxAttempts, Config.RetryBackoff; the SDK's agent.Run does this)"},
+	{name: "model_429_retried", run: model429Retried, needs: []string{capModel}, fix: "repeat the model request on 429 after its Retry-After (openai.Config.MaxAttempts, default 4, and RetryBackoff; the anthropic backend repeats twice)"},
+	{name: "model_garbage_fails_run", run: modelGarbageFailsRun, needs: []string{capModel}, fix: "end the run with finishRun(outcome: FAILED, reason model_error) and post nothing when the model's answer is no completion: with the SDK return the backend's error from the handler (or Task.Fail)"},
+	{name: "long_call_renews", run: longCallRenews, needs: []string{capModel}, fix: "renew the claim with renewRun(id, holder) every third of the lease while the model works (POST /api/v1/runs/{id}/renew); the SDK's agent.Run does this"},
+	{name: "crash_before_post", run: crashBeforePost, needs: []string{capModel}, fix: "after a takeover read Run.answers with startRun and post under the same key, answer-<run>-<message> (agent.AnswerKey), so the request is answered once; Config.Outbox keeps an answer across a crash"},
+	{name: "crash_after_post", run: crashAfterPost, fix: "post under the request's key, answer-<run>-<message> (agent.AnswerKey), never a key of its own, so that the repeat after a restart is the stored answer, and only finish a run whose answers (Run.answers with startRun) cover every request; the SDK does this"},
+	{name: "streams_live_box", run: streamsLiveBox, needs: []string{capModel, capLive}, fix: "no live box: set Config.Live (bothy agent run streams by default, --live) and stream the model's answer (agent.Stream, Task.Stream), or call updateRunLive (POST /api/v1/runs/{id}/live) as the model streams"},
+	{name: "stop_during_stream", run: stopDuringStream, needs: []string{capModel, capLive}, fix: "on run.cancel_requested abort the model's stream at once, mark the box done (updateRunLive with done: true, status stopped) and confirm with finishRun(outcome: CANCELLED); the SDK does this with Config.Live"},
+	{name: "injection_needs_approval", run: injectionNeedsApproval, needs: []string{capModel, capTools}, timeout: 90 * time.Second, fix: "run a consequential tool only while agent.ToolsAllowed(Task.InPlay()), and otherwise ask the person who asked (requestApproval; the SDK's agent.RunTool and agent.Ask) and run nothing on a denial"},
+	{name: "benign_runs_without_card", run: benignRunsWithoutCard, needs: []string{capModel, capTools}, fix: "run a consequential tool at once while all in play is the request of the person who asked (trustSummary.lowest TRIGGER; agent.ToolsAllowed(Task.InPlay()) is true): ask only with untrusted input in play"},
+	{name: "approval_only_by_trigger_holder", run: approvalOnlyByTriggerHolder, needs: []string{capModel, capTools}, timeout: 30 * time.Second, fix: "run the tool only once agent.approval_decided says the person who asked approved it (requestApproval, then the event; the SDK's agent.Ask and agent.RunTool wait for it), never on another answer or a message in the thread"},
+	{name: "tool_output_needs_approval", run: toolOutputNeedsApproval, needs: []string{capModel, capTools}, timeout: 30 * time.Second, fix: "lower the run's in-play trust to each tool's output trust (agent.Tool.OutputTrust, UNVERIFIED unless declared; agent.RunTool does this) and gate consequential calls on it, not on trustSummary.lowest alone"},
+	{name: "laundered_self_needs_approval", run: launderedSelfNeedsApproval, needs: []string{capModel, capTools}, timeout: 45 * time.Second, fix: "start the in-play trust at the context's trustSummary.lowest, which counts the agent's own answers at their provenance (the SDK's Task.InPlay does): an own answer of provenance UNVERIFIED is data, not SELF"},
+	{name: "answer_declares_input_trust", run: answerDeclaresInputTrust, needs: []string{capModel, capTools}, fix: "post every answer with inputTrust (REST input_trust) set to the run's in-play trust, tool results included (Task.InPlay(); the SDK's Task.Answer sends it)"},
 }
+
+// outageScenario stops the kit's database cluster (Options.DatabaseURL).
+const outageScenario = "db_outage_recovers"
 
 // seq makes the texts of each question unique across scenarios.
 var seq atomic.Int64
@@ -420,43 +430,6 @@ func crashDuringModel(ctx context.Context, k *kit) error {
 	return k.endedOnce(ctx, a)
 }
 
-func stallIsFenced(ctx context.Context, k *kit) error {
-	k.model.reset(step{Hold: true, Text: "The stale answer."})
-	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse survive a stall")
-	if err != nil {
-		return err
-	}
-	if _, err := k.model.next(ctx); err != nil {
-		return err
-	}
-	k.signal(syscall.SIGSTOP)
-	second, exit, err := k.spawn()
-	if err != nil {
-		return err
-	}
-	defer end(second, exit)
-	// The lease lapses, the second instance takes the run over and answers.
-	if err := until(ctx, "a takeover by the second instance", func() bool {
-		r, err := k.run(ctx, a.run)
-		return err == nil && r.State == "completed"
-	}); err != nil {
-		k.signal(syscall.SIGCONT)
-		return err
-	}
-	// The stale instance wakes with its model's answer.
-	k.model.releaseHeld()
-	k.signal(syscall.SIGCONT)
-	time.Sleep(2 * time.Second)
-	got := k.answers(ctx, a.thread)
-	if len(got) != 1 || strings.Contains(got[0], "stale") {
-		return fmt.Errorf("answers after the stale instance woke: %q", got)
-	}
-	if r, err := k.run(ctx, a.run); err != nil || r.State != "completed" {
-		return fmt.Errorf("the stale instance changed the run")
-	}
-	return nil
-}
-
 func dbOutageRecovers(ctx context.Context, k *kit) error {
 	if err := k.outage(ctx, 3*time.Second); err != nil {
 		return err
@@ -727,6 +700,9 @@ func injectionNeedsApproval(ctx context.Context, k *kit) error {
 	n := 0
 	origins := []string{"person without trigger", "another agent", "an app", "an import"}
 	for o, origin := range origins {
+		// The model's calls of the tool before this origin's run: the
+		// message counts this run's alone.
+		before := k.model.askedFor("file_ticket")
 		// The thread is opened by Writer (write, no trigger); the
 		// injections come from the origin; then Alex asks.
 		thread, _, err := k.openThread(ctx, "writer", "Support/Allgemein", "Notes from the printer room.")
@@ -768,9 +744,10 @@ func injectionNeedsApproval(ctx context.Context, k *kit) error {
 			return fmt.Errorf("%d side effects of injections by %s without an approval", len(got), origin)
 		}
 		if asked != len(injections) {
-			// The obedient model calls the tool once per injection.
-			return fmt.Errorf("the model called the consequential tool %d times on the injections of %s, and the person who asked was asked %d times",
-				len(injections), origin, asked)
+			// The obedient model calls the tool once per injection, and
+			// each call needs an approval of its own.
+			return fmt.Errorf("the model called the consequential tool %s on the %d injections of %s, and the person who asked was asked %s",
+				times(k.model.askedFor("file_ticket")-before), len(injections), origin, times(asked))
 		}
 	}
 	return nil

@@ -4,7 +4,8 @@
 //
 //   - untrusted: the whole rendered context goes in the system message;
 //   - ignore-cancel: the model call goes on after the run's context ended;
-//   - answer-twice: the request of answers_once gets a second answer;
+//   - answer-twice: the request of answers_once gets a second answer
+//     (keyed to its question, which no other scenario asks);
 //   - post-after-loss: the answer of trigger_loss_posts_nothing is posted
 //     without its run once the run refused it;
 //   - no-renew: the claim on a run is never renewed;
@@ -16,12 +17,27 @@
 //   - trust-self: the gate starts from the context's trust markers alone,
 //     so the agent's own earlier answer counts as SELF whatever it quoted
 //     (its provenance and the trust summary ignored);
-//   - no-input-trust: answers are posted without inputTrust.
+//   - no-input-trust: answers are posted without inputTrust;
+//   - ack-before-handling: every page of the stream is acknowledged as it
+//     is read, before its events are handled (the stream is polled);
+//   - post-plain-after-revoke: an answer refused trigger_revoked is posted
+//     again without its run, as a plain message;
+//   - random-client-msg-id: every post carries a clientMsgId of its own,
+//     so a repeat after a crash is a second message;
+//   - no-holder: no call names a holder (the anonymous holder of adapters
+//     that predate claims), so two processes cannot be told apart.
+//
+// -after and -once are the SDK's Config.After and Config.Once, for the
+// kit's tests of itself: an adapter that reads its stream from its end
+// ("now") misses a mention made before its first read, and one that stops
+// after one run exits in the middle of the kit's run.
 package main
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -74,6 +90,128 @@ func (noInputTrust) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+// rewrite edits the GraphQL variables of every request whose document
+// holds op before it is sent.
+type rewrite struct {
+	op   string
+	edit func(vars map[string]any)
+}
+
+func (t rewrite) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		b, _ := io.ReadAll(r.Body)
+		var req map[string]any
+		if bytes.Contains(b, []byte(t.op)) && json.Unmarshal(b, &req) == nil {
+			if vars, ok := req["variables"].(map[string]any); ok {
+				t.edit(vars)
+			}
+			b, _ = json.Marshal(req)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// randomKey gives every post a clientMsgId of its own.
+func randomKey(vars map[string]any) {
+	if in, ok := vars["input"].(map[string]any); ok {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		in["clientMsgId"] = "random-" + hex.EncodeToString(b)
+	}
+}
+
+// ackOnRead acknowledges every page of the stream up to its last event as
+// soon as the server answered the poll, before the adapter sees the page.
+type ackOnRead struct{}
+
+func (ackOnRead) RoundTrip(r *http.Request) (*http.Response, error) {
+	var b []byte
+	if r.Body != nil {
+		b, _ = io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || !bytes.Contains(b, []byte("agentEvents(")) {
+		return resp, err
+	}
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(page))
+	if err != nil {
+		return resp, nil
+	}
+	var out struct {
+		Data struct {
+			AgentEvents struct {
+				Events []struct {
+					Seq string `json:"seq"`
+				} `json:"events"`
+			} `json:"agentEvents"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(page, &out) != nil || len(out.Data.AgentEvents.Events) == 0 {
+		return resp, nil
+	}
+	evs := out.Data.AgentEvents.Events
+	ack, _ := json.Marshal(map[string]any{"query": `mutation($u: String!) { ackAgentEvents(upTo: $u) { position } }`,
+		"variables": map[string]any{"u": evs[len(evs)-1].Seq}})
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, r.URL.String(), bytes.NewReader(ack))
+	if err != nil {
+		return resp, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", r.Header.Get("Authorization"))
+	if ar, err := http.DefaultTransport.RoundTrip(req); err == nil {
+		_, _ = io.Copy(io.Discard, ar.Body)
+		ar.Body.Close()
+	}
+	return resp, nil
+}
+
+// plainAfterRevoke posts an answer that the server refused for the loss
+// of trigger (trigger_revoked) again, without its run: a plain message.
+type plainAfterRevoke struct{}
+
+func (plainAfterRevoke) RoundTrip(r *http.Request) (*http.Response, error) {
+	var b []byte
+	if r.Body != nil {
+		b, _ = io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || !bytes.Contains(b, []byte("createMessage(")) {
+		return resp, err
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(answer))
+	var req map[string]any
+	if err != nil || !bytes.Contains(answer, []byte("trigger_revoked")) || json.Unmarshal(b, &req) != nil {
+		return resp, nil
+	}
+	vars, _ := req["variables"].(map[string]any)
+	in, _ := vars["input"].(map[string]any)
+	if in == nil {
+		return resp, nil
+	}
+	delete(in, "runId")
+	delete(vars, "holder")
+	plain, _ := json.Marshal(req)
+	again, err := http.NewRequestWithContext(r.Context(), http.MethodPost, r.URL.String(), bytes.NewReader(plain))
+	if err != nil {
+		return resp, nil
+	}
+	again.Header = r.Header.Clone()
+	again.ContentLength = int64(len(plain))
+	if ar, err := http.DefaultTransport.RoundTrip(again); err == nil {
+		_, _ = io.Copy(io.Discard, ar.Body)
+		ar.Body.Close()
+	}
+	return resp, nil
+}
+
 // trustOrder ranks the trust levels from the least trusted up.
 var trustOrder = []agent.Trust{agent.TrustUnverified, agent.TrustSelf, agent.TrustSystem, agent.TrustAuthorized, agent.TrustTrigger}
 
@@ -96,7 +234,10 @@ func markersOnly(p agent.Prompt) agent.Prompt {
 }
 
 func main() {
-	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss, no-renew, no-live, no-gate, trust-tool-output, trust-self or no-input-trust")
+	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss, no-renew, no-live, no-gate, trust-tool-output, trust-self, no-input-trust,\n"+
+		"ack-before-handling, post-plain-after-revoke, random-client-msg-id or no-holder")
+	after := flag.String("after", "", "the cursor to read the event stream from (Config.After): empty, 0 or now")
+	once := flag.Bool("once", false, "stop after the first run (Config.Once)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -123,17 +264,34 @@ func main() {
 		opts.HTTPClient = &http.Client{Transport: noRenew{}}
 	case "no-input-trust":
 		opts.HTTPClient = &http.Client{Transport: noInputTrust{}}
+	case "ack-before-handling":
+		opts.HTTPClient = &http.Client{Transport: ackOnRead{}}
+	case "post-plain-after-revoke":
+		opts.HTTPClient = &http.Client{Transport: plainAfterRevoke{}}
+	case "random-client-msg-id":
+		opts.HTTPClient = &http.Client{Transport: rewrite{op: "createMessage(", edit: randomKey}}
+	case "no-holder":
+		opts.HTTPClient = &http.Client{Transport: rewrite{op: "holder", edit: func(vars map[string]any) { delete(vars, "holder") }}}
+	}
+	cfg := agent.Config{Live: *rule != "no-live"}
+	if *rule == "ack-before-handling" {
+		// Pages come from polls, which the transport sees.
+		cfg.Transport = agent.TransportPoll
 	}
 	client, err := agent.NewClient(os.Getenv("BOTHY_SERVER"), os.Getenv("BOTHY_AGENT_TOKEN"), opts)
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = agent.Run(ctx, agent.Config{Client: client, Live: *rule != "no-live"}, func(ctx context.Context, t *agent.Task) error {
+	cfg.Client, cfg.After, cfg.Once = client, *after, *once
+	err = agent.Run(ctx, cfg, func(ctx context.Context, t *agent.Task) error {
 		p := t.Prompt()
 		mctx := ctx
 		switch *rule {
 		case "untrusted":
+			// Moved, not copied: the obedient model reads every line once,
+			// as it would from the user message.
 			p.System += "\n" + p.User
+			p.User = "Answer the request above."
 		case "ignore-cancel":
 			mctx = context.WithoutCancel(ctx)
 		case "post-after-loss":
@@ -161,7 +319,7 @@ func main() {
 		c := t.Context()
 		asked := c.TriggerMessage.ContentMD
 		switch {
-		case *rule == "answer-twice" && strings.Contains(asked, "printer on floor 2"):
+		case *rule == "answer-twice" && strings.Contains(asked, "printer on floor 2 is broken"):
 			_, _ = client.CreateMessage(ctx, threadOf(ctx, client, c.RunID), "", agent.MessageCreate{ClientMsgID: "twice-" + c.RunID, ContentMD: "Once more: " + text})
 		case *rule == "post-after-loss" && strings.Contains(asked, "summarise the incident"):
 			_, _ = client.CreateMessage(context.WithoutCancel(ctx), threadOf(ctx, client, c.RunID), "", agent.MessageCreate{ClientMsgID: "lost-" + c.RunID, ContentMD: text})

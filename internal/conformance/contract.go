@@ -1,0 +1,403 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The scenarios of this file act at the exact moment of one of the
+// adapter's calls, through the kit's proxy (proxy.on): a page of the
+// stream handed out, an answer stored, a post about to be forwarded, the
+// calls of a process that lost its claim.
+
+// ackWindow is how long ack_after_handling gives the adapter, once it got
+// the page that holds the follow-up, to acknowledge that page before it is
+// killed. An adapter that acknowledges a page as it reads it does so at
+// once; one that keeps the rule sends no acknowledgement past the
+// follow-up at all, so there is no signal to wait for and the window is
+// the bound.
+const ackWindow = time.Second
+
+// pages records the pages of the agent's stream the adapter was handed
+// (polls and subscription events alike), from watchPages until off.
+type pages struct {
+	mu      sync.Mutex
+	bodies  [][]byte
+	changed chan struct{}
+}
+
+// watchPages starts recording the pages of the stream the adapter gets.
+func (k *kit) watchPages() (*pages, func()) {
+	p := &pages{changed: make(chan struct{})}
+	off := k.proxy.on(hook{op: agentEventsOp, after: func(_ int, body []byte) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.bodies = append(p.bodies, body)
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}})
+	return p, off
+}
+
+// wait waits until the adapter was handed a page that holds text.
+func (p *pages) wait(ctx context.Context, text string) error {
+	for {
+		p.mu.Lock()
+		changed := p.changed
+		for _, b := range p.bodies {
+			if bytes.Contains(b, []byte(text)) {
+				p.mu.Unlock()
+				return nil
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return errors.New("timed out waiting for the adapter to read the page of the stream that holds the follow-up")
+		}
+	}
+}
+
+// nextRunOf returns a run of thread other than not, "" while there is none.
+func (k *kit) nextRunOf(ctx context.Context, thread, not string) string {
+	evs, err := k.runEvents(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, e := range evs {
+		if e.ThreadID == thread && e.RunID != not {
+			return e.RunID
+		}
+	}
+	return ""
+}
+
+// ackAfterHandling: an agent.followup is acknowledged only once the
+// run's answer covers it (docs/adapter.md, the API flow, step 7). The
+// follow-up comes while the model writes, after the adapter's last read
+// of the context; the adapter gets the page that holds its event and is
+// killed before its model call returns; Alex then cancels the stuck
+// request. The server promotes a follow-up still pending when its run ends
+// to a run of its own, and drops one that was delivered: the restarted
+// adapter answers the follow-up only if the dead one had not acknowledged
+// it.
+func ackAfterHandling(ctx context.Context, k *kit) error {
+	k.model.reset(step{Hold: true})
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse check last night's backup of the file server")
+	if err != nil {
+		return err
+	}
+	if _, err := k.model.next(ctx); err != nil {
+		return err
+	}
+	pg, off := k.watchPages()
+	defer off()
+	acked := make(chan struct{}, 100)
+	offAck := k.proxy.on(hook{op: "ackAgentEvents", answered: func(call) { acked <- struct{}{} }})
+	defer offAck()
+
+	mark := fmt.Sprintf("and-the-mail-server-%d-too", seq.Add(1))
+	followUp, err := k.post(ctx, "alex", a.thread, "@lotse "+mark)
+	if err != nil {
+		return err
+	}
+	if err := pg.wait(ctx, followUp); err != nil {
+		return err
+	}
+	// The page is the adapter's; an acknowledgement it sends for it now
+	// reaches the server before the kill.
+	select {
+	case <-acked:
+	case <-time.After(ackWindow):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	k.signal(syscall.SIGKILL)
+	if err := k.waitExit(ctx); err != nil {
+		return err
+	}
+	if _, err := k.rest(ctx, http.MethodPost, "/api/v1/runs/"+a.run+"/cancel", "alex", nil, nil); err != nil {
+		return err
+	}
+	if err := k.ensureRunning(); err != nil {
+		return err
+	}
+	if state, reason, err := k.ended(ctx, a.run); err != nil {
+		return err
+	} else if state != "cancelled" {
+		return fmt.Errorf("the first run ended %s (%s); want cancelled", state, reason)
+	}
+	var next string
+	if err := until(ctx, "a run for the follow-up", func() bool {
+		next = k.nextRunOf(ctx, a.thread, a.run)
+		return next != ""
+	}); err != nil {
+		return errors.New("no run ever answered the follow-up: the server dropped it as delivered when the first run ended, so the killed adapter had acknowledged its agent.followup before its model saw it")
+	}
+	if err := k.answeredOnce(ctx, asked{thread: a.thread, run: next}); err != nil {
+		return fmt.Errorf("the run of the follow-up: %w", err)
+	}
+	if !k.sawText(mark) {
+		return errors.New("the follow-up's run was answered, but no prompt of the model held the follow-up")
+	}
+	return nil
+}
+
+// triggerLossAtPost: the asking person's loss of trigger is first seen by
+// the answer's post (the kit revokes the grant just before the post is
+// forwarded, after every renewal and context read). The server refuses
+// the post (trigger_revoked) and stores nothing; the adapter must post
+// nothing else, neither with the run nor as a plain message.
+func triggerLossAtPost(ctx context.Context, k *kit) error {
+	// Sam may trigger in Eskalation only through this grant.
+	var grant struct{ ID string }
+	if _, err := k.rest(ctx, http.MethodPost, "/api/v1/grants", "robin", map[string]any{"subject_id": k.world.ID("sam"),
+		"subject_kind": "principal", "target_kind": "channel", "target_id": k.world.Channel("Support/Eskalation").ID, "level": "trigger"}, &grant); err != nil {
+		return err
+	}
+	// The count of posts is the kit's, since its start.
+	before := k.proxy.calls("createMessage")
+	var (
+		mu        sync.Mutex
+		once      sync.Once
+		revokeErr error
+		revoked   bool
+		stored    int
+		answered  int
+	)
+	off := k.proxy.on(hook{op: "createMessage",
+		before: func() {
+			once.Do(func() {
+				_, err := k.rest(context.WithoutCancel(ctx), http.MethodDelete, "/api/v1/grants/"+grant.ID, "robin", nil, nil)
+				mu.Lock()
+				revokeErr, revoked = err, true
+				mu.Unlock()
+			})
+		},
+		answered: func(c call) {
+			mu.Lock()
+			defer mu.Unlock()
+			answered++
+			if !c.refused() {
+				stored++
+			}
+		}})
+	defer off()
+	k.model.reset(step{Text: "Here are the minutes you asked for."})
+	a, err := k.ask(ctx, "sam", "Support/Eskalation", "@lotse draft the minutes of this morning's meeting")
+	if err != nil {
+		return err
+	}
+	state, reason, err := k.ended(ctx, a.run)
+	if err != nil {
+		return err
+	}
+	// Every post the adapter sent by now has its answer.
+	if err := until(ctx, "the adapter's posts to be answered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return answered >= k.proxy.calls("createMessage")-before
+	}); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case revokeErr != nil:
+		return fmt.Errorf("revoke Sam's grant: %w", revokeErr)
+	case !revoked:
+		return fmt.Errorf("the run ended %s (%s) without a post of the adapter: the loss of trigger at the post was never put to it", state, reason)
+	case stored > 0 || len(k.answers(ctx, a.thread)) > 0:
+		return fmt.Errorf("%d posts stored after the server refused the answer for the loss of trigger (the thread holds %d answers); want none", stored, len(k.answers(ctx, a.thread)))
+	case state != "cancelled":
+		return fmt.Errorf("the run ended %s (%s); want cancelled", state, reason)
+	}
+	return nil
+}
+
+// crashAfterPost: the adapter is killed once its answer is stored and
+// before it reads the server's reply, so before finishRun. The run goes
+// back to queued when the lease lapses; the restarted adapter must see
+// that the request has its answer (the answer's key names the run and the
+// request, and startRun lists the run's answers) and finish the run
+// without answering again.
+func crashAfterPost(ctx context.Context, k *kit) error {
+	var once sync.Once
+	killed := make(chan struct{})
+	off := k.proxy.on(hook{op: "createMessage", answered: func(c call) {
+		if c.refused() {
+			return
+		}
+		once.Do(func() {
+			// Before the answer goes back: the adapter never learns that
+			// its answer was stored.
+			k.signal(syscall.SIGKILL)
+			close(killed)
+		})
+	}})
+	defer off()
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse when is the next maintenance window?")
+	if err != nil {
+		return err
+	}
+	select {
+	case <-killed:
+	case <-ctx.Done():
+		return errors.New("the adapter posted no answer")
+	}
+	if err := k.waitExit(ctx); err != nil {
+		return err
+	}
+	if err := k.ensureRunning(); err != nil {
+		return err
+	}
+	return k.endedOnce(ctx, a)
+}
+
+// fencedOps are the calls that act on a run as its holder
+// (docs/design/runs.md#fencing).
+var fencedOps = []string{"renewRun", "createMessage", "finishRun", "updateRunLive", "awaitRunInput"}
+
+// heldCall is an answered call of the adapter on a run, and whether the
+// run's second holder had finished it by then.
+type heldCall struct {
+	op string
+	call
+	afterFinish bool
+}
+
+// stallIsFenced: the adapter is stopped (SIGSTOP) past its lease while
+// its model call holds; a second process takes the run over and asks the
+// model, which holds too, so the run is the second holder's when the
+// stale process resumes with its model's answer. Every call of the stale
+// holder on the run is refused (run_claimed while the second one holds
+// it), the second holder answers, and the thread holds that one answer.
+func stallIsFenced(ctx context.Context, k *kit) error {
+	stale := make(chan struct{})
+	k.model.reset(step{Hold: true, Gate: stale, Text: "The stale answer."}, step{Hold: true, Text: "The answer of the second holder."})
+	var (
+		mu       sync.Mutex
+		holders  []string // the holders of the answered startRun calls, in order
+		calls    []heldCall
+		finished bool // a finishRun of the second holder was answered
+		changed  = make(chan struct{})
+	)
+	note := func() { close(changed); changed = make(chan struct{}) }
+	offStart := k.proxy.on(hook{op: "startRun", answered: func(c call) {
+		if c.refused() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		holders = append(holders, c.holder)
+		note()
+	}})
+	defer offStart()
+	for _, op := range fencedOps {
+		defer k.proxy.on(hook{op: op, answered: func(c call) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, heldCall{op: op, call: c, afterFinish: finished})
+			if op == "finishRun" && len(holders) > 1 && c.holder == holders[1] && !c.refused() {
+				finished = true
+			}
+			note()
+		}})()
+	}
+	// wait waits until cond holds, checked under mu whenever a call was
+	// answered.
+	wait := func(ctx context.Context, cond func() bool) error {
+		for {
+			mu.Lock()
+			ok, ch := cond(), changed
+			mu.Unlock()
+			if ok {
+				return nil
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+
+	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse survive a stall")
+	if err != nil {
+		return err
+	}
+	if _, err := k.model.next(ctx); err != nil {
+		return err
+	}
+	k.signal(syscall.SIGSTOP)
+	// Whatever happens, the stale process runs again for the next
+	// scenario.
+	defer k.signal(syscall.SIGCONT)
+	second, exit, err := k.spawn()
+	if err != nil {
+		return err
+	}
+	defer end(second, exit)
+	// The lease lapses, the second process takes the run over and asks
+	// the model, which holds: the run stays the second holder's.
+	if _, err := k.model.next(ctx); err != nil {
+		return errors.New("the second process never took the run over and asked the model")
+	}
+	mu.Lock()
+	hs := append([]string(nil), holders...)
+	mark := len(calls)
+	mu.Unlock()
+	if len(hs) != 2 {
+		return fmt.Errorf("%d starts of the run answered; want the stale process's and the second one's", len(hs))
+	}
+	staleHolder := hs[0]
+	if hs[0] == hs[1] {
+		return fmt.Errorf("both processes started the run as the holder %q: the server cannot tell the stale one from the new one", hs[0])
+	}
+	// The stale process wakes with its model's answer.
+	k.signal(syscall.SIGCONT)
+	close(stale)
+	// Its first call on the run shows whether it is fenced; an adapter
+	// that calls nothing within a lease changes nothing either.
+	wctx, cancel := context.WithTimeout(ctx, leaseTimeout)
+	_ = wait(wctx, func() bool {
+		for _, c := range calls[mark:] {
+			if c.holder == staleHolder {
+				return true
+			}
+		}
+		return false
+	})
+	cancel()
+	k.model.releaseHeld()
+	state, reason, err := k.ended(ctx, a.run)
+	if err != nil {
+		return err
+	}
+	got := k.answers(ctx, a.thread)
+	if state != "completed" || len(got) != 1 || strings.Contains(got[0], "stale") {
+		return fmt.Errorf("the run ended %s (%s) with the answers %q; want completed with the second holder's answer", state, reason, got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range calls[mark:] {
+		if c.holder != staleHolder {
+			continue
+		}
+		switch {
+		case !c.refused():
+			return fmt.Errorf("the stale holder's %s was accepted after the takeover", c.op)
+		case !c.afterFinish && c.reason() != "run_claimed":
+			return fmt.Errorf("the stale holder's %s was refused %q while the second holder held the run; want run_claimed", c.op, c.reason())
+		}
+	}
+	return nil
+}
