@@ -282,10 +282,11 @@ func (s *store) liveGrants(ctx context.Context, principals []string, targets *st
 }
 
 // auditAllow writes the audit row of one allow, at now. Like auditDeny it
-// runs on the pool, never in the transaction of ctx: an audit row must
-// hold when the caller's unit rolls back.
+// runs on the pool (db.OnPool, bounded like any statement of a request),
+// never in the transaction of ctx: an audit row must hold when the
+// caller's unit rolls back.
 func (s *store) auditAllow(ctx context.Context, actorID string, action Action, kind ResourceKind, resID any, now time.Time) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
+	_, err := db.OnPool(ctx, s.pool).Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
 			VALUES ($1, $2, $3, 'allow', '', $4, $5, $6, 1, $6, $6)`, ids.New(), actorID, string(action), string(kind), resID, now)
 	return err
 }
@@ -293,7 +294,7 @@ func (s *store) auditAllow(ctx context.Context, actorID string, action Action, k
 // auditDeny counts one denial at now in the row of its actor, action,
 // reason and window (which starts at start), on the pool (see auditAllow).
 func (s *store) auditDeny(ctx context.Context, actorID string, action Action, reason string, kind ResourceKind, resID any, start, now time.Time) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
+	_, err := db.OnPool(ctx, s.pool).Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
 		VALUES ($1, $2, $3, 'deny', $4, $5, $6, $7, 1, $8, $8)
 		ON CONFLICT (actor_id, action, reason, window_start) WHERE decision = 'deny'
 		DO UPDATE SET count = audit_log.count + 1, last_at = EXCLUDED.last_at`,

@@ -80,10 +80,11 @@ func (s *store) FollowUpFacts(ctx context.Context, sessionID, runID string, mess
 		return nil, nil, fmt.Errorf("follow-up facts: %w", err)
 	}
 	// The one store read that bypasses db.Q on purpose: the context read
-	// runs it beside the people lookups, on its own connection of the pool,
-	// so it never joins a transaction of ctx (a transaction's connection
-	// cannot serve two statements at once).
-	rows, err := s.pool.Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN message_facts m ON m.id = f.message_id
+	// runs it beside the people lookups, on its own connection of the pool
+	// (db.OnPool, bounded like any statement of a request), so it never
+	// joins a transaction of ctx (a transaction's connection cannot serve
+	// two statements at once).
+	rows, err := db.OnPool(ctx, s.pool).Query(ctx, `WITH fu AS (SELECT f.message_id, m.thread_seq FROM run_followups f JOIN message_facts m ON m.id = f.message_id
 			WHERE f.run_id = $2::uuid AND f.state IN ('pending', 'delivered'))
 		SELECT false, fu.message_id::text, fu.thread_seq FROM fu
 		UNION ALL

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
@@ -27,6 +28,19 @@ func writeDeadlines(writeTimeout, maxWait time.Duration, next http.Handler) http
 			_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout + wait))
 		})
 		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// databaseLimits puts the bounds of a request's database work
+// (database.query_timeout, database.acquire_timeout) into its context, so
+// that a database that does not answer (frozen, not refusing) makes the
+// request answer 503 unavailable instead of holding it until the write
+// timeout (db.Limits). WebSocket connections inherit them from their
+// upgrade: each statement of a subscription is bounded, its waiting for
+// events is not database work and is not.
+func databaseLimits(lim db.Limits, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(db.WithLimits(r.Context(), lim)))
 	})
 }
 

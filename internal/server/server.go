@@ -276,6 +276,7 @@ func New(d Deps) (*Server, error) {
 		routed = tracing.Route(mux)
 		d.Logger.Info("tracing on: spans go to the OpenTelemetry collector", "otlp_url", tp.URL)
 	}
+	routed = databaseLimits(db.Limits{Query: cfg.Duration(config.DatabaseQueryTimeout), Acquire: cfg.Duration(config.DatabaseAcquireTimeout)}, routed)
 	// No body limit out here: authed reads the body only after the token
 	// is checked, so an unauthenticated client cannot make it buffer one.
 	s.handler = tracing.Handler(tp, httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(routed),

@@ -103,6 +103,8 @@ const (
 	HTTPMaxConcurrentPerPrincipal      = "http.max_concurrent_per_principal"
 	HTTPMaxConcurrentWait              = "http.max_concurrent_wait"
 	DatabaseOutageRetryAfter           = "database.outage_retry_after"
+	DatabaseQueryTimeout               = "database.query_timeout"
+	DatabaseAcquireTimeout             = "database.acquire_timeout"
 	RateLimitStore                     = "ratelimit.store"
 	LogLevel                           = "log.level"
 	TokenDefaultTTL                    = "token.default_ttl"
@@ -195,6 +197,8 @@ var Registry = []Key{
 	{HTTPMaxConcurrentPerPrincipal, TypeInt, "8", "1", "most requests of one principal in flight at once on /graphql and the REST routes; more wait (http.max_concurrent_wait)"},
 	{HTTPMaxConcurrentWait, TypeDuration, "5s", "0s", "how long a request over http.max_concurrent_per_principal waits for a slot before it answers 429 rate_limited (too_many_concurrent)"},
 	{DatabaseOutageRetryAfter, TypeDuration, "5s", "1s", "Retry-After of the 503 unavailable answers while the database does not answer"},
+	{DatabaseQueryTimeout, TypeDuration, "5s", "100ms", "longest database work of a request: one statement outside a transaction, or a whole transaction from BEGIN to COMMIT; past it the request answers 503 unavailable (database_unreachable) as for a stopped database. A deadline of the server, not statement_timeout, so it holds through a transaction-mode pooler and against a frozen server; migrations, retention, the audit export and the LISTEN connection are exempt, and a long poll's or subscription's waiting is not database work"},
+	{DatabaseAcquireTimeout, TypeDuration, "2s", "10ms", "longest wait of a request for a connection of the pool (database.max_conns) before its statement or transaction starts; past it the request answers 503 unavailable (database_unreachable)"},
 	{RateLimitStore, TypeString, "postgres", "", "where rate-limit buckets live: postgres (shared by every replica) or memory (this process only)"},
 	{LogLevel, TypeString, "info", "", "lowest log level written: debug, info, warn or error"},
 	{TokenDefaultTTL, TypeDuration, "0s", "0s", "lifetime of tokens issued without an explicit ttl (createToken, createPrincipal's first token, the command line); 0s means no expiry"},

@@ -1,7 +1,8 @@
 // Package db owns Bothy's access to PostgreSQL: the pgx connection pool, the
 // transaction carried in the context (InTx, retried on serialization failure
-// and deadlock; Q gives the querier of a context), the squirrel statement
-// builder and the embedded migrations. Which package owns which table is
+// and deadlock; Q gives the querier of a context), the deadlines of a
+// request's database work (Limits), the squirrel statement builder and the
+// embedded migrations. Which package owns which table is
 // written down in ownership_test.go.
 package db
 
@@ -122,9 +123,33 @@ type txKey struct{}
 // Q is the querier a statement for ctx runs on: the transaction that InTx
 // carries in ctx, or pool when ctx carries none. Stores call it for every
 // statement instead of taking a querier parameter.
+//
+// When ctx carries Limits (a request's context), a statement on the pool
+// waits at most Limits.Acquire for a connection and runs at most
+// Limits.Query (until its rows are closed or its row scanned), and a
+// statement of the transaction runs within the transaction's deadline; an
+// error of a passed deadline wraps ErrQueryTimeout or ErrAcquireTimeout.
 func Q(ctx context.Context, pool Querier) Querier {
+	lim, bounded := LimitsFrom(ctx)
 	if tx, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
+		if bounded {
+			return boundedTx{tx}
+		}
 		return tx
+	}
+	if bounded {
+		return boundedPool{pool: pool, lim: lim}
+	}
+	return pool
+}
+
+// OnPool is the querier of a statement that must not join the transaction
+// of ctx (an audit row that holds when the caller's unit rolls back, a read
+// beside the transaction's own): pool, bounded by the Limits of ctx as Q
+// bounds it.
+func OnPool(ctx context.Context, pool Querier) Querier {
+	if lim, ok := LimitsFrom(ctx); ok {
+		return boundedPool{pool: pool, lim: lim}
 	}
 	return pool
 }
@@ -136,6 +161,11 @@ func Q(ctx context.Context, pool Querier) Querier {
 // outer unit. On a serialization failure or deadlock (of fn or of the
 // commit) the outermost unit runs again, up to the configured number of
 // retries; fn must therefore have no effects outside the database.
+//
+// When ctx carries Limits (a request's context), the connection is waited
+// for at most Limits.Acquire and each attempt, from BEGIN to COMMIT, runs
+// at most Limits.Query: fn gets a context with that deadline, so nothing
+// that waits longer (a long poll, a subscription) belongs inside fn.
 func (d *DB) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	if _, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
 		return fn(ctx)
@@ -151,6 +181,9 @@ func (d *DB) InTx(ctx context.Context, fn func(ctx context.Context) error) error
 }
 
 func (d *DB) once(ctx context.Context, fn func(ctx context.Context) error) error {
+	if lim, ok := LimitsFrom(ctx); ok {
+		return d.bounded(ctx, lim, fn)
+	}
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -160,6 +193,39 @@ func (d *DB) once(ctx context.Context, fn func(ctx context.Context) error) error
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// bounded is once under lim: the connection is taken within lim.Acquire,
+// and the transaction runs under a deadline of lim.Query that fn's context
+// carries, so that its statements, and the commit, end when it passes.
+func (d *DB) bounded(ctx context.Context, lim Limits, fn func(ctx context.Context) error) error {
+	actx, cancelAcquire := withCause(ctx, lim.Acquire, ErrAcquireTimeout)
+	conn, err := d.pool.Acquire(actx)
+	err = timedOut(actx, err)
+	cancelAcquire()
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	tctx, cancel := withCause(ctx, lim.Query, ErrQueryTimeout)
+	defer cancel()
+	tx, err := conn.Begin(tctx)
+	if err != nil {
+		return timedOut(tctx, err)
+	}
+	defer func() {
+		// The rollback (nothing after a commit) has a bound of its own:
+		// the transaction's may be over, and without one the ROLLBACK
+		// would wait on a frozen server for ever. A rollback that fails
+		// closes the connection, which ends the transaction as well.
+		rctx, cancel := withCause(context.WithoutCancel(ctx), lim.Query, ErrQueryTimeout)
+		tx.Rollback(rctx)
+		cancel()
+	}()
+	if err := fn(context.WithValue(tctx, txKey{}, tx)); err != nil {
+		return err
+	}
+	return timedOut(tctx, tx.Commit(tctx))
 }
 
 // Retryable reports whether err is a serialization failure (40001) or a
@@ -193,11 +259,18 @@ func Nullable(s string) any {
 
 // Unreachable reports whether err means the database does not answer: the
 // connection could not be made, broke, or the server is shutting down or
-// starting (SQLSTATE classes 08 and 57P). Such an error says nothing about
-// the request; it answers 503 unavailable, not 500.
+// starting (SQLSTATE classes 08 and 57P), or it did not answer within a
+// deadline of Limits (ErrQueryTimeout, ErrAcquireTimeout). Such an error
+// says nothing about the request; it answers 503 unavailable, not 500.
 func Unreachable(err error) bool {
 	if err == nil {
 		return false
+	}
+	if errors.Is(err, ErrQueryTimeout) || errors.Is(err, ErrAcquireTimeout) {
+		// A deadline of a request's Limits passed: the database did not
+		// answer in time, frozen or overloaded, which is an outage for
+		// the request as much as a refused connection.
+		return true
 	}
 	if errors.Is(err, context.Canceled) {
 		// The request's own context ended (its client went away): pgx

@@ -33,6 +33,8 @@ func TestUnreachable(t *testing.T) {
 		{"connection failure class", &pgconn.PgError{Code: "08006"}, true},
 		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
 		{"a bug", errors.New("runs.change: something else"), false},
+		{"query deadline of a request", fmt.Errorf("runs.change: %w", db.ErrQueryTimeout), true},
+		{"acquire deadline of a request", fmt.Errorf("runs.change: %w", db.ErrAcquireTimeout), true},
 	} {
 		if got := db.Unreachable(tc.err); got != tc.want {
 			t.Errorf("%s: Unreachable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)

@@ -733,6 +733,25 @@ func (c *Cluster) URL(dbname string) string {
 // Port returns the TCP port the server listens on at 127.0.0.1.
 func (c *Cluster) Port() int { return c.port }
 
+// PID returns the process id of the running server's postmaster, read from
+// its postmaster.pid. The backends and auxiliary processes are its
+// children; each is the leader of a process group of its own (PostgreSQL
+// makes them so), so signalling the postmaster's group does not reach them.
+// Tests that suspend the server (SIGSTOP) use it. The error says that no
+// server runs on the data directory.
+func (c *Cluster) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.pgdata, "postmaster.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: no server runs on %s: %w", c.pgdata, err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("pgcluster: %s/postmaster.pid names no process", c.pgdata)
+	}
+	return pid, nil
+}
+
 // Stop shuts the server down (pg_ctl stop -m fast: open sessions are
 // disconnected, data is kept), removes the socket directory, and with
 // Options.Ephemeral the data directory. Calling it again does nothing and
