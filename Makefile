@@ -27,7 +27,9 @@ TEST_EVENTS = bin/test-events.json
 
 ## test: every test (vet, generated code current, unit, integration, audit), then the time budget
 # The three npm installs run side by side. go vet only reads the tree, so
-# it runs beside the tests (its compiles are the tests' too); generated
+# it runs beside the tests (its compiles are the tests' too), once with its
+# own analyzers and once with the project's (internal/lint, through
+# bin/bothyvet: vet caches their results per package); generated
 # code is checked before them, because make generate rewrites files the
 # tests compile. A vet finding fails make test like a failing test. The
 # test processes share one PostgreSQL cluster (internal/testcluster), so
@@ -46,11 +48,12 @@ test:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	@mkdir -p bin
-	@{ $(GO) vet ./... && $(GO) vet -tags chaos ./internal/chaos/; } > bin/vet.log 2>&1 & vet=$$!; \
+	@{ $(GO) vet ./... && $(GO) vet -tags chaos ./internal/chaos/ && \
+		$(GO) build -o bin/bothyvet ./internal/lint/cmd/bothyvet && $(GO) vet -vettool=$(CURDIR)/bin/bothyvet ./...; } > bin/vet.log 2>&1 & vet=$$!; \
 	CHAOS_RUNS=2 $(GO) test -tags chaos -count=1 -timeout 5m -run '^TestChaos$$' ./internal/chaos/ > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
 	$(GO) run ./internal/testcluster -- $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) -- \
 		-count=1 -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 20m ./...; status=$$?; \
-	if wait $$vet; then echo "go vet ./... (and -tags chaos): no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \
+	if wait $$vet; then echo "go vet ./... (and -tags chaos, and bothyvet's rules): no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \
 	if wait $$chaos; then echo "chaos smoke (CHAOS_RUNS=2): passed"; else cat bin/chaos-smoke.log; echo "chaos smoke failed: make chaos would fail too"; status=1; fi; \
 	$(GO) run ./internal/testbudget -json $(TEST_EVENTS) -since $(TEST_START) -budget $(TEST_BUDGET); \
 	exit $$status

@@ -3,8 +3,8 @@
 // decides every request (rate-limit token, decision, audit), Filter for the
 // items of lists, and Allowed for the questions the runtime asks itself
 // (who may trigger, who may read). No rights logic exists outside this
-// package: TestNoLevelComparisonOutsideAuthz fails when another package
-// compares levels.
+// package: the analyzer internal/lint/levelcompare (go vet in make test)
+// fails when another package compares levels.
 package authz
 
 import (

@@ -1,3 +1,0 @@
-module example.com/levelcheck
-
-go 1.26.0
