@@ -64,10 +64,19 @@ func (e *Env) Stop() { e.stop() }
 //
 // Unless opts.Config names server.drain_delay, the server stops without the
 // drain delay (default 2 s) when the test ends: a test that does not test
-// draining would otherwise wait it out in its cleanup.
+// draining would otherwise wait it out in its cleanup. Unless it names
+// them, database.query_timeout and database.acquire_timeout are a minute
+// and half a minute: make test runs dozens of servers on two cores, where
+// a request may wait seconds for the CPU, and only the tests of the bounds
+// (TestFrozenDatabaseAnswers) are about them.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	opts.Config = withoutDrainDelay(opts.Config)
+	for k, v := range map[string]string{config.DatabaseQueryTimeout: "60s", config.DatabaseAcquireTimeout: "30s"} {
+		if _, set := opts.Config[k]; !set {
+			opts.Config[k] = v
+		}
+	}
 	m := moduletest.Build(t, opts)
 	srv, err := server.New(server.Deps{Config: m.Config, Pool: m.Pool, DatabaseURL: m.PoolURL, Clock: m.Clock, Logger: m.Log, Modules: m.Modules})
 	if err != nil {

@@ -63,8 +63,9 @@ func TestMessageStartedThread(t *testing.T) {
 // thread costs exactly one statement more than selecting its id (the
 // threads read; the decision is the same batch), and both name the same
 // threads. The server's background work (the sweeper, the listener) can
-// only add statements to a read, so each selection's count is the least
-// of three reads.
+// only add statements to a read, and on a busy machine a key may miss its
+// loader's batch window (a second batch), so each selection's count is the
+// least of five reads.
 func TestStartedThreadsInOneBatch(t *testing.T) {
 	t.Parallel()
 	counter := &apitest.StatementCounter{}
@@ -89,7 +90,7 @@ func TestStartedThreadsInOneBatch(t *testing.T) {
 		t.Helper()
 		var got page
 		least := int64(-1)
-		for range 3 {
+		for range 5 {
 			before := counter.Count()
 			if res := env.GraphQL(env.World.Token("alex"), `query($id: ID!) { thread(id: $id) { history(first: 50) { nodes { `+selection+` } } } }`,
 				map[string]any{"id": main}, &got); len(res.Errors) > 0 {
