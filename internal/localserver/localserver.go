@@ -112,7 +112,11 @@ func (s *Server) serve(ctx context.Context, url string, opts Options) error {
 	if err != nil {
 		return err
 	}
-	settings := map[string]string{config.ServerDrainDelay: "0s"}
+	// A private server of a tool shares its machine with the adapter and
+	// the model under test: its database work may wait seconds for the CPU
+	// without the database being gone, so the bounds of a frozen database
+	// (5 s and 2 s by default) are a minute and half a minute here.
+	settings := map[string]string{config.ServerDrainDelay: "0s", config.DatabaseQueryTimeout: "60s", config.DatabaseAcquireTimeout: "30s"}
 	for k, v := range opts.Settings {
 		settings[k] = v
 	}
