@@ -14,6 +14,7 @@ import (
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/tracing"
 	"bothy.example.com/bothy/internal/runs"
 )
 
@@ -156,6 +157,7 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, m.RunID, m.ThreadID)
 	return &model.MessageResult{Message: messageModel(m), Replayed: replayed}, nil
 }
 
@@ -353,6 +355,7 @@ func (r *queryResolver) Thread(ctx context.Context, id string) (*model.Thread, e
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, "", t.ID)
 	return threadModel(t), nil
 }
 

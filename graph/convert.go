@@ -196,7 +196,7 @@ func runModel(r runs.Run) *model.Run {
 		Session:         &model.RunSession{ID: opt(r.SessionID), Mode: r.SessionMode},
 		CancelRequested: trueOrNil(r.CancelRequested), QueuedAt: r.QueuedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
 		EndReason: opt(r.EndReason), AgentID: r.AgentID, TriggeredByID: r.TriggeredBy,
-		Attempt: r.Attempt, Holder: opt(r.Holder), LeaseExpiresAt: r.LeaseExpiresAt}
+		Attempt: r.Attempt, Holder: opt(r.Holder), LeaseExpiresAt: r.LeaseExpiresAt, Traceparent: opt(r.Traceparent)}
 	return out
 }
 

@@ -14,6 +14,7 @@ import (
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/tracing"
 	"bothy.example.com/bothy/internal/runs"
 )
 
@@ -76,6 +77,7 @@ func (r *mutationResolver) StartRun(ctx context.Context, id string, holder *stri
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, run.ID, run.ThreadID)
 	return runModel(run), nil
 }
 
@@ -88,6 +90,7 @@ func (r *mutationResolver) RenewRun(ctx context.Context, id string, holder strin
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, run.ID, run.ThreadID)
 	return runModel(run), nil
 }
 
@@ -101,6 +104,7 @@ func (r *mutationResolver) CreateRunToken(ctx context.Context, runID string, hol
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, runID, "")
 	return &model.RunToken{Token: tok.Token, RunID: runID, Holder: holder}, nil
 }
 
@@ -128,6 +132,8 @@ func (r *mutationResolver) UpdateRunLive(ctx context.Context, runID string, hold
 	if err != nil {
 		return nil, err
 	}
+	// The run was the caller's to write: the id is the server's now.
+	tracing.NoteRun(ctx, runID, "")
 	return liveModel(lv), nil
 }
 
@@ -144,6 +150,7 @@ func (r *mutationResolver) AwaitRunInput(ctx context.Context, id string, holder 
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, run.ID, run.ThreadID)
 	return runModel(run), nil
 }
 
@@ -160,6 +167,7 @@ func (r *mutationResolver) FinishRun(ctx context.Context, id string, input model
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, run.ID, run.ThreadID)
 	return runModel(run), nil
 }
 
@@ -176,6 +184,7 @@ func (r *mutationResolver) CancelRun(ctx context.Context, id string, holder *str
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, run.ID, run.ThreadID)
 	return runModel(run), nil
 }
 
@@ -225,6 +234,7 @@ func (r *mutationResolver) RequestApproval(ctx context.Context, runID string, ho
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, runID, "")
 	return approvalModel(a, p.ID, true), nil
 }
 
@@ -276,6 +286,7 @@ func (r *queryResolver) Run(ctx context.Context, id string) (*model.Run, error) 
 	if err != nil {
 		return nil, err
 	}
+	tracing.NoteRun(ctx, rd.Run.ID, rd.Run.ThreadID)
 	return runReadModel(rd), nil
 }
 

@@ -453,6 +453,7 @@ type ComplexityRoot struct {
 		State               func(childComplexity int) int
 		Thread              func(childComplexity int) int
 		ThreadID            func(childComplexity int) int
+		Traceparent         func(childComplexity int) int
 		TriggerKind         func(childComplexity int) int
 		TriggeredBy         func(childComplexity int) int
 		TriggeringMessage   func(childComplexity int) int
@@ -2812,6 +2813,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.ThreadID(childComplexity), true
+	case "Run.traceparent":
+		if e.ComplexityRoot.Run.Traceparent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Traceparent(childComplexity), true
 	case "Run.triggerKind":
 		if e.ComplexityRoot.Run.TriggerKind == nil {
 			break
@@ -5586,6 +5593,15 @@ type Run implements Node {
   "When the holder's claim lapses unless renewed (run.lease_timeout after its last call on the run)."
   leaseExpiresAt: Time
   """
+  The W3C trace context (traceparent header value) of the request whose
+  message started the run; null when tracing was off or that request was
+  not sampled, and for a run no request's message started (a promoted
+  follow-up). An adapter sends it as the traceparent header on every call
+  it makes for the run, so the mention, the run's calls and its answer are
+  one trace.
+  """
+  traceparent: String
+  """
   The text messages the run's agent posted naming this run (run_id), oldest
   first: what an adapter taking the run over reads to see what the previous
   holder already said. The run's anchor and cards are not answers.
@@ -6668,6 +6684,8 @@ func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.C
 		return ec.fieldContext_Run_holder(ctx, field)
 	case "leaseExpiresAt":
 		return ec.fieldContext_Run_leaseExpiresAt(ctx, field)
+	case "traceparent":
+		return ec.fieldContext_Run_traceparent(ctx, field)
 	case "answers":
 		return ec.fieldContext_Run_answers(ctx, field)
 	case "live":
@@ -16437,6 +16455,29 @@ func (ec *executionContext) fieldContext_Run_leaseExpiresAt(_ context.Context, f
 	return graphql.NewScalarFieldContext("Run", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Run_traceparent(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_traceparent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Traceparent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_traceparent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, false, false, "String")
+}
+
 func (ec *executionContext) _Run_answers(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -25250,6 +25291,11 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			}
 		case "leaseExpiresAt":
 			out.Values[i] = ec._Run_leaseExpiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "traceparent":
+			out.Values[i] = ec._Run_traceparent(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -658,6 +658,13 @@ type Run struct {
 	Holder *string `json:"holder,omitempty"`
 	// When the holder's claim lapses unless renewed (run.lease_timeout after its last call on the run).
 	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	// The W3C trace context (traceparent header value) of the request whose
+	// message started the run; null when tracing was off or that request was
+	// not sampled, and for a run no request's message started (a promoted
+	// follow-up). An adapter sends it as the traceparent header on every call
+	// it makes for the run, so the mention, the run's calls and its answer are
+	// one trace.
+	Traceparent *string `json:"traceparent,omitempty"`
 	// AgentID is the run's agent (resolved by the agent field).
 	AgentID string `json:"-"`
 	// Read is how the request read the run, when it did (the context field reuses its decision).

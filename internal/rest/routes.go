@@ -22,7 +22,7 @@ const (
 	liveFields         = `runId version text status updatedAt done`
 	auditFields        = `id actor { ` + principalRefFields + ` } action decision reason resourceKind resourceId count firstAt lastAt`
 	approvalFields     = `id runId messageId state title detail options { id label } restrictedTo { ` + principalRefFields + ` } expiresAt decidedBy { ` + principalRefFields + ` } decidedAt option { id label } createdAt`
-	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt answers { messageId clientMsgId } live { ` + liveFields + ` }`
+	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt traceparent answers { messageId clientMsgId } live { ` + liveFields + ` }`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
 	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust provenance alreadyDelivered`
 	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq followUps { ` + contextMsgFields + ` } trustSummary { lowest counts { trust count } }`

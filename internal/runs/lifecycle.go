@@ -438,7 +438,7 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 			}
 			// The next run stays in r's thread even where auto_thread is on
 			// now: the follow-up belongs to the conversation it was written in.
-			more, err := s.startRunFor(ctx, r.AgentID, d.Guest, thread, channel.ID, trigger{m.ID, m.ThreadID, m.ThreadSeq}, m.Author.ID)
+			more, err := s.startRunFor(ctx, r.AgentID, d.Guest, thread, channel.ID, trigger{messageID: m.ID, threadID: m.ThreadID, seq: m.ThreadSeq}, m.Author.ID)
 			if err != nil {
 				return Run{}, nil, err
 			}

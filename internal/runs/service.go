@@ -16,6 +16,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/tracing"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
 	"github.com/jackc/pgx/v5"
@@ -151,7 +152,10 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 		runThread = t
 		evs = append(evs, events.Event{Type: events.ThreadCreated, ChannelID: p.Channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)})
 	}
-	more, err := s.startRunFor(ctx, d.Agent, d.Guest, runThread, p.Channel.ID, trigger{p.Message.ID, p.Thread.ID, p.Message.ThreadSeq}, p.Author.ID)
+	// The run continues the trace of the request that posted its message
+	// (docs/operations.md#following-a-run-in-traces).
+	more, err := s.startRunFor(ctx, d.Agent, d.Guest, runThread, p.Channel.ID,
+		trigger{p.Message.ID, p.Thread.ID, p.Message.ThreadSeq, tracing.Traceparent(ctx)}, p.Author.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -307,6 +311,10 @@ func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Threa
 type trigger struct {
 	messageID, threadID string
 	seq                 int64
+	// traceparent is the trace context of the request that posted the
+	// message; empty for a follow-up promoted later, whose posting
+	// request is over (the finishing run's trace is not the follow-up's).
+	traceparent string
 }
 
 // startRunFor creates a queued run of agent in thread t (whose row lock the
@@ -316,7 +324,7 @@ func (s *Service) startRunFor(ctx context.Context, agentID string, guest bool, t
 	now := s.st.clock.Now()
 	messageID := m.messageID
 	r := Run{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, TriggerKind: domain.TriggerKindMessage, TriggeringMessageID: messageID,
-		TriggerThreadID: m.threadID, TriggerSeq: m.seq,
+		TriggerThreadID: m.threadID, TriggerSeq: m.seq, Traceparent: m.traceparent,
 		TriggeredBy: by, State: domain.RunQueued, Version: 1, QueuedAt: now, LastActivityAt: now, SessionMode: domain.SessionMode(nil)}
 	if !guest {
 		sess, err := s.st.currentSession(ctx, t.ID, agentID)
@@ -361,6 +369,12 @@ func invocationEvent(r Run, channelID string) events.Event {
 	}
 	payload := map[string]any{"run_id": r.ID, "thread_id": r.ThreadID, "channel_id": channelID, "message_id": r.TriggeringMessageID,
 		"session": session, "attempt": r.Attempt}
+	if r.Traceparent != "" {
+		// The adapter's first call of the run (its context read) comes
+		// before it reads the run itself: the invocation carries the
+		// run's trace context for it.
+		payload["traceparent"] = r.Traceparent
+	}
 	return events.Event{AgentID: r.AgentID, RunID: r.ID, MessageID: r.TriggeringMessageID, Type: events.AgentInvocation, Payload: payload}
 }
 

@@ -50,6 +50,11 @@ type Run struct {
 	// ApprovalUntil is the expiry of the approval the run waits for (nil
 	// when it waits for none): its stall timer is paused meanwhile.
 	ApprovalUntil *time.Time
+	// Traceparent is the W3C trace context of the request whose message
+	// started the run (empty when tracing was off, the request was not
+	// sampled, or no message's request started it): adapters send it on
+	// every call of the run, so the run is one trace with its mention.
+	Traceparent string
 }
 
 // ErrNotFound is returned for an unknown run.
@@ -58,13 +63,13 @@ var ErrNotFound = fmt.Errorf("runs: %w", problem.ErrMissing)
 const runColumns = `id, thread_id, agent_id, coalesce(agent_session_id::text, ''), session_mode, trigger_kind,
 	coalesce(triggering_message_id::text, ''), coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0), coalesce(triggered_by::text, ''), state, cancel_requested,
 	coalesce(end_reason, ''), version, queued_at, started_at, ended_at, last_activity_at,
-	coalesce(holder, ''), lease_expires_at, attempt, trigger_lost_at, approval_until`
+	coalesce(holder, ''), lease_expires_at, attempt, trigger_lost_at, approval_until, coalesce(traceparent, '')`
 
 // runDest returns the scan destinations of runColumns into x.
 func runDest(x *Run) []any {
 	return []any{&x.ID, &x.ThreadID, &x.AgentID, &x.SessionID, &x.SessionMode, &x.TriggerKind, &x.TriggeringMessageID,
 		&x.TriggerThreadID, &x.TriggerSeq, &x.TriggeredBy, &x.State, &x.CancelRequested, &x.EndReason, &x.Version, &x.QueuedAt, &x.StartedAt, &x.EndedAt, &x.LastActivityAt,
-		&x.Holder, &x.LeaseExpiresAt, &x.Attempt, &x.TriggerLostAt, &x.ApprovalUntil}
+		&x.Holder, &x.LeaseExpiresAt, &x.Attempt, &x.TriggerLostAt, &x.ApprovalUntil, &x.Traceparent}
 }
 
 func scanRun(r pgx.Row) (Run, error) {
@@ -164,10 +169,14 @@ func (s *store) insertRun(ctx context.Context, r Run) error {
 	if r.TriggeredBy != "" {
 		by = r.TriggeredBy
 	}
+	var traceparent any
+	if r.Traceparent != "" {
+		traceparent = r.Traceparent
+	}
 	_, err := q.Exec(ctx, `INSERT INTO runs (id, thread_id, agent_id, agent_session_id, session_mode, trigger_kind, triggering_message_id,
-		trigger_thread_id, trigger_seq, triggered_by, state, version, queued_at, last_activity_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 1, $11, $11)`,
-		r.ID, r.ThreadID, r.AgentID, session, r.SessionMode, r.TriggerKind, msg, tthread, tseq, by, r.QueuedAt)
+		trigger_thread_id, trigger_seq, triggered_by, state, version, queued_at, last_activity_at, traceparent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 1, $11, $11, $12)`,
+		r.ID, r.ThreadID, r.AgentID, session, r.SessionMode, r.TriggerKind, msg, tthread, tseq, by, r.QueuedAt, traceparent)
 	if err != nil {
 		return fmt.Errorf("insert run: %w", err)
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -417,10 +419,20 @@ type principalHolder struct{ id string }
 
 const keyPrincipalHolder ctxKey = 100
 
-// NotePrincipal records the authenticated principal id for the access log.
+// PrincipalIDKey is the attribute of a request span that holds the
+// authenticated principal's id (never the token).
+const PrincipalIDKey = attribute.Key("bothy.principal_id")
+
+// NotePrincipal records the authenticated principal id for the access log
+// and on the request's span. Authentication calls it before any operation
+// starts a span of its own, so the span of ctx is the request's; with
+// tracing off that span does not record and nothing is set.
 func NotePrincipal(ctx context.Context, id string) {
 	if h, ok := ctx.Value(keyPrincipalHolder).(*principalHolder); ok {
 		h.id = id
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(PrincipalIDKey.String(id))
 	}
 }
 

@@ -43,7 +43,7 @@ func Handler(p *Provider, next http.Handler) http.Handler {
 			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method)))
 		defer span.End()
 		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r.WithContext(ctx))
+		next.ServeHTTP(sw, r.WithContext(withRequestSpan(ctx, span)))
 		if id := w.Header().Get(httpx.CorrelationHeader); id != "" {
 			span.SetAttributes(CorrelationIDKey.String(id))
 		}
