@@ -157,7 +157,9 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 	if err != nil {
 		return nil, err
 	}
-	tracing.NoteRun(ctx, m.RunID, m.ThreadID)
+	// A stored message names the run its author gave (the server refused
+	// any other), so the input's run id is the server's now.
+	tracing.NoteRun(ctx, in.RunID, m.ThreadID)
 	return &model.MessageResult{Message: messageModel(m), Replayed: replayed}, nil
 }
 

@@ -472,11 +472,18 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 		if a.tracked(inv.RunID) != nil {
 			return true
 		}
-		rc, started, ok := a.prepare(loop, log, inv)
+		// Every call for the run continues the run's trace (the one of
+		// the message that started it), from the context read on.
+		rc, started, ok := a.prepare(WithTraceparent(loop, inv.Traceparent), log, inv)
 		if !ok {
 			return true
 		}
 		*claimed = true
+		tp := inv.Traceparent
+		if started.Traceparent != nil {
+			tp = *started.Traceparent
+		}
+		runCtx = WithTraceparent(runCtx, tp)
 		modelCtx, cancelModel := context.WithCancel(runCtx)
 		run := &activeRun{cancelModel: cancelModel, approver: newApprover(a.cfg.Client, inv.RunID, a.cfg.Holder)}
 		a.mu.Lock()

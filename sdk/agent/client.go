@@ -248,6 +248,9 @@ func (c *Client) Do(ctx context.Context, op, query string, vars map[string]any, 
 	req.Header.Set("Accept", "application/graphql-response+json, application/json;q=0.9")
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("User-Agent", c.agent)
+	if tp := Traceparent(ctx); tp != "" {
+		req.Header.Set(TraceparentHeader, tp)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return c.failed(ctx, op, err)
@@ -370,7 +373,7 @@ func retryAfter(resp *http.Response, e GraphQLError) time.Duration {
 // tell them apart; the selections are exactly the typed structs above,
 // because answers are decoded strictly.
 const (
-	runFields = `fragment RunFields on Run { id threadId state version triggerKind triggeringMessageId cancelRequested queuedAt startedAt endedAt endReason session { id mode } agent { id kind handle displayName } attempt holder leaseExpiresAt }`
+	runFields = `fragment RunFields on Run { id threadId state version triggerKind triggeringMessageId cancelRequested queuedAt startedAt endedAt endReason session { id mode } agent { id kind handle displayName } attempt holder leaseExpiresAt traceparent }`
 
 	ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust provenance alreadyDelivered }`
 

@@ -256,6 +256,10 @@ type RunInfo struct {
 	Attempt        int        `json:"attempt"`
 	Holder         *string    `json:"holder"`
 	LeaseExpiresAt *time.Time `json:"leaseExpiresAt"`
+	// Traceparent is the W3C trace context of the request whose message
+	// started the run (nil when the server recorded none); WithTraceparent
+	// makes the run's calls continue it.
+	Traceparent *string `json:"traceparent"`
 	// Answers are the text messages the agent posted naming the run,
 	// oldest first; only Client.StartRun and Client.Run select them (nil
 	// from the other calls).
@@ -310,6 +314,11 @@ type Invocation struct {
 	// Attempt is 1 for the first invocation of the run and one more for
 	// each invocation after an expired lease (a takeover).
 	Attempt int `json:"attempt"`
+	// Traceparent is the run's trace context (Run.traceparent), empty when
+	// the server recorded none. It comes with the invocation because the
+	// adapter's first call of the run, the context read, precedes any read
+	// of the run itself.
+	Traceparent string `json:"traceparent"`
 }
 
 // RunRef is the payload of agent.followup and run.cancel_requested (the
