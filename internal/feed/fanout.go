@@ -6,11 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/tracing"
 )
 
 // The fan-out of the events subscription (docs/design/rights.md#live-rights,
@@ -23,6 +27,13 @@ import (
 // window, or a replica whose LISTEN connection is down (no commit would
 // reach it), reads and decides alone, as before (Next with the listener's
 // own statements).
+
+// The attributes of the fan-out's decision span (feed.fanout): how many
+// events it decided for how many listeners.
+const (
+	fanoutEventsKey    = attribute.Key("bothy.feed.events")
+	fanoutListenersKey = attribute.Key("bothy.feed.listeners")
+)
 
 // Waker tells the fan-out that something committed: runs.Hub.
 type Waker interface {
@@ -200,6 +211,10 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 	if done {
 		return nil
 	}
+	// The read every listener shares, once per commit, in the request of
+	// whichever connection came first.
+	ctx, span := tracing.Start(ctx, "feed.fanout.read", trace.SpanKindInternal)
+	defer span.End()
 	if !started {
 		end, err := f.svc.log.End(ctx)
 		if err != nil {
@@ -332,6 +347,14 @@ func (f *Fanout) decide(ctx context.Context, gen <-chan struct{}, evs []events.E
 // verdicts: the tokens of all connections are checked in one statement
 // for the generation (Tokens), the events in those of decideMany.
 func (f *Fanout) decideAll(ctx context.Context, gen <-chan struct{}, listeners []*Listener, evs []events.Event) error {
+	// One span for the decision every listener shares: it runs in the
+	// request of whichever connection asked first, and its statements are
+	// below it.
+	ctx, span := tracing.Start(ctx, "feed.fanout", trace.SpanKindInternal)
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(fanoutEventsKey.Int(len(evs)), fanoutListenersKey.Int(len(listeners)))
+	}
 	// The listeners whose connection still authenticates as the principal
 	// it started with, as that principal is now; the others see nothing.
 	var actors []identity.Principal

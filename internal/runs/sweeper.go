@@ -4,8 +4,13 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/tracing"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -99,10 +104,25 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 	if err != nil {
 		return 0, 0, err
 	}
+	if len(list) > 0 {
+		// A sweep that has runs to settle is a trace of its own (when the
+		// server traces); one that finds none exports nothing, so an idle
+		// server sends no trace every run.sweep_interval.
+		var span trace.Span
+		ctx, span = tracing.StartRoot(ctx, "runs.sweep")
+		defer span.End()
+		span.SetAttributes(sweepDueKey.Int(len(list)))
+	}
 	var firstErr error
 	for _, d := range list {
 		timedOut, done := false, false
-		err := s.db.InTx(ctx, func(ctx context.Context) error {
+		runCtx, span := tracing.Start(ctx, "runs.sweep.run", trace.SpanKindInternal)
+		if span.IsRecording() {
+			span.SetAttributes(tracing.RunIDKey.String(d.run), tracing.ThreadIDKey.String(d.thread))
+		}
+		var took SweepAction
+		var traceparent string
+		err := s.db.InTx(runCtx, func(ctx context.Context) error {
 			// A retried unit starts over: nothing of an earlier try counts.
 			timedOut, done = false, false
 			// The thread first, then the run: the lock order of every unit.
@@ -117,6 +137,7 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 				return err
 			}
 			action := SweepVerdict(r, s.st.clock.Now(), s.timeouts)
+			took, traceparent = action, r.Traceparent
 			if action == SweepNone {
 				return nil
 			}
@@ -150,6 +171,7 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 			done, timedOut = true, action == SweepTimeout
 			return s.events.Append(ctx, evs...)
 		})
+		s.endSweepSpan(span, took, traceparent, err)
 		if err != nil {
 			// One run that cannot be settled must not hold up the others
 			// (nor the trigger re-check below): log it, go on, retry it on
@@ -177,6 +199,34 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 		err = firstErr
 	}
 	return changed + n, ended, err
+}
+
+// The attributes of the sweep's spans: how many runs a sweep found due,
+// and what it did with one.
+const (
+	sweepDueKey    = attribute.Key("bothy.runs.due")
+	sweepActionKey = attribute.Key("bothy.runs.sweep_action")
+)
+
+// sweepActionNames name the sweep actions on spans.
+var sweepActionNames = map[SweepAction]string{SweepNone: "none", SweepTimeout: "timeout", SweepRevoked: "trigger_revoked",
+	SweepRequeue: "requeue", SweepLeaseExpired: "lease_expired", SweepCancelled: "cancelled", SweepApprovalExpired: "approval_expired"}
+
+// endSweepSpan ends the span of one run's settling with what the sweep did
+// and a link to the run's own trace (its traceparent), so that a run's
+// timeout or requeue can be found from the run and the other way round.
+func (s *Service) endSweepSpan(span trace.Span, action SweepAction, traceparent string, err error) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(sweepActionKey.String(sweepActionNames[action]))
+	if link, ok := tracing.LinkTo(traceparent); ok {
+		span.AddLink(link)
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, "")
+	}
 }
 
 // Sweep runs SweepOnce every interval until ctx ends, logging failures and

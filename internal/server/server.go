@@ -359,7 +359,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	go func() {
 		defer wg.Done()
-		s.Runs.Sweep(bg, s.cfg.Duration(config.RunSweepInterval), func(n int) { s.ops.runTimeouts.Add(float64(n)) })
+		s.Runs.Sweep(tracing.WithProvider(bg, s.tracing), s.cfg.Duration(config.RunSweepInterval), func(n int) { s.ops.runTimeouts.Add(float64(n)) })
 	}()
 	go func() { defer wg.Done(); s.Retention.Run(bg, s.cfg.Duration(config.RetentionInterval)) }()
 	go func() { defer wg.Done(); s.Runs.RunLive(bg) }()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -93,6 +94,20 @@ func TestTracesOfRequests(t *testing.T) {
 	}
 	if socketStatements == 0 {
 		t.Errorf("no statement of the WebSocket connection in the caller's trace %s", socketTrace)
+	}
+	fanout := 0
+	for _, s := range spans {
+		if s.TraceID == socketTrace && s.Name == "feed.fanout" && s.Attributes["bothy.feed.events"] != "" && s.Attributes["bothy.feed.listeners"] != "" {
+			fanout++
+		}
+	}
+	if fanout == 0 {
+		t.Errorf("no feed.fanout span of the subscription's events in the caller's trace %s", socketTrace)
+	}
+	for _, s := range spans {
+		if s.Attributes["bothy.correlation_id"] != "" && s.Attributes["bothy.principal_id"] != env.World.ID("alex") {
+			t.Errorf("request span %q names principal %q, want Alex's", s.Name, s.Attributes["bothy.principal_id"])
+		}
 	}
 	cases := []struct {
 		correlationID, name, route, operation string
@@ -195,4 +210,64 @@ func (tr spanTree) String() string {
 		b.WriteString("\n  " + s.SpanID + " < " + s.ParentSpanID + " " + s.Name)
 	}
 	return b.String()
+}
+
+// TestTracesOfTheSweep: with tracing on, a sweep that settles a run is a
+// trace of its own (runs.sweep, a root span), with one runs.sweep.run span
+// per run naming the run, its thread and what the sweep did; the run's
+// trace context stays the mention's. A sweep with nothing to settle
+// exports nothing.
+func TestTracesOfTheSweep(t *testing.T) {
+	t.Parallel()
+	recv := tracingtest.NewReceiver(t)
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.TracingOTLPEndpoint: recv.URL,
+		config.RunSweepInterval: "100ms"}})
+	thread := env.Main("Support/Eskalation")
+	env.MustPost("alex", thread, "sweep-1", "@lotse is the VPN of example.com down?")
+	// Idle sweeps first: nothing is due.
+	time.Sleep(400 * time.Millisecond)
+	env.Clock.Advance(6 * time.Minute)
+	var runID, traceparent string
+	deadline := time.Now().Add(10 * time.Second)
+	for runID == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep did not time the run out")
+		}
+		time.Sleep(50 * time.Millisecond)
+		env.Pool.QueryRow(t.Context(), `SELECT id::text, coalesce(traceparent, '') FROM runs WHERE thread_id = $1 AND end_reason = 'timeout'`,
+			thread).Scan(&runID, &traceparent)
+	}
+	env.Stop()
+
+	spans := recv.Spans()
+	var sweeps []tracingtest.Span
+	for _, s := range spans {
+		if s.Name == "runs.sweep" {
+			sweeps = append(sweeps, s)
+		}
+	}
+	if len(sweeps) != 1 {
+		t.Fatalf("%d runs.sweep spans, want the one sweep that settled a run", len(sweeps))
+	}
+	sweep := sweeps[0]
+	if sweep.ParentSpanID != "" || sweep.Attributes["bothy.runs.due"] != "1" {
+		t.Errorf("runs.sweep under %q with attributes %v, want a root span with one run due", sweep.ParentSpanID, sweep.Attributes)
+	}
+	if strings.Contains(traceparent, sweep.TraceID) {
+		t.Errorf("the sweep ran in the run's trace %s; it is a trace of its own", traceparent)
+	}
+	tree := spanTree{root: sweep, spans: map[string]tracingtest.Span{}}
+	for _, s := range spans {
+		if s.TraceID == sweep.TraceID {
+			tree.spans[s.SpanID] = s
+		}
+	}
+	settled := tree.find(func(s tracingtest.Span) bool { return s.Name == "runs.sweep.run" && s.ParentSpanID == sweep.SpanID })
+	if settled == nil {
+		t.Fatalf("no runs.sweep.run span below the sweep; trace: %s", tree)
+	}
+	if settled.Attributes["bothy.run_id"] != runID || settled.Attributes["bothy.thread_id"] != thread ||
+		settled.Attributes["bothy.runs.sweep_action"] != "timeout" {
+		t.Errorf("runs.sweep.run attributes %v, want run %s in thread %s timed out", settled.Attributes, runID, thread)
+	}
 }

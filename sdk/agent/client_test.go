@@ -152,3 +152,41 @@ func TestNewClientValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestClientSendsTraceparent: a call whose context carries a run's trace
+// context sends it as the traceparent header; a call without one, and one
+// whose value is no version-00 traceparent, sends none.
+func TestClientSendsTraceparent(t *testing.T) {
+	t.Parallel()
+	got := make(chan []string, 3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		got <- r.Header.Values("Traceparent")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"data":{"viewer":{"id":"a1","kind":"AGENT","handle":"lotse","displayName":"Lotse","status":"ACTIVE"}}}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := agent.NewClient(srv.URL, "bothy_a_secret", agent.ClientOptions{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	cases := []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"the run's trace", agent.WithTraceparent(t.Context(), tp), tp},
+		{"no trace", t.Context(), ""},
+		{"not a traceparent", agent.WithTraceparent(t.Context(), "01-"+tp[3:]+"\r\nX-Injected: 1"), ""},
+	}
+	for _, tc := range cases {
+		if _, err := c.Viewer(tc.ctx); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		h := <-got
+		if (tc.want == "" && len(h) != 0) || (tc.want != "" && (len(h) != 1 || h[0] != tc.want)) {
+			t.Errorf("%s: traceparent headers %q, want %q", tc.name, h, tc.want)
+		}
+	}
+}
