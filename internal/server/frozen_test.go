@@ -241,15 +241,7 @@ func TestFrozenDatabaseAnswers(t *testing.T) {
 	// The outage is logged as for a stopped database: one line at its
 	// start, one at its end (the watcher's, within a second or two), no
 	// internal error.
-	var msgs []string
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if msgs = logMessages(t, logs); countMsg(msgs, "database outage ended") > 0 {
-			break
-		}
-	}
-	if s, e := countMsg(msgs, "database outage started"), countMsg(msgs, "database outage ended"); s != 1 || e != 1 {
-		t.Errorf("outage log lines: %d started, %d ended; want 1 and 1", s, e)
-	}
+	msgs := wantOneOutage(t, logs, 10*time.Second)
 	if n := countMsg(msgs, "internal error"); n > 0 {
 		t.Errorf("%d internal error lines during the freeze", n)
 	}
