@@ -224,8 +224,8 @@ func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 // code and reason, never content, and the same for a hidden and a missing
 // thing (the API answers both not_found).
 //
-// A refusal that names a wait (rate_limited) says it, in the seconds of
-// Retry-After: "rate_limited; retry after 3s". A runtime reads only the
+// A refusal that names a wait (rate_limited, unavailable) says it, in the
+// seconds of Retry-After: "rate_limited; retry after 3s". A runtime reads only the
 // tool result, never the API's headers, and would otherwise guess.
 func toolError(err error) error {
 	code := agent.ErrorCode(err)
