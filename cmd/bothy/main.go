@@ -249,7 +249,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c := newFlags("serve", "Runs the server on the database of database.url, applying pending migrations first\n(unless database.auto_migrate is false). SIGTERM or SIGINT drains and stops it; SIGHUP is logged and ignored.", stderr)
 	addr := c.fs.String("addr", "", "listen address HOST:PORT (default: server.addr)")
 	// A flag, like --addr, so that the instances of one systemd template
-	// (contrib/bothy@.service) each get their own from the instance name.
+	// (contrib/bothy@.service) each get their own from the instance name,
+	// which is the port.
 	metricsAddr := c.fs.String("metrics-addr", "", "listen address HOST:PORT of /metrics (default: metrics.addr)")
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
