@@ -40,7 +40,7 @@ TEST_EVENTS = bin/test-events.json
 # compiling everything a second way. They link without DWARF (-w: stack
 # traces keep their files and lines): linking some seventy test binaries
 # and a dozen of bothy is a good part of make test's time on two cores, and
-# DWARF is a good part of a link (docs/reliability.md#stability).
+# DWARF is a good part of a link (docs/reliability.md#time).
 test: export CGO_ENABLED := 0
 test: export GOFLAGS := -trimpath -ldflags=-w $(GOFLAGS)
 test:

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/sdk/agent"
 )
 
@@ -304,13 +306,74 @@ func TestMigrateStatusSaysWhichCase(t *testing.T) {
 		!strings.Contains(stderr, `"blocking_migrations":[99]`) {
 		t.Fatalf("serve on a schema it cannot serve logged:\n%s", stderr)
 	}
-	// This binary's migrate leaves a newer schema alone.
-	if out := mustBothy(t, "migrate"); !strings.Contains(out, "nothing to apply: the schema (99) is newer than this binary") {
-		t.Fatalf("migrate on a newer schema:\n%s", out)
-	}
 	env.Exec(`UPDATE schema_compat SET requires = $1 WHERE version = 99`, newest)
 	if out := mustBothy(t, "migrate", "status", "--check"); !strings.Contains(out, "by expand steps only: this binary serves it") {
 		t.Fatalf("an expand step ahead:\n%s", out)
+	}
+}
+
+// TestMigrateRefusesSchemaItCannotServe: bothy migrate on a schema newer
+// than this binary can serve leaves it alone and exits 4, as migrate
+// status --check does, so that a rollback's migration step (a Kubernetes
+// Job) fails instead of completing before replicas that never get ready;
+// on a schema newer by expand steps only it succeeds.
+func TestMigrateRefusesSchemaItCannotServe(t *testing.T) {
+	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL.
+	env := startAdminEnv(t, true)
+	newest := db.EmbeddedVersion()
+	env.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, true)`)
+	env.Exec(`INSERT INTO schema_compat (version, requires) VALUES (99, 99)`)
+	out, err := bothy(t, "migrate")
+	var st exitStatus
+	if !errors.As(err, &st) || st.code != 4 || !strings.Contains(out, fmt.Sprintf("the schema (99) is newer than this binary (%d) and has migrations it cannot serve ([99])", newest)) ||
+		!strings.Contains(err.Error(), "upgrade the binary, or restore the backup") {
+		t.Fatalf("migrate on a schema it cannot serve: %v\n%s", err, out)
+	}
+	var schema int64
+	if err := env.Pool.QueryRow(t.Context(), `SELECT max(version_id) FROM goose_db_version WHERE is_applied`).Scan(&schema); err != nil || schema != 99 {
+		t.Fatalf("migrate changed the newer schema: %d %v", schema, err)
+	}
+	env.Exec(`UPDATE schema_compat SET requires = $1 WHERE version = 99`, newest)
+	if out := mustBothy(t, "migrate"); !strings.Contains(out, "nothing to apply: the schema (99) is newer than this binary") || !strings.Contains(out, "by expand steps only") {
+		t.Fatalf("migrate on a schema newer by expand steps only:\n%s", out)
+	}
+}
+
+// TestMigrateStatusRollbackTo: migrate status --rollback-to N says, from
+// the requirements this binary recorded, whether an older binary serves
+// the schema; 1.0.0 (migration 8), which cannot tell itself, never serves
+// one past migrations 9 to 12 (contract steps).
+func TestMigrateStatusRollbackTo(t *testing.T) {
+	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL.
+	env := startAdminEnv(t, true)
+	out, err := bothy(t, "migrate", "status", "--check", "--rollback-to", "8")
+	var st exitStatus
+	if !errors.As(err, &st) || st.code != 4 ||
+		!strings.Contains(out, fmt.Sprintf("rollback to a binary of migration 8: not safe, the schema (%d) has migrations it cannot serve ([9 10 11 12", db.EmbeddedVersion())) {
+		t.Fatalf("rollback to 1.0.0: %v\n%s", err, out)
+	}
+	// Without --check it only says so.
+	if out := mustBothy(t, "migrate", "status", "--rollback-to", "8"); !strings.Contains(out, "rollback to a binary of migration 8: not safe") {
+		t.Fatalf("without --check:\n%s", out)
+	}
+	current := fmt.Sprint(db.EmbeddedVersion())
+	if out := mustBothy(t, "migrate", "status", "--check", "--rollback-to", current); !strings.Contains(out, "rollback to a binary of migration "+current+": safe, it is the schema's version") {
+		t.Fatalf("to the schema's own version:\n%s", out)
+	}
+	// A newer expand step (99 requiring this binary) keeps the rollback
+	// to this binary safe; a newer contract step does not.
+	env.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, true)`)
+	env.Exec(`INSERT INTO schema_compat (version, requires) VALUES (99, $1)`, db.EmbeddedVersion())
+	if out := mustBothy(t, "migrate", "status", "--check", "--rollback-to", current); !strings.Contains(out, "rollback to a binary of migration "+current+": safe, the schema (99) is newer by expand steps only") {
+		t.Fatalf("an expand step past the target:\n%s", out)
+	}
+	env.Exec(`UPDATE schema_compat SET requires = 99 WHERE version = 99`)
+	if out, err := bothy(t, "migrate", "status", "--check", "--rollback-to", current); !errors.As(err, &st) || st.code != 4 || !strings.Contains(out, "has migrations it cannot serve ([99])") {
+		t.Fatalf("a contract step past the target: %v\n%s", err, out)
+	}
+	var ue usageError
+	if _, err := bothy(t, "migrate", "status", "--rollback-to", "-1"); !errors.As(err, &ue) {
+		t.Fatalf("--rollback-to -1: %v, want a usage error", err)
 	}
 }
 

@@ -47,12 +47,14 @@ Usage:
                                                         run the server on database.url
   bothy dev     [--config FILE] [--addr HOST:PORT] [--data DIR]
                                                         run the server on the embedded development database
-  bothy migrate [--config FILE] [--data DIR]            apply pending migrations to database.url
-  bothy migrate status [--check] [--config FILE] [--data DIR]
+  bothy migrate [--config FILE] [--data DIR]            apply pending migrations to database.url; exit status 4
+                                                        when the schema is newer than this binary can serve
+  bothy migrate status [--check] [--rollback-to N] [--config FILE] [--data DIR]
                                                         list applied and pending migrations of database.url;
                                                         and whether this binary serves the schema; --check: exit
                                                         status 3 while migrations are pending, 4 when the schema
-                                                        is newer than this binary can serve
+                                                        is newer than this binary can serve; --rollback-to N:
+                                                        whether a binary whose newest migration is N serves it
   bothy seed    [--config FILE] [--data DIR] [--json]   build the example world on database.url
   bothy admin ...                                       administer on database.url: create-owner, principal create|disable|enable|list,
                                                         token create|list|revoke, audit export (bothy admin --help)
@@ -119,8 +121,10 @@ func (e exitStatus) Error() string { return e.msg }
 // 2 a usage error.
 const exitPending = 3
 
-// exitSchemaNewer is the exit status of migrate status --check when the
-// schema is newer than this binary can serve (db.SchemaNewer).
+// exitSchemaNewer is the exit status of migrate status --check, and of
+// migrate, when the schema is newer than this binary can serve
+// (db.SchemaNewer); of migrate status --check --rollback-to when it is
+// newer than the older binary can serve.
 const exitSchemaNewer = 4
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -245,7 +249,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c := newFlags("serve", "Runs the server on the database of database.url, applying pending migrations first\n(unless database.auto_migrate is false). SIGTERM or SIGINT drains and stops it; SIGHUP is logged and ignored.", stderr)
 	addr := c.fs.String("addr", "", "listen address HOST:PORT (default: server.addr)")
 	// A flag, like --addr, so that the instances of one systemd template
-	// (contrib/bothy@.service) each get their own from the instance name.
+	// (contrib/bothy@.service) each get their own from the instance name,
+	// which is the port.
 	metricsAddr := c.fs.String("metrics-addr", "", "listen address HOST:PORT of /metrics (default: metrics.addr)")
 	if err := c.fs.Parse(args); err != nil {
 		return flagErr(err)
@@ -500,25 +505,34 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if status {
 		args = args[1:]
 	}
-	name, summary := "migrate", "Applies pending migrations to the database of database.url (safe with several replicas)."
+	name, summary := "migrate", "Applies pending migrations to the database of database.url (safe with several replicas).\n"+
+		"It exits with status 4 when the schema is newer than this binary can serve (a rollback past a\n"+
+		"contract migration): the binary would not become ready on it, so the migration step fails."
 	if status {
 		name, summary = "migrate status", "Lists the migrations of this binary, applied or pending, on the database of database.url.\n"+
 			"It says whether this binary serves the schema (current, behind, newer by expand steps only, or\n"+
 			"newer by steps it cannot serve). With --check the exit status says it: 0 served, 3 migrations\n"+
 			"pending (run bothy migrate), 4 the schema is newer than this binary can serve, 1 the status\n"+
-			"could not be read, 2 a usage error."
+			"could not be read, 2 a usage error. With --rollback-to N it says instead whether an older binary,\n"+
+			"whose newest migration is N, serves the schema (0 it does, 4 it does not: restore a backup),\n"+
+			"from the requirements this binary's migrations recorded; binaries before migration 13 cannot\n"+
+			"tell that themselves and serve any schema."
 	}
 	c := newFlags(name, summary+"\nWhen database.url is empty it uses the database of the bothy dev running on --data.", stderr)
 	data := c.withDevData()
-	check := new(bool)
+	check, rollbackTo := new(bool), new(int64)
 	if status {
 		check = c.fs.Bool("check", false, "exit with status 3 while migrations are pending (0 when the schema is current)")
+		rollbackTo = c.fs.Int64("rollback-to", 0, "the newest migration `N` of an older binary (1.0.0: 8): say whether it serves the schema (with --check: exit status 4 when not)")
 	}
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return usageError{err.Error()}
+	}
+	if *rollbackTo < 0 {
+		return usageError{fmt.Sprintf("--rollback-to %d: want the number of a migration (1 or more)", *rollbackTo)}
 	}
 	if c.fs.NArg() > 0 {
 		// Anything else (down, redo, a typo) must not run the forward
@@ -544,14 +558,21 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if len(applied) > 0 {
 			return nil
 		}
-		compat, err := compatOf(ctx, url)
+		compat, err := compatOf(ctx, url, db.EmbeddedVersion())
 		if err != nil {
 			return err
 		}
 		switch compat.Case {
 		case db.SchemaNewer:
+			// Not a success: the binary would stay unready on this schema,
+			// and a deployment's migration step (a Kubernetes Job, an
+			// ExecStartPre) that exits 0 would let the rollback proceed
+			// to replicas that never serve.
 			fmt.Fprintf(stdout, "nothing to apply: the schema (%d) is newer than this binary (%d) and has migrations it cannot serve (%v)\n",
 				compat.Schema, compat.Binary, compat.Blocking)
+			return exitStatus{code: exitSchemaNewer, msg: fmt.Sprintf("the schema (%d) is newer than this binary (%d) can serve (migrations %v): "+
+				"it would answer /readyz schema_newer; upgrade the binary, or restore the backup taken before those migrations (exit status %d)",
+				compat.Schema, compat.Binary, compat.Blocking, exitSchemaNewer)}
 		case db.SchemaNewerServable:
 			fmt.Fprintf(stdout, "nothing to apply: the schema (%d) is newer than this binary (%d) by expand steps only\n", compat.Schema, compat.Binary)
 		default:
@@ -573,7 +594,10 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	fmt.Fprintf(stdout, "%d applied, %d pending\n", len(list)-pending, pending)
-	compat, err := compatOf(ctx, url)
+	if *rollbackTo > 0 {
+		return rollbackStatus(ctx, stdout, url, *rollbackTo, *check)
+	}
+	compat, err := compatOf(ctx, url, db.EmbeddedVersion())
 	if err != nil {
 		return err
 	}
@@ -597,15 +621,43 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// compatOf opens a short connection to url and decides how this binary
-// stands to its schema (db.Compat).
-func compatOf(ctx context.Context, url string) (db.CompatState, error) {
+// compatOf opens a short connection to url and decides how a binary whose
+// newest migration is binary stands to its schema (db.CompatOf).
+func compatOf(ctx context.Context, url string, binary int64) (db.CompatState, error) {
 	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
 	if err != nil {
 		return db.CompatState{}, err
 	}
 	defer pool.Close()
-	return db.Compat(ctx, pool)
+	return db.CompatOf(ctx, pool, binary)
+}
+
+// rollbackStatus says whether an older binary, whose newest migration is
+// target, serves the schema of url, by the requirements that this
+// binary's migrations recorded. It is asked of the newer binary because
+// the older one may predate schema_compat (1.0.0 embeds migration 8) and
+// would serve any schema without a word; with check a rollback that is
+// not safe exits with exitSchemaNewer, so a script can stop before it.
+func rollbackStatus(ctx context.Context, stdout io.Writer, url string, target int64, check bool) error {
+	compat, err := compatOf(ctx, url, target)
+	if err != nil {
+		return err
+	}
+	switch compat.Case {
+	case db.SchemaCurrent:
+		fmt.Fprintf(stdout, "rollback to a binary of migration %d: safe, it is the schema's version\n", target)
+	case db.SchemaBehind:
+		fmt.Fprintf(stdout, "rollback to a binary of migration %d: not a rollback, the schema (%d) is older; that binary migrates it\n", target, compat.Schema)
+	case db.SchemaNewerServable:
+		fmt.Fprintf(stdout, "rollback to a binary of migration %d: safe, the schema (%d) is newer by expand steps only\n", target, compat.Schema)
+	case db.SchemaNewer:
+		fmt.Fprintf(stdout, "rollback to a binary of migration %d: not safe, the schema (%d) has migrations it cannot serve (%v); "+
+			"restore the backup taken before them instead (docs/operations.md, Upgrades)\n", target, compat.Schema, compat.Blocking)
+		if check {
+			return exitStatus{code: exitSchemaNewer, msg: fmt.Sprintf("a binary of migration %d cannot serve this schema (exit status %d)", target, exitSchemaNewer)}
+		}
+	}
+	return nil
 }
 
 func cmdSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -79,8 +80,9 @@ func systemdUnits(t *testing.T, bin string) {
 		os.WriteFile(path, bytes.ReplaceAll(data, []byte("/usr/local/bin/bothy"), []byte(bin)), 0o644)
 		target := path
 		if strings.Contains(name, "@") {
-			// verify and security need an instance of a template.
-			target = filepath.Join(dir, strings.Replace(name, "@", "@0", 1))
+			// verify and security need an instance of a template; its
+			// name is the port.
+			target = filepath.Join(dir, strings.Replace(name, "@", "@8080", 1))
 		}
 		out, err := exec.Command(analyze, "verify", target).CombinedOutput()
 		if err != nil || len(bytes.TrimSpace(out)) > 0 {
@@ -118,17 +120,61 @@ func systemdUnits(t *testing.T, bin string) {
 			t.Errorf("%s differs between bothy.service (%q) and bothy@.service (%q)", key, single[key], tmpl[key])
 		}
 	}
-	start := tmpl.one(t, "Service.ExecStart")
-	for _, want := range []string{"--addr 127.0.0.1:808%i", "--metrics-addr 127.0.0.1:909%i"} {
-		if !strings.Contains(start, want) {
-			t.Errorf("bothy@.service: ExecStart=%s lacks %s: each instance needs its own addresses", start, want)
-		}
-	}
 	// systemd's SIGKILL must not cut the drain short.
 	stop, err := time.ParseDuration(single.one(t, "Service.TimeoutStopSec"))
 	if err != nil || stop <= config.Defaults().Duration(config.ServerShutdownTimeout) {
 		t.Errorf("TimeoutStopSec=%s: want a duration above server.shutdown_timeout (%s)", single.one(t, "Service.TimeoutStopSec"), config.Defaults().Duration(config.ServerShutdownTimeout))
 	}
+}
+
+// TestTemplateInstanceAddresses: every instance of contrib/bothy@.service,
+// whose name is its port, listens on valid addresses of its own: the API
+// on that port of 127.0.0.1 and /metrics on another loopback address, for
+// the first and the last port as for two neighbours. The old mapping
+// (808%i) gave instance 10 the port 80810.
+func TestTemplateInstanceAddresses(t *testing.T) {
+	t.Parallel()
+	u, _ := readUnit(t, filepath.Join("..", "..", "contrib", "bothy@.service"))
+	start := u.one(t, "Service.ExecStart")
+	seen := map[string]string{}
+	for _, instance := range []string{"1", "10", "8080", "8081", "65535"} {
+		api, metrics := instanceAddrs(t, start, instance)
+		for _, a := range []string{api, metrics} {
+			host, port, err := net.SplitHostPort(a)
+			if err != nil {
+				t.Fatalf("bothy@%s: address %q: %v", instance, a, err)
+			}
+			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || port != instance {
+				t.Errorf("bothy@%s listens on %s: want the port %s, the instance's name", instance, a, instance)
+			}
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				t.Errorf("bothy@%s listens on %s: want a loopback address (nginx and Prometheus are on the host)", instance, a)
+			}
+			if other, ok := seen[a]; ok {
+				t.Errorf("bothy@%s and %s both listen on %s", instance, other, a)
+			}
+			seen[a] = instance
+		}
+	}
+}
+
+// instanceAddrs returns the --addr and --metrics-addr of ExecStart line
+// for instance, as systemd expands %i.
+func instanceAddrs(t *testing.T, line, instance string) (api, metrics string) {
+	t.Helper()
+	args := strings.Fields(strings.ReplaceAll(line, "%i", instance))
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--addr":
+			api = args[i+1]
+		case "--metrics-addr":
+			metrics = args[i+1]
+		}
+	}
+	if api == "" || metrics == "" {
+		t.Fatalf("bothy@.service: ExecStart=%s lacks --addr or --metrics-addr: each instance needs its own addresses", line)
+	}
+	return api, metrics
 }
 
 func mergeKeys(a, b unitFile) map[string]bool {
@@ -301,14 +347,22 @@ func mustRead(t *testing.T, path string) []byte {
 	return data
 }
 
-// startUnit runs the ExecStart of u (instance 1 of a template) below root
-// as uid:gid with the environment of its EnvironmentFile, waits until it
-// serves and is ready, and stops it with its KillSignal.
+// startUnit runs the ExecStart of u (of a template: the instance named by
+// a free port) below root as uid:gid with the environment of its
+// EnvironmentFile, waits until it serves and is ready, and stops it with
+// its KillSignal.
 func startUnit(t *testing.T, u unitFile, root, name string, uid, gid uint32) {
 	t.Helper()
-	addr, metrics := freeAddr(t), freeAddr(t)
+	addr, metrics := freeAddr(t), ""
 	line := u.one(t, "Service.ExecStart")
-	line = strings.NewReplacer("127.0.0.1:808%i", addr, "127.0.0.1:909%i", metrics).Replace(line)
+	if strings.Contains(line, "%i") {
+		// The instance is the port: the unit derives both addresses.
+		_, port, _ := net.SplitHostPort(addr)
+		if addr, metrics = instanceAddrs(t, line, port); !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Fatalf("%s: the instance's API listens on %s, not on 127.0.0.1", name, addr)
+		}
+		line = strings.ReplaceAll(line, "%i", port)
+	}
 	if strings.Contains(line, "%") {
 		t.Fatalf("%s: ExecStart has specifiers the test does not know: %s", name, line)
 	}
@@ -366,7 +420,7 @@ func startUnit(t *testing.T, u unitFile, root, name string, uid, gid uint32) {
 	if code := get("http://" + addr + "/readyz"); code != http.StatusOK {
 		t.Fatalf("%s: /readyz %d\n%s", name, code, logs.String())
 	}
-	if strings.Contains(line, metrics) {
+	if metrics != "" {
 		if code := get("http://" + metrics + "/metrics"); code != http.StatusOK {
 			t.Fatalf("%s: /metrics on the instance's metrics address: %d", name, code)
 		}

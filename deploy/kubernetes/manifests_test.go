@@ -323,6 +323,20 @@ func TestManifests(t *testing.T) {
 	if b := job.Spec.BackoffLimit; b == nil || *b < 1 || *b > 6 {
 		t.Errorf("the Job's backoffLimit %s, want a few retries", show(b))
 	}
+	// bothy migrate exits 4 on a schema this image cannot serve: a
+	// retry cannot help, so the Job must fail at once on it.
+	failsOnSchemaNewer := false
+	if p := job.Spec.PodFailurePolicy; p != nil {
+		for _, r := range p.Rules {
+			if e := r.OnExitCodes; r.Action == batchv1.PodFailurePolicyActionFailJob && e != nil && e.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn &&
+				(e.ContainerName == nil || *e.ContainerName == jc.Name) && slices.Contains(e.Values, 4) {
+				failsOnSchemaNewer = true
+			}
+		}
+	}
+	if !failsOnSchemaNewer {
+		t.Error("the Job has no podFailurePolicy that fails it on exit status 4 (schema newer than the image serves): it would retry a rollback that cannot work")
+	}
 	if job.Spec.ActiveDeadlineSeconds == nil {
 		t.Error("the Job has no activeDeadlineSeconds: a migration stuck on a lock would wait for ever")
 	}

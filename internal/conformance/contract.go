@@ -283,52 +283,8 @@ type heldCall struct {
 func stallIsFenced(ctx context.Context, k *kit) error {
 	stale := make(chan struct{})
 	k.model.reset(step{Hold: true, Gate: stale, Text: "The stale answer."}, step{Hold: true, Text: "The answer of the second holder."})
-	var (
-		mu       sync.Mutex
-		holders  []string // the holders of the answered startRun calls, in order
-		calls    []heldCall
-		finished bool // a finishRun of the second holder was answered
-		changed  = make(chan struct{})
-	)
-	note := func() { close(changed); changed = make(chan struct{}) }
-	offStart := k.proxy.on(hook{op: "startRun", answered: func(c call) {
-		if c.refused() {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		holders = append(holders, c.holder)
-		note()
-	}})
-	defer offStart()
-	for _, op := range fencedOps {
-		defer k.proxy.on(hook{op: op, answered: func(c call) {
-			mu.Lock()
-			defer mu.Unlock()
-			calls = append(calls, heldCall{op: op, call: c, afterFinish: finished})
-			if op == "finishRun" && len(holders) > 1 && c.holder == holders[1] && !c.refused() {
-				finished = true
-			}
-			note()
-		}})()
-	}
-	// wait waits until cond holds, checked under mu whenever a call was
-	// answered.
-	wait := func(ctx context.Context, cond func() bool) error {
-		for {
-			mu.Lock()
-			ok, ch := cond(), changed
-			mu.Unlock()
-			if ok {
-				return nil
-			}
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
+	fw := &fenceWatch{changed: make(chan struct{})}
+	defer fw.install(k)()
 
 	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse survive a stall")
 	if err != nil {
@@ -351,10 +307,7 @@ func stallIsFenced(ctx context.Context, k *kit) error {
 	if _, err := k.model.next(ctx); err != nil {
 		return errors.New("the second process never took the run over and asked the model")
 	}
-	mu.Lock()
-	hs := append([]string(nil), holders...)
-	mark := len(calls)
-	mu.Unlock()
+	hs, mark := fw.snapshot()
 	if len(hs) != 2 {
 		return fmt.Errorf("%d starts of the run answered; want the stale process's and the second one's", len(hs))
 	}
@@ -368,8 +321,8 @@ func stallIsFenced(ctx context.Context, k *kit) error {
 	// Its first call on the run shows whether it is fenced; an adapter
 	// that calls nothing within a lease changes nothing either.
 	wctx, cancel := context.WithTimeout(ctx, leaseTimeout)
-	_ = wait(wctx, func() bool {
-		for _, c := range calls[mark:] {
+	_ = fw.wait(wctx, func() bool {
+		for _, c := range fw.calls[mark:] {
 			if c.holder == staleHolder {
 				return true
 			}
@@ -386,9 +339,84 @@ func stallIsFenced(ctx context.Context, k *kit) error {
 	if state != "completed" || len(got) != 1 || strings.Contains(got[0], "stale") {
 		return fmt.Errorf("the run ended %s (%s) with the answers %q; want completed with the second holder's answer", state, reason, got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, c := range calls[mark:] {
+	return fw.verdict(staleHolder, mark)
+}
+
+// fenceWatch records, through the kit's proxy, the holders that started
+// the run of stall_is_fenced and every answered call on it.
+type fenceWatch struct {
+	mu       sync.Mutex
+	holders  []string // the holders of the answered startRun calls, in order
+	calls    []heldCall
+	finished bool // a finishRun of the second holder was answered
+	changed  chan struct{}
+}
+
+// note wakes the waiters (under mu).
+func (fw *fenceWatch) note() { close(fw.changed); fw.changed = make(chan struct{}) }
+
+// install adds the proxy's hooks and returns the function that removes
+// them.
+func (fw *fenceWatch) install(k *kit) (off func()) {
+	offs := []func(){k.proxy.on(hook{op: "startRun", answered: func(c call) {
+		if c.refused() {
+			return
+		}
+		fw.mu.Lock()
+		defer fw.mu.Unlock()
+		fw.holders = append(fw.holders, c.holder)
+		fw.note()
+	}})}
+	for _, op := range fencedOps {
+		offs = append(offs, k.proxy.on(hook{op: op, answered: func(c call) {
+			fw.mu.Lock()
+			defer fw.mu.Unlock()
+			fw.calls = append(fw.calls, heldCall{op: op, call: c, afterFinish: fw.finished})
+			if op == "finishRun" && len(fw.holders) > 1 && c.holder == fw.holders[1] && !c.refused() {
+				fw.finished = true
+			}
+			fw.note()
+		}}))
+	}
+	return func() {
+		for _, off := range offs {
+			off()
+		}
+	}
+}
+
+// snapshot returns the holders that started the run so far and the number
+// of calls recorded.
+func (fw *fenceWatch) snapshot() ([]string, int) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return append([]string(nil), fw.holders...), len(fw.calls)
+}
+
+// wait waits until cond holds, checked under mu whenever a call was
+// answered.
+func (fw *fenceWatch) wait(ctx context.Context, cond func() bool) error {
+	for {
+		fw.mu.Lock()
+		ok, ch := cond(), fw.changed
+		fw.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// verdict checks every call of the stale holder after mark: refused, and
+// refused run_claimed while the second holder held the run.
+func (fw *fenceWatch) verdict(staleHolder string, mark int) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	for _, c := range fw.calls[mark:] {
 		if c.holder != staleHolder {
 			continue
 		}

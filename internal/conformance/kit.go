@@ -248,28 +248,9 @@ func Needs(name string) ([]string, bool) {
 // free port) or Only names no scenario; a failing scenario is a verdict,
 // not an error.
 func Run(ctx context.Context, opts Options) (Report, error) {
-	var chosen []scenario
-	names := strings.Split(opts.Only, ",")
-	for _, s := range scenarios {
-		if opts.Only == "" || slices.Contains(names, s.name) {
-			chosen = append(chosen, s)
-		}
-	}
-	for _, n := range names {
-		if opts.Only != "" && !slices.Contains(Names(), n) {
-			return Report{}, fmt.Errorf("conformance: no scenario %q (there are %v)", n, Names())
-		}
-	}
-	declared, err := parseCapabilities(opts.Capabilities)
+	chosen, declared, err := choose(opts)
 	if err != nil {
 		return Report{}, err
-	}
-	if opts.DatabaseURL != "" {
-		for _, s := range chosen {
-			if s.name == outageScenario {
-				return Report{}, fmt.Errorf("conformance: %s stops the kit's own database cluster; it cannot run on Options.DatabaseURL", outageScenario)
-			}
-		}
 	}
 	dir, err := os.MkdirTemp("", "bothy-conformance-")
 	if err != nil {
@@ -278,72 +259,16 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	settings := localserver.Unmetered()
-	settings[config.RunLeaseTimeout] = leaseTimeout.String()
-	settings[config.RunSweepInterval] = "200ms"
-	// A cluster of its own, not a database of the caller's:
-	// db_outage_recovers stops it and starts it again.
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, DatabaseURL: opts.DatabaseURL, Settings: settings})
+	k, closeKit, err := start(ctx, opts, dir)
 	if err != nil {
 		return Report{}, err
 	}
-	defer srv.Close()
-	w, err := world.Build(ctx, srv.Server.World())
-	if err != nil {
-		return Report{}, err
-	}
-	mln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return Report{}, err
-	}
-	model := newFakeModel()
-	msrv := &http.Server{Handler: model}
-	go msrv.Serve(mln)
-	defer msrv.Close()
-
-	px, err := newProxy(srv.URL)
-	if err != nil {
-		return Report{}, err
-	}
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return Report{}, err
-	}
-	psrv := &http.Server{Handler: px}
-	go psrv.Serve(pln)
-	defer psrv.Close()
-
-	k := &kit{srv: srv, model: model, mbase: "http://" + mln.Addr().String(), world: w, ctx: ctx,
-		cmd: opts.Adapter, tools: filepath.Join(dir, "tools.yaml"), proxy: px, proxyURL: "http://" + pln.Addr().String()}
-	k.env = adapterEnv(k.proxyURL, w.Token("lotse"), k.mbase, k.tools)
-	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath, k.mbase+pagePath)), 0o600); err != nil {
-		return Report{}, err
-	}
+	defer closeKit()
 	defer k.stop("the kit's stop")
-	var rep Report
-	// tell writes what happened to the adapter since the last line.
-	tell := func() {
-		for _, e := range k.takeEvents() {
-			if opts.Progress != nil {
-				fmt.Fprintf(opts.Progress, "  %s\n", e)
-			}
-		}
-	}
-	// stopped ends the report of a run the kit could not finish.
-	stopped := func(err error) (Report, error) {
-		tell()
-		k.fill(&rep)
-		rep.Error = err.Error()
-		return rep, err
-	}
+	rp := &reporter{k: k, out: opts.Progress}
 	for _, s := range chosen {
 		if lack := missing(s.needs, declared); len(lack) > 0 {
-			r := Result{Name: s.name, NotApplicable: true, Detail: "not applicable: needs " + strings.Join(lack, ", ")}
-			rep.NotApplicable++
-			rep.Scenarios = append(rep.Scenarios, r)
-			if opts.Progress != nil {
-				fmt.Fprintf(opts.Progress, "%-31s %s\n", s.name, r.Detail)
-			}
+			rp.add(Result{Name: s.name, NotApplicable: true, Detail: "not applicable: needs " + strings.Join(lack, ", ")})
 			continue
 		}
 		k.setScenario(s.name)
@@ -353,57 +278,188 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			// scenario would time out the same way. A restart that is
 			// only slow to read fails this scenario alone.
 			if !noRead(err) {
-				return stopped(err)
+				return rp.stopped(err)
 			}
-			rep.Failed++
-			rep.Scenarios = append(rep.Scenarios, Result{Name: s.name, Detail: err.Error()})
-			if opts.Progress != nil {
-				fmt.Fprintf(opts.Progress, "%-31s FAILED: %s\n", s.name, err)
-			}
-			tell()
+			rp.add(Result{Name: s.name, Detail: err.Error()})
+			rp.tell()
 			continue
 		}
 		// The start's lines come before the scenario's: they happened
 		// before its mention.
-		tell()
-		k.model.reset()
-		timeout := 20 * time.Second
-		if s.timeout > 0 {
-			timeout = s.timeout
-		}
-		sctx, scancel := context.WithTimeout(ctx, timeout)
-		err := s.run(sctx, k)
-		scancel()
-		k.model.releaseHeld()
-		r := Result{Name: s.name, Passed: err == nil, Detail: "ok"}
-		if err != nil {
-			r.Detail = err.Error() + k.exitsDuring(s.name)
-			if s.fix != "" {
-				r.Detail += "; fix: " + s.fix
-				r.Fix = s.fix
-			}
-			rep.Failed++
-		} else {
-			rep.Passed++
-		}
-		rep.Scenarios = append(rep.Scenarios, r)
-		if opts.Progress != nil {
-			verdict := "passed"
-			if !r.Passed {
-				verdict = "FAILED: " + r.Detail
-			}
-			fmt.Fprintf(opts.Progress, "%-31s %s\n", s.name, verdict)
-		}
+		rp.tell()
+		rp.add(k.runScenario(ctx, s))
 		// A scenario's leftovers (a run still active) must not reach the
 		// next one.
 		k.settle(ctx)
 		k.setScenario("")
-		tell()
+		rp.tell()
 	}
 	k.stop("the kit's stop at the end")
-	tell()
-	k.fill(&rep)
-	return rep, nil
+	rp.tell()
+	k.fill(&rp.rep)
+	return rp.rep, nil
+}
+
+// choose returns the scenarios opts selects, in the kit's order, and the
+// capabilities the adapter declares.
+//
+// Errors: Only names no scenario, a capability is unknown, or the outage
+// scenario is chosen on a database of the caller's.
+func choose(opts Options) ([]scenario, []string, error) {
+	var chosen []scenario
+	names := strings.Split(opts.Only, ",")
+	for _, s := range scenarios {
+		if opts.Only == "" || slices.Contains(names, s.name) {
+			chosen = append(chosen, s)
+		}
+	}
+	for _, n := range names {
+		if opts.Only != "" && !slices.Contains(Names(), n) {
+			return nil, nil, fmt.Errorf("conformance: no scenario %q (there are %v)", n, Names())
+		}
+	}
+	declared, err := parseCapabilities(opts.Capabilities)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.DatabaseURL != "" {
+		for _, s := range chosen {
+			if s.name == outageScenario {
+				return nil, nil, fmt.Errorf("conformance: %s stops the kit's own database cluster; it cannot run on Options.DatabaseURL", outageScenario)
+			}
+		}
+	}
+	return chosen, declared, nil
+}
+
+// start starts the kit's server (a cluster of its own in dir unless
+// opts.DatabaseURL names a database: db_outage_recovers stops it and
+// starts it again), the example world, the fake model, the adapter's proxy
+// and the tools file, and returns the kit with the function that closes
+// them.
+func start(ctx context.Context, opts Options, dir string) (*kit, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	fail := func(err error) (*kit, func(), error) { closeAll(); return nil, nil, err }
+	settings := localserver.Unmetered()
+	settings[config.RunLeaseTimeout] = leaseTimeout.String()
+	settings[config.RunSweepInterval] = "200ms"
+	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, DatabaseURL: opts.DatabaseURL, Settings: settings})
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, srv.Close)
+	w, err := world.Build(ctx, srv.Server.World())
+	if err != nil {
+		return fail(err)
+	}
+	model := newFakeModel()
+	mbase, closeModel, err := serveLocal(model)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, closeModel)
+	px, err := newProxy(srv.URL)
+	if err != nil {
+		return fail(err)
+	}
+	proxyURL, closeProxy, err := serveLocal(px)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, closeProxy)
+	k := &kit{srv: srv, model: model, mbase: mbase, world: w, ctx: ctx,
+		cmd: opts.Adapter, tools: filepath.Join(dir, "tools.yaml"), proxy: px, proxyURL: proxyURL}
+	k.env = adapterEnv(k.proxyURL, w.Token("lotse"), k.mbase, k.tools)
+	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath, k.mbase+pagePath)), 0o600); err != nil {
+		return fail(err)
+	}
+	return k, closeAll, nil
+}
+
+// serveLocal serves h on a free port of 127.0.0.1 and returns its base
+// address with the function that stops it.
+func serveLocal(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+// runScenario runs s against the running adapter within its timeout and
+// returns its verdict: a failure names the adapter's exits during it and
+// what fixes it.
+func (k *kit) runScenario(ctx context.Context, s scenario) Result {
+	k.model.reset()
+	timeout := 20 * time.Second
+	if s.timeout > 0 {
+		timeout = s.timeout
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	err := s.run(sctx, k)
+	cancel()
+	k.model.releaseHeld()
+	r := Result{Name: s.name, Passed: err == nil, Detail: "ok"}
+	if err != nil {
+		r.Detail = err.Error() + k.exitsDuring(s.name)
+		if s.fix != "" {
+			r.Detail += "; fix: " + s.fix
+			r.Fix = s.fix
+		}
+	}
+	return r
+}
+
+// reporter gathers the verdicts of a run of the kit into its report and
+// writes a line for each, and what happened to the adapter, to out (nil:
+// nowhere).
+type reporter struct {
+	k   *kit
+	out io.Writer
+	rep Report
+}
+
+// add counts r and writes its line.
+func (rp *reporter) add(r Result) {
+	verdict := "passed"
+	switch {
+	case r.NotApplicable:
+		rp.rep.NotApplicable++
+		verdict = r.Detail
+	case r.Passed:
+		rp.rep.Passed++
+	default:
+		rp.rep.Failed++
+		verdict = "FAILED: " + r.Detail
+	}
+	rp.rep.Scenarios = append(rp.rep.Scenarios, r)
+	if rp.out != nil {
+		fmt.Fprintf(rp.out, "%-31s %s\n", r.Name, verdict)
+	}
+}
+
+// tell writes what happened to the adapter since the last line.
+func (rp *reporter) tell() {
+	for _, e := range rp.k.takeEvents() {
+		if rp.out != nil {
+			fmt.Fprintf(rp.out, "  %s\n", e)
+		}
+	}
+}
+
+// stopped ends the report of a run the kit could not finish.
+func (rp *reporter) stopped(err error) (Report, error) {
+	rp.tell()
+	rp.k.fill(&rp.rep)
+	rp.rep.Error = err.Error()
+	return rp.rep, err
 }
 
 // setScenario names the scenario that runs ("" between them).

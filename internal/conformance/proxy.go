@@ -421,19 +421,7 @@ func (p *proxy) calls(op string) int {
 
 // waitCalls waits until the adapter called op more than n times.
 func (p *proxy) waitCalls(ctx context.Context, op string, n int) error {
-	for {
-		p.mu.Lock()
-		got, changed := p.counts[op], p.changed
-		p.mu.Unlock()
-		if got > n {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return p.waitTotal(ctx, n, op)
 }
 
 // waitTotal waits until the adapter's calls of ops add up to more than n.

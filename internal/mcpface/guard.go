@@ -6,6 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+
+	"bothy.example.com/bothy/internal/platform/httpx"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
 // The JSON-RPC error codes the guard answers with.
@@ -73,6 +76,39 @@ func guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// rpcServerError is the JSON-RPC code of a request the server refused
+// before it ran (the implementation-defined range of JSON-RPC 2.0); what
+// refused it is in the error's data.
+const rpcServerError = -32000
+
+// WriteProblem answers err, a refusal of the server's request chain (429
+// rate_limited, too_many_concurrent, when the principal has
+// http.max_concurrent_per_principal requests in flight), as one JSON-RPC
+// error with id null (the body is not read yet) and the problem's HTTP
+// status. Its data holds the API's code, reason and retryAfterSeconds as
+// the extensions of a GraphQL error do, and Retry-After is set as on every
+// face; the access log notes the code.
+func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
+	pe := problem.From("mcpface.refuse", err)
+	httpx.NoteCode(r.Context(), pe.Code)
+	data := map[string]any{"code": string(pe.Code), "status": pe.Code.Status()}
+	if pe.Reason != "" {
+		data["reason"] = pe.Reason
+	}
+	msg := pe.Detail
+	if msg == "" {
+		msg = pe.Code.Title()
+	}
+	if pe.RetryAfter > 0 {
+		w.Header().Set("Retry-After", httpx.RetrySeconds(pe.RetryAfter))
+		data["retryAfterSeconds"] = httpx.RetrySecondsInt(pe.RetryAfter)
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": rpcServerError, "message": msg, "data": data}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(pe.Code.Status())
+	_, _ = w.Write(b)
 }
 
 // writeRPCError answers one JSON-RPC error response with HTTP status; id

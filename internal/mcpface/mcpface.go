@@ -61,6 +61,15 @@ type Deps struct {
 	// chooses. nil takes the request's scheme and Host (tests of the face
 	// alone).
 	PublicURL func() string
+	// Admit wraps every authenticated request to /mcp, whose context
+	// carries its principal (identity.FromContext), before its body is
+	// read: the server's meter of rate-limit tokens and its per-principal
+	// in-flight cap (http.max_concurrent_per_principal). A request is one
+	// request against the cap however many API calls its tools make; the
+	// server lets those calls, whose contexts derive from the request's,
+	// through without a slot of their own. Its refusals answer with
+	// WriteProblem. nil admits every request (tests of the face alone).
+	Admit func(http.Handler) http.Handler
 }
 
 // Register mounts /mcp and the protected resource metadata on mux.
@@ -100,14 +109,28 @@ func Register(mux *http.ServeMux, d Deps) {
 		}
 		httpx.NotePrincipal(ctx, p.ID)
 		return &auth.TokenInfo{UserID: p.ID, Extra: map[string]any{"token": token, "kind": string(p.Kind), "run": p.RunID, "holder": p.RunHolder,
-			"client": clientOf(d, r)}}, nil
+			"client": clientOf(d, r), "principal": p}}, nil
 	}
+	var admitted http.Handler = guard(h)
+	if d.Admit != nil {
+		admitted = d.Admit(admitted)
+	}
+	// The principal rides in the context from here on, as on every other
+	// authenticated request, for Admit and the tools' API calls.
+	withPrincipal := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			if p, ok := ti.Extra["principal"].(identity.Principal); ok {
+				r = r.WithContext(identity.WithPrincipal(r.Context(), p))
+			}
+		}
+		admitted.ServeHTTP(w, r)
+	})
 	mux.Handle(Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.MaxBody > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, d.MaxBody)
 		}
 		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: baseURL(d, r) + MetadataPath,
-			AllowMissingExpiration: true})(guard(h)).ServeHTTP(w, r)
+			AllowMissingExpiration: true})(withPrincipal).ServeHTTP(w, r)
 	}))
 	mux.HandleFunc("GET "+MetadataPath, func(w http.ResponseWriter, r *http.Request) {
 		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
@@ -200,14 +223,24 @@ func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 // toolError is what a tool answers for a refused or failed call: the API's
 // code and reason, never content, and the same for a hidden and a missing
 // thing (the API answers both not_found).
+//
+// A refusal that names a wait (rate_limited, unavailable) says it, in the
+// seconds of Retry-After: "rate_limited; retry after 3s". A runtime reads only the
+// tool result, never the API's headers, and would otherwise guess.
 func toolError(err error) error {
-	if code := agent.ErrorCode(err); code != "" {
-		if reason := agent.ErrorReason(err); reason != "" {
-			return fmt.Errorf("%s (%s)", code, reason)
-		}
-		return errors.New(code)
+	code := agent.ErrorCode(err)
+	if code == "" {
+		return errors.New("the call failed")
 	}
-	return errors.New("the call failed")
+	msg := code
+	if reason := agent.ErrorReason(err); reason != "" {
+		msg += " (" + reason + ")"
+	}
+	var e *agent.Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
+		msg += "; retry after " + httpx.RetrySeconds(e.RetryAfter) + "s"
+	}
+	return errors.New(msg)
 }
 
 // jsonText renders v as the text content of a tool result.

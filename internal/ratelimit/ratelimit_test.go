@@ -183,3 +183,34 @@ func TestMeter(t *testing.T) {
 		t.Fatalf("a spend of another request changed the meter: %+v", u)
 	}
 }
+
+// TestMeterNests: a meter opened inside a request that has one (an MCP
+// tool's in-process API call) keeps its own spends and passes them on to
+// the outer meter, which keeps the lowest of all its inner calls; a spend
+// of the outer request never reaches an inner meter.
+func TestMeterNests(t *testing.T) {
+	spend := func(class Class, left int) *Spend {
+		return Decided(true, 0).WithUsage(Usage{Class: class, Burst: 10, Remaining: left, Reset: time.Second})
+	}
+	outerCtx, outer := WithMeter(context.Background())
+	firstCtx, first := WithMeter(outerCtx)
+	Observe(firstCtx, spend(Read, 4))
+	secondCtx, second := WithMeter(outerCtx)
+	Observe(secondCtx, spend(Message, 6))
+	if u, _ := first.Lowest(); u.Class != Read || u.Remaining != 4 {
+		t.Fatalf("first inner meter %+v", u)
+	}
+	if u, _ := second.Lowest(); u.Class != Message || u.Remaining != 6 {
+		t.Fatalf("second inner meter %+v", u)
+	}
+	if u, _ := outer.Lowest(); u.Class != Read || u.Remaining != 4 {
+		t.Fatalf("outer meter %+v, want rl.read with 4 left", u)
+	}
+	Observe(outerCtx, spend(Admin, 1))
+	if u, _ := first.Lowest(); u.Class != Read {
+		t.Fatalf("an outer spend reached an inner meter: %+v", u)
+	}
+	if u, _ := outer.Lowest(); u.Class != Admin || u.Remaining != 1 {
+		t.Fatalf("outer meter %+v, want rl.admin with 1 left", u)
+	}
+}

@@ -62,17 +62,23 @@ func (l limits) refused(class Class, wait time.Duration) Usage {
 // spends a token per field (possibly of several classes, on several
 // goroutines), and its answer reports the bucket the client must watch.
 type Meter struct {
-	mu    sync.Mutex
-	usage Usage
-	set   bool
+	mu     sync.Mutex
+	usage  Usage
+	set    bool
+	parent *Meter
 }
 
 type meterKey struct{}
 
 // WithMeter returns ctx carrying a new Meter for the spends of the request
-// of ctx, and the Meter.
+// of ctx, and the Meter. When ctx already carries one (a request made
+// in-process on behalf of another, as an MCP tool's API calls are), the
+// new Meter passes every usage on to it as well: the outer answer is the
+// one the client reads, and it must name the bucket its inner calls
+// drained.
 func WithMeter(ctx context.Context) (context.Context, *Meter) {
-	m := &Meter{}
+	parent, _ := ctx.Value(meterKey{}).(*Meter)
+	m := &Meter{parent: parent}
 	return context.WithValue(ctx, meterKey{}, m), m
 }
 
@@ -88,6 +94,13 @@ func Observe(ctx context.Context, s *Spend) {
 	if !ok {
 		return
 	}
+	for ; m != nil; m = m.parent {
+		m.observe(u)
+	}
+}
+
+// observe keeps u when it leaves less room than what m holds.
+func (m *Meter) observe(u Usage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.set || u.lower(m.usage) {

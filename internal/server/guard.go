@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/mcpface"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -112,12 +113,27 @@ func (f *inflight) done(id string, s *slots) {
 	}
 }
 
+// heldSlotKey marks the context of a request that holds an in-flight slot
+// of the principal it names, and of every request made in-process on its
+// behalf (an MCP tool's API calls, whose contexts derive from the tool
+// call's).
+type heldSlotKey struct{}
+
 // capConcurrency answers 429 rate_limited (reason too_many_concurrent)
-// when the authenticated principal cannot get a slot in time.
+// when the authenticated principal cannot get a slot in time. A request
+// made in-process on behalf of one that holds a slot of the same
+// principal takes none: the outer request is the one the client sent and
+// the one that counts, and its inner calls waiting for slots of their own
+// would refuse (or, at a cap of one, stall until http.max_concurrent_wait)
+// a tool call of a principal at its cap.
 func (s *Server) capConcurrency(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := identity.FromContext(r.Context())
 		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if held, _ := r.Context().Value(heldSlotKey{}).(string); held == p.ID {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -129,13 +145,17 @@ func (s *Server) capConcurrency(next http.Handler) http.Handler {
 			return
 		}
 		defer s.inflight.release(p.ID)
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), heldSlotKey{}, p.ID)))
 	})
 }
 
 // refuse answers err in the shape of the face: problem+json on REST, a
-// GraphQL error document on /graphql.
+// GraphQL error document on /graphql, a JSON-RPC error on /mcp.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if r.URL.Path == mcpface.Path {
+		mcpface.WriteProblem(w, r, err)
+		return
+	}
 	if r.URL.Path != "/graphql" {
 		httpx.WriteProblem(w, r, err)
 		return

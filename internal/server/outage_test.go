@@ -222,8 +222,19 @@ func testDatabaseOutage(t *testing.T) {
 		t.Errorf("lost writes: %d acknowledged, %d stored", len(acked), stored)
 	}
 	// The end of the outage is logged by the watcher within a second or two.
+	msgs := wantOneOutage(t, logs, 5*time.Second)
+	if n := countMsg(msgs, "internal error"); n > 0 {
+		t.Errorf("%d internal error lines during the outage", n)
+	}
+}
+
+// wantOneOutage waits up to within for the log line of an outage's end and
+// checks that logs hold one outage: one line at its start, one at its end.
+// It returns the messages logged.
+func wantOneOutage(t *testing.T, logs *apitest.Buffer, within time.Duration) []string {
+	t.Helper()
 	var msgs []string
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if msgs = logMessages(t, logs); countMsg(msgs, "database outage ended") > 0 {
 			break
 		}
@@ -236,9 +247,7 @@ func testDatabaseOutage(t *testing.T) {
 			}
 		}
 	}
-	if n := countMsg(msgs, "internal error"); n > 0 {
-		t.Errorf("%d internal error lines during the outage", n)
-	}
+	return msgs
 }
 
 // logMessages returns the msg of every JSON log line written to b.

@@ -254,10 +254,12 @@ func New(d Deps) (*Server, error) {
 		s.metrics = httpx.ChainWith(mm, httpx.Options{Log: d.Logger, Proxies: proxies})
 	}
 	// The MCP face calls the API through the whole handler, as any client
-	// (docs/mcp.md).
+	// (docs/mcp.md). A request to /mcp is one request against the
+	// principal's in-flight cap, and its answer reports the lowest bucket
+	// its tools' API calls spent from (the meters nest).
 	mcpface.Register(mux, mcpface.Deps{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }),
 		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody, Client: proxies.Client,
-		PublicURL: s.publicURL})
+		PublicURL: s.publicURL, Admit: func(h http.Handler) http.Handler { return meterRateLimit(s.capConcurrency(h)) }})
 	playground.New("/graphql", playground.Options{ActAs: d.PlaygroundActAs}).Register(mux)
 	// Every request no route takes, under /api/v1/ too: 405 with Allow for
 	// a known path, 404 otherwise.

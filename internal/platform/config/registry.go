@@ -194,7 +194,7 @@ var Registry = []Key{
 	{HTTPReadTimeout, TypeDuration, "30s", "1s", "longest time to read a request, headers and body; a slower client is disconnected"},
 	{HTTPWriteTimeout, TypeDuration, "30s", "1s", "longest time to answer a request (a long poll gets events.poll_max_wait on top)"},
 	{HTTPIdleTimeout, TypeDuration, "60s", "1s", "how long an idle keep-alive connection stays open"},
-	{HTTPMaxConcurrentPerPrincipal, TypeInt, "8", "1", "most requests of one principal in flight at once on /graphql and the REST routes; more wait (http.max_concurrent_wait)"},
+	{HTTPMaxConcurrentPerPrincipal, TypeInt, "8", "1", "most requests of one principal in flight at once on /graphql, the REST routes and /mcp (a request each, whatever API calls its tool makes); more wait (http.max_concurrent_wait)"},
 	{HTTPMaxConcurrentWait, TypeDuration, "5s", "0s", "how long a request over http.max_concurrent_per_principal waits for a slot before it answers 429 rate_limited (too_many_concurrent)"},
 	{DatabaseOutageRetryAfter, TypeDuration, "5s", "1s", "Retry-After of the 503 unavailable answers while the database does not answer"},
 	{DatabaseQueryTimeout, TypeDuration, "5s", "100ms", "longest database work of a request: one statement outside a transaction, or a whole transaction from BEGIN to COMMIT; past it the request answers 503 unavailable (database_unreachable) as for a stopped database. A deadline of the server, not statement_timeout, so it holds through a transaction-mode pooler and against a frozen server; migrations, retention, the audit export and the LISTEN connection are exempt, and a long poll's or subscription's waiting is not database work"},

@@ -133,7 +133,18 @@ func Decide(binary, schema int64, recorded []Requirement) CompatState {
 //
 // Errors: a database error.
 func Compat(ctx context.Context, q Querier) (CompatState, error) {
-	binary := EmbeddedVersion()
+	return CompatOf(ctx, q, EmbeddedVersion())
+}
+
+// CompatOf is Compat for a binary whose newest embedded migration is
+// binary, which need not be this one: bothy migrate status --rollback-to
+// asks whether an older binary would serve the schema. The recorded
+// requirements answer that for any older binary, including those released
+// before schema_compat existed, which would serve a schema silently
+// instead of refusing it.
+//
+// Errors: a database error.
+func CompatOf(ctx context.Context, q Querier, binary int64) (CompatState, error) {
 	schema, err := SchemaVersion(ctx, q)
 	if err != nil {
 		return CompatState{}, err
