@@ -185,3 +185,33 @@ func TestRequestSpanExported(t *testing.T) {
 		t.Errorf("resource %v, scope %q", server.Resource, server.Scope)
 	}
 }
+
+// TestRunContextHelpers: outside a recording span there is no traceparent
+// to store and StartRoot, without a provider, starts nothing; LinkTo
+// accepts only a well-formed traceparent, the form a run stores.
+func TestRunContextHelpers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		t.Errorf("Traceparent outside a request = %q, want empty", tp)
+	}
+	off, err := tracing.New(tracing.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, span := tracing.StartRoot(tracing.WithProvider(ctx, off), "runs.sweep")
+	if span.IsRecording() || rctx != ctx {
+		t.Error("StartRoot with tracing off started a span")
+	}
+	tracing.NoteRun(ctx, "01a23f42-e54e-7822-afc0-4f68025031a6", "") // no span: must not panic
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	link, ok := tracing.LinkTo(tp)
+	if !ok || link.SpanContext.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" || link.SpanContext.SpanID().String() != "b7ad6b7169203331" {
+		t.Errorf("LinkTo(%q) = %v, %v", tp, link.SpanContext, ok)
+	}
+	for _, bad := range []string{"", "00-00000000000000000000000000000000-b7ad6b7169203331-01", "garbage"} {
+		if _, ok := tracing.LinkTo(bad); ok {
+			t.Errorf("LinkTo(%q) accepted", bad)
+		}
+	}
+}
