@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"bothy.example.com/bothy/internal/conformance"
 	"bothy.example.com/bothy/internal/platform/pgtest"
@@ -166,8 +165,8 @@ func TestKitSaysWhatHappened(t *testing.T) {
 	t.Parallel()
 	t.Run("cannot start", func(t *testing.T) {
 		t.Parallel()
-		started := time.Now()
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "nonexistent-adapter-of-robin", Only: "answers_once"})
+		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "nonexistent-adapter-of-robin", Only: "answers_once",
+			DatabaseURL: pgtest.URL(t)})
 		var ex *conformance.ExitedError
 		if !errors.As(err, &ex) || ex.Exit.Code != 127 {
 			t.Fatalf("Run = %v; want an ExitedError with status 127", err)
@@ -177,12 +176,10 @@ func TestKitSaysWhatHappened(t *testing.T) {
 				t.Errorf("%q lacks %q", err, want)
 			}
 		}
-		// No scenario ran into its timeout: none ran.
+		// No scenario ran into its timeout: none ran (the verdict, not the
+		// time it took, which depends on the machine's load).
 		if len(rep.Scenarios) != 0 || rep.Error != err.Error() || len(rep.Exits) != 1 || rep.UnexpectedExits != 1 {
 			t.Fatalf("%+v", rep)
-		}
-		if d := time.Since(started); d > 20*time.Second {
-			t.Errorf("the failure took %s", d)
 		}
 	})
 	t.Run("late, then gone", func(t *testing.T) {

@@ -266,12 +266,15 @@ func crashAfterPost(ctx context.Context, k *kit) error {
 // (docs/design/runs.md#fencing).
 var fencedOps = []string{"renewRun", "createMessage", "finishRun", "updateRunLive", "awaitRunInput"}
 
-// heldCall is an answered call of the adapter on a run, and whether the
-// run's second holder had finished it by then.
+// heldCall is an answered call of the adapter on a run, and whether it
+// came late: after the kit let the run's second holder answer (its answer
+// then holds the request's key, and a stale post under that key is
+// refused idempotency_key_reused before its holder is looked at) or after
+// the second holder finished the run.
 type heldCall struct {
 	op string
 	call
-	afterFinish bool
+	late bool
 }
 
 // stallIsFenced: the adapter is stopped (SIGSTOP) past its lease while
@@ -318,18 +321,21 @@ func stallIsFenced(ctx context.Context, k *kit) error {
 	// The stale process wakes with its model's answer.
 	k.signal(syscall.SIGCONT)
 	close(stale)
-	// Its first call on the run shows whether it is fenced; an adapter
-	// that calls nothing within a lease changes nothing either.
-	wctx, cancel := context.WithTimeout(ctx, leaseTimeout)
+	// Its post or finish shows whether it is fenced; the second holder's
+	// model call holds until then, so the run stays the second holder's.
+	// An adapter that gives the run up at its first refusal (a renewal)
+	// posts nothing: after three leases the second holder goes on.
+	wctx, cancel := context.WithTimeout(ctx, 3*leaseTimeout)
 	_ = fw.wait(wctx, func() bool {
 		for _, c := range fw.calls[mark:] {
-			if c.holder == staleHolder {
+			if c.holder == staleHolder && (c.op == "createMessage" || c.op == "finishRun") {
 				return true
 			}
 		}
 		return false
 	})
 	cancel()
+	fw.release()
 	k.model.releaseHeld()
 	state, reason, err := k.ended(ctx, a.run)
 	if err != nil {
@@ -349,7 +355,15 @@ type fenceWatch struct {
 	holders  []string // the holders of the answered startRun calls, in order
 	calls    []heldCall
 	finished bool // a finishRun of the second holder was answered
+	released bool // the second holder's model call was let go
 	changed  chan struct{}
+}
+
+// release notes that the second holder may answer from now on.
+func (fw *fenceWatch) release() {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	fw.released = true
 }
 
 // note wakes the waiters (under mu).
@@ -371,7 +385,7 @@ func (fw *fenceWatch) install(k *kit) (off func()) {
 		offs = append(offs, k.proxy.on(hook{op: op, answered: func(c call) {
 			fw.mu.Lock()
 			defer fw.mu.Unlock()
-			fw.calls = append(fw.calls, heldCall{op: op, call: c, afterFinish: fw.finished})
+			fw.calls = append(fw.calls, heldCall{op: op, call: c, late: fw.finished || fw.released})
 			if op == "finishRun" && len(fw.holders) > 1 && c.holder == fw.holders[1] && !c.refused() {
 				fw.finished = true
 			}
@@ -412,7 +426,8 @@ func (fw *fenceWatch) wait(ctx context.Context, cond func() bool) error {
 }
 
 // verdict checks every call of the stale holder after mark: refused, and
-// refused run_claimed while the second holder held the run.
+// refused run_claimed while the second holder held the run and had not
+// been let answer yet.
 func (fw *fenceWatch) verdict(staleHolder string, mark int) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
@@ -423,7 +438,7 @@ func (fw *fenceWatch) verdict(staleHolder string, mark int) error {
 		switch {
 		case !c.refused():
 			return fmt.Errorf("the stale holder's %s was accepted after the takeover", c.op)
-		case !c.afterFinish && c.reason() != "run_claimed":
+		case !c.late && c.reason() != "run_claimed":
 			return fmt.Errorf("the stale holder's %s was refused %q while the second holder held the run; want run_claimed", c.op, c.reason())
 		}
 	}
