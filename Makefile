@@ -20,9 +20,10 @@ TEST_BUDGET ?= 240
 TEST_PARALLEL ?= 8
 # TEST_PACKAGES is how many test packages run at once (go test -p; its
 # default is the number of cores): the slowest packages (the conformance
-# kit, the adapter's end-to-end tests) mostly wait on leases, processes and
-# PostgreSQL, so four at once finish sooner on two cores (docs/reliability.md).
-TEST_PACKAGES ?= 4
+# kit, the adapter's end-to-end tests, the clients' doc test) mostly wait on
+# leases, processes, npm and PostgreSQL, so eight at once finish sooner on
+# two cores (docs/reliability.md#time).
+TEST_PACKAGES ?= 8
 TEST_EVENTS = bin/test-events.json
 
 ## test: every test (vet, generated code current, unit, integration, audit), then the time budget

@@ -351,6 +351,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("http.public_url is not set: the MCP face names the listen address as its resource; set it to the URL clients use",
 			"listen_url", "http://"+addr)
 	}
+	// The spans still queued go out before Serve returns, within what is
+	// left of server.shutdown_timeout once draining started (a failed
+	// start gives them the whole timeout). Deferred before the background
+	// work's stop, so it runs after it: a sweep's spans that end while it
+	// stops are exported too.
+	var deadline time.Time
+	defer func() { s.stopTracing(deadline) }()
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(4)
@@ -366,11 +373,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); s.Retention.Run(bg, s.cfg.Duration(config.RetentionInterval)) }()
 	go func() { defer wg.Done(); s.Runs.RunLive(bg) }()
 	defer func() { stopBG(); wg.Wait() }()
-	// The spans still queued go out before Serve returns, within what is
-	// left of server.shutdown_timeout once draining started (a failed
-	// start gives them the whole timeout).
-	var deadline time.Time
-	defer func() { s.stopTracing(deadline) }()
 
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
