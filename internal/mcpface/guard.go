@@ -93,18 +93,7 @@ const rpcServerError = -32000
 func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
 	pe := problem.From("mcpface.refuse", err)
 	httpx.NoteCode(r.Context(), pe.Code)
-	data := map[string]any{"code": string(pe.Code), "status": pe.Code.Status()}
-	if pe.Reason != "" {
-		data["reason"] = pe.Reason
-	}
-	msg := pe.Detail
-	if msg == "" {
-		msg = pe.Code.Title()
-	}
-	if pe.RetryAfter > 0 {
-		w.Header().Set("Retry-After", httpx.RetrySeconds(pe.RetryAfter))
-		data["retryAfterSeconds"] = httpx.RetrySecondsInt(pe.RetryAfter)
-	}
+	msg, data := httpx.ProblemMessage(w, pe)
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": rpcServerError, "message": msg, "data": data}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(pe.Code.Status())

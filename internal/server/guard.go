@@ -165,18 +165,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	if pe.Code == problem.InternalError && pe.Cause() != nil {
 		s.log.ErrorContext(r.Context(), "internal error", "correlation_id", httpx.CorrelationID(r.Context()), "error", pe.Cause().Error())
 	}
-	ext := map[string]any{"code": string(pe.Code), "status": pe.Code.Status()}
-	if pe.Reason != "" {
-		ext["reason"] = pe.Reason
-	}
-	msg := pe.Detail
-	if msg == "" {
-		msg = pe.Code.Title()
-	}
-	if pe.RetryAfter > 0 {
-		w.Header().Set("Retry-After", httpx.RetrySeconds(pe.RetryAfter))
-		ext["retryAfterSeconds"] = httpx.RetrySecondsInt(pe.RetryAfter)
-	}
+	msg, ext := httpx.ProblemMessage(w, pe)
 	b, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{"message": msg, "extensions": ext}}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(pe.Code.Status())

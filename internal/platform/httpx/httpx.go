@@ -165,6 +165,26 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
 	w.Write(body)
 }
 
+// ProblemMessage returns the message and the extensions of a refusal in
+// the shape of a GraphQL error's extensions (and of a JSON-RPC error's
+// data): code, status, reason and retryAfterSeconds; a problem that asks
+// for a wait also sets Retry-After on w, as every face does.
+func ProblemMessage(w http.ResponseWriter, pe *problem.Error) (string, map[string]any) {
+	ext := map[string]any{"code": string(pe.Code), "status": pe.Code.Status()}
+	if pe.Reason != "" {
+		ext["reason"] = pe.Reason
+	}
+	msg := pe.Detail
+	if msg == "" {
+		msg = pe.Code.Title()
+	}
+	if pe.RetryAfter > 0 {
+		w.Header().Set("Retry-After", RetrySeconds(pe.RetryAfter))
+		ext["retryAfterSeconds"] = RetrySecondsInt(pe.RetryAfter)
+	}
+	return msg, ext
+}
+
 // RetrySeconds renders a wait as whole seconds, at least one.
 func RetrySeconds(d time.Duration) string {
 	return strconv.Itoa(RetrySecondsInt(d))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,34 @@ func TestCorrelationID(t *testing.T) {
 		got := rec.Header().Get(CorrelationHeader)
 		if got != seen || (c.want != "" && got != c.want) || (c.want == "" && (got == c.corr || got == c.request || len(got) < 8)) {
 			t.Errorf("%s: id %q (context %q), want %q", c.name, got, seen, c.want)
+		}
+	}
+}
+
+// TestProblemMessage: a refusal's message and extensions (the shape of a
+// GraphQL error's and a JSON-RPC error's data), and Retry-After only for
+// a problem that asks for a wait.
+func TestProblemMessage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		pe       *problem.Error
+		msg      string
+		ext      map[string]any
+		retryHdr string
+	}{
+		{"title when no detail", problem.Newf(problem.NotFound, "", ""), problem.NotFound.Title(),
+			map[string]any{"code": "not_found", "status": 404}, ""},
+		{"reason and wait", func() *problem.Error {
+			pe := problem.Newf(problem.Unavailable, "database_unreachable", "the database does not answer")
+			pe.RetryAfter = 2 * time.Second
+			return pe
+		}(), "the database does not answer", map[string]any{"code": "unavailable", "status": 503, "reason": "database_unreachable", "retryAfterSeconds": 2}, "2"},
+	} {
+		w := httptest.NewRecorder()
+		msg, ext := ProblemMessage(w, c.pe)
+		if msg != c.msg || !reflect.DeepEqual(ext, c.ext) || w.Header().Get("Retry-After") != c.retryHdr {
+			t.Errorf("%s: %q %v Retry-After %q; want %q %v %q", c.name, msg, ext, w.Header().Get("Retry-After"), c.msg, c.ext, c.retryHdr)
 		}
 	}
 }
