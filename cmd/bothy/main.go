@@ -548,38 +548,51 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if !status {
-		applied, err := db.MigrateReport(ctx, url)
-		if err != nil {
-			return err
-		}
-		for _, m := range applied {
-			fmt.Fprintf(stdout, "applied %05d %s (%s)\n", m.Version, m.Name, m.Duration.Round(time.Millisecond))
-		}
-		if len(applied) > 0 {
-			return nil
-		}
-		compat, err := compatOf(ctx, url, db.EmbeddedVersion())
-		if err != nil {
-			return err
-		}
-		switch compat.Case {
-		case db.SchemaNewer:
-			// Not a success: the binary would stay unready on this schema,
-			// and a deployment's migration step (a Kubernetes Job, an
-			// ExecStartPre) that exits 0 would let the rollback proceed
-			// to replicas that never serve.
-			fmt.Fprintf(stdout, "nothing to apply: the schema (%d) is newer than this binary (%d) and has migrations it cannot serve (%v)\n",
-				compat.Schema, compat.Binary, compat.Blocking)
-			return exitStatus{code: exitSchemaNewer, msg: fmt.Sprintf("the schema (%d) is newer than this binary (%d) can serve (migrations %v): "+
-				"it would answer /readyz schema_newer; upgrade the binary, or restore the backup taken before those migrations (exit status %d)",
-				compat.Schema, compat.Binary, compat.Blocking, exitSchemaNewer)}
-		case db.SchemaNewerServable:
-			fmt.Fprintf(stdout, "nothing to apply: the schema (%d) is newer than this binary (%d) by expand steps only\n", compat.Schema, compat.Binary)
-		default:
-			fmt.Fprintln(stdout, "the schema is current")
-		}
+		return migrateApply(ctx, stdout, url)
+	}
+	return migrateStatus(ctx, stdout, url, *rollbackTo, *check)
+}
+
+// migrateApply applies the pending migrations to url and says what it did;
+// on a schema newer than this binary can serve it fails with exit status 4.
+func migrateApply(ctx context.Context, stdout io.Writer, url string) error {
+	applied, err := db.MigrateReport(ctx, url)
+	if err != nil {
+		return err
+	}
+	for _, m := range applied {
+		fmt.Fprintf(stdout, "applied %05d %s (%s)\n", m.Version, m.Name, m.Duration.Round(time.Millisecond))
+	}
+	if len(applied) > 0 {
 		return nil
 	}
+	compat, err := compatOf(ctx, url, db.EmbeddedVersion())
+	if err != nil {
+		return err
+	}
+	switch compat.Case {
+	case db.SchemaNewer:
+		// Not a success: the binary would stay unready on this schema,
+		// and a deployment's migration step (a Kubernetes Job, an
+		// ExecStartPre) that exits 0 would let the rollback proceed
+		// to replicas that never serve.
+		fmt.Fprintf(stdout, "nothing to apply: the schema (%d) is newer than this binary (%d) and has migrations it cannot serve (%v)\n",
+			compat.Schema, compat.Binary, compat.Blocking)
+		return exitStatus{code: exitSchemaNewer, msg: fmt.Sprintf("the schema (%d) is newer than this binary (%d) can serve (migrations %v): "+
+			"it would answer /readyz schema_newer; upgrade the binary, or restore the backup taken before those migrations (exit status %d)",
+			compat.Schema, compat.Binary, compat.Blocking, exitSchemaNewer)}
+	case db.SchemaNewerServable:
+		fmt.Fprintf(stdout, "nothing to apply: the schema (%d) is newer than this binary (%d) by expand steps only\n", compat.Schema, compat.Binary)
+	default:
+		fmt.Fprintln(stdout, "the schema is current")
+	}
+	return nil
+}
+
+// migrateStatus lists the migrations of url, applied or pending, and says
+// whether this binary (or, with rollbackTo, an older one) serves the
+// schema; with check the exit status says it too.
+func migrateStatus(ctx context.Context, stdout io.Writer, url string, rollbackTo int64, check bool) error {
 	list, err := db.Status(ctx, url)
 	if err != nil {
 		return err
@@ -594,8 +607,8 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	fmt.Fprintf(stdout, "%d applied, %d pending\n", len(list)-pending, pending)
-	if *rollbackTo > 0 {
-		return rollbackStatus(ctx, stdout, url, *rollbackTo, *check)
+	if rollbackTo > 0 {
+		return rollbackStatus(ctx, stdout, url, rollbackTo, check)
 	}
 	compat, err := compatOf(ctx, url, db.EmbeddedVersion())
 	if err != nil {
@@ -612,10 +625,10 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "the schema (%d) is newer than this binary (%d) by migrations it cannot serve (%v): it refuses (/readyz schema_newer); upgrade it\n",
 			compat.Schema, compat.Binary, compat.Blocking)
 	}
-	if *check && pending > 0 {
+	if check && pending > 0 {
 		return exitStatus{code: exitPending, msg: fmt.Sprintf("%d migrations pending: run bothy migrate (exit status %d)", pending, exitPending)}
 	}
-	if *check && compat.Case == db.SchemaNewer {
+	if check && compat.Case == db.SchemaNewer {
 		return exitStatus{code: exitSchemaNewer, msg: fmt.Sprintf("the schema is newer than this binary can serve (exit status %d)", exitSchemaNewer)}
 	}
 	return nil

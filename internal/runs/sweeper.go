@@ -115,63 +115,8 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 	}
 	var firstErr error
 	for _, d := range list {
-		timedOut, done := false, false
-		runCtx, span := tracing.Start(ctx, "runs.sweep.run", trace.SpanKindInternal)
-		if span.IsRecording() {
-			span.SetAttributes(tracing.RunIDKey.String(d.run), tracing.ThreadIDKey.String(d.thread))
-		}
-		var took SweepAction
-		var traceparent string
-		err := s.db.InTx(runCtx, func(ctx context.Context) error {
-			// A retried unit starts over: nothing of an earlier try counts.
-			timedOut, done = false, false
-			// The thread first, then the run: the lock order of every unit.
-			if locked, err := s.chatW.TryLockThread(ctx, d.thread); err != nil || !locked {
-				return err // not locked: another unit holds the thread; the next sweep retries
-			}
-			r, err := s.st.getRun(ctx, d.run, lockSkipLocked)
-			if err == ErrNotFound {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			action := SweepVerdict(r, s.st.clock.Now(), s.timeouts)
-			took, traceparent = action, r.Traceparent
-			if action == SweepNone {
-				return nil
-			}
-			t, err := s.chat.GetThread(ctx, r.ThreadID)
-			if err != nil {
-				return err
-			}
-			var evs []events.Event
-			switch action {
-			case SweepTimeout:
-				_, evs, err = s.end(ctx, r, domain.RunFailed, "timeout", t.ChannelID)
-			case SweepRevoked:
-				_, evs, err = s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
-			case SweepLeaseExpired:
-				_, evs, err = s.end(ctx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
-			case SweepCancelled:
-				_, evs, err = s.end(ctx, r, domain.RunCancelled, "cancelled", t.ChannelID)
-			case SweepApprovalExpired:
-				r, evs, err = s.expireApproval(ctx, r, t.ChannelID)
-			case SweepRequeue:
-				if err = s.withdrawPending(ctx, &r); err != nil {
-					return err
-				}
-				r.Attempt++
-				r, err = s.transition(ctx, r, domain.RunQueued, "")
-				evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}
-			}
-			if err != nil {
-				return problem.From("runs.sweepOnce", err)
-			}
-			done, timedOut = true, action == SweepTimeout
-			return s.events.Append(ctx, evs...)
-		})
-		s.endSweepSpan(span, took, traceparent, err)
+		took, done, err := s.sweepRun(ctx, d)
+		timedOut := done && took == SweepTimeout
 		if err != nil {
 			// One run that cannot be settled must not hold up the others
 			// (nor the trigger re-check below): log it, go on, retry it on
@@ -199,6 +144,68 @@ func (s *Service) sweepOnce(ctx context.Context) (changed, ended int, err error)
 		err = firstErr
 	}
 	return changed + n, ended, err
+}
+
+// sweepRun settles one due run in a unit of its own, under a span of its
+// own, and returns what the sweep did (SweepNone when the run needed
+// nothing or was gone) and whether it changed the run.
+func (s *Service) sweepRun(ctx context.Context, d dueRun) (took SweepAction, done bool, err error) {
+	runCtx, span := tracing.Start(ctx, "runs.sweep.run", trace.SpanKindInternal)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.RunIDKey.String(d.run), tracing.ThreadIDKey.String(d.thread))
+	}
+	var traceparent string
+	err = s.db.InTx(runCtx, func(ctx context.Context) error {
+		// A retried unit starts over: nothing of an earlier try counts.
+		done = false
+		// The thread first, then the run: the lock order of every unit.
+		if locked, err := s.chatW.TryLockThread(ctx, d.thread); err != nil || !locked {
+			return err // not locked: another unit holds the thread; the next sweep retries
+		}
+		r, err := s.st.getRun(ctx, d.run, lockSkipLocked)
+		if err == ErrNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		action := SweepVerdict(r, s.st.clock.Now(), s.timeouts)
+		took, traceparent = action, r.Traceparent
+		if action == SweepNone {
+			return nil
+		}
+		t, err := s.chat.GetThread(ctx, r.ThreadID)
+		if err != nil {
+			return err
+		}
+		var evs []events.Event
+		switch action {
+		case SweepTimeout:
+			_, evs, err = s.end(ctx, r, domain.RunFailed, "timeout", t.ChannelID)
+		case SweepRevoked:
+			_, evs, err = s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
+		case SweepLeaseExpired:
+			_, evs, err = s.end(ctx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
+		case SweepCancelled:
+			_, evs, err = s.end(ctx, r, domain.RunCancelled, "cancelled", t.ChannelID)
+		case SweepApprovalExpired:
+			r, evs, err = s.expireApproval(ctx, r, t.ChannelID)
+		case SweepRequeue:
+			if err = s.withdrawPending(ctx, &r); err != nil {
+				return err
+			}
+			r.Attempt++
+			r, err = s.transition(ctx, r, domain.RunQueued, "")
+			evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}
+		}
+		if err != nil {
+			return problem.From("runs.sweepOnce", err)
+		}
+		done = true
+		return s.events.Append(ctx, evs...)
+	})
+	s.endSweepSpan(span, took, traceparent, err)
+	return took, done, err
 }
 
 // The attributes of the sweep's spans: how many runs a sweep found due,
