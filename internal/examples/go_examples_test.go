@@ -1,5 +1,8 @@
-// Package examples_test builds the SDK's examples and runs each against a
-// real server, as their users would.
+// Package examples_test builds the examples of Bothy's SDKs (Go, Python,
+// TypeScript) as their users do and runs each against a real server and
+// through the conformance kit. The tests live in the server's module, not
+// beside the examples, because they start a server: an SDK imports nothing
+// of the server.
 package examples_test
 
 import (
@@ -15,13 +18,15 @@ import (
 	"bothy.example.com/bothy/sdk/model/openai/openaitest"
 )
 
-// build compiles the example in folder dir and returns its binary.
+// build compiles the Go SDK's example in folder dir of sdk/examples and
+// returns its binary.
 func build(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
-	out, err := exec.Command("go", "build", "-o", bin, "./"+dir).CombinedOutput()
+	pkg := "bothy.example.com/bothy/sdk/examples/" + dir
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build ./%s: %v\n%s", dir, err, out)
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
 }
