@@ -27,40 +27,49 @@ func TestExamplesPassTheKit(t *testing.T) {
 		// processes: side by side, and beside the package's other tests.
 		t.Run(c.dir, func(t *testing.T) {
 			t.Parallel()
-			bin := build(t, c.dir)
-			declared := strings.Split(c.capabilities, ",")
-			notApplicable := map[string]bool{}
-			for _, name := range conformance.Names() {
-				needs, _ := conformance.Needs(name)
-				for _, n := range needs {
-					if !slices.Contains(declared, n) {
-						notApplicable[name] = true
-					}
-				}
-			}
-			rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "'" + bin + "'", Capabilities: c.capabilities})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rep.Scenarios) != len(conformance.Names()) {
-				t.Fatalf("%d verdicts, want one for each of the %d scenarios", len(rep.Scenarios), len(conformance.Names()))
-			}
-			for _, r := range rep.Scenarios {
-				switch {
-				case notApplicable[r.Name] && (!r.NotApplicable || r.Passed):
-					t.Errorf("%s: passed %v, not applicable %v (%s); want not applicable to %s", r.Name, r.Passed, r.NotApplicable, r.Detail, c.capabilities)
-				case !notApplicable[r.Name] && !r.Passed:
-					t.Errorf("%s failed: %s", r.Name, r.Detail)
-				}
-			}
-			if rep.Failed != 0 || rep.NotApplicable != len(notApplicable) || rep.Passed != len(conformance.Names())-len(notApplicable) {
-				t.Errorf("%d passed, %d failed, %d not applicable; want %d, 0, %d",
-					rep.Passed, rep.Failed, rep.NotApplicable, len(conformance.Names())-len(notApplicable), len(notApplicable))
-			}
-			if c.dir == "echo" && !slices.Equal(notApplicableNames(rep), scenariosNeedingACapability()) {
-				t.Errorf("not applicable to echo: %v; want every scenario that needs a capability, %v", notApplicableNames(rep), scenariosNeedingACapability())
-			}
+			passesTheKit(t, "'"+build(t, c.dir)+"'", c.capabilities)
 		})
+	}
+}
+
+// passesTheKit runs the conformance kit against the adapter command with
+// the capabilities it declares ("none" or a comma-separated list) and fails
+// t unless it passes every scenario that applies and the kit reports
+// exactly the others not applicable (for "none", every scenario that needs
+// a capability). Each SDK's tests call it for each of their examples.
+func passesTheKit(t *testing.T, adapter, capabilities string) {
+	t.Helper()
+	declared := strings.Split(capabilities, ",")
+	notApplicable := map[string]bool{}
+	for _, name := range conformance.Names() {
+		needs, _ := conformance.Needs(name)
+		for _, n := range needs {
+			if !slices.Contains(declared, n) {
+				notApplicable[name] = true
+			}
+		}
+	}
+	rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: adapter, Capabilities: capabilities})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != len(conformance.Names()) {
+		t.Fatalf("%d verdicts, want one for each of the %d scenarios", len(rep.Scenarios), len(conformance.Names()))
+	}
+	for _, r := range rep.Scenarios {
+		switch {
+		case notApplicable[r.Name] && (!r.NotApplicable || r.Passed):
+			t.Errorf("%s: passed %v, not applicable %v (%s); want not applicable to %s", r.Name, r.Passed, r.NotApplicable, r.Detail, capabilities)
+		case !notApplicable[r.Name] && !r.Passed:
+			t.Errorf("%s failed: %s", r.Name, r.Detail)
+		}
+	}
+	if rep.Failed != 0 || rep.NotApplicable != len(notApplicable) || rep.Passed != len(conformance.Names())-len(notApplicable) {
+		t.Errorf("%d passed, %d failed, %d not applicable; want %d, 0, %d",
+			rep.Passed, rep.Failed, rep.NotApplicable, len(conformance.Names())-len(notApplicable), len(notApplicable))
+	}
+	if capabilities == "none" && !slices.Equal(notApplicableNames(rep), scenariosNeedingACapability()) {
+		t.Errorf("not applicable to %s: %v; want every scenario that needs a capability, %v", adapter, notApplicableNames(rep), scenariosNeedingACapability())
 	}
 }
 
