@@ -253,7 +253,7 @@ func (f *fake) startWith(t *testing.T, model agent.Model, once bool, mod func(*a
 	}
 	var logs bytes.Buffer
 	r := &runner{done: make(chan struct{}), rep: &reports{}, logs: &lockedWriter{w: &logs}}
-	cfg := agent.Config{Client: c, Model: model, Once: once, PollWait: 2 * time.Second, RetryBackoff: 10 * time.Millisecond,
+	cfg := agent.Config{Client: c, Model: model, Transport: agent.TransportPoll, Once: once, PollWait: 2 * time.Second, RetryBackoff: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), OnRunDone: r.rep.add}
 	if mod != nil {
 		mod(&cfg)
@@ -540,7 +540,7 @@ func TestLoopRefusesAPersonToken(t *testing.T) {
 		return map[string]any{"viewer": map[string]any{"id": "p-1", "kind": "USER", "handle": "alex", "displayName": "Alex", "status": "ACTIVE"}}, nil
 	})
 	c, _ := agent.NewClient(f.srv.URL, "bothy_s_x", agent.ClientOptions{})
-	a, err := agent.New(agent.Config{Client: c, Model: agent.EchoModel{}})
+	a, err := agent.New(agent.Config{Client: c, Model: agent.EchoModel{}, Transport: agent.TransportPoll})
 	if err != nil {
 		t.Fatal(err)
 	}
