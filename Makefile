@@ -52,7 +52,7 @@ TEST_FIRST = ./internal/server ./internal/examples ./internal/runs ./internal/co
 test: export CGO_ENABLED := 0
 test: export GOFLAGS := -trimpath -ldflags=-w $(GOFLAGS)
 test:
-	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps
+	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps sdk-typescript
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	@mkdir -p bin
@@ -127,6 +127,10 @@ audit-deps:
 ## lint-deps: the OpenAPI linters redocly and spectral (npm, pinned), run by internal/apilint's tests
 lint-deps:
 	internal/apilint/install.sh
+
+## sdk-typescript: the TypeScript SDK @bothy/agent (sdk/typescript): npm ci from its lock when the lock changed, npm run build when its sources changed
+sdk-typescript:
+	sdk/typescript/install.sh
 
 ## audit-graphql: the GraphQL-over-HTTP audit (graphql-http auditServer) against a real server
 audit-graphql: assets audit-deps

@@ -86,22 +86,19 @@ export class AgentStream {
     let connected = false;
     const ws = createClient({
       url: url.toString(),
-      webSocketImpl: class extends WebSocket {
-        constructor(address: string, protocols?: string | string[]) {
-          super(address, protocols);
-          // A server without WebSocket answers the upgrade with a plain
-          // HTTP status; the auto transport falls back to the poll then.
-          this.on("unexpected-response", (_req, res) => {
-            upgradeStatus = res.statusCode ?? 0;
-            this.emit("error", new Error(`unexpected response ${upgradeStatus}`));
-            res.resume();
-          });
-        }
-      },
+      webSocketImpl: WebSocket,
       connectionParams: { Authorization: `Bearer ${token}` },
       lazy: true,
       retryAttempts: 0,
       on: {
+        // A server without WebSocket answers the upgrade with a plain HTTP
+        // status, which ws reports as "Unexpected server response: 404";
+        // the auto transport falls back to the long poll then.
+        error: (e) => {
+          const msg = String((e as { message?: unknown })?.message ?? (e as { error?: { message?: unknown } })?.error?.message ?? "");
+          const m = /Unexpected server response: (\d+)/.exec(msg);
+          if (m) upgradeStatus = Number(m[1]);
+        },
         connected: () => {
           connected = true;
           this.#everConnected = true;

@@ -1,0 +1,90 @@
+package examples_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+)
+
+// tsDir is the TypeScript SDK's folder, from this package's.
+const tsDir = "../../sdk/typescript"
+
+var (
+	tsOnce sync.Once
+	tsErr  error
+	tsOut  []byte
+)
+
+// tsReady installs and builds the TypeScript SDK (sdk/typescript/install.sh,
+// which make sdk-typescript runs too: npm ci only when the lock changed,
+// the build only when the sources did) once per test process, and returns
+// the SDK's absolute folder.
+func tsReady(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(tsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tsOnce.Do(func() { tsOut, tsErr = exec.Command(filepath.Join(dir, "install.sh")).CombinedOutput() })
+	if tsErr != nil {
+		t.Fatalf("sdk/typescript/install.sh: %v\n%s", tsErr, tsOut)
+	}
+	return dir
+}
+
+// TestTypeScriptSDKRules runs the TypeScript SDK's own tests (npm test:
+// the Node test runner on the pure rules: configuration, holder headers,
+// acknowledgement order, answer keys, the tool gate, the HTTP tools file)
+// and fails on any failure.
+func TestTypeScriptSDKRules(t *testing.T) {
+	t.Parallel()
+	dir := tsReady(t)
+	cmd := exec.CommandContext(t.Context(), "npm", "test")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm test in sdk/typescript: %v\n%s", err, out)
+	}
+}
+
+// TestTypeScriptExamplesPassTheKit: both TypeScript examples, run with
+// node as their users run them, pass every scenario of the conformance kit
+// that applies to the capabilities they declare (the model example model,
+// live and tools; the echo example none).
+func TestTypeScriptExamplesPassTheKit(t *testing.T) {
+	t.Parallel()
+	dir := tsReady(t)
+	for _, c := range []struct {
+		file, capabilities string
+	}{
+		{"model.mjs", "model,live,tools"},
+		{"echo.mjs", "none"},
+	} {
+		// Each is a full run of the kit, mostly waiting on leases and
+		// processes: side by side, and beside the package's other tests.
+		t.Run(c.file, func(t *testing.T) {
+			t.Parallel()
+			passesTheKit(t, "node '"+filepath.Join(dir, "examples", c.file)+"'", c.capabilities)
+		})
+	}
+}
+
+// TestTypeScriptDocExample: the TypeScript forty lines on docs/adapter.md
+// (its first js block) are sdk/typescript/examples/echo.mjs as it is.
+func TestTypeScriptDocExample(t *testing.T) {
+	t.Parallel()
+	example, err := os.ReadFile(filepath.Join(tsDir, "examples", "echo.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile("../../docs/adapter.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?ms)^```js\n(.*?)^```\n").FindSubmatch(page)
+	if m == nil || string(m[1]) != string(example) {
+		t.Fatal("the first js block of docs/adapter.md is not sdk/typescript/examples/echo.mjs")
+	}
+}
