@@ -1,12 +1,17 @@
 package examples_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
 )
 
 // tsDir is the TypeScript SDK's folder, from this package's.
@@ -86,5 +91,33 @@ func TestTypeScriptDocExample(t *testing.T) {
 	m := regexp.MustCompile("(?ms)^```js\n(.*?)^```\n").FindSubmatch(page)
 	if m == nil || string(m[1]) != string(example) {
 		t.Fatal("the first js block of docs/adapter.md is not sdk/typescript/examples/echo.mjs")
+	}
+}
+
+// TestTypeScriptEchoOnce: the TypeScript echo agent, run with node and
+// --once against a server, answers a person's question in the run's thread
+// and exits once the run has ended (nothing of the SDK keeps Node alive).
+func TestTypeScriptEchoOnce(t *testing.T) {
+	t.Parallel()
+	dir := tsReady(t)
+	env := apitest.Start(t, apitest.Options{})
+	m := env.MustPost("alex", env.Main("Support/Eskalation"), "ts-echo-1", "@lotse is the printer fixed?")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "examples", "echo.mjs"), "--once")
+	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+env.URL, "BOTHY_AGENT_TOKEN="+env.World.Token("lotse"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node echo.mjs --once: %v\n%s", err, out)
+	}
+	thread := env.Main("Support/Eskalation")
+	if started, ok := m["started_thread"].(map[string]any); ok {
+		thread = started["id"].(string)
+	}
+	got := answersIn(env, thread)
+	if len(got) != 1 || !strings.HasPrefix(got[0], `You asked: "@lotse is the printer fixed?"`) || !strings.Contains(got[0], "least trusted element: ") {
+		t.Fatalf("answers %q", got)
+	}
+	if n := env.Count(`SELECT count(*) FROM runs WHERE state = 'completed'`); n != 1 {
+		t.Fatalf("%d completed runs", n)
 	}
 }
