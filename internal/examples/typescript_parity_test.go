@@ -86,3 +86,51 @@ func TestTypeScriptRenderMatchesGo(t *testing.T) {
 		t.Errorf("lowest %s, Go %s", got.Lowest, want.Lowest)
 	}
 }
+
+// tsOutboxScript writes an answer into the outbox folder argv[1] with the
+// TypeScript SDK, and then a second one that it removes again.
+const tsOutboxScript = `
+import { Outbox } from "@bothy/agent";
+const box = await Outbox.open(process.argv[1]);
+await box.put({ key: "answer-r1-m1", thread_id: "t1", run_id: "r1", holder: "adapter-0123456789abcdef", text: "Printer 2 works again.", input_trust: "UNVERIFIED", written: "2026-01-02T03:04:05.678Z" });
+await box.put({ key: "answer-r2-m2", thread_id: "t2", text: "gone", written: "2026-01-02T03:04:06Z" });
+await box.remove("answer-r2-m2");
+`
+
+// TestTypeScriptOutboxIsTheGoSDKs: an answer the TypeScript SDK left in
+// its outbox is one the Go SDK's outbox reads (and so sends), field by
+// field, and the file the TypeScript SDK removes is the one it wrote: a
+// folder may be shared by adapters of both languages across restarts.
+func TestTypeScriptOutboxIsTheGoSDKs(t *testing.T) {
+	t.Parallel()
+	dir := tsReady(t)
+	folder := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), "node", "--input-type=module", "-e", tsOutboxScript, folder)
+	cmd.Dir = filepath.Join(dir, "examples")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	box, err := agent.OpenOutbox(folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := box.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d entries, want the one not removed: %+v", len(got), got)
+	}
+	e := got[0]
+	if e.Key != "answer-r1-m1" || e.ThreadID != "t1" || e.RunID != "r1" || e.Holder != "adapter-0123456789abcdef" || e.Text != "Printer 2 works again." ||
+		e.InputTrust != agent.TrustUnverified || e.Written.UnixMilli() != 1767323045678 {
+		t.Fatalf("entry %+v", e)
+	}
+	// The Go SDK names the file by the key: removing it there clears it.
+	if err := box.Remove("answer-r1-m1"); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := box.Pending(); len(left) != 0 {
+		t.Fatalf("%d entries after the Go SDK removed the key", len(left))
+	}
+}
