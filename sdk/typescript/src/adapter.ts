@@ -25,7 +25,7 @@ import {
   type BothyError,
 } from "./errors.js";
 import { LiveWriter } from "./live.js";
-import { silentLogger, stderrLogger, withFields, type Logger } from "./log.js";
+import { stderrLogger, withFields, type Logger } from "./log.js";
 import { Outbox } from "./outbox.js";
 import { render, withFollowUps } from "./render.js";
 import { AgentStream, NoWebSocketError } from "./stream.js";
@@ -921,4 +921,3 @@ export class Adapter {
   }
 }
 
-export { silentLogger };

@@ -3,7 +3,7 @@
  * one method per operation of the run contract.
  * @module
  */
-import { AbortedError, BothyError, NetworkError, NotFoundError, refusal, type GraphQLErrorEntry } from "./errors.js";
+import { AbortedError, NetworkError, NotFoundError, refusal, type BothyError, type GraphQLErrorEntry } from "./errors.js";
 import type { Approval, ApprovalOption, EventPage, MessageResult, Outcome, RunContext, RunInfo, RunLive, Trust } from "./types.js";
 
 /** Options of a {@link Client}. */
@@ -341,4 +341,3 @@ export function normalisePayload<E extends { payload: unknown }>(ev: E): E & { p
   return { ...ev, payload: (p && typeof p === "object" ? p : {}) as Record<string, unknown> };
 }
 
-export { BothyError };

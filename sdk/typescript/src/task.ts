@@ -28,7 +28,7 @@ export interface Tool {
   call(args: string, signal: AbortSignal): Promise<string>;
 }
 
-/** The options of an approval card the gate posts. */
+/** The approve option of the approval card the gate posts. */
 export const OPTION_APPROVE = "approve";
 /** The deny option of the gate's card. */
 export const OPTION_DENY = "deny";
