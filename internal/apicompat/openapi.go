@@ -59,9 +59,9 @@ func OpenAPIBreaks(old, cur []byte) (breaks, warnings []Break, err error) {
 		}
 		subject, at := op, ""
 		if s := c.GetBaseSource(); s != nil {
-			subject, at = baseSchemas.subject(s.Line, op), fmt.Sprint("released:", s.Line)
+			subject, at = baseSchemas.subject(base.Spec, c, s.Line, op), fmt.Sprint("released:", s.Line)
 		} else if s := c.GetRevisionSource(); s != nil {
-			subject, at = revSchemas.subject(s.Line, op), fmt.Sprint("current:", s.Line)
+			subject, at = revSchemas.subject(rev.Spec, c, s.Line, op), fmt.Sprint("current:", s.Line)
 		}
 		detail := c.GetUncolorizedText(localize) + " [" + c.GetId() + "]"
 		// In a schema, one check at one place is one change, whatever the
@@ -106,17 +106,137 @@ func schemaSpans(doc *openapi3.T) spans {
 	return out
 }
 
-// subject names the schema whose body holds line, or gives op when none
-// does. The first line of a schema is not its body: a change located
-// there is the schema as a whole taking the place of a property or a
-// payload (a $ref), which is the referring operation's change.
-func (ss spans) subject(line int, op string) string {
+// subject names the schema of doc whose body holds line, where change c
+// is located, or gives op when none does. A change located on the first
+// line of a schema is that schema as a whole standing for a property (a
+// $ref): its subject is the schema that holds the property, found by the
+// property's path from the payload, or op when the payload's own
+// (inline) schema holds it.
+func (ss spans) subject(doc *openapi3.T, c checker.Change, line int, op string) string {
 	for _, s := range ss {
 		if s.first < line && line <= s.last {
 			return schemaPrefix + s.name
 		}
 	}
+	for _, s := range ss {
+		if s.first == line {
+			if owner := propertyOwner(doc, c); owner != "" {
+				return schemaPrefix + owner
+			}
+		}
+	}
 	return op
+}
+
+// propertyOwner returns the named schema that holds the property of
+// change c (its first argument, a path from the payload's root as oasdiff
+// writes it: "items/items/started_at"), walked from the payloads of c's
+// operation in doc; "" when the path is not a property's, does not lead
+// through doc, or the property is the payload's own.
+func propertyOwner(doc *openapi3.T, c checker.Change) string {
+	args := c.GetArgs()
+	if len(args) == 0 || doc == nil || doc.Paths == nil {
+		return ""
+	}
+	path, ok := args[0].(string)
+	item := doc.Paths.Value(c.GetPath())
+	if !ok || path == "" || item == nil {
+		return ""
+	}
+	op := item.GetOperation(c.GetOperation())
+	if op == nil {
+		return ""
+	}
+	var payloads []*openapi3.SchemaRef
+	if op.RequestBody != nil && op.RequestBody.Value != nil {
+		for _, mt := range op.RequestBody.Value.Content {
+			payloads = append(payloads, mt.Schema)
+		}
+	}
+	if op.Responses != nil {
+		for _, r := range op.Responses.Map() {
+			if r.Value != nil {
+				for _, mt := range r.Value.Content {
+					payloads = append(payloads, mt.Schema)
+				}
+			}
+		}
+	}
+	segs := pathSegments(path)
+	for _, p := range payloads {
+		if owner, ok := walkOwner(p, segs[:len(segs)-1], segs[len(segs)-1], ""); ok {
+			return owner
+		}
+	}
+	return ""
+}
+
+// walkOwner follows segs from ref and, when the schema reached has the
+// property last, returns the named schema it belongs to: the last $ref to
+// components/schemas on the way (owner so far), "" for an inline one.
+func walkOwner(ref *openapi3.SchemaRef, segs []string, last, owner string) (string, bool) {
+	if ref == nil || ref.Value == nil {
+		return "", false
+	}
+	if name, ok := strings.CutPrefix(ref.Ref, schemaPrefix); ok {
+		owner = name
+	}
+	s := ref.Value
+	if len(segs) == 0 {
+		_, ok := s.Properties[last]
+		return owner, ok
+	}
+	seg, rest := segs[0], segs[1:]
+	switch {
+	case seg == "items" && s.Items != nil:
+		return walkOwner(s.Items, rest, last, owner)
+	case seg == "additionalProperties" && s.AdditionalProperties.Schema != nil:
+		return walkOwner(s.AdditionalProperties.Schema, rest, last, owner)
+	case strings.HasSuffix(seg, "]"):
+		kind, label, _ := strings.Cut(strings.TrimSuffix(seg, "]"), "[")
+		list := map[string]openapi3.SchemaRefs{"allOf": s.AllOf, "anyOf": s.AnyOf, "oneOf": s.OneOf}[kind]
+		if i := subschema(list, label); i >= 0 {
+			return walkOwner(list[i], rest, last, owner)
+		}
+		return "", false
+	}
+	return walkOwner(s.Properties[seg], rest, last, owner)
+}
+
+// subschema returns the index in list of the subschema that oasdiff's
+// label names ("#/components/schemas/Run", "subschema #2", "subschema #2:
+// Title", either side of "A -> B" for one that changed), or -1.
+func subschema(list openapi3.SchemaRefs, label string) int {
+	for _, name := range strings.Split(label, " -> ") {
+		for i, sub := range list {
+			n := fmt.Sprintf("subschema #%d", i+1)
+			if sub.Ref != "" && name == sub.Ref || name == n || strings.HasPrefix(name, n+": ") {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// pathSegments splits a path as oasdiff writes it at its slashes, except
+// those inside brackets ("oneOf[#/components/schemas/Run]").
+func pathSegments(path string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, r := range path {
+		switch r {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case '/':
+			if depth == 0 {
+				out = append(out, path[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, path[start:])
 }
 
 // grouped collects the changes by subject, each change once with the

@@ -72,6 +72,8 @@ components:
       properties:
         id: {type: string}
         note: {type: string, description: optional, written by Alex or Sam}
+        started_at: {$ref: "#/components/schemas/Timestamp"}
+    Timestamp: {type: string, format: date-time}
     Cursor:
       type: object
       properties:
@@ -136,6 +138,10 @@ func TestOpenAPIBreaksOptionalAndShared(t *testing.T) {
 			[]string{"#/components/schemas/Run"}},
 		{"required property of a shared schema removed", openapiShared,
 			strings.Replace(strings.Replace(openapiShared, "      required: [id]\n", "", 1), "        id: {type: string}\n", "", 1),
+			[]string{"#/components/schemas/Run"}},
+		// The change is located at Timestamp, which the property names.
+		{"property of a shared schema naming a schema removed", openapiShared,
+			strings.Replace(openapiShared, "        started_at: {$ref: \"#/components/schemas/Timestamp\"}\n", "", 1),
 			[]string{"#/components/schemas/Run"}},
 		{"property of a schema one operation answers removed", openapiShared,
 			strings.Replace(openapiShared, "        after: {type: string}\n", "", 1), []string{"#/components/schemas/Cursor"}},
