@@ -2,6 +2,7 @@ package apicompat
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -64,12 +65,14 @@ func OpenAPIBreaks(old, cur []byte) (breaks, warnings []Break, err error) {
 			subject, at = revSchemas.subject(rev.Spec, c, s.Line, op), fmt.Sprint("current:", s.Line)
 		}
 		detail := c.GetUncolorizedText(localize) + " [" + c.GetId() + "]"
-		// In a schema, one check at one place is one change, whatever the
-		// operation; its detail (a property's path from the payload's root)
-		// differs from operation to operation.
+		// In a schema, one check at one place on one property is one
+		// change, whatever the operation; its detail (the property's path
+		// from the payload's root) differs from operation to operation. The
+		// property's name tells apart two that name one schema (two
+		// timestamps), which are located at that schema.
 		key := detail
 		if subject != op {
-			key = c.GetId() + " " + at
+			key = c.GetId() + " " + at + " " + propertyName(c)
 		}
 		switch c.GetLevel() {
 		case checker.ERR:
@@ -126,6 +129,18 @@ func (ss spans) subject(doc *openapi3.T, c checker.Change, line int, op string) 
 		}
 	}
 	return op
+}
+
+// propertyName returns the last name of change c's property path (its
+// first argument), "" when it has none.
+func propertyName(c checker.Change) string {
+	if args := c.GetArgs(); len(args) > 0 {
+		if path, ok := args[0].(string); ok {
+			segs := pathSegments(path)
+			return segs[len(segs)-1]
+		}
+	}
+	return ""
 }
 
 // propertyOwner returns the named schema that holds the property of
@@ -277,8 +292,9 @@ func (g *grouped) breaks() []Break {
 		for _, c := range changes {
 			d := c.detail
 			if strings.HasPrefix(subject, schemaPrefix) {
-				sort.Strings(c.ops)
-				d += " (in " + strings.Join(c.ops, ", ") + ")"
+				// A payload may reach the schema more than once.
+				slices.Sort(c.ops)
+				d += " (in " + strings.Join(slices.Compact(c.ops), ", ") + ")"
 			}
 			details = append(details, d)
 		}

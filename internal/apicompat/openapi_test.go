@@ -73,6 +73,7 @@ components:
         id: {type: string}
         note: {type: string, description: optional, written by Alex or Sam}
         started_at: {$ref: "#/components/schemas/Timestamp"}
+        ended_at: {$ref: "#/components/schemas/Timestamp"}
     Timestamp: {type: string, format: date-time}
     Cursor:
       type: object
@@ -130,25 +131,31 @@ func TestOpenAPIBreaksOptionalAndShared(t *testing.T) {
 	for _, tc := range []struct {
 		name, base, cur string
 		want            []string // the subjects of the breaks, in order
+		details         []string // what the details name
 	}{
 		{"optional inline property removed", optionalBase,
-			strings.Replace(optionalBase, "                  state: {type: string}\n", "", 1), []string{"GET /runs/{id}"}},
+			strings.Replace(optionalBase, "                  state: {type: string}\n", "", 1), []string{"GET /runs/{id}"}, nil},
 		{"optional property of a shared schema removed", openapiShared,
 			strings.Replace(openapiShared, "        note: {type: string, description: optional, written by Alex or Sam}\n", "", 1),
-			[]string{"#/components/schemas/Run"}},
+			[]string{"#/components/schemas/Run"}, []string{"note", "GET /runs, GET /runs/{id}"}},
 		{"required property of a shared schema removed", openapiShared,
 			strings.Replace(strings.Replace(openapiShared, "      required: [id]\n", "", 1), "        id: {type: string}\n", "", 1),
-			[]string{"#/components/schemas/Run"}},
+			[]string{"#/components/schemas/Run"}, nil},
 		// The change is located at Timestamp, which the property names.
 		{"property of a shared schema naming a schema removed", openapiShared,
 			strings.Replace(openapiShared, "        started_at: {$ref: \"#/components/schemas/Timestamp\"}\n", "", 1),
-			[]string{"#/components/schemas/Run"}},
+			[]string{"#/components/schemas/Run"}, []string{"started_at", "GET /runs, GET /runs/{id}"}},
+		// Both are located at Timestamp: still two changes.
+		{"two properties of a shared schema naming one schema removed", openapiShared,
+			strings.Replace(strings.Replace(openapiShared, "        started_at: {$ref: \"#/components/schemas/Timestamp\"}\n", "", 1),
+				"        ended_at: {$ref: \"#/components/schemas/Timestamp\"}\n", "", 1),
+			[]string{"#/components/schemas/Run"}, []string{"started_at", "ended_at"}},
 		{"property of a schema one operation answers removed", openapiShared,
-			strings.Replace(openapiShared, "        after: {type: string}\n", "", 1), []string{"#/components/schemas/Cursor"}},
+			strings.Replace(openapiShared, "        after: {type: string}\n", "", 1), []string{"#/components/schemas/Cursor"}, nil},
 		// The property is the inline response's, not Cursor's, though its
 		// schema is Cursor.
 		{"property naming a schema removed", openapiShared,
-			strings.Replace(openapiShared, "                  next: {$ref: \"#/components/schemas/Cursor\"}\n", "", 1), []string{"GET /runs"}},
+			strings.Replace(openapiShared, "                  next: {$ref: \"#/components/schemas/Cursor\"}\n", "", 1), []string{"GET /runs"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -162,6 +169,11 @@ func TestOpenAPIBreaksOptionalAndShared(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("breaks %v, want subjects %q", breaks, tc.want)
+			}
+			for _, d := range tc.details {
+				if !strings.Contains(breaks[0].Detail, d) {
+					t.Errorf("detail %q does not name %q", breaks[0].Detail, d)
+				}
 			}
 		})
 	}
