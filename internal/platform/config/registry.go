@@ -139,7 +139,7 @@ var Registry = []Key{
 	{ServerReadinessTimeout, TypeDuration, "2s", "100ms", "longest database check of one /readyz probe"},
 	{MetricsAddr, TypeString, "", "", "listen address (host:port) of a separate /metrics listener; empty serves /metrics on server.addr"},
 	{MetricsPprof, TypeBool, "false", "", "whether the metrics listener also serves Go's runtime profiles under /debug/pprof/ (net/http/pprof); needs metrics.addr, never on the API's address"},
-	{MetricsMaxOperations, TypeInt, "200", "1", "distinct operation names labelled in the request metrics; later names count as other"},
+	{MetricsMaxOperations, TypeInt, "200", "1", "distinct operation names labelled in the request metrics; later names, and names longer than 128 bytes, count as other"},
 	{DatabaseAutoMigrate, TypeBool, "true", "", "whether serve applies pending migrations at start; false serves without DDL rights and /readyz answers migrations_pending while the schema is behind"},
 	{DatabaseListenURL, TypeString, "", "", "PostgreSQL connection string of the LISTEN connection (direct, not through a transaction-mode pooler); empty uses database.url"},
 	{DatabasePoolerMode, TypeBool, "false", "", "whether database.url goes through a transaction-mode pooler such as PgBouncer: the pool then keeps no prepared statements"},
