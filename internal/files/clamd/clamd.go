@@ -30,6 +30,10 @@ const (
 	// DefaultChunkSize is the size of the INSTREAM chunks when
 	// Client.ChunkSize is zero.
 	DefaultChunkSize = 64 << 10
+	// MaxChunkSize is the largest chunk Scan sends, whatever
+	// Client.ChunkSize says: a chunk is held in memory whole, and clamd
+	// gains nothing from larger ones.
+	MaxChunkSize = 1 << 20
 	// maxReply bounds what is read of a reply: clamd's replies are one short
 	// line, so anything longer is not clamd and must not fill memory.
 	maxReply = 4 << 10
@@ -105,7 +109,7 @@ type Client struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 	// ChunkSize is the size of the INSTREAM chunks. Zero means
-	// DefaultChunkSize.
+	// DefaultChunkSize; more than MaxChunkSize means MaxChunkSize.
 	ChunkSize int
 	// MaxSize, when positive, is the longest stream Scan sends: a longer one
 	// ends the call with ErrSizeLimit before the rest is read, without
@@ -150,6 +154,7 @@ func (c *Client) Scan(ctx context.Context, r io.Reader) (Verdict, error) {
 	if size <= 0 {
 		size = DefaultChunkSize
 	}
+	size = min(size, MaxChunkSize)
 	// One buffer holds a chunk's length and its data, so a chunk is one
 	// write and one packet rather than two.
 	buf := make([]byte, 4+size)

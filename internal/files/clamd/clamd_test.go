@@ -71,6 +71,14 @@ func TestScan(t *testing.T) {
 			want:   clamd.Verdict{Status: clamd.Infected, Signature: clamdtest.Signature},
 		},
 		{
+			// A gigabyte's buffer would show in the test's memory; the
+			// chunk is clamped to MaxChunkSize.
+			name:   "chunk size above the maximum",
+			client: clamd.Client{ChunkSize: 1 << 30},
+			body:   bytes.NewReader(note),
+			want:   clamd.Verdict{Status: clamd.Clean},
+		},
+		{
 			name:      "daemon's size limit",
 			streamMax: 1 << 10,
 			body:      bytes.NewReader(bytes.Repeat([]byte("a"), 64<<10)),

@@ -247,11 +247,14 @@ func xlsxText(ctx context.Context, r io.Reader, size int64, opts Options) (Resul
 	return trimmed(out), nil
 }
 
-// sheetRows writes the non-empty rows of one sheet as CSV lines.
+// sheetRows writes the non-empty rows of one sheet as CSV lines. A sheet
+// whose rows cannot be listed is left empty.
 func sheetRows(ctx context.Context, wb *excelize.File, sheet string, w *csv.Writer, out *sink) error {
 	rows, err := wb.Rows(sheet)
 	if err != nil {
-		return failed(err)
+		// A chart sheet has no rows; the workbook's other sheets still
+		// have their text.
+		return nil
 	}
 	defer rows.Close()
 	for n := 0; rows.Next() && !out.full(); n++ {
