@@ -148,15 +148,19 @@ func finish(ctx, tctx context.Context, res Result, err error) (Result, error) {
 	if cerr := ctx.Err(); cerr != nil {
 		return Result{}, cerr
 	}
-	if err == nil && tctx.Err() != nil {
-		err = tctx.Err()
-	}
 	if err == nil {
 		res.Status = StatusReady
 		return res, nil
 	}
-	var fe *fileError
+	var (
+		fe *fileError
+		se *sourceError
+	)
 	switch {
+	case errors.As(err, &se):
+		// Checked first: a parser may have wrapped the reader's failure
+		// in its own complaint about the file.
+		return Result{}, se.err
 	case errors.As(err, &fe):
 		return Result{Status: fe.status}, nil
 	case errors.Is(context.Cause(tctx), errTimeout):
@@ -241,7 +245,24 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return c.r.Read(p)
+	n, err := c.r.Read(p)
+	return n, source(err)
+}
+
+// sourceError marks a failure of the reader the file is read from (the
+// storage), which Text returns as its error instead of a status.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return "extract: reading the file: " + e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// source marks err as the reader's failure; io.EOF, which parsers expect as
+// it is, stays unmarked.
+func source(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return &sourceError{err: err}
 }
 
 // ReadAt lets an io.ReaderAt through: an archive is then read in place
@@ -254,7 +275,8 @@ func (c ctxReader) ReadAt(p []byte, off int64) (int, error) {
 	if !ok {
 		return 0, errors.New("extract: the reader has no ReadAt")
 	}
-	return ra.ReadAt(p, off)
+	n, err := ra.ReadAt(p, off)
+	return n, source(err)
 }
 
 // sink collects text up to a bound. It keeps a few bytes more than the

@@ -308,10 +308,18 @@ var errStorage = errors.New("storage unavailable")
 
 func (failingReader) Read([]byte) (int, error) { return 0, errStorage }
 
+// failingReaderAt fails its reads at any offset.
+type failingReaderAt struct{ failingReader }
+
+func (failingReaderAt) ReadAt([]byte, int64) (int, error) { return 0, errStorage }
+
 func TestTextReadError(t *testing.T) {
 	for _, mt := range []string{"text/plain", "text/html", docxType, xlsxType} {
 		if _, err := extract.Text(t.Context(), mt, failingReader{}, -1, extract.Options{}); !errors.Is(err, errStorage) {
 			t.Errorf("%s: Text error = %v, want the reader's", mt, err)
+		}
+		if _, err := extract.Text(t.Context(), mt, failingReaderAt{}, 4096, extract.Options{}); !errors.Is(err, errStorage) {
+			t.Errorf("%s through ReadAt: Text error = %v, want the reader's", mt, err)
 		}
 	}
 }
