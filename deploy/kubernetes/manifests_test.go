@@ -452,7 +452,9 @@ func checkOverlay(t *testing.T, m *manifests) {
 		t.Errorf("Service ports %v: want bothy/http on %d and bothy-metrics/metrics on %d, nothing else", ports, apiPort, metricsPort)
 	}
 
-	checkNetworkPolicy(t, one(t, "network policies", m.policies), c, podLabels, jobLabels, apiPort, metricsPort, pooled, direct)
+	for _, p := range networkPolicyProblems(one(t, "network policies", m.policies), c, podLabels, jobLabels, apiPort, metricsPort, pooled, direct) {
+		t.Error(p)
+	}
 }
 
 // prometheusLabels are the labels of a Prometheus server's pod as the
@@ -460,18 +462,19 @@ func checkOverlay(t *testing.T, m *manifests) {
 // way into the metrics port.
 var prometheusLabels = labels.Set{"app.kubernetes.io/name": "prometheus"}
 
-// checkNetworkPolicy checks that the policy covers the replicas and the
-// Job, lets any pod of the cluster reach the API port, lets only
-// Prometheus reach the metrics port, and lets the pods reach DNS and the
-// database URLs' ports.
-func checkNetworkPolicy(t *testing.T, np networkingv1.NetworkPolicy, c corev1.Container, podLabels, jobLabels labels.Set, apiPort, metricsPort int32, pooled, direct string) {
-	t.Helper()
+// networkPolicyProblems says where the policy fails to cover the
+// replicas and the Job, to let any pod of the cluster reach the API port,
+// to let only Prometheus reach the metrics port, or to let the pods reach
+// DNS and the database URLs' ports. No problem: nil.
+func networkPolicyProblems(np networkingv1.NetworkPolicy, c corev1.Container, podLabels, jobLabels labels.Set, apiPort, metricsPort int32, dbURLs ...string) []string {
+	var problems []string
+	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 	if err != nil || !sel.Matches(podLabels) || !sel.Matches(jobLabels) {
-		t.Errorf("NetworkPolicy %s selects %v: want the replicas %v and the Job's pod %v (%v)", np.Name, np.Spec.PodSelector, podLabels, jobLabels, err)
+		errorf("NetworkPolicy %s selects %v: want the replicas %v and the Job's pod %v (%v)", np.Name, np.Spec.PodSelector, podLabels, jobLabels, err)
 	}
 	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
-		t.Errorf("NetworkPolicy %s has policyTypes %v: want Ingress and Egress", np.Name, np.Spec.PolicyTypes)
+		errorf("NetworkPolicy %s has policyTypes %v: want Ingress and Egress", np.Name, np.Spec.PolicyTypes)
 	}
 	// covers reports whether ports (empty: every port) include port.
 	covers := func(ports []networkingv1.NetworkPolicyPort, port int32, proto corev1.Protocol) bool {
@@ -515,37 +518,39 @@ func checkNetworkPolicy(t *testing.T, np networkingv1.NetworkPolicy, c corev1.Co
 		// no address block, no rule without peers (everyone), no peer
 		// that is a whole namespace.
 		if len(r.From) == 0 {
-			t.Errorf("NetworkPolicy %s, ingress rule %d: port %d open to everyone", np.Name, i, metricsPort)
+			errorf("NetworkPolicy %s, ingress rule %d: port %d open to everyone", np.Name, i, metricsPort)
 		}
 		for _, p := range r.From {
 			ps, err := metav1.LabelSelectorAsSelector(p.PodSelector)
 			if p.IPBlock != nil || p.PodSelector == nil || err != nil || ps.Empty() || !ps.Matches(prometheusLabels) || ps.Matches(podLabels) {
-				t.Errorf("NetworkPolicy %s, ingress rule %d: port %d open to %+v, want only pods labelled %v", np.Name, i, metricsPort, p, prometheusLabels)
+				errorf("NetworkPolicy %s, ingress rule %d: port %d open to %+v, want only pods labelled %v", np.Name, i, metricsPort, p, prometheusLabels)
 			}
 		}
 	}
 	if !apiFromCluster {
-		t.Errorf("NetworkPolicy %s: no ingress rule opens port %d to every pod of the cluster (the ingress controller)", np.Name, apiPort)
+		errorf("NetworkPolicy %s: no ingress rule opens port %d to every pod of the cluster (the ingress controller)", np.Name, apiPort)
 	}
 	egress := func(port int32, proto corev1.Protocol) bool {
 		return slices.ContainsFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool { return covers(r.Ports, port, proto) })
 	}
 	if !egress(53, corev1.ProtocolUDP) || !egress(53, corev1.ProtocolTCP) {
-		t.Errorf("NetworkPolicy %s: no egress to DNS (53/UDP and 53/TCP)", np.Name)
+		errorf("NetworkPolicy %s: no egress to DNS (53/UDP and 53/TCP)", np.Name)
 	}
-	for _, raw := range []string{pooled, direct} {
+	for _, raw := range dbURLs {
 		u, err := url.Parse(raw)
 		if err != nil {
-			t.Fatal(err)
+			errorf("database URL %q: %v", raw, err)
+			continue
 		}
 		port, err := strconv.ParseInt(u.Port(), 10, 32)
 		if err != nil {
 			port = 5432
 		}
 		if !egress(int32(port), corev1.ProtocolTCP) {
-			t.Errorf("NetworkPolicy %s: no egress to port %d of %s", np.Name, port, u.Host)
+			errorf("NetworkPolicy %s: no egress to port %d of %s", np.Name, port, u.Host)
 		}
 	}
+	return problems
 }
 
 // allObjects returns the metadata of every namespaced object.
@@ -1043,6 +1048,65 @@ func TestEveryFileInAKustomization(t *testing.T) {
 			if name := filepath.Base(f); name != "kustomization.yaml" && !slices.Contains(kust.Resources, name) {
 				t.Errorf("%s is not among the resources of %s", f, k)
 			}
+		}
+	}
+}
+
+// TestNetworkPolicyCheckFindsFaults feeds the NetworkPolicy check broken
+// copies of the prod overlay's policy: each must be reported, so that
+// TestManifests passing means the metrics port is closed to all but
+// Prometheus.
+func TestNetworkPolicyCheckFindsFaults(t *testing.T) {
+	m := load(t, "overlays/prod")
+	np := one(t, "network policies", m.policies)
+	dep := one(t, "deployments", m.deployments)
+	c := one(t, "containers", dep.Spec.Template.Spec.Containers)
+	job := one(t, "jobs", m.jobs)
+	podLabels, jobLabels := labels.Set(dep.Spec.Template.Labels), labels.Set(job.Spec.Template.Labels)
+	pooled, _ := secretValue(m, "bothy-database", "database-url")
+	direct, _ := secretValue(m, "bothy-database", "direct-url")
+	problems := func(p *networkingv1.NetworkPolicy) []string {
+		return networkPolicyProblems(*p, c, podLabels, jobLabels, 8080, 9090, pooled, direct)
+	}
+	if got := problems(&np); len(got) > 0 {
+		t.Fatalf("the real policy: %v", got)
+	}
+	tcp := corev1.ProtocolTCP
+	metrics := intstr.FromInt32(9090)
+	for _, f := range []struct {
+		name    string
+		breakIt func(p *networkingv1.NetworkPolicy)
+		want    string
+	}{
+		{"metrics from every pod", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.Ingress[1].From = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}
+		}, "port 9090 open"},
+		{"a rule for every port from everyone", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.Ingress = append(p.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
+		}, "port 9090 open to everyone"},
+		{"metrics from an address block", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.Ingress = append(p.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &metrics}},
+				From:  []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}},
+			})
+		}, "port 9090 open"},
+		{"API only from Prometheus", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.Ingress = p.Spec.Ingress[1:]
+		}, "no ingress rule opens port 8080"},
+		{"no egress to PgBouncer", func(p *networkingv1.NetworkPolicy) {
+			for i, r := range p.Spec.Egress {
+				p.Spec.Egress[i].Ports = slices.DeleteFunc(r.Ports, func(pp networkingv1.NetworkPolicyPort) bool { return pp.Port.IntValue() == 6432 })
+			}
+		}, "no egress to port 6432"},
+		{"the Job left out", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.PodSelector.MatchLabels = map[string]string{"app.kubernetes.io/component": "server"}
+		}, "the Job's pod"},
+	} {
+		broken := np.DeepCopy()
+		f.breakIt(broken)
+		got := problems(broken)
+		if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, f.want) }) {
+			t.Errorf("%s: want a problem with %q, got %q", f.name, f.want, got)
 		}
 	}
 }
