@@ -120,6 +120,11 @@ func TestFaultsFound(t *testing.T) {
 		new:     `description: "{{ $value runs are queued."`,
 		variant: Variant{Overlay: "overlays/dev", Components: []string{"components/monitoring"}}, want: "promtool check rules",
 	}, {
+		name: "alert that waits too long", file: "components/monitoring/prometheusrule.yaml",
+		old:     "          expr: up{job=\"bothy\"} == 0\n          for: 2m\n",
+		new:     "          expr: up{job=\"bothy\"} == 0\n          for: 20m\n",
+		variant: Variant{Overlay: "overlays/prod", Components: []string{"components/monitoring"}}, want: "promtool test rules",
+	}, {
 		name: "kustomization naming a missing file", file: "base/kustomization.yaml",
 		old: "  - 60-networkpolicy.yaml\n", new: "  - 60-networkpolicy.yaml\n  - 70-missing.yaml\n",
 		variant: Variant{Overlay: "overlays/prod"}, want: "kustomize",

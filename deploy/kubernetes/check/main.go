@@ -2,9 +2,10 @@
 // and with each component, and validates them offline: every object is
 // decoded strictly into the Kubernetes API types of the release the tool
 // is built with, and the PrometheusRule's groups pass promtool check
-// rules. It is a module of its own so that kustomize, two releases of the
-// Kubernetes API types and the Prometheus operator's types stay out of the
-// server's module. Build it twice, once per supported end of the range:
+// rules and promtool test rules with testdata/alerts.test.yaml. It is a
+// module of its own so that kustomize, two releases of the Kubernetes API
+// types and the Prometheus operator's types stay out of the server's
+// module. Build it twice, once per supported end of the range:
 //
 //	GOWORK=off go run .                        # the newest Kubernetes release (go.mod)
 //	GOWORK=off go run -modfile=go.127.mod .    # Kubernetes 1.27, the minimum (go.127.mod)
@@ -95,12 +96,12 @@ func Validate(tree *Tree, v Variant, tmp string) (string, error) {
 			rules += len(g.Rules)
 		}
 	}
-	if _, err := CheckRules(d.Rules, tmp); err != nil {
+	if err := CheckRules(d.Rules, tmp); err != nil {
 		return "", fmt.Errorf("%s: %w", v, err)
 	}
 	summary := fmt.Sprintf("%s: %d objects valid for k8s.io/api %s", v, len(d.Objects), moduleVersion("k8s.io/api"))
 	if rules > 0 {
-		summary += fmt.Sprintf(", %d rules pass promtool", rules)
+		summary += fmt.Sprintf(", %d rules pass promtool check rules and the alerts' unit tests", rules)
 	}
 	return summary, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os"
@@ -93,32 +94,46 @@ func RulesFile(rules []*monitoringv1.PrometheusRule) ([]byte, error) {
 	return yaml.Marshal(all)
 }
 
-// CheckRules runs promtool check rules on the groups of the
-// PrometheusRules: it parses every expression, checks the durations and
-// templates of labels and annotations, and refuses duplicate rules.
-func CheckRules(rules []*monitoringv1.PrometheusRule, tmp string) (string, error) {
+// alertTests are promtool's unit tests of the alerts: series that must
+// make each alert fire after its for duration, and not before.
+//
+//go:embed testdata/alerts.test.yaml
+var alertTests []byte
+
+// CheckRules runs promtool on the groups of the PrometheusRules: check
+// rules parses every expression, checks the durations and the templates
+// of labels and annotations and refuses duplicate rules; test rules then
+// runs alertTests against them.
+func CheckRules(rules []*monitoringv1.PrometheusRule, tmp string) error {
 	if len(rules) == 0 {
-		return "", nil
+		return nil
 	}
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		return "", fmt.Errorf("promtool is needed to check the PrometheusRule (Debian's package prometheus has it): %w", err)
+		return fmt.Errorf("promtool is needed to check the PrometheusRule (Debian's package prometheus has it): %w", err)
 	}
 	data, err := RulesFile(rules)
 	if err != nil {
-		return "", err
+		return err
 	}
+	// The unit tests name the rules file bothy-rules.yaml beside them.
 	file := filepath.Join(tmp, "bothy-rules.yaml")
+	tests := filepath.Join(tmp, "alerts.test.yaml")
 	if err := os.WriteFile(file, data, 0o600); err != nil {
-		return "", err
+		return err
 	}
-	var out bytes.Buffer
-	cmd := exec.Command(promtool, "check", "rules", file)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("promtool check rules: %w\n%s", err, out.String())
+	if err := os.WriteFile(tests, alertTests, 0o600); err != nil {
+		return err
 	}
-	return out.String(), nil
+	for _, args := range [][]string{{"check", "rules", file}, {"test", "rules", tests}} {
+		var out bytes.Buffer
+		cmd := exec.Command(promtool, args...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("promtool %s %s: %w\n%s", args[0], args[1], err, out.String())
+		}
+	}
+	return nil
 }
 
 // moduleVersion returns the version of module path in the running binary,
