@@ -21,6 +21,7 @@ import (
 	"os"
 )
 
+// main validates every variant, or renders one, as the usage says.
 func main() {
 	root := flag.String("root", "..", "the manifests' folder (deploy/kubernetes)")
 	flag.Usage = func() {
