@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -1108,5 +1109,107 @@ func TestNetworkPolicyCheckFindsFaults(t *testing.T) {
 		if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, f.want) }) {
 			t.Errorf("%s: want a problem with %q, got %q", f.name, f.want, got)
 		}
+	}
+}
+
+// TestComponents checks what the ingress and autoscaling components
+// promise once added to the prod overlay: the Ingress routes to the API
+// port of the Service bothy, and the autoscaler drives the Deployment
+// bothy, which then sets no replicas of its own, never below two replicas
+// so that the disruption budget can still evict one.
+func TestComponents(t *testing.T) {
+	type object struct {
+		metav1.TypeMeta
+		doc []byte
+	}
+	objects := func(components ...string) []object {
+		var out []object
+		for _, d := range documentSeparator.Split(string(render(t, "overlays/prod", components...)), -1) {
+			if isEmptyDocument(d) {
+				continue
+			}
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(d), &tm); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, object{tm, []byte(d)})
+		}
+		return out
+	}
+	decode := func(o object, into any) {
+		t.Helper()
+		if err := yaml.UnmarshalStrict(o.doc, into); err != nil {
+			t.Fatalf("%s: %v", o.Kind, err)
+		}
+	}
+
+	var ingresses []networkingv1.Ingress
+	var services []corev1.Service
+	for _, o := range objects("components/ingress") {
+		switch o.Kind {
+		case "Ingress":
+			var ing networkingv1.Ingress
+			decode(o, &ing)
+			ingresses = append(ingresses, ing)
+		case "Service":
+			var s corev1.Service
+			decode(o, &s)
+			services = append(services, s)
+		}
+	}
+	ing := one(t, "ingresses", ingresses)
+	backends := 0
+	for _, r := range ing.Spec.Rules {
+		if r.HTTP == nil {
+			continue
+		}
+		for _, p := range r.HTTP.Paths {
+			backends++
+			svc := p.Backend.Service
+			if svc == nil || svc.Name != "bothy" || svc.Port.Name != "http" {
+				t.Errorf("Ingress path %s goes to %+v, want the Service bothy, port http", p.Path, svc)
+				continue
+			}
+			if !slices.ContainsFunc(services, func(s corev1.Service) bool {
+				return s.Name == svc.Name && slices.ContainsFunc(s.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Name == svc.Port.Name })
+			}) {
+				t.Errorf("Ingress path %s: no Service %s with a port %s", p.Path, svc.Name, svc.Port.Name)
+			}
+		}
+	}
+	if backends == 0 {
+		t.Error("the Ingress routes nothing")
+	}
+
+	var hpas []autoscalingv2.HorizontalPodAutoscaler
+	var deployments []appsv1.Deployment
+	var pdbs []policyv1.PodDisruptionBudget
+	for _, o := range objects("components/autoscaling") {
+		switch o.Kind {
+		case "HorizontalPodAutoscaler":
+			var h autoscalingv2.HorizontalPodAutoscaler
+			decode(o, &h)
+			hpas = append(hpas, h)
+		case "Deployment":
+			var d appsv1.Deployment
+			decode(o, &d)
+			deployments = append(deployments, d)
+		case "PodDisruptionBudget":
+			var p policyv1.PodDisruptionBudget
+			decode(o, &p)
+			pdbs = append(pdbs, p)
+		}
+	}
+	hpa := one(t, "autoscalers", hpas)
+	dep := one(t, "deployments", deployments)
+	pdb := one(t, "disruption budgets", pdbs)
+	if ref := hpa.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != dep.Name || ref.APIVersion != "apps/v1" {
+		t.Errorf("the autoscaler scales %+v, not the Deployment %s", ref, dep.Name)
+	}
+	if dep.Spec.Replicas != nil {
+		t.Errorf("with the autoscaler the Deployment still sets replicas %d: every apply would undo the autoscaler", *dep.Spec.Replicas)
+	}
+	if least := hpa.Spec.MinReplicas; least == nil || pdb.Spec.MinAvailable == nil || *least <= pdb.Spec.MinAvailable.IntVal {
+		t.Errorf("the autoscaler's minReplicas %s leaves no replica the budget (minAvailable %v) lets a drain evict", show(least), pdb.Spec.MinAvailable)
 	}
 }
