@@ -83,15 +83,26 @@ type Fanout struct {
 	window []events.Event
 	bytes  int // eventBytes of the window
 
-	// decideMu serializes decisions: the listeners of one commit wait for
-	// one batch instead of each deciding alone.
-	decideMu  sync.Mutex
-	decided   <-chan struct{} // the generation of verdicts
-	decidedAt time.Time       // when they were first decided (clock)
-	verdicts  map[int64]map[*Listener]bool
-	// shared are the reads of the generation that every listener of an
-	// event shares (Delivery.Shared), by key.
-	shared map[string]*sharedRead
+	// rights counts the changes of rights the window has read (mu): the
+	// verdicts answer for one count (rightsEvent). touched counts the
+	// events that may change what the shared reads hold (touchesReads).
+	rights, touched uint64
+
+	// vmu guards the verdicts only; it is never held while a decision
+	// reads the database or a listener is written to.
+	vmu      sync.Mutex
+	vRights  uint64    // the count of rights the verdicts answer for
+	vAt      time.Time // when they began (clock)
+	vEpoch   uint64    // bumped at every reset of the verdicts
+	verdicts map[place]map[principalKey]bool
+	flights  map[place]*flight
+
+	// smu guards the reads every listener of an event shares
+	// (Delivery.Shared), by key, kept while nothing touched them.
+	smu      sync.Mutex
+	sTouched uint64
+	sAt      time.Time
+	shared   map[string]*sharedRead
 }
 
 // NewFanout returns the fan-out of svc's events, woken by hub, with the
@@ -162,11 +173,14 @@ func (l *Listener) Next(ctx context.Context, after string, max int) (evs []event
 			pending = append(pending, e)
 		}
 	}
+	// The count of rights read with the events: every change of rights
+	// committed before them is in it.
+	rights := f.rights
 	f.mu.Unlock()
 	if len(pending) == 0 {
 		return nil, after, false, true, nil
 	}
-	verdicts, err := f.decide(ctx, gen, pending)
+	verdicts, err := f.decide(ctx, gen, rights, l, pending)
 	if err != nil {
 		return nil, "", false, false, err
 	}
@@ -175,7 +189,7 @@ func (l *Listener) Next(ctx context.Context, after string, max int) (evs []event
 		if len(evs) == max {
 			return evs, next, i < len(pending), true, nil
 		}
-		if verdicts[i][l] {
+		if verdicts[i] {
 			evs = append(evs, e)
 		}
 		next = strconv.FormatInt(e.Seq, 10)
@@ -193,11 +207,20 @@ func (l *Listener) Visible(ctx context.Context, e events.Event) (visible, ok boo
 	if !l.f.hub.Connected() {
 		return false, false, nil
 	}
-	verdicts, err := l.f.decide(ctx, l.f.hub.Changed(), []events.Event{e})
+	f, gen := l.f, l.f.hub.Changed()
+	// The window of this generation holds the changes of rights committed
+	// before it: read them before deciding.
+	if err := f.refresh(ctx, gen); err != nil {
+		return false, false, err
+	}
+	f.mu.Lock()
+	rights := f.rights
+	f.mu.Unlock()
+	verdicts, err := f.decide(ctx, gen, rights, l, []events.Event{e})
 	if err != nil {
 		return false, false, err
 	}
-	return verdicts[0][l], true, nil
+	return verdicts[0], true, nil
 }
 
 // refresh reads the events committed since the window was last read, once
@@ -247,6 +270,10 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
+			// The burst is not looked at: it may change rights and
+			// shared reads.
+			f.rights++
+			f.touched++
 			f.window, f.bytes, f.base, f.tail, f.read = nil, 0, end, end, gen
 			return nil
 		}
@@ -256,6 +283,14 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for _, e := range fresh {
+		if rightsEvent(e.Type) {
+			f.rights++
+		}
+		if touchesReads(e.Type) {
+			f.touched++
+		}
+	}
 	f.window = append(f.window, fresh...)
 	f.bytes += size
 	cut := 0
@@ -298,99 +333,6 @@ func eventBytes(e events.Event) int {
 	return 256 + walk(e.Payload)
 }
 
-// decide returns, for each event of evs, which listeners may see it in
-// generation gen. Verdicts are kept for the generation; an event some
-// listener has no verdict on yet is decided for every listener at once,
-// with the tokens of all of them authenticated in the same batch.
-func (f *Fanout) decide(ctx context.Context, gen <-chan struct{}, evs []events.Event) ([]map[*Listener]bool, error) {
-	f.decideMu.Lock()
-	defer f.decideMu.Unlock()
-	// Verdicts answer for their generation, and for at most
-	// identity.VerdictTTL of the clock: a grant's expiry passes without a
-	// commit.
-	if now := f.clock.Now(); f.decided != gen || now.Sub(f.decidedAt) >= identity.VerdictTTL || now.Before(f.decidedAt) {
-		f.decided, f.verdicts, f.decidedAt, f.shared = gen, map[int64]map[*Listener]bool{}, now, map[string]*sharedRead{}
-	}
-	f.mu.Lock()
-	listeners := make([]*Listener, 0, len(f.listeners))
-	for l := range f.listeners {
-		listeners = append(listeners, l)
-	}
-	f.mu.Unlock()
-	var todo []events.Event
-	for _, e := range evs {
-		v, seen := f.verdicts[e.Seq]
-		complete := seen
-		for _, l := range listeners {
-			if _, has := v[l]; !has {
-				complete = false
-				break
-			}
-		}
-		if !complete {
-			todo = append(todo, e)
-		}
-	}
-	if len(todo) > 0 {
-		if err := f.decideAll(ctx, gen, listeners, todo); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]map[*Listener]bool, len(evs))
-	for i, e := range evs {
-		out[i] = f.verdicts[e.Seq]
-	}
-	return out, nil
-}
-
-// decideAll decides evs for every listener of listeners and stores the
-// verdicts: the tokens of all connections are checked in one statement
-// for the generation (Tokens), the events in those of decideMany.
-func (f *Fanout) decideAll(ctx context.Context, gen <-chan struct{}, listeners []*Listener, evs []events.Event) error {
-	// One span for the decision every listener shares: it runs in the
-	// request of whichever connection asked first, and its statements are
-	// below it.
-	ctx, span := tracing.Start(ctx, "feed.fanout", trace.SpanKindInternal)
-	defer span.End()
-	if span.IsRecording() {
-		span.SetAttributes(fanoutEventsKey.Int(len(evs)), fanoutListenersKey.Int(len(listeners)))
-	}
-	// The listeners whose connection still authenticates as the principal
-	// it started with, as that principal is now; the others see nothing.
-	var actors []identity.Principal
-	var of []*Listener
-	for _, l := range listeners {
-		p := l.start
-		if l.token != "" {
-			held, ok, err := f.tokens.Check(ctx, gen, l.token)
-			if err != nil {
-				return err
-			}
-			if !ok || held.ID != l.start.ID {
-				continue
-			}
-			p = held
-		}
-		actors = append(actors, p)
-		of = append(of, l)
-	}
-	keep, err := f.svc.decideMany(ctx, actors, evs)
-	if err != nil {
-		return err
-	}
-	for j, e := range evs {
-		v := make(map[*Listener]bool, len(listeners))
-		for _, l := range listeners {
-			v[l] = false
-		}
-		for i, l := range of {
-			v[l] = keep[i][j]
-		}
-		f.verdicts[e.Seq] = v
-	}
-	return nil
-}
-
 // decideMany decides, as filter does for one reader, which events of evs
 // each of actors may read now: out[i][j] for actors[i] and evs[j]. Its
 // statements do not depend on the number of actors.
@@ -420,64 +362,4 @@ func (s *Service) decideMany(ctx context.Context, actors []identity.Principal, e
 		}
 	}
 	return out, nil
-}
-
-// Delivery is an event as the fan-out hands it to one listener.
-type Delivery struct {
-	Listener *Listener
-	Event    events.Event
-}
-
-// Deliver returns e as the fan-out hands it to l.
-func (l *Listener) Deliver(e events.Event) *Delivery { return &Delivery{Listener: l, Event: e} }
-
-// sharedRead is one read of a generation that its listeners share.
-type sharedRead struct {
-	done chan struct{}
-	v    any
-	err  error
-}
-
-// Shared returns the value of key for the listener, read once by load for
-// every listener of the event in this generation, when the listener may
-// see the event now (the fan-out's verdict is the decision of the read);
-// nil when it may not. handled is false when the fan-out cannot answer
-// (commits do not reach this replica): the caller reads alone, with its
-// own decision. load runs without the caller's cancellation, since other
-// listeners wait for it.
-//
-// Errors: a database error of the verdict or of load.
-func (d *Delivery) Shared(ctx context.Context, key string, load func(context.Context) (any, error)) (v any, handled bool, err error) {
-	visible, ok, err := d.Listener.Visible(ctx, d.Event)
-	if err != nil || !ok {
-		return nil, ok, err
-	}
-	if !visible {
-		return nil, true, nil
-	}
-	f := d.Listener.f
-	f.decideMu.Lock()
-	r := f.shared[key]
-	if r == nil {
-		r = &sharedRead{done: make(chan struct{})}
-		f.shared[key] = r
-		f.decideMu.Unlock()
-		r.v, r.err = load(context.WithoutCancel(ctx))
-		if r.err != nil {
-			f.decideMu.Lock()
-			if f.shared[key] == r {
-				delete(f.shared, key)
-			}
-			f.decideMu.Unlock()
-		}
-		close(r.done)
-	} else {
-		f.decideMu.Unlock()
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return nil, true, ctx.Err()
-		}
-	}
-	return r.v, true, r.err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,12 +89,14 @@ func (l *listener) until(id string) {
 	}
 }
 
-// TestFanoutStatementsDoNotGrowWithListeners: a message posted while 1,
-// then 12 connections of three people listen to the events (each selecting
-// the message's content) costs the same number of statements, its delivery
-// to all of them included: the replica reads the new events once, decides
-// them, re-authenticates the connections' tokens and reads the message for
-// all listeners together.
+// TestFanoutStatementsDoNotGrowWithListeners: a thread started (with its
+// first message) while 1, then 12 connections of three people listen to
+// the events (each selecting the message's content) costs the same number
+// of statements, its delivery to all of them included: the replica reads
+// the new events once, decides them, re-authenticates the connections'
+// tokens and reads the message for all listeners together. Each measure
+// starts a thread of its own, so that its place is decided in the measure
+// whatever verdicts the fan-out kept from before.
 func TestFanoutStatementsDoNotGrowWithListeners(t *testing.T) {
 	t.Parallel()
 	counter := &apitest.StatementCounter{}
@@ -100,15 +104,17 @@ func TestFanoutStatementsDoNotGrowWithListeners(t *testing.T) {
 	allgemein := env.Main("Support/Allgemein")
 	people := []string{"alex", "sam", "robin"}
 	var ls []*listener
-	// post has writer (write, no trigger: no run) post in Allgemein, which
-	// all three read, and returns the statements from the post to the
-	// message's arrival at every listener.
-	post := func(key string) int64 {
+	// start has writer (write, no trigger: no run) start a thread in
+	// Allgemein, which all three read, and returns the statements from
+	// the request to the first message's arrival at every listener.
+	start := func(key string) int64 {
 		t.Helper()
 		before := counter.Count()
-		m := env.MustPost("writer", allgemein, key, "for everybody listening")
+		content := "the thread " + key
+		env.MustREST(t, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Allgemein").ID+"/threads", env.World.Token("writer"),
+			map[string]any{"title": key, "first_message": map[string]any{"client_msg_id": key, "content_md": content}}, http.StatusCreated)
 		for _, l := range ls {
-			l.until(m["id"].(string))
+			l.untilContent(content)
 		}
 		return counter.Count() - before
 	}
@@ -117,14 +123,98 @@ func TestFanoutStatementsDoNotGrowWithListeners(t *testing.T) {
 			ls = append(ls, listen(t, env, env.World.Token(people[len(ls)%len(people)])))
 		}
 		// The first post after new listeners joined brings each of them
-		// into the shared window; the second is the one measured.
-		post(fmt.Sprintf("warm-%d", n))
-		return post(fmt.Sprintf("measured-%d", n))
+		// into the shared window; the thread after it is measured.
+		m := env.MustPost("writer", allgemein, fmt.Sprintf("warm-%d", n), "for everybody listening")
+		for _, l := range ls {
+			l.until(m["id"].(string))
+		}
+		return start(fmt.Sprintf("measured-%d", n))
 	}
 	one := measure(1)
 	twelve := measure(12)
 	if twelve != one {
-		t.Fatalf("a message cost %d statements with 1 listener and %d with 12:\n%s", one, twelve,
+		t.Fatalf("a thread cost %d statements with 1 listener and %d with 12:\n%s", one, twelve,
 			strings.Join(counter.Since(counter.Count()-twelve), "\n"))
 	}
+}
+
+// untilContent reads events up to a message event whose message has
+// content.
+func (l *listener) untilContent(content string) {
+	l.t.Helper()
+	for {
+		m := l.read()
+		if m.Type != "next" {
+			l.t.Fatalf("want next, got %+v", m)
+		}
+		if strings.Contains(string(m.Payload), `"contentMd":"`+content+`"`) {
+			return
+		}
+	}
+}
+
+// seenUntil reads events up to the message.created of message id and
+// answers the message ids it saw on the way, id included.
+func (l *listener) seenUntil(id string) []string {
+	l.t.Helper()
+	var seen []string
+	for {
+		m := l.read()
+		if m.Type != "next" {
+			l.t.Fatalf("want next, got %+v", m)
+		}
+		got := messageIDField.FindSubmatch(m.Payload)
+		if got == nil {
+			continue
+		}
+		seen = append(seen, string(got[1]))
+		if string(got[1]) == id {
+			return seen
+		}
+	}
+}
+
+// TestFanoutRightsChangeReachesEveryListener: the fan-out keeps its
+// verdicts per principal and place across commits, so a change of rights
+// must still reach every connection of the principal at once. Three
+// connections of sam and one of robin listen; sam may not read
+// Support/Eskalation, is granted it, and loses it again, with a message
+// posted in between each time: every connection of sam follows each
+// change from the next message on.
+func TestFanoutRightsChangeReachesEveryListener(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	eskalation := env.Main("Support/Eskalation")
+	allgemein := env.Main("Support/Allgemein")
+	robin := listen(t, env, env.World.Token("robin"))
+	var sams []*listener
+	for range 3 {
+		sams = append(sams, listen(t, env, env.World.Token("sam")))
+	}
+	post := func(thread, key string) string {
+		t.Helper()
+		id := env.MustPost("robin", thread, key, "for everybody listening")["id"].(string)
+		robin.until(id)
+		return id
+	}
+	// Each of sam's connections must see the message in Eskalation, or
+	// not, by the message in Allgemein that closes the step (the grant's
+	// own system messages may come between).
+	step := func(name, thread string, visible bool) {
+		t.Helper()
+		hidden := post(thread, name)
+		marker := post(allgemein, name+"-marker")
+		for i, l := range sams {
+			seen := l.seenUntil(marker)
+			if got := slices.Contains(seen, hidden); got != visible {
+				t.Fatalf("%s: connection %d of sam saw %s: %v, want %v", name, i, hidden, got, visible)
+			}
+		}
+	}
+	step("before-grant", eskalation, false)
+	g := env.CreateGrant(t, map[string]any{"subject_id": env.World.ID("sam"), "subject_kind": "principal",
+		"target_kind": "channel", "target_id": env.World.Channel("Support/Eskalation").ID, "level": "read"})
+	step("granted", eskalation, true)
+	env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+g["id"].(string), env.World.Token("robin"), nil, http.StatusOK)
+	step("revoked", eskalation, false)
 }

@@ -1,0 +1,335 @@
+package feed
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/tracing"
+)
+
+// The fan-out's verdicts (docs/performance.md "Fan-out"): whether an event
+// may be seen depends only on its place (its channel and thread, or its
+// space) and on who reads it, so a verdict is kept per (principal, place)
+// and shared by every connection of that principal. Verdicts live until
+// the window reads a change of rights (rightsEvent), and at most
+// identity.VerdictTTL of the clock, because an expiry passes without a
+// commit: not until the next commit, which, once delivery is slower than
+// the gap between commits, made every commit decide everything again.
+// Changes of rights that commit no event (a token revoked, a principal
+// disabled or demoted) come through the tokens, re-checked in one batch
+// per commit (Tokens): they change the principal, which is part of the key.
+
+// place is what an event's verdict depends on besides its reader.
+type place struct{ channel, thread, space string }
+
+func placeOf(e events.Event) place {
+	if e.ChannelID == "" {
+		return place{space: e.SpaceID}
+	}
+	return place{channel: e.ChannelID, thread: e.ThreadID}
+}
+
+// principalKey is what a verdict depends on of its reader: the parts of
+// identity.Principal the rules read.
+type principalKey struct {
+	id, kind, status              string
+	owner                         bool
+	runID, runThreadID, runHolder string
+}
+
+func keyOf(p identity.Principal) principalKey {
+	return principalKey{id: p.ID, kind: string(p.Kind), status: string(p.Status), owner: p.IsOwner,
+		runID: p.RunID, runThreadID: p.RunThreadID, runHolder: p.RunHolder}
+}
+
+// rightsEvent says whether an event of type t may change who reads which
+// place: every type but those known not to (a new message or thread
+// adds to a place, a run's progress changes no right). Unknown types count
+// as changes, so a new kind of rights event is safe before it is listed.
+func rightsEvent(t events.Type) bool {
+	switch t {
+	case events.MessageCreated, events.ThreadCreated, events.RunStateChanged, events.RunLiveUpdated:
+		return false
+	}
+	return true
+}
+
+// touchesReads says whether an event of type t may change what a shared
+// read holds (a message deleted, a thread moved, a run changing its
+// message's trigger state): every type but a new message or thread.
+func touchesReads(t events.Type) bool {
+	return t != events.MessageCreated && t != events.ThreadCreated
+}
+
+// flight is one decision of some places for every listener, under way;
+// the listeners that need it meanwhile wait for it instead of deciding
+// again.
+type flight struct {
+	done   chan struct{}
+	covers map[principalKey]bool // the principals it decides
+	out    map[place]map[principalKey]bool
+	err    error
+}
+
+// decide returns, for each event of evs, whether l may see it in
+// generation gen, with the changes of rights counted up to rights applied.
+// A place some listener has no verdict on yet is decided for every
+// listener's principal at once.
+func (f *Fanout) decide(ctx context.Context, gen <-chan struct{}, rights uint64, l *Listener, evs []events.Event) ([]bool, error) {
+	out := make([]bool, len(evs))
+	p, ok, err := f.principalOf(ctx, gen, l)
+	if err != nil || !ok {
+		return out, err
+	}
+	key := keyOf(p)
+	wait, todo := f.lookup(rights, key, evs, out)
+	if len(todo) > 0 {
+		var reps []events.Event
+		seen := map[place]bool{}
+		for _, i := range todo {
+			if pl := placeOf(evs[i]); !seen[pl] {
+				seen[pl] = true
+				reps = append(reps, evs[i])
+			}
+		}
+		fl, err := f.startFlight(ctx, gen, key, p, reps)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range todo {
+			wait[i] = fl
+		}
+	}
+	for i, fl := range wait {
+		select {
+		case <-fl.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if fl.err != nil {
+			return nil, fl.err
+		}
+		out[i] = fl.out[placeOf(evs[i])][key]
+	}
+	return out, nil
+}
+
+// lookup fills out with the kept verdicts of key, and answers the flights
+// to wait for and the events no flight decides for key.
+func (f *Fanout) lookup(rights uint64, key principalKey, evs []events.Event, out []bool) (wait map[int]*flight, todo []int) {
+	wait = map[int]*flight{}
+	f.vmu.Lock()
+	defer f.vmu.Unlock()
+	now := f.clock.Now()
+	// A newer count of rights, or the clock past the verdicts' bound,
+	// starts afresh; an older count (a listener that read the window
+	// before the change) uses the newer verdicts, which applied more.
+	if f.verdicts == nil || rights > f.vRights || now.Sub(f.vAt) >= identity.VerdictTTL || now.Before(f.vAt) {
+		if rights > f.vRights {
+			f.vRights = rights
+		}
+		f.vAt, f.vEpoch = now, f.vEpoch+1
+		f.verdicts, f.flights = map[place]map[principalKey]bool{}, map[place]*flight{}
+	}
+	for i, e := range evs {
+		pl := placeOf(e)
+		if v, ok := f.verdicts[pl][key]; ok {
+			out[i] = v
+		} else if fl := f.flights[pl]; fl != nil && fl.covers[key] {
+			wait[i] = fl
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	return wait, todo
+}
+
+// startFlight decides the places of reps (one event of each) for every
+// listener's principal and the caller's (p, of key), keeps the verdicts
+// unless they were reset meanwhile, and answers the finished flight.
+func (f *Fanout) startFlight(ctx context.Context, gen <-chan struct{}, key principalKey, p identity.Principal, reps []events.Event) (*flight, error) {
+	actors, err := f.principals(ctx, gen)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := actors[key]; !ok {
+		actors[key] = p
+	}
+	fl := &flight{done: make(chan struct{}), covers: map[principalKey]bool{}}
+	keys := make([]principalKey, 0, len(actors))
+	list := make([]identity.Principal, 0, len(actors))
+	for k, a := range actors {
+		fl.covers[k] = true
+		keys, list = append(keys, k), append(list, a)
+	}
+	f.vmu.Lock()
+	epoch := f.vEpoch
+	for _, e := range reps {
+		f.flights[placeOf(e)] = fl
+	}
+	f.vmu.Unlock()
+	// Without the caller's cancellation: other listeners wait for it.
+	fl.out, fl.err = f.decidePlaces(context.WithoutCancel(ctx), keys, list, reps)
+	f.vmu.Lock()
+	if f.vEpoch == epoch {
+		for _, e := range reps {
+			pl := placeOf(e)
+			if fl.err == nil {
+				f.verdicts[pl] = fl.out[pl]
+			}
+			if f.flights[pl] == fl {
+				delete(f.flights, pl)
+			}
+		}
+	}
+	f.vmu.Unlock()
+	close(fl.done)
+	return fl, nil
+}
+
+// principalOf is l's principal in generation gen: the one its token
+// authenticates now (ok false when it no longer authenticates the
+// principal the listener started with: it sees nothing), or the one it
+// started with when it has no token.
+func (f *Fanout) principalOf(ctx context.Context, gen <-chan struct{}, l *Listener) (identity.Principal, bool, error) {
+	if l.token == "" {
+		return l.start, true, nil
+	}
+	held, ok, err := f.tokens.Check(ctx, gen, l.token)
+	if err != nil || !ok || held.ID != l.start.ID {
+		return identity.Principal{}, false, err
+	}
+	return held, true, nil
+}
+
+// principals are the distinct principals of the listeners in generation
+// gen, by key: the tokens of all connections are checked in one batch for
+// the generation (Tokens).
+func (f *Fanout) principals(ctx context.Context, gen <-chan struct{}) (map[principalKey]identity.Principal, error) {
+	f.mu.Lock()
+	listeners := make([]*Listener, 0, len(f.listeners))
+	for l := range f.listeners {
+		listeners = append(listeners, l)
+	}
+	f.mu.Unlock()
+	out := map[principalKey]identity.Principal{}
+	for _, l := range listeners {
+		p, ok, err := f.principalOf(ctx, gen, l)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[keyOf(p)] = p
+		}
+	}
+	return out, nil
+}
+
+// decidePlaces decides the places of reps for each principal of list (of
+// keys): in the statements of decideMany, whatever the number of
+// principals.
+func (f *Fanout) decidePlaces(ctx context.Context, keys []principalKey, list []identity.Principal, reps []events.Event) (map[place]map[principalKey]bool, error) {
+	// One span for the decision every listener shares: it runs in the
+	// request of whichever connection asked first, and its statements are
+	// below it.
+	ctx, span := tracing.Start(ctx, "feed.fanout", trace.SpanKindInternal)
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(fanoutEventsKey.Int(len(reps)), fanoutListenersKey.Int(len(list)))
+	}
+	keep, err := f.svc.decideMany(ctx, list, reps)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[place]map[principalKey]bool, len(reps))
+	for j, e := range reps {
+		v := make(map[principalKey]bool, len(keys))
+		for i, k := range keys {
+			v[k] = keep[i][j]
+		}
+		out[placeOf(e)] = v
+	}
+	return out, nil
+}
+
+// Delivery is an event as the fan-out hands it to one listener.
+type Delivery struct {
+	Listener *Listener
+	Event    events.Event
+}
+
+// Deliver returns e as the fan-out hands it to l.
+func (l *Listener) Deliver(e events.Event) *Delivery { return &Delivery{Listener: l, Event: e} }
+
+// sharedRead is one read that the listeners of an event share.
+type sharedRead struct {
+	done chan struct{}
+	v    any
+	err  error
+}
+
+// Shared returns the value of key for the listener, read once by load for
+// every listener of the event, when the listener may see the event now
+// (the fan-out's verdict is the decision of the read); nil when it may
+// not. A read is kept until the window reads an event that may change it
+// (touchesReads), and at most identity.VerdictTTL, not only for one
+// commit: a delivery slower than the gap between commits would read it
+// again at every commit. handled is false when the fan-out cannot answer
+// (commits do not reach this replica): the caller reads alone, with its
+// own decision. load runs without the caller's cancellation, since other
+// listeners wait for it.
+//
+// Errors: a database error of the verdict or of load.
+func (d *Delivery) Shared(ctx context.Context, key string, load func(context.Context) (any, error)) (v any, handled bool, err error) {
+	visible, ok, err := d.Listener.Visible(ctx, d.Event)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	if !visible {
+		return nil, true, nil
+	}
+	f := d.Listener.f
+	r, first := f.sharedRead(key)
+	if first {
+		r.v, r.err = load(context.WithoutCancel(ctx))
+		if r.err != nil {
+			f.smu.Lock()
+			if f.shared[key] == r {
+				delete(f.shared, key)
+			}
+			f.smu.Unlock()
+		}
+		close(r.done)
+	} else {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
+		}
+	}
+	return r.v, true, r.err
+}
+
+// sharedRead answers the kept read of key, or a new one to load (first).
+func (f *Fanout) sharedRead(key string) (r *sharedRead, first bool) {
+	f.mu.Lock()
+	touched := f.touched
+	f.mu.Unlock()
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	if now := f.clock.Now(); f.shared == nil || touched > f.sTouched || now.Sub(f.sAt) >= identity.VerdictTTL || now.Before(f.sAt) {
+		if touched > f.sTouched {
+			f.sTouched = touched
+		}
+		f.shared, f.sAt = map[string]*sharedRead{}, now
+	}
+	if r = f.shared[key]; r != nil {
+		return r, false
+	}
+	r = &sharedRead{done: make(chan struct{})}
+	f.shared[key] = r
+	return r, true
+}
