@@ -20,13 +20,15 @@ import (
 // The fan-out of the events subscription (docs/design/rights.md#live-rights,
 // docs/performance.md "Fan-out"): each replica reads the new events of the
 // log once per commit, and decides them for every listening connection at
-// once, from the rights as the database holds them after that commit, in
-// a fixed number of statements (the connections' tokens, the events'
-// paths, the grants of all listeners on them). What a commit costs no
-// longer grows with the number of listeners. A listener behind the shared
-// window, or a replica whose LISTEN connection is down (no commit would
-// reach it), reads and decides alone, as before (Next with the listener's
-// own statements).
+// once, in a fixed number of statements (the connections' tokens, the
+// events' paths, the grants of all listeners' principals on them). Its
+// verdicts are kept per (principal, place) across commits until the
+// window reads a change of rights (fanout_verdicts.go), so what a commit
+// costs grows neither with the number of listeners nor with how far
+// delivery lags behind the commits. A listener behind the shared window,
+// or a replica whose LISTEN connection is down (no commit would reach
+// it), reads and decides alone, as before (Next with the listener's own
+// statements).
 
 // The attributes of the fan-out's decision span (feed.fanout): how many
 // events it decided for how many listeners.
@@ -197,8 +199,8 @@ func (l *Listener) Next(ctx context.Context, after string, max int) (evs []event
 	return evs, next, false, true, nil
 }
 
-// Visible says whether the listener may see e now, decided with every
-// other listener's question about e since the last commit. ok is false
+// Visible says whether the listener may see e now, from the verdict on
+// e's place that every listener of the same principal shares. ok is false
 // when commits do not reach this replica: the caller decides alone
 // (Service.Visible).
 //
@@ -283,14 +285,7 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, e := range fresh {
-		if rightsEvent(e.Type) {
-			f.rights++
-		}
-		if touchesReads(e.Type) {
-			f.touched++
-		}
-	}
+	f.count(fresh)
 	f.window = append(f.window, fresh...)
 	f.bytes += size
 	cut := 0
@@ -304,6 +299,20 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 	}
 	f.tail, f.read = tail, gen
 	return nil
+}
+
+// count counts the changes of rights and of shared reads among fresh, in
+// the same hold of mu that puts them in the window: a listener that sees
+// an event sees every change committed before it (the ordering rule).
+func (f *Fanout) count(fresh []events.Event) {
+	for _, e := range fresh {
+		if rightsEvent(e.Type) {
+			f.rights++
+		}
+		if touchesReads(e.Type) {
+			f.touched++
+		}
+	}
 }
 
 // eventBytes estimates the memory an event keeps: its struct and ids, and
