@@ -156,7 +156,11 @@ func TestAuditEntries_RemovedActorsStillRead(t *testing.T) {
 	scout := made.Principal.ID
 	apitest.WantProblem(t, "scout reads the log", env.REST(http.MethodGet, "/api/v1/audit", made.Token.Token, nil),
 		http.StatusForbidden, "forbidden", "subject_kind_not_allowed")
+	apitest.WantProblem(t, "sam reads the log", env.REST(http.MethodGet, "/api/v1/audit", env.World.Token("sam"), nil),
+		http.StatusForbidden, "forbidden", "level_insufficient")
 	env.Exec(`DELETE FROM principals WHERE id = $1`, scout)
+	// A row whose status says deleted still says who it was.
+	env.Exec(`UPDATE principals SET status = 'deleted' WHERE id = $1`, env.World.ID("sam"))
 
 	robin := env.World.Token("robin")
 	wantDeleted := func(what string, actor map[string]any) {
@@ -206,6 +210,31 @@ func TestAuditEntries_RemovedActorsStillRead(t *testing.T) {
 	}
 	if res := env.GraphQL(robin, `{ auditEntries(limit: 1000) { nodes { actor { id handle } } } }`, nil, nil); len(res.Errors) > 0 {
 		t.Fatalf("GraphQL unfiltered: %+v", res.Errors)
+	}
+	sam := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=audit.list&actor="+env.World.ID("sam"), robin, nil, http.StatusOK)["nodes"].([]any)
+	if len(sam) != 1 || sam[0].(map[string]any)["actor"].(map[string]any)["handle"] != "sam" {
+		t.Fatalf("the deleted sam: %+v", sam)
+	}
+}
+
+// TestAuditEntries_RunTokenActsAsItsAgent: a run token's refused call is
+// audited under the run's agent, which the log answers as itself.
+func TestAuditEntries_RunTokenActsAsItsAgent(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	lotse := env.World.Token("lotse")
+	msg := env.MustPost("alex", env.Main("Support/Allgemein"), "audit-rt", "@lotse is the printer back?")["id"]
+	var run string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, msg).Scan(&run); err != nil {
+		t.Fatalf("the mention started no run: %v", err)
+	}
+	env.MustREST(t, http.MethodPost, "/api/v1/runs/"+run+"/start", lotse, map[string]any{"holder": "proc-a"}, http.StatusOK)
+	tok := env.MustREST(t, http.MethodPost, "/api/v1/runs/"+run+"/tokens", lotse, map[string]any{"holder": "proc-a"}, http.StatusCreated)["token"].(string)
+	apitest.WantProblem(t, "the run token reads the log", env.REST(http.MethodGet, "/api/v1/audit", tok, nil),
+		http.StatusForbidden, "forbidden", "run_token_scope")
+	got := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=audit.list&decision=deny", env.World.Token("robin"), nil, http.StatusOK)["nodes"].([]any)
+	if len(got) != 1 || got[0].(map[string]any)["actor"].(map[string]any)["handle"] != "lotse" || got[0].(map[string]any)["reason"] != "run_token_scope" {
+		t.Fatalf("the run token's refusal: %+v", got)
 	}
 }
 
