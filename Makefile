@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection migrate build vet dist image
+.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps sdk-python audit-graphql bench bench-injection migrate build vet dist image
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
@@ -52,7 +52,7 @@ TEST_FIRST = ./internal/server ./internal/examples ./internal/runs ./internal/co
 test: export CGO_ENABLED := 0
 test: export GOFLAGS := -trimpath -ldflags=-w $(GOFLAGS)
 test:
-	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps
+	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps sdk-python
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	@mkdir -p bin
@@ -127,6 +127,10 @@ audit-deps:
 ## lint-deps: the OpenAPI linters redocly and spectral (npm, pinned), run by internal/apilint's tests
 lint-deps:
 	internal/apilint/install.sh
+
+## sdk-python: a virtualenv bin/python-sdk with the Python SDK's locked packages (pip --require-hashes) and the SDK itself, for internal/examples' Python tests
+sdk-python:
+	sdk/python/venv.sh bin/python-sdk
 
 ## audit-graphql: the GraphQL-over-HTTP audit (graphql-http auditServer) against a real server
 audit-graphql: assets audit-deps
