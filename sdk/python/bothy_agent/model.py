@@ -93,23 +93,25 @@ def _task_for(prompt: Prompt):
 class OpenAIModel:
     """Answers with the chat completions API (OpenAI, Azure OpenAI, Ollama, vLLM, ...)."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, http_client: Any = None) -> None:
+        """http_client (an httpx.AsyncClient) replaces the library's own, for tests and proxies."""
         import openai
 
         if not config.base_url or not config.model:
             raise ValueError("bothy: the model needs a base URL and a name (BOTHY_MODEL_BASE_URL, BOTHY_MODEL_NAME)")
         self.cfg = config
-        # Without a key no Authorization header is sent at all.
-        headers = {} if config.api_key else {"Authorization": openai.omit}
         self.client = openai.AsyncOpenAI(base_url=config.base_url, api_key=config.api_key or "none", timeout=config.timeout,
-                                         max_retries=max(0, config.max_attempts - 1), default_headers=headers)
+                                         max_retries=max(0, config.max_attempts - 1), http_client=http_client)
+        # Without a key no Authorization header is sent at all: the library
+        # takes the omission per request.
+        self.headers = {} if config.api_key else {"Authorization": openai.omit}
         self.tools = {t.name: t for t in config.tools}
 
     async def answer(self, prompt: Prompt) -> str:
         """The model's answer to prompt (its tool calls run behind the gate)."""
         task = _task_for(prompt)
         messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]
-        kw: dict[str, Any] = {"model": self.cfg.model}
+        kw: dict[str, Any] = {"model": self.cfg.model, "extra_headers": self.headers}
         if self.cfg.max_tokens:
             kw["max_tokens"] = self.cfg.max_tokens
         if self.tools:
@@ -167,7 +169,9 @@ class AnthropicModel:
     """Answers with Anthropic's Messages API. ``base_url`` is the server
     without ``/v1`` ("" for Anthropic's own)."""
 
-    def __init__(self, config: ModelConfig, max_tokens: int = 1024) -> None:
+    def __init__(self, config: ModelConfig, max_tokens: int = 1024, http_client: Any = None) -> None:
+        """max_tokens applies when config.max_tokens is None; http_client (an
+        httpx.AsyncClient) replaces the library's own."""
         import anthropic
 
         if not config.model:
@@ -176,7 +180,7 @@ class AnthropicModel:
         base = config.base_url.rstrip("/")
         base = base[:-3] if base.endswith("/v1") else base
         self.client = anthropic.AsyncAnthropic(base_url=base or None, api_key=config.api_key or None, timeout=config.timeout,
-                                               max_retries=max(0, config.max_attempts - 1))
+                                               max_retries=max(0, config.max_attempts - 1), http_client=http_client)
         self.max_tokens = config.max_tokens or max_tokens
         self.tools = {t.name: t for t in config.tools}
 

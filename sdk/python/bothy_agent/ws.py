@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from typing import Any
 
@@ -16,6 +17,7 @@ Q_SUBSCRIBE = "subscription AgentEvents($after: String) { agentEvents(after: $af
 #: Closes after which subscribing again cannot help.
 _UNAUTHORIZED = (4401, 4403)
 _REFUSED = (4406, 4429)
+log = logging.getLogger("bothy_agent")
 
 
 class NoWebSocket(Exception):
@@ -51,6 +53,7 @@ class AgentStream:
         self._ws, self._cursor = ws, after
         self._queue = asyncio.Queue()
         self._reader = asyncio.create_task(self._read(ws, self._queue))
+        log.info("agent stream subscribed over WebSocket after=%s", after)
 
     async def _read(self, ws: Any, q: asyncio.Queue) -> None:
         try:
