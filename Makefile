@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps sdk-python audit-graphql bench bench-injection migrate build vet dist image
+.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps sdk-python audit-graphql bench bench-injection migrate build vet dist image sdk-api-snapshot
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
@@ -31,7 +31,7 @@ TEST_EVENTS = bin/test-events.json
 # "slowest packages" make test prints): go test starts packages in the order
 # it is given them, so the long ones must not wait behind short ones and end
 # last. ./... after them adds every other package once.
-TEST_FIRST = ./internal/server ./internal/examples ./internal/runs ./internal/conformance ./sdk/agent ./internal/clientflow ./cmd/bothy
+TEST_FIRST = ./internal/server ./internal/examples ./internal/runs ./internal/conformance ./internal/agentflow ./internal/clientflow ./cmd/bothy
 
 ## test: every test (vet, generated code current, unit, integration, audit), then the time budget
 # The three npm installs run side by side. go vet only reads the tree, so
@@ -56,11 +56,11 @@ test:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	@mkdir -p bin
-	@{ $(GO) vet ./... && $(GO) vet -tags chaos ./internal/chaos/ && \
-		$(GO) build -o bin/bothyvet ./internal/lint/cmd/bothyvet && $(GO) vet -vettool=$(CURDIR)/bin/bothyvet ./...; } > bin/vet.log 2>&1 & vet=$$!; \
+	@{ $(GO) vet ./... ./sdk/... && $(GO) vet -tags chaos ./internal/chaos/ && \
+		$(GO) build -o bin/bothyvet ./internal/lint/cmd/bothyvet && $(GO) vet -vettool=$(CURDIR)/bin/bothyvet ./... ./sdk/...; } > bin/vet.log 2>&1 & vet=$$!; \
 	CHAOS_RUNS=2 $(GO) test -tags chaos -count=1 -timeout 5m -run '^TestChaos$$' ./internal/chaos/ > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
 	$(GO) run ./internal/testcluster -- $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) -- \
-		-count=1 -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 20m $(TEST_FIRST) ./...; status=$$?; \
+		-count=1 -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 20m $(TEST_FIRST) ./... ./sdk/...; status=$$?; \
 	if wait $$vet; then echo "go vet ./... (and -tags chaos, and bothyvet's rules): no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \
 	if wait $$chaos; then echo "chaos smoke (CHAOS_RUNS=2): passed"; else cat bin/chaos-smoke.log; echo "chaos smoke failed: make chaos would fail too"; status=1; fi; \
 	$(GO) run ./internal/testbudget -json $(TEST_EVENTS) -since $(TEST_START) -budget $(TEST_BUDGET); \
@@ -72,7 +72,8 @@ STRESS_COUNT ?= 50
 # by package (docs/reliability.md#stability).
 STRESS_SERVER  = ^(TestSubscription.*|TestLiveRightsOnSubscriptions|TestWebSocketCloseCodes|TestRequestsRefusedBeforeTheyRun|TestCostsAndLimitsVisible|TestDatabaseOutage|TestFrozenDatabaseAnswers|TestReadiness.*|TestRateLimitHoldsAcrossReplicas|TestSlowClientsAreCut|TestConcurrencyCap.*|TestAdminDisableEndsPollsAndRuns|TestRunTimeoutLoggedAndCounted|TestPgBouncerTransactionMode|TestMetricsOwnListener|TestAmplificationHeapBound|TestListEventsSameOnBothFaces|TestCursorExpiredOnBothFaces)$$
 STRESS_RUNS    = ^(TestFencing_.*|TestDeliveryWaitsForTheRunsEnd|TestLossOfTrigger.*|TestCancelRequestedRunNeverRequeued|TestSweepSettlesPastARunItCannot|TestConcurrentTriggersOneActiveRun|TestAnswer_ConcurrentWithFinish|TestRunClaimsAndLeases|TestRunTimeouts|TestHubAwaitWaiting|TestLongPoll.*|TestFollowupDelivery|TestLossOfTriggerEndsRuns|TestPromotionDecidesAgain|TestCancelRun.*|TestAgentCursor|TestLargeAnswersKeepTheirBytes|TestRunContext_ConstantQueries|TestLiveBox_.*|TestApprovals_.*)$$
-STRESS_ADAPTER = ^(TestFollowUp.*|TestReply.*|TestAcks.*|TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestClientTimeoutAndCancellation|TestOpenAIFlow.*|TestEchoModelHonoursCancellation|TestOutbox.*|TestMaxConcurrent|TestAutoTransportFallsBackToThePoll|TestRunWithHandler|TestLiveStreamsIntoTheBox|TestLiveStopDuringStream)$$
+STRESS_ADAPTER = ^(TestFollowUp.*|TestReply.*|TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestOpenAIFlow.*|TestEchoModelHonoursCancellation|TestOutbox.*|TestMaxConcurrent|TestAutoTransportFallsBackToThePoll|TestRunWithHandler|TestLiveStreamsIntoTheBox|TestLiveStopDuringStream)$$
+STRESS_SDK     = ^(TestAcks.*|TestClientTimeoutAndCancellation)$$
 STRESS_MODEL   = ^(TestOpenAIModelTimeout|TestOpenAIModelCancel)$$
 STRESS_OTHER   = ^(TestMoveSpendsOneToken|TestOneTokenPerOperation|TestLookupAtTheDoor|TestInTx.*|TestLimitsBound.*|TestMigrateIsIdempotentAndConcurrent|TestMemoryBuckets|TestReservationCancel|TestSpend|TestMemoryAnswersAtOnce|TestFanoutStatementsDoNotGrowWithListeners)$$
 
@@ -81,7 +82,8 @@ stress: assets audit-deps
 	$(GO) test -count=200 -parallel $(TEST_PARALLEL) -timeout 60m -run '^TestHiddenAndMissingTakeTheSameStatements$$' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_SERVER)' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_RUNS)' ./internal/runs/
-	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_ADAPTER)' ./sdk/agent/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_ADAPTER)' ./internal/agentflow/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_SDK)' ./sdk/agent/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_MODEL)' ./sdk/model/openai/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/ ./internal/chat/ ./internal/feed/
 
@@ -131,6 +133,11 @@ lint-deps:
 ## sdk-python: a virtualenv bin/python-sdk with the Python SDK's locked packages (pip --require-hashes) and the SDK itself, for internal/examples' Python tests
 sdk-python:
 	sdk/python/venv.sh bin/python-sdk
+
+## sdk-api-snapshot: store the Go SDK's exported API in sdk/api, the base of its compatibility gate (internal/apicompat); run it at each release
+sdk-api-snapshot:
+	rm -f sdk/api/*.export
+	$(GO) run ./internal/apicompat/cmd/goapisnapshot -dir sdk -o sdk/api ./...
 
 ## audit-graphql: the GraphQL-over-HTTP audit (graphql-http auditServer) against a real server
 audit-graphql: assets audit-deps

@@ -12,7 +12,7 @@ import (
 // an agent.followup event delivers its follow-up, which is the promise that
 // the run's answer covers it (the server absorbs delivered follow-ups when
 // the run completes and starts a next run from the pending ones:
-// docs/design/runs.md#follow-ups). So the adapter may acknowledge up to an
+// the runs design: follow-ups). So the adapter may acknowledge up to an
 // event only when every event up to it is dealt with, and an agent.followup
 // is dealt with only when
 //

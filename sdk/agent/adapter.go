@@ -15,23 +15,25 @@ import (
 // Config configures an Adapter. Client and Model are required.
 type Config struct {
 	// Server is the server's address (https://chat.example.com) and Token
-	// the agent's token, from which Run makes Client.
+	// the agent's token, from which New and Run make Client.
 	Server, Token string
-	// Client talks to the server with the agent's token; Run makes it from
-	// Server and Token when it is nil.
+	// Client talks to the server with the agent's token; when it is nil,
+	// New and Run make it from Server and Token (NewClient's defaults).
 	Client *Client
-	// Model answers the rendered contexts.
+	// Model answers the rendered contexts: New needs it. Run answers with
+	// its Handler instead and refuses a Config that sets Model, so that
+	// no field is ignored without a word.
 	Model Model
 	// Logger receives ids, event types, outcomes and error codes, never
 	// content, handles, display names or tokens
-	// (docs/design/model.md#privacy). nil
+	// (the privacy rules of the model design). nil
 	// discards.
 	Logger *slog.Logger
-	// Transport is how the stream is read: TransportPoll (default of New,
-	// the agentEvents long poll), TransportAuto (default of Run: WebSocket,
-	// falling back to the long poll where there is none) or TransportWS
-	// (the agentEvents subscription over WebSocket). All hand the loop the
-	// same pages.
+	// Transport is how the stream is read: TransportAuto (the default:
+	// WebSocket, falling back to the long poll where there is none),
+	// TransportPoll (the agentEvents long poll) or TransportWS (the
+	// agentEvents subscription over WebSocket). All hand the loop the same
+	// pages.
 	Transport string
 	// PollWait is the long-poll wait of agentEvents (default 25 s; the
 	// server caps it at events.poll_max_wait and counts whole seconds).
@@ -173,16 +175,28 @@ type activeRun struct {
 // NewHolder returns a fresh holder id for one adapter process.
 func NewHolder() string { return "adapter-" + NewBoundary()[:16] }
 
-// New checks cfg and returns an adapter.
+// New checks cfg and returns an adapter that answers runs with cfg.Model.
+// Every field of Config has the same meaning and default here and in Run.
 //
-// Errors: Client or Model is nil.
+// Errors: Model is nil; Client is nil and Server and Token make none; an
+// unknown Transport; an Outbox folder that cannot be opened.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.Client == nil || cfg.Model == nil {
-		return nil, errors.New("adapter: Config needs a Client and a Model")
+	if cfg.Model == nil {
+		return nil, errors.New("agent: Config needs a Model (or use Run with a Handler)")
+	}
+	if cfg.Client == nil {
+		if cfg.Token == "" {
+			return nil, errors.New("agent: Config needs a Token (or a Client)")
+		}
+		c, err := NewClient(cfg.Server, cfg.Token, ClientOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Client = c
 	}
 	switch cfg.Transport {
 	case "":
-		cfg.Transport = TransportPoll
+		cfg.Transport = TransportAuto
 	case TransportPoll, TransportWS, TransportAuto:
 	default:
 		return nil, fmt.Errorf("adapter: unknown transport %q (poll, ws or auto)", cfg.Transport)
@@ -561,7 +575,7 @@ func (a *Adapter) tracked(runID string) *activeRun {
 
 // prepare reads the run's context and then starts the run: the adapter
 // commits to a run only once it holds what it needs to answer (the context
-// is read before run.start, docs/design/trust.md#who-may-read-it). It
+// is read before run.start, the trust design: who may read it). It
 // returns the context and the started run (with its answers); ok is false
 // when the run is skipped.
 func (a *Adapter) prepare(ctx context.Context, log *slog.Logger, inv Invocation) (rc RunContext, started RunInfo, ok bool) {
@@ -817,7 +831,7 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 	}
 
 	// The answer declares what it was derived from: everything the model
-	// read in the run, tool results included (docs/design/trust.md).
+	// read in the run, tool results included (the trust design).
 	input := play.get()
 	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, inv.RunID, input)
 	switch reason := ErrorReason(err); {
@@ -993,7 +1007,7 @@ func (a *Adapter) afterEnd(ctx context.Context, log *slog.Logger, run *activeRun
 	}
 	// Nothing was stored with the run's id, so the key is free: the reply
 	// reaches the people as a plain agent message
-	// (docs/design/replies.md#answers-survive-lost-connections).
+	// (the replies design: answers survive lost connections).
 	log.Info("run ended before the answer; sending it without run id", "state", state, "end_reason", reason)
 	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, "", input)
 	if err != nil {

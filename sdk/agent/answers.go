@@ -80,7 +80,7 @@ const (
 
 // requestStands reports whether a run that ended in state with reason
 // left its request standing, so that a reply the adapter still holds may
-// go out without runId (docs/adapter.md#when-the-run-ended-first):
+// go out without runId (the adapter guide: when the run ended first):
 // completed, or failed by timeout or lease_expired. Every other ending
 // took the request away or may have: cancelled for any reason (a person's
 // cancel, the agent's own, trigger_revoked when the person lost trigger),

@@ -211,7 +211,7 @@ const (
 var ErrNotApproved = errors.New("agent: the person who asked did not approve the call")
 
 // RunTool runs tool t with args for the model of ctx's run, behind the
-// gate of docs/design/trust.md#approvals. The run's in-play trust
+// approval gate (the trust design: approvals). The run's in-play trust
 // (TaskFrom(ctx).InPlay) decides: a read-only tool runs; a consequential
 // one runs at once only when ToolsAllowed(in play) and no other person's
 // request (an AUTHORIZED element) is in play, and otherwise only

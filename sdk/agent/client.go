@@ -97,7 +97,7 @@ type FieldError struct {
 }
 
 // ErrorExtensions are the extensions Bothy puts on every GraphQL error; the
-// code vocabulary is that of the REST problems (docs/api/openapi.yaml).
+// code vocabulary is that of the REST problems (the server's OpenAPI document).
 type ErrorExtensions struct {
 	Code              string       `json:"code"`
 	Reason            string       `json:"reason"`
@@ -128,7 +128,7 @@ type Error struct {
 }
 
 // Error describes the refusal with code, reason and status. Bothy's error
-// messages carry no content (docs/design/model.md#privacy), so the text is
+// messages carry no content (the privacy rules of the model design), so the text is
 // safe to log.
 func (e *Error) Error() string {
 	s := fmt.Sprintf("adapter: %s refused: %s", e.Op, e.Code())
@@ -171,6 +171,51 @@ func ErrorReason(err error) string {
 		return e.Reason()
 	}
 	return ""
+}
+
+// ReasonError is one reason of the protocol's refusals (extensions.reason
+// of GraphQL, reason of a REST problem). errors.Is(err, ErrRunClaimed)
+// holds when err is, or wraps, an *Error with that reason, so a caller
+// tells the refusals apart without comparing strings.
+type ReasonError struct{ reason string }
+
+// Error names the reason.
+func (r *ReasonError) Error() string { return "agent: refused: " + r.reason }
+
+// Reason is the reason's code, as the server sends it ("run_claimed").
+func (r *ReasonError) Reason() string { return r.reason }
+
+// The reasons of refusals an adapter acts on (the adapter guide).
+var (
+	// ErrRunClaimed: another process of the agent holds the run (fencing):
+	// stop working on it, post nothing.
+	ErrRunClaimed = &ReasonError{"run_claimed"}
+	// ErrRunNotActive: the run has ended (completed, failed, cancelled or
+	// timed out): nothing more is accepted for it.
+	ErrRunNotActive = &ReasonError{"run_not_active"}
+	// ErrRunNotStarted: the run is queued and must be claimed (startRun)
+	// before it is renewed, answered or finished.
+	ErrRunNotStarted = &ReasonError{"run_not_started"}
+	// ErrTriggerRevoked: the person who asked lost the right to ask (or
+	// the trigger was moved or deleted): drop the reply.
+	ErrTriggerRevoked = &ReasonError{"trigger_revoked"}
+	// ErrIdempotencyKeyReused: the answer's key (clientMsgId) was used
+	// before for different content.
+	ErrIdempotencyKeyReused = &ReasonError{"idempotency_key_reused"}
+	// ErrLiveVersion: the live box moved past the base version of an
+	// update (Error.Errors[0].Extensions.CurrentVersion has its version).
+	ErrLiveVersion = &ReasonError{"live_version"}
+	// ErrApprovalPending: the run already waits on an approval.
+	ErrApprovalPending = &ReasonError{"approval_pending"}
+	// ErrAlreadyDecided: the approval was decided before.
+	ErrAlreadyDecided = &ReasonError{"already_decided"}
+)
+
+// Is reports whether target is the *ReasonError of e's reason, for
+// errors.Is.
+func (e *Error) Is(target error) bool {
+	r, ok := target.(*ReasonError)
+	return ok && r.reason != "" && e.Reason() == r.reason
 }
 
 // IsTemporary reports whether repeating the call may succeed: a network
@@ -335,7 +380,7 @@ func statusError(op string, resp *http.Response, code, msg string) *Error {
 }
 
 // codeForStatus maps an HTTP status to the code vocabulary of the REST
-// problems (docs/api/openapi.yaml).
+// problems (the server's OpenAPI document).
 func codeForStatus(status int) string {
 	switch {
 	case status == http.StatusUnauthorized:

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -71,6 +72,38 @@ func TestClientErrorsCarryExtensions(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "bothy_a_secret") {
 		t.Fatal("the token leaked into an error")
+	}
+}
+
+// TestRefusalsByReason: a refusal is errors.Is the value of its reason,
+// also wrapped, and no other; an answer without a reason is none of them.
+func TestRefusalsByReason(t *testing.T) {
+	t.Parallel()
+	reasons := map[string]error{
+		"run_claimed": agent.ErrRunClaimed, "run_not_active": agent.ErrRunNotActive, "run_not_started": agent.ErrRunNotStarted,
+		"trigger_revoked": agent.ErrTriggerRevoked, "idempotency_key_reused": agent.ErrIdempotencyKeyReused,
+		"live_version": agent.ErrLiveVersion, "approval_pending": agent.ErrApprovalPending, "already_decided": agent.ErrAlreadyDecided,
+	}
+	for reason, want := range reasons {
+		c := answer(t, 200, "application/graphql-response+json",
+			`{"errors":[{"message":"Conflict","extensions":{"code":"conflict","reason":"`+reason+`","status":409}}],"data":null}`, nil)
+		_, err := c.StartRun(t.Context(), "r1", "h1")
+		wrapped := fmt.Errorf("claiming: %w", err)
+		if !errors.Is(err, want) || !errors.Is(wrapped, want) {
+			t.Errorf("%s: %v is not %v", reason, err, want)
+		}
+		if r := want.(*agent.ReasonError).Reason(); r != reason {
+			t.Errorf("%v has reason %q, want %q", want, r, reason)
+		}
+		for other, value := range reasons {
+			if other != reason && errors.Is(err, value) {
+				t.Errorf("%s: %v is also %v", reason, err, value)
+			}
+		}
+	}
+	c := answer(t, 200, "application/graphql-response+json", `{"errors":[{"message":"Conflict","extensions":{"code":"conflict","status":409}}],"data":null}`, nil)
+	if _, err := c.StartRun(t.Context(), "r1", "h1"); errors.Is(err, agent.ErrRunClaimed) || errors.Is(err, agent.ErrRunNotActive) {
+		t.Errorf("a refusal without a reason matched one: %v", err)
 	}
 }
 

@@ -18,11 +18,13 @@
 // retries with backoff and logs with a kind per failure (ErrorKind). The
 // handler's ctx ends when a person cancels the run, when the person who
 // asked loses the right to, or when another process took the run over.
-// Model backends live in sdk/model/openai and sdk/model/anthropic;
-// sdk/examples holds an echo agent of forty lines and a model agent, with
-// a live box and HTTP tools, of under sixty, each passing the conformance
-// kit (bothy conformance);
-// docs/adapter.md is the tutorial and the protocol for other languages.
+// Model backends live in [bothy.example.com/bothy/sdk/model/openai] and
+// [bothy.example.com/bothy/sdk/model/anthropic]. The module's examples
+// (bothy.example.com/bothy/sdk/examples/echo and .../model) are an echo
+// agent of forty lines and a model agent, with a live box and HTTP tools,
+// of under sixty, each passing the conformance kit (bothy conformance);
+// Bothy's adapter guide is the tutorial, and the protocol for other
+// languages.
 // It uses only the public GraphQL API, as any client outside the server.
 //
 // Underneath, for adapters that need more control, the package has four
@@ -33,7 +35,7 @@
 //     status; every call is bounded by a timeout and by its context.
 //   - Adapter: the event loop. It long-polls agentEvents; for each
 //     agent.invocation it reads the run's context, then claims and starts
-//     the run (the context is read before run.start: docs/design/trust.md),
+//     the run (the context is read before run.start: the trust design),
 //     renders the context, asks its Model, reads the context again and
 //     asks again for follow-ups that came meanwhile, posts the answer into
 //     the run's thread with the run id and a clientMsgId naming the request
@@ -46,8 +48,8 @@
 //     Prompt, FollowUps, InPlay, Lower, Answer, Fail) per run and does all
 //     of the above.
 //   - Model: the pluggable answerer of the reference adapter; EchoModel
-//     needs no model service; sdk/model/openai (any OpenAI-compatible chat
-//     completions server) and sdk/model/anthropic are backends on the
+//     needs no model service; [bothy.example.com/bothy/sdk/model/openai] (any OpenAI-compatible chat
+//     completions server) and [bothy.example.com/bothy/sdk/model/anthropic] are backends on the
 //     providers' libraries, which run the model's tool calls through
 //     RunTool: a consequential call runs without asking only while the
 //     run's in-play trust (Task.InPlay: the context's lowest, lowered by
@@ -60,7 +62,7 @@
 //     block delimited by a per-run random boundary, so that instructions
 //     hidden in messages of people without trigger, other agents, apps or
 //     imports cannot pass as the request
-//     (docs/design/trust.md#rendering-for-a-model). An element is placed
+//     (the trust design: rendering for a model). An element is placed
 //     by the lower of its trust and its provenance, so the agent's own
 //     answer derived from untrusted text is data too.
 //
@@ -76,5 +78,5 @@
 //
 // Logs carry ids, event types, outcomes, error codes and trust counts, never
 // message content, handles, display names, tokens or model keys
-// (docs/design/model.md#privacy).
+// (the privacy rules of the model design).
 package agent

@@ -46,7 +46,7 @@ func (t *Task) Context() RunContext { return t.prompt.Context }
 // Prompt is the context rendered for a language model: a system text and a
 // user text that frame every element by its trust, with the request
 // separated from data by a boundary unique to the run, and every line that
-// could pass for a frame escaped (docs/design/model.md). Send System as the
+// could pass for a frame escaped (the model design). Send System as the
 // system message and User as the user message.
 func (t *Task) Prompt() Prompt { return t.prompt }
 
@@ -85,7 +85,7 @@ func (t *Task) Fail(reason string) {
 // ErrAnswered is what a Handler (or a Model) returns when the run's answer
 // was posted on the run's behalf by another process the adapter handed
 // the run to (a runner's child answering through /mcp with a run token,
-// sdk/runner): the adapter posts nothing and finishes the run completed
+// [bothy.example.com/bothy/sdk/runner]): the adapter posts nothing and finishes the run completed
 // (a child that finished the run itself leaves nothing to finish).
 var ErrAnswered = errors.New("agent: the run was answered on its behalf")
 
@@ -158,28 +158,18 @@ func (m *handlerModel) forget(runID string) {
 
 // Run connects the agent of cfg.Token to cfg.Server and answers its runs
 // with h until ctx ends (or, with cfg.Once, until the first run handled has
-// ended). cfg.Client and cfg.Model are set by Run from Server, Token and
-// h; the other fields of Config keep their meaning and defaults.
+// ended). Every field of Config has the same meaning and default as in New;
+// h takes the place of cfg.Model, which must be nil.
 //
-// Errors: a Config that does not make a client (an invalid Server, no
-// Token); a stream that cannot be read after the retries (an invalid
-// token, a server gone); nil when ctx ended.
+// Errors: cfg.Model is set; a Config that does not make a client (an
+// invalid Server, no Token); a stream that cannot be read after the
+// retries (an invalid token, a server gone); nil when ctx ended.
 func Run(ctx context.Context, cfg Config, h Handler) error {
 	if h == nil {
 		return errors.New("agent: Run needs a Handler")
 	}
-	if cfg.Client == nil {
-		if cfg.Token == "" {
-			return errors.New("agent: Config needs a Token (or a Client)")
-		}
-		c, err := NewClient(cfg.Server, cfg.Token, ClientOptions{})
-		if err != nil {
-			return err
-		}
-		cfg.Client = c
-	}
-	if cfg.Transport == "" {
-		cfg.Transport = TransportAuto
+	if cfg.Model != nil {
+		return errors.New("agent: Run answers with its Handler: leave Config.Model nil (or use New with the Model)")
 	}
 	m := &handlerModel{h: h, shown: map[string]map[string]bool{}}
 	cfg.Model = m

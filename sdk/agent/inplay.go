@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// The in-play trust of a run (docs/design/trust.md#approvals): the lowest
+// The in-play trust of a run (the trust design: approvals): the lowest
 // trust of everything the model has read in the run so far. It starts at
 // the context's lowest and only goes down: every tool result the model
 // reads lowers it by the tool's OutputTrust, so that a consequential call

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// What model backends share (sdk/model/openai, sdk/model/anthropic, a
+// What model backends share ([bothy.example.com/bothy/sdk/model/openai], [bothy.example.com/bothy/sdk/model/anthropic], a
 // backend of one's own): the tool gate, the note on a cut answer, and the
 // errors ErrorKind tells apart.
 

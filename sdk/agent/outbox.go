@@ -18,7 +18,7 @@ import (
 // The answer outbox (Config.Outbox): an answer is written to a file before
 // it is sent and removed once the server has given its verdict, so that an
 // answer whose process died while sending it is sent again, under the same
-// key, when the adapter starts next (docs/adapter.md#the-answer-outbox).
+// key, when the adapter starts next (the adapter guide: the answer outbox).
 // The server stores a message once per key and answers a repeat with the
 // original (Idempotent-Replay), so a re-send never doubles an answer.
 

@@ -7,9 +7,9 @@ import (
 
 // Trust says how far an element of a run context may instruct the agent.
 // The server computes it from live rights on every context read
-// (docs/design/trust.md#live-permissions); an adapter never derives it
+// (the trust design: live permissions); an adapter never derives it
 // itself. Values are the GraphQL enum
-// values of schema/runcontext.graphqls.
+// values of the GraphQL schema's RunContext.
 type Trust string
 
 // The trust levels of run_context.v1. A value not listed here (a newer
@@ -88,7 +88,7 @@ func (s RunState) Active() bool {
 }
 
 // SessionMode is how a run relates to the agent's conversation in its
-// thread (docs/design/runs.md#sessions).
+// thread (the runs design: sessions).
 type SessionMode string
 
 // The session modes of a run.
@@ -180,7 +180,7 @@ func (m RunContextMessage) standing() Trust {
 }
 
 // RunContext is run_context.v1, what the server hands an adapter for one
-// run (schema/runcontext.graphqls). ChannelContext is nil when the server
+// run (the GraphQL schema's RunContext). ChannelContext is nil when the server
 // did not build it (it is built only on the first run of a session in a
 // thread with a parent message); TruncatedBeforeSeq is nil when nothing
 // older was left out.
@@ -275,7 +275,7 @@ type RunAnswer struct {
 }
 
 // AgentEvent is one event of the agent's stream. Payload is the JSON object
-// of docs/design/model.md#events; it carries ids, never content.
+// of the events of the model design; it carries ids, never content.
 type AgentEvent struct {
 	Seq       string          `json:"seq"`
 	Type      string          `json:"type"`

@@ -1,6 +1,6 @@
 // Package httptool makes agent tools of HTTP endpoints described in a
 // tools file, so that a team connects its ticket system or deploy hook to
-// an agent without code (docs/adapter.md#http-tools). Each tool POSTs the
+// an agent without code (the adapter guide: HTTP tools). Each tool POSTs the
 // model's arguments as JSON to its URL, optionally with a secret header
 // whose value comes from the environment, and hands the answer back to the
 // model. Consequential tools run behind the SDK's gate (agent.RunTool).

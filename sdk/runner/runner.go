@@ -1,8 +1,8 @@
 // Package runner hands each run of an agent to a command: any MCP-capable
 // agent runtime configured with Bothy's /mcp answers the run through its
-// tools, on a run token that reaches that run alone (docs/mcp.md#runner).
+// tools, on a run token that reaches that run alone (the MCP guide: the runner).
 //
-// The adapter of sdk/agent does everything around it: the event stream,
+// The adapter of [bothy.example.com/bothy/sdk/agent] does everything around it: the event stream,
 // the claim, the lease (renewed while the command runs), fencing,
 // follow-ups and the end. For each run the Handler mints a run token for
 // the adapter's holder and starts the command once, with
@@ -23,7 +23,7 @@
 // The server cannot see the command's own tools: whether an answer was
 // derived from untrusted text the command read beyond the context (a web
 // page, a mailbox) rests on the command declaring it with post_answer's
-// input_trust (docs/mcp.md, Provenance).
+// input_trust (the MCP guide, Provenance).
 package runner
 
 import (

@@ -1,5 +1,5 @@
 // Package anthropictest is a recorded-protocol fake of Anthropic's
-// Messages API for tests of agents built on sdk/model/anthropic: it
+// Messages API for tests of agents built on [bothy.example.com/bothy/sdk/model/anthropic]: it
 // answers as the service does, plain or streamed, and records what it was
 // asked.
 package anthropictest

@@ -1,6 +1,6 @@
 // Package openaitest is a recorded-protocol fake of the OpenAI chat
 // completions API (POST /v1/chat/completions) for tests of agents built on
-// sdk/model/openai: it answers from a script (a completion, a status with
+// [bothy.example.com/bothy/sdk/model/openai]: it answers from a script (a completion, a status with
 // headers and a body, or nothing until the client gives up) and records
 // every request.
 package openaitest
