@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"bothy.example.com/bothy/internal/apitest"
 )
 
 // pythonSDK returns the absolute paths of the repository's root and of the
@@ -77,5 +80,33 @@ func TestPythonFortyLinesInTheDocs(t *testing.T) {
 	m := regexp.MustCompile("(?ms)^```python\n(.*?)^```\n").FindSubmatch(page)
 	if m == nil || string(m[1]) != string(example) {
 		t.Fatal("the first python block of docs/adapter.md is not sdk/python/examples/echo.py")
+	}
+}
+
+// TestPythonEchoOnce: the Python echo agent, run with --once against a
+// server as docs/adapter.md says, answers a person's question in the run's
+// thread and exits once the run has ended.
+func TestPythonEchoOnce(t *testing.T) {
+	t.Parallel()
+	root, python := pythonSDK(t)
+	env := apitest.Start(t, apitest.Options{})
+	m := env.MustPost("alex", env.Main("Support/Eskalation"), "echo-py-1", "@lotse is the printer fixed?")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, filepath.Join(root, "sdk", "python", "examples", "echo.py"), "--once")
+	cmd.Env = append(os.Environ(), "BOTHY_SERVER="+env.URL, "BOTHY_AGENT_TOKEN="+env.World.Token("lotse"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("echo.py --once: %v\n%s", err, out)
+	}
+	thread := env.Main("Support/Eskalation")
+	if started, ok := m["started_thread"].(map[string]any); ok {
+		thread = started["id"].(string)
+	}
+	got := answersIn(env, thread)
+	if len(got) != 1 || !strings.HasPrefix(got[0], `You asked: '@lotse is the printer fixed?'`) || !strings.Contains(got[0], "least trusted element: TRIGGER") {
+		t.Fatalf("answers %q", got)
+	}
+	if n := env.Count(`SELECT count(*) FROM runs WHERE state = 'completed'`); n != 1 {
+		t.Fatalf("%d completed runs", n)
 	}
 }

@@ -171,6 +171,7 @@ class _Active:
     shown: set[str] = field(default_factory=set)
 
     def stop_model(self) -> None:
+        """Ends the model call (the handler's coroutine) of the run at once."""
         if self.model is not None and not self.model.done():
             self.model.cancel()
 
@@ -231,7 +232,9 @@ class Adapter:
             while not self._done.is_set():
                 began = asyncio.get_running_loop().time()
                 try:
-                    page = await self._next(stream)
+                    page = await self._next_or_done(stream)
+                    if page is None:
+                        break
                 except NoWebSocket:
                     log.warning("no WebSocket at the server: reading the stream by long poll from now on")
                     await stream.close()  # type: ignore[union-attr]
@@ -278,6 +281,22 @@ class Adapter:
                 # is dealt with, so that the next process does not read it again.
                 await asyncio.wait_for(self._ack_once(False), 5)
             await self.client.aclose()
+
+    async def _next_or_done(self, stream: AgentStream | None) -> dict[str, Any] | None:
+        """The next page of the stream, or None once the adapter is done (with
+        once, the run ended): a long poll in flight then ends at once."""
+        poll = asyncio.ensure_future(self._next(stream))
+        done = asyncio.ensure_future(self._done.wait())
+        try:
+            await asyncio.wait({poll, done}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            done.cancel()
+        if not poll.done():
+            poll.cancel()
+            with contextlib.suppress(asyncio.CancelledError, BothyError, NoWebSocket):
+                await poll
+            return None
+        return poll.result()
 
     async def _next(self, stream: AgentStream | None) -> dict[str, Any]:
         wait = self.cfg.poll_wait

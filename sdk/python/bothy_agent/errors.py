@@ -41,6 +41,7 @@ class NetworkError(BothyError):
 
     @property
     def temporary(self) -> bool:
+        """Always: the same call may get through."""
         return True
 
 
