@@ -15,7 +15,7 @@ from .errors import (ApprovalPending, BothyError, Conflict, Forbidden, Idempoten
                      Unauthorized)
 from .httptool import ToolsFileError
 from .httptool import load as load_tools
-from .model import AnthropicModel, BadAnswer, ModelConfig, OpenAIModel
+from .model import AnthropicModel, BadAnswer, ModelConfig, OpenAIModel, model_from_env
 from .render import new_boundary, render, with_follow_ups
 from .tools import OPTION_APPROVE, OPTION_DENY, Tool, ask, current_task, run_tool
 from .types import (AUTHORIZED, SELF, SYSTEM, TRIGGER, UNVERIFIED, ContextMessage, Prompt, RunContext, tools_allowed)
@@ -26,7 +26,7 @@ __all__ = [
     "ModelConfig", "NetworkError", "NoApprover", "NotApproved", "NotFound", "OPTION_APPROVE", "OPTION_DENY",
     "OpenAIModel", "Prompt", "RunClaimed", "RunContext", "RunNotActive", "RunNotStarted", "SELF", "SYSTEM", "TRIGGER",
     "Task", "Tool", "ToolsFileError", "TriggerRevoked", "UNVERIFIED", "Unauthorized", "answer_key", "arun", "ask",
-    "current_task", "load_tools", "new_boundary", "new_holder", "render", "run", "run_tool", "tools_allowed",
+    "current_task", "load_tools", "model_from_env", "new_boundary", "new_holder", "render", "run", "run_tool", "tools_allowed",
     "tools_from_env", "with_follow_ups",
 ]
 

@@ -212,3 +212,16 @@ class AnthropicModel:
                 results.append({"type": "tool_result", "tool_use_id": b.id, "content": out})
             messages.append({"role": "user", "content": results})
         raise BadAnswer("too many rounds of tool calls")
+
+
+def model_from_env(**kw: Any) -> OpenAIModel | AnthropicModel:
+    """The backend ``BOTHY_MODEL`` names (``openai``, the default, or
+    ``anthropic``, as ``bothy agent run --model`` reads it) on
+    :meth:`ModelConfig.from_env` with kw set on it."""
+    which = os.environ.get("BOTHY_MODEL", "") or "openai"
+    cfg = ModelConfig.from_env(**kw)
+    if which == "openai":
+        return OpenAIModel(cfg)
+    if which == "anthropic":
+        return AnthropicModel(cfg)
+    raise ValueError(f"bothy: BOTHY_MODEL must be openai or anthropic, not {which!r}")

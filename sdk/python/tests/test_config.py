@@ -47,3 +47,15 @@ def test_run_needs_a_token():
         import asyncio
 
         asyncio.run(bothy_agent.arun(bothy_agent.Config(server="https://chat.example.com"), None))  # type: ignore[arg-type]
+
+
+def test_model_from_env(monkeypatch):
+    monkeypatch.setenv("BOTHY_MODEL_BASE_URL", "https://models.example.com/v1")
+    monkeypatch.setenv("BOTHY_MODEL_NAME", "example-model")
+    monkeypatch.delenv("BOTHY_MODEL", raising=False)
+    assert isinstance(bothy_agent.model_from_env(), bothy_agent.OpenAIModel)
+    monkeypatch.setenv("BOTHY_MODEL", "anthropic")
+    assert isinstance(bothy_agent.model_from_env(stream=True), bothy_agent.AnthropicModel)
+    monkeypatch.setenv("BOTHY_MODEL", "echo")
+    with pytest.raises(ValueError):
+        bothy_agent.model_from_env()
