@@ -694,7 +694,7 @@ class Adapter:
         for e in self.box.entries():
             try:
                 await self._retry(lambda: self.client.create_message(e.thread_id, e.holder, e.key, e.text, e.run_id,
-                                                                      e.input_trust))
+                                                                      e.input_trust or "UNVERIFIED"))
                 self.box.remove(e.key)
                 log.info("outbox: answer sent after a restart key=%s", e.key)
             except RunNotActive:
@@ -703,7 +703,7 @@ class Adapter:
                     keys = {a.get("clientMsgId") for a in r.get("answers") or []}
                     if not is_active(r.get("state", "")) and request_stands(r.get("state", ""), r.get("endReason") or "") \
                             and e.key not in keys:
-                        await self.client.create_message(e.thread_id, "", e.key, e.text, "", e.input_trust)
+                        await self.client.create_message(e.thread_id, "", e.key, e.text, "", e.input_trust or "UNVERIFIED")
                 self.box.remove(e.key)
             except BothyError as err:
                 if err.temporary:

@@ -1,6 +1,8 @@
 """The answer outbox (docs/adapter.md#the-answer-outbox): every answer is on
 disk before it is sent, and removed once the server stored or refused it
-for good, so a process that dies while sending leaves it to the next."""
+for good, so a process that dies while sending leaves it to the next. The
+files are the Go SDK's (agent.Outbox): one JSON file per key, named by the
+key's hash, so adapters of either language may share a folder."""
 
 from __future__ import annotations
 
@@ -8,13 +10,19 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @dataclass
 class OutboxEntry:
     """An answer on its way: its key, thread, run ("" for none), the holder
-    that wrote it, its text and the in-play trust it declares."""
+    that wrote it, its text, the in-play trust it declares and when it was
+    written (RFC 3339, UTC)."""
 
     key: str
     thread_id: str
@@ -22,6 +30,20 @@ class OutboxEntry:
     holder: str
     text: str
     input_trust: str = ""
+    written: str = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, str]:
+        """The entry as the Go SDK writes it (empty optional fields left out)."""
+        d = {"key": self.key, "thread_id": self.thread_id, "run_id": self.run_id, "holder": self.holder, "text": self.text,
+             "input_trust": self.input_trust, "written": self.written}
+        return {k: v for k, v in d.items() if v or k in ("key", "thread_id", "text", "written")}
+
+
+def _sort_key(e: OutboxEntry) -> datetime:
+    try:
+        return datetime.fromisoformat(e.written.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
 
 
 class Outbox:
@@ -32,17 +54,21 @@ class Outbox:
         os.makedirs(folder, mode=0o700, exist_ok=True)
 
     def _path(self, key: str) -> str:
-        # Keys are the server's ids joined; a hash keeps any key a safe name.
-        return os.path.join(self.folder, hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+        # The Go SDK's name: the first 12 bytes of the key's SHA-256, in hex.
+        return os.path.join(self.folder, hashlib.sha256(key.encode()).digest()[:12].hex() + ".json")
 
     def put(self, e: OutboxEntry) -> None:
         """Writes e atomically (a crash leaves the old file or the new one)."""
-        fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(asdict(e), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path(e.key))
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".entry-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(e.to_json(), f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._path(e.key))
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
     def remove(self, key: str) -> None:
         """Removes the entry of key (gone already is fine)."""
@@ -52,15 +78,20 @@ class Outbox:
             pass
 
     def entries(self) -> list[OutboxEntry]:
-        """The entries left by earlier processes, oldest file first; unreadable
-        files are skipped."""
-        names = [n for n in os.listdir(self.folder) if n.endswith(".json")]
-        names.sort(key=lambda n: os.path.getmtime(os.path.join(self.folder, n)))
+        """The entries left by earlier processes, oldest first; unreadable
+        files (and entries without key or thread) are skipped."""
         out = []
-        for n in names:
+        for n in os.listdir(self.folder):
+            if not n.endswith(".json"):
+                continue
             try:
                 with open(os.path.join(self.folder, n), encoding="utf-8") as f:
-                    out.append(OutboxEntry(**json.load(f)))
-            except (OSError, ValueError, TypeError):
+                    d = json.load(f)
+                e = OutboxEntry(key=d["key"], thread_id=d["thread_id"], run_id=d.get("run_id", ""), holder=d.get("holder", ""),
+                                text=d.get("text", ""), input_trust=d.get("input_trust", ""), written=d.get("written", ""))
+            except (OSError, ValueError, KeyError, TypeError):
                 continue
+            if e.key and e.thread_id:
+                out.append(e)
+        out.sort(key=_sort_key)
         return out
