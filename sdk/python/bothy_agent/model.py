@@ -214,14 +214,15 @@ class AnthropicModel:
         raise BadAnswer("too many rounds of tool calls")
 
 
-def model_from_env(**kw: Any) -> OpenAIModel | AnthropicModel:
+def model_from_env(http_client: Any = None, **kw: Any) -> OpenAIModel | AnthropicModel:
     """The backend ``BOTHY_MODEL`` names (``openai``, the default, or
     ``anthropic``, as ``bothy agent run --model`` reads it) on
-    :meth:`ModelConfig.from_env` with kw set on it."""
+    :meth:`ModelConfig.from_env` with kw set on it; http_client as for the
+    backends."""
     which = os.environ.get("BOTHY_MODEL", "") or "openai"
     cfg = ModelConfig.from_env(**kw)
     if which == "openai":
-        return OpenAIModel(cfg)
+        return OpenAIModel(cfg, http_client=http_client)
     if which == "anthropic":
-        return AnthropicModel(cfg)
+        return AnthropicModel(cfg, http_client=http_client)
     raise ValueError(f"bothy: BOTHY_MODEL must be openai or anthropic, not {which!r}")

@@ -47,13 +47,40 @@ class AgentStream:
             raise NetworkError("AgentEvents", f"websocket refused ({e.response.status_code})") from e
         except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as e:
             raise NetworkError("AgentEvents", type(e).__name__) from e
-        await ws.send(json.dumps({"type": "connection_init", "payload": {"Authorization": "Bearer " + self.token}}))
+        try:
+            await ws.send(json.dumps({"type": "connection_init", "payload": {"Authorization": "Bearer " + self.token}}))
+            # The protocol subscribes only after the server acknowledged the connection.
+            await asyncio.wait_for(self._acknowledged(ws), 10)
+        except websockets.ConnectionClosed as e:
+            await ws.close()
+            raise self._closed(e) from e
+        except (OSError, asyncio.TimeoutError, ValueError) as e:
+            await ws.close()
+            raise NetworkError("AgentEvents", "no connection_ack") from e
         await ws.send(json.dumps({"id": str(uuid.uuid4()), "type": "subscribe",
                                   "payload": {"query": Q_SUBSCRIBE, "variables": {"after": after}}}))
         self._ws, self._cursor = ws, after
         self._queue = asyncio.Queue()
         self._reader = asyncio.create_task(self._read(ws, self._queue))
         log.info("agent stream subscribed over WebSocket after=%s", after)
+
+    @staticmethod
+    async def _acknowledged(ws: Any) -> None:
+        while True:
+            msg = json.loads(await ws.recv())
+            if msg.get("type") == "connection_ack":
+                return
+            if msg.get("type") == "ping":
+                await ws.send(json.dumps({"type": "pong"}))
+
+    @staticmethod
+    def _closed(e: websockets.ConnectionClosed) -> Exception:
+        code = e.rcvd.code if e.rcvd else 1006
+        if code in _UNAUTHORIZED:
+            return Unauthorized("AgentEvents", "the token does not authenticate", code="unauthorized", status=401)
+        if code in _REFUSED:
+            return Forbidden("AgentEvents", f"the server refused the subscription ({code})", code="forbidden", status=403)
+        return NetworkError("AgentEvents", f"the server closed the subscription ({code})")
 
     async def _read(self, ws: Any, q: asyncio.Queue) -> None:
         try:
@@ -74,13 +101,7 @@ class AgentStream:
                     return
             await q.put(NetworkError("AgentEvents", "the socket closed"))
         except websockets.ConnectionClosed as e:
-            code = e.rcvd.code if e.rcvd else 1006
-            if code in _UNAUTHORIZED:
-                await q.put(Unauthorized("AgentEvents", "the token does not authenticate", code="unauthorized", status=401))
-            elif code in _REFUSED:
-                await q.put(Forbidden("AgentEvents", f"the server refused the subscription ({code})", code="forbidden", status=403))
-            else:
-                await q.put(NetworkError("AgentEvents", f"the server closed the subscription ({code})"))
+            await q.put(self._closed(e))
         except (OSError, ValueError) as e:
             await q.put(NetworkError("AgentEvents", type(e).__name__))
 

@@ -1,5 +1,6 @@
 """Configuration from the environment and the refusals of bad settings."""
 
+import httpx2
 import pytest
 
 import bothy_agent
@@ -53,9 +54,11 @@ def test_model_from_env(monkeypatch):
     monkeypatch.setenv("BOTHY_MODEL_BASE_URL", "https://models.example.com/v1")
     monkeypatch.setenv("BOTHY_MODEL_NAME", "example-model")
     monkeypatch.delenv("BOTHY_MODEL", raising=False)
-    assert isinstance(bothy_agent.model_from_env(), bothy_agent.OpenAIModel)
+    # A client of the libraries' own HTTP package, so that no TLS setup is made.
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda r: httpx2.Response(500)))
+    assert isinstance(bothy_agent.model_from_env(http), bothy_agent.OpenAIModel)
     monkeypatch.setenv("BOTHY_MODEL", "anthropic")
-    assert isinstance(bothy_agent.model_from_env(stream=True), bothy_agent.AnthropicModel)
+    assert isinstance(bothy_agent.model_from_env(http, stream=True), bothy_agent.AnthropicModel)
     monkeypatch.setenv("BOTHY_MODEL", "echo")
     with pytest.raises(ValueError):
         bothy_agent.model_from_env()
