@@ -411,11 +411,7 @@ class Adapter:
     async def _serve(self, run: _Active, inv: dict[str, Any], rc: RunContext, started: dict[str, Any], tp: str) -> None:
         traceparent_var.set(tp)
         try:
-            if self._sem is not None:
-                async with self._sem:
-                    await self._answer(run, inv, rc, started)
-            else:
-                await self._answer(run, inv, rc, started)
+            await self._answer(run, inv, rc, started)
         except _Stop:
             pass
         except asyncio.CancelledError:
@@ -497,7 +493,12 @@ class Adapter:
 
         async def call() -> str | None:
             use_task(task)
-            await self.handler(task)
+            if self._sem is None:
+                await self.handler(task)
+            else:
+                # Only the handler waits for a slot: the lease is kept meanwhile.
+                async with self._sem:
+                    await self.handler(task)
             return task._answer
 
         run.model = asyncio.create_task(call())

@@ -132,3 +132,34 @@ def test_claimed_elsewhere_is_skipped(server):
 
     asyncio.run(main())
     assert "CreateMessage" not in server.ops() and "FinishRun" not in server.ops()
+
+
+def test_max_concurrent_keeps_the_lease_of_a_waiting_run(server):
+    inv2 = {"seq": "2", "type": "agent.invocation", "payload": {"run_id": "r2", "thread_id": "t1", "message_id": "m1", "attempt": 1}}
+    serve(server, [{"events": [invocation(), inv2], "nextAfter": "2"}], [context()])
+    server.routes["StartRun"] = lambda v: {"data": {"startRun": {"id": v["id"], "state": "RUNNING", "triggeringMessageId": "m1",
+                                                                 "answers": [], "leaseExpiresAt": "2000-01-01T00:00:00Z"}}}
+    server.routes["RenewRun"] = lambda v: {"data": {"renewRun": {"id": v["id"]}}}
+    running, most = [0], [0]
+
+    async def handle(task):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        await asyncio.sleep(0.5)
+        running[0] -= 1
+        await task.answer("Done, Alex.")
+
+    async def main():
+        a = adapter(server, handle)
+        a.cfg.once, a.cfg.max_concurrent = False, 1
+        a._sem = asyncio.Semaphore(1)
+        t = asyncio.create_task(a.run())
+        while [op for op, _, _ in server.calls].count("FinishRun") < 2:
+            await asyncio.sleep(0.05)
+        t.cancel()
+        await asyncio.gather(t, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+    assert most[0] == 1
+    # The run that waited for the slot renewed its claim meanwhile.
+    assert any(op == "RenewRun" and v["id"] == "r2" for op, v, _ in server.calls[:[op for op, _, _ in server.calls].index("FinishRun")])
