@@ -10,7 +10,7 @@ cancels, and the gate in front of consequential tools.
 from .adapter import Adapter, Config, FailRun, Handler, Task, arun, new_holder, run
 from .answers import answer_key
 from .client import Client
-from .errors import (ApprovalPending, BothyError, Conflict, Forbidden, IdempotencyKeyReused, LiveVersion, NetworkError,
+from .errors import (AlreadyDecided, ApprovalPending, BothyError, Conflict, Forbidden, IdempotencyKeyReused, LiveVersion, NetworkError,
                      NoApprover, NotApproved, NotFound, RunClaimed, RunNotActive, RunNotStarted, TriggerRevoked,
                      Unauthorized)
 from .httptool import ToolsFileError
@@ -19,9 +19,10 @@ from .model import AnthropicModel, BadAnswer, ModelConfig, OpenAIModel, model_fr
 from .render import new_boundary, render, with_follow_ups
 from .tools import OPTION_APPROVE, OPTION_DENY, Tool, ask, current_task, run_tool
 from .types import (AUTHORIZED, SELF, SYSTEM, TRIGGER, UNVERIFIED, ContextMessage, Prompt, RunContext, tools_allowed)
+from .ws import NoWebSocket
 
 __all__ = [
-    "AUTHORIZED", "Adapter", "AnthropicModel", "ApprovalPending", "BadAnswer", "BothyError", "Client", "Config",
+    "AUTHORIZED", "AlreadyDecided", "NoWebSocket", "Adapter", "AnthropicModel", "ApprovalPending", "BadAnswer", "BothyError", "Client", "Config",
     "Conflict", "ContextMessage", "FailRun", "Forbidden", "Handler", "IdempotencyKeyReused", "LiveVersion",
     "ModelConfig", "NetworkError", "NoApprover", "NotApproved", "NotFound", "OPTION_APPROVE", "OPTION_DENY",
     "OpenAIModel", "Prompt", "RunClaimed", "RunContext", "RunNotActive", "RunNotStarted", "SELF", "SYSTEM", "TRIGGER",

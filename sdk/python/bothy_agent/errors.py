@@ -93,6 +93,10 @@ class ApprovalPending(Conflict):
     """The run waits for another approval already (``approval_pending``)."""
 
 
+class AlreadyDecided(Conflict):
+    """The approval was decided already (``already_decided``)."""
+
+
 class NotApproved(Exception):
     """The person who asked did not approve a consequential tool call (denied,
     expired or withdrawn): the tool did not run. ``text`` is what the model
@@ -115,6 +119,7 @@ _BY_REASON: dict[str, type[BothyError]] = {
     "idempotency_key_reused": IdempotencyKeyReused,
     "live_version": LiveVersion,
     "approval_pending": ApprovalPending,
+    "already_decided": AlreadyDecided,
 }
 
 _BY_CODE: dict[str, type[BothyError]] = {

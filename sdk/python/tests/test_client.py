@@ -15,7 +15,10 @@ TP = "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"
 
 @pytest.mark.parametrize("reason,cls", [("run_claimed", bothy_agent.RunClaimed), ("run_not_active", bothy_agent.RunNotActive),
                                         ("trigger_revoked", bothy_agent.TriggerRevoked),
-                                        ("idempotency_key_reused", bothy_agent.IdempotencyKeyReused)])
+                                        ("idempotency_key_reused", bothy_agent.IdempotencyKeyReused),
+                                        ("run_not_started", bothy_agent.RunNotStarted), ("live_version", bothy_agent.LiveVersion),
+                                        ("approval_pending", bothy_agent.ApprovalPending),
+                                        ("already_decided", bothy_agent.AlreadyDecided)])
 def test_reasons_raise_their_class(server, reason, cls):
     server.routes["FinishRun"] = lambda v: refusal("conflict", reason)
     with pytest.raises(cls) as e:
