@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import secrets
 import signal
 from collections.abc import Awaitable, Callable
@@ -38,6 +39,13 @@ ACK_EVERY = 1.0
 BLOCKER_CHECK_EVERY = 3.0
 MIN_RENEW_INTERVAL = 0.2
 MIN_POLL_INTERVAL = 0.2
+
+
+def parse_time(s: str) -> datetime:
+    """Reads an RFC 3339 time as the server writes it (Go's, with one to nine
+    digits of a second; Python 3.10's fromisoformat takes only three or six)."""
+    s = re.sub(r"\.(\d+)", lambda m: "." + (m.group(1) + "000000")[:6], s.replace("Z", "+00:00"))
+    return datetime.fromisoformat(s)
 
 
 def new_holder() -> str:
@@ -434,8 +442,7 @@ class Adapter:
         every = MIN_RENEW_INTERVAL
         if until:
             with contextlib.suppress(ValueError):
-                left = (datetime.fromisoformat(until.replace("Z", "+00:00")) - datetime.now(timezone.utc)).total_seconds()
-                every = max(MIN_RENEW_INTERVAL, left / 3)
+                every = max(MIN_RENEW_INTERVAL, (parse_time(until) - datetime.now(timezone.utc)).total_seconds() / 3)
         while True:
             await asyncio.sleep(every)
             try:
