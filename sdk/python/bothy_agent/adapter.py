@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import secrets
 import signal
 from collections.abc import Awaitable, Callable
@@ -27,7 +26,7 @@ from .live import LiveWriter
 from .outbox import Outbox, OutboxEntry
 from .render import new_boundary, render, with_follow_ups
 from .tools import Approver, use_task
-from .types import ContextMessage, Prompt, RunContext
+from .types import ContextMessage, Prompt, RunContext, parse_time
 from .ws import AgentStream, NoWebSocket
 
 log = logging.getLogger("bothy_agent")
@@ -39,13 +38,6 @@ ACK_EVERY = 1.0
 BLOCKER_CHECK_EVERY = 3.0
 MIN_RENEW_INTERVAL = 0.2
 MIN_POLL_INTERVAL = 0.2
-
-
-def parse_time(s: str) -> datetime:
-    """Reads an RFC 3339 time as the server writes it (Go's, with one to nine
-    digits of a second; Python 3.10's fromisoformat takes only three or six)."""
-    s = re.sub(r"\.(\d+)", lambda m: "." + (m.group(1) + "000000")[:6], s.replace("Z", "+00:00"))
-    return datetime.fromisoformat(s)
 
 
 def new_holder() -> str:

@@ -13,6 +13,8 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from .types import parse_time
+
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
@@ -41,7 +43,7 @@ class OutboxEntry:
 
 def _sort_key(e: OutboxEntry) -> datetime:
     try:
-        return datetime.fromisoformat(e.written.replace("Z", "+00:00"))
+        return parse_time(e.written)
     except ValueError:
         return datetime.min.replace(tzinfo=timezone.utc)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 UNVERIFIED = "UNVERIFIED"
@@ -36,6 +38,13 @@ def tools_allowed(t: str | None) -> bool:
     only while everything read is the request of the person who asked, the
     agent's trustworthy words or a system line (AUTHORIZED is below the gate)."""
     return t in (TRIGGER, SELF, SYSTEM)
+
+
+def parse_time(s: str) -> datetime:
+    """Reads an RFC 3339 time as the server writes it (Go's, with one to nine
+    digits of a second; Python 3.10's fromisoformat takes only three or six)."""
+    s = re.sub(r"\.(\d+)", lambda m: "." + (m.group(1) + "000000")[:6], s.replace("Z", "+00:00"))
+    return datetime.fromisoformat(s)
 
 
 @dataclass

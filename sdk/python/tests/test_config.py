@@ -67,7 +67,7 @@ def test_model_from_env(monkeypatch):
 def test_server_times_with_nanoseconds():
     from datetime import datetime, timezone
 
-    from bothy_agent.adapter import parse_time
+    from bothy_agent.types import parse_time
 
     assert parse_time("2026-01-02T03:04:05.123456789Z") == datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)
     assert parse_time("2026-01-02T03:04:05.12Z") == datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=timezone.utc)
