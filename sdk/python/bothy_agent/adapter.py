@@ -749,7 +749,10 @@ async def arun(config: Config, handler: Handler) -> None:
 
 def run(config: Config, handler: Handler) -> None:
     """Runs the adapter until SIGINT or SIGTERM (or, with ``config.once``,
-    until its first run ended): the entry point of an agent program."""
+    until its first run ended): the entry point of an agent program. An
+    adapter that cannot run (no token, a token that does not authenticate,
+    a server that stays away) ends the program with its reason and exit
+    status 1; use :func:`arun` to handle these yourself."""
 
     async def main() -> None:
         task = asyncio.current_task()
@@ -760,5 +763,8 @@ def run(config: Config, handler: Handler) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await arun(config, handler)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except (BothyError, ValueError) as e:
+        raise SystemExit(str(e)) from None
 
