@@ -9,7 +9,7 @@ cancels, and the gate in front of consequential tools.
 
 from .adapter import Adapter, Config, FailRun, Handler, Task, arun, new_holder, run
 from .answers import answer_key
-from .client import Client
+from .client import HOLDER_HEADER, Client, holder_headers
 from .errors import (AlreadyDecided, ApprovalPending, BothyError, Conflict, Forbidden, IdempotencyKeyReused, LiveVersion,
                      NetworkError, NoApprover, NotApproved, NotFound, RunClaimed, RunNotActive, RunNotStarted,
                      TriggerRevoked, Unauthorized)
@@ -23,12 +23,13 @@ from .ws import NoWebSocket
 
 __all__ = [
     "AUTHORIZED", "Adapter", "AlreadyDecided", "AnthropicModel", "ApprovalPending", "BadAnswer", "BothyError",
-    "Client", "Config", "Conflict", "ContextMessage", "FailRun", "Forbidden", "Handler", "IdempotencyKeyReused",
-    "LiveVersion", "ModelConfig", "NetworkError", "NoApprover", "NoWebSocket", "NotApproved", "NotFound",
-    "OPTION_APPROVE", "OPTION_DENY", "OpenAIModel", "Prompt", "RunClaimed", "RunContext", "RunNotActive",
-    "RunNotStarted", "SELF", "SYSTEM", "TRIGGER", "Task", "Tool", "ToolsFileError", "TriggerRevoked", "UNVERIFIED",
-    "Unauthorized", "answer_key", "arun", "ask", "current_task", "load_tools", "model_from_env", "new_boundary",
-    "new_holder", "render", "run", "run_tool", "tools_allowed", "tools_from_env", "with_follow_ups",
+    "Client", "Config", "Conflict", "ContextMessage", "FailRun", "Forbidden", "HOLDER_HEADER", "Handler",
+    "IdempotencyKeyReused", "LiveVersion", "ModelConfig", "NetworkError", "NoApprover", "NoWebSocket",
+    "NotApproved", "NotFound", "OPTION_APPROVE", "OPTION_DENY", "OpenAIModel", "Prompt", "RunClaimed", "RunContext",
+    "RunNotActive", "RunNotStarted", "SELF", "SYSTEM", "TRIGGER", "Task", "Tool", "ToolsFileError",
+    "TriggerRevoked", "UNVERIFIED", "Unauthorized", "answer_key", "arun", "ask", "current_task", "holder_headers",
+    "load_tools", "model_from_env", "new_boundary", "new_holder", "render", "run", "run_tool", "tools_allowed",
+    "tools_from_env", "with_follow_ups",
 ]
 
 

@@ -233,6 +233,18 @@ class Client:
         return ap
 
 
+#: The REST header that names the holder on calls on a claimed run.
+HOLDER_HEADER = "Bothy-Run-Holder"
+
+
+def holder_headers(holder: str) -> dict[str, str]:
+    """The headers that name holder on a REST call on a claimed run
+    (``POST /api/v1/threads/{id}/messages``, ``/runs/{id}/finish``, ...), for
+    handlers that call the REST API themselves; GraphQL takes the holder as
+    the ``holder`` argument, which the SDK's client sends."""
+    return {HOLDER_HEADER: holder} if holder else {}
+
+
 def is_temporary(err: BaseException) -> bool:
     """Whether an idempotent call that raised err may be repeated."""
     return isinstance(err, BothyError) and err.temporary

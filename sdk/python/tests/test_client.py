@@ -89,3 +89,8 @@ def test_traceparent_on_run_calls_not_on_stream_calls(server):
 
     asyncio.run(calls())
     assert [h.get("traceparent") for _, _, h in server.calls] == [TP, None, None]
+
+
+def test_holder_headers_for_rest():
+    assert bothy_agent.holder_headers("adapter-00000000000000aa") == {"Bothy-Run-Holder": "adapter-00000000000000aa"}
+    assert bothy_agent.holder_headers("") == {}  # the anonymous holder names none
