@@ -122,6 +122,12 @@ class Task:
         return self.prompt.context.run_id
 
     @property
+    def holder(self) -> str:
+        """The holder this process claimed the run as ("" outside a run): what a
+        handler names on its own calls on the run (``holder_headers``)."""
+        return self._approver.holder if self._approver is not None else ""
+
+    @property
     def context(self) -> RunContext:
         """The run's context, follow-ups included."""
         return self.prompt.context

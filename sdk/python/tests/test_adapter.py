@@ -55,6 +55,7 @@ def test_answers_once_with_key_holder_and_input_trust(server):
 
     async def handle(task):
         assert task.context.trigger_message.content_md == "@lotse is the printer fixed?"
+        assert task.holder == HOLDER and task.run_id == "r1" and task.in_play() == "TRIGGER"
         await task.answer("It is, Alex.")
 
     asyncio.run(asyncio.wait_for(adapter(server, handle).run(), 10))
