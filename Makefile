@@ -199,3 +199,10 @@ image:
 
 vet:
 	$(GO) vet ./...
+
+## manifests: render every overlay of deploy/kubernetes, alone and with each component, and validate it offline for Kubernetes 1.27 and the newest release, alerts through promtool (make test does it too; deploy/kubernetes/README.md)
+# The tool is a module of its own, outside go.work; GOFLAGS are the
+# server's.
+.PHONY: manifests
+manifests:
+	cd deploy/kubernetes/check && GOWORK=off GOFLAGS= $(GO) run . && GOWORK=off GOFLAGS= $(GO) run -modfile=go.127.mod .
