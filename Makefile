@@ -88,7 +88,7 @@ stress: assets audit-deps
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/ ./internal/chat/ ./internal/feed/
 
 ## chaos: the chaos test of runs (internal/chaos, build tag chaos; make test runs a smoke of it with CHAOS_RUNS=2): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
-chaos: assets
+chaos: assets sdk-python sdk-typescript
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '^(TestChaos|TestFreshAdapterLearnsTheAcknowledgedPosition)$$' ./internal/chaos/
 
 ## conformance-matrix: every single-fault adapter of internal/conformance/testdata/broken against every scenario of the conformance kit (make test runs each against its own scenarios and a control): each must fail exactly the scenarios of its rule, the reference adapter none
