@@ -141,7 +141,11 @@ func Register(mux *http.ServeMux, d Deps) {
 		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: baseURL(d, r) + MetadataPath,
 			AllowMissingExpiration: true})(withPrincipal).ServeHTTP(w, r)
 	}))
-	mux.HandleFunc("GET "+MetadataPath, func(w http.ResponseWriter, r *http.Request) {
+	// The metadata answers at the bare path, which a 401 names, and at
+	// the path RFC 9728 section 3.1 derives from the resource's
+	// (/.well-known/oauth-protected-resource/mcp), which clients of the
+	// 2025-11-25 specification try first when they start without a 401.
+	metadata := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		meta := &oauthex.ProtectedResourceMetadata{
 			Resource:               baseURL(d, r) + Path,
 			BearerMethodsSupported: []string{"header"},
@@ -153,6 +157,8 @@ func Register(mux *http.ServeMux, d Deps) {
 		}
 		auth.ProtectedResourceMetadataHandler(meta).ServeHTTP(w, r)
 	})
+	mux.Handle("GET "+MetadataPath, metadata)
+	mux.Handle("GET "+MetadataPath+Path, metadata)
 }
 
 // clientOf is the address r came from, without its port.

@@ -132,18 +132,21 @@ func TestMCPProviderAccessTokens(t *testing.T) {
 	m := provider(t)
 	env := signInEnv(t, m, map[string]string{})
 
-	resp, err := http.Get(env.URL + "/.well-known/oauth-protected-resource")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var meta struct {
-		Resource             string   `json:"resource"`
-		AuthorizationServers []string `json:"authorization_servers"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&meta)
-	resp.Body.Close()
-	if err != nil || meta.Resource != mcpResource || len(meta.AuthorizationServers) != 1 || meta.AuthorizationServers[0] != m.Issuer() {
-		t.Fatalf("metadata %+v (%v): want the resource %s and the provider %s", meta, err, mcpResource, m.Issuer())
+	// At the path a 401 names and at the one RFC 9728 derives from /mcp.
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
+		resp, err := http.Get(env.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			Resource             string   `json:"resource"`
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&meta)
+		resp.Body.Close()
+		if err != nil || meta.Resource != mcpResource || len(meta.AuthorizationServers) != 1 || meta.AuthorizationServers[0] != m.Issuer() {
+			t.Fatalf("%s: %+v (%v), want the resource %s and the provider %s", path, meta, err, mcpResource, m.Issuer())
+		}
 	}
 
 	// Alex's first token links the account by the verified address.
