@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/oauth2-proxy/mockoidc"
 
 	"bothy.example.com/bothy/internal/apitest"
@@ -229,5 +232,72 @@ func TestMCPProviderAccessTokensRefused(t *testing.T) {
 	// tokens alone, since its audience is the MCP resource.
 	if r := env.REST(http.MethodGet, "/api/v1/me", accessToken(t, m, alex), nil); r.Status != http.StatusUnauthorized {
 		t.Fatalf("REST with a provider token: %d", r.Status)
+	}
+}
+
+// toServer sends the requests for http.public_url (chat.example.com, on
+// which the test server does not listen) to env, and every other request
+// on unchanged: the MCP client sees the URLs the metadata names.
+type toServer struct{ env *apitest.Env }
+
+func (t toServer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host == "chat.example.com" {
+		u, _ := url.Parse(t.env.URL)
+		r = r.Clone(r.Context())
+		r.URL.Scheme, r.URL.Host, r.Host = u.Scheme, u.Host, u.Host
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPClientLogsInByItself: the official Go SDK's MCP client, given
+// only the URL, logs Alex in with its OAuth support: the 401 names the
+// metadata, the metadata the provider, the client runs the code flow with
+// PKCE there (as a client registered in advance: mockoidc registers none
+// dynamically) and calls the tools with the access token it got.
+// mockoidc puts its client ID in the audience of its access tokens, so the
+// provider's client here is named by the resource URL; and no address in
+// them, so Alex's account is linked by a browser sign-in first.
+func TestMCPClientLogsInByItself(t *testing.T) {
+	t.Parallel()
+	m := provider(t)
+	m.ClientID = mcpResource
+	env := signInEnv(t, m, map[string]string{})
+	sessionOf(t, signIn(t, env, m, &mockoidc.MockUser{Subject: "idp-alex", Email: "alex@example.com", EmailVerified: true}))
+	client := &http.Client{Transport: toServer{env}}
+	var asked url.Values
+	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		PreregisteredClient: &oauthex.ClientCredentials{ClientID: m.ClientID,
+			ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: m.ClientSecret}},
+		RedirectURL: "http://127.0.0.1:1/callback",
+		ScopeFilter: func([]string) []string { return []string{"openid", "email"} },
+		// The browser: the provider signs Alex in and redirects with the code.
+		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			u, _ := url.Parse(args.URL)
+			asked = u.Query()
+			m.QueueUser(&mockoidc.MockUser{Subject: "idp-alex", Email: "alex@example.com", EmailVerified: true})
+			back, err := url.Parse(browse(t, args.URL).Header.Get("Location"))
+			if err != nil {
+				return nil, err
+			}
+			return &auth.AuthorizationResult{Code: back.Query().Get("code"), State: back.Query().Get("state")}, nil
+		},
+		AcceptUnadvertisedIss: true,
+		Client:                client,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "bothy-test", Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: mcpResource, HTTPClient: client, OAuthHandler: h}, nil)
+	if err != nil {
+		t.Fatalf("connect with the SDK's OAuth: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if asked.Get("resource") != mcpResource || asked.Get("code_challenge_method") != "S256" {
+		t.Fatalf("the client asked the provider with %v: want the resource %s and PKCE", asked, mcpResource)
+	}
+	esk := env.Main("Support/Eskalation")
+	if out, text, isErr := mcpTool(t, s, "read_thread", map[string]any{"thread_id": esk}); isErr || out["id"] != esk {
+		t.Fatalf("alex reads Support/Eskalation: %s", text)
 	}
 }
