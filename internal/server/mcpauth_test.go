@@ -18,6 +18,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/config"
 )
 
 // The resource the test server's metadata names (http.public_url of
@@ -228,6 +229,9 @@ func TestMCPProviderAccessTokensRefused(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM principal_identities`); n != 0 {
 		t.Fatalf("refused tokens linked %d accounts", n)
 	}
+	if n := env.Count(`SELECT count(*) FROM principals`); n != len(env.World.Principals) {
+		t.Fatalf("%d principals after refused tokens, want the world's %d", n, len(env.World.Principals))
+	}
 	// The provider's token opens /mcp only: REST and GraphQL take Bothy
 	// tokens alone, since its audience is the MCP resource.
 	if r := env.REST(http.MethodGet, "/api/v1/me", accessToken(t, m, alex), nil); r.Status != http.StatusUnauthorized {
@@ -299,5 +303,60 @@ func TestMCPClientLogsInByItself(t *testing.T) {
 	esk := env.Main("Support/Eskalation")
 	if out, text, isErr := mcpTool(t, s, "read_thread", map[string]any{"thread_id": esk}); isErr || out["id"] != esk {
 		t.Fatalf("alex reads Support/Eskalation: %s", text)
+	}
+}
+
+// TestMCPProviderTokenSpendsThePersonsBucket: a tool call with the
+// provider's token spends from the person's own bucket of the rate class,
+// the one the person's Bothy token spends from: with a burst of three in
+// rl.read, Alex's GraphQL query leaves two, her list_channels with the
+// provider's token one.
+func TestMCPProviderTokenSpendsThePersonsBucket(t *testing.T) {
+	t.Parallel()
+	m := provider(t)
+	env := signInEnv(t, m, map[string]string{config.RateReadBurst: "3", config.RateReadPerMinute: "1"})
+	const listChannels = `query ListChannels($first: Int) { channels(first: $first) { nodes { id } } }`
+	if res := env.GraphQL(env.World.Token("alex"), listChannels, map[string]any{"first": 5}, nil); len(res.Errors) != 0 ||
+		!strings.HasPrefix(res.Header.Get("RateLimit"), `"rl.read";r=2;`) {
+		t.Fatalf("GraphQL: %+v, RateLimit %q", res.Errors, res.Header.Get("RateLimit"))
+	}
+	tok := accessToken(t, m, jwt.MapClaims{"sub": "idp-alex", "email": "alex@example.com", "email_verified": true})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_channels","arguments":{"first":5}}}`
+	req, _ := http.NewRequest(http.MethodPost, env.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"isError":true`) || !strings.HasPrefix(resp.Header.Get("RateLimit"), `"rl.read";r=1;`) {
+		t.Fatalf("list_channels with the provider's token: %d %s, RateLimit %q", resp.StatusCode, b, resp.Header.Get("RateLimit"))
+	}
+}
+
+// TestMCPProviderTokenCreatesPeople: with auth.oidc.create_people, a token
+// naming an unknown person of an allowed domain brings them in as a
+// browser sign-in would (a new person without grants, the handle from the
+// address); another domain is still refused.
+func TestMCPProviderTokenCreatesPeople(t *testing.T) {
+	t.Parallel()
+	m := provider(t)
+	env := signInEnv(t, m, map[string]string{config.AuthOIDCCreatePeople: "true", config.AuthOIDCAllowedDomains: "example.com"})
+	kim := mcpSession(t, env, accessToken(t, m, jwt.MapClaims{"sub": "idp-kim", "email": "kim@example.com", "email_verified": true}))
+	if out, text, isErr := mcpTool(t, kim, "list_channels", map[string]any{}); isErr || out == nil {
+		t.Fatalf("kim's list_channels: %s", text)
+	}
+	if n := env.Count(`SELECT count(*) FROM principals p JOIN principal_identities i ON i.principal_id = p.id
+		WHERE p.handle = 'kim' AND i.subject = 'idp-kim'`); n != 1 {
+		t.Fatalf("%d linked people kim, want 1", n)
+	}
+	if n := env.Count(`SELECT count(*) FROM grants g JOIN principals p ON p.id = g.subject_principal_id WHERE p.handle = 'kim'`); n != 0 {
+		t.Fatalf("a created person has %d grants", n)
+	}
+	if status, _, _ := postMCPRaw(t, env, accessToken(t, m, jwt.MapClaims{"sub": "idp-z", "email": "z@elsewhere.example.net", "email_verified": true})); status != http.StatusUnauthorized {
+		t.Fatalf("another domain: %d", status)
 	}
 }
