@@ -145,7 +145,16 @@ func Register(mux *http.ServeMux, d Deps) {
 	// the path RFC 9728 section 3.1 derives from the resource's
 	// (/.well-known/oauth-protected-resource/mcp), which clients of the
 	// 2025-11-25 specification try first when they start without a 401.
-	metadata := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	metadata := metadataHandler(d)
+	mux.Handle("GET "+MetadataPath, metadata)
+	mux.Handle("GET "+MetadataPath+Path, metadata)
+}
+
+// metadataHandler serves the protected resource metadata (RFC 9728) of
+// /mcp: the resource at the public URL and, with sign-in configured, the
+// provider as its authorization server.
+func metadataHandler(d Deps) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		meta := &oauthex.ProtectedResourceMetadata{
 			Resource:               baseURL(d, r) + Path,
 			BearerMethodsSupported: []string{"header"},
@@ -157,8 +166,6 @@ func Register(mux *http.ServeMux, d Deps) {
 		}
 		auth.ProtectedResourceMetadataHandler(meta).ServeHTTP(w, r)
 	})
-	mux.Handle("GET "+MetadataPath, metadata)
-	mux.Handle("GET "+MetadataPath+Path, metadata)
 }
 
 // clientOf is the address r came from, without its port.

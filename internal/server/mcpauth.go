@@ -5,7 +5,18 @@ import (
 
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/mcpface"
+	"bothy.example.com/bothy/internal/modules"
 )
+
+// mcpProvider is the provider whose access tokens the MCP face takes: the
+// sign-in's, or none without sign-in. A nil *signin.Service must not
+// become a non-nil interface value.
+func mcpProvider(set *modules.Set) mcpface.Provider {
+	if set.SignIn == nil {
+		return nil
+	}
+	return set.SignIn
+}
 
 // authenticateToken resolves the bearer token of an API request. A Bothy
 // token, as ever; and the provider's access token with which an MCP

@@ -257,13 +257,9 @@ func New(d Deps) (*Server, error) {
 	// (docs/mcp.md). A request to /mcp is one request against the
 	// principal's in-flight cap, and its answer reports the lowest bucket
 	// its tools' API calls spent from (the meters nest).
-	mcpDeps := mcpface.Deps{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }),
+	mcpface.Register(mux, mcpface.Deps{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }),
 		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody, Client: proxies.Client,
-		PublicURL: s.publicURL, Admit: func(h http.Handler) http.Handler { return meterRateLimit(s.capConcurrency(h)) }}
-	if set.SignIn != nil {
-		mcpDeps.Provider = set.SignIn
-	}
-	mcpface.Register(mux, mcpDeps)
+		PublicURL: s.publicURL, Admit: func(h http.Handler) http.Handler { return meterRateLimit(s.capConcurrency(h)) }, Provider: mcpProvider(set)})
 	signInURL := ""
 	if set.SignIn != nil {
 		set.SignIn.Register(mux)
