@@ -37,6 +37,42 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// codeLine is the line bothy login prints for the person.
+var codeLine = regexp.MustCompile(`open (\S+) and enter the code (\S+)`)
+
+// runLogin runs bothy login against env and, once it printed the code,
+// approves it at p as user (or declines it); it returns the command's
+// output and error.
+func runLogin(t *testing.T, env *apitest.Env, p *signintest.Provider, user *mockoidc.MockUser, approve bool) (string, error) {
+	t.Helper()
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(context.Background(), []string{"login", "--server", env.URL}, &out, &errOut) }()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := codeLine.FindStringSubmatch(out.String()); m != nil {
+			if !strings.HasPrefix(m[1], p.Addr()) {
+				t.Fatalf("login printed the verification URL %s, want the provider's", m[1])
+			}
+			if approve {
+				p.Approve(m[2], user)
+			} else {
+				p.Deny(m[2])
+			}
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("login printed no code: %s %s", out.String(), errOut.String())
+		}
+	}
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(20 * time.Second):
+		t.Fatal("login did not end after the approval")
+		return "", nil
+	}
+}
+
 // TestLoginCommand: bothy login --server URL prints the provider's
 // verification URL and code, polls until Alex approved there, and keeps
 // the session token in the user's configuration folder with mode 0600;
@@ -52,37 +88,7 @@ func TestLoginCommand(t *testing.T) {
 	}})
 	alex := &mockoidc.MockUser{Subject: "idp-alex", Email: "alex@example.com", EmailVerified: true}
 
-	code := regexp.MustCompile(`open (\S+) and enter the code (\S+)`)
-	login := func(approve bool) (string, error) {
-		var out, errOut syncBuffer
-		done := make(chan error, 1)
-		go func() { done <- run(context.Background(), []string{"login", "--server", env.URL}, &out, &errOut) }()
-		for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if m := code.FindStringSubmatch(out.String()); m != nil {
-				if !strings.HasPrefix(m[1], p.Addr()) {
-					t.Fatalf("login printed the verification URL %s, want the provider's", m[1])
-				}
-				if approve {
-					p.Approve(m[2], alex)
-				} else {
-					p.Deny(m[2])
-				}
-				break
-			}
-			if time.Now().After(end) {
-				t.Fatalf("login printed no code: %s %s", out.String(), errOut.String())
-			}
-		}
-		select {
-		case err := <-done:
-			return out.String(), err
-		case <-time.After(20 * time.Second):
-			t.Fatal("login did not end after the approval")
-			return "", nil
-		}
-	}
-
-	if _, err := login(false); err == nil || !strings.Contains(err.Error(), "declined") {
+	if _, err := runLogin(t, env, p, alex, false); err == nil || !strings.Contains(err.Error(), "declined") {
 		t.Fatalf("a declined login: %v", err)
 	}
 	file := filepath.Join(cfgDir, "bothy", "token.json")
@@ -90,7 +96,7 @@ func TestLoginCommand(t *testing.T) {
 		t.Fatalf("a declined login left %s: %v", file, err)
 	}
 
-	if out, err := login(true); err != nil || !strings.Contains(out, "Signed in to "+env.URL) {
+	if out, err := runLogin(t, env, p, alex, true); err != nil || !strings.Contains(out, "Signed in to "+env.URL) {
 		t.Fatalf("login: %v\n%s", err, out)
 	}
 	st, err := os.Stat(file)
