@@ -60,6 +60,10 @@ Usage:
                                                         token create|list|revoke, audit export (bothy admin --help)
   bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]
                                                         issue a token for the principal with handle H (= bothy admin token create)
+  bothy login --server URL                              sign in through the server's identity provider (device grant)
+                                                        and keep the session token in the user's configuration folder
+  bothy logout                                          end that session at the server and delete the file
+  bothy token show                                      print the kept session token (curl -H "Authorization: Bearer $(bothy token show)")
   bothy config markdown                                 print docs/configuration.md
   bothy conformance --adapter "COMMAND" [--json] [--capabilities CAP,...] [--only NAME]
                                                         check an agent adapter against the run contract on a private server
@@ -158,7 +162,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return cmdSeed(ctx, args[1:], stdout, stderr)
 	case "admin":
 		return cmdAdmin(ctx, args[1:], stdout, stderr)
+	case "login":
+		return cmdLogin(ctx, args[1:], stdout, stderr)
+	case "logout":
+		return cmdLogout(ctx, args[1:], stdout)
 	case "token":
+		if len(args) >= 2 && args[1] == "show" {
+			return cmdTokenShow(args[2:], stdout)
+		}
 		if len(args) >= 2 && isHelp(args[1]) {
 			fmt.Fprint(stdout, "Usage: bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]\n\nRun \"bothy token create --help\" for its flags.\n")
 			return nil

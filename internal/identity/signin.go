@@ -105,3 +105,26 @@ func cleanHandle(s string) string {
 	}
 	return h
 }
+
+// RevokeSessions revokes every live session of source oidc of the person
+// principalID (a leaver the provider refused) and returns how many; the
+// tokens an owner made keep working.
+func (w *Writer) RevokeSessions(ctx context.Context, principalID string) (int, error) {
+	return w.s.st.revokeSessions(ctx, principalID)
+}
+
+// LiveSessions returns which of the token ids are sessions of source oidc
+// that still authenticate (not revoked, not expired, principal active).
+func (s *Service) LiveSessions(ctx context.Context, ids []string) (map[string]bool, error) {
+	if len(ids) == 0 {
+		return map[string]bool{}, nil
+	}
+	return s.st.liveSessions(ctx, ids)
+}
+
+// RevokeSignInSession revokes the session of source oidc whose clear text
+// is tok (bothy logout), or answers ErrNotFound: a token an owner made is
+// not a sign-in's to end.
+func (w *Writer) RevokeSignInSession(ctx context.Context, tok string) error {
+	return w.s.st.revokeSignInSession(ctx, tok)
+}

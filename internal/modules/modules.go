@@ -171,7 +171,18 @@ func New(d Deps) (*Set, error) {
 			log.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
 		}
 	})
-	si, err := signInFrom(cfg, d, ident, identW)
+	// A person the provider refused at a recheck loses their sign-in
+	// sessions; what follows is what disabling does after its change:
+	// waiting streams are woken to answer 401, and their runs re-checked.
+	onLeaver := func(ctx context.Context, principalID string) {
+		if err := evLog.WakeStreams(ctx); err != nil {
+			log.ErrorContext(ctx, "waking streams after a leaver failed", "principal_id", principalID, "error", err.Error())
+		}
+		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{PrincipalID: principalID}); err != nil {
+			log.ErrorContext(ctx, "trigger re-check after a leaver failed; the sweeper retries it", "principal_id", principalID, "error", err.Error())
+		}
+	}
+	si, err := signInFrom(cfg, d, ident, identW, onLeaver)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package modules
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,7 +16,7 @@ import (
 // provider that cfg configures (auth.oidc.*), or nil when auth.oidc.issuer
 // is empty. Sign-in needs http.public_url: the callback URL and the
 // provider's redirect must not depend on a request's Host.
-func signInFrom(cfg *config.Config, d Deps, ident *identity.Service, w *identity.Writer) (*signin.Service, error) {
+func signInFrom(cfg *config.Config, d Deps, ident *identity.Service, w *identity.Writer, onLeaver func(ctx context.Context, principalID string)) (*signin.Service, error) {
 	issuer := cfg.String(config.AuthOIDCIssuer)
 	if issuer == "" {
 		return nil, nil
@@ -39,7 +40,8 @@ func signInFrom(cfg *config.Config, d Deps, ident *identity.Service, w *identity
 	return signin.New(signin.Config{Issuer: issuer, ClientID: cfg.String(config.AuthOIDCClientID), ClientSecret: secret,
 		RedirectURL: redirect, Scopes: commaList(cfg.String(config.AuthOIDCScopes)), NameClaim: cfg.String(config.AuthOIDCNameClaim),
 		AllowedDomains: commaList(cfg.String(config.AuthOIDCAllowedDomains)), CreatePeople: cfg.Bool(config.AuthOIDCCreatePeople),
-		SessionTTL: cfg.Duration(config.AuthSessionTTL), AfterSignIn: "/playground"},
+		SessionTTL: cfg.Duration(config.AuthSessionTTL), AfterSignIn: "/playground",
+		RecheckInterval: cfg.Duration(config.AuthOIDCRecheckInterval), OnLeaver: onLeaver},
 		ident, w, d.Pool, d.Clock, d.Logger)
 }
 

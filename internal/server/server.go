@@ -385,6 +385,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	go func() { defer wg.Done(); s.Retention.Run(bg, s.cfg.Duration(config.RetentionInterval)) }()
 	go func() { defer wg.Done(); s.Runs.RunLive(bg) }()
+	if s.modules.SignIn != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.modules.SignIn.Recheck(bg) }()
+	}
 	defer func() { stopBG(); wg.Wait() }()
 
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))

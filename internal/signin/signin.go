@@ -64,6 +64,13 @@ type Config struct {
 	AfterSignIn string
 	// HTTPClient reaches the provider (nil: a client with a 10 s timeout).
 	HTTPClient *http.Client
+	// RecheckInterval is how often Recheck asks the provider about the
+	// people with live sessions (auth.oidc.recheck_interval).
+	RecheckInterval time.Duration
+	// OnLeaver runs after a recheck revoked a person's sessions: it ends
+	// what disabling ends (wakes waiting streams, re-checks their runs).
+	// Nil does nothing more.
+	OnLeaver func(ctx context.Context, principalID string)
 }
 
 // Service runs the browser sign-in. It is safe for concurrent use.
@@ -112,6 +119,7 @@ func New(cfg Config, ident *identity.Service, w *identity.Writer, pool db.Querie
 func (s *Service) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /auth/login", s.login)
 	mux.HandleFunc("GET /auth/callback", s.callback)
+	s.registerDevice(mux)
 }
 
 // discover returns the provider, reading its discovery document once.
@@ -207,6 +215,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(ctx, "sign-in", "principal_id", person.ID, "token_id", tok.ID)
+	s.keepRefresh(ctx, tok.ID, person.ID, claims.refresh)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	http.Redirect(w, r, s.cfg.AfterSignIn+"#session="+tok.Token, http.StatusSeeOther)
@@ -218,6 +227,9 @@ type claims struct {
 	email           string
 	verified        bool
 	name            string
+	// refresh is the provider's refresh token, kept for the recheck of
+	// leavers; empty when the provider gave none.
+	refresh string
 }
 
 // verify exchanges code for tokens with a's verifier and verifies the ID
@@ -230,19 +242,32 @@ func (s *Service) verify(ctx context.Context, p *oidc.Provider, code string, a a
 		s.log.WarnContext(ctx, "sign-in: the code exchange failed", "error", err.Error())
 		return claims{}, refused
 	}
+	c, err := s.idClaims(ctx, p, tok, a.nonce)
+	if err != nil {
+		return claims{}, refused
+	}
+	return c, nil
+}
+
+// idClaims verifies the ID token of the provider's answer tok (signature,
+// issuer, audience, expiry, and nonce when the flow sent one) and returns
+// what it says, with tok's refresh token.
+func (s *Service) idClaims(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, nonce string) (claims, error) {
+	octx := oidc.ClientContext(ctx, s.cfg.HTTPClient)
 	raw, _ := tok.Extra("id_token").(string)
 	// The token's times are the provider's: checked against the wall
 	// clock, not the server's clock of record (which tests replace).
 	idt, err := p.Verifier(&oidc.Config{ClientID: s.cfg.ClientID}).Verify(octx, raw)
-	if err != nil || idt.Nonce != a.nonce {
-		s.log.WarnContext(ctx, "sign-in: the ID token did not verify", "error", fmt.Sprint(err), "nonce_matches", err == nil && idt.Nonce == a.nonce)
-		return claims{}, refused
+	if err != nil || idt.Nonce != nonce {
+		s.log.WarnContext(ctx, "sign-in: the ID token did not verify", "error", fmt.Sprint(err), "nonce_matches", err == nil && idt.Nonce == nonce)
+		return claims{}, errors.New("signin: the ID token did not verify")
 	}
+	refused := errors.New("signin: the ID token's claims do not decode")
 	var all map[string]any
 	if err := idt.Claims(&all); err != nil {
 		return claims{}, refused
 	}
-	c := claims{issuer: idt.Issuer, subject: idt.Subject}
+	c := claims{issuer: idt.Issuer, subject: idt.Subject, refresh: tok.RefreshToken}
 	c.email, _ = all[s.cfg.NameClaim].(string)
 	c.verified, _ = all["email_verified"].(bool)
 	c.name, _ = all["name"].(string)

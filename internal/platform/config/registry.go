@@ -56,6 +56,7 @@ const (
 	AuthOIDCScopes                     = "auth.oidc.scopes"
 	AuthOIDCNameClaim                  = "auth.oidc.name_claim"
 	AuthOIDCAllowedDomains             = "auth.oidc.allowed_domains"
+	AuthOIDCRecheckInterval            = "auth.oidc.recheck_interval"
 	AuthOIDCCreatePeople               = "auth.oidc.create_people"
 	AuthSessionTTL                     = "auth.session_ttl"
 	HTTPCORSAllowedOrigins             = "http.cors_allowed_origins"
@@ -153,6 +154,7 @@ var Registry = []Key{
 	{AuthOIDCScopes, TypeString, "openid,email,profile", "", "comma-separated scopes the sign-in asks for (openid is always asked)"},
 	{AuthOIDCNameClaim, TypeString, "email", "", "the ID token's claim that names the person: an e-mail address, matched with the people's addresses at the first sign-in (the claim email_verified must be true)"},
 	{AuthOIDCAllowedDomains, TypeString, "", "", "comma-separated e-mail domains whose people may sign in (example.com); empty allows every domain the provider vouches for"},
+	{AuthOIDCRecheckInterval, TypeDuration, "15m", "1s", "how often the server asks the identity provider (a refresh-token grant) whether each person with a live sign-in session may still sign in; a refusal revokes their sign-in sessions"},
 	{AuthOIDCCreatePeople, TypeBool, "false", "", "whether a sign-in of an unknown person of an allowed domain creates them (a person without grants; handle from the address's local part); false refuses them"},
 	{AuthSessionTTL, TypeDuration, "168h", "5m", "lifetime of the session token a sign-in gives"},
 	{HTTPTrustedProxies, TypeString, "", "", "comma-separated IP addresses or CIDR ranges of reverse proxies whose X-Forwarded-For names the client"},

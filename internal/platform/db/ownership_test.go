@@ -31,6 +31,7 @@ var owners = map[string]string{
 	"tokens":               "internal/identity",
 	"principal_identities": "internal/identity",
 	"signin_attempts":      "internal/signin",
+	"signin_refresh":       "internal/signin",
 	"spaces":               "internal/chat",
 	"channels":             "internal/chat",
 	"threads":              "internal/chat",
