@@ -282,6 +282,9 @@ const (
 	// before it is attached, whoever may read its message afterwards.
 	FileUpload Action = "file.upload"
 	FileRead   Action = "file.read"
+	// FileReadByOwner is what an owner's allowed file.read is audited as
+	// (no request names it; its row is file.read's with allows audited).
+	FileReadByOwner Action = "file.read.owner"
 	// PrincipalCapabilities sets an agent's owner-granted capabilities
 	// (files_out; owners only, audited).
 	PrincipalCapabilities Action = "principal.capabilities"
@@ -374,6 +377,7 @@ var Table = map[Action]Spec{
 	AuditList:             {needOwner, ratelimit.Admin, true},
 	FileUpload:            {needRead, ratelimit.File, true},
 	FileRead:              {needFileRead, ratelimit.Read, false},
+	FileReadByOwner:       {needFileRead, ratelimit.Read, true},
 	PrincipalCapabilities: {needOwner, ratelimit.Admin, true},
 }
 

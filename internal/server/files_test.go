@@ -297,8 +297,17 @@ func TestFilesRead(t *testing.T) {
 		r.Header.Get("Content-Type") != "application/octet-stream" {
 		t.Fatalf("reader of the message: %d %v %s", r.Status, r.Header, r.Body)
 	}
-	// Writer may write in Allgemein but read nothing else; the Marketing
-	// file is hidden from Alex.
+	// An owner's read is audited, as every upload is.
+	if r := download(t, env, "robin", file); r.Status != http.StatusOK {
+		t.Fatalf("owner: %d %s", r.Status, r.Body)
+	}
+	if n := env.Count(`SELECT count(*) FROM audit_log WHERE action = 'file.read.owner' AND decision = 'allow'`); n != 1 {
+		t.Fatalf("%d audit rows of owners' reads", n)
+	}
+	if n := env.Count(`SELECT count(*) FROM audit_log WHERE action = 'file.upload' AND decision = 'allow'`); n != 1 {
+		t.Fatalf("%d audit rows of uploads", n)
+	}
+	// The Marketing file is hidden from Alex.
 	mkt := mustUpload(t, env, "sam", "plan.txt", []byte("campaign"))
 	if p := postWithFiles(env, "sam", env.Main("Marketing/Kampagnen"), "mkt-1", "the plan", mkt); p.Status != http.StatusCreated {
 		t.Fatalf("attach in Marketing: %d %s", p.Status, p.Body)
