@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection migrate build vet dist image sdk-api-snapshot
+.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection migrate build vet dist image sdk-api-snapshot sdk-typescript
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
@@ -52,7 +52,7 @@ TEST_FIRST = ./internal/server ./internal/examples ./internal/runs ./internal/co
 test: export CGO_ENABLED := 0
 test: export GOFLAGS := -trimpath -ldflags=-w $(GOFLAGS)
 test:
-	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps
+	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps sdk-typescript
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	@mkdir -p bin
@@ -130,6 +130,10 @@ audit-deps:
 lint-deps:
 	internal/apilint/install.sh
 
+## sdk-typescript: the TypeScript SDK @bothy/agent (sdk/typescript): npm ci from its lock when the lock changed, npm run build when its sources changed
+sdk-typescript:
+	sdk/typescript/install.sh
+
 ## sdk-api-snapshot: store the Go SDK's exported API in sdk/api, the base of its compatibility gate (internal/apicompat); run it at each release
 sdk-api-snapshot:
 	rm -f sdk/api/*.export
@@ -191,3 +195,10 @@ image:
 
 vet:
 	$(GO) vet ./...
+
+## manifests: render every overlay of deploy/kubernetes, alone and with each component, and validate it offline for Kubernetes 1.27 and the newest release, alerts through promtool (make test does it too; deploy/kubernetes/README.md)
+# The tool is a module of its own, outside go.work; GOFLAGS are the
+# server's.
+.PHONY: manifests
+manifests:
+	cd deploy/kubernetes/check && GOWORK=off GOFLAGS= $(GO) run . && GOWORK=off GOFLAGS= $(GO) run -modfile=go.127.mod .

@@ -38,6 +38,8 @@ var otherEnv = []string{
 	"BOTHY_CONFORMANCE_MATRIX",
 	"BOTHY_CONFORMANCE_HELPER",
 	"BOTHY_TEST_DATABASE_URL",
+	// BenchmarkFanout's listener counts (internal/feed).
+	"BOTHY_BENCH_LISTENERS",
 	"BOTHY_AUDIT_URL",
 	"BOTHY_AUDIT_TOKEN",
 	"BOTHY_AUDIT_TIMEOUT_MS",

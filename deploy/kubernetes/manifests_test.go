@@ -1,9 +1,11 @@
 package kubernetes
 
 import (
+	"bytes"
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,21 +14,24 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"bothy.example.com/bothy/internal/ociimage"
 	"bothy.example.com/bothy/internal/platform/config"
 )
 
-// manifests is every object of the folder, by kind.
+// manifests is every object of one rendered overlay, and the example
+// Secret, by kind.
 type manifests struct {
-	files       []string
 	namespaces  []corev1.Namespace
 	configMaps  []corev1.ConfigMap
 	secrets     []corev1.Secret
@@ -34,6 +39,7 @@ type manifests struct {
 	deployments []appsv1.Deployment
 	jobs        []batchv1.Job
 	pdbs        []policyv1.PodDisruptionBudget
+	policies    []networkingv1.NetworkPolicy
 }
 
 // documentSeparator splits a multi-document YAML file.
@@ -92,6 +98,12 @@ func (m *manifests) decode(doc []byte) error {
 			return err
 		}
 		m.pdbs = append(m.pdbs, o)
+	case "networking.k8s.io/v1 NetworkPolicy":
+		var o networkingv1.NetworkPolicy
+		if err := strict(&o); err != nil {
+			return err
+		}
+		m.policies = append(m.policies, o)
 	default:
 		return fmt.Errorf("unknown kind %q of apiVersion %q", tm.Kind, tm.APIVersion)
 	}
@@ -121,26 +133,72 @@ func isEmptyDocument(doc string) bool {
 	return true
 }
 
-// load decodes every YAML file under the folder, the example Secret's
-// subfolder included.
-func load(t *testing.T) *manifests {
+// checkDir is the tool module that renders and validates the overlays
+// (deploy/kubernetes/check, a module of its own).
+const checkDir = "check"
+
+// goTool runs the go command in the tool module with args and returns its
+// standard output. The tool's module is not in the repository's go.work,
+// and GOFLAGS of make test (-trimpath, -ldflags) are for the server's
+// module: both are cleared.
+func goTool(t *testing.T, args ...string) []byte {
 	t.Helper()
-	m := &manifests{}
-	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !(strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		m.files = append(m.files, p)
-		return m.decodeFile(p, data)
-	})
+	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(gobin, args...)
+	cmd.Dir = checkDir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go %s in %s: %v\n%s%s", strings.Join(args, " "), checkDir, err, stdout.String(), stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// render renders an overlay (with components) through the tool, which
+// validates it first, and returns the YAML stream kubectl apply -k would
+// send.
+func render(t *testing.T, overlay string, components ...string) []byte {
+	t.Helper()
+	return goTool(t, append([]string{"run", ".", "render", overlay}, components...)...)
+}
+
+// load decodes one rendered overlay and the example Secret, which the
+// overlays leave out so that an apply never overwrites the real one.
+func load(t *testing.T, overlay string) *manifests {
+	t.Helper()
+	m := &manifests{}
+	if err := m.decodeFile(overlay, render(t, overlay)); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.secrets) > 0 {
+		t.Errorf("%s renders a Secret: an apply would overwrite the real bothy-database", overlay)
+	}
+	const example = "example-secret/secret.yaml"
+	data, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.decodeFile(example, data); err != nil {
+		t.Fatal(err)
+	}
 	return m
+}
+
+// overlays lists the overlay folders.
+func overlays(t *testing.T) []string {
+	t.Helper()
+	dirs, err := filepath.Glob("overlays/*/kustomization.yaml")
+	if err != nil || len(dirs) < 2 {
+		t.Fatalf("overlays %v (%v): want dev and prod", dirs, err)
+	}
+	for i, d := range dirs {
+		dirs[i] = filepath.Dir(d)
+	}
+	return dirs
 }
 
 // show renders an optional field: its value, or "unset".
@@ -179,13 +237,16 @@ func TestStrictDecoding(t *testing.T) {
 	}
 }
 
-// TestManifests decodes every manifest of the folder and checks the
-// properties the deployment relies on.
+// TestManifests renders every overlay and checks the properties the
+// deployment relies on.
 func TestManifests(t *testing.T) {
-	m := load(t)
-	if len(m.files) < 6 {
-		t.Fatalf("only %d manifests: %v", len(m.files), m.files)
+	for _, overlay := range overlays(t) {
+		t.Run(filepath.Base(overlay), func(t *testing.T) { checkOverlay(t, load(t, overlay)) })
 	}
+}
+
+// checkOverlay checks one rendered overlay.
+func checkOverlay(t *testing.T, m *manifests) {
 	ns := one(t, "namespaces", m.namespaces)
 	dep := one(t, "deployments", m.deployments)
 	job := one(t, "jobs", m.jobs)
@@ -265,6 +326,13 @@ func TestManifests(t *testing.T) {
 		t.Error("database.auto_migrate is true: replicas would migrate through the pooler; the Job migrates")
 	}
 	checkSecretURLs(t, secret)
+	// Files: the root filesystem is read-only and two replicas share no
+	// volume, so their files live in an S3-compatible store
+	// (docs/operations.md#files); the default folder would stop every pod
+	// at start.
+	if !strings.HasPrefix(cfg.String(config.FilesStorage), "s3://") {
+		t.Errorf("files.storage %q: two replicas with a read-only root filesystem need an s3:// store", cfg.String(config.FilesStorage))
+	}
 
 	// Probes on the API port: readiness /readyz, liveness and startup
 	// /healthz.
@@ -349,6 +417,20 @@ func TestManifests(t *testing.T) {
 	}
 	checkResources(t, "Job", jc)
 	jobLabels := labels.Set(job.Spec.Template.Labels)
+	// One Job per release, named by the tag it migrates to: applying the
+	// next release creates a Job instead of failing on the immutable
+	// template of the last one, and the finished ones go by themselves.
+	if tag := c.Image[strings.LastIndex(c.Image, ":")+1:]; job.Name != "bothy-migrate-"+tag {
+		t.Errorf("the Job is named %q, want bothy-migrate-%s after the image's tag", job.Name, tag)
+	}
+	// The name becomes the job-name label of its pods, so it must be a
+	// label value as well as an object name.
+	if errs := append(validation.IsDNS1123Subdomain(job.Name), validation.IsValidLabelValue(job.Name)...); len(errs) > 0 {
+		t.Errorf("the Job's name %q: %v", job.Name, errs)
+	}
+	if job.Spec.TTLSecondsAfterFinished == nil {
+		t.Error("the Job has no ttlSecondsAfterFinished: every release's Job would stay for ever")
+	}
 
 	// The disruption budget keeps one replica and leaves room to evict
 	// the other.
@@ -377,6 +459,106 @@ func TestManifests(t *testing.T) {
 	if ports["bothy/http"] != apiPort || len(ports) != 2 || ports["bothy-metrics/metrics"] != metricsPort {
 		t.Errorf("Service ports %v: want bothy/http on %d and bothy-metrics/metrics on %d, nothing else", ports, apiPort, metricsPort)
 	}
+
+	for _, p := range networkPolicyProblems(one(t, "network policies", m.policies), c, podLabels, jobLabels, apiPort, metricsPort, pooled, direct) {
+		t.Error(p)
+	}
+}
+
+// prometheusLabels are the labels of a Prometheus server's pod as the
+// Prometheus operator sets them; the README documents them as the one
+// way into the metrics port.
+var prometheusLabels = labels.Set{"app.kubernetes.io/name": "prometheus"}
+
+// networkPolicyProblems says where the policy fails to cover the
+// replicas and the Job, to let any pod of the cluster reach the API port,
+// to let only Prometheus reach the metrics port, or to let the pods reach
+// DNS and the database URLs' ports. No problem: nil.
+func networkPolicyProblems(np networkingv1.NetworkPolicy, c corev1.Container, podLabels, jobLabels labels.Set, apiPort, metricsPort int32, dbURLs ...string) []string {
+	var problems []string
+	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || !sel.Matches(podLabels) || !sel.Matches(jobLabels) {
+		errorf("NetworkPolicy %s selects %v: want the replicas %v and the Job's pod %v (%v)", np.Name, np.Spec.PodSelector, podLabels, jobLabels, err)
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+		errorf("NetworkPolicy %s has policyTypes %v: want Ingress and Egress", np.Name, np.Spec.PolicyTypes)
+	}
+	// covers reports whether ports (empty: every port) include port.
+	covers := func(ports []networkingv1.NetworkPolicyPort, port int32, proto corev1.Protocol) bool {
+		if len(ports) == 0 {
+			return true
+		}
+		for _, p := range ports {
+			if p.Protocol != nil && *p.Protocol != proto {
+				continue
+			}
+			if p.Port == nil {
+				return true
+			}
+			if p.Port.Type == intstr.String {
+				if got, ok := containerPort(c, *p.Port); ok && got == port {
+					return true
+				}
+				continue
+			}
+			end := p.Port.IntVal
+			if p.EndPort != nil {
+				end = *p.EndPort
+			}
+			if p.Port.IntVal <= port && port <= end {
+				return true
+			}
+		}
+		return false
+	}
+	apiFromCluster := false
+	for i, r := range np.Spec.Ingress {
+		if covers(r.Ports, apiPort, corev1.ProtocolTCP) && slices.ContainsFunc(r.From, func(p networkingv1.NetworkPolicyPeer) bool {
+			return p.IPBlock == nil && p.PodSelector == nil && p.NamespaceSelector != nil && len(p.NamespaceSelector.MatchLabels)+len(p.NamespaceSelector.MatchExpressions) == 0
+		}) {
+			apiFromCluster = true
+		}
+		if !covers(r.Ports, metricsPort, corev1.ProtocolTCP) {
+			continue
+		}
+		// A rule that opens the metrics port must name Prometheus's pods:
+		// no address block, no rule without peers (everyone), no peer
+		// that is a whole namespace.
+		if len(r.From) == 0 {
+			errorf("NetworkPolicy %s, ingress rule %d: port %d open to everyone", np.Name, i, metricsPort)
+		}
+		for _, p := range r.From {
+			ps, err := metav1.LabelSelectorAsSelector(p.PodSelector)
+			if p.IPBlock != nil || p.PodSelector == nil || err != nil || ps.Empty() || !ps.Matches(prometheusLabels) || ps.Matches(podLabels) {
+				errorf("NetworkPolicy %s, ingress rule %d: port %d open to %+v, want only pods labelled %v", np.Name, i, metricsPort, p, prometheusLabels)
+			}
+		}
+	}
+	if !apiFromCluster {
+		errorf("NetworkPolicy %s: no ingress rule opens port %d to every pod of the cluster (the ingress controller)", np.Name, apiPort)
+	}
+	egress := func(port int32, proto corev1.Protocol) bool {
+		return slices.ContainsFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool { return covers(r.Ports, port, proto) })
+	}
+	if !egress(53, corev1.ProtocolUDP) || !egress(53, corev1.ProtocolTCP) {
+		errorf("NetworkPolicy %s: no egress to DNS (53/UDP and 53/TCP)", np.Name)
+	}
+	for _, raw := range dbURLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			errorf("database URL %q: %v", raw, err)
+			continue
+		}
+		port, err := strconv.ParseInt(u.Port(), 10, 32)
+		if err != nil {
+			port = 5432
+		}
+		if !egress(int32(port), corev1.ProtocolTCP) {
+			errorf("NetworkPolicy %s: no egress to port %d of %s", np.Name, port, u.Host)
+		}
+	}
+	return problems
 }
 
 // allObjects returns the metadata of every namespaced object.
@@ -398,6 +580,9 @@ func allObjects(m *manifests) []metav1.ObjectMeta {
 		out = append(out, o.ObjectMeta)
 	}
 	for _, o := range m.pdbs {
+		out = append(out, o.ObjectMeta)
+	}
+	for _, o := range m.policies {
 		out = append(out, o.ObjectMeta)
 	}
 	return out
@@ -716,5 +901,322 @@ func checkMemoryLimit(t *testing.T, c corev1.Container, env []string) {
 	limit := c.Resources.Limits[corev1.ResourceMemory]
 	if bytes <= 0 || bytes >= limit.Value() || bytes < limit.Value()*7/10 {
 		t.Errorf("GOMEMLIMIT %q (%d bytes): want 70%% to 100%% of the memory limit %s", raw, bytes, limit.String())
+	}
+}
+
+// TestCheckModule runs the tool module's own tests with both of its
+// modfiles: every overlay, alone and with each component, decodes
+// strictly into the API types of the newest Kubernetes release (go.mod)
+// and of 1.27, the minimum the README states (go.127.mod), its alerts pass
+// promtool, and broken manifests (a field of a later release, a misspelt
+// field, an expression that does not parse) are refused.
+func TestCheckModule(t *testing.T) {
+	for _, modfile := range []string{"go.mod", "go.127.mod"} {
+		t.Run(modfile, func(t *testing.T) {
+			out := goTool(t, "test", "-count=1", "-modfile="+modfile, ".")
+			t.Logf("%s", out)
+		})
+	}
+}
+
+// TestAlertsOfTheDocs checks that the PrometheusRule of the monitoring
+// component holds every alert expression that docs/operations.md lists,
+// and that its ServiceMonitor scrapes the metrics Service.
+func TestAlertsOfTheDocs(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "Alerts worth setting")
+	if !ok {
+		t.Fatal(`docs/operations.md has no "Alerts worth setting"`)
+	}
+	section, _, _ = strings.Cut(section, "\n#")
+	var documented []string
+	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(section, -1) {
+		if strings.Contains(m[1], " > ") || strings.Contains(m[1], " == ") {
+			documented = append(documented, strings.Join(strings.Fields(m[1]), " "))
+		}
+	}
+	if len(documented) < 10 {
+		t.Fatalf("only %d alert expressions found in docs/operations.md: %q", len(documented), documented)
+	}
+
+	var exprs []string
+	var services []corev1.Service
+	type endpoint struct {
+		Port string `json:"port"`
+	}
+	type serviceMonitor struct {
+		Spec struct {
+			Selector  metav1.LabelSelector `json:"selector"`
+			Endpoints []endpoint           `json:"endpoints"`
+		} `json:"spec"`
+	}
+	var monitors []serviceMonitor
+	for _, d := range documentSeparator.Split(string(render(t, "overlays/prod", "components/monitoring")), -1) {
+		if isEmptyDocument(d) {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(d), &tm); err != nil {
+			t.Fatal(err)
+		}
+		switch tm.Kind {
+		case "PrometheusRule":
+			var pr struct {
+				Spec struct {
+					Groups []struct {
+						Rules []struct {
+							Expr string `json:"expr"`
+						} `json:"rules"`
+					} `json:"groups"`
+				} `json:"spec"`
+			}
+			if err := yaml.Unmarshal([]byte(d), &pr); err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range pr.Spec.Groups {
+				for _, r := range g.Rules {
+					exprs = append(exprs, strings.Join(strings.Fields(r.Expr), " "))
+				}
+			}
+		case "ServiceMonitor":
+			var sm serviceMonitor
+			if err := yaml.Unmarshal([]byte(d), &sm); err != nil {
+				t.Fatal(err)
+			}
+			monitors = append(monitors, sm)
+		case "Service":
+			var s corev1.Service
+			if err := yaml.Unmarshal([]byte(d), &s); err != nil {
+				t.Fatal(err)
+			}
+			services = append(services, s)
+		}
+	}
+	for _, want := range documented {
+		if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, want) }) {
+			t.Errorf("docs/operations.md lists the alert %q, which the PrometheusRule does not have", want)
+		}
+	}
+	sm := one(t, "service monitors", monitors)
+	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scraped []string
+	for _, s := range services {
+		if !sel.Matches(labels.Set(s.Labels)) {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if slices.ContainsFunc(sm.Spec.Endpoints, func(e endpoint) bool { return e.Port == p.Name }) {
+				scraped = append(scraped, s.Name+"/"+p.Name)
+			}
+		}
+	}
+	if !slices.Equal(scraped, []string{"bothy-metrics/metrics"}) {
+		t.Errorf("the ServiceMonitor scrapes %v, want bothy-metrics/metrics only", scraped)
+	}
+}
+
+// TestEveryFileInAKustomization checks that each YAML file beside a
+// kustomization is one of its resources: kustomize ignores the others in
+// silence, and an object written there would never be applied.
+func TestEveryFileInAKustomization(t *testing.T) {
+	ks, err := filepath.Glob("*/*/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := filepath.Glob("*/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks = append(ks, base...)
+	if len(ks) < 6 {
+		t.Fatalf("kustomizations %v: want the base, two overlays and three components", ks)
+	}
+	for _, k := range ks {
+		data, err := os.ReadFile(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kust struct {
+			Resources []string `json:"resources"`
+		}
+		if err := yaml.Unmarshal(data, &kust); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		files, err := filepath.Glob(filepath.Join(filepath.Dir(k), "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if name := filepath.Base(f); name != "kustomization.yaml" && !slices.Contains(kust.Resources, name) {
+				t.Errorf("%s is not among the resources of %s", f, k)
+			}
+		}
+	}
+}
+
+// TestNetworkPolicyCheckFindsFaults feeds the NetworkPolicy check broken
+// copies of the prod overlay's policy: each must be reported, so that
+// TestManifests passing means the metrics port is closed to all but
+// Prometheus.
+func TestNetworkPolicyCheckFindsFaults(t *testing.T) {
+	m := load(t, "overlays/prod")
+	np := one(t, "network policies", m.policies)
+	dep := one(t, "deployments", m.deployments)
+	c := one(t, "containers", dep.Spec.Template.Spec.Containers)
+	job := one(t, "jobs", m.jobs)
+	podLabels, jobLabels := labels.Set(dep.Spec.Template.Labels), labels.Set(job.Spec.Template.Labels)
+	pooled, _ := secretValue(m, "bothy-database", "database-url")
+	direct, _ := secretValue(m, "bothy-database", "direct-url")
+	problems := func(p *networkingv1.NetworkPolicy) []string {
+		return networkPolicyProblems(*p, c, podLabels, jobLabels, 8080, 9090, pooled, direct)
+	}
+	if got := problems(&np); len(got) > 0 {
+		t.Fatalf("the real policy: %v", got)
+	}
+	tcp := corev1.ProtocolTCP
+	metrics := intstr.FromInt32(9090)
+	for _, f := range []struct {
+		name    string
+		breakIt func(p *networkingv1.NetworkPolicy)
+		want    string
+	}{
+		{"metrics from every pod", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.Ingress[1].From = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}
+		}, "port 9090 open"},
+		{"a rule for every port from everyone", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.Ingress = append(p.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
+		}, "port 9090 open to everyone"},
+		{"metrics from an address block", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.Ingress = append(p.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &metrics}},
+				From:  []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}},
+			})
+		}, "port 9090 open"},
+		{"API only from Prometheus", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.Ingress = p.Spec.Ingress[1:]
+		}, "no ingress rule opens port 8080"},
+		{"no egress to PgBouncer", func(p *networkingv1.NetworkPolicy) {
+			for i, r := range p.Spec.Egress {
+				p.Spec.Egress[i].Ports = slices.DeleteFunc(r.Ports, func(pp networkingv1.NetworkPolicyPort) bool { return pp.Port.IntValue() == 6432 })
+			}
+		}, "no egress to port 6432"},
+		{"the Job left out", func(p *networkingv1.NetworkPolicy) {
+			p.Spec.PodSelector.MatchLabels = map[string]string{"app.kubernetes.io/component": "server"}
+		}, "the Job's pod"},
+	} {
+		broken := np.DeepCopy()
+		f.breakIt(broken)
+		got := problems(broken)
+		if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, f.want) }) {
+			t.Errorf("%s: want a problem with %q, got %q", f.name, f.want, got)
+		}
+	}
+}
+
+// TestComponents checks what the ingress and autoscaling components
+// promise once added to the prod overlay: the Ingress routes to the API
+// port of the Service bothy, and the autoscaler drives the Deployment
+// bothy, which then sets no replicas of its own, never below two replicas
+// so that the disruption budget can still evict one.
+func TestComponents(t *testing.T) {
+	type object struct {
+		metav1.TypeMeta
+		doc []byte
+	}
+	objects := func(components ...string) []object {
+		var out []object
+		for _, d := range documentSeparator.Split(string(render(t, "overlays/prod", components...)), -1) {
+			if isEmptyDocument(d) {
+				continue
+			}
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(d), &tm); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, object{tm, []byte(d)})
+		}
+		return out
+	}
+	decode := func(o object, into any) {
+		t.Helper()
+		if err := yaml.UnmarshalStrict(o.doc, into); err != nil {
+			t.Fatalf("%s: %v", o.Kind, err)
+		}
+	}
+
+	var ingresses []networkingv1.Ingress
+	var services []corev1.Service
+	for _, o := range objects("components/ingress") {
+		switch o.Kind {
+		case "Ingress":
+			var ing networkingv1.Ingress
+			decode(o, &ing)
+			ingresses = append(ingresses, ing)
+		case "Service":
+			var s corev1.Service
+			decode(o, &s)
+			services = append(services, s)
+		}
+	}
+	ing := one(t, "ingresses", ingresses)
+	backends := 0
+	for _, r := range ing.Spec.Rules {
+		if r.HTTP == nil {
+			continue
+		}
+		for _, p := range r.HTTP.Paths {
+			backends++
+			svc := p.Backend.Service
+			if svc == nil || svc.Name != "bothy" || svc.Port.Name != "http" {
+				t.Errorf("Ingress path %s goes to %+v, want the Service bothy, port http", p.Path, svc)
+				continue
+			}
+			if !slices.ContainsFunc(services, func(s corev1.Service) bool {
+				return s.Name == svc.Name && slices.ContainsFunc(s.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Name == svc.Port.Name })
+			}) {
+				t.Errorf("Ingress path %s: no Service %s with a port %s", p.Path, svc.Name, svc.Port.Name)
+			}
+		}
+	}
+	if backends == 0 {
+		t.Error("the Ingress routes nothing")
+	}
+
+	var hpas []autoscalingv2.HorizontalPodAutoscaler
+	var deployments []appsv1.Deployment
+	var pdbs []policyv1.PodDisruptionBudget
+	for _, o := range objects("components/autoscaling") {
+		switch o.Kind {
+		case "HorizontalPodAutoscaler":
+			var h autoscalingv2.HorizontalPodAutoscaler
+			decode(o, &h)
+			hpas = append(hpas, h)
+		case "Deployment":
+			var d appsv1.Deployment
+			decode(o, &d)
+			deployments = append(deployments, d)
+		case "PodDisruptionBudget":
+			var p policyv1.PodDisruptionBudget
+			decode(o, &p)
+			pdbs = append(pdbs, p)
+		}
+	}
+	hpa := one(t, "autoscalers", hpas)
+	dep := one(t, "deployments", deployments)
+	pdb := one(t, "disruption budgets", pdbs)
+	if ref := hpa.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != dep.Name || ref.APIVersion != "apps/v1" {
+		t.Errorf("the autoscaler scales %+v, not the Deployment %s", ref, dep.Name)
+	}
+	if dep.Spec.Replicas != nil {
+		t.Errorf("with the autoscaler the Deployment still sets replicas %d: every apply would undo the autoscaler", *dep.Spec.Replicas)
+	}
+	if least := hpa.Spec.MinReplicas; least == nil || pdb.Spec.MinAvailable == nil || *least <= pdb.Spec.MinAvailable.IntVal {
+		t.Errorf("the autoscaler's minReplicas %s leaves no replica the budget (minAvailable %v) lets a drain evict", show(least), pdb.Spec.MinAvailable)
 	}
 }

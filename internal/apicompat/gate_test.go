@@ -102,3 +102,36 @@ func loadSchema(t *testing.T, pattern string) *ast.Schema {
 	}
 	return s
 }
+
+// TestGateNamesASchemaOnce removes properties from schemas of the
+// document that several operations answer (Run; AgentInvocationEvent, a
+// member of the AgentEvent union, reached through oneOf): each removal is
+// one break, named by its schema, which the gate prints once.
+func TestGateNamesASchemaOnce(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join(root, "docs/api/openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ schema, property string }{
+		{"Run", "        started_at:\n          $ref: \"#/components/schemas/Timestamp\"\n"},
+		{"AgentInvocationEvent", "        payload:\n          $ref: \"#/components/schemas/AgentInvocationPayload\"\n"},
+	} {
+		t.Run(tc.schema, func(t *testing.T) {
+			t.Parallel()
+			head, body, ok := strings.Cut(string(doc), "\n    "+tc.schema+":\n")
+			if !ok || !strings.Contains(body, tc.property) {
+				t.Fatalf("docs/api/openapi.yaml has no schema %s with %q", tc.schema, tc.property)
+			}
+			cur := head + "\n    " + tc.schema + ":\n" + strings.Replace(body, tc.property, "", 1)
+			breaks, _, err := apicompat.OpenAPIBreaks(doc, []byte(cur))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(breaks) != 1 || breaks[0].Subject != "#/components/schemas/"+tc.schema {
+				t.Fatalf("breaks %v, want one of #/components/schemas/%s", breaks, tc.schema)
+			}
+			t.Log(breaks[0])
+		})
+	}
+}

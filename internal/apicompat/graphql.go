@@ -2,9 +2,11 @@
 // contract and the current one, on both faces: the GraphQL schema
 // (GraphQLBreaks, compared with gqlparser's schema model) and the OpenAPI
 // document of the REST shim (OpenAPIBreaks, compared with oasdiff's
-// backward-compatibility checks). The compatibility gate of make test
-// (TestNoUnlistedBreakingChanges) fails on a break that CHANGELOG.md does
-// not list under the next version (Changelog.Unlisted).
+// backward-compatibility checks, an optional response property's removal
+// counted as a break, a named schema's change named once). The
+// compatibility gate of make test (TestNoUnlistedBreakingChanges) fails on
+// a break that CHANGELOG.md does not list under the next version
+// (Changelog.Unlisted).
 package apicompat
 
 import (
@@ -16,7 +18,8 @@ import (
 
 // Break is one breaking change: the face ("GraphQL" or "REST"), the
 // element a client names (Subject: "Run.context", "Mutation.startRun(holder)",
-// "POST /api/v1/runs/{id}/start") and what changed (Detail).
+// "POST /api/v1/runs/{id}/start", "#/components/schemas/Run") and what
+// changed (Detail).
 type Break struct {
 	Face    string
 	Subject string

@@ -5,5 +5,7 @@
 // package below this folder, builds it with the driver in testdata/, and
 // runs the core flow against a real server: a person mentions an agent; the
 // agent reads the run context, starts the run, answers with its run id and
-// finishes the run.
+// finishes the run. TestClientsDocCommands runs the commands of
+// docs/clients.md as written, in a folder outside the module, with the
+// operations of testdata/graphql and the Go program of testdata/docs.
 package clientflow

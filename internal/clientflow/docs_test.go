@@ -17,13 +17,19 @@ import (
 // shBlock matches a fenced sh block of a Markdown page.
 var shBlock = regexp.MustCompile("(?ms)^```sh\n(.*?)^```\n")
 
+// callsBothy matches a block with a line that runs bothy.
+var callsBothy = regexp.MustCompile(`(?m)^\s*bothy\s`)
+
 // TestClientsDocCommands runs every sh block of docs/clients.md, in order,
 // in one empty folder outside the module, against a test server, as the
 // page says a client author would: CHAT_URL and CHAT_TOKEN set, the
-// client's operations in operations.graphql, bothy on the PATH. Then it
-// checks what the blocks made: the generated Go packages built (the page's
-// own go build), the TypeScript declarations, the trusted-documents file,
-// and the Apollo client's output as the page quotes it.
+// client's operations in operations.graphql and its Go program
+// (testdata/docs, which selects Time and JSON fields and omits optional
+// inputs) beside them, bothy on the PATH. Then it checks what the blocks
+// made: the generated Go packages built (the page's own go build), the Go
+// program runs against the server, the TypeScript declarations, the
+// trusted-documents file, and the Apollo client's output as the page
+// quotes it.
 func TestClientsDocCommands(t *testing.T) {
 	t.Parallel()
 	page, err := os.ReadFile("../../docs/clients.md")
@@ -34,20 +40,44 @@ func TestClientsDocCommands(t *testing.T) {
 	if len(blocks) < 7 {
 		t.Fatalf("docs/clients.md has %d sh blocks, want the contract, genqlient, oapi-codegen, openapi-typescript, Apollo and trusted documents", len(blocks))
 	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, ".bin")
+	// Linking bothy takes seconds and only the blocks that run it need it:
+	// it links while the server starts and the blocks before run.
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "bothy"), "bothy.example.com/bothy/cmd/bothy")
+	var buildOut strings.Builder
+	build.Stdout, build.Stderr = &buildOut, &buildOut
+	if err := build.Start(); err != nil {
+		t.Fatal(err)
+	}
+	built := false
+	waitBothy := func() error {
+		if built {
+			return nil
+		}
+		built = true
+		return build.Wait()
+	}
+	// A test that stops early still waits, so the build's output is not
+	// removed under it.
+	defer waitBothy()
 	env := apitest.Start(t, apitest.Options{})
 	// Events for the Apollo client's two pages.
 	for i := range 4 {
 		env.MustPost("alex", env.Main("Support/Allgemein"), fmt.Sprintf("doc-%d", i), "events for the client page")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, ".bin")
-	run(t, ".", nil, "go", "build", "-o", filepath.Join(bin, "bothy"), "bothy.example.com/bothy/cmd/bothy")
 	ops, err := os.ReadFile("testdata/graphql/operations.graphql")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "operations.graphql"), ops, 0o644); err != nil {
+	prog, err := os.ReadFile("testdata/docs/main.go")
+	if err != nil {
 		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"operations.graphql": ops, "main.go": prog} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	vars := []string{
 		"CHAT_URL=" + env.URL,
@@ -60,6 +90,11 @@ func TestClientsDocCommands(t *testing.T) {
 	}
 	var out strings.Builder
 	for i, b := range blocks {
+		if callsBothy.MatchString(b[1]) {
+			if err := waitBothy(); err != nil {
+				t.Fatalf("go build bothy: %v\n%s", err, buildOut.String())
+			}
+		}
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", b[1])
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), vars...)
@@ -75,6 +110,11 @@ func TestClientsDocCommands(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s was not made: %v", f, err)
 		}
+	}
+	// The program ran after the Apollo client: its post is no event of
+	// the Apollo client's pages.
+	if got := run(t, dir, vars, "go", "run", "."); !strings.HasPrefix(got, "recipe ok ") {
+		t.Errorf("the Go program of testdata/docs printed %q", got)
 	}
 	const quoted = "events 4 hash-only requests 2"
 	if !strings.Contains(string(page), "`"+quoted+"`") || !strings.Contains(out.String(), quoted) {

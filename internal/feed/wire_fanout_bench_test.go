@@ -2,6 +2,9 @@ package feed_test
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,11 +19,12 @@ import (
 // time per delivered event; client and server share the process, so the
 // time includes the clients' reading (docs/performance.md "Fan-out").
 func BenchmarkFanout(b *testing.B) {
-	for _, n := range []int{1, 10, 100} {
+	for _, n := range fanoutListeners() {
 		b.Run(fmt.Sprintf("listeners=%d", n), func(b *testing.B) {
 			counter := &apitest.StatementCounter{}
 			env := apitest.Start(b, apitest.Options{Tracer: counter, Config: map[string]string{
-				config.WebsocketMaxConnections: "1000", config.RateMessagePerMinute: "100000", config.RateMessageBurst: "100000"}})
+				config.WebsocketMaxConnections: "10000", config.RateMessagePerMinute: "100000", config.RateMessageBurst: "100000",
+				config.RateReadPerMinute: "1000000", config.RateReadBurst: "100000"}})
 			people := []string{"alex", "sam", "robin"}
 			ls := make([]*listener, n)
 			for i := range ls {
@@ -46,4 +50,20 @@ func BenchmarkFanout(b *testing.B) {
 			b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N*n), "µs/delivery")
 		})
 	}
+}
+
+// fanoutListeners are the listener counts of BenchmarkFanout:
+// BOTHY_BENCH_LISTENERS (comma-separated) replaces the default 1, 10, 100,
+// 1000 and 5000, to run one size alone.
+func fanoutListeners() []int {
+	out := []int{1, 10, 100, 1000, 5000}
+	if v := os.Getenv("BOTHY_BENCH_LISTENERS"); v != "" {
+		out = nil
+		for _, f := range strings.Split(v, ",") {
+			if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }

@@ -183,6 +183,58 @@ func (s *store) insertToken(ctx context.Context, it IssuedToken, principalID str
 	return s.insertBoundToken(ctx, it, principalID, now, expires, nil, nil)
 }
 
+// insertSession stores the session token it of principalID that a sign-in
+// at the identity provider made (source oidc).
+func (s *store) insertSession(ctx context.Context, it IssuedToken, principalID string, now time.Time, expires any) error {
+	sqlText, args := db.SQL.Insert("tokens").
+		Columns("id", "principal_id", "kind", "hash", "label", "expires_at", "created_at", "source").
+		Values(it.ID, principalID, it.Kind, hashToken(it.Token), it.Label, expires, now, string(SourceOIDC)).MustSql()
+	if _, err := db.Q(ctx, s.pool).Exec(ctx, sqlText, args...); err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	return nil
+}
+
+// principalByIdentity returns the principal linked to the account subject
+// at issuer, or ErrNotFound.
+func (s *store) principalByIdentity(ctx context.Context, issuer, subject string) (Principal, error) {
+	sqlText, args := db.SQL.Select(columnsOf("p")...).From("principal_identities i").Join("principals p ON p.id = i.principal_id").
+		Where(sq.Eq{"i.issuer": issuer, "i.subject": subject}).MustSql()
+	return scanPrincipal(db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...))
+}
+
+// peopleByEmail returns the people (not deleted) whose address is email,
+// compared without case.
+func (s *store) peopleByEmail(ctx context.Context, email string) ([]Principal, error) {
+	sqlText, args := db.SQL.Select(principalColumns...).From("principals").
+		Where("kind = 'user' AND status <> 'deleted' AND lower(email) = lower(?)", email).OrderBy("id").MustSql()
+	rows, err := db.Q(ctx, s.pool).Query(ctx, sqlText, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Principal
+	for rows.Next() {
+		var r PrincipalRow
+		if err := rows.Scan(r.Dest()...); err != nil {
+			return nil, err
+		}
+		out = append(out, r.Principal())
+	}
+	return out, rows.Err()
+}
+
+// insertIdentity links the account subject at issuer to principalID; a
+// link that exists already is kept (two sign-ins raced).
+func (s *store) insertIdentity(ctx context.Context, issuer, subject, principalID string, now time.Time) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `INSERT INTO principal_identities (issuer, subject, principal_id, created_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (issuer, subject) DO NOTHING`, issuer, subject, principalID, now)
+	if err != nil {
+		return fmt.Errorf("link identity: %w", err)
+	}
+	return nil
+}
+
 // insertBoundToken stores it, bound to runID and holder when they are not
 // nil (a run token).
 func (s *store) insertBoundToken(ctx context.Context, it IssuedToken, principalID string, now time.Time, expires, runID, holder any) error {

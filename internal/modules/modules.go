@@ -28,6 +28,7 @@ import (
 	"bothy.example.com/bothy/internal/ratelimit"
 	"bothy.example.com/bothy/internal/retention"
 	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/signin"
 	"bothy.example.com/bothy/internal/world"
 )
 
@@ -101,6 +102,9 @@ type Set struct {
 	DB       *db.DB
 	Hub      *runs.Hub
 	Registry *prometheus.Registry
+	// SignIn is the sign-in through the organisation's OpenID Connect
+	// provider; nil when auth.oidc.issuer is empty.
+	SignIn *signin.Service
 }
 
 // New assembles the modules. It fails when the configuration names an
@@ -174,7 +178,11 @@ func New(d Deps) (*Set, error) {
 			log.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
 		}
 	})
-	return &Set{Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
+	si, err := signInFrom(cfg, d, ident, identW)
+	if err != nil {
+		return nil, err
+	}
+	return &Set{SignIn: si, Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
 		Admin: adm, Retention: ret, Files: fs, DB: uow, Writers: Writers{Chat: chatW, Identity: identW, Authz: azW, Messaging: msgW}, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens, d.Clock)}, nil
 }
 

@@ -23,6 +23,11 @@ type Options struct {
 	// tab's comment lists every one with its token to paste. Never set it
 	// for a server that holds real data: the tokens are in the page.
 	ActAs []Principal
+	// SignInURL, when set, is the start of the sign-in through the
+	// organisation's identity provider (/auth/login): the page links it,
+	// and on the way back takes the session token from the URL's
+	// fragment (#session=...) into the Authorization header.
+	SignInURL string
 }
 
 // placeholderHeaders are the headers of a first visit without ActAs.
@@ -79,6 +84,7 @@ type pageData struct {
 	Absolute                     bool
 	DefaultHeaders, DefaultQuery string
 	StoragePrefix                string
+	SignInURL                    string
 }
 
 // The page mounts GraphiQL with defaultHeaders and defaultQuery, never
@@ -92,12 +98,15 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}}</title>
-<style>body{margin:0}#graphiql{height:100vh}.loading{height:100%;display:flex;align-items:center;justify-content:center;font-size:2rem;font-family:system-ui,sans-serif}</style>
+<style>body{margin:0}#graphiql{height:100vh}.loading{height:100%;display:flex;align-items:center;justify-content:center;font-size:2rem;font-family:system-ui,sans-serif}.signin{position:fixed;top:.5rem;right:1rem;z-index:10;font-family:system-ui,sans-serif}</style>
 <script src="{{.ReactURL}}" integrity="{{.ReactSRI}}" crossorigin="anonymous"></script>
 <script src="{{.ReactDOMURL}}" integrity="{{.ReactDOMSRI}}" crossorigin="anonymous"></script>
 <link rel="stylesheet" href="{{.CSSURL}}" integrity="{{.CSSSRI}}" crossorigin="anonymous">
 </head>
 <body>
+{{- if .SignInURL}}
+<a class="signin" href="{{.SignInURL}}">Sign in</a>
+{{- end}}
 <div id="graphiql"><div class="loading">Loading…</div></div>
 <script src="{{.JSURL}}" integrity="{{.JSSRI}}" crossorigin="anonymous"></script>
 <script>
@@ -123,6 +132,14 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
     if (text.trim() === '') { return {}; }
     try { const h = JSON.parse(text); return h && typeof h === 'object' ? h : null; } catch (e) { return null; }
   };
+  // Back from a sign-in, the session token is in the fragment, which no
+  // server or log saw: it becomes the Authorization header, and the
+  // fragment leaves the address bar and the history.
+  const signedIn = new URLSearchParams(location.hash.slice(1)).get('session');
+  if (signedIn) {
+    storage.setItem('graphiql:headers', JSON.stringify({ Authorization: 'Bearer ' + signedIn }, null, 2));
+    history.replaceState(null, '', location.pathname + location.search);
+  }
   // The fetcher carries the headers itself: GraphiQL's introspection does
   // not read the headers editor on its own, and a new fetcher makes it
   // introspect again.
@@ -192,6 +209,7 @@ func (p *Playground) renderPage(opts Options) []byte {
 		DefaultHeaders: headers,
 		DefaultQuery:   fmt.Sprintf(welcomeQuery, lines),
 		StoragePrefix:  "bothy:",
+		SignInURL:      opts.SignInURL,
 	})
 	if err != nil { // cannot happen: fixed template, string fields
 		panic(fmt.Sprintf("playground: %v", err))

@@ -418,3 +418,18 @@ func TestActAsOnlyWhenGiven(t *testing.T) {
 		t.Fatal("the serve page offers principals")
 	}
 }
+
+// TestSignInLink: with a sign-in configured the page links it and takes
+// the session token from the fragment the callback sends back into the
+// stored Authorization header; without one it offers neither.
+func TestSignInLink(t *testing.T) {
+	_, page := get(t, New(testEndpoint, Options{SignInURL: "/auth/login"}), "/")
+	for _, want := range []string{`<a class="signin" href="/auth/login">Sign in</a>`, `get('session')`, `history.replaceState`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the page with a sign-in lacks %q", want)
+		}
+	}
+	if _, page = get(t, New(testEndpoint), "/"); strings.Contains(page, `class="signin"`) {
+		t.Fatal("the page without a sign-in links one")
+	}
+}

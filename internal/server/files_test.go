@@ -218,8 +218,8 @@ func TestFilesAttach(t *testing.T) {
 	var got struct {
 		Message struct {
 			Attachments []struct {
-				FileID     string `json:"fileId"`
-				TextStatus string `json:"textStatus"`
+				FileID     string                  `json:"fileId"`
+				TextStatus string                  `json:"textStatus"`
 				File       struct{ Sha256 string } `json:"file"`
 			} `json:"attachments"`
 		} `json:"message"`

@@ -284,7 +284,12 @@ func New(d Deps) (*Server, error) {
 	mcpface.Register(mux, mcpface.Deps{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }),
 		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody, Client: proxies.Client,
 		PublicURL: s.publicURL, Admit: func(h http.Handler) http.Handler { return meterRateLimit(s.capConcurrency(h)) }})
-	playground.New("/graphql", playground.Options{ActAs: d.PlaygroundActAs}).Register(mux)
+	signInURL := ""
+	if set.SignIn != nil {
+		set.SignIn.Register(mux)
+		signInURL = "/auth/login"
+	}
+	playground.New("/graphql", playground.Options{ActAs: d.PlaygroundActAs, SignInURL: signInURL}).Register(mux)
 	// Every request no route takes, under /api/v1/ too: 405 with Allow for
 	// a known path, 404 otherwise.
 	mux.Handle("/", unmatched(mux))

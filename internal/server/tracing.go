@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"go.opentelemetry.io/otel/attribute"
@@ -59,6 +60,7 @@ func (OperationSpans) InterceptOperation(ctx context.Context, next graphql.Opera
 			name = oc.Operation.Name
 		}
 	}
+	name = spanOperationName(name)
 	spanName := kind
 	if name != "" {
 		spanName += " " + name
@@ -99,4 +101,18 @@ func (OperationSpans) InterceptOperation(ctx context.Context, next graphql.Opera
 		}
 		return resp
 	}
+}
+
+// maxSpanOperationNameBytes bounds the operation name a span carries:
+// GraphQL names have no length limit, and a span outlives its request in
+// the exporter's queue.
+const maxSpanOperationNameBytes = 128
+
+// spanOperationName returns name as a span carries it: a copy, cut at
+// maxSpanOperationNameBytes (a GraphQL name is ASCII, so any cut is
+// valid UTF-8). The parsed name is a substring of the document's text, and
+// a span queued for export with the substring kept the whole text alive,
+// up to the body limit per span.
+func spanOperationName(name string) string {
+	return strings.Clone(name[:min(len(name), maxSpanOperationNameBytes)])
 }

@@ -48,6 +48,16 @@ const (
 	DatabaseListenBackoffMax           = "database.listen_backoff_max"
 	HTTPTrustedProxies                 = "http.trusted_proxies"
 	HTTPPublicURL                      = "http.public_url"
+	AuthOIDCIssuer                     = "auth.oidc.issuer"
+	AuthOIDCClientID                   = "auth.oidc.client_id"
+	AuthOIDCClientSecret               = "auth.oidc.client_secret"
+	AuthOIDCClientSecretFile           = "auth.oidc.client_secret_file"
+	AuthOIDCRedirectURL                = "auth.oidc.redirect_url"
+	AuthOIDCScopes                     = "auth.oidc.scopes"
+	AuthOIDCNameClaim                  = "auth.oidc.name_claim"
+	AuthOIDCAllowedDomains             = "auth.oidc.allowed_domains"
+	AuthOIDCCreatePeople               = "auth.oidc.create_people"
+	AuthSessionTTL                     = "auth.session_ttl"
 	HTTPCORSAllowedOrigins             = "http.cors_allowed_origins"
 	HTTPCORSMaxAge                     = "http.cors_max_age"
 	RetentionInterval                  = "retention.interval"
@@ -138,12 +148,22 @@ var Registry = []Key{
 	{ServerReadinessTimeout, TypeDuration, "2s", "100ms", "longest database check of one /readyz probe"},
 	{MetricsAddr, TypeString, "", "", "listen address (host:port) of a separate /metrics listener; empty serves /metrics on server.addr"},
 	{MetricsPprof, TypeBool, "false", "", "whether the metrics listener also serves Go's runtime profiles under /debug/pprof/ (net/http/pprof); needs metrics.addr, never on the API's address"},
-	{MetricsMaxOperations, TypeInt, "200", "1", "distinct operation names labelled in the request metrics; later names count as other"},
+	{MetricsMaxOperations, TypeInt, "200", "1", "distinct operation names labelled in the request metrics; later names, and names longer than 128 bytes, count as other"},
 	{DatabaseAutoMigrate, TypeBool, "true", "", "whether serve applies pending migrations at start; false serves without DDL rights and /readyz answers migrations_pending while the schema is behind"},
 	{DatabaseListenURL, TypeString, "", "", "PostgreSQL connection string of the LISTEN connection (direct, not through a transaction-mode pooler); empty uses database.url"},
 	{DatabasePoolerMode, TypeBool, "false", "", "whether database.url goes through a transaction-mode pooler such as PgBouncer: the pool then keeps no prepared statements"},
 	{DatabaseListenBackoffMax, TypeDuration, "10s", "100ms", "longest pause between reconnects of the LISTEN connection (the pause doubles from 100ms)"},
 	{HTTPPublicURL, TypeString, "", "", "the URL clients use to reach the server (scheme://host[:port], no path), behind a proxy the proxy's; names the MCP face's protected resource (its metadata and the WWW-Authenticate of a 401); empty: the listen address, with a warning at start, never a request's Host"},
+	{AuthOIDCIssuer, TypeString, "", "", "issuer URL of the organisation's OpenID Connect provider (its discovery document is ISSUER/.well-known/openid-configuration); empty turns sign-in off; needs http.public_url"},
+	{AuthOIDCClientID, TypeString, "", "", "Bothy's client id at the provider (needed with auth.oidc.issuer)"},
+	{AuthOIDCClientSecret, TypeString, "", "", "Bothy's client secret at the provider; prefer auth.oidc.client_secret_file or the environment to a configuration file"},
+	{AuthOIDCClientSecretFile, TypeString, "", "", "a file holding the client secret (its first line), read at start; wins over auth.oidc.client_secret"},
+	{AuthOIDCRedirectURL, TypeString, "", "", "the callback URL registered at the provider; empty is http.public_url + /auth/callback"},
+	{AuthOIDCScopes, TypeString, "openid,email,profile", "", "comma-separated scopes the sign-in asks for (openid is always asked)"},
+	{AuthOIDCNameClaim, TypeString, "email", "", "the ID token's claim that names the person: an e-mail address, matched with the people's addresses at the first sign-in (the claim email_verified must be true)"},
+	{AuthOIDCAllowedDomains, TypeString, "", "", "comma-separated e-mail domains whose people may sign in (example.com); empty allows every domain the provider vouches for"},
+	{AuthOIDCCreatePeople, TypeBool, "false", "", "whether a sign-in of an unknown person of an allowed domain creates them (a person without grants; handle from the address's local part); false refuses them"},
+	{AuthSessionTTL, TypeDuration, "168h", "5m", "lifetime of the session token a sign-in gives"},
 	{HTTPTrustedProxies, TypeString, "", "", "comma-separated IP addresses or CIDR ranges of reverse proxies whose X-Forwarded-For names the client"},
 	{HTTPCORSAllowedOrigins, TypeString, "", "", "comma-separated browser origins (scheme://host[:port]) allowed to call the API cross-origin; empty allows none"},
 	{HTTPCORSMaxAge, TypeDuration, "10m", "0s", "how long a browser may cache a CORS preflight answer"},

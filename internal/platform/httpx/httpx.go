@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -250,7 +251,7 @@ type Metrics struct {
 	waiting      prometheus.Gauge
 
 	mu     sync.Mutex
-	names  map[string]bool
+	names  map[string]string // the label values, each its own copy
 	maxOps int
 }
 
@@ -279,7 +280,7 @@ func NewMetrics(reg prometheus.Registerer, maxOps int) *Metrics {
 			Help: "Duration of long polls, the wait included.", Buckets: []float64{0.01, 0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 120}}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bothy_long_polls_waiting",
 			Help: "Long polls in progress."}),
-		names:  map[string]bool{},
+		names:  map[string]string{},
 		maxOps: maxOps,
 	}
 	reg.MustRegister(m.requests, m.duration, m.operations, m.opDuration, m.longPolls, m.longPollTime, m.waiting)
@@ -300,21 +301,35 @@ func NewMetrics(reg prometheus.Registerer, maxOps int) *Metrics {
 // LongPollWaiting adds delta to the gauge of long polls in progress.
 func (m *Metrics) LongPollWaiting(delta float64) { m.waiting.Add(delta) }
 
-// opLabel bounds the operation label values.
+// maxOperationLabelBytes is the longest operation name that becomes a
+// label value; a longer one counts as "other". GraphQL names have no length
+// limit, and maxOps names near http.max_body_bytes would keep that much
+// memory in the label set and in every series labelled with them.
+const maxOperationLabelBytes = 128
+
+// opLabel bounds the operation label values: at most maxOps names of at
+// most maxOperationLabelBytes each. A name kept is a copy: a GraphQL
+// operation name is a substring of its document's text (the parser slices
+// the text), and keeping the substring kept the whole document, up to the
+// body limit, for the life of the process.
 func (m *Metrics) opLabel(name string) string {
 	if name == "" {
 		return "none"
 	}
+	if len(name) > maxOperationLabelBytes {
+		return otherOperation
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.names[name] {
-		return name
+	if own, ok := m.names[name]; ok {
+		return own
 	}
 	if len(m.names) >= m.maxOps {
 		return otherOperation
 	}
-	m.names[name] = true
-	return name
+	own := strings.Clone(name)
+	m.names[own] = own
+	return own
 }
 
 // observe records one finished request.

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/platform/problem"
 )
@@ -116,5 +119,32 @@ func TestProblemMessage(t *testing.T) {
 		if msg != c.msg || !reflect.DeepEqual(ext, c.ext) || w.Header().Get("Retry-After") != c.retryHdr {
 			t.Errorf("%s: %q %v Retry-After %q; want %q %v %q", c.name, msg, ext, w.Header().Get("Retry-After"), c.msg, c.ext, c.retryHdr)
 		}
+	}
+}
+
+// TestOperationLabelsKeepOnlyTheirNames: the operation label set keeps a
+// copy of each name, never the parsed substring that would keep its whole
+// document alive, counts a name above maxOperationLabelBytes as other and
+// holds at most maxOps names.
+func TestOperationLabelsKeepOnlyTheirNames(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry(), 2)
+	doc := "query Short { viewer { id } } # " + strings.Repeat("x", 1<<20)
+	name := doc[len("query ") : len("query ")+len("Short")]
+	got := m.opLabel(name)
+	start := uintptr(unsafe.Pointer(unsafe.StringData(doc)))
+	if p := uintptr(unsafe.Pointer(unsafe.StringData(got))); got != "Short" || (p >= start && p < start+uintptr(len(doc))) {
+		t.Fatalf("label %q shares the document's text", got)
+	}
+	if again := m.opLabel(name); unsafe.StringData(again) != unsafe.StringData(got) {
+		t.Fatal("a name labelled again was copied again")
+	}
+	if got := m.opLabel(strings.Repeat("N", maxOperationLabelBytes+1)); got != otherOperation {
+		t.Fatalf("a name of %d bytes is labelled %q", maxOperationLabelBytes+1, got)
+	}
+	if got := m.opLabel("Second"); got != "Second" {
+		t.Fatalf("the second name is labelled %q", got)
+	}
+	if got := m.opLabel("Third"); got != otherOperation {
+		t.Fatalf("a name beyond maxOps is labelled %q", got)
 	}
 }

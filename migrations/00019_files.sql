@@ -7,7 +7,7 @@
 -- at most one message (message_id, set once by its uploader's create); an
 -- unattached file is deleted after files.orphan_ttl, the files of a
 -- deleted message after files.deleted_ttl (delete_after). An expand step:
--- binaries before 18 never read the table, and the capability column of
+-- binaries before 19 never read the table, and the capability column of
 -- principals has a default that denies.
 CREATE TABLE stored_files (
     id                     uuid PRIMARY KEY,
