@@ -8,9 +8,14 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"net/textproto"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/platform/config"
@@ -361,5 +366,33 @@ func TestFilesRequireScan(t *testing.T) {
 	file := mustUpload(t, env, "alex", "notes.txt", []byte("notes"))
 	if r := download(t, env, "alex", file); !apitest.SameAnswer(t, r, download(t, env, "alex", "01a22d00-0000-7000-8000-000000000000")) {
 		t.Fatalf("unscanned file with require_scan: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestFilesOverS3: the same upload and read on both faces with
+// files.storage on an S3-compatible store (an in-process S3 server). Not
+// parallel: the store's credentials are environment variables.
+func TestFilesOverS3(t *testing.T) {
+	backend := s3mem.New()
+	if err := backend.CreateBucket("bothy-files"); err != nil {
+		t.Fatal(err)
+	}
+	s3 := httptest.NewServer(gofakes3.New(backend).Server())
+	t.Cleanup(s3.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", "sam-example")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret-example")
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.FilesRequireScan: "false",
+		config.FilesStorage: "s3://bothy-files?region=us-east-1&use_path_style=true&endpoint=" + url.QueryEscape(s3.URL)}})
+	content := []byte("Sam's notes, kept in S3\n")
+	file := mustUpload(t, env, "sam", "notes.txt", content)
+	if r := download(t, env, "sam", file); r.Status != http.StatusOK || !bytes.Equal(r.Body, content) {
+		t.Fatalf("read from S3: %d %s", r.Status, r.Body)
+	}
+	if status, body := gqlUpload(t, env, "sam", content, true); status != http.StatusOK || !strings.Contains(string(body), `"scanStatus":"NOT_SCANNED"`) {
+		t.Fatalf("GraphQL upload to S3: %d %s", status, body)
+	}
+	list, err := backend.ListBucket("bothy-files", nil, gofakes3.ListBucketPage{})
+	if err != nil || len(list.Contents) != 2 {
+		t.Fatalf("objects in the bucket: %v %v", list, err)
 	}
 }
