@@ -5570,7 +5570,8 @@ extend type Principal {
 extend type Query {
   """
   A file's metadata: for its uploader before it is attached, afterwards for
-  whoever may read the message it is attached to. Anyone else gets the
+  whoever may read the message it is attached to (a run token: the files
+  of its run's thread and triggering message). Anyone else gets the
   same not_found as for a missing file (and for a deleted message's files).
   """
   file(

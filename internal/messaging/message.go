@@ -168,7 +168,10 @@ func Payload(m Message) map[string]any {
 func attachmentsPayload(as []Attachment) []any {
 	out := make([]any, len(as))
 	for i, a := range as {
-		p := map[string]any{"file_id": a.FileID, "name": a.Name, "mime_type": a.MIMEType, "size": a.Size, "scan_status": string(a.ScanStatus)}
+		// No text is extracted yet: every file's text_status is
+		// unsupported, as on the GraphQL face (docs/DECISIONS.md).
+		p := map[string]any{"file_id": a.FileID, "name": a.Name, "mime_type": a.MIMEType, "size": a.Size, "scan_status": string(a.ScanStatus),
+			"text_status": "unsupported"}
 		if a.Transcript != "" {
 			p["transcript"] = a.Transcript
 		}

@@ -206,6 +206,13 @@ func TestFilesAttach(t *testing.T) {
 		as[0].(map[string]any)["scan_status"] != "not_scanned" {
 		t.Fatalf("attachments: %v", as)
 	}
+	// The event feed carries the attachment in the message's REST shape
+	// (the harness validates it against the document).
+	var page map[string]any
+	json.Unmarshal(env.REST(http.MethodGet, "/api/v1/events", env.World.Token("sam"), nil).Body, &page)
+	if !strings.Contains(mustJSON(page), `"text_status":"unsupported"`) {
+		t.Fatalf("events without the attachment: %v", page)
+	}
 	// A replay with the same files is the original, not "already attached".
 	if again := postWithFiles(env, "alex", main, "att-1", "see the notes", file); again.Status != http.StatusOK || again.Header.Get("Idempotent-Replay") != "true" {
 		t.Fatalf("replay: %d %s", again.Status, again.Body)
@@ -395,4 +402,9 @@ func TestFilesOverS3(t *testing.T) {
 	if err != nil || len(list.Contents) != 2 {
 		t.Fatalf("objects in the bucket: %v %v", list, err)
 	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
