@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection migrate build vet dist image sdk-api-snapshot sdk-typescript
+.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection migrate build vet dist image sdk-api-snapshot sdk-typescript sdk-python
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
@@ -52,7 +52,7 @@ TEST_FIRST = ./internal/server ./internal/examples ./internal/runs ./internal/co
 test: export CGO_ENABLED := 0
 test: export GOFLAGS := -trimpath -ldflags=-w $(GOFLAGS)
 test:
-	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps sdk-typescript
+	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps sdk-typescript sdk-python
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	@mkdir -p bin
@@ -88,7 +88,7 @@ stress: assets audit-deps
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/ ./internal/chat/ ./internal/feed/
 
 ## chaos: the chaos test of runs (internal/chaos, build tag chaos; make test runs a smoke of it with CHAOS_RUNS=2): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
-chaos: assets
+chaos: assets sdk-python sdk-typescript
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '^(TestChaos|TestFreshAdapterLearnsTheAcknowledgedPosition)$$' ./internal/chaos/
 
 ## conformance-matrix: every single-fault adapter of internal/conformance/testdata/broken against every scenario of the conformance kit (make test runs each against its own scenarios and a control): each must fail exactly the scenarios of its rule, the reference adapter none
@@ -133,6 +133,10 @@ lint-deps:
 ## sdk-typescript: the TypeScript SDK @bothy/agent (sdk/typescript): npm ci from its lock when the lock changed, npm run build when its sources changed
 sdk-typescript:
 	sdk/typescript/install.sh
+
+## sdk-python: a virtualenv bin/python-sdk with the Python SDK's locked packages (pip --require-hashes) and the SDK itself, for internal/examples' Python tests
+sdk-python:
+	sdk/python/venv.sh bin/python-sdk
 
 ## sdk-api-snapshot: store the Go SDK's exported API in sdk/api, the base of its compatibility gate (internal/apicompat); run it at each release
 sdk-api-snapshot:

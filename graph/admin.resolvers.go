@@ -20,7 +20,7 @@ import (
 
 // Actor is the resolver for the actor field.
 func (r *auditEntryResolver) Actor(ctx context.Context, obj *model.AuditEntry) (*model.PrincipalRef, error) {
-	ref, err := r.principalRef(ctx, obj.ActorID)
+	ref, err := r.actorRef(ctx, obj.ActorID)
 	if err != nil {
 		return nil, err
 	}

@@ -258,6 +258,19 @@ func LoadersFor(ctx context.Context) (*Loaders, error) {
 	return nil, problem.Internal("graph.LoadersFor", errNoLoaders)
 }
 
+// actorRef is principalRef for the actor of an audit entry, which, unlike
+// an author or a run's agent, no foreign key keeps: an owner may remove a
+// principal that wrote nothing at the database, and the audit log keeps
+// what it did. Such an actor answers as deleted, under its id.
+func (r *Resolver) actorRef(ctx context.Context, id string) (*identity.Ref, error) {
+	ref, err := r.principalRef(ctx, id)
+	if errors.Is(err, identity.ErrNotFound) {
+		gone := identity.DeletedRef(id)
+		return &gone, nil
+	}
+	return ref, err
+}
+
 // principalRef loads the public view of principal id through the loader.
 func (r *Resolver) principalRef(ctx context.Context, id string) (*identity.Ref, error) {
 	if id == admin.Operator.ID {

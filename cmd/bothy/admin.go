@@ -464,7 +464,7 @@ func adminAuditExport(ctx context.Context, args []string, stdout, stderr io.Writ
 		"every audited allow, and the refusals of one actor, action and reason per aggregation window, counted.", stderr)
 	since := c.fs.String("since", "", "RFC 3339 time: entries whose last decision is at or after it (required)")
 	until := c.fs.String("until", "", "RFC 3339 time: entries whose first decision is before it (default: no bound)")
-	handle := c.fs.String("actor", "", "handle of the principal whose decisions to export (default: everybody)")
+	handle := c.fs.String("actor", "", "handle of the principal whose decisions to export, operator for the local operator (default: everybody)")
 	action := c.fs.String("action", "", "an action of the action table, such as grant.create (default: every action)")
 	decision := c.fs.String("decision", "", "allow or deny (default: both)")
 	format := c.fs.String("format", "jsonl", "the output format; jsonl is the only one")
@@ -491,7 +491,15 @@ func adminAuditExport(ctx context.Context, args []string, stdout, stderr io.Writ
 		f.Until = &to
 	}
 	var env *adminEnv
-	if *handle != "" {
+	if *handle == identity.OperatorHandle {
+		// The local operator is no stored principal; its entries are
+		// recorded under its id.
+		f.ActorID = admin.Operator.ID
+		env, err = openAdmin(ctx, c)
+		if err != nil {
+			return err
+		}
+	} else if *handle != "" {
 		var p identity.Principal
 		if env, p, err = openFor(ctx, c, *handle); err != nil {
 			return err

@@ -17,7 +17,7 @@ import (
 // stored principal; the audit log records its actions under the nil UUID.
 // Only code running beside the database (never a request) may act as it.
 var Operator = identity.Principal{ID: "00000000-0000-0000-0000-000000000000", Kind: identity.KindUser,
-	Handle: "operator", DisplayName: "Operator", Status: identity.StatusActive, IsOwner: true}
+	Handle: identity.OperatorHandle, DisplayName: "Operator", Status: identity.StatusActive, IsOwner: true}
 
 // instance is the resource of creates that have no parent.
 var instance = authz.Resource{Kind: authz.KindInstance, ID: "instance"}

@@ -137,3 +137,116 @@ func TestAuditEntries_LocalOperatorIsAnActor(t *testing.T) {
 		t.Fatalf("GraphQL: %+v %+v", res.Errors, gq)
 	}
 }
+
+// TestAuditEntries_RemovedActorsStillRead: an owner removes a principal
+// at the database (only one that has no messages, runs or grants can go:
+// its tokens and memberships go with it, its audit entries stay, since
+// the audit log keeps what happened). Its entries still read on both
+// faces, unfiltered and filtered by its id, with an actor that says it
+// was deleted, instead of a 500 (graph.principalRef: identity: not
+// found).
+func TestAuditEntries_RemovedActorsStillRead(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	made, err := env.Server.Admin.CreatePrincipal(t.Context(), admin.Operator, admin.PrincipalInput{Kind: identity.KindAgent,
+		Handle: "scout", DisplayName: "Scout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scout := made.Principal.ID
+	apitest.WantProblem(t, "scout reads the log", env.REST(http.MethodGet, "/api/v1/audit", made.Token.Token, nil),
+		http.StatusForbidden, "forbidden", "subject_kind_not_allowed")
+	apitest.WantProblem(t, "sam reads the log", env.REST(http.MethodGet, "/api/v1/audit", env.World.Token("sam"), nil),
+		http.StatusForbidden, "forbidden", "level_insufficient")
+	env.Exec(`DELETE FROM principals WHERE id = $1`, scout)
+	// A row whose status says deleted still says who it was.
+	env.Exec(`UPDATE principals SET status = 'deleted' WHERE id = $1`, env.World.ID("sam"))
+
+	robin := env.World.Token("robin")
+	wantDeleted := func(what string, actor map[string]any) {
+		t.Helper()
+		if actor["id"] != scout || actor["handle"] != "deleted" || actor["display_name"] != "Deleted principal" {
+			t.Fatalf("%s: the removed actor answers %+v", what, actor)
+		}
+	}
+	var seen bool
+	for after := ""; ; {
+		q := url.Values{"limit": {"1000"}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		out := env.MustREST(t, http.MethodGet, "/api/v1/audit?"+q.Encode(), robin, nil, http.StatusOK)
+		for _, e := range out["nodes"].([]any) {
+			if a := e.(map[string]any)["actor"].(map[string]any); a["id"] == scout {
+				wantDeleted("unfiltered", a)
+				seen = true
+			}
+		}
+		info := out["page_info"].(map[string]any)
+		if info["has_next_page"] != true {
+			break
+		}
+		after = info["end_cursor"].(string)
+	}
+	if !seen {
+		t.Fatal("the removed actor's entry is not in the unfiltered log")
+	}
+	own := env.MustREST(t, http.MethodGet, "/api/v1/audit?actor="+scout, robin, nil, http.StatusOK)["nodes"].([]any)
+	if len(own) != 1 || own[0].(map[string]any)["reason"] != "subject_kind_not_allowed" {
+		t.Fatalf("filtered by the removed actor: %+v", own)
+	}
+	wantDeleted("filtered", own[0].(map[string]any)["actor"].(map[string]any))
+	var gq struct {
+		AuditEntries struct {
+			Nodes []struct {
+				Actor struct{ ID, Kind, Handle, DisplayName string }
+			}
+		} `json:"auditEntries"`
+	}
+	res := env.GraphQL(robin, `{ auditEntries(limit: 1000, filter: {actor: "`+scout+`"}) { nodes { actor { id kind handle displayName } } } }`, nil, &gq)
+	if len(res.Errors) > 0 || len(gq.AuditEntries.Nodes) != 1 || gq.AuditEntries.Nodes[0].Actor.Handle != "deleted" ||
+		gq.AuditEntries.Nodes[0].Actor.DisplayName != "Deleted principal" {
+		t.Fatalf("GraphQL: %+v %+v", res.Errors, gq)
+	}
+	if res := env.GraphQL(robin, `{ auditEntries(limit: 1000) { nodes { actor { id handle } } } }`, nil, nil); len(res.Errors) > 0 {
+		t.Fatalf("GraphQL unfiltered: %+v", res.Errors)
+	}
+	sam := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=audit.list&actor="+env.World.ID("sam"), robin, nil, http.StatusOK)["nodes"].([]any)
+	if len(sam) != 1 || sam[0].(map[string]any)["actor"].(map[string]any)["handle"] != "sam" {
+		t.Fatalf("the deleted sam: %+v", sam)
+	}
+}
+
+// TestAuditEntries_RunTokenActsAsItsAgent: a run token's refused call is
+// audited under the run's agent, which the log answers as itself.
+func TestAuditEntries_RunTokenActsAsItsAgent(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	lotse := env.World.Token("lotse")
+	msg := env.MustPost("alex", env.Main("Support/Allgemein"), "audit-rt", "@lotse is the printer back?")["id"]
+	var run string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, msg).Scan(&run); err != nil {
+		t.Fatalf("the mention started no run: %v", err)
+	}
+	env.MustREST(t, http.MethodPost, "/api/v1/runs/"+run+"/start", lotse, map[string]any{"holder": "proc-a"}, http.StatusOK)
+	tok := env.MustREST(t, http.MethodPost, "/api/v1/runs/"+run+"/tokens", lotse, map[string]any{"holder": "proc-a"}, http.StatusCreated)["token"].(string)
+	apitest.WantProblem(t, "the run token reads the log", env.REST(http.MethodGet, "/api/v1/audit", tok, nil),
+		http.StatusForbidden, "forbidden", "run_token_scope")
+	got := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=audit.list&decision=deny", env.World.Token("robin"), nil, http.StatusOK)["nodes"].([]any)
+	if len(got) != 1 || got[0].(map[string]any)["actor"].(map[string]any)["handle"] != "lotse" || got[0].(map[string]any)["reason"] != "run_token_scope" {
+		t.Fatalf("the run token's refusal: %+v", got)
+	}
+}
+
+// TestAuditEntries_ActorHandlesAreReserved: the handles the audit log
+// answers for actors that are no stored principal (the local operator,
+// a removed principal) cannot be taken, so an actor "operator" or
+// "deleted" in the log is never a person, agent or app of that name.
+func TestAuditEntries_ActorHandlesAreReserved(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	for _, h := range []string{"operator", "deleted"} {
+		apitest.WantProblem(t, h, env.REST(http.MethodPost, "/api/v1/principals", env.World.Token("robin"),
+			map[string]any{"kind": "user", "handle": h, "display_name": "Sam", "email": h + "@example.com"}), http.StatusConflict, "conflict", "handle_taken")
+	}
+}

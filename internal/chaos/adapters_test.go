@@ -59,6 +59,31 @@ func baseURLFlag(t *testing.T, bin string) string {
 	return ""
 }
 
+// sdkSlots are the slots that run an SDK's model example instead of the
+// reference adapter, by the name the process is known by ("transport").
+var sdkSlots = map[int]string{3: "python", 4: "typescript"}
+
+// sdkCommands are the commands of the Python and TypeScript SDKs' model
+// examples, installed and built by make sdk-python and make
+// sdk-typescript (make chaos and make test run both first).
+func sdkCommands(t *testing.T) map[string][]string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := map[string][]string{
+		"python":     {filepath.Join(root, "bin/python-sdk/bin/python"), filepath.Join(root, "sdk/python/examples/model.py")},
+		"typescript": {"node", filepath.Join(root, "sdk/typescript/examples/model.mjs")},
+	}
+	for _, need := range []string{cmds["python"][0], filepath.Join(root, "sdk/typescript/dist")} {
+		if _, err := os.Stat(need); err != nil {
+			t.Fatalf("%s is missing: run make sdk-python sdk-typescript first (%v)", need, err)
+		}
+	}
+	return cmds
+}
+
 // proc is one adapter process.
 type proc struct {
 	name      string
@@ -109,6 +134,10 @@ type supervisor struct {
 	args   []string
 	env    []string
 	logDir string
+	// sdks are the commands of the SDKs' examples by the "transport" that
+	// names them (sdkSlots), with the server and the model in the
+	// environment.
+	sdks map[string][]string
 	// started receives "run started" notices; a notice nobody waits for
 	// is dropped.
 	started chan runStart
@@ -136,7 +165,11 @@ func (s *supervisor) start(slot, gen int, transport string) *proc {
 		close(p.done)
 		return p
 	}
-	p.cmd = exec.Command(s.bin, append(append([]string{"agent", "run"}, s.args...), "--transport", transport)...)
+	if sdk, ok := s.sdks[transport]; ok {
+		p.cmd = exec.Command(sdk[0], sdk[1:]...)
+	} else {
+		p.cmd = exec.Command(s.bin, append(append([]string{"agent", "run"}, s.args...), "--transport", transport)...)
+	}
 	p.cmd.Env = s.env
 	lw := &lineWriter{file: f, line: func(l string) { s.line(p, l) }}
 	p.cmd.Stdout, p.cmd.Stderr = lw, lw

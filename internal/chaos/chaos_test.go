@@ -27,8 +27,10 @@ const (
 	// so that a killed adapter's run goes back to queued within about 2 s.
 	lease = 2 * time.Second
 	sweep = 200 * time.Millisecond
-	// slots is how many adapter processes serve lotse at once.
-	slots = 3
+	// slots is how many adapter processes serve lotse at once: three of
+	// the reference adapter (bothy agent run), one of the Python SDK's
+	// model example and one of the TypeScript SDK's (sdkSlots).
+	slots = 5
 	// writers is how many people's conversations run at once.
 	writers = 5
 	// minRuns is the fewest runs a chaos run must create; targetRuns is
@@ -48,8 +50,9 @@ const (
 	lifeMax = 4 * time.Second
 )
 
-// TestChaos runs reference adapter processes of lotse (bothy agent run,
-// poll and ws transports) against a fake model while people write
+// TestChaos runs adapter processes of lotse (the reference adapter, bothy
+// agent run, over the poll and ws transports, and the model examples of the
+// Python and TypeScript SDKs) against a fake model while people write
 // requests and follow-ups, kills the processes with SIGKILL at random
 // moments and restarts them, suspends one with SIGSTOP past its lease and
 // resumes it, and then accounts for every run and request from the
@@ -107,7 +110,10 @@ func TestChaos(t *testing.T) {
 	})
 	model := newFakeModel(t, seed)
 	args := []string{"--server", b.URL, "--model", "openai", flag, model.BaseURL(), "--model-name", "chaos"}
-	sup := newSupervisor(t, bin, args, append(os.Environ(), "BOTHY_AGENT_TOKEN="+b.World.Token("lotse")), logDir)
+	env := append(os.Environ(), "BOTHY_AGENT_TOKEN="+b.World.Token("lotse"), "BOTHY_SERVER="+b.URL,
+		"BOTHY_MODEL_BASE_URL="+model.BaseURL(), "BOTHY_MODEL_NAME=chaos", "BOTHY_MODEL_API_KEY=chaos-key")
+	sup := newSupervisor(t, bin, args, env, logDir)
+	sup.sdks = sdkCommands(t)
 	// Registered after the server, so run before it stops.
 	t.Cleanup(func() {
 		sup.mu.Lock()
@@ -333,6 +339,9 @@ func TestChaos(t *testing.T) {
 // transportOf is the transport of generation gen of slot: slot 0 long
 // polls, slot 1 holds the WebSocket subscription, slot 2 alternates.
 func transportOf(slot, gen int) string {
+	if kind, ok := sdkSlots[slot]; ok {
+		return kind
+	}
 	switch {
 	case slot == 0:
 		return "poll"

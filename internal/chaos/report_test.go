@@ -500,9 +500,18 @@ func account(ctx context.Context, b *bothy, ppl *people, model *fakeModel, sup *
 	}
 	sup.mu.Lock()
 	kills, procs, ws, selfExits := sup.kills, len(sup.procs), 0, len(sup.selfExits)
+	// The SDKs' examples, by the name their slot gives them: how many
+	// processes ran and how many the chaos killed.
+	sdkStarted, sdkKilled := map[string]int{}, map[string]int{}
 	for _, p := range sup.procs {
 		if p.transport == "ws" {
 			ws++
+		}
+		if _, ok := sup.sdks[p.transport]; ok {
+			sdkStarted[p.transport]++
+			if p.killed.Load() {
+				sdkKilled[p.transport]++
+			}
 		}
 	}
 	for _, e := range sup.selfExits {
@@ -540,6 +549,10 @@ func account(ctx context.Context, b *bothy, ppl *people, model *fakeModel, sup *
 	res.add("adapter processes started", procs)
 	res.add("adapter processes started with --transport ws", ws)
 	res.add("adapter processes killed with SIGKILL", kills)
+	for _, kind := range []string{"python", "typescript"} {
+		res.atLeast("processes of the "+kind+" SDK's model example started", sdkStarted[kind], 1)
+		res.add("processes of the "+kind+" SDK's model example killed (SIGKILL, or SIGTERM at the end)", sdkKilled[kind])
+	}
 	res.must("adapter processes that exited by themselves", selfExits, 0)
 	res.add("adapter runs that posted before their follow-ups were delivered (DeliveryWait ran out)",
 		sup.count("WARN", "follow-ups not delivered in time; answering anyway, the server may answer them again in a next run"))

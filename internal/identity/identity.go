@@ -77,6 +77,26 @@ func (p Principal) Ref() Ref {
 	return Ref{ID: p.ID, Kind: p.Kind, Handle: p.Handle, DisplayName: p.DisplayName}
 }
 
+// The handles of actors that are no stored principal, which the audit log
+// still answers: the local operator (the command line) and a principal
+// removed from the database. Nobody can take them (handle_taken), so such
+// an actor is never mistaken for a person, agent or app of that name.
+const (
+	OperatorHandle = "operator"
+	DeletedHandle  = "deleted"
+)
+
+// Reserved reports whether handle h belongs to one of those actors.
+func Reserved(h string) bool { return h == OperatorHandle || h == DeletedHandle }
+
+// DeletedRef is the public view of principal id once its row is gone
+// (removed at the database; audit entries keep their actor's id). Its
+// kind is no longer known: PrincipalKind has no value for that, and a new
+// one would be an input value of createPrincipal, so it answers user.
+func DeletedRef(id string) Ref {
+	return Ref{ID: id, Kind: KindUser, Handle: DeletedHandle, DisplayName: "Deleted principal"}
+}
+
 // ErrNotFound is returned when a principal or token does not exist.
 var ErrNotFound = fmt.Errorf("identity: %w", problem.ErrMissing)
 

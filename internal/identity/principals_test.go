@@ -135,3 +135,17 @@ func updatePrincipal(t *testing.T, env *moduletest.Env) {
 		t.Fatal("the refused patch changed Sam")
 	}
 }
+
+// TestFreeHandleSkipsReservedHandles: a person who signs in as
+// operator@example.com or deleted@example.com gets a numbered handle, not
+// the handle the audit log answers for the local operator or a removed
+// principal (taking it would fail as handle_taken).
+func TestFreeHandleSkipsReservedHandles(t *testing.T) {
+	t.Parallel()
+	env := moduletest.New(t)
+	for _, h := range []string{identity.OperatorHandle, identity.DeletedHandle} {
+		if got, err := env.Identity.FreeHandle(t.Context(), h); err != nil || got != h+"2" {
+			t.Fatalf("FreeHandle(%q) = %q, %v; want %q", h, got, err, h+"2")
+		}
+	}
+}

@@ -71,6 +71,9 @@ func (s *Service) FreeHandle(ctx context.Context, base string) (string, error) {
 			suffix := fmt.Sprint(n)
 			h = base[:min(len(base), 32-len(suffix))] + suffix
 		}
+		if Reserved(h) {
+			continue
+		}
 		if _, err := s.st.ByHandle(ctx, h); errors.Is(err, ErrNotFound) {
 			return h, nil
 		} else if err != nil {

@@ -476,8 +476,12 @@ func (s *store) insertMember(ctx context.Context, id, principalID string) error 
 	return nil
 }
 
-// insertPrincipal stores p; a taken handle answers 409 handle_taken.
+// insertPrincipal stores p; a taken or reserved handle answers 409
+// handle_taken.
 func (s *store) insertPrincipal(ctx context.Context, p Principal) error {
+	if Reserved(p.Handle) {
+		return problem.Newf(problem.Conflict, "handle_taken", "the handle is taken")
+	}
 	var email any
 	if p.Email != "" {
 		email = p.Email

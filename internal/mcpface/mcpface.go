@@ -70,6 +70,11 @@ type Deps struct {
 	// through without a slot of their own. Its refusals answer with
 	// WriteProblem. nil admits every request (tests of the face alone).
 	Admit func(http.Handler) http.Handler
+	// Provider is the organisation's OpenID Connect provider when
+	// sign-in is configured (auth.oidc.issuer), nil otherwise: the
+	// metadata names it as authorization server and /mcp takes its
+	// access tokens for the resource (providertoken.go).
+	Provider Provider
 }
 
 // Register mounts /mcp and the protected resource metadata on mux.
@@ -103,13 +108,13 @@ func Register(mux *http.ServeMux, d Deps) {
 		DisableLocalhostProtection: true,
 	})
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		p, err := d.Authenticate(ctx, token)
+		p, expires, provider, err := authenticate(ctx, d, token, baseURL(d, r)+Path)
 		if err != nil {
 			return nil, fmt.Errorf("%w: the token is unknown, revoked or expired", auth.ErrInvalidToken)
 		}
 		httpx.NotePrincipal(ctx, p.ID)
-		return &auth.TokenInfo{UserID: p.ID, Extra: map[string]any{"token": token, "kind": string(p.Kind), "run": p.RunID, "holder": p.RunHolder,
-			"client": clientOf(d, r), "principal": p}}, nil
+		return &auth.TokenInfo{UserID: p.ID, Expiration: expires, Extra: map[string]any{"token": token, "kind": string(p.Kind), "run": p.RunID,
+			"holder": p.RunHolder, "client": clientOf(d, r), "principal": p, "provider": provider}}, nil
 	}
 	var admitted http.Handler = guard(h)
 	if d.Admit != nil {
@@ -122,6 +127,10 @@ func Register(mux *http.ServeMux, d Deps) {
 			if p, ok := ti.Extra["principal"].(identity.Principal); ok {
 				r = r.WithContext(identity.WithPrincipal(r.Context(), p))
 			}
+			if provider, _ := ti.Extra["provider"].(bool); provider {
+				tok, _ := ti.Extra["token"].(string)
+				r = r.WithContext(withProviderToken(r.Context(), tok))
+			}
 		}
 		admitted.ServeHTTP(w, r)
 	})
@@ -132,13 +141,30 @@ func Register(mux *http.ServeMux, d Deps) {
 		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: baseURL(d, r) + MetadataPath,
 			AllowMissingExpiration: true})(withPrincipal).ServeHTTP(w, r)
 	}))
-	mux.HandleFunc("GET "+MetadataPath, func(w http.ResponseWriter, r *http.Request) {
-		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+	// The metadata answers at the bare path, which a 401 names, and at
+	// the path RFC 9728 section 3.1 derives from the resource's
+	// (/.well-known/oauth-protected-resource/mcp), which clients of the
+	// 2025-11-25 specification try first when they start without a 401.
+	metadata := metadataHandler(d)
+	mux.Handle("GET "+MetadataPath, metadata)
+	mux.Handle("GET "+MetadataPath+Path, metadata)
+}
+
+// metadataHandler serves the protected resource metadata (RFC 9728) of
+// /mcp: the resource at the public URL and, with sign-in configured, the
+// provider as its authorization server.
+func metadataHandler(d Deps) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		meta := &oauthex.ProtectedResourceMetadata{
 			Resource:               baseURL(d, r) + Path,
 			BearerMethodsSupported: []string{"header"},
 			ResourceName:           "Bothy",
 			ResourceDocumentation:  baseURL(d, r) + "/api/v1",
-		}).ServeHTTP(w, r)
+		}
+		if d.Provider != nil {
+			meta.AuthorizationServers = []string{d.Provider.Issuer()}
+		}
+		auth.ProtectedResourceMetadataHandler(meta).ServeHTTP(w, r)
 	})
 }
 

@@ -283,7 +283,7 @@ func New(d Deps) (*Server, error) {
 	// its tools' API calls spent from (the meters nest).
 	mcpface.Register(mux, mcpface.Deps{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }),
 		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody, Client: proxies.Client,
-		PublicURL: s.publicURL, Admit: func(h http.Handler) http.Handler { return meterRateLimit(s.capConcurrency(h)) }})
+		PublicURL: s.publicURL, Admit: func(h http.Handler) http.Handler { return meterRateLimit(s.capConcurrency(h)) }, Provider: mcpProvider(set)})
 	signInURL := ""
 	if set.SignIn != nil {
 		set.SignIn.Register(mux)
@@ -329,10 +329,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := bearer(r.Header.Get("Authorization"))
 		var p identity.Principal
+		var provider bool
 		err := problem.New(problem.Unauthorized, "")
 		if ok {
 			var authErr error
-			p, authErr = s.Identity.Authenticate(r.Context(), tok)
+			p, provider, authErr = s.authenticateToken(r.Context(), tok)
 			err = problem.From("server.authenticate", s.outage.classify(r.Context(), authErr))
 		}
 		if err != nil {
@@ -343,7 +344,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		httpx.NotePrincipal(r.Context(), p.ID)
-		next.ServeHTTP(w, r.WithContext(identity.WithToken(identity.WithPrincipal(r.Context(), p), tok)))
+		ctx := identity.WithPrincipal(r.Context(), p)
+		if !provider {
+			// The token of a long poll's re-check (runs.stillAuthorized):
+			// a Bothy token; a provider's is re-checked by the person's
+			// status instead.
+			ctx = identity.WithToken(ctx, tok)
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
