@@ -31,6 +31,11 @@ func (r *queryResolver) Node(ctx context.Context, id string) (model.Node, error)
 	return r.node(ctx, id)
 }
 
+func (r *Resolver) Principal() generated.PrincipalResolver { return &principalResolver{r} }
+
 func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 
-type queryResolver struct{ *Resolver }
+type (
+	principalResolver struct{ *Resolver }
+	queryResolver     struct{ *Resolver }
+)

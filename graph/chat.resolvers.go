@@ -32,6 +32,20 @@ func (r *channelEventResolver) Channel(ctx context.Context, obj *model.ChannelEv
 	return channelModel(c), nil
 }
 
+// Attachments is the resolver for the attachments field: the message's
+// files through the Attachments loader.
+func (r *messageResolver) Attachments(ctx context.Context, obj *model.Message) ([]*model.Attachment, error) {
+	l, err := LoadersFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	as, err := l.Attachments.Load(ctx, obj.ID)()
+	if err != nil {
+		return nil, err
+	}
+	return attachmentModels(as), nil
+}
+
 // StartedThread is the resolver for the startedThread field: the thread
 // the message started when the caller may read it now, null otherwise,
 // decided and read in one batch for all messages of the answer.

@@ -10,6 +10,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/files"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -44,15 +45,12 @@ func messageModel(m messaging.Message) *model.Message {
 		ID: m.ID, ThreadID: m.ThreadID, ChannelID: m.ChannelID, ThreadSeq: int(m.ThreadSeq), Author: refModel(m.Author),
 		Origin: m.Origin, Kind: m.Kind, ContentMd: m.ContentMD,
 		ContentTruncated: trueOrNil(m.ContentTruncated), ReplyToMessageID: opt(m.ReplyToMessageID),
-		Mentions: make([]*model.PrincipalRef, len(m.Mentions)), Attachments: make([]*model.Attachment, len(m.Attachments)),
+		Mentions:      make([]*model.PrincipalRef, len(m.Mentions)),
 		TriggerReason: opt(m.TriggerReason), SystemCode: opt(m.SystemCode), RunID: opt(m.RunID),
 		Deleted: trueOrNil(m.Deleted), CreatedAt: m.CreatedAt,
 	}
 	for i, r := range m.Mentions {
 		out.Mentions[i] = refModel(r)
-	}
-	for i, a := range m.Attachments {
-		out.Attachments[i] = attachmentModel(a)
 	}
 	if m.TriggerState != messaging.TriggerNone {
 		ts := m.TriggerState
@@ -145,6 +143,7 @@ func messageInput(in model.MessageCreate) messaging.Input {
 	if in.InputTrust != nil {
 		out.InputTrust = *in.InputTrust
 	}
+	out.AttachmentFileIDs = in.AttachmentFileIds
 	return out
 }
 
@@ -200,15 +199,33 @@ func runModel(r runs.Run) *model.Run {
 	return out
 }
 
-// attachmentModel renders a messaging attachment; a file not scanned yet
-// is pending.
+// attachmentModel renders a messaging attachment with its file; a file
+// not scanned yet is pending. No text is extracted yet, so every file's
+// text is UNSUPPORTED (docs/DECISIONS.md, 2026-12-04).
 func attachmentModel(a messaging.Attachment) *model.Attachment {
 	status := a.ScanStatus
 	if status == "" {
 		status = messaging.ScanPending
 	}
 	return &model.Attachment{FileID: a.FileID, Name: a.Name, MimeType: a.MIMEType, Size: int(a.Size),
-		ScanStatus: status, Transcript: opt(a.Transcript)}
+		ScanStatus: status, Transcript: opt(a.Transcript), TextStatus: model.TextStatusUnsupported,
+		File: &model.File{ID: a.FileID, Name: a.Name, MimeType: a.MIMEType, Size: int(a.Size), Sha256: a.SHA256,
+			ScanStatus: status, CreatedAt: a.UploadedAt}}
+}
+
+// attachmentModels renders the attachments of one message.
+func attachmentModels(as []messaging.Attachment) []*model.Attachment {
+	out := make([]*model.Attachment, len(as))
+	for i, a := range as {
+		out[i] = attachmentModel(a)
+	}
+	return out
+}
+
+// fileModel renders a file's metadata.
+func fileModel(f files.File) *model.File {
+	return &model.File{ID: f.ID, Name: f.Name, MimeType: f.MIMEType, Size: int(f.Size), Sha256: f.SHA256Hex(),
+		ScanStatus: messaging.ScanStatus(f.ScanStatus), CreatedAt: f.CreatedAt}
 }
 
 func runReadModel(rd runs.Read) *model.Run {
@@ -333,4 +350,52 @@ func (c contextModels) ref(id string) *model.PrincipalRef {
 		c.refs[id] = r
 	}
 	return r
+}
+
+// withAttachments fills in the attachments of the context's elements, all
+// of them in one statement, and of its follow-ups when they are read. The
+// agent's right to each element's files is its right to the element,
+// which the context decided.
+func (r *Resolver) withAttachments(ctx context.Context, rc *model.RunContext) error {
+	var elems model.RunContextMessages
+	elems = append(append(append(elems, rc.TriggerMessage), rc.ThreadContext...), rc.ChannelContext...)
+	if err := r.fillAttachments(ctx, elems); err != nil {
+		return err
+	}
+	load := rc.LoadFollowUps
+	if load != nil {
+		rc.LoadFollowUps = func(ctx context.Context) (model.RunContextMessages, error) {
+			ms, err := load(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return ms, r.fillAttachments(ctx, ms)
+		}
+	}
+	return nil
+}
+
+// fillAttachments sets the attachments of elems from one read.
+func (r *Resolver) fillAttachments(ctx context.Context, elems model.RunContextMessages) error {
+	if len(elems) == 0 {
+		return nil
+	}
+	idList := make([]string, 0, len(elems))
+	for _, m := range elems {
+		if m != nil {
+			idList = append(idList, m.MessageID)
+		}
+	}
+	got, err := r.Files.AttachmentsOf(ctx, idList)
+	if err != nil {
+		return problem.Internal("graph.attachments", err)
+	}
+	for _, m := range elems {
+		if m != nil {
+			if as := got[m.MessageID]; len(as) > 0 {
+				m.Attachments = attachmentModels(as)
+			}
+		}
+	}
+	return nil
 }

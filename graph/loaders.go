@@ -12,7 +12,9 @@ import (
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/files"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
@@ -47,6 +49,12 @@ type Loaders struct {
 	// Approvals loads the approvals of cards by message (Message.approval):
 	// one statement for the cards of a response.
 	Approvals *Batch[string, runs.Approval]
+	// Attachments loads the attachments of messages (Message.attachments):
+	// one statement for the messages of a response. The reader's right to
+	// each file is its right to the message, decided when it was read.
+	Attachments *Batch[string, []messaging.Attachment]
+	// Capabilities loads principals' capabilities (Principal.capabilities).
+	Capabilities *Batch[string, identity.Capabilities]
 }
 
 // Sources are what the loaders read from.
@@ -56,6 +64,8 @@ type Sources struct {
 	Chat     *chat.Service
 	// Authz decides the batched reads (ReadableThreads).
 	Authz *authz.Service
+	// Files reads the attachments of messages.
+	Files *files.Service
 }
 
 type loadersKey struct{}
@@ -73,8 +83,18 @@ func NewLoaders(src Sources) *Loaders {
 			// A run without a stored box (none exists) shows an empty one.
 			return runs.Live{RunID: k}
 		})),
-		Approvals: newBatch(byKey(src.approvals, nil, nil)),
+		Approvals:    newBatch(byKey(src.approvals, nil, nil)),
+		Attachments:  newBatch(byKey(src.attachments, internalError, func(string) []messaging.Attachment { return []messaging.Attachment{} })),
+		Capabilities: newBatch(byKey(src.capabilities, internalError, nil)),
 	}
+}
+
+func (src Sources) attachments(ctx context.Context, ids []string) (map[string][]messaging.Attachment, error) {
+	return src.Files.AttachmentsOf(ctx, ids)
+}
+
+func (src Sources) capabilities(ctx context.Context, ids []string) (map[string]identity.Capabilities, error) {
+	return src.Identity.CapabilitiesOfMany(ctx, ids)
 }
 
 // The sources' reads as batch sources of byKey, bound when a batch runs

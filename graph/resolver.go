@@ -13,6 +13,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/feed"
+	"bothy.example.com/bothy/internal/files"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -37,6 +38,8 @@ type Resolver struct {
 	// commit; nil authenticates each alone.
 	Tokens *identity.LiveTokens
 	Runs   *runs.Service
+	// Files stores and reads files.
+	Files *files.Service
 	// ContextLimits are agent.context_max_bytes and
 	// agent.context_message_max_bytes.
 	ContextLimits runs.ContextLimits

@@ -38,7 +38,11 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 	if err != nil {
 		return nil, err
 	}
-	return runContextModel(r.Runs, fc), nil
+	out := runContextModel(r.Runs, fc)
+	if err := r.withAttachments(ctx, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // TrustSummary is the resolver for the trustSummary field: what every

@@ -419,6 +419,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
+	if cfg, err = devFiles(cfg, *data); err != nil {
+		return err
+	}
 	// One dev server per data folder: a second start answers what to do and
 	// never touches the running server or its database.
 	lock, err := lockDevData(*data)
@@ -457,6 +460,27 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		lock.announce(base)
 		printBanner(stdout, base, url, worldFile, w)
 	}, actAs(w))
+}
+
+// devFiles sets the development defaults of files, unless the developer
+// set the keys: files in the data folder (not /var/lib/bothy/files), and
+// files served without a scanner (files.require_scan false), since a
+// development machine has no clamd.
+func devFiles(cfg *config.Config, data string) (*config.Config, error) {
+	var err error
+	if !cfg.IsSet(config.FilesStorage) {
+		abs, aerr := filepath.Abs(filepath.Join(data, "files"))
+		if aerr != nil {
+			return nil, fmt.Errorf("--data: %w", aerr)
+		}
+		if cfg, err = cfg.With(config.FilesStorage, "file://"+filepath.ToSlash(abs)); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.IsSet(config.FilesRequireScan) {
+		cfg, err = cfg.With(config.FilesRequireScan, "false")
+	}
+	return cfg, err
 }
 
 // ensureDatabase creates database name on the server at adminURL if absent.

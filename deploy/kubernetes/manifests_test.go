@@ -326,6 +326,13 @@ func checkOverlay(t *testing.T, m *manifests) {
 		t.Error("database.auto_migrate is true: replicas would migrate through the pooler; the Job migrates")
 	}
 	checkSecretURLs(t, secret)
+	// Files: the root filesystem is read-only and two replicas share no
+	// volume, so their files live in an S3-compatible store
+	// (docs/operations.md#files); the default folder would stop every pod
+	// at start.
+	if !strings.HasPrefix(cfg.String(config.FilesStorage), "s3://") {
+		t.Errorf("files.storage %q: two replicas with a read-only root filesystem need an s3:// store", cfg.String(config.FilesStorage))
+	}
 
 	// Probes on the API port: readiness /readyz, liveness and startup
 	// /healthz.

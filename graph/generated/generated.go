@@ -46,6 +46,7 @@ type ResolverRoot interface {
 	Message() MessageResolver
 	MessageEvent() MessageEventResolver
 	Mutation() MutationResolver
+	Principal() PrincipalResolver
 	Query() QueryResolver
 	Run() RunResolver
 	RunCancelRequestedEvent() RunCancelRequestedEventResolver
@@ -168,11 +169,13 @@ type ComplexityRoot struct {
 	}
 
 	Attachment struct {
+		File       func(childComplexity int) int
 		FileID     func(childComplexity int) int
 		MimeType   func(childComplexity int) int
 		Name       func(childComplexity int) int
 		ScanStatus func(childComplexity int) int
 		Size       func(childComplexity int) int
+		TextStatus func(childComplexity int) int
 		Transcript func(childComplexity int) int
 	}
 
@@ -198,6 +201,10 @@ type ComplexityRoot struct {
 	AuditEntryEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	Capabilities struct {
+		FilesOut func(childComplexity int) int
 	}
 
 	Channel struct {
@@ -253,6 +260,16 @@ type ComplexityRoot struct {
 		NextAfter func(childComplexity int) int
 		Nodes     func(childComplexity int) int
 		PageInfo  func(childComplexity int) int
+	}
+
+	File struct {
+		CreatedAt  func(childComplexity int) int
+		ID         func(childComplexity int) int
+		MimeType   func(childComplexity int) int
+		Name       func(childComplexity int) int
+		ScanStatus func(childComplexity int) int
+		Sha256     func(childComplexity int) int
+		Size       func(childComplexity int) int
 	}
 
 	Grant struct {
@@ -363,6 +380,7 @@ type ComplexityRoot struct {
 		RespondToApproval     func(childComplexity int, id string, optionID string) int
 		RevokeGrant           func(childComplexity int, id string) int
 		RevokeToken           func(childComplexity int, id string) int
+		SetCapabilities       func(childComplexity int, principalID string, input model.CapabilitiesInput) int
 		SetChannelOperator    func(childComplexity int, channelID string, input model.OperatorSet) int
 		StartRun              func(childComplexity int, id string, holder *string) int
 		UnarchiveChannel      func(childComplexity int, id string) int
@@ -373,6 +391,7 @@ type ComplexityRoot struct {
 		UpdatePrincipal       func(childComplexity int, id string, input model.PrincipalPatch) int
 		UpdateRunLive         func(childComplexity int, runID string, holder *string, input model.RunLiveUpdate) int
 		UpdateSpace           func(childComplexity int, id string, input model.SpacePatch) int
+		UploadFile            func(childComplexity int, file graphql.Upload) int
 	}
 
 	PageInfo struct {
@@ -381,14 +400,15 @@ type ComplexityRoot struct {
 	}
 
 	Principal struct {
-		CreatedAt   func(childComplexity int) int
-		DisplayName func(childComplexity int) int
-		Email       func(childComplexity int) int
-		Handle      func(childComplexity int) int
-		ID          func(childComplexity int) int
-		IsOwner     func(childComplexity int) int
-		Kind        func(childComplexity int) int
-		Status      func(childComplexity int) int
+		Capabilities func(childComplexity int) int
+		CreatedAt    func(childComplexity int) int
+		DisplayName  func(childComplexity int) int
+		Email        func(childComplexity int) int
+		Handle       func(childComplexity int) int
+		ID           func(childComplexity int) int
+		IsOwner      func(childComplexity int) int
+		Kind         func(childComplexity int) int
+		Status       func(childComplexity int) int
 	}
 
 	PrincipalCreated struct {
@@ -423,6 +443,7 @@ type ComplexityRoot struct {
 		Channel       func(childComplexity int, id string) int
 		Channels      func(childComplexity int, first *int, after *string) int
 		Events        func(childComplexity int, after *string, limit *int, first *int) int
+		File          func(childComplexity int, id string) int
 		Group         func(childComplexity int, id string) int
 		Message       func(childComplexity int, id string) int
 		Node          func(childComplexity int, id string) int
@@ -714,6 +735,8 @@ type ChannelEventResolver interface {
 	Channel(ctx context.Context, obj *model.ChannelEvent) (*model.Channel, error)
 }
 type MessageResolver interface {
+	Attachments(ctx context.Context, obj *model.Message) ([]*model.Attachment, error)
+
 	StartedThread(ctx context.Context, obj *model.Message) (*model.Thread, error)
 	StartedThreadID(ctx context.Context, obj *model.Message) (*string, error)
 	Live(ctx context.Context, obj *model.Message) (*model.RunLive, error)
@@ -749,6 +772,8 @@ type MutationResolver interface {
 	CreateChannel(ctx context.Context, spaceID string, input model.ChannelCreate) (*model.Channel, error)
 	UpdateChannel(ctx context.Context, id string, input model.ChannelPatch) (*model.Channel, error)
 	UnarchiveChannel(ctx context.Context, id string) (*model.Channel, error)
+	UploadFile(ctx context.Context, file graphql.Upload) (*model.File, error)
+	SetCapabilities(ctx context.Context, principalID string, input model.CapabilitiesInput) (*model.Principal, error)
 	StartRun(ctx context.Context, id string, holder *string) (*model.Run, error)
 	RenewRun(ctx context.Context, id string, holder string) (*model.Run, error)
 	CreateRunToken(ctx context.Context, runID string, holder string) (*model.RunToken, error)
@@ -761,6 +786,9 @@ type MutationResolver interface {
 	BindAgentSession(ctx context.Context, threadID string, externalRef string) (*model.AgentSession, error)
 	RequestApproval(ctx context.Context, runID string, holder *string, input model.ApprovalRequest) (*model.Approval, error)
 	RespondToApproval(ctx context.Context, id string, optionID string) (*model.Approval, error)
+}
+type PrincipalResolver interface {
+	Capabilities(ctx context.Context, obj *model.Principal) (*model.Capabilities, error)
 }
 type QueryResolver interface {
 	Viewer(ctx context.Context) (*model.Principal, error)
@@ -775,6 +803,7 @@ type QueryResolver interface {
 	Thread(ctx context.Context, id string) (*model.Thread, error)
 	Message(ctx context.Context, id string) (*model.Message, error)
 	Events(ctx context.Context, after *string, limit *int, first *int) (*model.EventPage, error)
+	File(ctx context.Context, id string) (*model.File, error)
 	TriggeredRuns(ctx context.Context, first *int, after *string) (*model.RunConnection, error)
 	Run(ctx context.Context, id string) (*model.Run, error)
 	AgentEvents(ctx context.Context, after *string, waitSeconds *int, first *int) (*model.AgentEventPage, error)
@@ -1296,6 +1325,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ApprovalOption.Label(childComplexity), true
 
+	case "Attachment.file":
+		if e.ComplexityRoot.Attachment.File == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.File(childComplexity), true
 	case "Attachment.fileId":
 		if e.ComplexityRoot.Attachment.FileID == nil {
 			break
@@ -1326,6 +1361,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attachment.Size(childComplexity), true
+	case "Attachment.textStatus":
+		if e.ComplexityRoot.Attachment.TextStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.TextStatus(childComplexity), true
 	case "Attachment.transcript":
 		if e.ComplexityRoot.Attachment.Transcript == nil {
 			break
@@ -1425,6 +1466,13 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEntryEdge.Node(childComplexity), true
+
+	case "Capabilities.filesOut":
+		if e.ComplexityRoot.Capabilities.FilesOut == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Capabilities.FilesOut(childComplexity), true
 
 	case "Channel.archived":
 		if e.ComplexityRoot.Channel.Archived == nil {
@@ -1636,6 +1684,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.EventPage.PageInfo(childComplexity), true
+
+	case "File.createdAt":
+		if e.ComplexityRoot.File.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.File.CreatedAt(childComplexity), true
+	case "File.id":
+		if e.ComplexityRoot.File.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.File.ID(childComplexity), true
+	case "File.mimeType":
+		if e.ComplexityRoot.File.MimeType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.File.MimeType(childComplexity), true
+	case "File.name":
+		if e.ComplexityRoot.File.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.File.Name(childComplexity), true
+	case "File.scanStatus":
+		if e.ComplexityRoot.File.ScanStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.File.ScanStatus(childComplexity), true
+	case "File.sha256":
+		if e.ComplexityRoot.File.Sha256 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.File.Sha256(childComplexity), true
+	case "File.size":
+		if e.ComplexityRoot.File.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.File.Size(childComplexity), true
 
 	case "Grant.createdAt":
 		if e.ComplexityRoot.Grant.CreatedAt == nil {
@@ -2283,6 +2374,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeToken(childComplexity, args["id"].(string)), true
+	case "Mutation.setCapabilities":
+		if e.ComplexityRoot.Mutation.SetCapabilities == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setCapabilities_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetCapabilities(childComplexity, args["principalId"].(string), args["input"].(model.CapabilitiesInput)), true
 	case "Mutation.setChannelOperator":
 		if e.ComplexityRoot.Mutation.SetChannelOperator == nil {
 			break
@@ -2393,6 +2495,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateSpace(childComplexity, args["id"].(string), args["input"].(model.SpacePatch)), true
+	case "Mutation.uploadFile":
+		if e.ComplexityRoot.Mutation.UploadFile == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_uploadFile_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UploadFile(childComplexity, args["file"].(graphql.Upload)), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -2407,6 +2520,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Principal.capabilities":
+		if e.ComplexityRoot.Principal.Capabilities == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Principal.Capabilities(childComplexity), true
 	case "Principal.createdAt":
 		if e.ComplexityRoot.Principal.CreatedAt == nil {
 			break
@@ -2604,6 +2723,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Events(childComplexity, args["after"].(*string), args["limit"].(*int), args["first"].(*int)), true
+	case "Query.file":
+		if e.ComplexityRoot.Query.File == nil {
+			break
+		}
+
+		args, err := ec.field_Query_file_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.File(childComplexity, args["id"].(string)), true
 	case "Query.group":
 		if e.ComplexityRoot.Query.Group == nil {
 			break
@@ -3824,6 +3954,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ApprovalOptionInput", ec.unmarshalInputApprovalOptionInput),
 			graphql.NewInputUnmarshaler("ApprovalRequest", ec.unmarshalInputApprovalRequest),
 			graphql.NewInputUnmarshaler("AuditFilter", ec.unmarshalInputAuditFilter),
+			graphql.NewInputUnmarshaler("CapabilitiesInput", ec.unmarshalInputCapabilitiesInput),
 			graphql.NewInputUnmarshaler("ChannelCreate", ec.unmarshalInputChannelCreate),
 			graphql.NewInputUnmarshaler("ChannelPatch", ec.unmarshalInputChannelPatch),
 			graphql.NewInputUnmarshaler("ChannelSwitchesPatch", ec.unmarshalInputChannelSwitchesPatch),
@@ -4703,9 +4834,11 @@ enum ScanStatus {
   INFECTED
   "The scan could not be done."
   FAILED
+  "No scanner is configured; files.require_scan decides whether such a file is served."
+  NOT_SCANNED
 }
 
-"A file attached to a message (none exist yet; the list is always present)."
+"A file attached to a message."
 type Attachment {
   "The file's id."
   fileId: ID!
@@ -4719,6 +4852,10 @@ type Attachment {
   scanStatus: ScanStatus!
   "The transcript of a voice message, when there is one; it carries the trust of its message."
   transcript: String
+  "Whether the file's text is extracted for agents."
+  textStatus: TextStatus!
+  "The file itself (its digest and upload time besides what the attachment shows)."
+  file: File
 }
 
 "A message of a thread, in the one representation every read and event shares."
@@ -4745,7 +4882,7 @@ type Message implements Node {
   replyToMessageId: ID
   "The principals named by @handle in the content; empty for a tombstone."
   mentions: [PrincipalRef!]!
-  "The message's files; always an empty list for now."
+  "The message's files, in the order they were attached."
   attachments: [Attachment!]!
   "What this message set in motion; null when it addressed no agent (and always for agents' and apps' messages)."
   triggerState: TriggerState
@@ -4806,6 +4943,14 @@ input MessageCreate {
   (validation_failed on input_trust).
   """
   inputTrust: Trust
+  """
+  Files to attach (at most 10), each uploaded by the writer (uploadFile)
+  and attached to no other message; an agent needs the capability
+  filesOut. Anything else answers validation_failed with a field error.
+  Part of the clientMsgId request: a replay with the same files answers
+  the original.
+  """
+  attachmentFileIds: [ID!]
 }
 
 "The answer of createMessage."
@@ -5354,6 +5499,111 @@ type Mutation {
     "The space to archive."
     id: ID!
   ): Space
+}
+`, BuiltIn: false},
+	{Name: "../../schema/files.graphqls", Input: `# Files (docs/design/trust.md#files): people and agents upload files and
+# attach them to their messages; readers of a message read its files. A
+# file's content is data, never an instruction.
+
+"""
+A file sent in a multipart request (the GraphQL multipart request
+convention: parts operations, map and the file). Such a request to /graphql
+must carry the header GraphQL-Require-Preflight: 1, otherwise it is refused
+with 400, so that a browser cannot send it cross-site without a CORS
+preflight.
+"""
+scalar Upload
+
+"""
+Whether a file's text has been extracted for agents. This server does not
+extract text yet: every file is UNSUPPORTED until it does
+(docs/DECISIONS.md).
+"""
+enum TextStatus {
+  "Extraction has not finished yet."
+  PENDING
+  "The text is extracted and can be read."
+  READY
+  "No text is extracted from a file of this type."
+  UNSUPPORTED
+  "The file's text is larger than files.text_max_bytes."
+  TOO_LARGE
+  "Extraction failed."
+  FAILED
+}
+
+"An uploaded file: its metadata. The bytes are at GET /api/v1/files/{id}."
+type File {
+  "The file's id (what attachmentFileIds takes)."
+  id: ID!
+  "The file's name as cleaned by the server (no folders, no control characters)."
+  name: String!
+  "The media type the server sniffed from the content; never the client's claim."
+  mimeType: String!
+  "The size in bytes."
+  size: Int!
+  "The SHA-256 digest of the content, in lower-case hex."
+  sha256: String!
+  "Where the file's malware scan stands."
+  scanStatus: ScanStatus!
+  "When the file was uploaded."
+  createdAt: Time!
+}
+
+"An agent's capabilities beyond its grants, which an owner grants."
+type Capabilities {
+  "Whether the agent may attach files it uploaded to its messages (files_out)."
+  filesOut: Boolean!
+}
+
+"A change of capabilities (setCapabilities): absent members stay as they are."
+input CapabilitiesInput {
+  "Whether the agent may attach files it uploaded to its messages."
+  filesOut: Boolean
+}
+
+extend type Principal {
+  "The principal's capabilities (all false for people and apps, who need none)."
+  capabilities: Capabilities!
+}
+
+extend type Query {
+  """
+  A file's metadata: for its uploader before it is attached, afterwards for
+  whoever may read the message it is attached to (a run token: the files
+  of its run's thread and triggering message). Anyone else gets the
+  same not_found as for a missing file (and for a deleted message's files).
+  """
+  file(
+    "The file's id."
+    id: ID!
+  ): File
+}
+
+extend type Mutation {
+  """
+  Uploads a file (multipart request, rate class rl.file). The media type is
+  sniffed from the content. A file larger than files.max_bytes answers
+  payload_too_large file_too_large; one that would take the uploader over
+  files.quota_bytes answers conflict quota_exceeded. The file is the
+  uploader's alone until a message of theirs attaches it
+  (MessageCreate.attachmentFileIds); unattached, it is deleted after
+  files.orphan_ttl.
+  """
+  uploadFile(
+    "The file (the multipart part the map names)."
+    file: Upload!
+  ): File
+  """
+  Sets an agent's capabilities (owners only, audited). A person or an app
+  answers validation_failed: they need none.
+  """
+  setCapabilities(
+    "The agent."
+    principalId: ID!
+    "The capabilities to change."
+    input: CapabilitiesInput!
+  ): Principal
 }
 `, BuiltIn: false},
 	{Name: "../../schema/runcontext.graphqls", Input: `"How far an element of a run context may instruct the agent; computed by the server from live rights on each read."
@@ -6290,6 +6540,10 @@ func (ec *executionContext) childFields_Attachment(ctx context.Context, field gr
 		return ec.fieldContext_Attachment_scanStatus(ctx, field)
 	case "transcript":
 		return ec.fieldContext_Attachment_transcript(ctx, field)
+	case "textStatus":
+		return ec.fieldContext_Attachment_textStatus(ctx, field)
+	case "file":
+		return ec.fieldContext_Attachment_file(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attachment", field.Name)
 }
@@ -6340,6 +6594,14 @@ func (ec *executionContext) childFields_AuditEntryEdge(ctx context.Context, fiel
 		return ec.fieldContext_AuditEntryEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuditEntryEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_Capabilities(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "filesOut":
+		return ec.fieldContext_Capabilities_filesOut(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Capabilities", field.Name)
 }
 
 func (ec *executionContext) childFields_Channel(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6428,6 +6690,26 @@ func (ec *executionContext) childFields_EventPage(ctx context.Context, field gra
 		return ec.fieldContext_EventPage_pageInfo(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type EventPage", field.Name)
+}
+
+func (ec *executionContext) childFields_File(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_File_id(ctx, field)
+	case "name":
+		return ec.fieldContext_File_name(ctx, field)
+	case "mimeType":
+		return ec.fieldContext_File_mimeType(ctx, field)
+	case "size":
+		return ec.fieldContext_File_size(ctx, field)
+	case "sha256":
+		return ec.fieldContext_File_sha256(ctx, field)
+	case "scanStatus":
+		return ec.fieldContext_File_scanStatus(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_File_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type File", field.Name)
 }
 
 func (ec *executionContext) childFields_Grant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6590,6 +6872,8 @@ func (ec *executionContext) childFields_Principal(ctx context.Context, field gra
 		return ec.fieldContext_Principal_isOwner(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Principal_createdAt(ctx, field)
+	case "capabilities":
+		return ec.fieldContext_Principal_capabilities(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Principal", field.Name)
 }
@@ -7622,6 +7906,28 @@ func (ec *executionContext) field_Mutation_revokeToken_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setCapabilities_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "principalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["principalId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CapabilitiesInput, error) {
+			return ec.unmarshalNCapabilitiesInput2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐCapabilitiesInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setChannelOperator_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7834,6 +8140,20 @@ func (ec *executionContext) field_Mutation_updateSpace_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_uploadFile_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "file",
+		func(ctx context.Context, v any) (graphql.Upload, error) {
+			return ec.unmarshalNUpload2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚐUpload(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["file"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7985,6 +8305,20 @@ func (ec *executionContext) field_Query_events_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["first"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_file_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -10297,6 +10631,61 @@ func (ec *executionContext) fieldContext_Attachment_transcript(_ context.Context
 	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
 }
 
+func (ec *executionContext) _Attachment_textStatus(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_textStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TextStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TextStatus) graphql.Marshaler {
+			return ec.marshalNTextStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTextStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_textStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "TextStatus")
+}
+
+func (ec *executionContext) _Attachment_file(ctx context.Context, field graphql.CollectedField, obj *model.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_file(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.File, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.File) graphql.Marshaler {
+			return ec.marshalOFile2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐFile(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_file(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Attachment",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_File(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _AuditEntry_id(ctx context.Context, field graphql.CollectedField, obj *model.AuditEntry) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10685,6 +11074,29 @@ func (ec *executionContext) fieldContext_AuditEntryEdge_node(_ context.Context, 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Capabilities_filesOut(ctx context.Context, field graphql.CollectedField, obj *model.Capabilities) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Capabilities_filesOut(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FilesOut, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Capabilities_filesOut(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Capabilities", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Channel_id(ctx context.Context, field graphql.CollectedField, obj *model.Channel) (ret graphql.Marshaler) {
@@ -11568,6 +11980,167 @@ func (ec *executionContext) fieldContext_EventPage_pageInfo(_ context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _File_id(ctx context.Context, field graphql.CollectedField, obj *model.File) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_File_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_File_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("File", field, false, false, "ID")
+}
+
+func (ec *executionContext) _File_name(ctx context.Context, field graphql.CollectedField, obj *model.File) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_File_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_File_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("File", field, false, false, "String")
+}
+
+func (ec *executionContext) _File_mimeType(ctx context.Context, field graphql.CollectedField, obj *model.File) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_File_mimeType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MimeType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_File_mimeType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("File", field, false, false, "String")
+}
+
+func (ec *executionContext) _File_size(ctx context.Context, field graphql.CollectedField, obj *model.File) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_File_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_File_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("File", field, false, false, "Int")
+}
+
+func (ec *executionContext) _File_sha256(ctx context.Context, field graphql.CollectedField, obj *model.File) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_File_sha256(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sha256, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_File_sha256(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("File", field, false, false, "String")
+}
+
+func (ec *executionContext) _File_scanStatus(ctx context.Context, field graphql.CollectedField, obj *model.File) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_File_scanStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ScanStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v messaging.ScanStatus) graphql.Marshaler {
+			return ec.marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_File_scanStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("File", field, false, false, "ScanStatus")
+}
+
+func (ec *executionContext) _File_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.File) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_File_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_File_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("File", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Grant_id(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12147,7 +12720,7 @@ func (ec *executionContext) _Message_attachments(ctx context.Context, field grap
 			return ec.fieldContext_Message_attachments(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Attachments, nil
+			return ec.Resolvers.Message().Attachments(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*model.Attachment) graphql.Marshaler {
@@ -12161,8 +12734,8 @@ func (ec *executionContext) fieldContext_Message_attachments(_ context.Context, 
 	fc = &graphql.FieldContext{
 		Object:     "Message",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Attachment(ctx, field)
 		},
@@ -14094,6 +14667,94 @@ func (ec *executionContext) fieldContext_Mutation_unarchiveChannel(ctx context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_uploadFile(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_uploadFile(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UploadFile(ctx, fc.Args["file"].(graphql.Upload))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.File) graphql.Marshaler {
+			return ec.marshalOFile2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐFile(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_uploadFile(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_File(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_uploadFile_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setCapabilities(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setCapabilities(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetCapabilities(ctx, fc.Args["principalId"].(string), fc.Args["input"].(model.CapabilitiesInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Principal) graphql.Marshaler {
+			return ec.marshalOPrincipal2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐPrincipal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setCapabilities(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setCapabilities_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_startRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14850,6 +15511,38 @@ func (ec *executionContext) _Principal_createdAt(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_Principal_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Principal", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Principal_capabilities(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_capabilities(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Principal().Capabilities(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Capabilities) graphql.Marshaler {
+			return ec.marshalNCapabilities2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐCapabilities(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_capabilities(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Principal",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Capabilities(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _PrincipalCreated_principal(ctx context.Context, field graphql.CollectedField, obj *model.PrincipalCreated) (ret graphql.Marshaler) {
@@ -15715,6 +16408,50 @@ func (ec *executionContext) fieldContext_Query_events(ctx context.Context, field
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_events_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_file(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_file(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().File(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.File) graphql.Marshaler {
+			return ec.marshalOFile2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐFile(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_file(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_File(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_file_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -21648,6 +22385,48 @@ func UnmarshalAuditFilter(ctx context.Context, raw any) (model.AuditFilter, erro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputCapabilitiesInput(ctx context.Context, obj any) (model.CapabilitiesInput, error) {
+	var it model.CapabilitiesInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"filesOut"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "filesOut":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filesOut"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FilesOut = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCapabilitiesInput unmarshals raw into the CapabilitiesInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCapabilitiesInput(ctx context.Context, raw any) (model.CapabilitiesInput, error) {
+	var out model.CapabilitiesInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CapabilitiesInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputChannelCreate(ctx context.Context, obj any) (model.ChannelCreate, error) {
 	var it model.ChannelCreate
 	if obj == nil {
@@ -21953,7 +22732,7 @@ func (ec *executionContext) unmarshalInputMessageCreate(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"clientMsgId", "contentMd", "kind", "replyToMessageId", "runId", "inputTrust"}
+	fieldsInOrder := [...]string{"clientMsgId", "contentMd", "kind", "replyToMessageId", "runId", "inputTrust", "attachmentFileIds"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22002,6 +22781,13 @@ func (ec *executionContext) unmarshalInputMessageCreate(ctx context.Context, obj
 				return it, err
 			}
 			it.InputTrust = data
+		case "attachmentFileIds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attachmentFileIds"))
+			data, err := ec.unmarshalOID2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttachmentFileIds = data
 		}
 	}
 	return it, nil
@@ -23405,6 +24191,16 @@ func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "textStatus":
+			out.Values[i] = ec._Attachment_textStatus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "file":
+			out.Values[i] = ec._Attachment_file(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -23562,6 +24358,39 @@ func (ec *executionContext) _AuditEntryEdge(ctx context.Context, sel ast.Selecti
 			}
 		case "node":
 			out.Values[i] = ec._AuditEntryEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var capabilitiesImplementors = []string{"Capabilities"}
+
+func (ec *executionContext) _Capabilities(ctx context.Context, sel ast.SelectionSet, obj *model.Capabilities) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, capabilitiesImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Capabilities")
+		case "filesOut":
+			out.Values[i] = ec._Capabilities_filesOut(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -23949,6 +24778,69 @@ func (ec *executionContext) _EventPage(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var fileImplementors = []string{"File"}
+
+func (ec *executionContext) _File(ctx context.Context, sel ast.SelectionSet, obj *model.File) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, fileImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("File")
+		case "id":
+			out.Values[i] = ec._File_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._File_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mimeType":
+			out.Values[i] = ec._File_mimeType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "size":
+			out.Values[i] = ec._File_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sha256":
+			out.Values[i] = ec._File_sha256(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "scanStatus":
+			out.Values[i] = ec._File_scanStatus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._File_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var grantImplementors = []string{"Grant"}
 
 func (ec *executionContext) _Grant(ctx context.Context, sel ast.SelectionSet, obj *model.Grant) graphql.Marshaler {
@@ -24137,10 +25029,11 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "attachments":
-			out.Values[i] = ec._Message_attachments(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Message_attachments(ctx, field, obj)
+				})
 		case "triggerState":
 			out.Values[i] = ec._Message_triggerState(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -24654,6 +25547,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "uploadFile":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_uploadFile(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "setCapabilities":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setCapabilities(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "startRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startRun(ctx, field)
@@ -24807,43 +25714,49 @@ func (ec *executionContext) _Principal(ctx context.Context, sel ast.SelectionSet
 		case "id":
 			out.Values[i] = ec._Principal_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "kind":
 			out.Values[i] = ec._Principal_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "handle":
 			out.Values[i] = ec._Principal_handle(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "displayName":
 			out.Values[i] = ec._Principal_displayName(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "email":
 			out.Values[i] = ec._Principal_email(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "status":
 			out.Values[i] = ec._Principal_status(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "isOwner":
 			out.Values[i] = ec._Principal_isOwner(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "createdAt":
 			out.Values[i] = ec._Principal_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "capabilities":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Principal_capabilities(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -25128,6 +26041,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_events(ctx, field)
+				})
+		case "file":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_file(ctx, field)
 				})
 		case "triggeredRuns":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -27358,6 +28277,19 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNCapabilities2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐCapabilities(ctx context.Context, sel ast.SelectionSet, v *model.Capabilities) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Capabilities!")
+		return graphql.Null
+	}
+	return ec._Capabilities(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNCapabilitiesInput2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐCapabilitiesInput(ctx context.Context, v any) (model.CapabilitiesInput, error) {
+	res, err := ec.unmarshalInputCapabilitiesInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNChannel2ᚕᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐChannelᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Channel) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -28244,16 +29176,18 @@ func (ec *executionContext) marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋi
 
 var (
 	unmarshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus = map[string]messaging.ScanStatus{
-		"PENDING":  messaging.ScanPending,
-		"CLEAN":    messaging.ScanClean,
-		"INFECTED": messaging.ScanInfected,
-		"FAILED":   messaging.ScanFailed,
+		"PENDING":     messaging.ScanPending,
+		"CLEAN":       messaging.ScanClean,
+		"INFECTED":    messaging.ScanInfected,
+		"FAILED":      messaging.ScanFailed,
+		"NOT_SCANNED": messaging.ScanNotScanned,
 	}
 	marshalNScanStatus2bothyᚗexampleᚗcomᚋbothyᚋinternalᚋmessagingᚐScanStatus = map[messaging.ScanStatus]string{
-		messaging.ScanPending:  "PENDING",
-		messaging.ScanClean:    "CLEAN",
-		messaging.ScanInfected: "INFECTED",
-		messaging.ScanFailed:   "FAILED",
+		messaging.ScanPending:    "PENDING",
+		messaging.ScanClean:      "CLEAN",
+		messaging.ScanInfected:   "INFECTED",
+		messaging.ScanFailed:     "FAILED",
+		messaging.ScanNotScanned: "NOT_SCANNED",
 	}
 )
 
@@ -28362,6 +29296,16 @@ var (
 		authz.KindChannel: "CHANNEL",
 	}
 )
+
+func (ec *executionContext) unmarshalNTextStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTextStatus(ctx context.Context, v any) (model.TextStatus, error) {
+	var res model.TextStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTextStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTextStatus(ctx context.Context, sel ast.SelectionSet, v model.TextStatus) graphql.Marshaler {
+	return v
+}
 
 func (ec *executionContext) marshalNThread2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐThread(ctx context.Context, sel ast.SelectionSet, v *model.Thread) graphql.Marshaler {
 	if v == nil {
@@ -28625,6 +29569,20 @@ func (ec *executionContext) marshalNTrustSummary2ᚖbothyᚗexampleᚗcomᚋboth
 	return ec._TrustSummary(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNUpload2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚐUpload(ctx context.Context, v any) (graphql.Upload, error) {
+	res, err := graphql.UnmarshalUpload(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUpload2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚐUpload(ctx context.Context, sel ast.SelectionSet, v graphql.Upload) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalUpload(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Upload!")
+	}
+	return res
+}
+
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
 	return ec.___Directive(ctx, sel, &v)
 }
@@ -28883,6 +29841,13 @@ func (ec *executionContext) unmarshalOChannelSwitchesPatch2ᚖbothyᚗexampleᚗ
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalOFile2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐFile(ctx context.Context, sel ast.SelectionSet, v *model.File) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._File(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx context.Context, sel ast.SelectionSet, v *model.Grant) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -28895,6 +29860,41 @@ func (ec *executionContext) marshalOGroup2ᚖbothyᚗexampleᚗcomᚋbothyᚋgra
 		return graphql.Null
 	}
 	return ec._Group(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNID2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOID2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNID2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {

@@ -154,7 +154,7 @@ type ApprovalRequest struct {
 	ExpiresIn *int `json:"expiresIn,omitempty"`
 }
 
-// A file attached to a message (none exist yet; the list is always present).
+// A file attached to a message.
 type Attachment struct {
 	// The file's id.
 	FileID string `json:"fileId"`
@@ -168,6 +168,10 @@ type Attachment struct {
 	ScanStatus messaging.ScanStatus `json:"scanStatus"`
 	// The transcript of a voice message, when there is one; it carries the trust of its message.
 	Transcript *string `json:"transcript,omitempty"`
+	// Whether the file's text is extracted for agents.
+	TextStatus TextStatus `json:"textStatus"`
+	// The file itself (its digest and upload time besides what the attachment shows).
+	File *File `json:"file,omitempty"`
 }
 
 // One entry of the audit log: one audited allow, or the refusals of one
@@ -226,6 +230,18 @@ type AuditFilter struct {
 	Since *time.Time `json:"since,omitempty"`
 	// Entries whose first decision is before this time.
 	Until *time.Time `json:"until,omitempty"`
+}
+
+// An agent's capabilities beyond its grants, which an owner grants.
+type Capabilities struct {
+	// Whether the agent may attach files it uploaded to its messages (files_out).
+	FilesOut bool `json:"filesOut"`
+}
+
+// A change of capabilities (setCapabilities): absent members stay as they are.
+type CapabilitiesInput struct {
+	// Whether the agent may attach files it uploaded to its messages.
+	FilesOut *bool `json:"filesOut,omitempty"`
 }
 
 // A channel of a space: a text channel (main thread and threads) or a forum (posts).
@@ -341,6 +357,24 @@ type EventPage struct {
 	PageInfo *PageInfo `json:"pageInfo"`
 }
 
+// An uploaded file: its metadata. The bytes are at GET /api/v1/files/{id}.
+type File struct {
+	// The file's id (what attachmentFileIds takes).
+	ID string `json:"id"`
+	// The file's name as cleaned by the server (no folders, no control characters).
+	Name string `json:"name"`
+	// The media type the server sniffed from the content; never the client's claim.
+	MimeType string `json:"mimeType"`
+	// The size in bytes.
+	Size int `json:"size"`
+	// The SHA-256 digest of the content, in lower-case hex.
+	Sha256 string `json:"sha256"`
+	// Where the file's malware scan stands.
+	ScanStatus messaging.ScanStatus `json:"scanStatus"`
+	// When the file was uploaded.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
 // A right of a principal or group on a space or channel.
 type Grant struct {
 	// The grant's id.
@@ -423,8 +457,6 @@ type Message struct {
 	ReplyToMessageID *string `json:"replyToMessageId,omitempty"`
 	// The principals named by @handle in the content; empty for a tombstone.
 	Mentions []*PrincipalRef `json:"mentions"`
-	// The message's files; always an empty list for now.
-	Attachments []*Attachment `json:"attachments"`
 	// What this message set in motion; null when it addressed no agent (and always for agents' and apps' messages).
 	TriggerState *messaging.TriggerState `json:"triggerState,omitempty"`
 	// Why a trigger failed (with triggerState FAILED); null otherwise.
@@ -478,6 +510,12 @@ type MessageCreate struct {
 	// the clientMsgId request. From a person or an app it is refused
 	// (validation_failed on input_trust).
 	InputTrust *trust.Level `json:"inputTrust,omitempty"`
+	// Files to attach (at most 10), each uploaded by the writer (uploadFile)
+	// and attached to no other message; an agent needs the capability
+	// filesOut. Anything else answers validation_failed with a field error.
+	// Part of the clientMsgId request: a replay with the same files answers
+	// the original.
+	AttachmentFileIds []string `json:"attachmentFileIds,omitempty"`
 }
 
 // A message with its cursor.
@@ -1048,6 +1086,75 @@ func (e *AuditDecision) UnmarshalJSON(b []byte) error {
 }
 
 func (e AuditDecision) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Whether a file's text has been extracted for agents. This server does not
+// extract text yet: every file is UNSUPPORTED until it does
+// (docs/DECISIONS.md).
+type TextStatus string
+
+const (
+	// Extraction has not finished yet.
+	TextStatusPending TextStatus = "PENDING"
+	// The text is extracted and can be read.
+	TextStatusReady TextStatus = "READY"
+	// No text is extracted from a file of this type.
+	TextStatusUnsupported TextStatus = "UNSUPPORTED"
+	// The file's text is larger than files.text_max_bytes.
+	TextStatusTooLarge TextStatus = "TOO_LARGE"
+	// Extraction failed.
+	TextStatusFailed TextStatus = "FAILED"
+)
+
+var AllTextStatus = []TextStatus{
+	TextStatusPending,
+	TextStatusReady,
+	TextStatusUnsupported,
+	TextStatusTooLarge,
+	TextStatusFailed,
+}
+
+func (e TextStatus) IsValid() bool {
+	switch e {
+	case TextStatusPending, TextStatusReady, TextStatusUnsupported, TextStatusTooLarge, TextStatusFailed:
+		return true
+	}
+	return false
+}
+
+func (e TextStatus) String() string {
+	return string(e)
+}
+
+func (e *TextStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TextStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TextStatus", str)
+	}
+	return nil
+}
+
+func (e TextStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TextStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TextStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -171,6 +171,8 @@ type selection struct {
 	fields      []graphql.CollectedField
 	author      []graphql.CollectedField
 	attachments []graphql.CollectedField
+	// file is the selection of Attachment.file.
+	file []graphql.CollectedField
 }
 
 // selectionOf collects the selection of the field being marshalled.
@@ -188,6 +190,11 @@ func selectionOf(ctx context.Context) *selection {
 			s.author = graphql.CollectFields(oc, f.Selections, []string{"PrincipalRef"})
 		case "attachments":
 			s.attachments = graphql.CollectFields(oc, f.Selections, []string{"Attachment"})
+			for _, af := range s.attachments {
+				if af.Name == "file" {
+					s.file = graphql.CollectFields(oc, af.Selections, []string{"File"})
+				}
+			}
 		}
 	}
 	return s
@@ -235,7 +242,7 @@ func (s *selection) appendMessage(buf []byte, m *RunContextMessage) []byte {
 				if j > 0 {
 					buf = append(buf, ',')
 				}
-				buf = appendAttachment(buf, s.attachments, a)
+				buf = appendAttachment(buf, s.attachments, s.file, a)
 			}
 			buf = append(buf, ']')
 		case "replyToMessageId":
@@ -289,7 +296,7 @@ func appendRef(buf []byte, fields []graphql.CollectedField, r *PrincipalRef) []b
 	return append(buf, '}')
 }
 
-func appendAttachment(buf []byte, fields []graphql.CollectedField, a *Attachment) []byte {
+func appendAttachment(buf []byte, fields, file []graphql.CollectedField, a *Attachment) []byte {
 	buf = append(buf, '{')
 	for i, f := range fields {
 		if i > 0 {
@@ -316,6 +323,46 @@ func appendAttachment(buf []byte, fields []graphql.CollectedField, a *Attachment
 			} else {
 				buf = appendString(buf, *a.Transcript)
 			}
+		case "textStatus":
+			buf = appendEnum(buf, string(a.TextStatus))
+		case "file":
+			buf = appendFile(buf, file, a.File)
+		default:
+			buf = append(buf, "null"...)
+		}
+	}
+	return append(buf, '}')
+}
+
+// appendFile appends f (Attachment.file) with the selected fields.
+func appendFile(buf []byte, fields []graphql.CollectedField, f *File) []byte {
+	if f == nil {
+		return append(buf, "null"...)
+	}
+	buf = append(buf, '{')
+	for i, fl := range fields {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendString(buf, fl.Alias)
+		buf = append(buf, ':')
+		switch fl.Name {
+		case "__typename":
+			buf = appendString(buf, "File")
+		case "id":
+			buf = appendString(buf, f.ID)
+		case "name":
+			buf = appendString(buf, f.Name)
+		case "mimeType":
+			buf = appendString(buf, f.MimeType)
+		case "size":
+			buf = strconv.AppendInt(buf, int64(f.Size), 10)
+		case "sha256":
+			buf = appendString(buf, f.Sha256)
+		case "scanStatus":
+			buf = appendEnum(buf, string(f.ScanStatus))
+		case "createdAt":
+			buf = appendTime(buf, f.CreatedAt)
 		default:
 			buf = append(buf, "null"...)
 		}

@@ -21,10 +21,10 @@ import (
 func TestOneTokenPerOperation(t *testing.T) {
 	t.Parallel()
 	cfg := map[string]string{config.RateLimitStore: "memory"}
-	for _, k := range []string{config.RateMessageBurst, config.RateAgentRuntimeBurst, config.RateReadBurst, config.RateAdminBurst} {
+	for _, k := range []string{config.RateMessageBurst, config.RateAgentRuntimeBurst, config.RateReadBurst, config.RateAdminBurst, config.RateFileBurst} {
 		cfg[k] = "2"
 	}
-	for _, k := range []string{config.RateMessagePerMinute, config.RateAgentRuntimePerMinute, config.RateReadPerMinute, config.RateAdminPerMinute} {
+	for _, k := range []string{config.RateMessagePerMinute, config.RateAgentRuntimePerMinute, config.RateReadPerMinute, config.RateAdminPerMinute, config.RateFilePerMinute} {
 		cfg[k] = "1"
 	}
 	env := moduletest.Build(t, moduletest.Options{Config: cfg})

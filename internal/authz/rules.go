@@ -71,6 +71,10 @@ const (
 	KindToken     ResourceKind = "token"
 	KindGroup     ResourceKind = "group"
 	KindInstance  ResourceKind = "instance"
+	// KindFile is an uploaded file: before it is attached, its uploader's
+	// own (Global, Private, OwnerID the uploader); afterwards it lives
+	// where its message does (the message's path).
+	KindFile ResourceKind = "file"
 )
 
 // Path locates a resource: where it lives and the facts the rules need.
@@ -128,6 +132,7 @@ func ActorOf(p identity.Principal) Actor {
 var RunBound = map[Action]bool{
 	RunRead: true, RunContextRead: true, RunRenew: true, RunLiveUpdate: true, RunApprovalRequest: true,
 	RunAwaitInput: true, RunFinish: true, ThreadRead: true, MessageRead: true, MessageCreate: true, ViewerRead: true,
+	FileRead: true,
 }
 
 // runTokenScope decides the narrowing of a run token (a.Run set) before
@@ -137,9 +142,9 @@ var RunBound = map[Action]bool{
 // when the rules decide on.
 func runTokenScope(action Action, a Actor, p Path) (Decision, bool) {
 	switch {
-	case p.Kind == KindRun && p.ID == a.Run, (p.Kind == KindThread || p.Kind == KindMessage) && p.ThreadID == a.RunThread:
+	case p.Kind == KindRun && p.ID == a.Run, (p.Kind == KindThread || p.Kind == KindMessage || p.Kind == KindFile) && p.ThreadID == a.RunThread:
 	case p.Kind == KindPrincipal && p.ID == a.ID && action == ViewerRead:
-	case p.Kind == KindSpace || p.Kind == KindChannel || p.Kind == KindThread || p.Kind == KindMessage || p.Kind == KindRun || p.Kind == KindGrant:
+	case p.Kind == KindSpace || p.Kind == KindChannel || p.Kind == KindThread || p.Kind == KindMessage || p.Kind == KindRun || p.Kind == KindGrant || p.Kind == KindFile:
 		return deny(problem.NotFound, ReasonNoGrant, None), false
 	default:
 		return deny(problem.Forbidden, ReasonRunToken, None), false
@@ -272,6 +277,17 @@ const (
 	// and of the authors of a run context's elements for their trust; no
 	// request names it.
 	MessageTrigger Action = "message.trigger"
+	// FileUpload stores a file of the caller's (rate class rl.file;
+	// audited). FileRead reads a file's metadata and bytes: its uploader
+	// before it is attached, whoever may read its message afterwards.
+	FileUpload Action = "file.upload"
+	FileRead   Action = "file.read"
+	// FileReadByOwner is what an owner's allowed file.read is audited as
+	// (no request names it; its row is file.read's with allows audited).
+	FileReadByOwner Action = "file.read.owner"
+	// PrincipalCapabilities sets an agent's owner-granted capabilities
+	// (files_out; owners only, audited).
+	PrincipalCapabilities Action = "principal.capabilities"
 )
 
 type requirement int
@@ -288,6 +304,10 @@ const (
 	// needSelfOrOwner: a person acting on what is theirs (OwnerID), or an
 	// owner acting on anybody's.
 	needSelfOrOwner
+	// needFileRead: read where the file lives; an unattached file is its
+	// uploader's alone (not even an owner's), and anyone else is answered
+	// as for a missing file.
+	needFileRead
 )
 
 // Spec is one row of the action table: what an action requires, its
@@ -301,60 +321,64 @@ type Spec struct {
 // Table is the action table of docs/design/rights.md#action-table (plus the
 // reads of spaces, channels and the event list, which are read actions).
 var Table = map[Action]Spec{
-	ThreadRead:           {needRead, ratelimit.Read, false},
-	MessageRead:          {needRead, ratelimit.Read, false},
-	RunRead:              {needRead, ratelimit.Read, false},
-	ChannelRead:          {needRead, ratelimit.Read, false},
-	SpaceRead:            {needRead, ratelimit.Read, false},
-	EventsList:           {needRead, ratelimit.Read, false},
-	ChannelsList:         {needRead, ratelimit.Read, false},
-	RunsList:             {needRead, ratelimit.Read, false},
-	ViewerRead:           {needRead, ratelimit.Read, false},
-	MessageTrigger:       {needTrigger, ratelimit.Message, false},
-	MessageCreate:        {needWrite, ratelimit.Message, false},
-	MessageDelete:        {needAuthorOrOwner, ratelimit.Message, false},
-	ThreadCreate:         {needWrite, ratelimit.Message, false},
-	ThreadClose:          {needWrite, ratelimit.Message, false},
-	ThreadMove:           {needTrigger, ratelimit.Message, true},
-	RunContextRead:       {needAgentSelf, ratelimit.AgentRuntime, false},
-	RunStart:             {needAgentSelf, ratelimit.AgentRuntime, false},
-	RunRenew:             {needAgentSelf, ratelimit.AgentRuntime, false},
-	RunTokenCreate:       {needAgentSelf, ratelimit.AgentRuntime, true},
-	RunLiveUpdate:        {needAgentSelf, ratelimit.AgentRuntime, false},
-	RunApprovalRequest:   {needAgentSelf, ratelimit.AgentRuntime, false},
-	ApprovalRespond:      {needTrigger, ratelimit.Message, true},
-	RunAwaitInput:        {needAgentSelf, ratelimit.AgentRuntime, false},
-	RunFinish:            {needAgentSelf, ratelimit.AgentRuntime, false},
-	RunCancel:            {needTriggerOrAgentSelf, ratelimit.AgentRuntime, false},
-	AgentEventsPoll:      {needAgent, ratelimit.AgentRuntime, false},
-	AgentEventsAck:       {needAgent, ratelimit.AgentRuntime, false},
-	AgentSessionReset:    {needTrigger, ratelimit.Message, false},
-	AgentSessionBind:     {needTrigger, ratelimit.Message, false},
-	GrantCreate:          {needOwner, ratelimit.Admin, true},
-	GrantRevoke:          {needOwner, ratelimit.Admin, true},
-	ChannelOperatorSet:   {needOwner, ratelimit.Admin, true},
-	ChannelSwitchesPatch: {needOwner, ratelimit.Admin, true},
-	ChannelArchive:       {needOwner, ratelimit.Admin, true},
-	SpaceArchive:         {needOwner, ratelimit.Admin, true},
-	PrincipalCreate:      {needOwner, ratelimit.Admin, true},
-	PrincipalUpdate:      {needOwner, ratelimit.Admin, true},
-	PrincipalList:        {needOwner, ratelimit.Admin, true},
-	TokenCreate:          {needSelfOrOwner, ratelimit.Admin, true},
-	TokenList:            {needSelfOrOwner, ratelimit.Admin, true},
-	TokenRevoke:          {needSelfOrOwner, ratelimit.Admin, true},
-	GroupCreate:          {needOwner, ratelimit.Admin, true},
-	GroupRead:            {needOwner, ratelimit.Admin, true},
-	GroupUpdate:          {needOwner, ratelimit.Admin, true},
-	GroupDelete:          {needOwner, ratelimit.Admin, true},
-	GroupMemberAdd:       {needOwner, ratelimit.Admin, true},
-	GroupMemberRemove:    {needOwner, ratelimit.Admin, true},
-	SpaceCreate:          {needOwner, ratelimit.Admin, true},
-	SpaceUpdate:          {needOwner, ratelimit.Admin, true},
-	SpaceUnarchive:       {needOwner, ratelimit.Admin, true},
-	ChannelCreate:        {needOwner, ratelimit.Admin, true},
-	ChannelUpdate:        {needOwner, ratelimit.Admin, true},
-	ChannelUnarchive:     {needOwner, ratelimit.Admin, true},
-	AuditList:            {needOwner, ratelimit.Admin, true},
+	ThreadRead:            {needRead, ratelimit.Read, false},
+	MessageRead:           {needRead, ratelimit.Read, false},
+	RunRead:               {needRead, ratelimit.Read, false},
+	ChannelRead:           {needRead, ratelimit.Read, false},
+	SpaceRead:             {needRead, ratelimit.Read, false},
+	EventsList:            {needRead, ratelimit.Read, false},
+	ChannelsList:          {needRead, ratelimit.Read, false},
+	RunsList:              {needRead, ratelimit.Read, false},
+	ViewerRead:            {needRead, ratelimit.Read, false},
+	MessageTrigger:        {needTrigger, ratelimit.Message, false},
+	MessageCreate:         {needWrite, ratelimit.Message, false},
+	MessageDelete:         {needAuthorOrOwner, ratelimit.Message, false},
+	ThreadCreate:          {needWrite, ratelimit.Message, false},
+	ThreadClose:           {needWrite, ratelimit.Message, false},
+	ThreadMove:            {needTrigger, ratelimit.Message, true},
+	RunContextRead:        {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunStart:              {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunRenew:              {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunTokenCreate:        {needAgentSelf, ratelimit.AgentRuntime, true},
+	RunLiveUpdate:         {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunApprovalRequest:    {needAgentSelf, ratelimit.AgentRuntime, false},
+	ApprovalRespond:       {needTrigger, ratelimit.Message, true},
+	RunAwaitInput:         {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunFinish:             {needAgentSelf, ratelimit.AgentRuntime, false},
+	RunCancel:             {needTriggerOrAgentSelf, ratelimit.AgentRuntime, false},
+	AgentEventsPoll:       {needAgent, ratelimit.AgentRuntime, false},
+	AgentEventsAck:        {needAgent, ratelimit.AgentRuntime, false},
+	AgentSessionReset:     {needTrigger, ratelimit.Message, false},
+	AgentSessionBind:      {needTrigger, ratelimit.Message, false},
+	GrantCreate:           {needOwner, ratelimit.Admin, true},
+	GrantRevoke:           {needOwner, ratelimit.Admin, true},
+	ChannelOperatorSet:    {needOwner, ratelimit.Admin, true},
+	ChannelSwitchesPatch:  {needOwner, ratelimit.Admin, true},
+	ChannelArchive:        {needOwner, ratelimit.Admin, true},
+	SpaceArchive:          {needOwner, ratelimit.Admin, true},
+	PrincipalCreate:       {needOwner, ratelimit.Admin, true},
+	PrincipalUpdate:       {needOwner, ratelimit.Admin, true},
+	PrincipalList:         {needOwner, ratelimit.Admin, true},
+	TokenCreate:           {needSelfOrOwner, ratelimit.Admin, true},
+	TokenList:             {needSelfOrOwner, ratelimit.Admin, true},
+	TokenRevoke:           {needSelfOrOwner, ratelimit.Admin, true},
+	GroupCreate:           {needOwner, ratelimit.Admin, true},
+	GroupRead:             {needOwner, ratelimit.Admin, true},
+	GroupUpdate:           {needOwner, ratelimit.Admin, true},
+	GroupDelete:           {needOwner, ratelimit.Admin, true},
+	GroupMemberAdd:        {needOwner, ratelimit.Admin, true},
+	GroupMemberRemove:     {needOwner, ratelimit.Admin, true},
+	SpaceCreate:           {needOwner, ratelimit.Admin, true},
+	SpaceUpdate:           {needOwner, ratelimit.Admin, true},
+	SpaceUnarchive:        {needOwner, ratelimit.Admin, true},
+	ChannelCreate:         {needOwner, ratelimit.Admin, true},
+	ChannelUpdate:         {needOwner, ratelimit.Admin, true},
+	ChannelUnarchive:      {needOwner, ratelimit.Admin, true},
+	AuditList:             {needOwner, ratelimit.Admin, true},
+	FileUpload:            {needRead, ratelimit.File, true},
+	FileRead:              {needFileRead, ratelimit.Read, false},
+	FileReadByOwner:       {needFileRead, ratelimit.Read, true},
+	PrincipalCapabilities: {needOwner, ratelimit.Admin, true},
 }
 
 // scoped are the list actions across the instance: an allow carries the
@@ -456,6 +480,11 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 		return deny(problem.Forbidden, ReasonLevel, level)
 	}
 	switch spec.need {
+	case needFileRead:
+		if p.Global && a.ID != p.OwnerID {
+			return deny(problem.NotFound, ReasonNoGrant, None)
+		}
+		return Decision{Allow: true, Level: level}
 	case needRead:
 		return Decision{Allow: true, Level: level}
 	case needWrite:

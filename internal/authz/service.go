@@ -223,7 +223,7 @@ func (s *Service) authorize(ctx context.Context, actor identity.Principal, actio
 		}
 		d.Scope = &sc
 	}
-	if err := s.audit(ctx, actor.ID, action, d, p); err != nil {
+	if err := s.audit(ctx, actor.ID, auditedAs(action, actor, d), d, p); err != nil {
 		return Decision{}, p, problem.Internal("authz.authorize", err)
 	}
 	return d, p, d.Err()
@@ -453,6 +453,16 @@ func (s *Service) audit(ctx context.Context, actorID string, action Action, d De
 		return s.st.auditAllow(ctx, actorID, action, p.Kind, resID, now)
 	}
 	return s.st.auditDeny(ctx, actorID, action, d.Reason, p.Kind, resID, now.Truncate(s.window), now)
+}
+
+// auditedAs is the action an allow is audited as: an owner's read of a
+// file is recorded (as file.read.owner, whose row audits allows), since
+// an owner reads what others posted; every other decision as itself.
+func auditedAs(action Action, actor identity.Principal, d Decision) Action {
+	if action == FileRead && d.Allow && actor.Owner() {
+		return FileReadByOwner
+	}
+	return action
 }
 
 // AuditRow is one row of the audit log, for tests and operators.

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -54,6 +55,7 @@ func Unmetered() map[string]string {
 		config.RateReadBurst: "10000", config.RateReadPerMinute: "100000",
 		config.RateAgentRuntimeBurst: "10000", config.RateAgentRuntimePerMinute: "100000",
 		config.RateAdminBurst: "10000", config.RateAdminPerMinute: "100000",
+		config.RateFileBurst: "10000", config.RateFilePerMinute: "100000",
 		config.HTTPMaxConcurrentPerPrincipal: "64",
 	}
 }
@@ -74,6 +76,9 @@ type Server struct {
 	mu      sync.Mutex
 	cluster *pgcluster.Cluster
 	pgDir   string
+	// filesDir is the folder of uploaded files when the server made it
+	// itself (no Dir): removed by Close.
+	filesDir string
 }
 
 type closer interface{ Close() }
@@ -117,6 +122,16 @@ func (s *Server) serve(ctx context.Context, url string, opts Options) error {
 	// without the database being gone, so the bounds of a frozen database
 	// (5 s and 2 s by default) are a minute and half a minute here.
 	settings := map[string]string{config.ServerDrainDelay: "0s", config.DatabaseQueryTimeout: "60s", config.DatabaseAcquireTimeout: "30s"}
+	// Files live with the server's other data, never in the default
+	// /var/lib/bothy/files of an installation.
+	files := filepath.Join(opts.Dir, "files")
+	if opts.Dir == "" {
+		if files, err = os.MkdirTemp("", "bothy-files-"); err != nil {
+			return err
+		}
+		s.filesDir = files
+	}
+	settings[config.FilesStorage] = "file://" + files
 	for k, v := range opts.Settings {
 		settings[k] = v
 	}
@@ -161,6 +176,9 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	if c != nil {
 		_ = c.Stop()
+	}
+	if s.filesDir != "" {
+		_ = os.RemoveAll(s.filesDir)
 	}
 }
 

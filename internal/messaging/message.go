@@ -40,17 +40,21 @@ type Message struct {
 	CreatedAt  time.Time
 }
 
-// Attachment is a file attached to a message. Files do not exist yet, so
-// every message has an empty list; the type fixes the shape.
+// Attachment is a file attached to a message (the files module fills it
+// in: Attacher on create, the loaders on reads).
 type Attachment struct {
 	FileID   string
 	Name     string
 	MIMEType string
 	Size     int64
-	// ScanStatus is pending, clean, infected or failed.
+	// ScanStatus is pending, clean, infected, failed or not_scanned.
 	ScanStatus ScanStatus
 	// Transcript is the transcript of a voice message, when there is one.
 	Transcript string
+	// SHA256 (lower-case hex) and UploadedAt describe the file itself
+	// (Attachment.file).
+	SHA256     string
+	UploadedAt time.Time
 }
 
 // Origin says who wrote a message: set only by the server from the
@@ -108,6 +112,9 @@ const (
 	ScanClean    ScanStatus = "clean"
 	ScanInfected ScanStatus = "infected"
 	ScanFailed   ScanStatus = "failed"
+	// ScanNotScanned: no scanner is configured; files.require_scan
+	// decides whether such a file is served.
+	ScanNotScanned ScanStatus = "not_scanned"
 )
 
 // OriginOf returns the origin of a message written with p's token.
@@ -139,7 +146,7 @@ func Payload(m Message) map[string]any {
 	p := map[string]any{
 		"id": m.ID, "thread_id": m.ThreadID, "channel_id": m.ChannelID, "thread_seq": m.ThreadSeq,
 		"author": refPayload(m.Author), "origin": string(m.Origin), "kind": string(m.Kind), "content_md": m.ContentMD,
-		"mentions": mentions, "attachments": []any{}, "created_at": m.CreatedAt.UTC().Format(timeLayout),
+		"mentions": mentions, "attachments": attachmentsPayload(m.Attachments), "created_at": m.CreatedAt.UTC().Format(timeLayout),
 	}
 	opt := map[string]string{"reply_to_message_id": m.ReplyToMessageID, "trigger_state": string(m.TriggerState),
 		"trigger_reason": m.TriggerReason, "system_code": m.SystemCode, "run_id": m.RunID, "provenance": string(m.Provenance)}
@@ -155,6 +162,22 @@ func Payload(m Message) map[string]any {
 		p["deleted"] = true
 	}
 	return p
+}
+
+// attachmentsPayload renders attachments in the REST shape.
+func attachmentsPayload(as []Attachment) []any {
+	out := make([]any, len(as))
+	for i, a := range as {
+		// No text is extracted yet: every file's text_status is
+		// unsupported, as on the GraphQL face (docs/DECISIONS.md).
+		p := map[string]any{"file_id": a.FileID, "name": a.Name, "mime_type": a.MIMEType, "size": a.Size, "scan_status": string(a.ScanStatus),
+			"text_status": "unsupported"}
+		if a.Transcript != "" {
+			p["transcript"] = a.Transcript
+		}
+		out[i] = p
+	}
+	return out
 }
 
 var mentionRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_@.-])@([A-Za-z0-9][A-Za-z0-9_-]{1,31})`)

@@ -69,6 +69,7 @@ type Service struct {
 	limits      Limits
 	subscribers []Subscriber
 	provenance  ProvenanceDecider
+	files       Attacher
 	created     *prometheus.CounterVec
 	history     HistoryHook // nil in production
 }
@@ -136,11 +137,32 @@ type Input struct {
 	// message's provenance, and like RunID it is not part of the request
 	// hash.
 	InputTrust trust.Level
+	// AttachmentFileIDs are the files the message attaches
+	// (attachment_file_ids, at most MaxAttachments), each uploaded by the
+	// writer and attached nowhere yet. Part of the request hash, so a
+	// replay with the same files answers the original.
+	AttachmentFileIDs []string
 
 	// provenance is the answer's provenance, decided before the unit of
 	// work (Service.Create) by the ProvenanceDecider.
 	provenance trust.Level
 }
+
+// Attacher attaches uploaded files to a message being created, in its
+// unit of work, and hears of a deleted message (the files module).
+// Attach decides the writer's right to each file (its uploader, an
+// agent's capability files_out) and refuses with field errors under ptr.
+type Attacher interface {
+	Attach(ctx context.Context, actor identity.Principal, messageID string, fileIDs []string, ptr string) ([]Attachment, error)
+	MessageDeleted(ctx context.Context, messageID string) error
+}
+
+// AttachWith installs the files module (the wiring does, once). Without
+// one, a create that names files is refused.
+func (s *Service) AttachWith(a Attacher) { s.files = a }
+
+// MaxAttachments bounds attachment_file_ids of one message.
+const MaxAttachments = 10
 
 // ProvenanceDecider decides the provenance of what an agent writes in one
 // of its runs (the runs module: the lowest of the run context's live trust
@@ -207,8 +229,26 @@ func ValidateCreate(kind identity.Kind, in Input, ptr string, firstMessage bool,
 	case !trust.Known(in.InputTrust):
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/input_trust", Code: "invalid_enum"})
 	}
+	fields = append(fields, checkAttachmentIDs(in.AttachmentFileIDs, ptr+"/attachment_file_ids")...)
 	if len(fields) > 0 {
 		return problem.Invalid(fields...)
+	}
+	return nil
+}
+
+// checkAttachmentIDs applies the list rules of attachment_file_ids: at
+// most MaxAttachments, no file twice. Whether each file may be attached is
+// the files module's decision, in the unit of work.
+func checkAttachmentIDs(list []string, ptr string) []problem.FieldError {
+	if len(list) > MaxAttachments {
+		return []problem.FieldError{{Pointer: ptr, Code: "too_many", Detail: "at most 10 files"}}
+	}
+	seen := map[string]bool{}
+	for i, id := range list {
+		if seen[id] {
+			return []problem.FieldError{{Pointer: fmt.Sprintf("%s/%d", ptr, i), Code: "duplicate", Detail: "each file once"}}
+		}
+		seen[id] = true
 	}
 	return nil
 }
@@ -235,7 +275,7 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 	if err := s.validate(actor, in, "", false); err != nil {
 		return Message{}, false, err
 	}
-	hash := RequestHash([]string{"thread", threadID}, in.ContentMD, in.ReplyToMessageID, nil)
+	hash := RequestHash([]string{"thread", threadID}, in.ContentMD, in.ReplyToMessageID, in.AttachmentFileIDs)
 	if m, _, ok, err := s.replay(ctx, actor, in.ClientMsgID, hash); ok || err != nil {
 		return m, ok, err
 	}
@@ -270,7 +310,7 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 			evs = append(evs, reopen...)
 			thread.State = chat.ThreadOpen
 		}
-		m, more, err := s.post(ctx, actor, thread, channel, in, hash)
+		m, more, err := s.post(ctx, actor, thread, channel, in, hash, "/attachment_file_ids")
 		if err != nil {
 			return err
 		}
@@ -364,9 +404,10 @@ func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread c
 	}, nil
 }
 
-// post stores one message by actor in the locked thread, runs the
-// subscribers and returns the message with its events.
-func (s *Service) post(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte) (Message, []events.Event, error) {
+// post stores one message by actor in the locked thread, attaches its
+// files (field errors under filesPtr), runs the subscribers and returns
+// the message with its events.
+func (s *Service) post(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte, filesPtr string) (Message, []events.Event, error) {
 	seq, err := s.chatW.NextSeq(ctx, thread.ID)
 	if err != nil {
 		return Message{}, nil, problem.Internal("messaging.post", err)
@@ -394,6 +435,14 @@ func (s *Service) post(ctx context.Context, actor identity.Principal, thread cha
 			return Message{}, nil, errReplayRace
 		}
 		return Message{}, nil, problem.Internal("messaging.post", fmt.Errorf("insert message: %w", err))
+	}
+	if len(in.AttachmentFileIDs) > 0 {
+		if s.files == nil {
+			return Message{}, nil, problem.Invalid(problem.FieldError{Pointer: filesPtr, Code: "not_enabled", Detail: "files are not enabled"})
+		}
+		if m.Attachments, err = s.files.Attach(ctx, actor, m.ID, in.AttachmentFileIDs, filesPtr); err != nil {
+			return Message{}, nil, err
+		}
 	}
 	thread.LastSeq = seq
 	posted := &Posted{Message: m, Thread: thread, Channel: channel, Author: actor, RunID: in.RunID, Holder: in.Holder, ClientMsgID: in.ClientMsgID}
@@ -441,7 +490,7 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	if err := s.validate(actor, in.First, "/first_message", true); err != nil {
 		return chat.Thread{}, Message{}, false, err
 	}
-	hash := RequestHash([]string{"channel", channelID, in.Title, in.ParentMessageID}, in.First.ContentMD, in.First.ReplyToMessageID, nil)
+	hash := RequestHash([]string{"channel", channelID, in.Title, in.ParentMessageID}, in.First.ContentMD, in.First.ReplyToMessageID, in.First.AttachmentFileIDs)
 	if m, t, ok, err := s.replay(ctx, actor, in.First.ClientMsgID, hash); ok || err != nil {
 		if err != nil {
 			return t, m, ok, err
@@ -471,7 +520,7 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 		if err != nil {
 			return err
 		}
-		m, evs, err := s.post(ctx, actor, t, channel, in.First, hash)
+		m, evs, err := s.post(ctx, actor, t, channel, in.First, hash, "/first_message/attachment_file_ids")
 		if err != nil {
 			return err
 		}
@@ -675,6 +724,13 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 			// without one): it goes with that message.
 			if err := s.chatW.DropAutoTitle(ctx, id, r.ThreadID, r.ThreadSeq == 1); err != nil {
 				return problem.Internal("messaging.delete", err)
+			}
+			// A deleted message's files are served to nobody from now on
+			// and deleted after files.deleted_ttl.
+			if s.files != nil {
+				if err := s.files.MessageDeleted(ctx, id); err != nil {
+					return problem.Internal("messaging.delete", err)
+				}
 			}
 		}
 		ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })

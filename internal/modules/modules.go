@@ -19,6 +19,7 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/feed"
+	"bothy.example.com/bothy/internal/files"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/clock"
@@ -94,6 +95,7 @@ type Set struct {
 	Runs      *runs.Service
 	Admin     *admin.Service
 	Retention *retention.Service
+	Files     *files.Service
 	// Writers are the raw writers, for the example world's and the tests'
 	// setup; no face or use case reaches them through the set.
 	Writers  Writers
@@ -155,13 +157,18 @@ func New(d Deps) (*Set, error) {
 		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
 			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
 	az.Register(runSvc, authz.KindRun)
+	fs := files.NewService(files.Deps{Pool: d.Pool, DB: uow, Storage: cfg.String(config.FilesStorage), Authz: az, Messages: msg,
+		Capabilities: ident, Triggers: runSvc, Clock: d.Clock, Log: d.Logger, Limits: files.Limits{MaxBytes: int64(cfg.Int(config.FilesMaxBytes)),
+			QuotaBytes: int64(cfg.Int(config.FilesQuotaBytes)), RequireScan: cfg.Bool(config.FilesRequireScan),
+			OrphanTTL: cfg.Duration(config.FilesOrphanTTL), DeletedTTL: cfg.Duration(config.FilesDeletedTTL)}})
+	msg.AttachWith(fs)
 	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Writers{Chat: chatW, Identity: identW, Authz: azW}, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc, Log: d.Logger})
 	az.Register(adm, authz.KindInstance, authz.KindPrincipal, authz.KindGroup, authz.KindToken)
 	tokens := ident.NewLiveTokens()
 	fd := feed.NewService(az, chatSvc, evLog, cfg.Int(config.EventsListLimitDefault), cfg.Int(config.EventsListLimitMax), fdOpts...)
-	ret := retention.New(uow, retention.Owners{Events: evLog, Authz: azW, Identity: identW}, d.Clock, retention.Keep{
+	ret := retention.New(uow, retention.Owners{Events: evLog, Authz: azW, Identity: identW, Files: fs}, d.Clock, retention.Keep{
 		EventLog: cfg.Duration(config.RetentionEventLog), AgentEvents: cfg.Duration(config.RetentionAgentEvents),
 		AuditLog: cfg.Duration(config.RetentionAuditLog), Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger, d.Registry)
 	chatUC := chat.NewUseCases(chatSvc, az, evLog, uow)
@@ -187,7 +194,7 @@ func New(d Deps) (*Set, error) {
 		return nil, err
 	}
 	return &Set{SignIn: si, Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
-		Admin: adm, Retention: ret, DB: uow, Writers: Writers{Chat: chatW, Identity: identW, Authz: azW, Messaging: msgW}, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens, d.Clock)}, nil
+		Admin: adm, Retention: ret, Files: fs, DB: uow, Writers: Writers{Chat: chatW, Identity: identW, Authz: azW, Messaging: msgW}, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens, d.Clock)}, nil
 }
 
 // Writers are the modules' raw writers (chat.Writer and its peers).
@@ -215,7 +222,7 @@ type countingLimiter struct {
 func countRefusals(l ratelimit.Limiter, reg prometheus.Registerer) ratelimit.Limiter {
 	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_ratelimit_rejections_total",
 		Help: "Requests refused by a rate limit, by class."}, []string{"class"})
-	for _, c := range []ratelimit.Class{ratelimit.Message, ratelimit.AgentRuntime, ratelimit.Read, ratelimit.Admin} {
+	for _, c := range []ratelimit.Class{ratelimit.Message, ratelimit.AgentRuntime, ratelimit.Read, ratelimit.Admin, ratelimit.File} {
 		rejected.WithLabelValues(string(c))
 	}
 	reg.MustRegister(rejected)

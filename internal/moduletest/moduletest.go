@@ -118,6 +118,9 @@ func Build(t testing.TB, opts Options) *Env {
 		dbURL = pgtest.URL(t)
 	}
 	cfg := config.Defaults()
+	// Each test's files in a folder of its own, unless the test names a
+	// store (the S3 tests).
+	cfg = cfg.MustWith(config.FilesStorage, "file://"+t.TempDir())
 	for k, v := range opts.Config {
 		var err error
 		if cfg, err = cfg.With(k, v); err != nil {

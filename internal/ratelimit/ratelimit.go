@@ -1,5 +1,5 @@
 // Package ratelimit owns the per-principal token buckets of the rate-limit
-// classes (rl.message, rl.agent_runtime, rl.read, rl.admin).
+// classes (rl.message, rl.agent_runtime, rl.read, rl.admin, rl.file).
 package ratelimit
 
 import (
@@ -21,6 +21,9 @@ const (
 	AgentRuntime Class = "rl.agent_runtime"
 	Read         Class = "rl.read"
 	Admin        Class = "rl.admin"
+	// File is spent by uploads: a file is up to files.max_bytes, so its
+	// budget is its own and does not eat the messages' tokens.
+	File Class = "rl.file"
 )
 
 // Limiter decides whether a principal may spend one token of a class. A
@@ -121,6 +124,7 @@ func NewMemory(cfg *config.Config, c clock.Clock) *Memory {
 		AgentRuntime: {cfg.Int(config.RateAgentRuntimePerMinute), cfg.Int(config.RateAgentRuntimeBurst)},
 		Read:         {cfg.Int(config.RateReadPerMinute), cfg.Int(config.RateReadBurst)},
 		Admin:        {cfg.Int(config.RateAdminPerMinute), cfg.Int(config.RateAdminBurst)},
+		File:         {cfg.Int(config.RateFilePerMinute), cfg.Int(config.RateFileBurst)},
 	}
 	return &Memory{clock: c, limits: l, bucket: map[string]*rate.Limiter{}}
 }

@@ -10,7 +10,7 @@ import (
 // docs/api/openapi.yaml (the shim renders camelCase as snake_case).
 const (
 	principalRefFields = `id kind handle displayName`
-	messageFields      = `id threadId channelId threadSeq author { ` + principalRefFields + ` } origin kind contentMd contentTruncated replyToMessageId mentions { ` + principalRefFields + ` } attachments { fileId name mimeType size scanStatus transcript } triggerState triggerReason systemCode runId deleted createdAt startedThreadId provenance`
+	messageFields      = `id threadId channelId threadSeq author { ` + principalRefFields + ` } origin kind contentMd contentTruncated replyToMessageId mentions { ` + principalRefFields + ` } attachments { ` + attachmentFields + ` } triggerState triggerReason systemCode runId deleted createdAt startedThreadId provenance`
 	threadFields       = `id channelId kind parentMessageId operatorAgentId title titleSource createdBy state lastSeq createdAt`
 	channelFields      = `id spaceId name kind archived operatorMode operatorAgentId effectiveOperatorId mainThreadId switches { freeResponse allowMentionedAgents autoThread historyBackfillLimit }`
 	grantFields        = `id subjectId subjectKind targetKind targetId level expiresAt createdAt revokedAt`
@@ -24,7 +24,9 @@ const (
 	approvalFields     = `id runId messageId state title detail options { id label } restrictedTo { ` + principalRefFields + ` } expiresAt decidedBy { ` + principalRefFields + ` } decidedAt option { id label } createdAt`
 	runFields          = `id threadId agent { ` + principalRefFields + ` } state version triggerKind triggeringMessageId triggeredBy { ` + principalRefFields + ` } session { id mode } cancelRequested endReason queuedAt startedAt endedAt attempt holder leaseExpiresAt traceparent answers { messageId clientMsgId } live { ` + liveFields + ` }`
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
-	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust provenance alreadyDelivered`
+	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { ` + attachmentFields + ` } replyToMessageId trust provenance alreadyDelivered`
+	attachmentFields   = `fileId name mimeType size scanStatus transcript textStatus`
+	fileFields         = `id name mimeType size sha256 scanStatus createdAt`
 	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq followUps { ` + contextMsgFields + ` } trustSummary { lowest counts { trust count } }`
 )
 
@@ -42,8 +44,13 @@ var holderParam = Param{Name: HolderHeader, In: InHeader, Var: "holder"}
 // per OpenAPI operationId of docs/api/openapi.yaml.
 var Table = append(append([]Route{}, coreRoutes...), adminRoutes...)
 
-// coreRoutes are the routes of chat, messages, runs and agents.
+// coreRoutes are the routes of chat, messages, files, runs and agents.
 var coreRoutes = []Route{
+	{
+		OperationID: "uploadFile", Action: authz.FileUpload, Method: http.MethodPost, Path: "/api/v1/files", Result: "uploadFile",
+		Created: true, Upload: "file",
+		Document: `mutation uploadFile($file: Upload!) { uploadFile(file: $file) { ` + fileFields + ` } }`,
+	},
 	{
 		OperationID: "getViewer", Action: authz.ViewerRead, Method: http.MethodGet, Path: "/api/v1/me", Result: "viewer",
 		Document: `query getViewer { viewer { id kind handle displayName email status isOwner createdAt } }`,
@@ -246,6 +253,11 @@ var adminRoutes = []Route{
 		OperationID: "updatePrincipal", Action: authz.PrincipalUpdate, Method: http.MethodPatch, Path: "/api/v1/principals/{principal_id}", Result: "updatePrincipal",
 		Params: []Param{path("principal_id")}, BodyVar: "input",
 		Document: `mutation updatePrincipal($id: ID!, $input: PrincipalPatch!) { updatePrincipal(id: $id, input: $input) { ` + principalFields + ` } }`,
+	},
+	{
+		OperationID: "setCapabilities", Action: authz.PrincipalCapabilities, Method: http.MethodPut, Path: "/api/v1/principals/{principal_id}/capabilities",
+		Result: "setCapabilities", Unwrap: "capabilities", Params: []Param{{Name: "principal_id", In: InPath, Var: "principalId"}}, BodyVar: "input",
+		Document: `mutation setCapabilities($principalId: ID!, $input: CapabilitiesInput!) { setCapabilities(principalId: $principalId, input: $input) { capabilities { filesOut } } }`,
 	},
 	{
 		OperationID: "listTokens", Action: authz.TokenList, Method: http.MethodGet, Path: "/api/v1/principals/{principal_id}/tokens", Result: "tokens",

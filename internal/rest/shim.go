@@ -86,7 +86,16 @@ type Route struct {
 	// OptionalBody lets a route with BodyFields be called without a body
 	// (read as an empty object), for bodies whose members are all optional.
 	OptionalBody bool
+	// Upload names the variable (of type Upload) that receives the one
+	// part UploadPart of a multipart/form-data body, streamed to the
+	// resolver as it arrives; the route takes no other body. BodyLimit is
+	// then the body limit of the route instead of http.max_body_bytes
+	// (the server applies it).
+	Upload string
 }
+
+// UploadPart is the name of the one multipart part an upload route reads.
+const UploadPart = "file"
 
 // Shim serves the routes of its table.
 type Shim struct {
@@ -422,6 +431,13 @@ func (c *compiled) restPointer(ptr string) string {
 func (s *Shim) variables(r *http.Request, c *compiled) (map[string]any, error) {
 	vars := map[string]any{}
 	fields := paramVars(r, c, vars)
+	if c.Upload != "" {
+		up, err := uploadVar(r)
+		if err != nil {
+			return nil, err
+		}
+		vars[c.Upload] = up
+	}
 	if c.BodyVar != "" || c.BodyFields != nil {
 		bad, err := s.bodyVars(r, c, vars)
 		if err != nil {
@@ -483,6 +499,46 @@ func paramOf(r *http.Request, p Param) (string, bool) {
 	default:
 		return r.URL.Query().Get(p.Name), r.URL.Query().Has(p.Name)
 	}
+}
+
+// uploadVar reads the head of a multipart/form-data body up to its part
+// UploadPart and returns that part as an Upload whose reader streams the
+// rest: the file is never buffered here. Any other part before it, a body
+// of another type, or no such part is refused.
+func uploadVar(r *http.Request) (graphql.Upload, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		return graphql.Upload{}, problem.Newf(problem.UnsupportedMediaType, "content_type", "the body must be multipart/form-data with one part %q", UploadPart)
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return graphql.Upload{}, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_multipart", Detail: "the body is not a multipart/form-data document"})
+	}
+	part, err := mr.NextPart()
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return graphql.Upload{}, problem.Newf(problem.PayloadTooLarge, "file_too_large", "the file is larger than files.max_bytes")
+	case errors.Is(err, io.EOF):
+		return graphql.Upload{}, problem.Invalid(problem.FieldError{Pointer: "/" + UploadPart, Code: "required"})
+	case err != nil:
+		return graphql.Upload{}, problem.Invalid(problem.FieldError{Pointer: "", Code: "invalid_multipart", Detail: "the body is not a multipart/form-data document"})
+	case part.FormName() != UploadPart:
+		return graphql.Upload{}, problem.Invalid(problem.FieldError{Pointer: "/" + escapePointer(part.FormName()), Code: "unknown_member",
+			Detail: "the body has one part, " + UploadPart})
+	}
+	return graphql.Upload{File: streamed{part}, Filename: part.FileName(), ContentType: part.Header.Get("Content-Type")}, nil
+}
+
+// streamed is a part read once, front to back, as an Upload's
+// io.ReadSeeker: it cannot seek, which no reader of an upload needs (the
+// files module streams it to the store).
+type streamed struct{ io.Reader }
+
+// Seek answers only the current position's query (offset 0 from the
+// current position) and refuses every move.
+func (streamed) Seek(offset int64, whence int) (int64, error) {
+	return 0, errors.New("rest: an upload is streamed and cannot seek")
 }
 
 // bodyVars reads route c's JSON body into vars: the whole body as c.BodyVar,

@@ -31,6 +31,15 @@ type Keep struct {
 // Removed counts the rows one purge removed.
 type Removed struct {
 	EventLog, AgentEvents, AuditLog, Tokens int64
+	// Files counts the files (and orphan blobs) the files sweep deleted.
+	Files int64
+}
+
+// FileSweeper deletes the files whose time is up (the files module:
+// unattached past files.orphan_ttl, a deleted message's past
+// files.deleted_ttl, blobs without a row).
+type FileSweeper interface {
+	Sweep(ctx context.Context) (int, error)
 }
 
 // Owners are the modules whose tables retention purges: the events log
@@ -40,6 +49,8 @@ type Owners struct {
 	Events   *events.Log
 	Authz    *authz.Writer
 	Identity *identity.Writer
+	// Files is swept on every purge; nil sweeps no files.
+	Files FileSweeper
 }
 
 // Service purges.
@@ -58,8 +69,8 @@ type Service struct {
 // start.
 func New(d *db.DB, owners Owners, c clock.Clock, keep Keep, log *slog.Logger, reg prometheus.Registerer) *Service {
 	purged := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bothy_retention_purged_total",
-		Help: "Rows the retention purge removed, by kind (event_log, agent_events, audit_log, tokens)."}, []string{"kind"})
-	for _, k := range []string{"event_log", "agent_events", "audit_log", "tokens"} {
+		Help: "Rows the retention purge removed, by kind (event_log, agent_events, audit_log, tokens, files)."}, []string{"kind"})
+	for _, k := range []string{"event_log", "agent_events", "audit_log", "tokens", "files"} {
 		purged.WithLabelValues(k).Add(0)
 	}
 	reg.MustRegister(purged)
@@ -74,7 +85,7 @@ const batch = 5000
 // counts what it removed, also when a later kind fails.
 func (s *Service) PurgeOnce(ctx context.Context) (r Removed, err error) {
 	defer func() {
-		for k, n := range map[string]int64{"event_log": r.EventLog, "agent_events": r.AgentEvents, "audit_log": r.AuditLog, "tokens": r.Tokens} {
+		for k, n := range map[string]int64{"event_log": r.EventLog, "agent_events": r.AgentEvents, "audit_log": r.AuditLog, "tokens": r.Tokens, "files": r.Files} {
 			s.purged.WithLabelValues(k).Add(float64(n))
 		}
 	}()
@@ -108,6 +119,13 @@ func (s *Service) PurgeOnce(ctx context.Context) (r Removed, err error) {
 		if r.Tokens, err = s.batched(ctx, func(ctx context.Context) (int64, error) {
 			return s.owners.Identity.DeleteOldTokens(ctx, cutoff, batch)
 		}); err != nil {
+			return r, err
+		}
+	}
+	if s.owners.Files != nil {
+		n, err := s.owners.Files.Sweep(ctx)
+		r.Files = int64(n)
+		if err != nil {
 			return r, err
 		}
 	}

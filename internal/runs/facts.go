@@ -40,3 +40,15 @@ func (s *Service) Delivered(ctx context.Context, sessionID, runID string, messag
 func (s *Service) FollowUpFacts(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, []string, error) {
 	return s.st.FollowUpFacts(ctx, sessionID, runID, messageIDs)
 }
+
+// TriggeringMessage returns the message that triggered run runID of agent
+// agentID ("" for another agent's run, an unknown one, or one without a
+// triggering message): a run token reads the files of its context's
+// trigger (the files module asks).
+func (s *Service) TriggeringMessage(ctx context.Context, agentID, runID string) (string, error) {
+	runs, err := s.st.OwnRuns(ctx, agentID, []string{runID})
+	if err != nil {
+		return "", err
+	}
+	return runs[runID].TriggeringMessageID, nil
+}

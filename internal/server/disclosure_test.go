@@ -122,6 +122,12 @@ func TestHiddenAndMissingTakeTheSameStatements(t *testing.T) {
 	if err := env.Pool.QueryRow(context.Background(), `SELECT id::text FROM runs LIMIT 1`).Scan(&run); err != nil {
 		t.Fatal(err)
 	}
+	// A file attached in Eskalation, and an unattached one of Alex's.
+	attached := mustUpload(t, env, "alex", "esk.txt", []byte("escalation notes"))
+	if r := postWithFiles(env, "alex", env.Main("Support/Eskalation"), "hidden-file", "notes", attached); r.Status != http.StatusCreated {
+		t.Fatalf("attach: %d %s", r.Status, r.Body)
+	}
+	unattached := mustUpload(t, env, "alex", "mine.txt", []byte("mine"))
 	// The first request of a token notes its use (one UPDATE, then at
 	// most once per interval): make it before counting.
 	if r := env.REST(http.MethodGet, "/api/v1/threads/"+missingID, env.World.Token("sam"), nil); r.Status != http.StatusNotFound {
@@ -132,6 +138,8 @@ func TestHiddenAndMissingTakeTheSameStatements(t *testing.T) {
 		{"/api/v1/messages/" + hidden["id"].(string), "/api/v1/messages/" + missingID},
 		{"/api/v1/channels/" + env.World.Channel("Support/Eskalation").ID, "/api/v1/channels/" + missingID},
 		{"/api/v1/runs/" + run, "/api/v1/runs/" + missingID},
+		{"/api/v1/files/" + attached, "/api/v1/files/" + missingID},
+		{"/api/v1/files/" + unattached, "/api/v1/files/" + missingID},
 	} {
 		statements := func(path string) []string {
 			from := counter.Count()

@@ -393,9 +393,9 @@ func graphQLRefusals(next http.Handler) http.Handler {
 		case http.MethodGet, http.MethodOptions:
 		case http.MethodPost:
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-			if err != nil || mt != "application/json" {
+			if err != nil || (mt != "application/json" && mt != "multipart/form-data") {
 				httpx.WriteProblem(w, r, problem.Newf(problem.UnsupportedMediaType, "content_type",
-					"POST /graphql takes an application/json body"))
+					"POST /graphql takes an application/json body (multipart/form-data for an upload)"))
 				return
 			}
 		default:
@@ -413,7 +413,9 @@ func graphQLRefusals(next http.Handler) http.Handler {
 // decoder stops after the first value and would run the request.
 func refuseTrailing(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.Body == nil {
+		// A multipart upload is parsed by its own transport, which reads
+		// the operations part as one JSON document.
+		if r.Method != http.MethodPost || r.Body == nil || isMultipart(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

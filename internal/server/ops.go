@@ -243,7 +243,7 @@ func newCORS(list string, maxAge time.Duration) *cors {
 
 const (
 	corsMethods = "GET, POST, PUT, PATCH, DELETE"
-	corsHeaders = "Authorization, Content-Type, Accept, Correlation-Id, Bothy-Run-Holder"
+	corsHeaders = "Authorization, Content-Type, Accept, Correlation-Id, Bothy-Run-Holder, GraphQL-Require-Preflight"
 	corsExpose  = "Correlation-Id, Retry-After, RateLimit, RateLimit-Policy, Idempotent-Replay, WWW-Authenticate"
 )
 

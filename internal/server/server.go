@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -160,11 +161,16 @@ func New(d Deps) (*Server, error) {
 	metrics := httpx.NewMetrics(reg, cfg.Int(config.MetricsMaxOperations))
 	hub := set.Hub
 	ops := registerOps(reg, d.Pool, hub.Connected, hub.Reconnects, hub.Notifications)
+	// A blob store the server cannot open stops it at start, not at the
+	// first upload.
+	if err := set.Files.OpenStorage(context.Background()); err != nil {
+		return nil, err
+	}
 	ident, az, chatSvc, evLog, msg, runSvc, adm, fd, uow := set.Identity, set.Authz, set.Chat, set.Events, set.Messaging, set.Runs, set.Admin, set.Feed, set.DB
 	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
-	sources := graph.Sources{Identity: ident, Runs: runSvc, Chat: chatSvc, Authz: az}
+	sources := graph.Sources{Identity: ident, Runs: runSvc, Chat: chatSvc, Authz: az, Files: set.Files}
 	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: set.ChatUseCases,
-		Messaging: msg, Admin: adm, Feed: fd, Fanout: set.Fanout, Tokens: set.Tokens, Runs: runSvc,
+		Messaging: msg, Admin: adm, Feed: fd, Fanout: set.Fanout, Tokens: set.Tokens, Runs: runSvc, Files: set.Files,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger, Verdicts: graph.NewLiveVerdicts()}}
 	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
@@ -179,7 +185,10 @@ func New(d Deps) (*Server, error) {
 			Help: "Subscriptions running on this replica's WebSocket connections now."}, func() float64 { return float64(ws.Subscriptions()) }))
 	// The REST shim's calls come first: they ride in the context and
 	// never reach a client's transport.
-	exec, err := newGraphQL(es, d.Config, d.Logger, metrics, out, rest.Transport{}, ws.transport())
+	exec, err := newGraphQL(es, d.Config, d.Logger, metrics, out, rest.Transport{}, ws.transport(), transport.MultipartForm{
+		// The whole request, files.max_bytes and the operation besides; a
+		// file above the memory bound spills to a temporary file.
+		MaxUploadSize: int64(cfg.Int(config.FilesMaxBytes)) + multipartOverhead, MaxMemory: 1 << 20})
 	if err != nil {
 		return nil, err
 	}
@@ -203,15 +212,30 @@ func New(d Deps) (*Server, error) {
 	// of rate-limit tokens wraps it all, so that every answer of a request
 	// that spent one says what is left.
 	maxBody := int64(cfg.Int(config.HTTPMaxBodyBytes))
+	// An upload (multipart) takes the body limit and read deadline of
+	// files (files.max_bytes, files.upload_timeout) and streams; every
+	// other body http.max_body_bytes, read whole.
+	bodyLimit := func(h http.Handler) http.Handler {
+		upload := limitUpload(int64(cfg.Int(config.FilesMaxBytes)), cfg.Duration(config.FilesUploadTimeout), h)
+		other := httpx.LimitBody(maxBody, h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && isMultipart(r) {
+				upload.ServeHTTP(w, r)
+				return
+			}
+			other.ServeHTTP(w, r)
+		})
+	}
 	authed := func(h http.Handler) http.Handler {
-		return meterRateLimit(s.authenticate(s.capConcurrency(httpx.LimitBody(maxBody,
+		return meterRateLimit(s.authenticate(s.capConcurrency(bodyLimit(
 			writeDeadlines(cfg.Duration(config.HTTPWriteTimeout), cfg.Duration(config.EventsPollMaxWait), h)))))
 	}
 	mux := http.NewServeMux()
 	// WebSocket upgrades authenticate in connection_init; subscriptions
 	// resolve each event with its own loaders (graph.PerResponse).
-	mux.Handle("/graphql", ws.route(exec, graphQLRefusals(authed(refuseTrailing(overHTTP(gql))))))
+	mux.Handle("/graphql", ws.route(exec, graphQLRefusals(requirePreflight(authed(refuseTrailing(overHTTP(gql)))))))
 	shim.Register(mux, authed)
+	mux.Handle("GET /api/v1/files/{file_id}", authed(serveFile(set.Files)))
 	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")

@@ -13,6 +13,9 @@ import (
 // Config holds the checked value of every registry key.
 type Config struct {
 	values map[string]any
+	// set names the keys a file, the environment or With set, whatever
+	// the value (IsSet).
+	set map[string]bool
 }
 
 // Defaults returns a Config with every key at its registry default.
@@ -32,6 +35,7 @@ func Defaults() *Config {
 // naming the key.
 func Load(path string, environ []string) (*Config, error) {
 	raw := map[string]string{}
+	set := map[string]bool{}
 	for _, k := range Registry {
 		raw[k.Name] = k.Default
 	}
@@ -51,6 +55,7 @@ func Load(path string, environ []string) (*Config, error) {
 				return nil, fmt.Errorf("config file %s: unknown key %s", path, name)
 			}
 			raw[name] = v
+			set[name] = true
 		}
 	}
 	env := map[string]string{}
@@ -62,9 +67,10 @@ func Load(path string, environ []string) (*Config, error) {
 	for _, k := range Registry {
 		if v, ok := env[EnvName(k.Name)]; ok {
 			raw[k.Name] = v
+			set[k.Name] = true
 		}
 	}
-	c := &Config{values: map[string]any{}}
+	c := &Config{values: map[string]any{}, set: set}
 	for _, k := range Registry {
 		v, err := k.check(raw[k.Name])
 		if err != nil {
@@ -111,13 +117,22 @@ func (c *Config) With(name, raw string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Config{values: make(map[string]any, len(c.values))}
+	out := &Config{values: make(map[string]any, len(c.values)), set: map[string]bool{name: true}}
 	for n, val := range c.values {
 		out.values[n] = val
+	}
+	for n := range c.set {
+		out.set[n] = true
 	}
 	out.values[name] = v
 	return out, nil
 }
+
+// IsSet reports whether key name was set by the configuration file, the
+// environment or With, rather than left at its default: bothy dev
+// changes only the defaults it has better ones for (files.storage,
+// files.require_scan), never what the developer chose.
+func (c *Config) IsSet(name string) bool { return c.set[name] }
 
 // MustWith is With for values known to be valid; it panics otherwise.
 func (c *Config) MustWith(name, raw string) *Config {

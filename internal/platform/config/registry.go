@@ -129,6 +129,15 @@ const (
 	WebsocketAllowedOrigins            = "websocket.allowed_origins"
 	TracingOTLPEndpoint                = "tracing.otlp_endpoint"
 	TracingServiceName                 = "tracing.service_name"
+	FilesStorage                       = "files.storage"
+	FilesMaxBytes                      = "files.max_bytes"
+	FilesUploadTimeout                 = "files.upload_timeout"
+	FilesQuotaBytes                    = "files.quota_bytes"
+	FilesRequireScan                   = "files.require_scan"
+	FilesOrphanTTL                     = "files.orphan_ttl"
+	FilesDeletedTTL                    = "files.deleted_ttl"
+	RateFilePerMinute                  = "ratelimit.rl.file.per_minute"
+	RateFileBurst                      = "ratelimit.rl.file.burst"
 )
 
 // Registry lists every key with its type, default, minimum and meaning. It
@@ -228,6 +237,15 @@ var Registry = []Key{
 	{AdminPrincipalListLimitMax, TypeInt, "200", "1", "largest page of listPrincipals"},
 	{TracingOTLPEndpoint, TypeString, "", "", "base URL of an OpenTelemetry collector's OTLP/HTTP receiver, such as http://collector.example.com:4318: spans of requests, GraphQL operations, authorization decisions and statements are posted to it with /v1/traces appended; empty turns tracing off"},
 	{TracingServiceName, TypeString, "bothy", "", "service.name of the exported spans"},
+	{FilesStorage, TypeString, "file:///var/lib/bothy/files", "", "where file contents live, a gocloud.dev/blob URL: file:///path (one replica, or a volume every replica shares) or s3://bucket?endpoint=...&region=... (any S3-compatible store); bothy dev uses the files folder of its data folder"},
+	{FilesMaxBytes, TypeInt, "26214400", "1", "largest file an upload may carry; a larger one answers 413 payload_too_large (file_too_large). The upload routes take this body limit instead of http.max_body_bytes"},
+	{FilesUploadTimeout, TypeDuration, "5m", "1s", "longest time to read one upload's body; a slower upload is cut off"},
+	{FilesQuotaBytes, TypeInt, "1073741824", "0", "most bytes of files one principal may hold at once (deleted files no longer count); an upload beyond it answers 409 conflict (quota_exceeded)"},
+	{FilesRequireScan, TypeBool, "true", "", "whether a file no scanner checked (scan status not_scanned) is withheld from readers; bothy dev sets it to false"},
+	{FilesOrphanTTL, TypeDuration, "24h", "1m", "how long an uploaded file may stay unattached before it is deleted"},
+	{FilesDeletedTTL, TypeDuration, "24h", "0s", "how long the files of a deleted message are kept before they are deleted"},
+	{RateFilePerMinute, TypeInt, "30", "1", "refill of the rl.file bucket (uploads) per principal and minute"},
+	{RateFileBurst, TypeInt, "10", "1", "size of the rl.file bucket per principal"},
 }
 
 // choices lists the accepted values of string keys with a fixed set.

@@ -52,6 +52,7 @@ var owners = map[string]string{
 	"run_approvals":        "internal/runs",
 	"ratelimit_buckets":    "internal/ratelimit",
 	"schema_compat":        "internal/platform/db",
+	"stored_files":         "internal/files",
 	// Views and functions (migrations 00012 and 00015).
 	"active_runs":       "internal/runs",
 	"ended_runs":        "internal/runs",
