@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -280,6 +281,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return startFailed(stderr, err)
 		}
 	}
+	if cfg, err = stateDirectoryFiles(cfg, os.Getenv("STATE_DIRECTORY")); err != nil {
+		return startFailed(stderr, err)
+	}
 	url, err := needURL(cfg)
 	if err != nil {
 		return startFailed(stderr, err)
@@ -287,6 +291,19 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	return serveOn(ctx, cfg, url, stdout, stderr, nil, nil)
+}
+
+// stateDirectoryFiles keeps files under the folder systemd made for the
+// service (StateDirectory=, passed as STATE_DIRECTORY, the first of a
+// colon-separated list) when files.storage is not set: the unit's folder
+// is the one the service may write, with the owner and mode the unit
+// names. Without STATE_DIRECTORY the default stands.
+func stateDirectoryFiles(cfg *config.Config, state string) (*config.Config, error) {
+	dir, _, _ := strings.Cut(state, ":")
+	if dir == "" || cfg.IsSet(config.FilesStorage) {
+		return cfg, nil
+	}
+	return cfg.With(config.FilesStorage, "file://"+filepath.ToSlash(filepath.Join(dir, "files")))
 }
 
 // startFailed writes a start that failed before the configured logger

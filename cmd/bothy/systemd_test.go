@@ -388,6 +388,26 @@ func startUnit(t *testing.T, u unitFile, root, name string, uid, gid uint32) {
 			env = append(env, l)
 		}
 	}
+	// StateDirectory=: systemd makes /var/lib/NAME for the service's user
+	// and names it in STATE_DIRECTORY; here it is under root.
+	if state := u["Service.StateDirectory"]; len(state) > 0 {
+		dir := filepath.Join(root, "var", "lib", state[0])
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		// The path to it is open to everyone, as /var/lib is.
+		for _, p := range []string{root, filepath.Join(root, "var"), filepath.Join(root, "var", "lib")} {
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Chown(dir, int(uid), int(gid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		env = append(env, "STATE_DIRECTORY="+dir)
+	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = env
 	cmd.Dir = "/"

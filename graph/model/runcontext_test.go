@@ -61,10 +61,12 @@ func TestContextMarshalerCoversSchema(t *testing.T) {
 	m := &RunContextMessage{MessageID: "m1", ThreadSeq: 7, CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 5e6, time.UTC), ChannelID: "c1",
 		Author: &PrincipalRef{ID: "p1", Kind: identity.KindUser, Handle: "alex", DisplayName: "Alex"}, Role: domain.RoleUser, Origin: messaging.OriginHuman, Kind: messaging.KindText,
 		ContentMd: "hello", Truncated: &yes, Attachments: []*Attachment{{FileID: "f1", Name: "a.txt", MimeType: "text/plain", Size: 3,
-			ScanStatus: messaging.ScanPending, Transcript: &transcript}},
+			ScanStatus: messaging.ScanPending, Transcript: &transcript, TextStatus: TextStatusReady,
+			File: &File{ID: "f1", Name: "a.txt", MimeType: "text/plain", Size: 3, Sha256: "ab", ScanStatus: messaging.ScanPending,
+				CreatedAt: time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)}}},
 		ReplyToMessageID: &reply, Trust: domain.TrustTrigger, AlreadyDelivered: &yes}
 	sel := &selection{fields: collected(names("RunContextMessage")...), author: collected(names("PrincipalRef")...),
-		attachments: collected(names("Attachment")...)}
+		attachments: collected(names("Attachment")...), file: collected(names("File")...)}
 	out := sel.appendMessage(nil, m)
 	var got map[string]any
 	if err := json.Unmarshal(out, &got); err != nil {
@@ -83,6 +85,11 @@ func TestContextMarshalerCoversSchema(t *testing.T) {
 	for _, n := range names("Attachment") {
 		if got["a_attachments"].([]any)[0].(map[string]any)["a_"+n] == nil {
 			t.Errorf("Attachment.%s has no writer: %s", n, out)
+		}
+	}
+	for _, n := range names("File") {
+		if got["a_attachments"].([]any)[0].(map[string]any)["a_file"].(map[string]any)["a_"+n] == nil {
+			t.Errorf("File.%s has no writer: %s", n, out)
 		}
 	}
 	if got["a_createdAt"] != "2026-11-30T12:00:00.005Z" || got["a___typename"] != "RunContextMessage" || got["a_threadSeq"] != 7.0 {
@@ -112,7 +119,9 @@ func TestAppendEnumNamesSchemaValues(t *testing.T) {
 			string(messaging.KindRun), string(messaging.KindSystem)}},
 		{"PrincipalKind", []string{string(identity.KindUser), string(identity.KindAgent), string(identity.KindApp)}},
 		{"ScanStatus", []string{string(messaging.ScanPending), string(messaging.ScanClean), string(messaging.ScanInfected),
-			string(messaging.ScanFailed)}},
+			string(messaging.ScanFailed), string(messaging.ScanNotScanned)}},
+		{"TextStatus", []string{string(TextStatusPending), string(TextStatusReady), string(TextStatusUnsupported),
+			string(TextStatusTooLarge), string(TextStatusFailed)}},
 	} {
 		def := schema.Types[tc.enum]
 		if len(def.EnumValues) != len(tc.values) {
