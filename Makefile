@@ -31,7 +31,7 @@ TEST_EVENTS = bin/test-events.json
 # "slowest packages" make test prints): go test starts packages in the order
 # it is given them, so the long ones must not wait behind short ones and end
 # last. ./... after them adds every other package once.
-TEST_FIRST = ./internal/server ./internal/examples ./internal/runs ./internal/conformance ./internal/agentflow ./internal/clientflow ./cmd/bothy
+TEST_FIRST = ./internal/server ./internal/server/heapbound ./internal/examples ./internal/runs ./internal/conformance ./internal/agentflow ./internal/clientflow ./cmd/bothy
 
 ## test: every test (vet, generated code current, unit, integration, audit), then the time budget
 # The three npm installs run side by side. go vet only reads the tree, so

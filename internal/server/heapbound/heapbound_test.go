@@ -1,4 +1,4 @@
-package server_test
+package heapbound_test
 
 import (
 	"crypto/sha256"
