@@ -57,6 +57,12 @@ type Options struct {
 	// work). db_outage_recovers stops the kit's cluster, so it cannot run
 	// on such a database.
 	DatabaseURL string
+	// TimeoutScale multiplies every scenario's deadline (0 or 1: as
+	// written). Tests that run the kit beside many others on two cores set
+	// it, since an adapter's process starts and model calls then take
+	// several times as long; an adapter that breaks a rule fails its
+	// scenario whatever the deadline.
+	TimeoutScale float64
 }
 
 // The capabilities an adapter may declare (Options.Capabilities).
@@ -157,6 +163,8 @@ type kit struct {
 	ctx context.Context
 	// env is the adapter's part of its environment (adapterEnv).
 	env []string
+	// timeoutScale is Options.TimeoutScale.
+	timeoutScale float64
 
 	mu   sync.Mutex
 	proc *exec.Cmd
@@ -372,7 +380,7 @@ func start(ctx context.Context, opts Options, dir string) (*kit, func(), error) 
 		return fail(err)
 	}
 	closers = append(closers, closeProxy)
-	k := &kit{srv: srv, model: model, mbase: mbase, world: w, ctx: ctx,
+	k := &kit{srv: srv, model: model, mbase: mbase, world: w, ctx: ctx, timeoutScale: opts.TimeoutScale,
 		cmd: opts.Adapter, tools: filepath.Join(dir, "tools.yaml"), proxy: px, proxyURL: proxyURL}
 	k.env = adapterEnv(k.proxyURL, w.Token("lotse"), k.mbase, k.tools)
 	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath, k.mbase+pagePath)), 0o600); err != nil {
@@ -401,6 +409,9 @@ func (k *kit) runScenario(ctx context.Context, s scenario) Result {
 	timeout := 20 * time.Second
 	if s.timeout > 0 {
 		timeout = s.timeout
+	}
+	if k.timeoutScale > 1 {
+		timeout = time.Duration(float64(timeout) * k.timeoutScale)
 	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	err := s.run(sctx, k)
