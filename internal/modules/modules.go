@@ -141,6 +141,7 @@ func New(d Deps) (*Set, error) {
 	// The raw writers are made here and only here: each goes to the modules
 	// that decide a right before they write through it (README.md#architecture).
 	chatW, identW, azW := chat.NewWriter(chatSvc), identity.NewWriter(ident), authz.NewWriter(az)
+	deps := configured(cfg, d, uow, ident, chatSvc, chatW, identW, evLog, hub)
 	evLog.Instrument(d.Registry)
 	msg := messaging.NewService(d.Pool, uow, d.Clock, ident, chatSvc, chatW, az, evLog, messaging.Limits{
 		MaxContentBytes: cfg.Int(config.MessageMaxContentBytes), ListContentMaxBytes: cfg.Int(config.MessageListContentMaxBytes),
@@ -150,17 +151,11 @@ func New(d Deps) (*Set, error) {
 	az.Register(chatSvc, authz.KindSpace, authz.KindChannel, authz.KindThread)
 	az.Register(msg, authz.KindMessage)
 	az.Register(az, authz.KindGrant)
-	runSvc := runs.NewService(runs.Deps{Pool: d.Pool, DB: uow, Clock: d.Clock, Log: d.Logger, Identity: ident, Chat: chatSvc,
-		Authz: az, Messaging: msg, ChatWriter: chatW, MessagingWriter: msgW, IdentityWriter: identW, Events: evLog, Hub: hub, PollMaxWait: cfg.Duration(config.EventsPollMaxWait),
-		LiveMaxBytes: cfg.Int(config.RunLiveMaxBytes), LiveFlushInterval: cfg.Duration(config.RunLiveFlushInterval),
-		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
-		Timeouts: runs.Timeouts{Start: cfg.Duration(config.RunStartTimeout), Stall: cfg.Duration(config.RunStallTimeout),
-			Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}})
+	deps.Runs.Authz, deps.Runs.Messaging, deps.Runs.MessagingWriter = az, msg, msgW
+	runSvc := runs.NewService(deps.Runs)
 	az.Register(runSvc, authz.KindRun)
-	fs := files.NewService(files.Deps{Pool: d.Pool, DB: uow, Storage: cfg.String(config.FilesStorage), Authz: az, Messages: msg,
-		Capabilities: ident, Triggers: runSvc, Clock: d.Clock, Log: d.Logger, Limits: files.Limits{MaxBytes: int64(cfg.Int(config.FilesMaxBytes)),
-			QuotaBytes: int64(cfg.Int(config.FilesQuotaBytes)), RequireScan: cfg.Bool(config.FilesRequireScan),
-			OrphanTTL: cfg.Duration(config.FilesOrphanTTL), DeletedTTL: cfg.Duration(config.FilesDeletedTTL)}})
+	deps.Files.Authz, deps.Files.Messages, deps.Files.Triggers = az, msg, runSvc
+	fs := files.NewService(deps.Files)
 	msg.AttachWith(fs)
 	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Writers{Chat: chatW, Identity: identW, Authz: azW}, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
@@ -172,10 +167,9 @@ func New(d Deps) (*Set, error) {
 		EventLog: cfg.Duration(config.RetentionEventLog), AgentEvents: cfg.Duration(config.RetentionAgentEvents),
 		AuditLog: cfg.Duration(config.RetentionAuditLog), Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger, d.Registry)
 	chatUC := chat.NewUseCases(chatSvc, az, evLog, uow)
-	log := d.Logger
 	chatUC.OnMoved(func(ctx context.Context, channelID string) {
 		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{ChannelID: channelID}); err != nil {
-			log.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
+			d.Logger.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
 		}
 	})
 	// A person the provider refused at a recheck loses their sign-in
@@ -183,10 +177,10 @@ func New(d Deps) (*Set, error) {
 	// waiting streams are woken to answer 401, and their runs re-checked.
 	onLeaver := func(ctx context.Context, principalID string) {
 		if err := evLog.WakeStreams(ctx); err != nil {
-			log.ErrorContext(ctx, "waking streams after a leaver failed", "principal_id", principalID, "error", err.Error())
+			d.Logger.ErrorContext(ctx, "waking streams after a leaver failed", "principal_id", principalID, "error", err.Error())
 		}
 		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{PrincipalID: principalID}); err != nil {
-			log.ErrorContext(ctx, "trigger re-check after a leaver failed; the sweeper retries it", "principal_id", principalID, "error", err.Error())
+			d.Logger.ErrorContext(ctx, "trigger re-check after a leaver failed; the sweeper retries it", "principal_id", principalID, "error", err.Error())
 		}
 	}
 	si, err := signInFrom(cfg, d, ident, identW, onLeaver)
