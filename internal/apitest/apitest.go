@@ -137,7 +137,11 @@ func (e *Env) serve(srv *server.Server) {
 	wg.Add(1)
 	go func() { defer wg.Done(); srv.Serve(sctx, ln) }()
 	var once sync.Once
-	e.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	// The clients' idle connections close before the server stops:
+	// net/http's Shutdown waits five seconds for a connection that never
+	// carried a request (one the client's transport dialled for a request
+	// another connection then took), since a request might still come.
+	e.stop = func() { once.Do(func() { e.client.CloseIdleConnections(); cancel(); wg.Wait() }) }
 	t.Cleanup(e.stop)
 
 	e.URL = "http://" + ln.Addr().String()
