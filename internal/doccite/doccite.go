@@ -190,27 +190,16 @@ func (c *checker) textFile(rel string) error {
 		return err
 	}
 	md := strings.HasSuffix(rel, ".md")
-	fenced, names := false, md && namesChecked(rel)
-	var layout *layoutBlock
+	names := md && namesChecked(rel)
+	fenced := false
+	var layout layoutScan
 	for i, text := range strings.Split(string(b), "\n") {
-		if md && strings.HasPrefix(strings.TrimSpace(text), "```") {
+		fence := md && strings.HasPrefix(strings.TrimSpace(text), "```")
+		if fence {
 			fenced = !fenced
-			if !fenced && layout != nil && layout.start > 0 {
-				c.layouts = append(c.layouts, *layout)
-				layout = nil
-			} else if fenced && layout != nil {
-				layout.start = i + 2
-			}
-			c.line(rel, i+1, text, md, !fenced)
-			continue
 		}
-		switch {
-		case fenced && layout != nil:
-			layout.lines = append(layout.lines, text)
-		case md && !fenced && strings.HasPrefix(strings.TrimSpace(text), layoutMarker):
-			layout = &layoutBlock{file: rel, line: i + 1}
-		case md && !fenced && layout != nil && strings.TrimSpace(text) != "":
-			layout = nil // the marker must come right before its block
+		if md {
+			c.layoutLine(&layout, rel, i+1, text, fence, fenced)
 		}
 		c.line(rel, i+1, text, md, !fenced)
 		if names && !fenced {

@@ -26,6 +26,29 @@ type layoutBlock struct {
 	lines []string
 }
 
+// layoutScan follows one page for a layout marker and the block after it.
+type layoutScan struct{ cur *layoutBlock }
+
+// layoutLine takes line n of page rel; fence says whether the line opens
+// or closes a fenced block, fenced whether a block is open after it.
+func (c *checker) layoutLine(s *layoutScan, rel string, n int, text string, fence, fenced bool) {
+	switch {
+	case s.cur == nil:
+		if !fenced && strings.HasPrefix(strings.TrimSpace(text), layoutMarker) {
+			s.cur = &layoutBlock{file: rel, line: n}
+		}
+	case fence && fenced: // the block opens
+		s.cur.start = n + 1
+	case fence: // the block closes
+		c.layouts = append(c.layouts, *s.cur)
+		s.cur = nil
+	case s.cur.start > 0:
+		s.cur.lines = append(s.cur.lines, text)
+	case strings.TrimSpace(text) != "":
+		s.cur = nil // the marker must come right before its block
+	}
+}
+
 // checkLayout reports what one layout block gets wrong.
 func (c *checker) checkLayout(b layoutBlock) {
 	add := func(line int, cite, why string) {
