@@ -6,6 +6,14 @@
 // the comments of every Go file and the text of every Markdown page,
 // GraphQL schema, SQL migration and the OpenAPI document, and reports each
 // citation that does not resolve.
+//
+// README.md and the pages under docs/ (not docs/DECISIONS.md, which is
+// history) are held to the code as well: every repository path and Go
+// name in their inline code (Recognise says which spans those are) must
+// exist in the tree, and a layout block marked with <!-- layout --> must
+// name the folders the tree has (checkLayout). The Go names come from the
+// declarations of the files the comment check parses anyway, so the check
+// costs one parse of the tree and caches nothing across runs.
 package doccite
 
 import (
@@ -78,8 +86,12 @@ func skipDir(name string) bool {
 // Check scans the repository at root and returns every citation that does
 // not resolve, ordered by file and line.
 func Check(root string) ([]Problem, error) {
-	c := &checker{root: root, anchors: map[string][]string{}}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	top, err := topFolders(root)
+	if err != nil {
+		return nil, err
+	}
+	c := &checker{root: root, anchors: map[string][]string{}, idx: newGoIndex(), top: top, module: modulePath(root)}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed while the walk ran: another test's scratch file
 		}
@@ -108,19 +120,44 @@ func Check(root string) ([]Problem, error) {
 		}
 		return err
 	})
-	slices.SortFunc(c.problems, func(a, b Problem) int {
+	if err != nil {
+		return nil, err
+	}
+	c.resolveNames()
+	for _, b := range c.layouts {
+		c.checkLayout(b)
+	}
+	return sorted(c.problems), nil
+}
+
+// sorted orders problems by file and line and drops repeats (a path in a
+// code span is both a citation and a name).
+func sorted(ps []Problem) []Problem {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
 		if a.File != b.File {
 			return strings.Compare(a.File, b.File)
 		}
-		return a.Line - b.Line
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return strings.Compare(a.Cite, b.Cite)
 	})
-	return c.problems, err
+	return slices.CompactFunc(ps, func(a, b Problem) bool {
+		return a.File == b.File && a.Line == b.Line && a.Cite == b.Cite
+	})
 }
 
 type checker struct {
 	root     string
 	anchors  map[string][]string
 	problems []Problem
+	// idx, top and module serve the check of the names of pages: the Go
+	// declarations, the top-level folders and the module path.
+	idx     *goIndex
+	top     map[string]bool
+	module  string
+	pending []pendingRef
+	layouts []layoutBlock
 }
 
 // goFile checks the comments of a Go file; code and string literals are
@@ -130,6 +167,9 @@ func (c *checker) goFile(rel string) error {
 	f, err := parser.ParseFile(fset, filepath.Join(c.root, rel), nil, parser.ParseComments|parser.SkipObjectResolution)
 	if err != nil {
 		return err
+	}
+	if !strings.HasSuffix(rel, "_test.go") {
+		c.idx.add(f)
 	}
 	for _, g := range f.Comments {
 		for _, cm := range g.List {
@@ -150,12 +190,21 @@ func (c *checker) textFile(rel string) error {
 		return err
 	}
 	md := strings.HasSuffix(rel, ".md")
+	names := md && namesChecked(rel)
 	fenced := false
+	var layout layoutScan
 	for i, text := range strings.Split(string(b), "\n") {
-		if md && strings.HasPrefix(strings.TrimSpace(text), "```") {
+		fence := md && strings.HasPrefix(strings.TrimSpace(text), "```")
+		if fence {
 			fenced = !fenced
 		}
+		if md {
+			c.layoutLine(&layout, rel, i+1, text, fence, fenced)
+		}
 		c.line(rel, i+1, text, md, !fenced)
+		if names && !fenced {
+			c.spans(rel, i+1, text)
+		}
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package doccite_test
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,26 +26,18 @@ func TestDocCitations(t *testing.T) {
 // its own: every kind of broken citation is reported, every good one is not.
 func TestCheckFindsBrokenCitations(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, text string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(rel)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, rel), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("docs/design/rules.md", "# Rules\n\n## Fail closed\n\n```sh\n# not a heading\n```\n\n## Fail closed\n\nSee [the other](other.md#intro) and [here](#fail-closed).\n")
-	write("docs/design/other.md", "# Intro\n")
-	write("docs/api/openapi.yaml", "description: see docs/design/rules.md#fail-closed-1\n")
-	write("good/good.go", `// Package good cites docs/design/rules.md#fail-closed, other paths
+	file := func(rel, text string) { write(t, root, rel, text) }
+	file("docs/design/rules.md", "# Rules\n\n## Fail closed\n\n```sh\n# not a heading\n```\n\n## Fail closed\n\nSee [the other](other.md#intro) and [here](#fail-closed).\n")
+	file("docs/design/other.md", "# Intro\n")
+	file("docs/api/openapi.yaml", "description: see docs/design/rules.md#fail-closed-1\n")
+	file("good/good.go", `// Package good cites docs/design/rules.md#fail-closed, other paths
 // like docs/api/openapi.yaml, and https://example.com/nowhere/x.md.
 package good
 
 // S holds in a string, which is no citation, what a comment may not cite.
 const S = "domain.md M2-13 SR4"
 `)
-	write("bad/bad.go", `// Package bad cites what does not exist.
+	file("bad/bad.go", `// Package bad cites what does not exist.
 package bad
 
 // A follows spec domain.md 5 and seed M2-13 note 4 (SEC-AI-1, SR4, AG-01).
@@ -54,9 +45,9 @@ package bad
 // C cites docs/missing.yaml and api.md.
 const A = 1
 `)
-	write("docs/bad.md", "Broken: [x](design/nowhere.md), [y](#nowhere), [z](design/rules.md#nope), R-DM-14. Fine: D-M2-13-4.\n```sh\ncat layout/nowhere.md # M1-44\n```\n")
-	write("migrations/00001_x.sql", "-- the rule of world.md\n")
-	write("node_modules/pkg/README.md", "[ignored](missing.md)\n")
+	file("docs/bad.md", "Broken: [x](design/nowhere.md), [y](#nowhere), [z](design/rules.md#nope), R-DM-14. Fine: D-M2-13-4.\n```sh\ncat layout/nowhere.md # M1-44\n```\n")
+	file("migrations/00001_x.sql", "-- the rule of world.md\n")
+	file("node_modules/pkg/README.md", "[ignored](missing.md)\n")
 
 	problems, err := doccite.Check(root)
 	if err != nil {
