@@ -955,5 +955,5 @@ func buildWorld(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, url
 	if err != nil {
 		return nil, err
 	}
-	return world.Build(ctx, srv.World())
+	return world.Build(ctx, world.Of(srv.Modules()))
 }

@@ -72,7 +72,7 @@ func startBothy(t *testing.T, logDir string, cfg map[string]string) *bothy {
 	if err != nil {
 		t.Fatalf("assemble the server: %v", err)
 	}
-	w, err := world.Build(ctx, srv.World())
+	w, err := world.Build(ctx, world.Of(srv.Modules()))
 	if err != nil {
 		t.Fatalf("build the example world: %v", err)
 	}

@@ -361,7 +361,7 @@ func start(ctx context.Context, opts Options, dir string) (*kit, func(), error) 
 		return fail(err)
 	}
 	closers = append(closers, srv.Close)
-	w, err := world.Build(ctx, srv.Server.World())
+	w, err := world.Build(ctx, world.Of(srv.Server.Modules()))
 	if err != nil {
 		return fail(err)
 	}

@@ -65,7 +65,7 @@ type Server struct {
 	// URL is the server's base address (http://127.0.0.1:PORT).
 	URL string
 	// Server is the assembled server: its module services build worlds
-	// (Server.World) and write what no client may (imports).
+	// (world.Of(Server.Modules())) and write what no client may (imports).
 	Server *server.Server
 
 	http   *http.Client

@@ -29,7 +29,6 @@ import (
 	"bothy.example.com/bothy/internal/retention"
 	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/signin"
-	"bothy.example.com/bothy/internal/world"
 )
 
 // Deps are what the modules need from their caller.
@@ -197,11 +196,6 @@ type Writers struct {
 	Identity  *identity.Writer
 	Authz     *authz.Writer
 	Messaging *messaging.Writer
-}
-
-// World returns the services the example world builder works through.
-func (s *Set) World() world.Services {
-	return world.Services{Identity: s.Identity, Chat: s.Chat, Authz: s.Authz, Admin: s.Admin}
 }
 
 // countingLimiter counts the refusals of a limiter by class in

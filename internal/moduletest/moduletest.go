@@ -148,7 +148,7 @@ func Build(t testing.TB, opts Options) *Env {
 	}
 	w := &world.World{Principals: map[string]world.Principal{}, Spaces: map[string]string{}, Channels: map[string]world.Channel{}}
 	if !opts.NoWorld {
-		if w, err = world.Build(ctx, set.World()); err != nil {
+		if w, err = world.Build(ctx, world.Of(set)); err != nil {
 			t.Fatalf("build world: %v", err)
 		}
 	}

@@ -49,7 +49,6 @@ import (
 	"bothy.example.com/bothy/internal/rest"
 	"bothy.example.com/bothy/internal/retention"
 	"bothy.example.com/bothy/internal/runs"
-	"bothy.example.com/bothy/internal/world"
 )
 
 // Deps are what the server needs from its caller.
@@ -522,9 +521,6 @@ func (s *Server) SchemaVersion() int64 { return s.ready.schema.Load() }
 
 // Modules returns the modules the server serves.
 func (s *Server) Modules() *modules.Set { return s.modules }
-
-// World returns the services the example world builder works through.
-func (s *Server) World() world.Services { return s.modules.World() }
 
 // publicURL is the URL clients use to reach the server: http.public_url,
 // or the address Serve listens on. Never a request's Host, which a client

@@ -15,6 +15,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/modules"
 )
 
 // Principal is one principal of the world with its clear-text token.
@@ -94,6 +95,14 @@ type Services struct {
 	Chat     *chat.Service
 	Authz    *authz.Service
 	Admin    *admin.Service
+}
+
+// Of returns the services of an assembled set of modules (a server's
+// Modules). The world depends on the wiring and never the other way round:
+// the product's wiring and server do not link the example world, which
+// `bothy dev`, `bothy seed` and the test harnesses add after assembly.
+func Of(set *modules.Set) Services {
+	return Services{Identity: set.Identity, Chat: set.Chat, Authz: set.Authz, Admin: set.Admin}
 }
 
 // Space is a space of a world with its default operator agent (a handle;

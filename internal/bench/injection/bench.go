@@ -128,7 +128,7 @@ func start(ctx context.Context, opts Options) (*bench, func(), error) {
 		return nil, nil, err
 	}
 	closers = append(closers, srv.Close)
-	w, err := world.BuildSpec(ctx, srv.Server.World(), team())
+	w, err := world.BuildSpec(ctx, world.Of(srv.Server.Modules()), team())
 	if err != nil {
 		stop()
 		return nil, nil, err
