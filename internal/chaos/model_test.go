@@ -116,8 +116,8 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 
 // requestTags returns the tags in the request blocks of a rendered prompt:
 // the blocks whose opening line says part=trigger or part=followup
-// (adapter.Render and adapter.WithFollowUps), in prompt order. unparsed is
-// true when no trigger block was found.
+// (agent.Render and agent.WithFollowUps in sdk/agent), in prompt order.
+// unparsed is true when no trigger block was found.
 func requestTags(user string) (tags []string, unparsed bool) {
 	in, trigger := false, false
 	for _, line := range strings.Split(user, "\n") {

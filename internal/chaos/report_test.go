@@ -48,8 +48,8 @@ type key struct {
 	run, request string // request "" for the older per-run key answer-<run id>
 }
 
-// parseKey takes an answer key apart (adapter.AnswerKey); ok is false for
-// any other client message id.
+// parseKey takes an answer key apart (agent.AnswerKey in sdk/agent); ok
+// is false for any other client message id.
 func parseKey(k string) (key, bool) {
 	rest, ok := strings.CutPrefix(k, "answer-")
 	if !ok || len(rest) < 36 {
@@ -291,7 +291,7 @@ func account(ctx context.Context, b *bothy, ppl *people, model *fakeModel, sup *
 
 	// Answers: each covers the requests of its run after the one the
 	// run's previous answer is keyed by, up to its own key's request
-	// (adapter.AnswerKey: one answer may cover several requests and is
+	// (agent.AnswerKey: one answer may cover several requests and is
 	// keyed by the last of them).
 	type keyed struct {
 		a   answerRow

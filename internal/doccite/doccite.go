@@ -7,11 +7,13 @@
 // GraphQL schema, SQL migration and the OpenAPI document, and reports each
 // citation that does not resolve.
 //
-// README.md and the pages under docs/ (not docs/DECISIONS.md, which is
+// Every README.md (the root's and those below it, outside node_modules and
+// testdata) and the pages under docs/ (not docs/DECISIONS.md, which is
 // history) are held to the code as well: every repository path and Go
-// name in their inline code (Recognise says which spans those are) must
-// exist in the tree, and a layout block marked with <!-- layout --> must
-// name the folders the tree has (checkLayout). The Go names come from the
+// name in their inline code (Recognise says which spans those are; a page
+// below the root names paths from its own folder too) must exist in the
+// tree, and a layout block marked with <!-- layout --> must name the
+// folders the tree has (checkLayout). The Go names come from the
 // declarations of the files the comment check parses anyway, so the check
 // costs one parse of the tree and caches nothing across runs.
 package doccite
@@ -90,7 +92,7 @@ func Check(root string) ([]Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{root: root, anchors: map[string][]string{}, idx: newGoIndex(), top: top, module: modulePath(root)}
+	c := &checker{root: root, anchors: map[string][]string{}, idx: newGoIndex(), top: top, module: modulePath(root), local: map[string]map[string]bool{}}
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed while the walk ran: another test's scratch file
@@ -158,6 +160,9 @@ type checker struct {
 	module  string
 	pending []pendingRef
 	layouts []layoutBlock
+	// local caches the subfolders of the folders of pages below the root
+	// (checker.folders).
+	local map[string]map[string]bool
 }
 
 // goFile checks the comments of a Go file; code and string literals are

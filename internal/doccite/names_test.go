@@ -72,8 +72,10 @@ func TestRecognise(t *testing.T) {
 
 // TestCheckFindsStaleNames proves the check of names on a small repository
 // of its own: a made-up package, name, member or path in a code span of
-// README.md or a page under docs/ is reported, a real one and the other
-// kinds of span are not, and docs/DECISIONS.md is history and exempt.
+// a README.md (at the root or below it) or a page under docs/ is reported,
+// a real one and the other kinds of span are not, a page below the root
+// names paths relative to its own folder too, and docs/DECISIONS.md is
+// history and exempt, as are READMEs under node_modules and testdata.
 func TestCheckFindsStaleNames(t *testing.T) {
 	root := t.TempDir()
 	write(t, root, "go.mod", "module example.com/tree\n\ngo 1.26\n")
@@ -106,7 +108,14 @@ func (c Config) end() {}
 		"```sh\ngo test ./internal/gone/ # a command in a block: no citation\n```\n")
 	write(t, root, "docs/page.md", "`internal/good/nowhere.go` and `docs/gone.md`\n") // the second once, as a citation
 	write(t, root, "docs/DECISIONS.md", "- history: `adapter.Render`\n")
-	write(t, root, "sdk/README.md", "not checked: `adapter.Render`\n")
+	write(t, root, "sdk/README.md", "checked too: `adapter.Render`\n")
+	write(t, root, "node_modules/pkg/README.md", "not checked: `adapter.Render`, `internal/gone`\n")
+	write(t, root, "internal/good/testdata/README.md", "not checked: `adapter.Render`, `internal/gone`\n")
+	// A page below the root names paths relative to its folder as well.
+	write(t, root, "deploy/kube/base/app.yaml", "kind: Deployment\n")
+	write(t, root, "deploy/kube/README.md", "Real: `base/app.yaml`, `base/`, `./base/*.yaml`, `../kube/base`, `deploy/kube/base`, `internal/good`.\n"+
+		"Made up: `base/gone.yaml`, `./base/*.json`, `../gone.txt`, `../../../outside`, `deploy/kube/gone`.\n"+
+		"Not paths: `tools/list`, `app.kubernetes.io/name`.\n")
 
 	got := problems(t, root)
 	want := []string{
@@ -122,6 +131,12 @@ func (c Config) end() {}
 		"README.md:5 good.Helper: package good declares no Helper",
 		"docs/page.md:1 internal/good/nowhere.go: no such file or folder in the repository",
 		"docs/page.md:1 docs/gone.md: no such file in the repository",
+		"sdk/README.md:1 adapter.Render: no Go package named adapter in the repository",
+		"deploy/kube/README.md:2 base/gone.yaml: no such file or folder in the repository",
+		"deploy/kube/README.md:2 ./base/*.json: no file of the repository matches",
+		"deploy/kube/README.md:2 ../gone.txt: no such file or folder in the repository",
+		"deploy/kube/README.md:2 ../../../outside: a path outside the repository",
+		"deploy/kube/README.md:2 deploy/kube/gone: no such file or folder in the repository",
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,11 +14,14 @@ import (
 var codeSpan = regexp.MustCompile("`([^`]+)`")
 
 // namesChecked reports whether the names in the code spans of page rel
-// are checked: README.md and the pages under docs/, except
-// docs/DECISIONS.md, which is history (each entry names the code of its
-// day; it is append-only, so a later rename is a new entry, not an edit).
+// are checked: every README.md the walk reads (the root's, the SDKs', the
+// deployment's, ...; the walk skips node_modules and testdata) and the
+// pages under docs/, except docs/DECISIONS.md, which is history (each
+// entry names the code of its day; it is append-only, so a later rename
+// is a new entry, not an edit).
 func namesChecked(rel string) bool {
-	return rel == "README.md" || strings.HasPrefix(rel, "docs/") && strings.HasSuffix(rel, ".md") && rel != "docs/DECISIONS.md"
+	return path.Base(rel) == "README.md" ||
+		strings.HasPrefix(rel, "docs/") && strings.HasSuffix(rel, ".md") && rel != "docs/DECISIONS.md"
 }
 
 // pendingRef is a name found while the tree is walked, checked once the
@@ -29,12 +33,42 @@ type pendingRef struct {
 }
 
 // spans records the names of the code spans of one line of a checked page.
+// A page below the root (deploy/kubernetes/README.md) also names paths
+// relative to its own folder, as a reader in that folder types them: a
+// span that is a path by the rule of Recognise with the page's subfolders
+// (and "..") in place of the top-level folders names the path from the
+// page's folder; any other span is read as on a page at the root.
 func (c *checker) spans(rel string, n int, text string) {
+	dir := path.Dir(rel)
 	for _, m := range codeSpan.FindAllStringSubmatch(text, -1) {
+		if dir != "." {
+			if refs := Recognise(m[1], c.folders(dir), ""); len(refs) == 1 && refs[0].Kind == RefPath {
+				r := refs[0]
+				r.Parts = []string{path.Join(dir, r.Parts[0])}
+				c.pending = append(c.pending, pendingRef{file: rel, line: n, ref: r})
+				continue
+			}
+		}
 		for _, r := range Recognise(m[1], c.top, c.module) {
 			c.pending = append(c.pending, pendingRef{file: rel, line: n, ref: r})
 		}
 	}
+}
+
+// folders returns the subfolders of the repository's folder dir, and "..",
+// the first words a path relative to a page in dir may start with (read
+// once per folder).
+func (c *checker) folders(dir string) map[string]bool {
+	if f, ok := c.local[dir]; ok {
+		return f
+	}
+	f, err := topFolders(filepath.Join(c.root, filepath.FromSlash(dir)))
+	if err != nil {
+		f = map[string]bool{} // unreadable: the page names nothing relative to it
+	}
+	f[".."] = true
+	c.local[dir] = f
+	return f
 }
 
 // resolveNames reports every pending name the tree does not have.
@@ -86,6 +120,9 @@ func (c *checker) resolveRef(r Ref) string {
 
 // resolvePath checks a repository path, which may be a glob.
 func (c *checker) resolvePath(p string) string {
+	if p == ".." || strings.HasPrefix(p, "../") {
+		return "a path outside the repository"
+	}
 	if strings.ContainsAny(p, "*?") {
 		if m, err := filepath.Glob(filepath.Join(c.root, p)); err == nil && len(m) > 0 {
 			return ""
@@ -98,7 +135,8 @@ func (c *checker) resolvePath(p string) string {
 	return ""
 }
 
-// topFolders returns the top-level folders of the tree the walk reads.
+// topFolders returns the folders directly below root that the walk reads
+// (the top-level folders when root is the repository's).
 func topFolders(root string) (map[string]bool, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
