@@ -4284,7 +4284,7 @@ type AuditEntry {
   action: String!
   "What the door decided."
   decision: AuditDecision!
-  "Why it refused (no_grant, level_insufficient, ...); null for an allow."
+  "Why it refused (no_grant, level_insufficient, ...). Null for an allow, except one the server made by itself under the operator: provider_refused (a person disabled because the identity provider refused them at a recheck)."
   reason: String
   "The kind of resource decided on (space, channel, thread, message, run, principal, token, group, instance, ...)."
   resourceKind: String!

@@ -184,7 +184,7 @@ type AuditEntry struct {
 	Action string `json:"action"`
 	// What the door decided.
 	Decision AuditDecision `json:"decision"`
-	// Why it refused (no_grant, level_insufficient, ...); null for an allow.
+	// Why it refused (no_grant, level_insufficient, ...). Null for an allow, except one the server made by itself under the operator: provider_refused (a person disabled because the identity provider refused them at a recheck).
 	Reason *string `json:"reason,omitempty"`
 	// The kind of resource decided on (space, channel, thread, message, run, principal, token, group, instance, ...).
 	ResourceKind string `json:"resourceKind"`

@@ -103,6 +103,45 @@ func (s *Service) CreateOwner(ctx context.Context, handle, displayName, email st
 // A disabled principal's tokens answer 401 from the next request on, its
 // waiting long polls are woken to answer, and the runtime is told.
 func (s *Service) UpdatePrincipal(ctx context.Context, actor identity.Principal, id string, patch identity.PrincipalPatch) (identity.Principal, error) {
+	return s.updatePrincipal(ctx, actor, id, patch, nil)
+}
+
+// ReasonProviderRefused is the audit reason of a disable the server made
+// by itself: the identity provider refused the person at a recheck.
+const ReasonProviderRefused = "provider_refused"
+
+// DisableRefused disables person id because the organisation's identity
+// provider refused them at a recheck of their sign-in (a leaver). It is
+// an owner's disable, through the same path: decided and audited as
+// principal.update, under the Operator (no person asked) with the reason
+// provider_refused; tokens answer 401, streams wake, runs lose trigger,
+// approvals and run tokens end with the runs. In the same unit of work it
+// revokes the person's sign-in sessions, so a failure changes nothing and
+// the next recheck asks again. An owner re-enables the person as after
+// any disable. The last active owner is not disabled (last_owner, as for
+// an owner's disable; only their sessions are revoked): the provider's
+// word must not lock every owner out of the installation.
+func (s *Service) DisableRefused(ctx context.Context, id string) error {
+	ctx = authz.WithAuditReason(authz.Unmetered(ctx), ReasonProviderRefused)
+	disabled := identity.StatusDisabled
+	revoke := func(ctx context.Context) error {
+		_, err := s.w.Identity.RevokeSessions(ctx, id)
+		return err
+	}
+	_, err := s.updatePrincipal(ctx, Operator, id, identity.PrincipalPatch{Status: &disabled}, revoke)
+	var pe *problem.Error
+	if errors.As(err, &pe) && pe.Reason == "last_owner" {
+		if s.opts.Log != nil {
+			s.opts.Log.ErrorContext(ctx, "the identity provider refused the last active owner: their sign-in sessions are revoked, the person stays active", "principal_id", id)
+		}
+		return s.db.InTx(ctx, revoke)
+	}
+	return err
+}
+
+// updatePrincipal is UpdatePrincipal; also, when set, runs in its unit
+// of work after the change.
+func (s *Service) updatePrincipal(ctx context.Context, actor identity.Principal, id string, patch identity.PrincipalPatch, also func(ctx context.Context) error) (identity.Principal, error) {
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.PrincipalUpdate, authz.Resource{Kind: authz.KindPrincipal, ID: id}); err != nil {
 		return identity.Principal{}, err
 	}
@@ -111,6 +150,11 @@ func (s *Service) UpdatePrincipal(ctx context.Context, actor identity.Principal,
 		var err error
 		if before, after, err = s.w.Identity.UpdatePrincipal(ctx, id, patch); err != nil {
 			return err
+		}
+		if also != nil {
+			if err := also(ctx); err != nil {
+				return err
+			}
 		}
 		if before.Active() && !after.Active() || before.IsOwner != after.IsOwner {
 			// Wake every replica's waiting long polls and subscriptions,

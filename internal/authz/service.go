@@ -450,7 +450,8 @@ func (s *Service) audit(ctx context.Context, actorID string, action Action, d De
 		if !Table[action].AuditAllow {
 			return nil
 		}
-		return s.st.auditAllow(ctx, actorID, action, p.Kind, resID, now)
+		reason, _ := ctx.Value(auditReasonKey{}).(string)
+		return s.st.auditAllow(ctx, actorID, action, reason, p.Kind, resID, now)
 	}
 	return s.st.auditDeny(ctx, actorID, action, d.Reason, p.Kind, resID, now.Truncate(s.window), now)
 }
@@ -555,6 +556,17 @@ type tokenFreeKey struct{}
 // request path.
 func Unmetered(ctx context.Context) context.Context {
 	return context.WithValue(ctx, tokenFreeKey{}, freeOperator)
+}
+
+type auditReasonKey struct{}
+
+// WithAuditReason returns ctx whose audited allows record reason: why the
+// server acted by itself, under the operator, where no person asked (a
+// person disabled because the identity provider refused them:
+// provider_refused). An allow has no reason otherwise; a denial keeps
+// its own. Never set it from a request path.
+func WithAuditReason(ctx context.Context, reason string) context.Context {
+	return context.WithValue(ctx, auditReasonKey{}, reason)
 }
 
 // Prepaid returns ctx marked as a later step of a request whose rate-limit

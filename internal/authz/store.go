@@ -281,13 +281,14 @@ func (s *store) liveGrants(ctx context.Context, principals []string, targets *st
 	return out, rows.Err()
 }
 
-// auditAllow writes the audit row of one allow, at now. Like auditDeny it
-// runs on the pool (db.OnPool, bounded like any statement of a request),
-// never in the transaction of ctx: an audit row must hold when the
-// caller's unit rolls back.
-func (s *store) auditAllow(ctx context.Context, actorID string, action Action, kind ResourceKind, resID any, now time.Time) error {
+// auditAllow writes the audit row of one allow, with reason (empty but
+// for what the server does by itself, WithAuditReason), at now. Like
+// auditDeny it runs on the pool (db.OnPool, bounded like any statement of
+// a request), never in the transaction of ctx: an audit row must hold
+// when the caller's unit rolls back.
+func (s *store) auditAllow(ctx context.Context, actorID string, action Action, reason string, kind ResourceKind, resID any, now time.Time) error {
 	_, err := db.OnPool(ctx, s.pool).Exec(ctx, `INSERT INTO audit_log (id, actor_id, action, decision, reason, resource_kind, resource_id, window_start, count, first_at, last_at)
-			VALUES ($1, $2, $3, 'allow', '', $4, $5, $6, 1, $6, $6)`, ids.New(), actorID, string(action), string(kind), resID, now)
+			VALUES ($1, $2, $3, 'allow', $4, $5, $6, $7, 1, $7, $7)`, ids.New(), actorID, string(action), reason, string(kind), resID, now)
 	return err
 }
 

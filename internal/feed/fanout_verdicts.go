@@ -66,10 +66,14 @@ func touchesReads(t events.Type) bool {
 
 // flight is one decision of some places for every listener, under way;
 // the listeners that need it meanwhile wait for it instead of deciding
-// again.
+// again. It is registered for its places in the same hold of vmu in which
+// its listener found no verdict and no flight for them, so two listeners
+// never decide one place at once (the statements per message would then
+// depend on how the listeners' reads interleave).
 type flight struct {
 	done   chan struct{}
-	covers map[principalKey]bool // the principals it decides
+	epoch  uint64                // the verdicts' epoch it was registered in
+	covers map[principalKey]bool // the principals it decides (set before done)
 	out    map[place]map[principalKey]bool
 	err    error
 }
@@ -77,7 +81,9 @@ type flight struct {
 // decide returns, for each event of evs, whether l may see it in
 // generation gen, with the changes of rights counted up to rights applied.
 // A place some listener has no verdict on yet is decided for every
-// listener's principal at once.
+// listener's principal at once. A flight that did not cover l's principal
+// (it joined after the flight took the principals) is followed by a
+// decision of its own.
 func (f *Fanout) decide(ctx context.Context, gen <-chan struct{}, rights uint64, l *Listener, evs []events.Event) ([]bool, error) {
 	out := make([]bool, len(evs))
 	p, ok, err := f.principalOf(ctx, gen, l)
@@ -85,41 +91,47 @@ func (f *Fanout) decide(ctx context.Context, gen <-chan struct{}, rights uint64,
 		return out, err
 	}
 	key := keyOf(p)
-	wait, todo := f.lookup(rights, key, evs, out)
-	if len(todo) > 0 {
-		var reps []events.Event
-		seen := map[place]bool{}
-		for _, i := range todo {
-			if pl := placeOf(evs[i]); !seen[pl] {
-				seen[pl] = true
-				reps = append(reps, evs[i])
+	for {
+		wait, todo, mine := f.lookup(rights, key, evs, out)
+		if mine != nil {
+			var reps []events.Event
+			seen := map[place]bool{}
+			for _, i := range todo {
+				if pl := placeOf(evs[i]); !seen[pl] {
+					seen[pl] = true
+					reps = append(reps, evs[i])
+				}
+				wait[i] = mine
 			}
+			f.fly(ctx, gen, key, p, mine, reps)
 		}
-		fl, err := f.startFlight(ctx, gen, key, p, reps)
-		if err != nil {
-			return nil, err
+		again := false
+		for i, fl := range wait {
+			select {
+			case <-fl.done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if fl.err != nil {
+				return nil, fl.err
+			}
+			if !fl.covers[key] {
+				again = true
+				continue
+			}
+			out[i] = fl.out[placeOf(evs[i])][key]
 		}
-		for _, i := range todo {
-			wait[i] = fl
+		if !again {
+			return out, nil
 		}
 	}
-	for i, fl := range wait {
-		select {
-		case <-fl.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if fl.err != nil {
-			return nil, fl.err
-		}
-		out[i] = fl.out[placeOf(evs[i])][key]
-	}
-	return out, nil
 }
 
 // lookup fills out with the kept verdicts of key, and answers the flights
-// to wait for and the events no flight decides for key.
-func (f *Fanout) lookup(rights uint64, key principalKey, evs []events.Event, out []bool) (wait map[int]*flight, todo []int) {
+// to wait for, the events no flight decides and mine, the flight it
+// registered for their places (nil when there are none), which the caller
+// must fly.
+func (f *Fanout) lookup(rights uint64, key principalKey, evs []events.Event, out []bool) (wait map[int]*flight, todo []int, mine *flight) {
 	wait = map[int]*flight{}
 	f.vmu.Lock()
 	defer f.vmu.Unlock()
@@ -138,43 +150,46 @@ func (f *Fanout) lookup(rights uint64, key principalKey, evs []events.Event, out
 		pl := placeOf(e)
 		if v, ok := f.verdicts[pl][key]; ok {
 			out[i] = v
-		} else if fl := f.flights[pl]; fl != nil && fl.covers[key] {
-			wait[i] = fl
-		} else {
-			todo = append(todo, i)
+			continue
 		}
+		// A flight under way may not cover key; decide tells after it.
+		if fl := f.flights[pl]; fl != nil && fl != mine {
+			wait[i] = fl
+			continue
+		}
+		if mine == nil {
+			mine = &flight{done: make(chan struct{}), epoch: f.vEpoch}
+		}
+		f.flights[pl] = mine
+		todo = append(todo, i)
 	}
-	return wait, todo
+	return wait, todo, mine
 }
 
-// startFlight decides the places of reps (one event of each) for every
-// listener's principal and the caller's (p, of key), keeps the verdicts
-// unless they were reset meanwhile, and answers the finished flight.
-func (f *Fanout) startFlight(ctx context.Context, gen <-chan struct{}, key principalKey, p identity.Principal, reps []events.Event) (*flight, error) {
+// fly decides the places of reps (one event of each) for every listener's
+// principal and the caller's (p, of key) as flight fl, keeps the verdicts
+// unless they were reset meanwhile, and closes fl. It runs without the
+// caller's cancellation: other listeners wait for it.
+func (f *Fanout) fly(ctx context.Context, gen <-chan struct{}, key principalKey, p identity.Principal, fl *flight, reps []events.Event) {
+	ctx = context.WithoutCancel(ctx)
 	actors, err := f.principals(ctx, gen)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		if _, ok := actors[key]; !ok {
+			actors[key] = p
+		}
+		covers := map[principalKey]bool{}
+		keys := make([]principalKey, 0, len(actors))
+		list := make([]identity.Principal, 0, len(actors))
+		for k, a := range actors {
+			covers[k] = true
+			keys, list = append(keys, k), append(list, a)
+		}
+		fl.covers = covers
+		fl.out, err = f.decidePlaces(ctx, keys, list, reps)
 	}
-	if _, ok := actors[key]; !ok {
-		actors[key] = p
-	}
-	fl := &flight{done: make(chan struct{}), covers: map[principalKey]bool{}}
-	keys := make([]principalKey, 0, len(actors))
-	list := make([]identity.Principal, 0, len(actors))
-	for k, a := range actors {
-		fl.covers[k] = true
-		keys, list = append(keys, k), append(list, a)
-	}
+	fl.err = err
 	f.vmu.Lock()
-	epoch := f.vEpoch
-	for _, e := range reps {
-		f.flights[placeOf(e)] = fl
-	}
-	f.vmu.Unlock()
-	// Without the caller's cancellation: other listeners wait for it.
-	fl.out, fl.err = f.decidePlaces(context.WithoutCancel(ctx), keys, list, reps)
-	f.vmu.Lock()
-	if f.vEpoch == epoch {
+	if f.vEpoch == fl.epoch {
 		for _, e := range reps {
 			pl := placeOf(e)
 			if fl.err == nil {
@@ -187,7 +202,6 @@ func (f *Fanout) startFlight(ctx context.Context, gen <-chan struct{}, key princ
 	}
 	f.vmu.Unlock()
 	close(fl.done)
-	return fl, nil
 }
 
 // principalOf is l's principal in generation gen: the one its token

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket/wsjson"
 
 	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/platform/config"
 )
 
 // wsMsg is a graphql-transport-ws message.
@@ -90,7 +91,7 @@ func (l *listener) until(id string) {
 }
 
 // TestFanoutStatementsDoNotGrowWithListeners: a thread started (with its
-// first message) while 1, then 12 connections of three people listen to
+// first message) while 1, then 100 connections of three people listen to
 // the events (each selecting the message's content) costs the same number
 // of statements, its delivery to all of them included: the replica reads
 // the new events once, decides them, re-authenticates the connections'
@@ -100,7 +101,10 @@ func (l *listener) until(id string) {
 func TestFanoutStatementsDoNotGrowWithListeners(t *testing.T) {
 	t.Parallel()
 	counter := &apitest.StatementCounter{}
-	env := apitest.Start(t, apitest.Options{Tracer: counter})
+	// 34 connections of each person, past the default per-person bound;
+	// the read limit's tokens cover the subscriptions' starts.
+	env := apitest.Start(t, apitest.Options{Tracer: counter, Config: map[string]string{
+		config.WebsocketMaxConnections: "40", config.RateReadPerMinute: "100000", config.RateReadBurst: "1000"}})
 	allgemein := env.Main("Support/Allgemein")
 	people := []string{"alex", "sam", "robin"}
 	var ls []*listener
@@ -131,10 +135,10 @@ func TestFanoutStatementsDoNotGrowWithListeners(t *testing.T) {
 		return start(fmt.Sprintf("measured-%d", n))
 	}
 	one := measure(1)
-	twelve := measure(12)
-	if twelve != one {
-		t.Fatalf("a thread cost %d statements with 1 listener and %d with 12:\n%s", one, twelve,
-			strings.Join(counter.Since(counter.Count()-twelve), "\n"))
+	hundred := measure(100)
+	if hundred != one {
+		t.Fatalf("a thread cost %d statements with 1 listener and %d with 100:\n%s", one, hundred,
+			strings.Join(counter.Since(counter.Count()-hundred), "\n"))
 	}
 }
 
@@ -176,20 +180,25 @@ func (l *listener) seenUntil(id string) []string {
 
 // TestFanoutRightsChangeReachesEveryListener: the fan-out keeps its
 // verdicts per principal and place across commits, so a change of rights
-// must still reach every connection of the principal at once. Three
-// connections of sam and one of robin listen; sam may not read
-// Support/Eskalation, is granted it, and loses it again, with a message
-// posted in between each time: every connection of sam follows each
-// change from the next message on.
+// must still reach every connection of the principal at once, and only
+// theirs. Three connections of sam, two of alex (who reads
+// Support/Eskalation through a grant on the space) and one of robin
+// listen; sam may not read Support/Eskalation, is granted it, and loses it
+// again, with a message posted in between each time: every connection of
+// sam follows each change from the next message on, and every connection
+// of alex keeps receiving the channel's messages throughout.
 func TestFanoutRightsChangeReachesEveryListener(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	eskalation := env.Main("Support/Eskalation")
 	allgemein := env.Main("Support/Allgemein")
 	robin := listen(t, env, env.World.Token("robin"))
-	var sams []*listener
+	var sams, alexes []*listener
 	for range 3 {
 		sams = append(sams, listen(t, env, env.World.Token("sam")))
+	}
+	for range 2 {
+		alexes = append(alexes, listen(t, env, env.World.Token("alex")))
 	}
 	post := func(thread, key string) string {
 		t.Helper()
@@ -208,6 +217,11 @@ func TestFanoutRightsChangeReachesEveryListener(t *testing.T) {
 			seen := l.seenUntil(marker)
 			if got := slices.Contains(seen, hidden); got != visible {
 				t.Fatalf("%s: connection %d of sam saw %s: %v, want %v", name, i, hidden, got, visible)
+			}
+		}
+		for i, l := range alexes {
+			if seen := l.seenUntil(marker); !slices.Contains(seen, hidden) {
+				t.Fatalf("%s: connection %d of alex missed %s, which alex may read throughout", name, i, hidden)
 			}
 		}
 	}

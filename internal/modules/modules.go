@@ -171,17 +171,10 @@ func New(d Deps) (*Set, error) {
 			d.Logger.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
 		}
 	})
-	// A person the provider refused at a recheck loses their sign-in
-	// sessions; what follows is what disabling does after its change:
-	// waiting streams are woken to answer 401, and their runs re-checked.
-	onLeaver := func(ctx context.Context, principalID string) {
-		if err := evLog.WakeStreams(ctx); err != nil {
-			d.Logger.ErrorContext(ctx, "waking streams after a leaver failed", "principal_id", principalID, "error", err.Error())
-		}
-		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{PrincipalID: principalID}); err != nil {
-			d.Logger.ErrorContext(ctx, "trigger re-check after a leaver failed; the sweeper retries it", "principal_id", principalID, "error", err.Error())
-		}
-	}
+	// A person the provider refused at a recheck is disabled as an owner
+	// disables them (waiting streams woken to answer 401, runs re-checked,
+	// audited under the operator), their sign-in sessions revoked with it.
+	onLeaver := func(ctx context.Context, principalID string) error { return adm.DisableRefused(ctx, principalID) }
 	si, err := signInFrom(cfg, d, ident, identW, onLeaver)
 	if err != nil {
 		return nil, err

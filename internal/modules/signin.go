@@ -16,7 +16,7 @@ import (
 // provider that cfg configures (auth.oidc.*), or nil when auth.oidc.issuer
 // is empty. Sign-in needs http.public_url: the callback URL and the
 // provider's redirect must not depend on a request's Host.
-func signInFrom(cfg *config.Config, d Deps, ident *identity.Service, w *identity.Writer, onLeaver func(ctx context.Context, principalID string)) (*signin.Service, error) {
+func signInFrom(cfg *config.Config, d Deps, ident *identity.Service, w *identity.Writer, onLeaver func(ctx context.Context, principalID string) error) (*signin.Service, error) {
 	issuer := cfg.String(config.AuthOIDCIssuer)
 	if issuer == "" {
 		return nil, nil

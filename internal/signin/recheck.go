@@ -47,9 +47,9 @@ func (s *Service) Recheck(ctx context.Context) {
 // Pass rechecks the sessions not checked for RecheckInterval: a refresh
 // grant at the provider for each. A refusal (invalid_grant: the account is
 // gone, disabled or its grant revoked) revokes all the person's sign-in
-// sessions and runs OnLeaver; tokens an owner made keep working. A
-// provider that cannot be asked changes nothing. Sessions that ended are
-// forgotten. It returns how many people it revoked.
+// sessions and, through OnLeaver, disables the person as an owner's
+// disable does. A provider that cannot be asked changes nothing. Sessions
+// that ended are forgotten. It returns how many people it refused.
 func (s *Service) Pass(ctx context.Context) (int, error) {
 	due, err := s.dueRefresh(ctx, s.clock.Now().Add(-s.cfg.RecheckInterval), recheckBatch)
 	if err != nil || len(due) == 0 {
@@ -123,19 +123,21 @@ func (s *Service) checkOne(ctx context.Context, p *oidc.Provider, r refreshRow) 
 	}
 }
 
-// leaver revokes every sign-in session of the person the provider refused
-// and ends what disabling ends (OnLeaver).
+// leaver ends the person the provider refused: OnLeaver disables them and
+// revokes their sign-in sessions (without it only the sessions end), then
+// their refresh tokens are forgotten. A failure returns before the refresh
+// tokens go, so that the next pass asks the provider again.
 func (s *Service) leaver(ctx context.Context, principalID string) error {
-	n, err := s.w.RevokeSessions(ctx, principalID)
-	if err != nil {
+	if s.cfg.OnLeaver != nil {
+		if err := s.cfg.OnLeaver(ctx, principalID); err != nil {
+			return err
+		}
+	} else if _, err := s.w.RevokeSessions(ctx, principalID); err != nil {
 		return err
 	}
 	if err := s.dropPersonRefresh(ctx, principalID); err != nil {
 		return err
 	}
-	s.log.InfoContext(ctx, "sign-in recheck: the provider refused the person; their sign-in sessions are revoked", "principal_id", principalID, "sessions", n)
-	if s.cfg.OnLeaver != nil {
-		s.cfg.OnLeaver(ctx, principalID)
-	}
+	s.log.InfoContext(ctx, "sign-in recheck: the provider refused the person; their sign-in sessions are revoked and they are disabled", "principal_id", principalID)
 	return nil
 }

@@ -67,10 +67,13 @@ type Config struct {
 	// RecheckInterval is how often Recheck asks the provider about the
 	// people with live sessions (auth.oidc.recheck_interval).
 	RecheckInterval time.Duration
-	// OnLeaver runs after a recheck revoked a person's sessions: it ends
-	// what disabling ends (wakes waiting streams, re-checks their runs).
-	// Nil does nothing more.
-	OnLeaver func(ctx context.Context, principalID string)
+	// OnLeaver, when set, handles a person the provider refused at a
+	// recheck instead of a bare revocation of their sign-in sessions: it
+	// disables the person as an owner's disable does and revokes their
+	// sessions in one unit of work (admin.Service.DisableRefused). An
+	// error leaves everything as it was, so the next pass asks again. Nil
+	// only revokes the sessions.
+	OnLeaver func(ctx context.Context, principalID string) error
 }
 
 // Service runs the browser sign-in. It is safe for concurrent use.
