@@ -134,8 +134,8 @@ func (b *bench) takeFailures() (int, string) {
 // Run ramps the load on opts.Server and reports the highest sustained
 // step and the first bottleneck.
 //
-// Errors: the world lacks a principal or the channel; the first
-// listener cannot connect; ctx ends.
+// Errors: the world lacks a principal or the channel; ctx ends. A level
+// whose listeners cannot connect or receive is a failed level.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	opts.defaults()
 	b, err := newBench(opts)

@@ -131,9 +131,25 @@ func (l *conn) read(ctx context.Context, a *arrivals, fail func(string)) {
 			if id := messageIDField.FindSubmatch(m.Payload); id != nil {
 				a.note(string(id[1]), time.Now())
 			}
+		case "ping":
+			// The server's keep-alive: a client that does not answer it is
+			// dropped (websocket.ping_interval).
+			if err := wsjson.Write(ctx, l.c, wsMsg{Type: "pong"}); err != nil && ctx.Err() == nil {
+				fail("listener's pong: " + err.Error())
+			}
 		case "error", "complete":
 			fail(fmt.Sprintf("listener's subscription ended: %s %.200s", m.Type, m.Payload))
 		}
+	}
+}
+
+// alive reports whether the listener's connection is still open.
+func (l *conn) alive() bool {
+	select {
+	case <-l.done:
+		return false
+	default:
+		return true
 	}
 }
 

@@ -11,11 +11,15 @@ import (
 func (b *bench) step(ctx context.Context, k int) (StepResult, stepProfile, error) {
 	o := b.opts
 	r := StepResult{Level: k, Target: o.Base.Scale(k)}
+	// A level whose listeners cannot all connect and receive is a failed
+	// level, not the end of the search: the server is what is measured.
 	if err := b.resize(ctx, r.Target.Listeners); err != nil {
-		return r, stepProfile{}, err
+		r.Failures, r.FirstFailure = 1, err.Error()
+		return r, stepProfile{}, ctx.Err()
 	}
 	if err := b.warm(ctx); err != nil {
-		return r, stepProfile{}, err
+		r.Failures, r.FirstFailure = 1, err.Error()
+		return r, stepProfile{}, ctx.Err()
 	}
 	b.takeFailures() // the ramp's own (none expected) are not the step's
 	var prof stepProfile

@@ -19,6 +19,15 @@ type stepProfile struct {
 // resize opens or closes listeners until n are open; the people take
 // turns, so each has about n/4 connections.
 func (b *bench) resize(ctx context.Context, n int) error {
+	open := b.conns[:0]
+	for _, c := range b.conns { // a connection a failed step lost is replaced
+		if c.alive() {
+			open = append(open, c)
+		} else {
+			c.close()
+		}
+	}
+	b.conns = open
 	for len(b.conns) > n {
 		last := b.conns[len(b.conns)-1]
 		b.conns = b.conns[:len(b.conns)-1]
@@ -77,18 +86,18 @@ func (b *bench) ask(ctx context.Context) {
 // listeners of a step are all live before it starts (a subscription from
 // "now" misses what was committed before the server registered it).
 func (b *bench) warm(ctx context.Context) error {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		id, ok := b.post(ctx, "warm-up")
 		if !ok {
 			_, first := b.takeFailures()
 			return fmt.Errorf("the warm-up message: %s", first)
 		}
-		if b.arr.wait([]string{id}, len(b.conns)*b.opts.SubsPerConn, time.Now().Add(time.Second)) == 0 {
+		if b.arr.wait([]string{id}, len(b.conns)*b.opts.SubsPerConn, time.Now().Add(5*time.Second)) == 0 {
 			return nil
 		}
 	}
-	return fmt.Errorf("no warm-up message reached all %d listeners within 30 s", len(b.conns))
+	return fmt.Errorf("no warm-up message reached all %d listeners within 60 s", len(b.conns))
 }
 
 // ticking calls f at rate per second until stop, each call in its own
