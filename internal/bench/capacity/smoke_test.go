@@ -33,7 +33,7 @@ func TestCapacitySmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := Run(t.Context(), Options{Server: srv.URL, World: w, Base: Step{Messages: 4, Listeners: 4, Runs: 2},
-		MaxLevel: 2, StepDuration: time.Second, Grace: 5 * time.Second, P99Limit: time.Minute})
+		MaxLevel: 2, StepDuration: time.Second, Grace: 15 * time.Second, P99Limit: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
