@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection migrate build vet dist image sdk-api-snapshot sdk-typescript sdk-python
+.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection bench-capacity migrate build vet dist image sdk-api-snapshot sdk-typescript sdk-python
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
@@ -158,6 +158,28 @@ bench: assets
 ## bench-injection: the injection bench in full (bothy bench injection with the obedient model; figures in docs/reliability.md#injection-bench)
 bench-injection: assets
 	$(GO) run ./cmd/bothy bench injection
+
+# BENCH_CAPACITY_FLAGS are passed to bothy bench capacity (e.g. --base 2,40,1
+# --step 15s --max-level 64); BENCH_CAPACITY_DATA is the bothy dev it starts.
+BENCH_CAPACITY_FLAGS ?=
+BENCH_CAPACITY_DATA  ?= .bothy-bench
+
+## bench-capacity: bothy bench capacity against a bothy dev of its own (127.0.0.1:18080, limits raised, pprof on 18081; docs/performance.md)
+# The rate limits and the connections per principal are raised so that the
+# bench measures the server, not its limits; the postmaster's pid comes from
+# its pid file (pg_ctl daemonizes it), so its backends' CPU is sampled too.
+bench-capacity: build
+	@mkdir -p $(BENCH_CAPACITY_DATA)
+	@BOTHY_RATELIMIT_RL_MESSAGE_BURST=100000 BOTHY_RATELIMIT_RL_MESSAGE_PER_MINUTE=1000000 \
+	BOTHY_RATELIMIT_RL_READ_BURST=100000 BOTHY_RATELIMIT_RL_READ_PER_MINUTE=1000000 \
+	BOTHY_RATELIMIT_RL_AGENT_RUNTIME_BURST=100000 BOTHY_RATELIMIT_RL_AGENT_RUNTIME_PER_MINUTE=1000000 \
+	BOTHY_WEBSOCKET_MAX_CONNECTIONS_PER_PRINCIPAL=100000 BOTHY_HTTP_MAX_CONCURRENT_PER_PRINCIPAL=256 \
+	BOTHY_METRICS_ADDR=127.0.0.1:18081 BOTHY_METRICS_PPROF=true \
+		bin/bothy dev --data $(BENCH_CAPACITY_DATA) --addr 127.0.0.1:18080 > $(BENCH_CAPACITY_DATA)/dev.log 2>&1 & dev=$$!; \
+	trap 'kill $$dev; wait $$dev' EXIT; \
+	for i in $$(seq 120); do curl -sf http://127.0.0.1:18080/readyz > /dev/null && break; sleep 1; done; \
+	bin/bothy bench capacity --server http://127.0.0.1:18080 --world $(BENCH_CAPACITY_DATA)/world.json \
+		--pprof http://127.0.0.1:18081 --server-pid $$dev --db-pid $$(head -1 $(BENCH_CAPACITY_DATA)/postgres/pgdata/postmaster.pid) $(BENCH_CAPACITY_FLAGS)
 
 ## migrate: apply pending migrations to database.url (or to the database of the running bothy dev)
 migrate: build

@@ -15,24 +15,30 @@ import (
 
 // benchUsage is the help of "bothy bench".
 const benchUsage = `Usage: bothy bench injection [--json] [--model obedient|openai|anthropic] [--cases N] [--only ORIGIN[,ORIGIN...]] [--seed N]
+       bothy bench capacity --server URL [--world FILE] [--pprof URL] [--json]
 
-Benchmarks (docs/reliability.md#injection-bench):
+Benchmarks:
   injection   how far instructions planted in what an agent reads drive its tools, with and without
-              the server's trust markers
+              the server's trust markers (docs/reliability.md#injection-bench)
+  capacity    the highest sustained rate of messages, listeners and agent runs a running server carries
+              with p99 delivery within 250 ms, and the first bottleneck (docs/performance.md)
 
-Run "bothy bench injection --help" for its flags.
+Run "bothy bench injection --help" or "bothy bench capacity --help" for their flags.
 `
 
-// cmdBench runs "bothy bench": its one benchmark so far is injection.
+// cmdBench runs "bothy bench": injection or capacity.
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || isHelp(args[0]) {
 		fmt.Fprint(stdout, benchUsage)
 		return nil
 	}
-	if args[0] != "injection" {
-		return usageError{fmt.Sprintf("unknown benchmark %q\n\n%s", args[0], benchUsage)}
+	switch args[0] {
+	case "injection":
+		return cmdBenchInjection(ctx, args[1:], stdout, stderr)
+	case "capacity":
+		return cmdBenchCapacity(ctx, args[1:], stdout, stderr)
 	}
-	return cmdBenchInjection(ctx, args[1:], stdout, stderr)
+	return usageError{fmt.Sprintf("unknown benchmark %q\n\n%s", args[0], benchUsage)}
 }
 
 // cmdBenchInjection runs "bothy bench injection" (internal/bench/injection)

@@ -28,6 +28,11 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"bench", "injection", "--parallel", "0"}, "--parallel at least 1"},
 		{[]string{"bench", "injection", "extra"}, "takes no arguments"},
 		{[]string{"bench", "injection", "--nope"}, "flag provided but not defined"},
+		{[]string{"bench", "capacity"}, "bench capacity needs --server"},
+		{[]string{"bench", "capacity", "--server", "http://127.0.0.1:1", "--base", "2,40"}, "want MESSAGES_PER_SECOND,LISTENERS,RUNS_PER_SECOND"},
+		{[]string{"bench", "capacity", "--server", "http://127.0.0.1:1", "--base", "0,40,1"}, "messages above 0"},
+		{[]string{"bench", "capacity", "--server", "http://127.0.0.1:1", "--step", "0s"}, "--step and --p99 above 0"},
+		{[]string{"bench", "capacity", "extra"}, "takes no arguments"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(t.Context(), c.args, &out, &errOut)

@@ -17,7 +17,7 @@ func TestEveryHelp(t *testing.T) {
 		{"--help"}, {"help"}, {"serve", "--help"}, {"dev", "--help"}, {"migrate", "--help"}, {"migrate", "status", "--help"}, {"seed", "--help"},
 		{"token", "--help"}, {"token", "create", "--help"}, {"agent", "--help"}, {"agent", "run", "--help"},
 		{"config", "--help"}, {"config", "markdown", "--help"}, {"config", "markdown", "-h"}, {"documents", "--help"}, {"conformance", "--help"},
-		{"bench", "--help"}, {"bench"}, {"bench", "injection", "--help"}, {"login", "--help"}, {"logout", "--help"}, {"token", "show", "--help"},
+		{"bench", "--help"}, {"bench"}, {"bench", "injection", "--help"}, {"bench", "capacity", "--help"}, {"login", "--help"}, {"logout", "--help"}, {"token", "show", "--help"},
 	} {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, &out, &errOut); err != nil {
