@@ -62,15 +62,24 @@ func (l *listener) send(m wsMsg) {
 	}
 }
 
+// read returns the next message other than the server's keep-alive ping,
+// which it answers as a client must: opening thousands of listeners takes
+// longer than the server's ping interval.
 func (l *listener) read() wsMsg {
 	l.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var m wsMsg
-	if err := wsjson.Read(ctx, l.c, &m); err != nil {
-		l.t.Fatal(err)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var m wsMsg
+		err := wsjson.Read(ctx, l.c, &m)
+		cancel()
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		if m.Type != "ping" {
+			return m
+		}
+		l.send(wsMsg{Type: "pong"})
 	}
-	return m
 }
 
 // until reads events up to the message.created of message id.
