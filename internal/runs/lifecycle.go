@@ -417,7 +417,7 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 		// The thread has no active run until the first promotion starts
 		// the next one.
 		facts.ActiveRunAgent = next.AgentID
-		d := DecideTrigger(facts)
+		d := domain.DecideTrigger(facts)
 		want := messaging.TriggerAccepted
 		if next.ID != "" {
 			want = messaging.TriggerFollowup
