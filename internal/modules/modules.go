@@ -153,6 +153,10 @@ func New(d Deps) (*Set, error) {
 	az.Register(az, authz.KindGrant)
 	deps.Runs.Authz, deps.Runs.Messaging, deps.Runs.MessagingWriter = az, msg, msgW
 	runSvc := runs.NewService(deps.Runs)
+	// The trigger decision runs inside each message's unit of work, and
+	// decides an answer's provenance: the wiring says so, not runs itself.
+	msg.Subscribe(runSvc)
+	msg.DecideProvenanceWith(runSvc)
 	az.Register(runSvc, authz.KindRun)
 	deps.Files.Authz, deps.Files.Messages, deps.Files.Triggers = az, msg, runSvc
 	fs := files.NewService(deps.Files)
@@ -167,28 +171,35 @@ func New(d Deps) (*Set, error) {
 		EventLog: cfg.Duration(config.RetentionEventLog), AgentEvents: cfg.Duration(config.RetentionAgentEvents),
 		AuditLog: cfg.Duration(config.RetentionAuditLog), Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger, d.Registry)
 	chatUC := chat.NewUseCases(chatSvc, az, evLog, uow)
-	chatUC.OnMoved(func(ctx context.Context, channelID string) {
-		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{ChannelID: channelID}); err != nil {
-			d.Logger.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
-		}
-	})
-	// A person the provider refused at a recheck loses their sign-in
-	// sessions; what follows is what disabling does after its change:
-	// waiting streams are woken to answer 401, and their runs re-checked.
-	onLeaver := func(ctx context.Context, principalID string) {
-		if err := evLog.WakeStreams(ctx); err != nil {
-			d.Logger.ErrorContext(ctx, "waking streams after a leaver failed", "principal_id", principalID, "error", err.Error())
-		}
-		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{PrincipalID: principalID}); err != nil {
-			d.Logger.ErrorContext(ctx, "trigger re-check after a leaver failed; the sweeper retries it", "principal_id", principalID, "error", err.Error())
-		}
-	}
+	onMoved, onLeaver := triggerRechecks(d.Logger, evLog, runSvc)
+	chatUC.OnMoved(onMoved)
 	si, err := signInFrom(cfg, d, ident, identW, onLeaver)
 	if err != nil {
 		return nil, err
 	}
 	return &Set{SignIn: si, Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
 		Admin: adm, Retention: ret, Files: fs, DB: uow, Writers: Writers{Chat: chatW, Identity: identW, Authz: azW, Messaging: msgW}, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens, d.Clock)}, nil
+}
+
+// triggerRechecks are what follows a channel's move and a leaver (a person
+// the provider refused at a recheck, who loses their sign-in sessions): for
+// a leaver, what disabling does after its change, waiting streams woken to
+// answer 401; for both, the runs they hold re-checked.
+func triggerRechecks(log *slog.Logger, evLog *events.Log, runSvc *runs.Service) (onMoved, onLeaver func(context.Context, string)) {
+	onMoved = func(ctx context.Context, channelID string) {
+		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{ChannelID: channelID}); err != nil {
+			log.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
+		}
+	}
+	onLeaver = func(ctx context.Context, principalID string) {
+		if err := evLog.WakeStreams(ctx); err != nil {
+			log.ErrorContext(ctx, "waking streams after a leaver failed", "principal_id", principalID, "error", err.Error())
+		}
+		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{PrincipalID: principalID}); err != nil {
+			log.ErrorContext(ctx, "trigger re-check after a leaver failed; the sweeper retries it", "principal_id", principalID, "error", err.Error())
+		}
+	}
+	return onMoved, onLeaver
 }
 
 // Writers are the modules' raw writers (chat.Writer and its peers).

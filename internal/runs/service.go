@@ -90,7 +90,8 @@ type Deps struct {
 	ContextLimits ContextLimits
 }
 
-// NewService returns the runs module and subscribes it to posted messages.
+// NewService returns the runs module. The wiring (modules.New) subscribes
+// it to posted messages and makes it messaging's provenance decider.
 func NewService(d Deps) *Service {
 	s := &Service{st: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
 		messaging: d.Messaging, chatW: d.ChatWriter, msgW: d.MessagingWriter, identW: d.IdentityWriter, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait,
@@ -99,8 +100,6 @@ func NewService(d Deps) *Service {
 	if d.Hub != nil {
 		d.Hub.live = s.live
 	}
-	d.Messaging.Subscribe(s)
-	d.Messaging.DecideProvenanceWith(s)
 	return s
 }
 
