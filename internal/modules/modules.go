@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/admin"
@@ -35,7 +34,7 @@ import (
 // Deps are what the modules need from their caller.
 type Deps struct {
 	Config *config.Config
-	Pool   *pgxpool.Pool
+	Pool   *db.Pool
 	// Clock defaults to the wall clock.
 	Clock clock.Clock
 	// Logger defaults to slog.Default().

@@ -14,7 +14,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
-	"github.com/jackc/pgx/v5"
 )
 
 // errNotActive answers an agent-self action on an ended run: 409 conflict.
@@ -489,7 +488,7 @@ func followupEvent(run Run, messageID string) events.Event {
 // run's agent for agent-self actions.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
 	threadID, agentID, err := s.st.runPlace(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, ErrNotFound) {
 		return authz.Path{Kind: kind, ID: id}, nil
 	}
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/tracing"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
-	"github.com/jackc/pgx/v5"
 )
 
 // Timeouts are the run timeouts (run.start_timeout, run.stall_timeout,
@@ -449,7 +448,7 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 	} else {
 		var err error
 		run, full, err = s.st.answerRun(ctx, p.RunID)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(err, ErrNotFound) {
 			found = false
 		} else if err != nil {
 			return problem.Internal("runs.checkAnswer", err)

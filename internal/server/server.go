@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -56,7 +54,7 @@ import (
 type Deps struct {
 	Config *config.Config
 	// Pool is the database pool; DatabaseURL is the same database's URL.
-	Pool        *pgxpool.Pool
+	Pool        *db.Pool
 	DatabaseURL string
 	// ListenURL is the URL of the LISTEN connection; empty uses the key
 	// database.listen_url, then DatabaseURL.
@@ -102,7 +100,7 @@ type Server struct {
 	Admin     *admin.Service
 	Retention *retention.Service
 
-	pool      *pgxpool.Pool
+	pool      *db.Pool
 	hub       *runs.Hub
 	listenURL string
 	ready     *readiness
@@ -398,7 +396,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(4)
-	connect := func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, s.listenURL) }
+	connect := func(ctx context.Context) (*db.Conn, error) { return db.Connect(ctx, s.listenURL) }
 	go func() {
 		defer wg.Done()
 		s.hub.Listen(bg, connect, s.cfg.Duration(config.DatabaseListenBackoffMax), s.log)
