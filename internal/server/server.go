@@ -170,7 +170,7 @@ func New(d Deps) (*Server, error) {
 	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: set.ChatUseCases,
 		Messaging: msg, Admin: adm, Feed: fd, Fanout: set.Fanout, Tokens: set.Tokens, Runs: runSvc, Files: set.Files,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
-		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger, Verdicts: graph.NewLiveVerdicts()}}
+		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger, Verdicts: graph.NewLiveVerdicts(d.Clock)}}
 	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
 	es := generated.NewExecutableSchema(generated.Config{Schema: graph.Schema(), Resolvers: resolver, Complexity: Complexity(ListBounds{
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
