@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -12,35 +11,19 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/platform/verdicts"
 	"bothy.example.com/bothy/internal/runs"
 )
 
-// liveVerdictTTL bounds how long a subscription trusts its decision on a
-// run's thread within one hub generation (as the fan-out does:
-// docs/design/rights.md#live-rights).
-const liveVerdictTTL = time.Second
-
-// liveVerdict is a subscription's decision on one run's thread.
+// liveVerdict is a subscription's decision on one run's thread, used
+// within its hub generation and verdicts.TTL of the clock (as the fan-out
+// does: docs/design/rights.md#live-rights).
 type liveVerdict struct {
 	ok        bool
 	channelID string
-	gen       <-chan struct{}
-	at        time.Time
-}
-
-// fresh reports whether v may still be used: within its hub generation and
-// liveVerdictTTL.
-func (v liveVerdict) fresh() bool {
-	if time.Since(v.at) >= liveVerdictTTL {
-		return false
-	}
-	select {
-	case <-v.gen:
-		return false
-	default:
-		return true
-	}
+	win       verdicts.Window[<-chan struct{}]
 }
 
 // LiveVerdicts shares the decisions on live boxes among the subscriptions
@@ -48,13 +31,20 @@ func (v liveVerdict) fresh() bool {
 // principal (as it is now) are decided once per run, hub generation and
 // second, by one of them while the others wait for its answer.
 type LiveVerdicts struct {
+	clock  clock.Clock
 	mu     sync.Mutex
 	byKey  map[string]liveVerdict
 	flight singleflight.Group
 }
 
-// NewLiveVerdicts returns an empty shared cache.
-func NewLiveVerdicts() *LiveVerdicts { return &LiveVerdicts{byKey: map[string]liveVerdict{}} }
+// NewLiveVerdicts returns an empty shared cache on clock c (the wall clock
+// when nil).
+func NewLiveVerdicts(c clock.Clock) *LiveVerdicts {
+	if c == nil {
+		c = clock.Real{}
+	}
+	return &LiveVerdicts{clock: c, byKey: map[string]liveVerdict{}}
+}
 
 // decide answers the verdict of principal p on run runID for generation
 // gen, from the cache or by fn.
@@ -63,7 +53,7 @@ func (c *LiveVerdicts) decide(p identity.Principal, runID string, gen <-chan str
 	// every decision.
 	key := p.ID + "/" + string(p.Status) + "/" + strconv.FormatBool(p.IsOwner) + "/" + runID
 	c.mu.Lock()
-	if v, ok := c.byKey[key]; ok && v.gen == gen && v.fresh() {
+	if v, ok := c.byKey[key]; ok && v.win.Fresh(gen, c.clock.Now()) {
 		c.mu.Unlock()
 		return v, nil
 	}
@@ -73,10 +63,12 @@ func (c *LiveVerdicts) decide(p identity.Principal, runID string, gen <-chan str
 		if err != nil {
 			return liveVerdict{}, err
 		}
+		v.win = verdicts.Taken(gen, c.clock)
 		c.mu.Lock()
 		if len(c.byKey) > 10000 {
+			now := c.clock.Now()
 			for k, old := range c.byKey {
-				if !old.fresh() {
+				if !old.win.Fresh(old.win.Gen(), now) {
 					delete(c.byKey, k)
 				}
 			}
@@ -109,7 +101,7 @@ func (r *Resolver) liveSide(ctx context.Context, now func(context.Context) (iden
 	}
 	verdicts := r.Live.Verdicts
 	if verdicts == nil {
-		verdicts = NewLiveVerdicts()
+		verdicts = NewLiveVerdicts(nil)
 	}
 	ls := &liveStream{r: r, now: now, sub: r.Runs.SubscribeLive(queue), hub: r.Runs.Hub(), verdicts: verdicts,
 		out: make(chan func(string) (model.Event, bool)), stop: make(chan struct{}), sent: map[string]int{}}
@@ -210,7 +202,7 @@ func (ls *liveStream) visible(ctx context.Context, runID string) (liveVerdict, e
 		// Shared by the subscriptions waiting for it: one leaving must not
 		// cancel the others' decision.
 		_, path, err := ls.r.Authz.Authorize(authz.Prepaid(context.WithoutCancel(ctx)), p, authz.RunRead, authz.Resource{Kind: authz.KindRun, ID: runID})
-		v := liveVerdict{ok: err == nil, channelID: path.ChannelID, gen: gen, at: time.Now()}
+		v := liveVerdict{ok: err == nil, channelID: path.ChannelID}
 		if err != nil {
 			if c := problem.CodeOf(err); c != problem.NotFound && c != problem.Forbidden {
 				return liveVerdict{}, err

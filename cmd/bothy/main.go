@@ -22,8 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
@@ -950,7 +948,7 @@ func flagErr(err error) error {
 
 // buildWorld builds the example world through the services of an assembled
 // server (the same wiring as serving), on the database of pool.
-func buildWorld(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, url string) (*world.World, error) {
+func buildWorld(ctx context.Context, cfg *config.Config, pool *db.Pool, url string) (*world.World, error) {
 	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, err

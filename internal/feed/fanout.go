@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -15,6 +14,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/tracing"
+	"bothy.example.com/bothy/internal/platform/verdicts"
 )
 
 // The fan-out of the events subscription (docs/design/rights.md#live-rights,
@@ -93,18 +93,16 @@ type Fanout struct {
 	// vmu guards the verdicts only; it is never held while a decision
 	// reads the database or a listener is written to.
 	vmu      sync.Mutex
-	vRights  uint64    // the count of rights the verdicts answer for
-	vAt      time.Time // when they began (clock)
-	vEpoch   uint64    // bumped at every reset of the verdicts
+	vWin     verdicts.Window[uint64] // the count of rights the verdicts answer for, and when they began
+	vEpoch   uint64                  // bumped at every reset of the verdicts
 	verdicts map[place]map[principalKey]bool
 	flights  map[place]*flight
 
 	// smu guards the reads every listener of an event shares
 	// (Delivery.Shared), by key, kept while nothing touched them.
-	smu      sync.Mutex
-	sTouched uint64
-	sAt      time.Time
-	shared   map[string]*sharedRead
+	smu    sync.Mutex
+	sWin   verdicts.Window[uint64] // the count of touches the shared reads answer for
+	shared map[string]*sharedRead
 }
 
 // NewFanout returns the fan-out of svc's events, woken by hub, with the

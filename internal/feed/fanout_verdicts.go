@@ -15,7 +15,7 @@ import (
 // space) and on who reads it, so a verdict is kept per (principal, place)
 // and shared by every connection of that principal. Verdicts live until
 // the window reads a change of rights (rightsEvent), and at most
-// identity.VerdictTTL of the clock, because an expiry passes without a
+// verdicts.TTL of the clock (a verdicts.Window), because an expiry passes without a
 // commit: not until the next commit, which, once delivery is slower than
 // the gap between commits, made every commit decide everything again.
 // Changes of rights that commit no event (a token revoked, a principal
@@ -135,15 +135,11 @@ func (f *Fanout) lookup(rights uint64, key principalKey, evs []events.Event, out
 	wait = map[int]*flight{}
 	f.vmu.Lock()
 	defer f.vmu.Unlock()
-	now := f.clock.Now()
 	// A newer count of rights, or the clock past the verdicts' bound,
 	// starts afresh; an older count (a listener that read the window
 	// before the change) uses the newer verdicts, which applied more.
-	if f.verdicts == nil || rights > f.vRights || now.Sub(f.vAt) >= identity.VerdictTTL || now.Before(f.vAt) {
-		if rights > f.vRights {
-			f.vRights = rights
-		}
-		f.vAt, f.vEpoch = now, f.vEpoch+1
+	if !f.vWin.Hold(max(rights, f.vWin.Gen()), f.clock) {
+		f.vEpoch++
 		f.verdicts, f.flights = map[place]map[principalKey]bool{}, map[place]*flight{}
 	}
 	for i, e := range evs {
@@ -289,7 +285,7 @@ type sharedRead struct {
 // every listener of the event, when the listener may see the event now
 // (the fan-out's verdict is the decision of the read); nil when it may
 // not. A read is kept until the window reads an event that may change it
-// (touchesReads), and at most identity.VerdictTTL, not only for one
+// (touchesReads), and at most verdicts.TTL, not only for one
 // commit: a delivery slower than the gap between commits would read it
 // again at every commit. handled is false when the fan-out cannot answer
 // (commits do not reach this replica): the caller reads alone, with its
@@ -334,11 +330,8 @@ func (f *Fanout) sharedRead(key string) (r *sharedRead, first bool) {
 	f.mu.Unlock()
 	f.smu.Lock()
 	defer f.smu.Unlock()
-	if now := f.clock.Now(); f.shared == nil || touched > f.sTouched || now.Sub(f.sAt) >= identity.VerdictTTL || now.Before(f.sAt) {
-		if touched > f.sTouched {
-			f.sTouched = touched
-		}
-		f.shared, f.sAt = map[string]*sharedRead{}, now
+	if !f.sWin.Hold(max(touched, f.sWin.Gen()), f.clock) {
+		f.shared = map[string]*sharedRead{}
 	}
 	if r = f.shared[key]; r != nil {
 		return r, false

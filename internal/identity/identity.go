@@ -16,7 +16,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
-	"github.com/jackc/pgx/v5"
 )
 
 // Kind is the kind of a principal.
@@ -218,7 +217,7 @@ func (s *Service) AuthenticateUntil(ctx context.Context, tok string) (Principal,
 		return Principal{}, nil, problem.New(problem.Unauthorized, "")
 	}
 	p, tokenID, lastUsed, expires, err := s.st.tokenHolder(ctx, hashToken(tok))
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, ErrNotFound) {
 		return Principal{}, nil, problem.New(problem.Unauthorized, "")
 	}
 	if err != nil {

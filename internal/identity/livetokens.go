@@ -3,7 +3,8 @@ package identity
 import (
 	"context"
 	"sync"
-	"time"
+
+	"bothy.example.com/bothy/internal/platform/verdicts"
 )
 
 // LiveTokens re-authenticates the tokens of a replica's open connections
@@ -20,17 +21,14 @@ type LiveTokens struct {
 	refs map[string]int // registered tokens, with their number of holders
 
 	batchMu sync.Mutex
-	gen     <-chan struct{} // the generation of held
-	at      time.Time       // when the batch of gen began (the service's clock)
+	win     verdicts.Window[<-chan struct{}] // the generation of held, and when its batch began
 	held    map[string]Principal
 	checked map[string]bool // the tokens the batch of gen asked about
 }
 
 // VerdictTTL is the longest a verdict of a batch (LiveTokens, the
-// subscriptions' fan-out) is used within one generation: expiries of
-// tokens and grants pass by the clock, without a commit that would start a
-// new generation.
-const VerdictTTL = time.Second
+// subscriptions' fan-out) is used within one generation: verdicts.TTL.
+const VerdictTTL = verdicts.TTL
 
 // NewLiveTokens returns an empty set of live tokens of s.
 func (s *Service) NewLiveTokens() *LiveTokens {
@@ -64,8 +62,8 @@ func (t *LiveTokens) Check(ctx context.Context, gen <-chan struct{}, tok string)
 	defer t.batchMu.Unlock()
 	// A batch answers for its generation, and for at most VerdictTTL of
 	// the clock: an expiry passes without a commit.
-	if now := t.s.st.clock.Now(); t.gen != gen || now.Sub(t.at) >= VerdictTTL || now.Before(t.at) {
-		t.gen, t.held, t.checked, t.at = gen, nil, nil, now
+	if !t.win.Hold(gen, t.s.st.clock) {
+		t.held, t.checked = nil, nil
 	}
 	if !t.checked[tok] {
 		t.mu.Lock()

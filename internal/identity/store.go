@@ -500,13 +500,16 @@ func (s *store) insertPrincipal(ctx context.Context, p Principal) error {
 
 // tokenHolder returns the principal holding the live token (not revoked,
 // not expired, and for a run token: its run active) whose hash is hash,
-// with the token's id and last use, or pgx.ErrNoRows. A run token's
+// with the token's id and last use, or ErrNotFound. A run token's
 // principal carries its run, thread and holder.
 func (s *store) tokenHolder(ctx context.Context, hash []byte) (p Principal, tokenID string, lastUsed, expires *time.Time, err error) {
 	cols := append(append(columnsOf("p"), runTokenColumns...), "t.id", "t.last_used_at", "t.expires_at")
 	sqlText, args := liveTokens(cols).Where(sq.Eq{"t.hash": hash}).Where(s.unexpired()).MustSql()
 	err = db.Q(ctx, s.pool).QueryRow(ctx, sqlText, args...).Scan(&p.ID, &p.Kind, &p.Handle, &p.DisplayName, &p.Email, &p.Status, &p.IsOwner, &p.CreatedAt,
 		&p.RunID, &p.RunThreadID, &p.RunHolder, &tokenID, &lastUsed, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
 	return p, tokenID, lastUsed, expires, err
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -753,7 +752,7 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 // its author.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
 	threadID, authorID, err := s.st.threadAndAuthor(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, ErrNotFound) {
 		// The thread lookup runs for a missing message too (on the nil
 		// UUID), so that a missing and a hidden message take the same
 		// statements.

@@ -157,6 +157,9 @@ func (s *store) inThread(ctx context.Context, id, threadID string) (bool, error)
 // pgx.ErrNoRows.
 func (s *store) threadAndAuthor(ctx context.Context, id string) (threadID, authorID string, err error) {
 	err = db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, author_principal_id::text FROM messages WHERE id = $1`, id).Scan(&threadID, &authorID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
 	return threadID, authorID, err
 }
 

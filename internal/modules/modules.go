@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/admin"
@@ -34,7 +33,7 @@ import (
 // Deps are what the modules need from their caller.
 type Deps struct {
 	Config *config.Config
-	Pool   *pgxpool.Pool
+	Pool   *db.Pool
 	// Clock defaults to the wall clock.
 	Clock clock.Clock
 	// Logger defaults to slog.Default().
@@ -152,6 +151,10 @@ func New(d Deps) (*Set, error) {
 	az.Register(az, authz.KindGrant)
 	deps.Runs.Authz, deps.Runs.Messaging, deps.Runs.MessagingWriter = az, msg, msgW
 	runSvc := runs.NewService(deps.Runs)
+	// The trigger decision runs inside each message's unit of work, and
+	// decides an answer's provenance: the wiring says so, not runs itself.
+	msg.Subscribe(runSvc)
+	msg.DecideProvenanceWith(runSvc)
 	az.Register(runSvc, authz.KindRun)
 	deps.Files.Authz, deps.Files.Messages, deps.Files.Triggers = az, msg, runSvc
 	fs := files.NewService(deps.Files)
@@ -166,11 +169,7 @@ func New(d Deps) (*Set, error) {
 		EventLog: cfg.Duration(config.RetentionEventLog), AgentEvents: cfg.Duration(config.RetentionAgentEvents),
 		AuditLog: cfg.Duration(config.RetentionAuditLog), Tokens: cfg.Duration(config.RetentionTokens)}, d.Logger, d.Registry)
 	chatUC := chat.NewUseCases(chatSvc, az, evLog, uow)
-	chatUC.OnMoved(func(ctx context.Context, channelID string) {
-		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{ChannelID: channelID}); err != nil {
-			d.Logger.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
-		}
-	})
+	chatUC.OnMoved(recheckOnMove(d.Logger, runSvc))
 	// A person the provider refused at a recheck is disabled as an owner
 	// disables them (waiting streams woken to answer 401, runs re-checked,
 	// audited under the operator), their sign-in sessions revoked with it.
@@ -181,6 +180,17 @@ func New(d Deps) (*Set, error) {
 	}
 	return &Set{SignIn: si, Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
 		Admin: adm, Retention: ret, Files: fs, DB: uow, Writers: Writers{Chat: chatW, Identity: identW, Authz: azW, Messaging: msgW}, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens, d.Clock)}, nil
+}
+
+// recheckOnMove re-checks the triggers of the runs in a channel that
+// moved to another space (the move may take a trigger right away); a
+// failure is left to the sweeper.
+func recheckOnMove(log *slog.Logger, runSvc *runs.Service) func(context.Context, string) {
+	return func(ctx context.Context, channelID string) {
+		if _, err := runSvc.RecheckTriggers(ctx, runs.TriggerScope{ChannelID: channelID}); err != nil {
+			log.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
+		}
+	}
 }
 
 // Writers are the modules' raw writers (chat.Writer and its peers).

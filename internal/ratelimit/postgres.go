@@ -6,12 +6,11 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/time/rate"
 
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/config"
+	"bothy.example.com/bothy/internal/platform/db"
 )
 
 // Postgres is a Limiter whose buckets live in the table ratelimit_buckets,
@@ -27,7 +26,7 @@ type Postgres struct {
 }
 
 // NewPostgres returns the shared Limiter over pool, sized like NewMemory.
-func NewPostgres(pool *pgxpool.Pool, cfg *config.Config, c clock.Clock) *Postgres {
+func NewPostgres(pool *db.Pool, cfg *config.Config, c clock.Clock) *Postgres {
 	return &Postgres{st: store{pool: pool}, clock: c, local: NewMemory(cfg, c)}
 }
 
@@ -71,7 +70,7 @@ func (p *Postgres) takeShared(res *rate.Reservation, principal string, class Cla
 	if err == nil {
 		return true, 0, lim.granted(class, left)
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !errors.Is(err, errBucketEmpty) {
 		return true, 0, local // the local token stays taken
 	}
 	res.CancelAt(now)

@@ -2,7 +2,10 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/platform/db"
 )
@@ -26,16 +29,22 @@ ON CONFLICT (key) DO UPDATE SET
 WHERE LEAST($2::double precision, b.tokens + GREATEST(EXTRACT(EPOCH FROM ($3 - b.updated_at)), 0) * $4::double precision) >= 1
 RETURNING tokens`
 
+// errBucketEmpty is take's answer for a bucket without a whole token.
+var errBucketEmpty = errors.New("ratelimit: bucket empty")
+
 // levelSQL reads the tokens a bucket holds now, for the wait of a refusal.
 const levelSQL = `SELECT LEAST($2::double precision, tokens + GREATEST(EXTRACT(EPOCH FROM ($3 - updated_at)), 0) * $4::double precision)
 FROM ratelimit_buckets WHERE key = $1`
 
 // take takes one token from the bucket key (burst tokens, refilled at
-// perSecond) at now and returns what is left, or pgx.ErrNoRows when the
+// perSecond) at now and returns what is left, or errBucketEmpty when the
 // bucket is empty.
 func (s *store) take(ctx context.Context, key string, burst float64, now time.Time, perSecond float64) (float64, error) {
 	var left float64
 	err := s.pool.QueryRow(ctx, takeSQL, key, burst, now, perSecond).Scan(&left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, errBucketEmpty
+	}
 	return left, err
 }
 

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"bothy.example.com/bothy/internal/platform/db"
 )
 
 // Hub wakes long polls of this process when any replica commits agent
@@ -126,7 +126,7 @@ func (h *Hub) Wake() {
 }
 
 // Connect opens the dedicated LISTEN connection (database.listen_url).
-type Connect func(ctx context.Context) (*pgx.Conn, error)
+type Connect func(ctx context.Context) (*db.Conn, error)
 
 // Connected reports whether the LISTEN connection is up (for /readyz and
 // the bothy_listener_connected gauge).

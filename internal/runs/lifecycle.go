@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
@@ -13,7 +14,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
-	"github.com/jackc/pgx/v5"
 )
 
 // errNotActive answers an agent-self action on an ended run: 409 conflict.
@@ -374,10 +374,10 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 	}
 	// The box ends with the run, in the same commit (docs/design/runs.md#live-box).
 	if err := s.st.endLive(ctx, r.ID); err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
+		return Run{}, nil, problem.Internal("runs.end: end live box", err)
 	}
 	if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Ended), At: s.st.clock.Now().UnixMicro()}); err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
+		return Run{}, nil, problem.Internal("runs.end: publish live end", err)
 	}
 	evs := []events.Event{s.stateChanged(r, channelID)}
 	settled := domain.FollowupDropped
@@ -385,75 +385,97 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 		settled = domain.FollowupAbsorbed
 	}
 	if err := s.st.settleDelivered(ctx, r.ID, settled); err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
+		return Run{}, nil, problem.Internal("runs.end: settle delivered follow-ups", err)
 	}
+	more, err := s.promoteFollowups(ctx, r)
+	if err != nil {
+		return Run{}, nil, err
+	}
+	return r, append(evs, more...), nil
+}
+
+// promoteFollowups decides the pending follow-ups of the ended run r again,
+// oldest first (see end), and returns the events of the next run and of
+// the follow-ups moved to it.
+func (s *Service) promoteFollowups(ctx context.Context, r Run) ([]events.Event, error) {
 	list, err := s.st.pendingFollowups(ctx, r.ID)
 	if err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
+		return nil, problem.Internal("runs.end: list pending follow-ups", err)
 	}
 	if len(list) == 0 {
-		return r, evs, nil
+		return nil, nil
 	}
 	thread, channel, err := s.chat.ThreadInfo(ctx, r.ThreadID)
 	if err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
+		return nil, problem.Internal("runs.end: read thread", err)
 	}
 	// The facts of every pending follow-up are read once, for all of them,
 	// inside this locked unit (not five statements per follow-up).
 	allFacts, msgs, err := s.followupFacts(ctx, list, thread, channel)
 	if err != nil {
-		return Run{}, nil, problem.Internal("runs.end", err)
+		return nil, problem.Internal("runs.end: read follow-up facts", err)
 	}
 	var next Run
+	var evs []events.Event
 	for _, id := range list {
 		m, known := msgs[id]
 		facts, decided := allFacts[id]
 		if !known || !decided {
 			if err := s.st.dropFollowup(ctx, r.ID, id, ReasonAddresseeChanged); err != nil {
-				return Run{}, nil, problem.Internal("runs.end", err)
+				return nil, problem.Internal("runs.end: drop vanished follow-up", err)
 			}
 			continue
 		}
 		// The thread has no active run until the first promotion starts
 		// the next one.
 		facts.ActiveRunAgent = next.AgentID
-		d := DecideTrigger(facts)
-		want := messaging.TriggerAccepted
-		if next.ID != "" {
-			want = messaging.TriggerFollowup
+		more, err := s.settleFollowup(ctx, r, &next, m, domain.DecideTrigger(facts), thread, channel.ID)
+		if err != nil {
+			return nil, err
 		}
-		if d.Outcome != want || d.Agent != r.AgentID {
-			why := d.Reason
-			if why == "" {
-				why = ReasonAddresseeChanged
-			}
-			if err := s.st.dropFollowup(ctx, r.ID, id, why); err != nil {
-				return Run{}, nil, problem.Internal("runs.end", err)
-			}
-			continue
-		}
-		if next.ID == "" {
-			if err := s.st.promoteFollowup(ctx, r.ID, id); err != nil {
-				return Run{}, nil, problem.Internal("runs.end", err)
-			}
-			// The next run stays in r's thread even where auto_thread is on
-			// now: the follow-up belongs to the conversation it was written in.
-			more, err := s.startRunFor(ctx, r.AgentID, d.Guest, thread, channel.ID, trigger{messageID: m.ID, threadID: m.ThreadID, seq: m.ThreadSeq}, m.Author.ID)
-			if err != nil {
-				return Run{}, nil, err
-			}
-			evs = append(evs, more...)
-			if next, err = s.st.activeRunOf(ctx, r.ThreadID); err != nil {
-				return Run{}, nil, problem.Internal("runs.end", fmt.Errorf("next run: %w", err))
-			}
-			continue
-		}
-		if err := s.st.moveFollowup(ctx, r.ID, id, next.ID); err != nil {
-			return Run{}, nil, problem.Internal("runs.end", err)
-		}
-		evs = append(evs, followupEvent(next, id))
+		evs = append(evs, more...)
 	}
-	return r, evs, nil
+	return evs, nil
+}
+
+// settleFollowup applies decision d to the pending follow-up m of the ended
+// run r: the first accepted one starts the next run (stored in *next), the
+// later ones that are its follow-ups move to it, every other one is dropped
+// with the decision's reason.
+func (s *Service) settleFollowup(ctx context.Context, r Run, next *Run, m messaging.Message, d domain.TriggerDecision, thread chat.Thread, channelID string) ([]events.Event, error) {
+	want := messaging.TriggerAccepted
+	if next.ID != "" {
+		want = messaging.TriggerFollowup
+	}
+	if d.Outcome != want || d.Agent != r.AgentID {
+		why := d.Reason
+		if why == "" {
+			why = ReasonAddresseeChanged
+		}
+		if err := s.st.dropFollowup(ctx, r.ID, m.ID, why); err != nil {
+			return nil, problem.Internal("runs.end: drop follow-up", err)
+		}
+		return nil, nil
+	}
+	if next.ID != "" {
+		if err := s.st.moveFollowup(ctx, r.ID, m.ID, next.ID); err != nil {
+			return nil, problem.Internal("runs.end: move follow-up to next run", err)
+		}
+		return []events.Event{followupEvent(*next, m.ID)}, nil
+	}
+	if err := s.st.promoteFollowup(ctx, r.ID, m.ID); err != nil {
+		return nil, problem.Internal("runs.end: promote follow-up", err)
+	}
+	// The next run stays in r's thread even where auto_thread is on
+	// now: the follow-up belongs to the conversation it was written in.
+	evs, err := s.startRunFor(ctx, r.AgentID, d.Guest, thread, channelID, trigger{messageID: m.ID, threadID: m.ThreadID, seq: m.ThreadSeq}, m.Author.ID)
+	if err != nil {
+		return nil, err
+	}
+	if *next, err = s.st.activeRunOf(ctx, r.ThreadID); err != nil {
+		return nil, problem.Internal("runs.end: read next run", err)
+	}
+	return evs, nil
 }
 
 // followupEvent is the agent.followup that hands message to run.
@@ -466,7 +488,7 @@ func followupEvent(run Run, messageID string) events.Event {
 // run's agent for agent-self actions.
 func (s *Service) Path(ctx context.Context, kind authz.ResourceKind, id string) (authz.Path, error) {
 	threadID, agentID, err := s.st.runPlace(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, ErrNotFound) {
 		return authz.Path{Kind: kind, ID: id}, nil
 	}
 	if err != nil {

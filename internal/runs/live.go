@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/runs/livebox"
 )
@@ -192,7 +191,7 @@ func newLiveHub(st *store, log *slog.Logger, maxBytes int, flush time.Duration) 
 // connected is called by the hub's listener right after its LISTEN, on its
 // connection: everything heard before may have missed operations, so every
 // box is dropped and boxes are placed against the new snapshot.
-func (h *liveHub) connected(ctx context.Context, conn *pgx.Conn) error {
+func (h *liveHub) connected(ctx context.Context, conn *db.Conn) error {
 	snap, err := listenerSnapshot(ctx, conn)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -19,7 +19,6 @@ import (
 	"bothy.example.com/bothy/internal/platform/tracing"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
-	"github.com/jackc/pgx/v5"
 )
 
 // Timeouts are the run timeouts (run.start_timeout, run.stall_timeout,
@@ -90,7 +89,8 @@ type Deps struct {
 	ContextLimits ContextLimits
 }
 
-// NewService returns the runs module and subscribes it to posted messages.
+// NewService returns the runs module. The wiring (modules.New) subscribes
+// it to posted messages and makes it messaging's provenance decider.
 func NewService(d Deps) *Service {
 	s := &Service{st: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
 		messaging: d.Messaging, chatW: d.ChatWriter, msgW: d.MessagingWriter, identW: d.IdentityWriter, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait,
@@ -99,8 +99,6 @@ func NewService(d Deps) *Service {
 	if d.Hub != nil {
 		d.Hub.live = s.live
 	}
-	d.Messaging.Subscribe(s)
-	d.Messaging.DecideProvenanceWith(s)
 	return s
 }
 
@@ -126,7 +124,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 	if err != nil {
 		return nil, problem.Internal("runs.onMessagePosted", err)
 	}
-	d := DecideTrigger(facts)
+	d := domain.DecideTrigger(facts)
 	switch d.Outcome {
 	case messaging.TriggerNone:
 		return nil, nil
@@ -170,11 +168,11 @@ func (s *Service) setTrigger(ctx context.Context, p *messaging.Posted, state mes
 	return nil
 }
 
-// triggerFacts gathers what DecideTrigger needs: the thread's operators and
+// triggerFacts gathers what domain.DecideTrigger needs: the thread's operators and
 // switches, the writer's trigger right, the first mentioned agent's state
 // and read right, and the thread's active run, which it returns locked (the
 // run a follow-up joins).
-func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (TriggerFacts, Run, error) {
+func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (domain.TriggerFacts, Run, error) {
 	path := chat.PathInThread(p.Channel, p.Thread, authz.KindThread, p.Thread.ID)
 	f := placeFacts(p.Thread, p.Channel)
 	writer, err := s.authz.Allowed(ctx, authz.MessageTrigger, authz.Facts{Path: path}, p.Author)
@@ -190,7 +188,7 @@ func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (Trigge
 			break
 		}
 	}
-	operator := f.operator()
+	operator := f.Operator()
 	agents, err := s.ident.GetMany(ctx, []string{mentioned, operator})
 	if err != nil {
 		return f, Run{}, err
@@ -200,7 +198,7 @@ func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (Trigge
 		if err != nil {
 			return f, Run{}, err
 		}
-		f.Mentioned = []Agent{{ID: a.ID, Active: a.Active(), ReadOnThread: reads[a.ID]}}
+		f.Mentioned = []domain.Agent{{ID: a.ID, Active: a.Active(), ReadOnThread: reads[a.ID]}}
 	}
 	if op, ok := agents[operator]; ok {
 		f.OperatorActive = op.Active()
@@ -215,20 +213,10 @@ func (s *Service) triggerFacts(ctx context.Context, p *messaging.Posted) (Trigge
 
 // placeFacts are the facts of a message's place, thread t of channel c:
 // the thread's kind and operator, the channel's operator and switches.
-func placeFacts(t chat.Thread, c chat.Channel) TriggerFacts {
-	return TriggerFacts{Human: true, MainThread: t.Kind == chat.ThreadMain, ThreadOperator: t.OperatorAgentID,
+func placeFacts(t chat.Thread, c chat.Channel) domain.TriggerFacts {
+	return domain.TriggerFacts{Human: true, MainThread: t.Kind == chat.ThreadMain, ThreadOperator: t.OperatorAgentID,
 		ChannelOperator: c.EffectiveOperator(), FreeResponse: c.Switches.FreeResponse,
 		AllowMentionedAgents: c.Switches.AllowMentionedAgents, AutoThread: c.Switches.AutoThread}
-}
-
-// operator is the agent that answers a message of the place without a
-// mention: the channel's operator in a main thread, the thread's own
-// operator elsewhere.
-func (f TriggerFacts) operator() string {
-	if f.MainThread {
-		return f.ChannelOperator
-	}
-	return f.ThreadOperator
 }
 
 // followupFacts reads the trigger facts of the pending follow-ups list of
@@ -238,14 +226,14 @@ func (f TriggerFacts) operator() string {
 // whole list (docs/design/runs.md#follow-ups). ActiveRunAgent is left
 // empty: the caller knows the next run it starts. A follow-up whose
 // message or author is gone is missing from the answer.
-func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Thread, c chat.Channel) (map[string]TriggerFacts, map[string]messaging.Message, error) {
+func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Thread, c chat.Channel) (map[string]domain.TriggerFacts, map[string]messaging.Message, error) {
 	msgs, err := s.messaging.LoadMany(ctx, list, c.ID)
 	if err != nil {
 		return nil, nil, err
 	}
 	path := chat.PathInThread(c, t, authz.KindThread, t.ID)
 	base := placeFacts(t, c)
-	operator := base.operator()
+	operator := base.Operator()
 	ask := map[string]bool{operator: true}
 	mentioned := map[string]string{} // message id to its first mentioned agent
 	for _, m := range msgs {
@@ -288,7 +276,7 @@ func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Threa
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make(map[string]TriggerFacts, len(msgs))
+	out := make(map[string]domain.TriggerFacts, len(msgs))
 	for id, m := range msgs {
 		if _, ok := people[m.Author.ID]; !ok {
 			continue
@@ -297,7 +285,7 @@ func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Threa
 		f.Human = m.Origin == messaging.OriginHuman
 		f.WriterTrigger = writers[m.Author.ID]
 		if a, ok := people[mentioned[id]]; ok {
-			f.Mentioned = []Agent{{ID: a.ID, Active: a.Active(), ReadOnThread: reads[a.ID]}}
+			f.Mentioned = []domain.Agent{{ID: a.ID, Active: a.Active(), ReadOnThread: reads[a.ID]}}
 		}
 		if op, ok := people[operator]; ok {
 			f.OperatorActive = op.Active()
@@ -460,7 +448,7 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 	} else {
 		var err error
 		run, full, err = s.st.answerRun(ctx, p.RunID)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(err, ErrNotFound) {
 			found = false
 		} else if err != nil {
 			return problem.Internal("runs.checkAnswer", err)

@@ -364,9 +364,12 @@ func (s *store) moveFollowup(ctx context.Context, runID, messageID, nextID strin
 	return err
 }
 
-// runPlace returns the thread and agent of run id, or pgx.ErrNoRows.
+// runPlace returns the thread and agent of run id, or ErrNotFound.
 func (s *store) runPlace(ctx context.Context, id string) (threadID, agentID string, err error) {
 	err = db.Q(ctx, s.pool).QueryRow(ctx, `SELECT thread_id::text, agent_id::text FROM runs WHERE id = $1`, id).Scan(&threadID, &agentID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
 	return threadID, agentID, err
 }
 
@@ -438,7 +441,7 @@ func (s *store) writeRun(ctx context.Context, run Run) error {
 }
 
 // answerRun reads run id for an answer check and takes it FOR SHARE; an
-// unknown run is pgx.ErrNoRows. The Run carries what the trigger check of
+// unknown run is ErrNotFound. The Run carries what the trigger check of
 // the answer needs (its person and loss mark) besides the AnswerRun.
 func (s *store) answerRun(ctx context.Context, id string) (domain.AnswerRun, Run, error) {
 	var run domain.AnswerRun
@@ -447,6 +450,9 @@ func (s *store) answerRun(ctx context.Context, id string) (domain.AnswerRun, Run
 	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT id::text, thread_id::text, agent_id::text, state, coalesce(holder, ''),
 			triggered_by::text, trigger_lost_at FROM runs WHERE id = $1 FOR SHARE`, id).
 		Scan(&run.ID, &run.ThreadID, &run.AgentID, &run.State, &run.Holder, &by, &r.TriggerLostAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return run, r, ErrNotFound
+	}
 	r.ID, r.ThreadID, r.AgentID, r.State, r.Holder = run.ID, run.ThreadID, run.AgentID, run.State, run.Holder
 	if by != nil {
 		r.TriggeredBy = *by
@@ -566,3 +572,11 @@ func (s *store) dropHeldFollowup(ctx context.Context, h heldBy, why string) erro
 // listenSQL subscribes the hub's dedicated connection to the channel every
 // event commit notifies.
 const listenSQL = "LISTEN " + events.NotifyChannel
+
+// scanHeld scans one row of heldRuns into a heldBy: run, message, thread
+// and person, in that order.
+func scanHeld(r pgx.CollectableRow) (heldBy, error) {
+	var h heldBy
+	err := r.Scan(&h.runID, &h.messageID, &h.threadID, &h.person)
+	return h, err
+}

@@ -178,26 +178,7 @@ func (s *Service) sweepRun(ctx context.Context, d dueRun) (took SweepAction, don
 		if err != nil {
 			return err
 		}
-		var evs []events.Event
-		switch action {
-		case SweepTimeout:
-			_, evs, err = s.end(ctx, r, domain.RunFailed, "timeout", t.ChannelID)
-		case SweepRevoked:
-			_, evs, err = s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, t.ChannelID)
-		case SweepLeaseExpired:
-			_, evs, err = s.end(ctx, r, domain.RunFailed, ReasonLeaseExpired, t.ChannelID)
-		case SweepCancelled:
-			_, evs, err = s.end(ctx, r, domain.RunCancelled, "cancelled", t.ChannelID)
-		case SweepApprovalExpired:
-			r, evs, err = s.expireApproval(ctx, r, t.ChannelID)
-		case SweepRequeue:
-			if err = s.withdrawPending(ctx, &r); err != nil {
-				return err
-			}
-			r.Attempt++
-			r, err = s.transition(ctx, r, domain.RunQueued, "")
-			evs = []events.Event{s.stateChanged(r, t.ChannelID), invocationEvent(r, t.ChannelID)}
-		}
+		evs, err := s.applySweep(ctx, r, action, t.ChannelID)
 		if err != nil {
 			return problem.From("runs.sweepOnce", err)
 		}
@@ -206,6 +187,33 @@ func (s *Service) sweepRun(ctx context.Context, d dueRun) (took SweepAction, don
 	})
 	s.endSweepSpan(span, took, traceparent, err)
 	return took, done, err
+}
+
+// applySweep does what the sweep decided for the locked run r of channel
+// channelID and returns the events to append in the same unit.
+func (s *Service) applySweep(ctx context.Context, r Run, action SweepAction, channelID string) ([]events.Event, error) {
+	var evs []events.Event
+	var err error
+	switch action {
+	case SweepTimeout:
+		_, evs, err = s.end(ctx, r, domain.RunFailed, "timeout", channelID)
+	case SweepRevoked:
+		_, evs, err = s.end(ctx, r, domain.RunCancelled, ReasonTriggerRevoked, channelID)
+	case SweepLeaseExpired:
+		_, evs, err = s.end(ctx, r, domain.RunFailed, ReasonLeaseExpired, channelID)
+	case SweepCancelled:
+		_, evs, err = s.end(ctx, r, domain.RunCancelled, "cancelled", channelID)
+	case SweepApprovalExpired:
+		_, evs, err = s.expireApproval(ctx, r, channelID)
+	case SweepRequeue:
+		if err = s.withdrawPending(ctx, &r); err != nil {
+			return nil, err
+		}
+		r.Attempt++
+		r, err = s.transition(ctx, r, domain.RunQueued, "")
+		evs = []events.Event{s.stateChanged(r, channelID), invocationEvent(r, channelID)}
+	}
+	return evs, err
 }
 
 // The attributes of the sweep's spans: how many runs a sweep found due,

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
@@ -86,12 +84,6 @@ func (s *Service) RecheckTriggers(ctx context.Context, scope TriggerScope) (int,
 		}
 	}
 	return changed, nil
-}
-
-func scanHeld(r pgx.CollectableRow) (heldBy, error) {
-	var h heldBy
-	err := r.Scan(&h.runID, &h.messageID, &h.threadID, &h.person)
-	return h, err
 }
 
 // lostTrigger answers, for each item, whether its person has no trigger on

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bothy.example.com/bothy/internal/platform/db"
@@ -36,7 +35,7 @@ const (
 // its answer, and once the schema is current its version is cached, because
 // a schema never moves backwards under a running binary.
 type readiness struct {
-	pool      *pgxpool.Pool
+	pool      *db.Pool
 	timeout   time.Duration
 	listening func() bool
 	// retry, when set, has a listener that is down connect at once and
@@ -115,11 +114,11 @@ func (r *readiness) handler(w http.ResponseWriter, req *http.Request) {
 
 // poolCollector exports the pgx pool statistics at scrape time.
 type poolCollector struct {
-	pool                                             *pgxpool.Pool
+	pool                                             *db.Pool
 	acquired, idle, total, max, waits, acquires, dur *prometheus.Desc
 }
 
-func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
+func newPoolCollector(pool *db.Pool) *poolCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &poolCollector{pool: pool,
 		acquired: d("bothy_db_pool_acquired_connections", "Pool connections in use."),
@@ -191,7 +190,7 @@ type opsMetrics struct {
 	runTimeouts prometheus.Counter
 }
 
-func registerOps(reg prometheus.Registerer, pool *pgxpool.Pool, listening func() bool, reconnects, notifications func() uint64) *opsMetrics {
+func registerOps(reg prometheus.Registerer, pool *db.Pool, listening func() bool, reconnects, notifications func() uint64) *opsMetrics {
 	m := &opsMetrics{
 		runTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "bothy_run_timeouts_total",
 			Help: "Runs this replica failed with reason timeout (run.start_timeout, run.stall_timeout)."}),

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -20,7 +18,7 @@ import (
 // pinging the pool once a second while the outage lasts; nothing needs a
 // restart, the pool reconnects by itself.
 type outage struct {
-	pool       *pgxpool.Pool
+	pool       *db.Pool
 	log        *slog.Logger
 	retryAfter time.Duration
 
@@ -32,7 +30,7 @@ type outage struct {
 	ended time.Time
 }
 
-func newOutage(pool *pgxpool.Pool, log *slog.Logger, retryAfter time.Duration) *outage {
+func newOutage(pool *db.Pool, log *slog.Logger, retryAfter time.Duration) *outage {
 	return &outage{pool: pool, log: log, retryAfter: retryAfter}
 }
 

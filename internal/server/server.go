@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -55,7 +53,7 @@ import (
 type Deps struct {
 	Config *config.Config
 	// Pool is the database pool; DatabaseURL is the same database's URL.
-	Pool        *pgxpool.Pool
+	Pool        *db.Pool
 	DatabaseURL string
 	// ListenURL is the URL of the LISTEN connection; empty uses the key
 	// database.listen_url, then DatabaseURL.
@@ -101,7 +99,7 @@ type Server struct {
 	Admin     *admin.Service
 	Retention *retention.Service
 
-	pool      *pgxpool.Pool
+	pool      *db.Pool
 	hub       *runs.Hub
 	listenURL string
 	ready     *readiness
@@ -171,7 +169,7 @@ func New(d Deps) (*Server, error) {
 	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: set.ChatUseCases,
 		Messaging: msg, Admin: adm, Feed: fd, Fanout: set.Fanout, Tokens: set.Tokens, Runs: runSvc, Files: set.Files,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
-		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger, Verdicts: graph.NewLiveVerdicts()}}
+		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger, Verdicts: graph.NewLiveVerdicts(d.Clock)}}
 	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
 	es := generated.NewExecutableSchema(generated.Config{Schema: graph.Schema(), Resolvers: resolver, Complexity: Complexity(ListBounds{
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
@@ -397,7 +395,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(4)
-	connect := func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, s.listenURL) }
+	connect := func(ctx context.Context) (*db.Conn, error) { return db.Connect(ctx, s.listenURL) }
 	go func() {
 		defer wg.Done()
 		s.hub.Listen(bg, connect, s.cfg.Duration(config.DatabaseListenBackoffMax), s.log)

@@ -1,7 +1,4 @@
-// Package runs owns the agent runtime: the trigger decision, runs and their
-// state machine, agent sessions, follow-ups, the run anchor, the timeouts
-// and each agent's event stream.
-package runs
+package domain
 
 import "bothy.example.com/bothy/internal/messaging"
 
@@ -64,9 +61,10 @@ type TriggerDecision struct {
 	AutoThread bool
 }
 
-// operatorOf returns the operator of the thread: the fixed operator of a
-// thread or post, the channel's effective operator for a main thread.
-func (f TriggerFacts) operatorOf() string {
+// Operator is the agent that answers a message of the place without a
+// mention: the channel's effective operator in a main thread, the fixed
+// operator of a thread or post elsewhere.
+func (f TriggerFacts) Operator() string {
 	if f.MainThread {
 		return f.ChannelOperator
 	}
@@ -80,7 +78,7 @@ func DecideTrigger(f TriggerFacts) TriggerDecision {
 	if !f.Human {
 		return TriggerDecision{Outcome: messaging.TriggerNone}
 	}
-	operator := f.operatorOf()
+	operator := f.Operator()
 	var addressee Agent
 	switch {
 	case len(f.Mentioned) > 0:
