@@ -72,7 +72,7 @@ func (s *Service) Attach(ctx context.Context, actor identity.Principal, messageI
 // AttachmentOf is f as a message shows it.
 func AttachmentOf(f File) messaging.Attachment {
 	return messaging.Attachment{FileID: f.ID, Name: f.Name, MIMEType: f.MIMEType, Size: f.Size, ScanStatus: messaging.ScanStatus(f.ScanStatus),
-		SHA256: f.SHA256Hex(), UploadedAt: f.CreatedAt}
+		TextStatus: string(f.TextStatus), SHA256: f.SHA256Hex(), UploadedAt: f.CreatedAt}
 }
 
 // AttachmentsOf returns the attachments of the messages of list, keyed by
