@@ -416,3 +416,20 @@ func derefInt(n *int) int {
 	}
 	return *n
 }
+
+// hasFileText reports whether a context element carries a file whose text
+// an agent may read (ready and served, as files.Service.MessagesWithText
+// decides for an answer's provenance): the element then puts unverified
+// in play (domain.InPlayWithFiles).
+func (r *Resolver) hasFileText(e *model.RunContextMessage) bool {
+	for _, a := range e.Attachments {
+		if a.TextStatus != model.TextStatusReady {
+			continue
+		}
+		f := files.File{ScanStatus: files.ScanStatus(a.ScanStatus)}
+		if f.Servable(r.Files.RequireScan()) {
+			return true
+		}
+	}
+	return false
+}

@@ -96,3 +96,21 @@ func (s *Service) AttachmentsOf(ctx context.Context, list []string) (map[string]
 func (s *Service) MessageDeleted(ctx context.Context, messageID string) error {
 	return s.st.scheduleDelete(ctx, messageID, s.d.Clock.Now().Add(s.d.Limits.DeletedTTL))
 }
+
+// MessagesWithText returns which of the messages of list carry a file
+// whose text an agent may read (ready and served), in one statement: the
+// runs module counts such a message as unverified in a run's trust
+// summary and an answer's provenance (docs/design/trust.md#files).
+func (s *Service) MessagesWithText(ctx context.Context, list []string) (map[string]bool, error) {
+	fs, err := s.st.byMessages(ctx, list)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, f := range fs {
+		if f.TextStatus == TextReady && f.Servable(s.d.Limits.RequireScan) {
+			out[f.MessageID] = true
+		}
+	}
+	return out, nil
+}

@@ -104,6 +104,27 @@ func TestFilesTextBothFaces(t *testing.T) {
 	if r := readText(env, tok["token"].(string), mkt, ""); r.Status != http.StatusNotFound {
 		t.Fatalf("run token, another thread's file: %d %s", r.Status, r.Body)
 	}
+
+	// A file with text in the context is unverified data in play: the
+	// trust summary's lowest is unverified, and so is the answer's
+	// provenance, though the person who triggered attached it.
+	lotse := env.World.Token("lotse")
+	rc := env.MustREST(t, http.MethodGet, "/api/v1/runs/"+run+"/context", lotse, nil, http.StatusOK)
+	if low := rc["trust_summary"].(map[string]any)["lowest"]; low != "unverified" || rc["trigger_message"].(map[string]any)["trust"] != "trigger" {
+		t.Fatalf("trust summary with a file's text in play: %v", rc["trust_summary"])
+	}
+	thread := env.MustREST(t, http.MethodGet, "/api/v1/runs/"+run, lotse, nil, http.StatusOK)["thread_id"].(string)
+	ans := env.REST(http.MethodPost, "/api/v1/threads/"+thread+"/messages", tok["token"].(string),
+		map[string]any{"client_msg_id": "ans-1", "content_md": "ordered toner", "run_id": run})
+	if ans.Status != http.StatusCreated || !strings.Contains(string(ans.Body), `"provenance":"unverified"`) {
+		t.Fatalf("answer after a file: %d %s", ans.Status, ans.Body)
+	}
+	// The control: a run without files keeps its trigger's trust.
+	plain := env.MustPost("alex", env.Main("Support/Eskalation"), "plain-1", "@lotse no file here")
+	rc = env.MustREST(t, http.MethodGet, "/api/v1/runs/"+runOf(t, env, plain["id"].(string))+"/context", lotse, nil, http.StatusOK)
+	if low := rc["trust_summary"].(map[string]any)["lowest"]; low == "unverified" {
+		t.Fatalf("trust summary without files: %v", rc["trust_summary"])
+	}
 }
 
 // TestFilesTextRequireScan: without a scanner and with files.require_scan
