@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gabriel-vasile/mimetype"
+	"github.com/prometheus/client_golang/prometheus"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
@@ -69,6 +70,9 @@ type Deps struct {
 	// Scanner scans every upload (files.clamd_addr); nil: no scanner, and
 	// uploads are not_scanned.
 	Scanner Scanner
+	// Registry receives the module's metrics (Instrument); nil registers
+	// none.
+	Registry prometheus.Registerer
 }
 
 // Service is the files module's service.
@@ -90,7 +94,11 @@ func NewService(d Deps) *Service {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Service{st: store{pool: d.Pool}, d: d}
+	s := &Service{st: store{pool: d.Pool}, d: d}
+	if d.Registry != nil {
+		s.Instrument(d.Registry)
+	}
+	return s
 }
 
 // OpenStorage opens the blob store of files.storage, once; a server calls

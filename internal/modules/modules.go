@@ -156,9 +156,7 @@ func New(d Deps) (*Set, error) {
 	az.Register(runSvc, authz.KindRun)
 	deps.Files.Authz, deps.Files.Messages, deps.Files.Triggers = az, msg, runSvc
 	fs := files.NewService(deps.Files)
-	fs.Instrument(d.Registry)
-	msg.AttachWith(fs)
-	runSvc.ReadFileTextsWith(fs)
+	filesInto(fs, msg, runSvc)
 	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Writers{Chat: chatW, Identity: identW, Authz: azW}, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc, Log: d.Logger})
@@ -191,6 +189,14 @@ func New(d Deps) (*Set, error) {
 	}
 	return &Set{SignIn: si, Identity: ident, Authz: az, Chat: chatSvc, ChatUseCases: chatUC, Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc,
 		Admin: adm, Retention: ret, Files: fs, DB: uow, Writers: Writers{Chat: chatW, Identity: identW, Authz: azW, Messaging: msgW}, Hub: hub, Registry: d.Registry, Tokens: tokens, Fanout: feed.NewFanout(fd, hub, tokens, d.Clock)}, nil
+}
+
+// filesInto hands the files module to the modules made before it:
+// messaging attaches files through it, and runs asks it which context
+// messages carry file text (an answer's provenance).
+func filesInto(fs *files.Service, msg *messaging.Service, runSvc *runs.Service) {
+	msg.AttachWith(fs)
+	runSvc.ReadFileTextsWith(fs)
 }
 
 // Writers are the modules' raw writers (chat.Writer and its peers).

@@ -20,8 +20,7 @@ func readText(env *apitest.Env, token, file, query string) *apitest.Response {
 // and its text extracted (READY) in the upload; GET /api/v1/files/{id}/text
 // and GraphQL's File.text and fileText answer it, cut at max_bytes; the
 // EICAR file is infected, never extracted, and its bytes and text answer
-// the 404 of a missing file, as a hidden file's text does; a run token
-// reads the text of its run's file.
+// the 404 of a missing file, as a hidden file's text does.
 func TestFilesTextBothFaces(t *testing.T) {
 	t.Parallel()
 	clam := clamdtest.NewServer()
@@ -90,7 +89,23 @@ func TestFilesTextBothFaces(t *testing.T) {
 	if r := readText(env, alex, mkt, ""); !apitest.SameAnswer(t, r, missingText) {
 		t.Fatalf("hidden text: %d %s", r.Status, r.Body)
 	}
+}
 
+// TestFilesTextLowersTrust: a run token reads the text of its run's
+// file and not another thread's; a file with text in the context is
+// unverified data in play, so the trust summary's lowest and the answer's
+// provenance are unverified though the person who triggered attached it,
+// while a run without files keeps its trigger's trust.
+func TestFilesTextLowersTrust(t *testing.T) {
+	t.Parallel()
+	clam := clamdtest.NewServer()
+	t.Cleanup(clam.Close)
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.FilesClamdAddr: clam.Addr()}})
+	file := mustUpload(t, env, "alex", "notes.md", []byte("# Notes\nThe printer on floor 2 needs toner.\n"))
+	mkt := mustUpload(t, env, "sam", "plan.txt", []byte("campaign"))
+	if p := postWithFiles(env, "sam", env.Main("Marketing/Kampagnen"), "mkt-t", "the plan", mkt); p.Status != http.StatusCreated {
+		t.Fatalf("attach in Marketing: %d %s", p.Status, p.Body)
+	}
 	// A run token reads the text of its run's file.
 	esk := postWithFiles(env, "alex", env.Main("Support/Allgemein"), "text-1", "@lotse please read the notes", file)
 	var msg map[string]any
@@ -105,9 +120,6 @@ func TestFilesTextBothFaces(t *testing.T) {
 		t.Fatalf("run token, another thread's file: %d %s", r.Status, r.Body)
 	}
 
-	// A file with text in the context is unverified data in play: the
-	// trust summary's lowest is unverified, and so is the answer's
-	// provenance, though the person who triggered attached it.
 	lotse := env.World.Token("lotse")
 	rc := env.MustREST(t, http.MethodGet, "/api/v1/runs/"+run+"/context", lotse, nil, http.StatusOK)
 	if low := rc["trust_summary"].(map[string]any)["lowest"]; low != "unverified" || rc["trigger_message"].(map[string]any)["trust"] != "trigger" {
