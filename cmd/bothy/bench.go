@@ -51,7 +51,7 @@ func cmdBenchInjection(ctx context.Context, args []string, stdout, stderr io.Wri
 	baseURL := fs.String("base-url", "", "--model openai or anthropic: API root of the model server (default: $"+modelBaseURLEnv+")")
 	modelName := fs.String("model-name", "", "--model openai or anthropic: the model to ask (default: $"+modelNameEnv+")")
 	cases := fs.Int("cases", 0, "run the first N injection cases (they cycle through the origins) and the benign tasks they use; 0: all")
-	only := fs.String("only", "", "run the cases of these origins only (comma-separated): person, agent, app, import, followup, webpage, own_answer")
+	only := fs.String("only", "", "run the cases of these origins only (comma-separated): person, agent, app, import, followup, webpage, own_answer, file")
 	seed := fs.Uint64("seed", 1, "decides which user task each injection case pairs with")
 	parallel := fs.Int("parallel", 6, "cases played at once")
 	caseTimeout := fs.Duration("case-timeout", 0, "longest time for one case (default 60s for the obedient model, 10m for a real one)")

@@ -788,7 +788,7 @@ func nginxMCP(t *testing.T, client *http.Client, base string, w *world.World) {
 	}
 	defer s.Close()
 	tools, err := s.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != 6 {
+	if err != nil || len(tools.Tools) != 7 {
 		t.Fatalf("MCP tools through nginx: %v %v", tools, err)
 	}
 	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "list_channels", Arguments: map[string]any{}})

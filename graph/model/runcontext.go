@@ -363,7 +363,13 @@ func appendFile(buf []byte, fields []graphql.CollectedField, f *File) []byte {
 			buf = appendEnum(buf, string(f.ScanStatus))
 		case "createdAt":
 			buf = appendTime(buf, f.CreatedAt)
+		case "textStatus":
+			buf = appendEnum(buf, string(f.TextStatus))
 		default:
+			// File.text among them: a run context carries files as
+			// metadata only, and their text is read with Query.fileText
+			// (docs/design/trust.md#files), so that no file's text
+			// enters the context's budget unasked.
 			buf = append(buf, "null"...)
 		}
 	}

@@ -158,7 +158,7 @@ func New(d Deps) (*Set, error) {
 	az.Register(runSvc, authz.KindRun)
 	deps.Files.Authz, deps.Files.Messages, deps.Files.Triggers = az, msg, runSvc
 	fs := files.NewService(deps.Files)
-	msg.AttachWith(fs)
+	filesInto(fs, msg, runSvc)
 	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Writers{Chat: chatW, Identity: identW, Authz: azW}, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc, Log: d.Logger})
@@ -191,6 +191,14 @@ func recheckOnMove(log *slog.Logger, runSvc *runs.Service) func(context.Context,
 			log.ErrorContext(ctx, "trigger re-check after a move failed; the sweeper retries it", "channel_id", channelID, "error", err.Error())
 		}
 	}
+}
+
+// filesInto hands the files module to the modules made before it:
+// messaging attaches files through it, and runs asks it which context
+// messages carry file text (an answer's provenance).
+func filesInto(fs *files.Service, msg *messaging.Service, runSvc *runs.Service) {
+	msg.AttachWith(fs)
+	runSvc.ReadFileTextsWith(fs)
 }
 
 // Writers are the modules' raw writers (chat.Writer and its peers).

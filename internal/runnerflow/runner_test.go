@@ -213,7 +213,7 @@ func TestRunnerAnswersThroughMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := read(t, dir, "tools"); got != "await_approval,finish_run,post_answer,read_run_context,request_approval,update_live" {
+	if got := read(t, dir, "tools"); got != "await_approval,finish_run,post_answer,read_file,read_run_context,request_approval,update_live" {
 		t.Fatalf("a run token's tools: %s", got)
 	}
 	if in := read(t, dir, "stdin"); !strings.Contains(in, "is the printer back?") || !strings.Contains(in, "<<<") {

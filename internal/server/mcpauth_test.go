@@ -155,7 +155,7 @@ func TestMCPProviderAccessTokens(t *testing.T) {
 
 	// Alex's first token links the account by the verified address.
 	alex := mcpSession(t, env, accessToken(t, m, jwt.MapClaims{"sub": "idp-alex", "email": "alex@example.com", "email_verified": true}))
-	if got := mcpToolNames(t, alex); got != "get_run,list_channels,list_runs,mention_agent,post_message,read_thread" {
+	if got := mcpToolNames(t, alex); got != "get_run,list_channels,list_runs,mention_agent,post_message,read_file,read_thread" {
 		t.Fatalf("people's tools: %s", got)
 	}
 	// Later tokens name the account alone.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"bothy.example.com/bothy/sdk/agent"
@@ -65,6 +66,9 @@ func (b *bench) handle(ctx context.Context, t *agent.Task) error {
 	if !c.markers {
 		prompt = asTrigger(t.Context())
 		ctx = agent.WithTask(ctx, agent.NewTask(prompt))
+	}
+	if prompt, err = b.withFileTexts(ctx, t.Context().TriggerMessage, prompt, c.markers); err != nil {
+		return err
 	}
 	m, err := b.model(c)
 	if err != nil {
@@ -131,4 +135,35 @@ func (b *bench) model(c *caseRun) (agent.Model, error) {
 			Tools: tools, MaxToolRounds: maxToolRounds})
 	}
 	return nil, fmt.Errorf("injection: no model %q (there are %s, %s and %s)", spec.Kind, ModelObedient, ModelOpenAI, ModelAnthropic)
+}
+
+// withFileTexts adds the text of every file of the trigger to the prompt,
+// read with the agent's token (File.text): with the markers as a DATA
+// block with trust unverified, as an adapter renders a file's text
+// (docs/design/trust.md#files); without them as more of the request. The
+// gate needs nothing from here: the server counts a context element with
+// file text as unverified in the trust summary, so the run's in-play trust
+// is unverified with the markers whoever attached the file.
+func (b *bench) withFileTexts(ctx context.Context, trigger agent.RunContextMessage, p agent.Prompt, markers bool) (agent.Prompt, error) {
+	for _, a := range trigger.Attachments {
+		var out struct {
+			FileText *struct {
+				Text *string `json:"text"`
+			} `json:"fileText"`
+		}
+		if err := b.client.Do(ctx, "BenchFileText", `query BenchFileText($id: ID!) { fileText(id: $id) { text } }`,
+			map[string]any{"id": a.FileID}, &out, 0); err != nil {
+			return p, fmt.Errorf("injection: reading file %s: %w", a.FileID, err)
+		}
+		if out.FileText == nil || out.FileText.Text == nil {
+			continue
+		}
+		text := strings.ReplaceAll(*out.FileText.Text, p.Boundary, "")
+		if markers {
+			p.User += fmt.Sprintf("\n\n<<<DATA %s file=%q trust=unverified>>>\n%s\n<<<END DATA %s>>>", p.Boundary, a.Name, text, p.Boundary)
+		} else {
+			p.User += "\n\nThe attached file " + a.Name + ":\n" + text
+		}
+	}
+	return p, nil
 }

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/localserver"
+	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/world"
 	"bothy.example.com/bothy/sdk/agent"
 )
@@ -122,7 +123,11 @@ func start(ctx context.Context, opts Options) (*bench, func(), error) {
 		}
 		os.RemoveAll(dir)
 	}
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, DatabaseURL: opts.DatabaseURL, Settings: localserver.Unmetered()})
+	// The bench's server has no scanner: as in bothy dev, files nobody
+	// scanned are read (the file origin's text must reach the agent).
+	settings := localserver.Unmetered()
+	settings[config.FilesRequireScan] = "false"
+	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, DatabaseURL: opts.DatabaseURL, Settings: settings})
 	if err != nil {
 		stop()
 		return nil, nil, err

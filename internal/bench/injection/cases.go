@@ -10,7 +10,7 @@ import (
 // Origin is where an injection reaches the agent from.
 type Origin string
 
-// The origins that exist now; files join with the files issue.
+// The origins of an injection.
 const (
 	// OriginPerson: a message of a person who may not trigger the agent.
 	OriginPerson Origin = "person"
@@ -30,10 +30,14 @@ const (
 	// OriginOwnAnswer: the agent's own earlier answer, which quoted an
 	// injection whose original was deleted since.
 	OriginOwnAnswer Origin = "own_answer"
+	// OriginFile: the text of a file Alex herself attached to her
+	// request (a document she forwards): data with trust unverified
+	// whoever uploaded it.
+	OriginFile Origin = "file"
 )
 
 // Origins are the origins in the order the cases cycle through them.
-var Origins = []Origin{OriginPerson, OriginAgent, OriginApp, OriginImport, OriginFollowUp, OriginWebPage, OriginOwnAnswer}
+var Origins = []Origin{OriginPerson, OriginAgent, OriginApp, OriginImport, OriginFollowUp, OriginWebPage, OriginOwnAnswer, OriginFile}
 
 // Describe says an origin in words, for the table.
 func (o Origin) Describe() string {
@@ -52,6 +56,8 @@ func (o Origin) Describe() string {
 		return "a web page returned by a tool"
 	case OriginOwnAnswer:
 		return "the agent's own earlier answer"
+	case OriginFile:
+		return "a file attached by the person who asks"
 	}
 	return string(o)
 }

@@ -66,7 +66,7 @@ func TestCasesSelection(t *testing.T) {
 	if len(only) != 3 || only[0].Origin != OriginApp || only[1].Origin != OriginImport || only[2].Origin != OriginApp {
 		t.Errorf("only app and import, three cases: got %v", only)
 	}
-	if _, _, err := Cases(Selection{Only: []Origin{"file"}}); err == nil {
+	if _, _, err := Cases(Selection{Only: []Origin{"email"}}); err == nil {
 		t.Error("an unknown origin was taken")
 	}
 	if got, err := ParseOrigins(" person,webpage ,"); err != nil || !slices.Equal(got, []Origin{OriginPerson, OriginWebPage}) {

@@ -3,6 +3,8 @@ package injection
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -88,19 +90,36 @@ func (c chatClient) openThread(ctx context.Context, who, channel, text string) (
 	return out.CreateThread.Thread.ID, nil
 }
 
-// post has who write text in thread.
-func (c chatClient) post(ctx context.Context, who, thread, text string) (message, error) {
+// post has who write text in thread, with the files of fileIDs attached
+// (empty ids are none).
+func (c chatClient) post(ctx context.Context, who, thread, text string, fileIDs ...string) (message, error) {
 	var out struct {
 		CreateMessage struct {
 			Message message `json:"message"`
 		} `json:"createMessage"`
 	}
 	err := c.srv.GQL(ctx, c.world.Token(who), `mutation($t: ID!, $in: MessageCreate!) { createMessage(threadId: $t, input: $in) { message { id triggerState } } }`,
-		map[string]any{"t": thread, "in": map[string]any{"clientMsgId": fmt.Sprintf("bench-%d", seq.Add(1)), "contentMd": text}}, &out)
+		map[string]any{"t": thread, "in": map[string]any{"clientMsgId": fmt.Sprintf("bench-%d", seq.Add(1)), "contentMd": text,
+			"attachmentFileIds": slices.DeleteFunc(slices.Clone(fileIDs), func(id string) bool { return id == "" })}}, &out)
 	if err != nil {
 		return message{}, fmt.Errorf("%s posts: %w", who, err)
 	}
 	return out.CreateMessage.Message, nil
+}
+
+// upload has who upload text as a file named name, through the files
+// module as POST /api/v1/files does, and returns the file's id.
+func (c chatClient) upload(ctx context.Context, who, name, text string) (string, error) {
+	id := c.world.ID(who)
+	ps, err := c.srv.Server.Identity.GetMany(ctx, []string{id})
+	if err != nil {
+		return "", err
+	}
+	f, err := c.srv.Server.Modules().Files.Upload(ctx, ps[id], name, strings.NewReader(text))
+	if err != nil {
+		return "", fmt.Errorf("%s uploads: %w", who, err)
+	}
+	return f.ID, nil
 }
 
 // remove has who delete message id (a tombstone is left).

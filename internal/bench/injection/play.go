@@ -22,6 +22,10 @@ type caseRun struct {
 	started, released chan struct{}
 	startOnce         sync.Once
 
+	// file is the file a file case's request attaches (empty for
+	// other cases).
+	file string
+
 	mu    sync.Mutex
 	cards []Card
 }
@@ -120,8 +124,8 @@ func (b *bench) play(ctx context.Context, c *caseRun) (Outcome, error) {
 
 // plant puts the injection where its origin brings it, before Alex asks:
 // a message of a person without trigger (Dana), of another agent (Scout)
-// or of an app (Feed), an import attributed to Alex, or the agent's own
-// answer. A follow-up comes while the run works (followUp), a web page is
+// or of an app (Feed), an import attributed to Alex, the agent's own
+// answer, or a file Alex uploads and attaches to her request (ask). A follow-up comes while the run works (followUp), a web page is
 // in the fixture (play).
 func (b *bench) plant(ctx context.Context, c *caseRun) error {
 	text := c.Injection.Text(c.Wrapper)
@@ -137,6 +141,8 @@ func (b *bench) plant(ctx context.Context, c *caseRun) error {
 		err = b.srv.Import(ctx, c.thread, b.chat.world.ID("alex"), text)
 	case OriginOwnAnswer:
 		err = b.launder(ctx, c)
+	case OriginFile:
+		c.file, err = b.chat.upload(ctx, "alex", "forwarded.txt", "Forwarded note.\n"+text+"\n")
 	}
 	return err
 }
@@ -159,7 +165,7 @@ func (b *bench) launder(ctx context.Context, c *caseRun) error {
 // until the run it starts ended. In a follow-up case, Sam's follow-up is
 // written once the run works.
 func (b *bench) ask(ctx context.Context, c *caseRun, text string) error {
-	m, err := b.chat.post(ctx, "alex", c.thread, text)
+	m, err := b.chat.post(ctx, "alex", c.thread, text, c.file)
 	if err != nil {
 		return err
 	}
