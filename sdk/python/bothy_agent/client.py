@@ -20,7 +20,7 @@ _TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _RUN = ("fragment RunFields on Run { id threadId state triggeringMessageId cancelRequested endReason attempt holder "
         "leaseExpiresAt traceparent }")
 _CTX = ("fragment ContextMessage on RunContextMessage { messageId threadSeq author { id kind handle displayName } origin kind "
-        "contentMd truncated attachments { fileId } trust provenance alreadyDelivered }")
+        "contentMd truncated attachments { fileId name mimeType size scanStatus textStatus } trust provenance alreadyDelivered }")
 Q_VIEWER = "query Viewer { viewer { id kind handle } }"
 Q_EVENTS = ("query AgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) "
             "{ events { seq type payload } nextAfter } }")

@@ -59,7 +59,7 @@ export function traceHeaders(traceparent: string | undefined | null): Record<str
 }
 
 const runFields = `fragment RunFields on Run { id threadId state triggeringMessageId cancelRequested endReason attempt holder leaseExpiresAt traceparent }`;
-const ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust provenance alreadyDelivered }`;
+const ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript textStatus } replyToMessageId trust provenance alreadyDelivered }`;
 const Q = {
   viewer: `query Viewer { viewer { id kind } }`,
   events: `query AgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) { events { seq type createdAt payload } nextAfter } }`,

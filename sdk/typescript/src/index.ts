@@ -29,7 +29,7 @@ export { loadTools, parseTools, type ToolOptions } from "./httptools.js";
 export { LiveWriter, STOPPED_STATUS } from "./live.js";
 export { silentLogger, stderrLogger, withFields, type Logger } from "./log.js";
 export { Outbox, type OutboxEntry } from "./outbox.js";
-export { looksLikeMarker, neutralise, newBoundary, render, withFollowUps, type Prompt } from "./render.js";
+export { fileTextBlock, looksLikeMarker, neutralise, newBoundary, render, withFileTexts, withFollowUps, type FileText, type Prompt } from "./render.js";
 export { AgentStream, NoWebSocketError } from "./stream.js";
 export { Approver, OPTION_APPROVE, OPTION_DENY, Task, currentTask, withTask, type Tool } from "./task.js";
 export { InPlay, knownTrust, lowerTrust, standing, toolsAllowed, trustRank } from "./trust.js";
