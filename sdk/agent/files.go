@@ -330,6 +330,66 @@ func (a *Adapter) readFiles(ctx context.Context, log *slog.Logger, task *Task, t
 	}
 }
 
+// PromptWithFiles returns the run's prompt with the text of every file of
+// its context whose text is READY appended as DATA blocks with trust
+// UNVERIFIED (WithFileTexts), and lowers the run's in-play trust to
+// UNVERIFIED when it appended any: what a handler hands its model to let
+// it read the run's files. A text that cannot be read is left out; the
+// prompt of a Task without files is Prompt().
+func (t *Task) PromptWithFiles(ctx context.Context) Prompt {
+	if t == nil || t.files == nil || t.files.client == nil {
+		return t.Prompt()
+	}
+	var list []FileText
+	for _, m := range t.prompt.Context.Elements() {
+		for _, at := range m.Attachments {
+			if at.TextStatus != TextReady {
+				continue
+			}
+			if ft, err := t.files.client.FileText(ctx, at.FileID, 0); err == nil {
+				list = append(list, ft)
+			}
+		}
+	}
+	if len(list) == 0 {
+		return t.prompt
+	}
+	t.lowerFile()
+	return WithFileTexts(t.prompt, list)
+}
+
+// AttachFileToolName is the name of AttachFileTool.
+const AttachFileToolName = "attach_file"
+
+// AttachFileTool returns a tool a model calls to attach a text file to its
+// answer (Task.AttachFile, which needs the capability files_out): its
+// arguments are content, the file's text, and name (default answer.txt).
+// It is not consequential: the file goes where the answer goes. A refusal
+// (no files_out) is text for the model, which can say so in its answer.
+func AttachFileTool() Tool {
+	return Tool{
+		Name:        AttachFileToolName,
+		Description: "Attach a text file to your answer in the chat (a report, a table as CSV, code). Everyone who reads your answer can download it.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"content":{"type":"string","description":"the file's text"},` +
+			`"name":{"type":"string","description":"the file's name, e.g. report.md"}},"required":["content"]}`),
+		// What the model reads back is the SDK's own line.
+		OutputTrust: TrustSystem,
+		Call: func(ctx context.Context, args json.RawMessage) (string, error) {
+			var in struct{ Content, Name string }
+			if err := json.Unmarshal(args, &in); err != nil {
+				return "", fmt.Errorf("attach_file: the arguments are no JSON object with content: %w", err)
+			}
+			if strings.TrimSpace(in.Name) == "" {
+				in.Name = "answer.txt"
+			}
+			if _, err := TaskFrom(ctx).AttachFile(ctx, in.Name, []byte(in.Content)); err != nil {
+				return "", err
+			}
+			return "Attached " + in.Name + " to your answer.", nil
+		},
+	}
+}
+
 // filesOf is the file state a handler's Task shares: the run's, from the
 // Task the adapter put on ctx; none outside a run.
 func filesOf(ctx context.Context) *runFiles {
