@@ -13,6 +13,7 @@ from .client import HOLDER_HEADER, Client, holder_headers
 from .errors import (AlreadyDecided, ApprovalPending, BothyError, Conflict, Forbidden, IdempotencyKeyReused, LiveVersion,
                      NetworkError, NoApprover, NotApproved, NotFound, RunClaimed, RunNotActive, RunNotStarted,
                      TriggerRevoked, Unauthorized)
+from .files import FileText, NoFilesOut, attach_file_tool
 from .httptool import ToolsFileError
 from .httptool import load as load_tools
 from .model import AnthropicModel, BadAnswer, ModelConfig, OpenAIModel, model_from_env
@@ -29,7 +30,8 @@ __all__ = [
     "RunNotActive", "RunNotStarted", "SELF", "SYSTEM", "TRIGGER", "Task", "Tool", "ToolsFileError",
     "TriggerRevoked", "UNVERIFIED", "Unauthorized", "answer_key", "arun", "ask", "current_task", "holder_headers",
     "load_tools", "model_from_env", "new_boundary", "new_holder", "render", "run", "run_tool", "tools_allowed",
-    "tools_from_env", "with_file_texts", "with_follow_ups", "file_text_block",
+    "tools_from_env", "with_file_texts", "with_follow_ups", "file_text_block", "FileText", "NoFilesOut",
+    "attach_file_tool",
 ]
 
 
