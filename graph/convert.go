@@ -200,17 +200,26 @@ func runModel(r runs.Run) *model.Run {
 }
 
 // attachmentModel renders a messaging attachment with its file; a file
-// not scanned yet is pending. No text is extracted yet, so every file's
-// text is UNSUPPORTED (docs/DECISIONS.md, 2026-12-04).
+// not scanned or extracted yet is pending.
 func attachmentModel(a messaging.Attachment) *model.Attachment {
 	status := a.ScanStatus
 	if status == "" {
 		status = messaging.ScanPending
 	}
+	text := textStatusModel(a.TextStatus)
 	return &model.Attachment{FileID: a.FileID, Name: a.Name, MimeType: a.MIMEType, Size: int(a.Size),
-		ScanStatus: status, Transcript: opt(a.Transcript), TextStatus: model.TextStatusUnsupported,
+		ScanStatus: status, Transcript: opt(a.Transcript), TextStatus: text,
 		File: &model.File{ID: a.FileID, Name: a.Name, MimeType: a.MIMEType, Size: int(a.Size), Sha256: a.SHA256,
-			ScanStatus: status, CreatedAt: a.UploadedAt}}
+			ScanStatus: status, CreatedAt: a.UploadedAt, TextStatus: text}}
+}
+
+// textStatusModel is a stored text status as the enum TextStatus; an
+// unknown or empty one is PENDING.
+func textStatusModel(s string) model.TextStatus {
+	if t := model.TextStatus(strings.ToUpper(s)); t.IsValid() {
+		return t
+	}
+	return model.TextStatusPending
 }
 
 // attachmentModels renders the attachments of one message.
@@ -225,7 +234,7 @@ func attachmentModels(as []messaging.Attachment) []*model.Attachment {
 // fileModel renders a file's metadata.
 func fileModel(f files.File) *model.File {
 	return &model.File{ID: f.ID, Name: f.Name, MimeType: f.MIMEType, Size: int(f.Size), Sha256: f.SHA256Hex(),
-		ScanStatus: messaging.ScanStatus(f.ScanStatus), CreatedAt: f.CreatedAt}
+		ScanStatus: messaging.ScanStatus(f.ScanStatus), CreatedAt: f.CreatedAt, TextStatus: textStatusModel(string(f.TextStatus)), Source: &f}
 }
 
 func runReadModel(rd runs.Read) *model.Run {
@@ -398,4 +407,29 @@ func (r *Resolver) fillAttachments(ctx context.Context, elems model.RunContextMe
 		}
 	}
 	return nil
+}
+
+// derefInt is *n, or 0 for nil.
+func derefInt(n *int) int {
+	if n == nil {
+		return 0
+	}
+	return *n
+}
+
+// hasFileText reports whether a context element carries a file whose text
+// an agent may read (ready and served, as files.Service.MessagesWithText
+// decides for an answer's provenance): the element then puts unverified
+// in play (domain.InPlayWithFiles).
+func (r *Resolver) hasFileText(e *model.RunContextMessage) bool {
+	for _, a := range e.Attachments {
+		if a.TextStatus != model.TextStatusReady {
+			continue
+		}
+		f := files.File{ScanStatus: files.ScanStatus(a.ScanStatus)}
+		if f.Servable(r.Files.RequireScan()) {
+			return true
+		}
+	}
+	return false
 }

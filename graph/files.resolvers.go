@@ -8,10 +8,38 @@ package graph
 import (
 	"context"
 
+	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
+	"bothy.example.com/bothy/internal/files"
 	"github.com/99designs/gqlgen/graphql"
 )
+
+// Text is the resolver for the text field: null unless the text is
+// ready. A file reached through an attachment is read again (file.read),
+// since the attachment carries no more than its metadata.
+func (r *fileResolver) Text(ctx context.Context, obj *model.File, maxBytes *int) (*string, error) {
+	if obj.TextStatus != model.TextStatusReady {
+		return nil, nil
+	}
+	src := obj.Source
+	if src == nil {
+		p, err := caller(ctx)
+		if err != nil {
+			return nil, err
+		}
+		f, err := r.Files.Get(ctx, p, obj.ID)
+		if err != nil {
+			return nil, err
+		}
+		src = &f
+	}
+	t, err := r.Files.TextOf(ctx, *src, derefInt(maxBytes))
+	if err != nil || t.File.TextStatus != files.TextReady {
+		return nil, err
+	}
+	return &t.Text, nil
+}
 
 // UploadFile is the resolver for the uploadFile field.
 func (r *mutationResolver) UploadFile(ctx context.Context, file graphql.Upload) (*model.File, error) {
@@ -65,3 +93,26 @@ func (r *queryResolver) File(ctx context.Context, id string) (*model.File, error
 	}
 	return fileModel(f), nil
 }
+
+// FileText is the resolver for the fileText field: not_found when the
+// caller may not read the file or its scan withholds it, as for a
+// missing one.
+func (r *queryResolver) FileText(ctx context.Context, id string, maxBytes *int) (*model.FileText, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.Files.ReadText(ctx, p, id, derefInt(maxBytes))
+	if err != nil {
+		return nil, err
+	}
+	out := &model.FileText{FileID: t.File.ID, TextStatus: textStatusModel(string(t.File.TextStatus)), Truncated: t.Truncated}
+	if t.File.TextStatus == files.TextReady {
+		out.Text = &t.Text
+	}
+	return out, nil
+}
+
+func (r *Resolver) File() generated.FileResolver { return &fileResolver{r} }
+
+type fileResolver struct{ *Resolver }

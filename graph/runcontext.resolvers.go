@@ -46,8 +46,9 @@ func (r *runResolver) Context(ctx context.Context, obj *model.Run) (*model.RunCo
 }
 
 // TrustSummary is the resolver for the trustSummary field: what every
-// finished element puts in play (domain.InPlay, the lower of its trust
-// and its provenance), follow-ups included, summarised by
+// finished element puts in play (domain.InPlayWithFiles, the lower of its
+// trust and its provenance, unverified when it carries a file with text),
+// follow-ups included, summarised by
 // domain.SummarizeTrust, as runs.FinishedContext.Lowest does for an
 // answer's provenance. The trusts come from the same answers as the
 // elements' trust fields, so the two never disagree; a failing source
@@ -60,7 +61,7 @@ func (r *runContextResolver) TrustSummary(ctx context.Context, obj *model.RunCon
 	elems := append(obj.Elements(), followUps...)
 	trusts := make([]domain.Trust, len(elems))
 	for i, e := range elems {
-		trusts[i] = domain.InPlay(e.Trust, e.Provenance)
+		trusts[i] = domain.InPlayWithFiles(e.Trust, e.Provenance, r.hasFileText(e))
 	}
 	sum := domain.SummarizeTrust(trusts)
 	out := &model.TrustSummary{Lowest: sum.Lowest, Counts: make([]*model.TrustCount, len(sum.Counts))}

@@ -43,6 +43,7 @@ type ResolverRoot interface {
 	Approval() ApprovalResolver
 	AuditEntry() AuditEntryResolver
 	ChannelEvent() ChannelEventResolver
+	File() FileResolver
 	Message() MessageResolver
 	MessageEvent() MessageEventResolver
 	Mutation() MutationResolver
@@ -270,6 +271,15 @@ type ComplexityRoot struct {
 		ScanStatus func(childComplexity int) int
 		Sha256     func(childComplexity int) int
 		Size       func(childComplexity int) int
+		Text       func(childComplexity int, maxBytes *int) int
+		TextStatus func(childComplexity int) int
+	}
+
+	FileText struct {
+		FileID     func(childComplexity int) int
+		Text       func(childComplexity int) int
+		TextStatus func(childComplexity int) int
+		Truncated  func(childComplexity int) int
 	}
 
 	Grant struct {
@@ -444,6 +454,7 @@ type ComplexityRoot struct {
 		Channels      func(childComplexity int, first *int, after *string) int
 		Events        func(childComplexity int, after *string, limit *int, first *int) int
 		File          func(childComplexity int, id string) int
+		FileText      func(childComplexity int, id string, maxBytes *int) int
 		Group         func(childComplexity int, id string) int
 		Message       func(childComplexity int, id string) int
 		Node          func(childComplexity int, id string) int
@@ -734,6 +745,9 @@ type AuditEntryResolver interface {
 type ChannelEventResolver interface {
 	Channel(ctx context.Context, obj *model.ChannelEvent) (*model.Channel, error)
 }
+type FileResolver interface {
+	Text(ctx context.Context, obj *model.File, maxBytes *int) (*string, error)
+}
 type MessageResolver interface {
 	Attachments(ctx context.Context, obj *model.Message) ([]*model.Attachment, error)
 
@@ -804,6 +818,7 @@ type QueryResolver interface {
 	Message(ctx context.Context, id string) (*model.Message, error)
 	Events(ctx context.Context, after *string, limit *int, first *int) (*model.EventPage, error)
 	File(ctx context.Context, id string) (*model.File, error)
+	FileText(ctx context.Context, id string, maxBytes *int) (*model.FileText, error)
 	TriggeredRuns(ctx context.Context, first *int, after *string) (*model.RunConnection, error)
 	Run(ctx context.Context, id string) (*model.Run, error)
 	AgentEvents(ctx context.Context, after *string, waitSeconds *int, first *int) (*model.AgentEventPage, error)
@@ -1727,6 +1742,48 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.File.Size(childComplexity), true
+	case "File.text":
+		if e.ComplexityRoot.File.Text == nil {
+			break
+		}
+
+		args, err := ec.field_File_text_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.File.Text(childComplexity, args["maxBytes"].(*int)), true
+	case "File.textStatus":
+		if e.ComplexityRoot.File.TextStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.File.TextStatus(childComplexity), true
+
+	case "FileText.fileId":
+		if e.ComplexityRoot.FileText.FileID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileText.FileID(childComplexity), true
+	case "FileText.text":
+		if e.ComplexityRoot.FileText.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileText.Text(childComplexity), true
+	case "FileText.textStatus":
+		if e.ComplexityRoot.FileText.TextStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileText.TextStatus(childComplexity), true
+	case "FileText.truncated":
+		if e.ComplexityRoot.FileText.Truncated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileText.Truncated(childComplexity), true
 
 	case "Grant.createdAt":
 		if e.ComplexityRoot.Grant.CreatedAt == nil {
@@ -2734,6 +2791,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.File(childComplexity, args["id"].(string)), true
+	case "Query.fileText":
+		if e.ComplexityRoot.Query.FileText == nil {
+			break
+		}
+
+		args, err := ec.field_Query_fileText_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.FileText(childComplexity, args["id"].(string), args["maxBytes"].(*int)), true
 	case "Query.group":
 		if e.ComplexityRoot.Query.Group == nil {
 			break
@@ -5515,20 +5583,22 @@ preflight.
 scalar Upload
 
 """
-Whether a file's text has been extracted for agents. This server does not
-extract text yet: every file is UNSUPPORTED until it does
-(docs/DECISIONS.md).
+Whether a file's text has been extracted for agents (text, Markdown, CSV,
+JSON, HTML, DOCX, XLSX). A file is extracted after its scan: an infected
+file, one whose scan failed and one no scanner checked while
+files.require_scan is on are never extracted (FAILED). The text is data,
+never an instruction, with trust UNVERIFIED whatever its uploader's.
 """
 enum TextStatus {
-  "Extraction has not finished yet."
+  "The scan or the extraction has not finished yet."
   PENDING
-  "The text is extracted and can be read."
+  "The text is extracted and can be read (File.text)."
   READY
-  "No text is extracted from a file of this type."
+  "No text is extracted from a file of this type (PDF, images, archives...)."
   UNSUPPORTED
-  "The file's text is larger than files.text_max_bytes."
+  "The file passes a bound of the extraction (what it unpacks, its archive entries): an archive bomb ends here."
   TOO_LARGE
-  "Extraction failed."
+  "The file could not be read as its type says, its extraction took too long, or its scan withholds it."
   FAILED
 }
 
@@ -5548,6 +5618,34 @@ type File {
   scanStatus: ScanStatus!
   "When the file was uploaded."
   createdAt: Time!
+  "Whether the file's text is extracted for agents."
+  textStatus: TextStatus!
+  """
+  The file's text, null unless textStatus is READY: data, never an
+  instruction, with trust UNVERIFIED whatever the uploader's (reading it
+  lowers a run's in-play trust). At most maxBytes bytes of UTF-8, cut at a
+  character boundary; maxBytes defaults to and is capped at
+  files.text_max_bytes.
+  """
+  text(
+    "The most bytes of text to answer."
+    maxBytes: Int
+  ): String
+}
+
+"""
+A file's text as the REST route GET /api/v1/files/{file_id}/text answers
+it (Query.fileText).
+"""
+type FileText {
+  "The file's id."
+  fileId: ID!
+  "Whether the file's text is extracted."
+  textStatus: TextStatus!
+  "The text, null unless textStatus is READY (see File.text)."
+  text: String
+  "Whether the file has more text than text holds (cut by maxBytes, or by files.text_max_bytes at the extraction)."
+  truncated: Boolean!
 }
 
 "An agent's capabilities beyond its grants, which an owner grants."
@@ -5578,6 +5676,18 @@ extend type Query {
     "The file's id."
     id: ID!
   ): File
+  """
+  A file's text for agents, read like Query.file (action file.read), and
+  also not_found, like the bytes, for a file withheld for its scan state
+  (infected, scan failed or pending, not scanned while files.require_scan
+  is on). maxBytes as File.text.
+  """
+  fileText(
+    "The file's id."
+    id: ID!
+    "The most bytes of text to answer."
+    maxBytes: Int
+  ): FileText
 }
 
 extend type Mutation {
@@ -6708,8 +6818,26 @@ func (ec *executionContext) childFields_File(ctx context.Context, field graphql.
 		return ec.fieldContext_File_scanStatus(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_File_createdAt(ctx, field)
+	case "textStatus":
+		return ec.fieldContext_File_textStatus(ctx, field)
+	case "text":
+		return ec.fieldContext_File_text(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type File", field.Name)
+}
+
+func (ec *executionContext) childFields_FileText(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "fileId":
+		return ec.fieldContext_FileText_fileId(ctx, field)
+	case "textStatus":
+		return ec.fieldContext_FileText_textStatus(ctx, field)
+	case "text":
+		return ec.fieldContext_FileText_text(ctx, field)
+	case "truncated":
+		return ec.fieldContext_FileText_truncated(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type FileText", field.Name)
 }
 
 func (ec *executionContext) childFields_Grant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7369,6 +7497,20 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 // endregion ************************** internal!.gotpl ***************************
 
 // region    ***************************** args.gotpl *****************************
+
+func (ec *executionContext) field_File_text_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "maxBytes",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxBytes"] = arg0
+	return args, nil
+}
 
 func (ec *executionContext) field_Mutation_ackAgentEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
@@ -8305,6 +8447,28 @@ func (ec *executionContext) field_Query_events_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["first"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_fileText_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "maxBytes",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxBytes"] = arg1
 	return args, nil
 }
 
@@ -12139,6 +12303,165 @@ func (ec *executionContext) _File_createdAt(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_File_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("File", field, false, false, "Time")
+}
+
+func (ec *executionContext) _File_textStatus(ctx context.Context, field graphql.CollectedField, obj *model.File) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_File_textStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TextStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TextStatus) graphql.Marshaler {
+			return ec.marshalNTextStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTextStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_File_textStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("File", field, false, false, "TextStatus")
+}
+
+func (ec *executionContext) _File_text(ctx context.Context, field graphql.CollectedField, obj *model.File) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_File_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.File().Text(ctx, obj, fc.Args["maxBytes"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_File_text(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "File",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_File_text_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _FileText_fileId(ctx context.Context, field graphql.CollectedField, obj *model.FileText) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileText_fileId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FileID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FileText_fileId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileText", field, false, false, "ID")
+}
+
+func (ec *executionContext) _FileText_textStatus(ctx context.Context, field graphql.CollectedField, obj *model.FileText) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileText_textStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TextStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TextStatus) graphql.Marshaler {
+			return ec.marshalNTextStatus2bothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐTextStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FileText_textStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileText", field, false, false, "TextStatus")
+}
+
+func (ec *executionContext) _FileText_text(ctx context.Context, field graphql.CollectedField, obj *model.FileText) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileText_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_FileText_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileText", field, false, false, "String")
+}
+
+func (ec *executionContext) _FileText_truncated(ctx context.Context, field graphql.CollectedField, obj *model.FileText) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileText_truncated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Truncated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FileText_truncated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileText", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Grant_id(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
@@ -16452,6 +16775,50 @@ func (ec *executionContext) fieldContext_Query_file(ctx context.Context, field g
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_file_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_fileText(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_fileText(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().FileText(ctx, fc.Args["id"].(string), fc.Args["maxBytes"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.FileText) graphql.Marshaler {
+			return ec.marshalOFileText2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐFileText(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_fileText(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_FileText(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_fileText_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -24792,35 +25159,94 @@ func (ec *executionContext) _File(ctx context.Context, sel ast.SelectionSet, obj
 		case "id":
 			out.Values[i] = ec._File_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "name":
 			out.Values[i] = ec._File_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "mimeType":
 			out.Values[i] = ec._File_mimeType(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "size":
 			out.Values[i] = ec._File_size(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "sha256":
 			out.Values[i] = ec._File_sha256(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "scanStatus":
 			out.Values[i] = ec._File_scanStatus(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "createdAt":
 			out.Values[i] = ec._File_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "textStatus":
+			out.Values[i] = ec._File_textStatus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "text":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._File_text(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var fileTextImplementors = []string{"FileText"}
+
+func (ec *executionContext) _FileText(ctx context.Context, sel ast.SelectionSet, obj *model.FileText) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, fileTextImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("FileText")
+		case "fileId":
+			out.Values[i] = ec._FileText_fileId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "textStatus":
+			out.Values[i] = ec._FileText_textStatus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._FileText_text(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "truncated":
+			out.Values[i] = ec._FileText_truncated(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -26047,6 +26473,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_file(ctx, field)
+				})
+		case "fileText":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_fileText(ctx, field)
 				})
 		case "triggeredRuns":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -29846,6 +30278,13 @@ func (ec *executionContext) marshalOFile2ᚖbothyᚗexampleᚗcomᚋbothyᚋgrap
 		return graphql.Null
 	}
 	return ec._File(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOFileText2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐFileText(ctx context.Context, sel ast.SelectionSet, v *model.FileText) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._FileText(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOGrant2ᚖbothyᚗexampleᚗcomᚋbothyᚋgraphᚋmodelᚐGrant(ctx context.Context, sel ast.SelectionSet, v *model.Grant) graphql.Marshaler {

@@ -11,6 +11,7 @@ import (
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/files"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/runs"
@@ -373,6 +374,23 @@ type File struct {
 	ScanStatus messaging.ScanStatus `json:"scanStatus"`
 	// When the file was uploaded.
 	CreatedAt time.Time `json:"createdAt"`
+	// Whether the file's text is extracted for agents.
+	TextStatus TextStatus `json:"textStatus"`
+	// Source is the file as the files module answered it, when the request read it (nil for an attachment's file).
+	Source *files.File `json:"-"`
+}
+
+// A file's text as the REST route GET /api/v1/files/{file_id}/text answers
+// it (Query.fileText).
+type FileText struct {
+	// The file's id.
+	FileID string `json:"fileId"`
+	// Whether the file's text is extracted.
+	TextStatus TextStatus `json:"textStatus"`
+	// The text, null unless textStatus is READY (see File.text).
+	Text *string `json:"text,omitempty"`
+	// Whether the file has more text than text holds (cut by maxBytes, or by files.text_max_bytes at the extraction).
+	Truncated bool `json:"truncated"`
 }
 
 // A right of a principal or group on a space or channel.
@@ -1091,21 +1109,23 @@ func (e AuditDecision) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Whether a file's text has been extracted for agents. This server does not
-// extract text yet: every file is UNSUPPORTED until it does
-// (docs/DECISIONS.md).
+// Whether a file's text has been extracted for agents (text, Markdown, CSV,
+// JSON, HTML, DOCX, XLSX). A file is extracted after its scan: an infected
+// file, one whose scan failed and one no scanner checked while
+// files.require_scan is on are never extracted (FAILED). The text is data,
+// never an instruction, with trust UNVERIFIED whatever its uploader's.
 type TextStatus string
 
 const (
-	// Extraction has not finished yet.
+	// The scan or the extraction has not finished yet.
 	TextStatusPending TextStatus = "PENDING"
-	// The text is extracted and can be read.
+	// The text is extracted and can be read (File.text).
 	TextStatusReady TextStatus = "READY"
-	// No text is extracted from a file of this type.
+	// No text is extracted from a file of this type (PDF, images, archives...).
 	TextStatusUnsupported TextStatus = "UNSUPPORTED"
-	// The file's text is larger than files.text_max_bytes.
+	// The file passes a bound of the extraction (what it unpacks, its archive entries): an archive bomb ends here.
 	TextStatusTooLarge TextStatus = "TOO_LARGE"
-	// Extraction failed.
+	// The file could not be read as its type says, its extraction took too long, or its scan withholds it.
 	TextStatusFailed TextStatus = "FAILED"
 )
 

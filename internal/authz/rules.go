@@ -285,6 +285,12 @@ const (
 	// FileReadByOwner is what an owner's allowed file.read is audited as
 	// (no request names it; its row is file.read's with allows audited).
 	FileReadByOwner Action = "file.read.owner"
+	// FileDelete is the files sweep's deletion of a file whose time is up
+	// (files.orphan_ttl, files.deleted_ttl): no request and no principal
+	// do it, so no door decides it; the server records it
+	// (Service.AuditSystem) under the operator, whose retention settings
+	// it applies.
+	FileDelete Action = "file.delete"
 	// PrincipalCapabilities sets an agent's owner-granted capabilities
 	// (files_out; owners only, audited).
 	PrincipalCapabilities Action = "principal.capabilities"
@@ -378,6 +384,7 @@ var Table = map[Action]Spec{
 	FileUpload:            {needRead, ratelimit.File, true},
 	FileRead:              {needFileRead, ratelimit.Read, false},
 	FileReadByOwner:       {needFileRead, ratelimit.Read, true},
+	FileDelete:            {needOwner, ratelimit.Admin, true},
 	PrincipalCapabilities: {needOwner, ratelimit.Admin, true},
 }
 

@@ -455,6 +455,24 @@ func (s *Service) audit(ctx context.Context, actorID string, action Action, d De
 	return s.st.auditDeny(ctx, actorID, action, d.Reason, p.Kind, resID, now.Truncate(s.window), now)
 }
 
+// SystemActorID is the actor of what the server does by itself, with no
+// request (the files sweep's deletions): the nil UUID, which is the local
+// operator's (admin.Operator), so that the log answers such rows as the
+// actor "operator" (identity.OperatorHandle): the server applies the
+// operator's settings.
+const SystemActorID = "00000000-0000-0000-0000-000000000000"
+
+// AuditSystem records an allow of action on the resource (kind, id) done
+// by the server itself (SystemActorID), whatever the action's row says,
+// on the pool like every audit row. No door decides such an action.
+func (s *Service) AuditSystem(ctx context.Context, action Action, kind ResourceKind, id string) error {
+	var resID any
+	if ids.Valid(id) {
+		resID = id
+	}
+	return s.st.auditAllow(ctx, SystemActorID, action, kind, resID, s.st.clock.Now())
+}
+
 // auditedAs is the action an allow is audited as: an owner's read of a
 // file is recorded (as file.read.owner, whose row audits allows), since
 // an owner reads what others posted; every other decision as itself.

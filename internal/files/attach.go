@@ -72,7 +72,7 @@ func (s *Service) Attach(ctx context.Context, actor identity.Principal, messageI
 // AttachmentOf is f as a message shows it.
 func AttachmentOf(f File) messaging.Attachment {
 	return messaging.Attachment{FileID: f.ID, Name: f.Name, MIMEType: f.MIMEType, Size: f.Size, ScanStatus: messaging.ScanStatus(f.ScanStatus),
-		SHA256: f.SHA256Hex(), UploadedAt: f.CreatedAt}
+		TextStatus: string(f.TextStatus), SHA256: f.SHA256Hex(), UploadedAt: f.CreatedAt}
 }
 
 // AttachmentsOf returns the attachments of the messages of list, keyed by
@@ -95,4 +95,22 @@ func (s *Service) AttachmentsOf(ctx context.Context, list []string) (map[string]
 // calls it). From then on they are served to nobody.
 func (s *Service) MessageDeleted(ctx context.Context, messageID string) error {
 	return s.st.scheduleDelete(ctx, messageID, s.d.Clock.Now().Add(s.d.Limits.DeletedTTL))
+}
+
+// MessagesWithText returns which of the messages of list carry a file
+// whose text an agent may read (ready and served), in one statement: the
+// runs module counts such a message as unverified in a run's trust
+// summary and an answer's provenance (docs/design/trust.md#files).
+func (s *Service) MessagesWithText(ctx context.Context, list []string) (map[string]bool, error) {
+	fs, err := s.st.byMessages(ctx, list)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, f := range fs {
+		if f.TextStatus == TextReady && f.Servable(s.d.Limits.RequireScan) {
+			out[f.MessageID] = true
+		}
+	}
+	return out, nil
 }

@@ -39,11 +39,16 @@ type File struct {
 	Size       int64
 	SHA256     []byte
 	ScanStatus ScanStatus
+	// TextStatus is where the extraction of the file's text stands.
+	TextStatus TextStatus
 	// MessageID is the message the file is attached to; empty before.
 	MessageID string
 	CreatedAt time.Time
 	// storageKey names the bytes in the blob store.
 	storageKey string
+	// textTruncated reports that the stored text was cut at
+	// files.text_max_bytes.
+	textTruncated bool
 }
 
 // SHA256Hex is the file's digest in lower-case hex, as the API shows it.

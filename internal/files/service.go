@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gabriel-vasile/mimetype"
 	"gocloud.dev/blob"
@@ -30,6 +31,8 @@ type Limits struct {
 	RequireScan bool          // files.require_scan
 	OrphanTTL   time.Duration // files.orphan_ttl
 	DeletedTTL  time.Duration // files.deleted_ttl
+	// TextMaxBytes is files.text_max_bytes: the most text kept of a file.
+	TextMaxBytes int64
 }
 
 // Capabilities answers whether an agent holds an owner-granted
@@ -63,6 +66,9 @@ type Deps struct {
 	Clock    clock.Clock
 	Log      *slog.Logger
 	Limits   Limits
+	// Scanner scans every upload (files.clamd_addr); nil: no scanner, and
+	// uploads are not_scanned.
+	Scanner Scanner
 }
 
 // Service is the files module's service.
@@ -73,6 +79,7 @@ type Service struct {
 	once    sync.Once
 	bucket  *blob.Bucket
 	openErr error
+	metrics *metrics
 }
 
 // NewService returns the files service.
@@ -136,9 +143,12 @@ func (s *Service) Upload(ctx context.Context, actor identity.Principal, name str
 	if _, _, err := s.d.Authz.Authorize(ctx, actor, authz.FileUpload, authz.Own(authz.KindPrincipal, actor.ID)); err != nil {
 		return File{}, err
 	}
-	f := File{ID: ids.New(), UploaderID: actor.ID, Name: CleanName(name), ScanStatus: ScanNotScanned,
+	f := File{ID: ids.New(), UploaderID: actor.ID, Name: CleanName(name), ScanStatus: ScanNotScanned, TextStatus: TextPending,
 		CreatedAt: s.d.Clock.Now().UTC().Truncate(time.Microsecond)}
 	f.storageKey = f.ID
+	if s.d.Scanner != nil {
+		f.ScanStatus = ScanPending
+	}
 	if err := s.write(ctx, &f, body); err != nil {
 		return File{}, err
 	}
@@ -158,6 +168,12 @@ func (s *Service) Upload(ctx context.Context, actor identity.Principal, name str
 	if err != nil {
 		s.dropBlob(f.storageKey)
 		return File{}, err
+	}
+	// Scanning and extraction finish in the request, whatever the client
+	// does meanwhile, so that the answer shows the verdict; what fails
+	// here stays pending for the sweep.
+	if err := s.process(context.WithoutCancel(ctx), &f); err != nil {
+		s.d.Log.Warn("files: an upload stays pending until the sweep", "file_id", f.ID, "error", err.Error())
 	}
 	return f, nil
 }
@@ -323,3 +339,72 @@ func (s *Service) Open(ctx context.Context, actor identity.Principal, id string)
 
 // isNotFound reports a blob store's "no such object".
 func isNotFound(err error) bool { return gcerrors.Code(err) == gcerrors.NotFound }
+
+// Text is what a reader gets of a file's text.
+type Text struct {
+	File File
+	// Text is the file's text, at most the maxBytes asked (and
+	// files.text_max_bytes), cut at a character boundary; empty unless
+	// File.TextStatus is TextReady.
+	Text string
+	// Truncated reports that the file has more text than Text: cut here
+	// by maxBytes, or at the extraction by files.text_max_bytes.
+	Truncated bool
+}
+
+// ReadText returns the text of file id when actor may read it (Get) and
+// the file may be served (File.Servable), with the same not_found as Open
+// otherwise. maxBytes <= 0 or above files.text_max_bytes means
+// files.text_max_bytes. The text is data: whoever renders it marks it
+// untrusted (docs/design/trust.md#files).
+func (s *Service) ReadText(ctx context.Context, actor identity.Principal, id string, maxBytes int) (Text, error) {
+	f, err := s.Get(ctx, actor, id)
+	if err != nil {
+		return Text{}, err
+	}
+	if !f.Servable(s.d.Limits.RequireScan) {
+		return Text{}, problem.New(problem.NotFound, "")
+	}
+	return s.textOf(ctx, f, maxBytes)
+}
+
+// TextOf returns the text of f, a file the caller was allowed to read
+// (the GraphQL field File.text of a file Query.file answered): nothing
+// unless its text is ready, which a withheld file's never is.
+func (s *Service) TextOf(ctx context.Context, f File, maxBytes int) (Text, error) {
+	if !f.Servable(s.d.Limits.RequireScan) {
+		return Text{File: f}, nil
+	}
+	return s.textOf(ctx, f, maxBytes)
+}
+
+func (s *Service) textOf(ctx context.Context, f File, maxBytes int) (Text, error) {
+	out := Text{File: f}
+	if f.TextStatus != TextReady {
+		return out, nil
+	}
+	text, err := s.st.text(ctx, f.ID)
+	if err != nil {
+		return Text{}, problem.Internal("files.text", err)
+	}
+	limit := s.d.Limits.TextMaxBytes
+	if maxBytes > 0 && int64(maxBytes) < limit {
+		limit = int64(maxBytes)
+	}
+	out.Text, out.Truncated = CutText(text, int(limit))
+	out.Truncated = out.Truncated || f.textTruncated
+	return out, nil
+}
+
+// CutText returns at most max bytes of text, cut at a UTF-8 character
+// boundary, and whether it cut anything.
+func CutText(text string, max int) (string, bool) {
+	if len(text) <= max {
+		return text, false
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut], true
+}

@@ -12,17 +12,17 @@ import (
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 
-// store is the stored_files table (migrations/00018_files.sql).
+// store is the stored_files table (migrations/00020_files.sql, 00021_file_text.sql).
 type store struct {
 	pool db.Querier
 }
 
 const fileColumns = `id, uploader_principal_id, name, mime_type, size_bytes, sha256, scan_status,
-	coalesce(message_id::text, ''), created_at, storage_key`
+	coalesce(message_id::text, ''), created_at, storage_key, text_status, text_truncated`
 
 func scanFile(r pgx.Row) (File, error) {
 	var f File
-	err := r.Scan(&f.ID, &f.UploaderID, &f.Name, &f.MIMEType, &f.Size, &f.SHA256, &f.ScanStatus, &f.MessageID, &f.CreatedAt, &f.storageKey)
+	err := r.Scan(&f.ID, &f.UploaderID, &f.Name, &f.MIMEType, &f.Size, &f.SHA256, &f.ScanStatus, &f.MessageID, &f.CreatedAt, &f.storageKey, &f.TextStatus, &f.textTruncated)
 	f.CreatedAt = f.CreatedAt.UTC()
 	return f, err
 }
@@ -42,8 +42,8 @@ func (s store) get(ctx context.Context, id string) (File, error) {
 // insert stores f in the transaction of ctx.
 func (s store) insert(ctx context.Context, f File) error {
 	_, err := db.Q(ctx, s.pool).Exec(ctx, `INSERT INTO stored_files (id, uploader_principal_id, name, mime_type, size_bytes, sha256,
-		storage_key, scan_status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		f.ID, f.UploaderID, f.Name, f.MIMEType, f.Size, f.SHA256, f.storageKey, f.ScanStatus, f.CreatedAt)
+		storage_key, scan_status, created_at, text_status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		f.ID, f.UploaderID, f.Name, f.MIMEType, f.Size, f.SHA256, f.storageKey, f.ScanStatus, f.CreatedAt, f.TextStatus)
 	return err
 }
 
@@ -135,4 +135,39 @@ func (s store) keysExist(ctx context.Context, keys []string) (map[string]bool, e
 		out[k] = true
 	}
 	return out, nil
+}
+
+// setScan stores the scan state of id.
+func (s store) setScan(ctx context.Context, id string, status ScanStatus) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE stored_files SET scan_status = $2 WHERE id = $1`, id, status)
+	return err
+}
+
+// setText stores the text state of id and, when it is ready, the text.
+func (s store) setText(ctx context.Context, id string, status TextStatus, text *string, truncated bool) error {
+	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE stored_files SET text_status = $2, text_content = $3, text_truncated = $4 WHERE id = $1`,
+		id, status, text, truncated)
+	return err
+}
+
+// text returns the stored text of id ("" unless it is ready).
+func (s store) text(ctx context.Context, id string) (string, error) {
+	var t *string
+	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT text_content FROM stored_files WHERE id = $1`, id).Scan(&t)
+	if errors.Is(err, pgx.ErrNoRows) || t == nil {
+		return "", err
+	}
+	return *t, err
+}
+
+// pending returns up to limit live files created before before whose scan
+// or extraction has not finished.
+func (s store) pending(ctx context.Context, before time.Time, limit int) ([]File, error) {
+	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+fileColumns+` FROM stored_files
+		WHERE (scan_status = 'pending' OR text_status = 'pending') AND created_at < $1 AND delete_after IS NULL
+		ORDER BY created_at LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (File, error) { return scanFile(r) })
 }

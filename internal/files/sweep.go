@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+
+	"bothy.example.com/bothy/internal/authz"
 )
 
 // sweepBatch bounds the rows and blobs one sweep step looks at.
@@ -16,7 +18,9 @@ const sweepBatch = 500
 // (a deleted message's, after files.deleted_ttl), unattached uploads
 // older than files.orphan_ttl, and blobs that have no row (an upload that
 // crashed between its bytes and its commit) once they are older than
-// files.orphan_ttl, which no upload in progress is. Blobs go before rows,
+// files.orphan_ttl, which no upload in progress is; every deleted file is
+// audited (file.delete, by the system actor). It also finishes the scans
+// and extractions a crash or a failure left pending. Blobs go before rows,
 // so that a failure leaves a row whose sweep is retried, never bytes that
 // nothing names. It returns how many files and orphan blobs it deleted.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
@@ -38,6 +42,12 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 			return n, fmt.Errorf("files sweep: %w", err)
 		}
 		n++
+		if err := s.d.Authz.AuditSystem(ctx, authz.FileDelete, authz.KindFile, f.ID); err != nil {
+			return n, fmt.Errorf("files sweep: audit: %w", err)
+		}
+	}
+	if _, err := s.retryPending(ctx, now); err != nil {
+		return n, err
 	}
 	orphans, err := s.sweepBlobs(ctx, bucket, now.Add(-s.d.Limits.OrphanTTL))
 	return n + orphans, err

@@ -81,10 +81,13 @@ type Deps struct {
 func Register(mux *http.ServeMux, d Deps) {
 	agents := newServer("bothy-agent")
 	addAgentTools(agents, d)
+	addFileTools(agents, d)
 	runners := newServer("bothy-run")
 	addRunTools(runners, d)
+	addFileTools(runners, d)
 	people := newServer("bothy")
 	addPeopleTools(people, d)
+	addFileTools(people, d)
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		ti := auth.TokenInfoFromContext(r.Context())
 		if ti == nil {

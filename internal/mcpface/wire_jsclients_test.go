@@ -89,7 +89,7 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 	if len(alex) != 3 {
 		t.Fatalf("%d lines", len(alex))
 	}
-	if got := strings.Join(toolsOf(t, "{\"tools\":"+string(alex[0]["tools"])+"}"), ","); got != "get_run,list_channels,list_runs,mention_agent,post_message,read_thread" {
+	if got := strings.Join(toolsOf(t, "{\"tools\":"+string(alex[0]["tools"])+"}"), ","); got != "get_run,list_channels,list_runs,mention_agent,post_message,read_file,read_thread" {
 		t.Fatalf("alex's tools through the TypeScript SDK: %s", got)
 	}
 	for _, l := range alex[1:] {
@@ -103,7 +103,7 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 		t.Fatalf("hidden %s, missing %s", sam[1]["text"], sam[2]["text"])
 	}
 	lotse := lines(node(t, "client.mjs", url, env.World.Token("lotse"), "wait_for_run", `{"wait_seconds":1}`))
-	if got := strings.Join(toolsOf(t, "{\"tools\":"+string(lotse[0]["tools"])+"}"), ","); got != "await_approval,claim_run,finish_run,post_answer,read_run_context,request_approval,update_live,wait_for_run" {
+	if got := strings.Join(toolsOf(t, "{\"tools\":"+string(lotse[0]["tools"])+"}"), ","); got != "await_approval,claim_run,finish_run,post_answer,read_file,read_run_context,request_approval,update_live,wait_for_run" {
 		t.Fatalf("lotse's tools through the TypeScript SDK: %s", got)
 	}
 }
@@ -115,7 +115,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	cli, _ := filepath.Abs(filepath.Join(jsDir, "node_modules", "@modelcontextprotocol", "inspector-cli", "build", "cli.js"))
 	out := node(t, cli, "--cli", env.URL+"/mcp", "--transport", "http", "--header", "Authorization: Bearer "+env.World.Token("alex"), "--method", "tools/list")
-	if got := strings.Join(toolsOf(t, out), ","); got != "get_run,list_channels,list_runs,mention_agent,post_message,read_thread" {
+	if got := strings.Join(toolsOf(t, out), ","); got != "get_run,list_channels,list_runs,mention_agent,post_message,read_file,read_thread" {
 		t.Fatalf("the Inspector lists %s", got)
 	}
 	// The list depends on the token: nobody but the caller caches it.

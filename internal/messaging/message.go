@@ -51,6 +51,9 @@ type Attachment struct {
 	ScanStatus ScanStatus
 	// Transcript is the transcript of a voice message, when there is one.
 	Transcript string
+	// TextStatus is where the extraction of the file's text stands
+	// (pending, ready, unsupported, too_large or failed).
+	TextStatus string
 	// SHA256 (lower-case hex) and UploadedAt describe the file itself
 	// (Attachment.file).
 	SHA256     string
@@ -168,10 +171,15 @@ func Payload(m Message) map[string]any {
 func attachmentsPayload(as []Attachment) []any {
 	out := make([]any, len(as))
 	for i, a := range as {
-		// No text is extracted yet: every file's text_status is
-		// unsupported, as on the GraphQL face (docs/DECISIONS.md).
+		// The states at the message's creation, as the GraphQL face
+		// shows them then; a later scan or extraction is read from the
+		// message, not from its event.
+		text := a.TextStatus
+		if text == "" {
+			text = "pending"
+		}
 		p := map[string]any{"file_id": a.FileID, "name": a.Name, "mime_type": a.MIMEType, "size": a.Size, "scan_status": string(a.ScanStatus),
-			"text_status": "unsupported"}
+			"text_status": text}
 		if a.Transcript != "" {
 			p["transcript"] = a.Transcript
 		}

@@ -31,6 +31,8 @@ func configured(cfg *config.Config, d Deps, uow *db.DB, ident *identity.Service,
 				Lease: cfg.Duration(config.RunLeaseTimeout), MaxAttempts: cfg.Int(config.RunMaxAttempts), CancelGrace: cfg.Duration(config.RunCancelGrace)}},
 		Files: files.Deps{Pool: d.Pool, DB: uow, Storage: cfg.String(config.FilesStorage), Capabilities: ident, Clock: d.Clock, Log: d.Logger,
 			Limits: files.Limits{MaxBytes: int64(cfg.Int(config.FilesMaxBytes)), QuotaBytes: int64(cfg.Int(config.FilesQuotaBytes)),
-				RequireScan: cfg.Bool(config.FilesRequireScan), OrphanTTL: cfg.Duration(config.FilesOrphanTTL), DeletedTTL: cfg.Duration(config.FilesDeletedTTL)}},
+				RequireScan: cfg.Bool(config.FilesRequireScan), OrphanTTL: cfg.Duration(config.FilesOrphanTTL), DeletedTTL: cfg.Duration(config.FilesDeletedTTL),
+				TextMaxBytes: int64(cfg.Int(config.FilesTextMaxBytes))},
+			Scanner: files.NewScanner(cfg.String(config.FilesClamdAddr), cfg.Duration(config.FilesClamdTimeout), int64(cfg.Int(config.FilesMaxBytes)))},
 	}
 }

@@ -156,7 +156,9 @@ func New(d Deps) (*Set, error) {
 	az.Register(runSvc, authz.KindRun)
 	deps.Files.Authz, deps.Files.Messages, deps.Files.Triggers = az, msg, runSvc
 	fs := files.NewService(deps.Files)
+	fs.Instrument(d.Registry)
 	msg.AttachWith(fs)
+	runSvc.ReadFileTextsWith(fs)
 	adm := admin.NewService(uow, az, chatSvc, ident, evLog, admin.Writers{Chat: chatW, Identity: identW, Authz: azW}, admin.Options{TokenTTL: cfg.Duration(config.TokenDefaultTTL),
 		PrincipalListDefault: cfg.Int(config.AdminPrincipalListLimitDefault), PrincipalListMax: cfg.Int(config.AdminPrincipalListLimitMax),
 		Runs: runSvc, Log: d.Logger})

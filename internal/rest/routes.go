@@ -26,7 +26,7 @@ const (
 	sessionFields      = `id threadId agentId isCurrent started externalRef createdAt`
 	contextMsgFields   = `messageId threadSeq createdAt channelId author { ` + principalRefFields + ` } role origin kind contentMd truncated attachments { ` + attachmentFields + ` } replyToMessageId trust provenance alreadyDelivered`
 	attachmentFields   = `fileId name mimeType size scanStatus transcript textStatus`
-	fileFields         = `id name mimeType size sha256 scanStatus createdAt`
+	fileFields         = `id name mimeType size sha256 scanStatus textStatus createdAt`
 	contextFields      = `runId contextFloorSeq triggerMessage { ` + contextMsgFields + ` } threadContext { ` + contextMsgFields + ` } channelContext { ` + contextMsgFields + ` } truncatedBeforeSeq followUps { ` + contextMsgFields + ` } trustSummary { lowest counts { trust count } }`
 )
 
@@ -50,6 +50,11 @@ var coreRoutes = []Route{
 		OperationID: "uploadFile", Action: authz.FileUpload, Method: http.MethodPost, Path: "/api/v1/files", Result: "uploadFile",
 		Created: true, Upload: "file",
 		Document: `mutation uploadFile($file: Upload!) { uploadFile(file: $file) { ` + fileFields + ` } }`,
+	},
+	{
+		OperationID: "getFileText", Action: authz.FileRead, Method: http.MethodGet, Path: "/api/v1/files/{file_id}/text", Result: "fileText",
+		Params:   []Param{path("file_id"), {Name: "max_bytes", In: InQuery, Var: "maxBytes", Int: true}},
+		Document: `query getFileText($id: ID!, $maxBytes: Int) { fileText(id: $id, maxBytes: $maxBytes) { fileId textStatus text truncated } }`,
 	},
 	{
 		OperationID: "getViewer", Action: authz.ViewerRead, Method: http.MethodGet, Path: "/api/v1/me", Result: "viewer",

@@ -69,18 +69,30 @@ func (s *Service) liveLowest(ctx context.Context, agent identity.Principal, runI
 	if err != nil {
 		return "", err
 	}
-	return fc.Lowest(followUps), nil
+	elems := append(fc.Context.Elements(), followUps...)
+	withText := map[string]bool{}
+	if s.fileTexts != nil {
+		list := make([]string, len(elems))
+		for i, e := range elems {
+			list[i] = e.ID
+		}
+		if withText, err = s.fileTexts.MessagesWithText(ctx, list); err != nil {
+			return "", problem.Internal("runs.liveLowest", err)
+		}
+	}
+	return fc.Lowest(elems, withText), nil
 }
 
-// Lowest is the lowest trust summary of the finished context with its
-// follow-ups: domain.SummarizeTrust over what every element puts in play
-// (domain.InPlay, the lower of trust and provenance).
-func (fc *FinishedContext) Lowest(followUps []ContextElement) trust.Level {
-	elems := append(fc.Context.Elements(), followUps...)
+// Lowest is the lowest trust summary of the elements of the finished
+// context (its follow-ups included): domain.SummarizeTrust over what
+// every element puts in play (domain.InPlayWithFiles: the lower of trust
+// and provenance, unverified for an element in withText, which carries a
+// file with text).
+func (fc *FinishedContext) Lowest(elems []ContextElement, withText map[string]bool) trust.Level {
 	levels := make([]domain.Trust, len(elems))
 	for i, e := range elems {
 		f := fc.Finish(e)
-		levels[i] = domain.InPlay(f.Trust, f.Provenance)
+		levels[i] = domain.InPlayWithFiles(f.Trust, f.Provenance, withText[e.ID])
 	}
 	return domain.SummarizeTrust(levels).Lowest
 }

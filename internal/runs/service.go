@@ -58,7 +58,21 @@ type Service struct {
 	// contextLimits build the context an answer's provenance is decided
 	// on (AnswerProvenance), the same limits a context read has.
 	contextLimits ContextLimits
+	// fileTexts answers which context messages carry a file with text
+	// (the files module; nil: none do).
+	fileTexts FileTexts
 }
+
+// FileTexts answers which of a list of messages carry a file whose text
+// an agent may read (the files module).
+type FileTexts interface {
+	MessagesWithText(ctx context.Context, messageIDs []string) (map[string]bool, error)
+}
+
+// ReadFileTextsWith sets the files module once it exists (it is made
+// after runs): an answer's provenance counts a context message with file
+// text as unverified (domain.InPlayWithFiles).
+func (s *Service) ReadFileTextsWith(f FileTexts) { s.fileTexts = f }
 
 // Deps are the collaborators of the runs module.
 type Deps struct {

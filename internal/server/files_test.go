@@ -202,7 +202,7 @@ func TestFilesAttach(t *testing.T) {
 	var m map[string]any
 	json.Unmarshal(r.Body, &m)
 	as := m["attachments"].([]any)
-	if len(as) != 1 || as[0].(map[string]any)["file_id"] != file || as[0].(map[string]any)["text_status"] != "unsupported" ||
+	if len(as) != 1 || as[0].(map[string]any)["file_id"] != file || as[0].(map[string]any)["text_status"] != "failed" ||
 		as[0].(map[string]any)["scan_status"] != "not_scanned" {
 		t.Fatalf("attachments: %v", as)
 	}
@@ -210,7 +210,7 @@ func TestFilesAttach(t *testing.T) {
 	// (the harness validates it against the document).
 	var page map[string]any
 	json.Unmarshal(env.REST(http.MethodGet, "/api/v1/events", env.World.Token("sam"), nil).Body, &page)
-	if !strings.Contains(mustJSON(page), `"text_status":"unsupported"`) {
+	if !strings.Contains(mustJSON(page), `"text_status":"failed"`) {
 		t.Fatalf("events without the attachment: %v", page)
 	}
 	// A replay with the same files is the original, not "already attached".
@@ -238,7 +238,7 @@ func TestFilesAttach(t *testing.T) {
 	}
 	res := env.GraphQL(env.World.Token("sam"), `query($id: ID!) { message(id: $id) { attachments { fileId textStatus file { sha256 } } } }`, map[string]any{"id": m["id"]}, &got)
 	if len(res.Errors) > 0 || len(got.Message.Attachments) != 1 || got.Message.Attachments[0].FileID != file ||
-		got.Message.Attachments[0].TextStatus != "UNSUPPORTED" || len(got.Message.Attachments[0].File.Sha256) != 64 {
+		got.Message.Attachments[0].TextStatus != "FAILED" || len(got.Message.Attachments[0].File.Sha256) != 64 {
 		t.Fatalf("GraphQL attachments: %+v %+v", got, res.Errors)
 	}
 

@@ -136,6 +136,9 @@ const (
 	FilesRequireScan                   = "files.require_scan"
 	FilesOrphanTTL                     = "files.orphan_ttl"
 	FilesDeletedTTL                    = "files.deleted_ttl"
+	FilesClamdAddr                     = "files.clamd_addr"
+	FilesClamdTimeout                  = "files.clamd_timeout"
+	FilesTextMaxBytes                  = "files.text_max_bytes"
 	RateFilePerMinute                  = "ratelimit.rl.file.per_minute"
 	RateFileBurst                      = "ratelimit.rl.file.burst"
 )
@@ -244,6 +247,9 @@ var Registry = []Key{
 	{FilesRequireScan, TypeBool, "true", "", "whether a file no scanner checked (scan status not_scanned) is withheld from readers; bothy dev sets it to false"},
 	{FilesOrphanTTL, TypeDuration, "24h", "1m", "how long an uploaded file may stay unattached before it is deleted"},
 	{FilesDeletedTTL, TypeDuration, "24h", "0s", "how long the files of a deleted message are kept before they are deleted"},
+	{FilesClamdAddr, TypeString, "", "", "address of the clamd that scans every upload (tcp://host:3310 or unix:///path/to/clamd.ctl); empty: no scanner, uploads are not_scanned and files.require_scan decides whether they are served"},
+	{FilesClamdTimeout, TypeDuration, "30s", "1s", "longest wait for each step of a scan (connecting to clamd, sending a chunk, its verdict); a scan that takes longer ends failed"},
+	{FilesTextMaxBytes, TypeInt, "262144", "1", "most text kept of a file for agents (bytes of UTF-8); longer text is cut at a character boundary, and File.text(maxBytes) is capped at it"},
 	{RateFilePerMinute, TypeInt, "30", "1", "refill of the rl.file bucket (uploads) per principal and minute"},
 	{RateFileBurst, TypeInt, "10", "1", "size of the rl.file bucket per principal"},
 }

@@ -103,6 +103,18 @@ func ElementProvenance(m AuthorFacts, p RunParties, t Trust, stored Trust) Trust
 // agent quoting untrusted data) lowers the run as the data itself would.
 func InPlay(t, provenance Trust) Trust { return trust.Lowest(t, provenance) }
 
+// InPlayWithFiles is InPlay for an element that carries files: when one
+// of them has text an agent may read (text status ready), the element
+// puts unverified in play, since a file's text is data with trust
+// unverified whoever uploaded it (docs/design/trust.md#files) and the
+// server cannot see whether the adapter read it.
+func InPlayWithFiles(t, provenance Trust, fileText bool) Trust {
+	if fileText {
+		return TrustUnverified
+	}
+	return InPlay(t, provenance)
+}
+
 // NeedsHolders reports whether classifying m needs to know whether its
 // author has trigger now: only a person's message other than one of the
 // person who triggered the run (Classify's authorized row).
