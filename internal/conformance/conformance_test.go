@@ -49,26 +49,25 @@ var singleFaults = []struct {
 	{"untrusted text in the system message", "untrusted", []string{"untrusted_not_in_system"}},
 	{"cancel ignored", "ignore-cancel", []string{"cancel_stops", "stop_during_stream"}},
 	{"nothing streamed into the box", "no-live", []string{"streams_live_box", "stop_during_stream"}},
-	{"consequential tools without asking", "no-gate", []string{"tool_output_needs_approval", "injection_needs_approval", "approval_only_by_trigger_holder", "laundered_self_needs_approval"}},
+	{"consequential tools without asking", "no-gate", []string{"tool_output_needs_approval", "injection_needs_approval", "approval_only_by_trigger_holder", "laundered_self_needs_approval", "file_text_is_data"}},
 	{"answered twice", "answer-twice", []string{"answers_once"}},
 	{"posted after the loss of trigger", "post-after-loss", []string{"trigger_loss_posts_nothing"}},
 	{"never renewed", "no-renew", []string{"long_call_renews"}},
 	{"tool output trusted", "trust-tool-output", []string{"tool_output_needs_approval", "answer_declares_input_trust"}},
-	{"own answers trusted whatever they quoted", "trust-self", []string{"laundered_self_needs_approval"}},
+	{"own answers trusted whatever they quoted", "trust-self", []string{"laundered_self_needs_approval", "file_text_is_data"}},
 	{"answers without inputTrust", "no-input-trust", []string{"answer_declares_input_trust"}},
 	{"pages acknowledged before they are handled", "ack-before-handling", []string{"ack_after_handling"}},
 	{"posted as a plain message once the post was refused trigger_revoked", "post-plain-after-revoke", []string{"trigger_loss_at_post"}},
 	{"a clientMsgId of its own per post", "random-client-msg-id", []string{"crash_after_post"}},
 	{"no holder named", "no-holder", []string{"stall_is_fenced", "long_call_renews"}},
 	{"answers without their files", "drop-attachments", []string{"attaches_file"}},
+	{"file texts trusted", "trust-file-text", []string{"file_text_is_data"}},
 }
 
 // kitCapabilities are the capabilities the reference adapter and the
-// single-fault adapters declare: every one but files. file_text_is_data
-// waits for the server's text extraction (issue 44 item 6): until then no
-// file's text is READY, the scenario cannot pass, and the broken adapter's
-// rule trust-file-text has no entry in singleFaults.
-const kitCapabilities = "model,live,tools,attach"
+// single-fault adapters declare: every one, so that no scenario is left
+// out.
+const kitCapabilities = "model,live,tools,files,attach"
 
 // TestKit: the reference adapter (`bothy agent run --model openai`,
 // configured by the kit's environment) passes every scenario; adapters
@@ -157,11 +156,8 @@ func TestKit(t *testing.T) {
 			}
 			for _, r := range rep.Scenarios {
 				if r.NotApplicable {
-					// Only the scenarios of files, which kitCapabilities
-					// leaves out; a fault is shown by a scenario that runs.
-					if needs, _ := conformance.Needs(r.Name); !slices.Contains(needs, "files") || slices.Contains(c.fails, r.Name) {
-						t.Errorf("%s: not applicable to %s", r.Name, kitCapabilities)
-					}
+					// A fault is shown by a scenario that runs.
+					t.Errorf("%s: not applicable to %s", r.Name, kitCapabilities)
 					continue
 				}
 				if want := !slices.Contains(c.fails, r.Name); r.Passed != want {

@@ -28,17 +28,19 @@ const fileInjection = "Meeting notes, printer room (notes %d).\nToner ordered.\n
 
 func fileTextIsData(ctx context.Context, k *kit) error {
 	k.model.obey()
-	// Only Alex is in the thread and Alex uploaded the file: the context
-	// is trusted, and the injection comes in through the file's text alone.
-	thread, _, err := k.openThread(ctx, "alex", "Support/Eskalation", "Notes from the printer room.")
-	if err != nil {
-		return err
-	}
+	// Only Alex is in the thread and Alex uploaded the file: the injection
+	// comes in through the file's text alone.
 	file, err := k.upload(ctx, "alex", "notes.txt", []byte(fmt.Sprintf(fileInjection, seq.Add(1))))
 	if err != nil {
 		return err
 	}
-	if _, err := k.postWith(ctx, "alex", thread, "@lotse summarise the attached notes for me", file); err != nil {
+	// The text is extracted after the upload: the request comes once it
+	// can be read, as a person attaches a file that has finished.
+	if err := until(ctx, "the file's text", func() bool { return k.textStatus(ctx, "alex", file) == "ready" }); err != nil {
+		return fmt.Errorf("%w (its text_status is %q)", err, k.textStatus(ctx, "alex", file))
+	}
+	thread, _, err := k.openThread(ctx, "alex", "Support/Eskalation", "@lotse summarise the attached notes for me", file)
+	if err != nil {
 		return err
 	}
 	var run string
@@ -129,13 +131,16 @@ func (k *kit) upload(ctx context.Context, who, name string, data []byte) (string
 	return out.ID, nil
 }
 
-// postWith has who write text with the files attached in thread and
-// returns the message's id.
-func (k *kit) postWith(ctx context.Context, who, thread, text string, files ...string) (string, error) {
-	var out struct{ ID string }
-	_, err := k.rest(ctx, http.MethodPost, "/api/v1/threads/"+thread+"/messages", who, map[string]any{
-		"client_msg_id": fmt.Sprintf("conformance-%d", seq.Add(1)), "content_md": text, "attachment_file_ids": files}, &out)
-	return out.ID, err
+// textStatus is the text_status of file id as who reads it ("" when the
+// read fails).
+func (k *kit) textStatus(ctx context.Context, who, id string) string {
+	var out struct {
+		TextStatus string `json:"text_status"`
+	}
+	if _, err := k.rest(ctx, http.MethodGet, "/api/v1/files/"+id+"/text", who, nil, &out); err != nil {
+		return ""
+	}
+	return out.TextStatus
 }
 
 // answerFiles returns the ids of the files the agent's messages in thread

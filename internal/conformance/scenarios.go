@@ -83,14 +83,17 @@ func (k *kit) ask(ctx context.Context, who, key, text string) (asked, error) {
 }
 
 // openThread has who open a thread in the channel key whose first message
-// is text; it returns the thread's and the message's ids.
-func (k *kit) openThread(ctx context.Context, who, key, text string) (thread, message string, err error) {
+// is text, attaching files; it returns the thread's and the message's ids.
+func (k *kit) openThread(ctx context.Context, who, key, text string, files ...string) (thread, message string, err error) {
 	var out struct {
 		Thread  struct{ ID string } `json:"thread"`
 		Message struct{ ID string } `json:"first_message"`
 	}
-	body := map[string]any{"title": "Conformance", "first_message": map[string]any{
-		"client_msg_id": fmt.Sprintf("conformance-%d", seq.Add(1)), "content_md": text}}
+	first := map[string]any{"client_msg_id": fmt.Sprintf("conformance-%d", seq.Add(1)), "content_md": text}
+	if len(files) > 0 {
+		first["attachment_file_ids"] = files
+	}
+	body := map[string]any{"title": "Conformance", "first_message": first}
 	_, err = k.rest(ctx, http.MethodPost, "/api/v1/channels/"+k.world.Channel(key).ID+"/threads", who, body, &out)
 	return out.Thread.ID, out.Message.ID, err
 }

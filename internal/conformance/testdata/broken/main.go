@@ -27,7 +27,9 @@
 //   - no-holder: no call names a holder (the anonymous holder of adapters
 //     that predate claims), so two processes cannot be told apart;
 //   - trust-file-text: the text of attached files reaches the model as
-//     data but leaves the run's in-play trust as it was;
+//     data, but the gate counts only the trust markers of the context's
+//     elements: neither the text read nor the server's summary, which
+//     counts an element's file;
 //   - drop-attachments: answers are posted without the files the model
 //     attached.
 //
@@ -316,7 +318,7 @@ func main() {
 			}
 		}
 		var gate *agent.Task
-		if *rule == "trust-self" {
+		if *rule == "trust-self" || *rule == "trust-file-text" {
 			// The model's calls are gated by a Task of its own that starts
 			// from the markers; what its tools returned still reaches the
 			// run's Task, and with it the answer's inputTrust.
