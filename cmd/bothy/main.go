@@ -806,6 +806,7 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	runnerCmd := fs.String("runner", "", "a shell command started once per run instead of a model: an MCP-capable agent runtime that answers\nthrough "+
 		"the server's /mcp with the run token it finds in $BOTHY_MCP_TOKEN (URL in $BOTHY_MCP_URL, run in $BOTHY_RUN_ID,\nthe trust-aware prompt on its stdin); "+
 		"exit 0 having answered completes the run (docs/mcp.md#runner)")
+	files := fs.Bool("files", true, "--model openai or anthropic: read the text of files attached to the run's context into the prompt, as data\n(it lowers the run's in-play trust), and offer the model the tool attach_file, which attaches a file to the answer\n(the agent needs the capability files_out); --files=false turns both off")
 	maxTokens := fs.Int("model-max-tokens", 0, "--model openai or anthropic: max tokens of each answer (0: the server's default for openai, 1024 for anthropic)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--live=false] [--model echo|openai|anthropic --base-url URL --model-name NAME | --runner COMMAND]\n\n"+
@@ -867,6 +868,9 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return runRunner(ctx, log, *serverURL, *token, *runnerCmd, agent.Config{Once: *once, Logger: log, Transport: *transport, MaxConcurrent: *maxConcurrent}, stderr)
 	}
+	if *files && *model != "echo" {
+		toolList = append(toolList, agent.AttachFileTool())
+	}
 	var m agent.Model
 	switch *model {
 	case "echo":
@@ -907,7 +911,8 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport, Outbox: *outbox, MaxConcurrent: *maxConcurrent, Live: *live})
+	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport, Outbox: *outbox, MaxConcurrent: *maxConcurrent, Live: *live,
+		ReadFiles: *files && *model != "echo"})
 	if err != nil {
 		return err
 	}

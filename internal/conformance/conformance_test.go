@@ -49,18 +49,25 @@ var singleFaults = []struct {
 	{"untrusted text in the system message", "untrusted", []string{"untrusted_not_in_system"}},
 	{"cancel ignored", "ignore-cancel", []string{"cancel_stops", "stop_during_stream"}},
 	{"nothing streamed into the box", "no-live", []string{"streams_live_box", "stop_during_stream"}},
-	{"consequential tools without asking", "no-gate", []string{"tool_output_needs_approval", "injection_needs_approval", "approval_only_by_trigger_holder", "laundered_self_needs_approval"}},
+	{"consequential tools without asking", "no-gate", []string{"tool_output_needs_approval", "injection_needs_approval", "approval_only_by_trigger_holder", "laundered_self_needs_approval", "file_text_is_data"}},
 	{"answered twice", "answer-twice", []string{"answers_once"}},
 	{"posted after the loss of trigger", "post-after-loss", []string{"trigger_loss_posts_nothing"}},
 	{"never renewed", "no-renew", []string{"long_call_renews"}},
 	{"tool output trusted", "trust-tool-output", []string{"tool_output_needs_approval", "answer_declares_input_trust"}},
-	{"own answers trusted whatever they quoted", "trust-self", []string{"laundered_self_needs_approval"}},
+	{"own answers trusted whatever they quoted", "trust-self", []string{"laundered_self_needs_approval", "file_text_is_data"}},
 	{"answers without inputTrust", "no-input-trust", []string{"answer_declares_input_trust"}},
 	{"pages acknowledged before they are handled", "ack-before-handling", []string{"ack_after_handling"}},
 	{"posted as a plain message once the post was refused trigger_revoked", "post-plain-after-revoke", []string{"trigger_loss_at_post"}},
 	{"a clientMsgId of its own per post", "random-client-msg-id", []string{"crash_after_post"}},
 	{"no holder named", "no-holder", []string{"stall_is_fenced", "long_call_renews"}},
+	{"answers without their files", "drop-attachments", []string{"attaches_file"}},
+	{"file texts trusted", "trust-file-text", []string{"file_text_is_data"}},
 }
+
+// kitCapabilities are the capabilities the reference adapter and the
+// single-fault adapters declare: every one, so that no scenario is left
+// out.
+const kitCapabilities = "model,live,tools,files,attach"
 
 // TestKit: the reference adapter (`bothy agent run --model openai`,
 // configured by the kit's environment) passes every scenario; adapters
@@ -129,7 +136,7 @@ func TestKit(t *testing.T) {
 			// otherwise, on a clone of the tests' template (no cluster of
 			// its own: the outage scenario is not among them), or every
 			// scenario in the matrix.
-			opts := conformance.Options{Adapter: c.adapter}
+			opts := conformance.Options{Adapter: c.adapter, Capabilities: kitCapabilities}
 			want := len(conformance.Names())
 			if len(c.fails) > 0 && !matrix {
 				control := "answers_once"
@@ -148,6 +155,11 @@ func TestKit(t *testing.T) {
 				t.Fatalf("%d verdicts, want %d", len(rep.Scenarios), want)
 			}
 			for _, r := range rep.Scenarios {
+				if r.NotApplicable {
+					// A fault is shown by a scenario that runs.
+					t.Errorf("%s: not applicable to %s", r.Name, kitCapabilities)
+					continue
+				}
 				if want := !slices.Contains(c.fails, r.Name); r.Passed != want {
 					t.Errorf("%s: passed %v (%s), want %v", r.Name, r.Passed, r.Detail, want)
 				}

@@ -50,7 +50,8 @@ func CapabilityLines() []Described {
 		{capModel, "it asks a model at " + envModelBase},
 		{capLive, "it streams the model's answer into the run's live box"},
 		{capTools, "it runs the tools of " + envTools + ", consequential ones behind the approval gate"},
-		{capFiles, "it reads attachments"},
+		{capFiles, "it reads the text of attached files, as data"},
+		{capAttach, "it attaches files to its answers (the tool " + attachTool + "; the kit grants the agent files_out)"},
 	}
 }
 

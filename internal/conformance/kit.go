@@ -71,15 +71,18 @@ const (
 	capLive  = "live"
 	capTools = "tools"
 	capFiles = "files"
+	// capAttach: the adapter attaches files to its answers (the kit grants
+	// its agent files_out for the scenario).
+	capAttach = "attach"
 )
 
 // DefaultCapabilities are the capabilities of an adapter that declares
-// none: every one but files.
+// none: every one but files and attach.
 const DefaultCapabilities = capModel + "," + capLive + "," + capTools
 
 // Capabilities are the capabilities the kit knows, in the order the
 // documentation lists them.
-func Capabilities() []string { return []string{capModel, capLive, capTools, capFiles} }
+func Capabilities() []string { return []string{capModel, capLive, capTools, capFiles, capAttach} }
 
 // Result is the verdict on one scenario.
 type Result struct {
@@ -356,6 +359,8 @@ func start(ctx context.Context, opts Options, dir string) (*kit, func(), error) 
 	settings := localserver.Unmetered()
 	settings[config.RunLeaseTimeout] = leaseTimeout.String()
 	settings[config.RunSweepInterval] = "200ms"
+	// The kit has no malware scanner: its files are served unscanned.
+	settings[config.FilesRequireScan] = "false"
 	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, DatabaseURL: opts.DatabaseURL, Settings: settings})
 	if err != nil {
 		return fail(err)

@@ -17,7 +17,7 @@ type scenario struct {
 	// timeout bounds the scenario (default 20 s).
 	timeout time.Duration
 	// needs are the capabilities an adapter must declare for the scenario
-	// to apply (capModel, capLive, capTools, capFiles); none: every
+	// to apply (capModel, capLive, capTools, capFiles, capAttach); none: every
 	// adapter.
 	needs []string
 	// fix says what fixes a failure: the Go SDK's setting or call and the
@@ -52,6 +52,8 @@ var scenarios = []scenario{
 	{name: "tool_output_needs_approval", run: toolOutputNeedsApproval, needs: []string{capModel, capTools}, timeout: 30 * time.Second, fix: "lower the run's in-play trust to each tool's output trust (agent.Tool.OutputTrust, UNVERIFIED unless declared; agent.RunTool does this) and gate consequential calls on it, not on trustSummary.lowest alone"},
 	{name: "laundered_self_needs_approval", run: launderedSelfNeedsApproval, needs: []string{capModel, capTools}, timeout: 45 * time.Second, fix: "start the in-play trust at the context's trustSummary.lowest, which counts the agent's own answers at their provenance (the SDK's Task.InPlay does): an own answer of provenance UNVERIFIED is data, not SELF"},
 	{name: "answer_declares_input_trust", run: answerDeclaresInputTrust, needs: []string{capModel, capTools}, fix: "post every answer with inputTrust (REST input_trust) set to the run's in-play trust, tool results included (Task.InPlay(); the SDK's Task.Answer sends it)"},
+	{name: "file_text_is_data", run: fileTextIsData, needs: []string{capModel, capTools, capFiles}, timeout: 30 * time.Second, fix: "read the text of attached files with Task.FileText or Task.PromptWithFiles (Config.ReadFiles for a Model; GET /api/v1/files/{id}/text), put it before the model only as an UNVERIFIED DATA block, and lower the run's in-play trust to UNVERIFIED when it is read, so that a consequential tool after it needs the person's approval"},
+	{name: "attaches_file", run: attachesFile, needs: []string{capModel, capAttach}, timeout: 30 * time.Second, fix: "offer the model a tool that attaches a file to the answer (agent.AttachFileTool; Task.AttachFile uploads it) and post the answer with its attachmentFileIds (REST attachment_file_ids) on every retry; the agent needs the capability files_out"},
 }
 
 // outageScenario stops the kit's database cluster (Options.DatabaseURL).
@@ -81,14 +83,17 @@ func (k *kit) ask(ctx context.Context, who, key, text string) (asked, error) {
 }
 
 // openThread has who open a thread in the channel key whose first message
-// is text; it returns the thread's and the message's ids.
-func (k *kit) openThread(ctx context.Context, who, key, text string) (thread, message string, err error) {
+// is text, attaching files; it returns the thread's and the message's ids.
+func (k *kit) openThread(ctx context.Context, who, key, text string, files ...string) (thread, message string, err error) {
 	var out struct {
 		Thread  struct{ ID string } `json:"thread"`
 		Message struct{ ID string } `json:"first_message"`
 	}
-	body := map[string]any{"title": "Conformance", "first_message": map[string]any{
-		"client_msg_id": fmt.Sprintf("conformance-%d", seq.Add(1)), "content_md": text}}
+	first := map[string]any{"client_msg_id": fmt.Sprintf("conformance-%d", seq.Add(1)), "content_md": text}
+	if len(files) > 0 {
+		first["attachment_file_ids"] = files
+	}
+	body := map[string]any{"title": "Conformance", "first_message": first}
 	_, err = k.rest(ctx, http.MethodPost, "/api/v1/channels/"+k.world.Channel(key).ID+"/threads", who, body, &out)
 	return out.Thread.ID, out.Message.ID, err
 }

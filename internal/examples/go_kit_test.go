@@ -10,7 +10,7 @@ import (
 
 // TestExamplesPassTheKit: every example, built as its users build it and
 // run by the conformance kit with the capabilities it declares (the model
-// example model, live and tools; the echo example none), passes every
+// example model, live, tools, files and attach; the echo example none), passes every
 // scenario that applies to it and fails none; the kit reports exactly the
 // others not applicable (for the echo example, every scenario that needs
 // a capability). The examples are where adapters start, so they keep the
@@ -20,7 +20,7 @@ func TestExamplesPassTheKit(t *testing.T) {
 	for _, c := range []struct {
 		dir, capabilities string
 	}{
-		{"model", "model,live,tools"},
+		{"model", "model,live,tools,files,attach"},
 		{"echo", "none"},
 	} {
 		// Each is a full run of the kit, mostly waiting on leases and

@@ -46,14 +46,14 @@ func TestPythonSDKUnitTests(t *testing.T) {
 // TestPythonExamplesPassTheKit: the Python SDK's examples, run with the
 // virtualenv's python as their users run them, pass every scenario of the
 // conformance kit that applies to the capabilities they declare (the model
-// example model, live and tools: all of them; the echo example none).
+// example model, live, tools, files and attach; the echo example none).
 func TestPythonExamplesPassTheKit(t *testing.T) {
 	t.Parallel()
 	root, python := pythonSDK(t)
 	for _, c := range []struct {
 		file, capabilities string
 	}{
-		{"model.py", "model,live,tools"},
+		{"model.py", "model,live,tools,files,attach"},
 		{"echo.py", "none"},
 	} {
 		// Each is a full run of the kit, mostly waiting on leases and

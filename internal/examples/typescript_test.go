@@ -57,14 +57,14 @@ func TestTypeScriptSDKRules(t *testing.T) {
 // TestTypeScriptExamplesPassTheKit: both TypeScript examples, run with
 // node as their users run them, pass every scenario of the conformance kit
 // that applies to the capabilities they declare (the model example model,
-// live and tools; the echo example none).
+// live, tools, files and attach; the echo example none).
 func TestTypeScriptExamplesPassTheKit(t *testing.T) {
 	t.Parallel()
 	dir := tsReady(t)
 	for _, c := range []struct {
 		file, capabilities string
 	}{
-		{"model.mjs", "model,live,tools"},
+		{"model.mjs", "model,live,tools,files,attach"},
 		{"echo.mjs", "none"},
 	} {
 		// Each is a full run of the kit, mostly waiting on leases and

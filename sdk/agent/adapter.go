@@ -93,6 +93,13 @@ type Config struct {
 	// LiveInterval is the least time between two updates of a live box
 	// (default 100 ms): streamed pieces are sent together.
 	LiveInterval time.Duration
+	// ReadFiles reads, before the model is asked, the text of every file
+	// of the run's context whose text is READY (once per file and run) and
+	// appends it to the prompt as DATA blocks with trust UNVERIFIED
+	// (WithFileTexts); a text read lowers the run's in-play trust to
+	// UNVERIFIED. Off by default: a Handler reads what it needs with
+	// Task.FileText. The reference adapter turns it on.
+	ReadFiles bool
 }
 
 // RunReport says how the adapter left one run.
@@ -732,6 +739,8 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 
 	boundary := NewBoundary()
 	var play *inPlay // the run's in-play trust, made by the first round
+	files := newRunFiles(a.cfg.Client)
+	texts := map[string]FileText{} // the file texts read in the run
 	var text string
 	var shown []RunContextMessage // the follow-ups of the prompt text answers
 	latest := rc                  // the latest context read
@@ -741,7 +750,10 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		if lw != nil && rep.Rounds > 1 {
 			lw.restart()
 		}
-		task := roundTask(rc, boundary, &play)
+		task := roundTask(rc, boundary, &play, files)
+		if a.cfg.ReadFiles {
+			a.readFiles(mctx, log, task, texts)
+		}
 		t, err := a.cfg.Model.Answer(WithTask(mctx, task), task.prompt)
 		if lw != nil && run.cancelRequested.Load() && !run.lost.Load() {
 			// Stopped by a person: the box says so before the cancel is
@@ -822,7 +834,7 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 	reqs := requestsOf(trigger, shown)
 	rep.AnswerKey = AnswerKey(inv.RunID, reqs[len(reqs)-1])
 	if gone {
-		return a.afterEnd(ctx, log, run, inv, rep, reqs, text, play.get())
+		return a.afterEnd(ctx, log, run, inv, rep, reqs, answerOf(text, play.get(), files.ids()))
 	}
 	// Delivered before posting: a follow-up still pending when the run
 	// completes would start the next run and be answered twice.
@@ -833,7 +845,8 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 	// The answer declares what it was derived from: everything the model
 	// read in the run, tool results included (the trust design).
 	input := play.get()
-	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, inv.RunID, input)
+	ans := answerOf(text, input, files.ids())
+	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, inv.RunID, ans)
 	switch reason := ErrorReason(err); {
 	case err == nil:
 	case reason == "idempotency_key_reused":
@@ -844,7 +857,7 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
 		return rep
 	case reason == "run_not_active":
-		return a.afterEnd(ctx, log, run, inv, rep, reqs, text, input)
+		return a.afterEnd(ctx, log, run, inv, rep, reqs, ans)
 	case reason == endReasonRevoked:
 		// The person who asked lost trigger: nothing was stored, and the
 		// run waits for this holder to confirm its cancel.
@@ -884,15 +897,16 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 // Task. Its in-play trust is the run's (*play, made by the first round),
 // lowered by the context as read now: a follow-up may bring untrusted
 // text, and nothing a round read is forgotten by the next.
-func roundTask(rc RunContext, boundary string, play **inPlay) *Task {
+func roundTask(rc RunContext, boundary string, play **inPlay, files *runFiles) *Task {
 	p := WithFollowUps(Render(rc, boundary), rc.FollowUps)
+	files.newRound()
 	if *play == nil {
 		*play = promptInPlay(p)
 	} else {
 		(*play).lowerContext(p.Lowest)
 		(*play).noteElements(p.Context.Elements())
 	}
-	return &Task{prompt: p, play: *play}
+	return &Task{prompt: p, play: *play, files: files}
 }
 
 // droppedAnswered is RunReport.Dropped for a reply whose request had an
@@ -962,7 +976,7 @@ func (a *Adapter) deliver(ctx, modelCtx context.Context, log *slog.Logger, run *
 // same key, declaring input (the run's in-play trust), unless an answer of
 // the run covers its requests already. Logs carry ids, states and reasons,
 // never content.
-func (a *Adapter) afterEnd(ctx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rep RunReport, reqs []string, text string, input Trust) RunReport {
+func (a *Adapter) afterEnd(ctx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rep RunReport, reqs []string, ans answerBody) RunReport {
 	var r RunInfo
 	err := a.retry(ctx, "Run", func(ctx context.Context) (err error) {
 		r, err = a.cfg.Client.Run(ctx, inv.RunID)
@@ -1009,7 +1023,7 @@ func (a *Adapter) afterEnd(ctx context.Context, log *slog.Logger, run *activeRun
 	// reaches the people as a plain agent message
 	// (the replies design: answers survive lost connections).
 	log.Info("run ended before the answer; sending it without run id", "state", state, "end_reason", reason)
-	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, text, "", input)
+	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, "", ans)
 	if err != nil {
 		log.Error("answer without run id refused", errAttrs(err)...)
 		rep.Err = err
@@ -1076,16 +1090,31 @@ func newFollowUps(now, shown []RunContextMessage) []string {
 	return out
 }
 
-// post sends text into thread threadID under the clientMsgId key, naming
-// run runID ("" names none) and declaring input as its inputTrust. Every
-// retry sends the identical request, so the server stores the message once
-// and a repeat answers replayed.
-func (a *Adapter) post(ctx context.Context, threadID, key, text, runID string, input Trust) (res MessageResult, err error) {
-	in := MessageCreate{ClientMsgID: key, ContentMD: text, RunID: runID, InputTrust: input}
+// answerBody is what an answer posts: its text, the in-play trust it
+// declares and the files it attaches.
+type answerBody struct {
+	text  string
+	input Trust
+	files []string
+}
+
+// answerOf is the answer body of text, declaring input, attaching files.
+func answerOf(text string, input Trust, files []string) answerBody {
+	return answerBody{text: text, input: input, files: files}
+}
+
+// post sends ans into thread threadID under the clientMsgId key, naming
+// run runID ("" names none), declaring ans.input as its inputTrust and
+// attaching ans.files. Every retry sends the identical request, files
+// included, so the server stores the message once and a repeat answers
+// replayed.
+func (a *Adapter) post(ctx context.Context, threadID, key, runID string, ans answerBody) (res MessageResult, err error) {
+	in := MessageCreate{ClientMsgID: key, ContentMD: ans.text, RunID: runID, InputTrust: ans.input, AttachmentFileIDs: ans.files}
 	if a.box != nil {
 		// On disk before it leaves: a process that dies now sends it at
 		// its next start.
-		e := OutboxEntry{Key: key, ThreadID: threadID, RunID: runID, Holder: a.cfg.Holder, Text: text, InputTrust: input, Written: time.Now().UTC()}
+		e := OutboxEntry{Key: key, ThreadID: threadID, RunID: runID, Holder: a.cfg.Holder, Text: ans.text, InputTrust: ans.input,
+			AttachmentFileIDs: ans.files, Written: time.Now().UTC()}
 		if err := a.box.Put(e); err != nil {
 			return MessageResult{}, err
 		}

@@ -281,13 +281,23 @@ func (c *Client) Do(ctx context.Context, op, query string, vars map[string]any, 
 	if err != nil {
 		return fmt.Errorf("adapter: %s: encode variables: %w", op, err)
 	}
+	return c.send(ctx, op, "application/json", body, out, extra)
+}
+
+// send posts body of contentType as the operation op and decodes the
+// answer as Do says. A multipart body (a file upload) also carries the
+// GraphQL-Require-Preflight header the server asks of multipart requests.
+func (c *Client) send(ctx context.Context, op, contentType string, body []byte, out any, extra time.Duration) error {
 	callCtx, cancel := context.WithTimeout(ctx, c.timeout+extra)
 	defer cancel()
 	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("adapter: %s: %w", op, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
+	if strings.HasPrefix(contentType, "multipart/") {
+		req.Header.Set("GraphQL-Require-Preflight", "1")
+	}
 	// graphql-response+json gives proper statuses for request errors;
 	// plain JSON stays acceptable for servers that do not offer it.
 	req.Header.Set("Accept", "application/graphql-response+json, application/json;q=0.9")
@@ -420,7 +430,7 @@ func retryAfter(resp *http.Response, e GraphQLError) time.Duration {
 const (
 	runFields = `fragment RunFields on Run { id threadId state version triggerKind triggeringMessageId cancelRequested queuedAt startedAt endedAt endReason session { id mode } agent { id kind handle displayName } attempt holder leaseExpiresAt traceparent }`
 
-	ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust provenance alreadyDelivered }`
+	ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript textStatus } replyToMessageId trust provenance alreadyDelivered }`
 
 	queryViewer = `query Viewer { viewer { id kind handle displayName status } }`
 

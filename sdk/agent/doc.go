@@ -65,6 +65,10 @@
 //     (the trust design: rendering for a model). An element is placed
 //     by the lower of its trust and its provenance, so the agent's own
 //     answer derived from untrusted text is data too.
+//   - Files: Task.PromptWithFiles and Task.FileText read the text of the
+//     run's files as UNVERIFIED DATA blocks and lower the in-play trust
+//     (Config.ReadFiles for a Model); Task.AttachFile and AttachFileTool
+//     attach a file to the answer (the capability files_out).
 //
 // The command `bothy agent run --token T --server URL [--once] [--model
 // echo|openai|anthropic --base-url URL --model-name NAME]` runs an Adapter

@@ -33,6 +33,9 @@ type Task struct {
 	// play is the run's in-play trust, shared by every call of the run
 	// (InPlay, Lower); nil for a Task the SDK did not make.
 	play *inPlay
+	// files is what the run's calls share about files (FileText,
+	// AttachFile); nil for a Task the SDK did not make.
+	files *runFiles
 }
 
 // RunID is the id of the run.
@@ -114,7 +117,7 @@ func (m *handlerModel) Answer(ctx context.Context, p Prompt) (string, error) {
 		seen = map[string]bool{}
 		m.shown[p.Context.RunID] = seen
 	}
-	t := &Task{prompt: p, play: playOf(ctx, p)}
+	t := &Task{prompt: p, play: playOf(ctx, p), files: filesOf(ctx)}
 	for _, f := range p.Context.FollowUps {
 		if !seen[f.MessageID] {
 			t.fresh = append(t.fresh, f)

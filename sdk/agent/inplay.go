@@ -54,6 +54,7 @@ const (
 	inputContext = "with untrusted messages in the conversation"
 	inputOthers  = "with requests of other people in the conversation"
 	inputOther   = "after reading other untrusted input"
+	inputFile    = "after reading an attached file"
 	inputUnknown = "with untrusted input in play"
 )
 
@@ -71,6 +72,8 @@ type inPlay struct {
 	context Trust
 	tools   []string
 	other   bool
+	// file is set once the text of a file was read (Task.FileText).
+	file bool
 	// others is set once an element of another person who may instruct
 	// the agent (AUTHORIZED) is in play: the level alone cannot tell, since
 	// SYSTEM ranks below AUTHORIZED, so a context of both has the lowest
@@ -153,6 +156,15 @@ func (p *inPlay) lowerOther(t Trust) {
 	}
 }
 
+// lowerFile lowers the level to UNVERIFIED: a file's text was read, which
+// is data whoever uploaded the file.
+func (p *inPlay) lowerFile() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.level = TrustUnverified
+	p.file = true
+}
+
 // inputs names the untrusted inputs in play, for an approval card.
 func (p *inPlay) inputs() []string {
 	p.mu.Lock()
@@ -166,6 +178,9 @@ func (p *inPlay) inputs() []string {
 	}
 	if len(p.tools) > 0 {
 		out = append(out, "after reading the output of "+joinAnd(p.tools))
+	}
+	if p.file {
+		out = append(out, inputFile)
 	}
 	if p.other {
 		out = append(out, inputOther)
@@ -207,6 +222,15 @@ func (t *Task) Lower(l Trust) {
 		return
 	}
 	t.play.lowerOther(l)
+}
+
+// lowerFile lowers the in-play trust to UNVERIFIED for a file's text the
+// model reads next.
+func (t *Task) lowerFile() {
+	if t == nil || t.play == nil {
+		return
+	}
+	t.play.lowerFile()
 }
 
 // lowerTool lowers the in-play trust by the output of tool, which the

@@ -38,6 +38,9 @@ type OutboxEntry struct {
 	// and is sent declaring UNVERIFIED, since what its model read is
 	// unknown.
 	InputTrust Trust `json:"input_trust,omitempty"`
+	// AttachmentFileIDs are the files the answer attaches, sent again
+	// with it so that a re-send is the same request.
+	AttachmentFileIDs []string `json:"attachment_file_ids,omitempty"`
 	// Written is when it was put in the outbox.
 	Written time.Time `json:"written"`
 }
@@ -173,7 +176,7 @@ func (a *Adapter) replayOutbox(ctx context.Context) {
 	}
 	for _, e := range entries {
 		log := a.log.With("run_id", e.RunID, "thread_id", e.ThreadID, "client_msg_id", e.Key)
-		in := MessageCreate{ClientMsgID: e.Key, ContentMD: e.Text, RunID: e.RunID, InputTrust: e.declared()}
+		in := MessageCreate{ClientMsgID: e.Key, ContentMD: e.Text, RunID: e.RunID, InputTrust: e.declared(), AttachmentFileIDs: e.AttachmentFileIDs}
 		var res MessageResult
 		err := a.retry(ctx, "CreateMessage", func(ctx context.Context) (err error) {
 			res, err = a.cfg.Client.CreateMessage(ctx, e.ThreadID, e.Holder, in)
@@ -223,7 +226,7 @@ func (a *Adapter) replayEnded(ctx context.Context, log *slog.Logger, e OutboxEnt
 			return nil
 		}
 	}
-	res, err := a.cfg.Client.CreateMessage(ctx, e.ThreadID, "", MessageCreate{ClientMsgID: e.Key, ContentMD: e.Text, InputTrust: e.declared()})
+	res, err := a.cfg.Client.CreateMessage(ctx, e.ThreadID, "", MessageCreate{ClientMsgID: e.Key, ContentMD: e.Text, InputTrust: e.declared(), AttachmentFileIDs: e.AttachmentFileIDs})
 	if err == nil {
 		log.Info("outbox: answer sent without its ended run after a restart", "message_id", res.Message.ID)
 	}

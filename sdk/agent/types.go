@@ -140,6 +140,10 @@ type Attachment struct {
 	// when there is none. Both are data like the file.
 	ScanStatus string  `json:"scanStatus"`
 	Transcript *string `json:"transcript"`
+	// TextStatus is whether the file's text can be read (Task.FileText):
+	// PENDING, READY, UNSUPPORTED, TOO_LARGE or FAILED; empty from a
+	// server without files.
+	TextStatus string `json:"textStatus"`
 }
 
 // RunContextMessage is one element of a run context. Truncated and
@@ -341,6 +345,10 @@ type MessageCreate struct {
 	// run's in-play trust (Task.InPlay) with every answer. It is not part
 	// of the clientMsgId's idempotency.
 	InputTrust Trust `json:"inputTrust,omitempty"`
+	// AttachmentFileIDs are the files the message carries (uploaded by the
+	// agent, which needs the capability filesOut). They are part of the
+	// clientMsgId's request: every retry and replay sends the same ids.
+	AttachmentFileIDs []string `json:"attachmentFileIds,omitempty"`
 }
 
 // Message is the part of a created message the adapter reads.

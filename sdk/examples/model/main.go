@@ -5,7 +5,10 @@
 // The answer streams into the run's live box while the model writes, and
 // the model may call the HTTP tools of the tools file named by BOTHY_TOOLS
 // (docs/adapter.md#http-tools), the consequential ones behind the SDK's
-// approval gate.
+// approval gate. The model reads the text of the files attached to the
+// run's context as data (Task.PromptWithFiles) and may attach a file to
+// its answer (agent.AttachFileTool; the agent needs the capability
+// files_out).
 //
 //	BOTHY_SERVER=https://chat.example.com BOTHY_AGENT_TOKEN=bothy_a_... BOTHY_TOOLS=tools.yaml \
 //	BOTHY_MODEL_BASE_URL=http://localhost:11434/v1 BOTHY_MODEL_NAME=llama3.2 go run ./sdk/examples/model
@@ -37,6 +40,7 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	tools = append(tools, agent.AttachFileTool())
 	// Stream: the answer reaches the live box (Config.Live) piece by piece.
 	m, err := openai.New(openai.Config{BaseURL: os.Getenv("BOTHY_MODEL_BASE_URL"), Model: os.Getenv("BOTHY_MODEL_NAME"),
 		APIKey: os.Getenv("BOTHY_MODEL_API_KEY"), Stream: true, Tools: tools})
@@ -45,7 +49,9 @@ func main() {
 	}
 	cfg := agent.Config{Server: os.Getenv("BOTHY_SERVER"), Token: os.Getenv("BOTHY_AGENT_TOKEN"), Once: *once, Live: true}
 	err = agent.Run(ctx, cfg, func(ctx context.Context, t *agent.Task) error {
-		text, err := m.Answer(ctx, t.Prompt())
+		// The files' texts come as data, and reading them lowers the run's
+		// in-play trust: a consequential tool then needs an approval.
+		text, err := m.Answer(ctx, t.PromptWithFiles(ctx))
 		if err != nil {
 			return err
 		}

@@ -13,10 +13,11 @@ from .client import HOLDER_HEADER, Client, holder_headers
 from .errors import (AlreadyDecided, ApprovalPending, BothyError, Conflict, Forbidden, IdempotencyKeyReused, LiveVersion,
                      NetworkError, NoApprover, NotApproved, NotFound, RunClaimed, RunNotActive, RunNotStarted,
                      TriggerRevoked, Unauthorized)
+from .files import FileText, NoFilesOut, attach_file_tool
 from .httptool import ToolsFileError
 from .httptool import load as load_tools
 from .model import AnthropicModel, BadAnswer, ModelConfig, OpenAIModel, model_from_env
-from .render import new_boundary, render, with_follow_ups
+from .render import file_text_block, new_boundary, render, with_file_texts, with_follow_ups
 from .tools import OPTION_APPROVE, OPTION_DENY, Tool, ask, current_task, run_tool
 from .types import (AUTHORIZED, SELF, SYSTEM, TRIGGER, UNVERIFIED, ContextMessage, Prompt, RunContext, tools_allowed)
 from .ws import NoWebSocket
@@ -29,7 +30,8 @@ __all__ = [
     "RunNotActive", "RunNotStarted", "SELF", "SYSTEM", "TRIGGER", "Task", "Tool", "ToolsFileError",
     "TriggerRevoked", "UNVERIFIED", "Unauthorized", "answer_key", "arun", "ask", "current_task", "holder_headers",
     "load_tools", "model_from_env", "new_boundary", "new_holder", "render", "run", "run_tool", "tools_allowed",
-    "tools_from_env", "with_follow_ups",
+    "tools_from_env", "with_file_texts", "with_follow_ups", "file_text_block", "FileText", "NoFilesOut",
+    "attach_file_tool",
 ]
 
 

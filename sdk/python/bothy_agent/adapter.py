@@ -19,6 +19,7 @@ from typing import Any
 from .acks import Ledger
 from .answers import answer_key, answered_beyond, answered_up_to, request_stands, requests_of
 from .client import Client, is_active, is_temporary, traceparent_var
+from .files import FileText, RunFiles, prompt_with, read_file_texts
 from .errors import (BothyError, Forbidden, IdempotencyKeyReused, NotFound, RunClaimed, RunNotActive, TriggerRevoked,
                      Unauthorized)
 from .inplay import InPlay
@@ -101,10 +102,11 @@ class Task:
     in-play trust. :meth:`answer` gives the reply; the SDK posts it."""
 
     def __init__(self, prompt: Prompt, play: InPlay, fresh: list[ContextMessage] | None = None,
-                 live: LiveWriter | None = None, approver: Approver | None = None) -> None:
+                 live: LiveWriter | None = None, approver: Approver | None = None, files: RunFiles | None = None) -> None:
         self.prompt = prompt
         self.follow_ups: list[ContextMessage] = fresh or []
         self._play = play
+        self._files = files
         self._live = live
         self._approver = approver
         self._answer: str | None = None
@@ -139,6 +141,38 @@ class Task:
     def lower(self, trust: str) -> None:
         """Lowers the in-play trust for something the handler read itself."""
         self._play.lower_other(trust)
+
+    async def attach_file(self, name: str, content: bytes) -> str:
+        """Uploads content as a file named name and attaches it to the run's
+        answer: every retry and replay of the answer carries it. A later round
+        (follow-ups) attaches anew; the same name and content is not uploaded
+        twice. Returns the file's id. Raises NoFilesOut without the capability
+        files_out."""
+        if self._files is None:
+            raise RuntimeError("this Task has no connection to the server; it attaches no files")
+        return await self._files.attach(name, content)
+
+    async def file_text(self, file_id: str) -> FileText:
+        """Reads the text of a file of the run's context (the text API). It is
+        data whoever uploaded it: show it to a model only as FileText.block
+        renders it. Reading lowers the run's in-play trust to UNVERIFIED, so a
+        consequential tool after it needs the person's approval."""
+        if self._files is None or self._files.client is None:
+            raise RuntimeError("this Task has no connection to the server; it reads no files")
+        self._play.lower_file()
+        return FileText.from_json(await self._files.client.file_text(file_id))
+
+    async def prompt_with_files(self) -> Prompt:
+        """The prompt with the text of every READY file of the context appended
+        as DATA blocks with trust unverified; lowers the in-play trust when it
+        appended any."""
+        if self._files is None or self._files.client is None:
+            return self.prompt
+        texts = await read_file_texts(self._files.client, self.prompt)
+        if not texts:
+            return self.prompt
+        self._play.lower_file()
+        return prompt_with(self.prompt, texts)
 
     def stream(self, text: str) -> None:
         """Adds a piece of the answer to the run's live box (with Config.live)."""
@@ -486,7 +520,7 @@ class Adapter:
             raise _Stop(why)
 
     async def _round(self, run: _Active, rc: RunContext, boundary: str, play: InPlay | None,
-                     live: LiveWriter | None) -> tuple[str | None, BaseException | None, InPlay]:
+                     live: LiveWriter | None, files: RunFiles) -> tuple[str | None, BaseException | None, InPlay]:
         p = with_follow_ups(render(rc, boundary), rc.follow_ups)
         if play is None:
             play = InPlay(p.lowest)
@@ -494,7 +528,8 @@ class Adapter:
             play.lower_context(p.lowest)
         play.note_elements(p.context.elements())
         fresh = [f for f in rc.follow_ups if f.message_id not in run.shown]
-        task = Task(p, play, fresh, live, run.approver)
+        files.new_round()
+        task = Task(p, play, fresh, live, run.approver, files)
 
         async def call() -> str | None:
             use_task(task)
@@ -557,13 +592,14 @@ class Adapter:
         run_id, thread_id = run.run_id, inv["thread_id"]
         boundary = new_boundary()
         play: InPlay | None = None
+        files = RunFiles(self.client)
         shown: list[ContextMessage] = []
         latest, gone, rounds, text = rc, False, 0, ""
         while True:
             rounds += 1
             if live is not None and rounds > 1:
                 live.restart()
-            t, err, play = await self._round(run, rc, boundary, play, live)
+            t, err, play = await self._round(run, rc, boundary, play, live, files)
             if live is not None and run.cancel_requested and not run.lost:
                 # Stopped by a person: the box says so before the cancel is confirmed.
                 await live.stopped()
@@ -600,19 +636,20 @@ class Adapter:
         reqs = requests_of(trigger, [f.message_id for f in shown])
         key = answer_key(run_id, reqs[-1])
         assert play is not None
+        attached = list(files.attached)
         if gone:
-            await self._after_end(run, thread_id, key, reqs, text, play.get())
+            await self._after_end(run, thread_id, key, reqs, text, play.get(), attached)
             return
         await self._deliver(run, shown, latest)
         declared = play.get()
         try:
-            res = await self._post(thread_id, key, text, run_id, declared)
+            res = await self._post(thread_id, key, text, run_id, declared, attached)
         except IdempotencyKeyReused:
             log.info("the request has an answer under its key already; finishing the run run_id=%s", run_id)
             await self._finish(run, run_id, "COMPLETED")
             return
         except RunNotActive:
-            await self._after_end(run, thread_id, key, reqs, text, declared)
+            await self._after_end(run, thread_id, key, reqs, text, declared, attached)
             return
         except TriggerRevoked:
             log.info("reply dropped: the run's person lost trigger run_id=%s", run_id)
@@ -651,7 +688,8 @@ class Adapter:
         while not self._interrupted(run):
             await asyncio.sleep(0.1)
 
-    async def _after_end(self, run: _Active, thread_id: str, key: str, reqs: list[str], text: str, declared: str) -> None:
+    async def _after_end(self, run: _Active, thread_id: str, key: str, reqs: list[str], text: str, declared: str,
+                         attached: list[str]) -> None:
         """Decides about a reply whose run ended (or whose context is gone) before
         it was posted (docs/adapter.md#when-the-run-ended-first)."""
         try:
@@ -673,18 +711,22 @@ class Adapter:
             log.info("reply dropped: the run ended and its requests have answers run_id=%s", run.run_id)
             return
         try:
-            await self._post(thread_id, key, text, "", declared)
+            await self._post(thread_id, key, text, "", declared, attached)
             log.info("answer posted after the run ended run_id=%s", run.run_id)
         except BothyError as e:
             log.error("answer without run id refused (%s)", e.code)
 
-    async def _post(self, thread_id: str, key: str, text: str, run_id: str, declared: str) -> dict[str, Any]:
-        """Posts under key; every retry sends the identical request, so the
-        server stores it once. With an outbox it is on disk first."""
+    async def _post(self, thread_id: str, key: str, text: str, run_id: str, declared: str,
+                    attached: list[str] | None = None) -> dict[str, Any]:
+        """Posts under key with the files attached; every retry sends the
+        identical request, so the server stores it once. With an outbox it is
+        on disk first."""
+        files = list(attached or [])
         if self.box is not None:
-            self.box.put(OutboxEntry(key, thread_id, run_id, self.cfg.holder, text, declared))
+            self.box.put(OutboxEntry(key, thread_id, run_id, self.cfg.holder, text, declared, attachment_file_ids=files))
         try:
-            res = await self._retry(lambda: self.client.create_message(thread_id, self.cfg.holder, key, text, run_id, declared))
+            res = await self._retry(lambda: self.client.create_message(thread_id, self.cfg.holder, key, text, run_id, declared,
+                                                                       files))
         except BothyError as e:
             if self.box is not None and not e.temporary:
                 self.box.remove(key)
@@ -700,7 +742,7 @@ class Adapter:
         for e in self.box.entries():
             try:
                 await self._retry(lambda: self.client.create_message(e.thread_id, e.holder, e.key, e.text, e.run_id,
-                                                                      e.input_trust or "UNVERIFIED"))
+                                                                      e.input_trust or "UNVERIFIED", e.attachment_file_ids))
                 self.box.remove(e.key)
                 log.info("outbox: answer sent after a restart key=%s", e.key)
             except RunNotActive:
@@ -709,7 +751,8 @@ class Adapter:
                     keys = {a.get("clientMsgId") for a in r.get("answers") or []}
                     if not is_active(r.get("state", "")) and request_stands(r.get("state", ""), r.get("endReason") or "") \
                             and e.key not in keys:
-                        await self.client.create_message(e.thread_id, "", e.key, e.text, "", e.input_trust or "UNVERIFIED")
+                        await self.client.create_message(e.thread_id, "", e.key, e.text, "", e.input_trust or "UNVERIFIED",
+                                                         e.attachment_file_ids)
                 self.box.remove(e.key)
             except BothyError as err:
                 if err.temporary:

@@ -4,6 +4,7 @@ the refusals raised as the protocol's exceptions (errors.py)."""
 from __future__ import annotations
 
 import contextvars
+import json
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,7 +21,7 @@ _TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _RUN = ("fragment RunFields on Run { id threadId state triggeringMessageId cancelRequested endReason attempt holder "
         "leaseExpiresAt traceparent }")
 _CTX = ("fragment ContextMessage on RunContextMessage { messageId threadSeq author { id kind handle displayName } origin kind "
-        "contentMd truncated attachments { fileId } trust provenance alreadyDelivered }")
+        "contentMd truncated attachments { fileId name mimeType size scanStatus textStatus } trust provenance alreadyDelivered }")
 Q_VIEWER = "query Viewer { viewer { id kind handle } }"
 Q_EVENTS = ("query AgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) "
             "{ events { seq type payload } nextAfter } }")
@@ -41,6 +42,11 @@ M_LIVE = ("mutation UpdateRunLive($id: ID!, $holder: String, $input: RunLiveUpda
 Q_LIVE = "query RunLive($id: ID!) { run(id: $id) { live { version } } }"
 M_APPROVAL = ("mutation RequestApproval($id: ID!, $holder: String, $input: ApprovalRequest!) { requestApproval(runId: $id, "
               "holder: $holder, input: $input) { id state option { id } } }")
+M_UPLOAD = ("mutation UploadFile($file: Upload!) { uploadFile(file: $file) { id name mimeType size sha256 scanStatus "
+            "createdAt } }")
+Q_FILE_TEXT = ("query FileText($id: ID!, $maxBytes: Int) { file(id: $id) { id name mimeType textStatus "
+               "text(maxBytes: $maxBytes) } }")
+Q_CAPABILITIES = "query Capabilities { viewer { capabilities { filesOut } } }"
 Q_APPROVAL = "query Approval($id: ID!) { approval(id: $id) { id state option { id } } }"
 
 
@@ -99,14 +105,19 @@ class Client:
         Raises the exception of the server's refusal (errors.py), or
         NetworkError when no answer came.
         """
-        headers = {"Authorization": "Bearer " + self.token, "User-Agent": self.user_agent,
-                   "Accept": "application/graphql-response+json, application/json;q=0.9"}
+        return await self._send(op, extra, json={"query": query, "operationName": op, "variables": variables or {}})
+
+    async def _send(self, op: str, extra: float = 0.0, headers: dict[str, str] | None = None, **body: Any) -> dict[str, Any]:
+        """Posts body (json=, or data= and files= for a multipart upload) as op
+        and returns the data, raising as :meth:`do` says."""
+        headers = dict(headers or {})
+        headers.update({"Authorization": "Bearer " + self.token, "User-Agent": self.user_agent,
+                        "Accept": "application/graphql-response+json, application/json;q=0.9"})
         tp = traceparent_var.get()
         if tp and _TRACEPARENT.match(tp):
             headers["traceparent"] = tp
         try:
-            resp = await self.http.post(self.endpoint, json={"query": query, "operationName": op, "variables": variables or {}},
-                                        headers=headers, timeout=self.timeout + extra)
+            resp = await self.http.post(self.endpoint, headers=headers, timeout=self.timeout + extra, **body)
         except httpx.HTTPError as e:
             raise NetworkError(op, type(e).__name__) from e
         mt = resp.headers.get("Content-Type", "").split(";")[0].strip()
@@ -181,16 +192,50 @@ class Client:
         return (await self.do("FinishRun", M_FINISH, {"id": run_id, "input": inp, "holder": holder or None}))["finishRun"]
 
     async def create_message(self, thread_id: str, holder: str, key: str, text: str, run_id: str = "",
-                             input_trust: str = "") -> dict[str, Any]:
-        """Posts text under clientMsgId key, naming run run_id ("" names none) and
-        declaring input_trust; a repeat of a stored message answers replayed."""
+                             input_trust: str = "", attachment_file_ids: list[str] | None = None) -> dict[str, Any]:
+        """Posts text under clientMsgId key, naming run run_id ("" names none),
+        declaring input_trust and attaching the files of attachment_file_ids
+        (part of the key's request); a repeat of a stored message answers
+        replayed."""
         inp: dict[str, Any] = {"clientMsgId": key, "contentMd": text}
         if run_id:
             inp["runId"] = run_id
         if input_trust:
             inp["inputTrust"] = input_trust
+        if attachment_file_ids:
+            inp["attachmentFileIds"] = list(attachment_file_ids)
         return (await self.do("CreateMessage", M_MESSAGE, {"threadId": thread_id, "input": inp,
                                                            "holder": (holder or None) if run_id else None}))["createMessage"]
+
+    async def upload_file(self, name: str, content: bytes) -> dict[str, Any]:
+        """Uploads content as a file named name (the GraphQL multipart request
+        convention) and returns File; the server sniffs the media type. Never
+        repeated by the client: a repeat makes a second file."""
+        ops = json.dumps({"query": M_UPLOAD, "operationName": "UploadFile", "variables": {"file": None}})
+        safe = "".join(c for c in name if c >= " " and c not in '"\\\x7f')
+        data = await self._send("UploadFile", headers={"GraphQL-Require-Preflight": "1"},
+                                data={"operations": ops, "map": '{"0":["variables.file"]}'},
+                                files={"0": (safe, content, "application/octet-stream")})
+        if not data.get("uploadFile"):
+            raise error_for("UploadFile", "Not found", "not_found", status=404)
+        return data["uploadFile"]
+
+    async def file_text(self, file_id: str, max_bytes: int = 0) -> dict[str, Any]:
+        """Reads File {id name mimeType textStatus text} of file_id, at most
+        max_bytes of its text (0: the server's files.text_max_bytes). Raises
+        NotFound for a missing file and for one the caller may not read."""
+        variables: dict[str, Any] = {"id": file_id}
+        if max_bytes > 0:
+            variables["maxBytes"] = max_bytes
+        f = (await self.do("FileText", Q_FILE_TEXT, variables)).get("file")
+        if not f:
+            raise error_for("FileText", "Not found", "not_found", status=404)
+        return f
+
+    async def files_out(self) -> bool:
+        """Whether the client's principal holds the capability files_out."""
+        v = (await self.do("Capabilities", Q_CAPABILITIES))["viewer"]
+        return bool((v.get("capabilities") or {}).get("filesOut"))
 
     async def update_run_live(self, run_id: str, holder: str, base_version: int, append: str = "",
                               replace: str | None = None, status: str | None = None, done: bool = False) -> int:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import threading
 
-from .types import AUTHORIZED, ContextMessage, known_trust, lower_trust, tools_allowed, trust_rank
+from .types import AUTHORIZED, UNVERIFIED, ContextMessage, known_trust, lower_trust, tools_allowed, trust_rank
 
 INPUT_CONTEXT = "with untrusted messages in the conversation"
 INPUT_OTHERS = "with requests of other people in the conversation"
 INPUT_OTHER = "after reading other untrusted input"
+INPUT_FILE = "after reading an attached file"
 INPUT_UNKNOWN = "with untrusted input in play"
 
 
@@ -24,6 +25,7 @@ class InPlay:
         self._context = ""
         self._tools: list[str] = []
         self._other = False
+        self._file = False
         self._others = False
         self._note_context(self.level)
 
@@ -64,6 +66,13 @@ class InPlay:
             if not tools_allowed(trust):
                 self._other = True
 
+    def lower_file(self) -> None:
+        """Lowers the level to UNVERIFIED: a file's text was read, which is data
+        whoever uploaded the file."""
+        with self._mu:
+            self.level = UNVERIFIED
+            self._file = True
+
     def inputs(self) -> list[str]:
         """The untrusted inputs in play, as an approval card names them."""
         with self._mu:
@@ -75,6 +84,8 @@ class InPlay:
             if self._tools:
                 t = self._tools
                 out.append("after reading the output of " + (t[0] if len(t) == 1 else ", ".join(t[:-1]) + " and " + t[-1]))
+            if self._file:
+                out.append(INPUT_FILE)
             if self._other:
                 out.append(INPUT_OTHER)
             return out

@@ -12,6 +12,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 from .types import parse_time
 
@@ -33,11 +34,13 @@ class OutboxEntry:
     text: str
     input_trust: str = ""
     written: str = field(default_factory=_now)
+    attachment_file_ids: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, Any]:
         """The entry as the Go SDK writes it (empty optional fields left out)."""
-        d = {"key": self.key, "thread_id": self.thread_id, "run_id": self.run_id, "holder": self.holder, "text": self.text,
-             "input_trust": self.input_trust, "written": self.written}
+        d: dict[str, Any] = {"key": self.key, "thread_id": self.thread_id, "run_id": self.run_id, "holder": self.holder,
+                             "text": self.text, "input_trust": self.input_trust, "attachment_file_ids": self.attachment_file_ids,
+                             "written": self.written}
         return {k: v for k, v in d.items() if v or k in ("key", "thread_id", "text", "written")}
 
 
@@ -90,7 +93,8 @@ class Outbox:
                 with open(os.path.join(self.folder, n), encoding="utf-8") as f:
                     d = json.load(f)
                 e = OutboxEntry(key=d["key"], thread_id=d["thread_id"], run_id=d.get("run_id", ""), holder=d.get("holder", ""),
-                                text=d.get("text", ""), input_trust=d.get("input_trust", ""), written=d.get("written", ""))
+                                text=d.get("text", ""), input_trust=d.get("input_trust", ""), written=d.get("written", ""),
+                                attachment_file_ids=[str(x) for x in d.get("attachment_file_ids") or []])
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             if e.key and e.thread_id:

@@ -58,6 +58,25 @@ class Author:
 
 
 @dataclass
+class Attachment:
+    """A file attached to an element: its metadata only. Its text is data,
+    read with Task.file_text (never part of the context)."""
+
+    file_id: str
+    name: str = ""
+    mime_type: str = ""
+    size: int = 0
+    scan_status: str = ""
+    text_status: str = ""
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Attachment:
+        """Reads an attachment as the API writes it."""
+        return cls(file_id=d.get("fileId") or "", name=d.get("name") or "", mime_type=d.get("mimeType") or "",
+                   size=int(d.get("size") or 0), scan_status=d.get("scanStatus") or "", text_status=d.get("textStatus") or "")
+
+
+@dataclass
 class ContextMessage:
     """One element of a run's context, with the trust the server decided from
     live rights and the provenance of what it was derived from."""
@@ -72,7 +91,7 @@ class ContextMessage:
     trust: str = UNVERIFIED
     provenance: str = ""
     already_delivered: bool = False
-    attachments: int = 0
+    attachments: list[Attachment] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ContextMessage:
@@ -83,7 +102,7 @@ class ContextMessage:
                    author=Author(a.get("id") or "", a.get("kind") or "", a.get("handle") or "", a.get("displayName") or ""),
                    origin=d.get("origin") or "", kind=d.get("kind") or "", truncated=bool(d.get("truncated")),
                    trust=d.get("trust") or UNVERIFIED, provenance=d.get("provenance") or "",
-                   already_delivered=bool(d.get("alreadyDelivered")), attachments=len(d.get("attachments") or []))
+                   already_delivered=bool(d.get("alreadyDelivered")), attachments=[Attachment.from_json(x) for x in d.get("attachments") or []])
 
     def standing(self) -> str:
         """The lower of the element's trust and provenance: what it counts as."""

@@ -27,8 +27,12 @@ class FakeServer:
         self.calls: list[tuple[str, dict[str, Any], httpx.Headers]] = []
 
     def handler(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        op, variables = body["operationName"], body.get("variables") or {}
+        if request.headers.get("Content-Type", "").startswith("multipart/"):
+            # An upload: the operation and the raw body, for the test to read.
+            op, variables = "UploadFile", {"_body": request.content.decode("utf-8", "replace")}
+        else:
+            body = json.loads(request.content)
+            op, variables = body["operationName"], body.get("variables") or {}
         self.calls.append((op, variables, request.headers))
         doc = self.routes[op](variables)
         status = doc.pop("_status", 200)

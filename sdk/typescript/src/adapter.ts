@@ -26,6 +26,7 @@ import {
 } from "./errors.js";
 import { LiveWriter } from "./live.js";
 import { stderrLogger, withFields, type Logger } from "./log.js";
+import { RunFiles } from "./files.js";
 import { Outbox } from "./outbox.js";
 import { render, withFollowUps } from "./render.js";
 import { AgentStream, NoWebSocketError } from "./stream.js";
@@ -582,6 +583,7 @@ export class Adapter {
       const lw = this.#cfg.live ? new LiveWriter(this.#client, inv.run_id, this.holder, this.#cfg.liveIntervalMs, log, signal, tp) : undefined;
       const boundary = render(rc).boundary;
       let play: InPlay | undefined;
+      const files = new RunFiles(this.#client);
       let text = "";
       let shown: RunContextMessage[] = [];
       let latest = rc;
@@ -594,7 +596,8 @@ export class Adapter {
         if (!play) play = new InPlay(prompt.lowest);
         else play.lowerContext(prompt.lowest);
         play.noteElements(elementsOf(prompt.context));
-        const task = new Task({ prompt, play, signal, followUps: rc.followUps.filter((f) => !seen.has(f.messageId)), live: lw, approver: r.approver, log });
+        files.newRound();
+        const task = new Task({ prompt, play, signal, followUps: rc.followUps.filter((f) => !seen.has(f.messageId)), live: lw, approver: r.approver, log, files });
         let failure: unknown;
         try {
           await this.#acquire(signal);
@@ -660,7 +663,8 @@ export class Adapter {
       const reqs = requestsOf(trigger, shown);
       rep.answerKey = answerKey(inv.run_id, reqs[reqs.length - 1]!);
       const input = play!.level;
-      if (gone) return await this.#afterEnd(log, r, inv, rep, reqs, text, input, tp);
+      const attached = files.ids();
+      if (gone) return await this.#afterEnd(log, r, inv, rep, reqs, text, input, tp, attached);
       // Delivered before posting: a follow-up still pending when the run
       // completes would start the next run and be answered twice.
       if (await this.#deliver(log, r, rep, shown, latest, tp)) return rep;
@@ -668,7 +672,7 @@ export class Adapter {
       try {
         // The answer declares what it was derived from: everything the
         // model read in the run, tool results included.
-        msg = await this.#post(inv.thread_id, rep.answerKey, text, inv.run_id, input, tp);
+        msg = await this.#post(inv.thread_id, rep.answerKey, text, inv.run_id, input, tp, attached);
       } catch (err) {
         if (err instanceof IdempotencyKeyReusedError) {
           // The key holds another text: an earlier holder answered this request.
@@ -677,7 +681,7 @@ export class Adapter {
           rep.outcome = await this.#finish(log, r, inv.run_id, "COMPLETED", "", tp);
           return rep;
         }
-        if (err instanceof RunNotActiveError) return await this.#afterEnd(log, r, inv, rep, reqs, text, input, tp);
+        if (err instanceof RunNotActiveError) return await this.#afterEnd(log, r, inv, rep, reqs, text, input, tp, attached);
         if (err instanceof TriggerRevokedError) {
           // Nothing was stored, and the run waits for this holder to confirm its cancel.
           log.info("reply dropped: the run's person lost trigger", { reason: err.reason });
@@ -753,7 +757,17 @@ export class Adapter {
 
   // afterEnd decides about a reply whose run was found ended, or its
   // context gone, before the reply was posted with the run's id.
-  async #afterEnd(log: Logger, r: ActiveRun, inv: Invocation, rep: RunReport, reqs: string[], text: string, input: Trust, tp: string | undefined): Promise<RunReport> {
+  async #afterEnd(
+    log: Logger,
+    r: ActiveRun,
+    inv: Invocation,
+    rep: RunReport,
+    reqs: string[],
+    text: string,
+    input: Trust,
+    tp: string | undefined,
+    attached: string[],
+  ): Promise<RunReport> {
     let info: RunInfo;
     try {
       info = await this.#retry("Run", (s) => this.#client.run(inv.run_id, { signal: s, traceparent: tp }), this.#outer);
@@ -791,7 +805,7 @@ export class Adapter {
     // reaches the people as a plain agent message.
     log.info("run ended before the answer; sending it without run id", { state, end_reason: reason });
     try {
-      const msg = await this.#post(inv.thread_id, rep.answerKey, text, "", input, tp);
+      const msg = await this.#post(inv.thread_id, rep.answerKey, text, "", input, tp, attached);
       rep.answerMessageId = msg.message.id;
       log.info("answer posted after the run ended", { message_id: msg.message.id, client_msg_id: rep.answerKey, replayed: msg.replayed });
     } catch (err) {
@@ -810,13 +824,23 @@ export class Adapter {
   // post sends text under key, naming run runId ("" names none) and
   // declaring input. Every retry sends the identical request, so the
   // server stores the message once and a repeat answers replayed.
-  async #post(threadId: string, key: string, text: string, runId: string, input: Trust, tp: string | undefined): Promise<MessageResult> {
+  async #post(threadId: string, key: string, text: string, runId: string, input: Trust, tp: string | undefined, files: string[]): Promise<MessageResult> {
+    const attached = files.length > 0 ? files : undefined;
     if (this.#box) {
       // On disk before it leaves: a process that dies now sends it at its next start.
-      await this.#box.put({ key, thread_id: threadId, run_id: runId || undefined, holder: this.holder, text, input_trust: input, written: new Date().toISOString() });
+      await this.#box.put({
+        key,
+        thread_id: threadId,
+        run_id: runId || undefined,
+        holder: this.holder,
+        text,
+        input_trust: input,
+        attachment_file_ids: attached,
+        written: new Date().toISOString(),
+      });
     }
     const holder = runId ? this.holder : "";
-    const input_ = { clientMsgId: key, contentMd: text, inputTrust: input, ...(runId ? { runId } : {}) };
+    const input_ = { clientMsgId: key, contentMd: text, inputTrust: input, ...(runId ? { runId } : {}), ...(attached ? { attachmentFileIds: attached } : {}) };
     try {
       const res = await this.#retry("CreateMessage", (s) => this.#client.createMessage(threadId, holder, input_, { signal: s, traceparent: tp }), this.#outer);
       await this.#box?.remove(key);
@@ -874,7 +898,13 @@ export class Adapter {
     if (bad.length > 0) this.#log.warn("outbox: some entries are unreadable and stay", { files: bad });
     for (const e of entries) {
       const log = withFields(this.#log, { run_id: e.run_id, thread_id: e.thread_id, client_msg_id: e.key });
-      const input = { clientMsgId: e.key, contentMd: e.text, inputTrust: e.input_trust ?? "UNVERIFIED", ...(e.run_id ? { runId: e.run_id } : {}) };
+      const input = {
+        clientMsgId: e.key,
+        contentMd: e.text,
+        inputTrust: e.input_trust ?? "UNVERIFIED",
+        ...(e.run_id ? { runId: e.run_id } : {}),
+        ...(e.attachment_file_ids?.length ? { attachmentFileIds: e.attachment_file_ids } : {}),
+      };
       try {
         try {
           const res = await this.#retry("CreateMessage", (s) => this.#client.createMessage(e.thread_id, e.holder ?? "", input, { signal: s }), this.#outer);

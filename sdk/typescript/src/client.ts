@@ -4,6 +4,7 @@
  * @module
  */
 import { AbortedError, NetworkError, NotFoundError, refusal, type BothyError, type GraphQLErrorEntry } from "./errors.js";
+import type { FileText } from "./render.js";
 import type { Approval, ApprovalOption, EventPage, MessageResult, Outcome, RunContext, RunInfo, RunLive, Trust } from "./types.js";
 
 /** Options of a {@link Client}. */
@@ -59,7 +60,7 @@ export function traceHeaders(traceparent: string | undefined | null): Record<str
 }
 
 const runFields = `fragment RunFields on Run { id threadId state triggeringMessageId cancelRequested endReason attempt holder leaseExpiresAt traceparent }`;
-const ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript } replyToMessageId trust provenance alreadyDelivered }`;
+const ctxFields = `fragment ContextMessage on RunContextMessage { messageId threadSeq createdAt channelId author { id kind handle displayName } role origin kind contentMd truncated attachments { fileId name mimeType size scanStatus transcript textStatus } replyToMessageId trust provenance alreadyDelivered }`;
 const Q = {
   viewer: `query Viewer { viewer { id kind } }`,
   events: `query AgentEvents($after: String, $wait: Int) { agentEvents(after: $after, waitSeconds: $wait) { events { seq type createdAt payload } nextAfter } }`,
@@ -70,6 +71,9 @@ const Q = {
   renew: `mutation RenewRun($id: ID!, $holder: String!) { renewRun(id: $id, holder: $holder) { ...RunFields } } ${runFields}`,
   ack: `mutation AckAgentEvents($upTo: String!) { ackAgentEvents(upTo: $upTo) { position } }`,
   finish: `mutation FinishRun($id: ID!, $input: RunFinish!, $holder: String) { finishRun(id: $id, input: $input, holder: $holder) { ...RunFields } } ${runFields}`,
+  upload: `mutation UploadFile($file: Upload!) { uploadFile(file: $file) { id name mimeType size sha256 scanStatus createdAt } }`,
+  fileText: `query FileText($id: ID!, $maxBytes: Int) { file(id: $id) { id name mimeType textStatus text(maxBytes: $maxBytes) } }`,
+  capabilities: `query Capabilities { viewer { capabilities { filesOut } } }`,
   message: `mutation CreateMessage($threadId: ID!, $input: MessageCreate!, $holder: String) { createMessage(threadId: $threadId, input: $input, holder: $holder) { replayed message { id threadId threadSeq } } }`,
   live: `mutation UpdateRunLive($id: ID!, $holder: String, $input: RunLiveUpdate!) { updateRunLive(runId: $id, holder: $holder, input: $input) { runId version text status done } }`,
   runLive: `query RunLive($id: ID!) { run(id: $id) { live { runId version text status done } } }`,
@@ -87,6 +91,19 @@ export interface MessageCreate {
   runId?: string;
   /** The lowest trust of what the model read in the run; it can only lower the answer's provenance. */
   inputTrust?: Trust;
+  /** Files the message attaches (uploaded by the writer; an agent needs files_out); part of the clientMsgId's request. */
+  attachmentFileIds?: string[];
+}
+
+/** An uploaded file's metadata, as uploadFile answers it. */
+export interface UploadedFile {
+  id: string;
+  name: string;
+  mimeType: string;
+  size: number;
+  sha256: string;
+  scanStatus: string;
+  createdAt: string;
 }
 
 /** An update of the live box (`RunLiveUpdate`). */
@@ -184,6 +201,12 @@ export class Client {
    * @param extraMs time on top of the client's timeout (a long poll's wait).
    */
   async request<T>(op: string, query: string, vars: Record<string, unknown>, call: CallOptions = {}, extraMs = 0): Promise<T> {
+    return this.#send<T>(op, JSON.stringify({ query, operationName: op, variables: vars }), { "Content-Type": "application/json" }, call, extraMs);
+  }
+
+  // send posts body (JSON, or a multipart form whose type fetch sets) as op
+  // and returns the data, throwing as request says.
+  async #send<T>(op: string, body: string | FormData, headers: Record<string, string>, call: CallOptions, extraMs: number): Promise<T> {
     const signals = [AbortSignal.timeout(this.#timeoutMs + extraMs)];
     if (call.signal) signals.push(call.signal);
     let resp: Response;
@@ -192,14 +215,14 @@ export class Client {
       resp = await this.#fetch(this.endpoint, {
         method: "POST",
         headers: {
-          "Content-Type": "application/json",
+          ...headers,
           // graphql-response+json gives proper statuses for request errors.
           Accept: "application/graphql-response+json, application/json;q=0.9",
           Authorization: `Bearer ${this.#token}`,
           "User-Agent": this.#userAgent,
           ...traceHeaders(call.traceparent),
         },
-        body: JSON.stringify({ query, operationName: op, variables: vars }),
+        body,
         signal: AbortSignal.any(signals),
       });
       text = await resp.text();
@@ -227,6 +250,41 @@ export class Client {
     if (resp.status !== 200) throw statusError(codeForStatus(resp.status), "unexpected HTTP status");
     if (env.data == null) throw statusError("invalid_response", "the answer has neither data nor errors");
     return env.data as T;
+  }
+
+  /**
+   * Uploads content as a file named name (the GraphQL multipart request
+   * convention, with GraphQL-Require-Preflight: 1); the server sniffs the
+   * media type. Never repeated: a repeat makes a second file.
+   */
+  async uploadFile(name: string, content: Uint8Array, call: CallOptions = {}): Promise<UploadedFile> {
+    const form = new FormData();
+    form.append("operations", JSON.stringify({ query: Q.upload, operationName: "UploadFile", variables: { file: null } }));
+    form.append("map", '{"0":["variables.file"]}');
+    form.append("0", new Blob([content], { type: "application/octet-stream" }), name.replace(/[\x00-\x1f\x7f"\\]/g, ""));
+    const d = await this.#send<{ uploadFile: UploadedFile | null }>("UploadFile", form, { "GraphQL-Require-Preflight": "1" }, call, 0);
+    if (!d.uploadFile) throw notFound("UploadFile");
+    return d.uploadFile;
+  }
+
+  /**
+   * A file's text (File.text), at most maxBytes of it (0: the server's
+   * files.text_max_bytes); text is null unless textStatus is READY.
+   * A {@link NotFoundError} for a missing file and for one the caller may not read.
+   */
+  async fileText(fileId: string, maxBytes = 0, call?: CallOptions): Promise<FileText> {
+    const vars: Record<string, unknown> = { id: fileId };
+    if (maxBytes > 0) vars.maxBytes = maxBytes;
+    const d = await this.request<{ file: (Omit<FileText, "fileId"> & { id: string }) | null }>("FileText", Q.fileText, vars, call);
+    if (!d.file) throw notFound("FileText");
+    const { id, ...rest } = d.file;
+    return { ...rest, fileId: id, text: rest.textStatus === "READY" ? rest.text : null };
+  }
+
+  /** Whether the token's principal holds the capability files_out. */
+  async filesOut(call?: CallOptions): Promise<boolean> {
+    const d = await this.request<{ viewer: { capabilities: { filesOut: boolean } } }>("Capabilities", Q.capabilities, {}, call);
+    return d.viewer.capabilities.filesOut;
   }
 
   /** Who the token belongs to (`viewer`). */

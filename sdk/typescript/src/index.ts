@@ -22,6 +22,7 @@ export {
   type ClientOptions,
   type LiveUpdate,
   type MessageCreate,
+  type UploadedFile,
 } from "./client.js";
 export { configFromEnv, shutdownSignal, type EnvConfig } from "./config.js";
 export * from "./errors.js";
@@ -29,9 +30,10 @@ export { loadTools, parseTools, type ToolOptions } from "./httptools.js";
 export { LiveWriter, STOPPED_STATUS } from "./live.js";
 export { silentLogger, stderrLogger, withFields, type Logger } from "./log.js";
 export { Outbox, type OutboxEntry } from "./outbox.js";
-export { looksLikeMarker, neutralise, newBoundary, render, withFollowUps, type Prompt } from "./render.js";
+export { fileTextBlock, looksLikeMarker, neutralise, newBoundary, render, withFileTexts, withFollowUps, type FileText, type Prompt } from "./render.js";
 export { AgentStream, NoWebSocketError } from "./stream.js";
-export { Approver, OPTION_APPROVE, OPTION_DENY, Task, currentTask, withTask, type Tool } from "./task.js";
+export { ATTACH_FILE_TOOL, Approver, OPTION_APPROVE, OPTION_DENY, Task, attachFileTool, currentTask, withTask, type Tool } from "./task.js";
+export { MAX_ATTACHMENTS, NoFilesOutError, RunFiles } from "./files.js";
 export { InPlay, knownTrust, lowerTrust, standing, toolsAllowed, trustRank } from "./trust.js";
 export * from "./types.js";
 export { LENGTH_NOTE, type Model } from "./model/common.js";

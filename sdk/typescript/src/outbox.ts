@@ -18,6 +18,8 @@ export interface OutboxEntry {
   holder?: string;
   text: string;
   input_trust?: Trust;
+  /** The files the answer attaches, sent again with it. */
+  attachment_file_ids?: string[];
   /** RFC 3339 time of writing; older entries are sent first. */
   written: string;
 }

@@ -9,7 +9,8 @@ import { NoApproverError, NotApprovedError, errorKind } from "./errors.js";
 import type { LiveWriter } from "./live.js";
 import { cutBytes } from "./live.js";
 import type { Logger } from "./log.js";
-import type { Prompt } from "./render.js";
+import { promptWith, readFileTexts, type RunFiles } from "./files.js";
+import type { FileText, Prompt } from "./render.js";
 import { InPlay, inputUnknown } from "./trust.js";
 import type { Approval, RunContext, RunContextMessage, Trust } from "./types.js";
 
@@ -116,6 +117,8 @@ export interface TaskParts {
   live?: LiveWriter;
   approver?: Approver;
   log?: Logger;
+  /** The run's files (attachFile, fileText); none for a Task outside a run. */
+  files?: RunFiles;
 }
 
 /**
@@ -133,6 +136,7 @@ export class Task {
   readonly #play: InPlay;
   readonly #live?: LiveWriter;
   readonly #approver?: Approver;
+  readonly #files?: RunFiles;
   /** The log of the run (ids only). */
   readonly log?: Logger;
   /** @internal the handler's answer. */
@@ -149,6 +153,7 @@ export class Task {
     this.#play = parts.play;
     this.#live = parts.live;
     this.#approver = parts.approver;
+    this.#files = parts.files;
     this.log = parts.log;
   }
 
@@ -182,6 +187,43 @@ export class Task {
   /** Lowers the in-play trust for something the handler read itself. */
   lower(t: Trust): void {
     this.#play.lowerOther(t);
+  }
+
+  /**
+   * Uploads content as a file named name and attaches it to the run's
+   * answer: every retry and replay of the answer carries it. A later round
+   * (follow-ups) attaches anew; the same name and content is not uploaded
+   * twice. Returns the file's id.
+   * @throws NoFilesOutError without the capability files_out.
+   */
+  async attachFile(name: string, content: Uint8Array | string): Promise<string> {
+    if (!this.#files) throw new Error("bothy: this Task has no connection to the server; it attaches no files");
+    const bytes = typeof content === "string" ? new TextEncoder().encode(content) : content;
+    return this.#files.attach(name, bytes, this.signal);
+  }
+
+  /**
+   * Reads the text of a file of the run's context (the text API). It is
+   * data whoever uploaded it: show it to a model only as fileTextBlock
+   * renders it. Reading lowers the in-play trust to UNVERIFIED, so a
+   * consequential tool after it needs the person's approval.
+   */
+  async fileText(fileId: string): Promise<FileText> {
+    if (!this.#files) throw new Error("bothy: this Task has no connection to the server; it reads no files");
+    this.#play.lowerFile();
+    return this.#files.client.fileText(fileId, 0, { signal: this.signal });
+  }
+
+  /**
+   * The prompt with the text of every READY file of the context appended as
+   * DATA blocks with trust unverified; lowers the in-play trust when it
+   * appended any.
+   */
+  async promptWithFiles(): Promise<Prompt> {
+    if (!this.#files) return this.prompt;
+    const texts = await readFileTexts(this.#files.client, this.prompt, this.signal);
+    if (texts.length > 0) this.#play.lowerFile();
+    return promptWith(this.prompt, texts);
   }
 
   /** Streams a piece of the answer into the live box (with `live` on). */
@@ -274,4 +316,35 @@ export class Task {
 
 function allElements(rc: RunContext): RunContextMessage[] {
   return [...(rc.channelContext ?? []), ...rc.threadContext, rc.triggerMessage, ...rc.followUps];
+}
+
+/** The name of {@link attachFileTool}. */
+export const ATTACH_FILE_TOOL = "attach_file";
+
+/**
+ * A tool a model calls to attach a text file to its answer
+ * (Task.attachFile, which needs files_out): arguments content and name
+ * (default answer.txt). Not consequential: the file goes where the answer
+ * goes.
+ */
+export function attachFileTool(): Tool {
+  return {
+    name: ATTACH_FILE_TOOL,
+    description: "Attach a text file to your answer in the chat (a report, a table as CSV, code). Everyone who reads your answer can download it.",
+    parameters: {
+      type: "object",
+      properties: { content: { type: "string", description: "the file's text" }, name: { type: "string", description: "the file's name, e.g. report.md" } },
+      required: ["content"],
+    },
+    // What the model reads back is the SDK's own line.
+    outputTrust: "SYSTEM",
+    async call(args: string): Promise<string> {
+      const task = currentTask();
+      if (!task) throw new Error("bothy: attach_file runs only in a run");
+      const a = JSON.parse(args) as { content?: unknown; name?: unknown };
+      const name = typeof a.name === "string" && a.name.trim() ? a.name.trim() : "answer.txt";
+      await task.attachFile(name, typeof a.content === "string" ? a.content : "");
+      return `Attached ${name} to your answer.`;
+    },
+  };
 }

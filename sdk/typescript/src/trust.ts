@@ -49,6 +49,8 @@ export function standing(m: Pick<RunContextMessage, "trust" | "provenance">): Tr
 const inputContext = "with untrusted messages in the conversation";
 const inputOthers = "with requests of other people in the conversation";
 const inputOther = "after reading other untrusted input";
+/** What an approval card names once a file's text was read. */
+export const inputFile = "after reading an attached file";
 /** What an approval card says when nothing untrusted was recorded. */
 export const inputUnknown = "with untrusted input in play";
 
@@ -62,6 +64,7 @@ export class InPlay {
   #context: Trust | "" = "";
   #tools: string[] = [];
   #other = false;
+  #file = false;
   #others = false;
 
   /** Starts at the context's lowest (unknown: UNVERIFIED). */
@@ -103,12 +106,19 @@ export class InPlay {
     if (!toolsAllowed(knownTrust(t))) this.#other = true;
   }
 
+  /** Lowers the level to UNVERIFIED: a file's text was read, data whoever uploaded it. */
+  lowerFile(): void {
+    this.#level = "UNVERIFIED";
+    this.#file = true;
+  }
+
   /** The untrusted inputs in play, in the words of the approval card. */
   inputs(): string[] {
     const out: string[] = [];
     if (this.#context !== "" && this.#context !== "AUTHORIZED") out.push(inputContext);
     else if (this.#context === "AUTHORIZED" || this.#others) out.push(inputOthers);
     if (this.#tools.length > 0) out.push("after reading the output of " + joinAnd(this.#tools));
+    if (this.#file) out.push(inputFile);
     if (this.#other) out.push(inputOther);
     return out;
   }

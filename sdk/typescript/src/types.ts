@@ -37,6 +37,8 @@ export interface Attachment {
   size: number;
   scanStatus: string;
   transcript: string | null;
+  /** Whether the file's text can be read (Task.fileText): PENDING, READY, UNSUPPORTED, TOO_LARGE or FAILED; absent from a server without files. */
+  textStatus?: string;
 }
 
 /** One element of a run's context (`RunContextMessage`). */

@@ -25,7 +25,13 @@
 //   - random-client-msg-id: every post carries a clientMsgId of its own,
 //     so a repeat after a crash is a second message;
 //   - no-holder: no call names a holder (the anonymous holder of adapters
-//     that predate claims), so two processes cannot be told apart.
+//     that predate claims), so two processes cannot be told apart;
+//   - trust-file-text: the text of attached files reaches the model as
+//     data, but the gate counts only the trust markers of the context's
+//     elements: neither the text read nor the server's summary, which
+//     counts an element's file;
+//   - drop-attachments: answers are posted without the files the model
+//     attached.
 //
 // -after and -once are the SDK's Config.After and Config.Once, for the
 // kit's tests of itself: an adapter that reads its stream from its end
@@ -235,7 +241,7 @@ func markersOnly(p agent.Prompt) agent.Prompt {
 
 func main() {
 	rule := flag.String("break", "", "untrusted, ignore-cancel, answer-twice, post-after-loss, no-renew, no-live, no-gate, trust-tool-output, trust-self, no-input-trust,\n"+
-		"ack-before-handling, post-plain-after-revoke, random-client-msg-id or no-holder")
+		"ack-before-handling, post-plain-after-revoke, random-client-msg-id, no-holder, trust-file-text or drop-attachments")
 	after := flag.String("after", "", "the cursor to read the event stream from (Config.After): empty, 0 or now")
 	once := flag.Bool("once", false, "stop after the first run (Config.Once)")
 	flag.Parse()
@@ -253,6 +259,7 @@ func main() {
 			tools[i].OutputTrust = agent.TrustSystem
 		}
 	}
+	tools = append(tools, agent.AttachFileTool())
 	m, err := openai.New(openai.Config{BaseURL: os.Getenv("BOTHY_MODEL_BASE_URL"), Model: os.Getenv("BOTHY_MODEL_NAME"), APIKey: os.Getenv("BOTHY_MODEL_API_KEY"),
 		Stream: true, Tools: tools})
 	if err != nil {
@@ -272,6 +279,12 @@ func main() {
 		opts.HTTPClient = &http.Client{Transport: rewrite{op: "createMessage(", edit: randomKey}}
 	case "no-holder":
 		opts.HTTPClient = &http.Client{Transport: rewrite{op: "holder", edit: func(vars map[string]any) { delete(vars, "holder") }}}
+	case "drop-attachments":
+		opts.HTTPClient = &http.Client{Transport: rewrite{op: "createMessage(", edit: func(vars map[string]any) {
+			if in, ok := vars["input"].(map[string]any); ok {
+				delete(in, "attachmentFileIds")
+			}
+		}}}
 	}
 	cfg := agent.Config{Live: *rule != "no-live"}
 	if *rule == "ack-before-handling" {
@@ -284,7 +297,10 @@ func main() {
 	}
 	cfg.Client, cfg.After, cfg.Once = client, *after, *once
 	err = agent.Run(ctx, cfg, func(ctx context.Context, t *agent.Task) error {
-		p := t.Prompt()
+		p := t.PromptWithFiles(ctx)
+		if *rule == "trust-file-text" {
+			p = trustedFiles(ctx, client, t)
+		}
 		mctx := ctx
 		switch *rule {
 		case "untrusted":
@@ -302,7 +318,7 @@ func main() {
 			}
 		}
 		var gate *agent.Task
-		if *rule == "trust-self" {
+		if *rule == "trust-self" || *rule == "trust-file-text" {
 			// The model's calls are gated by a Task of its own that starts
 			// from the markers; what its tools returned still reaches the
 			// run's Task, and with it the answer's inputTrust.
@@ -329,6 +345,20 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// trustedFiles is the run's prompt with the texts of its files as the SDK
+// renders them, read without the Task, so that its in-play trust stays.
+func trustedFiles(ctx context.Context, client *agent.Client, t *agent.Task) agent.Prompt {
+	var texts []agent.FileText
+	for _, m := range t.Context().Elements() {
+		for _, a := range m.Attachments {
+			if ft, err := client.FileText(ctx, a.FileID, 0); err == nil && a.TextStatus == agent.TextReady {
+				texts = append(texts, ft)
+			}
+		}
+	}
+	return agent.WithFileTexts(t.Prompt(), texts)
 }
 
 // threadOf is the thread of run, where it answers.
