@@ -28,7 +28,7 @@ func TestCapacitySmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	w, err := world.Build(t.Context(), srv.Server.World())
+	w, err := world.Build(t.Context(), world.Of(srv.Server.Modules()))
 	if err != nil {
 		t.Fatal(err)
 	}

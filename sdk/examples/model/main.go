@@ -1,5 +1,5 @@
 // Command model is a Bothy agent that answers with a language model, in
-// under sixty lines: any OpenAI-compatible server (OpenAI, Azure OpenAI, Ollama,
+// about sixty lines: any OpenAI-compatible server (OpenAI, Azure OpenAI, Ollama,
 // vLLM, ...) through sdk/model/openai. The SDK renders each run's context
 // so that only the request of the person who asked reads as instructions.
 // The answer streams into the run's live box while the model writes, and
