@@ -56,8 +56,9 @@ func TestConformanceHelp(t *testing.T) {
 		"BOTHY_TOOLS              the kit's tools file",
 		"BOTHY_CONFORMANCE_TOOLS  the same tools file",
 		"Read by the kit itself:\n  BOTHY_CONFORMANCE_DEBUG  when set, the adapter's output goes to the kit's stderr",
-		"Capabilities (--capabilities):\n  model  it asks a model at BOTHY_MODEL_BASE_URL\n  live   it streams",
-		"\n  tools  it runs the tools of BOTHY_TOOLS", "\n  files  it reads attachments",
+		"Capabilities (--capabilities):\n  model   it asks a model at BOTHY_MODEL_BASE_URL\n  live    it streams",
+		"\n  tools   it runs the tools of BOTHY_TOOLS", "\n  files   it reads the text of attached files, as data",
+		"\n  attach  it attaches files to its answers",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("the help lacks %q:\n%s", want, help)
