@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/ratelimit"
+	"maps"
 )
 
 // Level is a rights level, ordered None < Read < Write < Trigger.
@@ -129,7 +130,7 @@ func ActorOf(p identity.Principal) Actor {
 // refuses any other message, messaging.ErrRunTokenScope): what a runner's
 // child needs to read the context and answer, and nothing that reaches
 // beyond the run (no claim, no stream, no token, no other thread).
-var RunBound = map[Action]bool{
+var runBound = map[Action]bool{
 	RunRead: true, RunContextRead: true, RunRenew: true, RunLiveUpdate: true, RunApprovalRequest: true,
 	RunAwaitInput: true, RunFinish: true, ThreadRead: true, MessageRead: true, MessageCreate: true, ViewerRead: true,
 	FileRead: true,
@@ -149,7 +150,7 @@ func runTokenScope(action Action, a Actor, p Path) (Decision, bool) {
 	default:
 		return deny(problem.Forbidden, ReasonRunToken, None), false
 	}
-	if !RunBound[action] {
+	if !runBound[action] {
 		return deny(problem.Forbidden, ReasonRunToken, None), false
 	}
 	return Decision{}, true
@@ -320,7 +321,7 @@ type Spec struct {
 
 // Table is the action table of docs/design/rights.md#action-table (plus the
 // reads of spaces, channels and the event list, which are read actions).
-var Table = map[Action]Spec{
+var table = map[Action]Spec{
 	ThreadRead:            {needRead, ratelimit.Read, false},
 	MessageRead:           {needRead, ratelimit.Read, false},
 	RunRead:               {needRead, ratelimit.Read, false},
@@ -442,7 +443,7 @@ func Decide(action Action, a Actor, grant Level, p Path) Decision {
 }
 
 func decide(action Action, a Actor, grant Level, p Path) Decision {
-	spec, ok := Table[action]
+	spec, ok := table[action]
 	if !ok {
 		// An action without a row is refused: a forgotten row must not open
 		// a door.
@@ -529,3 +530,11 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 	}
 	return deny(problem.Forbidden, ReasonLevel, level)
 }
+
+// Table returns a copy of table: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func Table() map[Action]Spec { return maps.Clone(table) }
+
+// RunBound returns a copy of runBound: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func RunBound() map[Action]bool { return maps.Clone(runBound) }

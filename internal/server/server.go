@@ -197,7 +197,7 @@ func New(d Deps) (*Server, error) {
 	exec.Use(graph.PerResponse{Sources: sources})
 	exec.Use(SingleRootSubscription{})
 	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes), exec)
-	shim, err := rest.New(es.Schema(), exec, rest.Table, cfg.Int(config.GraphQLMaxResponseBytes))
+	shim, err := rest.New(es.Schema(), exec, rest.Table(), cfg.Int(config.GraphQLMaxResponseBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +239,7 @@ func New(d Deps) (*Server, error) {
 	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
-		w.Write(apidoc.OpenAPI)
+		w.Write(apidoc.OpenAPI())
 	})
 	// The schema as SDL for client generators (docs/clients.md), where
 	// introspection would show it anyway.

@@ -11,7 +11,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // smokeOrigins are the origins of make test's smoke of the bench, one case
 // from each of the seven (docs/reliability.md#injection-bench).
-var smokeOrigins = Origins
+var smokeOrigins = origins
 
 // TestInjectionBenchSmoke runs a few cases of `bothy bench injection`
 // with the obedient model, in both modes. With the trust markers and
