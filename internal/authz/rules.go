@@ -462,25 +462,15 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 	if level < Read {
 		return deny(problem.NotFound, ReasonNoGrant, level)
 	}
-	agentSelf := func() Decision {
-		if a.Kind != identity.KindAgent {
-			return deny(problem.Forbidden, ReasonSubjectKind, level)
-		}
-		if a.ID != p.OwnerID {
-			return deny(problem.Forbidden, ReasonNotSelf, level)
-		}
-		return Decision{Allow: true, Level: level}
-	}
-	leveled := func(need Level) Decision {
-		if level >= need {
-			return Decision{Allow: true, Level: level}
-		}
-		if raw >= need && p.Archived() {
-			return deny(problem.ChannelReadOnly, ReasonChannelArchived, level)
-		}
-		return deny(problem.Forbidden, ReasonLevel, level)
-	}
-	switch spec.need {
+	return meetNeed(spec.need, a, p, raw, level)
+}
+
+// meetNeed decides the requirement of an action's row for actor a at path
+// p, once the path exists and a reads it: raw is a's level before the
+// archive's cap, level after. The requirements of people (owner, self,
+// author) are personNeed's.
+func meetNeed(need requirement, a Actor, p Path, raw, level Level) Decision {
+	switch need {
 	case needFileRead:
 		if p.Global && a.ID != p.OwnerID {
 			return deny(problem.NotFound, ReasonNoGrant, None)
@@ -489,21 +479,31 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 	case needRead:
 		return Decision{Allow: true, Level: level}
 	case needWrite:
-		return leveled(Write)
+		return leveled(Write, p, raw, level)
 	case needTrigger:
-		return leveled(Trigger)
+		return leveled(Trigger, p, raw, level)
 	case needAgentSelf:
-		return agentSelf()
+		return agentSelf(a, p, level)
 	case needTriggerOrAgentSelf:
 		if a.Kind == identity.KindAgent {
-			return agentSelf()
+			return agentSelf(a, p, level)
 		}
-		return leveled(Trigger)
+		return leveled(Trigger, p, raw, level)
 	case needAgent:
 		if a.Kind != identity.KindAgent {
 			return deny(problem.Forbidden, ReasonSubjectKind, level)
 		}
 		return Decision{Allow: true, Level: level}
+	default:
+		return personNeed(need, a, p, raw, level)
+	}
+}
+
+// personNeed decides the requirements that name a person: the instance's
+// owner, the owner or the resource's own principal, its author or an
+// owner. A requirement without a rule is refused, like a missing row.
+func personNeed(need requirement, a Actor, p Path, raw, level Level) Decision {
+	switch need {
 	case needOwner:
 		// Only people own the instance: an agent or app is refused for
 		// what it is, a person for the level it lacks.
@@ -513,7 +513,6 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 		if a.Owner && a.Active {
 			return Decision{Allow: true, Level: level}
 		}
-		return deny(problem.Forbidden, ReasonLevel, level)
 	case needSelfOrOwner:
 		if a.Kind != identity.KindUser {
 			return deny(problem.Forbidden, ReasonSubjectKind, level)
@@ -521,12 +520,37 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 		if a.Owner || a.ID == p.OwnerID {
 			return Decision{Allow: true, Level: level}
 		}
-		return deny(problem.Forbidden, ReasonLevel, level)
 	case needAuthorOrOwner:
-		if a.ID != p.AuthorID && !a.Owner {
-			return deny(problem.Forbidden, ReasonLevel, level)
+		if a.ID == p.AuthorID || a.Owner {
+			return leveled(Write, p, raw, level)
 		}
-		return leveled(Write)
+	default:
+		// A requirement without a rule opens nothing.
+	}
+	return deny(problem.Forbidden, ReasonLevel, level)
+}
+
+// agentSelf allows an agent acting on itself (its own runs, its own
+// stream) and refuses anyone else for what or who they are.
+func agentSelf(a Actor, p Path, level Level) Decision {
+	if a.Kind != identity.KindAgent {
+		return deny(problem.Forbidden, ReasonSubjectKind, level)
+	}
+	if a.ID != p.OwnerID {
+		return deny(problem.Forbidden, ReasonNotSelf, level)
+	}
+	return Decision{Allow: true, Level: level}
+}
+
+// leveled allows at level need or above. An actor whose level reaches it
+// only before the archive's cap is told the channel is read-only, not
+// that it lacks the level.
+func leveled(need Level, p Path, raw, level Level) Decision {
+	if level >= need {
+		return Decision{Allow: true, Level: level}
+	}
+	if raw >= need && p.Archived() {
+		return deny(problem.ChannelReadOnly, ReasonChannelArchived, level)
 	}
 	return deny(problem.Forbidden, ReasonLevel, level)
 }
