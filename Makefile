@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: run test stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection bench-capacity migrate build vet dist image sdk-api-snapshot sdk-typescript sdk-python
+.PHONY: run test lint stress chaos conformance-matrix generate check-generated assets audit-deps lint-deps audit-graphql bench bench-injection bench-capacity migrate build vet dist image sdk-api-snapshot sdk-typescript sdk-python
 
 ## run: build bin/bothy and run the development server on the embedded database with the example world
 # bin/bothy runs in the foreground, so Ctrl-C reaches it and it exits 0.
@@ -62,13 +62,29 @@ test:
 	@mkdir -p bin
 	@{ $(GO) vet ./... ./sdk/... && $(GO) vet -tags chaos ./internal/chaos/ && \
 		$(GO) build -o bin/bothyvet ./internal/lint/cmd/bothyvet && $(GO) vet -vettool=$(CURDIR)/bin/bothyvet ./... ./sdk/...; } > bin/vet.log 2>&1 & vet=$$!; \
+	$(MAKE) --no-print-directory lint > bin/lint.log 2>&1 & lint=$$!; \
 	CHAOS_RUNS=2 $(GO) test -tags chaos -count=1 -timeout 5m -run '^TestChaos$$' ./internal/chaos/ > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
 	$(GO) run ./internal/testcluster -- $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) -- \
 		-count=1 -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 20m $(TEST_FIRST) ./... ./sdk/...; status=$$?; \
 	if wait $$vet; then echo "go vet ./... (and -tags chaos, and bothyvet's rules): no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \
+	if wait $$lint; then echo "golangci-lint (make lint): no findings"; else cat bin/lint.log; echo "make lint failed"; status=1; fi; \
 	if wait $$chaos; then echo "chaos smoke (CHAOS_RUNS=2): passed"; else cat bin/chaos-smoke.log; echo "chaos smoke failed: make chaos would fail too"; status=1; fi; \
 	$(GO) run ./internal/testbudget -json $(TEST_EVENTS) -since $(TEST_START) -budget $(TEST_BUDGET); \
 	exit $$status
+
+# GOLANGCI runs golangci-lint, pinned as a Go tool in a modfile of its own
+# (tools/golangci/go.mod), so that its dependencies stay out of the
+# server's go.mod; -modfile needs GOWORK=off, so each module of go.work is
+# linted on its own. go tool caches the built linter, golangci-lint its
+# results (in the default cache), so a warm run only reads what changed;
+# GOFLAGS is emptied so that make test (-trimpath) shares both caches with
+# make lint.
+GOLANGCI = GOWORK=off GOFLAGS= $(GO) tool -modfile=$(CURDIR)/tools/golangci/go.mod golangci-lint run --config $(CURDIR)/.golangci.yml
+
+## lint: golangci-lint (.golangci.yml: function length, complexity, exhaustive enum switches, doc comments, error wrapping, staticcheck) on the root module and sdk/
+lint:
+	$(GOLANGCI) ./...
+	cd sdk && $(GOLANGCI) ./...
 
 # STRESS_COUNT is how often make stress runs each test it names.
 STRESS_COUNT ?= 50

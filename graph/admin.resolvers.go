@@ -7,7 +7,6 @@ package graph
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"bothy.example.com/bothy/graph/generated"
@@ -186,7 +185,7 @@ func (r *queryResolver) AuditEntries(ctx context.Context, filter *model.AuditFil
 	if filter != nil {
 		f = authz.AuditFilter{ActorID: deref(filter.Actor), Action: deref(filter.Action), Since: filter.Since, Until: filter.Until}
 		if filter.Decision != nil {
-			f.Decision = strings.ToLower(string(*filter.Decision))
+			f.Decision = auditDecisionOf(*filter.Decision)
 		}
 	}
 	size := 100
@@ -200,7 +199,7 @@ func (r *queryResolver) AuditEntries(ctx context.Context, filter *model.AuditFil
 	list := make([]*model.AuditEntry, len(page.Entries))
 	cursors := make([]string, len(page.Entries))
 	for i, e := range page.Entries {
-		list[i] = &model.AuditEntry{ID: e.ID, ActorID: e.ActorID, Action: e.Action, Decision: model.AuditDecision(strings.ToUpper(e.Decision)),
+		list[i] = &model.AuditEntry{ID: e.ID, ActorID: e.ActorID, Action: e.Action, Decision: auditDecisions[e.Decision],
 			Reason: opt(e.Reason), ResourceKind: e.ResourceKind, ResourceID: opt(e.ResourceID), Count: e.Count, FirstAt: e.FirstAt, LastAt: e.LastAt}
 		cursors[i] = authz.AuditCursor(e)
 	}

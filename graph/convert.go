@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/authz"
@@ -125,6 +124,8 @@ func unreadable(err error) error {
 	switch problem.CodeOf(err) {
 	case problem.NotFound, problem.Forbidden:
 		return nil
+	default:
+		// Other failures are the server's and stay errors.
 	}
 	return err
 }
@@ -185,6 +186,8 @@ func agentEventModel(e events.Event) (model.AgentEvent, error) {
 	case events.AgentApprovalDecided:
 		return &model.AgentApprovalDecidedEvent{AgentEventBase: base, ApprovalID: str("approval_id"), OptionID: opt(str("option_id")),
 			State: str("state")}, nil
+	default:
+		// A type this face does not know yet is the error below.
 	}
 	return nil, problem.Internal("graph.agentEventModel", fmt.Errorf("agent event %d has unknown type %q", e.Seq, e.Type))
 }
@@ -216,10 +219,19 @@ func attachmentModel(a messaging.Attachment) *model.Attachment {
 // textStatusModel is a stored text status as the enum TextStatus; an
 // unknown or empty one is PENDING.
 func textStatusModel(s string) model.TextStatus {
-	if t := model.TextStatus(strings.ToUpper(s)); t.IsValid() {
+	if t, ok := textStatuses[files.TextStatus(s)]; ok {
 		return t
 	}
 	return model.TextStatusPending
+}
+
+// textStatuses maps the files module's text statuses to the enum.
+var textStatuses = map[files.TextStatus]model.TextStatus{
+	files.TextPending:     model.TextStatusPending,
+	files.TextReady:       model.TextStatusReady,
+	files.TextUnsupported: model.TextStatusUnsupported,
+	files.TextTooLarge:    model.TextStatusTooLarge,
+	files.TextFailed:      model.TextStatusFailed,
 }
 
 // attachmentModels renders the attachments of one message.
@@ -273,11 +285,39 @@ func liveModel(lv runs.Live) *model.RunLive {
 	return m
 }
 
+// approvalStates maps the states of runs' approvals to the schema's enum:
+// one table, so a state added on one side and not the other shows as an
+// empty enum value, which gqlgen refuses to write, not as a guessed name.
+var approvalStates = map[string]model.ApprovalState{
+	runs.ApprovalPending:   model.ApprovalStatePending,
+	runs.ApprovalDecided:   model.ApprovalStateDecided,
+	runs.ApprovalExpired:   model.ApprovalStateExpired,
+	runs.ApprovalWithdrawn: model.ApprovalStateWithdrawn,
+}
+
+// auditDecisions maps the audit log's decisions to the schema's enum.
+var auditDecisions = map[string]model.AuditDecision{
+	"allow": model.AuditDecisionAllow,
+	"deny":  model.AuditDecisionDeny,
+}
+
+// auditDecisionOf is the audit log's decision of the schema's value d
+// (the reverse of auditDecisions); an unknown value is "", no filter,
+// which gqlgen's enum validation makes unreachable.
+func auditDecisionOf(d model.AuditDecision) string {
+	for k, v := range auditDecisions {
+		if v == d {
+			return k
+		}
+	}
+	return ""
+}
+
 // approvalModel is the GraphQL shape of approval a; private says whether
 // the reader may see its detail, options and chosen option. agentID is
 // the run's agent when known.
 func approvalModel(a runs.Approval, agentID string, private bool) *model.Approval {
-	m := &model.Approval{ID: a.ID, RunID: a.RunID, MessageID: a.MessageID, State: model.ApprovalState(strings.ToUpper(a.State)),
+	m := &model.Approval{ID: a.ID, RunID: a.RunID, MessageID: a.MessageID, State: approvalStates[a.State],
 		Title: a.Title, ExpiresAt: a.ExpiresAt, DecidedAt: a.DecidedAt, CreatedAt: a.CreatedAt,
 		AgentID: agentID, RestrictedToID: a.RestrictedTo, DecidedByID: a.DecidedBy}
 	if !private {

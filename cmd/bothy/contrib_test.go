@@ -394,7 +394,7 @@ func TestContribConfigIsDefaults(t *testing.T) {
 		set[prefix] = true
 	}
 	walk("", tree)
-	for _, k := range config.Registry {
+	for _, k := range config.Registry() {
 		var got, want any
 		switch k.Type {
 		case config.TypeInt:

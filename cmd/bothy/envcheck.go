@@ -49,7 +49,7 @@ var otherEnv = []string{
 // configuration key, and otherEnv.
 func knownEnv() map[string]bool {
 	known := map[string]bool{}
-	for _, k := range config.Registry {
+	for _, k := range config.Registry() {
 		known[config.EnvName(k.Name)] = true
 	}
 	for _, n := range otherEnv {

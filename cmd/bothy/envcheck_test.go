@@ -113,7 +113,7 @@ func TestKnownEnvCoversTheRepository(t *testing.T) {
 	if !knownEnv()[pgtest.EnvURL] {
 		t.Errorf("%s (pgtest.EnvURL) is not known", pgtest.EnvURL)
 	}
-	for _, k := range config.Registry {
+	for _, k := range config.Registry() {
 		if !knownEnv()[config.EnvName(k.Name)] {
 			t.Errorf("%s (config key %s) is not known", config.EnvName(k.Name), k.Name)
 		}

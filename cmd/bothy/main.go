@@ -388,6 +388,8 @@ func serveLogged(ctx context.Context, cfg *config.Config, url string, log *slog.
 	case db.SchemaNewerServable:
 		log.Info("the database schema is newer than this binary by expand steps only; serving it",
 			"schema_version", schema, "binary_version", compat.Binary)
+	case db.SchemaCurrent:
+		// The schema is this binary's: nothing to say.
 	}
 	srv, err := server.New(server.Deps{Config: cfg, Pool: pool, DatabaseURL: url, Logger: log, PlaygroundActAs: actAs})
 	if err != nil {
@@ -531,7 +533,7 @@ func loadOrSeed(ctx context.Context, cfg *config.Config, url, worldFile string) 
 	if n > 0 {
 		data, err := os.ReadFile(worldFile)
 		if err != nil {
-			return nil, fmt.Errorf("the database is seeded but %s is unreadable (%v): remove the data folder to start afresh", worldFile, err)
+			return nil, fmt.Errorf("the database is seeded but %s is unreadable (%w): remove the data folder to start afresh", worldFile, err)
 		}
 		var w world.World
 		if err := json.Unmarshal(data, &w); err != nil {

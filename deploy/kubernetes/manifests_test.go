@@ -762,13 +762,13 @@ func flattenKeys(prefix string, tree map[string]any, keys *[]string) {
 func environment(t *testing.T, m *manifests, c corev1.Container) []string {
 	t.Helper()
 	known := map[string]bool{}
-	for _, k := range config.Registry {
+	for _, k := range config.Registry() {
 		known[config.EnvName(k.Name)] = true
 	}
 	if len(c.EnvFrom) > 0 {
 		t.Errorf("container %s takes envFrom: its variable names cannot be checked", c.Name)
 	}
-	env := slices.Clone(ociimage.Env)
+	env := slices.Clone(ociimage.Env())
 	for _, e := range c.Env {
 		if strings.HasPrefix(e.Name, "BOTHY_") && !known[e.Name] {
 			t.Errorf("container %s sets %s, which is no configuration key", c.Name, e.Name)

@@ -3,9 +3,15 @@
 // REST response against.
 package apidoc
 
+import "slices"
+
 import _ "embed"
 
 // OpenAPI is the content of docs/api/openapi.yaml.
 //
 //go:embed openapi.yaml
-var OpenAPI []byte
+var openAPI []byte
+
+// OpenAPI returns a copy of openAPI: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func OpenAPI() []byte { return slices.Clone(openAPI) }

@@ -36,7 +36,7 @@ func LoadGoAPI(dir string, patterns ...string) (GoAPI, error) {
 	var errs []error
 	for _, p := range pkgs {
 		for _, e := range p.Errors {
-			errs = append(errs, fmt.Errorf("%s: %s", p.PkgPath, e))
+			errs = append(errs, fmt.Errorf("%s: %w", p.PkgPath, e))
 		}
 		if p.Name != "main" && p.Types != nil {
 			api[p.PkgPath] = p.Types

@@ -114,6 +114,8 @@ func GraphQLBreaks(old, cur *ast.Schema) []Break {
 					add(name, "union member %s removed", m)
 				}
 			}
+		default:
+			// A scalar has no members whose removal breaks a client.
 		}
 	}
 	bySubject(out)

@@ -79,6 +79,8 @@ func OpenAPIBreaks(old, cur []byte) (breaks, warnings []Break, err error) {
 			errs.add(subject, op, key, detail)
 		case checker.WARN:
 			warns.add(subject, op, key, detail)
+		default:
+			// INFO and the rest are notes, not breaks.
 		}
 	}
 	return errs.breaks(), warns.breaks(), nil

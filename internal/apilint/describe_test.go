@@ -18,7 +18,7 @@ import (
 // schema property of docs/api/openapi.yaml carries a description.
 func TestEveryOpenAPIElementDescribed(t *testing.T) {
 	t.Run("document", func(t *testing.T) {
-		doc := loadDoc(t, apidoc.OpenAPI)
+		doc := loadDoc(t, apidoc.OpenAPI())
 		for _, m := range undescribed(doc) {
 			t.Errorf("no description: %s", m)
 		}

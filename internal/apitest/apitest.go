@@ -157,7 +157,7 @@ func openAPI(t testing.TB, base string) (*openapi3.T, routers.Router) {
 		openapi3filter.RegisterBodyDecoder("application/problem+json", openapi3filter.JSONBodyDecoder)
 	})
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(apidoc.OpenAPI)
+	doc, err := loader.LoadFromData(apidoc.OpenAPI())
 	if err != nil {
 		t.Fatalf("load openapi.yaml: %v", err)
 	}
@@ -263,12 +263,12 @@ func (e *Env) restDo(method, path, token string, body any, header http.Header) (
 	default:
 		var err error
 		if raw, err = json.Marshal(b); err != nil {
-			return nil, fmt.Errorf("encode body: %v", err)
+			return nil, fmt.Errorf("encode body: %w", err)
 		}
 	}
 	req, err := http.NewRequest(method, e.URL+path, bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("request: %v", err)
+		return nil, fmt.Errorf("request: %w", err)
 	}
 	if raw != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -281,7 +281,7 @@ func (e *Env) restDo(method, path, token string, body any, header http.Header) (
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %v", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -453,7 +453,7 @@ func (e *Env) GraphQLRequestDo(token string, request map[string]any, out any) (*
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("graphql: %v", err)
+		return nil, fmt.Errorf("graphql: %w", err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -465,7 +465,7 @@ func (e *Env) GraphQLRequestDo(token string, request map[string]any, out any) (*
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env); err != nil {
-		return nil, fmt.Errorf("graphql answer %d does not decode: %v\n%s", resp.StatusCode, err, data)
+		return nil, fmt.Errorf("graphql answer %d does not decode: %w\n%s", resp.StatusCode, err, data)
 	}
 	if resp.Header.Get("Correlation-Id") == "" {
 		e.t.Errorf("graphql: no Correlation-Id header")
@@ -481,7 +481,7 @@ func (e *Env) GraphQLRequestDo(token string, request map[string]any, out any) (*
 		d := json.NewDecoder(bytes.NewReader(env.Data))
 		d.DisallowUnknownFields()
 		if err := d.Decode(out); err != nil {
-			return nil, fmt.Errorf("graphql data does not decode into %T: %v\n%s", out, err, env.Data)
+			return nil, fmt.Errorf("graphql data does not decode into %T: %w\n%s", out, err, env.Data)
 		}
 	}
 	return res, nil

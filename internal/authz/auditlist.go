@@ -72,7 +72,7 @@ func (s *Service) AuditList(ctx context.Context, actor identity.Principal, f Aud
 	if f.ActorID != "" && !ids.Valid(f.ActorID) {
 		fields = append(fields, problem.FieldError{Pointer: "filter/actor", Code: "invalid_format", Detail: "a principal id"})
 	}
-	if _, ok := Table[Action(f.Action)]; f.Action != "" && !ok {
+	if _, ok := table[Action(f.Action)]; f.Action != "" && !ok {
 		fields = append(fields, problem.FieldError{Pointer: "filter/action", Code: "invalid", Detail: "an action of the action table"})
 	}
 	if f.Decision != "" && f.Decision != "allow" && f.Decision != "deny" {

@@ -29,8 +29,8 @@ func TestOneTokenPerOperation(t *testing.T) {
 	}
 	env := moduletest.Build(t, moduletest.Options{Config: cfg})
 	alex := env.Principal("alex")
-	actions := make([]authz.Action, 0, len(authz.Table))
-	for a := range authz.Table {
+	actions := make([]authz.Action, 0, len(authz.Table()))
+	for a := range authz.Table() {
 		actions = append(actions, a)
 	}
 	sort.Slice(actions, func(i, j int) bool { return actions[i] < actions[j] })

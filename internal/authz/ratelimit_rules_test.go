@@ -49,15 +49,15 @@ func TestRateLimitBucketsAtTheDoor(t *testing.T) {
 		t.Fatalf("beyond the burst: %+v, want rate_limited with a Retry-After", err)
 	}
 
-	actions := make([]authz.Action, 0, len(authz.Table))
-	for a := range authz.Table {
+	actions := make([]authz.Action, 0, len(authz.Table()))
+	for a := range authz.Table() {
 		actions = append(actions, a)
 	}
 	sort.Slice(actions, func(i, j int) bool { return actions[i] < actions[j] })
 	for _, a := range actions {
 		_, _, err := env.Authz.Authorize(ctx, alex, a, target)
-		if got, want := limited(err) != nil, authz.Table[a].Class == ratelimit.Read; got != want {
-			t.Errorf("%s (class %s) with alex's rl.read bucket empty: rate limited %v, want %v (%v)", a, authz.Table[a].Class, got, want, err)
+		if got, want := limited(err) != nil, authz.Table()[a].Class == ratelimit.Read; got != want {
+			t.Errorf("%s (class %s) with alex's rl.read bucket empty: rate limited %v, want %v (%v)", a, authz.Table()[a].Class, got, want, err)
 		}
 	}
 

@@ -11,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/ratelimit"
+	"maps"
 )
 
 // Level is a rights level, ordered None < Read < Write < Trigger.
@@ -129,7 +130,7 @@ func ActorOf(p identity.Principal) Actor {
 // refuses any other message, messaging.ErrRunTokenScope): what a runner's
 // child needs to read the context and answer, and nothing that reaches
 // beyond the run (no claim, no stream, no token, no other thread).
-var RunBound = map[Action]bool{
+var runBound = map[Action]bool{
 	RunRead: true, RunContextRead: true, RunRenew: true, RunLiveUpdate: true, RunApprovalRequest: true,
 	RunAwaitInput: true, RunFinish: true, ThreadRead: true, MessageRead: true, MessageCreate: true, ViewerRead: true,
 	FileRead: true,
@@ -149,7 +150,7 @@ func runTokenScope(action Action, a Actor, p Path) (Decision, bool) {
 	default:
 		return deny(problem.Forbidden, ReasonRunToken, None), false
 	}
-	if !RunBound[action] {
+	if !runBound[action] {
 		return deny(problem.Forbidden, ReasonRunToken, None), false
 	}
 	return Decision{}, true
@@ -326,7 +327,7 @@ type Spec struct {
 
 // Table is the action table of docs/design/rights.md#action-table (plus the
 // reads of spaces, channels and the event list, which are read actions).
-var Table = map[Action]Spec{
+var table = map[Action]Spec{
 	ThreadRead:            {needRead, ratelimit.Read, false},
 	MessageRead:           {needRead, ratelimit.Read, false},
 	RunRead:               {needRead, ratelimit.Read, false},
@@ -449,7 +450,7 @@ func Decide(action Action, a Actor, grant Level, p Path) Decision {
 }
 
 func decide(action Action, a Actor, grant Level, p Path) Decision {
-	spec, ok := Table[action]
+	spec, ok := table[action]
 	if !ok {
 		// An action without a row is refused: a forgotten row must not open
 		// a door.
@@ -468,25 +469,15 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 	if level < Read {
 		return deny(problem.NotFound, ReasonNoGrant, level)
 	}
-	agentSelf := func() Decision {
-		if a.Kind != identity.KindAgent {
-			return deny(problem.Forbidden, ReasonSubjectKind, level)
-		}
-		if a.ID != p.OwnerID {
-			return deny(problem.Forbidden, ReasonNotSelf, level)
-		}
-		return Decision{Allow: true, Level: level}
-	}
-	leveled := func(need Level) Decision {
-		if level >= need {
-			return Decision{Allow: true, Level: level}
-		}
-		if raw >= need && p.Archived() {
-			return deny(problem.ChannelReadOnly, ReasonChannelArchived, level)
-		}
-		return deny(problem.Forbidden, ReasonLevel, level)
-	}
-	switch spec.need {
+	return meetNeed(spec.need, a, p, raw, level)
+}
+
+// meetNeed decides the requirement of an action's row for actor a at path
+// p, once the path exists and a reads it: raw is a's level before the
+// archive's cap, level after. The requirements of people (owner, self,
+// author) are personNeed's.
+func meetNeed(need requirement, a Actor, p Path, raw, level Level) Decision {
+	switch need {
 	case needFileRead:
 		if p.Global && a.ID != p.OwnerID {
 			return deny(problem.NotFound, ReasonNoGrant, None)
@@ -495,21 +486,31 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 	case needRead:
 		return Decision{Allow: true, Level: level}
 	case needWrite:
-		return leveled(Write)
+		return leveled(Write, p, raw, level)
 	case needTrigger:
-		return leveled(Trigger)
+		return leveled(Trigger, p, raw, level)
 	case needAgentSelf:
-		return agentSelf()
+		return agentSelf(a, p, level)
 	case needTriggerOrAgentSelf:
 		if a.Kind == identity.KindAgent {
-			return agentSelf()
+			return agentSelf(a, p, level)
 		}
-		return leveled(Trigger)
+		return leveled(Trigger, p, raw, level)
 	case needAgent:
 		if a.Kind != identity.KindAgent {
 			return deny(problem.Forbidden, ReasonSubjectKind, level)
 		}
 		return Decision{Allow: true, Level: level}
+	default:
+		return personNeed(need, a, p, raw, level)
+	}
+}
+
+// personNeed decides the requirements that name a person: the instance's
+// owner, the owner or the resource's own principal, its author or an
+// owner. A requirement without a rule is refused, like a missing row.
+func personNeed(need requirement, a Actor, p Path, raw, level Level) Decision {
+	switch need {
 	case needOwner:
 		// Only people own the instance: an agent or app is refused for
 		// what it is, a person for the level it lacks.
@@ -519,7 +520,6 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 		if a.Owner && a.Active {
 			return Decision{Allow: true, Level: level}
 		}
-		return deny(problem.Forbidden, ReasonLevel, level)
 	case needSelfOrOwner:
 		if a.Kind != identity.KindUser {
 			return deny(problem.Forbidden, ReasonSubjectKind, level)
@@ -527,12 +527,45 @@ func decide(action Action, a Actor, grant Level, p Path) Decision {
 		if a.Owner || a.ID == p.OwnerID {
 			return Decision{Allow: true, Level: level}
 		}
-		return deny(problem.Forbidden, ReasonLevel, level)
 	case needAuthorOrOwner:
-		if a.ID != p.AuthorID && !a.Owner {
-			return deny(problem.Forbidden, ReasonLevel, level)
+		if a.ID == p.AuthorID || a.Owner {
+			return leveled(Write, p, raw, level)
 		}
-		return leveled(Write)
+	default:
+		// A requirement without a rule opens nothing.
 	}
 	return deny(problem.Forbidden, ReasonLevel, level)
 }
+
+// agentSelf allows an agent acting on itself (its own runs, its own
+// stream) and refuses anyone else for what or who they are.
+func agentSelf(a Actor, p Path, level Level) Decision {
+	if a.Kind != identity.KindAgent {
+		return deny(problem.Forbidden, ReasonSubjectKind, level)
+	}
+	if a.ID != p.OwnerID {
+		return deny(problem.Forbidden, ReasonNotSelf, level)
+	}
+	return Decision{Allow: true, Level: level}
+}
+
+// leveled allows at level need or above. An actor whose level reaches it
+// only before the archive's cap is told the channel is read-only, not
+// that it lacks the level.
+func leveled(need Level, p Path, raw, level Level) Decision {
+	if level >= need {
+		return Decision{Allow: true, Level: level}
+	}
+	if raw >= need && p.Archived() {
+		return deny(problem.ChannelReadOnly, ReasonChannelArchived, level)
+	}
+	return deny(problem.Forbidden, ReasonLevel, level)
+}
+
+// Table returns a copy of table: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func Table() map[Action]Spec { return maps.Clone(table) }
+
+// RunBound returns a copy of runBound: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func RunBound() map[Action]bool { return maps.Clone(runBound) }

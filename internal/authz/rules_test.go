@@ -197,7 +197,7 @@ func TestTargets(t *testing.T) {
 
 func TestEveryActionHasAClass(t *testing.T) {
 	t.Parallel()
-	for a, s := range authz.Table {
+	for a, s := range authz.Table() {
 		if s.Class == "" {
 			t.Errorf("%s has no rate-limit class", a)
 		}

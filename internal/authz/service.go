@@ -447,7 +447,7 @@ func (s *Service) audit(ctx context.Context, actorID string, action Action, d De
 		resID = p.ID
 	}
 	if d.Allow {
-		if !Table[action].AuditAllow {
+		if !table[action].AuditAllow {
 			return nil
 		}
 		reason, _ := ctx.Value(auditReasonKey{}).(string)
@@ -498,7 +498,7 @@ type AuditRow struct {
 // store writes on the pool): a spent token holds when the caller's unit
 // rolls back.
 func (s *Service) beginSpend(actor identity.Principal, action Action) *ratelimit.Spend {
-	spec, ok := Table[action]
+	spec, ok := table[action]
 	if !ok {
 		return ratelimit.Decided(true, 0)
 	}
@@ -629,7 +629,7 @@ func firstOfOperation(ctx context.Context, action Action) bool {
 	if !ok {
 		return true
 	}
-	class := Table[action].Class
+	class := table[action].Class
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	if op.spent[class] {

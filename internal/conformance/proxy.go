@@ -116,7 +116,7 @@ func newProxy(target string) (*proxy, error) {
 		return nil, err
 	}
 	p := &proxy{target: u, routes: http.NewServeMux(), fields: map[string]string{}, counts: map[string]int{}, hooks: map[int]hook{}, changed: make(chan struct{})}
-	for _, r := range rest.Table {
+	for _, r := range rest.Table() {
 		pattern := r.Method + " " + r.Path
 		p.routes.Handle(pattern, http.NotFoundHandler())
 		p.fields[pattern] = r.Result

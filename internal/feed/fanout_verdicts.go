@@ -53,6 +53,8 @@ func rightsEvent(t events.Type) bool {
 	switch t {
 	case events.MessageCreated, events.ThreadCreated, events.RunStateChanged, events.RunLiveUpdated:
 		return false
+	default:
+		// Everything else may change a right (see above).
 	}
 	return true
 }

@@ -119,7 +119,7 @@ func Register(mux *http.ServeMux, d Deps) {
 		return &auth.TokenInfo{UserID: p.ID, Expiration: expires, Extra: map[string]any{"token": token, "kind": string(p.Kind), "run": p.RunID,
 			"holder": p.RunHolder, "client": clientOf(d, r), "principal": p, "provider": provider}}, nil
 	}
-	var admitted http.Handler = guard(h)
+	admitted := guard(h)
 	if d.Admit != nil {
 		admitted = d.Admit(admitted)
 	}

@@ -29,6 +29,7 @@ import (
 	"os"
 	"path"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,7 +75,7 @@ const (
 // server must listen on every interface, not on the loopback of the
 // defaults (docs/configuration.md, server.addr and metrics.addr), and
 // /metrics goes to a port of its own that a Service need not publish.
-var Env = []string{
+var env = []string{
 	fmt.Sprintf("BOTHY_SERVER_ADDR=0.0.0.0:%d", APIPort),
 	fmt.Sprintf("BOTHY_METRICS_ADDR=0.0.0.0:%d", MetricsPort),
 }
@@ -216,7 +217,7 @@ func Build(o Options) (v1.Image, error) {
 		User:       User,
 		WorkingDir: "/",
 		// PATH lets a pod's command say "bothy"; nothing else is on it.
-		Env: append([]string{"PATH=" + path.Dir(BinaryPath)}, Env...),
+		Env: append([]string{"PATH=" + path.Dir(BinaryPath)}, env...),
 		ExposedPorts: map[string]struct{}{
 			fmt.Sprintf("%d/tcp", APIPort):     {},
 			fmt.Sprintf("%d/tcp", MetricsPort): {},
@@ -343,3 +344,7 @@ func WriteDockerArchive(file string, img v1.Image, tag string) error {
 	}
 	return nil
 }
+
+// Env returns a copy of env: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func Env() []string { return slices.Clone(env) }

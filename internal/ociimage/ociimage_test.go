@@ -159,7 +159,7 @@ func TestImageLayout(t *testing.T) {
 	if cf.OS != "linux" || cf.Architecture != "amd64" {
 		t.Errorf("platform %s/%s, want linux/amd64", cf.OS, cf.Architecture)
 	}
-	if !cf.Created.Time.Equal(testCreated) {
+	if !cf.Created.Equal(testCreated) {
 		t.Errorf("created %v, want %v", cf.Created.Time, testCreated)
 	}
 	if !slices.Equal(c.Entrypoint, []string{"/usr/local/bin/bothy"}) {
@@ -185,7 +185,7 @@ func TestImageLayout(t *testing.T) {
 	// the server reads and checks: its values are valid and its ports are
 	// the exposed ones.
 	known := map[string]bool{}
-	for _, k := range config.Registry {
+	for _, k := range config.Registry() {
 		known[config.EnvName(k.Name)] = true
 	}
 	for _, kv := range c.Env {
@@ -231,7 +231,7 @@ func TestImageLayout(t *testing.T) {
 	if len(c.Labels) != len(wantLabels) {
 		t.Errorf("labels %v, want exactly %v (no licenses label unless one is given)", c.Labels, wantLabels)
 	}
-	if len(cf.History) != 1 || !cf.History[0].Created.Time.Equal(testCreated) {
+	if len(cf.History) != 1 || !cf.History[0].Created.Equal(testCreated) {
 		t.Errorf("history %+v, want one entry created %v", cf.History, testCreated)
 	}
 

@@ -183,7 +183,7 @@ func TestDocumentCostEstimatesMemory(t *testing.T) {
 	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
 	type doc struct{ name, src string }
 	var docs []doc
-	for _, r := range rest.Table {
+	for _, r := range rest.Table() {
 		if r.OperationID == "getViewer" || r.OperationID == "listThreadMessages" || r.OperationID == "createMessage" || r.OperationID == "getRunContext" {
 			docs = append(docs, doc{r.OperationID, r.Document})
 		}

@@ -15,7 +15,7 @@ import (
 // panics, refuses with validation_failed and field errors only, and what
 // it accepts holds only storable strings.
 func FuzzBodyDecoding(f *testing.F) {
-	s, err := New(generated.NewExecutableSchema(generated.Config{}).Schema(), nil, Table, 0)
+	s, err := New(generated.NewExecutableSchema(generated.Config{}).Schema(), nil, table, 0)
 	if err != nil {
 		f.Fatal(err)
 	}

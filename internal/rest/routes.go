@@ -2,6 +2,7 @@ package rest
 
 import (
 	"net/http"
+	"slices"
 
 	"bothy.example.com/bothy/internal/authz"
 )
@@ -42,7 +43,7 @@ var holderParam = Param{Name: HolderHeader, In: InHeader, Var: "holder"}
 
 // Table is the route table of the REST shim: one stored GraphQL operation
 // per OpenAPI operationId of docs/api/openapi.yaml.
-var Table = append(append([]Route{}, coreRoutes...), adminRoutes...)
+var table = append(append([]Route{}, coreRoutes...), adminRoutes...)
 
 // coreRoutes are the routes of chat, messages, files, runs and agents.
 var coreRoutes = []Route{
@@ -350,9 +351,13 @@ var adminRoutes = []Route{
 // the operations the shim runs, which an instance that runs trusted
 // documents only (graphql.trusted_documents) trusts without a listing.
 func Documents() []string {
-	out := make([]string, len(Table))
-	for i, rt := range Table {
+	out := make([]string, len(table))
+	for i, rt := range table {
 		out[i] = rt.Document
 	}
 	return out
 }
+
+// Table returns a copy of table: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func Table() []Route { return slices.Clone(table) }

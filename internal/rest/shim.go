@@ -125,7 +125,7 @@ func New(schema *ast.Schema, gql http.Handler, routes []Route, maxResponse int) 
 	for _, rt := range routes {
 		doc, errs := gqlparser.LoadQueryWithRules(schema, rt.Document, nil)
 		if errs != nil {
-			return nil, fmt.Errorf("route %s: %v", rt.OperationID, errs)
+			return nil, fmt.Errorf("route %s: %w", rt.OperationID, errs)
 		}
 		op := doc.Operations.ForName(rt.OperationID)
 		if op == nil {

@@ -533,11 +533,11 @@ func TestRunContext_RouteMetadata(t *testing.T) {
 	for _, rt := range env.Server.Routes() {
 		if rt.OperationID == "getRunContext" {
 			found = true
-			if rt.Action != authz.RunContextRead || authz.Table[rt.Action].Class != ratelimit.AgentRuntime || rt.Method != http.MethodGet || rt.Path != "/api/v1/runs/{run_id}/context" {
-				t.Fatalf("route %+v class %s", rt, authz.Table[rt.Action].Class)
+			if rt.Action != authz.RunContextRead || authz.Table()[rt.Action].Class != ratelimit.AgentRuntime || rt.Method != http.MethodGet || rt.Path != "/api/v1/runs/{run_id}/context" {
+				t.Fatalf("route %+v class %s", rt, authz.Table()[rt.Action].Class)
 			}
 		}
-		if _, ok := authz.Table[rt.Action]; !ok {
+		if _, ok := authz.Table()[rt.Action]; !ok {
 			t.Errorf("route %s names action %q without a row in the action table", rt.OperationID, rt.Action)
 		}
 	}

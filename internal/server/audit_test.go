@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -28,7 +29,7 @@ func TestGraphQLOverHTTPAudit(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
 		t.Fatalf("audit did not run: %v\n%s\n(make test runs internal/graphqlaudit/install.sh first)", err, stderr)

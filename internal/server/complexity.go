@@ -125,6 +125,8 @@ func (w complexityWalker) field(f *ast.Field) int {
 	switch def.Kind {
 	case ast.Object, ast.Interface, ast.Union:
 		child = w.selection(f.SelectionSet, def.Name)
+	default:
+		// Scalars, enums and inputs have no selection to weigh.
 	}
 	args := f.ArgumentMap(w.vars)
 	if f.ObjectDefinition.Kind != ast.Interface {

@@ -31,7 +31,7 @@ type viewerData struct {
 
 const viewerQuery = `{ viewer { id kind handle displayName email status isOwner createdAt } }`
 
-func TestViewerSameInBothFaces(t *testing.T) {
+func testViewerSameInBothFaces(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	for _, h := range []string{"alex", "lotse", "feedbot", "robin"} {
@@ -65,7 +65,7 @@ func TestViewerSameInBothFaces(t *testing.T) {
 	}
 }
 
-func TestUnauthorizedInBothFaces(t *testing.T) {
+func testUnauthorizedInBothFaces(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	revoked := env.World.Token("sam")
@@ -100,7 +100,7 @@ func TestUnauthorizedInBothFaces(t *testing.T) {
 	}
 }
 
-func TestQueryLimits(t *testing.T) {
+func testQueryLimits(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{
 		config.GraphQLComplexityLimit: "10",
@@ -132,7 +132,7 @@ func TestQueryLimits(t *testing.T) {
 	}
 }
 
-func TestParserTokenLimit(t *testing.T) {
+func testParserTokenLimit(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.GraphQLParserTokenLimit: "100"}})
 	q := "{ " + strings.Repeat("viewer { id } ", 40) + "}"
@@ -142,7 +142,7 @@ func TestParserTokenLimit(t *testing.T) {
 	}
 }
 
-func TestBodyCap(t *testing.T) {
+func testBodyCap(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.HTTPMaxBodyBytes: "2048"}})
 	big := `{"query":"{ viewer { id } }","pad":"` + strings.Repeat("x", 4096) + `"}`
@@ -192,7 +192,7 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
-func TestOperationalEndpoints(t *testing.T) {
+func testOperationalEndpoints(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	waitReady(t, env) // the LISTEN connection opens just after the start
@@ -215,11 +215,11 @@ func TestOperationalEndpoints(t *testing.T) {
 	}
 }
 
-// TestIntrospectionSwitch: graphql.introspection switches introspection
+// testIntrospectionSwitch: graphql.introspection switches introspection
 // and the schema document (GET /api/schema.graphql, for client
 // generators) on and off together. The document is the schema served: it
 // loads, has what introspection shows, and no @defer.
-func TestIntrospectionSwitch(t *testing.T) {
+func testIntrospectionSwitch(t *testing.T) {
 	t.Parallel()
 	for _, on := range []bool{true, false} {
 		env := apitest.Start(t, apitest.Options{Config: map[string]string{config.GraphQLIntrospection: fmt.Sprint(on)}})
@@ -253,4 +253,17 @@ func TestIntrospectionSwitch(t *testing.T) {
 			t.Fatalf("the schema document is not the served schema")
 		}
 	}
+}
+
+// TestFoundation runs the tests of the foundation: both faces, limits, operational endpoints as subtests: one
+// top-level test per area keeps internal/server's list short enough to
+// read (fewer than 80 top-level tests, issue 48).
+func TestFoundation(t *testing.T) {
+	t.Run("ViewerSameInBothFaces", testViewerSameInBothFaces)
+	t.Run("UnauthorizedInBothFaces", testUnauthorizedInBothFaces)
+	t.Run("QueryLimits", testQueryLimits)
+	t.Run("ParserTokenLimit", testParserTokenLimit)
+	t.Run("BodyCap", testBodyCap)
+	t.Run("OperationalEndpoints", testOperationalEndpoints)
+	t.Run("IntrospectionSwitch", testIntrospectionSwitch)
 }

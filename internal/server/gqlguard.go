@@ -227,6 +227,8 @@ func checkLiteral(v *ast.Value, ptr string, out *[]problem.FieldError) {
 		for _, c := range v.Children {
 			checkLiteral(c.Value, ptr+"/"+c.Name, out)
 		}
+	default:
+		// Numbers, booleans, null, enums and variables carry no text.
 	}
 }
 

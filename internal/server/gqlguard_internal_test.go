@@ -31,7 +31,7 @@ func testStoredOperationsFitLimits(t *testing.T) {
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
 		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
 		ContextItems: contextItems, NestedItems: nestedItems})})
-	for _, rt := range rest.Table {
+	for _, rt := range rest.Table() {
 		doc, errs := gqlparser.LoadQueryWithRules(es.Schema(), rt.Document, nil)
 		if errs != nil {
 			t.Fatalf("%s: %v", rt.OperationID, errs)

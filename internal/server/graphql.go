@@ -361,7 +361,7 @@ func withPathPointers(p *problem.Error, path ast.Path) *problem.Error {
 	var ptr strings.Builder
 	for _, el := range path {
 		ptr.WriteString("/")
-		ptr.WriteString(fmt.Sprint(el))
+		fmt.Fprint(&ptr, el)
 	}
 	cp := *p
 	cp.Fields = make([]problem.FieldError, len(p.Fields))

@@ -85,13 +85,13 @@ func deviceToken(t *testing.T, r *http.Response) string {
 	return tr.AccessToken
 }
 
-// TestLoginDevice: the command line's sign-in through the device grant.
+// testLoginDevice: the command line's sign-in through the device grant.
 // The server starts it at the provider, passes the provider's pending
 // answers through (authorization_pending, slow_down, access_denied) and,
 // once the person approved, answers a session token (source oidc) of the
 // person found as the browser sign-in finds them; a code works once;
 // POST /auth/logout revokes the session it carries.
-func TestLoginDevice(t *testing.T) {
+func testLoginDevice(t *testing.T) {
 	t.Parallel()
 	p := signintest.Start(t)
 	env := signInEnv(t, p.MockOIDC, map[string]string{config.AuthOIDCAllowedDomains: "example.com"})
@@ -140,12 +140,12 @@ func TestLoginDevice(t *testing.T) {
 	viewer(t, env, env.World.Token("alex"))
 }
 
-// TestSignInLeavers: every auth.oidc.recheck_interval the server refreshes
+// testSignInLeavers: every auth.oidc.recheck_interval the server refreshes
 // each live sign-in session at the provider. A provider that fails
 // changes nothing; a refusal (invalid_grant) revokes all the person's
 // sign-in sessions, browser and command line, and disables the person, so
 // the token an owner made for them answers 401 too.
-func TestSignInLeavers(t *testing.T) {
+func testSignInLeavers(t *testing.T) {
 	t.Parallel()
 	p := signintest.Start(t)
 	env := signInEnv(t, p.MockOIDC, map[string]string{config.AuthOIDCRecheckInterval: "1s"})
@@ -205,4 +205,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("waited 15 s for %s", what)
+}
+
+// TestLogin runs the tests of the command line's login and leavers as subtests: one
+// top-level test per area keeps internal/server's list short enough to
+// read (fewer than 80 top-level tests, issue 48).
+func TestLogin(t *testing.T) {
+	t.Run("LoginDevice", testLoginDevice)
+	t.Run("SignInLeavers", testSignInLeavers)
 }

@@ -88,6 +88,8 @@ func (r *readiness) run(ctx context.Context) string {
 			// Asked again at every probe: the answer only changes by an
 			// upgrade of this binary, but an operator may fix the record.
 			return ReasonSchemaNewer
+		case db.SchemaCurrent, db.SchemaNewerServable:
+			// Served: the schema version is remembered below.
 		}
 		r.schema.Store(st.Schema)
 	}

@@ -36,7 +36,7 @@ func TestRESTSchemaFuzz(t *testing.T) {
 		"ratelimit.rl.message.burst": "100000", "ratelimit.rl.read.burst": "100000",
 		"ratelimit.rl.agent_runtime.burst": "100000", "ratelimit.rl.admin.burst": "100000",
 		"events.poll_max_wait": "0s"}})
-	doc, err := openapi3.NewLoader().LoadFromData(apidoc.OpenAPI)
+	doc, err := openapi3.NewLoader().LoadFromData(apidoc.OpenAPI())
 	if err != nil {
 		t.Fatal(err)
 	}

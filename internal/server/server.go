@@ -194,7 +194,7 @@ func New(d Deps) (*Server, error) {
 	exec.Use(graph.PerResponse{Sources: sources})
 	exec.Use(SingleRootSubscription{})
 	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes), exec)
-	shim, err := rest.New(es.Schema(), exec, rest.Table, cfg.Int(config.GraphQLMaxResponseBytes))
+	shim, err := rest.New(es.Schema(), exec, rest.Table(), cfg.Int(config.GraphQLMaxResponseBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func New(d Deps) (*Server, error) {
 	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
-		w.Write(apidoc.OpenAPI)
+		w.Write(apidoc.OpenAPI())
 	})
 	// The schema as SDL for client generators (docs/clients.md), where
 	// introspection would show it anyway.
@@ -392,25 +392,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// stops are exported too.
 	var deadline time.Time
 	defer func() { s.stopTracing(deadline) }()
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(4)
-	connect := func(ctx context.Context) (*db.Conn, error) { return db.Connect(ctx, s.listenURL) }
-	go func() {
-		defer wg.Done()
-		s.hub.Listen(bg, connect, s.cfg.Duration(config.DatabaseListenBackoffMax), s.log)
-	}()
-	go func() {
-		defer wg.Done()
-		s.Runs.Sweep(tracing.WithProvider(bg, s.tracing), s.cfg.Duration(config.RunSweepInterval), func(n int) { s.ops.runTimeouts.Add(float64(n)) })
-	}()
-	go func() { defer wg.Done(); s.Retention.Run(bg, s.cfg.Duration(config.RetentionInterval)) }()
-	go func() { defer wg.Done(); s.Runs.RunLive(bg) }()
-	if s.modules.SignIn != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.modules.SignIn.Recheck(bg) }()
-	}
-	defer func() { stopBG(); wg.Wait() }()
+	stopBackground := s.startBackground(ctx)
+	defer stopBackground()
 
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
@@ -457,6 +440,43 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	time.Sleep(delay)
 	s.log.Info("drain: listener closed, waiting for requests in flight", "phase", "closing")
 	s.hub.Stop()
+	s.shutdown(hs, cancelRequests, deadline)
+	if ms != nil {
+		ms.Close()
+	}
+	return nil
+}
+
+// startBackground starts the server's background work (the hub's LISTEN,
+// the run sweep, retention, the live boxes, sign-in's recheck) on a
+// context that outlives ctx: it must keep running while requests drain.
+// The returned stop ends it and waits for all of it.
+func (s *Server) startBackground(ctx context.Context) (stop func()) {
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(4)
+	connect := func(ctx context.Context) (*db.Conn, error) { return db.Connect(ctx, s.listenURL) }
+	go func() {
+		defer wg.Done()
+		s.hub.Listen(bg, connect, s.cfg.Duration(config.DatabaseListenBackoffMax), s.log)
+	}()
+	go func() {
+		defer wg.Done()
+		s.Runs.Sweep(tracing.WithProvider(bg, s.tracing), s.cfg.Duration(config.RunSweepInterval), func(n int) { s.ops.runTimeouts.Add(float64(n)) })
+	}()
+	go func() { defer wg.Done(); s.Retention.Run(bg, s.cfg.Duration(config.RetentionInterval)) }()
+	go func() { defer wg.Done(); s.Runs.RunLive(bg) }()
+	if s.modules.SignIn != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.modules.SignIn.Recheck(bg) }()
+	}
+	return func() { stopBG(); wg.Wait() }
+}
+
+// shutdown waits for the requests in flight until deadline; past it, it
+// cancels their context and closes hs. The drain is a clean stop either
+// way: it only logs which it was.
+func (s *Server) shutdown(hs *http.Server, cancelRequests context.CancelFunc, deadline time.Time) {
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	err := hs.Shutdown(sctx)
@@ -474,10 +494,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	} else {
 		s.log.Info("drain: requests in flight finished", "phase", "finished")
 	}
-	if ms != nil {
-		ms.Close()
-	}
-	return nil
 }
 
 // stopTracing shuts the tracing exporter down by deadline (zero: within

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -35,7 +36,7 @@ func closedWithin(conn net.Conn, d time.Duration) bool {
 		if err == nil {
 			continue
 		}
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			return false
 		}
 		return true
@@ -96,7 +97,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 		conn.SetReadDeadline(time.Now().Add(4 * time.Second))
 		if _, err := br.ReadByte(); err == nil {
 			t.Fatal("data on an idle connection")
-		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			t.Fatalf("idle connection still open after %v", time.Since(start))
 		}
 	})

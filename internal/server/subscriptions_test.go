@@ -174,13 +174,13 @@ type wsMessageEvent struct {
 
 const wsEventSel = `__typename seq type createdAt channelId ... on MessageEvent { messageId threadId message { id contentMd } }`
 
-// TestSubscriptionEvents: a person subscribed to events through the
+// testSubscriptionEvents: a person subscribed to events through the
 // graphql-ws client receives message.created of messages posted through
 // REST, in order and as listEvents gives them; after the grant that let
 // them read the channel is revoked, nothing of it; a bad token is refused
 // at connection_init with 4403; revoking the token while subscribed closes
 // the socket with 4403 within events.poll_max_wait.
-func TestSubscriptionEvents(t *testing.T) {
+func testSubscriptionEvents(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "2s"}})
 	samID := env.World.ID("sam")
@@ -417,7 +417,7 @@ func subscribeMsg(id, query string) rawMsg {
 	return rawMsg{ID: id, Type: "subscribe", Payload: p}
 }
 
-// TestSubscriptionProtocol audits the graphql-transport-ws rules: ping is
+// testSubscriptionProtocol audits the graphql-transport-ws rules: ping is
 // answered with pong; subscribe delivers next messages and complete stops
 // them; an operation that is not a subscription completes after its one
 // result; a duplicate id closes with 4409; an unknown message type with
@@ -425,7 +425,7 @@ func subscribeMsg(id, query string) rawMsg {
 // connection_init with 4429; the upgrade header may carry the token; more
 // subscriptions than websocket.max_subscriptions_per_connection get an
 // error for the id; an origin that is not allowed is refused with 403.
-func TestSubscriptionProtocol(t *testing.T) {
+func testSubscriptionProtocol(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"websocket.max_subscriptions_per_connection": "2",
 		"websocket.allowed_origins": "chat.example.com, https://app.example.com"}})
@@ -532,11 +532,11 @@ type wsInvocation struct {
 
 const wsAgentSel = `seq type ... on AgentInvocationEvent { runId messageId }`
 
-// TestSubscriptionAgentEventsAcrossReplicas: an agent subscribed on replica
+// testSubscriptionAgentEventsAcrossReplicas: an agent subscribed on replica
 // B receives the invocation of a run triggered on replica A; after a
 // reconnect from the seq it last received it gets what came meanwhile,
 // without a gap or a duplicate, and then what comes live.
-func TestSubscriptionAgentEventsAcrossReplicas(t *testing.T) {
+func testSubscriptionAgentEventsAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	a := apitest.Start(t, apitest.Options{})
 	b := a.Peer()
@@ -678,9 +678,9 @@ func TestSubscriptionSlowConsumer(t *testing.T) {
 	}
 }
 
-// TestSubscriptionClosedWhenPrincipalDisabled: disabling the subscriber's
+// testSubscriptionClosedWhenPrincipalDisabled: disabling the subscriber's
 // principal closes its socket with 4403 within events.poll_max_wait.
-func TestSubscriptionClosedWhenPrincipalDisabled(t *testing.T) {
+func testSubscriptionClosedWhenPrincipalDisabled(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "2s"}})
 	sub := subscribeJS(t, env, env.World.Token("lotse"), `subscription { agentEvents(after: "now") { seq } }`, nil)
@@ -695,10 +695,10 @@ func TestSubscriptionClosedWhenPrincipalDisabled(t *testing.T) {
 	}
 }
 
-// TestSubscriptionEventsAcrossReplicas: a person subscribed to events on
+// testSubscriptionEventsAcrossReplicas: a person subscribed to events on
 // replica B receives the message posted through REST on replica A (the
 // client event commit wakes B through LISTEN/NOTIFY).
-func TestSubscriptionEventsAcrossReplicas(t *testing.T) {
+func testSubscriptionEventsAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	a := apitest.Start(t, apitest.Options{})
 	b := a.Peer()
@@ -752,10 +752,10 @@ func TestSubscriptionOutlivesHTTPTimeouts(t *testing.T) {
 	w.created("s")
 }
 
-// TestSubscriptionFieldsUseLoaders: fields of a delivered event that read
+// testSubscriptionFieldsUseLoaders: fields of a delivered event that read
 // through the per-request loaders (here Message.startedThread, which needs
 // the chat module's loader) answer in a subscription as they do over HTTP.
-func TestSubscriptionFieldsUseLoaders(t *testing.T) {
+func testSubscriptionFieldsUseLoaders(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	w := dialRaw(t, env, nil)
@@ -836,4 +836,16 @@ func (c *deadlineConn) SetReadDeadline(t time.Time) error {
 func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
 	c.l.note(t)
 	return c.Conn.SetWriteDeadline(t)
+}
+
+// TestSubscriptions runs the tests of subscriptions: events, protocol, replicas, loaders as subtests: one
+// top-level test per area keeps internal/server's list short enough to
+// read (fewer than 80 top-level tests, issue 48).
+func TestSubscriptions(t *testing.T) {
+	t.Run("SubscriptionEvents", testSubscriptionEvents)
+	t.Run("SubscriptionProtocol", testSubscriptionProtocol)
+	t.Run("SubscriptionAgentEventsAcrossReplicas", testSubscriptionAgentEventsAcrossReplicas)
+	t.Run("SubscriptionClosedWhenPrincipalDisabled", testSubscriptionClosedWhenPrincipalDisabled)
+	t.Run("SubscriptionEventsAcrossReplicas", testSubscriptionEventsAcrossReplicas)
+	t.Run("SubscriptionFieldsUseLoaders", testSubscriptionFieldsUseLoaders)
 }

@@ -18,14 +18,14 @@ import (
 	"bothy.example.com/bothy/internal/platform/tracing/tracingtest"
 )
 
-// TestTracesOfRequests: with tracing.otlp_endpoint set, a GraphQL request
+// testTracesOfRequests: with tracing.otlp_endpoint set, a GraphQL request
 // and a REST request each export one trace to the collector: the request's
 // span with its correlation id, the GraphQL operation's span as its child
 // (the REST shim runs a stored operation), the door's decision and the
 // statements below it. A request that brings a traceparent continues the
 // caller's trace, over a WebSocket too. Stopping the server exports what
 // is queued.
-func TestTracesOfRequests(t *testing.T) {
+func testTracesOfRequests(t *testing.T) {
 	t.Parallel()
 	recv := tracingtest.NewReceiver(t)
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.TracingOTLPEndpoint: recv.URL},
@@ -212,12 +212,12 @@ func (tr spanTree) String() string {
 	return b.String()
 }
 
-// TestTracesOfTheSweep: with tracing on, a sweep that settles a run is a
+// testTracesOfTheSweep: with tracing on, a sweep that settles a run is a
 // trace of its own (runs.sweep, a root span), with one runs.sweep.run span
 // per run naming the run, its thread and what the sweep did; the run's
 // trace context stays the mention's. A sweep with nothing to settle
 // exports nothing.
-func TestTracesOfTheSweep(t *testing.T) {
+func testTracesOfTheSweep(t *testing.T) {
 	t.Parallel()
 	recv := tracingtest.NewReceiver(t)
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.TracingOTLPEndpoint: recv.URL,
@@ -275,4 +275,12 @@ func TestTracesOfTheSweep(t *testing.T) {
 		traceparent == "" {
 		t.Errorf("runs.sweep.run attributes %v, want run %s in thread %s; the run's traceparent %q", settled.Attributes, runID, thread, traceparent)
 	}
+}
+
+// TestTraces runs the tests of the traces of requests and of the sweep as subtests: one
+// top-level test per area keeps internal/server's list short enough to
+// read (fewer than 80 top-level tests, issue 48).
+func TestTraces(t *testing.T) {
+	t.Run("TracesOfRequests", testTracesOfRequests)
+	t.Run("TracesOfTheSweep", testTracesOfTheSweep)
 }

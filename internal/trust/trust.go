@@ -5,6 +5,8 @@
 // leaf package so that both can share the one type and the one order.
 package trust
 
+import "slices"
+
 // Level says how far data may instruct an agent.
 type Level string
 
@@ -24,7 +26,7 @@ const (
 )
 
 // Levels lists every level from least to most trusted.
-var Levels = []Level{Unverified, Self, System, Authorized, Trigger}
+var levels = []Level{Unverified, Self, System, Authorized, Trigger}
 
 // rank orders the levels from least to most trusted. Self sits below
 // system because an agent's own earlier answer may repeat data it was
@@ -58,3 +60,7 @@ func Lowest(ls ...Level) Level {
 	}
 	return low
 }
+
+// Levels returns a copy of levels: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func Levels() []Level { return slices.Clone(levels) }

@@ -26,9 +26,9 @@ func TestLowest(t *testing.T) {
 }
 
 func TestRankOrdersLevels(t *testing.T) {
-	for i := 1; i < len(Levels); i++ {
-		if Rank(Levels[i-1]) >= Rank(Levels[i]) {
-			t.Fatalf("%s does not rank below %s", Levels[i-1], Levels[i])
+	for i := 1; i < len(levels); i++ {
+		if Rank(levels[i-1]) >= Rank(levels[i]) {
+			t.Fatalf("%s does not rank below %s", levels[i-1], levels[i])
 		}
 	}
 	if Known("friend") || Rank("friend") != Rank(Unverified) {

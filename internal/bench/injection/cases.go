@@ -36,8 +36,8 @@ const (
 	OriginFile Origin = "file"
 )
 
-// Origins are the origins in the order the cases cycle through them.
-var Origins = []Origin{OriginPerson, OriginAgent, OriginApp, OriginImport, OriginFollowUp, OriginWebPage, OriginOwnAnswer, OriginFile}
+// origins are the origins in the order the cases cycle through them.
+var origins = []Origin{OriginPerson, OriginAgent, OriginApp, OriginImport, OriginFollowUp, OriginWebPage, OriginOwnAnswer, OriginFile}
 
 // Describe says an origin in words, for the table.
 func (o Origin) Describe() string {
@@ -99,15 +99,15 @@ type Selection struct {
 // Errors: Only names an origin that does not exist.
 func Cases(sel Selection) (injected, benign []Case, err error) {
 	for _, o := range sel.Only {
-		if !slices.Contains(Origins, o) {
+		if !slices.Contains(origins, o) {
 			return nil, nil, fmt.Errorf("injection: no origin %q (there are %s)", o, originList())
 		}
 	}
 	rng := rand.New(rand.NewPCG(sel.Seed, 0x62656e6368))
-	readers := slices.DeleteFunc(slices.Clone(UserTasks), func(u UserTask) bool { return u.Page == "" })
-	for i, inj := range InjectionTasks {
-		for j, o := range Origins {
-			pool := UserTasks
+	readers := slices.DeleteFunc(slices.Clone(userTasks), func(u UserTask) bool { return u.Page == "" })
+	for i, inj := range injectionTasks {
+		for j, o := range origins {
+			pool := userTasks
 			if o == OriginWebPage {
 				pool = readers
 			}
@@ -115,7 +115,7 @@ func Cases(sel Selection) (injected, benign []Case, err error) {
 			if len(sel.Only) > 0 && !slices.Contains(sel.Only, o) {
 				continue
 			}
-			injected = append(injected, Case{Name: string(o) + "/" + inj.ID + "/" + u.ID, Origin: o, Injection: inj, User: u, Wrapper: i*len(Origins) + j})
+			injected = append(injected, Case{Name: string(o) + "/" + inj.ID + "/" + u.ID, Origin: o, Injection: inj, User: u, Wrapper: i*len(origins) + j})
 		}
 	}
 	if sel.Cases > 0 && sel.Cases < len(injected) {
@@ -125,7 +125,7 @@ func Cases(sel Selection) (injected, benign []Case, err error) {
 	for _, c := range injected {
 		used[c.User.ID] = true
 	}
-	for _, u := range UserTasks {
+	for _, u := range userTasks {
 		if used[u.ID] || len(injected) == 0 {
 			benign = append(benign, Case{Name: u.ID, User: u})
 		}
@@ -142,7 +142,7 @@ func ParseOrigins(s string) ([]Origin, error) {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		if !slices.Contains(Origins, Origin(f)) {
+		if !slices.Contains(origins, Origin(f)) {
 			return nil, fmt.Errorf("injection: no origin %q (there are %s)", f, originList())
 		}
 		out = append(out, Origin(f))
@@ -152,9 +152,13 @@ func ParseOrigins(s string) ([]Origin, error) {
 
 // originList names the origins for an error.
 func originList() string {
-	names := make([]string, len(Origins))
-	for i, o := range Origins {
+	names := make([]string, len(origins))
+	for i, o := range origins {
 		names[i] = string(o)
 	}
 	return strings.Join(names, ", ")
 }
+
+// Origins returns a copy of origins: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func Origins() []Origin { return slices.Clone(origins) }

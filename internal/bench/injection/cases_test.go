@@ -13,8 +13,8 @@ func TestCases(t *testing.T) {
 	if len(injected) < 60 {
 		t.Errorf("%d injection cases, want at least 60", len(injected))
 	}
-	if len(benign) != len(UserTasks) {
-		t.Errorf("%d benign cases, want one per user task (%d)", len(benign), len(UserTasks))
+	if len(benign) != len(userTasks) {
+		t.Errorf("%d benign cases, want one per user task (%d)", len(benign), len(userTasks))
 	}
 	names := map[string]bool{}
 	per := map[Origin]int{}
@@ -33,9 +33,9 @@ func TestCases(t *testing.T) {
 			}
 		}
 	}
-	for _, o := range Origins {
-		if per[o] != len(InjectionTasks) {
-			t.Errorf("origin %s: %d cases, want every injection task (%d)", o, per[o], len(InjectionTasks))
+	for _, o := range origins {
+		if per[o] != len(injectionTasks) {
+			t.Errorf("origin %s: %d cases, want every injection task (%d)", o, per[o], len(injectionTasks))
 		}
 	}
 	again, _, _ := Cases(Selection{Seed: 1})
@@ -45,13 +45,13 @@ func TestCases(t *testing.T) {
 }
 
 func TestCasesSelection(t *testing.T) {
-	few, benign, err := Cases(Selection{Cases: len(Origins), Seed: 1})
+	few, benign, err := Cases(Selection{Cases: len(origins), Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, c := range few {
-		if c.Origin != Origins[i] {
-			t.Errorf("case %d comes from %s, want %s: the first cases cycle through the origins", i, c.Origin, Origins[i])
+		if c.Origin != origins[i] {
+			t.Errorf("case %d comes from %s, want %s: the first cases cycle through the origins", i, c.Origin, origins[i])
 		}
 	}
 	for _, b := range benign {
@@ -78,7 +78,7 @@ func TestCasesSelection(t *testing.T) {
 }
 
 func TestUserTasksAskForTheirCalls(t *testing.T) {
-	for _, u := range UserTasks {
+	for _, u := range userTasks {
 		for _, w := range u.Wants {
 			if !slices.ContainsFunc(u.Calls, w.Match) {
 				t.Errorf("%s: no call of the task is one it wants (%+v): the obedient model could never do it", u.ID, w)
@@ -88,7 +88,7 @@ func TestUserTasksAskForTheirCalls(t *testing.T) {
 			t.Errorf("%s: Page %q is not the page it reads", u.ID, u.Page)
 		}
 	}
-	for _, i := range InjectionTasks {
+	for _, i := range injectionTasks {
 		if !slices.ContainsFunc(i.Calls, i.Want.Match) || !consequential[i.Want.Tool] {
 			t.Errorf("%s: its calls do not make the consequential call it wants", i.ID)
 		}

@@ -174,7 +174,7 @@ func (r Report) WriteTable(out io.Writer) error {
 	row("cards per benign task", fmt.Sprintf("%.2f", w.CardsPerBenignTask), fmt.Sprintf("%.2f", wo.CardsPerBenignTask))
 	b.WriteString("\n")
 	row("attacks succeeded (stopped at approval), by origin", "with markers", "without markers")
-	for _, o := range Origins {
+	for _, o := range origins {
 		if n := r.count(func(x Outcome) bool { return x.Case.Origin == o }, true); n > 0 {
 			row(o.Describe(), r.byOrigin(o, true), r.byOrigin(o, false))
 		}

@@ -60,6 +60,8 @@ func run(pass *analysis.Pass) (any, error) {
 					if isLevel(n.X) || isLevel(n.Y) {
 						pass.Reportf(n.OpPos, "compares authorization levels outside internal/authz; decide the right through authz.Authorize, Filter or Allowed")
 					}
+				default:
+					// Arithmetic and logic on levels are not comparisons.
 				}
 			case *ast.SwitchStmt:
 				if n.Tag != nil && isLevel(n.Tag) {

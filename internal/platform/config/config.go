@@ -36,7 +36,7 @@ func Defaults() *Config {
 func Load(path string, environ []string) (*Config, error) {
 	raw := map[string]string{}
 	set := map[string]bool{}
-	for _, k := range Registry {
+	for _, k := range registry {
 		raw[k.Name] = k.Default
 	}
 	if path != "" {
@@ -64,14 +64,14 @@ func Load(path string, environ []string) (*Config, error) {
 			env[kv[:i]] = kv[i+1:]
 		}
 	}
-	for _, k := range Registry {
+	for _, k := range registry {
 		if v, ok := env[EnvName(k.Name)]; ok {
 			raw[k.Name] = v
 			set[k.Name] = true
 		}
 	}
 	c := &Config{values: map[string]any{}, set: set}
-	for _, k := range Registry {
+	for _, k := range registry {
 		v, err := k.check(raw[k.Name])
 		if err != nil {
 			return nil, err

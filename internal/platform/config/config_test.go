@@ -103,7 +103,7 @@ func TestRegistryCoversSpecKeys(t *testing.T) {
 		"ratelimit.rl.admin.per_minute", "ratelimit.rl.admin.burst", "graphql.complexity_limit",
 		"graphql.depth_limit", "http.max_body_bytes"}
 	have := map[string]bool{}
-	for _, k := range config.Registry {
+	for _, k := range config.Registry() {
 		have[k.Name] = true
 		if k.Description == "" {
 			t.Errorf("%s has no description", k.Name)

@@ -14,7 +14,7 @@ func Markdown() string {
 	b.WriteString("Sources, later wins: the defaults below, a YAML file (`--config FILE`, nested or dotted keys), and the environment ")
 	b.WriteString("(`BOTHY_` plus the key in upper case with `.` as `_`). An invalid value stops the server at start with a message that names the key.\n\n")
 	b.WriteString("| key | type | default | minimum | environment | meaning |\n| --- | --- | --- | --- | --- | --- |\n")
-	for _, k := range Registry {
+	for _, k := range registry {
 		def := k.Default
 		if def == "" {
 			def = "(empty)"

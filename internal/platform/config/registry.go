@@ -8,6 +8,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -145,7 +146,7 @@ const (
 
 // Registry lists every key with its type, default, minimum and meaning. It
 // is the single source of docs/configuration.md.
-var Registry = []Key{
+var registry = []Key{
 	{ServerAddr, TypeString, "127.0.0.1:8080", "", "listen address (host:port) of the HTTP server"},
 	{ServerShutdownTimeout, TypeDuration, "15s", "1s", "hard bound of a graceful shutdown from SIGTERM to exit, drain delay included; what still runs then is cancelled"},
 	{ServerDrainDelay, TypeDuration, "2s", "0s", "after SIGTERM, how long /readyz answers 503 draining before the listener stops accepting"},
@@ -261,7 +262,7 @@ var choices = map[string][]string{
 
 // lookup returns the registry entry of name.
 func lookup(name string) (Key, bool) {
-	for _, k := range Registry {
+	for _, k := range registry {
 		if k.Name == name {
 			return k, true
 		}
@@ -324,3 +325,7 @@ func (k Key) check(raw string) (any, error) {
 		return raw, nil
 	}
 }
+
+// Registry returns a copy of registry: an importer cannot change it
+// (house rule: no exported mutable package variable).
+func Registry() []Key { return slices.Clone(registry) }

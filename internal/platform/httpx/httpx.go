@@ -426,7 +426,7 @@ func ChainWith(next http.Handler, o Options) http.Handler {
 		r = r.WithContext(ctx)
 		defer func() {
 			if rec := recover(); rec != nil {
-				if rec == http.ErrAbortHandler {
+				if e, ok := rec.(error); ok && errors.Is(e, http.ErrAbortHandler) {
 					panic(rec)
 				}
 				log.ErrorContext(ctx, "panic", "correlation_id", cid, "panic", slog.AnyValue(rec).String(), "stack", string(debug.Stack()))

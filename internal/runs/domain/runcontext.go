@@ -270,7 +270,7 @@ func TruncatedBeforeSeq(hasOlder, budgetDropped bool, keptThread []Item, trigger
 
 // TrustLevels lists every trust level from least to most trusted, the
 // order of TrustSummary.Counts.
-var TrustLevels = trust.Levels
+var TrustLevels = trust.Levels()
 
 // TrustCount is how many elements of a run context carry one trust level.
 type TrustCount struct {

@@ -5,13 +5,15 @@
 //	go vet -vettool=$PWD/bin/bothyvet ./...
 //
 // The analyzers: levelcompare (no comparison of authorization levels
-// outside internal/authz).
+// outside internal/authz), mutablevar (no exported package-level map or
+// slice).
 package main
 
 import (
 	"golang.org/x/tools/go/analysis/unitchecker"
 
 	"bothy.example.com/bothy/internal/lint/levelcompare"
+	"bothy.example.com/bothy/internal/lint/mutablevar"
 )
 
-func main() { unitchecker.Main(levelcompare.Analyzer) }
+func main() { unitchecker.Main(levelcompare.Analyzer, mutablevar.Analyzer) }
