@@ -97,9 +97,13 @@ func dial(ctx context.Context, server, token string, subs int, a *arrivals, fail
 	if err := wsjson.Write(dctx, c, wsMsg{Type: "connection_init", Payload: init}); err != nil {
 		return nil, fmt.Errorf("listener connects: %w", err)
 	}
-	if err := wsjson.Read(dctx, c, &ack); err != nil || ack.Type != "connection_ack" {
+	if err := wsjson.Read(dctx, c, &ack); err != nil {
 		c.CloseNow()
-		return nil, fmt.Errorf("listener connects: no connection_ack (%v %s)", err, ack.Type)
+		return nil, fmt.Errorf("listener connects: no connection_ack: %w", err)
+	}
+	if ack.Type != "connection_ack" {
+		c.CloseNow()
+		return nil, fmt.Errorf("listener connects: %q instead of connection_ack", ack.Type)
 	}
 	p, _ := json.Marshal(map[string]string{"query": eventsQuery})
 	for i := range subs {
