@@ -42,11 +42,12 @@ func absentAddr(t *testing.T) string {
 
 // TestScannerCheckedAtStart: the server PINGs files.clamd_addr as it
 // starts. A fake clamd that answers is logged at info and scans the first
-// upload clean; an address where nothing listens is logged as an error
-// naming the address, and the server still starts and serves, with the
-// upload scanned failed (the scanner may come back); an address that
-// answers but is not clamd, and one with a scheme clamd has not, stop the
-// start with an error naming files.clamd_addr.
+// upload clean; an address where nothing listens, and a clamd that accepts
+// and never answers, are logged as an error naming the address, and the
+// server still starts, ready, with the upload scanned failed (the scanner
+// may come back); an address that answers but is not clamd, and one with a
+// scheme clamd has not, stop the start with an error naming
+// files.clamd_addr.
 func TestScannerCheckedAtStart(t *testing.T) {
 	t.Parallel()
 	t.Run("answers", func(t *testing.T) {
@@ -64,24 +65,22 @@ func TestScannerCheckedAtStart(t *testing.T) {
 			t.Errorf("upload scan_status %q, want clean", got)
 		}
 	})
-	t.Run("absent", func(t *testing.T) {
-		t.Parallel()
-		addr := absentAddr(t)
-		logs := &apitest.Buffer{}
-		env := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)),
-			Config: map[string]string{config.FilesClamdAddr: addr}})
-		lines := scannerLog(t, logs)
-		if len(lines) != 1 || lines[0]["level"] != "ERROR" || lines[0]["clamd_addr"] != addr || lines[0]["err"] == nil {
-			t.Fatalf("start log %v, want one ERROR line naming %s and the error", lines, addr)
-		}
-		// Readiness does not follow the scanner: the chat serves.
-		if r := env.REST(http.MethodGet, "/readyz", "", nil); r.Status != http.StatusOK {
-			t.Errorf("/readyz %d %s, want 200", r.Status, r.Body)
-		}
-		if got := uploadStatus(t, env); got != "failed" {
-			t.Errorf("upload scan_status %q, want failed", got)
-		}
-	})
+	// Absent: nothing listens. Hanging: something accepts and never
+	// answers, which files.clamd_timeout (1s here) ends.
+	for name, addr := range map[string]func(t *testing.T) string{
+		"absent": absentAddr,
+		"hanging": func(t *testing.T) string {
+			clam := clamdtest.NewServer()
+			t.Cleanup(clam.Close)
+			clam.SetMode(clamdtest.Hang)
+			return clam.Addr()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			startsWithoutScanner(t, addr(t))
+		})
+	}
 	for name, addr := range map[string]func(t *testing.T) string{
 		"not clamd": func(t *testing.T) string {
 			clam := clamdtest.NewServer()
@@ -113,4 +112,25 @@ func uploadStatus(t *testing.T, env *apitest.Env) string {
 	}
 	s, _ := up["scan_status"].(string)
 	return s
+}
+
+// startsWithoutScanner starts a server whose files.clamd_addr is addr, a
+// clamd that does not answer: the start logs an error naming the address
+// and goes on, /readyz answers 200 and an upload is scanned failed.
+func startsWithoutScanner(t *testing.T, addr string) {
+	t.Helper()
+	logs := &apitest.Buffer{}
+	env := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		Config: map[string]string{config.FilesClamdAddr: addr, config.FilesClamdTimeout: "1s"}})
+	lines := scannerLog(t, logs)
+	if len(lines) != 1 || lines[0]["level"] != "ERROR" || lines[0]["clamd_addr"] != addr || lines[0]["err"] == nil {
+		t.Fatalf("start log %v, want one ERROR line naming %s and the error", lines, addr)
+	}
+	// Readiness does not follow the scanner: the chat serves.
+	if r := env.REST(http.MethodGet, "/readyz", "", nil); r.Status != http.StatusOK {
+		t.Errorf("/readyz %d %s, want 200", r.Status, r.Body)
+	}
+	if got := uploadStatus(t, env); got != "failed" {
+		t.Errorf("upload scan_status %q, want failed", got)
+	}
 }
