@@ -40,6 +40,7 @@ type manifests struct {
 	jobs        []batchv1.Job
 	pdbs        []policyv1.PodDisruptionBudget
 	policies    []networkingv1.NetworkPolicy
+	claims      []corev1.PersistentVolumeClaim
 }
 
 // documentSeparator splits a multi-document YAML file.
@@ -104,6 +105,12 @@ func (m *manifests) decode(doc []byte) error {
 			return err
 		}
 		m.policies = append(m.policies, o)
+	case "v1 PersistentVolumeClaim":
+		var o corev1.PersistentVolumeClaim
+		if err := strict(&o); err != nil {
+			return err
+		}
+		m.claims = append(m.claims, o)
 	default:
 		return fmt.Errorf("unknown kind %q of apiVersion %q", tm.Kind, tm.APIVersion)
 	}
@@ -166,12 +173,13 @@ func render(t *testing.T, overlay string, components ...string) []byte {
 	return goTool(t, append([]string{"run", ".", "render", overlay}, components...)...)
 }
 
-// load decodes one rendered overlay and the example Secret, which the
-// overlays leave out so that an apply never overwrites the real one.
-func load(t *testing.T, overlay string) *manifests {
+// load decodes one rendered overlay (with components) and the example
+// Secret, which the overlays leave out so that an apply never overwrites
+// the real one.
+func load(t *testing.T, overlay string, components ...string) *manifests {
 	t.Helper()
 	m := &manifests{}
-	if err := m.decodeFile(overlay, render(t, overlay)); err != nil {
+	if err := m.decodeFile(overlay, render(t, overlay, components...)); err != nil {
 		t.Fatal(err)
 	}
 	if len(m.secrets) > 0 {
@@ -237,11 +245,76 @@ func TestStrictDecoding(t *testing.T) {
 	}
 }
 
-// TestManifests renders every overlay and checks the properties the
-// deployment relies on.
+// TestManifests renders every overlay, alone and with the component
+// files-volume (one replica, its files on a volume), and checks the
+// properties the deployment relies on.
 func TestManifests(t *testing.T) {
 	for _, overlay := range overlays(t) {
 		t.Run(filepath.Base(overlay), func(t *testing.T) { checkOverlay(t, load(t, overlay)) })
+		t.Run(filepath.Base(overlay)+"+files-volume", func(t *testing.T) {
+			checkOverlay(t, load(t, overlay, "components/files-volume"))
+		})
+	}
+}
+
+// checkBudget checks the disruption budget of two replicas: it keeps one
+// and leaves room to evict the other, and selects the replicas only.
+func checkBudget(t *testing.T, pdb policyv1.PodDisruptionBudget, podLabels, jobLabels labels.Set) {
+	t.Helper()
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.Type != intstr.Int || pdb.Spec.MinAvailable.IntVal != 1 {
+		t.Errorf("minAvailable %v, want 1", pdb.Spec.MinAvailable)
+	}
+	if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(podLabels) || sel.Matches(jobLabels) {
+		t.Errorf("the budget's selector %v must select the replicas %v and not the Job's pod %v (%v)", pdb.Spec.Selector, podLabels, jobLabels, err)
+	}
+}
+
+// filesVolume returns the volume of pod that is a PersistentVolumeClaim
+// and where c mounts it (the component files-volume), or nil.
+func filesVolume(t *testing.T, pod corev1.PodSpec, c corev1.Container) (*corev1.Volume, string) {
+	t.Helper()
+	for i, v := range pod.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		for _, vm := range c.VolumeMounts {
+			if vm.Name == v.Name {
+				return &pod.Volumes[i], vm.MountPath
+			}
+		}
+		t.Fatalf("the claim %s is mounted nowhere", v.PersistentVolumeClaim.ClaimName)
+	}
+	return nil, ""
+}
+
+// checkFilesVolume checks the single replica of the component
+// files-volume: one replica on a Recreate rollout (a ReadWriteOnce volume
+// follows one pod), no disruption budget (with one replica it would block
+// every drain), a claim that exists, the volume the group of the image's
+// user, and files.storage the folder where it is mounted.
+func checkFilesVolume(t *testing.T, m *manifests, dep appsv1.Deployment, vol *corev1.Volume, mount, storage string) {
+	t.Helper()
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
+		t.Errorf("replicas %s with a files volume, want 1", show(dep.Spec.Replicas))
+	}
+	if dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %q with a files volume, want Recreate", dep.Spec.Strategy.Type)
+	}
+	if len(m.pdbs) != 0 {
+		t.Errorf("%d disruption budgets with one replica: minAvailable 1 would block every node drain", len(m.pdbs))
+	}
+	claim := one(t, "claims", m.claims)
+	if claim.Name != vol.PersistentVolumeClaim.ClaimName || !slices.Equal(claim.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) {
+		t.Errorf("claim %s %v, the volume names %s: want it, ReadWriteOnce", claim.Name, claim.Spec.AccessModes, vol.PersistentVolumeClaim.ClaimName)
+	}
+	if _, ok := claim.Spec.Resources.Requests[corev1.ResourceStorage]; !ok {
+		t.Error("the claim requests no storage")
+	}
+	if psc := dep.Spec.Template.Spec.SecurityContext; psc == nil || psc.FSGroup == nil || *psc.FSGroup != ociimage.GID {
+		t.Errorf("the pod's fsGroup is not %d: the image's user could not write the volume", ociimage.GID)
+	}
+	if want := "file://" + mount; storage != want {
+		t.Errorf("files.storage %q with the volume at %s, want %q", storage, mount, want)
 	}
 }
 
@@ -250,7 +323,6 @@ func checkOverlay(t *testing.T, m *manifests) {
 	ns := one(t, "namespaces", m.namespaces)
 	dep := one(t, "deployments", m.deployments)
 	job := one(t, "jobs", m.jobs)
-	pdb := one(t, "disruption budgets", m.pdbs)
 	secret := one(t, "secrets", m.secrets)
 
 	// One namespace for all.
@@ -262,19 +334,28 @@ func checkOverlay(t *testing.T, m *manifests) {
 
 	// The Deployment: two replicas, rolled one at a time without losing
 	// one, its selector its pods.
+	// (The component files-volume runs one replica instead:
+	// checkFilesVolume.)
 	podLabels := labels.Set(dep.Spec.Template.Labels)
-	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
-		t.Errorf("replicas %s, want 2", show(dep.Spec.Replicas))
+	pod := dep.Spec.Template.Spec
+	c := one(t, "containers in the Deployment", pod.Containers)
+	vol, mount := filesVolume(t, pod, c)
+	if vol == nil {
+		if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+			t.Errorf("replicas %s, want 2", show(dep.Spec.Replicas))
+		}
+		if ru := dep.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+			t.Error("the rollout may take a replica away before its successor is ready: want maxUnavailable 0")
+		}
 	}
 	if sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector); err != nil || !sel.Matches(podLabels) {
 		t.Errorf("the Deployment's selector %v does not select its pods %v (%v)", dep.Spec.Selector, podLabels, err)
 	}
-	if ru := dep.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
-		t.Error("the rollout may take a replica away before its successor is ready: want maxUnavailable 0")
+	if vol != nil {
+		checkPodSecurity(t, "Deployment", pod, vol.Name)
+	} else {
+		checkPodSecurity(t, "Deployment", pod)
 	}
-	pod := dep.Spec.Template.Spec
-	checkPodSecurity(t, "Deployment", pod)
-	c := one(t, "containers in the Deployment", pod.Containers)
 
 	// The image is the one make image names, in the Deployment and the
 	// Job alike.
@@ -329,8 +410,10 @@ func checkOverlay(t *testing.T, m *manifests) {
 	// Files: the root filesystem is read-only and two replicas share no
 	// volume, so their files live in an S3-compatible store
 	// (docs/operations.md#files); the default folder would stop every pod
-	// at start.
-	if !strings.HasPrefix(cfg.String(config.FilesStorage), "s3://") {
+	// at start. One replica may keep them on its volume.
+	if vol != nil {
+		checkFilesVolume(t, m, dep, vol, mount, cfg.String(config.FilesStorage))
+	} else if !strings.HasPrefix(cfg.String(config.FilesStorage), "s3://") {
 		t.Errorf("files.storage %q: two replicas with a read-only root filesystem need an s3:// store", cfg.String(config.FilesStorage))
 	}
 
@@ -434,11 +517,8 @@ func checkOverlay(t *testing.T, m *manifests) {
 
 	// The disruption budget keeps one replica and leaves room to evict
 	// the other.
-	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.Type != intstr.Int || pdb.Spec.MinAvailable.IntVal != 1 {
-		t.Errorf("minAvailable %v, want 1", pdb.Spec.MinAvailable)
-	}
-	if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(podLabels) || sel.Matches(jobLabels) {
-		t.Errorf("the budget's selector %v must select the replicas %v and not the Job's pod %v (%v)", pdb.Spec.Selector, podLabels, jobLabels, err)
+	if vol == nil {
+		checkBudget(t, one(t, "disruption budgets", m.pdbs), podLabels, jobLabels)
 	}
 
 	// The Services: the API without the metrics, the metrics apart.
@@ -585,6 +665,9 @@ func allObjects(m *manifests) []metav1.ObjectMeta {
 	for _, o := range m.policies {
 		out = append(out, o.ObjectMeta)
 	}
+	for _, o := range m.claims {
+		out = append(out, o.ObjectMeta)
+	}
 	return out
 }
 
@@ -616,10 +699,11 @@ func checkImage(t *testing.T, ref string) {
 
 // checkPodSecurity checks what the "restricted" Pod Security Standard
 // asks and what the image allows: non-root as the image's user, a
-// read-only root filesystem with no writable volume, no privilege, the
+// read-only root filesystem with no writable volume but the ones named in
+// writable (the files volume), no privilege, the
 // runtime's seccomp profile; and no API token or service-link variables,
 // which Bothy does not use.
-func checkPodSecurity(t *testing.T, what string, pod corev1.PodSpec) {
+func checkPodSecurity(t *testing.T, what string, pod corev1.PodSpec, writable ...string) {
 	t.Helper()
 	psc := pod.SecurityContext
 	if psc == nil {
@@ -679,7 +763,7 @@ func checkPodSecurity(t *testing.T, what string, pod corev1.PodSpec) {
 			t.Errorf("%s %s: capabilities %v, want drop [ALL] and nothing added", what, c.Name, sc.Capabilities)
 		}
 		for _, vm := range c.VolumeMounts {
-			if !vm.ReadOnly {
+			if !vm.ReadOnly && !slices.Contains(writable, vm.Name) {
 				t.Errorf("%s %s: volume %s mounted writable; the image needs no writable path", what, c.Name, vm.Name)
 			}
 			mounts[vm.Name] = true

@@ -163,6 +163,11 @@ func New(d Deps) (*Server, error) {
 	if err := set.Files.OpenStorage(context.Background()); err != nil {
 		return nil, err
 	}
+	// A scanner that is no clamd stops it too; one that does not answer is
+	// logged and may come back (files.Service.CheckScanner).
+	if err := set.Files.CheckScanner(context.Background()); err != nil {
+		return nil, err
+	}
 	ident, az, chatSvc, evLog, msg, runSvc, adm, fd, uow := set.Identity, set.Authz, set.Chat, set.Events, set.Messaging, set.Runs, set.Admin, set.Feed, set.DB
 	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
 	sources := graph.Sources{Identity: ident, Runs: runSvc, Chat: chatSvc, Authz: az, Files: set.Files}

@@ -87,7 +87,9 @@ func TestFieldOfALaterRelease(t *testing.T) {
 	t.Logf("k8s.io/api %s, field known %v: %v", api, known, err)
 }
 
-// TestFaultsFound breaks the manifests in ways each release refuses.
+// TestFaultsFound breaks the manifests in ways each release refuses, and
+// renders a combination of components that no installation may use (the
+// files volume under the autoscaler).
 func TestFaultsFound(t *testing.T) {
 	for _, c := range []struct {
 		name, file, old, new string
@@ -128,10 +130,28 @@ func TestFaultsFound(t *testing.T) {
 		name: "kustomization naming a missing file", file: "base/kustomization.yaml",
 		old: "  - 60-networkpolicy.yaml\n", new: "  - 60-networkpolicy.yaml\n  - 70-missing.yaml\n",
 		variant: Variant{Overlay: "overlays/prod"}, want: "kustomize",
+	}, {
+		name:    "volume under the autoscaler",
+		variant: Variant{Overlay: "overlays/prod", Components: []string{"components/files-volume", "components/autoscaling"}}, want: "HorizontalPodAutoscaler scales it",
+	}, {
+		name:    "volume under the autoscaler, the other order",
+		variant: Variant{Overlay: "overlays/dev", Components: []string{"components/autoscaling", "components/files-volume"}}, want: "HorizontalPodAutoscaler scales it",
+	}, {
+		name: "volume for two replicas", file: "components/files-volume/kustomization.yaml",
+		old: "        value: 1\n", new: "        value: 2\n",
+		variant: Variant{Overlay: "overlays/prod", Components: []string{"components/files-volume"}}, want: "with replicas 2",
+	}, {
+		name: "volume in a rolling update", file: "components/files-volume/kustomization.yaml",
+		old: "          type: Recreate\n", new: "          type: RollingUpdate\n",
+		variant: Variant{Overlay: "overlays/prod", Components: []string{"components/files-volume"}}, want: "want Recreate",
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			tree := loadTree(t)
-			edit(t, tree, c.file, c.old, c.new)
+			// A case without a file is a combination the tree refuses as
+			// it is.
+			if c.file != "" {
+				edit(t, tree, c.file, c.old, c.new)
+			}
 			_, err := Validate(tree, c.variant, t.TempDir())
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("want an error with %q, got %v", c.want, err)

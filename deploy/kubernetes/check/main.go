@@ -80,8 +80,8 @@ func main() {
 	}
 }
 
-// Validate renders v, decodes it strictly and checks its rules with
-// promtool, and returns a line that says what was checked.
+// Validate renders v, decodes it strictly, checks that a volume serves
+// one replica (CheckVolumes) and checks its rules with promtool, and returns a line that says what was checked.
 func Validate(tree *Tree, v Variant, tmp string) (string, error) {
 	rm, err := tree.Render(v)
 	if err != nil {
@@ -89,6 +89,9 @@ func Validate(tree *Tree, v Variant, tmp string) (string, error) {
 	}
 	d, err := Decode(rm)
 	if err != nil {
+		return "", fmt.Errorf("%s: %w", v, err)
+	}
+	if err := CheckVolumes(d.Objects); err != nil {
 		return "", fmt.Errorf("%s: %w", v, err)
 	}
 	rules := 0

@@ -107,8 +107,9 @@ func (t *Tree) dirs(rel string) ([]string, error) {
 }
 
 // Variants lists every overlay alone and with each component: the
-// installations the README describes. Components are independent of each
-// other, so each is rendered on its own.
+// installations the README describes. Each component is rendered on its
+// own; the one combination refused (files-volume with autoscaling) is
+// CheckVolumes's, tested by TestFaultsFound.
 func (t *Tree) Variants() ([]Variant, error) {
 	overlays, err := t.dirs("overlays")
 	if err != nil {

@@ -30,6 +30,7 @@ var kinds = map[string]func() any{
 	"v1 Namespace":                            func() any { return &corev1.Namespace{} },
 	"v1 ConfigMap":                            func() any { return &corev1.ConfigMap{} },
 	"v1 Secret":                               func() any { return &corev1.Secret{} },
+	"v1 PersistentVolumeClaim":                func() any { return &corev1.PersistentVolumeClaim{} },
 	"v1 Service":                              func() any { return &corev1.Service{} },
 	"apps/v1 Deployment":                      func() any { return &appsv1.Deployment{} },
 	"batch/v1 Job":                            func() any { return &batchv1.Job{} },
@@ -80,6 +81,58 @@ func Decode(rm resmap.ResMap) (*Decoded, error) {
 		}
 	}
 	return d, errors.Join(errs...)
+}
+
+// CheckVolumes refuses a Deployment that mounts a PersistentVolumeClaim
+// (the component files-volume: files.storage on a folder) unless exactly
+// one replica runs it: replicas 1, no HorizontalPodAutoscaler scaling it,
+// and a Recreate rollout, which never runs a second pod beside the first.
+// A ReadWriteOnce volume follows one pod, and a folder serves one replica;
+// more replicas need an S3-compatible store (docs/operations.md#files).
+func CheckVolumes(objects []any) error {
+	scaled := map[string]bool{}
+	for _, o := range objects {
+		if h, ok := o.(*autoscalingv2.HorizontalPodAutoscaler); ok && h.Spec.ScaleTargetRef.Kind == "Deployment" {
+			scaled[h.Namespace+"/"+h.Spec.ScaleTargetRef.Name] = true
+		}
+	}
+	var errs []error
+	for _, o := range objects {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		claim := ""
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				claim = v.PersistentVolumeClaim.ClaimName
+			}
+		}
+		if claim == "" {
+			continue
+		}
+		name := d.Namespace + "/" + d.Name
+		switch {
+		case scaled[name]:
+			errs = append(errs, fmt.Errorf("Deployment %s mounts the PersistentVolumeClaim %s and a HorizontalPodAutoscaler scales it: "+
+				"a volume serves one replica; leave out the autoscaling component, or use S3 for more replicas", name, claim))
+		case d.Spec.Replicas == nil || *d.Spec.Replicas != 1:
+			errs = append(errs, fmt.Errorf("Deployment %s mounts the PersistentVolumeClaim %s with replicas %v: "+
+				"a volume serves one replica; use S3 for more", name, claim, replicasOf(d)))
+		case d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType:
+			errs = append(errs, fmt.Errorf("Deployment %s mounts the PersistentVolumeClaim %s with strategy %q: "+
+				"want Recreate, so that a rollout never runs a second pod on the volume", name, claim, d.Spec.Strategy.Type))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// replicasOf shows a Deployment's replicas, "unset" when it has none.
+func replicasOf(d *appsv1.Deployment) any {
+	if d.Spec.Replicas == nil {
+		return "unset"
+	}
+	return *d.Spec.Replicas
 }
 
 // RulesFile writes the rule groups of the PrometheusRules as a Prometheus

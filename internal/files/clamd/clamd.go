@@ -84,6 +84,9 @@ var (
 	// ErrBadReply means the daemon answered something that is not a clamd
 	// reply to the command sent, so the address is probably not clamd.
 	ErrBadReply = errors.New("clamd: unexpected reply")
+	// ErrBadAddress means Client.Addr is not a clamd address (a scheme
+	// other than tcp or unix, or no host or path): no call can succeed.
+	ErrBadAddress = errors.New("clamd: bad address")
 )
 
 // ReplyError is clamd's own report of a failure ("... ERROR"), for example
@@ -355,12 +358,12 @@ func splitAddr(addr string) (network, address string, err error) {
 	case strings.HasPrefix(addr, "unix://"):
 		network, address = "unix", strings.TrimPrefix(addr, "unix://")
 	case strings.Contains(addr, "://"):
-		return "", "", fmt.Errorf("clamd: address %q: the scheme must be tcp or unix", addr)
+		return "", "", fmt.Errorf("%w %q: the scheme must be tcp or unix", ErrBadAddress, addr)
 	default:
 		network, address = "tcp", addr
 	}
 	if address == "" {
-		return "", "", fmt.Errorf("clamd: address %q names no host or path", addr)
+		return "", "", fmt.Errorf("%w %q: it names no host or path", ErrBadAddress, addr)
 	}
 	return network, address, nil
 }

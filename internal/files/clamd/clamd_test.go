@@ -301,8 +301,8 @@ func TestUnixSocket(t *testing.T) {
 func TestBadAddress(t *testing.T) {
 	for _, addr := range []string{"http://clamd.example.com:3310", "tcp://", ""} {
 		c := clamd.Client{Addr: addr}
-		if err := c.Ping(t.Context()); err == nil {
-			t.Errorf("Ping with address %q succeeded", addr)
+		if err := c.Ping(t.Context()); !errors.Is(err, clamd.ErrBadAddress) {
+			t.Errorf("Ping with address %q: %v, want ErrBadAddress", addr, err)
 		}
 	}
 }
