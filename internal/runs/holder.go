@@ -7,10 +7,11 @@ import (
 
 // Holder names the adapter process that holds a claimed run: an opaque id
 // of 1 to 128 letters, digits, '.', '_', ':' or '-' per process
-// (docs/design/runs.md#holders). The zero Holder is the anonymous holder
-// of adapters that predate claims. Every face turns what it received into
-// a Holder with ParseHolder (or HolderFor, which adds the run token's
-// holder), so one rule and one field pointer decide every call on a run.
+// (docs/design/runs.md#claims-and-leases). The zero Holder is the
+// anonymous holder of adapters that predate claims. Every face turns what
+// it received into a Holder with ParseHolder (or HolderFor, which adds the
+// run token's holder), so one rule and one field pointer decide every call
+// on a run.
 type Holder string
 
 // AnonymousHolder is the holder of calls that name none.
