@@ -157,11 +157,8 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 	if err != nil {
 		return nil, err
 	}
-	h, err := runs.HolderFor(p, holder)
-	if err != nil {
-		return nil, err
-	}
-	if err := noEmpty(messageOptionals("", &input)...); err != nil {
+	h, herr := runs.HolderFor(p, holder)
+	if err := inputErrors(noEmpty(messageOptionals("", &input)...), herr); err != nil {
 		return nil, err
 	}
 	in := messageInput(input)

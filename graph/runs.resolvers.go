@@ -177,11 +177,8 @@ func (r *mutationResolver) FinishRun(ctx context.Context, id string, input model
 	if err != nil {
 		return nil, err
 	}
-	h, err := runs.HolderFor(p, holder)
-	if err != nil {
-		return nil, err
-	}
-	if err := noEmpty(optionalMember{"/reason", input.Reason}); err != nil {
+	h, herr := runs.HolderFor(p, holder)
+	if err := inputErrors(noEmpty(optionalMember{"/reason", input.Reason}), herr); err != nil {
 		return nil, err
 	}
 	run, err := r.Runs.Finish(ctx, p, id, h, input.Outcome, deref(input.Reason))

@@ -90,3 +90,37 @@ func TestHolder_OneFieldErrorOnEveryFace(t *testing.T) {
 		t.Fatalf("a refused answer is stored")
 	}
 }
+
+// TestHolder_RefusedWithTheOtherInputs: a refused holder is listed in the
+// one validation error beside the request's other invalid members, on both
+// faces (finishRun with an empty holder and an empty reason).
+func TestHolder_RefusedWithTheOtherInputs(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	run, _ := startedByProcA(t, env, "h2", "@lotse check the printer")
+	token := env.World.Token("lotse")
+	res := env.GraphQL(token, `mutation($r: ID!) { finishRun(id: $r, holder: "", input: {outcome: FAILED, reason: ""}) { id } }`, map[string]any{"r": run}, nil)
+	if len(res.Errors) != 1 || len(res.Errors[0].Extensions.FieldErrors) != 2 {
+		t.Fatalf("GraphQL: %+v, want one error naming holder and reason", res.Errors)
+	}
+	fields := map[string]string{}
+	for _, f := range res.Errors[0].Extensions.FieldErrors {
+		fields[f.Field] = f.Code
+	}
+	if fields["holder"] != "empty" || fields["input.reason"] != "empty" {
+		t.Fatalf("GraphQL field errors: %+v", res.Errors[0].Extensions.FieldErrors)
+	}
+	r := env.RESTWith(http.MethodPost, "/api/v1/runs/"+run+"/finish", token, map[string]any{"outcome": "failed", "reason": ""},
+		http.Header{"Bothy-Run-Holder": {""}})
+	p := apitest.WantProblem(t, "REST", r, http.StatusBadRequest, "validation_failed", "")
+	pointers := map[string]string{}
+	for _, f := range p.Errors {
+		pointers[f.Pointer] = f.Code
+	}
+	if len(p.Errors) != 2 || pointers["header:Bothy-Run-Holder"] != "empty" || pointers["/reason"] != "empty" {
+		t.Fatalf("REST errors: %+v", p.Errors)
+	}
+	if got := getRun(t, env, "lotse", run); got.State != "RUNNING" {
+		t.Fatalf("the refused finish changed the run: %+v", got)
+	}
+}
