@@ -157,16 +157,12 @@ func (r *mutationResolver) CreateMessage(ctx context.Context, threadID string, i
 	if err != nil {
 		return nil, err
 	}
-	if err := noEmpty(append(messageOptionals("", &input), optionalMember{"holder", holder})...); err != nil {
+	h, herr := runs.HolderFor(p, holder)
+	if err := inputErrors(noEmpty(messageOptionals("", &input)...), herr); err != nil {
 		return nil, err
 	}
-	if holder != nil {
-		if err := runs.CheckHolder(*holder, "holder"); err != nil {
-			return nil, err
-		}
-	}
 	in := messageInput(input)
-	in.Holder = holderOf(p, holder)
+	in.Holder = string(h)
 	m, replayed, err := r.Messaging.Create(ctx, p, threadID, in)
 	if err != nil {
 		return nil, err

@@ -334,16 +334,6 @@ func approvalModel(a runs.Approval, agentID string, private bool) *model.Approva
 	return m
 }
 
-// holderOf is the holder argument of a run operation: the one given, or,
-// when none is, the holder a run token was minted for (the runner's
-// process, whose claim the token's child acts under).
-func holderOf(p identity.Principal, holder *string) string {
-	if holder == nil || *holder == "" {
-		return p.RunHolder
-	}
-	return *holder
-}
-
 // runContextModel maps the finished run context fc to its GraphQL model:
 // every element finished by the runs module's rule
 // (runs.FinishedContext.Finish) into models that share one allocation per

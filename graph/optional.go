@@ -39,3 +39,25 @@ func messageOptionals(ptr string, in *model.MessageCreate) []optionalMember {
 	}
 	return []optionalMember{{ptr + "/reply_to_message_id", in.ReplyToMessageID}, {ptr + "/run_id", in.RunID}}
 }
+
+// inputErrors joins the refusals of one request's inputs into one
+// validation error that lists every invalid member (a holder refused by
+// runs.HolderFor beside the empty optional members); any other error is
+// returned as it is.
+func inputErrors(errs ...error) error {
+	var fields []problem.FieldError
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		p := problem.From("graph.inputErrors", err)
+		if p == nil || p.Code != problem.ValidationFailed {
+			return err
+		}
+		fields = append(fields, p.Fields...)
+	}
+	if len(fields) > 0 {
+		return problem.Invalid(fields...)
+	}
+	return nil
+}

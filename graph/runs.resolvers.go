@@ -73,7 +73,11 @@ func (r *mutationResolver) StartRun(ctx context.Context, id string, holder *stri
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Start(ctx, p, id, holderOf(p, holder))
+	h, err := runs.HolderFor(p, holder)
+	if err != nil {
+		return nil, err
+	}
+	run, err := r.Runs.Start(ctx, p, id, h)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +90,11 @@ func (r *mutationResolver) RenewRun(ctx context.Context, id string, holder strin
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Renew(ctx, p, id, holder)
+	h, err := runs.HolderFor(p, &holder)
+	if err != nil {
+		return nil, err
+	}
+	run, err := r.Runs.Renew(ctx, p, id, h)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +108,11 @@ func (r *mutationResolver) CreateRunToken(ctx context.Context, runID string, hol
 	if err != nil {
 		return nil, err
 	}
-	tok, err := r.Runs.CreateRunToken(ctx, p, runID, holder)
+	h, err := runs.HolderFor(p, &holder)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := r.Runs.CreateRunToken(ctx, p, runID, h)
 	if err != nil {
 		return nil, err
 	}
@@ -126,8 +138,12 @@ func (r *mutationResolver) UpdateRunLive(ctx context.Context, runID string, hold
 	if err != nil {
 		return nil, err
 	}
+	h, err := runs.HolderFor(p, holder)
+	if err != nil {
+		return nil, err
+	}
 	done := input.Done != nil && *input.Done
-	lv, err := r.Runs.UpdateLive(ctx, p, runID, holderOf(p, holder), runs.LiveUpdate{BaseVersion: input.BaseVersion, Append: deref(input.Append),
+	lv, err := r.Runs.UpdateLive(ctx, p, runID, h, runs.LiveUpdate{BaseVersion: input.BaseVersion, Append: deref(input.Append),
 		Replace: input.Replace, Status: input.Status, Done: done})
 	if err != nil {
 		return nil, err
@@ -143,10 +159,11 @@ func (r *mutationResolver) AwaitRunInput(ctx context.Context, id string, holder 
 	if err != nil {
 		return nil, err
 	}
-	if err := noEmpty(optionalMember{"holder", holder}); err != nil {
+	h, err := runs.HolderFor(p, holder)
+	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.AwaitInput(ctx, p, id, holderOf(p, holder))
+	run, err := r.Runs.AwaitInput(ctx, p, id, h)
 	if err != nil {
 		return nil, err
 	}
@@ -160,10 +177,11 @@ func (r *mutationResolver) FinishRun(ctx context.Context, id string, input model
 	if err != nil {
 		return nil, err
 	}
-	if err := noEmpty(optionalMember{"/reason", input.Reason}, optionalMember{"holder", holder}); err != nil {
+	h, herr := runs.HolderFor(p, holder)
+	if err := inputErrors(noEmpty(optionalMember{"/reason", input.Reason}), herr); err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Finish(ctx, p, id, holderOf(p, holder), input.Outcome, deref(input.Reason))
+	run, err := r.Runs.Finish(ctx, p, id, h, input.Outcome, deref(input.Reason))
 	if err != nil {
 		return nil, err
 	}
@@ -177,10 +195,11 @@ func (r *mutationResolver) CancelRun(ctx context.Context, id string, holder *str
 	if err != nil {
 		return nil, err
 	}
-	if err := noEmpty(optionalMember{"holder", holder}); err != nil {
+	h, err := runs.HolderFor(p, holder)
+	if err != nil {
 		return nil, err
 	}
-	run, err := r.Runs.Cancel(ctx, p, id, holderOf(p, holder))
+	run, err := r.Runs.Cancel(ctx, p, id, h)
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +239,10 @@ func (r *mutationResolver) RequestApproval(ctx context.Context, runID string, ho
 	if err != nil {
 		return nil, err
 	}
+	h, err := runs.HolderFor(p, holder)
+	if err != nil {
+		return nil, err
+	}
 	req := runs.ApprovalRequest{Title: input.Title, Detail: deref(input.Detail)}
 	for _, o := range input.Options {
 		req.Options = append(req.Options, runs.ApprovalOption{ID: o.ID, Label: o.Label})
@@ -230,7 +253,7 @@ func (r *mutationResolver) RequestApproval(ctx context.Context, runID string, ho
 		}
 		req.ExpiresIn = *input.ExpiresIn
 	}
-	a, err := r.Runs.RequestApproval(ctx, p, runID, holderOf(p, holder), req)
+	a, err := r.Runs.RequestApproval(ctx, p, runID, h, req)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/httpx"
 	"bothy.example.com/bothy/internal/platform/version"
+	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/sdk/agent"
 )
 
@@ -220,14 +221,19 @@ func callerClient(d Deps, req *mcp.CallToolRequest) (*agent.Client, string, erro
 		return nil, "", err
 	}
 	// A run token acts as the holder it was minted for (the runner that
-	// claimed the run).
-	if h, _ := req.Extra.TokenInfo.Extra["holder"].(string); h != "" {
-		return c, h, nil
+	// claimed the run); any other token as one holder per token: an MCP
+	// runtime has no process id of its own, and its calls come one request
+	// at a time. Either is parsed as every face parses a holder.
+	name, _ := req.Extra.TokenInfo.Extra["holder"].(string)
+	if name == "" {
+		sum := sha256.Sum256([]byte(token))
+		name = "mcp-" + hex.EncodeToString(sum[:8])
 	}
-	// One holder per token: an MCP runtime has no process id of its own,
-	// and its calls come one request at a time.
-	sum := sha256.Sum256([]byte(token))
-	return c, "mcp-" + hex.EncodeToString(sum[:8]), nil
+	h, err := runs.ParseHolder(&name)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, string(h), nil
 }
 
 // inProcess serves a request with the server's own handler, as coming

@@ -97,8 +97,8 @@ func validOptionID(id string) bool {
 // Refusals as for every call on a run (run_claimed, run_not_started,
 // run_not_active, trigger_revoked), and conflict approval_pending while
 // the run waits for another approval.
-func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal, runID, holder string, req ApprovalRequest) (Approval, error) {
-	if err := CheckHolder(holder, "holder"); err != nil {
+func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal, runID string, holder Holder, req ApprovalRequest) (Approval, error) {
+	if err := holder.check(); err != nil {
 		return Approval{}, err
 	}
 	if err := checkApprovalRequest(req); err != nil {

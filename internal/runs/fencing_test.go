@@ -7,6 +7,7 @@ import (
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -51,11 +52,11 @@ func TestFencing(t *testing.T) {
 		if n := stored("ans-" + h); n != 0 {
 			t.Fatalf("a refused answer by %q is stored", h)
 		}
-		_, err := env.Runs.AwaitInput(ctx, lotse, run, h)
+		_, err := env.Runs.AwaitInput(ctx, lotse, run, runs.Holder(h))
 		wantClaimed(t, "await by "+h, err)
-		_, err = env.Runs.Finish(ctx, lotse, run, h, domain.RunCompleted, "")
+		_, err = env.Runs.Finish(ctx, lotse, run, runs.Holder(h), domain.RunCompleted, "")
 		wantClaimed(t, "finish by "+h, err)
-		_, err = env.Runs.Cancel(ctx, lotse, run, h)
+		_, err = env.Runs.Cancel(ctx, lotse, run, runs.Holder(h))
 		wantClaimed(t, "the agent's cancel by "+h, err)
 	}
 	_, err = env.Runs.Renew(ctx, lotse, run, "")

@@ -77,36 +77,6 @@ func (s *Service) agentCallLost(ctx context.Context, actor identity.Principal, r
 	return s.triggerLostNow(ctx, r)
 }
 
-// HolderMaxLen bounds a holder name.
-const HolderMaxLen = 128
-
-// ValidHolder reports whether h is a holder name: 1 to 128 characters out
-// of letters, digits and . _ : - (an opaque id per adapter process).
-func ValidHolder(h string) bool {
-	if len(h) == 0 || len(h) > HolderMaxLen {
-		return false
-	}
-	for _, c := range h {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// CheckHolder validates an optional holder at pointer ptr ("/holder" in a
-// body, "holder" for an argument or the Bothy-Run-Holder header): absent is
-// the anonymous holder "" of adapters that predate claims. A malformed one
-// is validation_failed invalid_format at ptr.
-func CheckHolder(h, ptr string) error {
-	if h != "" && !ValidHolder(h) {
-		return problem.Invalid(problem.FieldError{Pointer: ptr, Code: "invalid_format", Detail: "1 to 128 letters, digits, '.', '_', ':' or '-'"})
-	}
-	return nil
-}
-
 // errClaimed answers a call on a run that another holder claimed.
 func errClaimed() error {
 	return problem.Newf(problem.Conflict, "run_claimed", "another adapter process holds this run")
@@ -118,8 +88,8 @@ func errClaimed() error {
 // one), a queued run by nobody but the anonymous holder. A process that
 // lost its claim (its lease lapsed, another holder took the run over)
 // changes nothing.
-func fence(r Run, holder string) error {
-	if r.State.Active() && r.Holder != holder {
+func fence(r Run, holder Holder) error {
+	if r.State.Active() && r.Holder != string(holder) {
 		return errClaimed()
 	}
 	return nil
@@ -155,14 +125,14 @@ func (s *Service) extendLease(ctx context.Context, r Run) (Run, error) {
 // another holder lives the call answers 409 run_claimed; the same holder
 // gets the run unchanged with its lease renewed. The first start marks the
 // session started.
-func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := CheckHolder(holder, "/holder"); err != nil {
+func (s *Service) Start(ctx context.Context, actor identity.Principal, id string, holder Holder) (Run, error) {
+	if err := holder.check(); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, authz.RunStart, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
 		switch r.State {
 		case domain.RunRunning, domain.RunWaitingInput:
-			if r.Holder != holder {
+			if r.Holder != string(holder) {
 				return Run{}, nil, errClaimed()
 			}
 			if r.State == domain.RunRunning {
@@ -186,7 +156,7 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 			}
 		}
 		until := s.st.clock.Now().Add(s.timeouts.Lease)
-		r.Holder, r.LeaseExpiresAt = holder, &until
+		r.Holder, r.LeaseExpiresAt = string(holder), &until
 		r, err := s.transition(ctx, r, domain.RunRunning, "")
 		if err != nil {
 			return Run{}, nil, err
@@ -199,7 +169,7 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id, holde
 // run_claimed when holder does not hold the run (another holder claimed it,
 // or it went back to queued after the lease lapsed), run_not_active once it
 // ended.
-func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
+func (s *Service) Renew(ctx context.Context, actor identity.Principal, id string, holder Holder) (Run, error) {
 	// A queued run is run_claimed here: a holder that renews a run it no
 	// longer holds lost it (its lease lapsed), whoever claims it next.
 	return s.asHolder(ctx, actor, authz.RunRenew, id, holder, errClaimed, nil)
@@ -211,12 +181,9 @@ func (s *Service) Renew(ctx context.Context, actor identity.Principal, id, holde
 // lease; queued's error for a run still queued), extends the lease and
 // then runs also (when set) in the same unit of work. Renew and
 // CreateRunToken are this step.
-func (s *Service) asHolder(ctx context.Context, actor identity.Principal, action authz.Action, id, holder string,
+func (s *Service) asHolder(ctx context.Context, actor identity.Principal, action authz.Action, id string, holder Holder,
 	queued func() error, also func(ctx context.Context) error) (Run, error) {
-	if holder == "" {
-		return Run{}, problem.Invalid(problem.FieldError{Pointer: "/holder", Code: "required", Detail: "the holder that started the run"})
-	}
-	if err := CheckHolder(holder, "/holder"); err != nil {
+	if err := holder.named(); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, action, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
@@ -226,7 +193,7 @@ func (s *Service) asHolder(ctx context.Context, actor identity.Principal, action
 		if r.State == domain.RunQueued {
 			return Run{}, nil, queued()
 		}
-		if r.Holder != holder {
+		if r.Holder != string(holder) {
 			return Run{}, nil, errClaimed()
 		}
 		r, err := s.extendLease(ctx, r)
@@ -239,8 +206,8 @@ func (s *Service) asHolder(ctx context.Context, actor identity.Principal, action
 
 // AwaitInput moves the agent's own running run to waiting_input
 // (run.await_input) for holder, the process that holds it (fence).
-func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := CheckHolder(holder, "holder"); err != nil {
+func (s *Service) AwaitInput(ctx context.Context, actor identity.Principal, id string, holder Holder) (Run, error) {
+	if err := holder.check(); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, authz.RunAwaitInput, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
@@ -278,8 +245,8 @@ const ReasonMaxLen = 200
 // Finish ends the agent's own active run with outcome completed, failed
 // (with a reason) or cancelled (the adapter's confirmation of a cancel),
 // for holder, the process that holds it (fence).
-func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, holder string, to domain.RunState, reason string) (Run, error) {
-	if err := CheckHolder(holder, "holder"); err != nil {
+func (s *Service) Finish(ctx context.Context, actor identity.Principal, id string, holder Holder, to domain.RunState, reason string) (Run, error) {
+	if err := holder.check(); err != nil {
 		return Run{}, err
 	}
 	if !outcomes[to] {
@@ -315,8 +282,8 @@ func (s *Service) Finish(ctx context.Context, actor identity.Principal, id, hold
 // confirms with finishRun(cancelled). The run's own agent cancels at once,
 // as holder, the process that holds it (fence); a person's holder is
 // ignored.
-func (s *Service) Cancel(ctx context.Context, actor identity.Principal, id, holder string) (Run, error) {
-	if err := CheckHolder(holder, "holder"); err != nil {
+func (s *Service) Cancel(ctx context.Context, actor identity.Principal, id string, holder Holder) (Run, error) {
+	if err := holder.check(); err != nil {
 		return Run{}, err
 	}
 	return s.change(ctx, actor, authz.RunCancel, id, func(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {

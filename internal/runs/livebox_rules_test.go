@@ -97,7 +97,7 @@ func TestLiveBoxRules_Update(t *testing.T) {
 	lotse := env.Principal("lotse")
 	esk := env.Main("Support/Eskalation")
 	run := runOf(t, env, env.Post("alex", esk, "lr-q", "@lotse is the printer back?"))
-	update := func(who, h string, u runs.LiveUpdate) (runs.Live, error) {
+	update := func(who string, h runs.Holder, u runs.LiveUpdate) (runs.Live, error) {
 		return env.Runs.UpdateLive(ctx, env.Principal(who), run, h, u)
 	}
 	str := func(s string) *string { return &s }
@@ -129,7 +129,7 @@ func TestLiveBoxRules_Update(t *testing.T) {
 		t.Fatalf("stale version: %v", err)
 	}
 	for _, h := range []string{"proc-b", ""} {
-		_, err = update("lotse", h, runs.LiveUpdate{BaseVersion: 2, Append: "x"})
+		_, err = update("lotse", runs.Holder(h), runs.LiveUpdate{BaseVersion: 2, Append: "x"})
 		wantClaimed(t, "update by holder "+h, err)
 	}
 	if _, err = update("texter", holder, runs.LiveUpdate{BaseVersion: 2, Append: "x"}); problem.CodeOf(err) != problem.NotFound {

@@ -47,8 +47,8 @@ const liveDecideWait = 5 * time.Second
 // current version (conflict live_version naming it). Nothing is written to
 // the database: the update is ordered by a notification and applied by
 // every replica (docs/design/runs.md#live-box).
-func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id, holder string, u LiveUpdate) (Live, error) {
-	if err := CheckHolder(holder, "holder"); err != nil {
+func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id string, holder Holder, u LiveUpdate) (Live, error) {
+	if err := holder.check(); err != nil {
 		return Live{}, err
 	}
 	if err := s.checkLiveUpdate(u); err != nil {
@@ -97,7 +97,7 @@ func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id, 
 
 // sendLive checks the run and sends one update, and returns what this
 // replica decided of it; errLiveUnsure when it cannot know.
-func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id, holder string, u LiveUpdate) (liveResult, error) {
+func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id string, holder Holder, u LiveUpdate) (liveResult, error) {
 	m := liveMsg{ID: ids.New(), Run: id, Kind: string(livebox.Update), Base: u.BaseVersion, Append: u.Append, Replace: u.Replace,
 		Status: u.Status, Done: u.Done, At: s.st.clock.Now().UnixMicro()}
 	wait := s.live.expect(m.ID)

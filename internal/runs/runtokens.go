@@ -20,7 +20,7 @@ import (
 // run_not_started while the run is queued (nobody holds it), run_claimed
 // when another holder holds it, run_not_active once it ended;
 // trigger_revoked when the run's person lost trigger.
-func (s *Service) CreateRunToken(ctx context.Context, actor identity.Principal, id, holder string) (identity.IssuedToken, error) {
+func (s *Service) CreateRunToken(ctx context.Context, actor identity.Principal, id string, holder Holder) (identity.IssuedToken, error) {
 	var tok identity.IssuedToken
 	// A queued run has no holder to mint for: claim it first. Not
 	// run_claimed, which would say another process holds it.
@@ -28,7 +28,7 @@ func (s *Service) CreateRunToken(ctx context.Context, actor identity.Principal, 
 		return problem.Newf(problem.Conflict, "run_not_started", "claim the run (startRun) before minting a token for it")
 	}
 	_, err := s.asHolder(ctx, actor, authz.RunTokenCreate, id, holder, notStarted, func(ctx context.Context) (err error) {
-		if tok, err = s.identW.CreateRunToken(ctx, actor, id, holder); err != nil {
+		if tok, err = s.identW.CreateRunToken(ctx, actor, id, string(holder)); err != nil {
 			return problem.Internal("runs.createRunToken", err)
 		}
 		return nil

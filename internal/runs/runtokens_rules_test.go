@@ -8,6 +8,7 @@ import (
 	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
@@ -133,7 +134,7 @@ func TestRunTokenRules_Scope(t *testing.T) {
 		t.Fatalf("a missing thread: %v", gone)
 	}
 
-	if r, err := env.Runs.Finish(ctx, p, run, p.RunHolder, domain.RunCompleted, ""); err != nil || r.State != domain.RunCompleted {
+	if r, err := env.Runs.Finish(ctx, p, run, runs.Holder(p.RunHolder), domain.RunCompleted, ""); err != nil || r.State != domain.RunCompleted {
 		t.Fatalf("finish with the token: %+v %v", r, err)
 	}
 	if _, err := env.Identity.Authenticate(ctx, tok.Token); problem.CodeOf(err) != problem.Unauthorized {

@@ -451,7 +451,7 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 	// A holder that is no holder name is bad input, whichever face sent
 	// it, before any run is looked at.
-	if err := CheckHolder(p.Holder, "holder"); err != nil {
+	if err := Holder(p.Holder).check(); err != nil {
 		return err
 	}
 	var run domain.AnswerRun
