@@ -563,7 +563,7 @@ func (c *Client) StartRun(ctx context.Context, runID, holder string) (RunInfo, e
 	var out struct {
 		StartRun RunInfo `json:"startRun"`
 	}
-	err := c.Do(ctx, "StartRun", mutationStartRun, map[string]any{"id": runID, "holder": holder}, &out, 0)
+	err := c.Do(ctx, "StartRun", mutationStartRun, map[string]any{"id": runID, "holder": optional(holder)}, &out, 0)
 	return out.StartRun, err
 }
 
@@ -577,7 +577,7 @@ func (c *Client) RenewRun(ctx context.Context, runID, holder string) (RunInfo, e
 	var out struct {
 		RenewRun RunInfo `json:"renewRun"`
 	}
-	err := c.Do(ctx, "RenewRun", mutationRenewRun, map[string]any{"id": runID, "holder": holder}, &out, 0)
+	err := c.Do(ctx, "RenewRun", mutationRenewRun, map[string]any{"id": runID, "holder": optional(holder)}, &out, 0)
 	return out.RenewRun, err
 }
 
@@ -598,7 +598,7 @@ func (c *Client) CreateRunToken(ctx context.Context, runID, holder string) (stri
 			Holder string `json:"holder"`
 		} `json:"createRunToken"`
 	}
-	err := c.Do(ctx, "CreateRunToken", mutationCreateRunToken, map[string]any{"runId": runID, "holder": holder}, &out, 0)
+	err := c.Do(ctx, "CreateRunToken", mutationCreateRunToken, map[string]any{"runId": runID, "holder": optional(holder)}, &out, 0)
 	return out.CreateRunToken.Token, err
 }
 
