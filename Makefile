@@ -73,13 +73,13 @@ test:
 	exit $$status
 
 # GOLANGCI runs golangci-lint, pinned as a Go tool in a modfile of its own
-# (tools/golangci/go.mod), so that its dependencies stay out of the
+# (internal/lint/golangci/go.mod), so that its dependencies stay out of the
 # server's go.mod; -modfile needs GOWORK=off, so each module of go.work is
 # linted on its own. go tool caches the built linter, golangci-lint its
 # results (in the default cache), so a warm run only reads what changed;
 # GOFLAGS is emptied so that make test (-trimpath) shares both caches with
 # make lint.
-GOLANGCI = GOWORK=off GOFLAGS= $(GO) tool -modfile=$(CURDIR)/tools/golangci/go.mod golangci-lint run --config $(CURDIR)/.golangci.yml
+GOLANGCI = GOWORK=off GOFLAGS= $(GO) tool -modfile=$(CURDIR)/internal/lint/golangci/go.mod golangci-lint run --config $(CURDIR)/.golangci.yml
 
 ## lint: golangci-lint (.golangci.yml: function length, complexity, exhaustive enum switches, doc comments, error wrapping, staticcheck) on the root module and sdk/
 lint:

@@ -1,4 +1,4 @@
-module bothy.example.com/bothy/tools/golangci
+module bothy.example.com/bothy/internal/lint/golangci
 
 go 1.26.0
 
