@@ -54,7 +54,7 @@ TEST_FIRST = ./internal/examples ./internal/server ./internal/conformance ./inte
 # and a dozen of bothy is a good part of make test's time on two cores, and
 # DWARF is a good part of a link (docs/reliability.md#time).
 test: export CGO_ENABLED := 0
-test: export GOFLAGS := -trimpath -ldflags=-w $(GOFLAGS)
+test: export GOFLAGS := -trimpath "-ldflags=-s -w" $(GOFLAGS)
 test:
 	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps sdk-typescript sdk-python
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }

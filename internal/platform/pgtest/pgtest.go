@@ -67,6 +67,9 @@ type server struct {
 	template string        // migrated template database to clone
 	source   string        // where the server comes from, for messages
 	stop     func()        // stops a container or cluster; nil for EnvURL
+
+	mu       sync.Mutex
+	finished []string // test databases to drop (dropLater)
 }
 
 var (
@@ -92,6 +95,9 @@ func Main(m *testing.M, after ...func()) {
 		f()
 	}
 	if srv != nil {
+		if err := srv.dropPending(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		}
 		srv.admin.Close()
 		if srv.stop != nil {
 			srv.stop()
@@ -117,12 +123,8 @@ func URL(t testing.TB) string {
 		t.Fatalf("pgtest: create a test database on the %s: %v", s.source, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		// FORCE ends the sessions a test left open (a pool not closed);
-		// without it the drop would fail and the database leak.
-		if _, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
-			t.Errorf("pgtest: drop test database %s: %v", name, err)
+		if err := s.dropLater(name); err != nil {
+			t.Errorf("pgtest: %v", err)
 		}
 	})
 	u, err := withDatabase(s.url, name)
@@ -385,6 +387,45 @@ func (s *server) databaseExists(ctx context.Context, name string) (bool, error) 
 	var ok bool
 	err := s.admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&ok)
 	return ok, err
+}
+
+// dropBatch is how many finished test databases wait to be dropped
+// together. PostgreSQL checkpoints at every DROP DATABASE, writing out
+// every dirty page of the server (those of the other tests' databases
+// too): in a batch only the first drop has much to write. A batch bounds
+// the disk the waiting databases take.
+const dropBatch = 8
+
+// dropLater queues the finished test database name and drops the queue
+// once it holds dropBatch databases.
+func (s *server) dropLater(name string) error {
+	s.mu.Lock()
+	s.finished = append(s.finished, name)
+	full := len(s.finished) >= dropBatch
+	s.mu.Unlock()
+	if !full {
+		return nil
+	}
+	return s.dropPending()
+}
+
+// dropPending drops every queued test database. FORCE ends the sessions a
+// test left open (a pool not closed); without it the drop would fail and
+// the database leak.
+func (s *server) dropPending() error {
+	s.mu.Lock()
+	names := s.finished
+	s.finished = nil
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var errs []error
+	for _, name := range names {
+		if _, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
+			errs = append(errs, fmt.Errorf("drop test database %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // clone creates a database t_<random> from the template and returns its

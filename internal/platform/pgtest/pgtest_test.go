@@ -50,30 +50,43 @@ func TestURLGivesIsolatedMigratedDatabases(t *testing.T) {
 	}
 }
 
-// TestCleanupDropsDatabase checks that the database of a (sub)test is gone
-// once the test ends, even with a session still open on it.
+// TestCleanupDropsDatabase checks that the database of a (sub)test is
+// dropped after the test ended, even with a session still open on it: in
+// batches of dropBatch (a queue that never holds more), and the rest when
+// the package's tests end (dropPending, which Main calls).
 func TestCleanupDropsDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var name string
-	t.Run("uses a database", func(t *testing.T) {
-		conn, err := pgx.Connect(ctx, URL(t))
-		if err != nil {
-			t.Fatal(err)
+	var names []string
+	for range dropBatch + 1 {
+		t.Run("uses a database", func(t *testing.T) {
+			conn, err := pgx.Connect(ctx, URL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, conn.Config().Database) // left open on purpose
+		})
+		srv.mu.Lock()
+		queued := len(srv.finished)
+		srv.mu.Unlock()
+		if queued >= dropBatch {
+			t.Fatalf("%d finished databases queued, want fewer than %d", queued, dropBatch)
 		}
-		name = conn.Config().Database // left open on purpose
-	})
+	}
+	if err := srv.dropPending(); err != nil {
+		t.Fatal(err)
+	}
 	server, err := ServerURL()
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin := connect(ctx, t, server)
-	var exists bool
-	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+	var left int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = ANY($1)", names).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
-	if exists {
-		t.Fatalf("database %s still exists after its test ended", name)
+	if left != 0 {
+		t.Fatalf("%d of the databases %v still exist after their tests ended", left, names)
 	}
 }
 

@@ -58,7 +58,7 @@ def test_answers_once_with_key_holder_and_input_trust(server):
         assert task.holder == HOLDER and task.run_id == "r1" and task.in_play() == "TRIGGER"
         await task.answer("It is, Alex.")
 
-    asyncio.run(asyncio.wait_for(adapter(server, handle).run(), 10))
+    asyncio.run(asyncio.wait_for(adapter(server, handle).run(), 60))
     ops = server.ops()
     assert ops.index("RunContext") < ops.index("StartRun") < ops.index("CreateMessage") < ops.index("FinishRun")
     by_op = {op: v for op, v, _ in server.calls}
@@ -81,7 +81,7 @@ def test_followup_acknowledged_only_after_the_model_saw_it(server):
         acks_while_working.append([v["upTo"] for op, v, _ in server.calls if op == "AckAgentEvents"])
         await task.answer("Printer fixed" + "".join(", and " + f.content_md for f in task.follow_ups))
 
-    asyncio.run(asyncio.wait_for(adapter(server, handle).run(), 10))
+    asyncio.run(asyncio.wait_for(adapter(server, handle).run(), 60))
     assert "2" not in acks_while_working[0]  # round 1: the model had not seen f1
     calls = [(op, v) for op, v, _ in server.calls]
     post = next(i for i, (op, _) in enumerate(calls) if op == "CreateMessage")
@@ -98,7 +98,7 @@ def test_trigger_revoked_at_post_drops_the_reply(server):
     async def handle(task):
         await task.answer("It is, Alex.")
 
-    asyncio.run(asyncio.wait_for(adapter(server, handle).run(), 10))
+    asyncio.run(asyncio.wait_for(adapter(server, handle).run(), 60))
     creates = [v for op, v, _ in server.calls if op == "CreateMessage"]
     assert len(creates) == 1 and creates[0]["input"]["runId"] == "r1"  # never again without the run
     finishes = [v for op, v, _ in server.calls if op == "FinishRun"]
@@ -111,7 +111,7 @@ def test_handler_failure_fails_the_run_with_its_reason(server):
     async def handle(task):
         task.fail("model_error")
 
-    asyncio.run(asyncio.wait_for(adapter(server, handle).run(), 10))
+    asyncio.run(asyncio.wait_for(adapter(server, handle).run(), 60))
     assert "CreateMessage" not in server.ops()
     assert [v["input"] for op, v, _ in server.calls if op == "FinishRun"] == [{"outcome": "FAILED", "reason": "model_error"}]
 
@@ -160,7 +160,7 @@ def test_max_concurrent_keeps_the_lease_of_a_waiting_run(server):
         t.cancel()
         await asyncio.gather(t, return_exceptions=True)
 
-    asyncio.run(asyncio.wait_for(main(), 10))
+    asyncio.run(asyncio.wait_for(main(), 60))
     assert most[0] == 1
     # The run that waited for the slot renewed its claim meanwhile.
     assert any(op == "RenewRun" and v["id"] == "r2" for op, v, _ in server.calls[:[op for op, _, _ in server.calls].index("FinishRun")])
