@@ -44,12 +44,22 @@ type arrivals struct {
 
 var messageIDField = regexp.MustCompile(`"messageId":"([^"]+)"`)
 
-// read receives l's events until ctx ends, recording each message.
+// read receives l's events until ctx ends, recording each message and
+// answering the server's pings.
 func (a *arrivals) read(ctx context.Context, l *listener) {
 	for {
 		var m wsMsg
 		if err := wsjson.Read(ctx, l.c, &m); err != nil {
 			return
+		}
+		if m.Type == "ping" {
+			// A client answers the server's keep-alive, or the server
+			// closes the connection: a run at one message a second
+			// outlasts the ping interval.
+			if err := wsjson.Write(ctx, l.c, wsMsg{Type: "pong"}); err != nil {
+				return
+			}
+			continue
 		}
 		id := messageIDField.FindSubmatch(m.Payload)
 		if id == nil {
