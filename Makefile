@@ -35,16 +35,16 @@ TEST_EVENTS = bin/test-events.json
 # load: it is one goroutine of parsing, 10 s alone on an idle core and
 # 80 s when it starts beside the four heaviest; late, it runs while the
 # short packages mostly link and leave a core free.
-TEST_FIRST = ./internal/examples ./internal/server ./internal/conformance ./internal/runs ./internal/agentflow ./internal/clientflow ./cmd/bothy
+TEST_FIRST = ./internal/examples ./internal/server ./internal/conformance ./internal/runs ./internal/agentflow ./internal/devtools/clientflow ./cmd/bothy
 
 ## test: every test (vet, generated code current, unit, integration, audit), then the time budget
 # The three npm installs run side by side. go vet only reads the tree, so
 # it runs beside the tests (its compiles are the tests' too), once with its
-# own analyzers and once with the project's (internal/lint, through
+# own analyzers and once with the project's (internal/devtools/lint, through
 # bin/bothyvet: vet caches their results per package); generated
 # code is checked before them, because make generate rewrites files the
 # tests compile. A vet finding fails make test like a failing test. The
-# test processes share one PostgreSQL cluster (internal/testcluster), so
+# test processes share one PostgreSQL cluster (internal/devtools/testcluster), so
 # that the template is migrated once, not once per package.
 # Tests compile like make build (static, -trimpath), so the binaries the
 # tests build (make build in the README's quick start, make dist, the
@@ -60,26 +60,26 @@ test:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
 	@mkdir -p bin
-	@{ $(GO) vet ./... ./sdk/... && $(GO) vet -tags chaos ./internal/chaos/ && \
-		$(GO) build -o bin/bothyvet ./internal/lint/cmd/bothyvet && $(GO) vet -vettool=$(CURDIR)/bin/bothyvet ./... ./sdk/...; } > bin/vet.log 2>&1 & vet=$$!; \
+	@{ $(GO) vet ./... ./sdk/... && $(GO) vet -tags chaos ./internal/devtools/chaos/ && \
+		$(GO) build -o bin/bothyvet ./internal/devtools/lint/cmd/bothyvet && $(GO) vet -vettool=$(CURDIR)/bin/bothyvet ./... ./sdk/...; } > bin/vet.log 2>&1 & vet=$$!; \
 	$(MAKE) --no-print-directory lint > bin/lint.log 2>&1 & lint=$$!; \
-	CHAOS_RUNS=2 $(GO) test -tags chaos -count=1 -timeout 5m -run '^TestChaos$$' ./internal/chaos/ > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
-	$(GO) run ./internal/testcluster -- $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) -- \
+	CHAOS_RUNS=2 $(GO) test -tags chaos -count=1 -timeout 5m -run '^TestChaos$$' ./internal/devtools/chaos/ > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
+	$(GO) run ./internal/devtools/testcluster -- $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) -- \
 		-count=1 -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 20m $(TEST_FIRST) ./... ./sdk/...; status=$$?; \
 	if wait $$vet; then echo "go vet ./... (and -tags chaos, and bothyvet's rules): no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \
 	if wait $$lint; then echo "golangci-lint (make lint): no findings"; else cat bin/lint.log; echo "make lint failed"; status=1; fi; \
 	if wait $$chaos; then echo "chaos smoke (CHAOS_RUNS=2): passed"; else cat bin/chaos-smoke.log; echo "chaos smoke failed: make chaos would fail too"; status=1; fi; \
-	$(GO) run ./internal/testbudget -json $(TEST_EVENTS) -since $(TEST_START) -budget $(TEST_BUDGET); \
+	$(GO) run ./internal/devtools/testbudget -json $(TEST_EVENTS) -since $(TEST_START) -budget $(TEST_BUDGET); \
 	exit $$status
 
 # GOLANGCI runs golangci-lint, pinned as a Go tool in a modfile of its own
-# (internal/lint/golangci/go.mod), so that its dependencies stay out of the
+# (internal/devtools/lint/golangci/go.mod), so that its dependencies stay out of the
 # server's go.mod; -modfile needs GOWORK=off, so each module of go.work is
 # linted on its own. go tool caches the built linter, golangci-lint its
 # results (in the default cache), so a warm run only reads what changed;
 # GOFLAGS is emptied so that make test (-trimpath) shares both caches with
 # make lint.
-GOLANGCI = GOWORK=off GOFLAGS= $(GO) tool -modfile=$(CURDIR)/internal/lint/golangci/go.mod golangci-lint run --config $(CURDIR)/.golangci.yml
+GOLANGCI = GOWORK=off GOFLAGS= $(GO) tool -modfile=$(CURDIR)/internal/devtools/lint/golangci/go.mod golangci-lint run --config $(CURDIR)/.golangci.yml
 
 ## lint: golangci-lint (.golangci.yml: function length, complexity, exhaustive enum switches, doc comments, error wrapping, staticcheck) on the root module and sdk/
 lint:
@@ -107,9 +107,9 @@ stress: assets audit-deps
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_MODEL)' ./sdk/model/openai/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/ ./internal/chat/ ./internal/feed/
 
-## chaos: the chaos test of runs (internal/chaos, build tag chaos; make test runs a smoke of it with CHAOS_RUNS=2): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
+## chaos: the chaos test of runs (internal/devtools/chaos, build tag chaos; make test runs a smoke of it with CHAOS_RUNS=2): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
 chaos: assets sdk-python sdk-typescript
-	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '^(TestChaos|TestFreshAdapterLearnsTheAcknowledgedPosition)$$' ./internal/chaos/
+	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '^(TestChaos|TestFreshAdapterLearnsTheAcknowledgedPosition)$$' ./internal/devtools/chaos/
 
 ## conformance-matrix: every single-fault adapter of internal/conformance/testdata/broken against every scenario of the conformance kit (make test runs each against its own scenarios and a control): each must fail exactly the scenarios of its rule, the reference adapter none
 conformance-matrix:
@@ -118,7 +118,7 @@ conformance-matrix:
 ## generate: regenerate every generated file (gqlgen, config doc, playground assets)
 generate: assets
 	$(GO) tool gqlgen generate
-	$(GO) tool gqlgen generate --config internal/gqlfloor/gqlgen.yml
+	$(GO) tool gqlgen generate --config internal/devtools/gqlfloor/gqlgen.yml
 	$(GO) run ./cmd/bothy config markdown > docs/configuration.md
 
 ## check-generated: fail when checked-in generated code differs from make generate
@@ -134,7 +134,7 @@ check-generated:
 	if [ "$$before" != "$$after" ]; then echo "generated code was stale: make generate changed it; commit the result"; exit 1; fi; \
 	mkdir -p bin && echo "$$key" > bin/generated.stamp
 
-GENERATED = graph/generated/generated.go graph/model/models_gen.go internal/gqlfloor/generated.go internal/gqlfloor/models_gen.go docs/configuration.md
+GENERATED = graph/generated/generated.go graph/model/models_gen.go internal/devtools/gqlfloor/generated.go internal/devtools/gqlfloor/models_gen.go docs/configuration.md
 
 ## assets: the GraphiQL and React browser builds (npm, pinned) for the playground
 assets:
@@ -142,13 +142,13 @@ assets:
 
 ## audit-deps: the graphql-http audit tool, the graphql-ws test client and the MCP clients (TypeScript SDK, Inspector CLI, conformance suite) (npm, pinned)
 audit-deps:
-	internal/graphqlaudit/install.sh
-	internal/graphqlws/install.sh
+	internal/devtools/graphqlaudit/install.sh
+	internal/devtools/graphqlws/install.sh
 	internal/mcpface/js/install.sh
 
-## lint-deps: the OpenAPI linters redocly and spectral (npm, pinned), run by internal/apilint's tests
+## lint-deps: the OpenAPI linters redocly and spectral (npm, pinned), run by internal/devtools/apilint's tests
 lint-deps:
-	internal/apilint/install.sh
+	internal/devtools/apilint/install.sh
 
 ## sdk-typescript: the TypeScript SDK @bothy/agent (sdk/typescript): npm ci from its lock when the lock changed, npm run build when its sources changed
 sdk-typescript:
@@ -158,10 +158,10 @@ sdk-typescript:
 sdk-python:
 	sdk/python/venv.sh bin/python-sdk
 
-## sdk-api-snapshot: store the Go SDK's exported API in sdk/api, the base of its compatibility gate (internal/apicompat); run it at each release
+## sdk-api-snapshot: store the Go SDK's exported API in sdk/api, the base of its compatibility gate (internal/devtools/apicompat); run it at each release
 sdk-api-snapshot:
 	rm -f sdk/api/*.export
-	$(GO) run ./internal/apicompat/cmd/goapisnapshot -dir sdk -o sdk/api ./...
+	$(GO) run ./internal/devtools/apicompat/cmd/goapisnapshot -dir sdk -o sdk/api ./...
 
 ## audit-graphql: the GraphQL-over-HTTP audit (graphql-http auditServer) against a real server
 audit-graphql: assets audit-deps
@@ -234,7 +234,7 @@ SOURCE_DATE_EPOCH     ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 1)
 image:
 	GOOS=linux GOARCH=$(IMAGE_ARCH) $(MAKE) --no-print-directory dist VERSION=$(VERSION) REVISION=$(REVISION)
 	rm -rf $(DISTDIR)/image $(DISTDIR)/bothy-image.tar
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/ociimage/cmd/ociimage \
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/devtools/ociimage/cmd/ociimage \
 		-binary $(DISTDIR)/bothy-$(VERSION)-linux-$(IMAGE_ARCH) -version $(VERSION) -revision $(REVISION) \
 		-repository $(IMAGE_REPOSITORY) -ca-certificates "$(wildcard $(IMAGE_CA_CERTIFICATES))" \
 		-out $(DISTDIR)/image -tar $(DISTDIR)/bothy-image.tar

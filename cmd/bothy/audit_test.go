@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/admin"
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestAuditReadsOfFreshInstallations reads the audit log of the two

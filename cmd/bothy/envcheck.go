@@ -17,7 +17,7 @@ const unknownEnvMsg = "unknown BOTHY_ environment variable ignored: no configura
 // a Bothy program reads: the agent's token and the model's key of bothy
 // agent run, the test database of the tests (pgtest.EnvURL; not imported,
 // it would bring the test harness into the binary), and the settings of the
-// GraphQL-over-HTTP audit script (internal/graphqlaudit/audit.mjs).
+// GraphQL-over-HTTP audit script (internal/devtools/graphqlaudit/audit.mjs).
 // TestKnownEnvCoversTheRepository fails when a program reads one more.
 var otherEnv = []string{
 	agentTokenEnv,

@@ -99,7 +99,7 @@ func TestEditDistance(t *testing.T) {
 }
 
 // testProgramEnv are BOTHY_ variables that only the test of
-// internal/clientflow sets, for the client programs of its testdata; no
+// internal/devtools/clientflow sets, for the client programs of its testdata; no
 // bothy command runs with them, and counting BOTHY_URL as known would hide
 // the likeliest mistake for BOTHY_DATABASE_URL.
 var testProgramEnv = map[string]bool{"BOTHY_URL": true, "BOTHY_ALEX": true, "BOTHY_LOTSE": true, "BOTHY_THREAD": true}

@@ -35,7 +35,7 @@ import (
 	"github.com/coder/websocket/wsjson"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/internal/world"

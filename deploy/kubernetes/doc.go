@@ -7,5 +7,5 @@
 // security context, the direct LISTEN URL, the migration Job named by
 // release, the disruption budget, the NetworkPolicy around the metrics
 // port) against Bothy's configuration registry and the image that `make
-// image` builds (internal/ociimage).
+// image` builds (internal/devtools/ociimage).
 package kubernetes

@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"bothy.example.com/bothy/internal/ociimage"
+	"bothy.example.com/bothy/internal/devtools/ociimage"
 	"bothy.example.com/bothy/internal/platform/config"
 )
 

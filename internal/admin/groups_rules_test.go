@@ -5,7 +5,7 @@ import (
 
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // docBlocks returns the fenced blocks of language lang in docs/adapter.md.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/sdk/model/anthropic"
 	"bothy.example.com/bothy/sdk/model/anthropic/anthropictest"

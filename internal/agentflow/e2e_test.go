@@ -21,7 +21,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/sdk/agent"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/sdk/model/openai"
 	"bothy.example.com/bothy/sdk/model/openai/openaitest"

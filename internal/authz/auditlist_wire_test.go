@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/admin"
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/identity"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/authz"
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/problem"
 )

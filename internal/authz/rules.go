@@ -3,7 +3,7 @@
 // decides every request (rate-limit token, decision, audit), Filter for the
 // items of lists, and Allowed for the questions the runtime asks itself
 // (who may trigger, who may read). No rights logic exists outside this
-// package: the analyzer internal/lint/levelcompare (go vet in make test)
+// package: the analyzer internal/devtools/lint/levelcompare (go vet in make test)
 // fails when another package compares levels.
 package authz
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/modules"
-	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 

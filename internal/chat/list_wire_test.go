@@ -6,7 +6,7 @@ import (
 	"sort"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestListChannels_WhatEachMayRead: GET /api/v1/channels and the channels

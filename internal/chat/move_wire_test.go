@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestMoveSpendsOneToken: moveThread decides on the thread and on the

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/moduletest"
 )
 
 // TestSharedThreadViews: chat's shared views

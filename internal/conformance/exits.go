@@ -253,7 +253,12 @@ func (k *kit) awaitFirstRead(exit chan struct{}, reads int, first bool) error {
 	started := time.Now()
 	wait := k.readWait
 	if wait == 0 {
+		// A start is slower on a loaded machine like the scenarios
+		// (Options.TimeoutScale): an interpreter's imports take seconds.
 		wait = firstReadWait
+		if k.timeoutScale > 1 {
+			wait = time.Duration(float64(wait) * k.timeoutScale)
+		}
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, wait)
 	defer cancel()

@@ -57,11 +57,12 @@ type Options struct {
 	// work). db_outage_recovers stops the kit's cluster, so it cannot run
 	// on such a database.
 	DatabaseURL string
-	// TimeoutScale multiplies every scenario's deadline (0 or 1: as
-	// written). Tests that run the kit beside many others on two cores set
-	// it, since an adapter's process starts and model calls then take
-	// several times as long; an adapter that breaks a rule fails its
-	// scenario whatever the deadline.
+	// TimeoutScale multiplies every scenario's deadline and the wait for
+	// the adapter's first read after a start (0 or 1: as written). Tests
+	// that run the kit beside many others on two cores set it, since an
+	// adapter's process starts and model calls then take several times as
+	// long; an adapter that breaks a rule fails its scenario whatever the
+	// deadline.
 	TimeoutScale float64
 }
 

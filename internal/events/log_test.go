@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/events"
-	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // pythonSDK returns the absolute paths of the repository's root and of the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // tsDir is the TypeScript SDK's folder, from this package's.

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/modules"
-	"bothy.example.com/bothy/internal/moduletest"
 )
 
 // TestListEventsFilterModeDropsLeak: listEvents checks every event its

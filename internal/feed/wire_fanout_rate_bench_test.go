@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/websocket/wsjson"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/platform/config"
 )
 

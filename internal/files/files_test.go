@@ -14,9 +14,9 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/files"
 	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/problem"
 )

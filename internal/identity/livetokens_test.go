@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/moduletest"
 )
 
 // batchCounter counts the statements that authenticate many tokens at once

@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/moduletest"
 )
 
 // TestPrincipalFacts: identity's shared view principal_facts

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // jsDir is where the pinned npm MCP clients live (make test runs its

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/modules"
-	"bothy.example.com/bothy/internal/moduletest"
 )
 
 // TestFilterModeDropsLeak: a history read checks every message its query

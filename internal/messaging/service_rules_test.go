@@ -7,9 +7,9 @@ import (
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 

@@ -3,7 +3,7 @@ package messaging_test
 import (
 	"testing"
 
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 )
 
 // TestMessageFacts: messaging's shared view message_facts

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestStartedThreadOnREST: a REST client finds the thread a trigger's

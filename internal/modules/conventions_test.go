@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 )
 
 // wiring is the one package outside tests that makes the modules' raw
@@ -23,7 +23,7 @@ var modulePackages = []string{"identity", "authz", "chat", "events", "messaging"
 
 // testSupport are the harnesses only tests import; they may make writers
 // for a test's setup like a _test.go file.
-var testSupport = []string{"internal/apitest", "internal/moduletest", "internal/platform/pgtest"}
+var testSupport = []string{"internal/devtools/apitest", "internal/devtools/moduletest", "internal/platform/pgtest"}
 
 // goFile is one parsed non-test Go file of the repository.
 type goFile struct {

@@ -2,7 +2,7 @@
 // events, messaging, runs, admin, feed, retention) on one database pool,
 // without HTTP, GraphQL or REST: the one wiring of the modules, used by the
 // server (internal/server adds the faces) and by the module test harness
-// (internal/moduletest), so that a module test runs the modules exactly as
+// (internal/devtools/moduletest), so that a module test runs the modules exactly as
 // the server does and builds nothing of the wire.
 package modules
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 )
 
 // modulePath is the main module's path; the SDK's module lies below it, in

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/pgtest"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/sdk/agent"
 	"bothy.example.com/bothy/sdk/runner"

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"bothy.example.com/bothy/internal/chat"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/runs/domain"
 )

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/events"
-	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestLargeAnswersKeepTheirBytes: large answers are written from pooled

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // holderOp is one operation on a run that takes a holder, on both faces:

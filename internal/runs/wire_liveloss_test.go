@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // wantLostOnEveryPath checks, right after a change took the triggering

@@ -3,7 +3,7 @@ package runs_test
 import (
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestRunContext_SelectionHonoured: the one-pass writer of context

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/devtools/apitest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/moduletest"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/ratelimit"
 	"bothy.example.com/bothy/internal/server"

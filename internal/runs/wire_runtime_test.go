@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/identity"
 )
 

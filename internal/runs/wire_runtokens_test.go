@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // mintRunToken mints a run token for run as lotse's holder over REST.

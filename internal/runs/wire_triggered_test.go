@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestTriggeredRuns_OwnAndReadable: GET /api/v1/me/runs and triggeredRuns

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
 	"bothy.example.com/bothy/internal/authz"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/platform/ids"
 )
 

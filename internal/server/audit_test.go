@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // auditWarningsAccepted lists the graphql-http audit warnings that stay, by
@@ -21,10 +21,10 @@ func TestGraphQLOverHTTPAudit(t *testing.T) {
 	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatal("node is not installed: install Node.js and npm (make test runs internal/graphqlaudit/install.sh)")
+		t.Fatal("node is not installed: install Node.js and npm (make test runs internal/devtools/graphqlaudit/install.sh)")
 	}
 	env := apitest.Start(t, apitest.Options{})
-	script, _ := filepath.Abs("../graphqlaudit/audit.mjs")
+	script, _ := filepath.Abs("../devtools/graphqlaudit/audit.mjs")
 	cmd := exec.Command(node, script, env.URL+"/graphql", env.World.Token("alex"))
 	out, err := cmd.Output()
 	if err != nil {
@@ -32,7 +32,7 @@ func TestGraphQLOverHTTPAudit(t *testing.T) {
 		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
-		t.Fatalf("audit did not run: %v\n%s\n(make test runs internal/graphqlaudit/install.sh first)", err, stderr)
+		t.Fatalf("audit did not run: %v\n%s\n(make test runs internal/devtools/graphqlaudit/install.sh first)", err, stderr)
 	}
 	var res struct {
 		Results []struct {

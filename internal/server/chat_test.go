@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestPlaygroundScenario is the done-when walk of the chat core: post as

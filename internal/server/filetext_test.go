@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/files/clamd/clamdtest"
 	"bothy.example.com/bothy/internal/platform/config"
 )

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestAPIIndex: the REST address that bothy prints, /api/v1, answers

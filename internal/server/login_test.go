@@ -10,7 +10,7 @@ import (
 
 	"github.com/oauth2-proxy/mockoidc"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/signin/signintest"
 )

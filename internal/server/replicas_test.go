@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestRateLimitHoldsAcrossReplicas: two servers on one database spend

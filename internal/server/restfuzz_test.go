@@ -15,7 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	apidoc "bothy.example.com/bothy/docs/api"
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 

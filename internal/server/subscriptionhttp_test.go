@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // graphQLRaw sends a GraphQL request by POST (a JSON body) or GET (query

@@ -19,7 +19,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/identity"
 )
 
@@ -39,9 +39,9 @@ func subscribeJS(t *testing.T, env *apitest.Env, token, query string, vars map[s
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatal("node is not installed: install Node.js and npm (make test runs internal/graphqlws/install.sh)")
+		t.Fatal("node is not installed: install Node.js and npm (make test runs internal/devtools/graphqlws/install.sh)")
 	}
-	script, _ := filepath.Abs("../graphqlws/client.mjs")
+	script, _ := filepath.Abs("../devtools/graphqlws/client.mjs")
 	v, _ := json.Marshal(vars)
 	cmd := exec.Command(node, script, wsURL(env), token, query, string(v))
 	stdout, err := cmd.StdoutPipe()
@@ -51,7 +51,7 @@ func subscribeJS(t *testing.T, env *apitest.Env, token, query string, vars map[s
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start client.mjs: %v (make test runs internal/graphqlws/install.sh first)", err)
+		t.Fatalf("start client.mjs: %v (make test runs internal/devtools/graphqlws/install.sh first)", err)
 	}
 	c := &jsClient{t: t, lines: make(chan map[string]json.RawMessage, 1024), cmd: cmd}
 	go func() {

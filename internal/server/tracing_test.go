@@ -12,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/tracing/tracingtest"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // waitConnections waits until the server serves n WebSocket connections

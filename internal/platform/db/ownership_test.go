@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 )
 
 // owners maps every table, view and function of migrations/ to the one
@@ -89,7 +89,7 @@ var shared = map[string]bool{
 // testSupport are packages that only tests import: harnesses that set up
 // and inspect the database of a test, like _test.go files, which the rule
 // does not cover.
-var testSupport = []string{"internal/apitest", "internal/moduletest", "internal/platform/pgtest"}
+var testSupport = []string{"internal/devtools/apitest", "internal/devtools/moduletest", "internal/platform/pgtest"}
 
 // TestTableOwnership: every table, view and function created in
 // migrations/ has an owner; only views and functions are shared, each

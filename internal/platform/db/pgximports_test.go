@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 )
 
 // pgxExempt are the folders (from the repository root, with everything
@@ -19,9 +19,9 @@ import (
 // build and test tooling, which sets up and inspects test databases.
 // internal/devtools and tools are where issue 48 moves the tooling.
 var pgxExempt = []string{"internal/platform", "internal/devtools", "tools",
-	"internal/apicompat", "internal/apilint", "internal/apitest", "internal/chaos", "internal/clientflow",
-	"internal/doccite", "internal/gqlfloor", "internal/graphqlaudit", "internal/graphqlws",
-	"internal/moduletest", "internal/ociimage", "internal/testbudget", "internal/testcluster", "internal/lint"}
+	"internal/devtools/apicompat", "internal/devtools/apilint", "internal/devtools/apitest", "internal/devtools/chaos", "internal/devtools/clientflow",
+	"internal/devtools/doccite", "internal/devtools/gqlfloor", "internal/devtools/graphqlaudit", "internal/devtools/graphqlws",
+	"internal/devtools/moduletest", "internal/devtools/ociimage", "internal/devtools/testbudget", "internal/devtools/testcluster", "internal/devtools/lint"}
 
 // pgxExempted reports whether folder pkg is in or under a pgxExempt folder.
 func pgxExempted(pkg string) bool {
@@ -56,7 +56,7 @@ import (
 `
 	dir := t.TempDir()
 	files := map[string]string{"internal/p/service.go": src, "internal/p/store.go": src, "internal/p/store_topic.go": src,
-		"internal/platform/x/x.go": src, "internal/testcluster/x.go": src}
+		"internal/platform/x/x.go": src, "internal/devtools/testcluster/x.go": src}
 	for name, body := range files {
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

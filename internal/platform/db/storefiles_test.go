@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/moduletest"
+	"bothy.example.com/bothy/internal/devtools/moduletest"
 )
 
 // sqlExceptions are the packages (folders from the repository root) whose

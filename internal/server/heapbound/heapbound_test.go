@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"bothy.example.com/bothy/internal/apitest"
+	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestDistinctLargeDocumentsBoundTheHeap: 300 distinct GraphQL documents of
