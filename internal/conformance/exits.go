@@ -255,10 +255,7 @@ func (k *kit) awaitFirstRead(exit chan struct{}, reads int, first bool) error {
 	if wait == 0 {
 		// A start is slower on a loaded machine like the scenarios
 		// (Options.TimeoutScale): an interpreter's imports take seconds.
-		wait = firstReadWait
-		if k.timeoutScale > 1 {
-			wait = time.Duration(float64(wait) * k.timeoutScale)
-		}
+		wait = k.scaled(firstReadWait)
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, wait)
 	defer cancel()

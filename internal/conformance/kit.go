@@ -407,6 +407,16 @@ func serveLocal(h http.Handler) (string, func(), error) {
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }
 
+// scaled is d multiplied by Options.TimeoutScale when it is above 1: the
+// waits of a scenario for what an adapter does in reply stretch with the
+// machine's load like the scenario's deadline.
+func (k *kit) scaled(d time.Duration) time.Duration {
+	if k.timeoutScale > 1 {
+		return time.Duration(float64(d) * k.timeoutScale)
+	}
+	return d
+}
+
 // runScenario runs s against the running adapter within its timeout and
 // returns its verdict: a failure names the adapter's exits during it and
 // what fixes it.
@@ -416,9 +426,7 @@ func (k *kit) runScenario(ctx context.Context, s scenario) Result {
 	if s.timeout > 0 {
 		timeout = s.timeout
 	}
-	if k.timeoutScale > 1 {
-		timeout = time.Duration(float64(timeout) * k.timeoutScale)
-	}
+	timeout = k.scaled(timeout)
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	err := s.run(sctx, k)
 	cancel()

@@ -317,7 +317,7 @@ func cancelStops(ctx context.Context, k *kit) error {
 	}
 	select {
 	case <-call.Aborted:
-	case <-time.After(15 * time.Second):
+	case <-time.After(k.scaled(15 * time.Second)):
 		return fmt.Errorf("the model call went on after the cancel")
 	}
 	state, _, err := k.ended(ctx, a.run)
@@ -534,7 +534,7 @@ func (k *kit) askWhileStreaming(ctx context.Context, question, streamed, rest st
 // streamedShown waits until run's box shows text (what the model streamed
 // before it paused).
 func (k *kit) streamedShown(ctx context.Context, run, text string) error {
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, k.scaled(10*time.Second))
 	defer cancel()
 	var last liveBox
 	if err := until(wctx, "the streamed text in the live box", func() bool {
@@ -583,10 +583,10 @@ func stopDuringStream(ctx context.Context, k *kit) error {
 	// The stream stops at once.
 	select {
 	case <-call.Aborted:
-	case <-time.After(15 * time.Second):
+	case <-time.After(k.scaled(15 * time.Second)):
 		return fmt.Errorf("the model's stream went on after the stop")
 	}
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, k.scaled(15*time.Second))
 	defer cancel()
 	state, reason, err := k.ended(wctx, a.run)
 	if err != nil {
