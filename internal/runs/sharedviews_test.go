@@ -54,7 +54,7 @@ func TestSharedRunViews(t *testing.T) {
 			t.Errorf("%s run: active_runs holds thread %v, ended_runs %v; want none, true", state, activeThread, ended)
 		}
 	}
-	if len(runOf) != 6 || len(domain.ActiveRunStates) != 3 {
-		t.Fatalf("the states changed (%d runs, %d active states): cover every state here", len(runOf), len(domain.ActiveRunStates))
+	if len(runOf) != 6 || len(domain.ActiveRunStates()) != 3 {
+		t.Fatalf("the states changed (%d runs, %d active states): cover every state here", len(runOf), len(domain.ActiveRunStates()))
 	}
 }

@@ -280,8 +280,9 @@ func (s *store) CountByState(ctx context.Context) (map[domain.RunState]int64, er
 // internal/runs/domain checks). Other modules read the runs module's views
 // instead (migrations/00015_module_views.sql).
 var activeStatesSQL = func() string {
-	parts := make([]string, len(domain.ActiveRunStates))
-	for i, s := range domain.ActiveRunStates {
+	active := domain.ActiveRunStates()
+	parts := make([]string, len(active))
+	for i, s := range active {
 		parts[i] = "'" + string(s) + "'"
 	}
 	return strings.Join(parts, ", ")

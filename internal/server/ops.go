@@ -151,7 +151,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // runStates are the states of runs.state, so that every state has a sample.
-var runStates = domain.RunStates
+var runStates = domain.RunStates()
 
 // runsCollector counts runs by state at scrape time (the runs module's
 // count, bounded by timeout). A failed count exports nothing rather than

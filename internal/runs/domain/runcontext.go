@@ -6,6 +6,8 @@
 package domain
 
 import (
+	"slices"
+
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/textcut"
 	"bothy.example.com/bothy/internal/trust"
@@ -268,9 +270,13 @@ func TruncatedBeforeSeq(hasOlder, budgetDropped bool, keptThread []Item, trigger
 	return triggerSeq, true
 }
 
-// TrustLevels lists every trust level from least to most trusted, the
+// trustLevels lists every trust level from least to most trusted, the
 // order of TrustSummary.Counts.
-var TrustLevels = trust.Levels()
+var trustLevels = trust.Levels()
+
+// TrustLevels returns every trust level from least to most trusted, the
+// order of TrustSummary.Counts (a copy).
+func TrustLevels() []Trust { return slices.Clone(trustLevels) }
 
 // TrustCount is how many elements of a run context carry one trust level.
 type TrustCount struct {
@@ -283,7 +289,7 @@ type TrustCount struct {
 // gate side effects on untrusted content without recomputing trust.
 type TrustSummary struct {
 	Lowest Trust
-	// Counts holds every level of TrustLevels in that order, zero counts
+	// Counts holds every level of TrustLevels() in that order, zero counts
 	// included, so the shape never depends on the content.
 	Counts []TrustCount
 }
@@ -293,7 +299,7 @@ type TrustSummary struct {
 // this code does not know counts as unverified, and an empty list has the
 // lowest trust unverified: the summary fails closed, never open.
 func SummarizeTrust(trusts []Trust) TrustSummary {
-	counts := make(map[Trust]int, len(TrustLevels))
+	counts := make(map[Trust]int, len(trustLevels))
 	lowest := TrustUnverified
 	for i, t := range trusts {
 		if !trust.Known(t) {
@@ -304,8 +310,8 @@ func SummarizeTrust(trusts []Trust) TrustSummary {
 			lowest = t
 		}
 	}
-	out := TrustSummary{Lowest: lowest, Counts: make([]TrustCount, len(TrustLevels))}
-	for i, t := range TrustLevels {
+	out := TrustSummary{Lowest: lowest, Counts: make([]TrustCount, len(trustLevels))}
+	for i, t := range trustLevels {
 		out.Counts[i] = TrustCount{Trust: t, Count: counts[t]}
 	}
 	return out

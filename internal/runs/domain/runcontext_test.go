@@ -477,12 +477,12 @@ func TestSummarizeTrust(t *testing.T) {
 			if got.Lowest != tc.lowest {
 				t.Errorf("lowest %s, want %s", got.Lowest, tc.lowest)
 			}
-			if len(got.Counts) != len(domain.TrustLevels) {
+			if len(got.Counts) != len(domain.TrustLevels()) {
 				t.Fatalf("%d counts, want one per level", len(got.Counts))
 			}
 			for i, c := range got.Counts {
-				if c.Trust != domain.TrustLevels[i] || c.Count != tc.counts[i] {
-					t.Errorf("count %d = %+v, want %s %d", i, c, domain.TrustLevels[i], tc.counts[i])
+				if c.Trust != domain.TrustLevels()[i] || c.Count != tc.counts[i] {
+					t.Errorf("count %d = %+v, want %s %d", i, c, domain.TrustLevels()[i], tc.counts[i])
 				}
 			}
 		})

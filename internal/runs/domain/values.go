@@ -1,5 +1,7 @@
 package domain
 
+import "slices"
+
 // RunState is the state of a run. The values are the stored ones; the
 // GraphQL enums RunState and RunOutcome (the end states an adapter may ask
 // for) bind to this type.
@@ -15,17 +17,25 @@ const (
 	RunCancelled    RunState = "cancelled"
 )
 
-// RunStates are all run states, in the order of the state machine.
-var RunStates = []RunState{RunQueued, RunRunning, RunWaitingInput, RunCompleted, RunFailed, RunCancelled}
+// runStates are all run states, in the order of the state machine.
+var runStates = []RunState{RunQueued, RunRunning, RunWaitingInput, RunCompleted, RunFailed, RunCancelled}
 
-// ActiveRunStates are the states of a run that has not ended, in the order
+// activeRunStates are the states of a run that has not ended, in the order
 // of the state machine: the one list every active check and every SQL
 // filter on active runs is built from.
-var ActiveRunStates = []RunState{RunQueued, RunRunning, RunWaitingInput}
+var activeRunStates = []RunState{RunQueued, RunRunning, RunWaitingInput}
+
+// RunStates returns all run states, in the order of the state machine (a
+// copy: the table itself is not the caller's to change).
+func RunStates() []RunState { return slices.Clone(runStates) }
+
+// ActiveRunStates returns the states of a run that has not ended, in the
+// order of the state machine (a copy).
+func ActiveRunStates() []RunState { return slices.Clone(activeRunStates) }
 
 // Active reports whether a run in state s has not ended.
 func (s RunState) Active() bool {
-	for _, a := range ActiveRunStates {
+	for _, a := range activeRunStates {
 		if s == a {
 			return true
 		}

@@ -33,8 +33,9 @@ func TestRunStateActive(t *testing.T) {
 // activeList is domain.ActiveRunStates as the runs store writes it into
 // SQL: quoted literals, comma separated, in order.
 func activeList() string {
-	parts := make([]string, len(domain.ActiveRunStates))
-	for i, s := range domain.ActiveRunStates {
+	active := domain.ActiveRunStates()
+	parts := make([]string, len(active))
+	for i, s := range active {
 		parts[i] = "'" + string(s) + "'"
 	}
 	return strings.Join(parts, ", ")
