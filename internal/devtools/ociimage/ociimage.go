@@ -125,17 +125,56 @@ const (
 // command serve, user, environment, ports, labels) and OCI media types. It
 // fails when a required option is missing or a file cannot be read.
 func Build(o Options) (v1.Image, error) {
-	switch {
-	case o.Binary == "":
-		return nil, errors.New("ociimage: no binary")
-	case o.Platform.OS == "" || o.Platform.Architecture == "":
-		return nil, errors.New("ociimage: no platform (Inspect reads it from the binary)")
-	case o.Version == "" || o.Revision == "":
-		return nil, errors.New("ociimage: version and revision are required")
-	case o.Created.IsZero():
-		return nil, errors.New("ociimage: no creation time (the commit time or SOURCE_DATE_EPOCH)")
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	created := o.Created.UTC().Truncate(time.Second)
+	layer, err := layerOf(o, created)
+	if err != nil {
+		return nil, err
+	}
+	what := "bothy " + o.Version + " at " + BinaryPath + ", user bothy 65532:65532 in /etc/passwd and /etc/group"
+	if o.CACertificates != "" {
+		what += ", CA certificates at " + CACertificatesPath
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err = mutate.Append(img, mutate.Addendum{
+		Layer:   layer,
+		History: v1.History{Created: v1.Time{Time: created}, CreatedBy: "ociimage (make image)", Comment: what},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ociimage: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("ociimage: %w", err)
+	}
+	img, err = mutate.ConfigFile(img, configOf(o, created, cf.DeepCopy()))
+	if err != nil {
+		return nil, fmt.Errorf("ociimage: %w", err)
+	}
+	return img, nil
+}
+
+// check refuses options that lack what every image needs.
+func (o Options) check() error {
+	switch {
+	case o.Binary == "":
+		return errors.New("ociimage: no binary")
+	case o.Platform.OS == "" || o.Platform.Architecture == "":
+		return errors.New("ociimage: no platform (Inspect reads it from the binary)")
+	case o.Version == "" || o.Revision == "":
+		return errors.New("ociimage: version and revision are required")
+	case o.Created.IsZero():
+		return errors.New("ociimage: no creation time (the commit time or SOURCE_DATE_EPOCH)")
+	}
+	return nil
+}
+
+// layerOf returns the image's one layer: the user files, the CA
+// certificates when o names them, and the binary.
+func layerOf(o Options, created time.Time) (v1.Layer, error) {
 	bin, err := os.ReadFile(o.Binary)
 	if err != nil {
 		return nil, fmt.Errorf("ociimage: %w", err)
@@ -170,42 +209,33 @@ func Build(o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ociimage: layer: %w", err)
 	}
+	return layer, nil
+}
 
+// labelsOf returns the image's OCI annotations as configuration labels.
+func labelsOf(o Options, created time.Time) map[string]string {
+	source := o.Source
+	if source == "" {
+		source = DefaultSource
+	}
 	labels := map[string]string{
 		"org.opencontainers.image.title":         "bothy",
 		"org.opencontainers.image.description":   "Bothy, a team chat server in which AI agents are members like people",
 		"org.opencontainers.image.version":       o.Version,
 		"org.opencontainers.image.revision":      o.Revision,
 		"org.opencontainers.image.created":       created.Format(time.RFC3339),
-		"org.opencontainers.image.source":        o.Source,
-		"org.opencontainers.image.documentation": o.Source,
-	}
-	if o.Source == "" {
-		labels["org.opencontainers.image.source"] = DefaultSource
-		labels["org.opencontainers.image.documentation"] = DefaultSource
+		"org.opencontainers.image.source":        source,
+		"org.opencontainers.image.documentation": source,
 	}
 	if o.Licenses != "" {
 		labels["org.opencontainers.image.licenses"] = o.Licenses
 	}
-	what := "bothy " + o.Version + " at " + BinaryPath + ", user bothy 65532:65532 in /etc/passwd and /etc/group"
-	if o.CACertificates != "" {
-		what += ", CA certificates at " + CACertificatesPath
-	}
+	return labels
+}
 
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err = mutate.Append(img, mutate.Addendum{
-		Layer:   layer,
-		History: v1.History{Created: v1.Time{Time: created}, CreatedBy: "ociimage (make image)", Comment: what},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ociimage: %w", err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("ociimage: %w", err)
-	}
-	cf = cf.DeepCopy()
+// configOf fills cf, a copy of the image's configuration, with o's
+// platform and the run configuration of bothy serve.
+func configOf(o Options, created time.Time, cf *v1.ConfigFile) *v1.ConfigFile {
 	cf.OS = o.Platform.OS
 	cf.Architecture = o.Platform.Architecture
 	cf.Variant = o.Platform.Variant
@@ -222,15 +252,11 @@ func Build(o Options) (v1.Image, error) {
 			fmt.Sprintf("%d/tcp", APIPort):     {},
 			fmt.Sprintf("%d/tcp", MetricsPort): {},
 		},
-		Labels: labels,
+		Labels: labelsOf(o, created),
 		// SIGTERM drains (docs/operations.md, "Signals and stopping").
 		StopSignal: "SIGTERM",
 	}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return nil, fmt.Errorf("ociimage: %w", err)
-	}
-	return img, nil
+	return cf
 }
 
 // tarOf returns the uncompressed tar of files, each owned by root with
