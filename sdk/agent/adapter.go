@@ -191,15 +191,8 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Model == nil {
 		return nil, errors.New("agent: Config needs a Model (or use Run with a Handler)")
 	}
-	if cfg.Client == nil {
-		if cfg.Token == "" {
-			return nil, errors.New("agent: Config needs a Token (or a Client)")
-		}
-		c, err := NewClient(cfg.Server, cfg.Token, ClientOptions{})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Client = c
+	if err := cfg.connect(); err != nil {
+		return nil, err
 	}
 	switch cfg.Transport {
 	case "":
@@ -208,6 +201,44 @@ func New(cfg Config) (*Adapter, error) {
 	default:
 		return nil, fmt.Errorf("adapter: unknown transport %q (poll, ws or auto)", cfg.Transport)
 	}
+	cfg.setDefaults()
+	if cfg.MaxConcurrent > 0 {
+		cfg.Model = limitedModel{inner: cfg.Model, slots: make(chan struct{}, cfg.MaxConcurrent)}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Adapter{cfg: cfg, log: log, cursor: cfg.After, active: map[string]*activeRun{}, acks: newAcks()}
+	if cfg.Outbox != "" {
+		box, err := OpenOutbox(cfg.Outbox)
+		if err != nil {
+			return nil, err
+		}
+		a.box = box
+	}
+	return a, nil
+}
+
+// connect makes cfg.Client from Server and Token when it is nil.
+func (cfg *Config) connect() error {
+	if cfg.Client != nil {
+		return nil
+	}
+	if cfg.Token == "" {
+		return errors.New("agent: Config needs a Token (or a Client)")
+	}
+	c, err := NewClient(cfg.Server, cfg.Token, ClientOptions{})
+	if err != nil {
+		return err
+	}
+	cfg.Client = c
+	return nil
+}
+
+// setDefaults fills in the defaults Config documents for the timing,
+// retry, holder and follow-up fields left unset.
+func (cfg *Config) setDefaults() {
 	if cfg.PollWait <= 0 {
 		cfg.PollWait = 25 * time.Second
 	}
@@ -226,22 +257,6 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.DeliveryWait <= 0 {
 		cfg.DeliveryWait = 2 * time.Minute
 	}
-	if cfg.MaxConcurrent > 0 {
-		cfg.Model = limitedModel{inner: cfg.Model, slots: make(chan struct{}, cfg.MaxConcurrent)}
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	a := &Adapter{cfg: cfg, log: log, cursor: cfg.After, active: map[string]*activeRun{}, acks: newAcks()}
-	if cfg.Outbox != "" {
-		box, err := OpenOutbox(cfg.Outbox)
-		if err != nil {
-			return nil, err
-		}
-		a.box = box
-	}
-	return a, nil
 }
 
 // Cursor returns the cursor after the last event the adapter has read;
@@ -279,18 +294,9 @@ const stopTimeout = 10 * time.Second
 // Errors: the token is refused or not an agent's, the stream refuses the
 // cursor; ctx.Err() when ctx ended. nil after a complete Once run.
 func (a *Adapter) Run(ctx context.Context) error {
-	var me Principal
-	err := a.retry(ctx, "Viewer", func(ctx context.Context) (err error) {
-		me, err = a.cfg.Client.Viewer(ctx)
+	if err := a.proveToken(ctx); err != nil {
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("adapter: prove the token: %w", err)
 	}
-	if me.Kind != PrincipalKindAgent {
-		return fmt.Errorf("adapter: the token belongs to a principal of kind %s, not to an agent", strings.ToLower(string(me.Kind)))
-	}
-	a.log.Info("adapter started", "agent_id", me.ID, "once", a.cfg.Once, "holder", a.cfg.Holder)
 	if a.box != nil {
 		// Answers a process before this one wrote and did not see
 		// confirmed go first, before any run of this process.
@@ -301,26 +307,8 @@ func (a *Adapter) Run(ctx context.Context) error {
 	// ending the loop does not end the run that ends it.
 	loop, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
-	next := func(ctx context.Context, after string) (EventPage, error) {
-		return a.cfg.Client.AgentEvents(ctx, after, a.cfg.PollWait)
-	}
-	if a.cfg.Transport == TransportWS || a.cfg.Transport == TransportAuto {
-		stream := a.cfg.Client.AgentStream()
-		defer stream.Close()
-		polling := false
-		next = func(ctx context.Context, after string) (EventPage, error) {
-			if polling {
-				return a.cfg.Client.AgentEvents(ctx, after, a.cfg.PollWait)
-			}
-			page, err := stream.Next(ctx, after, a.cfg.PollWait)
-			if a.cfg.Transport == TransportAuto && errors.Is(err, ErrNoWebSocket) {
-				a.log.Warn("no WebSocket at the server: reading the stream by long poll from now on", errAttrs(err)...)
-				polling = true
-				return a.cfg.Client.AgentEvents(ctx, after, a.cfg.PollWait)
-			}
-			return page, err
-		}
-	}
+	next, closeStream := a.pager()
+	defer closeStream()
 	ackerDone := make(chan struct{})
 	go func() {
 		defer close(ackerDone)
@@ -336,6 +324,70 @@ func (a *Adapter) Run(ctx context.Context) error {
 		defer cancel()
 		a.ackOnce(fctx, false)
 	}()
+	if err := a.follow(loop, ctx, next, stopLoop); err != nil {
+		return err
+	}
+	a.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// proveToken asks the server who the token belongs to and refuses a
+// principal that is not an agent.
+func (a *Adapter) proveToken(ctx context.Context) error {
+	var me Principal
+	err := a.retry(ctx, "Viewer", func(ctx context.Context) (err error) {
+		me, err = a.cfg.Client.Viewer(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("adapter: prove the token: %w", err)
+	}
+	if me.Kind != PrincipalKindAgent {
+		return fmt.Errorf("adapter: the token belongs to a principal of kind %s, not to an agent", strings.ToLower(string(me.Kind)))
+	}
+	a.log.Info("adapter started", "agent_id", me.ID, "once", a.cfg.Once, "holder", a.cfg.Holder)
+	return nil
+}
+
+// pageReader reads the page of the agent stream after a cursor.
+type pageReader func(ctx context.Context, after string) (EventPage, error)
+
+// pager returns how Run reads the stream, as Config.Transport says, and
+// what closes it when Run ends. With TransportAuto it reads over
+// WebSocket until the server turns out to have none, and by long poll
+// from then on.
+func (a *Adapter) pager() (next pageReader, closeStream func()) {
+	poll := func(ctx context.Context, after string) (EventPage, error) {
+		return a.cfg.Client.AgentEvents(ctx, after, a.cfg.PollWait)
+	}
+	if a.cfg.Transport != TransportWS && a.cfg.Transport != TransportAuto {
+		return poll, func() {}
+	}
+	stream := a.cfg.Client.AgentStream()
+	polling := false
+	next = func(ctx context.Context, after string) (EventPage, error) {
+		if polling {
+			return poll(ctx, after)
+		}
+		page, err := stream.Next(ctx, after, a.cfg.PollWait)
+		if a.cfg.Transport == TransportAuto && errors.Is(err, ErrNoWebSocket) {
+			a.log.Warn("no WebSocket at the server: reading the stream by long poll from now on", errAttrs(err)...)
+			polling = true
+			return poll(ctx, after)
+		}
+		return page, err
+	}
+	return next, stream.Close
+}
+
+// follow reads the stream with next until loop ends and hands every event
+// to handle (runs use runCtx). Poll failures are retried with backoff;
+// it returns an error only for a failure that retrying cannot help, after
+// the runs in flight have ended.
+func (a *Adapter) follow(loop, runCtx context.Context, next pageReader, stopLoop context.CancelFunc) error {
 	claimed := false
 	backoff := a.cfg.RetryBackoff
 	for loop.Err() == nil {
@@ -345,45 +397,63 @@ func (a *Adapter) Run(ctx context.Context) error {
 			if loop.Err() != nil {
 				break
 			}
-			switch ErrorCode(err) {
-			case "unauthorized", "forbidden", "validation_failed":
-				// Retrying cannot help: a revoked token, a token that is
-				// not an agent's, or a cursor the server does not know.
+			if pollHopeless(err) {
 				stopLoop()
 				a.wg.Wait()
 				return fmt.Errorf("adapter: poll the agent stream: %w", err)
 			}
-			pause := backoff
-			var e *Error
-			if errors.As(err, &e) && e.RetryAfter > pause {
-				pause = e.RetryAfter
-			}
-			a.log.Warn("poll failed", append(errAttrs(err), "retry_in", pause.String())...)
-			sleep(loop, pause)
-			backoff = min(backoff*2, 30*time.Second)
+			backoff = a.pollPause(loop, err, backoff)
 			continue
 		}
 		backoff = a.cfg.RetryBackoff
-		for _, ev := range page.Events {
-			dealt := a.handle(loop, ctx, ev, &claimed, stopLoop)
-			// The ledger decides how far the stream may be acknowledged:
-			// up to the first event not dealt with (an invocation --once
-			// leaves to a later process, a follow-up the model has not
-			// seen).
-			a.acks.add(ev, dealt, followupRef(ev), time.Now())
-			a.setCursor(ev.Seq)
-		}
-		a.setCursor(page.NextAfter)
-		a.acks.poke()
+		a.takePage(loop, runCtx, page, &claimed, stopLoop)
 		if len(page.Events) == 0 {
 			sleep(loop, minPollInterval-time.Since(began))
 		}
 	}
-	a.wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	return nil
+}
+
+// pollHopeless reports whether a failed poll cannot succeed when
+// repeated: a revoked token, a token that is not an agent's, or a cursor
+// the server does not know.
+func pollHopeless(err error) bool {
+	switch ErrorCode(err) {
+	case "unauthorized", "forbidden", "validation_failed":
+		return true
+	default:
+		return false
+	}
+}
+
+// pollPause waits after the failed poll err for backoff, or for the
+// server's Retry-After when that is longer, and returns the backoff of the
+// next failure.
+func (a *Adapter) pollPause(loop context.Context, err error, backoff time.Duration) time.Duration {
+	pause := backoff
+	var e *Error
+	if errors.As(err, &e) && e.RetryAfter > pause {
+		pause = e.RetryAfter
+	}
+	a.log.Warn("poll failed", append(errAttrs(err), "retry_in", pause.String())...)
+	sleep(loop, pause)
+	return min(backoff*2, 30*time.Second)
+}
+
+// takePage handles the events of page in stream order, enters each into
+// the acknowledgement ledger and moves the cursor past them.
+func (a *Adapter) takePage(loop, runCtx context.Context, page EventPage, claimed *bool, stopLoop context.CancelFunc) {
+	for _, ev := range page.Events {
+		dealt := a.handle(loop, runCtx, ev, claimed, stopLoop)
+		// The ledger decides how far the stream may be acknowledged:
+		// up to the first event not dealt with (an invocation --once
+		// leaves to a later process, a follow-up the model has not
+		// seen).
+		a.acks.add(ev, dealt, followupRef(ev), time.Now())
+		a.setCursor(ev.Seq)
+	}
+	a.setCursor(page.NextAfter)
+	a.acks.poke()
 }
 
 // followupRef returns the run and message of an agent.followup event (the
@@ -480,55 +550,7 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 	log := a.log.With("seq", ev.Seq, "type", ev.Type)
 	switch ev.Type {
 	case EventInvocation:
-		var inv Invocation
-		if err := json.Unmarshal(ev.Payload, &inv); err != nil || inv.RunID == "" || inv.ThreadID == "" {
-			log.Error("invocation payload without run or thread id")
-			return true
-		}
-		log = log.With("run_id", inv.RunID, "thread_id", inv.ThreadID)
-		if a.cfg.Once && *claimed {
-			log.Info("invocation not handled: --once has a run already")
-			return false
-		}
-		if a.tracked(inv.RunID) != nil {
-			return true
-		}
-		// Every call for the run continues the run's trace (the one of
-		// the message that started it), from the context read on.
-		rc, started, ok := a.prepare(WithTraceparent(loop, inv.Traceparent), log, inv)
-		if !ok {
-			return true
-		}
-		*claimed = true
-		tp := inv.Traceparent
-		if started.Traceparent != nil {
-			tp = *started.Traceparent
-		}
-		runCtx = WithTraceparent(runCtx, tp)
-		modelCtx, cancelModel := context.WithCancel(runCtx)
-		run := &activeRun{cancelModel: cancelModel, approver: newApprover(a.cfg.Client, inv.RunID, a.cfg.Holder)}
-		a.mu.Lock()
-		a.active[inv.RunID] = run
-		a.mu.Unlock()
-		// Tracked before the next event is handled: the run's follow-up
-		// events, which come after its invocation, wait for its model.
-		a.acks.track(inv.RunID)
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			defer cancelModel()
-			rep := a.answer(runCtx, modelCtx, log, run, inv, rc, started)
-			a.mu.Lock()
-			delete(a.active, inv.RunID)
-			a.mu.Unlock()
-			a.acks.release(inv.RunID, run.ended.Load())
-			if a.cfg.OnRunDone != nil {
-				a.cfg.OnRunDone(rep)
-			}
-			if a.cfg.Once {
-				stopLoop()
-			}
-		}()
+		return a.handleInvocation(loop, runCtx, log, ev, claimed, stopLoop)
 	case EventFollowup:
 		// The run's goroutine reads the follow-up's content from the run
 		// context after the model's answer; the ledger keeps the
@@ -537,41 +559,120 @@ func (a *Adapter) handle(loop, runCtx context.Context, ev AgentEvent, claimed *b
 		ref := followupRef(ev)
 		log.Debug("follow-up noted", "run_id", ref.RunID, "message_id", ref.MessageID, "held_here", a.tracked(ref.RunID) != nil)
 	case EventApprovalDecided:
-		var d struct {
-			RunID      string `json:"run_id"`
-			ApprovalID string `json:"approval_id"`
-			OptionID   string `json:"option_id"`
-			State      string `json:"state"`
-		}
-		if err := json.Unmarshal(ev.Payload, &d); err != nil || d.RunID == "" {
-			log.Error("approval payload without run id")
-			return true
-		}
-		if run := a.tracked(d.RunID); run != nil {
-			ap := Approval{ID: d.ApprovalID, State: strings.ToUpper(d.State)}
-			if d.OptionID != "" {
-				ap.Option = &ApprovalOption{ID: d.OptionID}
-			}
-			run.approver.decided(d.ApprovalID, ap)
-		}
+		a.handleDecision(log, ev)
 	case EventCancelRequested:
-		var ref RunRef
-		if err := json.Unmarshal(ev.Payload, &ref); err != nil || ref.RunID == "" {
-			log.Error("cancel payload without run id")
-			return true
-		}
-		log = log.With("run_id", ref.RunID)
-		if run := a.tracked(ref.RunID); run != nil {
-			run.cancelRequested.Store(true)
-			run.cancelModel()
-			log.Info("cancel requested for a run in progress")
-			return true
-		}
-		a.confirmUntrackedCancel(loop, log, ref.RunID)
+		a.handleCancel(loop, log, ev)
 	default:
 		log.Debug("event type not handled")
 	}
 	return true
+}
+
+// handleInvocation prepares the run of an invocation (context read, then
+// start) and has it answered in a goroutine of its own (launch). It
+// reports whether the event is dealt with: false only when --once has a
+// run already and leaves this one to a later process. claimed says
+// whether this loop has started a run.
+func (a *Adapter) handleInvocation(loop, runCtx context.Context, log *slog.Logger, ev AgentEvent, claimed *bool, stopLoop context.CancelFunc) bool {
+	var inv Invocation
+	if err := json.Unmarshal(ev.Payload, &inv); err != nil || inv.RunID == "" || inv.ThreadID == "" {
+		log.Error("invocation payload without run or thread id")
+		return true
+	}
+	log = log.With("run_id", inv.RunID, "thread_id", inv.ThreadID)
+	if a.cfg.Once && *claimed {
+		log.Info("invocation not handled: --once has a run already")
+		return false
+	}
+	if a.tracked(inv.RunID) != nil {
+		return true
+	}
+	// Every call for the run continues the run's trace (the one of
+	// the message that started it), from the context read on.
+	rc, started, ok := a.prepare(WithTraceparent(loop, inv.Traceparent), log, inv)
+	if !ok {
+		return true
+	}
+	*claimed = true
+	a.launch(runCtx, log, inv, rc, started, stopLoop)
+	return true
+}
+
+// launch records a started run as active and answers it in a goroutine of
+// its own, which leaves the record, releases the run's follow-ups in the
+// ledger, reports the run (Config.OnRunDone) and, with Once, stops the
+// loop when the run is done.
+func (a *Adapter) launch(runCtx context.Context, log *slog.Logger, inv Invocation, rc RunContext, started RunInfo, stopLoop context.CancelFunc) {
+	tp := inv.Traceparent
+	if started.Traceparent != nil {
+		tp = *started.Traceparent
+	}
+	runCtx = WithTraceparent(runCtx, tp)
+	modelCtx, cancelModel := context.WithCancel(runCtx)
+	run := &activeRun{cancelModel: cancelModel, approver: newApprover(a.cfg.Client, inv.RunID, a.cfg.Holder)}
+	a.mu.Lock()
+	a.active[inv.RunID] = run
+	a.mu.Unlock()
+	// Tracked before the next event is handled: the run's follow-up
+	// events, which come after its invocation, wait for its model.
+	a.acks.track(inv.RunID)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer cancelModel()
+		rep := a.answer(runCtx, modelCtx, log, run, inv, rc, started)
+		a.mu.Lock()
+		delete(a.active, inv.RunID)
+		a.mu.Unlock()
+		a.acks.release(inv.RunID, run.ended.Load())
+		if a.cfg.OnRunDone != nil {
+			a.cfg.OnRunDone(rep)
+		}
+		if a.cfg.Once {
+			stopLoop()
+		}
+	}()
+}
+
+// handleDecision hands the decision of an approval to the approver of its
+// run, when this process holds the run.
+func (a *Adapter) handleDecision(log *slog.Logger, ev AgentEvent) {
+	var d struct {
+		RunID      string `json:"run_id"`
+		ApprovalID string `json:"approval_id"`
+		OptionID   string `json:"option_id"`
+		State      string `json:"state"`
+	}
+	if err := json.Unmarshal(ev.Payload, &d); err != nil || d.RunID == "" {
+		log.Error("approval payload without run id")
+		return
+	}
+	if run := a.tracked(d.RunID); run != nil {
+		ap := Approval{ID: d.ApprovalID, State: strings.ToUpper(d.State)}
+		if d.OptionID != "" {
+			ap.Option = &ApprovalOption{ID: d.OptionID}
+		}
+		run.approver.decided(d.ApprovalID, ap)
+	}
+}
+
+// handleCancel stops the model of a run this process holds when a cancel
+// is requested; the run's goroutine then confirms the cancel. The cancel
+// of a run this process does not hold is confirmed here.
+func (a *Adapter) handleCancel(loop context.Context, log *slog.Logger, ev AgentEvent) {
+	var ref RunRef
+	if err := json.Unmarshal(ev.Payload, &ref); err != nil || ref.RunID == "" {
+		log.Error("cancel payload without run id")
+		return
+	}
+	log = log.With("run_id", ref.RunID)
+	if run := a.tracked(ref.RunID); run != nil {
+		run.cancelRequested.Store(true)
+		run.cancelModel()
+		log.Info("cancel requested for a run in progress")
+		return
+	}
+	a.confirmUntrackedCancel(loop, log, ref.RunID)
 }
 
 func (a *Adapter) tracked(runID string) *activeRun {
@@ -706,8 +807,7 @@ func (a *Adapter) keepLease(ctx context.Context, log *slog.Logger, run *activeRu
 // follow-ups of its prompt and is posted under the key of the last of
 // them, once those follow-ups are delivered.
 func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *activeRun, inv Invocation, rc RunContext, started RunInfo) RunReport {
-	rep := RunReport{RunID: inv.RunID, ThreadID: inv.ThreadID}
-	began := time.Now()
+	ra := &runAnswer{inv: inv, log: log, run: run, began: time.Now(), rep: RunReport{RunID: inv.RunID, ThreadID: inv.ThreadID}}
 	leaseCtx, stopLease := context.WithCancel(modelCtx)
 	defer stopLease()
 	go a.keepLease(leaseCtx, log, run, inv.RunID, rc.leaseUntil)
@@ -717,135 +817,205 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		// A takeover of a run whose earlier holder answered every request
 		// and died before finishing: nothing is answered twice.
 		log.Info("every request of the run has an answer of an earlier holder; finishing it", "answers", len(started.Answers))
-		a.acks.cover(inv.RunID, messageIDs(rc.FollowUps))
-		if r, stop := a.deliver(ctx, modelCtx, log, run, rep, rc.FollowUps, rc); stop {
-			return r
-		}
-		rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
-		return rep
+		a.completeAnswered(ctx, modelCtx, ra, rc)
+		return ra.rep
 	}
 
-	var lw *liveWriter
 	mctx := modelCtx
 	if run.approver != nil {
 		mctx = run.approver.with(mctx)
 	}
 	if a.cfg.Live {
-		lw = newLiveWriter(a.cfg.Client, inv.RunID, a.cfg.Holder, a.cfg.LiveInterval, log)
-		go lw.run(modelCtx)
-		defer lw.close()
-		mctx = lw.with(mctx)
+		ra.lw = newLiveWriter(a.cfg.Client, inv.RunID, a.cfg.Holder, a.cfg.LiveInterval, log)
+		go ra.lw.run(modelCtx)
+		defer ra.lw.close()
+		mctx = ra.lw.with(mctx)
+	}
+	ra.boundary, ra.files, ra.texts, ra.latest = NewBoundary(), newRunFiles(a.cfg.Client), map[string]FileText{}, rc
+	if a.rounds(ctx, modelCtx, mctx, ra, rc) {
+		return ra.rep
 	}
 
-	boundary := NewBoundary()
-	var play *inPlay // the run's in-play trust, made by the first round
-	files := newRunFiles(a.cfg.Client)
-	texts := map[string]FileText{} // the file texts read in the run
-	var text string
-	var shown []RunContextMessage // the follow-ups of the prompt text answers
-	latest := rc                  // the latest context read
-	gone := false                 // the context read after an answer found no active run
+	if ra.lw != nil {
+		// The answer holds the text now; what the box still gathers is
+		// dropped.
+		ra.lw.close()
+	}
+	// One answer covers the trigger and every follow-up of its prompt; its
+	// key is that of the last of them (AnswerKey, answeredUpTo).
+	reqs := requestsOf(trigger, ra.shown)
+	ra.rep.AnswerKey = AnswerKey(inv.RunID, reqs[len(reqs)-1])
+	if ra.gone {
+		return a.afterEnd(ctx, log, run, inv, ra.rep, reqs, answerOf(ra.text, ra.play.get(), ra.files.ids()))
+	}
+	// Delivered before posting: a follow-up still pending when the run
+	// completes would start the next run and be answered twice.
+	if r, stop := a.deliver(ctx, modelCtx, log, run, ra.rep, ra.shown, ra.latest); stop {
+		return r
+	}
+	return a.postAnswer(ctx, ra, reqs)
+}
+
+// runAnswer is one run's answer in the making: what the steps of answer
+// share, from the first round of the model to the posted answer.
+type runAnswer struct {
+	inv   Invocation
+	log   *slog.Logger
+	run   *activeRun
+	began time.Time
+	// rep is the run's report so far; the final one once a step said the
+	// run is done with.
+	rep RunReport
+	// lw is the run's live box; nil without Config.Live.
+	lw       *liveWriter
+	boundary string
+	play     *inPlay             // the run's in-play trust, made by the first round
+	files    *runFiles           // the files of the run's context
+	texts    map[string]FileText // the file texts read in the run
+	text     string              // the model's latest answer
+	shown    []RunContextMessage // the follow-ups of the prompt text answers
+	latest   RunContext          // the latest context read
+	gone     bool                // the context read after an answer found no active run
+}
+
+// rounds asks the model about rc, and again with the follow-ups that
+// arrived while it worked (followUps), until a round brings none or the
+// rounds are used up. mctx is the model's context: modelCtx with the
+// run's approver and live box. It reports whether the run is done with
+// (ra.rep is then its report: it was interrupted, failed, or answered on
+// its behalf); otherwise ra holds the answer to post.
+func (a *Adapter) rounds(ctx, modelCtx, mctx context.Context, ra *runAnswer, rc RunContext) (done bool) {
 	for {
-		rep.Rounds++
-		if lw != nil && rep.Rounds > 1 {
-			lw.restart()
-		}
-		task := roundTask(rc, boundary, &play, files)
-		if a.cfg.ReadFiles {
-			a.readFiles(mctx, log, task, texts)
-		}
-		t, err := a.cfg.Model.Answer(WithTask(mctx, task), task.prompt)
-		if lw != nil && run.cancelRequested.Load() && !run.lost.Load() {
-			// Stopped by a person: the box says so before the cancel is
-			// confirmed.
-			lw.stopped(ctx)
-		}
-		if r, stop := a.interrupted(ctx, log, run, rep); stop {
-			return r
+		t, err := a.askModel(ctx, mctx, ra, rc)
+		if r, stop := a.interrupted(ctx, ra.log, ra.run, ra.rep); stop {
+			ra.rep = r
+			return true
 		}
 		if errors.Is(err, ErrAnswered) {
 			// Answered through the run's own operations by the process the
 			// handler gave the run to: the follow-ups it read are covered.
-			a.acks.cover(inv.RunID, messageIDs(rc.FollowUps))
-			if r, stop := a.deliver(ctx, modelCtx, log, run, rep, rc.FollowUps, rc); stop {
-				return r
+			if a.completeAnswered(ctx, modelCtx, ra, rc) {
+				ra.log.Info("run answered on its behalf", "rounds", ra.rep.Rounds, "ms", time.Since(ra.began).Milliseconds())
 			}
-			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
-			log.Info("run answered on its behalf", "rounds", rep.Rounds, "ms", time.Since(began).Milliseconds())
-			return rep
+			return true
 		}
 		if err == nil && strings.TrimSpace(t) == "" {
 			err = &BadAnswerError{Detail: "empty answer"}
 		}
 		if err != nil {
-			// The model's error text may quote the prompt: log only its kind.
-			reason := "model_error"
-			var fe *FailError
-			if errors.As(err, &fe) {
-				reason = fe.Reason
-			}
-			log.Warn("model failed", "error_kind", ErrorKind(err), "error_type", fmt.Sprintf("%T", err), "reason", reason,
-				"round", rep.Rounds, "model_ms", time.Since(began).Milliseconds())
-			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeFailed, reason)
-			rep.Err = fmt.Errorf("adapter: model: %w", err)
-			return rep
+			a.modelFailed(ctx, ra, err)
+			return true
 		}
-		text, shown = t, rc.FollowUps
+		ra.text, ra.shown = t, rc.FollowUps
 		// The model has seen these follow-ups: their events may be
 		// acknowledged (delivered) now.
-		a.acks.cover(inv.RunID, messageIDs(shown))
-
-		next, err := a.readContext(ctx, inv.RunID)
-		if r, stop := a.interrupted(ctx, log, run, rep); stop {
-			return r
+		a.acks.cover(ra.inv.RunID, messageIDs(ra.shown))
+		next, again, stop := a.followUps(ctx, ra)
+		if stop || !again {
+			return stop
 		}
-		if ErrorCode(err) == "not_found" {
-			// The run ended, or its person lost trigger, while the model
-			// worked: afterEnd reads which, before anything is posted.
-			gone = true
-			break
-		}
-		if err != nil {
-			log.Warn("run context unreadable after the model's answer; posting the answer without looking for follow-ups", errAttrs(err)...)
-			break
-		}
-		latest = next
-		fresh := newFollowUps(next.FollowUps, shown)
-		if len(fresh) == 0 {
-			break
-		}
-		if rep.Rounds > a.cfg.FollowUpRounds {
-			// What the model has is answered; the server promotes the
-			// follow-ups it has not seen to the next run.
-			log.Info("follow-ups left to the next run: the rounds for follow-ups are used up", "rounds", rep.Rounds, "left", len(fresh), "message_ids", fresh)
-			break
-		}
-		log.Info("follow-ups arrived while the model worked; asking it again", "round", rep.Rounds+1, "message_ids", fresh)
 		rc = next
 	}
+}
 
-	if lw != nil {
-		// The answer holds the text now; what the box still gathers is
-		// dropped.
-		lw.close()
+// askModel asks the model one round about rc and returns its answer. The
+// round's Task carries the run's in-play trust, lowered by rc, and, with
+// Config.ReadFiles, the texts of rc's files.
+func (a *Adapter) askModel(ctx, mctx context.Context, ra *runAnswer, rc RunContext) (string, error) {
+	ra.rep.Rounds++
+	if ra.lw != nil && ra.rep.Rounds > 1 {
+		ra.lw.restart()
 	}
-	// One answer covers the trigger and every follow-up of its prompt; its
-	// key is that of the last of them (AnswerKey, answeredUpTo).
-	reqs := requestsOf(trigger, shown)
-	rep.AnswerKey = AnswerKey(inv.RunID, reqs[len(reqs)-1])
-	if gone {
-		return a.afterEnd(ctx, log, run, inv, rep, reqs, answerOf(text, play.get(), files.ids()))
+	task := roundTask(rc, ra.boundary, &ra.play, ra.files)
+	if a.cfg.ReadFiles {
+		a.readFiles(mctx, ra.log, task, ra.texts)
 	}
-	// Delivered before posting: a follow-up still pending when the run
-	// completes would start the next run and be answered twice.
-	if r, stop := a.deliver(ctx, modelCtx, log, run, rep, shown, latest); stop {
-		return r
+	t, err := a.cfg.Model.Answer(WithTask(mctx, task), task.prompt)
+	if ra.lw != nil && ra.run.cancelRequested.Load() && !ra.run.lost.Load() {
+		// Stopped by a person: the box says so before the cancel is
+		// confirmed.
+		ra.lw.stopped(ctx)
 	}
+	return t, err
+}
 
+// completeAnswered completes a run whose requests have an answer already
+// (an earlier holder's, or one posted on the run's behalf): the
+// follow-ups of rc count as seen, and the run is finished once they are
+// delivered. It reports whether it finished the run; ra.rep is the run's
+// report either way.
+func (a *Adapter) completeAnswered(ctx, modelCtx context.Context, ra *runAnswer, rc RunContext) bool {
+	a.acks.cover(ra.inv.RunID, messageIDs(rc.FollowUps))
+	if r, stop := a.deliver(ctx, modelCtx, ra.log, ra.run, ra.rep, rc.FollowUps, rc); stop {
+		ra.rep = r
+		return false
+	}
+	ra.rep.Outcome = a.finish(ctx, ra.log, ra.run, ra.inv.RunID, OutcomeCompleted, "")
+	return true
+}
+
+// modelFailed fails the run after the model's error err. The error's text
+// may quote the prompt: only its kind and type are logged.
+func (a *Adapter) modelFailed(ctx context.Context, ra *runAnswer, err error) {
+	reason := "model_error"
+	var fe *FailError
+	if errors.As(err, &fe) {
+		reason = fe.Reason
+	}
+	ra.log.Warn("model failed", "error_kind", ErrorKind(err), "error_type", fmt.Sprintf("%T", err), "reason", reason,
+		"round", ra.rep.Rounds, "model_ms", time.Since(ra.began).Milliseconds())
+	ra.rep.Outcome = a.finish(ctx, ra.log, ra.run, ra.inv.RunID, OutcomeFailed, reason)
+	ra.rep.Err = fmt.Errorf("adapter: model: %w", err)
+}
+
+// followUps reads the run's context after an answer of the model and
+// reports whether to ask the model again, with next: when follow-ups it
+// has not seen arrived and rounds are left. A context that is gone (the
+// run ended, or its person lost trigger, while the model worked) sets
+// ra.gone, so that afterEnd reads which before anything is posted; an
+// unreadable one leaves the answer as it is. stop is true when the run is
+// done with (interrupted); ra.rep is then its report.
+func (a *Adapter) followUps(ctx context.Context, ra *runAnswer) (next RunContext, again, stop bool) {
+	next, err := a.readContext(ctx, ra.inv.RunID)
+	if r, quit := a.interrupted(ctx, ra.log, ra.run, ra.rep); quit {
+		ra.rep = r
+		return next, false, true
+	}
+	if ErrorCode(err) == "not_found" {
+		ra.gone = true
+		return next, false, false
+	}
+	if err != nil {
+		ra.log.Warn("run context unreadable after the model's answer; posting the answer without looking for follow-ups", errAttrs(err)...)
+		return next, false, false
+	}
+	ra.latest = next
+	fresh := newFollowUps(next.FollowUps, ra.shown)
+	if len(fresh) == 0 {
+		return next, false, false
+	}
+	if ra.rep.Rounds > a.cfg.FollowUpRounds {
+		// What the model has is answered; the server promotes the
+		// follow-ups it has not seen to the next run.
+		ra.log.Info("follow-ups left to the next run: the rounds for follow-ups are used up", "rounds", ra.rep.Rounds, "left", len(fresh), "message_ids", fresh)
+		return next, false, false
+	}
+	ra.log.Info("follow-ups arrived while the model worked; asking it again", "round", ra.rep.Rounds+1, "message_ids", fresh)
+	return next, true, false
+}
+
+// postAnswer posts the run's answer, which covers the requests reqs, into
+// its thread naming the run, and finishes the run as the server's answer
+// says: completed when the answer is stored or the request had one
+// already, cancelled when the run's person lost trigger or a cancel came,
+// failed when the answer was refused; a run another process holds now is
+// left to it.
+func (a *Adapter) postAnswer(ctx context.Context, ra *runAnswer, reqs []string) RunReport {
+	log, run, inv, rep := ra.log, ra.run, ra.inv, ra.rep
 	// The answer declares what it was derived from: everything the model
 	// read in the run, tool results included (the trust design).
-	input := play.get()
-	ans := answerOf(text, input, files.ids())
+	input := ra.play.get()
+	ans := answerOf(ra.text, input, ra.files.ids())
 	msg, err := a.post(ctx, inv.ThreadID, rep.AnswerKey, inv.RunID, ans)
 	switch reason := ErrorReason(err); {
 	case err == nil:
@@ -872,24 +1042,32 @@ func (a *Adapter) answer(ctx, modelCtx context.Context, log *slog.Logger, run *a
 		rep.Err = errors.New("adapter: the claim on the run was lost")
 		return rep
 	default:
-		if ctx.Err() != nil {
-			return a.stopped(ctx, log, run, rep)
-		}
-		log.Error("answer refused", errAttrs(err)...)
-		if run.cancelRequested.Load() {
-			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCancelled, "")
-		} else {
-			rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeFailed, "answer_rejected")
-		}
-		rep.Err = err
-		return rep
+		return a.answerRefused(ctx, log, run, rep, err)
 	}
 	rep.AnswerMessageID = msg.Message.ID
 	// A cancel that arrived while the answer was being posted is answered
 	// by completing: the answer is visible, the work is done.
 	rep.Outcome = a.finish(ctx, log, run, inv.RunID, OutcomeCompleted, "")
 	log.Info("run answered", "message_id", msg.Message.ID, "client_msg_id", rep.AnswerKey, "replayed", msg.Replayed, "rounds", rep.Rounds,
-		"followups", len(shown), "input_trust", strings.ToLower(string(input)), "outcome", strings.ToLower(string(rep.Outcome)), "ms", time.Since(began).Milliseconds())
+		"followups", len(ra.shown), "input_trust", strings.ToLower(string(input)), "outcome", strings.ToLower(string(rep.Outcome)), "ms", time.Since(ra.began).Milliseconds())
+	return rep
+}
+
+// answerRefused ends a run whose answer the server refused with err for a
+// reason postAnswer has no case of its own for: a stopping adapter
+// finishes it as stopped says, a run whose cancel was requested meanwhile
+// is cancelled, any other fails (answer_rejected).
+func (a *Adapter) answerRefused(ctx context.Context, log *slog.Logger, run *activeRun, rep RunReport, err error) RunReport {
+	if ctx.Err() != nil {
+		return a.stopped(ctx, log, run, rep)
+	}
+	log.Error("answer refused", errAttrs(err)...)
+	if run.cancelRequested.Load() {
+		rep.Outcome = a.finish(ctx, log, run, rep.RunID, OutcomeCancelled, "")
+	} else {
+		rep.Outcome = a.finish(ctx, log, run, rep.RunID, OutcomeFailed, "answer_rejected")
+	}
+	rep.Err = err
 	return rep
 }
 
@@ -1147,11 +1325,7 @@ func (a *Adapter) finish(ctx context.Context, log *slog.Logger, run *activeRun, 
 		if run != nil {
 			run.ended.Store(true)
 		}
-		got := outcome
-		switch ended.State {
-		case RunStateCompleted, RunStateFailed, RunStateCancelled:
-			got = Outcome(ended.State)
-		}
+		got := endOutcome(ended.State, outcome)
 		endReason := ""
 		if ended.EndReason != nil {
 			endReason = *ended.EndReason
@@ -1167,6 +1341,18 @@ func (a *Adapter) finish(ctx context.Context, log *slog.Logger, run *activeRun, 
 		log.Error("finish refused", append(errAttrs(err), "wanted", strings.ToLower(string(outcome)))...)
 	}
 	return ""
+}
+
+// endOutcome returns the outcome a finished run's end state stands for, or
+// wanted when state is no end state this code knows.
+func endOutcome(state RunState, wanted Outcome) Outcome {
+	switch state {
+	case RunStateCompleted, RunStateFailed, RunStateCancelled:
+		return Outcome(state)
+	default:
+		// Still active, or a state this code does not know.
+		return wanted
+	}
 }
 
 // confirmUntrackedCancel confirms the cancel of a run this process does

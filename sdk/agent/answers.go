@@ -93,6 +93,8 @@ func requestStands(state RunState, reason string) bool {
 		return reason != endReasonRevoked
 	case RunStateFailed:
 		return reason == endReasonTimeout || reason == endReasonLeaseExpired
+	default:
+		// Cancelled, a state still active, or one this code does not know.
+		return false
 	}
-	return false
 }

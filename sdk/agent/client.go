@@ -54,20 +54,14 @@ type Client struct {
 // credentials and query, or
 // token is empty or holds white space (it could not travel in a header).
 func NewClient(serverURL, token string, opts ClientOptions) (*Client, error) {
-	u, err := url.Parse(strings.TrimSpace(serverURL))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		// Credentials in the URL would end up in error texts and logs;
-		// the token travels only in the Authorization header.
-		return nil, errors.New("adapter: the server URL must be an absolute http or https URL without credentials or query")
+	endpoint, err := graphqlEndpoint(serverURL)
+	if err != nil {
+		return nil, err
 	}
 	if token == "" || strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return nil, errors.New("adapter: the token is empty or holds white space or control characters")
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/")
-	if !strings.HasSuffix(u.Path, "/graphql") {
-		u.Path += "/graphql"
-	}
-	c := &Client{endpoint: u.String(), token: token, http: opts.HTTPClient, timeout: opts.Timeout, maxBytes: opts.MaxResponseBytes, agent: opts.UserAgent}
+	c := &Client{endpoint: endpoint, token: token, http: opts.HTTPClient, timeout: opts.Timeout, maxBytes: opts.MaxResponseBytes, agent: opts.UserAgent}
 	if c.http == nil {
 		c.http = &http.Client{Transport: http.DefaultTransport}
 	}
@@ -81,6 +75,23 @@ func NewClient(serverURL, token string, opts ClientOptions) (*Client, error) {
 		c.agent = "bothy-adapter"
 	}
 	return c, nil
+}
+
+// graphqlEndpoint checks serverURL as NewClient says and returns the
+// GraphQL URL of that server: serverURL with /graphql appended unless it
+// ends in it already.
+func graphqlEndpoint(serverURL string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(serverURL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		// Credentials in the URL would end up in error texts and logs;
+		// the token travels only in the Authorization header.
+		return "", errors.New("adapter: the server URL must be an absolute http or https URL without credentials or query")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	if !strings.HasSuffix(u.Path, "/graphql") {
+		u.Path += "/graphql"
+	}
+	return u.String(), nil
 }
 
 // Endpoint returns the GraphQL URL the client posts to.
@@ -290,21 +301,9 @@ func (c *Client) Do(ctx context.Context, op, query string, vars map[string]any, 
 func (c *Client) send(ctx context.Context, op, contentType string, body []byte, out any, extra time.Duration) error {
 	callCtx, cancel := context.WithTimeout(ctx, c.timeout+extra)
 	defer cancel()
-	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	req, err := c.newRequest(callCtx, contentType, body)
 	if err != nil {
 		return fmt.Errorf("adapter: %s: %w", op, err)
-	}
-	req.Header.Set("Content-Type", contentType)
-	if strings.HasPrefix(contentType, "multipart/") {
-		req.Header.Set("GraphQL-Require-Preflight", "1")
-	}
-	// graphql-response+json gives proper statuses for request errors;
-	// plain JSON stays acceptable for servers that do not offer it.
-	req.Header.Set("Accept", "application/graphql-response+json, application/json;q=0.9")
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("User-Agent", c.agent)
-	if tp := Traceparent(ctx); tp != "" {
-		req.Header.Set(TraceparentHeader, tp)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -318,6 +317,36 @@ func (c *Client) send(ctx context.Context, op, contentType string, body []byte, 
 	if int64(len(data)) > c.maxBytes {
 		return statusError(op, resp, "invalid_response", "the answer exceeds the client's response limit")
 	}
+	return decodeAnswer(op, resp, data, out)
+}
+
+// newRequest builds the POST of body of contentType to the endpoint, with
+// the client's headers and the trace of ctx.
+func (c *Client) newRequest(ctx context.Context, contentType string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if strings.HasPrefix(contentType, "multipart/") {
+		req.Header.Set("GraphQL-Require-Preflight", "1")
+	}
+	// graphql-response+json gives proper statuses for request errors;
+	// plain JSON stays acceptable for servers that do not offer it.
+	req.Header.Set("Accept", "application/graphql-response+json, application/json;q=0.9")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("User-Agent", c.agent)
+	if tp := Traceparent(ctx); tp != "" {
+		req.Header.Set(TraceparentHeader, tp)
+	}
+	return req, nil
+}
+
+// decodeAnswer reads data, the body of resp to the operation op, as Do
+// says: an *Error for GraphQL errors, an answer that is no GraphQL
+// document or an error status, else data decoded strictly into out
+// (unless out is nil).
+func decodeAnswer(op string, resp *http.Response, data []byte, out any) error {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt != "application/json" && mt != "application/graphql-response+json" {
 		// A proxy or load balancer answered, not the GraphQL endpoint.
@@ -356,7 +385,10 @@ func (c *Client) send(ctx context.Context, op, contentType string, body []byte, 
 // temporary; the call's timeout and network failures are.
 func (c *Client) failed(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
-		return &callError{op: op, err: fmt.Errorf("%w (%v)", ctx.Err(), err)}
+		// Only the context's end is wrapped; the transport failure it
+		// caused goes in as text, so that errors.Is and ErrorKind see that
+		// the caller stopped, not a timeout or network error of the call.
+		return &callError{op: op, err: fmt.Errorf("%w (%s)", ctx.Err(), err.Error())}
 	}
 	var ne net.Error
 	temporary := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)

@@ -79,7 +79,7 @@ func TestClientErrorsCarryExtensions(t *testing.T) {
 // also wrapped, and no other; an answer without a reason is none of them.
 func TestRefusalsByReason(t *testing.T) {
 	t.Parallel()
-	reasons := map[string]error{
+	reasons := map[string]*agent.ReasonError{
 		"run_claimed": agent.ErrRunClaimed, "run_not_active": agent.ErrRunNotActive, "run_not_started": agent.ErrRunNotStarted,
 		"trigger_revoked": agent.ErrTriggerRevoked, "idempotency_key_reused": agent.ErrIdempotencyKeyReused,
 		"live_version": agent.ErrLiveVersion, "approval_pending": agent.ErrApprovalPending, "already_decided": agent.ErrAlreadyDecided,
@@ -92,7 +92,7 @@ func TestRefusalsByReason(t *testing.T) {
 		if !errors.Is(err, want) || !errors.Is(wrapped, want) {
 			t.Errorf("%s: %v is not %v", reason, err, want)
 		}
-		if r := want.(*agent.ReasonError).Reason(); r != reason {
+		if r := want.Reason(); r != reason {
 			t.Errorf("%v has reason %q, want %q", want, r, reason)
 		}
 		for other, value := range reasons {

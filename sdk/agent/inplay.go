@@ -27,8 +27,10 @@ func trustRank(t Trust) int {
 		return 3
 	case TrustTrigger:
 		return 4
+	default:
+		// UNVERIFIED, and any level this code does not know.
+		return 0
 	}
-	return 0
 }
 
 // knownTrust keeps a level this code knows and turns anything else into

@@ -180,7 +180,7 @@ func TestRunToolOutsideARunFailsClosed(t *testing.T) {
 	if out, err := RunTool(t.Context(), Tool{Name: "fetch_page", Call: call}, nil); err != nil || out != "ok" || ran != 1 {
 		t.Fatalf("read-only tool: %q %v, ran %d", out, err, ran)
 	}
-	if _, err := RunTool(t.Context(), Tool{Name: "send_email", Consequential: true, Call: call}, nil); err != ErrNoApprover || ran != 1 {
+	if _, err := RunTool(t.Context(), Tool{Name: "send_email", Consequential: true, Call: call}, nil); !errors.Is(err, ErrNoApprover) || ran != 1 {
 		t.Fatalf("consequential tool outside a run: %v, ran %d", err, ran)
 	}
 	trusted := WithTask(t.Context(), NewTask(Prompt{Lowest: TrustTrigger}))

@@ -28,8 +28,10 @@ func ToolsAllowed(lowest Trust) bool {
 	switch lowest {
 	case TrustTrigger, TrustSelf, TrustSystem:
 		return true
+	default:
+		// Authorized, unverified, and any level this code does not know.
+		return false
 	}
-	return false
 }
 
 // LengthNote ends an answer the server cut at its token limit

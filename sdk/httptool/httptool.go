@@ -120,18 +120,7 @@ func Load(path string, opts Options) ([]agent.Tool, error) {
 // unverified nor system, a secret names only one of header and variable,
 // or its variable is empty.
 func Parse(data []byte, opts Options) ([]agent.Tool, error) {
-	if opts.Getenv == nil {
-		opts.Getenv = os.Getenv
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 30 * time.Second
-	}
-	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: opts.Timeout}
-	}
-	if opts.MaxAnswerBytes <= 0 {
-		opts.MaxAnswerBytes = 16 << 10
-	}
+	opts = withDefaults(opts)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f file
@@ -146,36 +135,65 @@ func Parse(data []byte, opts Options) ([]agent.Tool, error) {
 			return nil, fmt.Errorf("%s: name must be 1 to 64 of letters, digits, '_' and '-', unique", where)
 		}
 		seen[s.Name] = true
-		u, err := url.Parse(s.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("%s: url must be an http or https URL", where)
-		}
-		trust, ok := outputTrusts[s.OutputTrust]
-		if !ok {
-			return nil, fmt.Errorf("%s: output_trust must be unverified or system", where)
-		}
-		if (s.SecretHeader == "") != (s.SecretEnv == "") {
-			return nil, fmt.Errorf("%s: secret_header and secret_env go together", where)
-		}
-		secret := ""
-		if s.SecretEnv != "" {
-			if secret = opts.Getenv(s.SecretEnv); secret == "" {
-				return nil, fmt.Errorf("%s: the variable %s of its secret is empty", where, s.SecretEnv)
-			}
-		}
-		params := s.Parameters
-		if params == nil {
-			params = map[string]any{"type": "object"}
-		}
-		schema, err := json.Marshal(params)
+		t, err := makeTool(where, s, opts)
 		if err != nil {
-			return nil, fmt.Errorf("%s: parameters are no JSON schema: %w", where, err)
+			return nil, err
 		}
-		call := caller{url: s.URL, header: s.SecretHeader, secret: secret, client: opts.Client, max: opts.MaxAnswerBytes, name: s.Name}
-		out = append(out, agent.Tool{Name: s.Name, Description: s.Description, Parameters: schema, Consequential: s.Consequential,
-			OutputTrust: trust, Call: call.call})
+		out = append(out, t)
 	}
 	return out, nil
+}
+
+// withDefaults fills in the defaults Options documents for the fields
+// left unset.
+func withDefaults(opts Options) Options {
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{Timeout: opts.Timeout}
+	}
+	if opts.MaxAnswerBytes <= 0 {
+		opts.MaxAnswerBytes = 16 << 10
+	}
+	return opts
+}
+
+// makeTool checks the spec s, whose name Parse checked, and makes its
+// tool, reading its secret from the environment. where names the tool in
+// the errors, which are Parse's.
+func makeTool(where string, s Spec, opts Options) (agent.Tool, error) {
+	u, err := url.Parse(s.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return agent.Tool{}, fmt.Errorf("%s: url must be an http or https URL", where)
+	}
+	trust, ok := outputTrusts[s.OutputTrust]
+	if !ok {
+		return agent.Tool{}, fmt.Errorf("%s: output_trust must be unverified or system", where)
+	}
+	if (s.SecretHeader == "") != (s.SecretEnv == "") {
+		return agent.Tool{}, fmt.Errorf("%s: secret_header and secret_env go together", where)
+	}
+	secret := ""
+	if s.SecretEnv != "" {
+		if secret = opts.Getenv(s.SecretEnv); secret == "" {
+			return agent.Tool{}, fmt.Errorf("%s: the variable %s of its secret is empty", where, s.SecretEnv)
+		}
+	}
+	params := s.Parameters
+	if params == nil {
+		params = map[string]any{"type": "object"}
+	}
+	schema, err := json.Marshal(params)
+	if err != nil {
+		return agent.Tool{}, fmt.Errorf("%s: parameters are no JSON schema: %w", where, err)
+	}
+	call := caller{url: s.URL, header: s.SecretHeader, secret: secret, client: opts.Client, max: opts.MaxAnswerBytes, name: s.Name}
+	return agent.Tool{Name: s.Name, Description: s.Description, Parameters: schema, Consequential: s.Consequential,
+		OutputTrust: trust, Call: call.call}, nil
 }
 
 // caller POSTs one tool's calls.

@@ -101,9 +101,24 @@ func New(cfg Config) (*Model, error) {
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 2
 	}
-	// The library reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL by
-	// default; every option is given here so that the configuration is
-	// only what the caller passed.
+	opts, err := requestOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Model{cfg: cfg, client: sdk.NewClient(opts...), log: log}, nil
+}
+
+// requestOptions returns the library's options for cfg (its defaults
+// filled in). The library reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL
+// by default; every option is given here so that the configuration is
+// only what the caller passed.
+//
+// Errors: BaseURL is no absolute http or https URL without query.
+func requestOptions(cfg Config) ([]option.RequestOption, error) {
 	opts := []option.RequestOption{option.WithAPIKey(cfg.APIKey), option.WithMaxRetries(cfg.MaxRetries)}
 	if cfg.BaseURL != "" {
 		u, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
@@ -115,11 +130,7 @@ func New(cfg Config) (*Model, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Model{cfg: cfg, client: sdk.NewClient(opts...), log: log}, nil
+	return opts, nil
 }
 
 // Answer asks the model for an answer to p: p.System as the system prompt,

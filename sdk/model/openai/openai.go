@@ -99,16 +99,41 @@ var _ agent.Model = (*Model)(nil)
 // Errors: BaseURL is no absolute http or https URL (or has a query), or
 // Model is empty.
 func New(cfg Config) (*Model, error) {
-	u, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("openai: the model base URL must be an absolute http or https URL")
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, errors.New("openai: the model base URL must have no query or fragment")
+	root, err := apiRoot(cfg.BaseURL)
+	if err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(cfg.Model) == "" {
 		return nil, errors.New("openai: the model name is empty")
 	}
+	cfg = withDefaults(cfg)
+	m := &Model{cfg: cfg, endpoint: root + "/chat/completions", log: cfg.Logger}
+	// Retries are this package's (bounded Retry-After, jitter, attempts
+	// counted for the error); the key option comes last so that an empty
+	// key also overrides OPENAI_API_KEY from the environment.
+	m.client = sdk.NewClient(option.WithBaseURL(root+"/"), option.WithHTTPClient(boundedClient(cfg)), option.WithMaxRetries(0), option.WithAPIKey(cfg.APIKey))
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	return m, nil
+}
+
+// apiRoot checks baseURL as New says and returns it without a trailing
+// slash.
+func apiRoot(baseURL string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", errors.New("openai: the model base URL must be an absolute http or https URL")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "", errors.New("openai: the model base URL must have no query or fragment")
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// withDefaults fills in the defaults Config documents for the bounds left
+// unset.
+func withDefaults(cfg Config) Config {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 120 * time.Second
 	}
@@ -124,28 +149,25 @@ func New(cfg Config) (*Model, error) {
 	if cfg.MaxResponseBytes <= 0 {
 		cfg.MaxResponseBytes = 4 << 20
 	}
+	return cfg
+}
+
+// boundedClient returns a copy of cfg.HTTPClient (or of a client without
+// a timeout of its own) whose answers are cut at cfg.MaxResponseBytes.
+// The body bound applies before the library decodes: a larger answer
+// fails its read with errTooLarge.
+func boundedClient(cfg Config) *http.Client {
 	httpClient := cfg.HTTPClient
 	if httpClient == nil {
 		httpClient = &http.Client{}
 	}
-	// The body bound applies before the library decodes: a larger answer
-	// fails its read with errTooLarge.
 	bounded := *httpClient
 	base := bounded.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	bounded.Transport = boundedTransport{next: base, max: cfg.MaxResponseBytes}
-	root := strings.TrimRight(u.String(), "/")
-	m := &Model{cfg: cfg, endpoint: root + "/chat/completions", log: cfg.Logger}
-	// Retries are this package's (bounded Retry-After, jitter, attempts
-	// counted for the error); the key option comes last so that an empty
-	// key also overrides OPENAI_API_KEY from the environment.
-	m.client = sdk.NewClient(option.WithBaseURL(root+"/"), option.WithHTTPClient(&bounded), option.WithMaxRetries(0), option.WithAPIKey(cfg.APIKey))
-	if m.log == nil {
-		m.log = slog.New(slog.DiscardHandler)
-	}
-	return m, nil
+	return &bounded
 }
 
 // Endpoint returns the URL the model posts to.
@@ -281,39 +303,63 @@ func (m *Model) attempt(ctx context.Context, log *slog.Logger, params sdk.ChatCo
 	} else {
 		out, err = m.client.Chat.Completions.New(ctx, params, option.WithResponseInto(&raw))
 	}
+	if err != nil {
+		wait, err = m.failed(ctx, err, raw)
+		return nil, "", wait, err
+	}
+	return choice(log, out)
+}
+
+// failed turns the failure err of a request, whose answer is raw when
+// there was one, into the error of the attempt and the wait as attempt
+// says.
+func (m *Model) failed(ctx context.Context, err error, raw *http.Response) (wait time.Duration, _ error) {
 	var apiErr *sdk.Error
 	status := 0
 	if errors.As(err, &apiErr) {
 		status = apiErr.StatusCode
-	} else if err != nil && raw != nil && raw.StatusCode >= 400 {
+	} else if raw != nil && raw.StatusCode >= 400 {
 		status = raw.StatusCode
 	}
 	switch {
-	case err == nil:
 	case status != 0:
-		if status == http.StatusTooManyRequests || status >= 500 {
-			var after string
-			if raw != nil {
-				after = raw.Header.Get("Retry-After")
-			} else if apiErr != nil && apiErr.Response != nil {
-				after = apiErr.Response.Header.Get("Retry-After")
-			}
-			return nil, "", parseRetryAfter(after), &agent.ModelHTTPError{Status: status}
-		}
-		// 400 (context too long, unknown model), 401, 403, 404: a repeat
-		// gets the same answer.
-		return nil, "", -1, &agent.ModelHTTPError{Status: status}
+		return statusFailure(status, raw, apiErr)
 	case errors.Is(err, errTooLarge):
-		return nil, "", -1, fmt.Errorf("%w: larger than %d bytes", agent.ErrModelReply, m.cfg.MaxResponseBytes)
+		return -1, fmt.Errorf("%w: larger than %d bytes", agent.ErrModelReply, m.cfg.MaxResponseBytes)
 	case ctx.Err() != nil:
-		return nil, "", -1, fmt.Errorf("openai: model request: %w", ctx.Err())
+		return -1, fmt.Errorf("openai: model request: %w", ctx.Err())
 	case isDecodeError(err):
-		return nil, "", -1, fmt.Errorf("%w: no chat completion document", agent.ErrModelReply)
+		return -1, fmt.Errorf("%w: no chat completion document", agent.ErrModelReply)
 	default:
 		// A transport failure; the library's text names the URL, never
 		// the key or the body.
-		return nil, "", 0, fmt.Errorf("openai: model request: %w", err)
+		return 0, fmt.Errorf("openai: model request: %w", err)
 	}
+}
+
+// statusFailure is the failure of an answer with the error status status
+// (raw, or the response apiErr holds): 429 and 5xx are retried, after
+// the pause its Retry-After names; any other gets -1.
+func statusFailure(status int, raw *http.Response, apiErr *sdk.Error) (wait time.Duration, _ error) {
+	if status == http.StatusTooManyRequests || status >= 500 {
+		var after string
+		if raw != nil {
+			after = raw.Header.Get("Retry-After")
+		} else if apiErr != nil && apiErr.Response != nil {
+			after = apiErr.Response.Header.Get("Retry-After")
+		}
+		return parseRetryAfter(after), &agent.ModelHTTPError{Status: status}
+	}
+	// 400 (context too long, unknown model), 401, 403, 404: a repeat
+	// gets the same answer.
+	return -1, &agent.ModelHTTPError{Status: status}
+}
+
+// choice reads the first choice of the completion out: the message when
+// it calls tools, else its text (marked when cut at the length limit).
+// wait and err as for attempt: a completion without a usable choice is
+// not retried.
+func choice(log *slog.Logger, out *sdk.ChatCompletion) (msg *sdk.ChatCompletionMessage, text string, wait time.Duration, err error) {
 	if len(out.Choices) == 0 {
 		return nil, "", -1, fmt.Errorf("%w: no choices", agent.ErrModelReply)
 	}
