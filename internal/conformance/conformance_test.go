@@ -91,86 +91,95 @@ func TestKit(t *testing.T) {
 	for _, f := range singleFaults {
 		cases = append(cases, kitCase{f.name, broken + " -break " + f.rule, f.fails})
 	}
-	t.Run("Anthropic's API, streamed", func(t *testing.T) {
-		// The fake model speaks Anthropic's Messages API too, under the
-		// same base URL.
-		t.Parallel()
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: bothy + " agent run --model anthropic --model-stream", Only: "trigger_reaches_model",
-			DatabaseURL: pgtest.URL(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Scenarios) != 1 || !rep.Scenarios[0].Passed {
-			t.Fatalf("%+v", rep)
-		}
-	})
-	t.Run("python adapter", func(t *testing.T) {
-		// contrib/adapters/python/adapter.py, standard library only and
-		// without renewals or an outbox, keeps the rules it claims to keep.
-		t.Parallel()
-		py, err := filepath.Abs("../../contrib/adapters/python/adapter.py")
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Only those: the others it does not claim (and the kit's matrix
-		// of every scenario is bothy conformance's, not this test's).
-		must := []string{"answers_once", "trigger_reaches_model", "untrusted_not_in_system", "cancel_stops", "trigger_loss_posts_nothing"}
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "python3 " + py, Only: strings.Join(must, ","), DatabaseURL: pgtest.URL(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Scenarios) != len(must) {
-			t.Fatalf("%d verdicts, want %d", len(rep.Scenarios), len(must))
-		}
-		for _, r := range rep.Scenarios {
-			if !r.Passed {
-				t.Errorf("%s: %s", r.Name, r.Detail)
-			}
-		}
-	})
+	t.Run("Anthropic's API, streamed", func(t *testing.T) { kitAnthropicStreamed(t, bothy) })
+	t.Run("python adapter", kitPythonAdapter)
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			// The reference adapter runs every scenario; a broken one the
-			// first scenario of its rule and a control that it works
-			// otherwise, on a clone of the tests' template (no cluster of
-			// its own: the outage scenario is not among them), or every
-			// scenario in the matrix.
-			opts := conformance.Options{Adapter: c.adapter, Capabilities: kitCapabilities}
-			if len(c.fails) == 0 {
-				// The reference adapter passes every scenario: on a loaded
-				// machine its deadlines stretch (the faulty adapters' fail
-				// at their deadlines, which would only take longer).
-				opts.TimeoutScale = 3
-			}
-			want := len(conformance.Names())
-			if len(c.fails) > 0 && !matrix {
-				control := "answers_once"
-				if slices.Contains(c.fails, control) {
-					control = "trigger_reaches_model"
-				}
-				opts.Only = c.fails[0] + "," + control
-				opts.DatabaseURL = pgtest.URL(t)
-				want = 2
-			}
-			rep, err := conformance.Run(t.Context(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rep.Scenarios) != want {
-				t.Fatalf("%d verdicts, want %d", len(rep.Scenarios), want)
-			}
-			for _, r := range rep.Scenarios {
-				if r.NotApplicable {
-					// A fault is shown by a scenario that runs.
-					t.Errorf("%s: not applicable to %s", r.Name, kitCapabilities)
-					continue
-				}
-				if want := !slices.Contains(c.fails, r.Name); r.Passed != want {
-					t.Errorf("%s: passed %v (%s), want %v", r.Name, r.Passed, r.Detail, want)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { runKitCase(t, c.adapter, c.fails, matrix) })
+	}
+}
+
+// kitAnthropicStreamed: the reference adapter on Anthropic's Messages API,
+// streamed, reaches the model (the fake model speaks that API too, under
+// the same base URL).
+func kitAnthropicStreamed(t *testing.T, bothy string) {
+	t.Parallel()
+	rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: bothy + " agent run --model anthropic --model-stream", Only: "trigger_reaches_model",
+		DatabaseURL: pgtest.URL(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != 1 || !rep.Scenarios[0].Passed {
+		t.Fatalf("%+v", rep)
+	}
+}
+
+// kitPythonAdapter: contrib/adapters/python/adapter.py, standard library
+// only and without renewals or an outbox, keeps the rules it claims to
+// keep.
+func kitPythonAdapter(t *testing.T) {
+	t.Parallel()
+	py, err := filepath.Abs("../../contrib/adapters/python/adapter.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only those: the others it does not claim (and the kit's matrix
+	// of every scenario is bothy conformance's, not this test's).
+	must := []string{"answers_once", "trigger_reaches_model", "untrusted_not_in_system", "cancel_stops", "trigger_loss_posts_nothing"}
+	rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "python3 " + py, Only: strings.Join(must, ","), DatabaseURL: pgtest.URL(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != len(must) {
+		t.Fatalf("%d verdicts, want %d", len(rep.Scenarios), len(must))
+	}
+	for _, r := range rep.Scenarios {
+		if !r.Passed {
+			t.Errorf("%s: %s", r.Name, r.Detail)
+		}
+	}
+}
+
+// runKitCase runs the kit against adapter, which must fail exactly the
+// scenarios fails (none: every scenario passes). The reference adapter
+// runs every scenario; a broken one the first scenario of its rule and a
+// control that it works otherwise, on a clone of the tests' template (no
+// cluster of its own: the outage scenario is not among them), or every
+// scenario in the matrix.
+func runKitCase(t *testing.T, adapter string, fails []string, matrix bool) {
+	t.Parallel()
+	opts := conformance.Options{Adapter: adapter, Capabilities: kitCapabilities}
+	if len(fails) == 0 {
+		// The reference adapter passes every scenario: on a loaded
+		// machine its deadlines stretch (the faulty adapters' fail
+		// at their deadlines, which would only take longer).
+		opts.TimeoutScale = 3
+	}
+	want := len(conformance.Names())
+	if len(fails) > 0 && !matrix {
+		control := "answers_once"
+		if slices.Contains(fails, control) {
+			control = "trigger_reaches_model"
+		}
+		opts.Only = fails[0] + "," + control
+		opts.DatabaseURL = pgtest.URL(t)
+		want = 2
+	}
+	rep, err := conformance.Run(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != want {
+		t.Fatalf("%d verdicts, want %d", len(rep.Scenarios), want)
+	}
+	for _, r := range rep.Scenarios {
+		if r.NotApplicable {
+			// A fault is shown by a scenario that runs.
+			t.Errorf("%s: not applicable to %s", r.Name, kitCapabilities)
+			continue
+		}
+		if want := !slices.Contains(fails, r.Name); r.Passed != want {
+			t.Errorf("%s: passed %v (%s), want %v", r.Name, r.Passed, r.Detail, want)
+		}
 	}
 }
 

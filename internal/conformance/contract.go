@@ -135,6 +135,15 @@ func ackAfterHandling(ctx context.Context, k *kit) error {
 	} else if state != "cancelled" {
 		return fmt.Errorf("the first run ended %s (%s); want cancelled", state, reason)
 	}
+	return followUpRunAnswered(ctx, k, a, mark)
+}
+
+// followUpRunAnswered is the verdict of ack_after_handling, once the first
+// run was cancelled: the follow-up (whose text holds mark) must have been
+// promoted to a run of its own, answered once by the restarted adapter
+// from a prompt that held it. A follow-up that never gets a run was
+// acknowledged by the killed adapter before its model saw it.
+func followUpRunAnswered(ctx context.Context, k *kit, a asked, mark string) error {
 	var next string
 	if err := until(ctx, "a run for the follow-up", func() bool {
 		next = k.nextRunOf(ctx, a.thread, a.run)

@@ -179,32 +179,20 @@ func (f *fakeModel) next(ctx context.Context) (*modelCall, error) {
 	}
 }
 
+// ServeHTTP answers the kit's tools and both chat APIs: each chat request
+// is recorded and answered by the script's next step.
 func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.serveTool(w, r) {
 		return
 	}
-	var api string
-	switch {
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
-		api = "openai"
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
-		api = "anthropic"
-	default:
+	api := chatAPI(r)
+	if api == "" {
 		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
 		return
 	}
 	raw, _ := io.ReadAll(r.Body)
 	body, call := parseCall(api, raw)
-	f.mu.Lock()
-	n := len(f.calls)
-	f.calls = append(f.calls, call)
-	s := step{Text: fmt.Sprintf("Conformance answer %d.", n+1)}
-	if n < len(f.script) {
-		s = f.script[n]
-	}
-	arrived, release, obedient := f.arrived, f.release, f.obedient
-	f.mu.Unlock()
-	arrived <- call
+	n, s, release, obedient := f.record(call)
 	if obedient && api == "openai" && len(body.Tools) > 0 {
 		f.obeyRequest(w, body.Model, body.Tools, body.Stream, body.Messages)
 		return
@@ -215,17 +203,73 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Text = s.Streamed + s.Text
 	if s.Hold {
-		select {
-		case <-release:
-		case <-s.Gate:
-		case <-r.Context().Done():
-			close(call.Aborted)
+		if !awaitRelease(r.Context(), release, s.Gate, call) {
 			return
 		}
 		if s.Text == "" {
-			s.Text = fmt.Sprintf("Conformance answer %d.", n+1)
+			s.Text = numberedAnswer(n)
 		}
 	}
+	writeReply(w, api, body, s)
+}
+
+// chatAPI names the API a request speaks ("openai" or "anthropic"), or
+// returns "" for a request that is neither.
+func chatAPI(r *http.Request) string {
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		return "openai"
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
+		return "anthropic"
+	default:
+		return ""
+	}
+}
+
+// numberedAnswer is the completion of the n-th request (counted from 0)
+// that the script leaves unscripted or held without a text.
+func numberedAnswer(n int) string {
+	return fmt.Sprintf("Conformance answer %d.", n+1)
+}
+
+// record appends call to the record and announces it to next. It returns
+// the call's index, the step that answers it, the release of held replies
+// and whether the model is obedient, all read under one lock so that they
+// come from the same reset.
+func (f *fakeModel) record(call *modelCall) (n int, s step, release chan struct{}, obedient bool) {
+	f.mu.Lock()
+	n = len(f.calls)
+	f.calls = append(f.calls, call)
+	s = step{Text: numberedAnswer(n)}
+	if n < len(f.script) {
+		s = f.script[n]
+	}
+	arrived := f.arrived
+	release, obedient = f.release, f.obedient
+	f.mu.Unlock()
+	arrived <- call
+	return n, s, release, obedient
+}
+
+// awaitRelease holds a reply until releaseHeld releases every held one or
+// gate its own. It reports false when the client went away first; then
+// call.Aborted is closed and no reply is to be written.
+func awaitRelease(ctx context.Context, release, gate <-chan struct{}, call *modelCall) bool {
+	select {
+	case <-release:
+		return true
+	case <-gate:
+		return true
+	case <-ctx.Done():
+		close(call.Aborted)
+		return false
+	}
+}
+
+// writeReply writes the reply s scripts for a request of api: its error
+// status, its garbage body or its completion, plain or streamed as body
+// asked; then runs s.AfterReply once the reply was flushed.
+func writeReply(w http.ResponseWriter, api string, body chatRequest, s step) {
 	switch {
 	case s.Status != 0:
 		w.Header().Set("Content-Type", "application/json")

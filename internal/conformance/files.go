@@ -68,8 +68,10 @@ func attachesFile(ctx context.Context, k *kit) error {
 	if err != nil {
 		return err
 	}
-	if state, reason, err := k.ended(ctx, a.run); err != nil || state != "completed" {
-		return fmt.Errorf("the run ended %s (%s, %v); want completed", state, reason, err)
+	if state, reason, err := k.ended(ctx, a.run); err != nil {
+		return err
+	} else if state != "completed" {
+		return fmt.Errorf("the run ended %s (%s); want completed", state, reason)
 	}
 	var files []string
 	_ = until(ctx, "the answer's file", func() bool {
@@ -83,8 +85,11 @@ func attachesFile(ctx context.Context, k *kit) error {
 		return fmt.Errorf("the model called %s, but the agent's answers carry no file", attachTool)
 	}
 	body, status, err := k.download(ctx, "alex", files[0])
-	if err != nil || status != http.StatusOK {
-		return fmt.Errorf("Alex cannot read the file of the answer: %d %v", status, err)
+	if err != nil {
+		return fmt.Errorf("reading the file of the answer as Alex: %w", err)
+	}
+	if status != http.StatusOK {
+		return fmt.Errorf("the file of the answer answered Alex %d; want 200", status)
 	}
 	if !strings.Contains(string(body), "printer report") {
 		return fmt.Errorf("the answer's file holds %d bytes without what the model wrote into it", len(body))

@@ -613,6 +613,9 @@ func (k *kit) signal(sig syscall.Signal) {
 			blame(proc, "the kit's SIGKILL")
 		case syscall.SIGTERM:
 			blame(proc, "the kit's SIGTERM")
+		default:
+			// Other signals (SIGSTOP, SIGCONT) pause or resume the
+			// adapter without ending it: there is no exit to blame.
 		}
 		_ = syscall.Kill(-proc.Process.Pid, sig)
 	}

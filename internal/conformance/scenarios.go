@@ -803,15 +803,28 @@ func approvalOnlyByTriggerHolder(ctx context.Context, k *kit) error {
 	// Sam (trigger on the channel, not the one who asked) and Robin (an
 	// owner) answer: refused like a missing approval, nothing happens.
 	for _, who := range []string{"sam", "robin"} {
-		if status, err := k.respond(ctx, who, card.ID, "approve"); err != nil || status != http.StatusNotFound {
-			return fmt.Errorf("%s's approval answered %d (%v); want 404", who, status, err)
+		if err := k.approveAs(ctx, who, card.ID, http.StatusNotFound); err != nil {
+			return err
 		}
 	}
 	if got := k.model.sideEffects(); len(got) != 0 {
 		return fmt.Errorf("the tool ran %d times before the person who asked approved", len(got))
 	}
-	if status, err := k.respond(ctx, "alex", card.ID, "approve"); err != nil || status != http.StatusOK {
-		return fmt.Errorf("alex's approval answered %d (%v)", status, err)
+	if err := k.approveAs(ctx, "alex", card.ID, http.StatusOK); err != nil {
+		return err
 	}
 	return until(ctx, "the approved call", func() bool { return len(k.model.sideEffects()) == 1 })
+}
+
+// approveAs has who approve the approval card id and checks that the
+// server answered the approval with status want.
+func (k *kit) approveAs(ctx context.Context, who, id string, want int) error {
+	status, err := k.respond(ctx, who, id, "approve")
+	if err != nil {
+		return fmt.Errorf("%s's approval: %w", who, err)
+	}
+	if status != want {
+		return fmt.Errorf("%s's approval answered %d; want %d", who, status, want)
+	}
+	return nil
 }

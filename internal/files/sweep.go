@@ -2,6 +2,7 @@ package files
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -61,7 +62,7 @@ func (s *Service) sweepBlobs(ctx context.Context, bucket *blob.Bucket, cutoff ti
 		var keys []string
 		for len(keys) < sweepBatch {
 			obj, err := it.Next(ctx)
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {

@@ -153,14 +153,9 @@ func (c *Client) Scan(ctx context.Context, r io.Reader) (Verdict, error) {
 	}
 	defer done()
 
-	size := c.ChunkSize
-	if size <= 0 {
-		size = DefaultChunkSize
-	}
-	size = min(size, MaxChunkSize)
 	// One buffer holds a chunk's length and its data, so a chunk is one
 	// write and one packet rather than two.
-	buf := make([]byte, 4+size)
+	buf := make([]byte, 4+c.chunkSize())
 	if err := c.write(ctx, conn, []byte("zINSTREAM\x00")); err != nil {
 		return Verdict{}, err
 	}
@@ -177,14 +172,7 @@ func (c *Client) Scan(ctx context.Context, r io.Reader) (Verdict, error) {
 			}
 			binary.BigEndian.PutUint32(buf[:4], uint32(n))
 			if err := c.write(ctx, conn, buf[:4+n]); err != nil {
-				// clamd closes the connection as soon as the stream
-				// passes its StreamMaxLength, after writing why: the
-				// reply explains the failed write better than the
-				// write's own error.
-				if reply, rerr := c.readReply(ctx, conn); rerr == nil {
-					return parseScanReply(reply)
-				}
-				return Verdict{}, err
+				return c.afterFailedWrite(ctx, conn, err)
 			}
 		}
 		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
@@ -196,16 +184,34 @@ func (c *Client) Scan(ctx context.Context, r io.Reader) (Verdict, error) {
 	}
 	// A chunk of length zero ends the stream.
 	if err := c.write(ctx, conn, []byte{0, 0, 0, 0}); err != nil {
-		if reply, rerr := c.readReply(ctx, conn); rerr == nil {
-			return parseScanReply(reply)
-		}
-		return Verdict{}, err
+		return c.afterFailedWrite(ctx, conn, err)
 	}
 	reply, err := c.readReply(ctx, conn)
 	if err != nil {
 		return Verdict{}, err
 	}
 	return parseScanReply(reply)
+}
+
+// chunkSize is the size of Scan's chunks: ChunkSize, DefaultChunkSize when
+// that is not positive, and never more than MaxChunkSize.
+func (c *Client) chunkSize() int {
+	size := c.ChunkSize
+	if size <= 0 {
+		size = DefaultChunkSize
+	}
+	return min(size, MaxChunkSize)
+}
+
+// afterFailedWrite is Scan's result once a write of the stream failed with
+// werr. clamd closes the connection as soon as the stream passes its
+// StreamMaxLength, after writing why: the reply, when there is one,
+// explains the failed write better than the write's own error.
+func (c *Client) afterFailedWrite(ctx context.Context, conn net.Conn, werr error) (Verdict, error) {
+	if reply, err := c.readReply(ctx, conn); err == nil {
+		return parseScanReply(reply)
+	}
+	return Verdict{}, werr
 }
 
 // parseScanReply reads the reply to INSTREAM: "stream: OK",
@@ -305,7 +311,7 @@ func (c *Client) readReply(ctx context.Context, conn net.Conn) (string, error) {
 		if len(got) > maxReply {
 			return "", fmt.Errorf("%w: longer than %d bytes", ErrBadReply, maxReply)
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if len(got) == 0 {
 				return "", fmt.Errorf("%w: connection closed without a reply", ErrBadReply)
 			}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,25 +38,41 @@ func noLeak(t *testing.T) {
 	})
 }
 
+// scanCase is one call of Scan against the fake clamd and what it must
+// return.
+type scanCase struct {
+	name      string
+	mode      clamdtest.Mode
+	streamMax int64
+	client    clamd.Client
+	ctx       func(t *testing.T) context.Context
+	body      io.Reader
+	want      clamd.Verdict
+	wantErr   error
+	wantReply bool // the error is a *clamd.ReplyError
+}
+
+// scanNote is a file without a virus.
+var scanNote = []byte("Minutes of the planning meeting: Alex, Sam and Robin agreed on the dates.\n")
+
 func TestScan(t *testing.T) {
+	// Each case's body is a reader that its run consumes: the tables are
+	// built anew for every run of the test.
+	tests := slices.Concat(scanVerdictCases(), scanSizeLimitCases(), scanDaemonFaultCases(), scanContextCases())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runScanCase(t, tt) })
+	}
+}
+
+// scanVerdictCases are the scans clamd answers with a verdict, whatever
+// the chunks and reads the stream is cut into.
+func scanVerdictCases() []scanCase {
 	eicar := clamdtest.EICAR()
-	note := []byte("Minutes of the planning meeting: Alex, Sam and Robin agreed on the dates.\n")
 	// The EICAR string after 10 bytes, so that chunks of 16 bytes cut it in
 	// three: the fake must see it across chunk boundaries.
 	split := append([]byte("0123456789"), eicar...)
-
-	tests := []struct {
-		name      string
-		mode      clamdtest.Mode
-		streamMax int64
-		client    clamd.Client
-		ctx       func(t *testing.T) context.Context
-		body      io.Reader
-		want      clamd.Verdict
-		wantErr   error
-		wantReply bool // the error is a *clamd.ReplyError
-	}{
-		{name: "clean", body: bytes.NewReader(note), want: clamd.Verdict{Status: clamd.Clean}},
+	return []scanCase{
+		{name: "clean", body: bytes.NewReader(scanNote), want: clamd.Verdict{Status: clamd.Clean}},
 		{name: "empty", body: bytes.NewReader(nil), want: clamd.Verdict{Status: clamd.Clean}},
 		{name: "eicar", body: bytes.NewReader(eicar), want: clamd.Verdict{Status: clamd.Infected, Signature: clamdtest.Signature}},
 		{
@@ -75,9 +92,16 @@ func TestScan(t *testing.T) {
 			// chunk is clamped to MaxChunkSize.
 			name:   "chunk size above the maximum",
 			client: clamd.Client{ChunkSize: 1 << 30},
-			body:   bytes.NewReader(note),
+			body:   bytes.NewReader(scanNote),
 			want:   clamd.Verdict{Status: clamd.Clean},
 		},
+	}
+}
+
+// scanSizeLimitCases are the streams at or beyond the daemon's or the
+// client's size limit.
+func scanSizeLimitCases() []scanCase {
+	return []scanCase{
 		{
 			name:      "daemon's size limit",
 			streamMax: 1 << 10,
@@ -99,18 +123,25 @@ func TestScan(t *testing.T) {
 		},
 		{
 			name:   "client's size limit exactly reached",
-			client: clamd.Client{MaxSize: int64(len(note)), ChunkSize: 8},
-			body:   bytes.NewReader(note),
+			client: clamd.Client{MaxSize: int64(len(scanNote)), ChunkSize: 8},
+			body:   bytes.NewReader(scanNote),
 			want:   clamd.Verdict{Status: clamd.Clean},
 		},
-		{name: "daemon failure", mode: clamdtest.Fail, body: bytes.NewReader(note), wantReply: true},
-		{name: "garbage reply", mode: clamdtest.Garbage, body: bytes.NewReader(note), wantErr: clamd.ErrBadReply},
-		{name: "dropped connection", mode: clamdtest.Drop, body: bytes.NewReader(note), wantErr: clamd.ErrBadReply},
+	}
+}
+
+// scanDaemonFaultCases are the daemons that fail, answer no clamd reply or
+// never answer.
+func scanDaemonFaultCases() []scanCase {
+	return []scanCase{
+		{name: "daemon failure", mode: clamdtest.Fail, body: bytes.NewReader(scanNote), wantReply: true},
+		{name: "garbage reply", mode: clamdtest.Garbage, body: bytes.NewReader(scanNote), wantErr: clamd.ErrBadReply},
+		{name: "dropped connection", mode: clamdtest.Drop, body: bytes.NewReader(scanNote), wantErr: clamd.ErrBadReply},
 		{
 			name:    "hanging daemon, reply",
 			mode:    clamdtest.Hang,
 			client:  clamd.Client{Timeout: 200 * time.Millisecond},
-			body:    bytes.NewReader(note),
+			body:    bytes.NewReader(scanNote),
 			wantErr: clamd.ErrTimeout,
 		},
 		{
@@ -121,6 +152,13 @@ func TestScan(t *testing.T) {
 			body:    io.LimitReader(zeros{}, 64<<20),
 			wantErr: clamd.ErrTimeout,
 		},
+	}
+}
+
+// scanContextCases are the calls whose context ends before, or while,
+// the daemon answers.
+func scanContextCases() []scanCase {
+	return []scanCase{
 		{
 			name: "context deadline on a hanging daemon",
 			mode: clamdtest.Hang,
@@ -129,7 +167,7 @@ func TestScan(t *testing.T) {
 				t.Cleanup(cancel)
 				return ctx
 			},
-			body:    bytes.NewReader(note),
+			body:    bytes.NewReader(scanNote),
 			wantErr: context.DeadlineExceeded,
 		},
 		{
@@ -151,52 +189,54 @@ func TestScan(t *testing.T) {
 				cancel()
 				return ctx
 			},
-			body:    bytes.NewReader(note),
+			body:    bytes.NewReader(scanNote),
 			wantErr: context.Canceled,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			noLeak(t)
-			srv := clamdtest.NewServer()
-			defer srv.Close()
-			srv.SetMode(tt.mode)
-			if tt.streamMax > 0 {
-				srv.SetStreamMaxLength(tt.streamMax)
-			}
-			c := tt.client
-			c.Addr = srv.Addr()
-			if c.Timeout == 0 {
-				c.Timeout = 10 * time.Second
-			}
-			ctx := t.Context()
-			if tt.ctx != nil {
-				ctx = tt.ctx(t)
-			}
-			start := time.Now()
-			got, err := c.Scan(ctx, tt.body)
-			if elapsed := time.Since(start); elapsed > 5*time.Second {
-				t.Errorf("Scan took %v", elapsed)
-			}
-			switch {
-			case tt.wantReply:
-				var re *clamd.ReplyError
-				if !errors.As(err, &re) || !strings.HasSuffix(re.Reply, "ERROR") {
-					t.Fatalf("Scan error = %v, want a *ReplyError", err)
-				}
-			case tt.wantErr != nil:
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("Scan error = %v, want %v", err, tt.wantErr)
-				}
-			default:
-				if err != nil {
-					t.Fatalf("Scan: %v", err)
-				}
-			}
-			if got != tt.want {
-				t.Errorf("Scan = %+v, want %+v", got, tt.want)
-			}
-		})
+}
+
+// runScanCase scans tt.body with a fake clamd set up as tt says and checks
+// the verdict or error, and that the call ended in time and left no
+// goroutine behind.
+func runScanCase(t *testing.T, tt scanCase) {
+	noLeak(t)
+	srv := clamdtest.NewServer()
+	defer srv.Close()
+	srv.SetMode(tt.mode)
+	if tt.streamMax > 0 {
+		srv.SetStreamMaxLength(tt.streamMax)
+	}
+	c := tt.client
+	c.Addr = srv.Addr()
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	ctx := t.Context()
+	if tt.ctx != nil {
+		ctx = tt.ctx(t)
+	}
+	start := time.Now()
+	got, err := c.Scan(ctx, tt.body)
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("Scan took %v", elapsed)
+	}
+	switch {
+	case tt.wantReply:
+		var re *clamd.ReplyError
+		if !errors.As(err, &re) || !strings.HasSuffix(re.Reply, "ERROR") {
+			t.Fatalf("Scan error = %v, want a *ReplyError", err)
+		}
+	case tt.wantErr != nil:
+		if !errors.Is(err, tt.wantErr) {
+			t.Fatalf("Scan error = %v, want %v", err, tt.wantErr)
+		}
+	default:
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+	}
+	if got != tt.want {
+		t.Errorf("Scan = %+v, want %+v", got, tt.want)
 	}
 }
 

@@ -259,7 +259,7 @@ func (e *sourceError) Unwrap() error { return e.err }
 // source marks err as the reader's failure; io.EOF, which parsers expect as
 // it is, stays unmarked.
 func source(err error) error {
-	if err == nil || err == io.EOF {
+	if err == nil || errors.Is(err, io.EOF) {
 		return err
 	}
 	return &sourceError{err: err}

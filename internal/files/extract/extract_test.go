@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,31 +133,29 @@ func lyingZip(t *testing.T, name string, declared uint64, actual int) []byte {
 	return buf.Bytes()
 }
 
-func TestText(t *testing.T) {
-	longDoc := docx(t, strings.Repeat(para("Sam wrote this line again."), 1000))
-	// A zip bomb: 40 MiB of one byte deflate to about 40 KiB.
-	bomb := docx(t, para(strings.Repeat("a", 40<<20)))
-	manyEntries := func() []byte {
-		e := make([][2]string, 10001)
-		for i := range e {
-			e[i] = [2]string{fmt.Sprintf("word/part%d.xml", i), ""}
-		}
-		return zipFile(t, e...)
-	}()
-	xlsxBomb := func() []byte {
-		return zipFile(t, [2]string{"xl/worksheets/sheet1.xml", strings.Repeat(" ", 20<<20)})
-	}()
+// textCase is one file given to Text and the result it must return.
+type textCase struct {
+	name          string
+	mime          string
+	body          []byte
+	opts          extract.Options
+	readerOnly    bool // hide io.ReaderAt
+	want          string
+	wantStatus    string
+	wantTruncated bool
+}
 
-	tests := []struct {
-		name          string
-		mime          string
-		body          []byte
-		opts          extract.Options
-		readerOnly    bool // hide io.ReaderAt
-		want          string
-		wantStatus    string
-		wantTruncated bool
-	}{
+func TestText(t *testing.T) {
+	tests := slices.Concat(textPlainCases(), textHTMLCases(), textDocxCases(t), textXlsxCases(t), textUnsupportedCases())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runTextCase(t, tt) })
+	}
+}
+
+// textPlainCases are the text formats read as they are: their charsets
+// and the bound of the text.
+func textPlainCases() []textCase {
+	return []textCase{
 		{name: "plain", mime: "text/plain", body: []byte("Hello Robin,\nthe report is ready.\n"), want: "Hello Robin,\nthe report is ready.\n", wantStatus: "READY"},
 		{name: "plain with charset", mime: "text/plain; charset=utf-8", body: []byte("Grüße, Alex"), want: "Grüße, Alex", wantStatus: "READY"},
 		{name: "media type in capitals", mime: "Text/Plain", body: []byte("hi"), want: "hi", wantStatus: "READY"},
@@ -183,6 +182,13 @@ func TestText(t *testing.T) {
 			mime: "text/plain", body: []byte("0123456789"), opts: extract.Options{MaxBytes: 10},
 			want: "0123456789", wantStatus: "READY",
 		},
+	}
+}
+
+// textHTMLCases are HTML and XHTML files, rendered as the text a reader
+// sees.
+func textHTMLCases() []textCase {
+	return []textCase{
 		{
 			name: "html",
 			mime: "text/html; charset=utf-8",
@@ -202,6 +208,24 @@ Robin takes the train.</p><ul><li>one</li><li>two</li></ul><noscript>enable js</
 			mime: "text/html", body: []byte("<p>" + strings.Repeat("word ", 100) + "</p>"), opts: extract.Options{MaxBytes: 12},
 			want: "word word wo", wantStatus: "READY", wantTruncated: true,
 		},
+	}
+}
+
+// textDocxCases are DOCX files, well-formed, broken and built to hurt
+// (zip bombs, lying entries, too many entries).
+func textDocxCases(t *testing.T) []textCase {
+	t.Helper()
+	longDoc := docx(t, strings.Repeat(para("Sam wrote this line again."), 1000))
+	// A zip bomb: 40 MiB of one byte deflate to about 40 KiB.
+	bomb := docx(t, para(strings.Repeat("a", 40<<20)))
+	manyEntries := func() []byte {
+		e := make([][2]string, 10001)
+		for i := range e {
+			e[i] = [2]string{fmt.Sprintf("word/part%d.xml", i), ""}
+		}
+		return zipFile(t, e...)
+	}()
+	return []textCase{
 		{
 			name: "docx",
 			mime: docxType,
@@ -231,6 +255,15 @@ Robin takes the train.</p><ul><li>one</li><li>two</li></ul><noscript>enable js</
 		{name: "file over the uncompressed bound", mime: docxType, body: longDoc, opts: extract.Options{MaxUncompressed: 1 << 10}, wantStatus: "TOO_LARGE"},
 		{name: "entry larger than it declares", mime: docxType, body: lyingZip(t, "word/document.xml", 100, 1<<20), wantStatus: "FAILED"},
 		{name: "too many entries", mime: docxType, body: manyEntries, wantStatus: "TOO_LARGE"},
+	}
+}
+
+// textXlsxCases are XLSX files: a workbook, a bomb, one over the bound
+// and an archive that is no workbook.
+func textXlsxCases(t *testing.T) []textCase {
+	t.Helper()
+	xlsxBomb := zipFile(t, [2]string{"xl/worksheets/sheet1.xml", strings.Repeat(" ", 20<<20)})
+	return []textCase{
 		{
 			name:       "xlsx",
 			mime:       xlsxType,
@@ -242,24 +275,31 @@ Robin takes the train.</p><ul><li>one</li><li>two</li></ul><noscript>enable js</
 		{name: "xlsx bomb", mime: xlsxType, body: xlsxBomb, wantStatus: "TOO_LARGE"},
 		{name: "xlsx over the uncompressed bound", mime: xlsxType, body: xlsx(t), opts: extract.Options{MaxUncompressed: 2 << 10}, wantStatus: "TOO_LARGE"},
 		{name: "xlsx that is no workbook", mime: xlsxType, body: zipFile(t, [2]string{"hello.txt", "hi"}), wantStatus: "FAILED"},
+	}
+}
+
+// textUnsupportedCases are the types Text has no extractor for.
+func textUnsupportedCases() []textCase {
+	return []textCase{
 		{name: "pdf", mime: "application/pdf", body: []byte("%PDF-1.7\n"), wantStatus: "UNSUPPORTED"},
 		{name: "image", mime: "image/png", body: []byte("\x89PNG"), wantStatus: "UNSUPPORTED"},
 		{name: "empty type", mime: "", body: []byte("x"), wantStatus: "UNSUPPORTED"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r io.Reader = bytes.NewReader(tt.body)
-			if tt.readerOnly {
-				r = onlyReader{r}
-			}
-			got, err := extract.Text(t.Context(), tt.mime, r, int64(len(tt.body)), tt.opts)
-			if err != nil {
-				t.Fatalf("Text: %v", err)
-			}
-			if got.Status != tt.wantStatus || got.Text != tt.want || got.Truncated != tt.wantTruncated {
-				t.Errorf("Text = %+v\nwant {Text:%q Status:%s Truncated:%v}", got, tt.want, tt.wantStatus, tt.wantTruncated)
-			}
-		})
+}
+
+// runTextCase extracts tt.body, through a plain reader when tt says so,
+// and checks the text, status and truncation.
+func runTextCase(t *testing.T, tt textCase) {
+	var r io.Reader = bytes.NewReader(tt.body)
+	if tt.readerOnly {
+		r = onlyReader{r}
+	}
+	got, err := extract.Text(t.Context(), tt.mime, r, int64(len(tt.body)), tt.opts)
+	if err != nil {
+		t.Fatalf("Text: %v", err)
+	}
+	if got.Status != tt.wantStatus || got.Text != tt.want || got.Truncated != tt.wantTruncated {
+		t.Errorf("Text = %+v\nwant {Text:%q Status:%s Truncated:%v}", got, tt.want, tt.wantStatus, tt.wantTruncated)
 	}
 }
 

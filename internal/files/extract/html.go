@@ -36,16 +36,8 @@ const htmlMaxToken = 4 << 20
 func htmlText(ctx context.Context, r io.Reader, charset string, opts Options) (Result, error) {
 	z := html.NewTokenizer(decoded(r, charset))
 	z.SetMaxBuf(htmlMaxToken)
-	out := newSink(opts.MaxBytes)
-	skip := map[string]int{}
-	skipping := 0
-	pre := 0
-	newline := func() {
-		if out.len() > 0 && !out.endsWith("\n") {
-			out.writeString("\n")
-		}
-	}
-	for n := 0; !out.full(); n++ {
+	w := &htmlWalker{out: newSink(opts.MaxBytes), skip: map[string]int{}}
+	for n := 0; !w.out.full(); n++ {
 		if n%256 == 0 {
 			if err := ctx.Err(); err != nil {
 				return Result{}, err
@@ -53,56 +45,97 @@ func htmlText(ctx context.Context, r io.Reader, charset string, opts Options) (R
 		}
 		switch z.Next() {
 		case html.ErrorToken:
-			err := z.Err()
-			if err == io.EOF {
-				return trimmed(out), nil
-			}
-			if errors.Is(err, html.ErrBufferExceeded) {
-				return Result{}, failed(err)
-			}
-			return Result{}, err
+			return htmlEnd(w.out, z.Err())
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, _ := z.TagName()
-			tag := string(name)
-			if htmlSkipped[tag] {
-				skip[tag]++
-				skipping++
-				continue
-			}
-			if tag == "pre" {
-				pre++
-			}
-			if htmlBlocks[tag] {
-				newline()
-			}
+			w.start(string(name))
 		case html.EndTagToken:
 			name, _ := z.TagName()
-			tag := string(name)
-			if htmlSkipped[tag] {
-				if skip[tag] > 0 {
-					skip[tag]--
-					skipping--
-				}
-				continue
-			}
-			if tag == "pre" && pre > 0 {
-				pre--
-			}
-			if htmlBlocks[tag] {
-				newline()
-			}
+			w.end(string(name))
 		case html.TextToken:
-			if skipping > 0 {
-				continue
-			}
-			text := string(z.Text())
-			if pre == 0 {
-				text = collapse(text, out.len() == 0 || out.endsWith("\n") || out.endsWith(" "))
-			}
-			out.writeString(text)
+			w.text(z)
+		case html.CommentToken, html.DoctypeToken:
+			// Neither is text a reader sees.
 		}
 	}
-	return trimmed(out), nil
+	return trimmed(w.out), nil
+}
+
+// htmlEnd is htmlText's result once the tokenizer stopped with err: the
+// text at the end of the file, FAILED for a token over the limit, or err.
+func htmlEnd(out *sink, err error) (Result, error) {
+	if errors.Is(err, io.EOF) {
+		return trimmed(out), nil
+	}
+	if errors.Is(err, html.ErrBufferExceeded) {
+		return Result{}, failed(err)
+	}
+	return Result{}, err
+}
+
+// htmlWalker is the state of htmlText's walk: the text so far, the skipped
+// elements open (by name, and in all), and the pre elements open.
+type htmlWalker struct {
+	out      *sink
+	skip     map[string]int
+	skipping int
+	pre      int
+}
+
+// start opens the element tag: a skipped one hides the text up to its end
+// tag, a block starts a new line.
+func (w *htmlWalker) start(tag string) {
+	if htmlSkipped[tag] {
+		w.skip[tag]++
+		w.skipping++
+		return
+	}
+	if tag == "pre" {
+		w.pre++
+	}
+	if htmlBlocks[tag] {
+		w.newline()
+	}
+}
+
+// end closes the element tag. An end tag without its start tag closes
+// nothing, so a stray one cannot reveal the content of another skipped
+// element or end a pre early.
+func (w *htmlWalker) end(tag string) {
+	if htmlSkipped[tag] {
+		if w.skip[tag] > 0 {
+			w.skip[tag]--
+			w.skipping--
+		}
+		return
+	}
+	if tag == "pre" && w.pre > 0 {
+		w.pre--
+	}
+	if htmlBlocks[tag] {
+		w.newline()
+	}
+}
+
+// text adds the tokenizer's text token, unless a skipped element holds it;
+// outside pre its white space is collapsed.
+func (w *htmlWalker) text(z *html.Tokenizer) {
+	if w.skipping > 0 {
+		return
+	}
+	text := string(z.Text())
+	if w.pre == 0 {
+		text = collapse(text, w.out.len() == 0 || w.out.endsWith("\n") || w.out.endsWith(" "))
+	}
+	w.out.writeString(text)
+}
+
+// newline ends the current line, unless the text is empty or already at
+// the start of a line.
+func (w *htmlWalker) newline() {
+	if w.out.len() > 0 && !w.out.endsWith("\n") {
+		w.out.writeString("\n")
+	}
 }
 
 // collapse turns each run of white space into one space, dropping a leading

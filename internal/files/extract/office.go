@@ -118,21 +118,8 @@ const wordML = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 // out (they are in elements other than w:t). Headers, footers, notes and
 // comments are not read.
 func docxText(ctx context.Context, r io.Reader, size int64, opts Options) (Result, error) {
-	zr, _, _, err := openZip(r, size, opts.MaxUncompressed)
+	doc, err := docxDocument(r, size, opts.MaxUncompressed)
 	if err != nil {
-		return Result{}, err
-	}
-	var doc *zip.File
-	for _, f := range zr.File {
-		if f.Name == "word/document.xml" {
-			doc = f
-			break
-		}
-	}
-	if doc == nil {
-		return Result{}, failed(errors.New("no word/document.xml"))
-	}
-	if err := checkEntry(doc, opts.MaxUncompressed); err != nil {
 		return Result{}, err
 	}
 	rc, err := doc.Open()
@@ -141,60 +128,106 @@ func docxText(ctx context.Context, r io.Reader, size int64, opts Options) (Resul
 	}
 	defer rc.Close()
 
-	out := newSink(opts.MaxBytes)
+	w := &docxWalker{out: newSink(opts.MaxBytes)}
 	dec := xml.NewDecoder(&boundedReader{r: rc, n: int64(doc.UncompressedSize64)})
-	inText := 0
-	for n := 0; !out.full(); n++ {
+	for n := 0; !w.out.full(); n++ {
 		if n%512 == 0 {
 			if err := ctx.Err(); err != nil {
 				return Result{}, err
 			}
 		}
 		tok, err := dec.Token()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			var fe *fileError
-			if errors.As(err, &fe) {
-				return Result{}, err
-			}
-			return Result{}, failed(err)
+			return Result{}, docxError(err)
 		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			if t.Name.Space != wordML {
-				continue
+		w.token(tok)
+	}
+	return trimmed(w.out), nil
+}
+
+// docxDocument finds word/document.xml in the archive r and applies the
+// entry bounds to it, the uncompressed size at most budget.
+func docxDocument(r io.Reader, size, budget int64) (*zip.File, error) {
+	zr, _, _, err := openZip(r, size, budget)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range zr.File {
+		if f.Name == "word/document.xml" {
+			if err := checkEntry(f, budget); err != nil {
+				return nil, err
 			}
-			switch t.Name.Local {
-			case "t":
-				inText++
-			case "tab":
-				out.writeString("\t")
-			case "br", "cr":
-				out.writeString("\n")
-			}
-		case xml.EndElement:
-			if t.Name.Space != wordML {
-				continue
-			}
-			switch t.Name.Local {
-			case "t":
-				if inText > 0 {
-					inText--
-				}
-			case "p":
-				out.writeString("\n")
-			case "tc":
-				out.writeString("\t")
-			}
-		case xml.CharData:
-			if inText > 0 {
-				out.writeBytes(t)
-			}
+			return f, nil
 		}
 	}
-	return trimmed(out), nil
+	return nil, failed(errors.New("no word/document.xml"))
+}
+
+// docxError is docxText's error for a document the decoder stopped in: a
+// file's fault already judged (the entry outgrew its bound) keeps its
+// status, any other makes the file FAILED.
+func docxError(err error) error {
+	var fe *fileError
+	if errors.As(err, &fe) {
+		return err
+	}
+	return failed(err)
+}
+
+// docxWalker is the state of docxText's walk: the text so far, and how
+// many w:t elements (the text runs) are open.
+type docxWalker struct {
+	out    *sink
+	inText int
+}
+
+// token renders one token of the document; only WordprocessingML's
+// elements count.
+func (w *docxWalker) token(tok xml.Token) {
+	switch t := tok.(type) {
+	case xml.StartElement:
+		if t.Name.Space == wordML {
+			w.start(t.Name.Local)
+		}
+	case xml.EndElement:
+		if t.Name.Space == wordML {
+			w.end(t.Name.Local)
+		}
+	case xml.CharData:
+		if w.inText > 0 {
+			w.out.writeBytes(t)
+		}
+	}
+}
+
+// start opens the element local: a text run, or writes a tab or a break.
+func (w *docxWalker) start(local string) {
+	switch local {
+	case "t":
+		w.inText++
+	case "tab":
+		w.out.writeString("\t")
+	case "br", "cr":
+		w.out.writeString("\n")
+	}
+}
+
+// end closes the element local: a text run, a paragraph (a line) or a
+// table cell (a tab).
+func (w *docxWalker) end(local string) {
+	switch local {
+	case "t":
+		if w.inText > 0 {
+			w.inText--
+		}
+	case "p":
+		w.out.writeString("\n")
+	case "tc":
+		w.out.writeString("\t")
+	}
 }
 
 // xlsxText renders each sheet as a line "Sheet: NAME" followed by its

@@ -204,6 +204,9 @@ func (s *Server) handle(c net.Conn, mode Mode, limit int64) {
 	case Garbage:
 		_, _ = c.Write([]byte("\xff\xfe HELO \x01\x02\x00"))
 		return
+	default:
+		// Normal and Fail answer the command below (Fail differs only
+		// for a scan); Hang never read it.
 	}
 	switch cmd {
 	case "PING":
@@ -215,21 +218,26 @@ func (s *Server) handle(c net.Conn, mode Mode, limit int64) {
 			reply("stream: Can't allocate memory ERROR")
 			return
 		}
-		found := bytes.Contains(data, EICAR())
-		s.mu.Lock()
-		s.scans++
-		if found {
-			s.infected++
-		}
-		s.mu.Unlock()
-		if found {
-			reply("stream: " + Signature + " FOUND")
-		} else {
-			reply("stream: OK")
-		}
+		reply(s.scan(data))
 	default:
 		reply("UNKNOWN COMMAND")
 	}
+}
+
+// scan counts a scan of the stream data and returns clamd's verdict on it:
+// infected if it holds the EICAR string, clean otherwise.
+func (s *Server) scan(data []byte) string {
+	found := bytes.Contains(data, EICAR())
+	s.mu.Lock()
+	s.scans++
+	if found {
+		s.infected++
+	}
+	s.mu.Unlock()
+	if found {
+		return "stream: " + Signature + " FOUND"
+	}
+	return "stream: OK"
 }
 
 var errTooLong = errors.New("stream too long")
