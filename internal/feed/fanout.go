@@ -284,6 +284,15 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.count(fresh)
+	f.keep(fresh, size)
+	f.tail, f.read = tail, gen
+	return nil
+}
+
+// keep appends fresh (size bytes) to the window and drops its oldest
+// events until it holds at most FanoutWindow events and FanoutWindowBytes.
+// The caller holds mu.
+func (f *Fanout) keep(fresh []events.Event, size int) {
 	f.window = append(f.window, fresh...)
 	f.bytes += size
 	cut := 0
@@ -295,8 +304,6 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 		f.base = f.window[cut-1].Seq
 		f.window = append([]events.Event(nil), f.window[cut:]...)
 	}
-	f.tail, f.read = tail, gen
-	return nil
 }
 
 // count counts the changes of rights and of shared reads among fresh, in

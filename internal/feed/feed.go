@@ -104,20 +104,9 @@ func (s *Service) Next(ctx context.Context, actor identity.Principal, after stri
 // page reads the events after the cursor after that lie in scope and
 // passes them through filter mode.
 func (s *Service) page(ctx context.Context, actor identity.Principal, scope authz.Scope, after string, limit int) (Page, error) {
-	cursor, ok := events.ParseCursor(after)
-	if !ok {
-		return Page{}, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
-	}
-	if cursor > 0 {
-		// Cursor 0 means "from the oldest kept event"; any other cursor
-		// below what retention removed would silently skip events.
-		horizon, err := s.log.Horizon(ctx, events.StreamClient)
-		if err != nil {
-			return Page{}, problem.Internal("feed.page", err)
-		}
-		if cursor < horizon {
-			return Page{}, problem.Expired(horizon)
-		}
+	cursor, err := s.cursor(ctx, after)
+	if err != nil {
+		return Page{}, err
 	}
 	if limit == 0 {
 		limit = s.limitDefault
@@ -127,7 +116,6 @@ func (s *Service) page(ctx context.Context, actor identity.Principal, scope auth
 	}
 	var chans, threads []string
 	if !scope.All {
-		var err error
 		if chans, threads, err = s.chat.VisibleIn(ctx, scope); err != nil {
 			return Page{}, problem.Internal("feed.page", err)
 		}
@@ -156,6 +144,27 @@ func (s *Service) page(ctx context.Context, actor identity.Principal, scope auth
 		return Page{}, err
 	}
 	return Page{Events: out, NextAfter: next, More: more}, nil
+}
+
+// cursor parses the cursor after and checks that retention has not removed
+// events after it: a cursor below the horizon would silently skip them.
+func (s *Service) cursor(ctx context.Context, after string) (int64, error) {
+	cursor, ok := events.ParseCursor(after)
+	if !ok {
+		return 0, problem.Invalid(problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
+	}
+	if cursor > 0 {
+		// Cursor 0 means "from the oldest kept event"; any other cursor
+		// below what retention removed would silently skip events.
+		horizon, err := s.log.Horizon(ctx, events.StreamClient)
+		if err != nil {
+			return 0, problem.Internal("feed.page", err)
+		}
+		if cursor < horizon {
+			return 0, problem.Expired(horizon)
+		}
+	}
+	return cursor, nil
 }
 
 // Visible says whether actor may see e now, in filter mode as listEvents

@@ -132,6 +132,54 @@ func TestListEventsPagesAndCursors(t *testing.T) {
 func TestListEventsScopes(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
+	sc := newScopeEvents(t, env)
+	for _, c := range []struct {
+		who                             string
+		thread, main, marketing, spaced bool
+	}{
+		{"robin", true, true, true, true},
+		{"lotse", true, false, false, false},
+		{"texter", true, true, true, false},
+		{"alex", true, true, false, true},
+		{"sam", true, true, true, false},
+		{"writer", true, true, false, false},
+	} {
+		got := sc.list(c.who)
+		if got[sc.thread.Seq] != c.thread || got[sc.main.Seq] != c.main || got[sc.marketing.Seq] != c.marketing || got[sc.spaceUpdated.Seq] != c.spaced {
+			t.Errorf("%s sees thread %v, main %v, marketing %v, space %v; want %+v", c.who,
+				got[sc.thread.Seq], got[sc.main.Seq], got[sc.marketing.Seq], got[sc.spaceUpdated.Seq], c)
+		}
+	}
+	lotse := env.Principal("lotse")
+	for _, c := range []struct {
+		e    events.Event
+		want bool
+	}{{sc.thread, true}, {sc.main, false}, {sc.marketing, false}} {
+		if ok, err := env.Feed.Visible(t.Context(), lotse, c.e); err != nil || ok != c.want {
+			t.Errorf("Visible(lotse, %s of thread %s) = %v %v, want %v", c.e.Type, c.e.ThreadID, ok, err, c.want)
+		}
+	}
+	sc.checkRevoke()
+}
+
+// scopeEvents is the fixture of TestListEventsScopes: the cursor before
+// its events and the four events whose readers it checks.
+type scopeEvents struct {
+	t    *testing.T
+	env  *moduletest.Env
+	from string
+	// thread is posted in a thread whose fixed operator is lotse, main in
+	// Support/Allgemein's main thread (operated by texter), marketing in
+	// Marketing/Kampagnen; spaceUpdated is the rename of Support.
+	thread, main, marketing, spaceUpdated events.Event
+}
+
+// newScopeEvents opens a thread in Support/Allgemein (operated by lotse,
+// the space's default), hands the channel to texter, then posts in the
+// thread, in the channel's main thread and in Marketing and renames
+// Support, and finds the four events in robin's list.
+func newScopeEvents(t *testing.T, env *moduletest.Env) *scopeEvents {
+	t.Helper()
 	ctx := t.Context()
 	robin := env.Principal("robin")
 	allgemein := env.World.Channel("Support/Allgemein")
@@ -162,86 +210,76 @@ func TestListEventsScopes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byMessage := func(id string) events.Event {
-		t.Helper()
-		for _, e := range all.Events {
-			if e.Type == events.MessageCreated && e.MessageID == id {
-				return e
-			}
-		}
-		t.Fatalf("no message.created of %s in %+v", id, all.Events)
-		return events.Event{}
-	}
-	var spaceUpdated events.Event
+	sc := &scopeEvents{t: t, env: env, from: from}
 	for _, e := range all.Events {
 		if e.Type == events.SpaceUpdated {
-			spaceUpdated = e
+			sc.spaceUpdated = e
 		}
 	}
-	if spaceUpdated.Seq == 0 || spaceUpdated.SpaceID != env.World.Spaces["Support"] {
+	if sc.spaceUpdated.Seq == 0 || sc.spaceUpdated.SpaceID != env.World.Spaces["Support"] {
 		t.Fatalf("no space.updated of Support in %+v", all.Events)
 	}
-	thread, main, marketing := byMessage(inThread.ID), byMessage(inMain.ID), byMessage(kampagne.ID)
-	sees := func(page feed.Page) map[int64]bool {
-		t.Helper()
-		got := map[int64]bool{}
-		for _, e := range page.Events {
-			got[e.Seq] = true
-		}
-		return got
-	}
-	list := func(who string) map[int64]bool {
-		t.Helper()
-		page, err := env.Feed.List(ctx, env.Principal(who), from, 0)
-		if err != nil {
-			t.Fatalf("%s lists: %v", who, err)
-		}
-		return sees(page)
-	}
-	for _, c := range []struct {
-		who                             string
-		thread, main, marketing, spaced bool
-	}{
-		{"robin", true, true, true, true},
-		{"lotse", true, false, false, false},
-		{"texter", true, true, true, false},
-		{"alex", true, true, false, true},
-		{"sam", true, true, true, false},
-		{"writer", true, true, false, false},
-	} {
-		got := list(c.who)
-		if got[thread.Seq] != c.thread || got[main.Seq] != c.main || got[marketing.Seq] != c.marketing || got[spaceUpdated.Seq] != c.spaced {
-			t.Errorf("%s sees thread %v, main %v, marketing %v, space %v; want %+v", c.who,
-				got[thread.Seq], got[main.Seq], got[marketing.Seq], got[spaceUpdated.Seq], c)
-		}
-	}
-	lotse := env.Principal("lotse")
-	for _, c := range []struct {
-		e    events.Event
-		want bool
-	}{{thread, true}, {main, false}, {marketing, false}} {
-		if ok, err := env.Feed.Visible(ctx, lotse, c.e); err != nil || ok != c.want {
-			t.Errorf("Visible(lotse, %s of thread %s) = %v %v, want %v", c.e.Type, c.e.ThreadID, ok, err, c.want)
-		}
-	}
+	sc.thread = messageCreated(t, all, inThread.ID)
+	sc.main = messageCreated(t, all, inMain.ID)
+	sc.marketing = messageCreated(t, all, kampagne.ID)
+	return sc
+}
 
+// messageCreated returns the message.created event of message id in page,
+// and fails the test if there is none.
+func messageCreated(t *testing.T, page feed.Page, id string) events.Event {
+	t.Helper()
+	for _, e := range page.Events {
+		if e.Type == events.MessageCreated && e.MessageID == id {
+			return e
+		}
+	}
+	t.Fatalf("no message.created of %s in %+v", id, page.Events)
+	return events.Event{}
+}
+
+// sees returns the set of sequence numbers in page.
+func sees(page feed.Page) map[int64]bool {
+	got := map[int64]bool{}
+	for _, e := range page.Events {
+		got[e.Seq] = true
+	}
+	return got
+}
+
+// list returns the set of events who lists from the fixture's cursor.
+func (sc *scopeEvents) list(who string) map[int64]bool {
+	sc.t.Helper()
+	page, err := sc.env.Feed.List(sc.t.Context(), sc.env.Principal(who), sc.from, 0)
+	if err != nil {
+		sc.t.Fatalf("%s lists: %v", who, err)
+	}
+	return sees(page)
+}
+
+// checkRevoke revokes sam's grant on Marketing and checks that Next, a
+// subscription's page, and Visible decide again: Marketing's event is
+// gone, the main thread's stays.
+func (sc *scopeEvents) checkRevoke() {
+	t, env, ctx := sc.t, sc.env, sc.t.Context()
+	t.Helper()
 	var grant string
 	if err := env.Pool.QueryRow(ctx, `SELECT id::text FROM grants WHERE subject_principal_id = $1 AND target_space_id = $2`,
 		env.World.ID("sam"), env.World.Spaces["Marketing"]).Scan(&grant); err != nil {
 		t.Fatalf("sam's Marketing grant: %v", err)
 	}
-	if _, err := env.Admin.RevokeGrant(ctx, robin, grant); err != nil {
+	if _, err := env.Admin.RevokeGrant(ctx, env.Principal("robin"), grant); err != nil {
 		t.Fatal(err)
 	}
 	sam := env.Principal("sam")
-	next, err := env.Feed.Next(ctx, sam, from, env.Feed.LimitMax())
+	next, err := env.Feed.Next(ctx, sam, sc.from, env.Feed.LimitMax())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sees(next); got[marketing.Seq] || !got[main.Seq] {
-		t.Fatalf("Next after the revoke: marketing %v, main %v", got[marketing.Seq], got[main.Seq])
+	if got := sees(next); got[sc.marketing.Seq] || !got[sc.main.Seq] {
+		t.Fatalf("Next after the revoke: marketing %v, main %v", got[sc.marketing.Seq], got[sc.main.Seq])
 	}
-	if ok, err := env.Feed.Visible(ctx, sam, marketing); err != nil || ok {
+	if ok, err := env.Feed.Visible(ctx, sam, sc.marketing); err != nil || ok {
 		t.Fatalf("Visible(sam, marketing) after the revoke = %v %v", ok, err)
 	}
 }

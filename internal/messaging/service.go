@@ -212,6 +212,17 @@ func ValidateCreate(kind identity.Kind, in Input, ptr string, firstMessage bool,
 	default:
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/kind", Code: "invalid_enum"})
 	}
+	fields = checkAgentFields(fields, kind, in, ptr, firstMessage)
+	fields = append(fields, checkAttachmentIDs(in.AttachmentFileIDs, ptr+"/attachment_file_ids")...)
+	if len(fields) > 0 {
+		return problem.Invalid(fields...)
+	}
+	return nil
+}
+
+// checkAgentFields applies the rules of the fields only an agent may send,
+// run_id and input_trust, and appends the broken ones to fields.
+func checkAgentFields(fields []problem.FieldError, kind identity.Kind, in Input, ptr string, firstMessage bool) []problem.FieldError {
 	// run_id names the run an agent answers in. A person or an app can never
 	// own a run, and a thread being created has none, so both are refused
 	// with the one uniform mismatch answer (the run itself is checked by the
@@ -228,11 +239,7 @@ func ValidateCreate(kind identity.Kind, in Input, ptr string, firstMessage bool,
 	case !trust.Known(in.InputTrust):
 		fields = append(fields, problem.FieldError{Pointer: ptr + "/input_trust", Code: "invalid_enum"})
 	}
-	fields = append(fields, checkAttachmentIDs(in.AttachmentFileIDs, ptr+"/attachment_file_ids")...)
-	if len(fields) > 0 {
-		return problem.Invalid(fields...)
-	}
-	return nil
+	return fields
 }
 
 // checkAttachmentIDs applies the list rules of attachment_file_ids: at
@@ -287,35 +294,9 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 	}
 	var out Message
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		thread, err := s.chatW.LockThread(ctx, threadID)
-		if err != nil {
-			return problem.Internal("messaging.create", err)
-		}
-		channel, err := s.chat.GetChannel(ctx, thread.ChannelID)
-		if err != nil {
-			return problem.Internal("messaging.create", err)
-		}
-		if in.ReplyToMessageID != "" {
-			if err := s.checkReply(ctx, threadID, in.ReplyToMessageID, "/reply_to_message_id"); err != nil {
-				return err
-			}
-		}
-		var evs []events.Event
-		if thread.State == chat.ThreadDone {
-			reopen, err := s.reopen(ctx, actor, thread, channel)
-			if err != nil {
-				return err
-			}
-			evs = append(evs, reopen...)
-			thread.State = chat.ThreadOpen
-		}
-		m, more, err := s.post(ctx, actor, thread, channel, in, hash, "/attachment_file_ids")
-		if err != nil {
-			return err
-		}
-		out = m
-		evs = append(evs, more...)
-		return s.events.Append(ctx, evs...)
+		var err error
+		out, err = s.createIn(ctx, actor, threadID, in, hash)
+		return err
 	})
 	if errors.Is(err, errReplayRace) {
 		m, _, err := s.replayAfterRace(ctx, actor, in.ClientMsgID, hash)
@@ -326,6 +307,39 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 	}
 	s.count(out)
 	return out, false, nil
+}
+
+// createIn is the unit of work of Create: it locks the thread, checks the
+// reply, reopens a done thread, posts the message and appends the events.
+func (s *Service) createIn(ctx context.Context, actor identity.Principal, threadID string, in Input, hash []byte) (Message, error) {
+	thread, err := s.chatW.LockThread(ctx, threadID)
+	if err != nil {
+		return Message{}, problem.Internal("messaging.create", err)
+	}
+	channel, err := s.chat.GetChannel(ctx, thread.ChannelID)
+	if err != nil {
+		return Message{}, problem.Internal("messaging.create", err)
+	}
+	if in.ReplyToMessageID != "" {
+		if err := s.checkReply(ctx, threadID, in.ReplyToMessageID, "/reply_to_message_id"); err != nil {
+			return Message{}, err
+		}
+	}
+	var evs []events.Event
+	if thread.State == chat.ThreadDone {
+		reopen, err := s.reopen(ctx, actor, thread, channel)
+		if err != nil {
+			return Message{}, err
+		}
+		evs = append(evs, reopen...)
+		thread.State = chat.ThreadOpen
+	}
+	m, more, err := s.post(ctx, actor, thread, channel, in, hash, "/attachment_file_ids")
+	if err != nil {
+		return Message{}, err
+	}
+	evs = append(evs, more...)
+	return m, s.events.Append(ctx, evs...)
 }
 
 // replay answers a create whose client_msg_id the author used before: the
@@ -499,34 +513,9 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	var thread chat.Thread
 	var first Message
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		channel, err := s.chat.GetChannel(ctx, channelID)
-		if err != nil {
-			return problem.Internal("messaging.createThread", err)
-		}
-		if in.ParentMessageID != "" {
-			if channel.Kind == chat.ChannelForum {
-				return problem.Invalid(problem.FieldError{Pointer: "/parent_message_id", Code: "invalid_reference", Detail: "a forum post has no parent message"})
-			}
-			if err := s.checkReply(ctx, channel.MainThreadID, in.ParentMessageID, "/parent_message_id"); err != nil {
-				return err
-			}
-		}
-		if in.First.ReplyToMessageID != "" {
-			return problem.Invalid(problem.FieldError{Pointer: "/first_message/reply_to_message_id", Code: "invalid_reference", Detail: "the first message of a thread cannot reply"})
-		}
-		t, err := s.chatW.CreateThread(ctx, chat.NewThread{Channel: channel, ParentMessageID: in.ParentMessageID, Title: in.Title,
-			ByAgent: actor.Kind == identity.KindAgent, CreatedBy: actor.ID, TitleFrom: in.First.ContentMD})
-		if err != nil {
-			return err
-		}
-		m, evs, err := s.post(ctx, actor, t, channel, in.First, hash, "/first_message/attachment_file_ids")
-		if err != nil {
-			return err
-		}
-		t.LastSeq = m.ThreadSeq
-		thread, first = t, m
-		created := events.Event{Type: events.ThreadCreated, ChannelID: channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)}
-		return s.events.Append(ctx, append([]events.Event{created}, evs...)...)
+		var err error
+		thread, first, err = s.createThreadIn(ctx, actor, channelID, in, hash)
+		return err
 	})
 	if errors.Is(err, errReplayRace) {
 		m, t, err := s.replayAfterRace(ctx, actor, in.First.ClientMsgID, hash)
@@ -540,6 +529,39 @@ func (s *Service) CreateThread(ctx context.Context, actor identity.Principal, ch
 	}
 	s.count(first)
 	return thread, first, false, nil
+}
+
+// createThreadIn is the unit of work of CreateThread: it checks the
+// parent and the first message's reply, creates the thread, posts its
+// first message and appends the events.
+func (s *Service) createThreadIn(ctx context.Context, actor identity.Principal, channelID string, in ThreadInput, hash []byte) (chat.Thread, Message, error) {
+	channel, err := s.chat.GetChannel(ctx, channelID)
+	if err != nil {
+		return chat.Thread{}, Message{}, problem.Internal("messaging.createThread", err)
+	}
+	if in.ParentMessageID != "" {
+		if channel.Kind == chat.ChannelForum {
+			return chat.Thread{}, Message{}, problem.Invalid(problem.FieldError{Pointer: "/parent_message_id", Code: "invalid_reference", Detail: "a forum post has no parent message"})
+		}
+		if err := s.checkReply(ctx, channel.MainThreadID, in.ParentMessageID, "/parent_message_id"); err != nil {
+			return chat.Thread{}, Message{}, err
+		}
+	}
+	if in.First.ReplyToMessageID != "" {
+		return chat.Thread{}, Message{}, problem.Invalid(problem.FieldError{Pointer: "/first_message/reply_to_message_id", Code: "invalid_reference", Detail: "the first message of a thread cannot reply"})
+	}
+	t, err := s.chatW.CreateThread(ctx, chat.NewThread{Channel: channel, ParentMessageID: in.ParentMessageID, Title: in.Title,
+		ByAgent: actor.Kind == identity.KindAgent, CreatedBy: actor.ID, TitleFrom: in.First.ContentMD})
+	if err != nil {
+		return chat.Thread{}, Message{}, err
+	}
+	m, evs, err := s.post(ctx, actor, t, channel, in.First, hash, "/first_message/attachment_file_ids")
+	if err != nil {
+		return chat.Thread{}, Message{}, err
+	}
+	t.LastSeq = m.ThreadSeq
+	created := events.Event{Type: events.ThreadCreated, ChannelID: channel.ID, ThreadID: t.ID, Payload: chat.ThreadPayload(t)}
+	return t, m, s.events.Append(ctx, append([]events.Event{created}, evs...)...)
 }
 
 // readableReplay answers the replay of a thread create only when actor may

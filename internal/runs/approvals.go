@@ -181,11 +181,7 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 	if err != nil {
 		return Approval{}, problem.Internal("runs.RespondToApproval", err)
 	}
-	known := false
-	for _, o := range a.Options {
-		known = known || o.ID == optionID
-	}
-	if !known {
+	if !a.hasOption(optionID) {
 		return Approval{}, problem.Invalid(problem.FieldError{Pointer: "/option_id", Code: "unknown_option", Detail: "one of the approval's options"})
 	}
 	_, path, err := s.authz.Authorize(ctx, actor, authz.ApprovalRespond, authz.Resource{Kind: authz.KindRun, ID: a.RunID})
@@ -206,13 +202,8 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 			return problem.Internal("runs.RespondToApproval", err)
 		}
 		now := s.st.clock.Now()
-		switch {
-		case cur.State == ApprovalDecided:
-			return problem.Newf(problem.Conflict, "already_decided", "the approval was answered already")
-		case cur.State == ApprovalExpired || (cur.State == ApprovalPending && !now.Before(cur.ExpiresAt)):
-			return problem.Newf(problem.Conflict, "approval_expired", "the approval expired")
-		case cur.State == ApprovalWithdrawn || !r.State.Active():
-			return errNotActive()
+		if err := answerable(cur, r, now); err != nil {
+			return err
 		}
 		if err := s.st.decideApproval(ctx, id, ApprovalDecided, optionID, actor.ID, now); err != nil {
 			return problem.Internal("runs.RespondToApproval", err)
@@ -226,6 +217,31 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 		return s.events.Append(ctx, evs...)
 	})
 	return out, err
+}
+
+// hasOption says whether optionID is one of a's options.
+func (a Approval) hasOption(optionID string) bool {
+	for _, o := range a.Options {
+		if o.ID == optionID {
+			return true
+		}
+	}
+	return false
+}
+
+// answerable says why approval a of run r cannot be answered at now: it
+// was answered already, it expired (or is pending past its expiry), or it
+// was withdrawn or its run is no longer active; nil when it can.
+func answerable(a Approval, r Run, now time.Time) error {
+	switch {
+	case a.State == ApprovalDecided:
+		return problem.Newf(problem.Conflict, "already_decided", "the approval was answered already")
+	case a.State == ApprovalExpired || (a.State == ApprovalPending && !now.Before(a.ExpiresAt)):
+		return problem.Newf(problem.Conflict, "approval_expired", "the approval expired")
+	case a.State == ApprovalWithdrawn || !r.State.Active():
+		return errNotActive()
+	}
+	return nil
 }
 
 // resumeAfterApproval takes run r, which waited for approval a (decided or

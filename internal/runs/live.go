@@ -444,36 +444,43 @@ func (h *liveHub) adopt(m liveMsg, reset bool) {
 		}
 		// Operations up to the snap's last one are in its box: their
 		// senders here cannot know whether they were taken.
-		for _, k := range b.kept[:i+1] {
-			if w := h.waiters[k.ID]; w != nil {
-				w <- liveResult{err: errLiveUnsure}
-				delete(h.waiters, k.ID)
-			}
-		}
+		h.unsure(b.kept[:i+1])
 		from = i + 1
 	} else {
-		for _, k := range b.kept {
-			if w := h.waiters[k.ID]; w != nil {
-				w <- liveResult{err: errLiveUnsure}
-				delete(h.waiters, k.ID)
-			}
-		}
+		h.unsure(b.kept)
 		from = len(b.kept)
 	}
 	kept := b.kept[from:]
 	b.box, b.synced, b.last, b.kept, b.history, b.asked = m.Box.box(), true, m.Last, nil, nil, time.Time{}
 	if reset {
 		b.last = m.ID
-		// Readers get the whole box.
-		whole := b.box.Text
-		ev := LiveEvent{RunID: m.Run, MessageID: b.anchor, ThreadID: b.thread, Delta: livebox.Delta{Version: b.box.Version,
-			Replace: &whole, Status: b.box.Status, Done: b.box.Done, At: b.box.UpdatedAt}}
-		for s := range h.subs {
-			s.offer(ev)
-		}
+		h.offerWhole(m.Run, b)
 	}
 	for _, k := range kept {
 		h.apply(m.Run, b, k)
+	}
+}
+
+// unsure answers the waiters of the operations kept with errLiveUnsure:
+// a box taken whole contains or drops them, and their senders here cannot
+// know which. The caller holds mu.
+func (h *liveHub) unsure(kept []liveMsg) {
+	for _, k := range kept {
+		if w := h.waiters[k.ID]; w != nil {
+			w <- liveResult{err: errLiveUnsure}
+			delete(h.waiters, k.ID)
+		}
+	}
+}
+
+// offerWhole offers the whole box b of run to every reader, after a reset
+// replaced it. The caller holds mu.
+func (h *liveHub) offerWhole(run string, b *replicaBox) {
+	whole := b.box.Text
+	ev := LiveEvent{RunID: run, MessageID: b.anchor, ThreadID: b.thread, Delta: livebox.Delta{Version: b.box.Version,
+		Replace: &whole, Status: b.box.Status, Done: b.box.Done, At: b.box.UpdatedAt}}
+	for s := range h.subs {
+		s.offer(ev)
 	}
 }
 

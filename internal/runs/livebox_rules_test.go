@@ -100,7 +100,6 @@ func TestLiveBoxRules_Update(t *testing.T) {
 	update := func(who string, h runs.Holder, u runs.LiveUpdate) (runs.Live, error) {
 		return env.Runs.UpdateLive(ctx, env.Principal(who), run, h, u)
 	}
-	str := func(s string) *string { return &s }
 
 	if l := liveOf(t, env, run); l.Version != 0 || l.Text != "" || l.Done || !l.UpdatedAt.IsZero() || l.RunID != run || l.AnchorID == "" {
 		t.Fatalf("a new box: %+v", l)
@@ -109,12 +108,12 @@ func TestLiveBoxRules_Update(t *testing.T) {
 	wantConflict(t, "update of a queued run", err, "run_not_started")
 	startAs(t, env, "lotse", run)
 
-	l, err := update("lotse", holder, runs.LiveUpdate{BaseVersion: 0, Append: "The printer ", Status: str("checking the queue")})
+	l, err := update("lotse", holder, runs.LiveUpdate{BaseVersion: 0, Append: "The printer ", Status: strPtr("checking the queue")})
 	if err != nil || l.Version != 1 || l.Text != "The printer " || l.Status != "checking the queue" || l.UpdatedAt.IsZero() {
 		t.Fatalf("first update: %+v %v", l, err)
 	}
 	anchor := l.AnchorID
-	if l, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 1, Replace: str("Printer "), Append: "is back."}); err != nil || l.Version != 2 || l.Text != "Printer is back." || l.Status != "checking the queue" {
+	if l, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 1, Replace: strPtr("Printer "), Append: "is back."}); err != nil || l.Version != 2 || l.Text != "Printer is back." || l.Status != "checking the queue" {
 		t.Fatalf("replace and append: %+v %v", l, err)
 	}
 	if l := liveOf(t, env, run); l.Version != 2 || l.Text != "Printer is back." || l.AnchorID != anchor {
@@ -124,27 +123,7 @@ func TestLiveBoxRules_Update(t *testing.T) {
 		t.Fatalf("an update was written to the database: stored version %d", n)
 	}
 
-	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 1, Append: "again"})
-	if p := problem.From("runs.TestLiveBoxRules_Update", err); p == nil || p.Code != problem.Conflict || p.Reason != "live_version" || p.CurrentVersion == nil || *p.CurrentVersion != 2 {
-		t.Fatalf("stale version: %v", err)
-	}
-	for _, h := range []string{"proc-b", ""} {
-		_, err = update("lotse", runs.Holder(h), runs.LiveUpdate{BaseVersion: 2, Append: "x"})
-		wantClaimed(t, "update by holder "+h, err)
-	}
-	if _, err = update("texter", holder, runs.LiveUpdate{BaseVersion: 2, Append: "x"}); problem.CodeOf(err) != problem.NotFound {
-		t.Fatalf("another agent: %v", err)
-	}
-	_, err = update("alex", holder, runs.LiveUpdate{BaseVersion: 2, Append: "x"})
-	if p := problem.From("runs.TestLiveBoxRules_Update", err); p == nil || p.Code != problem.Forbidden || p.Reason != "subject_kind_not_allowed" {
-		t.Fatalf("a person: %v", err)
-	}
-	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 2, Status: str(strings.Repeat("s", 201))})
-	wantFieldError(t, "long status", err, "/status", "too_long")
-	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 2, Append: strings.Repeat("a", 41)})
-	wantFieldError(t, "append over the limit", err, "/append", "too_long")
-	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 2, Append: strings.Repeat("a", 30)})
-	wantFieldError(t, "text over the limit", err, "/append", "too_long")
+	checkLiveRefusals(t, update)
 	if l := liveOf(t, env, run); l.Version != 2 || l.Text != "Printer is back." || l.Done {
 		t.Fatalf("refused updates changed the box: %+v", l)
 	}
@@ -166,10 +145,51 @@ func TestLiveBoxRules_Update(t *testing.T) {
 	finishAs(t, env, "lotse", run, domain.RunCompleted)
 	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 5, Append: "x"})
 	wantConflict(t, "update of an ended run", err, "run_not_active")
+	waitStoredDone(t, env, run, 5)
+}
+
+// strPtr returns a pointer to s.
+func strPtr(s string) *string { return &s }
+
+// checkLiveRefusals sends the updates of TestLiveBoxRules_Update that are
+// refused on a box at version 2: a stale base version (conflict
+// live_version naming version 2), another holder and no holder
+// (run_claimed), another agent (not_found), a person (forbidden
+// subject_kind_not_allowed), a status over 200 bytes, an append over
+// run.live_max_bytes (40) and an append that would make the text longer.
+func checkLiveRefusals(t *testing.T, update func(who string, h runs.Holder, u runs.LiveUpdate) (runs.Live, error)) {
+	t.Helper()
+	_, err := update("lotse", holder, runs.LiveUpdate{BaseVersion: 1, Append: "again"})
+	if p := problem.From("runs.TestLiveBoxRules_Update", err); p == nil || p.Code != problem.Conflict || p.Reason != "live_version" || p.CurrentVersion == nil || *p.CurrentVersion != 2 {
+		t.Fatalf("stale version: %v", err)
+	}
+	for _, h := range []string{"proc-b", ""} {
+		_, err = update("lotse", runs.Holder(h), runs.LiveUpdate{BaseVersion: 2, Append: "x"})
+		wantClaimed(t, "update by holder "+h, err)
+	}
+	if _, err = update("texter", holder, runs.LiveUpdate{BaseVersion: 2, Append: "x"}); problem.CodeOf(err) != problem.NotFound {
+		t.Fatalf("another agent: %v", err)
+	}
+	_, err = update("alex", holder, runs.LiveUpdate{BaseVersion: 2, Append: "x"})
+	if p := problem.From("runs.TestLiveBoxRules_Update", err); p == nil || p.Code != problem.Forbidden || p.Reason != "subject_kind_not_allowed" {
+		t.Fatalf("a person: %v", err)
+	}
+	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 2, Status: strPtr(strings.Repeat("s", 201))})
+	wantFieldError(t, "long status", err, "/status", "too_long")
+	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 2, Append: strings.Repeat("a", 41)})
+	wantFieldError(t, "append over the limit", err, "/append", "too_long")
+	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 2, Append: strings.Repeat("a", 30)})
+	wantFieldError(t, "text over the limit", err, "/append", "too_long")
+}
+
+// waitStoredDone waits until the stored copy of run's box is done at
+// version v, failing after ten seconds without a write.
+func waitStoredDone(t *testing.T, env *moduletest.Env, run string, v int) {
+	t.Helper()
 	for {
 		_, next := env.Runs.LiveWrites()
-		if v := env.Count(`SELECT coalesce((SELECT version FROM run_live WHERE run_id = $1 AND done), -1)`, run); v == 5 {
-			break
+		if got := env.Count(`SELECT coalesce((SELECT version FROM run_live WHERE run_id = $1 AND done), -1)`, run); got == v {
+			return
 		}
 		select {
 		case <-next:

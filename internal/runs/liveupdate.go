@@ -145,6 +145,13 @@ func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id str
 	if refusal != nil {
 		return liveResult{}, refusal
 	}
+	return awaitLive(ctx, wait)
+}
+
+// awaitLive waits at most liveDecideWait for this replica's decision on a
+// sent update: its result, or errLiveUnsure when the replica cannot know
+// whether the update was taken.
+func awaitLive(ctx context.Context, wait <-chan liveResult) (liveResult, error) {
 	timer := time.NewTimer(liveDecideWait)
 	defer timer.Stop()
 	select {

@@ -91,9 +91,72 @@ func TestLossPaths_EveryPath(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	listenLive(t, env)
-	ctx := t.Context()
 	robin := env.Principal("robin")
-	lotse, texter := env.Principal("lotse"), env.Principal("texter")
+	f := newLossFixture(t, env)
+
+	t.Run("thread moved", func(t *testing.T) {
+		thread := readRun(t, env, "lotse", f.moved).ThreadID
+		if _, err := env.Modules.ChatUseCases.Move(t.Context(), robin, thread, env.World.Channel("Marketing/Kampagnen").ID); err != nil {
+			t.Fatalf("move: %v", err)
+		}
+		f.marked(t, "lotse", f.moved)
+		f.unaffected(t)
+		lossOnEveryPath(t, env, "lotse", f.moved, f.finish(t, "lotse", f.moved))
+	})
+	t.Run("channel archived", func(t *testing.T) {
+		if _, err := env.Admin.ArchiveChannel(t.Context(), robin, env.World.Channel("Support/Eskalation").ID); err != nil {
+			t.Fatalf("archive: %v", err)
+		}
+		f.marked(t, "lotse", f.archivedChan)
+		f.unaffected(t)
+		lossOnEveryPath(t, env, "lotse", f.archivedChan, f.cancel(t, "lotse", f.archivedChan), problem.ChannelReadOnly)
+	})
+	t.Run("space archived", func(t *testing.T) {
+		if _, err := env.Admin.ArchiveSpace(t.Context(), robin, env.World.Spaces["Marketing"]); err != nil {
+			t.Fatalf("archive: %v", err)
+		}
+		if r := readRun(t, env, "texter", f.archivedSpace); r.State != domain.RunWaitingInput || !r.CancelRequested || r.TriggerLostAt == nil {
+			t.Fatalf("the waiting run right after the loss: %+v", r)
+		}
+		f.told(t, "texter", f.archivedSpace)
+		f.unaffected(t)
+		// Sam's answer to the approval is refused (the archive caps every
+		// level at read): the approval stays pending.
+		_, err := env.Runs.RespondToApproval(t.Context(), env.Principal("sam"), f.approval.ID, "yes")
+		if p := problem.From("runs.TestLossPaths_EveryPath", err); p == nil || p.Code != problem.ChannelReadOnly || p.Reason != "channel_archived" {
+			t.Fatalf("sam answers the approval after the loss: %v", err)
+		}
+		if n := env.Count(`SELECT count(*) FROM run_approvals WHERE id = $1 AND state = 'pending'`, f.approval.ID); n != 1 {
+			t.Fatal("the refused answer decided the approval")
+		}
+		lossOnEveryPath(t, env, "texter", f.archivedSpace, f.finish(t, "texter", f.archivedSpace), problem.ChannelReadOnly)
+	})
+	t.Run("person disabled", func(t *testing.T) {
+		st := identity.StatusDisabled
+		if _, err := env.Admin.UpdatePrincipal(t.Context(), robin, env.World.ID("alex"), identity.PrincipalPatch{Status: &st}); err != nil {
+			t.Fatalf("disable: %v", err)
+		}
+		f.marked(t, "lotse", f.disabled)
+		lossOnEveryPath(t, env, "lotse", f.disabled, f.cancel(t, "lotse", f.disabled))
+	})
+}
+
+// lossFixture holds the running runs of TestLossPaths_EveryPath, one per
+// path of loss, each started by the test's holder: lotse's runs for Alex
+// in two threads of Support/Allgemein (moved, disabled) and in
+// Support/Eskalation (archivedChan), and texter's run for Sam in
+// Marketing/Kampagnen (archivedSpace), waiting for approval.
+type lossFixture struct {
+	env                                          *moduletest.Env
+	moved, disabled, archivedChan, archivedSpace string
+	approval                                     runs.Approval
+}
+
+// newLossFixture starts the runs of the fixture, requests the approval and
+// polls lotse's stream up to now, so that told sees only what follows.
+func newLossFixture(t *testing.T, env *moduletest.Env) *lossFixture {
+	t.Helper()
+	ctx := t.Context()
 	started := func(agent, run string) string {
 		t.Helper()
 		startAs(t, env, agent, run)
@@ -104,98 +167,67 @@ func TestLossPaths_EveryPath(t *testing.T) {
 		th := newThread(t, env, "writer", "Support/Allgemein", "loss2 "+name)
 		return started("lotse", runOf(t, env, env.Post("alex", th, "loss2-"+name, "@lotse "+name)))
 	}
-	moved := alexIn("moved")
-	disabled := alexIn("disabled")
-	archivedChan := started("lotse", runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "loss2-chan", "@lotse escalation")))
-	archivedSpace := started("texter", activeRunIn(t, env, newThread(t, env, "sam", "Marketing/Kampagnen", "@texter a campaign")))
-	approval, err := env.Runs.RequestApproval(ctx, texter, archivedSpace, holder, approvalReq)
-	if err != nil {
+	f := &lossFixture{env: env}
+	f.moved = alexIn("moved")
+	f.disabled = alexIn("disabled")
+	f.archivedChan = started("lotse", runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "loss2-chan", "@lotse escalation")))
+	f.archivedSpace = started("texter", activeRunIn(t, env, newThread(t, env, "sam", "Marketing/Kampagnen", "@texter a campaign")))
+	var err error
+	if f.approval, err = env.Runs.RequestApproval(ctx, env.Principal("texter"), f.archivedSpace, holder, approvalReq); err != nil {
 		t.Fatalf("approval: %v", err)
 	}
-	if _, err := env.Runs.Poll(ctx, lotse, "", 0); err != nil {
+	if _, err := env.Runs.Poll(ctx, env.Principal("lotse"), "", 0); err != nil {
 		t.Fatal(err)
 	}
-	told := func(agent, run string) {
-		t.Helper()
-		page, err := env.Runs.Poll(ctx, env.Principal(agent), "", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range page.Events {
-			if e.Type == events.RunCancelRequested && e.Payload["run_id"] == run {
-				return
-			}
-		}
-		t.Fatalf("%s was not told run.cancel_requested for %s", agent, run)
-	}
-	marked := func(agent, run string) {
-		t.Helper()
-		if r := readRun(t, env, agent, run); r.State != domain.RunRunning || !r.CancelRequested || r.TriggerLostAt == nil {
-			t.Fatalf("run %s right after the loss: %+v", run, r)
-		}
-		told(agent, run)
-	}
-	unaffected := func() {
-		t.Helper()
-		if r := readRun(t, env, "lotse", disabled); r.CancelRequested || r.TriggerLostAt != nil {
-			t.Fatalf("the run of the person elsewhere was touched: %+v", r)
-		}
-		mustContext(t, env, "lotse", disabled)
-	}
-	finish := func(agent, run string) func() (runs.Run, error) {
-		return func() (runs.Run, error) {
-			return env.Runs.Finish(ctx, env.Principal(agent), run, holder, domain.RunCompleted, "")
-		}
-	}
-	cancel := func(agent, run string) func() (runs.Run, error) {
-		return func() (runs.Run, error) { return env.Runs.Cancel(ctx, env.Principal(agent), run, holder) }
-	}
+	return f
+}
 
-	t.Run("thread moved", func(t *testing.T) {
-		thread := readRun(t, env, "lotse", moved).ThreadID
-		if _, err := env.Modules.ChatUseCases.Move(ctx, robin, thread, env.World.Channel("Marketing/Kampagnen").ID); err != nil {
-			t.Fatalf("move: %v", err)
+// told fails the test unless agent's stream tells run.cancel_requested for
+// run.
+func (f *lossFixture) told(t *testing.T, agent, run string) {
+	t.Helper()
+	page, err := f.env.Runs.Poll(t.Context(), f.env.Principal(agent), "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Events {
+		if e.Type == events.RunCancelRequested && e.Payload["run_id"] == run {
+			return
 		}
-		marked("lotse", moved)
-		unaffected()
-		lossOnEveryPath(t, env, "lotse", moved, finish("lotse", moved))
-	})
-	t.Run("channel archived", func(t *testing.T) {
-		if _, err := env.Admin.ArchiveChannel(ctx, robin, env.World.Channel("Support/Eskalation").ID); err != nil {
-			t.Fatalf("archive: %v", err)
-		}
-		marked("lotse", archivedChan)
-		unaffected()
-		lossOnEveryPath(t, env, "lotse", archivedChan, cancel("lotse", archivedChan), problem.ChannelReadOnly)
-	})
-	t.Run("space archived", func(t *testing.T) {
-		if _, err := env.Admin.ArchiveSpace(ctx, robin, env.World.Spaces["Marketing"]); err != nil {
-			t.Fatalf("archive: %v", err)
-		}
-		if r := readRun(t, env, "texter", archivedSpace); r.State != domain.RunWaitingInput || !r.CancelRequested || r.TriggerLostAt == nil {
-			t.Fatalf("the waiting run right after the loss: %+v", r)
-		}
-		told("texter", archivedSpace)
-		unaffected()
-		// Sam's answer to the approval is refused (the archive caps every
-		// level at read): the approval stays pending.
-		_, err := env.Runs.RespondToApproval(ctx, env.Principal("sam"), approval.ID, "yes")
-		if p := problem.From("runs.TestLossPaths_EveryPath", err); p == nil || p.Code != problem.ChannelReadOnly || p.Reason != "channel_archived" {
-			t.Fatalf("sam answers the approval after the loss: %v", err)
-		}
-		if n := env.Count(`SELECT count(*) FROM run_approvals WHERE id = $1 AND state = 'pending'`, approval.ID); n != 1 {
-			t.Fatal("the refused answer decided the approval")
-		}
-		lossOnEveryPath(t, env, "texter", archivedSpace, finish("texter", archivedSpace), problem.ChannelReadOnly)
-	})
-	t.Run("person disabled", func(t *testing.T) {
-		st := identity.StatusDisabled
-		if _, err := env.Admin.UpdatePrincipal(ctx, robin, env.World.ID("alex"), identity.PrincipalPatch{Status: &st}); err != nil {
-			t.Fatalf("disable: %v", err)
-		}
-		marked("lotse", disabled)
-		lossOnEveryPath(t, env, "lotse", disabled, cancel("lotse", disabled))
-	})
+	}
+	t.Fatalf("%s was not told run.cancel_requested for %s", agent, run)
+}
+
+// marked fails the test unless run still runs, marked cancel requested and
+// trigger lost, and its agent was told.
+func (f *lossFixture) marked(t *testing.T, agent, run string) {
+	t.Helper()
+	if r := readRun(t, f.env, agent, run); r.State != domain.RunRunning || !r.CancelRequested || r.TriggerLostAt == nil {
+		t.Fatalf("run %s right after the loss: %+v", run, r)
+	}
+	f.told(t, agent, run)
+}
+
+// unaffected fails the test unless the run of the same person elsewhere
+// (disabled, before its own loss) is untouched and reads its context.
+func (f *lossFixture) unaffected(t *testing.T) {
+	t.Helper()
+	if r := readRun(t, f.env, "lotse", f.disabled); r.CancelRequested || r.TriggerLostAt != nil {
+		t.Fatalf("the run of the person elsewhere was touched: %+v", r)
+	}
+	mustContext(t, f.env, "lotse", f.disabled)
+}
+
+// finish returns the end of run by agent's finish COMPLETED.
+func (f *lossFixture) finish(t *testing.T, agent, run string) func() (runs.Run, error) {
+	return func() (runs.Run, error) {
+		return f.env.Runs.Finish(t.Context(), f.env.Principal(agent), run, holder, domain.RunCompleted, "")
+	}
+}
+
+// cancel returns the end of run by agent's own cancel.
+func (f *lossFixture) cancel(t *testing.T, agent, run string) func() (runs.Run, error) {
+	return func() (runs.Run, error) { return f.env.Runs.Cancel(t.Context(), f.env.Principal(agent), run, holder) }
 }
 
 // TestLossPaths_GrantExpiry pins that the expiry of the grant that gave

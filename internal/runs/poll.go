@@ -114,11 +114,8 @@ func (s *Service) PollFirst(ctx context.Context, actor identity.Principal, after
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsPoll, authz.Own(authz.KindAgent, actor.ID)); err != nil {
 		return Page{}, err
 	}
-	if wait < 0 {
-		return Page{}, problem.Invalid(problem.FieldError{Pointer: "wait", Code: "out_of_range", Detail: "must not be negative"})
-	}
-	if first < 1 || first > PollLimit {
-		return Page{}, problem.Invalid(problem.FieldError{Pointer: "first", Code: "out_of_range", Detail: "must lie between 1 and 100"})
+	if err := checkPollArgs(wait, first); err != nil {
+		return Page{}, err
 	}
 	cursor, err := s.resolveCursor(ctx, actor.ID, after, "after")
 	if err != nil {
@@ -151,23 +148,50 @@ func (s *Service) PollFirst(ctx context.Context, actor identity.Principal, after
 			}
 			return Page{Events: evs, NextAfter: strconv.FormatInt(evs[len(evs)-1].Seq, 10), More: more}, nil
 		}
-		unpark := s.hub.park()
-		select {
-		case <-changed:
-			unpark()
-		case <-deadline.C:
-			unpark()
-			if err := s.stillAuthorized(ctx, actor); err != nil {
-				return Page{}, err
-			}
-			return empty()
-		case <-s.hub.Stopping():
-			unpark()
-			return empty()
-		case <-ctx.Done():
-			unpark()
+		again, err := s.awaitCommit(ctx, actor, changed, deadline.C)
+		if err != nil {
+			return Page{}, err
+		}
+		if !again {
 			return empty()
 		}
+	}
+}
+
+// checkPollArgs checks the arguments of a poll: wait not negative, first
+// between 1 and PollLimit.
+func checkPollArgs(wait time.Duration, first int) error {
+	if wait < 0 {
+		return problem.Invalid(problem.FieldError{Pointer: "wait", Code: "out_of_range", Detail: "must not be negative"})
+	}
+	if first < 1 || first > PollLimit {
+		return problem.Invalid(problem.FieldError{Pointer: "first", Code: "out_of_range", Detail: "must lie between 1 and 100"})
+	}
+	return nil
+}
+
+// awaitCommit parks a poll that found nothing until a commit on any
+// replica changes the hub (again true: read once more), or the deadline,
+// the hub's stop or the end of ctx (again false: the poll answers an empty
+// page). At the deadline it checks the caller's token and status again.
+func (s *Service) awaitCommit(ctx context.Context, actor identity.Principal, changed <-chan struct{}, deadline <-chan time.Time) (again bool, err error) {
+	unpark := s.hub.park()
+	select {
+	case <-changed:
+		unpark()
+		return true, nil
+	case <-deadline:
+		unpark()
+		if err := s.stillAuthorized(ctx, actor); err != nil {
+			return false, err
+		}
+		return false, nil
+	case <-s.hub.Stopping():
+		unpark()
+		return false, nil
+	case <-ctx.Done():
+		unpark()
+		return false, nil
 	}
 }
 

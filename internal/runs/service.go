@@ -149,7 +149,16 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 			return nil, err
 		}
 		return s.addFollowup(ctx, active, p.Message.ID, p.Channel.ID)
+	default:
+		// messaging.TriggerAccepted, the only other outcome.
+		return s.acceptTrigger(ctx, p, d)
 	}
+}
+
+// acceptTrigger records the accepted trigger on p's message and starts the
+// run of d's addressee: in a new thread under the message when d says
+// auto thread, else in the message's thread.
+func (s *Service) acceptTrigger(ctx context.Context, p *messaging.Posted, d domain.TriggerDecision) ([]events.Event, error) {
 	if err := s.setTrigger(ctx, p, messaging.TriggerAccepted, ""); err != nil {
 		return nil, err
 	}
@@ -248,40 +257,12 @@ func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Threa
 	path := chat.PathInThread(c, t, authz.KindThread, t.ID)
 	base := placeFacts(t, c)
 	operator := base.Operator()
-	ask := map[string]bool{operator: true}
-	mentioned := map[string]string{} // message id to its first mentioned agent
-	for _, m := range msgs {
-		ask[m.Author.ID] = true
-		for _, r := range m.Mentions {
-			if r.Kind == identity.KindAgent {
-				mentioned[m.ID] = r.ID
-				ask[r.ID] = true
-				break
-			}
-		}
-	}
-	idList := make([]string, 0, len(ask))
-	for id := range ask {
-		if id != "" {
-			idList = append(idList, id)
-		}
-	}
+	idList, mentioned := followupPeople(msgs, operator)
 	people, err := s.ident.GetMany(ctx, idList)
 	if err != nil {
 		return nil, nil, err
 	}
-	var authors, agents []identity.Principal
-	seenAuthor, seenAgent := map[string]bool{}, map[string]bool{}
-	for _, m := range msgs {
-		if p, ok := people[m.Author.ID]; ok && !seenAuthor[p.ID] {
-			seenAuthor[p.ID] = true
-			authors = append(authors, p)
-		}
-		if a, ok := people[mentioned[m.ID]]; ok && !seenAgent[a.ID] {
-			seenAgent[a.ID] = true
-			agents = append(agents, a)
-		}
-	}
+	authors, agents := followupAsked(msgs, people, mentioned)
 	writers, err := s.authz.Allowed(ctx, authz.MessageTrigger, authz.Facts{Path: path}, authors...)
 	if err != nil {
 		return nil, nil, err
@@ -307,6 +288,50 @@ func (s *Service) followupFacts(ctx context.Context, list []string, t chat.Threa
 		out[id] = f
 	}
 	return out, msgs, nil
+}
+
+// followupPeople returns the ids of the principals the trigger facts of the
+// follow-ups' messages msgs need, each once: the place's operator, the
+// messages' authors and the first agent each message mentions; mentioned
+// maps a message id to that agent.
+func followupPeople(msgs map[string]messaging.Message, operator string) (idList []string, mentioned map[string]string) {
+	ask := map[string]bool{operator: true}
+	mentioned = map[string]string{}
+	for _, m := range msgs {
+		ask[m.Author.ID] = true
+		for _, r := range m.Mentions {
+			if r.Kind == identity.KindAgent {
+				mentioned[m.ID] = r.ID
+				ask[r.ID] = true
+				break
+			}
+		}
+	}
+	idList = make([]string, 0, len(ask))
+	for id := range ask {
+		if id != "" {
+			idList = append(idList, id)
+		}
+	}
+	return idList, mentioned
+}
+
+// followupAsked returns, each once and among the principals people still
+// holds, the authors of msgs (whose trigger right is asked) and the agents
+// they mention first (whose read right is asked).
+func followupAsked(msgs map[string]messaging.Message, people map[string]identity.Principal, mentioned map[string]string) (authors, agents []identity.Principal) {
+	seenAuthor, seenAgent := map[string]bool{}, map[string]bool{}
+	for _, m := range msgs {
+		if p, ok := people[m.Author.ID]; ok && !seenAuthor[p.ID] {
+			seenAuthor[p.ID] = true
+			authors = append(authors, p)
+		}
+		if a, ok := people[mentioned[m.ID]]; ok && !seenAgent[a.ID] {
+			seenAgent[a.ID] = true
+			agents = append(agents, a)
+		}
+	}
+	return authors, agents
 }
 
 // trigger locates a triggering message.
@@ -431,6 +456,8 @@ func (s *Service) transition(ctx context.Context, run Run, to domain.RunState, r
 		}
 	case domain.RunCompleted, domain.RunFailed, domain.RunCancelled:
 		run.EndedAt, run.EndReason = &now, reason
+	case domain.RunQueued, domain.RunWaitingInput:
+		// Neither starts nor ends the run.
 	}
 	if !to.Active() || to == domain.RunQueued {
 		// A claim never survives the run's end, nor a return to queued.
@@ -483,23 +510,7 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 	}
 	switch err := verdict; {
 	case err == nil:
-		// An answer is a call of the holder on the run: it renews the lease
-		// (the run row is locked FOR SHARE; this unit holds the thread row,
-		// so no other unit waits on it for the upgrade).
-		if err := s.st.renewClaimedLease(ctx, run.ID, s.st.clock.Now().Add(s.timeouts.Lease)); err != nil {
-			return problem.Internal("runs.checkAnswer", err)
-		}
-		if err := s.st.recordAnswer(ctx, run.ID, p.Message.ID, p.ClientMsgID, s.st.clock.Now()); err != nil {
-			return problem.Internal("runs.checkAnswer", err)
-		}
-		// The answer holds the text now: the box drops it in the answer's
-		// commit, so no reader shows it twice.
-		if p.Message.Kind == messaging.KindText {
-			if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: run.ID, Kind: string(livebox.Answered), At: s.st.clock.Now().UnixMicro()}); err != nil {
-				return problem.Internal("runs.checkAnswer", err)
-			}
-		}
-		return nil
+		return s.acceptAnswer(ctx, p, run.ID)
 	case errors.Is(err, domain.ErrAnswerRunNotActive):
 		return problem.Newf(problem.Conflict, "run_not_active", "the run has ended; send the message again without run_id")
 	case errors.Is(err, domain.ErrAnswerRunClaimed):
@@ -507,4 +518,27 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 	default:
 		return problem.Invalid(problem.FieldError{Pointer: "/run_id", Code: "run_mismatch", Detail: messaging.RunMismatchDetail})
 	}
+}
+
+// acceptAnswer records p's message as an answer in run runID, which the
+// answer check accepted: it renews the run's lease, stores the answer and
+// empties the live box of a text answer.
+func (s *Service) acceptAnswer(ctx context.Context, p *messaging.Posted, runID string) error {
+	// An answer is a call of the holder on the run: it renews the lease
+	// (the run row is locked FOR SHARE; this unit holds the thread row,
+	// so no other unit waits on it for the upgrade).
+	if err := s.st.renewClaimedLease(ctx, runID, s.st.clock.Now().Add(s.timeouts.Lease)); err != nil {
+		return problem.Internal("runs.checkAnswer", err)
+	}
+	if err := s.st.recordAnswer(ctx, runID, p.Message.ID, p.ClientMsgID, s.st.clock.Now()); err != nil {
+		return problem.Internal("runs.checkAnswer", err)
+	}
+	// The answer holds the text now: the box drops it in the answer's
+	// commit, so no reader shows it twice.
+	if p.Message.Kind == messaging.KindText {
+		if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: runID, Kind: string(livebox.Answered), At: s.st.clock.Now().UnixMicro()}); err != nil {
+			return problem.Internal("runs.checkAnswer", err)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -163,7 +164,7 @@ func (s *Service) sweepRun(ctx context.Context, d dueRun) (took SweepAction, don
 			return err // not locked: another unit holds the thread; the next sweep retries
 		}
 		r, err := s.st.getRun(ctx, d.run, lockSkipLocked)
-		if err == ErrNotFound {
+		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -195,6 +196,8 @@ func (s *Service) applySweep(ctx context.Context, r Run, action SweepAction, cha
 	var evs []events.Event
 	var err error
 	switch action {
+	case SweepNone:
+		// Nothing to settle; sweepRun does not call it for this one.
 	case SweepTimeout:
 		_, evs, err = s.end(ctx, r, domain.RunFailed, "timeout", channelID)
 	case SweepRevoked:

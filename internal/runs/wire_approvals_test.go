@@ -79,7 +79,44 @@ func TestApprovals_OnBothFaces(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	run, s := startedByProcA(t, env, "appr-q", "@lotse file a ticket for the printer")
+	a := requestApprovalChecked(t, env, run)
+	checkApprovalPrivacy(t, env, a)
+	checkRefusedAnswers(t, env, run, a)
 
+	d := respondREST(env, "alex", a.ID, "approve")
+	if d.Status != http.StatusOK {
+		t.Fatalf("alex: %d %s", d.Status, d.Body)
+	}
+	var decided approvalREST
+	d.JSON(t, &decided)
+	if decided.State != "decided" || decided.Option["id"] != "approve" || decided.DecidedBy["handle"] != "alex" || decided.DecidedAt == nil {
+		t.Fatalf("decided %+v", decided)
+	}
+	if st := runState(t, env, run); st != "RUNNING" {
+		t.Fatalf("run %s after the answer", st)
+	}
+	if n := env.Count(`SELECT count(*) FROM audit_log WHERE action = 'approval.respond' AND decision = 'allow' AND actor_id = $1`, env.World.ID("alex")); n != 1 {
+		t.Fatalf("%d audit rows of the answer", n)
+	}
+	evs := decidedEvents(t, env, s)
+	if len(evs) != 1 || evs[0]["approval_id"] != a.ID || evs[0]["option_id"] != "approve" || evs[0]["state"] != "decided" || evs[0]["run_id"] != run {
+		t.Fatalf("agent events %+v", evs)
+	}
+	apitest.WantProblem(t, "twice", respondREST(env, "alex", a.ID, "deny"), http.StatusConflict, "conflict", "already_decided")
+	// Robin now reads who answered, not what.
+	var seen approvalREST
+	env.REST(http.MethodGet, "/api/v1/approvals/"+a.ID, env.World.Token("robin"), nil).JSON(t, &seen)
+	if seen.State != "decided" || seen.DecidedBy["handle"] != "alex" || seen.Option != nil {
+		t.Fatalf("robin reads the decision as %+v", seen)
+	}
+}
+
+// requestApprovalChecked requests approvalBody for run as proc-a and
+// returns the approval: another holder and a request without options are
+// refused first, the run waits once it is asked, and a second request
+// while it is pending is approval_pending.
+func requestApprovalChecked(t *testing.T, env *apitest.Env, run string) approvalREST {
+	t.Helper()
 	apitest.WantProblem(t, "other holder", requestApprovalREST(env, run, "proc-b", approvalBody), http.StatusConflict, "conflict", "run_claimed")
 	apitest.WantProblem(t, "no options", requestApprovalREST(env, run, "proc-a", map[string]any{"title": "x", "options": []any{}}), http.StatusBadRequest, "validation_failed", "")
 	r := requestApprovalREST(env, run, "proc-a", approvalBody)
@@ -95,8 +132,14 @@ func TestApprovals_OnBothFaces(t *testing.T) {
 		t.Fatalf("run %s while it waits", st)
 	}
 	apitest.WantProblem(t, "second request", requestApprovalREST(env, run, "proc-a", approvalBody), http.StatusConflict, "conflict", "approval_pending")
+	return a
+}
 
-	// Robin reads the thread: title and state, nothing private.
+// checkApprovalPrivacy checks that Robin, who reads the thread, reads the
+// pending approval's title and state but not its detail or options, over
+// REST and on its card, where Alex reads them.
+func checkApprovalPrivacy(t *testing.T, env *apitest.Env, a approvalREST) {
+	t.Helper()
 	var seen approvalREST
 	env.REST(http.MethodGet, "/api/v1/approvals/"+a.ID, env.World.Token("robin"), nil).JSON(t, &seen)
 	if seen.Title != approvalBody["title"] || seen.State != "pending" || seen.Detail != nil || seen.Options != nil {
@@ -120,7 +163,13 @@ func TestApprovals_OnBothFaces(t *testing.T) {
 			t.Fatalf("%s reads the card as %+v", who, card)
 		}
 	}
-	// Anyone but Alex: the 404 of a missing approval, on both faces.
+}
+
+// checkRefusedAnswers checks the answers to approval a that are refused:
+// anyone but Alex gets the 404 of a missing approval on both faces, and
+// Alex's unknown option is invalid; run keeps waiting.
+func checkRefusedAnswers(t *testing.T, env *apitest.Env, run string, a approvalREST) {
+	t.Helper()
 	missing := respondREST(env, "robin", "01a23b18-0000-7000-8000-000000000000", "approve")
 	apitest.WantProblem(t, "missing", missing, http.StatusNotFound, "not_found", "")
 	if other := respondREST(env, "robin", a.ID, "approve"); !apitest.SameAnswer(t, other, missing) {
@@ -136,32 +185,6 @@ func TestApprovals_OnBothFaces(t *testing.T) {
 	apitest.WantProblem(t, "unknown option", respondREST(env, "alex", a.ID, "maybe"), http.StatusBadRequest, "validation_failed", "")
 	if st := runState(t, env, run); st != "WAITING_INPUT" {
 		t.Fatalf("refused answers changed the run: %s", st)
-	}
-
-	d := respondREST(env, "alex", a.ID, "approve")
-	if d.Status != http.StatusOK {
-		t.Fatalf("alex: %d %s", d.Status, d.Body)
-	}
-	var decided approvalREST
-	d.JSON(t, &decided)
-	if decided.State != "decided" || decided.Option["id"] != "approve" || decided.DecidedBy["handle"] != "alex" || decided.DecidedAt == nil {
-		t.Fatalf("decided %+v", decided)
-	}
-	if st := runState(t, env, run); st != "RUNNING" {
-		t.Fatalf("run %s after the answer", st)
-	}
-	if n := env.Count(`SELECT count(*) FROM audit_log WHERE action = 'approval.respond' AND decision = 'allow' AND actor_id = $1`, env.World.ID("alex")); n != 1 {
-		t.Fatalf("%d audit rows of the answer", n)
-	}
-	evs := decidedEvents(t, env, s)
-	if len(evs) != 1 || evs[0]["approval_id"] != a.ID || evs[0]["option_id"] != "approve" || evs[0]["state"] != "decided" || evs[0]["run_id"] != run {
-		t.Fatalf("agent events %+v", evs)
-	}
-	apitest.WantProblem(t, "twice", respondREST(env, "alex", a.ID, "deny"), http.StatusConflict, "conflict", "already_decided")
-	// Robin now reads who answered, not what.
-	env.REST(http.MethodGet, "/api/v1/approvals/"+a.ID, env.World.Token("robin"), nil).JSON(t, &seen)
-	if seen.State != "decided" || seen.DecidedBy["handle"] != "alex" || seen.Option != nil {
-		t.Fatalf("robin reads the decision as %+v", seen)
 	}
 }
 

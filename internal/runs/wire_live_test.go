@@ -210,21 +210,7 @@ func TestLiveBox_OnBothFaces(t *testing.T) {
 		t.Fatalf("Run.live before a write: %+v", got)
 	}
 
-	// A stale version: 409 live_version with the current version.
-	stale := updateLiveREST(env, "lotse", run, "proc-a", map[string]any{"base_version": 1, "append": "again"})
-	if p := apitest.WantProblem(t, "stale REST", stale, http.StatusConflict, "conflict", "live_version"); p.CurrentVersion == nil || *p.CurrentVersion != 2 {
-		t.Fatalf("current_version %v in %s", p.CurrentVersion, stale.Body)
-	}
-	if _, errs := updateLive(t, env, "lotse", run, "proc-a", map[string]any{"baseVersion": 0, "append": "x"}); len(errs) != 1 ||
-		errs[0].Extensions.Reason != "live_version" || errs[0].Extensions.CurrentVersion == nil || *errs[0].Extensions.CurrentVersion != 2 {
-		t.Fatalf("stale GraphQL: %+v", errs)
-	}
-	// Another holder, no holder, a too long status, another agent.
-	apitest.WantProblem(t, "other holder", updateLiveREST(env, "lotse", run, "proc-b", map[string]any{"base_version": 2, "append": "x"}), http.StatusConflict, "conflict", "run_claimed")
-	apitest.WantProblem(t, "no holder", updateLiveREST(env, "lotse", run, "", map[string]any{"base_version": 2, "append": "x"}), http.StatusConflict, "conflict", "run_claimed")
-	apitest.WantProblem(t, "long status", updateLiveREST(env, "lotse", run, "proc-a", map[string]any{"base_version": 2, "status": strings.Repeat("s", 201)}), http.StatusBadRequest, "validation_failed", "")
-	apitest.WantProblem(t, "other agent", updateLiveREST(env, "texter", run, "proc-a", map[string]any{"base_version": 2, "append": "x"}), http.StatusNotFound, "not_found", "")
-	apitest.WantProblem(t, "a person", updateLiveREST(env, "alex", run, "proc-a", map[string]any{"base_version": 2, "append": "x"}), http.StatusForbidden, "forbidden", "subject_kind_not_allowed")
+	checkLiveRefusalsOnWire(t, env, run)
 	if got := readLive(t, env, "alex", run); got.Version != 2 || got.Text != "The printer is back." {
 		t.Fatalf("refused updates changed the box: %+v", got)
 	}
@@ -252,7 +238,44 @@ func TestLiveBox_OnBothFaces(t *testing.T) {
 	if got := readLive(t, env, "alex", run); got.Version != 3 || got.Text != "" || !got.Done || got.Status != "checking the queue" {
 		t.Fatalf("box after the answer: %+v", got)
 	}
-	// The anchor shows the box.
+	checkAnchorShowsBox(t, env, run)
+
+	// Ended: run_not_active, and the stored copy holds the final box.
+	if _, errs := heldOp(t, env, "lotse", "finishRun", run, "proc-a", "COMPLETED"); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	apitest.WantProblem(t, "ended", updateLiveREST(env, "lotse", run, "proc-a", map[string]any{"base_version": 3, "append": "x"}), http.StatusConflict, "conflict", "run_not_active")
+	waitStored(t, env, run, 3)
+}
+
+// checkLiveRefusalsOnWire sends the updates of run's box at version 2
+// that are refused, on both faces: a stale version (409 live_version with
+// the current version), another holder, no holder, a too long status,
+// another agent and a person.
+func checkLiveRefusalsOnWire(t *testing.T, env *apitest.Env, run string) {
+	t.Helper()
+	// A stale version: 409 live_version with the current version.
+	stale := updateLiveREST(env, "lotse", run, "proc-a", map[string]any{"base_version": 1, "append": "again"})
+	if p := apitest.WantProblem(t, "stale REST", stale, http.StatusConflict, "conflict", "live_version"); p.CurrentVersion == nil || *p.CurrentVersion != 2 {
+		t.Fatalf("current_version %v in %s", p.CurrentVersion, stale.Body)
+	}
+	if _, errs := updateLive(t, env, "lotse", run, "proc-a", map[string]any{"baseVersion": 0, "append": "x"}); len(errs) != 1 ||
+		errs[0].Extensions.Reason != "live_version" || errs[0].Extensions.CurrentVersion == nil || *errs[0].Extensions.CurrentVersion != 2 {
+		t.Fatalf("stale GraphQL: %+v", errs)
+	}
+	// Another holder, no holder, a too long status, another agent.
+	apitest.WantProblem(t, "other holder", updateLiveREST(env, "lotse", run, "proc-b", map[string]any{"base_version": 2, "append": "x"}), http.StatusConflict, "conflict", "run_claimed")
+	apitest.WantProblem(t, "no holder", updateLiveREST(env, "lotse", run, "", map[string]any{"base_version": 2, "append": "x"}), http.StatusConflict, "conflict", "run_claimed")
+	apitest.WantProblem(t, "long status", updateLiveREST(env, "lotse", run, "proc-a", map[string]any{"base_version": 2, "status": strings.Repeat("s", 201)}), http.StatusBadRequest, "validation_failed", "")
+	apitest.WantProblem(t, "other agent", updateLiveREST(env, "texter", run, "proc-a", map[string]any{"base_version": 2, "append": "x"}), http.StatusNotFound, "not_found", "")
+	apitest.WantProblem(t, "a person", updateLiveREST(env, "alex", run, "proc-a", map[string]any{"base_version": 2, "append": "x"}), http.StatusForbidden, "forbidden", "subject_kind_not_allowed")
+}
+
+// checkAnchorShowsBox checks that the main thread of Support/Eskalation
+// holds one anchor of run, which shows its done box at version 3, and that
+// no other message has a live box.
+func checkAnchorShowsBox(t *testing.T, env *apitest.Env, run string) {
+	t.Helper()
 	var msgs struct {
 		Thread struct {
 			Messages struct {
@@ -279,13 +302,6 @@ func TestLiveBox_OnBothFaces(t *testing.T) {
 	if anchors != 1 {
 		t.Fatalf("%d anchors of the run", anchors)
 	}
-
-	// Ended: run_not_active, and the stored copy holds the final box.
-	if _, errs := heldOp(t, env, "lotse", "finishRun", run, "proc-a", "COMPLETED"); len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	apitest.WantProblem(t, "ended", updateLiveREST(env, "lotse", run, "proc-a", map[string]any{"base_version": 3, "append": "x"}), http.StatusConflict, "conflict", "run_not_active")
-	waitStored(t, env, run, 3)
 }
 
 // waitStored waits until the stored copy of run's box has version v (the

@@ -125,27 +125,34 @@ func TestLossOfTriggerIsImmediate(t *testing.T) {
 // run cancelled with trigger_revoked.
 func TestLossOfTriggerOnEveryPath(t *testing.T) {
 	t.Parallel()
-	robin := func(env *apitest.Env) string { return env.World.Token("robin") }
-	grantOf := func(t *testing.T, env *apitest.Env, who, target string) string {
-		t.Helper()
-		var id string
-		if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM grants WHERE subject_principal_id = $1 AND (target_space_id = $2 OR target_channel_id = $2) AND revoked_at IS NULL`,
-			env.World.ID(who), target).Scan(&id); err != nil {
-			t.Fatalf("grant of %s on %s: %v", who, target, err)
-		}
-		return id
+	for _, tc := range lossOfTriggerCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.check(t)
+		})
 	}
-	cases := []struct {
-		name string
-		// who triggers which agent in which channel
-		person, agent, channel string
-		// before, when set, prepares the world (before the trigger) and
-		// returns what loss needs of it
-		before func(t *testing.T, env *apitest.Env) string
-		loss   func(t *testing.T, env *apitest.Env, prepared string)
-		// answerReasons are the refusals an answer may get after the loss
-		answerReasons []string
-	}{
+}
+
+// lossOfTriggerCase is one way a person loses trigger on the channel of a
+// running run, in TestLossOfTriggerOnEveryPath.
+type lossOfTriggerCase struct {
+	name string
+	// who triggers which agent in which channel
+	person, agent, channel string
+	// before, when set, prepares the world (before the trigger) and
+	// returns what loss needs of it
+	before func(t *testing.T, env *apitest.Env) string
+	loss   func(t *testing.T, env *apitest.Env, prepared string)
+	// answerReasons are the refusals an answer may get after the loss
+	answerReasons []string
+}
+
+// lossOfTriggerCases are the ways of TestLossOfTriggerOnEveryPath: grant
+// revoke, disable, owner demotion, group removal, channel and space
+// archive.
+func lossOfTriggerCases() []lossOfTriggerCase {
+	robin := func(env *apitest.Env) string { return env.World.Token("robin") }
+	return []lossOfTriggerCase{
 		{name: "grant revoked", person: "alex", agent: "lotse", channel: "Support/Eskalation",
 			loss: func(t *testing.T, env *apitest.Env, _ string) {
 				env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+grantOf(t, env, "alex", env.World.Spaces["Support"]), robin(env), nil, http.StatusOK)
@@ -182,29 +189,30 @@ func TestLossOfTriggerOnEveryPath(t *testing.T) {
 				env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+env.World.Spaces["Support"]+"/archive", robin(env), nil, http.StatusOK)
 			}, answerReasons: []string{"trigger_revoked", "channel_read_only"}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.sweep_interval": "1h"}})
-			prepared := ""
-			if tc.before != nil {
-				prepared = tc.before(t, env)
-			}
-			s := newStream(t, env, tc.agent)
-			env.MustPost(tc.person, env.Main(tc.channel), "loss-1", "@"+tc.agent+" please look into this")
-			run := s.nextRun()
-			if _, errs := claim(t, env, tc.agent, "startRun", run, "proc-a"); len(errs) > 0 {
-				t.Fatal(errs)
-			}
-			if _, r := readContextAs(t, env, tc.agent, run); r.Status != http.StatusOK {
-				t.Fatalf("context before the loss: %d %s", r.Status, r.Body)
-			}
-			tc.loss(t, env, prepared)
-			reasons := tc.answerReasons
-			if reasons == nil {
-				reasons = []string{"trigger_revoked"}
-			}
-			wantLost(t, env, tc.agent, run, "proc-a", reasons...)
-		})
+}
+
+// check runs the case on a server of its own: the person triggers the
+// agent, which starts the run and reads its context; after the loss every
+// path of the run answers it (wantLost).
+func (tc lossOfTriggerCase) check(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.sweep_interval": "1h"}})
+	prepared := ""
+	if tc.before != nil {
+		prepared = tc.before(t, env)
 	}
+	s := newStream(t, env, tc.agent)
+	env.MustPost(tc.person, env.Main(tc.channel), "loss-1", "@"+tc.agent+" please look into this")
+	run := s.nextRun()
+	if _, errs := claim(t, env, tc.agent, "startRun", run, "proc-a"); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if _, r := readContextAs(t, env, tc.agent, run); r.Status != http.StatusOK {
+		t.Fatalf("context before the loss: %d %s", r.Status, r.Body)
+	}
+	tc.loss(t, env, prepared)
+	reasons := tc.answerReasons
+	if reasons == nil {
+		reasons = []string{"trigger_revoked"}
+	}
+	wantLost(t, env, tc.agent, run, "proc-a", reasons...)
 }

@@ -94,43 +94,8 @@ func TestAgentLoop(t *testing.T) {
 	if m["trigger_state"] != "accepted" {
 		t.Fatalf("trigger_state %v", m["trigger_state"])
 	}
-	evs, cursor := env.Poll(t, "lotse", "", 0)
-	if len(evs) != 1 || evs[0].Type != "agent.invocation" {
-		t.Fatalf("events %+v", evs)
-	}
-	inv := evs[0].Payload
-	keys := []string{}
-	for k := range inv {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	if fmt.Sprint(keys) != "[attempt channel_id message_id run_id session thread_id]" || inv["attempt"] != float64(1) {
-		t.Fatalf("invocation payload members %v (content must not travel)", keys)
-	}
-	if inv["message_id"] != m["id"] || inv["channel_id"] != env.World.Channel("Support/Allgemein").ID || inv["thread_id"] == env.Main("Support/Allgemein") {
-		t.Fatalf("invocation %v", inv)
-	}
-	if s := inv["session"].(map[string]any); s["mode"] != "new" || s["id"] == nil {
-		t.Fatalf("session %v", s)
-	}
-	runID := inv["run_id"].(string)
-	thread := inv["thread_id"].(string)
-
-	run := getRun(t, env, "lotse", runID)
-	if run.State != "QUEUED" || run.Version != 1 || run.TriggeredBy.Handle != "alex" || run.Agent.Handle != "lotse" || run.ThreadID != thread {
-		t.Fatalf("queued run %+v", run)
-	}
-	// The auto thread: parent M, fixed operator Lotse, title from M, anchor inside.
-	var th map[string]any
-	env.REST(http.MethodGet, "/api/v1/threads/"+thread, env.World.Token("alex"), nil).JSON(t, &th)
-	if th["parent_message_id"] != m["id"] || th["operator_agent_id"] != env.World.ID("lotse") || th["title_source"] != "auto" || th["title"] != "@lotse the printer on floor 2 is broken" {
-		t.Fatalf("auto thread %v", th)
-	}
-	var page struct{ Messages []map[string]any }
-	env.REST(http.MethodGet, "/api/v1/threads/"+thread+"/messages", env.World.Token("alex"), nil).JSON(t, &page)
-	if len(page.Messages) != 1 || page.Messages[0]["kind"] != "run" || page.Messages[0]["run_id"] != runID || page.Messages[0]["origin"] != "agent" {
-		t.Fatalf("anchor %v", page.Messages)
-	}
+	runID, thread, cursor := checkInvocation(t, env, m)
+	checkQueuedRun(t, env, m, runID, thread)
 
 	if r := mustRunOp(t, env, "lotse", "startRun", runID); r.State != "RUNNING" || r.Version != 2 {
 		t.Fatalf("started %+v", r)
@@ -148,7 +113,7 @@ func TestAgentLoop(t *testing.T) {
 	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'pending'`); s != 1 {
 		t.Fatalf("%d pending follow-ups", s)
 	}
-	evs, _ = env.Poll(t, "lotse", cursor, 0)
+	evs, _ := env.Poll(t, "lotse", cursor, 0)
 	if len(evs) != 1 || evs[0].Type != "agent.followup" || evs[0].Payload["message_id"] != f["id"] || evs[0].Payload["run_id"] != runID {
 		t.Fatalf("follow-up events %+v", evs)
 	}
@@ -171,6 +136,63 @@ func TestAgentLoop(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM event_log WHERE type = 'run.state_changed'`); n != 5 {
 		t.Fatalf("%d run.state_changed events", n)
 	}
+	checkEndedRunRefusals(t, env, runID)
+}
+
+// checkInvocation polls Lotse's first event, the invocation of the run
+// message m triggered, and checks its payload: its members (content must
+// not travel), the message, channel and new thread, and a new session. It
+// returns the run, its thread and the stream's cursor after it.
+func checkInvocation(t *testing.T, env *apitest.Env, m map[string]any) (runID, thread, cursor string) {
+	t.Helper()
+	evs, cursor := env.Poll(t, "lotse", "", 0)
+	if len(evs) != 1 || evs[0].Type != "agent.invocation" {
+		t.Fatalf("events %+v", evs)
+	}
+	inv := evs[0].Payload
+	keys := []string{}
+	for k := range inv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if fmt.Sprint(keys) != "[attempt channel_id message_id run_id session thread_id]" || inv["attempt"] != float64(1) {
+		t.Fatalf("invocation payload members %v (content must not travel)", keys)
+	}
+	if inv["message_id"] != m["id"] || inv["channel_id"] != env.World.Channel("Support/Allgemein").ID || inv["thread_id"] == env.Main("Support/Allgemein") {
+		t.Fatalf("invocation %v", inv)
+	}
+	if s := inv["session"].(map[string]any); s["mode"] != "new" || s["id"] == nil {
+		t.Fatalf("session %v", s)
+	}
+	return inv["run_id"].(string), inv["thread_id"].(string), cursor
+}
+
+// checkQueuedRun checks the queued run runID and its auto thread: parent
+// m, fixed operator Lotse, title from m, the run's anchor inside.
+func checkQueuedRun(t *testing.T, env *apitest.Env, m map[string]any, runID, thread string) {
+	t.Helper()
+	run := getRun(t, env, "lotse", runID)
+	if run.State != "QUEUED" || run.Version != 1 || run.TriggeredBy.Handle != "alex" || run.Agent.Handle != "lotse" || run.ThreadID != thread {
+		t.Fatalf("queued run %+v", run)
+	}
+	// The auto thread: parent M, fixed operator Lotse, title from M, anchor inside.
+	var th map[string]any
+	env.REST(http.MethodGet, "/api/v1/threads/"+thread, env.World.Token("alex"), nil).JSON(t, &th)
+	if th["parent_message_id"] != m["id"] || th["operator_agent_id"] != env.World.ID("lotse") || th["title_source"] != "auto" || th["title"] != "@lotse the printer on floor 2 is broken" {
+		t.Fatalf("auto thread %v", th)
+	}
+	var page struct{ Messages []map[string]any }
+	env.REST(http.MethodGet, "/api/v1/threads/"+thread+"/messages", env.World.Token("alex"), nil).JSON(t, &page)
+	if len(page.Messages) != 1 || page.Messages[0]["kind"] != "run" || page.Messages[0]["run_id"] != runID || page.Messages[0]["origin"] != "agent" {
+		t.Fatalf("anchor %v", page.Messages)
+	}
+}
+
+// checkEndedRunRefusals checks that the ended run runID refuses further
+// changes, that only its agent may drive a run, and that persons cannot
+// poll agent streams.
+func checkEndedRunRefusals(t *testing.T, env *apitest.Env, runID string) {
+	t.Helper()
 	// An ended run refuses further changes.
 	if _, errs := runOp(t, env, "lotse", "startRun", runID); len(errs) != 1 || errs[0].Extensions.Code != "conflict" || errs[0].Extensions.Reason != "run_not_active" {
 		t.Fatalf("start after end: %+v", errs)

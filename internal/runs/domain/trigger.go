@@ -71,6 +71,23 @@ func (f TriggerFacts) Operator() string {
 	return f.ThreadOperator
 }
 
+// addressee is the agent a human message addresses: the first agent it
+// mentions, else the place's operator when it answers without a mention
+// (always in a thread or post, in a main thread only with free response).
+// ok is false when the message addresses nobody.
+func (f TriggerFacts) addressee(operator string) (a Agent, ok bool) {
+	switch {
+	case len(f.Mentioned) > 0:
+		return f.Mentioned[0], true
+	case f.MainThread && f.FreeResponse && operator != "":
+		return Agent{ID: operator, Active: f.OperatorActive, ReadOnThread: true}, true
+	case !f.MainThread && operator != "":
+		return Agent{ID: operator, Active: f.OperatorActive, ReadOnThread: true}, true
+	default:
+		return Agent{}, false
+	}
+}
+
 // DecideTrigger applies the trigger decision of
 // docs/design/runs.md#trigger-decision to the
 // facts of one message. It is pure: every fact comes in f.
@@ -79,15 +96,8 @@ func DecideTrigger(f TriggerFacts) TriggerDecision {
 		return TriggerDecision{Outcome: messaging.TriggerNone}
 	}
 	operator := f.Operator()
-	var addressee Agent
-	switch {
-	case len(f.Mentioned) > 0:
-		addressee = f.Mentioned[0]
-	case f.MainThread && f.FreeResponse && operator != "":
-		addressee = Agent{ID: operator, Active: f.OperatorActive, ReadOnThread: true}
-	case !f.MainThread && operator != "":
-		addressee = Agent{ID: operator, Active: f.OperatorActive, ReadOnThread: true}
-	default:
+	addressee, ok := f.addressee(operator)
+	if !ok {
 		return TriggerDecision{Outcome: messaging.TriggerNone}
 	}
 	d := TriggerDecision{Agent: addressee.ID}

@@ -99,25 +99,9 @@ type Delta struct {
 func Apply(b Box, op Op, maxBytes int) (out Box, d Delta, changed bool, err error) {
 	switch op.Kind {
 	case Update:
-		if b.Ended {
-			return b, Delta{}, false, ErrEnded
+		if b, d, err = applyUpdate(b, op, maxBytes); err != nil {
+			return b, Delta{}, false, err
 		}
-		if op.Base != b.Version {
-			return b, Delta{}, false, ErrVersion
-		}
-		text := b.Text
-		if op.Replace != nil {
-			text = *op.Replace
-		}
-		if len(text)+len(op.Append) > maxBytes {
-			return b, Delta{}, false, ErrTooLong
-		}
-		b.Text = text + op.Append
-		if op.Status != nil {
-			b.Status = *op.Status
-		}
-		b.Done = op.Done
-		d = Delta{Append: op.Append, Replace: op.Replace}
 	case Answered:
 		if b.Ended {
 			return b, Delta{}, false, nil
@@ -149,6 +133,32 @@ func Apply(b Box, op Op, maxBytes int) (out Box, d Delta, changed bool, err erro
 	b.UpdatedAt = op.At
 	d.Version, d.Status, d.Done, d.At = b.Version, b.Status, b.Done, op.At
 	return b, d, true, nil
+}
+
+// applyUpdate applies update op to b with maxBytes as the text's bound and
+// returns the new box and the change of its text (Apply completes the
+// delta). A refused update returns b unchanged with ErrEnded, ErrVersion
+// or ErrTooLong.
+func applyUpdate(b Box, op Op, maxBytes int) (Box, Delta, error) {
+	if b.Ended {
+		return b, Delta{}, ErrEnded
+	}
+	if op.Base != b.Version {
+		return b, Delta{}, ErrVersion
+	}
+	text := b.Text
+	if op.Replace != nil {
+		text = *op.Replace
+	}
+	if len(text)+len(op.Append) > maxBytes {
+		return b, Delta{}, ErrTooLong
+	}
+	b.Text = text + op.Append
+	if op.Status != nil {
+		b.Status = *op.Status
+	}
+	b.Done = op.Done
+	return b, Delta{Append: op.Append, Replace: op.Replace}, nil
 }
 
 // Replay returns the deltas a reader that holds version after needs to
