@@ -9,7 +9,9 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/feed"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
@@ -84,6 +86,89 @@ func (r *Resolver) livePrincipal(start identity.Principal) func(context.Context)
 		}
 		return p, p.ID == start.ID, nil
 	}
+}
+
+// clientEvents is the source of one Subscription.events (Events says how
+// it decides with the caller as it is now).
+type clientEvents struct {
+	r *Resolver
+	// now is the caller as it is now (livePrincipal).
+	now func(context.Context) (identity.Principal, bool, error)
+	// l is the subscription's listener on the fan-out; nil without one.
+	l *feed.Listener
+	// cursor is the position in the log after the events read so far.
+	cursor string
+}
+
+// listen makes the subscription a listener of the replica's fan-out, until
+// ctx ends.
+func (c *clientEvents) listen(ctx context.Context, p identity.Principal) {
+	tok, _ := identity.TokenFromContext(ctx)
+	l := c.r.Fanout.Listen(p, tok)
+	c.l = l
+	go func() {
+		<-ctx.Done()
+		l.Close()
+	}()
+}
+
+// fetch reads the next page after the cursor (stream.fetch): from the
+// fan-out when it can answer, from the feed with the caller as it is now
+// otherwise.
+func (c *clientEvents) fetch(ctx context.Context, max int) ([]events.Event, bool, error) {
+	max = min(max, c.r.Feed.LimitMax())
+	if c.l != nil {
+		evs, next, more, ok, err := c.l.Next(ctx, c.cursor, max)
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			c.cursor = next
+			return evs, more, nil
+		}
+	}
+	p, ok, err := c.now(ctx)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	page, err := c.r.Feed.Next(ctx, p, c.cursor, max)
+	if err != nil {
+		return nil, false, err
+	}
+	// A page whose cursor moved may have been cut by the limit (filter
+	// mode can leave it with fewer items): read again until one comes back
+	// without moving.
+	more := page.NextAfter != c.cursor
+	c.cursor = page.NextAfter
+	return page.Events, more, nil
+}
+
+// visible checks e again right before it is handed out (stream.visible):
+// by the fan-out's verdict when it has one, with the caller as it is now
+// otherwise.
+func (c *clientEvents) visible(ctx context.Context, e events.Event) (bool, error) {
+	if c.l != nil {
+		visible, ok, err := c.l.Visible(ctx, e)
+		if err != nil || ok {
+			return visible, err
+		}
+	}
+	p, ok, err := c.now(ctx)
+	if err != nil || !ok {
+		return false, err
+	}
+	return c.r.Feed.Visible(ctx, p, e)
+}
+
+// model turns e into its GraphQL object (stream.model). With a fan-out, a
+// message event carries its Delivery, so that its fields read what every
+// listener reads once.
+func (c *clientEvents) model(e events.Event) (model.Event, error) {
+	m := eventModel(e)
+	if me, ok := m.(*model.MessageEvent); ok && c.l != nil {
+		me.Delivery = c.l.Deliver(e)
+	}
+	return m, nil
 }
 
 // stream are the parts of one subscription.

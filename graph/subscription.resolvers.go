@@ -11,8 +11,6 @@ import (
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/events"
-	"bothy.example.com/bothy/internal/feed"
-	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/runs"
 )
 
@@ -33,69 +31,17 @@ func (r *subscriptionResolver) Events(ctx context.Context, after *string, liveFr
 	// by the replica's fan-out for every listener at once, or alone when
 	// the fan-out cannot answer (a cursor behind its window, no commits
 	// reaching this replica).
-	now := r.livePrincipal(p)
-	var l *feed.Listener
+	src := &clientEvents{r: r.Resolver, now: r.livePrincipal(p), cursor: cursor}
 	if r.Fanout != nil {
-		tok, _ := identity.TokenFromContext(ctx)
-		l = r.Fanout.Listen(p, tok)
-		go func() {
-			<-ctx.Done()
-			l.Close()
-		}()
+		src.listen(ctx, p)
 	}
-	side, sideFull, err := r.liveSide(ctx, now, liveFrom)
+	side, sideFull, err := r.liveSide(ctx, src.now, liveFrom)
 	if err != nil {
 		return nil, err
 	}
 	return pump(ctx, r.Resolver, stream[model.Event]{
 		start: cursor, side: side, sideFull: sideFull,
-		fetch: func(ctx context.Context, max int) ([]events.Event, bool, error) {
-			max = min(max, r.Feed.LimitMax())
-			if l != nil {
-				evs, next, more, ok, err := l.Next(ctx, cursor, max)
-				if err != nil {
-					return nil, false, err
-				}
-				if ok {
-					cursor = next
-					return evs, more, nil
-				}
-			}
-			p, ok, err := now(ctx)
-			if err != nil || !ok {
-				return nil, false, err
-			}
-			page, err := r.Feed.Next(ctx, p, cursor, max)
-			if err != nil {
-				return nil, false, err
-			}
-			// A page whose cursor moved may have been cut by the limit
-			// (filter mode can leave it with fewer items): read again
-			// until one comes back without moving.
-			more := page.NextAfter != cursor
-			cursor = page.NextAfter
-			return page.Events, more, nil
-		},
-		visible: func(ctx context.Context, e events.Event) (bool, error) {
-			if l != nil {
-				visible, ok, err := l.Visible(ctx, e)
-				if err != nil || ok {
-					return visible, err
-				}
-			}
-			p, ok, err := now(ctx)
-			if err != nil || !ok {
-				return false, err
-			}
-			return r.Feed.Visible(ctx, p, e)
-		},
-		model: func(e events.Event) (model.Event, error) {
-			m := eventModel(e)
-			if me, ok := m.(*model.MessageEvent); ok && l != nil {
-				me.Delivery = l.Deliver(e)
-			}
-			return m, nil
-		},
+		fetch: src.fetch, visible: src.visible, model: src.model,
 	}), nil
 }
 

@@ -213,58 +213,85 @@ func (s *selection) appendMessage(buf []byte, m *RunContextMessage) []byte {
 		}
 		buf = appendString(buf, f.Alias)
 		buf = append(buf, ':')
-		switch f.Name {
-		case "__typename":
-			buf = appendString(buf, "RunContextMessage")
-		case "messageId":
-			buf = appendString(buf, m.MessageID)
-		case "threadSeq":
-			buf = strconv.AppendInt(buf, int64(m.ThreadSeq), 10)
-		case "createdAt":
-			buf = appendTime(buf, m.CreatedAt)
-		case "channelId":
-			buf = appendString(buf, m.ChannelID)
-		case "author":
-			buf = appendRef(buf, s.author, m.Author)
-		case "role":
-			buf = appendEnum(buf, string(m.Role))
-		case "origin":
-			buf = appendEnum(buf, string(m.Origin))
-		case "kind":
-			buf = appendEnum(buf, string(m.Kind))
-		case "contentMd":
-			buf = appendString(buf, m.ContentMd)
-		case "truncated":
-			buf = appendBool(buf, m.Truncated)
-		case "attachments":
-			buf = append(buf, '[')
-			for j, a := range m.Attachments {
-				if j > 0 {
-					buf = append(buf, ',')
-				}
-				buf = appendAttachment(buf, s.attachments, s.file, a)
-			}
-			buf = append(buf, ']')
-		case "replyToMessageId":
-			if m.ReplyToMessageID == nil {
-				buf = append(buf, "null"...)
-			} else {
-				buf = appendString(buf, *m.ReplyToMessageID)
-			}
-		case "trust":
-			buf = appendEnum(buf, string(m.Trust))
-		case "provenance":
-			buf = appendEnum(buf, string(m.Provenance))
-		case "alreadyDelivered":
-			buf = appendBool(buf, m.AlreadyDelivered)
-		default:
-			// Validation admits only the schema's fields;
-			// TestContextMarshalerCoversSchema fails when the schema has a
-			// field without a writer here.
-			buf = append(buf, "null"...)
-		}
+		buf = s.appendMessageField(buf, f.Name, m)
 	}
 	return append(buf, '}')
+}
+
+// appendMessageField appends the value of m's field name. The enum and
+// flag fields that classify the message, and any name without a writer,
+// are appendMessageLabel's.
+func (s *selection) appendMessageField(buf []byte, name string, m *RunContextMessage) []byte {
+	switch name {
+	case "__typename":
+		return appendString(buf, "RunContextMessage")
+	case "messageId":
+		return appendString(buf, m.MessageID)
+	case "threadSeq":
+		return strconv.AppendInt(buf, int64(m.ThreadSeq), 10)
+	case "createdAt":
+		return appendTime(buf, m.CreatedAt)
+	case "channelId":
+		return appendString(buf, m.ChannelID)
+	case "author":
+		return appendRef(buf, s.author, m.Author)
+	case "contentMd":
+		return appendString(buf, m.ContentMd)
+	case "truncated":
+		return appendBool(buf, m.Truncated)
+	case "attachments":
+		return s.appendAttachments(buf, m.Attachments)
+	case "replyToMessageId":
+		return appendOptString(buf, m.ReplyToMessageID)
+	default:
+		return appendMessageLabel(buf, name, m)
+	}
+}
+
+// appendMessageLabel appends the value of m's field name among the enum
+// and flag fields that classify the message (role, origin, kind, trust,
+// provenance, alreadyDelivered).
+func appendMessageLabel(buf []byte, name string, m *RunContextMessage) []byte {
+	switch name {
+	case "role":
+		return appendEnum(buf, string(m.Role))
+	case "origin":
+		return appendEnum(buf, string(m.Origin))
+	case "kind":
+		return appendEnum(buf, string(m.Kind))
+	case "trust":
+		return appendEnum(buf, string(m.Trust))
+	case "provenance":
+		return appendEnum(buf, string(m.Provenance))
+	case "alreadyDelivered":
+		return appendBool(buf, m.AlreadyDelivered)
+	default:
+		// Validation admits only the schema's fields;
+		// TestContextMarshalerCoversSchema fails when the schema has a
+		// field without a writer here.
+		return append(buf, "null"...)
+	}
+}
+
+// appendAttachments appends the attachments as a JSON list, each with the
+// selected fields of Attachment and of its file.
+func (s *selection) appendAttachments(buf []byte, as []*Attachment) []byte {
+	buf = append(buf, '[')
+	for j, a := range as {
+		if j > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendAttachment(buf, s.attachments, s.file, a)
+	}
+	return append(buf, ']')
+}
+
+// appendOptString appends *s, or null when s is nil.
+func appendOptString(buf []byte, s *string) []byte {
+	if s == nil {
+		return append(buf, "null"...)
+	}
+	return appendString(buf, *s)
 }
 
 func appendRef(buf []byte, fields []graphql.CollectedField, r *PrincipalRef) []byte {
@@ -318,11 +345,7 @@ func appendAttachment(buf []byte, fields, file []graphql.CollectedField, a *Atta
 		case "scanStatus":
 			buf = appendEnum(buf, string(a.ScanStatus))
 		case "transcript":
-			if a.Transcript == nil {
-				buf = append(buf, "null"...)
-			} else {
-				buf = appendString(buf, *a.Transcript)
-			}
+			buf = appendOptString(buf, a.Transcript)
 		case "textStatus":
 			buf = appendEnum(buf, string(a.TextStatus))
 		case "file":
@@ -396,9 +419,6 @@ func appendTime(buf []byte, t time.Time) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string: quote, backslash and control
-// characters escaped, invalid UTF-8 replaced by U+FFFD, everything else
-// as is.
 // appendEnum writes the GraphQL name of an enum value bound to a module
 // type: the stored value upper-cased (the names gqlgen.yml maps, and the
 // rule the REST face converts by; TestAppendEnumNamesSchemaValues holds
@@ -430,6 +450,9 @@ func plainWord(w uint64) bool {
 	return (below|quote|backslash|w)&highs == 0
 }
 
+// appendString appends s as a JSON string: quote, backslash and control
+// characters escaped, invalid UTF-8 replaced by U+FFFD, everything else
+// as is.
 func appendString(buf []byte, s string) []byte {
 	buf = append(buf, '"')
 	start := 0
@@ -459,23 +482,30 @@ func appendString(buf []byte, s string) []byte {
 			continue
 		}
 		buf = append(buf, s[start:i]...)
-		switch c {
-		case '"':
-			buf = append(buf, '\\', '"')
-		case '\\':
-			buf = append(buf, '\\', '\\')
-		case '\n':
-			buf = append(buf, '\\', 'n')
-		case '\r':
-			buf = append(buf, '\\', 'r')
-		case '\t':
-			buf = append(buf, '\\', 't')
-		default:
-			buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
+		buf = appendEscaped(buf, c)
 		i++
 		start = i
 	}
 	buf = append(buf, s[start:]...)
 	return append(buf, '"')
+}
+
+// appendEscaped appends the JSON escape of the ASCII byte c, a quote, a
+// backslash or a control character: the short form where JSON has one,
+// \u00XX otherwise.
+func appendEscaped(buf []byte, c byte) []byte {
+	switch c {
+	case '"':
+		return append(buf, '\\', '"')
+	case '\\':
+		return append(buf, '\\', '\\')
+	case '\n':
+		return append(buf, '\\', 'n')
+	case '\r':
+		return append(buf, '\\', 'r')
+	case '\t':
+		return append(buf, '\\', 't')
+	default:
+		return append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+	}
 }

@@ -53,52 +53,12 @@ func TestNotFoundEquality(t *testing.T) {
 		tok := env.World.Token(who)
 		for _, c := range restCases {
 			t.Run(who+"/rest/"+c.name, func(t *testing.T) {
-				hidden := env.REST(c.method, strings.Replace(c.pattern, "%s", c.hidden, 1), tok, c.body)
-				if hidden.Status != http.StatusNotFound {
-					t.Fatalf("hidden resource: %d %s, want 404", hidden.Status, hidden.Body)
-				}
-				p := hidden.Problem(t)
-				if p.Code != "not_found" || p.Status != 404 || p.Reason != "" {
-					t.Fatalf("hidden resource problem %+v, want bare not_found", p)
-				}
-				for _, other := range []string{ids.New(), "not-a-uuid"} {
-					r := env.REST(c.method, strings.Replace(c.pattern, "%s", other, 1), tok, c.body)
-					if r.Status != hidden.Status {
-						t.Errorf("id %s: status %d, hidden %d", other, r.Status, hidden.Status)
-					}
-					if got, want := apitest.ComparableProblem(t, r.Body), apitest.ComparableProblem(t, hidden.Body); !reflect.DeepEqual(got, want) {
-						t.Errorf("id %s: body %v, hidden %v", other, got, want)
-					}
-					if got, want := apitest.ComparableHeader(r.Header), apitest.ComparableHeader(hidden.Header); !reflect.DeepEqual(got, want) {
-						t.Errorf("id %s: headers %v, hidden %v", other, got, want)
-					}
-				}
+				wantRESTNotFoundSame(t, env, tok, c.method, c.pattern, c.hidden, c.body)
 			})
 		}
 		for _, c := range gqlCases {
 			t.Run(who+"/graphql/"+c.name, func(t *testing.T) {
-				hidden := env.GraphQL(tok, c.query, map[string]any{"id": c.hidden}, nil)
-				if len(hidden.Errors) != 1 || hidden.Errors[0].Extensions.Code != "not_found" || hidden.Errors[0].Extensions.Reason != "" {
-					t.Fatalf("hidden resource: errors %+v, want one bare not_found", hidden.Errors)
-				}
-				for _, other := range []string{ids.New(), "not-a-uuid"} {
-					r := env.GraphQL(tok, c.query, map[string]any{"id": other}, nil)
-					if r.Status != hidden.Status {
-						t.Errorf("id %s: status %d, hidden %d", other, r.Status, hidden.Status)
-					}
-					if !reflect.DeepEqual(r.Errors, hidden.Errors) {
-						t.Errorf("id %s: errors %+v, hidden %+v", other, r.Errors, hidden.Errors)
-					}
-					if !bytes.Equal(r.Data, hidden.Data) {
-						t.Errorf("id %s: data %s, hidden %s", other, r.Data, hidden.Data)
-					}
-					if !reflect.DeepEqual(r.Extensions, hidden.Extensions) {
-						t.Errorf("id %s: extensions %+v, hidden %+v", other, r.Extensions, hidden.Extensions)
-					}
-					if got, want := apitest.ComparableHeader(r.Header), apitest.ComparableHeader(hidden.Header); !reflect.DeepEqual(got, want) {
-						t.Errorf("id %s: headers %v, hidden %v", other, got, want)
-					}
-				}
+				wantGraphQLNotFoundSame(t, env, tok, c.query, c.hidden)
 			})
 		}
 	}
@@ -109,6 +69,64 @@ func TestNotFoundEquality(t *testing.T) {
 	// came from missing rights, not from missing data.
 	for _, path := range []string{"/api/v1/threads/" + hiddenThread, "/api/v1/messages/" + hiddenMessage, "/api/v1/channels/" + hiddenChannel} {
 		env.MustREST(t, http.MethodGet, path, env.World.Token("sam"), nil, http.StatusOK)
+	}
+}
+
+// wantRESTNotFoundSame checks that the REST call method pattern (its %s
+// the id) answers the hidden resource with a bare 404 not_found, and an
+// unknown and a malformed id exactly alike: status, comparable body and
+// comparable headers.
+func wantRESTNotFoundSame(t *testing.T, env *apitest.Env, tok, method, pattern, hidden string, body any) {
+	t.Helper()
+	hiddenRes := env.REST(method, strings.Replace(pattern, "%s", hidden, 1), tok, body)
+	if hiddenRes.Status != http.StatusNotFound {
+		t.Fatalf("hidden resource: %d %s, want 404", hiddenRes.Status, hiddenRes.Body)
+	}
+	p := hiddenRes.Problem(t)
+	if p.Code != "not_found" || p.Status != 404 || p.Reason != "" {
+		t.Fatalf("hidden resource problem %+v, want bare not_found", p)
+	}
+	for _, other := range []string{ids.New(), "not-a-uuid"} {
+		r := env.REST(method, strings.Replace(pattern, "%s", other, 1), tok, body)
+		if r.Status != hiddenRes.Status {
+			t.Errorf("id %s: status %d, hidden %d", other, r.Status, hiddenRes.Status)
+		}
+		if got, want := apitest.ComparableProblem(t, r.Body), apitest.ComparableProblem(t, hiddenRes.Body); !reflect.DeepEqual(got, want) {
+			t.Errorf("id %s: body %v, hidden %v", other, got, want)
+		}
+		if got, want := apitest.ComparableHeader(r.Header), apitest.ComparableHeader(hiddenRes.Header); !reflect.DeepEqual(got, want) {
+			t.Errorf("id %s: headers %v, hidden %v", other, got, want)
+		}
+	}
+}
+
+// wantGraphQLNotFoundSame checks that query (with the id in $id) answers
+// the hidden resource with one bare not_found, and an unknown and a
+// malformed id exactly alike: status, errors, data, extensions and
+// comparable headers.
+func wantGraphQLNotFoundSame(t *testing.T, env *apitest.Env, tok, query, hidden string) {
+	t.Helper()
+	hiddenRes := env.GraphQL(tok, query, map[string]any{"id": hidden}, nil)
+	if len(hiddenRes.Errors) != 1 || hiddenRes.Errors[0].Extensions.Code != "not_found" || hiddenRes.Errors[0].Extensions.Reason != "" {
+		t.Fatalf("hidden resource: errors %+v, want one bare not_found", hiddenRes.Errors)
+	}
+	for _, other := range []string{ids.New(), "not-a-uuid"} {
+		r := env.GraphQL(tok, query, map[string]any{"id": other}, nil)
+		if r.Status != hiddenRes.Status {
+			t.Errorf("id %s: status %d, hidden %d", other, r.Status, hiddenRes.Status)
+		}
+		if !reflect.DeepEqual(r.Errors, hiddenRes.Errors) {
+			t.Errorf("id %s: errors %+v, hidden %+v", other, r.Errors, hiddenRes.Errors)
+		}
+		if !bytes.Equal(r.Data, hiddenRes.Data) {
+			t.Errorf("id %s: data %s, hidden %s", other, r.Data, hiddenRes.Data)
+		}
+		if !reflect.DeepEqual(r.Extensions, hiddenRes.Extensions) {
+			t.Errorf("id %s: extensions %+v, hidden %+v", other, r.Extensions, hiddenRes.Extensions)
+		}
+		if got, want := apitest.ComparableHeader(r.Header), apitest.ComparableHeader(hiddenRes.Header); !reflect.DeepEqual(got, want) {
+			t.Errorf("id %s: headers %v, hidden %v", other, got, want)
+		}
 	}
 }
 
@@ -219,7 +237,15 @@ func TestAdminActionsOwnerOnly(t *testing.T) {
 	if len(gq.Errors) != 1 || gq.Errors[0].Extensions.Code != "not_found" || gq.Errors[0].Extensions.Reason != "" {
 		t.Fatalf("GraphQL archiveChannel of a hidden channel by alex: %+v", gq.Errors)
 	}
-	// Nothing changed.
+	wantNothingChangedByNonOwner(t, env, grantsBefore)
+	wantOwnerAdministers(t, env, grantOn(env.World.Channel("Support/Eskalation").ID))
+}
+
+// wantNothingChangedByNonOwner checks that the refused administration of
+// TestAdminActionsOwnerOnly changed nothing: no grant added or revoked, no
+// channel's archive, operator or switches, no space archived.
+func wantNothingChangedByNonOwner(t *testing.T, env *apitest.Env, grantsBefore int) {
+	t.Helper()
 	if n := env.Count(`SELECT count(*) FROM grants`); n != grantsBefore {
 		t.Fatalf("grants: %d, want %d", n, grantsBefore)
 	}
@@ -240,9 +266,17 @@ func TestAdminActionsOwnerOnly(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM spaces WHERE archived_at IS NOT NULL`); n != 0 {
 		t.Fatalf("%d spaces archived by a non-owner", n)
 	}
+}
 
-	// The owner succeeds.
-	g := env.CreateGrant(t, grantOn(env.World.Channel("Support/Eskalation").ID))
+// wantOwnerAdministers checks that the owner's administration takes effect
+// and is validated: grant (the body of sam's read grant on
+// Support/Eskalation) and its revocation,
+// the operator and switches of Support/Allgemein, a refused patch and a
+// refused agent grant, archiving a channel and a space.
+func wantOwnerAdministers(t *testing.T, env *apitest.Env, grant map[string]any) {
+	t.Helper()
+	allg := env.World.Channel("Support/Allgemein").ID
+	g := env.CreateGrant(t, grant)
 	if g["subject_id"] != env.World.ID("sam") || g["subject_kind"] != "principal" || g["target_kind"] != "channel" ||
 		g["target_id"] != env.World.Channel("Support/Eskalation").ID || g["level"] != "read" || g["id"] == nil || g["created_at"] == nil {
 		t.Fatalf("grant answer %v", g)

@@ -165,6 +165,29 @@ func TestAdminPrincipals(t *testing.T) {
 	env := apitest.Start(t, adminOptions())
 	robin := env.World.Token("robin")
 
+	agentID := wantPrincipalsCreated(t, env, robin)
+	wantBadPrincipalsRefused(t, env, robin)
+	wantDisableAndEnable(t, env, robin, agentID)
+
+	// The last active owner can be neither demoted nor disabled, on either
+	// face (the rule with stepping down is TestLastOwner in internal/admin).
+	robinID := env.World.ID("robin")
+	for _, body := range []map[string]any{{"is_owner": false}, {"status": "disabled"}} {
+		apitest.WantProblem(t, "last owner", env.REST(http.MethodPatch, "/api/v1/principals/"+robinID, robin, body), 409, "conflict", "last_owner")
+	}
+	res := env.GraphQL(robin, `mutation($id: ID!) { updatePrincipal(id: $id, input: {status: DISABLED}) { id } }`, map[string]any{"id": robinID}, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "conflict" || res.Errors[0].Extensions.Reason != "last_owner" {
+		t.Fatalf("GraphQL last owner: %+v", res.Errors)
+	}
+
+	wantPrincipalsPaged(t, env, robin)
+}
+
+// wantPrincipalsCreated creates a person (casey) and an agent (pilot) as
+// robin and checks their answers: the agent's first token works and
+// appears nowhere else. It returns the agent's id.
+func wantPrincipalsCreated(t *testing.T, env *apitest.Env, robin string) string {
+	t.Helper()
 	// A person gets no token; an agent and an app get their first one.
 	person := env.MustREST(t, http.MethodPost, "/api/v1/principals", robin,
 		map[string]any{"kind": "user", "handle": "casey", "display_name": "Casey", "email": "casey@example.com"}, http.StatusCreated)
@@ -196,7 +219,13 @@ func TestAdminPrincipals(t *testing.T) {
 	if list.Status != 200 || bytes.Contains(list.Body, []byte(agentTok)) || bytes.Contains(list.Body, []byte("bothy_a_")) {
 		t.Fatalf("listTokens: %d %s", list.Status, list.Body)
 	}
+	return agentID
+}
 
+// wantBadPrincipalsRefused checks that createPrincipal refuses bad input
+// and stores nothing of it.
+func wantBadPrincipalsRefused(t *testing.T, env *apitest.Env, robin string) {
+	t.Helper()
 	// Bad input: handle rule, taken handle, e-mail of an agent, owner app.
 	apitest.WantProblem(t, "taken handle", env.REST(http.MethodPost, "/api/v1/principals", robin,
 		map[string]any{"kind": "user", "handle": "alex", "display_name": "Alex Two"}), 409, "conflict", "handle_taken")
@@ -212,7 +241,12 @@ func TestAdminPrincipals(t *testing.T) {
 	if env.Count(`SELECT count(*) FROM principals WHERE handle IN ('bot2', 'app2', 'dana')`) != 0 {
 		t.Fatal("a refused principal was stored")
 	}
+}
 
+// wantDisableAndEnable checks updatePrincipal on alex and on the agent
+// agentID: disabled and enabled at once, bad changes refused.
+func wantDisableAndEnable(t *testing.T, env *apitest.Env, robin, agentID string) {
+	t.Helper()
 	// Disabling Alex: his token answers 401 at once; enabling restores it.
 	alex := env.World.Token("alex")
 	env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("alex"), robin, map[string]any{"status": "disabled"}, 200)
@@ -230,19 +264,12 @@ func TestAdminPrincipals(t *testing.T) {
 		400, "validation_failed", "")
 	apitest.WantProblem(t, "owner agent", env.REST(http.MethodPatch, "/api/v1/principals/"+agentID, robin, map[string]any{"is_owner": true}),
 		400, "validation_failed", "")
+}
 
-	// The last active owner can be neither demoted nor disabled, on either
-	// face (the rule with stepping down is TestLastOwner in internal/admin).
-	robinID := env.World.ID("robin")
-	for _, body := range []map[string]any{{"is_owner": false}, {"status": "disabled"}} {
-		apitest.WantProblem(t, "last owner", env.REST(http.MethodPatch, "/api/v1/principals/"+robinID, robin, body), 409, "conflict", "last_owner")
-	}
-	res := env.GraphQL(robin, `mutation($id: ID!) { updatePrincipal(id: $id, input: {status: DISABLED}) { id } }`, map[string]any{"id": robinID}, nil)
-	if len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "conflict" || res.Errors[0].Extensions.Reason != "last_owner" {
-		t.Fatalf("GraphQL last owner: %+v", res.Errors)
-	}
-
-	// listPrincipals pages in creation order, on both faces alike.
+// wantPrincipalsPaged checks that listPrincipals pages in creation order
+// on both faces, and refuses a bad cursor or limit.
+func wantPrincipalsPaged(t *testing.T, env *apitest.Env, robin string) {
+	t.Helper()
 	var all []string
 	after := ""
 	for i := 0; i < 10; i++ {
@@ -365,7 +392,31 @@ func TestAdminTokens(t *testing.T) {
 func TestAdminSpacesAndChannels(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, adminOptions())
-	robin, alex := env.World.Token("robin"), env.World.Token("alex")
+	robin := env.World.Token("robin")
+	spID, textID, forumID, mainID := wantSpaceAndChannelsCreated(t, env, robin)
+	wantNewSpaceEvents(t, env, spID, textID, forumID)
+	wantSpaceAndChannelChanges(t, env, spID, textID, mainID)
+
+	// GraphQL creates the same way.
+	var gq struct {
+		CreateChannel struct {
+			ID, Name, Kind string
+			MainThreadID   *string
+		}
+	}
+	if res := env.GraphQL(robin, `mutation($s: ID!) { createChannel(spaceId: $s, input: {name: "Chat", kind: TEXT}) { id name kind mainThreadId } }`,
+		map[string]any{"s": spID}, &gq); len(res.Errors) > 0 || gq.CreateChannel.Kind != "TEXT" || gq.CreateChannel.MainThreadID == nil {
+		t.Fatalf("GraphQL createChannel %+v %+v", res.Errors, gq)
+	}
+}
+
+// wantSpaceAndChannelsCreated creates the space Operations with lotse as
+// its default operator, a text channel Incidents and a forum Postmortems
+// in it as robin, and checks the answers, the main thread and the refusals
+// of bad names, switches and operators. It returns the ids of the space,
+// the two channels and the text channel's main thread.
+func wantSpaceAndChannelsCreated(t *testing.T, env *apitest.Env, robin string) (string, string, string, string) {
+	t.Helper()
 	sp := env.MustREST(t, http.MethodPost, "/api/v1/spaces", robin, map[string]any{"name": "Operations", "default_operator_agent_id": env.World.ID("lotse")}, 201)
 	spID := sp["id"].(string)
 	if sp["name"] != "Operations" || sp["default_operator_agent_id"] != env.World.ID("lotse") || sp["archived"] != false {
@@ -412,7 +463,14 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM channels WHERE space_id = $1`, spID); n != 2 {
 		t.Fatalf("%d channels in the new space", n)
 	}
+	return spID, text["id"].(string), forum["id"].(string), mainID
+}
 
+// wantNewSpaceEvents checks who sees the events of the new space spID
+// and its channels textID and forumID.
+func wantNewSpaceEvents(t *testing.T, env *apitest.Env, spID, textID, forumID string) {
+	t.Helper()
+	robin, alex := env.World.Token("robin"), env.World.Token("alex")
 	// Events: the owner sees space.created and channel.created; Alex, with
 	// no grant on the new space, sees none of them until granted.
 	types := func(token string) []string {
@@ -427,7 +485,7 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 		r.JSON(t, &page)
 		var out []string
 		for _, e := range page.Events {
-			if e.SpaceID == spID || e.ChannelID == text["id"] || e.ChannelID == forum["id"] {
+			if e.SpaceID == spID || e.ChannelID == textID || e.ChannelID == forumID {
 				out = append(out, e.Type)
 			}
 		}
@@ -443,7 +501,14 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	if got := strings.Join(types(alex), ","); got != "space.created,channel.created,channel.created,access.changed,access.changed" {
 		t.Fatalf("alex's events after the grant: %s", got)
 	}
+}
 
+// wantSpaceAndChannelChanges renames the new space spID and its text
+// channel textID, changes the space's operator, and archives and
+// unarchives both: posting into the main thread mainID follows.
+func wantSpaceAndChannelChanges(t *testing.T, env *apitest.Env, spID, textID, mainID string) {
+	t.Helper()
+	robin, alex := env.World.Token("robin"), env.World.Token("alex")
 	// Rename and operator changes; archive and unarchive.
 	upd := env.MustREST(t, http.MethodPatch, "/api/v1/spaces/"+spID, robin, map[string]any{"name": "Ops", "clear_default_operator": true}, 200)
 	if upd["name"] != "Ops" {
@@ -452,20 +517,20 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	if _, ok := upd["default_operator_agent_id"]; ok {
 		t.Fatalf("default operator not cleared: %v", upd)
 	}
-	if c := env.MustREST(t, http.MethodGet, "/api/v1/channels/"+text["id"].(string), robin, nil, 200); c["effective_operator_id"] != nil {
+	if c := env.MustREST(t, http.MethodGet, "/api/v1/channels/"+textID, robin, nil, 200); c["effective_operator_id"] != nil {
 		t.Fatalf("the channel kept its inherited operator: %v", c)
 	}
 	apitest.WantProblem(t, "set and clear", env.REST(http.MethodPatch, "/api/v1/spaces/"+spID, robin,
 		map[string]any{"default_operator_agent_id": env.World.ID("lotse"), "clear_default_operator": true}), 400, "validation_failed", "")
-	ren := env.MustREST(t, http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Outages"}, 200)
+	ren := env.MustREST(t, http.MethodPatch, "/api/v1/channels/"+textID, robin, map[string]any{"name": "Outages"}, 200)
 	if ren["name"] != "Outages" {
 		t.Fatalf("updateChannel %v", ren)
 	}
-	apitest.WantProblem(t, "taken rename", env.REST(http.MethodPatch, "/api/v1/channels/"+text["id"].(string), robin, map[string]any{"name": "Postmortems"}), 409, "conflict", "name_taken")
-	env.MustREST(t, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/archive", robin, nil, 200)
+	apitest.WantProblem(t, "taken rename", env.REST(http.MethodPatch, "/api/v1/channels/"+textID, robin, map[string]any{"name": "Postmortems"}), 409, "conflict", "name_taken")
+	env.MustREST(t, http.MethodPost, "/api/v1/channels/"+textID+"/archive", robin, nil, 200)
 	apitest.WantProblem(t, "archived", env.REST(http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alex, map[string]any{"client_msg_id": "a1", "content_md": "hello"}),
 		403, "channel_read_only", "channel_archived")
-	un := env.MustREST(t, http.MethodPost, "/api/v1/channels/"+text["id"].(string)+"/unarchive", robin, nil, 200)
+	un := env.MustREST(t, http.MethodPost, "/api/v1/channels/"+textID+"/unarchive", robin, nil, 200)
 	if un["archived"] != false {
 		t.Fatalf("unarchiveChannel %v", un)
 	}
@@ -475,18 +540,6 @@ func TestAdminSpacesAndChannels(t *testing.T) {
 	env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+spID+"/archive", robin, nil, 200)
 	if s := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+spID+"/unarchive", robin, nil, 200); s["archived"] != false {
 		t.Fatalf("unarchiveSpace %v", s)
-	}
-
-	// GraphQL creates the same way.
-	var gq struct {
-		CreateChannel struct {
-			ID, Name, Kind string
-			MainThreadID   *string
-		}
-	}
-	if res := env.GraphQL(robin, `mutation($s: ID!) { createChannel(spaceId: $s, input: {name: "Chat", kind: TEXT}) { id name kind mainThreadId } }`,
-		map[string]any{"s": spID}, &gq); len(res.Errors) > 0 || gq.CreateChannel.Kind != "TEXT" || gq.CreateChannel.MainThreadID == nil {
-		t.Fatalf("GraphQL createChannel %+v %+v", res.Errors, gq)
 	}
 }
 

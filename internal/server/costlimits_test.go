@@ -67,7 +67,15 @@ func testGraphQLCostExtension(t *testing.T) {
 		t.Fatalf("parse error: extensions %+v", bad.Extensions)
 	}
 
-	// REST runs the same executor; its bodies never show the envelope.
+	wantRESTWithoutCost(t, env, alex, main)
+	wantWebSocketWithoutCost(t, env, alex, main)
+}
+
+// wantRESTWithoutCost checks that REST bodies, answers and refusals
+// alike, carry no cost: REST runs the same executor, and its bodies never
+// show the envelope.
+func wantRESTWithoutCost(t *testing.T, env *apitest.Env, alex, main string) {
+	t.Helper()
 	for _, path := range []string{"/api/v1/threads/" + main + "/messages?limit=7", "/api/v1/me", "/api/v1/threads/not-a-thread"} {
 		r := env.REST(http.MethodGet, path, alex, nil)
 		var top map[string]json.RawMessage
@@ -78,9 +86,12 @@ func testGraphQLCostExtension(t *testing.T) {
 			}
 		}
 	}
+}
 
-	// Over WebSocket: neither a subscription's events nor a query's
-	// answer carry a cost.
+// wantWebSocketWithoutCost checks that over WebSocket neither a
+// subscription's events nor a query's answer carry a cost.
+func wantWebSocketWithoutCost(t *testing.T, env *apitest.Env, alex, main string) {
+	t.Helper()
 	w := dialRaw(t, env, nil)
 	w.init(alex)
 	w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { seq type } }`, logEnd(env)))
@@ -122,96 +133,113 @@ func testRateLimitHeaders(t *testing.T) {
 	for _, store := range []string{"postgres", "memory"} {
 		t.Run(store, func(t *testing.T) {
 			t.Parallel()
-			env := apitest.Start(t, apitest.Options{Config: map[string]string{
-				config.RateLimitStore:    store,
-				config.RateReadBurst:     "5",
-				config.RateReadPerMinute: "1",
-			}})
-			alex := env.World.Token("alex")
-			// Five tokens refilled at one a minute: the bucket fills in 300 s.
-			const readPolicy = `"rl.read";q=5;w=300`
-			check := func(what string, h http.Header, wantLeft int) int {
-				t.Helper()
-				if got := h.Get("RateLimit-Policy"); got != readPolicy {
-					t.Fatalf("%s: RateLimit-Policy %q, want %q", what, got, readPolicy)
-				}
-				m := rateLimitRE.FindStringSubmatch(h.Get("RateLimit"))
-				if m == nil || m[1] != "rl.read" || m[2] != strconv.Itoa(wantLeft) {
-					t.Fatalf("%s: RateLimit %q, want rl.read with r=%d", what, h.Get("RateLimit"), wantLeft)
-				}
-				secs, _ := strconv.Atoi(m[3])
-				// One token comes back a minute after the last was taken.
-				if secs < 1 || secs > 60 {
-					t.Fatalf("%s: t=%d, want 1 to 60 seconds", what, secs)
-				}
-				return secs
-			}
-			me := func() *apitest.Response {
-				return env.REST(http.MethodGet, "/api/v1/me", alex, nil)
-			}
-			if r := me(); r.Status != http.StatusOK {
-				t.Fatalf("first read: %d %s", r.Status, r.Body)
-			} else {
-				check("REST 1", r.Header, 4)
-			}
-			check("REST 2", me().Header, 3)
-			if g := env.GraphQL(alex, `{ viewer { id } }`, nil, nil); len(g.Errors) > 0 {
-				t.Fatalf("GraphQL read: %+v", g.Errors)
-			} else {
-				check("GraphQL", g.Header, 2)
-			}
-			// Two root fields take two tokens; the answer reports the lower.
-			if g := env.GraphQL(alex, `{ a: viewer { id } b: viewer { id } }`, nil, nil); len(g.Errors) > 0 {
-				t.Fatalf("two root fields: %+v", g.Errors)
-			} else {
-				check("two root fields", g.Header, 0)
-			}
-			// The bucket is empty: both faces answer 429 with r=0 and t
-			// equal to Retry-After.
-			r := me()
-			apitest.WantProblem(t, "REST beyond the burst", r, http.StatusTooManyRequests, "rate_limited", "")
-			if secs := check("REST 429", r.Header, 0); strconv.Itoa(secs) != r.Header.Get("Retry-After") {
-				t.Fatalf("REST 429: t=%d, Retry-After %q", secs, r.Header.Get("Retry-After"))
-			}
-			g := env.GraphQL(alex, `{ viewer { id } }`, nil, nil)
-			if len(g.Errors) != 1 || g.Errors[0].Extensions.Code != "rate_limited" {
-				t.Fatalf("GraphQL beyond the burst: %+v", g.Errors)
-			}
-			if secs := check("GraphQL 429", g.Header, 0); strconv.Itoa(secs) != g.Header.Get("Retry-After") {
-				t.Fatalf("GraphQL 429: t=%d, Retry-After %q", secs, g.Header.Get("Retry-After"))
-			}
-			// Another class has its own policy and bucket (the defaults: 20
-			// tokens, 60 a minute, so one is back within a second).
-			post := env.Post("alex", env.Main("Support/Allgemein"), "rl-headers", "counted apart")
-			if post.Status != http.StatusCreated || post.Header.Get("RateLimit-Policy") != `"rl.message";q=20;w=20` ||
-				post.Header.Get("RateLimit") != `"rl.message";r=19;t=1` {
-				t.Fatalf("createMessage: %d RateLimit-Policy %q RateLimit %q", post.Status,
-					post.Header.Get("RateLimit-Policy"), post.Header.Get("RateLimit"))
-			}
-
-			// Requests that took no token: without a token, refused before
-			// execution, the index, the playground, the operational
-			// endpoints.
-			none := map[string]http.Header{
-				"REST without token":    env.REST(http.MethodGet, "/api/v1/me", "", nil).Header,
-				"GraphQL without token": env.GraphQL("", `{ viewer { id } }`, nil, nil).Header,
-				"GraphQL parse error":   env.GraphQL(env.World.Token("sam"), `{ viewer { id `, nil, nil).Header,
-				"REST index":            env.REST(http.MethodGet, "/api/v1", "", nil).Header,
-			}
-			for _, path := range []string{"/", "/healthz", "/readyz", "/api/openapi.yaml"} {
-				resp, err := http.Get(env.URL + path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				none["GET "+path] = resp.Header
-			}
-			for what, h := range none {
-				if h.Get("RateLimit") != "" || h.Get("RateLimit-Policy") != "" {
-					t.Errorf("%s: RateLimit %q, RateLimit-Policy %q, want neither", what, h.Get("RateLimit"), h.Get("RateLimit-Policy"))
-				}
-			}
+			checkRateLimitHeaders(t, store)
 		})
+	}
+}
+
+// checkRateLimitHeaders runs testRateLimitHeaders with the bucket store
+// store (ratelimit.store).
+func checkRateLimitHeaders(t *testing.T, store string) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{
+		config.RateLimitStore:    store,
+		config.RateReadBurst:     "5",
+		config.RateReadPerMinute: "1",
+	}})
+	alex := env.World.Token("alex")
+	me := func() *apitest.Response {
+		return env.REST(http.MethodGet, "/api/v1/me", alex, nil)
+	}
+	if r := me(); r.Status != http.StatusOK {
+		t.Fatalf("first read: %d %s", r.Status, r.Body)
+	} else {
+		wantReadRateLimit(t, "REST 1", r.Header, 4)
+	}
+	wantReadRateLimit(t, "REST 2", me().Header, 3)
+	if g := env.GraphQL(alex, `{ viewer { id } }`, nil, nil); len(g.Errors) > 0 {
+		t.Fatalf("GraphQL read: %+v", g.Errors)
+	} else {
+		wantReadRateLimit(t, "GraphQL", g.Header, 2)
+	}
+	// Two root fields take two tokens; the answer reports the lower.
+	if g := env.GraphQL(alex, `{ a: viewer { id } b: viewer { id } }`, nil, nil); len(g.Errors) > 0 {
+		t.Fatalf("two root fields: %+v", g.Errors)
+	} else {
+		wantReadRateLimit(t, "two root fields", g.Header, 0)
+	}
+	// The bucket is empty: both faces answer 429 with r=0 and t
+	// equal to Retry-After.
+	r := me()
+	apitest.WantProblem(t, "REST beyond the burst", r, http.StatusTooManyRequests, "rate_limited", "")
+	if secs := wantReadRateLimit(t, "REST 429", r.Header, 0); strconv.Itoa(secs) != r.Header.Get("Retry-After") {
+		t.Fatalf("REST 429: t=%d, Retry-After %q", secs, r.Header.Get("Retry-After"))
+	}
+	g := env.GraphQL(alex, `{ viewer { id } }`, nil, nil)
+	if len(g.Errors) != 1 || g.Errors[0].Extensions.Code != "rate_limited" {
+		t.Fatalf("GraphQL beyond the burst: %+v", g.Errors)
+	}
+	if secs := wantReadRateLimit(t, "GraphQL 429", g.Header, 0); strconv.Itoa(secs) != g.Header.Get("Retry-After") {
+		t.Fatalf("GraphQL 429: t=%d, Retry-After %q", secs, g.Header.Get("Retry-After"))
+	}
+	// Another class has its own policy and bucket (the defaults: 20
+	// tokens, 60 a minute, so one is back within a second).
+	post := env.Post("alex", env.Main("Support/Allgemein"), "rl-headers", "counted apart")
+	if post.Status != http.StatusCreated || post.Header.Get("RateLimit-Policy") != `"rl.message";q=20;w=20` ||
+		post.Header.Get("RateLimit") != `"rl.message";r=19;t=1` {
+		t.Fatalf("createMessage: %d RateLimit-Policy %q RateLimit %q", post.Status,
+			post.Header.Get("RateLimit-Policy"), post.Header.Get("RateLimit"))
+	}
+	wantNoRateLimitHeaders(t, env)
+}
+
+// readPolicy is RateLimit-Policy of the read class in
+// checkRateLimitHeaders: five tokens refilled at one a minute, so the
+// bucket fills in 300 s.
+const readPolicy = `"rl.read";q=5;w=300`
+
+// wantReadRateLimit checks the rate-limit headers h of the answer what: the
+// read class's policy, wantLeft tokens left, and a token back within a
+// minute. It returns the seconds until the next token.
+func wantReadRateLimit(t *testing.T, what string, h http.Header, wantLeft int) int {
+	t.Helper()
+	if got := h.Get("RateLimit-Policy"); got != readPolicy {
+		t.Fatalf("%s: RateLimit-Policy %q, want %q", what, got, readPolicy)
+	}
+	m := rateLimitRE.FindStringSubmatch(h.Get("RateLimit"))
+	if m == nil || m[1] != "rl.read" || m[2] != strconv.Itoa(wantLeft) {
+		t.Fatalf("%s: RateLimit %q, want rl.read with r=%d", what, h.Get("RateLimit"), wantLeft)
+	}
+	secs, _ := strconv.Atoi(m[3])
+	// One token comes back a minute after the last was taken.
+	if secs < 1 || secs > 60 {
+		t.Fatalf("%s: t=%d, want 1 to 60 seconds", what, secs)
+	}
+	return secs
+}
+
+// wantNoRateLimitHeaders checks that requests that took no token carry no
+// rate-limit headers: without a token, refused before execution, the
+// index, the playground, the operational endpoints.
+func wantNoRateLimitHeaders(t *testing.T, env *apitest.Env) {
+	t.Helper()
+	none := map[string]http.Header{
+		"REST without token":    env.REST(http.MethodGet, "/api/v1/me", "", nil).Header,
+		"GraphQL without token": env.GraphQL("", `{ viewer { id } }`, nil, nil).Header,
+		"GraphQL parse error":   env.GraphQL(env.World.Token("sam"), `{ viewer { id `, nil, nil).Header,
+		"REST index":            env.REST(http.MethodGet, "/api/v1", "", nil).Header,
+	}
+	for _, path := range []string{"/", "/healthz", "/readyz", "/api/openapi.yaml"} {
+		resp, err := http.Get(env.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		none["GET "+path] = resp.Header
+	}
+	for what, h := range none {
+		if h.Get("RateLimit") != "" || h.Get("RateLimit-Policy") != "" {
+			t.Errorf("%s: RateLimit %q, RateLimit-Policy %q, want neither", what, h.Get("RateLimit"), h.Get("RateLimit-Policy"))
+		}
 	}
 }
 

@@ -270,67 +270,95 @@ func presenter(log *slog.Logger, schema *ast.Schema, out *outage) graphql.ErrorP
 			err = out.classify(ctx, err)
 		}
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
-		var p *problem.Error
-		if !errors.As(err, &p) {
-			code, _ := gqlErr.Extensions["code"].(string)
-			if gqlErr.Err == nil && (strings.HasPrefix(gqlErr.Message, "json request body could not be decoded") ||
-				strings.HasPrefix(gqlErr.Message, "could not read request body")) {
-				// gqlgen's message quotes the body; answer a fixed text instead.
-				p = problem.Newf(problem.ValidationFailed, "invalid_json", "the body is not a JSON GraphQL request")
-			} else if gqlErr.Message == "introspection disabled" {
-				// gqlgen's own refusal when graphql.introspection is off.
-				p = problem.Newf(problem.Forbidden, "introspection_disabled", "introspection is switched off (graphql.introspection)")
-			} else if reason, ok := requestErrorReasons[code]; ok {
-				p = problem.New(problem.ValidationFailed, reason)
-				p.Detail = gqlErr.Message
-			} else if gqlErr.Rule != "" || (gqlErr.Err == nil && len(gqlErr.Path) == 0) {
-				p = problem.New(problem.ValidationFailed, "graphql_validation_failed")
-				p.Detail = gqlErr.Message
-			} else {
-				p = problem.Internal("server.presenter", err)
-			}
-		}
+		p := problemOfGraphQL(err, gqlErr)
 		if p.Code == problem.ValidationFailed && len(gqlErr.Path) > 0 {
 			p = withPathPointers(p, gqlErr.Path)
 		}
 		httpx.NoteCode(ctx, p.Code)
-		if p.Code == problem.InternalError && p.Cause() != nil && errors.Is(p.Cause(), context.Canceled) && ctx.Err() != nil {
-			// The client went away (a subscription completed or a
-			// connection closed while its resolver worked): not a server
-			// error, and nobody reads the answer.
-			log.DebugContext(ctx, "request cancelled by its client", "correlation_id", httpx.CorrelationID(ctx))
-		} else if p.Code == problem.InternalError && p.Cause() != nil {
-			log.ErrorContext(ctx, "internal error", "correlation_id", httpx.CorrelationID(ctx), "error", p.Cause().Error())
-		}
+		logInternal(ctx, log, p)
 		if p.RetryAfter > 0 {
 			httpx.HintsFrom(ctx).RetryAfter = p.RetryAfter
 		}
-		msg := p.Detail
-		if msg == "" {
-			msg = p.Code.Title()
-		}
-		ext := map[string]any{"code": string(p.Code), "status": p.Code.Status()}
-		if p.Reason != "" {
-			ext["reason"] = p.Reason
-		}
-		if len(p.Fields) > 0 {
-			fe := presentFields(ctx, schema, p.Fields)
-			ext["fieldErrors"] = fe
-			if p.Detail == "" {
-				msg = fieldErrorsMessage(msg, fe)
-			}
-		}
-		if p.OldestCursor != "" {
-			ext["oldestCursor"] = p.OldestCursor
-		}
-		if p.CurrentVersion != nil {
-			ext["currentVersion"] = *p.CurrentVersion
-		}
-		if p.RetryAfter > 0 {
-			ext["retryAfterSeconds"] = httpx.RetrySecondsInt(p.RetryAfter)
-		}
+		msg, ext := presentProblem(ctx, schema, p)
 		return &gqlerror.Error{Message: msg, Path: gqlErr.Path, Locations: gqlErr.Locations, Extensions: ext}
 	}
+}
+
+// problemOfGraphQL is the problem err stands for: its own, or for gqlgen's
+// errors (gqlErr, as gqlgen presents err) the problem of a request the
+// executor refused. Anything else is internal.
+func problemOfGraphQL(err error, gqlErr *gqlerror.Error) *problem.Error {
+	var p *problem.Error
+	if errors.As(err, &p) {
+		return p
+	}
+	code, _ := gqlErr.Extensions["code"].(string)
+	reason, isRequestError := requestErrorReasons[code]
+	switch {
+	case gqlErr.Err == nil && (strings.HasPrefix(gqlErr.Message, "json request body could not be decoded") ||
+		strings.HasPrefix(gqlErr.Message, "could not read request body")):
+		// gqlgen's message quotes the body; answer a fixed text instead.
+		return problem.Newf(problem.ValidationFailed, "invalid_json", "the body is not a JSON GraphQL request")
+	case gqlErr.Message == "introspection disabled":
+		// gqlgen's own refusal when graphql.introspection is off.
+		return problem.Newf(problem.Forbidden, "introspection_disabled", "introspection is switched off (graphql.introspection)")
+	case isRequestError:
+		p = problem.New(problem.ValidationFailed, reason)
+		p.Detail = gqlErr.Message
+		return p
+	case gqlErr.Rule != "" || (gqlErr.Err == nil && len(gqlErr.Path) == 0):
+		p = problem.New(problem.ValidationFailed, "graphql_validation_failed")
+		p.Detail = gqlErr.Message
+		return p
+	default:
+		return problem.Internal("server.presenter", err)
+	}
+}
+
+// logInternal logs the cause of an internal error with the request's
+// correlation id, at debug level when the client went away.
+func logInternal(ctx context.Context, log *slog.Logger, p *problem.Error) {
+	if p.Code != problem.InternalError || p.Cause() == nil {
+		return
+	}
+	if errors.Is(p.Cause(), context.Canceled) && ctx.Err() != nil {
+		// The client went away (a subscription completed or a connection
+		// closed while its resolver worked): not a server error, and
+		// nobody reads the answer.
+		log.DebugContext(ctx, "request cancelled by its client", "correlation_id", httpx.CorrelationID(ctx))
+		return
+	}
+	log.ErrorContext(ctx, "internal error", "correlation_id", httpx.CorrelationID(ctx), "error", p.Cause().Error())
+}
+
+// presentProblem returns the message and the extensions of the GraphQL
+// error that presents p, in the words of the REST problems.
+func presentProblem(ctx context.Context, schema *ast.Schema, p *problem.Error) (string, map[string]any) {
+	msg := p.Detail
+	if msg == "" {
+		msg = p.Code.Title()
+	}
+	ext := map[string]any{"code": string(p.Code), "status": p.Code.Status()}
+	if p.Reason != "" {
+		ext["reason"] = p.Reason
+	}
+	if len(p.Fields) > 0 {
+		fe := presentFields(ctx, schema, p.Fields)
+		ext["fieldErrors"] = fe
+		if p.Detail == "" {
+			msg = fieldErrorsMessage(msg, fe)
+		}
+	}
+	if p.OldestCursor != "" {
+		ext["oldestCursor"] = p.OldestCursor
+	}
+	if p.CurrentVersion != nil {
+		ext["currentVersion"] = *p.CurrentVersion
+	}
+	if p.RetryAfter > 0 {
+		ext["retryAfterSeconds"] = httpx.RetrySecondsInt(p.RetryAfter)
+	}
+	return msg, ext
 }
 
 const (

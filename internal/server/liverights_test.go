@@ -172,36 +172,56 @@ type readerLoss struct {
 // TestAdminDisableEndsPollsAndRuns.
 func testReaderLossOnEveryPath(t *testing.T) {
 	t.Parallel()
+	for _, loss := range readerLosses() {
+		t.Run(loss.name, func(t *testing.T) {
+			t.Parallel()
+			checkReaderLoss(t, loss)
+		})
+	}
+}
+
+// lossGrant gives sam a read grant on Support/Eskalation, with the extra
+// members of the grant's body, and returns the grant.
+func lossGrant(t *testing.T, env *apitest.Env, extra map[string]any) map[string]any {
+	t.Helper()
+	body := map[string]any{"subject_id": env.World.ID("sam"), "subject_kind": "principal", "target_kind": "channel",
+		"target_id": env.World.Channel("Support/Eskalation").ID, "level": "read"}
+	for k, v := range extra {
+		body[k] = v
+	}
+	return env.CreateGrant(t, body)
+}
+
+// lossToken makes sam a new token, with a ttl in seconds unless 0, and
+// returns its id and secret.
+func lossToken(t *testing.T, env *apitest.Env, ttl int) (id, secret string) {
+	t.Helper()
+	body := map[string]any{"label": "loss"}
+	if ttl > 0 {
+		body["ttl"] = ttl
+	}
+	tok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+env.World.ID("sam")+"/tokens", env.World.Token("robin"), body, http.StatusCreated)
+	return tok["id"].(string), tok["token"].(string)
+}
+
+// readerLosses are the ways of testReaderLossOnEveryPath in which sam
+// loses the right to read the thread; robin, the owner, makes every
+// change.
+func readerLosses() []readerLoss {
 	robin := func(env *apitest.Env) string { return env.World.Token("robin") }
-	grant := func(env *apitest.Env, extra map[string]any) map[string]any {
-		body := map[string]any{"subject_id": env.World.ID("sam"), "subject_kind": "principal", "target_kind": "channel",
-			"target_id": env.World.Channel("Support/Eskalation").ID, "level": "read"}
-		for k, v := range extra {
-			body[k] = v
-		}
-		return env.CreateGrant(t, body)
-	}
-	newToken := func(env *apitest.Env, ttl int) (id, secret string) {
-		body := map[string]any{"label": "loss"}
-		if ttl > 0 {
-			body["ttl"] = ttl
-		}
-		tok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+env.World.ID("sam")+"/tokens", robin(env), body, http.StatusCreated)
-		return tok["id"].(string), tok["token"].(string)
-	}
-	losses := []readerLoss{
+	return []readerLoss{
 		{name: "token revoke", ends: true, give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
-			grant(env, nil)
-			id, secret := newToken(env, 0)
+			lossGrant(t, env, nil)
+			id, secret := lossToken(t, env, 0)
 			return secret, func() { env.MustREST(t, http.MethodDelete, "/api/v1/tokens/"+id, robin(env), nil, http.StatusOK) }
 		}},
 		{name: "token expiry", ends: true, give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
-			grant(env, nil)
-			_, secret := newToken(env, 3600)
+			lossGrant(t, env, nil)
+			_, secret := lossToken(t, env, 3600)
 			return secret, func() { env.Clock.Advance(3601 * time.Second) }
 		}},
 		{name: "disable", ends: true, give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
-			grant(env, nil)
+			lossGrant(t, env, nil)
 			return "", func() {
 				env.MustREST(t, http.MethodPatch, "/api/v1/principals/"+env.World.ID("sam"), robin(env), map[string]any{"status": "disabled"}, http.StatusOK)
 			}
@@ -213,13 +233,13 @@ func testReaderLossOnEveryPath(t *testing.T) {
 			}
 		}},
 		{name: "grant revoke", give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
-			g := grant(env, nil)
+			g := lossGrant(t, env, nil)
 			return "", func() {
 				env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+g["id"].(string), robin(env), nil, http.StatusOK)
 			}
 		}},
 		{name: "grant expiry", give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
-			grant(env, map[string]any{"expires_at": env.Clock.Now().Add(time.Hour).Format(time.RFC3339)})
+			lossGrant(t, env, map[string]any{"expires_at": env.Clock.Now().Add(time.Hour).Format(time.RFC3339)})
 			return "", func() { env.Clock.Advance(time.Hour + time.Second) }
 		}},
 		{name: "group removal", give: func(t *testing.T, env *apitest.Env, _ string) (string, func()) {
@@ -233,7 +253,7 @@ func testReaderLossOnEveryPath(t *testing.T) {
 			}
 		}},
 		{name: "thread move", give: func(t *testing.T, env *apitest.Env, thread string) (string, func()) {
-			grant(env, nil)
+			lossGrant(t, env, nil)
 			// A text channel sam has no right on.
 			intern := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+env.World.Spaces["Support"]+"/channels", robin(env),
 				map[string]any{"name": "Intern", "kind": "text"}, http.StatusCreated)
@@ -243,71 +263,84 @@ func testReaderLossOnEveryPath(t *testing.T) {
 			}
 		}},
 	}
-	for _, loss := range losses {
-		t.Run(loss.name, func(t *testing.T) {
-			t.Parallel()
-			env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "60s"}})
-			created := env.MustREST(t, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Eskalation").ID+"/threads", robin(env),
-				map[string]any{"title": "Incident", "first_message": map[string]any{"client_msg_id": "loss-0", "content_md": "the incident"}}, http.StatusCreated)
-			thread := created["thread"].(map[string]any)["id"].(string)
-			tok, take := loss.give(t, env, thread)
-			if tok == "" {
-				tok = env.World.Token("sam")
-			}
-			// Before: every path shows the thread.
-			env.MustREST(t, http.MethodGet, "/api/v1/threads/"+thread, tok, nil, http.StatusOK)
-			w := dialRaw(t, env, nil)
-			w.init(tok)
-			w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { seq type ... on MessageEvent { messageId threadId } } }`, logEnd(env)))
-			seen := env.MustPost("robin", thread, "loss-1", "before the loss")
-			for !strings.Contains(string(w.want("next").Payload), seen["id"].(string)) {
-			}
+}
 
-			take()
+// checkReaderLoss runs one row of testReaderLossOnEveryPath: sam reads a
+// new thread of Support/Eskalation on every path, loses the right by loss,
+// and is refused on every path at once.
+func checkReaderLoss(t *testing.T, loss readerLoss) {
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"events.poll_max_wait": "60s"}})
+	created := env.MustREST(t, http.MethodPost, "/api/v1/channels/"+env.World.Channel("Support/Eskalation").ID+"/threads", env.World.Token("robin"),
+		map[string]any{"title": "Incident", "first_message": map[string]any{"client_msg_id": "loss-0", "content_md": "the incident"}}, http.StatusCreated)
+	thread := created["thread"].(map[string]any)["id"].(string)
+	tok, take := loss.give(t, env, thread)
+	if tok == "" {
+		tok = env.World.Token("sam")
+	}
+	// Before: every path shows the thread.
+	env.MustREST(t, http.MethodGet, "/api/v1/threads/"+thread, tok, nil, http.StatusOK)
+	w := dialRaw(t, env, nil)
+	w.init(tok)
+	w.send(subscribeAfter("s", `subscription($a: String) { events(after: $a) { seq type ... on MessageEvent { messageId threadId } } }`, logEnd(env)))
+	seen := env.MustPost("robin", thread, "loss-1", "before the loss")
+	for !strings.Contains(string(w.want("next").Payload), seen["id"].(string)) {
+	}
 
-			// REST and GraphQL reads are refused at once.
-			wantRead := http.StatusNotFound
-			if loss.ends {
-				wantRead = http.StatusUnauthorized
+	take()
+
+	wantRead := http.StatusNotFound
+	if loss.ends {
+		wantRead = http.StatusUnauthorized
+	}
+	wantThreadReadsRefused(t, env, tok, thread, wantRead)
+	wantThreadWithheld(t, env, w, thread, loss.ends)
+}
+
+// wantThreadReadsRefused checks that REST and GraphQL reads of thread with
+// tok are refused at once: REST with wantRead, GraphQL with not_found or
+// with wantRead as its status.
+func wantThreadReadsRefused(t *testing.T, env *apitest.Env, tok, thread string, wantRead int) {
+	t.Helper()
+	if r := env.REST(http.MethodGet, "/api/v1/threads/"+thread, tok, nil); r.Status != wantRead {
+		t.Fatalf("REST read after the loss: %d, want %d", r.Status, wantRead)
+	}
+	var g struct {
+		Thread *struct{ ID string } `json:"thread"`
+	}
+	res, err := env.GraphQLDo(tok, `query($t: ID!) { thread(id: $t) { id } }`, map[string]any{"t": thread}, &g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status == http.StatusOK && (g.Thread != nil || len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "not_found") ||
+		res.Status != http.StatusOK && res.Status != wantRead {
+		t.Fatalf("GraphQL read after the loss: %d %s %+v", res.Status, res.Data, res.Errors)
+	}
+}
+
+// wantThreadWithheld checks that the subscription on w withholds the
+// thread's next message: it closes (4403, when the loss ends the token or
+// the principal) or delivers the barrier, in sam's own space, without it.
+func wantThreadWithheld(t *testing.T, env *apitest.Env, w *rawWS, thread string, ends bool) {
+	t.Helper()
+	hidden := env.MustPost("robin", thread, "loss-2", "after the loss")
+	barrier := env.MustPost("robin", env.Main("Marketing/Kampagnen"), "loss-3", "barrier")
+	for {
+		m, code := w.read(10 * time.Second)
+		if code != 0 {
+			if !ends || code != 4403 {
+				t.Fatalf("subscription closed with %d", code)
 			}
-			if r := env.REST(http.MethodGet, "/api/v1/threads/"+thread, tok, nil); r.Status != wantRead {
-				t.Fatalf("REST read after the loss: %d, want %d", r.Status, wantRead)
+			return
+		}
+		if strings.Contains(string(m.Payload), hidden["id"].(string)) {
+			t.Fatalf("the subscription delivered the thread's message after the loss: %s", m.Payload)
+		}
+		if strings.Contains(string(m.Payload), barrier["id"].(string)) {
+			if ends {
+				t.Fatalf("a subscription of an ended token or principal delivered %s", m.Payload)
 			}
-			var g struct {
-				Thread *struct{ ID string } `json:"thread"`
-			}
-			res, err := env.GraphQLDo(tok, `query($t: ID!) { thread(id: $t) { id } }`, map[string]any{"t": thread}, &g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Status == http.StatusOK && (g.Thread != nil || len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "not_found") ||
-				res.Status != http.StatusOK && res.Status != wantRead {
-				t.Fatalf("GraphQL read after the loss: %d %s %+v", res.Status, res.Data, res.Errors)
-			}
-			// The subscription withholds the thread's next message: it
-			// closes (4403) or delivers the barrier, in sam's own space,
-			// without it.
-			hidden := env.MustPost("robin", thread, "loss-2", "after the loss")
-			barrier := env.MustPost("robin", env.Main("Marketing/Kampagnen"), "loss-3", "barrier")
-			for {
-				m, code := w.read(10 * time.Second)
-				if code != 0 {
-					if !loss.ends || code != 4403 {
-						t.Fatalf("subscription closed with %d", code)
-					}
-					return
-				}
-				if strings.Contains(string(m.Payload), hidden["id"].(string)) {
-					t.Fatalf("the subscription delivered the thread's message after the loss: %s", m.Payload)
-				}
-				if strings.Contains(string(m.Payload), barrier["id"].(string)) {
-					if loss.ends {
-						t.Fatalf("a subscription of an ended token or principal delivered %s", m.Payload)
-					}
-					return
-				}
-			}
-		})
+			return
+		}
 	}
 }
 

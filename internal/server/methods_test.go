@@ -57,30 +57,7 @@ func testMethodNotAllowed(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 
-	t.Run("REST routes", func(t *testing.T) {
-		for _, tc := range []struct{ method, path, allow string }{
-			{http.MethodPut, "/api/v1/me", "GET"},
-			{http.MethodPost, "/api/v1/me", "GET"},
-			{http.MethodDelete, "/api/v1/principals", "GET, POST"},
-			{http.MethodPut, "/api/v1/messages/" + someID, "GET, DELETE"},
-			{http.MethodPost, "/api/v1/channels/" + someID, "GET, PATCH"},
-			{http.MethodGet, "/api/v1/runs/" + someID + "/start", "POST"},
-			{http.MethodPatch, "/api/v1/channels/" + someID + "/operator", "PUT"},
-			{http.MethodGet, "/api/v1/groups/" + someID + "/members/" + someID, "DELETE"},
-			// Without a CORS origin list an OPTIONS request is no preflight.
-			{http.MethodOptions, "/api/v1/me", "GET"},
-		} {
-			what := tc.method + " " + tc.path
-			// The harness validates an answer on a known path with a
-			// method outside the document as a Problem.
-			r := env.RESTWith(tc.method, tc.path, "", nil, nil)
-			wantMethodNotAllowed(t, what, r.Status, r.Header, r.Body, tc.allow)
-			// A token changes nothing: the method is refused before
-			// authentication.
-			r = env.REST(tc.method, tc.path, env.World.Token("alex"), nil)
-			wantMethodNotAllowed(t, what+" with a token", r.Status, r.Header, r.Body, tc.allow)
-		}
-	})
+	t.Run("REST routes", func(t *testing.T) { restRoutesRefuseMethods(t, env) })
 
 	t.Run("other endpoints", func(t *testing.T) {
 		for _, tc := range []struct{ method, path, allow string }{
@@ -119,38 +96,69 @@ func testMethodNotAllowed(t *testing.T) {
 		}
 	})
 
-	t.Run("unknown paths stay 404", func(t *testing.T) {
-		for _, tc := range []struct{ method, path string }{
-			{http.MethodGet, "/api/v1/nothing"},
-			{http.MethodPut, "/api/v1/nothing"},
-			{http.MethodGet, "/api/v1/"},
-			{http.MethodDelete, "/api/v1/me/more"},
-			{http.MethodPost, "/api/v1/principals/" + someID + "/nothing"},
-			{http.MethodGet, "/nothing"},
-			{http.MethodPut, "/nothing"},
-			{http.MethodPost, "/healthz/more"},
-		} {
-			what := tc.method + " " + tc.path
-			var (
-				st   int
-				h    http.Header
-				body []byte
-			)
-			if strings.HasPrefix(tc.path, "/api/v1/") {
-				r := env.REST(tc.method, tc.path, "", nil)
-				st, h, body = r.Status, r.Header, r.Body
-			} else {
-				st, h, body = plainDo(t, tc.method, env.URL+tc.path)
-			}
-			if st != http.StatusNotFound || h.Get("Allow") != "" || !strings.HasPrefix(h.Get("Content-Type"), "application/problem+json") {
-				t.Fatalf("%s: %d Allow %q %s, want 404 problem without Allow", what, st, h.Get("Allow"), body)
-			}
-			var p apitest.Problem
-			if err := json.Unmarshal(body, &p); err != nil || p.Code != "not_found" {
-				t.Fatalf("%s: %s", what, body)
-			}
+	t.Run("unknown paths stay 404", func(t *testing.T) { unknownPathsStay404(t, env) })
+}
+
+// restRoutesRefuseMethods checks the 405 of a method a REST route does not
+// serve, with and without a token.
+func restRoutesRefuseMethods(t *testing.T, env *apitest.Env) {
+	for _, tc := range []struct{ method, path, allow string }{
+		{http.MethodPut, "/api/v1/me", "GET"},
+		{http.MethodPost, "/api/v1/me", "GET"},
+		{http.MethodDelete, "/api/v1/principals", "GET, POST"},
+		{http.MethodPut, "/api/v1/messages/" + someID, "GET, DELETE"},
+		{http.MethodPost, "/api/v1/channels/" + someID, "GET, PATCH"},
+		{http.MethodGet, "/api/v1/runs/" + someID + "/start", "POST"},
+		{http.MethodPatch, "/api/v1/channels/" + someID + "/operator", "PUT"},
+		{http.MethodGet, "/api/v1/groups/" + someID + "/members/" + someID, "DELETE"},
+		// Without a CORS origin list an OPTIONS request is no preflight.
+		{http.MethodOptions, "/api/v1/me", "GET"},
+	} {
+		what := tc.method + " " + tc.path
+		// The harness validates an answer on a known path with a
+		// method outside the document as a Problem.
+		r := env.RESTWith(tc.method, tc.path, "", nil, nil)
+		wantMethodNotAllowed(t, what, r.Status, r.Header, r.Body, tc.allow)
+		// A token changes nothing: the method is refused before
+		// authentication.
+		r = env.REST(tc.method, tc.path, env.World.Token("alex"), nil)
+		wantMethodNotAllowed(t, what+" with a token", r.Status, r.Header, r.Body, tc.allow)
+	}
+}
+
+// unknownPathsStay404 checks that a path no route knows answers 404
+// without Allow, whatever the method.
+func unknownPathsStay404(t *testing.T, env *apitest.Env) {
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodGet, "/api/v1/nothing"},
+		{http.MethodPut, "/api/v1/nothing"},
+		{http.MethodGet, "/api/v1/"},
+		{http.MethodDelete, "/api/v1/me/more"},
+		{http.MethodPost, "/api/v1/principals/" + someID + "/nothing"},
+		{http.MethodGet, "/nothing"},
+		{http.MethodPut, "/nothing"},
+		{http.MethodPost, "/healthz/more"},
+	} {
+		what := tc.method + " " + tc.path
+		var (
+			st   int
+			h    http.Header
+			body []byte
+		)
+		if strings.HasPrefix(tc.path, "/api/v1/") {
+			r := env.REST(tc.method, tc.path, "", nil)
+			st, h, body = r.Status, r.Header, r.Body
+		} else {
+			st, h, body = plainDo(t, tc.method, env.URL+tc.path)
 		}
-	})
+		if st != http.StatusNotFound || h.Get("Allow") != "" || !strings.HasPrefix(h.Get("Content-Type"), "application/problem+json") {
+			t.Fatalf("%s: %d Allow %q %s, want 404 problem without Allow", what, st, h.Get("Allow"), body)
+		}
+		var p apitest.Problem
+		if err := json.Unmarshal(body, &p); err != nil || p.Code != "not_found" {
+			t.Fatalf("%s: %s", what, body)
+		}
+	}
 }
 
 // testMethodNotAllowedOnTheMetricsListener: the separate metrics listener

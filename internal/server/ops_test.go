@@ -143,100 +143,120 @@ func TestReadinessBurstStaysInsidePool(t *testing.T) {
 // reason, and the server is ready again once the cause is gone.
 func TestReadinessReasons(t *testing.T) {
 	t.Parallel()
-	t.Run("migrations_pending", func(t *testing.T) {
-		t.Parallel()
-		env := apitest.Start(t, apitest.Options{})
-		var newest int64
-		if err := env.Pool.QueryRow(t.Context(), `SELECT max(version_id) FROM goose_db_version`).Scan(&newest); err != nil {
-			t.Fatal(err)
+	t.Run("migrations_pending", testReadinessMigrationsPending)
+	t.Run("schema_newer", testReadinessSchemaNewer)
+	t.Run("listener_down", testReadinessListenerDown)
+	t.Run("listener reconnects", testReadinessListenerReconnects)
+	t.Run("database_unreachable", testReadinessDatabaseUnreachable)
+}
+
+// testReadinessMigrationsPending: a schema one migration behind what the
+// binary needs answers migrations_pending until the migration is applied.
+func testReadinessMigrationsPending(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	var newest int64
+	if err := env.Pool.QueryRow(t.Context(), `SELECT max(version_id) FROM goose_db_version`).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	// The schema one migration behind what the binary needs.
+	env.Exec(`UPDATE goose_db_version SET is_applied = false WHERE version_id = $1`, newest)
+	if got := readyReason(t, env); got != "migrations_pending" {
+		t.Fatalf("reason %q, want migrations_pending", got)
+	}
+	env.Exec(`UPDATE goose_db_version SET is_applied = true WHERE version_id = $1`, newest)
+	waitReady(t, env)
+	if got := env.Server.SchemaVersion(); got != newest {
+		t.Fatalf("cached schema version %d, want %d", got, newest)
+	}
+}
+
+// testReadinessSchemaNewer: a newer binary's contract step answers
+// schema_newer; recorded as an expand step, the server is ready on it.
+func testReadinessSchemaNewer(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	var newest int64
+	if err := env.Pool.QueryRow(t.Context(), `SELECT max(version_id) FROM goose_db_version`).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	// A newer binary applied migration 99, a contract step: this
+	// binary refuses to serve.
+	env.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, true)`)
+	env.Exec(`INSERT INTO schema_compat (version, requires) VALUES (99, 99)`)
+	if got := readyReason(t, env); got != "schema_newer" {
+		t.Fatalf("reason %q, want schema_newer", got)
+	}
+	// Recorded as an expand step that binaries of this one's newest
+	// migration serve: ready, on schema 99.
+	env.Exec(`UPDATE schema_compat SET requires = $1 WHERE version = 99`, newest)
+	waitReady(t, env)
+	if got := env.Server.SchemaVersion(); got != 99 {
+		t.Fatalf("cached schema version %d, want 99", got)
+	}
+}
+
+// testReadinessListenerDown: a LISTEN connection that cannot connect answers
+// listener_down, while the listener retries.
+func testReadinessListenerDown(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{
+		config.DatabaseListenURL: "postgres://bothy@127.0.0.1:1/bothy?connect_timeout=1", config.DatabaseListenBackoffMax: "100ms"}})
+	deadline := time.Now().Add(5 * time.Second)
+	for env.Metric("bothy_listener_reconnects_total") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the listener does not retry")
 		}
-		// The schema one migration behind what the binary needs.
-		env.Exec(`UPDATE goose_db_version SET is_applied = false WHERE version_id = $1`, newest)
-		if got := readyReason(t, env); got != "migrations_pending" {
-			t.Fatalf("reason %q, want migrations_pending", got)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := readyReason(t, env); got != "listener_down" {
+		t.Fatalf("reason %q, want listener_down", got)
+	}
+	if v := env.Metric("bothy_listener_connected"); v != 0 {
+		t.Fatalf("bothy_listener_connected %v with a dead listen URL", v)
+	}
+}
+
+// testReadinessListenerReconnects: a killed LISTEN session reconnects, and
+// wake-ups work through the new connection.
+func testReadinessListenerReconnects(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	waitReady(t, env)
+	// Kill the LISTEN session as a database restart or a network cut would.
+	if n := env.Count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND (query LIKE 'LISTEN %' OR query LIKE 'SELECT pg_current_snapshot()%')`); n != 1 {
+		t.Fatalf("%d LISTEN sessions terminated, want 1", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for env.Metric("bothy_listener_reconnects_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the listener did not reconnect")
 		}
-		env.Exec(`UPDATE goose_db_version SET is_applied = true WHERE version_id = $1`, newest)
-		waitReady(t, env)
-		if got := env.Server.SchemaVersion(); got != newest {
-			t.Fatalf("cached schema version %d, want %d", got, newest)
-		}
-	})
-	t.Run("schema_newer", func(t *testing.T) {
-		t.Parallel()
-		env := apitest.Start(t, apitest.Options{})
-		var newest int64
-		if err := env.Pool.QueryRow(t.Context(), `SELECT max(version_id) FROM goose_db_version`).Scan(&newest); err != nil {
-			t.Fatal(err)
-		}
-		// A newer binary applied migration 99, a contract step: this
-		// binary refuses to serve.
-		env.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, true)`)
-		env.Exec(`INSERT INTO schema_compat (version, requires) VALUES (99, 99)`)
-		if got := readyReason(t, env); got != "schema_newer" {
-			t.Fatalf("reason %q, want schema_newer", got)
-		}
-		// Recorded as an expand step that binaries of this one's newest
-		// migration serve: ready, on schema 99.
-		env.Exec(`UPDATE schema_compat SET requires = $1 WHERE version = 99`, newest)
-		waitReady(t, env)
-		if got := env.Server.SchemaVersion(); got != 99 {
-			t.Fatalf("cached schema version %d, want 99", got)
-		}
-	})
-	t.Run("listener_down", func(t *testing.T) {
-		t.Parallel()
-		env := apitest.Start(t, apitest.Options{Config: map[string]string{
-			config.DatabaseListenURL: "postgres://bothy@127.0.0.1:1/bothy?connect_timeout=1", config.DatabaseListenBackoffMax: "100ms"}})
-		deadline := time.Now().Add(5 * time.Second)
-		for env.Metric("bothy_listener_reconnects_total") < 2 {
-			if time.Now().After(deadline) {
-				t.Fatal("the listener does not retry")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if got := readyReason(t, env); got != "listener_down" {
-			t.Fatalf("reason %q, want listener_down", got)
-		}
-		if v := env.Metric("bothy_listener_connected"); v != 0 {
-			t.Fatalf("bothy_listener_connected %v with a dead listen URL", v)
-		}
-	})
-	t.Run("listener reconnects", func(t *testing.T) {
-		t.Parallel()
-		env := apitest.Start(t, apitest.Options{})
-		waitReady(t, env)
-		// Kill the LISTEN session as a database restart or a network cut would.
-		if n := env.Count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND (query LIKE 'LISTEN %' OR query LIKE 'SELECT pg_current_snapshot()%')`); n != 1 {
-			t.Fatalf("%d LISTEN sessions terminated, want 1", n)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for env.Metric("bothy_listener_reconnects_total") < 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("the listener did not reconnect")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		waitReady(t, env)
-		// Wake-ups work through the new connection.
-		wantLongPollWoken(t, env, "after-reconnect")
-	})
-	t.Run("database_unreachable", func(t *testing.T) {
-		t.Parallel()
-		env := apitest.Start(t, apitest.Options{Config: map[string]string{config.ServerReadinessTimeout: "500ms"}})
-		waitReady(t, env)
-		if v := env.Metric("bothy_listener_connected"); v != 1 {
-			t.Fatalf("bothy_listener_connected %v while ready", v)
-		}
-		env.Pool.Close()
-		start := time.Now()
-		if got := readyReason(t, env); got != "database_unreachable" {
-			t.Fatalf("reason %q, want database_unreachable", got)
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("the probe took %s", d)
-		}
-	})
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitReady(t, env)
+	// Wake-ups work through the new connection.
+	wantLongPollWoken(t, env, "after-reconnect")
+}
+
+// testReadinessDatabaseUnreachable: a closed pool answers database_unreachable
+// within the readiness timeout.
+func testReadinessDatabaseUnreachable(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.ServerReadinessTimeout: "500ms"}})
+	waitReady(t, env)
+	if v := env.Metric("bothy_listener_connected"); v != 1 {
+		t.Fatalf("bothy_listener_connected %v while ready", v)
+	}
+	env.Pool.Close()
+	start := time.Now()
+	if got := readyReason(t, env); got != "database_unreachable" {
+		t.Fatalf("reason %q, want database_unreachable", got)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the probe took %s", d)
+	}
 }
 
 // metricsText returns the whole /metrics answer of base.

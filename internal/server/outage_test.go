@@ -30,11 +30,6 @@ func countMsg(msgs []string, prefix string) int {
 	return n
 }
 
-// testDatabaseOutage stops the server's PostgreSQL under a bounded write
-// load and starts it again: clients get 503 unavailable with Retry-After
-// (never 500), writes succeed again without restarting Bothy, every
-// acknowledged message is stored, and the log has one line for the start
-// of the outage and one for its end.
 // stopCluster stops the cluster and returns once nothing answers on its
 // port any more: a restart on the same data folder and port before the old
 // server is gone would meet it shutting down.
@@ -83,6 +78,11 @@ func outageCluster(t *testing.T, ctx context.Context) (*pgcluster.Cluster, strin
 	return cluster, dir, cluster.Port(), url
 }
 
+// testDatabaseOutage stops the server's PostgreSQL under a bounded write
+// load and starts it again: clients get 503 unavailable with Retry-After
+// (never 500), writes succeed again without restarting Bothy, every
+// acknowledged message is stored, and the log has one line for the start
+// of the outage and one for its end.
 func testDatabaseOutage(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -93,81 +93,11 @@ func testDatabaseOutage(t *testing.T) {
 		Config: map[string]string{"ratelimit.rl.message.burst": "100000", "ratelimit.rl.message.per_minute": "100000"}})
 	main := env.Main("Support/Allgemein")
 
-	var (
-		mu        sync.Mutex
-		acked     []string
-		statuses  = map[int]int{}
-		retryHdr  = true
-		restarted time.Time
-		recovered time.Duration
-	)
-	stop := make(chan struct{})
-	// answered is signalled after every answer a writer counted; the test
-	// waits on it for the progress it needs instead of for fixed times.
-	answered := make(chan struct{}, 1)
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		timeout := time.After(30 * time.Second)
-		for {
-			mu.Lock()
-			ok := cond()
-			mu.Unlock()
-			if ok {
-				return
-			}
-			select {
-			case <-answered:
-			case <-timeout:
-				t.Fatalf("waited 30s for %s: statuses %v", what, statuses)
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				r, err := env.PostDo("alex", main, fmt.Sprintf("w%d-%d", w, i), "load")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				statuses[r.Status]++
-				switch r.Status {
-				case http.StatusCreated:
-					var m struct {
-						ID string `json:"id"`
-					}
-					json.Unmarshal(r.Body, &m)
-					acked = append(acked, m.ID)
-					if !restarted.IsZero() && recovered == 0 {
-						recovered = time.Since(restarted)
-					}
-				case http.StatusServiceUnavailable:
-					var p apitest.Problem
-					json.Unmarshal(r.Body, &p)
-					retryHdr = retryHdr && r.Header.Get("Retry-After") != "" && p.Code == "unavailable"
-				}
-				mu.Unlock()
-				select {
-				case answered <- struct{}{}:
-				default:
-				}
-				time.Sleep(20 * time.Millisecond) // the writers' pace, not a wait
-			}
-		}()
-	}
-	waitUntil("writes before the outage", func() bool { return statuses[http.StatusCreated] >= 10 })
+	load := startOutageLoad(t, env, main, 3)
+	load.waitUntil(t, "writes before the outage", func() bool { return load.statuses[http.StatusCreated] >= 10 })
 	stopCluster(t, cluster, port)
 	// Every writer has met the outage more than once.
-	waitUntil("503 answers during the outage", func() bool { return statuses[http.StatusServiceUnavailable] >= 6 })
+	load.waitUntil(t, "503 answers during the outage", func() bool { return load.statuses[http.StatusServiceUnavailable] >= 6 })
 
 	// GraphQL answers 503 as well while the database is away.
 	res := env.GraphQL(env.World.Token("alex"), `{ thread(id: "`+main+`") { id } }`, nil, nil)
@@ -183,31 +113,152 @@ func testDatabaseOutage(t *testing.T) {
 	// The cleanup also keeps the cluster reachable: a Cluster the garbage
 	// collector takes closes its watchdog's pipe, which stops the server.
 	t.Cleanup(func() { cluster.Stop() })
-	mu.Lock()
-	restarted = time.Now()
-	mu.Unlock()
-	waitUntil("a write after the restart", func() bool { return recovered > 0 })
-	mu.Lock()
-	after := statuses[http.StatusCreated] + 10
-	mu.Unlock()
-	waitUntil("writes after the recovery", func() bool { return statuses[http.StatusCreated] >= after })
-	close(stop)
-	wg.Wait()
+	load.mu.Lock()
+	load.restarted = time.Now()
+	load.mu.Unlock()
+	load.waitUntil(t, "a write after the restart", func() bool { return load.recovered > 0 })
+	load.mu.Lock()
+	after := load.statuses[http.StatusCreated] + 10
+	load.mu.Unlock()
+	load.waitUntil(t, "writes after the recovery", func() bool { return load.statuses[http.StatusCreated] >= after })
+	load.end()
 
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("statuses %v, acknowledged %d, recovery after restart %v", statuses, len(acked), recovered)
-	if recovered == 0 {
-		t.Fatal("no write succeeded within 30s of the restart")
+	load.wantAnswered(t)
+	wantAllStored(t, ctx, url, load.acked)
+	// The end of the outage is logged by the watcher within a second or two.
+	msgs := wantOneOutage(t, logs, 5*time.Second)
+	if n := countMsg(msgs, "internal error"); n > 0 {
+		t.Errorf("%d internal error lines during the outage", n)
 	}
-	for st := range statuses {
-		if st != http.StatusCreated && st != http.StatusServiceUnavailable {
-			t.Errorf("status %d seen %d times", st, statuses[st])
+}
+
+// outageLoad is the bounded write load of testDatabaseOutage: writers that
+// post into one thread until ended, and what they were answered.
+type outageLoad struct {
+	mu        sync.Mutex
+	acked     []string
+	statuses  map[int]int
+	retryHdr  bool
+	restarted time.Time
+	recovered time.Duration
+
+	stop chan struct{}
+	// answered is signalled after every answer a writer counted; the test
+	// waits on it for the progress it needs instead of for fixed times.
+	answered chan struct{}
+	wg       sync.WaitGroup
+}
+
+// startOutageLoad starts writers that post as alex into thread.
+func startOutageLoad(t *testing.T, env *apitest.Env, thread string, writers int) *outageLoad {
+	l := &outageLoad{statuses: map[int]int{}, retryHdr: true, stop: make(chan struct{}), answered: make(chan struct{}, 1)}
+	for w := range writers {
+		l.wg.Add(1)
+		go l.write(t, env, thread, w)
+	}
+	return l
+}
+
+// write is writer w: it posts until the load ends, at its own pace.
+func (l *outageLoad) write(t *testing.T, env *apitest.Env, thread string, w int) {
+	defer l.wg.Done()
+	for i := 0; ; i++ {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		r, err := env.PostDo("alex", thread, fmt.Sprintf("w%d-%d", w, i), "load")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		l.record(r)
+		select {
+		case l.answered <- struct{}{}:
+		default:
+		}
+		time.Sleep(20 * time.Millisecond) // the writers' pace, not a wait
+	}
+}
+
+// record counts the answer r: an acknowledged message, the first write
+// after the restart, whether every 503 has Retry-After and its code.
+func (l *outageLoad) record(r *apitest.Response) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.statuses[r.Status]++
+	switch r.Status {
+	case http.StatusCreated:
+		var m struct {
+			ID string `json:"id"`
+		}
+		json.Unmarshal(r.Body, &m)
+		l.acked = append(l.acked, m.ID)
+		if !l.restarted.IsZero() && l.recovered == 0 {
+			l.recovered = time.Since(l.restarted)
+		}
+	case http.StatusServiceUnavailable:
+		var p apitest.Problem
+		json.Unmarshal(r.Body, &p)
+		l.retryHdr = l.retryHdr && r.Header.Get("Retry-After") != "" && p.Code == "unavailable"
+	}
+}
+
+// waitUntil waits up to 30 s for cond, checked with l.mu held after every
+// answer.
+func (l *outageLoad) waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		l.mu.Lock()
+		ok := cond()
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-l.answered:
+		case <-timeout:
+			l.mu.Lock()
+			statuses := fmt.Sprint(l.statuses)
+			l.mu.Unlock()
+			t.Fatalf("waited 30s for %s: statuses %s", what, statuses)
 		}
 	}
-	if statuses[http.StatusServiceUnavailable] == 0 || !retryHdr {
-		t.Errorf("503 answers %d, all with Retry-After and code unavailable: %v", statuses[http.StatusServiceUnavailable], retryHdr)
+}
+
+// end stops the writers and waits for them.
+func (l *outageLoad) end() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// wantAnswered checks the answers of the ended load: only 201 and 503,
+// some 503 and all of them with Retry-After and code unavailable, and a
+// write that succeeded after the restart.
+func (l *outageLoad) wantAnswered(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t.Logf("statuses %v, acknowledged %d, recovery after restart %v", l.statuses, len(l.acked), l.recovered)
+	if l.recovered == 0 {
+		t.Fatal("no write succeeded within 30s of the restart")
 	}
+	for st := range l.statuses {
+		if st != http.StatusCreated && st != http.StatusServiceUnavailable {
+			t.Errorf("status %d seen %d times", st, l.statuses[st])
+		}
+	}
+	if l.statuses[http.StatusServiceUnavailable] == 0 || !l.retryHdr {
+		t.Errorf("503 answers %d, all with Retry-After and code unavailable: %v", l.statuses[http.StatusServiceUnavailable], l.retryHdr)
+	}
+}
+
+// wantAllStored checks that every acknowledged message is stored in the
+// database at url.
+func wantAllStored(t *testing.T, ctx context.Context, url string, acked []string) {
+	t.Helper()
 	// A fresh connection: the pool may still hold one the restart ended.
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -220,11 +271,6 @@ func testDatabaseOutage(t *testing.T) {
 	}
 	if stored != len(acked) {
 		t.Errorf("lost writes: %d acknowledged, %d stored", len(acked), stored)
-	}
-	// The end of the outage is logged by the watcher within a second or two.
-	msgs := wantOneOutage(t, logs, 5*time.Second)
-	if n := countMsg(msgs, "internal error"); n > 0 {
-		t.Errorf("%d internal error lines during the outage", n)
 	}
 }
 

@@ -39,20 +39,11 @@ const headersEditorJS = `(() => {
   return '';
 })()`
 
-// TestPlaygroundInBrowser loads the playground in headless Chromium, sets
-// the Authorization header, and reloads: the header is kept, no tab is
-// added, the Docs pane shows the schema (so the standard introspection
-// passed with the new header), and no request left for another host.
-func TestPlaygroundInBrowser(t *testing.T) {
-	t.Parallel()
-	// Without the embedded GraphiQL files the page is the fallback and no
-	// selector would ever appear: say so now, not after the timeouts.
-	if !playground.New("/graphql").HasAssets() {
-		t.Fatal("the playground's GraphiQL files are not embedded: run make assets (make test does), then test again")
-	}
-	env := apitest.Start(t, apitest.Options{})
-	token := env.World.Token("alex")
-
+// headlessChromium starts headless Chromium and returns a browser context
+// that ends after two minutes at the latest, and the function that ends
+// it and the browser.
+func headlessChromium(t *testing.T) (context.Context, context.CancelFunc) {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.NoSandbox,
@@ -61,26 +52,20 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
 	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
+	return ctx, func() {
+		cancelTimeout()
+		cancel()
+		cancelAlloc()
+	}
+}
 
-	var mu sync.Mutex
-	var requests []string
-	chromedp.ListenTarget(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
-			mu.Lock()
-			requests = append(requests, e.Request.URL)
-			mu.Unlock()
-		}
-	})
-
-	page := env.URL + "/playground"
-	var headers string
-	var tabs int
-	setHeader := `(() => {
+// setHeaderJS is the script that sets the Authorization header of
+// GraphiQL's headers editor to the bearer token, and answers whether it
+// found the editor.
+func setHeaderJS(token string) string {
+	return `(() => {
   for (const el of document.querySelectorAll('.CodeMirror')) {
     const cm = el.CodeMirror;
     if (cm && cm.getValue().trim().startsWith('{') && cm.getValue().includes('Authorization')) {
@@ -90,9 +75,12 @@ func TestPlaygroundInBrowser(t *testing.T) {
   }
   return false;
 })()`
-	var set bool
-	// The Docs pane, once GraphiQL holds a schema, lists the root types.
-	docsShowQuery := chromedp.ActionFunc(func(ctx context.Context) error {
+}
+
+// docsShowSchema waits up to 30 s for the Docs pane, once GraphiQL holds a
+// schema, to list the root types, opening the pane when it is closed.
+func docsShowSchema(t *testing.T) chromedp.ActionFunc {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			var text string
@@ -112,12 +100,46 @@ func TestPlaygroundInBrowser(t *testing.T) {
 			time.Sleep(250 * time.Millisecond)
 		}
 	})
+}
+
+// TestPlaygroundInBrowser loads the playground in headless Chromium, sets
+// the Authorization header, and reloads: the header is kept, no tab is
+// added, the Docs pane shows the schema (so the standard introspection
+// passed with the new header), and no request left for another host.
+func TestPlaygroundInBrowser(t *testing.T) {
+	t.Parallel()
+	// Without the embedded GraphiQL files the page is the fallback and no
+	// selector would ever appear: say so now, not after the timeouts.
+	if !playground.New("/graphql").HasAssets() {
+		t.Fatal("the playground's GraphiQL files are not embedded: run make assets (make test does), then test again")
+	}
+	env := apitest.Start(t, apitest.Options{})
+	token := env.World.Token("alex")
+
+	ctx, cancel := headlessChromium(t)
+	defer cancel()
+
+	var mu sync.Mutex
+	var requests []string
+	chromedp.ListenTarget(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
+			mu.Lock()
+			requests = append(requests, e.Request.URL)
+			mu.Unlock()
+		}
+	})
+
+	page := env.URL + "/playground"
+	var headers string
+	var tabs int
+	var set bool
+	docsShowQuery := docsShowSchema(t)
 	err := chromedp.Run(ctx,
 		network.Enable(),
 		chromedp.Navigate(page),
 		chromedp.WaitVisible(`.graphiql-container`, chromedp.ByQuery),
 		chromedp.Poll(headersEditorJS, &headers, chromedp.WithPollingTimeout(20*time.Second)),
-		chromedp.Evaluate(setHeader, &set),
+		chromedp.Evaluate(setHeaderJS(token), &set),
 		// GraphiQL stores the headers and the page introspects again.
 		chromedp.Sleep(2*time.Second),
 		docsShowQuery,

@@ -21,23 +21,10 @@ import (
 // database of direct on a free port and returns the URL through it.
 func startPgBouncer(t *testing.T, direct string) string {
 	t.Helper()
-	bin, err := exec.LookPath("pgbouncer")
-	if err != nil {
-		if _, statErr := os.Stat("/usr/sbin/pgbouncer"); statErr != nil {
-			t.Fatal("pgbouncer is missing: install the Debian package pgbouncer (.ci/run does) for the pooler test")
-		}
-		bin = "/usr/sbin/pgbouncer"
-	}
+	bin := pgBouncerBinary(t)
 	u, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)
-	}
-	user := u.User.Username()
-	password, _ := u.User.Password()
-	dbname := strings.TrimPrefix(u.Path, "/")
-	host, port := u.Hostname(), u.Port()
-	if port == "" {
-		port = "5432"
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -46,6 +33,62 @@ func startPgBouncer(t *testing.T, direct string) string {
 	listen := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 
+	args := []string{pgBouncerConfig(t, u, listen)}
+	if os.Geteuid() == 0 {
+		args = append([]string{"-u", "postgres"}, args...)
+	}
+	cmd := exec.Command(bin, args...)
+	var out apitest.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { cmd.Process.Kill(); cmd.Wait() }) })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", listen))
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgbouncer does not listen: %v\n%s", err, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pooled := *u
+	pooled.Host = fmt.Sprintf("127.0.0.1:%d", listen)
+	pooled.User = url.User(u.User.Username()) // the pooler trusts the test client
+	return pooled.String()
+}
+
+// pgBouncerBinary finds the pgbouncer binary, on the path or where Debian's
+// package puts it.
+func pgBouncerBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		if _, statErr := os.Stat("/usr/sbin/pgbouncer"); statErr != nil {
+			t.Fatal("pgbouncer is missing: install the Debian package pgbouncer (.ci/run does) for the pooler test")
+		}
+		bin = "/usr/sbin/pgbouncer"
+	}
+	return bin
+}
+
+// pgBouncerConfig writes the configuration of a PgBouncer in transaction
+// mode that listens on port listen in front of the database of u, trusting
+// its user, and returns the path of its pgbouncer.ini.
+func pgBouncerConfig(t *testing.T, u *url.URL, listen int) string {
+	t.Helper()
+	user := u.User.Username()
+	password, _ := u.User.Password()
+	dbname := strings.TrimPrefix(u.Path, "/")
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "5432"
+	}
 	// PgBouncer refuses to run as root; it then drops to the postgres user,
 	// which must be able to read its files.
 	dir, err := os.MkdirTemp("", "bothy-pgbouncer-")
@@ -78,34 +121,7 @@ ignore_startup_parameters = extra_float_digits
 	if err := os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(ini), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{filepath.Join(dir, "pgbouncer.ini")}
-	if os.Geteuid() == 0 {
-		args = append([]string{"-u", "postgres"}, args...)
-	}
-	cmd := exec.Command(bin, args...)
-	var out apitest.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { cmd.Process.Kill(); cmd.Wait() }) })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", listen))
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgbouncer does not listen: %v\n%s", err, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	pooled := *u
-	pooled.Host = fmt.Sprintf("127.0.0.1:%d", listen)
-	pooled.User = url.User(user) // the pooler trusts the test client
-	return pooled.String()
+	return filepath.Join(dir, "pgbouncer.ini")
 }
 
 // TestPgBouncerTransactionMode: with the pool through PgBouncer in

@@ -36,23 +36,95 @@ func TestRESTSchemaFuzz(t *testing.T) {
 		"ratelimit.rl.message.burst": "100000", "ratelimit.rl.read.burst": "100000",
 		"ratelimit.rl.agent_runtime.burst": "100000", "ratelimit.rl.admin.burst": "100000",
 		"events.poll_max_wait": "0s"}})
+	ops := restFuzzOps(t)
+	w := env.World
+	f := &restFuzzer{ids: restFuzzIDs(env)}
+	tokens := []string{w.Token("robin"), w.Token("alex"), w.Token("lotse"), w.Token("feedbot"), w.Token("texter"), "", "not-a-token"}
+	f.rnd = rand.New(rand.NewPCG(12, 30))
+
+	n, fivexx := 0, 0
+	perOp := map[string]int{}
+	byStatus := map[int]int{}
+	deadline := time.Now().Add(restFuzzBudget)
+	for time.Now().Before(deadline) {
+		for _, o := range ops {
+			tok := tokens[f.rnd.IntN(len(tokens))]
+			path := f.target(o)
+			body := f.body(o)
+			hdr := f.header()
+			var r *apitest.Response
+			if s, ok := body.(string); ok {
+				if hdr.Get("Content-Type") == "" {
+					hdr.Set("Content-Type", "application/json")
+				}
+				r = env.RESTWith(o.method, path, tok, []byte(s), hdr)
+			} else {
+				r = env.RESTWith(o.method, path, tok, body, hdr)
+			}
+			n++
+			perOp[o.op.OperationID]++
+			byStatus[r.Status]++
+			if r.Status >= 500 {
+				fivexx++
+			}
+			wantFuzzAnswer(t, o, path, r)
+		}
+	}
+	t.Logf("REST fuzz: %d requests over %d operations and %d principal kinds in %v, %d answered 5xx; by status %v", n, len(ops), len(tokens), restFuzzBudget, fivexx, byStatus)
+	if byStatus[http.StatusOK]+byStatus[http.StatusCreated] == 0 {
+		t.Error("no request succeeded: the generator makes no valid requests")
+	}
+	for _, o := range ops {
+		if perOp[o.op.OperationID] == 0 {
+			t.Errorf("operation %s was not fuzzed", o.op.OperationID)
+		}
+	}
+}
+
+// wantFuzzAnswer checks the answer r to the fuzzed request of o at path:
+// no 5xx, and a problem body with the status of its answer and a code of
+// that status.
+func wantFuzzAnswer(t *testing.T, o restFuzzOp, path string, r *apitest.Response) {
+	t.Helper()
+	if r.Status >= 500 {
+		t.Errorf("%s %s: %d %s", o.method, path, r.Status, r.Body)
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
+		var p apitest.Problem
+		if err := json.Unmarshal(r.Body, &p); err != nil || p.Status != r.Status || problem.Code(p.Code).Status() != r.Status {
+			t.Errorf("%s %s: problem %s inconsistent with status %d", o.method, path, r.Body, r.Status)
+		}
+	}
+}
+
+// restFuzzOp is one operation of the REST document.
+type restFuzzOp struct {
+	method, path string
+	op           *openapi3.Operation
+	params       openapi3.Parameters // of the path and the operation
+}
+
+// restFuzzOps returns every operation of docs/api/openapi.yaml, sorted by
+// path and method.
+func restFuzzOps(t *testing.T) []restFuzzOp {
+	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(apidoc.OpenAPI())
 	if err != nil {
 		t.Fatal(err)
 	}
-	type op struct {
-		method, path string
-		op           *openapi3.Operation
-		params       openapi3.Parameters // of the path and the operation
-	}
-	var ops []op
+	var ops []restFuzzOp
 	for _, p := range doc.Paths.InMatchingOrder() {
 		for m, o := range doc.Paths.Value(p).Operations() {
-			ops = append(ops, op{m, p, o, append(append(openapi3.Parameters{}, doc.Paths.Value(p).Parameters...), o.Parameters...)})
+			ops = append(ops, restFuzzOp{m, p, o, append(append(openapi3.Parameters{}, doc.Paths.Value(p).Parameters...), o.Parameters...)})
 		}
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].path+ops[i].method < ops[j].path+ops[j].method })
+	return ops
+}
 
+// restFuzzIDs returns real ids of the world by the name of the parameter
+// or member that takes them, after posting a message that starts a run.
+func restFuzzIDs(env *apitest.Env) map[string][]string {
 	w := env.World
 	msg := env.MustPost("alex", env.Main("Support/Allgemein"), "fuzz-seed", "hello @lotse")
 	ids := map[string][]string{
@@ -71,194 +143,184 @@ func TestRESTSchemaFuzz(t *testing.T) {
 	ids["grant_id"], ids["run_id"] = grants, runs
 	ids["reply_to_message_id"] = ids["message_id"]
 	ids["target_id"] = append(append([]string{}, ids["channel_id"]...), ids["space_id"]...)
-	tokens := []string{w.Token("robin"), w.Token("alex"), w.Token("lotse"), w.Token("feedbot"), w.Token("texter"), "", "not-a-token"}
+	return ids
+}
 
-	rnd := rand.New(rand.NewPCG(12, 30))
-	junk := []string{"", "x", "00000000-0000-0000-0000-000000000000", "01a22d00-0000-7000-8000-000000000000", "\x00", "\xff", strings.Repeat("a", 300), "../..", "%", " "}
-	pick := func(xs []string) string {
-		if len(xs) == 0 {
-			return junk[rnd.IntN(len(junk))]
-		}
-		return xs[rnd.IntN(len(xs))]
+// restFuzzJunk are the values that stand in for an id or a parameter now
+// and then: empty, short, ids of nothing, bad bytes, long, path tricks.
+var restFuzzJunk = []string{"", "x", "00000000-0000-0000-0000-000000000000", "01a22d00-0000-7000-8000-000000000000", "\x00", "\xff", strings.Repeat("a", 300), "../..", "%", " "}
+
+// restFuzzer makes the parts of fuzzed requests, all from one random
+// source.
+type restFuzzer struct {
+	rnd *rand.Rand
+	// ids are real ids by the name of the parameter or member that takes
+	// them (restFuzzIDs).
+	ids map[string][]string
+}
+
+// pick returns one of xs, or of restFuzzJunk when xs is empty.
+func (f *restFuzzer) pick(xs []string) string {
+	if len(xs) == 0 {
+		return restFuzzJunk[f.rnd.IntN(len(restFuzzJunk))]
 	}
+	return xs[f.rnd.IntN(len(xs))]
+}
 
-	var gen func(s *openapi3.Schema, name string, depth int) any
-	gen = func(s *openapi3.Schema, name string, depth int) any {
-		if s == nil || depth > 6 {
-			return "x"
-		}
-		if len(s.Enum) > 0 {
-			return s.Enum[rnd.IntN(len(s.Enum))]
-		}
-		for _, sub := range [][]*openapi3.SchemaRef{s.OneOf, s.AnyOf, s.AllOf} {
-			if len(sub) > 0 {
-				return gen(sub[rnd.IntN(len(sub))].Value, name, depth+1)
-			}
-		}
-		switch {
-		case s.Type.Is("object"):
-			obj := map[string]any{}
-			req := map[string]bool{}
-			for _, r := range s.Required {
-				req[r] = true
-			}
-			for k, p := range s.Properties {
-				if req[k] || rnd.IntN(4) == 0 {
-					obj[k] = gen(p.Value, k, depth+1)
-				}
-			}
-			return obj
-		case s.Type.Is("array"):
-			var out []any
-			for range rnd.IntN(3) {
-				out = append(out, gen(s.Items.Value, name, depth+1))
-			}
-			return out
-		case s.Type.Is("integer"):
-			lo, hi := 0.0, 100.0
-			if s.Min != nil {
-				lo = *s.Min
-			}
-			if s.Max != nil {
-				hi = *s.Max
-			}
-			return int(lo) + rnd.IntN(int(hi-lo)+1)
-		case s.Type.Is("boolean"):
-			return rnd.IntN(2) == 0
-		case s.Type.Is("number"):
-			return rnd.Float64()
-		default:
-			if s.Format == "date-time" {
-				return time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
-			}
-			if v, ok := ids[name]; ok {
-				return pick(v)
-			}
-			return fmt.Sprintf("fuzz %d", rnd.IntN(1000000))
+// gen generates a valid value of schema s for the member name, nesting at
+// most six deep.
+func (f *restFuzzer) gen(s *openapi3.Schema, name string, depth int) any {
+	if s == nil || depth > 6 {
+		return "x"
+	}
+	if len(s.Enum) > 0 {
+		return s.Enum[f.rnd.IntN(len(s.Enum))]
+	}
+	for _, sub := range [][]*openapi3.SchemaRef{s.OneOf, s.AnyOf, s.AllOf} {
+		if len(sub) > 0 {
+			return f.gen(sub[f.rnd.IntN(len(sub))].Value, name, depth+1)
 		}
 	}
-	// breakBody turns a valid body into one of the kinds of broken ones.
-	breakBody := func(body any) any {
-		obj, _ := body.(map[string]any)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
+	switch {
+	case s.Type.Is("object"):
+		obj := map[string]any{}
+		req := map[string]bool{}
+		for _, r := range s.Required {
+			req[r] = true
 		}
-		sort.Strings(keys)
-		some := func() string {
-			if len(keys) == 0 {
-				return "x"
+		for k, p := range s.Properties {
+			if req[k] || f.rnd.IntN(4) == 0 {
+				obj[k] = f.gen(p.Value, k, depth+1)
 			}
-			return keys[rnd.IntN(len(keys))]
-		}
-		switch rnd.IntN(12) {
-		case 0:
-			delete(obj, some())
-		case 1:
-			obj["unknown_member"] = 1
-		case 2:
-			obj[some()] = nil
-		case 3:
-			obj[some()] = 12345678901234567890.0
-		case 4:
-			obj[some()] = "bad\x00value"
-		case 5:
-			obj[some()] = []any{map[string]any{}}
-		case 6:
-			obj[some()] = "yesterday"
-		case 7:
-			return pick([]string{"", "{", "[]", "null", "42", `{"a":1} trailing`, "\xff\xfe", `{"a":"\ud800"}`})
-		case 8:
-			obj[some()] = -1
-		case 9:
-			obj[some()] = strings.Repeat("long ", 20000)
-		default:
-			return body
 		}
 		return obj
+	case s.Type.Is("array"):
+		var out []any
+		for range f.rnd.IntN(3) {
+			out = append(out, f.gen(s.Items.Value, name, depth+1))
+		}
+		return out
+	case s.Type.Is("integer"):
+		lo, hi := 0.0, 100.0
+		if s.Min != nil {
+			lo = *s.Min
+		}
+		if s.Max != nil {
+			hi = *s.Max
+		}
+		return int(lo) + f.rnd.IntN(int(hi-lo)+1)
+	case s.Type.Is("boolean"):
+		return f.rnd.IntN(2) == 0
+	case s.Type.Is("number"):
+		return f.rnd.Float64()
+	default:
+		if s.Format == "date-time" {
+			return time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
+		}
+		if v, ok := f.ids[name]; ok {
+			return f.pick(v)
+		}
+		return fmt.Sprintf("fuzz %d", f.rnd.IntN(1000000))
 	}
+}
 
-	n, fivexx := 0, 0
-	perOp := map[string]int{}
-	byStatus := map[int]int{}
-	deadline := time.Now().Add(restFuzzBudget)
-	for time.Now().Before(deadline) {
-		for _, o := range ops {
-			tok := tokens[rnd.IntN(len(tokens))]
-			path := o.path
-			q := url.Values{}
-			for _, pr := range o.params {
-				p := pr.Value
-				var val string
-				switch {
-				case rnd.IntN(5) == 0:
-					val = pick(nil)
-				case p.Schema != nil && p.Schema.Value.Type.Is("integer"):
-					val = fmt.Sprint(gen(p.Schema.Value, p.Name, 0))
-					if rnd.IntN(4) == 0 {
-						val = pick([]string{"-1", "0", "99999999999", "1.5", "abc"})
-					}
-				default:
-					val = pick(ids[p.Name])
-				}
-				if p.In == "path" {
-					path = strings.ReplaceAll(path, "{"+p.Name+"}", url.PathEscape(val))
-				} else if rnd.IntN(2) == 0 {
-					q.Set(p.Name, val)
-				}
+// breakBody turns a valid body into one of the kinds of broken ones.
+func (f *restFuzzer) breakBody(body any) any {
+	obj, _ := body.(map[string]any)
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	some := func() string {
+		if len(keys) == 0 {
+			return "x"
+		}
+		return keys[f.rnd.IntN(len(keys))]
+	}
+	switch f.rnd.IntN(12) {
+	case 0:
+		delete(obj, some())
+	case 1:
+		obj["unknown_member"] = 1
+	case 2:
+		obj[some()] = nil
+	case 3:
+		obj[some()] = 12345678901234567890.0
+	case 4:
+		obj[some()] = "bad\x00value"
+	case 5:
+		obj[some()] = []any{map[string]any{}}
+	case 6:
+		obj[some()] = "yesterday"
+	case 7:
+		return f.pick([]string{"", "{", "[]", "null", "42", `{"a":1} trailing`, "\xff\xfe", `{"a":"\ud800"}`})
+	case 8:
+		obj[some()] = -1
+	case 9:
+		obj[some()] = strings.Repeat("long ", 20000)
+	default:
+		return body
+	}
+	return obj
+}
+
+// target returns the path of a request to o with its path parameters
+// filled in and some of its query parameters: real ids, generated values,
+// out-of-range numbers and junk.
+func (f *restFuzzer) target(o restFuzzOp) string {
+	path := o.path
+	q := url.Values{}
+	for _, pr := range o.params {
+		p := pr.Value
+		var val string
+		switch {
+		case f.rnd.IntN(5) == 0:
+			val = f.pick(nil)
+		case p.Schema != nil && p.Schema.Value.Type.Is("integer"):
+			val = fmt.Sprint(f.gen(p.Schema.Value, p.Name, 0))
+			if f.rnd.IntN(4) == 0 {
+				val = f.pick([]string{"-1", "0", "99999999999", "1.5", "abc"})
 			}
-			if enc := q.Encode(); enc != "" {
-				path += "?" + enc
-			}
-			var body any
-			if o.op.RequestBody != nil {
-				if mt := o.op.RequestBody.Value.Content.Get("application/json"); mt != nil {
-					body = gen(mt.Schema.Value, "", 0)
-					body = breakBody(body)
-				}
-			}
-			// Headers: mostly none extra, sometimes a wrong body type, a
-			// junk correlation id or an odd Accept.
-			hdr := http.Header{}
-			switch rnd.IntN(8) {
-			case 0:
-				hdr.Set("Content-Type", pick([]string{"text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-8", "bogus/"}))
-			case 1:
-				hdr.Set("Correlation-Id", pick([]string{"x", strings.Repeat("c", 200), "ok-correlation-1"}))
-			case 2:
-				hdr.Set("Accept", pick([]string{"application/xml", "*/*", "text/html"}))
-			}
-			var r *apitest.Response
-			if s, ok := body.(string); ok {
-				if hdr.Get("Content-Type") == "" {
-					hdr.Set("Content-Type", "application/json")
-				}
-				r = env.RESTWith(o.method, path, tok, []byte(s), hdr)
-			} else {
-				r = env.RESTWith(o.method, path, tok, body, hdr)
-			}
-			n++
-			perOp[o.op.OperationID]++
-			byStatus[r.Status]++
-			if r.Status >= 500 {
-				fivexx++
-				t.Errorf("%s %s: %d %s", o.method, path, r.Status, r.Body)
-			}
-			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
-				var p apitest.Problem
-				if err := json.Unmarshal(r.Body, &p); err != nil || p.Status != r.Status || problem.Code(p.Code).Status() != r.Status {
-					t.Errorf("%s %s: problem %s inconsistent with status %d", o.method, path, r.Body, r.Status)
-				}
-			}
+		default:
+			val = f.pick(f.ids[p.Name])
+		}
+		if p.In == "path" {
+			path = strings.ReplaceAll(path, "{"+p.Name+"}", url.PathEscape(val))
+		} else if f.rnd.IntN(2) == 0 {
+			q.Set(p.Name, val)
 		}
 	}
-	t.Logf("REST fuzz: %d requests over %d operations and %d principal kinds in %v, %d answered 5xx; by status %v", n, len(ops), len(tokens), restFuzzBudget, fivexx, byStatus)
-	if byStatus[http.StatusOK]+byStatus[http.StatusCreated] == 0 {
-		t.Error("no request succeeded: the generator makes no valid requests")
+	if enc := q.Encode(); enc != "" {
+		path += "?" + enc
 	}
-	for _, o := range ops {
-		if perOp[o.op.OperationID] == 0 {
-			t.Errorf("operation %s was not fuzzed", o.op.OperationID)
-		}
+	return path
+}
+
+// body returns a JSON body for o, valid or broken (breakBody), or nil for
+// an operation without one; a string is sent as it is.
+func (f *restFuzzer) body(o restFuzzOp) any {
+	if o.op.RequestBody == nil {
+		return nil
 	}
+	mt := o.op.RequestBody.Value.Content.Get("application/json")
+	if mt == nil {
+		return nil
+	}
+	return f.breakBody(f.gen(mt.Schema.Value, "", 0))
+}
+
+// header returns the extra headers of a request: mostly none, sometimes a
+// wrong body type, a junk correlation id or an odd Accept.
+func (f *restFuzzer) header() http.Header {
+	hdr := http.Header{}
+	switch f.rnd.IntN(8) {
+	case 0:
+		hdr.Set("Content-Type", f.pick([]string{"text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-8", "bogus/"}))
+	case 1:
+		hdr.Set("Correlation-Id", f.pick([]string{"x", strings.Repeat("c", 200), "ok-correlation-1"}))
+	case 2:
+		hdr.Set("Accept", f.pick([]string{"application/xml", "*/*", "text/html"}))
+	}
+	return hdr
 }

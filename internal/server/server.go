@@ -18,10 +18,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	apidoc "bothy.example.com/bothy/docs/api"
 	"bothy.example.com/bothy/graph"
@@ -31,6 +34,7 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/feed"
+	"bothy.example.com/bothy/internal/files"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/mcpface"
 	"bothy.example.com/bothy/internal/messaging"
@@ -122,6 +126,59 @@ type Server struct {
 // New assembles the server. It fails when a stored REST operation does not
 // validate against the schema, which is a programming error.
 func New(d Deps) (*Server, error) {
+	d, set, err := withModules(d)
+	if err != nil {
+		return nil, err
+	}
+	cfg := d.Config
+	proxies, err := checkServing(cfg)
+	if err != nil {
+		return nil, err
+	}
+	reg := set.Registry
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := httpx.NewMetrics(reg, cfg.Int(config.MetricsMaxOperations))
+	hub := set.Hub
+	ops := registerOps(reg, d.Pool, hub.Connected, hub.Reconnects, hub.Notifications)
+	if err := checkFiles(set.Files); err != nil {
+		return nil, err
+	}
+	reg.MustRegister(newRunsCollector(set.Runs.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
+	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
+	es := newExecutableSchema(d, set)
+	ws := newLive(cfg, set.Identity, set.Tokens, hub, d.Logger)
+	registerLiveGauges(reg, ws)
+	exec, err := newExecutor(es, d, set, metrics, out, ws)
+	if err != nil {
+		return nil, err
+	}
+	shim, err := rest.New(es.Schema(), exec, rest.Table(), cfg.Int(config.GraphQLMaxResponseBytes))
+	if err != nil {
+		return nil, err
+	}
+
+	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, live: ws, Identity: set.Identity, Authz: set.Authz,
+		Chat: set.Chat, Messaging: set.Messaging, Feed: set.Feed, Events: set.Events, Runs: set.Runs, DB: set.DB, Admin: set.Admin,
+		listenURL: d.ListenURL, ops: ops, gatherer: reg, Retention: set.Retention, modules: set,
+		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), listening: hub.Connected},
+		inflight: newInflight(cfg.Int(config.HTTPMaxConcurrentPerPrincipal), cfg.Duration(config.HTTPMaxConcurrentWait)), outage: out}
+	mux := http.NewServeMux()
+	s.routeAPI(mux, exec, es.Schema(), ws, set.Files)
+	// A probe retries a listener that is down once it has seen the
+	// database answer (runs.Hub.RetryNow).
+	s.ready.retry = hub.RetryNow
+	mux.HandleFunc("GET /readyz", s.ready.handler)
+	s.routeMetrics(mux, reg, proxies)
+	s.routeFaces(mux, d, set, proxies)
+	if err := s.finishHandler(mux, metrics, proxies); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// withModules returns d with its defaults filled in, and the modules to
+// serve: d's own, or assembled here.
+func withModules(d Deps) (Deps, *modules.Set, error) {
 	// The clock is the modules' (modules.New defaults it); the logger is
 	// the faces' too.
 	if d.Logger == nil {
@@ -133,7 +190,7 @@ func New(d Deps) (*Server, error) {
 		var err error
 		set, err = modules.New(modules.Deps{Config: cfg, Pool: d.Pool, Clock: d.Clock, Logger: d.Logger, Limiter: d.Limiter, Hooks: d.Hooks})
 		if err != nil {
-			return nil, err
+			return d, nil, err
 		}
 	}
 	if d.ListenURL == "" {
@@ -142,49 +199,65 @@ func New(d Deps) (*Server, error) {
 	if d.ListenURL == "" {
 		d.ListenURL = d.DatabaseURL
 	}
+	return d, set, nil
+}
+
+// checkServing checks the keys of how the server is reached (trusted
+// proxies, public URL, profiles) and returns the trusted proxies.
+func checkServing(cfg *config.Config) (httpx.Proxies, error) {
 	proxies, err := httpx.ParseProxies(cfg.String(config.HTTPTrustedProxies))
 	if err != nil {
-		return nil, err
+		return httpx.Proxies{}, err
 	}
 	if err := checkPublicURL(cfg.String(config.HTTPPublicURL)); err != nil {
-		return nil, err
+		return httpx.Proxies{}, err
 	}
 	if cfg.Bool(config.MetricsPprof) && cfg.String(config.MetricsAddr) == "" {
 		// Profiles show the process's insides: never on the API's address.
-		return nil, errors.New("metrics.pprof needs metrics.addr: profiles are served on the separate metrics listener only")
+		return httpx.Proxies{}, errors.New("metrics.pprof needs metrics.addr: profiles are served on the separate metrics listener only")
 	}
-	reg := set.Registry
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := httpx.NewMetrics(reg, cfg.Int(config.MetricsMaxOperations))
-	hub := set.Hub
-	ops := registerOps(reg, d.Pool, hub.Connected, hub.Reconnects, hub.Notifications)
-	// A blob store the server cannot open stops it at start, not at the
-	// first upload.
-	if err := set.Files.OpenStorage(context.Background()); err != nil {
-		return nil, err
+	return proxies, nil
+}
+
+// checkFiles opens the blob store and checks the scanner of the files
+// module, so that a store the server cannot open stops it at start, not at
+// the first upload.
+func checkFiles(fs *files.Service) error {
+	if err := fs.OpenStorage(context.Background()); err != nil {
+		return err
 	}
 	// A scanner that is no clamd stops it too; one that does not answer is
 	// logged and may come back (files.Service.CheckScanner).
-	if err := set.Files.CheckScanner(context.Background()); err != nil {
-		return nil, err
-	}
-	ident, az, chatSvc, evLog, msg, runSvc, adm, fd, uow := set.Identity, set.Authz, set.Chat, set.Events, set.Messaging, set.Runs, set.Admin, set.Feed, set.DB
-	reg.MustRegister(newRunsCollector(runSvc.CountByState, cfg.Duration(config.ServerReadinessTimeout)))
-	sources := graph.Sources{Identity: ident, Runs: runSvc, Chat: chatSvc, Authz: az, Files: set.Files}
-	resolver := &graph.Resolver{Identity: ident, Authz: az, Chat: set.ChatUseCases,
-		Messaging: msg, Admin: adm, Feed: fd, Fanout: set.Fanout, Tokens: set.Tokens, Runs: runSvc, Files: set.Files,
+	return fs.CheckScanner(context.Background())
+}
+
+// newExecutableSchema binds the GraphQL schema to the resolvers over the
+// modules of set, with the configured list bounds of the cost estimate.
+func newExecutableSchema(d Deps, set *modules.Set) graphql.ExecutableSchema {
+	cfg := d.Config
+	resolver := &graph.Resolver{Identity: set.Identity, Authz: set.Authz, Chat: set.ChatUseCases,
+		Messaging: set.Messaging, Admin: set.Admin, Feed: set.Feed, Fanout: set.Fanout, Tokens: set.Tokens, Runs: set.Runs, Files: set.Files,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger, Verdicts: graph.NewLiveVerdicts(d.Clock)}}
-	out := newOutage(d.Pool, d.Logger, cfg.Duration(config.DatabaseOutageRetryAfter))
-	es := generated.NewExecutableSchema(generated.Config{Schema: graph.Schema(), Resolvers: resolver, Complexity: Complexity(ListBounds{
+	return generated.NewExecutableSchema(generated.Config{Schema: graph.Schema(), Resolvers: resolver, Complexity: Complexity(ListBounds{
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
 		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
 		ContextItems: contextItems, NestedItems: nestedItems})})
-	ws := newLive(cfg, ident, set.Tokens, hub, d.Logger)
+}
+
+// registerLiveGauges registers the gauges of the WebSocket connections and
+// subscriptions ws serves.
+func registerLiveGauges(reg prometheus.Registerer, ws *live) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_websocket_connections",
 		Help: "WebSocket connections this replica serves now (GraphQL subscriptions)."}, func() float64 { return float64(ws.Open()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bothy_websocket_subscriptions",
 			Help: "Subscriptions running on this replica's WebSocket connections now."}, func() float64 { return float64(ws.Subscriptions()) }))
+}
+
+// newExecutor returns the GraphQL executor over es with its transports
+// and the extensions every response needs.
+func newExecutor(es graphql.ExecutableSchema, d Deps, set *modules.Set, metrics *httpx.Metrics, out *outage, ws *live) (*handler.Server, error) {
+	cfg := d.Config
 	// The REST shim's calls come first: they ride in the context and
 	// never reach a client's transport.
 	exec, err := newGraphQL(es, d.Config, d.Logger, metrics, out, rest.Transport{}, ws.transport(), transport.MultipartForm{
@@ -196,57 +269,55 @@ func New(d Deps) (*Server, error) {
 	}
 	// Every response, and every event of a subscription, resolves with its
 	// own loaders.
+	sources := graph.Sources{Identity: set.Identity, Runs: set.Runs, Chat: set.Chat, Authz: set.Authz, Files: set.Files}
 	exec.Use(graph.PerResponse{Sources: sources})
 	exec.Use(SingleRootSubscription{})
-	gql := capResponse(cfg.Int(config.GraphQLMaxResponseBytes), exec)
-	shim, err := rest.New(es.Schema(), exec, rest.Table(), cfg.Int(config.GraphQLMaxResponseBytes))
-	if err != nil {
-		return nil, err
-	}
+	return exec, nil
+}
 
-	s := &Server{cfg: d.Config, log: d.Logger, shim: shim, pool: d.Pool, hub: hub, live: ws, Identity: ident, Authz: az, Chat: chatSvc,
-		Messaging: msg, Feed: fd, Events: evLog, Runs: runSvc, DB: uow, Admin: adm, listenURL: d.ListenURL, ops: ops, gatherer: reg,
-		Retention: set.Retention, modules: set,
-		ready:    &readiness{pool: d.Pool, timeout: cfg.Duration(config.ServerReadinessTimeout), listening: hub.Connected},
-		inflight: newInflight(cfg.Int(config.HTTPMaxConcurrentPerPrincipal), cfg.Duration(config.HTTPMaxConcurrentWait)), outage: out}
-	// Authentication comes before the body is read: an unauthenticated
-	// client cannot make the server buffer http.max_body_bytes. The meter
-	// of rate-limit tokens wraps it all, so that every answer of a request
-	// that spent one says what is left.
-	maxBody := int64(cfg.Int(config.HTTPMaxBodyBytes))
-	// An upload (multipart) takes the body limit and read deadline of
-	// files (files.max_bytes, files.upload_timeout) and streams; every
-	// other body http.max_body_bytes, read whole.
-	bodyLimit := func(h http.Handler) http.Handler {
-		upload := limitUpload(int64(cfg.Int(config.FilesMaxBytes)), cfg.Duration(config.FilesUploadTimeout), h)
-		other := httpx.LimitBody(maxBody, h)
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost && isMultipart(r) {
-				upload.ServeHTTP(w, r)
-				return
-			}
-			other.ServeHTTP(w, r)
-		})
-	}
-	authed := func(h http.Handler) http.Handler {
-		return meterRateLimit(s.authenticate(s.capConcurrency(bodyLimit(
-			writeDeadlines(cfg.Duration(config.HTTPWriteTimeout), cfg.Duration(config.EventsPollMaxWait), h)))))
-	}
-	mux := http.NewServeMux()
+// bodyLimit limits the body of a request before h reads it. An upload
+// (multipart) takes the body limit and read deadline of files
+// (files.max_bytes, files.upload_timeout) and streams; every other body
+// http.max_body_bytes, read whole.
+func (s *Server) bodyLimit(h http.Handler) http.Handler {
+	upload := limitUpload(int64(s.cfg.Int(config.FilesMaxBytes)), s.cfg.Duration(config.FilesUploadTimeout), h)
+	other := httpx.LimitBody(int64(s.cfg.Int(config.HTTPMaxBodyBytes)), h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && isMultipart(r) {
+			upload.ServeHTTP(w, r)
+			return
+		}
+		other.ServeHTTP(w, r)
+	})
+}
+
+// authed serves h to authenticated requests. Authentication comes before
+// the body is read: an unauthenticated client cannot make the server
+// buffer http.max_body_bytes. The meter of rate-limit tokens wraps it all,
+// so that every answer of a request that spent one says what is left.
+func (s *Server) authed(h http.Handler) http.Handler {
+	return meterRateLimit(s.authenticate(s.capConcurrency(s.bodyLimit(
+		writeDeadlines(s.cfg.Duration(config.HTTPWriteTimeout), s.cfg.Duration(config.EventsPollMaxWait), h)))))
+}
+
+// routeAPI routes the API on mux: GraphQL over HTTP and WebSocket, the
+// REST shim and files, and the documents that describe them.
+func (s *Server) routeAPI(mux *http.ServeMux, exec *handler.Server, schema *ast.Schema, ws *live, fs *files.Service) {
+	gql := capResponse(s.cfg.Int(config.GraphQLMaxResponseBytes), exec)
 	// WebSocket upgrades authenticate in connection_init; subscriptions
 	// resolve each event with its own loaders (graph.PerResponse).
-	mux.Handle("/graphql", ws.route(exec, graphQLRefusals(requirePreflight(authed(refuseTrailing(overHTTP(gql)))))))
-	shim.Register(mux, authed)
-	mux.Handle("GET /api/v1/files/{file_id}", authed(serveFile(set.Files)))
-	mux.Handle("GET /api/v1", apiIndex(shim.Routes()))
+	mux.Handle("/graphql", ws.route(exec, graphQLRefusals(requirePreflight(s.authed(refuseTrailing(overHTTP(gql)))))))
+	s.shim.Register(mux, s.authed)
+	mux.Handle("GET /api/v1/files/{file_id}", s.authed(serveFile(fs)))
+	mux.Handle("GET /api/v1", apiIndex(s.shim.Routes()))
 	mux.HandleFunc("GET /api/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(apidoc.OpenAPI())
 	})
 	// The schema as SDL for client generators (docs/clients.md), where
 	// introspection would show it anyway.
-	if cfg.Bool(config.GraphQLIntrospection) {
-		sdl := schemaSDL(es.Schema())
+	if s.cfg.Bool(config.GraphQLIntrospection) {
+		sdl := schemaSDL(schema)
 		mux.HandleFunc("GET /api/schema.graphql", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/graphql; charset=utf-8")
 			w.Write(sdl)
@@ -255,37 +326,46 @@ func New(d Deps) (*Server, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	// A probe retries a listener that is down once it has seen the
-	// database answer (runs.Hub.RetryNow).
-	s.ready.retry = hub.RetryNow
-	mux.HandleFunc("GET /readyz", s.ready.handler)
-	if promh := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(d.Logger.Handler(), slog.LevelError)}); cfg.String(config.MetricsAddr) == "" {
+}
+
+// routeMetrics serves the metrics of reg: on mux when metrics.addr is
+// empty, else on the metrics listener's own handler (s.metrics), with the
+// profiles when metrics.pprof is on.
+func (s *Server) routeMetrics(mux *http.ServeMux, reg *prometheus.Registry, proxies httpx.Proxies) {
+	promh := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)})
+	if s.cfg.String(config.MetricsAddr) == "" {
 		mux.Handle("GET /metrics", promh)
-	} else {
-		// The metrics listener answers every path with the metrics, as it
-		// always did, and refuses other methods like the API listener.
-		mm := http.NewServeMux()
-		mm.Handle("GET /", promh)
-		if cfg.Bool(config.MetricsPprof) {
-			// Profiles (CPU, heap, goroutines, traces) on the metrics
-			// listener alone, which the operator keeps off the network
-			// clients reach (docs/operations.md#profiles).
-			mm.HandleFunc("GET /debug/pprof/", pprof.Index)
-			mm.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-			mm.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-			mm.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-			mm.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-		}
-		mm.Handle("/", unmatched(mm))
-		s.metrics = httpx.ChainWith(mm, httpx.Options{Log: d.Logger, Proxies: proxies})
+		return
 	}
+	// The metrics listener answers every path with the metrics, as it
+	// always did, and refuses other methods like the API listener.
+	mm := http.NewServeMux()
+	mm.Handle("GET /", promh)
+	if s.cfg.Bool(config.MetricsPprof) {
+		// Profiles (CPU, heap, goroutines, traces) on the metrics
+		// listener alone, which the operator keeps off the network
+		// clients reach (docs/operations.md#profiles).
+		mm.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mm.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mm.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mm.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mm.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
+	mm.Handle("/", unmatched(mm))
+	s.metrics = httpx.ChainWith(mm, httpx.Options{Log: s.log, Proxies: proxies})
+}
+
+// routeFaces routes the faces beside the API on mux (MCP, sign-in, the
+// playground), and last the answer for every request no route takes.
+func (s *Server) routeFaces(mux *http.ServeMux, d Deps, set *modules.Set, proxies httpx.Proxies) {
 	// The MCP face calls the API through the whole handler, as any client
 	// (docs/mcp.md). A request to /mcp is one request against the
 	// principal's in-flight cap, and its answer reports the lowest bucket
 	// its tools' API calls spent from (the meters nest).
 	mcpface.Register(mux, mcpface.Deps{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }),
-		Authenticate: ident.Authenticate, MaxWait: cfg.Duration(config.EventsPollMaxWait), MaxBody: maxBody, Client: proxies.Client,
-		PublicURL: s.publicURL, Admit: func(h http.Handler) http.Handler { return meterRateLimit(s.capConcurrency(h)) }, Provider: mcpProvider(set)})
+		Authenticate: set.Identity.Authenticate, MaxWait: s.cfg.Duration(config.EventsPollMaxWait), MaxBody: int64(s.cfg.Int(config.HTTPMaxBodyBytes)),
+		Client: proxies.Client, PublicURL: s.publicURL, Admit: func(h http.Handler) http.Handler { return meterRateLimit(s.capConcurrency(h)) },
+		Provider: mcpProvider(set)})
 	signInURL := ""
 	if set.SignIn != nil {
 		set.SignIn.Register(mux)
@@ -295,26 +375,31 @@ func New(d Deps) (*Server, error) {
 	// Every request no route takes, under /api/v1/ too: 405 with Allow for
 	// a known path, 404 otherwise.
 	mux.Handle("/", unmatched(mux))
+}
 
+// finishHandler sets the server's handler: mux behind tracing, the
+// database limits, CORS and the common chain of every request.
+func (s *Server) finishHandler(mux *http.ServeMux, metrics *httpx.Metrics, proxies httpx.Proxies) error {
+	cfg := s.cfg
 	// The request span is outermost, so that it times the whole request
 	// and every log line of the request has it in its context; the mux
 	// notes its route on it.
-	tp, err := tracing.New(tracing.OptionsFrom(cfg, version.Get().Version, d.Logger))
+	tp, err := tracing.New(tracing.OptionsFrom(cfg, version.Get().Version, s.log))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.tracing = tp
 	var routed http.Handler = mux
 	if tp.Enabled() {
 		routed = tracing.Route(mux)
-		d.Logger.Info("tracing on: spans go to the OpenTelemetry collector", "otlp_url", tp.URL)
+		s.log.Info("tracing on: spans go to the OpenTelemetry collector", "otlp_url", tp.URL)
 	}
 	routed = databaseLimits(db.Limits{Query: cfg.Duration(config.DatabaseQueryTimeout), Acquire: cfg.Duration(config.DatabaseAcquireTimeout)}, routed)
 	// No body limit out here: authed reads the body only after the token
 	// is checked, so an unauthenticated client cannot make it buffer one.
 	s.handler = tracing.Handler(tp, httpx.ChainWith(newCORS(cfg.String(config.HTTPCORSAllowedOrigins), cfg.Duration(config.HTTPCORSMaxAge)).wrap(routed),
-		httpx.Options{Log: d.Logger, Metrics: metrics, Proxies: proxies}))
-	return s, nil
+		httpx.Options{Log: s.log, Metrics: metrics, Proxies: proxies}))
+	return nil
 }
 
 // Handler returns the HTTP handler of the whole server.

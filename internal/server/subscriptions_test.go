@@ -198,6 +198,26 @@ func testSubscriptionEvents(t *testing.T) {
 	sub := subscribeJS(t, env, token, `subscription($a: String) { events(after: $a) { `+wsEventSel+` } }`, map[string]any{"a": logEnd(env)})
 	sub.connected()
 	main := env.Main("Support/Eskalation")
+	wantLiveAsListed(t, env, sub, token, main)
+	wantGrantRevocationFollowed(t, env, sub, grant["id"].(string), main)
+
+	// The token is revoked while subscribed: closed with 4403.
+	start := time.Now()
+	env.MustREST(t, http.MethodDelete, "/api/v1/tokens/"+samTok["id"].(string), env.World.Token("robin"), nil, http.StatusOK)
+	if code := sub.closed(5 * time.Second); code != 4403 {
+		t.Fatalf("revoked token closed with %d, want 4403", code)
+	}
+	if d := time.Since(start); d > 2*time.Second+500*time.Millisecond {
+		t.Fatalf("closed after %s, more than events.poll_max_wait", d)
+	}
+}
+
+// wantLiveAsListed posts two messages into main as alex and checks that
+// the subscription sub (of token) delivers them, with the events of the
+// thread the first one creates, in commit order and as listEvents gives
+// them.
+func wantLiveAsListed(t *testing.T, env *apitest.Env, sub *jsClient, token, main string) {
+	t.Helper()
 	m1 := env.MustPost("alex", main, "ws1", "first live message")
 	m2 := env.MustPost("alex", main, "ws2", "second live message")
 	// A post into a main thread with auto_thread creates a thread too: its
@@ -235,7 +255,14 @@ func testSubscriptionEvents(t *testing.T) {
 	if !reflect.DeepEqual(listed, got) {
 		t.Fatalf("subscription %+v\nlistEvents %+v", got, listed)
 	}
+}
 
+// wantGrantRevocationFollowed revokes sam's grant grantID on
+// Support/Eskalation while sam's subscription sub runs: nothing more of
+// Eskalation comes (main is its main thread), Marketing still does.
+func wantGrantRevocationFollowed(t *testing.T, env *apitest.Env, sub *jsClient, grantID, main string) {
+	t.Helper()
+	eskalation := env.World.Channel("Support/Eskalation").ID
 	// What committed before the revocation may still come: read up to a
 	// message of Marketing (sam's own space) first.
 	barrier := env.MustPost("sam", env.Main("Marketing/Kampagnen"), "ws-barrier", "barrier")
@@ -247,7 +274,7 @@ func testSubscriptionEvents(t *testing.T) {
 		}
 	}
 	// Revoked: Eskalation is gone, Marketing still comes.
-	env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+grant["id"].(string), env.World.Token("robin"), nil, http.StatusOK)
+	env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+grantID, env.World.Token("robin"), nil, http.StatusOK)
 	env.MustPost("alex", main, "ws3", "after the revocation")
 	mk := env.MustPost("sam", env.Main("Marketing/Kampagnen"), "ws4", "in marketing")
 	for {
@@ -264,16 +291,6 @@ func testSubscriptionEvents(t *testing.T) {
 			}
 			break
 		}
-	}
-
-	// The token is revoked while subscribed: closed with 4403.
-	start := time.Now()
-	env.MustREST(t, http.MethodDelete, "/api/v1/tokens/"+samTok["id"].(string), env.World.Token("robin"), nil, http.StatusOK)
-	if code := sub.closed(5 * time.Second); code != 4403 {
-		t.Fatalf("revoked token closed with %d, want 4403", code)
-	}
-	if d := time.Since(start); d > 2*time.Second+500*time.Millisecond {
-		t.Fatalf("closed after %s, more than events.poll_max_wait", d)
 	}
 }
 
@@ -476,6 +493,17 @@ func testSubscriptionProtocol(t *testing.T) {
 	w.send(subscribeMsg("b", `subscription { events { seq } }`))
 	w.wantClose(4409)
 
+	wantConnectionRules(t, env, alex)
+	wantOriginsChecked(t, env, alex)
+}
+
+// wantConnectionRules checks the rules of a connection's start and of
+// message types, each on a connection of its own: an unknown type closes
+// with 4400, a subscribe before connection_init with 4401, a second
+// connection_init with 4429; the token may come in the upgrade header, and
+// a bad one in connection_init closes with 4403.
+func wantConnectionRules(t *testing.T, env *apitest.Env, alex string) {
+	t.Helper()
 	u := dialRaw(t, env, nil)
 	u.init(alex)
 	u.send(rawMsg{Type: "shout"})
@@ -498,8 +526,13 @@ func testSubscriptionProtocol(t *testing.T) {
 	b := dialRaw(t, env, nil)
 	b.send(rawMsg{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer nope"}`)})
 	b.wantClose(4403)
+}
 
-	// Origins: a configured one passes, another is refused before the upgrade.
+// wantOriginsChecked checks websocket.allowed_origins: a configured origin
+// and the server's own pass, another is refused with 403 before the
+// upgrade.
+func wantOriginsChecked(t *testing.T, env *apitest.Env, alex string) {
+	t.Helper()
 	ok := dialRaw(t, env, http.Header{"Origin": {"https://chat.example.com"}})
 	ok.init(alex)
 	full := dialRaw(t, env, http.Header{"Origin": {"https://app.example.com"}})
@@ -621,21 +654,7 @@ func TestSubscriptionSlowConsumer(t *testing.T) {
 		ch, main, size, n)
 	env.Exec(`SELECT pg_notify('bothy_agent_events', 'events')`)
 	// The server lets go of the connection: its one place is free again.
-	deadline := time.Now().Add(30 * time.Second)
-	var r *rawWS
-	for r == nil {
-		c := dialRaw(t, env, nil)
-		c.send(rawMsg{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer ` + alex + `"}`)})
-		m, code := c.read(10 * time.Second)
-		if code == 0 && m.Type == "connection_ack" {
-			r = c
-			break
-		}
-		if code != 4429 || time.Now().After(deadline) {
-			t.Fatalf("second connection: %+v %d", m, code)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	r := dialWhenFreed(t, env, alex)
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -643,22 +662,7 @@ func TestSubscriptionSlowConsumer(t *testing.T) {
 		t.Fatalf("heap grew by %d bytes for a consumer that does not read", grew)
 	}
 	// The stalled client now reads what reached it, then the close: 4413.
-	var last string
-	got := 0
-	for {
-		m, code := w.read(10 * time.Second)
-		if code != 0 {
-			if code != 4413 {
-				t.Fatalf("closed with %d, want 4413", code)
-			}
-			break
-		}
-		if m.Type != "next" {
-			t.Fatalf("want next or close, got %+v", m)
-		}
-		last = nextSeq(m)
-		got++
-	}
+	last, got := readUntilQueueFull(t, w)
 	if got >= n {
 		t.Fatalf("the stalled consumer got all %d events", got)
 	}
@@ -676,6 +680,52 @@ func TestSubscriptionSlowConsumer(t *testing.T) {
 			t.Fatalf("resumed at %d after %d", s, prev)
 		}
 	}
+}
+
+// dialWhenFreed opens a connection for alex, retrying for 30 s while the
+// principal's one place is taken (4429), and returns it acknowledged.
+func dialWhenFreed(t *testing.T, env *apitest.Env, alex string) *rawWS {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var r *rawWS
+	for r == nil {
+		c := dialRaw(t, env, nil)
+		c.send(rawMsg{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer ` + alex + `"}`)})
+		m, code := c.read(10 * time.Second)
+		if code == 0 && m.Type == "connection_ack" {
+			r = c
+			break
+		}
+		if code != 4429 || time.Now().After(deadline) {
+			t.Fatalf("second connection: %+v %d", m, code)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return r
+}
+
+// readUntilQueueFull reads the next messages of the stalled client w up to
+// its close, which must be 4413 (the send queue overflowed), and returns
+// the seq of the last one and their number.
+func readUntilQueueFull(t *testing.T, w *rawWS) (string, int) {
+	t.Helper()
+	var last string
+	got := 0
+	for {
+		m, code := w.read(10 * time.Second)
+		if code != 0 {
+			if code != 4413 {
+				t.Fatalf("closed with %d, want 4413", code)
+			}
+			break
+		}
+		if m.Type != "next" {
+			t.Fatalf("want next or close, got %+v", m)
+		}
+		last = nextSeq(m)
+		got++
+	}
+	return last, got
 }
 
 // testSubscriptionClosedWhenPrincipalDisabled: disabling the subscriber's

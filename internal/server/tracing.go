@@ -52,15 +52,7 @@ func (OperationSpans) InterceptOperation(ctx context.Context, next graphql.Opera
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return next(ctx)
 	}
-	oc := graphql.GetOperationContext(ctx)
-	kind, name := "query", oc.OperationName
-	if oc.Operation != nil {
-		kind = string(oc.Operation.Operation)
-		if name == "" {
-			name = oc.Operation.Name
-		}
-	}
-	name = spanOperationName(name)
+	kind, name := operationOf(graphql.GetOperationContext(ctx))
 	spanName := kind
 	if name != "" {
 		spanName += " " + name
@@ -71,36 +63,70 @@ func (OperationSpans) InterceptOperation(ctx context.Context, next graphql.Opera
 		span.SetAttributes(semconv.GraphQLOperationName(name))
 	}
 	responses := next(ctx)
-	stream := kind == "subscription"
-	errs, firstCode, ended := 0, "", false
+	end := &operationSpanEnd{span: span, stream: kind == "subscription"}
 	// The transport calls the handler from one goroutine: once for a query
 	// or mutation, once per event and a last time (nil) for a
 	// subscription.
 	return func(ctx context.Context) *graphql.Response {
 		resp := responses(ctx)
-		if ended {
-			return resp
-		}
-		if resp != nil {
-			for _, e := range resp.Errors {
-				if code, ok := e.Extensions["code"].(string); ok && firstCode == "" {
-					firstCode = code
-				}
-			}
-			errs += len(resp.Errors)
-		}
-		if resp == nil || !stream {
-			ended = true
-			if errs > 0 {
-				span.SetAttributes(graphQLErrorsKey.Int(errs), graphQLErrorCodeKey.String(firstCode))
-				if firstCode != "" && problem.Code(firstCode).Status() >= 500 {
-					span.SetStatus(codes.Error, firstCode)
-				}
-			}
-			span.End()
-		}
+		end.observe(resp)
 		return resp
 	}
+}
+
+// operationOf returns the type and the name of the operation oc runs, as
+// its span carries them: the request's operation name, else the
+// document's (spanOperationName), and a query when no operation was
+// selected.
+func operationOf(oc *graphql.OperationContext) (kind, name string) {
+	kind, name = "query", oc.OperationName
+	if oc.Operation != nil {
+		kind = string(oc.Operation.Operation)
+		if name == "" {
+			name = oc.Operation.Name
+		}
+	}
+	return kind, spanOperationName(name)
+}
+
+// operationSpanEnd ends the span of an operation with its last answer,
+// with the errors of all its answers: the only answer of a query or
+// mutation, the nil that ends a subscription's stream.
+type operationSpanEnd struct {
+	span   trace.Span
+	stream bool
+	// errs counts the errors of the answers so far; firstCode is the first
+	// code among them.
+	errs      int
+	firstCode string
+	ended     bool
+}
+
+// observe counts the errors of resp and ends the span when resp is the
+// operation's last answer; answers after that change nothing.
+func (e *operationSpanEnd) observe(resp *graphql.Response) {
+	if e.ended {
+		return
+	}
+	if resp != nil {
+		for _, err := range resp.Errors {
+			if code, ok := err.Extensions["code"].(string); ok && e.firstCode == "" {
+				e.firstCode = code
+			}
+		}
+		e.errs += len(resp.Errors)
+	}
+	if resp != nil && e.stream {
+		return
+	}
+	e.ended = true
+	if e.errs > 0 {
+		e.span.SetAttributes(graphQLErrorsKey.Int(e.errs), graphQLErrorCodeKey.String(e.firstCode))
+		if e.firstCode != "" && problem.Code(e.firstCode).Status() >= 500 {
+			e.span.SetStatus(codes.Error, e.firstCode)
+		}
+	}
+	e.span.End()
 }
 
 // maxSpanOperationNameBytes bounds the operation name a span carries:

@@ -33,22 +33,7 @@ func testTracesOfRequests(t *testing.T) {
 	token := env.World.Token("alex")
 	thread := env.Main("Support/Allgemein")
 
-	// GraphQL, named by the client's operation name.
-	body, _ := json.Marshal(map[string]any{"query": `query TraceThread($id: ID!) { thread(id: $id) { id } }`,
-		"operationName": "TraceThread", "variables": map[string]any{"id": thread}})
-	req, _ := http.NewRequest(http.MethodPost, env.URL+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Correlation-Id", "trace-graphql-0001")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	answer, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), thread) {
-		t.Fatalf("graphql: %d %s", resp.StatusCode, answer)
-	}
+	traceGraphQLRequest(t, env, token, thread)
 	// REST, with a proxy's request id as the correlation id.
 	if r := env.RESTWith(http.MethodGet, "/api/v1/threads/"+thread+"/messages", token, nil,
 		http.Header{"X-Request-Id": {"trace-rest-0001"}}); r.Status != http.StatusOK {
@@ -79,6 +64,45 @@ func testTracesOfRequests(t *testing.T) {
 		t.Fatalf("the collector rejected %v", rej)
 	}
 	spans := recv.Spans()
+	wantSpansOfSocket(t, spans, token, socketTrace, env.World.ID("alex"))
+	cases := []requestTraceCase{
+		{"trace-graphql-0001", "POST /graphql", "/graphql", "TraceThread"},
+		{"trace-rest-0001", "GET /api/v1/threads/{thread_id}/messages", "/api/v1/threads/{thread_id}/messages", "listThreadMessages"},
+		{"trace-parent-0001", "GET /api/v1/threads/{thread_id}", "/api/v1/threads/{thread_id}", "getThread"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.operation, func(t *testing.T) { wantRequestTrace(t, spans, tc, callerTrace, callerSpan) })
+	}
+}
+
+// traceGraphQLRequest sends a GraphQL request for thread with token,
+// named by the client's operation name TraceThread, with the correlation
+// id trace-graphql-0001.
+func traceGraphQLRequest(t *testing.T, env *apitest.Env, token, thread string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": `query TraceThread($id: ID!) { thread(id: $id) { id } }`,
+		"operationName": "TraceThread", "variables": map[string]any{"id": thread}})
+	req, _ := http.NewRequest(http.MethodPost, env.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Correlation-Id", "trace-graphql-0001")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), thread) {
+		t.Fatalf("graphql: %d %s", resp.StatusCode, answer)
+	}
+}
+
+// wantSpansOfSocket checks the exported spans: none carries the bearer
+// token, the WebSocket connection's statements and its events' fan-out are
+// in the caller's trace socketTrace, and every request span names alex
+// (alexID).
+func wantSpansOfSocket(t *testing.T, spans []tracingtest.Span, token, socketTrace, alexID string) {
+	t.Helper()
 	for _, s := range spans {
 		for k, v := range s.Attributes {
 			if strings.Contains(v, token) {
@@ -105,48 +129,50 @@ func testTracesOfRequests(t *testing.T) {
 		t.Errorf("no feed.fanout span of the subscription's events in the caller's trace %s", socketTrace)
 	}
 	for _, s := range spans {
-		if s.Attributes["bothy.correlation_id"] != "" && s.Attributes["bothy.principal_id"] != env.World.ID("alex") {
+		if s.Attributes["bothy.correlation_id"] != "" && s.Attributes["bothy.principal_id"] != alexID {
 			t.Errorf("request span %q names principal %q, want Alex's", s.Name, s.Attributes["bothy.principal_id"])
 		}
 	}
-	cases := []struct {
-		correlationID, name, route, operation string
-	}{
-		{"trace-graphql-0001", "POST /graphql", "/graphql", "TraceThread"},
-		{"trace-rest-0001", "GET /api/v1/threads/{thread_id}/messages", "/api/v1/threads/{thread_id}/messages", "listThreadMessages"},
-		{"trace-parent-0001", "GET /api/v1/threads/{thread_id}", "/api/v1/threads/{thread_id}", "getThread"},
+}
+
+// requestTraceCase is a request of testTracesOfRequests: its correlation
+// id, the name and route of its request span and its operation.
+type requestTraceCase struct {
+	correlationID, name, route, operation string
+}
+
+// wantRequestTrace checks the trace of the request tc: the request span,
+// the GraphQL operation's span below it, the door's decision and a
+// statement below that; the request with a traceparent is in the caller's
+// trace callerTrace, under its span callerSpan.
+func wantRequestTrace(t *testing.T, spans []tracingtest.Span, tc requestTraceCase, callerTrace, callerSpan string) {
+	tree := traceOf(t, spans, tc.correlationID)
+	root := tree.root
+	if root.Name != tc.name || root.Kind != tracepb.Span_SPAN_KIND_SERVER || root.Attributes["http.route"] != tc.route ||
+		root.Attributes["http.response.status_code"] != "200" || root.Resource["service.name"] != "bothy" {
+		t.Errorf("request span %q kind %v, attributes %v, resource %v", root.Name, root.Kind, root.Attributes, root.Resource)
 	}
-	for _, tc := range cases {
-		t.Run(tc.operation, func(t *testing.T) {
-			tree := traceOf(t, spans, tc.correlationID)
-			root := tree.root
-			if root.Name != tc.name || root.Kind != tracepb.Span_SPAN_KIND_SERVER || root.Attributes["http.route"] != tc.route ||
-				root.Attributes["http.response.status_code"] != "200" || root.Resource["service.name"] != "bothy" {
-				t.Errorf("request span %q kind %v, attributes %v, resource %v", root.Name, root.Kind, root.Attributes, root.Resource)
-			}
-			op := tree.find(func(s tracingtest.Span) bool {
-				return s.ParentSpanID == root.SpanID && s.Attributes["graphql.operation.name"] == tc.operation
-			})
-			if op == nil || op.Name != "query "+tc.operation || op.Attributes["graphql.operation.type"] != "query" {
-				t.Fatalf("no GraphQL operation span %s below the request span; trace: %s", tc.operation, tree)
-			}
-			door := tree.find(func(s tracingtest.Span) bool {
-				return s.Name == "authz.authorize" && tree.below(s, op.SpanID)
-			})
-			if door == nil || door.Attributes["bothy.authz.action"] != "thread.read" || door.Attributes["bothy.authz.decision"] != "allow" {
-				t.Fatalf("no door's span allowing thread.read below the operation; trace: %s", tree)
-			}
-			stmt := tree.find(func(s tracingtest.Span) bool {
-				return s.Kind == tracepb.Span_SPAN_KIND_CLIENT && s.Attributes["db.system.name"] == "postgresql" &&
-					s.Attributes["db.query.text"] != "" && tree.below(s, op.SpanID)
-			})
-			if stmt == nil {
-				t.Fatalf("no statement span below the operation; trace: %s", tree)
-			}
-			if tc.correlationID == "trace-parent-0001" && (root.TraceID != callerTrace || root.ParentSpanID != callerSpan) {
-				t.Errorf("request span in trace %s under %s, want the caller's trace %s under %s", root.TraceID, root.ParentSpanID, callerTrace, callerSpan)
-			}
-		})
+	op := tree.find(func(s tracingtest.Span) bool {
+		return s.ParentSpanID == root.SpanID && s.Attributes["graphql.operation.name"] == tc.operation
+	})
+	if op == nil || op.Name != "query "+tc.operation || op.Attributes["graphql.operation.type"] != "query" {
+		t.Fatalf("no GraphQL operation span %s below the request span; trace: %s", tc.operation, tree)
+	}
+	door := tree.find(func(s tracingtest.Span) bool {
+		return s.Name == "authz.authorize" && tree.below(s, op.SpanID)
+	})
+	if door == nil || door.Attributes["bothy.authz.action"] != "thread.read" || door.Attributes["bothy.authz.decision"] != "allow" {
+		t.Fatalf("no door's span allowing thread.read below the operation; trace: %s", tree)
+	}
+	stmt := tree.find(func(s tracingtest.Span) bool {
+		return s.Kind == tracepb.Span_SPAN_KIND_CLIENT && s.Attributes["db.system.name"] == "postgresql" &&
+			s.Attributes["db.query.text"] != "" && tree.below(s, op.SpanID)
+	})
+	if stmt == nil {
+		t.Fatalf("no statement span below the operation; trace: %s", tree)
+	}
+	if tc.correlationID == "trace-parent-0001" && (root.TraceID != callerTrace || root.ParentSpanID != callerSpan) {
+		t.Errorf("request span in trace %s under %s, want the caller's trace %s under %s", root.TraceID, root.ParentSpanID, callerTrace, callerSpan)
 	}
 }
 

@@ -340,61 +340,93 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 			c.closeWith(closeInvalidMessage, "Invalid message received")
 			return 0, nil, transport.ErrWebsocketClosed
 		}
-		c.mu.Lock()
-		code, reason := 0, ""
-		refuse := false
-		switch m.Type {
-		case "connection_init":
-			switch {
-			case c.inited:
-				code, reason = closeTooManyInits, "Too many initialisation requests"
-			case !objectOrAbsent(m.Payload):
-				// A payload that is no object (a string, a number, an
-				// array, a boolean) is no valid init: gqlgen's transport
-				// would stop on it without a close and leave the socket
-				// open. Absent (or null) is allowed: the token may come
-				// from the upgrade request's header.
-				code, reason = closeInvalidMessage, "Invalid message received"
-			}
-			c.inited = true
-		case "ping", "pong":
-		case "subscribe", "complete":
-			switch {
-			case !c.inited:
-				code, reason = closeUnauthorized, "Unauthorized"
-			case m.ID == "":
-				code, reason = closeInvalidMessage, "Invalid message received"
-			case m.Type == "complete":
-				if c.active[m.ID] {
-					delete(c.active, m.ID)
-					c.live.countSubs(-1)
-				}
-			case c.active[m.ID]:
-				code, reason = closeDuplicateID, "Subscriber for "+m.ID+" already exists"
-			case len(c.active) >= c.live.maxSubs:
-				refuse = true
-			default:
-				c.active[m.ID] = true
-				c.live.countSubs(1)
-			}
-		default:
-			code, reason = closeInvalidMessage, "Invalid message received"
-		}
-		c.mu.Unlock()
+		code, reason, refuse := c.admit(m)
 		if code != 0 {
 			c.closeWith(code, reason)
 			return 0, nil, transport.ErrWebsocketClosed
 		}
 		if refuse {
-			payload, _ := json.Marshal([]map[string]any{{"message": "too many subscriptions on this connection (websocket.max_subscriptions_per_connection)",
-				"extensions": map[string]any{"code": string(problem.RateLimited), "status": problem.RateLimited.Status(), "reason": "too_many_subscriptions"}}})
-			if err := c.inner.WriteJSON(wsMessage{ID: m.ID, Type: "error", Payload: payload}); err != nil {
+			if err := c.refuseSubscription(m.ID); err != nil {
 				return 0, nil, err
 			}
 			continue
 		}
 		return typ, bytes.NewReader(data), nil
 	}
+}
+
+// admit decides whether the protocol lets gqlgen handle the client
+// message m, and notes what m changes on the connection (initialised, the
+// running subscriptions). A message that closes the connection has its
+// close code and reason; refuse says m is a subscribe beyond
+// websocket.max_subscriptions_per_connection.
+func (c *wsConn) admit(m wsMessage) (code int, reason string, refuse bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch m.Type {
+	case "connection_init":
+		code, reason = c.admitInit(m.Payload)
+		return code, reason, false
+	case "ping", "pong":
+		return 0, "", false
+	case "subscribe", "complete":
+		return c.admitSubscription(m)
+	default:
+		return closeInvalidMessage, "Invalid message received", false
+	}
+}
+
+// admitInit decides on a connection_init with payload (admit; c.mu held):
+// one per connection, with an object or no payload.
+func (c *wsConn) admitInit(payload json.RawMessage) (code int, reason string) {
+	switch {
+	case c.inited:
+		code, reason = closeTooManyInits, "Too many initialisation requests"
+	case !objectOrAbsent(payload):
+		// A payload that is no object (a string, a number, an array, a
+		// boolean) is no valid init: gqlgen's transport would stop on it
+		// without a close and leave the socket open. Absent (or null) is
+		// allowed: the token may come from the upgrade request's header.
+		code, reason = closeInvalidMessage, "Invalid message received"
+	}
+	c.inited = true
+	return code, reason
+}
+
+// admitSubscription decides on a subscribe or complete m (admit; c.mu
+// held): only after connection_init and with an id, a subscribe with an id
+// not running and within the connection's cap. It keeps the running
+// subscriptions and their count.
+func (c *wsConn) admitSubscription(m wsMessage) (code int, reason string, refuse bool) {
+	switch {
+	case !c.inited:
+		return closeUnauthorized, "Unauthorized", false
+	case m.ID == "":
+		return closeInvalidMessage, "Invalid message received", false
+	case m.Type == "complete":
+		if c.active[m.ID] {
+			delete(c.active, m.ID)
+			c.live.countSubs(-1)
+		}
+		return 0, "", false
+	case c.active[m.ID]:
+		return closeDuplicateID, "Subscriber for " + m.ID + " already exists", false
+	case len(c.active) >= c.live.maxSubs:
+		return 0, "", true
+	default:
+		c.active[m.ID] = true
+		c.live.countSubs(1)
+		return 0, "", false
+	}
+}
+
+// refuseSubscription answers the subscribe with id beyond
+// websocket.max_subscriptions_per_connection with an error message for its
+// id; the connection stays open.
+func (c *wsConn) refuseSubscription(id string) error {
+	payload, _ := json.Marshal([]map[string]any{{"message": "too many subscriptions on this connection (websocket.max_subscriptions_per_connection)",
+		"extensions": map[string]any{"code": string(problem.RateLimited), "status": problem.RateLimited.Status(), "reason": "too_many_subscriptions"}}})
+	return c.inner.WriteJSON(wsMessage{ID: id, Type: "error", Payload: payload})
 }
 
 // objectOrAbsent reports whether a message payload is absent, null or a
@@ -556,33 +588,14 @@ func (c *wsConn) watch(ctx context.Context, tok, principal string, expires *time
 				// At most one check a second: this wake-up is checked when
 				// the second is over, not dropped (a revocation would wait
 				// for the next timer otherwise).
-				if !t.Stop() {
-					select {
-					case <-t.C:
-					default:
-					}
-				}
-				t.Reset(wait)
+				resetTimer(t, wait)
 				continue
 			}
 		case <-t.C:
 			t.Reset(c.live.recheck)
 		}
 		last = time.Now()
-		// One statement for all connections of the replica per commit
-		// (identity.LiveTokens), whatever their number; alone while
-		// commits do not reach this replica, since no generation then
-		// tells a batch is stale.
-		var p identity.Principal
-		ok := false
-		var err error
-		if c.live.hub.Connected() {
-			p, ok, err = c.live.tokens.Check(ctx, c.live.hub.Changed(), tok)
-		} else if p, err = c.live.ident.Authenticate(ctx, tok); err == nil {
-			ok = true
-		} else if problem.CodeOf(err) == problem.Unauthorized {
-			err = nil
-		}
+		p, ok, err := c.checkToken(ctx, tok)
 		if ctx.Err() != nil {
 			return
 		}
@@ -593,6 +606,40 @@ func (c *wsConn) watch(ctx context.Context, tok, principal string, expires *time
 			c.closeWith(closeForbidden, "Forbidden")
 			return
 		}
+	}
+}
+
+// resetTimer stops t, drops a tick it may have queued, and sets it to fire
+// after d.
+func resetTimer(t *time.Timer, d time.Duration) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
+}
+
+// checkToken authenticates the connection's token again for watch: ok is
+// false once it no longer authenticates anyone; err is an error of the
+// check itself, which decides nothing.
+func (c *wsConn) checkToken(ctx context.Context, tok string) (p identity.Principal, ok bool, err error) {
+	// One statement for all connections of the replica per commit
+	// (identity.LiveTokens), whatever their number; alone while
+	// commits do not reach this replica, since no generation then
+	// tells a batch is stale.
+	if c.live.hub.Connected() {
+		return c.live.tokens.Check(ctx, c.live.hub.Changed(), tok)
+	}
+	p, err = c.live.ident.Authenticate(ctx, tok)
+	switch {
+	case err == nil:
+		return p, true, nil
+	case problem.CodeOf(err) == problem.Unauthorized:
+		return p, false, nil
+	default:
+		return p, false, err
 	}
 }
 
