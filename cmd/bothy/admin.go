@@ -75,25 +75,31 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) < 2 {
 		return usagef("unknown command %q\n\n%s", strings.Join(args, " "), adminUsage)
 	}
-	switch word + " " + args[1] {
+	return adminTwoWordCommand(ctx, word+" "+args[1], args[2:], stdout, stderr)
+}
+
+// adminTwoWordCommand runs the admin command named by two words, such as
+// "principal create", with the arguments after them.
+func adminTwoWordCommand(ctx context.Context, command string, args []string, stdout, stderr io.Writer) error {
+	switch command {
 	case "principal create":
-		return adminPrincipalCreate(ctx, args[2:], stdout, stderr)
+		return adminPrincipalCreate(ctx, args, stdout, stderr)
 	case "principal disable":
-		return adminPrincipalStatus(ctx, "disable", identity.StatusDisabled, args[2:], stdout, stderr)
+		return adminPrincipalStatus(ctx, "disable", identity.StatusDisabled, args, stdout, stderr)
 	case "principal enable":
-		return adminPrincipalStatus(ctx, "enable", identity.StatusActive, args[2:], stdout, stderr)
+		return adminPrincipalStatus(ctx, "enable", identity.StatusActive, args, stdout, stderr)
 	case "principal list":
-		return adminPrincipalList(ctx, args[2:], stdout, stderr)
+		return adminPrincipalList(ctx, args, stdout, stderr)
 	case "token create":
-		return adminTokenCreate(ctx, "admin token create", args[2:], stdout, stderr)
+		return adminTokenCreate(ctx, "admin token create", args, stdout, stderr)
 	case "token list":
-		return adminTokenList(ctx, args[2:], stdout, stderr)
+		return adminTokenList(ctx, args, stdout, stderr)
 	case "token revoke":
-		return adminTokenRevoke(ctx, args[2:], stdout, stderr)
+		return adminTokenRevoke(ctx, args, stdout, stderr)
 	case "audit export":
-		return adminAuditExport(ctx, args[2:], stdout, stderr)
+		return adminAuditExport(ctx, args, stdout, stderr)
 	}
-	return usagef("unknown command %q\n\n%s", "admin "+word+" "+args[1], adminUsage)
+	return usagef("unknown command %q\n\n%s", "admin "+command, adminUsage)
 }
 
 // adminEnv is the admin service on database.url for one command.
@@ -478,37 +484,60 @@ func adminAuditExport(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usagef("admin audit export needs --since (an RFC 3339 time such as 2026-12-01T00:00:00Z)")
 	}
 	f := authz.AuditFilter{Action: *action, Decision: *decision}
-	from, err := time.Parse(time.RFC3339, *since)
+	var err error
+	if f.Since, f.Until, err = auditWindow(*since, *until); err != nil {
+		return err
+	}
+	env, err := openAuditActor(ctx, c, *handle, &f)
 	if err != nil {
-		return usagef("--since: %q is no RFC 3339 time", *since)
-	}
-	f.Since = &from
-	if *until != "" {
-		to, err := time.Parse(time.RFC3339, *until)
-		if err != nil {
-			return usagef("--until: %q is no RFC 3339 time", *until)
-		}
-		f.Until = &to
-	}
-	var env *adminEnv
-	if *handle == identity.OperatorHandle {
-		// The local operator is no stored principal; its entries are
-		// recorded under its id.
-		f.ActorID = admin.Operator.ID
-		env, err = openAdmin(ctx, c)
-		if err != nil {
-			return err
-		}
-	} else if *handle != "" {
-		var p identity.Principal
-		if env, p, err = openFor(ctx, c, *handle); err != nil {
-			return err
-		}
-		f.ActorID = p.ID
-	} else if env, err = openAdmin(ctx, c); err != nil {
 		return err
 	}
 	defer env.close()
+	return exportAudit(ctx, env, f, stdout)
+}
+
+// auditWindow parses the RFC 3339 times of --since and --until (empty: no
+// bound) of admin audit export.
+func auditWindow(since, until string) (from, to *time.Time, err error) {
+	s, err := time.Parse(time.RFC3339, since)
+	if err != nil {
+		return nil, nil, usagef("--since: %q is no RFC 3339 time", since)
+	}
+	if until == "" {
+		return &s, nil, nil
+	}
+	u, err := time.Parse(time.RFC3339, until)
+	if err != nil {
+		return nil, nil, usagef("--until: %q is no RFC 3339 time", until)
+	}
+	return &s, &u, nil
+}
+
+// openAuditActor opens the admin service and narrows f to the actor of
+// --actor: the local operator, a principal's handle, or everybody when
+// handle is empty.
+func openAuditActor(ctx context.Context, c *adminFlags, handle string, f *authz.AuditFilter) (*adminEnv, error) {
+	switch handle {
+	case "":
+		return openAdmin(ctx, c)
+	case identity.OperatorHandle:
+		// The local operator is no stored principal; its entries are
+		// recorded under its id.
+		f.ActorID = admin.Operator.ID
+		return openAdmin(ctx, c)
+	default:
+		env, p, err := openFor(ctx, c, handle)
+		if err != nil {
+			return nil, err
+		}
+		f.ActorID = p.ID
+		return env, nil
+	}
+}
+
+// exportAudit writes the audit entries f selects to stdout as JSON lines,
+// reading them a thousand at a time.
+func exportAudit(ctx context.Context, env *adminEnv, f authz.AuditFilter, stdout io.Writer) error {
 	enc := json.NewEncoder(stdout)
 	after := ""
 	for {

@@ -204,7 +204,20 @@ func TestAdminCommandLine(t *testing.T) {
 		t.Fatalf("bothy token create: %d", r.Status)
 	}
 
-	// Usage errors: never ignored, exit 2 (a usageError).
+	checkAdminUsageErrors(t, env)
+	if _, err := bothy(t, "admin", "token", "revoke", "--id", "01a22de8-0000-7000-8000-000000000000"); err == nil || !strings.Contains(err.Error(), "no token has the id") {
+		t.Fatalf("revoking a missing token: %v", err)
+	}
+	// Every command line action was audited as the operator.
+	if n := env.Count(`SELECT count(*) FROM audit_log WHERE actor_id = '00000000-0000-0000-0000-000000000000' AND decision = 'allow'`); n < 8 {
+		t.Fatalf("%d audited operator actions", n)
+	}
+}
+
+// checkAdminUsageErrors runs admin and token command lines with mistakes:
+// each is a usage error (exit 2), never ignored, and none issues a token.
+func checkAdminUsageErrors(t *testing.T, env *apitest.Env) {
+	t.Helper()
 	tokensBefore := env.Count(`SELECT count(*) FROM tokens`)
 	for _, args := range [][]string{
 		{"admin"},
@@ -226,17 +239,8 @@ func TestAdminCommandLine(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM tokens`); n != tokensBefore {
 		t.Fatalf("a refused command issued a token: %d -> %d", tokensBefore, n)
 	}
-	if _, err := bothy(t, "admin", "token", "revoke", "--id", "01a22de8-0000-7000-8000-000000000000"); err == nil || !strings.Contains(err.Error(), "no token has the id") {
-		t.Fatalf("revoking a missing token: %v", err)
-	}
-	// Every command line action was audited as the operator.
-	if n := env.Count(`SELECT count(*) FROM audit_log WHERE actor_id = '00000000-0000-0000-0000-000000000000' AND decision = 'allow'`); n < 8 {
-		t.Fatalf("%d audited operator actions", n)
-	}
 }
 
-// TestSeedTwice builds the example world with bothy seed and runs it again:
-// the second run says so, changes nothing and succeeds.
 // TestAdminAuditExport: bothy admin audit export writes the audit log as
 // JSON lines, oldest first, narrowed by --since, --actor, --action and
 // --decision; bad flags are usage errors.
@@ -377,6 +381,8 @@ func TestMigrateStatusRollbackTo(t *testing.T) {
 	}
 }
 
+// TestSeedTwice builds the example world with bothy seed and runs it again:
+// the second run says so, changes nothing and succeeds.
 func TestSeedTwice(t *testing.T) {
 	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL, which the
 	// in-process command line reads.

@@ -235,18 +235,7 @@ func TestContribPgBouncer(t *testing.T) {
 	t.Parallel()
 	bin := tool(t, "pgbouncer", "pgbouncer")
 	ini := filepath.Join("..", "..", "contrib", "pgbouncer", "pgbouncer.ini")
-	settings := iniFile(t, ini)
-	pg := settings["pgbouncer"]
-	if pg["pool_mode"] != "transaction" {
-		t.Fatalf("pool_mode = %q, want transaction (docs/operations.md, the pooler rule)", pg["pool_mode"])
-	}
-	retry, err := strconv.ParseFloat(pg["server_login_retry"], 64)
-	if err != nil || retry <= 0 || retry > 2 {
-		t.Fatalf("server_login_retry = %q, want a few seconds at most (its default of 15 keeps serving 503 long after a database restart)", pg["server_login_retry"])
-	}
-	if pg["auth_type"] == "trust" || pg["auth_type"] == "any" {
-		t.Fatalf("auth_type = %s: every client on the network could log in", pg["auth_type"])
-	}
+	retry := checkPgBouncerSettings(t, ini)
 
 	direct, err := url.Parse(pgtest.URL(t))
 	if err != nil {
@@ -254,71 +243,10 @@ func TestContribPgBouncer(t *testing.T) {
 	}
 	db := startRestartingDB(t, direct.Host)
 	listen := freeAddr(t)
-	_, port, _ := net.SplitHostPort(listen)
-	dbHost, dbPort, _ := net.SplitHostPort(db.addr())
-
-	// PgBouncer refuses to run as root; it then drops to the user postgres,
-	// which must be able to read its files.
-	dir, err := os.MkdirTemp("", "bothy-contrib-pgbouncer-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	src, err := os.ReadFile(ini)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The test server trusts its user postgres; the client logs in to
-	// PgBouncer as bothy with a password, as the replicas would.
-	conf := strings.NewReplacer(
-		"host=db.example.com port=5432 dbname=bothy", fmt.Sprintf("host=%s port=%s dbname=%s user=%s", dbHost, dbPort, strings.TrimPrefix(direct.Path, "/"), direct.User.Username()),
-		"listen_port = 6432", "listen_port = "+port,
-		"/etc/pgbouncer/userlist.txt", filepath.Join(dir, "userlist.txt"),
-		"server_tls_sslmode = verify-full", "server_tls_sslmode = disable",
-	).Replace(string(src))
-	for _, want := range []string{dbHost + " port=" + dbPort, "listen_port = " + port, dir, "server_tls_sslmode = disable"} {
-		if !strings.Contains(conf, want) {
-			t.Fatalf("contrib/pgbouncer/pgbouncer.ini no longer has the expected placeholders (%q missing):\n%s", want, conf)
-		}
-	}
-	os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(conf), 0o644)
-	os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(`"bothy" "secret-of-the-test"`+"\n"), 0o644)
-	args := []string{filepath.Join(dir, "pgbouncer.ini")}
-	if os.Geteuid() == 0 {
-		args = append([]string{"-u", "postgres"}, args...)
-	}
-	cmd := exec.Command(bin, args...)
-	var out watch
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-	select {
-	case <-out.seen("process up"):
-	case <-exited:
-		t.Fatalf("pgbouncer refused contrib/pgbouncer/pgbouncer.ini:\n%s", out.String())
-	case <-time.After(15 * time.Second):
-		t.Fatalf("pgbouncer did not start:\n%s", out.String())
-	}
+	out := startContribPgBouncer(t, bin, ini, listen, direct, db.addr())
 
 	pooled := fmt.Sprintf("postgres://bothy:secret-of-the-test@%s/bothy?sslmode=disable&connect_timeout=5", listen)
-	// query runs one transaction on a new client connection, as a
-	// replica's pool does after its connections broke, waiting up to limit.
-	query := func(limit time.Duration) error {
-		ctx, cancel := context.WithTimeout(context.Background(), limit)
-		defer cancel()
-		c, err := pgconn.Connect(ctx, pooled)
-		if err != nil {
-			return err
-		}
-		defer c.Close(context.Background())
-		_, err = c.Exec(ctx, "BEGIN; SELECT 1; COMMIT").ReadAll()
-		return err
-	}
+	query := func(limit time.Duration) error { return pooledQuery(pooled, limit) }
 	if err := query(5 * time.Second); err != nil {
 		t.Fatalf("a statement through PgBouncer: %v\n%s", err, out.String())
 	}
@@ -361,6 +289,100 @@ func TestContribPgBouncer(t *testing.T) {
 	if d := time.Since(back); d > time.Duration(retry*float64(time.Second))+3*time.Second {
 		t.Fatalf("PgBouncer served again %s after the database came back, want about server_login_retry (%gs)", d.Round(time.Millisecond), retry)
 	}
+}
+
+// checkPgBouncerSettings checks the settings of the PgBouncer file ini the
+// deployment relies on (transaction mode, a short server_login_retry, no
+// login without a password) and returns server_login_retry in seconds.
+func checkPgBouncerSettings(t *testing.T, ini string) float64 {
+	t.Helper()
+	settings := iniFile(t, ini)
+	pg := settings["pgbouncer"]
+	if pg["pool_mode"] != "transaction" {
+		t.Fatalf("pool_mode = %q, want transaction (docs/operations.md, the pooler rule)", pg["pool_mode"])
+	}
+	retry, err := strconv.ParseFloat(pg["server_login_retry"], 64)
+	if err != nil || retry <= 0 || retry > 2 {
+		t.Fatalf("server_login_retry = %q, want a few seconds at most (its default of 15 keeps serving 503 long after a database restart)", pg["server_login_retry"])
+	}
+	if pg["auth_type"] == "trust" || pg["auth_type"] == "any" {
+		t.Fatalf("auth_type = %s: every client on the network could log in", pg["auth_type"])
+	}
+	return retry
+}
+
+// startContribPgBouncer runs the PgBouncer binary bin on a copy of the
+// file ini that listens on listen and pools the database of direct at
+// dbAddr, and returns its output once it is up. The process is killed when
+// the test ends.
+func startContribPgBouncer(t *testing.T, bin, ini, listen string, direct *url.URL, dbAddr string) *watch {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(listen)
+	dbHost, dbPort, _ := net.SplitHostPort(dbAddr)
+
+	// PgBouncer refuses to run as root; it then drops to the user postgres,
+	// which must be able to read its files.
+	dir, err := os.MkdirTemp("", "bothy-contrib-pgbouncer-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	src, err := os.ReadFile(ini)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test server trusts its user postgres; the client logs in to
+	// PgBouncer as bothy with a password, as the replicas would.
+	conf := strings.NewReplacer(
+		"host=db.example.com port=5432 dbname=bothy", fmt.Sprintf("host=%s port=%s dbname=%s user=%s", dbHost, dbPort, strings.TrimPrefix(direct.Path, "/"), direct.User.Username()),
+		"listen_port = 6432", "listen_port = "+port,
+		"/etc/pgbouncer/userlist.txt", filepath.Join(dir, "userlist.txt"),
+		"server_tls_sslmode = verify-full", "server_tls_sslmode = disable",
+	).Replace(string(src))
+	for _, want := range []string{dbHost + " port=" + dbPort, "listen_port = " + port, dir, "server_tls_sslmode = disable"} {
+		if !strings.Contains(conf, want) {
+			t.Fatalf("contrib/pgbouncer/pgbouncer.ini no longer has the expected placeholders (%q missing):\n%s", want, conf)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(conf), 0o644)
+	os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(`"bothy" "secret-of-the-test"`+"\n"), 0o644)
+	args := []string{filepath.Join(dir, "pgbouncer.ini")}
+	if os.Geteuid() == 0 {
+		args = append([]string{"-u", "postgres"}, args...)
+	}
+	cmd := exec.Command(bin, args...)
+	out := &watch{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	select {
+	case <-out.seen("process up"):
+	case <-exited:
+		t.Fatalf("pgbouncer refused contrib/pgbouncer/pgbouncer.ini:\n%s", out.String())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("pgbouncer did not start:\n%s", out.String())
+	}
+	return out
+}
+
+// pooledQuery runs one transaction on a new client connection to pooled,
+// as a replica's pool does after its connections broke, waiting up to
+// limit.
+func pooledQuery(pooled string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	c, err := pgconn.Connect(ctx, pooled)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(ctx, "BEGIN; SELECT 1; COMMIT").ReadAll()
+	return err
 }
 
 // TestContribConfigIsDefaults: contrib/bothy.yaml loads, and every key it

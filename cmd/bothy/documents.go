@@ -35,28 +35,9 @@ func cmdDocuments(args []string, stdout io.Writer) error {
 	if len(args) < 2 || args[0] != "hashes" {
 		return usageError{strings.TrimSpace(documentsUsage)}
 	}
-	var files []string
-	for _, arg := range args[1:] {
-		st, err := os.Stat(arg)
-		if err != nil {
-			return err
-		}
-		if !st.IsDir() {
-			files = append(files, arg)
-			continue
-		}
-		err = filepath.WalkDir(arg, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !d.IsDir() && (strings.HasSuffix(path, ".graphql") || strings.HasSuffix(path, ".gql")) {
-				files = append(files, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+	files, err := documentFiles(args[1:])
+	if err != nil {
+		return err
 	}
 	sources := make([]*ast.Source, 0, len(files))
 	for _, f := range files {
@@ -73,6 +54,42 @@ func cmdDocuments(args []string, stdout io.Writer) error {
 	if len(ops) == 0 {
 		return errors.New("no operation found in " + strings.Join(args[1:], " "))
 	}
+	_, err = fmt.Fprintln(stdout, strings.Join(hashLines(ops), "\n"))
+	return err
+}
+
+// documentFiles returns the files named by paths: a file as it is, a
+// folder as the .graphql and .gql files below it.
+func documentFiles(paths []string) ([]string, error) {
+	var files []string
+	for _, arg := range paths {
+		st, err := os.Stat(arg)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			files = append(files, arg)
+			continue
+		}
+		err = filepath.WalkDir(arg, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && (strings.HasSuffix(path, ".graphql") || strings.HasSuffix(path, ".gql")) {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// hashLines returns one line "HASH  NAME  SOURCE" per distinct operation
+// of ops (the first of the same hash), sorted.
+func hashLines(ops []trusteddocs.Operation) []string {
 	seen := map[string]bool{}
 	var lines []string
 	for _, op := range ops {
@@ -87,6 +104,5 @@ func cmdDocuments(args []string, stdout io.Writer) error {
 		lines = append(lines, op.Hash+"  "+name+"  "+op.Source)
 	}
 	slices.Sort(lines)
-	_, err = fmt.Fprintln(stdout, strings.Join(lines, "\n"))
-	return err
+	return lines
 }

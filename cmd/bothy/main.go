@@ -130,6 +130,8 @@ const exitPending = 3
 // newer than the older binary can serve.
 const exitSchemaNewer = 4
 
+// run runs the command of args, writing its output to stdout and its logs
+// and problems to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	defer func() {
 		// --help printed the command's help: that is a success.
@@ -144,67 +146,106 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	switch args[0] {
+	return runCommand(ctx, args[0], args[1:], stdout, stderr)
+}
+
+// runCommand runs the command named name with the arguments after it:
+// here those that serve or administer the server's database (database.url
+// or that of a bothy dev), in toolCommand the others.
+func runCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	switch name {
 	case "serve":
-		return cmdServe(ctx, args[1:], stdout, stderr)
+		return cmdServe(ctx, args, stdout, stderr)
 	case "dev":
-		return cmdDev(ctx, args[1:], stdout, stderr)
+		return cmdDev(ctx, args, stdout, stderr)
 	case "migrate":
-		return cmdMigrate(ctx, args[1:], stdout, stderr)
-	case "version", "--version":
-		if len(args) > 1 {
-			return usageError{"usage: bothy version"}
-		}
-		fmt.Fprintln(stdout, version.Get())
-		return nil
+		return cmdMigrate(ctx, args, stdout, stderr)
 	case "seed":
-		return cmdSeed(ctx, args[1:], stdout, stderr)
+		return cmdSeed(ctx, args, stdout, stderr)
 	case "admin":
-		return cmdAdmin(ctx, args[1:], stdout, stderr)
-	case "login":
-		return cmdLogin(ctx, args[1:], stdout, stderr)
-	case "logout":
-		return cmdLogout(ctx, args[1:], stdout)
+		return cmdAdmin(ctx, args, stdout, stderr)
 	case "token":
-		if len(args) >= 2 && args[1] == "show" {
-			return cmdTokenShow(args[2:], stdout)
-		}
-		if len(args) >= 2 && isHelp(args[1]) {
-			fmt.Fprint(stdout, "Usage: bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]\n\nRun \"bothy token create --help\" for its flags.\n")
-			return nil
-		}
-		if len(args) < 2 || args[1] != "create" {
-			return usagef("usage: bothy token create --handle H")
-		}
-		return adminTokenCreate(ctx, "token create", args[2:], stdout, stderr)
-	case "agent":
-		if len(args) >= 2 && isHelp(args[1]) {
-			fmt.Fprint(stdout, "Usage: bothy agent run --token T --server URL [--once] [--model echo]\n\nRun \"bothy agent run --help\" for its flags.\n")
-			return nil
-		}
-		if len(args) < 2 || args[1] != "run" {
-			return errors.New("usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--model echo|openai|anthropic --base-url URL --model-name NAME]")
-		}
-		return cmdAgentRun(ctx, args[2:], stderr)
-	case "documents":
-		return cmdDocuments(args[1:], stdout)
-	case "conformance":
-		return cmdConformance(ctx, args[1:], stdout, stderr)
-	case "bench":
-		return cmdBench(ctx, args[1:], stdout, stderr)
-	case "config":
-		if len(args) >= 2 && isHelp(args[1]) || len(args) >= 3 && args[1] == "markdown" && isHelp(args[2]) {
-			fmt.Fprint(stdout, "Usage: bothy config markdown\n\nPrints the reference of every configuration key (docs/configuration.md) as Markdown.\n")
-			return nil
-		}
-		if len(args) != 2 || args[1] != "markdown" {
-			return errors.New("usage: bothy config markdown")
-		}
-		fmt.Fprint(stdout, config.Markdown())
-		return nil
+		return cmdToken(ctx, args, stdout, stderr)
 	default:
-		return usageError{fmt.Sprintf("unknown command %q\n\n%s", args[0], usage)}
+		return toolCommand(ctx, name, args, stdout, stderr)
 	}
+}
+
+// toolCommand runs the commands that work on no configured database: those
+// of a client of a server (login, logout, agent), the checks that start a
+// private server of their own (conformance, bench), and those that only
+// print.
+func toolCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	switch name {
+	case "version", "--version":
+		return cmdVersion(args, stdout)
+	case "login":
+		return cmdLogin(ctx, args, stdout, stderr)
+	case "logout":
+		return cmdLogout(ctx, args, stdout)
+	case "agent":
+		return cmdAgent(ctx, args, stdout, stderr)
+	case "documents":
+		return cmdDocuments(args, stdout)
+	case "conformance":
+		return cmdConformance(ctx, args, stdout, stderr)
+	case "bench":
+		return cmdBench(ctx, args, stdout, stderr)
+	case "config":
+		return cmdConfig(args, stdout)
+	default:
+		return usageError{fmt.Sprintf("unknown command %q\n\n%s", name, usage)}
+	}
+}
+
+// cmdVersion prints the version and VCS revision (bothy version).
+func cmdVersion(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return usageError{"usage: bothy version"}
+	}
+	fmt.Fprintln(stdout, version.Get())
+	return nil
+}
+
+// cmdToken dispatches bothy token show and bothy token create (the
+// latter is bothy admin token create).
+func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) >= 1 && args[0] == "show" {
+		return cmdTokenShow(args[1:], stdout)
+	}
+	if len(args) >= 1 && isHelp(args[0]) {
+		fmt.Fprint(stdout, "Usage: bothy token create --handle H [--config FILE] [--data DIR] [--label L] [--ttl D]\n\nRun \"bothy token create --help\" for its flags.\n")
+		return nil
+	}
+	if len(args) < 1 || args[0] != "create" {
+		return usagef("usage: bothy token create --handle H")
+	}
+	return adminTokenCreate(ctx, "token create", args[1:], stdout, stderr)
+}
+
+// cmdAgent dispatches bothy agent run.
+func cmdAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) >= 1 && isHelp(args[0]) {
+		fmt.Fprint(stdout, "Usage: bothy agent run --token T --server URL [--once] [--model echo]\n\nRun \"bothy agent run --help\" for its flags.\n")
+		return nil
+	}
+	if len(args) < 1 || args[0] != "run" {
+		return errors.New("usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--model echo|openai|anthropic --base-url URL --model-name NAME]")
+	}
+	return cmdAgentRun(ctx, args[1:], stderr)
+}
+
+// cmdConfig prints docs/configuration.md (bothy config markdown).
+func cmdConfig(args []string, stdout io.Writer) error {
+	if len(args) >= 1 && isHelp(args[0]) || len(args) >= 2 && args[0] == "markdown" && isHelp(args[1]) {
+		fmt.Fprint(stdout, "Usage: bothy config markdown\n\nPrints the reference of every configuration key (docs/configuration.md) as Markdown.\n")
+		return nil
+	}
+	if len(args) != 1 || args[0] != "markdown" {
+		return errors.New("usage: bothy config markdown")
+	}
+	fmt.Fprint(stdout, config.Markdown())
+	return nil
 }
 
 // isHelp reports whether arg asks for help.
@@ -790,131 +831,32 @@ const (
 // invocation with --once. It logs JSON to stderr: ids, event types, outcomes,
 // trust counts and error codes, never content or tokens.
 func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	token := fs.String("token", "", "API token of the agent (default: $"+agentTokenEnv+")")
-	serverURL := fs.String("server", "", "base URL of the Bothy server, e.g. http://127.0.0.1:8080 (required)")
-	once := fs.Bool("once", false, "handle exactly one invocation, then exit")
-	transport := fs.String("transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP), ws (the agentEvents subscription over WebSocket)\nor auto (WebSocket, falling back to the long poll where the server or a proxy does not upgrade)")
-	modelStream := fs.Bool("model-stream", false, "--model openai or anthropic: ask for the answer as server-sent events (a long answer then meets no idle timeout of a proxy)")
-	tools := fs.String("tools", "", "a tools file (YAML) of HTTP tools the model may call (--model openai or anthropic); consequential ones run\nwith untrusted content in play only after the person who asked approved the call (docs/adapter.md#http-tools)")
-	live := fs.Bool("live", true, "write the model's answer into the run's live box as it streams, so readers see it grow\n(--model openai and anthropic then stream their answers); --live=false turns it off")
-	maxConcurrent := fs.Int("max-concurrent", 0, "most runs the model works on at once (0: no bound); further runs are claimed and wait their turn")
-	model := fs.String("model", "echo", "the model that answers: echo (a summary of the run context, no model service),\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)\nor anthropic (Anthropic's Messages API, streamed)")
-	baseURL := fs.String("base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama);\n--model anthropic: API root, default https://api.anthropic.com")
-	modelName := fs.String("model-name", "", "--model openai or anthropic: the model to ask, e.g. gpt-4o-mini, llama3.2 or claude-sonnet-4-5")
-	modelTimeout := fs.Duration("model-timeout", 120*time.Second, "--model openai or anthropic: longest time for one answer, retries included")
-	outbox := fs.String("outbox", "", "a folder where each answer is kept from before it is sent until the server has it;\nanswers a stopped process left there are sent again at the next start (default: none)")
-	runnerCmd := fs.String("runner", "", "a shell command started once per run instead of a model: an MCP-capable agent runtime that answers\nthrough "+
-		"the server's /mcp with the run token it finds in $BOTHY_MCP_TOKEN (URL in $BOTHY_MCP_URL, run in $BOTHY_RUN_ID,\nthe trust-aware prompt on its stdin); "+
-		"exit 0 having answered completes the run (docs/mcp.md#runner)")
-	files := fs.Bool("files", true, "--model openai or anthropic: read the text of files attached to the run's context into the prompt, as data\n(it lowers the run's in-play trust), and offer the model the tool attach_file, which attaches a file to the answer\n(the agent needs the capability files_out); --files=false turns both off")
-	maxTokens := fs.Int("model-max-tokens", 0, "--model openai or anthropic: max tokens of each answer (0: the server's default for openai, 1024 for anthropic)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--live=false] [--model echo|openai|anthropic --base-url URL --model-name NAME | --runner COMMAND]\n\n"+
-			"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
-			"starts the run, answers with the model and finishes the run.\n\n"+
-			"Environment (each flag that is absent takes its variable):\n"+
-			"  %-21s --server\n"+
-			"  %-21s --token, the agent's API token\n"+
-			"  %-21s --model\n"+
-			"  %-21s --base-url\n"+
-			"  %-21s --model-name\n"+
-			"  %-21s --tools\n"+
-			"  %-21s the API key of the model server (--model openai), sent as a bearer token;\n"+
-			"  %-21s unset sends none (local servers such as Ollama need none); there is no flag for it\n\nFlags:\n",
-			serverEnv, agentTokenEnv, modelEnv, modelBaseURLEnv, modelNameEnv, toolsEnv, modelKeyEnv, "")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	f, err := parseAgentRunFlags(args, stderr)
+	if err != nil {
+		// --help printed the help: a success.
 		return flagErr(err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("agent run takes no arguments, got %q", fs.Arg(0))
-	}
-	// A flag that is absent takes its environment variable.
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for _, v := range []struct {
-		flag, env string
-		to        *string
-	}{{"token", agentTokenEnv, token}, {"server", serverEnv, serverURL}, {"model", modelEnv, model},
-		{"base-url", modelBaseURLEnv, baseURL}, {"model-name", modelNameEnv, modelName}, {"tools", toolsEnv, tools}} {
-		if e := os.Getenv(v.env); !given[v.flag] && e != "" {
-			*v.to = e
-		}
-	}
-	if *token == "" || *serverURL == "" {
-		return errors.New("agent run needs --server (or $" + serverEnv + ") and --token (or $" + agentTokenEnv + ")")
-	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var toolList []agent.Tool
-	if *tools != "" && *model == "echo" && !given["tools"] {
-		// Only the flag is an error: a tools file in the environment serves
-		// the adapters that can use it.
-		log.Warn("tools file ignored: the echo model calls no tools", "variable", toolsEnv)
-		*tools = ""
-	}
-	if *tools != "" {
-		if *model == "echo" {
-			return errors.New("--tools needs --model openai or anthropic (the echo model calls no tools)")
-		}
-		var err error
-		if toolList, err = httptool.Load(*tools, httptool.Options{}); err != nil {
-			return err
-		}
-	}
-	if *runnerCmd != "" {
-		if given["model"] || *tools != "" || *baseURL != "" || *modelName != "" {
-			return errors.New("--runner answers with its command: --model, --tools, --base-url and --model-name do not apply")
-		}
-		return runRunner(ctx, log, *serverURL, *token, *runnerCmd, agent.Config{Once: *once, Logger: log, Transport: *transport, MaxConcurrent: *maxConcurrent}, stderr)
-	}
-	if *files && *model != "echo" {
-		toolList = append(toolList, agent.AttachFileTool())
-	}
-	var m agent.Model
-	switch *model {
-	case "echo":
-		if *baseURL != "" || *modelName != "" {
-			return errors.New("--base-url and --model-name belong to --model openai and anthropic")
-		}
-		m = agent.EchoModel{}
-	case "openai":
-		if *baseURL == "" || *modelName == "" {
-			return errors.New("--model openai needs --base-url and --model-name")
-		}
-		if *modelTimeout <= 0 || *maxTokens < 0 {
-			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
-		}
-		om, err := openai.New(openai.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
-			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model"), Stream: *modelStream || *live, Tools: toolList})
-		if err != nil {
-			return err
-		}
-		m = om
-	case "anthropic":
-		if *modelName == "" {
-			return errors.New("--model anthropic needs --model-name")
-		}
-		if *modelTimeout <= 0 || *maxTokens < 0 {
-			return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
-		}
-		am, err := anthropic.New(anthropic.Config{BaseURL: *baseURL, Model: *modelName, APIKey: os.Getenv(modelKeyEnv),
-			Timeout: *modelTimeout, MaxTokens: *maxTokens, Logger: log.With("component", "model"), Stream: *modelStream || *live, Tools: toolList})
-		if err != nil {
-			return err
-		}
-		m = am
-	default:
-		return fmt.Errorf("--model %q is unknown; built in: echo, openai, anthropic", *model)
-	}
-	client, err := agent.NewClient(*serverURL, *token, agent.ClientOptions{})
+	toolList, err := f.loadTools(log)
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(agent.Config{Client: client, Model: m, Once: *once, Logger: log, Transport: *transport, Outbox: *outbox, MaxConcurrent: *maxConcurrent, Live: *live,
-		ReadFiles: *files && *model != "echo"})
+	if f.runnerCmd != "" {
+		return f.runRunner(ctx, log, stderr)
+	}
+	if f.files && f.model != "echo" {
+		toolList = append(toolList, agent.AttachFileTool())
+	}
+	m, err := f.newModel(log, toolList)
+	if err != nil {
+		return err
+	}
+	client, err := agent.NewClient(f.serverURL, f.token, agent.ClientOptions{})
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(agent.Config{Client: client, Model: m, Once: f.once, Logger: log, Transport: f.transport, Outbox: f.outbox, MaxConcurrent: f.maxConcurrent, Live: f.live,
+		ReadFiles: f.files && f.model != "echo"})
 	if err != nil {
 		return err
 	}
@@ -922,6 +864,175 @@ func cmdAgentRun(ctx context.Context, args []string, stderr io.Writer) error {
 	defer stop()
 	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
+	}
+	return nil
+}
+
+// agentRunFlags are the flags of agent run, each absent one filled from
+// its environment variable where it has one.
+type agentRunFlags struct {
+	token, serverURL, transport, tools, outbox, runnerCmd string
+	model, baseURL, modelName                             string
+	once, modelStream, live, files                        bool
+	maxConcurrent, maxTokens                              int
+	modelTimeout                                          time.Duration
+	// given holds the names of the flags on the command line, as opposed
+	// to defaults and environment variables.
+	given map[string]bool
+}
+
+// parseAgentRunFlags parses the flags of agent run, takes the environment
+// variable of each absent flag, and refuses arguments and a missing server
+// or token. After --help it returns flag.ErrHelp.
+func parseAgentRunFlags(args []string, stderr io.Writer) (*agentRunFlags, error) {
+	f := &agentRunFlags{given: map[string]bool{}}
+	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.token, "token", "", "API token of the agent (default: $"+agentTokenEnv+")")
+	fs.StringVar(&f.serverURL, "server", "", "base URL of the Bothy server, e.g. http://127.0.0.1:8080 (required)")
+	fs.BoolVar(&f.once, "once", false, "handle exactly one invocation, then exit")
+	fs.StringVar(&f.transport, "transport", agent.TransportPoll, "how to read the agent stream: poll (long poll over HTTP), ws (the agentEvents subscription over WebSocket)\nor auto (WebSocket, falling back to the long poll where the server or a proxy does not upgrade)")
+	fs.BoolVar(&f.modelStream, "model-stream", false, "--model openai or anthropic: ask for the answer as server-sent events (a long answer then meets no idle timeout of a proxy)")
+	fs.StringVar(&f.tools, "tools", "", "a tools file (YAML) of HTTP tools the model may call (--model openai or anthropic); consequential ones run\nwith untrusted content in play only after the person who asked approved the call (docs/adapter.md#http-tools)")
+	fs.BoolVar(&f.live, "live", true, "write the model's answer into the run's live box as it streams, so readers see it grow\n(--model openai and anthropic then stream their answers); --live=false turns it off")
+	fs.IntVar(&f.maxConcurrent, "max-concurrent", 0, "most runs the model works on at once (0: no bound); further runs are claimed and wait their turn")
+	fs.StringVar(&f.model, "model", "echo", "the model that answers: echo (a summary of the run context, no model service),\nopenai (any OpenAI-compatible chat completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio)\nor anthropic (Anthropic's Messages API, streamed)")
+	fs.StringVar(&f.baseURL, "base-url", "", "--model openai: API root of the model server, the part before /chat/completions,\ne.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama);\n--model anthropic: API root, default https://api.anthropic.com")
+	fs.StringVar(&f.modelName, "model-name", "", "--model openai or anthropic: the model to ask, e.g. gpt-4o-mini, llama3.2 or claude-sonnet-4-5")
+	fs.DurationVar(&f.modelTimeout, "model-timeout", 120*time.Second, "--model openai or anthropic: longest time for one answer, retries included")
+	fs.StringVar(&f.outbox, "outbox", "", "a folder where each answer is kept from before it is sent until the server has it;\nanswers a stopped process left there are sent again at the next start (default: none)")
+	fs.StringVar(&f.runnerCmd, "runner", "", "a shell command started once per run instead of a model: an MCP-capable agent runtime that answers\nthrough "+
+		"the server's /mcp with the run token it finds in $BOTHY_MCP_TOKEN (URL in $BOTHY_MCP_URL, run in $BOTHY_RUN_ID,\nthe trust-aware prompt on its stdin); "+
+		"exit 0 having answered completes the run (docs/mcp.md#runner)")
+	fs.BoolVar(&f.files, "files", true, "--model openai or anthropic: read the text of files attached to the run's context into the prompt, as data\n(it lowers the run's in-play trust), and offer the model the tool attach_file, which attaches a file to the answer\n(the agent needs the capability files_out); --files=false turns both off")
+	fs.IntVar(&f.maxTokens, "model-max-tokens", 0, "--model openai or anthropic: max tokens of each answer (0: the server's default for openai, 1024 for anthropic)")
+	fs.Usage = func() { agentRunUsage(fs, stderr) }
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("agent run takes no arguments, got %q", fs.Arg(0))
+	}
+	// A flag that is absent takes its environment variable.
+	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
+	for _, v := range []struct {
+		flag, env string
+		to        *string
+	}{{"token", agentTokenEnv, &f.token}, {"server", serverEnv, &f.serverURL}, {"model", modelEnv, &f.model},
+		{"base-url", modelBaseURLEnv, &f.baseURL}, {"model-name", modelNameEnv, &f.modelName}, {"tools", toolsEnv, &f.tools}} {
+		if e := os.Getenv(v.env); !f.given[v.flag] && e != "" {
+			*v.to = e
+		}
+	}
+	if f.token == "" || f.serverURL == "" {
+		return nil, errors.New("agent run needs --server (or $" + serverEnv + ") and --token (or $" + agentTokenEnv + ")")
+	}
+	return f, nil
+}
+
+// agentRunUsage writes the help of agent run: its synopsis, the
+// environment variables that stand in for absent flags, and the flags.
+func agentRunUsage(fs *flag.FlagSet, stderr io.Writer) {
+	fmt.Fprintf(stderr, "Usage: bothy agent run --token T --server URL [--once] [--transport poll|ws|auto] [--live=false] [--model echo|openai|anthropic --base-url URL --model-name NAME | --runner COMMAND]\n\n"+
+		"Runs the reference agent adapter: it long-polls the agent's events, reads each run's context,\n"+
+		"starts the run, answers with the model and finishes the run.\n\n"+
+		"Environment (each flag that is absent takes its variable):\n"+
+		"  %-21s --server\n"+
+		"  %-21s --token, the agent's API token\n"+
+		"  %-21s --model\n"+
+		"  %-21s --base-url\n"+
+		"  %-21s --model-name\n"+
+		"  %-21s --tools\n"+
+		"  %-21s the API key of the model server (--model openai), sent as a bearer token;\n"+
+		"  %-21s unset sends none (local servers such as Ollama need none); there is no flag for it\n\nFlags:\n",
+		serverEnv, agentTokenEnv, modelEnv, modelBaseURLEnv, modelNameEnv, toolsEnv, modelKeyEnv, "")
+	fs.PrintDefaults()
+}
+
+// loadTools loads the HTTP tools file of --tools (or its variable). A tools
+// file in the environment is ignored with a warning by the echo model,
+// which calls no tools; named with the flag it is an error.
+func (f *agentRunFlags) loadTools(log *slog.Logger) ([]agent.Tool, error) {
+	if f.tools != "" && f.model == "echo" && !f.given["tools"] {
+		// Only the flag is an error: a tools file in the environment serves
+		// the adapters that can use it.
+		log.Warn("tools file ignored: the echo model calls no tools", "variable", toolsEnv)
+		f.tools = ""
+	}
+	if f.tools == "" {
+		return nil, nil
+	}
+	if f.model == "echo" {
+		return nil, errors.New("--tools needs --model openai or anthropic (the echo model calls no tools)")
+	}
+	return httptool.Load(f.tools, httptool.Options{})
+}
+
+// runRunner hands each run to the command of --runner, which answers
+// itself: the model flags do not apply.
+func (f *agentRunFlags) runRunner(ctx context.Context, log *slog.Logger, stderr io.Writer) error {
+	if f.given["model"] || f.tools != "" || f.baseURL != "" || f.modelName != "" {
+		return errors.New("--runner answers with its command: --model, --tools, --base-url and --model-name do not apply")
+	}
+	return runRunner(ctx, log, f.serverURL, f.token, f.runnerCmd, agent.Config{Once: f.once, Logger: log, Transport: f.transport, MaxConcurrent: f.maxConcurrent}, stderr)
+}
+
+// newModel returns the model of --model, which may call tools.
+func (f *agentRunFlags) newModel(log *slog.Logger, tools []agent.Tool) (agent.Model, error) {
+	switch f.model {
+	case "echo":
+		if f.baseURL != "" || f.modelName != "" {
+			return nil, errors.New("--base-url and --model-name belong to --model openai and anthropic")
+		}
+		return agent.EchoModel{}, nil
+	case "openai":
+		return f.openAIModel(log, tools)
+	case "anthropic":
+		return f.anthropicModel(log, tools)
+	default:
+		return nil, fmt.Errorf("--model %q is unknown; built in: echo, openai, anthropic", f.model)
+	}
+}
+
+// openAIModel returns the model of --model openai: an OpenAI-compatible
+// chat completions server at --base-url.
+func (f *agentRunFlags) openAIModel(log *slog.Logger, tools []agent.Tool) (agent.Model, error) {
+	if f.baseURL == "" || f.modelName == "" {
+		return nil, errors.New("--model openai needs --base-url and --model-name")
+	}
+	if err := f.checkModelLimits(); err != nil {
+		return nil, err
+	}
+	om, err := openai.New(openai.Config{BaseURL: f.baseURL, Model: f.modelName, APIKey: os.Getenv(modelKeyEnv),
+		Timeout: f.modelTimeout, MaxTokens: f.maxTokens, Logger: log.With("component", "model"), Stream: f.modelStream || f.live, Tools: tools})
+	if err != nil {
+		return nil, err
+	}
+	return om, nil
+}
+
+// anthropicModel returns the model of --model anthropic: Anthropic's
+// Messages API, at --base-url when it is set.
+func (f *agentRunFlags) anthropicModel(log *slog.Logger, tools []agent.Tool) (agent.Model, error) {
+	if f.modelName == "" {
+		return nil, errors.New("--model anthropic needs --model-name")
+	}
+	if err := f.checkModelLimits(); err != nil {
+		return nil, err
+	}
+	am, err := anthropic.New(anthropic.Config{BaseURL: f.baseURL, Model: f.modelName, APIKey: os.Getenv(modelKeyEnv),
+		Timeout: f.modelTimeout, MaxTokens: f.maxTokens, Logger: log.With("component", "model"), Stream: f.modelStream || f.live, Tools: tools})
+	if err != nil {
+		return nil, err
+	}
+	return am, nil
+}
+
+// checkModelLimits refuses a --model-timeout that is not positive and a
+// negative --model-max-tokens.
+func (f *agentRunFlags) checkModelLimits() error {
+	if f.modelTimeout <= 0 || f.maxTokens < 0 {
+		return errors.New("--model-timeout must be positive and --model-max-tokens at least 0")
 	}
 	return nil
 }

@@ -261,265 +261,21 @@ func TestBinary(t *testing.T) {
 	bin := build(t)
 	base := withoutBothyEnv(os.Environ())
 
-	t.Run("version", func(t *testing.T) {
-		// make dist stamps the version of git describe and the revision.
-		rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
-		if err != nil {
-			t.Fatalf("git rev-parse: %v", err)
-		}
-		desc, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
-		if err != nil {
-			t.Fatalf("git describe: %v", err)
-		}
-		info, err := buildinfo.ReadFile(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := "bothy " + strings.TrimSpace(string(desc)) + " (revision " + strings.TrimSpace(string(rev))
-		if !strings.HasSuffix(bin, "bothy-"+strings.TrimSpace(string(desc))+"-"+runtime.GOOS+"-"+runtime.GOARCH) {
-			t.Fatalf("release binary named %s", filepath.Base(bin))
-		}
-		for _, arg := range []string{"version", "--version"} {
-			out, _, code := runCmd(t, bin, base, arg)
-			if code != 0 || !strings.HasPrefix(out, want) || !strings.Contains(out, info.GoVersion) {
-				t.Fatalf("bothy %s: %d %q, want it to start with %q", arg, code, out, want)
-			}
-		}
-		// Static: no program interpreter, no shared libraries.
-		f, err := elf.Open(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-				t.Fatalf("the release binary is dynamically linked (%v)", p.Type)
-			}
-		}
-		if _, _, code := runCmd(t, bin, base, "version", "extra"); code != 2 {
-			t.Fatalf("bothy version extra exited %d, want 2", code)
-		}
-	})
+	t.Run("version", func(t *testing.T) { binaryVersion(t, bin, base) })
 
-	t.Run("migrate usage errors", func(t *testing.T) {
-		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t))
-		for _, args := range [][]string{{"migrate", "down"}, {"migrate", "up", "now"}, {"migrate", "status", "all"}, {"migrate", "--bogus"}, {"nonsense"}} {
-			_, stderr, code := runCmd(t, bin, env, args...)
-			if code != 2 || !strings.Contains(stderr, "usage") && !strings.Contains(stderr, "unknown") && !strings.Contains(stderr, "not defined") {
-				t.Fatalf("bothy %v: exit %d %q, want a usage error (2)", args, code, stderr)
-			}
-		}
-		// None of them touched the database.
-		out, _, code := runCmd(t, bin, env, "migrate", "status")
-		if code != 0 || !strings.Contains(out, fmt.Sprintf("0 applied, %d pending", embedded(t))) {
-			t.Fatalf("status after usage errors: %d %q", code, out)
-		}
-	})
+	t.Run("migrate usage errors", func(t *testing.T) { migrateUsageErrors(t, bin, base) })
 
-	t.Run("migrate status --check", func(t *testing.T) {
-		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t))
-		// Pending migrations: the list, a line on stderr, exit status 3.
-		out, stderr, code := runCmd(t, bin, env, "migrate", "status", "--check")
-		if code != 3 || !strings.Contains(out, fmt.Sprintf("0 applied, %d pending", embedded(t))) || !strings.Contains(stderr, "bothy migrate") {
-			t.Fatalf("status --check of an empty database: exit %d, want 3\n%s%s", code, out, stderr)
-		}
-		if _, stderr, code := runCmd(t, bin, env, "migrate"); code != 0 {
-			t.Fatalf("migrate: %d %s", code, stderr)
-		}
-		out, stderr, code = runCmd(t, bin, env, "migrate", "status", "--check")
-		if code != 0 || !strings.Contains(out, fmt.Sprintf("%d applied, 0 pending", embedded(t))) {
-			t.Fatalf("status --check of a current database: exit %d, want 0\n%s%s", code, out, stderr)
-		}
-		// No database is neither current nor pending: 1.
-		unreachable := append(base, "BOTHY_DATABASE_URL=postgres://bothy@127.0.0.1:1/bothy?connect_timeout=5")
-		if _, stderr, code := runCmd(t, bin, unreachable, "migrate", "status", "--check"); code != 1 {
-			t.Fatalf("status --check without a database: exit %d, want 1\n%s", code, stderr)
-		}
-		// --check belongs to status; plain migrate must not take it for a
-		// dry run and migrate.
-		if _, stderr, code := runCmd(t, bin, env, "migrate", "--check"); code != 2 {
-			t.Fatalf("migrate --check: exit %d, want a usage error (2)\n%s", code, stderr)
-		}
-		_, help, code := runCmd(t, bin, env, "migrate", "status", "--help")
-		if code != 0 || !strings.Contains(help, "-check") || !strings.Contains(help, "status 3") {
-			t.Fatalf("migrate status --help does not document --check and its exit status 3:\n%s", help)
-		}
-	})
+	t.Run("migrate status --check", func(t *testing.T) { migrateStatusCheck(t, bin, base) })
 
-	t.Run("unknown BOTHY_ variables warn", func(t *testing.T) {
-		env := append(base, "BOTHY_DATABSE_URL=postgres://bothy:hunter2@db.example.com/bothy", "BOTHY_AGENT_TOKEN=bothy_a_x",
-			"BOTHY_MODEL_API_KEY=k", "BOTHY_LOG_LEVEL=info")
-		for _, args := range [][]string{{"version"}, {"--help"}, {"config", "markdown"}, {"migrate", "status"}, {"agent", "run", "--help"}} {
-			_, stderr, _ := runCmd(t, bin, env, args...)
-			if strings.Contains(stderr, "hunter2") {
-				t.Fatalf("bothy %v showed the value of the variable:\n%s", args, stderr)
-			}
-			var warned []map[string]any
-			for _, l := range strings.Split(stderr, "\n") {
-				var m map[string]any
-				if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == unknownEnvMsg {
-					warned = append(warned, m)
-				}
-			}
-			if len(warned) != 1 || warned[0]["variable"] != "BOTHY_DATABSE_URL" || warned[0]["nearest"] != "BOTHY_DATABASE_URL" || warned[0]["level"] != "WARN" {
-				t.Fatalf("bothy %v: warnings %v, want one JSON line for BOTHY_DATABSE_URL naming BOTHY_DATABASE_URL\n%s", args, warned, stderr)
-			}
-		}
-	})
+	t.Run("unknown BOTHY_ variables warn", func(t *testing.T) { unknownVariablesWarn(t, bin, base) })
 
-	t.Run("migrate status and auto_migrate off", func(t *testing.T) {
-		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t), "BOTHY_DATABASE_AUTO_MIGRATE=false", "BOTHY_SERVER_DRAIN_DELAY=0s")
-		out, _, code := runCmd(t, bin, env, "migrate", "status")
-		if code != 0 || !strings.Contains(out, "pending  00001 00001_identity.sql") {
-			t.Fatalf("status of an empty database: %d %q", code, out)
-		}
-		// Without auto_migrate the server starts on the old schema and is
-		// not ready until someone migrates.
-		p := serve(t, bin, env)
-		if body := p.ready(t, http.StatusServiceUnavailable); !strings.Contains(body, `"reason":"migrations_pending"`) {
-			t.Fatalf("readiness behind the schema: %s", body)
-		}
-		if out, stderr, code := runCmd(t, bin, env, "migrate"); code != 0 || !strings.Contains(out, "applied 00001 00001_identity.sql") {
-			t.Fatalf("migrate: %d %q %s", code, out, stderr)
-		}
-		p.ready(t, http.StatusOK)
-		out, _, _ = runCmd(t, bin, env, "migrate", "status")
-		if !strings.Contains(out, "applied  00001 00001_identity.sql") || !strings.Contains(out, fmt.Sprintf("%d applied, 0 pending", embedded(t))) {
-			t.Fatalf("status after migrate: %q", out)
-		}
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		if code := p.wait(t, 15*time.Second); code != 0 {
-			t.Fatalf("exit %d", code)
-		}
-		lines := p.logs.Lines(t)
-		if l := find(lines, "the database schema is behind this binary; /readyz answers migrations_pending until bothy migrate runs"); l == nil || l["schema_version"] != float64(0) {
-			t.Fatalf("no warning about the old schema:\n%s", p.logs.String())
-		}
-		if find(lines, "migration applied") != nil {
-			t.Fatal("serve migrated with database.auto_migrate false")
-		}
-	})
+	t.Run("migrate status and auto_migrate off", func(t *testing.T) { migrateWithAutoMigrateOff(t, bin, base) })
 
-	t.Run("drain on SIGTERM", func(t *testing.T) {
-		env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t), "BOTHY_SERVER_DRAIN_DELAY=1s", "BOTHY_SERVER_SHUTDOWN_TIMEOUT=5s")
-		p := serve(t, bin, env)
-		w := seed(t, bin, env)
-		p.ready(t, http.StatusOK)
-		// A long poll in flight when SIGTERM arrives.
-		polled := make(chan string, 1)
-		go func() {
-			req, _ := http.NewRequest(http.MethodGet, p.base+"/api/v1/agent/events?wait=30", nil)
-			req.Header.Set("Authorization", "Bearer "+w.Principals["lotse"].Token)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				polled <- err.Error()
-				return
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			polled <- fmt.Sprintf("%d %s", resp.StatusCode, body)
-		}()
-		p.longPolls(t, 1)
-		sent := time.Now()
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		// Readiness turns first, while requests are still served.
-		body := p.ready(t, http.StatusServiceUnavailable)
-		if !strings.Contains(body, `"reason":"draining"`) {
-			t.Fatalf("readiness while draining: %s", body)
-		}
-		resp, err := http.Get(p.base + "/healthz")
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("not serving during the drain delay: %v", err)
-		}
-		resp.Body.Close()
-		if got := <-polled; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"events":[]`) {
-			t.Fatalf("the long poll in flight answered %s", got)
-		}
-		if code := p.wait(t, 6*time.Second); code != 0 {
-			t.Fatalf("exit %d\n%s", code, p.logs.String())
-		}
-		if d := time.Since(sent); d < time.Second {
-			t.Fatalf("stopped after %s, before the drain delay", d)
-		}
-		lines := p.logs.Lines(t)
-		for _, msg := range []string{"starting", "serving", "drain started: readiness answers 503 draining",
-			"drain: listener closed, waiting for requests in flight", "drain: requests in flight finished", "stopped"} {
-			if find(lines, msg) == nil {
-				t.Fatalf("no %q line:\n%s", msg, p.logs.String())
-			}
-		}
-		if l := find(lines, "serving"); l["address"] == "" || l["schema_version"] != float64(db.EmbeddedVersion()) || l["version"] == "" {
-			t.Fatalf("serving line %v", l)
-		}
-		if l := find(lines, "migration applied"); l == nil || l["name"] != "00001_identity.sql" {
-			t.Fatalf("no migration line: %v", l)
-		}
-		if l := find(lines, "stopped"); l["exit_code"] != float64(0) {
-			t.Fatalf("stopped line %v", l)
-		}
-	})
+	t.Run("drain on SIGTERM", func(t *testing.T) { drainOnSIGTERM(t, bin, base) })
 
-	t.Run("shutdown_timeout is a hard bound", func(t *testing.T) {
-		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s", "BOTHY_SERVER_SHUTDOWN_TIMEOUT=2s")
-		p := serve(t, bin, env)
-		p.ready(t, http.StatusOK)
-		// A request whose body never comes stays in flight forever.
-		conn, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		fmt.Fprintf(conn, "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
-		time.Sleep(300 * time.Millisecond)
-		sent := time.Now()
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		if code := p.wait(t, 4*time.Second); code != 0 {
-			t.Fatalf("exit %d\n%s", code, p.logs.String())
-		}
-		if d := time.Since(sent); d < 2*time.Second || d > 3500*time.Millisecond {
-			t.Fatalf("stopped after %s, want about server.shutdown_timeout (2s)", d)
-		}
-		if find(p.logs.Lines(t), "drain: server.shutdown_timeout reached, requests in flight cancelled") == nil {
-			t.Fatalf("no cancellation line:\n%s", p.logs.String())
-		}
-	})
+	t.Run("shutdown_timeout is a hard bound", func(t *testing.T) { shutdownTimeoutBound(t, bin, base) })
 
-	t.Run("SIGHUP is ignored", func(t *testing.T) {
-		// BOTHY_LOG_LEVLE: serve warns first, in JSON like its other lines.
-		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s", "BOTHY_LOG_LEVLE=debug")
-		p := serve(t, bin, env)
-		p.ready(t, http.StatusOK)
-		p.cmd.Process.Signal(syscall.SIGHUP)
-		deadline := time.Now().Add(5 * time.Second)
-		for !strings.Contains(p.logs.String(), "SIGHUP received and ignored") {
-			if time.Now().After(deadline) {
-				t.Fatalf("no SIGHUP line:\n%s", p.logs.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("SIGHUP ended the process: %v", p.cmd.ProcessState)
-		case <-time.After(200 * time.Millisecond):
-		}
-		p.ready(t, http.StatusOK)
-		// A REST authentication failure is a JSON line too.
-		req, _ := http.NewRequest(http.MethodGet, p.base+"/api/v1/me", nil)
-		req.Header.Set("Authorization", "Bearer bothy_s_nope")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("bad token: %v %v", resp, err)
-		}
-		resp.Body.Close()
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		if code := p.wait(t, 15*time.Second); code != 0 {
-			t.Fatalf("exit %d", code)
-		}
-		lines := p.logs.Lines(t)
-		if len(lines) == 0 || lines[0]["msg"] != unknownEnvMsg || lines[0]["variable"] != "BOTHY_LOG_LEVLE" || lines[0]["nearest"] != "BOTHY_LOG_LEVEL" {
-			t.Fatalf("serve did not warn first about BOTHY_LOG_LEVLE:\n%s", p.logs.String())
-		}
-	})
+	t.Run("SIGHUP is ignored", func(t *testing.T) { sighupIgnored(t, bin, base) })
 
 	t.Run("systemd units", func(t *testing.T) {
 		systemdUnits(t, bin)
@@ -537,29 +293,319 @@ func TestBinary(t *testing.T) {
 	t.Run("README's own installation", func(t *testing.T) {
 		installation(t, bin, base)
 	})
-	t.Run("invalid log.level stops the start", func(t *testing.T) {
-		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_LOG_LEVEL=verbose")
-		stdout, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
-		var line struct {
-			Msg, Error string
-			ExitCode   int `json:"exit_code"`
+	t.Run("invalid log.level stops the start", func(t *testing.T) { invalidLogLevel(t, bin, base) })
+	t.Run("metrics.pprof without metrics.addr stops the start", func(t *testing.T) { pprofWithoutMetricsAddr(t, bin, base) })
+}
+
+// binaryVersion checks the version stamp of make dist in the release
+// binary's name and in bothy version and --version, that the binary is
+// static, and that version takes no argument.
+func binaryVersion(t *testing.T, bin string, base []string) {
+	// make dist stamps the version of git describe and the revision.
+	rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse: %v", err)
+	}
+	desc, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		t.Fatalf("git describe: %v", err)
+	}
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "bothy " + strings.TrimSpace(string(desc)) + " (revision " + strings.TrimSpace(string(rev))
+	if !strings.HasSuffix(bin, "bothy-"+strings.TrimSpace(string(desc))+"-"+runtime.GOOS+"-"+runtime.GOARCH) {
+		t.Fatalf("release binary named %s", filepath.Base(bin))
+	}
+	for _, arg := range []string{"version", "--version"} {
+		out, _, code := runCmd(t, bin, base, arg)
+		if code != 0 || !strings.HasPrefix(out, want) || !strings.Contains(out, info.GoVersion) {
+			t.Fatalf("bothy %s: %d %q, want it to start with %q", arg, code, out, want)
 		}
-		// Like every other line of serve: the JSON stopped line, nothing on
-		// stdout.
-		if code != 1 || stdout != "" || json.Unmarshal([]byte(strings.TrimSpace(stderr)), &line) != nil || line.Msg != "stopped" ||
-			line.ExitCode != 1 || !strings.Contains(line.Error, "log.level") {
-			t.Fatalf("exit %d, stdout %q, stderr %q; want 1 and one JSON stopped line naming log.level", code, stdout, stderr)
+	}
+	// Static: no program interpreter, no shared libraries.
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Fatalf("the release binary is dynamically linked (%v)", p.Type)
 		}
-	})
-	t.Run("metrics.pprof without metrics.addr stops the start", func(t *testing.T) {
-		env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_METRICS_PPROF=true")
-		_, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
-		lines := strings.Split(strings.TrimSpace(stderr), "\n")
-		var last struct{ Msg, Error string }
-		if code != 1 || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil || last.Msg != "stopped" || !strings.Contains(last.Error, "metrics.pprof needs metrics.addr") {
-			t.Fatalf("exit %d, stderr %q; want 1 and a stopped line naming metrics.pprof", code, stderr)
+	}
+	if _, _, code := runCmd(t, bin, base, "version", "extra"); code != 2 {
+		t.Fatalf("bothy version extra exited %d, want 2", code)
+	}
+}
+
+// migrateUsageErrors checks that mistaken migrate command lines are usage
+// errors (exit 2) that leave the database untouched.
+func migrateUsageErrors(t *testing.T, bin string, base []string) {
+	env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t))
+	for _, args := range [][]string{{"migrate", "down"}, {"migrate", "up", "now"}, {"migrate", "status", "all"}, {"migrate", "--bogus"}, {"nonsense"}} {
+		_, stderr, code := runCmd(t, bin, env, args...)
+		if code != 2 || !strings.Contains(stderr, "usage") && !strings.Contains(stderr, "unknown") && !strings.Contains(stderr, "not defined") {
+			t.Fatalf("bothy %v: exit %d %q, want a usage error (2)", args, code, stderr)
 		}
-	})
+	}
+	// None of them touched the database.
+	out, _, code := runCmd(t, bin, env, "migrate", "status")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("0 applied, %d pending", embedded(t))) {
+		t.Fatalf("status after usage errors: %d %q", code, out)
+	}
+}
+
+// migrateStatusCheck checks the exit status of migrate status --check: 3
+// while migrations are pending, 0 when current, 1 without a database; and
+// that --check belongs to status alone and is documented.
+func migrateStatusCheck(t *testing.T, bin string, base []string) {
+	env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t))
+	// Pending migrations: the list, a line on stderr, exit status 3.
+	out, stderr, code := runCmd(t, bin, env, "migrate", "status", "--check")
+	if code != 3 || !strings.Contains(out, fmt.Sprintf("0 applied, %d pending", embedded(t))) || !strings.Contains(stderr, "bothy migrate") {
+		t.Fatalf("status --check of an empty database: exit %d, want 3\n%s%s", code, out, stderr)
+	}
+	if _, stderr, code := runCmd(t, bin, env, "migrate"); code != 0 {
+		t.Fatalf("migrate: %d %s", code, stderr)
+	}
+	out, stderr, code = runCmd(t, bin, env, "migrate", "status", "--check")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d applied, 0 pending", embedded(t))) {
+		t.Fatalf("status --check of a current database: exit %d, want 0\n%s%s", code, out, stderr)
+	}
+	// No database is neither current nor pending: 1.
+	unreachable := append(base, "BOTHY_DATABASE_URL=postgres://bothy@127.0.0.1:1/bothy?connect_timeout=5")
+	if _, stderr, code := runCmd(t, bin, unreachable, "migrate", "status", "--check"); code != 1 {
+		t.Fatalf("status --check without a database: exit %d, want 1\n%s", code, stderr)
+	}
+	// --check belongs to status; plain migrate must not take it for a
+	// dry run and migrate.
+	if _, stderr, code := runCmd(t, bin, env, "migrate", "--check"); code != 2 {
+		t.Fatalf("migrate --check: exit %d, want a usage error (2)\n%s", code, stderr)
+	}
+	_, help, code := runCmd(t, bin, env, "migrate", "status", "--help")
+	if code != 0 || !strings.Contains(help, "-check") || !strings.Contains(help, "status 3") {
+		t.Fatalf("migrate status --help does not document --check and its exit status 3:\n%s", help)
+	}
+}
+
+// unknownVariablesWarn checks that every command warns once, in JSON, about
+// a misspelt BOTHY_ variable, naming the nearest key and never the
+// variable's value.
+func unknownVariablesWarn(t *testing.T, bin string, base []string) {
+	env := append(base, "BOTHY_DATABSE_URL=postgres://bothy:hunter2@db.example.com/bothy", "BOTHY_AGENT_TOKEN=bothy_a_x",
+		"BOTHY_MODEL_API_KEY=k", "BOTHY_LOG_LEVEL=info")
+	for _, args := range [][]string{{"version"}, {"--help"}, {"config", "markdown"}, {"migrate", "status"}, {"agent", "run", "--help"}} {
+		_, stderr, _ := runCmd(t, bin, env, args...)
+		if strings.Contains(stderr, "hunter2") {
+			t.Fatalf("bothy %v showed the value of the variable:\n%s", args, stderr)
+		}
+		var warned []map[string]any
+		for _, l := range strings.Split(stderr, "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == unknownEnvMsg {
+				warned = append(warned, m)
+			}
+		}
+		if len(warned) != 1 || warned[0]["variable"] != "BOTHY_DATABSE_URL" || warned[0]["nearest"] != "BOTHY_DATABASE_URL" || warned[0]["level"] != "WARN" {
+			t.Fatalf("bothy %v: warnings %v, want one JSON line for BOTHY_DATABSE_URL naming BOTHY_DATABASE_URL\n%s", args, warned, stderr)
+		}
+	}
+}
+
+// migrateWithAutoMigrateOff checks migrate status before and after migrate,
+// and that serve with database.auto_migrate off starts on the old schema,
+// not ready until someone migrates, and warns about it.
+func migrateWithAutoMigrateOff(t *testing.T, bin string, base []string) {
+	env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t), "BOTHY_DATABASE_AUTO_MIGRATE=false", "BOTHY_SERVER_DRAIN_DELAY=0s")
+	out, _, code := runCmd(t, bin, env, "migrate", "status")
+	if code != 0 || !strings.Contains(out, "pending  00001 00001_identity.sql") {
+		t.Fatalf("status of an empty database: %d %q", code, out)
+	}
+	// Without auto_migrate the server starts on the old schema and is
+	// not ready until someone migrates.
+	p := serve(t, bin, env)
+	if body := p.ready(t, http.StatusServiceUnavailable); !strings.Contains(body, `"reason":"migrations_pending"`) {
+		t.Fatalf("readiness behind the schema: %s", body)
+	}
+	if out, stderr, code := runCmd(t, bin, env, "migrate"); code != 0 || !strings.Contains(out, "applied 00001 00001_identity.sql") {
+		t.Fatalf("migrate: %d %q %s", code, out, stderr)
+	}
+	p.ready(t, http.StatusOK)
+	out, _, _ = runCmd(t, bin, env, "migrate", "status")
+	if !strings.Contains(out, "applied  00001 00001_identity.sql") || !strings.Contains(out, fmt.Sprintf("%d applied, 0 pending", embedded(t))) {
+		t.Fatalf("status after migrate: %q", out)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := p.logs.Lines(t)
+	if l := find(lines, "the database schema is behind this binary; /readyz answers migrations_pending until bothy migrate runs"); l == nil || l["schema_version"] != float64(0) {
+		t.Fatalf("no warning about the old schema:\n%s", p.logs.String())
+	}
+	if find(lines, "migration applied") != nil {
+		t.Fatal("serve migrated with database.auto_migrate false")
+	}
+}
+
+// drainOnSIGTERM checks the drain on SIGTERM: readiness turns first while
+// requests are still served, a long poll in flight is answered, the process
+// exits 0 after the drain delay, and every step is logged.
+func drainOnSIGTERM(t *testing.T, bin string, base []string) {
+	env := append(base, "BOTHY_DATABASE_URL="+emptyDatabase(t), "BOTHY_SERVER_DRAIN_DELAY=1s", "BOTHY_SERVER_SHUTDOWN_TIMEOUT=5s")
+	p := serve(t, bin, env)
+	w := seed(t, bin, env)
+	p.ready(t, http.StatusOK)
+	// A long poll in flight when SIGTERM arrives.
+	polled := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, p.base+"/api/v1/agent/events?wait=30", nil)
+		req.Header.Set("Authorization", "Bearer "+w.Principals["lotse"].Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			polled <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		polled <- fmt.Sprintf("%d %s", resp.StatusCode, body)
+	}()
+	p.longPolls(t, 1)
+	sent := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	// Readiness turns first, while requests are still served.
+	body := p.ready(t, http.StatusServiceUnavailable)
+	if !strings.Contains(body, `"reason":"draining"`) {
+		t.Fatalf("readiness while draining: %s", body)
+	}
+	resp, err := http.Get(p.base + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("not serving during the drain delay: %v", err)
+	}
+	resp.Body.Close()
+	if got := <-polled; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"events":[]`) {
+		t.Fatalf("the long poll in flight answered %s", got)
+	}
+	if code := p.wait(t, 6*time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.logs.String())
+	}
+	if d := time.Since(sent); d < time.Second {
+		t.Fatalf("stopped after %s, before the drain delay", d)
+	}
+	lines := p.logs.Lines(t)
+	for _, msg := range []string{"starting", "serving", "drain started: readiness answers 503 draining",
+		"drain: listener closed, waiting for requests in flight", "drain: requests in flight finished", "stopped"} {
+		if find(lines, msg) == nil {
+			t.Fatalf("no %q line:\n%s", msg, p.logs.String())
+		}
+	}
+	if l := find(lines, "serving"); l["address"] == "" || l["schema_version"] != float64(db.EmbeddedVersion()) || l["version"] == "" {
+		t.Fatalf("serving line %v", l)
+	}
+	if l := find(lines, "migration applied"); l == nil || l["name"] != "00001_identity.sql" {
+		t.Fatalf("no migration line: %v", l)
+	}
+	if l := find(lines, "stopped"); l["exit_code"] != float64(0) {
+		t.Fatalf("stopped line %v", l)
+	}
+}
+
+// shutdownTimeoutBound checks that a request in flight for ever does not
+// hold the process past server.shutdown_timeout.
+func shutdownTimeoutBound(t *testing.T, bin string, base []string) {
+	env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s", "BOTHY_SERVER_SHUTDOWN_TIMEOUT=2s")
+	p := serve(t, bin, env)
+	p.ready(t, http.StatusOK)
+	// A request whose body never comes stays in flight forever.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	time.Sleep(300 * time.Millisecond)
+	sent := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 4*time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.logs.String())
+	}
+	if d := time.Since(sent); d < 2*time.Second || d > 3500*time.Millisecond {
+		t.Fatalf("stopped after %s, want about server.shutdown_timeout (2s)", d)
+	}
+	if find(p.logs.Lines(t), "drain: server.shutdown_timeout reached, requests in flight cancelled") == nil {
+		t.Fatalf("no cancellation line:\n%s", p.logs.String())
+	}
+}
+
+// sighupIgnored checks that SIGHUP is logged and ignored, that an
+// authentication failure is a JSON line too, and that serve warns first
+// about an unknown BOTHY_ variable.
+func sighupIgnored(t *testing.T, bin string, base []string) {
+	// BOTHY_LOG_LEVLE: serve warns first, in JSON like its other lines.
+	env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_SERVER_DRAIN_DELAY=0s", "BOTHY_LOG_LEVLE=debug")
+	p := serve(t, bin, env)
+	p.ready(t, http.StatusOK)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(p.logs.String(), "SIGHUP received and ignored") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no SIGHUP line:\n%s", p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-p.exited:
+		t.Fatalf("SIGHUP ended the process: %v", p.cmd.ProcessState)
+	case <-time.After(200 * time.Millisecond):
+	}
+	p.ready(t, http.StatusOK)
+	// A REST authentication failure is a JSON line too.
+	req, _ := http.NewRequest(http.MethodGet, p.base+"/api/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer bothy_s_nope")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("bad token: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := p.logs.Lines(t)
+	if len(lines) == 0 || lines[0]["msg"] != unknownEnvMsg || lines[0]["variable"] != "BOTHY_LOG_LEVLE" || lines[0]["nearest"] != "BOTHY_LOG_LEVEL" {
+		t.Fatalf("serve did not warn first about BOTHY_LOG_LEVLE:\n%s", p.logs.String())
+	}
+}
+
+// invalidLogLevel checks that an invalid log.level stops the start with
+// exit status 1 and one JSON stopped line, nothing on stdout.
+func invalidLogLevel(t *testing.T, bin string, base []string) {
+	env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_LOG_LEVEL=verbose")
+	stdout, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
+	var line struct {
+		Msg, Error string
+		ExitCode   int `json:"exit_code"`
+	}
+	// Like every other line of serve: the JSON stopped line, nothing on
+	// stdout.
+	if code != 1 || stdout != "" || json.Unmarshal([]byte(strings.TrimSpace(stderr)), &line) != nil || line.Msg != "stopped" ||
+		line.ExitCode != 1 || !strings.Contains(line.Error, "log.level") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 1 and one JSON stopped line naming log.level", code, stdout, stderr)
+	}
+}
+
+// pprofWithoutMetricsAddr checks that metrics.pprof without metrics.addr
+// stops the start with exit status 1 and a stopped line naming it.
+func pprofWithoutMetricsAddr(t *testing.T, bin string, base []string) {
+	env := append(base, "BOTHY_DATABASE_URL="+pgtest.URL(t), "BOTHY_METRICS_PPROF=true")
+	_, stderr, code := runCmd(t, bin, env, "serve", "--addr", "127.0.0.1:0")
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	var last struct{ Msg, Error string }
+	if code != 1 || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil || last.Msg != "stopped" || !strings.Contains(last.Error, "metrics.pprof needs metrics.addr") {
+		t.Fatalf("exit %d, stderr %q; want 1 and a stopped line naming metrics.pprof", code, stderr)
+	}
 }
 
 // withoutBothyEnv returns environ without BOTHY_ variables: the binary's
@@ -618,6 +664,33 @@ func nginxProxy(t *testing.T, bin string, env []string) {
 	w := seed(t, bin, env)
 	dir := t.TempDir()
 	certPath, keyPath, roots := selfSigned(t, dir)
+	writeNginxConf(t, dir, listen, certPath, keyPath, p1, p2)
+	cmd := exec.Command(nginx, "-e", "stderr", "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	var out apitest.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	base := "https://" + listen
+	waitNginxReady(t, client, base, &out)
+	nginxGraphQL(t, client, base, w.Principals["alex"].Token)
+	if resp, err := client.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/metrics through nginx: %v %v", resp, err)
+	}
+	cids := nginxCorrelation(t, client, base, w.Principals["alex"].Token)
+	nginxSubscription(t, client, base, w)
+	nginxMCP(t, client, base, w)
+	checkReplicaLogs(t, cids, p1, p2)
+}
+
+// writeNginxConf writes into dir contrib/nginx-bothy.conf as site.conf,
+// listening on listen with the certificate and key given, proxying to
+// replicas p1 and p2 from 127.0.0.2, and an nginx.conf that runs it in the
+// foreground with every path in dir.
+func writeNginxConf(t *testing.T, dir, listen, certPath, keyPath string, p1, p2 *proc) {
+	t.Helper()
 	site, err := os.ReadFile(filepath.Join("..", "..", "contrib", "nginx-bothy.conf"))
 	if err != nil {
 		t.Fatal(err)
@@ -650,15 +723,12 @@ http {
 }
 `, dir)
 	os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main), 0o644)
-	cmd := exec.Command(nginx, "-e", "stderr", "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
-	var out apitest.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	base := "https://" + listen
+}
+
+// waitNginxReady waits up to 15 s for base, nginx in front of the
+// replicas, to answer /readyz with 200; out is nginx's output.
+func waitNginxReady(t *testing.T, client *http.Client, base string, out *apitest.Buffer) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := client.Get(base + "/readyz")
@@ -673,10 +743,17 @@ http {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// nginxGraphQL sends GraphQL requests with token, Alex's, through nginx at
+// base, enough for both replicas, with an X-Forwarded-For header that nginx
+// must replace, and checks their answers.
+func nginxGraphQL(t *testing.T, client *http.Client, base, token string) {
+	t.Helper()
 	for i := 0; i < 4; i++ {
 		req, _ := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(`{"query":"query ThroughProxy { viewer { handle } }"}`))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+w.Principals["alex"].Token)
+		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("X-Forwarded-For", "198.51.100.66") // forged: nginx replaces it
 		resp, err := client.Do(req)
 		if err != nil {
@@ -688,12 +765,13 @@ http {
 			t.Fatalf("GraphQL through nginx: %d %s", resp.StatusCode, body)
 		}
 	}
-	if resp, err := client.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("/metrics through nginx: %v %v", resp, err)
-	}
-	cids := nginxCorrelation(t, client, base, w.Principals["alex"].Token)
-	nginxSubscription(t, client, base, w)
-	nginxMCP(t, client, base, w)
+}
+
+// checkReplicaLogs checks the logs of the replicas p1 and p2: both served
+// requests through nginx, with the client address nginx forwarded, and
+// together they logged every correlation id of cids.
+func checkReplicaLogs(t *testing.T, cids []string, p1, p2 *proc) {
+	t.Helper()
 	for i, p := range []*proc{p1, p2} {
 		seen := 0
 		for _, l := range p.logs.Lines(t) {

@@ -54,34 +54,7 @@ func quickStartLines(t *testing.T, readme string) []string {
 // ends the dev server with status 0.
 func TestREADMEQuickStart(t *testing.T) {
 	t.Parallel()
-	for _, tool := range []string{"git", "make", "curl", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed (.ci/run installs it)", tool)
-		}
-	}
-	rootOut, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
-	if err != nil {
-		t.Fatalf("not in a git work tree: %v", err)
-	}
-	root := strings.TrimSpace(string(rootOut))
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := quickStartLines(t, string(readme))
-
-	clone := filepath.Join(t.TempDir(), "bothy")
-	if out, err := exec.Command("git", "clone", "-q", root, clone).CombinedOutput(); err != nil {
-		t.Fatalf("git clone: %v\n%s", err, out)
-	}
-	// The pinned npm packages of the playground are the same bytes in the
-	// clone; link them instead of a second download.
-	nm := filepath.Join(root, "internal", "playground", "node_modules")
-	if _, err := os.Stat(nm); err == nil {
-		if err := os.Symlink(nm, filepath.Join(clone, "internal", "playground", "node_modules")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	clone, lines := quickStartClone(t)
 
 	addr := freeAddr(t)
 	env := append(os.Environ(), "BOTHY_SERVER_ADDR="+addr, "BOTHY_DATABASE_URL=")
@@ -113,65 +86,18 @@ func TestREADMEQuickStart(t *testing.T) {
 		cmdLine := strings.TrimSpace(strings.SplitN(line, "#", 2)[0])
 		switch {
 		case strings.HasPrefix(cmdLine, "bin/bothy dev"):
+			// dev is set before it starts, so that the cleanup stops it
+			// should the test end while it starts.
 			dev = command(line)
-			dev.Stdout, dev.Stderr = &devOut, io.Discard
-			if err := dev.Start(); err != nil {
-				t.Fatal(err)
-			}
-			go func() { devDone <- dev.Wait() }()
-			waitBanner(t, &devOut, devDone)
-			banner := devOut.String()
-			for _, want := range []string{"Bothy development server on " + base, "database    postgres", "Main threads",
-				"Support/Allgemein", `clientMsgId: "hello-`, "bin/bothy agent run --server " + base} {
-				if !strings.Contains(banner, want) {
-					t.Fatalf("the banner lacks %q:\n%s", want, banner)
-				}
-			}
-			checkBannerAddresses(t, banner, base)
+			startQuickStartDev(t, dev, &devOut, devDone, base)
 			secondStart(t, command(line), base)
 		case strings.Contains(cmdLine, "agent run") && strings.Contains(cmdLine, "--once"):
 			if dev == nil {
 				t.Fatal("the agent line comes before bin/bothy dev")
 			}
-			agent := command(line)
-			var agentOut apitest.Buffer
-			agent.Stdout, agent.Stderr = &agentOut, &agentOut
-			if err := agent.Start(); err != nil {
-				t.Fatal(err)
-			}
-			agentDone := make(chan error, 1)
-			go func() { agentDone <- agent.Wait() }()
-			started := askLotse(t, clone, base)
-			select {
-			case err := <-agentDone:
-				if err != nil {
-					t.Fatalf("agent run --once: %v\n%s", err, agentOut.String())
-				}
-			case <-time.After(2 * time.Minute):
-				syscall.Kill(-agent.Process.Pid, syscall.SIGKILL)
-				t.Fatalf("agent run --once did not finish:\n%s", agentOut.String())
-			}
-			checkAnswer(t, clone, base, started)
+			runQuickStartAgent(t, command(line), clone, base)
 		default:
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-			cmd := command(line)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Start()
-			if err == nil {
-				go func() {
-					<-ctx.Done()
-					if cmd.ProcessState == nil {
-						syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-					}
-				}()
-				err = cmd.Wait()
-			}
-			cancel()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s\n%s", line, err, stdout.String(), stderr.String())
-			}
-			checkAnswers(t, cmdLine, stdout.String(), stderr.String())
+			runQuickStartLine(t, command(line), line, cmdLine)
 		}
 	}
 	if dev == nil {
@@ -190,6 +116,112 @@ func TestREADMEQuickStart(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(clone, defaultDevData, devURLName)); err == nil {
 		t.Fatal("database.url stays after the dev server stopped")
 	}
+}
+
+// quickStartClone clones this repository into a temporary folder, linking
+// the playground's npm packages, and returns the clone and the command
+// lines of its README's quick start.
+func quickStartClone(t *testing.T) (clone string, lines []string) {
+	t.Helper()
+	for _, tool := range []string{"git", "make", "curl", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed (.ci/run installs it)", tool)
+		}
+	}
+	rootOut, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("not in a git work tree: %v", err)
+	}
+	root := strings.TrimSpace(string(rootOut))
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = quickStartLines(t, string(readme))
+
+	clone = filepath.Join(t.TempDir(), "bothy")
+	if out, err := exec.Command("git", "clone", "-q", root, clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	// The pinned npm packages of the playground are the same bytes in the
+	// clone; link them instead of a second download.
+	nm := filepath.Join(root, "internal", "playground", "node_modules")
+	if _, err := os.Stat(nm); err == nil {
+		if err := os.Symlink(nm, filepath.Join(clone, "internal", "playground", "node_modules")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return clone, lines
+}
+
+// startQuickStartDev starts dev, the quick start's bin/bothy dev, writing
+// its standard output to devOut and its end to devDone, and checks its
+// banner and every address it names.
+func startQuickStartDev(t *testing.T, dev *exec.Cmd, devOut *apitest.Buffer, devDone chan error, base string) {
+	t.Helper()
+	dev.Stdout, dev.Stderr = devOut, io.Discard
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { devDone <- dev.Wait() }()
+	waitBanner(t, devOut, devDone)
+	banner := devOut.String()
+	for _, want := range []string{"Bothy development server on " + base, "database    postgres", "Main threads",
+		"Support/Allgemein", `clientMsgId: "hello-`, "bin/bothy agent run --server " + base} {
+		if !strings.Contains(banner, want) {
+			t.Fatalf("the banner lacks %q:\n%s", want, banner)
+		}
+	}
+	checkBannerAddresses(t, banner, base)
+}
+
+// runQuickStartAgent runs agent, the quick start's agent run --once, while
+// Alex asks Lotse, and checks the answer it posts.
+func runQuickStartAgent(t *testing.T, agent *exec.Cmd, clone, base string) {
+	t.Helper()
+	var agentOut apitest.Buffer
+	agent.Stdout, agent.Stderr = &agentOut, &agentOut
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- agent.Wait() }()
+	started := askLotse(t, clone, base)
+	select {
+	case err := <-agentDone:
+		if err != nil {
+			t.Fatalf("agent run --once: %v\n%s", err, agentOut.String())
+		}
+	case <-time.After(2 * time.Minute):
+		syscall.Kill(-agent.Process.Pid, syscall.SIGKILL)
+		t.Fatalf("agent run --once did not finish:\n%s", agentOut.String())
+	}
+	checkAnswer(t, clone, base, started)
+}
+
+// runQuickStartLine runs cmd, made of a line of the quick start (cmdLine
+// is that line without its comment), for up to eight minutes and checks
+// its output.
+func runQuickStartLine(t *testing.T, cmd *exec.Cmd, line, cmdLine string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Start()
+	if err == nil {
+		go func() {
+			<-ctx.Done()
+			if cmd.ProcessState == nil {
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+		}()
+		err = cmd.Wait()
+	}
+	cancel()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s\n%s", line, err, stdout.String(), stderr.String())
+	}
+	checkAnswers(t, cmdLine, stdout.String(), stderr.String())
 }
 
 // waitBanner waits until the dev server printed its whole banner.

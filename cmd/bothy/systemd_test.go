@@ -256,19 +256,7 @@ const exampleDatabaseURL = "postgres://bothy:SECRET@db.example.com:5432/bothy?ss
 // serves /metrics on its own address.
 func systemdInstall(t *testing.T, bin, databaseURL string) {
 	sysusers := tool(t, "systemd-sysusers", "systemd")
-	// Everything below root must be reachable by the user bothy, as / is.
-	root, err := os.MkdirTemp("", "bothy-install-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	os.Chmod(root, 0o755)
-	// The folders every systemd host has, which the steps install into.
-	for _, d := range []string{"etc/systemd/system", "usr/local/bin"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root := scratchRoot(t)
 	asRoot := os.Geteuid() == 0
 
 	paths := regexp.MustCompile(`(^|[\s'"=])(/(?:etc|usr)/)`)
@@ -338,6 +326,26 @@ func systemdInstall(t *testing.T, bin, databaseURL string) {
 	}
 }
 
+// scratchRoot returns a new folder that stands for / in systemdInstall,
+// with the folders every systemd host has, which the steps install into.
+// It is removed when the test ends.
+func scratchRoot(t *testing.T) string {
+	t.Helper()
+	// Everything below root must be reachable by the user bothy, as / is.
+	root, err := os.MkdirTemp("", "bothy-install-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.Chmod(root, 0o755)
+	for _, d := range []string{"etc/systemd/system", "usr/local/bin"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -353,63 +361,9 @@ func mustRead(t *testing.T, path string) []byte {
 // its KillSignal.
 func startUnit(t *testing.T, u unitFile, root, name string, uid, gid uint32) {
 	t.Helper()
-	addr, metrics := freeAddr(t), ""
-	line := u.one(t, "Service.ExecStart")
-	if strings.Contains(line, "%i") {
-		// The instance is the port: the unit derives both addresses.
-		_, port, _ := net.SplitHostPort(addr)
-		if addr, metrics = instanceAddrs(t, line, port); !strings.HasPrefix(addr, "127.0.0.1:") {
-			t.Fatalf("%s: the instance's API listens on %s, not on 127.0.0.1", name, addr)
-		}
-		line = strings.ReplaceAll(line, "%i", port)
-	}
-	if strings.Contains(line, "%") {
-		t.Fatalf("%s: ExecStart has specifiers the test does not know: %s", name, line)
-	}
-	args := strings.Fields(line)
-	for i, a := range args {
-		if strings.HasPrefix(a, "/etc/") || strings.HasPrefix(a, "/usr/") {
-			args[i] = filepath.Join(root, a)
-		}
-	}
-	// systemd passes only its own variables and the EnvironmentFile's;
-	// PATH for the program, and a free server.addr where the unit sets
-	// none: the example's 127.0.0.1:8080 may be taken on this machine.
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "BOTHY_SERVER_DRAIN_DELAY=0s"}
-	if !strings.Contains(line, "--addr") {
-		env = append(env, "BOTHY_SERVER_ADDR="+addr)
-	}
-	envFile := u.one(t, "Service.EnvironmentFile")
-	if strings.HasPrefix(envFile, "-") {
-		t.Fatalf("%s: EnvironmentFile=%s may be missing; without it the unit starts without database.url", name, envFile)
-	}
-	for _, l := range strings.Split(string(mustRead(t, filepath.Join(root, envFile))), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-			env = append(env, l)
-		}
-	}
-	// StateDirectory=: systemd makes /var/lib/NAME for the service's user
-	// and names it in STATE_DIRECTORY; here it is under root.
-	if state := u["Service.StateDirectory"]; len(state) > 0 {
-		dir := filepath.Join(root, "var", "lib", state[0])
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			t.Fatal(err)
-		}
-		// The path to it is open to everyone, as /var/lib is.
-		for _, p := range []string{root, filepath.Join(root, "var"), filepath.Join(root, "var", "lib")} {
-			if err := os.Chmod(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if os.Geteuid() == 0 {
-			if err := os.Chown(dir, int(uid), int(gid)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		env = append(env, "STATE_DIRECTORY="+dir)
-	}
+	args, line, addr, metrics := unitExecStart(t, u, root, name)
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = env
+	cmd.Env = unitEnvironment(t, u, root, name, line, addr, uid, gid)
 	cmd.Dir = "/"
 	if os.Geteuid() == 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}}
@@ -460,4 +414,78 @@ func startUnit(t *testing.T, u unitFile, root, name string, uid, gid uint32) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s did not stop on SIGTERM", name)
 	}
+}
+
+// unitExecStart returns the ExecStart of u, named name, as it runs below
+// root: its arguments with the paths under /etc and /usr moved below root,
+// the command line, the API address the replica is to listen on (a free
+// one, or the one a template's instance, a free port, derives) and the
+// instance's metrics address ("" for a unit that is no template).
+func unitExecStart(t *testing.T, u unitFile, root, name string) (args []string, line, addr, metrics string) {
+	t.Helper()
+	addr = freeAddr(t)
+	line = u.one(t, "Service.ExecStart")
+	if strings.Contains(line, "%i") {
+		// The instance is the port: the unit derives both addresses.
+		_, port, _ := net.SplitHostPort(addr)
+		if addr, metrics = instanceAddrs(t, line, port); !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Fatalf("%s: the instance's API listens on %s, not on 127.0.0.1", name, addr)
+		}
+		line = strings.ReplaceAll(line, "%i", port)
+	}
+	if strings.Contains(line, "%") {
+		t.Fatalf("%s: ExecStart has specifiers the test does not know: %s", name, line)
+	}
+	args = strings.Fields(line)
+	for i, a := range args {
+		if strings.HasPrefix(a, "/etc/") || strings.HasPrefix(a, "/usr/") {
+			args[i] = filepath.Join(root, a)
+		}
+	}
+	return args, line, addr, metrics
+}
+
+// unitEnvironment returns the environment systemd gives the ExecStart line
+// of u, named name, below root: its own variables, those of the
+// EnvironmentFile, and STATE_DIRECTORY, made for uid:gid; and a free
+// server.addr, addr, where line sets none.
+func unitEnvironment(t *testing.T, u unitFile, root, name, line, addr string, uid, gid uint32) []string {
+	t.Helper()
+	// systemd passes only its own variables and the EnvironmentFile's;
+	// PATH for the program, and a free server.addr where the unit sets
+	// none: the example's 127.0.0.1:8080 may be taken on this machine.
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "BOTHY_SERVER_DRAIN_DELAY=0s"}
+	if !strings.Contains(line, "--addr") {
+		env = append(env, "BOTHY_SERVER_ADDR="+addr)
+	}
+	envFile := u.one(t, "Service.EnvironmentFile")
+	if strings.HasPrefix(envFile, "-") {
+		t.Fatalf("%s: EnvironmentFile=%s may be missing; without it the unit starts without database.url", name, envFile)
+	}
+	for _, l := range strings.Split(string(mustRead(t, filepath.Join(root, envFile))), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			env = append(env, l)
+		}
+	}
+	// StateDirectory=: systemd makes /var/lib/NAME for the service's user
+	// and names it in STATE_DIRECTORY; here it is under root.
+	if state := u["Service.StateDirectory"]; len(state) > 0 {
+		dir := filepath.Join(root, "var", "lib", state[0])
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		// The path to it is open to everyone, as /var/lib is.
+		for _, p := range []string{root, filepath.Join(root, "var"), filepath.Join(root, "var", "lib")} {
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Chown(dir, int(uid), int(gid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		env = append(env, "STATE_DIRECTORY="+dir)
+	}
+	return env
 }

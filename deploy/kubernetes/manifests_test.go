@@ -332,14 +332,58 @@ func checkOverlay(t *testing.T, m *manifests) {
 		}
 	}
 
-	// The Deployment: two replicas, rolled one at a time without losing
-	// one, its selector its pods.
-	// (The component files-volume runs one replica instead:
-	// checkFilesVolume.)
 	podLabels := labels.Set(dep.Spec.Template.Labels)
 	pod := dep.Spec.Template.Spec
 	c := one(t, "containers in the Deployment", pod.Containers)
 	vol, mount := filesVolume(t, pod, c)
+	checkDeployment(t, dep, vol)
+
+	// The image is the one make image names, in the Deployment and the
+	// Job alike.
+	checkImage(t, c.Image)
+	if jc := one(t, "containers in the Job", job.Spec.Template.Spec.Containers); jc.Image != c.Image {
+		t.Errorf("the Job runs %s, the Deployment %s: migrations must come from the release that serves", jc.Image, c.Image)
+	}
+
+	cfg, env := replicaConfig(t, m, pod, c)
+	apiPort, metricsPort := checkListenPorts(t, cfg, c)
+	pooled, direct := checkDatabaseURLs(t, cfg, secret)
+	// Files: the root filesystem is read-only and two replicas share no
+	// volume, so their files live in an S3-compatible store
+	// (docs/operations.md#files); the default folder would stop every pod
+	// at start. One replica may keep them on its volume.
+	if vol != nil {
+		checkFilesVolume(t, m, dep, vol, mount, cfg.String(config.FilesStorage))
+	} else if !strings.HasPrefix(cfg.String(config.FilesStorage), "s3://") {
+		t.Errorf("files.storage %q: two replicas with a read-only root filesystem need an s3:// store", cfg.String(config.FilesStorage))
+	}
+	checkProbes(t, c, apiPort)
+	checkDrain(t, cfg, pod, c)
+	checkResources(t, "Deployment", c)
+	checkMemoryLimit(t, c, env)
+
+	jobLabels := checkMigrationJob(t, m, job, c.Image, direct)
+
+	// The disruption budget keeps one replica and leaves room to evict
+	// the other.
+	if vol == nil {
+		checkBudget(t, one(t, "disruption budgets", m.pdbs), podLabels, jobLabels)
+	}
+
+	checkServices(t, m.services, c, podLabels, jobLabels, apiPort, metricsPort)
+	for _, p := range networkPolicyProblems(one(t, "network policies", m.policies), c, podLabels, jobLabels, apiPort, metricsPort, pooled, direct) {
+		t.Error(p)
+	}
+}
+
+// checkDeployment checks the Deployment: two replicas, rolled one at a
+// time without losing one, its selector its pods, its pods secure. (The
+// component files-volume, vol not nil, runs one replica instead:
+// checkFilesVolume.)
+func checkDeployment(t *testing.T, dep appsv1.Deployment, vol *corev1.Volume) {
+	t.Helper()
+	podLabels := labels.Set(dep.Spec.Template.Labels)
+	pod := dep.Spec.Template.Spec
 	if vol == nil {
 		if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
 			t.Errorf("replicas %s, want 2", show(dep.Spec.Replicas))
@@ -356,16 +400,13 @@ func checkOverlay(t *testing.T, m *manifests) {
 	} else {
 		checkPodSecurity(t, "Deployment", pod)
 	}
+}
 
-	// The image is the one make image names, in the Deployment and the
-	// Job alike.
-	checkImage(t, c.Image)
-	if jc := one(t, "containers in the Job", job.Spec.Template.Spec.Containers); jc.Image != c.Image {
-		t.Errorf("the Job runs %s, the Deployment %s: migrations must come from the release that serves", jc.Image, c.Image)
-	}
-
-	// The configuration the replicas run on: the image's environment,
-	// then the container's, on the file of --config.
+// replicaConfig loads the configuration the replicas run on (the image's
+// environment, then the container's, on the file of --config) and returns
+// it with that environment.
+func replicaConfig(t *testing.T, m *manifests, pod corev1.PodSpec, c corev1.Container) (*config.Config, []string) {
+	t.Helper()
 	if len(c.Args) == 0 || c.Args[0] != "serve" {
 		t.Fatalf("args %q, want serve first", c.Args)
 	}
@@ -382,8 +423,15 @@ func checkOverlay(t *testing.T, m *manifests) {
 			t.Errorf("bothy.yaml sets %s, which %s overrides", k, config.EnvName(k))
 		}
 	}
-	apiPort := listenPort(t, cfg.String(config.ServerAddr))
-	metricsPort := listenPort(t, cfg.String(config.MetricsAddr))
+	return cfg, env
+}
+
+// checkListenPorts checks that the replicas listen on the ports the image
+// exposes and the container names http and metrics, and returns them.
+func checkListenPorts(t *testing.T, cfg *config.Config, c corev1.Container) (apiPort, metricsPort int32) {
+	t.Helper()
+	apiPort = listenPort(t, cfg.String(config.ServerAddr))
+	metricsPort = listenPort(t, cfg.String(config.MetricsAddr))
 	if apiPort != ociimage.APIPort || metricsPort != ociimage.MetricsPort {
 		t.Errorf("the replicas listen on %d and %d, the image exposes %d and %d", apiPort, metricsPort, ociimage.APIPort, ociimage.MetricsPort)
 	}
@@ -393,13 +441,18 @@ func checkOverlay(t *testing.T, m *manifests) {
 	if got, ok := containerPort(c, intstr.FromString("metrics")); !ok || got != metricsPort {
 		t.Errorf("container port metrics is %d (%v), metrics.addr's port %d", got, ok, metricsPort)
 	}
+	return apiPort, metricsPort
+}
 
-	// The pooled URL and the direct one: PgBouncer in transaction mode for
-	// the pool, PostgreSQL itself for LISTEN and for migrations.
+// checkDatabaseURLs checks the pooled URL and the direct one, PgBouncer in
+// transaction mode for the pool, PostgreSQL itself for LISTEN and for
+// migrations, and the Secret that holds them; it returns both.
+func checkDatabaseURLs(t *testing.T, cfg *config.Config, secret corev1.Secret) (pooled, direct string) {
+	t.Helper()
 	if !cfg.Bool(config.DatabasePoolerMode) {
 		t.Error("database.pooler_mode is false, but database.url goes through PgBouncer")
 	}
-	pooled, direct := cfg.String(config.DatabaseURL), cfg.String(config.DatabaseListenURL)
+	pooled, direct = cfg.String(config.DatabaseURL), cfg.String(config.DatabaseListenURL)
 	if pooled == "" || direct == "" || pooled == direct {
 		t.Errorf("database.url %q and database.listen_url %q: want two different URLs", pooled, direct)
 	}
@@ -407,18 +460,13 @@ func checkOverlay(t *testing.T, m *manifests) {
 		t.Error("database.auto_migrate is true: replicas would migrate through the pooler; the Job migrates")
 	}
 	checkSecretURLs(t, secret)
-	// Files: the root filesystem is read-only and two replicas share no
-	// volume, so their files live in an S3-compatible store
-	// (docs/operations.md#files); the default folder would stop every pod
-	// at start. One replica may keep them on its volume.
-	if vol != nil {
-		checkFilesVolume(t, m, dep, vol, mount, cfg.String(config.FilesStorage))
-	} else if !strings.HasPrefix(cfg.String(config.FilesStorage), "s3://") {
-		t.Errorf("files.storage %q: two replicas with a read-only root filesystem need an s3:// store", cfg.String(config.FilesStorage))
-	}
+	return pooled, direct
+}
 
-	// Probes on the API port: readiness /readyz, liveness and startup
-	// /healthz.
+// checkProbes checks the probes on the API port: readiness /readyz,
+// liveness and startup /healthz.
+func checkProbes(t *testing.T, c corev1.Container, apiPort int32) {
+	t.Helper()
 	for _, p := range []struct {
 		name, path string
 		probe      *corev1.Probe
@@ -438,10 +486,13 @@ func checkOverlay(t *testing.T, m *manifests) {
 			t.Errorf("%s probe on port %v, which is not the API port %d", p.name, p.probe.HTTPGet.Port.String(), apiPort)
 		}
 	}
+}
 
-	// The drain: readiness notices it before the listener closes, the
-	// kubelet waits for it to end, Bothy answers a probe before the kubelet
-	// gives up on it.
+// checkDrain checks the drain: readiness notices it before the listener
+// closes, the kubelet waits for it to end, Bothy answers a probe before
+// the kubelet gives up on it.
+func checkDrain(t *testing.T, cfg *config.Config, pod corev1.PodSpec, c corev1.Container) {
+	t.Helper()
 	drain := cfg.Duration(config.ServerDrainDelay)
 	shutdown := cfg.Duration(config.ServerShutdownTimeout)
 	if rp := c.ReadinessProbe; rp != nil {
@@ -458,10 +509,13 @@ func checkOverlay(t *testing.T, m *manifests) {
 	if g := pod.TerminationGracePeriodSeconds; g == nil || float64(*g) <= shutdown.Seconds() {
 		t.Errorf("terminationGracePeriodSeconds %s, want above server.shutdown_timeout %s", show(g), shutdown)
 	}
-	checkResources(t, "Deployment", c)
-	checkMemoryLimit(t, c, env)
+}
 
-	// The migration Job: bothy migrate on the direct URL, once, bounded.
+// checkMigrationJob checks the migration Job: bothy migrate of image on
+// the direct URL, once, bounded, one Job per release. It returns the
+// labels of the Job's pod.
+func checkMigrationJob(t *testing.T, m *manifests, job batchv1.Job, image, direct string) labels.Set {
+	t.Helper()
 	jpod := job.Spec.Template.Spec
 	checkPodSecurity(t, "Job", jpod)
 	jc := jpod.Containers[0]
@@ -476,16 +530,7 @@ func checkOverlay(t *testing.T, m *manifests) {
 	}
 	// bothy migrate exits 4 on a schema this image cannot serve: a
 	// retry cannot help, so the Job must fail at once on it.
-	failsOnSchemaNewer := false
-	if p := job.Spec.PodFailurePolicy; p != nil {
-		for _, r := range p.Rules {
-			if e := r.OnExitCodes; r.Action == batchv1.PodFailurePolicyActionFailJob && e != nil && e.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn &&
-				(e.ContainerName == nil || *e.ContainerName == jc.Name) && slices.Contains(e.Values, 4) {
-				failsOnSchemaNewer = true
-			}
-		}
-	}
-	if !failsOnSchemaNewer {
+	if !failsJobOn(job, jc.Name, 4) {
 		t.Error("the Job has no podFailurePolicy that fails it on exit status 4 (schema newer than the image serves): it would retry a rollback that cannot work")
 	}
 	if job.Spec.ActiveDeadlineSeconds == nil {
@@ -499,11 +544,10 @@ func checkOverlay(t *testing.T, m *manifests) {
 		t.Errorf("the Job migrates on %q, not the direct URL of the replicas' LISTEN connection %q", jcfg.String(config.DatabaseURL), direct)
 	}
 	checkResources(t, "Job", jc)
-	jobLabels := labels.Set(job.Spec.Template.Labels)
 	// One Job per release, named by the tag it migrates to: applying the
 	// next release creates a Job instead of failing on the immutable
 	// template of the last one, and the finished ones go by themselves.
-	if tag := c.Image[strings.LastIndex(c.Image, ":")+1:]; job.Name != "bothy-migrate-"+tag {
+	if tag := image[strings.LastIndex(image, ":")+1:]; job.Name != "bothy-migrate-"+tag {
 		t.Errorf("the Job is named %q, want bothy-migrate-%s after the image's tag", job.Name, tag)
 	}
 	// The name becomes the job-name label of its pods, so it must be a
@@ -514,16 +558,32 @@ func checkOverlay(t *testing.T, m *manifests) {
 	if job.Spec.TTLSecondsAfterFinished == nil {
 		t.Error("the Job has no ttlSecondsAfterFinished: every release's Job would stay for ever")
 	}
+	return labels.Set(job.Spec.Template.Labels)
+}
 
-	// The disruption budget keeps one replica and leaves room to evict
-	// the other.
-	if vol == nil {
-		checkBudget(t, one(t, "disruption budgets", m.pdbs), podLabels, jobLabels)
+// failsJobOn reports whether job's podFailurePolicy fails the Job at once
+// when its container named container exits with status code.
+func failsJobOn(job batchv1.Job, container string, code int32) bool {
+	p := job.Spec.PodFailurePolicy
+	if p == nil {
+		return false
 	}
+	for _, r := range p.Rules {
+		if e := r.OnExitCodes; r.Action == batchv1.PodFailurePolicyActionFailJob && e != nil && e.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn &&
+			(e.ContainerName == nil || *e.ContainerName == container) && slices.Contains(e.Values, code) {
+			return true
+		}
+	}
+	return false
+}
 
-	// The Services: the API without the metrics, the metrics apart.
+// checkServices checks the Services: the API without the metrics, the
+// metrics apart, both selecting the replicas (podLabels), not the Job's
+// pod.
+func checkServices(t *testing.T, services []corev1.Service, c corev1.Container, podLabels, jobLabels labels.Set, apiPort, metricsPort int32) {
+	t.Helper()
 	ports := map[string]int32{}
-	for _, s := range m.services {
+	for _, s := range services {
 		sel := labels.SelectorFromSet(s.Spec.Selector)
 		if len(s.Spec.Selector) == 0 || !sel.Matches(podLabels) || sel.Matches(jobLabels) {
 			t.Errorf("Service %s selects %v: want the replicas %v, not the Job's pod", s.Name, s.Spec.Selector, podLabels)
@@ -540,9 +600,6 @@ func checkOverlay(t *testing.T, m *manifests) {
 		t.Errorf("Service ports %v: want bothy/http on %d and bothy-metrics/metrics on %d, nothing else", ports, apiPort, metricsPort)
 	}
 
-	for _, p := range networkPolicyProblems(one(t, "network policies", m.policies), c, podLabels, jobLabels, apiPort, metricsPort, pooled, direct) {
-		t.Error(p)
-	}
 }
 
 // prometheusLabels are the labels of a Prometheus server's pod as the
@@ -564,33 +621,8 @@ func networkPolicyProblems(np networkingv1.NetworkPolicy, c corev1.Container, po
 	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
 		errorf("NetworkPolicy %s has policyTypes %v: want Ingress and Egress", np.Name, np.Spec.PolicyTypes)
 	}
-	// covers reports whether ports (empty: every port) include port.
 	covers := func(ports []networkingv1.NetworkPolicyPort, port int32, proto corev1.Protocol) bool {
-		if len(ports) == 0 {
-			return true
-		}
-		for _, p := range ports {
-			if p.Protocol != nil && *p.Protocol != proto {
-				continue
-			}
-			if p.Port == nil {
-				return true
-			}
-			if p.Port.Type == intstr.String {
-				if got, ok := containerPort(c, *p.Port); ok && got == port {
-					return true
-				}
-				continue
-			}
-			end := p.Port.IntVal
-			if p.EndPort != nil {
-				end = *p.EndPort
-			}
-			if p.Port.IntVal <= port && port <= end {
-				return true
-			}
-		}
-		return false
+		return portsCover(c, ports, port, proto)
 	}
 	apiFromCluster := false
 	for i, r := range np.Spec.Ingress {
@@ -639,6 +671,36 @@ func networkPolicyProblems(np networkingv1.NetworkPolicy, c corev1.Container, po
 		}
 	}
 	return problems
+}
+
+// portsCover reports whether the policy ports (empty: every port) include
+// port of protocol proto, a named port being the one of container c.
+func portsCover(c corev1.Container, ports []networkingv1.NetworkPolicyPort, port int32, proto corev1.Protocol) bool {
+	if len(ports) == 0 {
+		return true
+	}
+	for _, p := range ports {
+		if p.Protocol != nil && *p.Protocol != proto {
+			continue
+		}
+		if p.Port == nil {
+			return true
+		}
+		if p.Port.Type == intstr.String {
+			if got, ok := containerPort(c, *p.Port); ok && got == port {
+				return true
+			}
+			continue
+		}
+		end := p.Port.IntVal
+		if p.EndPort != nil {
+			end = *p.EndPort
+		}
+		if p.Port.IntVal <= port && port <= end {
+			return true
+		}
+	}
+	return false
 }
 
 // allObjects returns the metadata of every namespaced object.
@@ -1007,6 +1069,39 @@ func TestCheckModule(t *testing.T) {
 // component holds every alert expression that docs/operations.md lists,
 // and that its ServiceMonitor scrapes the metrics Service.
 func TestAlertsOfTheDocs(t *testing.T) {
+	documented := documentedAlerts(t)
+	mon := renderMonitoring(t)
+	for _, want := range documented {
+		if !slices.ContainsFunc(mon.exprs, func(e string) bool { return strings.Contains(e, want) }) {
+			t.Errorf("docs/operations.md lists the alert %q, which the PrometheusRule does not have", want)
+		}
+	}
+	sm := one(t, "service monitors", mon.monitors)
+	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scraped []string
+	for _, s := range mon.services {
+		if !sel.Matches(labels.Set(s.Labels)) {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if slices.ContainsFunc(sm.Spec.Endpoints, func(e monitorEndpoint) bool { return e.Port == p.Name }) {
+				scraped = append(scraped, s.Name+"/"+p.Name)
+			}
+		}
+	}
+	if !slices.Equal(scraped, []string{"bothy-metrics/metrics"}) {
+		t.Errorf("the ServiceMonitor scrapes %v, want bothy-metrics/metrics only", scraped)
+	}
+}
+
+// documentedAlerts returns the alert expressions (code spans with a
+// comparison) of the section "Alerts worth setting" of docs/operations.md,
+// their spaces normalised; fewer than ten fail the test.
+func documentedAlerts(t *testing.T) []string {
+	t.Helper()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -1025,19 +1120,38 @@ func TestAlertsOfTheDocs(t *testing.T) {
 	if len(documented) < 10 {
 		t.Fatalf("only %d alert expressions found in docs/operations.md: %q", len(documented), documented)
 	}
+	return documented
+}
 
-	var exprs []string
-	var services []corev1.Service
-	type endpoint struct {
-		Port string `json:"port"`
-	}
-	type serviceMonitor struct {
-		Spec struct {
-			Selector  metav1.LabelSelector `json:"selector"`
-			Endpoints []endpoint           `json:"endpoints"`
-		} `json:"spec"`
-	}
-	var monitors []serviceMonitor
+// monitorEndpoint is an endpoint of a ServiceMonitor: the Service port it
+// scrapes.
+type monitorEndpoint struct {
+	Port string `json:"port"`
+}
+
+// serviceMonitor is what TestAlertsOfTheDocs reads of a ServiceMonitor of
+// the Prometheus operator, whose API types this module does not import.
+type serviceMonitor struct {
+	Spec struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []monitorEndpoint    `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// monitoring is what TestAlertsOfTheDocs reads of the prod overlay with
+// the component monitoring: the PrometheusRule's expressions (spaces
+// normalised), the ServiceMonitors and the Services.
+type monitoring struct {
+	exprs    []string
+	monitors []serviceMonitor
+	services []corev1.Service
+}
+
+// renderMonitoring renders the prod overlay with the component monitoring
+// and returns what TestAlertsOfTheDocs reads of it.
+func renderMonitoring(t *testing.T) monitoring {
+	t.Helper()
+	var mon monitoring
 	for _, d := range documentSeparator.Split(string(render(t, "overlays/prod", "components/monitoring")), -1) {
 		if isEmptyDocument(d) {
 			continue
@@ -1048,61 +1162,47 @@ func TestAlertsOfTheDocs(t *testing.T) {
 		}
 		switch tm.Kind {
 		case "PrometheusRule":
-			var pr struct {
-				Spec struct {
-					Groups []struct {
-						Rules []struct {
-							Expr string `json:"expr"`
-						} `json:"rules"`
-					} `json:"groups"`
-				} `json:"spec"`
-			}
-			if err := yaml.Unmarshal([]byte(d), &pr); err != nil {
-				t.Fatal(err)
-			}
-			for _, g := range pr.Spec.Groups {
-				for _, r := range g.Rules {
-					exprs = append(exprs, strings.Join(strings.Fields(r.Expr), " "))
-				}
-			}
+			mon.exprs = append(mon.exprs, ruleExprs(t, d)...)
 		case "ServiceMonitor":
 			var sm serviceMonitor
 			if err := yaml.Unmarshal([]byte(d), &sm); err != nil {
 				t.Fatal(err)
 			}
-			monitors = append(monitors, sm)
+			mon.monitors = append(mon.monitors, sm)
 		case "Service":
 			var s corev1.Service
 			if err := yaml.Unmarshal([]byte(d), &s); err != nil {
 				t.Fatal(err)
 			}
-			services = append(services, s)
+			mon.services = append(mon.services, s)
 		}
 	}
-	for _, want := range documented {
-		if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, want) }) {
-			t.Errorf("docs/operations.md lists the alert %q, which the PrometheusRule does not have", want)
-		}
+	return mon
+}
+
+// ruleExprs returns the expressions of the rules of the PrometheusRule
+// document d, their spaces normalised.
+func ruleExprs(t *testing.T, d string) []string {
+	t.Helper()
+	var pr struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Expr string `json:"expr"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
 	}
-	sm := one(t, "service monitors", monitors)
-	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
-	if err != nil {
+	if err := yaml.Unmarshal([]byte(d), &pr); err != nil {
 		t.Fatal(err)
 	}
-	var scraped []string
-	for _, s := range services {
-		if !sel.Matches(labels.Set(s.Labels)) {
-			continue
-		}
-		for _, p := range s.Spec.Ports {
-			if slices.ContainsFunc(sm.Spec.Endpoints, func(e endpoint) bool { return e.Port == p.Name }) {
-				scraped = append(scraped, s.Name+"/"+p.Name)
-			}
+	var exprs []string
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, strings.Join(strings.Fields(r.Expr), " "))
 		}
 	}
-	if !slices.Equal(scraped, []string{"bothy-metrics/metrics"}) {
-		t.Errorf("the ServiceMonitor scrapes %v, want bothy-metrics/metrics only", scraped)
-	}
+	return exprs
 }
 
 // TestEveryFileInAKustomization checks that each YAML file beside a
@@ -1209,42 +1309,58 @@ func TestNetworkPolicyCheckFindsFaults(t *testing.T) {
 // bothy, which then sets no replicas of its own, never below two replicas
 // so that the disruption budget can still evict one.
 func TestComponents(t *testing.T) {
-	type object struct {
-		metav1.TypeMeta
-		doc []byte
-	}
-	objects := func(components ...string) []object {
-		var out []object
-		for _, d := range documentSeparator.Split(string(render(t, "overlays/prod", components...)), -1) {
-			if isEmptyDocument(d) {
-				continue
-			}
-			var tm metav1.TypeMeta
-			if err := yaml.Unmarshal([]byte(d), &tm); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, object{tm, []byte(d)})
-		}
-		return out
-	}
-	decode := func(o object, into any) {
-		t.Helper()
-		if err := yaml.UnmarshalStrict(o.doc, into); err != nil {
-			t.Fatalf("%s: %v", o.Kind, err)
-		}
-	}
+	checkIngressComponent(t)
+	checkAutoscalingComponent(t)
+}
 
+// componentObject is one object of a rendered overlay: its kind and its
+// YAML document.
+type componentObject struct {
+	metav1.TypeMeta
+	doc []byte
+}
+
+// componentObjects renders the prod overlay with components and returns
+// its objects.
+func componentObjects(t *testing.T, components ...string) []componentObject {
+	t.Helper()
+	var out []componentObject
+	for _, d := range documentSeparator.Split(string(render(t, "overlays/prod", components...)), -1) {
+		if isEmptyDocument(d) {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(d), &tm); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, componentObject{tm, []byte(d)})
+	}
+	return out
+}
+
+// decodeObject decodes o strictly into into.
+func decodeObject(t *testing.T, o componentObject, into any) {
+	t.Helper()
+	if err := yaml.UnmarshalStrict(o.doc, into); err != nil {
+		t.Fatalf("%s: %v", o.Kind, err)
+	}
+}
+
+// checkIngressComponent checks that the Ingress of the component ingress
+// routes every path to the API port of the Service bothy.
+func checkIngressComponent(t *testing.T) {
+	t.Helper()
 	var ingresses []networkingv1.Ingress
 	var services []corev1.Service
-	for _, o := range objects("components/ingress") {
+	for _, o := range componentObjects(t, "components/ingress") {
 		switch o.Kind {
 		case "Ingress":
 			var ing networkingv1.Ingress
-			decode(o, &ing)
+			decodeObject(t, o, &ing)
 			ingresses = append(ingresses, ing)
 		case "Service":
 			var s corev1.Service
-			decode(o, &s)
+			decodeObject(t, o, &s)
 			services = append(services, s)
 		}
 	}
@@ -1271,23 +1387,29 @@ func TestComponents(t *testing.T) {
 	if backends == 0 {
 		t.Error("the Ingress routes nothing")
 	}
+}
 
+// checkAutoscalingComponent checks that the autoscaler of the component
+// autoscaling drives the Deployment, which then sets no replicas, and
+// keeps a replica the disruption budget lets a drain evict.
+func checkAutoscalingComponent(t *testing.T) {
+	t.Helper()
 	var hpas []autoscalingv2.HorizontalPodAutoscaler
 	var deployments []appsv1.Deployment
 	var pdbs []policyv1.PodDisruptionBudget
-	for _, o := range objects("components/autoscaling") {
+	for _, o := range componentObjects(t, "components/autoscaling") {
 		switch o.Kind {
 		case "HorizontalPodAutoscaler":
 			var h autoscalingv2.HorizontalPodAutoscaler
-			decode(o, &h)
+			decodeObject(t, o, &h)
 			hpas = append(hpas, h)
 		case "Deployment":
 			var d appsv1.Deployment
-			decode(o, &d)
+			decodeObject(t, o, &d)
 			deployments = append(deployments, d)
 		case "PodDisruptionBudget":
 			var p policyv1.PodDisruptionBudget
-			decode(o, &p)
+			decodeObject(t, o, &p)
 			pdbs = append(pdbs, p)
 		}
 	}

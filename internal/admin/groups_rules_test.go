@@ -6,6 +6,7 @@ import (
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -70,18 +71,7 @@ func TestGroupEvents(t *testing.T) {
 	}
 	evs := log.next()
 	wantEvents(t, "add a member", evs, map[string]int{"access.changed group.member_added": n})
-	seen := map[string]bool{}
-	for _, e := range evs {
-		if e.Payload["target_kind"] != "group" || e.Payload["target_id"] != g.ID {
-			t.Fatalf("member_added payload %+v", e.Payload)
-		}
-		seen[e.ChannelID] = true
-	}
-	for _, c := range channels {
-		if !seen[c] {
-			t.Fatalf("no access.changed in channel %s of the space", c)
-		}
-	}
+	wantMemberAddedIn(t, evs, g.ID, channels)
 	renamed, err := env.Admin.RenameGroup(ctx, robin, g.ID, "Night crew")
 	if err != nil || renamed.Name != "Night crew" || len(renamed.Members) != 2 {
 		t.Fatalf("rename %+v %v", renamed, err)
@@ -107,4 +97,22 @@ func TestGroupEvents(t *testing.T) {
 	_, err = env.Admin.DeleteGroup(ctx, robin, g.ID)
 	moduletest.WantProblem(t, "delete twice", err, problem.NotFound, "")
 	wantEvents(t, "refused delete", log.next(), nil)
+}
+
+// wantMemberAddedIn checks that the events evs of adding a member to group
+// name the group as their target and reach every channel of channels.
+func wantMemberAddedIn(t *testing.T, evs []events.Event, group string, channels []string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if e.Payload["target_kind"] != "group" || e.Payload["target_id"] != group {
+			t.Fatalf("member_added payload %+v", e.Payload)
+		}
+		seen[e.ChannelID] = true
+	}
+	for _, c := range channels {
+		if !seen[c] {
+			t.Fatalf("no access.changed in channel %s of the space", c)
+		}
+	}
 }

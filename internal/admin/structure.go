@@ -94,20 +94,8 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 	}
 	var out chat.Space
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		if patch.Name != nil {
-			if err := s.w.Chat.RenameSpace(ctx, id, *patch.Name); err != nil {
-				return err
-			}
-		}
-		operatorChanged := patch.DefaultOperator != nil || patch.ClearDefaultOperator
-		if operatorChanged {
-			agent := ""
-			if patch.DefaultOperator != nil {
-				agent = *patch.DefaultOperator
-			}
-			if err := s.w.Chat.SetDefaultOperator(ctx, id, agent); err != nil {
-				return err
-			}
+		if err := s.patchSpace(ctx, id, patch); err != nil {
+			return err
 		}
 		sp, err := s.chat.GetSpace(ctx, id)
 		if err != nil {
@@ -117,7 +105,7 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 		if err := s.events.Append(ctx, events.Event{Type: events.SpaceUpdated, SpaceID: id, Payload: spacePayload(sp)}); err != nil {
 			return err
 		}
-		if operatorChanged {
+		if patch.operatorChanged() {
 			return s.accessChanged(ctx, authz.KindSpace, id, "space.operator_set", id)
 		}
 		return nil
@@ -126,6 +114,31 @@ func (s *Service) UpdateSpace(ctx context.Context, actor identity.Principal, id 
 		return chat.Space{}, problem.From("admin.updateSpace", err)
 	}
 	return out, nil
+}
+
+// operatorChanged reports whether the patch sets or clears the default
+// operator.
+func (p SpacePatch) operatorChanged() bool {
+	return p.DefaultOperator != nil || p.ClearDefaultOperator
+}
+
+// patchSpace writes the members of patch that are set to the space id (in
+// the caller's transaction): its name and its default operator (the
+// empty agent clears it).
+func (s *Service) patchSpace(ctx context.Context, id string, patch SpacePatch) error {
+	if patch.Name != nil {
+		if err := s.w.Chat.RenameSpace(ctx, id, *patch.Name); err != nil {
+			return err
+		}
+	}
+	if !patch.operatorChanged() {
+		return nil
+	}
+	agent := ""
+	if patch.DefaultOperator != nil {
+		agent = *patch.DefaultOperator
+	}
+	return s.w.Chat.SetDefaultOperator(ctx, id, agent)
 }
 
 // UnarchiveSpace lifts the archive of a space (space.unarchive: owner);

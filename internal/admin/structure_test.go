@@ -80,8 +80,7 @@ func TestSpacesAndChannels(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
 	ctx := t.Context()
-	robin, alex, lotse := env.Principal("robin"), env.Principal("alex"), env.Principal("lotse")
-	lotseID, samID := env.World.ID("lotse"), env.World.ID("sam")
+	alex, lotse := env.Principal("alex"), env.Principal("lotse")
 	log := &eventLog{t: t, env: env}
 
 	// Refusals change nothing.
@@ -95,7 +94,20 @@ func TestSpacesAndChannels(t *testing.T) {
 	moduletest.WantProblem(t, "alex renames a channel", err, problem.Forbidden, "")
 	wantEvents(t, "refusals", log.next(), nil)
 
-	// Spaces.
+	sp := createOperationsSpace(t, env, log)
+	text := createOperationsChannels(t, env, log, sp)
+	updateOperationsSpace(t, env, log, sp)
+	changeDispatchChannel(t, env, log, text)
+}
+
+// createOperationsSpace is the spaces step of TestSpacesAndChannels: a
+// default operator that is no active agent is refused, and the owner
+// creates space Operations with lotse as its default operator, announced
+// by space.created.
+func createOperationsSpace(t *testing.T, env *moduletest.Env, log *eventLog) chat.Space {
+	t.Helper()
+	ctx, robin := t.Context(), env.Principal("robin")
+	lotseID, samID := env.World.ID("lotse"), env.World.ID("sam")
 	for _, c := range []struct {
 		operator, field string
 	}{
@@ -115,8 +127,18 @@ func TestSpacesAndChannels(t *testing.T) {
 	if evs[0].SpaceID != sp.ID || evs[0].Payload["name"] != "Operations" || evs[0].Payload["default_operator_agent_id"] != lotseID {
 		t.Fatalf("space.created %+v", evs[0])
 	}
+	return sp
+}
 
-	// Channels.
+// createOperationsChannels is the channels step of TestSpacesAndChannels:
+// invalid operators are refused without an event, and the owner creates
+// the text channel Dispatch (with its main thread, inheriting the space's
+// operator) and the forum Wiki in sp, each announced by channel.created.
+// It returns Dispatch.
+func createOperationsChannels(t *testing.T, env *moduletest.Env, log *eventLog, sp chat.Space) chat.Channel {
+	t.Helper()
+	ctx, robin := t.Context(), env.Principal("robin")
+	lotseID, samID := env.World.ID("lotse"), env.World.ID("sam")
 	for _, c := range []struct {
 		in    admin.ChannelInput
 		field string
@@ -134,7 +156,7 @@ func TestSpacesAndChannels(t *testing.T) {
 	if err != nil || text.MainThreadID == "" || text.OperatorMode != chat.OperatorInherit || text.EffectiveOperator() != lotseID || text.SpaceID != sp.ID {
 		t.Fatalf("create text channel: %+v %v", text, err)
 	}
-	evs = log.next()
+	evs := log.next()
 	wantEvents(t, "create text channel", evs, map[string]int{"channel.created": 1})
 	if evs[0].ChannelID != text.ID || evs[0].Payload["main_thread_id"] != text.MainThreadID || evs[0].Payload["kind"] != "text" {
 		t.Fatalf("channel.created %+v", evs[0])
@@ -147,9 +169,18 @@ func TestSpacesAndChannels(t *testing.T) {
 		t.Fatalf("create forum: %+v %v", forum, err)
 	}
 	wantEvents(t, "create forum", log.next(), map[string]int{"channel.created": 1})
+	return text
+}
 
-	// Space updates.
-	_, err = env.Admin.UpdateSpace(ctx, robin, sp.ID, admin.SpacePatch{DefaultOperator: &lotseID, ClearDefaultOperator: true})
+// updateOperationsSpace is the space updates step of
+// TestSpacesAndChannels: setting and clearing the default operator at once
+// is refused; renaming sp emits space.updated, clearing its default
+// operator access.changed in both its channels too.
+func updateOperationsSpace(t *testing.T, env *moduletest.Env, log *eventLog, sp chat.Space) {
+	t.Helper()
+	ctx, robin := t.Context(), env.Principal("robin")
+	lotseID := env.World.ID("lotse")
+	_, err := env.Admin.UpdateSpace(ctx, robin, sp.ID, admin.SpacePatch{DefaultOperator: &lotseID, ClearDefaultOperator: true})
 	wantField(t, "set and clear the default operator", err, "/clear_default_operator not_allowed")
 	name := "Ops"
 	sp, err = env.Admin.UpdateSpace(ctx, robin, sp.ID, admin.SpacePatch{Name: &name})
@@ -162,9 +193,18 @@ func TestSpacesAndChannels(t *testing.T) {
 		t.Fatalf("clear the default operator: %+v %v", sp, err)
 	}
 	wantEvents(t, "clear the default operator", log.next(), map[string]int{"space.updated": 1, "access.changed space.operator_set": 2})
+}
 
-	// Channel changes.
-	text, err = env.Admin.RenameChannel(ctx, robin, text.ID, "Dispatch desk")
+// changeDispatchChannel is the channel changes step of
+// TestSpacesAndChannels: renaming the channel text emits channel.updated;
+// invalid operators are refused; setting the operator, the switches,
+// archiving and unarchiving each emit access.changed with their change and
+// are read back as written.
+func changeDispatchChannel(t *testing.T, env *moduletest.Env, log *eventLog, text chat.Channel) {
+	t.Helper()
+	ctx, robin := t.Context(), env.Principal("robin")
+	lotseID, samID := env.World.ID("lotse"), env.World.ID("sam")
+	text, err := env.Admin.RenameChannel(ctx, robin, text.ID, "Dispatch desk")
 	if err != nil || text.Name != "Dispatch desk" {
 		t.Fatalf("rename channel: %+v %v", text, err)
 	}

@@ -68,19 +68,7 @@ func TestAdapterDocExample(t *testing.T) {
 // ends completed with the answer in its thread.
 func TestAdapterDocOperations(t *testing.T) {
 	t.Parallel()
-	ops := map[string]string{}
-	for _, b := range docBlocks(t, "graphql") {
-		m := regexp.MustCompile(`^(query|mutation) (\w+)`).FindStringSubmatch(b)
-		if m == nil {
-			t.Fatalf("unnamed operation:\n%s", b)
-		}
-		ops[m[2]] = b
-	}
-	for _, name := range []string{"Viewer", "Events", "Context", "Start", "Renew", "Ack", "Live", "Answer", "Finish"} {
-		if ops[name] == "" {
-			t.Fatalf("docs/adapter.md lacks the operation %s", name)
-		}
-	}
+	ops := docOperations(t)
 	env := apitest.Start(t, apitest.Options{})
 	lotse := env.World.Token("lotse")
 	thread := env.Main("Support/Eskalation")
@@ -98,26 +86,7 @@ func TestAdapterDocOperations(t *testing.T) {
 	if viewer.Viewer.Kind != "AGENT" {
 		t.Fatalf("viewer %+v", viewer)
 	}
-	var events struct {
-		AgentEvents struct {
-			Edges []struct {
-				Cursor string `json:"cursor"`
-				Node   struct {
-					Kind, RunID, ThreadID, MessageID string
-					Attempt                          int
-				} `json:"node"`
-			} `json:"edges"`
-			PageInfo struct {
-				EndCursor   string `json:"endCursor"`
-				HasNextPage bool   `json:"hasNextPage"`
-			} `json:"pageInfo"`
-		} `json:"agentEvents"`
-	}
-	run("Events", map[string]any{"after": "0"}, &events)
-	if len(events.AgentEvents.Edges) != 1 || events.AgentEvents.Edges[0].Node.Kind != "AGENT_INVOCATION" {
-		t.Fatalf("events %+v", events)
-	}
-	inv := events.AgentEvents.Edges[0].Node
+	inv, endCursor := pollDocInvocation(t, run)
 	var ctx struct {
 		Run struct {
 			State   string `json:"state"`
@@ -134,28 +103,12 @@ func TestAdapterDocOperations(t *testing.T) {
 		t.Fatalf("context %+v", ctx)
 	}
 	const holder = "doc-process"
-	var start struct {
-		StartRun struct {
-			State          string                                    `json:"state"`
-			LeaseExpiresAt string                                    `json:"leaseExpiresAt"`
-			Answers        []struct{ MessageID, ClientMsgID string } `json:"answers"`
-		} `json:"startRun"`
-	}
-	run("Start", map[string]any{"run": inv.RunID, "holder": holder}, &start)
-	if start.StartRun.State != "RUNNING" || start.StartRun.LeaseExpiresAt == "" || len(start.StartRun.Answers) != 0 {
-		t.Fatalf("start %+v", start)
-	}
-	var renew struct {
-		RenewRun struct {
-			LeaseExpiresAt string `json:"leaseExpiresAt"`
-		} `json:"renewRun"`
-	}
-	run("Renew", map[string]any{"run": inv.RunID, "holder": holder}, &renew)
+	startDocRun(t, run, inv.RunID, holder)
 	var ack struct {
 		AckAgentEvents struct{ Position string } `json:"ackAgentEvents"`
 	}
-	run("Ack", map[string]any{"upTo": events.AgentEvents.PageInfo.EndCursor}, &ack)
-	if ack.AckAgentEvents.Position != events.AgentEvents.PageInfo.EndCursor {
+	run("Ack", map[string]any{"upTo": endCursor}, &ack)
+	if ack.AckAgentEvents.Position != endCursor {
 		t.Fatalf("ack %+v", ack)
 	}
 	var live struct {
@@ -184,4 +137,82 @@ func TestAdapterDocOperations(t *testing.T) {
 	if finish.FinishRun.State != "COMPLETED" || answer.CreateMessage.Message.ID == "" {
 		t.Fatalf("finish %+v answer %+v", finish, answer)
 	}
+}
+
+// docOperations returns the GraphQL operations of docs/adapter.md by
+// name, and fails the test when one is unnamed or one of the flow is
+// missing.
+func docOperations(t *testing.T) map[string]string {
+	t.Helper()
+	ops := map[string]string{}
+	for _, b := range docBlocks(t, "graphql") {
+		m := regexp.MustCompile(`^(query|mutation) (\w+)`).FindStringSubmatch(b)
+		if m == nil {
+			t.Fatalf("unnamed operation:\n%s", b)
+		}
+		ops[m[2]] = b
+	}
+	for _, name := range []string{"Viewer", "Events", "Context", "Start", "Renew", "Ack", "Live", "Answer", "Finish"} {
+		if ops[name] == "" {
+			t.Fatalf("docs/adapter.md lacks the operation %s", name)
+		}
+	}
+	return ops
+}
+
+// docRunner runs the operation name of docs/adapter.md with vars as the
+// agent and decodes its data into out, failing the test on any error.
+type docRunner func(name string, vars map[string]any, out any)
+
+// docInvocation is the node of an agent invocation event, as the Events
+// operation selects it.
+type docInvocation struct {
+	Kind, RunID, ThreadID, MessageID string
+	Attempt                          int
+}
+
+// pollDocInvocation runs Events from the start: it must hand out the one
+// invocation, which it returns with the page's end cursor.
+func pollDocInvocation(t *testing.T, run docRunner) (docInvocation, string) {
+	t.Helper()
+	var events struct {
+		AgentEvents struct {
+			Edges []struct {
+				Cursor string        `json:"cursor"`
+				Node   docInvocation `json:"node"`
+			} `json:"edges"`
+			PageInfo struct {
+				EndCursor   string `json:"endCursor"`
+				HasNextPage bool   `json:"hasNextPage"`
+			} `json:"pageInfo"`
+		} `json:"agentEvents"`
+	}
+	run("Events", map[string]any{"after": "0"}, &events)
+	if len(events.AgentEvents.Edges) != 1 || events.AgentEvents.Edges[0].Node.Kind != "AGENT_INVOCATION" {
+		t.Fatalf("events %+v", events)
+	}
+	return events.AgentEvents.Edges[0].Node, events.AgentEvents.PageInfo.EndCursor
+}
+
+// startDocRun runs Start, which claims the run for holder and answers it
+// running with a lease and no answers yet, and Renew.
+func startDocRun(t *testing.T, run docRunner, runID, holder string) {
+	t.Helper()
+	var start struct {
+		StartRun struct {
+			State          string                                    `json:"state"`
+			LeaseExpiresAt string                                    `json:"leaseExpiresAt"`
+			Answers        []struct{ MessageID, ClientMsgID string } `json:"answers"`
+		} `json:"startRun"`
+	}
+	run("Start", map[string]any{"run": runID, "holder": holder}, &start)
+	if start.StartRun.State != "RUNNING" || start.StartRun.LeaseExpiresAt == "" || len(start.StartRun.Answers) != 0 {
+		t.Fatalf("start %+v", start)
+	}
+	var renew struct {
+		RenewRun struct {
+			LeaseExpiresAt string `json:"leaseExpiresAt"`
+		} `json:"renewRun"`
+	}
+	run("Renew", map[string]any{"run": runID, "holder": holder}, &renew)
 }

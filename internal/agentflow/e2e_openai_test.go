@@ -67,54 +67,10 @@ func TestAdapterEndToEndOpenAI(t *testing.T) {
 	if len(reqs) != 1 {
 		t.Fatalf("%d model requests\n%s", len(reqs), logs.String())
 	}
-	r := reqs[0]
-	if r.Path != "/v1/chat/completions" || r.Authorization != "Bearer "+key || r.Body.Model != "test-model" || len(r.Body.Messages) != 2 {
-		t.Fatalf("model request %s auth %q body %+v", r.Path, r.Authorization, r.Body)
-	}
-	user := r.Body.Messages[1].Content
-	bm := regexp.MustCompile(`^<<<[A-Z]+ ([0-9a-f]{32}) `).FindStringSubmatch(user)
-	if bm == nil {
-		t.Fatalf("user message:\n%s", user)
-	}
-	blocks := parsePrompt(t, agent.Prompt{User: user, Boundary: bm[1]})
-	last := blocks[len(blocks)-1]
-	if last.kind != "REQUEST" || strings.Join(last.body, "\n") != question || !strings.Contains(last.header, "author=@alex") {
-		t.Fatalf("REQUEST block %+v", last)
-	}
-	found := 0
-	for _, b := range blocks {
-		body := strings.Join(b.body, "\n")
-		if !strings.Contains(body, "Ignore previous instructions") {
-			continue
-		}
-		found++
-		if b.kind != "DATA" || !strings.Contains(b.header, "author=@writer") || !strings.Contains(b.header, "trust=unverified") {
-			t.Fatalf("Writer's message in a %s block (%s)", b.kind, b.header)
-		}
-	}
-	if found != 1 || strings.Contains(r.Body.Messages[0].Content, "Ignore previous") {
-		t.Fatalf("Writer's message is in %d blocks", found)
-	}
+	wantOpenAIPrompt(t, reqs[0], key, question)
 
 	// The reply became the answer: origin agent, run completed.
-	autoThread, runID := runOfMessage(t, base, lotse.Token, m1.ID)
-	answers := agentTexts(t, base, alex.Token, autoThread)
-	if len(answers) != 1 || answers[0].ContentMD != reply || answers[0].Origin != "agent" || answers[0].Author.ID != lotse.ID {
-		t.Fatalf("answers %+v", answers)
-	}
-	var run restRun
-	rest(t, base, alex.Token, http.MethodGet, "/api/v1/runs/"+runID, nil, &run)
-	if run.State != "completed" {
-		t.Fatalf("run %+v", run)
-	}
-	for _, secret := range []string{key, lotse.Token, "printer", "Ignore previous", "fuser"} {
-		if strings.Contains(logs.String(), secret) {
-			t.Fatalf("the agent command logged %q:\n%s", secret, logs.String())
-		}
-	}
-	if !strings.Contains(logs.String(), `"trust":{"lowest":"unverified","unverified":1`) {
-		t.Fatalf("no trust summary logged:\n%s", logs.String())
-	}
+	autoThread := wantOpenAIAnswer(t, w, base, m1.ID, reply, key, logs.String())
 
 	// Cancel while the model works: Alex follows up, the model hangs, Alex
 	// cancels; the request in flight is aborted and the run ends cancelled.
@@ -124,36 +80,7 @@ func TestAdapterEndToEndOpenAI(t *testing.T) {
 		t.Fatalf("Alex's second message: %d %+v", s, m2)
 	}
 	cmd2, logs2 := agentCmd(ctx)
-	if err := cmd2.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd2.Wait() }()
-	fake.Next(time.Minute) // the first run's request, already answered
-	hung := fake.Next(time.Minute)
-	_, run2ID := runOfMessage(t, base, lotse.Token, m2.ID)
-	var cancelled restRun
-	if s := rest(t, base, alex.Token, http.MethodPost, "/api/v1/runs/"+run2ID+"/cancel", nil, &cancelled); s != http.StatusOK {
-		t.Fatalf("cancel: %d", s)
-	}
-	select {
-	case <-hung.Aborted:
-	case <-time.After(time.Minute):
-		t.Fatalf("the model request was not aborted\n%s", logs2.String())
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("agent run: %v\n%s", err, logs2.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("agent run did not end after the cancel\n%s", logs2.String())
-	}
-	var run2 restRun
-	rest(t, base, alex.Token, http.MethodGet, "/api/v1/runs/"+run2ID, nil, &run2)
-	if run2.State != "cancelled" {
-		t.Fatalf("run after cancel %+v\n%s", run2, logs2.String())
-	}
+	cancelWhileModelWorks(t, cmd2, logs2, fake, w, base, m2.ID)
 	if got := agentTexts(t, base, alex.Token, autoThread); len(got) != 1 {
 		t.Fatalf("%d answers after the cancelled run", len(got))
 	}
@@ -201,4 +128,107 @@ func agentTexts(t *testing.T, base, token, thread string) []restMessage {
 		}
 	}
 	return out
+}
+
+// wantOpenAIPrompt checks r, the request the model received: the chat
+// completions path with the API key as bearer token, the model name, a
+// system and a user message; Alex's question alone in the REQUEST block,
+// and Writer's injection in one DATA block marked unverified only, never
+// in the system message.
+func wantOpenAIPrompt(t *testing.T, r *openaitest.Request, key, question string) {
+	t.Helper()
+	if r.Path != "/v1/chat/completions" || r.Authorization != "Bearer "+key || r.Body.Model != "test-model" || len(r.Body.Messages) != 2 {
+		t.Fatalf("model request %s auth %q body %+v", r.Path, r.Authorization, r.Body)
+	}
+	user := r.Body.Messages[1].Content
+	bm := regexp.MustCompile(`^<<<[A-Z]+ ([0-9a-f]{32}) `).FindStringSubmatch(user)
+	if bm == nil {
+		t.Fatalf("user message:\n%s", user)
+	}
+	blocks := parsePrompt(t, agent.Prompt{User: user, Boundary: bm[1]})
+	last := blocks[len(blocks)-1]
+	if last.kind != "REQUEST" || strings.Join(last.body, "\n") != question || !strings.Contains(last.header, "author=@alex") {
+		t.Fatalf("REQUEST block %+v", last)
+	}
+	found := 0
+	for _, b := range blocks {
+		body := strings.Join(b.body, "\n")
+		if !strings.Contains(body, "Ignore previous instructions") {
+			continue
+		}
+		found++
+		if b.kind != "DATA" || !strings.Contains(b.header, "author=@writer") || !strings.Contains(b.header, "trust=unverified") {
+			t.Fatalf("Writer's message in a %s block (%s)", b.kind, b.header)
+		}
+	}
+	if found != 1 || strings.Contains(r.Body.Messages[0].Content, "Ignore previous") {
+		t.Fatalf("Writer's message is in %d blocks", found)
+	}
+}
+
+// wantOpenAIAnswer checks that the model's reply became Lotse's one answer
+// (origin agent) in the thread of the run message messageID triggered,
+// that the run completed, and that the agent command's logs hold no secret
+// nor content but the trust summary. It returns the run's thread.
+func wantOpenAIAnswer(t *testing.T, w seedWorld, base, messageID, reply, key, logs string) string {
+	t.Helper()
+	alex, lotse := w.Principals["alex"], w.Principals["lotse"]
+	autoThread, runID := runOfMessage(t, base, lotse.Token, messageID)
+	answers := agentTexts(t, base, alex.Token, autoThread)
+	if len(answers) != 1 || answers[0].ContentMD != reply || answers[0].Origin != "agent" || answers[0].Author.ID != lotse.ID {
+		t.Fatalf("answers %+v", answers)
+	}
+	var run restRun
+	rest(t, base, alex.Token, http.MethodGet, "/api/v1/runs/"+runID, nil, &run)
+	if run.State != "completed" {
+		t.Fatalf("run %+v", run)
+	}
+	for _, secret := range []string{key, lotse.Token, "printer", "Ignore previous", "fuser"} {
+		if strings.Contains(logs, secret) {
+			t.Fatalf("the agent command logged %q:\n%s", secret, logs)
+		}
+	}
+	if !strings.Contains(logs, `"trust":{"lowest":"unverified","unverified":1`) {
+		t.Fatalf("no trust summary logged:\n%s", logs)
+	}
+	return autoThread
+}
+
+// cancelWhileModelWorks starts the agent command cmd (its output in logs)
+// while the model fake hangs on the second request, has Alex cancel the
+// run message messageID triggered, and checks that the request in flight
+// is aborted, the command ends cleanly and the run ends cancelled.
+func cancelWhileModelWorks(t *testing.T, cmd *exec.Cmd, logs *apitest.Buffer, fake *openaitest.Server, w seedWorld, base, messageID string) {
+	t.Helper()
+	alex, lotse := w.Principals["alex"], w.Principals["lotse"]
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fake.Next(time.Minute) // the first run's request, already answered
+	hung := fake.Next(time.Minute)
+	_, run2ID := runOfMessage(t, base, lotse.Token, messageID)
+	var cancelled restRun
+	if s := rest(t, base, alex.Token, http.MethodPost, "/api/v1/runs/"+run2ID+"/cancel", nil, &cancelled); s != http.StatusOK {
+		t.Fatalf("cancel: %d", s)
+	}
+	select {
+	case <-hung.Aborted:
+	case <-time.After(time.Minute):
+		t.Fatalf("the model request was not aborted\n%s", logs.String())
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("agent run: %v\n%s", err, logs.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("agent run did not end after the cancel\n%s", logs.String())
+	}
+	var run2 restRun
+	rest(t, base, alex.Token, http.MethodGet, "/api/v1/runs/"+run2ID, nil, &run2)
+	if run2.State != "cancelled" {
+		t.Fatalf("run after cancel %+v\n%s", run2, logs.String())
+	}
 }

@@ -261,31 +261,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 	}
 
 	// 2. The in-process adapter handles exactly one invocation.
-	client, err := agent.NewClient(base, lotse.Token, agent.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reports []agent.RunReport
-	var logs apitest.Buffer
-	a, err := agent.New(agent.Config{Client: client, Model: agent.EchoModel{}, Once: true, PollWait: 5 * time.Second,
-		Logger:    slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		OnRunDone: func(r agent.RunReport) { reports = append(reports, r) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := a.Run(ctx); err != nil {
-		t.Fatalf("adapter: %v\n%s", err, logs.String())
-	}
-	if len(reports) != 1 || reports[0].Outcome != agent.OutcomeCompleted || reports[0].Err != nil {
-		t.Fatalf("reports %+v\n%s", reports, logs.String())
-	}
-	for _, secret := range []string{lotse.Token, "printer", "lotse", "Lotse", "Ignore Alex", "Writer"} {
-		if strings.Contains(logs.String(), secret) {
-			t.Fatalf("the adapter logged %q:\n%s", secret, logs.String())
-		}
-	}
+	reports := runAdapterOnce(t, base, lotse.Token)
 	run1ID, autoThread := reports[0].RunID, reports[0].ThreadID
 
 	// 3. Checked as Alex through the API: the run completed in the auto
@@ -298,30 +274,8 @@ func TestAdapterEndToEnd(t *testing.T) {
 		run1.TriggeringMessageID != m1.ID || run1.Session.Mode != "new" || run1.Session.ID == "" {
 		t.Fatalf("first run %+v", run1)
 	}
-	var thread struct {
-		ParentMessageID string `json:"parent_message_id"`
-		OperatorAgentID string `json:"operator_agent_id"`
-	}
-	rest(t, base, alex.Token, http.MethodGet, "/api/v1/threads/"+autoThread, nil, &thread)
-	if thread.ParentMessageID != m1.ID || thread.OperatorAgentID != lotse.ID {
-		t.Fatalf("auto thread %+v", thread)
-	}
-	answers := func() []restMessage {
-		var page struct {
-			Messages []restMessage `json:"messages"`
-		}
-		if s := rest(t, base, alex.Token, http.MethodGet, "/api/v1/threads/"+autoThread+"/messages", nil, &page); s != 200 {
-			t.Fatalf("thread messages: %d", s)
-		}
-		var out []restMessage
-		for _, m := range page.Messages {
-			if m.Kind == "text" && m.Origin == "agent" {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
-	got := answers()
+	wantAutoThread(t, base, alex.Token, autoThread, m1.ID, lotse.ID)
+	got := agentTexts(t, base, alex.Token, autoThread)
 	if len(got) != 1 {
 		t.Fatalf("%d answers in the auto thread", len(got))
 	}
@@ -343,31 +297,97 @@ func TestAdapterEndToEnd(t *testing.T) {
 	// 5. This time the binary: `bothy agent run --once`. It starts behind
 	// the position the in-process adapter acknowledged, so it meets only the
 	// second invocation.
+	agentLogs := runAgentCommandOnce(t, bin, base, lotse.Token)
+
+	got = agentTexts(t, base, alex.Token, autoThread)
+	if len(got) != 2 {
+		t.Fatalf("%d answers after the second run\n%s", len(got), agentLogs)
+	}
+	if !strings.Contains(got[1].ContentMD, "trigger 1") || !strings.HasSuffix(got[1].ContentMD, `You asked: "`+second+`"`) || got[1].Author.ID != lotse.ID {
+		t.Fatalf("second answer %+v", got[1])
+	}
+	wantSecondRunResumes(t, base, alex.Token, autoThread, run1ID, run1.Session.ID, m2.ID)
+}
+
+// runAdapterOnce runs the reference adapter in process with the echo
+// model for one invocation, as the agent of token, and checks that it
+// completed one run and logged neither the token nor any content. It
+// returns the run reports, the one of that run.
+func runAdapterOnce(t *testing.T, base, token string) []agent.RunReport {
+	t.Helper()
+	client, err := agent.NewClient(base, token, agent.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []agent.RunReport
+	var logs apitest.Buffer
+	a, err := agent.New(agent.Config{Client: client, Model: agent.EchoModel{}, Once: true, PollWait: 5 * time.Second,
+		Logger:    slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		OnRunDone: func(r agent.RunReport) { reports = append(reports, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Fatalf("adapter: %v\n%s", err, logs.String())
+	}
+	if len(reports) != 1 || reports[0].Outcome != agent.OutcomeCompleted || reports[0].Err != nil {
+		t.Fatalf("reports %+v\n%s", reports, logs.String())
+	}
+	for _, secret := range []string{token, "printer", "lotse", "Lotse", "Ignore Alex", "Writer"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Fatalf("the adapter logged %q:\n%s", secret, logs.String())
+		}
+	}
+	return reports
+}
+
+// wantAutoThread checks, as the holder of token, that thread is the auto
+// thread of message parent with agent operator as its fixed operator.
+func wantAutoThread(t *testing.T, base, token, thread, parent, operator string) {
+	t.Helper()
+	var got struct {
+		ParentMessageID string `json:"parent_message_id"`
+		OperatorAgentID string `json:"operator_agent_id"`
+	}
+	rest(t, base, token, http.MethodGet, "/api/v1/threads/"+thread, nil, &got)
+	if got.ParentMessageID != parent || got.OperatorAgentID != operator {
+		t.Fatalf("auto thread %+v", got)
+	}
+}
+
+// runAgentCommandOnce runs `bothy agent run --once` with the echo model as
+// the agent of token and checks that it logged neither the token nor
+// content. It returns what the command logged.
+func runAgentCommandOnce(t *testing.T, bin, base, token string) string {
+	t.Helper()
 	agentCtx, agentCancel := context.WithTimeout(t.Context(), time.Minute)
 	defer agentCancel()
-	agentProc := exec.CommandContext(agentCtx, bin, "agent", "run", "--token", lotse.Token, "--server", base, "--once", "--model", "echo")
+	agentProc := exec.CommandContext(agentCtx, bin, "agent", "run", "--token", token, "--server", base, "--once", "--model", "echo")
 	var agentLogs apitest.Buffer
 	agentProc.Stdout, agentProc.Stderr = &agentLogs, &agentLogs
 	if err := agentProc.Run(); err != nil {
 		t.Fatalf("bothy agent run --once: %v\n%s", err, agentLogs.String())
 	}
 	t.Logf("bothy agent run --once logged:\n%s", agentLogs.String())
-	if strings.Contains(agentLogs.String(), lotse.Token) || strings.Contains(agentLogs.String(), "floor") {
+	if strings.Contains(agentLogs.String(), token) || strings.Contains(agentLogs.String(), "floor") {
 		t.Fatalf("the agent command logged a token or content:\n%s", agentLogs.String())
 	}
+	return agentLogs.String()
+}
 
-	got = answers()
-	if len(got) != 2 {
-		t.Fatalf("%d answers after the second run\n%s", len(got), agentLogs.String())
-	}
-	if !strings.Contains(got[1].ContentMD, "trigger 1") || !strings.HasSuffix(got[1].ContentMD, `You asked: "`+second+`"`) || got[1].Author.ID != lotse.ID {
-		t.Fatalf("second answer %+v", got[1])
-	}
+// wantSecondRunResumes checks, as the holder of token, the second run of
+// thread, found through its anchor behind the first run's (run1ID):
+// triggered by message messageID, it completed and resumed the first
+// run's session; and GraphQL reads it alike.
+func wantSecondRunResumes(t *testing.T, base, token, thread, run1ID, session, messageID string) {
+	t.Helper()
 	// The second run: find it through its anchor in the thread.
 	var page struct {
 		Messages []restMessage `json:"messages"`
 	}
-	rest(t, base, alex.Token, http.MethodGet, "/api/v1/threads/"+autoThread+"/messages", nil, &page)
+	rest(t, base, token, http.MethodGet, "/api/v1/threads/"+thread+"/messages", nil, &page)
 	var anchors []string
 	for _, m := range page.Messages {
 		if m.Kind == "run" {
@@ -378,15 +398,15 @@ func TestAdapterEndToEnd(t *testing.T) {
 		t.Fatalf("anchors %v", anchors)
 	}
 	var run2 restRun
-	rest(t, base, alex.Token, http.MethodGet, "/api/v1/runs/"+anchors[1], nil, &run2)
-	if run2.State != "completed" || run2.TriggeringMessageID != m2.ID || run2.Session.Mode != "resume" || run2.Session.ID != run1.Session.ID {
-		t.Fatalf("second run %+v (first session %s)", run2, run1.Session.ID)
+	rest(t, base, token, http.MethodGet, "/api/v1/runs/"+anchors[1], nil, &run2)
+	if run2.State != "completed" || run2.TriggeringMessageID != messageID || run2.Session.Mode != "resume" || run2.Session.ID != session {
+		t.Fatalf("second run %+v (first session %s)", run2, session)
 	}
 
 	// The same second run over GraphQL, as the brief of the adapter reads it.
-	alexClient, _ := agent.NewClient(base, alex.Token, agent.ClientOptions{})
-	r2, err := alexClient.Run(t.Context(), anchors[1])
-	if err != nil || r2.State != agent.RunStateCompleted || r2.Session.Mode != agent.SessionModeResume || r2.Session.ID == nil || *r2.Session.ID != run1.Session.ID {
+	client, _ := agent.NewClient(base, token, agent.ClientOptions{})
+	r2, err := client.Run(t.Context(), anchors[1])
+	if err != nil || r2.State != agent.RunStateCompleted || r2.Session.Mode != agent.SessionModeResume || r2.Session.ID == nil || *r2.Session.ID != session {
 		t.Fatalf("run over GraphQL %+v %v", r2, err)
 	}
 }
@@ -413,34 +433,7 @@ func TestTwoAdapterProcesses(t *testing.T) {
 	main := w.Channels["Support/Allgemein"].MainThreadID
 	base := startServer(t, bin, env)
 
-	var exits []chan struct{}
-	for i := 0; i < 2; i++ {
-		ctx, cancel := context.WithCancel(t.Context())
-		// The first process takes its server, token and model from the
-		// environment (the variables of absent flags), the second its token.
-		agentProc := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--model", "echo")
-		agentProc.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token)
-		if i == 0 {
-			agentProc = exec.CommandContext(ctx, bin, "agent", "run", "--outbox", t.TempDir())
-			agentProc.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+lotse.Token, "BOTHY_SERVER="+base, "BOTHY_MODEL=echo")
-		}
-		var logs apitest.Buffer
-		agentProc.Stdout, agentProc.Stderr = &logs, &logs
-		agentProc.Cancel = func() error { return agentProc.Process.Signal(syscall.SIGTERM) }
-		if err := agentProc.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = agentProc.Wait(); close(exited) }()
-		exits = append(exits, exited)
-		t.Cleanup(func() {
-			cancel()
-			<-exited
-			if t.Failed() {
-				t.Logf("adapter process %d logged:\n%s", i, logs.String())
-			}
-		})
-	}
+	exits := startAdapterProcesses(t, bin, base, lotse.Token)
 	for i := 0; i < 20; i++ {
 		var m restMessage
 		if s := rest(t, base, alex.Token, http.MethodPost, "/api/v1/threads/"+main+"/messages",
@@ -448,27 +441,7 @@ func TestTwoAdapterProcesses(t *testing.T) {
 			t.Fatalf("question %d: %d %+v", i, s, m)
 		}
 	}
-	// Wait for 20 completed runs in the event log (as the owner sees it).
-	completed := map[string]string{} // run id to thread id
-	deadline := time.Now().Add(2 * time.Minute)
-	for len(completed) < 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 20 runs completed", len(completed))
-		}
-		time.Sleep(200 * time.Millisecond)
-		var page struct {
-			Events []struct {
-				Type    string         `json:"type"`
-				Payload map[string]any `json:"payload"`
-			} `json:"events"`
-		}
-		rest(t, base, robin.Token, http.MethodGet, "/api/v1/events?limit=500", nil, &page)
-		for _, e := range page.Events {
-			if e.Type == "run.state_changed" && e.Payload["state"] == "completed" {
-				completed[e.Payload["id"].(string)] = e.Payload["thread_id"].(string)
-			}
-		}
-	}
+	completed := waitCompletedRuns(t, base, robin.Token, 20)
 	// Both processes served to the end: neither stopped on its
 	// configuration.
 	for i, exited := range exits {
@@ -497,4 +470,69 @@ func TestTwoAdapterProcesses(t *testing.T) {
 			t.Fatalf("run %s: %d %+v", run, s, r)
 		}
 	}
+}
+
+// startAdapterProcesses starts the two `bothy agent run` processes of
+// TestTwoAdapterProcesses for the agent of token, stopped with SIGTERM
+// when the test ends (their logs shown if it failed). It returns a channel
+// for each that is closed when it exits.
+func startAdapterProcesses(t *testing.T, bin, base, token string) []chan struct{} {
+	t.Helper()
+	var exits []chan struct{}
+	for i := 0; i < 2; i++ {
+		ctx, cancel := context.WithCancel(t.Context())
+		// The first process takes its server, token and model from the
+		// environment (the variables of absent flags), the second its token.
+		agentProc := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--model", "echo")
+		agentProc.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+token)
+		if i == 0 {
+			agentProc = exec.CommandContext(ctx, bin, "agent", "run", "--outbox", t.TempDir())
+			agentProc.Env = append(os.Environ(), "BOTHY_AGENT_TOKEN="+token, "BOTHY_SERVER="+base, "BOTHY_MODEL=echo")
+		}
+		var logs apitest.Buffer
+		agentProc.Stdout, agentProc.Stderr = &logs, &logs
+		agentProc.Cancel = func() error { return agentProc.Process.Signal(syscall.SIGTERM) }
+		if err := agentProc.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = agentProc.Wait(); close(exited) }()
+		exits = append(exits, exited)
+		t.Cleanup(func() {
+			cancel()
+			<-exited
+			if t.Failed() {
+				t.Logf("adapter process %d logged:\n%s", i, logs.String())
+			}
+		})
+	}
+	return exits
+}
+
+// waitCompletedRuns waits up to two minutes for n completed runs in the
+// event log, as the owner of ownerToken sees it, and returns their thread
+// ids by run id.
+func waitCompletedRuns(t *testing.T, base, ownerToken string, n int) map[string]string {
+	t.Helper()
+	completed := map[string]string{} // run id to thread id
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(completed) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runs completed", len(completed), n)
+		}
+		time.Sleep(200 * time.Millisecond)
+		var page struct {
+			Events []struct {
+				Type    string         `json:"type"`
+				Payload map[string]any `json:"payload"`
+			} `json:"events"`
+		}
+		rest(t, base, ownerToken, http.MethodGet, "/api/v1/events?limit=500", nil, &page)
+		for _, e := range page.Events {
+			if e.Type == "run.state_changed" && e.Payload["state"] == "completed" {
+				completed[e.Payload["id"].(string)] = e.Payload["thread_id"].(string)
+			}
+		}
+	}
+	return completed
 }

@@ -43,58 +43,13 @@ func BenchmarkLiveBox(b *testing.B) {
 		for r := range conns {
 			conns[r] = benchSubscribe(b, env)
 		}
-		var mu sync.Mutex
-		emitted := make([]time.Time, tokens)
+		times := newLiveTimes(readers, tokens)
 		var wg sync.WaitGroup
-		lat := make([][]time.Duration, readers)
-		firsts := make([]time.Duration, readers)
 		for r, c := range conns {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				text := ""
-				seen := 0
-				for seen < tokens {
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					var m struct {
-						Type    string `json:"type"`
-						Payload struct {
-							Data struct {
-								Events struct {
-									Typename string  `json:"__typename"`
-									Append   string  `json:"append"`
-									Replace  *string `json:"replace"`
-								} `json:"events"`
-							} `json:"data"`
-						} `json:"payload"`
-					}
-					err := wsjson.Read(ctx, c, &m)
-					cancel()
-					if err != nil {
-						b.Errorf("reader %d: %v after %d tokens", r, err, seen)
-						return
-					}
-					now := time.Now()
-					ev := m.Payload.Data.Events
-					if ev.Typename != "RunLiveUpdatedEvent" {
-						continue
-					}
-					if ev.Replace != nil {
-						text = *ev.Replace
-					}
-					text += ev.Append
-					n := strings.Count(text, " ")
-					mu.Lock()
-					for k := seen; k < n && k < tokens; k++ {
-						d := now.Sub(emitted[k])
-						lat[r] = append(lat[r], d)
-						if k == 0 {
-							firsts[r] = d
-						}
-					}
-					mu.Unlock()
-					seen = max(seen, n)
-				}
+				times.read(b, r, c)
 			}()
 		}
 		env.MustPost("alex", thread, fmt.Sprintf("live-bench-%d", i), "@lotse tell me everything")
@@ -111,9 +66,7 @@ func BenchmarkLiveBox(b *testing.B) {
 			for k := 0; k < tokens; k++ {
 				w := fmt.Sprintf("w%d ", k)
 				sb.WriteString(w)
-				mu.Lock()
-				emitted[k] = time.Now()
-				mu.Unlock()
+				times.emit(k)
 				t.Stream(ctx, w)
 				time.Sleep(gap)
 			}
@@ -129,20 +82,12 @@ func BenchmarkLiveBox(b *testing.B) {
 		for _, c := range conns {
 			c.Close(websocket.StatusNormalClosure, "")
 		}
-		for _, l := range lat {
+		for _, l := range times.lat {
 			all = append(all, l...)
 		}
-		first = append(first, firsts...)
+		first = append(first, times.firsts...)
 		updates += int(calls.count("UpdateRunLive"))
-		// The final write follows the answer at once.
-		for {
-			n, next := env.Runs.LiveWrites()
-			if env.Count(`SELECT count(*) FROM run_live WHERE done AND text = '' AND version > 1`) > i {
-				writes += n - writesBefore
-				break
-			}
-			<-next
-		}
+		writes += finalLiveWrites(env, i) - writesBefore
 	}
 	b.ReportMetric(ms(pct(all, 50)), "p50-ms")
 	b.ReportMetric(ms(pct(all, 99)), "p99-ms")
@@ -150,6 +95,93 @@ func BenchmarkLiveBox(b *testing.B) {
 	b.ReportMetric(ms(pct(first, 99)), "first-p99-ms")
 	b.ReportMetric(float64(updates)/float64(b.N), "updates/answer")
 	b.ReportMetric(float64(writes)/float64(b.N), "writes/answer")
+}
+
+// liveTimes are the times of one streamed answer of BenchmarkLiveBox:
+// when the model emitted each token, and how long each token took to
+// reach each reader.
+type liveTimes struct {
+	mu      sync.Mutex
+	emitted []time.Time
+	// lat holds each reader's latencies, token by token; firsts the first
+	// token's.
+	lat    [][]time.Duration
+	firsts []time.Duration
+}
+
+// newLiveTimes makes the liveTimes of an answer of tokens tokens for
+// readers readers.
+func newLiveTimes(readers, tokens int) *liveTimes {
+	return &liveTimes{emitted: make([]time.Time, tokens), lat: make([][]time.Duration, readers), firsts: make([]time.Duration, readers)}
+}
+
+// emit records that the model emits token k now.
+func (lt *liveTimes) emit(k int) {
+	lt.mu.Lock()
+	lt.emitted[k] = time.Now()
+	lt.mu.Unlock()
+}
+
+// read reads reader r's subscription c until the live box holds every
+// token, and records the latency of each token when it arrives (tokens are
+// counted by the spaces that end them).
+func (lt *liveTimes) read(b *testing.B, r int, c *websocket.Conn) {
+	text := ""
+	seen := 0
+	for seen < len(lt.emitted) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var m struct {
+			Type    string `json:"type"`
+			Payload struct {
+				Data struct {
+					Events struct {
+						Typename string  `json:"__typename"`
+						Append   string  `json:"append"`
+						Replace  *string `json:"replace"`
+					} `json:"events"`
+				} `json:"data"`
+			} `json:"payload"`
+		}
+		err := wsjson.Read(ctx, c, &m)
+		cancel()
+		if err != nil {
+			b.Errorf("reader %d: %v after %d tokens", r, err, seen)
+			return
+		}
+		now := time.Now()
+		ev := m.Payload.Data.Events
+		if ev.Typename != "RunLiveUpdatedEvent" {
+			continue
+		}
+		if ev.Replace != nil {
+			text = *ev.Replace
+		}
+		text += ev.Append
+		n := strings.Count(text, " ")
+		lt.mu.Lock()
+		for k := seen; k < n && k < len(lt.emitted); k++ {
+			d := now.Sub(lt.emitted[k])
+			lt.lat[r] = append(lt.lat[r], d)
+			if k == 0 {
+				lt.firsts[r] = d
+			}
+		}
+		lt.mu.Unlock()
+		seen = max(seen, n)
+	}
+}
+
+// finalLiveWrites waits for the final box write of the answer of
+// iteration i (it follows the answer at once) and returns the box writes
+// to the database so far.
+func finalLiveWrites(env *apitest.Env, i int) int {
+	for {
+		n, next := env.Runs.LiveWrites()
+		if env.Count(`SELECT count(*) FROM run_live WHERE done AND text = '' AND version > 1`) > i {
+			return n
+		}
+		<-next
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

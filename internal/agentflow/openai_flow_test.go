@@ -363,57 +363,71 @@ func TestOpenAIFlowRedTeam(t *testing.T) {
 			if len(request) != 1 || strings.Join(request[0].body, "\n") != ask {
 				t.Fatalf("REQUEST blocks %+v", request)
 			}
-			for nonce, content := range contents {
-				var holders []block
-				for _, b := range blocks {
-					if strings.Contains(strings.Join(b.body, "\n"), nonce) {
-						holders = append(holders, b)
-					}
-				}
-				if len(holders) != 1 || holders[0].kind != "DATA" {
-					t.Fatalf("%s lies in %+v, want exactly one DATA block", nonce, holders)
-				}
-				want := lines(content)
-				if len(holders[0].body) != len(want) {
-					t.Fatalf("%s: %d lines in its block, content has %d: the block was left\n%q", nonce, len(holders[0].body), len(want), holders[0].body)
-				}
-				for j, line := range holders[0].body {
-					if line != want[j] && line != `\`+want[j] {
-						t.Fatalf("%s line %d is %q, want %q (escaped at most by a backslash)", nonce, j, line, want[j])
-					}
-				}
-			}
-			// No line of any injection outside DATA blocks, nor in the
-			// system message.
-			for _, b := range blocks {
-				if b.kind == "DATA" {
-					continue
-				}
-				body := strings.Join(b.body, "\n")
-				for i, inj := range injections {
-					for _, l := range lines(inj) {
-						if len(strings.TrimSpace(l)) > 8 && strings.Contains(body, l) {
-							t.Fatalf("injection %d line %q appears in a %s block", i, l, b.kind)
-						}
-					}
-				}
-			}
-			if strings.Contains(system, "rt-") {
-				t.Fatal("context content reached the system message")
-			}
-			for i, inj := range injections {
-				for _, l := range lines(inj) {
-					if len(strings.TrimSpace(l)) > 8 && strings.Contains(system, l) {
-						t.Fatalf("injection %d line %q appears in the system message", i, l)
-					}
-				}
-			}
+			wantInjectionsInTheirBlocks(t, blocks, contents)
+			wantNoInjectionOutside(t, blocks, system)
 			// The context is marked as untrusted, and the summary is logged
 			// as counts.
 			if !strings.Contains(f.logs.String(), `"trust":{"lowest":"unverified"`) {
 				t.Fatalf("no trust summary in the log:\n%s", f.logs.String())
 			}
 		})
+	}
+}
+
+// wantInjectionsInTheirBlocks checks that each content of contents (by
+// the nonce that starts it) lies in exactly one DATA block of blocks, line
+// by line as written, escaped at most by a backslash.
+func wantInjectionsInTheirBlocks(t *testing.T, blocks []block, contents map[string]string) {
+	t.Helper()
+	for nonce, content := range contents {
+		var holders []block
+		for _, b := range blocks {
+			if strings.Contains(strings.Join(b.body, "\n"), nonce) {
+				holders = append(holders, b)
+			}
+		}
+		if len(holders) != 1 || holders[0].kind != "DATA" {
+			t.Fatalf("%s lies in %+v, want exactly one DATA block", nonce, holders)
+		}
+		want := lines(content)
+		if len(holders[0].body) != len(want) {
+			t.Fatalf("%s: %d lines in its block, content has %d: the block was left\n%q", nonce, len(holders[0].body), len(want), holders[0].body)
+		}
+		for j, line := range holders[0].body {
+			if line != want[j] && line != `\`+want[j] {
+				t.Fatalf("%s line %d is %q, want %q (escaped at most by a backslash)", nonce, j, line, want[j])
+			}
+		}
+	}
+}
+
+// wantNoInjectionOutside checks that no line of any injection lies
+// outside the DATA blocks of blocks, and that none, and no content of the
+// context, reaches the system message.
+func wantNoInjectionOutside(t *testing.T, blocks []block, system string) {
+	t.Helper()
+	for _, b := range blocks {
+		if b.kind == "DATA" {
+			continue
+		}
+		body := strings.Join(b.body, "\n")
+		for i, inj := range injections {
+			for _, l := range lines(inj) {
+				if len(strings.TrimSpace(l)) > 8 && strings.Contains(body, l) {
+					t.Fatalf("injection %d line %q appears in a %s block", i, l, b.kind)
+				}
+			}
+		}
+	}
+	if strings.Contains(system, "rt-") {
+		t.Fatal("context content reached the system message")
+	}
+	for i, inj := range injections {
+		for _, l := range lines(inj) {
+			if len(strings.TrimSpace(l)) > 8 && strings.Contains(system, l) {
+				t.Fatalf("injection %d line %q appears in the system message", i, l)
+			}
+		}
 	}
 }
 

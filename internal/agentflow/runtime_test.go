@@ -184,26 +184,25 @@ func claimedByTheDead(t *testing.T, env *apitest.Env, thread, question string) (
 // requests, each under its own key.
 func TestTakeoverAfterCrash(t *testing.T) {
 	t.Parallel()
-	type answer struct{ key, content string }
 	cases := []struct {
 		name string
 		// deadKey is the key the dead process answered the trigger under
 		// ("" for no answer); %s is the run id, %s the trigger's id.
 		deadKey  string
 		followUp bool
-		want     func(run, trigger, followUp string) []answer
+		want     func(run, trigger, followUp string) []takeoverAnswer
 	}{
-		{"nothing answered", "", false, func(run, trigger, _ string) []answer {
-			return []answer{{"answer-" + run + "-" + trigger, "reply number 1"}}
+		{"nothing answered", "", false, func(run, trigger, _ string) []takeoverAnswer {
+			return []takeoverAnswer{{"answer-" + run + "-" + trigger, "reply number 1"}}
 		}},
-		{"trigger answered", "answer-%s-%s", false, func(run, trigger, _ string) []answer {
-			return []answer{{"answer-" + run + "-" + trigger, "the first holder's reply"}}
+		{"trigger answered", "answer-%s-%s", false, func(run, trigger, _ string) []takeoverAnswer {
+			return []takeoverAnswer{{"answer-" + run + "-" + trigger, "the first holder's reply"}}
 		}},
-		{"trigger answered under the key of older adapters", "answer-%s", false, func(run, _, _ string) []answer {
-			return []answer{{"answer-" + run, "the first holder's reply"}}
+		{"trigger answered under the key of older adapters", "answer-%s", false, func(run, _, _ string) []takeoverAnswer {
+			return []takeoverAnswer{{"answer-" + run, "the first holder's reply"}}
 		}},
-		{"trigger answered, follow-up open", "answer-%s-%s", true, func(run, trigger, followUp string) []answer {
-			return []answer{{"answer-" + run + "-" + trigger, "the first holder's reply"}, {"answer-" + run + "-" + followUp, "reply number 1"}}
+		{"trigger answered, follow-up open", "answer-%s-%s", true, func(run, trigger, followUp string) []takeoverAnswer {
+			return []takeoverAnswer{{"answer-" + run + "-" + trigger, "the first holder's reply"}, {"answer-" + run + "-" + followUp, "reply number 1"}}
 		}},
 	}
 	for _, tc := range cases {
@@ -214,14 +213,7 @@ func TestTakeoverAfterCrash(t *testing.T) {
 			// The first process claims the run (and maybe answers), then dies.
 			lotse, inv := claimedByTheDead(t, env, thread, "@lotse survive a crash")
 			if tc.deadKey != "" {
-				key := fmt.Sprintf(tc.deadKey, inv.RunID, inv.MessageID)
-				if strings.Count(tc.deadKey, "%s") == 1 {
-					key = fmt.Sprintf(tc.deadKey, inv.RunID)
-				}
-				if _, err := lotse.CreateMessage(t.Context(), inv.ThreadID, "dead-process", agent.MessageCreate{ClientMsgID: key,
-					ContentMD: "the first holder's reply", RunID: inv.RunID}); err != nil {
-					t.Fatal(err)
-				}
+				answerAsTheDead(t, lotse, inv, tc.deadKey)
 			}
 			followUp := ""
 			if tc.followUp {
@@ -247,20 +239,7 @@ func TestTakeoverAfterCrash(t *testing.T) {
 			waitFor(t, "the run to complete", 30*time.Second, func() bool {
 				return env.Count(`SELECT count(*) FROM runs WHERE id = $1 AND state = 'completed' AND attempt = 2`, inv.RunID) == 1
 			})
-			var got []answer
-			rows, err := env.Pool.Query(t.Context(), `SELECT client_msg_id, content_md FROM messages WHERE thread_id = $1 AND author_principal_id = $2 AND kind = 'text'
-				ORDER BY thread_seq`, thread, env.World.ID("lotse"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var a answer
-				if err := rows.Scan(&a.key, &a.content); err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, a)
-			}
-			rows.Close()
+			got := lotseAnswers(t, env, thread)
 			if want := tc.want(inv.RunID, inv.MessageID, followUp); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("answers %q, want exactly %q", got, want)
 			}
@@ -273,4 +252,43 @@ func TestTakeoverAfterCrash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// takeoverAnswer is an answer of TestTakeoverAfterCrash: its key and its
+// content.
+type takeoverAnswer struct{ key, content string }
+
+// answerAsTheDead answers the trigger of inv as the dead process holding
+// it, through lotse, under deadKey: %s is the run id, a second %s the
+// trigger's id.
+func answerAsTheDead(t *testing.T, lotse *agent.Client, inv agent.Invocation, deadKey string) {
+	t.Helper()
+	key := fmt.Sprintf(deadKey, inv.RunID, inv.MessageID)
+	if strings.Count(deadKey, "%s") == 1 {
+		key = fmt.Sprintf(deadKey, inv.RunID)
+	}
+	if _, err := lotse.CreateMessage(t.Context(), inv.ThreadID, "dead-process", agent.MessageCreate{ClientMsgID: key,
+		ContentMD: "the first holder's reply", RunID: inv.RunID}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lotseAnswers returns Lotse's text messages in thread, in thread order.
+func lotseAnswers(t *testing.T, env *apitest.Env, thread string) []takeoverAnswer {
+	t.Helper()
+	var got []takeoverAnswer
+	rows, err := env.Pool.Query(t.Context(), `SELECT client_msg_id, content_md FROM messages WHERE thread_id = $1 AND author_principal_id = $2 AND kind = 'text'
+		ORDER BY thread_seq`, thread, env.World.ID("lotse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var a takeoverAnswer
+		if err := rows.Scan(&a.key, &a.content); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, a)
+	}
+	rows.Close()
+	return got
 }

@@ -77,12 +77,29 @@ func TestRunInOneTrace(t *testing.T) {
 		t.Errorf("mention's request span attributes %v, want Alex's principal id and the thread", mention.Attributes)
 	}
 
+	wantRunOperationsInTrace(t, spans, mention.TraceID, env.World.ID("lotse"), runID)
+	for _, s := range spans {
+		for k, v := range s.Attributes {
+			for what, secret := range map[string]string{"the question": question, "the answer": answer, "Alex's token": alex, "the agent's token": lotse,
+				"the status line": "printer log"} {
+				if strings.Contains(v, secret) {
+					t.Errorf("span %q carries %s in %s", s.Name, what, k)
+				}
+			}
+		}
+	}
+}
+
+// wantRunOperationsInTrace checks that every GraphQL operation of run
+// runID lies below its request span in the mention's trace traceID, and
+// that the request span names the agent agentID and the run, as the
+// operation span does the run.
+func wantRunOperationsInTrace(t *testing.T, spans []tracingtest.Span, traceID, agentID, runID string) {
+	t.Helper()
 	byID := map[string]tracingtest.Span{}
 	for _, s := range spans {
 		byID[s.SpanID] = s
 	}
-	// Every GraphQL operation of the run, below its request span in the
-	// mention's trace; the request span names the agent and the run.
 	seen := map[string]bool{}
 	for _, op := range spans {
 		name := op.Attributes["graphql.operation.name"]
@@ -96,10 +113,10 @@ func TestRunInOneTrace(t *testing.T) {
 			t.Errorf("operation %s has no request span as its parent", name)
 			continue
 		}
-		if req.TraceID != mention.TraceID {
-			t.Errorf("%s ran in trace %s, not in the mention's %s", name, req.TraceID, mention.TraceID)
+		if req.TraceID != traceID {
+			t.Errorf("%s ran in trace %s, not in the mention's %s", name, req.TraceID, traceID)
 		}
-		if req.Attributes["bothy.principal_id"] != env.World.ID("lotse") || req.Attributes["bothy.run_id"] != runID {
+		if req.Attributes["bothy.principal_id"] != agentID || req.Attributes["bothy.run_id"] != runID {
 			t.Errorf("%s: request span attributes %v, want the agent's principal id and run %s", name, req.Attributes, runID)
 		}
 		if op.Attributes["bothy.run_id"] != runID {
@@ -110,16 +127,6 @@ func TestRunInOneTrace(t *testing.T) {
 	for _, name := range []string{"RunContext", "StartRun", "UpdateRunLive", "CreateMessage", "FinishRun"} {
 		if !seen[name] {
 			t.Errorf("no span of the run's %s", name)
-		}
-	}
-	for _, s := range spans {
-		for k, v := range s.Attributes {
-			for what, secret := range map[string]string{"the question": question, "the answer": answer, "Alex's token": alex, "the agent's token": lotse,
-				"the status line": "printer log"} {
-				if strings.Contains(v, secret) {
-					t.Errorf("span %q carries %s in %s", s.Name, what, k)
-				}
-			}
 		}
 	}
 }

@@ -58,26 +58,7 @@ func TestForbiddenReasonsAndAudit(t *testing.T) {
 	grantAllow := authz.AuditRow{ActorID: robinID, Action: "grant.create", Decision: "allow", ResourceKind: "channel", Count: 1}
 	env.WantAudit("robin", []authz.AuditRow{grantAllow})
 
-	// Read but no write: level_insufficient, aggregated into one row.
-	before := countIn(eskalation)
-	wantRefusal(t, "writer posts with read", post(env, "writer", eskalation, "deny-1", "Let me in"), 403, problem.Forbidden, "level_insufficient")
-	levelRow := authz.AuditRow{ActorID: writerID, Action: "message.create", Decision: "deny", Reason: "level_insufficient", ResourceKind: "thread", Count: 1}
-	env.WantAudit("writer", []authz.AuditRow{levelRow})
-	for i, cid := range []string{"deny-2", "deny-3", "deny-gql"} {
-		wantRefusal(t, "writer posts with read again", post(env, "writer", eskalation, cid, "Let me in"), 403, problem.Forbidden, "level_insufficient")
-		levelRow.Count = i + 2
-		env.WantAudit("writer", []authz.AuditRow{levelRow})
-	}
-	if n := countIn(eskalation); n != before {
-		t.Fatalf("refused posts stored messages: %d, want %d", n, before)
-	}
-
-	// A new window starts a new row.
-	env.Clock.Advance(61 * time.Second)
-	wantRefusal(t, "writer posts with read in the next window", post(env, "writer", eskalation, "deny-4", "Let me in"), 403, problem.Forbidden, "level_insufficient")
-	levelRow2 := levelRow
-	levelRow2.Count = 1
-	env.WantAudit("writer", []authz.AuditRow{levelRow, levelRow2})
+	levelRow, levelRow2 := checkLevelDenialsAggregate(t, env, eskalation, countIn)
 
 	// An allowed message is not audited.
 	if err := post(env, "writer", allgemein, "allowed-1", "Morning, everybody"); err != nil {
@@ -103,7 +84,7 @@ func TestForbiddenReasonsAndAudit(t *testing.T) {
 	}
 	archiveAllow := authz.AuditRow{ActorID: robinID, Action: "channel.archive", Decision: "allow", ResourceKind: "channel", Count: 1}
 	env.WantAudit("robin", []authz.AuditRow{grantAllow, archiveAllow})
-	before = countIn(allgemein)
+	before := countIn(allgemein)
 	wantRefusal(t, "alex posts into archived Allgemein", post(env, "alex", allgemein, "arch-1", "Anyone here?"), 403, problem.ChannelReadOnly, "channel_archived")
 	archivedRow := authz.AuditRow{ActorID: alexID, Action: "message.create", Decision: "deny", Reason: "channel_archived", ResourceKind: "thread", Count: 1}
 	env.WantAudit("alex", []authz.AuditRow{archivedRow})
@@ -128,4 +109,33 @@ func TestForbiddenReasonsAndAudit(t *testing.T) {
 	writerArchived := authz.AuditRow{ActorID: writerID, Action: "message.create", Decision: "deny", Reason: "channel_archived", ResourceKind: "thread", Count: 1}
 	levelRow2.Count = 2
 	env.WantAudit("writer", []authz.AuditRow{levelRow, levelRow2, noGrant, writerArchived})
+}
+
+// checkLevelDenialsAggregate has writer, who reads but may not write in
+// eskalation, post there: each refusal is level_insufficient, stores
+// nothing, and counts into one audit row per aggregation window. It
+// returns the rows of the first window and of the next.
+func checkLevelDenialsAggregate(t *testing.T, env *moduletest.Env, eskalation string, countIn func(thread string) int) (first, second authz.AuditRow) {
+	t.Helper()
+	// Read but no write: level_insufficient, aggregated into one row.
+	before := countIn(eskalation)
+	wantRefusal(t, "writer posts with read", post(env, "writer", eskalation, "deny-1", "Let me in"), 403, problem.Forbidden, "level_insufficient")
+	levelRow := authz.AuditRow{ActorID: env.World.ID("writer"), Action: "message.create", Decision: "deny", Reason: "level_insufficient", ResourceKind: "thread", Count: 1}
+	env.WantAudit("writer", []authz.AuditRow{levelRow})
+	for i, cid := range []string{"deny-2", "deny-3", "deny-gql"} {
+		wantRefusal(t, "writer posts with read again", post(env, "writer", eskalation, cid, "Let me in"), 403, problem.Forbidden, "level_insufficient")
+		levelRow.Count = i + 2
+		env.WantAudit("writer", []authz.AuditRow{levelRow})
+	}
+	if n := countIn(eskalation); n != before {
+		t.Fatalf("refused posts stored messages: %d, want %d", n, before)
+	}
+
+	// A new window starts a new row.
+	env.Clock.Advance(61 * time.Second)
+	wantRefusal(t, "writer posts with read in the next window", post(env, "writer", eskalation, "deny-4", "Let me in"), 403, problem.Forbidden, "level_insufficient")
+	levelRow2 := levelRow
+	levelRow2.Count = 1
+	env.WantAudit("writer", []authz.AuditRow{levelRow, levelRow2})
+	return levelRow, levelRow2
 }

@@ -65,26 +65,7 @@ type AuditPage struct {
 // until before since, or a cursor that is not one (invalid_cursor);
 // rate_limited.
 func (s *Service) AuditList(ctx context.Context, actor identity.Principal, f AuditFilter, after string, limit int) (AuditPage, error) {
-	var fields []problem.FieldError
-	if limit < 1 || limit > 1000 {
-		fields = append(fields, problem.FieldError{Pointer: "limit", Code: "out_of_range", Detail: "must lie between 1 and 1000"})
-	}
-	if f.ActorID != "" && !ids.Valid(f.ActorID) {
-		fields = append(fields, problem.FieldError{Pointer: "filter/actor", Code: "invalid_format", Detail: "a principal id"})
-	}
-	if _, ok := table[Action(f.Action)]; f.Action != "" && !ok {
-		fields = append(fields, problem.FieldError{Pointer: "filter/action", Code: "invalid", Detail: "an action of the action table"})
-	}
-	if f.Decision != "" && f.Decision != "allow" && f.Decision != "deny" {
-		fields = append(fields, problem.FieldError{Pointer: "filter/decision", Code: "invalid", Detail: "allow or deny"})
-	}
-	if f.Since != nil && f.Until != nil && f.Until.Before(*f.Since) {
-		fields = append(fields, problem.FieldError{Pointer: "filter/until", Code: "out_of_range", Detail: "must not lie before since"})
-	}
-	at, id, ok := parseAuditCursor(after)
-	if !ok {
-		fields = append(fields, problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
-	}
+	at, id, fields := checkAuditQuery(f, after, limit)
 	if len(fields) > 0 {
 		return AuditPage{}, problem.Invalid(fields...)
 	}
@@ -103,6 +84,42 @@ func (s *Service) AuditList(ctx context.Context, actor identity.Principal, f Aud
 		page.EndCursor = AuditCursor(page.Entries[n-1])
 	}
 	return page, nil
+}
+
+// checkAuditQuery validates the arguments of AuditList and returns the
+// position the cursor after stands for. It collects every invalid field
+// (none when the query is valid), so that one answer names them all; it
+// runs before the authorization, as AuditList always did.
+func checkAuditQuery(f AuditFilter, after string, limit int) (at time.Time, id string, fields []problem.FieldError) {
+	if limit < 1 || limit > 1000 {
+		fields = append(fields, problem.FieldError{Pointer: "limit", Code: "out_of_range", Detail: "must lie between 1 and 1000"})
+	}
+	fields = append(fields, checkAuditFilter(f)...)
+	at, id, ok := parseAuditCursor(after)
+	if !ok {
+		fields = append(fields, problem.FieldError{Pointer: "after", Code: "invalid_cursor"})
+	}
+	return at, id, fields
+}
+
+// checkAuditFilter returns the invalid fields of an audit filter: a
+// malformed actor id, an unknown action or decision, an until before
+// since.
+func checkAuditFilter(f AuditFilter) []problem.FieldError {
+	var fields []problem.FieldError
+	if f.ActorID != "" && !ids.Valid(f.ActorID) {
+		fields = append(fields, problem.FieldError{Pointer: "filter/actor", Code: "invalid_format", Detail: "a principal id"})
+	}
+	if _, ok := table[Action(f.Action)]; f.Action != "" && !ok {
+		fields = append(fields, problem.FieldError{Pointer: "filter/action", Code: "invalid", Detail: "an action of the action table"})
+	}
+	if f.Decision != "" && f.Decision != "allow" && f.Decision != "deny" {
+		fields = append(fields, problem.FieldError{Pointer: "filter/decision", Code: "invalid", Detail: "allow or deny"})
+	}
+	if f.Since != nil && f.Until != nil && f.Until.Before(*f.Since) {
+		fields = append(fields, problem.FieldError{Pointer: "filter/until", Code: "out_of_range", Detail: "must not lie before since"})
+	}
+	return fields
 }
 
 // AuditCursor is the opaque cursor behind e (an edge's cursor): its first

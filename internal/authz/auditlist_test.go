@@ -83,7 +83,27 @@ func TestAuditListAtTheService(t *testing.T) {
 		t.Fatalf("entries since an hour ahead: %+v", got)
 	}
 
-	// Page by page: the three grant.create entries, oldest first.
+	checkAuditPages(t, list)
+
+	// Owners only, each refusal audited.
+	for _, c := range []struct{ who, reason string }{{"alex", authz.ReasonLevel}, {"lotse", authz.ReasonSubjectKind}, {"feedbot", authz.ReasonSubjectKind}} {
+		_, err := env.Authz.AuditList(ctx, env.Principal(c.who), authz.AuditFilter{}, "", 10)
+		wantRefusal(t, c.who+" reads the audit log", err, 403, problem.Forbidden, c.reason)
+		env.WantAudit(c.who, []authz.AuditRow{{ActorID: env.World.ID(c.who), Action: "audit.list", Decision: "deny", Reason: c.reason, ResourceKind: "instance", Count: 1}})
+	}
+
+	checkAuditListInputRefused(t, env, future)
+
+	wantAuditedReads(t, env, reads)
+}
+
+// checkAuditPages reads the three grant.create entries through list a
+// page of one at a time, oldest first: each page's EndCursor continues
+// behind it, More tells whether entries follow, the pages together are
+// the whole list, and the empty page behind the last entry keeps the
+// cursor it was given.
+func checkAuditPages(t *testing.T, list func(f authz.AuditFilter, after string, limit int) authz.AuditPage) {
+	t.Helper()
 	var ids []string
 	after := ""
 	for i := 0; ; i++ {
@@ -104,14 +124,14 @@ func TestAuditListAtTheService(t *testing.T) {
 	if end := list(authz.AuditFilter{Action: "grant.create"}, after, 10); len(end.Entries) != 0 || end.More || end.EndCursor != after {
 		t.Fatalf("behind the last entry: %+v", end)
 	}
+}
 
-	// Owners only, each refusal audited.
-	for _, c := range []struct{ who, reason string }{{"alex", authz.ReasonLevel}, {"lotse", authz.ReasonSubjectKind}, {"feedbot", authz.ReasonSubjectKind}} {
-		_, err := env.Authz.AuditList(ctx, env.Principal(c.who), authz.AuditFilter{}, "", 10)
-		wantRefusal(t, c.who+" reads the audit log", err, 403, problem.Forbidden, c.reason)
-		env.WantAudit(c.who, []authz.AuditRow{{ActorID: env.World.ID(c.who), Action: "audit.list", Decision: "deny", Reason: c.reason, ResourceKind: "instance", Count: 1}})
-	}
-
+// checkAuditListInputRefused has robin read the audit log with malformed
+// filters, limits and cursors (future an hour ahead): each is refused
+// validation_failed naming every broken field, before the door.
+func checkAuditListInputRefused(t *testing.T, env *moduletest.Env, future time.Time) {
+	t.Helper()
+	ctx, robin := t.Context(), env.Principal("robin")
 	// Bad input, refused before the door.
 	until := moduletest.Start.Add(-time.Hour)
 	for _, c := range []struct {
@@ -143,7 +163,12 @@ func TestAuditListAtTheService(t *testing.T) {
 			t.Fatalf("%+v %q %d: fields %v, want %s", c.f, c.after, c.limit, got, c.want)
 		}
 	}
+}
 
+// wantAuditedReads checks that robin's audited allows of audit.list count
+// reads, the reads robin made.
+func wantAuditedReads(t *testing.T, env *moduletest.Env, reads int) {
+	t.Helper()
 	// Every read robin made is an audited allow of audit.list (and only
 	// those: the refused input never reached the door).
 	n := 0

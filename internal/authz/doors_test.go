@@ -6,6 +6,7 @@ import (
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -22,26 +23,7 @@ func TestDoors(t *testing.T) {
 	writer, sam, alex, lotse, robin := load(t, env, "writer")[0], load(t, env, "sam")[0], load(t, env, "alex")[0], load(t, env, "lotse")[0], load(t, env, "robin")[0]
 
 	t.Run("Filter decides its action", func(t *testing.T) {
-		targets := []authz.Facts{{Path: allgemein}, {Path: eskalation}}
-		for _, tc := range []struct {
-			name   string
-			action authz.Action
-			want   string
-		}{
-			{"read", authz.MessageRead, "[true false]"},
-			{"write", authz.MessageCreate, "[true false]"},
-			{"trigger", authz.ThreadMove, "[false false]"},
-		} {
-			got, err := env.Authz.Filter(ctx, writer, tc.action, targets)
-			if err != nil || fmt.Sprint(got) != tc.want {
-				t.Errorf("%s: Filter = %v, %v, want %s", tc.name, got, err, tc.want)
-			}
-		}
-		// A known grant is taken as it is: the decision reads no grant.
-		got, err := env.Authz.Filter(ctx, writer, authz.ThreadMove, []authz.Facts{authz.Known(allgemein, authz.Trigger), authz.Known(eskalation, authz.None)})
-		if err != nil || fmt.Sprint(got) != "[true false]" {
-			t.Errorf("known grants: Filter = %v, %v", got, err)
-		}
+		checkFilterDecidesItsAction(t, env, writer, allgemein, eskalation)
 	})
 
 	t.Run("Authorize audits a denial on an own resource", func(t *testing.T) {
@@ -97,4 +79,31 @@ func TestDoors(t *testing.T) {
 			t.Fatalf("Allowed wrote %d audit rows", n-rows)
 		}
 	})
+}
+
+// checkFilterDecidesItsAction checks that Filter decides the action it is
+// given for writer, who reads and writes in allgemein and reaches nothing
+// in eskalation, and takes a known grant as it is.
+func checkFilterDecidesItsAction(t *testing.T, env *moduletest.Env, writer identity.Principal, allgemein, eskalation authz.Path) {
+	ctx := t.Context()
+	targets := []authz.Facts{{Path: allgemein}, {Path: eskalation}}
+	for _, tc := range []struct {
+		name   string
+		action authz.Action
+		want   string
+	}{
+		{"read", authz.MessageRead, "[true false]"},
+		{"write", authz.MessageCreate, "[true false]"},
+		{"trigger", authz.ThreadMove, "[false false]"},
+	} {
+		got, err := env.Authz.Filter(ctx, writer, tc.action, targets)
+		if err != nil || fmt.Sprint(got) != tc.want {
+			t.Errorf("%s: Filter = %v, %v, want %s", tc.name, got, err, tc.want)
+		}
+	}
+	// A known grant is taken as it is: the decision reads no grant.
+	got, err := env.Authz.Filter(ctx, writer, authz.ThreadMove, []authz.Facts{authz.Known(allgemein, authz.Trigger), authz.Known(eskalation, authz.None)})
+	if err != nil || fmt.Sprint(got) != "[true false]" {
+		t.Errorf("known grants: Filter = %v, %v", got, err)
+	}
 }

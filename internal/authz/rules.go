@@ -143,9 +143,8 @@ var runBound = map[Action]bool{
 // when the rules decide on.
 func runTokenScope(action Action, a Actor, p Path) (Decision, bool) {
 	switch {
-	case p.Kind == KindRun && p.ID == a.Run, (p.Kind == KindThread || p.Kind == KindMessage || p.Kind == KindFile) && p.ThreadID == a.RunThread:
-	case p.Kind == KindPrincipal && p.ID == a.ID && action == ViewerRead:
-	case p.Kind == KindSpace || p.Kind == KindChannel || p.Kind == KindThread || p.Kind == KindMessage || p.Kind == KindRun || p.Kind == KindGrant || p.Kind == KindFile:
+	case inRunScope(action, a, p):
+	case chatKind(p.Kind):
 		return deny(problem.NotFound, ReasonNoGrant, None), false
 	default:
 		return deny(problem.Forbidden, ReasonRunToken, None), false
@@ -154,6 +153,28 @@ func runTokenScope(action Action, a Actor, p Path) (Decision, bool) {
 		return deny(problem.Forbidden, ReasonRunToken, None), false
 	}
 	return Decision{}, true
+}
+
+// inRunScope reports whether p lies within the reach of a run token: its
+// run, the thread of its run and what lives in that thread, and, for
+// ViewerRead, the token's own principal.
+func inRunScope(action Action, a Actor, p Path) bool {
+	inThread := p.Kind == KindThread || p.Kind == KindMessage || p.Kind == KindFile
+	return p.Kind == KindRun && p.ID == a.Run ||
+		inThread && p.ThreadID == a.RunThread ||
+		p.Kind == KindPrincipal && p.ID == a.ID && action == ViewerRead
+}
+
+// chatKind reports whether k is a kind of resource of the chat (one that
+// lives in a space); a run token is told such a resource outside its run
+// is missing rather than forbidden.
+func chatKind(k ResourceKind) bool {
+	switch k {
+	case KindSpace, KindChannel, KindThread, KindMessage, KindRun, KindGrant, KindFile:
+		return true
+	default:
+		return false
+	}
 }
 
 // EffectiveLevel is the level of actor on the resource at p before the
@@ -165,31 +186,45 @@ func EffectiveLevel(a Actor, grant Level, p Path) Level {
 		return None
 	}
 	if p.Global {
-		switch {
-		case a.Owner:
-			return Trigger
-		case p.Private && a.ID != p.OwnerID:
-			return None
-		default:
-			return Read
-		}
+		return globalLevel(a, p)
 	}
 	l := grant
 	if a.Owner {
 		l = Trigger
 	}
 	if a.Kind == identity.KindAgent {
-		// The operator rule follows the operator: only the channel's
-		// operator of now, and the fixed operator of the thread, get write.
-		if p.ChannelID != "" && p.ChannelOperator == a.ID && l < Write {
-			l = Write
-		}
-		if p.ThreadID != "" && p.ThreadOperator == a.ID && l < Write {
-			l = Write
-		}
+		l = operatorLevel(a, l, p)
 	}
 	if a.Kind != identity.KindUser && l > Write {
 		l = Write // only humans trigger (docs/design/rights.md#levels)
+	}
+	return l
+}
+
+// globalLevel is the level of an active actor on an instance-level
+// resource, which no grant reaches: owners hold every right, a private
+// resource is its owner's alone, every other one is readable.
+func globalLevel(a Actor, p Path) Level {
+	switch {
+	case a.Owner:
+		return Trigger
+	case p.Private && a.ID != p.OwnerID:
+		return None
+	default:
+		return Read
+	}
+}
+
+// operatorLevel raises l, the level of the agent a at p, to write where
+// the operator rule gives it: the rule follows the operator, so only the
+// channel's operator of now and the fixed operator of the thread get
+// write.
+func operatorLevel(a Actor, l Level, p Path) Level {
+	if p.ChannelID != "" && p.ChannelOperator == a.ID && l < Write {
+		l = Write
+	}
+	if p.ThreadID != "" && p.ThreadOperator == a.ID && l < Write {
+		l = Write
 	}
 	return l
 }

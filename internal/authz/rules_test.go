@@ -1,6 +1,7 @@
 package authz_test
 
 import (
+	"slices"
 	"testing"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -76,22 +77,65 @@ func TestCapped(t *testing.T) {
 
 func TestDecide(t *testing.T) {
 	t.Parallel()
-	missing := authz.Path{Kind: authz.KindThread}
-	archived := with(thread, func(p *authz.Path) { p.ChannelArchived = true })
+	f := newDecideFixtures()
+	tests := slices.Concat(decideRuleCases(f), decideTriggerCases(f), decideOwnCases(f), decideRunTokenCases(f))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := authz.Decide(tc.action, tc.actor, tc.grant, tc.path)
+			if d.Allow != tc.allow || d.Code != tc.code || d.Reason != tc.reason {
+				t.Fatalf("Decide = %+v, want allow=%v code=%s reason=%s", d, tc.allow, tc.code, tc.reason)
+			}
+			if !d.Allow && d.Code == problem.NotFound {
+				if p := problem.From("authz.testDecide", d.Err()); p.Reason != "" || p.Code != problem.NotFound {
+					t.Fatalf("404 error carries %+v", p)
+				}
+			}
+		})
+	}
+}
+
+// decideCase is a case of TestDecide: actor takes action holding grant
+// on the resource at path, and the decision allows or refuses with code
+// and reason.
+type decideCase struct {
+	name   string
+	action authz.Action
+	actor  authz.Actor
+	grant  authz.Level
+	path   authz.Path
+	allow  bool
+	code   problem.Code
+	reason string
+}
+
+// decideFixtures are the resources and the run token the cases of
+// TestDecide decide on, beside the actors and the thread of the file.
+type decideFixtures struct {
+	missing, archived, run, msg, runR authz.Path
+	runToken                          authz.Actor
+}
+
+// newDecideFixtures builds the fixtures: a missing thread, an archived
+// one, agent a's run in thread t, a message of person p, and a token of
+// run r1 of agent a in thread t.
+func newDecideFixtures() decideFixtures {
 	run := with(thread, func(p *authz.Path) { p.Kind = authz.KindRun; p.OwnerID = "a" })
-	msg := with(thread, func(p *authz.Path) { p.Kind = authz.KindMessage; p.AuthorID = "p" })
-	runToken := authz.Actor{ID: "a", Kind: identity.KindAgent, Active: true, Run: "r1", RunThread: "t"}
-	runR := with(run, func(p *authz.Path) { p.ID = "r1" })
-	tests := []struct {
-		name   string
-		action authz.Action
-		actor  authz.Actor
-		grant  authz.Level
-		path   authz.Path
-		allow  bool
-		code   problem.Code
-		reason string
-	}{
+	return decideFixtures{
+		missing:  authz.Path{Kind: authz.KindThread},
+		archived: with(thread, func(p *authz.Path) { p.ChannelArchived = true }),
+		run:      run,
+		msg:      with(thread, func(p *authz.Path) { p.Kind = authz.KindMessage; p.AuthorID = "p" }),
+		runR:     with(run, func(p *authz.Path) { p.ID = "r1" }),
+		runToken: authz.Actor{ID: "a", Kind: identity.KindAgent, Active: true, Run: "r1", RunThread: "t"},
+	}
+}
+
+// decideRuleCases are the cases of the rule table proper: missing
+// resources, levels, the archive cap, agent-self actions, own messages,
+// administration.
+func decideRuleCases(f decideFixtures) []decideCase {
+	missing, archived, run, msg := f.missing, f.archived, f.run, f.msg
+	return []decideCase{
 		{"missing resource", authz.ThreadRead, owner, authz.None, missing, false, problem.NotFound, authz.ReasonNotFound},
 		{"no read", authz.ThreadRead, person, authz.None, thread, false, problem.NotFound, authz.ReasonNoGrant},
 		{"read ok", authz.ThreadRead, person, authz.Read, thread, true, "", ""},
@@ -120,7 +164,14 @@ func TestDecide(t *testing.T) {
 		{"admin without read", authz.ChannelArchive, person, authz.None, thread, false, problem.NotFound, authz.ReasonNoGrant},
 		{"poll by person", authz.AgentEventsPoll, person, authz.Read, thread, false, problem.Forbidden, authz.ReasonSubjectKind},
 		{"unknown action", authz.Action("nope"), owner, authz.Trigger, thread, false, problem.Forbidden, authz.ReasonLevel},
-		// message.trigger: the runtime's "may this person trigger here".
+	}
+}
+
+// decideTriggerCases are the cases of message.trigger, the runtime's
+// "may this person trigger here".
+func decideTriggerCases(f decideFixtures) []decideCase {
+	archived := f.archived
+	return []decideCase{
 		{"trigger with trigger", authz.MessageTrigger, person, authz.Trigger, thread, true, "", ""},
 		{"trigger with write", authz.MessageTrigger, person, authz.Write, thread, false, problem.Forbidden, authz.ReasonLevel},
 		{"trigger by owner without grant", authz.MessageTrigger, owner, authz.None, thread, true, "", ""},
@@ -131,7 +182,13 @@ func TestDecide(t *testing.T) {
 		{"trigger in archived channel", authz.MessageTrigger, person, authz.Trigger, archived, false, problem.ChannelReadOnly, authz.ReasonChannelArchived},
 		{"trigger in archived space", authz.MessageTrigger, owner, authz.None, with(thread, func(p *authz.Path) { p.SpaceArchived = true }), false, problem.ChannelReadOnly, authz.ReasonChannelArchived},
 		{"trigger without read", authz.MessageTrigger, person, authz.None, thread, false, problem.NotFound, authz.ReasonNoGrant},
-		// An agent's own stream and the viewer: the actor's own resources.
+	}
+}
+
+// decideOwnCases are the cases of the actor's own resources: an agent's
+// own stream, the viewer, and the events list.
+func decideOwnCases(f decideFixtures) []decideCase {
+	return []decideCase{
 		{"poll own stream", authz.AgentEventsPoll, agent, authz.None, authz.Own(authz.KindAgent, "a").Path, true, "", ""},
 		{"ack own stream", authz.AgentEventsAck, agent, authz.None, authz.Own(authz.KindAgent, "a").Path, true, "", ""},
 		{"poll by person", authz.AgentEventsPoll, person, authz.None, authz.Own(authz.KindAgent, "p").Path, false, problem.Forbidden, authz.ReasonSubjectKind},
@@ -144,7 +201,14 @@ func TestDecide(t *testing.T) {
 		{"events list by agent", authz.EventsList, agent, authz.None, authz.Instance().Path, true, "", ""},
 		{"events list by person", authz.EventsList, person, authz.None, authz.Instance().Path, true, "", ""},
 		{"events list by inactive person", authz.EventsList, authz.Actor{ID: "p", Kind: identity.KindUser}, authz.None, authz.Instance().Path, false, problem.NotFound, authz.ReasonNoGrant},
-		// A run token (Actor.Run): its run and thread, the run-bound actions.
+	}
+}
+
+// decideRunTokenCases are the cases of a run token (Actor.Run): its run
+// and thread, the run-bound actions.
+func decideRunTokenCases(f decideFixtures) []decideCase {
+	msg, runToken, runR := f.msg, f.runToken, f.runR
+	return []decideCase{
 		{"run token reads its run", authz.RunRead, runToken, authz.Read, runR, true, "", ""},
 		{"run token finishes its run", authz.RunFinish, runToken, authz.Read, runR, true, "", ""},
 		{"run token reads its thread", authz.ThreadRead, runToken, authz.Read, thread, true, "", ""},
@@ -161,19 +225,6 @@ func TestDecide(t *testing.T) {
 		{"run token lists events", authz.EventsList, runToken, authz.None, authz.Instance().Path, false, problem.Forbidden, authz.ReasonRunToken},
 		{"run token polls", authz.AgentEventsPoll, runToken, authz.None, authz.Own(authz.KindAgent, "a").Path, false, problem.Forbidden, authz.ReasonRunToken},
 		{"run token without the grant", authz.RunRead, runToken, authz.None, runR, false, problem.NotFound, authz.ReasonNoGrant},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			d := authz.Decide(tc.action, tc.actor, tc.grant, tc.path)
-			if d.Allow != tc.allow || d.Code != tc.code || d.Reason != tc.reason {
-				t.Fatalf("Decide = %+v, want allow=%v code=%s reason=%s", d, tc.allow, tc.code, tc.reason)
-			}
-			if !d.Allow && d.Code == problem.NotFound {
-				if p := problem.From("authz.testDecide", d.Err()); p.Reason != "" || p.Code != problem.NotFound {
-					t.Fatalf("404 error carries %+v", p)
-				}
-			}
-		})
 	}
 }
 

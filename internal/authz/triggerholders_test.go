@@ -80,219 +80,16 @@ func sorted(list []string) []string {
 // context), and that a failing source fails without a result.
 func TestTriggerHolders(t *testing.T) {
 	t.Parallel()
-	const allgemein = "Support/Allgemein"
-	tests := []struct {
-		name    string
-		channel string
-		// setup shapes the world and returns the principals to ask and the
-		// ids expected back.
-		setup func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string)
-	}{
-		{"trigger grant on the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "sam"), []string{env.World.ID("sam")}
-		}},
-		{"trigger grant on the space", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "alex"), []string{env.World.ID("alex")}
-		}},
-		{"trigger grant on the space reaches a forum of the space", "Support/Reports", func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "alex", "sam"), []string{env.World.ID("alex")}
-		}},
-		{"write only", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "writer"), nil
-		}},
-		{"group grant trigger on the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			m := newPerson(t, env, "member")
-			group := ids.New()
-			env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'support-team', now())`, group)
-			env.Exec(`INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2)`, group, m.ID)
-			env.Exec(`INSERT INTO grants (id, subject_group_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5)`,
-				ids.New(), group, env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
-			return []identity.Principal{m}, []string{m.ID}
-		}},
-		{"group grant write on the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			m := newPerson(t, env, "member")
-			group := ids.New()
-			env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'support-writers', now())`, group)
-			env.Exec(`INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2)`, group, m.ID)
-			env.Exec(`INSERT INTO grants (id, subject_group_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'write', $4, $5)`,
-				ids.New(), group, env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
-			return []identity.Principal{m}, nil
-		}},
-		{"group grant trigger on another channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			m := newPerson(t, env, "member")
-			group := ids.New()
-			env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'campaigns', now())`, group)
-			env.Exec(`INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2)`, group, m.ID)
-			env.Exec(`INSERT INTO grants (id, subject_group_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5)`,
-				ids.New(), group, env.World.Channel("Marketing/Kampagnen").ID, env.World.ID("robin"), env.Clock.Now())
-			return []identity.Principal{m}, nil
-		}},
-		{"expired grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			m := newPerson(t, env, "temp")
-			env.Exec(`INSERT INTO grants (id, subject_principal_id, target_channel_id, level, expires_at, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5, $6)`,
-				ids.New(), m.ID, env.World.Channel(allgemein).ID, env.Clock.Now().Add(time.Hour), env.World.ID("robin"), env.Clock.Now())
-			// Before expiry the grant counts, so the row below proves expiry
-			// and not a broken grant.
-			if got := sortedKeys(t, holders(t, env, allgemein, []identity.Principal{m})); len(got) != 1 || got[0] != m.ID {
-				t.Fatalf("before expiry: got %v, want [%s]", got, m.ID)
-			}
-			env.Clock.Advance(2 * time.Hour)
-			return []identity.Principal{m}, nil
-		}},
-		{"revoked grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			env.Exec(`UPDATE grants SET revoked_at = now() WHERE subject_principal_id = $1 AND target_channel_id = $2`,
-				env.World.ID("sam"), env.World.Channel(allgemein).ID)
-			return load(t, env, "sam"), nil
-		}},
-		{"active owner without grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			if n := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("robin")); n != 0 {
-				t.Fatalf("robin has %d grants; the row needs none", n)
-			}
-			return load(t, env, "robin"), []string{env.World.ID("robin")}
-		}},
-		{"disabled person", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			env.Exec(`UPDATE principals SET status = 'disabled' WHERE id = $1`, env.World.ID("sam"))
-			return load(t, env, "sam"), nil
-		}},
-		{"pending person", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			env.Exec(`UPDATE principals SET status = 'pending' WHERE id = $1`, env.World.ID("alex"))
-			return load(t, env, "alex"), nil
-		}},
-		{"disabled owner", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			env.Exec(`UPDATE principals SET status = 'disabled' WHERE id = $1`, env.World.ID("robin"))
-			return load(t, env, "robin"), nil
-		}},
-		{"agent operator of the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "lotse"), nil
-		}},
-		{"agent with a write grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "texter"), nil
-		}},
-		{"agent with a stored trigger grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			// The API refuses trigger for agents; a row written past it must
-			// still not make an agent a holder (only people trigger).
-			env.Exec(`INSERT INTO grants (id, subject_principal_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5)`,
-				ids.New(), env.World.ID("lotse"), env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
-			return load(t, env, "lotse"), nil
-		}},
-		{"app", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "feedbot"), nil
-		}},
-		{"archived channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			env.Exec(`UPDATE channels SET archived_at = now() WHERE id = $1`, env.World.Channel(allgemein).ID)
-			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "feedbot"), nil
-		}},
-		{"archived space", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			env.Exec(`UPDATE spaces SET archived_at = now() WHERE id = $1`, env.World.Spaces["Support"])
-			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "feedbot"), nil
-		}},
-		{"other space archived", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			env.Exec(`UPDATE spaces SET archived_at = now() WHERE id = $1`, env.World.Spaces["Marketing"])
-			return load(t, env, "robin", "sam"), []string{env.World.ID("robin"), env.World.ID("sam")}
-		}},
-		{"duplicates in the input", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "sam", "sam", "alex", "writer", "sam", "writer", "alex"), []string{env.World.ID("sam"), env.World.ID("alex")}
-		}},
-		{"unknown id", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			ghost := identity.Principal{ID: ids.New(), Kind: identity.KindUser, Handle: "ghost", Status: identity.StatusActive}
-			return []identity.Principal{ghost}, nil
-		}},
-		{"no people", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return nil, nil
-		}},
-		{"whole world on Allgemein", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"),
-				[]string{env.World.ID("robin"), env.World.ID("alex"), env.World.ID("sam")}
-		}},
-		{"whole world on Kampagnen", "Marketing/Kampagnen", func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
-			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"),
-				[]string{env.World.ID("robin"), env.World.ID("sam")}
-		}},
-	}
-	for _, tc := range tests {
+	for _, tc := range slices.Concat(grantHolderCases(), statusHolderCases()) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := moduletest.New(t)
-			people, wantIDs := tc.setup(t, env)
-			audits := env.Count(`SELECT count(*) FROM audit_log`)
-			got := holders(t, env, tc.channel, people)
-			if got == nil {
-				t.Fatalf("WithTrigger returned a nil map without an error")
-			}
-			names := map[string]string{}
-			for _, p := range people {
-				names[p.ID] = p.Handle
-			}
-			gotIDs, want := sortedKeys(t, got), sorted(wantIDs)
-			if len(gotIDs) != len(want) {
-				t.Fatalf("got %v (%v), want %v", gotIDs, handlesOf(gotIDs, names), handlesOf(want, names))
-			}
-			for i := range want {
-				if gotIDs[i] != want[i] {
-					t.Fatalf("got %v, want %v", handlesOf(gotIDs, names), handlesOf(want, names))
-				}
-			}
-			if n := env.Count(`SELECT count(*) FROM audit_log`); n != audits {
-				t.Errorf("WithTrigger wrote %d audit rows; it must write none", n-audits)
-			}
-			samePeopleWithTrigger(t, env, tc.channel, people, want)
+			checkHolders(t, tc)
 		})
 	}
 
-	t.Run("people with trigger asked about some", func(t *testing.T) {
-		t.Parallel()
-		env := moduletest.New(t)
-		all := load(t, env, "robin", "alex", "sam", "writer", "lotse")
-		idList := make([]string, len(all))
-		for i, p := range all {
-			idList[i] = p.ID
-		}
-		people, got, err := env.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), idList, []string{env.World.ID("sam"), env.World.ID("writer")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ids := sortedKeys(t, got); len(ids) != 1 || ids[0] != env.World.ID("sam") {
-			t.Fatalf("holders %v, want only Sam (Robin and Alex were not asked about)", ids)
-		}
-		if len(people) != len(all) {
-			t.Fatalf("%d principals, want %d", len(people), len(all))
-		}
-	})
-
-	t.Run("source error", func(t *testing.T) {
-		sw := &moduletest.TriggerFault{}
-		env := moduletest.Build(t, moduletest.Options{Hooks: modules.Hooks{Authz: sw}})
-		fault := errors.New("trust source down")
-		sw.Set(fault)
-		got, err := env.Authz.WithTrigger(t.Context(), env.ChannelPath(allgemein), load(t, env, "robin", "alex", "sam"))
-		if !errors.Is(err, fault) {
-			t.Fatalf("error %v, want %v", err, fault)
-		}
-		if got != nil {
-			t.Fatalf("result %v with an error, want nil", got)
-		}
-		if people, got, err := env.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), []string{env.World.ID("sam")}, []string{env.World.ID("sam")}); !errors.Is(err, fault) || got != nil || people != nil {
-			t.Fatalf("PeopleWithTrigger: %v %v %v, want the fault and no result", people, got, err)
-		}
-		if people, got, err := env.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(allgemein), idRelation(t, env, []string{env.World.ID("sam")})); !errors.Is(err, fault) || got != nil || people != nil {
-			t.Fatalf("PeopleWithTriggerIn: %v %v %v, want the fault and no result", people, got, err)
-		}
-		sw.Set(nil)
-		if got := sortedKeys(t, holders(t, env, allgemein, load(t, env, "sam"))); len(got) != 1 || got[0] != env.World.ID("sam") {
-			t.Fatalf("after the fault is cleared: %v", got)
-		}
-	})
-
-	t.Run("path of a space is refused", func(t *testing.T) {
-		t.Parallel()
-		env := moduletest.New(t)
-		p := env.ChannelPath(allgemein)
-		p.Kind, p.ID, p.ChannelID = authz.KindSpace, p.SpaceID, ""
-		got, err := env.Authz.WithTrigger(t.Context(), p, load(t, env, "robin"))
-		if err == nil || got != nil {
-			t.Fatalf("got %v, %v; want an error and no result", got, err)
-		}
-	})
+	t.Run("people with trigger asked about some", peopleWithTriggerAskedAboutSome)
+	t.Run("source error", holdersOnASourceError)
+	t.Run("path of a space is refused", holdersOfASpaceRefused)
 }
 
 // samePeopleWithTrigger checks that PeopleWithTrigger, asked about people
@@ -377,4 +174,247 @@ func TestPeopleWithTriggerInTakesOnlyFunctionNames(t *testing.T) {
 	if _, err := env.Pool.Exec(t.Context(), `SELECT 1 FROM grants LIMIT 1`); err != nil {
 		t.Fatalf("grants are gone: %v", err)
 	}
+}
+
+// peopleWithTriggerAskedAboutSome checks that PeopleWithTrigger reads every
+// principal it is given but answers holders only among those it is asked
+// about.
+func peopleWithTriggerAskedAboutSome(t *testing.T) {
+	const allgemein = "Support/Allgemein"
+	t.Parallel()
+	env := moduletest.New(t)
+	all := load(t, env, "robin", "alex", "sam", "writer", "lotse")
+	idList := make([]string, len(all))
+	for i, p := range all {
+		idList[i] = p.ID
+	}
+	people, got, err := env.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), idList, []string{env.World.ID("sam"), env.World.ID("writer")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := sortedKeys(t, got); len(ids) != 1 || ids[0] != env.World.ID("sam") {
+		t.Fatalf("holders %v, want only Sam (Robin and Alex were not asked about)", ids)
+	}
+	if len(people) != len(all) {
+		t.Fatalf("%d principals, want %d", len(people), len(all))
+	}
+}
+
+// holdersOnASourceError checks that a failing trust source fails
+// WithTrigger, PeopleWithTrigger and PeopleWithTriggerIn without a result,
+// and that they answer again once it is back.
+func holdersOnASourceError(t *testing.T) {
+	const allgemein = "Support/Allgemein"
+	sw := &moduletest.TriggerFault{}
+	env := moduletest.Build(t, moduletest.Options{Hooks: modules.Hooks{Authz: sw}})
+	fault := errors.New("trust source down")
+	sw.Set(fault)
+	got, err := env.Authz.WithTrigger(t.Context(), env.ChannelPath(allgemein), load(t, env, "robin", "alex", "sam"))
+	if !errors.Is(err, fault) {
+		t.Fatalf("error %v, want %v", err, fault)
+	}
+	if got != nil {
+		t.Fatalf("result %v with an error, want nil", got)
+	}
+	if people, got, err := env.Authz.PeopleWithTrigger(t.Context(), env.ChannelPath(allgemein), []string{env.World.ID("sam")}, []string{env.World.ID("sam")}); !errors.Is(err, fault) || got != nil || people != nil {
+		t.Fatalf("PeopleWithTrigger: %v %v %v, want the fault and no result", people, got, err)
+	}
+	if people, got, err := env.Authz.PeopleWithTriggerIn(t.Context(), env.ChannelPath(allgemein), idRelation(t, env, []string{env.World.ID("sam")})); !errors.Is(err, fault) || got != nil || people != nil {
+		t.Fatalf("PeopleWithTriggerIn: %v %v %v, want the fault and no result", people, got, err)
+	}
+	sw.Set(nil)
+	if got := sortedKeys(t, holders(t, env, allgemein, load(t, env, "sam"))); len(got) != 1 || got[0] != env.World.ID("sam") {
+		t.Fatalf("after the fault is cleared: %v", got)
+	}
+}
+
+// holdersOfASpaceRefused checks that WithTrigger refuses the path of a
+// space: trigger holders are asked on a channel.
+func holdersOfASpaceRefused(t *testing.T) {
+	const allgemein = "Support/Allgemein"
+	t.Parallel()
+	env := moduletest.New(t)
+	p := env.ChannelPath(allgemein)
+	p.Kind, p.ID, p.ChannelID = authz.KindSpace, p.SpaceID, ""
+	got, err := env.Authz.WithTrigger(t.Context(), p, load(t, env, "robin"))
+	if err == nil || got != nil {
+		t.Fatalf("got %v, %v; want an error and no result", got, err)
+	}
+}
+
+// holderCase is a case of TestTriggerHolders: WithTrigger asked on
+// channel, after setup.
+type holderCase struct {
+	name    string
+	channel string
+	// setup shapes the world and returns the principals to ask and the
+	// ids expected back.
+	setup func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string)
+}
+
+// grantHolderCases are the cases of TestTriggerHolders about grants:
+// direct and through a group, on the channel, its space or elsewhere,
+// expired and revoked.
+func grantHolderCases() []holderCase {
+	const allgemein = "Support/Allgemein"
+	return []holderCase{
+		{"trigger grant on the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "sam"), []string{env.World.ID("sam")}
+		}},
+		{"trigger grant on the space", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "alex"), []string{env.World.ID("alex")}
+		}},
+		{"trigger grant on the space reaches a forum of the space", "Support/Reports", func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "alex", "sam"), []string{env.World.ID("alex")}
+		}},
+		{"write only", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "writer"), nil
+		}},
+		{"group grant trigger on the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			m := newPerson(t, env, "member")
+			group := ids.New()
+			env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'support-team', now())`, group)
+			env.Exec(`INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2)`, group, m.ID)
+			env.Exec(`INSERT INTO grants (id, subject_group_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5)`,
+				ids.New(), group, env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
+			return []identity.Principal{m}, []string{m.ID}
+		}},
+		{"group grant write on the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			m := newPerson(t, env, "member")
+			group := ids.New()
+			env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'support-writers', now())`, group)
+			env.Exec(`INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2)`, group, m.ID)
+			env.Exec(`INSERT INTO grants (id, subject_group_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'write', $4, $5)`,
+				ids.New(), group, env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
+			return []identity.Principal{m}, nil
+		}},
+		{"group grant trigger on another channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			m := newPerson(t, env, "member")
+			group := ids.New()
+			env.Exec(`INSERT INTO groups (id, name, created_at) VALUES ($1, 'campaigns', now())`, group)
+			env.Exec(`INSERT INTO group_members (group_id, principal_id) VALUES ($1, $2)`, group, m.ID)
+			env.Exec(`INSERT INTO grants (id, subject_group_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5)`,
+				ids.New(), group, env.World.Channel("Marketing/Kampagnen").ID, env.World.ID("robin"), env.Clock.Now())
+			return []identity.Principal{m}, nil
+		}},
+		{"expired grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			m := newPerson(t, env, "temp")
+			env.Exec(`INSERT INTO grants (id, subject_principal_id, target_channel_id, level, expires_at, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5, $6)`,
+				ids.New(), m.ID, env.World.Channel(allgemein).ID, env.Clock.Now().Add(time.Hour), env.World.ID("robin"), env.Clock.Now())
+			// Before expiry the grant counts, so the row below proves expiry
+			// and not a broken grant.
+			if got := sortedKeys(t, holders(t, env, allgemein, []identity.Principal{m})); len(got) != 1 || got[0] != m.ID {
+				t.Fatalf("before expiry: got %v, want [%s]", got, m.ID)
+			}
+			env.Clock.Advance(2 * time.Hour)
+			return []identity.Principal{m}, nil
+		}},
+		{"revoked grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			env.Exec(`UPDATE grants SET revoked_at = now() WHERE subject_principal_id = $1 AND target_channel_id = $2`,
+				env.World.ID("sam"), env.World.Channel(allgemein).ID)
+			return load(t, env, "sam"), nil
+		}},
+	}
+}
+
+// statusHolderCases are the cases of TestTriggerHolders about who asks
+// and where: owners, the status of a person, agents and apps, archives,
+// and the input itself (duplicates, unknown ids, nobody, the whole world).
+func statusHolderCases() []holderCase {
+	const allgemein = "Support/Allgemein"
+	return []holderCase{
+		{"active owner without grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			if n := env.Count(`SELECT count(*) FROM grants WHERE subject_principal_id = $1`, env.World.ID("robin")); n != 0 {
+				t.Fatalf("robin has %d grants; the row needs none", n)
+			}
+			return load(t, env, "robin"), []string{env.World.ID("robin")}
+		}},
+		{"disabled person", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			env.Exec(`UPDATE principals SET status = 'disabled' WHERE id = $1`, env.World.ID("sam"))
+			return load(t, env, "sam"), nil
+		}},
+		{"pending person", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			env.Exec(`UPDATE principals SET status = 'pending' WHERE id = $1`, env.World.ID("alex"))
+			return load(t, env, "alex"), nil
+		}},
+		{"disabled owner", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			env.Exec(`UPDATE principals SET status = 'disabled' WHERE id = $1`, env.World.ID("robin"))
+			return load(t, env, "robin"), nil
+		}},
+		{"agent operator of the channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "lotse"), nil
+		}},
+		{"agent with a write grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "texter"), nil
+		}},
+		{"agent with a stored trigger grant", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			// The API refuses trigger for agents; a row written past it must
+			// still not make an agent a holder (only people trigger).
+			env.Exec(`INSERT INTO grants (id, subject_principal_id, target_channel_id, level, created_by, created_at) VALUES ($1, $2, $3, 'trigger', $4, $5)`,
+				ids.New(), env.World.ID("lotse"), env.World.Channel(allgemein).ID, env.World.ID("robin"), env.Clock.Now())
+			return load(t, env, "lotse"), nil
+		}},
+		{"app", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "feedbot"), nil
+		}},
+		{"archived channel", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			env.Exec(`UPDATE channels SET archived_at = now() WHERE id = $1`, env.World.Channel(allgemein).ID)
+			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "feedbot"), nil
+		}},
+		{"archived space", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			env.Exec(`UPDATE spaces SET archived_at = now() WHERE id = $1`, env.World.Spaces["Support"])
+			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "feedbot"), nil
+		}},
+		{"other space archived", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			env.Exec(`UPDATE spaces SET archived_at = now() WHERE id = $1`, env.World.Spaces["Marketing"])
+			return load(t, env, "robin", "sam"), []string{env.World.ID("robin"), env.World.ID("sam")}
+		}},
+		{"duplicates in the input", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "sam", "sam", "alex", "writer", "sam", "writer", "alex"), []string{env.World.ID("sam"), env.World.ID("alex")}
+		}},
+		{"unknown id", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			ghost := identity.Principal{ID: ids.New(), Kind: identity.KindUser, Handle: "ghost", Status: identity.StatusActive}
+			return []identity.Principal{ghost}, nil
+		}},
+		{"no people", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return nil, nil
+		}},
+		{"whole world on Allgemein", allgemein, func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"),
+				[]string{env.World.ID("robin"), env.World.ID("alex"), env.World.ID("sam")}
+		}},
+		{"whole world on Kampagnen", "Marketing/Kampagnen", func(t *testing.T, env *moduletest.Env) ([]identity.Principal, []string) {
+			return load(t, env, "robin", "alex", "sam", "writer", "lotse", "texter", "feedbot"),
+				[]string{env.World.ID("robin"), env.World.ID("sam")}
+		}},
+	}
+}
+
+// checkHolders runs tc in a world of its own: WithTrigger answers exactly
+// the holders tc wants, writes no audit row, and PeopleWithTrigger agrees.
+func checkHolders(t *testing.T, tc holderCase) {
+	env := moduletest.New(t)
+	people, wantIDs := tc.setup(t, env)
+	audits := env.Count(`SELECT count(*) FROM audit_log`)
+	got := holders(t, env, tc.channel, people)
+	if got == nil {
+		t.Fatalf("WithTrigger returned a nil map without an error")
+	}
+	names := map[string]string{}
+	for _, p := range people {
+		names[p.ID] = p.Handle
+	}
+	gotIDs, want := sortedKeys(t, got), sorted(wantIDs)
+	if len(gotIDs) != len(want) {
+		t.Fatalf("got %v (%v), want %v", gotIDs, handlesOf(gotIDs, names), handlesOf(want, names))
+	}
+	for i := range want {
+		if gotIDs[i] != want[i] {
+			t.Fatalf("got %v, want %v", handlesOf(gotIDs, names), handlesOf(want, names))
+		}
+	}
+	if n := env.Count(`SELECT count(*) FROM audit_log`); n != audits {
+		t.Errorf("WithTrigger wrote %d audit rows; it must write none", n-audits)
+	}
+	samePeopleWithTrigger(t, env, tc.channel, people, want)
 }

@@ -61,21 +61,7 @@ func TestCreateChannelIsOneTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := "channel-" + string(rune('a'+i))
-			var made chat.Channel
-			create := func(ctx context.Context) error {
-				made, err = w.CreateChannel(ctx, chat.NewChannel{SpaceID: space.ID, Name: name, Kind: tc.kind, CreatedBy: tc.createdBy})
-				return err
-			}
-			if tc.outerFails {
-				err = d.InTx(ctx, func(ctx context.Context) error {
-					if err := create(ctx); err != nil {
-						return err
-					}
-					return errLater
-				})
-			} else {
-				err = create(ctx)
-			}
+			made, err := createChannelIn(ctx, d, w, chat.NewChannel{SpaceID: space.ID, Name: name, Kind: tc.kind, CreatedBy: tc.createdBy}, tc.outerFails, errLater)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err %v, want error %v", err, tc.wantErr)
 			}
@@ -104,4 +90,22 @@ func TestCreateChannelIsOneTransaction(t *testing.T) {
 			}
 		})
 	}
+}
+
+// createChannelIn creates the channel in through w: alone, or when
+// outerFails inside a transaction of d whose unit fails with errLater
+// after the channel is created.
+func createChannelIn(ctx context.Context, d *db.DB, w *chat.Writer, in chat.NewChannel, outerFails bool, errLater error) (chat.Channel, error) {
+	if !outerFails {
+		return w.CreateChannel(ctx, in)
+	}
+	var made chat.Channel
+	err := d.InTx(ctx, func(ctx context.Context) error {
+		var err error
+		if made, err = w.CreateChannel(ctx, in); err != nil {
+			return err
+		}
+		return errLater
+	})
+	return made, err
 }

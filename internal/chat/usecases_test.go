@@ -151,6 +151,36 @@ func TestChannels(t *testing.T) {
 	}
 
 	robin := env.Principal("robin")
+	checkChannelPages(t, uc, robin)
+
+	for _, c := range []struct {
+		name  string
+		after string
+		limit int
+		field string
+	}{
+		{"limit 0", "", 0, "first out_of_range"},
+		{"limit 101", "", 101, "first out_of_range"},
+		{"after not an id", "nope", 10, "after invalid_cursor"},
+	} {
+		_, err := uc.Channels(ctx, robin, c.after, c.limit)
+		p := problem.From("chat.TestChannels", err)
+		if p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Pointer+" "+p.Fields[0].Code != c.field {
+			t.Errorf("%s: %+v, want validation_failed on %s", c.name, p, c.field)
+		}
+	}
+
+	env.SetStatus("sam", identity.StatusDisabled)
+	_, err := uc.Channels(ctx, env.Principal("sam"), "", 10)
+	wantProblem(t, "a disabled principal lists", err, problem.NotFound)
+}
+
+// checkChannelPages checks that robin's channels, read by pages of four,
+// are the one page of all of them: the first page says more follow, the
+// second, after the first's last channel, holds the remaining two.
+func checkChannelPages(t *testing.T, uc *chat.UseCases, robin identity.Principal) {
+	t.Helper()
+	ctx := t.Context()
 	all, err := uc.Channels(ctx, robin, "", 100)
 	if err != nil {
 		t.Fatal(err)
@@ -174,25 +204,4 @@ func TestChannels(t *testing.T) {
 	if !slices.Equal(paged, whole) {
 		t.Fatalf("pages %v, one page %v", paged, whole)
 	}
-
-	for _, c := range []struct {
-		name  string
-		after string
-		limit int
-		field string
-	}{
-		{"limit 0", "", 0, "first out_of_range"},
-		{"limit 101", "", 101, "first out_of_range"},
-		{"after not an id", "nope", 10, "after invalid_cursor"},
-	} {
-		_, err := uc.Channels(ctx, robin, c.after, c.limit)
-		p := problem.From("chat.TestChannels", err)
-		if p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Pointer+" "+p.Fields[0].Code != c.field {
-			t.Errorf("%s: %+v, want validation_failed on %s", c.name, p, c.field)
-		}
-	}
-
-	env.SetStatus("sam", identity.StatusDisabled)
-	_, err = uc.Channels(ctx, env.Principal("sam"), "", 10)
-	wantProblem(t, "a disabled principal lists", err, problem.NotFound)
 }

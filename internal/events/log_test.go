@@ -138,27 +138,7 @@ func appendAndList(t *testing.T, env *moduletest.Env) {
 	appendInUnit(t, env, append(slices.Clone(written[2:]), agentEvent)...)
 
 	got := after(t, env, base)
-	if len(got) != len(written) {
-		t.Fatalf("%d client events stored, want %d: %+v", len(got), len(written), got)
-	}
-	for i, e := range got {
-		want := written[i]
-		want.Seq = e.Seq
-		want.CreatedAt = start
-		if i >= 2 {
-			want.CreatedAt = start.Add(time.Second)
-		}
-		if i > 0 && e.Seq <= got[i-1].Seq {
-			t.Fatalf("seqs not increasing: %v", seqs(got))
-		}
-		if !e.CreatedAt.Equal(want.CreatedAt) {
-			t.Fatalf("event %d created %v, want %v", i, e.CreatedAt, want.CreatedAt)
-		}
-		e.CreatedAt = want.CreatedAt
-		if !reflect.DeepEqual(e, want) {
-			t.Fatalf("event %d read back\n got %+v\nwant %+v", i, e, want)
-		}
-	}
+	wantReadBack(t, got, written, start)
 	s := seqs(got)
 	if e := end(t, env); e != s[4] {
 		t.Fatalf("End %d, want %d", e, s[4])
@@ -200,6 +180,34 @@ func appendAndList(t *testing.T, env *moduletest.Env) {
 	}
 	if d := env.Metric(`bothy_events_appended_total{stream="agent"}`) - agentBefore; d != 1 {
 		t.Errorf("agent events counted %v, want 1", d)
+	}
+}
+
+// wantReadBack checks the client events got read back as written, in
+// order with increasing seqs: the first two appended at start, the rest a
+// second later.
+func wantReadBack(t *testing.T, got, written []events.Event, start time.Time) {
+	t.Helper()
+	if len(got) != len(written) {
+		t.Fatalf("%d client events stored, want %d: %+v", len(got), len(written), got)
+	}
+	for i, e := range got {
+		want := written[i]
+		want.Seq = e.Seq
+		want.CreatedAt = start
+		if i >= 2 {
+			want.CreatedAt = start.Add(time.Second)
+		}
+		if i > 0 && e.Seq <= got[i-1].Seq {
+			t.Fatalf("seqs not increasing: %v", seqs(got))
+		}
+		if !e.CreatedAt.Equal(want.CreatedAt) {
+			t.Fatalf("event %d created %v, want %v", i, e.CreatedAt, want.CreatedAt)
+		}
+		e.CreatedAt = want.CreatedAt
+		if !reflect.DeepEqual(e, want) {
+			t.Fatalf("event %d read back\n got %+v\nwant %+v", i, e, want)
+		}
 	}
 }
 

@@ -87,6 +87,14 @@ func TestHorizon(t *testing.T) {
 		t.Fatalf("another stream's horizon %d %v, want 0", h, err)
 	}
 
+	checkReadersAtTheHorizon(t, env, upto, s[5:])
+}
+
+// checkReadersAtTheHorizon checks the reader's side of the horizon upto
+// of the client stream, whose kept events are kept.
+func checkReadersAtTheHorizon(t *testing.T, env *moduletest.Env, upto int64, kept []int64) {
+	t.Helper()
+	ctx := t.Context()
 	// The reader's side (feed decides it from Horizon): below the horizon
 	// is cursor_expired, the horizon itself and 0 read what is kept.
 	alex := env.Principal("alex")
@@ -108,8 +116,8 @@ func TestHorizon(t *testing.T) {
 		for _, e := range page.Events {
 			got = append(got, e.Seq)
 		}
-		if !slices.Equal(got, s[5:]) {
-			t.Fatalf("cursor %q reads %v, want %v", after, got, s[5:])
+		if !slices.Equal(got, kept) {
+			t.Fatalf("cursor %q reads %v, want %v", after, got, kept)
 		}
 	}
 }

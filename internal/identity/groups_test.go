@@ -21,34 +21,6 @@ import (
 func groups(t *testing.T, env *moduletest.Env) {
 	ctx := t.Context()
 	alexID, samID, robinID := env.World.ID("alex"), env.World.ID("sam"), env.World.ID("robin")
-	members := func(id string) []string {
-		t.Helper()
-		g, err := env.Identity.GetGroup(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The shared view group_memberships (group_id, principal_id)
-		// holds the same members.
-		var joined []string
-		rows, err := env.Pool.Query(ctx, `SELECT m.principal_id::text FROM group_memberships m WHERE m.group_id = $1 ORDER BY 1`, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var p string
-			if err := rows.Scan(&p); err != nil {
-				t.Fatal(err)
-			}
-			joined = append(joined, p)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(joined, g.Members) {
-			t.Fatalf("group_memberships holds %v, GetGroup %v", joined, g.Members)
-		}
-		return g.Members
-	}
 
 	g, err := env.Writers.Identity.CreateGroup(ctx, "Support team")
 	if err != nil || !ids.Valid(g.ID) || g.Name != "Support team" || g.Members == nil || len(g.Members) != 0 || !g.CreatedAt.Equal(env.Clock.Now()) {
@@ -68,7 +40,7 @@ func groups(t *testing.T, env *moduletest.Env) {
 	}
 	want := []string{alexID, samID, robinID}
 	slices.Sort(want)
-	if got := members(g.ID); !slices.Equal(got, want) {
+	if got := groupMembers(t, env, g.ID); !slices.Equal(got, want) {
 		t.Fatalf("members %v, want %v", got, want)
 	}
 	for _, who := range []string{"lotse", "feedbot"} {
@@ -87,7 +59,7 @@ func groups(t *testing.T, env *moduletest.Env) {
 		}
 	}
 	want = slices.DeleteFunc(want, func(id string) bool { return id == samID })
-	if got := members(g.ID); !slices.Equal(got, want) {
+	if got := groupMembers(t, env, g.ID); !slices.Equal(got, want) {
 		t.Fatalf("members after removing Sam %v, want %v", got, want)
 	}
 
@@ -126,4 +98,37 @@ func groups(t *testing.T, env *moduletest.Env) {
 	if again, err := env.Writers.Identity.CreateGroup(ctx, "Support"); err != nil || again.ID == g.ID {
 		t.Fatalf("the deleted group's name is not free: %+v %v", again, err)
 	}
+}
+
+// groupMembers returns the members of group id as GetGroup reads them,
+// and fails the test unless the shared view group_memberships holds the
+// same.
+func groupMembers(t *testing.T, env *moduletest.Env, id string) []string {
+	t.Helper()
+	ctx := t.Context()
+	g, err := env.Identity.GetGroup(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shared view group_memberships (group_id, principal_id)
+	// holds the same members.
+	var joined []string
+	rows, err := env.Pool.Query(ctx, `SELECT m.principal_id::text FROM group_memberships m WHERE m.group_id = $1 ORDER BY 1`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		joined = append(joined, p)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(joined, g.Members) {
+		t.Fatalf("group_memberships holds %v, GetGroup %v", joined, g.Members)
+	}
+	return g.Members
 }

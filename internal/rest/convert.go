@@ -47,50 +47,12 @@ func (s *Shim) input(v any, t *ast.Type, ptr string) (any, []problem.FieldError)
 		return nil, []problem.FieldError{{Pointer: ptr, Code: "null_not_allowed", Detail: "leave the member out instead of null"}}
 	}
 	if t.Elem != nil {
-		list, ok := v.([]any)
-		if !ok {
-			return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type", Detail: "must be an array"}}
-		}
-		out := make([]any, len(list))
-		var errs []problem.FieldError
-		for i, e := range list {
-			var fe []problem.FieldError
-			out[i], fe = s.input(e, t.Elem, ptr+"/"+strconv.Itoa(i))
-			errs = append(errs, fe...)
-		}
-		return out, errs
+		return s.listInput(v, t.Elem, ptr)
 	}
 	def := s.schema.Types[t.NamedType]
 	switch def.Kind {
 	case ast.InputObject:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type", Detail: "must be an object"}}
-		}
-		out := map[string]any{}
-		var errs []problem.FieldError
-		byMember := map[string]*ast.FieldDefinition{}
-		for _, f := range def.Fields {
-			byMember[Snake(f.Name)] = f
-		}
-		for k, val := range obj {
-			f, ok := byMember[k]
-			if !ok {
-				errs = append(errs, problem.FieldError{Pointer: ptr + "/" + escapePointer(k), Code: "unknown_member"})
-				continue
-			}
-			cv, fe := s.input(val, f.Type, ptr+"/"+k)
-			errs = append(errs, fe...)
-			if cv != nil {
-				out[f.Name] = cv
-			}
-		}
-		for _, f := range def.Fields {
-			if _, present := obj[Snake(f.Name)]; !present && f.Type.NonNull && f.DefaultValue == nil {
-				errs = append(errs, problem.FieldError{Pointer: ptr + "/" + Snake(f.Name), Code: "required"})
-			}
-		}
-		return out, errs
+		return s.objectInput(v, def, ptr)
 	case ast.Enum:
 		str, ok := v.(string)
 		if !ok || str != strings.ToLower(str) || def.EnumValues.ForName(strings.ToUpper(str)) == nil {
@@ -102,20 +64,62 @@ func (s *Shim) input(v any, t *ast.Type, ptr string) (any, []problem.FieldError)
 	}
 }
 
+// listInput is input for a list of elem: each element is converted, its
+// errors pointing at its index.
+func (s *Shim) listInput(v any, elem *ast.Type, ptr string) (any, []problem.FieldError) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type", Detail: "must be an array"}}
+	}
+	out := make([]any, len(list))
+	var errs []problem.FieldError
+	for i, e := range list {
+		var fe []problem.FieldError
+		out[i], fe = s.input(e, elem, ptr+"/"+strconv.Itoa(i))
+		errs = append(errs, fe...)
+	}
+	return out, errs
+}
+
+// objectInput is input for the input object def: members are named in
+// snake_case in the body and by their GraphQL names in the variables.
+func (s *Shim) objectInput(v any, def *ast.Definition, ptr string) (any, []problem.FieldError) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type", Detail: "must be an object"}}
+	}
+	out := map[string]any{}
+	var errs []problem.FieldError
+	byMember := map[string]*ast.FieldDefinition{}
+	for _, f := range def.Fields {
+		byMember[Snake(f.Name)] = f
+	}
+	for k, val := range obj {
+		f, ok := byMember[k]
+		if !ok {
+			errs = append(errs, problem.FieldError{Pointer: ptr + "/" + escapePointer(k), Code: "unknown_member"})
+			continue
+		}
+		cv, fe := s.input(val, f.Type, ptr+"/"+k)
+		errs = append(errs, fe...)
+		if cv != nil {
+			out[f.Name] = cv
+		}
+	}
+	for _, f := range def.Fields {
+		if _, present := obj[Snake(f.Name)]; !present && f.Type.NonNull && f.DefaultValue == nil {
+			errs = append(errs, problem.FieldError{Pointer: ptr + "/" + Snake(f.Name), Code: "required"})
+		}
+	}
+	return out, errs
+}
+
+// scalarInput is input for the scalar type name.
 func scalarInput(v any, name, ptr string) (any, []problem.FieldError) {
 	bad := []problem.FieldError{{Pointer: ptr, Code: "invalid_type"}}
 	switch name {
 	case "Int":
-		n, ok := v.(json.Number)
-		if !ok {
-			return nil, bad
-		}
-		i, err := n.Int64()
-		if err != nil || i < math.MinInt32 || i > math.MaxInt32 {
-			// GraphQL's Int is 32 bits wide.
-			return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type", Detail: "must be a 32-bit integer"}}
-		}
-		return i, nil
+		return intInput(v, ptr)
 	case "Float":
 		n, ok := v.(json.Number)
 		if !ok {
@@ -151,6 +155,20 @@ func scalarInput(v any, name, ptr string) (any, []problem.FieldError) {
 		}
 		return str, nil
 	}
+}
+
+// intInput is scalarInput for Int, GraphQL's 32-bit integer.
+func intInput(v any, ptr string) (any, []problem.FieldError) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type"}}
+	}
+	i, err := n.Int64()
+	if err != nil || i < math.MinInt32 || i > math.MaxInt32 {
+		// GraphQL's Int is 32 bits wide.
+		return nil, []problem.FieldError{{Pointer: ptr, Code: "invalid_type", Detail: "must be a 32-bit integer"}}
+	}
+	return i, nil
 }
 
 func escapePointer(s string) string {

@@ -329,25 +329,19 @@ func (s *Shim) renderData(w http.ResponseWriter, data scanner, c *compiled, out 
 	if c.Created {
 		status = http.StatusCreated
 	}
-	if c.ReplayFlag != "" {
-		if flag, err := value.member(c.ReplayFlag); err == nil && flag != nil {
-			if raw, err := flag.skip(); err == nil && string(raw) == "true" {
-				status = http.StatusOK
-				w.Header().Set("Idempotent-Replay", "true")
-			}
-		}
+	if replayed(value, c.ReplayFlag) {
+		status = http.StatusOK
+		w.Header().Set("Idempotent-Replay", "true")
 	}
 	if c.Unwrap != "" {
-		def := s.schema.Types[typ.Name()]
-		f := def.Fields.ForName(c.Unwrap)
-		inner, err := value.member(c.Unwrap)
-		if f == nil || err != nil {
-			return nil, 0, problem.Internal("rest.body", fmt.Errorf("route %s: cannot unwrap %s", c.OperationID, c.Unwrap))
+		inner, innerType, err := s.unwrap(value, typ, c)
+		if err != nil {
+			return nil, 0, err
 		}
 		if inner == nil {
 			return []byte("null"), status, nil
 		}
-		value, typ = inner, f.Type
+		value, typ = inner, innerType
 	}
 	if cap(out) < size {
 		out = make([]byte, 0, size)
@@ -357,6 +351,34 @@ func (s *Shim) renderData(w http.ResponseWriter, data scanner, c *compiled, out 
 		return nil, 0, undecodable
 	}
 	return out, status, nil
+}
+
+// replayed reports whether the result value says, in its member flag (a
+// route's ReplayFlag; none when empty), that the mutation was a replay of
+// an earlier one.
+func replayed(value *scanner, flag string) bool {
+	if flag == "" {
+		return false
+	}
+	f, err := value.member(flag)
+	if err != nil || f == nil {
+		return false
+	}
+	raw, err := f.skip()
+	return err == nil && string(raw) == "true"
+}
+
+// unwrap returns the member c.Unwrap of value, of type typ, and the
+// member's type: the body of route c is that member alone. inner is nil
+// when the member is missing from value.
+func (s *Shim) unwrap(value *scanner, typ *ast.Type, c *compiled) (inner *scanner, innerType *ast.Type, err error) {
+	def := s.schema.Types[typ.Name()]
+	f := def.Fields.ForName(c.Unwrap)
+	inner, err = value.member(c.Unwrap)
+	if f == nil || err != nil {
+		return nil, nil, problem.Internal("rest.body", fmt.Errorf("route %s: cannot unwrap %s", c.OperationID, c.Unwrap))
+	}
+	return inner, f.Type, nil
 }
 
 // problemOf rebuilds a problem from a GraphQL error's extensions, with

@@ -35,20 +35,7 @@ func TestRetention(t *testing.T) {
 		t.Fatal("client events are not counted")
 	}
 	env.Post("alex", esk, "t2", "@lotse hello?") // a pending follow-up: the next run
-	env.Clock.Advance(6 * time.Minute)
-	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 1 {
-		t.Fatalf("sweep %d %v", n, err)
-	}
-	var ended, open string
-	if err := env.Pool.QueryRow(ctx, `SELECT id::text FROM runs WHERE state = 'failed'`).Scan(&ended); err != nil {
-		t.Fatalf("ended run: %v", err)
-	}
-	if err := env.Pool.QueryRow(ctx, `SELECT id::text FROM runs WHERE state = 'queued'`).Scan(&open); err != nil {
-		t.Fatalf("open run: %v", err)
-	}
-	if ended == "" || open == "" {
-		t.Fatalf("runs ended %q open %q", ended, open)
-	}
+	ended, open := sweepToEndedAndOpenRun(t, env)
 	oldAudit, newAudit := ids.New(), ids.New()
 	now := env.Clock.Now()
 	audit := func(id string, at time.Time) {
@@ -110,6 +97,38 @@ func TestRetention(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM tokens WHERE id = $1`, openToken); n != 1 {
 		t.Fatal("the run token of the open run was removed")
 	}
+	wantOpenRunHandedOut(t, env, ended, open)
+
+	checkCursorsAfterPurge(t, env, oldest)
+}
+
+// sweepToEndedAndOpenRun lets lotse's run time out in the sweep (it
+// fails), which queues the pending follow-up's run, and returns the ids of
+// the ended run and the open one.
+func sweepToEndedAndOpenRun(t *testing.T, env *moduletest.Env) (ended, open string) {
+	t.Helper()
+	ctx := t.Context()
+	env.Clock.Advance(6 * time.Minute)
+	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep %d %v", n, err)
+	}
+	if err := env.Pool.QueryRow(ctx, `SELECT id::text FROM runs WHERE state = 'failed'`).Scan(&ended); err != nil {
+		t.Fatalf("ended run: %v", err)
+	}
+	if err := env.Pool.QueryRow(ctx, `SELECT id::text FROM runs WHERE state = 'queued'`).Scan(&open); err != nil {
+		t.Fatalf("open run: %v", err)
+	}
+	if ended == "" || open == "" {
+		t.Fatalf("runs ended %q open %q", ended, open)
+	}
+	return ended, open
+}
+
+// wantOpenRunHandedOut checks that lotse's stream still hands out the open
+// run's invocation after the purge, and no event of the ended run.
+func wantOpenRunHandedOut(t *testing.T, env *moduletest.Env, ended, open string) {
+	t.Helper()
+	ctx := t.Context()
 	// The agent still receives the open run's invocation.
 	stream, err := env.Runs.Poll(ctx, env.Principal("lotse"), "", 0)
 	if err != nil {
@@ -125,9 +144,16 @@ func TestRetention(t *testing.T) {
 	if !got {
 		t.Fatalf("agent stream after the purge lacks the open run: %+v", stream.Events)
 	}
+}
 
+// checkCursorsAfterPurge checks that a cursor older than oldest, the last
+// purged client event, is cursor_expired naming the oldest valid cursor,
+// and that the oldest valid cursor and no cursor read only kept events.
+func checkCursorsAfterPurge(t *testing.T, env *moduletest.Env, oldest int64) {
+	t.Helper()
+	ctx := t.Context()
 	alex := env.Principal("alex")
-	_, err = env.Feed.List(ctx, alex, "1", 0)
+	_, err := env.Feed.List(ctx, alex, "1", 0)
 	p := problem.From("retention.testRetention", err)
 	if err == nil || p.Code != problem.CursorExpired || p.OldestCursor != strconv.FormatInt(oldest, 10) {
 		t.Fatalf("expired cursor: %v (oldest cursor %q, want %d)", err, p.OldestCursor, oldest)

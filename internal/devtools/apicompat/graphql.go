@@ -63,63 +63,81 @@ func GraphQLBreaks(old, cur *ast.Schema) []Break {
 			add(name, "kind changed from %s to %s", ot.Kind, ct.Kind)
 			continue
 		}
-		switch ot.Kind {
-		case ast.Object, ast.Interface:
-			for _, of := range ot.Fields {
-				if len(of.Name) > 1 && of.Name[:2] == "__" {
-					continue
-				}
-				subject := name + "." + of.Name
-				cf := ct.Fields.ForName(of.Name)
-				if cf == nil {
-					add(subject, "field removed")
-					continue
-				}
-				if !outputFits(of.Type, cf.Type) {
-					add(subject, "type changed from %s to %s", of.Type, cf.Type)
-				}
-				argBreaks(subject, of.Arguments, cf.Arguments, add)
-			}
-			for _, iface := range ot.Interfaces {
-				if !slices.Contains(ct.Interfaces, iface) {
-					add(name, "no longer implements %s", iface)
-				}
-			}
-		case ast.InputObject:
-			for _, of := range ot.Fields {
-				subject := name + "." + of.Name
-				cf := ct.Fields.ForName(of.Name)
-				if cf == nil {
-					add(subject, "input field removed")
-					continue
-				}
-				if !inputFits(of.Type, cf.Type) {
-					add(subject, "type changed from %s to %s", of.Type, cf.Type)
-				}
-			}
-			for _, cf := range ct.Fields {
-				if ot.Fields.ForName(cf.Name) == nil && required(cf.Type, cf.DefaultValue) {
-					add(name+"."+cf.Name, "new required input field of type %s", cf.Type)
-				}
-			}
-		case ast.Enum:
-			for _, v := range ot.EnumValues {
-				if ct.EnumValues.ForName(v.Name) == nil {
-					add(name+"."+v.Name, "enum value removed")
-				}
-			}
-		case ast.Union:
-			for _, m := range ot.Types {
-				if !slices.Contains(ct.Types, m) {
-					add(name, "union member %s removed", m)
-				}
-			}
-		default:
-			// A scalar has no members whose removal breaks a client.
-		}
+		typeBreaks(name, ot, ct, add)
 	}
 	bySubject(out)
 	return out
+}
+
+// typeBreaks adds the breaks between ot and ct, the old and current
+// definitions of type name, which are of the same kind.
+func typeBreaks(name string, ot, ct *ast.Definition, add func(string, string, ...any)) {
+	switch ot.Kind {
+	case ast.Object, ast.Interface:
+		fieldBreaks(name, ot, ct, add)
+	case ast.InputObject:
+		inputFieldBreaks(name, ot, ct, add)
+	case ast.Enum:
+		for _, v := range ot.EnumValues {
+			if ct.EnumValues.ForName(v.Name) == nil {
+				add(name+"."+v.Name, "enum value removed")
+			}
+		}
+	case ast.Union:
+		for _, m := range ot.Types {
+			if !slices.Contains(ct.Types, m) {
+				add(name, "union member %s removed", m)
+			}
+		}
+	default:
+		// A scalar has no members whose removal breaks a client.
+	}
+}
+
+// fieldBreaks adds the breaks of the output fields (and their arguments)
+// and of the interfaces of object or interface type name.
+func fieldBreaks(name string, ot, ct *ast.Definition, add func(string, string, ...any)) {
+	for _, of := range ot.Fields {
+		if len(of.Name) > 1 && of.Name[:2] == "__" {
+			continue
+		}
+		subject := name + "." + of.Name
+		cf := ct.Fields.ForName(of.Name)
+		if cf == nil {
+			add(subject, "field removed")
+			continue
+		}
+		if !outputFits(of.Type, cf.Type) {
+			add(subject, "type changed from %s to %s", of.Type, cf.Type)
+		}
+		argBreaks(subject, of.Arguments, cf.Arguments, add)
+	}
+	for _, iface := range ot.Interfaces {
+		if !slices.Contains(ct.Interfaces, iface) {
+			add(name, "no longer implements %s", iface)
+		}
+	}
+}
+
+// inputFieldBreaks adds the breaks of the fields of input type name:
+// removed or narrowed fields, and new required ones.
+func inputFieldBreaks(name string, ot, ct *ast.Definition, add func(string, string, ...any)) {
+	for _, of := range ot.Fields {
+		subject := name + "." + of.Name
+		cf := ct.Fields.ForName(of.Name)
+		if cf == nil {
+			add(subject, "input field removed")
+			continue
+		}
+		if !inputFits(of.Type, cf.Type) {
+			add(subject, "type changed from %s to %s", of.Type, cf.Type)
+		}
+	}
+	for _, cf := range ct.Fields {
+		if ot.Fields.ForName(cf.Name) == nil && required(cf.Type, cf.DefaultValue) {
+			add(name+"."+cf.Name, "new required input field of type %s", cf.Type)
+		}
+	}
 }
 
 // argBreaks adds the breaks of a field's arguments.

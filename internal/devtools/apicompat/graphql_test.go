@@ -17,9 +17,9 @@ func mustSchema(t *testing.T, sdl string) *ast.Schema {
 	return s
 }
 
-func TestGraphQLBreaks(t *testing.T) {
-	t.Parallel()
-	const base = `
+// breaksBase is the old schema of TestGraphQLBreaks: every kind of type
+// with members whose change can break a client.
+const breaksBase = `
 type Query { run(id: ID!, verbose: Boolean): Run, runs(first: Int): [Run!]! }
 interface Node { id: ID! }
 type Run implements Node { id: ID!, state: State!, context: Ctx, note: String }
@@ -28,12 +28,20 @@ enum State { QUEUED RUNNING }
 union Item = Run | Ctx
 input Filter { state: State, limit: Int! }
 `
-	for _, tc := range []struct {
-		name, cur string
-		want      []string
-	}{
-		{"unchanged", base, nil},
-		{"additions only", base + `
+
+// graphQLBreakCase is a case of TestGraphQLBreaks: a current schema and the
+// breaks from breaksBase to it, as "subject: detail" sorted by subject.
+type graphQLBreakCase struct {
+	name, cur string
+	want      []string
+}
+
+// graphQLBreakCases returns the cases of TestGraphQLBreaks: changes that
+// break nothing and changes that break each rule once.
+func graphQLBreakCases() []graphQLBreakCase {
+	return []graphQLBreakCase{
+		{"unchanged", breaksBase, nil},
+		{"additions only", breaksBase + `
 extend type Run { extra: String }
 extend enum State { DONE }
 extend input Filter { more: Int }
@@ -90,11 +98,16 @@ type Run implements Node { id: ID!, state: State!, context: Ctx, note: String }
 interface Ctx { text: String }
 enum State { QUEUED RUNNING }
 input Filter { state: State, limit: Int! }`, []string{"Ctx: kind changed from OBJECT to INTERFACE", "Item: type removed"}},
-	} {
+	}
+}
+
+func TestGraphQLBreaks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range graphQLBreakCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var got []string
-			for _, b := range GraphQLBreaks(mustSchema(t, base), mustSchema(t, tc.cur)) {
+			for _, b := range GraphQLBreaks(mustSchema(t, breaksBase), mustSchema(t, tc.cur)) {
 				if b.Face != "GraphQL" {
 					t.Errorf("face %q", b.Face)
 				}

@@ -164,6 +164,18 @@ func propertyOwner(doc *openapi3.T, c checker.Change) string {
 	if op == nil {
 		return ""
 	}
+	segs := pathSegments(path)
+	for _, p := range payloadsOf(op) {
+		if owner, ok := walkOwner(p, segs[:len(segs)-1], segs[len(segs)-1], ""); ok {
+			return owner
+		}
+	}
+	return ""
+}
+
+// payloadsOf returns the schemas of op's payloads: its request body's, then
+// its responses', in every media type.
+func payloadsOf(op *openapi3.Operation) []*openapi3.SchemaRef {
 	var payloads []*openapi3.SchemaRef
 	if op.RequestBody != nil && op.RequestBody.Value != nil {
 		for _, mt := range op.RequestBody.Value.Content {
@@ -179,13 +191,7 @@ func propertyOwner(doc *openapi3.T, c checker.Change) string {
 			}
 		}
 	}
-	segs := pathSegments(path)
-	for _, p := range payloads {
-		if owner, ok := walkOwner(p, segs[:len(segs)-1], segs[len(segs)-1], ""); ok {
-			return owner
-		}
-	}
-	return ""
+	return payloads
 }
 
 // walkOwner follows segs from ref and, when the schema reached has the

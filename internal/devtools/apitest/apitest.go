@@ -252,19 +252,14 @@ func (e *Env) PostDo(who, thread, clientMsgID, content string) (*Response, error
 		map[string]any{"client_msg_id": clientMsgID, "content_md": content})
 }
 
+// restDo makes a REST request and checks its answer: a Correlation-Id
+// header, the OpenAPI document (validate), and a JSON body without nulls.
+// Failed checks are reported with t.Errorf; only a request that cannot be
+// made or answered is returned as an error.
 func (e *Env) restDo(method, path, token string, body any, header http.Header) (*Response, error) {
-	var raw []byte
-	switch b := body.(type) {
-	case nil:
-	case string:
-		raw = []byte(b)
-	case []byte:
-		raw = b
-	default:
-		var err error
-		if raw, err = json.Marshal(b); err != nil {
-			return nil, fmt.Errorf("encode body: %w", err)
-		}
+	raw, err := encodeBody(body)
+	if err != nil {
+		return nil, err
 	}
 	req, err := http.NewRequest(method, e.URL+path, bytes.NewReader(raw))
 	if err != nil {
@@ -290,15 +285,42 @@ func (e *Env) restDo(method, path, token string, body any, header http.Header) (
 		e.t.Errorf("%s %s: no Correlation-Id header", method, path)
 	}
 	e.validate(req, raw, out)
-	if len(data) > 0 && strings.Contains(resp.Header.Get("Content-Type"), "json") {
-		var v any
-		if err := json.Unmarshal(data, &v); err != nil {
-			e.t.Errorf("%s %s: body is not JSON: %v", method, path, err)
-		} else if p := NullPath(v, ""); p != "" {
-			e.t.Errorf("%s %s: JSON null at %s in %s", method, path, p, data)
-		}
-	}
+	e.checkNoNulls(method, path, out)
 	return out, nil
+}
+
+// encodeBody returns the bytes of a request body: none for nil, a string or
+// []byte as it is (so that tests can send malformed JSON), anything else
+// encoded as JSON.
+func encodeBody(body any) ([]byte, error) {
+	switch b := body.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []byte(b), nil
+	case []byte:
+		return b, nil
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return nil, fmt.Errorf("encode body: %w", err)
+		}
+		return raw, nil
+	}
+}
+
+// checkNoNulls reports a JSON answer that does not parse or holds a null
+// (the API omits absent values instead).
+func (e *Env) checkNoNulls(method, path string, resp *Response) {
+	if len(resp.Body) == 0 || !strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		return
+	}
+	var v any
+	if err := json.Unmarshal(resp.Body, &v); err != nil {
+		e.t.Errorf("%s %s: body is not JSON: %v", method, path, err)
+	} else if p := NullPath(v, ""); p != "" {
+		e.t.Errorf("%s %s: JSON null at %s in %s", method, path, p, resp.Body)
+	}
 }
 
 // validate checks a REST answer against the OpenAPI document: the operation

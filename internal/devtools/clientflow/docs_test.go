@@ -42,30 +42,77 @@ func TestClientsDocCommands(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, ".bin")
-	// Linking bothy takes seconds and only the blocks that run it need it:
-	// it links while the server starts and the blocks before run.
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "bothy"), "bothy.example.com/bothy/cmd/bothy")
-	var buildOut strings.Builder
-	build.Stdout, build.Stderr = &buildOut, &buildOut
-	if err := build.Start(); err != nil {
-		t.Fatal(err)
-	}
-	built := false
-	waitBothy := func() error {
-		if built {
-			return nil
-		}
-		built = true
-		return build.Wait()
-	}
+	build := startBothyBuild(t, bin)
 	// A test that stops early still waits, so the build's output is not
 	// removed under it.
-	defer waitBothy()
+	defer build.wait()
 	env := apitest.Start(t, apitest.Options{})
 	// Events for the Apollo client's two pages.
 	for i := range 4 {
 		env.MustPost("alex", env.Main("Support/Allgemein"), fmt.Sprintf("doc-%d", i), "events for the client page")
 	}
+	ops := writeClientFiles(t, dir)
+	vars := []string{
+		"CHAT_URL=" + env.URL,
+		"CHAT_TOKEN=" + env.World.Token("alex"),
+		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
+		// A folder outside this module: its own go.mod, no workspace.
+		"GOWORK=off", "GOFLAGS=",
+		// npm takes what its cache holds and asks the registry for the rest.
+		"npm_config_prefer_offline=true", "npm_config_update_notifier=false",
+	}
+	out := runDocBlocks(t, blocks, dir, vars, build)
+	for _, f := range []string{"bothy/generated.go", "bothyrest/client.go", "bothy-api.d.ts", "possible-types.json"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s was not made: %v", f, err)
+		}
+	}
+	// The program ran after the Apollo client: its post is no event of
+	// the Apollo client's pages.
+	if got := run(t, dir, vars, "go", "run", "."); !strings.HasPrefix(got, "recipe ok ") {
+		t.Errorf("the Go program of testdata/docs printed %q", got)
+	}
+	const quoted = "events 4 hash-only requests 2"
+	if !strings.Contains(string(page), "`"+quoted+"`") || !strings.Contains(out, quoted) {
+		t.Errorf("the Apollo client printed other than the page says (%q):\n%s", quoted, out)
+	}
+	checkTrustedDocuments(t, filepath.Join(dir, "trusted-documents.txt"), ops)
+}
+
+// bothyBuild is a go build of bothy running in the background.
+type bothyBuild struct {
+	cmd   *exec.Cmd
+	out   strings.Builder
+	built bool
+}
+
+// startBothyBuild starts linking bothy into folder bin. Linking takes
+// seconds and only the blocks that run bothy need it: it links while the
+// server starts and the blocks before run.
+func startBothyBuild(t *testing.T, bin string) *bothyBuild {
+	t.Helper()
+	b := &bothyBuild{cmd: exec.Command("go", "build", "-o", filepath.Join(bin, "bothy"), "bothy.example.com/bothy/cmd/bothy")}
+	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.out
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// wait waits for the build the first time it is called and returns its
+// error; later calls return nil at once.
+func (b *bothyBuild) wait() error {
+	if b.built {
+		return nil
+	}
+	b.built = true
+	return b.cmd.Wait()
+}
+
+// writeClientFiles writes the client's operations and Go program (testdata)
+// into dir and returns the operations.
+func writeClientFiles(t *testing.T, dir string) []byte {
+	t.Helper()
 	ops, err := os.ReadFile("testdata/graphql/operations.graphql")
 	if err != nil {
 		t.Fatal(err)
@@ -79,20 +126,19 @@ func TestClientsDocCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	vars := []string{
-		"CHAT_URL=" + env.URL,
-		"CHAT_TOKEN=" + env.World.Token("alex"),
-		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
-		// A folder outside this module: its own go.mod, no workspace.
-		"GOWORK=off", "GOFLAGS=",
-		// npm takes what its cache holds and asks the registry for the rest.
-		"npm_config_prefer_offline=true", "npm_config_update_notifier=false",
-	}
+	return ops
+}
+
+// runDocBlocks runs each sh block in dir with vars added to the
+// environment, in order, waiting for build before the first that runs
+// bothy, and returns their output; a failing block ends the test.
+func runDocBlocks(t *testing.T, blocks [][]string, dir string, vars []string, build *bothyBuild) string {
+	t.Helper()
 	var out strings.Builder
 	for i, b := range blocks {
 		if callsBothy.MatchString(b[1]) {
-			if err := waitBothy(); err != nil {
-				t.Fatalf("go build bothy: %v\n%s", err, buildOut.String())
+			if err := build.wait(); err != nil {
+				t.Fatalf("go build bothy: %v\n%s", err, build.out.String())
 			}
 		}
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", b[1])
@@ -106,21 +152,14 @@ func TestClientsDocCommands(t *testing.T) {
 		}
 		out.Write(got)
 	}
-	for _, f := range []string{"bothy/generated.go", "bothyrest/client.go", "bothy-api.d.ts", "possible-types.json"} {
-		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
-			t.Errorf("%s was not made: %v", f, err)
-		}
-	}
-	// The program ran after the Apollo client: its post is no event of
-	// the Apollo client's pages.
-	if got := run(t, dir, vars, "go", "run", "."); !strings.HasPrefix(got, "recipe ok ") {
-		t.Errorf("the Go program of testdata/docs printed %q", got)
-	}
-	const quoted = "events 4 hash-only requests 2"
-	if !strings.Contains(string(page), "`"+quoted+"`") || !strings.Contains(out.String(), quoted) {
-		t.Errorf("the Apollo client printed other than the page says (%q):\n%s", quoted, out.String())
-	}
-	f, err := os.Open(filepath.Join(dir, "trusted-documents.txt"))
+	return out.String()
+}
+
+// checkTrustedDocuments checks that the trusted-documents file at path
+// parses and holds one hash per query and mutation of ops.
+func checkTrustedDocuments(t *testing.T, path string, ops []byte) {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,6 +109,28 @@ func TestImageLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	loaded := loadLayout(t, dir, ref)
+	checkManifest(t, loaded)
+	cf, err := loaded.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRunConfig(t, cf)
+	checkEnvironment(t, cf.Config)
+	checkLabels(t, cf.Config)
+	if len(cf.History) != 1 || !cf.History[0].Created.Equal(testCreated) {
+		t.Errorf("history %+v, want one entry created %v", cf.History, testCreated)
+	}
+
+	files := layerFiles(t, loaded)
+	checkFileModes(t, files)
+	checkFileContents(t, files, bin)
+}
+
+// loadLayout reads the OCI layout in dir, checks that its index names one
+// image, ref, for linux/amd64 with an OCI manifest, and returns that image.
+func loadLayout(t *testing.T, dir, ref string) v1.Image {
+	t.Helper()
 	lp, err := layout.FromPath(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +162,14 @@ func TestImageLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := loaded.Manifest()
+	return loaded
+}
+
+// checkManifest checks that img's manifest has OCI media types and one
+// layer.
+func checkManifest(t *testing.T, img v1.Image) {
+	t.Helper()
+	m, err := img.Manifest()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +179,13 @@ func TestImageLayout(t *testing.T) {
 	if len(m.Layers) != 1 || m.Layers[0].MediaType != types.OCILayer {
 		t.Errorf("layers %+v, want one of media type %q", m.Layers, types.OCILayer)
 	}
+}
 
-	cf, err := loaded.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+// checkRunConfig checks the platform, creation time and run configuration
+// of cf: bothy serve as 65532:65532 in /, with no volume and the image's
+// environment.
+func checkRunConfig(t *testing.T, cf *v1.ConfigFile) {
+	t.Helper()
 	c := cf.Config
 	if cf.OS != "linux" || cf.Architecture != "amd64" {
 		t.Errorf("platform %s/%s, want linux/amd64", cf.OS, cf.Architecture)
@@ -181,9 +212,13 @@ func TestImageLayout(t *testing.T) {
 	if !slices.Equal(c.Env, wantEnv) {
 		t.Errorf("env %q, want %q", c.Env, wantEnv)
 	}
-	// Every BOTHY_ variable of the image is a configuration key, which
-	// the server reads and checks: its values are valid and its ports are
-	// the exposed ones.
+}
+
+// checkEnvironment checks that every BOTHY_ variable of c is a
+// configuration key, which the server reads and checks: its values are
+// valid, and its addresses listen on every interface at the exposed ports.
+func checkEnvironment(t *testing.T, c v1.Config) {
+	t.Helper()
 	known := map[string]bool{}
 	for _, k := range config.Registry() {
 		known[config.EnvName(k.Name)] = true
@@ -214,6 +249,12 @@ func TestImageLayout(t *testing.T) {
 			t.Errorf("address %q: port not exposed", addr)
 		}
 	}
+}
+
+// checkLabels checks that c has exactly the OCI annotation labels of the
+// fixture's image (no licenses label: the fixture gives none).
+func checkLabels(t *testing.T, c v1.Config) {
+	t.Helper()
 	wantLabels := map[string]string{
 		"org.opencontainers.image.title":         "bothy",
 		"org.opencontainers.image.description":   "Bothy, a team chat server in which AI agents are members like people",
@@ -231,11 +272,13 @@ func TestImageLayout(t *testing.T) {
 	if len(c.Labels) != len(wantLabels) {
 		t.Errorf("labels %v, want exactly %v (no licenses label unless one is given)", c.Labels, wantLabels)
 	}
-	if len(cf.History) != 1 || !cf.History[0].Created.Equal(testCreated) {
-		t.Errorf("history %+v, want one entry created %v", cf.History, testCreated)
-	}
+}
 
-	files := layerFiles(t, loaded)
+// checkFileModes checks that the layer holds exactly the image's paths,
+// folders and regular files owned and writable by root alone, at the
+// creation time.
+func checkFileModes(t *testing.T, files map[string]entry) {
+	t.Helper()
 	var paths []string
 	for p := range files {
 		paths = append(paths, p)
@@ -263,6 +306,12 @@ func TestImageLayout(t *testing.T) {
 			t.Errorf("%s type %q: want folders and regular files only", p, h.Typeflag)
 		}
 	}
+}
+
+// checkFileContents checks the layer's binary (bin's bytes), CA bundle,
+// user and group files.
+func checkFileContents(t *testing.T, files map[string]entry, bin []byte) {
+	t.Helper()
 	b := files["usr/local/bin/bothy"]
 	if b.hdr == nil || b.hdr.Mode != 0o755 || !bytes.Equal(b.data, bin) {
 		t.Errorf("usr/local/bin/bothy: want the binary's bytes with mode 0755, got mode %o, %d bytes", b.hdr.Mode, len(b.data))

@@ -281,49 +281,68 @@ func EnvName(name string) string {
 func (k Key) check(raw string) (any, error) {
 	switch k.Type {
 	case TypeInt:
-		var v int
-		if _, err := fmt.Sscan(raw, &v); err != nil || fmt.Sprint(v) != strings.TrimSpace(raw) {
-			return nil, fmt.Errorf("config key %s: %q is not an integer", k.Name, raw)
-		}
-		if k.Min != "" {
-			var m int
-			fmt.Sscan(k.Min, &m)
-			if v < m {
-				return nil, fmt.Errorf("config key %s: %d is below the minimum %s", k.Name, v, k.Min)
-			}
-		}
-		return v, nil
+		return k.checkInt(raw)
 	case TypeDuration:
-		v, err := time.ParseDuration(strings.TrimSpace(raw))
-		if err != nil {
-			return nil, fmt.Errorf("config key %s: %q is not a duration (for example 30s or 5m)", k.Name, raw)
-		}
-		if k.Min != "" {
-			m, _ := time.ParseDuration(k.Min)
-			if v < m {
-				return nil, fmt.Errorf("config key %s: %s is below the minimum %s", k.Name, v, k.Min)
-			}
-		}
-		return v, nil
+		return k.checkDuration(raw)
 	case TypeBool:
-		switch strings.ToLower(strings.TrimSpace(raw)) {
-		case "true", "1", "yes", "on":
-			return true, nil
-		case "false", "0", "no", "off":
-			return false, nil
-		}
-		return nil, fmt.Errorf("config key %s: %q is not a boolean (true or false)", k.Name, raw)
+		return k.checkBool(raw)
 	default:
-		if allowed, ok := choices[k.Name]; ok {
-			for _, a := range allowed {
-				if raw == a {
-					return raw, nil
-				}
-			}
-			return nil, fmt.Errorf("config key %s: %q is not one of %s", k.Name, raw, strings.Join(allowed, ", "))
+		return k.checkString(raw)
+	}
+}
+
+// checkInt parses raw as an integer, refusing anything that does not print
+// back the same (such as "12abc" or "1e3"), and enforces k.Min.
+func (k Key) checkInt(raw string) (any, error) {
+	var v int
+	if _, err := fmt.Sscan(raw, &v); err != nil || fmt.Sprint(v) != strings.TrimSpace(raw) {
+		return nil, fmt.Errorf("config key %s: %q is not an integer", k.Name, raw)
+	}
+	if k.Min != "" {
+		var m int
+		fmt.Sscan(k.Min, &m)
+		if v < m {
+			return nil, fmt.Errorf("config key %s: %d is below the minimum %s", k.Name, v, k.Min)
 		}
+	}
+	return v, nil
+}
+
+// checkDuration parses raw as a Go duration and enforces k.Min.
+func (k Key) checkDuration(raw string) (any, error) {
+	v, err := time.ParseDuration(strings.TrimSpace(raw))
+	if err != nil {
+		return nil, fmt.Errorf("config key %s: %q is not a duration (for example 30s or 5m)", k.Name, raw)
+	}
+	if k.Min != "" {
+		m, _ := time.ParseDuration(k.Min)
+		if v < m {
+			return nil, fmt.Errorf("config key %s: %s is below the minimum %s", k.Name, v, k.Min)
+		}
+	}
+	return v, nil
+}
+
+// checkBool parses raw as a boolean in the spellings operators write in
+// environment files (true/false, 1/0, yes/no, on/off).
+func (k Key) checkBool(raw string) (any, error) {
+	switch strings.ToLower(strings.TrimSpace(raw)) {
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return nil, fmt.Errorf("config key %s: %q is not a boolean (true or false)", k.Name, raw)
+}
+
+// checkString accepts raw as it is, unless k has a fixed set of choices
+// and raw is not one of them.
+func (k Key) checkString(raw string) (any, error) {
+	allowed, ok := choices[k.Name]
+	if !ok || slices.Contains(allowed, raw) {
 		return raw, nil
 	}
+	return nil, fmt.Errorf("config key %s: %q is not one of %s", k.Name, raw, strings.Join(allowed, ", "))
 }
 
 // Registry returns a copy of registry: an importer cannot change it

@@ -88,17 +88,53 @@ func TestInTxCarriesTheTransaction(t *testing.T) {
 	if q := d.Q(ctx); q != db.Querier(pool) {
 		t.Fatalf("DB.Q outside a transaction is %T, want the pool", q)
 	}
+	for _, tc := range inTxUnits(d, pool) {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := pool.Exec(ctx, `DELETE FROM tx_probe`); err != nil {
+				t.Fatal(err)
+			}
+			var inside db.Querier
+			err := d.InTx(ctx, func(ctx context.Context) error {
+				inside = d.Q(ctx)
+				return tc.unit(ctx)
+			})
+			if _, isTx := inside.(pgx.Tx); !isTx {
+				t.Fatalf("Q inside InTx is %T, want a transaction", inside)
+			}
+			switch {
+			case tc.name == "a failed statement rolls back the unit":
+				if err == nil {
+					t.Fatal("a failed statement did not fail the unit")
+				}
+			case !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil):
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			if n := probeRows(t, pool); n != tc.wantRows {
+				t.Fatalf("%d rows committed, want %d", n, tc.wantRows)
+			}
+		})
+	}
+}
+
+// inTxUnit is a case of TestInTxCarriesTheTransaction: a unit of work run
+// by InTx, the error InTx must return and the rows that must stay committed.
+type inTxUnit struct {
+	name     string
+	unit     func(ctx context.Context) error
+	wantErr  error
+	wantRows int
+}
+
+// inTxUnits returns the cases of TestInTxCarriesTheTransaction: units of d
+// on pool that commit, or fail with an error of their own or a failed
+// statement, alone or with nested InTx calls.
+func inTxUnits(d *db.DB, pool *pgxpool.Pool) []inTxUnit {
 	errBoom := errors.New("boom")
 	insert := func(ctx context.Context) error {
 		_, err := d.Q(ctx).Exec(ctx, `INSERT INTO tx_probe VALUES (1)`)
 		return err
 	}
-	tests := []struct {
-		name     string
-		unit     func(ctx context.Context) error
-		wantErr  error
-		wantRows int
-	}{
+	return []inTxUnit{
 		{"commit", insert, nil, 1},
 		{"rollback on error", func(ctx context.Context) error {
 			if err := insert(ctx); err != nil {
@@ -141,32 +177,6 @@ func TestInTxCarriesTheTransaction(t *testing.T) {
 			_, err := d.Q(ctx).Exec(ctx, `INSERT INTO tx_probe VALUES ('not a number')`)
 			return err
 		}, nil, 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := pool.Exec(ctx, `DELETE FROM tx_probe`); err != nil {
-				t.Fatal(err)
-			}
-			var inside db.Querier
-			err := d.InTx(ctx, func(ctx context.Context) error {
-				inside = d.Q(ctx)
-				return tc.unit(ctx)
-			})
-			if _, isTx := inside.(pgx.Tx); !isTx {
-				t.Fatalf("Q inside InTx is %T, want a transaction", inside)
-			}
-			switch {
-			case tc.name == "a failed statement rolls back the unit":
-				if err == nil {
-					t.Fatal("a failed statement did not fail the unit")
-				}
-			case !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil):
-				t.Fatalf("err %v, want %v", err, tc.wantErr)
-			}
-			if n := probeRows(t, pool); n != tc.wantRows {
-				t.Fatalf("%d rows committed, want %d", n, tc.wantRows)
-			}
-		})
 	}
 }
 

@@ -201,6 +201,49 @@ const startTimeout = 60
 // server start failures, which carry the tail of their output or of the
 // server log. ctx bounds the whole start.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	c, err := newCluster(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.prepareDataDir(); err != nil {
+		return nil, err
+	}
+	if err := c.makeSocketDir(); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.cleanupFailedStart()
+		}
+	}()
+	if err := c.initdb(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.removeStalePID(); err != nil {
+		return nil, err
+	}
+	rotateLog(c.logFile)
+	// The watchdog starts before the server so that no moment exists in
+	// which a crash of this process would leave a server behind.
+	if err := c.startWatchdog(); err != nil {
+		return nil, err
+	}
+	if err := c.startOnPort(ctx, opts.Port); err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	c.log.Info("PostgreSQL started", "port", c.port, "data_dir", c.pgdata, "log", c.logFile)
+	return c, nil
+}
+
+// newCluster checks opts and returns the Cluster they describe, not yet
+// started: its binaries, absolute paths, defaults, and the credential and
+// environment of its programs.
+func newCluster(opts Options) (*Cluster, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("pgcluster: Options.DataDir is empty")
 	}
@@ -235,55 +278,31 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	c.env = childEnv(c.cred != nil, dataDir)
+	return c, nil
+}
 
-	if err := c.prepareDataDir(); err != nil {
-		return nil, err
-	}
-	if err := c.makeSocketDir(); err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			c.cleanupFailedStart()
-		}
-	}()
-	if err := c.initdb(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.removeStalePID(); err != nil {
-		return nil, err
-	}
-	rotateLog(c.logFile)
-	// The watchdog starts before the server so that no moment exists in
-	// which a crash of this process would leave a server behind.
-	if err := c.startWatchdog(); err != nil {
-		return nil, err
-	}
+// startOnPort starts the server on port want, or on a free port when want
+// is 0. A free port picked here can be taken by another process before the
+// server binds it (tests start clusters in parallel), so that case is tried
+// up to three times with a fresh port.
+func (c *Cluster) startOnPort(ctx context.Context, want int) error {
 	for attempt := 1; ; attempt++ {
-		port := opts.Port
+		port := want
 		if port == 0 {
+			var err error
 			if port, err = freePort(); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		err = c.start(ctx, port)
+		err := c.start(ctx, port)
 		if err == nil {
-			break
+			return nil
 		}
-		// A free port picked here can be taken by another process before
-		// the server binds it (tests start clusters in parallel): retry.
-		if opts.Port != 0 || attempt == 3 || !errors.Is(err, errAddrInUse) {
-			return nil, err
+		if want != 0 || attempt == 3 || !errors.Is(err, errAddrInUse) {
+			return err
 		}
 		c.log.Info("port taken meanwhile, retrying", "port", port)
 	}
-	if err := c.waitReady(ctx); err != nil {
-		return nil, err
-	}
-	ok = true
-	c.log.Info("PostgreSQL started", "port", c.port, "data_dir", c.pgdata, "log", c.logFile)
-	return c, nil
 }
 
 // postgresUser returns the credential of the "postgres" system user, which

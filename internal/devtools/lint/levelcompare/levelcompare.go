@@ -37,6 +37,8 @@ func init() {
 	Analyzer.Flags.StringVar(&levelPkg, "levelpkg", LevelPackage, "import path of the package that defines the guarded type Level")
 }
 
+// run reports the level comparisons in the non-test, non-generated files of
+// pass's package, unless it is the level package or one below it.
 func run(pass *analysis.Pass) (any, error) {
 	path := pass.Pkg.Path()
 	// A test package of the level package (authz_test) may compare too.
@@ -44,32 +46,40 @@ func run(pass *analysis.Pass) (any, error) {
 	if path == levelPkg || strings.HasPrefix(path, levelPkg+"/") {
 		return nil, nil
 	}
-	isLevel := func(e ast.Expr) bool {
-		n, ok := pass.TypesInfo.TypeOf(e).(*types.Named)
-		return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == levelPkg && n.Obj().Name() == "Level"
-	}
 	for _, f := range pass.Files {
 		if ast.IsGenerated(f) || strings.HasSuffix(pass.Fset.File(f.Pos()).Name(), "_test.go") {
 			continue
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.BinaryExpr:
-				switch n.Op {
-				case token.LSS, token.LEQ, token.GTR, token.GEQ, token.EQL, token.NEQ:
-					if isLevel(n.X) || isLevel(n.Y) {
-						pass.Reportf(n.OpPos, "compares authorization levels outside internal/authz; decide the right through authz.Authorize, Filter or Allowed")
-					}
-				default:
-					// Arithmetic and logic on levels are not comparisons.
-				}
-			case *ast.SwitchStmt:
-				if n.Tag != nil && isLevel(n.Tag) {
-					pass.Reportf(n.Switch, "switches on an authorization level outside internal/authz; decide the right through authz.Authorize, Filter or Allowed")
-				}
-			}
+			reportComparison(pass, n)
 			return true
 		})
 	}
 	return nil, nil
+}
+
+// reportComparison reports n when it is a comparison of levels: a binary
+// comparison with a level operand, or a switch on a level.
+func reportComparison(pass *analysis.Pass, n ast.Node) {
+	switch n := n.(type) {
+	case *ast.BinaryExpr:
+		switch n.Op {
+		case token.LSS, token.LEQ, token.GTR, token.GEQ, token.EQL, token.NEQ:
+			if isLevel(pass, n.X) || isLevel(pass, n.Y) {
+				pass.Reportf(n.OpPos, "compares authorization levels outside internal/authz; decide the right through authz.Authorize, Filter or Allowed")
+			}
+		default:
+			// Arithmetic and logic on levels are not comparisons.
+		}
+	case *ast.SwitchStmt:
+		if n.Tag != nil && isLevel(pass, n.Tag) {
+			pass.Reportf(n.Switch, "switches on an authorization level outside internal/authz; decide the right through authz.Authorize, Filter or Allowed")
+		}
+	}
+}
+
+// isLevel reports whether e is of type Level of the level package.
+func isLevel(pass *analysis.Pass, e ast.Expr) bool {
+	n, ok := pass.TypesInfo.TypeOf(e).(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == levelPkg && n.Obj().Name() == "Level"
 }

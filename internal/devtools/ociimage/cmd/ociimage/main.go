@@ -51,56 +51,33 @@ func (e usageError) Error() string { return e.msg }
 // run parses args, builds the image and writes it; epoch is the value of
 // SOURCE_DATE_EPOCH.
 func run(args []string, epoch string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ociimage", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	binary := fs.String("binary", "", "static Linux bothy binary (make dist with GOOS=linux)")
-	version := fs.String("version", "", "version of the binary (make dist's VERSION); the image's tag")
-	revision := fs.String("revision", "", "VCS revision of the binary (make dist's REVISION)")
-	out := fs.String("out", "", "folder of the OCI image layout to write")
-	tarFile := fs.String("tar", "", "also write a docker-archive tarball for docker load to this file")
-	repository := fs.String("repository", ociimage.DefaultRepository, "repository of the image's name REPOSITORY:VERSION")
-	ca := fs.String("ca-certificates", "", "PEM CA bundle to install at "+ociimage.CACertificatesPath+" (empty: none)")
-	source := fs.String("source", ociimage.DefaultSource, "org.opencontainers.image.source label")
-	licenses := fs.String("licenses", "", "org.opencontainers.image.licenses label, an SPDX expression (empty: no label)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
+	f, err := parseFlags(args, epoch, stderr)
+	if err != nil {
+		return err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	case *binary == "" || *version == "" || *revision == "" || *out == "":
-		return usageError{"-binary, -version, -revision and -out are required"}
-	}
-	secs, err := strconv.ParseInt(epoch, 10, 64)
-	if err != nil || secs <= 0 {
-		return usageError{fmt.Sprintf("SOURCE_DATE_EPOCH must be the creation time in Unix seconds (make image sets the commit time), not %q", epoch)}
-	}
-	platform, err := ociimage.Inspect(*binary)
+	platform, err := ociimage.Inspect(f.binary)
 	if err != nil {
 		return err
 	}
 	img, err := ociimage.Build(ociimage.Options{
-		Binary:         *binary,
+		Binary:         f.binary,
 		Platform:       platform,
-		Version:        *version,
-		Revision:       *revision,
-		Created:        time.Unix(secs, 0),
-		CACertificates: *ca,
-		Source:         *source,
-		Licenses:       *licenses,
+		Version:        f.version,
+		Revision:       f.revision,
+		Created:        f.created,
+		CACertificates: f.ca,
+		Source:         f.source,
+		Licenses:       f.licenses,
 	})
 	if err != nil {
 		return err
 	}
-	ref := *repository + ":" + *version
-	if err := ociimage.WriteLayout(*out, img, ref); err != nil {
+	ref := f.repository + ":" + f.version
+	if err := ociimage.WriteLayout(f.out, img, ref); err != nil {
 		return err
 	}
-	if *tarFile != "" {
-		if err := ociimage.WriteDockerArchive(*tarFile, img, ref); err != nil {
+	if f.tarFile != "" {
+		if err := ociimage.WriteDockerArchive(f.tarFile, img, ref); err != nil {
 			return err
 		}
 	}
@@ -108,6 +85,49 @@ func run(args []string, epoch string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("ociimage: %w", err)
 	}
-	fmt.Fprintf(stdout, "%s %s %s@%s\n", *out, platform, ref, digest)
+	fmt.Fprintf(stdout, "%s %s %s@%s\n", f.out, platform, ref, digest)
 	return nil
+}
+
+// flags are the command line's values and the creation time read from
+// SOURCE_DATE_EPOCH.
+type flags struct {
+	binary, version, revision, out, tarFile string
+	repository, ca, source, licenses        string
+	created                                 time.Time
+}
+
+// parseFlags parses args and epoch (SOURCE_DATE_EPOCH), writing usage to
+// stderr. A mistake is a usageError; -help returns flag.ErrHelp.
+func parseFlags(args []string, epoch string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("ociimage", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.binary, "binary", "", "static Linux bothy binary (make dist with GOOS=linux)")
+	fs.StringVar(&f.version, "version", "", "version of the binary (make dist's VERSION); the image's tag")
+	fs.StringVar(&f.revision, "revision", "", "VCS revision of the binary (make dist's REVISION)")
+	fs.StringVar(&f.out, "out", "", "folder of the OCI image layout to write")
+	fs.StringVar(&f.tarFile, "tar", "", "also write a docker-archive tarball for docker load to this file")
+	fs.StringVar(&f.repository, "repository", ociimage.DefaultRepository, "repository of the image's name REPOSITORY:VERSION")
+	fs.StringVar(&f.ca, "ca-certificates", "", "PEM CA bundle to install at "+ociimage.CACertificatesPath+" (empty: none)")
+	fs.StringVar(&f.source, "source", ociimage.DefaultSource, "org.opencontainers.image.source label")
+	fs.StringVar(&f.licenses, "licenses", "", "org.opencontainers.image.licenses label, an SPDX expression (empty: no label)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, usageError{err.Error()}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return f, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	case f.binary == "" || f.version == "" || f.revision == "" || f.out == "":
+		return f, usageError{"-binary, -version, -revision and -out are required"}
+	}
+	secs, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil || secs <= 0 {
+		return f, usageError{fmt.Sprintf("SOURCE_DATE_EPOCH must be the creation time in Unix seconds (make image sets the commit time), not %q", epoch)}
+	}
+	f.created = time.Unix(secs, 0)
+	return f, nil
 }
