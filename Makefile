@@ -91,7 +91,8 @@ STRESS_COUNT ?= 50
 # The tests that touch concurrency, timing, WebSockets, outages or leases,
 # by package (docs/reliability.md#stability).
 STRESS_SERVER  = ^(TestSubscription.*|TestLiveRightsOnSubscriptions|TestWebSocketCloseCodes|TestRequestsRefusedBeforeTheyRun|TestCostsAndLimitsVisible|TestDatabaseOutage|TestFrozenDatabaseAnswers|TestReadiness.*|TestRateLimitHoldsAcrossReplicas|TestSlowClientsAreCut|TestConcurrencyCap.*|TestAdminDisableEndsPollsAndRuns|TestRunTimeoutLoggedAndCounted|TestPgBouncerTransactionMode|TestMetricsOwnListener|TestAmplificationHeapBound|TestListEventsSameOnBothFaces|TestCursorExpiredOnBothFaces)$$
-STRESS_RUNS    = ^(TestFencing_.*|TestDeliveryWaitsForTheRunsEnd|TestLossOfTrigger.*|TestCancelRequestedRunNeverRequeued|TestSweepSettlesPastARunItCannot|TestConcurrentTriggersOneActiveRun|TestAnswer_ConcurrentWithFinish|TestRunClaimsAndLeases|TestRunTimeouts|TestHubAwaitWaiting|TestLongPoll.*|TestFollowupDelivery|TestLossOfTriggerEndsRuns|TestPromotionDecidesAgain|TestCancelRun.*|TestAgentCursor|TestLargeAnswersKeepTheirBytes|TestRunContext_ConstantQueries|TestLiveBox_.*|TestApprovals_.*)$$
+STRESS_RUNS    = ^(TestFencing_.*|TestDeliveryWaitsForTheRunsEnd|TestLossOfTrigger.*|TestCancelRequestedRunNeverRequeued|TestSweepSettlesPastARunItCannot|TestConcurrentTriggersOneActiveRun|TestAnswer_ConcurrentWithFinish|TestRunClaimsAndLeases|TestRunTimeouts|TestLongPoll.*|TestFollowupDelivery|TestLossOfTriggerEndsRuns|TestPromotionDecidesAgain|TestCancelRun.*|TestAgentCursor|TestLargeAnswersKeepTheirBytes|TestRunContext_ConstantQueries|TestLiveBox_.*|TestApprovals_.*)$$
+STRESS_STREAM  = ^(TestHubAwaitWaiting)$$
 STRESS_ADAPTER = ^(TestFollowUp.*|TestReply.*|TestTwoAdapterProcesses|TestTwoAdaptersOneAgent|TestTakeoverAfterCrash|TestAdapterOverWebSocket.*|TestAdaptersOverBothTransports|TestAdapterEndToEnd.*|TestLoop.*|TestOpenAIFlow.*|TestEchoModelHonoursCancellation|TestOutbox.*|TestMaxConcurrent|TestAutoTransportFallsBackToThePoll|TestRunWithHandler|TestLiveStreamsIntoTheBox|TestLiveStopDuringStream)$$
 STRESS_SDK     = ^(TestAcks.*|TestClientTimeoutAndCancellation)$$
 STRESS_MODEL   = ^(TestOpenAIModelTimeout|TestOpenAIModelCancel)$$
@@ -102,6 +103,7 @@ stress: assets audit-deps
 	$(GO) test -count=200 -parallel $(TEST_PARALLEL) -timeout 60m -run '^TestHiddenAndMissingTakeTheSameStatements$$' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_SERVER)' ./internal/server/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_RUNS)' ./internal/runs/
+	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_STREAM)' ./internal/runs/stream/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_ADAPTER)' ./internal/agentflow/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_SDK)' ./sdk/agent/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_MODEL)' ./sdk/model/openai/

@@ -3,7 +3,6 @@ package runs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -12,82 +11,45 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
-	"bothy.example.com/bothy/internal/platform/text"
+	"bothy.example.com/bothy/internal/runs/approvals"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
-// ApprovalRequest is what a run's holder asks its person
-// (requestApproval).
-type ApprovalRequest struct {
-	// Title is what every reader of the thread sees (1 to 200 characters,
-	// one line).
-	Title string
-	// Detail is the action and its arguments, for the person only (at most
-	// ApprovalDetailMaxBytes).
-	Detail string
-	// Options are the answers, 1 to ApprovalOptionsMax, ids unique.
-	Options []ApprovalOption
-	// ExpiresIn is the time the person has, in seconds: 0 takes
-	// ApprovalDefaultExpiry, at most ApprovalMaxExpiry.
-	ExpiresIn int
-}
+// The approval itself (its request and its checks, its states, who sees
+// its private part, when it can be answered, its table) lives in
+// internal/runs/approvals; how a run waits for one stays here. These names
+// keep runs' API as it was.
 
-// Bounds of an approval request.
+// ApprovalRequest is what a run's holder asks its person
+// (requestApproval; approvals.Request).
+type ApprovalRequest = approvals.Request
+
+// ApprovalOption is one answer a person may give to an approval
+// (approvals.Option).
+type ApprovalOption = approvals.Option
+
+// Approval is a stored approval (docs/design/trust.md#approvals;
+// approvals.Approval).
+type Approval = approvals.Approval
+
+// Bounds of an approval request (approvals.TitleMaxChars, ...).
 const (
-	ApprovalTitleMaxChars  = 200
-	ApprovalDetailMaxBytes = 8192
-	ApprovalOptionsMax     = 10
-	ApprovalLabelMaxChars  = 100
-	ApprovalOptionIDMax    = 64
-	ApprovalDefaultExpiry  = 600
-	ApprovalMaxExpiry      = 86400
+	ApprovalTitleMaxChars  = approvals.TitleMaxChars
+	ApprovalDetailMaxBytes = approvals.DetailMaxBytes
+	ApprovalOptionsMax     = approvals.OptionsMax
+	ApprovalLabelMaxChars  = approvals.LabelMaxChars
+	ApprovalOptionIDMax    = approvals.OptionIDMax
+	ApprovalDefaultExpiry  = approvals.DefaultExpiry
+	ApprovalMaxExpiry      = approvals.MaxExpiry
 )
 
-// checkApprovalRequest validates req; pointers name the REST members.
-func checkApprovalRequest(req ApprovalRequest) error {
-	var fields []problem.FieldError
-	if !text.Line(req.Title, 1, ApprovalTitleMaxChars) {
-		fields = append(fields, problem.FieldError{Pointer: "/title", Code: "invalid_format", Detail: "one line of 1 to 200 characters"})
-	}
-	if fe := text.Check(req.Detail, "/detail"); fe != nil {
-		fields = append(fields, *fe)
-	} else if len(req.Detail) > ApprovalDetailMaxBytes {
-		fields = append(fields, problem.FieldError{Pointer: "/detail", Code: "too_long", Detail: "at most 8192 bytes"})
-	}
-	if len(req.Options) < 1 || len(req.Options) > ApprovalOptionsMax {
-		fields = append(fields, problem.FieldError{Pointer: "/options", Code: "out_of_range", Detail: "1 to 10 options"})
-	}
-	seen := map[string]bool{}
-	for i, o := range req.Options {
-		if !validOptionID(o.ID) || seen[o.ID] {
-			fields = append(fields, problem.FieldError{Pointer: fmt.Sprintf("/options/%d/id", i), Code: "invalid_format",
-				Detail: "1 to 64 of a-z, 0-9, '_' and '-', unique"})
-		}
-		seen[o.ID] = true
-		if !text.Line(o.Label, 1, ApprovalLabelMaxChars) {
-			fields = append(fields, problem.FieldError{Pointer: fmt.Sprintf("/options/%d/label", i), Code: "invalid_format", Detail: "one line of 1 to 100 characters"})
-		}
-	}
-	if req.ExpiresIn < 0 || req.ExpiresIn > ApprovalMaxExpiry {
-		fields = append(fields, problem.FieldError{Pointer: "/expires_in", Code: "out_of_range", Detail: "1 to 86400 seconds"})
-	}
-	if len(fields) > 0 {
-		return problem.Invalid(fields...)
-	}
-	return nil
-}
-
-func validOptionID(id string) bool {
-	if len(id) == 0 || len(id) > ApprovalOptionIDMax {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// The states of an approval (approvals.Pending, ...).
+const (
+	ApprovalPending   = approvals.Pending
+	ApprovalDecided   = approvals.Decided
+	ApprovalExpired   = approvals.Expired
+	ApprovalWithdrawn = approvals.Withdrawn
+)
 
 // RequestApproval has the holder of the agent's own running run ask the
 // run's triggering person (run.approval.request): it posts a card in the
@@ -101,7 +63,7 @@ func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal,
 	if err := holder.check(); err != nil {
 		return Approval{}, err
 	}
-	if err := checkApprovalRequest(req); err != nil {
+	if err := approvals.Check(req); err != nil {
 		return Approval{}, err
 	}
 	if req.ExpiresIn == 0 {
@@ -142,7 +104,7 @@ func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal,
 		a := Approval{ID: ids.New(), RunID: r.ID, MessageID: card.ID, RestrictedTo: r.TriggeredBy, Title: req.Title, Detail: req.Detail,
 			Options: req.Options, State: ApprovalPending, ExpiresAt: now.Add(time.Duration(req.ExpiresIn) * time.Second).Truncate(time.Microsecond),
 			CreatedAt: now}
-		if err := s.st.insertApproval(ctx, a); err != nil {
+		if err := s.approvals.Insert(ctx, a); err != nil {
 			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
 		}
 		// A call of the holder renews its lease; the SDK keeps renewing
@@ -174,14 +136,14 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 	if !ids.Valid(id) {
 		return Approval{}, errNoApproval()
 	}
-	a, err := s.st.getApproval(ctx, id, false)
-	if errors.Is(err, ErrNotFound) || (err == nil && a.RestrictedTo != actor.ID) {
+	a, err := s.approvals.Get(ctx, id, false)
+	if errors.Is(err, approvals.ErrNotFound) || (err == nil && a.RestrictedTo != actor.ID) {
 		return Approval{}, errNoApproval()
 	}
 	if err != nil {
 		return Approval{}, problem.Internal("runs.RespondToApproval", err)
 	}
-	if !a.hasOption(optionID) {
+	if !a.HasOption(optionID) {
 		return Approval{}, problem.Invalid(problem.FieldError{Pointer: "/option_id", Code: "unknown_option", Detail: "one of the approval's options"})
 	}
 	_, path, err := s.authz.Authorize(ctx, actor, authz.ApprovalRespond, authz.Resource{Kind: authz.KindRun, ID: a.RunID})
@@ -197,7 +159,7 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 		if err != nil {
 			return problem.Internal("runs.RespondToApproval", err)
 		}
-		cur, err := s.st.getApproval(ctx, id, true)
+		cur, err := s.approvals.Get(ctx, id, true)
 		if err != nil {
 			return problem.Internal("runs.RespondToApproval", err)
 		}
@@ -205,7 +167,7 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 		if err := answerable(cur, r, now); err != nil {
 			return err
 		}
-		if err := s.st.decideApproval(ctx, id, ApprovalDecided, optionID, actor.ID, now); err != nil {
+		if err := s.approvals.Decide(ctx, id, ApprovalDecided, optionID, actor.ID, now); err != nil {
 			return problem.Internal("runs.RespondToApproval", err)
 		}
 		cur.State, cur.OptionID, cur.DecidedBy, cur.DecidedAt = ApprovalDecided, optionID, actor.ID, &now
@@ -219,29 +181,15 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 	return out, err
 }
 
-// hasOption says whether optionID is one of a's options.
-func (a Approval) hasOption(optionID string) bool {
-	for _, o := range a.Options {
-		if o.ID == optionID {
-			return true
-		}
-	}
-	return false
-}
-
-// answerable says why approval a of run r cannot be answered at now: it
-// was answered already, it expired (or is pending past its expiry), or it
-// was withdrawn or its run is no longer active; nil when it can.
+// answerable says why approval a of run r cannot be answered at now
+// (approvals.Answerable), with the run's own run_not_active refusal when
+// it was withdrawn or r is no longer active; nil when it can.
 func answerable(a Approval, r Run, now time.Time) error {
-	switch {
-	case a.State == ApprovalDecided:
-		return problem.Newf(problem.Conflict, "already_decided", "the approval was answered already")
-	case a.State == ApprovalExpired || (a.State == ApprovalPending && !now.Before(a.ExpiresAt)):
-		return problem.Newf(problem.Conflict, "approval_expired", "the approval expired")
-	case a.State == ApprovalWithdrawn || !r.State.Active():
+	err := approvals.Answerable(a, r.State.Active(), now)
+	if errors.Is(err, approvals.ErrRunNotActive) {
 		return errNotActive()
 	}
-	return nil
+	return err
 }
 
 // resumeAfterApproval takes run r, which waited for approval a (decided or
@@ -271,8 +219,8 @@ func (s *Service) resumeAfterApproval(ctx context.Context, r Run, a Approval, ch
 // sweeper, at its expiry) and takes the run back to running. The caller
 // holds the thread's and the run's locks.
 func (s *Service) expireApproval(ctx context.Context, r Run, channelID string) (Run, []events.Event, error) {
-	a, err := s.st.pendingApprovalOf(ctx, r.ID)
-	if errors.Is(err, ErrNotFound) {
+	a, err := s.approvals.PendingOf(ctx, r.ID)
+	if errors.Is(err, approvals.ErrNotFound) {
 		// Nothing to decide: the run only stops waiting.
 		r.ApprovalUntil = nil
 		r, err := s.transition(ctx, r, domain.RunRunning, "")
@@ -284,7 +232,7 @@ func (s *Service) expireApproval(ctx context.Context, r Run, channelID string) (
 	if err != nil {
 		return Run{}, nil, problem.Internal("runs.expireApproval", err)
 	}
-	if err := s.st.decideApproval(ctx, a.ID, ApprovalExpired, "", "", s.st.clock.Now()); err != nil {
+	if err := s.approvals.Decide(ctx, a.ID, ApprovalExpired, "", "", s.st.clock.Now()); err != nil {
 		return Run{}, nil, problem.Internal("runs.expireApproval", err)
 	}
 	a.State = ApprovalExpired
@@ -303,9 +251,9 @@ func (s *Service) ReadApproval(ctx context.Context, actor identity.Principal, id
 	runID := noRun
 	if ids.Valid(id) {
 		var err error
-		a, err = s.st.getApproval(ctx, id, false)
+		a, err = s.approvals.Get(ctx, id, false)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, approvals.ErrNotFound):
 		case err != nil:
 			return Approval{}, false, problem.Internal("runs.ReadApproval", err)
 		default:
@@ -335,15 +283,9 @@ const noRun = "00000000-0000-0000-0000-000000000000"
 // messageIDs, keyed by message. It decides nothing: the caller read the
 // messages with the reader's rights (who sees what of them: Private).
 func (s *Service) ApprovalsOfCards(ctx context.Context, messageIDs []string) (map[string]Approval, error) {
-	out, err := s.st.approvalsOf(ctx, messageIDs)
+	out, err := s.approvals.OfCards(ctx, messageIDs)
 	if err != nil {
 		return nil, problem.Internal("runs.ApprovalsOfCards", err)
 	}
 	return out, nil
-}
-
-// Private reports whether reader may see a's detail, options and chosen
-// option: its person and the run's agent (agentID).
-func (a Approval) Private(readerID, agentID string) bool {
-	return readerID == a.RestrictedTo || readerID == agentID
 }

@@ -1,5 +1,13 @@
 // Package runs owns the agent runtime: runs and their state machine, the
 // trigger decision's facts and effects (the decision itself is the pure
 // domain.DecideTrigger), agent sessions, follow-ups, the run anchor, the
-// timeouts and each agent's event stream.
+// timeouts, the run context, the live boxes and how a run waits for an
+// approval.
+//
+// Some of its ideas live in subpackages that never import runs (runs
+// imports them and keeps their exported names as aliases and delegates):
+// runs/domain the pure rules without I/O, runs/livebox the live box's
+// pure rule, runs/approvals the approval itself and its table, and
+// runs/stream each agent's event stream (long poll, acknowledgement,
+// subscription steps) and the hub that wakes it.
 package runs

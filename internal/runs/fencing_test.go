@@ -11,6 +11,14 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
+// wantConflict fails the test unless err is conflict reason.
+func wantConflict(t *testing.T, what string, err error, reason string) {
+	t.Helper()
+	if p := problem.From("runs.wantConflict", err); p == nil || p.Code != problem.Conflict || p.Reason != reason {
+		t.Fatalf("%s: %v, want conflict %s", what, err, reason)
+	}
+}
+
 // wantClaimed fails the test unless err is conflict run_claimed.
 func wantClaimed(t *testing.T, what string, err error) {
 	t.Helper()

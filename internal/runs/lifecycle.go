@@ -102,7 +102,7 @@ func (s *Service) withdrawPending(ctx context.Context, r *Run) error {
 	if r.ApprovalUntil == nil {
 		return nil
 	}
-	if err := s.st.withdrawApprovals(ctx, r.ID, s.st.clock.Now()); err != nil {
+	if err := s.approvals.WithdrawOf(ctx, r.ID, s.st.clock.Now()); err != nil {
 		return problem.Internal("runs.withdrawPending", err)
 	}
 	r.ApprovalUntil = nil

@@ -15,6 +15,10 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
+// approvalReq is a valid approval request of these tests.
+var approvalReq = runs.ApprovalRequest{Title: "File the ticket?", Detail: "createTicket(printer, 3rd floor)",
+	Options: []runs.ApprovalOption{{ID: "yes", Label: "Yes"}, {ID: "no", Label: "No"}}}
+
 // activeRunIn returns the id of the active run of thread.
 func activeRunIn(t *testing.T, env *moduletest.Env, thread string) string {
 	t.Helper()

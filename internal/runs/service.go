@@ -17,8 +17,10 @@ import (
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/platform/tracing"
+	"bothy.example.com/bothy/internal/runs/approvals"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
+	"bothy.example.com/bothy/internal/runs/stream"
 )
 
 // Timeouts are the run timeouts (run.start_timeout, run.stall_timeout,
@@ -51,9 +53,14 @@ type Service struct {
 	identW   *identity.Writer
 	events   *events.Log
 	timeouts Timeouts
-	hub      *Hub
-	pollMax  time.Duration
-	live     *liveHub
+	// approvals is the approvals' table (internal/runs/approvals).
+	approvals *approvals.Store
+	// hub is the wake-up hub of this process (nil in tests without a
+	// listener); stream hands out the agents' streams
+	// (internal/runs/stream).
+	hub    *Hub
+	stream *stream.Service
+	live   *liveHub
 	// contextLimits build the context an answer's provenance is decided
 	// on (AnswerProvenance), the same limits a context read has.
 	contextLimits ContextLimits
@@ -107,12 +114,14 @@ type Deps struct {
 // it to posted messages and makes it messaging's provenance decider.
 func NewService(d Deps) *Service {
 	s := &Service{st: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
-		messaging: d.Messaging, chatW: d.ChatWriter, msgW: d.MessagingWriter, identW: d.IdentityWriter, events: d.Events, timeouts: d.Timeouts, hub: d.Hub, pollMax: d.PollMaxWait,
-		contextLimits: d.ContextLimits}
+		messaging: d.Messaging, chatW: d.ChatWriter, msgW: d.MessagingWriter, identW: d.IdentityWriter, events: d.Events, timeouts: d.Timeouts, hub: d.Hub,
+		contextLimits: d.ContextLimits, approvals: approvals.NewStore(d.Pool)}
 	s.live = newLiveHub(&s.st, d.Log, d.LiveMaxBytes, d.LiveFlushInterval)
 	if d.Hub != nil {
-		d.Hub.live = s.live
+		d.Hub.SetSide(s.live)
 	}
+	s.stream = stream.NewService(stream.Deps{Pool: d.Pool, DB: d.DB, Clock: d.Clock, Identity: d.Identity, Authz: d.Authz,
+		Events: d.Events, Hub: d.Hub, PollMaxWait: d.PollMaxWait, Deliver: s.deliverAcked})
 	return s
 }
 

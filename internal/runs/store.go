@@ -306,16 +306,6 @@ const (
 	lockSkipLocked rowLock = "FOR UPDATE SKIP LOCKED"
 )
 
-// ackedSeq returns the agent's acknowledged position (0 before its first ack).
-func (s *store) ackedSeq(ctx context.Context, agentID string) (int64, error) {
-	var seq int64
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1`, agentID).Scan(&seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	return seq, err
-}
-
 // setLease sets the lease of run id to end at until.
 func (s *store) setLease(ctx context.Context, id string, until time.Time) error {
 	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE runs SET lease_expires_at = $2 WHERE id = $1`, id, until)
@@ -374,22 +364,6 @@ func (s *store) runPlace(ctx context.Context, id string) (threadID, agentID stri
 	return threadID, agentID, err
 }
 
-// lockCursor makes sure agent agentID has a cursor row (created at now),
-// locks it for the transaction of ctx, and returns its acknowledged
-// position.
-func (s *store) lockCursor(ctx context.Context, agentID string, now time.Time) (int64, error) {
-	tx := db.Q(ctx, s.pool)
-	if _, err := tx.Exec(ctx, `INSERT INTO agent_cursors (agent_id, acked_seq, updated_at) VALUES ($1, 0, $2) ON CONFLICT (agent_id) DO NOTHING`,
-		agentID, now); err != nil {
-		return 0, err
-	}
-	var from int64
-	if err := tx.QueryRow(ctx, `SELECT acked_seq FROM agent_cursors WHERE agent_id = $1 FOR UPDATE`, agentID).Scan(&from); err != nil {
-		return 0, err
-	}
-	return from, nil
-}
-
 // lockAckedRuns takes FOR SHARE, in id order, the runs of the
 // agent.followup events of agent agentID after from up to to: a run's end
 // holds its row FOR UPDATE while it settles and promotes its follow-ups,
@@ -409,12 +383,6 @@ func (s *store) deliverAcked(ctx context.Context, agentID string, from, to int64
 			FROM agent_event_facts e WHERE e.agent_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.type = $5
 			AND f.run_id = e.run_id AND f.message_id = e.message_id AND f.state = 'pending'`,
 		agentID, from, to, now, events.AgentFollowup)
-	return err
-}
-
-// setCursor stores to as agent agentID's acknowledged position.
-func (s *store) setCursor(ctx context.Context, agentID string, to int64, now time.Time) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE agent_cursors SET acked_seq = $2, updated_at = $3 WHERE agent_id = $1`, agentID, to, now)
 	return err
 }
 
@@ -569,10 +537,6 @@ func (s *store) dropHeldFollowup(ctx context.Context, h heldBy, why string) erro
 		h.runID, h.messageID, why)
 	return err
 }
-
-// listenSQL subscribes the hub's dedicated connection to the channel every
-// event commit notifies.
-const listenSQL = "LISTEN " + events.NotifyChannel
 
 // scanHeld scans one row of heldRuns into a heldBy: run, message, thread
 // and person, in that order.

@@ -433,7 +433,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		httpx.NotePrincipal(r.Context(), p.ID)
 		ctx := identity.WithPrincipal(r.Context(), p)
 		if !provider {
-			// The token of a long poll's re-check (runs.stillAuthorized):
+			// The token of a long poll's re-check (stream.Service.stillAuthorized):
 			// a Bothy token; a provider's is re-checked by the person's
 			// status instead.
 			ctx = identity.WithToken(ctx, tok)

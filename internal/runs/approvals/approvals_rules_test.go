@@ -1,4 +1,4 @@
-package runs_test
+package approvals_test
 
 import (
 	"testing"
@@ -9,18 +9,18 @@ import (
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
-	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/runs/approvals"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
 // approvalReq is a valid approval request of these tests.
-var approvalReq = runs.ApprovalRequest{Title: "File the ticket?", Detail: "createTicket(printer, 3rd floor)",
-	Options: []runs.ApprovalOption{{ID: "yes", Label: "Yes"}, {ID: "no", Label: "No"}}}
+var approvalReq = approvals.Request{Title: "File the ticket?", Detail: "createTicket(printer, 3rd floor)",
+	Options: []approvals.Option{{ID: "yes", Label: "Yes"}, {ID: "no", Label: "No"}}}
 
 // wantConflict fails the test unless err is conflict reason.
 func wantConflict(t *testing.T, what string, err error, reason string) {
 	t.Helper()
-	if p := problem.From("runs.wantConflict", err); p == nil || p.Code != problem.Conflict || p.Reason != reason {
+	if p := problem.From("approvals.wantConflict", err); p == nil || p.Code != problem.Conflict || p.Reason != reason {
 		t.Fatalf("%s: %v, want conflict %s", what, err, reason)
 	}
 }
@@ -57,17 +57,17 @@ func TestApprovalRules_Request(t *testing.T) {
 	lotse := env.Principal("lotse")
 	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ap-q", "@lotse file a ticket for the printer"))
 	for name, c := range map[string]struct {
-		req     runs.ApprovalRequest
+		req     approvals.Request
 		pointer string
 	}{
-		"no title":     {runs.ApprovalRequest{Options: approvalReq.Options}, "/title"},
-		"no options":   {runs.ApprovalRequest{Title: "x"}, "/options"},
-		"bad option":   {runs.ApprovalRequest{Title: "x", Options: []runs.ApprovalOption{{ID: "Yes!", Label: "Yes"}}}, "/options/0/id"},
-		"too long":     {runs.ApprovalRequest{Title: "x", Options: approvalReq.Options, ExpiresIn: runs.ApprovalMaxExpiry + 1}, "/expires_in"},
-		"two-line one": {runs.ApprovalRequest{Title: "one\ntwo", Options: approvalReq.Options}, "/title"},
+		"no title":     {approvals.Request{Options: approvalReq.Options}, "/title"},
+		"no options":   {approvals.Request{Title: "x"}, "/options"},
+		"bad option":   {approvals.Request{Title: "x", Options: []approvals.Option{{ID: "Yes!", Label: "Yes"}}}, "/options/0/id"},
+		"too long":     {approvals.Request{Title: "x", Options: approvalReq.Options, ExpiresIn: approvals.MaxExpiry + 1}, "/expires_in"},
+		"two-line one": {approvals.Request{Title: "one\ntwo", Options: approvalReq.Options}, "/title"},
 	} {
 		_, err := env.Runs.RequestApproval(ctx, lotse, run, holder, c.req)
-		p := problem.From("runs.TestApprovalRules_Request", err)
+		p := problem.From("approvals.TestApprovalRules_Request", err)
 		if p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Pointer != c.pointer {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -85,8 +85,8 @@ func TestApprovalRules_Request(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.State != runs.ApprovalPending || a.RunID != run || a.RestrictedTo != env.World.ID("alex") || len(a.Options) != 2 ||
-		!a.ExpiresAt.Equal(env.Clock.Now().Add(runs.ApprovalDefaultExpiry*time.Second).Truncate(time.Microsecond)) {
+	if a.State != approvals.Pending || a.RunID != run || a.RestrictedTo != env.World.ID("alex") || len(a.Options) != 2 ||
+		!a.ExpiresAt.Equal(env.Clock.Now().Add(approvals.DefaultExpiry*time.Second).Truncate(time.Microsecond)) {
 		t.Fatalf("approval %+v", a)
 	}
 	card, err := env.Messaging.Get(ctx, env.Principal("alex"), a.MessageID)
@@ -122,12 +122,12 @@ func TestApprovalRules_ReadAndRespond(t *testing.T) {
 	}
 	for who, private := range map[string]bool{"robin": false, "alex": true, "lotse": true} {
 		got, priv, err := env.Runs.ReadApproval(ctx, env.Principal(who), a.ID)
-		if err != nil || priv != private || got.Title != approvalReq.Title || got.State != runs.ApprovalPending {
+		if err != nil || priv != private || got.Title != approvalReq.Title || got.State != approvals.Pending {
 			t.Fatalf("%s reads %+v private %v: %v", who, got, priv, err)
 		}
 	}
 	_, _, missing := env.Runs.ReadApproval(ctx, alex, ids.New())
-	want := problem.From("runs.TestApprovalRules_ReadAndRespond", missing)
+	want := problem.From("approvals.TestApprovalRules_ReadAndRespond", missing)
 	if want == nil || want.Code != problem.NotFound {
 		t.Fatalf("unknown approval: %v", missing)
 	}
@@ -141,15 +141,15 @@ func TestApprovalRules_ReadAndRespond(t *testing.T) {
 	_, err = env.Runs.RespondToApproval(ctx, alex, ids.New(), "yes")
 	sameProblem(t, "an unknown approval", err, want)
 	_, err = env.Runs.RespondToApproval(ctx, alex, a.ID, "maybe")
-	if p := problem.From("runs.TestApprovalRules_ReadAndRespond", err); p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Code != "unknown_option" {
+	if p := problem.From("approvals.TestApprovalRules_ReadAndRespond", err); p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Code != "unknown_option" {
 		t.Fatalf("unknown option: %v", err)
 	}
-	if got, _, _ := env.Runs.ReadApproval(ctx, alex, a.ID); got.State != runs.ApprovalPending {
+	if got, _, _ := env.Runs.ReadApproval(ctx, alex, a.ID); got.State != approvals.Pending {
 		t.Fatalf("refused answers decided it: %+v", got)
 	}
 
 	d, err := env.Runs.RespondToApproval(ctx, alex, a.ID, "no")
-	if err != nil || d.State != runs.ApprovalDecided || d.OptionID != "no" || d.DecidedBy != alex.ID {
+	if err != nil || d.State != approvals.Decided || d.OptionID != "no" || d.DecidedBy != alex.ID {
 		t.Fatalf("alex answers %+v %v", d, err)
 	}
 	if r := readRun(t, env, "lotse", run); r.State != domain.RunRunning || r.ApprovalUntil != nil {
@@ -175,7 +175,7 @@ func TestApprovalRules_ExpiryAndEnd(t *testing.T) {
 	alex, lotse := env.Principal("alex"), env.Principal("lotse")
 	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ae-q", "@lotse deploy the fix"))
 	startAs(t, env, "lotse", run)
-	req := runs.ApprovalRequest{Title: "Deploy?", Options: []runs.ApprovalOption{{ID: "yes", Label: "Yes"}}, ExpiresIn: 120}
+	req := approvals.Request{Title: "Deploy?", Options: []approvals.Option{{ID: "yes", Label: "Yes"}}, ExpiresIn: 120}
 	a, err := env.Runs.RequestApproval(ctx, lotse, run, holder, req)
 	if err != nil {
 		t.Fatal(err)
@@ -196,10 +196,10 @@ func TestApprovalRules_ExpiryAndEnd(t *testing.T) {
 	if r := readRun(t, env, "lotse", run); r.State != domain.RunRunning || r.ApprovalUntil != nil {
 		t.Fatalf("run after the expiry %+v", r)
 	}
-	if got, _, _ := env.Runs.ReadApproval(ctx, alex, a.ID); got.State != runs.ApprovalExpired || got.OptionID != "" {
+	if got, _, _ := env.Runs.ReadApproval(ctx, alex, a.ID); got.State != approvals.Expired || got.OptionID != "" {
 		t.Fatalf("approval after the sweep %+v", got)
 	}
-	if evs := approvalDecisions(t, env, "lotse"); len(evs) != 1 || evs[0]["state"] != runs.ApprovalExpired || evs[0]["option_id"] != nil {
+	if evs := approvalDecisions(t, env, "lotse"); len(evs) != 1 || evs[0]["state"] != approvals.Expired || evs[0]["option_id"] != nil {
 		t.Fatalf("agent events %+v", evs)
 	}
 	_, err = env.Runs.RespondToApproval(ctx, alex, a.ID, "yes")
@@ -210,7 +210,7 @@ func TestApprovalRules_ExpiryAndEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	finishAs(t, env, "lotse", run, domain.RunCompleted)
-	if got, _, _ := env.Runs.ReadApproval(ctx, alex, b.ID); got.State != runs.ApprovalWithdrawn {
+	if got, _, _ := env.Runs.ReadApproval(ctx, alex, b.ID); got.State != approvals.Withdrawn {
 		t.Fatalf("approval of an ended run %+v", got)
 	}
 	_, err = env.Runs.RespondToApproval(ctx, alex, b.ID, "yes")

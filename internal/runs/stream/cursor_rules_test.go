@@ -1,11 +1,22 @@
-package runs_test
+package stream_test
 
 import (
 	"testing"
 
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
+
+// runOf returns the id of the run message m triggered.
+func runOf(t *testing.T, env *moduletest.Env, m messaging.Message) string {
+	t.Helper()
+	var id string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, m.ID).Scan(&id); err != nil {
+		t.Fatalf("run of %q: %v", m.ContentMD, err)
+	}
+	return id
+}
 
 // TestCursorRules pins the agent's stored position
 // (docs/design/runs.md#invocations; runs.Service.Poll and Ack): a poll
@@ -41,7 +52,7 @@ func TestCursorRules(t *testing.T) {
 		t.Fatalf("ack backwards: %q %v", pos, err)
 	}
 	_, err = env.Runs.Ack(ctx, lotse, "999999999")
-	if p := problem.From("runs.TestCursorRules", err); p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Code != "invalid_cursor" {
+	if p := problem.From("stream.TestCursorRules", err); p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Code != "invalid_cursor" {
 		t.Fatalf("ack beyond the end: %v", err)
 	}
 	if _, err := env.Runs.Poll(ctx, env.Principal("alex"), "", 0); problem.CodeOf(err) != problem.Forbidden {

@@ -1,4 +1,4 @@
-package runs
+package stream
 
 import (
 	"context"
@@ -40,10 +40,35 @@ type Hub struct {
 	ended         uint64
 	listenerMoved chan struct{}
 
-	// live receives the notifications of LiveChannel (set by the runs
-	// module's service).
-	live *liveHub
+	// side receives the notifications of a second channel on the same
+	// connection: the live boxes of package runs (set by its service
+	// through SetSide).
+	side Side
 }
+
+// Side is a listener that shares the hub's connection for a channel of its
+// own: the live boxes of package runs (runs.LiveChannel). Its
+// notifications never wake the long polls. Each method is called on the
+// listener's goroutine, so notifications arrive in PostgreSQL's order.
+type Side interface {
+	// Channel is the notification channel the side listens on.
+	Channel() string
+	// Subscribe LISTENs conn on Channel; it runs right after the hub's
+	// own LISTEN.
+	Subscribe(ctx context.Context, conn *db.Conn) error
+	// Connected is called once conn listens on both channels: what the
+	// side heard before may have missed notifications.
+	Connected(ctx context.Context, conn *db.Conn) error
+	// Disconnected is called when the connection is lost.
+	Disconnected()
+	// Receive handles one notification of Channel.
+	Receive(ctx context.Context, payload string)
+}
+
+// SetSide makes side share the listener's connection from its next
+// connection on. The runs module's service sets it once, before Listen
+// starts.
+func (h *Hub) SetSide(side Side) { h.side = side }
 
 // Waiters is what a test observes of the long polls of one process: how
 // many wait for a change, and a way to block until enough do.
@@ -260,14 +285,14 @@ func (h *Hub) listenOnce(ctx context.Context, connect Connect) (listened bool, e
 	if _, err := conn.Exec(ctx, listenSQL); err != nil {
 		return false, err
 	}
-	if h.live != nil {
-		if _, err := conn.Exec(ctx, listenLiveSQL); err != nil {
+	if h.side != nil {
+		if err := h.side.Subscribe(ctx, conn); err != nil {
 			return false, err
 		}
-		if err := h.live.connected(ctx, conn); err != nil {
+		if err := h.side.Connected(ctx, conn); err != nil {
 			return false, err
 		}
-		defer h.live.disconnected()
+		defer h.side.Disconnected()
 	}
 	h.listenerState(false, true)
 	// Commits made before LISTEN took effect are picked up by waiters that
@@ -279,10 +304,8 @@ func (h *Hub) listenOnce(ctx context.Context, connect Connect) (listened bool, e
 			return true, err
 		}
 		h.notifications.Add(1)
-		if n.Channel == LiveChannel {
-			if h.live != nil {
-				h.live.receive(ctx, n.Payload)
-			}
+		if h.side != nil && n.Channel == h.side.Channel() {
+			h.side.Receive(ctx, n.Payload)
 			continue
 		}
 		h.Wake()

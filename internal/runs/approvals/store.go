@@ -1,48 +1,30 @@
-package runs
+package approvals
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/platform/db"
+	"bothy.example.com/bothy/internal/platform/problem"
 )
 
-// ApprovalOption is one answer a person may give to an approval.
-type ApprovalOption struct {
-	ID    string `json:"id"`
-	Label string `json:"label"`
+// ErrNotFound is returned for an unknown approval.
+var ErrNotFound = fmt.Errorf("approvals: %w", problem.ErrMissing)
+
+// Store is the SQL of the approvals (run_approvals). Its methods run in
+// the transaction of their context, if any (db.Q): the runs module calls
+// them inside its units of work.
+type Store struct {
+	pool db.Querier
 }
 
-// Approval is a stored approval (docs/design/trust.md#approvals).
-type Approval struct {
-	ID, RunID, MessageID string
-	// RestrictedTo is the person who may answer: the run's triggering
-	// person.
-	RestrictedTo string
-	Title        string
-	Detail       string
-	Options      []ApprovalOption
-	// State is pending, decided, expired or withdrawn (the run ended or
-	// went back to queued first).
-	State string
-	// OptionID, DecidedBy and DecidedAt are set once decided.
-	OptionID, DecidedBy string
-	DecidedAt           *time.Time
-	ExpiresAt           time.Time
-	CreatedAt           time.Time
-}
-
-// The states of an approval.
-const (
-	ApprovalPending   = "pending"
-	ApprovalDecided   = "decided"
-	ApprovalExpired   = "expired"
-	ApprovalWithdrawn = "withdrawn"
-)
+// NewStore returns the store of the approvals on pool.
+func NewStore(pool db.Querier) *Store { return &Store{pool: pool} }
 
 const approvalColumns = `id::text, run_id::text, message_id::text, restricted_to::text, title, detail, options, state,
 	coalesce(option_id, ''), coalesce(decided_by::text, ''), decided_at, expires_at, created_at`
@@ -62,8 +44,8 @@ func scanApproval(r pgx.Row) (Approval, error) {
 	return a, err
 }
 
-// insertApproval stores a.
-func (s *store) insertApproval(ctx context.Context, a Approval) error {
+// Insert stores a.
+func (s *Store) Insert(ctx context.Context, a Approval) error {
 	opts, err := json.Marshal(a.Options)
 	if err != nil {
 		return err
@@ -73,9 +55,9 @@ func (s *store) insertApproval(ctx context.Context, a Approval) error {
 	return err
 }
 
-// getApproval reads approval id, locked FOR UPDATE when lock is set;
-// ErrNotFound when there is none.
-func (s *store) getApproval(ctx context.Context, id string, lock bool) (Approval, error) {
+// Get reads approval id, locked FOR UPDATE when lock is set; ErrNotFound
+// when there is none.
+func (s *Store) Get(ctx context.Context, id string, lock bool) (Approval, error) {
 	q := `SELECT ` + approvalColumns + ` FROM run_approvals WHERE id = $1`
 	if lock {
 		q += ` FOR UPDATE`
@@ -83,9 +65,9 @@ func (s *store) getApproval(ctx context.Context, id string, lock bool) (Approval
 	return scanApproval(db.Q(ctx, s.pool).QueryRow(ctx, q, id))
 }
 
-// approvalsOf reads the approvals whose card is one of the messages
+// OfCards reads the approvals whose card is one of the messages
 // messageIDs, keyed by message.
-func (s *store) approvalsOf(ctx context.Context, messageIDs []string) (map[string]Approval, error) {
+func (s *Store) OfCards(ctx context.Context, messageIDs []string) (map[string]Approval, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT `+approvalColumns+` FROM run_approvals WHERE message_id = ANY($1::uuid[])`, messageIDs)
 	if err != nil {
 		return nil, err
@@ -102,16 +84,16 @@ func (s *store) approvalsOf(ctx context.Context, messageIDs []string) (map[strin
 	return out, rows.Err()
 }
 
-// pendingApprovalOf reads the pending approval of run runID, locked FOR
-// UPDATE; ErrNotFound when there is none.
-func (s *store) pendingApprovalOf(ctx context.Context, runID string) (Approval, error) {
+// PendingOf reads the pending approval of run runID, locked FOR UPDATE;
+// ErrNotFound when there is none.
+func (s *Store) PendingOf(ctx context.Context, runID string) (Approval, error) {
 	return scanApproval(db.Q(ctx, s.pool).QueryRow(ctx, `SELECT `+approvalColumns+` FROM run_approvals
 		WHERE run_id = $1 AND state = 'pending' ORDER BY created_at DESC LIMIT 1 FOR UPDATE`, runID))
 }
 
-// decideApproval stores the decision on approval id: state, and for a
-// decided one the option, who and when.
-func (s *store) decideApproval(ctx context.Context, id, state, optionID, by string, at time.Time) error {
+// Decide stores the decision on approval id: state, and for a decided one
+// the option, who and when.
+func (s *Store) Decide(ctx context.Context, id, state, optionID, by string, at time.Time) error {
 	var opt, who any
 	if optionID != "" {
 		opt, who = optionID, by
@@ -121,9 +103,9 @@ func (s *store) decideApproval(ctx context.Context, id, state, optionID, by stri
 	return err
 }
 
-// withdrawApprovals withdraws the pending approvals of run runID (it ended
-// or went back to queued).
-func (s *store) withdrawApprovals(ctx context.Context, runID string, at time.Time) error {
+// WithdrawOf withdraws the pending approvals of run runID (it ended or
+// went back to queued).
+func (s *Store) WithdrawOf(ctx context.Context, runID string, at time.Time) error {
 	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_approvals SET state = 'withdrawn', decided_at = $2 WHERE run_id = $1 AND state = 'pending'`, runID, at)
 	return err
 }

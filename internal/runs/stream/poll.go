@@ -1,4 +1,4 @@
-package runs
+package stream
 
 import (
 	"context"
@@ -8,8 +8,54 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
+	"bothy.example.com/bothy/internal/platform/clock"
+	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
+
+// Service hands out and acknowledges the agents' streams. Its errors name
+// its operations stream.poll, stream.ack, ... (until the stream left
+// package runs: runs.poll, runs.ack, ...); an error of Deliver keeps its
+// own (runs.ack).
+type Service struct {
+	st      store
+	db      *db.DB
+	ident   *identity.Service
+	authz   *authz.Service
+	events  *events.Log
+	hub     *Hub
+	pollMax time.Duration
+	deliver Deliver
+}
+
+// Deliver delivers, in the transaction of ctx and at now, the pending
+// follow-ups whose agent.followup events of agent agentID lie after from up
+// to to: the runs module's half of an acknowledgement, since follow-ups
+// are its rows (docs/design/runs.md#fencing). Its errors are answered as
+// they are.
+type Deliver func(ctx context.Context, agentID string, from, to int64, now time.Time) error
+
+// Deps are the collaborators of the stream service.
+type Deps struct {
+	Pool     db.Querier
+	DB       *db.DB
+	Clock    clock.Clock
+	Identity *identity.Service
+	Authz    *authz.Service
+	Events   *events.Log
+	Hub      *Hub
+	// PollMaxWait is events.poll_max_wait.
+	PollMaxWait time.Duration
+	// Deliver is called by Ack for every position it moves forward.
+	Deliver Deliver
+}
+
+// NewService returns the stream service (package runs makes it and hands
+// its calls on).
+func NewService(d Deps) *Service {
+	return &Service{st: store{pool: d.Pool, clock: d.Clock}, db: d.DB, ident: d.Identity, authz: d.Authz, events: d.Events,
+		hub: d.Hub, pollMax: d.PollMaxWait, deliver: d.Deliver}
+}
 
 // PollLimit bounds the events one poll hands out.
 const PollLimit = 100
@@ -42,13 +88,13 @@ func (s *Service) resolveCursor(ctx context.Context, agentID, after, pointer str
 	case "":
 		seq, err := s.st.ackedSeq(ctx, agentID)
 		if err != nil {
-			return 0, problem.Internal("runs.resolveCursor", err)
+			return 0, problem.Internal("stream.resolveCursor", err)
 		}
 		return seq, nil
 	case CursorNow:
 		end, err := s.streamEnd(ctx)
 		if err != nil {
-			return 0, problem.Internal("runs.resolveCursor", err)
+			return 0, problem.Internal("stream.resolveCursor", err)
 		}
 		return end, nil
 	}
@@ -58,7 +104,7 @@ func (s *Service) resolveCursor(ctx context.Context, agentID, after, pointer str
 	}
 	end, err := s.streamEnd(ctx)
 	if err != nil {
-		return 0, problem.Internal("runs.resolveCursor", err)
+		return 0, problem.Internal("stream.resolveCursor", err)
 	}
 	if cursor > end {
 		return 0, invalid
@@ -82,7 +128,7 @@ func (s *Service) stillAuthorized(ctx context.Context, actor identity.Principal)
 	}
 	p, err := s.ident.Authenticate(ctx, tok)
 	if err != nil {
-		if pe := problem.From("runs.stillAuthorized", err); pe.Code == problem.InternalError {
+		if pe := problem.From("stream.stillAuthorized", err); pe.Code == problem.InternalError {
 			return pe
 		}
 		return problem.New(problem.Unauthorized, "")
@@ -139,7 +185,7 @@ func (s *Service) PollFirst(ctx context.Context, actor identity.Principal, after
 		// One event more than the page tells whether more are waiting.
 		evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, first+1)
 		if err != nil {
-			return Page{}, problem.Internal("runs.poll", err)
+			return Page{}, problem.Internal("stream.poll", err)
 		}
 		if len(evs) > 0 {
 			more := len(evs) > first
@@ -216,24 +262,17 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 		now := s.st.clock.Now()
 		from, err := s.st.lockCursor(ctx, actor.ID, now)
 		if err != nil {
-			return problem.Internal("runs.ack", err)
+			return problem.Internal("stream.ack", err)
 		}
 		stored = from
 		if to <= from {
 			return nil
 		}
-		// Delivery and a run's end serialise on the run row: a follow-up
-		// is either delivered in its run or promoted after it, never both
-		// (docs/design/runs.md#fencing). The lock is its own statement, so
-		// that the delivery below reads the follow-ups as the end left them.
-		if err := s.st.lockAckedRuns(ctx, actor.ID, from, to); err != nil {
-			return problem.Internal("runs.ack", err)
-		}
-		if err := s.st.deliverAcked(ctx, actor.ID, from, to, now); err != nil {
-			return problem.Internal("runs.ack", err)
+		if err := s.deliver(ctx, actor.ID, from, to, now); err != nil {
+			return err
 		}
 		if err := s.st.setCursor(ctx, actor.ID, to, now); err != nil {
-			return problem.Internal("runs.ack", err)
+			return problem.Internal("stream.ack", err)
 		}
 		stored = to
 		return nil
@@ -264,7 +303,7 @@ func (s *Service) StreamStart(ctx context.Context, actor identity.Principal, aft
 func (s *Service) StreamNext(ctx context.Context, actor identity.Principal, cursor int64, limit int) ([]events.Event, error) {
 	evs, err := s.events.AgentAfter(ctx, actor.ID, cursor, limit)
 	if err != nil {
-		return nil, problem.Internal("runs.streamNext", err)
+		return nil, problem.Internal("stream.streamNext", err)
 	}
 	return evs, nil
 }
