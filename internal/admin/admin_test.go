@@ -89,7 +89,7 @@ func TestAdminGroups(t *testing.T) {
 // TestLastOwner: the last active owner can be neither demoted nor
 // disabled; with a second owner, the first can step down, and is then
 // refused administration. That both faces answer last_owner alike is
-// checked in TestAdminPrincipals in internal/server.
+// checked in TestAdmin/Principals in internal/server.
 func TestLastOwner(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)

@@ -143,7 +143,7 @@ func deniedReasons(env *moduletest.Env, h string) map[string][]string {
 // (rows or events); every denial is audited under its actor, action and
 // reason (no_grant for the hidden targets); the owner succeeds with each,
 // and every one of the owner's allows is audited. That both faces answer
-// alike is TestAdminDecisions in internal/server.
+// alike is TestAdmin/Decisions in internal/server.
 func TestAdminDecisionsAtTheService(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)

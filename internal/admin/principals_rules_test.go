@@ -41,7 +41,7 @@ func wantFields(t *testing.T, what string, err error, want ...string) {
 // 32), the kinds, the display name rule, e-mail only for people and
 // owners only among people are validation errors naming each broken
 // field; nothing refused is stored. The answers on the wire are
-// TestAdminPrincipals in internal/server.
+// TestAdmin/Principals in internal/server.
 func TestCreatePrincipalRules(t *testing.T) {
 	t.Parallel()
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"ratelimit.rl.admin.burst": "1000", "token.default_ttl": "2h"}})

@@ -73,11 +73,20 @@ func adminOptions() apitest.Options {
 	return apitest.Options{Config: map[string]string{"ratelimit.rl.admin.burst": "1000"}}
 }
 
-// TestAdminDecisions runs every administration action as a person who can
+// TestAdmin: who may administer (every action's decisions), principals,
+// and spaces and channels, on both faces.
+func TestAdmin(t *testing.T) {
+	t.Parallel()
+	t.Run("Decisions", testAdminDecisions)
+	t.Run("Principals", testAdminPrincipals)
+	t.Run("SpacesAndChannels", testAdminSpacesAndChannels)
+}
+
+// testAdminDecisions runs every administration action as a person who can
 // see the target (403 level_insufficient), a person who cannot (404), an
 // agent and an app (403 subject_kind_not_allowed) and the owner (allowed),
 // and checks that denials change nothing and every decision is audited.
-func TestAdminDecisions(t *testing.T) {
+func testAdminDecisions(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, adminOptions())
 	calls := adminCalls(t, env)
@@ -157,10 +166,10 @@ func TestAdminDecisions(t *testing.T) {
 	}
 }
 
-// TestAdminPrincipals covers createPrincipal (people, agents with their
+// testAdminPrincipals covers createPrincipal (people, agents with their
 // first token, handle rules), updatePrincipal (disable: 401 at once; the
 // last owner's answer), and listPrincipals paging, on both faces.
-func TestAdminPrincipals(t *testing.T) {
+func testAdminPrincipals(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, adminOptions())
 	robin := env.World.Token("robin")
@@ -386,10 +395,10 @@ func TestAdminTokens(t *testing.T) {
 	}
 }
 
-// TestAdminSpacesAndChannels covers spaces and channels: creation with its
+// testAdminSpacesAndChannels covers spaces and channels: creation with its
 // events and main thread, rules on names, switches and operators, rename
 // and unarchive, on both faces.
-func TestAdminSpacesAndChannels(t *testing.T) {
+func testAdminSpacesAndChannels(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, adminOptions())
 	robin := env.World.Token("robin")

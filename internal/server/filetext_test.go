@@ -16,12 +16,21 @@ func readText(env *apitest.Env, token, file, query string) *apitest.Response {
 	return env.REST(http.MethodGet, "/api/v1/files/"+file+"/text"+query, token, nil)
 }
 
-// TestFilesTextBothFaces: with the fake clamd, an upload is scanned clean
+// TestFilesText: the text of uploaded files on both faces, the trust it
+// lowers, and files withheld without a scanner.
+func TestFilesText(t *testing.T) {
+	t.Parallel()
+	t.Run("BothFaces", testFilesTextBothFaces)
+	t.Run("LowersTrust", testFilesTextLowersTrust)
+	t.Run("RequireScan", testFilesTextRequireScan)
+}
+
+// testFilesTextBothFaces: with the fake clamd, an upload is scanned clean
 // and its text extracted (READY) in the upload; GET /api/v1/files/{id}/text
 // and GraphQL's File.text and fileText answer it, cut at max_bytes; the
 // EICAR file is infected, never extracted, and its bytes and text answer
 // the 404 of a missing file, as a hidden file's text does.
-func TestFilesTextBothFaces(t *testing.T) {
+func testFilesTextBothFaces(t *testing.T) {
 	t.Parallel()
 	clam := clamdtest.NewServer()
 	t.Cleanup(clam.Close)
@@ -91,12 +100,12 @@ func TestFilesTextBothFaces(t *testing.T) {
 	}
 }
 
-// TestFilesTextLowersTrust: a run token reads the text of its run's
+// testFilesTextLowersTrust: a run token reads the text of its run's
 // file and not another thread's; a file with text in the context is
 // unverified data in play, so the trust summary's lowest and the answer's
 // provenance are unverified though the person who triggered attached it,
 // while a run without files keeps its trigger's trust.
-func TestFilesTextLowersTrust(t *testing.T) {
+func testFilesTextLowersTrust(t *testing.T) {
 	t.Parallel()
 	clam := clamdtest.NewServer()
 	t.Cleanup(clam.Close)
@@ -139,10 +148,10 @@ func TestFilesTextLowersTrust(t *testing.T) {
 	}
 }
 
-// TestFilesTextRequireScan: without a scanner and with files.require_scan
+// testFilesTextRequireScan: without a scanner and with files.require_scan
 // on, a file is withheld: its text answers the 404 of a missing file and
 // is never extracted.
-func TestFilesTextRequireScan(t *testing.T) {
+func testFilesTextRequireScan(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	r := upload(t, env, "alex", "notes.txt", []byte("notes"))
