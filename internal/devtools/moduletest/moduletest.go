@@ -113,10 +113,7 @@ func New(t testing.TB) *Env {
 func Build(t testing.TB, opts Options) *Env {
 	t.Helper()
 	ctx := context.Background()
-	dbURL := opts.DatabaseURL
-	if dbURL == "" {
-		dbURL = pgtest.URL(t)
-	}
+	dbURL, w := database(t, opts)
 	cfg := config.Defaults()
 	// Each test's files in a folder of its own, unless the test names a
 	// store (the S3 tests).
@@ -146,22 +143,124 @@ func Build(t testing.TB, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("assemble the modules: %v", err)
 	}
-	w := &world.World{Principals: map[string]world.Principal{}, Spaces: map[string]string{}, Channels: map[string]world.Channel{}}
-	if !opts.NoWorld {
-		if w, err = world.Build(ctx, world.Of(set)); err != nil {
-			t.Fatalf("build world: %v", err)
+	if w == nil {
+		w = &world.World{Principals: map[string]world.Principal{}, Spaces: map[string]string{}, Channels: map[string]world.Channel{}}
+		if !opts.NoWorld {
+			if w, err = buildWorld(ctx, set, pool); err != nil {
+				t.Fatalf("%v", err)
+			}
 		}
+	}
+	return &Env{t: t, Pool: pool, DBURL: dbURL, PoolURL: poolURL, Config: cfg, Log: log, Clock: fc, World: w, Modules: set,
+		Identity: set.Identity, Authz: set.Authz, Chat: set.Chat, Messaging: set.Messaging, Feed: set.Feed,
+		Events: set.Events, Runs: set.Runs, Admin: set.Admin, Writers: set.Writers, DB: set.DB}
+}
+
+// database returns the test's database: the test's own, a clone of the
+// migrated template (NoWorld), or a clone of the world template with
+// that world's ids and tokens. The world is nil when the caller must
+// still build it (a database of the test's own).
+func database(t testing.TB, opts Options) (string, *world.World) {
+	t.Helper()
+	switch {
+	case opts.DatabaseURL != "":
+		return opts.DatabaseURL, nil
+	case opts.NoWorld:
+		return pgtest.URL(t), nil
+	}
+	name, w, err := exampleWorld()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return pgtest.URLFrom(t, name), w.clone()
+}
+
+// worldTemplate is the template database of this test process with the
+// example world in it, built on first use. Building the world takes some
+// two hundred statements through the admin operations, several times what
+// cloning a database costs; hundreds of tests start from it, so they
+// clone it instead (docs/reliability.md#time).
+var worldTemplate struct {
+	once  sync.Once
+	name  string
+	world worldCopy
+	err   error
+}
+
+// worldCopy is a world that each test gets a copy of, so that a test that
+// adds to its World changes no other test's.
+type worldCopy struct{ *world.World }
+
+// clone returns a deep copy of the world.
+func (w worldCopy) clone() *world.World {
+	c := &world.World{Principals: make(map[string]world.Principal, len(w.Principals)),
+		Spaces: make(map[string]string, len(w.Spaces)), Channels: make(map[string]world.Channel, len(w.Channels))}
+	for k, v := range w.Principals {
+		c.Principals[k] = v
+	}
+	for k, v := range w.Spaces {
+		c.Spaces[k] = v
+	}
+	for k, v := range w.Channels {
+		c.Channels[k] = v
+	}
+	return c
+}
+
+// exampleWorld returns the world template's name and world, building it
+// on first use: the modules with the default configuration, on the fake
+// clock at Start as every test's, build the world into a fresh database
+// that then becomes the template.
+func exampleWorld() (string, worldCopy, error) {
+	worldTemplate.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		worldTemplate.name, worldTemplate.err = pgtest.NewTemplate(ctx, func(ctx context.Context, url string) error {
+			w, err := fillWorld(ctx, url)
+			worldTemplate.world = worldCopy{w}
+			return err
+		})
+	})
+	return worldTemplate.name, worldTemplate.world, worldTemplate.err
+}
+
+// fillWorld builds the example world into the database at url and closes
+// its connections.
+func fillWorld(ctx context.Context, url string) (*world.World, error) {
+	pool, err := db.Open(ctx, db.Options{URL: url, MaxConns: 4})
+	if err != nil {
+		return nil, fmt.Errorf("open the world template: %w", err)
+	}
+	defer pool.Close()
+	dir, err := os.MkdirTemp("", "bothy-world-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfg := config.Defaults().MustWith(config.FilesStorage, "file://"+dir)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	set, err := modules.New(modules.Deps{Config: cfg, Pool: pool, Clock: clock.NewFake(Start), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("assemble the modules of the world template: %w", err)
+	}
+	return buildWorld(ctx, set, pool)
+}
+
+// buildWorld builds the example world through set and forgets the events
+// and audit rows of building it.
+func buildWorld(ctx context.Context, set *modules.Set, pool *pgxpool.Pool) (*world.World, error) {
+	w, err := world.Build(ctx, world.Of(set))
+	if err != nil {
+		return nil, fmt.Errorf("build world: %w", err)
 	}
 	// The world is the fixture every test starts from: the events and audit
 	// rows of building it (space.created, grant allows, ...) are not part of
 	// what a test observes, so that a test of listEvents or of the audit
 	// sees only what it did itself.
 	if _, err := pool.Exec(ctx, `DELETE FROM event_log; DELETE FROM audit_log`); err != nil {
-		t.Fatalf("reset world events: %v", err)
+		return nil, fmt.Errorf("reset world events: %w", err)
 	}
-	return &Env{t: t, Pool: pool, DBURL: dbURL, PoolURL: poolURL, Config: cfg, Log: log, Clock: fc, World: w, Modules: set,
-		Identity: set.Identity, Authz: set.Authz, Chat: set.Chat, Messaging: set.Messaging, Feed: set.Feed,
-		Events: set.Events, Runs: set.Runs, Admin: set.Admin, Writers: set.Writers, DB: set.DB}
+	return w, nil
 }
 
 // T returns the test the environment belongs to.

@@ -75,10 +75,16 @@ func run(args []string) int {
 	}
 }
 
-// start starts the shared cluster in a temporary folder and returns how
-// to stop it and its administration URL.
+// minFree is the space a tmpfs must have left for the shared cluster to
+// live on it: the test databases of make test (dropped in batches) and
+// the WAL between checkpoints take a few hundred megabytes at a time.
+const minFree = 4 << 30
+
+// start starts the shared cluster in a temporary folder (in memory when
+// the machine has room there) and returns how to stop it and its
+// administration URL.
 func start() (func(), string, error) {
-	dir, err := os.MkdirTemp("", "bothy-testcluster-")
+	dir, err := os.MkdirTemp(memoryDir(), "bothy-testcluster-")
 	if err != nil {
 		return nil, "", err
 	}

@@ -68,8 +68,9 @@ type server struct {
 	source   string        // where the server comes from, for messages
 	stop     func()        // stops a container or cluster; nil for EnvURL
 
-	mu       sync.Mutex
-	finished []string // test databases to drop (dropLater)
+	mu        sync.Mutex
+	finished  []string // test databases to drop (dropLater)
+	templates []string // templates of NewTemplate, dropped by Main
 }
 
 var (
@@ -98,6 +99,9 @@ func Main(m *testing.M, after ...func()) {
 		if err := srv.dropPending(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
 		}
+		if err := srv.dropTemplates(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		}
 		srv.admin.Close()
 		if srv.stop != nil {
 			srv.stop()
@@ -112,13 +116,23 @@ func Main(m *testing.M, after ...func()) {
 // missing; it never skips, so a machine without a database fails loudly.
 func URL(t testing.TB) string {
 	t.Helper()
+	return URLFrom(t, "")
+}
+
+// URLFrom is URL with the clone made from template, a name NewTemplate
+// returned; "" is the migrated template of URL.
+func URLFrom(t testing.TB, template string) string {
+	t.Helper()
 	s, err := get()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	if template == "" {
+		template = s.template
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	name, err := s.clone(ctx)
+	name, err := s.clone(ctx, template)
 	if err != nil {
 		t.Fatalf("pgtest: create a test database on the %s: %v", s.source, err)
 	}
@@ -132,6 +146,86 @@ func URL(t testing.TB) string {
 		t.Fatalf("pgtest: %v", err)
 	}
 	return u
+}
+
+// NewTemplate makes a template of this test process: a clone of the
+// migrated template that fill fills through the URL it is given (and must
+// leave without open connections), then frozen so that URLFrom clones it.
+// A harness makes one for a fixture that many tests start from (the
+// example world): building the fixture once and cloning it is much
+// cheaper than building it for every test. The template is dropped when
+// Main ends. Like URL it requires Main.
+func NewTemplate(ctx context.Context, fill func(ctx context.Context, url string) error) (string, error) {
+	s, err := get()
+	if err != nil {
+		return "", fmt.Errorf("pgtest: %w", err)
+	}
+	name, err := s.clone(ctx, s.template)
+	if err != nil {
+		return "", fmt.Errorf("pgtest: create a template on the %s: %w", s.source, err)
+	}
+	s.mu.Lock()
+	s.templates = append(s.templates, name)
+	s.mu.Unlock()
+	u, err := withDatabase(s.url, name)
+	if err != nil {
+		return "", fmt.Errorf("pgtest: %w", err)
+	}
+	if err := fill(ctx, u); err != nil {
+		return "", err
+	}
+	if err := settle(ctx, u); err != nil {
+		return "", fmt.Errorf("pgtest: settle template: %w", err)
+	}
+	// No connections from now on: CREATE DATABASE ... TEMPLATE fails while
+	// any session is connected to the template (exec waits for the fill's
+	// closed sessions to go).
+	for _, stmt := range []string{
+		"ALTER DATABASE " + ident(name) + " WITH ALLOW_CONNECTIONS false",
+		"ALTER DATABASE " + ident(name) + " WITH IS_TEMPLATE true",
+	} {
+		if err := s.exec(ctx, stmt); err != nil {
+			return "", fmt.Errorf("pgtest: finish template: %w", err)
+		}
+	}
+	return name, nil
+}
+
+// settle vacuums the filled template, freezing its rows and setting
+// their hint bits and the planner's statistics, so that every clone starts
+// with that work done once instead of doing it itself (the first read of
+// each fresh row writes its page, and autovacuum visits every clone with
+// the fill's dead rows).
+func settle(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, "VACUUM (FREEZE, ANALYZE)")
+	return err
+}
+
+// dropTemplates drops the templates of NewTemplate (a template must stop
+// being one before DROP DATABASE takes it).
+func (s *server) dropTemplates() error {
+	s.mu.Lock()
+	names := s.templates
+	s.templates = nil
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var errs []error
+	for _, name := range names {
+		if _, err := s.admin.Exec(ctx, "ALTER DATABASE "+ident(name)+" WITH IS_TEMPLATE false"); err != nil {
+			errs = append(errs, fmt.Errorf("drop template %s: %w", name, err))
+			continue
+		}
+		if _, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
+			errs = append(errs, fmt.Errorf("drop template %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ServerURL returns the URL of the test server's administrative database,
@@ -347,18 +441,8 @@ func (s *server) ensureTemplate(ctx context.Context) error {
 	if ok, err := s.databaseExists(ctx, s.template); err != nil || ok {
 		return err
 	}
-	rows, err := conn.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", s.template+"_build_")
-	if err != nil {
+	if err := s.dropBuildLeftovers(ctx, conn); err != nil {
 		return err
-	}
-	leftovers, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, name := range leftovers {
-		if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
-			return err
-		}
 	}
 	build := fmt.Sprintf("%s_build_%d", s.template, os.Getpid())
 	if err := s.exec(ctx, "CREATE DATABASE "+ident(build)); err != nil {
@@ -378,6 +462,25 @@ func (s *server) ensureTemplate(ctx context.Context) error {
 	} {
 		if err := s.exec(ctx, stmt); err != nil {
 			return fmt.Errorf("finish template: %w", err)
+		}
+	}
+	return nil
+}
+
+// dropBuildLeftovers drops the template builds a crashed process left
+// (their names start with the template's and _build_).
+func (s *server) dropBuildLeftovers(ctx context.Context, conn *pgxpool.Conn) error {
+	rows, err := conn.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", s.template+"_build_")
+	if err != nil {
+		return err
+	}
+	leftovers, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, name := range leftovers {
+		if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -428,13 +531,12 @@ func (s *server) dropPending() error {
 	return errors.Join(errs...)
 }
 
-// clone creates a database t_<random> from the template and returns its
-// name.
-func (s *server) clone(ctx context.Context) (string, error) {
+// clone creates a database t_<random> from template and returns its name.
+func (s *server) clone(ctx context.Context, template string) (string, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	name := "t_" + hex.EncodeToString(b[:])
-	return name, s.exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(s.template))
+	return name, s.exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(template))
 }
 
 // exec runs a statement on the admin pool, retrying for a few seconds while
