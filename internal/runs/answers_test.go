@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"context"
 	"fmt"
 	"sync"
@@ -15,29 +16,7 @@ import (
 )
 
 // holder is the adapter that claims runs in these tests.
-const holder = "adapter-test"
-
-// runOf returns the id of the run that message triggered.
-func runOf(t *testing.T, env *moduletest.Env, m messaging.Message) string {
-	t.Helper()
-	var id string
-	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, m.ID).Scan(&id); err != nil {
-		t.Fatalf("run of %q: %v", m.ContentMD, err)
-	}
-	return id
-}
-
-// newThread creates a thread in channel key as who with a first message
-// and returns its id.
-func newThread(t *testing.T, env *moduletest.Env, who, channel, first string) string {
-	t.Helper()
-	th, _, _, err := env.Messaging.CreateThread(t.Context(), env.Principal(who), env.World.Channel(channel).ID,
-		messaging.ThreadInput{Title: "Thread " + first, First: messaging.Input{ClientMsgID: "first-" + first, ContentMD: first}})
-	if err != nil {
-		t.Fatalf("create thread: %v", err)
-	}
-	return th.ID
-}
+const holder = runtest.Holder
 
 // TestOnMessagePosted_AnswerBranch drives the runs subscriber directly
 // inside a real unit of work: an agent answer naming its run is checked and
@@ -47,7 +26,7 @@ func TestOnMessagePosted_AnswerBranch(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	esk := env.Main("Support/Eskalation")
-	run := runOf(t, env, env.Post("alex", esk, "r1", "@lotse a run"))
+	run := runtest.RunOf(t, env, env.Post("alex", esk, "r1", "@lotse a run"))
 	thread, channel, err := env.Chat.ThreadInfo(t.Context(), esk)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +110,7 @@ func TestAnswer_RunIDEndedRun(t *testing.T) {
 		},
 	}
 	for _, how := range []string{"completed", "failed", "cancelled"} {
-		run := runOf(t, env, env.Post("alex", esk, "ask-"+how, "@lotse "+how))
+		run := runtest.RunOf(t, env, env.Post("alex", esk, "ask-"+how, "@lotse "+how))
 		end[how](run)
 		before := env.Count(`SELECT count(*) FROM messages`)
 		_, _, err := env.Messaging.Create(ctx, lotse, esk, messaging.Input{ClientMsgID: "late-" + how, ContentMD: "late answer", RunID: run})
@@ -152,7 +131,7 @@ func TestAnswer_RunIDEndedRun(t *testing.T) {
 func TestReport_FixedThread(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
-	thread := newThread(t, env, "lotse", "Support/Bulletin", "report one")
+	thread := runtest.NewThread(t, env, "lotse", "Support/Bulletin", "report one")
 	for i := 2; i <= 3; i++ {
 		env.Post("lotse", thread, fmt.Sprintf("rep-%d", i), fmt.Sprintf("report %d", i))
 	}
@@ -183,12 +162,12 @@ func TestReport_FixedThread(t *testing.T) {
 func TestReport_HumanReplyTriggersNormally(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
-	bulletin := newThread(t, env, "lotse", "Support/Bulletin", "weekly bulletin")
+	bulletin := runtest.NewThread(t, env, "lotse", "Support/Bulletin", "weekly bulletin")
 	env.Post("alex", bulletin, "q1", "thanks, one question")
 	if n := env.Count(`SELECT count(*) FROM runs WHERE thread_id = $1 AND agent_id = $2`, bulletin, env.World.ID("lotse")); n != 1 {
 		t.Fatalf("%d runs in the bulletin thread", n)
 	}
-	reports := newThread(t, env, "lotse", "Support/Reports", "nightly numbers")
+	reports := runtest.NewThread(t, env, "lotse", "Support/Reports", "nightly numbers")
 	if m := env.Post("alex", reports, "q2", "no operator here"); m.TriggerState != messaging.TriggerNone {
 		t.Fatalf("trigger_state %v", m.TriggerState)
 	}
@@ -224,12 +203,12 @@ func TestAnswer_RunIDActiveRun(t *testing.T) {
 	sub := &capture{}
 	env.Messaging.Subscribe(sub)
 	lotse := env.Principal("lotse")
-	run := runOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "one", "@lotse one"))
-	thread := readRun(t, env, "lotse", run).ThreadID
+	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "one", "@lotse one"))
+	thread := runtest.ReadRun(t, env, "lotse", run).ThreadID
 	if _, err := env.Runs.Start(ctx, lotse, run, holder); err != nil {
 		t.Fatal(err)
 	}
-	queued := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "two", "@lotse queued elsewhere"))
+	queued := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "two", "@lotse queued elsewhere"))
 	cases := []struct {
 		thread, run string
 		state       domain.RunState
@@ -240,7 +219,7 @@ func TestAnswer_RunIDActiveRun(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		before := readRun(t, env, "lotse", c.run)
+		before := runtest.ReadRun(t, env, "lotse", c.run)
 		if before.State != c.state {
 			t.Fatalf("run %s, want %s", before.State, c.state)
 		}
@@ -253,7 +232,7 @@ func TestAnswer_RunIDActiveRun(t *testing.T) {
 		if err != nil || m.RunID != "" {
 			t.Fatalf("%s: %+v %v", c.state, m, err)
 		}
-		if after := readRun(t, env, "lotse", c.run); after.State != before.State || after.Version != before.Version {
+		if after := runtest.ReadRun(t, env, "lotse", c.run); after.State != before.State || after.Version != before.Version {
 			t.Fatalf("%s: the run changed: %+v -> %+v", c.state, before, after)
 		}
 	}

@@ -9,16 +9,44 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
-	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/runs/runcontext"
 )
 
+// The run context (its pipeline of plan, fetch, shape and finish, the
+// rule that finishes its elements, and the trust summary an answer's
+// provenance is decided on) lives in internal/runs/runcontext; the door
+// that reads the run, and the facts of the run and its follow-ups the
+// context asks, stay here with the tables they read. These names keep
+// runs' API as it was.
+
 // ContextLimits are agent.context_max_bytes and
-// agent.context_message_max_bytes.
-type ContextLimits struct {
-	MaxBytes        int
-	MessageMaxBytes int
-}
+// agent.context_message_max_bytes (runcontext.Limits).
+type ContextLimits = runcontext.Limits
+
+// ContextElement is one element of a run context before the GraphQL face
+// adds author, role, trust and already_delivered (runcontext.Element).
+type ContextElement = runcontext.Element
+
+// RunContext is run_context.v1 (docs/design/trust.md#run-context) with the
+// facts the field resolvers need (runcontext.RunContext).
+type RunContext = runcontext.RunContext
+
+// FinishedContext is a run context with the answers its elements need to
+// be finished (runcontext.Finished).
+type FinishedContext = runcontext.Finished
+
+// FinishedElement is one context element with every value the faces show
+// (runcontext.FinishedElement).
+type FinishedElement = runcontext.FinishedElement
+
+// ContextKeys are the questions a run context leaves to its finish step
+// (runcontext.Keys).
+type ContextKeys = runcontext.Keys
+
+// ContextAnswers are the finish step's answers to ContextKeys
+// (runcontext.Answers).
+type ContextAnswers = runcontext.Answers
 
 // Read is a run as one request read it, with what later decisions of the
 // same request reuse (the path and the grant level), so that reading a run
@@ -90,186 +118,102 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 	return rd, nil
 }
 
-// ContextElement is one element of a run context before the GraphQL face
-// adds author, role, trust and already_delivered (FinishContext).
-type ContextElement struct {
-	messaging.ContextItem
-	ChannelID string
-	Truncated bool
-}
-
-// RunContext is run_context.v1 (docs/design/trust.md#run-context) with the
-// facts the field resolvers need.
-type RunContext struct {
-	RunID              string
-	ContextFloorSeq    int64
-	Trigger            ContextElement
-	Thread             []ContextElement
-	Channel            []ContextElement // nil when not built
-	TruncatedBeforeSeq *int64
-	// Parties classify the elements; ChannelPath is where trust is asked;
-	// SessionID (or, for a guest run without session, RunID) decides
-	// already_delivered.
-	Parties     domain.RunParties
-	ChannelPath authz.Path
-	SessionID   string
-	Mode        domain.Mode
-	// ThreadPath and Grant let the follow-ups (ContextFollowUps) pass
-	// the same filter as the other elements; MessageMaxBytes cuts them.
-	ThreadPath      authz.Path
-	Grant           authz.Level
-	MessageMaxBytes int
-	// FollowUpsOnRecord is false when neither the run nor another run of
-	// its session had a follow-up when the run was read: then no element
-	// is a delivered follow-up and the run has no follow-ups in play, and
-	// the follow-up facts need no statement. A follow-up recorded after
-	// that is a message after the trigger, outside every window, so the
-	// answer is the one a read at that moment would give.
-	FollowUpsOnRecord bool
-	// People, when not nil, are the principals named by the elements'
-	// authors, read beside the thread window (authz's PeopleWithTriggerIn
-	// over messaging's ContextAuthors), and Holders which of them hold
-	// trigger on ChannelPath: the answers of the context's people
-	// questions, so that the face primes them instead of asking after the
-	// window. An author missing from People (a message changed between
-	// the two statements) is asked as before.
-	People  map[string]identity.Principal
-	Holders map[string]bool
+// forContext is rd as the context read takes it: the run's fields that
+// decide its context, and the door's path and grant. runcontext never
+// imports runs (runs imports it), so it cannot name Run; the copy is one
+// value on the stack per read, no statement and no allocation.
+func (rd Read) forContext() runcontext.Read {
+	r := rd.Run
+	return runcontext.Read{Run: runcontext.Run{ID: r.ID, AgentID: r.AgentID, SessionID: r.SessionID, SessionMode: r.SessionMode,
+		TriggerKind: r.TriggerKind, TriggeringMessageID: r.TriggeringMessageID, TriggerThreadID: r.TriggerThreadID, TriggerSeq: r.TriggerSeq,
+		TriggeredBy: r.TriggeredBy, State: r.State, QueuedAt: r.QueuedAt, TriggerLostAt: r.TriggerLostAt},
+		Thread: rd.Thread, Channel: rd.Channel, Path: rd.Path, Grant: rd.Grant, ForContext: rd.ForContext, FollowUpsOnRecord: rd.FollowUpsOnRecord}
 }
 
 // Context builds the run context of rd for actor (run.context.read: the
 // run's own agent, active runs only; docs/design/trust.md#who-may-read-it)
-// in one pipeline of four steps:
-//
-//   - plan (planContext): the read is allowed and the run has a context;
-//     the session's plan (domain.PlanContext) says which windows to read;
-//   - fetch (fetchContext): the triggering message, the thread window, the
-//     channel window and the authors with their trigger right, read with
-//     as few round trips as the plan allows (the window beside the
-//     trigger, the people beside both);
-//   - filter, cut and budget (shapeContext): the elements the agent may
-//     read, each cut to limits.MessageMaxBytes, the oldest dropped to fit
-//     limits.MaxBytes;
-//   - finish (FinishContext, called by the face): role, trust and
-//     already_delivered of every element.
-//
-// It opens no unit of work and takes no lock: every part, trust included,
-// is computed anew on each request. Errors: the door's refusal when rd
-// was not read for the context and run.context.read is denied; a 404
-// (problem.NotFound) for an ended run, a run whose person lost trigger,
-// a trigger that is gone or that the agent may not read; an internal
-// error for any source error, which never turns into a context with less
-// or weaker data (fail closed).
+// in one pipeline: plan, fetch, and filter, cut and budget; FinishContext
+// is its last step (runcontext.Service.Build, which says its steps and
+// errors).
 func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read, limits ContextLimits) (RunContext, error) {
-	p, err := s.planContext(ctx, actor, rd, limits)
-	if err != nil {
-		return RunContext{}, err
-	}
-	f, err := s.fetchContext(ctx, p)
-	if err != nil {
-		return RunContext{}, err
-	}
-	return s.shapeContext(ctx, p, f), nil
+	return s.runContext.Build(ctx, actor, rd.forContext(), limits)
 }
 
-// contextPlan is the first step of a context read: what the read is for
-// and what it must fetch.
-type contextPlan struct {
-	actor  identity.Principal
-	rd     Read
-	limits ContextLimits
-	plan   domain.ContextPlan
-	// want are the messages read by id: the trigger and, for channel
-	// context, the thread's parent.
-	want []string
-	// window is the thread window before the run's recorded trigger place.
-	window messaging.ContextQuery
-	// speculate reads the window in the trigger's statement: the run row
-	// names where its trigger lies (trigger_thread_id, trigger_seq).
-	speculate bool
-	// wantChannel asks for the channel's main thread before the parent
-	// (the first run of a session in a thread with a parent message).
-	wantChannel bool
-	// threadPath and mainPath are where the run's thread and its channel's
-	// main thread are decided.
-	threadPath, mainPath authz.Path
+// FinishContext is the finish step of a context read: it answers every
+// question of rc's elements (RunContext.Keys) at once, for actor, the
+// reader of rc (runcontext.Service.Finish).
+func (s *Service) FinishContext(ctx context.Context, actor identity.Principal, rc *RunContext) (*FinishedContext, error) {
+	return s.runContext.Finish(ctx, actor, rc)
 }
 
-// planContext decides the read (run.context.read, unless rd was read for
-// the context), refuses runs without a context, and plans the windows.
-func (s *Service) planContext(ctx context.Context, actor identity.Principal, rd Read, limits ContextLimits) (*contextPlan, error) {
-	if err := s.contextAllowed(ctx, actor, rd); err != nil {
+// ContextFollowUps reads the follow-ups of fc's run still in play, oldest
+// first, as context elements, and answers their questions into fc
+// (runcontext.Service.FollowUpsOf).
+func (s *Service) ContextFollowUps(ctx context.Context, fc *FinishedContext) ([]ContextElement, error) {
+	return s.runContext.FollowUpsOf(ctx, fc)
+}
+
+// FollowUpElements turns the follow-up messages of rc's run into context
+// elements for actor: each passes the same read filter as the thread
+// elements and is cut like them (runcontext.Service.FollowUpElements).
+func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal, rc *RunContext, items []messaging.ContextItem) []ContextElement {
+	return s.runContext.FollowUpElements(ctx, actor, rc, items)
+}
+
+// FollowUps returns the follow-ups of each run in runIDs that are still
+// in play (pending or delivered), oldest first, in two statements for all
+// runs.
+func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
+	pairs, err := s.st.followUpPairs(ctx, runIDs)
+	if err != nil {
 		return nil, err
 	}
-	actor = contextReader(actor)
-	r, t, c := rd.Run, rd.Thread, rd.Channel
-	facts := domain.PlanFacts{Mode: r.SessionMode, ThreadID: t.ID}
-	if r.SessionMode == domain.ModeResume {
-		earlier, err := s.st.earlierRuns(ctx, r)
-		if err != nil {
-			return nil, problem.Internal("runs.context", err)
-		}
-		facts.Earlier = earlier
+	out := map[string][]messaging.ContextItem{}
+	if len(pairs) == 0 {
+		return out, nil
 	}
-	p := &contextPlan{actor: actor, rd: rd, limits: limits, plan: domain.PlanContext(facts), want: []string{r.TriggeringMessageID},
-		threadPath: chat.PathInThread(c, t, authz.KindMessage, ""),
-		mainPath:   chat.PathInThread(c, chat.Thread{ID: c.MainThreadID}, authz.KindMessage, "")}
-	if p.plan.WantChannel && t.ParentMessageID != "" && t.ParentMessageID != r.TriggeringMessageID {
-		p.want = append(p.want, t.ParentMessageID)
+	want := make([]string, len(pairs))
+	for i, p := range pairs {
+		want[i] = p.message
 	}
-	exclude := ""
-	if p.plan.ExcludeOwn {
-		exclude = r.AgentID
+	msgs, err := s.messaging.ContextMessages(ctx, want)
+	if err != nil {
+		return nil, err
 	}
-	p.window = messaging.ContextQuery{ThreadID: t.ID, AfterSeq: p.plan.Floor, BeforeSeq: r.TriggerSeq,
-		Limit: c.Switches.HistoryBackfillLimit, ExcludeAuthorID: exclude}
-	p.speculate = r.TriggerThreadID == t.ID
-	p.wantChannel = p.plan.WantChannel && t.ParentMessageID != ""
-	return p, nil
-}
-
-// contextAllowed decides run.context.read when rd was not read for the
-// context, and answers 404 for a run that has no context: an ended run
-// (the same 404 as an unknown run) and a run whose person lost trigger
-// (it only waits to end). A run without a message trigger is a bug.
-func (s *Service) contextAllowed(ctx context.Context, actor identity.Principal, rd Read) error {
-	if !rd.ForContext {
-		if _, _, err := s.authz.Authorize(ctx, actor, authz.RunContextRead, authz.Known(rd.Path, rd.Grant)); err != nil {
-			return err
+	for _, p := range pairs {
+		if m, ok := msgs[p.message]; ok {
+			out[p.run] = append(out[p.run], m)
 		}
 	}
-	r := rd.Run
-	if !r.State.Active() || r.TriggeringMessageID == "" || r.TriggerLostAt != nil {
-		return problem.New(problem.NotFound, "")
-	}
-	if r.TriggerKind != domain.TriggerKindMessage {
-		s.log.ErrorContext(ctx, "run context of a run without a message trigger", "run_id", r.ID, "trigger_kind", r.TriggerKind)
-		return problem.Internal("runs.context", fmt.Errorf("run %s has trigger kind %s", r.ID, r.TriggerKind))
-	}
-	return nil
+	return out, nil
 }
 
-// contextReader is who the elements of a run context are read as, once
-// run.context.read was decided for actor: the actor itself, or, for a run
-// token, its agent without the token's narrowing to the run's thread. The
-// token may read its own run's context (the door decided that on the
-// run), and that context lies wherever the run's trigger and channel
-// context lie: in the main thread of an auto thread's channel, in a thread
-// the run was moved from (issue 45 item 4). Its elements pass the agent's
-// own read right, as they would for the agent's token.
-func contextReader(actor identity.Principal) identity.Principal {
-	actor.RunID, actor.RunThreadID, actor.RunHolder = "", "", ""
-	return actor
+// contextRuns are the facts of runs and their follow-ups a context read
+// asks (runcontext.Runs): the statements on runs' own tables stay in
+// runs' store.
+type contextRuns struct{ s *Service }
+
+// EarlierRuns returns the earlier runs of r's session (earlierRuns).
+func (c contextRuns) EarlierRuns(ctx context.Context, r runcontext.Run) ([]domain.EarlierRun, error) {
+	return c.s.st.earlierRuns(ctx, r.SessionID, r.ID, r.QueuedAt)
 }
 
-// pathOf returns where a message of thread threadID is decided, when that
-// thread is the run's thread or its channel's main thread.
-func (p *contextPlan) pathOf(threadID string) (authz.Path, bool) {
-	switch threadID {
-	case p.rd.Thread.ID:
-		return p.threadPath, true
-	case p.rd.Channel.MainThreadID:
-		return p.mainPath, p.rd.Channel.MainThreadID != ""
-	}
-	return authz.Path{}, false
+// FollowUpFacts is Service.FollowUpFacts.
+func (c contextRuns) FollowUpFacts(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, []string, error) {
+	return c.s.FollowUpFacts(ctx, sessionID, runID, messageIDs)
+}
+
+// Delivered is Service.Delivered.
+func (c contextRuns) Delivered(ctx context.Context, sessionID, runID string, messageIDs []string) (map[string]bool, error) {
+	return c.s.Delivered(ctx, sessionID, runID, messageIDs)
+}
+
+// FollowUps is Service.FollowUps.
+func (c contextRuns) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
+	return c.s.FollowUps(ctx, runIDs)
+}
+
+// PersonHoldsTrigger is personHoldsTrigger.
+func (c contextRuns) PersonHoldsTrigger(ctx context.Context, id string, p authz.Path) (bool, error) {
+	return c.s.personHoldsTrigger(ctx, id, p)
 }

@@ -7,7 +7,11 @@
 // Some of its ideas live in subpackages that never import runs (runs
 // imports them and keeps their exported names as aliases and delegates):
 // runs/domain the pure rules without I/O, runs/livebox the live box's
-// pure rule, runs/approvals the approval itself and its table, and
+// pure rule, runs/approvals the approval itself and its table,
 // runs/stream each agent's event stream (long poll, acknowledgement,
-// subscription steps) and the hub that wakes it.
+// subscription steps) and the hub that wakes it, and runs/runcontext the
+// run context's read (plan, fetch, shape, finish) and the rule that
+// finishes its elements. The door that reads a run, and the statements on
+// runs' own tables a context read needs (earlier runs, follow-up facts),
+// stay here and reach runs/runcontext as its Runs.
 package runs

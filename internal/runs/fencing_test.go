@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 	"time"
 
@@ -19,14 +20,6 @@ func wantConflict(t *testing.T, what string, err error, reason string) {
 	}
 }
 
-// wantClaimed fails the test unless err is conflict run_claimed.
-func wantClaimed(t *testing.T, what string, err error) {
-	t.Helper()
-	if p := problem.From("runs.wantClaimed", err); p == nil || p.Code != problem.Conflict || p.Reason != "run_claimed" {
-		t.Fatalf("%s: %v, want conflict run_claimed", what, err)
-	}
-}
-
 // TestFencing pins the holder fence of the runs module without HTTP: on a
 // run that holder proc-a started, another holder or no holder may not
 // answer in it, make it wait, finish it or cancel it as its agent
@@ -41,7 +34,7 @@ func TestFencing(t *testing.T) {
 	env := moduletest.New(t)
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
-	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "f1", "@lotse check the printer"))
+	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "f1", "@lotse check the printer"))
 	r, err := env.Runs.Start(ctx, lotse, run, "proc-a")
 	if err != nil || r.State != domain.RunRunning || r.Attempt != 1 {
 		t.Fatalf("proc-a starts: %+v %v", r, err)
@@ -56,16 +49,16 @@ func TestFencing(t *testing.T) {
 	}
 
 	for _, h := range []string{"proc-b", ""} {
-		wantClaimed(t, "answer by "+h, answer(h, "ans-"+h))
+		runtest.WantClaimed(t, "answer by "+h, answer(h, "ans-"+h))
 		if n := stored("ans-" + h); n != 0 {
 			t.Fatalf("a refused answer by %q is stored", h)
 		}
 		_, err := env.Runs.AwaitInput(ctx, lotse, run, runs.Holder(h))
-		wantClaimed(t, "await by "+h, err)
+		runtest.WantClaimed(t, "await by "+h, err)
 		_, err = env.Runs.Finish(ctx, lotse, run, runs.Holder(h), domain.RunCompleted, "")
-		wantClaimed(t, "finish by "+h, err)
+		runtest.WantClaimed(t, "finish by "+h, err)
 		_, err = env.Runs.Cancel(ctx, lotse, run, runs.Holder(h))
-		wantClaimed(t, "the agent's cancel by "+h, err)
+		runtest.WantClaimed(t, "the agent's cancel by "+h, err)
 	}
 	_, err = env.Runs.Renew(ctx, lotse, run, "")
 	if p := problem.From("runs.TestFencing", err); p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Code != "required" {
@@ -74,7 +67,7 @@ func TestFencing(t *testing.T) {
 	if _, err := env.Runs.AwaitInput(ctx, lotse, run, "bad holder!"); problem.CodeOf(err) != problem.ValidationFailed {
 		t.Fatalf("a malformed holder: %v", err)
 	}
-	if got := readRun(t, env, "lotse", run); got.State != domain.RunRunning || got.Version != 2 || got.Holder != "proc-a" {
+	if got := runtest.ReadRun(t, env, "lotse", run); got.State != domain.RunRunning || got.Version != 2 || got.Holder != "proc-a" {
 		t.Fatalf("the refused calls changed the run: %+v", got)
 	}
 
@@ -90,21 +83,21 @@ func TestFencing(t *testing.T) {
 	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("lease sweep changed %d (%v)", n, err)
 	}
-	if got := readRun(t, env, "lotse", run); got.State != domain.RunQueued {
+	if got := runtest.ReadRun(t, env, "lotse", run); got.State != domain.RunQueued {
 		t.Fatalf("after the lapse: %+v", got)
 	}
-	wantClaimed(t, "late answer on the queued run", answer("proc-a", "a-q"))
+	runtest.WantClaimed(t, "late answer on the queued run", answer("proc-a", "a-q"))
 	b, err := env.Runs.Start(ctx, lotse, run, "proc-b")
 	if err != nil || b.Attempt != 2 || b.Holder != "proc-b" {
 		t.Fatalf("takeover %+v %v", b, err)
 	}
-	wantClaimed(t, "late answer", answer("proc-a", "a-2"))
+	runtest.WantClaimed(t, "late answer", answer("proc-a", "a-2"))
 	_, err = env.Runs.AwaitInput(ctx, lotse, run, "proc-a")
-	wantClaimed(t, "late await", err)
+	runtest.WantClaimed(t, "late await", err)
 	_, err = env.Runs.Finish(ctx, lotse, run, "proc-a", domain.RunCompleted, "")
-	wantClaimed(t, "late finish", err)
+	runtest.WantClaimed(t, "late finish", err)
 	_, err = env.Runs.Renew(ctx, lotse, run, "proc-a")
-	wantClaimed(t, "late renew", err)
+	runtest.WantClaimed(t, "late renew", err)
 	if n := stored("a-2") + stored("a-q"); n != 0 {
 		t.Fatalf("%d late answers stored", n)
 	}

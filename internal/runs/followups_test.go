@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"context"
 	"fmt"
 	"strconv"
@@ -27,11 +28,11 @@ func TestDeliveryWaitsForTheRunsEnd(t *testing.T) {
 	ctx := t.Context()
 	esk := env.Main("Support/Eskalation")
 	lotse := env.Principal("lotse")
-	run := runOf(t, env, env.Post("alex", esk, "d1", "@lotse first"))
+	run := runtest.RunOf(t, env, env.Post("alex", esk, "d1", "@lotse first"))
 	if _, err := env.Runs.Start(ctx, lotse, run, holder); err != nil {
 		t.Fatal(err)
 	}
-	thread := readRun(t, env, "lotse", run).ThreadID
+	thread := runtest.ReadRun(t, env, "lotse", run).ThreadID
 	followUp := env.Post("alex", thread, "d2", "@lotse and also this")
 	page, err := env.Runs.Poll(ctx, lotse, "0", 0)
 	if err != nil {
@@ -97,11 +98,11 @@ func TestEndReadsFollowUpFactsOnce(t *testing.T) {
 		env := moduletest.Build(t, moduletest.Options{Tracer: counter})
 		ctx := t.Context()
 		lotse := env.Principal("lotse")
-		run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "f0", "@lotse first"))
+		run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "f0", "@lotse first"))
 		if _, err := env.Runs.Start(ctx, lotse, run, holder); err != nil {
 			t.Fatal(err)
 		}
-		thread := readRun(t, env, "lotse", run).ThreadID
+		thread := runtest.ReadRun(t, env, "lotse", run).ThreadID
 		for i := range n {
 			env.Post("alex", thread, fmt.Sprintf("f%d", i+1), fmt.Sprintf("@lotse and point %d", i+1))
 		}

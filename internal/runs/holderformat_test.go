@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 
 	"bothy.example.com/bothy/internal/devtools/moduletest"
@@ -17,7 +18,7 @@ func TestAnswerHolderFormat(t *testing.T) {
 	env := moduletest.New(t)
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
-	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "h1", "@lotse check the printer"))
+	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "h1", "@lotse check the printer"))
 	r, err := env.Runs.Start(ctx, lotse, run, "proc-a")
 	if err != nil {
 		t.Fatal(err)

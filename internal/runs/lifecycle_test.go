@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,19 +10,8 @@ import (
 	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
-	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
-
-// readRun returns run id as who reads it.
-func readRun(t *testing.T, env *moduletest.Env, who, id string) runs.Run {
-	t.Helper()
-	rd, err := env.Runs.Read(t.Context(), env.Principal(who), id)
-	if err != nil {
-		t.Fatalf("run %s as %s: %v", id, who, err)
-	}
-	return rd.Run
-}
 
 // TestRunTimeouts: the sweeper fails a queued run past run.start_timeout
 // (the pending follow-up then starts the next run) and a running run
@@ -60,7 +50,7 @@ func TestRunTimeouts(t *testing.T) {
 		t.Fatalf("runs after the sweep: %v (the pending follow-up starts the next run)", states)
 	}
 	// The next run was triggered by the follow-up.
-	next := runOf(t, env, followUp)
+	next := runtest.RunOf(t, env, followUp)
 	// A running run without activity for run.stall_timeout fails too.
 	if _, err := env.Runs.Start(ctx, env.Principal("lotse"), next, holder); err != nil {
 		t.Fatal(err)
@@ -69,7 +59,7 @@ func TestRunTimeouts(t *testing.T) {
 	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("stall sweep ended %d (%v)", n, err)
 	}
-	if r := readRun(t, env, "lotse", next); r.State != domain.RunFailed || r.EndReason != "timeout" {
+	if r := runtest.ReadRun(t, env, "lotse", next); r.State != domain.RunFailed || r.EndReason != "timeout" {
 		t.Fatalf("stalled run %+v", r)
 	}
 }
@@ -81,7 +71,7 @@ func TestConcurrentTriggersOneActiveRun(t *testing.T) {
 	t.Parallel()
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"ratelimit.rl.message.burst": "100"}})
 	// A thread with fixed operator Lotse, started by writer (no run).
-	thread := newThread(t, env, "writer", "Support/Allgemein", "start")
+	thread := runtest.NewThread(t, env, "writer", "Support/Allgemein", "start")
 	// The principal is read here: nothing in the goroutines may end the
 	// test.
 	alex := env.Principal("alex")
@@ -121,7 +111,7 @@ func TestCancelRun(t *testing.T) {
 	ctx := t.Context()
 	esk := env.Main("Support/Eskalation")
 	alex, lotse := env.Principal("alex"), env.Principal("lotse")
-	first := runOf(t, env, env.Post("alex", esk, "c1", "@lotse first"))
+	first := runtest.RunOf(t, env, env.Post("alex", esk, "c1", "@lotse first"))
 	// Writer has no trigger: may not cancel (but Eskalation is invisible to
 	// writer: not found).
 	_, err := env.Runs.Cancel(ctx, env.Principal("writer"), first, "")
@@ -135,7 +125,7 @@ func TestCancelRun(t *testing.T) {
 	if err != nil || len(page.Events) == 0 || page.Events[0].Payload["run_id"] != first {
 		t.Fatalf("invocation of the first run: %+v %v", page.Events, err)
 	}
-	second := runOf(t, env, env.Post("alex", esk, "c2", "@lotse second"))
+	second := runtest.RunOf(t, env, env.Post("alex", esk, "c2", "@lotse second"))
 	// The agent reads its stream up to the invocation: what comes after the
 	// start is the cancel request alone.
 	if page, err = env.Runs.Poll(ctx, lotse, page.NextAfter, 0); err != nil || len(page.Events) == 0 || page.Events[0].Payload["run_id"] != second {

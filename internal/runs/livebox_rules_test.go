@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"context"
 	"strings"
 	"sync"
@@ -96,7 +97,7 @@ func TestLiveBoxRules_Update(t *testing.T) {
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
 	esk := env.Main("Support/Eskalation")
-	run := runOf(t, env, env.Post("alex", esk, "lr-q", "@lotse is the printer back?"))
+	run := runtest.RunOf(t, env, env.Post("alex", esk, "lr-q", "@lotse is the printer back?"))
 	update := func(who string, h runs.Holder, u runs.LiveUpdate) (runs.Live, error) {
 		return env.Runs.UpdateLive(ctx, env.Principal(who), run, h, u)
 	}
@@ -106,7 +107,7 @@ func TestLiveBoxRules_Update(t *testing.T) {
 	}
 	_, err := update("lotse", holder, runs.LiveUpdate{Append: "early"})
 	wantConflict(t, "update of a queued run", err, "run_not_started")
-	startAs(t, env, "lotse", run)
+	runtest.StartAs(t, env, "lotse", run)
 
 	l, err := update("lotse", holder, runs.LiveUpdate{BaseVersion: 0, Append: "The printer ", Status: strPtr("checking the queue")})
 	if err != nil || l.Version != 1 || l.Text != "The printer " || l.Status != "checking the queue" || l.UpdatedAt.IsZero() {
@@ -136,13 +137,13 @@ func TestLiveBoxRules_Update(t *testing.T) {
 	}
 
 	// The answer empties the box in its commit.
-	if _, _, err := env.Messaging.Create(ctx, lotse, readRun(t, env, "lotse", run).ThreadID, messaging.Input{ClientMsgID: "lr-answer", ContentMD: "Printer is back. More.", RunID: run, Holder: holder}); err != nil {
+	if _, _, err := env.Messaging.Create(ctx, lotse, runtest.ReadRun(t, env, "lotse", run).ThreadID, messaging.Input{ClientMsgID: "lr-answer", ContentMD: "Printer is back. More.", RunID: run, Holder: holder}); err != nil {
 		t.Fatalf("answer: %v", err)
 	}
 	if l := liveOf(t, env, run); l.Version != 5 || l.Text != "" || !l.Done || l.Status != "checking the queue" {
 		t.Fatalf("box after the answer: %+v", l)
 	}
-	finishAs(t, env, "lotse", run, domain.RunCompleted)
+	runtest.FinishAs(t, env, "lotse", run, domain.RunCompleted)
 	_, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 5, Append: "x"})
 	wantConflict(t, "update of an ended run", err, "run_not_active")
 	waitStoredDone(t, env, run, 5)
@@ -165,7 +166,7 @@ func checkLiveRefusals(t *testing.T, update func(who string, h runs.Holder, u ru
 	}
 	for _, h := range []string{"proc-b", ""} {
 		_, err = update("lotse", runs.Holder(h), runs.LiveUpdate{BaseVersion: 2, Append: "x"})
-		wantClaimed(t, "update by holder "+h, err)
+		runtest.WantClaimed(t, "update by holder "+h, err)
 	}
 	if _, err = update("texter", holder, runs.LiveUpdate{BaseVersion: 2, Append: "x"}); problem.CodeOf(err) != problem.NotFound {
 		t.Fatalf("another agent: %v", err)
@@ -211,8 +212,8 @@ func TestLiveBoxRules_SubscribeOrder(t *testing.T) {
 	listenLive(t, env)
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
-	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ls-q", "@lotse write me a long answer"))
-	r := startAs(t, env, "lotse", run)
+	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ls-q", "@lotse write me a long answer"))
+	r := runtest.StartAs(t, env, "lotse", run)
 	sub := env.Runs.SubscribeLive(64)
 	defer sub.Close()
 	var want strings.Builder

@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 	"time"
 
@@ -27,14 +28,14 @@ func TestLossRules_LiveAndRechecked(t *testing.T) {
 	lotse := env.Principal("lotse")
 	samRun := func(name string) (thread, run string) {
 		t.Helper()
-		thread = newThread(t, env, "writer", "Support/Allgemein", "thread "+name)
-		return thread, runOf(t, env, env.Post("sam", thread, "ll-"+name, "@lotse "+name))
+		thread = runtest.NewThread(t, env, "writer", "Support/Allgemein", "thread "+name)
+		return thread, runtest.RunOf(t, env, env.Post("sam", thread, "ll-"+name, "@lotse "+name))
 	}
 	_, queued := samRun("queued")
 	waitThread, waiting := samRun("waiting")
 	_, finishing := samRun("finishing")
-	startAs(t, env, "lotse", waiting)
-	startAs(t, env, "lotse", finishing)
+	runtest.StartAs(t, env, "lotse", waiting)
+	runtest.StartAs(t, env, "lotse", finishing)
 	follow := env.Post("sam", waitThread, "ll-follow", "@lotse one more thing")
 	if follow.TriggerState != messaging.TriggerFollowup {
 		t.Fatalf("follow-up %v", follow.TriggerState)
@@ -56,11 +57,11 @@ func TestLossRules_LiveAndRechecked(t *testing.T) {
 	if _, err := env.Runs.RecheckTriggers(ctx, runs.TriggerScope{PrincipalID: env.World.ID("sam")}); err != nil {
 		t.Fatal(err)
 	}
-	if r := readRun(t, env, "lotse", queued); r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
+	if r := runtest.ReadRun(t, env, "lotse", queued); r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
 		t.Fatalf("queued run %+v", r)
 	}
 	for _, id := range []string{waiting, finishing} {
-		r := readRun(t, env, "lotse", id)
+		r := runtest.ReadRun(t, env, "lotse", id)
 		if r.State != domain.RunRunning || !r.CancelRequested || r.TriggerLostAt == nil {
 			t.Fatalf("running run %+v", r)
 		}
@@ -82,7 +83,7 @@ func TestLossRules_LiveAndRechecked(t *testing.T) {
 	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("sweep after the grace ended %d (%v)", n, err)
 	}
-	if r := readRun(t, env, "lotse", waiting); r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
+	if r := runtest.ReadRun(t, env, "lotse", waiting); r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
 		t.Fatalf("after the grace %+v", r)
 	}
 }

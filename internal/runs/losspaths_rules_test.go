@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 	"time"
 
@@ -18,16 +19,6 @@ import (
 // approvalReq is a valid approval request of these tests.
 var approvalReq = runs.ApprovalRequest{Title: "File the ticket?", Detail: "createTicket(printer, 3rd floor)",
 	Options: []runs.ApprovalOption{{ID: "yes", Label: "Yes"}, {ID: "no", Label: "No"}}}
-
-// activeRunIn returns the id of the active run of thread.
-func activeRunIn(t *testing.T, env *moduletest.Env, thread string) string {
-	t.Helper()
-	var id string
-	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE thread_id = $1 AND state IN ('queued', 'running', 'waiting_input')`, thread).Scan(&id); err != nil {
-		t.Fatalf("active run of thread %s: %v", thread, err)
-	}
-	return id
-}
 
 // lossOnEveryPath checks every path of agent's running run (held by the
 // test's holder) right after its person lost trigger, with no sweep in
@@ -55,7 +46,7 @@ func lossOnEveryPath(t *testing.T, env *moduletest.Env, agent, run string, end f
 	wantConflict(t, "live box after the loss", err, "trigger_revoked")
 	_, err = env.Runs.RequestApproval(ctx, p, run, holder, approvalReq)
 	wantConflict(t, "approval after the loss", err, "trigger_revoked")
-	thread := readRun(t, env, agent, run).ThreadID
+	thread := runtest.ReadRun(t, env, agent, run).ThreadID
 	before := env.Count(`SELECT count(*) FROM messages`)
 	for _, h := range []string{holder, "someone-else"} {
 		_, _, err = env.Messaging.Create(ctx, p, thread, messaging.Input{ClientMsgID: "lost-" + h, ContentMD: "an answer to a request its author lost", RunID: run, Holder: h})
@@ -99,7 +90,7 @@ func TestLossPaths_EveryPath(t *testing.T) {
 	f := newLossFixture(t, env)
 
 	t.Run("thread moved", func(t *testing.T) {
-		thread := readRun(t, env, "lotse", f.moved).ThreadID
+		thread := runtest.ReadRun(t, env, "lotse", f.moved).ThreadID
 		if _, err := env.Modules.ChatUseCases.Move(t.Context(), robin, thread, env.World.Channel("Marketing/Kampagnen").ID); err != nil {
 			t.Fatalf("move: %v", err)
 		}
@@ -119,7 +110,7 @@ func TestLossPaths_EveryPath(t *testing.T) {
 		if _, err := env.Admin.ArchiveSpace(t.Context(), robin, env.World.Spaces["Marketing"]); err != nil {
 			t.Fatalf("archive: %v", err)
 		}
-		if r := readRun(t, env, "texter", f.archivedSpace); r.State != domain.RunWaitingInput || !r.CancelRequested || r.TriggerLostAt == nil {
+		if r := runtest.ReadRun(t, env, "texter", f.archivedSpace); r.State != domain.RunWaitingInput || !r.CancelRequested || r.TriggerLostAt == nil {
 			t.Fatalf("the waiting run right after the loss: %+v", r)
 		}
 		f.told(t, "texter", f.archivedSpace)
@@ -163,19 +154,19 @@ func newLossFixture(t *testing.T, env *moduletest.Env) *lossFixture {
 	ctx := t.Context()
 	started := func(agent, run string) string {
 		t.Helper()
-		startAs(t, env, agent, run)
+		runtest.StartAs(t, env, agent, run)
 		return run
 	}
 	alexIn := func(name string) string {
 		t.Helper()
-		th := newThread(t, env, "writer", "Support/Allgemein", "loss2 "+name)
-		return started("lotse", runOf(t, env, env.Post("alex", th, "loss2-"+name, "@lotse "+name)))
+		th := runtest.NewThread(t, env, "writer", "Support/Allgemein", "loss2 "+name)
+		return started("lotse", runtest.RunOf(t, env, env.Post("alex", th, "loss2-"+name, "@lotse "+name)))
 	}
 	f := &lossFixture{env: env}
 	f.moved = alexIn("moved")
 	f.disabled = alexIn("disabled")
-	f.archivedChan = started("lotse", runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "loss2-chan", "@lotse escalation")))
-	f.archivedSpace = started("texter", activeRunIn(t, env, newThread(t, env, "sam", "Marketing/Kampagnen", "@texter a campaign")))
+	f.archivedChan = started("lotse", runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "loss2-chan", "@lotse escalation")))
+	f.archivedSpace = started("texter", runtest.ActiveRunIn(t, env, runtest.NewThread(t, env, "sam", "Marketing/Kampagnen", "@texter a campaign")))
 	var err error
 	if f.approval, err = env.Runs.RequestApproval(ctx, env.Principal("texter"), f.archivedSpace, holder, approvalReq); err != nil {
 		t.Fatalf("approval: %v", err)
@@ -206,7 +197,7 @@ func (f *lossFixture) told(t *testing.T, agent, run string) {
 // trigger lost, and its agent was told.
 func (f *lossFixture) marked(t *testing.T, agent, run string) {
 	t.Helper()
-	if r := readRun(t, f.env, agent, run); r.State != domain.RunRunning || !r.CancelRequested || r.TriggerLostAt == nil {
+	if r := runtest.ReadRun(t, f.env, agent, run); r.State != domain.RunRunning || !r.CancelRequested || r.TriggerLostAt == nil {
 		t.Fatalf("run %s right after the loss: %+v", run, r)
 	}
 	f.told(t, agent, run)
@@ -216,7 +207,7 @@ func (f *lossFixture) marked(t *testing.T, agent, run string) {
 // (disabled, before its own loss) is untouched and reads its context.
 func (f *lossFixture) unaffected(t *testing.T) {
 	t.Helper()
-	if r := readRun(t, f.env, "lotse", f.disabled); r.CancelRequested || r.TriggerLostAt != nil {
+	if r := runtest.ReadRun(t, f.env, "lotse", f.disabled); r.CancelRequested || r.TriggerLostAt != nil {
 		t.Fatalf("the run of the person elsewhere was touched: %+v", r)
 	}
 	mustContext(t, f.env, "lotse", f.disabled)
@@ -255,23 +246,23 @@ func TestLossPaths_GrantExpiry(t *testing.T) {
 		t.Fatalf("grant: %v", err)
 	}
 	kampagnen := env.Main("Marketing/Kampagnen")
-	running := runOf(t, env, env.Post("alex", kampagnen, "ex2-run", "@texter draft the newsletter"))
-	waiting := runOf(t, env, env.Post("alex", kampagnen, "ex2-wait", "@texter file the ticket"))
-	queued := runOf(t, env, env.Post("alex", kampagnen, "ex2-queued", "@texter later"))
-	startAs(t, env, "texter", running)
-	startAs(t, env, "texter", waiting)
+	running := runtest.RunOf(t, env, env.Post("alex", kampagnen, "ex2-run", "@texter draft the newsletter"))
+	waiting := runtest.RunOf(t, env, env.Post("alex", kampagnen, "ex2-wait", "@texter file the ticket"))
+	queued := runtest.RunOf(t, env, env.Post("alex", kampagnen, "ex2-queued", "@texter later"))
+	runtest.StartAs(t, env, "texter", running)
+	runtest.StartAs(t, env, "texter", waiting)
 	approval, err := env.Runs.RequestApproval(ctx, texter, waiting, holder, approvalReq)
 	if err != nil {
 		t.Fatalf("approval: %v", err)
 	}
 
 	env.Clock.Advance(2 * time.Hour)
-	if r := readRun(t, env, "texter", running); r.CancelRequested || r.TriggerLostAt != nil {
+	if r := runtest.ReadRun(t, env, "texter", running); r.CancelRequested || r.TriggerLostAt != nil {
 		t.Fatalf("something re-checked at the expiry: %+v", r)
 	}
 	_, err = env.Runs.Start(ctx, texter, queued, holder)
 	wantConflict(t, "start of the queued run after the expiry", err, "run_not_active")
-	if r := readRun(t, env, "texter", queued); r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
+	if r := runtest.ReadRun(t, env, "texter", queued); r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
 		t.Fatalf("the queued run after its start was refused: %+v", r)
 	}
 	_, err = env.Runs.Start(ctx, texter, queued, holder)
@@ -287,7 +278,7 @@ func TestLossPaths_GrantExpiry(t *testing.T) {
 	lossOnEveryPath(t, env, "texter", running, func() (runs.Run, error) {
 		return env.Runs.Finish(ctx, texter, running, holder, domain.RunCompleted, "")
 	})
-	if r := readRun(t, env, "texter", running); r.TriggerLostAt == nil {
+	if r := runtest.ReadRun(t, env, "texter", running); r.TriggerLostAt == nil {
 		t.Fatalf("the first call after the expiry did not mark the run: %+v", r)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
-	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/trust"
 )
 
@@ -81,18 +80,4 @@ func (s *Service) liveLowest(ctx context.Context, agent identity.Principal, runI
 		}
 	}
 	return fc.Lowest(elems, withText), nil
-}
-
-// Lowest is the lowest trust summary of the elements of the finished
-// context (its follow-ups included): domain.SummarizeTrust over what
-// every element puts in play (domain.InPlayWithFiles: the lower of trust
-// and provenance, unverified for an element in withText, which carries a
-// file with text).
-func (fc *FinishedContext) Lowest(elems []ContextElement, withText map[string]bool) trust.Level {
-	levels := make([]domain.Trust, len(elems))
-	for i, e := range elems {
-		f := fc.Finish(e)
-		levels[i] = domain.InPlayWithFiles(f.Trust, f.Provenance, withText[e.ID])
-	}
-	return domain.SummarizeTrust(levels).Lowest
 }

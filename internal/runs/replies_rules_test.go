@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"fmt"
 	"reflect"
 	"testing"
@@ -32,9 +33,9 @@ func TestReplyRules_NothingAnAgentWritesTriggers(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	main := env.Main("Support/Allgemein")
-	run := runOf(t, env, env.Post("alex", main, "nt-task", "@lotse a task"))
-	busy := readRun(t, env, "lotse", run).ThreadID
-	startAs(t, env, "lotse", run)
+	run := runtest.RunOf(t, env, env.Post("alex", main, "nt-task", "@lotse a task"))
+	busy := runtest.ReadRun(t, env, "lotse", run).ThreadID
+	runtest.StartAs(t, env, "lotse", run)
 	before := countTriggerWork(env)
 	cases := []struct{ name, who, thread, content string }{
 		{"lotse without mention in a free channel", "lotse", main, "an update"},
@@ -62,7 +63,7 @@ func TestReplyRules_NothingAnAgentWritesTriggers(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM messages WHERE origin <> 'human' AND trigger_state IS NOT NULL`); n != 0 {
 		t.Fatalf("%d agent or app messages with a trigger state", n)
 	}
-	if r := readRun(t, env, "lotse", run); r.State != domain.RunRunning || r.Version != 2 {
+	if r := runtest.ReadRun(t, env, "lotse", run); r.State != domain.RunRunning || r.Version != 2 {
 		t.Fatalf("the active run changed: %+v", r)
 	}
 }
@@ -78,9 +79,9 @@ func TestReplyRules_RunMismatchAlike(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
-	otherThread := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "rm-else", "@lotse elsewhere"))
-	guest := runOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "rm-guest", "@texter guest"))
-	thread := readRun(t, env, "texter", guest).ThreadID
+	otherThread := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "rm-else", "@lotse elsewhere"))
+	guest := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "rm-guest", "@texter guest"))
+	thread := runtest.ReadRun(t, env, "texter", guest).ThreadID
 	seq := env.Count(`SELECT last_seq FROM threads WHERE id = $1`, thread)
 	evs := env.Count(`SELECT count(*) FROM event_log`)
 	msgs := env.Count(`SELECT count(*) FROM messages`)
@@ -91,7 +92,7 @@ func TestReplyRules_RunMismatchAlike(t *testing.T) {
 		{"another agent's run", "lotse", guest}, {"a person names a run", "alex", guest},
 	} {
 		_, _, err := env.Messaging.Create(ctx, env.Principal(c.who), thread, messaging.Input{ClientMsgID: fmt.Sprintf("rm-%d", i), ContentMD: "mismatch", RunID: c.run})
-		sameProblem(t, c.name, err, want)
+		runtest.SameProblem(t, c.name, err, want)
 		p := problem.From("runs.TestReplyRules_RunMismatchAlike", err)
 		if first == nil {
 			first = p
@@ -101,7 +102,7 @@ func TestReplyRules_RunMismatchAlike(t *testing.T) {
 	}
 	_, _, _, err := env.Messaging.CreateThread(ctx, env.Principal("lotse"), env.World.Channel("Support/Allgemein").ID,
 		messaging.ThreadInput{Title: "with a run", First: messaging.Input{ClientMsgID: "rm-first", ContentMD: "first", RunID: guest}})
-	sameProblem(t, "run_id on a first message", err, &problem.Error{Code: problem.ValidationFailed,
+	runtest.SameProblem(t, "run_id on a first message", err, &problem.Error{Code: problem.ValidationFailed,
 		Fields: []problem.FieldError{{Pointer: "/first_message/run_id", Code: "run_mismatch", Detail: messaging.RunMismatchDetail}}})
 	if env.Count(`SELECT last_seq FROM threads WHERE id = $1`, thread) != seq || env.Count(`SELECT count(*) FROM event_log`) != evs || env.Count(`SELECT count(*) FROM messages`) != msgs {
 		t.Fatal("a refused answer stored something")
@@ -121,7 +122,7 @@ func TestReplyRules_CannotForgeKind(t *testing.T) {
 	main := env.Main("Support/Allgemein")
 	for _, kind := range []messaging.Kind{"system", "run"} {
 		_, _, err := env.Messaging.Create(ctx, lotse, main, messaging.Input{ClientMsgID: "fk-" + string(kind), ContentMD: "forged", Kind: kind})
-		sameProblem(t, "kind "+string(kind), err, &problem.Error{Code: problem.ValidationFailed, Fields: []problem.FieldError{{Pointer: "/kind", Code: "invalid_enum"}}})
+		runtest.SameProblem(t, "kind "+string(kind), err, &problem.Error{Code: problem.ValidationFailed, Fields: []problem.FieldError{{Pointer: "/kind", Code: "invalid_enum"}}})
 	}
 	if n := env.Count(`SELECT count(*) FROM messages`); n != 0 {
 		t.Fatalf("%d messages stored", n)
@@ -146,14 +147,14 @@ func TestReplyRules_ReplayAfterEnd(t *testing.T) {
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
 	esk := env.Main("Support/Eskalation")
-	run := runOf(t, env, env.Post("alex", esk, "ra-ask", "@lotse please"))
-	startAs(t, env, "lotse", run)
+	run := runtest.RunOf(t, env, env.Post("alex", esk, "ra-ask", "@lotse please"))
+	runtest.StartAs(t, env, "lotse", run)
 	in := messaging.Input{ClientMsgID: "ra-ans", ContentMD: "the answer", RunID: run, Holder: holder}
 	first, replay, err := env.Messaging.Create(ctx, lotse, esk, in)
 	if err != nil || replay {
 		t.Fatalf("the answer: %v (replay %v)", err, replay)
 	}
-	finishAs(t, env, "lotse", run, domain.RunCompleted)
+	runtest.FinishAs(t, env, "lotse", run, domain.RunCompleted)
 	evs, msgs := env.Count(`SELECT count(*) FROM event_log`), env.Count(`SELECT count(*) FROM messages`)
 	for _, h := range []string{holder, "another-process", ""} {
 		in.Holder = h

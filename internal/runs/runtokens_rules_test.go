@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 
 	"bothy.example.com/bothy/internal/authz"
@@ -32,14 +33,14 @@ func TestRunTokenRules_Mint(t *testing.T) {
 	env := moduletest.New(t)
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
-	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "rtm-1", "@lotse check the printer"))
+	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "rtm-1", "@lotse check the printer"))
 	// Queued, nobody holds it: claim it first (not run_claimed, which
 	// would say another process holds it).
 	_, err := env.Runs.CreateRunToken(ctx, lotse, run, holder)
 	wantConflict(t, "a queued run", err, "run_not_started")
-	startAs(t, env, "lotse", run)
+	runtest.StartAs(t, env, "lotse", run)
 	_, err = env.Runs.CreateRunToken(ctx, lotse, run, "proc-b")
-	wantClaimed(t, "another holder", err)
+	runtest.WantClaimed(t, "another holder", err)
 	if _, err := env.Runs.CreateRunToken(ctx, lotse, run, ""); problem.CodeOf(err) != problem.ValidationFailed {
 		t.Fatalf("no holder: %v", err)
 	}
@@ -51,7 +52,7 @@ func TestRunTokenRules_Mint(t *testing.T) {
 		t.Fatalf("unknown run: %v", unknown)
 	}
 	_, err = env.Runs.CreateRunToken(ctx, env.Principal("sam"), run, holder)
-	sameProblem(t, "sam, who cannot see the run", err, want)
+	runtest.SameProblem(t, "sam, who cannot see the run", err, want)
 	if n := env.Count(`SELECT count(*) FROM tokens WHERE run_id IS NOT NULL`); n != 0 {
 		t.Fatalf("refused mints stored %d tokens", n)
 	}
@@ -61,10 +62,10 @@ func TestRunTokenRules_Mint(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := env.Identity.Authenticate(ctx, tok.Token)
-	if err != nil || p.ID != lotse.ID || p.RunID != run || p.RunHolder != holder || p.RunThreadID != readRun(t, env, "lotse", run).ThreadID {
+	if err != nil || p.ID != lotse.ID || p.RunID != run || p.RunHolder != holder || p.RunThreadID != runtest.ReadRun(t, env, "lotse", run).ThreadID {
 		t.Fatalf("the token authenticates as %+v: %v", p, err)
 	}
-	finishAs(t, env, "lotse", run, domain.RunCompleted)
+	runtest.FinishAs(t, env, "lotse", run, domain.RunCompleted)
 	_, err = env.Runs.CreateRunToken(ctx, lotse, run, holder)
 	wantConflict(t, "ended run", err, "run_not_active")
 }
@@ -79,11 +80,11 @@ func TestRunTokenRules_Scope(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
-	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "rts-1", "@lotse check the printer"))
-	other := runOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "rts-2", "@lotse and the scanner?"))
-	otherThread := readRun(t, env, "alex", other).ThreadID
-	startAs(t, env, "lotse", run)
-	thread := readRun(t, env, "lotse", run).ThreadID
+	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "rts-1", "@lotse check the printer"))
+	other := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "rts-2", "@lotse and the scanner?"))
+	otherThread := runtest.ReadRun(t, env, "alex", other).ThreadID
+	runtest.StartAs(t, env, "lotse", run)
+	thread := runtest.ReadRun(t, env, "lotse", run).ThreadID
 	tok, err := env.Runs.CreateRunToken(ctx, env.Principal("lotse"), run, holder)
 	if err != nil {
 		t.Fatal(err)
@@ -123,13 +124,13 @@ func TestRunTokenRules_Scope(t *testing.T) {
 	missing := ids.New()
 	_, gone := env.Runs.Read(ctx, p, missing)
 	_, err = env.Runs.Read(ctx, p, other)
-	sameProblem(t, "another run", err, problem.From("runs.TestRunTokenRules_Scope", gone))
+	runtest.SameProblem(t, "another run", err, problem.From("runs.TestRunTokenRules_Scope", gone))
 	_, gone = env.Runs.ReadForContext(ctx, p, missing)
 	_, err = env.Runs.ReadForContext(ctx, p, other)
-	sameProblem(t, "another run's context", err, problem.From("runs.TestRunTokenRules_Scope", gone))
+	runtest.SameProblem(t, "another run's context", err, problem.From("runs.TestRunTokenRules_Scope", gone))
 	_, gone = env.Messaging.History(ctx, p, missing, 0, 50)
 	_, err = env.Messaging.History(ctx, p, otherThread, 0, 50)
-	sameProblem(t, "another thread", err, problem.From("runs.TestRunTokenRules_Scope", gone))
+	runtest.SameProblem(t, "another thread", err, problem.From("runs.TestRunTokenRules_Scope", gone))
 	if problem.CodeOf(gone) != problem.NotFound {
 		t.Fatalf("a missing thread: %v", gone)
 	}

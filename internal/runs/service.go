@@ -20,6 +20,7 @@ import (
 	"bothy.example.com/bothy/internal/runs/approvals"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
+	"bothy.example.com/bothy/internal/runs/runcontext"
 	"bothy.example.com/bothy/internal/runs/stream"
 )
 
@@ -61,6 +62,9 @@ type Service struct {
 	hub    *Hub
 	stream *stream.Service
 	live   *liveHub
+	// runContext reads run contexts (internal/runs/runcontext), asking
+	// runs' own facts through contextRuns.
+	runContext *runcontext.Service
 	// contextLimits build the context an answer's provenance is decided
 	// on (AnswerProvenance), the same limits a context read has.
 	contextLimits ContextLimits
@@ -116,6 +120,8 @@ func NewService(d Deps) *Service {
 	s := &Service{st: store{pool: d.Pool, clock: d.Clock}, db: d.DB, log: d.Log, ident: d.Identity, chat: d.Chat, authz: d.Authz,
 		messaging: d.Messaging, chatW: d.ChatWriter, msgW: d.MessagingWriter, identW: d.IdentityWriter, events: d.Events, timeouts: d.Timeouts, hub: d.Hub,
 		contextLimits: d.ContextLimits, approvals: approvals.NewStore(d.Pool)}
+	s.runContext = runcontext.NewService(runcontext.Deps{Log: d.Log, Identity: d.Identity, Chat: d.Chat, Authz: d.Authz, Messaging: d.Messaging,
+		Runs: contextRuns{s}})
 	s.live = newLiveHub(&s.st, d.Log, d.LiveMaxBytes, d.LiveFlushInterval)
 	if d.Hub != nil {
 		d.Hub.SetSide(s.live)

@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"fmt"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestSessionModes(t *testing.T) {
 	next := func(content string) runs.Run {
 		t.Helper()
 		asked++
-		return readRun(t, env, "lotse", runOf(t, env, env.Post("alex", esk, fmt.Sprintf("s%d", asked), "@lotse "+content)))
+		return runtest.ReadRun(t, env, "lotse", runtest.RunOf(t, env, env.Post("alex", esk, fmt.Sprintf("s%d", asked), "@lotse "+content)))
 	}
 	complete := func(r runs.Run) {
 		t.Helper()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
@@ -11,12 +12,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// earlierRuns returns the earlier runs of r's session, newest first, with
-// where their triggering messages lie (one statement).
-func (s *store) earlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, error) {
+// earlierRuns returns the earlier runs of session sessionID before run id
+// (queued at queuedAt), newest first, with where their triggering messages
+// lie (one statement).
+func (s *store) earlierRuns(ctx context.Context, sessionID, id string, queuedAt time.Time) ([]domain.EarlierRun, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT triggering_message_id IS NOT NULL, coalesce(trigger_thread_id::text, ''), coalesce(trigger_seq, 0)
 		FROM runs WHERE agent_session_id = $1 AND (queued_at, id) < ($3, $2) ORDER BY queued_at DESC, id DESC`,
-		r.SessionID, r.ID, r.QueuedAt)
+		sessionID, id, queuedAt)
 	if err != nil {
 		return nil, fmt.Errorf("earlier runs: %w", err)
 	}

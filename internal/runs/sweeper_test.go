@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 	"time"
 
@@ -16,8 +17,8 @@ func TestSweepSettlesPastARunItCannot(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	ctx := t.Context()
-	first := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "s1", "@lotse first"))
-	second := runOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "s2", "@lotse second"))
+	first := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "s1", "@lotse first"))
+	second := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "s2", "@lotse second"))
 	env.Exec(`CREATE FUNCTION refuse_run() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF NEW.id = '` + first + `' THEN RAISE EXCEPTION 'this run cannot be settled'; END IF; RETURN NEW; END $$`)
 	env.Exec(`CREATE TRIGGER refuse_run BEFORE UPDATE ON runs FOR EACH ROW EXECUTE FUNCTION refuse_run()`)
@@ -30,17 +31,17 @@ func TestSweepSettlesPastARunItCannot(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("the sweep changed %d runs, want 1", n)
 	}
-	if r := readRun(t, env, "lotse", second); r.State != domain.RunFailed || r.EndReason != "timeout" {
+	if r := runtest.ReadRun(t, env, "lotse", second); r.State != domain.RunFailed || r.EndReason != "timeout" {
 		t.Fatalf("the second run: %s %s", r.State, r.EndReason)
 	}
-	if r := readRun(t, env, "lotse", first); r.State != domain.RunQueued {
+	if r := runtest.ReadRun(t, env, "lotse", first); r.State != domain.RunQueued {
 		t.Fatalf("the first run: %s", r.State)
 	}
 	env.Exec(`DROP TRIGGER refuse_run ON runs`)
 	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("the next sweep changed %d (%v)", n, err)
 	}
-	if r := readRun(t, env, "lotse", first); r.State != domain.RunFailed {
+	if r := runtest.ReadRun(t, env, "lotse", first); r.State != domain.RunFailed {
 		t.Fatalf("the first run after the next sweep: %s", r.State)
 	}
 }

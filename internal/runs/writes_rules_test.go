@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ func TestAgentWrites_AgentWithoutWrite(t *testing.T) {
 		if want == nil || want.Code != problem.NotFound {
 			t.Fatalf("%s into an unknown id: %v", what, pair[1])
 		}
-		sameProblem(t, what+" without sight", pair[0], want)
+		runtest.SameProblem(t, what+" without sight", pair[0], want)
 	}
 	if _, err := env.Admin.CreateGrant(ctx, env.Principal("robin"), admin.GrantInput{SubjectID: lotse.ID, SubjectKind: authz.SubjectPrincipal,
 		TargetKind: authz.KindSpace, TargetID: env.World.Spaces["Marketing"], Level: authz.Read}); err != nil {
@@ -101,7 +102,7 @@ func TestAgentWrites_GrantOrOperator(t *testing.T) {
 	}
 
 	guest := agentRunOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "go-guest", "@texter a guest question"), "texter")
-	guestThread := startAs(t, env, "texter", guest).ThreadID
+	guestThread := runtest.StartAs(t, env, "texter", guest).ThreadID
 	if err := answerIn(texter, guestThread, "g1", guest); err != nil {
 		t.Fatalf("guest answer: %v", err)
 	}
@@ -113,8 +114,8 @@ func TestAgentWrites_GrantOrOperator(t *testing.T) {
 	}
 
 	esk := env.Main("Support/Eskalation")
-	run := runOf(t, env, env.Post("alex", esk, "go-esk", "@lotse escalation"))
-	startAs(t, env, "lotse", run)
+	run := runtest.RunOf(t, env, env.Post("alex", esk, "go-esk", "@lotse escalation"))
+	runtest.StartAs(t, env, "lotse", run)
 	if _, err := env.Admin.SetOperator(ctx, robin, env.World.Channel("Support/Eskalation").ID, chat.OperatorAgent, texter.ID); err != nil {
 		t.Fatalf("operator: %v", err)
 	}

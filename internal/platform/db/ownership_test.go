@@ -89,7 +89,7 @@ var shared = map[string]bool{
 // testSupport are packages that only tests import: harnesses that set up
 // and inspect the database of a test, like _test.go files, which the rule
 // does not cover.
-var testSupport = []string{"internal/devtools/apitest", "internal/devtools/moduletest", "internal/platform/pgtest"}
+var testSupport = []string{"internal/devtools/apitest", "internal/devtools/moduletest", "internal/devtools/runtest", "internal/platform/pgtest"}
 
 // TestTableOwnership: every table, view and function created in
 // migrations/ has an owner; only views and functions are shared, each

@@ -1,6 +1,7 @@
 package approvals_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func TestApprovalRules_Request(t *testing.T) {
 	env := moduletest.New(t)
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
-	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ap-q", "@lotse file a ticket for the printer"))
+	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ap-q", "@lotse file a ticket for the printer"))
 	for name, c := range map[string]struct {
 		req     approvals.Request
 		pointer string
@@ -74,9 +75,9 @@ func TestApprovalRules_Request(t *testing.T) {
 	}
 	_, err := env.Runs.RequestApproval(ctx, lotse, run, holder, approvalReq)
 	wantConflict(t, "queued run", err, "run_not_started")
-	startAs(t, env, "lotse", run)
+	runtest.StartAs(t, env, "lotse", run)
 	_, err = env.Runs.RequestApproval(ctx, lotse, run, "proc-b", approvalReq)
-	wantClaimed(t, "another holder", err)
+	runtest.WantClaimed(t, "another holder", err)
 	if n := env.Count(`SELECT count(*) FROM messages WHERE kind = 'card'`); n != 0 {
 		t.Fatalf("refused requests posted %d cards", n)
 	}
@@ -90,10 +91,10 @@ func TestApprovalRules_Request(t *testing.T) {
 		t.Fatalf("approval %+v", a)
 	}
 	card, err := env.Messaging.Get(ctx, env.Principal("alex"), a.MessageID)
-	if err != nil || card.Kind != messaging.KindCard || card.Author.ID != lotse.ID || card.ContentMD != approvalReq.Title || card.ThreadID != readRun(t, env, "lotse", run).ThreadID {
+	if err != nil || card.Kind != messaging.KindCard || card.Author.ID != lotse.ID || card.ContentMD != approvalReq.Title || card.ThreadID != runtest.ReadRun(t, env, "lotse", run).ThreadID {
 		t.Fatalf("card %+v %v", card, err)
 	}
-	r := readRun(t, env, "lotse", run)
+	r := runtest.ReadRun(t, env, "lotse", run)
 	if r.State != domain.RunWaitingInput || r.ApprovalUntil == nil || !r.ApprovalUntil.Equal(a.ExpiresAt) {
 		t.Fatalf("run while it waits %+v", r)
 	}
@@ -114,8 +115,8 @@ func TestApprovalRules_ReadAndRespond(t *testing.T) {
 	env := moduletest.New(t)
 	ctx := t.Context()
 	alex := env.Principal("alex")
-	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ar-q", "@lotse file a ticket"))
-	startAs(t, env, "lotse", run)
+	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ar-q", "@lotse file a ticket"))
+	runtest.StartAs(t, env, "lotse", run)
 	a, err := env.Runs.RequestApproval(ctx, env.Principal("lotse"), run, holder, approvalReq)
 	if err != nil {
 		t.Fatal(err)
@@ -132,14 +133,14 @@ func TestApprovalRules_ReadAndRespond(t *testing.T) {
 		t.Fatalf("unknown approval: %v", missing)
 	}
 	_, _, err = env.Runs.ReadApproval(ctx, env.Principal("writer"), a.ID)
-	sameProblem(t, "writer, who cannot read Eskalation", err, want)
+	runtest.SameProblem(t, "writer, who cannot read Eskalation", err, want)
 
 	for _, who := range []string{"robin", "lotse", "writer"} {
 		_, err := env.Runs.RespondToApproval(ctx, env.Principal(who), a.ID, "yes")
-		sameProblem(t, who+" answers", err, want)
+		runtest.SameProblem(t, who+" answers", err, want)
 	}
 	_, err = env.Runs.RespondToApproval(ctx, alex, ids.New(), "yes")
-	sameProblem(t, "an unknown approval", err, want)
+	runtest.SameProblem(t, "an unknown approval", err, want)
 	_, err = env.Runs.RespondToApproval(ctx, alex, a.ID, "maybe")
 	if p := problem.From("approvals.TestApprovalRules_ReadAndRespond", err); p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Code != "unknown_option" {
 		t.Fatalf("unknown option: %v", err)
@@ -152,7 +153,7 @@ func TestApprovalRules_ReadAndRespond(t *testing.T) {
 	if err != nil || d.State != approvals.Decided || d.OptionID != "no" || d.DecidedBy != alex.ID {
 		t.Fatalf("alex answers %+v %v", d, err)
 	}
-	if r := readRun(t, env, "lotse", run); r.State != domain.RunRunning || r.ApprovalUntil != nil {
+	if r := runtest.ReadRun(t, env, "lotse", run); r.State != domain.RunRunning || r.ApprovalUntil != nil {
 		t.Fatalf("run after the answer %+v", r)
 	}
 	if evs := approvalDecisions(t, env, "lotse"); len(evs) != 1 || evs[0]["approval_id"] != a.ID || evs[0]["option_id"] != "no" || evs[0]["run_id"] != run {
@@ -173,8 +174,8 @@ func TestApprovalRules_ExpiryAndEnd(t *testing.T) {
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"run.stall_timeout": "60s", "run.lease_timeout": "1h"}})
 	ctx := t.Context()
 	alex, lotse := env.Principal("alex"), env.Principal("lotse")
-	run := runOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ae-q", "@lotse deploy the fix"))
-	startAs(t, env, "lotse", run)
+	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ae-q", "@lotse deploy the fix"))
+	runtest.StartAs(t, env, "lotse", run)
 	req := approvals.Request{Title: "Deploy?", Options: []approvals.Option{{ID: "yes", Label: "Yes"}}, ExpiresIn: 120}
 	a, err := env.Runs.RequestApproval(ctx, lotse, run, holder, req)
 	if err != nil {
@@ -184,7 +185,7 @@ func TestApprovalRules_ExpiryAndEnd(t *testing.T) {
 	if _, err := env.Runs.SweepOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := readRun(t, env, "lotse", run); r.State != domain.RunWaitingInput {
+	if r := runtest.ReadRun(t, env, "lotse", run); r.State != domain.RunWaitingInput {
 		t.Fatalf("a run waiting for an approval stalled: %s %s", r.State, r.EndReason)
 	}
 	env.Clock.Advance(30 * time.Second) // at the expiry
@@ -193,7 +194,7 @@ func TestApprovalRules_ExpiryAndEnd(t *testing.T) {
 	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
-	if r := readRun(t, env, "lotse", run); r.State != domain.RunRunning || r.ApprovalUntil != nil {
+	if r := runtest.ReadRun(t, env, "lotse", run); r.State != domain.RunRunning || r.ApprovalUntil != nil {
 		t.Fatalf("run after the expiry %+v", r)
 	}
 	if got, _, _ := env.Runs.ReadApproval(ctx, alex, a.ID); got.State != approvals.Expired || got.OptionID != "" {
@@ -209,7 +210,7 @@ func TestApprovalRules_ExpiryAndEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	finishAs(t, env, "lotse", run, domain.RunCompleted)
+	runtest.FinishAs(t, env, "lotse", run, domain.RunCompleted)
 	if got, _, _ := env.Runs.ReadApproval(ctx, alex, b.ID); got.State != approvals.Withdrawn {
 		t.Fatalf("approval of an ended run %+v", got)
 	}

@@ -1,22 +1,12 @@
 package stream_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 
 	"bothy.example.com/bothy/internal/devtools/moduletest"
-	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
-
-// runOf returns the id of the run message m triggered.
-func runOf(t *testing.T, env *moduletest.Env, m messaging.Message) string {
-	t.Helper()
-	var id string
-	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, m.ID).Scan(&id); err != nil {
-		t.Fatalf("run of %q: %v", m.ContentMD, err)
-	}
-	return id
-}
 
 // TestCursorRules pins the agent's stored position
 // (docs/design/runs.md#invocations; runs.Service.Poll and Ack): a poll
@@ -30,7 +20,7 @@ func TestCursorRules(t *testing.T) {
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
 	esk := env.Main("Support/Eskalation")
-	run := runOf(t, env, env.Post("alex", esk, "cr-1", "@lotse one"))
+	run := runtest.RunOf(t, env, env.Post("alex", esk, "cr-1", "@lotse one"))
 	first, err := env.Runs.Poll(ctx, lotse, "", 0)
 	if err != nil || len(first.Events) != 1 || first.Events[0].Type != "agent.invocation" || first.Events[0].Payload["run_id"] != run {
 		t.Fatalf("first poll %+v %v", first.Events, err)

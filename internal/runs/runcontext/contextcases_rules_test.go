@@ -1,6 +1,7 @@
-package runs_test
+package runcontext_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"maps"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ func TestContextCases_GuestRun(t *testing.T) {
 	main := env.Main("Support/Allgemein")
 	env.Post("writer", main, "gr-before", "before the guest")
 	run := agentRunOf(t, env, env.Post("alex", main, "gr-trigger", "@texter as a guest"), "texter")
-	if r := readRun(t, env, "texter", run); r.SessionMode != domain.ModeGuest || r.SessionID != "" {
+	if r := runtest.ReadRun(t, env, "texter", run); r.SessionMode != domain.ModeGuest || r.SessionID != "" {
 		t.Fatalf("not a guest run: mode %s session %q", r.SessionMode, r.SessionID)
 	}
 	c := mustContext(t, env, "texter", run)
@@ -78,7 +79,7 @@ func TestContextCases_AutoThreadAndFacts(t *testing.T) {
 	}
 	env.Post("feedbot", main, "at-feed", "a feed item")
 	m := env.Post("alex", main, "at-trigger", "@lotse please look")
-	run1 := runOf(t, env, m)
+	run1 := runtest.RunOf(t, env, m)
 	c := mustContext(t, env, "lotse", run1)
 	if c.trigger.ID != m.ID || len(c.thread) != 0 || strings.Join(contents(c.channel), "|") != "writer in the main thread|writer replies|a feed item" {
 		t.Fatalf("first run: trigger %s thread %+v channel %+v", c.trigger.ID, c.thread, contents(c.channel))
@@ -98,12 +99,12 @@ func TestContextCases_AutoThreadAndFacts(t *testing.T) {
 		t.Fatalf("a message that replies to nothing has reply_to %q", r.ReplyToMessageID)
 	}
 
-	thread := startAs(t, env, "lotse", run1).ThreadID
+	thread := runtest.StartAs(t, env, "lotse", run1).ThreadID
 	env.Post("lotse", thread, "at-own", "lotse replies in the new thread")
-	finishAs(t, env, "lotse", run1, domain.RunCompleted)
+	runtest.FinishAs(t, env, "lotse", run1, domain.RunCompleted)
 	env.Post("writer", thread, "at-detail", "writer adds detail")
-	run2 := runOf(t, env, env.Post("alex", thread, "at-again", "and now?"))
-	if mode := readRun(t, env, "lotse", run2).SessionMode; mode != domain.ModeResume {
+	run2 := runtest.RunOf(t, env, env.Post("alex", thread, "at-again", "and now?"))
+	if mode := runtest.ReadRun(t, env, "lotse", run2).SessionMode; mode != domain.ModeResume {
 		t.Fatalf("second run %s", mode)
 	}
 	c = mustContext(t, env, "lotse", run2)
@@ -132,14 +133,14 @@ func TestContextCases_MovedAndDeletedTrigger(t *testing.T) {
 		t.Fatalf("thread: %v", err)
 	}
 	// The first message of a thread with an operator triggers: cancelled.
-	if _, err := env.Runs.Cancel(ctx, alex, activeRunIn(t, env, th.ID), ""); err != nil {
+	if _, err := env.Runs.Cancel(ctx, alex, runtest.ActiveRunIn(t, env, th.ID), ""); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	if _, err := env.Modules.ChatUseCases.Move(ctx, alex, th.ID, env.World.Channel("Support/Eskalation").ID); err != nil {
 		t.Fatalf("move: %v", err)
 	}
 	trig := env.Post("alex", th.ID, "mv-trigger", "@lotse in Eskalation now")
-	run := runOf(t, env, trig)
+	run := runtest.RunOf(t, env, trig)
 	c := mustContext(t, env, "lotse", run)
 	if c.channel != nil {
 		t.Fatalf("channel context after a move: %+v", c.channel)
@@ -175,15 +176,15 @@ func TestContextCases_MainThreadUnreadable(t *testing.T) {
 	main := env.Main("Support/Allgemein")
 	env.Post("writer", main, "mu-talk", "main-thread talk lotse may not read")
 	m := env.Post("alex", main, "mu-trigger", "@lotse please look")
-	first := runOf(t, env, m)
-	thread := readRun(t, env, "lotse", first).ThreadID
+	first := runtest.RunOf(t, env, m)
+	thread := runtest.ReadRun(t, env, "lotse", first).ThreadID
 	if _, err := env.Runs.Cancel(ctx, env.Principal("alex"), first, ""); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	if _, err := env.Admin.SetOperator(ctx, env.Principal("robin"), env.World.Channel("Support/Allgemein").ID, chat.OperatorNone, ""); err != nil {
 		t.Fatalf("operator: %v", err)
 	}
-	run := runOf(t, env, env.Post("alex", thread, "mu-again", "@lotse and in the thread"))
+	run := runtest.RunOf(t, env, env.Post("alex", thread, "mu-again", "@lotse and in the thread"))
 	before := env.Metric(`bothy_authz_errors_total{reason="filter_mismatch"}`)
 	c := mustContext(t, env, "lotse", run)
 	if len(c.channel) != 0 {
@@ -204,14 +205,14 @@ func TestContextCases_TrustSummaryLowest(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	env.SetStatus("lotse", identity.StatusDisabled)
-	thread := newThread(t, env, "sam", "Support/Allgemein", "sam opens the thread")
+	thread := runtest.NewThread(t, env, "sam", "Support/Allgemein", "sam opens the thread")
 	env.SetStatus("lotse", identity.StatusActive)
-	run := runOf(t, env, env.Post("alex", thread, "ts-alex", "@lotse what does sam mean?"))
+	run := runtest.RunOf(t, env, env.Post("alex", thread, "ts-alex", "@lotse what does sam mean?"))
 	sum, counts := mustContext(t, env, "lotse", run).summary()
 	if want := map[domain.Trust]int{domain.TrustAuthorized: 1, domain.TrustTrigger: 1}; sum.Lowest != domain.TrustAuthorized || !maps.Equal(counts, want) {
 		t.Fatalf("sam and alex: lowest %s counts %v", sum.Lowest, counts)
 	}
-	fresh := activeRunIn(t, env, newThread(t, env, "alex", "Support/Allgemein", "@lotse a fresh question"))
+	fresh := runtest.ActiveRunIn(t, env, runtest.NewThread(t, env, "alex", "Support/Allgemein", "@lotse a fresh question"))
 	sum, counts = mustContext(t, env, "lotse", fresh).summary()
 	if want := map[domain.Trust]int{domain.TrustTrigger: 1}; sum.Lowest != domain.TrustTrigger || !maps.Equal(counts, want) {
 		t.Fatalf("the trigger alone: lowest %s counts %v", sum.Lowest, counts)

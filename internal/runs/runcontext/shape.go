@@ -1,4 +1,4 @@
-package runs
+package runcontext
 
 import (
 	"context"
@@ -20,11 +20,11 @@ func (s *Service) shapeContext(ctx context.Context, p *contextPlan, f *contextSo
 	r, c := p.rd.Run, p.rd.Channel
 	out := RunContext{RunID: r.ID, Parties: domain.RunParties{AgentID: r.AgentID, TriggeredBy: r.TriggeredBy},
 		ChannelPath: chat.ChannelPath(c), SessionID: r.SessionID, Mode: p.plan.Mode,
-		Trigger:    ContextElement{ContextItem: f.trigger, ChannelID: f.triggerChannel},
+		Trigger:    Element{ContextItem: f.trigger, ChannelID: f.triggerChannel},
 		ThreadPath: p.threadPath, Grant: p.rd.Grant, MessageMaxBytes: p.limits.MessageMaxBytes,
 		FollowUpsOnRecord: p.rd.FollowUpsOnRecord, People: f.people, Holders: f.holders}
 	threadElems := s.readableElements(ctx, p.actor, f.threadPage.Items, p.threadPath, p.rd.Grant, c.ID, p.limits.MessageMaxBytes)
-	var channelElems []ContextElement
+	var channelElems []Element
 	if f.channelPage != nil {
 		channelElems = s.readableElements(ctx, p.actor, f.channelPage.Items, p.mainPath, p.rd.Grant, c.ID, p.limits.MessageMaxBytes)
 	}
@@ -46,14 +46,14 @@ func (s *Service) shapeContext(ctx context.Context, p *contextPlan, f *contextSo
 // readableElements turns items, all on path p of channel channelID, into
 // the context elements actor may read (message.read with grant), each
 // cut to maxBytes (domain.CutContent).
-func (s *Service) readableElements(ctx context.Context, actor identity.Principal, items []messaging.ContextItem, p authz.Path, grant authz.Level, channelID string, maxBytes int) []ContextElement {
+func (s *Service) readableElements(ctx context.Context, actor identity.Principal, items []messaging.ContextItem, p authz.Path, grant authz.Level, channelID string, maxBytes int) []Element {
 	keep := s.readableOn(ctx, actor, p, len(items), grant)
-	out := make([]ContextElement, 0, len(items))
+	out := make([]Element, 0, len(items))
 	for i, it := range items {
 		if !keep[i] {
 			continue
 		}
-		e := ContextElement{ContextItem: it, ChannelID: channelID}
+		e := Element{ContextItem: it, ChannelID: channelID}
 		e.ContentMD, e.Truncated = domain.CutContent(it.ContentMD, maxBytes)
 		out = append(out, e)
 	}
@@ -61,7 +61,7 @@ func (s *Service) readableElements(ctx context.Context, actor identity.Principal
 }
 
 // budgetItems are the sizes domain.FitBudget weighs of es.
-func budgetItems(es []ContextElement) []domain.Item {
+func budgetItems(es []Element) []domain.Item {
 	out := make([]domain.Item, len(es))
 	for i, e := range es {
 		out[i] = domain.Item{Seq: e.ThreadSeq, Bytes: len(e.ContentMD)}

@@ -1,4 +1,4 @@
-package runs
+package runcontext
 
 import (
 	"reflect"
@@ -8,17 +8,17 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
-func elem(id string, origin messaging.Origin, author string) ContextElement {
-	return ContextElement{ContextItem: messaging.ContextItem{ID: id, Origin: origin, AuthorID: author}}
+func elem(id string, origin messaging.Origin, author string) Element {
+	return Element{ContextItem: messaging.ContextItem{ID: id, Origin: origin, AuthorID: author}}
 }
 
 func TestRunContextKeys(t *testing.T) {
 	t.Parallel()
 	parties := domain.RunParties{AgentID: "agent", TriggeredBy: "alex"}
 	base := RunContext{Parties: parties, Trigger: elem("m0", "human", "alex"),
-		Thread:  []ContextElement{elem("m1", "human", "sam"), elem("m2", "agent", "agent"), elem("m3", "human", "sam"), elem("m4", "import", "robin")},
-		Channel: []ContextElement{elem("m5", "human", "robin"), elem("m6", "system", "sam")}}
-	every := ContextKeys{Authors: []string{"alex", "sam", "agent", "robin"}, Holders: []string{"sam", "robin"},
+		Thread:  []Element{elem("m1", "human", "sam"), elem("m2", "agent", "agent"), elem("m3", "human", "sam"), elem("m4", "import", "robin")},
+		Channel: []Element{elem("m5", "human", "robin"), elem("m6", "system", "sam")}}
+	every := Keys{Authors: []string{"alex", "sam", "agent", "robin"}, Holders: []string{"sam", "robin"},
 		Delivered: []string{"m1", "m2", "m3", "m4", "m5", "m6"}}
 	// already_delivered is asked in every mode (the session's follow-ups,
 	// or the guest run's own), never for the trigger.
@@ -41,15 +41,15 @@ func TestRunContextKeys(t *testing.T) {
 	}
 	t.Run("follow-ups", func(t *testing.T) {
 		rc := base
-		got := rc.KeysOf([]ContextElement{elem("f1", "human", "robin"), elem("f2", "human", "alex"), elem("f3", "human", "robin")})
-		want := ContextKeys{Authors: []string{"robin", "alex"}, Holders: []string{"robin"}, Delivered: []string{"f1", "f2", "f3"}}
+		got := rc.KeysOf([]Element{elem("f1", "human", "robin"), elem("f2", "human", "alex"), elem("f3", "human", "robin")})
+		want := Keys{Authors: []string{"robin", "alex"}, Holders: []string{"robin"}, Delivered: []string{"f1", "f2", "f3"}}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("keys %+v, want %+v", got, want)
 		}
 	})
 	t.Run("trigger only", func(t *testing.T) {
 		rc := RunContext{Parties: parties, Trigger: elem("m0", "human", "alex")}
-		want := ContextKeys{Authors: []string{"alex"}}
+		want := Keys{Authors: []string{"alex"}}
 		if got := rc.Keys(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("keys %+v, want %+v", got, want)
 		}
@@ -59,12 +59,12 @@ func TestRunContextKeys(t *testing.T) {
 func TestRunContextFinish(t *testing.T) {
 	t.Parallel()
 	parties := domain.RunParties{AgentID: "agent", TriggeredBy: "alex"}
-	yes := ContextAnswers{Holders: map[string]bool{"sam": true, "alex": true}, Delivered: map[string]bool{"m1": true, "m0": true}}
-	none := ContextAnswers{}
+	yes := Answers{Holders: map[string]bool{"sam": true, "alex": true}, Delivered: map[string]bool{"m1": true, "m0": true}}
+	none := Answers{}
 	for _, tc := range []struct {
 		name      string
-		e         ContextElement
-		a         ContextAnswers
+		e         Element
+		a         Answers
 		role      domain.Role
 		trust     domain.Trust
 		delivered bool

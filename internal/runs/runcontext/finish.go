@@ -1,4 +1,4 @@
-package runs
+package runcontext
 
 import (
 	"context"
@@ -8,21 +8,21 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
-// FinishedContext is a run context with the answers its elements need to
+// Finished is a run context with the answers its elements need to
 // be finished (Finish): the authors, who of them holds trigger on the
-// channel now, and which messages were already delivered. FinishContext
-// builds it; ContextFollowUps adds the answers of the run's follow-ups.
+// channel now, and which messages were already delivered. Service.Finish
+// builds it; FollowUpsOf adds the answers of the run's follow-ups.
 // It is not safe for concurrent use: a face finishes the elements, then
 // reads the follow-ups at most once.
-type FinishedContext struct {
-	// Context is the context built by Service.Context.
+type Finished struct {
+	// Context is the context built by Service.Build.
 	Context *RunContext
 	// Authors are the principals of every author of the elements (and,
 	// once read, of the follow-ups), by id.
 	Authors map[string]identity.Principal
 
 	actor   identity.Principal
-	answers ContextAnswers
+	answers Answers
 	// followUps are the run's follow-ups in play as the facts statement
 	// named them; their delivery is in answers.Delivered.
 	followUps []string
@@ -31,7 +31,7 @@ type FinishedContext struct {
 // Finish returns element e of the context (or one of its follow-ups)
 // finished: role, trust and already_delivered by RunContext.Finish with
 // the answers read for it.
-func (fc *FinishedContext) Finish(e ContextElement) FinishedElement {
+func (fc *Finished) Finish(e Element) FinishedElement {
 	return fc.Context.Finish(e, fc.answers)
 }
 
@@ -42,7 +42,7 @@ type followUpFacts struct {
 	err       error
 }
 
-// FinishContext is the finish step of a context read: it answers every
+// Finish is the finish step of a context read: it answers every
 // question of rc's elements (RunContext.Keys) at once, for actor, the
 // reader of rc. One statement answers already_delivered for every element
 // and names the run's follow-ups (whose own delivery it answers too), so
@@ -55,24 +55,24 @@ type followUpFacts struct {
 // Errors: any failing source fails the whole context (fail closed), an
 // error is never read as "no trigger" or "not delivered"; an author that
 // no longer exists is identity.ErrNotFound.
-func (s *Service) FinishContext(ctx context.Context, actor identity.Principal, rc *RunContext) (*FinishedContext, error) {
+func (s *Service) Finish(ctx context.Context, actor identity.Principal, rc *RunContext) (*Finished, error) {
 	keys := rc.Keys()
 	facts := make(chan followUpFacts, 1)
 	if rc.FollowUpsOnRecord {
 		go func() {
 			var f followUpFacts
-			f.delivered, f.followUps, f.err = s.FollowUpFacts(ctx, rc.SessionID, rc.RunID, keys.Delivered)
+			f.delivered, f.followUps, f.err = s.runs.FollowUpFacts(ctx, rc.SessionID, rc.RunID, keys.Delivered)
 			facts <- f
 		}()
 	} else {
 		facts <- followUpFacts{}
 	}
-	fc := &FinishedContext{Context: rc, actor: contextReader(actor), Authors: make(map[string]identity.Principal, len(keys.Authors)),
-		answers: ContextAnswers{Holders: map[string]bool{}}}
+	fc := &Finished{Context: rc, actor: contextReader(actor), Authors: make(map[string]identity.Principal, len(keys.Authors)),
+		answers: Answers{Holders: map[string]bool{}}}
 	peopleErr := s.answerPeople(ctx, fc, keys)
 	f := <-facts
 	if f.err != nil {
-		return nil, problem.From("runs.finishContext", f.err)
+		return nil, problem.From("runcontext.finish", f.err)
 	}
 	if peopleErr != nil {
 		return nil, peopleErr
@@ -90,7 +90,7 @@ func (s *Service) FinishContext(ctx context.Context, actor identity.Principal, r
 // holder answer, one statement reads those authors and that answer
 // together (authz's PeopleWithTrigger); authors still unknown are read by
 // id (loadAuthors).
-func (s *Service) answerPeople(ctx context.Context, fc *FinishedContext, keys ContextKeys) error {
+func (s *Service) answerPeople(ctx context.Context, fc *Finished, keys Keys) error {
 	rc := fc.Context
 	authors, ask := keys.Authors, keys.Holders
 	if rc.People != nil {
@@ -115,7 +115,7 @@ func (s *Service) answerPeople(ctx context.Context, fc *FinishedContext, keys Co
 		people, holders, err := s.authz.PeopleWithTrigger(ctx, rc.ChannelPath, authors, ask)
 		if err != nil {
 			// Fail closed: no answer is ever read as "has trigger".
-			return problem.From("runs.answerPeople", err)
+			return problem.From("runcontext.answerPeople", err)
 		}
 		for id, p := range people {
 			if _, known := fc.Authors[id]; !known {
@@ -132,7 +132,7 @@ func (s *Service) answerPeople(ctx context.Context, fc *FinishedContext, keys Co
 // loadAuthors reads the principals of ids that fc does not know yet, in
 // one statement. An id without a principal fails the context
 // (identity.ErrNotFound), as does a failing read.
-func (s *Service) loadAuthors(ctx context.Context, fc *FinishedContext, ids []string) error {
+func (s *Service) loadAuthors(ctx context.Context, fc *Finished, ids []string) error {
 	var missing []string
 	for _, id := range ids {
 		if _, ok := fc.Authors[id]; !ok {
@@ -144,32 +144,32 @@ func (s *Service) loadAuthors(ctx context.Context, fc *FinishedContext, ids []st
 	}
 	found, err := s.ident.GetMany(ctx, missing)
 	if err != nil {
-		return problem.Internal("runs.loadAuthors", err)
+		return problem.Internal("runcontext.loadAuthors", err)
 	}
 	for _, id := range missing {
 		p, ok := found[id]
 		if !ok {
-			return problem.From("runs.loadAuthors", identity.ErrNotFound)
+			return problem.From("runcontext.loadAuthors", identity.ErrNotFound)
 		}
 		fc.Authors[id] = p
 	}
 	return nil
 }
 
-// ContextFollowUps reads the follow-ups of fc's run still in play, oldest
+// FollowUpsOf reads the follow-ups of fc's run still in play, oldest
 // first, as context elements (the same read filter and cut as the thread
 // elements), and answers their questions into fc, so that fc.Finish
 // finishes them like the other elements. A run whose facts named no
 // follow-up has none, without a statement. Errors: any failing source
 // fails the follow-ups (and with them the context; fail closed).
-func (s *Service) ContextFollowUps(ctx context.Context, fc *FinishedContext) ([]ContextElement, error) {
+func (s *Service) FollowUpsOf(ctx context.Context, fc *Finished) ([]Element, error) {
 	rc := fc.Context
 	if len(fc.followUps) == 0 {
-		return []ContextElement{}, nil
+		return []Element{}, nil
 	}
-	got, err := s.FollowUps(ctx, []string{rc.RunID})
+	got, err := s.runs.FollowUps(ctx, []string{rc.RunID})
 	if err != nil {
-		return nil, problem.Internal("runs.ContextFollowUps", err)
+		return nil, problem.Internal("runcontext.FollowUpsOf", err)
 	}
 	elems := s.FollowUpElements(ctx, fc.actor, rc, got[rc.RunID])
 	keys := rc.KeysOf(elems)
@@ -187,7 +187,7 @@ func (s *Service) ContextFollowUps(ctx context.Context, fc *FinishedContext) ([]
 
 // answerHolders answers, for those of ids fc has no answer for, whether
 // they hold trigger on the context's channel now (one statement).
-func (s *Service) answerHolders(ctx context.Context, fc *FinishedContext, ids []string) error {
+func (s *Service) answerHolders(ctx context.Context, fc *Finished, ids []string) error {
 	var people []identity.Principal
 	for _, id := range ids {
 		if _, ok := fc.answers.Holders[id]; !ok {
@@ -200,7 +200,7 @@ func (s *Service) answerHolders(ctx context.Context, fc *FinishedContext, ids []
 	holders, err := s.authz.WithTrigger(ctx, fc.Context.ChannelPath, people)
 	if err != nil {
 		// Fail closed: no answer is ever read as "has trigger".
-		return problem.From("runs.answerHolders", err)
+		return problem.From("runcontext.answerHolders", err)
 	}
 	for _, p := range people {
 		fc.answers.Holders[p.ID] = holders[p.ID]
@@ -211,7 +211,7 @@ func (s *Service) answerHolders(ctx context.Context, fc *FinishedContext, ids []
 // answerDelivered answers already_delivered for those of the follow-ups
 // ids the facts statement did not name (follow-ups recorded since), in
 // one statement.
-func (s *Service) answerDelivered(ctx context.Context, fc *FinishedContext, ids []string) error {
+func (s *Service) answerDelivered(ctx context.Context, fc *Finished, ids []string) error {
 	named := make(map[string]bool, len(fc.followUps))
 	for _, id := range fc.followUps {
 		named[id] = true
@@ -226,9 +226,9 @@ func (s *Service) answerDelivered(ctx context.Context, fc *FinishedContext, ids 
 		return nil
 	}
 	rc := fc.Context
-	got, err := s.Delivered(ctx, rc.SessionID, rc.RunID, ask)
+	got, err := s.runs.Delivered(ctx, rc.SessionID, rc.RunID, ask)
 	if err != nil {
-		return problem.From("runs.answerDelivered", err)
+		return problem.From("runcontext.answerDelivered", err)
 	}
 	for _, id := range ask {
 		fc.answers.Delivered[id] = got[id]
@@ -236,37 +236,9 @@ func (s *Service) answerDelivered(ctx context.Context, fc *FinishedContext, ids 
 	return nil
 }
 
-// FollowUps returns the follow-ups of each run in runIDs that are still
-// in play (pending or delivered), oldest first, in two statements for all
-// runs.
-func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]messaging.ContextItem, error) {
-	pairs, err := s.st.followUpPairs(ctx, runIDs)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]messaging.ContextItem{}
-	if len(pairs) == 0 {
-		return out, nil
-	}
-	want := make([]string, len(pairs))
-	for i, p := range pairs {
-		want[i] = p.message
-	}
-	msgs, err := s.messaging.ContextMessages(ctx, want)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range pairs {
-		if m, ok := msgs[p.message]; ok {
-			out[p.run] = append(out[p.run], m)
-		}
-	}
-	return out, nil
-}
-
 // FollowUpElements turns the follow-up messages of rc's run into context
 // elements for actor: each passes the same read filter as the thread
 // elements and is cut like them.
-func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal, rc *RunContext, items []messaging.ContextItem) []ContextElement {
+func (s *Service) FollowUpElements(ctx context.Context, actor identity.Principal, rc *RunContext, items []messaging.ContextItem) []Element {
 	return s.readableElements(ctx, actor, items, rc.ThreadPath, rc.Grant, rc.ChannelPath.ChannelID, rc.MessageMaxBytes)
 }

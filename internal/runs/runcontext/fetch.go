@@ -1,4 +1,4 @@
-package runs
+package runcontext
 
 import (
 	"context"
@@ -105,7 +105,7 @@ func (b *besideRead) take(f *contextSources) error {
 	a := <-b.answer
 	b.taken = true
 	if a.err != nil {
-		return problem.Internal("runs.context", a.err)
+		return problem.Internal("runcontext.read", a.err)
 	}
 	f.people, f.holders = a.people, a.holders
 	return nil
@@ -133,7 +133,7 @@ func (s *Service) fetchTrigger(ctx context.Context, p *contextPlan, f *contextSo
 		msgs, err = s.messaging.ContextMessages(ctx, p.want)
 	}
 	if err != nil {
-		return nil, problem.Internal("runs.context", err)
+		return nil, problem.Internal("runcontext.read", err)
 	}
 	r, t := p.rd.Run, p.rd.Thread
 	m, ok := msgs[r.TriggeringMessageID]
@@ -152,7 +152,7 @@ func (s *Service) fetchTrigger(ctx context.Context, p *contextPlan, f *contextSo
 		// lies, with the agent's rights there, and the run keeps its context.
 		_, f.triggerChannel, ok, err = s.triggerElsewhere(ctx, p.actor, m.ThreadID)
 		if err != nil {
-			return nil, problem.Internal("runs.context", err)
+			return nil, problem.Internal("runcontext.read", err)
 		}
 	}
 	if !ok {
@@ -197,8 +197,8 @@ func (s *Service) checkTriggerPerson(ctx context.Context, p *contextPlan, f *con
 	}
 	if !known {
 		var err error
-		if held, err = s.personHoldsTrigger(ctx, person, chat.ChannelPath(p.rd.Channel)); err != nil {
-			return problem.Internal("runs.context", err)
+		if held, err = s.runs.PersonHoldsTrigger(ctx, person, chat.ChannelPath(p.rd.Channel)); err != nil {
+			return problem.Internal("runcontext.read", err)
 		}
 	}
 	if !held {
@@ -223,7 +223,7 @@ func (s *Service) fetchThreadWindow(ctx context.Context, p *contextPlan, f *cont
 	q.BeforeSeq = f.trigger.ThreadSeq
 	page, err := s.messaging.ContextWindow(ctx, q)
 	if err != nil {
-		return problem.Internal("runs.context", err)
+		return problem.Internal("runcontext.read", err)
 	}
 	f.threadPage = page
 	return nil
@@ -250,7 +250,7 @@ func (s *Service) fetchChannelWindow(ctx context.Context, p *contextPlan, f *con
 	}
 	page, err := s.messaging.ContextWindow(ctx, messaging.ContextQuery{ThreadID: c.MainThreadID, BeforeSeq: parent.ThreadSeq, Limit: p.window.Limit})
 	if err != nil {
-		return problem.Internal("runs.context", err)
+		return problem.Internal("runcontext.read", err)
 	}
 	f.channelPage = &page
 	return nil

@@ -1,0 +1,99 @@
+// Package runtest holds the steps that the tests of the runs module and of
+// its subpackages (approvals, runcontext, stream) take on a module
+// harness: find the run a message triggered, start and finish it as an
+// adapter, read it as a person, and compare the problems it answers. Test
+// packages share no unexported helpers, so without it each subpackage's
+// tests carried copies of the same steps.
+package runtest
+
+import (
+	"reflect"
+	"testing"
+
+	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/problem"
+	"bothy.example.com/bothy/internal/runs"
+	"bothy.example.com/bothy/internal/runs/domain"
+)
+
+// Holder is the adapter process that claims runs in these tests.
+const Holder = "adapter-test"
+
+// RunOf returns the id of the run that message m triggered.
+func RunOf(t testing.TB, env *moduletest.Env, m messaging.Message) string {
+	t.Helper()
+	var id string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, m.ID).Scan(&id); err != nil {
+		t.Fatalf("run of %q: %v", m.ContentMD, err)
+	}
+	return id
+}
+
+// ActiveRunIn returns the id of the active run of thread.
+func ActiveRunIn(t testing.TB, env *moduletest.Env, thread string) string {
+	t.Helper()
+	var id string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE thread_id = $1 AND state IN ('queued', 'running', 'waiting_input')`, thread).Scan(&id); err != nil {
+		t.Fatalf("active run of thread %s: %v", thread, err)
+	}
+	return id
+}
+
+// NewThread creates a thread in channel key as who with the first message
+// first and returns its id.
+func NewThread(t testing.TB, env *moduletest.Env, who, channel, first string) string {
+	t.Helper()
+	th, _, _, err := env.Messaging.CreateThread(t.Context(), env.Principal(who), env.World.Channel(channel).ID,
+		messaging.ThreadInput{Title: "Thread " + first, First: messaging.Input{ClientMsgID: "first-" + first, ContentMD: first}})
+	if err != nil {
+		t.Fatalf("create thread: %v", err)
+	}
+	return th.ID
+}
+
+// ReadRun returns run id as who reads it.
+func ReadRun(t testing.TB, env *moduletest.Env, who, id string) runs.Run {
+	t.Helper()
+	rd, err := env.Runs.Read(t.Context(), env.Principal(who), id)
+	if err != nil {
+		t.Fatalf("run %s as %s: %v", id, who, err)
+	}
+	return rd.Run
+}
+
+// StartAs starts run id as agent with Holder and returns the started run.
+func StartAs(t testing.TB, env *moduletest.Env, agent, id string) runs.Run {
+	t.Helper()
+	r, err := env.Runs.Start(t.Context(), env.Principal(agent), id, Holder)
+	if err != nil {
+		t.Fatalf("start %s: %v", id, err)
+	}
+	return r
+}
+
+// FinishAs ends run id in state to as agent with Holder.
+func FinishAs(t testing.TB, env *moduletest.Env, agent, id string, to domain.RunState) {
+	t.Helper()
+	if _, err := env.Runs.Finish(t.Context(), env.Principal(agent), id, Holder, to, ""); err != nil {
+		t.Fatalf("finish %s %s: %v", id, to, err)
+	}
+}
+
+// WantClaimed fails the test unless err is the conflict run_claimed.
+func WantClaimed(t testing.TB, what string, err error) {
+	t.Helper()
+	if p := problem.From("runtest.WantClaimed", err); p == nil || p.Code != problem.Conflict || p.Reason != "run_claimed" {
+		t.Fatalf("%s: %v, want conflict run_claimed", what, err)
+	}
+}
+
+// SameProblem fails the test unless err is the problem want: the same
+// code, reason, detail and fields.
+func SameProblem(t testing.TB, what string, err error, want *problem.Error) {
+	t.Helper()
+	p := problem.From("runtest.SameProblem", err)
+	if err == nil || p == nil || p.Code != want.Code || p.Reason != want.Reason || p.Detail != want.Detail || !reflect.DeepEqual(p.Fields, want.Fields) {
+		t.Fatalf("%s: %#v, want the answer %#v", what, p, want)
+	}
+}
