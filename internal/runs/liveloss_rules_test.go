@@ -65,7 +65,7 @@ func TestLossRules_LiveAndRechecked(t *testing.T) {
 		if r.State != domain.RunRunning || !r.CancelRequested || r.TriggerLostAt == nil {
 			t.Fatalf("running run %+v", r)
 		}
-		if _, err := contextOf(t, env, "lotse", id); err == nil {
+		if _, err := runtest.ContextOf(t, env, "lotse", id); err == nil {
 			t.Fatalf("run %s of a lost trigger has a context", id)
 		}
 	}

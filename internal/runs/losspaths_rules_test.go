@@ -33,7 +33,7 @@ func lossOnEveryPath(t *testing.T, env *moduletest.Env, agent, run string, end f
 	t.Helper()
 	ctx := t.Context()
 	p := env.Principal(agent)
-	if _, err := contextOf(t, env, agent, run); problem.CodeOf(err) != problem.NotFound {
+	if _, err := runtest.ContextOf(t, env, agent, run); problem.CodeOf(err) != problem.NotFound {
 		t.Fatalf("context after the loss: %v", err)
 	}
 	_, err := env.Runs.Start(ctx, p, run, holder)
@@ -210,7 +210,7 @@ func (f *lossFixture) unaffected(t *testing.T) {
 	if r := runtest.ReadRun(t, f.env, "lotse", f.disabled); r.CancelRequested || r.TriggerLostAt != nil {
 		t.Fatalf("the run of the person elsewhere was touched: %+v", r)
 	}
-	mustContext(t, f.env, "lotse", f.disabled)
+	runtest.MustContext(t, f.env, "lotse", f.disabled)
 }
 
 // finish returns the end of run by agent's finish COMPLETED.

@@ -102,7 +102,7 @@ func TestRunTokenRules_Scope(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read for its context: %v", err)
 	}
-	if rc, err := env.Runs.Context(ctx, p, rd, defaultLimits(env)); err != nil || rc.RunID != run {
+	if rc, err := env.Runs.Context(ctx, p, rd, runtest.DefaultLimits(env)); err != nil || rc.RunID != run {
 		t.Fatalf("its context: %v", err)
 	}
 	if _, err := env.Messaging.History(ctx, p, thread, 0, 50); err != nil {

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"testing"
 
+	"bothy.example.com/bothy/internal/platform/config"
+
 	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -96,4 +98,74 @@ func SameProblem(t testing.TB, what string, err error, want *problem.Error) {
 	if err == nil || p == nil || p.Code != want.Code || p.Reason != want.Reason || p.Detail != want.Detail || !reflect.DeepEqual(p.Fields, want.Fields) {
 		t.Fatalf("%s: %#v, want the answer %#v", what, p, want)
 	}
+}
+
+// Context is a run context as the runs module hands it to its reader:
+// built (Service.Context), finished (Service.FinishContext) and with its
+// follow-ups (Service.ContextFollowUps), every element finished by the
+// module's own rule. It is what the faces only map.
+type Context struct {
+	RC        runs.RunContext
+	Trigger   runs.FinishedElement
+	Thread    []runs.FinishedElement
+	Channel   []runs.FinishedElement // nil when not built
+	FollowUps []runs.FinishedElement
+}
+
+// DefaultLimits are the context limits of env's configuration, as the
+// server passes them.
+func DefaultLimits(env *moduletest.Env) runs.ContextLimits {
+	return runs.ContextLimits{MaxBytes: env.Config.Int(config.AgentContextMaxBytes), MessageMaxBytes: env.Config.Int(config.AgentContextMessageMaxBytes)}
+}
+
+// ContextOf reads the context of run id as who with the configured limits.
+func ContextOf(t testing.TB, env *moduletest.Env, who, id string) (Context, error) {
+	t.Helper()
+	return ContextWith(t, env, who, id, DefaultLimits(env))
+}
+
+// ContextWith reads the context of run id as who with limits, the way
+// getRunContext does (ReadForContext, then the context of that read).
+func ContextWith(t testing.TB, env *moduletest.Env, who, id string, limits runs.ContextLimits) (Context, error) {
+	t.Helper()
+	ctx := t.Context()
+	p := env.Principal(who)
+	rd, err := env.Runs.ReadForContext(ctx, p, id)
+	if err != nil {
+		return Context{}, err
+	}
+	rc, err := env.Runs.Context(ctx, p, rd, limits)
+	if err != nil {
+		return Context{}, err
+	}
+	fc, err := env.Runs.FinishContext(ctx, p, &rc)
+	if err != nil {
+		return Context{}, err
+	}
+	fups, err := env.Runs.ContextFollowUps(ctx, fc)
+	if err != nil {
+		return Context{}, err
+	}
+	finish := func(es []runs.ContextElement) []runs.FinishedElement {
+		if es == nil {
+			return nil
+		}
+		out := make([]runs.FinishedElement, len(es))
+		for i, e := range es {
+			out[i] = fc.Finish(e)
+		}
+		return out
+	}
+	return Context{RC: rc, Trigger: fc.Finish(rc.Trigger), Thread: finish(rc.Thread), Channel: finish(rc.Channel), FollowUps: finish(fups)}, nil
+}
+
+// MustContext reads the context of run id as who and fails the test when
+// it is refused.
+func MustContext(t testing.TB, env *moduletest.Env, who, id string) Context {
+	t.Helper()
+	c, err := ContextOf(t, env, who, id)
+	if err != nil {
+		t.Fatalf("context of %s as %s: %v", id, who, err)
+	}
+	return c
 }

@@ -15,7 +15,6 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/modules"
-	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
@@ -26,18 +25,12 @@ import (
 // built (Service.Context), finished (Service.FinishContext) and with its
 // follow-ups (Service.ContextFollowUps), every element finished by the
 // module's own rule. It is what the faces only map.
-type modCtx struct {
-	rc        runs.RunContext
-	trigger   runs.FinishedElement
-	thread    []runs.FinishedElement
-	channel   []runs.FinishedElement // nil when not built
-	followUps []runs.FinishedElement
-}
+type modCtx struct{ runtest.Context }
 
 // all returns the trigger, the thread context and the channel context.
 func (c modCtx) all() []runs.FinishedElement {
-	out := append([]runs.FinishedElement{c.trigger}, c.thread...)
-	return append(out, c.channel...)
+	out := append([]runs.FinishedElement{c.Trigger}, c.Thread...)
+	return append(out, c.Channel...)
 }
 
 // summary sums up the trust of all(), as the faces' trust summary does,
@@ -61,7 +54,7 @@ func (c modCtx) summary() (domain.TrustSummary, map[domain.Trust]int) {
 // with prefix.
 func (c modCtx) byContent(t *testing.T, prefix string) runs.FinishedElement {
 	t.Helper()
-	for _, e := range append(c.all(), c.followUps...) {
+	for _, e := range append(c.all(), c.FollowUps...) {
 		if strings.HasPrefix(e.ContentMD, prefix) {
 			return e
 		}
@@ -70,62 +63,22 @@ func (c modCtx) byContent(t *testing.T, prefix string) runs.FinishedElement {
 	return runs.FinishedElement{}
 }
 
-// defaultLimits are the context limits of env's configuration, as the
-// server passes them.
-func defaultLimits(env *moduletest.Env) runs.ContextLimits {
-	return runs.ContextLimits{MaxBytes: env.Config.Int(config.AgentContextMaxBytes), MessageMaxBytes: env.Config.Int(config.AgentContextMessageMaxBytes)}
-}
-
 // contextOf reads the context of run id as who with the configured limits.
 func contextOf(t *testing.T, env *moduletest.Env, who, id string) (modCtx, error) {
-	t.Helper()
-	return contextWith(t, env, who, id, defaultLimits(env))
+	c, err := runtest.ContextOf(t, env, who, id)
+	return modCtx{c}, err
 }
 
-// contextWith reads the context of run id as who with limits, the way
-// getRunContext does (ReadForContext, then the context of that read).
+// contextWith reads the context of run id as who with limits.
 func contextWith(t *testing.T, env *moduletest.Env, who, id string, limits runs.ContextLimits) (modCtx, error) {
-	t.Helper()
-	ctx := t.Context()
-	p := env.Principal(who)
-	rd, err := env.Runs.ReadForContext(ctx, p, id)
-	if err != nil {
-		return modCtx{}, err
-	}
-	rc, err := env.Runs.Context(ctx, p, rd, limits)
-	if err != nil {
-		return modCtx{}, err
-	}
-	fc, err := env.Runs.FinishContext(ctx, p, &rc)
-	if err != nil {
-		return modCtx{}, err
-	}
-	fups, err := env.Runs.ContextFollowUps(ctx, fc)
-	if err != nil {
-		return modCtx{}, err
-	}
-	finish := func(es []runs.ContextElement) []runs.FinishedElement {
-		if es == nil {
-			return nil
-		}
-		out := make([]runs.FinishedElement, len(es))
-		for i, e := range es {
-			out[i] = fc.Finish(e)
-		}
-		return out
-	}
-	return modCtx{rc: rc, trigger: fc.Finish(rc.Trigger), thread: finish(rc.Thread), channel: finish(rc.Channel), followUps: finish(fups)}, nil
+	c, err := runtest.ContextWith(t, env, who, id, limits)
+	return modCtx{c}, err
 }
 
 // mustContext reads the context of run id as who and fails the test when
 // it is refused.
 func mustContext(t *testing.T, env *moduletest.Env, who, id string) modCtx {
-	t.Helper()
-	c, err := contextOf(t, env, who, id)
-	if err != nil {
-		t.Fatalf("context of %s as %s: %v", id, who, err)
-	}
-	return c
+	return modCtx{runtest.MustContext(t, env, who, id)}
 }
 
 // insertImport writes a message of origin import by who into thread, the
@@ -203,11 +156,11 @@ func TestContextRules_TrustMarkers(t *testing.T) {
 		{"", domain.RoleOther, domain.TrustSystem, "system", "writer"}, // the thread.reopened line
 		{"writer without trigger", domain.RoleUser, domain.TrustUnverified, "human", "writer"},
 	}
-	if len(c.thread) != len(want) {
-		t.Fatalf("thread context has %d elements, want %d: %+v", len(c.thread), len(want), c.thread)
+	if len(c.Thread) != len(want) {
+		t.Fatalf("thread context has %d elements, want %d: %+v", len(c.Thread), len(want), c.Thread)
 	}
 	for i, w := range want {
-		e := c.thread[i]
+		e := c.Thread[i]
 		if !strings.HasPrefix(e.ContentMD, w.prefix) || e.Role != w.role || e.Trust != w.trust || e.Origin != w.origin || e.AuthorID != env.World.ID(w.author) {
 			t.Errorf("element %d = %s/%s/%s by %s %q, want %+v", i, e.Role, e.Trust, e.Origin, e.AuthorID, e.ContentMD, w)
 		}
@@ -215,11 +168,11 @@ func TestContextRules_TrustMarkers(t *testing.T) {
 			t.Errorf("element %d delivered %v truncated %v", i, e.AlreadyDelivered, e.Truncated)
 		}
 	}
-	if tm := c.trigger; tm.Trust != domain.TrustTrigger || tm.Role != domain.RoleUser || tm.AuthorID != env.World.ID("alex") || tm.AlreadyDelivered {
+	if tm := c.Trigger; tm.Trust != domain.TrustTrigger || tm.Role != domain.RoleUser || tm.AuthorID != env.World.ID("alex") || tm.AlreadyDelivered {
 		t.Fatalf("trigger %+v", tm)
 	}
-	if c.rc.ContextFloorSeq != 0 || c.channel != nil || c.rc.TruncatedBeforeSeq != nil || len(c.followUps) != 0 {
-		t.Fatalf("floor %d channel %v truncated %v follow-ups %v", c.rc.ContextFloorSeq, c.channel, c.rc.TruncatedBeforeSeq, c.followUps)
+	if c.RC.ContextFloorSeq != 0 || c.Channel != nil || c.RC.TruncatedBeforeSeq != nil || len(c.FollowUps) != 0 {
+		t.Fatalf("floor %d channel %v truncated %v follow-ups %v", c.RC.ContextFloorSeq, c.Channel, c.RC.TruncatedBeforeSeq, c.FollowUps)
 	}
 	sum, counts := c.summary()
 	if sum.Lowest != domain.TrustUnverified || len(sum.Counts) != 5 || !reflect.DeepEqual(counts, map[domain.Trust]int{
@@ -290,8 +243,8 @@ func TestContextRules_NotFoundAlike(t *testing.T) {
 	}
 	foreign := runtest.RunOf(t, env, env.Post("sam", env.Main("Marketing/Kampagnen"), "nf-foreign", "@texter marketing run"))
 	queued := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "nf-own", "@lotse own run"))
-	if c := mustContext(t, env, "lotse", queued); c.rc.RunID != queued || c.trigger.Trust != domain.TrustTrigger {
-		t.Fatalf("queued run's context %+v", c.rc)
+	if c := mustContext(t, env, "lotse", queued); c.RC.RunID != queued || c.Trigger.Trust != domain.TrustTrigger {
+		t.Fatalf("queued run's context %+v", c.RC)
 	}
 	runtest.StartAs(t, env, "lotse", queued)
 	if _, err := env.Runs.AwaitInput(ctx, env.Principal("lotse"), queued, holder); err != nil {
@@ -314,8 +267,8 @@ func TestContextRules_NotFoundAlike(t *testing.T) {
 	for what, id := range map[string]string{"malformed id": "not-a-run", "another agent's run": foreign, "ended run": queued, "lost trigger": lost} {
 		c, err := contextOf(t, env, "lotse", id)
 		runtest.SameProblem(t, what, err, want)
-		if c.rc.RunID != "" || len(c.thread) != 0 {
-			t.Fatalf("%s: a refused read returned a context %+v", what, c.rc)
+		if c.RC.RunID != "" || len(c.Thread) != 0 {
+			t.Fatalf("%s: a refused read returned a context %+v", what, c.RC)
 		}
 	}
 }
@@ -367,20 +320,20 @@ func TestContextRules_CutAndBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := 0
-	for _, e := range c.thread {
+	for _, e := range c.Thread {
 		sum += len(e.ContentMD)
 		if len(e.ContentMD) > 50 || !utf8.ValidString(e.ContentMD) || !e.Truncated {
 			t.Errorf("element not cut right: %d bytes, truncated %v", len(e.ContentMD), e.Truncated)
 		}
 	}
-	if sum > 120 || len(c.thread) != 2 || !strings.HasPrefix(c.thread[0].ContentMD, "c") || !strings.HasPrefix(c.thread[1].ContentMD, "d") {
-		t.Fatalf("%d elements with %d bytes: %+v", len(c.thread), sum, c.thread)
+	if sum > 120 || len(c.Thread) != 2 || !strings.HasPrefix(c.Thread[0].ContentMD, "c") || !strings.HasPrefix(c.Thread[1].ContentMD, "d") {
+		t.Fatalf("%d elements with %d bytes: %+v", len(c.Thread), sum, c.Thread)
 	}
-	if c.rc.TruncatedBeforeSeq == nil || *c.rc.TruncatedBeforeSeq != c.thread[0].ThreadSeq {
-		t.Fatalf("truncated_before_seq %v", c.rc.TruncatedBeforeSeq)
+	if c.RC.TruncatedBeforeSeq == nil || *c.RC.TruncatedBeforeSeq != c.Thread[0].ThreadSeq {
+		t.Fatalf("truncated_before_seq %v", c.RC.TruncatedBeforeSeq)
 	}
-	if c.trigger.ContentMD != long || c.trigger.Truncated {
-		t.Fatalf("the trigger was cut: %q", c.trigger.ContentMD)
+	if c.Trigger.ContentMD != long || c.Trigger.Truncated {
+		t.Fatalf("the trigger was cut: %q", c.Trigger.ContentMD)
 	}
 
 	// A budget the short elements fit: the trigger takes none of it.
@@ -388,15 +341,15 @@ func TestContextRules_CutAndBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.thread) != 2 || c.trigger.ContentMD != long || c.trigger.Truncated {
-		t.Fatalf("small limits: %d elements, trigger %q", len(c.thread), c.trigger.ContentMD)
+	if len(c.Thread) != 2 || c.Trigger.ContentMD != long || c.Trigger.Truncated {
+		t.Fatalf("small limits: %d elements, trigger %q", len(c.Thread), c.Trigger.ContentMD)
 	}
 	// Limits everything fits: nothing cut, nothing missing.
 	c = mustContext(t, env, "lotse", run)
-	if len(c.thread) != 5 || c.rc.TruncatedBeforeSeq != nil {
-		t.Fatalf("default limits: %d elements, truncated_before_seq %v", len(c.thread), c.rc.TruncatedBeforeSeq)
+	if len(c.Thread) != 5 || c.RC.TruncatedBeforeSeq != nil {
+		t.Fatalf("default limits: %d elements, truncated_before_seq %v", len(c.Thread), c.RC.TruncatedBeforeSeq)
 	}
-	for _, e := range c.thread {
+	for _, e := range c.Thread {
 		if e.Truncated {
 			t.Fatalf("cut under the default limits: %+v", e)
 		}
@@ -432,16 +385,16 @@ func TestContextRules_BackfillLimit(t *testing.T) {
 	}
 	run := runtest.RunOf(t, env, env.Post("alex", thread, "bf-trigger", "@lotse trigger"))
 	c := mustContext(t, env, "lotse", run)
-	if len(c.thread) != 2 || c.thread[0].ContentMD != "m4" || c.thread[1].ContentMD != "m5" {
-		t.Fatalf("limit 2: %+v", c.thread)
+	if len(c.Thread) != 2 || c.Thread[0].ContentMD != "m4" || c.Thread[1].ContentMD != "m5" {
+		t.Fatalf("limit 2: %+v", c.Thread)
 	}
-	if c.rc.TruncatedBeforeSeq == nil || *c.rc.TruncatedBeforeSeq != c.thread[0].ThreadSeq {
-		t.Fatalf("truncated_before_seq %v", c.rc.TruncatedBeforeSeq)
+	if c.RC.TruncatedBeforeSeq == nil || *c.RC.TruncatedBeforeSeq != c.Thread[0].ThreadSeq {
+		t.Fatalf("truncated_before_seq %v", c.RC.TruncatedBeforeSeq)
 	}
 	limit(0)
 	c = mustContext(t, env, "lotse", run)
-	if len(c.thread) != 0 || c.rc.TruncatedBeforeSeq == nil || *c.rc.TruncatedBeforeSeq != c.trigger.ThreadSeq {
-		t.Fatalf("limit 0: %+v %v", c.thread, c.rc.TruncatedBeforeSeq)
+	if len(c.Thread) != 0 || c.RC.TruncatedBeforeSeq == nil || *c.RC.TruncatedBeforeSeq != c.Trigger.ThreadSeq {
+		t.Fatalf("limit 0: %+v %v", c.Thread, c.RC.TruncatedBeforeSeq)
 	}
 }
 
@@ -480,15 +433,15 @@ func TestContextRules_ResumeFloor(t *testing.T) {
 		t.Fatalf("follow-up events %+v %v", page.Events, err)
 	}
 	c1 := mustContext(t, env, "lotse", run1)
-	if len(c1.followUps) != 1 || c1.followUps[0].ID != f.ID || c1.followUps[0].Trust != domain.TrustTrigger || c1.followUps[0].AlreadyDelivered {
-		t.Fatalf("follow-ups before the ack %+v", c1.followUps)
+	if len(c1.FollowUps) != 1 || c1.FollowUps[0].ID != f.ID || c1.FollowUps[0].Trust != domain.TrustTrigger || c1.FollowUps[0].AlreadyDelivered {
+		t.Fatalf("follow-ups before the ack %+v", c1.FollowUps)
 	}
 	if _, err := env.Runs.Ack(ctx, lotse, page.NextAfter); err != nil {
 		t.Fatal(err)
 	}
 	c1 = mustContext(t, env, "lotse", run1)
-	if len(c1.followUps) != 1 || !c1.followUps[0].AlreadyDelivered || c1.trigger.AlreadyDelivered {
-		t.Fatalf("after the ack: follow-ups %+v, trigger delivered %v", c1.followUps, c1.trigger.AlreadyDelivered)
+	if len(c1.FollowUps) != 1 || !c1.FollowUps[0].AlreadyDelivered || c1.Trigger.AlreadyDelivered {
+		t.Fatalf("after the ack: follow-ups %+v, trigger delivered %v", c1.FollowUps, c1.Trigger.AlreadyDelivered)
 	}
 	env.Post("lotse", thread, "rf-a2", "lotse answers the follow-up")
 	runtest.FinishAs(t, env, "lotse", run1, domain.RunCompleted)
@@ -498,14 +451,14 @@ func TestContextRules_ResumeFloor(t *testing.T) {
 		t.Fatalf("second run %s", r.SessionMode)
 	}
 	c := mustContext(t, env, "lotse", run2)
-	if c.rc.ContextFloorSeq != m1.ThreadSeq || c.channel != nil {
-		t.Fatalf("floor %d (want %d), channel %v", c.rc.ContextFloorSeq, m1.ThreadSeq, c.channel)
+	if c.RC.ContextFloorSeq != m1.ThreadSeq || c.Channel != nil {
+		t.Fatalf("floor %d (want %d), channel %v", c.RC.ContextFloorSeq, m1.ThreadSeq, c.Channel)
 	}
-	if len(c.thread) != 1 || c.thread[0].ID != f.ID || !c.thread[0].AlreadyDelivered || c.thread[0].Trust != domain.TrustTrigger {
-		t.Fatalf("thread context %+v", c.thread)
+	if len(c.Thread) != 1 || c.Thread[0].ID != f.ID || !c.Thread[0].AlreadyDelivered || c.Thread[0].Trust != domain.TrustTrigger {
+		t.Fatalf("thread context %+v", c.Thread)
 	}
-	for _, e := range c.thread {
-		if e.AuthorID == lotse.ID || e.ThreadSeq <= c.rc.ContextFloorSeq {
+	for _, e := range c.Thread {
+		if e.AuthorID == lotse.ID || e.ThreadSeq <= c.RC.ContextFloorSeq {
 			t.Errorf("element %+v should be absent", e)
 		}
 	}
@@ -526,8 +479,8 @@ func TestContextRules_NewAndBindIncludeOwn(t *testing.T) {
 	run1 := runtest.RunOf(t, env, env.Post("alex", main, "nb-start", "@lotse start"))
 	thread := runtest.ReadRun(t, env, "lotse", run1).ThreadID
 	c := mustContext(t, env, "lotse", run1)
-	if len(c.thread) != 0 || len(c.channel) != 1 || c.channel[0].ContentMD != "main thread before" || c.channel[0].ChannelID != env.World.Channel("Support/Allgemein").ID {
-		t.Fatalf("first run: thread %+v channel %+v", c.thread, c.channel)
+	if len(c.Thread) != 0 || len(c.Channel) != 1 || c.Channel[0].ContentMD != "main thread before" || c.Channel[0].ChannelID != env.World.Channel("Support/Allgemein").ID {
+		t.Fatalf("first run: thread %+v channel %+v", c.Thread, c.Channel)
 	}
 	runtest.StartAs(t, env, "lotse", run1)
 	env.Post("lotse", thread, "nb-own", "lotse's earlier answer")
@@ -550,8 +503,8 @@ func TestContextRules_NewAndBindIncludeOwn(t *testing.T) {
 		if e := c.byContent(t, "lotse's earlier answer"); e.Trust != domain.TrustSelf || e.Role != domain.RoleAssistant {
 			t.Fatalf("%s: own answer %+v", mode, e)
 		}
-		if c.rc.ContextFloorSeq != 0 || len(c.channel) != 1 {
-			t.Fatalf("%s: floor %d channel %+v", mode, c.rc.ContextFloorSeq, c.channel)
+		if c.RC.ContextFloorSeq != 0 || len(c.Channel) != 1 {
+			t.Fatalf("%s: floor %d channel %+v", mode, c.RC.ContextFloorSeq, c.Channel)
 		}
 		runtest.StartAs(t, env, "lotse", run)
 		runtest.FinishAs(t, env, "lotse", run, domain.RunCompleted)
@@ -570,8 +523,8 @@ func TestContextRules_FailClosed(t *testing.T) {
 	_, run := trustWorld(t, env)
 	sw.Set(errors.New("trigger holders unavailable"))
 	c, err := contextOf(t, env, "lotse", run)
-	if problem.CodeOf(err) != problem.InternalError || c.rc.RunID != "" || len(c.thread) != 0 {
-		t.Fatalf("failing trust source: %v with %d elements", err, len(c.thread))
+	if problem.CodeOf(err) != problem.InternalError || c.RC.RunID != "" || len(c.Thread) != 0 {
+		t.Fatalf("failing trust source: %v with %d elements", err, len(c.Thread))
 	}
 	if strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("the cause reached the answer: %v", err)

@@ -50,11 +50,11 @@ func TestContextCases_GuestRun(t *testing.T) {
 		t.Fatalf("not a guest run: mode %s session %q", r.SessionMode, r.SessionID)
 	}
 	c := mustContext(t, env, "texter", run)
-	if c.rc.ContextFloorSeq != 0 || len(c.thread) != 0 || len(c.channel) != 1 || c.channel[0].ContentMD != "before the guest" {
-		t.Fatalf("guest context: floor %d thread %+v channel %+v", c.rc.ContextFloorSeq, c.thread, c.channel)
+	if c.RC.ContextFloorSeq != 0 || len(c.Thread) != 0 || len(c.Channel) != 1 || c.Channel[0].ContentMD != "before the guest" {
+		t.Fatalf("guest context: floor %d thread %+v channel %+v", c.RC.ContextFloorSeq, c.Thread, c.Channel)
 	}
-	if c.trigger.Trust != domain.TrustTrigger || c.trigger.Role != domain.RoleUser || c.trigger.ContentMD != "@texter as a guest" {
-		t.Fatalf("guest trigger %+v", c.trigger)
+	if c.Trigger.Trust != domain.TrustTrigger || c.Trigger.Role != domain.RoleUser || c.Trigger.ContentMD != "@texter as a guest" {
+		t.Fatalf("guest trigger %+v", c.Trigger)
 	}
 }
 
@@ -81,8 +81,8 @@ func TestContextCases_AutoThreadAndFacts(t *testing.T) {
 	m := env.Post("alex", main, "at-trigger", "@lotse please look")
 	run1 := runtest.RunOf(t, env, m)
 	c := mustContext(t, env, "lotse", run1)
-	if c.trigger.ID != m.ID || len(c.thread) != 0 || strings.Join(contents(c.channel), "|") != "writer in the main thread|writer replies|a feed item" {
-		t.Fatalf("first run: trigger %s thread %+v channel %+v", c.trigger.ID, c.thread, contents(c.channel))
+	if c.Trigger.ID != m.ID || len(c.Thread) != 0 || strings.Join(contents(c.Channel), "|") != "writer in the main thread|writer replies|a feed item" {
+		t.Fatalf("first run: trigger %s thread %+v channel %+v", c.Trigger.ID, c.Thread, contents(c.Channel))
 	}
 	authors := map[string]string{"writer in the main thread": "writer", "writer replies": "writer", "a feed item": "feedbot", "@lotse please look": "alex"}
 	origins := map[string]messaging.Origin{"writer": "human", "feedbot": "app", "alex": "human"}
@@ -108,8 +108,8 @@ func TestContextCases_AutoThreadAndFacts(t *testing.T) {
 		t.Fatalf("second run %s", mode)
 	}
 	c = mustContext(t, env, "lotse", run2)
-	if c.rc.ContextFloorSeq != 0 || c.channel != nil || strings.Join(contents(c.thread), "|") != "writer adds detail" {
-		t.Fatalf("second run: floor %d channel %+v thread %v", c.rc.ContextFloorSeq, c.channel, contents(c.thread))
+	if c.RC.ContextFloorSeq != 0 || c.Channel != nil || strings.Join(contents(c.Thread), "|") != "writer adds detail" {
+		t.Fatalf("second run: floor %d channel %+v thread %v", c.RC.ContextFloorSeq, c.Channel, contents(c.Thread))
 	}
 }
 
@@ -142,24 +142,24 @@ func TestContextCases_MovedAndDeletedTrigger(t *testing.T) {
 	trig := env.Post("alex", th.ID, "mv-trigger", "@lotse in Eskalation now")
 	run := runtest.RunOf(t, env, trig)
 	c := mustContext(t, env, "lotse", run)
-	if c.channel != nil {
-		t.Fatalf("channel context after a move: %+v", c.channel)
+	if c.Channel != nil {
+		t.Fatalf("channel context after a move: %+v", c.Channel)
 	}
-	for _, e := range append(c.all(), c.followUps...) {
+	for _, e := range append(c.all(), c.FollowUps...) {
 		if e.ChannelID != env.World.Channel("Support/Eskalation").ID || strings.Contains(e.ContentMD, "secret") || e.ContentMD == "the parent" {
 			t.Fatalf("element of the source channel: %+v", e)
 		}
 	}
-	if strings.Join(contents(c.thread), "|") != "moving thread" {
-		t.Fatalf("thread context %v", contents(c.thread))
+	if strings.Join(contents(c.Thread), "|") != "moving thread" {
+		t.Fatalf("thread context %v", contents(c.Thread))
 	}
 
 	if _, err := env.Messaging.Delete(ctx, alex, trig.ID); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	c = mustContext(t, env, "lotse", run)
-	if c.trigger.ID != trig.ID || c.trigger.ContentMD != "" || c.trigger.Trust != domain.TrustTrigger {
-		t.Fatalf("deleted trigger %+v", c.trigger)
+	if c.Trigger.ID != trig.ID || c.Trigger.ContentMD != "" || c.Trigger.Trust != domain.TrustTrigger {
+		t.Fatalf("deleted trigger %+v", c.Trigger)
 	}
 }
 
@@ -187,8 +187,8 @@ func TestContextCases_MainThreadUnreadable(t *testing.T) {
 	run := runtest.RunOf(t, env, env.Post("alex", thread, "mu-again", "@lotse and in the thread"))
 	before := env.Metric(`bothy_authz_errors_total{reason="filter_mismatch"}`)
 	c := mustContext(t, env, "lotse", run)
-	if len(c.channel) != 0 {
-		t.Fatalf("channel context from a main thread the agent cannot read: %+v", c.channel)
+	if len(c.Channel) != 0 {
+		t.Fatalf("channel context from a main thread the agent cannot read: %+v", c.Channel)
 	}
 	if after := env.Metric(`bothy_authz_errors_total{reason="filter_mismatch"}`); after != before {
 		t.Fatalf("filter_mismatch went from %v to %v: the window was read before the decision", before, after)
