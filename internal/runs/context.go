@@ -10,6 +10,7 @@ import (
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/runs/record"
 	"bothy.example.com/bothy/internal/runs/runcontext"
 )
 
@@ -48,22 +49,9 @@ type ContextKeys = runcontext.Keys
 // (runcontext.Answers).
 type ContextAnswers = runcontext.Answers
 
-// Read is a run as one request read it, with what later decisions of the
-// same request reuse (the path and the grant level), so that reading a run
-// and then its context costs no second authorization statement.
-type Read struct {
-	Run     Run
-	Thread  chat.Thread
-	Channel chat.Channel
-	Path    authz.Path
-	Grant   authz.Level
-	// ForContext is set by ReadForContext: run.context.read was already
-	// decided (and its token spent) on this read.
-	ForContext bool
-	// FollowUpsOnRecord is false when neither the run nor another run of
-	// its session had a follow-up when it was read (RunContext has it).
-	FollowUpsOnRecord bool
-}
+// Read is a run as one request read it (the type lives in
+// internal/runs/record, which the run context's package reads too).
+type Read = record.Read
 
 // Read returns run id for actor (run.read: read on the run's thread) in
 // one statement: the run with its thread, channel and the actor's grants
@@ -118,25 +106,13 @@ func (s *Service) read(ctx context.Context, actor identity.Principal, id string,
 	return rd, nil
 }
 
-// forContext is rd as the context read takes it: the run's fields that
-// decide its context, and the door's path and grant. runcontext never
-// imports runs (runs imports it), so it cannot name Run; the copy is one
-// value on the stack per read, no statement and no allocation.
-func (rd Read) forContext() runcontext.Read {
-	r := rd.Run
-	return runcontext.Read{Run: runcontext.Run{ID: r.ID, AgentID: r.AgentID, SessionID: r.SessionID, SessionMode: r.SessionMode,
-		TriggerKind: r.TriggerKind, TriggeringMessageID: r.TriggeringMessageID, TriggerThreadID: r.TriggerThreadID, TriggerSeq: r.TriggerSeq,
-		TriggeredBy: r.TriggeredBy, State: r.State, QueuedAt: r.QueuedAt, TriggerLostAt: r.TriggerLostAt},
-		Thread: rd.Thread, Channel: rd.Channel, Path: rd.Path, Grant: rd.Grant, ForContext: rd.ForContext, FollowUpsOnRecord: rd.FollowUpsOnRecord}
-}
-
 // Context builds the run context of rd for actor (run.context.read: the
 // run's own agent, active runs only; docs/design/trust.md#who-may-read-it)
 // in one pipeline: plan, fetch, and filter, cut and budget; FinishContext
 // is its last step (runcontext.Service.Build, which says its steps and
 // errors).
 func (s *Service) Context(ctx context.Context, actor identity.Principal, rd Read, limits ContextLimits) (RunContext, error) {
-	return s.runContext.Build(ctx, actor, rd.forContext(), limits)
+	return s.runContext.Build(ctx, actor, rd, limits)
 }
 
 // FinishContext is the finish step of a context read: it answers every
@@ -194,7 +170,7 @@ func (s *Service) FollowUps(ctx context.Context, runIDs []string) (map[string][]
 type contextRuns struct{ s *Service }
 
 // EarlierRuns returns the earlier runs of r's session (earlierRuns).
-func (c contextRuns) EarlierRuns(ctx context.Context, r runcontext.Run) ([]domain.EarlierRun, error) {
+func (c contextRuns) EarlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, error) {
 	return c.s.st.earlierRuns(ctx, r.SessionID, r.ID, r.QueuedAt)
 }
 

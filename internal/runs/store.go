@@ -16,46 +16,12 @@ import (
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/runs/record"
 )
 
-// Run is a stored run.
-type Run struct {
-	ID                  string
-	ThreadID            string
-	AgentID             string
-	SessionID           string
-	SessionMode         domain.Mode
-	TriggerKind         domain.TriggerKind
-	TriggeringMessageID string
-	// TriggerThreadID and TriggerSeq locate the triggering message.
-	TriggerThreadID string
-	TriggerSeq      int64
-	TriggeredBy     string
-	State           domain.RunState
-	CancelRequested bool
-	EndReason       string
-	Version         int
-	QueuedAt        time.Time
-	StartedAt       *time.Time
-	EndedAt         *time.Time
-	LastActivityAt  time.Time
-	// Holder is the adapter process that claimed the run and
-	// LeaseExpiresAt when its claim lapses (both empty while queued or ended).
-	Holder         string
-	LeaseExpiresAt *time.Time
-	// Attempt counts the run's invocations (1, then one more per expired lease).
-	Attempt int
-	// TriggerLostAt is when the triggering person lost trigger.
-	TriggerLostAt *time.Time
-	// ApprovalUntil is the expiry of the approval the run waits for (nil
-	// when it waits for none): its stall timer is paused meanwhile.
-	ApprovalUntil *time.Time
-	// Traceparent is the W3C trace context of the request whose message
-	// started the run (empty when tracing was off, the request was not
-	// sampled, or no message's request started it): adapters send it on
-	// every call of the run, so the run is one trace with its mention.
-	Traceparent string
-}
+// Run is a stored run (the type lives in internal/runs/record, which the
+// run context's package reads too).
+type Run = record.Run
 
 // ErrNotFound is returned for an unknown run.
 var ErrNotFound = fmt.Errorf("runs: %w", problem.ErrMissing)

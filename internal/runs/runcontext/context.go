@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
@@ -12,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
+	"bothy.example.com/bothy/internal/runs/record"
 )
 
 // Limits are agent.context_max_bytes and
@@ -19,45 +19,6 @@ import (
 type Limits struct {
 	MaxBytes        int
 	MessageMaxBytes int
-}
-
-// Run is what a context read knows of its run: the fields of the run
-// lifecycle's row (runs.Run) that decide whether the run has a context
-// and which windows it reads.
-type Run struct {
-	ID                  string
-	AgentID             string
-	SessionID           string
-	SessionMode         domain.Mode
-	TriggerKind         domain.TriggerKind
-	TriggeringMessageID string
-	// TriggerThreadID and TriggerSeq locate the triggering message as
-	// the run row recorded it.
-	TriggerThreadID string
-	TriggerSeq      int64
-	TriggeredBy     string
-	State           domain.RunState
-	QueuedAt        time.Time
-	// TriggerLostAt is when the triggering person lost trigger.
-	TriggerLostAt *time.Time
-}
-
-// Read is a run as one request read it (runs.Read), with what the context
-// read reuses: the path and the grant level the door decided on, so that
-// reading a run and then its context costs no second authorization
-// statement.
-type Read struct {
-	Run     Run
-	Thread  chat.Thread
-	Channel chat.Channel
-	Path    authz.Path
-	Grant   authz.Level
-	// ForContext says run.context.read was already decided (and its
-	// token spent) on this read.
-	ForContext bool
-	// FollowUpsOnRecord is false when neither the run nor another run of
-	// its session had a follow-up when it was read (RunContext has it).
-	FollowUpsOnRecord bool
 }
 
 // Element is one element of a run context before the GraphQL face adds
@@ -113,7 +74,7 @@ type RunContext struct {
 type Runs interface {
 	// EarlierRuns returns the earlier runs of r's session, newest first,
 	// with where their triggering messages lie (one statement).
-	EarlierRuns(ctx context.Context, r Run) ([]domain.EarlierRun, error)
+	EarlierRuns(ctx context.Context, r record.Run) ([]domain.EarlierRun, error)
 	// FollowUpFacts answers which of messageIDs and of run runID's own
 	// follow-ups were delivered to the session (or the guest run), and
 	// the ids of the run's follow-ups in play, oldest first (one
@@ -178,7 +139,7 @@ func NewService(d Deps) *Service {
 // a trigger that is gone or that the agent may not read; an internal
 // error for any source error, which never turns into a context with less
 // or weaker data (fail closed).
-func (s *Service) Build(ctx context.Context, actor identity.Principal, rd Read, limits Limits) (RunContext, error) {
+func (s *Service) Build(ctx context.Context, actor identity.Principal, rd record.Read, limits Limits) (RunContext, error) {
 	p, err := s.planContext(ctx, actor, rd, limits)
 	if err != nil {
 		return RunContext{}, err
@@ -194,7 +155,7 @@ func (s *Service) Build(ctx context.Context, actor identity.Principal, rd Read, 
 // and what it must fetch.
 type contextPlan struct {
 	actor  identity.Principal
-	rd     Read
+	rd     record.Read
 	limits Limits
 	plan   domain.ContextPlan
 	// want are the messages read by id: the trigger and, for channel
@@ -215,7 +176,7 @@ type contextPlan struct {
 
 // planContext decides the read (run.context.read, unless rd was read for
 // the context), refuses runs without a context, and plans the windows.
-func (s *Service) planContext(ctx context.Context, actor identity.Principal, rd Read, limits Limits) (*contextPlan, error) {
+func (s *Service) planContext(ctx context.Context, actor identity.Principal, rd record.Read, limits Limits) (*contextPlan, error) {
 	if err := s.contextAllowed(ctx, actor, rd); err != nil {
 		return nil, err
 	}
@@ -250,7 +211,7 @@ func (s *Service) planContext(ctx context.Context, actor identity.Principal, rd 
 // context, and answers 404 for a run that has no context: an ended run
 // (the same 404 as an unknown run) and a run whose person lost trigger
 // (it only waits to end). A run without a message trigger is a bug.
-func (s *Service) contextAllowed(ctx context.Context, actor identity.Principal, rd Read) error {
+func (s *Service) contextAllowed(ctx context.Context, actor identity.Principal, rd record.Read) error {
 	if !rd.ForContext {
 		if _, _, err := s.authz.Authorize(ctx, actor, authz.RunContextRead, authz.Known(rd.Path, rd.Grant)); err != nil {
 			return err
