@@ -40,7 +40,7 @@ func TestLossRules_LiveAndRechecked(t *testing.T) {
 	if follow.TriggerState != messaging.TriggerFollowup {
 		t.Fatalf("follow-up %v", follow.TriggerState)
 	}
-	if _, err := env.Writers.Authz.RevokeGrant(ctx, channelGrant(t, env, "sam", "Support/Allgemein")); err != nil {
+	if _, err := env.Writers.Authz.RevokeGrant(ctx, runtest.ChannelGrant(t, env, "sam", "Support/Allgemein")); err != nil {
 		t.Fatal(err)
 	}
 

@@ -101,12 +101,12 @@ func TestAgentWrites_GrantOrOperator(t *testing.T) {
 		t.Fatalf("through the grant: %v", err)
 	}
 
-	guest := agentRunOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "go-guest", "@texter a guest question"), "texter")
+	guest := runtest.AgentRunOf(t, env, env.Post("alex", env.Main("Support/Allgemein"), "go-guest", "@texter a guest question"), "texter")
 	guestThread := runtest.StartAs(t, env, "texter", guest).ThreadID
 	if err := answerIn(texter, guestThread, "g1", guest); err != nil {
 		t.Fatalf("guest answer: %v", err)
 	}
-	if _, err := env.Admin.RevokeGrant(ctx, robin, channelGrant(t, env, "texter", "Support/Allgemein")); err != nil {
+	if _, err := env.Admin.RevokeGrant(ctx, robin, runtest.ChannelGrant(t, env, "texter", "Support/Allgemein")); err != nil {
 		t.Fatal(err)
 	}
 	if err := answerIn(texter, guestThread, "g2", guest); problem.CodeOf(err) != problem.NotFound {

@@ -169,3 +169,25 @@ func MustContext(t testing.TB, env *moduletest.Env, who, id string) Context {
 	}
 	return c
 }
+
+// ChannelGrant returns the id of the live grant of who on channel key.
+func ChannelGrant(t testing.TB, env *moduletest.Env, who, key string) string {
+	t.Helper()
+	var id string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM grants WHERE subject_principal_id = $1 AND target_channel_id = $2 AND revoked_at IS NULL`,
+		env.World.ID(who), env.World.Channel(key).ID).Scan(&id); err != nil {
+		t.Fatalf("grant of %s on %s: %v", who, key, err)
+	}
+	return id
+}
+
+// AgentRunOf returns the id of agent's run that message m triggered.
+func AgentRunOf(t testing.TB, env *moduletest.Env, m messaging.Message, agent string) string {
+	t.Helper()
+	var id string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1 AND agent_id = $2`,
+		m.ID, env.World.ID(agent)).Scan(&id); err != nil {
+		t.Fatalf("run of %s for %q: %v", agent, m.ContentMD, err)
+	}
+	return id
+}

@@ -90,17 +90,6 @@ func insertImport(t *testing.T, env *moduletest.Env, thread, who, content string
 		SELECT $2, $1, s.last_seq, $3, 'import', 'text', $4, $5 FROM s`, thread, ids.New(), env.World.ID(who), content, env.Clock.Now())
 }
 
-// channelGrant returns the id of the live grant of who on channel key.
-func channelGrant(t *testing.T, env *moduletest.Env, who, key string) string {
-	t.Helper()
-	var id string
-	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM grants WHERE subject_principal_id = $1 AND target_channel_id = $2 AND revoked_at IS NULL`,
-		env.World.ID(who), env.World.Channel(key).ID).Scan(&id); err != nil {
-		t.Fatalf("grant of %s on %s: %v", who, key, err)
-	}
-	return id
-}
-
 // trustWorld builds a thread in Support/Allgemein with every kind of author
 // before Alex's trigger and returns the run. Lotse is disabled while the
 // people with trigger write, so their messages start no run.
@@ -204,7 +193,7 @@ func TestContextRules_TrustIsLive(t *testing.T) {
 	if got, w := trustOf("sam's advice"), trustOf("writer opens"); got != domain.TrustAuthorized || w != domain.TrustUnverified {
 		t.Fatalf("before the changes: sam %s, writer %s", got, w)
 	}
-	if _, err := env.Admin.RevokeGrant(ctx, robin, channelGrant(t, env, "sam", "Support/Allgemein")); err != nil {
+	if _, err := env.Admin.RevokeGrant(ctx, robin, runtest.ChannelGrant(t, env, "sam", "Support/Allgemein")); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
 	if got := trustOf("sam's advice"); got != domain.TrustUnverified {
@@ -258,7 +247,7 @@ func TestContextRules_NotFoundAlike(t *testing.T) {
 	lost := runtest.RunOf(t, env, env.Post("sam", lostThread, "nf-lost", "@lotse sam asks"))
 	runtest.StartAs(t, env, "lotse", lost)
 	mustContext(t, env, "lotse", lost)
-	if _, err := env.Admin.RevokeGrant(ctx, env.Principal("robin"), channelGrant(t, env, "sam", "Support/Allgemein")); err != nil {
+	if _, err := env.Admin.RevokeGrant(ctx, env.Principal("robin"), runtest.ChannelGrant(t, env, "sam", "Support/Allgemein")); err != nil {
 		t.Fatal(err)
 	}
 	if r := runtest.ReadRun(t, env, "lotse", lost); !r.State.Active() || r.TriggerLostAt == nil {

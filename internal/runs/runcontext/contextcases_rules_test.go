@@ -14,17 +14,6 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
-// agentRunOf returns the id of agent's run that message m triggered.
-func agentRunOf(t *testing.T, env *moduletest.Env, m messaging.Message, agent string) string {
-	t.Helper()
-	var id string
-	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1 AND agent_id = $2`,
-		m.ID, env.World.ID(agent)).Scan(&id); err != nil {
-		t.Fatalf("run of %s for %q: %v", agent, m.ContentMD, err)
-	}
-	return id
-}
-
 // contents returns the contents of es in order.
 func contents(es []runs.FinishedElement) []string {
 	out := make([]string, len(es))
@@ -45,7 +34,7 @@ func TestContextCases_GuestRun(t *testing.T) {
 	env := moduletest.New(t)
 	main := env.Main("Support/Allgemein")
 	env.Post("writer", main, "gr-before", "before the guest")
-	run := agentRunOf(t, env, env.Post("alex", main, "gr-trigger", "@texter as a guest"), "texter")
+	run := runtest.AgentRunOf(t, env, env.Post("alex", main, "gr-trigger", "@texter as a guest"), "texter")
 	if r := runtest.ReadRun(t, env, "texter", run); r.SessionMode != domain.ModeGuest || r.SessionID != "" {
 		t.Fatalf("not a guest run: mode %s session %q", r.SessionMode, r.SessionID)
 	}
