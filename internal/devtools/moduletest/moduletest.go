@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -172,7 +173,7 @@ func database(t testing.TB, opts Options) (string, *world.World) {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	return pgtest.URLFrom(t, name), w.clone()
+	return pgtest.URLFrom(t, name), cloneWorld(w)
 }
 
 // worldTemplate is the template database of this test process with the
@@ -183,41 +184,27 @@ func database(t testing.TB, opts Options) (string, *world.World) {
 var worldTemplate struct {
 	once  sync.Once
 	name  string
-	world worldCopy
+	world *world.World
 	err   error
 }
 
-// worldCopy is a world that each test gets a copy of, so that a test that
-// adds to its World changes no other test's.
-type worldCopy struct{ *world.World }
-
-// clone returns a deep copy of the world.
-func (w worldCopy) clone() *world.World {
-	c := &world.World{Principals: make(map[string]world.Principal, len(w.Principals)),
-		Spaces: make(map[string]string, len(w.Spaces)), Channels: make(map[string]world.Channel, len(w.Channels))}
-	for k, v := range w.Principals {
-		c.Principals[k] = v
-	}
-	for k, v := range w.Spaces {
-		c.Spaces[k] = v
-	}
-	for k, v := range w.Channels {
-		c.Channels[k] = v
-	}
-	return c
+// cloneWorld returns a copy of w, so that a test that adds to its World
+// changes no other test's.
+func cloneWorld(w *world.World) *world.World {
+	return &world.World{Principals: maps.Clone(w.Principals), Spaces: maps.Clone(w.Spaces), Channels: maps.Clone(w.Channels)}
 }
 
 // exampleWorld returns the world template's name and world, building it
 // on first use: the modules with the default configuration, on the fake
 // clock at Start as every test's, build the world into a fresh database
 // that then becomes the template.
-func exampleWorld() (string, worldCopy, error) {
+func exampleWorld() (string, *world.World, error) {
 	worldTemplate.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		worldTemplate.name, worldTemplate.err = pgtest.NewTemplate(ctx, func(ctx context.Context, url string) error {
 			w, err := fillWorld(ctx, url)
-			worldTemplate.world = worldCopy{w}
+			worldTemplate.world = w
 			return err
 		})
 	})

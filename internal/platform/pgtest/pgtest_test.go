@@ -111,3 +111,65 @@ func connect(ctx context.Context, t *testing.T, url string) *pgx.Conn {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
+
+// TestTemplateClonesCarryTheFill: a template of NewTemplate holds what its
+// fill wrote; each URLFrom clone starts with it and is isolated from the
+// others; the template takes no connections; dropTemplates (which Main
+// calls) removes it.
+func TestTemplateClonesCarryTheFill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name, err := NewTemplate(ctx, func(ctx context.Context, url string) error {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, `INSERT INTO principals (id, kind, handle, display_name, created_at)
+			VALUES ($1, 'user', 'alex', 'Alex', now())`, uuid.New())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handles := func(conn *pgx.Conn) string {
+		rows, err := conn.Query(ctx, "SELECT handle FROM principals ORDER BY handle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(hs, ",")
+	}
+	a, b := connect(ctx, t, URLFrom(t, name)), connect(ctx, t, URLFrom(t, name))
+	if _, err := a.Exec(ctx, `INSERT INTO principals (id, kind, handle, display_name, created_at)
+		VALUES ($1, 'user', 'sam', 'Sam', now())`, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	if got := handles(a); got != "alex,sam" {
+		t.Fatalf("principals of the first clone = %q, want alex,sam", got)
+	}
+	if got := handles(b); got != "alex" {
+		t.Fatalf("principals of the second clone = %q, want alex: the clones are not isolated", got)
+	}
+	tmplURL, err := withDatabase(srv.url, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := pgx.Connect(ctx, tmplURL); err == nil {
+		conn.Close(ctx)
+		t.Fatal("the template took a connection; a clone would then fail")
+	}
+	if err := srv.dropTemplates(); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := connect(ctx, t, srv.url).QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("template %s still exists after dropTemplates", name)
+	}
+}

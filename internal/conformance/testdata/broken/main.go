@@ -251,74 +251,80 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for i := range tools {
-		switch *rule {
-		case "no-gate":
-			tools[i].Consequential = false
-		case "trust-tool-output":
-			tools[i].OutputTrust = agent.TrustSystem
-		}
-	}
+	breakTools(*rule, tools)
 	tools = append(tools, agent.AttachFileTool())
 	m, err := openai.New(openai.Config{BaseURL: os.Getenv("BOTHY_MODEL_BASE_URL"), Model: os.Getenv("BOTHY_MODEL_NAME"), APIKey: os.Getenv("BOTHY_MODEL_API_KEY"),
 		Stream: true, Tools: tools})
 	if err != nil {
 		log.Fatal(err)
 	}
-	opts := agent.ClientOptions{}
-	switch *rule {
-	case "no-renew":
-		opts.HTTPClient = &http.Client{Transport: noRenew{}}
-	case "no-input-trust":
-		opts.HTTPClient = &http.Client{Transport: noInputTrust{}}
-	case "ack-before-handling":
-		opts.HTTPClient = &http.Client{Transport: ackOnRead{}}
-	case "post-plain-after-revoke":
-		opts.HTTPClient = &http.Client{Transport: plainAfterRevoke{}}
-	case "random-client-msg-id":
-		opts.HTTPClient = &http.Client{Transport: rewrite{op: "createMessage(", edit: randomKey}}
-	case "no-holder":
-		opts.HTTPClient = &http.Client{Transport: rewrite{op: "holder", edit: func(vars map[string]any) { delete(vars, "holder") }}}
-	case "drop-attachments":
-		opts.HTTPClient = &http.Client{Transport: rewrite{op: "createMessage(", edit: func(vars map[string]any) {
-			if in, ok := vars["input"].(map[string]any); ok {
-				delete(in, "attachmentFileIds")
-			}
-		}}}
-	}
 	cfg := agent.Config{Live: *rule != "no-live"}
 	if *rule == "ack-before-handling" {
 		// Pages come from polls, which the transport sees.
 		cfg.Transport = agent.TransportPoll
 	}
-	client, err := agent.NewClient(os.Getenv("BOTHY_SERVER"), os.Getenv("BOTHY_AGENT_TOKEN"), opts)
+	client, err := agent.NewClient(os.Getenv("BOTHY_SERVER"), os.Getenv("BOTHY_AGENT_TOKEN"), agent.ClientOptions{HTTPClient: brokenHTTP(*rule)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	cfg.Client, cfg.After, cfg.Once = client, *after, *once
-	err = agent.Run(ctx, cfg, func(ctx context.Context, t *agent.Task) error {
+	if err := agent.Run(ctx, cfg, handler(*rule, client, m)); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// breakTools breaks the tools' declarations for the rules about tools: no
+// tool consequential (no-gate), or every tool's output trusted as the
+// system's (trust-tool-output).
+func breakTools(rule string, tools []agent.Tool) {
+	for i := range tools {
+		switch rule {
+		case "no-gate":
+			tools[i].Consequential = false
+		case "trust-tool-output":
+			tools[i].OutputTrust = agent.TrustSystem
+		}
+	}
+}
+
+// brokenHTTP is the HTTP client of the rules that the transport breaks
+// (a request dropped or rewritten on its way), nil (the SDK's default) for
+// the others.
+func brokenHTTP(rule string) *http.Client {
+	switch rule {
+	case "no-renew":
+		return &http.Client{Transport: noRenew{}}
+	case "no-input-trust":
+		return &http.Client{Transport: noInputTrust{}}
+	case "ack-before-handling":
+		return &http.Client{Transport: ackOnRead{}}
+	case "post-plain-after-revoke":
+		return &http.Client{Transport: plainAfterRevoke{}}
+	case "random-client-msg-id":
+		return &http.Client{Transport: rewrite{op: "createMessage(", edit: randomKey}}
+	case "no-holder":
+		return &http.Client{Transport: rewrite{op: "holder", edit: func(vars map[string]any) { delete(vars, "holder") }}}
+	case "drop-attachments":
+		return &http.Client{Transport: rewrite{op: "createMessage(", edit: func(vars map[string]any) {
+			if in, ok := vars["input"].(map[string]any); ok {
+				delete(in, "attachmentFileIds")
+			}
+		}}}
+	}
+	return nil
+}
+
+// handler answers each run with the model as the SDK's model agent does,
+// broken where rule says.
+func handler(rule string, client *agent.Client, m *openai.Model) agent.Handler {
+	return func(ctx context.Context, t *agent.Task) error {
 		p := t.PromptWithFiles(ctx)
-		if *rule == "trust-file-text" {
+		if rule == "trust-file-text" {
 			p = trustedFiles(ctx, client, t)
 		}
-		mctx := ctx
-		switch *rule {
-		case "untrusted":
-			// Moved, not copied: the obedient model reads every line once,
-			// as it would from the user message.
-			p.System += "\n" + p.User
-			p.User = "Answer the request above."
-		case "ignore-cancel":
-			mctx = context.WithoutCancel(ctx)
-		case "post-after-loss":
-			// Deaf to the end of trigger_loss_posts_nothing's run, so that
-			// the answer comes whatever happened first.
-			if strings.Contains(t.Context().TriggerMessage.ContentMD, "summarise the incident") {
-				mctx = context.WithoutCancel(ctx)
-			}
-		}
+		p, mctx := brokenPrompt(ctx, rule, t, p)
 		var gate *agent.Task
-		if *rule == "trust-self" || *rule == "trust-file-text" {
+		if rule == "trust-self" || rule == "trust-file-text" {
 			// The model's calls are gated by a Task of its own that starts
 			// from the markers; what its tools returned still reaches the
 			// run's Task, and with it the answer's inputTrust.
@@ -335,16 +341,35 @@ func main() {
 		c := t.Context()
 		asked := c.TriggerMessage.ContentMD
 		switch {
-		case *rule == "answer-twice" && strings.Contains(asked, "printer on floor 2 is broken"):
+		case rule == "answer-twice" && strings.Contains(asked, "printer on floor 2 is broken"):
 			_, _ = client.CreateMessage(ctx, threadOf(ctx, client, c.RunID), "", agent.MessageCreate{ClientMsgID: "twice-" + c.RunID, ContentMD: "Once more: " + text})
-		case *rule == "post-after-loss" && strings.Contains(asked, "summarise the incident"):
+		case rule == "post-after-loss" && strings.Contains(asked, "summarise the incident"):
 			_, _ = client.CreateMessage(context.WithoutCancel(ctx), threadOf(ctx, client, c.RunID), "", agent.MessageCreate{ClientMsgID: "lost-" + c.RunID, ContentMD: text})
 		}
 		return t.Answer(ctx, text)
-	})
-	if err != nil {
-		log.Fatal(err)
 	}
+}
+
+// brokenPrompt is the prompt and the model call's context for rule: the
+// request moved into the system message (untrusted), or a model call
+// deaf to the run's end (ignore-cancel; post-after-loss on its scenario).
+func brokenPrompt(ctx context.Context, rule string, t *agent.Task, p agent.Prompt) (agent.Prompt, context.Context) {
+	switch rule {
+	case "untrusted":
+		// Moved, not copied: the obedient model reads every line once,
+		// as it would from the user message.
+		p.System += "\n" + p.User
+		p.User = "Answer the request above."
+	case "ignore-cancel":
+		return p, context.WithoutCancel(ctx)
+	case "post-after-loss":
+		// Deaf to the end of trigger_loss_posts_nothing's run, so that
+		// the answer comes whatever happened first.
+		if strings.Contains(t.Context().TriggerMessage.ContentMD, "summarise the incident") {
+			return p, context.WithoutCancel(ctx)
+		}
+	}
+	return p, ctx
 }
 
 // trustedFiles is the run's prompt with the texts of its files as the SDK
