@@ -1,6 +1,7 @@
 package agentflow_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"bufio"
 	"bytes"
 	"context"
@@ -11,9 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,23 +23,8 @@ import (
 	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
-func TestMain(m *testing.M) {
-	pgtest.Main(m, func() {
-		if built.dir != "" {
-			os.RemoveAll(built.dir)
-		}
-	})
-}
-
-// built is the binary of cmd/bothy that buildBinary made for every test of
-// the package: linking it takes seconds of CPU, and the end-to-end tests
-// run side by side on two cores.
-var built struct {
-	once     sync.Once
-	dir, bin string
-	err      error
-	out      []byte
-}
+// TestMain stops the tests' database cluster after the tests.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // seedWorld is the part of `bothy seed --json` this test reads.
 type seedWorld struct {
@@ -55,37 +39,12 @@ type seedWorld struct {
 	} `json:"channels"`
 }
 
-// buildBinary builds cmd/bothy of this repository, once for the package's
-// tests (built), and returns the binary. The tests only run it.
+// buildBinary builds cmd/bothy of this repository (gobuild keeps it
+// between runs and links it only when its code changed) and returns the
+// binary. The tests only run it.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		root, err := filepath.Abs(filepath.Join("..", ".."))
-		if err == nil {
-			_, err = os.Stat(filepath.Join(root, "cmd", "bothy", "main.go"))
-		}
-		if err != nil {
-			built.err = fmt.Errorf("repository root not found from the test folder: %w", err)
-			return
-		}
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-		}
-		if built.dir, built.err = os.MkdirTemp("", "bothy-e2e-"); built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, "bothy")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, goTool, "build", "-o", built.bin, "./cmd/bothy")
-		cmd.Dir = root
-		built.out, built.err = cmd.CombinedOutput()
-	})
-	if built.err != nil {
-		t.Fatalf("go build ./cmd/bothy: %v\n%s", built.err, built.out)
-	}
-	return built.bin
+	return gobuild.Binary(t, "bothy.example.com/bothy/cmd/bothy")
 }
 
 // startServer runs `bothy serve` on a free port and returns its base URL;

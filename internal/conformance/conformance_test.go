@@ -1,10 +1,10 @@
 package conformance_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,16 +16,6 @@ import (
 
 // TestMain stops the tests' database cluster after the tests.
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// build compiles the package at pkg into dir and returns the binary.
-func build(t *testing.T, dir, pkg, name string) string {
-	t.Helper()
-	bin := filepath.Join(dir, name)
-	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
-}
 
 // matrixVar, set to 1, makes TestKit run every single-fault adapter
 // against every scenario (make conformance-matrix) instead of its own
@@ -79,9 +69,8 @@ const kitCapabilities = "model,live,tools,files,attach"
 // contrib passes the rules it keeps.
 func TestKit(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	bothy := build(t, dir, "bothy.example.com/bothy/cmd/bothy", "bothy")
-	broken := build(t, dir, "./testdata/broken", "broken")
+	bothy := gobuild.Binary(t, "bothy.example.com/bothy/cmd/bothy")
+	broken := gobuild.Binary(t, "./testdata/broken")
 	matrix := os.Getenv(matrixVar) == "1"
 	type kitCase struct {
 		name, adapter string
@@ -212,7 +201,7 @@ func TestKitSaysWhatHappened(t *testing.T) {
 	t.Run("late, then gone", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		broken := build(t, dir, "./testdata/broken", "broken")
+		broken := gobuild.Binary(t, "./testdata/broken")
 		mark := filepath.Join(dir, "started")
 		// The first process starts 2 s late, reads from the stream's end
 		// ("now": a mention made before misses it), answers one run and

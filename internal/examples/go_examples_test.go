@@ -6,10 +6,10 @@
 package examples_test
 
 import (
+	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,13 +22,7 @@ import (
 // returns its binary.
 func build(t *testing.T, dir string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
-	pkg := "bothy.example.com/bothy/sdk/examples/" + dir
-	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
+	return gobuild.Binary(t, "bothy.example.com/bothy/sdk/examples/"+dir)
 }
 
 // answerIn returns the text of Lotse's answers in thread, oldest first.

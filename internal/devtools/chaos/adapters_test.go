@@ -3,8 +3,8 @@
 package chaos
 
 import (
+	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,28 +19,12 @@ import (
 	"time"
 )
 
-// buildBothy builds cmd/bothy of this checkout into dir. The test uses its
-// own binary, never bin/bothy, which another make build may replace while
-// the processes restart.
-func buildBothy(t *testing.T, dir string) string {
+// buildBothy builds cmd/bothy of this checkout into a folder of the
+// chaos tests (gobuild): never bin/bothy, which another make build may
+// replace while the processes restart.
+func buildBothy(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	bin := filepath.Join(dir, "bothy")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./cmd/bothy")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/bothy: %v\n%s", err, out)
-	}
-	return bin
+	return gobuild.Binary(t, "bothy.example.com/bothy/cmd/bothy")
 }
 
 // baseURLFlag returns the flag of bothy agent run that names the model's

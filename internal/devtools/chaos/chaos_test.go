@@ -90,7 +90,7 @@ func TestChaos(t *testing.T) {
 		}
 		os.RemoveAll(logDir)
 	})
-	bin := buildBothy(t, logDir)
+	bin := buildBothy(t)
 	flag := baseURLFlag(t, bin)
 	b := startBothy(t, logDir, map[string]string{
 		config.RunLeaseTimeout:  lease.String(),

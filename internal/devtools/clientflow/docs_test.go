@@ -1,6 +1,8 @@
 package clientflow
 
 import (
+	"bothy.example.com/bothy/internal/devtools/gobuild"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,8 +43,7 @@ func TestClientsDocCommands(t *testing.T) {
 		t.Fatalf("docs/clients.md has %d sh blocks, want the contract, genqlient, oapi-codegen, openapi-typescript, Apollo and trusted documents", len(blocks))
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, ".bin")
-	build := startBothyBuild(t, bin)
+	bin, build := startBothyBuild(t)
 	// A test that stops early still waits, so the build's output is not
 	// removed under it.
 	defer build.wait()
@@ -86,17 +87,22 @@ type bothyBuild struct {
 	built bool
 }
 
-// startBothyBuild starts linking bothy into folder bin. Linking takes
-// seconds and only the blocks that run bothy need it: it links while the
-// server starts and the blocks before run.
-func startBothyBuild(t *testing.T, bin string) *bothyBuild {
+// startBothyBuild starts building bothy into a folder kept between runs
+// (gobuild: linked only when its code changed) and returns that folder.
+// Linking takes seconds and only the blocks that run bothy need it: it
+// links while the server starts and the blocks before run.
+func startBothyBuild(t *testing.T) (string, *bothyBuild) {
 	t.Helper()
-	b := &bothyBuild{cmd: exec.Command("go", "build", "-o", filepath.Join(bin, "bothy"), "bothy.example.com/bothy/cmd/bothy")}
+	target, err := gobuild.Target("bothy.example.com/bothy/cmd/bothy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bothyBuild{cmd: gobuild.Command(context.Background(), target, "bothy.example.com/bothy/cmd/bothy")}
 	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.out
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return filepath.Dir(target), b
 }
 
 // wait waits for the build the first time it is called and returns its

@@ -3,6 +3,7 @@ drive the SDK's calls."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,10 @@ import pytest
 from bothy_agent import Client
 
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
+
+# EMPTY_POLL_WAIT is how long the fake server holds an empty page of the
+# agent stream (seconds).
+EMPTY_POLL_WAIT = 0.02
 
 
 class FakeServer:
@@ -26,7 +31,17 @@ class FakeServer:
         self.routes: dict[str, Answer] = {}
         self.calls: list[tuple[str, dict[str, Any], httpx.Headers]] = []
 
-    def handler(self, request: httpx.Request) -> httpx.Response:
+    async def handler(self, request: httpx.Request) -> httpx.Response:
+        response = self._answer(request)
+        if self.calls[-1][0] == "AgentEvents" and not ((json.loads(response.content).get("data") or {})
+                                                       .get("agentEvents") or {}).get("events", True):
+            # An empty page comes after a wait, as a long poll's does:
+            # with none, an adapter polling without a wait would poll in a
+            # tight loop and take a core for as long as the test waits.
+            await asyncio.sleep(EMPTY_POLL_WAIT)
+        return response
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
         if request.headers.get("Content-Type", "").startswith("multipart/"):
             # An upload: the operation and the raw body, for the test to read.
             op, variables = "UploadFile", {"_body": request.content.decode("utf-8", "replace")}

@@ -143,10 +143,17 @@ def test_max_concurrent_keeps_the_lease_of_a_waiting_run(server):
     server.routes["RenewRun"] = lambda v: {"data": {"renewRun": {"id": v["id"]}}}
     running, most = [0], [0]
 
+    def r2_renewed():
+        return any(op == "RenewRun" and v["id"] == "r2" for op, v, _ in server.calls)
+
     async def handle(task):
         running[0] += 1
         most[0] = max(most[0], running[0])
-        await asyncio.sleep(0.5)
+        # The first run holds the only slot until the waiting run has
+        # renewed its claim (the test's time limit fails an adapter that
+        # never renews it).
+        while not r2_renewed():
+            await asyncio.sleep(0.02)
         running[0] -= 1
         await task.answer("Done, Alex.")
 

@@ -1,0 +1,3 @@
+module example.com/testrunmod
+
+go 1.26
