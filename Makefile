@@ -30,6 +30,8 @@ TEST_EVENTS = bin/test-events.json
 # TEST_BINARIES keeps the test binaries between runs: internal/devtools/testrun
 # runs the tests as go test -count=1 does but links a package's binary only
 # when its code changed (go test links all 69 at every run: 120 s of CPU).
+# It also holds the one bothy that the tests which start bothy run
+# (BOTHY_TEST_BOTHY, internal/devtools/gobuild).
 TEST_BINARIES = bin/testbins
 # TEST_FIRST are the test packages that take longest, slowest first (the
 # "slowest packages" make test prints): testrun starts packages in the order
@@ -69,11 +71,14 @@ test:
 	$(MAKE) --no-print-directory -j3 assets audit-deps lint-deps sdk-typescript sdk-python
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	$(MAKE) check-generated
-	@mkdir -p bin
-	@{ $(GO) vet ./... ./sdk/... && $(GO) vet -tags chaos ./internal/devtools/chaos/ && \
+	@mkdir -p bin $(TEST_BINARIES)
+	$(GO) build -buildvcs=false -o $(TEST_BINARIES)/bothy ./cmd/bothy
+	@export BOTHY_TEST_BOTHY=$(CURDIR)/$(TEST_BINARIES)/bothy; \
+	{ $(GO) vet ./... ./sdk/... && $(GO) vet -tags chaos ./internal/devtools/chaos/ && \
 		$(GO) build -o bin/bothyvet ./internal/devtools/lint/cmd/bothyvet && $(GO) vet -vettool=$(CURDIR)/bin/bothyvet ./... ./sdk/...; } > bin/vet.log 2>&1 & vet=$$!; \
 	$(MAKE) --no-print-directory lint > bin/lint.log 2>&1 & lint=$$!; \
-	CHAOS_RUNS=2 $(GO) test -tags chaos -count=1 -timeout 5m -run '^TestChaos$$' ./internal/devtools/chaos/ > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
+	{ $(GO) test -c -tags chaos -o $(TEST_BINARIES)/chaos-smoke.test ./internal/devtools/chaos/ && cd internal/devtools/chaos && \
+		CHAOS_RUNS=2 $(CURDIR)/$(TEST_BINARIES)/chaos-smoke.test -test.count=1 -test.timeout 5m -test.run '^TestChaos$$'; } > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
 	$(GO) run ./internal/devtools/testcluster -- $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) --raw-command -- \
 		$(GO) run ./internal/devtools/testrun -dir $(TEST_BINARIES) -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 20m $(TEST_FIRST) ./... ./sdk/...; status=$$?; \
 	if wait $$vet; then echo "go vet ./... (and -tags chaos, and bothyvet's rules): no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \

@@ -38,6 +38,9 @@ var otherEnv = []string{
 	"BOTHY_CONFORMANCE_MATRIX",
 	"BOTHY_CONFORMANCE_HELPER",
 	"BOTHY_TEST_DATABASE_URL",
+	// The bothy binary make test builds once for the tests that start
+	// bothy (internal/devtools/gobuild.EnvBothy).
+	"BOTHY_TEST_BOTHY",
 	// BenchmarkFanout's listener counts (internal/feed).
 	"BOTHY_BENCH_LISTENERS",
 	"BOTHY_AUDIT_URL",

@@ -44,7 +44,7 @@ type seedWorld struct {
 // binary. The tests only run it.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	return gobuild.Binary(t, "bothy.example.com/bothy/cmd/bothy")
+	return gobuild.Binary(t, gobuild.Bothy)
 }
 
 // startServer runs `bothy serve` on a free port and returns its base URL;

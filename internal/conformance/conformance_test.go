@@ -69,7 +69,7 @@ const kitCapabilities = "model,live,tools,files,attach"
 // contrib passes the rules it keeps.
 func TestKit(t *testing.T) {
 	t.Parallel()
-	bothy := gobuild.Binary(t, "bothy.example.com/bothy/cmd/bothy")
+	bothy := gobuild.Binary(t, gobuild.Bothy)
 	broken := gobuild.Binary(t, "./testdata/broken")
 	matrix := os.Getenv(matrixVar) == "1"
 	type kitCase struct {

@@ -24,7 +24,7 @@ import (
 // replace while the processes restart.
 func buildBothy(t *testing.T) string {
 	t.Helper()
-	return gobuild.Binary(t, "bothy.example.com/bothy/cmd/bothy")
+	return gobuild.Binary(t, gobuild.Bothy)
 }
 
 // baseURLFlag returns the flag of bothy agent run that names the model's

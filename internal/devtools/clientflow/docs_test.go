@@ -88,16 +88,26 @@ type bothyBuild struct {
 }
 
 // startBothyBuild starts building bothy into a folder kept between runs
-// (gobuild: linked only when its code changed) and returns that folder.
-// Linking takes seconds and only the blocks that run bothy need it: it
-// links while the server starts and the blocks before run.
+// (gobuild: linked only when its code changed) and returns a folder that
+// holds it as "bothy", for the blocks' PATH: a folder of its own, so that
+// only bothy is added to their PATH. Linking takes seconds and only the
+// blocks that run bothy need it: it links while the server starts and the
+// blocks before run. When make test built bothy already
+// (gobuild.EnvBothy), the folder holds a link to that binary.
 func startBothyBuild(t *testing.T) (string, *bothyBuild) {
 	t.Helper()
-	target, err := gobuild.Target("bothy.example.com/bothy/cmd/bothy")
+	if built := os.Getenv(gobuild.EnvBothy); built != "" {
+		dir := t.TempDir()
+		if err := os.Symlink(built, filepath.Join(dir, "bothy")); err != nil {
+			t.Fatal(err)
+		}
+		return dir, &bothyBuild{built: true}
+	}
+	target, err := gobuild.Target(gobuild.Bothy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bothyBuild{cmd: gobuild.Command(context.Background(), target, "bothy.example.com/bothy/cmd/bothy")}
+	b := &bothyBuild{cmd: gobuild.Command(context.Background(), target, gobuild.Bothy)}
 	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.out
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)

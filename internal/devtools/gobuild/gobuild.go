@@ -33,11 +33,24 @@ type build struct {
 	err  error
 }
 
+// EnvBothy names a bothy binary built from this tree for every test
+// package: make test builds cmd/bothy once before the tests and sets it,
+// so that five test packages do not each build (and, in a fresh clone,
+// link) the same program.
+const EnvBothy = "BOTHY_TEST_BOTHY"
+
+// Bothy is the import path of the server's command.
+const Bothy = "bothy.example.com/bothy/cmd/bothy"
+
 // Binary builds the package pkg (an import path, or a path starting with ./
 // relative to the test's folder) and returns the path of its binary, named
-// after pkg's last element. The test fails when the build fails.
+// after pkg's last element. The test fails when the build fails. For
+// cmd/bothy it returns the binary EnvBothy names, when set.
 func Binary(t testing.TB, pkg string) string {
 	t.Helper()
+	if bin := os.Getenv(EnvBothy); bin != "" && pkg == Bothy {
+		return bin
+	}
 	bin, err := Target(pkg)
 	if err != nil {
 		t.Fatal(err)
@@ -57,13 +70,16 @@ func Binary(t testing.TB, pkg string) string {
 }
 
 // Command is the go build of pkg into bin, for a test that starts the
-// build itself and does other work while it links.
+// build itself and does other work while it links. It stamps no version
+// control information (-buildvcs=false): a commit would change every
+// binary's stamp and so link each again although no code changed; the
+// tests' binaries report revision "unknown" (internal/platform/version).
 func Command(ctx context.Context, bin, pkg string) *exec.Cmd {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	return exec.CommandContext(ctx, goTool, "build", "-o", bin, pkg)
+	return exec.CommandContext(ctx, goTool, "build", "-buildvcs=false", "-o", bin, pkg)
 }
 
 // Target returns where pkg's binary is kept for the test package that runs
