@@ -265,7 +265,8 @@ class Adapter:
         if self.box is not None:
             await self._replay_outbox()
         stream = AgentStream(self.client.server, self.client.token) if self.cfg.transport in ("ws", "auto") else None
-        acker = asyncio.create_task(self._ack_loop())
+        acks_stop = asyncio.Event()
+        acker = asyncio.create_task(self._ack_loop(acks_stop))
         claimed = False
         backoff = self.cfg.retry_backoff
         try:
@@ -311,6 +312,12 @@ class Adapter:
                 t.cancel()
             if self._runs:
                 await asyncio.gather(*self._runs, return_exceptions=True)
+            # The flag, not the cancel alone, ends the loop: Python 3.11's
+            # asyncio.wait_for swallows a cancel that arrives just as the
+            # kick it waits for is set (fixed in 3.12), and the loop would
+            # then run on and this wait would never end.
+            acks_stop.set()
+            self.ledger.kick.set()
             acker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await acker
@@ -344,8 +351,8 @@ class Adapter:
             return await stream.next(self.cursor, wait)
         return await self.client.agent_events(self.cursor, wait)
 
-    async def _ack_loop(self) -> None:
-        while True:
+    async def _ack_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.ledger.kick.wait(), ACK_EVERY)
             self.ledger.kick.clear()

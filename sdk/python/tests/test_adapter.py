@@ -171,3 +171,25 @@ def test_max_concurrent_keeps_the_lease_of_a_waiting_run(server):
     assert most[0] == 1
     # The run that waited for the slot renewed its claim meanwhile.
     assert any(op == "RenewRun" and v["id"] == "r2" for op, v, _ in server.calls[:[op for op, _, _ in server.calls].index("FinishRun")])
+
+
+def test_ack_loop_ends_when_its_stop_meets_a_kick(server):
+    # Python 3.11's wait_for returns the kick's result instead of raising a
+    # cancel that arrives once the kick is in: the loop must end on its flag.
+    serve(server, [], [context()])
+
+    async def main():
+        a = adapter(server, None)
+        stop = asyncio.Event()
+        for delay in range(4):
+            t = asyncio.create_task(a._ack_loop(stop))
+            await asyncio.sleep(0)
+            a.ledger.kick.set()
+            for _ in range(delay):
+                await asyncio.sleep(0)
+            stop.set()
+            t.cancel()
+            await asyncio.wait_for(asyncio.gather(t, return_exceptions=True), 5)
+            stop.clear()
+
+    asyncio.run(main())
