@@ -227,6 +227,9 @@ const firstReadWait = 20 * time.Second
 // readGrace is the pause after the proxy saw the first read before the
 // kit goes on: the proxy counts a read when it arrives, and the server
 // places a read from "now" a moment later, after the proxy forwarded it.
+// It is scaled like the scenarios' deadlines (Options.TimeoutScale): on a
+// loaded machine the server took longer than 250 ms to place the read, and
+// an SDK example reading from "now" missed the first scenario's mention.
 const readGrace = 250 * time.Millisecond
 
 // streamOps are the operations that read the agent's event stream: the
@@ -276,7 +279,7 @@ func (k *kit) awaitFirstRead(exit chan struct{}, reads int, first bool) error {
 		k.mu.Unlock()
 		k.event("adapter start %d: its first read of the event stream came %s after the start", starts, time.Since(started).Round(10*time.Millisecond))
 		select {
-		case <-time.After(readGrace):
+		case <-time.After(k.scaled(readGrace)):
 		case <-k.ctx.Done():
 			return k.ctx.Err()
 		}
