@@ -124,7 +124,7 @@ func TestLineWriter(t *testing.T) {
 // each package ends as go test would end it (a failing test, a build that
 // fails, a TestMain that exits 3 after its tests passed, no test files),
 // the package named first starts first, and a second run links nothing
-// (go test -c keeps what it linked in the build cache).
+// (go test -c leaves a binary in the folder whose build ID is current).
 func TestRunModule(t *testing.T) {
 	t.Parallel()
 	mod, err := filepath.Abs(filepath.Join("testdata", "mod"))
