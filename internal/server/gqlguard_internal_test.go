@@ -154,3 +154,26 @@ func TestGraphQLGuards(t *testing.T) {
 	t.Run("selection counts bounded in bytes", testSelectionCountsBoundedInBytes)
 	t.Run("literal pointers", testLiteralPointers)
 }
+
+// BenchmarkCountSelections compares the selection limit's linear count of
+// a document of 7,000 duplicate fields with gqlgen's validation of it,
+// which compares overlapping fields pairwise: the reason the count runs
+// first (docs/performance.md, "The selection limit").
+func BenchmarkCountSelections(b *testing.B) {
+	doc := "{ viewer {" + strings.Repeat(" id", 7000) + " } }"
+	b.Run("count", func(b *testing.B) {
+		for b.Loop() {
+			if n := CountSelections(doc, 100000); n != 7001 {
+				b.Fatalf("counted %d selections, want 7001", n)
+			}
+		}
+	})
+	b.Run("validate", func(b *testing.B) {
+		schema := generated.NewExecutableSchema(generated.Config{}).Schema()
+		for b.Loop() {
+			if _, errs := gqlparser.LoadQueryWithRules(schema, doc, nil); len(errs) > 0 {
+				b.Fatalf("validation: %v", errs)
+			}
+		}
+	})
+}

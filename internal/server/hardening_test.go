@@ -164,19 +164,17 @@ func TestAmplificationRefused(t *testing.T) {
 	if len(res.Errors) != 1 || res.Errors[0].Extensions.Reason != "complexity_limit_exceeded" || len(res.Data) > 0 && string(res.Data) != "null" {
 		t.Fatalf("50 alias query: %+v %s", res.Errors, res.Data)
 	}
-	start := time.Now()
+	// The refusal's reason is the proof that validation never ran: only
+	// SelectionLimit, which gqlgen calls on the raw parameters before it
+	// parses and validates, answers selection_limit_exceeded, and a refused
+	// operation goes no further. How fast that is belongs to
+	// BenchmarkCountSelections, not to a timed assertion.
 	res = env.GraphQL(tok, duplicateQuery(), nil, nil)
-	took := time.Since(start)
 	if len(res.Errors) != 1 || res.Errors[0].Extensions.Reason != "selection_limit_exceeded" || res.Errors[0].Extensions.Code != "validation_failed" {
 		t.Fatalf("duplicate query: %+v", res.Errors)
 	}
 	if !strings.Contains(res.Errors[0].Message, "graphql.max_selections") {
 		t.Fatalf("duplicate query message %q does not name the limit", res.Errors[0].Message)
-	}
-	t.Logf("7,000-duplicate query refused in %v", took)
-	// Validation would take seconds; the linear count takes milliseconds.
-	if took > 500*time.Millisecond {
-		t.Fatalf("duplicate query took %v", took)
 	}
 	// Two aliases of the largest page are fine: the limit counts work,
 	// not fields.
