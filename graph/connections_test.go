@@ -44,25 +44,10 @@ func walk(t *testing.T, what string, read func(after *string) connection) []stri
 			t.Fatalf("%s: no end after 200 pages", what)
 		}
 		c := read(after)
-		if len(c.Edges) != len(c.Nodes) {
-			t.Fatalf("%s: %d edges, %d nodes", what, len(c.Edges), len(c.Nodes))
-		}
-		for i, e := range c.Edges {
-			if e.Node.ID != c.Nodes[i].ID || e.Cursor == "" {
-				t.Fatalf("%s: edge %d %+v against node %s", what, i, e, c.Nodes[i].ID)
-			}
-			ids = append(ids, e.Node.ID)
-		}
-		if n := len(c.Edges); n > 0 && (c.PageInfo.EndCursor == nil || *c.PageInfo.EndCursor != c.Edges[n-1].Cursor) {
-			t.Fatalf("%s: endCursor %v, last edge's cursor %s", what, c.PageInfo.EndCursor, c.Edges[n-1].Cursor)
-		}
+		ids = append(ids, pageIDs(t, what, c)...)
 		if !c.PageInfo.HasNextPage {
-			if c.PageInfo.EndCursor == nil {
-				return ids
-			}
-			behind := read(c.PageInfo.EndCursor)
-			if len(behind.Edges) != 0 || behind.PageInfo.HasNextPage || behind.PageInfo.EndCursor == nil || *behind.PageInfo.EndCursor != *c.PageInfo.EndCursor {
-				t.Fatalf("%s: the page behind the last: %+v", what, behind)
+			if c.PageInfo.EndCursor != nil {
+				checkPageBehindLast(t, what, c, read)
 			}
 			return ids
 		}
@@ -70,6 +55,36 @@ func walk(t *testing.T, what string, read func(after *string) connection) []stri
 			t.Fatalf("%s: hasNextPage without endCursor", what)
 		}
 		after = c.PageInfo.EndCursor
+	}
+}
+
+// pageIDs returns the node ids of one page of walk, checking that its
+// edges and nodes agree and that endCursor is the last edge's cursor.
+func pageIDs(t *testing.T, what string, c connection) []string {
+	t.Helper()
+	if len(c.Edges) != len(c.Nodes) {
+		t.Fatalf("%s: %d edges, %d nodes", what, len(c.Edges), len(c.Nodes))
+	}
+	var ids []string
+	for i, e := range c.Edges {
+		if e.Node.ID != c.Nodes[i].ID || e.Cursor == "" {
+			t.Fatalf("%s: edge %d %+v against node %s", what, i, e, c.Nodes[i].ID)
+		}
+		ids = append(ids, e.Node.ID)
+	}
+	if n := len(c.Edges); n > 0 && (c.PageInfo.EndCursor == nil || *c.PageInfo.EndCursor != c.Edges[n-1].Cursor) {
+		t.Fatalf("%s: endCursor %v, last edge's cursor %s", what, c.PageInfo.EndCursor, c.Edges[n-1].Cursor)
+	}
+	return ids
+}
+
+// checkPageBehindLast checks that the page behind the last page c of walk
+// answers empty, without a next page, ending where it began.
+func checkPageBehindLast(t *testing.T, what string, c connection, read func(after *string) connection) {
+	t.Helper()
+	behind := read(c.PageInfo.EndCursor)
+	if len(behind.Edges) != 0 || behind.PageInfo.HasNextPage || behind.PageInfo.EndCursor == nil || *behind.PageInfo.EndCursor != *c.PageInfo.EndCursor {
+		t.Fatalf("%s: the page behind the last: %+v", what, behind)
 	}
 }
 

@@ -81,7 +81,47 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	// Not parallel: startAdminEnv sets BOTHY_DATABASE_URL, which the
 	// in-process command line reads.
 	env := startAdminEnv(t, true)
+	ownerToken := createFirstOwner(t, env)
 
+	alex := env.MustREST(t, http.MethodPost, "/api/v1/principals", ownerToken,
+		map[string]any{"kind": "user", "handle": "alex", "display_name": "Alex", "email": "alex@example.com"}, 201)["principal"].(map[string]any)
+	alexTok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+alex["id"].(string)+"/tokens", ownerToken, map[string]any{"label": "laptop"}, 201)["token"].(string)
+	agentP := env.MustREST(t, http.MethodPost, "/api/v1/principals", ownerToken,
+		map[string]any{"kind": "agent", "handle": "lotse", "display_name": "Lotse"}, 201)
+	agentTok := agentP["token"].(string)
+	agentID := agentP["principal"].(map[string]any)["id"].(string)
+	space := env.MustREST(t, http.MethodPost, "/api/v1/spaces", ownerToken, map[string]any{"name": "Support", "default_operator_agent_id": agentID}, 201)
+	channel := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+space["id"].(string)+"/channels", ownerToken,
+		map[string]any{"name": "General", "kind": "text"}, 201)
+	mainID := channel["main_thread_id"].(string)
+	if th := env.MustREST(t, http.MethodGet, "/api/v1/threads/"+mainID, ownerToken, nil, 200); th["kind"] != "main" {
+		t.Fatalf("main thread %v", th)
+	}
+	env.MustREST(t, http.MethodPost, "/api/v1/grants", ownerToken, map[string]any{"subject_id": alex["id"], "subject_kind": "principal",
+		"target_kind": "channel", "target_id": channel["id"], "level": "trigger"}, 201)
+
+	m := env.MustREST(t, http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alexTok,
+		map[string]any{"client_msg_id": "first-question", "content_md": "@lotse the printer is down"}, 201)
+	if m["trigger_state"] != "accepted" {
+		t.Fatalf("alex's question: %v", m)
+	}
+	reports := runEchoAdapterOnce(t, env, agentTok)
+	if len(reports) != 1 || reports[0].Outcome != agent.OutcomeCompleted {
+		t.Fatalf("adapter reports %+v", reports)
+	}
+	ans := env.MustREST(t, http.MethodGet, "/api/v1/messages/"+reports[0].AnswerMessageID, alexTok, nil, 200)
+	author := ans["author"].(map[string]any)
+	if author["handle"] != "lotse" || ans["origin"] != "agent" || !strings.Contains(ans["content_md"].(string), "the printer is down") {
+		t.Fatalf("the answer %v", ans)
+	}
+}
+
+// createFirstOwner checks that bothy serve on a database without an owner
+// says how to make one, creates robin with admin create-owner, checks that
+// a second robin is refused and that robin is the owner, and returns
+// robin's token.
+func createFirstOwner(t *testing.T, env *apitest.Env) string {
+	t.Helper()
 	// bothy serve on a database without an owner says how to make one.
 	stderr := serveBriefly(t)
 	if !strings.Contains(stderr, "no owner exists yet: create one with bothy admin create-owner") {
@@ -100,29 +140,14 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	if me["is_owner"] != true || me["handle"] != "robin" {
 		t.Fatalf("the owner: %v", me)
 	}
+	return owner.Token
+}
 
-	alex := env.MustREST(t, http.MethodPost, "/api/v1/principals", owner.Token,
-		map[string]any{"kind": "user", "handle": "alex", "display_name": "Alex", "email": "alex@example.com"}, 201)["principal"].(map[string]any)
-	alexTok := env.MustREST(t, http.MethodPost, "/api/v1/principals/"+alex["id"].(string)+"/tokens", owner.Token, map[string]any{"label": "laptop"}, 201)["token"].(string)
-	agentP := env.MustREST(t, http.MethodPost, "/api/v1/principals", owner.Token,
-		map[string]any{"kind": "agent", "handle": "lotse", "display_name": "Lotse"}, 201)
-	agentTok := agentP["token"].(string)
-	agentID := agentP["principal"].(map[string]any)["id"].(string)
-	space := env.MustREST(t, http.MethodPost, "/api/v1/spaces", owner.Token, map[string]any{"name": "Support", "default_operator_agent_id": agentID}, 201)
-	channel := env.MustREST(t, http.MethodPost, "/api/v1/spaces/"+space["id"].(string)+"/channels", owner.Token,
-		map[string]any{"name": "General", "kind": "text"}, 201)
-	mainID := channel["main_thread_id"].(string)
-	if th := env.MustREST(t, http.MethodGet, "/api/v1/threads/"+mainID, owner.Token, nil, 200); th["kind"] != "main" {
-		t.Fatalf("main thread %v", th)
-	}
-	env.MustREST(t, http.MethodPost, "/api/v1/grants", owner.Token, map[string]any{"subject_id": alex["id"], "subject_kind": "principal",
-		"target_kind": "channel", "target_id": channel["id"], "level": "trigger"}, 201)
-
-	m := env.MustREST(t, http.MethodPost, "/api/v1/threads/"+mainID+"/messages", alexTok,
-		map[string]any{"client_msg_id": "first-question", "content_md": "@lotse the printer is down"}, 201)
-	if m["trigger_state"] != "accepted" {
-		t.Fatalf("alex's question: %v", m)
-	}
+// runEchoAdapterOnce runs the reference adapter with the echo model once
+// with the agent's token and returns the reports of the runs it did; the
+// adapter itself must not fail.
+func runEchoAdapterOnce(t *testing.T, env *apitest.Env, agentTok string) []agent.RunReport {
+	t.Helper()
 	client, err := agent.NewClient(env.URL, agentTok, agent.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -138,14 +163,7 @@ func TestInstallationFromEmptyDatabase(t *testing.T) {
 	if err := a.Run(actx); err != nil {
 		t.Fatalf("adapter: %v", err)
 	}
-	if len(reports) != 1 || reports[0].Outcome != agent.OutcomeCompleted {
-		t.Fatalf("adapter reports %+v", reports)
-	}
-	ans := env.MustREST(t, http.MethodGet, "/api/v1/messages/"+reports[0].AnswerMessageID, alexTok, nil, 200)
-	author := ans["author"].(map[string]any)
-	if author["handle"] != "lotse" || ans["origin"] != "agent" || !strings.Contains(ans["content_md"].(string), "the printer is down") {
-		t.Fatalf("the answer %v", ans)
-	}
+	return reports
 }
 
 // TestAdminCommandLine drives every bothy admin command: principals,
@@ -172,37 +190,8 @@ func TestAdminCommandLine(t *testing.T) {
 		t.Fatalf("principal list table:\n%s", out)
 	}
 
-	alex := env.World.Token("alex")
-	mustBothy(t, "admin", "principal", "disable", "--handle", "alex")
-	if r := env.REST(http.MethodGet, "/api/v1/me", alex, nil); r.Status != 401 {
-		t.Fatalf("disabled alex: %d", r.Status)
-	}
-	mustBothy(t, "admin", "principal", "enable", "--handle", "alex")
-	if r := env.REST(http.MethodGet, "/api/v1/me", alex, nil); r.Status != 200 {
-		t.Fatalf("enabled alex: %d", r.Status)
-	}
-	if _, err := bothy(t, "admin", "principal", "disable", "--handle", "robin"); err == nil || !strings.Contains(err.Error(), "last_owner") {
-		t.Fatalf("disabling the last owner: %v", err)
-	}
-
-	var tok struct{ ID, Token string }
-	decode(t, mustBothy(t, "admin", "token", "create", "--handle", "sam", "--label", "cli", "--ttl", "1h", "--json"), &tok)
-	if r := env.REST(http.MethodGet, "/api/v1/me", tok.Token, nil); r.Status != 200 {
-		t.Fatalf("sam's new token: %d", r.Status)
-	}
-	listed := mustBothy(t, "admin", "token", "list", "--handle", "sam", "--json")
-	if !strings.Contains(listed, tok.ID) || strings.Contains(listed, tok.Token) {
-		t.Fatalf("token list:\n%s", listed)
-	}
-	mustBothy(t, "admin", "token", "revoke", "--id", tok.ID)
-	if r := env.REST(http.MethodGet, "/api/v1/me", tok.Token, nil); r.Status != 401 {
-		t.Fatalf("revoked token: %d", r.Status)
-	}
-	// bothy token create is the same command.
-	plain := strings.TrimSpace(mustBothy(t, "token", "create", "--handle", "alex"))
-	if r := env.REST(http.MethodGet, "/api/v1/me", plain, nil); r.Status != 200 {
-		t.Fatalf("bothy token create: %d", r.Status)
-	}
+	checkAdminDisableEnable(t, env)
+	checkAdminTokenCommands(t, env)
 
 	checkAdminUsageErrors(t, env)
 	if _, err := bothy(t, "admin", "token", "revoke", "--id", "01a22de8-0000-7000-8000-000000000000"); err == nil || !strings.Contains(err.Error(), "no token has the id") {
@@ -212,6 +201,49 @@ func TestAdminCommandLine(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM audit_log WHERE actor_id = '00000000-0000-0000-0000-000000000000' AND decision = 'allow'`); n < 8 {
 		t.Fatalf("%d audited operator actions", n)
 	}
+}
+
+// wantMeStatus checks the status GET /api/v1/me answers with token: it
+// tells whether a command line action left the token usable or not.
+func wantMeStatus(t *testing.T, env *apitest.Env, token string, want int, what string) {
+	t.Helper()
+	if r := env.REST(http.MethodGet, "/api/v1/me", token, nil); r.Status != want {
+		t.Fatalf("%s: %d", what, r.Status)
+	}
+}
+
+// checkAdminDisableEnable disables and enables alex from the command line
+// (alex's token stops and starts working) and checks that the last owner
+// cannot be disabled.
+func checkAdminDisableEnable(t *testing.T, env *apitest.Env) {
+	t.Helper()
+	alex := env.World.Token("alex")
+	mustBothy(t, "admin", "principal", "disable", "--handle", "alex")
+	wantMeStatus(t, env, alex, 401, "disabled alex")
+	mustBothy(t, "admin", "principal", "enable", "--handle", "alex")
+	wantMeStatus(t, env, alex, 200, "enabled alex")
+	if _, err := bothy(t, "admin", "principal", "disable", "--handle", "robin"); err == nil || !strings.Contains(err.Error(), "last_owner") {
+		t.Fatalf("disabling the last owner: %v", err)
+	}
+}
+
+// checkAdminTokenCommands creates, lists and revokes a token of sam from the
+// command line (the list never shows the secret, a revoked token stops
+// working) and checks that bothy token create issues a working token.
+func checkAdminTokenCommands(t *testing.T, env *apitest.Env) {
+	t.Helper()
+	var tok struct{ ID, Token string }
+	decode(t, mustBothy(t, "admin", "token", "create", "--handle", "sam", "--label", "cli", "--ttl", "1h", "--json"), &tok)
+	wantMeStatus(t, env, tok.Token, 200, "sam's new token")
+	listed := mustBothy(t, "admin", "token", "list", "--handle", "sam", "--json")
+	if !strings.Contains(listed, tok.ID) || strings.Contains(listed, tok.Token) {
+		t.Fatalf("token list:\n%s", listed)
+	}
+	mustBothy(t, "admin", "token", "revoke", "--id", tok.ID)
+	wantMeStatus(t, env, tok.Token, 401, "revoked token")
+	// bothy token create is the same command.
+	plain := strings.TrimSpace(mustBothy(t, "token", "create", "--handle", "alex"))
+	wantMeStatus(t, env, plain, 200, "bothy token create")
 }
 
 // checkAdminUsageErrors runs admin and token command lines with mistakes:

@@ -118,44 +118,10 @@ func TestKnownEnvCoversTheRepository(t *testing.T) {
 			t.Errorf("%s (config key %s) is not known", config.EnvName(k.Name), k.Name)
 		}
 	}
-	name := regexp.MustCompile(`BOTHY_[A-Z0-9_]*[A-Z0-9]`)
-	root := filepath.Join("..", "..")
 	// found maps each name to a file that uses it, apart from the list of
 	// known names (envcheck.go) and this package's tests, which use
 	// misspelt names on purpose.
-	found := map[string]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "node_modules", "bin", "dist", ".bothy-dev":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if filepath.Dir(path) == filepath.Join(root, "cmd", "bothy") && (d.Name() == "envcheck.go" || strings.HasSuffix(d.Name(), "_test.go")) {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil || info.Size() > 4<<20 || !info.Mode().IsRegular() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil || bytes.IndexByte(data, 0) >= 0 {
-			return err
-		}
-		for _, n := range name.FindAllString(string(data), -1) {
-			if _, ok := found[n]; !ok {
-				found[n] = path
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	found := bothyNamesInRepository(t, filepath.Join("..", ".."))
 	known := knownEnv()
 	var missing []string
 	for n, path := range found {
@@ -177,4 +143,57 @@ func TestKnownEnvCoversTheRepository(t *testing.T) {
 			t.Errorf("%s is read nowhere any more: remove it from otherEnv", n)
 		}
 	}
+}
+
+// bothyNamesInRepository walks the repository at root and maps each BOTHY_
+// name in its files to a file that uses it, apart from the list of known
+// names (envcheck.go) and this package's tests, which use misspelt names on
+// purpose; it skips directories of tools and builds, large and binary files.
+func bothyNamesInRepository(t *testing.T, root string) map[string]string {
+	t.Helper()
+	name := regexp.MustCompile(`BOTHY_[A-Z0-9_]*[A-Z0-9]`)
+	found := map[string]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", "bin", "dist", ".bothy-dev":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if filepath.Dir(path) == filepath.Join(root, "cmd", "bothy") && (d.Name() == "envcheck.go" || strings.HasSuffix(d.Name(), "_test.go")) {
+			return nil
+		}
+		data, err := readTextFile(path, d)
+		if err != nil || data == nil {
+			return err
+		}
+		for _, n := range name.FindAllString(string(data), -1) {
+			if _, ok := found[n]; !ok {
+				found[n] = path
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// readTextFile reads the regular file d at path if it is at most 4 MiB
+// and holds no NUL byte; otherwise it returns nil data (and any error).
+func readTextFile(path string, d fs.DirEntry) ([]byte, error) {
+	info, err := d.Info()
+	if err != nil || info.Size() > 4<<20 || !info.Mode().IsRegular() {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || bytes.IndexByte(data, 0) >= 0 {
+		return nil, err
+	}
+	return data, nil
 }

@@ -459,19 +459,7 @@ func drainOnSIGTERM(t *testing.T, bin string, base []string) {
 	w := seed(t, bin, env)
 	p.ready(t, http.StatusOK)
 	// A long poll in flight when SIGTERM arrives.
-	polled := make(chan string, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodGet, p.base+"/api/v1/agent/events?wait=30", nil)
-		req.Header.Set("Authorization", "Bearer "+w.Principals["lotse"].Token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			polled <- err.Error()
-			return
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		polled <- fmt.Sprintf("%d %s", resp.StatusCode, body)
-	}()
+	polled := startLongPoll(p.base, w.Principals["lotse"].Token)
 	p.longPolls(t, 1)
 	sent := time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
@@ -494,6 +482,33 @@ func drainOnSIGTERM(t *testing.T, bin string, base []string) {
 	if d := time.Since(sent); d < time.Second {
 		t.Fatalf("stopped after %s, before the drain delay", d)
 	}
+	checkDrainLogs(t, p)
+}
+
+// startLongPoll starts an agent's long poll (wait=30) against base and
+// returns where its answer arrives, as "status body" or the error: the
+// request in flight that a drain must still answer.
+func startLongPoll(base, token string) <-chan string {
+	polled := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, base+"/api/v1/agent/events?wait=30", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			polled <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		polled <- fmt.Sprintf("%d %s", resp.StatusCode, body)
+	}()
+	return polled
+}
+
+// checkDrainLogs checks that a drained process logged every step of its
+// life, from starting and the migration to stopped with exit code 0.
+func checkDrainLogs(t *testing.T, p *proc) {
+	t.Helper()
 	lines := p.logs.Lines(t)
 	for _, msg := range []string{"starting", "serving", "drain started: readiness answers 503 draining",
 		"drain: listener closed, waiting for requests in flight", "drain: requests in flight finished", "stopped"} {
@@ -884,77 +899,26 @@ func nginxMCP(t *testing.T, client *http.Client, base string, w *world.World) {
 	}
 }
 
+// nginxSubscription checks a GraphQL subscription over a WebSocket through
+// nginx: the connection is acknowledged and a message posted through nginx
+// arrives as a next of the subscription.
 func nginxSubscription(t *testing.T, client *http.Client, base string, w *world.World) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	ws, resp, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(base, "https")+"/graphql", &websocket.DialOptions{
-		HTTPClient: client, Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Origin": {base}}})
-	if err != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		t.Fatalf("WebSocket through nginx with Origin %s: %v (HTTP %d)", base, err, status)
-	}
-	defer ws.CloseNow()
-	type msg struct {
-		ID      string          `json:"id,omitempty"`
-		Type    string          `json:"type"`
-		Payload json.RawMessage `json:"payload,omitempty"`
-	}
-	send := func(m msg) {
-		if err := wsjson.Write(ctx, ws, m); err != nil {
-			t.Fatalf("send %s: %v", m.Type, err)
-		}
-	}
-	// One reader for the connection's life: coder/websocket closes the
-	// connection when a read's context ends, so reads never time out.
-	msgs := make(chan msg, 16)
-	readErr := make(chan error, 1)
-	go func() {
-		for {
-			var m msg
-			if err := wsjson.Read(ctx, ws, &m); err != nil {
-				readErr <- err
-				return
-			}
-			msgs <- m
-		}
-	}()
-	read := func(limit time.Duration) (msg, error) {
-		select {
-		case m := <-msgs:
-			return m, nil
-		case err := <-readErr:
-			return msg{}, err
-		case <-time.After(limit):
-			return msg{}, context.DeadlineExceeded
-		}
-	}
-	send(msg{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer ` + w.Principals["alex"].Token + `"}`)})
-	if m, err := read(10 * time.Second); err != nil || m.Type != "connection_ack" {
+	ws := dialGraphQLWS(ctx, t, client, base)
+	defer ws.ws.CloseNow()
+	ws.send(t, wsMsg{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer ` + w.Principals["alex"].Token + `"}`)})
+	if m, err := ws.read(10 * time.Second); err != nil || m.Type != "connection_ack" {
 		t.Fatalf("connection_init through nginx: %+v %v", m, err)
 	}
-	send(msg{ID: "e", Type: "subscribe", Payload: json.RawMessage(`{"query":"subscription { events(after: \"now\") { seq } }"}`)})
+	ws.send(t, wsMsg{ID: "e", Type: "subscribe", Payload: json.RawMessage(`{"query":"subscription { events(after: \"now\") { seq } }"}`)})
 	// The protocol does not say when a subscription is live: post until
 	// an event arrives (the first post may commit before "now" is taken).
 	thread := w.Channel("Support/Allgemein").MainThreadID
 	for i := 0; ; i++ {
-		body := fmt.Sprintf(`{"client_msg_id":"through-nginx-%d","content_md":"through nginx"}`, i)
-		req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/threads/"+thread+"/messages", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+w.Principals["alex"].Token)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("post through nginx: %d", resp.StatusCode)
-		}
-		m, err := read(3 * time.Second)
+		postThroughNginx(t, client, base, thread, w.Principals["alex"].Token, i)
+		m, err := ws.read(3 * time.Second)
 		if err == nil {
 			if m.Type != "next" || m.ID != "e" || !strings.Contains(string(m.Payload), `"seq"`) {
 				t.Fatalf("want a next for the subscription, got %+v", m)
@@ -964,5 +928,90 @@ func nginxSubscription(t *testing.T, client *http.Client, base string, w *world.
 		if !errors.Is(err, context.DeadlineExceeded) || i == 5 {
 			t.Fatalf("no event through nginx after %d posts: %v", i+1, err)
 		}
+	}
+}
+
+// wsMsg is a message of the graphql-transport-ws protocol.
+type wsMsg struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// wsConn is a graphql-transport-ws connection with one reader for its
+// life: coder/websocket closes the connection when a read's context ends,
+// so reads never time out.
+type wsConn struct {
+	ctx     context.Context
+	ws      *websocket.Conn
+	msgs    chan wsMsg
+	readErr chan error
+}
+
+// dialGraphQLWS opens a graphql-transport-ws WebSocket to base's /graphql
+// with base as Origin, failing the test if nginx or the server refuses it;
+// the caller closes it.
+func dialGraphQLWS(ctx context.Context, t *testing.T, client *http.Client, base string) *wsConn {
+	t.Helper()
+	ws, resp, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(base, "https")+"/graphql", &websocket.DialOptions{
+		HTTPClient: client, Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Origin": {base}}})
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("WebSocket through nginx with Origin %s: %v (HTTP %d)", base, err, status)
+	}
+	c := &wsConn{ctx: ctx, ws: ws, msgs: make(chan wsMsg, 16), readErr: make(chan error, 1)}
+	go func() {
+		for {
+			var m wsMsg
+			if err := wsjson.Read(ctx, ws, &m); err != nil {
+				c.readErr <- err
+				return
+			}
+			c.msgs <- m
+		}
+	}()
+	return c
+}
+
+// send writes m, failing the test if it cannot.
+func (c *wsConn) send(t *testing.T, m wsMsg) {
+	t.Helper()
+	if err := wsjson.Write(c.ctx, c.ws, m); err != nil {
+		t.Fatalf("send %s: %v", m.Type, err)
+	}
+}
+
+// read returns the next message, the connection's read error, or
+// context.DeadlineExceeded if none arrives within limit.
+func (c *wsConn) read(limit time.Duration) (wsMsg, error) {
+	select {
+	case m := <-c.msgs:
+		return m, nil
+	case err := <-c.readErr:
+		return wsMsg{}, err
+	case <-time.After(limit):
+		return wsMsg{}, context.DeadlineExceeded
+	}
+}
+
+// postThroughNginx posts message i to thread through nginx as the holder
+// of token and checks that it was created.
+func postThroughNginx(t *testing.T, client *http.Client, base, thread, token string, i int) {
+	t.Helper()
+	body := fmt.Sprintf(`{"client_msg_id":"through-nginx-%d","content_md":"through nginx"}`, i)
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/threads/"+thread+"/messages", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("post through nginx: %d", resp.StatusCode)
 	}
 }

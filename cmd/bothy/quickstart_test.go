@@ -103,6 +103,14 @@ func TestREADMEQuickStart(t *testing.T) {
 	if dev == nil {
 		t.Fatal("the quick start has no bin/bothy dev line")
 	}
+	stopQuickStartDev(t, dev, &devOut, devDone, clone)
+}
+
+// stopQuickStartDev sends dev, the quick start's bin/bothy dev, Ctrl-C and
+// checks that it ends cleanly within a minute and frees the data folder of
+// the clone.
+func stopQuickStartDev(t *testing.T, dev *exec.Cmd, devOut *apitest.Buffer, devDone chan error, clone string) {
+	t.Helper()
 	// Ctrl-C ends the dev server cleanly and frees the data folder.
 	syscall.Kill(-dev.Process.Pid, syscall.SIGINT)
 	select {

@@ -84,30 +84,8 @@ func systemdUnits(t *testing.T, bin string) {
 			// name is the port.
 			target = filepath.Join(dir, strings.Replace(name, "@", "@8080", 1))
 		}
-		out, err := exec.Command(analyze, "verify", target).CombinedOutput()
-		if err != nil || len(bytes.TrimSpace(out)) > 0 {
-			t.Fatalf("systemd-analyze verify %s: %v\n%s", name, err, out)
-		}
-		// --threshold counts in tenths: the exit status says whether the
-		// rating is above it; the printed rating says by how much.
-		out, err = exec.Command(analyze, "security", "--offline=true", fmt.Sprintf("--threshold=%d", int(maxExposure*10)), target).CombinedOutput()
-		m := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`).FindSubmatch(out)
-		if m == nil {
-			t.Fatalf("systemd-analyze security %s printed no rating: %v\n%s", name, err, out)
-		}
-		score, _ := strconv.ParseFloat(string(m[1]), 64)
-		if err != nil || score > maxExposure {
-			t.Fatalf("systemd-analyze security rates %s %.1f, want at most %.1f: %v\n%s", name, score, maxExposure, err, out)
-		}
-		t.Logf("systemd-analyze security: %s %.1f", name, score)
-		if u["Service.DynamicUser"] != nil || u.one(t, "Service.User") != "bothy" || u.one(t, "Service.Group") != "bothy" {
-			t.Fatalf("%s must run as the static user bothy of contrib/sysusers.d/bothy.conf (the config file is readable by its group)", name)
-		}
-		for _, doc := range strings.Fields(u.one(t, "Unit.Documentation")) {
-			if !strings.HasPrefix(doc, "https://") && !strings.HasPrefix(doc, "file:///") && !strings.HasPrefix(doc, "man:") {
-				t.Fatalf("%s: Documentation=%s is neither a URL nor an installed file", name, doc)
-			}
-		}
+		analyzeUnit(t, analyze, name, target)
+		checkUnitUserAndDocs(t, name, u)
 	}
 	// The template is the single unit with per-instance addresses: the
 	// sandbox cannot drift apart between the two.
@@ -124,6 +102,44 @@ func systemdUnits(t *testing.T, bin string) {
 	stop, err := time.ParseDuration(single.one(t, "Service.TimeoutStopSec"))
 	if err != nil || stop <= config.Defaults().Duration(config.ServerShutdownTimeout) {
 		t.Errorf("TimeoutStopSec=%s: want a duration above server.shutdown_timeout (%s)", single.one(t, "Service.TimeoutStopSec"), config.Defaults().Duration(config.ServerShutdownTimeout))
+	}
+}
+
+// analyzeUnit checks the unit file target (of contrib's name) with
+// systemd-analyze: verify accepts it without a word, and security
+// --offline rates it at most maxExposure.
+func analyzeUnit(t *testing.T, analyze, name, target string) {
+	t.Helper()
+	out, err := exec.Command(analyze, "verify", target).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("systemd-analyze verify %s: %v\n%s", name, err, out)
+	}
+	// --threshold counts in tenths: the exit status says whether the
+	// rating is above it; the printed rating says by how much.
+	out, err = exec.Command(analyze, "security", "--offline=true", fmt.Sprintf("--threshold=%d", int(maxExposure*10)), target).CombinedOutput()
+	m := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("systemd-analyze security %s printed no rating: %v\n%s", name, err, out)
+	}
+	score, _ := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil || score > maxExposure {
+		t.Fatalf("systemd-analyze security rates %s %.1f, want at most %.1f: %v\n%s", name, score, maxExposure, err, out)
+	}
+	t.Logf("systemd-analyze security: %s %.1f", name, score)
+}
+
+// checkUnitUserAndDocs checks that the unit u (contrib's name) runs as the
+// static user bothy and that each of its Documentation= entries is a URL
+// or an installed file.
+func checkUnitUserAndDocs(t *testing.T, name string, u unitFile) {
+	t.Helper()
+	if u["Service.DynamicUser"] != nil || u.one(t, "Service.User") != "bothy" || u.one(t, "Service.Group") != "bothy" {
+		t.Fatalf("%s must run as the static user bothy of contrib/sysusers.d/bothy.conf (the config file is readable by its group)", name)
+	}
+	for _, doc := range strings.Fields(u.one(t, "Unit.Documentation")) {
+		if !strings.HasPrefix(doc, "https://") && !strings.HasPrefix(doc, "file:///") && !strings.HasPrefix(doc, "man:") {
+			t.Fatalf("%s: Documentation=%s is neither a URL nor an installed file", name, doc)
+		}
 	}
 }
 
@@ -259,6 +275,27 @@ func systemdInstall(t *testing.T, bin, databaseURL string) {
 	root := scratchRoot(t)
 	asRoot := os.Geteuid() == 0
 
+	runInstallSteps(t, bin, databaseURL, sysusers, root, asRoot)
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	if asRoot {
+		uid, gid = account(t, root, "bothy")
+	}
+	// The password is root's alone.
+	if st, err := os.Stat(filepath.Join(root, "etc", "bothy", "env")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("/etc/bothy/env after the install: %v %v, want mode 0600", st, err)
+	}
+	for _, name := range units {
+		u := checkInstalledUnit(t, root, name)
+		startUnit(t, u, root, name, uid, gid)
+	}
+}
+
+// runInstallSteps runs the install steps of docs/operations.md
+// ("systemd") into root, with the test's binary, database URL and
+// systemd-sysusers, and checks that they write the database URL once and
+// make the user bothy before they use its group.
+func runInstallSteps(t *testing.T, bin, databaseURL, sysusers, root string, asRoot bool) {
+	t.Helper()
 	paths := regexp.MustCompile(`(^|[\s'"=])(/(?:etc|usr)/)`)
 	group := ""
 	steps := 0
@@ -289,41 +326,45 @@ func systemdInstall(t *testing.T, bin, databaseURL string) {
 			t.Fatalf("install step %q: %v\n%s", line, err, out)
 		}
 		if strings.HasPrefix(cmdLine, "systemd-sysusers ") {
-			if asRoot {
-				_, gid := account(t, root, "bothy")
-				group = strconv.Itoa(int(gid))
-			} else {
-				account(t, root, "bothy")
-				group = strconv.Itoa(os.Getgid())
-			}
+			group = sysusersGroup(t, root, asRoot)
 		}
 	}
 	if steps != 1 || group == "" {
 		t.Fatalf("docs/operations.md's install steps no longer write %s into /etc/bothy/env, or make no user", exampleDatabaseURL)
 	}
-	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+}
+
+// sysusersGroup checks that systemd-sysusers made the user bothy in root
+// and returns the group the later install steps use: bothy's when the
+// test runs as root, the test's own otherwise.
+func sysusersGroup(t *testing.T, root string, asRoot bool) string {
+	t.Helper()
 	if asRoot {
-		uid, gid = account(t, root, "bothy")
+		_, gid := account(t, root, "bothy")
+		return strconv.Itoa(int(gid))
 	}
-	// The password is root's alone.
-	if st, err := os.Stat(filepath.Join(root, "etc", "bothy", "env")); err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("/etc/bothy/env after the install: %v %v, want mode 0600", st, err)
+	account(t, root, "bothy")
+	return strconv.Itoa(os.Getgid())
+}
+
+// checkInstalledUnit checks that the install steps installed contrib's
+// unit name unchanged into root's /etc/systemd/system, with every file://
+// documentation it names, and returns the parsed unit.
+func checkInstalledUnit(t *testing.T, root, name string) unitFile {
+	t.Helper()
+	installed := filepath.Join(root, "etc", "systemd", "system", name)
+	if !bytes.Equal(mustRead(t, installed), mustRead(t, filepath.Join("..", "..", "contrib", name))) {
+		t.Fatalf("the install steps did not install contrib/%s as /etc/systemd/system/%s", name, name)
 	}
-	for _, name := range units {
-		installed := filepath.Join(root, "etc", "systemd", "system", name)
-		if !bytes.Equal(mustRead(t, installed), mustRead(t, filepath.Join("..", "..", "contrib", name))) {
-			t.Fatalf("the install steps did not install contrib/%s as /etc/systemd/system/%s", name, name)
-		}
-		u, _ := readUnit(t, installed)
-		for _, doc := range strings.Fields(u.one(t, "Unit.Documentation")) {
-			if p, ok := strings.CutPrefix(doc, "file://"); ok {
-				if _, err := os.Stat(filepath.Join(root, p)); err != nil {
-					t.Errorf("%s: Documentation=%s is not installed by the steps of docs/operations.md", name, doc)
-				}
+	u, _ := readUnit(t, installed)
+	for _, doc := range strings.Fields(u.one(t, "Unit.Documentation")) {
+		if p, ok := strings.CutPrefix(doc, "file://"); ok {
+			if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+				t.Errorf("%s: Documentation=%s is not installed by the steps of docs/operations.md", name, doc)
 			}
 		}
-		startUnit(t, u, root, name, uid, gid)
 	}
+	return u
 }
 
 // scratchRoot returns a new folder that stands for / in systemdInstall,

@@ -55,65 +55,39 @@ func (m *manifests) decode(doc []byte) error {
 	if err := yaml.Unmarshal(doc, &tm); err != nil {
 		return err
 	}
-	strict := func(into any) error { return yaml.UnmarshalStrict(doc, into) }
 	switch tm.APIVersion + " " + tm.Kind {
 	case "v1 Namespace":
-		var o corev1.Namespace
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.namespaces = append(m.namespaces, o)
+		return decodeInto(doc, &m.namespaces)
 	case "v1 ConfigMap":
-		var o corev1.ConfigMap
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.configMaps = append(m.configMaps, o)
+		return decodeInto(doc, &m.configMaps)
 	case "v1 Secret":
-		var o corev1.Secret
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.secrets = append(m.secrets, o)
+		return decodeInto(doc, &m.secrets)
 	case "v1 Service":
-		var o corev1.Service
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.services = append(m.services, o)
+		return decodeInto(doc, &m.services)
 	case "apps/v1 Deployment":
-		var o appsv1.Deployment
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.deployments = append(m.deployments, o)
+		return decodeInto(doc, &m.deployments)
 	case "batch/v1 Job":
-		var o batchv1.Job
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.jobs = append(m.jobs, o)
+		return decodeInto(doc, &m.jobs)
 	case "policy/v1 PodDisruptionBudget":
-		var o policyv1.PodDisruptionBudget
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.pdbs = append(m.pdbs, o)
+		return decodeInto(doc, &m.pdbs)
 	case "networking.k8s.io/v1 NetworkPolicy":
-		var o networkingv1.NetworkPolicy
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.policies = append(m.policies, o)
+		return decodeInto(doc, &m.policies)
 	case "v1 PersistentVolumeClaim":
-		var o corev1.PersistentVolumeClaim
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.claims = append(m.claims, o)
+		return decodeInto(doc, &m.claims)
 	default:
 		return fmt.Errorf("unknown kind %q of apiVersion %q", tm.Kind, tm.APIVersion)
 	}
+}
+
+// decodeInto decodes doc strictly into a T and appends it to list: the
+// one step of decode for every kind, so that a field T does not have is
+// an error whatever the kind.
+func decodeInto[T any](doc []byte, list *[]T) error {
+	var o T
+	if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return err
+	}
+	*list = append(*list, o)
 	return nil
 }
 
@@ -612,54 +586,85 @@ var prometheusLabels = labels.Set{"app.kubernetes.io/name": "prometheus"}
 // to let only Prometheus reach the metrics port, or to let the pods reach
 // DNS and the database URLs' ports. No problem: nil.
 func networkPolicyProblems(np networkingv1.NetworkPolicy, c corev1.Container, podLabels, jobLabels labels.Set, apiPort, metricsPort int32, dbURLs ...string) []string {
-	var problems []string
-	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems faultList
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 	if err != nil || !sel.Matches(podLabels) || !sel.Matches(jobLabels) {
-		errorf("NetworkPolicy %s selects %v: want the replicas %v and the Job's pod %v (%v)", np.Name, np.Spec.PodSelector, podLabels, jobLabels, err)
+		problems.addf("NetworkPolicy %s selects %v: want the replicas %v and the Job's pod %v (%v)", np.Name, np.Spec.PodSelector, podLabels, jobLabels, err)
 	}
 	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
-		errorf("NetworkPolicy %s has policyTypes %v: want Ingress and Egress", np.Name, np.Spec.PolicyTypes)
+		problems.addf("NetworkPolicy %s has policyTypes %v: want Ingress and Egress", np.Name, np.Spec.PolicyTypes)
 	}
-	covers := func(ports []networkingv1.NetworkPolicyPort, port int32, proto corev1.Protocol) bool {
-		return portsCover(c, ports, port, proto)
-	}
+	problems.ingressProblems(np, c, podLabels, apiPort, metricsPort)
+	problems.egressProblems(np, c, dbURLs)
+	return problems
+}
+
+// faultList collects the problems networkPolicyProblems finds, each
+// formatted as t.Errorf would, so that its phases can add to one list.
+type faultList []string
+
+// addf adds one formatted problem.
+func (f *faultList) addf(format string, args ...any) {
+	*f = append(*f, fmt.Sprintf(format, args...))
+}
+
+// ingressProblems adds where the policy's ingress rules fail to open the
+// API port to every pod of the cluster, or open the metrics port to
+// anything but Prometheus's pods.
+func (f *faultList) ingressProblems(np networkingv1.NetworkPolicy, c corev1.Container, podLabels labels.Set, apiPort, metricsPort int32) {
 	apiFromCluster := false
 	for i, r := range np.Spec.Ingress {
-		if covers(r.Ports, apiPort, corev1.ProtocolTCP) && slices.ContainsFunc(r.From, func(p networkingv1.NetworkPolicyPeer) bool {
-			return p.IPBlock == nil && p.PodSelector == nil && p.NamespaceSelector != nil && len(p.NamespaceSelector.MatchLabels)+len(p.NamespaceSelector.MatchExpressions) == 0
-		}) {
+		if portsCover(c, r.Ports, apiPort, corev1.ProtocolTCP) && slices.ContainsFunc(r.From, isWholeCluster) {
 			apiFromCluster = true
 		}
-		if !covers(r.Ports, metricsPort, corev1.ProtocolTCP) {
+		if !portsCover(c, r.Ports, metricsPort, corev1.ProtocolTCP) {
 			continue
 		}
 		// A rule that opens the metrics port must name Prometheus's pods:
 		// no address block, no rule without peers (everyone), no peer
 		// that is a whole namespace.
 		if len(r.From) == 0 {
-			errorf("NetworkPolicy %s, ingress rule %d: port %d open to everyone", np.Name, i, metricsPort)
+			f.addf("NetworkPolicy %s, ingress rule %d: port %d open to everyone", np.Name, i, metricsPort)
 		}
 		for _, p := range r.From {
-			ps, err := metav1.LabelSelectorAsSelector(p.PodSelector)
-			if p.IPBlock != nil || p.PodSelector == nil || err != nil || ps.Empty() || !ps.Matches(prometheusLabels) || ps.Matches(podLabels) {
-				errorf("NetworkPolicy %s, ingress rule %d: port %d open to %+v, want only pods labelled %v", np.Name, i, metricsPort, p, prometheusLabels)
+			if opensBeyondPrometheus(p, podLabels) {
+				f.addf("NetworkPolicy %s, ingress rule %d: port %d open to %+v, want only pods labelled %v", np.Name, i, metricsPort, p, prometheusLabels)
 			}
 		}
 	}
 	if !apiFromCluster {
-		errorf("NetworkPolicy %s: no ingress rule opens port %d to every pod of the cluster (the ingress controller)", np.Name, apiPort)
+		f.addf("NetworkPolicy %s: no ingress rule opens port %d to every pod of the cluster (the ingress controller)", np.Name, apiPort)
 	}
+}
+
+// isWholeCluster reports whether peer p is every pod of every namespace:
+// an empty namespace selector and nothing else.
+func isWholeCluster(p networkingv1.NetworkPolicyPeer) bool {
+	return p.IPBlock == nil && p.PodSelector == nil && p.NamespaceSelector != nil && len(p.NamespaceSelector.MatchLabels)+len(p.NamespaceSelector.MatchExpressions) == 0
+}
+
+// opensBeyondPrometheus reports whether peer p, on a rule that opens the
+// metrics port, lets in more than Prometheus's pods: an address block, no
+// pod selector, an empty or broken one, one that misses Prometheus or
+// takes in the replicas.
+func opensBeyondPrometheus(p networkingv1.NetworkPolicyPeer, podLabels labels.Set) bool {
+	ps, err := metav1.LabelSelectorAsSelector(p.PodSelector)
+	return p.IPBlock != nil || p.PodSelector == nil || err != nil || ps.Empty() || !ps.Matches(prometheusLabels) || ps.Matches(podLabels)
+}
+
+// egressProblems adds where the policy's egress rules fail to let the
+// pods reach DNS and the ports of the database URLs.
+func (f *faultList) egressProblems(np networkingv1.NetworkPolicy, c corev1.Container, dbURLs []string) {
 	egress := func(port int32, proto corev1.Protocol) bool {
-		return slices.ContainsFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool { return covers(r.Ports, port, proto) })
+		return slices.ContainsFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool { return portsCover(c, r.Ports, port, proto) })
 	}
 	if !egress(53, corev1.ProtocolUDP) || !egress(53, corev1.ProtocolTCP) {
-		errorf("NetworkPolicy %s: no egress to DNS (53/UDP and 53/TCP)", np.Name)
+		f.addf("NetworkPolicy %s: no egress to DNS (53/UDP and 53/TCP)", np.Name)
 	}
 	for _, raw := range dbURLs {
 		u, err := url.Parse(raw)
 		if err != nil {
-			errorf("database URL %q: %v", raw, err)
+			f.addf("database URL %q: %v", raw, err)
 			continue
 		}
 		port, err := strconv.ParseInt(u.Port(), 10, 32)
@@ -667,10 +672,9 @@ func networkPolicyProblems(np networkingv1.NetworkPolicy, c corev1.Container, po
 			port = 5432
 		}
 		if !egress(int32(port), corev1.ProtocolTCP) {
-			errorf("NetworkPolicy %s: no egress to port %d of %s", np.Name, port, u.Host)
+			f.addf("NetworkPolicy %s: no egress to port %d of %s", np.Name, port, u.Host)
 		}
 	}
-	return problems
 }
 
 // portsCover reports whether the policy ports (empty: every port) include
@@ -771,18 +775,7 @@ func checkPodSecurity(t *testing.T, what string, pod corev1.PodSpec, writable ..
 	if psc == nil {
 		psc = &corev1.PodSecurityContext{}
 	}
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Errorf("%s: automountServiceAccountToken not false", what)
-	}
-	// A Service named bothy gives every pod with service links the
-	// variables BOTHY plus _SERVICE_HOST, _PORT, ..., which Bothy warns
-	// about at every start.
-	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
-		t.Errorf("%s: enableServiceLinks not false", what)
-	}
-	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
-		t.Errorf("%s: shares a host namespace", what)
-	}
+	checkPodIsolation(t, what, pod)
 	mounts := map[string]bool{}
 	for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
 		sc := c.SecurityContext
@@ -790,40 +783,8 @@ func checkPodSecurity(t *testing.T, what string, pod corev1.PodSpec, writable ..
 			t.Errorf("%s %s: no securityContext", what, c.Name)
 			continue
 		}
-		nonRoot, user, group, seccomp := psc.RunAsNonRoot, psc.RunAsUser, psc.RunAsGroup, psc.SeccompProfile
-		if sc.RunAsNonRoot != nil {
-			nonRoot = sc.RunAsNonRoot
-		}
-		if sc.RunAsUser != nil {
-			user = sc.RunAsUser
-		}
-		if sc.RunAsGroup != nil {
-			group = sc.RunAsGroup
-		}
-		if sc.SeccompProfile != nil {
-			seccomp = sc.SeccompProfile
-		}
-		if nonRoot == nil || !*nonRoot {
-			t.Errorf("%s %s: runAsNonRoot not true", what, c.Name)
-		}
-		if user == nil || *user != ociimage.UID || group == nil || *group != ociimage.GID {
-			t.Errorf("%s %s: runs as %s:%s, not the image's user %d:%d", what, c.Name, show(user), show(group), ociimage.UID, ociimage.GID)
-		}
-		if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
-			t.Errorf("%s %s: seccompProfile %v, want RuntimeDefault", what, c.Name, seccomp)
-		}
-		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-			t.Errorf("%s %s: allowPrivilegeEscalation not false", what, c.Name)
-		}
-		if sc.Privileged != nil && *sc.Privileged {
-			t.Errorf("%s %s: privileged", what, c.Name)
-		}
-		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-			t.Errorf("%s %s: readOnlyRootFilesystem not true", what, c.Name)
-		}
-		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
-			t.Errorf("%s %s: capabilities %v, want drop [ALL] and nothing added", what, c.Name, sc.Capabilities)
-		}
+		checkContainerIdentity(t, what, c.Name, psc, sc)
+		checkContainerPrivileges(t, what, c.Name, sc)
 		for _, vm := range c.VolumeMounts {
 			if !vm.ReadOnly && !slices.Contains(writable, vm.Name) {
 				t.Errorf("%s %s: volume %s mounted writable; the image needs no writable path", what, c.Name, vm.Name)
@@ -841,6 +802,72 @@ func checkPodSecurity(t *testing.T, what string, pod corev1.PodSpec, writable ..
 		if !mounts[v.Name] {
 			t.Errorf("%s: volume %s is mounted nowhere", what, v.Name)
 		}
+	}
+}
+
+// checkPodIsolation checks the pod-wide part of checkPodSecurity: no API
+// token, no service-link variables, no host namespace.
+func checkPodIsolation(t *testing.T, what string, pod corev1.PodSpec) {
+	t.Helper()
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("%s: automountServiceAccountToken not false", what)
+	}
+	// A Service named bothy gives every pod with service links the
+	// variables BOTHY plus _SERVICE_HOST, _PORT, ..., which Bothy warns
+	// about at every start.
+	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+		t.Errorf("%s: enableServiceLinks not false", what)
+	}
+	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
+		t.Errorf("%s: shares a host namespace", what)
+	}
+}
+
+// checkContainerIdentity checks who container name runs as, its own
+// securityContext sc over the pod's psc: non-root, the image's user and
+// group, the runtime's seccomp profile.
+func checkContainerIdentity(t *testing.T, what, name string, psc *corev1.PodSecurityContext, sc *corev1.SecurityContext) {
+	t.Helper()
+	nonRoot, user, group, seccomp := psc.RunAsNonRoot, psc.RunAsUser, psc.RunAsGroup, psc.SeccompProfile
+	if sc.RunAsNonRoot != nil {
+		nonRoot = sc.RunAsNonRoot
+	}
+	if sc.RunAsUser != nil {
+		user = sc.RunAsUser
+	}
+	if sc.RunAsGroup != nil {
+		group = sc.RunAsGroup
+	}
+	if sc.SeccompProfile != nil {
+		seccomp = sc.SeccompProfile
+	}
+	if nonRoot == nil || !*nonRoot {
+		t.Errorf("%s %s: runAsNonRoot not true", what, name)
+	}
+	if user == nil || *user != ociimage.UID || group == nil || *group != ociimage.GID {
+		t.Errorf("%s %s: runs as %s:%s, not the image's user %d:%d", what, name, show(user), show(group), ociimage.UID, ociimage.GID)
+	}
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s %s: seccompProfile %v, want RuntimeDefault", what, name, seccomp)
+	}
+}
+
+// checkContainerPrivileges checks what container name may do beyond its
+// user: no privilege escalation, not privileged, a read-only root
+// filesystem, every capability dropped and none added.
+func checkContainerPrivileges(t *testing.T, what, name string, sc *corev1.SecurityContext) {
+	t.Helper()
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("%s %s: allowPrivilegeEscalation not false", what, name)
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Errorf("%s %s: privileged", what, name)
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("%s %s: readOnlyRootFilesystem not true", what, name)
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+		t.Errorf("%s %s: capabilities %v, want drop [ALL] and nothing added", what, name, sc.Capabilities)
 	}
 }
 

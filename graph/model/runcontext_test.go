@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,35 +73,30 @@ func TestContextMarshalerCoversSchema(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("invalid JSON %s: %v", out, err)
 	}
-	for _, n := range names("RunContextMessage") {
-		if got["a_"+n] == nil {
-			t.Errorf("RunContextMessage.%s has no writer: %s", n, out)
-		}
-	}
-	for _, n := range names("PrincipalRef") {
-		if got["a_author"].(map[string]any)["a_"+n] == nil {
-			t.Errorf("PrincipalRef.%s has no writer: %s", n, out)
-		}
-	}
-	for _, n := range names("Attachment") {
-		if got["a_attachments"].([]any)[0].(map[string]any)["a_"+n] == nil {
-			t.Errorf("Attachment.%s has no writer: %s", n, out)
-		}
-	}
-	for _, n := range names("File") {
-		if n == "text" {
-			continue // null in a context by design: read with Query.fileText
-		}
-		if got["a_attachments"].([]any)[0].(map[string]any)["a_file"].(map[string]any)["a_"+n] == nil {
-			t.Errorf("File.%s has no writer: %s", n, out)
-		}
-	}
+	wantWriters(t, "RunContextMessage", names("RunContextMessage"), got, out)
+	wantWriters(t, "PrincipalRef", names("PrincipalRef"), got["a_author"].(map[string]any), out)
+	attachment := got["a_attachments"].([]any)[0].(map[string]any)
+	wantWriters(t, "Attachment", names("Attachment"), attachment, out)
+	// File.text is null in a context by design: read with Query.fileText.
+	wantWriters(t, "File", names("File"), attachment["a_file"].(map[string]any), out, "text")
 	if got["a_createdAt"] != "2026-11-30T12:00:00.005Z" || got["a___typename"] != "RunContextMessage" || got["a_threadSeq"] != 7.0 {
 		t.Errorf("values: %s", out)
 	}
 	if got["a_role"] != "USER" || got["a_origin"] != "HUMAN" || got["a_kind"] != "TEXT" || got["a_trust"] != "TRIGGER" ||
 		got["a_author"].(map[string]any)["a_kind"] != "USER" || got["a_attachments"].([]any)[0].(map[string]any)["a_scanStatus"] != "PENDING" {
 		t.Errorf("enum values: %s", out)
+	}
+}
+
+// wantWriters checks that obj, one object of the marshaler's output out,
+// has a value for every field of the schema type typ (fields) but those in
+// skip: a field without a writer would be missing from a run's context.
+func wantWriters(t *testing.T, typ string, fields []string, obj map[string]any, out []byte, skip ...string) {
+	t.Helper()
+	for _, n := range fields {
+		if !slices.Contains(skip, n) && obj["a_"+n] == nil {
+			t.Errorf("%s.%s has no writer: %s", typ, n, out)
+		}
 	}
 }
 

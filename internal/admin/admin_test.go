@@ -42,13 +42,7 @@ func TestAdminGroups(t *testing.T) {
 	channels := chat.NewUseCases(env.Chat, env.Authz, env.Events, env.DB)
 	readKamp := func(what string, wantSeen bool) {
 		t.Helper()
-		_, err := channels.Channel(ctx, writer, kamp.ID)
-		if wantSeen && err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if !wantSeen {
-			moduletest.WantProblem(t, what, err, problem.NotFound, "")
-		}
+		wantChannelSeen(t, channels, writer, kamp.ID, what, wantSeen)
 	}
 	readKamp("writer before joining", false)
 	m, err := env.Admin.AddMember(ctx, robin, g.ID, writerID)
@@ -83,6 +77,20 @@ func TestAdminGroups(t *testing.T) {
 	// The name is free again.
 	if _, err := env.Admin.CreateGroup(ctx, robin, "Night crew"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// wantChannelSeen checks whether who sees the channel id: with wantSeen
+// reading it must succeed, without it the channel must be not found (a
+// channel one may not read does not exist for one).
+func wantChannelSeen(t *testing.T, channels *chat.UseCases, who identity.Principal, id, what string, wantSeen bool) {
+	t.Helper()
+	_, err := channels.Channel(t.Context(), who, id)
+	if wantSeen && err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if !wantSeen {
+		moduletest.WantProblem(t, what, err, problem.NotFound, "")
 	}
 }
 

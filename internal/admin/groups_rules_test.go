@@ -7,6 +7,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/events"
+	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
@@ -35,28 +36,7 @@ func TestGroupEvents(t *testing.T) {
 	}
 	n := len(channels)
 
-	for _, name := range []string{"", " padded", "line\nbreak"} {
-		_, err := env.Admin.CreateGroup(ctx, robin, name)
-		wantField(t, "group name "+name, err, "/name invalid_format")
-	}
-	g, err := env.Admin.CreateGroup(ctx, robin, "Night shift")
-	if err != nil || g.Name != "Night shift" || len(g.Members) != 0 {
-		t.Fatalf("create %+v %v", g, err)
-	}
-	other, err := env.Admin.CreateGroup(ctx, robin, "Day shift")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = env.Admin.RenameGroup(ctx, robin, other.ID, "Night shift")
-	moduletest.WantProblem(t, "rename to a taken name", err, problem.Conflict, "name_taken")
-	_, err = env.Admin.AddMember(ctx, robin, g.ID, "01a22de8-0000-7000-8000-000000000000")
-	wantField(t, "unknown member", err, "/principal_id invalid_reference")
-	_, err = env.Admin.AddMember(ctx, robin, "01a22de8-0000-7000-8000-000000000000", writerID)
-	moduletest.WantProblem(t, "unknown group", err, problem.NotFound, "")
-	if _, err := env.Admin.AddMember(ctx, robin, g.ID, alexID); err != nil {
-		t.Fatal(err)
-	}
-	wantEvents(t, "changes of a group without grants", log.next(), nil)
+	g := createGroupsWithoutGrants(t, env, log)
 
 	grant, err := env.Admin.CreateGrant(ctx, robin, admin.GrantInput{SubjectID: g.ID, SubjectKind: authz.SubjectGroup,
 		TargetKind: authz.KindSpace, TargetID: support, Level: authz.Write})
@@ -83,18 +63,64 @@ func TestGroupEvents(t *testing.T) {
 	}
 	wantEvents(t, "remove a member", log.next(), map[string]int{"access.changed group.member_removed": n})
 
-	gone, err := env.Admin.DeleteGroup(ctx, robin, g.ID)
+	checkGroupDelete(t, env, log, g.ID, grant.ID, n)
+}
+
+// createGroupsWithoutGrants checks the refusals of group names (format,
+// taken on rename), of unknown members and groups, creates the group
+// Night shift with alex as member and checks that, holding no grant, its
+// changes emit nothing; it returns the group.
+func createGroupsWithoutGrants(t *testing.T, env *moduletest.Env, log *eventLog) identity.Group {
+	t.Helper()
+	ctx := t.Context()
+	robin := env.Principal("robin")
+	writerID, alexID := env.World.ID("writer"), env.World.ID("alex")
+	for _, name := range []string{"", " padded", "line\nbreak"} {
+		_, err := env.Admin.CreateGroup(ctx, robin, name)
+		wantField(t, "group name "+name, err, "/name invalid_format")
+	}
+	g, err := env.Admin.CreateGroup(ctx, robin, "Night shift")
+	if err != nil || g.Name != "Night shift" || len(g.Members) != 0 {
+		t.Fatalf("create %+v %v", g, err)
+	}
+	other, err := env.Admin.CreateGroup(ctx, robin, "Day shift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.Admin.RenameGroup(ctx, robin, other.ID, "Night shift")
+	moduletest.WantProblem(t, "rename to a taken name", err, problem.Conflict, "name_taken")
+	_, err = env.Admin.AddMember(ctx, robin, g.ID, "01a22de8-0000-7000-8000-000000000000")
+	wantField(t, "unknown member", err, "/principal_id invalid_reference")
+	_, err = env.Admin.AddMember(ctx, robin, "01a22de8-0000-7000-8000-000000000000", writerID)
+	moduletest.WantProblem(t, "unknown group", err, problem.NotFound, "")
+	if _, err := env.Admin.AddMember(ctx, robin, g.ID, alexID); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, "changes of a group without grants", log.next(), nil)
+	return g
+}
+
+// checkGroupDelete deletes group (holding the grant grantID on a space of
+// n channels, alex its one member left): the answer is the group as it
+// was, access.changed goes to every channel, the grant is revoked, the
+// group emptied, and a second delete is not_found without events.
+func checkGroupDelete(t *testing.T, env *moduletest.Env, log *eventLog, group, grantID string, n int) {
+	t.Helper()
+	ctx := t.Context()
+	robin := env.Principal("robin")
+	alexID := env.World.ID("alex")
+	gone, err := env.Admin.DeleteGroup(ctx, robin, group)
 	if err != nil || gone.Name != "Night crew" || len(gone.Members) != 1 || gone.Members[0] != alexID {
 		t.Fatalf("delete answered %+v %v", gone, err)
 	}
 	wantEvents(t, "delete", log.next(), map[string]int{"access.changed group.deleted": n})
-	if got, err := env.Authz.GetGrant(ctx, grant.ID); err != nil || got.RevokedAt == nil {
+	if got, err := env.Authz.GetGrant(ctx, grantID); err != nil || got.RevokedAt == nil {
 		t.Fatalf("the deleted group's grant %+v %v", got, err)
 	}
-	if m := env.Count(`SELECT count(*) FROM group_members WHERE group_id = $1`, g.ID); m != 0 {
+	if m := env.Count(`SELECT count(*) FROM group_members WHERE group_id = $1`, group); m != 0 {
 		t.Fatalf("%d members left in a deleted group", m)
 	}
-	_, err = env.Admin.DeleteGroup(ctx, robin, g.ID)
+	_, err = env.Admin.DeleteGroup(ctx, robin, group)
 	moduletest.WantProblem(t, "delete twice", err, problem.NotFound, "")
 	wantEvents(t, "refused delete", log.next(), nil)
 }

@@ -51,20 +51,7 @@ func TestCreatePrincipalRules(t *testing.T) {
 		return env.Admin.CreatePrincipal(ctx, robin, in)
 	}
 
-	person, err := create(admin.PrincipalInput{Kind: identity.KindUser, Handle: "casey", DisplayName: "Casey", Email: "casey@example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := person.Principal; person.Token != nil || p.Handle != "casey" || p.Kind != identity.KindUser || p.Status != identity.StatusActive ||
-		p.IsOwner || p.Email != "casey@example.com" || p.DisplayName != "Casey" {
-		t.Fatalf("person %+v token %+v", p, person.Token)
-	}
-	if got, err := env.Identity.Get(ctx, person.Principal.ID); err != nil || got.Handle != "casey" || got.Status != identity.StatusActive {
-		t.Fatalf("read back %+v %v", got, err)
-	}
-	if list, err := env.Admin.ListTokens(ctx, robin, person.Principal.ID); err != nil || len(list) != 0 {
-		t.Fatalf("a new person holds tokens: %+v %v", list, err)
-	}
+	checkCreatePerson(t, env)
 	owner, err := create(admin.PrincipalInput{Kind: identity.KindUser, Handle: "dana", DisplayName: "Dana", IsOwner: true})
 	if err != nil || !owner.Principal.IsOwner || owner.Token != nil {
 		t.Fatalf("owner %+v %v", owner, err)
@@ -79,23 +66,7 @@ func TestCreatePrincipalRules(t *testing.T) {
 		{identity.KindAgent, "pilot", identity.PrefixAgent, identity.TokenAgent},
 		{identity.KindApp, "hook", identity.PrefixApp, identity.TokenApp},
 	} {
-		made, err := create(admin.PrincipalInput{Kind: c.kind, Handle: c.handle, DisplayName: strings.ToUpper(c.handle[:1]) + c.handle[1:]})
-		if err != nil {
-			t.Fatalf("%s: %v", c.handle, err)
-		}
-		tok := made.Token
-		if tok == nil || !strings.HasPrefix(tok.Token, c.prefix) || tok.Kind != c.tk || tok.Label != "first token" ||
-			tok.ExpiresAt == nil || !tok.ExpiresAt.Equal(moduletest.Start.Add(2*time.Hour)) {
-			t.Fatalf("%s's first token: %+v", c.handle, tok)
-		}
-		who, err := env.Identity.Authenticate(ctx, tok.Token)
-		if err != nil || who.ID != made.Principal.ID || who.Kind != c.kind {
-			t.Fatalf("%s's first token authenticates %+v %v", c.handle, who, err)
-		}
-		list, err := env.Admin.ListTokens(ctx, robin, made.Principal.ID)
-		if err != nil || len(list) != 1 || list[0].ID != tok.ID {
-			t.Fatalf("%s's tokens %+v %v", c.handle, list, err)
-		}
+		checkFirstToken(t, env, c.kind, c.handle, c.prefix, c.tk)
 	}
 
 	principals := env.Count(`SELECT count(*) FROM principals`)
@@ -122,6 +93,55 @@ func TestCreatePrincipalRules(t *testing.T) {
 	}
 	if n := env.Count(`SELECT count(*) FROM principals`); n != principals {
 		t.Fatalf("refused principals were stored: %d, want %d", n, principals)
+	}
+}
+
+// checkCreatePerson creates the person casey and checks the answer and
+// what is stored: active, no owner, the e-mail given, and no token.
+func checkCreatePerson(t *testing.T, env *moduletest.Env) {
+	t.Helper()
+	ctx := t.Context()
+	robin := env.Principal("robin")
+	person, err := env.Admin.CreatePrincipal(ctx, robin, admin.PrincipalInput{Kind: identity.KindUser, Handle: "casey", DisplayName: "Casey", Email: "casey@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := person.Principal; person.Token != nil || p.Handle != "casey" || p.Kind != identity.KindUser || p.Status != identity.StatusActive ||
+		p.IsOwner || p.Email != "casey@example.com" || p.DisplayName != "Casey" {
+		t.Fatalf("person %+v token %+v", p, person.Token)
+	}
+	if got, err := env.Identity.Get(ctx, person.Principal.ID); err != nil || got.Handle != "casey" || got.Status != identity.StatusActive {
+		t.Fatalf("read back %+v %v", got, err)
+	}
+	if list, err := env.Admin.ListTokens(ctx, robin, person.Principal.ID); err != nil || len(list) != 0 {
+		t.Fatalf("a new person holds tokens: %+v %v", list, err)
+	}
+}
+
+// checkFirstToken creates an agent or app (kind) with handle and checks
+// its first token: prefix and token kind tk, labelled "first token",
+// living token.default_ttl (2h), authenticating as it at once and its
+// only token.
+func checkFirstToken(t *testing.T, env *moduletest.Env, kind identity.Kind, handle, prefix string, tk identity.TokenKind) {
+	t.Helper()
+	ctx := t.Context()
+	robin := env.Principal("robin")
+	made, err := env.Admin.CreatePrincipal(ctx, robin, admin.PrincipalInput{Kind: kind, Handle: handle, DisplayName: strings.ToUpper(handle[:1]) + handle[1:]})
+	if err != nil {
+		t.Fatalf("%s: %v", handle, err)
+	}
+	tok := made.Token
+	if tok == nil || !strings.HasPrefix(tok.Token, prefix) || tok.Kind != tk || tok.Label != "first token" ||
+		tok.ExpiresAt == nil || !tok.ExpiresAt.Equal(moduletest.Start.Add(2*time.Hour)) {
+		t.Fatalf("%s's first token: %+v", handle, tok)
+	}
+	who, err := env.Identity.Authenticate(ctx, tok.Token)
+	if err != nil || who.ID != made.Principal.ID || who.Kind != kind {
+		t.Fatalf("%s's first token authenticates %+v %v", handle, who, err)
+	}
+	list, err := env.Admin.ListTokens(ctx, robin, made.Principal.ID)
+	if err != nil || len(list) != 1 || list[0].ID != tok.ID {
+		t.Fatalf("%s's tokens %+v %v", handle, list, err)
 	}
 }
 
@@ -166,7 +186,7 @@ func TestUpdatePrincipalRules(t *testing.T) {
 	env := newEnv(t)
 	ctx := t.Context()
 	robin := env.Principal("robin")
-	alexID, lotseID := env.World.ID("alex"), env.World.ID("lotse")
+	alexID := env.World.ID("alex")
 	secret, err := env.Admin.CreateToken(ctx, env.Principal("alex"), alexID, "laptop", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +215,19 @@ func TestUpdatePrincipalRules(t *testing.T) {
 		t.Fatalf("an enabled person's token: %+v %v", p, err)
 	}
 
+	checkRefusedPatches(t, env, name)
+	_, err = env.Admin.UpdatePrincipal(ctx, robin, "01a22de8-0000-7000-8000-000000000000", identity.PrincipalPatch{DisplayName: &name})
+	moduletest.WantProblem(t, "unknown principal", err, problem.NotFound, "")
+}
+
+// checkRefusedPatches checks that patches breaking the rules (status,
+// owner, e-mail, display name) are validation errors naming the field and
+// change neither lotse nor alex (named name, active).
+func checkRefusedPatches(t *testing.T, env *moduletest.Env, name string) {
+	t.Helper()
+	ctx := t.Context()
+	robin := env.Principal("robin")
+	alexID, lotseID := env.World.ID("alex"), env.World.ID("lotse")
 	pending, yes, blank := identity.StatusPending, true, ""
 	for _, c := range []struct {
 		id    string
@@ -215,8 +248,6 @@ func TestUpdatePrincipalRules(t *testing.T) {
 	if p := env.Principal("alex"); p.DisplayName != "Alex A." || p.Status != identity.StatusActive {
 		t.Fatalf("a refused patch changed alex: %+v", p)
 	}
-	_, err = env.Admin.UpdatePrincipal(ctx, robin, "01a22de8-0000-7000-8000-000000000000", identity.PrincipalPatch{DisplayName: &name})
-	moduletest.WantProblem(t, "unknown principal", err, problem.NotFound, "")
 }
 
 // TestDisableEndsRuns pins the loss-of-trigger rule of updatePrincipal:
@@ -284,28 +315,7 @@ func TestListPrincipalsPaging(t *testing.T) {
 		}
 	}
 	limit := func(n int) *int { return &n }
-	var all []string
-	after, pages := "", 0
-	for {
-		page, err := env.Admin.ListPrincipals(ctx, robin, after, limit(3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pages++
-		for _, p := range page.Principals {
-			all = append(all, p.Handle)
-		}
-		if page.NextAfter == "" {
-			if len(page.Principals) == 0 || len(page.Principals) > 3 {
-				t.Fatalf("last page %+v", page)
-			}
-			break
-		}
-		if len(page.Principals) != 3 || page.NextAfter != page.Principals[2].ID {
-			t.Fatalf("page %d: %+v", pages, page)
-		}
-		after = page.NextAfter
-	}
+	all, pages := principalPages(t, env, limit(3))
 	want := "robin,alex,sam,writer,lotse,texter,feedbot,casey,dana"
 	if strings.Join(all, ",") != want || pages != 3 {
 		t.Fatalf("principals %v in %d pages, want %s in 3", all, pages, want)
@@ -328,6 +338,38 @@ func TestListPrincipalsPaging(t *testing.T) {
 	}
 }
 
+// principalPages lists all principals as robin in pages of limit and
+// returns their handles and the number of pages; each page but the last
+// must be full and carry the cursor of the next, the last must be neither
+// empty nor longer than limit.
+func principalPages(t *testing.T, env *moduletest.Env, limit *int) (all []string, pages int) {
+	t.Helper()
+	ctx := t.Context()
+	robin := env.Principal("robin")
+	after := ""
+	for {
+		page, err := env.Admin.ListPrincipals(ctx, robin, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, p := range page.Principals {
+			all = append(all, p.Handle)
+		}
+		if page.NextAfter == "" {
+			if len(page.Principals) == 0 || len(page.Principals) > *limit {
+				t.Fatalf("last page %+v", page)
+			}
+			break
+		}
+		if len(page.Principals) != *limit || page.NextAfter != page.Principals[*limit-1].ID {
+			t.Fatalf("page %d: %+v", pages, page)
+		}
+		after = page.NextAfter
+	}
+	return all, pages
+}
+
 // TestTokenDefaultTTLAndRunTokens pins the token rules not in
 // TestTokenRules: a token created without a ttl lives token.default_ttl,
 // an explicit ttl overrides it; a label is at most 100 characters without
@@ -338,8 +380,8 @@ func TestTokenDefaultTTLAndRunTokens(t *testing.T) {
 	t.Parallel()
 	env := moduletest.Build(t, moduletest.Options{Config: map[string]string{"ratelimit.rl.admin.burst": "1000", "token.default_ttl": "720h"}})
 	ctx := t.Context()
-	alex, robin := env.Principal("alex"), env.Principal("robin")
-	alexID, lotseID := env.World.ID("alex"), env.World.ID("lotse")
+	alex := env.Principal("alex")
+	alexID := env.World.ID("alex")
 
 	def, err := env.Admin.CreateToken(ctx, alex, alexID, "default", nil)
 	if err != nil || def.ExpiresAt == nil || !def.ExpiresAt.Equal(moduletest.Start.Add(720*time.Hour)) {
@@ -362,6 +404,17 @@ func TestTokenDefaultTTLAndRunTokens(t *testing.T) {
 		t.Fatalf("tokens %d, want %d", n, tokens+1)
 	}
 
+	checkRunTokenNotRevocable(t, env)
+}
+
+// checkRunTokenNotRevocable mints a run token of lotse (alex asks lotse)
+// and checks that robin, an owner, cannot revoke it by id (not found, as a
+// missing token), that it still authenticates and is never listed.
+func checkRunTokenNotRevocable(t *testing.T, env *moduletest.Env) {
+	t.Helper()
+	ctx := t.Context()
+	robin := env.Principal("robin")
+	lotseID := env.World.ID("lotse")
 	// A run token: Alex asks Lotse, the run's token is minted.
 	m := env.Post("alex", env.Main("Support/Eskalation"), "rt-1", "@lotse please have a look")
 	var run string

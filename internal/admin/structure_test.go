@@ -152,6 +152,22 @@ func createOperationsChannels(t *testing.T, env *moduletest.Env, log *eventLog, 
 		wantField(t, "channel "+string(c.in.OperatorMode), err, c.field)
 	}
 	wantEvents(t, "invalid channels", log.next(), nil)
+	text := createDispatchChannel(t, env, log, sp)
+	forum, err := env.Admin.CreateChannel(ctx, robin, sp.ID, admin.ChannelInput{Name: "Wiki", Kind: chat.ChannelForum, OperatorMode: chat.OperatorNone})
+	if err != nil || forum.MainThreadID != "" || forum.EffectiveOperator() != "" {
+		t.Fatalf("create forum: %+v %v", forum, err)
+	}
+	wantEvents(t, "create forum", log.next(), map[string]int{"channel.created": 1})
+	return text
+}
+
+// createDispatchChannel creates the text channel Dispatch in sp as the
+// owner and checks it: a main thread of its own, inheriting the space's
+// operator lotse, announced by one channel.created naming its main thread.
+func createDispatchChannel(t *testing.T, env *moduletest.Env, log *eventLog, sp chat.Space) chat.Channel {
+	t.Helper()
+	ctx, robin := t.Context(), env.Principal("robin")
+	lotseID := env.World.ID("lotse")
 	text, err := env.Admin.CreateChannel(ctx, robin, sp.ID, admin.ChannelInput{Name: "Dispatch", Kind: chat.ChannelText})
 	if err != nil || text.MainThreadID == "" || text.OperatorMode != chat.OperatorInherit || text.EffectiveOperator() != lotseID || text.SpaceID != sp.ID {
 		t.Fatalf("create text channel: %+v %v", text, err)
@@ -164,11 +180,6 @@ func createOperationsChannels(t *testing.T, env *moduletest.Env, log *eventLog, 
 	if th, _, err := env.Chat.ThreadInfo(ctx, text.MainThreadID); err != nil || th.ChannelID != text.ID || th.Kind != chat.ThreadMain {
 		t.Fatalf("main thread of the new channel: %+v %v", th, err)
 	}
-	forum, err := env.Admin.CreateChannel(ctx, robin, sp.ID, admin.ChannelInput{Name: "Wiki", Kind: chat.ChannelForum, OperatorMode: chat.OperatorNone})
-	if err != nil || forum.MainThreadID != "" || forum.EffectiveOperator() != "" {
-		t.Fatalf("create forum: %+v %v", forum, err)
-	}
-	wantEvents(t, "create forum", log.next(), map[string]int{"channel.created": 1})
 	return text
 }
 

@@ -50,15 +50,7 @@ func TestTokenRules(t *testing.T) {
 	}
 
 	// Revoked: refused at once; revoking twice answers it unchanged.
-	rev, err := env.Admin.RevokeToken(ctx, alex, made.ID)
-	if err != nil || rev.RevokedAt == nil || rev.ID != made.ID {
-		t.Fatalf("revokeToken %+v %v", rev, err)
-	}
-	wantAlexAuth(t, env, "a revoked token", made.Token, false)
-	again, err := env.Admin.RevokeToken(ctx, alex, made.ID)
-	if err != nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*rev.RevokedAt) {
-		t.Fatalf("second revoke changed the token: %+v %v", again, err)
-	}
+	checkRevokeTwice(t, env, made)
 	// Expired: refused once its time has passed.
 	short, err := env.Admin.CreateToken(ctx, alex, alexID, "", ttl(time.Minute))
 	if err != nil {
@@ -73,6 +65,22 @@ func TestTokenRules(t *testing.T) {
 	moduletest.WantProblem(t, "agent lists", err, problem.Forbidden, "subject_kind_not_allowed")
 
 	wantNoSecretStored(t, env, made.Token, samTok.Token, forever.Token, short.Token)
+}
+
+// checkRevokeTwice revokes alex's token made: it is refused at once, and
+// revoking it again answers it unchanged (the same revoked_at).
+func checkRevokeTwice(t *testing.T, env *moduletest.Env, made identity.IssuedToken) {
+	t.Helper()
+	ctx, alex := t.Context(), env.Principal("alex")
+	rev, err := env.Admin.RevokeToken(ctx, alex, made.ID)
+	if err != nil || rev.RevokedAt == nil || rev.ID != made.ID {
+		t.Fatalf("revokeToken %+v %v", rev, err)
+	}
+	wantAlexAuth(t, env, "a revoked token", made.Token, false)
+	again, err := env.Admin.RevokeToken(ctx, alex, made.ID)
+	if err != nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*rev.RevokedAt) {
+		t.Fatalf("second revoke changed the token: %+v %v", again, err)
+	}
 }
 
 // wantAlexAuth fails the test unless secret authenticates alex (ok) or is

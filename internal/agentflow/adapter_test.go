@@ -359,7 +359,15 @@ func TestLoopInvocationToAnswer(t *testing.T) {
 	if fin := ops[4].Vars["input"].(map[string]any); fin["outcome"] != "COMPLETED" {
 		t.Fatalf("finish %v", fin)
 	}
-	if r := r.rep.all(); len(r) != 1 || r[0].RunID != "r1" || r[0].Outcome != agent.OutcomeCompleted || r[0].AnswerMessageID != "answer-msg" ||
+	wantOneCompletedReport(t, r.rep.all())
+}
+
+// wantOneCompletedReport checks the run reports of
+// TestLoopInvocationToAnswer: one, of run r1, completed in one round with
+// the answer the fake created under the key of r1 and its trigger m-r1.
+func wantOneCompletedReport(t *testing.T, r []agent.RunReport) {
+	t.Helper()
+	if len(r) != 1 || r[0].RunID != "r1" || r[0].Outcome != agent.OutcomeCompleted || r[0].AnswerMessageID != "answer-msg" ||
 		r[0].AnswerKey != "answer-r1-m-r1" || r[0].Rounds != 1 || r[0].Err != nil {
 		t.Fatalf("reports %+v", r)
 	}

@@ -30,11 +30,7 @@ func TestAdapterEndToEndAnthropic(t *testing.T) {
 	const key = "sk-ant-e2e-7c1d"
 	fake := anthropictest.New(t, "Printer 2 needs ", "a new fuser.")
 	const question = "@lotse the printer on floor 2 is broken"
-	var m restMessage
-	if s := rest(t, base, alex.Token, http.MethodPost, "/api/v1/threads/"+main+"/messages",
-		map[string]any{"client_msg_id": "an-1", "content_md": question}, &m); s != http.StatusCreated || m.TriggerState != "accepted" {
-		t.Fatalf("Alex's question: %d %+v", s, m)
-	}
+	m := postREST(t, base, alex.Token, main, "an-1", question, "accepted", "Alex's question")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "agent", "run", "--server", base, "--once",
@@ -48,15 +44,7 @@ func TestAdapterEndToEndAnthropic(t *testing.T) {
 	if fake.Count() != 1 {
 		t.Fatalf("%d model requests\n%s", fake.Count(), logs.String())
 	}
-	req, h := fake.Requests[0], fake.Headers[0]
-	msgs, _ := req["messages"].([]any)
-	if req["model"] != "claude-test" || req["stream"] != true || len(msgs) != 1 ||
-		(h.Get("X-Api-Key") != key && h.Get("Authorization") != "Bearer "+key) {
-		t.Fatalf("model request %v %v", req, h)
-	}
-	if user, _ := msgs[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"].(string); !strings.Contains(user, "<<<REQUEST") || !strings.Contains(user, question) {
-		t.Fatalf("user message %q", user)
-	}
+	wantAnthropicRequest(t, fake, key, question)
 	autoThread, runID := runOfMessage(t, base, lotse.Token, m.ID)
 	answers := agentTexts(t, base, alex.Token, autoThread)
 	if len(answers) != 1 || answers[0].ContentMD != "Printer 2 needs a new fuser." || answers[0].Author.ID != lotse.ID {
@@ -69,6 +57,22 @@ func TestAdapterEndToEndAnthropic(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), key) || strings.Contains(logs.String(), lotse.Token) {
 		t.Fatalf("the adapter logged a secret:\n%s", logs.String())
+	}
+}
+
+// wantAnthropicRequest checks the one request the fake of Anthropic's
+// Messages API received: the model claude-test, streamed, the API key
+// sent, and one user message with Alex's question in its REQUEST block.
+func wantAnthropicRequest(t *testing.T, fake *anthropictest.Server, key, question string) {
+	t.Helper()
+	req, h := fake.Requests[0], fake.Headers[0]
+	msgs, _ := req["messages"].([]any)
+	if req["model"] != "claude-test" || req["stream"] != true || len(msgs) != 1 ||
+		(h.Get("X-Api-Key") != key && h.Get("Authorization") != "Bearer "+key) {
+		t.Fatalf("model request %v %v", req, h)
+	}
+	if user, _ := msgs[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"].(string); !strings.Contains(user, "<<<REQUEST") || !strings.Contains(user, question) {
+		t.Fatalf("user message %q", user)
 	}
 }
 

@@ -111,6 +111,16 @@ func TestFollowUpWhileTheModelWorks(t *testing.T) {
 		return env.Count(`SELECT count(*) FROM runs WHERE id = $1 AND state = 'completed'`, run) == 1
 	})
 
+	wantFollowUpAbsorbedAndAnswered(t, env, run, thread, fuID)
+}
+
+// wantFollowUpAbsorbedAndAnswered checks the end of TestFollowUpWhileTheModelWorks:
+// the follow-up fuID, answered in run's second round, is delivered and
+// absorbed by run, starts no run of its own, and the one answer in thread
+// is the second round's, under the follow-up's key, which the run lists
+// for a later holder.
+func wantFollowUpAbsorbedAndAnswered(t *testing.T, env *apitest.Env, run, thread, fuID string) {
+	t.Helper()
 	if state, delivered := followUpState(t, env, fuID); state != "absorbed" || !delivered {
 		t.Fatalf("the answered follow-up is %s (delivered %v), want absorbed", state, delivered)
 	}

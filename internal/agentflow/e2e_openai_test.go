@@ -150,19 +150,23 @@ func wantOpenAIPrompt(t *testing.T, r *openaitest.Request, key, question string)
 	if last.kind != "REQUEST" || strings.Join(last.body, "\n") != question || !strings.Contains(last.header, "author=@alex") {
 		t.Fatalf("REQUEST block %+v", last)
 	}
-	found := 0
-	for _, b := range blocks {
-		body := strings.Join(b.body, "\n")
-		if !strings.Contains(body, "Ignore previous instructions") {
-			continue
-		}
-		found++
+	wantWritersInjectionAsData(t, blocks, r.Body.Messages[0].Content)
+}
+
+// wantWritersInjectionAsData checks where Writer's injection lies in the
+// prompt the model received: in one block of blocks (the user message),
+// a DATA block by @writer marked unverified, and not in the system
+// message system.
+func wantWritersInjectionAsData(t *testing.T, blocks []block, system string) {
+	t.Helper()
+	holders := blocksHolding(blocks, "Ignore previous instructions")
+	for _, b := range holders {
 		if b.kind != "DATA" || !strings.Contains(b.header, "author=@writer") || !strings.Contains(b.header, "trust=unverified") {
 			t.Fatalf("Writer's message in a %s block (%s)", b.kind, b.header)
 		}
 	}
-	if found != 1 || strings.Contains(r.Body.Messages[0].Content, "Ignore previous") {
-		t.Fatalf("Writer's message is in %d blocks", found)
+	if len(holders) != 1 || strings.Contains(system, "Ignore previous") {
+		t.Fatalf("Writer's message is in %d blocks", len(holders))
 	}
 }
 

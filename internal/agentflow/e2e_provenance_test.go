@@ -73,6 +73,22 @@ func (f *flowEnv) answerProvenance(thread string) []string {
 	return out
 }
 
+// denySendEmailCard waits for the approval card of Alex's run in thread,
+// checks that it asks for send_email and names the page read as the
+// reason (not untrusted messages, and without the page's text), and denies
+// it as Alex.
+func (f *flowEnv) denySendEmailCard(thread string) {
+	f.t.Helper()
+	id, title, detail := f.cardOf(thread)
+	if title != "Run send_email?" || !strings.Contains(detail, "after reading the output of fetch_page") ||
+		strings.Contains(detail, "untrusted messages") || strings.Contains(detail, pageText) {
+		f.t.Fatalf("card %q: %q", title, detail)
+	}
+	if r := f.env.REST(http.MethodPost, "/api/v1/approvals/"+id+"/response", f.env.World.Token("alex"), map[string]any{"option_id": agent.OptionDeny}); r.Status != http.StatusOK {
+		f.t.Fatalf("deny: %d %s", r.Status, r.Body)
+	}
+}
+
 // TestE2EToolOutputNeedsApproval: Alex asks Lotse in Support/Eskalation
 // (nothing untrusted in its context). The obedient model reads a page
 // (fetch_page, read-only, its output UNVERIFIED) that asks for send_email
@@ -103,14 +119,7 @@ func TestE2EToolOutputNeedsApproval(t *testing.T) {
 			done := make(chan agent.RunReport, 1)
 			go func() { done <- f.runOnce(func(cfg *openai.Config) { cfg.Tools = tools }, nil) }()
 			if c.sent == 0 {
-				id, title, detail := f.cardOf(thread)
-				if title != "Run send_email?" || !strings.Contains(detail, "after reading the output of fetch_page") ||
-					strings.Contains(detail, "untrusted messages") || strings.Contains(detail, pageText) {
-					t.Fatalf("card %q: %q", title, detail)
-				}
-				if r := f.env.REST(http.MethodPost, "/api/v1/approvals/"+id+"/response", f.env.World.Token("alex"), map[string]any{"option_id": agent.OptionDeny}); r.Status != http.StatusOK {
-					t.Fatalf("deny: %d %s", r.Status, r.Body)
-				}
+				f.denySendEmailCard(thread)
 			}
 			var rep agent.RunReport
 			select {

@@ -157,7 +157,17 @@ func TestLoopAsksAgainForAFollowUp(t *testing.T) {
 	}
 	m.replies <- "the second answer"
 	r.wait(t)
+	wantFollowUpAnsweredInRoundTwo(t, f, r)
+}
 
+// wantFollowUpAnsweredInRoundTwo checks the end of
+// TestLoopAsksAgainForAFollowUp: the one answer is the second round's,
+// under the follow-up's key; the stream is acknowledged past the
+// follow-up before the answer is posted, and the answer before the run
+// finishes; the run's report counts two rounds, and the log says why the
+// model was asked again.
+func wantFollowUpAnsweredInRoundTwo(t *testing.T, f *fake, r *runner) {
+	t.Helper()
 	ins := f.createInputs()
 	if len(ins) != 1 || ins[0]["clientMsgId"] != "answer-r1-m-follow" || ins[0]["contentMd"] != "the second answer" || ins[0]["runId"] != "r1" {
 		t.Fatalf("answers %v", ins)
@@ -334,14 +344,24 @@ func TestLoopRepliesAfterTheRunEnded(t *testing.T) {
 			if got := f.opNames(); got != want {
 				t.Fatalf("operations: %s, want %s", got, want)
 			}
-			rep := r.rep.all()
-			if len(rep) != 1 || rep[0].Outcome != "" || rep[0].Dropped != tc.dropped || (rep[0].AnswerMessageID == "late") != tc.resend {
-				t.Fatalf("reports %+v", rep)
-			}
-			if tc.dropped != "" && !strings.Contains(r.logs.String(), `"msg":"reply dropped: the run ended`) {
-				t.Fatalf("the log does not say why the reply was dropped:\n%s", r.logs.String())
-			}
+			wantEndedRunReported(t, r, tc.resend, tc.dropped)
 		})
+	}
+}
+
+// wantEndedRunReported checks how TestLoopRepliesAfterTheRunEnded's
+// adapter reports a run that ended without it: one report with no outcome
+// of the adapter's, the reply dropped for the reason dropped ("" for
+// none) or resent (the resent answer is the fake's "late"), and a log line
+// that says why a reply was dropped.
+func wantEndedRunReported(t *testing.T, r *runner, resend bool, dropped string) {
+	t.Helper()
+	rep := r.rep.all()
+	if len(rep) != 1 || rep[0].Outcome != "" || rep[0].Dropped != dropped || (rep[0].AnswerMessageID == "late") != resend {
+		t.Fatalf("reports %+v", rep)
+	}
+	if dropped != "" && !strings.Contains(r.logs.String(), `"msg":"reply dropped: the run ended`) {
+		t.Fatalf("the log does not say why the reply was dropped:\n%s", r.logs.String())
 	}
 }
 

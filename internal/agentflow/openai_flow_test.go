@@ -380,12 +380,7 @@ func TestOpenAIFlowRedTeam(t *testing.T) {
 func wantInjectionsInTheirBlocks(t *testing.T, blocks []block, contents map[string]string) {
 	t.Helper()
 	for nonce, content := range contents {
-		var holders []block
-		for _, b := range blocks {
-			if strings.Contains(strings.Join(b.body, "\n"), nonce) {
-				holders = append(holders, b)
-			}
-		}
+		holders := blocksHolding(blocks, nonce)
 		if len(holders) != 1 || holders[0].kind != "DATA" {
 			t.Fatalf("%s lies in %+v, want exactly one DATA block", nonce, holders)
 		}

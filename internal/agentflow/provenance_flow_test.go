@@ -180,24 +180,39 @@ func TestProvenanceFollowsToolOutput(t *testing.T) {
 					t.Fatalf("%d cards, send_email ran %d times; want %d and %d\n%s", len(asked), sent.Load(), c.cards, c.sent, logs.String())
 				}
 				if c.cards > 0 {
-					detail, title := fmt.Sprint(asked[0]["detail"]), fmt.Sprint(asked[0]["title"])
-					if title != "Run send_email?" || !strings.Contains(detail, c.detail) || strings.Contains(detail, c.notInDetail) ||
-						!strings.Contains(detail, `{"to":"sam@example.com"}`) {
-						t.Fatalf("card %q: %q", title, detail)
-					}
+					wantSendEmailCard(t, asked[0], c.detail, c.notInDetail)
 				}
 				if !strings.Contains(logs.String(), c.logged) || c.sent == 0 && strings.Contains(logs.String(), `"msg":"tool ran","run_id":"r1","tool":"send_email"`) {
 					t.Fatalf("the backend's log does not say %s:\n%s", c.logged, logs.String())
 				}
-				ins := f.createInputs()
-				if len(ins) != 1 || ins[0]["inputTrust"] != c.inputTrust || ins[0]["contentMd"] != "Done." {
-					t.Fatalf("answers %v, want one declaring inputTrust %s", ins, c.inputTrust)
-				}
-				if !strings.Contains(r.logs.String(), `"input_trust":"`+strings.ToLower(c.inputTrust)+`"`) {
-					t.Fatalf("the adapter's log does not name the answer's input trust:\n%s", r.logs.String())
-				}
+				wantAnswerDeclares(t, f, r, c.inputTrust)
 			})
 		}
+	}
+}
+
+// wantSendEmailCard checks the approval card of TestProvenanceFollowsToolOutput:
+// it asks to run send_email with its arguments, and its detail gives the
+// reason detail and not notInDetail.
+func wantSendEmailCard(t *testing.T, card map[string]any, detail, notInDetail string) {
+	t.Helper()
+	got, title := fmt.Sprint(card["detail"]), fmt.Sprint(card["title"])
+	if title != "Run send_email?" || !strings.Contains(got, detail) || strings.Contains(got, notInDetail) ||
+		!strings.Contains(got, `{"to":"sam@example.com"}`) {
+		t.Fatalf("card %q: %q", title, got)
+	}
+}
+
+// wantAnswerDeclares checks that the run's one answer, "Done.", declares
+// inputTrust, and that the adapter's log names it.
+func wantAnswerDeclares(t *testing.T, f *fake, r *runner, inputTrust string) {
+	t.Helper()
+	ins := f.createInputs()
+	if len(ins) != 1 || ins[0]["inputTrust"] != inputTrust || ins[0]["contentMd"] != "Done." {
+		t.Fatalf("answers %v, want one declaring inputTrust %s", ins, inputTrust)
+	}
+	if !strings.Contains(r.logs.String(), `"input_trust":"`+strings.ToLower(inputTrust)+`"`) {
+		t.Fatalf("the adapter's log does not name the answer's input trust:\n%s", r.logs.String())
 	}
 }
 

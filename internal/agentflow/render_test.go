@@ -427,12 +427,7 @@ func wantOneBlockPerElement(t *testing.T, blocks []block, p agent.Prompt, rc age
 func wantWholeInOneDataBlock(t *testing.T, blocks []block, i int, content string, bf boundaryForms) {
 	t.Helper()
 	nonce := fmt.Sprintf("nonce-%d", i)
-	var holders []block
-	for _, b := range blocks {
-		if strings.Contains(strings.Join(b.body, "\n"), nonce) {
-			holders = append(holders, b)
-		}
-	}
+	holders := blocksHolding(blocks, nonce)
 	if len(holders) != 1 || holders[0].kind != "DATA" {
 		t.Fatalf("%s lies in %d blocks (%+v), want exactly one DATA block", nonce, len(holders), holders)
 	}
@@ -442,20 +437,48 @@ func wantWholeInOneDataBlock(t *testing.T, blocks []block, i int, content string
 		t.Fatalf("%s: block has %d lines, content %d: the block was closed early or content leaked\n%q", nonce, len(body), len(want), body)
 	}
 	for j, line := range body {
-		if strings.Contains(strings.ToLower(line), bf.exact) || strings.Contains(line, bf.fullwidth) || strings.Contains(line, bf.zeroWidth) {
-			t.Fatalf("%s line %d still carries the boundary: %q", nonce, j, line)
-		}
-		if strings.HasPrefix(strings.TrimLeft(line, " \t\u200b\u2060\ufeff"), "<<") {
-			t.Fatalf("%s line %d starts like a marker: %q", nonce, j, line)
-		}
-		if !strings.Contains(want[j], bf.exact) && !strings.Contains(want[j], bf.fullwidth) && !strings.Contains(want[j], bf.zeroWidth) &&
-			!strings.Contains(want[j], strings.ToUpper(bf.exact)) && !strings.HasSuffix(line, strings.TrimLeft(want[j], " \t\u200b\u2060\ufeff")) {
-			t.Fatalf("%s line %d is %q, want the content line %q (escaped at most by a prefix)", nonce, j, line, want[j])
+		wantDataLine(t, nonce, j, line, want[j], bf)
+	}
+	wantSafeDataHeader(t, nonce, holders[0].header, bf)
+}
+
+// blocksHolding are the blocks of blocks whose body contains text: the
+// checks that a content lies in exactly one block find its blocks by a
+// nonce in it.
+func blocksHolding(blocks []block, text string) []block {
+	var holders []block
+	for _, b := range blocks {
+		if strings.Contains(strings.Join(b.body, "\n"), text) {
+			holders = append(holders, b)
 		}
 	}
-	// The header names the author safely: one line, no boundary,
-	// no raw angle brackets or quotes inside the name.
-	h := holders[0].header
+	return holders
+}
+
+// wantDataLine checks line j of the DATA block of the element with nonce
+// nonce against want, its content line: it carries neither the boundary
+// nor a lookalike, does not start like a marker, and is the content line
+// escaped at most by a prefix (unless the content line itself carried the
+// boundary, which the render must change).
+func wantDataLine(t *testing.T, nonce string, j int, line, want string, bf boundaryForms) {
+	t.Helper()
+	if strings.Contains(strings.ToLower(line), bf.exact) || strings.Contains(line, bf.fullwidth) || strings.Contains(line, bf.zeroWidth) {
+		t.Fatalf("%s line %d still carries the boundary: %q", nonce, j, line)
+	}
+	if strings.HasPrefix(strings.TrimLeft(line, " \t\u200b\u2060\ufeff"), "<<") {
+		t.Fatalf("%s line %d starts like a marker: %q", nonce, j, line)
+	}
+	if !strings.Contains(want, bf.exact) && !strings.Contains(want, bf.fullwidth) && !strings.Contains(want, bf.zeroWidth) &&
+		!strings.Contains(want, strings.ToUpper(bf.exact)) && !strings.HasSuffix(line, strings.TrimLeft(want, " \t\u200b\u2060\ufeff")) {
+		t.Fatalf("%s line %d is %q, want the content line %q (escaped at most by a prefix)", nonce, j, line, want)
+	}
+}
+
+// wantSafeDataHeader checks the header h of the DATA block of the element
+// with nonce nonce: it names the author safely (one line, no boundary, no
+// raw angle brackets or quotes inside the name) and the origin.
+func wantSafeDataHeader(t *testing.T, nonce, h string, bf boundaryForms) {
+	t.Helper()
 	if strings.Contains(h, bf.exact) || strings.ContainsAny(h, "<>\n") {
 		t.Fatalf("%s: unsafe header %q", nonce, h)
 	}

@@ -78,10 +78,18 @@ func TestRunInOneTrace(t *testing.T) {
 	}
 
 	wantRunOperationsInTrace(t, spans, mention.TraceID, env.World.ID("lotse"), runID)
+	wantNoSecretInSpans(t, spans, map[string]string{"the question": question, "the answer": answer, "Alex's token": alex, "the agent's token": lotse,
+		"the status line": "printer log"})
+}
+
+// wantNoSecretInSpans checks that no attribute of any span carries one of
+// secrets (each by what it is): a trace leaves the content of messages and
+// the tokens out.
+func wantNoSecretInSpans(t *testing.T, spans []tracingtest.Span, secrets map[string]string) {
+	t.Helper()
 	for _, s := range spans {
 		for k, v := range s.Attributes {
-			for what, secret := range map[string]string{"the question": question, "the answer": answer, "Alex's token": alex, "the agent's token": lotse,
-				"the status line": "printer log"} {
+			for what, secret := range secrets {
 				if strings.Contains(v, secret) {
 					t.Errorf("span %q carries %s in %s", s.Name, what, k)
 				}

@@ -49,39 +49,13 @@ func TestAuditListAtTheService(t *testing.T) {
 		return page
 	}
 
-	denied := list(authz.AuditFilter{Action: "grant.create", Decision: "deny"}, "", 100).Entries
-	if len(denied) != 1 || denied[0].Count != 2 || denied[0].Reason != authz.ReasonLevel || denied[0].ActorID != samID ||
-		denied[0].Decision != "deny" || denied[0].ResourceKind != "channel" || denied[0].ResourceID != grant.TargetID {
-		t.Fatalf("sam's refusals: %+v", denied)
-	}
-	allowed := list(authz.AuditFilter{Action: "grant.create", ActorID: robinID}, "", 100).Entries
-	if len(allowed) != 1 || allowed[0].Decision != "allow" || allowed[0].Count != 1 || allowed[0].ActorID != robinID {
-		t.Fatalf("robin's grant: %+v", allowed)
-	}
-	if got := list(authz.AuditFilter{ActorID: samID, Decision: "allow"}, "", 100).Entries; len(got) != 0 {
-		t.Fatalf("sam's allows: %+v", got)
-	}
+	first := checkAuditFilters(t, list, robinID, samID, grant.TargetID)
 	// A refusal in the next window is a new entry; since and until pick
 	// the windows.
-	first := denied[0]
 	env.Clock.Advance(2 * time.Minute)
 	_, err := env.Admin.CreateGrant(ctx, sam, grant)
 	wantRefusal(t, "sam grants later", err, 403, problem.Forbidden, authz.ReasonLevel)
-	both := list(authz.AuditFilter{Action: "grant.create", Decision: "deny"}, "", 100).Entries
-	if len(both) != 2 || both[0].ID != first.ID || both[0].Count != 2 || both[1].Count != 1 || !both[1].FirstAt.After(both[0].LastAt) {
-		t.Fatalf("two windows: %+v", both)
-	}
-	mid := first.LastAt.Add(time.Minute)
-	if got := list(authz.AuditFilter{Action: "grant.create", Decision: "deny", Since: &mid}, "", 100).Entries; len(got) != 1 || got[0].ID != both[1].ID {
-		t.Fatalf("since between the windows: %+v", got)
-	}
-	if got := list(authz.AuditFilter{Action: "grant.create", Decision: "deny", Until: &mid}, "", 100).Entries; len(got) != 1 || got[0].ID != first.ID {
-		t.Fatalf("until between the windows: %+v", got)
-	}
-	future := env.Clock.Now().Add(time.Hour)
-	if got := list(authz.AuditFilter{Action: "grant.create", Since: &future}, "", 100).Entries; len(got) != 0 {
-		t.Fatalf("entries since an hour ahead: %+v", got)
-	}
+	future := checkAuditWindows(t, env, list, first)
 
 	checkAuditPages(t, list)
 
@@ -97,12 +71,61 @@ func TestAuditListAtTheService(t *testing.T) {
 	wantAuditedReads(t, env, reads)
 }
 
+// auditLister is how TestAuditListAtTheService's phases read the audit
+// log as robin: each call is one read, counted for wantAuditedReads.
+type auditLister func(f authz.AuditFilter, after string, limit int) authz.AuditPage
+
+// checkAuditFilters checks the filters on what the test set up: sam's two
+// refused grants on the channel target are one deny entry counting two,
+// robin's grant is one allow entry, and sam has no allows. It returns
+// sam's entry, the first window.
+func checkAuditFilters(t *testing.T, list auditLister, robinID, samID, target string) authz.AuditEntry {
+	t.Helper()
+	denied := list(authz.AuditFilter{Action: "grant.create", Decision: "deny"}, "", 100).Entries
+	if len(denied) != 1 || denied[0].Count != 2 || denied[0].Reason != authz.ReasonLevel || denied[0].ActorID != samID ||
+		denied[0].Decision != "deny" || denied[0].ResourceKind != "channel" || denied[0].ResourceID != target {
+		t.Fatalf("sam's refusals: %+v", denied)
+	}
+	allowed := list(authz.AuditFilter{Action: "grant.create", ActorID: robinID}, "", 100).Entries
+	if len(allowed) != 1 || allowed[0].Decision != "allow" || allowed[0].Count != 1 || allowed[0].ActorID != robinID {
+		t.Fatalf("robin's grant: %+v", allowed)
+	}
+	if got := list(authz.AuditFilter{ActorID: samID, Decision: "allow"}, "", 100).Entries; len(got) != 0 {
+		t.Fatalf("sam's allows: %+v", got)
+	}
+	return denied[0]
+}
+
+// checkAuditWindows checks, after sam's refusal in a later window, that
+// it is a new entry behind first, and that since and until select by an
+// entry's last and first decision. It returns the time an hour ahead it
+// read with, for the later phases.
+func checkAuditWindows(t *testing.T, env *moduletest.Env, list auditLister, first authz.AuditEntry) time.Time {
+	t.Helper()
+	both := list(authz.AuditFilter{Action: "grant.create", Decision: "deny"}, "", 100).Entries
+	if len(both) != 2 || both[0].ID != first.ID || both[0].Count != 2 || both[1].Count != 1 || !both[1].FirstAt.After(both[0].LastAt) {
+		t.Fatalf("two windows: %+v", both)
+	}
+	mid := first.LastAt.Add(time.Minute)
+	if got := list(authz.AuditFilter{Action: "grant.create", Decision: "deny", Since: &mid}, "", 100).Entries; len(got) != 1 || got[0].ID != both[1].ID {
+		t.Fatalf("since between the windows: %+v", got)
+	}
+	if got := list(authz.AuditFilter{Action: "grant.create", Decision: "deny", Until: &mid}, "", 100).Entries; len(got) != 1 || got[0].ID != first.ID {
+		t.Fatalf("until between the windows: %+v", got)
+	}
+	future := env.Clock.Now().Add(time.Hour)
+	if got := list(authz.AuditFilter{Action: "grant.create", Since: &future}, "", 100).Entries; len(got) != 0 {
+		t.Fatalf("entries since an hour ahead: %+v", got)
+	}
+	return future
+}
+
 // checkAuditPages reads the three grant.create entries through list a
 // page of one at a time, oldest first: each page's EndCursor continues
 // behind it, More tells whether entries follow, the pages together are
 // the whole list, and the empty page behind the last entry keeps the
 // cursor it was given.
-func checkAuditPages(t *testing.T, list func(f authz.AuditFilter, after string, limit int) authz.AuditPage) {
+func checkAuditPages(t *testing.T, list auditLister) {
 	t.Helper()
 	var ids []string
 	after := ""

@@ -35,32 +35,8 @@ func TestAuditEntries_OwnersReadTheLog(t *testing.T) {
 		}
 		return entries
 	}
-	denied := list(url.Values{"action": {"grant.create"}, "decision": {"deny"}})
-	if len(denied) != 1 || denied[0]["count"] != float64(2) || denied[0]["reason"] != "level_insufficient" ||
-		denied[0]["actor"].(map[string]any)["handle"] != "sam" || denied[0]["resource_kind"] != "instance" && denied[0]["resource_kind"] != "channel" {
-		t.Fatalf("sam's refusals: %+v", denied)
-	}
-	allowed := list(url.Values{"action": {"grant.create"}, "actor": {env.World.ID("robin")}})
-	if len(allowed) != 1 || allowed[0]["decision"] != "allow" || allowed[0]["count"] != float64(1) {
-		t.Fatalf("robin's grant: %+v", allowed)
-	}
-	if future := list(url.Values{"action": {"grant.create"}, "since": {env.Clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)}}); len(future) != 0 {
-		t.Fatalf("entries since an hour ahead: %+v", future)
-	}
-	if past := list(url.Values{"action": {"grant.create"}, "until": {env.Clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}}); len(past) != 0 {
-		t.Fatalf("entries until an hour ago: %+v", past)
-	}
-	// Page by page: the two grant.create entries, one at a time.
-	first := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=grant.create&limit=1", robin, nil, http.StatusOK)
-	info := first["page_info"].(map[string]any)
-	if len(first["nodes"].([]any)) != 1 || info["has_next_page"] != true {
-		t.Fatalf("first page: %+v", first)
-	}
-	second := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=grant.create&limit=1&after="+url.QueryEscape(info["end_cursor"].(string)), robin, nil, http.StatusOK)
-	if n := second["nodes"].([]any); len(n) != 1 || n[0].(map[string]any)["id"] == first["nodes"].([]any)[0].(map[string]any)["id"] ||
-		second["page_info"].(map[string]any)["has_next_page"] != false {
-		t.Fatalf("second page: %+v", second)
-	}
+	checkWireAuditFilters(t, env, list)
+	checkWireAuditPages(t, env, robin)
 	// GraphQL answers the same entries.
 	var gql struct {
 		AuditEntries struct {
@@ -89,6 +65,51 @@ func TestAuditEntries_OwnersReadTheLog(t *testing.T) {
 	}
 }
 
+// auditQuery reads the audit log over REST with a query and answers its
+// entries; TestAuditEntries_OwnersReadTheLog reads as robin.
+type auditQuery func(query url.Values) []map[string]any
+
+// checkWireAuditFilters checks the REST filters on what
+// TestAuditEntries_OwnersReadTheLog set up: sam's two refused grants are
+// one deny entry counting two, robin's grant one allow entry, and since
+// an hour ahead or until an hour ago select nothing.
+func checkWireAuditFilters(t *testing.T, env *apitest.Env, list auditQuery) {
+	t.Helper()
+	denied := list(url.Values{"action": {"grant.create"}, "decision": {"deny"}})
+	if len(denied) != 1 || denied[0]["count"] != float64(2) || denied[0]["reason"] != "level_insufficient" ||
+		denied[0]["actor"].(map[string]any)["handle"] != "sam" || denied[0]["resource_kind"] != "instance" && denied[0]["resource_kind"] != "channel" {
+		t.Fatalf("sam's refusals: %+v", denied)
+	}
+	allowed := list(url.Values{"action": {"grant.create"}, "actor": {env.World.ID("robin")}})
+	if len(allowed) != 1 || allowed[0]["decision"] != "allow" || allowed[0]["count"] != float64(1) {
+		t.Fatalf("robin's grant: %+v", allowed)
+	}
+	if future := list(url.Values{"action": {"grant.create"}, "since": {env.Clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)}}); len(future) != 0 {
+		t.Fatalf("entries since an hour ahead: %+v", future)
+	}
+	if past := list(url.Values{"action": {"grant.create"}, "until": {env.Clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}}); len(past) != 0 {
+		t.Fatalf("entries until an hour ago: %+v", past)
+	}
+}
+
+// checkWireAuditPages reads the two grant.create entries over REST a page
+// of one at a time: the first page says more follow, the second, behind
+// its end_cursor, is another entry and the last.
+func checkWireAuditPages(t *testing.T, env *apitest.Env, robin string) {
+	t.Helper()
+	// Page by page: the two grant.create entries, one at a time.
+	first := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=grant.create&limit=1", robin, nil, http.StatusOK)
+	info := first["page_info"].(map[string]any)
+	if len(first["nodes"].([]any)) != 1 || info["has_next_page"] != true {
+		t.Fatalf("first page: %+v", first)
+	}
+	second := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=grant.create&limit=1&after="+url.QueryEscape(info["end_cursor"].(string)), robin, nil, http.StatusOK)
+	if n := second["nodes"].([]any); len(n) != 1 || n[0].(map[string]any)["id"] == first["nodes"].([]any)[0].(map[string]any)["id"] ||
+		second["page_info"].(map[string]any)["has_next_page"] != false {
+		t.Fatalf("second page: %+v", second)
+	}
+}
+
 // TestAuditEntries_LocalOperatorIsAnActor: what the command line does
 // (bothy admin, the seed of bothy dev) is audited under the local
 // operator, which is no stored principal; an unfiltered read of the log
@@ -102,24 +123,11 @@ func TestAuditEntries_LocalOperatorIsAnActor(t *testing.T) {
 	}
 	robin := env.World.Token("robin")
 	var found bool
-	for after := ""; ; {
-		q := url.Values{"limit": {"1000"}}
-		if after != "" {
-			q.Set("after", after)
+	eachAuditActor(t, env, robin, func(a map[string]any) {
+		if a["id"] == admin.Operator.ID {
+			found = found || (a["handle"] == "operator" && a["kind"] == "user" && a["display_name"] == "Operator")
 		}
-		out := env.MustREST(t, http.MethodGet, "/api/v1/audit?"+q.Encode(), robin, nil, http.StatusOK)
-		for _, e := range out["nodes"].([]any) {
-			a := e.(map[string]any)["actor"].(map[string]any)
-			if a["id"] == admin.Operator.ID {
-				found = found || (a["handle"] == "operator" && a["kind"] == "user" && a["display_name"] == "Operator")
-			}
-		}
-		info := out["page_info"].(map[string]any)
-		if info["has_next_page"] != true {
-			break
-		}
-		after = info["end_cursor"].(string)
-	}
+	})
 	if !found {
 		t.Fatal("the operator's entry is not in the unfiltered log")
 	}
@@ -163,31 +171,13 @@ func TestAuditEntries_RemovedActorsStillRead(t *testing.T) {
 	env.Exec(`UPDATE principals SET status = 'deleted' WHERE id = $1`, env.World.ID("sam"))
 
 	robin := env.World.Token("robin")
-	wantDeleted := func(what string, actor map[string]any) {
-		t.Helper()
-		if actor["id"] != scout || actor["handle"] != "deleted" || actor["display_name"] != "Deleted principal" {
-			t.Fatalf("%s: the removed actor answers %+v", what, actor)
-		}
-	}
 	var seen bool
-	for after := ""; ; {
-		q := url.Values{"limit": {"1000"}}
-		if after != "" {
-			q.Set("after", after)
+	eachAuditActor(t, env, robin, func(a map[string]any) {
+		if a["id"] == scout {
+			wantDeletedActor(t, "unfiltered", scout, a)
+			seen = true
 		}
-		out := env.MustREST(t, http.MethodGet, "/api/v1/audit?"+q.Encode(), robin, nil, http.StatusOK)
-		for _, e := range out["nodes"].([]any) {
-			if a := e.(map[string]any)["actor"].(map[string]any); a["id"] == scout {
-				wantDeleted("unfiltered", a)
-				seen = true
-			}
-		}
-		info := out["page_info"].(map[string]any)
-		if info["has_next_page"] != true {
-			break
-		}
-		after = info["end_cursor"].(string)
-	}
+	})
 	if !seen {
 		t.Fatal("the removed actor's entry is not in the unfiltered log")
 	}
@@ -195,7 +185,7 @@ func TestAuditEntries_RemovedActorsStillRead(t *testing.T) {
 	if len(own) != 1 || own[0].(map[string]any)["reason"] != "subject_kind_not_allowed" {
 		t.Fatalf("filtered by the removed actor: %+v", own)
 	}
-	wantDeleted("filtered", own[0].(map[string]any)["actor"].(map[string]any))
+	wantDeletedActor(t, "filtered", scout, own[0].(map[string]any)["actor"].(map[string]any))
 	var gq struct {
 		AuditEntries struct {
 			Nodes []struct {
@@ -214,6 +204,37 @@ func TestAuditEntries_RemovedActorsStillRead(t *testing.T) {
 	sam := env.MustREST(t, http.MethodGet, "/api/v1/audit?action=audit.list&actor="+env.World.ID("sam"), robin, nil, http.StatusOK)["nodes"].([]any)
 	if len(sam) != 1 || sam[0].(map[string]any)["actor"].(map[string]any)["handle"] != "sam" {
 		t.Fatalf("the deleted sam: %+v", sam)
+	}
+}
+
+// eachAuditActor reads the whole unfiltered audit log over REST as token,
+// page by page of 1000, and gives visit the actor of every entry: the
+// tests of actors that are no stored principal look for theirs in it.
+func eachAuditActor(t *testing.T, env *apitest.Env, token string, visit func(actor map[string]any)) {
+	t.Helper()
+	for after := ""; ; {
+		q := url.Values{"limit": {"1000"}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		out := env.MustREST(t, http.MethodGet, "/api/v1/audit?"+q.Encode(), token, nil, http.StatusOK)
+		for _, e := range out["nodes"].([]any) {
+			visit(e.(map[string]any)["actor"].(map[string]any))
+		}
+		info := out["page_info"].(map[string]any)
+		if info["has_next_page"] != true {
+			break
+		}
+		after = info["end_cursor"].(string)
+	}
+}
+
+// wantDeletedActor checks that actor, an entry's actor, is the removed
+// principal scout answered as deleted, not a failure to find it.
+func wantDeletedActor(t *testing.T, what, scout string, actor map[string]any) {
+	t.Helper()
+	if actor["id"] != scout || actor["handle"] != "deleted" || actor["display_name"] != "Deleted principal" {
+		t.Fatalf("%s: the removed actor answers %+v", what, actor)
 	}
 }
 

@@ -75,20 +75,29 @@ func TestCreateChannelIsOneTransaction(t *testing.T) {
 			if !tc.wantStored {
 				return
 			}
-			got, err := svc.GetChannel(ctx, made.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (got.MainThreadID != "") != tc.wantMain {
-				t.Fatalf("main thread %q, want one: %v", got.MainThreadID, tc.wantMain)
-			}
-			if tc.wantMain {
-				th, err := svc.GetThread(ctx, got.MainThreadID)
-				if err != nil || th.ChannelID != made.ID || th.Kind != "main" {
-					t.Fatalf("main thread %+v (%v)", th, err)
-				}
-			}
+			checkMainThread(t, svc, made.ID, tc.wantMain)
 		})
+	}
+}
+
+// checkMainThread checks that the stored channel has a main thread when
+// wantMain (a text channel) and none otherwise, and that the main thread
+// is of the channel and of kind main.
+func checkMainThread(t *testing.T, svc *chat.Service, channelID string, wantMain bool) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := svc.GetChannel(ctx, channelID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (got.MainThreadID != "") != wantMain {
+		t.Fatalf("main thread %q, want one: %v", got.MainThreadID, wantMain)
+	}
+	if wantMain {
+		th, err := svc.GetThread(ctx, got.MainThreadID)
+		if err != nil || th.ChannelID != channelID || th.Kind != "main" {
+			t.Fatalf("main thread %+v (%v)", th, err)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package chat_test
 
 import (
-	"slices"
 	"testing"
 
 	"bothy.example.com/bothy/internal/admin"
@@ -19,11 +18,7 @@ import (
 // first.
 func movedEvents(t *testing.T, env *moduletest.Env) []events.Event {
 	t.Helper()
-	evs, err := env.Events.AfterIn(t.Context(), 0, 1000, true, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return slices.DeleteFunc(evs, func(e events.Event) bool { return e.Type != events.ThreadMoved })
+	return eventsOfType(t, env, events.ThreadMoved)
 }
 
 // threadOf returns the thread as robin (the owner, who reads everything)
@@ -217,7 +212,7 @@ func (w *moveWorld) kindsAndPlaces(t *testing.T) {
 // follow the thread, while an auto title from a parent message is cleared
 // in the answer, the stored thread and both thread.moved events.
 func (w *moveWorld) titles(t *testing.T) {
-	env, uc, alex, allgemein, eskalation, own, agents, ask, auto := w.env, w.uc, w.alex, w.allgemein, w.eskalation, w.own, w.agents, w.ask, w.auto
+	env, uc, alex, eskalation, own, agents := w.env, w.uc, w.alex, w.eskalation, w.own, w.agents
 	ctx := t.Context()
 	for _, c := range []struct {
 		name, id, title string
@@ -233,15 +228,32 @@ func (w *moveWorld) titles(t *testing.T) {
 			t.Fatalf("%s: stored %+v", c.name, th)
 		}
 	}
+	w.autoTitleCleared(t)
+}
+
+// autoTitleCleared moves the thread auto, titled from its parent message,
+// and checks that its title is cleared in the answer, the stored thread
+// and both thread.moved events.
+func (w *moveWorld) autoTitleCleared(t *testing.T) {
+	t.Helper()
+	env, uc, alex, eskalation, ask, auto := w.env, w.uc, w.alex, w.eskalation, w.ask, w.auto
 	before := len(movedEvents(t, env))
-	moved, err := uc.Move(ctx, alex, auto, eskalation)
+	moved, err := uc.Move(t.Context(), alex, auto, eskalation)
 	if err != nil || moved.ChannelID != eskalation || moved.Title != "" || moved.TitleSource != "" || moved.ParentMessageID != ask.ID {
 		t.Fatalf("the auto thread moved: %+v %v", moved, err)
 	}
 	if th := threadOf(t, env, auto); th.Title != "" || th.TitleSource != "" || th.ParentMessageID != ask.ID {
 		t.Fatalf("the auto thread is stored as %+v", th)
 	}
-	evs := movedEvents(t, env)[before:]
+	w.wantAutoMovedEvents(t, movedEvents(t, env)[before:])
+}
+
+// wantAutoMovedEvents checks the thread.moved events of the move of auto
+// from allgemein to eskalation: one in each channel, each naming both
+// channels and carrying no title.
+func (w *moveWorld) wantAutoMovedEvents(t *testing.T, evs []events.Event) {
+	t.Helper()
+	allgemein, eskalation, auto := w.allgemein, w.eskalation, w.auto
 	if len(evs) != 2 || evs[0].ChannelID != allgemein || evs[1].ChannelID != eskalation {
 		t.Fatalf("thread.moved events %+v, want one in the source, one in the target", evs)
 	}

@@ -54,6 +54,17 @@ func TestSharedThreadViews(t *testing.T) {
 	if wantT.ParentMessageID != parent.ID || wantT.OperatorAgentID != lotse || wantT.Title == "" || wantT.TitleSource == "" {
 		t.Fatalf("thread %+v leaves a column empty", wantT)
 	}
+	checkThreadInfo(t, env, th.ID, wantT, wantC)
+	checkArchivedFlags(t, env, th.ID, c.ID, space.ID)
+	checkThreadPlace(t, env, th.ID, c.ID, space.ID)
+}
+
+// checkThreadInfo checks that thread_info holds the thread threadID as
+// want and its channel as wantC, read by every column's name and by
+// SELECT ti.* (the order ThreadInfoDest scans).
+func checkThreadInfo(t *testing.T, env *moduletest.Env, threadID string, wantT chat.Thread, wantC chat.Channel) {
+	t.Helper()
+	ctx := t.Context()
 	for _, stmt := range []string{
 		`SELECT ti.ti_thread_id, ti.ti_channel_id, ti.ti_kind, ti.ti_parent_message_id, ti.ti_thread_operator, ti.ti_title, ti.ti_title_source,
 			ti.ti_created_by, ti.ti_state, ti.ti_last_seq, ti.ti_created_at, ti.ti_cid, ti.ti_space_id, ti.ti_channel_name, ti.ti_channel_kind,
@@ -64,7 +75,7 @@ func TestSharedThreadViews(t *testing.T) {
 	} {
 		var gotT chat.Thread
 		var gotC chat.Channel
-		if err := env.Pool.QueryRow(ctx, stmt, th.ID).Scan(chat.ThreadInfoDest(&gotT, &gotC)...); err != nil {
+		if err := env.Pool.QueryRow(ctx, stmt, threadID).Scan(chat.ThreadInfoDest(&gotT, &gotC)...); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 		gotT.CreatedAt = gotT.CreatedAt.UTC()
@@ -72,24 +83,37 @@ func TestSharedThreadViews(t *testing.T) {
 			t.Fatalf("thread_info holds\n%+v\n%+v\nwant\n%+v\n%+v", gotT, gotC, wantT, wantC)
 		}
 	}
+}
+
+// checkArchivedFlags archives the channel and the space of the thread
+// threadID and checks that thread_info reads both flags.
+func checkArchivedFlags(t *testing.T, env *moduletest.Env, threadID, channelID, spaceID string) {
+	t.Helper()
+	ctx := t.Context()
 	// Archived: both flags read.
-	if _, err := env.Pool.Exec(ctx, `UPDATE channels SET archived_at = now() WHERE id = $1`, c.ID); err != nil {
+	if _, err := env.Pool.Exec(ctx, `UPDATE channels SET archived_at = now() WHERE id = $1`, channelID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Pool.Exec(ctx, `UPDATE spaces SET archived_at = now() WHERE id = $1`, space.ID); err != nil {
+	if _, err := env.Pool.Exec(ctx, `UPDATE spaces SET archived_at = now() WHERE id = $1`, spaceID); err != nil {
 		t.Fatal(err)
 	}
 	var archivedAt any
 	var spaceArchived bool
-	if err := env.Pool.QueryRow(ctx, `SELECT ti.ti_archived_at, ti.ti_space_archived FROM thread_info ti WHERE ti.ti_thread_id = $1`, th.ID).Scan(&archivedAt, &spaceArchived); err != nil || archivedAt == nil || !spaceArchived {
+	if err := env.Pool.QueryRow(ctx, `SELECT ti.ti_archived_at, ti.ti_space_archived FROM thread_info ti WHERE ti.ti_thread_id = $1`, threadID).Scan(&archivedAt, &spaceArchived); err != nil || archivedAt == nil || !spaceArchived {
 		t.Fatalf("archived channel and space read as %v, %v (%v)", archivedAt, spaceArchived, err)
 	}
+}
 
+// checkThreadPlace checks that thread_places holds the thread threadID
+// in its channel and space.
+func checkThreadPlace(t *testing.T, env *moduletest.Env, threadID, wantChannel, wantSpace string) {
+	t.Helper()
+	ctx := t.Context()
 	var id, channelID, spaceID string
-	if err := env.Pool.QueryRow(ctx, `SELECT t.id::text, t.channel_id::text, t.space_id::text FROM thread_places t WHERE t.id = $1`, th.ID).Scan(&id, &channelID, &spaceID); err != nil {
+	if err := env.Pool.QueryRow(ctx, `SELECT t.id::text, t.channel_id::text, t.space_id::text FROM thread_places t WHERE t.id = $1`, threadID).Scan(&id, &channelID, &spaceID); err != nil {
 		t.Fatal(err)
 	}
-	if id != th.ID || channelID != c.ID || spaceID != space.ID {
-		t.Fatalf("thread_places holds (%s, %s, %s), want (%s, %s, %s)", id, channelID, spaceID, th.ID, c.ID, space.ID)
+	if id != threadID || channelID != wantChannel || spaceID != wantSpace {
+		t.Fatalf("thread_places holds (%s, %s, %s), want (%s, %s, %s)", id, channelID, spaceID, threadID, wantChannel, wantSpace)
 	}
 }

@@ -41,15 +41,41 @@ func TestCloseThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := func() []events.Event {
-		t.Helper()
-		evs, err := env.Events.AfterIn(ctx, 0, 1000, true, nil, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.DeleteFunc(evs, func(e events.Event) bool { return e.Type != events.ThreadClosed })
+	checkRefusedCloses(t, env, th.ID)
+	checkWriterCloses(t, env, th.ID, allgemein)
+
+	again, err := uc.Close(ctx, alex, th.ID)
+	if err != nil || again.State != chat.ThreadDone {
+		t.Fatalf("closing a done thread: %+v %v", again, err)
+	}
+	if n := len(eventsOfType(t, env, events.ThreadClosed)); n != 1 {
+		t.Fatalf("closing a done thread emitted again: %d thread.closed", n)
 	}
 
+	_, err = uc.Close(ctx, env.Principal("robin"), env.Main("Support/Allgemein"))
+	wantReason(t, "closing a main thread", err, problem.Conflict, "main_thread")
+}
+
+// eventsOfType returns the events of type typ in the whole event log,
+// oldest first: the tests of chat's use cases count what a step emitted.
+func eventsOfType(t *testing.T, env *moduletest.Env, typ events.Type) []events.Event {
+	t.Helper()
+	evs, err := env.Events.AfterIn(t.Context(), 0, 1000, true, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(evs, func(e events.Event) bool { return e.Type != typ })
+}
+
+// checkRefusedCloses checks that closing needs write on the thread: sam,
+// who only reads Support/Bulletin (granted here), is refused forbidden
+// there, and neither sam nor alex finds a thread they cannot read; the
+// thread threadID stays open and no thread.closed is emitted.
+func checkRefusedCloses(t *testing.T, env *moduletest.Env, threadID string) {
+	t.Helper()
+	ctx := t.Context()
+	uc := env.Modules.ChatUseCases
+	alex := env.Principal("alex")
 	// Sam reads Support/Bulletin by a read grant and writes nowhere there.
 	if _, err := env.Admin.CreateGrant(ctx, env.Principal("robin"), admin.GrantInput{SubjectID: env.World.ID("sam"), SubjectKind: authz.SubjectPrincipal,
 		TargetKind: authz.KindChannel, TargetID: env.World.Channel("Support/Bulletin").ID, Level: authz.Read}); err != nil {
@@ -72,36 +98,33 @@ func TestCloseThread(t *testing.T) {
 		_, err := uc.Close(ctx, env.Principal(c.who), c.thread)
 		wantProblem(t, c.who+" closes", err, c.code)
 	}
-	if got, err := uc.Thread(ctx, alex, th.ID); err != nil || got.State != chat.ThreadOpen {
+	if got, err := uc.Thread(ctx, alex, threadID); err != nil || got.State != chat.ThreadOpen {
 		t.Fatalf("a refused close changed the thread: %+v %v", got, err)
 	}
-	if n := len(closed()); n != 0 {
+	if n := len(eventsOfType(t, env, events.ThreadClosed)); n != 0 {
 		t.Fatalf("refused closes emitted %d thread.closed", n)
 	}
+}
 
-	done, err := uc.Close(ctx, env.Principal("writer"), th.ID)
-	if err != nil || done.ID != th.ID || done.State != chat.ThreadDone {
+// checkWriterCloses checks that writer closes the thread threadID of the
+// channel channelID: it is done, a read (by sam) answers it done, and one
+// thread.closed in its channel carries the thread's payload.
+func checkWriterCloses(t *testing.T, env *moduletest.Env, threadID, channelID string) {
+	t.Helper()
+	ctx := t.Context()
+	uc := env.Modules.ChatUseCases
+	done, err := uc.Close(ctx, env.Principal("writer"), threadID)
+	if err != nil || done.ID != threadID || done.State != chat.ThreadDone {
 		t.Fatalf("writer closes: %+v %v", done, err)
 	}
-	if got, err := uc.Thread(ctx, env.Principal("sam"), th.ID); err != nil || got.State != chat.ThreadDone {
+	if got, err := uc.Thread(ctx, env.Principal("sam"), threadID); err != nil || got.State != chat.ThreadDone {
 		t.Fatalf("the closed thread reads %+v %v", got, err)
 	}
-	evs := closed()
-	if len(evs) != 1 || evs[0].ChannelID != allgemein || evs[0].ThreadID != th.ID ||
-		evs[0].Payload["state"] != string(chat.ThreadDone) || evs[0].Payload["id"] != th.ID || evs[0].Payload["title"] != "Printer on floor 2" {
+	evs := eventsOfType(t, env, events.ThreadClosed)
+	if len(evs) != 1 || evs[0].ChannelID != channelID || evs[0].ThreadID != threadID ||
+		evs[0].Payload["state"] != string(chat.ThreadDone) || evs[0].Payload["id"] != threadID || evs[0].Payload["title"] != "Printer on floor 2" {
 		t.Fatalf("thread.closed events %+v", evs)
 	}
-
-	again, err := uc.Close(ctx, alex, th.ID)
-	if err != nil || again.State != chat.ThreadDone {
-		t.Fatalf("closing a done thread: %+v %v", again, err)
-	}
-	if n := len(closed()); n != 1 {
-		t.Fatalf("closing a done thread emitted again: %d thread.closed", n)
-	}
-
-	_, err = uc.Close(ctx, env.Principal("robin"), env.Main("Support/Allgemein"))
-	wantReason(t, "closing a main thread", err, problem.Conflict, "main_thread")
 }
 
 // TestChannels pins chat.UseCases.Channels: each principal of the example

@@ -179,57 +179,68 @@ func runKitCase(t *testing.T, adapter string, fails []string, matrix bool) {
 // own, mid-run, is reported with its status and its last line.
 func TestKitSaysWhatHappened(t *testing.T) {
 	t.Parallel()
-	t.Run("cannot start", func(t *testing.T) {
-		t.Parallel()
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "nonexistent-adapter-of-robin", Only: "answers_once",
-			DatabaseURL: pgtest.URL(t)})
-		var ex *conformance.ExitedError
-		if !errors.As(err, &ex) || ex.Exit.Code != 127 {
-			t.Fatalf("Run = %v; want an ExitedError with status 127", err)
+	t.Run("cannot start", testKitCannotStart)
+	t.Run("late, then gone", testKitLateThenGone)
+}
+
+// testKitCannotStart is TestKitSaysWhatHappened's "cannot start": an
+// adapter command that is not found stops the kit at once with its exit
+// status 127 and its last line, before any scenario.
+func testKitCannotStart(t *testing.T) {
+	t.Parallel()
+	rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: "nonexistent-adapter-of-robin", Only: "answers_once",
+		DatabaseURL: pgtest.URL(t)})
+	var ex *conformance.ExitedError
+	if !errors.As(err, &ex) || ex.Exit.Code != 127 {
+		t.Fatalf("Run = %v; want an ExitedError with status 127", err)
+	}
+	for _, want := range []string{"exit status 127", "nonexistent-adapter-of-robin: not found"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
 		}
-		for _, want := range []string{"exit status 127", "nonexistent-adapter-of-robin: not found"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("%q lacks %q", err, want)
-			}
-		}
-		// No scenario ran into its timeout: none ran (the verdict, not the
-		// time it took, which depends on the machine's load).
-		if len(rep.Scenarios) != 0 || rep.Error != err.Error() || len(rep.Exits) != 1 || rep.UnexpectedExits != 1 {
-			t.Fatalf("%+v", rep)
-		}
-	})
-	t.Run("late, then gone", func(t *testing.T) {
-		t.Parallel()
-		dir := t.TempDir()
-		broken := gobuild.Binary(t, "./testdata/broken")
-		mark := filepath.Join(dir, "started")
-		// The first process starts 2 s late, reads from the stream's end
-		// ("now": a mention made before misses it), answers one run and
-		// exits 3 with a line; any later one just reads from the end.
-		script := fmt.Sprintf(`if [ -e %[1]s ]; then exec %[2]s -after now; fi
+	}
+	// No scenario ran into its timeout: none ran (the verdict, not the
+	// time it took, which depends on the machine's load).
+	if len(rep.Scenarios) != 0 || rep.Error != err.Error() || len(rep.Exits) != 1 || rep.UnexpectedExits != 1 {
+		t.Fatalf("%+v", rep)
+	}
+}
+
+// testKitLateThenGone is TestKitSaysWhatHappened's "late, then gone": an
+// adapter that starts late and reads its stream from the end still gets
+// the mention, and its own exit mid-run is reported with its status and
+// its last line.
+func testKitLateThenGone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	broken := gobuild.Binary(t, "./testdata/broken")
+	mark := filepath.Join(dir, "started")
+	// The first process starts 2 s late, reads from the stream's end
+	// ("now": a mention made before misses it), answers one run and
+	// exits 3 with a line; any later one just reads from the end.
+	script := fmt.Sprintf(`if [ -e %[1]s ]; then exec %[2]s -after now; fi
 touch %[1]s; sleep 2; %[2]s -after now -once
 echo "adapter of Robin: one run is enough" >&2; exit 3`, mark, broken)
-		var progress strings.Builder
-		rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: script, Only: "answers_once", Progress: &progress})
-		if err != nil {
-			t.Fatal(err)
+	var progress strings.Builder
+	rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: script, Only: "answers_once", Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != 1 || !rep.Scenarios[0].Passed {
+		t.Fatalf("%+v\n%s", rep, progress.String())
+	}
+	i := slices.IndexFunc(rep.Exits, func(e conformance.Exit) bool { return e.Code == 3 })
+	if i < 0 || rep.Exits[i].ByKit || rep.Exits[i].Status != "exit status 3" ||
+		!slices.Contains(rep.Exits[i].Tail, "adapter of Robin: one run is enough") || rep.UnexpectedExits != 1 {
+		t.Fatalf("exits %+v", rep.Exits)
+	}
+	out := progress.String()
+	for _, want := range []string{"adapter start 1: its first read of the event stream came 2", "exit status 3, not caused by the kit",
+		"| adapter of Robin: one run is enough"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the progress lacks %q:\n%s", want, out)
 		}
-		if len(rep.Scenarios) != 1 || !rep.Scenarios[0].Passed {
-			t.Fatalf("%+v\n%s", rep, progress.String())
-		}
-		i := slices.IndexFunc(rep.Exits, func(e conformance.Exit) bool { return e.Code == 3 })
-		if i < 0 || rep.Exits[i].ByKit || rep.Exits[i].Status != "exit status 3" ||
-			!slices.Contains(rep.Exits[i].Tail, "adapter of Robin: one run is enough") || rep.UnexpectedExits != 1 {
-			t.Fatalf("exits %+v", rep.Exits)
-		}
-		out := progress.String()
-		for _, want := range []string{"adapter start 1: its first read of the event stream came 2", "exit status 3, not caused by the kit",
-			"| adapter of Robin: one run is enough"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("the progress lacks %q:\n%s", want, out)
-			}
-		}
-	})
+	}
 }
 
 // TestSingleFaultsCoverTheKit: every scenario a single-fault adapter must

@@ -100,6 +100,32 @@ func TestAdapterCannotStart(t *testing.T) {
 func TestExitsAttributed(t *testing.T) {
 	t.Parallel()
 	k := helperKit(t, helperCommand(t), helperEnv+"=wait")
+	killRestartStopAndExit(t, k)
+	var rep Report
+	k.fill(&rep)
+	if len(rep.Exits) != 3 || rep.UnexpectedExits != 1 {
+		t.Fatalf("exits %+v; want 3, one unexpected", rep.Exits)
+	}
+	wantKitsExits(t, rep.Exits[0], rep.Exits[1])
+	wantAdaptersOwnExit(t, rep.Exits[2])
+	if got := k.exitsDuring("answers_once"); !strings.Contains(got, "exit status 3") {
+		t.Errorf("a failure's detail would say %q", got)
+	}
+	events := strings.Join(k.takeEvents(), "\n")
+	for _, want := range []string{"adapter start 1: its first read", "adapter exit 1: signal: killed, by the kit's SIGKILL (not a failure)",
+		"adapter start 2: its first read", "adapter exit 3: exit status 3, not caused by the kit", "| adapter of Robin: the model at example.com is gone"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("the progress lines lack %q:\n%s", want, events)
+		}
+	}
+}
+
+// killRestartStopAndExit drives TestExitsAttributed's adapter through its
+// three exits: the kit's SIGKILL during crash_during_model (the start and
+// the restart each wait for the process's first read), the kit's stop, and
+// an exit 3 of the adapter's own during answers_once.
+func killRestartStopAndExit(t *testing.T, k *kit) {
+	t.Helper()
 	if err := k.ensureRunning(); err != nil {
 		t.Fatal(err)
 	}
@@ -129,31 +155,27 @@ func TestExitsAttributed(t *testing.T) {
 	if err := k.waitExit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	var rep Report
-	k.fill(&rep)
-	if len(rep.Exits) != 3 || rep.UnexpectedExits != 1 {
-		t.Fatalf("exits %+v; want 3, one unexpected", rep.Exits)
-	}
-	kill, end, own := rep.Exits[0], rep.Exits[1], rep.Exits[2]
+}
+
+// wantKitsExits checks that the kit's SIGKILL and its stop are recorded as
+// its doing, each with its cause and the scenario it came in.
+func wantKitsExits(t *testing.T, kill, end Exit) {
+	t.Helper()
 	if !kill.ByKit || kill.Cause != "the kit's SIGKILL" || kill.Signal != "killed" || kill.Scenario != "crash_during_model" {
 		t.Errorf("the kit's SIGKILL: %+v", kill)
 	}
 	if !end.ByKit || end.Cause != "the kit's stop at the end" || end.Scenario != "" {
 		t.Errorf("the kit's stop: %+v", end)
 	}
+}
+
+// wantAdaptersOwnExit checks that the adapter's exit 3 is recorded as its
+// own, with its status, its scenario and its last line.
+func wantAdaptersOwnExit(t *testing.T, own Exit) {
+	t.Helper()
 	if own.ByKit || own.Code != 3 || own.Status != "exit status 3" || own.Scenario != "answers_once" ||
 		!slices.Contains(own.Tail, "adapter of Robin: the model at example.com is gone") {
 		t.Errorf("the adapter's own exit: %+v", own)
-	}
-	if got := k.exitsDuring("answers_once"); !strings.Contains(got, "exit status 3") {
-		t.Errorf("a failure's detail would say %q", got)
-	}
-	events := strings.Join(k.takeEvents(), "\n")
-	for _, want := range []string{"adapter start 1: its first read", "adapter exit 1: signal: killed, by the kit's SIGKILL (not a failure)",
-		"adapter start 2: its first read", "adapter exit 3: exit status 3, not caused by the kit", "| adapter of Robin: the model at example.com is gone"} {
-		if !strings.Contains(events, want) {
-			t.Errorf("the progress lines lack %q:\n%s", want, events)
-		}
 	}
 }
 

@@ -49,9 +49,21 @@ func TestHorizon(t *testing.T) {
 	if err := env.Events.MoveHorizon(ctx, events.StreamClient, upto); err != nil {
 		t.Fatal(err)
 	}
+	deleteClientEventsUpTo(t, env, upto, s)
+	checkHorizonOnlyMovesUp(t, env, upto, s[1])
+
+	checkReadersAtTheHorizon(t, env, upto, s[5:])
+}
+
+// deleteClientEventsUpTo deletes the client events up to upto (the fifth
+// of the seqs s) two at a time and checks that every batch removes the
+// oldest first, that the batches are 2, 2, 1, 0, and that the events after
+// upto are kept.
+func deleteClientEventsUpTo(t *testing.T, env *moduletest.Env, upto int64, s []int64) {
+	t.Helper()
 	var removed []int64
 	for {
-		n, err := env.Events.DeleteClientEvents(ctx, upto, 2)
+		n, err := env.Events.DeleteClientEvents(t.Context(), upto, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,8 +86,15 @@ func TestHorizon(t *testing.T) {
 	if left := seqs(all(t, env)); !slices.Equal(left, s[5:]) {
 		t.Fatalf("left %v, want %v", left, s[5:])
 	}
+}
 
-	for _, lower := range []int64{s[1], 0} {
+// checkHorizonOnlyMovesUp moves the client stream's horizon, now at upto,
+// down to lower and to 0, and checks that it stays at upto and that
+// another stream's horizon is still 0.
+func checkHorizonOnlyMovesUp(t *testing.T, env *moduletest.Env, upto, lower int64) {
+	t.Helper()
+	ctx := t.Context()
+	for _, lower := range []int64{lower, 0} {
 		if err := env.Events.MoveHorizon(ctx, events.StreamClient, lower); err != nil {
 			t.Fatal(err)
 		}
@@ -86,8 +105,6 @@ func TestHorizon(t *testing.T) {
 	if h, err := env.Events.Horizon(ctx, "agent_events"); err != nil || h != 0 {
 		t.Fatalf("another stream's horizon %d %v, want 0", h, err)
 	}
-
-	checkReadersAtTheHorizon(t, env, upto, s[5:])
 }
 
 // checkReadersAtTheHorizon checks the reader's side of the horizon upto
@@ -158,7 +175,21 @@ func agentStream(t *testing.T, env *moduletest.Env) {
 	if err != nil || len(mine) != 3 {
 		t.Fatalf("Lotse's stream %+v %v", mine, err)
 	}
-	for i, want := range []events.Event{written[0], written[2], written[3]} {
+	checkAgentEventsReadBack(t, env, mine, []events.Event{written[0], written[2], written[3]})
+	theirs, err := env.Events.AgentAfter(ctx, texter, 0, 100)
+	if err != nil || len(theirs) != 1 || theirs[0].Seq <= mine[0].Seq || theirs[0].Seq >= mine[1].Seq {
+		t.Fatalf("Texter's stream %+v %v", theirs, err)
+	}
+	checkAgentAfterCursors(t, env, lotse, mine)
+}
+
+// checkAgentEventsReadBack checks that the events mine, as AgentAfter read
+// them, are the events written, in order: with rising seqs, created now,
+// and with the agent, type, run, message and payload they were written
+// with.
+func checkAgentEventsReadBack(t *testing.T, env *moduletest.Env, mine, written []events.Event) {
+	t.Helper()
+	for i, want := range written {
 		got := mine[i]
 		if got.Seq <= 0 || (i > 0 && got.Seq <= mine[i-1].Seq) || !got.CreatedAt.Equal(env.Clock.Now()) {
 			t.Fatalf("event %d: seq %d created %v", i, got.Seq, got.CreatedAt)
@@ -169,14 +200,19 @@ func agentStream(t *testing.T, env *moduletest.Env) {
 			t.Fatalf("event %d read back\n got %+v\nwant %+v", i, got, want)
 		}
 	}
-	theirs, err := env.Events.AgentAfter(ctx, texter, 0, 100)
-	if err != nil || len(theirs) != 1 || theirs[0].Seq <= mine[0].Seq || theirs[0].Seq >= mine[1].Seq {
-		t.Fatalf("Texter's stream %+v %v", theirs, err)
-	}
-	if after, err := env.Events.AgentAfter(ctx, lotse, mine[0].Seq, 1); err != nil || len(after) != 1 || after[0].Seq != mine[1].Seq {
+}
+
+// checkAgentAfterCursors checks the cursor and limit of AgentAfter on the
+// agent's stream mine (all of its events): after the first with limit 1
+// reads the second, after the last reads nothing, and AgentEnd is the
+// last.
+func checkAgentAfterCursors(t *testing.T, env *moduletest.Env, agent string, mine []events.Event) {
+	t.Helper()
+	ctx := t.Context()
+	if after, err := env.Events.AgentAfter(ctx, agent, mine[0].Seq, 1); err != nil || len(after) != 1 || after[0].Seq != mine[1].Seq {
 		t.Fatalf("after the first, limit 1: %+v %v", after, err)
 	}
-	if after, err := env.Events.AgentAfter(ctx, lotse, mine[2].Seq, 100); err != nil || len(after) != 0 {
+	if after, err := env.Events.AgentAfter(ctx, agent, mine[2].Seq, 100); err != nil || len(after) != 0 {
 		t.Fatalf("after the last: %+v %v", after, err)
 	}
 	if end, err := env.Events.AgentEnd(ctx); err != nil || end != mine[2].Seq {

@@ -39,16 +39,7 @@ func TestExamplesPassTheKit(t *testing.T) {
 // a capability). Each SDK's tests call it for each of their examples.
 func passesTheKit(t *testing.T, adapter, capabilities string) {
 	t.Helper()
-	declared := strings.Split(capabilities, ",")
-	notApplicable := map[string]bool{}
-	for _, name := range conformance.Names() {
-		needs, _ := conformance.Needs(name)
-		for _, n := range needs {
-			if !slices.Contains(declared, n) {
-				notApplicable[name] = true
-			}
-		}
-	}
+	notApplicable := scenariosNotApplicableTo(strings.Split(capabilities, ","))
 	// Six kits run side by side here, beside the rest of make test on two
 	// cores (a fresh clone's CI compiles everything meanwhile): the
 	// deadlines of their scenarios are five times as long. A passing
@@ -75,6 +66,22 @@ func passesTheKit(t *testing.T, adapter, capabilities string) {
 	if capabilities == "none" && !slices.Equal(notApplicableNames(rep), scenariosNeedingACapability()) {
 		t.Errorf("not applicable to %s: %v; want every scenario that needs a capability, %v", adapter, notApplicableNames(rep), scenariosNeedingACapability())
 	}
+}
+
+// scenariosNotApplicableTo are the kit's scenarios that need a capability
+// not among declared: passesTheKit wants the kit to report exactly these not
+// applicable.
+func scenariosNotApplicableTo(declared []string) map[string]bool {
+	notApplicable := map[string]bool{}
+	for _, name := range conformance.Names() {
+		needs, _ := conformance.Needs(name)
+		for _, n := range needs {
+			if !slices.Contains(declared, n) {
+				notApplicable[name] = true
+			}
+		}
+	}
+	return notApplicable
 }
 
 // notApplicableNames are the scenarios rep reports not applicable, in the

@@ -109,6 +109,16 @@ box.put(OutboxEntry("answer-r2-m2", "t2", "", "", "gone"))
 box.remove("answer-r2-m2")
 `
 
+// wantPythonsOutboxEntry checks, field by field, the entry pyOutboxScript
+// left in its outbox as the Go SDK reads it.
+func wantPythonsOutboxEntry(t *testing.T, e agent.OutboxEntry) {
+	t.Helper()
+	if e.Key != "answer-r1-m1" || e.ThreadID != "t1" || e.RunID != "r1" || e.Holder != "adapter-0123456789abcdef" || e.Text != "Printer 2 works again." ||
+		e.InputTrust != agent.TrustUnverified || e.Written.UnixMilli() != 1767323045678 {
+		t.Fatalf("entry %+v", e)
+	}
+}
+
 // TestPythonOutboxIsTheGoSDKs: an answer the Python SDK left in its outbox
 // is one the Go SDK's outbox reads (and so sends), field by field, and the
 // file the Python SDK removes is the one it wrote; an answer the Go SDK
@@ -132,11 +142,7 @@ func TestPythonOutboxIsTheGoSDKs(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("%d entries, want the one not removed: %+v", len(got), got)
 	}
-	e := got[0]
-	if e.Key != "answer-r1-m1" || e.ThreadID != "t1" || e.RunID != "r1" || e.Holder != "adapter-0123456789abcdef" || e.Text != "Printer 2 works again." ||
-		e.InputTrust != agent.TrustUnverified || e.Written.UnixMilli() != 1767323045678 {
-		t.Fatalf("entry %+v", e)
-	}
+	wantPythonsOutboxEntry(t, got[0])
 	if err := box.Remove("answer-r1-m1"); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/feed"
+	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/problem"
@@ -64,35 +65,7 @@ func TestListEventsPagesAndCursors(t *testing.T) {
 		t.Fatalf("the default page %d is smaller than this test's log", env.Config.Int(config.EventsListLimitDefault))
 	}
 
-	var paged []events.Event
-	after := ""
-	for range len(all.Events) {
-		page, err := env.Feed.List(ctx, robin, after, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page.Events) > 2 || len(page.Events) == 0 {
-			t.Fatalf("a page of limit 2 after %q holds %d events", after, len(page.Events))
-		}
-		paged = append(paged, page.Events...)
-		if want := len(paged) < len(all.Events); page.More != want {
-			t.Fatalf("after %q: more %v with %d of %d events read", after, page.More, len(paged), len(all.Events))
-		}
-		if page.NextAfter != strconv.FormatInt(page.Events[len(page.Events)-1].Seq, 10) {
-			t.Fatalf("after %q: NextAfter %s, last event %d", after, page.NextAfter, page.Events[len(page.Events)-1].Seq)
-		}
-		after = page.NextAfter
-		if !page.More {
-			break
-		}
-	}
-	if !slices.Equal(seqs(paged), seqs(all.Events)) {
-		t.Fatalf("pages %v, one page %v", seqs(paged), seqs(all.Events))
-	}
-	end, err := env.Feed.List(ctx, robin, after, 2)
-	if err != nil || len(end.Events) != 0 || end.More || end.NextAfter != after {
-		t.Fatalf("after the end: %+v %v", end, err)
-	}
+	pageThroughTheLog(t, env, robin, all.Events)
 
 	limitMax := env.Config.Int(config.EventsListLimitMax)
 	for _, limit := range []int{-1, limitMax + 1} {
@@ -103,6 +76,52 @@ func TestListEventsPagesAndCursors(t *testing.T) {
 		t.Fatalf("limit events.list_limit_max: %d events, %v", len(page.Events), err)
 	}
 
+	checkStartCursors(t, env, robin, last)
+}
+
+// pageThroughTheLog reads the log as robin, two events a page, and checks
+// every page (at most 2 events, More while events follow, NextAfter the
+// last seq handed out), that the pages together are all, and that the page
+// after the end is empty and keeps the cursor.
+func pageThroughTheLog(t *testing.T, env *moduletest.Env, robin identity.Principal, all []events.Event) {
+	t.Helper()
+	var paged []events.Event
+	after := ""
+	for range len(all) {
+		page, err := env.Feed.List(t.Context(), robin, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Events) > 2 || len(page.Events) == 0 {
+			t.Fatalf("a page of limit 2 after %q holds %d events", after, len(page.Events))
+		}
+		paged = append(paged, page.Events...)
+		if want := len(paged) < len(all); page.More != want {
+			t.Fatalf("after %q: more %v with %d of %d events read", after, page.More, len(paged), len(all))
+		}
+		if page.NextAfter != strconv.FormatInt(page.Events[len(page.Events)-1].Seq, 10) {
+			t.Fatalf("after %q: NextAfter %s, last event %d", after, page.NextAfter, page.Events[len(page.Events)-1].Seq)
+		}
+		after = page.NextAfter
+		if !page.More {
+			break
+		}
+	}
+	if !slices.Equal(seqs(paged), seqs(all)) {
+		t.Fatalf("pages %v, one page %v", seqs(paged), seqs(all))
+	}
+	end, err := env.Feed.List(t.Context(), robin, after, 2)
+	if err != nil || len(end.Events) != 0 || end.More || end.NextAfter != after {
+		t.Fatalf("after the end: %+v %v", end, err)
+	}
+}
+
+// checkStartCursors checks Start, the cursor of a subscription, as robin:
+// "" and "now" start at last, the end of the log; a numeric cursor is kept
+// as given; any other is after invalid_cursor.
+func checkStartCursors(t *testing.T, env *moduletest.Env, robin identity.Principal, last int64) {
+	t.Helper()
+	ctx := t.Context()
 	for _, cursor := range []string{"", "now"} {
 		got, err := env.Feed.Start(ctx, robin, cursor)
 		if err != nil || got != strconv.FormatInt(last, 10) {
@@ -112,7 +131,7 @@ func TestListEventsPagesAndCursors(t *testing.T) {
 	if got, err := env.Feed.Start(ctx, robin, "2"); err != nil || got != "2" {
 		t.Fatalf("Start(2) = %q %v", got, err)
 	}
-	_, err = env.Feed.Start(ctx, robin, "two")
+	_, err := env.Feed.Start(ctx, robin, "two")
 	wantInvalid(t, "Start(two)", err, "after", "invalid_cursor")
 }
 

@@ -38,37 +38,8 @@ func TestFilesScanAndExtract(t *testing.T) {
 	env, clam := scanned(t, nil)
 	fs, ctx, alex := env.Modules.Files, context.Background(), env.Principal("alex")
 
-	clean, err := fs.Upload(ctx, alex, "notes.md", strings.NewReader("# Notes\nSam owes Robin a coffee.\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if clean.ScanStatus != files.ScanClean || clean.TextStatus != files.TextReady {
-		t.Fatalf("clean upload: %+v", clean)
-	}
-	txt, err := fs.ReadText(ctx, alex, clean.ID, 0)
-	if err != nil || txt.Text != "# Notes\nSam owes Robin a coffee.\n" || txt.Truncated {
-		t.Fatalf("text: %+v %v", txt, err)
-	}
-	if cut, err := fs.ReadText(ctx, alex, clean.ID, 9); err != nil || cut.Text != "# Notes\nS" || !cut.Truncated {
-		t.Fatalf("text cut at 9: %+v %v", cut, err)
-	}
-
-	bad, err := fs.Upload(ctx, alex, "eicar.txt", bytes.NewReader(clamdtest.EICAR()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bad.ScanStatus != files.ScanInfected || bad.TextStatus != files.TextFailed {
-		t.Fatalf("EICAR upload: %+v", bad)
-	}
-	if _, _, err := fs.Open(ctx, alex, bad.ID); !problem.Is(err, problem.NotFound) {
-		t.Fatalf("infected bytes: %v", err)
-	}
-	if _, err := fs.ReadText(ctx, alex, bad.ID, 0); !problem.Is(err, problem.NotFound) {
-		t.Fatalf("infected text: %v", err)
-	}
-	if n := env.Count(`SELECT count(*) FROM stored_files WHERE id = $1 AND text_content IS NULL`, bad.ID); n != 1 {
-		t.Fatal("the infected file's text was stored")
-	}
+	checkCleanUpload(t, env)
+	checkInfectedUpload(t, env)
 
 	clam.SetMode(clamdtest.Fail)
 	failed, err := fs.Upload(ctx, alex, "later.txt", strings.NewReader("scanned by nobody"))
@@ -91,6 +62,50 @@ func TestFilesScanAndExtract(t *testing.T) {
 	}
 	if got, err := testutil.GatherAndCount(env.Modules.Registry, "bothy_file_scan_duration_seconds"); err != nil || got != 1 {
 		t.Fatalf("scan latency histogram: %d %v", got, err)
+	}
+}
+
+// checkCleanUpload uploads a clean file as alex: it is scanned clean and
+// its text extracted, which alex reads whole and cut.
+func checkCleanUpload(t *testing.T, env *moduletest.Env) {
+	t.Helper()
+	fs, ctx, alex := env.Modules.Files, context.Background(), env.Principal("alex")
+	clean, err := fs.Upload(ctx, alex, "notes.md", strings.NewReader("# Notes\nSam owes Robin a coffee.\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clean.ScanStatus != files.ScanClean || clean.TextStatus != files.TextReady {
+		t.Fatalf("clean upload: %+v", clean)
+	}
+	txt, err := fs.ReadText(ctx, alex, clean.ID, 0)
+	if err != nil || txt.Text != "# Notes\nSam owes Robin a coffee.\n" || txt.Truncated {
+		t.Fatalf("text: %+v %v", txt, err)
+	}
+	if cut, err := fs.ReadText(ctx, alex, clean.ID, 9); err != nil || cut.Text != "# Notes\nS" || !cut.Truncated {
+		t.Fatalf("text cut at 9: %+v %v", cut, err)
+	}
+}
+
+// checkInfectedUpload uploads the EICAR file as alex: it is infected, its
+// bytes and text are never served, and no text is stored.
+func checkInfectedUpload(t *testing.T, env *moduletest.Env) {
+	t.Helper()
+	fs, ctx, alex := env.Modules.Files, context.Background(), env.Principal("alex")
+	bad, err := fs.Upload(ctx, alex, "eicar.txt", bytes.NewReader(clamdtest.EICAR()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad.ScanStatus != files.ScanInfected || bad.TextStatus != files.TextFailed {
+		t.Fatalf("EICAR upload: %+v", bad)
+	}
+	if _, _, err := fs.Open(ctx, alex, bad.ID); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("infected bytes: %v", err)
+	}
+	if _, err := fs.ReadText(ctx, alex, bad.ID, 0); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("infected text: %v", err)
+	}
+	if n := env.Count(`SELECT count(*) FROM stored_files WHERE id = $1 AND text_content IS NULL`, bad.ID); n != 1 {
+		t.Fatal("the infected file's text was stored")
 	}
 }
 

@@ -78,6 +78,15 @@ func principalLookups(t *testing.T, env *moduletest.Env) {
 	if _, err := env.Identity.ByHandle(ctx, "nobody"); !errors.Is(err, identity.ErrNotFound) {
 		t.Errorf("ByHandle(nobody): %v, want ErrNotFound", err)
 	}
+	principalBatchLookups(t, env, alex, sam)
+}
+
+// principalBatchLookups checks that GetMany and ByHandles find alex and
+// sam, once each, and leave unknown, malformed and repeated ids and
+// handles out of the map instead of failing.
+func principalBatchLookups(t *testing.T, env *moduletest.Env, alex, sam identity.Principal) {
+	t.Helper()
+	ctx := t.Context()
 	many, err := env.Identity.GetMany(ctx, []string{alex.ID, sam.ID, ids.New(), "junk", alex.ID})
 	if err != nil || len(many) != 2 || !reflect.DeepEqual(many[alex.ID], alex) || !reflect.DeepEqual(many[sam.ID], sam) {
 		t.Fatalf("GetMany %+v %v", many, err)

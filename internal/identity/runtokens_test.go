@@ -46,43 +46,12 @@ func TestRunTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it.Kind != identity.TokenRun || !identity.IsRunToken(it.Token) || it.Label != "run "+run || it.ExpiresAt != nil {
-		t.Fatalf("issued %+v", it)
-	}
-	if _, err := env.Identity.GetToken(ctx, it.ID); !errors.Is(err, identity.ErrNotFound) {
-		t.Fatalf("GetToken of a run token: %v, want ErrNotFound", err)
-	}
-	// Nor revoked by id: it is nobody's to revoke, and stays as it was.
-	if _, err := env.Writers.Identity.RevokeTokenByID(ctx, it.ID); !errors.Is(err, identity.ErrNotFound) {
-		t.Fatalf("RevokeTokenByID of a run token: %v, want ErrNotFound", err)
-	}
-	if _, err := env.Writers.Identity.RevokeTokenByID(ctx, "not-an-id"); !errors.Is(err, identity.ErrNotFound) {
-		t.Fatalf("RevokeTokenByID of a malformed id: %v, want ErrNotFound", err)
-	}
-	list, err := env.Identity.ListTokens(ctx, lotse.ID)
-	if err != nil || len(list) != 1 || list[0].Kind != identity.TokenAgent {
-		t.Fatalf("Lotse's tokens %+v %v, want only the agent token", list, err)
-	}
-
-	wantBound := func(what string) {
-		t.Helper()
-		p := wantAuth(t, env, what, it.Token, lotse.ID)
-		if p.RunID != run || p.RunThreadID != thread || p.RunHolder != "proc-a" {
-			t.Fatalf("%s: run %q thread %q holder %q, want %s %s proc-a", what, p.RunID, p.RunThreadID, p.RunHolder, run, thread)
-		}
-		held, err := env.Identity.AuthenticateMany(ctx, []string{it.Token, env.World.Token("lotse")})
-		if err != nil || held[it.Token].RunID != run || held[it.Token].RunHolder != "proc-a" || held[it.Token].RunThreadID != thread {
-			t.Fatalf("%s: AuthenticateMany %+v %v", what, held, err)
-		}
-		if own := held[env.World.Token("lotse")]; own.ID != lotse.ID || own.RunID != "" || own.RunThreadID != "" || own.RunHolder != "" {
-			t.Fatalf("%s: the agent token carries a run: %+v", what, own)
-		}
-	}
-	wantBound("queued run")
+	checkRunTokenHidden(t, env, it, run, lotse.ID)
+	wantRunBound(t, env, "queued run", it.Token, lotse.ID, run, thread)
 	if _, err := env.Runs.Start(ctx, lotse, run, "proc-a"); err != nil {
 		t.Fatal(err)
 	}
-	wantBound("running run")
+	wantRunBound(t, env, "running run", it.Token, lotse.ID, run, thread)
 	if _, err := env.Runs.Finish(ctx, lotse, run, "proc-a", domain.RunCompleted, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +67,52 @@ func TestRunTokens(t *testing.T) {
 		}
 	}
 	wantAuth(t, env, "Lotse's own token", env.World.Token("lotse"), lotse.ID)
+}
+
+// checkRunTokenHidden checks the run token it, just issued to lotse
+// (lotseID) for run: it has the run kind, prefix and label and no expiry,
+// GetToken and RevokeTokenByID do not find it (nor a malformed id), and
+// Lotse's token list holds only the agent token.
+func checkRunTokenHidden(t *testing.T, env *moduletest.Env, it identity.IssuedToken, run, lotseID string) {
+	t.Helper()
+	ctx := t.Context()
+	if it.Kind != identity.TokenRun || !identity.IsRunToken(it.Token) || it.Label != "run "+run || it.ExpiresAt != nil {
+		t.Fatalf("issued %+v", it)
+	}
+	if _, err := env.Identity.GetToken(ctx, it.ID); !errors.Is(err, identity.ErrNotFound) {
+		t.Fatalf("GetToken of a run token: %v, want ErrNotFound", err)
+	}
+	// Nor revoked by id: it is nobody's to revoke, and stays as it was.
+	if _, err := env.Writers.Identity.RevokeTokenByID(ctx, it.ID); !errors.Is(err, identity.ErrNotFound) {
+		t.Fatalf("RevokeTokenByID of a run token: %v, want ErrNotFound", err)
+	}
+	if _, err := env.Writers.Identity.RevokeTokenByID(ctx, "not-an-id"); !errors.Is(err, identity.ErrNotFound) {
+		t.Fatalf("RevokeTokenByID of a malformed id: %v, want ErrNotFound", err)
+	}
+	list, err := env.Identity.ListTokens(ctx, lotseID)
+	if err != nil || len(list) != 1 || list[0].Kind != identity.TokenAgent {
+		t.Fatalf("Lotse's tokens %+v %v, want only the agent token", list, err)
+	}
+}
+
+// wantRunBound checks that the run token token authenticates, alone and
+// in AuthenticateMany beside Lotse's own token, as Lotse (lotseID) carrying run,
+// its thread and the holder proc-a, while Lotse's own token carries no
+// run.
+func wantRunBound(t *testing.T, env *moduletest.Env, what, token, lotseID, run, thread string) {
+	t.Helper()
+	ctx := t.Context()
+	p := wantAuth(t, env, what, token, lotseID)
+	if p.RunID != run || p.RunThreadID != thread || p.RunHolder != "proc-a" {
+		t.Fatalf("%s: run %q thread %q holder %q, want %s %s proc-a", what, p.RunID, p.RunThreadID, p.RunHolder, run, thread)
+	}
+	held, err := env.Identity.AuthenticateMany(ctx, []string{token, env.World.Token("lotse")})
+	if err != nil || held[token].RunID != run || held[token].RunHolder != "proc-a" || held[token].RunThreadID != thread {
+		t.Fatalf("%s: AuthenticateMany %+v %v", what, held, err)
+	}
+	if own := held[env.World.Token("lotse")]; own.ID != lotseID || own.RunID != "" || own.RunThreadID != "" || own.RunHolder != "" {
+		t.Fatalf("%s: the agent token carries a run: %+v", what, own)
+	}
 }
 
 // TestDeleteOldTokens: retention removes, in batches of at most limit,

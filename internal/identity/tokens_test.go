@@ -94,23 +94,31 @@ func tokenKindFollowsPrincipalKind(t *testing.T, env *moduletest.Env) {
 		}
 		seen[it.Token] = true
 		wantAuth(t, env, c.handle, it.Token, p.ID)
-		info, err := env.Identity.GetToken(ctx, it.ID)
-		if err != nil || info.Kind != c.kind || info.PrincipalID != p.ID || info.Label != it.Label || info.ExpiresAt != nil || info.RevokedAt != nil {
-			t.Fatalf("%s: stored %+v %v", c.handle, info, err)
-		}
-		hash := sha256.Sum256([]byte(it.Token))
-		if n := env.Count(`SELECT count(*) FROM tokens WHERE id = $1 AND hash = $2`, it.ID, hash[:]); n != 1 {
-			t.Fatalf("%s: the token is not stored as its hash", c.handle)
-		}
-		if n := env.Count(`SELECT count(*) FROM tokens WHERE row_to_json(tokens)::text LIKE '%' || $1 || '%'`, it.Token); n != 0 {
-			t.Fatalf("%s: the clear text is stored", c.handle)
-		}
+		wantTokenStored(t, env, c.handle, it, c.kind, p.ID)
 	}
 	before := env.Count(`SELECT count(*) FROM tokens`)
 	_, err := env.Writers.Identity.CreateToken(ctx, env.Principal("alex"), "", -time.Second)
 	moduletest.WantProblem(t, "a negative lifetime", err, problem.ValidationFailed, "")
 	if env.Count(`SELECT count(*) FROM tokens`) != before {
 		t.Fatal("a refused token was stored")
+	}
+}
+
+// wantTokenStored checks how the token it, just issued to principalID
+// (handle), is stored: GetToken finds it live with its kind, principal
+// and label, and the table holds its SHA-256 hash, never its clear text.
+func wantTokenStored(t *testing.T, env *moduletest.Env, handle string, it identity.IssuedToken, kind identity.TokenKind, principalID string) {
+	t.Helper()
+	info, err := env.Identity.GetToken(t.Context(), it.ID)
+	if err != nil || info.Kind != kind || info.PrincipalID != principalID || info.Label != it.Label || info.ExpiresAt != nil || info.RevokedAt != nil {
+		t.Fatalf("%s: stored %+v %v", handle, info, err)
+	}
+	hash := sha256.Sum256([]byte(it.Token))
+	if n := env.Count(`SELECT count(*) FROM tokens WHERE id = $1 AND hash = $2`, it.ID, hash[:]); n != 1 {
+		t.Fatalf("%s: the token is not stored as its hash", handle)
+	}
+	if n := env.Count(`SELECT count(*) FROM tokens WHERE row_to_json(tokens)::text LIKE '%' || $1 || '%'`, it.Token); n != 0 {
+		t.Fatalf("%s: the clear text is stored", handle)
 	}
 }
 
@@ -296,15 +304,7 @@ func tokenBookkeeping(t *testing.T, env *moduletest.Env) {
 		t.Fatalf("tokens listed %q, want newest first with the expired one", got)
 	}
 
-	rev, err := env.Writers.Identity.RevokeTokenByID(ctx, newer.ID)
-	if err != nil || rev.ID != newer.ID || rev.RevokedAt == nil || !rev.RevokedAt.Equal(env.Clock.Now()) {
-		t.Fatalf("revoked %+v %v", rev, err)
-	}
-	env.Clock.Advance(time.Minute)
-	again, err := env.Writers.Identity.RevokeTokenByID(ctx, newer.ID)
-	if err != nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*rev.RevokedAt) {
-		t.Fatalf("revoked again %+v %v, want unchanged", again, err)
-	}
+	wantRevokedByID(t, env, newer.ID)
 	if err := env.Writers.Identity.RevokeToken(ctx, older.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -317,5 +317,22 @@ func tokenBookkeeping(t *testing.T, env *moduletest.Env) {
 		if _, err := env.Identity.GetToken(ctx, id); !errors.Is(err, identity.ErrNotFound) {
 			t.Fatalf("GetToken(%q): %v", id, err)
 		}
+	}
+}
+
+// wantRevokedByID revokes token id by its id and checks that the answer
+// is the token revoked now, and that revoking it again a minute later
+// answers it unchanged.
+func wantRevokedByID(t *testing.T, env *moduletest.Env, id string) {
+	t.Helper()
+	ctx := t.Context()
+	rev, err := env.Writers.Identity.RevokeTokenByID(ctx, id)
+	if err != nil || rev.ID != id || rev.RevokedAt == nil || !rev.RevokedAt.Equal(env.Clock.Now()) {
+		t.Fatalf("revoked %+v %v", rev, err)
+	}
+	env.Clock.Advance(time.Minute)
+	again, err := env.Writers.Identity.RevokeTokenByID(ctx, id)
+	if err != nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*rev.RevokedAt) {
+		t.Fatalf("revoked again %+v %v, want unchanged", again, err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/platform/config"
 )
@@ -40,6 +42,24 @@ func TestMCPReadFile(t *testing.T) {
 		map[string]any{"client_msg_id": "mcp-f", "content_md": "@lotse read the toner file", "attachment_file_ids": []string{file}}, http.StatusCreated)
 
 	alex, sam := connect(t, env, "alex"), connect(t, env, "sam")
+	wantFileReadAsData(t, alex, file, injected)
+
+	mkt := uploadAs(t, env, "sam", "plan.txt", []byte("campaign"))
+	env.MustREST(t, http.MethodPost, "/api/v1/threads/"+env.Main("Marketing/Kampagnen")+"/messages", env.World.Token("sam"),
+		map[string]any{"client_msg_id": "mcp-m", "content_md": "the plan", "attachment_file_ids": []string{mkt}}, http.StatusCreated)
+	wantHiddenLikeMissing(t, alex, "read_file", "file_id", mkt, "01a22d00-0000-7000-8000-000000000000")
+	if _, _, isErr := call(t, sam, "read_file", map[string]any{"file_id": mkt}); isErr {
+		t.Fatal("sam reads the Marketing file")
+	}
+
+	checkRunTokenReadsFile(t, env, msg["id"], file, mkt, injected)
+}
+
+// wantFileReadAsData checks that read_file as alex answers file, whose
+// text is injected, as one DATA block with trust unverified, and that
+// max_bytes cuts it and says so.
+func wantFileReadAsData(t *testing.T, alex *mcp.ClientSession, file, injected string) {
+	t.Helper()
 	out, text, isErr := call(t, alex, "read_file", map[string]any{"file_id": file})
 	if isErr || out["text"] != injected || out["trust"] != "unverified" || out["text_status"] != "ready" ||
 		!strings.Contains(text, "<<<DATA ") || !strings.Contains(text, "trust=unverified") || !strings.Contains(text, "<<<END DATA ") {
@@ -48,21 +68,15 @@ func TestMCPReadFile(t *testing.T) {
 	if out, _, _ := call(t, alex, "read_file", map[string]any{"file_id": file, "max_bytes": 5}); out["text"] != "Toner" || out["truncated"] != true {
 		t.Fatalf("read_file cut: %+v", out)
 	}
+}
 
-	mkt := uploadAs(t, env, "sam", "plan.txt", []byte("campaign"))
-	env.MustREST(t, http.MethodPost, "/api/v1/threads/"+env.Main("Marketing/Kampagnen")+"/messages", env.World.Token("sam"),
-		map[string]any{"client_msg_id": "mcp-m", "content_md": "the plan", "attachment_file_ids": []string{mkt}}, http.StatusCreated)
-	_, hidden, isErr1 := call(t, alex, "read_file", map[string]any{"file_id": mkt})
-	_, missing, isErr2 := call(t, alex, "read_file", map[string]any{"file_id": "01a22d00-0000-7000-8000-000000000000"})
-	if !isErr1 || !isErr2 || hidden != missing || !strings.Contains(hidden, "not_found") {
-		t.Fatalf("hidden %q, missing %q", hidden, missing)
-	}
-	if _, _, isErr := call(t, sam, "read_file", map[string]any{"file_id": mkt}); isErr {
-		t.Fatal("sam reads the Marketing file")
-	}
-
+// checkRunTokenReadsFile starts the run that the message msgID (which
+// carries file) triggered, mints a run token for it and checks that the
+// token's read_file answers file and refuses mkt, another thread's file.
+func checkRunTokenReadsFile(t *testing.T, env *apitest.Env, msgID any, file, mkt, injected string) {
+	t.Helper()
 	var run string
-	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, msg["id"]).Scan(&run); err != nil {
+	if err := env.Pool.QueryRow(t.Context(), `SELECT id::text FROM runs WHERE triggering_message_id = $1`, msgID).Scan(&run); err != nil {
 		t.Fatal(err)
 	}
 	env.MustREST(t, http.MethodPost, "/api/v1/runs/"+run+"/start", env.World.Token("lotse"), map[string]any{"holder": "proc-f"}, http.StatusOK)

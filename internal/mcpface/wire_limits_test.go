@@ -61,11 +61,31 @@ func TestMCPBoundedAndHonest(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 		Config: map[string]string{config.HTTPTrustedProxies: "127.0.0.1/32"}})
 	alex := env.World.Token("alex")
-	call := func(id int, text string) string {
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
-			"params": map[string]any{"name": "post_message", "arguments": map[string]any{"thread_id": env.Main("Support/Allgemein"), "text": text}}})
-		return string(b)
+	checkBatchRefused(t, env, alex)
+	checkUnknownMethods(t, env, alex)
+
+	// One tool call: its request and the API call it makes are logged as
+	// Alex's, from the client behind the proxy.
+	status, _, body := rawMCP(t, env, alex, postMessageRPC(env, 9, "one post"))
+	if status != http.StatusOK || strings.Contains(string(body), `"isError":true`) {
+		t.Fatalf("post_message: %d %s", status, body)
 	}
+	wantAccessLogged(t, env, &logs)
+}
+
+// postMessageRPC is the JSON-RPC request id that calls post_message with
+// text in Support/Allgemein.
+func postMessageRPC(env *apitest.Env, id int, text string) string {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
+		"params": map[string]any{"name": "post_message", "arguments": map[string]any{"thread_id": env.Main("Support/Allgemein"), "text": text}}})
+	return string(b)
+}
+
+// checkBatchRefused posts a JSON-RPC batch of 50 post_message calls as
+// alex: it is refused whole with one JSON-RPC error (-32600, no id) and
+// HTTP 400, and stores no message.
+func checkBatchRefused(t *testing.T, env *apitest.Env, alex string) {
+	t.Helper()
 	before := env.Count(`SELECT count(*) FROM messages`)
 	var batch bytes.Buffer
 	batch.WriteString("[")
@@ -73,7 +93,7 @@ func TestMCPBoundedAndHonest(t *testing.T) {
 		if i > 0 {
 			batch.WriteString(",")
 		}
-		batch.WriteString(call(i, "batched"))
+		batch.WriteString(postMessageRPC(env, i, "batched"))
 	}
 	batch.WriteString("]")
 	status, ctype, body := rawMCP(t, env, alex, " \n"+batch.String())
@@ -86,8 +106,15 @@ func TestMCPBoundedAndHonest(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM messages`); n != before {
 		t.Fatalf("a refused batch stored %d messages", n-before)
 	}
+}
 
-	status, _, body = rawMCP(t, env, alex, `{"jsonrpc":"2.0","id":7,"method":"bogus/method"}`)
+// checkUnknownMethods checks the answers to what the specification does
+// not define: an unknown method is -32601 with HTTP 200 and the
+// request's id, an unknown notification 202 with no body; a known method
+// (ping) still works.
+func checkUnknownMethods(t *testing.T, env *apitest.Env, alex string) {
+	t.Helper()
+	status, _, body := rawMCP(t, env, alex, `{"jsonrpc":"2.0","id":7,"method":"bogus/method"}`)
 	if id, code, _ := rpcError(t, body); status != http.StatusOK || id != float64(7) || code != -32601 {
 		t.Fatalf("an unknown method: %d, id %v, code %d", status, id, code)
 	}
@@ -98,13 +125,14 @@ func TestMCPBoundedAndHonest(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(string(body), `"result"`) {
 		t.Fatalf("ping: %d %s", status, body)
 	}
+}
 
-	// One tool call: its request and the API call it makes are logged as
-	// Alex's, from the client behind the proxy.
-	status, _, body = rawMCP(t, env, alex, call(9, "one post"))
-	if status != http.StatusOK || strings.Contains(string(body), `"isError":true`) {
-		t.Fatalf("post_message: %d %s", status, body)
-	}
+// wantAccessLogged checks that the access log in logs names the face mcp
+// for Alex's tool call and graphql for the API call it made in-process,
+// both with Alex's principal and the client behind the trusted proxy,
+// and that the requests of face mcp are counted.
+func wantAccessLogged(t *testing.T, env *apitest.Env, logs *apitest.Buffer) {
+	t.Helper()
 	var mcpLine, innerLine bool
 	for _, l := range logs.Lines(t) {
 		if l["msg"] != "request" || l["principal_id"] != env.World.ID("alex") || l["client"] != "203.0.113.7" {

@@ -70,6 +70,19 @@ func call(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any) 
 	return out, text, res.IsError
 }
 
+// wantHiddenLikeMissing calls tool on s with arg set to hiddenID, which
+// the session's principal may not see, and to missingID, which does not
+// exist: both must be the same not_found tool error, so that the answer
+// never tells a hidden thing from a missing one.
+func wantHiddenLikeMissing(t *testing.T, s *mcp.ClientSession, tool, arg, hiddenID, missingID string) {
+	t.Helper()
+	_, hidden, isErr := call(t, s, tool, map[string]any{arg: hiddenID})
+	_, missing, isErr2 := call(t, s, tool, map[string]any{arg: missingID})
+	if !isErr || !isErr2 || hidden != missing || !strings.Contains(hidden, "not_found") {
+		t.Fatalf("%s: hidden %q (%v), missing %q (%v)", tool, hidden, isErr, missing, isErr2)
+	}
+}
+
 func toolNames(t *testing.T, s *mcp.ClientSession) []string {
 	t.Helper()
 	res, err := s.ListTools(t.Context(), nil)
@@ -112,6 +125,18 @@ func TestMCPAgentAnswersARun(t *testing.T) {
 	if isErr || !strings.Contains(text, "is the printer back?") || ctxOut["trustSummary"] == nil {
 		t.Fatalf("read_run_context: %s %+v", text, ctxOut)
 	}
+	answerRun(t, env, s, id)
+	if out, _, _ := call(t, s, "wait_for_run", map[string]any{"wait_seconds": 1}); out["run"] != nil {
+		t.Fatalf("a second run: %+v", out)
+	}
+}
+
+// answerRun answers the claimed run id through session s with the tools
+// alone: it streams into the live box, posts the answer (sent again, the
+// same answer, nothing posted twice), finishes the run, and checks that
+// exactly one answer is stored.
+func answerRun(t *testing.T, env *apitest.Env, s *mcp.ClientSession, id string) {
+	t.Helper()
 	if out, text, isErr := call(t, s, "update_live", map[string]any{"run_id": id, "base_version": 0, "append": "Checking "}); isErr || out["version"] != float64(1) {
 		t.Fatalf("update_live: %s", text)
 	}
@@ -127,9 +152,6 @@ func TestMCPAgentAnswersARun(t *testing.T) {
 	}
 	if n := env.Count(`SELECT count(*) FROM run_answers WHERE run_id = $1`, id); n != 1 {
 		t.Fatalf("%d answers", n)
-	}
-	if out, _, _ := call(t, s, "wait_for_run", map[string]any{"wait_seconds": 1}); out["run"] != nil {
-		t.Fatalf("a second run: %+v", out)
 	}
 }
 
@@ -157,11 +179,7 @@ func TestMCPRunToken(t *testing.T) {
 	if got := strings.Join(toolNames(t, s), ","); got != "await_approval,finish_run,post_answer,read_file,read_run_context,request_approval,update_live" {
 		t.Fatalf("run token tools: %s", got)
 	}
-	_, hidden, isErr := call(t, s, "read_run_context", map[string]any{"run_id": other})
-	_, missing, isErr2 := call(t, s, "read_run_context", map[string]any{"run_id": "01a23b18-0000-7000-8000-000000000000"})
-	if !isErr || !isErr2 || hidden != missing || !strings.Contains(hidden, "not_found") {
-		t.Fatalf("another run %q, a missing one %q", hidden, missing)
-	}
+	wantHiddenLikeMissing(t, s, "read_run_context", "run_id", other, "01a23b18-0000-7000-8000-000000000000")
 	if out, text, isErr := call(t, s, "post_answer", map[string]any{"run_id": id, "text": "Yes."}); isErr || out["message_id"] == "" {
 		t.Fatalf("post_answer: %s", text)
 	}
@@ -221,11 +239,15 @@ func TestMCPPeopleSeeWhatTheySee(t *testing.T) {
 	if out, text, isErr := call(t, alex, "read_thread", map[string]any{"thread_id": esk}); isErr || out["id"] != esk {
 		t.Fatalf("alex reads: %s", text)
 	}
-	_, hidden, isErr := call(t, sam, "read_thread", map[string]any{"thread_id": esk})
-	_, missing, isErr2 := call(t, sam, "read_thread", map[string]any{"thread_id": "01a23b18-0000-7000-8000-000000000000"})
-	if !isErr || !isErr2 || hidden != missing || !strings.Contains(hidden, "not_found") {
-		t.Fatalf("hidden %q (%v), missing %q (%v)", hidden, isErr, missing, isErr2)
-	}
+	wantHiddenLikeMissing(t, sam, "read_thread", "thread_id", esk, "01a23b18-0000-7000-8000-000000000000")
+	checkPeopleSeeRuns(t, alex, sam, esk)
+}
+
+// checkPeopleSeeRuns has alex mention lotse in the thread esk: the run it
+// starts is queued, get_run and list_runs answer it to alex, while sam,
+// who may not read esk, lists no run and gets not_found for it.
+func checkPeopleSeeRuns(t *testing.T, alex, sam *mcp.ClientSession, esk string) {
+	t.Helper()
 	out, text, isErr := call(t, alex, "mention_agent", map[string]any{"thread_id": esk, "text": "@lotse how full is the toner?"})
 	if isErr || out["trigger_state"] != "accepted" || out["run_id"] == nil {
 		t.Fatalf("mention_agent: %s", text)

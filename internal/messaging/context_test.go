@@ -317,8 +317,16 @@ func testItemFields(t *testing.T, env *moduletest.Env, f reportsFixture) {
 	if m6 := by[6]; m6.ReplyToMessageID != "" {
 		t.Errorf("m6 has reply_to %q", m6.ReplyToMessageID)
 	}
+	wantHistoryCutsLong(t, env, f)
+}
+
+// wantHistoryCutsLong checks that alex's history list of the fixture's
+// thread cuts the long message (7) at listCut bytes: the setting the
+// context reads must not apply is in force.
+func wantHistoryCutsLong(t *testing.T, env *moduletest.Env, f reportsFixture) {
+	t.Helper()
 	// The history list does cut it, so the setting is in force.
-	list, err := env.Messaging.History(ctx, env.Principal("alex"), f.thread, 0, 0)
+	list, err := env.Messaging.History(t.Context(), env.Principal("alex"), f.thread, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,6 +393,18 @@ func testContextMessages(t *testing.T, env *moduletest.Env, f reportsFixture) {
 	if _, ok := got[unknown]; ok {
 		t.Errorf("unknown id in the result")
 	}
+	checkContextMessageItems(t, env, f, got)
+	empty, err := env.Messaging.ContextMessages(ctx, nil)
+	if err != nil || len(empty) != 0 {
+		t.Errorf("no ids: %v, %v", empty, err)
+	}
+}
+
+// checkContextMessageItems checks the items ContextMessages returned for
+// the fixture's messages 4, 7 and 8 as stored: the tombstone of robin's
+// message, the long message whole, and m8 with its reply.
+func checkContextMessageItems(t *testing.T, env *moduletest.Env, f reportsFixture, got map[string]messaging.ContextItem) {
+	t.Helper()
 	tomb := got[f.ids[4]]
 	if !tomb.Deleted || tomb.ContentMD != "" || tomb.ThreadSeq != 4 || tomb.AuthorID != env.World.ID("robin") || tomb.ThreadID != f.thread {
 		t.Errorf("tombstone %+v", tomb)
@@ -394,10 +414,6 @@ func testContextMessages(t *testing.T, env *moduletest.Env, f reportsFixture) {
 	}
 	if m8 := got[f.ids[8]]; m8.ContentMD != "m8" || m8.ReplyToMessageID != f.ids[6] || m8.ID != f.ids[8] {
 		t.Errorf("m8 %+v", m8)
-	}
-	empty, err := env.Messaging.ContextMessages(ctx, nil)
-	if err != nil || len(empty) != 0 {
-		t.Errorf("no ids: %v, %v", empty, err)
 	}
 }
 

@@ -2,7 +2,6 @@ package messaging_test
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 
@@ -163,6 +162,15 @@ func TestHistoryCutsListContent(t *testing.T) {
 	if err != nil || single.ContentMD != long || single.ContentTruncated {
 		t.Fatalf("single read cut: %+v %v", single, err)
 	}
+	checkHistoryPaging(t, env, main)
+}
+
+// checkHistoryPaging posts four more messages after the one in main and
+// checks that sam's history pages by thread_seq: a first page of 2 with
+// the cursor 2, then the remaining 3 from thread_seq 3 without a cursor.
+func checkHistoryPaging(t *testing.T, env *moduletest.Env, main string) {
+	t.Helper()
+	ctx, sam := t.Context(), env.Principal("sam")
 	// Paging by thread_seq.
 	for i := 0; i < 4; i++ {
 		env.Post("alex", main, fmt.Sprintf("p%d", i), fmt.Sprintf("page %d", i))
@@ -204,21 +212,7 @@ func TestReopenOrder(t *testing.T) {
 	if m.ThreadSeq != 3 {
 		t.Fatalf("message after reopen has thread_seq %v, want 3", m.ThreadSeq)
 	}
-	rows, err := env.Pool.Query(ctx, `SELECT type, coalesce(payload->>'system_code', ''), coalesce(payload->>'kind', '') FROM event_log WHERE seq > $1 ORDER BY seq`, before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for rows.Next() {
-		var typ, code, kind string
-		if err := rows.Scan(&typ, &code, &kind); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, strings.Join(strings.Fields(typ+" "+code+" "+kind), " "))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	got := textRows(t, env, `SELECT type, coalesce(payload->>'system_code', ''), coalesce(payload->>'kind', '') FROM event_log WHERE seq > $1 ORDER BY seq`, before)
 	want := []string{"thread.reopened post", "message.created thread.reopened system", "message.created text"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("events %v, want %v", got, want)
@@ -242,13 +236,7 @@ func TestReopenOrder(t *testing.T) {
 func TestCreateThreadKinds(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
-	ctx := t.Context()
-	create := func(who, channel string, in messaging.ThreadInput) (chat.Thread, messaging.Message, bool, error) {
-		return env.Messaging.CreateThread(ctx, env.Principal(who), env.World.Channel(channel).ID, in)
-	}
-	first := func(cid, content string) messaging.Input {
-		return messaging.Input{ClientMsgID: cid, ContentMD: content}
-	}
+	create, first := threadCreator(t, env), firstMessage
 	// A post in a forum: no parent, title from the first line, fixed
 	// operator of the channel (Bulletin inherits Lotse).
 	post, _, _, err := create("alex", "Support/Bulletin", messaging.ThreadInput{First: first("p1", "Weekly report\nAll good.")})
@@ -260,6 +248,55 @@ func TestCreateThreadKinds(t *testing.T) {
 	if err != nil || rep.OperatorAgentID != "" {
 		t.Fatalf("Reports thread has an operator: %+v %v", rep, err)
 	}
+	checkThreadsFromParent(t, env)
+	// Replay of the whole create.
+	again, _, replayed, err := create("alex", "Support/Bulletin", messaging.ThreadInput{First: first("p1", "Weekly report\nAll good.")})
+	if err != nil || !replayed || again.ID != post.ID {
+		t.Fatalf("thread replay: replayed %v %+v %v", replayed, again, err)
+	}
+	// An agent's thread has title_source auto.
+	byAgent, msg, _, err := create("lotse", "Support/Reports", messaging.ThreadInput{Title: "Nightly", First: first("n1", "report")})
+	if err != nil || byAgent.TitleSource != chat.TitleAuto || msg.Origin != messaging.OriginAgent {
+		t.Fatalf("agent thread: %+v %+v %v", byAgent, msg, err)
+	}
+	wantThreadCreatedFirst(t, env)
+}
+
+// wantThreadCreatedFirst checks that robin's feed begins with
+// thread.created and then the first message's message.created.
+func wantThreadCreatedFirst(t *testing.T, env *moduletest.Env) {
+	t.Helper()
+	// Events: thread.created then message.created.
+	evs, err := env.Feed.List(t.Context(), env.Principal("robin"), "", 0)
+	if err != nil || len(evs.Events) < 2 {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	if evs.Events[0].Type != "thread.created" || evs.Events[1].Type != "message.created" {
+		t.Fatalf("events %v %v", evs.Events[0].Type, evs.Events[1].Type)
+	}
+}
+
+// threadCreator returns a function that creates a thread as the principal
+// with handle who in the channel with key channel, for the thread tests.
+func threadCreator(t *testing.T, env *moduletest.Env) func(who, channel string, in messaging.ThreadInput) (chat.Thread, messaging.Message, bool, error) {
+	return func(who, channel string, in messaging.ThreadInput) (chat.Thread, messaging.Message, bool, error) {
+		return env.Messaging.CreateThread(t.Context(), env.Principal(who), env.World.Channel(channel).ID, in)
+	}
+}
+
+// firstMessage is the first message of a new thread with client_msg_id
+// cid and content.
+func firstMessage(cid, content string) messaging.Input {
+	return messaging.Input{ClientMsgID: cid, ContentMD: content}
+}
+
+// checkThreadsFromParent checks the threads of a text channel: one starts
+// from a main-thread message of the channel, a second from the same
+// parent is a conflict, and a parent outside the channel's main thread is
+// invalid.
+func checkThreadsFromParent(t *testing.T, env *moduletest.Env) {
+	t.Helper()
+	create, first := threadCreator(t, env), firstMessage
 	// A thread from a main-thread message of a text channel.
 	parent := env.Post("writer", env.Main("Support/Allgemein"), "m1", "Can someone help?")
 	th, _, _, err := create("sam", "Support/Allgemein", messaging.ThreadInput{ParentMessageID: parent.ID, First: first("t1", "Sure")})
@@ -272,24 +309,6 @@ func TestCreateThreadKinds(t *testing.T) {
 	moduletest.WantProblem(t, "second thread from one parent", err, problem.Conflict, "")
 	_, _, _, err = create("alex", "Support/Eskalation", messaging.ThreadInput{ParentMessageID: parent.ID, First: first("t3", "x")})
 	moduletest.WantProblem(t, "parent in another channel", err, problem.ValidationFailed, "")
-	// Replay of the whole create.
-	again, _, replayed, err := create("alex", "Support/Bulletin", messaging.ThreadInput{First: first("p1", "Weekly report\nAll good.")})
-	if err != nil || !replayed || again.ID != post.ID {
-		t.Fatalf("thread replay: replayed %v %+v %v", replayed, again, err)
-	}
-	// An agent's thread has title_source auto.
-	byAgent, msg, _, err := create("lotse", "Support/Reports", messaging.ThreadInput{Title: "Nightly", First: first("n1", "report")})
-	if err != nil || byAgent.TitleSource != chat.TitleAuto || msg.Origin != messaging.OriginAgent {
-		t.Fatalf("agent thread: %+v %+v %v", byAgent, msg, err)
-	}
-	// Events: thread.created then message.created.
-	evs, err := env.Feed.List(ctx, env.Principal("robin"), "", 0)
-	if err != nil || len(evs.Events) < 2 {
-		t.Fatalf("events %+v %v", evs, err)
-	}
-	if evs.Events[0].Type != "thread.created" || evs.Events[1].Type != "message.created" {
-		t.Fatalf("events %v %v", evs.Events[0].Type, evs.Events[1].Type)
-	}
 }
 
 // TestAgentMessage_ReopensDoneThread: an agent's message into a done
@@ -310,22 +329,8 @@ func TestAgentMessage_ReopensDoneThread(t *testing.T) {
 	}
 	before := env.Count(`SELECT coalesce(max(seq), 0)::int FROM event_log`)
 	env.Post("lotse", th.ID, "again", "status update")
-	rows, err := env.Pool.Query(ctx, `SELECT type, coalesce(payload->>'origin', ''), coalesce(payload->>'system_code', ''), coalesce(payload->'author'->>'handle', '')
+	got := textRows(t, env, `SELECT type, coalesce(payload->>'origin', ''), coalesce(payload->>'system_code', ''), coalesce(payload->'author'->>'handle', '')
 		FROM event_log WHERE seq > $1 ORDER BY seq`, before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for rows.Next() {
-		var a, b, c, d string
-		if err := rows.Scan(&a, &b, &c, &d); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, strings.Join(strings.Fields(a+" "+b+" "+c+" "+d), " "))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
 	want := "[thread.reopened message.created system thread.reopened lotse message.created agent lotse]"
 	if fmt.Sprint(got) != want || env.Count(`SELECT count(*) FROM runs`) != 0 {
 		t.Fatalf("events %v, want %s", got, want)

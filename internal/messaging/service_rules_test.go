@@ -53,12 +53,7 @@ func TestOriginAndMentions(t *testing.T) {
 	env := moduletest.New(t)
 	ctx := t.Context()
 	main := env.Main("Support/Allgemein")
-	for who, origin := range map[string]messaging.Origin{"alex": messaging.OriginHuman, "lotse": messaging.OriginAgent, "feedbot": messaging.OriginApp} {
-		m := env.Post(who, main, "o-"+who, "origin of "+who)
-		if m.Origin != origin || m.Kind != messaging.KindText || m.Author.Handle != who || m.Author.Kind != env.Principal(who).Kind {
-			t.Fatalf("%s wrote %+v", who, m)
-		}
-	}
+	checkOrigins(t, env, main)
 
 	m := env.Post("writer", main, "mention", "Hello @Sam and @sam, mail a@lotse.example, ask @nobody, then @lotse (@alex)")
 	if got := handles(m.Mentions); got != "sam,lotse,alex" {
@@ -75,25 +70,27 @@ func TestOriginAndMentions(t *testing.T) {
 	if err != nil || len(page.Messages) != 1 || page.Messages[0].ID != m.ID || handles(page.Messages[0].Mentions) != "sam,lotse,alex" {
 		t.Fatalf("history %+v %v", page, err)
 	}
-	var payload []string
-	rows, err := env.Pool.Query(ctx, `SELECT jsonb_array_elements(payload->'mentions')->>'handle' FROM event_log
+	payload := textRows(t, env, `SELECT jsonb_array_elements(payload->'mentions')->>'handle' FROM event_log
 		WHERE type = 'message.created' AND message_id = $1`, m.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var h string
-		if err := rows.Scan(&h); err != nil {
-			t.Fatal(err)
-		}
-		payload = append(payload, h)
-	}
-	if rows.Err() != nil || strings.Join(payload, ",") != "sam,lotse,alex" {
-		t.Fatalf("event mentions %v %v", payload, rows.Err())
+	if strings.Join(payload, ",") != "sam,lotse,alex" {
+		t.Fatalf("event mentions %v", payload)
 	}
 	plain := env.Post("writer", main, "plain", "no one @ all, x@y")
 	if len(plain.Mentions) != 0 {
 		t.Fatalf("mentions without a handle: %+v", plain.Mentions)
+	}
+}
+
+// checkOrigins posts into main as a person, an agent and an app and checks
+// that each message's origin follows its author's kind, its kind is text
+// and its author is the poster.
+func checkOrigins(t *testing.T, env *moduletest.Env, main string) {
+	t.Helper()
+	for who, origin := range map[string]messaging.Origin{"alex": messaging.OriginHuman, "lotse": messaging.OriginAgent, "feedbot": messaging.OriginApp} {
+		m := env.Post(who, main, "o-"+who, "origin of "+who)
+		if m.Origin != origin || m.Kind != messaging.KindText || m.Author.Handle != who || m.Author.Kind != env.Principal(who).Kind {
+			t.Fatalf("%s wrote %+v", who, m)
+		}
 	}
 }
 
@@ -182,11 +179,7 @@ func TestDeleteRules(t *testing.T) {
 	m := env.Post("writer", main, "d1", "a note for @sam")
 	content := func(id string) string {
 		t.Helper()
-		var c string
-		if err := env.Pool.QueryRow(ctx, `SELECT content_md FROM messages WHERE id = $1`, id).Scan(&c); err != nil {
-			t.Fatal(err)
-		}
-		return c
+		return storedContent(t, env, id)
 	}
 
 	_, err := env.Messaging.Delete(ctx, sam, m.ID)
@@ -203,20 +196,61 @@ func TestDeleteRules(t *testing.T) {
 	if err != nil || !del.Deleted || del.ContentMD != "" || del.Author.Handle != "writer" {
 		t.Fatalf("robin deletes writer's message: %+v %v", del, err)
 	}
-	deletedEvents := func() int {
-		return env.Count(`SELECT count(*) FROM event_log WHERE type = 'message.deleted' AND message_id = $1`, m.ID)
-	}
-	if n := deletedEvents(); n != 1 {
+	if n := deletedEventCount(env, m.ID); n != 1 {
 		t.Fatalf("%d message.deleted events after the delete, want 1", n)
 	}
-	again, err := env.Messaging.Delete(ctx, writer, m.ID)
-	if err != nil || !again.Deleted || again.ContentMD != "" || again.ID != m.ID || !again.CreatedAt.Equal(del.CreatedAt) || len(again.Mentions) != 0 {
+	checkDeleteTombstone(t, env, m.ID, del)
+
+	checkNotDeletable(t, env)
+
+	// Archived: the author may no longer delete.
+	kept := env.Post("writer", main, "d2", "keep me")
+	if _, err := env.Modules.Admin.ArchiveChannel(ctx, robin, env.World.Channel("Support/Allgemein").ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.Messaging.Delete(ctx, writer, kept.ID)
+	moduletest.WantProblem(t, "writer deletes in an archived channel", err, problem.ChannelReadOnly, authz.ReasonChannelArchived)
+	if c := content(kept.ID); c != "keep me" {
+		t.Fatalf("a refused delete changed the message: %q", c)
+	}
+}
+
+// storedContent returns the stored content_md of the message id, to tell
+// whether a refused delete left the message as it was.
+func storedContent(t *testing.T, env *moduletest.Env, id string) string {
+	t.Helper()
+	var c string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT content_md FROM messages WHERE id = $1`, id).Scan(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// deletedEventCount counts the message.deleted events of the message id.
+func deletedEventCount(env *moduletest.Env, id string) int {
+	return env.Count(`SELECT count(*) FROM event_log WHERE type = 'message.deleted' AND message_id = $1`, id)
+}
+
+// checkDeleteTombstone deletes the tombstone of the message id (del, as
+// the first delete answered it) as its author writer: the answer is the
+// tombstone unchanged, and no second message.deleted is emitted.
+func checkDeleteTombstone(t *testing.T, env *moduletest.Env, id string, del messaging.Message) {
+	t.Helper()
+	again, err := env.Messaging.Delete(t.Context(), env.Principal("writer"), id)
+	if err != nil || !again.Deleted || again.ContentMD != "" || again.ID != id || !again.CreatedAt.Equal(del.CreatedAt) || len(again.Mentions) != 0 {
 		t.Fatalf("deleting a tombstone: %+v %v", again, err)
 	}
-	if n := deletedEvents(); n != 1 {
+	if n := deletedEventCount(env, id); n != 1 {
 		t.Fatalf("%d message.deleted events after deleting the tombstone, want still 1", n)
 	}
+}
 
+// checkNotDeletable makes a system line (the reopen of a done thread) and
+// a run anchor and checks that not even the owner robin may delete either
+// (conflict not_deletable) and that both stay.
+func checkNotDeletable(t *testing.T, env *moduletest.Env) {
+	t.Helper()
+	ctx, robin := t.Context(), env.Principal("robin")
 	// A system line (the reopen of a done thread) and a run anchor.
 	th, _, _, err := env.Messaging.CreateThread(ctx, env.Principal("alex"), env.World.Channel("Support/Reports").ID,
 		messaging.ThreadInput{Title: "Printer", First: messaging.Input{ClientMsgID: "t1", ContentMD: "down"}})
@@ -241,17 +275,6 @@ func TestDeleteRules(t *testing.T) {
 		if n := env.Count(`SELECT count(*) FROM messages WHERE id = $1 AND deleted_at IS NULL`, id); n != 1 {
 			t.Fatalf("the %s was deleted", what)
 		}
-	}
-
-	// Archived: the author may no longer delete.
-	kept := env.Post("writer", main, "d2", "keep me")
-	if _, err := env.Modules.Admin.ArchiveChannel(ctx, robin, env.World.Channel("Support/Allgemein").ID); err != nil {
-		t.Fatal(err)
-	}
-	_, err = env.Messaging.Delete(ctx, writer, kept.ID)
-	moduletest.WantProblem(t, "writer deletes in an archived channel", err, problem.ChannelReadOnly, authz.ReasonChannelArchived)
-	if c := content(kept.ID); c != "keep me" {
-		t.Fatalf("a refused delete changed the message: %q", c)
 	}
 }
 
@@ -297,19 +320,26 @@ func TestAutoTitleGoesWithItsMessage(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ id, title, source string }{{auto, "", ""}, {post.ID, "", ""}, {own.ID, "My title", string(chat.TitleByUser)}} {
-		var title, source *string
-		if err := env.Pool.QueryRow(ctx, `SELECT title, title_source FROM threads WHERE id = $1`, c.id).Scan(&title, &source); err != nil {
-			t.Fatal(err)
+		wantThreadTitle(t, env, c.id, c.title, c.source)
+	}
+}
+
+// wantThreadTitle checks the stored title and title_source of the thread
+// id (NULL read as empty) after the delete of a first message.
+func wantThreadTitle(t *testing.T, env *moduletest.Env, id, wantTitle, wantSource string) {
+	t.Helper()
+	var title, source *string
+	if err := env.Pool.QueryRow(t.Context(), `SELECT title, title_source FROM threads WHERE id = $1`, id).Scan(&title, &source); err != nil {
+		t.Fatal(err)
+	}
+	got := func(s *string) string {
+		if s == nil {
+			return ""
 		}
-		got := func(s *string) string {
-			if s == nil {
-				return ""
-			}
-			return *s
-		}
-		if got(title) != c.title || got(source) != c.source {
-			t.Fatalf("thread %s after the delete: %q (%s), want %q (%s)", c.id, got(title), got(source), c.title, c.source)
-		}
+		return *s
+	}
+	if got(title) != wantTitle || got(source) != wantSource {
+		t.Fatalf("thread %s after the delete: %q (%s), want %q (%s)", id, got(title), got(source), wantTitle, wantSource)
 	}
 }
 

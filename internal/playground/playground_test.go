@@ -73,55 +73,75 @@ func TestPageReferencesOnlyLocalAssetsWithMatchingIntegrity(t *testing.T) {
 		if ct := res.Header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
 			t.Errorf("GET %s: Content-Type %q", path, ct)
 		}
-		// html/template writes the JS string with <, > as \u003c, \u003e.
-		if !strings.Contains(page, "GraphiQL") || !strings.Contains(page, `defaultHeaders: "{\"Authorization\": \"Bearer \u003ctoken\u003e\"}"`) {
-			t.Errorf("GET %s: not the GraphiQL page with the Authorization header as default:\n%s", path, page)
-		}
-		if !strings.Contains(page, "isHeadersEditorEnabled: true") || !strings.Contains(page, "shouldPersistHeaders: true") {
-			t.Errorf("GET %s: headers editor not enabled or not kept", path)
-		}
-		// headers: or query: would override what GraphiQL stored and open a
-		// new tab on every reload.
-		if propOverride.MatchString(page) {
-			t.Errorf("GET %s: the page overrides GraphiQL's stored headers or query", path)
-		}
-		if strings.Contains(page, "bothy_") {
-			t.Errorf("GET %s: a token in the page of bothy serve", path)
-		}
+		checkPageSettings(t, path, page)
+		checkPageReferencesLocalAssets(t, path, page)
+		checkPageIntegrity(t, p, path, page)
+	}
+}
 
-		// Every URL attribute is one of the four local assets.
-		seen := map[string]bool{}
-		for _, m := range attrURL.FindAllStringSubmatch(page, -1) {
-			u := html.UnescapeString(m[2])
-			if !strings.HasPrefix(u, AssetsPath) {
-				t.Errorf("GET %s: %s=%q is not under %s", path, m[1], u, AssetsPath)
-				continue
-			}
-			seen[strings.SplitN(strings.TrimPrefix(u, AssetsPath), "?", 2)[0]] = true
-		}
-		for _, name := range assetNames {
-			if !seen[name] {
-				t.Errorf("GET %s: page does not reference %s", path, name)
-			}
-		}
+// checkPageSettings checks that page, served at path, is the GraphiQL
+// page with the Authorization header as default in an enabled, kept
+// headers editor, that it overrides nothing GraphiQL stored, and that it
+// holds no token.
+func checkPageSettings(t *testing.T, path, page string) {
+	t.Helper()
+	// html/template writes the JS string with <, > as \u003c, \u003e.
+	if !strings.Contains(page, "GraphiQL") || !strings.Contains(page, `defaultHeaders: "{\"Authorization\": \"Bearer \u003ctoken\u003e\"}"`) {
+		t.Errorf("GET %s: not the GraphiQL page with the Authorization header as default:\n%s", path, page)
+	}
+	if !strings.Contains(page, "isHeadersEditorEnabled: true") || !strings.Contains(page, "shouldPersistHeaders: true") {
+		t.Errorf("GET %s: headers editor not enabled or not kept", path)
+	}
+	// headers: or query: would override what GraphiQL stored and open a
+	// new tab on every reload.
+	if propOverride.MatchString(page) {
+		t.Errorf("GET %s: the page overrides GraphiQL's stored headers or query", path)
+	}
+	if strings.Contains(page, "bothy_") {
+		t.Errorf("GET %s: a token in the page of bothy serve", path)
+	}
+}
 
-		// Every reference carries an integrity hash of the bytes served there.
-		refs := integrityOf.FindAllStringSubmatch(page, -1)
-		if len(refs) != len(assetNames) {
-			t.Fatalf("GET %s: %d references with integrity, want %d", path, len(refs), len(assetNames))
+// checkPageReferencesLocalAssets checks that every URL attribute of page,
+// served at path, is one of the four local assets and that each of them
+// is referenced.
+func checkPageReferencesLocalAssets(t *testing.T, path, page string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, m := range attrURL.FindAllStringSubmatch(page, -1) {
+		u := html.UnescapeString(m[2])
+		if !strings.HasPrefix(u, AssetsPath) {
+			t.Errorf("GET %s: %s=%q is not under %s", path, m[1], u, AssetsPath)
+			continue
 		}
-		for _, m := range refs {
-			// Attribute values are HTML-escaped ('+' is written &#43;).
-			u, integrity := html.UnescapeString(m[1]), html.UnescapeString(m[2])
-			res, body := get(t, p, u)
-			if res.StatusCode != http.StatusOK {
-				t.Errorf("GET %s: status %d", u, res.StatusCode)
-				continue
-			}
-			sum := sha256.Sum256([]byte(body))
-			if want := "sha256-" + base64.StdEncoding.EncodeToString(sum[:]); integrity != want {
-				t.Errorf("%s: integrity %q, served bytes hash to %q", u, integrity, want)
-			}
+		seen[strings.SplitN(strings.TrimPrefix(u, AssetsPath), "?", 2)[0]] = true
+	}
+	for _, name := range assetNames {
+		if !seen[name] {
+			t.Errorf("GET %s: page does not reference %s", path, name)
+		}
+	}
+}
+
+// checkPageIntegrity checks that every asset reference of page, served at
+// path, carries an integrity hash of the bytes p serves there.
+func checkPageIntegrity(t *testing.T, p *Playground, path, page string) {
+	t.Helper()
+	refs := integrityOf.FindAllStringSubmatch(page, -1)
+	if len(refs) != len(assetNames) {
+		t.Fatalf("GET %s: %d references with integrity, want %d", path, len(refs), len(assetNames))
+	}
+	for _, m := range refs {
+		// Attribute values are HTML-escaped ('+' is written &#43;).
+		u, integrity := html.UnescapeString(m[1]), html.UnescapeString(m[2])
+		res, body := get(t, p, u)
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: status %d", u, res.StatusCode)
+			continue
+		}
+		sum := sha256.Sum256([]byte(body))
+		if want := "sha256-" + base64.StdEncoding.EncodeToString(sum[:]); integrity != want {
+			t.Errorf("%s: integrity %q, served bytes hash to %q", u, integrity, want)
 		}
 	}
 }
@@ -135,32 +155,7 @@ func TestAssetHeaders(t *testing.T) {
 		reactDOMJS:  "text/javascript; charset=utf-8",
 	}
 	for name, ct := range want {
-		res, body := get(t, p, p.assetURL(name))
-		if res.StatusCode != http.StatusOK || len(body) != len(p.assets[name].data) {
-			t.Fatalf("%s: status %d, %d bytes", name, res.StatusCode, len(body))
-		}
-		if got := res.Header.Get("Content-Type"); got != ct {
-			t.Errorf("%s: Content-Type %q, want %q", name, got, ct)
-		}
-		if got := res.Header.Get("Cache-Control"); got != "public, max-age=31536000, immutable" {
-			t.Errorf("%s (versioned): Cache-Control %q", name, got)
-		}
-		if res.Header.Get("X-Content-Type-Options") != "nosniff" || res.Header.Get("ETag") == "" {
-			t.Errorf("%s: headers %v", name, res.Header)
-		}
-		// Unversioned (or stale) URLs must revalidate.
-		res, _ = get(t, p, AssetsPath+name)
-		if got := res.Header.Get("Cache-Control"); got != "no-cache" {
-			t.Errorf("%s (unversioned): Cache-Control %q", name, got)
-		}
-		// Conditional GET.
-		req := httptest.NewRequest(http.MethodGet, AssetsPath+name, nil)
-		req.Header.Set("If-None-Match", p.assets[name].etag)
-		rec := httptest.NewRecorder()
-		p.ServeHTTP(rec, req)
-		if rec.Code != http.StatusNotModified {
-			t.Errorf("%s: If-None-Match gave %d", name, rec.Code)
-		}
+		checkAssetServed(t, p, name, ct)
 	}
 	for _, target := range []string{AssetsPath + "nope.js", AssetsPath, AssetsPath + "../playground.go", "/other", "/playground/"} {
 		if res, _ := get(t, p, target); res.StatusCode != http.StatusNotFound {
@@ -176,6 +171,39 @@ func TestAssetHeaders(t *testing.T) {
 	p.ServeHTTP(rec, httptest.NewRequest(http.MethodHead, "/", nil))
 	if rec.Code != http.StatusOK || rec.Body.Len() != 0 {
 		t.Errorf("HEAD /: %d, %d body bytes", rec.Code, rec.Body.Len())
+	}
+}
+
+// checkAssetServed checks how p serves the asset name: whole, as content
+// type ct, cached for good at its versioned URL and revalidated at the
+// unversioned one, with an ETag that a conditional GET answers 304.
+func checkAssetServed(t *testing.T, p *Playground, name, ct string) {
+	t.Helper()
+	res, body := get(t, p, p.assetURL(name))
+	if res.StatusCode != http.StatusOK || len(body) != len(p.assets[name].data) {
+		t.Fatalf("%s: status %d, %d bytes", name, res.StatusCode, len(body))
+	}
+	if got := res.Header.Get("Content-Type"); got != ct {
+		t.Errorf("%s: Content-Type %q, want %q", name, got, ct)
+	}
+	if got := res.Header.Get("Cache-Control"); got != "public, max-age=31536000, immutable" {
+		t.Errorf("%s (versioned): Cache-Control %q", name, got)
+	}
+	if res.Header.Get("X-Content-Type-Options") != "nosniff" || res.Header.Get("ETag") == "" {
+		t.Errorf("%s: headers %v", name, res.Header)
+	}
+	// Unversioned (or stale) URLs must revalidate.
+	res, _ = get(t, p, AssetsPath+name)
+	if got := res.Header.Get("Cache-Control"); got != "no-cache" {
+		t.Errorf("%s (unversioned): Cache-Control %q", name, got)
+	}
+	// Conditional GET.
+	req := httptest.NewRequest(http.MethodGet, AssetsPath+name, nil)
+	req.Header.Set("If-None-Match", p.assets[name].etag)
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, req)
+	if rec.Code != http.StatusNotModified {
+		t.Errorf("%s: If-None-Match gave %d", name, rec.Code)
 	}
 }
 

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"bytes"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -43,43 +44,59 @@ func FuzzBodyDecoding(f *testing.F) {
 			route = -route
 		}
 		c := s.routes[route%len(s.routes)]
-		r := httptest.NewRequest(c.Method, "/", bytes.NewReader([]byte(body)))
-		r.URL.RawQuery = query
-		for _, p := range c.Params {
-			if p.In == InPath {
-				r.SetPathValue(p.Name, param)
-			}
-		}
-		vars, err := s.variables(r, c)
+		vars, err := s.variables(fuzzRequest(c, param, query, body), c)
 		if err != nil {
-			p := problem.From("rest.fuzzBodyDecoding", err)
-			if p.Code != problem.ValidationFailed || len(p.Fields) == 0 {
-				t.Fatalf("%s: refusal %v", c.OperationID, err)
-			}
-			for _, fe := range p.Fields {
-				if fe.Code == "" {
-					t.Fatalf("%s: field error %+v", c.OperationID, fe)
-				}
-			}
+			wantFieldRefusal(t, c.OperationID, err)
 			return
 		}
-		var walk func(v any)
-		walk = func(v any) {
-			switch x := v.(type) {
-			case string:
-				if !text.Storable(x) {
-					t.Fatalf("%s: accepted an unstorable string", c.OperationID)
-				}
-			case map[string]any:
-				for _, e := range x {
-					walk(e)
-				}
-			case []any:
-				for _, e := range x {
-					walk(e)
-				}
-			}
-		}
-		walk(map[string]any(vars))
+		wantStorable(t, c.OperationID, map[string]any(vars))
 	})
+}
+
+// fuzzRequest builds a request to route c with body, the raw query and
+// param as the value of every path parameter.
+func fuzzRequest(c *compiled, param, query, body string) *http.Request {
+	r := httptest.NewRequest(c.Method, "/", bytes.NewReader([]byte(body)))
+	r.URL.RawQuery = query
+	for _, p := range c.Params {
+		if p.In == InPath {
+			r.SetPathValue(p.Name, param)
+		}
+	}
+	return r
+}
+
+// wantFieldRefusal fails the test unless err, the refusal of operation op,
+// is validation_failed with field errors only, each naming its code.
+func wantFieldRefusal(t *testing.T, op string, err error) {
+	t.Helper()
+	p := problem.From("rest.fuzzBodyDecoding", err)
+	if p.Code != problem.ValidationFailed || len(p.Fields) == 0 {
+		t.Fatalf("%s: refusal %v", op, err)
+	}
+	for _, fe := range p.Fields {
+		if fe.Code == "" {
+			t.Fatalf("%s: field error %+v", op, fe)
+		}
+	}
+}
+
+// wantStorable fails the test if v, what operation op accepted, holds
+// anywhere a string that cannot be stored.
+func wantStorable(t *testing.T, op string, v any) {
+	t.Helper()
+	switch x := v.(type) {
+	case string:
+		if !text.Storable(x) {
+			t.Fatalf("%s: accepted an unstorable string", op)
+		}
+	case map[string]any:
+		for _, e := range x {
+			wantStorable(t, op, e)
+		}
+	case []any:
+		for _, e := range x {
+			wantStorable(t, op, e)
+		}
+	}
 }

@@ -171,18 +171,27 @@ func TestTypeTable(t *testing.T) {
 			}
 			continue
 		}
-		if len(ti.fields) != len(def.Fields) {
-			t.Fatalf("type %s: %d fields, want %d", name, len(ti.fields), len(def.Fields))
-		}
-		for _, f := range def.Fields {
-			got := ti.fields[f.Name]
-			if got == nil || got.name != f.Name || got.typ != f.Type || got.snake != Snake(f.Name) || got.named != sh.types[f.Type.Name()] || got.named == nil {
-				t.Fatalf("%s.%s: %+v", name, f.Name, got)
-			}
-		}
+		checkFieldTable(t, sh, name, ti)
 	}
 	if ti := sh.types["Ref"]; ti == nil || ti.fields["displayName"].snake != "display_name" {
 		t.Fatalf("Ref.displayName not rendered as display_name")
+	}
+}
+
+// checkFieldTable checks the fields of ti, the table's entry of the object
+// or interface name: one per field of the schema, each with its name, type,
+// REST name and the table's entry of its named type.
+func checkFieldTable(t *testing.T, sh *Shim, name string, ti *typeInfo) {
+	t.Helper()
+	def := ti.def
+	if len(ti.fields) != len(def.Fields) {
+		t.Fatalf("type %s: %d fields, want %d", name, len(ti.fields), len(def.Fields))
+	}
+	for _, f := range def.Fields {
+		got := ti.fields[f.Name]
+		if got == nil || got.name != f.Name || got.typ != f.Type || got.snake != Snake(f.Name) || got.named != sh.types[f.Type.Name()] || got.named == nil {
+			t.Fatalf("%s.%s: %+v", name, f.Name, got)
+		}
 	}
 }
 

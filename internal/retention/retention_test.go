@@ -70,6 +70,18 @@ func TestRetention(t *testing.T) {
 	if removed.EventLog == 0 || removed.AgentEvents == 0 || removed.AuditLog != 1 || removed.Tokens == 0 {
 		t.Fatalf("removed %+v", removed)
 	}
+	wantEventsPurged(t, env, oldest, ended, open)
+	wantAuditAndTokensPurged(t, env, oldAudit, newAudit, endedToken, openToken)
+	wantOpenRunHandedOut(t, env, ended, open)
+
+	checkCursorsAfterPurge(t, env, oldest)
+}
+
+// wantEventsPurged checks the purge of events: no client event up to
+// oldest (the newest past the key) is left but the new ones are, and the
+// agent events of the ended run are gone while the open run's stay.
+func wantEventsPurged(t *testing.T, env *moduletest.Env, oldest int64, ended, open string) {
+	t.Helper()
 	if n := env.Count(`SELECT count(*) FROM event_log WHERE seq <= $1`, oldest); n != 0 {
 		t.Fatalf("%d old client events left", n)
 	}
@@ -82,6 +94,15 @@ func TestRetention(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM agent_events WHERE run_id = $1`, open); n == 0 {
 		t.Fatal("the open run's (unacknowledged) agent event was removed")
 	}
+}
+
+// wantAuditAndTokensPurged checks the purge of audit rows and tokens: of
+// the two audit rows only the new one is left, robin's revoked tokens and
+// the ended run's token are gone, alex's live tokens and the open run's
+// token stay.
+func wantAuditAndTokensPurged(t *testing.T, env *moduletest.Env, oldAudit, newAudit, endedToken, openToken string) {
+	t.Helper()
+	robinID := env.World.ID("robin")
 	if n := env.Count(`SELECT count(*) FROM audit_log WHERE id IN ($1, $2)`, oldAudit, newAudit); n != 1 {
 		t.Fatalf("%d of the two audit rows left, want the new one", n)
 	}
@@ -97,9 +118,6 @@ func TestRetention(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM tokens WHERE id = $1`, openToken); n != 1 {
 		t.Fatal("the run token of the open run was removed")
 	}
-	wantOpenRunHandedOut(t, env, ended, open)
-
-	checkCursorsAfterPurge(t, env, oldest)
 }
 
 // sweepToEndedAndOpenRun lets lotse's run time out in the sweep (it

@@ -15,6 +15,27 @@ import (
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 
+// followUpSeq polls lotse's whole stream and returns the position of the
+// agent.followup of message id, the cursor whose ack delivers it; it
+// fails the test when there is none.
+func followUpSeq(t *testing.T, env *moduletest.Env, id string) string {
+	t.Helper()
+	page, err := env.Runs.Poll(t.Context(), env.Principal("lotse"), "0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq string
+	for _, e := range page.Events {
+		if e.Type == events.AgentFollowup && e.MessageID == id {
+			seq = strconv.FormatInt(e.Seq, 10)
+		}
+	}
+	if seq == "" {
+		t.Fatalf("no agent.followup for the follow-up in %+v", page.Events)
+	}
+	return seq
+}
+
 // TestDeliveryWaitsForTheRunsEnd: the acknowledgement that delivers a
 // follow-up and the end of its run that promotes it serialise on the run
 // row. While a unit holds the run as its end does (FOR UPDATE) and promotes
@@ -34,19 +55,7 @@ func TestDeliveryWaitsForTheRunsEnd(t *testing.T) {
 	}
 	thread := runtest.ReadRun(t, env, "lotse", run).ThreadID
 	followUp := env.Post("alex", thread, "d2", "@lotse and also this")
-	page, err := env.Runs.Poll(ctx, lotse, "0", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seq string
-	for _, e := range page.Events {
-		if e.Type == events.AgentFollowup && e.MessageID == followUp.ID {
-			seq = strconv.FormatInt(e.Seq, 10)
-		}
-	}
-	if seq == "" {
-		t.Fatalf("no agent.followup for the follow-up in %+v", page.Events)
-	}
+	seq := followUpSeq(t, env, followUp.ID)
 
 	// A unit that ends the run: it holds the run row.
 	tx, err := env.Pool.Begin(ctx)

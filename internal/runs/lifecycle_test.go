@@ -101,6 +101,32 @@ func TestConcurrentTriggersOneActiveRun(t *testing.T) {
 	}
 }
 
+// pollInvocationOf polls lotse's stream after cursor and fails the test
+// unless its first event is of run; it returns the next cursor.
+func pollInvocationOf(t *testing.T, env *moduletest.Env, what, after, run string) string {
+	t.Helper()
+	page, err := env.Runs.Poll(t.Context(), env.Principal("lotse"), after, 0)
+	if err != nil || len(page.Events) == 0 || page.Events[0].Payload["run_id"] != run {
+		t.Fatalf("%s: %+v %v", what, page.Events, err)
+	}
+	return page.NextAfter
+}
+
+// checkCancelRequested has alex cancel the running run and fails the test
+// unless the run keeps running with cancel_requested and lotse's stream
+// after cursor holds run.cancel_requested of the run alone.
+func checkCancelRequested(t *testing.T, env *moduletest.Env, run, after string) {
+	t.Helper()
+	r, err := env.Runs.Cancel(t.Context(), env.Principal("alex"), run, "")
+	if err != nil || r.State != domain.RunRunning || !r.CancelRequested {
+		t.Fatalf("running cancel %+v %v", r, err)
+	}
+	page, err := env.Runs.Poll(t.Context(), env.Principal("lotse"), after, 0)
+	if err != nil || len(page.Events) != 1 || page.Events[0].Type != "run.cancel_requested" || page.Events[0].Payload["run_id"] != run {
+		t.Fatalf("cancel events %+v %v", page.Events, err)
+	}
+}
+
 // TestCancelRun: somebody who cannot see the run cannot cancel it (not
 // found); a person with trigger cancels a queued run at once; a running
 // run gets cancel_requested and run.cancel_requested in the agent's
@@ -121,27 +147,15 @@ func TestCancelRun(t *testing.T) {
 	if r, err := env.Runs.Cancel(ctx, alex, first, ""); err != nil || r.State != domain.RunCancelled || r.Version != 2 {
 		t.Fatalf("queued cancel %+v %v", r, err)
 	}
-	page, err := env.Runs.Poll(ctx, lotse, "", 0)
-	if err != nil || len(page.Events) == 0 || page.Events[0].Payload["run_id"] != first {
-		t.Fatalf("invocation of the first run: %+v %v", page.Events, err)
-	}
+	after := pollInvocationOf(t, env, "invocation of the first run", "", first)
 	second := runtest.RunOf(t, env, env.Post("alex", esk, "c2", "@lotse second"))
 	// The agent reads its stream up to the invocation: what comes after the
 	// start is the cancel request alone.
-	if page, err = env.Runs.Poll(ctx, lotse, page.NextAfter, 0); err != nil || len(page.Events) == 0 || page.Events[0].Payload["run_id"] != second {
-		t.Fatalf("invocation of the second run: %+v %v", page.Events, err)
-	}
+	after = pollInvocationOf(t, env, "invocation of the second run", after, second)
 	if _, err := env.Runs.Start(ctx, lotse, second, holder); err != nil {
 		t.Fatal(err)
 	}
-	r, err := env.Runs.Cancel(ctx, alex, second, "")
-	if err != nil || r.State != domain.RunRunning || !r.CancelRequested {
-		t.Fatalf("running cancel %+v %v", r, err)
-	}
-	page, err = env.Runs.Poll(ctx, lotse, page.NextAfter, 0)
-	if err != nil || len(page.Events) != 1 || page.Events[0].Type != "run.cancel_requested" || page.Events[0].Payload["run_id"] != second {
-		t.Fatalf("cancel events %+v %v", page.Events, err)
-	}
+	checkCancelRequested(t, env, second, after)
 	done, err := env.Runs.Finish(ctx, lotse, second, holder, domain.RunCancelled, "")
 	if err != nil || done.State != domain.RunCancelled {
 		t.Fatalf("confirm %+v %v", done, err)

@@ -76,6 +76,55 @@ func wantFieldError(t *testing.T, what string, err error, pointer, code string) 
 	}
 }
 
+// liveUpdater sends an update of one run's box as who, held by h.
+type liveUpdater = func(who string, h runs.Holder, u runs.LiveUpdate) (runs.Live, error)
+
+// checkNewLiveBox fails the test unless the box of run, which has had no
+// update, is version 0, empty, not done, never updated, and names its run
+// and an anchor.
+func checkNewLiveBox(t *testing.T, env *moduletest.Env, run string) {
+	t.Helper()
+	if l := liveOf(t, env, run); l.Version != 0 || l.Text != "" || l.Done || !l.UpdatedAt.IsZero() || l.RunID != run || l.AnchorID == "" {
+		t.Fatalf("a new box: %+v", l)
+	}
+}
+
+// checkFirstLiveUpdates sends the holder's first two updates of run's box
+// (append with a status, then replace and append) and fails the test
+// unless each adds one version with the text and status they make, Lives
+// answers version 2 with the same anchor, and nothing was written to the
+// database yet (the flush interval is an hour).
+func checkFirstLiveUpdates(t *testing.T, env *moduletest.Env, run string, update liveUpdater) {
+	t.Helper()
+	l, err := update("lotse", holder, runs.LiveUpdate{BaseVersion: 0, Append: "The printer ", Status: strPtr("checking the queue")})
+	if err != nil || l.Version != 1 || l.Text != "The printer " || l.Status != "checking the queue" || l.UpdatedAt.IsZero() {
+		t.Fatalf("first update: %+v %v", l, err)
+	}
+	anchor := l.AnchorID
+	if l, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 1, Replace: strPtr("Printer "), Append: "is back."}); err != nil || l.Version != 2 || l.Text != "Printer is back." || l.Status != "checking the queue" {
+		t.Fatalf("replace and append: %+v %v", l, err)
+	}
+	if l := liveOf(t, env, run); l.Version != 2 || l.Text != "Printer is back." || l.AnchorID != anchor {
+		t.Fatalf("Lives before any write: %+v", l)
+	}
+	if n := env.Count(`SELECT version FROM run_live WHERE run_id = $1`, run); n != 0 {
+		t.Fatalf("an update was written to the database: stored version %d", n)
+	}
+}
+
+// checkDoneAndReopen finishes the box at version 2 and fails the test
+// unless done keeps its text as version 3 and an update without done
+// opens it again as version 4.
+func checkDoneAndReopen(t *testing.T, update liveUpdater) {
+	t.Helper()
+	if l, err := update("lotse", holder, runs.LiveUpdate{BaseVersion: 2, Done: true}); err != nil || l.Version != 3 || !l.Done || l.Text != "Printer is back." {
+		t.Fatalf("done: %+v %v", l, err)
+	}
+	if l, err := update("lotse", holder, runs.LiveUpdate{BaseVersion: 3, Append: " More."}); err != nil || l.Version != 4 || l.Done || l.Text != "Printer is back. More." {
+		t.Fatalf("reopened: %+v %v", l, err)
+	}
+}
+
 // TestLiveBoxRules_Update pins the updates of a run's live box on the runs
 // service (docs/design/runs.md#live-box): a new box is version 0 and
 // empty; a queued run takes no update (run_not_started); the holder's
@@ -102,39 +151,17 @@ func TestLiveBoxRules_Update(t *testing.T) {
 		return env.Runs.UpdateLive(ctx, env.Principal(who), run, h, u)
 	}
 
-	if l := liveOf(t, env, run); l.Version != 0 || l.Text != "" || l.Done || !l.UpdatedAt.IsZero() || l.RunID != run || l.AnchorID == "" {
-		t.Fatalf("a new box: %+v", l)
-	}
+	checkNewLiveBox(t, env, run)
 	_, err := update("lotse", holder, runs.LiveUpdate{Append: "early"})
 	wantConflict(t, "update of a queued run", err, "run_not_started")
 	runtest.StartAs(t, env, "lotse", run)
-
-	l, err := update("lotse", holder, runs.LiveUpdate{BaseVersion: 0, Append: "The printer ", Status: strPtr("checking the queue")})
-	if err != nil || l.Version != 1 || l.Text != "The printer " || l.Status != "checking the queue" || l.UpdatedAt.IsZero() {
-		t.Fatalf("first update: %+v %v", l, err)
-	}
-	anchor := l.AnchorID
-	if l, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 1, Replace: strPtr("Printer "), Append: "is back."}); err != nil || l.Version != 2 || l.Text != "Printer is back." || l.Status != "checking the queue" {
-		t.Fatalf("replace and append: %+v %v", l, err)
-	}
-	if l := liveOf(t, env, run); l.Version != 2 || l.Text != "Printer is back." || l.AnchorID != anchor {
-		t.Fatalf("Lives before any write: %+v", l)
-	}
-	if n := env.Count(`SELECT version FROM run_live WHERE run_id = $1`, run); n != 0 {
-		t.Fatalf("an update was written to the database: stored version %d", n)
-	}
+	checkFirstLiveUpdates(t, env, run, update)
 
 	checkLiveRefusals(t, update)
 	if l := liveOf(t, env, run); l.Version != 2 || l.Text != "Printer is back." || l.Done {
 		t.Fatalf("refused updates changed the box: %+v", l)
 	}
-
-	if l, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 2, Done: true}); err != nil || l.Version != 3 || !l.Done || l.Text != "Printer is back." {
-		t.Fatalf("done: %+v %v", l, err)
-	}
-	if l, err = update("lotse", holder, runs.LiveUpdate{BaseVersion: 3, Append: " More."}); err != nil || l.Version != 4 || l.Done || l.Text != "Printer is back. More." {
-		t.Fatalf("reopened: %+v %v", l, err)
-	}
+	checkDoneAndReopen(t, update)
 
 	// The answer empties the box in its commit.
 	if _, _, err := env.Messaging.Create(ctx, lotse, runtest.ReadRun(t, env, "lotse", run).ThreadID, messaging.Input{ClientMsgID: "lr-answer", ContentMD: "Printer is back. More.", RunID: run, Holder: holder}); err != nil {
@@ -158,7 +185,7 @@ func strPtr(s string) *string { return &s }
 // (run_claimed), another agent (not_found), a person (forbidden
 // subject_kind_not_allowed), a status over 200 bytes, an append over
 // run.live_max_bytes (40) and an append that would make the text longer.
-func checkLiveRefusals(t *testing.T, update func(who string, h runs.Holder, u runs.LiveUpdate) (runs.Live, error)) {
+func checkLiveRefusals(t *testing.T, update liveUpdater) {
 	t.Helper()
 	_, err := update("lotse", holder, runs.LiveUpdate{BaseVersion: 1, Append: "again"})
 	if p := problem.From("runs.TestLiveBoxRules_Update", err); p == nil || p.Code != problem.Conflict || p.Reason != "live_version" || p.CurrentVersion == nil || *p.CurrentVersion != 2 {
@@ -200,6 +227,60 @@ func waitStoredDone(t *testing.T, env *moduletest.Env, run string, v int) {
 	}
 }
 
+// appendSixPieces appends six words to run's box as its holder, one
+// update a version, fails the test unless each adds one version, and
+// returns the text they make.
+func appendSixPieces(t *testing.T, env *moduletest.Env, run string) string {
+	t.Helper()
+	var want strings.Builder
+	for v := 0; v < 6; v++ {
+		piece := "word" + string(rune('a'+v)) + " "
+		l, err := env.Runs.UpdateLive(t.Context(), env.Principal("lotse"), run, holder, runs.LiveUpdate{BaseVersion: v, Append: piece})
+		if err != nil || l.Version != v+1 {
+			t.Fatalf("update %d: %+v %v", v, l, err)
+		}
+		want.WriteString(piece)
+	}
+	return want.String()
+}
+
+// readSixChanges reads the six changes of appendSixPieces from sub, fails
+// the test unless they come in version order with run, thread and anchor
+// and append only, and returns the text they make.
+func readSixChanges(t *testing.T, sub *runs.LiveSubscription, run, thread string) string {
+	t.Helper()
+	text := ""
+	for v := 1; v <= 6; v++ {
+		ev := nextLive(t, sub)
+		if ev.RunID != run || ev.ThreadID != thread || ev.MessageID == "" || ev.Delta.Version != v || ev.Delta.Replace != nil {
+			t.Fatalf("change %d: %+v", v, ev)
+		}
+		text += ev.Delta.Append
+	}
+	return text
+}
+
+// checkResumedSince3 fails the test unless Since(run, 3) hands a reader
+// at version 3 the three later changes in order, which make want of what
+// it holds.
+func checkResumedSince3(t *testing.T, sub *runs.LiveSubscription, run, want string) {
+	t.Helper()
+	since := sub.Since(run, 3)
+	if len(since) != 3 {
+		t.Fatalf("since 3: %d changes", len(since))
+	}
+	resumed := "worda wordb wordc " // what a reader at version 3 holds
+	for i, ev := range since {
+		if ev.Delta.Version != 4+i || ev.RunID != run {
+			t.Fatalf("since 3, change %d: %+v", i, ev)
+		}
+		resumed += ev.Delta.Append
+	}
+	if resumed != want {
+		t.Fatalf("resumed from version 3: %q", resumed)
+	}
+}
+
 // TestLiveBoxRules_SubscribeOrder pins the readers' side of the live box on
 // the runs service (docs/design/runs.md#live-box): a subscription gets
 // every change of the box in version order, each once, with the run, the
@@ -216,44 +297,15 @@ func TestLiveBoxRules_SubscribeOrder(t *testing.T) {
 	r := runtest.StartAs(t, env, "lotse", run)
 	sub := env.Runs.SubscribeLive(64)
 	defer sub.Close()
-	var want strings.Builder
-	for v := 0; v < 6; v++ {
-		piece := "word" + string(rune('a'+v)) + " "
-		l, err := env.Runs.UpdateLive(ctx, lotse, run, holder, runs.LiveUpdate{BaseVersion: v, Append: piece})
-		if err != nil || l.Version != v+1 {
-			t.Fatalf("update %d: %+v %v", v, l, err)
-		}
-		want.WriteString(piece)
+	want := appendSixPieces(t, env, run)
+	if text := readSixChanges(t, sub, run, r.ThreadID); text != want {
+		t.Fatalf("the reader holds %q, want %q", text, want)
 	}
-	text := ""
-	for v := 1; v <= 6; v++ {
-		ev := nextLive(t, sub)
-		if ev.RunID != run || ev.ThreadID != r.ThreadID || ev.MessageID == "" || ev.Delta.Version != v || ev.Delta.Replace != nil {
-			t.Fatalf("change %d: %+v", v, ev)
-		}
-		text += ev.Delta.Append
-	}
-	if text != want.String() {
-		t.Fatalf("the reader holds %q, want %q", text, want.String())
-	}
-	since := sub.Since(run, 3)
-	if len(since) != 3 {
-		t.Fatalf("since 3: %d changes", len(since))
-	}
-	resumed := "worda wordb wordc " // what a reader at version 3 holds
-	for i, ev := range since {
-		if ev.Delta.Version != 4+i || ev.RunID != run {
-			t.Fatalf("since 3, change %d: %+v", i, ev)
-		}
-		resumed += ev.Delta.Append
-	}
-	if resumed != want.String() {
-		t.Fatalf("resumed from version 3: %q", resumed)
-	}
+	checkResumedSince3(t, sub, run, want)
 	if cur := sub.Since(run, 6); len(cur) != 0 {
 		t.Fatalf("a current reader got %d changes", len(cur))
 	}
-	if _, _, err := env.Messaging.Create(ctx, lotse, r.ThreadID, messaging.Input{ClientMsgID: "ls-answer", ContentMD: want.String(), RunID: run, Holder: holder}); err != nil {
+	if _, _, err := env.Messaging.Create(ctx, lotse, r.ThreadID, messaging.Input{ClientMsgID: "ls-answer", ContentMD: want, RunID: run, Holder: holder}); err != nil {
 		t.Fatalf("answer: %v", err)
 	}
 	ev := nextLive(t, sub)

@@ -57,10 +57,24 @@ func TestLossRules_LiveAndRechecked(t *testing.T) {
 	if _, err := env.Runs.RecheckTriggers(ctx, runs.TriggerScope{PrincipalID: env.World.ID("sam")}); err != nil {
 		t.Fatal(err)
 	}
+	checkRechecked(t, env, queued, []string{waiting, finishing}, follow.ID)
+
+	if r, err := env.Runs.Finish(ctx, lotse, finishing, holder, domain.RunCompleted, ""); err != nil || r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
+		t.Fatalf("finish of a lost run: %+v %v", r, err)
+	}
+	checkGraceSweep(t, env, waiting)
+}
+
+// checkRechecked fails the test unless the re-check after Sam's loss of
+// trigger cancelled the queued run trigger_revoked, asked each running
+// run to cancel (trigger lost, no context), and dropped the pending
+// follow-up.
+func checkRechecked(t *testing.T, env *moduletest.Env, queued string, running []string, followUp string) {
+	t.Helper()
 	if r := runtest.ReadRun(t, env, "lotse", queued); r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
 		t.Fatalf("queued run %+v", r)
 	}
-	for _, id := range []string{waiting, finishing} {
+	for _, id := range running {
 		r := runtest.ReadRun(t, env, "lotse", id)
 		if r.State != domain.RunRunning || !r.CancelRequested || r.TriggerLostAt == nil {
 			t.Fatalf("running run %+v", r)
@@ -69,18 +83,21 @@ func TestLossRules_LiveAndRechecked(t *testing.T) {
 			t.Fatalf("run %s of a lost trigger has a context", id)
 		}
 	}
-	if n := env.Count(`SELECT count(*) FROM run_followups WHERE message_id = $1 AND state = 'dropped'`, follow.ID); n != 1 {
+	if n := env.Count(`SELECT count(*) FROM run_followups WHERE message_id = $1 AND state = 'dropped'`, followUp); n != 1 {
 		t.Fatal("the follow-up of the person who lost trigger was not dropped")
 	}
+}
 
-	if r, err := env.Runs.Finish(ctx, lotse, finishing, holder, domain.RunCompleted, ""); err != nil || r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {
-		t.Fatalf("finish of a lost run: %+v %v", r, err)
-	}
-	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 0 {
+// checkGraceSweep fails the test unless the sweep ends nothing within
+// run.cancel_grace and, after it, ends the lost run waiting cancelled
+// trigger_revoked.
+func checkGraceSweep(t *testing.T, env *moduletest.Env, waiting string) {
+	t.Helper()
+	if n, err := env.Runs.SweepOnce(t.Context()); err != nil || n != 0 {
 		t.Fatalf("sweep within the grace ended %d (%v)", n, err)
 	}
 	env.Clock.Advance(env.Config.Duration(config.RunCancelGrace) + time.Second)
-	if n, err := env.Runs.SweepOnce(ctx); err != nil || n != 1 {
+	if n, err := env.Runs.SweepOnce(t.Context()); err != nil || n != 1 {
 		t.Fatalf("sweep after the grace ended %d (%v)", n, err)
 	}
 	if r := runtest.ReadRun(t, env, "lotse", waiting); r.State != domain.RunCancelled || r.EndReason != "trigger_revoked" {

@@ -133,6 +133,25 @@ func TestReplyRules_CannotForgeKind(t *testing.T) {
 	}
 }
 
+// checkReplaysAfterEnd repeats the answer in into thread as lotse by
+// every holder (its own, another, none) after its run ended, and fails the
+// test unless each is a replay of first and none stored or published
+// anything.
+func checkReplaysAfterEnd(t *testing.T, env *moduletest.Env, thread string, in messaging.Input, first messaging.Message) {
+	t.Helper()
+	evs, msgs := env.Count(`SELECT count(*) FROM event_log`), env.Count(`SELECT count(*) FROM messages`)
+	for _, h := range []string{holder, "another-process", ""} {
+		in.Holder = h
+		again, replay, err := env.Messaging.Create(t.Context(), env.Principal("lotse"), thread, in)
+		if err != nil || !replay || again.ID != first.ID || again.ContentMD != first.ContentMD || again.ThreadSeq != first.ThreadSeq {
+			t.Fatalf("replay by %q: %+v %v %v", h, again, replay, err)
+		}
+	}
+	if env.Count(`SELECT count(*) FROM event_log`) != evs || env.Count(`SELECT count(*) FROM messages`) != msgs {
+		t.Fatal("a replay stored or published something")
+	}
+}
+
 // TestReplyRules_ReplayAfterEnd pins
 // docs/design/replies.md#answers-survive-lost-connections: the identical
 // answer naming a run, repeated after the run completed, is answered as a
@@ -155,17 +174,7 @@ func TestReplyRules_ReplayAfterEnd(t *testing.T) {
 		t.Fatalf("the answer: %v (replay %v)", err, replay)
 	}
 	runtest.FinishAs(t, env, "lotse", run, domain.RunCompleted)
-	evs, msgs := env.Count(`SELECT count(*) FROM event_log`), env.Count(`SELECT count(*) FROM messages`)
-	for _, h := range []string{holder, "another-process", ""} {
-		in.Holder = h
-		again, replay, err := env.Messaging.Create(ctx, lotse, esk, in)
-		if err != nil || !replay || again.ID != first.ID || again.ContentMD != first.ContentMD || again.ThreadSeq != first.ThreadSeq {
-			t.Fatalf("replay by %q: %+v %v %v", h, again, replay, err)
-		}
-	}
-	if env.Count(`SELECT count(*) FROM event_log`) != evs || env.Count(`SELECT count(*) FROM messages`) != msgs {
-		t.Fatal("a replay stored or published something")
-	}
+	checkReplaysAfterEnd(t, env, esk, in, first)
 	_, _, err = env.Messaging.Create(ctx, lotse, esk, messaging.Input{ClientMsgID: "ra-ans", ContentMD: "another answer", RunID: run})
 	if problem.CodeOf(err) != problem.Conflict {
 		t.Fatalf("same key, other content: %v", err)

@@ -22,7 +22,7 @@ func TestSessionModes(t *testing.T) {
 	env := moduletest.New(t)
 	ctx := t.Context()
 	esk := env.Main("Support/Eskalation")
-	alex, lotse := env.Principal("alex"), env.Principal("lotse")
+	alex := env.Principal("alex")
 	asked := 0
 	next := func(content string) runs.Run {
 		t.Helper()
@@ -31,12 +31,8 @@ func TestSessionModes(t *testing.T) {
 	}
 	complete := func(r runs.Run) {
 		t.Helper()
-		if _, err := env.Runs.Start(ctx, lotse, r.ID, holder); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.Runs.Finish(ctx, lotse, r.ID, holder, domain.RunCompleted, ""); err != nil {
-			t.Fatal(err)
-		}
+		runtest.StartAs(t, env, "lotse", r.ID)
+		runtest.FinishAs(t, env, "lotse", r.ID, domain.RunCompleted)
 	}
 	r1 := next("one")
 	if r1.SessionMode != domain.ModeNew || r1.SessionID == "" {
@@ -68,8 +64,17 @@ func TestSessionModes(t *testing.T) {
 	if r5 := next("five"); r5.SessionMode != domain.ModeResume {
 		t.Fatalf("after a bound run %+v", r5)
 	}
+	checkSessionlessCases(t, env)
+}
+
+// checkSessionlessCases fails the test unless Writer, who has no trigger,
+// is refused a reset of Allgemein's session (forbidden) and a guest run's
+// invocation names the guest mode without a session id.
+func checkSessionlessCases(t *testing.T, env *moduletest.Env) {
+	t.Helper()
+	ctx := t.Context()
 	// Writer has no trigger: may not reset.
-	_, err = env.Runs.ResetSession(ctx, env.Principal("writer"), env.Main("Support/Allgemein"))
+	_, err := env.Runs.ResetSession(ctx, env.Principal("writer"), env.Main("Support/Allgemein"))
 	if p := problem.From("runs.testSessionModes", err); err == nil || p.Code != problem.Forbidden {
 		t.Fatalf("writer resets: %v", err)
 	}

@@ -83,15 +83,7 @@ func TestApprovals_OnBothFaces(t *testing.T) {
 	checkApprovalPrivacy(t, env, a)
 	checkRefusedAnswers(t, env, run, a)
 
-	d := respondREST(env, "alex", a.ID, "approve")
-	if d.Status != http.StatusOK {
-		t.Fatalf("alex: %d %s", d.Status, d.Body)
-	}
-	var decided approvalREST
-	d.JSON(t, &decided)
-	if decided.State != "decided" || decided.Option["id"] != "approve" || decided.DecidedBy["handle"] != "alex" || decided.DecidedAt == nil {
-		t.Fatalf("decided %+v", decided)
-	}
+	alexApproves(t, env, a)
 	if st := runState(t, env, run); st != "RUNNING" {
 		t.Fatalf("run %s after the answer", st)
 	}
@@ -108,6 +100,22 @@ func TestApprovals_OnBothFaces(t *testing.T) {
 	env.REST(http.MethodGet, "/api/v1/approvals/"+a.ID, env.World.Token("robin"), nil).JSON(t, &seen)
 	if seen.State != "decided" || seen.DecidedBy["handle"] != "alex" || seen.Option != nil {
 		t.Fatalf("robin reads the decision as %+v", seen)
+	}
+}
+
+// alexApproves answers approval a as alex with the option approve and
+// fails the test unless the answer is the decided approval naming the
+// option, alex and when.
+func alexApproves(t *testing.T, env *apitest.Env, a approvalREST) {
+	t.Helper()
+	d := respondREST(env, "alex", a.ID, "approve")
+	if d.Status != http.StatusOK {
+		t.Fatalf("alex: %d %s", d.Status, d.Body)
+	}
+	var decided approvalREST
+	d.JSON(t, &decided)
+	if decided.State != "decided" || decided.Option["id"] != "approve" || decided.DecidedBy["handle"] != "alex" || decided.DecidedAt == nil {
+		t.Fatalf("decided %+v", decided)
 	}
 }
 

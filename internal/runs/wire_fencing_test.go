@@ -124,21 +124,13 @@ func TestFencing_OnlyTheHolderActs(t *testing.T) {
 	}
 }
 
-// TestFencing_Takeover: after proc-a's lease lapsed and proc-b took the run
-// over, proc-a's late answer, wait and finish are refused and change
-// nothing; its answer stored before the takeover stays, and a
-// byte-identical replay of it still answers the replay.
-func TestFencing_Takeover(t *testing.T) {
-	t.Parallel()
-	env := apitest.Start(t, apitest.Options{})
-	run, _ := startedByProcA(t, env, "t1", "@lotse two questions")
-	thread := getRun(t, env, "lotse", run).ThreadID
-	if r := answerREST(env, "lotse", thread, run, "proc-a", "a-1", "first part"); r.Status != http.StatusCreated {
-		t.Fatalf("answer before the takeover: %d %s", r.Status, r.Body)
-	}
+// lapseAndRequeue lets the lease of run lapse, sweeps, and fails the test
+// unless the run is queued again within 15 seconds. The server's own
+// sweeper wakes on the clock too and may requeue the run first: either
+// sweep does it once.
+func lapseAndRequeue(t *testing.T, env *apitest.Env, run string) {
+	t.Helper()
 	env.Clock.Advance(2 * time.Minute)
-	// The server's own sweeper wakes on the clock too and may requeue the
-	// run first: either sweep does it once.
 	if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n > 1 {
 		t.Fatalf("lease sweep changed %d (%v)", n, err)
 	}
@@ -152,6 +144,48 @@ func TestFencing_Takeover(t *testing.T) {
 			t.Fatalf("after the lease lapsed and a sweep the run is %s, want QUEUED", got.State)
 		}
 	}
+}
+
+// checkOnlyAnswerA1 fails the test unless run's answers on both faces are
+// the one message id, client_msg_id a-1: what the old holder said before
+// the takeover, as the new holder reads it.
+func checkOnlyAnswerA1(t *testing.T, env *apitest.Env, run, id string) {
+	t.Helper()
+	var out struct {
+		Run struct {
+			Answers []struct {
+				MessageID   string `json:"messageId"`
+				ClientMsgID string `json:"clientMsgId"`
+			} `json:"answers"`
+		} `json:"run"`
+	}
+	env.GraphQL(env.World.Token("lotse"), `query($id: ID!) { run(id: $id) { answers { messageId clientMsgId } } }`, map[string]any{"id": run}, &out)
+	if a := out.Run.Answers; len(a) != 1 || a[0].MessageID != id || a[0].ClientMsgID != "a-1" {
+		t.Fatalf("answers after the takeover: %+v (want %s a-1)", a, id)
+	}
+	rr := env.REST(http.MethodGet, "/api/v1/runs/"+run, env.World.Token("lotse"), nil)
+	var restRun struct {
+		Answers []map[string]string `json:"answers"`
+	}
+	rr.JSON(t, &restRun)
+	if len(restRun.Answers) != 1 || restRun.Answers[0]["message_id"] != id || restRun.Answers[0]["client_msg_id"] != "a-1" {
+		t.Fatalf("REST answers: %s", rr.Body)
+	}
+}
+
+// TestFencing_Takeover: after proc-a's lease lapsed and proc-b took the run
+// over, proc-a's late answer, wait and finish are refused and change
+// nothing; its answer stored before the takeover stays, and a
+// byte-identical replay of it still answers the replay.
+func TestFencing_Takeover(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	run, _ := startedByProcA(t, env, "t1", "@lotse two questions")
+	thread := getRun(t, env, "lotse", run).ThreadID
+	if r := answerREST(env, "lotse", thread, run, "proc-a", "a-1", "first part"); r.Status != http.StatusCreated {
+		t.Fatalf("answer before the takeover: %d %s", r.Status, r.Body)
+	}
+	lapseAndRequeue(t, env, run)
 	// Lapsed, not yet taken over: the queued run is nobody's to act on.
 	wantGQLConflict(t, "late answer on the queued run", answerAs(t, env, "lotse", thread, run, "proc-a", "a-q", "late"), "run_claimed")
 	if b, errs := claim(t, env, "lotse", "startRun", run, "proc-b"); len(errs) > 0 || b.Attempt != 2 {
@@ -178,26 +212,7 @@ func TestFencing_Takeover(t *testing.T) {
 	}
 	r.JSON(t, &first)
 	// The new holder sees what the old one said: the run's answers.
-	var out struct {
-		Run struct {
-			Answers []struct {
-				MessageID   string `json:"messageId"`
-				ClientMsgID string `json:"clientMsgId"`
-			} `json:"answers"`
-		} `json:"run"`
-	}
-	env.GraphQL(env.World.Token("lotse"), `query($id: ID!) { run(id: $id) { answers { messageId clientMsgId } } }`, map[string]any{"id": run}, &out)
-	if a := out.Run.Answers; len(a) != 1 || a[0].MessageID != first.ID || a[0].ClientMsgID != "a-1" {
-		t.Fatalf("answers after the takeover: %+v (want %s a-1)", a, first.ID)
-	}
-	rr := env.REST(http.MethodGet, "/api/v1/runs/"+run, env.World.Token("lotse"), nil)
-	var restRun struct {
-		Answers []map[string]string `json:"answers"`
-	}
-	rr.JSON(t, &restRun)
-	if len(restRun.Answers) != 1 || restRun.Answers[0]["message_id"] != first.ID || restRun.Answers[0]["client_msg_id"] != "a-1" {
-		t.Fatalf("REST answers: %s", rr.Body)
-	}
+	checkOnlyAnswerA1(t, env, run, first.ID)
 	got := getRun(t, env, "lotse", run)
 	if got.State != "RUNNING" {
 		t.Fatalf("the late calls changed the run: %+v", got)

@@ -46,6 +46,35 @@ func holderOps(run, thread string) []holderOp {
 	}
 }
 
+// checkBadHolder sends op on run (in thread) with token and the refused
+// holder on both faces and fails the test unless each answers one
+// validation error with code on the holder: GraphQL on the argument
+// holder, REST at op's pointer.
+func (op holderOp) checkBadHolder(t *testing.T, env *apitest.Env, token, run, thread, holder, code string) {
+	t.Helper()
+	what := op.name + " with holder " + holder
+	vars := map[string]any{"r": run, "t": thread, "h": holder}
+	for k, v := range op.vars {
+		vars[k] = v
+	}
+	res := env.GraphQL(token, op.doc, vars, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "validation_failed" {
+		t.Fatalf("GraphQL %s: %+v, want validation_failed", what, res.Errors)
+	}
+	if fe := res.Errors[0].Extensions.FieldErrors; len(fe) != 1 || fe[0].Pointer != "holder" || fe[0].Field != "holder" || fe[0].Code != code {
+		t.Fatalf("GraphQL %s: field errors %+v, want %s on holder", what, fe, code)
+	}
+	b, h := op.body, http.Header{"Bothy-Run-Holder": {holder}}
+	if op.inBody {
+		b, h = map[string]any{"holder": holder}, nil
+	}
+	r := env.RESTWith(http.MethodPost, op.path, token, b, h)
+	p := apitest.WantProblem(t, "REST "+what, r, http.StatusBadRequest, "validation_failed", "")
+	if len(p.Errors) != 1 || p.Errors[0].Pointer != op.restPtr || p.Errors[0].Code != code {
+		t.Fatalf("REST %s: errors %+v, want %s at %s", what, p.Errors, code, op.restPtr)
+	}
+}
+
 // TestHolder_OneFieldErrorOnEveryFace: a holder that is present but empty
 // (empty) or no holder name (invalid_format) is refused the same way by
 // every operation that takes one, before anything is looked at: on
@@ -60,27 +89,7 @@ func TestHolder_OneFieldErrorOnEveryFace(t *testing.T) {
 	token := env.World.Token("lotse")
 	for _, bad := range []struct{ holder, code string }{{"bad holder!", "invalid_format"}, {"", "empty"}, {"pröc", "invalid_format"}} {
 		for _, op := range holderOps(run, thread) {
-			what := op.name + " with holder " + bad.holder
-			vars := map[string]any{"r": run, "t": thread, "h": bad.holder}
-			for k, v := range op.vars {
-				vars[k] = v
-			}
-			res := env.GraphQL(token, op.doc, vars, nil)
-			if len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "validation_failed" {
-				t.Fatalf("GraphQL %s: %+v, want validation_failed", what, res.Errors)
-			}
-			if fe := res.Errors[0].Extensions.FieldErrors; len(fe) != 1 || fe[0].Pointer != "holder" || fe[0].Field != "holder" || fe[0].Code != bad.code {
-				t.Fatalf("GraphQL %s: field errors %+v, want %s on holder", what, fe, bad.code)
-			}
-			b, h := op.body, http.Header{"Bothy-Run-Holder": {bad.holder}}
-			if op.inBody {
-				b, h = map[string]any{"holder": bad.holder}, nil
-			}
-			r := env.RESTWith(http.MethodPost, op.path, token, b, h)
-			p := apitest.WantProblem(t, "REST "+what, r, http.StatusBadRequest, "validation_failed", "")
-			if len(p.Errors) != 1 || p.Errors[0].Pointer != op.restPtr || p.Errors[0].Code != bad.code {
-				t.Fatalf("REST %s: errors %+v, want %s at %s", what, p.Errors, bad.code, op.restPtr)
-			}
+			op.checkBadHolder(t, env, token, run, thread, bad.holder, bad.code)
 		}
 	}
 	if got := getRun(t, env, "lotse", run); got.State != "RUNNING" || got.Version != 2 {

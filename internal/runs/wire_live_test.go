@@ -180,21 +180,21 @@ func (c liveChange) apply(text string) string {
 	return text + c.Append
 }
 
-// TestLiveBox_OnBothFaces: the holder of a running run writes its live box
-// over GraphQL and REST; Run.live answers the latest version before any
-// write to the database; a reader subscribed from version 0 gets every
-// change in order; a stale version, another holder, a too long status and
-// an ended run are refused with the API's answers and change nothing; the
-// answer empties the box and keeps its status.
-func TestLiveBox_OnBothFaces(t *testing.T) {
-	t.Parallel()
-	env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.live_flush_interval": "1h"}})
-	run, _ := startedByProcA(t, env, "live-q", "@lotse is the printer back?")
+// wantNewBox fails the test unless run's box, before any update, is
+// version 0, empty, not done, never updated, and names its run.
+func wantNewBox(t *testing.T, env *apitest.Env, run string) {
+	t.Helper()
 	if got := readLive(t, env, "alex", run); got.Version != 0 || got.Text != "" || got.Done || got.UpdatedAt != nil || got.RunID != run {
 		t.Fatalf("a new box: %+v", got)
 	}
-	reader := subscribeLive(t, env, env.World.Token("alex"), []map[string]any{{"runId": run, "version": 0}})
+}
 
+// writeTwoVersionsOnWire writes run's box as proc-a, once over GraphQL
+// (append with a status) and once over REST (append), and fails the test
+// unless each answers its version and text, and Run.live answers version
+// 2 before any write to the database.
+func writeTwoVersionsOnWire(t *testing.T, env *apitest.Env, run string) {
+	t.Helper()
 	b, errs := updateLive(t, env, "lotse", run, "proc-a", map[string]any{"baseVersion": 0, "append": "The printer ", "status": "checking the queue"})
 	if len(errs) > 0 || b.Version != 1 || b.Text != "The printer " || b.Status != "checking the queue" || b.UpdatedAt == nil {
 		t.Fatalf("first update: %+v %+v", b, errs)
@@ -209,12 +209,13 @@ func TestLiveBox_OnBothFaces(t *testing.T) {
 	if got := readLive(t, env, "alex", run); got.Version != 2 || got.Text != "The printer is back." {
 		t.Fatalf("Run.live before a write: %+v", got)
 	}
+}
 
-	checkLiveRefusalsOnWire(t, env, run)
-	if got := readLive(t, env, "alex", run); got.Version != 2 || got.Text != "The printer is back." {
-		t.Fatalf("refused updates changed the box: %+v", got)
-	}
-
+// readTwoVersions reads the changes of writeTwoVersionsOnWire from reader
+// and fails the test unless they come in order, each naming the run, its
+// anchor and the channel, and make the text written.
+func readTwoVersions(t *testing.T, env *apitest.Env, reader *liveReader, run string) {
+	t.Helper()
 	text := ""
 	for want := 1; want <= 2; want++ {
 		c := reader.next()
@@ -226,8 +227,13 @@ func TestLiveBox_OnBothFaces(t *testing.T) {
 	if text != "The printer is back." {
 		t.Fatalf("the reader holds %q", text)
 	}
+}
 
-	// The answer: the box is done, empty, and keeps its status.
+// checkAnswerEmptiesBox has proc-a answer in run and fails the test
+// unless the reader gets version 3, done with the empty text and the
+// status kept, and Run.live answers the same box.
+func checkAnswerEmptiesBox(t *testing.T, env *apitest.Env, reader *liveReader, run string) {
+	t.Helper()
 	if errs := answerAs(t, env, "lotse", env.Main("Support/Eskalation"), run, "proc-a", "live-answer", "The printer is back."); len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -238,6 +244,30 @@ func TestLiveBox_OnBothFaces(t *testing.T) {
 	if got := readLive(t, env, "alex", run); got.Version != 3 || got.Text != "" || !got.Done || got.Status != "checking the queue" {
 		t.Fatalf("box after the answer: %+v", got)
 	}
+}
+
+// TestLiveBox_OnBothFaces: the holder of a running run writes its live box
+// over GraphQL and REST; Run.live answers the latest version before any
+// write to the database; a reader subscribed from version 0 gets every
+// change in order; a stale version, another holder, a too long status and
+// an ended run are refused with the API's answers and change nothing; the
+// answer empties the box and keeps its status.
+func TestLiveBox_OnBothFaces(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{"run.live_flush_interval": "1h"}})
+	run, _ := startedByProcA(t, env, "live-q", "@lotse is the printer back?")
+	wantNewBox(t, env, run)
+	reader := subscribeLive(t, env, env.World.Token("alex"), []map[string]any{{"runId": run, "version": 0}})
+	writeTwoVersionsOnWire(t, env, run)
+
+	checkLiveRefusalsOnWire(t, env, run)
+	if got := readLive(t, env, "alex", run); got.Version != 2 || got.Text != "The printer is back." {
+		t.Fatalf("refused updates changed the box: %+v", got)
+	}
+	readTwoVersions(t, env, reader, run)
+
+	// The answer: the box is done, empty, and keeps its status.
+	checkAnswerEmptiesBox(t, env, reader, run)
 	checkAnchorShowsBox(t, env, run)
 
 	// Ended: run_not_active, and the stored copy holds the final box.
@@ -421,6 +451,20 @@ func TestLiveBox_AcrossReplicasAndReconnect(t *testing.T) {
 	}
 }
 
+// checkTakeoverEmptied fails the test unless the reader gets the change
+// of the takeover of run (version 2, text, status and done all emptied)
+// and Run.live answers the same empty box.
+func checkTakeoverEmptied(t *testing.T, env *apitest.Env, reader *liveReader, run string) {
+	t.Helper()
+	c := reader.next()
+	if c.Version != 2 || c.Replace == nil || *c.Replace != "" || c.Append != "" || c.Status != "" || c.Done {
+		t.Fatalf("change at the takeover: %+v", c)
+	}
+	if got := readLive(t, env, "alex", run); got.Version != 2 || got.Text != "" || got.Status != "" || got.Done {
+		t.Fatalf("box after the takeover: %+v", got)
+	}
+}
+
 // TestLiveBox_TakeoverEmptiesTheBox: when proc-a's lease lapses and proc-b
 // claims the run, the half-written text of the lost attempt leaves the
 // box in the claim (version bumped, a change with the empty text), so no
@@ -448,13 +492,7 @@ func TestLiveBox_TakeoverEmptiesTheBox(t *testing.T) {
 	if b, errs := claim(t, env, "lotse", "startRun", run, "proc-b"); len(errs) > 0 || b.Attempt != 2 {
 		t.Fatalf("takeover %+v %+v", b, errs)
 	}
-	c := reader.next()
-	if c.Version != 2 || c.Replace == nil || *c.Replace != "" || c.Append != "" || c.Status != "" || c.Done {
-		t.Fatalf("change at the takeover: %+v", c)
-	}
-	if got := readLive(t, env, "alex", run); got.Version != 2 || got.Text != "" || got.Status != "" || got.Done {
-		t.Fatalf("box after the takeover: %+v", got)
-	}
+	checkTakeoverEmptied(t, env, reader, run)
 	b, errs := updateLive(t, env, "lotse", run, "proc-b", map[string]any{"baseVersion": 2, "append": "Yes, it is back."})
 	if len(errs) > 0 || b.Version != 3 || b.Text != "Yes, it is back." {
 		t.Fatalf("the new holder's update: %+v %+v", b, errs)

@@ -71,6 +71,88 @@ func startedRun(t *testing.T, env *apitest.Env, s *stream, thread, ask string) s
 	return run
 }
 
+// checkAnswersInATrustedRun fails the test unless lotse's answers in run,
+// whose context in thread is trigger and authorized only, are self on
+// REST, lowered by a declaration on GraphQL, never raised by one, and a
+// replay with another declaration answers the original (input_trust is
+// not part of the request). key hands out client_msg_ids.
+func checkAnswersInATrustedRun(t *testing.T, env *apitest.Env, thread, run string, key func() string) {
+	t.Helper()
+	if p, _ := provenanceOf(t, env, "lotse", thread, map[string]any{"client_msg_id": key(), "content_md": "an answer", "run_id": run}); p != "self" {
+		t.Fatalf("answer over a trusted context: provenance %q, want self", p)
+	}
+	// The same through GraphQL, with a declaration that lowers it.
+	p, errs := gqlProvenance(t, env, "lotse", thread, map[string]any{"clientMsgId": key(), "contentMd": "after a web page", "runId": run, "inputTrust": "UNVERIFIED"})
+	if errs != nil || p == nil || *p != "UNVERIFIED" {
+		t.Fatalf("declared unverified: %v %v", p, errs)
+	}
+	// A declaration never raises: trigger declared is still self.
+	if p, _ := provenanceOf(t, env, "lotse", thread, map[string]any{"client_msg_id": key(), "content_md": "declares trigger", "run_id": run, "input_trust": "trigger"}); p != "self" {
+		t.Fatalf("declared trigger raised provenance to %q", p)
+	}
+	// input_trust is not part of the request: the same key with another
+	// declaration replays the original.
+	k := key()
+	first, m1 := provenanceOf(t, env, "lotse", thread, map[string]any{"client_msg_id": k, "content_md": "keyed", "run_id": run})
+	r := postBody(env, "lotse", thread, map[string]any{"client_msg_id": k, "content_md": "keyed", "run_id": run, "input_trust": "unverified"})
+	var m2 map[string]any
+	r.JSON(t, &m2)
+	if r.Status != http.StatusOK || m2["id"] != m1["id"] || m2["provenance"] != first {
+		t.Fatalf("replay with another input_trust: %d %s (first %v)", r.Status, r.Body, m1)
+	}
+}
+
+// checkProvenanceOutsideRuns fails the test unless, in thread, an agent's
+// message outside a run is unverified on both faces (whatever it
+// declares) and the messages of people and apps have none. key hands out
+// client_msg_ids.
+func checkProvenanceOutsideRuns(t *testing.T, env *apitest.Env, thread string, key func() string) {
+	t.Helper()
+	// Outside a run nothing vouches for what an agent writes.
+	if p, _ := provenanceOf(t, env, "lotse", thread, map[string]any{"client_msg_id": key(), "content_md": "an announcement"}); p != "unverified" {
+		t.Fatalf("agent message outside a run: provenance %q, want unverified", p)
+	}
+	p, errs := gqlProvenance(t, env, "lotse", thread, map[string]any{"clientMsgId": key(), "contentMd": "another announcement", "inputTrust": "TRIGGER"})
+	if errs != nil || p == nil || *p != "UNVERIFIED" {
+		t.Fatalf("agent message outside a run on GraphQL: %v %v", p, errs)
+	}
+
+	// People and apps have no provenance and may not declare one.
+	if p, m := provenanceOf(t, env, "alex", thread, map[string]any{"client_msg_id": key(), "content_md": "alex writes"}); p != "" {
+		t.Fatalf("a person's message has provenance: %v", m)
+	}
+	p, errs = gqlProvenance(t, env, "feedbot", thread, map[string]any{"clientMsgId": key(), "contentMd": "a feed item"})
+	if errs != nil || p != nil {
+		t.Fatalf("an app's message: provenance %v, errors %v", p, errs)
+	}
+}
+
+// checkDeclarationsRefused fails the test unless a person and an app that
+// declare input_trust in thread are refused on both faces (400, the one
+// field error at /input_trust on REST) and nothing is stored. key hands
+// out client_msg_ids.
+func checkDeclarationsRefused(t *testing.T, env *apitest.Env, thread string, key func() string) {
+	t.Helper()
+	before := env.Count(`SELECT count(*) FROM messages`)
+	for _, who := range []string{"alex", "feedbot"} {
+		r := postBody(env, who, thread, map[string]any{"client_msg_id": key(), "content_md": "I declare", "input_trust": "trigger"})
+		if r.Status != http.StatusBadRequest {
+			t.Fatalf("%s declared input_trust: %d %s", who, r.Status, r.Body)
+		}
+		pr := r.Problem(t)
+		if pr.Type == "" || len(pr.Errors) != 1 || pr.Errors[0].Pointer != "/input_trust" {
+			t.Fatalf("%s declared input_trust: %+v", who, pr)
+		}
+		_, errs := gqlProvenance(t, env, who, thread, map[string]any{"clientMsgId": key(), "contentMd": "I declare", "inputTrust": "TRIGGER"})
+		if len(errs) == 0 || errs[0].Extensions.Status != http.StatusBadRequest {
+			t.Fatalf("%s declared inputTrust on GraphQL: %+v", who, errs)
+		}
+	}
+	if after := env.Count(`SELECT count(*) FROM messages`); after != before {
+		t.Fatalf("refused declarations stored %d messages", after-before)
+	}
+}
+
 func TestProvenance_AnswersOnBothFaces(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
@@ -81,64 +163,9 @@ func TestProvenance_AnswersOnBothFaces(t *testing.T) {
 	// A context of trigger and authorized only: the answer is self.
 	trusted := quietThread(t, env, "sam", "sam opens a trusted thread")
 	run := startedRun(t, env, s, trusted, "@lotse summarise, please")
-	if p, _ := provenanceOf(t, env, "lotse", trusted, map[string]any{"client_msg_id": key(), "content_md": "an answer", "run_id": run}); p != "self" {
-		t.Fatalf("answer over a trusted context: provenance %q, want self", p)
-	}
-	// The same through GraphQL, with a declaration that lowers it.
-	p, errs := gqlProvenance(t, env, "lotse", trusted, map[string]any{"clientMsgId": key(), "contentMd": "after a web page", "runId": run, "inputTrust": "UNVERIFIED"})
-	if errs != nil || p == nil || *p != "UNVERIFIED" {
-		t.Fatalf("declared unverified: %v %v", p, errs)
-	}
-	// A declaration never raises: trigger declared is still self.
-	if p, _ := provenanceOf(t, env, "lotse", trusted, map[string]any{"client_msg_id": key(), "content_md": "declares trigger", "run_id": run, "input_trust": "trigger"}); p != "self" {
-		t.Fatalf("declared trigger raised provenance to %q", p)
-	}
-	// input_trust is not part of the request: the same key with another
-	// declaration replays the original.
-	k := key()
-	first, m1 := provenanceOf(t, env, "lotse", trusted, map[string]any{"client_msg_id": k, "content_md": "keyed", "run_id": run})
-	r := postBody(env, "lotse", trusted, map[string]any{"client_msg_id": k, "content_md": "keyed", "run_id": run, "input_trust": "unverified"})
-	var m2 map[string]any
-	r.JSON(t, &m2)
-	if r.Status != http.StatusOK || m2["id"] != m1["id"] || m2["provenance"] != first {
-		t.Fatalf("replay with another input_trust: %d %s (first %v)", r.Status, r.Body, m1)
-	}
-
-	// Outside a run nothing vouches for what an agent writes.
-	if p, _ := provenanceOf(t, env, "lotse", trusted, map[string]any{"client_msg_id": key(), "content_md": "an announcement"}); p != "unverified" {
-		t.Fatalf("agent message outside a run: provenance %q, want unverified", p)
-	}
-	p, errs = gqlProvenance(t, env, "lotse", trusted, map[string]any{"clientMsgId": key(), "contentMd": "another announcement", "inputTrust": "TRIGGER"})
-	if errs != nil || p == nil || *p != "UNVERIFIED" {
-		t.Fatalf("agent message outside a run on GraphQL: %v %v", p, errs)
-	}
-
-	// People and apps have no provenance and may not declare one.
-	if p, m := provenanceOf(t, env, "alex", trusted, map[string]any{"client_msg_id": key(), "content_md": "alex writes"}); p != "" {
-		t.Fatalf("a person's message has provenance: %v", m)
-	}
-	p, errs = gqlProvenance(t, env, "feedbot", trusted, map[string]any{"clientMsgId": key(), "contentMd": "a feed item"})
-	if errs != nil || p != nil {
-		t.Fatalf("an app's message: provenance %v, errors %v", p, errs)
-	}
-	before := env.Count(`SELECT count(*) FROM messages`)
-	for _, who := range []string{"alex", "feedbot"} {
-		r := postBody(env, who, trusted, map[string]any{"client_msg_id": key(), "content_md": "I declare", "input_trust": "trigger"})
-		if r.Status != http.StatusBadRequest {
-			t.Fatalf("%s declared input_trust: %d %s", who, r.Status, r.Body)
-		}
-		pr := r.Problem(t)
-		if pr.Type == "" || len(pr.Errors) != 1 || pr.Errors[0].Pointer != "/input_trust" {
-			t.Fatalf("%s declared input_trust: %+v", who, pr)
-		}
-		_, errs := gqlProvenance(t, env, who, trusted, map[string]any{"clientMsgId": key(), "contentMd": "I declare", "inputTrust": "TRIGGER"})
-		if len(errs) == 0 || errs[0].Extensions.Status != http.StatusBadRequest {
-			t.Fatalf("%s declared inputTrust on GraphQL: %+v", who, errs)
-		}
-	}
-	if after := env.Count(`SELECT count(*) FROM messages`); after != before {
-		t.Fatalf("refused declarations stored %d messages", after-before)
-	}
+	checkAnswersInATrustedRun(t, env, trusted, run, key)
+	checkProvenanceOutsideRuns(t, env, trusted, key)
+	checkDeclarationsRefused(t, env, trusted, key)
 
 	// An untrusted element in the context makes the answer unverified,
 	// whatever the agent declares.

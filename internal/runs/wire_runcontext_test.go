@@ -45,12 +45,36 @@ func ag20World(t *testing.T, env *apitest.Env) (thread, runID string) {
 	return thread, s.nextRun()
 }
 
+// wireMarked is the expected classification of one element of the thread
+// context on the wire: its content's prefix, role, trust, origin and
+// author's handle.
+type wireMarked struct{ prefix, role, trust, origin, author string }
+
+// checkWireMarkedThread fails the test unless thread holds exactly the
+// elements of want, in order, each classified as want says, with an
+// author that has id, kind and display name but no e-mail address.
+func checkWireMarkedThread(t *testing.T, thread []ctxMsg, want []wireMarked) {
+	t.Helper()
+	if len(thread) != len(want) {
+		t.Fatalf("thread_context has %d elements, want %d: %+v", len(thread), len(want), thread)
+	}
+	for i, w := range want {
+		e := thread[i]
+		if !strings.HasPrefix(e.ContentMD, w.prefix) || e.Role != w.role || e.Trust != w.trust || e.Origin != w.origin || e.Author["handle"] != w.author {
+			t.Errorf("element %d = %+v, want %+v", i, e, w)
+		}
+		if _, has := e.Author["email"]; has || e.Author["id"] == nil || e.Author["kind"] == nil || e.Author["display_name"] == nil {
+			t.Errorf("element %d author %v", i, e.Author)
+		}
+	}
+}
+
 func TestRunContext_TrustMarkers_AG20(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	_, runID := ag20World(t, env)
 	c, _ := readContext(t, env, "lotse", runID)
-	want := []struct{ prefix, role, trust, origin, author string }{
+	want := []wireMarked{
 		{"writer opens", "user", "unverified", "human", "writer"},
 		{"lotse noted", "assistant", "self", "agent", "lotse"},
 		{"texter as a guest", "other", "unverified", "agent", "texter"},
@@ -61,18 +85,7 @@ func TestRunContext_TrustMarkers_AG20(t *testing.T) {
 		{"", "other", "system", "system", "writer"}, // the thread.reopened line
 		{"writer without trigger", "user", "unverified", "human", "writer"},
 	}
-	if len(c.ThreadContext) != len(want) {
-		t.Fatalf("thread_context has %d elements, want %d: %+v", len(c.ThreadContext), len(want), c.ThreadContext)
-	}
-	for i, w := range want {
-		e := c.ThreadContext[i]
-		if !strings.HasPrefix(e.ContentMD, w.prefix) || e.Role != w.role || e.Trust != w.trust || e.Origin != w.origin || e.Author["handle"] != w.author {
-			t.Errorf("element %d = %+v, want %+v", i, e, w)
-		}
-		if _, has := e.Author["email"]; has || e.Author["id"] == nil || e.Author["kind"] == nil || e.Author["display_name"] == nil {
-			t.Errorf("element %d author %v", i, e.Author)
-		}
-	}
+	checkWireMarkedThread(t, c.ThreadContext, want)
 	if tm := c.TriggerMessage; tm.Trust != "trigger" || tm.Role != "user" || tm.Author["handle"] != "alex" {
 		t.Fatalf("trigger %+v", tm)
 	}
@@ -81,6 +94,23 @@ func TestRunContext_TrustMarkers_AG20(t *testing.T) {
 	}
 	if raw, _ := json.Marshal(c.raw); strings.Contains(string(raw), "@example.com") {
 		t.Fatal("an e-mail address is in the context")
+	}
+}
+
+// checkSECAI1Facts fails the test unless every element of each context
+// names channel, its author's id, origin, kind, role and trust, and an
+// empty list of attachments (the facts SEC-AI-1 asks of each element).
+func checkSECAI1Facts(t *testing.T, channel string, cs ...runCtx) {
+	t.Helper()
+	for _, c := range cs {
+		for _, e := range c.all() {
+			if e.ChannelID != channel || e.Author["id"] == nil || e.Origin == "" || e.Kind == "" || e.Role == "" || e.Trust == "" || e.Attachments == nil {
+				t.Errorf("element lacks SEC-AI-1 facts: %+v", e)
+			}
+			if len(e.Attachments) != 0 {
+				t.Errorf("attachments %v", e.Attachments)
+			}
+		}
 	}
 }
 
@@ -109,16 +139,7 @@ func TestRunContext_SEC_AI_1(t *testing.T) {
 	if len(c2.ThreadContext) == 0 {
 		t.Fatalf("second context has no thread_context: %+v", c2)
 	}
-	for _, c := range []runCtx{c1, c2} {
-		for _, e := range c.all() {
-			if e.ChannelID != channel || e.Author["id"] == nil || e.Origin == "" || e.Kind == "" || e.Role == "" || e.Trust == "" || e.Attachments == nil {
-				t.Errorf("element lacks SEC-AI-1 facts: %+v", e)
-			}
-			if len(e.Attachments) != 0 {
-				t.Errorf("attachments %v", e.Attachments)
-			}
-		}
-	}
+	checkSECAI1Facts(t, channel, c1, c2)
 	if r := c1.byContent(t, "writer replies"); r.ReplyToMessageID != w["id"] {
 		t.Fatalf("reply_to %q", r.ReplyToMessageID)
 	}
@@ -245,16 +266,12 @@ func TestRunContext_BackfillLimit(t *testing.T) {
 	}
 }
 
-func TestRunContext_ResumeFloorAndAlreadyDelivered(t *testing.T) {
-	t.Parallel()
-	env := apitest.Start(t, apitest.Options{})
-	s := newStream(t, env, "lotse")
-	thread := openThread(t, env, "writer", "Support/Allgemein", "", "writer opens")
-	m1 := say(t, env, "alex", thread, "@lotse first question")
-	run1 := s.nextRun()
-	mustRunOp(t, env, "lotse", "startRun", run1)
-	say(t, env, "lotse", thread, "lotse answers the first")
-	f := say(t, env, "alex", thread, "a follow-up while running")
+// checkFollowUpDeliveredOnAck hands out the follow-up fid of run1 from
+// lotse's stream s and fails the test unless the running run lists it with
+// live trust, not delivered before the ack and delivered after it, while
+// the trigger never is.
+func checkFollowUpDeliveredOnAck(t *testing.T, env *apitest.Env, s *stream, run1 string, fid any) {
+	t.Helper()
 	evs, next := env.Poll(t, "lotse", s.cursor, 0) // hands the follow-up out
 	s.cursor = next
 	if len(evs) != 1 || evs[0].Type != "agent.followup" {
@@ -263,7 +280,7 @@ func TestRunContext_ResumeFloorAndAlreadyDelivered(t *testing.T) {
 	// The running run lists its follow-up with live trust; it counts as
 	// delivered only once the agent acknowledged its event.
 	c1, _ := readContext(t, env, "lotse", run1)
-	if len(c1.FollowUps) != 1 || c1.FollowUps[0].MessageID != f["id"] || c1.FollowUps[0].Trust != "trigger" || c1.FollowUps[0].AlreadyDelivered {
+	if len(c1.FollowUps) != 1 || c1.FollowUps[0].MessageID != fid || c1.FollowUps[0].Trust != "trigger" || c1.FollowUps[0].AlreadyDelivered {
 		t.Fatalf("follow-ups before the ack %+v", c1.FollowUps)
 	}
 	ack(t, env, "lotse", next)
@@ -274,6 +291,19 @@ func TestRunContext_ResumeFloorAndAlreadyDelivered(t *testing.T) {
 	if c1.TriggerMessage.AlreadyDelivered {
 		t.Fatal("the trigger is already_delivered")
 	}
+}
+
+func TestRunContext_ResumeFloorAndAlreadyDelivered(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	s := newStream(t, env, "lotse")
+	thread := openThread(t, env, "writer", "Support/Allgemein", "", "writer opens")
+	m1 := say(t, env, "alex", thread, "@lotse first question")
+	run1 := s.nextRun()
+	mustRunOp(t, env, "lotse", "startRun", run1)
+	say(t, env, "lotse", thread, "lotse answers the first")
+	f := say(t, env, "alex", thread, "a follow-up while running")
+	checkFollowUpDeliveredOnAck(t, env, s, run1, f["id"])
 	say(t, env, "lotse", thread, "lotse answers the follow-up")
 	finish(t, env, "lotse", run1, "COMPLETED")
 	say(t, env, "alex", thread, "@lotse second question")

@@ -103,6 +103,28 @@ func TestAgentLoop(t *testing.T) {
 	if r := mustRunOp(t, env, "lotse", "awaitRunInput", runID); r.State != "WAITING_INPUT" || r.Version != 3 {
 		t.Fatalf("waiting %+v", r)
 	}
+	checkFollowUpOfWaitingRun(t, env, runID, thread, cursor)
+	done, errs := finish(t, env, "lotse", runID, "COMPLETED")
+	if len(errs) > 0 || done.State != "COMPLETED" || done.Version != 5 {
+		t.Fatalf("finish %+v %+v", done, errs)
+	}
+	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'absorbed'`); s != 1 {
+		t.Fatalf("follow-up not absorbed")
+	}
+	// run.state_changed events: queued, running, waiting, running, completed.
+	if n := env.Count(`SELECT count(*) FROM event_log WHERE type = 'run.state_changed'`); n != 5 {
+		t.Fatalf("%d run.state_changed events", n)
+	}
+	checkEndedRunRefusals(t, env, runID)
+}
+
+// checkFollowUpOfWaitingRun has alex follow up in thread while run runID
+// waits for input and fails the test unless the message is a follow-up
+// that takes the run back to running, is pending, reaches lotse's stream
+// after cursor as agent.followup, and is delivered by the ack, not by the
+// poll that hands it out.
+func checkFollowUpOfWaitingRun(t *testing.T, env *apitest.Env, runID, thread, cursor string) {
+	t.Helper()
 	f := env.MustPost("alex", thread, "q2", "It is the one near the kitchen")
 	if f["trigger_state"] != "followup" {
 		t.Fatalf("follow-up trigger_state %v", f["trigger_state"])
@@ -125,18 +147,6 @@ func TestAgentLoop(t *testing.T) {
 	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'delivered' AND delivered_at IS NOT NULL`); s != 1 {
 		t.Fatalf("follow-up not delivered by the ack")
 	}
-	done, errs := finish(t, env, "lotse", runID, "COMPLETED")
-	if len(errs) > 0 || done.State != "COMPLETED" || done.Version != 5 {
-		t.Fatalf("finish %+v %+v", done, errs)
-	}
-	if s := env.Count(`SELECT count(*) FROM run_followups WHERE state = 'absorbed'`); s != 1 {
-		t.Fatalf("follow-up not absorbed")
-	}
-	// run.state_changed events: queued, running, waiting, running, completed.
-	if n := env.Count(`SELECT count(*) FROM event_log WHERE type = 'run.state_changed'`); n != 5 {
-		t.Fatalf("%d run.state_changed events", n)
-	}
-	checkEndedRunRefusals(t, env, runID)
 }
 
 // checkInvocation polls Lotse's first event, the invocation of the run
@@ -391,13 +401,11 @@ func TestLongPollAcrossServers(t *testing.T) {
 	}
 }
 
-// TestRunRoutesREST drives the run routes through the REST shim; every
-// answer is validated against the OpenAPI document by the client.
-func TestRunRoutesREST(t *testing.T) {
-	t.Parallel()
-	env := apitest.Start(t, apitest.Options{})
-	env.MustPost("alex", env.Main("Support/Eskalation"), "r1", "@lotse please")
-	lotse := env.World.Token("lotse")
+// queuedRunREST polls lotse's stream over REST and fails the test unless
+// it holds the one invocation, whose run alex reads over REST as queued,
+// lotse's, in a new session; it returns the run's id.
+func queuedRunREST(t *testing.T, env *apitest.Env) string {
+	t.Helper()
 	var page struct {
 		Events []struct {
 			Type    string         `json:"type"`
@@ -405,7 +413,7 @@ func TestRunRoutesREST(t *testing.T) {
 		}
 		NextAfter string `json:"next_after"`
 	}
-	r := env.REST(http.MethodGet, "/api/v1/agent/events?wait=0", lotse, nil)
+	r := env.REST(http.MethodGet, "/api/v1/agent/events?wait=0", env.World.Token("lotse"), nil)
 	r.JSON(t, &page)
 	if r.Status != 200 || len(page.Events) != 1 || page.Events[0].Type != "agent.invocation" {
 		t.Fatalf("poll: %d %s", r.Status, r.Body)
@@ -416,6 +424,18 @@ func TestRunRoutesREST(t *testing.T) {
 	if run["state"] != "queued" || run["agent"].(map[string]any)["handle"] != "lotse" || run["session"].(map[string]any)["mode"] != "new" {
 		t.Fatalf("getRun %v", run)
 	}
+	return runID
+}
+
+// TestRunRoutesREST drives the run routes through the REST shim; every
+// answer is validated against the OpenAPI document by the client.
+func TestRunRoutesREST(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	env.MustPost("alex", env.Main("Support/Eskalation"), "r1", "@lotse please")
+	lotse := env.World.Token("lotse")
+	runID := queuedRunREST(t, env)
+	var run map[string]any
 	for _, step := range []struct{ path, state string }{{"start", "running"}, {"await-input", "waiting_input"}, {"start", "running"}} {
 		r := env.REST(http.MethodPost, "/api/v1/runs/"+runID+"/"+step.path, lotse, nil)
 		r.JSON(t, &run)
@@ -426,7 +446,7 @@ func TestRunRoutesREST(t *testing.T) {
 	if r := env.REST(http.MethodPost, "/api/v1/runs/"+runID+"/finish", lotse, map[string]any{"outcome": "exploded"}); r.Status != 400 || r.Problem(t).Errors[0].Code != "invalid_enum" {
 		t.Fatalf("bad outcome: %d %s", r.Status, r.Body)
 	}
-	r = env.REST(http.MethodPost, "/api/v1/runs/"+runID+"/finish", lotse, map[string]any{"outcome": "failed", "reason": "model_unavailable"})
+	r := env.REST(http.MethodPost, "/api/v1/runs/"+runID+"/finish", lotse, map[string]any{"outcome": "failed", "reason": "model_unavailable"})
 	r.JSON(t, &run)
 	if r.Status != 200 || run["state"] != "failed" || run["end_reason"] != "model_unavailable" {
 		t.Fatalf("finish: %d %s", r.Status, r.Body)

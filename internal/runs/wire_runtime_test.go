@@ -54,41 +54,42 @@ func wantGQLConflict(t *testing.T, what string, errs []apitest.GQLError, reason 
 	}
 }
 
-// TestAgentCursor: the server stores each agent's position; a poll without
-// cursor continues after it, 0 is the start and now the end; acknowledging
-// backwards is a no-op and beyond the end is invalid_cursor.
-func TestAgentCursor(t *testing.T) {
-	t.Parallel()
-	env := apitest.Start(t, apitest.Options{})
-	esk := env.Main("Support/Eskalation")
-	env.MustPost("alex", esk, "c1", "@lotse one")
-	lotse := env.World.Token("lotse")
-	type page struct {
-		Events []struct {
-			Seq  string `json:"seq"`
-			Type string `json:"type"`
-		} `json:"events"`
-		NextAfter string `json:"next_after"`
+// agentPage is a page of an agent's stream in the REST shape.
+type agentPage struct {
+	Events []struct {
+		Seq  string `json:"seq"`
+		Type string `json:"type"`
+	} `json:"events"`
+	NextAfter string `json:"next_after"`
+}
+
+// pollLotseREST polls lotse's stream over REST with query and fails the
+// test unless the poll answers 200.
+func pollLotseREST(t *testing.T, env *apitest.Env, query string) agentPage {
+	t.Helper()
+	r := env.REST(http.MethodGet, "/api/v1/agent/events"+query, env.World.Token("lotse"), nil)
+	if r.Status != 200 {
+		t.Fatalf("poll %s: %d %s", query, r.Status, r.Body)
 	}
-	pollREST := func(query string) page {
-		t.Helper()
-		r := env.REST(http.MethodGet, "/api/v1/agent/events"+query, lotse, nil)
-		if r.Status != 200 {
-			t.Fatalf("poll %s: %d %s", query, r.Status, r.Body)
-		}
-		var p page
-		r.JSON(t, &p)
-		return p
-	}
+	var p agentPage
+	r.JSON(t, &p)
+	return p
+}
+
+// checkRedeliveredUntilAck fails the test unless lotse's one event is
+// handed out again by every poll without cursor until it is acknowledged
+// over REST, and by none after; it returns the first page.
+func checkRedeliveredUntilAck(t *testing.T, env *apitest.Env) agentPage {
+	t.Helper()
 	// A crash before the ack: the restarted adapter gets the events again.
-	first := pollREST("")
+	first := pollLotseREST(t, env, "")
 	if len(first.Events) != 1 {
 		t.Fatalf("first poll %+v", first)
 	}
-	if again := pollREST(""); len(again.Events) != 1 || again.Events[0].Seq != first.Events[0].Seq {
+	if again := pollLotseREST(t, env, ""); len(again.Events) != 1 || again.Events[0].Seq != first.Events[0].Seq {
 		t.Fatalf("unacknowledged events not handed out again: %+v", again)
 	}
-	r := env.REST(http.MethodPost, "/api/v1/agent/events/ack", lotse, map[string]any{"up_to": first.NextAfter})
+	r := env.REST(http.MethodPost, "/api/v1/agent/events/ack", env.World.Token("lotse"), map[string]any{"up_to": first.NextAfter})
 	var cur struct {
 		Position string `json:"position"`
 	}
@@ -97,28 +98,22 @@ func TestAgentCursor(t *testing.T) {
 		t.Fatalf("ack: %d %s", r.Status, r.Body)
 	}
 	// A restart after the ack receives none of them again.
-	if p := pollREST(""); len(p.Events) != 0 || p.NextAfter != first.NextAfter {
+	if p := pollLotseREST(t, env, ""); len(p.Events) != 0 || p.NextAfter != first.NextAfter {
 		t.Fatalf("acknowledged events handed out again: %+v", p)
 	}
-	env.MustPost("alex", esk, "c2", "@lotse two") // a follow-up of the queued run
-	p := pollREST("")
-	if len(p.Events) != 1 || p.Events[0].Type != "agent.followup" {
-		t.Fatalf("after the ack %+v", p)
-	}
-	// Backwards is a no-op.
-	if got := ack(t, env, "lotse", "0"); got != first.NextAfter {
-		t.Fatalf("backwards ack stored %s", got)
-	}
-	if all := pollREST("?after=0"); len(all.Events) != 2 {
-		t.Fatalf("after=0 %+v", all)
-	}
-	now := pollREST("?after=now")
-	if len(now.Events) != 0 || now.NextAfter != p.NextAfter {
-		t.Fatalf("after=now %+v, want the end %s", now, p.NextAfter)
-	}
-	end, _ := strconv.ParseInt(p.NextAfter, 10, 64)
+	return first
+}
+
+// checkCursorRefusals fails the test unless an ack and a poll beyond the
+// stream's end (next is its end) are validation_failed invalid_cursor, a
+// malformed cursor is validation_failed on GraphQL, and a person may not
+// acknowledge (403).
+func checkCursorRefusals(t *testing.T, env *apitest.Env, next string) {
+	t.Helper()
+	lotse := env.World.Token("lotse")
+	end, _ := strconv.ParseInt(next, 10, 64)
 	beyond := strconv.FormatInt(end+1000, 10)
-	r = env.REST(http.MethodPost, "/api/v1/agent/events/ack", lotse, map[string]any{"up_to": beyond})
+	r := env.REST(http.MethodPost, "/api/v1/agent/events/ack", lotse, map[string]any{"up_to": beyond})
 	if pr := apitest.WantProblem(t, "ack beyond the end", r, 400, "validation_failed", ""); pr.Errors[0].Code != "invalid_cursor" {
 		t.Fatalf("ack beyond the end %+v", pr)
 	}
@@ -134,20 +129,45 @@ func TestAgentCursor(t *testing.T) {
 	if r := env.REST(http.MethodPost, "/api/v1/agent/events/ack", env.World.Token("alex"), map[string]any{"up_to": "1"}); r.Status != 403 {
 		t.Fatalf("person acks: %d", r.Status)
 	}
+}
+
+// TestAgentCursor: the server stores each agent's position; a poll without
+// cursor continues after it, 0 is the start and now the end; acknowledging
+// backwards is a no-op and beyond the end is invalid_cursor.
+func TestAgentCursor(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	esk := env.Main("Support/Eskalation")
+	env.MustPost("alex", esk, "c1", "@lotse one")
+	first := checkRedeliveredUntilAck(t, env)
+	env.MustPost("alex", esk, "c2", "@lotse two") // a follow-up of the queued run
+	p := pollLotseREST(t, env, "")
+	if len(p.Events) != 1 || p.Events[0].Type != "agent.followup" {
+		t.Fatalf("after the ack %+v", p)
+	}
+	// Backwards is a no-op.
+	if got := ack(t, env, "lotse", "0"); got != first.NextAfter {
+		t.Fatalf("backwards ack stored %s", got)
+	}
+	if all := pollLotseREST(t, env, "?after=0"); len(all.Events) != 2 {
+		t.Fatalf("after=0 %+v", all)
+	}
+	now := pollLotseREST(t, env, "?after=now")
+	if len(now.Events) != 0 || now.NextAfter != p.NextAfter {
+		t.Fatalf("after=now %+v, want the end %s", now, p.NextAfter)
+	}
+	checkCursorRefusals(t, env, p.NextAfter)
 	if n := env.Count(`SELECT count(*) FROM agent_cursors WHERE agent_id = $1 AND acked_seq::text = $2`, env.World.ID("lotse"), first.NextAfter); n != 1 {
 		t.Fatal("the refused acks moved the stored position")
 	}
 }
 
-// TestRunClaimsAndLeases: one holder at a time, renewals, and an expired
-// lease that puts the run back to queued with the next attempt until
-// run.max_attempts fails it.
-func TestRunClaimsAndLeases(t *testing.T) {
-	t.Parallel()
-	env := apitest.Start(t, apitest.Options{})
-	s := newStream(t, env, "lotse")
-	env.MustPost("alex", env.Main("Support/Eskalation"), "l1", "@lotse claim me")
-	run := s.nextRun()
+// checkOneHolderAtATime has proc-a start run and fails the test unless
+// the claim names proc-a, attempt 1 and a lease, another holder may not
+// start or renew it (run_claimed), and proc-a's second start changes
+// nothing.
+func checkOneHolderAtATime(t *testing.T, env *apitest.Env, run string) {
+	t.Helper()
 	a, errs := claim(t, env, "lotse", "startRun", run, "proc-a")
 	if len(errs) > 0 || a.State != "RUNNING" || a.Holder == nil || *a.Holder != "proc-a" || a.Attempt != 1 || a.LeaseExpiresAt == nil {
 		t.Fatalf("claim %+v %+v", a, errs)
@@ -160,6 +180,14 @@ func TestRunClaimsAndLeases(t *testing.T) {
 	}
 	_, errs = claim(t, env, "lotse", "renewRun", run, "proc-b")
 	wantGQLConflict(t, "other holder renews", errs, "run_claimed")
+}
+
+// checkRenewKeepsTheClaim renews proc-a's claim of run over REST 50 s
+// into its lease and fails the test unless the renewal keeps holder and
+// attempt, a malformed holder is 400, and a sweep 50 s later (within the
+// renewed lease) changes nothing.
+func checkRenewKeepsTheClaim(t *testing.T, env *apitest.Env, run string) {
+	t.Helper()
 	env.Clock.Advance(50 * time.Second)
 	// REST renew (validated against the OpenAPI document) keeps the claim.
 	r := env.REST(http.MethodPost, "/api/v1/runs/"+run+"/renew", env.World.Token("lotse"), map[string]any{"holder": "proc-a"})
@@ -175,27 +203,49 @@ func TestRunClaimsAndLeases(t *testing.T) {
 	if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 0 {
 		t.Fatalf("sweep within the lease changed %d (%v)", n, err)
 	}
+}
+
+// checkLapseAndTakeover lets the lease of run lapse and fails the test
+// unless the sweep puts it back to queued with a new invocation of
+// attempt in lotse's stream s, the lapsed holder may not renew it, and
+// proc-b takes it over as that attempt.
+func checkLapseAndTakeover(t *testing.T, env *apitest.Env, s *stream, run string, attempt int) {
+	t.Helper()
+	env.Clock.Advance(61 * time.Second)
+	if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("lease sweep changed %d (%v)", n, err)
+	}
+	evs, next := env.Poll(t, "lotse", s.cursor, 0)
+	s.cursor = next
+	if len(evs) != 1 || evs[0].Type != "agent.invocation" || evs[0].Payload["run_id"] != run || evs[0].Payload["attempt"] != float64(attempt) {
+		t.Fatalf("attempt %d invocation %+v", attempt, evs)
+	}
+	q := getRun(t, env, "lotse", run)
+	if q.State != "QUEUED" {
+		t.Fatalf("after the lapse %+v", q)
+	}
+	_, errs := claim(t, env, "lotse", "renewRun", run, "proc-a")
+	wantGQLConflict(t, "lapsed holder renews", errs, "run_claimed")
+	b, errs := claim(t, env, "lotse", "startRun", run, "proc-b")
+	if len(errs) > 0 || b.Holder == nil || *b.Holder != "proc-b" || b.Attempt != attempt {
+		t.Fatalf("takeover %+v %+v", b, errs)
+	}
+}
+
+// TestRunClaimsAndLeases: one holder at a time, renewals, and an expired
+// lease that puts the run back to queued with the next attempt until
+// run.max_attempts fails it.
+func TestRunClaimsAndLeases(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{})
+	s := newStream(t, env, "lotse")
+	env.MustPost("alex", env.Main("Support/Eskalation"), "l1", "@lotse claim me")
+	run := s.nextRun()
+	checkOneHolderAtATime(t, env, run)
+	checkRenewKeepsTheClaim(t, env, run)
 	// Every further lapse: back to queued with the next attempt.
 	for attempt := 2; attempt <= 3; attempt++ {
-		env.Clock.Advance(61 * time.Second)
-		if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 1 {
-			t.Fatalf("lease sweep changed %d (%v)", n, err)
-		}
-		evs, next := env.Poll(t, "lotse", s.cursor, 0)
-		s.cursor = next
-		if len(evs) != 1 || evs[0].Type != "agent.invocation" || evs[0].Payload["run_id"] != run || evs[0].Payload["attempt"] != float64(attempt) {
-			t.Fatalf("attempt %d invocation %+v", attempt, evs)
-		}
-		q := getRun(t, env, "lotse", run)
-		if q.State != "QUEUED" {
-			t.Fatalf("after the lapse %+v", q)
-		}
-		_, errs = claim(t, env, "lotse", "renewRun", run, "proc-a")
-		wantGQLConflict(t, "lapsed holder renews", errs, "run_claimed")
-		b, errs := claim(t, env, "lotse", "startRun", run, "proc-b")
-		if len(errs) > 0 || b.Holder == nil || *b.Holder != "proc-b" || b.Attempt != attempt {
-			t.Fatalf("takeover %+v %+v", b, errs)
-		}
+		checkLapseAndTakeover(t, env, s, run, attempt)
 	}
 	env.Clock.Advance(61 * time.Second)
 	if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 1 {
@@ -209,7 +259,7 @@ func TestRunClaimsAndLeases(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM runs WHERE id = $1 AND holder IS NULL AND lease_expires_at IS NULL`, run); n != 1 {
 		t.Fatal("claim survived the end")
 	}
-	_, errs = claim(t, env, "lotse", "renewRun", run, "proc-b")
+	_, errs := claim(t, env, "lotse", "renewRun", run, "proc-b")
 	wantGQLConflict(t, "renew an ended run", errs, "run_not_active")
 }
 
@@ -264,6 +314,26 @@ func grantOf(t *testing.T, env *apitest.Env, handle, target string) string {
 	return id
 }
 
+// checkLostRunningRun fails the test unless running, whose person just
+// lost trigger, keeps running with cancel_requested, lotse's stream s ends
+// with its run.cancel_requested, and its context answers exactly the 404
+// of an unknown run.
+func checkLostRunningRun(t *testing.T, env *apitest.Env, s *stream, running string, unknown *apitest.Response) {
+	t.Helper()
+	q := getRun(t, env, "lotse", running)
+	if q.State != "RUNNING" || q.CancelRequested == nil || !*q.CancelRequested {
+		t.Fatalf("running run %+v", q)
+	}
+	evs, _ := env.Poll(t, "lotse", s.cursor, 0)
+	if last := evs[len(evs)-1]; last.Type != "run.cancel_requested" || last.Payload["run_id"] != running {
+		t.Fatalf("events %+v", evs)
+	}
+	_, gone := readContext(t, env, "lotse", running)
+	if gone.Status != 404 || !apitest.SameAnswer(t, gone, unknown) {
+		t.Fatalf("context after the loss: %d %s", gone.Status, gone.Body)
+	}
+}
+
 // TestLossOfTriggerEndsRuns: revoking the triggering person's grant
 // cancels their queued run at once and their running run after
 // run.cancel_grace; its context answers the unknown-run 404 from then on.
@@ -285,18 +355,7 @@ func TestLossOfTriggerEndsRuns(t *testing.T) {
 	if q := getRun(t, env, "lotse", queued); q.State != "CANCELLED" || *q.EndReason != "trigger_revoked" {
 		t.Fatalf("queued run %+v", q)
 	}
-	q := getRun(t, env, "lotse", running)
-	if q.State != "RUNNING" || q.CancelRequested == nil || !*q.CancelRequested {
-		t.Fatalf("running run %+v", q)
-	}
-	evs, _ := env.Poll(t, "lotse", s.cursor, 0)
-	if last := evs[len(evs)-1]; last.Type != "run.cancel_requested" || last.Payload["run_id"] != running {
-		t.Fatalf("events %+v", evs)
-	}
-	_, gone := readContext(t, env, "lotse", running)
-	if gone.Status != 404 || !apitest.SameAnswer(t, gone, unknown) {
-		t.Fatalf("context after the loss: %d %s", gone.Status, gone.Body)
-	}
+	checkLostRunningRun(t, env, s, running, unknown)
 	if n, err := env.Server.Runs.SweepOnce(t.Context()); err != nil || n != 0 {
 		t.Fatalf("sweep within the grace changed %d (%v)", n, err)
 	}
@@ -553,6 +612,29 @@ const typedEventsQuery = `query($a: String) { agentEvents(after: $a) { nextAfter
 	... on AgentFollowupEvent { runId messageId run { id state cancelRequested } message { id contentMd } }
 	... on RunCancelRequestedEvent { runId run { id state cancelRequested } } } } }`
 
+// checkTypedInvocation fails the test unless inv is the typed invocation
+// of the queued run that message mid in Eskalation's main thread
+// triggered: attempt 1, a new session, and the run as a reference.
+func checkTypedInvocation(t *testing.T, env *apitest.Env, inv typedEvent, mid any) {
+	t.Helper()
+	if inv.Typename != "AgentInvocationEvent" || inv.Type != "agent.invocation" || inv.Attempt != 1 || inv.MessageID != mid || inv.ThreadID != env.Main("Support/Eskalation") ||
+		inv.ChannelID != env.World.Channel("Support/Eskalation").ID || inv.Session == nil || inv.Session.Mode != "NEW" || inv.Session.ID == nil ||
+		inv.Run == nil || inv.Run.ID != inv.RunID || inv.Run.State != "QUEUED" {
+		t.Fatalf("invocation %+v", inv)
+	}
+}
+
+// checkTypedFollowup fails the test unless fol is the typed follow-up
+// event of message fid in run, with the message and the run as
+// references.
+func checkTypedFollowup(t *testing.T, fol typedEvent, run string, fid any) {
+	t.Helper()
+	if fol.Typename != "AgentFollowupEvent" || fol.Type != "agent.followup" || fol.RunID != run || fol.MessageID != fid ||
+		fol.Message == nil || fol.Message.ID != fid || fol.Message.ContentMD != "@lotse a typed follow-up" || fol.Run == nil || fol.Run.ID != run {
+		t.Fatalf("follow-up %+v", fol)
+	}
+}
+
 // TestTypedAgentEvents: every agent event type is its own GraphQL object
 // type with typed, camelCase members and references.
 func TestTypedAgentEvents(t *testing.T) {
@@ -572,15 +654,8 @@ func TestTypedAgentEvents(t *testing.T) {
 		t.Fatalf("typed events %+v %+v", out, res.Errors)
 	}
 	inv, fol := out.AgentEvents.Events[0], out.AgentEvents.Events[1]
-	if inv.Typename != "AgentInvocationEvent" || inv.Type != "agent.invocation" || inv.Attempt != 1 || inv.MessageID != m["id"] || inv.ThreadID != esk ||
-		inv.ChannelID != env.World.Channel("Support/Eskalation").ID || inv.Session == nil || inv.Session.Mode != "NEW" || inv.Session.ID == nil ||
-		inv.Run == nil || inv.Run.ID != inv.RunID || inv.Run.State != "QUEUED" {
-		t.Fatalf("invocation %+v", inv)
-	}
-	if fol.Typename != "AgentFollowupEvent" || fol.Type != "agent.followup" || fol.RunID != inv.RunID || fol.MessageID != f["id"] ||
-		fol.Message == nil || fol.Message.ID != f["id"] || fol.Message.ContentMD != "@lotse a typed follow-up" || fol.Run == nil || fol.Run.ID != inv.RunID {
-		t.Fatalf("follow-up %+v", fol)
-	}
+	checkTypedInvocation(t, env, inv, m["id"])
+	checkTypedFollowup(t, fol, inv.RunID, f["id"])
 	mustRunOp(t, env, "lotse", "startRun", inv.RunID)
 	mustRunOp(t, env, "alex", "cancelRun", inv.RunID)
 	res = env.GraphQL(env.World.Token("lotse"), typedEventsQuery, map[string]any{"a": out.AgentEvents.NextAfter}, &out)
@@ -694,27 +769,50 @@ func checkClientEvent(t *testing.T, env *apitest.Env, thread string, e clientEve
 	esk := env.World.Channel("Support/Eskalation").ID
 	switch e.Typename {
 	case "MessageEvent":
-		if e.MessageID == "" || e.ThreadID == "" || e.Message == nil || e.Message.ID != e.MessageID {
-			t.Fatalf("message event %+v", e)
-		}
-		if e.Type == "message.deleted" && (e.Message.Deleted == nil || !*e.Message.Deleted) {
-			t.Fatalf("deleted message event %+v", e)
-		}
+		checkMessageEvent(t, e)
 	case "ThreadEvent":
 		if e.Thread == nil || e.Thread.ID != e.ThreadID {
 			t.Fatalf("thread event %+v", e)
 		}
 	case "ThreadMovedEvent":
-		if e.ThreadID != thread || e.FromChannelID != env.World.Channel("Support/Allgemein").ID || e.ToChannelID != esk || e.Thread == nil {
-			t.Fatalf("moved event %+v", e)
-		}
+		checkMovedEvent(t, env, thread, e)
 	case "RunStateChangedEvent":
-		if e.RunID == "" || e.State == "" || e.Version < 1 || e.Run == nil || e.Run.ID != e.RunID {
-			t.Fatalf("run event %+v", e)
-		}
+		checkRunStateEvent(t, e)
 	case "AccessChangedEvent":
 		if e.Change != "grant.created" || e.TargetKind != "channel" || e.TargetID != esk || e.SubjectID == nil {
 			t.Fatalf("access event %+v", e)
 		}
+	}
+}
+
+// checkMessageEvent fails the test unless the message event e names its
+// message and thread and carries the message as a reference, marked
+// deleted in a message.deleted.
+func checkMessageEvent(t *testing.T, e clientEvent) {
+	t.Helper()
+	if e.MessageID == "" || e.ThreadID == "" || e.Message == nil || e.Message.ID != e.MessageID {
+		t.Fatalf("message event %+v", e)
+	}
+	if e.Type == "message.deleted" && (e.Message.Deleted == nil || !*e.Message.Deleted) {
+		t.Fatalf("deleted message event %+v", e)
+	}
+}
+
+// checkMovedEvent fails the test unless the moved event e names thread,
+// moved from Support/Allgemein to Support/Eskalation, with the thread as
+// a reference.
+func checkMovedEvent(t *testing.T, env *apitest.Env, thread string, e clientEvent) {
+	t.Helper()
+	if e.ThreadID != thread || e.FromChannelID != env.World.Channel("Support/Allgemein").ID || e.ToChannelID != env.World.Channel("Support/Eskalation").ID || e.Thread == nil {
+		t.Fatalf("moved event %+v", e)
+	}
+}
+
+// checkRunStateEvent fails the test unless the run event e names its run,
+// state and version and carries the run as a reference.
+func checkRunStateEvent(t *testing.T, e clientEvent) {
+	t.Helper()
+	if e.RunID == "" || e.State == "" || e.Version < 1 || e.Run == nil || e.Run.ID != e.RunID {
+		t.Fatalf("run event %+v", e)
 	}
 }

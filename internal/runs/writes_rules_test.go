@@ -16,6 +16,20 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 )
 
+// wantAuditCounts fails the test unless the audit rows of who are want,
+// each row keyed action/reason with its count: each refusal is audited
+// once per action and reason.
+func wantAuditCounts(t *testing.T, env *moduletest.Env, who string, want map[string]int) {
+	t.Helper()
+	got := map[string]int{}
+	for _, r := range env.AuditRows(who) {
+		got[r.Action+"/"+r.Reason] = r.Count
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("audit rows %v, want %v", got, want)
+	}
+}
+
 // TestAgentWrites_AgentWithoutWrite pins
 // docs/design/replies.md#agents-write-with-their-own-rights for an agent
 // without write: Lotse posting into Kampagnen or creating a thread in
@@ -57,15 +71,8 @@ func TestAgentWrites_AgentWithoutWrite(t *testing.T) {
 	if n := env.Count(`SELECT count(*) FROM messages WHERE author_principal_id = $1`, lotse.ID); n != 0 {
 		t.Fatalf("%d messages stored", n)
 	}
-	got := map[string]int{}
-	for _, r := range env.AuditRows("lotse") {
-		got[r.Action+"/"+r.Reason] = r.Count
-	}
-	want := map[string]int{"message.create/no_grant": 1, "message.create/not_found": 1, "thread.create/no_grant": 1,
-		"thread.create/not_found": 1, "message.create/level_insufficient": 1, "thread.create/level_insufficient": 1}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("audit rows %v, want %v", got, want)
-	}
+	wantAuditCounts(t, env, "lotse", map[string]int{"message.create/no_grant": 1, "message.create/not_found": 1, "thread.create/no_grant": 1,
+		"thread.create/not_found": 1, "message.create/level_insufficient": 1, "thread.create/level_insufficient": 1})
 	if _, err := env.Admin.ArchiveChannel(ctx, env.Principal("robin"), env.World.Channel("Support/Allgemein").ID); err != nil {
 		t.Fatalf("archive: %v", err)
 	}
@@ -127,6 +134,39 @@ func TestAgentWrites_GrantOrOperator(t *testing.T) {
 	}
 }
 
+// checkReportThread fails the test unless th, the report thread agent
+// created in channel ch, has title_source auto, is the agent's, has no
+// fixed operator, and its first message is the agent's first of the
+// thread and triggers nothing.
+func checkReportThread(t *testing.T, agent, ch string, th chat.Thread, first messaging.Message) {
+	t.Helper()
+	if th.TitleSource != chat.TitleSource("auto") || th.CreatedBy != agent || th.OperatorAgentID != "" || th.ChannelID != ch {
+		t.Fatalf("report thread %+v", th)
+	}
+	if first.Origin != "agent" || first.ThreadSeq != 1 || first.Author.ID != agent || first.TriggerState != messaging.TriggerNone {
+		t.Fatalf("first message %+v", first)
+	}
+}
+
+// eventLogTypes returns the types of every event in the event log in
+// order: what a write emitted.
+func eventLogTypes(t *testing.T, env *moduletest.Env) []string {
+	t.Helper()
+	var types []string
+	rows, err := env.Pool.Query(t.Context(), `SELECT type FROM event_log ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, s)
+	}
+	return types
+}
+
 // TestAgentWrites_NewThreadPerReport pins
 // docs/design/replies.md#announcements: an agent's report as a new thread
 // in a forum it may write to is a thread with title_source auto, created
@@ -145,25 +185,8 @@ func TestAgentWrites_NewThreadPerReport(t *testing.T) {
 	if err != nil || replay {
 		t.Fatalf("report: %v (replay %v)", err, replay)
 	}
-	if th.TitleSource != chat.TitleSource("auto") || th.CreatedBy != lotse.ID || th.OperatorAgentID != "" || th.ChannelID != ch {
-		t.Fatalf("report thread %+v", th)
-	}
-	if first.Origin != "agent" || first.ThreadSeq != 1 || first.Author.ID != lotse.ID || first.TriggerState != messaging.TriggerNone {
-		t.Fatalf("first message %+v", first)
-	}
-	var types []string
-	rows, err := env.Pool.Query(ctx, `SELECT type FROM event_log ORDER BY seq`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		types = append(types, s)
-	}
-	if strings.Join(types, ",") != "thread.created,message.created" {
+	checkReportThread(t, lotse.ID, ch, th, first)
+	if types := eventLogTypes(t, env); strings.Join(types, ",") != "thread.created,message.created" {
 		t.Fatalf("events %v", types)
 	}
 	if env.Count(`SELECT count(*) FROM runs`) != 0 || env.Count(`SELECT count(*) FROM agent_events`) != 0 {

@@ -251,29 +251,20 @@ func TestCostsAndLimitsVisible(t *testing.T) {
 	t.Run("aliased mutations answer partial data", testAliasedMutationsPartialData)
 }
 
-// testAliasedMutationsPartialData: four aliased createToken in one request
-// against a bucket of two: the two that ran answer their tokens, secrets
-// included, and the two refused answer null with one rate_limited error
-// each at their path; exactly the two answered tokens were stored, and
-// their secrets work (issue 25 point 6).
-func testAliasedMutationsPartialData(t *testing.T) {
-	t.Parallel()
-	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.RateAdminBurst: "2", config.RateAdminPerMinute: "1"}})
-	alex, alexID := env.World.Token("alex"), env.World.ID("alex")
-	before := env.Count(`SELECT count(*) FROM tokens WHERE principal_id = $1`, alexID)
-	var data map[string]*struct {
-		Token string `json:"token"`
-	}
-	q := `mutation($p: ID!) {
-		a: createToken(principalId: $p, input: {label: "a"}) { token }
-		b: createToken(principalId: $p, input: {label: "b"}) { token }
-		c: createToken(principalId: $p, input: {label: "c"}) { token }
-		d: createToken(principalId: $p, input: {label: "d"}) { token }
-	}`
-	res := env.GraphQL(alex, q, map[string]any{"p": alexID}, &data)
+// aliasedToken is the answer of one aliased createToken.
+type aliasedToken struct {
+	Token string `json:"token"`
+}
+
+// aliasOutcomes checks that every error of the aliased createTokens a to d
+// is rate_limited at the path of its alias, and that each alias either
+// answered a token and no error or null and an error; it returns the
+// tokens answered and the aliases refused.
+func aliasOutcomes(t *testing.T, errs []apitest.GQLError, data map[string]*aliasedToken) ([]string, map[string]bool) {
+	t.Helper()
 	var made []string
 	refused := map[string]bool{}
-	for _, e := range res.Errors {
+	for _, e := range errs {
 		if e.Extensions.Code != "rate_limited" || len(e.Path) != 1 {
 			t.Fatalf("error %+v", e)
 		}
@@ -288,6 +279,28 @@ func testAliasedMutationsPartialData(t *testing.T) {
 			t.Fatalf("%s: data %+v, refused %v", alias, data[alias], refused[alias])
 		}
 	}
+	return made, refused
+}
+
+// testAliasedMutationsPartialData: four aliased createToken in one request
+// against a bucket of two: the two that ran answer their tokens, secrets
+// included, and the two refused answer null with one rate_limited error
+// each at their path; exactly the two answered tokens were stored, and
+// their secrets work (issue 25 point 6).
+func testAliasedMutationsPartialData(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.RateAdminBurst: "2", config.RateAdminPerMinute: "1"}})
+	alex, alexID := env.World.Token("alex"), env.World.ID("alex")
+	before := env.Count(`SELECT count(*) FROM tokens WHERE principal_id = $1`, alexID)
+	var data map[string]*aliasedToken
+	q := `mutation($p: ID!) {
+		a: createToken(principalId: $p, input: {label: "a"}) { token }
+		b: createToken(principalId: $p, input: {label: "b"}) { token }
+		c: createToken(principalId: $p, input: {label: "c"}) { token }
+		d: createToken(principalId: $p, input: {label: "d"}) { token }
+	}`
+	res := env.GraphQL(alex, q, map[string]any{"p": alexID}, &data)
+	made, refused := aliasOutcomes(t, res.Errors, data)
 	if len(made) != 2 || len(refused) != 2 {
 		t.Fatalf("%d tokens answered, %d refused; want 2 and 2 (data %s)", len(made), len(refused), res.Data)
 	}

@@ -98,19 +98,10 @@ func testFilesUpload(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, apitest.Options{})
 	r := upload(t, env, "alex", `..\..\etc/re`+"\u202e"+`port.txt`, pngBytes)
-	if r.Status != http.StatusCreated {
-		t.Fatalf("upload: %d %s", r.Status, r.Body)
-	}
-	var f map[string]any
-	json.Unmarshal(r.Body, &f)
 	sum := sha256.Sum256(pngBytes)
-	if f["mime_type"] != "image/png" || f["name"] != "report.txt" || f["size"] != float64(len(pngBytes)) ||
-		f["sha256"] != hex.EncodeToString(sum[:]) || f["scan_status"] != "not_scanned" {
-		t.Fatalf("uploaded file: %v", f)
-	}
-	if n := env.Count(`SELECT count(*) FROM stored_files WHERE uploader_principal_id = '` + env.World.ID("alex") + `'`); n != 1 {
-		t.Fatalf("%d rows", n)
-	}
+	wantAnswer(t, "upload", r, http.StatusCreated, map[string]any{"mime_type": "image/png", "name": "report.txt", "size": float64(len(pngBytes)),
+		"sha256": hex.EncodeToString(sum[:]), "scan_status": "not_scanned"})
+	wantCount(t, env, 1, "rows", `SELECT count(*) FROM stored_files WHERE uploader_principal_id = '`+env.World.ID("alex")+`'`)
 
 	status, body := gqlUpload(t, env, "sam", []byte("plain notes from Sam\n"), true)
 	var res struct {
@@ -135,9 +126,7 @@ func testFilesUpload(t *testing.T) {
 	wrong, ct := multipartBody(t, "document", "a.txt", []byte("x"))
 	apitest.WantProblem(t, "other part", env.RESTWith(http.MethodPost, "/api/v1/files", env.World.Token("alex"), wrong, http.Header{"Content-Type": {ct}}),
 		http.StatusBadRequest, "validation_failed", "")
-	if n := env.Count(`SELECT count(*) FROM stored_files`); n != 2 {
-		t.Fatalf("%d rows after refusals", n)
-	}
+	wantCount(t, env, 2, "rows after refusals", `SELECT count(*) FROM stored_files`)
 }
 
 // testFilesLimits: a file over files.max_bytes is 413 payload_too_large
@@ -195,17 +184,12 @@ func testFilesAttach(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	main := env.Main("Support/Allgemein")
 	file := mustUpload(t, env, "alex", "notes.txt", []byte("Alex's notes\n"))
-	r := postWithFiles(env, "alex", main, "att-1", "see the notes", file)
-	if r.Status != http.StatusCreated {
-		t.Fatalf("attach: %d %s", r.Status, r.Body)
-	}
-	var m map[string]any
-	json.Unmarshal(r.Body, &m)
+	m := wantAnswer(t, "attach", postWithFiles(env, "alex", main, "att-1", "see the notes", file), http.StatusCreated, nil)
 	as := m["attachments"].([]any)
-	if len(as) != 1 || as[0].(map[string]any)["file_id"] != file || as[0].(map[string]any)["text_status"] != "failed" ||
-		as[0].(map[string]any)["scan_status"] != "not_scanned" {
+	if len(as) != 1 {
 		t.Fatalf("attachments: %v", as)
 	}
+	wantMembers(t, "attachment", as[0].(map[string]any), map[string]any{"file_id": file, "text_status": "failed", "scan_status": "not_scanned"})
 	// The event feed carries the attachment in the message's REST shape
 	// (the harness validates it against the document).
 	var page map[string]any
@@ -226,6 +210,14 @@ func testFilesAttach(t *testing.T) {
 	if code := fieldError(t, postWithFiles(env, "alex", main, "att-4", "missing", "01a22d00-0000-7000-8000-000000000000")); code != "invalid_reference" {
 		t.Fatalf("missing file: %s", code)
 	}
+	wantGraphQLAttachment(t, env, m["id"].(string), file)
+	wantFilesOutGranted(t, env, main)
+}
+
+// wantGraphQLAttachment checks that GraphQL shows the message msg (as sam,
+// a reader) with one attachment, file, with its text status and its file.
+func wantGraphQLAttachment(t *testing.T, env *apitest.Env, msg, file string) {
+	t.Helper()
 	// GraphQL shows the same attachment with its file.
 	var got struct {
 		Message struct {
@@ -236,12 +228,18 @@ func testFilesAttach(t *testing.T) {
 			} `json:"attachments"`
 		} `json:"message"`
 	}
-	res := env.GraphQL(env.World.Token("sam"), `query($id: ID!) { message(id: $id) { attachments { fileId textStatus file { sha256 } } } }`, map[string]any{"id": m["id"]}, &got)
+	res := env.GraphQL(env.World.Token("sam"), `query($id: ID!) { message(id: $id) { attachments { fileId textStatus file { sha256 } } } }`, map[string]any{"id": msg}, &got)
 	if len(res.Errors) > 0 || len(got.Message.Attachments) != 1 || got.Message.Attachments[0].FileID != file ||
 		got.Message.Attachments[0].TextStatus != "FAILED" || len(got.Message.Attachments[0].File.Sha256) != 64 {
 		t.Fatalf("GraphQL attachments: %+v %+v", got, res.Errors)
 	}
+}
 
+// wantFilesOutGranted checks that the agent lotse attaches a file to a
+// message in main only with files_out, which only an owner grants (on
+// either face, audited).
+func wantFilesOutGranted(t *testing.T, env *apitest.Env, main string) {
+	t.Helper()
 	// An agent attaches only with files_out, which only an owner grants.
 	agentFile := mustUpload(t, env, "lotse", "report.txt", []byte("Lotse's report\n"))
 	if code := fieldError(t, postWithFiles(env, "lotse", main, "lotse-1", "my report", agentFile)); code != "capability_required" {
@@ -253,15 +251,13 @@ func testFilesAttach(t *testing.T) {
 	if c := env.MustREST(t, http.MethodPut, capPath, env.World.Token("robin"), map[string]any{"files_out": true}, http.StatusOK); c["files_out"] != true {
 		t.Fatalf("capabilities: %v", c)
 	}
-	if r := postWithFiles(env, "lotse", main, "lotse-2", "my report", agentFile); r.Status != http.StatusCreated {
-		t.Fatalf("agent with files_out: %d %s", r.Status, r.Body)
-	}
+	wantStatus(t, "agent with files_out", postWithFiles(env, "lotse", main, "lotse-2", "my report", agentFile), http.StatusCreated)
 	var caps struct {
 		SetCapabilities struct {
 			Capabilities struct{ FilesOut bool } `json:"capabilities"`
 		} `json:"setCapabilities"`
 	}
-	res = env.GraphQL(env.World.Token("robin"), `mutation($id: ID!) { setCapabilities(principalId: $id, input: {filesOut: false}) { capabilities { filesOut } } }`,
+	res := env.GraphQL(env.World.Token("robin"), `mutation($id: ID!) { setCapabilities(principalId: $id, input: {filesOut: false}) { capabilities { filesOut } } }`,
 		map[string]any{"id": env.World.ID("lotse")}, &caps)
 	if len(res.Errors) > 0 || caps.SetCapabilities.Capabilities.FilesOut {
 		t.Fatalf("GraphQL setCapabilities: %+v %+v", caps, res.Errors)
@@ -289,9 +285,7 @@ func testFilesRead(t *testing.T) {
 	content := []byte("Alex's notes for @lotse\n")
 	file := mustUpload(t, env, "alex", "notes.txt", content)
 	missing := "01a22d00-0000-7000-8000-000000000000"
-	if r := download(t, env, "alex", file); r.Status != http.StatusOK || !bytes.Equal(r.Body, content) {
-		t.Fatalf("uploader: %d %s", r.Status, r.Body)
-	}
+	wantBytes(t, "uploader", download(t, env, "alex", file), content)
 	notFound := download(t, env, "sam", missing)
 	apitest.WantProblem(t, "missing", notFound, http.StatusNotFound, "not_found", "")
 	for _, who := range []string{"sam", "robin"} {
@@ -300,30 +294,15 @@ func testFilesRead(t *testing.T) {
 		}
 	}
 	esk := postWithFiles(env, "alex", env.Main("Support/Allgemein"), "read-1", "@lotse please read the notes", file)
-	if esk.Status != http.StatusCreated {
-		t.Fatalf("attach: %d %s", esk.Status, esk.Body)
-	}
-	r := download(t, env, "sam", file)
-	if r.Status != http.StatusOK || !bytes.Equal(r.Body, content) || r.Header.Get("Content-Disposition") != `attachment; filename=notes.txt` ||
-		r.Header.Get("X-Content-Type-Options") != "nosniff" || r.Header.Get("Content-Security-Policy") != "sandbox" ||
-		r.Header.Get("Content-Type") != "application/octet-stream" {
-		t.Fatalf("reader of the message: %d %v %s", r.Status, r.Header, r.Body)
-	}
+	wantStatus(t, "attach", esk, http.StatusCreated)
+	wantDownload(t, "reader of the message", download(t, env, "sam", file), content)
 	// An owner's read is audited, as every upload is.
-	if r := download(t, env, "robin", file); r.Status != http.StatusOK {
-		t.Fatalf("owner: %d %s", r.Status, r.Body)
-	}
-	if n := env.Count(`SELECT count(*) FROM audit_log WHERE action = 'file.read.owner' AND decision = 'allow'`); n != 1 {
-		t.Fatalf("%d audit rows of owners' reads", n)
-	}
-	if n := env.Count(`SELECT count(*) FROM audit_log WHERE action = 'file.upload' AND decision = 'allow'`); n != 1 {
-		t.Fatalf("%d audit rows of uploads", n)
-	}
+	wantStatus(t, "owner", download(t, env, "robin", file), http.StatusOK)
+	wantCount(t, env, 1, "audit rows of owners' reads", `SELECT count(*) FROM audit_log WHERE action = 'file.read.owner' AND decision = 'allow'`)
+	wantCount(t, env, 1, "audit rows of uploads", `SELECT count(*) FROM audit_log WHERE action = 'file.upload' AND decision = 'allow'`)
 	// The Marketing file is hidden from Alex.
 	mkt := mustUpload(t, env, "sam", "plan.txt", []byte("campaign"))
-	if p := postWithFiles(env, "sam", env.Main("Marketing/Kampagnen"), "mkt-1", "the plan", mkt); p.Status != http.StatusCreated {
-		t.Fatalf("attach in Marketing: %d %s", p.Status, p.Body)
-	}
+	wantStatus(t, "attach in Marketing", postWithFiles(env, "sam", env.Main("Marketing/Kampagnen"), "mkt-1", "the plan", mkt), http.StatusCreated)
 	if r := download(t, env, "alex", mkt); !apitest.SameAnswer(t, r, download(t, env, "alex", missing)) {
 		t.Fatalf("hidden file: %d %s", r.Status, r.Body)
 	}
@@ -347,20 +326,26 @@ func testFilesRead(t *testing.T) {
 	}
 	env.MustREST(t, http.MethodPost, "/api/v1/runs/"+run+"/start", env.World.Token("lotse"), map[string]any{"holder": "h1"}, http.StatusOK)
 	tok := env.MustREST(t, http.MethodPost, "/api/v1/runs/"+run+"/tokens", env.World.Token("lotse"), map[string]any{"holder": "h1"}, http.StatusCreated)
-	if r := env.REST(http.MethodGet, "/api/v1/files/"+file, tok["token"].(string), nil); r.Status != http.StatusOK || !bytes.Equal(r.Body, content) {
-		t.Fatalf("run token: %d %s", r.Status, r.Body)
-	}
-	if r := env.REST(http.MethodGet, "/api/v1/files/"+mkt, tok["token"].(string), nil); r.Status != http.StatusNotFound {
-		t.Fatalf("run token, another thread's file: %d %s", r.Status, r.Body)
-	}
+	wantBytes(t, "run token", env.REST(http.MethodGet, "/api/v1/files/"+file, tok["token"].(string), nil), content)
+	wantStatus(t, "run token, another thread's file", env.REST(http.MethodGet, "/api/v1/files/"+mkt, tok["token"].(string), nil), http.StatusNotFound)
 
 	// Deleting the message withdraws its files.
 	env.MustREST(t, http.MethodDelete, "/api/v1/messages/"+esMsg["id"].(string), env.World.Token("alex"), nil, http.StatusOK)
 	if r := download(t, env, "alex", file); !apitest.SameAnswer(t, r, download(t, env, "alex", missing)) {
 		t.Fatalf("file of a deleted message: %d %s", r.Status, r.Body)
 	}
-	if n := env.Count(`SELECT count(*) FROM stored_files WHERE delete_after IS NOT NULL`); n != 1 {
-		t.Fatalf("%d files scheduled for deletion", n)
+	wantCount(t, env, 1, "files scheduled for deletion", `SELECT count(*) FROM stored_files WHERE delete_after IS NOT NULL`)
+}
+
+// wantDownload checks that r, a download of notes.txt by a reader, answered
+// exactly content with the headers of a download: an attachment named
+// notes.txt, never sniffed, sandboxed, as bytes.
+func wantDownload(t *testing.T, what string, r *apitest.Response, content []byte) {
+	t.Helper()
+	if r.Status != http.StatusOK || !bytes.Equal(r.Body, content) || r.Header.Get("Content-Disposition") != `attachment; filename=notes.txt` ||
+		r.Header.Get("X-Content-Type-Options") != "nosniff" || r.Header.Get("Content-Security-Policy") != "sandbox" ||
+		r.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("%s: %d %v %s", what, r.Status, r.Header, r.Body)
 	}
 }
 

@@ -38,40 +38,17 @@ func testFilesTextBothFaces(t *testing.T) {
 	alex := env.World.Token("alex")
 	missing := "01a22d00-0000-7000-8000-000000000000"
 
-	r := upload(t, env, "alex", "notes.md", []byte("# Notes\nThe printer on floor 2 needs toner.\n"))
-	var up map[string]any
-	json.Unmarshal(r.Body, &up)
-	if r.Status != http.StatusCreated || up["scan_status"] != "clean" || up["text_status"] != "ready" {
-		t.Fatalf("upload: %d %s", r.Status, r.Body)
-	}
+	up := wantAnswer(t, "upload", upload(t, env, "alex", "notes.md", []byte("# Notes\nThe printer on floor 2 needs toner.\n")), http.StatusCreated,
+		map[string]any{"scan_status": "clean", "text_status": "ready"})
 	file := up["id"].(string)
-	var txt map[string]any
-	if r := readText(env, alex, file, ""); r.Status != http.StatusOK || json.Unmarshal(r.Body, &txt) != nil ||
-		txt["text"] != "# Notes\nThe printer on floor 2 needs toner.\n" || txt["truncated"] != false || txt["text_status"] != "ready" || txt["file_id"] != file {
-		t.Fatalf("text: %d %s", r.Status, r.Body)
-	}
-	if r := readText(env, alex, file, "?max_bytes=7"); r.Status != http.StatusOK || json.Unmarshal(r.Body, &txt) != nil || txt["text"] != "# Notes" || txt["truncated"] != true {
-		t.Fatalf("text cut: %d %s", r.Status, r.Body)
-	}
-	var gf struct {
-		File     *struct{ TextStatus, Text string }
-		FileText *struct {
-			Text      string
-			Truncated bool
-		}
-	}
-	if res := env.GraphQL(alex, `query($id: ID!) { file(id: $id) { textStatus text(maxBytes: 7) } fileText(id: $id) { text truncated } }`,
-		map[string]any{"id": file}, &gf); len(res.Errors) > 0 || gf.File == nil || gf.File.TextStatus != "READY" || gf.File.Text != "# Notes" ||
-		gf.FileText == nil || gf.FileText.Truncated || !strings.Contains(gf.FileText.Text, "toner") {
-		t.Fatalf("GraphQL: %+v %+v", gf, res.Errors)
-	}
+	wantAnswer(t, "text", readText(env, alex, file, ""), http.StatusOK,
+		map[string]any{"text": "# Notes\nThe printer on floor 2 needs toner.\n", "truncated": false, "text_status": "ready", "file_id": file})
+	wantAnswer(t, "text cut", readText(env, alex, file, "?max_bytes=7"), http.StatusOK, map[string]any{"text": "# Notes", "truncated": true})
+	wantGraphQLFileText(t, env, alex, file)
 
 	// EICAR: infected, withheld, never extracted.
-	r = upload(t, env, "alex", "eicar.txt", clamdtest.EICAR())
-	json.Unmarshal(r.Body, &up)
-	if r.Status != http.StatusCreated || up["scan_status"] != "infected" || up["text_status"] != "failed" {
-		t.Fatalf("EICAR upload: %d %s", r.Status, r.Body)
-	}
+	up = wantAnswer(t, "EICAR upload", upload(t, env, "alex", "eicar.txt", clamdtest.EICAR()), http.StatusCreated,
+		map[string]any{"scan_status": "infected", "text_status": "failed"})
 	bad := up["id"].(string)
 	missingText := readText(env, alex, missing, "")
 	apitest.WantProblem(t, "missing text", missingText, http.StatusNotFound, "not_found", "")
@@ -92,11 +69,27 @@ func testFilesTextBothFaces(t *testing.T) {
 
 	// Hidden equals missing on /text.
 	mkt := mustUpload(t, env, "sam", "plan.txt", []byte("campaign"))
-	if p := postWithFiles(env, "sam", env.Main("Marketing/Kampagnen"), "mkt-t", "the plan", mkt); p.Status != http.StatusCreated {
-		t.Fatalf("attach in Marketing: %d %s", p.Status, p.Body)
-	}
+	wantStatus(t, "attach in Marketing", postWithFiles(env, "sam", env.Main("Marketing/Kampagnen"), "mkt-t", "the plan", mkt), http.StatusCreated)
 	if r := readText(env, alex, mkt, ""); !apitest.SameAnswer(t, r, missingText) {
 		t.Fatalf("hidden text: %d %s", r.Status, r.Body)
+	}
+}
+
+// wantGraphQLFileText checks GraphQL's File.text and fileText of file as
+// alex (a token): READY, cut at maxBytes 7, and whole.
+func wantGraphQLFileText(t *testing.T, env *apitest.Env, alex, file string) {
+	t.Helper()
+	var gf struct {
+		File     *struct{ TextStatus, Text string }
+		FileText *struct {
+			Text      string
+			Truncated bool
+		}
+	}
+	if res := env.GraphQL(alex, `query($id: ID!) { file(id: $id) { textStatus text(maxBytes: 7) } fileText(id: $id) { text truncated } }`,
+		map[string]any{"id": file}, &gf); len(res.Errors) > 0 || gf.File == nil || gf.File.TextStatus != "READY" || gf.File.Text != "# Notes" ||
+		gf.FileText == nil || gf.FileText.Truncated || !strings.Contains(gf.FileText.Text, "toner") {
+		t.Fatalf("GraphQL: %+v %+v", gf, res.Errors)
 	}
 }
 
@@ -112,9 +105,7 @@ func testFilesTextLowersTrust(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{Config: map[string]string{config.FilesClamdAddr: clam.Addr()}})
 	file := mustUpload(t, env, "alex", "notes.md", []byte("# Notes\nThe printer on floor 2 needs toner.\n"))
 	mkt := mustUpload(t, env, "sam", "plan.txt", []byte("campaign"))
-	if p := postWithFiles(env, "sam", env.Main("Marketing/Kampagnen"), "mkt-t", "the plan", mkt); p.Status != http.StatusCreated {
-		t.Fatalf("attach in Marketing: %d %s", p.Status, p.Body)
-	}
+	wantStatus(t, "attach in Marketing", postWithFiles(env, "sam", env.Main("Marketing/Kampagnen"), "mkt-t", "the plan", mkt), http.StatusCreated)
 	// A run token reads the text of its run's file.
 	esk := postWithFiles(env, "alex", env.Main("Support/Allgemein"), "text-1", "@lotse please read the notes", file)
 	var msg map[string]any

@@ -46,22 +46,30 @@ func testViewerSameInBothFaces(t *testing.T) {
 		}
 		var m map[string]any
 		r.JSON(t, &m)
-		if m["id"] != env.World.ID(h) || g.Viewer.ID != env.World.ID(h) {
-			t.Fatalf("%s: ids differ: rest %v graphql %v want %s", h, m["id"], g.Viewer.ID, env.World.ID(h))
-		}
-		if m["handle"] != h || g.Viewer.Handle != h {
-			t.Fatalf("%s: handle rest %v graphql %v", h, m["handle"], g.Viewer.Handle)
-		}
-		if m["kind"] != strings.ToLower(g.Viewer.Kind) || m["status"] != "active" || g.Viewer.Status != "ACTIVE" {
-			t.Fatalf("%s: enums differ: rest %v/%v graphql %v/%v", h, m["kind"], m["status"], g.Viewer.Kind, g.Viewer.Status)
-		}
-		if m["created_at"] != g.Viewer.CreatedAt || m["display_name"] != g.Viewer.DisplayName || m["is_owner"] != g.Viewer.IsOwner {
-			t.Fatalf("%s: members differ: rest %v graphql %+v", h, m, g.Viewer)
-		}
-		_, hasEmail := m["email"]
-		if wantEmail := g.Viewer.Kind == "USER"; hasEmail != wantEmail || (g.Viewer.Email != nil) != wantEmail {
-			t.Fatalf("%s: email present rest=%v graphql=%v, want %v", h, hasEmail, g.Viewer.Email != nil, wantEmail)
-		}
+		wantSameViewer(t, h, env.World.ID(h), m, g)
+	}
+}
+
+// wantSameViewer checks that m, GET /api/v1/me of h (whose id is id), and
+// g, GraphQL's viewer of h, name the same principal with the same members,
+// each in its face's spelling; only a person has an e-mail address.
+func wantSameViewer(t *testing.T, h, id string, m map[string]any, g viewerData) {
+	t.Helper()
+	if m["id"] != id || g.Viewer.ID != id {
+		t.Fatalf("%s: ids differ: rest %v graphql %v want %s", h, m["id"], g.Viewer.ID, id)
+	}
+	if m["handle"] != h || g.Viewer.Handle != h {
+		t.Fatalf("%s: handle rest %v graphql %v", h, m["handle"], g.Viewer.Handle)
+	}
+	if m["kind"] != strings.ToLower(g.Viewer.Kind) || m["status"] != "active" || g.Viewer.Status != "ACTIVE" {
+		t.Fatalf("%s: enums differ: rest %v/%v graphql %v/%v", h, m["kind"], m["status"], g.Viewer.Kind, g.Viewer.Status)
+	}
+	if m["created_at"] != g.Viewer.CreatedAt || m["display_name"] != g.Viewer.DisplayName || m["is_owner"] != g.Viewer.IsOwner {
+		t.Fatalf("%s: members differ: rest %v graphql %+v", h, m, g.Viewer)
+	}
+	_, hasEmail := m["email"]
+	if wantEmail := g.Viewer.Kind == "USER"; hasEmail != wantEmail || (g.Viewer.Email != nil) != wantEmail {
+		t.Fatalf("%s: email present rest=%v graphql=%v, want %v", h, hasEmail, g.Viewer.Email != nil, wantEmail)
 	}
 }
 
@@ -230,28 +238,36 @@ func testIntrospectionSwitch(t *testing.T) {
 		if !on && (len(res.Errors) == 0 || res.Errors[0].Extensions.Code != "forbidden" || res.Errors[0].Extensions.Reason != "introspection_disabled") {
 			t.Fatalf("introspection off: %+v %s", res.Errors, res.Data)
 		}
-		resp, err := http.Get(env.URL + "/api/schema.graphql")
-		if err != nil {
-			t.Fatal(err)
+		checkSchemaDocument(t, env, on)
+	}
+}
+
+// checkSchemaDocument checks GET /api/schema.graphql of env, whose
+// introspection is on or off: off, it is 404; on, it is the schema served,
+// as GraphQL, loading, with what introspection shows and no @defer.
+func checkSchemaDocument(t *testing.T, env *apitest.Env, on bool) {
+	t.Helper()
+	resp, err := http.Get(env.URL + "/api/schema.graphql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdl, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !on {
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("schema document with introspection off: %d", resp.StatusCode)
 		}
-		sdl, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !on {
-			if resp.StatusCode != http.StatusNotFound {
-				t.Fatalf("schema document with introspection off: %d", resp.StatusCode)
-			}
-			continue
-		}
-		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/graphql") {
-			t.Fatalf("schema document: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-		}
-		schema, gerr := gqlparser.LoadSchema(&ast.Source{Name: "schema.graphql", Input: string(sdl)})
-		if gerr != nil {
-			t.Fatalf("the schema document does not load: %v", gerr)
-		}
-		if schema.Query.Fields.ForName("node") == nil || schema.Types["Thread"].Fields.ForName("history") == nil || strings.Contains(string(sdl), "@defer") {
-			t.Fatalf("the schema document is not the served schema")
-		}
+		return
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/graphql") {
+		t.Fatalf("schema document: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	schema, gerr := gqlparser.LoadSchema(&ast.Source{Name: "schema.graphql", Input: string(sdl)})
+	if gerr != nil {
+		t.Fatalf("the schema document does not load: %v", gerr)
+	}
+	if schema.Query.Fields.ForName("node") == nil || schema.Types["Thread"].Fields.ForName("history") == nil || strings.Contains(string(sdl), "@defer") {
+		t.Fatalf("the schema document is not the served schema")
 	}
 }
 

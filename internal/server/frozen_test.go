@@ -160,6 +160,44 @@ func wantUnavailable(t *testing.T, what string, a rawAnswer) {
 	}
 }
 
+// wantGraphQLUnavailable checks that a GraphQL answer is 503 with one
+// error unavailable (database_unreachable) and Retry-After.
+func wantGraphQLUnavailable(t *testing.T, what string, a rawAnswer) {
+	t.Helper()
+	var gql struct {
+		Errors []apitest.GQLError `json:"errors"`
+	}
+	json.Unmarshal(a.body, &gql)
+	if a.status != http.StatusServiceUnavailable || len(gql.Errors) != 1 || gql.Errors[0].Extensions.Code != "unavailable" ||
+		gql.Errors[0].Extensions.Reason != "database_unreachable" || a.header.Get("Retry-After") == "" {
+		t.Errorf("%s: %d Retry-After %q %s", what, a.status, a.header.Get("Retry-After"), a.body)
+	}
+}
+
+// writeAfterThaw writes (frozen-2, frozen-3, ...) until a write succeeds
+// after the thaw, within 30 s: the first may still meet the outage's end
+// (503), never another answer.
+func writeAfterThaw(t *testing.T, write func(id string) (rawAnswer, error)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 2; ; i++ {
+		a, err := write(fmt.Sprintf("frozen-%d", i))
+		if err != nil {
+			t.Fatalf("a write after the thaw got no answer: %v", err)
+		}
+		if a.status == http.StatusCreated {
+			return
+		}
+		if a.status != http.StatusServiceUnavailable {
+			t.Fatalf("a write after the thaw: %d %s", a.status, a.body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no write succeeded within 30s of the thaw")
+		}
+		time.Sleep(50 * time.Millisecond) // the retries' pace, not a wait that decides
+	}
+}
+
 // TestFrozenDatabaseAnswers: a database that keeps its connections open
 // but answers nothing (its processes suspended) makes requests answer 503
 // unavailable with Retry-After within database.query_timeout and
@@ -199,14 +237,7 @@ func TestFrozenDatabaseAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a GraphQL read of the frozen database got no answer: %v", err)
 	}
-	var gql struct {
-		Errors []apitest.GQLError `json:"errors"`
-	}
-	json.Unmarshal(a.body, &gql)
-	if a.status != http.StatusServiceUnavailable || len(gql.Errors) != 1 || gql.Errors[0].Extensions.Code != "unavailable" ||
-		gql.Errors[0].Extensions.Reason != "database_unreachable" || a.header.Get("Retry-After") == "" {
-		t.Errorf("GraphQL read: %d Retry-After %q %s", a.status, a.header.Get("Retry-After"), a.body)
-	}
+	wantGraphQLUnavailable(t, "GraphQL read", a)
 
 	a, err = send(http.MethodGet, env.URL+"/readyz", "", "")
 	if err != nil {
@@ -219,23 +250,7 @@ func TestFrozenDatabaseAnswers(t *testing.T) {
 	thaw()
 	// Writes succeed again without a restart; the first may still meet
 	// the outage's end (503), never another answer.
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 2; ; i++ {
-		a, err := write(fmt.Sprintf("frozen-%d", i))
-		if err != nil {
-			t.Fatalf("a write after the thaw got no answer: %v", err)
-		}
-		if a.status == http.StatusCreated {
-			break
-		}
-		if a.status != http.StatusServiceUnavailable {
-			t.Fatalf("a write after the thaw: %d %s", a.status, a.body)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no write succeeded within 30s of the thaw")
-		}
-		time.Sleep(50 * time.Millisecond) // the retries' pace, not a wait that decides
-	}
+	writeAfterThaw(t, write)
 	waitReady(t, env)
 
 	// The outage is logged as for a stopped database: one line at its

@@ -136,22 +136,7 @@ func testMCPProviderAccessTokens(t *testing.T) {
 	m := provider(t)
 	env := signInEnv(t, m, map[string]string{})
 
-	// At the path a 401 names and at the one RFC 9728 derives from /mcp.
-	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
-		resp, err := http.Get(env.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var meta struct {
-			Resource             string   `json:"resource"`
-			AuthorizationServers []string `json:"authorization_servers"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&meta)
-		resp.Body.Close()
-		if err != nil || meta.Resource != mcpResource || len(meta.AuthorizationServers) != 1 || meta.AuthorizationServers[0] != m.Issuer() {
-			t.Fatalf("%s: %+v (%v), want the resource %s and the provider %s", path, meta, err, mcpResource, m.Issuer())
-		}
-	}
+	wantResourceMetadata(t, env, m)
 
 	// Alex's first token links the account by the verified address.
 	alex := mcpSession(t, env, accessToken(t, m, jwt.MapClaims{"sub": "idp-alex", "email": "alex@example.com", "email_verified": true}))
@@ -178,6 +163,28 @@ func testMCPProviderAccessTokens(t *testing.T) {
 	// A Bothy token keeps working.
 	if got := mcpToolNames(t, mcpSession(t, env, env.World.Token("alex"))); !strings.Contains(got, "read_thread") {
 		t.Fatalf("a Bothy token's tools: %s", got)
+	}
+}
+
+// wantResourceMetadata checks env's protected resource metadata: it names
+// the Bothy resource and the provider m as its one authorization server.
+func wantResourceMetadata(t *testing.T, env *apitest.Env, m *mockoidc.MockOIDC) {
+	t.Helper()
+	// At the path a 401 names and at the one RFC 9728 derives from /mcp.
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
+		resp, err := http.Get(env.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			Resource             string   `json:"resource"`
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&meta)
+		resp.Body.Close()
+		if err != nil || meta.Resource != mcpResource || len(meta.AuthorizationServers) != 1 || meta.AuthorizationServers[0] != m.Issuer() {
+			t.Fatalf("%s: %+v (%v), want the resource %s and the provider %s", path, meta, err, mcpResource, m.Issuer())
+		}
 	}
 }
 

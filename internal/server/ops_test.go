@@ -489,14 +489,7 @@ func TestCORSPreflight(t *testing.T) {
 		{"/api/v1/me", http.MethodGet},
 		{"/api/v1/threads/00000000-0000-4000-8000-000000000000/messages", http.MethodPost},
 	} {
-		resp := preflight(tc.path, "https://chat.example.com", tc.method)
-		h := resp.Header
-		if resp.StatusCode != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "https://chat.example.com" ||
-			!strings.Contains(h.Get("Access-Control-Allow-Methods"), tc.method) ||
-			!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") ||
-			!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Content-Type") || h.Get("Access-Control-Max-Age") != "300" {
-			t.Fatalf("preflight %s: %d %v", tc.path, resp.StatusCode, h)
-		}
+		wantPreflightAllowed(t, tc.path, tc.method, preflight(tc.path, "https://chat.example.com", tc.method))
 		other := preflight(tc.path, "https://evil.example.com", tc.method)
 		if other.Header.Get("Access-Control-Allow-Origin") != "" || other.Header.Get("Access-Control-Allow-Methods") != "" {
 			t.Fatalf("preflight of another origin answered %v", other.Header)
@@ -510,6 +503,21 @@ func TestCORSPreflight(t *testing.T) {
 	g := env.GraphQL(env.World.Token("alex"), `{ viewer { id } }`, nil, nil)
 	if g.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatal("a same-origin request was marked")
+	}
+}
+
+// wantPreflightAllowed checks resp, the answer to the preflight of
+// method on path from the allowed origin https://chat.example.com: 204
+// allowing that origin, the method and the headers Authorization and
+// Content-Type, for http.cors_max_age (5 minutes).
+func wantPreflightAllowed(t *testing.T, path, method string, resp *http.Response) {
+	t.Helper()
+	h := resp.Header
+	if resp.StatusCode != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "https://chat.example.com" ||
+		!strings.Contains(h.Get("Access-Control-Allow-Methods"), method) ||
+		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") ||
+		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Content-Type") || h.Get("Access-Control-Max-Age") != "300" {
+		t.Fatalf("preflight %s: %d %v", path, resp.StatusCode, h)
 	}
 }
 

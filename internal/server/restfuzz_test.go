@@ -183,17 +183,7 @@ func (f *restFuzzer) gen(s *openapi3.Schema, name string, depth int) any {
 	}
 	switch {
 	case s.Type.Is("object"):
-		obj := map[string]any{}
-		req := map[string]bool{}
-		for _, r := range s.Required {
-			req[r] = true
-		}
-		for k, p := range s.Properties {
-			if req[k] || f.rnd.IntN(4) == 0 {
-				obj[k] = f.gen(p.Value, k, depth+1)
-			}
-		}
-		return obj
+		return f.genObject(s, depth)
 	case s.Type.Is("array"):
 		var out []any
 		for range f.rnd.IntN(3) {
@@ -201,27 +191,56 @@ func (f *restFuzzer) gen(s *openapi3.Schema, name string, depth int) any {
 		}
 		return out
 	case s.Type.Is("integer"):
-		lo, hi := 0.0, 100.0
-		if s.Min != nil {
-			lo = *s.Min
-		}
-		if s.Max != nil {
-			hi = *s.Max
-		}
-		return int(lo) + f.rnd.IntN(int(hi-lo)+1)
+		return f.genInteger(s)
 	case s.Type.Is("boolean"):
 		return f.rnd.IntN(2) == 0
 	case s.Type.Is("number"):
 		return f.rnd.Float64()
 	default:
-		if s.Format == "date-time" {
-			return time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
-		}
-		if v, ok := f.ids[name]; ok {
-			return f.pick(v)
-		}
-		return fmt.Sprintf("fuzz %d", f.rnd.IntN(1000000))
+		return f.genString(s, name)
 	}
+}
+
+// genObject generates an object of schema s, nested depth deep: its
+// required members and now and then each other one.
+func (f *restFuzzer) genObject(s *openapi3.Schema, depth int) map[string]any {
+	obj := map[string]any{}
+	req := map[string]bool{}
+	for _, r := range s.Required {
+		req[r] = true
+	}
+	for k, p := range s.Properties {
+		if req[k] || f.rnd.IntN(4) == 0 {
+			obj[k] = f.gen(p.Value, k, depth+1)
+		}
+	}
+	return obj
+}
+
+// genInteger generates an integer within the bounds of schema s (0 to 100
+// where it has none).
+func (f *restFuzzer) genInteger(s *openapi3.Schema) int {
+	lo, hi := 0.0, 100.0
+	if s.Min != nil {
+		lo = *s.Min
+	}
+	if s.Max != nil {
+		hi = *s.Max
+	}
+	return int(lo) + f.rnd.IntN(int(hi-lo)+1)
+}
+
+// genString generates a string of schema s for the member name: a time
+// for a date-time, a real id (or junk) for a member that takes ids, else
+// text.
+func (f *restFuzzer) genString(s *openapi3.Schema, name string) string {
+	if s.Format == "date-time" {
+		return time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
+	}
+	if v, ok := f.ids[name]; ok {
+		return f.pick(v)
+	}
+	return fmt.Sprintf("fuzz %d", f.rnd.IntN(1000000))
 }
 
 // breakBody turns a valid body into one of the kinds of broken ones.

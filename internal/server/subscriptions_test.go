@@ -222,15 +222,7 @@ func wantLiveAsListed(t *testing.T, env *apitest.Env, sub *jsClient, token, main
 	m2 := env.MustPost("alex", main, "ws2", "second live message")
 	// A post into a main thread with auto_thread creates a thread too: its
 	// events come as well, in commit order.
-	var got []wsMessageEvent
-	for len(got) == 0 || got[len(got)-1].MessageID != m2["id"] {
-		var e wsMessageEvent
-		sub.event("events", &e)
-		if len(got) > 0 && seqNum(e.Seq) <= seqNum(got[len(got)-1].Seq) {
-			t.Fatalf("out of order: %s after %s", e.Seq, got[len(got)-1].Seq)
-		}
-		got = append(got, e)
-	}
+	got := eventsInOrderUntil(t, sub, m2["id"])
 	var mine []wsMessageEvent
 	for _, e := range got {
 		if e.MessageID == m1["id"] || e.MessageID == m2["id"] {
@@ -240,6 +232,30 @@ func wantLiveAsListed(t *testing.T, env *apitest.Env, sub *jsClient, token, main
 	if len(mine) != 2 || mine[0].MessageID != m1["id"] || mine[0].Type != "message.created" || mine[1].MessageID != m2["id"] || mine[0].Message == nil || mine[0].Message.ContentMd != "first live message" {
 		t.Fatalf("delivered %+v", got)
 	}
+	wantListedAsDelivered(t, env, token, got)
+}
+
+// eventsInOrderUntil reads the events of the subscription sub up to the
+// one of the message last, failing unless their seqs rise.
+func eventsInOrderUntil(t *testing.T, sub *jsClient, last any) []wsMessageEvent {
+	t.Helper()
+	var got []wsMessageEvent
+	for len(got) == 0 || got[len(got)-1].MessageID != last {
+		var e wsMessageEvent
+		sub.event("events", &e)
+		if len(got) > 0 && seqNum(e.Seq) <= seqNum(got[len(got)-1].Seq) {
+			t.Fatalf("out of order: %s after %s", e.Seq, got[len(got)-1].Seq)
+		}
+		got = append(got, e)
+	}
+	return got
+}
+
+// wantListedAsDelivered checks that listEvents (as token) gives, between
+// the first and the last seq of got, exactly the events got that a
+// subscription delivered.
+func wantListedAsDelivered(t *testing.T, env *apitest.Env, token string, got []wsMessageEvent) {
+	t.Helper()
 	var page struct {
 		Events struct {
 			Events []wsMessageEvent `json:"events"`

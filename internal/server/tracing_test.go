@@ -103,28 +103,16 @@ func traceGraphQLRequest(t *testing.T, env *apitest.Env, token, thread string) {
 // (alexID).
 func wantSpansOfSocket(t *testing.T, spans []tracingtest.Span, token, socketTrace, alexID string) {
 	t.Helper()
-	for _, s := range spans {
-		for k, v := range s.Attributes {
-			if strings.Contains(v, token) {
-				t.Errorf("span %q carries the bearer token in %s", s.Name, k)
-			}
-		}
-	}
-	socketStatements := 0
-	for _, s := range spans {
-		if s.TraceID == socketTrace && s.Attributes["db.system.name"] == "postgresql" {
-			socketStatements++
-		}
-	}
+	wantNoBearerToken(t, spans, token)
+	socketStatements := countSpans(spans, func(s tracingtest.Span) bool {
+		return s.TraceID == socketTrace && s.Attributes["db.system.name"] == "postgresql"
+	})
 	if socketStatements == 0 {
 		t.Errorf("no statement of the WebSocket connection in the caller's trace %s", socketTrace)
 	}
-	fanout := 0
-	for _, s := range spans {
-		if s.TraceID == socketTrace && s.Name == "feed.fanout" && s.Attributes["bothy.feed.events"] != "" && s.Attributes["bothy.feed.listeners"] != "" {
-			fanout++
-		}
-	}
+	fanout := countSpans(spans, func(s tracingtest.Span) bool {
+		return s.TraceID == socketTrace && s.Name == "feed.fanout" && s.Attributes["bothy.feed.events"] != "" && s.Attributes["bothy.feed.listeners"] != ""
+	})
 	if fanout == 0 {
 		t.Errorf("no feed.fanout span of the subscription's events in the caller's trace %s", socketTrace)
 	}
@@ -133,6 +121,30 @@ func wantSpansOfSocket(t *testing.T, spans []tracingtest.Span, token, socketTrac
 			t.Errorf("request span %q names principal %q, want Alex's", s.Name, s.Attributes["bothy.principal_id"])
 		}
 	}
+}
+
+// wantNoBearerToken checks that no attribute of the spans carries the
+// bearer token.
+func wantNoBearerToken(t *testing.T, spans []tracingtest.Span, token string) {
+	t.Helper()
+	for _, s := range spans {
+		for k, v := range s.Attributes {
+			if strings.Contains(v, token) {
+				t.Errorf("span %q carries the bearer token in %s", s.Name, k)
+			}
+		}
+	}
+}
+
+// countSpans returns how many of the spans ok accepts.
+func countSpans(spans []tracingtest.Span, ok func(tracingtest.Span) bool) int {
+	n := 0
+	for _, s := range spans {
+		if ok(s) {
+			n++
+		}
+	}
+	return n
 }
 
 // requestTraceCase is a request of testTracesOfRequests: its correlation
@@ -148,31 +160,45 @@ type requestTraceCase struct {
 func wantRequestTrace(t *testing.T, spans []tracingtest.Span, tc requestTraceCase, callerTrace, callerSpan string) {
 	tree := traceOf(t, spans, tc.correlationID)
 	root := tree.root
-	if root.Name != tc.name || root.Kind != tracepb.Span_SPAN_KIND_SERVER || root.Attributes["http.route"] != tc.route ||
-		root.Attributes["http.response.status_code"] != "200" || root.Resource["service.name"] != "bothy" {
-		t.Errorf("request span %q kind %v, attributes %v, resource %v", root.Name, root.Kind, root.Attributes, root.Resource)
-	}
+	wantRequestSpan(t, root, tc)
 	op := tree.find(func(s tracingtest.Span) bool {
 		return s.ParentSpanID == root.SpanID && s.Attributes["graphql.operation.name"] == tc.operation
 	})
 	if op == nil || op.Name != "query "+tc.operation || op.Attributes["graphql.operation.type"] != "query" {
 		t.Fatalf("no GraphQL operation span %s below the request span; trace: %s", tc.operation, tree)
 	}
+	wantDoorAndStatementBelow(t, tree, op.SpanID)
+	if tc.correlationID == "trace-parent-0001" && (root.TraceID != callerTrace || root.ParentSpanID != callerSpan) {
+		t.Errorf("request span in trace %s under %s, want the caller's trace %s under %s", root.TraceID, root.ParentSpanID, callerTrace, callerSpan)
+	}
+}
+
+// wantRequestSpan checks root, the request span of tc: a server span with
+// tc's name and route, status 200, of the service bothy.
+func wantRequestSpan(t *testing.T, root tracingtest.Span, tc requestTraceCase) {
+	t.Helper()
+	if root.Name != tc.name || root.Kind != tracepb.Span_SPAN_KIND_SERVER || root.Attributes["http.route"] != tc.route ||
+		root.Attributes["http.response.status_code"] != "200" || root.Resource["service.name"] != "bothy" {
+		t.Errorf("request span %q kind %v, attributes %v, resource %v", root.Name, root.Kind, root.Attributes, root.Resource)
+	}
+}
+
+// wantDoorAndStatementBelow checks that below the operation's span op of
+// tree are the door's span allowing thread.read and a statement span.
+func wantDoorAndStatementBelow(t *testing.T, tree spanTree, op string) {
+	t.Helper()
 	door := tree.find(func(s tracingtest.Span) bool {
-		return s.Name == "authz.authorize" && tree.below(s, op.SpanID)
+		return s.Name == "authz.authorize" && tree.below(s, op)
 	})
 	if door == nil || door.Attributes["bothy.authz.action"] != "thread.read" || door.Attributes["bothy.authz.decision"] != "allow" {
 		t.Fatalf("no door's span allowing thread.read below the operation; trace: %s", tree)
 	}
 	stmt := tree.find(func(s tracingtest.Span) bool {
 		return s.Kind == tracepb.Span_SPAN_KIND_CLIENT && s.Attributes["db.system.name"] == "postgresql" &&
-			s.Attributes["db.query.text"] != "" && tree.below(s, op.SpanID)
+			s.Attributes["db.query.text"] != "" && tree.below(s, op)
 	})
 	if stmt == nil {
 		t.Fatalf("no statement span below the operation; trace: %s", tree)
-	}
-	if tc.correlationID == "trace-parent-0001" && (root.TraceID != callerTrace || root.ParentSpanID != callerSpan) {
-		t.Errorf("request span in trace %s under %s, want the caller's trace %s under %s", root.TraceID, root.ParentSpanID, callerTrace, callerSpan)
 	}
 }
 
@@ -253,35 +279,11 @@ func testTracesOfTheSweep(t *testing.T) {
 	// Idle sweeps first: nothing is due.
 	time.Sleep(400 * time.Millisecond)
 	env.Clock.Advance(6 * time.Minute)
-	var runID, traceparent string
-	deadline := time.Now().Add(10 * time.Second)
-	for runID == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("the sweep did not time the run out")
-		}
-		time.Sleep(50 * time.Millisecond)
-		env.Pool.QueryRow(t.Context(), `SELECT id::text, coalesce(traceparent, '') FROM runs WHERE thread_id = $1 AND end_reason = 'timeout'`,
-			thread).Scan(&runID, &traceparent)
-	}
+	runID, traceparent := timedOutRun(t, env, thread)
 	env.Stop()
 
 	spans := recv.Spans()
-	byID := map[string]tracingtest.Span{}
-	sweeps := 0
-	for _, s := range spans {
-		byID[s.SpanID] = s
-		if s.Name == "runs.sweep" {
-			sweeps++
-			// Every exported sweep had a run to settle: the idle ones
-			// before the clock moved exported nothing.
-			if s.ParentSpanID != "" || s.Attributes["bothy.runs.due"] != "1" {
-				t.Errorf("runs.sweep under %q with attributes %v, want a root span with one run due", s.ParentSpanID, s.Attributes)
-			}
-		}
-	}
-	if sweeps == 0 {
-		t.Fatal("no runs.sweep span")
-	}
+	byID := sweepSpans(t, spans)
 	var settled *tracingtest.Span
 	for i, s := range spans {
 		if s.Name == "runs.sweep.run" && s.Attributes["bothy.runs.sweep_action"] == "timeout" {
@@ -301,6 +303,45 @@ func testTracesOfTheSweep(t *testing.T) {
 		traceparent == "" {
 		t.Errorf("runs.sweep.run attributes %v, want run %s in thread %s; the run's traceparent %q", settled.Attributes, runID, thread, traceparent)
 	}
+}
+
+// timedOutRun waits up to 10 s for the sweep to time out the run of
+// thread and returns its id and traceparent.
+func timedOutRun(t *testing.T, env *apitest.Env, thread string) (runID, traceparent string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for runID == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep did not time the run out")
+		}
+		time.Sleep(50 * time.Millisecond)
+		env.Pool.QueryRow(t.Context(), `SELECT id::text, coalesce(traceparent, '') FROM runs WHERE thread_id = $1 AND end_reason = 'timeout'`,
+			thread).Scan(&runID, &traceparent)
+	}
+	return runID, traceparent
+}
+
+// sweepSpans checks that the spans hold a runs.sweep span and that each
+// is a root span with one run due, and returns the spans by id.
+func sweepSpans(t *testing.T, spans []tracingtest.Span) map[string]tracingtest.Span {
+	t.Helper()
+	byID := map[string]tracingtest.Span{}
+	sweeps := 0
+	for _, s := range spans {
+		byID[s.SpanID] = s
+		if s.Name == "runs.sweep" {
+			sweeps++
+			// Every exported sweep had a run to settle: the idle ones
+			// before the clock moved exported nothing.
+			if s.ParentSpanID != "" || s.Attributes["bothy.runs.due"] != "1" {
+				t.Errorf("runs.sweep under %q with attributes %v, want a root span with one run due", s.ParentSpanID, s.Attributes)
+			}
+		}
+	}
+	if sweeps == 0 {
+		t.Fatal("no runs.sweep span")
+	}
+	return byID
 }
 
 // TestTraces runs the tests of the traces of requests and of the sweep as subtests: one

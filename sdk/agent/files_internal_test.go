@@ -113,6 +113,15 @@ func TestAttachFileUploadsAndAttaches(t *testing.T) {
 	if got := task.files.ids(); strings.Join(got, ",") != "f1,f2" {
 		t.Fatalf("attached %v, want [f1 f2]", got)
 	}
+	wantTwoUploadsWithPreflight(t, f)
+}
+
+// wantTwoUploadsWithPreflight checks what the fake server received in
+// TestAttachFileUploadsAndAttaches: report.csv (with its content) and
+// other.txt uploaded once each, every multipart request with the preflight
+// header the GraphQL multipart convention asks for.
+func wantTwoUploadsWithPreflight(t *testing.T, f *fakeFiles) {
+	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if strings.Join(f.uploads, ",") != "report.csv,other.txt" || f.contents[0] != "a,b\n1,2\n" {

@@ -49,10 +49,7 @@ func TestToolsFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tools) != 2 || !tools[0].Consequential || tools[1].Consequential || !strings.Contains(string(tools[0].Parameters), `"required":["title"]`) ||
-		string(tools[1].Parameters) != `{"type":"object"}` {
-		t.Fatalf("tools %+v", tools)
-	}
+	wantTicketAndWikiTools(t, tools)
 	out, err := tools[0].Call(context.Background(), json.RawMessage(`{"title":"printer"}`))
 	if err != nil || out != `{"ticket": "T-7"}` || got.auth != "Bearer s3cret" || got.ctype != "application/json" || got.body["title"] != "printer" {
 		t.Fatalf("call: %q %v %+v", out, err, got)
@@ -74,6 +71,17 @@ func TestToolsFile(t *testing.T) {
 		if _, err := httptool.Parse([]byte(bad), httptool.Options{Getenv: env}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// wantTicketAndWikiTools checks the two tools TestToolsFile parses: the
+// consequential file_ticket with its declared parameters, and search_wiki,
+// not consequential, whose parameters default to any object.
+func wantTicketAndWikiTools(t *testing.T, tools []agent.Tool) {
+	t.Helper()
+	if len(tools) != 2 || !tools[0].Consequential || tools[1].Consequential || !strings.Contains(string(tools[0].Parameters), `"required":["title"]`) ||
+		string(tools[1].Parameters) != `{"type":"object"}` {
+		t.Fatalf("tools %+v", tools)
 	}
 }
 

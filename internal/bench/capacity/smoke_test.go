@@ -44,16 +44,7 @@ func TestCapacitySmoke(t *testing.T) {
 		t.Fatalf("steps %+v, want levels 1 and 2", rep.Steps)
 	}
 	for _, s := range rep.Steps {
-		subs := s.Target.Listeners
-		if s.Posted == 0 || s.Deliveries != s.Posted*subs || s.Lost != 0 {
-			t.Errorf("level %d: posted %d, %d deliveries to %d listeners, %d lost; want every message at every listener", s.Level, s.Posted, s.Deliveries, subs, s.Lost)
-		}
-		if s.RunsAsked == 0 || s.RunsAnswered != s.RunsAsked || s.Failures != 0 {
-			t.Errorf("level %d: %d runs asked, %d answered, %d failures (%s)", s.Level, s.RunsAsked, s.RunsAnswered, s.Failures, s.FirstFailure)
-		}
-		if s.P99 <= 0 || s.P99 < s.P50 {
-			t.Errorf("level %d: p50 %v p99 %v", s.Level, s.P50, s.P99)
-		}
+		wantStepComplete(t, s)
 	}
 	if rep.Best == nil || rep.Best.Level != 2 || rep.Bottleneck.Level != 2 || rep.Bottleneck.Summary == "" {
 		t.Errorf("best %+v, bottleneck %+v; want level 2 held (limit one minute) and named", rep.Best, rep.Bottleneck)
@@ -63,5 +54,22 @@ func TestCapacitySmoke(t *testing.T) {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the report lacks %q", want)
 		}
+	}
+}
+
+// wantStepComplete checks one step of TestCapacitySmoke's report: every
+// posted message delivered to every listener, every run asked answered
+// without a failure, and latencies measured.
+func wantStepComplete(t *testing.T, s StepResult) {
+	t.Helper()
+	subs := s.Target.Listeners
+	if s.Posted == 0 || s.Deliveries != s.Posted*subs || s.Lost != 0 {
+		t.Errorf("level %d: posted %d, %d deliveries to %d listeners, %d lost; want every message at every listener", s.Level, s.Posted, s.Deliveries, subs, s.Lost)
+	}
+	if s.RunsAsked == 0 || s.RunsAnswered != s.RunsAsked || s.Failures != 0 {
+		t.Errorf("level %d: %d runs asked, %d answered, %d failures (%s)", s.Level, s.RunsAsked, s.RunsAnswered, s.Failures, s.FirstFailure)
+	}
+	if s.P99 <= 0 || s.P99 < s.P50 {
+		t.Errorf("level %d: p50 %v p99 %v", s.Level, s.P50, s.P99)
 	}
 }

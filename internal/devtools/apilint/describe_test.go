@@ -139,43 +139,54 @@ func loadDoc(t *testing.T, data []byte) *openapi3.T {
 func undescribed(doc *openapi3.T) []string {
 	w := walker{doc: doc}
 	if doc.Paths != nil {
-		for path, item := range doc.Paths.Map() {
-			for _, p := range item.Parameters {
-				w.parameter(path+" parameter", p)
-			}
-			for method, op := range item.Operations() {
-				w.operation(method+" "+path, op)
-			}
-		}
+		w.paths(doc.Paths)
 	}
 	if c := doc.Components; c != nil {
-		for name, p := range c.Parameters {
-			w.check("components.parameters."+name, p.Value != nil && p.Value.Description != "")
-			if p.Value != nil {
-				w.schema("components.parameters."+name+" schema", p.Value.Schema)
-			}
-		}
-		for name, b := range c.RequestBodies {
-			w.check("components.requestBodies."+name, b.Value != nil && b.Value.Description != "")
-			if b.Value != nil {
-				w.content("components.requestBodies."+name, b.Value.Content)
-			}
-		}
-		for name, r := range c.Responses {
-			w.check("components.responses."+name, r.Value != nil && r.Value.Description != nil && *r.Value.Description != "")
-			if r.Value != nil {
-				w.content("components.responses."+name, r.Value.Content)
-			}
-		}
-		for name, s := range c.Schemas {
-			w.check("components.schemas."+name, s.Value != nil && s.Value.Description != "")
-			if s.Value != nil {
-				w.members("components.schemas."+name, s.Value)
-			}
-		}
+		w.components(c)
 	}
 	sort.Strings(w.missing)
 	return w.missing
+}
+
+// paths checks each path's parameters and operations.
+func (w *walker) paths(paths *openapi3.Paths) {
+	for path, item := range paths.Map() {
+		for _, p := range item.Parameters {
+			w.parameter(path+" parameter", p)
+		}
+		for method, op := range item.Operations() {
+			w.operation(method+" "+path, op)
+		}
+	}
+}
+
+// components checks each component parameter, request body, response and
+// schema, and what each holds.
+func (w *walker) components(c *openapi3.Components) {
+	for name, p := range c.Parameters {
+		w.check("components.parameters."+name, p.Value != nil && p.Value.Description != "")
+		if p.Value != nil {
+			w.schema("components.parameters."+name+" schema", p.Value.Schema)
+		}
+	}
+	for name, b := range c.RequestBodies {
+		w.check("components.requestBodies."+name, b.Value != nil && b.Value.Description != "")
+		if b.Value != nil {
+			w.content("components.requestBodies."+name, b.Value.Content)
+		}
+	}
+	for name, r := range c.Responses {
+		w.check("components.responses."+name, r.Value != nil && r.Value.Description != nil && *r.Value.Description != "")
+		if r.Value != nil {
+			w.content("components.responses."+name, r.Value.Content)
+		}
+	}
+	for name, s := range c.Schemas {
+		w.check("components.schemas."+name, s.Value != nil && s.Value.Description != "")
+		if s.Value != nil {
+			w.members("components.schemas."+name, s.Value)
+		}
+	}
 }
 
 // walker collects the paths of undescribed elements of doc.

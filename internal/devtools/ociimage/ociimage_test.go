@@ -478,7 +478,14 @@ func TestInspect(t *testing.T) {
 	if _, err := Inspect(opts.Binary); err == nil {
 		t.Error("a file that is no Go binary was accepted")
 	}
-	// The test binary is a real Go binary: Inspect reads its settings.
+	wantInspectOfTestBinary(t)
+}
+
+// wantInspectOfTestBinary runs Inspect on the test binary, a real Go
+// binary: Inspect reads its settings and names its platform when it is
+// static and for linux, and refuses it otherwise.
+func wantInspectOfTestBinary(t *testing.T) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -491,7 +498,7 @@ func TestInspect(t *testing.T) {
 	for _, kv := range bi.Settings {
 		static = static || kv.Key == "CGO_ENABLED" && kv.Value == "0"
 	}
-	p, err = Inspect(exe)
+	p, err := Inspect(exe)
 	switch {
 	case static && runtime.GOOS == "linux":
 		if err != nil || p.OS != runtime.GOOS || p.Architecture != runtime.GOARCH {

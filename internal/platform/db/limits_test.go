@@ -55,22 +55,7 @@ func TestLimitsBoundStatements(t *testing.T) {
 	wantTimeout(t, "QueryRow", q.QueryRow(lctx, slow).Scan(new(any)), db.ErrQueryTimeout)
 	wantTimeout(t, "OnPool", func() error { _, err := db.OnPool(lctx, pool).Exec(lctx, slow); return err }(), db.ErrQueryTimeout)
 
-	// Statements within the bound answer as pgx's own do.
-	rows, err = q.Query(lctx, `SELECT generate_series(1, 3)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil || len(n) != 3 {
-		t.Errorf("rows: %v %v", n, err)
-	}
-	if err := q.QueryRow(lctx, `SELECT 1 WHERE false`).Scan(new(int)); !errors.Is(err, pgx.ErrNoRows) {
-		t.Errorf("QueryRow of no row: %v", err)
-	}
-	var one int
-	if err := q.QueryRow(lctx, `SELECT 1`).Scan(&one); err != nil || one != 1 {
-		t.Errorf("QueryRow: %d %v", one, err)
-	}
+	wantPlainAnswers(t, lctx, q)
 	// A connection the deadline closed is destroyed in the background
 	// (puddle), and counts as taken until then: no signal tells when, so
 	// the count is polled.
@@ -91,6 +76,29 @@ func TestLimitsBoundStatements(t *testing.T) {
 	defer cancel()
 	if _, err := q.Exec(dctx, slow); err == nil || errors.Is(err, db.ErrQueryTimeout) {
 		t.Errorf("a caller's own deadline: %v", err)
+	}
+}
+
+// wantPlainAnswers checks that statements on q within the bound of lctx
+// answer as pgx's own do: rows collected, ErrNoRows for no row, a
+// scanned value.
+func wantPlainAnswers(t *testing.T, lctx context.Context, q db.Querier) {
+	t.Helper()
+	// Statements within the bound answer as pgx's own do.
+	rows, err := q.Query(lctx, `SELECT generate_series(1, 3)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil || len(n) != 3 {
+		t.Errorf("rows: %v %v", n, err)
+	}
+	if err := q.QueryRow(lctx, `SELECT 1 WHERE false`).Scan(new(int)); !errors.Is(err, pgx.ErrNoRows) {
+		t.Errorf("QueryRow of no row: %v", err)
+	}
+	var one int
+	if err := q.QueryRow(lctx, `SELECT 1`).Scan(&one); err != nil || one != 1 {
+		t.Errorf("QueryRow: %d %v", one, err)
 	}
 }
 

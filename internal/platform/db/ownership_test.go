@@ -102,6 +102,21 @@ func TestTableOwnership(t *testing.T) {
 	root := moduletest.RepoRoot(t)
 	rels := migrationRelations(t, filepath.Join(root, "migrations"))
 	names := slices.Sorted(maps.Keys(rels))
+	checkOwnersMatchMigrations(t, rels, names)
+	for _, v := range sqlTableUses(t, root, rels) {
+		if owner := owners[v.table]; owner != "" && owner != v.pkg && !shared[v.table] && !slices.Contains(testSupport, v.pkg) {
+			t.Errorf("%s names %s %s in SQL, which belongs to %s: call a function of %s, or read a view or function %s shares", v.pos, rels[v.table].kind, v.table, owner, owner, owner)
+		}
+	}
+	checkSharedBodies(t, rels, names)
+}
+
+// checkOwnersMatchMigrations checks owners and shared against rels, the
+// relations the migrations create (names, sorted): every relation has an
+// owner, owners and shared name only created relations, and shared names
+// no table.
+func checkOwnersMatchMigrations(t *testing.T, rels map[string]relation, names []string) {
+	t.Helper()
 	for _, name := range names {
 		if owners[name] == "" {
 			t.Errorf("%s %s (migrations/) has no owning package: add it to owners in internal/platform/db/ownership_test.go", rels[name].kind, name)
@@ -120,11 +135,12 @@ func TestTableOwnership(t *testing.T) {
 			t.Errorf("shared names table %s: a table stays private to its owner, which shares a view or function of it", name)
 		}
 	}
-	for _, v := range sqlTableUses(t, root, rels) {
-		if owner := owners[v.table]; owner != "" && owner != v.pkg && !shared[v.table] && !slices.Contains(testSupport, v.pkg) {
-			t.Errorf("%s names %s %s in SQL, which belongs to %s: call a function of %s, or read a view or function %s shares", v.pos, rels[v.table].kind, v.table, owner, owner, owner)
-		}
-	}
+}
+
+// checkSharedBodies checks that the body of every view and function of
+// rels (names, sorted) names only its owner's relations and shared ones.
+func checkSharedBodies(t *testing.T, rels map[string]relation, names []string) {
+	t.Helper()
 	for _, name := range names {
 		r := rels[name]
 		if r.kind == kindTable {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/pgtest"
@@ -70,31 +71,48 @@ func TestStatementSpans(t *testing.T) {
 		t.Fatalf("%d statement spans, want the two inside the request", len(stmts))
 	}
 	for i, s := range stmts {
-		attrs := map[string]string{}
-		for _, kv := range s.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.String()
+		checkStatementSpan(t, i, s, parent.SpanContext().SpanID(), secret)
+	}
+}
+
+// checkStatementSpan checks the i-th statement span s of TestStatementSpans:
+// a child of the request span parentID named by its keyword with the
+// statement's text, no attribute carrying the argument secret, no event
+// (an error's text may quote a value), and the outcome of statement i.
+func checkStatementSpan(t *testing.T, i int, s sdktrace.ReadOnlySpan, parentID trace.SpanID, secret string) {
+	t.Helper()
+	attrs := map[string]string{}
+	for _, kv := range s.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.String()
+	}
+	if s.Name() != "SELECT" || s.Parent().SpanID() != parentID ||
+		attrs["db.system.name"] != "postgresql" || attrs["db.operation.name"] != "SELECT" || !strings.HasPrefix(attrs["db.query.text"], "SELECT ") {
+		t.Errorf("statement span %q under %s with %v", s.Name(), s.Parent().SpanID(), attrs)
+	}
+	for k, v := range attrs {
+		if strings.Contains(v, secret) {
+			t.Errorf("attribute %s carries an argument: %q", k, v)
 		}
-		if s.Name() != "SELECT" || s.Parent().SpanID() != parent.SpanContext().SpanID() ||
-			attrs["db.system.name"] != "postgresql" || attrs["db.operation.name"] != "SELECT" || !strings.HasPrefix(attrs["db.query.text"], "SELECT ") {
-			t.Errorf("statement span %q under %s with %v", s.Name(), s.Parent().SpanID(), attrs)
+	}
+	for _, ev := range s.Events() {
+		t.Errorf("statement span has event %q (an error's text may quote a value)", ev.Name)
+	}
+	checkStatementOutcome(t, i, s, attrs)
+}
+
+// checkStatementOutcome checks the outcome statement span s (i-th, with
+// attributes attrs) records: the first returned one row and is no error,
+// the second failed with its SQLSTATE and not the server's message.
+func checkStatementOutcome(t *testing.T, i int, s sdktrace.ReadOnlySpan, attrs map[string]string) {
+	t.Helper()
+	switch i {
+	case 0:
+		if attrs["db.response.returned_rows"] != "1" || s.Status().Code.String() != "Unset" {
+			t.Errorf("first statement: %v, status %v", attrs, s.Status())
 		}
-		for k, v := range attrs {
-			if strings.Contains(v, secret) {
-				t.Errorf("attribute %s carries an argument: %q", k, v)
-			}
-		}
-		for _, ev := range s.Events() {
-			t.Errorf("statement span has event %q (an error's text may quote a value)", ev.Name)
-		}
-		switch i {
-		case 0:
-			if attrs["db.response.returned_rows"] != "1" || s.Status().Code.String() != "Unset" {
-				t.Errorf("first statement: %v, status %v", attrs, s.Status())
-			}
-		case 1:
-			if attrs["error.type"] != "22P02" || attrs["db.response.status_code"] != "22P02" || s.Status().Description != "22P02" {
-				t.Errorf("failed statement: %v, status %v", attrs, s.Status())
-			}
+	case 1:
+		if attrs["error.type"] != "22P02" || attrs["db.response.status_code"] != "22P02" || s.Status().Description != "22P02" {
+			t.Errorf("failed statement: %v, status %v", attrs, s.Status())
 		}
 	}
 }

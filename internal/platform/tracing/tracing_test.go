@@ -155,7 +155,16 @@ func TestRequestSpanExported(t *testing.T) {
 	if rej := recv.Rejected(); len(rej) > 0 {
 		t.Fatalf("receiver rejected %v", rej)
 	}
-	spans := recv.Spans()
+	checkExportedSpans(t, recv.Spans(), traceID, parentID)
+}
+
+// checkExportedSpans checks the spans the receiver got for one request
+// to POST /things/42 under the caller's trace traceID and span parentID:
+// the request span, named by its route, continues that trace and
+// carries method, route, status and correlation id, the inner span is
+// its child, and both name the service and the scope.
+func checkExportedSpans(t *testing.T, spans []tracingtest.Span, traceID, parentID string) {
+	t.Helper()
 	if len(spans) != 2 {
 		t.Fatalf("got %d spans, want the request's and the inner one: %+v", len(spans), spans)
 	}

@@ -43,6 +43,59 @@ func approvalDecisions(t *testing.T, env *moduletest.Env, agent string) []map[st
 	return out
 }
 
+// oneFieldError fails the test unless err is a validation failure with
+// exactly one field error, and returns that field error: the refusals of
+// a request and of an answer each name one field.
+func oneFieldError(t *testing.T, what string, err error) problem.FieldError {
+	t.Helper()
+	p := problem.From("approvals.oneFieldError", err)
+	if p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return p.Fields[0]
+}
+
+// checkInvalidRequests sends each invalid request of the table as the
+// holder of run and fails the test unless each is refused at its field.
+func checkInvalidRequests(t *testing.T, env *moduletest.Env, run string) {
+	t.Helper()
+	for name, c := range map[string]struct {
+		req     approvals.Request
+		pointer string
+	}{
+		"no title":     {approvals.Request{Options: approvalReq.Options}, "/title"},
+		"no options":   {approvals.Request{Title: "x"}, "/options"},
+		"bad option":   {approvals.Request{Title: "x", Options: []approvals.Option{{ID: "Yes!", Label: "Yes"}}}, "/options/0/id"},
+		"too long":     {approvals.Request{Title: "x", Options: approvalReq.Options, ExpiresIn: approvals.MaxExpiry + 1}, "/expires_in"},
+		"two-line one": {approvals.Request{Title: "one\ntwo", Options: approvalReq.Options}, "/title"},
+	} {
+		_, err := env.Runs.RequestApproval(t.Context(), env.Principal("lotse"), run, holder, c.req)
+		if f := oneFieldError(t, name, err); f.Pointer != c.pointer {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+// checkPendingRequest fails the test unless a, the approval lotse just
+// requested in run, is pending for alex with the default expiry, its card
+// is lotse's in the run's thread with the title as its content, and the
+// run waits for input until the approval's expiry.
+func checkPendingRequest(t *testing.T, env *moduletest.Env, run string, a approvals.Approval) {
+	t.Helper()
+	if a.State != approvals.Pending || a.RunID != run || a.RestrictedTo != env.World.ID("alex") || len(a.Options) != 2 ||
+		!a.ExpiresAt.Equal(env.Clock.Now().Add(approvals.DefaultExpiry*time.Second).Truncate(time.Microsecond)) {
+		t.Fatalf("approval %+v", a)
+	}
+	card, err := env.Messaging.Get(t.Context(), env.Principal("alex"), a.MessageID)
+	if err != nil || card.Kind != messaging.KindCard || card.Author.ID != env.Principal("lotse").ID || card.ContentMD != approvalReq.Title || card.ThreadID != runtest.ReadRun(t, env, "lotse", run).ThreadID {
+		t.Fatalf("card %+v %v", card, err)
+	}
+	r := runtest.ReadRun(t, env, "lotse", run)
+	if r.State != domain.RunWaitingInput || r.ApprovalUntil == nil || !r.ApprovalUntil.Equal(a.ExpiresAt) {
+		t.Fatalf("run while it waits %+v", r)
+	}
+}
+
 // TestApprovalRules_Request pins the request half of
 // docs/design/trust.md#approvals: the request is validated (title, options,
 // expiry); a queued run is run_not_started, another holder run_claimed;
@@ -57,22 +110,7 @@ func TestApprovalRules_Request(t *testing.T) {
 	ctx := t.Context()
 	lotse := env.Principal("lotse")
 	run := runtest.RunOf(t, env, env.Post("alex", env.Main("Support/Eskalation"), "ap-q", "@lotse file a ticket for the printer"))
-	for name, c := range map[string]struct {
-		req     approvals.Request
-		pointer string
-	}{
-		"no title":     {approvals.Request{Options: approvalReq.Options}, "/title"},
-		"no options":   {approvals.Request{Title: "x"}, "/options"},
-		"bad option":   {approvals.Request{Title: "x", Options: []approvals.Option{{ID: "Yes!", Label: "Yes"}}}, "/options/0/id"},
-		"too long":     {approvals.Request{Title: "x", Options: approvalReq.Options, ExpiresIn: approvals.MaxExpiry + 1}, "/expires_in"},
-		"two-line one": {approvals.Request{Title: "one\ntwo", Options: approvalReq.Options}, "/title"},
-	} {
-		_, err := env.Runs.RequestApproval(ctx, lotse, run, holder, c.req)
-		p := problem.From("approvals.TestApprovalRules_Request", err)
-		if p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Pointer != c.pointer {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
+	checkInvalidRequests(t, env, run)
 	_, err := env.Runs.RequestApproval(ctx, lotse, run, holder, approvalReq)
 	wantConflict(t, "queued run", err, "run_not_started")
 	runtest.StartAs(t, env, "lotse", run)
@@ -86,20 +124,48 @@ func TestApprovalRules_Request(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.State != approvals.Pending || a.RunID != run || a.RestrictedTo != env.World.ID("alex") || len(a.Options) != 2 ||
-		!a.ExpiresAt.Equal(env.Clock.Now().Add(approvals.DefaultExpiry*time.Second).Truncate(time.Microsecond)) {
-		t.Fatalf("approval %+v", a)
-	}
-	card, err := env.Messaging.Get(ctx, env.Principal("alex"), a.MessageID)
-	if err != nil || card.Kind != messaging.KindCard || card.Author.ID != lotse.ID || card.ContentMD != approvalReq.Title || card.ThreadID != runtest.ReadRun(t, env, "lotse", run).ThreadID {
-		t.Fatalf("card %+v %v", card, err)
-	}
-	r := runtest.ReadRun(t, env, "lotse", run)
-	if r.State != domain.RunWaitingInput || r.ApprovalUntil == nil || !r.ApprovalUntil.Equal(a.ExpiresAt) {
-		t.Fatalf("run while it waits %+v", r)
-	}
+	checkPendingRequest(t, env, run, a)
 	_, err = env.Runs.RequestApproval(ctx, lotse, run, holder, approvalReq)
 	wantConflict(t, "second request", err, "approval_pending")
+}
+
+// checkReaders fails the test unless each reader of the thread reads the
+// approval a pending, the private part only for the person and the agent,
+// and returns the problem of an unknown approval (a 404) that whoever
+// cannot read the run gets too.
+func checkReaders(t *testing.T, env *moduletest.Env, a approvals.Approval) *problem.Error {
+	t.Helper()
+	ctx := t.Context()
+	for who, private := range map[string]bool{"robin": false, "alex": true, "lotse": true} {
+		got, priv, err := env.Runs.ReadApproval(ctx, env.Principal(who), a.ID)
+		if err != nil || priv != private || got.Title != approvalReq.Title || got.State != approvals.Pending {
+			t.Fatalf("%s reads %+v private %v: %v", who, got, priv, err)
+		}
+	}
+	_, _, missing := env.Runs.ReadApproval(ctx, env.Principal("alex"), ids.New())
+	want := problem.From("approvals.TestApprovalRules_ReadAndRespond", missing)
+	if want == nil || want.Code != problem.NotFound {
+		t.Fatalf("unknown approval: %v", missing)
+	}
+	_, _, err := env.Runs.ReadApproval(ctx, env.Principal("writer"), a.ID)
+	runtest.SameProblem(t, "writer, who cannot read Eskalation", err, want)
+	return want
+}
+
+// checkDecidedNo fails the test unless d is alex's answer "no" to a, the
+// run runs again, and lotse's stream holds the one agent.approval_decided
+// with that option.
+func checkDecidedNo(t *testing.T, env *moduletest.Env, run string, a, d approvals.Approval, err error) {
+	t.Helper()
+	if err != nil || d.State != approvals.Decided || d.OptionID != "no" || d.DecidedBy != env.Principal("alex").ID {
+		t.Fatalf("alex answers %+v %v", d, err)
+	}
+	if r := runtest.ReadRun(t, env, "lotse", run); r.State != domain.RunRunning || r.ApprovalUntil != nil {
+		t.Fatalf("run after the answer %+v", r)
+	}
+	if evs := approvalDecisions(t, env, "lotse"); len(evs) != 1 || evs[0]["approval_id"] != a.ID || evs[0]["option_id"] != "no" || evs[0]["run_id"] != run {
+		t.Fatalf("agent events %+v", evs)
+	}
 }
 
 // TestApprovalRules_ReadAndRespond pins who reads and who answers
@@ -121,19 +187,7 @@ func TestApprovalRules_ReadAndRespond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for who, private := range map[string]bool{"robin": false, "alex": true, "lotse": true} {
-		got, priv, err := env.Runs.ReadApproval(ctx, env.Principal(who), a.ID)
-		if err != nil || priv != private || got.Title != approvalReq.Title || got.State != approvals.Pending {
-			t.Fatalf("%s reads %+v private %v: %v", who, got, priv, err)
-		}
-	}
-	_, _, missing := env.Runs.ReadApproval(ctx, alex, ids.New())
-	want := problem.From("approvals.TestApprovalRules_ReadAndRespond", missing)
-	if want == nil || want.Code != problem.NotFound {
-		t.Fatalf("unknown approval: %v", missing)
-	}
-	_, _, err = env.Runs.ReadApproval(ctx, env.Principal("writer"), a.ID)
-	runtest.SameProblem(t, "writer, who cannot read Eskalation", err, want)
+	want := checkReaders(t, env, a)
 
 	for _, who := range []string{"robin", "lotse", "writer"} {
 		_, err := env.Runs.RespondToApproval(ctx, env.Principal(who), a.ID, "yes")
@@ -142,7 +196,7 @@ func TestApprovalRules_ReadAndRespond(t *testing.T) {
 	_, err = env.Runs.RespondToApproval(ctx, alex, ids.New(), "yes")
 	runtest.SameProblem(t, "an unknown approval", err, want)
 	_, err = env.Runs.RespondToApproval(ctx, alex, a.ID, "maybe")
-	if p := problem.From("approvals.TestApprovalRules_ReadAndRespond", err); p == nil || p.Code != problem.ValidationFailed || len(p.Fields) != 1 || p.Fields[0].Code != "unknown_option" {
+	if f := oneFieldError(t, "unknown option", err); f.Code != "unknown_option" {
 		t.Fatalf("unknown option: %v", err)
 	}
 	if got, _, _ := env.Runs.ReadApproval(ctx, alex, a.ID); got.State != approvals.Pending {
@@ -150,15 +204,7 @@ func TestApprovalRules_ReadAndRespond(t *testing.T) {
 	}
 
 	d, err := env.Runs.RespondToApproval(ctx, alex, a.ID, "no")
-	if err != nil || d.State != approvals.Decided || d.OptionID != "no" || d.DecidedBy != alex.ID {
-		t.Fatalf("alex answers %+v %v", d, err)
-	}
-	if r := runtest.ReadRun(t, env, "lotse", run); r.State != domain.RunRunning || r.ApprovalUntil != nil {
-		t.Fatalf("run after the answer %+v", r)
-	}
-	if evs := approvalDecisions(t, env, "lotse"); len(evs) != 1 || evs[0]["approval_id"] != a.ID || evs[0]["option_id"] != "no" || evs[0]["run_id"] != run {
-		t.Fatalf("agent events %+v", evs)
-	}
+	checkDecidedNo(t, env, run, a, d, err)
 	_, err = env.Runs.RespondToApproval(ctx, alex, a.ID, "yes")
 	wantConflict(t, "second answer", err, "already_decided")
 }

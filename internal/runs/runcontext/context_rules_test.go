@@ -113,6 +113,48 @@ func trustWorld(t *testing.T, env *moduletest.Env) (thread, run string) {
 	return thread, runtest.RunOf(t, env, env.Post("alex", thread, "tw-alex", "alex asks @lotse to summarise"))
 }
 
+// markedElement is the expected classification of one element of the
+// thread context: its content's prefix, role, trust marker, origin and
+// author (a name of the world).
+type markedElement struct {
+	prefix string
+	role   domain.Role
+	trust  domain.Trust
+	origin messaging.Origin
+	author string
+}
+
+// checkMarkedThread fails the test unless the thread context holds exactly
+// the elements of want, in order, each classified as want says and none
+// delivered or cut: the classification by origin and live rights.
+func checkMarkedThread(t *testing.T, env *moduletest.Env, thread []runs.FinishedElement, want []markedElement) {
+	t.Helper()
+	if len(thread) != len(want) {
+		t.Fatalf("thread context has %d elements, want %d: %+v", len(thread), len(want), thread)
+	}
+	for i, w := range want {
+		e := thread[i]
+		if !strings.HasPrefix(e.ContentMD, w.prefix) || e.Role != w.role || e.Trust != w.trust || e.Origin != w.origin || e.AuthorID != env.World.ID(w.author) {
+			t.Errorf("element %d = %s/%s/%s by %s %q, want %+v", i, e.Role, e.Trust, e.Origin, e.AuthorID, e.ContentMD, w)
+		}
+		if e.AlreadyDelivered || e.Truncated {
+			t.Errorf("element %d delivered %v truncated %v", i, e.AlreadyDelivered, e.Truncated)
+		}
+	}
+}
+
+// checkTrustWorldSummary fails the test unless the trust summary of the
+// context of trustWorld names unverified as the lowest and counts every
+// marker of its elements.
+func checkTrustWorldSummary(t *testing.T, c modCtx) {
+	t.Helper()
+	sum, counts := c.summary()
+	if sum.Lowest != domain.TrustUnverified || len(sum.Counts) != 5 || !reflect.DeepEqual(counts, map[domain.Trust]int{
+		domain.TrustUnverified: 5, domain.TrustSelf: 1, domain.TrustSystem: 1, domain.TrustAuthorized: 2, domain.TrustTrigger: 1}) {
+		t.Fatalf("summary %+v", sum)
+	}
+}
+
 // TestContextRules_TrustMarkers pins the classification of every element
 // by its origin and its author's rights now
 // (docs/design/trust.md#classification, docs/design/trust.md#trust-markers):
@@ -128,13 +170,7 @@ func TestContextRules_TrustMarkers(t *testing.T) {
 	env := moduletest.New(t)
 	_, run := trustWorld(t, env)
 	c := mustContext(t, env, "lotse", run)
-	want := []struct {
-		prefix string
-		role   domain.Role
-		trust  domain.Trust
-		origin messaging.Origin
-		author string
-	}{
+	want := []markedElement{
 		{"writer opens", domain.RoleUser, domain.TrustUnverified, "human", "writer"},
 		{"lotse noted", domain.RoleAssistant, domain.TrustSelf, "agent", "lotse"},
 		{"texter as a guest", domain.RoleOther, domain.TrustUnverified, "agent", "texter"},
@@ -145,29 +181,14 @@ func TestContextRules_TrustMarkers(t *testing.T) {
 		{"", domain.RoleOther, domain.TrustSystem, "system", "writer"}, // the thread.reopened line
 		{"writer without trigger", domain.RoleUser, domain.TrustUnverified, "human", "writer"},
 	}
-	if len(c.Thread) != len(want) {
-		t.Fatalf("thread context has %d elements, want %d: %+v", len(c.Thread), len(want), c.Thread)
-	}
-	for i, w := range want {
-		e := c.Thread[i]
-		if !strings.HasPrefix(e.ContentMD, w.prefix) || e.Role != w.role || e.Trust != w.trust || e.Origin != w.origin || e.AuthorID != env.World.ID(w.author) {
-			t.Errorf("element %d = %s/%s/%s by %s %q, want %+v", i, e.Role, e.Trust, e.Origin, e.AuthorID, e.ContentMD, w)
-		}
-		if e.AlreadyDelivered || e.Truncated {
-			t.Errorf("element %d delivered %v truncated %v", i, e.AlreadyDelivered, e.Truncated)
-		}
-	}
+	checkMarkedThread(t, env, c.Thread, want)
 	if tm := c.Trigger; tm.Trust != domain.TrustTrigger || tm.Role != domain.RoleUser || tm.AuthorID != env.World.ID("alex") || tm.AlreadyDelivered {
 		t.Fatalf("trigger %+v", tm)
 	}
 	if c.RC.ContextFloorSeq != 0 || c.Channel != nil || c.RC.TruncatedBeforeSeq != nil || len(c.FollowUps) != 0 {
 		t.Fatalf("floor %d channel %v truncated %v follow-ups %v", c.RC.ContextFloorSeq, c.Channel, c.RC.TruncatedBeforeSeq, c.FollowUps)
 	}
-	sum, counts := c.summary()
-	if sum.Lowest != domain.TrustUnverified || len(sum.Counts) != 5 || !reflect.DeepEqual(counts, map[domain.Trust]int{
-		domain.TrustUnverified: 5, domain.TrustSelf: 1, domain.TrustSystem: 1, domain.TrustAuthorized: 2, domain.TrustTrigger: 1}) {
-		t.Fatalf("summary %+v", sum)
-	}
+	checkTrustWorldSummary(t, c)
 }
 
 // TestContextRules_TrustIsLive pins that "has trigger now" is asked on
@@ -287,23 +308,13 @@ func TestContextRules_OnlyTheRunsAgent(t *testing.T) {
 	env.WantAudit("lotse", nil)
 }
 
-// TestContextRules_CutAndBudget pins the size rules
-// (docs/design/trust.md#cut-and-budget) with the limits the read is given:
-// each element is cut to the per-message limit on a UTF-8 boundary and
-// marked truncated; walking back from the newest, the first element that
-// does not fit the budget and everything older are dropped, and
-// truncated_before_seq names the oldest kept; the trigger is never cut and
-// never counted.
-func TestContextRules_CutAndBudget(t *testing.T) {
-	t.Parallel()
-	env := moduletest.New(t)
-	thread := runtest.NewThread(t, env, "writer", "Support/Allgemein", "short")
-	for _, p := range []string{"a", "b", "c", "d"} {
-		env.Post("writer", thread, "cb-"+p, p+strings.Repeat("ü", 40)) // 81 bytes
-	}
-	long := "@lotse " + strings.Repeat("Grüße ", 40)
-	run := runtest.RunOf(t, env, env.Post("alex", thread, "cb-trigger", long))
-
+// checkCutToBudget reads the context of run (four 81-byte elements after
+// a short one, and the long trigger) with a budget of 120 bytes and 50 a
+// message, and fails the test unless each kept element is cut on a UTF-8
+// boundary and marked, only the two newest fit, truncated_before_seq names
+// the oldest kept, and the trigger is whole.
+func checkCutToBudget(t *testing.T, env *moduletest.Env, run, long string) {
+	t.Helper()
 	c, err := contextWith(t, env, "lotse", run, runs.ContextLimits{MaxBytes: 120, MessageMaxBytes: 50})
 	if err != nil {
 		t.Fatal(err)
@@ -324,9 +335,29 @@ func TestContextRules_CutAndBudget(t *testing.T) {
 	if c.Trigger.ContentMD != long || c.Trigger.Truncated {
 		t.Fatalf("the trigger was cut: %q", c.Trigger.ContentMD)
 	}
+}
+
+// TestContextRules_CutAndBudget pins the size rules
+// (docs/design/trust.md#cut-and-budget) with the limits the read is given:
+// each element is cut to the per-message limit on a UTF-8 boundary and
+// marked truncated; walking back from the newest, the first element that
+// does not fit the budget and everything older are dropped, and
+// truncated_before_seq names the oldest kept; the trigger is never cut and
+// never counted.
+func TestContextRules_CutAndBudget(t *testing.T) {
+	t.Parallel()
+	env := moduletest.New(t)
+	thread := runtest.NewThread(t, env, "writer", "Support/Allgemein", "short")
+	for _, p := range []string{"a", "b", "c", "d"} {
+		env.Post("writer", thread, "cb-"+p, p+strings.Repeat("ü", 40)) // 81 bytes
+	}
+	long := "@lotse " + strings.Repeat("Grüße ", 40)
+	run := runtest.RunOf(t, env, env.Post("alex", thread, "cb-trigger", long))
+
+	checkCutToBudget(t, env, run, long)
 
 	// A budget the short elements fit: the trigger takes none of it.
-	c, err = contextWith(t, env, "lotse", run, runs.ContextLimits{MaxBytes: 20, MessageMaxBytes: 8})
+	c, err := contextWith(t, env, "lotse", run, runs.ContextLimits{MaxBytes: 20, MessageMaxBytes: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,6 +418,56 @@ func TestContextRules_BackfillLimit(t *testing.T) {
 	}
 }
 
+// checkFollowUpDelivery posts alex's follow-up into thread while run1 runs
+// (lotse's stream acknowledged up to after) and fails the test unless it
+// is a follow-up, is handed out as agent.followup, is listed with live
+// trust but not delivered before the ack and delivered after it, while the
+// trigger never is. It returns the follow-up.
+func checkFollowUpDelivery(t *testing.T, env *moduletest.Env, thread, run1, after string) messaging.Message {
+	t.Helper()
+	lotse := env.Principal("lotse")
+	f := env.Post("alex", thread, "rf-f", "a follow-up while running")
+	if f.TriggerState != messaging.TriggerFollowup {
+		t.Fatalf("follow-up %v", f.TriggerState)
+	}
+	page, err := env.Runs.Poll(t.Context(), lotse, after, 0)
+	if err != nil || len(page.Events) != 1 || page.Events[0].Type != "agent.followup" {
+		t.Fatalf("follow-up events %+v %v", page.Events, err)
+	}
+	c1 := mustContext(t, env, "lotse", run1)
+	if len(c1.FollowUps) != 1 || c1.FollowUps[0].ID != f.ID || c1.FollowUps[0].Trust != domain.TrustTrigger || c1.FollowUps[0].AlreadyDelivered {
+		t.Fatalf("follow-ups before the ack %+v", c1.FollowUps)
+	}
+	if _, err := env.Runs.Ack(t.Context(), lotse, page.NextAfter); err != nil {
+		t.Fatal(err)
+	}
+	c1 = mustContext(t, env, "lotse", run1)
+	if len(c1.FollowUps) != 1 || !c1.FollowUps[0].AlreadyDelivered || c1.Trigger.AlreadyDelivered {
+		t.Fatalf("after the ack: follow-ups %+v, trigger delivered %v", c1.FollowUps, c1.Trigger.AlreadyDelivered)
+	}
+	return f
+}
+
+// checkResumedContext fails the test unless the context of run2, which
+// resumes the session of the run m1 triggered, starts after m1, has no
+// channel context, leaves lotse's own messages out and holds only the
+// follow-up f, marked already delivered.
+func checkResumedContext(t *testing.T, env *moduletest.Env, run2 string, m1, f messaging.Message) {
+	t.Helper()
+	c := mustContext(t, env, "lotse", run2)
+	if c.RC.ContextFloorSeq != m1.ThreadSeq || c.Channel != nil {
+		t.Fatalf("floor %d (want %d), channel %v", c.RC.ContextFloorSeq, m1.ThreadSeq, c.Channel)
+	}
+	if len(c.Thread) != 1 || c.Thread[0].ID != f.ID || !c.Thread[0].AlreadyDelivered || c.Thread[0].Trust != domain.TrustTrigger {
+		t.Fatalf("thread context %+v", c.Thread)
+	}
+	for _, e := range c.Thread {
+		if e.AuthorID == env.Principal("lotse").ID || e.ThreadSeq <= c.RC.ContextFloorSeq {
+			t.Errorf("element %+v should be absent", e)
+		}
+	}
+}
+
 // TestContextRules_ResumeFloor pins the plan of a resumed session
 // (docs/design/trust.md#context-plan) and delivery
 // (docs/design/trust.md#already-delivered): a running run lists its
@@ -413,25 +494,7 @@ func TestContextRules_ResumeFloor(t *testing.T) {
 	}
 	runtest.StartAs(t, env, "lotse", run1)
 	env.Post("lotse", thread, "rf-a1", "lotse answers the first")
-	f := env.Post("alex", thread, "rf-f", "a follow-up while running")
-	if f.TriggerState != messaging.TriggerFollowup {
-		t.Fatalf("follow-up %v", f.TriggerState)
-	}
-	page, err = env.Runs.Poll(ctx, lotse, page.NextAfter, 0)
-	if err != nil || len(page.Events) != 1 || page.Events[0].Type != "agent.followup" {
-		t.Fatalf("follow-up events %+v %v", page.Events, err)
-	}
-	c1 := mustContext(t, env, "lotse", run1)
-	if len(c1.FollowUps) != 1 || c1.FollowUps[0].ID != f.ID || c1.FollowUps[0].Trust != domain.TrustTrigger || c1.FollowUps[0].AlreadyDelivered {
-		t.Fatalf("follow-ups before the ack %+v", c1.FollowUps)
-	}
-	if _, err := env.Runs.Ack(ctx, lotse, page.NextAfter); err != nil {
-		t.Fatal(err)
-	}
-	c1 = mustContext(t, env, "lotse", run1)
-	if len(c1.FollowUps) != 1 || !c1.FollowUps[0].AlreadyDelivered || c1.Trigger.AlreadyDelivered {
-		t.Fatalf("after the ack: follow-ups %+v, trigger delivered %v", c1.FollowUps, c1.Trigger.AlreadyDelivered)
-	}
+	f := checkFollowUpDelivery(t, env, thread, run1, page.NextAfter)
 	env.Post("lotse", thread, "rf-a2", "lotse answers the follow-up")
 	runtest.FinishAs(t, env, "lotse", run1, domain.RunCompleted)
 
@@ -439,18 +502,7 @@ func TestContextRules_ResumeFloor(t *testing.T) {
 	if r := runtest.ReadRun(t, env, "lotse", run2); r.SessionMode != domain.ModeResume {
 		t.Fatalf("second run %s", r.SessionMode)
 	}
-	c := mustContext(t, env, "lotse", run2)
-	if c.RC.ContextFloorSeq != m1.ThreadSeq || c.Channel != nil {
-		t.Fatalf("floor %d (want %d), channel %v", c.RC.ContextFloorSeq, m1.ThreadSeq, c.Channel)
-	}
-	if len(c.Thread) != 1 || c.Thread[0].ID != f.ID || !c.Thread[0].AlreadyDelivered || c.Thread[0].Trust != domain.TrustTrigger {
-		t.Fatalf("thread context %+v", c.Thread)
-	}
-	for _, e := range c.Thread {
-		if e.AuthorID == lotse.ID || e.ThreadSeq <= c.RC.ContextFloorSeq {
-			t.Errorf("element %+v should be absent", e)
-		}
-	}
+	checkResumedContext(t, env, run2, m1, f)
 }
 
 // TestContextRules_NewAndBindIncludeOwn pins that a run that does not

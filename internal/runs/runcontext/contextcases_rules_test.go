@@ -47,6 +47,21 @@ func TestContextCases_GuestRun(t *testing.T) {
 	}
 }
 
+// checkAutoThreadFacts fails the test unless every element of c, the
+// first run's context of TestContextCases_AutoThreadAndFacts, names
+// channel, its author, origin and kind, and has a role and a trust marker.
+func checkAutoThreadFacts(t *testing.T, env *moduletest.Env, c modCtx, channel string) {
+	t.Helper()
+	authors := map[string]string{"writer in the main thread": "writer", "writer replies": "writer", "a feed item": "feedbot", "@lotse please look": "alex"}
+	origins := map[string]messaging.Origin{"writer": "human", "feedbot": "app", "alex": "human"}
+	for _, e := range c.all() {
+		who := authors[e.ContentMD]
+		if e.ChannelID != channel || e.AuthorID != env.World.ID(who) || e.Origin != origins[who] || e.Kind != messaging.Kind("text") || e.Role == "" || e.Trust == "" {
+			t.Errorf("element %q lacks its facts: %+v", e.ContentMD, e)
+		}
+	}
+}
+
 // TestContextCases_AutoThreadAndFacts pins the first and the next run of
 // an auto thread (docs/design/trust.md#context-plan) and the facts of
 // every element (docs/design/trust.md#run-context): the first run's
@@ -73,14 +88,7 @@ func TestContextCases_AutoThreadAndFacts(t *testing.T) {
 	if c.Trigger.ID != m.ID || len(c.Thread) != 0 || strings.Join(contents(c.Channel), "|") != "writer in the main thread|writer replies|a feed item" {
 		t.Fatalf("first run: trigger %s thread %+v channel %+v", c.Trigger.ID, c.Thread, contents(c.Channel))
 	}
-	authors := map[string]string{"writer in the main thread": "writer", "writer replies": "writer", "a feed item": "feedbot", "@lotse please look": "alex"}
-	origins := map[string]messaging.Origin{"writer": "human", "feedbot": "app", "alex": "human"}
-	for _, e := range c.all() {
-		who := authors[e.ContentMD]
-		if e.ChannelID != channel || e.AuthorID != env.World.ID(who) || e.Origin != origins[who] || e.Kind != messaging.Kind("text") || e.Role == "" || e.Trust == "" {
-			t.Errorf("element %q lacks its facts: %+v", e.ContentMD, e)
-		}
-	}
+	checkAutoThreadFacts(t, env, c, channel)
 	if r := c.byContent(t, "writer replies"); r.ReplyToMessageID != w.ID {
 		t.Fatalf("reply_to %q, want %s", r.ReplyToMessageID, w.ID)
 	}

@@ -111,19 +111,23 @@ func TestFailures(t *testing.T) {
 			t.Fatalf("err %v (%s)", err, agent.ErrorKind(err))
 		}
 	})
-	t.Run("timeout", func(t *testing.T) {
-		t.Parallel()
-		f := anthropictest.New(t)
-		f.Hang = true
-		m, err := anthropic.New(anthropic.Config{Model: "claude-test", BaseURL: f.URL, Timeout: 200 * time.Millisecond, MaxRetries: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = m.Answer(context.Background(), prompt)
-		if !errors.Is(err, context.DeadlineExceeded) || agent.ErrorKind(err) != agent.KindModelTimeout {
-			t.Fatalf("err %v (%s)", err, agent.ErrorKind(err))
-		}
-	})
+	t.Run("timeout", testFailureTimeout)
+}
+
+// testFailureTimeout is TestFailures' "timeout" case: a server that never
+// answers ends the answer at the configured timeout, as a model timeout.
+func testFailureTimeout(t *testing.T) {
+	t.Parallel()
+	f := anthropictest.New(t)
+	f.Hang = true
+	m, err := anthropic.New(anthropic.Config{Model: "claude-test", BaseURL: f.URL, Timeout: 200 * time.Millisecond, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Answer(context.Background(), prompt)
+	if !errors.Is(err, context.DeadlineExceeded) || agent.ErrorKind(err) != agent.KindModelTimeout {
+		t.Fatalf("err %v (%s)", err, agent.ErrorKind(err))
+	}
 }
 
 // TestNewRefusesBadConfig: no model name, a base URL that is no absolute

@@ -44,20 +44,12 @@ func testPrompt(lowest agent.Trust) agent.Prompt {
 	return agent.Render(rc, agent.NewBoundary())
 }
 
-func TestOpenAIModelRequest(t *testing.T) {
-	t.Parallel()
-	f := openaitest.New(t, openaitest.Reply{Content: "Try turning it off and on again."})
-	m, logs := newTestModel(t, f, nil)
-	p := testPrompt(agent.TrustTrigger)
-	got, err := m.Answer(t.Context(), p)
-	if err != nil || got != "Try turning it off and on again." {
-		t.Fatalf("answer %q %v", got, err)
-	}
-	reqs := f.Requests()
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests", len(reqs))
-	}
-	r := reqs[0]
+// wantPlainRequest checks the one request of a plain answer: a POST to the
+// chat completions path with the key, the model, the system and user
+// messages, not streamed, and neither max_tokens nor tools when none are
+// configured.
+func wantPlainRequest(t *testing.T, r *openaitest.Request, p agent.Prompt) {
+	t.Helper()
 	if r.Method != http.MethodPost || r.Path != "/v1/chat/completions" || r.Authorization != "Bearer "+testKey {
 		t.Fatalf("request %s %s auth %q", r.Method, r.Path, r.Authorization)
 	}
@@ -73,12 +65,35 @@ func TestOpenAIModelRequest(t *testing.T) {
 	if _, has := r.Raw["tools"]; has {
 		t.Fatal("tools sent although none are configured")
 	}
+}
+
+// wantAnswerLogged checks that the model logged the answer's finish reason
+// but neither the key nor the prompt's or answer's content.
+func wantAnswerLogged(t *testing.T, logs *bytes.Buffer) {
+	t.Helper()
 	if strings.Contains(logs.String(), testKey) || strings.Contains(logs.String(), "printer") || strings.Contains(logs.String(), "turning") {
 		t.Fatalf("the model logged the key or content:\n%s", logs)
 	}
 	if !strings.Contains(logs.String(), `"finish_reason":"stop"`) {
 		t.Fatalf("no answer log:\n%s", logs)
 	}
+}
+
+func TestOpenAIModelRequest(t *testing.T) {
+	t.Parallel()
+	f := openaitest.New(t, openaitest.Reply{Content: "Try turning it off and on again."})
+	m, logs := newTestModel(t, f, nil)
+	p := testPrompt(agent.TrustTrigger)
+	got, err := m.Answer(t.Context(), p)
+	if err != nil || got != "Try turning it off and on again." {
+		t.Fatalf("answer %q %v", got, err)
+	}
+	reqs := f.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	wantPlainRequest(t, reqs[0], p)
+	wantAnswerLogged(t, logs)
 
 	// Without a key no Authorization header goes out (Ollama needs none);
 	// max_tokens goes out when configured.

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -59,6 +60,28 @@ func TestRun(t *testing.T) {
 	if want := out + " linux/" + runtime.GOARCH + " " + ref + "@sha256:"; !strings.HasPrefix(stdout.String(), want) {
 		t.Errorf("output %q, want it to begin with %q", stdout.String(), want)
 	}
+	img := imageInLayout(t, out, ref)
+	wantImageConfig(t, img)
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), digest.String()) {
+		t.Errorf("output %q does not name the digest %s", stdout.String(), digest)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tarball.ImageFromPath(tarFile, &tag); err != nil {
+		t.Errorf("the tarball holds no image %s: %v", ref, err)
+	}
+}
+
+// imageInLayout reads the OCI layout at out, checks that its index holds
+// one image and that it is named ref, and returns that image.
+func imageInLayout(t *testing.T, out, ref string) v1.Image {
+	t.Helper()
 	ii, err := layout.ImageIndexFromPath(out)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +97,13 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return img
+}
+
+// wantImageConfig checks the config TestRun asked for: the platform of the
+// binary, the time of SOURCE_DATE_EPOCH and the revision label.
+func wantImageConfig(t *testing.T, img v1.Image) {
+	t.Helper()
 	cf, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
@@ -81,20 +111,6 @@ func TestRun(t *testing.T) {
 	if cf.Architecture != runtime.GOARCH || cf.OS != "linux" || cf.Created.Unix() != 1796300710 ||
 		cf.Config.Labels["org.opencontainers.image.revision"] != "abc123" {
 		t.Errorf("config: %s/%s created %v labels %v", cf.OS, cf.Architecture, cf.Created, cf.Config.Labels)
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(stdout.String(), digest.String()) {
-		t.Errorf("output %q does not name the digest %s", stdout.String(), digest)
-	}
-	tag, err := name.NewTag(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tarball.ImageFromPath(tarFile, &tag); err != nil {
-		t.Errorf("the tarball holds no image %s: %v", ref, err)
 	}
 }
 
