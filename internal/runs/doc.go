@@ -7,7 +7,10 @@
 // Some of its ideas live in subpackages that never import runs (runs
 // imports them and keeps their exported names as aliases and delegates):
 // runs/domain the pure rules without I/O, runs/livebox the live box's
-// pure rule, runs/approvals the approval itself and its table,
+// pure rule, runs/livehub the live boxes of a replica (the order of their
+// updates by notification, the replicas kept as one, the writes and the
+// readers that follow them; its Store is implemented here, beside the run
+// it stores a box with), runs/approvals the approval itself and its table,
 // runs/stream each agent's event stream (long poll, acknowledgement,
 // subscription steps) and the hub that wakes it, and runs/runcontext the
 // run context's read (plan, fetch, shape, finish) and the rule that

@@ -14,6 +14,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
+	"bothy.example.com/bothy/internal/runs/livehub"
 )
 
 // errNotActive answers an agent-self action on an ended run: 409 conflict.
@@ -151,7 +152,7 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id string
 		if r.Attempt > 1 {
 			// A takeover: the lost attempt's partial text leaves the box
 			// in the claim's commit (docs/design/runs.md#live-box).
-			if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Takeover), At: s.st.clock.Now().UnixMicro()}); err != nil {
+			if err := s.live.Publish(ctx, livehub.Msg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Takeover), At: s.st.clock.Now().UnixMicro()}); err != nil {
 				return Run{}, nil, problem.Internal("runs.start", err)
 			}
 		}
@@ -343,7 +344,7 @@ func (s *Service) end(ctx context.Context, r Run, to domain.RunState, reason, ch
 	if err := s.st.endLive(ctx, r.ID); err != nil {
 		return Run{}, nil, problem.Internal("runs.end: end live box", err)
 	}
-	if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Ended), At: s.st.clock.Now().UnixMicro()}); err != nil {
+	if err := s.live.Publish(ctx, livehub.Msg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Ended), At: s.st.clock.Now().UnixMicro()}); err != nil {
 		return Run{}, nil, problem.Internal("runs.end: publish live end", err)
 	}
 	evs := []events.Event{s.stateChanged(r, channelID)}

@@ -13,6 +13,7 @@ import (
 	"bothy.example.com/bothy/internal/platform/text"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
+	"bothy.example.com/bothy/internal/runs/livehub"
 )
 
 // LiveUpdate is a holder's change of its run's live box (updateRunLive).
@@ -68,7 +69,7 @@ func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id s
 		}
 	}
 	res, err := s.sendLive(ctx, actor, id, holder, u)
-	if errors.Is(err, errLiveUnsure) {
+	if errors.Is(err, livehub.ErrUnsure) {
 		// This replica took the box over while the update travelled (it
 		// joined late or reconnected): send it once more against the
 		// box everyone holds now; a version conflict then says it was
@@ -76,32 +77,32 @@ func (s *Service) UpdateLive(ctx context.Context, actor identity.Principal, id s
 		res, err = s.sendLive(ctx, actor, id, holder, u)
 	}
 	if err != nil {
-		if errors.Is(err, errLiveUnsure) {
+		if errors.Is(err, livehub.ErrUnsure) {
 			return Live{}, problem.Newf(problem.Unavailable, "", "the live box is being recovered: read the run's live box and continue from there")
 		}
 		return Live{}, err
 	}
 	switch {
-	case errors.Is(res.err, livebox.ErrVersion):
+	case errors.Is(res.Err, livebox.ErrVersion):
 		p := problem.Newf(problem.Conflict, "live_version", "the live box is at another version: continue from currentVersion")
-		v := res.box.Version
+		v := res.Box.Version
 		p.CurrentVersion = &v
 		return Live{}, p
-	case errors.Is(res.err, livebox.ErrEnded):
+	case errors.Is(res.Err, livebox.ErrEnded):
 		return Live{}, errNotActive()
-	case errors.Is(res.err, livebox.ErrTooLong):
+	case errors.Is(res.Err, livebox.ErrTooLong):
 		return Live{}, problem.Invalid(problem.FieldError{Pointer: "/append", Code: "too_long", Detail: "the live box's text would exceed run.live_max_bytes"})
 	}
-	return Live{RunID: id, AnchorID: res.anchor, Box: res.box}, nil
+	return Live{RunID: id, AnchorID: res.Anchor, Box: res.Box}, nil
 }
 
 // sendLive checks the run and sends one update, and returns what this
-// replica decided of it; errLiveUnsure when it cannot know.
-func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id string, holder Holder, u LiveUpdate) (liveResult, error) {
-	m := liveMsg{ID: ids.New(), Run: id, Kind: string(livebox.Update), Base: u.BaseVersion, Append: u.Append, Replace: u.Replace,
+// replica decided of it; livehub.ErrUnsure when it cannot know.
+func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id string, holder Holder, u LiveUpdate) (livehub.Result, error) {
+	m := livehub.Msg{ID: ids.New(), Run: id, Kind: string(livebox.Update), Base: u.BaseVersion, Append: u.Append, Replace: u.Replace,
 		Status: u.Status, Done: u.Done, At: s.st.clock.Now().UnixMicro()}
-	wait := s.live.expect(m.ID)
-	defer s.live.forget(m.ID)
+	wait := s.live.Expect(m.ID)
+	defer s.live.Forget(m.ID)
 	var refusal error
 	lost := false
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
@@ -124,13 +125,13 @@ func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id str
 		if refusal = fence(r, holder); refusal != nil {
 			return nil
 		}
-		if err := s.live.publish(ctx, m); err != nil {
+		if err := s.live.Publish(ctx, m); err != nil {
 			return problem.Internal("runs.UpdateLive", err)
 		}
 		return nil
 	})
 	if err != nil {
-		return liveResult{}, err
+		return livehub.Result{}, err
 	}
 	if lost {
 		// The loss is applied the way every call of the agent applies it.
@@ -140,30 +141,30 @@ func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id str
 		if err == nil {
 			err = errTriggerRevoked()
 		}
-		return liveResult{}, err
+		return livehub.Result{}, err
 	}
 	if refusal != nil {
-		return liveResult{}, refusal
+		return livehub.Result{}, refusal
 	}
 	return awaitLive(ctx, wait)
 }
 
 // awaitLive waits at most liveDecideWait for this replica's decision on a
-// sent update: its result, or errLiveUnsure when the replica cannot know
+// sent update: its result, or livehub.ErrUnsure when the replica cannot know
 // whether the update was taken.
-func awaitLive(ctx context.Context, wait <-chan liveResult) (liveResult, error) {
+func awaitLive(ctx context.Context, wait <-chan livehub.Result) (livehub.Result, error) {
 	timer := time.NewTimer(liveDecideWait)
 	defer timer.Stop()
 	select {
 	case res := <-wait:
-		if errors.Is(res.err, errLiveUnsure) {
-			return liveResult{}, errLiveUnsure
+		if errors.Is(res.Err, livehub.ErrUnsure) {
+			return livehub.Result{}, livehub.ErrUnsure
 		}
 		return res, nil
 	case <-timer.C:
-		return liveResult{}, problem.Newf(problem.Unavailable, "", "the live box did not answer in time: read the run's live box and continue from there")
+		return livehub.Result{}, problem.Newf(problem.Unavailable, "", "the live box did not answer in time: read the run's live box and continue from there")
 	case <-ctx.Done():
-		return liveResult{}, problem.Internal("runs.UpdateLive", ctx.Err())
+		return livehub.Result{}, problem.Internal("runs.UpdateLive", ctx.Err())
 	}
 }
 
@@ -175,13 +176,13 @@ func (s *Service) checkLiveUpdate(u LiveUpdate) error {
 	}
 	if fe := text.Check(u.Append, "/append"); fe != nil {
 		fields = append(fields, *fe)
-	} else if len(u.Append) > s.live.maxBytes {
+	} else if len(u.Append) > s.live.MaxBytes() {
 		fields = append(fields, problem.FieldError{Pointer: "/append", Code: "too_long", Detail: "at most run.live_max_bytes"})
 	}
 	if u.Replace != nil {
 		if fe := text.Check(*u.Replace, "/replace"); fe != nil {
 			fields = append(fields, *fe)
-		} else if len(*u.Replace) > s.live.maxBytes {
+		} else if len(*u.Replace) > s.live.MaxBytes() {
 			fields = append(fields, problem.FieldError{Pointer: "/replace", Code: "too_long", Detail: "at most run.live_max_bytes"})
 		}
 	}
@@ -203,17 +204,17 @@ func (s *Service) checkLiveUpdate(u LiveUpdate) error {
 // the runs with the reader's rights. Runs without a box are left out.
 func (s *Service) Lives(ctx context.Context, runIDs []string) (map[string]Live, error) {
 	out := map[string]Live{}
-	held := s.live.current(runIDs)
+	held := s.live.Current(runIDs)
 	if len(held) > 0 {
 		// Read after write: what committed before this read (an answer,
 		// an end, an update through another replica) is applied first.
-		s.live.catchUp(ctx)
-		held = s.live.current(runIDs)
+		s.live.CatchUp(ctx)
+		held = s.live.Current(runIDs)
 	}
 	var rest []string
 	for _, id := range runIDs {
 		if b, ok := held[id]; ok {
-			out[id] = Live{RunID: id, AnchorID: b.anchor, Box: b.box}
+			out[id] = Live{RunID: id, AnchorID: b.AnchorID, Box: b.Box}
 		} else if ids.Valid(id) {
 			rest = append(rest, id)
 		}
@@ -226,7 +227,7 @@ func (s *Service) Lives(ctx context.Context, runIDs []string) (map[string]Live, 
 		return nil, problem.Internal("runs.Lives", err)
 	}
 	for id, b := range stored {
-		out[id] = Live{RunID: id, AnchorID: b.anchorID, Box: b.box}
+		out[id] = Live{RunID: id, AnchorID: b.AnchorID, Box: b.Box}
 	}
 	return out, nil
 }
@@ -234,13 +235,22 @@ func (s *Service) Lives(ctx context.Context, runIDs []string) (map[string]Live, 
 // RunLive writes the live boxes this replica changed, every
 // run.live_flush_interval and at once at an answer or an end, until ctx
 // ends (then it writes what is left).
-func (s *Service) RunLive(ctx context.Context) { s.live.run(ctx) }
+func (s *Service) RunLive(ctx context.Context) { s.live.Run(ctx) }
 
 // LiveWrites returns how many box writes this replica made, and a channel
 // closed at its next write (tests and benchmarks wait on it instead of
 // sleeping).
-func (s *Service) LiveWrites() (int, <-chan struct{}) {
-	s.live.mu.Lock()
-	defer s.live.mu.Unlock()
-	return s.live.stored, s.live.announced
-}
+func (s *Service) LiveWrites() (int, <-chan struct{}) { return s.live.Writes() }
+
+// LiveEvent is one change of a box as readers receive it (livehub.Event).
+type LiveEvent = livehub.Event
+
+// LiveSubscription receives the changes of every box on this replica
+// (livehub.Subscription); its owner decides which of them its reader may
+// see.
+type LiveSubscription = livehub.Subscription
+
+// SubscribeLive returns a subscription to the box changes of this replica
+// with room for queue changes; when a reader falls further behind, Full is
+// closed and the subscription receives nothing more.
+func (s *Service) SubscribeLive(queue int) *LiveSubscription { return s.live.Follow(queue) }

@@ -20,6 +20,7 @@ import (
 	"bothy.example.com/bothy/internal/runs/approvals"
 	"bothy.example.com/bothy/internal/runs/domain"
 	"bothy.example.com/bothy/internal/runs/livebox"
+	"bothy.example.com/bothy/internal/runs/livehub"
 	"bothy.example.com/bothy/internal/runs/runcontext"
 	"bothy.example.com/bothy/internal/runs/stream"
 )
@@ -61,7 +62,7 @@ type Service struct {
 	// (internal/runs/stream).
 	hub    *Hub
 	stream *stream.Service
-	live   *liveHub
+	live   *livehub.Hub
 	// runContext reads run contexts (internal/runs/runcontext), asking
 	// runs' own facts through contextRuns.
 	runContext *runcontext.Service
@@ -122,7 +123,7 @@ func NewService(d Deps) *Service {
 		contextLimits: d.ContextLimits, approvals: approvals.NewStore(d.Pool)}
 	s.runContext = runcontext.NewService(runcontext.Deps{Log: d.Log, Identity: d.Identity, Chat: d.Chat, Authz: d.Authz, Messaging: d.Messaging,
 		Runs: contextRuns{s}})
-	s.live = newLiveHub(&s.st, d.Log, d.LiveMaxBytes, d.LiveFlushInterval)
+	s.live = livehub.New(liveStore{&s.st}, d.Log, d.LiveMaxBytes, d.LiveFlushInterval)
 	if d.Hub != nil {
 		d.Hub.SetSide(s.live)
 	}
@@ -551,7 +552,7 @@ func (s *Service) acceptAnswer(ctx context.Context, p *messaging.Posted, runID s
 	// The answer holds the text now: the box drops it in the answer's
 	// commit, so no reader shows it twice.
 	if p.Message.Kind == messaging.KindText {
-		if err := s.live.publish(ctx, liveMsg{ID: ids.New(), Run: runID, Kind: string(livebox.Answered), At: s.st.clock.Now().UnixMicro()}); err != nil {
+		if err := s.live.Publish(ctx, livehub.Msg{ID: ids.New(), Run: runID, Kind: string(livebox.Answered), At: s.st.clock.Now().UnixMicro()}); err != nil {
 			return problem.Internal("runs.checkAnswer", err)
 		}
 	}

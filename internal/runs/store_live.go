@@ -9,24 +9,14 @@ import (
 
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/runs/livebox"
+	"bothy.example.com/bothy/internal/runs/livehub"
 )
 
-// LiveChannel is the PostgreSQL notification channel of live box
-// operations: every replica LISTENs on it (the hub's connection) and
-// applies the operations in the order PostgreSQL delivers them.
-const LiveChannel = "bothy_live"
+// liveStore is the live hub's store (livehub.Store): the boxes are stored
+// beside their runs in run_live, which this package owns.
+type liveStore struct{ st *store }
 
-// listenLiveSQL subscribes the hub's connection to LiveChannel.
-const listenLiveSQL = "LISTEN " + LiveChannel
-
-// storedBox is a live box as stored, with what a replica needs to place it.
-type storedBox struct {
-	anchorID, threadID string
-	box                livebox.Box
-	// fresh says the run was created after the listener's snapshot: the
-	// replica has heard every operation of the box.
-	fresh bool
-}
+var _ livehub.Store = liveStore{}
 
 // insertLive stores the empty live box of run runID, whose anchor is
 // anchorID, in the transaction that creates the run.
@@ -35,62 +25,62 @@ func (s *store) insertLive(ctx context.Context, runID, anchorID string) error {
 	return err
 }
 
-// liveOf reads the stored box of run runID; snapshot is the listener's
+// Box reads the stored box of run runID; snapshot is the listener's
 // snapshot (pg_current_snapshot taken right after LISTEN), or "" to leave
-// fresh false. ErrNotFound for a run without a box.
-func (s *store) liveOf(ctx context.Context, runID, snapshot string) (storedBox, error) {
-	var x storedBox
+// Fresh false. ErrNotFound for a run without a box.
+func (l liveStore) Box(ctx context.Context, runID, snapshot string) (livehub.Stored, error) {
+	var x livehub.Stored
 	var at *time.Time
 	var snap any
 	if snapshot != "" {
 		snap = snapshot
 	}
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT l.anchor_id::text, r.thread_id::text, l.version, l.text, l.status, l.done, l.ended, l.updated_at,
+	err := db.Q(ctx, l.st.pool).QueryRow(ctx, `SELECT l.anchor_id::text, r.thread_id::text, l.version, l.text, l.status, l.done, l.ended, l.updated_at,
 		coalesce(NOT pg_visible_in_snapshot(l.created_xid, $2::text::pg_snapshot), false)
 		FROM run_live l JOIN runs r ON r.id = l.run_id WHERE l.run_id = $1`, runID, snap).
-		Scan(&x.anchorID, &x.threadID, &x.box.Version, &x.box.Text, &x.box.Status, &x.box.Done, &x.box.Ended, &at, &x.fresh)
+		Scan(&x.AnchorID, &x.ThreadID, &x.Box.Version, &x.Box.Text, &x.Box.Status, &x.Box.Done, &x.Box.Ended, &at, &x.Fresh)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storedBox{}, ErrNotFound
+		return livehub.Stored{}, ErrNotFound
 	}
 	if at != nil {
-		x.box.UpdatedAt = *at
+		x.Box.UpdatedAt = *at
 	}
 	return x, err
 }
 
 // livesOf reads the stored boxes of the runs runIDs (runs without one are
 // left out).
-func (s *store) livesOf(ctx context.Context, runIDs []string) (map[string]storedBox, error) {
+func (s *store) livesOf(ctx context.Context, runIDs []string) (map[string]livehub.Stored, error) {
 	rows, err := db.Q(ctx, s.pool).Query(ctx, `SELECT l.run_id::text, l.anchor_id::text, r.thread_id::text, l.version, l.text, l.status, l.done, l.ended, l.updated_at
 		FROM run_live l JOIN runs r ON r.id = l.run_id WHERE l.run_id = ANY($1::uuid[])`, runIDs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]storedBox{}
+	out := map[string]livehub.Stored{}
 	for rows.Next() {
 		var id string
-		var x storedBox
+		var x livehub.Stored
 		var at *time.Time
-		if err := rows.Scan(&id, &x.anchorID, &x.threadID, &x.box.Version, &x.box.Text, &x.box.Status, &x.box.Done, &x.box.Ended, &at); err != nil {
+		if err := rows.Scan(&id, &x.AnchorID, &x.ThreadID, &x.Box.Version, &x.Box.Text, &x.Box.Status, &x.Box.Done, &x.Box.Ended, &at); err != nil {
 			return nil, err
 		}
 		if at != nil {
-			x.box.UpdatedAt = *at
+			x.Box.UpdatedAt = *at
 		}
 		out[id] = x
 	}
 	return out, rows.Err()
 }
 
-// storeLive writes box b of run runID unless the stored copy is as new
+// Write writes box b of run runID unless the stored copy is as new
 // already (several replicas may write the same box; versions only grow).
-func (s *store) storeLive(ctx context.Context, runID string, b livebox.Box) error {
+func (l liveStore) Write(ctx context.Context, runID string, b livebox.Box) error {
 	var at any
 	if !b.UpdatedAt.IsZero() {
 		at = b.UpdatedAt
 	}
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `UPDATE run_live SET version = $2, text = $3, status = $4, done = $5, ended = $6, updated_at = $7
+	_, err := db.Q(ctx, l.st.pool).Exec(ctx, `UPDATE run_live SET version = $2, text = $3, status = $4, done = $5, ended = $6, updated_at = $7
 		WHERE run_id = $1 AND (version < $2 OR (version = $2 AND NOT ended))`, runID, b.Version, b.Text, b.Status, b.Done, b.Ended, at)
 	return err
 }
@@ -103,33 +93,32 @@ func (s *store) endLive(ctx context.Context, runID string) error {
 	return err
 }
 
-// notifyLive sends payload on LiveChannel in the transaction of ctx (so it
+// Notify sends payload on livehub.Channel in the transaction of ctx (so it
 // is delivered once, and only if, the transaction commits), or at once.
-func (s *store) notifyLive(ctx context.Context, payload string) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `SELECT pg_notify($1, $2)`, LiveChannel, payload)
+func (l liveStore) Notify(ctx context.Context, payload string) error {
+	_, err := db.Q(ctx, l.st.pool).Exec(ctx, `SELECT pg_notify($1, $2)`, livehub.Channel, payload)
 	return err
 }
 
-// notifyLiveLarge stores an operation too large for a notification under
-// id and announces it on LiveChannel, in one statement.
-func (s *store) notifyLiveLarge(ctx context.Context, id, body, payload string) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `WITH ins AS (INSERT INTO run_live_ops (id, body) VALUES ($1, $2) RETURNING id)
-		SELECT pg_notify($3, $4) FROM ins`, id, body, LiveChannel, payload)
+// NotifyLarge stores an operation too large for a notification under id
+// and announces it on livehub.Channel, in one statement.
+func (l liveStore) NotifyLarge(ctx context.Context, id, body, payload string) error {
+	_, err := db.Q(ctx, l.st.pool).Exec(ctx, `WITH ins AS (INSERT INTO run_live_ops (id, body) VALUES ($1, $2) RETURNING id)
+		SELECT pg_notify($3, $4) FROM ins`, id, body, livehub.Channel, payload)
 	return err
 }
 
-// liveOp reads the stored large operation id.
-func (s *store) liveOp(ctx context.Context, id string) (string, error) {
+// Op reads the stored large operation id.
+func (l liveStore) Op(ctx context.Context, id string) (string, error) {
 	var body string
-	err := db.Q(ctx, s.pool).QueryRow(ctx, `SELECT body FROM run_live_ops WHERE id = $1`, id).Scan(&body)
+	err := db.Q(ctx, l.st.pool).QueryRow(ctx, `SELECT body FROM run_live_ops WHERE id = $1`, id).Scan(&body)
 	return body, err
 }
 
-// purgeLiveOps deletes the large operations stored longer than age ago by
-// the database's clock, which stamped them (every replica read them long
-// ago).
-func (s *store) purgeLiveOps(ctx context.Context, age time.Duration) error {
-	_, err := db.Q(ctx, s.pool).Exec(ctx, `DELETE FROM run_live_ops WHERE created_at < now() - make_interval(secs => $1)`, age.Seconds())
+// PurgeOps deletes the large operations stored longer than age ago by the
+// database's clock, which stamped them (every replica read them long ago).
+func (l liveStore) PurgeOps(ctx context.Context, age time.Duration) error {
+	_, err := db.Q(ctx, l.st.pool).Exec(ctx, `DELETE FROM run_live_ops WHERE created_at < now() - make_interval(secs => $1)`, age.Seconds())
 	return err
 }
 
@@ -141,9 +130,9 @@ func (s *store) runForLive(ctx context.Context, id string) (Run, error) {
 	return scanRun(db.Q(ctx, s.pool).QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 FOR SHARE`, id))
 }
 
-// listenerSnapshot reads the snapshot of conn, the listener's connection,
-// right after its LISTEN.
-func listenerSnapshot(ctx context.Context, conn *pgx.Conn) (string, error) {
+// Snapshot reads the snapshot of conn, the listener's connection, right
+// after its LISTEN.
+func (liveStore) Snapshot(ctx context.Context, conn *db.Conn) (string, error) {
 	var snap string
 	err := conn.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap)
 	return snap, err

@@ -6,7 +6,6 @@ import (
 
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/identity"
-	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/stream"
 )
@@ -92,24 +91,3 @@ func (s *Service) deliverAcked(ctx context.Context, agentID string, from, to int
 	}
 	return nil
 }
-
-// The live hub shares the stream hub's LISTEN connection as its Side
-// (stream.Side): the hub knows no live box, only a second channel.
-
-// Channel is the live boxes' channel, LiveChannel.
-func (h *liveHub) Channel() string { return LiveChannel }
-
-// Subscribe LISTENs conn on LiveChannel.
-func (h *liveHub) Subscribe(ctx context.Context, conn *db.Conn) error {
-	_, err := conn.Exec(ctx, listenLiveSQL)
-	return err
-}
-
-// Connected drops the boxes heard before conn listened (connected).
-func (h *liveHub) Connected(ctx context.Context, conn *db.Conn) error { return h.connected(ctx, conn) }
-
-// Disconnected forgets the listener's snapshot (disconnected).
-func (h *liveHub) Disconnected() { h.disconnected() }
-
-// Receive handles one notification of LiveChannel (receive).
-func (h *liveHub) Receive(ctx context.Context, payload string) { h.receive(ctx, payload) }

@@ -47,7 +47,7 @@ type Hub struct {
 }
 
 // Side is a listener that shares the hub's connection for a channel of its
-// own: the live boxes of package runs (runs.LiveChannel). Its
+// own: the live boxes of package runs/livehub (livehub.Channel). Its
 // notifications never wake the long polls. Each method is called on the
 // listener's goroutine, so notifications arrive in PostgreSQL's order.
 type Side interface {

@@ -1,4 +1,13 @@
-package runs
+// Package livehub holds the live boxes of one replica
+// (docs/design/runs.md#live-box): it orders every update of a box by a
+// PostgreSQL notification, applies the notifications every replica
+// receives with the pure rule of package livebox, brings a replica that
+// joined late or reconnected up to date, writes the boxes it changed, and
+// hands each change to the readers that follow the boxes. It decides no
+// right and knows no run: package runs checks the run, its holder and its
+// trigger before it publishes an update, decides who may read a box, and
+// stores the boxes (Store).
+package livehub
 
 import (
 	"context"
@@ -14,10 +23,10 @@ import (
 	"bothy.example.com/bothy/internal/runs/livebox"
 )
 
-// The live boxes of a replica (docs/design/runs.md#live-box).
+// How the boxes of the replicas stay one.
 //
 // An update of a box is not written to the database: the replica that takes
-// it sends it as a notification on LiveChannel, and every replica (the
+// it sends it as a notification on Channel, and every replica (the
 // sender too) applies the notifications it receives, in the one order
 // PostgreSQL delivers them to all listeners, with livebox.Apply. So every
 // replica holds the same box, the sender learns from its own copy whether
@@ -28,41 +37,50 @@ import (
 // A replica knows it heard every operation of a box when the run was
 // created after its listener's snapshot. Otherwise (it started, or its
 // listener reconnected, while the box was being written) it keeps the
-// operations it receives and asks on LiveChannel for the box ("sync"); a
+// operations it receives and asks on Channel for the box ("sync"); a
 // replica that holds the box answers with it and the last operation it
 // applied ("snap"), and the asking replica takes the box and applies what
-// it kept after that operation. When nobody answers within liveSyncWait
+// it kept after that operation. When nobody answers within syncWait
 // (every replica lost the box), the asking replica sends the stored box
 // ("reset") and every replica takes it at that point of the order.
 
-// liveSyncWait is how long a replica waits for a snap before it resets a
+// syncWait is how long a replica waits for a snap before it resets a
 // box from its stored copy.
-const liveSyncWait = 2 * time.Second
+const syncWait = 2 * time.Second
 
-// liveHistoryMax bounds the deltas a replica keeps per box for readers that
+// historyMax bounds the deltas a replica keeps per box for readers that
 // resume from a version (older ones get the whole box).
-const liveHistoryMax = 4096
+const historyMax = 4096
 
-// liveKeepEnded is how long a replica keeps an ended box in memory.
-const liveKeepEnded = time.Minute
+// keepEnded is how long a replica keeps an ended box in memory.
+const keepEnded = time.Minute
 
-// livePayloadMax is the largest operation sent inline; a larger one is
+// payloadMax is the largest operation sent inline; a larger one is
 // stored and announced (PostgreSQL refuses payloads from 8,000 bytes on).
-const livePayloadMax = 7900
+const payloadMax = 7900
 
-// The kinds of the notifications on LiveChannel besides the operations of
+// The kinds of the notifications on Channel besides the operations of
 // livebox.
 const (
-	liveSync  = "sync"
-	liveSnap  = "snap"
-	liveReset = "reset"
-	// liveBarrier marks a point of the order: once a replica receives its
+	kindSync  = "sync"
+	kindSnap  = "snap"
+	kindReset = "reset"
+	// kindBarrier marks a point of the order: once a replica receives its
 	// own barrier it has applied everything committed before it was sent.
-	liveBarrier = "barrier"
+	kindBarrier = "barrier"
 )
 
-// liveMsg is one notification on LiveChannel.
-type liveMsg struct {
+// Channel is the PostgreSQL notification channel of live box operations:
+// every replica LISTENs on it (the stream hub's connection, with the Hub as
+// its stream.Side) and applies the operations in the order PostgreSQL
+// delivers them.
+const Channel = "bothy_live"
+
+// Msg is one notification on Channel: a box operation (its Kind one of
+// livebox's kinds) or one of the hub's own (a sync, snap, reset or
+// barrier). Package runs publishes the operations of a run's updates and
+// lifecycle with Publish, in the transaction that decides them.
+type Msg struct {
 	ID      string  `json:"i"`
 	Run     string  `json:"r"`
 	Kind    string  `json:"k"`
@@ -110,28 +128,29 @@ func (w *wireBox) box() livebox.Box {
 	return b
 }
 
-func (m liveMsg) op() livebox.Op {
+func (m Msg) op() livebox.Op {
 	return livebox.Op{Kind: livebox.Kind(m.Kind), Base: m.Base, Append: m.Append, Replace: m.Replace, Status: m.Status,
 		Done: m.Done, At: time.UnixMicro(m.At).UTC()}
 }
 
-// LiveEvent is one change of a box as readers receive it.
-type LiveEvent struct {
+// Event is one change of a box as readers receive it.
+type Event struct {
 	RunID, MessageID, ThreadID string
 	Delta                      livebox.Delta
 }
 
-// liveResult is what a replica learned of its own update: the box after
-// it (with the anchor that shows it), or why it was refused.
-type liveResult struct {
-	box    livebox.Box
-	anchor string
-	err    error
+// Result is what a replica learned of its own update: the box after
+// it (with the anchor that shows it), or why it was refused (Err: one of
+// livebox's refusals, or ErrUnsure).
+type Result struct {
+	Box    livebox.Box
+	Anchor string
+	Err    error
 }
 
-// errLiveUnsure answers an own update that was decided while this replica
+// ErrUnsure answers an own update that was decided while this replica
 // did not hold the box: it may or may not have been taken.
-var errLiveUnsure = errors.New("live box: decided while this replica did not hold the box")
+var ErrUnsure = errors.New("live box: decided while this replica did not hold the box")
 
 // replicaBox is one box as a replica holds it.
 type replicaBox struct {
@@ -140,14 +159,14 @@ type replicaBox struct {
 	synced         bool
 	// kept are the operations received while not synced; asked is when
 	// this replica asked for the box (zero until it did).
-	kept  []liveMsg
+	kept  []Msg
 	asked time.Time
 	// history are the last deltas, for readers that resume.
 	history []livebox.Delta
 	// last is the id of the last operation applied.
 	last string
 	// dirty says the stored copy is behind a change this replica must
-	// write; endedAt when the box ended (evicted liveKeepEnded later).
+	// write; endedAt when the box ended (evicted keepEnded later).
 	// These times, like asked and touched, are the replica's own clock:
 	// they pace memory and the network, not the run.
 	dirty   bool
@@ -156,9 +175,9 @@ type replicaBox struct {
 	touched time.Time
 }
 
-// liveHub holds a replica's live boxes.
-type liveHub struct {
-	st       *store
+// Hub holds a replica's live boxes.
+type Hub struct {
+	st       Store
 	log      *slog.Logger
 	replica  string
 	maxBytes int
@@ -168,89 +187,94 @@ type liveHub struct {
 	mu       sync.Mutex
 	snapshot string
 	boxes    map[string]*replicaBox
-	waiters  map[string]chan liveResult
-	subs     map[*LiveSubscription]struct{}
+	waiters  map[string]chan Result
+	subs     map[*Subscription]struct{}
 	// stored counts the box writes of this replica (for tests and
 	// benchmarks); announced is closed and replaced after each write.
 	stored    int
 	announced chan struct{}
 }
 
-func newLiveHub(st *store, log *slog.Logger, maxBytes int, flush time.Duration) *liveHub {
+// New returns the hub of one replica, storing its boxes in st, with
+// run.live_max_bytes (maxBytes; 64 KiB when not positive) and
+// run.live_flush_interval (flush; 250 ms when not positive).
+func New(st Store, log *slog.Logger, maxBytes int, flush time.Duration) *Hub {
 	if maxBytes <= 0 {
 		maxBytes = 64 << 10
 	}
 	if flush <= 0 {
 		flush = 250 * time.Millisecond
 	}
-	return &liveHub{st: st, log: log, replica: ids.New(), maxBytes: maxBytes, flush: flush, kick: make(chan struct{}, 1),
-		boxes: map[string]*replicaBox{}, waiters: map[string]chan liveResult{}, subs: map[*LiveSubscription]struct{}{},
+	return &Hub{st: st, log: log, replica: ids.New(), maxBytes: maxBytes, flush: flush, kick: make(chan struct{}, 1),
+		boxes: map[string]*replicaBox{}, waiters: map[string]chan Result{}, subs: map[*Subscription]struct{}{},
 		announced: make(chan struct{})}
 }
 
-// connected is called by the hub's listener right after its LISTEN, on its
+// Connected is called by the hub's listener right after its LISTEN, on its
 // connection: everything heard before may have missed operations, so every
 // box is dropped and boxes are placed against the new snapshot.
-func (h *liveHub) connected(ctx context.Context, conn *db.Conn) error {
-	snap, err := listenerSnapshot(ctx, conn)
+func (h *Hub) Connected(ctx context.Context, conn *db.Conn) error {
+	snap, err := h.st.Snapshot(ctx, conn)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.snapshot = snap
 	h.boxes = map[string]*replicaBox{}
 	for id, w := range h.waiters {
-		w <- liveResult{err: errLiveUnsure}
+		w <- Result{Err: ErrUnsure}
 		delete(h.waiters, id)
 	}
 	return err
 }
 
-// disconnected is called when the listener lost its connection.
-func (h *liveHub) disconnected() {
+// Disconnected is called when the listener lost its connection.
+func (h *Hub) Disconnected() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.snapshot = ""
 }
 
-// publish sends m on LiveChannel in the transaction of ctx.
-func (h *liveHub) publish(ctx context.Context, m liveMsg) error {
+// Publish sends m on Channel in the transaction of ctx (so it is
+// delivered once, and only if, the transaction commits), or at once
+// outside a transaction.
+func (h *Hub) Publish(ctx context.Context, m Msg) error {
 	m.From = h.replica
 	body, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if len(body) <= livePayloadMax {
-		return h.st.notifyLive(ctx, string(body))
+	if len(body) <= payloadMax {
+		return h.st.Notify(ctx, string(body))
 	}
-	ref, _ := json.Marshal(liveMsg{Ref: m.ID})
-	return h.st.notifyLiveLarge(ctx, m.ID, string(body), string(ref))
+	ref, _ := json.Marshal(Msg{Ref: m.ID})
+	return h.st.NotifyLarge(ctx, m.ID, string(body), string(ref))
 }
 
-// expect registers a waiter for the outcome of the own operation id.
-func (h *liveHub) expect(id string) chan liveResult {
-	w := make(chan liveResult, 1)
+// Expect registers a waiter for the outcome of the own operation id.
+func (h *Hub) Expect(id string) chan Result {
+	w := make(chan Result, 1)
 	h.mu.Lock()
 	h.waiters[id] = w
 	h.mu.Unlock()
 	return w
 }
 
-// forget drops the waiter of id.
-func (h *liveHub) forget(id string) {
+// Forget drops the waiter of id.
+func (h *Hub) Forget(id string) {
 	h.mu.Lock()
 	delete(h.waiters, id)
 	h.mu.Unlock()
 }
 
-// receive handles one notification of LiveChannel, on the listener's
+// Receive handles one notification of Channel, on the listener's
 // goroutine (so in PostgreSQL's order).
-func (h *liveHub) receive(ctx context.Context, payload string) {
-	var m liveMsg
+func (h *Hub) Receive(ctx context.Context, payload string) {
+	var m Msg
 	if err := json.Unmarshal([]byte(payload), &m); err != nil {
 		h.log.ErrorContext(ctx, "live box notification unreadable", "error", err.Error())
 		return
 	}
 	if m.Ref != "" {
-		body, err := h.st.liveOp(ctx, m.Ref)
+		body, err := h.st.Op(ctx, m.Ref)
 		if err == nil {
 			err = json.Unmarshal([]byte(body), &m)
 		}
@@ -267,13 +291,13 @@ func (h *liveHub) receive(ctx context.Context, payload string) {
 		}
 	}
 	switch m.Kind {
-	case liveBarrier:
-		h.resolve(m.ID, liveResult{})
-	case liveSync:
+	case kindBarrier:
+		h.resolve(m.ID, Result{})
+	case kindSync:
 		h.answerSync(ctx, m)
-	case liveSnap:
+	case kindSnap:
 		h.adopt(m, false)
-	case liveReset:
+	case kindReset:
 		h.adopt(m, true)
 	default:
 		h.receiveOp(ctx, m)
@@ -282,7 +306,7 @@ func (h *liveHub) receive(ctx context.Context, payload string) {
 
 // receiveOp applies a box operation, placing the box first when this
 // replica does not hold it.
-func (h *liveHub) receiveOp(ctx context.Context, m liveMsg) {
+func (h *Hub) receiveOp(ctx context.Context, m Msg) {
 	h.mu.Lock()
 	b := h.boxes[m.Run]
 	snap := h.snapshot
@@ -297,17 +321,17 @@ func (h *liveHub) receiveOp(ctx context.Context, m liveMsg) {
 	if b == nil {
 		// Bounded: the listener wakes every long poll and must not hang on
 		// a database that does not answer.
-		lctx, cancel := context.WithTimeout(ctx, liveSyncWait)
-		sb, err := h.st.liveOf(lctx, m.Run, snap)
+		lctx, cancel := context.WithTimeout(ctx, syncWait)
+		sb, err := h.st.Box(lctx, m.Run, snap)
 		cancel()
 		if err != nil {
 			h.log.ErrorContext(ctx, "live box not readable", "run_id", m.Run, "error", err.Error())
-			h.resolve(m.ID, liveResult{err: errLiveUnsure})
+			h.resolve(m.ID, Result{Err: ErrUnsure})
 			return
 		}
 		// Fresh: every operation of the box reached this replica.
 		// Otherwise it asks a replica that holds the box.
-		b = &replicaBox{anchor: sb.anchorID, thread: sb.threadID, synced: sb.fresh}
+		b = &replicaBox{anchor: sb.AnchorID, thread: sb.ThreadID, synced: sb.Fresh}
 		h.mu.Lock()
 		h.boxes[m.Run] = b
 		h.mu.Unlock()
@@ -323,11 +347,11 @@ func (h *liveHub) receiveOp(ctx context.Context, m liveMsg) {
 		}
 		h.mu.Unlock()
 		if ask {
-			h.send(ctx, liveMsg{ID: ids.New(), Run: m.Run, Kind: liveSync})
+			h.send(ctx, Msg{ID: ids.New(), Run: m.Run, Kind: kindSync})
 			// Nobody holds the box when no snap came in time: reset it
 			// from its stored copy.
 			run, asked := m.Run, b.asked
-			time.AfterFunc(liveSyncWait, func() {
+			time.AfterFunc(syncWait, func() {
 				h.mu.Lock()
 				cur := h.boxes[run]
 				due := cur != nil && !cur.synced && cur.asked.Equal(asked)
@@ -344,18 +368,18 @@ func (h *liveHub) receiveOp(ctx context.Context, m liveMsg) {
 }
 
 // apply applies m to synced box b; the caller holds h.mu.
-func (h *liveHub) apply(run string, b *replicaBox, m liveMsg) {
+func (h *Hub) apply(run string, b *replicaBox, m Msg) {
 	nb, d, changed, err := livebox.Apply(b.box, m.op(), h.maxBytes)
 	b.last = m.ID
 	if changed {
 		b.box = nb
-		if b.history = append(b.history, d); len(b.history) > liveHistoryMax {
-			b.history = slices.Clone(b.history[len(b.history)-liveHistoryMax/2:])
+		if b.history = append(b.history, d); len(b.history) > historyMax {
+			b.history = slices.Clone(b.history[len(b.history)-historyMax/2:])
 		}
 		if m.From == h.replica {
 			b.dirty = true
 		}
-		ev := LiveEvent{RunID: run, MessageID: b.anchor, ThreadID: b.thread, Delta: d}
+		ev := Event{RunID: run, MessageID: b.anchor, ThreadID: b.thread, Delta: d}
 		for s := range h.subs {
 			s.offer(ev)
 		}
@@ -373,13 +397,13 @@ func (h *liveHub) apply(run string, b *replicaBox, m liveMsg) {
 		b.endedAt = time.Now()
 	}
 	if w := h.waiters[m.ID]; w != nil {
-		w <- liveResult{box: b.box, anchor: b.anchor, err: err}
+		w <- Result{Box: b.box, Anchor: b.anchor, Err: err}
 		delete(h.waiters, m.ID)
 	}
 }
 
 // resolve answers the waiter of id, if any.
-func (h *liveHub) resolve(id string, r liveResult) {
+func (h *Hub) resolve(id string, r Result) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w := h.waiters[id]; w != nil {
@@ -390,39 +414,39 @@ func (h *liveHub) resolve(id string, r liveResult) {
 
 // answerSync answers another replica's sync with the box, if this one
 // holds it.
-func (h *liveHub) answerSync(ctx context.Context, m liveMsg) {
+func (h *Hub) answerSync(ctx context.Context, m Msg) {
 	h.mu.Lock()
 	b := h.boxes[m.Run]
 	if b == nil || !b.synced || m.From == h.replica {
 		h.mu.Unlock()
 		return
 	}
-	snap := liveMsg{ID: ids.New(), Run: m.Run, Kind: liveSnap, Box: toWire(b.box), Last: b.last, Anchor: b.anchor, Thread: b.thread}
+	snap := Msg{ID: ids.New(), Run: m.Run, Kind: kindSnap, Box: toWire(b.box), Last: b.last, Anchor: b.anchor, Thread: b.thread}
 	h.mu.Unlock()
 	h.send(ctx, snap)
 }
 
 // sendReset sends the stored box of run as the box every replica takes.
-func (h *liveHub) sendReset(ctx context.Context, run string) {
-	sb, err := h.st.liveOf(ctx, run, "")
+func (h *Hub) sendReset(ctx context.Context, run string) {
+	sb, err := h.st.Box(ctx, run, "")
 	if err != nil {
 		h.log.ErrorContext(ctx, "live box not readable for a reset", "run_id", run, "error", err.Error())
 		return
 	}
-	h.send(ctx, liveMsg{ID: ids.New(), Run: run, Kind: liveReset, Box: toWire(sb.box), Anchor: sb.anchorID, Thread: sb.threadID})
+	h.send(ctx, Msg{ID: ids.New(), Run: run, Kind: kindReset, Box: toWire(sb.Box), Anchor: sb.AnchorID, Thread: sb.ThreadID})
 }
 
 // send publishes m outside a transaction, logging a failure (the asking
 // replica asks again with its next operation).
-func (h *liveHub) send(ctx context.Context, m liveMsg) {
-	if err := h.publish(ctx, m); err != nil && ctx.Err() == nil {
+func (h *Hub) send(ctx context.Context, m Msg) {
+	if err := h.Publish(ctx, m); err != nil && ctx.Err() == nil {
 		h.log.WarnContext(ctx, "live box notification not sent", "kind", m.Kind, "run_id", m.Run, "error", err.Error())
 	}
 }
 
 // adopt takes the box of a snap (for a replica that does not hold it) or
 // of a reset (for every replica), then applies the operations kept since.
-func (h *liveHub) adopt(m liveMsg, reset bool) {
+func (h *Hub) adopt(m Msg, reset bool) {
 	if m.Box == nil {
 		return
 	}
@@ -438,7 +462,7 @@ func (h *liveHub) adopt(m liveMsg, reset bool) {
 	}
 	from := 0
 	if !reset {
-		i := slices.IndexFunc(b.kept, func(k liveMsg) bool { return k.ID == m.Last })
+		i := slices.IndexFunc(b.kept, func(k Msg) bool { return k.ID == m.Last })
 		if i < 0 && !(m.Last == "" && m.Box.Ended) {
 			return // another snap will come
 		}
@@ -461,13 +485,13 @@ func (h *liveHub) adopt(m liveMsg, reset bool) {
 	}
 }
 
-// unsure answers the waiters of the operations kept with errLiveUnsure:
+// unsure answers the waiters of the operations kept with ErrUnsure:
 // a box taken whole contains or drops them, and their senders here cannot
 // know which. The caller holds mu.
-func (h *liveHub) unsure(kept []liveMsg) {
+func (h *Hub) unsure(kept []Msg) {
 	for _, k := range kept {
 		if w := h.waiters[k.ID]; w != nil {
-			w <- liveResult{err: errLiveUnsure}
+			w <- Result{Err: ErrUnsure}
 			delete(h.waiters, k.ID)
 		}
 	}
@@ -475,31 +499,31 @@ func (h *liveHub) unsure(kept []liveMsg) {
 
 // offerWhole offers the whole box b of run to every reader, after a reset
 // replaced it. The caller holds mu.
-func (h *liveHub) offerWhole(run string, b *replicaBox) {
+func (h *Hub) offerWhole(run string, b *replicaBox) {
 	whole := b.box.Text
-	ev := LiveEvent{RunID: run, MessageID: b.anchor, ThreadID: b.thread, Delta: livebox.Delta{Version: b.box.Version,
+	ev := Event{RunID: run, MessageID: b.anchor, ThreadID: b.thread, Delta: livebox.Delta{Version: b.box.Version,
 		Replace: &whole, Status: b.box.Status, Done: b.box.Done, At: b.box.UpdatedAt}}
 	for s := range h.subs {
 		s.offer(ev)
 	}
 }
 
-// liveBarrierWait bounds a read's wait for its barrier; past it the read
+// barrierWait bounds a read's wait for its barrier; past it the read
 // answers what the replica holds.
-const liveBarrierWait = 2 * time.Second
+const barrierWait = 2 * time.Second
 
-// catchUp returns once this replica has applied every operation committed
+// CatchUp returns once this replica has applied every operation committed
 // before the call (its own barrier came back through the listener), so a
 // read after a commit (an answer, an end) sees it; at most
-// liveBarrierWait.
-func (h *liveHub) catchUp(ctx context.Context) {
+// barrierWait.
+func (h *Hub) CatchUp(ctx context.Context) {
 	id := ids.New()
-	w := h.expect(id)
-	defer h.forget(id)
-	if err := h.publish(ctx, liveMsg{ID: id, Kind: liveBarrier}); err != nil {
+	w := h.Expect(id)
+	defer h.Forget(id)
+	if err := h.Publish(ctx, Msg{ID: id, Kind: kindBarrier}); err != nil {
 		return
 	}
-	t := time.NewTimer(liveBarrierWait)
+	t := time.NewTimer(barrierWait)
 	defer t.Stop()
 	select {
 	case <-w:
@@ -508,23 +532,29 @@ func (h *liveHub) catchUp(ctx context.Context) {
 	}
 }
 
-// current returns the boxes of runIDs this replica holds in sync.
-func (h *liveHub) current(runIDs []string) map[string]replicaBox {
+// Current returns the boxes of runIDs this replica holds in sync.
+func (h *Hub) Current(runIDs []string) map[string]Held {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := map[string]replicaBox{}
+	out := map[string]Held{}
 	for _, id := range runIDs {
 		if b := h.boxes[id]; b != nil && b.synced {
-			out[id] = replicaBox{anchor: b.anchor, thread: b.thread, box: b.box}
+			out[id] = Held{AnchorID: b.anchor, Box: b.box}
 		}
 	}
 	return out
 }
 
-// run writes changed boxes every flush interval (at once for an answer or
+// Held is a box as this replica holds it, with the message that shows it.
+type Held struct {
+	AnchorID string
+	Box      livebox.Box
+}
+
+// Run writes changed boxes every flush interval (at once for an answer or
 // an end), drops ended and idle boxes, and purges stored large operations,
 // until ctx ends.
-func (h *liveHub) run(ctx context.Context) {
+func (h *Hub) Run(ctx context.Context) {
 	tick := time.NewTicker(h.flush)
 	defer tick.Stop()
 	purge := time.NewTicker(time.Minute)
@@ -537,7 +567,7 @@ func (h *liveHub) run(ctx context.Context) {
 		case <-tick.C:
 		case <-h.kick:
 		case <-purge.C:
-			if err := h.st.purgeLiveOps(ctx, time.Minute); err != nil && ctx.Err() == nil {
+			if err := h.st.PurgeOps(ctx, time.Minute); err != nil && ctx.Err() == nil {
 				h.log.WarnContext(ctx, "purging live box operations failed", "error", err.Error())
 			}
 			continue
@@ -547,7 +577,7 @@ func (h *liveHub) run(ctx context.Context) {
 }
 
 // write stores the boxes this replica changed since their last write.
-func (h *liveHub) write(ctx context.Context) {
+func (h *Hub) write(ctx context.Context) {
 	type item struct {
 		run string
 		box livebox.Box
@@ -560,13 +590,13 @@ func (h *liveHub) write(ctx context.Context) {
 			todo = append(todo, item{run, b.box})
 			b.dirty = false
 		}
-		if !b.dirty && ((!b.endedAt.IsZero() && now.Sub(b.endedAt) > liveKeepEnded) || (!b.synced && now.Sub(b.touched) > liveKeepEnded)) {
+		if !b.dirty && ((!b.endedAt.IsZero() && now.Sub(b.endedAt) > keepEnded) || (!b.synced && now.Sub(b.touched) > keepEnded)) {
 			delete(h.boxes, run)
 		}
 	}
 	h.mu.Unlock()
 	for _, it := range todo {
-		if err := h.st.storeLive(ctx, it.run, it.box); err != nil {
+		if err := h.st.Write(ctx, it.run, it.box); err != nil {
 			if ctx.Err() == nil {
 				h.log.WarnContext(ctx, "writing a live box failed; it is written again", "run_id", it.run, "error", err.Error())
 			}
@@ -583,75 +613,4 @@ func (h *liveHub) write(ctx context.Context) {
 		h.announced = make(chan struct{})
 		h.mu.Unlock()
 	}
-}
-
-// LiveSubscription receives the changes of every box on this replica;
-// its owner decides which of them its reader may see.
-type LiveSubscription struct {
-	h    *liveHub
-	ch   chan LiveEvent
-	once sync.Once
-	full chan struct{}
-}
-
-// SubscribeLive returns a subscription to the box changes of this replica
-// with room for queue changes; when a reader falls further behind, Full is
-// closed and the subscription receives nothing more.
-func (s *Service) SubscribeLive(queue int) *LiveSubscription {
-	if queue < 1 {
-		queue = 1
-	}
-	sub := &LiveSubscription{h: s.live, ch: make(chan LiveEvent, queue), full: make(chan struct{})}
-	s.live.mu.Lock()
-	s.live.subs[sub] = struct{}{}
-	s.live.mu.Unlock()
-	return sub
-}
-
-// Events returns the channel of changes.
-func (l *LiveSubscription) Events() <-chan LiveEvent { return l.ch }
-
-// Full is closed when the reader fell behind by more than its queue.
-func (l *LiveSubscription) Full() <-chan struct{} { return l.full }
-
-// Close ends the subscription.
-func (l *LiveSubscription) Close() {
-	l.h.mu.Lock()
-	delete(l.h.subs, l)
-	l.h.mu.Unlock()
-}
-
-// offer queues ev without blocking the listener; the caller holds h.mu.
-func (l *LiveSubscription) offer(ev LiveEvent) {
-	select {
-	case l.ch <- ev:
-	default:
-		delete(l.h.subs, l)
-		l.once.Do(func() { close(l.full) })
-	}
-}
-
-// Since returns what a reader that holds version after of run's box needs
-// to be current: the deltas after it, or the whole box as one replacing
-// delta when this replica no longer keeps them; none when the reader is
-// current or this replica does not hold the box (the reader gets its
-// changes from now on).
-func (l *LiveSubscription) Since(run string, after int) []LiveEvent {
-	h := l.h
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	b := h.boxes[run]
-	if b == nil || !b.synced {
-		return nil
-	}
-	ds, ok := livebox.Replay(b.history, after, b.box.Version)
-	if !ok {
-		whole := b.box.Text
-		ds = []livebox.Delta{{Version: b.box.Version, Replace: &whole, Status: b.box.Status, Done: b.box.Done, At: b.box.UpdatedAt}}
-	}
-	out := make([]LiveEvent, len(ds))
-	for i, d := range ds {
-		out[i] = LiveEvent{RunID: run, MessageID: b.anchor, ThreadID: b.thread, Delta: d}
-	}
-	return out
 }
