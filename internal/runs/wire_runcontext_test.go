@@ -99,7 +99,7 @@ func TestRunContext_TrustMarkers_AG20(t *testing.T) {
 
 // checkSECAI1Facts fails the test unless every element of each context
 // names channel, its author's id, origin, kind, role and trust, and an
-// empty list of attachments (the facts SEC-AI-1 asks of each element).
+// empty list of attachments: the facts each element of a run context carries.
 func checkSECAI1Facts(t *testing.T, channel string, cs ...runCtx) {
 	t.Helper()
 	for _, c := range cs {
