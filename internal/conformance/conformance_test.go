@@ -153,6 +153,13 @@ func runKitCase(t *testing.T, adapter string, fails []string, matrix bool) {
 		opts.DatabaseURL = pgtest.URL(t)
 		want = 2
 	}
+	var progress strings.Builder
+	opts.Progress = &progress
+	defer func() {
+		if t.Failed() {
+			t.Logf("the kit's progress:\n%s", progress.String())
+		}
+	}()
 	rep, err := conformance.Run(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -109,11 +109,16 @@ func (k *kit) post(ctx context.Context, who, thread, text string) (string, error
 // ended waits until the run is no longer active and returns its state and
 // end reason.
 func (k *kit) ended(ctx context.Context, run string) (state, reason string, err error) {
+	// The last state read goes into a timeout's message: "still queued"
+	// (nobody took it over) and "running, attempt 2" (the new holder did
+	// not finish) are different faults.
+	last := "unread"
 	err = until(ctx, "the run to end", func() bool {
 		r, err := k.run(ctx, run)
 		if err != nil {
 			return false
 		}
+		last = fmt.Sprintf("%s, attempt %d", r.State, r.Attempt)
 		switch r.State {
 		case "queued", "running", "waiting_input":
 			return false
@@ -124,6 +129,9 @@ func (k *kit) ended(ctx context.Context, run string) (state, reason string, err 
 		}
 		return true
 	})
+	if err != nil {
+		err = fmt.Errorf("%w (the run was %s)", err, last)
+	}
 	return state, reason, err
 }
 

@@ -44,7 +44,16 @@ func passesTheKit(t *testing.T, adapter, capabilities string) {
 	// cores (a fresh clone's CI compiles everything meanwhile): the
 	// deadlines of their scenarios are five times as long. A passing
 	// adapter takes no longer for it; one that breaks a rule fails anyway.
-	rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: adapter, Capabilities: capabilities, TimeoutScale: 5})
+	// What happened to the adapter in each scenario (its starts, exits and
+	// last lines of output) is shown when the run fails: a failure under
+	// load in CI is read from this, not reproduced.
+	var progress strings.Builder
+	defer func() {
+		if t.Failed() {
+			t.Logf("the kit's progress:\n%s", progress.String())
+		}
+	}()
+	rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: adapter, Capabilities: capabilities, TimeoutScale: 5, Progress: &progress})
 	if err != nil {
 		t.Fatal(err)
 	}
