@@ -133,14 +133,14 @@ func (s *Service) CreateGrant(ctx context.Context, actor identity.Principal, in 
 			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
 		}
 		if err != nil {
-			return authz.Grant{}, problem.Internal("admin.createGrant", err)
+			return authz.Grant{}, problem.Internal("admin.createGrant: read principal", err)
 		}
 		personOrGroup = p.Kind == identity.KindUser
 	case authz.SubjectGroup:
 		if _, err := s.ident.GetGroup(ctx, in.SubjectID); errors.Is(err, identity.ErrGroupNotFound) {
 			return authz.Grant{}, problem.Invalid(problem.FieldError{Pointer: "/subject_id", Code: "invalid_reference"})
 		} else if err != nil {
-			return authz.Grant{}, problem.Internal("admin.createGrant", err)
+			return authz.Grant{}, problem.Internal("admin.createGrant: read group", err)
 		}
 	}
 	var out authz.Grant
@@ -167,11 +167,11 @@ func (s *Service) RevokeGrant(ctx context.Context, actor identity.Principal, id 
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		before, err := s.authz.GetGrant(ctx, id)
 		if err != nil {
-			return problem.Internal("admin.revokeGrant", err)
+			return problem.Internal("admin.revokeGrant: read grant", err)
 		}
 		g, err := s.w.Authz.RevokeGrant(ctx, id)
 		if err != nil {
-			return problem.Internal("admin.revokeGrant", err)
+			return problem.Internal("admin.revokeGrant: revoke grant", err)
 		}
 		out = g
 		if before.RevokedAt != nil {
@@ -238,7 +238,7 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	}
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		if err := s.w.Chat.ArchiveSpace(ctx, id); err != nil {
-			return problem.Internal("admin.archiveSpace", err)
+			return problem.Internal("admin.archiveSpace: archive space", err)
 		}
 		return s.accessChanged(ctx, authz.KindSpace, id, "space.archived", id)
 	})
@@ -248,7 +248,7 @@ func (s *Service) ArchiveSpace(ctx context.Context, actor identity.Principal, id
 	s.recheck(ctx, runs.TriggerScope{SpaceID: id})
 	sp, err := s.chat.GetSpace(ctx, id)
 	if err != nil {
-		return chat.Space{}, problem.Internal("admin.archiveSpace", err)
+		return chat.Space{}, problem.Internal("admin.archiveSpace: read space", err)
 	}
 	return sp, nil
 }

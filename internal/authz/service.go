@@ -213,18 +213,18 @@ func (s *Service) authorize(ctx context.Context, actor identity.Principal, actio
 		}
 	}
 	if err != nil {
-		return Decision{}, p, problem.Internal("authz.authorize", err)
+		return Decision{}, p, problem.Internal("authz.authorize: read facts", err)
 	}
 	d := Decide(action, ActorOf(actor), grant, p)
 	if d.Allow && scoped[action] {
 		sc, err := s.readScope(ctx, actor)
 		if err != nil {
-			return Decision{}, p, problem.Internal("authz.authorize", err)
+			return Decision{}, p, problem.Internal("authz.authorize: read scope", err)
 		}
 		d.Scope = &sc
 	}
 	if err := s.audit(ctx, actor.ID, auditedAs(action, actor, d), d, p); err != nil {
-		return Decision{}, p, problem.Internal("authz.authorize", err)
+		return Decision{}, p, problem.Internal("authz.authorize: audit", err)
 	}
 	return d, p, d.Err()
 }

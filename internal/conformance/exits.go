@@ -224,13 +224,25 @@ func (e *ExitedError) Error() string {
 // (a JVM, npx), short of the scenarios' own timeouts.
 const firstReadWait = 20 * time.Second
 
-// readGrace is the pause after the proxy saw the first read before the
-// kit goes on: the proxy counts a read when it arrives, and the server
-// places a read from "now" a moment later, after the proxy forwarded it.
-// It is scaled like the scenarios' deadlines (Options.TimeoutScale): on a
-// loaded machine the server took longer than 250 ms to place the read, and
-// an SDK example reading from "now" missed the first scenario's mention.
+// placeWait bounds the wait, after the proxy saw the first read, until the
+// server placed it (resolved its cursor): the proxy counts a read when it
+// arrives, the server places it a moment later, and an adapter reading
+// from "now" would miss a mention posted in between (on a loaded machine
+// that moment was longer than 250 ms). A read the server refuses is never
+// placed: the kit goes on after placeWait (scaled like the scenarios'
+// deadlines), and the scenarios show the fault.
+const placeWait = 5 * time.Second
+
+// readGrace is the pause instead of that wait for a kit without a server
+// of its own (the kit's own tests).
 const readGrace = 250 * time.Millisecond
+
+// firstRead is what the kit counted before a start of the adapter: the
+// reads of its event stream the proxy saw and those the server placed.
+type firstRead struct {
+	reads  int
+	placed int64
+}
 
 // streamOps are the operations that read the agent's event stream: the
 // poll or subscription (agentEvents) and MCP's wait_for_run.
@@ -252,7 +264,8 @@ func (k *kit) streamReads() int {
 // in time is let be with a note (it may reach its runs another way) and
 // not waited for again; after a restart of one that read before, it is
 // an error.
-func (k *kit) awaitFirstRead(exit chan struct{}, reads int, first bool) error {
+func (k *kit) awaitFirstRead(exit chan struct{}, before firstRead, first bool) error {
+	reads := before.reads
 	started := time.Now()
 	wait := k.readWait
 	if wait == 0 {
@@ -278,12 +291,7 @@ func (k *kit) awaitFirstRead(exit chan struct{}, reads int, first bool) error {
 		starts := k.starts
 		k.mu.Unlock()
 		k.event("adapter start %d: its first read of the event stream came %s after the start", starts, time.Since(started).Round(10*time.Millisecond))
-		select {
-		case <-time.After(k.scaled(readGrace)):
-		case <-k.ctx.Done():
-			return k.ctx.Err()
-		}
-		return nil
+		return k.awaitPlaced(before.placed)
 	}
 	select {
 	case <-exit:
@@ -300,6 +308,27 @@ func (k *kit) awaitFirstRead(exit chan struct{}, reads int, first bool) error {
 		return nil
 	}
 	return noReadError{wait}
+}
+
+// awaitPlaced waits until the server placed a read of an agent stream
+// after the start (more than placed in all), at most placeWait scaled;
+// without a server it pauses readGrace. Only the kit's ctx ending is an
+// error: a read never placed was refused, which the scenarios show.
+func (k *kit) awaitPlaced(placed int64) error {
+	if k.placer == nil {
+		select {
+		case <-time.After(k.scaled(readGrace)):
+			return nil
+		case <-k.ctx.Done():
+			return k.ctx.Err()
+		}
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, k.scaled(placeWait))
+	defer cancel()
+	if err := k.placer.AwaitPlaced(ctx, placed); err != nil && k.ctx.Err() == nil {
+		k.event("the server placed no read of the event stream within %s of the adapter's first read (refused?)", k.scaled(placeWait))
+	}
+	return k.ctx.Err()
 }
 
 // noReadError is the failure of an adapter that read its event stream

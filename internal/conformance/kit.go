@@ -194,6 +194,17 @@ type kit struct {
 	// proxy is the adapter's way to the server (its BOTHY_SERVER).
 	proxy    *proxy
 	proxyURL string
+	// placer counts the reads of agent streams the server placed (nil:
+	// a kit without a server of its own, in the kit's tests).
+	placer readPlacer
+}
+
+// readPlacer is what the kit sees of the server's stream hub: how many
+// reads of agent streams it placed (their cursors resolved), and a wait
+// for one more (stream.Hub).
+type readPlacer interface {
+	Placed() int64
+	AwaitPlaced(ctx context.Context, n int64) error
 }
 
 // toolsFile is the kit's tools file (sdk/httptool's format): two
@@ -387,7 +398,7 @@ func start(ctx context.Context, opts Options, dir string) (*kit, func(), error) 
 	}
 	closers = append(closers, closeProxy)
 	k := &kit{srv: srv, model: model, mbase: mbase, world: w, ctx: ctx, timeoutScale: opts.TimeoutScale,
-		cmd: opts.Adapter, tools: filepath.Join(dir, "tools.yaml"), proxy: px, proxyURL: proxyURL}
+		cmd: opts.Adapter, tools: filepath.Join(dir, "tools.yaml"), proxy: px, proxyURL: proxyURL, placer: srv.Server.Modules().Hub}
 	k.env = adapterEnv(k.proxyURL, w.Token("lotse"), k.mbase, k.tools)
 	if err := os.WriteFile(k.tools, []byte(fmt.Sprintf(toolsFile, k.mbase+sideEffectPath, k.mbase+pagePath)), 0o600); err != nil {
 		return fail(err)
@@ -540,7 +551,7 @@ func (k *kit) ensureRunning() error {
 	}
 	// Counted before the start: any read after it is the new process's,
 	// the old one has exited.
-	reads := k.streamReads()
+	reads, placed := k.streamReads(), k.placedReads()
 	cmd, exit, err := k.spawn()
 	if err != nil {
 		k.mu.Unlock()
@@ -554,7 +565,16 @@ func (k *kit) ensureRunning() error {
 	if !wait {
 		return nil
 	}
-	return k.awaitFirstRead(exit, reads, first)
+	return k.awaitFirstRead(exit, firstRead{reads: reads, placed: placed}, first)
+}
+
+// placedReads returns how many reads of agent streams the server placed so
+// far (0 without a server).
+func (k *kit) placedReads() int64 {
+	if k.placer == nil {
+		return 0
+	}
+	return k.placer.Placed()
 }
 
 // spawn starts one more process of the adapter in a process group of its

@@ -241,7 +241,7 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 	if !started {
 		end, err := f.svc.log.End(ctx)
 		if err != nil {
-			return problem.Internal("feed.fanout", err)
+			return problem.Internal("feed.fanout: read log end", err)
 		}
 		tail = end
 		f.mu.Lock()
@@ -253,7 +253,7 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 	for {
 		evs, err := f.svc.log.AfterIn(ctx, tail, f.svc.limitMax, true, nil, nil, nil)
 		if err != nil {
-			return problem.Internal("feed.fanout", err)
+			return problem.Internal("feed.fanout: read events after tail", err)
 		}
 		for _, e := range evs {
 			size += eventBytes(e)
@@ -266,7 +266,7 @@ func (f *Fanout) refresh(ctx context.Context, gen <-chan struct{}) error {
 			// A burst: keep nothing, start again at the end of the log.
 			end, err := f.svc.log.End(ctx)
 			if err != nil {
-				return problem.Internal("feed.fanout", err)
+				return problem.Internal("feed.fanout: read log end after burst", err)
 			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -357,12 +357,12 @@ func (s *Service) decideMany(ctx context.Context, actors []identity.Principal, e
 	}
 	keepChan, err := s.authz.FilterMany(ctx, actors, authz.MessageRead, t.channel)
 	if err != nil {
-		return nil, problem.Internal("feed.decideMany", err)
+		return nil, problem.Internal("feed.decideMany: filter message reads", err)
 	}
 	keepSpace := make([][]bool, len(actors))
 	if len(t.space) > 0 {
 		if keepSpace, err = s.authz.FilterMany(ctx, actors, authz.SpaceRead, t.space); err != nil {
-			return nil, problem.Internal("feed.decideMany", err)
+			return nil, problem.Internal("feed.decideMany: filter space reads", err)
 		}
 	}
 	out := make([][]bool, len(actors))

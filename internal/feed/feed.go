@@ -117,13 +117,13 @@ func (s *Service) page(ctx context.Context, actor identity.Principal, scope auth
 	var chans, threads []string
 	if !scope.All {
 		if chans, threads, err = s.chat.VisibleIn(ctx, scope); err != nil {
-			return Page{}, problem.Internal("feed.page", err)
+			return Page{}, problem.Internal("feed.page: read visible threads", err)
 		}
 	}
 	// One event more than the page tells whether more follow.
 	evs, err := s.log.AfterIn(ctx, cursor, limit+1, scope.All, chans, threads, scope.Spaces)
 	if err != nil {
-		return Page{}, problem.Internal("feed.page", err)
+		return Page{}, problem.Internal("feed.page: read events", err)
 	}
 	more := len(evs) > limit
 	if more {
@@ -182,12 +182,12 @@ func (s *Service) filter(ctx context.Context, actor identity.Principal, evs []ev
 	}
 	keepChan, err := s.authz.Filter(ctx, actor, authz.MessageRead, t.channel)
 	if err != nil {
-		return nil, problem.Internal("feed.filter", err)
+		return nil, problem.Internal("feed.filter: filter message reads", err)
 	}
 	var keepSpace []bool
 	if len(t.space) > 0 {
 		if keepSpace, err = s.authz.Filter(ctx, actor, authz.SpaceRead, t.space); err != nil {
-			return nil, problem.Internal("feed.filter", err)
+			return nil, problem.Internal("feed.filter: filter space reads", err)
 		}
 	}
 	keep := make([]bool, len(evs))
@@ -231,12 +231,12 @@ func (s *Service) targetsOf(ctx context.Context, evs []events.Event) (targets, e
 	}
 	paths, err := s.chat.PathsOf(ctx, authz.KindMessage, pairs)
 	if err != nil {
-		return targets{}, problem.Internal("feed.filter", err)
+		return targets{}, problem.Internal("feed.filter: read message paths", err)
 	}
 	for _, i := range t.ofSpace {
 		p, err := s.authz.PathOf(ctx, authz.Resource{Kind: authz.KindSpace, ID: evs[i].SpaceID})
 		if err != nil {
-			return targets{}, problem.Internal("feed.filter", err)
+			return targets{}, problem.Internal("feed.filter: read space path", err)
 		}
 		spacePaths = append(spacePaths, p)
 	}

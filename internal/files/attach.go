@@ -27,7 +27,7 @@ func (s *Service) Attach(ctx context.Context, actor identity.Principal, messageI
 	if actor.Kind == identity.KindAgent {
 		ok, err := s.d.Capabilities.FilesOut(ctx, actor.ID)
 		if err != nil {
-			return nil, problem.Internal("files.attach", err)
+			return nil, problem.Internal("files.attach: read files_out capability", err)
 		}
 		if !ok {
 			return nil, problem.Invalid(problem.FieldError{Pointer: ptr, Code: "capability_required",
@@ -42,7 +42,7 @@ func (s *Service) Attach(ctx context.Context, actor identity.Principal, messageI
 	}
 	found, err := s.st.lockMany(ctx, valid)
 	if err != nil {
-		return nil, problem.Internal("files.attach", err)
+		return nil, problem.Internal("files.attach: lock files", err)
 	}
 	var fields []problem.FieldError
 	out := make([]messaging.Attachment, 0, len(list))
@@ -64,7 +64,7 @@ func (s *Service) Attach(ctx context.Context, actor identity.Principal, messageI
 		return nil, problem.Invalid(fields...)
 	}
 	if err := s.st.attach(ctx, messageID, list, s.d.Clock.Now()); err != nil {
-		return nil, problem.Internal("files.attach", err)
+		return nil, problem.Internal("files.attach: attach files", err)
 	}
 	return out, nil
 }

@@ -163,13 +163,13 @@ func (s *Service) Upload(ctx context.Context, actor identity.Principal, name str
 	err := s.d.DB.InTx(ctx, func(ctx context.Context) error {
 		held, err := s.st.held(ctx, actor.ID)
 		if err != nil {
-			return problem.Internal("files.upload", err)
+			return problem.Internal("files.upload: read held bytes", err)
 		}
 		if held+f.Size > s.d.Limits.QuotaBytes {
 			return problem.Newf(problem.Conflict, ReasonQuotaExceeded, "the upload would exceed files.quota_bytes of what the uploader holds")
 		}
 		if err := s.st.insert(ctx, f); err != nil {
-			return problem.Internal("files.upload", err)
+			return problem.Internal("files.upload: insert file", err)
 		}
 		return nil
 	})
@@ -199,12 +199,12 @@ func (s *Service) write(ctx context.Context, f *File, body io.Reader) error {
 	f.MIMEType = mimetype.Detect(head).String()
 	bucket, err := s.store(ctx)
 	if err != nil {
-		return problem.Internal("files.write", err)
+		return problem.Internal("files.write: open store", err)
 	}
 	sum := sha256.New()
 	w, err := bucket.NewWriter(ctx, f.storageKey, &blob.WriterOptions{ContentType: f.MIMEType})
 	if err != nil {
-		return problem.Internal("files.write", err)
+		return problem.Internal("files.write: open blob writer", err)
 	}
 	size, err := io.Copy(io.MultiWriter(w, sum), io.MultiReader(bytes.NewReader(head), limited))
 	if err == nil && size > s.d.Limits.MaxBytes {
@@ -219,7 +219,7 @@ func (s *Service) write(ctx context.Context, f *File, body io.Reader) error {
 	}
 	if err := w.Close(); err != nil {
 		s.dropBlob(f.storageKey)
-		return problem.Internal("files.write", err)
+		return problem.Internal("files.write: close blob writer", err)
 	}
 	f.Size, f.SHA256 = size, sum.Sum(nil)
 	return nil
@@ -336,11 +336,11 @@ func (s *Service) Open(ctx context.Context, actor identity.Principal, id string)
 	}
 	bucket, err := s.store(ctx)
 	if err != nil {
-		return File{}, nil, problem.Internal("files.open", err)
+		return File{}, nil, problem.Internal("files.open: open store", err)
 	}
 	r, err := bucket.NewReader(ctx, f.storageKey, nil)
 	if err != nil {
-		return File{}, nil, problem.Internal("files.open", err)
+		return File{}, nil, problem.Internal("files.open: open blob reader", err)
 	}
 	return f, r, nil
 }

@@ -314,11 +314,11 @@ func (s *Service) Create(ctx context.Context, actor identity.Principal, threadID
 func (s *Service) createIn(ctx context.Context, actor identity.Principal, threadID string, in Input, hash []byte) (Message, error) {
 	thread, err := s.chatW.LockThread(ctx, threadID)
 	if err != nil {
-		return Message{}, problem.Internal("messaging.create", err)
+		return Message{}, problem.Internal("messaging.create: lock thread", err)
 	}
 	channel, err := s.chat.GetChannel(ctx, thread.ChannelID)
 	if err != nil {
-		return Message{}, problem.Internal("messaging.create", err)
+		return Message{}, problem.Internal("messaging.create: read channel", err)
 	}
 	if in.ReplyToMessageID != "" {
 		if err := s.checkReply(ctx, threadID, in.ReplyToMessageID, "/reply_to_message_id"); err != nil {
@@ -351,18 +351,18 @@ func (s *Service) replay(ctx context.Context, actor identity.Principal, clientMs
 		return Message{}, chat.Thread{}, false, nil
 	}
 	if err != nil {
-		return Message{}, chat.Thread{}, false, problem.Internal("messaging.replay", err)
+		return Message{}, chat.Thread{}, false, problem.Internal("messaging.replay: find by client id", err)
 	}
 	if !bytes.Equal(r.hash, hash) {
 		return Message{}, chat.Thread{}, false, problem.Newf(problem.Conflict, "idempotency_key_reused", "client_msg_id was used for another request")
 	}
 	thread, err := s.chat.GetThread(ctx, r.ThreadID)
 	if err != nil {
-		return Message{}, chat.Thread{}, false, problem.Internal("messaging.replay", err)
+		return Message{}, chat.Thread{}, false, problem.Internal("messaging.replay: read thread", err)
 	}
 	ms, err := s.resolve(ctx, []row{r}, func(string) string { return thread.ChannelID })
 	if err != nil {
-		return Message{}, chat.Thread{}, false, problem.Internal("messaging.replay", err)
+		return Message{}, chat.Thread{}, false, problem.Internal("messaging.replay: resolve message", err)
 	}
 	return ms[0], thread, true, nil
 }
@@ -399,16 +399,16 @@ func (s *Service) checkReply(ctx context.Context, threadID, replyTo, ptr string)
 func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel) ([]events.Event, error) {
 	seq, err := s.chatW.NextSeq(ctx, thread.ID)
 	if err != nil {
-		return nil, problem.Internal("messaging.reopen", err)
+		return nil, problem.Internal("messaging.reopen: next seq", err)
 	}
 	m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: channel.ID, ThreadSeq: seq, Author: actor.Ref(),
 		Origin: OriginSystem, Kind: KindSystem, SystemCode: "thread.reopened", Mentions: []identity.Ref{},
 		Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
 	if err := s.st.insert(ctx, m, "", nil); err != nil {
-		return nil, problem.Internal("messaging.reopen", err)
+		return nil, problem.Internal("messaging.reopen: insert system line", err)
 	}
 	if err := s.chatW.SetState(ctx, thread.ID, chat.ThreadOpen); err != nil {
-		return nil, problem.Internal("messaging.reopen", err)
+		return nil, problem.Internal("messaging.reopen: set thread open", err)
 	}
 	thread.State, thread.LastSeq = chat.ThreadOpen, seq
 	return []events.Event{
@@ -423,13 +423,13 @@ func (s *Service) reopen(ctx context.Context, actor identity.Principal, thread c
 func (s *Service) post(ctx context.Context, actor identity.Principal, thread chat.Thread, channel chat.Channel, in Input, hash []byte, filesPtr string) (Message, []events.Event, error) {
 	seq, err := s.chatW.NextSeq(ctx, thread.ID)
 	if err != nil {
-		return Message{}, nil, problem.Internal("messaging.post", err)
+		return Message{}, nil, problem.Internal("messaging.post: next seq", err)
 	}
 	mentions := []identity.Ref{}
 	if handles := MentionedHandles(in.ContentMD); len(handles) > 0 {
 		found, err := s.ident.ByHandles(ctx, handles)
 		if err != nil {
-			return Message{}, nil, problem.Internal("messaging.post", err)
+			return Message{}, nil, problem.Internal("messaging.post: find mentioned handles", err)
 		}
 		for _, h := range handles {
 			if p, ok := found[h]; ok {
@@ -447,7 +447,7 @@ func (s *Service) post(ctx context.Context, actor identity.Principal, thread cha
 		if db.IsUniqueViolation(err, "messages_author_principal_id_client_msg_id_key") {
 			return Message{}, nil, errReplayRace
 		}
-		return Message{}, nil, problem.Internal("messaging.post", fmt.Errorf("insert message: %w", err))
+		return Message{}, nil, problem.Internal("messaging.post: insert message", fmt.Errorf("insert message: %w", err))
 	}
 	if len(in.AttachmentFileIDs) > 0 {
 		if s.files == nil {
@@ -586,11 +586,11 @@ func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) 
 	}
 	r, err := s.st.loadRow(ctx, id)
 	if err != nil {
-		return Message{}, problem.Internal("messaging.get", err)
+		return Message{}, problem.Internal("messaging.get: load row", err)
 	}
 	ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
 	if err != nil {
-		return Message{}, problem.Internal("messaging.get", err)
+		return Message{}, problem.Internal("messaging.get: resolve message", err)
 	}
 	return ms[0], nil
 }
@@ -605,18 +605,18 @@ func (s *Service) Get(ctx context.Context, actor identity.Principal, id string) 
 func (s *Service) GetDecided(ctx context.Context, id string) (Message, error) {
 	path, err := s.authz.PathOf(ctx, authz.Resource{Kind: authz.KindMessage, ID: id})
 	if err != nil {
-		return Message{}, problem.Internal("messaging.getDecided", err)
+		return Message{}, problem.Internal("messaging.getDecided: read path", err)
 	}
 	if !path.Exists {
 		return Message{}, problem.New(problem.NotFound, "")
 	}
 	r, err := s.st.loadRow(ctx, id)
 	if err != nil {
-		return Message{}, problem.Internal("messaging.getDecided", err)
+		return Message{}, problem.Internal("messaging.getDecided: load row", err)
 	}
 	ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
 	if err != nil {
-		return Message{}, problem.Internal("messaging.getDecided", err)
+		return Message{}, problem.Internal("messaging.getDecided: resolve message", err)
 	}
 	return ms[0], nil
 }
@@ -647,7 +647,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	}
 	rows, err := s.st.threadRows(ctx, threadID, after, limit+1)
 	if err != nil {
-		return Page{}, problem.Internal("messaging.history", err)
+		return Page{}, problem.Internal("messaging.history: read rows", err)
 	}
 	more := len(rows) > limit
 	if more {
@@ -656,7 +656,7 @@ func (s *Service) History(ctx context.Context, actor identity.Principal, threadI
 	channels := map[string]string{threadID: path.ChannelID}
 	ms, err := s.resolve(ctx, rows, func(t string) string { return channels[t] })
 	if err != nil {
-		return Page{}, problem.Internal("messaging.history", err)
+		return Page{}, problem.Internal("messaging.history: resolve messages", err)
 	}
 	if s.history != nil {
 		ms = s.history.History(ms)
@@ -692,14 +692,14 @@ func (s *Service) filter(ctx context.Context, actor identity.Principal, ms []Mes
 		}
 		p, err := s.chat.ThreadPath(ctx, m.ThreadID)
 		if err != nil {
-			return nil, problem.Internal("messaging.filter", err)
+			return nil, problem.Internal("messaging.filter: read thread path", err)
 		}
 		p.Kind, p.ID = authz.KindMessage, m.ID
 		targets = append(targets, authz.Facts{Path: p})
 	}
 	oks, err := s.authz.Filter(ctx, actor, authz.MessageRead, targets)
 	if err != nil {
-		return nil, problem.Internal("messaging.filter", err)
+		return nil, problem.Internal("messaging.filter: filter reads", err)
 	}
 	keep := map[string]bool{}
 	for i, ok := range oks {
@@ -727,7 +727,7 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
 		r, err := s.st.lockRow(ctx, id)
 		if err != nil {
-			return problem.Internal("messaging.delete", err)
+			return problem.Internal("messaging.delete: lock message", err)
 		}
 		if r.Kind == KindSystem || r.Kind == KindRun {
 			return problem.Newf(problem.Conflict, "not_deletable", "system lines and run anchors cannot be deleted")
@@ -737,33 +737,33 @@ func (s *Service) Delete(ctx context.Context, actor identity.Principal, id strin
 		already := r.Deleted
 		if !already {
 			if err := s.st.tombstoneRow(ctx, id); err != nil {
-				return problem.Internal("messaging.delete", err)
+				return problem.Internal("messaging.delete: tombstone row", err)
 			}
 			r.Deleted, r.ContentMD, r.mentionIDs = true, "", nil
 			// An auto title is the first line of the message that started
 			// the thread (its parent, or its first message for a post
 			// without one): it goes with that message.
 			if err := s.chatW.DropAutoTitle(ctx, id, r.ThreadID, r.ThreadSeq == 1); err != nil {
-				return problem.Internal("messaging.delete", err)
+				return problem.Internal("messaging.delete: drop auto title", err)
 			}
 			// A deleted message's files are served to nobody from now on
 			// and deleted after files.deleted_ttl.
 			if s.files != nil {
 				if err := s.files.MessageDeleted(ctx, id); err != nil {
-					return problem.Internal("messaging.delete", err)
+					return problem.Internal("messaging.delete: delete files", err)
 				}
 			}
 		}
 		ms, err := s.resolve(ctx, []row{r}, func(string) string { return path.ChannelID })
 		if err != nil {
-			return problem.Internal("messaging.delete", err)
+			return problem.Internal("messaging.delete: resolve message", err)
 		}
 		out = ms[0]
 		if already {
 			return nil
 		}
 		if err := s.events.Tombstone(ctx, id, Payload(out)); err != nil {
-			return problem.Internal("messaging.delete", err)
+			return problem.Internal("messaging.delete: tombstone events", err)
 		}
 		return s.events.Append(ctx, events.Event{Type: events.MessageDeleted, ChannelID: path.ChannelID, ThreadID: r.ThreadID, MessageID: id, Payload: Payload(out)})
 	})
@@ -830,16 +830,16 @@ func (w *Writer) Import(ctx context.Context, threadID string, author identity.Re
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		thread, err := s.chatW.LockThread(ctx, threadID)
 		if err != nil {
-			return problem.Internal("messaging.Import", err)
+			return problem.Internal("messaging.Import: lock thread", err)
 		}
 		seq, err := s.chatW.NextSeq(ctx, thread.ID)
 		if err != nil {
-			return problem.Internal("messaging.Import", err)
+			return problem.Internal("messaging.Import: next seq", err)
 		}
 		m := Message{ID: ids.New(), ThreadID: thread.ID, ChannelID: thread.ChannelID, ThreadSeq: seq, Author: author, Origin: OriginImport,
 			Kind: KindText, ContentMD: content, Mentions: []identity.Ref{}, Attachments: []Attachment{}, CreatedAt: now(s.st.clock.Now())}
 		if err := s.st.insert(ctx, m, "", nil); err != nil {
-			return problem.Internal("messaging.Import", err)
+			return problem.Internal("messaging.Import: insert message", err)
 		}
 		out = m
 		return s.events.Append(ctx, events.Event{Type: events.MessageCreated, ChannelID: thread.ChannelID, ThreadID: thread.ID, MessageID: m.ID, Payload: Payload(m)})

@@ -313,13 +313,13 @@ func wireExtensions(ext map[string]any) map[string]any {
 // renderData renders data, the data member of route c's answer (size
 // bytes long), as the REST body appended to out, with its status.
 func (s *Shim) renderData(w http.ResponseWriter, data scanner, c *compiled, out []byte, size int) ([]byte, int, error) {
-	undecodable := problem.Internal("rest.body", fmt.Errorf("route %s: undecodable GraphQL response", c.OperationID))
+	undecodable := problem.Internal("rest.body: undecodable response", fmt.Errorf("route %s: undecodable GraphQL response", c.OperationID))
 	value, err := data.member(c.Result)
 	if err != nil || data.isNull() {
-		return nil, 0, problem.Internal("rest.body", fmt.Errorf("route %s: no data", c.OperationID))
+		return nil, 0, problem.Internal("rest.body: read data member", fmt.Errorf("route %s: no data", c.OperationID))
 	}
 	if value == nil {
-		return nil, 0, problem.Internal("rest.body", fmt.Errorf("route %s: no data", c.OperationID))
+		return nil, 0, problem.Internal("rest.body: data member missing", fmt.Errorf("route %s: no data", c.OperationID))
 	}
 	if probe := *value; probe.isNull() {
 		return nil, 0, problem.New(problem.NotFound, "")

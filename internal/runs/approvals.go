@@ -94,18 +94,18 @@ func (s *Service) RequestApproval(ctx context.Context, actor identity.Principal,
 		}
 		agents, err := s.ident.GetMany(ctx, []string{r.AgentID})
 		if err != nil {
-			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
+			return Run{}, nil, problem.Internal("runs.RequestApproval: read agent", err)
 		}
 		card, cardEv, err := s.msgW.AppendCard(ctx, chat.Thread{ID: r.ThreadID}, channelID, agents[r.AgentID].Ref(), req.Title, provenance)
 		if err != nil {
-			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
+			return Run{}, nil, problem.Internal("runs.RequestApproval: append card", err)
 		}
 		now := s.st.clock.Now()
 		a := Approval{ID: ids.New(), RunID: r.ID, MessageID: card.ID, RestrictedTo: r.TriggeredBy, Title: req.Title, Detail: req.Detail,
 			Options: req.Options, State: ApprovalPending, ExpiresAt: now.Add(time.Duration(req.ExpiresIn) * time.Second).Truncate(time.Microsecond),
 			CreatedAt: now}
 		if err := s.approvals.Insert(ctx, a); err != nil {
-			return Run{}, nil, problem.Internal("runs.RequestApproval", err)
+			return Run{}, nil, problem.Internal("runs.RequestApproval: insert approval", err)
 		}
 		// A call of the holder renews its lease; the SDK keeps renewing
 		// while it waits.
@@ -141,7 +141,7 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 		return Approval{}, errNoApproval()
 	}
 	if err != nil {
-		return Approval{}, problem.Internal("runs.RespondToApproval", err)
+		return Approval{}, problem.Internal("runs.RespondToApproval: read approval", err)
 	}
 	if !a.HasOption(optionID) {
 		return Approval{}, problem.Invalid(problem.FieldError{Pointer: "/option_id", Code: "unknown_option", Detail: "one of the approval's options"})
@@ -153,22 +153,22 @@ func (s *Service) RespondToApproval(ctx context.Context, actor identity.Principa
 	var out Approval
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
 		if _, err := s.chatW.LockThread(ctx, path.ThreadID); err != nil {
-			return problem.Internal("runs.RespondToApproval", err)
+			return problem.Internal("runs.RespondToApproval: lock thread", err)
 		}
 		r, err := s.st.getRun(ctx, a.RunID, lockForUpdate)
 		if err != nil {
-			return problem.Internal("runs.RespondToApproval", err)
+			return problem.Internal("runs.RespondToApproval: lock run", err)
 		}
 		cur, err := s.approvals.Get(ctx, id, true)
 		if err != nil {
-			return problem.Internal("runs.RespondToApproval", err)
+			return problem.Internal("runs.RespondToApproval: lock approval", err)
 		}
 		now := s.st.clock.Now()
 		if err := answerable(cur, r, now); err != nil {
 			return err
 		}
 		if err := s.approvals.Decide(ctx, id, ApprovalDecided, optionID, actor.ID, now); err != nil {
-			return problem.Internal("runs.RespondToApproval", err)
+			return problem.Internal("runs.RespondToApproval: decide approval", err)
 		}
 		cur.State, cur.OptionID, cur.DecidedBy, cur.DecidedAt = ApprovalDecided, optionID, actor.ID, &now
 		out = cur
@@ -230,10 +230,10 @@ func (s *Service) expireApproval(ctx context.Context, r Run, channelID string) (
 		return r, []events.Event{s.stateChanged(r, channelID)}, nil
 	}
 	if err != nil {
-		return Run{}, nil, problem.Internal("runs.expireApproval", err)
+		return Run{}, nil, problem.Internal("runs.expireApproval: read pending approval", err)
 	}
 	if err := s.approvals.Decide(ctx, a.ID, ApprovalExpired, "", "", s.st.clock.Now()); err != nil {
-		return Run{}, nil, problem.Internal("runs.expireApproval", err)
+		return Run{}, nil, problem.Internal("runs.expireApproval: decide expired", err)
 	}
 	a.State = ApprovalExpired
 	return s.resumeAfterApproval(ctx, r, a, channelID)

@@ -40,15 +40,15 @@ func (s *Service) change(ctx context.Context, actor identity.Principal, action a
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
 		refusal = nil
 		if _, err := s.chatW.LockThread(ctx, path.ThreadID); err != nil {
-			return problem.Internal("runs.change", err)
+			return problem.Internal("runs.change: lock thread", err)
 		}
 		r, err := s.st.getRun(ctx, id, lockForUpdate)
 		if err != nil {
-			return problem.Internal("runs.change", err)
+			return problem.Internal("runs.change: lock run", err)
 		}
 		lost, err := s.agentCallLost(ctx, actor, r)
 		if err != nil {
-			return problem.Internal("runs.change", err)
+			return problem.Internal("runs.change: check agent call lost", err)
 		}
 		var evs []events.Event
 		if lost {
@@ -146,14 +146,14 @@ func (s *Service) Start(ctx context.Context, actor identity.Principal, id string
 		}
 		if r.SessionID != "" {
 			if err := s.st.markSessionStarted(ctx, r.SessionID); err != nil {
-				return Run{}, nil, problem.Internal("runs.start", err)
+				return Run{}, nil, problem.Internal("runs.start: mark session started", err)
 			}
 		}
 		if r.Attempt > 1 {
 			// A takeover: the lost attempt's partial text leaves the box
 			// in the claim's commit (docs/design/runs.md#live-box).
 			if err := s.live.Publish(ctx, livehub.Msg{ID: ids.New(), Run: r.ID, Kind: string(livebox.Takeover), At: s.st.clock.Now().UnixMicro()}); err != nil {
-				return Run{}, nil, problem.Internal("runs.start", err)
+				return Run{}, nil, problem.Internal("runs.start: publish takeover", err)
 			}
 		}
 		until := s.st.clock.Now().Add(s.timeouts.Lease)

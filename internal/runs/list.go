@@ -40,11 +40,11 @@ func (s *Service) Triggered(ctx context.Context, actor identity.Principal, after
 	for {
 		batch, err := s.st.triggeredRuns(ctx, actor.ID, cursor, limit+1)
 		if err != nil {
-			return RunPage{}, problem.Internal("runs.triggered", err)
+			return RunPage{}, problem.Internal("runs.triggered: read triggered runs", err)
 		}
 		readable, err := s.readableThreads(ctx, actor, batch)
 		if err != nil {
-			return RunPage{}, problem.Internal("runs.triggered", err)
+			return RunPage{}, problem.Internal("runs.triggered: read readable threads", err)
 		}
 		for i, r := range batch {
 			if readable[i] {

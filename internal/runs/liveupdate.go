@@ -109,7 +109,7 @@ func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id str
 		refusal, lost = nil, false
 		r, err := s.st.runForLive(ctx, id)
 		if err != nil {
-			return problem.Internal("runs.UpdateLive", err)
+			return problem.Internal("runs.UpdateLive: read run", err)
 		}
 		switch {
 		case !r.State.Active():
@@ -126,7 +126,7 @@ func (s *Service) sendLive(ctx context.Context, actor identity.Principal, id str
 			return nil
 		}
 		if err := s.live.Publish(ctx, m); err != nil {
-			return problem.Internal("runs.UpdateLive", err)
+			return problem.Internal("runs.UpdateLive: publish live update", err)
 		}
 		return nil
 	})

@@ -47,7 +47,7 @@ func (s *Service) liveLowest(ctx context.Context, agent identity.Principal, runI
 		return trust.Unverified, nil
 	}
 	if err != nil {
-		return "", problem.Internal("runs.liveLowest", err)
+		return "", problem.Internal("runs.liveLowest: read run in thread", err)
 	}
 	path := chat.PathInThread(x.channel, x.thread, authz.KindRun, x.run.ID)
 	path.OwnerID = x.run.AgentID
@@ -76,7 +76,7 @@ func (s *Service) liveLowest(ctx context.Context, agent identity.Principal, runI
 			list[i] = e.ID
 		}
 		if withText, err = s.fileTexts.MessagesWithText(ctx, list); err != nil {
-			return "", problem.Internal("runs.liveLowest", err)
+			return "", problem.Internal("runs.liveLowest: read messages with file text", err)
 		}
 	}
 	return fc.Lowest(elems, withText), nil

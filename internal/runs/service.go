@@ -140,7 +140,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 		// The answer branch: only an agent's message can name a run
 		// (messaging refuses it from anyone else); check it and stop.
 		if p.Message.Origin != messaging.OriginAgent || p.Message.Kind == messaging.KindRun || p.Message.Kind == messaging.KindSystem {
-			return nil, problem.Internal("runs.onMessagePosted", fmt.Errorf("message of origin %s and kind %s names a run", p.Message.Origin, p.Message.Kind))
+			return nil, problem.Internal("runs.onMessagePosted: check answer origin", fmt.Errorf("message of origin %s and kind %s names a run", p.Message.Origin, p.Message.Kind))
 		}
 		return nil, s.checkAnswer(ctx, p)
 	}
@@ -152,7 +152,7 @@ func (s *Service) OnMessagePosted(ctx context.Context, p *messaging.Posted) ([]e
 	}
 	facts, active, err := s.triggerFacts(ctx, p)
 	if err != nil {
-		return nil, problem.Internal("runs.onMessagePosted", err)
+		return nil, problem.Internal("runs.onMessagePosted: read trigger facts", err)
 	}
 	d := domain.DecideTrigger(facts)
 	switch d.Outcome {
@@ -374,31 +374,31 @@ func (s *Service) startRunFor(ctx context.Context, agentID string, guest bool, t
 		if errors.Is(err, ErrNotFound) {
 			sess = Session{ID: ids.New(), ThreadID: t.ID, AgentID: agentID, IsCurrent: true, CreatedAt: now}
 			if err := s.st.insertSession(ctx, sess); err != nil {
-				return nil, problem.Internal("runs.startRunFor", fmt.Errorf("create session: %w", err))
+				return nil, problem.Internal("runs.startRunFor: insert session", fmt.Errorf("create session: %w", err))
 			}
 		} else if err != nil {
-			return nil, problem.Internal("runs.startRunFor", err)
+			return nil, problem.Internal("runs.startRunFor: read current session", err)
 		}
 		n, err := s.st.sessionRuns(ctx, sess.ID)
 		if err != nil {
-			return nil, problem.Internal("runs.startRunFor", err)
+			return nil, problem.Internal("runs.startRunFor: count session runs", err)
 		}
 		r.SessionID = sess.ID
 		r.SessionMode = domain.SessionMode(&domain.SessionFacts{Started: sess.Started, Bound: sess.ExternalRef != "", Runs: n})
 	}
 	if err := s.st.insertRun(ctx, r); err != nil {
-		return nil, problem.Internal("runs.startRunFor", err)
+		return nil, problem.Internal("runs.startRunFor: insert run", err)
 	}
 	agents, err := s.ident.GetMany(ctx, []string{agentID})
 	if err != nil {
-		return nil, problem.Internal("runs.startRunFor", err)
+		return nil, problem.Internal("runs.startRunFor: read agent", err)
 	}
 	anchor, anchorEv, err := s.msgW.AppendAnchor(ctx, t, channelID, agents[agentID].Ref(), r.ID)
 	if err != nil {
-		return nil, problem.Internal("runs.startRunFor", err)
+		return nil, problem.Internal("runs.startRunFor: append anchor", err)
 	}
 	if err := s.st.insertLive(ctx, r.ID, anchor.ID); err != nil {
-		return nil, problem.Internal("runs.startRunFor", err)
+		return nil, problem.Internal("runs.startRunFor: insert live box", err)
 	}
 	r.Attempt = 1
 	return []events.Event{s.stateChanged(r, channelID), anchorEv, invocationEvent(r, channelID)}, nil
@@ -508,7 +508,7 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 		if errors.Is(err, ErrNotFound) {
 			found = false
 		} else if err != nil {
-			return problem.Internal("runs.checkAnswer", err)
+			return problem.Internal("runs.checkAnswer: read answer run", err)
 		}
 	}
 	verdict := domain.AnswerVerdict(run, found, p.Author.ID, p.Thread.ID, p.Holder)
@@ -518,7 +518,7 @@ func (s *Service) checkAnswer(ctx context.Context, p *messaging.Posted) error {
 		// is stored either way.
 		lost, err := s.triggerLostNow(ctx, full)
 		if err != nil {
-			return problem.Internal("runs.checkAnswer", err)
+			return problem.Internal("runs.checkAnswer: check trigger lost", err)
 		}
 		if lost {
 			return errTriggerRevoked()
@@ -544,16 +544,16 @@ func (s *Service) acceptAnswer(ctx context.Context, p *messaging.Posted, runID s
 	// (the run row is locked FOR SHARE; this unit holds the thread row,
 	// so no other unit waits on it for the upgrade).
 	if err := s.st.renewClaimedLease(ctx, runID, s.st.clock.Now().Add(s.timeouts.Lease)); err != nil {
-		return problem.Internal("runs.checkAnswer", err)
+		return problem.Internal("runs.checkAnswer: renew lease", err)
 	}
 	if err := s.st.recordAnswer(ctx, runID, p.Message.ID, p.ClientMsgID, s.st.clock.Now()); err != nil {
-		return problem.Internal("runs.checkAnswer", err)
+		return problem.Internal("runs.checkAnswer: record answer", err)
 	}
 	// The answer holds the text now: the box drops it in the answer's
 	// commit, so no reader shows it twice.
 	if p.Message.Kind == messaging.KindText {
 		if err := s.live.Publish(ctx, livehub.Msg{ID: ids.New(), Run: runID, Kind: string(livebox.Answered), At: s.st.clock.Now().UnixMicro()}); err != nil {
-			return problem.Internal("runs.checkAnswer", err)
+			return problem.Internal("runs.checkAnswer: publish answered", err)
 		}
 	}
 	return nil

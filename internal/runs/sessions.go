@@ -62,13 +62,13 @@ func (s *Service) replaceSession(ctx context.Context, actor identity.Principal, 
 	out := Session{ID: ids.New(), ThreadID: threadID, AgentID: agent, IsCurrent: true, Started: started, ExternalRef: ref, CreatedAt: s.st.clock.Now()}
 	err = s.db.InTx(ctx, func(ctx context.Context) error {
 		if _, err := s.chatW.LockThread(ctx, threadID); err != nil {
-			return problem.Internal("runs.replaceSession", err)
+			return problem.Internal("runs.replaceSession: lock thread", err)
 		}
 		if err := s.st.retireSessions(ctx, threadID, agent); err != nil {
-			return problem.Internal("runs.replaceSession", err)
+			return problem.Internal("runs.replaceSession: retire sessions", err)
 		}
 		if err := s.st.insertSession(ctx, out); err != nil {
-			return problem.Internal("runs.replaceSession", err)
+			return problem.Internal("runs.replaceSession: insert session", err)
 		}
 		return nil
 	})

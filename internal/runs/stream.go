@@ -84,10 +84,10 @@ func (s *Service) deliverAcked(ctx context.Context, agentID string, from, to int
 	// (docs/design/runs.md#fencing). The lock is its own statement, so
 	// that the delivery below reads the follow-ups as the end left them.
 	if err := s.st.lockAckedRuns(ctx, agentID, from, to); err != nil {
-		return problem.Internal("runs.ack", err)
+		return problem.Internal("runs.ack: lock acked runs", err)
 	}
 	if err := s.st.deliverAcked(ctx, agentID, from, to, now); err != nil {
-		return problem.Internal("runs.ack", err)
+		return problem.Internal("runs.ack: deliver follow-ups", err)
 	}
 	return nil
 }

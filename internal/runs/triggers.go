@@ -144,11 +144,11 @@ func (s *Service) revokeRun(ctx context.Context, h heldBy) (bool, error) {
 		changed = false
 		t, err := s.chatW.LockThread(ctx, h.threadID)
 		if err != nil {
-			return problem.Internal("runs.revokeRun", err)
+			return problem.Internal("runs.revokeRun: lock thread", err)
 		}
 		r, err := s.st.getRun(ctx, h.runID, lockForUpdate)
 		if err != nil {
-			return problem.Internal("runs.revokeRun", err)
+			return problem.Internal("runs.revokeRun: lock run", err)
 		}
 		if !r.State.Active() || r.TriggerLostAt != nil || r.ThreadID != t.ID {
 			return nil

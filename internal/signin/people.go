@@ -24,7 +24,7 @@ func (s *Service) person(ctx context.Context, c claims) (identity.Principal, err
 		}
 		return p, nil
 	case !errors.Is(err, identity.ErrNotFound):
-		return identity.Principal{}, problem.Internal("signin.person", err)
+		return identity.Principal{}, problem.Internal("signin.person: find by identity", err)
 	}
 	email := strings.TrimSpace(c.email)
 	if !allowed(email, c.verified, s.cfg.AllowedDomains) {
@@ -33,7 +33,7 @@ func (s *Service) person(ctx context.Context, c claims) (identity.Principal, err
 	}
 	people, err := s.ident.PeopleByEmail(ctx, email)
 	if err != nil {
-		return identity.Principal{}, problem.Internal("signin.person", err)
+		return identity.Principal{}, problem.Internal("signin.person: find by e-mail", err)
 	}
 	switch len(people) {
 	case 0:
@@ -46,7 +46,7 @@ func (s *Service) person(ctx context.Context, c claims) (identity.Principal, err
 			return identity.Principal{}, refusedPerson()
 		}
 		if err := s.w.LinkIdentity(ctx, c.issuer, c.subject, people[0].ID); err != nil {
-			return identity.Principal{}, problem.Internal("signin.person", err)
+			return identity.Principal{}, problem.Internal("signin.person: link identity", err)
 		}
 		return people[0], nil
 	default:
@@ -69,7 +69,7 @@ func (s *Service) create(ctx context.Context, c claims, email string) (identity.
 	local, _, _ := strings.Cut(email, "@")
 	handle, err := s.ident.FreeHandle(ctx, local)
 	if err != nil {
-		return identity.Principal{}, problem.Internal("signin.create", err)
+		return identity.Principal{}, problem.Internal("signin.create: find free handle", err)
 	}
 	name := strings.TrimSpace(c.name)
 	if name == "" {
@@ -77,10 +77,10 @@ func (s *Service) create(ctx context.Context, c claims, email string) (identity.
 	}
 	p, err := s.w.CreatePrincipal(ctx, identity.NewPrincipal{Kind: identity.KindUser, Handle: handle, DisplayName: name, Email: email})
 	if err != nil {
-		return identity.Principal{}, problem.Internal("signin.create", err)
+		return identity.Principal{}, problem.Internal("signin.create: create principal", err)
 	}
 	if err := s.w.LinkIdentity(ctx, c.issuer, c.subject, p.ID); err != nil {
-		return identity.Principal{}, problem.Internal("signin.create", err)
+		return identity.Principal{}, problem.Internal("signin.create: link identity", err)
 	}
 	s.log.InfoContext(ctx, "sign-in created a person", "principal_id", p.ID)
 	return p, nil

@@ -133,7 +133,7 @@ func (s *Service) fetchTrigger(ctx context.Context, p *contextPlan, f *contextSo
 		msgs, err = s.messaging.ContextMessages(ctx, p.want)
 	}
 	if err != nil {
-		return nil, problem.Internal("runcontext.read", err)
+		return nil, problem.Internal("runcontext.read: read context messages", err)
 	}
 	r, t := p.rd.Run, p.rd.Thread
 	m, ok := msgs[r.TriggeringMessageID]
@@ -152,7 +152,7 @@ func (s *Service) fetchTrigger(ctx context.Context, p *contextPlan, f *contextSo
 		// lies, with the agent's rights there, and the run keeps its context.
 		_, f.triggerChannel, ok, err = s.triggerElsewhere(ctx, p.actor, m.ThreadID)
 		if err != nil {
-			return nil, problem.Internal("runcontext.read", err)
+			return nil, problem.Internal("runcontext.read: read trigger elsewhere", err)
 		}
 	}
 	if !ok {

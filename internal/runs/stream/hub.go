@@ -25,6 +25,12 @@ type Hub struct {
 	// for a poll to park instead of sleeping (see AwaitWaiting).
 	waiting      int
 	waitingMoved chan struct{}
+	// placed counts the reads of agent streams placed by this process: a
+	// poll or a subscription whose cursor is resolved, so that it sees
+	// every event committed from then on. placedMoved is closed (and
+	// replaced) at each (see AwaitPlaced).
+	placed      int64
+	placedMoved chan struct{}
 
 	connected  atomic.Bool
 	reconnects atomic.Uint64
@@ -79,7 +85,7 @@ type Waiters interface {
 
 // NewHub returns a hub with no listener yet (see Listen).
 func NewHub() *Hub {
-	return &Hub{change: make(chan struct{}), stopping: make(chan struct{}), waitingMoved: make(chan struct{}),
+	return &Hub{change: make(chan struct{}), stopping: make(chan struct{}), waitingMoved: make(chan struct{}), placedMoved: make(chan struct{}),
 		retry: make(chan struct{}, 1), listenerMoved: make(chan struct{})}
 }
 
@@ -121,6 +127,45 @@ func (h *Hub) AwaitWaiting(ctx context.Context, n int) error {
 		case <-moved:
 		case <-ctx.Done():
 			return fmt.Errorf("runs: %d long polls waiting, want %d: %w", got, n, ctx.Err())
+		}
+	}
+}
+
+// markPlaced counts one read of an agent stream placed: its cursor is
+// resolved, and every event committed from now on reaches its reader.
+func (h *Hub) markPlaced() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.placed++
+	close(h.placedMoved)
+	h.placedMoved = make(chan struct{})
+}
+
+// Placed returns how many reads of agent streams (polls, subscriptions)
+// this process has placed so far.
+func (h *Hub) Placed() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.placed
+}
+
+// AwaitPlaced blocks until this process has placed more than n reads of
+// agent streams in all, or ctx ends. The conformance kit waits on it
+// after an adapter's first read arrives, before it posts a scenario's
+// mention: a read arrives before the server resolves its cursor, and an
+// adapter that reads from "now" would miss a mention posted in between.
+func (h *Hub) AwaitPlaced(ctx context.Context, n int64) error {
+	for {
+		h.mu.Lock()
+		got, moved := h.placed, h.placedMoved
+		h.mu.Unlock()
+		if got > n {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return fmt.Errorf("stream: %d reads placed, want more than %d: %w", got, n, ctx.Err())
 		}
 	}
 }

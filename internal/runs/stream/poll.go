@@ -88,13 +88,13 @@ func (s *Service) resolveCursor(ctx context.Context, agentID, after, pointer str
 	case "":
 		seq, err := s.st.ackedSeq(ctx, agentID)
 		if err != nil {
-			return 0, problem.Internal("stream.resolveCursor", err)
+			return 0, problem.Internal("stream.resolveCursor: read acked seq", err)
 		}
 		return seq, nil
 	case CursorNow:
 		end, err := s.streamEnd(ctx)
 		if err != nil {
-			return 0, problem.Internal("stream.resolveCursor", err)
+			return 0, problem.Internal("stream.resolveCursor: read stream end for now", err)
 		}
 		return end, nil
 	}
@@ -104,7 +104,7 @@ func (s *Service) resolveCursor(ctx context.Context, agentID, after, pointer str
 	}
 	end, err := s.streamEnd(ctx)
 	if err != nil {
-		return 0, problem.Internal("stream.resolveCursor", err)
+		return 0, problem.Internal("stream.resolveCursor: read stream end for cursor", err)
 	}
 	if cursor > end {
 		return 0, invalid
@@ -167,6 +167,7 @@ func (s *Service) PollFirst(ctx context.Context, actor identity.Principal, after
 	if err != nil {
 		return Page{}, err
 	}
+	s.hub.markPlaced()
 	if wait > s.pollMax {
 		wait = s.pollMax
 	}
@@ -262,7 +263,7 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 		now := s.st.clock.Now()
 		from, err := s.st.lockCursor(ctx, actor.ID, now)
 		if err != nil {
-			return problem.Internal("stream.ack", err)
+			return problem.Internal("stream.ack: lock cursor", err)
 		}
 		stored = from
 		if to <= from {
@@ -272,7 +273,7 @@ func (s *Service) Ack(ctx context.Context, actor identity.Principal, upTo string
 			return err
 		}
 		if err := s.st.setCursor(ctx, actor.ID, to, now); err != nil {
-			return problem.Internal("stream.ack", err)
+			return problem.Internal("stream.ack: set cursor", err)
 		}
 		stored = to
 		return nil
@@ -295,7 +296,13 @@ func (s *Service) StreamStart(ctx context.Context, actor identity.Principal, aft
 	if _, _, err := s.authz.Authorize(ctx, actor, authz.AgentEventsPoll, authz.Own(authz.KindAgent, actor.ID)); err != nil {
 		return 0, err
 	}
-	return s.resolveCursor(ctx, actor.ID, after, "after")
+	cursor, err := s.resolveCursor(ctx, actor.ID, after, "after")
+	if err != nil {
+		return 0, err
+	}
+	// The subscription sees every event committed from now on.
+	s.hub.markPlaced()
+	return cursor, nil
 }
 
 // StreamNext returns up to limit events of actor's stream after cursor,
