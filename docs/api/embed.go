@@ -3,9 +3,10 @@
 // REST response against.
 package apidoc
 
-import "slices"
-
-import _ "embed"
+import (
+	_ "embed"
+	"slices"
+)
 
 // OpenAPI is the content of docs/api/openapi.yaml.
 //

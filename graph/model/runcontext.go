@@ -12,9 +12,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"bothy.example.com/bothy/internal/platform/answerbuf"
-
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/answerbuf"
 	"bothy.example.com/bothy/internal/runs/domain"
 )
 

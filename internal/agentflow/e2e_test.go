@@ -1,7 +1,6 @@
 package agentflow_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"bufio"
 	"bytes"
 	"context"
@@ -17,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"bothy.example.com/bothy/internal/devtools/apitest"
+	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 	"bothy.example.com/bothy/sdk/agent"
-
-	"bothy.example.com/bothy/internal/devtools/apitest"
 )
 
 // TestMain stops the tests' database cluster after the tests.

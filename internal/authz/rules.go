@@ -8,10 +8,11 @@
 package authz
 
 import (
+	"maps"
+
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/ratelimit"
-	"maps"
 )
 
 // Level is a rights level, ordered None < Read < Write < Trigger.

@@ -2,12 +2,11 @@ package authz
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
-
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"

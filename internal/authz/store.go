@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jackc/pgx/v5"
+
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
-	sq "github.com/Masterminds/squirrel"
-	"github.com/jackc/pgx/v5"
 )
 
 // store holds the package's SQL, kept in an unexported field (st) of

@@ -1,7 +1,6 @@
 package conformance_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"bothy.example.com/bothy/internal/conformance"
+	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"bothy.example.com/bothy/internal/platform/pgtest"
 )
 

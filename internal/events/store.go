@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
-	"github.com/jackc/pgx/v5"
 )
 
 // store holds the package's SQL, kept in an unexported field (st) of

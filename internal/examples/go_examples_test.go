@@ -6,7 +6,6 @@
 package examples_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"context"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/devtools/apitest"
+	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"bothy.example.com/bothy/sdk/model/openai/openaitest"
 )
 

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"time"
 
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jackc/pgx/v5"
+
 	"bothy.example.com/bothy/internal/platform/clock"
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"
-	sq "github.com/Masterminds/squirrel"
-	"github.com/jackc/pgx/v5"
 )
 
 // store holds the package's SQL, kept in an unexported field (st) of

@@ -1,11 +1,11 @@
 package runs_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 	"time"
 
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"

@@ -1,7 +1,6 @@
 package runs_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/runtest"
 	"context"
 	"fmt"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"bothy.example.com/bothy/internal/devtools/apitest"
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/runs/domain"
 )

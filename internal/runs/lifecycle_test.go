@@ -1,13 +1,13 @@
 package runs_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/runtest"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs/domain"

@@ -1,7 +1,6 @@
 package runs_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/runtest"
 	"context"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"

@@ -1,11 +1,11 @@
 package runs_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/platform/problem"

@@ -6,10 +6,11 @@ import (
 	"sort"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"bothy.example.com/bothy/internal/platform/db"
 	"bothy.example.com/bothy/internal/platform/ids"
 	"bothy.example.com/bothy/internal/runs/domain"
-	"github.com/jackc/pgx/v5"
 )
 
 // earlierRuns returns the earlier runs of session sessionID before run id

@@ -1,7 +1,6 @@
 package runs_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/runtest"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/ids"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql"

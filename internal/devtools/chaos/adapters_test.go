@@ -3,7 +3,6 @@
 package chaos
 
 import (
-	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"bothy.example.com/bothy/internal/devtools/gobuild"
 )
 
 // buildBothy builds cmd/bothy of this checkout into a folder of the

@@ -1,7 +1,6 @@
 package clientflow
 
 import (
-	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"bothy.example.com/bothy/internal/devtools/apitest"
+	"bothy.example.com/bothy/internal/devtools/gobuild"
 	"bothy.example.com/bothy/internal/trusteddocs"
 )
 

@@ -10,10 +10,9 @@ import (
 	"reflect"
 	"testing"
 
-	"bothy.example.com/bothy/internal/platform/config"
-
 	"bothy.example.com/bothy/internal/devtools/moduletest"
 	"bothy.example.com/bothy/internal/messaging"
+	"bothy.example.com/bothy/internal/platform/config"
 	"bothy.example.com/bothy/internal/platform/problem"
 	"bothy.example.com/bothy/internal/runs"
 	"bothy.example.com/bothy/internal/runs/domain"

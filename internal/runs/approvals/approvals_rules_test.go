@@ -1,11 +1,11 @@
 package approvals_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/runtest"
 	"testing"
 	"time"
 
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"bothy.example.com/bothy/internal/events"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/platform/ids"

@@ -1,7 +1,6 @@
 package runcontext_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/runtest"
 	"errors"
 	"reflect"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"bothy.example.com/bothy/internal/authz"
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/modules"

@@ -1,13 +1,13 @@
 package runcontext_test
 
 import (
-	"bothy.example.com/bothy/internal/devtools/runtest"
 	"maps"
 	"strings"
 	"testing"
 
 	"bothy.example.com/bothy/internal/chat"
 	"bothy.example.com/bothy/internal/devtools/moduletest"
+	"bothy.example.com/bothy/internal/devtools/runtest"
 	"bothy.example.com/bothy/internal/identity"
 	"bothy.example.com/bothy/internal/messaging"
 	"bothy.example.com/bothy/internal/runs"
