@@ -8,12 +8,11 @@ package graph
 import (
 	"context"
 
-	"github.com/99designs/gqlgen/graphql"
-
 	"bothy.example.com/bothy/graph/generated"
 	"bothy.example.com/bothy/graph/model"
 	"bothy.example.com/bothy/internal/admin"
 	"bothy.example.com/bothy/internal/files"
+	"github.com/99designs/gqlgen/graphql"
 )
 
 // Text is the resolver for the text field: null unless the text is
