@@ -20,17 +20,13 @@ type Hub struct {
 	change   chan struct{}
 	stopping chan struct{}
 	stopOnce sync.Once
-	// waiting counts the polls parked on change; waitingMoved is closed
-	// (and replaced) whenever the count changes, so that a test can wait
+	// waiting counts the polls parked on change, so that a test can wait
 	// for a poll to park instead of sleeping (see AwaitWaiting).
-	waiting      int
-	waitingMoved chan struct{}
+	waiting counter
 	// placed counts the reads of agent streams placed by this process: a
 	// poll or a subscription whose cursor is resolved, so that it sees
-	// every event committed from then on. placedMoved is closed (and
-	// replaced) at each (see AwaitPlaced).
-	placed      int64
-	placedMoved chan struct{}
+	// every event committed from then on (see AwaitPlaced).
+	placed counter
 
 	connected  atomic.Bool
 	reconnects atomic.Uint64
@@ -85,7 +81,7 @@ type Waiters interface {
 
 // NewHub returns a hub with no listener yet (see Listen).
 func NewHub() *Hub {
-	return &Hub{change: make(chan struct{}), stopping: make(chan struct{}), waitingMoved: make(chan struct{}), placedMoved: make(chan struct{}),
+	return &Hub{change: make(chan struct{}), stopping: make(chan struct{}), waiting: newCounter(), placed: newCounter(),
 		retry: make(chan struct{}, 1), listenerMoved: make(chan struct{})}
 }
 
@@ -99,9 +95,41 @@ func (h *Hub) park() (unpark func()) {
 func (h *Hub) moveWaiting(by int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.waiting += by
-	close(h.waitingMoved)
-	h.waitingMoved = make(chan struct{})
+	h.waiting.add(int64(by))
+}
+
+// counter is a count a waiter can follow: moved is closed (and replaced)
+// at every change. The hub's mu guards it.
+type counter struct {
+	n     int64
+	moved chan struct{}
+}
+
+func newCounter() counter { return counter{moved: make(chan struct{})} }
+
+// add changes the count by by; the caller holds the hub's mu.
+func (c *counter) add(by int64) {
+	c.n += by
+	close(c.moved)
+	c.moved = make(chan struct{})
+}
+
+// await blocks until enough holds for c's count or ctx ends, and returns
+// the last count it read.
+func (h *Hub) await(ctx context.Context, c *counter, enough func(int64) bool) (int64, error) {
+	for {
+		h.mu.Lock()
+		got, moved := c.n, c.moved
+		h.mu.Unlock()
+		if enough(got) {
+			return got, nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return got, ctx.Err()
+		}
+	}
 }
 
 // Waiting returns the number of long polls of this process that wait for
@@ -109,26 +137,18 @@ func (h *Hub) moveWaiting(by int) {
 func (h *Hub) Waiting() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.waiting
+	return int(h.waiting.n)
 }
 
 // AwaitWaiting blocks until at least n long polls of this process wait for
 // a change (each has read its stream and will see any commit from now on),
 // or ctx ends. Tests use it to know a poll is parked instead of sleeping.
 func (h *Hub) AwaitWaiting(ctx context.Context, n int) error {
-	for {
-		h.mu.Lock()
-		got, moved := h.waiting, h.waitingMoved
-		h.mu.Unlock()
-		if got >= n {
-			return nil
-		}
-		select {
-		case <-moved:
-		case <-ctx.Done():
-			return fmt.Errorf("runs: %d long polls waiting, want %d: %w", got, n, ctx.Err())
-		}
+	got, err := h.await(ctx, &h.waiting, func(got int64) bool { return got >= int64(n) })
+	if err != nil {
+		return fmt.Errorf("runs: %d long polls waiting, want %d: %w", got, n, err)
 	}
+	return nil
 }
 
 // markPlaced counts one read of an agent stream placed: its cursor is
@@ -136,9 +156,7 @@ func (h *Hub) AwaitWaiting(ctx context.Context, n int) error {
 func (h *Hub) markPlaced() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.placed++
-	close(h.placedMoved)
-	h.placedMoved = make(chan struct{})
+	h.placed.add(1)
 }
 
 // Placed returns how many reads of agent streams (polls, subscriptions)
@@ -146,7 +164,7 @@ func (h *Hub) markPlaced() {
 func (h *Hub) Placed() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.placed
+	return h.placed.n
 }
 
 // AwaitPlaced blocks until this process has placed more than n reads of
@@ -155,19 +173,11 @@ func (h *Hub) Placed() int64 {
 // mention: a read arrives before the server resolves its cursor, and an
 // adapter that reads from "now" would miss a mention posted in between.
 func (h *Hub) AwaitPlaced(ctx context.Context, n int64) error {
-	for {
-		h.mu.Lock()
-		got, moved := h.placed, h.placedMoved
-		h.mu.Unlock()
-		if got > n {
-			return nil
-		}
-		select {
-		case <-moved:
-		case <-ctx.Done():
-			return fmt.Errorf("stream: %d reads placed, want more than %d: %w", got, n, ctx.Err())
-		}
+	got, err := h.await(ctx, &h.placed, func(got int64) bool { return got > n })
+	if err != nil {
+		return fmt.Errorf("stream: %d reads placed, want more than %d: %w", got, n, err)
 	}
+	return nil
 }
 
 // Stop ends every waiting poll (they answer what they have) and makes new
