@@ -133,12 +133,6 @@ func (m Msg) op() livebox.Op {
 		Done: m.Done, At: time.UnixMicro(m.At).UTC()}
 }
 
-// Event is one change of a box as readers receive it.
-type Event struct {
-	RunID, MessageID, ThreadID string
-	Delta                      livebox.Delta
-}
-
 // Result is what a replica learned of its own update: the box after
 // it (with the anchor that shows it), or why it was refused (Err: one of
 // livebox's refusals, or ErrUnsure).

@@ -78,6 +78,14 @@ func newHub(stored Stored) (*Hub, *fakeStore) {
 	return New(st, slog.New(slog.NewTextHandler(io.Discard, nil)), 0, 0), st
 }
 
+// publish sends m as package runs does, failing the test on an error.
+func publish(t *testing.T, h *Hub, m Msg) {
+	t.Helper()
+	if err := h.Publish(t.Context(), m); err != nil {
+		t.Fatalf("publish %s: %v", m.ID, err)
+	}
+}
+
 func update(id, text string, base int) Msg {
 	return Msg{ID: id, Run: "r1", Kind: string(livebox.Update), Base: base, Append: text, At: time.Now().UnixMicro()}
 }
@@ -93,9 +101,7 @@ func TestFreshBoxAppliesUpdatesInOrder(t *testing.T) {
 	large := strings.Repeat("x", payloadMax)
 	for i, m := range []Msg{update("op1", "hello", 0), update("op2", large, 1)} {
 		wait := h.Expect(m.ID)
-		if err := h.Publish(t.Context(), m); err != nil {
-			t.Fatal(err)
-		}
+		publish(t, h, m)
 		st.deliver(t, h)
 		res := <-wait
 		if res.Err != nil || res.Box.Version != i+1 || res.Anchor != "m1" {
@@ -121,7 +127,7 @@ func TestFreshBoxAppliesUpdatesInOrder(t *testing.T) {
 func wantStaleRefused(t *testing.T, h *Hub, st *fakeStore) {
 	t.Helper()
 	wait := h.Expect("op3")
-	_ = h.Publish(t.Context(), update("op3", "late", 1))
+	publish(t, h, update("op3", "late", 1))
 	st.deliver(t, h)
 	if res := <-wait; !errors.Is(res.Err, livebox.ErrVersion) || res.Box.Version != 2 {
 		t.Fatalf("stale update: %+v", res)
@@ -135,8 +141,8 @@ func wantStaleRefused(t *testing.T, h *Hub, st *fakeStore) {
 func TestLateReplicaAdoptsASnap(t *testing.T) {
 	h, st := newHub(Stored{AnchorID: "m1", ThreadID: "t1", Fresh: false})
 	first, second := h.Expect("op1"), h.Expect("op2")
-	_ = h.Publish(t.Context(), update("op1", "a", 2))
-	_ = h.Publish(t.Context(), update("op2", "b", 3))
+	publish(t, h, update("op1", "a", 2))
+	publish(t, h, update("op2", "b", 3))
 	if kinds := st.deliver(t, h); strings.Join(kinds, ",") != "update,update" {
 		t.Fatalf("delivered %v", kinds)
 	}

@@ -6,6 +6,12 @@ import (
 	"bothy.example.com/bothy/internal/runs/livebox"
 )
 
+// Event is one change of a box as readers receive it.
+type Event struct {
+	RunID, MessageID, ThreadID string
+	Delta                      livebox.Delta
+}
+
 // Subscription receives the changes of every box on this replica;
 // its owner decides which of them its reader may see.
 type Subscription struct {

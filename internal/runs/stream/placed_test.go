@@ -17,26 +17,33 @@ func TestReadsPlaced(t *testing.T) {
 	t.Parallel()
 	env := moduletest.New(t)
 	hub := env.Modules.Hub
-	lotse, alex := env.Principal("lotse"), env.Principal("alex")
+	lotse := env.Principal("lotse")
 	placed := hub.Placed()
+	poll := func(who string, after string, wait time.Duration) func() error {
+		return func() error { _, err := env.Runs.Poll(t.Context(), env.Principal(who), after, wait); return err }
+	}
 	for _, c := range []struct {
-		what  string
-		read  func() error
-		count int64
+		what    string
+		read    func() error
+		refused bool
 	}{
-		{"a poll", func() error { _, err := env.Runs.Poll(t.Context(), lotse, "now", 0); return err }, 1},
-		{"a poll that waits", func() error { _, err := env.Runs.Poll(t.Context(), lotse, "now", 10*time.Millisecond); return err }, 1},
-		{"a subscription's start", func() error { _, err := env.Runs.StreamStart(t.Context(), lotse, ""); return err }, 1},
-		{"a cursor beyond the end", func() error { _, _ = env.Runs.Poll(t.Context(), lotse, "999999999", 0); return nil }, 0},
-		{"a person's poll", func() error { _, _ = env.Runs.Poll(t.Context(), alex, "", 0); return nil }, 0},
+		{"a poll", poll("lotse", "now", 0), false},
+		{"a poll that waits", poll("lotse", "now", 10*time.Millisecond), false},
+		{"a subscription's start", func() error { _, err := env.Runs.StreamStart(t.Context(), lotse, ""); return err }, false},
+		{"a cursor beyond the end", poll("lotse", "999999999", 0), true},
+		{"a person's poll", poll("alex", "", 0), true},
 	} {
-		if err := c.read(); err != nil {
-			t.Fatalf("%s: %v", c.what, err)
+		if err := c.read(); (err != nil) != c.refused {
+			t.Fatalf("%s: error %v, want refused %v", c.what, err, c.refused)
 		}
-		if got := hub.Placed(); got != placed+c.count {
-			t.Fatalf("%s: %d reads placed, want %d", c.what, got-placed, c.count)
+		want := placed + 1
+		if c.refused {
+			want = placed
 		}
-		placed += c.count
+		if got := hub.Placed(); got != want {
+			t.Fatalf("%s: %d reads placed, want %d", c.what, got-placed, want-placed)
+		}
+		placed = want
 	}
 	// AwaitPlaced returns at once for a count passed, and waits for the
 	// next read otherwise.
