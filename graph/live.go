@@ -300,10 +300,12 @@ func (p *pumping[T]) deliver(changed <-chan struct{}) bool {
 		if p.backlog && len(p.queue) == 0 {
 			return true // read the next part of the backlog
 		}
+		if p.handOverNow() {
+			continue
+		}
 		select {
 		case send <- p.head:
-			p.last = strconv.FormatInt(p.queue[0].Seq, 10)
-			p.queue, p.ready = p.queue[1:], false
+			p.handedOver()
 		case build := <-p.s.side:
 			if !p.sendSide(build) {
 				return false
@@ -326,6 +328,29 @@ func (p *pumping[T]) deliver(changed <-chan struct{}) bool {
 			return false
 		}
 	}
+}
+
+// handOverNow hands the ready head to a transport that waits for it
+// already, which it mostly does, without deliver's full select: that
+// select locks every channel it names (at a thousand listeners, a few
+// microseconds per event and listener). It answers whether it did.
+func (p *pumping[T]) handOverNow() bool {
+	if !p.ready {
+		return false
+	}
+	select {
+	case p.out <- p.head:
+		p.handedOver()
+		return true
+	default:
+		return false
+	}
+}
+
+// handedOver notes that the queue's head went to the transport.
+func (p *pumping[T]) handedOver() {
+	p.last = strconv.FormatInt(p.queue[0].Seq, 10)
+	p.queue, p.ready = p.queue[1:], false
 }
 
 // prepareHead makes head the model of the first queued event the caller

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/graph-gophers/dataloader/v7"
@@ -240,7 +241,22 @@ func (e PerResponse) InterceptResponse(ctx context.Context, next graphql.Respons
 			ctx = authz.Prepaid(ctx)
 		}
 	}
-	return next(context.WithValue(ctx, loadersKey{}, NewLoaders(e.Sources)))
+	return next(context.WithValue(ctx, loadersKey{}, &lazyLoaders{sources: e.Sources}))
+}
+
+// lazyLoaders are a response's loaders, made when a field first needs
+// them: an event that a subscription's connection takes as another
+// connection rendered it (RenderOnce) resolves no field at all.
+type lazyLoaders struct {
+	sources Sources
+	once    sync.Once
+	l       *Loaders
+}
+
+// get returns the response's loaders, made on the first call.
+func (z *lazyLoaders) get() *Loaders {
+	z.once.Do(func() { z.l = NewLoaders(z.sources) })
+	return z.l
 }
 
 // errNoLoaders is the wiring error of an executor without PerResponse.
@@ -252,8 +268,8 @@ var errNoLoaders = errors.New("graph: no loaders in the context: the executor la
 // building loaders per call: that would cost one statement per item (N+1)
 // and nobody would notice.
 func LoadersFor(ctx context.Context) (*Loaders, error) {
-	if l, ok := ctx.Value(loadersKey{}).(*Loaders); ok {
-		return l, nil
+	if z, ok := ctx.Value(loadersKey{}).(*lazyLoaders); ok {
+		return z.get(), nil
 	}
 	return nil, problem.Internal("graph.LoadersFor", errNoLoaders)
 }

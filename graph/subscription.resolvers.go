@@ -39,10 +39,10 @@ func (r *subscriptionResolver) Events(ctx context.Context, after *string, liveFr
 	if err != nil {
 		return nil, err
 	}
-	return pump(ctx, r.Resolver, stream[model.Event]{
+	return tapEvents(ctx, pump(ctx, r.Resolver, stream[model.Event]{
 		start: cursor, side: side, sideFull: sideFull,
 		fetch: src.fetch, visible: src.visible, model: src.model,
-	}), nil
+	})), nil
 }
 
 // AgentEvents is the resolver for the agentEvents field: the calling

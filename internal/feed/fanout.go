@@ -2,8 +2,11 @@ package feed
 
 import (
 	"context"
+	"slices"
+	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -103,6 +106,17 @@ type Fanout struct {
 	smu    sync.Mutex
 	sWin   verdicts.Window[uint64] // the count of touches the shared reads answer for
 	shared map[string]*sharedRead
+	// rendered are the events as a document renders them for a principal
+	// (Delivery.Rendered), kept and dropped with the shared reads, and
+	// renderedBytes their size, at most RenderedBytes.
+	rendered      map[renderKey]*rendering
+	renderedBytes int
+	// kept and reused count the renderings kept for sharing and the
+	// deliveries that reused one (Renderings).
+	kept, reused atomic.Uint64
+	// renderWait, when set (by a test), is called when a listener starts
+	// waiting for another's rendering.
+	renderWait func()
 }
 
 // NewFanout returns the fan-out of svc's events, woken by hub, with the
@@ -167,12 +181,11 @@ func (l *Listener) Next(ctx context.Context, after string, max int) (evs []event
 		f.mu.Unlock()
 		return nil, "", false, false, nil
 	}
-	var pending []events.Event
-	for _, e := range f.window {
-		if e.Seq > cursor {
-			pending = append(pending, e)
-		}
-	}
+	// The window is in commit order: the events after the cursor are its
+	// tail, found by halving, not by reading every event of the window
+	// (thousands of listeners read it at every commit).
+	i := sort.Search(len(f.window), func(i int) bool { return f.window[i].Seq > cursor })
+	pending := slices.Clone(f.window[i:])
 	// The count of rights read with the events: every change of rights
 	// committed before them is in it.
 	rights := f.rights

@@ -332,13 +332,21 @@ func (f *Fanout) sharedRead(key string) (r *sharedRead, first bool) {
 	f.mu.Unlock()
 	f.smu.Lock()
 	defer f.smu.Unlock()
-	if !f.sWin.Hold(max(touched, f.sWin.Gen()), f.clock) {
-		f.shared = map[string]*sharedRead{}
-	}
+	f.holdShared(touched)
 	if r = f.shared[key]; r != nil {
 		return r, false
 	}
 	r = &sharedRead{done: make(chan struct{})}
 	f.shared[key] = r
 	return r, true
+}
+
+// holdShared drops the shared reads and the renderings when the window
+// read an event that touched them since they were kept (touched is
+// f.touched), or when they are older than verdicts.TTL. Callers hold smu.
+func (f *Fanout) holdShared(touched uint64) {
+	if !f.sWin.Hold(max(touched, f.sWin.Gen()), f.clock) {
+		f.shared = map[string]*sharedRead{}
+		f.rendered, f.renderedBytes = map[renderKey]*rendering{}, 0
+	}
 }

@@ -34,9 +34,27 @@ type listener struct {
 // the log.
 func listen(t testing.TB, env *apitest.Env, token string) *listener {
 	t.Helper()
+	return listenAt(t, env.URL, token, fmt.Sprint(env.Count(`SELECT coalesce(max(seq), 0)::int FROM event_log`)))
+}
+
+// listenAt connects to the server at url as token and subscribes to the
+// events after the cursor after.
+func listenAt(t testing.TB, url, token, after string) *listener {
+	t.Helper()
+	l := connect(t, url, token)
+	p, _ := json.Marshal(map[string]any{"query": `subscription($a: String) { events(after: $a) { seq type ... on MessageEvent { messageId message { id contentMd } } } }`,
+		"variables": map[string]any{"a": after}})
+	l.send(wsMsg{ID: "s", Type: "subscribe", Payload: p})
+	return l
+}
+
+// connect opens a WebSocket connection to the server at url, acknowledged
+// for token.
+func connect(t testing.TB, url, token string) *listener {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, strings.Replace(env.URL, "http", "ws", 1)+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	c, _, err := websocket.Dial(ctx, strings.Replace(url, "http", "ws", 1)+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +64,6 @@ func listen(t testing.TB, env *apitest.Env, token string) *listener {
 	if m := l.read(); m.Type != "connection_ack" {
 		t.Fatalf("want connection_ack, got %+v", m)
 	}
-	end := env.Count(`SELECT coalesce(max(seq), 0)::int FROM event_log`)
-	p, _ := json.Marshal(map[string]any{"query": `subscription($a: String) { events(after: $a) { seq type ... on MessageEvent { messageId message { id contentMd } } } }`,
-		"variables": map[string]any{"a": fmt.Sprint(end)}})
-	l.send(wsMsg{ID: "s", Type: "subscribe", Payload: p})
 	return l
 }
 
@@ -240,4 +254,97 @@ func TestFanoutRightsChangeReachesEveryListener(t *testing.T) {
 	step("granted", eskalation, true)
 	env.MustREST(t, http.MethodDelete, "/api/v1/grants/"+g["id"].(string), env.World.Token("robin"), nil, http.StatusOK)
 	step("revoked", eskalation, false)
+}
+
+// renderedDocs are the documents of TestFanoutRendersOncePerPrincipalAndDocument:
+// the same text with its content included or not by a variable, and
+// another text.
+const (
+	renderedDoc      = `subscription($a: String, $c: Boolean!) { events(after: $a) { seq ... on MessageEvent { messageId message { id contentMd @include(if: $c) } } } }`
+	renderedOtherDoc = `subscription($a: String) { events(after: $a) { seq type ... on MessageEvent { messageId message { id kind } } } }`
+)
+
+// listenWith connects as token and subscribes with query and variables
+// after the end of the log ($a).
+func listenWith(t testing.TB, env *apitest.Env, token, query string, vars map[string]any) *listener {
+	t.Helper()
+	l := connect(t, env.URL, token)
+	vars["a"] = fmt.Sprint(env.Count(`SELECT coalesce(max(seq), 0)::int FROM event_log`))
+	p, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	l.send(wsMsg{ID: "s", Type: "subscribe", Payload: p})
+	return l
+}
+
+// payloadOf reads events up to the one about message id and answers its
+// payload.
+func (l *listener) payloadOf(id string) string {
+	l.t.Helper()
+	for {
+		m := l.read()
+		if m.Type != "next" {
+			l.t.Fatalf("want next, got %+v", m)
+		}
+		if strings.Contains(string(m.Payload), `"messageId":"`+id+`"`) {
+			return string(m.Payload)
+		}
+	}
+}
+
+// TestFanoutRendersOncePerPrincipalAndDocument: the connections of one
+// principal with the same document and variables get the bytes the first
+// of them rendered for an event; every other principal, document or
+// variable renders its own. Ten connections of alex and ten of sam with
+// one document, five of alex with the same text but the content left out
+// by a variable, and five of alex with another document: a message is
+// rendered four times for the thirty, and each connection gets the shape
+// its own document asks for.
+func TestFanoutRendersOncePerPrincipalAndDocument(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, apitest.Options{Config: map[string]string{
+		config.WebsocketMaxConnections: "40", config.RateReadPerMinute: "100000", config.RateReadBurst: "1000"}})
+	allgemein := env.Main("Support/Allgemein")
+	type group struct {
+		who, query string
+		vars       func() map[string]any
+		ls         []*listener
+		want       []string // in every payload
+		absent     string   // in none
+	}
+	groups := []*group{
+		{who: "alex", query: renderedDoc, vars: func() map[string]any { return map[string]any{"c": true} }, want: []string{`"contentMd":"rendered once"`}},
+		{who: "sam", query: renderedDoc, vars: func() map[string]any { return map[string]any{"c": true} }, want: []string{`"contentMd":"rendered once"`}},
+		{who: "alex", query: renderedDoc, vars: func() map[string]any { return map[string]any{"c": false} }, absent: `contentMd`},
+		{who: "alex", query: renderedOtherDoc, vars: func() map[string]any { return map[string]any{} }, want: []string{`"kind":"`, `"type":"message.created"`}, absent: `contentMd`},
+	}
+	for i, g := range groups {
+		for range []int{10, 10, 5, 5}[i] {
+			g.ls = append(g.ls, listenWith(t, env, env.World.Token(g.who), g.query, g.vars()))
+		}
+	}
+	// The first post brings every connection into the shared window.
+	warm := env.MustPost("writer", allgemein, "rendered-warm", "warming up")["id"].(string)
+	for _, g := range groups {
+		for _, l := range g.ls {
+			l.payloadOf(warm)
+		}
+	}
+	keptBefore, reusedBefore := env.Modules.Fanout.Renderings()
+	id := env.MustPost("writer", allgemein, "rendered-once", "rendered once")["id"].(string)
+	for gi, g := range groups {
+		for li, l := range g.ls {
+			p := l.payloadOf(id)
+			for _, w := range g.want {
+				if !strings.Contains(p, w) {
+					t.Errorf("group %d, connection %d: %s lacks %s", gi, li, p, w)
+				}
+			}
+			if g.absent != "" && strings.Contains(p, g.absent) {
+				t.Errorf("group %d, connection %d: %s has %s, which its document leaves out", gi, li, p, g.absent)
+			}
+		}
+	}
+	kept, reused := env.Modules.Fanout.Renderings()
+	if kept-keptBefore != 4 || reused-reusedBefore != 26 {
+		t.Fatalf("the message was rendered %d times and reused %d times for 30 connections, want 4 and 26", kept-keptBefore, reused-reusedBefore)
+	}
 }

@@ -232,17 +232,19 @@ func checkFiles(fs *files.Service) error {
 }
 
 // newExecutableSchema binds the GraphQL schema to the resolvers over the
-// modules of set, with the configured list bounds of the cost estimate.
+// modules of set, with the configured list bounds of the cost estimate;
+// the events subscriptions of one principal and document render each
+// message event once (graph.RenderOnce).
 func newExecutableSchema(d Deps, set *modules.Set) graphql.ExecutableSchema {
 	cfg := d.Config
 	resolver := &graph.Resolver{Identity: set.Identity, Authz: set.Authz, Chat: set.ChatUseCases,
 		Messaging: set.Messaging, Admin: set.Admin, Feed: set.Feed, Fanout: set.Fanout, Tokens: set.Tokens, Runs: set.Runs, Files: set.Files,
 		ContextLimits: runs.ContextLimits{MaxBytes: cfg.Int(config.AgentContextMaxBytes), MessageMaxBytes: cfg.Int(config.AgentContextMessageMaxBytes)},
 		Live:          graph.Live{SendQueue: cfg.Int(config.WebsocketSendQueue), Log: d.Logger, Verdicts: graph.NewLiveVerdicts(d.Clock)}}
-	return generated.NewExecutableSchema(generated.Config{Schema: graph.Schema(), Resolvers: resolver, Complexity: Complexity(ListBounds{
+	return graph.RenderOnce(generated.NewExecutableSchema(generated.Config{Schema: graph.Schema(), Resolvers: resolver, Complexity: Complexity(ListBounds{
 		EventsDefault: cfg.Int(config.EventsListLimitDefault), EventsMax: cfg.Int(config.EventsListLimitMax),
 		MessagesDefault: cfg.Int(config.MessageListLimitDefault), MessagesMax: cfg.Int(config.MessageListLimitMax),
-		ContextItems: contextItems, NestedItems: nestedItems})})
+		ContextItems: contextItems, NestedItems: nestedItems})}))
 }
 
 // registerLiveGauges registers the gauges of the WebSocket connections and

@@ -24,7 +24,7 @@ export {
   type MessageCreate,
   type UploadedFile,
 } from "./client.js";
-export { configFromEnv, shutdownSignal, type EnvConfig } from "./config.js";
+export { configFromEnv, modelFromEnv, shutdownSignal, type EnvConfig, type ModelOptions } from "./config.js";
 export * from "./errors.js";
 export { loadTools, parseTools, type ToolOptions } from "./httptools.js";
 export { LiveWriter, STOPPED_STATUS } from "./live.js";

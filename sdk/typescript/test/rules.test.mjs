@@ -71,7 +71,7 @@ describe("configuration", () => {
       BOTHY_MODEL_NAME: "m",
       BOTHY_TOOLS: "/tmp/tools.yaml",
     });
-    assert.deepEqual(c, { server: "https://chat.example.com", token: "bothy_a_x", modelBaseURL: "https://model.example.com/v1", modelApiKey: "k", modelName: "m", tools: "/tmp/tools.yaml" });
+    assert.deepEqual(c, { server: "https://chat.example.com", token: "bothy_a_x", model: "openai", modelBaseURL: "https://model.example.com/v1", modelApiKey: "k", modelName: "m", tools: "/tmp/tools.yaml" });
   });
   it("refuses a missing token and defaults the server", () => {
     assert.throws(() => configFromEnv({}), /BOTHY_AGENT_TOKEN/);
