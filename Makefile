@@ -78,12 +78,12 @@ test:
 		$(GO) build -o bin/bothyvet ./internal/devtools/lint/cmd/bothyvet && $(GO) vet -vettool=$(CURDIR)/bin/bothyvet ./... ./sdk/...; } > bin/vet.log 2>&1 & vet=$$!; \
 	$(MAKE) --no-print-directory lint > bin/lint.log 2>&1 & lint=$$!; \
 	{ $(GO) test -c -tags chaos -o $(TEST_BINARIES)/chaos-smoke.test ./internal/devtools/chaos/ && cd internal/devtools/chaos && \
-		CHAOS_RUNS=2 $(CURDIR)/$(TEST_BINARIES)/chaos-smoke.test -test.count=1 -test.timeout 5m -test.run '^TestChaos$$'; } > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
+		CHAOS_RUNS=2 CHAOS_BUDGET=15s $(CURDIR)/$(TEST_BINARIES)/chaos-smoke.test -test.count=1 -test.v -test.timeout 5m -test.run '^TestChaos$$'; } > bin/chaos-smoke.log 2>&1 & chaos=$$!; \
 	$(GO) run ./internal/devtools/testcluster -- $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TEST_EVENTS) --raw-command -- \
 		$(GO) run ./internal/devtools/testrun -dir $(TEST_BINARIES) -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 20m $(TEST_FIRST) ./... ./sdk/...; status=$$?; \
 	if wait $$vet; then echo "go vet ./... (and -tags chaos, and bothyvet's rules): no findings"; else cat bin/vet.log; echo "go vet ./... failed"; status=1; fi; \
 	if wait $$lint; then echo "golangci-lint (make lint): no findings"; else cat bin/lint.log; echo "make lint failed"; status=1; fi; \
-	if wait $$chaos; then echo "chaos smoke (CHAOS_RUNS=2): passed"; else cat bin/chaos-smoke.log; echo "chaos smoke failed: make chaos would fail too"; status=1; fi; \
+	if wait $$chaos; then echo "chaos smoke (CHAOS_RUNS=2 CHAOS_BUDGET=15s): passed, $$(sed -n 's/.*chaos: \(the run took [^:]*\):.*/\1/p' bin/chaos-smoke.log)"; else cat bin/chaos-smoke.log; echo "chaos smoke failed: make chaos would fail too"; status=1; fi; \
 	$(GO) run ./internal/devtools/testbudget -json $(TEST_EVENTS) -since $(TEST_START) -budget $(TEST_BUDGET); \
 	exit $$status
 
@@ -124,7 +124,7 @@ stress: assets audit-deps
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_MODEL)' ./sdk/model/openai/
 	$(GO) test -count=$(STRESS_COUNT) -parallel $(TEST_PARALLEL) -timeout 120m -run '$(STRESS_OTHER)' ./internal/authz/ ./internal/platform/db/ ./internal/ratelimit/ ./internal/chat/ ./internal/feed/
 
-## chaos: the chaos test of runs (internal/devtools/chaos, build tag chaos; make test runs a smoke of it with CHAOS_RUNS=2): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
+## chaos: the chaos test of runs (internal/devtools/chaos, build tag chaos; make test runs a smoke of it with CHAOS_RUNS=2 CHAOS_BUDGET=15s, bounded by that budget): adapter processes of one agent killed and suspended at random while people write; every run must end once and every request get one answer (CHAOS_SEED replays a schedule)
 chaos: assets sdk-python sdk-typescript
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '^(TestChaos|TestFreshAdapterLearnsTheAcknowledgedPosition)$$' ./internal/devtools/chaos/
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -69,6 +70,12 @@ func sdkCommands(t *testing.T) map[string][]string {
 	return cmds
 }
 
+// modelKeyPrefix starts the model API key each process is given
+// (BOTHY_MODEL_API_KEY, followed by the process's name): every adapter
+// sends it as its bearer token, so the fake model knows which process
+// asked, and the account can tell whose model requests a kill cut off.
+const modelKeyPrefix = "chaos-key-"
+
 // proc is one adapter process.
 type proc struct {
 	name      string
@@ -76,11 +83,20 @@ type proc struct {
 	transport string
 	cmd       *exec.Cmd
 	// done is closed when the process has exited and its output is read.
-	done   chan struct{}
-	exit   error
-	killed atomic.Bool
-	mu     sync.Mutex
-	holder string
+	done chan struct{}
+	exit error
+	// killed says that the test ended the process (SIGKILL or SIGTERM);
+	// scheduled that the chaos schedule killed it with SIGKILL (its life
+	// ran out, it was suspended past its lease, or its slot owed a kill).
+	killed, scheduled atomic.Bool
+	// serving is closed once the process logged "adapter started": it
+	// reads the agent's stream from then on and may hold runs. A kill
+	// before that tests only a start, not the run contract.
+	serving chan struct{}
+	mu      sync.Mutex
+	holder  string
+	// killedAt is when the test sent SIGKILL (the zero time before).
+	killedAt time.Time
 	// watch, when set, collects every line the process logs from then on.
 	watch    bool
 	watched  []string
@@ -92,6 +108,28 @@ func (p *proc) Holder() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.holder
+}
+
+// startedServing notes the process's start line with its holder; p.mu
+// is held.
+func (p *proc) startedServing(holder string) {
+	p.holder = holder
+	select {
+	case <-p.serving:
+	default:
+		close(p.serving)
+	}
+}
+
+// served reports whether the process logged its start line. Once done is
+// closed its every line is read, so the answer is final.
+func (p *proc) served() bool {
+	select {
+	case <-p.serving:
+		return true
+	default:
+		return false
+	}
 }
 
 // alive reports whether the process has not exited.
@@ -143,7 +181,8 @@ func newSupervisor(t *testing.T, bin string, args, env []string, logDir string) 
 
 // start runs a new adapter process in slot with the transport.
 func (s *supervisor) start(slot, gen int, transport string) *proc {
-	p := &proc{name: fmt.Sprintf("s%d-g%03d-%s", slot, gen, transport), slot: slot, gen: gen, transport: transport, done: make(chan struct{})}
+	p := &proc{name: fmt.Sprintf("s%d-g%03d-%s", slot, gen, transport), slot: slot, gen: gen, transport: transport,
+		done: make(chan struct{}), serving: make(chan struct{})}
 	f, err := os.Create(filepath.Join(s.logDir, "adapter-"+p.name+".log"))
 	if err != nil {
 		s.t.Errorf("adapter log: %v", err)
@@ -155,7 +194,10 @@ func (s *supervisor) start(slot, gen int, transport string) *proc {
 	} else {
 		p.cmd = exec.Command(s.bin, append(append([]string{"agent", "run"}, s.args...), "--transport", transport)...)
 	}
-	p.cmd.Env = s.env
+	// The last value of a key wins in Cmd.Env. Clip: the slots start
+	// processes at once, and an append into s.env's spare capacity would
+	// be a race.
+	p.cmd.Env = append(slices.Clip(s.env), "BOTHY_MODEL_API_KEY="+modelKeyPrefix+p.name)
 	lw := &lineWriter{file: f, line: func(l string) { s.line(p, l) }}
 	p.cmd.Stdout, p.cmd.Stderr = lw, lw
 	if err := p.cmd.Start(); err != nil {
@@ -179,17 +221,44 @@ func (s *supervisor) start(slot, gen int, transport string) *proc {
 	return p
 }
 
-// kill ends p with SIGKILL (also when it is suspended) and waits for it.
-func (s *supervisor) kill(p *proc) {
+// kill ends p with SIGKILL (also when it is suspended) and waits for it;
+// it reports false when p had exited already.
+func (s *supervisor) kill(p *proc) bool {
 	if !p.alive() {
-		return
+		return false
 	}
 	p.killed.Store(true)
+	p.mu.Lock()
+	p.killedAt = time.Now()
+	p.mu.Unlock()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
 	s.mu.Lock()
 	s.kills++
 	s.mu.Unlock()
+	return true
+}
+
+// chaosKill is a SIGKILL of the schedule (not of the test's end): the
+// account counts these per SDK.
+func (s *supervisor) chaosKill(p *proc) {
+	if s.kill(p) {
+		p.scheduled.Store(true)
+	}
+}
+
+// servingKills is how many processes of slot the schedule killed after
+// they had started serving.
+func (s *supervisor) servingKills(slot int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, p := range s.procs {
+		if p.slot == slot && p.scheduled.Load() && p.served() {
+			n++
+		}
+	}
+	return n
 }
 
 // stop ends p with SIGTERM, as an operator would, and with SIGKILL when it
@@ -224,6 +293,15 @@ func (s *supervisor) exited(p *proc) {
 func (s *supervisor) line(p *proc, l string) {
 	var m map[string]any
 	if err := json.Unmarshal([]byte(l), &m); err != nil {
+		// The Python SDK's example logs text (logging.basicConfig): its
+		// start line is "INFO:bothy_agent.adapter:adapter started
+		// holder=adapter-... once=False".
+		if _, rest, ok := strings.Cut(l, ":adapter started holder="); ok {
+			holder, _, _ := strings.Cut(rest, " ")
+			p.mu.Lock()
+			p.startedServing(holder)
+			p.mu.Unlock()
+		}
 		s.mu.Lock()
 		s.msgs["(no JSON) "+l]++
 		s.mu.Unlock()
@@ -237,7 +315,8 @@ func (s *supervisor) line(p *proc, l string) {
 		p.watched = append(p.watched, l)
 	}
 	if msg == "adapter started" {
-		p.holder, _ = m["holder"].(string)
+		holder, _ := m["holder"].(string)
+		p.startedServing(holder)
 	}
 	p.mu.Unlock()
 	if msg == "run started" {

@@ -5,6 +5,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -48,36 +49,92 @@ const (
 	// kills.
 	lifeMin = 200 * time.Millisecond
 	lifeMax = 4 * time.Second
+	// suspendStopMax bounds how long the suspended process stays stopped
+	// (it is resumed as soon as another holder holds its run), and
+	// suspendWatch how long it is watched after its resume. suspendCourse
+	// is a suspension's usual course: a lease until the run may be taken
+	// over, a second for the takeover, and the watch. A run with a budget
+	// (CHAOS_BUDGET) begins a suspension only when that fits before its
+	// deadline, and resumes the process at the latest suspendWatch before
+	// it, so that a slow takeover cannot carry the suspension past it.
+	suspendStopMax = 20 * time.Second
+	suspendWatch   = 8 * time.Second
+	suspendCourse  = lease + time.Second + suspendWatch
+	// servingMax bounds the wait of a slot that owes its SDK's kill
+	// (schedule.owe) for its process to start serving: an SDK's example
+	// starts in about a second, in several on a loaded machine.
+	servingMax = 30 * time.Second
 )
 
-// TestChaos runs adapter processes of lotse (the reference adapter, bothy
-// agent run, over the poll and ws transports, and the model examples of the
-// Python and TypeScript SDKs) against a fake model while people write
-// requests and follow-ups, kills the processes with SIGKILL at random
-// moments and restarts them, suspends one with SIGSTOP past its lease and
-// resumes it, and then accounts for every run and request from the
-// database and the API (account). It fails when a run did not end exactly
-// once, a request has no answer or more than one, a follow-up is lost or
-// answered twice, or a run is stuck, and prints the table either way.
-func TestChaos(t *testing.T) {
-	seed := uint64(defaultSeed)
+// settings are the knobs of a chaos run, read from the environment.
+type settings struct {
+	seed uint64
+	// target is the count of runs at which the people stop writing
+	// (CHAOS_RUNS); least is the fewest runs the account accepts.
+	target, least int
+	// budget (CHAOS_BUDGET; 0, the default, for none) bounds a short run
+	// by construction, as the smoke of make test needs: nothing of the
+	// chaos reaches past budget after the test's start. The people stop
+	// writing and the slots stop killing at that deadline (or earlier, at
+	// target), and a suspension begins only when its usual course ends
+	// before it and is over by it in any case. The test then waits for
+	// every run to end and accounts in full: a short run checks
+	// exactly-once as the long one does. What is left after the deadline
+	// is the runs in flight (a model call of at most 3 s, a lease of 2 s
+	// when a kill left one behind), the kill a slot owes its SDK
+	// (schedule.owe: an SDK's start, about a second) and the account.
+	budget time.Duration
+}
+
+// readSettings reads CHAOS_SEED, CHAOS_RUNS and CHAOS_BUDGET.
+func readSettings(t *testing.T) settings {
+	t.Helper()
+	s := settings{seed: defaultSeed, target: targetRuns}
 	if v := os.Getenv("CHAOS_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			t.Fatalf("CHAOS_SEED %q is no unsigned integer", v)
 		}
-		seed = n
+		s.seed = n
 	}
-	target := targetRuns
 	if v := os.Getenv("CHAOS_RUNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			t.Fatalf("CHAOS_RUNS %q is no positive integer", v)
 		}
-		target = n
+		s.target = n
 	}
-	least := min(minRuns, target)
-	t.Logf("chaos: seed %d (CHAOS_SEED=%d replays this schedule), %d runs wanted, leases of %s swept every %s", seed, seed, target, lease, sweep)
+	if v := os.Getenv("CHAOS_BUDGET"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("CHAOS_BUDGET %q is no positive duration (such as 15s)", v)
+		}
+		s.budget = d
+	}
+	s.least = min(minRuns, s.target)
+	return s
+}
+
+// TestChaos runs adapter processes of lotse (the reference adapter, bothy
+// agent run, over the poll and ws transports, and the model examples of the
+// Python and TypeScript SDKs) against a fake model while people write
+// requests and follow-ups, kills the processes with SIGKILL at random
+// moments (each SDK's at least once while it serves) and restarts them,
+// suspends one with SIGSTOP past its lease and resumes it, and then
+// accounts for every run and request from the database and the API
+// (account). It fails when a run did not end exactly once, a request has
+// no answer or more than one, a follow-up is lost or answered twice, a run
+// is stuck, or an SDK's example was never killed while serving, and prints
+// the table either way, and at the end how long each part took.
+func TestChaos(t *testing.T) {
+	start := time.Now()
+	cfg := readSettings(t)
+	budget := "none"
+	if cfg.budget > 0 {
+		budget = cfg.budget.String()
+	}
+	t.Logf("chaos: seed %d (CHAOS_SEED=%d replays this schedule), %d runs wanted, budget %s, leases of %s swept every %s",
+		cfg.seed, cfg.seed, cfg.target, budget, lease, sweep)
 
 	logDir, err := os.MkdirTemp("", "bothy-chaos-")
 	if err != nil {
@@ -108,10 +165,11 @@ func TestChaos(t *testing.T) {
 		config.RateReadBurst:                 "10000",
 		config.HTTPMaxConcurrentPerPrincipal: "64",
 	})
-	model := newFakeModel(t, seed)
+	model := newFakeModel(t, cfg.seed)
 	args := []string{"--server", b.URL, "--model", "openai", flag, model.BaseURL(), "--model-name", "chaos"}
+	// BOTHY_MODEL_API_KEY is set per process (supervisor.start).
 	env := append(os.Environ(), "BOTHY_AGENT_TOKEN="+b.World.Token("lotse"), "BOTHY_SERVER="+b.URL,
-		"BOTHY_MODEL_BASE_URL="+model.BaseURL(), "BOTHY_MODEL_NAME=chaos", "BOTHY_MODEL_API_KEY=chaos-key")
+		"BOTHY_MODEL_BASE_URL="+model.BaseURL(), "BOTHY_MODEL_NAME=chaos")
 	sup := newSupervisor(t, bin, args, env, logDir)
 	sup.sdks = sdkCommands(t)
 	// Registered after the server, so run before it stops.
@@ -126,14 +184,25 @@ func TestChaos(t *testing.T) {
 	ppl := newPeople(b)
 	ctx := context.Background()
 
-	// The phase of chaos ends when enough runs exist or at chaosMax.
+	// The phase of chaos ends when enough runs exist, at chaosMax, or at
+	// the budget's deadline.
 	began := time.Now()
-	phase, endPhase := context.WithTimeout(ctx, chaosMax)
+	end := began.Add(chaosMax)
+	var deadline time.Time // the budget's; the zero time for none
+	if cfg.budget > 0 {
+		deadline = start.Add(cfg.budget)
+		if deadline.Before(end) {
+			end = deadline
+		}
+	}
+	phase, endPhase := context.WithDeadline(ctx, end)
 	defer endPhase()
+	var reached atomic.Bool
 	go func() {
 		for phase.Err() == nil {
 			var n int
-			if err := b.Pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE agent_id = $1`, b.World.ID("lotse")).Scan(&n); err == nil && n >= target {
+			if err := b.Pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE agent_id = $1`, b.World.ID("lotse")).Scan(&n); err == nil && n >= cfg.target {
+				reached.Store(true)
 				endPhase()
 				return
 			}
@@ -155,83 +224,19 @@ func TestChaos(t *testing.T) {
 	}()
 
 	// The adapters: each slot runs one process at a time and kills it
-	// after a random life.
-	stopKills := make(chan struct{})
-	suspend := make([]chan suspendRequest, slots)
-	var susp atomic.Pointer[suspension]
+	// after a random life; once, a process that has just started a run is
+	// suspended past its lease.
+	sched := newSchedule(ctx, b, sup, cfg.seed, deadline)
 	var killers sync.WaitGroup
 	for slot := range slots {
-		suspend[slot] = make(chan suspendRequest)
 		killers.Add(1)
 		go func() {
 			defer killers.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(100+slot)))
-			for gen := 0; ; gen++ {
-				select {
-				case <-stopKills:
-					return
-				default:
-				}
-				p := sup.start(slot, gen, transportOf(slot, gen))
-				life := time.NewTimer(lifeMin + time.Duration(rng.Int64N(int64(lifeMax-lifeMin))))
-			wait:
-				for {
-					select {
-					case <-life.C:
-						sup.kill(p)
-						break wait
-					case <-p.done:
-						if !p.killed.Load() {
-							sup.exited(p)
-						}
-						break wait
-					case req := <-suspend[slot]:
-						if req.rs.proc != p || !p.alive() {
-							req.done <- false
-							continue
-						}
-						s := suspendPastLease(ctx, b, req.rs)
-						req.done <- s != nil
-						if s == nil {
-							continue
-						}
-						life.Stop()
-						susp.Store(s)
-						sup.kill(p)
-						break wait
-					case <-stopKills:
-						life.Stop()
-						return
-					}
-				}
-				sleepCtx(ctx, time.Duration(rng.Int64N(int64(300*time.Millisecond))))
-			}
+			sched.run(slot)
 		}()
 	}
-	// Once, a process that has just started a run (its model works) is
-	// suspended past its lease.
-	suspendAt := 5*time.Second + time.Duration(rand.New(rand.NewPCG(seed, 3)).Int64N(int64(10*time.Second)))
-	go func() {
-		sleepCtx(phase, suspendAt)
-		for {
-			select {
-			case rs := <-sup.started:
-				if time.Since(rs.at) > 300*time.Millisecond || !rs.proc.alive() {
-					continue
-				}
-				req := suspendRequest{rs: rs, done: make(chan bool, 1)}
-				select {
-				case suspend[rs.proc.slot] <- req:
-					if <-req.done {
-						return
-					}
-				default:
-				}
-			case <-phase.Done():
-				return
-			}
-		}
-	}()
+	suspendAt := 5*time.Second + time.Duration(rand.New(rand.NewPCG(cfg.seed, 3)).Int64N(int64(10*time.Second)))
+	go sched.suspendOne(phase, suspendAt)
 
 	// The people.
 	var wg sync.WaitGroup
@@ -240,7 +245,7 @@ func TestChaos(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := ppl.converse(phase, rand.New(rand.NewPCG(seed, uint64(200+w))), stop); err != nil {
+			if err := ppl.converse(phase, rand.New(rand.NewPCG(cfg.seed, uint64(200+w))), stop); err != nil {
 				errs <- err
 				endPhase()
 			}
@@ -253,12 +258,24 @@ func TestChaos(t *testing.T) {
 		t.Errorf("a person could not write: %v", err)
 	}
 	chaos := time.Since(began)
+	why := "at the run target"
+	switch {
+	case reached.Load():
+	case errors.Is(phase.Err(), context.DeadlineExceeded) && end.Equal(deadline):
+		why = "at the budget's deadline"
+	case errors.Is(phase.Err(), context.DeadlineExceeded):
+		why = "after chaosMax"
+	default:
+		why = "by a person's error"
+	}
 	<-progressDone
 
-	// Calm: no more kills, one live process per slot, until every run has
-	// ended.
-	close(stopKills)
+	// Calm: no more kills (a slot that owes its SDK's kill pays it, a
+	// suspension under way ends), one live process per slot, until every
+	// run has ended.
+	close(sched.stop)
 	killers.Wait()
+	wound := time.Since(began) - chaos
 	sup.mu.Lock()
 	var dead []int
 	for slot := range slots {
@@ -294,11 +311,11 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("chaos: %s of chaos, then %s until every run ended (%d still active)", chaos.Round(time.Second), settled.Round(time.Second), left)
 
-	res, err := account(ctx, b, ppl, model, sup, logDir, least)
+	res, err := account(ctx, b, ppl, model, sup, logDir, cfg.least)
 	if err != nil {
 		t.Fatalf("account: %v", err)
 	}
-	s := susp.Load()
+	s := sched.susp.Load()
 	n := 0
 	if s != nil {
 		n = 1
@@ -307,9 +324,11 @@ func TestChaos(t *testing.T) {
 			res.detail("the suspended process's run %s was not taken over while it was stopped", s.runID)
 		}
 	}
-	if chaos < suspendAt+5*time.Second && n == 0 {
-		// A short run (CHAOS_RUNS) may end before the moment of the
-		// suspension; it cannot be asked for one then.
+	// A short run (CHAOS_RUNS) may end before the moment of the
+	// suspension, and a budget may leave no room for its course after
+	// that moment: it cannot be asked for one then.
+	due := began.Add(suspendAt + 5*time.Second)
+	if n == 0 && (chaos < suspendAt+5*time.Second || !deadline.IsZero() && deadline.Add(-suspendCourse).Before(due)) {
 		res.add("adapter processes suspended past their lease (SIGSTOP, then SIGCONT; the chaos ended before its moment)", n)
 	} else {
 		res.must("adapter processes suspended past their lease (SIGSTOP, then SIGCONT)", n, 1)
@@ -317,7 +336,7 @@ func TestChaos(t *testing.T) {
 	res.add("seconds of chaos (people writing, adapters killed)", int(chaos.Round(time.Second).Seconds()))
 	res.add("seconds from the last kill until every run ended", int(settled.Round(time.Second).Seconds()))
 
-	t.Logf("chaos: seed %d\n\n%s", seed, res.table())
+	t.Logf("chaos: seed %d\n\n%s", cfg.seed, res.table())
 	if s != nil {
 		t.Logf("chaos: suspension\n%s", s.story())
 	}
@@ -331,8 +350,157 @@ func TestChaos(t *testing.T) {
 	if len(res.details) > 0 {
 		t.Logf("chaos: details:\n%s", strings.Join(res.details, "\n"))
 	}
+	// The run's duration, part by part: make test prints this line of its
+	// smoke (the Makefile greps "chaos: the run took").
+	round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+	t.Logf("chaos: the run took %s (budget %s): %s to start, %s of chaos (ended %s), %s until the kills and the suspension ended, %s until every run ended, %s to stop the adapters and account",
+		round(time.Since(start)), budget, round(began.Sub(start)), round(chaos), why, round(wound), round(settled), round(time.Since(calm)-settled))
 	for _, r := range res.failed() {
-		t.Errorf("chaos: %s: %d, must be %s (seed %d)", r.what, r.got, r.want, seed)
+		t.Errorf("chaos: %s: %d, must be %s (seed %d)", r.what, r.got, r.want, cfg.seed)
+	}
+}
+
+// schedule is the chaos of the slots: each runs one adapter process at a
+// time, kills it with SIGKILL after a random life from its own stream of
+// the seed, and restarts it, until stop is closed.
+type schedule struct {
+	ctx  context.Context
+	b    *bothy
+	sup  *supervisor
+	seed uint64
+	// deadline is the budget's (the zero time for none): the suspension
+	// is over by it.
+	deadline time.Time
+	// stop ends the kills.
+	stop chan struct{}
+	// suspend asks a slot to suspend its process (suspendOne).
+	suspend []chan suspendRequest
+	// susp is the suspension, once there was one.
+	susp atomic.Pointer[suspension]
+}
+
+func newSchedule(ctx context.Context, b *bothy, sup *supervisor, seed uint64, deadline time.Time) *schedule {
+	s := &schedule{ctx: ctx, b: b, sup: sup, seed: seed, deadline: deadline, stop: make(chan struct{}), suspend: make([]chan suspendRequest, slots)}
+	for slot := range slots {
+		s.suspend[slot] = make(chan suspendRequest)
+	}
+	return s
+}
+
+// run is the life of one slot until stop closes; then it pays the kill
+// the slot owes (owe).
+func (s *schedule) run(slot int) {
+	rng := rand.New(rand.NewPCG(s.seed, uint64(100+slot)))
+	for gen := 0; ; gen++ {
+		select {
+		case <-s.stop:
+			s.owe(slot, nil, gen)
+			return
+		default:
+		}
+		p := s.sup.start(slot, gen, transportOf(slot, gen))
+		if !s.live(slot, p, rng) {
+			s.owe(slot, p, gen+1)
+			return
+		}
+		sleepCtx(s.ctx, time.Duration(rng.Int64N(int64(300*time.Millisecond))))
+	}
+}
+
+// live runs p until its life ends (a kill), it exits by itself, or it
+// is suspended past its lease (then killed); it reports false when stop
+// closed first, with p left alive.
+func (s *schedule) live(slot int, p *proc, rng *rand.Rand) bool {
+	life := time.NewTimer(lifeMin + time.Duration(rng.Int64N(int64(lifeMax-lifeMin))))
+	defer life.Stop()
+	for {
+		select {
+		case <-life.C:
+			s.sup.chaosKill(p)
+			return true
+		case <-p.done:
+			if !p.killed.Load() {
+				s.sup.exited(p)
+			}
+			return true
+		case req := <-s.suspend[slot]:
+			if req.rs.proc != p || !p.alive() {
+				req.done <- false
+				continue
+			}
+			var resumeBy time.Time
+			if !s.deadline.IsZero() {
+				resumeBy = s.deadline.Add(-suspendWatch)
+			}
+			sp := suspendPastLease(s.ctx, s.b, req.rs, resumeBy)
+			req.done <- sp != nil
+			if sp == nil {
+				continue
+			}
+			s.susp.Store(sp)
+			s.sup.chaosKill(p)
+			return true
+		case <-s.stop:
+			return false
+		}
+	}
+}
+
+// owe keeps the schedule's promise to the SDK slots (issue 43: a chaos
+// run with the Python and TypeScript examples among the killed
+// processes): each kills a process of its SDK with SIGKILL at least once
+// after it started serving. Random lives keep that promise in a long run
+// many times over, but a short one (the smoke) may end before a life
+// does, and a life of 0.2 s may end before an SDK's start. So a slot
+// that has not kept it when the kills stop waits until its process serves
+// (starting one, as generation gen, if p is nil or dead) and kills it
+// then: the account's line for it cannot fail by the schedule's luck.
+func (s *schedule) owe(slot int, p *proc, gen int) {
+	if _, ok := sdkSlots[slot]; !ok || s.sup.servingKills(slot) > 0 {
+		return
+	}
+	if p == nil || !p.alive() {
+		p = s.sup.start(slot, gen, transportOf(slot, gen))
+	}
+	select {
+	case <-p.serving:
+	case <-p.done:
+		if !p.killed.Load() {
+			s.sup.exited(p)
+		}
+		return
+	case <-time.After(servingMax):
+		s.sup.t.Logf("chaos: %s did not start serving within %s; killed unserved", p.name, servingMax)
+	}
+	s.sup.chaosKill(p)
+}
+
+// suspendOne suspends, once, a process that has just started a run (its
+// model works) past its lease: the first run start at suspendAt into the
+// phase or after it. A run with a budget begins none later than
+// suspendCourse before its deadline.
+func (s *schedule) suspendOne(phase context.Context, suspendAt time.Duration) {
+	sleepCtx(phase, suspendAt)
+	for {
+		select {
+		case rs := <-s.sup.started:
+			if !s.deadline.IsZero() && time.Now().After(s.deadline.Add(-suspendCourse)) {
+				return
+			}
+			if time.Since(rs.at) > 300*time.Millisecond || !rs.proc.alive() {
+				continue
+			}
+			req := suspendRequest{rs: rs, done: make(chan bool, 1)}
+			select {
+			case s.suspend[rs.proc.slot] <- req:
+				if <-req.done {
+					return
+				}
+			default:
+			}
+		case <-phase.Done():
+			return
+		}
 	}
 }
 
@@ -403,12 +571,13 @@ type suspendRequest struct {
 
 // suspendPastLease stops rs's process with SIGSTOP right after it started
 // run rs.runID, keeps it stopped until another holder holds the run (or
-// the run ended; at most 20 s), resumes it with SIGCONT and watches it for
-// 8 s: it must notice that it lost the run and post nothing for it. It
+// the run ended; at most suspendStopMax, and not past resumeBy unless that
+// is the zero time), resumes it with SIGCONT and watches it for
+// suspendWatch: it must notice that it lost the run and post nothing for it. It
 // returns nil, after resuming the process at once, when the process no
 // longer held the run when it stopped (on a loaded machine the notice may
 // come late).
-func suspendPastLease(ctx context.Context, b *bothy, rs runStart) *suspension {
+func suspendPastLease(ctx context.Context, b *bothy, rs runStart, resumeBy time.Time) *suspension {
 	p := rs.proc
 	s := &suspension{proc: p, holder: p.Holder(), runID: rs.runID, attempt: rs.attempt, stopped: time.Now()}
 	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
@@ -418,20 +587,7 @@ func suspendPastLease(ctx context.Context, b *bothy, rs runStart) *suspension {
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		return nil
 	}
-	for time.Since(s.stopped) < 20*time.Second {
-		time.Sleep(100 * time.Millisecond)
-		var state, holder string
-		var attempt int
-		if err := b.Pool.QueryRow(ctx, `SELECT state, coalesce(holder, ''), attempt FROM runs WHERE id = $1`, rs.runID).Scan(&state, &holder, &attempt); err != nil {
-			continue
-		}
-		s.state, s.by, s.attemptThen = state, holder, attempt
-		ended := state == "completed" || state == "failed" || state == "cancelled"
-		if time.Since(s.stopped) > lease && (ended || holder != "" && holder != s.holder) {
-			s.takenOver = true
-			break
-		}
-	}
+	s.awaitTakeover(ctx, b, resumeBy)
 	p.mu.Lock()
 	p.watch = true
 	p.mu.Unlock()
@@ -439,7 +595,7 @@ func suspendPastLease(ctx context.Context, b *bothy, rs runStart) *suspension {
 	s.resumed = time.Now()
 	select {
 	case <-p.done:
-	case <-time.After(8 * time.Second):
+	case <-time.After(suspendWatch):
 	}
 	p.mu.Lock()
 	for _, l := range p.watched {
@@ -450,6 +606,26 @@ func suspendPastLease(ctx context.Context, b *bothy, rs runStart) *suspension {
 	}
 	p.mu.Unlock()
 	return s
+}
+
+// awaitTakeover waits while the process is stopped until another holder
+// holds its run or the run ended (takenOver), at most suspendStopMax and,
+// unless it is the zero time, until resumeBy; it notes how the run was.
+func (s *suspension) awaitTakeover(ctx context.Context, b *bothy, resumeBy time.Time) {
+	for time.Since(s.stopped) < suspendStopMax && (resumeBy.IsZero() || time.Now().Before(resumeBy)) {
+		time.Sleep(100 * time.Millisecond)
+		var state, holder string
+		var attempt int
+		if err := b.Pool.QueryRow(ctx, `SELECT state, coalesce(holder, ''), attempt FROM runs WHERE id = $1`, s.runID).Scan(&state, &holder, &attempt); err != nil {
+			continue
+		}
+		s.state, s.by, s.attemptThen = state, holder, attempt
+		ended := state == "completed" || state == "failed" || state == "cancelled"
+		if time.Since(s.stopped) > lease && (ended || holder != "" && holder != s.holder) {
+			s.takenOver = true
+			return
+		}
+	}
 }
 
 // story tells the suspension for the report.

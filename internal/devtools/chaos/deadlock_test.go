@@ -158,7 +158,7 @@ func (m *heldModel) next(t *testing.T, what string) *heldCall {
 // that both runs wait until Config.DeliveryWait runs out and then post
 // anyway, and the server promotes the follow-ups the answers covered.
 //
-// It is not part of make chaos (which runs TestChaos only): run it with
+// make chaos runs it after TestChaos; alone, run it with
 // go test -tags chaos -run TestFreshAdapterLearnsTheAcknowledgedPosition ./internal/devtools/chaos/
 func TestFreshAdapterLearnsTheAcknowledgedPosition(t *testing.T) {
 	b := startBothy(t, t.TempDir(), nil)
@@ -172,8 +172,13 @@ func TestFreshAdapterLearnsTheAcknowledgedPosition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The long poll: the gate holds polls back (operation
+		// AgentEvents), and a WebSocket would pass it by. New reads the
+		// stream over the WebSocket by default since it shares Run's
+		// defaults.
 		a, err := agent.New(agent.Config{Client: client, Model: m, Holder: "adapter-" + name, DeliveryWait: deliveryWait,
-			Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			Transport: agent.TransportPoll,
+			Logger:    slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {
 			t.Fatal(err)
 		}

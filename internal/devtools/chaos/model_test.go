@@ -30,11 +30,15 @@ type prompt struct {
 	Requests []string
 	Delay    time.Duration
 	// Aborted says that the adapter went away (it was killed) before the
-	// reply.
+	// reply; Ended is when the model replied or saw it go.
 	Aborted bool
+	Ended   time.Time
 	// Unparsed says that the prompt held no trigger block the model could
 	// find (a change of the rendering would show here first).
 	Unparsed bool
+	// Proc is the name of the adapter process that asked (its API key,
+	// modelKeyPrefix), "" when the key is not the test's.
+	Proc string
 }
 
 // fakeModel is an OpenAI-compatible chat completions server: it answers
@@ -97,11 +101,15 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	var unparsed bool
 	p.Requests, unparsed = requestTags(user)
 	p.Unparsed = unparsed
+	if name, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "+modelKeyPrefix); ok {
+		p.Proc = name
+	}
 	select {
 	case <-time.After(p.Delay):
 	case <-r.Context().Done():
 		p.Aborted = true
 	}
+	p.Ended = time.Now()
 	m.mu.Lock()
 	m.log = append(m.log, p)
 	m.mu.Unlock()

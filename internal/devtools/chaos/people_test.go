@@ -229,11 +229,14 @@ func (p *people) waitIdle(ctx context.Context, thread string, d time.Duration) {
 // the run works (follow-ups, one or two at once), at a random later
 // moment, or after the run ended (a next run in the same thread). ctx
 // ends only the waits: a message once sent is always read back, so that
-// the test knows every request the server may have stored.
+// the test knows every request the server may have stored. The first
+// conversation opens even when stop says so already: a run whose budget
+// (CHAOS_BUDGET) went on a slow start still has a request of each writer
+// to account for.
 func (p *people) converse(ctx context.Context, rng *rand.Rand, stop func() bool) error {
 	allgemein, eskalation := p.b.World.Channel("Support/Allgemein"), p.b.World.Channel("Support/Eskalation")
 	send := context.WithoutCancel(ctx)
-	for first := true; !stop(); first = false {
+	for first := true; first || !stop(); first = false {
 		if !first {
 			// A pause between conversations spreads the runs over the
 			// phase, so that each meets more kills.
