@@ -96,20 +96,12 @@ func (l *listener) read() wsMsg {
 	}
 }
 
-// until reads events up to the message.created of message id.
+// until reads events up to the message.created of message id, which must
+// come with its content.
 func (l *listener) until(id string) {
 	l.t.Helper()
-	for {
-		m := l.read()
-		if m.Type != "next" {
-			l.t.Fatalf("want next, got %+v", m)
-		}
-		if strings.Contains(string(m.Payload), `"messageId":"`+id+`"`) {
-			if !strings.Contains(string(m.Payload), `"contentMd":"for everybody listening"`) {
-				l.t.Fatalf("the message came without its content: %s", m.Payload)
-			}
-			return
-		}
+	if p := l.payloadOf(id); !strings.Contains(p, `"contentMd":"for everybody listening"`) {
+		l.t.Fatalf("the message came without its content: %s", p)
 	}
 }
 
