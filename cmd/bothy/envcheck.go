@@ -41,8 +41,13 @@ var otherEnv = []string{
 	// The bothy binary make test builds once for the tests that start
 	// bothy (internal/devtools/gobuild.EnvBothy).
 	"BOTHY_TEST_BOTHY",
-	// BenchmarkFanout's listener counts (internal/feed).
+	// BenchmarkFanout's listener counts, and what it tells the process of
+	// its listeners (internal/feed).
 	"BOTHY_BENCH_LISTENERS",
+	"BOTHY_FANOUT_LISTENERS_URL",
+	"BOTHY_FANOUT_LISTENERS_TOKENS",
+	"BOTHY_FANOUT_LISTENERS_COUNT",
+	"BOTHY_FANOUT_LISTENERS_AFTER",
 	"BOTHY_AUDIT_URL",
 	"BOTHY_AUDIT_TOKEN",
 	"BOTHY_AUDIT_TIMEOUT_MS",

@@ -176,6 +176,26 @@ func runKitCase(t *testing.T, adapter string, fails []string, matrix bool) {
 		if want := !slices.Contains(fails, r.Name); r.Passed != want {
 			t.Errorf("%s: passed %v (%s), want %v", r.Name, r.Passed, r.Detail, want)
 		}
+		wantFixed(t, r, progress.String())
+	}
+}
+
+// wantFixed checks that a failed verdict says what fixes it, in Result.Fix,
+// at the end of its detail and in its progress line, and that a passed one
+// says no fix.
+func wantFixed(t *testing.T, r conformance.Result, progress string) {
+	t.Helper()
+	if r.Passed {
+		if r.Fix != "" || r.Detail != "ok" {
+			t.Errorf("%s passed with detail %q and fix %q", r.Name, r.Detail, r.Fix)
+		}
+		return
+	}
+	if r.Fix == "" || !strings.HasSuffix(r.Detail, "; fix: "+r.Fix) {
+		t.Errorf("%s failed with detail %q and fix %q; want the detail to end with the fix", r.Name, r.Detail, r.Fix)
+	}
+	if line := fmt.Sprintf("%-31s FAILED: %s\n", r.Name, r.Detail); !strings.Contains(progress, line) {
+		t.Errorf("the progress lacks the line %q", line)
 	}
 }
 
@@ -229,7 +249,7 @@ func testKitLateThenGone(t *testing.T) {
 touch %[1]s; sleep 2; %[2]s -after now -once
 echo "adapter of Robin: one run is enough" >&2; exit 3`, mark, broken)
 	var progress strings.Builder
-	rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: script, Only: "answers_once", Progress: &progress})
+	rep, err := conformance.Run(t.Context(), conformance.Options{Adapter: script, Only: "answers_once", Progress: &progress, DatabaseURL: pgtest.URL(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

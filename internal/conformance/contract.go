@@ -48,11 +48,20 @@ func (k *kit) watchPages() (*pages, func()) {
 
 // wait waits until the adapter was handed a page that holds text.
 func (p *pages) wait(ctx context.Context, text string) error {
+	if err := p.waitFor(ctx, func(b []byte) bool { return bytes.Contains(b, []byte(text)) }); err != nil {
+		return errors.New("timed out waiting for the adapter to read the page of the stream that holds the follow-up")
+	}
+	return nil
+}
+
+// waitFor waits until the adapter was handed a page for which match holds;
+// the error is ctx's end.
+func (p *pages) waitFor(ctx context.Context, match func(body []byte) bool) error {
 	for {
 		p.mu.Lock()
 		changed := p.changed
 		for _, b := range p.bodies {
-			if bytes.Contains(b, []byte(text)) {
+			if match(b) {
 				p.mu.Unlock()
 				return nil
 			}
@@ -61,23 +70,24 @@ func (p *pages) wait(ctx context.Context, text string) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return errors.New("timed out waiting for the adapter to read the page of the stream that holds the follow-up")
+			return ctx.Err()
 		}
 	}
 }
 
-// nextRunOf returns a run of thread other than not, "" while there is none.
-func (k *kit) nextRunOf(ctx context.Context, thread, not string) string {
+// nextRunOf returns a run of thread other than not, "" when there is none;
+// the error is the event log's read.
+func (k *kit) nextRunOf(ctx context.Context, thread, not string) (string, error) {
 	evs, err := k.runEvents(ctx)
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("reading the runs of the thread: %w", err)
 	}
 	for _, e := range evs {
 		if e.ThreadID == thread && e.RunID != not {
-			return e.RunID
+			return e.RunID, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // ackAfterHandling: an agent.followup is acknowledged only once the
@@ -144,11 +154,16 @@ func ackAfterHandling(ctx context.Context, k *kit) error {
 // from a prompt that held it. A follow-up that never gets a run was
 // acknowledged by the killed adapter before its model saw it.
 func followUpRunAnswered(ctx context.Context, k *kit, a asked, mark string) error {
-	var next string
-	if err := until(ctx, "a run for the follow-up", func() bool {
-		next = k.nextRunOf(ctx, a.thread, a.run)
-		return next != ""
-	}); err != nil {
+	// The server settles a run's follow-ups in the commit that ends it
+	// (internal/runs, Service.end), the start of the follow-up's own run
+	// and its events included: once the first run's end is read, a run
+	// that is not in the event log never comes, and there is nothing to
+	// wait for (a wait would last the scenario's whole timeout).
+	next, err := k.nextRunOf(ctx, a.thread, a.run)
+	if err != nil {
+		return err
+	}
+	if next == "" {
 		return errors.New("no run ever answered the follow-up: the server dropped it as delivered when the first run ended, so the killed adapter had acknowledged its agent.followup before its model saw it")
 	}
 	if err := k.answeredOnce(ctx, asked{thread: a.thread, run: next}); err != nil {
@@ -294,17 +309,26 @@ type heldCall struct {
 // it), the second holder answers, and the thread holds that one answer.
 func stallIsFenced(ctx context.Context, k *kit) error {
 	stale := make(chan struct{})
-	k.model.reset(step{Hold: true, Gate: stale, Text: "The stale answer."}, step{Hold: true, Text: "The answer of the second holder."})
 	fw := &fenceWatch{changed: make(chan struct{})}
+	k.model.reset(step{Hold: true, Gate: stale, Text: "The stale answer.", AfterReply: fw.staleModelDone},
+		step{Hold: true, Text: "The answer of the second holder."})
 	defer fw.install(k)()
 
 	a, err := k.ask(ctx, "alex", "Support/Eskalation", "@lotse survive a stall")
 	if err != nil {
 		return err
 	}
-	if _, err := k.model.next(ctx); err != nil {
+	staleCall, err := k.model.next(ctx)
+	if err != nil {
 		return err
 	}
+	go func() {
+		select {
+		case <-staleCall.Aborted:
+			fw.staleModelDone()
+		case <-ctx.Done():
+		}
+	}()
 	k.signal(syscall.SIGSTOP)
 	// Whatever happens, the stale process runs again for the next
 	// scenario.
@@ -330,20 +354,7 @@ func stallIsFenced(ctx context.Context, k *kit) error {
 	// The stale process wakes with its model's answer.
 	k.signal(syscall.SIGCONT)
 	close(stale)
-	// Its post or finish shows whether it is fenced; the second holder's
-	// model call holds until then, so the run stays the second holder's.
-	// An adapter that gives the run up at its first refusal (a renewal)
-	// posts nothing: after three leases the second holder goes on.
-	wctx, cancel := context.WithTimeout(ctx, 3*leaseTimeout)
-	_ = fw.wait(wctx, func() bool {
-		for _, c := range fw.calls[mark:] {
-			if c.holder == staleHolder && (c.op == "createMessage" || c.op == "finishRun") {
-				return true
-			}
-		}
-		return false
-	})
-	cancel()
+	fw.awaitStale(ctx, staleHolder, mark)
 	fw.release()
 	k.model.releaseHeld()
 	state, reason, err := k.ended(ctx, a.run)
@@ -365,7 +376,43 @@ type fenceWatch struct {
 	calls    []heldCall
 	finished bool // a finishRun of the second holder was answered
 	released bool // the second holder's model call was let go
-	changed  chan struct{}
+	// staleDone is set once the stale process's model call ended,
+	// answered or aborted by the process.
+	staleDone bool
+	changed   chan struct{}
+}
+
+// staleModelDone notes that the stale process's model call ended.
+func (fw *fenceWatch) staleModelDone() {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	fw.staleDone = true
+	fw.note()
+}
+
+// awaitStale waits, once the stale process resumed, until it showed what
+// it does with the run while the second holder still holds it (the
+// second holder's model call holds until then): it posted or finished,
+// both refused if it is fenced; or, its model call over, one of its calls
+// was refused. The SDK drops the run at a refused renewal and sends
+// nothing more, so waiting on would wait for nothing; a post that an
+// adapter still sends after that comes once the second holder was let go,
+// and the verdict holds it to a refusal all the same. An adapter that
+// shows neither is let be after three leases.
+func (fw *fenceWatch) awaitStale(ctx context.Context, staleHolder string, mark int) {
+	wctx, cancel := context.WithTimeout(ctx, 3*leaseTimeout)
+	defer cancel()
+	_ = fw.wait(wctx, func() bool {
+		for _, c := range fw.calls[mark:] {
+			if c.holder != staleHolder {
+				continue
+			}
+			if c.op == "createMessage" || c.op == "finishRun" || (fw.staleDone && c.refused()) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // release notes that the second holder may answer from now on.

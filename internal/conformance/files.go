@@ -73,11 +73,17 @@ func attachesFile(ctx context.Context, k *kit) error {
 	} else if state != "completed" {
 		return fmt.Errorf("the run ended %s (%s); want completed", state, reason)
 	}
+	// A message and its files are stored in one commit: once the agent's
+	// answer is there, its files are too, and waiting for files after it
+	// would only wait out the scenario's timeout for an answer without.
+	var posted int
 	var files []string
-	_ = until(ctx, "the answer's file", func() bool {
-		files = k.answerFiles(ctx, a.thread)
-		return len(files) > 0
-	})
+	if err := until(ctx, "the agent's answer", func() bool {
+		posted, files = k.answerFiles(ctx, a.thread)
+		return posted > 0
+	}); err != nil {
+		return fmt.Errorf("the run completed, but the agent posted nothing in the thread: %w", err)
+	}
 	switch {
 	case k.model.askedFor(attachTool) == 0:
 		return fmt.Errorf("the model got %d requests and never called %s: the adapter did not offer it", len(k.model.recorded()), attachTool)
@@ -148,13 +154,14 @@ func (k *kit) textStatus(ctx context.Context, who, id string) string {
 	return out.TextStatus
 }
 
-// answerFiles returns the ids of the files the agent's messages in thread
-// carry, as Alex reads them.
-func (k *kit) answerFiles(ctx context.Context, thread string) []string {
+// answerFiles returns how many messages the agent posted in thread and
+// the ids of the files they carry, as Alex reads them.
+func (k *kit) answerFiles(ctx context.Context, thread string) (posted int, files []string) {
 	var view struct {
 		Thread *struct {
 			History struct {
 				Nodes []struct {
+					Kind   string `json:"kind"`
 					Author struct {
 						Kind string `json:"kind"`
 					} `json:"author"`
@@ -165,20 +172,22 @@ func (k *kit) answerFiles(ctx context.Context, thread string) []string {
 			} `json:"history"`
 		} `json:"thread"`
 	}
-	if err := k.gql(ctx, "alex", `query($t: ID!) { thread(id: $t) { history(first: 100) { nodes { author { kind } attachments { fileId } } } } }`,
+	if err := k.gql(ctx, "alex", `query($t: ID!) { thread(id: $t) { history(first: 100) { nodes { kind author { kind } attachments { fileId } } } } }`,
 		map[string]any{"t": thread}, &view); err != nil || view.Thread == nil {
-		return nil
+		return 0, nil
 	}
-	var out []string
 	for _, m := range view.Thread.History.Nodes {
 		if m.Author.Kind != "AGENT" {
 			continue
 		}
+		if m.Kind == "TEXT" {
+			posted++
+		}
 		for _, a := range m.Attachments {
-			out = append(out, a.FileID)
+			files = append(files, a.FileID)
 		}
 	}
-	return out
+	return posted, files
 }
 
 // download reads the bytes of file id as who.

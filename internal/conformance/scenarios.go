@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -320,13 +322,13 @@ func cancelStops(ctx context.Context, k *kit) error {
 	if err != nil {
 		return err
 	}
+	pg, off := k.watchPages()
+	defer off()
 	if _, err := k.rest(ctx, http.MethodPost, "/api/v1/runs/"+a.run+"/cancel", "alex", nil, nil); err != nil {
 		return err
 	}
-	select {
-	case <-call.Aborted:
-	case <-time.After(k.scaled(15 * time.Second)):
-		return fmt.Errorf("the model call went on after the cancel")
+	if err := k.awaitAbort(ctx, call, a.run, pg); err != nil {
+		return err
 	}
 	state, _, err := k.ended(ctx, a.run)
 	if err != nil {
@@ -336,6 +338,61 @@ func cancelStops(ctx context.Context, k *kit) error {
 		return fmt.Errorf("the run ended %s with %d answers; want cancelled with none", state, len(k.answers(ctx, a.thread)))
 	}
 	return nil
+}
+
+// The bounds of the wait for the model call to be aborted after a
+// cancel, both stretched by Options.TimeoutScale: abortBound from the
+// cancel, for an adapter that learns of it in a way the kit does not see
+// (reading the run, say); abortWindow from the moment the adapter was
+// handed run.cancel_requested on its event stream, which it acts on at
+// once. The abort of a faithful adapter is the signal; only an adapter
+// that ignores the cancel meets a bound, and the window lets it fail
+// seconds after it read the cancel instead of a quarter of a minute.
+const (
+	abortBound  = 15 * time.Second
+	abortWindow = 3 * time.Second
+)
+
+// awaitAbort waits until the model call was aborted by the adapter after
+// the cancel of run; pg records the pages of the stream the adapter was
+// handed since before the cancel. The error says which bound passed.
+func (k *kit) awaitAbort(ctx context.Context, call *modelCall, run string, pg *pages) error {
+	bound := time.NewTimer(k.scaled(abortBound))
+	defer bound.Stop()
+	hctx, stop := context.WithCancel(ctx)
+	defer stop()
+	handed := make(chan struct{})
+	go func() {
+		if pg.waitFor(hctx, cancelOf(run)) == nil {
+			close(handed)
+		}
+	}()
+	var window <-chan time.Time
+	for {
+		select {
+		case <-call.Aborted:
+			return nil
+		case <-handed:
+			handed = nil
+			window = time.After(k.scaled(abortWindow))
+		case <-window:
+			return fmt.Errorf("the model call went on %s after the adapter was handed run.cancel_requested", k.scaled(abortWindow))
+		case <-bound.C:
+			return fmt.Errorf("the model call went on %s after the cancel", k.scaled(abortBound))
+		case <-ctx.Done():
+			return errors.New("the model call went on after the cancel until the scenario's end")
+		}
+	}
+}
+
+// cancelOf matches a page of the agent's stream that holds the
+// run.cancel_requested of run, whatever the adapter's query names (the
+// SDK's event type, a client's __typename RunCancelRequestedEvent).
+func cancelOf(run string) func(body []byte) bool {
+	return func(body []byte) bool {
+		low := bytes.ToLower(body)
+		return bytes.Contains(body, []byte(run)) && (bytes.Contains(low, []byte("cancel_requested")) || bytes.Contains(low, []byte("cancelrequested")))
+	}
 }
 
 func triggerLossPostsNothing(ctx context.Context, k *kit) error {
@@ -468,7 +525,16 @@ func longCallRenews(ctx context.Context, k *kit) error {
 	if _, err := k.model.next(ctx); err != nil {
 		return err
 	}
-	time.Sleep(leaseTimeout + leaseTimeout/2)
+	// The model holds past the lease. A run that goes back to the queue
+	// meanwhile was not renewed: that is the verdict at once, instead of
+	// a wait for the end of a run that may stay queued until the
+	// scenario's timeout.
+	if lost, err := k.lapsedWithin(ctx, a.run, leaseTimeout+leaseTimeout/2); err != nil {
+		return err
+	} else if lost != nil {
+		return fmt.Errorf("the run went back to the queue while the model worked (%s, attempt %d), %s into a lease of %s: its claim was not renewed",
+			lost.State, lost.Attempt, lost.after.Round(100*time.Millisecond), leaseTimeout)
+	}
 	k.model.releaseHeld()
 	if err := k.endedOnce(ctx, a); err != nil {
 		return err
@@ -480,6 +546,31 @@ func longCallRenews(ctx context.Context, k *kit) error {
 		return fmt.Errorf("%d model calls for one request", n)
 	}
 	return nil
+}
+
+// lapse is a run seen taken from its holder: its state and attempt, and
+// how long after the start of the watch.
+type lapse struct {
+	runView
+	after time.Duration
+}
+
+// lapsedWithin watches run for d and returns how it was seen once it went
+// back to the queue or to another attempt (its lease lapsed), nil when it
+// stayed with its holder throughout. The error is ctx's end.
+func (k *kit) lapsedWithin(ctx context.Context, run string, d time.Duration) (*lapse, error) {
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var seen *lapse
+	_ = until(wctx, "the lease to lapse", func() bool {
+		r, err := k.run(wctx, run)
+		if err == nil && (r.Attempt > 1 || r.State == "queued") {
+			seen = &lapse{runView: r, after: time.Since(start)}
+		}
+		return seen != nil
+	})
+	return seen, ctx.Err()
 }
 
 func crashBeforePost(ctx context.Context, k *kit) error {
@@ -581,6 +672,8 @@ func stopDuringStream(ctx context.Context, k *kit) error {
 	if err != nil {
 		return err
 	}
+	pg, off := k.watchPages()
+	defer off()
 	// Alex says stop while the model streams.
 	var cancelled struct {
 		CancelRun *struct{ ID string } `json:"cancelRun"`
@@ -589,10 +682,8 @@ func stopDuringStream(ctx context.Context, k *kit) error {
 		return err
 	}
 	// The stream stops at once.
-	select {
-	case <-call.Aborted:
-	case <-time.After(k.scaled(15 * time.Second)):
-		return fmt.Errorf("the model's stream went on after the stop")
+	if err := k.awaitAbort(ctx, call, a.run, pg); err != nil {
+		return fmt.Errorf("the model's stream was not stopped: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, k.scaled(15*time.Second))
 	defer cancel()

@@ -27,9 +27,9 @@
 //   - no-holder: no call names a holder (the anonymous holder of adapters
 //     that predate claims), so two processes cannot be told apart;
 //   - trust-file-text: the text of attached files reaches the model as
-//     data, but the gate counts only the trust markers of the context's
-//     elements: neither the text read nor the server's summary, which
-//     counts an element's file;
+//     data, but the gate counts only the trust markers and provenance of
+//     the context's elements: neither the text read nor the server's
+//     summary, which counts an element's file;
 //   - drop-attachments: answers are posted without the files the model
 //     attached.
 //
@@ -222,18 +222,27 @@ func (plainAfterRevoke) RoundTrip(r *http.Request) (*http.Response, error) {
 var trustOrder = []agent.Trust{agent.TrustUnverified, agent.TrustSelf, agent.TrustSystem, agent.TrustAuthorized, agent.TrustTrigger}
 
 // markersOnly returns p with Lowest the least trust marker of its
-// context's elements, as an adapter that knows nothing of provenance or
-// the trust summary would compute it.
-func markersOnly(p agent.Prompt) agent.Prompt {
+// context's elements, as an adapter that knows nothing of the trust
+// summary would compute it; with provenance an element counts at the
+// lower of its marker and its provenance (an own answer that quoted
+// someone else is data), without, as its marker alone (every own answer
+// is SELF).
+func markersOnly(p agent.Prompt, provenance bool) agent.Prompt {
 	c := p.Context
 	all := append(append([]agent.RunContextMessage{c.TriggerMessage}, c.ThreadContext...), c.FollowUps...)
 	if c.ChannelContext != nil {
 		all = append(all, *c.ChannelContext...)
 	}
 	p.Lowest = agent.TrustTrigger
+	lower := func(t agent.Trust) {
+		if slices.Index(trustOrder, t) < slices.Index(trustOrder, p.Lowest) {
+			p.Lowest = t
+		}
+	}
 	for _, m := range all {
-		if slices.Index(trustOrder, m.Trust) < slices.Index(trustOrder, p.Lowest) {
-			p.Lowest = m.Trust
+		lower(m.Trust)
+		if provenance && m.Provenance != "" {
+			lower(m.Provenance)
 		}
 	}
 	return p
@@ -252,7 +261,7 @@ func main() {
 		log.Fatal(err)
 	}
 	breakTools(*rule, tools)
-	tools = append(tools, agent.AttachFileTool())
+	tools = append(tools, onRunTask(agent.AttachFileTool()))
 	m, err := openai.New(openai.Config{BaseURL: os.Getenv("BOTHY_MODEL_BASE_URL"), Model: os.Getenv("BOTHY_MODEL_NAME"), APIKey: os.Getenv("BOTHY_MODEL_API_KEY"),
 		Stream: true, Tools: tools})
 	if err != nil {
@@ -314,10 +323,30 @@ func brokenHTTP(rule string) *http.Client {
 	return nil
 }
 
+// runTaskKey carries the run's Task past the gate Task of trust-self and
+// trust-file-text (handler), for onRunTask.
+type runTaskKey struct{}
+
+// onRunTask returns tool calling on the run's Task: a file it attaches
+// goes with the run's answer, also where a gate Task of the adapter's own
+// judges the model's calls. Without it those two adapters would answer
+// without their files and fail attaches_file, which is not their rule.
+func onRunTask(tool agent.Tool) agent.Tool {
+	call := tool.Call
+	tool.Call = func(ctx context.Context, args json.RawMessage) (string, error) {
+		if t, ok := ctx.Value(runTaskKey{}).(*agent.Task); ok {
+			ctx = agent.WithTask(ctx, t)
+		}
+		return call(ctx, args)
+	}
+	return tool
+}
+
 // handler answers each run with the model as the SDK's model agent does,
 // broken where rule says.
 func handler(rule string, client *agent.Client, m *openai.Model) agent.Handler {
 	return func(ctx context.Context, t *agent.Task) error {
+		ctx = context.WithValue(ctx, runTaskKey{}, t)
 		p := t.PromptWithFiles(ctx)
 		if rule == "trust-file-text" {
 			p = trustedFiles(ctx, client, t)
@@ -326,9 +355,11 @@ func handler(rule string, client *agent.Client, m *openai.Model) agent.Handler {
 		var gate *agent.Task
 		if rule == "trust-self" || rule == "trust-file-text" {
 			// The model's calls are gated by a Task of its own that starts
-			// from the markers; what its tools returned still reaches the
-			// run's Task, and with it the answer's inputTrust.
-			gate = agent.NewTask(markersOnly(p))
+			// from the markers (and, where the rule is the files', the
+			// provenance: trust-file-text keeps every rule but its own);
+			// what its tools returned still reaches the run's Task, and
+			// with it the answer's inputTrust.
+			gate = agent.NewTask(markersOnly(p, rule == "trust-file-text"))
 			mctx = agent.WithTask(mctx, gate)
 		}
 		text, err := m.Answer(mctx, p)
