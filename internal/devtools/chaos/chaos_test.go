@@ -126,16 +126,88 @@ func readSettings(t *testing.T) settings {
 // no answer or more than one, a follow-up is lost or answered twice, a run
 // is stuck, or an SDK's example was never killed while serving, and prints
 // the table either way, and at the end how long each part took.
+//
+// Its phases are methods of chaosRun, in this order: setUp, writeAndKill
+// (the chaos), calmDown (until every run ended) and report (the account).
 func TestChaos(t *testing.T) {
-	start := time.Now()
-	cfg := readSettings(t)
-	budget := "none"
-	if cfg.budget > 0 {
-		budget = cfg.budget.String()
+	r := &chaosRun{start: time.Now(), ctx: context.Background()}
+	r.cfg = readSettings(t)
+	r.budget = "none"
+	if r.cfg.budget > 0 {
+		r.budget = r.cfg.budget.String()
 	}
 	t.Logf("chaos: seed %d (CHAOS_SEED=%d replays this schedule), %d runs wanted, budget %s, leases of %s swept every %s",
-		cfg.seed, cfg.seed, cfg.target, budget, lease, sweep)
+		r.cfg.seed, r.cfg.seed, r.cfg.target, r.budget, lease, sweep)
+	r.setUp(t)
+	r.writeAndKill(t)
+	r.calmDown(t)
+	r.report(t)
+}
 
+// chaosRun is one run of TestChaos: what its phases hand on to each other.
+type chaosRun struct {
+	cfg settings
+	// budget is cfg.budget as the log lines name it ("none" for none).
+	budget string
+	ctx    context.Context
+	// start is the test's start, began the start of the phase of chaos;
+	// deadline is the budget's (the zero time for none).
+	start, began, deadline time.Time
+	logDir                 string
+	b                      *bothy
+	model                  *fakeModel
+	sup                    *supervisor
+	ppl                    *people
+	sched                  *schedule
+	// killers are the slots' goroutines (schedule.run).
+	killers sync.WaitGroup
+	// suspendAt is the moment of the suspension into the phase of chaos.
+	suspendAt time.Duration
+	// chaos is how long the phase of chaos took and why says why it ended;
+	// wound is how long the kills and the suspension took to end after
+	// it, settled how long the calm took until every run ended (from
+	// calm), with left runs still active then.
+	chaos, wound, settled time.Duration
+	why                   string
+	calm                  time.Time
+	left                  int
+}
+
+// setUp makes the folder of the logs, builds bothy, serves the server
+// (chaosConfig) and starts the fake model, the supervisor of the adapter
+// processes and the people. The cleanups run in reverse order of their
+// registration: the adapters are killed before the server stops, and the
+// logs are removed (or named, when the test failed) last.
+func (r *chaosRun) setUp(t *testing.T) {
+	t.Helper()
+	r.logDir = chaosLogDir(t)
+	bin := buildBothy(t)
+	flag := baseURLFlag(t, bin)
+	r.b = startBothy(t, r.logDir, chaosConfig())
+	r.model = newFakeModel(t, r.cfg.seed)
+	args := []string{"--server", r.b.URL, "--model", "openai", flag, r.model.BaseURL(), "--model-name", "chaos"}
+	// BOTHY_MODEL_API_KEY is set per process (supervisor.start).
+	env := append(os.Environ(), "BOTHY_AGENT_TOKEN="+r.b.World.Token("lotse"), "BOTHY_SERVER="+r.b.URL,
+		"BOTHY_MODEL_BASE_URL="+r.model.BaseURL(), "BOTHY_MODEL_NAME=chaos")
+	r.sup = newSupervisor(t, bin, args, env, r.logDir)
+	r.sup.sdks = sdkCommands(t)
+	// Registered after the server, so run before it stops.
+	t.Cleanup(func() {
+		r.sup.mu.Lock()
+		procs := append([]*proc(nil), r.sup.procs...)
+		r.sup.mu.Unlock()
+		for _, p := range procs {
+			r.sup.kill(p)
+		}
+	})
+	r.ppl = newPeople(r.b)
+}
+
+// chaosLogDir makes the folder of the logs of the server and of every
+// adapter process: removed after a passing test, kept and named after a
+// failed one, to read what went wrong.
+func chaosLogDir(t *testing.T) string {
+	t.Helper()
 	logDir, err := os.MkdirTemp("", "bothy-chaos-")
 	if err != nil {
 		t.Fatal(err)
@@ -147,9 +219,14 @@ func TestChaos(t *testing.T) {
 		}
 		os.RemoveAll(logDir)
 	})
-	bin := buildBothy(t)
-	flag := baseURLFlag(t, bin)
-	b := startBothy(t, logDir, map[string]string{
+	return logDir
+}
+
+// chaosConfig is the server's configuration for the chaos: short leases
+// swept often (lease, sweep), so that a killed adapter's run goes back to
+// queued soon, and no limit in the way.
+func chaosConfig() map[string]string {
+	return map[string]string{
 		config.RunLeaseTimeout:  lease.String(),
 		config.RunSweepInterval: sweep.String(),
 		// A run may be taken over as often as the chaos needs: what is
@@ -164,44 +241,45 @@ func TestChaos(t *testing.T) {
 		config.RateReadPerMinute:             "100000",
 		config.RateReadBurst:                 "10000",
 		config.HTTPMaxConcurrentPerPrincipal: "64",
-	})
-	model := newFakeModel(t, cfg.seed)
-	args := []string{"--server", b.URL, "--model", "openai", flag, model.BaseURL(), "--model-name", "chaos"}
-	// BOTHY_MODEL_API_KEY is set per process (supervisor.start).
-	env := append(os.Environ(), "BOTHY_AGENT_TOKEN="+b.World.Token("lotse"), "BOTHY_SERVER="+b.URL,
-		"BOTHY_MODEL_BASE_URL="+model.BaseURL(), "BOTHY_MODEL_NAME=chaos")
-	sup := newSupervisor(t, bin, args, env, logDir)
-	sup.sdks = sdkCommands(t)
-	// Registered after the server, so run before it stops.
-	t.Cleanup(func() {
-		sup.mu.Lock()
-		procs := append([]*proc(nil), sup.procs...)
-		sup.mu.Unlock()
-		for _, p := range procs {
-			sup.kill(p)
-		}
-	})
-	ppl := newPeople(b)
-	ctx := context.Background()
+	}
+}
 
+// writeAndKill is the phase of chaos: the slots run adapter processes and
+// kill them, one process is suspended past its lease, and the people
+// write. It notes how long the phase took and why it ended, and returns
+// once the writers and the progress log have stopped; the slots go on
+// until calmDown stops them.
+func (r *chaosRun) writeAndKill(t *testing.T) {
+	t.Helper()
 	// The phase of chaos ends when enough runs exist, at chaosMax, or at
 	// the budget's deadline.
-	began := time.Now()
-	end := began.Add(chaosMax)
-	var deadline time.Time // the budget's; the zero time for none
-	if cfg.budget > 0 {
-		deadline = start.Add(cfg.budget)
-		if deadline.Before(end) {
-			end = deadline
+	r.began = time.Now()
+	end := r.began.Add(chaosMax)
+	if r.cfg.budget > 0 {
+		r.deadline = r.start.Add(r.cfg.budget)
+		if r.deadline.Before(end) {
+			end = r.deadline
 		}
 	}
-	phase, endPhase := context.WithDeadline(ctx, end)
+	phase, endPhase := context.WithDeadline(r.ctx, end)
 	defer endPhase()
+	reached := r.watchTarget(phase, endPhase)
+	progressDone := r.logProgress(t, phase)
+	r.startSlots(phase)
+	r.letPeopleWrite(t, phase, endPhase)
+	r.chaos = time.Since(r.began)
+	r.why = phaseEnd(reached.Load(), phase.Err(), end, r.deadline)
+	<-progressDone
+}
+
+// watchTarget ends the phase once lotse has cfg.target runs; the flag it
+// returns says that it did.
+func (r *chaosRun) watchTarget(phase context.Context, endPhase context.CancelFunc) *atomic.Bool {
 	var reached atomic.Bool
 	go func() {
 		for phase.Err() == nil {
 			var n int
-			if err := b.Pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE agent_id = $1`, b.World.ID("lotse")).Scan(&n); err == nil && n >= cfg.target {
+			if err := r.b.Pool.QueryRow(r.ctx, `SELECT count(*) FROM runs WHERE agent_id = $1`, r.b.World.ID("lotse")).Scan(&n); err == nil && n >= r.cfg.target {
 				reached.Store(true)
 				endPhase()
 				return
@@ -209,7 +287,13 @@ func TestChaos(t *testing.T) {
 			sleepCtx(phase, 250*time.Millisecond)
 		}
 	}()
-	stop := func() bool { return phase.Err() != nil }
+	return &reached
+}
+
+// logProgress logs the progress every 15 s of the phase, so that a long
+// run shows how it goes; the channel closes when it has stopped.
+func (r *chaosRun) logProgress(t *testing.T, phase context.Context) <-chan struct{} {
+	t.Helper()
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
@@ -219,33 +303,43 @@ func TestChaos(t *testing.T) {
 				return
 			case <-time.After(15 * time.Second):
 			}
-			t.Logf("chaos: %3.0fs: %s", time.Since(t0).Seconds(), progress(ctx, b, sup))
+			t.Logf("chaos: %3.0fs: %s", time.Since(t0).Seconds(), progress(r.ctx, r.b, r.sup))
 		}
 	}()
+	return progressDone
+}
 
-	// The adapters: each slot runs one process at a time and kills it
-	// after a random life; once, a process that has just started a run is
-	// suspended past its lease.
-	sched := newSchedule(ctx, b, sup, cfg.seed, deadline)
-	var killers sync.WaitGroup
+// startSlots starts the adapters: each slot runs one process at a time and
+// kills it after a random life (schedule.run); once, a process that has
+// just started a run is suspended past its lease, at a moment of the
+// seed's stream 3 (schedule.suspendOne).
+func (r *chaosRun) startSlots(phase context.Context) {
+	r.sched = newSchedule(r.ctx, r.b, r.sup, r.cfg.seed, r.deadline)
 	for slot := range slots {
-		killers.Add(1)
+		r.killers.Add(1)
 		go func() {
-			defer killers.Done()
-			sched.run(slot)
+			defer r.killers.Done()
+			r.sched.run(slot)
 		}()
 	}
-	suspendAt := 5*time.Second + time.Duration(rand.New(rand.NewPCG(cfg.seed, 3)).Int64N(int64(10*time.Second)))
-	go sched.suspendOne(phase, suspendAt)
+	r.suspendAt = 5*time.Second + time.Duration(rand.New(rand.NewPCG(r.cfg.seed, 3)).Int64N(int64(10*time.Second)))
+	go r.sched.suspendOne(phase, r.suspendAt)
+}
 
-	// The people.
+// letPeopleWrite runs the people: as many writers at once as writers
+// says (people.converse, each with its own stream of the seed), until the
+// phase ends. A writer that could not write ends the phase for all and
+// fails t.
+func (r *chaosRun) letPeopleWrite(t *testing.T, phase context.Context, endPhase context.CancelFunc) {
+	t.Helper()
+	stop := func() bool { return phase.Err() != nil }
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := ppl.converse(phase, rand.New(rand.NewPCG(cfg.seed, uint64(200+w))), stop); err != nil {
+			if err := r.ppl.converse(phase, rand.New(rand.NewPCG(r.cfg.seed, uint64(200+w))), stop); err != nil {
 				errs <- err
 				endPhase()
 			}
@@ -257,69 +351,115 @@ func TestChaos(t *testing.T) {
 	for err := range errs {
 		t.Errorf("a person could not write: %v", err)
 	}
-	chaos := time.Since(began)
+}
+
+// phaseEnd says why the phase of chaos ended, for the log line of the
+// run's duration: reached the target, the phase's end (the budget's
+// deadline or chaosMax) or a person's error.
+func phaseEnd(reached bool, err error, end, deadline time.Time) string {
 	why := "at the run target"
 	switch {
-	case reached.Load():
-	case errors.Is(phase.Err(), context.DeadlineExceeded) && end.Equal(deadline):
+	case reached:
+	case errors.Is(err, context.DeadlineExceeded) && end.Equal(deadline):
 		why = "at the budget's deadline"
-	case errors.Is(phase.Err(), context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
 		why = "after chaosMax"
 	default:
 		why = "by a person's error"
 	}
-	<-progressDone
+	return why
+}
 
-	// Calm: no more kills (a slot that owes its SDK's kill pays it, a
-	// suspension under way ends), one live process per slot, until every
-	// run has ended.
-	close(sched.stop)
-	killers.Wait()
-	wound := time.Since(began) - chaos
-	sup.mu.Lock()
+// calmDown is the calm after the chaos: no more kills (a slot that owes
+// its SDK's kill pays it, a suspension under way ends), one live process
+// per slot, until every run has ended (at most settleMax); then the
+// adapters stop (stopAdapters).
+func (r *chaosRun) calmDown(t *testing.T) {
+	t.Helper()
+	close(r.sched.stop)
+	r.killers.Wait()
+	r.wound = time.Since(r.began) - r.chaos
+	r.restartDead()
+	r.calm = time.Now()
+	r.left = waitSettled(r.ctx, r.b, settleMax, 20*time.Second, func() {
+		t.Logf("chaos: no run has ended for 20 s of calm:\n%s", dumpActive(r.ctx, r.b, r.sup))
+	})
+	r.settled = time.Since(r.calm)
+	if r.left != 0 {
+		t.Logf("chaos: %d runs still active after %s of calm:\n%s", r.left, settleMax, dumpActive(r.ctx, r.b, r.sup))
+	}
+	r.stopAdapters()
+	t.Logf("chaos: %s of chaos, then %s until every run ended (%d still active)", r.chaos.Round(time.Second), r.settled.Round(time.Second), r.left)
+}
+
+// restartDead starts a process in every slot whose last one is dead, so
+// that the runs left by the chaos have adapters to end them.
+func (r *chaosRun) restartDead() {
+	r.sup.mu.Lock()
 	var dead []int
 	for slot := range slots {
-		if p := sup.current[slot]; p == nil || !p.alive() {
+		if p := r.sup.current[slot]; p == nil || !p.alive() {
 			dead = append(dead, slot)
 		}
 	}
-	sup.mu.Unlock()
+	r.sup.mu.Unlock()
 	for _, slot := range dead {
-		sup.start(slot, 999, transportOf(slot, 0))
+		r.sup.start(slot, 999, transportOf(slot, 0))
 	}
-	calm := time.Now()
-	left := waitSettled(ctx, b, settleMax, 20*time.Second, func() {
-		t.Logf("chaos: no run has ended for 20 s of calm:\n%s", dumpActive(ctx, b, sup))
-	})
-	settled := time.Since(calm)
-	if left != 0 {
-		t.Logf("chaos: %d runs still active after %s of calm:\n%s", left, settleMax, dumpActive(ctx, b, sup))
-	}
-	sup.mu.Lock()
-	procs := append([]*proc(nil), sup.procs...)
-	sup.mu.Unlock()
+}
+
+// stopAdapters ends every adapter process once the calm is over.
+func (r *chaosRun) stopAdapters() {
+	r.sup.mu.Lock()
+	procs := append([]*proc(nil), r.sup.procs...)
+	r.sup.mu.Unlock()
 	for _, p := range procs {
-		if left == 0 {
+		if r.left == 0 {
 			// Every run ended: the processes stop as an operator stops
 			// them, which must end no run.
-			sup.stop(p)
+			r.sup.stop(p)
 		} else {
 			// Runs are stuck: SIGTERM would fail them (adapter_stopped)
 			// and blur what the table shows.
-			sup.kill(p)
+			r.sup.kill(p)
 		}
 	}
-	t.Logf("chaos: %s of chaos, then %s until every run ended (%d still active)", chaos.Round(time.Second), settled.Round(time.Second), left)
+}
 
-	res, err := account(ctx, b, ppl, model, sup, logDir, cfg.least)
+// report accounts for every run and request (account) and the
+// suspension, logs the table and what explains it (logAccount) and the
+// run's duration part by part, and fails t for each line of the table
+// whose figure is not the wanted one.
+func (r *chaosRun) report(t *testing.T) {
+	t.Helper()
+	res, err := account(r.ctx, r.b, r.ppl, r.model, r.sup, r.logDir, r.cfg.least)
 	if err != nil {
 		t.Fatalf("account: %v", err)
 	}
-	s := sched.susp.Load()
+	s := r.accountSuspension(res)
+	res.add("seconds of chaos (people writing, adapters killed)", int(r.chaos.Round(time.Second).Seconds()))
+	res.add("seconds from the last kill until every run ended", int(r.settled.Round(time.Second).Seconds()))
+	r.logAccount(t, res, s)
+	// The run's duration, part by part: make test prints this line of its
+	// smoke (the Makefile greps "chaos: the run took").
+	round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+	t.Logf("chaos: the run took %s (budget %s): %s to start, %s of chaos (ended %s), %s until the kills and the suspension ended, %s until every run ended, %s to stop the adapters and account",
+		round(time.Since(r.start)), r.budget, round(r.began.Sub(r.start)), round(r.chaos), r.why, round(r.wound), round(r.settled), round(time.Since(r.calm)-r.settled))
+	for _, x := range res.failed() {
+		t.Errorf("chaos: %s: %d, must be %s (seed %d)", x.what, x.got, x.want, r.cfg.seed)
+	}
+}
+
+// accountSuspension adds the suspension's line to res: the run of a
+// suspended process must have been taken over while it was stopped, and
+// one suspension is due unless the chaos ended before its moment. It
+// returns the suspension, nil for none.
+func (r *chaosRun) accountSuspension(res *result) *suspension {
+	s := r.sched.susp.Load()
 	n := 0
 	if s != nil {
 		n = 1
-		s.end(ctx, b)
+		s.end(r.ctx, r.b)
 		if !s.takenOver {
 			res.detail("the suspended process's run %s was not taken over while it was stopped", s.runID)
 		}
@@ -327,36 +467,33 @@ func TestChaos(t *testing.T) {
 	// A short run (CHAOS_RUNS) may end before the moment of the
 	// suspension, and a budget may leave no room for its course after
 	// that moment: it cannot be asked for one then.
-	due := began.Add(suspendAt + 5*time.Second)
-	if n == 0 && (chaos < suspendAt+5*time.Second || !deadline.IsZero() && deadline.Add(-suspendCourse).Before(due)) {
+	due := r.began.Add(r.suspendAt + 5*time.Second)
+	if n == 0 && (r.chaos < r.suspendAt+5*time.Second || !r.deadline.IsZero() && r.deadline.Add(-suspendCourse).Before(due)) {
 		res.add("adapter processes suspended past their lease (SIGSTOP, then SIGCONT; the chaos ended before its moment)", n)
 	} else {
 		res.must("adapter processes suspended past their lease (SIGSTOP, then SIGCONT)", n, 1)
 	}
-	res.add("seconds of chaos (people writing, adapters killed)", int(chaos.Round(time.Second).Seconds()))
-	res.add("seconds from the last kill until every run ended", int(settled.Round(time.Second).Seconds()))
+	return s
+}
 
-	t.Logf("chaos: seed %d\n\n%s", cfg.seed, res.table())
+// logAccount logs the table and what explains its figures: the
+// suspension's story (s, nil for none), the adapters' log lines by level
+// and message, their first ERROR lines and the details of the account.
+func (r *chaosRun) logAccount(t *testing.T, res *result, s *suspension) {
+	t.Helper()
+	t.Logf("chaos: seed %d\n\n%s", r.cfg.seed, res.table())
 	if s != nil {
 		t.Logf("chaos: suspension\n%s", s.story())
 	}
-	t.Logf("chaos: adapter log lines by level and message:\n%s", strings.Join(sup.messageCounts(), "\n"))
-	sup.mu.Lock()
-	errLines := sup.errors
-	sup.mu.Unlock()
+	t.Logf("chaos: adapter log lines by level and message:\n%s", strings.Join(r.sup.messageCounts(), "\n"))
+	r.sup.mu.Lock()
+	errLines := r.sup.errors
+	r.sup.mu.Unlock()
 	if len(errLines) > 0 {
 		t.Logf("chaos: ERROR lines of the adapters (%d):\n%s", len(errLines), strings.Join(errLines[:min(len(errLines), 40)], "\n"))
 	}
 	if len(res.details) > 0 {
 		t.Logf("chaos: details:\n%s", strings.Join(res.details, "\n"))
-	}
-	// The run's duration, part by part: make test prints this line of its
-	// smoke (the Makefile greps "chaos: the run took").
-	round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
-	t.Logf("chaos: the run took %s (budget %s): %s to start, %s of chaos (ended %s), %s until the kills and the suspension ended, %s until every run ended, %s to stop the adapters and account",
-		round(time.Since(start)), budget, round(began.Sub(start)), round(chaos), why, round(wound), round(settled), round(time.Since(calm)-settled))
-	for _, r := range res.failed() {
-		t.Errorf("chaos: %s: %d, must be %s (seed %d)", r.what, r.got, r.want, cfg.seed)
 	}
 }
 

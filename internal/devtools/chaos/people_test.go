@@ -233,8 +233,11 @@ func (p *people) waitIdle(ctx context.Context, thread string, d time.Duration) {
 // conversation opens even when stop says so already: a run whose budget
 // (CHAOS_BUDGET) went on a slow start still has a request of each writer
 // to account for.
+//
+// Every choice is drawn from rng in a fixed order (open, the count of
+// turns, then per turn its writer and turn), so that a seed replays the
+// same conversations.
 func (p *people) converse(ctx context.Context, rng *rand.Rand, stop func() bool) error {
-	allgemein, eskalation := p.b.World.Channel("Support/Allgemein"), p.b.World.Channel("Support/Eskalation")
 	send := context.WithoutCancel(ctx)
 	for first := true; first || !stop(); first = false {
 		if !first {
@@ -245,68 +248,98 @@ func (p *people) converse(ctx context.Context, rng *rand.Rand, stop func() bool)
 				return nil
 			}
 		}
-		var thread, who string
-		var err error
-		inAllgemein := false
-		switch r := rng.Float64(); {
-		case r < 0.6:
-			// alex and sam both hold trigger in Allgemein.
-			inAllgemein = true
-			who = []string{"alex", "sam"}[rng.IntN(2)]
-			_, thread, err = p.write(send, rng, who, allgemein.MainThreadID, false)
-		case r < 0.9:
-			// sam may not write in Eskalation; alex may trigger there.
-			who = "alex"
-			_, thread, err = p.startThread(send, rng, who, eskalation.ID)
-		default:
-			// Eskalation's main thread: runs there take turns, so more
-			// requests meet an active run.
-			who = "alex"
-			thread = eskalation.MainThreadID
-			_, _, err = p.write(send, rng, who, thread, false)
-		}
+		c, err := p.open(send, rng)
 		if err != nil {
 			return err
 		}
 		turns := []int{0, 1, 1, 2, 2, 3}[rng.IntN(6)]
 		for i := 0; i < turns && !stop(); i++ {
-			if inAllgemein {
-				who = []string{"alex", "sam"}[rng.IntN(2)]
+			if c.inAllgemein {
+				c.who = []string{"alex", "sam"}[rng.IntN(2)]
 			}
-			during := false
-			switch r := rng.Float64(); {
-			case r < 0.6:
-				// While the run works: the follow-up reaches the model in
-				// another round or is promoted to the next run.
-				if during = p.waitRunning(ctx, thread, 6*time.Second); during {
-					sleepCtx(ctx, time.Duration(rng.Int64N(int64(700*time.Millisecond))))
-				}
-				if stop() {
-					return nil
-				}
-				if _, _, err = p.write(send, rng, who, thread, during); err == nil && rng.IntN(4) == 0 {
-					sleepCtx(ctx, 100*time.Millisecond+time.Duration(rng.Int64N(int64(300*time.Millisecond))))
-					_, _, err = p.write(send, rng, who, thread, during)
-				}
-			case r < 0.8:
-				sleepCtx(ctx, 500*time.Millisecond+time.Duration(rng.Int64N(int64(3500*time.Millisecond))))
-				if stop() {
-					return nil
-				}
-				_, _, err = p.write(send, rng, who, thread, false)
-			default:
-				p.waitIdle(ctx, thread, 12*time.Second)
-				if stop() {
-					return nil
-				}
-				_, _, err = p.write(send, rng, who, thread, false)
-			}
+			done, err := p.turn(ctx, send, rng, c, stop)
 			if err != nil {
 				return err
+			}
+			if done {
+				return nil
 			}
 		}
 	}
 	return nil
+}
+
+// conversation is a conversation of converse: the thread it continues in
+// and who writes its next message.
+type conversation struct {
+	thread, who string
+	// inAllgemein says that the writer of each message is drawn anew:
+	// alex and sam both hold trigger in Allgemein.
+	inAllgemein bool
+}
+
+// open opens a conversation with its first request, sent with send (a
+// context that does not end): in Allgemein's main thread, which starts a
+// new thread (auto_thread), in a new thread of Eskalation, or in
+// Eskalation's main thread.
+func (p *people) open(send context.Context, rng *rand.Rand) (conversation, error) {
+	allgemein, eskalation := p.b.World.Channel("Support/Allgemein"), p.b.World.Channel("Support/Eskalation")
+	var c conversation
+	var err error
+	switch r := rng.Float64(); {
+	case r < 0.6:
+		// alex and sam both hold trigger in Allgemein.
+		c.inAllgemein = true
+		c.who = []string{"alex", "sam"}[rng.IntN(2)]
+		_, c.thread, err = p.write(send, rng, c.who, allgemein.MainThreadID, false)
+	case r < 0.9:
+		// sam may not write in Eskalation; alex may trigger there.
+		c.who = "alex"
+		_, c.thread, err = p.startThread(send, rng, c.who, eskalation.ID)
+	default:
+		// Eskalation's main thread: runs there take turns, so more
+		// requests meet an active run.
+		c.who = "alex"
+		c.thread = eskalation.MainThreadID
+		_, _, err = p.write(send, rng, c.who, c.thread, false)
+	}
+	return c, err
+}
+
+// turn writes the next message of conversation c: while the run works, at
+// a random later moment, or after the run ended. ctx ends its waits, send
+// (which does not end) sends. It reports done, having written nothing,
+// when stop says so after its wait: the writer ends then.
+func (p *people) turn(ctx, send context.Context, rng *rand.Rand, c conversation, stop func() bool) (done bool, err error) {
+	switch r := rng.Float64(); {
+	case r < 0.6:
+		// While the run works: the follow-up reaches the model in
+		// another round or is promoted to the next run.
+		during := p.waitRunning(ctx, c.thread, 6*time.Second)
+		if during {
+			sleepCtx(ctx, time.Duration(rng.Int64N(int64(700*time.Millisecond))))
+		}
+		if stop() {
+			return true, nil
+		}
+		if _, _, err = p.write(send, rng, c.who, c.thread, during); err == nil && rng.IntN(4) == 0 {
+			sleepCtx(ctx, 100*time.Millisecond+time.Duration(rng.Int64N(int64(300*time.Millisecond))))
+			_, _, err = p.write(send, rng, c.who, c.thread, during)
+		}
+	case r < 0.8:
+		sleepCtx(ctx, 500*time.Millisecond+time.Duration(rng.Int64N(int64(3500*time.Millisecond))))
+		if stop() {
+			return true, nil
+		}
+		_, _, err = p.write(send, rng, c.who, c.thread, false)
+	default:
+		p.waitIdle(ctx, c.thread, 12*time.Second)
+		if stop() {
+			return true, nil
+		}
+		_, _, err = p.write(send, rng, c.who, c.thread, false)
+	}
+	return false, err
 }
 
 // sleepCtx waits for d or until ctx ends.

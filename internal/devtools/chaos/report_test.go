@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // runRow is a run of lotse as stored.
@@ -130,121 +132,174 @@ func (r *result) table() string {
 // account reads every run, follow-up and answer of lotse from the database
 // and the API once every process has stopped, and checks that every run
 // ended once and every request has exactly one answer.
+//
+// Its phases, in this order (the details of the table come in this order
+// too): readLedger reads the database; countRuns, countAnswers,
+// countRequests, countFollowUps, compareAPI, countPrompts and
+// countProcesses count what the lines of the table need; lines writes
+// them.
 func account(ctx context.Context, b *bothy, ppl *people, model *fakeModel, sup *supervisor, logDir string, minRuns int) (*result, error) {
-	res := &result{}
-	lotse := b.World.ID("lotse")
-
-	var runs []runRow
-	rows, err := b.Pool.Query(ctx, `SELECT r.id::text, r.thread_id::text, coalesce(r.triggering_message_id::text, ''), r.state, coalesce(r.end_reason, ''),
-		r.attempt, coalesce(m.thread_seq, 0) FROM runs r LEFT JOIN messages m ON m.id = r.triggering_message_id WHERE r.agent_id = $1 ORDER BY r.queued_at`, lotse)
+	l, err := readLedger(ctx, b)
 	if err != nil {
 		return nil, err
 	}
+	a := &accounting{ledger: l, res: &result{}, tagOf: map[string]string{}, answered: map[string]int{}}
+	a.countRuns()
+	a.countAnswers(ppl)
+	a.countRequests(ppl)
+	a.countFollowUps(ppl)
+	a.compareAPI(ctx, ppl)
+	a.countPrompts(model.prompts())
+	a.countProcesses(sup)
+	a.lines(sup, logDir, minRuns)
+	return a.res, nil
+}
+
+// ledger is what the account reads of lotse from the database.
+type ledger struct {
+	runs []runRow
+	// byID are the runs by id.
+	byID    map[string]runRow
+	follows []followRow
+	answers []answerRow
+	// ends is how often each run reached an end state, after how often
+	// its state changed after its first end.
+	ends, after map[string]int
+	// requests are the message ids of each run's requests in order
+	// (readRequests); moved is how many follow-ups moved to a next run.
+	requests map[string][]string
+	moved    int
+}
+
+// readLedger reads the ledger, part by part.
+func readLedger(ctx context.Context, b *bothy) (*ledger, error) {
+	lotse := b.World.ID("lotse")
+	l := &ledger{byID: map[string]runRow{}, ends: map[string]int{}, after: map[string]int{}}
+	if err := l.readRuns(ctx, b, lotse); err != nil {
+		return nil, err
+	}
+	if err := l.readFollows(ctx, b, lotse); err != nil {
+		return nil, err
+	}
+	if err := l.readAnswers(ctx, b, lotse); err != nil {
+		return nil, err
+	}
+	if err := l.readEnds(ctx, b); err != nil {
+		return nil, err
+	}
+	if err := l.readRequests(ctx, b, lotse); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// queryEach runs query with args and hands each row to scan; it returns
+// the first error of the query, of scan or of the rows.
+func queryEach(ctx context.Context, b *bothy, scan func(pgx.Rows) error, query string, args ...any) error {
+	rows, err := b.Pool.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
 	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+// readRuns reads the runs of lotse in the order they were queued.
+func (l *ledger) readRuns(ctx context.Context, b *bothy, lotse string) error {
+	err := queryEach(ctx, b, func(rows pgx.Rows) error {
 		var x runRow
 		if err := rows.Scan(&x.ID, &x.Thread, &x.Trigger, &x.State, &x.EndReason, &x.Attempt, &x.TriggerSeq); err != nil {
-			return nil, err
+			return err
 		}
-		runs = append(runs, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	byID := map[string]runRow{}
-	for _, r := range runs {
-		byID[r.ID] = r
-	}
-
-	var follows []followRow
-	rows, err = b.Pool.Query(ctx, `SELECT f.run_id::text, f.message_id::text, f.state, coalesce(f.drop_reason, ''), f.delivered_at IS NOT NULL, m.thread_seq
-		FROM run_followups f JOIN runs r ON r.id = f.run_id JOIN messages m ON m.id = f.message_id WHERE r.agent_id = $1`, lotse)
+		l.runs = append(l.runs, x)
+		return nil
+	}, `SELECT r.id::text, r.thread_id::text, coalesce(r.triggering_message_id::text, ''), r.state, coalesce(r.end_reason, ''),
+		r.attempt, coalesce(m.thread_seq, 0) FROM runs r LEFT JOIN messages m ON m.id = r.triggering_message_id WHERE r.agent_id = $1 ORDER BY r.queued_at`, lotse)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for rows.Next() {
+	for _, r := range l.runs {
+		l.byID[r.ID] = r
+	}
+	return nil
+}
+
+// readFollows reads the follow-ups of the runs of lotse.
+func (l *ledger) readFollows(ctx context.Context, b *bothy, lotse string) error {
+	return queryEach(ctx, b, func(rows pgx.Rows) error {
 		var x followRow
 		if err := rows.Scan(&x.Run, &x.Message, &x.State, &x.DropReason, &x.Delivered, &x.Seq); err != nil {
-			return nil, err
+			return err
 		}
-		follows = append(follows, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+		l.follows = append(l.follows, x)
+		return nil
+	}, `SELECT f.run_id::text, f.message_id::text, f.state, coalesce(f.drop_reason, ''), f.delivered_at IS NOT NULL, m.thread_seq
+		FROM run_followups f JOIN runs r ON r.id = f.run_id JOIN messages m ON m.id = f.message_id WHERE r.agent_id = $1`, lotse)
+}
 
-	var answers []answerRow
-	rows, err = b.Pool.Query(ctx, `SELECT m.id::text, coalesce(m.client_msg_id, ''), m.thread_id::text, m.content_md, coalesce(a.run_id::text, '')
-		FROM messages m LEFT JOIN run_answers a ON a.message_id = m.id WHERE m.author_principal_id = $1 AND m.kind = 'text' ORDER BY m.created_at`, lotse)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
+// readAnswers reads the text messages of lotse in the order they were
+// written, with the run whose run_answers lists each.
+func (l *ledger) readAnswers(ctx context.Context, b *bothy, lotse string) error {
+	return queryEach(ctx, b, func(rows pgx.Rows) error {
 		var x answerRow
 		if err := rows.Scan(&x.ID, &x.Key, &x.Thread, &x.Content, &x.Listed); err != nil {
-			return nil, err
+			return err
 		}
-		answers = append(answers, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+		l.answers = append(l.answers, x)
+		return nil
+	}, `SELECT m.id::text, coalesce(m.client_msg_id, ''), m.thread_id::text, m.content_md, coalesce(a.run_id::text, '')
+		FROM messages m LEFT JOIN run_answers a ON a.message_id = m.id WHERE m.author_principal_id = $1 AND m.kind = 'text' ORDER BY m.created_at`, lotse)
+}
 
-	// How often each run reached an end state, and whether its state
-	// changed again after the first end (event_log keeps every
-	// run.state_changed with the run as payload).
-	ends, after := map[string]int{}, map[string]int{}
-	rows, err = b.Pool.Query(ctx, `WITH e AS (SELECT seq, payload->>'id' AS run, payload->>'state' AS state FROM event_log WHERE type = 'run.state_changed'),
-		f AS (SELECT run, min(seq) AS seq FROM e WHERE state IN ('completed', 'failed', 'cancelled') GROUP BY run)
-		SELECT e.run, count(*) FILTER (WHERE e.state IN ('completed', 'failed', 'cancelled')), count(*) FILTER (WHERE e.seq > f.seq)
-		FROM e JOIN f ON f.run = e.run GROUP BY e.run`)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
+// readEnds reads how often each run reached an end state, and whether its
+// state changed again after the first end (event_log keeps every
+// run.state_changed with the run as payload).
+func (l *ledger) readEnds(ctx context.Context, b *bothy) error {
+	return queryEach(ctx, b, func(rows pgx.Rows) error {
 		var id string
 		var n, m int
 		if err := rows.Scan(&id, &n, &m); err != nil {
-			return nil, err
+			return err
 		}
-		ends[id], after[id] = n, m
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+		l.ends[id], l.after[id] = n, m
+		return nil
+	}, `WITH e AS (SELECT seq, payload->>'id' AS run, payload->>'state' AS state FROM event_log WHERE type = 'run.state_changed'),
+		f AS (SELECT run, min(seq) AS seq FROM e WHERE state IN ('completed', 'failed', 'cancelled') GROUP BY run)
+		SELECT e.run, count(*) FILTER (WHERE e.state IN ('completed', 'failed', 'cancelled')), count(*) FILTER (WHERE e.seq > f.seq)
+		FROM e JOIN f ON f.run = e.run GROUP BY e.run`)
+}
 
-	// The requests of each run in order: its trigger, then its follow-ups
-	// by their place in the thread (the order of the run context). A
-	// follow-up moved to the next run when its run ended (run_followups
-	// then names the next run) stays a request of the run it came to
-	// first: the agent.followup events keep both.
+// readRequests finds the requests of each run in order: its trigger, then
+// its follow-ups by their place in the thread (the order of the run
+// context). A follow-up moved to the next run when its run ended
+// (run_followups then names the next run) stays a request of the run it
+// came to first: the agent.followup events keep both.
+func (l *ledger) readRequests(ctx context.Context, b *bothy, lotse string) error {
 	member := map[[2]string]int64{}
-	for _, f := range follows {
+	for _, f := range l.follows {
 		member[[2]string{f.Run, f.Message}] = f.Seq
 	}
-	rows, err = b.Pool.Query(ctx, `SELECT DISTINCT e.run_id::text, e.message_id::text, m.thread_seq FROM agent_events e JOIN messages m ON m.id = e.message_id
-		WHERE e.agent_id = $1 AND e.type = 'agent.followup'`, lotse)
-	if err != nil {
-		return nil, err
-	}
-	moved := 0
-	for rows.Next() {
+	err := queryEach(ctx, b, func(rows pgx.Rows) error {
 		var run, msg string
 		var seq int64
 		if err := rows.Scan(&run, &msg, &seq); err != nil {
-			return nil, err
+			return err
 		}
 		if _, ok := member[[2]string{run, msg}]; !ok {
 			member[[2]string{run, msg}] = seq
-			moved++
+			l.moved++
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil
+	}, `SELECT DISTINCT e.run_id::text, e.message_id::text, m.thread_seq FROM agent_events e JOIN messages m ON m.id = e.message_id
+		WHERE e.agent_id = $1 AND e.type = 'agent.followup'`, lotse)
+	if err != nil {
+		return err
 	}
 	type item struct {
 		run, msg string
@@ -255,211 +310,283 @@ func account(ctx context.Context, b *bothy, ppl *people, model *fakeModel, sup *
 		items = append(items, item{k[0], k[1], seq})
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].seq < items[j].seq })
-	requests := map[string][]string{}
-	for _, r := range runs {
-		requests[r.ID] = []string{r.Trigger}
+	l.requests = map[string][]string{}
+	for _, r := range l.runs {
+		l.requests[r.ID] = []string{r.Trigger}
 	}
 	for _, it := range items {
-		requests[it.run] = append(requests[it.run], it.msg)
+		l.requests[it.run] = append(l.requests[it.run], it.msg)
 	}
+	return nil
+}
 
-	// Runs.
-	created, endedOnce, stuck, completed := len(runs), 0, 0, 0
-	takeovers, maxAttempt := 0, 0
-	endReasons := map[string]int{}
-	for _, r := range runs {
+// accounting is an account under way: the ledger it reads, the result
+// its phases fill with details, and the figures they count for the lines
+// of the table (lines).
+type accounting struct {
+	*ledger
+	res *result
+	// tagOf is the tag of each message the people wrote, by its id;
+	// answered is how many answers cover each request (countAnswers).
+	tagOf    map[string]string
+	answered map[string]int
+	f        figures
+}
+
+// figures are the counts of the account, by the phase that counts them.
+type figures struct {
+	// countRuns
+	created, endedOnce, stuck, completed, takeovers, maxAttempt int
+	endReasons                                                  map[string]int
+	// countAnswers
+	unkeyed, badKey, misfiled, textMismatch, repeated int
+	// countRequests
+	written, refused, unknown, foreign, once, none, twice int
+	// countFollowUps
+	fuWritten, fuDuring, lost, fuTwice int
+	fuStates                           map[string]int
+	// compareAPI
+	apiDiffers int
+	// countPrompts
+	prompts                          []prompt
+	aborted, unparsed, withFollowUps int
+	// countProcesses
+	kills, procs, ws, selfExits int
+}
+
+// countRuns counts the runs: ended exactly once, stuck, completed or
+// ended otherwise (by state and reason), taken over.
+func (a *accounting) countRuns() {
+	f := &a.f
+	f.created = len(a.runs)
+	f.endReasons = map[string]int{}
+	for _, r := range a.runs {
 		switch {
 		case r.active():
-			stuck++
-			res.detail("stuck run %s: %s, attempt %d", r.ID, r.State, r.Attempt)
-		case ends[r.ID] == 1 && after[r.ID] == 0:
-			endedOnce++
+			f.stuck++
+			a.res.detail("stuck run %s: %s, attempt %d", r.ID, r.State, r.Attempt)
+		case a.ends[r.ID] == 1 && a.after[r.ID] == 0:
+			f.endedOnce++
 		default:
-			res.detail("run %s (%s %s) reached an end %d times, changed %d times after its first end", r.ID, r.State, r.EndReason, ends[r.ID], after[r.ID])
+			a.res.detail("run %s (%s %s) reached an end %d times, changed %d times after its first end", r.ID, r.State, r.EndReason, a.ends[r.ID], a.after[r.ID])
 		}
 		if r.State == "completed" {
-			completed++
+			f.completed++
 		} else if !r.active() {
-			endReasons[r.State+" "+r.EndReason]++
-			res.detail("run %s ended %s with reason %q", r.ID, r.State, r.EndReason)
+			f.endReasons[r.State+" "+r.EndReason]++
+			a.res.detail("run %s ended %s with reason %q", r.ID, r.State, r.EndReason)
 		}
 		if r.Attempt > 1 {
-			takeovers++
+			f.takeovers++
 		}
-		maxAttempt = max(maxAttempt, r.Attempt)
+		f.maxAttempt = max(f.maxAttempt, r.Attempt)
 	}
+}
 
-	// Answers: each covers the requests of its run after the one the
-	// run's previous answer is keyed by, up to its own key's request
-	// (agent.AnswerKey: one answer may cover several requests and is
-	// keyed by the last of them).
-	type keyed struct {
-		a   answerRow
-		idx int
+// keyedAnswer is an answer with the place, among its run's requests, of
+// the request its key names.
+type keyedAnswer struct {
+	a   answerRow
+	idx int
+}
+
+// countAnswers counts the answers: each covers the requests of its run
+// after the one the run's previous answer is keyed by, up to its own
+// key's request (agent.AnswerKey: one answer may cover several requests
+// and is keyed by the last of them).
+func (a *accounting) countAnswers(ppl *people) {
+	perRun := a.keyAnswers()
+	for _, p := range ppl.all() {
+		a.tagOf[p.ID] = p.Tag
 	}
-	perRun := map[string][]keyed{}
-	unkeyed, badKey, misfiled := 0, 0, 0
-	for _, a := range answers {
-		k, ok := parseKey(a.Key)
+	for runID, list := range perRun {
+		sort.SliceStable(list, func(i, j int) bool { return list[i].idx < list[j].idx })
+		reqs := a.requests[runID]
+		prev := -1
+		for _, k := range list {
+			prev = a.coverAnswer(k, reqs, prev)
+		}
+	}
+}
+
+// keyAnswers finds the run and request each answer's key names, and
+// counts the answers without a key, with a key of no request, or filed
+// under another run or thread; it returns the keyed answers by run.
+func (a *accounting) keyAnswers() map[string][]keyedAnswer {
+	perRun := map[string][]keyedAnswer{}
+	for _, x := range a.answers {
+		k, ok := parseKey(x.Key)
 		if !ok {
-			unkeyed++
-			res.detail("message %s of lotse has no answer key: %q", a.ID, a.Key)
+			a.f.unkeyed++
+			a.res.detail("message %s of lotse has no answer key: %q", x.ID, x.Key)
 			continue
 		}
-		if a.Listed != "" && a.Listed != k.run {
-			misfiled++
-			res.detail("answer %s (%s) is listed under run %s", a.ID, a.Key, a.Listed)
+		if x.Listed != "" && x.Listed != k.run {
+			a.f.misfiled++
+			a.res.detail("answer %s (%s) is listed under run %s", x.ID, x.Key, x.Listed)
 		}
-		if r, ok := byID[k.run]; ok && r.Thread != a.Thread {
-			misfiled++
-			res.detail("answer %s (%s) is in thread %s, its run in %s", a.ID, a.Key, a.Thread, r.Thread)
+		if r, ok := a.byID[k.run]; ok && r.Thread != x.Thread {
+			a.f.misfiled++
+			a.res.detail("answer %s (%s) is in thread %s, its run in %s", x.ID, x.Key, x.Thread, r.Thread)
 		}
-		reqs, known := requests[k.run]
+		reqs, known := a.requests[k.run]
 		idx := 0
 		if k.request != "" {
 			idx = slices.Index(reqs, k.request)
 		}
 		if !known || idx < 0 {
-			badKey++
-			res.detail("answer %s has key %s, which names no request of a run", a.ID, a.Key)
+			a.f.badKey++
+			a.res.detail("answer %s has key %s, which names no request of a run", x.ID, x.Key)
 			continue
 		}
-		perRun[k.run] = append(perRun[k.run], keyed{a, idx})
+		perRun[k.run] = append(perRun[k.run], keyedAnswer{x, idx})
 	}
-	tagOf := map[string]string{}
-	for _, p := range ppl.all() {
-		tagOf[p.ID] = p.Tag
+	return perRun
+}
+
+// coverAnswer counts the requests of reqs (its run's) that answer k
+// covers, given prev, the highest request an earlier answer of the run
+// is keyed by (-1 for none), and checks k's text against them; it
+// returns prev for the run's next answer.
+func (a *accounting) coverAnswer(k keyedAnswer, reqs []string, prev int) int {
+	from := prev + 1
+	if k.idx <= prev {
+		// A second answer keyed by a request an earlier answer
+		// covers already: that request is answered again.
+		from = k.idx
 	}
-	answered := map[string]int{} // request message id: answers that cover it
-	textMismatch, repeated := 0, 0
-	for runID, list := range perRun {
-		sort.SliceStable(list, func(i, j int) bool { return list[i].idx < list[j].idx })
-		reqs := requests[runID]
-		prev := -1
-		for _, k := range list {
-			from := prev + 1
-			if k.idx <= prev {
-				// A second answer keyed by a request an earlier answer
-				// covers already: that request is answered again.
-				from = k.idx
-			}
-			for i := from; i <= k.idx; i++ {
-				answered[reqs[i]]++
-			}
-			// The text names the requests the model saw: it must hold
-			// every request the key newly covers and none after the key's.
-			said := map[string]bool{}
-			for _, tag := range tagPattern.FindAllString(k.a.Content, -1) {
-				said[tag] = true
-			}
-			for i := from; i <= k.idx; i++ {
-				if !said[tagOf[reqs[i]]] {
-					textMismatch++
-					res.detail("answer %s (%s) is keyed past request %s (%s), which its text does not answer", k.a.ID, k.a.Key, reqs[i], tagOf[reqs[i]])
-				}
-			}
-			for i := k.idx + 1; i < len(reqs); i++ {
-				if said[tagOf[reqs[i]]] {
-					textMismatch++
-					res.detail("answer %s (%s) answers request %s (%s), which is after its key", k.a.ID, k.a.Key, reqs[i], tagOf[reqs[i]])
-				}
-			}
-			for i := 0; i < from; i++ {
-				if said[tagOf[reqs[i]]] {
-					repeated++
-				}
-			}
-			prev = max(prev, k.idx)
+	for i := from; i <= k.idx; i++ {
+		a.answered[reqs[i]]++
+	}
+	// The text names the requests the model saw: it must hold
+	// every request the key newly covers and none after the key's.
+	said := map[string]bool{}
+	for _, tag := range tagPattern.FindAllString(k.a.Content, -1) {
+		said[tag] = true
+	}
+	for i := from; i <= k.idx; i++ {
+		if !said[a.tagOf[reqs[i]]] {
+			a.f.textMismatch++
+			a.res.detail("answer %s (%s) is keyed past request %s (%s), which its text does not answer", k.a.ID, k.a.Key, reqs[i], a.tagOf[reqs[i]])
 		}
 	}
+	for i := k.idx + 1; i < len(reqs); i++ {
+		if said[a.tagOf[reqs[i]]] {
+			a.f.textMismatch++
+			a.res.detail("answer %s (%s) answers request %s (%s), which is after its key", k.a.ID, k.a.Key, reqs[i], a.tagOf[reqs[i]])
+		}
+	}
+	for i := 0; i < from; i++ {
+		if said[a.tagOf[reqs[i]]] {
+			a.f.repeated++
+		}
+	}
+	return max(prev, k.idx)
+}
 
-	// Requests: the messages the people wrote that the server took as a
-	// trigger or a follow-up, each of which must have one answer.
+// countRequests counts the requests: the messages the people wrote that
+// the server took as a trigger or a follow-up, each of which must have
+// one answer; and the requests of the database the people did not write.
+func (a *accounting) countRequests(ppl *people) {
+	f := &a.f
+	inDB := a.requestIDs()
+	writtenIDs := map[string]bool{}
+	for _, p := range ppl.all() {
+		if p.State != "ACCEPTED" && p.State != "FOLLOWUP" {
+			f.refused++
+			a.res.detail("request %s (%s) was refused: %s %s", p.ID, p.Tag, p.State, p.Reason)
+			continue
+		}
+		f.written++
+		writtenIDs[p.ID] = true
+		if !inDB[p.ID] {
+			f.unknown++
+			a.res.detail("request %s (%s, %s) is neither a run's trigger nor a follow-up", p.ID, p.Tag, p.State)
+		}
+		switch n := a.answered[p.ID]; n {
+		case 1:
+			f.once++
+		case 0:
+			f.none++
+			a.res.detail("request %s (%s, written %s) has no answer", p.ID, p.Tag, p.State)
+		default:
+			f.twice++
+			a.res.detail("request %s (%s) has %d answers", p.ID, p.Tag, n)
+		}
+	}
+	for id := range inDB {
+		if !writtenIDs[id] {
+			f.foreign++
+			a.res.detail("request %s of the database was not written by the test", id)
+		}
+	}
+}
+
+// requestIDs are the message ids of every run's requests.
+func (a *accounting) requestIDs() map[string]bool {
 	inDB := map[string]bool{}
-	for _, reqs := range requests {
+	for _, reqs := range a.requests {
 		for _, id := range reqs {
 			inDB[id] = true
 		}
 	}
-	written, refused, unknown := 0, 0, 0
-	once, none, twice := 0, 0, 0
-	writtenIDs := map[string]bool{}
-	for _, p := range ppl.all() {
-		if p.State != "ACCEPTED" && p.State != "FOLLOWUP" {
-			refused++
-			res.detail("request %s (%s) was refused: %s %s", p.ID, p.Tag, p.State, p.Reason)
-			continue
-		}
-		written++
-		writtenIDs[p.ID] = true
-		if !inDB[p.ID] {
-			unknown++
-			res.detail("request %s (%s, %s) is neither a run's trigger nor a follow-up", p.ID, p.Tag, p.State)
-		}
-		switch n := answered[p.ID]; n {
-		case 1:
-			once++
-		case 0:
-			none++
-			res.detail("request %s (%s, written %s) has no answer", p.ID, p.Tag, p.State)
-		default:
-			twice++
-			res.detail("request %s (%s) has %d answers", p.ID, p.Tag, n)
-		}
-	}
-	foreign := 0
-	for id := range inDB {
-		if !writtenIDs[id] {
-			foreign++
-			res.detail("request %s of the database was not written by the test", id)
-		}
-	}
+	return inDB
+}
 
-	// Follow-ups.
-	fuWritten, fuDuring := 0, 0
+// countFollowUps counts the follow-ups: written (while their thread's run
+// was running, too), by state, lost and answered twice.
+func (a *accounting) countFollowUps(ppl *people) {
+	f := &a.f
+	f.fuWritten, f.fuDuring = followUpsWritten(ppl)
+	f.fuStates = map[string]int{}
+	promotedTo := map[string]string{}
+	for _, r := range a.runs {
+		promotedTo[r.Trigger] = r.ID
+	}
+	for _, fu := range a.follows {
+		f.fuStates[fu.State]++
+		n := a.answered[fu.Message]
+		switch {
+		case n >= 2:
+			f.fuTwice++
+			a.res.detail("follow-up %s (%s) of run %s, %s: %d answers", fu.Message, a.tagOf[fu.Message], fu.Run, fu.State, n)
+		case n == 0 && a.byID[fu.Run].active():
+			// Not lost yet: its run is stuck, and counted so.
+			a.res.detail("follow-up %s (%s) waits in stuck run %s: %s, delivered %v", fu.Message, a.tagOf[fu.Message], fu.Run, fu.State, fu.Delivered)
+		case n == 0:
+			f.lost++
+			a.res.detail("follow-up %s (%s) of run %s is lost: %s (%s), delivered %v, no answer", fu.Message, a.tagOf[fu.Message], fu.Run, fu.State, fu.DropReason, fu.Delivered)
+		case fu.State == "promoted" && promotedTo[fu.Message] == "":
+			f.lost++
+			a.res.detail("follow-up %s (%s) of run %s is promoted but triggers no run", fu.Message, a.tagOf[fu.Message], fu.Run)
+		}
+	}
+}
+
+// followUpsWritten counts the follow-ups the people wrote, and those of
+// them written while their thread's run was running.
+func followUpsWritten(ppl *people) (written, during int) {
 	for _, p := range ppl.all() {
 		if p.State == "FOLLOWUP" {
-			fuWritten++
+			written++
 			if p.During {
-				fuDuring++
+				during++
 			}
 		}
 	}
-	fuStates := map[string]int{}
-	lost, fuTwice := 0, 0
-	promotedTo := map[string]string{}
-	for _, r := range runs {
-		promotedTo[r.Trigger] = r.ID
-	}
-	for _, f := range follows {
-		fuStates[f.State]++
-		n := answered[f.Message]
-		switch {
-		case n >= 2:
-			fuTwice++
-			res.detail("follow-up %s (%s) of run %s, %s: %d answers", f.Message, tagOf[f.Message], f.Run, f.State, n)
-		case n == 0 && byID[f.Run].active():
-			// Not lost yet: its run is stuck, and counted so.
-			res.detail("follow-up %s (%s) waits in stuck run %s: %s, delivered %v", f.Message, tagOf[f.Message], f.Run, f.State, f.Delivered)
-		case n == 0:
-			lost++
-			res.detail("follow-up %s (%s) of run %s is lost: %s (%s), delivered %v, no answer", f.Message, tagOf[f.Message], f.Run, f.State, f.DropReason, f.Delivered)
-		case f.State == "promoted" && promotedTo[f.Message] == "":
-			lost++
-			res.detail("follow-up %s (%s) of run %s is promoted but triggers no run", f.Message, tagOf[f.Message], f.Run)
-		}
-	}
+	return written, during
+}
 
-	// The API must tell the same: every run ended, with the answers of
-	// run_answers.
-	apiDiffers := 0
+// compareAPI checks that the API tells the same as the database: every
+// run ended, with the answers of run_answers.
+func (a *accounting) compareAPI(ctx context.Context, ppl *people) {
 	listed := map[string][]string{}
-	for _, a := range answers {
-		if a.Listed != "" {
-			listed[a.Listed] = append(listed[a.Listed], a.ID)
+	for _, x := range a.answers {
+		if x.Listed != "" {
+			listed[x.Listed] = append(listed[x.Listed], x.ID)
 		}
 	}
-	for _, r := range runs {
+	for _, r := range a.runs {
 		var got struct {
 			State   string `json:"state"`
 			Answers []struct {
@@ -468,89 +595,105 @@ func account(ctx context.Context, b *bothy, ppl *people, model *fakeModel, sup *
 			} `json:"answers"`
 		}
 		if err := ppl.rest(ctx, "lotse", "/api/v1/runs/"+r.ID, &got); err != nil {
-			apiDiffers++
-			res.detail("API: run %s: %v", r.ID, err)
+			a.f.apiDiffers++
+			a.res.detail("API: run %s: %v", r.ID, err)
 			continue
 		}
 		var ids []string
-		for _, a := range got.Answers {
-			ids = append(ids, a.MessageID)
+		for _, x := range got.Answers {
+			ids = append(ids, x.MessageID)
 		}
 		want := listed[r.ID]
 		slices.Sort(ids)
 		slices.Sort(want)
 		if got.State != r.State || !slices.Equal(ids, want) {
-			apiDiffers++
-			res.detail("API: run %s is %s with answers %v; the database says %s with %v", r.ID, got.State, ids, r.State, want)
+			a.f.apiDiffers++
+			a.res.detail("API: run %s is %s with answers %v; the database says %s with %v", r.ID, got.State, ids, r.State, want)
 		}
 	}
+}
 
-	prompts := model.prompts()
-	aborted, unparsed, withFollowUps := 0, 0, 0
+// countPrompts counts the fake model's requests: aborted, without a
+// trigger block, with follow-ups.
+func (a *accounting) countPrompts(prompts []prompt) {
+	f := &a.f
+	f.prompts = prompts
 	for _, p := range prompts {
 		if p.Aborted {
-			aborted++
+			f.aborted++
 		}
 		if p.Unparsed {
-			unparsed++
+			f.unparsed++
 		}
 		if len(p.Requests) > 1 {
-			withFollowUps++
+			f.withFollowUps++
 		}
 	}
+}
+
+// countProcesses counts the adapter processes: started, with the ws
+// transport, killed, exited by themselves (each a detail).
+func (a *accounting) countProcesses(sup *supervisor) {
+	f := &a.f
 	sup.mu.Lock()
-	kills, procs, ws, selfExits := sup.kills, len(sup.procs), 0, len(sup.selfExits)
+	defer sup.mu.Unlock()
+	f.kills, f.procs, f.selfExits = sup.kills, len(sup.procs), len(sup.selfExits)
 	for _, p := range sup.procs {
 		if p.transport == "ws" {
-			ws++
+			f.ws++
 		}
 	}
 	for _, e := range sup.selfExits {
-		res.detail("adapter exited by itself: %s", e)
+		a.res.detail("adapter exited by itself: %s", e)
 	}
-	sup.mu.Unlock()
+}
 
-	res.atLeast("runs created", created, minRuns)
-	res.must("runs ended exactly once (final state, one end event, no change after it)", endedOnce, created)
-	res.add("runs completed", completed)
-	res.must("runs stuck (still active at the end)", stuck, 0)
-	res.add("runs taken over (attempt > 1)", takeovers)
-	res.add("highest attempt of a run", maxAttempt)
-	res.add("requests written (triggers and follow-ups)", written)
-	res.must("requests answered exactly once", once, written)
-	res.must("requests without an answer", none, 0)
-	res.must("requests answered more than once", twice, 0)
-	res.add("follow-ups written", fuWritten)
-	res.add("follow-ups written while their thread's run was running", fuDuring)
-	res.add("follow-ups absorbed by their run", fuStates["absorbed"])
-	res.add("follow-ups promoted to a next run", fuStates["promoted"])
-	res.add("follow-ups moved to a next run", moved)
-	res.must("follow-ups lost", lost, 0)
-	res.must("follow-ups answered twice", fuTwice, 0)
-	res.must("messages refused as a trigger", refused, 0)
-	res.must("requests the server does not know, or the test did not write", unknown+foreign, 0)
-	res.must("answers without a key, with a key of no request, or in another run or thread", unkeyed+badKey+misfiled, 0)
-	res.must("answers whose text disagrees with their key", textMismatch, 0)
-	res.add("requests repeated in a later answer of their run (takeover after a partial answer)", repeated)
-	res.must("runs whose state or answers differ between API and database", apiDiffers, 0)
-	res.add("model requests", len(prompts))
-	res.add("model requests aborted by a killed adapter", aborted)
-	res.add("model requests with follow-ups in the prompt", withFollowUps)
-	res.must("model requests without a trigger block", unparsed, 0)
-	res.add("adapter processes started", procs)
-	res.add("adapter processes started with --transport ws", ws)
-	res.add("adapter processes killed with SIGKILL", kills)
-	sdkLines(res, sup, prompts)
-	res.must("adapter processes that exited by themselves", selfExits, 0)
+// lines writes the lines of the table from the figures, in their fixed
+// order, with those of the SDKs (sdkLines) and of the server's log
+// (serverLines), and the details of how the runs that did not complete
+// ended.
+func (a *accounting) lines(sup *supervisor, logDir string, minRuns int) {
+	f, res := &a.f, a.res
+	res.atLeast("runs created", f.created, minRuns)
+	res.must("runs ended exactly once (final state, one end event, no change after it)", f.endedOnce, f.created)
+	res.add("runs completed", f.completed)
+	res.must("runs stuck (still active at the end)", f.stuck, 0)
+	res.add("runs taken over (attempt > 1)", f.takeovers)
+	res.add("highest attempt of a run", f.maxAttempt)
+	res.add("requests written (triggers and follow-ups)", f.written)
+	res.must("requests answered exactly once", f.once, f.written)
+	res.must("requests without an answer", f.none, 0)
+	res.must("requests answered more than once", f.twice, 0)
+	res.add("follow-ups written", f.fuWritten)
+	res.add("follow-ups written while their thread's run was running", f.fuDuring)
+	res.add("follow-ups absorbed by their run", f.fuStates["absorbed"])
+	res.add("follow-ups promoted to a next run", f.fuStates["promoted"])
+	res.add("follow-ups moved to a next run", a.moved)
+	res.must("follow-ups lost", f.lost, 0)
+	res.must("follow-ups answered twice", f.fuTwice, 0)
+	res.must("messages refused as a trigger", f.refused, 0)
+	res.must("requests the server does not know, or the test did not write", f.unknown+f.foreign, 0)
+	res.must("answers without a key, with a key of no request, or in another run or thread", f.unkeyed+f.badKey+f.misfiled, 0)
+	res.must("answers whose text disagrees with their key", f.textMismatch, 0)
+	res.add("requests repeated in a later answer of their run (takeover after a partial answer)", f.repeated)
+	res.must("runs whose state or answers differ between API and database", f.apiDiffers, 0)
+	res.add("model requests", len(f.prompts))
+	res.add("model requests aborted by a killed adapter", f.aborted)
+	res.add("model requests with follow-ups in the prompt", f.withFollowUps)
+	res.must("model requests without a trigger block", f.unparsed, 0)
+	res.add("adapter processes started", f.procs)
+	res.add("adapter processes started with --transport ws", f.ws)
+	res.add("adapter processes killed with SIGKILL", f.kills)
+	sdkLines(res, sup, f.prompts)
+	res.must("adapter processes that exited by themselves", f.selfExits, 0)
 	res.add("adapter runs that posted before their follow-ups were delivered (DeliveryWait ran out)",
 		sup.count("WARN", "follow-ups not delivered in time; answering anyway, the server may answer them again in a next run"))
 	for _, x := range serverLines(logDir) {
 		res.add("server log: "+x.msg, x.n)
 	}
-	for reason, n := range endReasons {
+	for reason, n := range f.endReasons {
 		res.detail("%d runs ended %s", n, reason)
 	}
-	return res, nil
 }
 
 // sdkLines are the lines of the SDKs' examples (issue 43: a chaos run with
