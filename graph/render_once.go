@@ -107,16 +107,26 @@ func (t *eventTap) respond(ctx context.Context, doc string, next graphql.Respons
 		// errors and extensions to it.
 		return &graphql.Response{Data: data}
 	}
+	if keep == nil {
+		t.out <- ev
+		return next(ctx)
+	}
+	// The connections that wait for this rendering are released however
+	// the rendering ends, a panic that escapes the executor's recovery
+	// included.
+	kept := false
+	defer func() {
+		if !kept {
+			keep(nil, false)
+		}
+	}()
 	t.out <- ev
 	resp := next(ctx)
-	if keep != nil {
-		if resp == nil {
-			keep(nil, false)
-		} else {
-			// The executor reuses its buffer for the next event: the kept
-			// bytes are a copy.
-			keep(bytes.Clone(resp.Data), len(resp.Errors) == 0 && len(graphql.GetErrors(ctx)) == 0)
-		}
+	if resp != nil {
+		// The executor reuses its buffer for the next event: the kept
+		// bytes are a copy.
+		keep(bytes.Clone(resp.Data), len(resp.Errors) == 0 && len(graphql.GetErrors(ctx)) == 0)
+		kept = true
 	}
 	return resp
 }
