@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"sync"
 
@@ -96,24 +97,26 @@ func (t *eventTap) respond(ctx context.Context, doc string, next graphql.Respons
 		t.closed.Do(func() { close(t.out) })
 		return next(ctx) // the executor's end of the stream
 	}
-	me, _ := ev.(*model.MessageEvent)
-	if me == nil || me.Delivery == nil {
-		t.out <- ev
-		return next(ctx)
+	if me, _ := ev.(*model.MessageEvent); me != nil && me.Delivery != nil {
+		data, keep := me.Delivery.Rendered(ctx, doc)
+		if data != nil {
+			// A response of its own: the executor adds this connection's
+			// errors and extensions to it.
+			return &graphql.Response{Data: data}
+		}
+		if keep != nil {
+			return t.render(ctx, ev, next, keep)
+		}
 	}
-	data, keep := me.Delivery.Rendered(ctx, doc)
-	if data != nil {
-		// A response of its own: the executor adds this connection's
-		// errors and extensions to it.
-		return &graphql.Response{Data: data}
-	}
-	if keep == nil {
-		t.out <- ev
-		return next(ctx)
-	}
-	// The connections that wait for this rendering are released however
-	// the rendering ends, a panic that escapes the executor's recovery
-	// included.
+	t.out <- ev
+	return next(ctx)
+}
+
+// render has the executor render ev and hands the rendering to keep, for
+// the connections of the same principal and document that wait for it.
+// They are released however the rendering ends, a panic that escapes the
+// executor's recovery included.
+func (t *eventTap) render(ctx context.Context, ev model.Event, next graphql.ResponseHandler, keep func([]byte, bool)) *graphql.Response {
 	kept := false
 	defer func() {
 		if !kept {
@@ -139,11 +142,9 @@ func documentKey(oc *graphql.OperationContext) string {
 	h := sha256.New()
 	vars, _ := json.Marshal(oc.Variables)
 	for _, part := range [][]byte{[]byte(oc.RawQuery), []byte(oc.OperationName), vars} {
-		var n [8]byte
-		for i, l := 0, uint64(len(part)); i < 8; i++ {
-			n[i] = byte(l >> (8 * i))
-		}
-		h.Write(n[:])
+		// Each part after its length, so that no two splits of the same
+		// bytes give one digest.
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(part))))
 		h.Write(part)
 	}
 	return string(h.Sum(nil))

@@ -13,12 +13,6 @@ import (
 	"bothy.example.com/bothy/internal/devtools/gobuild"
 )
 
-// kitFirstReadWait is the conformance kit's wait for an adapter's first
-// read of its event stream (internal/conformance, firstReadWait): a kit
-// that did not see an adapter's exit would wait that long before it went
-// on, and then time out in every scenario.
-const kitFirstReadWait = 20 * time.Second
-
 // brokenAdapter is the conformance kit's single-fault adapter (-break).
 const brokenAdapter = "bothy.example.com/bothy/internal/conformance/testdata/broken"
 
@@ -134,8 +128,10 @@ func conformanceCannotStart(t *testing.T, bothy string, env []string) {
 	if err != nil {
 		t.Fatalf("the adapter never started: %v\n%s%s", err, stdout, stderr)
 	}
-	if d := time.Since(st.ModTime()); d >= kitFirstReadWait {
-		t.Errorf("the command ended %s after the adapter's start; an exit must end the wait for a first read (%s)", d, kitFirstReadWait)
+	// A kit that missed the exit would wait for a first read that never
+	// comes, and then time out in every scenario.
+	if d := time.Since(st.ModTime()); d >= conformance.FirstReadWait {
+		t.Errorf("the command ended %s after the adapter's start; an exit must end the wait for a first read (%s)", d, conformance.FirstReadWait)
 	}
 	if code != 1 {
 		t.Errorf("exit status %d; want 1", code)

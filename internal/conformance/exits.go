@@ -219,10 +219,10 @@ func (e *ExitedError) Error() string {
 	return msg + "; the last lines of its output:\n    " + strings.Join(e.Exit.Tail, "\n    ")
 }
 
-// firstReadWait bounds the wait for the adapter's first read of its event
-// stream after a start: generous for an adapter that starts a runtime
+// FirstReadWait bounds the kit's wait for the adapter's first read of its
+// event stream after a start (scaled by Options.TimeoutScale): generous for an adapter that starts a runtime
 // (a JVM, npx), short of the scenarios' own timeouts.
-const firstReadWait = 20 * time.Second
+const FirstReadWait = 20 * time.Second
 
 // placeWait bounds the wait, after the proxy saw the first read, until the
 // server placed it (resolved its cursor): the proxy counts a read when it
@@ -271,7 +271,7 @@ func (k *kit) awaitFirstRead(exit chan struct{}, before firstRead, first bool) e
 	if wait == 0 {
 		// A start is slower on a loaded machine like the scenarios
 		// (Options.TimeoutScale): an interpreter's imports take seconds.
-		wait = k.scaled(firstReadWait)
+		wait = k.scaled(FirstReadWait)
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, wait)
 	defer cancel()

@@ -84,8 +84,8 @@ func TestAdapterCannotStart(t *testing.T) {
 			t.Errorf("%q lacks %q", err, want)
 		}
 	}
-	// At once: the exit ends the wait, not firstReadWait.
-	if d := time.Since(started); d >= firstReadWait {
+	// At once: the exit ends the wait, not FirstReadWait.
+	if d := time.Since(started); d >= FirstReadWait {
 		t.Errorf("the failure took %s", d)
 	}
 	if len(k.exits) != 1 {

@@ -11,13 +11,11 @@ import (
 // kit has none.
 func scenarioNamed(t *testing.T, name string) scenario {
 	t.Helper()
-	for _, s := range scenarios {
-		if s.name == name {
-			return s
-		}
+	s, ok := scenarioByName(name)
+	if !ok {
+		t.Fatalf("no scenario %s", name)
 	}
-	t.Fatalf("no scenario %s", name)
-	return scenario{}
+	return s
 }
 
 // TestFailureCarriesItsFix: a failed verdict carries the scenario's fix in

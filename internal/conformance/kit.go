@@ -256,12 +256,18 @@ func Names() []string {
 // a declaration (Options.Capabilities) leaves out; false when the kit has
 // no such scenario.
 func Needs(name string) ([]string, bool) {
+	s, ok := scenarioByName(name)
+	return slices.Clone(s.needs), ok
+}
+
+// scenarioByName returns the kit's scenario name; false when it has none.
+func scenarioByName(name string) (scenario, bool) {
 	for _, s := range scenarios {
 		if s.name == name {
-			return slices.Clone(s.needs), true
+			return s, true
 		}
 	}
-	return nil, false
+	return scenario{}, false
 }
 
 // Run starts the kit, runs the scenarios of opts against the adapter and

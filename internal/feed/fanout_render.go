@@ -45,11 +45,7 @@ func (d *Delivery) Rendered(ctx context.Context, doc string) (data []byte, keep 
 		return nil, nil
 	}
 	key := renderKey{seq: d.Event.Seq, who: keyOf(d.Listener.start), doc: doc}
-	f.mu.Lock()
-	touched := f.touched
-	f.mu.Unlock()
-	f.smu.Lock()
-	f.holdShared(touched)
+	f.lockShared()
 	r := f.rendered[key]
 	if r == nil {
 		r = &rendering{done: make(chan struct{})}

@@ -327,18 +327,24 @@ func (d *Delivery) Shared(ctx context.Context, key string, load func(context.Con
 
 // sharedRead answers the kept read of key, or a new one to load (first).
 func (f *Fanout) sharedRead(key string) (r *sharedRead, first bool) {
-	f.mu.Lock()
-	touched := f.touched
-	f.mu.Unlock()
-	f.smu.Lock()
+	f.lockShared()
 	defer f.smu.Unlock()
-	f.holdShared(touched)
 	if r = f.shared[key]; r != nil {
 		return r, false
 	}
 	r = &sharedRead{done: make(chan struct{})}
 	f.shared[key] = r
 	return r, true
+}
+
+// lockShared locks smu for a look at the shared reads and the renderings,
+// dropping them first when something touched them (holdShared).
+func (f *Fanout) lockShared() {
+	f.mu.Lock()
+	touched := f.touched
+	f.mu.Unlock()
+	f.smu.Lock()
+	f.holdShared(touched)
 }
 
 // holdShared drops the shared reads and the renderings when the window

@@ -114,31 +114,25 @@ func (p *proc) Holder() string {
 // is held.
 func (p *proc) startedServing(holder string) {
 	p.holder = holder
-	select {
-	case <-p.serving:
-	default:
+	if !closed(p.serving) {
 		close(p.serving)
 	}
 }
 
 // served reports whether the process logged its start line. Once done is
 // closed its every line is read, so the answer is final.
-func (p *proc) served() bool {
-	select {
-	case <-p.serving:
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) served() bool { return closed(p.serving) }
 
 // alive reports whether the process has not exited.
-func (p *proc) alive() bool {
+func (p *proc) alive() bool { return !closed(p.done) }
+
+// closed reports whether ch is closed, without waiting.
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-p.done:
-		return false
-	default:
+	case <-ch:
 		return true
+	default:
+		return false
 	}
 }
 
